@@ -1,0 +1,177 @@
+/*
+ * inagg.h - the worker API of inagg, in-network aggregation for distributed training.
+ *
+ * A process joins a job on an aggregation switch (`inagg switch`) as one rank of a fixed
+ * world size, then calls collective operations on a communicator, in the same order on every
+ * rank, like NCCL or MPI. The switch sums the ranks' contributions as packets arrive and sends
+ * every rank the result: each rank sends its tensor once and receives the sum once.
+ *
+ * Conventions
+ *   - Every call returns an inagg_result_t: INAGG_OK (0) or a negative code. inagg_strerror()
+ *     gives a static text for a code; inagg_last_error() gives the detail of the last failure
+ *     on a communicator (which rank vanished, which limit was hit, ...).
+ *   - Counts are in elements, not bytes. send == recv means in place.
+ *   - The library never exits, aborts or prints to stdout in its caller's process. It may log
+ *     to stderr when the INAGG_LOG environment variable asks for it.
+ *   - Threading: a communicator may be used from one thread at a time. Different communicators
+ *     (different jobs) are independent and may be used from different threads concurrently.
+ *   - Ownership: buffers passed to an asynchronous call belong to the library until the
+ *     request completes (inagg_test() reports done, or inagg_wait() returns).
+ */
+#ifndef INAGG_H
+#define INAGG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "inagg/version.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Result codes. New codes are only ever appended. */
+typedef enum inagg_result {
+    INAGG_OK = 0,
+    INAGG_ERR_INVALID = -1,     /* an argument is invalid (null pointer, bad dtype, ...) */
+    INAGG_ERR_SYSTEM = -2,      /* a system call failed; the detail names it and errno */
+    INAGG_ERR_NOMEM = -3,       /* out of memory */
+    INAGG_ERR_TIMEOUT = -4,     /* no progress within the configured time */
+    INAGG_ERR_REFUSED = -5,     /* the switch refused the job (pool exhausted, duplicate
+                                   rank, world-size or parameter mismatch) */
+    INAGG_ERR_VERSION = -6,     /* the switch speaks another protocol version */
+    INAGG_ERR_JOB_FAILED = -7,  /* the job failed: a rank vanished or stopped sending */
+    INAGG_ERR_CONNECTION = -8,  /* the connection to the switch was lost */
+    INAGG_ERR_PROTOCOL = -9,    /* the switch sent something this library cannot parse */
+    INAGG_ERR_OVERFLOW = -10,   /* int32 sum wrapped around in at least one element; the
+                                   wrapped result was delivered */
+    INAGG_ERR_NONFINITE = -11,  /* a float32 input held NaN or Inf; the chunks that held one
+                                   are NaN in the result on every rank */
+    INAGG_ERR_UNSUPPORTED = -12 /* valid request this build or job cannot serve */
+} inagg_result_t;
+
+typedef enum inagg_dtype {
+    INAGG_INT32 = 0,
+    INAGG_FLOAT32 = 1
+} inagg_dtype_t;
+
+typedef enum inagg_op {
+    INAGG_SUM = 0,
+    INAGG_AVG = 1 /* sum divided by the world size; for int32, C integer division */
+} inagg_op_t;
+
+/* How float32 tensors are carried and added. */
+typedef enum inagg_float_mode {
+    INAGG_FLOAT_FIXED = 0, /* block fixed point: per-chunk scale from an agreed exponent, int32
+                              add in the switch (SwitchML 4.6). Error per element at most
+                              W/(2f) plus the final rounding to float32. */
+    INAGG_FLOAT_NATIVE = 1 /* float32 add in the switch, in arrival order */
+} inagg_float_mode_t;
+
+typedef enum inagg_protocol {
+    INAGG_PROTO_SWITCHML = 0 /* throughput-centric: two copies per slot, self-clocked window */
+} inagg_protocol_t;
+
+/*
+ * Options of a communicator. Initialise with INAGG_OPTIONS_INIT, then change fields.
+ * The struct only ever grows at the end; `struct_size` lets the library tell versions apart.
+ */
+typedef struct inagg_options {
+    uint32_t struct_size;     /* sizeof(inagg_options_t), set by the initializer */
+    uint32_t slots;           /* slots (window) the job reserves on the switch */
+    uint32_t packet_elems;    /* elements per packet: 64 and 256 as in hardware, up to
+                                 INAGG_MAX_PACKET_ELEMS for software */
+    uint32_t threads;         /* engine threads per worker, each with its own socket */
+    inagg_float_mode_t float_mode;
+    inagg_protocol_t protocol;
+    uint32_t rto_us;          /* initial retransmission timeout; adapted to measured RTT */
+    uint32_t rto_min_us;      /* lower bound of the adaptive timeout */
+    uint32_t rto_max_us;      /* upper bound, also the cap of exponential backoff */
+    uint32_t timeout_ms;      /* a call fails with INAGG_ERR_TIMEOUT after this long without
+                                 progress; also bounds join and barrier */
+    uint32_t socket_buffer;   /* SO_RCVBUF/SO_SNDBUF bytes per engine socket (0: library
+                                 default) */
+    const char *faults;       /* fault injection spec, e.g. "drop=0.01,dup=0.01,reorder=0.01,
+                                 seed=7" (NULL: taken from $INAGG_FAULTS, if set) */
+} inagg_options_t;
+
+#define INAGG_MAX_PACKET_ELEMS 16368u /* (65507 - 32) / 4: one UDP datagram */
+#define INAGG_MAX_WORLD 64u
+
+#define INAGG_OPTIONS_INIT                                                                      \
+    {                                                                                           \
+        sizeof(inagg_options_t), 128u, 1024u, 1u, INAGG_FLOAT_FIXED, INAGG_PROTO_SWITCHML,      \
+            2000u, 200u, 200000u, 30000u, 0u, NULL                                               \
+    }
+
+typedef struct inagg_comm inagg_comm_t;
+typedef struct inagg_request inagg_request_t;
+
+/* Per-communicator counters since creation. */
+typedef struct inagg_stats {
+    uint64_t packets_sent;       /* contributions sent, first transmissions and retransmits */
+    uint64_t packets_received;   /* results accepted */
+    uint64_t retransmissions;    /* contributions sent again after a timeout */
+    uint64_t duplicates_ignored; /* results for a round already completed, dropped */
+    uint64_t invalid_dropped;    /* malformed or foreign packets dropped */
+    uint64_t bytes_sent;         /* UDP payload bytes sent */
+    uint64_t bytes_received;     /* UDP payload bytes received */
+    uint32_t srtt_us;            /* smoothed round-trip time */
+    uint32_t rto_us;             /* current retransmission timeout */
+} inagg_stats_t;
+
+/*
+ * Join job `job` on the switch at `switch_addr` ("HOST:PORT") as rank `rank` of `world`.
+ * Blocks until every rank has joined (the switch acts as the barrier) or opts->timeout_ms
+ * passes. The first rank to arrive registers the job with its options; the others must
+ * bring the same world size and options or they are refused. On failure *out is NULL and,
+ * if `detail` is non-NULL, a reason is written there (at most detail_len bytes).
+ */
+inagg_result_t inagg_comm_create(inagg_comm_t **out, const char *switch_addr, const char *job,
+                                 uint32_t rank, uint32_t world, const inagg_options_t *opts,
+                                 char *detail, size_t detail_len);
+
+/* Leave the job and free the communicator. Waits for outstanding requests to end. */
+inagg_result_t inagg_comm_destroy(inagg_comm_t *comm);
+
+uint32_t inagg_comm_rank(const inagg_comm_t *comm);
+uint32_t inagg_comm_world(const inagg_comm_t *comm);
+
+/* Blocking allreduce of `count` elements. */
+inagg_result_t inagg_allreduce(inagg_comm_t *comm, const void *send, void *recv, size_t count,
+                               inagg_dtype_t dtype, inagg_op_t op);
+
+/*
+ * Non-blocking allreduce. Requests run in the order they were started (collective order,
+ * which must be the same on every rank) while the caller computes. Each request must be
+ * finished with inagg_wait(), which also frees it.
+ */
+inagg_result_t inagg_iallreduce(inagg_comm_t *comm, const void *send, void *recv, size_t count,
+                                inagg_dtype_t dtype, inagg_op_t op, inagg_request_t **req);
+
+/* *done = 1 when the request has finished (then inagg_wait() returns at once). */
+inagg_result_t inagg_test(inagg_request_t *req, int *done);
+
+/* Wait for the request, return its result, free it. */
+inagg_result_t inagg_wait(inagg_request_t *req);
+
+/* Block until every rank of the job has called inagg_barrier(). */
+inagg_result_t inagg_barrier(inagg_comm_t *comm);
+
+/* Copy the communicator's counters. */
+inagg_result_t inagg_get_stats(const inagg_comm_t *comm, inagg_stats_t *out);
+
+/* Static text for a result code. */
+const char *inagg_strerror(inagg_result_t rc);
+
+/* Detail of the last failure on `comm` ("" if none). Valid until the next call on comm. */
+const char *inagg_last_error(const inagg_comm_t *comm);
+
+/* Library version as INAGG_VERSION_NUMBER would encode it. */
+uint32_t inagg_version(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* INAGG_H */

@@ -1,0 +1,639 @@
+/*
+ * cmd_bench_allreduce.c - `inagg bench allreduce`: the tensor aggregation benchmark, after
+ * SwitchML's microbenchmark (section 6.1).
+ *
+ * The parent process forks an embedded switch (unless --switch names one) and N worker
+ * processes, each a rank of one job. Every worker fills its tensor with known values
+ * (common/benchdata.h), runs warmups and K timed allreduces (each after a barrier), and
+ * verifies every result: int32 exactly, float32 within the documented fixed-point bound
+ * (worker/quant.h) or the float-addition bound in native mode. Workers report their timings
+ * through a pipe; an iteration's tensor aggregation time (TAT) is that of the slowest rank.
+ * With --baseline mpi, OpenMPI's MPI_Allreduce then runs the same tensor over TCP in the
+ * same invocation and the ratio is printed.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cli/commands.h"
+#include "common/baseline_mpi.h"
+#include "common/benchdata.h"
+#include "common/json.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "inagg.h"
+#include "switch/switch.h"
+#include "worker/quant.h"
+
+#define MAX_ITERS 1000
+
+typedef struct bench_opts {
+    uint32_t workers, iters, warmup, packet_elems, window, threads, switch_threads;
+    uint64_t elems, seed;
+    int dtype_float;
+    inagg_float_mode_t float_mode;
+    double loss;
+    const char *faults, *switch_addr, *json_path, *baseline;
+    uint32_t timeout_ms;
+} bench_opts_t;
+
+/* What a worker sends back to the parent. */
+typedef struct worker_report {
+    int32_t rank;
+    int32_t rc;         /* inagg_result_t of the first failure, or 0 */
+    int32_t verified;   /* every iteration's result checked out */
+    uint32_t iters;
+    double tat_ms[MAX_ITERS];
+    double max_err;     /* float32: largest error seen, relative to the allowed bound */
+    inagg_stats_t stats;
+    char error[640];
+} worker_report_t;
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: inagg bench allreduce [options]\n"
+            "\n"
+            "Measures allreduce through the aggregation switch: forks an embedded switch on\n"
+            "loopback (or uses --switch) and N local worker processes, fills each tensor with\n"
+            "known values, runs warmups and timed allreduces, and verifies every result.\n"
+            "Prints tensor aggregation time (TAT: median, min, max over iterations, each the\n"
+            "slowest rank's), aggregated tensor elements per second (ATE/s = elems / TAT),\n"
+            "goodput, packets and retransmissions. --baseline mpi runs OpenMPI's\n"
+            "MPI_Allreduce on the same data over TCP in the same invocation and prints\n"
+            "speedup = MPI median TAT / inagg median TAT.\n"
+            "\n"
+            "options:\n"
+            "  --workers N          worker processes (default 4)\n"
+            "  --elems E            elements per tensor (default 4000000)\n"
+            "  --dtype T            int32 or float32 (default float32)\n"
+            "  --float-mode M       fixed (block fixed point, SwitchML) or native (float add\n"
+            "                       in the switch) (default fixed)\n"
+            "  --iters K            timed iterations (default 10, at most %d)\n"
+            "  --warmup W           untimed iterations first (default 2)\n"
+            "  --protocol P         switchml (default)\n"
+            "  --packet-elems K     elements per packet: 64, 256 (hardware sizes) up to %u\n"
+            "                       (default 1024)\n"
+            "  --window S           slots (packets in flight per worker) (default 128)\n"
+            "  --threads N          engine threads per worker (default 1)\n"
+            "  --switch-threads N   dataplane threads of the embedded switch (default 1)\n"
+            "  --loss P             drop each packet with probability P on the way up and on\n"
+            "                       the way down (injected in the workers; seeded)\n"
+            "  --faults SPEC        full fault spec for the workers, e.g.\n"
+            "                       drop=0.01,dup=0.01,reorder=0.01,seed=3\n"
+            "  --baseline B         mpi or none (default none)\n"
+            "  --switch HOST:PORT   use a running switch instead of the embedded one\n"
+            "  --timeout-ms MS      per-call progress timeout (default 30000)\n"
+            "  --seed S             tensor contents (default 1)\n"
+            "  --json FILE|-        also write one JSON object (- for stdout; the table then\n"
+            "                       goes to stderr)\n"
+            "  -h, --help           this text\n",
+            MAX_ITERS, INAGG_MAX_PACKET_ELEMS);
+}
+
+static int parse_uint(const char *flag, const char *v, uint64_t max, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long x = strtoull(v, &end, 10);
+    if (end == v || *end || errno || x > max || v[0] == '-') {
+        fprintf(stderr, "inagg bench allreduce: %s needs an integer in 0..%llu, got '%s'\n",
+                flag, (unsigned long long)max, v);
+        return -1;
+    }
+    *out = x;
+    return 0;
+}
+
+/* ---- the worker process ---------------------------------------------------------------- */
+
+typedef struct expected {
+    int32_t *i32;
+    double *f64;  /* exact sum */
+    float *abs;   /* sum of magnitudes (native float bound) */
+    int16_t *exp; /* per chunk: the exponent every rank will agree on (fixed point) */
+} expected_t;
+
+static int build_expected(const bench_opts_t *o, expected_t *ex)
+{
+    uint64_t n = o->elems;
+    if (!o->dtype_float) {
+        ex->i32 = malloc(n * sizeof(int32_t));
+        if (!ex->i32)
+            return -1;
+        for (uint64_t i = 0; i < n; i++)
+            ex->i32[i] = bench_expected_i32(o->seed, o->workers, i);
+        return 0;
+    }
+    uint64_t nchunks = (n + o->packet_elems - 1) / o->packet_elems;
+    ex->f64 = malloc(n * sizeof(double));
+    ex->abs = malloc(n * sizeof(float));
+    ex->exp = malloc(nchunks * sizeof(int16_t));
+    float *tmp = malloc(o->packet_elems * sizeof(float));
+    if (!ex->f64 || !ex->abs || !ex->exp || !tmp) {
+        free(tmp);
+        return -1;
+    }
+    for (uint64_t i = 0; i < n; i++) {
+        double a;
+        ex->f64[i] = bench_expected_f32(o->seed, o->workers, i, &a);
+        ex->abs[i] = (float)a;
+    }
+    for (uint64_t c = 0; c < nchunks; c++) {
+        uint64_t off = c * o->packet_elems;
+        size_t len = (size_t)util_min_u64(o->packet_elems, n - off);
+        int16_t m = QUANT_EXP_ZERO;
+        for (uint32_t r = 0; r < o->workers; r++) {
+            for (size_t k = 0; k < len; k++)
+                tmp[k] = bench_value_f32(o->seed, r, off + k);
+            m = quant_exp_max(m, quant_block_exponent(tmp, len));
+        }
+        ex->exp[c] = m;
+    }
+    free(tmp);
+    return 0;
+}
+
+/* Check one result; returns the number of wrong elements (0: verified). */
+static uint64_t verify(const bench_opts_t *o, const expected_t *ex, const void *recv,
+                       double *worst)
+{
+    uint64_t bad = 0;
+    if (!o->dtype_float) {
+        const int32_t *got = recv;
+        for (uint64_t i = 0; i < o->elems; i++)
+            bad += got[i] != ex->i32[i];
+        return bad;
+    }
+    const float *got = recv;
+    for (uint64_t i = 0; i < o->elems; i++) {
+        double exact = ex->f64[i], allowed;
+        if (o->float_mode == INAGG_FLOAT_FIXED)
+            allowed = quant_error_bound(ex->exp[i / o->packet_elems], o->workers, fabs(exact));
+        else
+            allowed = (double)o->workers * ldexp((double)ex->abs[i], -24) + 1e-30;
+        double err = fabs((double)got[i] - exact);
+        if (!(err <= allowed))
+            bad++;
+        else if (allowed > 0 && err / allowed > *worst)
+            *worst = err / allowed;
+    }
+    return bad;
+}
+
+static void poison(const bench_opts_t *o, void *recv)
+{
+    memset(recv, 0xA5, o->elems * 4); /* neither a plausible int32 sum nor a finite float */
+}
+
+static int worker_main(const bench_opts_t *o, uint32_t rank, const char *switch_addr,
+                       const char *job, int out_fd)
+{
+    worker_report_t *rep = calloc(1, sizeof(*rep));
+    if (!rep)
+        return 1;
+    rep->rank = (int32_t)rank;
+    size_t bytes = o->elems * 4;
+    void *send = malloc(bytes ? bytes : 4), *recv = malloc(bytes ? bytes : 4);
+    expected_t ex = {0};
+    inagg_comm_t *comm = NULL;
+    inagg_result_t rc = INAGG_OK;
+    if (!send || !recv || build_expected(o, &ex) != 0) {
+        rc = INAGG_ERR_NOMEM;
+        snprintf(rep->error, sizeof(rep->error), "rank %u: out of memory for %llu elements",
+                 rank, (unsigned long long)o->elems);
+        goto done;
+    }
+    for (uint64_t i = 0; i < o->elems; i++) {
+        if (o->dtype_float)
+            ((float *)send)[i] = bench_value_f32(o->seed, rank, i);
+        else
+            ((int32_t *)send)[i] = bench_value_i32(o->seed, rank, i);
+    }
+    inagg_options_t opts = INAGG_OPTIONS_INIT;
+    opts.slots = o->window;
+    opts.packet_elems = o->packet_elems;
+    opts.threads = o->threads;
+    opts.float_mode = o->float_mode;
+    opts.timeout_ms = o->timeout_ms;
+    opts.faults = o->faults;
+    char detail[256];
+    rc = inagg_comm_create(&comm, switch_addr, job, rank, o->workers, &opts, detail,
+                           sizeof(detail));
+    if (rc != INAGG_OK) {
+        snprintf(rep->error, sizeof(rep->error), "rank %u: joining: %s: %s", rank,
+                 inagg_strerror(rc), detail);
+        goto done;
+    }
+    inagg_dtype_t dt = o->dtype_float ? INAGG_FLOAT32 : INAGG_INT32;
+    rep->verified = 1;
+    int show = rank == 0 && isatty(STDERR_FILENO);
+    for (uint32_t it = 0; it < o->warmup + o->iters; it++) {
+        poison(o, recv);
+        rc = inagg_barrier(comm);
+        if (rc == INAGG_OK) {
+            uint64_t t0 = util_now_ns();
+            rc = inagg_allreduce(comm, send, recv, o->elems, dt, INAGG_SUM);
+            uint64_t t1 = util_now_ns();
+            if (it >= o->warmup)
+                rep->tat_ms[rep->iters++] = (double)(t1 - t0) / 1e6;
+            if (show)
+                fprintf(stderr, "\r  %s %u/%u: %.2f ms   ", it < o->warmup ? "warmup" : "iter",
+                        it < o->warmup ? it + 1 : it - o->warmup + 1,
+                        it < o->warmup ? o->warmup : o->iters, (double)(t1 - t0) / 1e6);
+        }
+        if (rc != INAGG_OK) {
+            snprintf(rep->error, sizeof(rep->error), "rank %u, iteration %u: %s: %s", rank, it,
+                     inagg_strerror(rc), inagg_last_error(comm));
+            rep->verified = 0;
+            break;
+        }
+        uint64_t bad = verify(o, &ex, recv, &rep->max_err);
+        if (bad) {
+            rep->verified = 0;
+            snprintf(rep->error, sizeof(rep->error),
+                     "rank %u, iteration %u: %llu of %llu elements wrong", rank, it,
+                     (unsigned long long)bad, (unsigned long long)o->elems);
+        }
+    }
+    if (show)
+        fprintf(stderr, "\r%60s\r", "");
+    inagg_get_stats(comm, &rep->stats);
+done:
+    rep->rc = rc;
+    if (comm)
+        inagg_comm_destroy(comm);
+    ssize_t w = write(out_fd, rep, sizeof(*rep));
+    free(rep);
+    free(send);
+    free(recv);
+    free(ex.i32);
+    free(ex.f64);
+    free(ex.abs);
+    free(ex.exp);
+    return w == (ssize_t)sizeof(*rep) && rc == INAGG_OK ? 0 : 1;
+}
+
+/* ---- the embedded switch ----------------------------------------------------------------- */
+
+static pid_t start_switch(const bench_opts_t *o, uint16_t *port)
+{
+    int p[2];
+    if (pipe(p) != 0)
+        return -1;
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(p[0]);
+        sigset_t set;
+        sigemptyset(&set);
+        sigaddset(&set, SIGTERM);
+        sigaddset(&set, SIGINT);
+        pthread_sigmask(SIG_BLOCK, &set, NULL);
+        switch_config_t cfg = SWITCH_CONFIG_INIT;
+        cfg.listen = "127.0.0.1:0";
+        cfg.threads = o->switch_threads;
+        cfg.worker_timeout_ms = o->timeout_ms;
+        inagg_switch_t *sw;
+        char err[256];
+        if (switch_start(&cfg, &sw, err, sizeof(err)) != 0) {
+            fprintf(stderr, "inagg bench allreduce: embedded switch: %s\n", err);
+            _exit(1);
+        }
+        char buf[16];
+        int n = snprintf(buf, sizeof(buf), "%u\n", switch_port(sw));
+        if (write(p[1], buf, (size_t)n) != n)
+            _exit(1);
+        close(p[1]);
+        int sig;
+        sigwait(&set, &sig);
+        if (getenv("INAGG_BENCH_SWITCH_STATS"))
+            switch_write_stats(sw, stderr, 0);
+        switch_stop(sw);
+        _exit(0);
+    }
+    close(p[1]);
+    if (pid < 0) {
+        close(p[0]);
+        return -1;
+    }
+    char buf[16] = {0};
+    struct pollfd pf = {.fd = p[0], .events = POLLIN};
+    ssize_t n = poll(&pf, 1, 10000) == 1 ? read(p[0], buf, sizeof(buf) - 1) : -1;
+    close(p[0]);
+    if (n <= 0) {
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+        return -1;
+    }
+    *port = (uint16_t)atoi(buf);
+    return pid;
+}
+
+/* ---- the parent -------------------------------------------------------------------------- */
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *v, uint32_t n)
+{
+    qsort(v, n, sizeof(double), cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+static int parse_args(int argc, char **argv, bench_opts_t *o)
+{
+    static const struct option longopts[] = {
+        {"workers", required_argument, 0, 'n'},      {"elems", required_argument, 0, 'e'},
+        {"dtype", required_argument, 0, 'd'},        {"float-mode", required_argument, 0, 'F'},
+        {"iters", required_argument, 0, 'k'},        {"warmup", required_argument, 0, 'W'},
+        {"protocol", required_argument, 0, 'P'},     {"packet-elems", required_argument, 0, 'p'},
+        {"window", required_argument, 0, 's'},       {"threads", required_argument, 0, 't'},
+        {"switch-threads", required_argument, 0, 'T'}, {"loss", required_argument, 0, 'l'},
+        {"faults", required_argument, 0, 'f'},       {"baseline", required_argument, 0, 'b'},
+        {"switch", required_argument, 0, 'S'},       {"timeout-ms", required_argument, 0, 'o'},
+        {"seed", required_argument, 0, 'r'},         {"json", required_argument, 0, 'j'},
+        {"help", no_argument, 0, 'h'},               {0, 0, 0, 0}};
+    uint64_t v;
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'n': if (parse_uint("--workers", optarg, INAGG_MAX_WORLD, &v) || !v) goto bad_n; o->workers = (uint32_t)v; break;
+        case 'e': if (parse_uint("--elems", optarg, 1ull << 32, &v)) return 2; o->elems = v; break;
+        case 'k': if (parse_uint("--iters", optarg, MAX_ITERS, &v) || !v) goto bad_k; o->iters = (uint32_t)v; break;
+        case 'W': if (parse_uint("--warmup", optarg, 1000, &v)) return 2; o->warmup = (uint32_t)v; break;
+        case 'p': if (parse_uint("--packet-elems", optarg, INAGG_MAX_PACKET_ELEMS, &v) || !v) return 2; o->packet_elems = (uint32_t)v; break;
+        case 's': if (parse_uint("--window", optarg, 1u << 20, &v) || !v) return 2; o->window = (uint32_t)v; break;
+        case 't': if (parse_uint("--threads", optarg, 64, &v) || !v) return 2; o->threads = (uint32_t)v; break;
+        case 'T': if (parse_uint("--switch-threads", optarg, 64, &v) || !v) return 2; o->switch_threads = (uint32_t)v; break;
+        case 'o': if (parse_uint("--timeout-ms", optarg, 3600000, &v) || !v) return 2; o->timeout_ms = (uint32_t)v; break;
+        case 'r': if (parse_uint("--seed", optarg, UINT64_MAX, &v)) return 2; o->seed = v; break;
+        case 'd':
+            if (strcmp(optarg, "int32") == 0) o->dtype_float = 0;
+            else if (strcmp(optarg, "float32") == 0) o->dtype_float = 1;
+            else { fprintf(stderr, "inagg bench allreduce: --dtype must be int32 or float32\n"); return 2; }
+            break;
+        case 'F':
+            if (strcmp(optarg, "fixed") == 0) o->float_mode = INAGG_FLOAT_FIXED;
+            else if (strcmp(optarg, "native") == 0) o->float_mode = INAGG_FLOAT_NATIVE;
+            else { fprintf(stderr, "inagg bench allreduce: --float-mode must be fixed or native\n"); return 2; }
+            break;
+        case 'P':
+            if (strcmp(optarg, "switchml") != 0) {
+                fprintf(stderr, "inagg bench allreduce: --protocol %s is not available in this "
+                        "build (switchml is)\n", optarg);
+                return 2;
+            }
+            break;
+        case 'l': {
+            char *end;
+            o->loss = strtod(optarg, &end);
+            if (end == optarg || *end || !(o->loss >= 0 && o->loss < 1)) {
+                fprintf(stderr, "inagg bench allreduce: --loss needs a probability in [0, 1)\n");
+                return 2;
+            }
+            break;
+        }
+        case 'f': o->faults = optarg; break;
+        case 'b':
+            if (strcmp(optarg, "mpi") != 0 && strcmp(optarg, "none") != 0) {
+                fprintf(stderr, "inagg bench allreduce: --baseline must be mpi or none\n");
+                return 2;
+            }
+            o->baseline = optarg;
+            break;
+        case 'S': o->switch_addr = optarg; break;
+        case 'j': o->json_path = optarg; break;
+        case 'h': usage(stdout); return 1;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "inagg bench allreduce: unexpected argument '%s'\n", argv[optind]);
+        return 2;
+    }
+    if (o->elems == 0) {
+        fprintf(stderr, "inagg bench allreduce: --elems must be at least 1\n");
+        return 2;
+    }
+    if (o->threads > o->window) {
+        fprintf(stderr, "inagg bench allreduce: --threads (%u) cannot exceed --window (%u)\n",
+                o->threads, o->window);
+        return 2;
+    }
+    return 0;
+bad_n:
+    fprintf(stderr, "inagg bench allreduce: --workers must be 1..%u\n", INAGG_MAX_WORLD);
+    return 2;
+bad_k:
+    fprintf(stderr, "inagg bench allreduce: --iters must be 1..%d\n", MAX_ITERS);
+    return 2;
+}
+
+int cmd_bench_allreduce(int argc, char **argv)
+{
+    bench_opts_t o = {.workers = 4, .iters = 10, .warmup = 2, .packet_elems = 1024,
+                      .window = 128, .threads = 1, .switch_threads = 1, .elems = 4000000,
+                      .seed = 1, .dtype_float = 1, .float_mode = INAGG_FLOAT_FIXED,
+                      .baseline = "none", .timeout_ms = 30000};
+    int prc = parse_args(argc, argv, &o);
+    if (prc)
+        return prc == 1 ? 0 : prc;
+    char faults[160];
+    if (!o.faults && o.loss > 0) {
+        snprintf(faults, sizeof(faults), "drop=%g,seed=%llu", o.loss,
+                 (unsigned long long)o.seed);
+        o.faults = faults;
+    }
+    signal(SIGPIPE, SIG_IGN);
+    FILE *table = (o.json_path && strcmp(o.json_path, "-") == 0) ? stderr : stdout;
+
+    uint16_t port = 0;
+    pid_t switch_pid = -1;
+    char addr[128], job[64];
+    if (o.switch_addr) {
+        snprintf(addr, sizeof(addr), "%s", o.switch_addr);
+    } else {
+        switch_pid = start_switch(&o, &port);
+        if (switch_pid < 0) {
+            fprintf(stderr, "inagg bench allreduce: the embedded switch did not start\n");
+            return 1;
+        }
+        snprintf(addr, sizeof(addr), "127.0.0.1:%u", port);
+    }
+    snprintf(job, sizeof(job), "bench-%d-%llu", (int)getpid(),
+             (unsigned long long)(util_now_ns() % 1000000));
+    fflush(NULL);
+
+    pid_t pids[INAGG_MAX_WORLD];
+    int fds[INAGG_MAX_WORLD];
+    for (uint32_t r = 0; r < o.workers; r++) {
+        int p[2];
+        if (pipe(p) != 0) {
+            perror("pipe");
+            return 1;
+        }
+        pids[r] = fork();
+        if (pids[r] == 0) {
+            close(p[0]);
+            _exit(worker_main(&o, r, addr, job, p[1]));
+        }
+        close(p[1]);
+        fds[r] = p[0];
+    }
+    worker_report_t *reps = calloc(o.workers, sizeof(worker_report_t));
+    int ok = reps != NULL;
+    for (uint32_t r = 0; r < o.workers; r++) {
+        size_t got = 0;
+        while (reps && got < sizeof(worker_report_t)) {
+            ssize_t n = read(fds[r], (char *)&reps[r] + got, sizeof(worker_report_t) - got);
+            if (n <= 0)
+                break;
+            got += (size_t)n;
+        }
+        close(fds[r]);
+        int status = 0;
+        waitpid(pids[r], &status, 0);
+        if (!reps || got != sizeof(worker_report_t)) {
+            fprintf(stderr, "inagg bench allreduce: worker %u died without a report (%s %d)\n",
+                    r, WIFSIGNALED(status) ? "signal" : "exit",
+                    WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+            ok = 0;
+        }
+    }
+    if (switch_pid > 0) {
+        kill(switch_pid, SIGTERM);
+        waitpid(switch_pid, NULL, 0);
+    }
+    if (!ok) {
+        free(reps);
+        return 1;
+    }
+
+    int verified = 1;
+    double tat[MAX_ITERS], worst = 0;
+    inagg_stats_t total = {0};
+    for (uint32_t r = 0; r < o.workers; r++) {
+        if (!reps[r].verified || reps[r].rc != INAGG_OK) {
+            verified = 0;
+            fprintf(stderr, "inagg bench allreduce: %s\n", reps[r].error);
+        }
+        if (reps[r].max_err > worst)
+            worst = reps[r].max_err;
+        total.packets_sent += reps[r].stats.packets_sent;
+        total.retransmissions += reps[r].stats.retransmissions;
+        total.duplicates_ignored += reps[r].stats.duplicates_ignored;
+        total.bytes_sent += reps[r].stats.bytes_sent;
+    }
+    uint32_t iters = verified ? o.iters : 0;
+    for (uint32_t i = 0; i < iters; i++) {
+        tat[i] = 0;
+        for (uint32_t r = 0; r < o.workers; r++)
+            if (reps[r].tat_ms[i] > tat[i])
+                tat[i] = reps[r].tat_ms[i];
+    }
+    double med = iters ? median(tat, iters) : NAN, tmin = iters ? tat[0] : NAN,
+           tmax = iters ? tat[iters - 1] : NAN;
+    double ate = (double)o.elems / (med / 1e3);
+    double goodput = (double)o.elems * 4 * 8 / (med / 1e3) / 1e9;
+    free(reps);
+
+    struct baseline_mpi_result base = {0};
+    int have_base = 0;
+    if (strcmp(o.baseline, "mpi") == 0) {
+        struct baseline_mpi_params bp = {.workers = o.workers, .elems = o.elems,
+                                         .dtype_float = o.dtype_float, .iters = o.iters,
+                                         .warmup = o.warmup, .seed = o.seed};
+        char err[512];
+        if (baseline_mpi_run(&bp, &base, err, sizeof(err)) != 0) {
+            fprintf(stderr, "inagg bench allreduce: MPI baseline failed: %s\n", err);
+            verified = 0;
+        } else {
+            have_base = 1;
+            if (!base.verified) {
+                fprintf(stderr, "inagg bench allreduce: MPI baseline's result did not verify\n");
+                verified = 0;
+            }
+        }
+    }
+    double speedup = have_base ? base.tat_median_ms / med : NAN;
+
+    fprintf(table, "inagg allreduce: %u workers, %llu %s elements%s, %u elems/packet, window "
+            "%u, %s\n", o.workers, (unsigned long long)o.elems,
+            o.dtype_float ? "float32" : "int32",
+            o.dtype_float ? (o.float_mode == INAGG_FLOAT_FIXED ? " (fixed point)" : " (native)")
+                          : "", o.packet_elems, o.window, o.faults ? o.faults : "no loss");
+    fprintf(table, "  verified       %s%s\n", verified ? "yes" : "NO",
+            o.dtype_float && verified ? "" : "");
+    if (o.dtype_float && verified)
+        fprintf(table, "  worst error    %.3f of the allowed bound\n", worst);
+    fprintf(table, "  TAT            median %.3f ms  min %.3f ms  max %.3f ms (%u iterations)\n",
+            med, tmin, tmax, iters);
+    fprintf(table, "  ATE/s          %.4g elements/s\n", ate);
+    fprintf(table, "  goodput        %.3f Gbit/s per worker\n", goodput);
+    fprintf(table, "  packets        %llu sent, %llu retransmitted, %llu duplicate results\n",
+            (unsigned long long)total.packets_sent, (unsigned long long)total.retransmissions,
+            (unsigned long long)total.duplicates_ignored);
+    if (have_base)
+        fprintf(table, "  MPI_Allreduce  median %.3f ms  ATE/s %.4g  -> speedup %.2fx\n",
+                base.tat_median_ms, base.ate_per_s, speedup);
+
+    if (o.json_path) {
+        json_writer_t w;
+        json_init(&w);
+        json_begin_object(&w, NULL);
+        json_int(&w, "workers", o.workers);
+        json_int(&w, "elems", (int64_t)o.elems);
+        json_string(&w, "dtype", o.dtype_float ? "float32" : "int32");
+        json_string(&w, "float_mode", o.float_mode == INAGG_FLOAT_FIXED ? "fixed" : "native");
+        json_string(&w, "protocol", "switchml");
+        json_int(&w, "packet_elems", o.packet_elems);
+        json_int(&w, "window", o.window);
+        json_number(&w, "loss", o.loss);
+        json_bool(&w, "verified", verified);
+        json_begin_object(&w, "tat_ms");
+        json_number(&w, "median", med);
+        json_number(&w, "min", tmin);
+        json_number(&w, "max", tmax);
+        json_end_object(&w);
+        json_number(&w, "ate_per_s", ate);
+        json_number(&w, "goodput_gbps", goodput);
+        json_int(&w, "packets", (int64_t)total.packets_sent);
+        json_int(&w, "retransmissions", (int64_t)total.retransmissions);
+        json_int(&w, "duplicate_results", (int64_t)total.duplicates_ignored);
+        if (have_base) {
+            json_begin_object(&w, "baseline");
+            json_string(&w, "name", "mpi");
+            json_begin_object(&w, "tat_ms");
+            json_number(&w, "median", base.tat_median_ms);
+            json_end_object(&w);
+            json_number(&w, "ate_per_s", base.ate_per_s);
+            json_bool(&w, "verified", base.verified);
+            json_end_object(&w);
+            json_number(&w, "speedup", speedup);
+        }
+        json_end_object(&w);
+        const char *text = json_text(&w);
+        FILE *f = strcmp(o.json_path, "-") == 0 ? stdout : fopen(o.json_path, "w");
+        if (!f || !text) {
+            fprintf(stderr, "inagg bench allreduce: cannot write %s\n", o.json_path);
+            verified = 0;
+        } else {
+            fprintf(f, "%s\n", text);
+            if (f != stdout)
+                fclose(f);
+        }
+        json_free(&w);
+    }
+    return verified ? 0 : 1;
+}

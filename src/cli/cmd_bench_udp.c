@@ -1,0 +1,518 @@
+/*
+ * cmd_bench_udp.c - `inagg bench udp`: the kernel's UDP ceiling on loopback. One sender
+ * process blasts datagrams of one size with sendmmsg, one receiver process drains them with
+ * recvmmsg; the receive rate is the most any UDP dataplane on this host can move at that
+ * datagram size, the number the switch's and workers' packet rates are compared against.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli/commands.h"
+#include "common/json.h"
+#include "common/util.h"
+
+#define UDP_MIN_SIZE 16u    /* room for the datagram header below */
+#define UDP_MAX_SIZE 65507u /* largest UDP payload over IPv4 */
+#define UDP_MAX_BATCH 1024u /* UIO_MAXIOV: the kernel's limit for one sendmmsg/recvmmsg */
+#define UDP_MAX_REPEATS 100u
+#define UDP_MAGIC 0x696e6167u /* "inag" */
+#define KIND_DATA 0u
+#define KIND_END 1u
+#define RECV_POLL_MS 100        /* receive timeout, so the deadline is checked */
+#define END_MARKER_WINDOW_NS 1000000000ull /* sender keeps sending end markers this long */
+
+struct udp_opts {
+    unsigned size;
+    double seconds;
+    unsigned batch;
+    unsigned repeats;
+    int sockbuf;
+    const char *json; /* NULL, "-" or a file */
+};
+
+/* Start of every datagram; the rest is filler. */
+struct dgram_hdr {
+    uint32_t magic;
+    uint32_t kind;
+    uint64_t seq;
+};
+
+/* What the sender process reports back through a pipe. */
+struct sender_report {
+    uint64_t sent;
+    uint64_t elapsed_ns;
+    int sndbuf; /* effective SO_SNDBUF */
+    int err;    /* errno of a fatal send error, 0 if none */
+};
+
+struct udp_run {
+    double recv_per_s, gbps, sent_per_s, loss_pct;
+    uint64_t sent, received;
+    int rcvbuf, sndbuf;
+};
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: inagg bench udp [--size BYTES] [--seconds S] [--batch N] [--repeats R]\n"
+            "                       [--sockbuf BYTES] [--json FILE|-]\n"
+            "\n"
+            "Measures the kernel's UDP ceiling on loopback: how many datagrams per second of\n"
+            "one size a receiver can take in when a sender sends as fast as it can. No\n"
+            "aggregation, no protocol: just the kernel moving datagrams. It is the ceiling\n"
+            "the inagg dataplane (switch and workers, also UDP over the kernel) is compared\n"
+            "against: a switch forwarding near this rate is bound by the network stack, not\n"
+            "by its own work.\n"
+            "\n"
+            "The sender and the receiver are separate processes (fork), so each gets its own\n"
+            "core as two hosts would, and neither steals the other's time slices. The sender\n"
+            "uses sendmmsg in batches to 127.0.0.1, the receiver recvmmsg on a port the kernel\n"
+            "picks. Socket buffers are raised (SO_RCVBUFFORCE/SO_SNDBUFFORCE as root, else\n"
+            "SO_RCVBUF/SO_SNDBUF, capped by net.core.rmem_max/wmem_max).\n"
+            "\n"
+            "Reported, median over the repeats:\n"
+            "  received/s  datagrams the receiver took in per second (first to last arrival)\n"
+            "  Gbps        UDP payload bits received per second\n"
+            "  sent/s      datagrams the sender got into the kernel per second\n"
+            "  loss %%      datagrams sent but never received (receive buffer overflow: the\n"
+            "              sender outruns the receiver; expected, and why received/s is the\n"
+            "              ceiling)\n"
+            "\n"
+            "options:\n"
+            "  --size BYTES     UDP payload per datagram, %u..%u (default 4128: the 32-byte\n"
+            "                   inagg header + 1024 float32)\n"
+            "  --seconds S      how long the sender sends per repeat, 0.1..600 (default 2);\n"
+            "                   the receiver gives up 1 s after that\n"
+            "  --batch N        datagrams per sendmmsg/recvmmsg call, 1..%u (default 32)\n"
+            "  --repeats R      runs, 1..%u (default 3)\n"
+            "  --sockbuf BYTES  SO_RCVBUF/SO_SNDBUF to ask for, 0 = kernel default\n"
+            "                   (default 8388608)\n"
+            "  --json FILE|-    also write one JSON object to FILE; '-' prints only the JSON\n"
+            "                   on stdout\n",
+            UDP_MIN_SIZE, UDP_MAX_SIZE, UDP_MAX_BATCH, UDP_MAX_REPEATS);
+}
+
+static int parse_uint(const char *s, unsigned long lo, unsigned long hi, unsigned long *out)
+{
+    if (!s || !*s || *s == '-' || *s == '+')
+        return -1;
+    errno = 0;
+    char *end;
+    unsigned long v = strtoul(s, &end, 10);
+    if (errno || *end || v < lo || v > hi)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+/* 0 parsed, 1 help printed, -1 bad usage (explained on stderr). */
+static int parse_args(int argc, char **argv, struct udp_opts *o)
+{
+    static const struct option longopts[] = {
+        {"size", required_argument, NULL, 's'},    {"seconds", required_argument, NULL, 't'},
+        {"batch", required_argument, NULL, 'b'},   {"repeats", required_argument, NULL, 'r'},
+        {"sockbuf", required_argument, NULL, 'B'}, {"json", required_argument, NULL, 'j'},
+        {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0}};
+    *o = (struct udp_opts){4128, 2.0, 32, 3, 8 << 20, NULL};
+    optind = 1;
+    opterr = 0;
+    unsigned long v;
+    int c;
+    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        const char *bad = NULL;
+        switch (c) {
+        case 's':
+            if (parse_uint(optarg, UDP_MIN_SIZE, UDP_MAX_SIZE, &v) == 0)
+                o->size = (unsigned)v;
+            else
+                bad = "--size";
+            break;
+        case 't': {
+            char *end;
+            errno = 0;
+            double s = strtod(optarg, &end);
+            if (errno || end == optarg || *end || !(s >= 0.1 && s <= 600))
+                bad = "--seconds";
+            else
+                o->seconds = s;
+            break;
+        }
+        case 'b':
+            if (parse_uint(optarg, 1, UDP_MAX_BATCH, &v) == 0)
+                o->batch = (unsigned)v;
+            else
+                bad = "--batch";
+            break;
+        case 'r':
+            if (parse_uint(optarg, 1, UDP_MAX_REPEATS, &v) == 0)
+                o->repeats = (unsigned)v;
+            else
+                bad = "--repeats";
+            break;
+        case 'B':
+            if (parse_uint(optarg, 0, 1u << 30, &v) == 0)
+                o->sockbuf = (int)v;
+            else
+                bad = "--sockbuf";
+            break;
+        case 'j':
+            o->json = optarg;
+            break;
+        case 'h':
+            usage(stdout);
+            return 1;
+        default:
+            fprintf(stderr, "inagg bench udp: unknown option or missing value: '%s' (see "
+                            "--help)\n",
+                    argv[optind - 1]);
+            return -1;
+        }
+        if (bad) {
+            fprintf(stderr, "inagg bench udp: invalid value '%s' for %s (see --help)\n", optarg,
+                    bad);
+            return -1;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "inagg bench udp: unexpected argument '%s'\n", argv[optind]);
+        return -1;
+    }
+    return 0;
+}
+
+/* Ask for `bytes` of socket buffer: the FORCE option (root, beyond rmem_max) first. Returns
+ * the effective size the kernel reports. */
+static int set_sockbuf(int fd, int force_opt, int opt, int bytes)
+{
+    if (bytes > 0 && setsockopt(fd, SOL_SOCKET, force_opt, &bytes, sizeof(bytes)) != 0)
+        setsockopt(fd, SOL_SOCKET, opt, &bytes, sizeof(bytes));
+    int eff = 0;
+    socklen_t len = sizeof(eff);
+    getsockopt(fd, SOL_SOCKET, opt, &eff, &len);
+    return eff;
+}
+
+static void sleep_ns(uint64_t ns)
+{
+    struct timespec ts = {(time_t)(ns / 1000000000ull), (long)(ns % 1000000000ull)};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
+
+/* The sender process: data for o->seconds, then end markers until the receiver is gone
+ * (ECONNREFUSED) or END_MARKER_WINDOW_NS passes. */
+static void run_sender(const struct udp_opts *o, uint16_t port, struct sender_report *rep)
+{
+    memset(rep, 0, sizeof(*rep));
+    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    struct dgram_hdr *hdrs = calloc(o->batch, sizeof(*hdrs));
+    struct iovec *iov = calloc(2u * o->batch, sizeof(*iov));
+    struct mmsghdr *msgs = calloc(o->batch, sizeof(*msgs));
+    char *body = calloc(1, o->size - sizeof(struct dgram_hdr) + 1);
+    if (fd < 0 || !hdrs || !iov || !msgs || !body) {
+        rep->err = fd < 0 ? errno : ENOMEM;
+        goto out;
+    }
+    rep->sndbuf = set_sockbuf(fd, SO_SNDBUFFORCE, SO_SNDBUF, o->sockbuf);
+    struct sockaddr_in dst = {.sin_family = AF_INET, .sin_port = htons(port)};
+    dst.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (connect(fd, (struct sockaddr *)&dst, sizeof(dst)) != 0) {
+        rep->err = errno;
+        goto out;
+    }
+    memset(body, 0xa5, o->size - sizeof(struct dgram_hdr));
+    for (unsigned i = 0; i < o->batch; i++) {
+        hdrs[i] = (struct dgram_hdr){UDP_MAGIC, KIND_DATA, 0};
+        iov[2 * i] = (struct iovec){&hdrs[i], sizeof(hdrs[i])};
+        iov[2 * i + 1] = (struct iovec){body, o->size - sizeof(struct dgram_hdr)};
+        msgs[i].msg_hdr.msg_iov = &iov[2 * i];
+        msgs[i].msg_hdr.msg_iovlen = 2;
+    }
+    uint64_t t0 = util_now_ns(), now = t0;
+    uint64_t end = t0 + (uint64_t)(o->seconds * 1e9);
+    uint64_t seq = 0;
+    while (now < end) {
+        for (unsigned i = 0; i < o->batch; i++)
+            hdrs[i].seq = seq + i;
+        int n = sendmmsg(fd, msgs, o->batch, 0);
+        if (n > 0) {
+            seq += (uint64_t)n;
+        } else if (n < 0 && errno != EINTR && errno != EAGAIN && errno != ENOBUFS &&
+                   errno != ECONNREFUSED) {
+            rep->err = errno;
+            break;
+        }
+        now = util_now_ns();
+    }
+    rep->sent = seq;
+    rep->elapsed_ns = now - t0;
+    struct dgram_hdr marker = {UDP_MAGIC, KIND_END, seq};
+    uint64_t stop = util_now_ns() + END_MARKER_WINDOW_NS;
+    while (util_now_ns() < stop) {
+        if (send(fd, &marker, sizeof(marker), 0) < 0 && errno == ECONNREFUSED)
+            break;
+        sleep_ns(1000000);
+    }
+out:
+    if (fd >= 0)
+        close(fd);
+    free(body);
+    free(msgs);
+    free(iov);
+    free(hdrs);
+}
+
+/* The receiver (this process) until the end marker or the deadline. */
+static int run_receiver(const struct udp_opts *o, int fd, uint64_t deadline, struct udp_run *res)
+{
+    size_t bufsz = (size_t)o->size + 1; /* one spare byte: a longer datagram shows as such */
+    char *bufs = malloc((size_t)o->batch * bufsz);
+    struct iovec *iov = calloc(o->batch, sizeof(*iov));
+    struct mmsghdr *msgs = calloc(o->batch, sizeof(*msgs));
+    if (!bufs || !iov || !msgs) {
+        free(bufs);
+        free(iov);
+        free(msgs);
+        fprintf(stderr, "inagg bench udp: out of memory for %u receive buffers\n", o->batch);
+        return -1;
+    }
+    for (unsigned i = 0; i < o->batch; i++) {
+        iov[i] = (struct iovec){bufs + (size_t)i * bufsz, bufsz};
+        msgs[i].msg_hdr.msg_iov = &iov[i];
+        msgs[i].msg_hdr.msg_iovlen = 1;
+    }
+    uint64_t received = 0, first_batch = 0, first_ns = 0, last_ns = 0;
+    int rc = 0, done = 0;
+    while (!done && util_now_ns() < deadline) {
+        int n = recvmmsg(fd, msgs, o->batch, MSG_WAITFORONE, NULL);
+        if (n < 0) {
+            if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+                continue;
+            fprintf(stderr, "inagg bench udp: recvmmsg: %s\n", strerror(errno));
+            rc = -1;
+            break;
+        }
+        uint64_t now = util_now_ns(), data = 0;
+        for (int i = 0; i < n; i++) {
+            struct dgram_hdr h;
+            if (msgs[i].msg_len < sizeof(h))
+                continue;
+            memcpy(&h, iov[i].iov_base, sizeof(h));
+            if (h.magic != UDP_MAGIC)
+                continue;
+            if (h.kind == KIND_END)
+                done = 1;
+            else if (msgs[i].msg_len == o->size)
+                data++;
+        }
+        if (data == 0)
+            continue;
+        if (received == 0) {
+            first_ns = now;
+            first_batch = data;
+        }
+        received += data;
+        last_ns = now;
+    }
+    res->received = received;
+    /* Datagrams after the first batch over the time since it: the receive rate. */
+    res->recv_per_s = last_ns > first_ns ? (double)(received - first_batch) /
+                                               ((double)(last_ns - first_ns) / 1e9)
+                                         : 0.0;
+    res->gbps = res->recv_per_s * o->size * 8.0 / 1e9;
+    free(msgs);
+    free(iov);
+    free(bufs);
+    return rc;
+}
+
+/* One repeat: fork the sender, receive, collect the sender's report. */
+static int run_once(const struct udp_opts *o, struct udp_run *res)
+{
+    memset(res, 0, sizeof(*res));
+    int rx = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (rx < 0) {
+        fprintf(stderr, "inagg bench udp: socket: %s\n", strerror(errno));
+        return -1;
+    }
+    res->rcvbuf = set_sockbuf(rx, SO_RCVBUFFORCE, SO_RCVBUF, o->sockbuf);
+    struct timeval tv = {0, RECV_POLL_MS * 1000};
+    setsockopt(rx, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = 0};
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t alen = sizeof(addr);
+    int pfd[2] = {-1, -1};
+    if (bind(rx, (struct sockaddr *)&addr, sizeof(addr)) != 0 ||
+        getsockname(rx, (struct sockaddr *)&addr, &alen) != 0 || pipe2(pfd, O_CLOEXEC) != 0) {
+        fprintf(stderr, "inagg bench udp: setting up the receiver: %s\n", strerror(errno));
+        close(rx);
+        return -1;
+    }
+    fflush(NULL);
+    uint64_t start = util_now_ns();
+    pid_t pid = fork();
+    if (pid < 0) {
+        fprintf(stderr, "inagg bench udp: fork: %s\n", strerror(errno));
+        close(rx);
+        close(pfd[0]);
+        close(pfd[1]);
+        return -1;
+    }
+    if (pid == 0) {
+        close(rx);
+        close(pfd[0]);
+        struct sender_report rep;
+        run_sender(o, ntohs(addr.sin_port), &rep);
+        ssize_t w = write(pfd[1], &rep, sizeof(rep));
+        _exit(w == (ssize_t)sizeof(rep) ? 0 : 1);
+    }
+    close(pfd[1]);
+    uint64_t deadline = start + (uint64_t)((o->seconds + 1.0) * 1e9);
+    int rc = run_receiver(o, rx, deadline, res);
+    close(rx); /* the sender's next end marker gets ECONNREFUSED and it stops */
+
+    struct sender_report rep;
+    memset(&rep, 0, sizeof(rep));
+    struct pollfd p = {pfd[0], POLLIN, 0};
+    int got = 0;
+    uint64_t wait_until = util_now_ns() + END_MARKER_WINDOW_NS + 2000000000ull;
+    while (!got && util_now_ns() < wait_until) {
+        int r = poll(&p, 1, 100);
+        if (r > 0) {
+            got = read(pfd[0], &rep, sizeof(rep)) == (ssize_t)sizeof(rep);
+            break;
+        }
+        if (r < 0 && errno != EINTR)
+            break;
+    }
+    close(pfd[0]);
+    if (!got)
+        kill(pid, SIGKILL);
+    int status;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    if (!got) {
+        fprintf(stderr, "inagg bench udp: the sender process did not report\n");
+        return -1;
+    }
+    if (rep.err) {
+        fprintf(stderr, "inagg bench udp: sender: %s\n", strerror(rep.err));
+        return -1;
+    }
+    res->sent = rep.sent;
+    res->sndbuf = rep.sndbuf;
+    res->sent_per_s = rep.elapsed_ns ? (double)rep.sent / ((double)rep.elapsed_ns / 1e9) : 0.0;
+    res->loss_pct = rep.sent ? 100.0 * (double)(rep.sent - util_min_u64(rep.sent, res->received)) /
+                                   (double)rep.sent
+                             : 0.0;
+    if (rc == 0 && res->received == 0) {
+        fprintf(stderr, "inagg bench udp: no datagram arrived\n");
+        rc = -1;
+    }
+    return rc;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median_of(const struct udp_run *runs, unsigned n, size_t field_offset)
+{
+    double v[UDP_MAX_REPEATS];
+    for (unsigned i = 0; i < n; i++)
+        memcpy(&v[i], (const char *)&runs[i] + field_offset, sizeof(double));
+    qsort(v, n, sizeof(v[0]), cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+static int write_json(const struct udp_opts *o, const struct udp_run *med, int rcvbuf,
+                      int sndbuf)
+{
+    json_writer_t w;
+    json_init(&w);
+    json_begin_object(&w, NULL);
+    json_int(&w, "size", o->size);
+    json_number(&w, "datagrams_per_s", med->recv_per_s);
+    json_number(&w, "gbps", med->gbps);
+    json_number(&w, "sent_per_s", med->sent_per_s);
+    json_number(&w, "loss_pct", med->loss_pct);
+    json_int(&w, "repeats", o->repeats);
+    json_number(&w, "seconds", o->seconds);
+    json_int(&w, "batch", o->batch);
+    json_int(&w, "rcvbuf", rcvbuf);
+    json_int(&w, "sndbuf", sndbuf);
+    json_end_object(&w);
+    const char *text = json_text(&w);
+    int rc = 0;
+    if (!text) {
+        fprintf(stderr, "inagg bench udp: out of memory writing JSON\n");
+        rc = -1;
+    } else if (strcmp(o->json, "-") == 0) {
+        printf("%s\n", text);
+    } else {
+        FILE *f = fopen(o->json, "w");
+        if (!f || fprintf(f, "%s\n", text) < 0 || fclose(f) != 0) {
+            fprintf(stderr, "inagg bench udp: cannot write %s: %s\n", o->json, strerror(errno));
+            rc = -1;
+        }
+    }
+    json_free(&w);
+    return rc;
+}
+
+int cmd_bench_udp(int argc, char **argv)
+{
+    struct udp_opts o;
+    int prc = parse_args(argc, argv, &o);
+    if (prc != 0)
+        return prc > 0 ? 0 : 2;
+    int table = !(o.json && strcmp(o.json, "-") == 0);
+    struct udp_run runs[UDP_MAX_REPEATS];
+    if (table) {
+        printf("inagg bench udp: %u-byte datagrams to 127.0.0.1, batch %u, %u x %.1f s\n"
+               "(sender and receiver are separate processes)\n\n",
+               o.size, o.batch, o.repeats, o.seconds);
+        printf("%-7s %14s %9s %14s %8s\n", "repeat", "received/s", "Gbps", "sent/s", "loss %");
+        fflush(stdout);
+    }
+    for (unsigned r = 0; r < o.repeats; r++) {
+        if (run_once(&o, &runs[r]) != 0)
+            return 1;
+        if (table) {
+            printf("%-7u %14.0f %9.3f %14.0f %8.2f\n", r + 1, runs[r].recv_per_s, runs[r].gbps,
+                   runs[r].sent_per_s, runs[r].loss_pct);
+            fflush(stdout);
+        }
+    }
+    struct udp_run med = {
+        .recv_per_s = median_of(runs, o.repeats, offsetof(struct udp_run, recv_per_s)),
+        .gbps = median_of(runs, o.repeats, offsetof(struct udp_run, gbps)),
+        .sent_per_s = median_of(runs, o.repeats, offsetof(struct udp_run, sent_per_s)),
+        .loss_pct = median_of(runs, o.repeats, offsetof(struct udp_run, loss_pct))};
+    if (table)
+        printf("%-7s %14.0f %9.3f %14.0f %8.2f\n\nsocket buffers: SO_RCVBUF %d, SO_SNDBUF %d "
+               "bytes (as the kernel reports them)\n",
+               "median", med.recv_per_s, med.gbps, med.sent_per_s, med.loss_pct,
+               runs[0].rcvbuf, runs[0].sndbuf);
+    if (o.json && write_json(&o, &med, runs[0].rcvbuf, runs[0].sndbuf) != 0)
+        return 1;
+    return 0;
+}

@@ -1,0 +1,181 @@
+/*
+ * cmd_switch.c - `inagg switch`: run the aggregation switch daemon until SIGINT/SIGTERM, or
+ * with --stats read the counters of a running one.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli/commands.h"
+#include "common/log.h"
+#include "control/ctl.h"
+#include "switch/switch.h"
+#include "transport/udp.h"
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: inagg switch [options]\n"
+            "       inagg switch --stats HOST:PORT [--json]\n"
+            "\n"
+            "Runs the aggregation switch: a TCP control port (job admission, barriers,\n"
+            "counters) and UDP dataplane ports PORT..PORT+threads-1 where workers' packets\n"
+            "are summed slot by slot (switchml protocol). Serves many jobs at once; each\n"
+            "reserves slots from the shared pool. SIGINT/SIGTERM stop it and print its\n"
+            "counters; SIGUSR1 prints them and carries on.\n"
+            "\n"
+            "options:\n"
+            "  --listen HOST:PORT      address to bind (default 127.0.0.1:7000; use\n"
+            "                          0.0.0.0:7000 to serve other hosts; port 0 = any)\n"
+            "  --threads N             dataplane threads, one UDP port each (default 1)\n"
+            "  --slots S               slot budget shared by all jobs (default 8192)\n"
+            "  --worker-timeout MS     a rank silent this long while others wait fails its\n"
+            "                          job (default 30000; jobs may ask for less)\n"
+            "  --batch N               packets per recvmmsg/sendmmsg (default 64)\n"
+            "  --socket-buffer BYTES   UDP socket buffers (default 8388608)\n"
+            "  --faults-in SPEC        inject faults on receive, e.g. drop=0.01,dup=0.01,\n"
+            "                          reorder=0.01,seed=7 (testing only)\n"
+            "  --faults-out SPEC       inject faults on send\n"
+            "  --ready-fd FD           write the bound port and a newline to FD once ready\n"
+            "  --stats HOST:PORT       print a running switch's counters and exit\n"
+            "  --json                  with --stats: one JSON object\n"
+            "  -h, --help              this text\n");
+}
+
+static int print_remote_stats(const char *addr_text, int json)
+{
+    struct sockaddr_in addr;
+    if (udp_parse_addr(addr_text, 0, &addr) != 0) {
+        fprintf(stderr, "inagg switch: bad address '%s' (expected HOST:PORT)\n", addr_text);
+        return 2;
+    }
+    int fd = ctl_connect(&addr, 3000);
+    if (fd < 0) {
+        fprintf(stderr, "inagg switch: cannot connect to %s: %s\n", addr_text, strerror(-fd));
+        return 1;
+    }
+    ctl_reader_t *rd = calloc(1, sizeof(*rd));
+    int rc = rd ? ctl_write_line(fd, json ? "STATS json" : "STATS", 3000) : -ENOMEM;
+    char line[CTL_LINE_MAX];
+    while (rc == 0 && (rc = ctl_read_line(fd, rd, line, sizeof(line), 3000)) == 0) {
+        if (strcmp(line, "END") == 0)
+            break;
+        puts(line);
+    }
+    free(rd);
+    close(fd);
+    if (rc != 0) {
+        fprintf(stderr, "inagg switch: reading counters from %s: %s\n", addr_text,
+                strerror(-rc));
+        return 1;
+    }
+    return 0;
+}
+
+static int parse_u32(const char *flag, const char *v, uint32_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long x = strtoul(v, &end, 10);
+    if (end == v || *end || errno || x > UINT32_MAX || v[0] == '-') {
+        fprintf(stderr, "inagg switch: %s needs a non-negative integer, got '%s'\n", flag, v);
+        return -1;
+    }
+    *out = (uint32_t)x;
+    return 0;
+}
+
+int cmd_switch(int argc, char **argv)
+{
+    switch_config_t cfg = SWITCH_CONFIG_INIT;
+    cfg.listen = "127.0.0.1:7000";
+    const char *stats_addr = NULL;
+    int json = 0, ready_fd = -1;
+    uint32_t v;
+    static const struct option longopts[] = {
+        {"listen", required_argument, 0, 'l'},   {"threads", required_argument, 0, 't'},
+        {"slots", required_argument, 0, 's'},    {"worker-timeout", required_argument, 0, 'w'},
+        {"batch", required_argument, 0, 'b'},    {"socket-buffer", required_argument, 0, 'B'},
+        {"faults-in", required_argument, 0, 'i'}, {"faults-out", required_argument, 0, 'o'},
+        {"ready-fd", required_argument, 0, 'r'}, {"stats", required_argument, 0, 'S'},
+        {"json", no_argument, 0, 'j'},           {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0}};
+    optind = 1;
+    int c;
+    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'l': cfg.listen = optarg; break;
+        case 't': if (parse_u32("--threads", optarg, &cfg.threads)) return 2; break;
+        case 's': if (parse_u32("--slots", optarg, &cfg.total_slots)) return 2; break;
+        case 'w': if (parse_u32("--worker-timeout", optarg, &cfg.worker_timeout_ms)) return 2; break;
+        case 'b': if (parse_u32("--batch", optarg, &cfg.batch)) return 2; break;
+        case 'B':
+            if (parse_u32("--socket-buffer", optarg, &v)) return 2;
+            cfg.socket_buffer = (int)v;
+            break;
+        case 'i': cfg.faults_in = optarg; break;
+        case 'o': cfg.faults_out = optarg; break;
+        case 'r':
+            if (parse_u32("--ready-fd", optarg, &v)) return 2;
+            ready_fd = (int)v;
+            break;
+        case 'S': stats_addr = optarg; break;
+        case 'j': json = 1; break;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "inagg switch: unexpected argument '%s'\n", argv[optind]);
+        return 2;
+    }
+    if (stats_addr)
+        return print_remote_stats(stats_addr, json);
+    if (cfg.worker_timeout_ms == 0) {
+        fprintf(stderr, "inagg switch: --worker-timeout must be at least 1 ms\n");
+        return 2;
+    }
+
+    /* Threads inherit this mask, so the signals reach only sigwait() below. */
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGUSR1);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    inagg_switch_t *sw;
+    char err[256];
+    if (switch_start(&cfg, &sw, err, sizeof(err)) != 0) {
+        fprintf(stderr, "inagg switch: %s\n", err);
+        return 1;
+    }
+    LOG_I("switch listening on port %u (TCP control, UDP %u..%u), %u thread%s, %u slots",
+          switch_port(sw), switch_port(sw), switch_port(sw) + cfg.threads - 1, cfg.threads,
+          cfg.threads > 1 ? "s" : "", cfg.total_slots);
+    if (ready_fd >= 0) {
+        char buf[16];
+        int n = snprintf(buf, sizeof(buf), "%u\n", switch_port(sw));
+        if (write(ready_fd, buf, (size_t)n) != n)
+            LOG_W("could not write to --ready-fd %d", ready_fd);
+        close(ready_fd);
+    }
+    for (;;) {
+        int sig = 0;
+        if (sigwait(&set, &sig) != 0)
+            continue;
+        switch_write_stats(sw, stdout, 0);
+        fflush(stdout);
+        if (sig != SIGUSR1) {
+            LOG_I("stopping on signal %d", sig);
+            break;
+        }
+    }
+    switch_stop(sw);
+    return 0;
+}

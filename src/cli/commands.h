@@ -1,0 +1,13 @@
+/*
+ * commands.h - the subcommands of `inagg`. Each lives in its own file, parses its own flags
+ * (getopt_long), prints its own --help, and returns a process exit code: 0 success, 1 the
+ * work failed (verification, timeout, refused), 2 bad usage.
+ */
+#ifndef INAGG_CLI_COMMANDS_H
+#define INAGG_CLI_COMMANDS_H
+
+int cmd_switch(int argc, char **argv);          /* inagg switch */
+int cmd_bench_allreduce(int argc, char **argv); /* inagg bench allreduce */
+int cmd_bench_udp(int argc, char **argv);       /* inagg bench udp: the kernel's UDP ceiling */
+
+#endif /* INAGG_CLI_COMMANDS_H */

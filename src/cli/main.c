@@ -1,0 +1,58 @@
+/*
+ * main.c - the `inagg` command: dispatches to a subcommand (see commands.h).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/commands.h"
+#include "common/log.h"
+#include "inagg.h"
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "inagg %s - in-network aggregation for distributed training\n"
+            "\n"
+            "usage: inagg <command> [options]     (inagg <command> --help for its options)\n"
+            "\n"
+            "commands:\n"
+            "  switch            run the aggregation switch daemon (UDP dataplane, TCP control)\n"
+            "  switch --stats HOST:PORT\n"
+            "                    print the counters of a running switch\n"
+            "  bench allreduce   allreduce throughput: embedded switch + N local workers,\n"
+            "                    verified results, optional OpenMPI baseline in the same run\n"
+            "  bench udp         the kernel's UDP ceiling: one sender, one receiver, loopback\n"
+            "  version           print the version\n",
+            INAGG_VERSION_STRING);
+}
+
+int main(int argc, char **argv)
+{
+    log_init(LOG_INFO, "inagg");
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
+        usage(stdout);
+        return 0;
+    }
+    if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
+        printf("inagg %s (protocol %d)\n", INAGG_VERSION_STRING, INAGG_PROTOCOL_VERSION);
+        return 0;
+    }
+    if (strcmp(cmd, "switch") == 0)
+        return cmd_switch(argc - 1, argv + 1);
+    if (strcmp(cmd, "bench") == 0) {
+        if (argc >= 3 && strcmp(argv[2], "allreduce") == 0)
+            return cmd_bench_allreduce(argc - 2, argv + 2);
+        if (argc >= 3 && strcmp(argv[2], "udp") == 0)
+            return cmd_bench_udp(argc - 2, argv + 2);
+        fprintf(stderr, "inagg bench: expected 'allreduce' or 'udp'\n");
+        return 2;
+    }
+    fprintf(stderr, "inagg: unknown command '%s'\n\n", cmd);
+    usage(stderr);
+    return 2;
+}

@@ -1,0 +1,147 @@
+/* json.c - see json.h. Strings are escaped per RFC 8259; numbers use %.17g or %lld. */
+#include "common/json.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void json_init(json_writer_t *w) { memset(w, 0, sizeof(*w)); }
+
+void json_free(json_writer_t *w)
+{
+    free(w->buf);
+    memset(w, 0, sizeof(*w));
+}
+
+static void put(json_writer_t *w, const char *s, size_t n)
+{
+    if (w->failed)
+        return;
+    if (w->len + n + 1 > w->cap) {
+        size_t cap = w->cap ? w->cap : 256;
+        while (cap < w->len + n + 1)
+            cap *= 2;
+        char *nb = realloc(w->buf, cap);
+        if (!nb) {
+            w->failed = 1;
+            return;
+        }
+        w->buf = nb;
+        w->cap = cap;
+    }
+    memcpy(w->buf + w->len, s, n);
+    w->len += n;
+    w->buf[w->len] = '\0';
+}
+
+static void puts_(json_writer_t *w, const char *s) { put(w, s, strlen(s)); }
+
+static void put_escaped(json_writer_t *w, const char *s)
+{
+    put(w, "\"", 1);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        char esc[8];
+        if (c == '"' || c == '\\') {
+            esc[0] = '\\';
+            esc[1] = (char)c;
+            put(w, esc, 2);
+        } else if (c < 0x20) {
+            snprintf(esc, sizeof(esc), "\\u%04x", c);
+            put(w, esc, 6);
+        } else {
+            put(w, (const char *)&c, 1);
+        }
+    }
+    put(w, "\"", 1);
+}
+
+static void begin_value(json_writer_t *w, const char *key)
+{
+    if (w->count[w->depth]++ > 0)
+        put(w, ",", 1);
+    if (key) {
+        put_escaped(w, key);
+        put(w, ":", 1);
+    }
+}
+
+static void open_(json_writer_t *w, const char *key, const char *bracket)
+{
+    begin_value(w, key);
+    puts_(w, bracket);
+    if (w->depth + 1 >= JSON_MAX_DEPTH) {
+        w->failed = 1;
+        return;
+    }
+    w->count[++w->depth] = 0;
+}
+
+static void close_(json_writer_t *w, const char *bracket)
+{
+    if (w->depth > 0)
+        w->depth--;
+    puts_(w, bracket);
+}
+
+void json_begin_object(json_writer_t *w, const char *key) { open_(w, key, "{"); }
+void json_end_object(json_writer_t *w) { close_(w, "}"); }
+void json_begin_array(json_writer_t *w, const char *key) { open_(w, key, "["); }
+void json_end_array(json_writer_t *w) { close_(w, "]"); }
+
+void json_string(json_writer_t *w, const char *key, const char *value)
+{
+    begin_value(w, key);
+    put_escaped(w, value ? value : "");
+}
+
+void json_number(json_writer_t *w, const char *key, double value)
+{
+    begin_value(w, key);
+    char b[40];
+    if (!isfinite(value))
+        snprintf(b, sizeof(b), "null");
+    else
+        snprintf(b, sizeof(b), "%.10g", value);
+    puts_(w, b);
+}
+
+void json_int(json_writer_t *w, const char *key, int64_t value)
+{
+    begin_value(w, key);
+    char b[32];
+    snprintf(b, sizeof(b), "%lld", (long long)value);
+    puts_(w, b);
+}
+
+void json_bool(json_writer_t *w, const char *key, int value)
+{
+    begin_value(w, key);
+    puts_(w, value ? "true" : "false");
+}
+
+const char *json_text(const json_writer_t *w) { return w->failed ? NULL : (w->buf ? w->buf : ""); }
+
+int json_find_number(const char *text, const char *key, double *out)
+{
+    size_t klen = strlen(key);
+    for (const char *p = text; (p = strchr(p, '"')) != NULL; p++) {
+        if (strncmp(p + 1, key, klen) != 0 || p[1 + klen] != '"')
+            continue;
+        const char *q = p + 2 + klen;
+        while (*q == ' ' || *q == '\t' || *q == '\n')
+            q++;
+        if (*q != ':')
+            continue;
+        q++;
+        char *end;
+        double v = strtod(q, &end);
+        if (end == q)
+            return -1;
+        *out = v;
+        return 0;
+    }
+    return -1;
+}

@@ -1,0 +1,22 @@
+/*
+ * log.h - leveled logging to stderr for the daemon, the CLI and (when INAGG_LOG asks) the
+ * library. Never used on a per-packet path. Level from INAGG_LOG=error|warn|info|debug;
+ * the daemon and CLI default to info, the library to error (quiet inside a user's process).
+ */
+#ifndef INAGG_LOG_H
+#define INAGG_LOG_H
+
+enum log_level { LOG_ERROR = 0, LOG_WARN = 1, LOG_INFO = 2, LOG_DEBUG = 3 };
+
+/* Set the default level; INAGG_LOG in the environment overrides it. */
+void log_init(enum log_level default_level, const char *program);
+int log_enabled(enum log_level level);
+void log_write(enum log_level level, const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+#define LOG_E(...) log_write(LOG_ERROR, __FILE__, __LINE__, __VA_ARGS__)
+#define LOG_W(...) log_write(LOG_WARN, __FILE__, __LINE__, __VA_ARGS__)
+#define LOG_I(...) log_write(LOG_INFO, __FILE__, __LINE__, __VA_ARGS__)
+#define LOG_D(...) log_write(LOG_DEBUG, __FILE__, __LINE__, __VA_ARGS__)
+
+#endif /* INAGG_LOG_H */

@@ -1,0 +1,178 @@
+/* ctl.c - see ctl.h. */
+#include "control/ctl.h"
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "common/util.h"
+
+long ctl_fill(int fd, ctl_reader_t *r)
+{
+    if (r->len >= sizeof(r->buf))
+        return -EMSGSIZE;
+    ssize_t n = recv(fd, r->buf + r->len, sizeof(r->buf) - r->len, MSG_DONTWAIT);
+    if (n < 0)
+        return (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) ? -EAGAIN : -errno;
+    r->len += (size_t)n;
+    return n;
+}
+
+int ctl_take_line(ctl_reader_t *r, char *line, size_t cap)
+{
+    char *nl = memchr(r->buf, '\n', r->len);
+    if (!nl)
+        return 0;
+    size_t n = (size_t)(nl - r->buf);
+    size_t copy = n < cap - 1 ? n : cap - 1;
+    memcpy(line, r->buf, copy);
+    line[copy] = '\0';
+    if (copy > 0 && line[copy - 1] == '\r')
+        line[copy - 1] = '\0';
+    memmove(r->buf, nl + 1, r->len - n - 1);
+    r->len -= n + 1;
+    return 1;
+}
+
+int ctl_read_line(int fd, ctl_reader_t *r, char *line, size_t cap, int timeout_ms)
+{
+    uint64_t deadline = util_now_ns() + (uint64_t)timeout_ms * 1000000ull;
+    for (;;) {
+        if (ctl_take_line(r, line, cap))
+            return 0;
+        long got = ctl_fill(fd, r);
+        if (got == 0)
+            return -ECONNRESET;
+        if (got > 0)
+            continue;
+        if (got != -EAGAIN)
+            return (int)got;
+        uint64_t now = util_now_ns();
+        if (now >= deadline)
+            return -ETIMEDOUT;
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        int wait_ms = (int)((deadline - now) / 1000000ull) + 1;
+        if (poll(&p, 1, wait_ms) < 0 && errno != EINTR)
+            return -errno;
+    }
+}
+
+int ctl_write_line(int fd, const char *line, int timeout_ms)
+{
+    char buf[CTL_LINE_MAX + 2];
+    size_t n = strlen(line);
+    if (n > CTL_LINE_MAX)
+        return -EMSGSIZE;
+    memcpy(buf, line, n);
+    buf[n++] = '\n';
+    size_t off = 0;
+    uint64_t deadline = util_now_ns() + (uint64_t)timeout_ms * 1000000ull;
+    while (off < n) {
+        ssize_t w = send(fd, buf + off, n - off, MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (w > 0) {
+            off += (size_t)w;
+            continue;
+        }
+        if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+            return -errno;
+        uint64_t now = util_now_ns();
+        if (now >= deadline)
+            return -ETIMEDOUT;
+        struct pollfd p = {.fd = fd, .events = POLLOUT};
+        poll(&p, 1, (int)((deadline - now) / 1000000ull) + 1);
+    }
+    return 0;
+}
+
+int ctl_connect(const struct sockaddr_in *addr, int timeout_ms)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -errno;
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    if (connect(fd, (const struct sockaddr *)addr, sizeof(*addr)) != 0) {
+        if (errno != EINPROGRESS) {
+            int e = errno;
+            close(fd);
+            return -e;
+        }
+        struct pollfd p = {.fd = fd, .events = POLLOUT};
+        int pr = poll(&p, 1, timeout_ms);
+        int err = 0;
+        socklen_t len = sizeof(err);
+        if (pr <= 0) {
+            close(fd);
+            return pr == 0 ? -ETIMEDOUT : -errno;
+        }
+        getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+        if (err) {
+            close(fd);
+            return -err;
+        }
+    }
+    return fd;
+}
+
+int ctl_is(const char *line, const char *verb)
+{
+    size_t n = strlen(verb);
+    return strncmp(line, verb, n) == 0 && (line[n] == ' ' || line[n] == '\0');
+}
+
+int ctl_get(const char *line, const char *key, char *out, size_t cap)
+{
+    size_t klen = strlen(key);
+    const char *p = strchr(line, ' ');
+    while (p) {
+        p++;
+        if (strncmp(p, key, klen) == 0 && p[klen] == '=') {
+            const char *v = p + klen + 1;
+            size_t vlen = strcspn(v, " ");
+            if (vlen >= cap)
+                return -ENOSPC;
+            memcpy(out, v, vlen);
+            out[vlen] = '\0';
+            return 0;
+        }
+        p = strchr(p, ' ');
+    }
+    return -ENOENT;
+}
+
+int ctl_get_u64(const char *line, const char *key, uint64_t *out)
+{
+    char v[32];
+    if (ctl_get(line, key, v, sizeof(v)) != 0)
+        return -ENOENT;
+    char *end;
+    errno = 0;
+    unsigned long long x = strtoull(v, &end, 10);
+    if (end == v || *end != '\0' || errno || v[0] == '-')
+        return -EINVAL;
+    *out = x;
+    return 0;
+}
+
+int ctl_get_u32(const char *line, const char *key, uint32_t *out)
+{
+    uint64_t x;
+    int rc = ctl_get_u64(line, key, &x);
+    if (rc)
+        return rc;
+    if (x > UINT32_MAX)
+        return -ERANGE;
+    *out = (uint32_t)x;
+    return 0;
+}
+
+const char *ctl_rest(const char *line)
+{
+    const char *p = strchr(line, ' ');
+    return p ? p + 1 : "";
+}

@@ -1,0 +1,57 @@
+/*
+ * ctl.h - the control protocol between workers and the switch: text lines over TCP.
+ *
+ * A line is a verb followed by space-separated key=value pairs, e.g.
+ *   JOIN version=1 job=bench rank=0 world=4 slots=128 elems=1024 float=fixed protocol=switchml
+ *   JOINED id=3 token=2882400001 threads=2 port=7000 slots=128 elems=1024
+ *   ERR refused pool exhausted: job asks 512 slots, 100 of 8192 free
+ * Values never contain spaces, except the free text after ERR and FAILED. Text lines make
+ * the control plane easy to watch and to poke with nc; it is never on the packet path.
+ *
+ * This module offers: a buffered line reader for non-blocking sockets, blocking helpers with
+ * deadlines for clients, and key=value lookups. Functions return 0 or -errno.
+ */
+#ifndef INAGG_CONTROL_CTL_H
+#define INAGG_CONTROL_CTL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define CTL_LINE_MAX 1024
+
+typedef struct ctl_reader {
+    char buf[4 * CTL_LINE_MAX];
+    size_t len;
+} ctl_reader_t;
+
+/* Read what the socket has into r without blocking. Returns bytes read, 0 on EOF,
+ * -EAGAIN if nothing was there, -EMSGSIZE if a line exceeds CTL_LINE_MAX, or -errno. */
+long ctl_fill(int fd, ctl_reader_t *r);
+
+/* Take one complete line out of r into line (without the newline). 1 if a line was taken,
+ * 0 if none is complete yet. */
+int ctl_take_line(ctl_reader_t *r, char *line, size_t cap);
+
+/* Block until a whole line arrives or timeout_ms passes: 0, -ETIMEDOUT, -ECONNRESET (EOF),
+ * or -errno. */
+int ctl_read_line(int fd, ctl_reader_t *r, char *line, size_t cap, int timeout_ms);
+
+/* Write a whole line (a newline is appended). Blocks at most timeout_ms. */
+int ctl_write_line(int fd, const char *line, int timeout_ms);
+
+/* Connect a TCP socket to addr within timeout_ms; returns fd or -errno. */
+struct sockaddr_in;
+int ctl_connect(const struct sockaddr_in *addr, int timeout_ms);
+
+/* The verb (first word) of a line compared with `verb`. */
+int ctl_is(const char *line, const char *verb);
+
+/* Look up key=value in a line; copies the value. 0, or -ENOENT. */
+int ctl_get(const char *line, const char *key, char *out, size_t cap);
+int ctl_get_u32(const char *line, const char *key, uint32_t *out);
+int ctl_get_u64(const char *line, const char *key, uint64_t *out);
+
+/* The free text after the first word ("ERR <text>"). */
+const char *ctl_rest(const char *line);
+
+#endif /* INAGG_CONTROL_CTL_H */

@@ -1,0 +1,236 @@
+/*
+ * dataplane.c - one dataplane thread of the switch: run to completion over batches.
+ *
+ * Each thread owns one UDP socket (port base + index) and the slots that map to it. The
+ * loop receives a burst with recvmmsg, validates and applies every contribution to its slot
+ * (slot.c), queues the resulting result packets, and sends them in one sendmmsg burst. No
+ * allocation, lock or log line per packet: bad packets are counted per reason and dropped.
+ * Result packets point straight at the slot's copy, which is in network order once complete
+ * and is not reused before every rank has received it.
+ */
+#include <arpa/inet.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "switch/server.h"
+#include "transport/udp.h"
+
+#define DP_MAX_BATCH 256
+#define DP_TX_CAP 2048
+#define DP_RX_BUF 65536
+
+typedef struct tx_queue {
+    int n;
+    struct mmsghdr msgs[DP_TX_CAP];
+    struct iovec iov[DP_TX_CAP][2];
+    uint8_t hdr[DP_TX_CAP][WIRE_HEADER_SIZE];
+    struct sockaddr_in to[DP_TX_CAP];
+    struct mmsghdr faulted[2 * DP_TX_CAP + 1];
+} tx_queue_t;
+
+typedef struct rx_batch {
+    struct mmsghdr msgs[DP_MAX_BATCH];
+    struct iovec iov[DP_MAX_BATCH];
+    struct sockaddr_in from[DP_MAX_BATCH];
+    int order[2 * DP_MAX_BATCH];
+    uint8_t *bufs; /* DP_MAX_BATCH * DP_RX_BUF bytes */
+} rx_batch_t;
+
+static void tx_flush(dp_thread_t *t, tx_queue_t *q)
+{
+    if (q->n == 0)
+        return;
+    struct mmsghdr *msgs = q->msgs;
+    int n = q->n;
+    if (t->faults_out.enabled) {
+        uint64_t before = t->faults_out.dropped;
+        n = faults_on_send(&t->faults_out, q->msgs, q->n, q->faulted);
+        msgs = q->faulted;
+        STAT_ADD(t->fault_drops, t->faults_out.dropped - before);
+    }
+    int sent = udp_send_batch(t->fd, msgs, n, 100);
+    if (sent > 0)
+        STAT_ADD(t->packets_out, (uint64_t)sent);
+    q->n = 0;
+}
+
+static void tx_result(dp_thread_t *t, tx_queue_t *q, const job_t *j, uint32_t slot,
+                      const slot_copy_t *c, uint32_t rank, const struct sockaddr_in *to)
+{
+    if (q->n == DP_TX_CAP)
+        tx_flush(t, q);
+    int k = q->n++;
+    wire_header_t h = {
+        .version = INAGG_PROTOCOL_VERSION,
+        .type = WIRE_RESULT,
+        .job = j->id,
+        .rank = (uint16_t)rank,
+        .token = j->token,
+        .slot = slot,
+        .round = c->round,
+        .chunk = c->chunk,
+        .count = c->n_elems,
+        .flags = (uint8_t)(wire_ver_of_round(c->round) | (c->overflow ? WIRE_FLAG_OVERFLOW : 0)),
+        .dtype = c->dtype,
+        .exp = c->exp,
+        .next_exp = c->next_exp,
+    };
+    wire_encode_header(&h, q->hdr[k]);
+    q->to[k] = *to;
+    q->iov[k][0] = (struct iovec){q->hdr[k], WIRE_HEADER_SIZE};
+    q->iov[k][1] = (struct iovec){c->data, (size_t)c->n_elems * 4u};
+    memset(&q->msgs[k], 0, sizeof(q->msgs[k]));
+    q->msgs[k].msg_hdr.msg_name = &q->to[k];
+    q->msgs[k].msg_hdr.msg_namelen = sizeof(q->to[k]);
+    q->msgs[k].msg_hdr.msg_iov = q->iov[k];
+    q->msgs[k].msg_hdr.msg_iovlen = c->n_elems ? 2 : 1;
+}
+
+static int dtype_allowed(const job_t *j, uint8_t dtype)
+{
+    if (dtype == WIRE_INT32)
+        return 1;
+    if (dtype == WIRE_FIXED32)
+        return j->float_mode == INAGG_FLOAT_FIXED;
+    return j->float_mode == INAGG_FLOAT_NATIVE;
+}
+
+static void handle_packet(dp_thread_t *t, tx_queue_t *q, const uint8_t *buf, size_t len,
+                          const struct sockaddr_in *from, uint64_t now_ms)
+{
+    struct inagg_switch *sw = t->sw;
+    wire_header_t h;
+    enum wire_status ws = wire_decode(buf, len, &h);
+    if (ws != WIRE_OK) {
+        STAT_ADD(t->drops[ws], 1);
+        return;
+    }
+    if (h.type != WIRE_CONTRIB) {
+        STAT_ADD(t->drops[DROP_NOT_RESULT_PATH], 1);
+        return;
+    }
+    job_t *j = h.job < SWITCH_MAX_JOBS
+                   ? atomic_load_explicit(&sw->jobs[h.job], memory_order_acquire)
+                   : NULL;
+    if (!j) {
+        STAT_ADD(t->drops[DROP_UNKNOWN_JOB], 1);
+        return;
+    }
+    if (h.token != j->token) {
+        STAT_ADD(t->drops[DROP_BAD_TOKEN], 1);
+        return;
+    }
+    job_counters_t *c = &j->threads[t->index].c;
+    int reason = -1;
+    if (atomic_load_explicit(&j->state, memory_order_acquire) != JOB_ACTIVE)
+        reason = DROP_JOB_NOT_ACTIVE;
+    else if (h.rank >= j->world)
+        reason = DROP_BAD_RANK;
+    else if (h.slot >= j->nslots)
+        reason = DROP_BAD_SLOT;
+    else if (job_slot_owner(j, h.slot) != t->index)
+        reason = DROP_WRONG_THREAD;
+    else if (h.count > j->elems)
+        reason = DROP_BAD_COUNT;
+    else if (!dtype_allowed(j, h.dtype))
+        reason = DROP_DTYPE_NOT_ALLOWED;
+    if (reason >= 0) {
+        STAT_ADD(c->drops[reason], 1);
+        return;
+    }
+    STAT_ADD(c->bytes_in, len);
+    atomic_store_explicit(&j->threads[t->index].last_seen_ms[h.rank], now_ms,
+                          memory_order_relaxed);
+    j->addrs[(size_t)h.slot * j->world + h.rank] = *from;
+
+    slot_t *s = &j->slots[h.slot];
+    enum slot_verdict v =
+        slot_contribute(s, j->world, &h, (const uint32_t *)(const void *)(buf + WIRE_HEADER_SIZE));
+    const slot_copy_t *copy = slot_copy_of(s, h.round);
+    size_t result_bytes = WIRE_HEADER_SIZE + (size_t)copy->n_elems * 4u;
+    switch (v) {
+    case SLOT_PARTIAL:
+        STAT_ADD(c->contributions, 1);
+        break;
+    case SLOT_COMPLETE:
+        STAT_ADD(c->contributions, 1);
+        STAT_ADD(c->rounds, 1);
+        for (uint32_t r = 0; r < j->world; r++)
+            tx_result(t, q, j, h.slot, copy, r, &j->addrs[(size_t)h.slot * j->world + r]);
+        STAT_ADD(c->results_sent, j->world);
+        STAT_ADD(c->bytes_out, result_bytes * j->world);
+        break;
+    case SLOT_RESEND:
+        tx_result(t, q, j, h.slot, copy, h.rank, from);
+        STAT_ADD(c->resends, 1);
+        STAT_ADD(c->results_sent, 1);
+        STAT_ADD(c->bytes_out, result_bytes);
+        break;
+    case SLOT_DUP_OPEN:
+        STAT_ADD(c->drops[DROP_DUP_OPEN], 1);
+        break;
+    case SLOT_STALE:
+        STAT_ADD(c->drops[DROP_STALE], 1);
+        break;
+    case SLOT_AHEAD:
+        STAT_ADD(c->drops[DROP_AHEAD], 1);
+        break;
+    case SLOT_MISMATCH:
+    default:
+        STAT_ADD(c->drops[DROP_MISMATCH], 1);
+        break;
+    }
+}
+
+void *dataplane_main(void *arg)
+{
+    dp_thread_t *t = arg;
+    struct inagg_switch *sw = t->sw;
+    uint32_t batch = sw->cfg.batch < DP_MAX_BATCH ? sw->cfg.batch : DP_MAX_BATCH;
+    if (batch == 0)
+        batch = 1;
+    rx_batch_t *rx = calloc(1, sizeof(*rx));
+    tx_queue_t *q = calloc(1, sizeof(*q));
+    uint8_t *bufs = rx ? malloc((size_t)batch * DP_RX_BUF) : NULL;
+    if (!rx || !q || !bufs) {
+        LOG_E("dataplane thread %u: out of memory", t->index);
+        free(rx);
+        free(q);
+        free(bufs);
+        atomic_store(&t->running, 0);
+        return NULL;
+    }
+    rx->bufs = bufs;
+    for (uint32_t i = 0; i < batch; i++) {
+        rx->iov[i] = (struct iovec){rx->bufs + (size_t)i * DP_RX_BUF, DP_RX_BUF};
+        rx->msgs[i].msg_hdr.msg_iov = &rx->iov[i];
+        rx->msgs[i].msg_hdr.msg_iovlen = 1;
+    }
+    while (!atomic_load_explicit(&sw->stop, memory_order_acquire)) {
+        atomic_fetch_add_explicit(&t->epoch, 1, memory_order_acq_rel);
+        for (uint32_t i = 0; i < batch; i++) {
+            rx->msgs[i].msg_hdr.msg_name = &rx->from[i];
+            rx->msgs[i].msg_hdr.msg_namelen = sizeof(rx->from[i]);
+        }
+        int n = udp_recv_batch(t->fd, rx->msgs, (int)batch, 50);
+        if (n <= 0)
+            continue;
+        STAT_ADD(t->packets_in, (uint64_t)n);
+        uint64_t now_ms = server_now_ms();
+        uint64_t dropped_before = t->faults_in.dropped;
+        int k = faults_on_recv(&t->faults_in, n, rx->order);
+        STAT_ADD(t->fault_drops, t->faults_in.dropped - dropped_before);
+        for (int i = 0; i < k; i++) {
+            int m = rx->order[i];
+            handle_packet(t, q, rx->bufs + (size_t)m * DP_RX_BUF, rx->msgs[m].msg_len,
+                          &rx->from[m], now_ms);
+        }
+        tx_flush(t, q);
+    }
+    free(rx->bufs);
+    free(rx);
+    free(q);
+    atomic_store(&t->running, 0);
+    return NULL;
+}

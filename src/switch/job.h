@@ -1,0 +1,106 @@
+/*
+ * job.h - a job on the switch: its parameters, its slot pool, and its counters.
+ *
+ * Ownership: the control thread creates, fails and frees jobs; a job's immutable fields
+ * (parameters, token, arrays) are set before it is published in the job table. Slot i is
+ * touched only by dataplane thread job_slot_owner(i), and each dataplane thread writes only
+ * its own job_thread_t, so the packet path shares no written cache line between threads.
+ * Counters are relaxed atomics: one writer, read by the stats printer.
+ */
+#ifndef INAGG_SWITCH_JOB_H
+#define INAGG_SWITCH_JOB_H
+
+#include <netinet/in.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "common/util.h"
+#include "inagg.h"
+#include "switch/slot.h"
+#include "wire/wire.h"
+
+#define SWITCH_MAX_JOBS 1024u
+#define SWITCH_MAX_THREADS 64u
+
+/* Why the switch dropped a packet. The first WIRE_STATUS_COUNT reasons are wire_decode()'s. */
+enum drop_reason {
+    DROP_UNKNOWN_JOB = WIRE_STATUS_COUNT, /* no such job id */
+    DROP_BAD_TOKEN,                       /* job id exists but the token is another job's */
+    DROP_NOT_RESULT_PATH,                 /* a result packet sent to the switch */
+    DROP_JOB_NOT_ACTIVE,                  /* job still joining, or failed */
+    DROP_BAD_RANK,                        /* rank >= world size */
+    DROP_BAD_SLOT,                        /* slot outside the job's pool */
+    DROP_WRONG_THREAD,                    /* slot belongs to another switch thread's port */
+    DROP_BAD_COUNT,                       /* more elements than the job's packet size */
+    DROP_DTYPE_NOT_ALLOWED,               /* element type the job's numeric mode excludes */
+    DROP_DUP_OPEN,                        /* duplicate contribution to an open round */
+    DROP_STALE,                           /* contribution for a round already reused */
+    DROP_AHEAD,                           /* contribution for a round that cannot come yet */
+    DROP_MISMATCH,                        /* count, dtype or exponent differs within a round */
+    DROP_REASON_COUNT
+};
+
+const char *drop_reason_name(int reason);
+
+typedef struct job_counters {
+    _Atomic uint64_t contributions; /* contributions added to a slot */
+    _Atomic uint64_t rounds;        /* rounds completed (results multicast) */
+    _Atomic uint64_t results_sent;  /* result packets sent, multicast and resends */
+    _Atomic uint64_t resends;       /* results re-sent by unicast for a duplicate */
+    _Atomic uint64_t bytes_in, bytes_out;
+    _Atomic uint64_t drops[DROP_REASON_COUNT];
+} job_counters_t;
+
+/* What one dataplane thread writes for one job. */
+typedef struct job_thread {
+    job_counters_t c;
+    _Atomic uint64_t last_seen_ms[INAGG_MAX_WORLD]; /* last packet from each rank */
+} INAGG_ALIGNED job_thread_t;
+
+#define STAT_ADD(field, n)                                                                      \
+    atomic_store_explicit(&(field), atomic_load_explicit(&(field), memory_order_relaxed) + (n), \
+                          memory_order_relaxed)
+#define STAT_GET(field) atomic_load_explicit(&(field), memory_order_relaxed)
+
+enum job_state { JOB_JOINING = 0, JOB_ACTIVE, JOB_FAILED };
+
+typedef struct job {
+    /* immutable once published */
+    uint16_t id;
+    uint32_t token;
+    char name[64];
+    uint32_t world, nslots, elems;
+    uint32_t float_mode; /* inagg_float_mode_t */
+    uint32_t protocol;   /* inagg_protocol_t */
+    uint32_t base;       /* slot i is served by thread (base + i) % nthreads */
+    uint32_t nthreads;
+    uint32_t timeout_ms; /* a rank silent this long while others wait fails the job */
+    slot_t *slots;
+    uint32_t *arena;            /* nslots * 2 * elems words */
+    struct sockaddr_in *addrs;  /* [slot * world + rank]: where results go */
+    job_thread_t *threads;      /* [nthreads] */
+    _Atomic int state;          /* enum job_state */
+    /* control thread only */
+    uint64_t created_ms, activated_ms;
+    int member_fd[INAGG_MAX_WORLD]; /* -1: not connected */
+    uint8_t left[INAGG_MAX_WORLD];  /* left cleanly with LEAVE */
+    uint8_t in_barrier[INAGG_MAX_WORLD];
+    uint32_t joined, barrier_count, barrier_epoch;
+    char fail_reason[256];
+} job_t;
+
+/* Allocate a job with its pool. NULL when out of memory. */
+job_t *job_create(uint16_t id, const char *name, uint32_t world, uint32_t nslots,
+                  uint32_t elems, uint32_t nthreads, uint32_t base);
+void job_free(job_t *j);
+
+static inline uint32_t job_slot_owner(const job_t *j, uint32_t slot)
+{
+    return (j->base + slot) % j->nthreads;
+}
+
+/* Sum of one counter field across threads: job_sum(j, offsetof(job_counters_t, rounds)). */
+uint64_t job_sum(const job_t *j, size_t field_offset);
+uint64_t job_sum_drop(const job_t *j, int reason);
+
+#endif /* INAGG_SWITCH_JOB_H */

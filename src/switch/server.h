@@ -1,0 +1,56 @@
+/*
+ * server.h - the switch's internal parts and how they share state: the job table (written
+ * by the control thread, read by the dataplane threads), the dataplane threads, the control
+ * thread. Only src/switch/ includes this.
+ *
+ * Retiring a job: the control thread unpublishes it from the table, then waits until every
+ * dataplane thread has passed through its loop head (its `epoch` changed), after which no
+ * thread can still hold a pointer to it, and frees it (a quiescent-state grace period).
+ */
+#ifndef INAGG_SWITCH_SERVER_H
+#define INAGG_SWITCH_SERVER_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "common/faults.h"
+#include "switch/job.h"
+#include "switch/switch.h"
+
+typedef struct dp_thread {
+    struct inagg_switch *sw;
+    uint32_t index;
+    int fd;
+    pthread_t tid;
+    _Atomic uint64_t epoch; /* bumped at every loop head */
+    _Atomic int running;
+    _Atomic uint64_t drops[DROP_REASON_COUNT]; /* drops not attributable to a known job */
+    _Atomic uint64_t packets_in, packets_out, fault_drops;
+    faults_t faults_in, faults_out;
+} INAGG_ALIGNED dp_thread_t;
+
+struct inagg_switch {
+    switch_config_t cfg;
+    char listen_text[64];
+    uint16_t port;
+    uint32_t slots_used;
+    int listen_fd;
+    _Atomic int stop;
+    uint64_t start_ms;
+    pthread_t control_tid;
+    int control_running;
+    dp_thread_t *threads;
+    _Atomic(job_t *) jobs[SWITCH_MAX_JOBS];
+    uint16_t next_job_id;
+    pthread_mutex_t stats_lock; /* serialises stats printing against job retirement */
+};
+
+void *dataplane_main(void *arg);
+void *control_main(void *arg);
+
+/* Wait for a grace period: every running dataplane thread passed its loop head. */
+void server_quiesce(struct inagg_switch *sw);
+
+static inline uint64_t server_now_ms(void) { return util_now_ns() / 1000000ull; }
+
+#endif /* INAGG_SWITCH_SERVER_H */

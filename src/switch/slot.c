@@ -1,0 +1,99 @@
+/* slot.c - the switchml slot state machine (see slot.h for the protocol). */
+#include "switch/slot.h"
+
+#include "common/vec.h"
+
+static const char *const verdict_names[SLOT_VERDICT_COUNT] = {
+    [SLOT_PARTIAL] = "partial",   [SLOT_COMPLETE] = "complete", [SLOT_RESEND] = "resend",
+    [SLOT_DUP_OPEN] = "dup_open", [SLOT_STALE] = "stale",       [SLOT_AHEAD] = "ahead",
+    [SLOT_MISMATCH] = "mismatch",
+};
+
+const char *slot_verdict_name(enum slot_verdict v)
+{
+    return (unsigned)v < SLOT_VERDICT_COUNT ? verdict_names[v] : "unknown";
+}
+
+void slot_init(slot_t *s, uint32_t world, uint32_t *data0, uint32_t *data1)
+{
+    /* Both copies look complete, holding rounds -2 and -1, so round 0 starts copy 0. */
+    for (int v = 0; v < 2; v++) {
+        slot_copy_t *c = &s->copy[v];
+        c->round = (uint32_t)(v - 2);
+        c->count = world;
+        c->seen = 0;
+        c->chunk = 0;
+        c->n_elems = 0;
+        c->dtype = WIRE_INT32;
+        c->overflow = 0;
+        c->exp = 0;
+        c->next_exp = 0;
+        c->data = v == 0 ? data0 : data1;
+    }
+}
+
+static void start_round(slot_copy_t *c, const wire_header_t *h, const uint32_t *payload_be)
+{
+    c->round = h->round;
+    c->count = 0;
+    c->seen = 0;
+    c->chunk = h->chunk;
+    c->n_elems = h->count;
+    c->dtype = h->dtype;
+    c->overflow = 0;
+    c->exp = h->exp;
+    c->next_exp = h->next_exp;
+    if (h->dtype == WIRE_FLOAT32)
+        vec_be_to_f32(payload_be, (float *)c->data, h->count);
+    else
+        vec_be_load_i32((int32_t *)c->data, payload_be, h->count);
+}
+
+static enum slot_verdict add_to_round(slot_copy_t *c, const wire_header_t *h,
+                                      const uint32_t *payload_be)
+{
+    if (h->count != c->n_elems || h->dtype != c->dtype ||
+        (h->dtype == WIRE_FIXED32 && h->exp != c->exp))
+        return SLOT_MISMATCH;
+    if (h->dtype == WIRE_FLOAT32)
+        vec_be_add_f32((float *)c->data, payload_be, h->count);
+    else
+        c->overflow |= (uint8_t)vec_be_add_i32((int32_t *)c->data, payload_be, h->count);
+    /* The exponent sentinels are INT16_MIN (all zero) and INT16_MAX (non-finite), so the
+     * plain maximum combines them correctly. */
+    if (h->next_exp > c->next_exp)
+        c->next_exp = h->next_exp;
+    return SLOT_PARTIAL;
+}
+
+enum slot_verdict slot_contribute(slot_t *s, uint32_t world, const wire_header_t *h,
+                                  const uint32_t *payload_be)
+{
+    slot_copy_t *c = &s->copy[h->round & 1u];
+    const slot_copy_t *other = &s->copy[(h->round & 1u) ^ 1u];
+    uint64_t bit = 1ull << h->rank;
+    int32_t ahead = (int32_t)(h->round - c->round); /* even: same pool version */
+
+    if (ahead < 0)
+        return SLOT_STALE;
+    if (ahead == 0) {
+        if (c->seen & bit)
+            return c->count == world ? SLOT_RESEND : SLOT_DUP_OPEN;
+        enum slot_verdict v = add_to_round(c, h, payload_be);
+        if (v != SLOT_PARTIAL)
+            return v;
+    } else {
+        /* Next use of this copy: its last round and the round before this one (held by the
+         * other copy) must both be complete, or the sender skipped ahead. */
+        if (ahead != 2 || c->count != world || other->round != h->round - 1u ||
+            other->count != world)
+            return SLOT_AHEAD;
+        start_round(c, h, payload_be);
+    }
+    c->seen |= bit;
+    c->count++;
+    if (c->count < world)
+        return SLOT_PARTIAL;
+    vec_bswap32_inplace(c->data, c->n_elems); /* publish in network order */
+    return SLOT_COMPLETE;
+}

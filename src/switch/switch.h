@@ -1,0 +1,40 @@
+/*
+ * switch.h - the aggregation switch as a library: start it (it binds and spawns its
+ * threads), ask its port, print its counters, stop it. `inagg switch` and the benchmarks'
+ * embedded switch are thin wrappers around this.
+ */
+#ifndef INAGG_SWITCH_SWITCH_H
+#define INAGG_SWITCH_SWITCH_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+typedef struct switch_config {
+    const char *listen;          /* "HOST:PORT"; port 0 picks a free one */
+    uint32_t threads;            /* dataplane threads, UDP ports PORT .. PORT+threads-1 */
+    uint32_t total_slots;        /* slot budget shared by all jobs */
+    uint32_t worker_timeout_ms;  /* upper bound of a job's silent-rank timeout */
+    uint32_t batch;              /* packets per recvmmsg/sendmmsg */
+    int socket_buffer;           /* bytes of SO_RCVBUF/SO_SNDBUF per dataplane socket */
+    const char *faults_in;       /* fault spec on the receive path (NULL: none) */
+    const char *faults_out;      /* fault spec on the send path (NULL: none) */
+} switch_config_t;
+
+#define SWITCH_CONFIG_INIT {"127.0.0.1:0", 1, 8192, 30000, 64, 8 << 20, NULL, NULL}
+
+typedef struct inagg_switch inagg_switch_t;
+
+/* Bind the TCP control port and UDP dataplane ports and start the threads. 0 or -1 with a
+ * reason in err. */
+int switch_start(const switch_config_t *cfg, inagg_switch_t **out, char *err, size_t errlen);
+
+/* The port (TCP control, and UDP of dataplane thread 0). */
+uint16_t switch_port(const inagg_switch_t *sw);
+
+/* Counters as text (json = 0) or one JSON object (json = 1). */
+void switch_write_stats(inagg_switch_t *sw, FILE *out, int json);
+
+/* Stop the threads and free everything. */
+void switch_stop(inagg_switch_t *sw);
+
+#endif /* INAGG_SWITCH_SWITCH_H */

@@ -1,0 +1,36 @@
+/*
+ * udp.h - UDP sockets for the dataplane: open with large buffers, address parsing, and
+ * batched send/receive over sendmmsg/recvmmsg. Functions return 0 (or a count) on success
+ * and -errno on failure.
+ */
+#ifndef INAGG_TRANSPORT_UDP_H
+#define INAGG_TRANSPORT_UDP_H
+
+#include <netinet/in.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+/* Parse "HOST:PORT" (IPv4 dotted quad or a name resolving to IPv4, e.g. "localhost").
+ * A missing port leaves *port_out untouched only if default_port != 0. */
+int udp_parse_addr(const char *text, uint16_t default_port, struct sockaddr_in *out);
+
+/* Open a non-blocking UDP socket bound to `bind_addr` (port 0: the kernel picks) with
+ * receive and send buffers of `buffer_bytes` (forced past the sysctl limit when root). */
+int udp_open(const struct sockaddr_in *bind_addr, int buffer_bytes);
+
+/* The port a socket is bound to, in host order (0 on error). */
+uint16_t udp_bound_port(int fd);
+
+/* Send n prepared messages; retries partial batches; waits (poll) up to timeout_ms when
+ * the socket buffer is full. Returns the number sent or -errno. */
+int udp_send_batch(int fd, struct mmsghdr *msgs, int n, int timeout_ms);
+
+/* Receive up to n messages; waits up to timeout_ms for the first (0: do not wait).
+ * Returns the number received (0 on timeout) or -errno. */
+int udp_recv_batch(int fd, struct mmsghdr *msgs, int n, int timeout_ms);
+
+/* Format an address as "a.b.c.d:port". */
+void udp_format_addr(const struct sockaddr_in *a, char *buf, size_t len);
+
+#endif /* INAGG_TRANSPORT_UDP_H */

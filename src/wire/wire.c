@@ -1,0 +1,102 @@
+/* wire.c - encode and validate packet headers (see wire.h for the layout). */
+#include "wire/wire.h"
+
+#include <arpa/inet.h>
+#include <string.h>
+
+#include "inagg/version.h"
+
+static const char *const status_names[WIRE_STATUS_COUNT] = {
+    [WIRE_OK] = "ok",
+    [WIRE_SHORT] = "short",
+    [WIRE_BAD_MAGIC] = "bad_magic",
+    [WIRE_BAD_VERSION] = "bad_version",
+    [WIRE_BAD_TYPE] = "bad_type",
+    [WIRE_BAD_DTYPE] = "bad_dtype",
+    [WIRE_BAD_FLAGS] = "bad_flags",
+    [WIRE_BAD_LENGTH] = "bad_length",
+};
+
+const char *wire_status_name(enum wire_status s)
+{
+    return (unsigned)s < WIRE_STATUS_COUNT ? status_names[s] : "unknown";
+}
+
+static void put16(uint8_t *p, uint16_t v)
+{
+    v = htons(v);
+    memcpy(p, &v, 2);
+}
+
+static void put32(uint8_t *p, uint32_t v)
+{
+    v = htonl(v);
+    memcpy(p, &v, 4);
+}
+
+static uint16_t get16(const uint8_t *p)
+{
+    uint16_t v;
+    memcpy(&v, p, 2);
+    return ntohs(v);
+}
+
+static uint32_t get32(const uint8_t *p)
+{
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return ntohl(v);
+}
+
+void wire_encode_header(const wire_header_t *h, void *buf)
+{
+    uint8_t *p = buf;
+    put16(p + 0, WIRE_MAGIC);
+    p[2] = h->version;
+    p[3] = h->type;
+    put16(p + 4, h->job);
+    put16(p + 6, h->rank);
+    put32(p + 8, h->token);
+    put32(p + 12, h->slot);
+    put32(p + 16, h->round);
+    put32(p + 20, h->chunk);
+    put16(p + 24, h->count);
+    p[26] = h->flags;
+    p[27] = h->dtype;
+    put16(p + 28, (uint16_t)h->exp);
+    put16(p + 30, (uint16_t)h->next_exp);
+}
+
+enum wire_status wire_decode(const void *buf, size_t len, wire_header_t *h)
+{
+    const uint8_t *p = buf;
+    if (len < WIRE_HEADER_SIZE)
+        return WIRE_SHORT;
+    if (get16(p) != WIRE_MAGIC)
+        return WIRE_BAD_MAGIC;
+    h->version = p[2];
+    if (h->version != INAGG_PROTOCOL_VERSION)
+        return WIRE_BAD_VERSION;
+    h->type = p[3];
+    if (h->type != WIRE_CONTRIB && h->type != WIRE_RESULT)
+        return WIRE_BAD_TYPE;
+    h->job = get16(p + 4);
+    h->rank = get16(p + 6);
+    h->token = get32(p + 8);
+    h->slot = get32(p + 12);
+    h->round = get32(p + 16);
+    h->chunk = get32(p + 20);
+    h->count = get16(p + 24);
+    h->flags = p[26];
+    h->dtype = p[27];
+    h->exp = (int16_t)get16(p + 28);
+    h->next_exp = (int16_t)get16(p + 30);
+    if (h->dtype >= WIRE_DTYPE_COUNT)
+        return WIRE_BAD_DTYPE;
+    if ((h->flags & ~WIRE_FLAGS_KNOWN) != 0 ||
+        (h->flags & WIRE_FLAG_VER) != wire_ver_of_round(h->round))
+        return WIRE_BAD_FLAGS;
+    if (len != WIRE_HEADER_SIZE + (size_t)h->count * 4u)
+        return WIRE_BAD_LENGTH;
+    return WIRE_OK;
+}

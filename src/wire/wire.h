@@ -1,0 +1,86 @@
+/*
+ * wire.h - the packet format of the aggregation dataplane. The only module that knows bytes.
+ *
+ * Every datagram is a 32-byte header in network byte order followed by `count` 32-bit
+ * elements, also in network byte order:
+ *
+ *   off size field     meaning
+ *    0   2   magic     0x4941 ("IA")
+ *    2   1   version   INAGG_PROTOCOL_VERSION
+ *    3   1   type      WIRE_CONTRIB (worker->switch) or WIRE_RESULT (switch->worker)
+ *    4   2   job       job id assigned by the switch at join
+ *    6   2   rank      sender's rank (contribution) or receiver's rank (result)
+ *    8   4   token     the job's random token: packets of another or an old job are dropped
+ *   12   4   slot      slot index inside the job's pool
+ *   16   4   round     per-slot use counter; its low bit is the pool version (shadow copy)
+ *   20   4   chunk     index of the tensor chunk carried (informational, echoed back)
+ *   24   2   count     elements in the payload (0 for an exponent probe)
+ *   26   1   flags     bit 0: pool version (must equal round & 1); bit 1: int32 overflow
+ *                      happened in this result; other bits must be zero
+ *   27   1   dtype     WIRE_INT32, WIRE_FIXED32 (float32 as block fixed point), WIRE_FLOAT32
+ *   28   2   exp       block exponent the payload was scaled with (fixed point)
+ *   30   2   next_exp  look-ahead: exponent of the next chunk on this slot (contribution),
+ *                      or the maximum over all workers (result)
+ *
+ * wire_decode() checks everything a header can check alone; the receiver then checks the
+ * fields that need context (job, token, rank, slot range, round).
+ */
+#ifndef INAGG_WIRE_H
+#define INAGG_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define WIRE_MAGIC 0x4941u
+#define WIRE_HEADER_SIZE 32u
+#define WIRE_MAX_DATAGRAM 65507u
+#define WIRE_MAX_ELEMS ((WIRE_MAX_DATAGRAM - WIRE_HEADER_SIZE) / 4u)
+
+enum wire_type { WIRE_CONTRIB = 1, WIRE_RESULT = 2 };
+enum wire_dtype { WIRE_INT32 = 0, WIRE_FIXED32 = 1, WIRE_FLOAT32 = 2, WIRE_DTYPE_COUNT = 3 };
+
+#define WIRE_FLAG_VER 0x01u
+#define WIRE_FLAG_OVERFLOW 0x02u
+#define WIRE_FLAGS_KNOWN (WIRE_FLAG_VER | WIRE_FLAG_OVERFLOW)
+
+typedef struct wire_header {
+    uint8_t version;
+    uint8_t type;
+    uint16_t job;
+    uint16_t rank;
+    uint32_t token;
+    uint32_t slot;
+    uint32_t round;
+    uint32_t chunk;
+    uint16_t count;
+    uint8_t flags;
+    uint8_t dtype;
+    int16_t exp;
+    int16_t next_exp;
+} wire_header_t;
+
+/* Why a datagram was rejected by wire_decode(). WIRE_OK is 0. */
+enum wire_status {
+    WIRE_OK = 0,
+    WIRE_SHORT,       /* shorter than the header */
+    WIRE_BAD_MAGIC,   /* not an inagg packet */
+    WIRE_BAD_VERSION, /* another protocol version */
+    WIRE_BAD_TYPE,    /* unknown packet type */
+    WIRE_BAD_DTYPE,   /* unknown element type */
+    WIRE_BAD_FLAGS,   /* unknown flag bits, or version bit disagrees with round */
+    WIRE_BAD_LENGTH,  /* datagram length != header + count * 4 */
+    WIRE_STATUS_COUNT
+};
+
+const char *wire_status_name(enum wire_status s);
+
+/* Write the header in network order into buf (WIRE_HEADER_SIZE bytes). */
+void wire_encode_header(const wire_header_t *h, void *buf);
+
+/* Parse and validate a datagram of `len` bytes. On WIRE_OK, *h holds the header and the
+ * payload (h->count elements) starts at buf + WIRE_HEADER_SIZE. */
+enum wire_status wire_decode(const void *buf, size_t len, wire_header_t *h);
+
+static inline uint8_t wire_ver_of_round(uint32_t round) { return (uint8_t)(round & 1u); }
+
+#endif /* INAGG_WIRE_H */

@@ -101,7 +101,7 @@ typedef struct inagg_options {
 #define INAGG_OPTIONS_INIT                                                                      \
     {                                                                                           \
         sizeof(inagg_options_t), 128u, 1024u, 1u, INAGG_FLOAT_FIXED, INAGG_PROTO_SWITCHML,      \
-            2000u, 200u, 200000u, 30000u, 0u, NULL                                               \
+            2000u, 10000u, 200000u, 30000u, 0u, NULL                                               \
     }
 
 typedef struct inagg_comm inagg_comm_t;

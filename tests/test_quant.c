@@ -358,7 +358,8 @@ TEST(quant_values_at_limit_do_not_overflow, 30)
                     if (llabs(qn) * (int64_t)w > INT32_MAX)
                         naive_overflows++;
                     if (w == 1000 && m == 0)
-                        CHECK_MSG(llabs(qn) * 1000 > INT32_MAX, "naive w=1000: %lld", (long long)qn);
+                        CHECK_MSG(llabs(qn) * 1000 > INT32_MAX, "naive w=1000: %lld",
+                                  (long long)qn);
                 }
             }
         }

@@ -1,8 +1,9 @@
 /*
  * baseline_mpi.c - see baseline_mpi.h. Spawns mpirun in its own process group with stdout
- * and stderr on pipes, reads both under one deadline, and on timeout kills the group
- * (SIGTERM, a grace period, SIGKILL). The child is waited for with WNOWAIT before the
- * group is killed, so its pid (the group id) cannot be reused by then.
+ * and stderr on pipes, reads both under one deadline, and on timeout kills the group:
+ * SIGTERM first, because mpirun puts each rank in a process group of its own and only
+ * mpirun, on SIGTERM, takes them down; SIGKILL after a grace period. The child is waited
+ * for with WNOWAIT before the group is killed, so its pid (the group id) cannot be reused.
  */
 #include "common/baseline_mpi.h"
 

@@ -1,0 +1,659 @@
+/*
+ * test_integration.c - real processes on loopback: a switch child, worker children, the
+ * public API. Proves exactly-once aggregation under injected loss, duplication and
+ * reordering (int32 bit-identical to the lossless run), the float32 error bound, job
+ * isolation, failure of a job whose rank dies or stalls, and that foreign and malformed
+ * packets are counted and dropped while a job still completes.
+ */
+#include <arpa/inet.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "common/benchdata.h"
+#include "common/util.h"
+#include "control/ctl.h"
+#include "harness.h"
+#include "inagg.h"
+#include "testutil.h"
+#include "transport/udp.h"
+#include "wire/wire.h"
+#include "worker/quant.h"
+
+typedef struct job_spec {
+    const char *addr;
+    const char *job;
+    uint32_t world;
+    size_t elems;
+    inagg_dtype_t dtype;
+    inagg_op_t op;
+    inagg_float_mode_t float_mode;
+    uint32_t iters;
+    uint32_t slots, packet_elems, threads, timeout_ms;
+    const char *faults;
+    uint64_t seed;
+    uint32_t *out;          /* shared: world * elems words, each rank's last result */
+    uint64_t *retransmits;  /* shared: world counters */
+    int32_t *codes;         /* shared: world result codes */
+} job_spec_t;
+
+static inagg_options_t spec_options(const job_spec_t *s)
+{
+    inagg_options_t o = INAGG_OPTIONS_INIT;
+    if (s->slots)
+        o.slots = s->slots;
+    if (s->packet_elems)
+        o.packet_elems = s->packet_elems;
+    if (s->threads)
+        o.threads = s->threads;
+    if (s->timeout_ms)
+        o.timeout_ms = s->timeout_ms;
+    o.float_mode = s->float_mode;
+    o.faults = s->faults;
+    o.rto_us = 1000;
+    o.rto_min_us = 1000;
+    return o;
+}
+
+static void fill(const job_spec_t *s, uint32_t rank, void *buf)
+{
+    for (size_t i = 0; i < s->elems; i++) {
+        if (s->dtype == INAGG_INT32)
+            ((int32_t *)buf)[i] = bench_value_i32(s->seed, rank, i);
+        else
+            ((float *)buf)[i] = bench_value_f32(s->seed, rank, i);
+    }
+}
+
+/* A rank: join, run `iters` allreduces (each result checked against the previous one),
+ * store the last result and counters in shared memory. */
+static int spec_worker(uint32_t rank, void *arg)
+{
+    const job_spec_t *s = arg;
+    inagg_options_t o = spec_options(s);
+    inagg_comm_t *comm;
+    char detail[256];
+    inagg_result_t rc = inagg_comm_create(&comm, s->addr, s->job, rank, s->world, &o, detail,
+                                          sizeof(detail));
+    if (rc != INAGG_OK) {
+        fprintf(stderr, "    rank %u: join: %s: %s\n", rank, inagg_strerror(rc), detail);
+        if (s->codes)
+            s->codes[rank] = rc;
+        return 1;
+    }
+    void *send = malloc(s->elems * 4), *recv = malloc(s->elems * 4), *prev = malloc(s->elems * 4);
+    fill(s, rank, send);
+    int bad = 0;
+    for (uint32_t it = 0; it < (s->iters ? s->iters : 1) && !bad; it++) {
+        memset(recv, 0xA5, s->elems * 4);
+        rc = inagg_allreduce(comm, send, recv, s->elems, s->dtype, s->op);
+        if (rc != INAGG_OK) {
+            fprintf(stderr, "    rank %u iter %u: %s: %s\n", rank, it, inagg_strerror(rc),
+                    inagg_last_error(comm));
+            bad = 1;
+        } else if (it > 0 && s->dtype == INAGG_INT32 && memcmp(prev, recv, s->elems * 4) != 0) {
+            fprintf(stderr, "    rank %u iter %u: result differs from iteration %u\n", rank, it,
+                    it - 1);
+            bad = 1;
+        }
+        memcpy(prev, recv, s->elems * 4);
+    }
+    if (s->codes)
+        s->codes[rank] = rc;
+    if (s->out)
+        memcpy(s->out + (size_t)rank * s->elems, recv, s->elems * 4);
+    inagg_stats_t st;
+    inagg_get_stats(comm, &st);
+    if (s->retransmits)
+        s->retransmits[rank] = st.retransmissions;
+    inagg_comm_destroy(comm);
+    free(send);
+    free(recv);
+    free(prev);
+    return bad;
+}
+
+static void alloc_outputs(job_spec_t *s)
+{
+    s->out = shared_alloc((size_t)s->world * s->elems * 4);
+    s->retransmits = shared_alloc(s->world * sizeof(uint64_t));
+    s->codes = shared_alloc(s->world * sizeof(int32_t));
+}
+
+static uint64_t total_retransmits(const job_spec_t *s)
+{
+    uint64_t t = 0;
+    for (uint32_t r = 0; r < s->world; r++)
+        t += s->retransmits[r];
+    return t;
+}
+
+/* Every rank's int32 result equals the exact sum (which is what the lossless run gives). */
+static void check_int32_exact(const job_spec_t *s)
+{
+    for (uint32_t r = 0; r < s->world; r++)
+        for (size_t i = 0; i < s->elems; i++) {
+            int32_t want = bench_expected_i32(s->seed, s->world, i);
+            if (s->op == INAGG_AVG)
+                want /= (int32_t)s->world;
+            int32_t got = (int32_t)s->out[(size_t)r * s->elems + i];
+            CHECK_MSG(got == want, "rank %u element %zu: got %d, want %d", r, i, got, want);
+        }
+}
+
+static void run_spec(job_spec_t *s, const switch_config_t *cfg, int timeout_s)
+{
+    test_switch_t ts;
+    ts_start(&ts, cfg);
+    s->addr = ts.addr;
+    int failed = run_workers(s->world, spec_worker, s, timeout_s);
+    ts_stop(&ts);
+    CHECK_EQ_INT(failed, 0);
+}
+
+TEST(int32_lossless_matches_exact_sum, 60)
+{
+    switch_config_t cfg = SWITCH_CONFIG_INIT;
+    job_spec_t s = {.job = "lossless", .world = 4, .elems = 300000, .dtype = INAGG_INT32,
+                    .iters = 3, .seed = 11, .packet_elems = 1024, .slots = 64};
+    alloc_outputs(&s);
+    run_spec(&s, &cfg, 50);
+    check_int32_exact(&s);
+}
+
+/* The core promise: results under loss, duplication and reordering are bit-identical to
+ * the lossless run. Faults on both the workers and the switch, both directions. */
+static void lossy_int32(double p, uint64_t seed)
+{
+    char wf[128], sf[128];
+    snprintf(wf, sizeof(wf), "drop=%g,dup=%g,reorder=%g,seed=%llu", p, p, p,
+             (unsigned long long)seed);
+    snprintf(sf, sizeof(sf), "drop=%g,dup=%g,reorder=%g,seed=%llu", p / 2, p / 2, p / 2,
+             (unsigned long long)seed + 1);
+    switch_config_t cfg = SWITCH_CONFIG_INIT;
+    cfg.faults_in = sf;
+    cfg.faults_out = sf;
+    job_spec_t lossless = {.job = "ref", .world = 4, .elems = 200000, .dtype = INAGG_INT32,
+                           .iters = 1, .seed = seed, .slots = 32, .packet_elems = 256};
+    alloc_outputs(&lossless);
+    switch_config_t clean = SWITCH_CONFIG_INIT;
+    run_spec(&lossless, &clean, 50);
+    job_spec_t lossy = lossless;
+    lossy.job = "lossy";
+    lossy.faults = wf;
+    lossy.iters = 3;
+    alloc_outputs(&lossy);
+    run_spec(&lossy, &cfg, 100);
+    CHECK(memcmp(lossy.out, lossless.out, (size_t)lossy.world * lossy.elems * 4) == 0);
+    check_int32_exact(&lossy);
+    CHECK_MSG(total_retransmits(&lossy) > 0, "loss injected but nothing was retransmitted");
+}
+
+TEST(int32_bit_identical_under_1pct_loss_dup_reorder, 120) { lossy_int32(0.01, 21); }
+TEST(int32_bit_identical_under_5pct_loss_dup_reorder, 150) { lossy_int32(0.05, 22); }
+
+static void check_float_bound(const job_spec_t *s)
+{
+    float *tmp = malloc(s->packet_elems * sizeof(float));
+    for (size_t c = 0; c * s->packet_elems < s->elems; c++) {
+        size_t off = c * s->packet_elems;
+        size_t len = s->elems - off < s->packet_elems ? s->elems - off : s->packet_elems;
+        int16_t m = QUANT_EXP_ZERO;
+        for (uint32_t r = 0; r < s->world; r++) {
+            for (size_t k = 0; k < len; k++)
+                tmp[k] = bench_value_f32(s->seed, r, off + k);
+            m = quant_exp_max(m, quant_block_exponent(tmp, len));
+        }
+        for (uint32_t r = 0; r < s->world; r++)
+            for (size_t k = 0; k < len; k++) {
+                double exact = bench_expected_f32(s->seed, s->world, off + k, NULL);
+                float got;
+                memcpy(&got, &s->out[(size_t)r * s->elems + off + k], 4);
+                double bound = quant_error_bound(m, s->world, fabs(exact));
+                CHECK_MSG(fabs((double)got - exact) <= bound,
+                          "rank %u element %zu: got %.9g, exact %.9g, bound %.3g", r, off + k,
+                          (double)got, exact, bound);
+            }
+    }
+    free(tmp);
+}
+
+TEST(float32_fixed_point_within_bound_under_loss, 120)
+{
+    switch_config_t cfg = SWITCH_CONFIG_INIT;
+    job_spec_t s = {.job = "float", .world = 3, .elems = 100000, .dtype = INAGG_FLOAT32,
+                    .iters = 2, .seed = 31, .slots = 32, .packet_elems = 512,
+                    .faults = "drop=0.02,dup=0.02,reorder=0.02,seed=4"};
+    alloc_outputs(&s);
+    run_spec(&s, &cfg, 100);
+    check_float_bound(&s);
+    /* Every rank got the same bits. */
+    for (uint32_t r = 1; r < s.world; r++)
+        CHECK(memcmp(s.out, s.out + (size_t)r * s.elems, s.elems * 4) == 0);
+}
+
+/* Native float add is exact for small integers, whatever the order of arrival. */
+static int native_worker(uint32_t rank, void *arg)
+{
+    job_spec_t *s = arg;
+    inagg_options_t o = spec_options(s);
+    inagg_comm_t *comm;
+    char d[256];
+    if (inagg_comm_create(&comm, s->addr, s->job, rank, s->world, &o, d, sizeof(d)) != INAGG_OK)
+        return 1;
+    float *x = malloc(s->elems * 4);
+    for (size_t i = 0; i < s->elems; i++)
+        x[i] = (float)((int)(i % 1000) - 500 + (int)rank);
+    int rc = inagg_allreduce(comm, x, x, s->elems, INAGG_FLOAT32, INAGG_SUM); /* in place */
+    if (rc != INAGG_OK)
+        fprintf(stderr, "    rank %u: %s: %s\n", rank, inagg_strerror(rc), inagg_last_error(comm));
+    for (size_t i = 0; rc == INAGG_OK && i < s->elems; i++) {
+        int w = (int)s->world;
+        float want = (float)(w * ((int)(i % 1000) - 500) + w * (w - 1) / 2);
+        if (x[i] != want) {
+            fprintf(stderr, "    rank %u element %zu: got %g, want %g\n", rank, i, (double)x[i],
+                    (double)want);
+            rc = -100;
+        }
+    }
+    inagg_comm_destroy(comm);
+    free(x);
+    return rc != INAGG_OK;
+}
+
+TEST(float32_native_exact_in_place, 60)
+{
+    switch_config_t cfg = SWITCH_CONFIG_INIT;
+    job_spec_t s = {.job = "native", .world = 4, .elems = 50000, .float_mode = INAGG_FLOAT_NATIVE,
+                    .faults = "drop=0.01,seed=9"};
+    test_switch_t ts;
+    ts_start(&ts, &cfg);
+    s.addr = ts.addr;
+    CHECK_EQ_INT(run_workers(4, native_worker, &s, 50), 0);
+    ts_stop(&ts);
+}
+
+TEST(int32_average_and_threads, 90)
+{
+    switch_config_t cfg = SWITCH_CONFIG_INIT;
+    cfg.threads = 2;
+    job_spec_t s = {.job = "avg", .world = 3, .elems = 123457, .dtype = INAGG_INT32,
+                    .op = INAGG_AVG, .iters = 2, .seed = 5, .threads = 2, .slots = 16,
+                    .packet_elems = 1000, .faults = "drop=0.01,seed=3"};
+    alloc_outputs(&s);
+    run_spec(&s, &cfg, 80);
+    check_int32_exact(&s);
+}
+
+/* Two jobs at once on one switch, different world sizes and data: each gets its own sum. */
+TEST(two_concurrent_jobs_are_isolated, 90)
+{
+    switch_config_t cfg = SWITCH_CONFIG_INIT;
+    test_switch_t ts;
+    ts_start(&ts, &cfg);
+    job_spec_t a = {.addr = ts.addr, .job = "job-a", .world = 2, .elems = 100000,
+                    .dtype = INAGG_INT32, .iters = 4, .seed = 100, .slots = 32};
+    job_spec_t b = {.addr = ts.addr, .job = "job-b", .world = 3, .elems = 70000,
+                    .dtype = INAGG_INT32, .iters = 4, .seed = 200, .slots = 32,
+                    .packet_elems = 256};
+    alloc_outputs(&a);
+    alloc_outputs(&b);
+    pid_t pa[2], pb[3];
+    spawn_workers(2, spec_worker, &a, pa);
+    spawn_workers(3, spec_worker, &b, pb);
+    for (int i = 0; i < 2; i++)
+        CHECK_EQ_INT(wait_pid(pa[i], 80), 0);
+    for (int i = 0; i < 3; i++)
+        CHECK_EQ_INT(wait_pid(pb[i], 80), 0);
+    ts_stop(&ts);
+    check_int32_exact(&a);
+    check_int32_exact(&b);
+}
+
+/* Async: several requests in flight complete in order with the right results. */
+static int async_worker(uint32_t rank, void *arg)
+{
+    job_spec_t *s = arg;
+    inagg_options_t o = spec_options(s);
+    inagg_comm_t *comm;
+    char d[256];
+    if (inagg_comm_create(&comm, s->addr, s->job, rank, s->world, &o, d, sizeof(d)) != INAGG_OK)
+        return 1;
+    enum { N = 6, E = 5000 };
+    static int32_t in[N][E], out[N][E];
+    inagg_request_t *req[N];
+    for (int k = 0; k < N; k++) {
+        for (int i = 0; i < E; i++)
+            in[k][i] = k * 1000 + i + (int32_t)rank;
+        if (inagg_iallreduce(comm, in[k], out[k], E, INAGG_INT32, INAGG_SUM, &req[k]) != INAGG_OK)
+            return 2;
+    }
+    int done = 0;
+    for (int spins = 0; spins < 100000 && !done; spins++) {
+        if (inagg_test(req[N - 1], &done) != INAGG_OK)
+            return 3;
+        if (!done)
+            usleep(100);
+    }
+    for (int k = 0; k < N; k++)
+        if (inagg_wait(req[k]) != INAGG_OK)
+            return 4;
+    int32_t w = (int32_t)s->world;
+    for (int k = 0; k < N; k++)
+        for (int i = 0; i < E; i++)
+            if (out[k][i] != w * (k * 1000 + i) + w * (w - 1) / 2)
+                return 5;
+    if (inagg_barrier(comm) != INAGG_OK)
+        return 6;
+    inagg_comm_destroy(comm);
+    return 0;
+}
+
+TEST(async_requests_overlap_and_complete_in_order, 60)
+{
+    switch_config_t cfg = SWITCH_CONFIG_INIT;
+    test_switch_t ts;
+    ts_start(&ts, &cfg);
+    job_spec_t s = {.addr = ts.addr, .job = "async", .world = 3, .slots = 8, .packet_elems = 128};
+    CHECK_EQ_INT(run_workers(3, async_worker, &s, 50), 0);
+    ts_stop(&ts);
+}
+
+/* A rank that dies makes the others fail with a clear error, quickly, instead of hanging. */
+static int victim_worker(uint32_t rank, void *arg)
+{
+    job_spec_t *s = arg;
+    inagg_options_t o = spec_options(s);
+    inagg_comm_t *comm;
+    char d[256];
+    if (inagg_comm_create(&comm, s->addr, s->job, rank, s->world, &o, d, sizeof(d)) != INAGG_OK)
+        return 10;
+    int32_t x[1000] = {0}, y[1000];
+    if (inagg_allreduce(comm, x, y, 1000, INAGG_INT32, INAGG_SUM) != INAGG_OK)
+        return 11;
+    if (rank == s->world - 1) {
+        if (s->iters == 1)
+            raise(SIGKILL); /* dies: its connection closes */
+        raise(SIGSTOP);     /* hangs: alive but silent */
+    }
+    uint64_t t0 = util_now_ns();
+    inagg_result_t rc = inagg_allreduce(comm, x, y, 1000, INAGG_INT32, INAGG_SUM);
+    double secs = (double)(util_now_ns() - t0) / 1e9;
+    const char *why = inagg_last_error(comm);
+    int ok = rc == INAGG_ERR_JOB_FAILED && strstr(why, "rank 2") != NULL;
+    if (!ok)
+        fprintf(stderr, "    rank %u: got %s (%s) after %.2f s\n", rank, inagg_strerror(rc),
+                why, secs);
+    if (ok && secs > (s->iters == 1 ? 3.0 : s->timeout_ms / 1000.0 + 3.0)) {
+        fprintf(stderr, "    rank %u: failure took %.2f s\n", rank, secs);
+        ok = 0;
+    }
+    /* Later calls fail at once with the same reason. */
+    if (ok && inagg_allreduce(comm, x, y, 1000, INAGG_INT32, INAGG_SUM) != INAGG_ERR_JOB_FAILED)
+        ok = 0;
+    inagg_comm_destroy(comm);
+    return ok ? 0 : 12;
+}
+
+static void victim_test(int stop_instead_of_kill)
+{
+    switch_config_t cfg = SWITCH_CONFIG_INIT;
+    test_switch_t ts;
+    ts_start(&ts, &cfg);
+    job_spec_t s = {.addr = ts.addr, .job = "victim", .world = 3,
+                    .iters = stop_instead_of_kill ? 2 : 1, .timeout_ms = 1500, .slots = 4};
+    pid_t p[3];
+    spawn_workers(3, victim_worker, &s, p);
+    CHECK_EQ_INT(wait_pid(p[0], 30), 0);
+    CHECK_EQ_INT(wait_pid(p[1], 30), 0);
+    kill(p[2], SIGKILL);
+    wait_pid(p[2], 5);
+    /* The switch carries on: a new job on it still works. */
+    job_spec_t after = {.addr = ts.addr, .job = "after", .world = 2, .elems = 1000,
+                        .dtype = INAGG_INT32, .seed = 1};
+    alloc_outputs(&after);
+    CHECK_EQ_INT(run_workers(2, spec_worker, &after, 30), 0);
+    check_int32_exact(&after);
+    ts_stop(&ts);
+}
+
+TEST(killed_worker_fails_job_with_clear_error, 60) { victim_test(0); }
+TEST(stalled_worker_fails_job_after_timeout, 60) { victim_test(1); }
+
+/* Garbage aimed at the switch is counted per reason and dropped; the job still completes. */
+static void send_raw(int fd, const struct sockaddr_in *to, const void *buf, size_t len)
+{
+    ssize_t n = sendto(fd, buf, len, 0, (const struct sockaddr *)to, sizeof(*to));
+    (void)n;
+}
+
+static int spray_worker(uint32_t rank, void *arg)
+{
+    (void)rank;
+    const test_switch_t *ts = arg;
+    struct sockaddr_in to;
+    udp_parse_addr(ts->addr, 0, &to);
+    int fd = socket(AF_INET, SOCK_DGRAM, 0);
+    util_rng_t rng;
+    util_rng_seed(&rng, 77);
+    uint8_t buf[2048];
+    for (int i = 0; i < 3000; i++) {
+        wire_header_t h = {.version = INAGG_PROTOCOL_VERSION, .type = WIRE_CONTRIB, .job = 1,
+                           .rank = 0, .token = 12345, .slot = 0, .round = 0, .count = 4};
+        size_t len = WIRE_HEADER_SIZE + 16;
+        memset(buf, 0, sizeof(buf));
+        switch (i % 6) {
+        case 0: /* random bytes */
+            for (size_t k = 0; k < 100; k++)
+                buf[k] = (uint8_t)util_rng_next(&rng);
+            len = 1 + util_rng_next(&rng) % 100;
+            send_raw(fd, &to, buf, len);
+            continue;
+        case 1: h.job = 999; break;                 /* unknown job */
+        case 2: break;                              /* job 1 exists; wrong token */
+        case 3: h.count = 100; break;               /* length disagrees with count */
+        case 4: h.type = 7; break;                  /* bad type */
+        case 5: h.flags = 0x80; break;              /* unknown flag */
+        }
+        wire_encode_header(&h, buf);
+        send_raw(fd, &to, buf, len);
+        if (i % 100 == 0)
+            usleep(1000);
+    }
+    close(fd);
+    return 0;
+}
+
+TEST(foreign_and_malformed_packets_are_counted_and_dropped, 90)
+{
+    switch_config_t cfg = SWITCH_CONFIG_INIT;
+    test_switch_t ts;
+    ts_start(&ts, &cfg);
+    job_spec_t s = {.addr = ts.addr, .job = "target", .world = 2, .elems = 200000,
+                    .dtype = INAGG_INT32, .iters = 5, .seed = 8, .slots = 16};
+    alloc_outputs(&s);
+    pid_t workers[2], spray;
+    spawn_workers(2, spec_worker, &s, workers);
+    spawn_workers(1, spray_worker, &ts, &spray);
+    CHECK_EQ_INT(wait_pid(spray, 60), 0);
+    for (int i = 0; i < 2; i++)
+        CHECK_EQ_INT(wait_pid(workers[i], 60), 0);
+    check_int32_exact(&s);
+    char stats[16384];
+    ts_stats_json(&ts, stats, sizeof(stats));
+    ts_stop(&ts);
+    CHECK_MSG(ts_number(stats, "unknown_job") > 0, "%s", stats);
+    CHECK_MSG(ts_number(stats, "bad_token") > 0, "%s", stats);
+    CHECK_MSG(ts_number(stats, "bad_length") > 0, "%s", stats);
+    CHECK_MSG(ts_number(stats, "bad_type") > 0, "%s", stats);
+    CHECK_MSG(ts_number(stats, "bad_flags") > 0, "%s", stats);
+    CHECK_MSG(ts_number(stats, "bad_magic") + ts_number(stats, "short") > 0, "%s", stats);
+}
+
+/* Admission: what does not fit is refused with a reason. */
+static int join_expect(const char *addr, const char *job, uint32_t rank, uint32_t world,
+                       uint32_t slots, inagg_result_t want, const char *want_text)
+{
+    inagg_options_t o = INAGG_OPTIONS_INIT;
+    o.slots = slots;
+    o.timeout_ms = 3000;
+    inagg_comm_t *c;
+    char d[256];
+    inagg_result_t rc = inagg_comm_create(&c, addr, job, rank, world, &o, d, sizeof(d));
+    if (rc == INAGG_OK)
+        inagg_comm_destroy(c);
+    if (rc != want || (want_text && !strstr(d, want_text))) {
+        fprintf(stderr, "    join %s rank %u/%u: got %s '%s', want %s '%s'\n", job, rank, world,
+                inagg_strerror(rc), d, inagg_strerror(want), want_text ? want_text : "");
+        return 1;
+    }
+    return 0;
+}
+
+static int holder_worker(uint32_t rank, void *arg)
+{
+    const char *addr = arg;
+    inagg_options_t o = INAGG_OPTIONS_INIT;
+    o.slots = 100;
+    o.timeout_ms = 20000;
+    inagg_comm_t *c;
+    char d[256];
+    (void)rank;
+    /* Joins a 2-rank job as rank 0 and waits (rank 1 never comes: JOINING for 20 s). */
+    inagg_result_t rc = inagg_comm_create(&c, addr, "holder", 0, 2, &o, d, sizeof(d));
+    return rc == INAGG_OK ? 0 : 1;
+}
+
+TEST(admission_refusals_have_reasons, 60)
+{
+    switch_config_t cfg = SWITCH_CONFIG_INIT;
+    cfg.total_slots = 150;
+    test_switch_t ts;
+    ts_start(&ts, &cfg);
+    pid_t holder;
+    spawn_workers(1, holder_worker, ts.addr, &holder);
+    /* Wait until the holder's job is registered (visible in the stats). */
+    char stats[8192] = "";
+    for (int i = 0; i < 500 && !strstr(stats, "holder"); i++) {
+        ts_stats_json(&ts, stats, sizeof(stats));
+        usleep(10000);
+    }
+    CHECK(strstr(stats, "holder") != NULL);
+    CHECK_EQ_INT(join_expect(ts.addr, "holder", 0, 2, 100, INAGG_ERR_REFUSED, "duplicate rank"), 0);
+    CHECK_EQ_INT(join_expect(ts.addr, "holder", 1, 3, 100, INAGG_ERR_REFUSED, "world-size mismatch"), 0);
+    CHECK_EQ_INT(join_expect(ts.addr, "holder", 1, 2, 64, INAGG_ERR_REFUSED, "parameter mismatch"), 0);
+    CHECK_EQ_INT(join_expect(ts.addr, "big", 0, 1, 100, INAGG_ERR_REFUSED, "pool exhausted"), 0);
+    CHECK_EQ_INT(join_expect(ts.addr, "ok", 0, 1, 50, INAGG_OK, NULL), 0);
+    /* A worker of another protocol version. */
+    struct sockaddr_in a;
+    udp_parse_addr(ts.addr, 0, &a);
+    int fd = ctl_connect(&a, 2000);
+    CHECK(fd >= 0);
+    ctl_reader_t rd = {0};
+    char line[CTL_LINE_MAX];
+    CHECK(ctl_write_line(fd, "JOIN version=99 job=x rank=0 world=1 slots=1 elems=1", 1000) == 0);
+    CHECK(ctl_read_line(fd, &rd, line, sizeof(line), 2000) == 0);
+    CHECK_MSG(strncmp(line, "ERR version", 11) == 0, "%s", line);
+    close(fd);
+    kill(holder, SIGKILL);
+    wait_pid(holder, 5);
+    ts_stop(&ts);
+}
+
+TEST(join_times_out_naming_missing_ranks, 30)
+{
+    switch_config_t cfg = SWITCH_CONFIG_INIT;
+    test_switch_t ts;
+    ts_start(&ts, &cfg);
+    inagg_options_t o = INAGG_OPTIONS_INIT;
+    o.timeout_ms = 500;
+    inagg_comm_t *c;
+    char d[256];
+    uint64_t t0 = util_now_ns();
+    inagg_result_t rc = inagg_comm_create(&c, ts.addr, "lonely", 1, 3, &o, d, sizeof(d));
+    double secs = (double)(util_now_ns() - t0) / 1e9;
+    CHECK_EQ_INT(rc, INAGG_ERR_TIMEOUT);
+    CHECK_MSG(strstr(d, "missing ranks: 0,2") != NULL, "%s", d);
+    CHECK(secs < 3.0);
+    ts_stop(&ts);
+}
+
+TEST(no_switch_gives_connection_error, 20)
+{
+    inagg_options_t o = INAGG_OPTIONS_INIT;
+    o.timeout_ms = 1000;
+    inagg_comm_t *c;
+    char d[256];
+    /* Port 1 on loopback: nothing listens there. */
+    inagg_result_t rc = inagg_comm_create(&c, "127.0.0.1:1", "x", 0, 1, &o, d, sizeof(d));
+    CHECK_EQ_INT(rc, INAGG_ERR_CONNECTION);
+    CHECK(strstr(d, "cannot connect") != NULL);
+}
+
+TEST(api_rejects_bad_arguments, 20)
+{
+    inagg_options_t o = INAGG_OPTIONS_INIT;
+    inagg_comm_t *c;
+    char d[256];
+    CHECK_EQ_INT(inagg_comm_create(NULL, "127.0.0.1:1", "x", 0, 1, &o, d, sizeof(d)), INAGG_ERR_INVALID);
+    CHECK_EQ_INT(inagg_comm_create(&c, "127.0.0.1:1", "x", 2, 2, &o, d, sizeof(d)), INAGG_ERR_INVALID);
+    CHECK_EQ_INT(inagg_comm_create(&c, "127.0.0.1:1", "has space", 0, 1, &o, d, sizeof(d)), INAGG_ERR_INVALID);
+    CHECK_EQ_INT(inagg_comm_create(&c, "no-port", "x", 0, 1, &o, d, sizeof(d)), INAGG_ERR_INVALID);
+    inagg_options_t bad = o;
+    bad.packet_elems = INAGG_MAX_PACKET_ELEMS + 1;
+    CHECK_EQ_INT(inagg_comm_create(&c, "127.0.0.1:1", "x", 0, 1, &bad, d, sizeof(d)), INAGG_ERR_INVALID);
+    CHECK(strstr(d, "packet_elems") != NULL);
+    bad = o;
+    bad.struct_size = 8;
+    CHECK_EQ_INT(inagg_comm_create(&c, "127.0.0.1:1", "x", 0, 1, &bad, d, sizeof(d)), INAGG_ERR_INVALID);
+    CHECK_EQ_INT(inagg_iallreduce(NULL, NULL, NULL, 1, INAGG_INT32, INAGG_SUM, NULL), INAGG_ERR_INVALID);
+    CHECK_EQ_INT(inagg_wait(NULL), INAGG_ERR_INVALID);
+    for (int code = 0; code >= -12; code--)
+        CHECK(strcmp(inagg_strerror((inagg_result_t)code), "unknown result code") != 0);
+    CHECK(strcmp(inagg_strerror((inagg_result_t)-99), "unknown result code") == 0);
+    CHECK_EQ_INT(inagg_version(), INAGG_VERSION_NUMBER);
+}
+
+/* Real loss outside the process: nftables drops a share of the switch's UDP traffic on
+ * loopback, both directions. */
+TEST(int32_exact_under_nftables_loss, 150)
+{
+    if (geteuid() != 0 || system("command -v nft >/dev/null 2>&1") != 0)
+        SKIP("needs root and nft (nftables) to drop packets on loopback");
+    switch_config_t cfg = SWITCH_CONFIG_INIT;
+    test_switch_t ts;
+    ts_start(&ts, &cfg);
+    char table[64], cmd[512];
+    snprintf(table, sizeof(table), "inagg_test_%d", (int)getpid());
+    snprintf(cmd, sizeof(cmd),
+             "nft add table inet %s && "
+             "nft add chain inet %s c '{ type filter hook input priority 0; }' && "
+             "nft add rule inet %s c udp dport %u numgen random mod 100 '<' 3 counter drop && "
+             "nft add rule inet %s c udp sport %u numgen random mod 100 '<' 3 counter drop",
+             table, table, table, ts.port, table, ts.port);
+    if (system(cmd) != 0) {
+        snprintf(cmd, sizeof(cmd), "nft delete table inet %s 2>/dev/null", table);
+        (void)!system(cmd);
+        ts_stop(&ts);
+        SKIP("nft could not install a rule here (no netfilter permission)");
+    }
+    job_spec_t s = {.addr = ts.addr, .job = "nft", .world = 3, .elems = 200000,
+                    .dtype = INAGG_INT32, .iters = 3, .seed = 44, .slots = 32,
+                    .packet_elems = 512};
+    alloc_outputs(&s);
+    int failed = run_workers(3, spec_worker, &s, 120);
+    snprintf(cmd, sizeof(cmd), "nft list table inet %s | grep -o 'packets [0-9]*' | "
+             "awk '{s+=$2} END {exit s > 0 ? 0 : 1}'", table);
+    int dropped = system(cmd) == 0;
+    snprintf(cmd, sizeof(cmd), "nft delete table inet %s", table);
+    (void)!system(cmd);
+    ts_stop(&ts);
+    CHECK_EQ_INT(failed, 0);
+    check_int32_exact(&s);
+    CHECK_MSG(dropped, "nftables dropped nothing");
+    CHECK(total_retransmits(&s) > 0);
+}

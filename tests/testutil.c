@@ -1,0 +1,144 @@
+/* testutil.c - see testutil.h. */
+#include "testutil.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/json.h"
+#include "control/ctl.h"
+#include "harness.h"
+#include "transport/udp.h"
+
+void ts_start(test_switch_t *ts, const switch_config_t *cfg)
+{
+    int p[2];
+    CHECK(pipe(p) == 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        close(p[0]);
+        sigset_t set;
+        sigemptyset(&set);
+        sigaddset(&set, SIGTERM);
+        pthread_sigmask(SIG_BLOCK, &set, NULL);
+        switch_config_t c = *cfg;
+        c.listen = "127.0.0.1:0";
+        inagg_switch_t *sw;
+        char err[256];
+        if (switch_start(&c, &sw, err, sizeof(err)) != 0) {
+            fprintf(stderr, "test switch: %s\n", err);
+            _exit(1);
+        }
+        char buf[16];
+        int n = snprintf(buf, sizeof(buf), "%u\n", switch_port(sw));
+        if (write(p[1], buf, (size_t)n) != n)
+            _exit(1);
+        close(p[1]);
+        int sig;
+        sigwait(&set, &sig);
+        switch_stop(sw);
+        _exit(0);
+    }
+    close(p[1]);
+    struct pollfd pf = {.fd = p[0], .events = POLLIN};
+    char buf[16] = {0};
+    CHECK_MSG(poll(&pf, 1, 10000) == 1, "switch did not become ready within 10 s");
+    CHECK(read(p[0], buf, sizeof(buf) - 1) > 0);
+    close(p[0]);
+    ts->pid = pid;
+    ts->port = (uint16_t)atoi(buf);
+    snprintf(ts->addr, sizeof(ts->addr), "127.0.0.1:%u", ts->port);
+}
+
+void ts_stop(test_switch_t *ts)
+{
+    if (ts->pid > 0) {
+        kill(ts->pid, SIGTERM);
+        wait_pid(ts->pid, 10);
+    }
+    ts->pid = 0;
+}
+
+void ts_stats_json(const test_switch_t *ts, char *buf, size_t len)
+{
+    struct sockaddr_in a;
+    CHECK(udp_parse_addr(ts->addr, 0, &a) == 0);
+    int fd = ctl_connect(&a, 3000);
+    CHECK_MSG(fd >= 0, "cannot connect to the switch's control port");
+    ctl_reader_t *rd = calloc(1, sizeof(*rd));
+    CHECK(rd && ctl_write_line(fd, "STATS json", 3000) == 0);
+    char line[CTL_LINE_MAX];
+    buf[0] = '\0';
+    while (ctl_read_line(fd, rd, line, sizeof(line), 3000) == 0 && strcmp(line, "END") != 0) {
+        size_t have = strlen(buf);
+        snprintf(buf + have, len - have, "%s\n", line);
+    }
+    free(rd);
+    close(fd);
+}
+
+double ts_number(const char *text, const char *key)
+{
+    double v = 0;
+    CHECK_MSG(json_find_number(text, key, &v) == 0, "no \"%s\" in %.200s", key, text);
+    return v;
+}
+
+void spawn_workers(uint32_t n, worker_fn fn, void *arg, pid_t *pids)
+{
+    fflush(NULL);
+    for (uint32_t r = 0; r < n; r++) {
+        pids[r] = fork();
+        CHECK(pids[r] >= 0);
+        if (pids[r] == 0)
+            _exit(fn(r, arg));
+    }
+}
+
+int wait_pid(pid_t pid, int timeout_s)
+{
+    for (int i = 0; i < timeout_s * 100; i++) {
+        int status;
+        pid_t r = waitpid(pid, &status, WNOHANG);
+        if (r == pid)
+            return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+        if (r < 0)
+            return -1;
+        usleep(10000);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    return -1;
+}
+
+int run_workers(uint32_t n, worker_fn fn, void *arg, int timeout_s)
+{
+    pid_t pids[64];
+    CHECK(n <= 64);
+    spawn_workers(n, fn, arg, pids);
+    int failed = 0;
+    for (uint32_t r = 0; r < n; r++) {
+        int rc = wait_pid(pids[r], timeout_s);
+        if (rc != 0) {
+            fprintf(stderr, "    worker %u exited with %d\n", r, rc);
+            failed++;
+        }
+    }
+    return failed;
+}
+
+void *shared_alloc(size_t bytes)
+{
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    CHECK(p != MAP_FAILED);
+    memset(p, 0, bytes);
+    return p;
+}

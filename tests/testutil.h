@@ -1,0 +1,42 @@
+/*
+ * testutil.h - helpers for tests that run real processes: a switch in a child process on a
+ * free loopback port (readiness through a pipe, never a sleep), worker processes forked per
+ * rank, shared memory for their results, and the switch's counters read over its control
+ * port.
+ */
+#ifndef INAGG_TESTUTIL_H
+#define INAGG_TESTUTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "switch/switch.h"
+
+typedef struct test_switch {
+    pid_t pid;
+    uint16_t port;
+    char addr[32];
+} test_switch_t;
+
+/* Start a switch child with cfg (listen forced to 127.0.0.1:0). Fails the test on error. */
+void ts_start(test_switch_t *ts, const switch_config_t *cfg);
+void ts_stop(test_switch_t *ts);
+/* The switch's counters as JSON (STATS json over its control port) into buf. */
+void ts_stats_json(const test_switch_t *ts, char *buf, size_t len);
+/* Read a number that follows "key": in text; fails the test if absent. */
+double ts_number(const char *text, const char *key);
+
+typedef int (*worker_fn)(uint32_t rank, void *arg);
+/* Fork n workers running fn(rank, arg); wait for all (at most timeout_s); returns how many
+ * exited non-zero (a worker still running at the deadline is killed and counts). */
+int run_workers(uint32_t n, worker_fn fn, void *arg, int timeout_s);
+/* Fork without waiting: pids[r] for each rank. */
+void spawn_workers(uint32_t n, worker_fn fn, void *arg, pid_t *pids);
+/* Wait for one pid with a deadline; returns its exit code, or -1 if killed / timed out. */
+int wait_pid(pid_t pid, int timeout_s);
+
+/* Anonymous shared memory that forked children can write and the parent read. */
+void *shared_alloc(size_t bytes);
+
+#endif /* INAGG_TESTUTIL_H */

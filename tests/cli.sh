@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# tests/cli.sh - black-box tests of the `inagg` command: usage errors, the switch daemon's
+# lifecycle and counters, and the allreduce benchmark's verified JSON (with the MPI baseline
+# when OpenMPI is installed). Every command runs under `timeout`.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+INAGG=./build/inagg
+pass=0 fail=0 skip=0
+ok()   { echo "ok      $1"; pass=$((pass + 1)); }
+bad()  { echo "FAIL    $1: $2"; fail=$((fail + 1)); }
+skp()  { echo "skip    $1: $2"; skip=$((skip + 1)); }
+json_get() { python3 -c "import json,sys; d=json.load(sys.stdin); print(eval('d' + sys.argv[1]))" "$1"; }
+tmp=$(mktemp -d)
+trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$tmp"' EXIT
+
+t=usage_errors_exit_2
+rcs=""
+for args in "" "bogus" "bench" "bench allreduce --workers 0" "bench allreduce --dtype float64" \
+            "bench allreduce --loss 2" "bench allreduce --elems x" "switch --threads abc" \
+            "bench allreduce --protocol nope" "switch --listen nothing"; do
+    timeout 10 $INAGG $args >/dev/null 2>"$tmp/err"; rc=$?
+    [ "$args" = "switch --listen nothing" ] && { [ $rc -ne 0 ] || rcs="$rcs [$args]=$rc"; continue; }
+    [ $rc -eq 2 ] && [ -s "$tmp/err" ] || rcs="$rcs [$args]=$rc"
+done
+[ -z "$rcs" ] && ok $t || bad $t "wrong exit codes or no message:$rcs"
+
+t=help_teaches
+if timeout 5 $INAGG --help | grep -q "bench allreduce" &&
+   timeout 5 $INAGG bench allreduce --help | grep -q -- "--baseline" &&
+   timeout 5 $INAGG switch --help | grep -q -- "--worker-timeout"; then ok $t; else bad $t "help text incomplete"; fi
+
+t=switch_daemon_stats_and_clean_stop
+exec 3>"$tmp/ready"
+timeout 60 $INAGG switch --listen 127.0.0.1:0 --threads 2 --ready-fd 3 >"$tmp/sw.out" 2>"$tmp/sw.err" &
+swpid=$!
+exec 3>&-
+for _ in $(seq 100); do [ -s "$tmp/ready" ] && break; sleep 0.05; done
+port=$(head -n1 "$tmp/ready" 2>/dev/null)
+if [ -z "$port" ]; then bad $t "switch did not report a port"; else
+    timeout 60 $INAGG bench allreduce --switch 127.0.0.1:$port --workers 2 --elems 100000 \
+        --dtype int32 --iters 2 --json "$tmp/b.json" >/dev/null 2>"$tmp/b.err"
+    brc=$?
+    timeout 5 $INAGG switch --stats 127.0.0.1:$port --json >"$tmp/stats.json"; src=$?
+    kill -INT $swpid; wait $swpid; swrc=$?
+    if [ $brc -ne 0 ]; then bad $t "bench against the daemon failed: $(cat "$tmp/b.err")"
+    elif [ $src -ne 0 ] || ! python3 -c "import json,sys; json.load(open(sys.argv[1]))" "$tmp/stats.json"; then bad $t "--stats gave no JSON"
+    elif [ $swrc -ne 0 ] || ! grep -q "^packets in=" "$tmp/sw.out"; then bad $t "SIGINT did not stop it cleanly with counters (rc $swrc)"
+    else ok $t; fi
+fi
+
+t=bench_int32_loss_verifies_with_retransmissions
+out=$(timeout 300 $INAGG bench allreduce --workers 4 --elems 4000000 --dtype int32 --loss 0.01 --json - 2>"$tmp/err")
+if [ $? -eq 0 ] && [ "$(echo "$out" | json_get "['verified']")" = True ] &&
+   [ "$(echo "$out" | json_get "['retransmissions'] > 0")" = True ]; then ok $t
+else bad $t "$(tail -n 3 "$tmp/err") $out"; fi
+
+t=bench_float32_with_mpi_baseline
+if command -v mpirun >/dev/null && [ -x build/inagg-mpi-bench ]; then
+    out=$(timeout 300 $INAGG bench allreduce --workers 3 --elems 500000 --dtype float32 --iters 3 --baseline mpi --json - 2>"$tmp/err")
+    if [ $? -eq 0 ] && [ "$(echo "$out" | json_get "['verified']")" = True ] &&
+       [ "$(echo "$out" | json_get "['speedup'] > 0")" = True ] &&
+       [ "$(echo "$out" | json_get "['baseline']['name']")" = mpi ]; then ok $t
+    else bad $t "$(tail -n 3 "$tmp/err") $out"; fi
+else skp $t "OpenMPI not installed"; fi
+
+t=bench_reports_failure_when_switch_unreachable
+timeout 60 $INAGG bench allreduce --switch 127.0.0.1:1 --workers 2 --elems 1000 --timeout-ms 1000 >/dev/null 2>"$tmp/err"
+[ $? -eq 1 ] && grep -q "cannot connect" "$tmp/err" && ok $t || bad $t "$(cat "$tmp/err")"
+
+echo "$pass passed, $fail failed, $skip skipped"
+[ $fail -eq 0 ]

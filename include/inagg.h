@@ -100,8 +100,8 @@ typedef struct inagg_options {
 
 #define INAGG_OPTIONS_INIT                                                                      \
     {                                                                                           \
-        sizeof(inagg_options_t), 128u, 1024u, 1u, INAGG_FLOAT_FIXED, INAGG_PROTO_SWITCHML,      \
-            2000u, 10000u, 200000u, 30000u, 0u, NULL                                               \
+        sizeof(inagg_options_t), 16u, INAGG_MAX_PACKET_ELEMS, 1u, INAGG_FLOAT_FIXED,            \
+            INAGG_PROTO_SWITCHML, 2000u, 1000u, 50000u, 30000u, 0u, NULL                         \
     }
 
 typedef struct inagg_comm inagg_comm_t;

@@ -36,7 +36,7 @@ static void usage(FILE *out)
             "  --worker-timeout MS     a rank silent this long while others wait fails its\n"
             "                          job (default 30000; jobs may ask for less)\n"
             "  --batch N               packets per recvmmsg/sendmmsg (default 64)\n"
-            "  --socket-buffer BYTES   UDP socket buffers (default 8388608)\n"
+            "  --socket-buffer BYTES   UDP socket buffers (default 33554432)\n"
             "  --faults-in SPEC        inject faults on receive, e.g. drop=0.01,dup=0.01,\n"
             "                          reorder=0.01,seed=7 (testing only)\n"
             "  --faults-out SPEC       inject faults on send\n"

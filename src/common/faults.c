@@ -132,6 +132,7 @@ int faults_on_send(faults_t *f, struct mmsghdr *in, int n, struct mmsghdr *out)
         if (!held_now && pending < 0 && util_rng_double(&f->rng) < f->reorder &&
             hold(f, &in[i])) {
             held_now = 1;
+            pending = f->held_cur ^ 1; /* goes out right after the next packet */
             f->reordered++;
             continue;
         }

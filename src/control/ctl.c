@@ -14,8 +14,11 @@
 
 long ctl_fill(int fd, ctl_reader_t *r)
 {
-    if (r->len >= sizeof(r->buf))
+    /* A peer that sends CTL_LINE_MAX bytes without a newline is not speaking this protocol. */
+    if (r->len >= CTL_LINE_MAX && !memchr(r->buf, '\n', r->len))
         return -EMSGSIZE;
+    if (r->len >= sizeof(r->buf))
+        return -EAGAIN;
     ssize_t n = recv(fd, r->buf + r->len, sizeof(r->buf) - r->len, MSG_DONTWAIT);
     if (n < 0)
         return (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) ? -EAGAIN : -errno;
@@ -148,8 +151,9 @@ int ctl_get(const char *line, const char *key, char *out, size_t cap)
 int ctl_get_u64(const char *line, const char *key, uint64_t *out)
 {
     char v[32];
-    if (ctl_get(line, key, v, sizeof(v)) != 0)
-        return -ENOENT;
+    int rc = ctl_get(line, key, v, sizeof(v));
+    if (rc != 0)
+        return rc == -ENOSPC ? -EINVAL : rc;
     char *end;
     errno = 0;
     unsigned long long x = strtoull(v, &end, 10);

@@ -20,7 +20,7 @@ typedef struct switch_config {
     const char *faults_out;      /* fault spec on the send path (NULL: none) */
 } switch_config_t;
 
-#define SWITCH_CONFIG_INIT {"127.0.0.1:0", 1, 8192, 30000, 64, 8 << 20, NULL, NULL}
+#define SWITCH_CONFIG_INIT {"127.0.0.1:0", 1, 8192, 30000, 64, 32 << 20, NULL, NULL}
 
 typedef struct inagg_switch inagg_switch_t;
 

@@ -26,6 +26,7 @@ typedef struct wslot {
     uint64_t chunk;         /* chunk in flight */
     int phase;
     int16_t exp;            /* agreed exponent of the chunk in flight (fixed point) */
+    int16_t sent_next_exp;  /* look-ahead exponent this rank sent with the packet in flight */
     int retransmitted;      /* Karn: no RTT sample from a retransmitted packet */
     uint64_t sent_ns, deadline_ns;
     uint32_t rto_us;        /* this packet's timeout, doubled on each retransmission */
@@ -235,6 +236,7 @@ static void send_current(engine_t *e, run_t *run, wslot_t *w, uint64_t now)
         h.count = 0;
         h.exp = QUANT_EXP_ZERO;
         h.next_exp = chunk_exponent(e, run, w->chunk);
+        w->sent_next_exp = h.next_exp;
     } else {
         size_t off = w->chunk * e->p.elems, len = chunk_len(e, run, w->chunk);
         h.count = (uint16_t)len;
@@ -245,6 +247,7 @@ static void send_current(engine_t *e, run_t *run, wslot_t *w, uint64_t now)
         } else {
             h.exp = w->exp;
             h.next_exp = chunk_exponent(e, run, w->chunk + e->p.slots);
+            w->sent_next_exp = h.next_exp;
             quant_encode((const float *)run->r->send + off, payload, len, w->exp, e->p.world);
         }
     }
@@ -303,12 +306,20 @@ static int accept_result(engine_t *e, const run_t *run, const uint8_t *buf, size
         CNT_ADD(e->c.invalid, 1);
         return -1;
     }
+    /* The agreed exponent is the maximum of everyone's, so at least ours, and encodable. */
+    if (run->fixed && h->next_exp != QUANT_EXP_ZERO && h->next_exp != QUANT_EXP_NONFINITE &&
+        (h->next_exp < QUANT_EXP_MIN || h->next_exp > QUANT_EXP_MAX ||
+         h->next_exp < w->sent_next_exp)) {
+        CNT_ADD(e->c.invalid, 1);
+        return -1;
+    }
     return k;
 }
 
 static void scan_timers(engine_t *e, uint64_t now, uint64_t *next_deadline)
 {
     uint64_t next = UINT64_MAX;
+    int expired = 0;
     for (uint32_t k = 0; k < e->nlocal; k++) {
         wslot_t *w = &e->ws[k];
         if (w->phase == PHASE_IDLE)
@@ -319,9 +330,17 @@ static void scan_timers(engine_t *e, uint64_t now, uint64_t *next_deadline)
             w->retransmitted = 1;
             queue_send(e, w, now);
             CNT_ADD(e->c.retransmissions, 1);
+            expired = 1;
         }
         if (w->deadline_ns < next)
             next = w->deadline_ns;
+    }
+    if (expired) {
+        /* Back off for the packets sent from now on too (as TCP does per connection):
+         * timeouts in a burst mostly mean a slow peer or a busy host, not many losses. The
+         * next fresh round-trip sample brings the estimate back. */
+        uint32_t rto = e->rto_us * 2u;
+        e->rto_us = rto > e->p.rto_max_us ? e->p.rto_max_us : rto;
     }
     *next_deadline = next;
 }

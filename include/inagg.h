@@ -11,8 +11,8 @@
  *     gives a static text for a code; inagg_last_error() gives the detail of the last failure
  *     on a communicator (which rank vanished, which limit was hit, ...).
  *   - Counts are in elements, not bytes. send == recv means in place.
- *   - The library never exits, aborts or prints to stdout in its caller's process. It may log
- *     to stderr when the INAGG_LOG environment variable asks for it.
+ *   - The library never exits, aborts or prints in its caller's process: failures are
+ *     reported through result codes and inagg_last_error() only.
  *   - Threading: a communicator may be used from one thread at a time. Different communicators
  *     (different jobs) are independent and may be used from different threads concurrently.
  *   - Ownership: buffers passed to an asynchronous call belong to the library until the
@@ -64,7 +64,8 @@ typedef enum inagg_op {
 typedef enum inagg_float_mode {
     INAGG_FLOAT_FIXED = 0, /* block fixed point: per-chunk scale from an agreed exponent, int32
                               add in the switch (SwitchML 4.6). Error per element at most
-                              W/(2f) plus the final rounding to float32. */
+                              W*(0.5+2^-20)/f plus half an ulp of the result (see
+                              docs/PROTOCOL.md). */
     INAGG_FLOAT_NATIVE = 1 /* float32 add in the switch, in arrival order */
 } inagg_float_mode_t;
 
@@ -87,8 +88,10 @@ typedef struct inagg_options {
     uint32_t rto_us;          /* initial retransmission timeout; adapted to measured RTT */
     uint32_t rto_min_us;      /* lower bound of the adaptive timeout */
     uint32_t rto_max_us;      /* upper bound, also the cap of exponential backoff */
-    uint32_t timeout_ms;      /* a call fails with INAGG_ERR_TIMEOUT after this long without
-                                 progress; also bounds join and barrier */
+    uint32_t timeout_ms;      /* a rank silent this long while others wait fails the job (the
+                                 switch caps it at its --worker-timeout); a call with no
+                                 progress fails at the latest 1 s later; also bounds join
+                                 and barrier */
     uint32_t socket_buffer;   /* SO_RCVBUF/SO_SNDBUF bytes per engine socket (0: library
                                  default) */
     const char *faults;       /* fault injection spec, e.g. "drop=0.01,dup=0.01,reorder=0.01,

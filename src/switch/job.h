@@ -4,7 +4,9 @@
  * Ownership: the control thread creates, fails and frees jobs; a job's immutable fields
  * (parameters, token, arrays) are set before it is published in the job table. Slot i is
  * touched only by dataplane thread job_slot_owner(i), and each dataplane thread writes only
- * its own job_thread_t, so the packet path shares no written cache line between threads.
+ * its own (cache-aligned) job_thread_t: no data is shared between threads on the packet
+ * path. Neighbouring slots of different threads may still share a cache line (false
+ * sharing, not a race); padding slot_t to a line is a possible refinement.
  * Counters are relaxed atomics: one writer, read by the stats printer.
  */
 #ifndef INAGG_SWITCH_JOB_H

@@ -21,7 +21,7 @@ void slot_init(slot_t *s, uint32_t world, uint32_t *data0, uint32_t *data1)
         slot_copy_t *c = &s->copy[v];
         c->round = (uint32_t)(v - 2);
         c->count = world;
-        c->seen = 0;
+        c->seen = world >= 64 ? ~0ull : (1ull << world) - 1; /* complete: every rank seen */
         c->chunk = 0;
         c->n_elems = 0;
         c->dtype = WIRE_INT32;

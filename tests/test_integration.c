@@ -657,3 +657,35 @@ TEST(int32_exact_under_nftables_loss, 150)
     CHECK_MSG(dropped, "nftables dropped nothing");
     CHECK(total_retransmits(&s) > 0);
 }
+
+/* No singleton: one process holds two communicators of two jobs and uses both, interleaved. */
+TEST(two_communicators_in_one_process, 30)
+{
+    switch_config_t cfg = SWITCH_CONFIG_INIT;
+    test_switch_t ts;
+    ts_start(&ts, &cfg);
+    inagg_options_t o = INAGG_OPTIONS_INIT;
+    o.packet_elems = 100;
+    inagg_comm_t *a, *b;
+    char d[256];
+    CHECK_EQ_INT(inagg_comm_create(&a, ts.addr, "first", 0, 1, &o, d, sizeof(d)), INAGG_OK);
+    o.float_mode = INAGG_FLOAT_NATIVE;
+    CHECK_EQ_INT(inagg_comm_create(&b, ts.addr, "second", 0, 1, &o, d, sizeof(d)), INAGG_OK);
+    int32_t x[1000], y[1000];
+    float fx[1000], fy[1000];
+    for (int i = 0; i < 1000; i++) {
+        x[i] = i - 500;
+        fx[i] = (float)i * 0.25f;
+    }
+    for (int round = 0; round < 3; round++) {
+        CHECK_EQ_INT(inagg_allreduce(a, x, y, 1000, INAGG_INT32, INAGG_SUM), INAGG_OK);
+        CHECK_EQ_INT(inagg_allreduce(b, fx, fy, 1000, INAGG_FLOAT32, INAGG_SUM), INAGG_OK);
+        CHECK(memcmp(x, y, sizeof(x)) == 0);
+        CHECK(memcmp(fx, fy, sizeof(fx)) == 0);
+    }
+    CHECK_EQ_INT(inagg_comm_rank(b), 0);
+    CHECK_EQ_INT(inagg_comm_world(a), 1);
+    CHECK_EQ_INT(inagg_comm_destroy(a), INAGG_OK);
+    CHECK_EQ_INT(inagg_comm_destroy(b), INAGG_OK);
+    ts_stop(&ts);
+}

@@ -39,11 +39,12 @@ static wire_header_t good_header(void)
  * exactly the datagram's length. */
 static uint8_t *make_packet(const wire_header_t *h, size_t *len)
 {
-    *len = WIRE_HEADER_SIZE + (size_t)h->count * 4u;
+    const uint32_t count = h->count;
+    *len = WIRE_HEADER_SIZE + (size_t)count * 4u;
     uint8_t *p = malloc(*len);
     CHECK(p != NULL);
     wire_encode_header(h, p);
-    for (uint32_t i = 0; i < h->count; i++) {
+    for (uint32_t i = 0; i < count; i++) {
         uint32_t w = htonl(i + 1u);
         memcpy(p + WIRE_HEADER_SIZE + 4u * i, &w, 4);
     }

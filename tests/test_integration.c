@@ -69,22 +69,31 @@ static void fill(const job_spec_t *s, uint32_t rank, void *buf)
     }
 }
 
-/* A rank: join, run `iters` allreduces (each result checked against the previous one),
- * store the last result and counters in shared memory. */
-static int spec_worker(uint32_t rank, void *arg)
+/* Join the spec's job as `rank`; NULL (reason printed, code recorded) on failure. */
+static inagg_comm_t *spec_join(const job_spec_t *s, uint32_t rank)
 {
-    const job_spec_t *s = arg;
     inagg_options_t o = spec_options(s);
     inagg_comm_t *comm;
     char detail[256];
     inagg_result_t rc = inagg_comm_create(&comm, s->addr, s->job, rank, s->world, &o, detail,
                                           sizeof(detail));
-    if (rc != INAGG_OK) {
-        fprintf(stderr, "    rank %u: join: %s: %s\n", rank, inagg_strerror(rc), detail);
-        if (s->codes)
-            s->codes[rank] = rc;
+    if (rc == INAGG_OK)
+        return comm;
+    fprintf(stderr, "    rank %u: join: %s: %s\n", rank, inagg_strerror(rc), detail);
+    if (s->codes)
+        s->codes[rank] = rc;
+    return NULL;
+}
+
+/* A rank: join, run `iters` allreduces (each result checked against the previous one),
+ * store the last result and counters in shared memory. */
+static int spec_worker(uint32_t rank, void *arg)
+{
+    const job_spec_t *s = arg;
+    inagg_comm_t *comm = spec_join(s, rank);
+    if (!comm)
         return 1;
-    }
+    inagg_result_t rc = INAGG_OK;
     void *send = malloc(s->elems * 4), *recv = malloc(s->elems * 4), *prev = malloc(s->elems * 4);
     fill(s, rank, send);
     int bad = 0;
@@ -240,10 +249,8 @@ TEST(float32_fixed_point_within_bound_under_loss, 120)
 static int native_worker(uint32_t rank, void *arg)
 {
     job_spec_t *s = arg;
-    inagg_options_t o = spec_options(s);
-    inagg_comm_t *comm;
-    char d[256];
-    if (inagg_comm_create(&comm, s->addr, s->job, rank, s->world, &o, d, sizeof(d)) != INAGG_OK)
+    inagg_comm_t *comm = spec_join(s, rank);
+    if (!comm)
         return 1;
     float *x = malloc(s->elems * 4);
     for (size_t i = 0; i < s->elems; i++)
@@ -318,10 +325,8 @@ TEST(two_concurrent_jobs_are_isolated, 90)
 static int async_worker(uint32_t rank, void *arg)
 {
     job_spec_t *s = arg;
-    inagg_options_t o = spec_options(s);
-    inagg_comm_t *comm;
-    char d[256];
-    if (inagg_comm_create(&comm, s->addr, s->job, rank, s->world, &o, d, sizeof(d)) != INAGG_OK)
+    inagg_comm_t *comm = spec_join(s, rank);
+    if (!comm)
         return 1;
     enum { N = 6, E = 5000 };
     static int32_t in[N][E], out[N][E];
@@ -367,10 +372,8 @@ TEST(async_requests_overlap_and_complete_in_order, 60)
 static int victim_worker(uint32_t rank, void *arg)
 {
     job_spec_t *s = arg;
-    inagg_options_t o = spec_options(s);
-    inagg_comm_t *comm;
-    char d[256];
-    if (inagg_comm_create(&comm, s->addr, s->job, rank, s->world, &o, d, sizeof(d)) != INAGG_OK)
+    inagg_comm_t *comm = spec_join(s, rank);
+    if (!comm)
         return 10;
     int32_t x[1000] = {0}, y[1000];
     if (inagg_allreduce(comm, x, y, 1000, INAGG_INT32, INAGG_SUM) != INAGG_OK)

@@ -2,7 +2,6 @@
 #include "testutil.h"
 
 #include <errno.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,43 +17,10 @@
 
 void ts_start(test_switch_t *ts, const switch_config_t *cfg)
 {
-    int p[2];
-    CHECK(pipe(p) == 0);
-    fflush(NULL);
-    pid_t pid = fork();
-    CHECK(pid >= 0);
-    if (pid == 0) {
-        close(p[0]);
-        sigset_t set;
-        sigemptyset(&set);
-        sigaddset(&set, SIGTERM);
-        pthread_sigmask(SIG_BLOCK, &set, NULL);
-        switch_config_t c = *cfg;
-        c.listen = "127.0.0.1:0";
-        inagg_switch_t *sw;
-        char err[256];
-        if (switch_start(&c, &sw, err, sizeof(err)) != 0) {
-            fprintf(stderr, "test switch: %s\n", err);
-            _exit(1);
-        }
-        char buf[16];
-        int n = snprintf(buf, sizeof(buf), "%u\n", switch_port(sw));
-        if (write(p[1], buf, (size_t)n) != n)
-            _exit(1);
-        close(p[1]);
-        int sig;
-        sigwait(&set, &sig);
-        switch_stop(sw);
-        _exit(0);
-    }
-    close(p[1]);
-    struct pollfd pf = {.fd = p[0], .events = POLLIN};
-    char buf[16] = {0};
-    CHECK_MSG(poll(&pf, 1, 10000) == 1, "switch did not become ready within 10 s");
-    CHECK(read(p[0], buf, sizeof(buf) - 1) > 0);
-    close(p[0]);
-    ts->pid = pid;
-    ts->port = (uint16_t)atoi(buf);
+    switch_config_t c = *cfg;
+    c.listen = "127.0.0.1:0";
+    ts->pid = switch_spawn(&c, &ts->port);
+    CHECK_MSG(ts->pid > 0, "the test switch did not become ready within 10 s");
     snprintf(ts->addr, sizeof(ts->addr), "127.0.0.1:%u", ts->port);
 }
 

@@ -201,26 +201,37 @@ static const char *state_name(int s)
 
 #define JOB_SUM(j, f) job_sum((j), offsetof(job_counters_t, f))
 
+/* The switch-wide counters, summed over the dataplane threads. */
+typedef struct thread_totals {
+    uint64_t in, out, faults, drops[DROP_REASON_COUNT];
+} thread_totals_t;
+
+static void sum_threads(inagg_switch_t *sw, thread_totals_t *tt)
+{
+    memset(tt, 0, sizeof(*tt));
+    for (uint32_t t = 0; t < sw->cfg.threads; t++) {
+        tt->in += STAT_GET(sw->threads[t].packets_in);
+        tt->out += STAT_GET(sw->threads[t].packets_out);
+        tt->faults += STAT_GET(sw->threads[t].fault_drops);
+        for (int r = 0; r < DROP_REASON_COUNT; r++)
+            tt->drops[r] += STAT_GET(sw->threads[t].drops[r]);
+    }
+}
+
 static void write_text(inagg_switch_t *sw, FILE *out)
 {
-    uint64_t in = 0, outp = 0, faults = 0, drops[DROP_REASON_COUNT] = {0};
-    for (uint32_t t = 0; t < sw->cfg.threads; t++) {
-        in += STAT_GET(sw->threads[t].packets_in);
-        outp += STAT_GET(sw->threads[t].packets_out);
-        faults += STAT_GET(sw->threads[t].fault_drops);
-        for (int r = 0; r < DROP_REASON_COUNT; r++)
-            drops[r] += STAT_GET(sw->threads[t].drops[r]);
-    }
+    thread_totals_t tt;
+    sum_threads(sw, &tt);
     fprintf(out, "switch %s threads=%u slots_used=%u/%u uptime_s=%.1f\n", sw->listen_text,
             sw->cfg.threads, sw->slots_used, sw->cfg.total_slots,
             (double)(server_now_ms() - sw->start_ms) / 1000.0);
-    fprintf(out, "packets in=%llu out=%llu injected_drops=%llu\n", (unsigned long long)in,
-            (unsigned long long)outp, (unsigned long long)faults);
+    fprintf(out, "packets in=%llu out=%llu injected_drops=%llu\n", (unsigned long long)tt.in,
+            (unsigned long long)tt.out, (unsigned long long)tt.faults);
     fprintf(out, "dropped before any job:");
     int any = 0;
     for (int r = 0; r < DROP_REASON_COUNT; r++)
-        if (drops[r]) {
-            fprintf(out, " %s=%llu", drop_reason_name(r), (unsigned long long)drops[r]);
+        if (tt.drops[r]) {
+            fprintf(out, " %s=%llu", drop_reason_name(r), (unsigned long long)tt.drops[r]);
             any = 1;
         }
     fprintf(out, "%s\n", any ? "" : " none");
@@ -259,20 +270,14 @@ static void write_json(inagg_switch_t *sw, FILE *out)
     json_int(&w, "threads", sw->cfg.threads);
     json_int(&w, "slots_total", sw->cfg.total_slots);
     json_int(&w, "slots_used", sw->slots_used);
-    uint64_t in = 0, outp = 0, faults = 0, drops[DROP_REASON_COUNT] = {0};
-    for (uint32_t t = 0; t < sw->cfg.threads; t++) {
-        in += STAT_GET(sw->threads[t].packets_in);
-        outp += STAT_GET(sw->threads[t].packets_out);
-        faults += STAT_GET(sw->threads[t].fault_drops);
-        for (int r = 0; r < DROP_REASON_COUNT; r++)
-            drops[r] += STAT_GET(sw->threads[t].drops[r]);
-    }
-    json_int(&w, "packets_in", (int64_t)in);
-    json_int(&w, "packets_out", (int64_t)outp);
-    json_int(&w, "injected_drops", (int64_t)faults);
+    thread_totals_t tt;
+    sum_threads(sw, &tt);
+    json_int(&w, "packets_in", (int64_t)tt.in);
+    json_int(&w, "packets_out", (int64_t)tt.out);
+    json_int(&w, "injected_drops", (int64_t)tt.faults);
     json_begin_object(&w, "drops");
     for (int r = 1; r < DROP_REASON_COUNT; r++)
-        json_int(&w, drop_reason_name(r), (int64_t)drops[r]);
+        json_int(&w, drop_reason_name(r), (int64_t)tt.drops[r]);
     json_end_object(&w);
     json_begin_array(&w, "jobs");
     for (uint32_t i = 0; i < SWITCH_MAX_JOBS; i++) {

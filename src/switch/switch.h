@@ -8,6 +8,7 @@
 
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/types.h>
 
 typedef struct switch_config {
     const char *listen;          /* "HOST:PORT"; port 0 picks a free one */
@@ -36,5 +37,10 @@ void switch_write_stats(inagg_switch_t *sw, FILE *out, int json);
 
 /* Stop the threads and free everything. */
 void switch_stop(inagg_switch_t *sw);
+
+/* Run a switch with cfg in a forked child. Returns the child's pid once the switch is bound,
+ * with its port in *port, or -1 (the child's reason goes to stderr). Stop it with SIGTERM
+ * and reap it; with $INAGG_BENCH_SWITCH_STATS set it prints its counters to stderr first. */
+pid_t switch_spawn(const switch_config_t *cfg, uint16_t *port);
 
 #endif /* INAGG_SWITCH_SWITCH_H */

@@ -70,7 +70,13 @@ typedef enum inagg_float_mode {
 } inagg_float_mode_t;
 
 typedef enum inagg_protocol {
-    INAGG_PROTO_SWITCHML = 0 /* throughput-centric: two copies per slot, self-clocked window */
+    INAGG_PROTO_SWITCHML = 0, /* throughput-centric: two copies per slot, self-clocked window
+                                 (SwitchML); for large tensors */
+    INAGG_PROTO_P4SGD = 1     /* latency-centric: one copy per slot, result sent on the last
+                                 contribution, acknowledged off the critical path (P4SGD); for
+                                 many small allreduces in flight. float32 travels natively and
+                                 the switch adds it in rank order (reproducible), so float_mode
+                                 is ignored; engine threads are not used (threads ignored) */
 } inagg_protocol_t;
 
 /*
@@ -145,12 +151,36 @@ inagg_result_t inagg_allreduce(inagg_comm_t *comm, const void *send, void *recv,
                                inagg_dtype_t dtype, inagg_op_t op);
 
 /*
- * Non-blocking allreduce. Requests run in the order they were started (collective order,
+ * Non-blocking allreduce (switchml communicators; a p4sgd communicator returns
+ * INAGG_ERR_UNSUPPORTED: use inagg_iallreduce_small, or inagg_allreduce which pipelines a
+ * large tensor over all slots). Requests run in the order they were started (collective order,
  * which must be the same on every rank) while the caller computes. Each request must be
  * finished with inagg_wait(), which also frees it.
  */
 inagg_result_t inagg_iallreduce(inagg_comm_t *comm, const void *send, void *recv, size_t count,
                                 inagg_dtype_t dtype, inagg_op_t op, inagg_request_t **req);
+
+/*
+ * Small allreduce, asynchronous (p4sgd communicators only): `count` <= opts.packet_elems
+ * elements, carried in one packet on one slot. Up to opts.slots may be in flight; they complete
+ * in any order (the partial activations of a micro-batch pipeline, P4SGD Algorithm 1). Calls
+ * must be made in the same order on every rank (the n-th call on every rank is one allreduce).
+ * When every slot is busy, the call first makes progress until the oldest slot is released
+ * (bounded by opts.timeout_ms). Progress happens inside the library's calls (this one,
+ * inagg_test, inagg_wait, inagg_waitany, inagg_allreduce): there is no background thread, so
+ * latency is one switch round trip plus the caller's wake-up.
+ * On a switchml communicator it returns INAGG_ERR_UNSUPPORTED.
+ */
+inagg_result_t inagg_iallreduce_small(inagg_comm_t *comm, const void *send, void *recv,
+                                      size_t count, inagg_dtype_t dtype, inagg_op_t op,
+                                      inagg_request_t **req);
+
+/*
+ * Wait until any of reqs[0..n) finishes (NULL entries are skipped): its index goes to *index,
+ * the request is freed, reqs[*index] becomes NULL, and its result is returned. Returns
+ * INAGG_ERR_INVALID when every entry is NULL.
+ */
+inagg_result_t inagg_waitany(inagg_request_t **reqs, size_t n, size_t *index);
 
 /* *done = 1 when the request has finished (then inagg_wait() returns at once). */
 inagg_result_t inagg_test(inagg_request_t *req, int *done);

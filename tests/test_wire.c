@@ -178,7 +178,7 @@ TEST(wire_roundtrip_every_field, 10)
 
     /* Every dtype, both types, both flag combinations for both round parities. */
     for (uint8_t dt = 0; dt < WIRE_DTYPE_COUNT; dt++)
-        for (uint8_t ty = WIRE_CONTRIB; ty <= WIRE_RESULT; ty++)
+        for (uint8_t ty = WIRE_CONTRIB; ty <= WIRE_RESULT; ty++) /* payload-carrying types */
             for (uint32_t round = 0; round < 6; round++)
                 for (int ovf = 0; ovf < 2; ovf++) {
                     h = good_header();
@@ -260,7 +260,7 @@ TEST(wire_bad_magic_version_type_dtype, 5)
         expect_status(q, len, WIRE_BAD_VERSION, "version");
     }
 
-    const uint8_t types[] = {0, 3, 4, 0x81, 255};
+    const uint8_t types[] = {0, 5, 6, 0x81, 255};
     for (size_t i = 0; i < INAGG_ARRAY_LEN(types); i++) {
         memcpy(q, p, len);
         q[3] = types[i];
@@ -426,7 +426,9 @@ TEST(wire_fuzz_decode, 60)
         if (st == WIRE_OK) {
             accepted++;
             CHECK_EQ_INT(len, WIRE_HEADER_SIZE + (size_t)d.count * 4u);
-            CHECK(d.type == WIRE_CONTRIB || d.type == WIRE_RESULT);
+            CHECK(d.type >= WIRE_CONTRIB && d.type <= WIRE_CONFIRM);
+            if (d.type == WIRE_ACK || d.type == WIRE_CONFIRM)
+                CHECK_EQ_INT(d.count, 0);
             CHECK(d.dtype < WIRE_DTYPE_COUNT);
             CHECK_EQ_INT(d.flags & WIRE_FLAG_VER, d.round & 1u);
             CHECK_EQ_INT(d.flags & ~WIRE_FLAGS_KNOWN, 0);
@@ -441,4 +443,21 @@ TEST(wire_fuzz_decode, 60)
     for (int s = 0; s < WIRE_STATUS_COUNT; s++)
         CHECK_MSG(by_status[s] > 0, "fuzz never produced %s", wire_status_name((enum wire_status)s));
     CHECK(accepted > 1000);
+}
+
+TEST(wire_ack_and_confirm_carry_no_payload, 10)
+{
+    for (uint8_t ty = WIRE_ACK; ty <= WIRE_CONFIRM; ty++) {
+        wire_header_t h = good_header();
+        h.type = ty;
+        h.count = 0;
+        uint8_t b[WIRE_HEADER_SIZE + 8];
+        wire_encode_header(&h, b);
+        wire_header_t d;
+        CHECK_EQ_INT(wire_decode(b, WIRE_HEADER_SIZE, &d), WIRE_OK);
+        CHECK_EQ_INT(d.type, ty);
+        h.count = 2; /* an acknowledgement with a payload is malformed */
+        wire_encode_header(&h, b);
+        CHECK_EQ_INT(wire_decode(b, sizeof(b), &d), WIRE_BAD_LENGTH);
+    }
 }

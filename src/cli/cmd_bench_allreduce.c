@@ -38,6 +38,7 @@ typedef struct bench_opts {
     uint64_t elems, seed;
     int dtype_float;
     inagg_float_mode_t float_mode;
+    inagg_protocol_t protocol;
     double loss;
     const char *faults, *switch_addr, *json_path, *baseline;
     uint32_t timeout_ms;
@@ -78,7 +79,8 @@ static void usage(FILE *out)
             "                       in the switch) (default fixed)\n"
             "  --iters K            timed iterations (default 10, at most %d)\n"
             "  --warmup W           untimed iterations first (default 2)\n"
-            "  --protocol P         switchml (default)\n"
+            "  --protocol P         switchml (default; throughput-centric) or p4sgd (latency-\n"
+            "                       centric: one packet per slot, acknowledged; float32 native)\n"
             "  --packet-elems K     elements per packet: 64, 256 (hardware sizes) up to %u\n"
             "                       (default %u: one full UDP datagram, fastest on loopback;\n"
             "                       on a 1500-byte-MTU network 256..2048 avoids fragments)\n"
@@ -223,6 +225,7 @@ static int worker_main(const bench_opts_t *o, uint32_t rank, const char *switch_
     opts.packet_elems = o->packet_elems;
     opts.threads = o->threads;
     opts.float_mode = o->float_mode;
+    opts.protocol = o->protocol;
     opts.timeout_ms = o->timeout_ms;
     opts.faults = o->faults;
     char detail[256];
@@ -346,11 +349,9 @@ static int parse_args(int argc, char **argv, bench_opts_t *o)
             else { fprintf(stderr, "inagg bench allreduce: --float-mode must be fixed or native\n"); return 2; }
             break;
         case 'P':
-            if (strcmp(optarg, "switchml") != 0) {
-                fprintf(stderr, "inagg bench allreduce: --protocol %s is not available in this "
-                        "build (switchml is)\n", optarg);
-                return 2;
-            }
+            if (strcmp(optarg, "switchml") == 0) o->protocol = INAGG_PROTO_SWITCHML;
+            else if (strcmp(optarg, "p4sgd") == 0) o->protocol = INAGG_PROTO_P4SGD;
+            else { fprintf(stderr, "inagg bench allreduce: --protocol must be switchml or p4sgd\n"); return 2; }
             break;
         case 'l': {
             char *end;
@@ -407,6 +408,8 @@ int cmd_bench_allreduce(int argc, char **argv)
     int prc = parse_args(argc, argv, &o);
     if (prc)
         return prc == 1 ? 0 : prc;
+    if (o.protocol == INAGG_PROTO_P4SGD)
+        o.float_mode = INAGG_FLOAT_NATIVE; /* p4sgd carries float32 natively */
     char faults[160];
     if (!o.faults && o.loss > 0) {
         snprintf(faults, sizeof(faults), "drop=%g,seed=%llu", o.loss,
@@ -553,7 +556,7 @@ int cmd_bench_allreduce(int argc, char **argv)
         json_int(&w, "elems", (int64_t)o.elems);
         json_string(&w, "dtype", o.dtype_float ? "float32" : "int32");
         json_string(&w, "float_mode", o.float_mode == INAGG_FLOAT_FIXED ? "fixed" : "native");
-        json_string(&w, "protocol", "switchml");
+        json_string(&w, "protocol", o.protocol == INAGG_PROTO_P4SGD ? "p4sgd" : "switchml");
         json_int(&w, "packet_elems", o.packet_elems);
         json_int(&w, "window", o.window);
         json_number(&w, "loss", o.loss);

@@ -122,6 +122,8 @@ void json_bool(json_writer_t *w, const char *key, int value)
     puts_(w, value ? "true" : "false");
 }
 
+void json_newline(json_writer_t *w) { puts_(w, "\n"); }
+
 const char *json_text(const json_writer_t *w) { return w->failed ? NULL : (w->buf ? w->buf : ""); }
 
 int json_find_number(const char *text, const char *key, double *out)

@@ -32,6 +32,9 @@ void json_string(json_writer_t *w, const char *key, const char *value);
 void json_number(json_writer_t *w, const char *key, double value); /* non-finite -> null */
 void json_int(json_writer_t *w, const char *key, int64_t value);
 void json_bool(json_writer_t *w, const char *key, int value);
+/* A line break between values (valid JSON whitespace): keeps long reports within the
+ * control protocol's line length. */
+void json_newline(json_writer_t *w);
 /* The text so far (NUL-terminated), or NULL if the writer failed. */
 const char *json_text(const json_writer_t *w);
 

@@ -27,6 +27,7 @@
 #define CTL_MAX_CLIENTS 1024
 #define CTL_TICK_MS 50
 #define CTL_WRITE_MS 1000
+#define SWITCH_MAX_POOL_BYTES (1ull << 30) /* per job */
 
 typedef struct client {
     int fd;
@@ -88,6 +89,20 @@ static void retire_job(struct inagg_switch *sw, job_t *j)
     atomic_store_explicit(&sw->jobs[j->id], NULL, memory_order_release);
     server_quiesce(sw);
     sw->slots_used -= j->nslots;
+    retired_job_t *r = &sw->retired[sw->nretired++ % SWITCH_RETIRED_KEEP];
+    *r = (retired_job_t){.id = j->id, .protocol = j->protocol, .world = j->world};
+    snprintf(r->name, sizeof(r->name), "%s", j->name);
+#define RETIRED_SUM(f) job_sum(j, offsetof(job_counters_t, f))
+    r->contributions = RETIRED_SUM(contributions);
+    r->rounds = RETIRED_SUM(rounds);
+    r->results_sent = RETIRED_SUM(results_sent);
+    r->resends = RETIRED_SUM(resends);
+    r->acks = RETIRED_SUM(acks);
+    r->confirms_sent = RETIRED_SUM(confirms_sent);
+    r->confirm_resends = RETIRED_SUM(confirm_resends);
+#undef RETIRED_SUM
+    for (int reason = 0; reason < DROP_REASON_COUNT; reason++)
+        r->drops += job_sum_drop(j, reason);
     LOG_I("job '%s' (id %u) retired: %llu rounds", j->name, j->id,
           (unsigned long long)job_sum(j, offsetof(job_counters_t, rounds)));
     job_free(j);
@@ -127,6 +142,7 @@ static int free_job_id(struct inagg_switch *sw)
 }
 
 static const char *float_name(uint32_t m) { return m == INAGG_FLOAT_NATIVE ? "native" : "fixed"; }
+static const char *proto_name(uint32_t p) { return p == INAGG_PROTO_P4SGD ? "p4sgd" : "switchml"; }
 
 static void activate(struct inagg_switch *sw, job_t *j)
 {
@@ -134,12 +150,14 @@ static void activate(struct inagg_switch *sw, job_t *j)
     atomic_store_explicit(&j->state, JOB_ACTIVE, memory_order_release);
     char line[CTL_LINE_MAX];
     snprintf(line, sizeof(line),
-             "JOINED id=%u token=%u threads=%u port=%u base=%u slots=%u elems=%u float=%s",
+             "JOINED id=%u token=%u threads=%u port=%u base=%u slots=%u elems=%u float=%s "
+             "protocol=%s",
              j->id, j->token, j->nthreads, sw->port, j->base, j->nslots, j->elems,
-             float_name(j->float_mode));
+             float_name(j->float_mode), proto_name(j->protocol));
     broadcast(j, line);
-    LOG_I("job '%s' (id %u) active: world %u, %u slots of %u elements, float %s", j->name,
-          j->id, j->world, j->nslots, j->elems, float_name(j->float_mode));
+    LOG_I("job '%s' (id %u) active: world %u, %u slots of %u elements, float %s, protocol %s",
+          j->name, j->id, j->world, j->nslots, j->elems, float_name(j->float_mode),
+          proto_name(j->protocol));
 }
 
 /* Handle JOIN; returns 0 if the client stays, -1 if it must be closed after the reply. */
@@ -183,8 +201,23 @@ static int handle_join(control_t *ctl, client_t *cl, const char *line)
         sendf(cl->fd, "ERR invalid float mode '%s' (fixed or native)", fmode);
         return -1;
     }
-    if (strcmp(proto, "switchml") != 0) {
-        sendf(cl->fd, "ERR unsupported protocol '%s' (this switch serves switchml)", proto);
+    uint32_t protocol;
+    if (strcmp(proto, "switchml") == 0) {
+        protocol = INAGG_PROTO_SWITCHML;
+    } else if (strcmp(proto, "p4sgd") == 0) {
+        protocol = INAGG_PROTO_P4SGD;
+        float_mode = INAGG_FLOAT_NATIVE; /* p4sgd adds float32 natively, in rank order */
+    } else {
+        sendf(cl->fd, "ERR unsupported protocol '%s' (this switch serves switchml and p4sgd)",
+              proto);
+        return -1;
+    }
+    uint64_t pool_bytes = job_pool_bytes(protocol, world, slots, elems);
+    if (pool_bytes > SWITCH_MAX_POOL_BYTES) {
+        sendf(cl->fd, "ERR refused job '%s' would need %llu MiB of slot memory (limit %llu MiB): "
+              "ask for fewer slots or elements per packet", name,
+              (unsigned long long)(pool_bytes >> 20),
+              (unsigned long long)(SWITCH_MAX_POOL_BYTES >> 20));
         return -1;
     }
     job_t *j = find_job(sw, name);
@@ -199,10 +232,12 @@ static int handle_join(control_t *ctl, client_t *cl, const char *line)
                   "for %u", name, j->world, rank, world);
             return -1;
         }
-        if (j->nslots != slots || j->elems != elems || j->float_mode != float_mode) {
+        if (j->nslots != slots || j->elems != elems || j->float_mode != float_mode ||
+            j->protocol != protocol) {
             sendf(cl->fd, "ERR refused parameter mismatch: job '%s' has slots=%u elems=%u "
-                  "float=%s, rank %u asked for slots=%u elems=%u float=%s", name, j->nslots,
-                  j->elems, float_name(j->float_mode), rank, slots, elems, fmode);
+                  "float=%s protocol=%s, rank %u asked for slots=%u elems=%u float=%s "
+                  "protocol=%s", name, j->nslots, j->elems, float_name(j->float_mode),
+                  proto_name(j->protocol), rank, slots, elems, float_name(float_mode), proto);
             return -1;
         }
         if (j->member_fd[rank] >= 0 || j->left[rank]) {
@@ -221,7 +256,7 @@ static int handle_join(control_t *ctl, client_t *cl, const char *line)
             sendf(cl->fd, "ERR refused too many jobs (%u)", SWITCH_MAX_JOBS);
             return -1;
         }
-        j = job_create((uint16_t)id, name, world, slots, elems, sw->cfg.threads,
+        j = job_create((uint16_t)id, name, protocol, world, slots, elems, sw->cfg.threads,
                        (uint32_t)id % sw->cfg.threads);
         if (!j) {
             sendf(cl->fd, "ERR refused out of memory for %u slots of %u elements", slots, elems);
@@ -233,7 +268,6 @@ static int handle_join(control_t *ctl, client_t *cl, const char *line)
                 token = (uint32_t)util_now_ns() ^ ((uint32_t)id << 16);
         j->token = token;
         j->float_mode = float_mode;
-        j->protocol = INAGG_PROTO_SWITCHML;
         j->timeout_ms = timeout_ms;
         j->created_ms = server_now_ms();
         sw->slots_used += slots;

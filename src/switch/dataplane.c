@@ -55,12 +55,28 @@ static void tx_flush(dp_thread_t *t, tx_queue_t *q)
     q->n = 0;
 }
 
-static void tx_result(dp_thread_t *t, tx_queue_t *q, const job_t *j, uint32_t slot,
-                      const slot_copy_t *c, uint32_t rank, const struct sockaddr_in *to)
+/* Queue one packet: header h (rank and type filled by the caller) and n payload words that
+ * stay valid until the queue is flushed (a slot's completed copy or result). */
+static void tx_packet(dp_thread_t *t, tx_queue_t *q, const wire_header_t *h,
+                      const uint32_t *payload, const struct sockaddr_in *to)
 {
     if (q->n == DP_TX_CAP)
         tx_flush(t, q);
     int k = q->n++;
+    wire_encode_header(h, q->hdr[k]);
+    q->to[k] = *to;
+    q->iov[k][0] = (struct iovec){q->hdr[k], WIRE_HEADER_SIZE};
+    q->iov[k][1] = (struct iovec){(void *)(uintptr_t)payload, (size_t)h->count * 4u};
+    memset(&q->msgs[k], 0, sizeof(q->msgs[k]));
+    q->msgs[k].msg_hdr.msg_name = &q->to[k];
+    q->msgs[k].msg_hdr.msg_namelen = sizeof(q->to[k]);
+    q->msgs[k].msg_hdr.msg_iov = q->iov[k];
+    q->msgs[k].msg_hdr.msg_iovlen = h->count ? 2 : 1;
+}
+
+static void tx_result(dp_thread_t *t, tx_queue_t *q, const job_t *j, uint32_t slot,
+                      const slot_copy_t *c, uint32_t rank, const struct sockaddr_in *to)
+{
     wire_header_t h = {
         .version = INAGG_PROTOCOL_VERSION,
         .type = WIRE_RESULT,
@@ -76,15 +92,30 @@ static void tx_result(dp_thread_t *t, tx_queue_t *q, const job_t *j, uint32_t sl
         .exp = c->exp,
         .next_exp = c->next_exp,
     };
-    wire_encode_header(&h, q->hdr[k]);
-    q->to[k] = *to;
-    q->iov[k][0] = (struct iovec){q->hdr[k], WIRE_HEADER_SIZE};
-    q->iov[k][1] = (struct iovec){c->data, (size_t)c->n_elems * 4u};
-    memset(&q->msgs[k], 0, sizeof(q->msgs[k]));
-    q->msgs[k].msg_hdr.msg_name = &q->to[k];
-    q->msgs[k].msg_hdr.msg_namelen = sizeof(q->to[k]);
-    q->msgs[k].msg_hdr.msg_iov = q->iov[k];
-    q->msgs[k].msg_hdr.msg_iovlen = c->n_elems ? 2 : 1;
+    tx_packet(t, q, &h, c->data, to);
+}
+
+/* A p4sgd result (type WIRE_RESULT, payload) or confirmation (WIRE_CONFIRM, none). */
+static void tx_p4(dp_thread_t *t, tx_queue_t *q, const job_t *j, uint32_t slot,
+                  const p4slot_t *s, uint8_t type, uint32_t round, uint32_t rank,
+                  const struct sockaddr_in *to)
+{
+    int result = type == WIRE_RESULT;
+    wire_header_t h = {
+        .version = INAGG_PROTOCOL_VERSION,
+        .type = type,
+        .job = j->id,
+        .rank = (uint16_t)rank,
+        .token = j->token,
+        .slot = slot,
+        .round = round,
+        .chunk = s->chunk,
+        .count = result ? s->n_elems : 0,
+        .flags = (uint8_t)(wire_ver_of_round(round) |
+                           (result && s->overflow ? WIRE_FLAG_OVERFLOW : 0)),
+        .dtype = s->dtype,
+    };
+    tx_packet(t, q, &h, s->result, to);
 }
 
 static int dtype_allowed(const job_t *j, uint8_t dtype)
@@ -94,6 +125,70 @@ static int dtype_allowed(const job_t *j, uint8_t dtype)
     if (dtype == WIRE_FIXED32)
         return j->float_mode == INAGG_FLOAT_FIXED;
     return j->float_mode == INAGG_FLOAT_NATIVE;
+}
+
+/* The p4sgd protocol's packets (p4slot.h): contributions and acknowledgements. */
+static void handle_p4(dp_thread_t *t, tx_queue_t *q, const job_t *j, job_counters_t *c,
+                      const wire_header_t *h, const uint32_t *payload,
+                      const struct sockaddr_in *from)
+{
+    p4slot_t *s = &j->p4slots[h->slot];
+    enum p4slot_verdict v = h->type == WIRE_ACK
+                                ? p4slot_ack(s, j->world, h)
+                                : p4slot_contribute(s, j->world, j->elems, h, payload);
+    const struct sockaddr_in *addrs = &j->addrs[(size_t)h->slot * j->world];
+    size_t result_bytes = WIRE_HEADER_SIZE + (size_t)s->n_elems * 4u;
+    switch (v) {
+    case P4V_PARTIAL:
+        STAT_ADD(c->contributions, 1);
+        break;
+    case P4V_COMPLETE:
+        STAT_ADD(c->contributions, 1);
+        STAT_ADD(c->rounds, 1);
+        for (uint32_t r = 0; r < j->world; r++)
+            tx_p4(t, q, j, h->slot, s, WIRE_RESULT, s->round, r, &addrs[r]);
+        STAT_ADD(c->results_sent, j->world);
+        STAT_ADD(c->bytes_out, result_bytes * j->world);
+        break;
+    case P4V_RESEND_RESULT:
+        tx_p4(t, q, j, h->slot, s, WIRE_RESULT, s->round, h->rank, from);
+        STAT_ADD(c->resends, 1);
+        STAT_ADD(c->results_sent, 1);
+        STAT_ADD(c->bytes_out, result_bytes);
+        break;
+    case P4V_ACKED:
+        STAT_ADD(c->acks, 1);
+        break;
+    case P4V_CONFIRMED:
+        STAT_ADD(c->acks, 1);
+        for (uint32_t r = 0; r < j->world; r++)
+            tx_p4(t, q, j, h->slot, s, WIRE_CONFIRM, h->round, r, &addrs[r]);
+        STAT_ADD(c->confirms_sent, j->world);
+        STAT_ADD(c->bytes_out, (uint64_t)WIRE_HEADER_SIZE * j->world);
+        break;
+    case P4V_RESEND_CONFIRM:
+        tx_p4(t, q, j, h->slot, s, WIRE_CONFIRM, h->round, h->rank, from);
+        STAT_ADD(c->confirms_sent, 1);
+        STAT_ADD(c->confirm_resends, 1);
+        STAT_ADD(c->bytes_out, WIRE_HEADER_SIZE);
+        break;
+    case P4V_DUP_OPEN:
+        STAT_ADD(c->drops[DROP_DUP_OPEN], 1);
+        break;
+    case P4V_DUP_ACK:
+        STAT_ADD(c->drops[DROP_DUP_ACK], 1);
+        break;
+    case P4V_STALE:
+        STAT_ADD(c->drops[DROP_STALE], 1);
+        break;
+    case P4V_AHEAD:
+        STAT_ADD(c->drops[DROP_AHEAD], 1);
+        break;
+    case P4V_MISMATCH:
+    default:
+        STAT_ADD(c->drops[DROP_MISMATCH], 1);
+        break;
+    }
 }
 
 static void handle_packet(dp_thread_t *t, tx_queue_t *q, const uint8_t *buf, size_t len,
@@ -106,7 +201,7 @@ static void handle_packet(dp_thread_t *t, tx_queue_t *q, const uint8_t *buf, siz
         STAT_ADD(t->drops[ws], 1);
         return;
     }
-    if (h.type != WIRE_CONTRIB) {
+    if (h.type != WIRE_CONTRIB && h.type != WIRE_ACK) {
         STAT_ADD(t->drops[DROP_NOT_RESULT_PATH], 1);
         return;
     }
@@ -133,7 +228,9 @@ static void handle_packet(dp_thread_t *t, tx_queue_t *q, const uint8_t *buf, siz
         reason = DROP_WRONG_THREAD;
     else if (h.count > j->elems)
         reason = DROP_BAD_COUNT;
-    else if (!dtype_allowed(j, h.dtype))
+    else if (h.type == WIRE_ACK && j->protocol != INAGG_PROTO_P4SGD)
+        reason = DROP_WRONG_PROTOCOL;
+    else if (h.type == WIRE_CONTRIB && !dtype_allowed(j, h.dtype))
         reason = DROP_DTYPE_NOT_ALLOWED;
     if (reason >= 0) {
         STAT_ADD(c->drops[reason], 1);
@@ -143,10 +240,14 @@ static void handle_packet(dp_thread_t *t, tx_queue_t *q, const uint8_t *buf, siz
     atomic_store_explicit(&j->threads[t->index].last_seen_ms[h.rank], now_ms,
                           memory_order_relaxed);
     j->addrs[(size_t)h.slot * j->world + h.rank] = *from;
+    const uint32_t *payload = (const uint32_t *)(const void *)(buf + WIRE_HEADER_SIZE);
+    if (j->protocol == INAGG_PROTO_P4SGD) {
+        handle_p4(t, q, j, c, &h, payload, from);
+        return;
+    }
 
     slot_t *s = &j->slots[h.slot];
-    enum slot_verdict v =
-        slot_contribute(s, j->world, &h, (const uint32_t *)(const void *)(buf + WIRE_HEADER_SIZE));
+    enum slot_verdict v = slot_contribute(s, j->world, &h, payload);
     const slot_copy_t *copy = slot_copy_of(s, h.round);
     size_t result_bytes = WIRE_HEADER_SIZE + (size_t)copy->n_elems * 4u;
     switch (v) {

@@ -20,6 +20,8 @@ static const char *const extra_names[] = {
     [DROP_STALE - WIRE_STATUS_COUNT] = "stale_round",
     [DROP_AHEAD - WIRE_STATUS_COUNT] = "round_ahead",
     [DROP_MISMATCH - WIRE_STATUS_COUNT] = "round_mismatch",
+    [DROP_WRONG_PROTOCOL - WIRE_STATUS_COUNT] = "wrong_protocol",
+    [DROP_DUP_ACK - WIRE_STATUS_COUNT] = "dup_ack",
 };
 
 const char *drop_reason_name(int reason)
@@ -31,8 +33,20 @@ const char *drop_reason_name(int reason)
     return extra_names[reason - WIRE_STATUS_COUNT];
 }
 
-job_t *job_create(uint16_t id, const char *name, uint32_t world, uint32_t nslots,
-                  uint32_t elems, uint32_t nthreads, uint32_t base)
+static uint64_t arena_words(uint32_t protocol, uint32_t world, uint32_t nslots, uint32_t elems)
+{
+    uint64_t per_slot = protocol == INAGG_PROTO_P4SGD ? (uint64_t)world + 1u : 2u;
+    return (uint64_t)nslots * per_slot * elems;
+}
+
+uint64_t job_pool_bytes(uint32_t protocol, uint32_t world, uint32_t nslots, uint32_t elems)
+{
+    return arena_words(protocol, world, nslots, elems) * 4u +
+           (uint64_t)nslots * (sizeof(slot_t) + (uint64_t)world * sizeof(struct sockaddr_in));
+}
+
+job_t *job_create(uint16_t id, const char *name, uint32_t protocol, uint32_t world,
+                  uint32_t nslots, uint32_t elems, uint32_t nthreads, uint32_t base)
 {
     job_t *j = calloc(1, sizeof(*j));
     if (!j)
@@ -44,19 +58,28 @@ job_t *job_create(uint16_t id, const char *name, uint32_t world, uint32_t nslots
     j->elems = elems;
     j->nthreads = nthreads;
     j->base = base;
-    j->slots = calloc(nslots, sizeof(slot_t));
-    j->arena = calloc((size_t)nslots * 2u * elems, sizeof(uint32_t));
+    j->protocol = protocol;
+    if (protocol == INAGG_PROTO_P4SGD)
+        j->p4slots = calloc(nslots, sizeof(p4slot_t));
+    else
+        j->slots = calloc(nslots, sizeof(slot_t));
+    j->arena = calloc((size_t)arena_words(protocol, world, nslots, elems), sizeof(uint32_t));
     j->addrs = calloc((size_t)nslots * world, sizeof(struct sockaddr_in));
     if (posix_memalign((void **)&j->threads, INAGG_CACHELINE, nthreads * sizeof(job_thread_t)))
         j->threads = NULL;
-    if (!j->slots || !j->arena || !j->addrs || !j->threads) {
+    if ((!j->slots && !j->p4slots) || !j->arena || !j->addrs || !j->threads) {
         job_free(j);
         return NULL;
     }
     memset(j->threads, 0, nthreads * sizeof(job_thread_t));
     for (uint32_t i = 0; i < nslots; i++) {
-        uint32_t *d = j->arena + (size_t)i * 2u * elems;
-        slot_init(&j->slots[i], world, d, d + elems);
+        if (protocol == INAGG_PROTO_P4SGD) {
+            uint32_t *d = j->arena + (size_t)i * (world + 1u) * elems;
+            p4slot_init(&j->p4slots[i], d, d + (size_t)world * elems);
+        } else {
+            uint32_t *d = j->arena + (size_t)i * 2u * elems;
+            slot_init(&j->slots[i], world, d, d + elems);
+        }
     }
     for (uint32_t r = 0; r < INAGG_MAX_WORLD; r++)
         j->member_fd[r] = -1;
@@ -68,6 +91,7 @@ void job_free(job_t *j)
     if (!j)
         return;
     free(j->slots);
+    free(j->p4slots);
     free(j->arena);
     free(j->addrs);
     free(j->threads);

@@ -18,6 +18,7 @@
 
 #include "common/util.h"
 #include "inagg.h"
+#include "switch/p4slot.h"
 #include "switch/slot.h"
 #include "wire/wire.h"
 
@@ -28,7 +29,7 @@
 enum drop_reason {
     DROP_UNKNOWN_JOB = WIRE_STATUS_COUNT, /* no such job id */
     DROP_BAD_TOKEN,                       /* job id exists but the token is another job's */
-    DROP_NOT_RESULT_PATH,                 /* a result packet sent to the switch */
+    DROP_NOT_RESULT_PATH,                 /* a result or confirmation sent to the switch */
     DROP_JOB_NOT_ACTIVE,                  /* job still joining, or failed */
     DROP_BAD_RANK,                        /* rank >= world size */
     DROP_BAD_SLOT,                        /* slot outside the job's pool */
@@ -39,6 +40,8 @@ enum drop_reason {
     DROP_STALE,                           /* contribution for a round already reused */
     DROP_AHEAD,                           /* contribution for a round that cannot come yet */
     DROP_MISMATCH,                        /* count, dtype or exponent differs within a round */
+    DROP_WRONG_PROTOCOL,                  /* an acknowledgement sent to a switchml job */
+    DROP_DUP_ACK,                         /* duplicate acknowledgement (p4sgd) */
     DROP_REASON_COUNT
 };
 
@@ -49,6 +52,9 @@ typedef struct job_counters {
     _Atomic uint64_t rounds;        /* rounds completed (results multicast) */
     _Atomic uint64_t results_sent;  /* result packets sent, multicast and resends */
     _Atomic uint64_t resends;       /* results re-sent by unicast for a duplicate */
+    _Atomic uint64_t acks;          /* acknowledgements accepted (p4sgd) */
+    _Atomic uint64_t confirms_sent; /* confirmations sent, multicast and resends (p4sgd) */
+    _Atomic uint64_t confirm_resends; /* confirmations re-sent for a repeated ack (p4sgd) */
     _Atomic uint64_t bytes_in, bytes_out;
     _Atomic uint64_t drops[DROP_REASON_COUNT];
 } job_counters_t;
@@ -77,8 +83,10 @@ typedef struct job {
     uint32_t base;       /* slot i is served by thread (base + i) % nthreads */
     uint32_t nthreads;
     uint32_t timeout_ms; /* a rank silent this long while others wait fails the job */
-    slot_t *slots;
-    uint32_t *arena;            /* nslots * 2 * elems words */
+    slot_t *slots;              /* switchml: [nslots] */
+    p4slot_t *p4slots;          /* p4sgd: [nslots] */
+    uint32_t *arena;            /* switchml: nslots * 2 * elems words; p4sgd: nslots *
+                                   (world + 1) * elems (a row per rank and the result) */
     struct sockaddr_in *addrs;  /* [slot * world + rank]: where results go */
     job_thread_t *threads;      /* [nthreads] */
     _Atomic int state;          /* enum job_state */
@@ -91,9 +99,11 @@ typedef struct job {
     char fail_reason[256];
 } job_t;
 
-/* Allocate a job with its pool. NULL when out of memory. */
-job_t *job_create(uint16_t id, const char *name, uint32_t world, uint32_t nslots,
-                  uint32_t elems, uint32_t nthreads, uint32_t base);
+/* Allocate a job with its pool for `protocol` (inagg_protocol_t). NULL when out of memory. */
+job_t *job_create(uint16_t id, const char *name, uint32_t protocol, uint32_t world,
+                  uint32_t nslots, uint32_t elems, uint32_t nthreads, uint32_t base);
+/* Bytes job_create would allocate for the pool (the switch refuses jobs that ask too much). */
+uint64_t job_pool_bytes(uint32_t protocol, uint32_t world, uint32_t nslots, uint32_t elems);
 void job_free(job_t *j);
 
 static inline uint32_t job_slot_owner(const job_t *j, uint32_t slot)

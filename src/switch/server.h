@@ -29,6 +29,17 @@ typedef struct dp_thread {
     faults_t faults_in, faults_out;
 } INAGG_ALIGNED dp_thread_t;
 
+/* What remains of a job after it retired, so its counters can still be read. */
+typedef struct retired_job {
+    uint16_t id;
+    char name[64];
+    uint32_t protocol, world;
+    uint64_t contributions, rounds, results_sent, resends, acks, confirms_sent, confirm_resends,
+        drops;
+} retired_job_t;
+
+#define SWITCH_RETIRED_KEEP 16
+
 struct inagg_switch {
     switch_config_t cfg;
     char listen_text[64];
@@ -43,6 +54,8 @@ struct inagg_switch {
     _Atomic(job_t *) jobs[SWITCH_MAX_JOBS];
     uint16_t next_job_id;
     pthread_mutex_t stats_lock; /* serialises stats printing against job retirement */
+    retired_job_t retired[SWITCH_RETIRED_KEEP]; /* the last jobs to retire (under stats_lock) */
+    uint64_t nretired;
 };
 
 void *dataplane_main(void *arg);

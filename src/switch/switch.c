@@ -240,14 +240,19 @@ static void write_text(inagg_switch_t *sw, FILE *out)
         if (!j)
             continue;
         fprintf(out,
-                "job %u name=%s state=%s world=%u slots=%u elems=%u float=%s contributions=%llu "
-                "rounds=%llu results_sent=%llu resends=%llu bytes_in=%llu bytes_out=%llu drops:",
-                j->id, j->name, state_name(atomic_load(&j->state)), j->world, j->nslots,
+                "job %u name=%s state=%s protocol=%s world=%u slots=%u elems=%u float=%s "
+                "contributions=%llu rounds=%llu results_sent=%llu resends=%llu acks=%llu "
+                "confirms_sent=%llu confirm_resends=%llu bytes_in=%llu bytes_out=%llu drops:",
+                j->id, j->name, state_name(atomic_load(&j->state)),
+                j->protocol == INAGG_PROTO_P4SGD ? "p4sgd" : "switchml", j->world, j->nslots,
                 j->elems, j->float_mode == INAGG_FLOAT_NATIVE ? "native" : "fixed",
                 (unsigned long long)JOB_SUM(j, contributions),
                 (unsigned long long)JOB_SUM(j, rounds),
                 (unsigned long long)JOB_SUM(j, results_sent),
-                (unsigned long long)JOB_SUM(j, resends), (unsigned long long)JOB_SUM(j, bytes_in),
+                (unsigned long long)JOB_SUM(j, resends), (unsigned long long)JOB_SUM(j, acks),
+                (unsigned long long)JOB_SUM(j, confirms_sent),
+                (unsigned long long)JOB_SUM(j, confirm_resends),
+                (unsigned long long)JOB_SUM(j, bytes_in),
                 (unsigned long long)JOB_SUM(j, bytes_out));
         any = 0;
         for (int r = 0; r < DROP_REASON_COUNT; r++) {
@@ -258,6 +263,18 @@ static void write_text(inagg_switch_t *sw, FILE *out)
             }
         }
         fprintf(out, "%s\n", any ? "" : " none");
+    }
+    uint64_t first = sw->nretired > SWITCH_RETIRED_KEEP ? sw->nretired - SWITCH_RETIRED_KEEP : 0;
+    for (uint64_t k = first; k < sw->nretired; k++) {
+        const retired_job_t *r = &sw->retired[k % SWITCH_RETIRED_KEEP];
+        fprintf(out,
+                "retired job %u name=%s protocol=%s world=%u contributions=%llu rounds=%llu "
+                "resends=%llu acks=%llu confirms_sent=%llu confirm_resends=%llu drops=%llu\n",
+                r->id, r->name, r->protocol == INAGG_PROTO_P4SGD ? "p4sgd" : "switchml",
+                r->world, (unsigned long long)r->contributions, (unsigned long long)r->rounds,
+                (unsigned long long)r->resends, (unsigned long long)r->acks,
+                (unsigned long long)r->confirms_sent, (unsigned long long)r->confirm_resends,
+                (unsigned long long)r->drops);
     }
 }
 
@@ -284,6 +301,7 @@ static void write_json(inagg_switch_t *sw, FILE *out)
         job_t *j = atomic_load(&sw->jobs[i]);
         if (!j)
             continue;
+        json_newline(&w); /* one line per job, and its drops on the next */
         json_begin_object(&w, NULL);
         json_int(&w, "id", j->id);
         json_string(&w, "name", j->name);
@@ -295,10 +313,38 @@ static void write_json(inagg_switch_t *sw, FILE *out)
         json_int(&w, "rounds", (int64_t)JOB_SUM(j, rounds));
         json_int(&w, "results_sent", (int64_t)JOB_SUM(j, results_sent));
         json_int(&w, "resends", (int64_t)JOB_SUM(j, resends));
+        json_string(&w, "protocol", j->protocol == INAGG_PROTO_P4SGD ? "p4sgd" : "switchml");
+        json_int(&w, "acks", (int64_t)JOB_SUM(j, acks));
+        json_int(&w, "confirms_sent", (int64_t)JOB_SUM(j, confirms_sent));
+        json_int(&w, "confirm_resends", (int64_t)JOB_SUM(j, confirm_resends));
+        json_int(&w, "bytes_in", (int64_t)JOB_SUM(j, bytes_in));
+        json_int(&w, "bytes_out", (int64_t)JOB_SUM(j, bytes_out));
+        json_newline(&w);
         json_begin_object(&w, "drops");
         for (int r = 1; r < DROP_REASON_COUNT; r++)
             json_int(&w, drop_reason_name(r), (int64_t)job_sum_drop(j, r));
         json_end_object(&w);
+        json_end_object(&w);
+    }
+    json_end_array(&w);
+    json_begin_array(&w, "retired_jobs"); /* the last jobs to finish, oldest first */
+    uint64_t first = sw->nretired > SWITCH_RETIRED_KEEP ? sw->nretired - SWITCH_RETIRED_KEEP : 0;
+    for (uint64_t k = first; k < sw->nretired; k++) {
+        const retired_job_t *r = &sw->retired[k % SWITCH_RETIRED_KEEP];
+        json_newline(&w);
+        json_begin_object(&w, NULL);
+        json_int(&w, "id", r->id);
+        json_string(&w, "name", r->name);
+        json_string(&w, "protocol", r->protocol == INAGG_PROTO_P4SGD ? "p4sgd" : "switchml");
+        json_int(&w, "world", r->world);
+        json_int(&w, "contributions", (int64_t)r->contributions);
+        json_int(&w, "rounds", (int64_t)r->rounds);
+        json_int(&w, "results_sent", (int64_t)r->results_sent);
+        json_int(&w, "resends", (int64_t)r->resends);
+        json_int(&w, "acks", (int64_t)r->acks);
+        json_int(&w, "confirms_sent", (int64_t)r->confirms_sent);
+        json_int(&w, "confirm_resends", (int64_t)r->confirm_resends);
+        json_int(&w, "drops", (int64_t)r->drops);
         json_end_object(&w);
     }
     json_end_array(&w);

@@ -78,7 +78,7 @@ enum wire_status wire_decode(const void *buf, size_t len, wire_header_t *h)
     if (h->version != INAGG_PROTOCOL_VERSION)
         return WIRE_BAD_VERSION;
     h->type = p[3];
-    if (h->type != WIRE_CONTRIB && h->type != WIRE_RESULT)
+    if (h->type < WIRE_CONTRIB || h->type > WIRE_CONFIRM)
         return WIRE_BAD_TYPE;
     h->job = get16(p + 4);
     h->rank = get16(p + 6);
@@ -98,5 +98,7 @@ enum wire_status wire_decode(const void *buf, size_t len, wire_header_t *h)
         return WIRE_BAD_FLAGS;
     if (len != WIRE_HEADER_SIZE + (size_t)h->count * 4u)
         return WIRE_BAD_LENGTH;
+    if ((h->type == WIRE_ACK || h->type == WIRE_CONFIRM) && h->count != 0)
+        return WIRE_BAD_LENGTH; /* acknowledgements carry no payload */
     return WIRE_OK;
 }

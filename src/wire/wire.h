@@ -7,14 +7,17 @@
  *   off size field     meaning
  *    0   2   magic     0x4941 ("IA")
  *    2   1   version   INAGG_PROTOCOL_VERSION
- *    3   1   type      WIRE_CONTRIB (worker->switch) or WIRE_RESULT (switch->worker)
+ *    3   1   type      WIRE_CONTRIB (worker->switch), WIRE_RESULT (switch->worker); p4sgd
+ *                      also WIRE_ACK (worker->switch: "I have the result of this round") and
+ *                      WIRE_CONFIRM (switch->worker: "every rank acknowledged; slot free")
  *    4   2   job       job id assigned by the switch at join
  *    6   2   rank      sender's rank (contribution) or receiver's rank (result)
  *    8   4   token     the job's random token: packets of another or an old job are dropped
  *   12   4   slot      slot index inside the job's pool
  *   16   4   round     per-slot use counter; its low bit is the pool version (shadow copy)
  *   20   4   chunk     index of the tensor chunk carried (informational, echoed back)
- *   24   2   count     elements in the payload (0 for an exponent probe)
+ *   24   2   count     elements in the payload (0 for an exponent probe; always 0 for
+ *                      WIRE_ACK and WIRE_CONFIRM)
  *   26   1   flags     bit 0: pool version (must equal round & 1); bit 1: int32 overflow
  *                      happened in this result; other bits must be zero
  *   27   1   dtype     WIRE_INT32, WIRE_FIXED32 (float32 as block fixed point), WIRE_FLOAT32
@@ -36,7 +39,7 @@
 #define WIRE_MAX_DATAGRAM 65507u
 #define WIRE_MAX_ELEMS ((WIRE_MAX_DATAGRAM - WIRE_HEADER_SIZE) / 4u)
 
-enum wire_type { WIRE_CONTRIB = 1, WIRE_RESULT = 2 };
+enum wire_type { WIRE_CONTRIB = 1, WIRE_RESULT = 2, WIRE_ACK = 3, WIRE_CONFIRM = 4 };
 enum wire_dtype { WIRE_INT32 = 0, WIRE_FIXED32 = 1, WIRE_FLOAT32 = 2, WIRE_DTYPE_COUNT = 3 };
 
 #define WIRE_FLAG_VER 0x01u

@@ -7,6 +7,9 @@
  * connection (barrier completions, the switch's verdict that the job failed, the connection
  * dropping). Requests go into a ring in call order; every engine thread takes them in that
  * order and runs its share; the last engine to finish a request completes it.
+ *
+ * A p4sgd communicator has no engine threads: its small-message engine (p4engine.c) makes
+ * progress inside the calls, in the caller's thread, and its requests complete in any order.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -26,12 +29,15 @@
 #include "transport/udp.h"
 #include "wire/wire.h"
 #include "worker/engine.h"
+#include "worker/p4engine.h"
 
 #define QUEUE_CAP 256u
 #define MAX_ENGINE_THREADS 64u
 
 struct inagg_request {
     inagg_comm_t *comm;
+    int small;           /* a p4sgd small allreduce: op below, driven by comm->p4 */
+    p4_op_t op;
     engine_request_t er;
     int parts_left;      /* under comm->mu */
     int done;            /* under comm->mu */
@@ -49,6 +55,7 @@ struct inagg_comm {
     ctl_reader_t rd;
     uint32_t nengines;
     engine_t *engines[MAX_ENGINE_THREADS];
+    p4engine_t *p4;               /* p4sgd communicators: the small-message engine */
     pthread_t engine_tids[MAX_ENGINE_THREADS];
     pthread_t monitor_tid;
     int monitor_started;
@@ -246,6 +253,7 @@ static void comm_free(inagg_comm_t *c)
         pthread_join(c->monitor_tid, NULL);
     for (uint32_t i = 0; i < c->nengines; i++)
         engine_destroy(c->engines[i]);
+    p4engine_destroy(c->p4);
     if (c->ctl_fd >= 0)
         close(c->ctl_fd);
     pthread_cond_destroy(&c->cv);
@@ -279,9 +287,10 @@ static inagg_result_t check_options(const inagg_options_t *o, char *detail, size
         detailf(detail, len, "float_mode %d is not a valid inagg_float_mode_t", o->float_mode);
         return INAGG_ERR_INVALID;
     }
-    if (o->protocol != INAGG_PROTO_SWITCHML) {
-        detailf(detail, len, "protocol %d is not supported by this library", o->protocol);
-        return INAGG_ERR_UNSUPPORTED;
+    if (o->protocol != INAGG_PROTO_SWITCHML && o->protocol != INAGG_PROTO_P4SGD) {
+        detailf(detail, len, "protocol %d is not INAGG_PROTO_SWITCHML or INAGG_PROTO_P4SGD",
+                o->protocol);
+        return INAGG_ERR_INVALID;
     }
     if (o->rto_min_us == 0 || o->rto_min_us > o->rto_max_us || o->timeout_ms == 0) {
         detailf(detail, len, "need 0 < rto_min_us <= rto_max_us and timeout_ms > 0");
@@ -342,12 +351,14 @@ inagg_result_t inagg_comm_create(inagg_comm_t **out, const char *switch_addr, co
         return fd == -ETIMEDOUT ? INAGG_ERR_TIMEOUT : INAGG_ERR_CONNECTION;
     }
     c->ctl_fd = fd;
+    int p4 = opts->protocol == INAGG_PROTO_P4SGD;
     char line[CTL_LINE_MAX];
     snprintf(line, sizeof(line),
              "JOIN version=%d job=%s rank=%u world=%u slots=%u elems=%u float=%s "
-             "protocol=switchml timeout=%u",
+             "protocol=%s timeout=%u",
              INAGG_PROTOCOL_VERSION, job, rank, world, opts->slots, opts->packet_elems,
-             opts->float_mode == INAGG_FLOAT_NATIVE ? "native" : "fixed", opts->timeout_ms);
+             opts->float_mode == INAGG_FLOAT_NATIVE || p4 ? "native" : "fixed",
+             p4 ? "p4sgd" : "switchml", opts->timeout_ms);
     int io = ctl_write_line(fd, line, (int)opts->timeout_ms);
     if (io == 0)
         io = ctl_read_line(fd, &c->rd, line, sizeof(line), (int)opts->timeout_ms + 1000);
@@ -374,11 +385,11 @@ inagg_result_t inagg_comm_create(inagg_comm_t **out, const char *switch_addr, co
     c->job_id = (uint16_t)id;
     c->token = token;
     sw.sin_port = htons((uint16_t)port);
-    c->nengines = opts->threads;
-    for (uint32_t i = 0; i < c->nengines; i++) {
+    c->nengines = p4 ? 0 : opts->threads;
+    for (uint32_t i = 0; i < c->nengines || (p4 && i == 0 && !c->p4); i++) {
         engine_params_t p = {
             .index = i,
-            .nthreads = c->nengines,
+            .nthreads = p4 ? 1 : c->nengines,
             .rank = rank,
             .world = world,
             .job = c->job_id,
@@ -398,6 +409,15 @@ inagg_result_t inagg_comm_create(inagg_comm_t **out, const char *switch_addr, co
             .abort_flag = &c->abort_flag,
         };
         char err[160];
+        if (p4) {
+            c->p4 = p4engine_create(&p, err, sizeof(err));
+            if (!c->p4) {
+                detailf(detail, detail_len, "small-message engine: %s", err);
+                comm_free(c);
+                return strstr(err, "fault") ? INAGG_ERR_INVALID : INAGG_ERR_SYSTEM;
+            }
+            continue;
+        }
         c->engines[i] = engine_create(&p, err, sizeof(err));
         if (!c->engines[i]) {
             detailf(detail, detail_len, "engine thread %u: %s", i, err);
@@ -427,13 +447,12 @@ inagg_result_t inagg_comm_create(inagg_comm_t **out, const char *switch_addr, co
     return INAGG_OK;
 }
 
-inagg_result_t inagg_iallreduce(inagg_comm_t *comm, const void *send, void *recv, size_t count,
-                                inagg_dtype_t dtype, inagg_op_t op, inagg_request_t **req)
+/* The argument checks every allreduce shares. */
+static inagg_result_t check_buffers(inagg_comm_t *comm, const void *send, void *recv,
+                                    size_t count, inagg_dtype_t dtype, inagg_op_t op)
 {
-    if (req)
-        *req = NULL;
-    if (!comm || !req || (count > 0 && (!send || !recv)))
-        return set_error(comm, INAGG_ERR_INVALID, "comm, req, send and recv must not be NULL");
+    if (count > 0 && (!send || !recv))
+        return set_error(comm, INAGG_ERR_INVALID, "send and recv must not be NULL");
     if (dtype != INAGG_INT32 && dtype != INAGG_FLOAT32)
         return set_error(comm, INAGG_ERR_INVALID, "dtype %d is not INAGG_INT32 or INAGG_FLOAT32",
                          (int)dtype);
@@ -450,6 +469,23 @@ inagg_result_t inagg_iallreduce(inagg_comm_t *comm, const void *send, void *recv
             return set_error(comm, INAGG_ERR_INVALID,
                              "send and recv overlap without being the same buffer");
     }
+    return INAGG_OK;
+}
+
+inagg_result_t inagg_iallreduce(inagg_comm_t *comm, const void *send, void *recv, size_t count,
+                                inagg_dtype_t dtype, inagg_op_t op, inagg_request_t **req)
+{
+    if (req)
+        *req = NULL;
+    if (!comm || !req)
+        return set_error(comm, INAGG_ERR_INVALID, "comm and req must not be NULL");
+    if (comm->p4)
+        return set_error(comm, INAGG_ERR_UNSUPPORTED,
+                         "a p4sgd communicator has no asynchronous large allreduce: use "
+                         "inagg_iallreduce_small (one packet) or inagg_allreduce");
+    inagg_result_t vrc = check_buffers(comm, send, recv, count, dtype, op);
+    if (vrc != INAGG_OK)
+        return vrc;
     inagg_request_t *rq = calloc(1, sizeof(*rq));
     if (!rq)
         return set_error(comm, INAGG_ERR_NOMEM, "out of memory");
@@ -474,10 +510,148 @@ inagg_result_t inagg_iallreduce(inagg_comm_t *comm, const void *send, void *recv
     return INAGG_OK;
 }
 
+/* Wait on the condition with a deadline in ns (monotonic); returns non-zero on timeout. */
+static int wait_until(inagg_comm_t *c, uint64_t deadline_ns)
+{
+    uint64_t now = util_now_ns();
+    if (now >= deadline_ns)
+        return 1;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t left = deadline_ns - now;
+    ts.tv_sec += (time_t)(left / 1000000000ull);
+    ts.tv_nsec += (long)(left % 1000000000ull);
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    pthread_cond_timedwait(&c->cv, &c->mu, &ts);
+    return 0;
+}
+
+/* A p4sgd engine call failed with rc: take the switch's reason if the job failed, otherwise
+ * fail the communicator with this one (its slots are out of step now). Sets last_error. */
+static inagg_result_t p4_failure(inagg_comm_t *c, inagg_result_t rc, const char *detail)
+{
+    char d[256];
+    snprintf(d, sizeof(d), "%s", detail);
+    pthread_mutex_lock(&c->mu);
+    if (c->fail_code != INAGG_OK && (rc == INAGG_ERR_JOB_FAILED || rc == INAGG_ERR_TIMEOUT ||
+                                     rc == INAGG_ERR_CONNECTION)) {
+        rc = c->fail_code;
+        snprintf(d, sizeof(d), "%s", c->fail_detail);
+    } else if (rc != INAGG_ERR_OVERFLOW) {
+        fail_locked(c, rc, d);
+    }
+    pthread_mutex_unlock(&c->mu);
+    return set_error(c, rc, "%s", d);
+}
+
+/* The result of a finished small request; frees it. */
+static inagg_result_t finish_small(inagg_request_t *req)
+{
+    inagg_comm_t *c = req->comm;
+    inagg_result_t rc = req->op.result;
+    free(req);
+    if (rc == INAGG_ERR_OVERFLOW)
+        return set_error(c, rc, "int32 sum wrapped around in at least one element");
+    if (rc != INAGG_OK)
+        return p4_failure(c, rc, "the small allreduce failed");
+    return rc;
+}
+
+inagg_result_t inagg_iallreduce_small(inagg_comm_t *comm, const void *send, void *recv,
+                                      size_t count, inagg_dtype_t dtype, inagg_op_t op,
+                                      inagg_request_t **req)
+{
+    if (req)
+        *req = NULL;
+    if (!comm || !req)
+        return set_error(comm, INAGG_ERR_INVALID, "comm and req must not be NULL");
+    if (!comm->p4)
+        return set_error(comm, INAGG_ERR_UNSUPPORTED,
+                         "inagg_iallreduce_small needs a p4sgd communicator (options.protocol = "
+                         "INAGG_PROTO_P4SGD)");
+    if (count == 0 || count > comm->opts.packet_elems)
+        return set_error(comm, INAGG_ERR_INVALID,
+                         "count %zu: a small allreduce carries 1..%u elements (packet_elems)",
+                         count, comm->opts.packet_elems);
+    inagg_result_t rc = check_buffers(comm, send, recv, count, dtype, op);
+    if (rc != INAGG_OK)
+        return rc;
+    pthread_mutex_lock(&comm->mu);
+    rc = comm->fail_code;
+    pthread_mutex_unlock(&comm->mu);
+    if (rc != INAGG_OK)
+        return set_error(comm, rc, "%s", comm->fail_detail);
+    inagg_request_t *rq = calloc(1, sizeof(*rq));
+    if (!rq)
+        return set_error(comm, INAGG_ERR_NOMEM, "out of memory");
+    rq->comm = comm;
+    rq->small = 1;
+    rq->op = (p4_op_t){send, recv, (uint32_t)count, dtype, op, 0, INAGG_OK};
+    char detail[256] = "";
+    rc = p4engine_start(comm->p4, &rq->op, detail, sizeof(detail));
+    if (rc != INAGG_OK) {
+        free(rq);
+        return p4_failure(comm, rc, detail);
+    }
+    *req = rq;
+    return INAGG_OK;
+}
+
+inagg_result_t inagg_waitany(inagg_request_t **reqs, size_t n, size_t *index)
+{
+    inagg_comm_t *c = NULL;
+    int any_small = 0;
+    for (size_t i = 0; i < n && reqs; i++)
+        if (reqs[i]) {
+            c = reqs[i]->comm;
+            any_small |= reqs[i]->small;
+        }
+    if (!c || !index)
+        return INAGG_ERR_INVALID;
+    for (;;) {
+        for (size_t i = 0; i < n; i++) {
+            inagg_request_t *r = reqs[i];
+            int done = 0;
+            if (r && r->small)
+                done = r->op.done;
+            else if (r)
+                inagg_test(r, &done);
+            if (done) {
+                *index = i;
+                reqs[i] = NULL;
+                return inagg_wait(r);
+            }
+        }
+        if (any_small) {
+            char detail[256] = "";
+            inagg_result_t rc = p4engine_progress(c->p4, 1, detail, sizeof(detail));
+            if (rc != INAGG_OK)
+                return p4_failure(c, rc, detail); /* every request is done now (failed) */
+        } else {
+            pthread_mutex_lock(&c->mu);
+            wait_until(c, util_now_ns() + 5000000ull);
+            pthread_mutex_unlock(&c->mu);
+        }
+    }
+}
+
 inagg_result_t inagg_test(inagg_request_t *req, int *done)
 {
     if (!req || !done)
         return INAGG_ERR_INVALID;
+    if (req->small) {
+        if (!req->op.done) {
+            char detail[256] = "";
+            inagg_result_t rc = p4engine_progress(req->comm->p4, 0, detail, sizeof(detail));
+            if (rc != INAGG_OK)
+                p4_failure(req->comm, rc, detail); /* completes the request with the failure */
+        }
+        *done = req->op.done;
+        return INAGG_OK;
+    }
     pthread_mutex_lock(&req->comm->mu);
     *done = req->done;
     pthread_mutex_unlock(&req->comm->mu);
@@ -489,6 +663,15 @@ inagg_result_t inagg_wait(inagg_request_t *req)
     if (!req)
         return INAGG_ERR_INVALID;
     inagg_comm_t *c = req->comm;
+    if (req->small) {
+        char detail[256] = "";
+        inagg_result_t rc = p4engine_wait(c->p4, &req->op, detail, sizeof(detail));
+        if (!req->op.done) { /* the engine failed before the result came */
+            free(req);
+            return p4_failure(c, rc, detail);
+        }
+        return finish_small(req);
+    }
     pthread_mutex_lock(&c->mu);
     while (!req->done)
         pthread_cond_wait(&c->cv, &c->mu);
@@ -513,28 +696,25 @@ inagg_result_t inagg_wait(inagg_request_t *req)
 inagg_result_t inagg_allreduce(inagg_comm_t *comm, const void *send, void *recv, size_t count,
                                inagg_dtype_t dtype, inagg_op_t op)
 {
+    if (comm && comm->p4) {
+        inagg_result_t rc = check_buffers(comm, send, recv, count, dtype, op);
+        if (rc != INAGG_OK)
+            return rc;
+        pthread_mutex_lock(&comm->mu);
+        rc = comm->fail_code;
+        pthread_mutex_unlock(&comm->mu);
+        if (rc != INAGG_OK)
+            return set_error(comm, rc, "%s", comm->fail_detail);
+        engine_request_t er = {send, recv, count, dtype, op};
+        char detail[256] = "";
+        rc = p4engine_allreduce(comm->p4, &er, detail, sizeof(detail));
+        if (rc == INAGG_ERR_OVERFLOW)
+            return set_error(comm, rc, "%s", detail);
+        return rc == INAGG_OK ? rc : p4_failure(comm, rc, detail);
+    }
     inagg_request_t *req;
     inagg_result_t rc = inagg_iallreduce(comm, send, recv, count, dtype, op, &req);
     return rc != INAGG_OK ? rc : inagg_wait(req);
-}
-
-/* Wait on the condition with a deadline in ns (monotonic); returns non-zero on timeout. */
-static int wait_until(inagg_comm_t *c, uint64_t deadline_ns)
-{
-    uint64_t now = util_now_ns();
-    if (now >= deadline_ns)
-        return 1;
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    uint64_t left = deadline_ns - now;
-    ts.tv_sec += (time_t)(left / 1000000000ull);
-    ts.tv_nsec += (long)(left % 1000000000ull);
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
-    pthread_cond_timedwait(&c->cv, &c->mu, &ts);
-    return 0;
 }
 
 inagg_result_t inagg_barrier(inagg_comm_t *comm)
@@ -572,6 +752,8 @@ inagg_result_t inagg_get_stats(const inagg_comm_t *comm, inagg_stats_t *out)
     memset(out, 0, sizeof(*out));
     for (uint32_t i = 0; i < comm->nengines; i++)
         engine_add_stats(comm->engines[i], out);
+    if (comm->p4)
+        p4engine_add_stats(comm->p4, out);
     return INAGG_OK;
 }
 
@@ -584,6 +766,13 @@ inagg_result_t inagg_comm_destroy(inagg_comm_t *comm)
         pthread_cond_wait(&comm->cv, &comm->mu);
     int healthy = comm->fail_code == INAGG_OK;
     pthread_mutex_unlock(&comm->mu);
+    if (healthy && comm->p4) {
+        /* Acknowledge every result we received before leaving: a peer still waiting for a
+         * slot's confirmation needs our acknowledgement. */
+        char detail[256];
+        if (p4engine_drain(comm->p4, comm->opts.timeout_ms, detail, sizeof(detail)) != INAGG_OK)
+            healthy = 0;
+    }
     if (healthy && ctl_write_line(comm->ctl_fd, "LEAVE", 1000) == 0) {
         uint64_t deadline = util_now_ns() + 2000000000ull;
         pthread_mutex_lock(&comm->mu);

@@ -14,6 +14,7 @@
 #include "transport/udp.h"
 #include "wire/wire.h"
 #include "worker/quant.h"
+#include "worker/rto.h"
 
 #define ENGINE_RX_BATCH 64
 #define ENGINE_POLL_MS 5
@@ -61,32 +62,15 @@ struct engine {
     struct iovec *tx_iov;
     int tx_n;
     faults_t faults_in, faults_out;
-    /* RTT estimator */
-    double srtt_us, rttvar_us;
-    int have_rtt;
-    uint32_t rto_us;
+    rto_estimator_t rto;
     engine_counters_t c;
 };
 
 static void update_rto(engine_t *e, double sample_us)
 {
-    if (!e->have_rtt) {
-        e->srtt_us = sample_us;
-        e->rttvar_us = sample_us / 2;
-        e->have_rtt = 1;
-    } else {
-        double err = e->srtt_us - sample_us;
-        e->rttvar_us = 0.75 * e->rttvar_us + 0.25 * (err < 0 ? -err : err);
-        e->srtt_us = 0.875 * e->srtt_us + 0.125 * sample_us;
-    }
-    double rto = e->srtt_us + 4 * e->rttvar_us;
-    if (rto < e->p.rto_min_us)
-        rto = e->p.rto_min_us;
-    if (rto > e->p.rto_max_us)
-        rto = e->p.rto_max_us;
-    e->rto_us = (uint32_t)rto;
-    atomic_store_explicit(&e->c.srtt_us, (uint32_t)e->srtt_us, memory_order_relaxed);
-    atomic_store_explicit(&e->c.rto_us, e->rto_us, memory_order_relaxed);
+    rto_sample(&e->rto, sample_us);
+    atomic_store_explicit(&e->c.srtt_us, (uint32_t)e->rto.srtt_us, memory_order_relaxed);
+    atomic_store_explicit(&e->c.rto_us, e->rto.rto_us, memory_order_relaxed);
 }
 
 engine_t *engine_create(const engine_params_t *p, char *err, size_t errlen)
@@ -98,7 +82,7 @@ engine_t *engine_create(const engine_params_t *p, char *err, size_t errlen)
     }
     e->p = *p;
     e->fd = -1;
-    e->rto_us = p->rto_us;
+    rto_init(&e->rto, p->rto_us, p->rto_min_us, p->rto_max_us);
     atomic_store(&e->c.rto_us, p->rto_us);
     for (uint32_t i = p->index; i < p->slots; i += p->nthreads)
         e->nlocal++;
@@ -254,7 +238,7 @@ static void send_current(engine_t *e, run_t *run, wslot_t *w, uint64_t now)
     wire_encode_header(&h, w->pkt);
     w->pkt_len = WIRE_HEADER_SIZE + (uint32_t)h.count * 4u;
     w->retransmitted = 0;
-    w->rto_us = e->rto_us;
+    w->rto_us = e->rto.rto_us;
     queue_send(e, w, now);
 }
 
@@ -325,8 +309,7 @@ static void scan_timers(engine_t *e, uint64_t now, uint64_t *next_deadline)
         if (w->phase == PHASE_IDLE)
             continue;
         if (now >= w->deadline_ns) {
-            uint32_t rto = w->rto_us * 2u;
-            w->rto_us = rto > e->p.rto_max_us ? e->p.rto_max_us : rto;
+            w->rto_us = rto_doubled(w->rto_us, e->p.rto_max_us);
             w->retransmitted = 1;
             queue_send(e, w, now);
             CNT_ADD(e->c.retransmissions, 1);
@@ -335,13 +318,8 @@ static void scan_timers(engine_t *e, uint64_t now, uint64_t *next_deadline)
         if (w->deadline_ns < next)
             next = w->deadline_ns;
     }
-    if (expired) {
-        /* Back off for the packets sent from now on too (as TCP does per connection):
-         * timeouts in a burst mostly mean a slow peer or a busy host, not many losses. The
-         * next fresh round-trip sample brings the estimate back. */
-        uint32_t rto = e->rto_us * 2u;
-        e->rto_us = rto > e->p.rto_max_us ? e->p.rto_max_us : rto;
-    }
+    if (expired)
+        rto_backoff(&e->rto);
     *next_deadline = next;
 }
 

@@ -1,0 +1,492 @@
+/* p4engine.c - the worker's small-message engine for p4sgd (see p4engine.h). */
+#include "worker/p4engine.h"
+
+#include <arpa/inet.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/faults.h"
+#include "common/util.h"
+#include "common/vec.h"
+#include "transport/udp.h"
+#include "wire/wire.h"
+#include "worker/rto.h"
+
+#define P4_RX_BATCH 64
+#define P4_MAX_BLOCK_US 5000 /* longest single wait, so the abort flag is seen */
+
+enum p4_phase { P4W_FREE = 0, P4W_AGGREGATING, P4W_ACKNOWLEDGING };
+
+typedef struct p4wslot {
+    uint32_t slot;
+    uint32_t round;        /* round in flight, or the next one when free */
+    int phase;
+    p4_op_t *op;           /* while aggregating */
+    int retransmitted;     /* Karn: no RTT sample from a retransmitted packet */
+    uint64_t sent_ns, deadline_ns;
+    uint32_t rto_us;       /* this packet's timeout, doubled on each retransmission */
+    uint8_t *pkt;          /* the contribution, kept for retransmission */
+    uint32_t pkt_len;
+    uint8_t ack[WIRE_HEADER_SIZE];
+    struct sockaddr_in dst;
+} p4wslot_t;
+
+typedef struct p4_counters {
+    _Atomic uint64_t sent, received, retransmissions, duplicates, invalid, bytes_sent,
+        bytes_received;
+    _Atomic uint32_t srtt_us, rto_us;
+} p4_counters_t;
+
+#define CNT_ADD(f, n)                                                                           \
+    atomic_store_explicit(&(f), atomic_load_explicit(&(f), memory_order_relaxed) + (n),         \
+                          memory_order_relaxed)
+
+struct p4engine {
+    engine_params_t p;
+    int fd;
+    p4wslot_t *ws;          /* [slots] */
+    uint64_t next_op;       /* operations started so far: the next uses slot next_op % slots */
+    uint32_t busy;          /* slots not free */
+    uint8_t *pkt_arena, *rx_arena;
+    size_t pkt_cap;
+    struct mmsghdr rx_msgs[P4_RX_BATCH];
+    struct iovec rx_iov[P4_RX_BATCH];
+    struct sockaddr_in rx_from[P4_RX_BATCH];
+    int rx_order[2 * P4_RX_BATCH];
+    struct mmsghdr *tx_msgs, *tx_faulted;
+    struct iovec *tx_iov;
+    int tx_n, tx_cap;
+    faults_t faults_in, faults_out;
+    rto_estimator_t rto;
+    uint64_t stall_ns;      /* time spent in progress calls since the last accepted packet */
+    int failed;
+    p4_counters_t c;
+};
+
+p4engine_t *p4engine_create(const engine_params_t *p, char *err, size_t errlen)
+{
+    p4engine_t *e = calloc(1, sizeof(*e));
+    if (!e) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    e->p = *p;
+    e->fd = -1;
+    rto_init(&e->rto, p->rto_us, p->rto_min_us, p->rto_max_us);
+    atomic_store(&e->c.rto_us, p->rto_us);
+    e->pkt_cap = WIRE_HEADER_SIZE + (size_t)p->elems * 4u;
+    e->tx_cap = 2 * (int)p->slots + 1;
+    e->ws = calloc(p->slots, sizeof(p4wslot_t));
+    e->pkt_arena = malloc((size_t)p->slots * e->pkt_cap);
+    e->rx_arena = malloc(P4_RX_BATCH * e->pkt_cap);
+    e->tx_msgs = calloc((size_t)e->tx_cap, sizeof(struct mmsghdr));
+    e->tx_faulted = calloc(2 * (size_t)e->tx_cap + 1, sizeof(struct mmsghdr));
+    e->tx_iov = calloc((size_t)e->tx_cap, sizeof(struct iovec));
+    char ferr[128];
+    if (!e->ws || !e->pkt_arena || !e->rx_arena || !e->tx_msgs || !e->tx_faulted || !e->tx_iov) {
+        snprintf(err, errlen, "out of memory for %u slots of %u elements", p->slots, p->elems);
+        goto fail;
+    }
+    if (faults_parse(&e->faults_in, p->faults, ferr, sizeof(ferr)) != 0 ||
+        faults_parse(&e->faults_out, p->faults, ferr, sizeof(ferr)) != 0) {
+        snprintf(err, errlen, "bad fault spec: %s", ferr);
+        goto fail;
+    }
+    util_rng_seed(&e->faults_in.rng, e->faults_in.seed * 1000003u + p->rank * 131u + 17u);
+    util_rng_seed(&e->faults_out.rng, e->faults_out.seed * 7919u + p->rank * 137u + 0x5bd1e995u);
+    for (uint32_t k = 0; k < p->slots; k++) {
+        p4wslot_t *w = &e->ws[k];
+        w->slot = k;
+        w->pkt = e->pkt_arena + (size_t)k * e->pkt_cap;
+        w->dst = p->sw_addr;
+        w->dst.sin_port =
+            htons((uint16_t)(ntohs(p->sw_addr.sin_port) + (p->sw_base + k) % p->sw_threads));
+    }
+    for (int i = 0; i < P4_RX_BATCH; i++) {
+        e->rx_iov[i] = (struct iovec){e->rx_arena + (size_t)i * e->pkt_cap, e->pkt_cap};
+        e->rx_msgs[i].msg_hdr.msg_iov = &e->rx_iov[i];
+        e->rx_msgs[i].msg_hdr.msg_iovlen = 1;
+    }
+    struct sockaddr_in any = {.sin_family = AF_INET};
+    any.sin_addr.s_addr = htonl(INADDR_ANY);
+    int fd = udp_open(&any, p->socket_buffer);
+    if (fd < 0) {
+        snprintf(err, errlen, "cannot open a UDP socket: %s", strerror(-fd));
+        goto fail;
+    }
+    e->fd = fd;
+    return e;
+fail:
+    p4engine_destroy(e);
+    return NULL;
+}
+
+void p4engine_destroy(p4engine_t *e)
+{
+    if (!e)
+        return;
+    if (e->fd >= 0)
+        close(e->fd);
+    faults_free(&e->faults_in);
+    faults_free(&e->faults_out);
+    free(e->ws);
+    free(e->pkt_arena);
+    free(e->rx_arena);
+    free(e->tx_msgs);
+    free(e->tx_faulted);
+    free(e->tx_iov);
+    free(e);
+}
+
+/* ---- sending --------------------------------------------------------------------------- */
+
+static int flush_sends(p4engine_t *e)
+{
+    if (e->tx_n == 0)
+        return 0;
+    int n = faults_on_send(&e->faults_out, e->tx_msgs, e->tx_n, e->tx_faulted);
+    int rc = udp_send_batch(e->fd, e->tx_faulted, n, 50);
+    e->tx_n = 0;
+    return rc < 0 ? rc : 0;
+}
+
+
+static void queue_buf(p4engine_t *e, p4wslot_t *w, const uint8_t *buf, uint32_t len)
+{
+    int k = e->tx_n++;
+    e->tx_iov[k] = (struct iovec){(void *)(uintptr_t)buf, len};
+    memset(&e->tx_msgs[k], 0, sizeof(e->tx_msgs[k]));
+    e->tx_msgs[k].msg_hdr.msg_name = &w->dst;
+    e->tx_msgs[k].msg_hdr.msg_namelen = sizeof(w->dst);
+    e->tx_msgs[k].msg_hdr.msg_iov = &e->tx_iov[k];
+    e->tx_msgs[k].msg_hdr.msg_iovlen = 1;
+    CNT_ADD(e->c.sent, 1);
+    CNT_ADD(e->c.bytes_sent, len);
+}
+
+/* (Re)send what the slot's phase calls for and arm its timer with timeout rto_us. */
+static void send_phase(p4engine_t *e, p4wslot_t *w, uint64_t now)
+{
+    if (e->tx_n >= e->tx_cap)
+        (void)flush_sends(e); /* a send error shows up at the next flush */
+    if (w->phase == P4W_AGGREGATING)
+        queue_buf(e, w, w->pkt, w->pkt_len);
+    else
+        queue_buf(e, w, w->ack, WIRE_HEADER_SIZE);
+    w->sent_ns = now;
+    w->deadline_ns = now + (uint64_t)w->rto_us * 1000u;
+}
+
+static wire_header_t base_header(const p4engine_t *e, const p4wslot_t *w, uint8_t type)
+{
+    wire_header_t h = {
+        .version = INAGG_PROTOCOL_VERSION,
+        .type = type,
+        .job = e->p.job,
+        .rank = (uint16_t)e->p.rank,
+        .token = e->p.token,
+        .slot = w->slot,
+        .round = w->round,
+        .flags = wire_ver_of_round(w->round),
+    };
+    return h;
+}
+
+int p4engine_can_start(const p4engine_t *e)
+{
+    return !e->failed && e->ws[e->next_op % e->p.slots].phase == P4W_FREE;
+}
+
+static void start_on_slot(p4engine_t *e, p4wslot_t *w, p4_op_t *op, uint64_t now)
+{
+    wire_header_t h = base_header(e, w, WIRE_CONTRIB);
+    h.chunk = (uint32_t)e->next_op;
+    h.count = (uint16_t)op->count;
+    h.dtype = op->dtype == INAGG_INT32 ? WIRE_INT32 : WIRE_FLOAT32;
+    uint32_t *payload = (uint32_t *)(void *)(w->pkt + WIRE_HEADER_SIZE);
+    if (op->dtype == INAGG_INT32)
+        vec_i32_to_be((const int32_t *)op->send, payload, op->count);
+    else
+        vec_f32_to_be((const float *)op->send, payload, op->count);
+    wire_encode_header(&h, w->pkt);
+    w->pkt_len = WIRE_HEADER_SIZE + op->count * 4u;
+    h.type = WIRE_ACK;
+    h.count = 0;
+    wire_encode_header(&h, w->ack);
+    w->op = op;
+    op->done = 0;
+    op->result = INAGG_OK;
+    w->phase = P4W_AGGREGATING;
+    w->retransmitted = 0;
+    w->rto_us = e->rto.rto_us;
+    e->busy++;
+    e->next_op++;
+    send_phase(e, w, now);
+}
+
+/* ---- receiving ------------------------------------------------------------------------- */
+
+static void deliver(p4engine_t *e, p4wslot_t *w, const wire_header_t *h, const uint32_t *payload)
+{
+    p4_op_t *op = w->op;
+    if (op->dtype == INAGG_INT32) {
+        vec_be_to_i32(payload, (int32_t *)op->recv, op->count);
+        if (op->op == INAGG_AVG)
+            vec_i32_div((int32_t *)op->recv, op->count, (int32_t)e->p.world);
+        if (h->flags & WIRE_FLAG_OVERFLOW)
+            op->result = INAGG_ERR_OVERFLOW;
+    } else {
+        vec_be_to_f32(payload, (float *)op->recv, op->count);
+        if (op->op == INAGG_AVG)
+            vec_f32_scale((float *)op->recv, op->count, 1.0f / (float)e->p.world);
+    }
+    op->done = 1;
+    w->op = NULL;
+}
+
+static void handle_packet(p4engine_t *e, const uint8_t *buf, size_t len, uint64_t now)
+{
+    wire_header_t h;
+    if (wire_decode(buf, len, &h) != WIRE_OK ||
+        (h.type != WIRE_RESULT && h.type != WIRE_CONFIRM) || h.job != e->p.job ||
+        h.token != e->p.token || h.rank != e->p.rank || h.slot >= e->p.slots) {
+        CNT_ADD(e->c.invalid, 1);
+        return;
+    }
+    p4wslot_t *w = &e->ws[h.slot];
+    if (w->phase == P4W_FREE || h.round != w->round) {
+        CNT_ADD(e->c.duplicates, 1);
+        return;
+    }
+    if (h.type == WIRE_CONFIRM) {
+        if (w->phase != P4W_ACKNOWLEDGING) {
+            CNT_ADD(e->c.invalid, 1); /* a confirmation before we have the result */
+            return;
+        }
+        w->phase = P4W_FREE;
+        w->round++;
+        e->busy--;
+        e->stall_ns = 0;
+        return;
+    }
+    if (w->phase == P4W_ACKNOWLEDGING) {
+        /* The result again: our acknowledgement was lost or is late. Answer at once. */
+        CNT_ADD(e->c.duplicates, 1);
+        send_phase(e, w, now);
+        return;
+    }
+    uint8_t want_dtype = w->op->dtype == INAGG_INT32 ? WIRE_INT32 : WIRE_FLOAT32;
+    if (h.count != w->op->count || h.dtype != want_dtype) {
+        CNT_ADD(e->c.invalid, 1);
+        return;
+    }
+    CNT_ADD(e->c.received, 1);
+    CNT_ADD(e->c.bytes_received, len);
+    if (!w->retransmitted) {
+        rto_sample(&e->rto, (double)(now - w->sent_ns) / 1000.0);
+        atomic_store_explicit(&e->c.srtt_us, (uint32_t)e->rto.srtt_us, memory_order_relaxed);
+        atomic_store_explicit(&e->c.rto_us, e->rto.rto_us, memory_order_relaxed);
+    }
+    e->stall_ns = 0;
+    deliver(e, w, &h, (const uint32_t *)(const void *)(buf + WIRE_HEADER_SIZE));
+    w->phase = P4W_ACKNOWLEDGING;
+    w->retransmitted = 0;
+    w->rto_us = e->rto.rto_us;
+    send_phase(e, w, now);
+}
+
+static uint64_t fire_timers(p4engine_t *e, uint64_t now)
+{
+    uint64_t next = UINT64_MAX;
+    int expired = 0;
+    if (e->busy == 0)
+        return next;
+    for (uint32_t k = 0; k < e->p.slots; k++) {
+        p4wslot_t *w = &e->ws[k];
+        if (w->phase == P4W_FREE)
+            continue;
+        if (now >= w->deadline_ns) {
+            w->rto_us = rto_doubled(w->rto_us, e->p.rto_max_us);
+            w->retransmitted = 1;
+            send_phase(e, w, now);
+            CNT_ADD(e->c.retransmissions, 1);
+            expired = 1;
+        }
+        if (w->deadline_ns < next)
+            next = w->deadline_ns;
+    }
+    if (expired)
+        rto_backoff(&e->rto);
+    return next;
+}
+
+static inagg_result_t fail_with(p4engine_t *e, inagg_result_t rc, char *detail, size_t dlen,
+                                const char *fmt, const char *arg)
+{
+    snprintf(detail, dlen, fmt, arg);
+    p4engine_fail(e, rc);
+    return rc;
+}
+
+inagg_result_t p4engine_progress(p4engine_t *e, int block, char *detail, size_t dlen)
+{
+    if (e->failed) {
+        snprintf(detail, dlen, "the communicator failed earlier");
+        return INAGG_ERR_JOB_FAILED;
+    }
+    if (atomic_load_explicit(e->p.abort_flag, memory_order_acquire))
+        return fail_with(e, INAGG_ERR_JOB_FAILED, detail, dlen, "%s", "aborted: the job failed");
+    uint64_t start = util_now_ns();
+    uint64_t next = fire_timers(e, start);
+    int wait_ms = 0;
+    if (block) {
+        uint64_t wait_us = P4_MAX_BLOCK_US;
+        if (next != UINT64_MAX)
+            wait_us = next <= start ? 0 : util_min_u64((next - start) / 1000u + 1, wait_us);
+        wait_ms = (int)((wait_us + 999) / 1000);
+    }
+    int frc = flush_sends(e);
+    if (frc < 0)
+        return fail_with(e, INAGG_ERR_SYSTEM, detail, dlen, "send failed: %s", strerror(-frc));
+    for (int i = 0; i < P4_RX_BATCH; i++) {
+        e->rx_msgs[i].msg_hdr.msg_name = &e->rx_from[i];
+        e->rx_msgs[i].msg_hdr.msg_namelen = sizeof(e->rx_from[i]);
+    }
+    int n = udp_recv_batch(e->fd, e->rx_msgs, P4_RX_BATCH, wait_ms);
+    if (n < 0)
+        return fail_with(e, INAGG_ERR_SYSTEM, detail, dlen, "receive failed: %s", strerror(-n));
+    uint64_t now = util_now_ns();
+    int m = faults_on_recv(&e->faults_in, n, e->rx_order);
+    uint64_t stall_before = e->stall_ns;
+    for (int i = 0; i < m; i++) {
+        int idx = e->rx_order[i];
+        handle_packet(e, e->rx_arena + (size_t)idx * e->pkt_cap, e->rx_msgs[idx].msg_len, now);
+    }
+    fire_timers(e, now);
+    frc = flush_sends(e);
+    if (frc < 0)
+        return fail_with(e, INAGG_ERR_SYSTEM, detail, dlen, "send failed: %s", strerror(-frc));
+    if (e->busy > 0 && e->stall_ns == stall_before) {
+        e->stall_ns += now - start;
+        if (e->stall_ns > (uint64_t)e->p.timeout_ms * 1000000ull) {
+            char what[96];
+            snprintf(what, sizeof(what), "%u", e->busy);
+            return fail_with(e, INAGG_ERR_TIMEOUT, detail, dlen,
+                             "no packet from the switch while waiting (%s slots busy)", what);
+        }
+    }
+    return INAGG_OK;
+}
+
+inagg_result_t p4engine_start(p4engine_t *e, p4_op_t *op, char *detail, size_t dlen)
+{
+    while (!p4engine_can_start(e)) {
+        inagg_result_t rc = p4engine_progress(e, 1, detail, dlen);
+        if (rc != INAGG_OK)
+            return rc;
+    }
+    start_on_slot(e, &e->ws[e->next_op % e->p.slots], op, util_now_ns());
+    int frc = flush_sends(e);
+    if (frc < 0)
+        return fail_with(e, INAGG_ERR_SYSTEM, detail, dlen, "send failed: %s", strerror(-frc));
+    return INAGG_OK;
+}
+
+inagg_result_t p4engine_wait(p4engine_t *e, p4_op_t *op, char *detail, size_t dlen)
+{
+    while (!op->done) {
+        inagg_result_t rc = p4engine_progress(e, 1, detail, dlen);
+        if (rc != INAGG_OK)
+            return rc;
+    }
+    return op->result;
+}
+
+inagg_result_t p4engine_allreduce(p4engine_t *e, const engine_request_t *r, char *detail,
+                                  size_t dlen)
+{
+    size_t elems = e->p.elems;
+    size_t nchunks = (r->count + elems - 1) / elems;
+    uint32_t ring = e->p.slots;
+    p4_op_t *ops = calloc(ring, sizeof(p4_op_t));
+    if (!ops) {
+        snprintf(detail, dlen, "out of memory");
+        return INAGG_ERR_NOMEM;
+    }
+    inagg_result_t rc = INAGG_OK, delivered = INAGG_OK;
+    size_t started = 0, finished = 0;
+    while (finished < nchunks && rc == INAGG_OK) {
+        /* Start every chunk whose slot is free, then complete chunks in order. */
+        while (started < nchunks && started - finished < ring && p4engine_can_start(e)) {
+            p4_op_t *op = &ops[started % ring];
+            size_t off = started * elems, len = r->count - off < elems ? r->count - off : elems;
+            *op = (p4_op_t){(const char *)r->send + off * 4u, (char *)r->recv + off * 4u,
+                            (uint32_t)len, r->dtype, r->op, 0, INAGG_OK};
+            start_on_slot(e, &e->ws[e->next_op % e->p.slots], op, util_now_ns());
+            started++;
+        }
+        while (finished < started && ops[finished % ring].done) {
+            if (ops[finished % ring].result != INAGG_OK)
+                delivered = ops[finished % ring].result;
+            finished++;
+        }
+        if (finished < nchunks)
+            rc = p4engine_progress(e, 1, detail, dlen);
+    }
+    free(ops);
+    if (rc != INAGG_OK)
+        return rc;
+    if (delivered == INAGG_ERR_OVERFLOW)
+        snprintf(detail, dlen, "int32 sum wrapped around in at least one element");
+    return delivered;
+}
+
+inagg_result_t p4engine_drain(p4engine_t *e, uint32_t timeout_ms, char *detail, size_t dlen)
+{
+    uint64_t deadline = util_now_ns() + (uint64_t)timeout_ms * 1000000ull;
+    while (e->busy > 0 && !e->failed) {
+        if (util_now_ns() > deadline) {
+            snprintf(detail, dlen, "%u slots still unconfirmed after %u ms", e->busy, timeout_ms);
+            return INAGG_ERR_TIMEOUT;
+        }
+        inagg_result_t rc = p4engine_progress(e, 1, detail, dlen);
+        if (rc != INAGG_OK)
+            return rc;
+    }
+    return INAGG_OK;
+}
+
+void p4engine_fail(p4engine_t *e, inagg_result_t rc)
+{
+    e->failed = 1;
+    for (uint32_t k = 0; k < e->p.slots; k++) {
+        p4wslot_t *w = &e->ws[k];
+        if (w->op) {
+            w->op->result = rc;
+            w->op->done = 1;
+            w->op = NULL;
+        }
+        w->phase = P4W_FREE;
+    }
+    e->busy = 0;
+}
+
+void p4engine_add_stats(const p4engine_t *e, inagg_stats_t *acc)
+{
+    acc->packets_sent += atomic_load_explicit(&e->c.sent, memory_order_relaxed);
+    acc->packets_received += atomic_load_explicit(&e->c.received, memory_order_relaxed);
+    acc->retransmissions += atomic_load_explicit(&e->c.retransmissions, memory_order_relaxed);
+    acc->duplicates_ignored += atomic_load_explicit(&e->c.duplicates, memory_order_relaxed);
+    acc->invalid_dropped += atomic_load_explicit(&e->c.invalid, memory_order_relaxed);
+    acc->bytes_sent += atomic_load_explicit(&e->c.bytes_sent, memory_order_relaxed);
+    acc->bytes_received += atomic_load_explicit(&e->c.bytes_received, memory_order_relaxed);
+    uint32_t srtt = atomic_load_explicit(&e->c.srtt_us, memory_order_relaxed);
+    uint32_t rto = atomic_load_explicit(&e->c.rto_us, memory_order_relaxed);
+    if (srtt > acc->srtt_us)
+        acc->srtt_us = srtt;
+    if (rto > acc->rto_us)
+        acc->rto_us = rto;
+}

@@ -1,0 +1,401 @@
+/*
+ * test_p4sgd.c - the p4sgd protocol end to end: a switch child and worker children using
+ * inagg_iallreduce_small / inagg_waitany / inagg_allreduce on p4sgd communicators. Proves
+ * exactly-once results (int32 bit-identical to the exact sum) with many small allreduces in
+ * flight under injected loss, duplication and reordering on both sides and under nftables
+ * loss on loopback; reproducible float32 results; a large tensor pipelined over the slots;
+ * that the acknowledgement phase shows in the switch's counters; the API's refusals; and that
+ * a dead rank fails the job with a clear error instead of a hang.
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/benchdata.h"
+#include "harness.h"
+#include "inagg.h"
+#include "testutil.h"
+
+#define SMALL_MAX_INFLIGHT 64
+
+typedef struct small_spec {
+    const char *addr, *job, *faults;
+    uint32_t world, ops, elems, inflight, slots;
+    inagg_dtype_t dtype;
+    uint64_t seed;
+    int victim;          /* rank that exits after half its operations (-1: none) */
+    int32_t *codes;      /* shared: per rank result code */
+    uint64_t *wrong;     /* shared: per rank results that differ from the exact sum */
+    uint64_t *retransmits;
+    uint32_t *digest;    /* shared: per rank, a hash of every result's bits (float runs) */
+    char *errors;        /* shared: per rank 256 bytes */
+} small_spec_t;
+
+static inagg_comm_t *join_p4(const small_spec_t *s, uint32_t rank)
+{
+    inagg_options_t o = INAGG_OPTIONS_INIT;
+    o.protocol = INAGG_PROTO_P4SGD;
+    o.slots = s->slots ? s->slots : 16;
+    o.packet_elems = 256;
+    o.rto_us = 1000;
+    o.rto_min_us = 1000;
+    o.timeout_ms = 10000;
+    o.faults = s->faults;
+    inagg_comm_t *comm;
+    char detail[256];
+    inagg_result_t rc = inagg_comm_create(&comm, s->addr, s->job, rank, s->world, &o, detail,
+                                          sizeof(detail));
+    if (rc != INAGG_OK) {
+        snprintf(s->errors + rank * 256, 256, "join: %s: %.200s", inagg_strerror(rc), detail);
+        s->codes[rank] = rc;
+        return NULL;
+    }
+    return comm;
+}
+
+typedef struct inflight {
+    inagg_request_t *req;
+    uint32_t op;
+    int32_t send[256], recv[256];
+} inflight_t;
+
+/* Check one finished operation's result against the exact sum. */
+static void check_result(const small_spec_t *s, uint32_t rank, const inflight_t *f)
+{
+    for (uint32_t k = 0; k < s->elems; k++) {
+        uint64_t idx = (uint64_t)f->op * s->elems + k;
+        if (s->dtype == INAGG_INT32) {
+            if (f->recv[k] != bench_expected_i32(s->seed, s->world, idx))
+                s->wrong[rank]++;
+        } else {
+            /* order-independent: ranks finish operations in different orders */
+            s->digest[rank] += (uint32_t)bench_hash(1, (uint32_t)f->recv[k], idx);
+        }
+    }
+}
+
+/* A rank: `ops` small allreduces, up to `inflight` at a time, completed with waitany. */
+static int small_worker(uint32_t rank, void *arg)
+{
+    const small_spec_t *s = arg;
+    inagg_comm_t *comm = join_p4(s, rank);
+    if (!comm)
+        return 1;
+    inflight_t *f = calloc(SMALL_MAX_INFLIGHT, sizeof(*f));
+    inagg_request_t *reqs[SMALL_MAX_INFLIGHT] = {0};
+    uint32_t next = 0, finished = 0;
+    inagg_result_t rc = INAGG_OK;
+    while (finished < s->ops && rc == INAGG_OK) {
+        if ((int)rank == s->victim && next == s->ops / 2)
+            _exit(3); /* dies mid-run without leaving */
+        uint32_t in_use = next - finished;
+        if (next < s->ops && in_use < s->inflight) {
+            /* a free entry */
+            uint32_t e = 0;
+            while (reqs[e])
+                e++;
+            f[e].op = next;
+            for (uint32_t k = 0; k < s->elems; k++) {
+                uint64_t idx = (uint64_t)next * s->elems + k;
+                if (s->dtype == INAGG_INT32)
+                    f[e].send[k] = bench_value_i32(s->seed, rank, idx);
+                else {
+                    float v = bench_value_f32(s->seed, rank, idx);
+                    memcpy(&f[e].send[k], &v, 4);
+                }
+            }
+            rc = inagg_iallreduce_small(comm, f[e].send, f[e].recv, s->elems, s->dtype,
+                                        INAGG_SUM, &reqs[e]);
+            next++;
+            continue;
+        }
+        size_t idx;
+        rc = inagg_waitany(reqs, s->inflight, &idx);
+        if (rc == INAGG_OK) {
+            check_result(s, rank, &f[idx]);
+            finished++;
+        }
+    }
+    if (rc != INAGG_OK)
+        snprintf(s->errors + rank * 256, 256, "%s: %s", inagg_strerror(rc),
+                 inagg_last_error(comm));
+    s->codes[rank] = rc;
+    inagg_stats_t st;
+    inagg_get_stats(comm, &st);
+    s->retransmits[rank] = st.retransmissions;
+    for (uint32_t e = 0; e < s->inflight; e++)
+        if (reqs[e])
+            inagg_wait(reqs[e]);
+    inagg_comm_destroy(comm);
+    free(f);
+    return rc != INAGG_OK;
+}
+
+static void alloc_small(small_spec_t *s)
+{
+    s->codes = shared_alloc(s->world * sizeof(int32_t));
+    s->wrong = shared_alloc(s->world * sizeof(uint64_t));
+    s->retransmits = shared_alloc(s->world * sizeof(uint64_t));
+    s->digest = shared_alloc(s->world * sizeof(uint32_t));
+    s->errors = shared_alloc(s->world * 256);
+}
+
+static void report_errors(const small_spec_t *s)
+{
+    for (uint32_t r = 0; r < s->world; r++)
+        if (s->errors[r * 256])
+            fprintf(stderr, "    rank %u: %s\n", r, s->errors + r * 256);
+}
+
+static uint64_t sum_u64(const uint64_t *v, uint32_t n)
+{
+    uint64_t t = 0;
+    for (uint32_t i = 0; i < n; i++)
+        t += v[i];
+    return t;
+}
+
+static void run_small(small_spec_t *s, const switch_config_t *cfg, int timeout_s, char *stats,
+                      size_t stats_len)
+{
+    test_switch_t ts;
+    ts_start(&ts, cfg);
+    s->addr = ts.addr;
+    int failed = run_workers(s->world, small_worker, s, timeout_s);
+    if (stats)
+        ts_stats_json(&ts, stats, stats_len);
+    ts_stop(&ts);
+    report_errors(s);
+    CHECK_EQ_INT(failed, 0);
+    CHECK_EQ_INT(sum_u64(s->wrong, s->world), 0);
+}
+
+TEST(p4sgd_small_allreduces_exact_and_acknowledged, 60)
+{
+    switch_config_t cfg = SWITCH_CONFIG_INIT;
+    small_spec_t s = {.job = "p4", .world = 4, .ops = 3000, .elems = 8, .inflight = 16,
+                      .dtype = INAGG_INT32, .seed = 5, .victim = -1};
+    alloc_small(&s);
+    char stats[32768];
+    run_small(&s, &cfg, 50, stats, sizeof(stats));
+    /* Every round was aggregated once and acknowledged by every rank. */
+    CHECK_EQ_INT(ts_number(stats, "rounds"), 3000);
+    CHECK_EQ_INT(ts_number(stats, "contributions"), 4 * 3000);
+    CHECK_EQ_INT(ts_number(stats, "acks"), 4 * 3000);
+    CHECK(ts_number(stats, "confirms_sent") >= 4 * 3000);
+}
+
+/* The core promise under faults on the workers and on the switch, both directions. */
+static void lossy_small(double p, uint64_t seed)
+{
+    char wf[128], sf[128];
+    snprintf(wf, sizeof(wf), "drop=%g,dup=%g,reorder=%g,seed=%llu", p, p, p,
+             (unsigned long long)seed);
+    snprintf(sf, sizeof(sf), "drop=%g,dup=%g,reorder=%g,seed=%llu", p / 2, p / 2, p / 2,
+             (unsigned long long)seed + 1);
+    switch_config_t cfg = SWITCH_CONFIG_INIT;
+    cfg.faults_in = sf;
+    cfg.faults_out = sf;
+    small_spec_t s = {.job = "p4lossy", .world = 4, .ops = 2000, .elems = 8, .inflight = 16,
+                      .dtype = INAGG_INT32, .seed = seed, .victim = -1, .faults = wf};
+    alloc_small(&s);
+    char stats[32768];
+    run_small(&s, &cfg, 100, stats, sizeof(stats));
+    CHECK_MSG(sum_u64(s.retransmits, s.world) > 0, "loss injected but nothing retransmitted");
+    CHECK_EQ_INT(ts_number(stats, "rounds"), 2000);
+}
+
+TEST(p4sgd_exact_under_1pct_loss_dup_reorder, 120) { lossy_small(0.01, 31); }
+TEST(p4sgd_exact_under_5pct_loss_dup_reorder, 150) { lossy_small(0.05, 32); }
+
+/* float32 is added in rank order on the switch: two runs give the same bits on every rank. */
+TEST(p4sgd_float_results_reproducible, 60)
+{
+    uint32_t digest[2][3];
+    for (int run = 0; run < 2; run++) {
+        char faults[64];
+        snprintf(faults, sizeof(faults), "reorder=0.2,seed=%d", run + 1);
+        switch_config_t cfg = SWITCH_CONFIG_INIT;
+        small_spec_t s = {.job = "p4float", .world = 3, .ops = 500, .elems = 8,
+                          .inflight = 8, .dtype = INAGG_FLOAT32, .seed = 9, .victim = -1,
+                          .faults = faults};
+        alloc_small(&s);
+        run_small(&s, &cfg, 50, NULL, 0);
+        memcpy(digest[run], s.digest, sizeof(digest[run]));
+    }
+    CHECK(digest[0][0] == digest[0][1] && digest[0][1] == digest[0][2]);
+    CHECK(memcmp(digest[0], digest[1], sizeof(digest[0])) == 0);
+}
+
+/* nftables drops a share of the switch's UDP traffic on loopback, both directions. */
+TEST(p4sgd_exact_under_nftables_loss, 150)
+{
+    if (geteuid() != 0 || system("command -v nft >/dev/null 2>&1") != 0)
+        SKIP("needs root and nft (nftables) to drop packets on loopback");
+    switch_config_t cfg = SWITCH_CONFIG_INIT;
+    test_switch_t ts;
+    ts_start(&ts, &cfg);
+    char table[64], cmd[512];
+    snprintf(table, sizeof(table), "inagg_p4_%d", (int)getpid());
+    snprintf(cmd, sizeof(cmd),
+             "nft add table inet %s && "
+             "nft add chain inet %s c '{ type filter hook input priority 0; }' && "
+             "nft add rule inet %s c udp dport %u numgen random mod 100 '<' 3 counter drop && "
+             "nft add rule inet %s c udp sport %u numgen random mod 100 '<' 3 counter drop",
+             table, table, table, ts.port, table, ts.port);
+    if (system(cmd) != 0) {
+        snprintf(cmd, sizeof(cmd), "nft delete table inet %s 2>/dev/null", table);
+        (void)!system(cmd);
+        ts_stop(&ts);
+        SKIP("nft could not install a rule here (no netfilter permission)");
+    }
+    small_spec_t s = {.addr = ts.addr, .job = "p4nft", .world = 3, .ops = 1500, .elems = 8,
+                      .inflight = 16, .dtype = INAGG_INT32, .seed = 45, .victim = -1};
+    alloc_small(&s);
+    int failed = run_workers(3, small_worker, &s, 120);
+    snprintf(cmd, sizeof(cmd), "nft list table inet %s | grep -o 'packets [0-9]*' | "
+             "awk '{s+=$2} END {exit s > 0 ? 0 : 1}'", table);
+    int dropped = system(cmd) == 0;
+    snprintf(cmd, sizeof(cmd), "nft delete table inet %s", table);
+    (void)!system(cmd);
+    ts_stop(&ts);
+    report_errors(&s);
+    CHECK_EQ_INT(failed, 0);
+    CHECK_EQ_INT(sum_u64(s.wrong, s.world), 0);
+    CHECK_MSG(dropped, "nftables dropped nothing");
+    CHECK(sum_u64(s.retransmits, s.world) > 0);
+}
+
+/* A rank that dies mid-run fails the job for the others with a clear error, not a hang. */
+TEST(p4sgd_dead_rank_fails_job, 60)
+{
+    switch_config_t cfg = SWITCH_CONFIG_INIT;
+    test_switch_t ts;
+    ts_start(&ts, &cfg);
+    small_spec_t s = {.addr = ts.addr, .job = "p4dead", .world = 3, .ops = 2000, .elems = 8,
+                      .inflight = 8, .dtype = INAGG_INT32, .seed = 3, .victim = 1};
+    alloc_small(&s);
+    pid_t pids[3];
+    spawn_workers(3, small_worker, &s, pids);
+    int rc0 = wait_pid(pids[0], 40), rc1 = wait_pid(pids[1], 40), rc2 = wait_pid(pids[2], 40);
+    ts_stop(&ts);
+    CHECK_EQ_INT(rc1, 3);
+    CHECK_MSG(rc0 == 1 && rc2 == 1, "survivors exited %d and %d", rc0, rc2);
+    CHECK_EQ_INT(s.codes[0], INAGG_ERR_JOB_FAILED);
+    CHECK_MSG(strstr(s.errors, "rank 1") != NULL, "error does not name the dead rank: %s",
+              s.errors);
+}
+
+/* inagg_allreduce on a p4sgd communicator: a large tensor pipelined over the slots, under
+ * loss; and the API's refusals. */
+typedef struct big_spec {
+    const char *addr;
+    uint32_t world;
+    size_t elems;
+    int32_t *codes;
+    uint64_t *wrong;
+} big_spec_t;
+
+static int big_worker(uint32_t rank, void *arg)
+{
+    big_spec_t *b = arg;
+    inagg_options_t o = INAGG_OPTIONS_INIT;
+    o.protocol = INAGG_PROTO_P4SGD;
+    o.slots = 32;
+    o.packet_elems = 1000;
+    o.faults = "drop=0.02,dup=0.02,reorder=0.02,seed=8";
+    inagg_comm_t *comm;
+    char detail[256];
+    inagg_result_t rc = inagg_comm_create(&comm, b->addr, "p4big", rank, b->world, &o, detail,
+                                          sizeof(detail));
+    if (rc != INAGG_OK) {
+        fprintf(stderr, "    join: %s\n", detail);
+        return 1;
+    }
+    int32_t *x = malloc(b->elems * 4);
+    for (size_t i = 0; i < b->elems; i++)
+        x[i] = bench_value_i32(77, rank, i);
+    /* Refusals: no async large allreduce, no oversized small one. */
+    inagg_request_t *req = NULL;
+    int refusals_ok = inagg_iallreduce(comm, x, x, 10, INAGG_INT32, INAGG_SUM, &req) ==
+                          INAGG_ERR_UNSUPPORTED &&
+                      req == NULL &&
+                      inagg_iallreduce_small(comm, x, x, 1001, INAGG_INT32, INAGG_SUM, &req) ==
+                          INAGG_ERR_INVALID &&
+                      inagg_iallreduce_small(comm, x, x, 0, INAGG_INT32, INAGG_SUM, &req) ==
+                          INAGG_ERR_INVALID;
+    for (int it = 0; it < 2 && rc == INAGG_OK; it++) {
+        for (size_t i = 0; i < b->elems; i++)
+            x[i] = bench_value_i32(77, rank, i);
+        rc = inagg_allreduce(comm, x, x, b->elems, INAGG_INT32, INAGG_SUM); /* in place */
+        for (size_t i = 0; i < b->elems && rc == INAGG_OK; i++)
+            if (x[i] != bench_expected_i32(77, b->world, i))
+                b->wrong[rank]++;
+    }
+    b->codes[rank] = rc;
+    inagg_comm_destroy(comm);
+    free(x);
+    return rc != INAGG_OK || !refusals_ok;
+}
+
+TEST(p4sgd_large_allreduce_pipelines_over_slots, 90)
+{
+    switch_config_t cfg = SWITCH_CONFIG_INIT;
+    test_switch_t ts;
+    ts_start(&ts, &cfg);
+    big_spec_t b = {.addr = ts.addr, .world = 3, .elems = 100003};
+    b.codes = shared_alloc(3 * sizeof(int32_t));
+    b.wrong = shared_alloc(3 * sizeof(uint64_t));
+    int failed = run_workers(3, big_worker, &b, 80);
+    ts_stop(&ts);
+    CHECK_EQ_INT(failed, 0);
+    CHECK_EQ_INT(sum_u64(b.wrong, 3), 0);
+}
+
+/* A switchml communicator refuses the small call; a job cannot mix protocols. */
+static int p4_joiner(uint32_t rank, void *arg)
+{
+    (void)rank;
+    inagg_options_t o = INAGG_OPTIONS_INIT;
+    o.protocol = INAGG_PROTO_P4SGD;
+    o.timeout_ms = 3000;
+    inagg_comm_t *comm;
+    char detail[256];
+    inagg_result_t rc = inagg_comm_create(&comm, arg, "mixed", 1, 2, &o, detail, sizeof(detail));
+    if (rc == INAGG_OK)
+        inagg_comm_destroy(comm);
+    return rc == INAGG_ERR_REFUSED && strstr(detail, "protocol=p4sgd") ? 0 : 1;
+}
+
+TEST(p4sgd_protocol_mismatch_and_wrong_call_refused, 30)
+{
+    switch_config_t cfg = SWITCH_CONFIG_INIT;
+    test_switch_t ts;
+    ts_start(&ts, &cfg);
+    inagg_options_t o = INAGG_OPTIONS_INIT; /* switchml */
+    o.timeout_ms = 3000;
+    inagg_comm_t *solo;
+    char detail[256];
+    CHECK_EQ_INT(inagg_comm_create(&solo, ts.addr, "solo", 0, 1, &o, detail, sizeof(detail)),
+                 INAGG_OK);
+    int32_t v = 1;
+    inagg_request_t *req = NULL;
+    CHECK_EQ_INT(inagg_iallreduce_small(solo, &v, &v, 1, INAGG_INT32, INAGG_SUM, &req),
+                 INAGG_ERR_UNSUPPORTED);
+    CHECK(strstr(inagg_last_error(solo), "p4sgd") != NULL);
+    inagg_comm_destroy(solo);
+    /* Rank 0 registers "mixed" as switchml; rank 1 asking for p4sgd is refused with the
+     * reason, and rank 0's join then times out naming the missing rank. */
+    pid_t pids[1];
+    spawn_workers(1, p4_joiner, ts.addr, pids); /* joins as rank 1 (see p4_joiner) */
+    inagg_comm_t *comm = NULL;
+    inagg_result_t rc = inagg_comm_create(&comm, ts.addr, "mixed", 0, 2, &o, detail,
+                                          sizeof(detail));
+    int joiner = wait_pid(pids[0], 20);
+    ts_stop(&ts);
+    CHECK_EQ_INT(joiner, 0);
+    CHECK_EQ_INT(rc, INAGG_ERR_TIMEOUT);
+    CHECK(comm == NULL);
+}

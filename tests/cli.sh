@@ -17,7 +17,9 @@ t=usage_errors_exit_2
 rcs=""
 for args in "" "bogus" "bench" "bench allreduce --workers 0" "bench allreduce --dtype float64" \
             "bench allreduce --loss 2" "bench allreduce --elems x" "switch --threads abc" \
-            "bench allreduce --protocol nope" "switch --listen nothing"; do
+            "bench allreduce --protocol nope" "switch --listen nothing" \
+            "bench latency --elems 0" "bench latency --protocol nope" "bench latency --iters x" \
+            "bench latency --baseline gloo"; do
     timeout 10 $INAGG $args >/dev/null 2>"$tmp/err"; rc=$?
     [ "$args" = "switch --listen nothing" ] && { [ $rc -ne 0 ] || rcs="$rcs [$args]=$rc"; continue; }
     [ $rc -eq 2 ] && [ -s "$tmp/err" ] || rcs="$rcs [$args]=$rc"
@@ -27,7 +29,8 @@ done
 t=help_teaches
 if timeout 5 $INAGG --help | grep -q "bench allreduce" &&
    timeout 5 $INAGG bench allreduce --help | grep -q -- "--baseline" &&
-   timeout 5 $INAGG switch --help | grep -q -- "--worker-timeout"; then ok $t; else bad $t "help text incomplete"; fi
+   timeout 5 $INAGG switch --help | grep -q -- "--worker-timeout" &&
+   timeout 5 $INAGG bench latency --help | grep -q -- "speedup_p50"; then ok $t; else bad $t "help text incomplete"; fi
 
 t=switch_daemon_stats_and_clean_stop
 exec 3>"$tmp/ready"
@@ -62,6 +65,29 @@ if command -v mpirun >/dev/null && [ -x build/inagg-mpi-bench ]; then
        [ "$(echo "$out" | json_get "['baseline']['name']")" = mpi ]; then ok $t
     else bad $t "$(tail -n 3 "$tmp/err") $out"; fi
 else skp $t "OpenMPI not installed"; fi
+
+t=bench_allreduce_p4sgd_int32_under_loss
+out=$(timeout 120 $INAGG bench allreduce --protocol p4sgd --workers 3 --elems 200000 --packet-elems 1024 --window 32 --dtype int32 --loss 0.01 --iters 3 --json - 2>"$tmp/err")
+if [ $? -eq 0 ] && [ "$(echo "$out" | json_get "['verified']")" = True ] &&
+   [ "$(echo "$out" | json_get "['protocol']")" = p4sgd ]; then ok $t
+else bad $t "$(tail -n 3 "$tmp/err") $out"; fi
+
+t=bench_latency_json_keys_and_mpi_baseline
+args="--workers 3 --iters 300 --warmup 20"
+if command -v mpirun >/dev/null && [ -x build/inagg-mpi-bench ]; then args="$args --baseline mpi"; fi
+out=$(timeout 120 $INAGG bench latency $args --json - 2>"$tmp/err")
+if [ $? -eq 0 ] && [ "$(echo "$out" | json_get "['verified']")" = True ] &&
+   [ "$(echo "$out" | json_get "['protocol']")" = p4sgd ] &&
+   [ "$(echo "$out" | json_get "['workers'] == 3 and d['elems'] == 8")" = True ] &&
+   [ "$(echo "$out" | json_get "['latency_us']['p50'] <= d['latency_us']['p99'] <= d['latency_us']['p999']")" = True ] &&
+   { [[ "$args" != *mpi* ]] || [ "$(echo "$out" | json_get "['speedup_p50'] > 0 and d['baseline']['latency_us']['p50'] > 0")" = True ]; }; then ok $t
+else bad $t "$(tail -n 3 "$tmp/err") $out"; fi
+
+t=bench_latency_switchml_protocol_and_loss
+out=$(timeout 120 $INAGG bench latency --workers 2 --iters 300 --protocol switchml --loss 0.02 --json - 2>"$tmp/err")
+if [ $? -eq 0 ] && [ "$(echo "$out" | json_get "['verified']")" = True ] &&
+   [ "$(echo "$out" | json_get "['protocol']")" = switchml ]; then ok $t
+else bad $t "$(tail -n 3 "$tmp/err") $out"; fi
 
 t=bench_reports_failure_when_switch_unreachable
 timeout 60 $INAGG bench allreduce --switch 127.0.0.1:1 --workers 2 --elems 1000 --timeout-ms 1000 >/dev/null 2>"$tmp/err"

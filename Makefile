@@ -25,7 +25,7 @@ LDFLAGS := -pthread $(LDSAN)
 LDLIBS  := -lm
 
 LIB_SRC := $(wildcard src/common/*.c src/wire/*.c src/transport/*.c src/control/*.c \
-                      src/switch/*.c src/worker/*.c)
+                      src/switch/*.c src/worker/*.c src/glm/*.c)
 CLI_SRC := $(wildcard src/cli/*.c)
 TEST_SRC := $(wildcard tests/test_*.c)
 

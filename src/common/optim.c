@@ -1,0 +1,431 @@
+/*
+ * optim.c - the optimizer kernels of optim.h (SGD, Adagrad, Adam, SMORMS3): per-call constants
+ * prepared once, a scalar implementation of each kernel, an AVX2 one (compiled per function
+ * with the target attribute, like vec.c) that runs the same float32 operations lane by lane
+ * and hands its tail (< 8 elements) to the scalar code, and the run-time dispatch.
+ */
+
+/* No FMA contraction anywhere in this file, whatever the build flags (-std=gnu11 and -mfma or
+   -march=native would otherwise let GCC fuse a*b+c, and clang fuses within an expression by
+   default): the scalar and AVX2 paths must round every operation the same way. */
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#elif defined(__GNUC__)
+#pragma GCC optimize("fp-contract=off")
+#endif
+
+#include "common/optim.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <strings.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#define OPTIM_HAVE_AVX2 1
+#include <immintrin.h>
+#else
+#define OPTIM_HAVE_AVX2 0
+#endif
+
+/* ---- names and validation ---- */
+
+static const char *const k_kind_names[OPTIM_KIND_COUNT] = {"sgd", "adagrad", "adam", "smorms3"};
+
+int optim_parse_kind(const char *name, optim_kind_t *out)
+{
+    if (name == NULL)
+        return -1;
+    for (int k = 0; k < OPTIM_KIND_COUNT; k++) {
+        if (strcasecmp(name, k_kind_names[k]) == 0) {
+            *out = (optim_kind_t)k;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+const char *optim_kind_name(optim_kind_t k)
+{
+    return (unsigned)k < OPTIM_KIND_COUNT ? k_kind_names[k] : "unknown";
+}
+
+int optim_parse_eps(const char *name, optim_eps_t *out)
+{
+    if (name == NULL)
+        return -1;
+    if (strcasecmp(name, "inside") == 0) {
+        *out = OPTIM_EPS_INSIDE;
+        return 0;
+    }
+    if (strcasecmp(name, "outside") == 0) {
+        *out = OPTIM_EPS_OUTSIDE;
+        return 0;
+    }
+    return -1;
+}
+
+const char *optim_eps_name(optim_eps_t e)
+{
+    switch (e) {
+    case OPTIM_EPS_INSIDE:
+        return "inside";
+    case OPTIM_EPS_OUTSIDE:
+        return "outside";
+    }
+    return "unknown";
+}
+
+#define CHECK_FAIL(...)                                                                         \
+    do {                                                                                        \
+        if (err != NULL && errlen > 0)                                                          \
+            snprintf(err, errlen, __VA_ARGS__);                                                 \
+        return -1;                                                                              \
+    } while (0)
+
+int optim_check(const optim_config_t *c, char *err, size_t errlen)
+{
+    if ((unsigned)c->kind >= OPTIM_KIND_COUNT)
+        CHECK_FAIL("optimizer: unknown kind %d", (int)c->kind);
+    if (c->eps_placement != OPTIM_EPS_INSIDE && c->eps_placement != OPTIM_EPS_OUTSIDE)
+        CHECK_FAIL("optimizer: unknown eps placement %d", (int)c->eps_placement);
+    /* Written so that NaN fails every test. */
+    if (!(c->lr > 0.0f) || !isfinite(c->lr))
+        CHECK_FAIL("optimizer: lr must be > 0 and finite (got %g)", (double)c->lr);
+    if (!(c->eps > 0.0f) || !isfinite(c->eps))
+        CHECK_FAIL("optimizer: eps must be > 0 and finite (got %g)", (double)c->eps);
+    if (!(c->beta1 >= 0.0f && c->beta1 < 1.0f))
+        CHECK_FAIL("optimizer: beta1 must be in [0, 1) (got %g)", (double)c->beta1);
+    if (!(c->beta2 >= 0.0f && c->beta2 < 1.0f))
+        CHECK_FAIL("optimizer: beta2 must be in [0, 1) (got %g)", (double)c->beta2);
+    if (!(c->momentum >= 0.0f && c->momentum < 1.0f))
+        CHECK_FAIL("optimizer: momentum must be in [0, 1) (got %g)", (double)c->momentum);
+    if (!(c->weight_decay >= 0.0f) || !isfinite(c->weight_decay))
+        CHECK_FAIL("optimizer: weight_decay must be >= 0 and finite (got %g)",
+                   (double)c->weight_decay);
+    if (!(c->initial_accumulator >= 0.0f) || !isfinite(c->initial_accumulator))
+        CHECK_FAIL("optimizer: initial_accumulator must be >= 0 and finite (got %g)",
+                   (double)c->initial_accumulator);
+    return 0;
+}
+
+/* ---- state ---- */
+
+unsigned optim_state_words(const optim_config_t *c)
+{
+    switch (c->kind) {
+    case OPTIM_SGD:
+        return c->momentum != 0.0f ? 1u : 0u;
+    case OPTIM_ADAGRAD:
+        return 1;
+    case OPTIM_ADAM:
+        return 2;
+    case OPTIM_SMORMS3:
+        return 3;
+    }
+    return 0;
+}
+
+void optim_state_init(const optim_config_t *c, float *state, size_t n)
+{
+    size_t words = optim_state_words(c);
+    for (size_t i = 0; i < words * n; i++)
+        state[i] = 0.0f;
+    if (c->kind == OPTIM_ADAGRAD) {
+        for (size_t i = 0; i < n; i++)
+            state[i] = c->initial_accumulator;
+    } else if (c->kind == OPTIM_SMORMS3) {
+        for (size_t i = 0; i < n; i++)
+            state[i] = 1.0f; /* mem */
+    }
+}
+
+/* ---- per-call constants, shared by both paths so they see the very same floats ---- */
+
+struct prep {
+    float lr, eps, wd, mom;
+    float b1, omb1, b2, omb2; /* beta and 1 - beta (exact in float for beta in [0.5, 1)) */
+    float bc1, bc2;           /* Adam: 1 - beta^t, in double then rounded once */
+    int has_wd, has_mom, first, inside;
+};
+
+static void prepare(const optim_config_t *c, uint64_t step, struct prep *k)
+{
+    if (step == 0)
+        step = 1;
+    k->lr = c->lr;
+    k->eps = c->eps;
+    k->wd = c->weight_decay;
+    k->mom = c->momentum;
+    k->b1 = c->beta1;
+    k->omb1 = 1.0f - c->beta1;
+    k->b2 = c->beta2;
+    k->omb2 = 1.0f - c->beta2;
+    k->bc1 = 1.0f;
+    k->bc2 = 1.0f;
+    if (c->kind == OPTIM_ADAM) {
+        /* pow of a double to a double exponent: exact integer exponents up to 2^53. */
+        k->bc1 = (float)(1.0 - pow((double)c->beta1, (double)step));
+        k->bc2 = (float)(1.0 - pow((double)c->beta2, (double)step));
+    }
+    k->has_wd = c->weight_decay != 0.0f;
+    k->has_mom = c->momentum != 0.0f;
+    k->first = step == 1;
+    k->inside = c->eps_placement == OPTIM_EPS_INSIDE;
+}
+
+/* ---- scalar kernels: one element at a time, every operation a float32 operation ---- */
+
+static inline float scalar_grad(const struct prep *k, float g, float p)
+{
+    return k->has_wd ? g + k->wd * p : g;
+}
+
+static inline float scalar_denom(const struct prep *k, float v)
+{
+    return k->inside ? sqrtf(v + k->eps) : sqrtf(v) + k->eps;
+}
+
+static void scalar_sgd(const struct prep *k, float *p, float *buf, const float *g, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        float gi = scalar_grad(k, g[i], p[i]);
+        if (k->has_mom) {
+            gi = k->first ? gi : k->mom * buf[i] + gi;
+            buf[i] = gi;
+        }
+        p[i] = p[i] - k->lr * gi;
+    }
+}
+
+static void scalar_adagrad(const struct prep *k, float *p, float *acc, const float *g, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        float gi = scalar_grad(k, g[i], p[i]);
+        float a = acc[i] + gi * gi;
+        acc[i] = a;
+        p[i] = p[i] - k->lr * (gi / scalar_denom(k, a));
+    }
+}
+
+static void scalar_adam(const struct prep *k, float *p, float *m, float *v, const float *g,
+                        size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        float gi = scalar_grad(k, g[i], p[i]);
+        float mi = k->b1 * m[i] + k->omb1 * gi;
+        float vi = k->b2 * v[i] + k->omb2 * (gi * gi);
+        m[i] = mi;
+        v[i] = vi;
+        float mh = mi / k->bc1;
+        float vh = vi / k->bc2;
+        p[i] = p[i] - k->lr * (mh / scalar_denom(k, vh));
+    }
+}
+
+static void scalar_smorms3(const struct prep *k, float *p, float *mem, float *g1, float *g2,
+                           const float *g, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        float gi = scalar_grad(k, g[i], p[i]);
+        float r = 1.0f / (mem[i] + 1.0f);
+        float omr = 1.0f - r;
+        float a = omr * g1[i] + r * gi;
+        float b = omr * g2[i] + r * (gi * gi);
+        float x = (a * a) / (b + k->eps);
+        float lx = x < k->lr ? x : k->lr; /* as _mm256_min_ps(x, lr), NaN x gives lr */
+        g1[i] = a;
+        g2[i] = b;
+        p[i] = p[i] - (lx / scalar_denom(k, b)) * gi;
+        mem[i] = 1.0f + (1.0f - x) * mem[i];
+    }
+}
+
+static void scalar_step(const optim_config_t *c, const struct prep *k, float *params,
+                        float *state, const float *g, size_t n)
+{
+    switch (c->kind) {
+    case OPTIM_SGD:
+        scalar_sgd(k, params, k->has_mom ? state : NULL, g, n);
+        break;
+    case OPTIM_ADAGRAD:
+        scalar_adagrad(k, params, state, g, n);
+        break;
+    case OPTIM_ADAM:
+        scalar_adam(k, params, state, state + n, g, n);
+        break;
+    case OPTIM_SMORMS3:
+        scalar_smorms3(k, params, state, state + n, state + 2 * n, g, n);
+        break;
+    }
+}
+
+/* ---- AVX2 kernels: 8 lanes per iteration, the same operations in the same order ---- */
+
+#if OPTIM_HAVE_AVX2
+#define AVX2_FN __attribute__((target("avx2")))
+
+AVX2_FN static inline __m256 avx2_grad(const struct prep *k, __m256 g, __m256 p, __m256 vwd)
+{
+    return k->has_wd ? _mm256_add_ps(g, _mm256_mul_ps(vwd, p)) : g;
+}
+
+AVX2_FN static inline __m256 avx2_denom(const struct prep *k, __m256 v, __m256 veps)
+{
+    return k->inside ? _mm256_sqrt_ps(_mm256_add_ps(v, veps))
+                     : _mm256_add_ps(_mm256_sqrt_ps(v), veps);
+}
+
+AVX2_FN static void avx2_sgd(const struct prep *k, float *p, float *buf, const float *g, size_t n)
+{
+    const __m256 vlr = _mm256_set1_ps(k->lr), vwd = _mm256_set1_ps(k->wd);
+    const __m256 vmom = _mm256_set1_ps(k->mom);
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 pi = _mm256_loadu_ps(p + i);
+        __m256 gi = avx2_grad(k, _mm256_loadu_ps(g + i), pi, vwd);
+        if (k->has_mom) {
+            if (!k->first)
+                gi = _mm256_add_ps(_mm256_mul_ps(vmom, _mm256_loadu_ps(buf + i)), gi);
+            _mm256_storeu_ps(buf + i, gi);
+        }
+        _mm256_storeu_ps(p + i, _mm256_sub_ps(pi, _mm256_mul_ps(vlr, gi)));
+    }
+    if (i < n)
+        scalar_sgd(k, p + i, buf != NULL ? buf + i : NULL, g + i, n - i);
+}
+
+AVX2_FN static void avx2_adagrad(const struct prep *k, float *p, float *acc, const float *g,
+                                 size_t n)
+{
+    const __m256 vlr = _mm256_set1_ps(k->lr), vwd = _mm256_set1_ps(k->wd);
+    const __m256 veps = _mm256_set1_ps(k->eps);
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 pi = _mm256_loadu_ps(p + i);
+        __m256 gi = avx2_grad(k, _mm256_loadu_ps(g + i), pi, vwd);
+        __m256 a = _mm256_add_ps(_mm256_loadu_ps(acc + i), _mm256_mul_ps(gi, gi));
+        _mm256_storeu_ps(acc + i, a);
+        __m256 u = _mm256_mul_ps(vlr, _mm256_div_ps(gi, avx2_denom(k, a, veps)));
+        _mm256_storeu_ps(p + i, _mm256_sub_ps(pi, u));
+    }
+    if (i < n)
+        scalar_adagrad(k, p + i, acc + i, g + i, n - i);
+}
+
+AVX2_FN static void avx2_adam(const struct prep *k, float *p, float *m, float *v, const float *g,
+                              size_t n)
+{
+    const __m256 vlr = _mm256_set1_ps(k->lr), vwd = _mm256_set1_ps(k->wd);
+    const __m256 veps = _mm256_set1_ps(k->eps);
+    const __m256 vb1 = _mm256_set1_ps(k->b1), vomb1 = _mm256_set1_ps(k->omb1);
+    const __m256 vb2 = _mm256_set1_ps(k->b2), vomb2 = _mm256_set1_ps(k->omb2);
+    const __m256 vbc1 = _mm256_set1_ps(k->bc1), vbc2 = _mm256_set1_ps(k->bc2);
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 pi = _mm256_loadu_ps(p + i);
+        __m256 gi = avx2_grad(k, _mm256_loadu_ps(g + i), pi, vwd);
+        __m256 mi = _mm256_add_ps(_mm256_mul_ps(vb1, _mm256_loadu_ps(m + i)),
+                                  _mm256_mul_ps(vomb1, gi));
+        __m256 vi = _mm256_add_ps(_mm256_mul_ps(vb2, _mm256_loadu_ps(v + i)),
+                                  _mm256_mul_ps(vomb2, _mm256_mul_ps(gi, gi)));
+        _mm256_storeu_ps(m + i, mi);
+        _mm256_storeu_ps(v + i, vi);
+        __m256 mh = _mm256_div_ps(mi, vbc1);
+        __m256 vh = _mm256_div_ps(vi, vbc2);
+        __m256 u = _mm256_mul_ps(vlr, _mm256_div_ps(mh, avx2_denom(k, vh, veps)));
+        _mm256_storeu_ps(p + i, _mm256_sub_ps(pi, u));
+    }
+    if (i < n)
+        scalar_adam(k, p + i, m + i, v + i, g + i, n - i);
+}
+
+AVX2_FN static void avx2_smorms3(const struct prep *k, float *p, float *mem, float *g1, float *g2,
+                                 const float *g, size_t n)
+{
+    const __m256 vlr = _mm256_set1_ps(k->lr), vwd = _mm256_set1_ps(k->wd);
+    const __m256 veps = _mm256_set1_ps(k->eps), one = _mm256_set1_ps(1.0f);
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 pi = _mm256_loadu_ps(p + i);
+        __m256 gi = avx2_grad(k, _mm256_loadu_ps(g + i), pi, vwd);
+        __m256 mi = _mm256_loadu_ps(mem + i);
+        __m256 r = _mm256_div_ps(one, _mm256_add_ps(mi, one));
+        __m256 omr = _mm256_sub_ps(one, r);
+        __m256 a = _mm256_add_ps(_mm256_mul_ps(omr, _mm256_loadu_ps(g1 + i)), _mm256_mul_ps(r, gi));
+        __m256 b = _mm256_add_ps(_mm256_mul_ps(omr, _mm256_loadu_ps(g2 + i)),
+                                 _mm256_mul_ps(r, _mm256_mul_ps(gi, gi)));
+        __m256 x = _mm256_div_ps(_mm256_mul_ps(a, a), _mm256_add_ps(b, veps));
+        __m256 lx = _mm256_min_ps(x, vlr); /* (x < lr) ? x : lr, per lane */
+        _mm256_storeu_ps(g1 + i, a);
+        _mm256_storeu_ps(g2 + i, b);
+        __m256 u = _mm256_mul_ps(_mm256_div_ps(lx, avx2_denom(k, b, veps)), gi);
+        _mm256_storeu_ps(p + i, _mm256_sub_ps(pi, u));
+        _mm256_storeu_ps(mem + i, _mm256_add_ps(one, _mm256_mul_ps(_mm256_sub_ps(one, x), mi)));
+    }
+    if (i < n)
+        scalar_smorms3(k, p + i, mem + i, g1 + i, g2 + i, g + i, n - i);
+}
+
+static void avx2_step(const optim_config_t *c, const struct prep *k, float *params, float *state,
+                      const float *g, size_t n)
+{
+    switch (c->kind) {
+    case OPTIM_SGD:
+        avx2_sgd(k, params, k->has_mom ? state : NULL, g, n);
+        break;
+    case OPTIM_ADAGRAD:
+        avx2_adagrad(k, params, state, g, n);
+        break;
+    case OPTIM_ADAM:
+        avx2_adam(k, params, state, state + n, g, n);
+        break;
+    case OPTIM_SMORMS3:
+        avx2_smorms3(k, params, state, state + n, state + 2 * n, g, n);
+        break;
+    }
+}
+#endif /* OPTIM_HAVE_AVX2 */
+
+/* ---- dispatch ---- */
+
+static pthread_once_t g_detect_once = PTHREAD_ONCE_INIT;
+static int g_use_avx2; /* written once, under g_detect_once */
+
+static void optim_detect(void)
+{
+#if OPTIM_HAVE_AVX2
+    __builtin_cpu_init();
+    g_use_avx2 = __builtin_cpu_supports("avx2") != 0;
+#endif
+}
+
+static int use_avx2(void)
+{
+    pthread_once(&g_detect_once, optim_detect);
+    return g_use_avx2;
+}
+
+const char *optim_impl_name(void) { return use_avx2() ? "avx2" : "scalar"; }
+
+void optim_step_scalar(const optim_config_t *c, float *params, float *state, const float *g,
+                       size_t n, uint64_t step)
+{
+    struct prep k;
+    prepare(c, step, &k);
+    scalar_step(c, &k, params, state, g, n);
+}
+
+void optim_step(const optim_config_t *c, float *params, float *state, const float *g, size_t n,
+                uint64_t step)
+{
+    struct prep k;
+    prepare(c, step, &k);
+#if OPTIM_HAVE_AVX2
+    if (use_avx2()) {
+        avx2_step(c, &k, params, state, g, n);
+        return;
+    }
+#endif
+    scalar_step(c, &k, params, state, g, n);
+}

@@ -162,7 +162,8 @@ static void handle_p4(dp_thread_t *t, tx_queue_t *q, const job_t *j, job_counter
     case P4V_CONFIRMED:
         STAT_ADD(c->acks, 1);
         for (uint32_t r = 0; r < j->world; r++)
-            tx_p4(t, q, j, h->slot, s, WIRE_CONFIRM, h->round, r, &addrs[r]);
+            tx_p4(t, q, j, h->slot, s, WIRE_CONFIRM, h->round, r,
+                  &j->ack_addrs[(size_t)h->slot * j->world + r]);
         STAT_ADD(c->confirms_sent, j->world);
         STAT_ADD(c->bytes_out, (uint64_t)WIRE_HEADER_SIZE * j->world);
         break;
@@ -239,7 +240,10 @@ static void handle_packet(dp_thread_t *t, tx_queue_t *q, const uint8_t *buf, siz
     STAT_ADD(c->bytes_in, len);
     atomic_store_explicit(&j->threads[t->index].last_seen_ms[h.rank], now_ms,
                           memory_order_relaxed);
-    j->addrs[(size_t)h.slot * j->world + h.rank] = *from;
+    if (h.type == WIRE_ACK)
+        j->ack_addrs[(size_t)h.slot * j->world + h.rank] = *from;
+    else
+        j->addrs[(size_t)h.slot * j->world + h.rank] = *from;
     const uint32_t *payload = (const uint32_t *)(const void *)(buf + WIRE_HEADER_SIZE);
     if (j->protocol == INAGG_PROTO_P4SGD) {
         handle_p4(t, q, j, c, &h, payload, from);
@@ -303,6 +307,9 @@ void *dataplane_main(void *arg)
         return NULL;
     }
     rx->bufs = bufs;
+    /* One system call per wake-up: recvmmsg sleeps until a packet comes (at most 50 ms, so
+     * the stop flag is seen). */
+    int blocking = udp_set_receive_timeout(t->fd, 50) == 0;
     for (uint32_t i = 0; i < batch; i++) {
         rx->iov[i] = (struct iovec){rx->bufs + (size_t)i * DP_RX_BUF, DP_RX_BUF};
         rx->msgs[i].msg_hdr.msg_iov = &rx->iov[i];
@@ -314,7 +321,8 @@ void *dataplane_main(void *arg)
             rx->msgs[i].msg_hdr.msg_name = &rx->from[i];
             rx->msgs[i].msg_hdr.msg_namelen = sizeof(rx->from[i]);
         }
-        int n = udp_recv_batch(t->fd, rx->msgs, (int)batch, 50);
+        int n = blocking ? udp_recv_batch_blocking(t->fd, rx->msgs, (int)batch)
+                         : udp_recv_batch(t->fd, rx->msgs, (int)batch, 50);
         if (n <= 0)
             continue;
         STAT_ADD(t->packets_in, (uint64_t)n);

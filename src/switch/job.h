@@ -87,7 +87,11 @@ typedef struct job {
     p4slot_t *p4slots;          /* p4sgd: [nslots] */
     uint32_t *arena;            /* switchml: nslots * 2 * elems words; p4sgd: nslots *
                                    (world + 1) * elems (a row per rank and the result) */
-    struct sockaddr_in *addrs;  /* [slot * world + rank]: where results go */
+    struct sockaddr_in *addrs;  /* [slot * world + rank]: where results go (the source of
+                                   the rank's last contribution on that slot) */
+    struct sockaddr_in *ack_addrs; /* p4sgd: where confirmations go (source of the last
+                                      acknowledgement), so they need not wake a worker that
+                                      waits for a result on its other socket */
     job_thread_t *threads;      /* [nthreads] */
     _Atomic int state;          /* enum job_state */
     /* control thread only */

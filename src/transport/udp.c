@@ -78,7 +78,7 @@ int udp_send_batch(int fd, struct mmsghdr *msgs, int n, int timeout_ms)
 {
     int sent = 0;
     while (sent < n) {
-        int r = sendmmsg(fd, msgs + sent, (unsigned)(n - sent), 0);
+        int r = sendmmsg(fd, msgs + sent, (unsigned)(n - sent), MSG_DONTWAIT);
         if (r > 0) {
             sent += r;
             continue;
@@ -121,6 +121,26 @@ int udp_recv_batch(int fd, struct mmsghdr *msgs, int n, int timeout_ms)
             return 0;
         timeout_ms = 0;
     }
+}
+
+int udp_set_receive_timeout(int fd, int timeout_ms)
+{
+    int fl = fcntl(fd, F_GETFL);
+    struct timeval tv = {timeout_ms / 1000, (timeout_ms % 1000) * 1000};
+    if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0 ||
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) != 0)
+        return -errno;
+    return 0;
+}
+
+int udp_recv_batch_blocking(int fd, struct mmsghdr *msgs, int n)
+{
+    int r = recvmmsg(fd, msgs, (unsigned)n, MSG_WAITFORONE, NULL);
+    if (r >= 0)
+        return r;
+    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR || errno == ECONNREFUSED)
+        return 0;
+    return -errno;
 }
 
 void udp_format_addr(const struct sockaddr_in *a, char *buf, size_t len)

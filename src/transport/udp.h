@@ -30,6 +30,14 @@ int udp_send_batch(int fd, struct mmsghdr *msgs, int n, int timeout_ms);
  * Returns the number received (0 on timeout) or -errno. */
 int udp_recv_batch(int fd, struct mmsghdr *msgs, int n, int timeout_ms);
 
+/* Make fd blocking with a receive timeout, for udp_recv_batch_blocking (sends stay
+ * non-blocking: udp_send_batch passes MSG_DONTWAIT). 0 or -errno. */
+int udp_set_receive_timeout(int fd, int timeout_ms);
+
+/* Receive up to n messages in one system call, sleeping in it until the first arrives or
+ * the socket's receive timeout passes (0 then). Returns the number received or -errno. */
+int udp_recv_batch_blocking(int fd, struct mmsghdr *msgs, int n);
+
 /* Format an address as "a.b.c.d:port". */
 void udp_format_addr(const struct sockaddr_in *a, char *buf, size_t len);
 

@@ -2,6 +2,7 @@
 #include "worker/p4engine.h"
 
 #include <arpa/inet.h>
+#include <poll.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,27 +45,50 @@ typedef struct p4_counters {
     atomic_store_explicit(&(f), atomic_load_explicit(&(f), memory_order_relaxed) + (n),         \
                           memory_order_relaxed)
 
+/* Packets queued for one sendmmsg on one socket. */
+typedef struct txq {
+    struct mmsghdr *msgs, *faulted;
+    struct iovec *iov;
+    int n, cap;
+} txq_t;
+
 struct p4engine {
     engine_params_t p;
-    int fd;
+    int fd;                 /* contributions out, results in */
+    int ack_fd;             /* acknowledgements out, confirmations in (see ack_socket) */
     p4wslot_t *ws;          /* [slots] */
     uint64_t next_op;       /* operations started so far: the next uses slot next_op % slots */
     uint32_t busy;          /* slots not free */
+    uint32_t aggregating;   /* slots waiting for a result */
     uint8_t *pkt_arena, *rx_arena;
     size_t pkt_cap;
     struct mmsghdr rx_msgs[P4_RX_BATCH];
     struct iovec rx_iov[P4_RX_BATCH];
     struct sockaddr_in rx_from[P4_RX_BATCH];
     int rx_order[2 * P4_RX_BATCH];
-    struct mmsghdr *tx_msgs, *tx_faulted;
-    struct iovec *tx_iov;
-    int tx_n, tx_cap;
+    txq_t tx;               /* contributions, sent on fd */
+    txq_t acks;             /* acknowledgements, sent on ack_fd */
     faults_t faults_in, faults_out;
     rto_estimator_t rto;
     uint64_t stall_ns;      /* time spent in progress calls since the last accepted packet */
     int failed;
     p4_counters_t c;
 };
+
+static int txq_alloc(txq_t *q)
+{
+    q->msgs = calloc((size_t)q->cap, sizeof(struct mmsghdr));
+    q->faulted = calloc(2 * (size_t)q->cap + 1, sizeof(struct mmsghdr));
+    q->iov = calloc((size_t)q->cap, sizeof(struct iovec));
+    return q->msgs && q->faulted && q->iov ? 0 : -1;
+}
+
+static void txq_free(txq_t *q)
+{
+    free(q->msgs);
+    free(q->faulted);
+    free(q->iov);
+}
 
 p4engine_t *p4engine_create(const engine_params_t *p, char *err, size_t errlen)
 {
@@ -75,18 +99,17 @@ p4engine_t *p4engine_create(const engine_params_t *p, char *err, size_t errlen)
     }
     e->p = *p;
     e->fd = -1;
+    e->ack_fd = -1;
     rto_init(&e->rto, p->rto_us, p->rto_min_us, p->rto_max_us);
     atomic_store(&e->c.rto_us, p->rto_us);
     e->pkt_cap = WIRE_HEADER_SIZE + (size_t)p->elems * 4u;
-    e->tx_cap = 2 * (int)p->slots + 1;
+    e->tx.cap = e->acks.cap = 2 * (int)p->slots + 1;
     e->ws = calloc(p->slots, sizeof(p4wslot_t));
     e->pkt_arena = malloc((size_t)p->slots * e->pkt_cap);
     e->rx_arena = malloc(P4_RX_BATCH * e->pkt_cap);
-    e->tx_msgs = calloc((size_t)e->tx_cap, sizeof(struct mmsghdr));
-    e->tx_faulted = calloc(2 * (size_t)e->tx_cap + 1, sizeof(struct mmsghdr));
-    e->tx_iov = calloc((size_t)e->tx_cap, sizeof(struct iovec));
+    int queues_ok = txq_alloc(&e->tx) == 0 && txq_alloc(&e->acks) == 0;
     char ferr[128];
-    if (!e->ws || !e->pkt_arena || !e->rx_arena || !e->tx_msgs || !e->tx_faulted || !e->tx_iov) {
+    if (!e->ws || !e->pkt_arena || !e->rx_arena || !queues_ok) {
         snprintf(err, errlen, "out of memory for %u slots of %u elements", p->slots, p->elems);
         goto fail;
     }
@@ -118,6 +141,16 @@ p4engine_t *p4engine_create(const engine_params_t *p, char *err, size_t errlen)
         goto fail;
     }
     e->fd = fd;
+    /* A second socket for the acknowledgement phase: the switch answers an acknowledgement
+     * to the address it came from, so confirmations land here and never wake a caller that
+     * is blocked waiting for a result on `fd`; they are read when the caller next enters the
+     * library (or when it waits for a slot to be confirmed). */
+    fd = udp_open(&any, 1 << 20);
+    if (fd < 0) {
+        snprintf(err, errlen, "cannot open a UDP socket: %s", strerror(-fd));
+        goto fail;
+    }
+    e->ack_fd = fd;
     return e;
 fail:
     p4engine_destroy(e);
@@ -130,52 +163,63 @@ void p4engine_destroy(p4engine_t *e)
         return;
     if (e->fd >= 0)
         close(e->fd);
+    if (e->ack_fd >= 0)
+        close(e->ack_fd);
     faults_free(&e->faults_in);
     faults_free(&e->faults_out);
     free(e->ws);
     free(e->pkt_arena);
     free(e->rx_arena);
-    free(e->tx_msgs);
-    free(e->tx_faulted);
-    free(e->tx_iov);
+    txq_free(&e->tx);
+    txq_free(&e->acks);
     free(e);
 }
 
 /* ---- sending --------------------------------------------------------------------------- */
 
-static int flush_sends(p4engine_t *e)
+static int flush_queue(p4engine_t *e, txq_t *q, int fd)
 {
-    if (e->tx_n == 0)
+    if (q->n == 0)
         return 0;
-    int n = faults_on_send(&e->faults_out, e->tx_msgs, e->tx_n, e->tx_faulted);
-    int rc = udp_send_batch(e->fd, e->tx_faulted, n, 50);
-    e->tx_n = 0;
+    int n = faults_on_send(&e->faults_out, q->msgs, q->n, q->faulted);
+    int rc = udp_send_batch(fd, q->faulted, n, 50);
+    q->n = 0;
     return rc < 0 ? rc : 0;
 }
 
-
-static void queue_buf(p4engine_t *e, p4wslot_t *w, const uint8_t *buf, uint32_t len)
+/* Send everything queued: contributions first (they are on the critical path). */
+static int flush_sends(p4engine_t *e)
 {
-    int k = e->tx_n++;
-    e->tx_iov[k] = (struct iovec){(void *)(uintptr_t)buf, len};
-    memset(&e->tx_msgs[k], 0, sizeof(e->tx_msgs[k]));
-    e->tx_msgs[k].msg_hdr.msg_name = &w->dst;
-    e->tx_msgs[k].msg_hdr.msg_namelen = sizeof(w->dst);
-    e->tx_msgs[k].msg_hdr.msg_iov = &e->tx_iov[k];
-    e->tx_msgs[k].msg_hdr.msg_iovlen = 1;
+    int rc = flush_queue(e, &e->tx, e->fd);
+    int rc2 = flush_queue(e, &e->acks, e->ack_fd);
+    return rc < 0 ? rc : rc2;
+}
+
+static void queue_buf(p4engine_t *e, txq_t *q, int fd, p4wslot_t *w, const uint8_t *buf,
+                      uint32_t len)
+{
+    if (q->n >= q->cap)
+        (void)flush_queue(e, q, fd); /* a send error shows up at the next flush */
+    int k = q->n++;
+    q->iov[k] = (struct iovec){(void *)(uintptr_t)buf, len};
+    memset(&q->msgs[k], 0, sizeof(q->msgs[k]));
+    q->msgs[k].msg_hdr.msg_name = &w->dst;
+    q->msgs[k].msg_hdr.msg_namelen = sizeof(w->dst);
+    q->msgs[k].msg_hdr.msg_iov = &q->iov[k];
+    q->msgs[k].msg_hdr.msg_iovlen = 1;
     CNT_ADD(e->c.sent, 1);
     CNT_ADD(e->c.bytes_sent, len);
 }
 
-/* (Re)send what the slot's phase calls for and arm its timer with timeout rto_us. */
+/* (Re)send what the slot's phase calls for and arm its timer with timeout rto_us. Packets are
+ * queued and leave together at the end of the call (one sendmmsg per socket): contributions
+ * on the result socket, acknowledgements on the acknowledgement socket. */
 static void send_phase(p4engine_t *e, p4wslot_t *w, uint64_t now)
 {
-    if (e->tx_n >= e->tx_cap)
-        (void)flush_sends(e); /* a send error shows up at the next flush */
     if (w->phase == P4W_AGGREGATING)
-        queue_buf(e, w, w->pkt, w->pkt_len);
+        queue_buf(e, &e->tx, e->fd, w, w->pkt, w->pkt_len);
     else
-        queue_buf(e, w, w->ack, WIRE_HEADER_SIZE);
+        queue_buf(e, &e->acks, e->ack_fd, w, w->ack, WIRE_HEADER_SIZE);
     w->sent_ns = now;
     w->deadline_ns = now + (uint64_t)w->rto_us * 1000u;
 }
@@ -223,6 +267,7 @@ static void start_on_slot(p4engine_t *e, p4wslot_t *w, p4_op_t *op, uint64_t now
     w->retransmitted = 0;
     w->rto_us = e->rto.rto_us;
     e->busy++;
+    e->aggregating++;
     e->next_op++;
     send_phase(e, w, now);
 }
@@ -292,6 +337,7 @@ static void handle_packet(p4engine_t *e, const uint8_t *buf, size_t len, uint64_
     }
     e->stall_ns = 0;
     deliver(e, w, &h, (const uint32_t *)(const void *)(buf + WIRE_HEADER_SIZE));
+    e->aggregating--;
     w->phase = P4W_ACKNOWLEDGING;
     w->retransmitted = 0;
     w->rto_us = e->rto.rto_us;
@@ -331,6 +377,37 @@ static inagg_result_t fail_with(p4engine_t *e, inagg_result_t rc, char *detail, 
     return rc;
 }
 
+/* Receive what is waiting on fd (no waiting) and handle it. Returns packets or -errno. */
+static int receive(p4engine_t *e, int fd)
+{
+    for (int i = 0; i < P4_RX_BATCH; i++) {
+        e->rx_msgs[i].msg_hdr.msg_name = &e->rx_from[i];
+        e->rx_msgs[i].msg_hdr.msg_namelen = sizeof(e->rx_from[i]);
+    }
+    int n = udp_recv_batch(fd, e->rx_msgs, P4_RX_BATCH, 0);
+    if (n <= 0)
+        return n;
+    uint64_t now = util_now_ns();
+    int m = faults_on_recv(&e->faults_in, n, e->rx_order);
+    for (int i = 0; i < m; i++) {
+        int idx = e->rx_order[i];
+        handle_packet(e, e->rx_arena + (size_t)idx * e->pkt_cap, e->rx_msgs[idx].msg_len, now);
+    }
+    return n;
+}
+
+/* Sleep until fd_a or fd_b (-1: unused) is readable, or timeout_ms passes. */
+static void wait_for_packet(int fd_a, int fd_b, int timeout_ms)
+{
+    struct pollfd p[2];
+    int n = 0;
+    if (fd_a >= 0)
+        p[n++] = (struct pollfd){.fd = fd_a, .events = POLLIN};
+    if (fd_b >= 0)
+        p[n++] = (struct pollfd){.fd = fd_b, .events = POLLIN};
+    (void)poll(p, (nfds_t)n, timeout_ms);
+}
+
 inagg_result_t p4engine_progress(p4engine_t *e, int block, char *detail, size_t dlen)
 {
     if (e->failed) {
@@ -340,9 +417,12 @@ inagg_result_t p4engine_progress(p4engine_t *e, int block, char *detail, size_t 
     if (atomic_load_explicit(e->p.abort_flag, memory_order_acquire))
         return fail_with(e, INAGG_ERR_JOB_FAILED, detail, dlen, "%s", "aborted: the job failed");
     uint64_t start = util_now_ns();
+    uint64_t stall_before = e->stall_ns;
+    /* Confirmations first: they may cancel acknowledgement timers that are due. */
+    int n = receive(e, e->ack_fd);
     uint64_t next = fire_timers(e, start);
     int wait_ms = 0;
-    if (block) {
+    if (block && n == 0) {
         uint64_t wait_us = P4_MAX_BLOCK_US;
         if (next != UINT64_MAX)
             wait_us = next <= start ? 0 : util_min_u64((next - start) / 1000u + 1, wait_us);
@@ -351,20 +431,17 @@ inagg_result_t p4engine_progress(p4engine_t *e, int block, char *detail, size_t 
     int frc = flush_sends(e);
     if (frc < 0)
         return fail_with(e, INAGG_ERR_SYSTEM, detail, dlen, "send failed: %s", strerror(-frc));
-    for (int i = 0; i < P4_RX_BATCH; i++) {
-        e->rx_msgs[i].msg_hdr.msg_name = &e->rx_from[i];
-        e->rx_msgs[i].msg_hdr.msg_namelen = sizeof(e->rx_from[i]);
+    if (n >= 0) {
+        /* While a result is due, sleep on the result socket only. */
+        if (wait_ms > 0)
+            wait_for_packet(e->aggregating > 0 ? -1 : e->ack_fd, e->fd, wait_ms);
+        n = receive(e, e->fd);
+        if (n == 0 || (n > 0 && e->aggregating == 0))
+            n = receive(e, e->ack_fd);
     }
-    int n = udp_recv_batch(e->fd, e->rx_msgs, P4_RX_BATCH, wait_ms);
     if (n < 0)
         return fail_with(e, INAGG_ERR_SYSTEM, detail, dlen, "receive failed: %s", strerror(-n));
     uint64_t now = util_now_ns();
-    int m = faults_on_recv(&e->faults_in, n, e->rx_order);
-    uint64_t stall_before = e->stall_ns;
-    for (int i = 0; i < m; i++) {
-        int idx = e->rx_order[i];
-        handle_packet(e, e->rx_arena + (size_t)idx * e->pkt_cap, e->rx_msgs[idx].msg_len, now);
-    }
     fire_timers(e, now);
     frc = flush_sends(e);
     if (frc < 0)
@@ -389,6 +466,10 @@ inagg_result_t p4engine_start(p4engine_t *e, p4_op_t *op, char *detail, size_t d
             return rc;
     }
     start_on_slot(e, &e->ws[e->next_op % e->p.slots], op, util_now_ns());
+    /* The first operation of a burst leaves at once; operations started while others await
+     * their results ride together in one sendmmsg at the next call into the library. */
+    if (e->aggregating > 1)
+        return INAGG_OK;
     int frc = flush_sends(e);
     if (frc < 0)
         return fail_with(e, INAGG_ERR_SYSTEM, detail, dlen, "send failed: %s", strerror(-frc));
@@ -472,6 +553,7 @@ void p4engine_fail(p4engine_t *e, inagg_result_t rc)
         w->phase = P4W_FREE;
     }
     e->busy = 0;
+    e->aggregating = 0;
 }
 
 void p4engine_add_stats(const p4engine_t *e, inagg_stats_t *acc)

@@ -50,7 +50,10 @@ void p4engine_destroy(p4engine_t *e);
 int p4engine_can_start(const p4engine_t *e);
 
 /* Start `op` (count 1..elems) on the next slot; waits (making progress) while that slot is
- * still in use. op must stay valid until op->done. */
+ * still in use. op must stay valid until op->done. The contribution is sent at once when no
+ * other operation awaits its result; otherwise it is queued and leaves, with every other
+ * packet queued meanwhile, in one sendmmsg at the next call (progress, wait, start of an
+ * operation that must wait for a slot). */
 inagg_result_t p4engine_start(p4engine_t *e, p4_op_t *op, char *detail, size_t dlen);
 
 /* Handle what has arrived and fire due timers. With block != 0, first wait for a packet up

@@ -36,7 +36,7 @@ TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o) $(BUILD)/tests/harness.o $(BUILD)/tests
 MPICC := $(shell command -v mpicc 2>/dev/null)
 
 .PHONY: all test clean san
-all: $(BUILD)/inagg $(BUILD)/inagg-tests $(BUILD)/libinagg.a $(if $(MPICC),$(BUILD)/inagg-mpi-bench)
+all: $(BUILD)/inagg $(BUILD)/inagg-tests $(BUILD)/libinagg.a $(if $(MPICC),$(BUILD)/inagg-mpi-bench $(BUILD)/inagg-mpi-train)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -56,6 +56,12 @@ $(BUILD)/inagg-tests: $(TEST_OBJ) $(BUILD)/libinagg.a
 $(BUILD)/inagg-mpi-bench: src/baseline/mpi_allreduce_bench.c src/common/json.c src/common/json.h
 	@mkdir -p $(dir $@)
 	$(MPICC) $(CFLAGS_BASE) -O3 -o $@ src/baseline/mpi_allreduce_bench.c src/common/json.c -lm
+
+# The MPI trainer: the glm trainers over MPI; links the glm sources, never libinagg.
+GLM_MPI_SRC := $(filter-out src/glm/coll_inagg.c,$(wildcard src/glm/*.c))
+$(BUILD)/inagg-mpi-train: src/baseline/mpi_train.c $(GLM_MPI_SRC) $(wildcard src/glm/*.h) src/common/json.c src/common/json.h
+	@mkdir -p $(dir $@)
+	$(MPICC) $(CFLAGS_BASE) -O3 -o $@ src/baseline/mpi_train.c $(GLM_MPI_SRC) src/common/json.c -lm
 
 test: all
 	bash tests/run

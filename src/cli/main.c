@@ -21,7 +21,11 @@ static void usage(FILE *out)
             "                    print the counters of a running switch\n"
             "  bench allreduce   allreduce throughput: embedded switch + N local workers,\n"
             "                    verified results, optional OpenMPI baseline in the same run\n"
+            "  bench latency     small-allreduce latency (p50/p99/p99.9), P4SGD's Fig. 8,\n"
+            "                    optional OpenMPI baseline in the same run\n"
             "  bench udp         the kernel's UDP ceiling: one sender, one receiver, loopback\n"
+            "  train             distributed training of a linear model (P4SGD): embedded switch,\n"
+            "                    N workers, model- or data-parallel SGD (no arguments: a demo)\n"
             "  version           print the version\n",
             INAGG_VERSION_STRING);
 }
@@ -44,12 +48,16 @@ int main(int argc, char **argv)
     }
     if (strcmp(cmd, "switch") == 0)
         return cmd_switch(argc - 1, argv + 1);
+    if (strcmp(cmd, "train") == 0)
+        return cmd_train(argc - 1, argv + 1);
     if (strcmp(cmd, "bench") == 0) {
         if (argc >= 3 && strcmp(argv[2], "allreduce") == 0)
             return cmd_bench_allreduce(argc - 2, argv + 2);
         if (argc >= 3 && strcmp(argv[2], "udp") == 0)
             return cmd_bench_udp(argc - 2, argv + 2);
-        fprintf(stderr, "inagg bench: expected 'allreduce' or 'udp'\n");
+        if (argc >= 3 && strcmp(argv[2], "latency") == 0)
+            return cmd_bench_latency(argc - 2, argv + 2);
+        fprintf(stderr, "inagg bench: expected 'allreduce', 'latency' or 'udp'\n");
         return 2;
     }
     fprintf(stderr, "inagg: unknown command '%s'\n\n", cmd);

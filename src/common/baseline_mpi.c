@@ -32,6 +32,7 @@ extern char **environ;
 #define OUT_CAP (64u * 1024u)    /* stdout kept: the report is one short line */
 #define TAIL_CAP 4096u           /* stderr kept: its last bytes */
 #define GRACE_NS 3000000000ull   /* SIGTERM to SIGKILL */
+#define LINE_CAP 8192u             /* a streamed stdout line longer than this is cut */
 #define PROGRAM_NAME "inagg-mpi-bench"
 
 const char *const baseline_mpi_flags[] = {
@@ -131,12 +132,12 @@ int baseline_mpi_find_mpirun(char *buf, size_t len)
     return -1;
 }
 
-int baseline_mpi_find_program(char *buf, size_t len)
+int baseline_mpi_find_named(const char *name, const char *env_var, char *buf, size_t len)
 {
     if (len == 0)
         return -1;
     buf[0] = '\0';
-    const char *env = getenv("INAGG_MPI_BENCH");
+    const char *env = env_var ? getenv(env_var) : NULL;
     if (env && *env) {
         int n = snprintf(buf, len, "%s", env);
         return n > 0 && (size_t)n < len && is_executable_file(buf) ? 0 : -1;
@@ -150,8 +151,13 @@ int baseline_mpi_find_program(char *buf, size_t len)
     if (!slash)
         return -1;
     *slash = '\0';
-    int m = snprintf(buf, len, "%s/%s", self, PROGRAM_NAME);
+    int m = snprintf(buf, len, "%s/%s", self, name);
     return m > 0 && (size_t)m < len && is_executable_file(buf) ? 0 : -1;
+}
+
+int baseline_mpi_find_program(char *buf, size_t len)
+{
+    return baseline_mpi_find_named(PROGRAM_NAME, "INAGG_MPI_BENCH", buf, len);
 }
 
 /* environ without the names in extra_env, then extra_env; NULL-terminated, caller frees
@@ -187,7 +193,33 @@ struct capture {
     size_t out_len;
     char tail[2 * TAIL_CAP + 1];
     size_t tail_len;
+    /* Streaming: each complete stdout line goes to on_line (then out keeps nothing). */
+    int (*on_line)(const char *line, void *arg);
+    void *arg;
+    char line[LINE_CAP + 1];
+    size_t line_len;
+    int line_cut;  /* the current line overflowed: its rest is dropped */
+    int stopped;   /* on_line asked to stop */
 };
+
+/* Feed stdout bytes to the line callback. */
+static void feed_lines(struct capture *c, const char *data, size_t len)
+{
+    for (size_t i = 0; i < len && !c->stopped; i++) {
+        char ch = data[i];
+        if (ch == '\n') {
+            c->line[c->line_len] = '\0';
+            if (c->on_line(c->line, c->arg) != 0)
+                c->stopped = 1;
+            c->line_len = 0;
+            c->line_cut = 0;
+        } else if (c->line_len < LINE_CAP) {
+            c->line[c->line_len++] = ch;
+        } else {
+            c->line_cut = 1;
+        }
+    }
+}
 
 /* Read what is there on fd into the capture; 0 while open, 1 at EOF or error. */
 static int drain(int fd, struct capture *c, int is_err)
@@ -199,7 +231,9 @@ static int drain(int fd, struct capture *c, int is_err)
     if (n == 0)
         return 1;
     size_t len = (size_t)n;
-    if (!is_err) {
+    if (!is_err && c->on_line) {
+        feed_lines(c, chunk, len);
+    } else if (!is_err) {
         size_t room = OUT_CAP - c->out_len;
         size_t take = len < room ? len : room;
         memcpy(c->out + c->out_len, chunk, take);
@@ -250,6 +284,104 @@ static int parse_report(const char *line, struct baseline_mpi_result *out)
         out->verified = 0;
     else
         return -1;
+    return 0;
+}
+
+/*
+ * Run mpirun (argv[0] its path) in its own process group, stdout and stderr on pipes, under
+ * one deadline; on timeout, or when the line callback asks to stop, kill the group (SIGTERM,
+ * then SIGKILL). *status: the wait status. 0, or -1 if it could not be started (err says why).
+ */
+static int spawn_collect(char *argv[], unsigned timeout_s, struct capture *cap, int *status,
+                         int *timed_out_out, char *err, size_t errlen)
+{
+    const char *mpirun = argv[0];
+    char **env = build_env();
+    int outp[2] = {-1, -1}, errp[2] = {-1, -1};
+    if (!env) {
+        set_err(err, errlen, "MPI baseline: out of memory");
+        return -1;
+    }
+    if (pipe2(outp, O_CLOEXEC) != 0 || pipe2(errp, O_CLOEXEC) != 0) {
+        set_err(err, errlen, "MPI baseline: pipe: %s", strerror(errno));
+        for (int i = 0; i < 2; i++)
+            if (outp[i] >= 0)
+                close(outp[i]);
+        free(env);
+        return -1;
+    }
+
+    posix_spawn_file_actions_t fa;
+    posix_spawnattr_t attr;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_adddup2(&fa, outp[1], 1);
+    posix_spawn_file_actions_adddup2(&fa, errp[1], 2);
+    posix_spawnattr_init(&attr);
+    sigset_t none, dfl;
+    sigemptyset(&none);
+    sigemptyset(&dfl);
+    sigaddset(&dfl, SIGPIPE);
+    sigaddset(&dfl, SIGINT);
+    sigaddset(&dfl, SIGTERM);
+    sigaddset(&dfl, SIGHUP);
+    sigaddset(&dfl, SIGCHLD);
+    posix_spawnattr_setsigmask(&attr, &none);
+    posix_spawnattr_setsigdefault(&attr, &dfl);
+    posix_spawnattr_setpgroup(&attr, 0);
+    posix_spawnattr_setflags(&attr,
+                             POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+    pid_t pid = -1;
+    int sr = posix_spawn(&pid, mpirun, &fa, &attr, argv, env);
+    posix_spawn_file_actions_destroy(&fa);
+    posix_spawnattr_destroy(&attr);
+    free(env);
+    close(outp[1]);
+    close(errp[1]);
+    if (sr != 0) {
+        close(outp[0]);
+        close(errp[0]);
+        set_err(err, errlen, "MPI baseline: cannot start %s: %s", mpirun, strerror(sr));
+        return -1;
+    }
+
+    uint64_t deadline = util_now_ns() + (uint64_t)timeout_s * 1000000000ull;
+    struct pollfd pfd[2] = {{outp[0], POLLIN, 0}, {errp[0], POLLIN, 0}};
+    int timed_out = 0;
+    while ((pfd[0].fd >= 0 || pfd[1].fd >= 0) && !cap->stopped) {
+        uint64_t now = util_now_ns();
+        if (now >= deadline) {
+            timed_out = 1;
+            break;
+        }
+        uint64_t ms = (deadline - now) / 1000000u + 1;
+        int r = poll(pfd, 2, ms > 60000 ? 60000 : (int)ms);
+        if (r < 0 && errno != EINTR)
+            break;
+        for (int i = 0; i < 2 && r > 0; i++) {
+            if (pfd[i].fd < 0 || !(pfd[i].revents & (POLLIN | POLLHUP | POLLERR)))
+                continue;
+            if (drain(pfd[i].fd, cap, i == 1)) {
+                close(pfd[i].fd);
+                pfd[i].fd = -1;
+            }
+        }
+    }
+    if (!timed_out && !cap->stopped && !wait_exit_until(pid, deadline))
+        timed_out = 1;
+    if (timed_out || cap->stopped) {
+        kill(-pid, SIGTERM);
+        wait_exit_until(pid, util_now_ns() + GRACE_NS);
+    }
+    kill(-pid, SIGKILL); /* whatever of the group is left: ranks, daemons */
+    *status = 0;
+    while (waitpid(pid, status, 0) < 0 && errno == EINTR)
+        ;
+    for (int i = 0; i < 2; i++)
+        if (pfd[i].fd >= 0)
+            close(pfd[i].fd);
+
+    *timed_out_out = timed_out;
     return 0;
 }
 
@@ -305,96 +437,17 @@ int baseline_mpi_run(const struct baseline_mpi_params *p, struct baseline_mpi_re
         argv[a++] = (char *)rest[i];
     argv[a] = NULL;
 
+    unsigned timeout_s = p->timeout_s ? p->timeout_s : BASELINE_MPI_DEFAULT_TIMEOUT_S;
     struct capture *cap = calloc(1, sizeof(*cap));
-    char **env = build_env();
-    int outp[2] = {-1, -1}, errp[2] = {-1, -1};
-    if (!cap || !env) {
-        free(cap);
-        free(env);
+    if (!cap) {
         set_err(err, errlen, "MPI baseline: out of memory");
         return -1;
     }
-    if (pipe2(outp, O_CLOEXEC) != 0 || pipe2(errp, O_CLOEXEC) != 0) {
-        set_err(err, errlen, "MPI baseline: pipe: %s", strerror(errno));
-        for (int i = 0; i < 2; i++)
-            if (outp[i] >= 0)
-                close(outp[i]);
+    int status = 0, timed_out = 0;
+    if (spawn_collect(argv, timeout_s, cap, &status, &timed_out, err, errlen) != 0) {
         free(cap);
-        free(env);
         return -1;
     }
-
-    posix_spawn_file_actions_t fa;
-    posix_spawnattr_t attr;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_adddup2(&fa, outp[1], 1);
-    posix_spawn_file_actions_adddup2(&fa, errp[1], 2);
-    posix_spawnattr_init(&attr);
-    sigset_t none, dfl;
-    sigemptyset(&none);
-    sigemptyset(&dfl);
-    sigaddset(&dfl, SIGPIPE);
-    sigaddset(&dfl, SIGINT);
-    sigaddset(&dfl, SIGTERM);
-    sigaddset(&dfl, SIGHUP);
-    sigaddset(&dfl, SIGCHLD);
-    posix_spawnattr_setsigmask(&attr, &none);
-    posix_spawnattr_setsigdefault(&attr, &dfl);
-    posix_spawnattr_setpgroup(&attr, 0);
-    posix_spawnattr_setflags(&attr,
-                             POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-    pid_t pid = -1;
-    int sr = posix_spawn(&pid, mpirun, &fa, &attr, argv, env);
-    posix_spawn_file_actions_destroy(&fa);
-    posix_spawnattr_destroy(&attr);
-    free(env);
-    close(outp[1]);
-    close(errp[1]);
-    if (sr != 0) {
-        close(outp[0]);
-        close(errp[0]);
-        free(cap);
-        set_err(err, errlen, "MPI baseline: cannot start %s: %s", mpirun, strerror(sr));
-        return -1;
-    }
-
-    unsigned timeout_s = p->timeout_s ? p->timeout_s : BASELINE_MPI_DEFAULT_TIMEOUT_S;
-    uint64_t deadline = util_now_ns() + (uint64_t)timeout_s * 1000000000ull;
-    struct pollfd pfd[2] = {{outp[0], POLLIN, 0}, {errp[0], POLLIN, 0}};
-    int timed_out = 0;
-    while (pfd[0].fd >= 0 || pfd[1].fd >= 0) {
-        uint64_t now = util_now_ns();
-        if (now >= deadline) {
-            timed_out = 1;
-            break;
-        }
-        uint64_t ms = (deadline - now) / 1000000u + 1;
-        int r = poll(pfd, 2, ms > 60000 ? 60000 : (int)ms);
-        if (r < 0 && errno != EINTR)
-            break;
-        for (int i = 0; i < 2 && r > 0; i++) {
-            if (pfd[i].fd < 0 || !(pfd[i].revents & (POLLIN | POLLHUP | POLLERR)))
-                continue;
-            if (drain(pfd[i].fd, cap, i == 1)) {
-                close(pfd[i].fd);
-                pfd[i].fd = -1;
-            }
-        }
-    }
-    if (!timed_out && !wait_exit_until(pid, deadline))
-        timed_out = 1;
-    if (timed_out) {
-        kill(-pid, SIGTERM);
-        wait_exit_until(pid, util_now_ns() + GRACE_NS);
-    }
-    kill(-pid, SIGKILL); /* whatever of the group is left: ranks, daemons */
-    int status = 0;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-        ;
-    for (int i = 0; i < 2; i++)
-        if (pfd[i].fd >= 0)
-            close(pfd[i].fd);
 
     int rc = -1;
     char *line = strstr(cap->out, "{\"name\":\"mpi\"");
@@ -431,6 +484,86 @@ int baseline_mpi_run(const struct baseline_mpi_params *p, struct baseline_mpi_re
     }
     if (rc != 0)
         memset(out, 0, sizeof(*out));
+    free(cap);
+    return rc;
+}
+
+int baseline_mpi_exec(const struct baseline_mpi_exec_params *p, int *exit_code, char *err,
+                      size_t errlen)
+{
+    set_err(err, errlen, "%s", "");
+    if (exit_code)
+        *exit_code = -1;
+    if (!p || !p->program || !p->on_line || p->np < 1 || p->np > BASELINE_MAX_WORKERS) {
+        set_err(err, errlen, "baseline_mpi_exec: invalid parameters (1..%u ranks, a program "
+                             "and a line callback are needed)", BASELINE_MAX_WORKERS);
+        return -1;
+    }
+    char mpirun[PATH_MAX];
+    if (baseline_mpi_find_mpirun(mpirun, sizeof(mpirun)) != 0) {
+        set_err(err, errlen,
+                "mpirun not found in $PATH: OpenMPI is not installed (e.g. apt-get install "
+                "openmpi-bin libopenmpi-dev)");
+        return -1;
+    }
+    size_t nargs = 0;
+    while (p->args && p->args[nargs])
+        nargs++;
+    size_t nflags = 0;
+    while (baseline_mpi_flags[nflags])
+        nflags++;
+    char **argv = calloc(nflags + nargs + 8, sizeof(*argv));
+    struct capture *cap = calloc(1, sizeof(*cap));
+    if (!argv || !cap) {
+        free(argv);
+        free(cap);
+        set_err(err, errlen, "MPI run: out of memory");
+        return -1;
+    }
+    char np[16];
+    snprintf(np, sizeof(np), "%u", p->np);
+    size_t a = 0;
+    argv[a++] = mpirun;
+    for (size_t i = 0; i < nflags; i++)
+        argv[a++] = (char *)baseline_mpi_flags[i];
+    argv[a++] = "-np";
+    argv[a++] = np;
+    argv[a++] = (char *)p->program;
+    for (size_t i = 0; i < nargs; i++)
+        argv[a++] = (char *)p->args[i];
+    argv[a] = NULL;
+    cap->on_line = p->on_line;
+    cap->arg = p->arg;
+    unsigned timeout_s = p->timeout_s ? p->timeout_s : BASELINE_MPI_DEFAULT_TIMEOUT_S;
+    int status = 0, timed_out = 0, rc = -1;
+    if (spawn_collect(argv, timeout_s, cap, &status, &timed_out, err, errlen) != 0)
+        goto out;
+    if (cap->line_len > 0 && !cap->stopped) { /* a last line without its newline */
+        cap->line[cap->line_len] = '\0';
+        if (cap->on_line(cap->line, cap->arg) != 0)
+            cap->stopped = 1;
+    }
+    int exited = WIFEXITED(status), code = exited ? WEXITSTATUS(status) : -1;
+    if (exit_code)
+        *exit_code = code;
+    if (timed_out) {
+        set_err(err, errlen, "mpirun timed out after %u s (%u ranks) and was killed; stderr: ",
+                timeout_s, p->np);
+        append_tail(err, errlen, cap->tail_len ? cap->tail : "(empty)");
+    } else if (cap->stopped) {
+        set_err(err, errlen, "stopped by the caller");
+    } else if (!exited || code != 0) {
+        if (exited)
+            set_err(err, errlen, "mpirun exited with status %d; stderr: ", code);
+        else
+            set_err(err, errlen, "mpirun was killed by signal %d; stderr: ",
+                    WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+        append_tail(err, errlen, cap->tail_len ? cap->tail : "(empty)");
+    } else {
+        rc = 0;
+    }
+out:
+    free(argv);
     free(cap);
     return rc;
 }

@@ -1,0 +1,319 @@
+/*
+ * mpi_train.c - inagg-mpi-train, the MPI baseline of `inagg train` (the paper's "CPUSync"):
+ * the same trainers (glm/train.c) with a collective backend over OpenMPI: MPI_Allreduce for
+ * the blocking sums, MPI_Iallreduce + MPI_Wait for the micro-batch allreduces of pipelined
+ * model parallelism. Every rank loads (or generates) the same data; rank 0 prints the report
+ * lines of glm/train.h on stdout (one per line, flushed), which `inagg train --backend mpi`
+ * parses; a rank that fails prints an error line and aborts the job. Run under mpirun:
+ * `inagg train --backend mpi` does that (common/baseline_mpi.c) with flags that keep MPI on
+ * TCP over loopback. Links the glm sources, never libinagg. Exit: 0, 1 failure, 2 bad usage.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <math.h>
+#include <mpi.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "glm/collective.h"
+#include "glm/dataset.h"
+#include "glm/objective.h"
+#include "glm/train.h"
+
+struct opts {
+    const char *data, *synthetic, *test;
+    int precision;
+    glm_train_config_t cfg;
+};
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: mpirun -np N inagg-mpi-train (--data FILE | --synthetic SPEC)\n"
+            "           [--test-data FILE] [--mode model|data|single]\n"
+            "           [--objective logistic|squared|hinge] [--batch B] [--micro-batch MB]\n"
+            "           [--epochs E] [--lr G] [--lr-schedule sqrt|const] [--l2 L]\n"
+            "           [--no-pipeline] [--precision 32|8|4] [--seed S]\n"
+            "\n"
+            "The MPI baseline of `inagg train` (same algorithms, same defaults; see\n"
+            "`inagg train --help`). Rank 0 prints one JSON line per report on stdout.\n");
+}
+
+static int parse_num(const char *s, double lo, double hi, double *out)
+{
+    if (!s || !*s)
+        return -1;
+    errno = 0;
+    char *end;
+    double v = strtod(s, &end);
+    if (errno || *end || !(v >= lo && v <= hi))
+        return -1;
+    *out = v;
+    return 0;
+}
+
+static int parse_args(int argc, char **argv, struct opts *o, int quiet)
+{
+    static const struct option longopts[] = {
+        {"data", required_argument, NULL, 'd'},        {"synthetic", required_argument, NULL, 'y'},
+        {"test-data", required_argument, NULL, 't'},   {"mode", required_argument, NULL, 'm'},
+        {"objective", required_argument, NULL, 'o'},   {"batch", required_argument, NULL, 'b'},
+        {"micro-batch", required_argument, NULL, 'u'}, {"epochs", required_argument, NULL, 'e'},
+        {"lr", required_argument, NULL, 'g'},          {"lr-schedule", required_argument, NULL, 'S'},
+        {"l2", required_argument, NULL, 'l'},          {"no-pipeline", no_argument, NULL, 'P'},
+        {"precision", required_argument, NULL, 'p'},   {"seed", required_argument, NULL, 's'},
+        {"help", no_argument, NULL, 'h'},              {NULL, 0, NULL, 0}};
+    glm_train_config_t def = GLM_TRAIN_CONFIG_INIT;
+    o->cfg = def;
+    o->precision = 32;
+    opterr = !quiet;
+    int c;
+    double v;
+    while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+        const char *bad = NULL;
+        switch (c) {
+        case 'd': o->data = optarg; break;
+        case 'y': o->synthetic = optarg; break;
+        case 't': o->test = optarg; break;
+        case 'm': if (glm_mode_parse(optarg, &o->cfg.mode) != 0) bad = "--mode"; break;
+        case 'o': if (glm_objective_parse(optarg, &o->cfg.objective) != 0) bad = "--objective"; break;
+        case 'b': if (parse_num(optarg, 1, 1 << 20, &v) || v != floor(v)) bad = "--batch"; else o->cfg.batch = (size_t)v; break;
+        case 'u': if (parse_num(optarg, 1, 1 << 20, &v) || v != floor(v)) bad = "--micro-batch"; else o->cfg.micro_batch = (size_t)v; break;
+        case 'e': if (parse_num(optarg, 1, 1000000, &v) || v != floor(v)) bad = "--epochs"; else o->cfg.epochs = (uint32_t)v; break;
+        case 'g': if (parse_num(optarg, 0, 1e9, &v)) bad = "--lr"; else o->cfg.lr = v; break;
+        case 'S':
+            if (strcmp(optarg, "sqrt") == 0) o->cfg.schedule = GLM_LR_SQRT;
+            else if (strcmp(optarg, "const") == 0) o->cfg.schedule = GLM_LR_CONST;
+            else bad = "--lr-schedule";
+            break;
+        case 'l': if (parse_num(optarg, 0, 1e9, &v)) bad = "--l2"; else o->cfg.l2 = v; break;
+        case 'P': o->cfg.pipeline = 0; break;
+        case 'p':
+            if (parse_num(optarg, 4, 32, &v) || (v != 32 && v != 8 && v != 4)) bad = "--precision";
+            else o->precision = (int)v;
+            break;
+        case 's': if (parse_num(optarg, 0, 18446744073709551615.0, &v)) bad = "--seed"; else o->cfg.seed = strtoull(optarg, NULL, 10); break;
+        case 'h': if (!quiet) usage(stdout); return 1;
+        default: return -1;
+        }
+        if (bad) {
+            if (!quiet)
+                fprintf(stderr, "inagg-mpi-train: bad value for %s: '%s'\n", bad, optarg);
+            return -1;
+        }
+    }
+    if (optind < argc || (o->data != NULL) == (o->synthetic != NULL)) {
+        if (!quiet)
+            fprintf(stderr, "inagg-mpi-train: give exactly one of --data and --synthetic\n");
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- the MPI collective backend ----------------------------------------------------------- */
+
+typedef struct mpi_impl {
+    MPI_Request *reqs;
+} mpi_impl_t;
+
+static int mpi_fail(glm_coll_t *c, const char *what, int rc)
+{
+    char msg[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    if (MPI_Error_string(rc, msg, &len) != MPI_SUCCESS)
+        snprintf(msg, sizeof(msg), "error %d", rc);
+    snprintf(c->err, sizeof(c->err), "rank %u: %s: %s", c->rank, what, msg);
+    return -1;
+}
+
+static int mpi_allreduce(glm_coll_t *c, float *buf, size_t n)
+{
+    if (n == 0)
+        return 0;
+    if (n > INT_MAX) {
+        snprintf(c->err, sizeof(c->err), "rank %u: allreduce of %zu elements is too large",
+                 c->rank, n);
+        return -1;
+    }
+    int rc = MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    return rc == MPI_SUCCESS ? 0 : mpi_fail(c, "MPI_Allreduce", rc);
+}
+
+static int mpi_start(glm_coll_t *c, float *buf, size_t n, size_t h)
+{
+    mpi_impl_t *im = c->impl;
+    if (h >= c->max_inflight || im->reqs[h] != MPI_REQUEST_NULL || n > INT_MAX) {
+        snprintf(c->err, sizeof(c->err), "rank %u: bad small allreduce (handle %zu)", c->rank, h);
+        return -1;
+    }
+    int rc = MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD,
+                            &im->reqs[h]);
+    return rc == MPI_SUCCESS ? 0 : mpi_fail(c, "MPI_Iallreduce", rc);
+}
+
+static int mpi_wait(glm_coll_t *c, size_t h)
+{
+    mpi_impl_t *im = c->impl;
+    if (h >= c->max_inflight || im->reqs[h] == MPI_REQUEST_NULL) {
+        snprintf(c->err, sizeof(c->err), "rank %u: wait on idle handle %zu", c->rank, h);
+        return -1;
+    }
+    int rc = MPI_Wait(&im->reqs[h], MPI_STATUS_IGNORE);
+    return rc == MPI_SUCCESS ? 0 : mpi_fail(c, "MPI_Wait", rc);
+}
+
+static void mpi_destroy(glm_coll_t *c)
+{
+    mpi_impl_t *im = c->impl;
+    for (size_t h = 0; im && h < c->max_inflight; h++)
+        if (im->reqs[h] != MPI_REQUEST_NULL)
+            MPI_Wait(&im->reqs[h], MPI_STATUS_IGNORE);
+    if (im)
+        free(im->reqs);
+    free(im);
+    free(c);
+}
+
+static const glm_coll_ops_t mpi_ops = {mpi_allreduce, mpi_start, mpi_wait, NULL, mpi_destroy};
+
+static glm_coll_t *mpi_coll_create(int rank, int world, size_t inflight)
+{
+    glm_coll_t *c = calloc(1, sizeof(*c));
+    mpi_impl_t *im = calloc(1, sizeof(*im));
+    if (!c || !im || !(im->reqs = malloc(inflight * sizeof(MPI_Request)))) {
+        free(im);
+        free(c);
+        return NULL;
+    }
+    for (size_t h = 0; h < inflight; h++)
+        im->reqs[h] = MPI_REQUEST_NULL;
+    c->ops = &mpi_ops;
+    c->impl = im;
+    c->rank = (uint32_t)rank;
+    c->world = (uint32_t)world;
+    c->max_inflight = inflight;
+    c->max_small = INT_MAX;
+    c->backend = "mpi";
+    c->protocol = "none";
+    return c;
+}
+
+/* ---- reports -------------------------------------------------------------------------------- */
+
+static void emit(const glm_line_t *l)
+{
+    char buf[2048];
+    if (glm_line_format(l, buf, sizeof(buf)) > 0) {
+        fputs(buf, stdout);
+        fputc('\n', stdout);
+        fflush(stdout);
+    }
+}
+
+static int fail_abort(int rank, const char *msg)
+{
+    glm_line_t l;
+    memset(&l, 0, sizeof(l));
+    l.type = GLM_LINE_ERROR;
+    l.rank = rank;
+    snprintf(l.message, sizeof(l.message), "%s", msg);
+    emit(&l);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+    return 1;
+}
+
+static int on_setup(const glm_setup_record_t *su, void *arg)
+{
+    int rank = *(int *)arg;
+    if (rank == 0) {
+        glm_line_t l;
+        memset(&l, 0, sizeof(l));
+        l.type = GLM_LINE_SETUP;
+        l.setup = *su;
+        emit(&l);
+    }
+    return 0;
+}
+
+static int on_epoch(const glm_epoch_record_t *rec, void *arg)
+{
+    int rank = *(int *)arg;
+    if (rank == 0) {
+        glm_line_t l;
+        memset(&l, 0, sizeof(l));
+        l.type = GLM_LINE_EPOCH;
+        l.epoch = *rec;
+        emit(&l);
+    }
+    return 0;
+}
+
+static int on_progress(uint32_t epoch, double fraction, void *arg)
+{
+    int rank = *(int *)arg;
+    if (rank == 0) {
+        glm_line_t l;
+        memset(&l, 0, sizeof(l));
+        l.type = GLM_LINE_PROGRESS;
+        l.progress_epoch = epoch;
+        l.progress_fraction = fraction;
+        emit(&l);
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    int provided = 0;
+    if (MPI_Init_thread(&argc, &argv, MPI_THREAD_SINGLE, &provided) != MPI_SUCCESS) {
+        fprintf(stderr, "inagg-mpi-train: MPI_Init failed\n");
+        return 1;
+    }
+    int rank = 0, world = 1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    struct opts o;
+    memset(&o, 0, sizeof(o));
+    int prc = parse_args(argc, argv, &o, rank != 0);
+    if (prc != 0) {
+        MPI_Finalize();
+        return prc > 0 ? 0 : 2;
+    }
+    if (o.cfg.mode == GLM_MODE_SINGLE && world != 1)
+        return fail_abort(rank, "--mode single runs on one process: use -np 1");
+    o.cfg.progress = on_progress;
+    o.cfg.progress_arg = &rank;
+    o.cfg.progress_ms = 250;
+
+    char err[1024];
+    glm_dataset_t train, test;
+    if (glm_load_inputs(o.data, o.synthetic, o.test, o.cfg.seed, o.cfg.objective, o.precision,
+                        &train, &test, err, sizeof(err)) != 0)
+        return fail_abort(rank, err);
+    size_t inflight = (o.cfg.batch + o.cfg.micro_batch - 1) / o.cfg.micro_batch;
+    glm_coll_t *coll = mpi_coll_create(rank, world, inflight < 16 ? 16 : inflight);
+    if (!coll)
+        return fail_abort(rank, "out of memory");
+    int rc = glm_train(&o.cfg, coll, &train, o.test ? &test : NULL, on_setup, on_epoch, &rank,
+                       NULL, err, sizeof(err));
+    if (rc != 0) {
+        char msg[1100];
+        snprintf(msg, sizeof(msg), "%s", err);
+        return fail_abort(rank, msg);
+    }
+    glm_coll_destroy(coll);
+    glm_dataset_free(&train);
+    glm_dataset_free(&test);
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 0) {
+        glm_line_t l;
+        memset(&l, 0, sizeof(l));
+        l.type = GLM_LINE_DONE;
+        emit(&l);
+    }
+    MPI_Finalize();
+    return 0;
+}

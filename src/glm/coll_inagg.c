@@ -1,0 +1,215 @@
+/*
+ * coll_inagg.c - the collective interface (collective.h) over inagg's switch, and the local
+ * backend (world 1) that single-process training uses. The p4sgd communicator serves the
+ * model-parallel trainer (many small allreduces in flight, inagg_iallreduce_small), the
+ * switchml one the data-parallel trainer (one large gradient per step, inagg_allreduce).
+ */
+#include "glm/collective.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "inagg.h"
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (!err || errlen == 0)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
+/* ---- local: world 1 ------------------------------------------------------------------- */
+
+static int local_allreduce(glm_coll_t *c, float *buf, size_t n)
+{
+    (void)c, (void)buf, (void)n;
+    return 0;
+}
+
+static int local_start(glm_coll_t *c, float *buf, size_t n, size_t h)
+{
+    (void)buf, (void)n;
+    if (h >= c->max_inflight) {
+        set_err(c->err, sizeof(c->err), "local collective: handle %zu out of range", h);
+        return -1;
+    }
+    return 0;
+}
+
+static int local_wait(glm_coll_t *c, size_t h)
+{
+    (void)c, (void)h;
+    return 0;
+}
+
+static void local_destroy(glm_coll_t *c) { free(c); }
+
+static const glm_coll_ops_t local_ops = {local_allreduce, local_start, local_wait, NULL,
+                                         local_destroy};
+
+int glm_coll_local_create(glm_coll_t **out, char *err, size_t errlen)
+{
+    glm_coll_t *c = calloc(1, sizeof(*c));
+    if (!c) {
+        set_err(err, errlen, "out of memory");
+        return -1;
+    }
+    c->ops = &local_ops;
+    c->rank = 0;
+    c->world = 1;
+    c->max_inflight = SIZE_MAX;
+    c->max_small = SIZE_MAX;
+    c->backend = "local";
+    c->protocol = "none";
+    *out = c;
+    return 0;
+}
+
+/* ---- inagg ------------------------------------------------------------------------------ */
+
+typedef struct inagg_impl {
+    inagg_comm_t *comm;
+    inagg_request_t **reqs; /* max_inflight handles */
+    int p4sgd;
+} inagg_impl_t;
+
+static int fail(glm_coll_t *c, const char *what, inagg_result_t rc)
+{
+    inagg_impl_t *im = c->impl;
+    const char *detail = inagg_last_error(im->comm);
+    set_err(c->err, sizeof(c->err), "rank %u: %s: %s%s%s%s", c->rank, what, inagg_strerror(rc),
+            detail[0] ? " (" : "", detail, detail[0] ? ")" : "");
+    if (rc == INAGG_ERR_NONFINITE) {
+        size_t len = strlen(c->err);
+        set_err(c->err + len, sizeof(c->err) - len,
+                "; the model diverged to NaN/Inf: lower --lr");
+    }
+    return -1;
+}
+
+static int inagg_coll_allreduce(glm_coll_t *c, float *buf, size_t n)
+{
+    inagg_impl_t *im = c->impl;
+    if (n == 0)
+        return 0;
+    inagg_result_t rc = inagg_allreduce(im->comm, buf, buf, n, INAGG_FLOAT32, INAGG_SUM);
+    return rc == INAGG_OK ? 0 : fail(c, "allreduce", rc);
+}
+
+static int inagg_coll_start(glm_coll_t *c, float *buf, size_t n, size_t h)
+{
+    inagg_impl_t *im = c->impl;
+    if (h >= c->max_inflight || im->reqs[h] || n > c->max_small || n == 0) {
+        set_err(c->err, sizeof(c->err),
+                "rank %u: small allreduce of %zu elements on handle %zu: invalid (handles "
+                "0..%zu, at most %zu elements, handle %s)",
+                c->rank, n, h, c->max_inflight - 1, c->max_small,
+                h < c->max_inflight && im->reqs[h] ? "busy" : "free");
+        return -1;
+    }
+    inagg_result_t rc =
+        im->p4sgd
+            ? inagg_iallreduce_small(im->comm, buf, buf, n, INAGG_FLOAT32, INAGG_SUM, &im->reqs[h])
+            : inagg_iallreduce(im->comm, buf, buf, n, INAGG_FLOAT32, INAGG_SUM, &im->reqs[h]);
+    if (rc != INAGG_OK) {
+        im->reqs[h] = NULL;
+        return fail(c, "starting a small allreduce", rc);
+    }
+    return 0;
+}
+
+static int inagg_coll_wait(glm_coll_t *c, size_t h)
+{
+    inagg_impl_t *im = c->impl;
+    if (h >= c->max_inflight || !im->reqs[h]) {
+        set_err(c->err, sizeof(c->err), "rank %u: wait on handle %zu that was not started",
+                c->rank, h);
+        return -1;
+    }
+    inagg_result_t rc = inagg_wait(im->reqs[h]);
+    im->reqs[h] = NULL;
+    return rc == INAGG_OK ? 0 : fail(c, "waiting for a small allreduce", rc);
+}
+
+static uint64_t inagg_coll_wire_bytes(glm_coll_t *c)
+{
+    inagg_impl_t *im = c->impl;
+    inagg_stats_t st;
+    if (inagg_get_stats(im->comm, &st) != INAGG_OK)
+        return 0;
+    return st.bytes_sent;
+}
+
+static void inagg_coll_destroy(glm_coll_t *c)
+{
+    inagg_impl_t *im = c->impl;
+    if (im) {
+        for (size_t h = 0; im->reqs && h < c->max_inflight; h++)
+            if (im->reqs[h])
+                inagg_wait(im->reqs[h]); /* bounded by the communicator's timeout */
+        if (im->comm)
+            inagg_comm_destroy(im->comm);
+        free(im->reqs);
+        free(im);
+    }
+    free(c);
+}
+
+static const glm_coll_ops_t inagg_ops = {inagg_coll_allreduce, inagg_coll_start,
+                                         inagg_coll_wait, inagg_coll_wire_bytes,
+                                         inagg_coll_destroy};
+
+int glm_coll_inagg_create(glm_coll_t **out, const char *switch_addr, const char *job,
+                          uint32_t rank, uint32_t world, int p4sgd, uint32_t slots,
+                          uint32_t packet_elems, uint32_t timeout_ms, char *err, size_t errlen)
+{
+    *out = NULL;
+    glm_coll_t *c = calloc(1, sizeof(*c));
+    inagg_impl_t *im = calloc(1, sizeof(*im));
+    if (slots == 0)
+        slots = 16;
+    if (!c || !im || !(im->reqs = calloc(slots, sizeof(*im->reqs)))) {
+        free(im);
+        free(c);
+        set_err(err, errlen, "rank %u: out of memory", rank);
+        return -1;
+    }
+    inagg_options_t opts = INAGG_OPTIONS_INIT;
+    opts.slots = slots;
+    if (packet_elems)
+        opts.packet_elems = packet_elems;
+    opts.protocol = p4sgd ? INAGG_PROTO_P4SGD : INAGG_PROTO_SWITCHML;
+    if (timeout_ms)
+        opts.timeout_ms = timeout_ms;
+    char detail[256] = "";
+    inagg_result_t rc =
+        inagg_comm_create(&im->comm, switch_addr, job, rank, world, &opts, detail, sizeof(detail));
+    if (rc != INAGG_OK) {
+        set_err(err, errlen, "rank %u: joining job %s on the switch at %s (%s): %s%s%s", rank,
+                job, switch_addr, p4sgd ? "p4sgd" : "switchml", inagg_strerror(rc),
+                detail[0] ? ": " : "", detail);
+        free(im->reqs);
+        free(im);
+        free(c);
+        return -1;
+    }
+    im->p4sgd = p4sgd;
+    c->ops = &inagg_ops;
+    c->impl = im;
+    c->rank = rank;
+    c->world = world;
+    c->max_inflight = slots;
+    c->max_small = opts.packet_elems;
+    c->backend = "inagg";
+    c->protocol = p4sgd ? "p4sgd" : "switchml";
+    *out = c;
+    return 0;
+}

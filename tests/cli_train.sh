@@ -1,0 +1,149 @@
+#!/usr/bin/env bash
+# tests/cli_train.sh - black-box tests of `inagg train`: help and usage errors, the default
+# run (the project's main job) within its time budget, the JSON report and its keys, the plot,
+# a malformed data file, data-parallel and MPI runs, and ranks started one by one against a
+# running switch (multi-host style, rank from flags and from a launcher's environment).
+# Every command runs under `timeout`.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+INAGG=./build/inagg
+pass=0 fail=0 skip=0
+ok()   { echo "ok      $1"; pass=$((pass + 1)); }
+bad()  { echo "FAIL    $1: $2"; fail=$((fail + 1)); }
+skp()  { echo "skip    $1: $2"; skip=$((skip + 1)); }
+json_get() { python3 -c "import json,sys; d=json.load(sys.stdin); print(eval('d' + sys.argv[1]))" "$1"; }
+tmp=$(mktemp -d)
+trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$tmp"' EXIT
+SMALL="--synthetic sparse:2000x300:0.05 --epochs 3"
+
+t=train_help_teaches
+out=$(timeout 10 $INAGG train --help); rc=$?
+if [ $rc -eq 0 ] && echo "$out" | grep -q -- "--micro-batch" && echo "$out" | grep -q "Algorithm 1" &&
+   echo "$out" | grep -q "examples:" && echo "$out" | grep -q -- "--backend" &&
+   timeout 5 $INAGG --help | grep -q "train"; then ok $t; else bad $t "rc $rc or text incomplete"; fi
+
+t=train_usage_errors_exit_2
+rcs=""
+for args in "--mode bogus" "--workers 0" "--workers 65" "--batch x" "--precision 16" \
+            "--batch 10 --micro-batch 100" "--data a --synthetic b" "--rank 1" \
+            "--mode single --workers 3" "--bogus" "--objective foo" "--backend tcp" "extra" \
+            "--lr -1" "--l2 abc" "--epochs 0" "--protocol nope" "--backend mpi --protocol p4sgd" \
+            "--mode data --no-pipeline" "--switch 127.0.0.1:1" "--switch 127.0.0.1:1 --rank 2 --world 2" \
+            "--timeout 5" "--lr-schedule cubic" "--epochs"; do
+    timeout 10 $INAGG train $args >/dev/null 2>"$tmp/err"; rc=$?
+    [ $rc -eq 2 ] && [ -s "$tmp/err" ] || rcs="$rcs [$args]=$rc"
+done
+[ -z "$rcs" ] && ok $t || bad $t "wrong exit codes or no message:$rcs"
+
+t=train_default_run_under_60s
+start=$(date +%s.%N)
+timeout 120 $INAGG train >"$tmp/out" 2>"$tmp/err"; rc=$?
+secs=$(python3 -c "import sys; print('%.1f' % (float(sys.argv[2]) - float(sys.argv[1])))" "$start" "$(date +%s.%N)")
+if [ $rc -eq 0 ] && grep -q "^summary" "$tmp/out" && grep -q "final objective" "$tmp/out" &&
+   grep -q "epoch  20/20" "$tmp/out" && python3 -c "import sys; sys.exit(float(sys.argv[1]) >= 60)" "$secs"; then
+    ok "$t ($secs s)"
+else bad $t "rc $rc after $secs s: $(tail -n 3 "$tmp/err") $(tail -n 3 "$tmp/out")"; fi
+# It learned: accuracy and objective improved from the first epoch to the last.
+t=train_default_run_learns
+first=$(grep -m1 "epoch   1/" "$tmp/out" | awk '{print $4}'); last=$(grep "final objective" "$tmp/out" | awk '{print $3}')
+if [ -n "$first" ] && [ -n "$last" ] && python3 -c "import sys; sys.exit(not float(sys.argv[2]) < float(sys.argv[1]) - 0.02)" "$first" "$last"; then ok $t
+else bad $t "objective $first -> $last"; fi
+
+t=train_json_has_every_key
+out=$(timeout 120 $INAGG train $SMALL --workers 3 --json - 2>"$tmp/err"); rc=$?
+if [ $rc -ne 0 ]; then bad $t "rc $rc: $(tail -n 3 "$tmp/err")"
+elif ! echo "$out" | python3 -c "
+import json, sys
+d = json.load(sys.stdin)   # stdout must be pure JSON
+for k in ['mode', 'workers', 'backend', 'protocol', 'objective', 'batch', 'micro_batch', 'pipeline',
+          'epochs', 'final_objective', 'final_accuracy', 'total_seconds']:
+    assert k in d, k
+assert d['mode'] == 'model' and d['workers'] == 3 and d['backend'] == 'inagg'
+assert d['protocol'] == 'p4sgd' and d['objective'] == 'logistic' and d['pipeline'] is True
+assert d['batch'] == 64 and d['micro_batch'] == 8 and len(d['epochs']) == 3
+for i, e in enumerate(d['epochs']):
+    for k in ['epoch', 'objective', 'accuracy', 'seconds', 'comm_share']:
+        assert k in e, k
+    assert e['epoch'] == i + 1 and 0 <= e['comm_share'] <= 1 and e['seconds'] > 0
+    assert 'test_accuracy' not in e
+assert d['final_objective'] == d['epochs'][-1]['objective'] < d['epochs'][0]['objective']
+assert 0.5 < d['final_accuracy'] <= 1 and d['total_seconds'] > 0
+"; then bad $t "keys or values wrong: $out"
+elif ! grep -q "^summary" "$tmp/err"; then bad $t "no summary on stderr with --json -"
+else ok $t; fi
+
+t=train_test_data_and_data_mode
+python3 - "$tmp" <<'EOF'
+import random, sys
+random.seed(3)
+for name, n in (("train.svm", 600), ("test.svm", 200)):
+    with open(sys.argv[1] + "/" + name, "w") as f:
+        for _ in range(n):
+            x = {j: random.random() for j in sorted(random.sample(range(1, 41), 6))}
+            y = 1 if x.get(1, 0) + x.get(2, 0) - x.get(3, 0) > 0.3 else -1
+            f.write(("%+d " % y) + " ".join("%d:%.4f" % (j, v) for j, v in x.items()) + "\n")
+EOF
+out=$(timeout 120 $INAGG train --data "$tmp/train.svm" --test-data "$tmp/test.svm" --mode data --workers 2 --epochs 3 --json - 2>"$tmp/err"); rc=$?
+if [ $rc -eq 0 ] && echo "$out" | python3 -c "
+import json, sys
+d = json.load(sys.stdin)
+assert d['mode'] == 'data' and d['protocol'] == 'switchml' and d['pipeline'] is False
+assert all(0 <= e['test_accuracy'] <= 1 for e in d['epochs'])
+assert d['epochs'][-1]['test_accuracy'] > 0.6
+"; then ok $t; else bad $t "rc $rc: $(tail -n 3 "$tmp/err") $out"; fi
+
+t=train_plot_writes_png
+if command -v gnuplot >/dev/null; then
+    timeout 120 $INAGG train $SMALL --workers 2 --plot "$tmp/curve.png" >/dev/null 2>"$tmp/err"; rc=$?
+    if [ $rc -eq 0 ] && [ -s "$tmp/curve.png" ] && head -c 4 "$tmp/curve.png" | grep -q "PNG"; then ok $t
+    else bad $t "rc $rc: $(tail -n 3 "$tmp/err")"; fi
+else skp $t "gnuplot not installed"; fi
+
+t=train_malformed_libsvm_exit_1_with_file_line
+printf '+1 1:1 2:0.5\n-1 3:1\n+1 2:x\n' >"$tmp/bad.svm"
+timeout 60 $INAGG train --data "$tmp/bad.svm" --workers 2 >/dev/null 2>"$tmp/err"; rc=$?
+if [ $rc -eq 1 ] && grep -q "$tmp/bad.svm:3:" "$tmp/err"; then ok $t
+else bad $t "rc $rc: $(cat "$tmp/err")"; fi
+
+t=train_missing_file_exit_1
+timeout 60 $INAGG train --data "$tmp/nonexistent.svm" --mode single >/dev/null 2>"$tmp/err"; rc=$?
+[ $rc -eq 1 ] && grep -q "nonexistent.svm" "$tmp/err" && ok $t || bad $t "rc $rc: $(cat "$tmp/err")"
+
+t=train_mpi_backend
+if command -v mpirun >/dev/null && [ -x build/inagg-mpi-train ]; then
+    out=$(timeout 200 $INAGG train $SMALL --workers 2 --backend mpi --json - 2>"$tmp/err"); rc=$?
+    ref=$(timeout 60 $INAGG train $SMALL --mode single --json - 2>/dev/null)
+    if [ $rc -eq 0 ] && python3 -c "
+import json, sys
+m, s = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+assert m['backend'] == 'mpi' and m['protocol'] == 'none' and len(m['epochs']) == 3
+for a, b in zip(m['epochs'], s['epochs']):
+    assert abs(a['objective'] - b['objective']) < 1e-5 * b['objective'], (a, b)
+" "$out" "$ref"; then ok $t; else bad $t "rc $rc: $(tail -n 3 "$tmp/err") $out"; fi
+else skp $t "OpenMPI or inagg-mpi-train not available"; fi
+
+t=train_ranks_against_a_running_switch
+exec 3>"$tmp/ready"
+timeout 120 $INAGG switch --listen 127.0.0.1:0 --ready-fd 3 >/dev/null 2>"$tmp/sw.err" &
+swpid=$!
+exec 3>&-
+for _ in $(seq 100); do [ -s "$tmp/ready" ] && break; sleep 0.05; done
+port=$(head -n1 "$tmp/ready" 2>/dev/null)
+if [ -z "$port" ]; then bad $t "switch did not report a port"; else
+    # rank 1 from flags, rank 0 from an mpirun-style environment
+    timeout 100 $INAGG train $SMALL --switch 127.0.0.1:$port --rank 1 --world 2 >"$tmp/r1.out" 2>"$tmp/r1.err" &
+    r1=$!
+    OMPI_COMM_WORLD_RANK=0 OMPI_COMM_WORLD_SIZE=2 timeout 100 $INAGG train $SMALL --switch 127.0.0.1:$port --json - >"$tmp/r0.json" 2>"$tmp/r0.err"
+    rc0=$?; wait $r1; rc1=$?
+    kill -INT $swpid; wait $swpid
+    ref=$(timeout 60 $INAGG train $SMALL --workers 2 --json - 2>/dev/null)
+    if [ $rc0 -eq 0 ] && [ $rc1 -eq 0 ] && [ ! -s "$tmp/r1.out" ] && python3 -c "
+import json, sys
+a, b = json.load(open(sys.argv[1])), json.loads(sys.argv[2])
+assert a['workers'] == 2 and [e['objective'] for e in a['epochs']] == [e['objective'] for e in b['epochs']]
+" "$tmp/r0.json" "$ref"; then ok $t
+    else bad $t "rc $rc0/$rc1: $(tail -n 2 "$tmp/r0.err") $(tail -n 2 "$tmp/r1.err")"; fi
+fi
+
+echo "$pass passed, $fail failed, $skip skipped"
+[ $fail -eq 0 ]

@@ -187,6 +187,30 @@ TEST(p4sgd_small_allreduces_exact_and_acknowledged, 60)
     CHECK(ts_number(stats, "confirms_sent") >= 4 * 3000);
 }
 
+/* Acknowledgements and confirmations ride on contributions and results when operations
+ * follow each other (PROTOCOL.md 9.3): far fewer packets than four per rank per round. */
+TEST(p4sgd_acknowledgements_ride_on_data_packets, 60)
+{
+    switch_config_t cfg = SWITCH_CONFIG_INIT;
+    test_switch_t ts;
+    ts_start(&ts, &cfg);
+    small_spec_t s = {.addr = ts.addr, .job = "p4ride", .world = 3, .ops = 2000, .elems = 8,
+                      .inflight = 8, .dtype = INAGG_INT32, .seed = 6, .victim = -1};
+    alloc_small(&s);
+    int failed = run_workers(3, small_worker, &s, 50);
+    char stats[32768];
+    ts_stats_json(&ts, stats, sizeof(stats));
+    ts_stop(&ts);
+    report_errors(&s);
+    CHECK_EQ_INT(failed, 0);
+    CHECK_EQ_INT(sum_u64(s.wrong, 3), 0);
+    CHECK_EQ_INT(ts_number(stats, "acks"), 3 * 2000);
+    double in = ts_number(stats, "packets_in");
+    /* 3 contributions per round, plus standalone acknowledgements only now and then */
+    CHECK_MSG(in < 1.5 * 3 * 2000, "%.0f packets in for %d rounds: acknowledgements did not ride",
+              in, 2000);
+}
+
 /* The core promise under faults on the workers and on the switch, both directions. */
 static void lossy_small(double p, uint64_t seed)
 {

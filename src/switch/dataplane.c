@@ -96,8 +96,37 @@ static void tx_result(dp_thread_t *t, tx_queue_t *q, const job_t *j, uint32_t sl
 }
 
 /* A p4sgd result (type WIRE_RESULT, payload) or confirmation (WIRE_CONFIRM, none). */
-static void tx_p4(dp_thread_t *t, tx_queue_t *q, const job_t *j, uint32_t slot,
-                  const p4slot_t *s, uint8_t type, uint32_t round, uint32_t rank,
+/* The next confirmation queued for `rank` on this thread, or 0 (then *out is untouched). */
+static int pop_confirm(const dp_thread_t *t, const job_t *j, uint32_t rank, p4_confirm_t *out)
+{
+    size_t ring = (size_t)t->index * j->world + rank;
+    p4_confirm_ring_t *r = &j->confirm_rings[ring];
+    if (r->count == 0)
+        return 0;
+    *out = j->confirm_items[ring * j->nslots + r->head];
+    r->head = (r->head + 1) % j->nslots;
+    r->count--;
+    return 1;
+}
+
+/* Queue a confirmation for `rank`; 0 if its ring is full (then send one on its own). */
+static int push_confirm(const dp_thread_t *t, const job_t *j, uint32_t rank, uint32_t slot,
+                        uint32_t round)
+{
+    size_t ring = (size_t)t->index * j->world + rank;
+    p4_confirm_ring_t *r = &j->confirm_rings[ring];
+    if (r->count == j->nslots)
+        return 0;
+    j->confirm_items[ring * j->nslots + (r->head + r->count) % j->nslots] =
+        (p4_confirm_t){slot, round};
+    r->count++;
+    return 1;
+}
+
+/* A p4sgd result (type WIRE_RESULT, payload; carries a queued confirmation when one waits)
+ * or confirmation (WIRE_CONFIRM, no payload). */
+static void tx_p4(dp_thread_t *t, tx_queue_t *q, const job_t *j, job_counters_t *c,
+                  uint32_t slot, const p4slot_t *s, uint8_t type, uint32_t round, uint32_t rank,
                   const struct sockaddr_in *to)
 {
     int result = type == WIRE_RESULT;
@@ -109,12 +138,19 @@ static void tx_p4(dp_thread_t *t, tx_queue_t *q, const job_t *j, uint32_t slot,
         .token = j->token,
         .slot = slot,
         .round = round,
-        .chunk = s->chunk,
         .count = result ? s->n_elems : 0,
         .flags = (uint8_t)(wire_ver_of_round(round) |
                            (result && s->overflow ? WIRE_FLAG_OVERFLOW : 0)),
         .dtype = s->dtype,
     };
+    p4_confirm_t cf;
+    if (result && pop_confirm(t, j, rank, &cf)) {
+        h.chunk = cf.slot + 1u;
+        h.exp = (int16_t)(uint16_t)(cf.round >> 16);
+        h.next_exp = (int16_t)(uint16_t)cf.round;
+        STAT_ADD(c->confirms_sent, 1);
+        STAT_ADD(c->confirms_piggybacked, 1);
+    }
     tx_packet(t, q, &h, s->result, to);
 }
 
@@ -127,15 +163,76 @@ static int dtype_allowed(const job_t *j, uint8_t dtype)
     return j->float_mode == INAGG_FLOAT_NATIVE;
 }
 
-/* The p4sgd protocol's packets (p4slot.h): contributions and acknowledgements. */
+/* Act on the verdict for an acknowledgement of `slot` (standalone, or carried by a
+ * contribution: `piggybacked`, whose sender is then best reached with the results). */
+static void p4_ack(dp_thread_t *t, tx_queue_t *q, const job_t *j, job_counters_t *c,
+                   const wire_header_t *h, int piggybacked, const struct sockaddr_in *from)
+{
+    p4slot_t *s = &j->p4slots[h->slot];
+    enum p4slot_verdict v = p4slot_ack(s, j->world, h);
+    switch (v) {
+    case P4V_ACKED:
+        STAT_ADD(c->acks, 1);
+        break;
+    case P4V_CONFIRMED:
+        STAT_ADD(c->acks, 1);
+        for (uint32_t r = 0; r < j->world; r++) {
+            /* Acknowledgements riding on contributions mean results are flowing: the
+             * confirmations ride back on them. Otherwise (or when a ring is full) they go
+             * on their own to where each rank's acknowledgements come from. */
+            if (piggybacked && push_confirm(t, j, r, h->slot, h->round))
+                continue;
+            const struct sockaddr_in *to = &j->ack_addrs[(size_t)h->slot * j->world + r];
+            if (to->sin_family != AF_INET) /* that rank only ever piggybacked: its results' */
+                to = &j->addrs[(size_t)h->slot * j->world + r];
+            tx_p4(t, q, j, c, h->slot, s, WIRE_CONFIRM, h->round, r, to);
+            STAT_ADD(c->confirms_sent, 1);
+            STAT_ADD(c->bytes_out, WIRE_HEADER_SIZE);
+        }
+        break;
+    case P4V_RESEND_CONFIRM:
+        tx_p4(t, q, j, c, h->slot, s, WIRE_CONFIRM, h->round, h->rank, from);
+        STAT_ADD(c->confirms_sent, 1);
+        STAT_ADD(c->confirm_resends, 1);
+        STAT_ADD(c->bytes_out, WIRE_HEADER_SIZE);
+        break;
+    case P4V_DUP_ACK:
+        STAT_ADD(c->drops[DROP_DUP_ACK], 1);
+        break;
+    case P4V_STALE:
+        STAT_ADD(c->drops[DROP_STALE], 1);
+        break;
+    default:
+        STAT_ADD(c->drops[DROP_AHEAD], 1);
+        break;
+    }
+}
+
+/* The p4sgd protocol's packets (p4slot.h): contributions (maybe carrying an
+ * acknowledgement) and acknowledgements. */
 static void handle_p4(dp_thread_t *t, tx_queue_t *q, const job_t *j, job_counters_t *c,
                       const wire_header_t *h, const uint32_t *payload,
                       const struct sockaddr_in *from)
 {
+    if (h->type == WIRE_ACK) {
+        p4_ack(t, q, j, c, h, 0, from);
+        return;
+    }
+    if (h->chunk != 0) {
+        /* An acknowledgement riding on this contribution (wire.h). Applied first, so its
+         * confirmations can ride on this very round's results. */
+        wire_header_t ack = *h;
+        ack.type = WIRE_ACK;
+        ack.slot = h->chunk - 1u;
+        ack.round = ((uint32_t)(uint16_t)h->exp << 16) | (uint16_t)h->next_exp;
+        ack.count = 0;
+        if (ack.slot < j->nslots && job_slot_owner(j, ack.slot) == t->index)
+            p4_ack(t, q, j, c, &ack, 1, &j->addrs[(size_t)ack.slot * j->world + h->rank]);
+        else
+            STAT_ADD(c->drops[DROP_BAD_SLOT], 1);
+    }
     p4slot_t *s = &j->p4slots[h->slot];
-    enum p4slot_verdict v = h->type == WIRE_ACK
-                                ? p4slot_ack(s, j->world, h)
-                                : p4slot_contribute(s, j->world, j->elems, h, payload);
+    enum p4slot_verdict v = p4slot_contribute(s, j->world, j->elems, h, payload);
     const struct sockaddr_in *addrs = &j->addrs[(size_t)h->slot * j->world];
     size_t result_bytes = WIRE_HEADER_SIZE + (size_t)s->n_elems * 4u;
     switch (v) {
@@ -146,38 +243,18 @@ static void handle_p4(dp_thread_t *t, tx_queue_t *q, const job_t *j, job_counter
         STAT_ADD(c->contributions, 1);
         STAT_ADD(c->rounds, 1);
         for (uint32_t r = 0; r < j->world; r++)
-            tx_p4(t, q, j, h->slot, s, WIRE_RESULT, s->round, r, &addrs[r]);
+            tx_p4(t, q, j, c, h->slot, s, WIRE_RESULT, s->round, r, &addrs[r]);
         STAT_ADD(c->results_sent, j->world);
         STAT_ADD(c->bytes_out, result_bytes * j->world);
         break;
     case P4V_RESEND_RESULT:
-        tx_p4(t, q, j, h->slot, s, WIRE_RESULT, s->round, h->rank, from);
+        tx_p4(t, q, j, c, h->slot, s, WIRE_RESULT, s->round, h->rank, from);
         STAT_ADD(c->resends, 1);
         STAT_ADD(c->results_sent, 1);
         STAT_ADD(c->bytes_out, result_bytes);
         break;
-    case P4V_ACKED:
-        STAT_ADD(c->acks, 1);
-        break;
-    case P4V_CONFIRMED:
-        STAT_ADD(c->acks, 1);
-        for (uint32_t r = 0; r < j->world; r++)
-            tx_p4(t, q, j, h->slot, s, WIRE_CONFIRM, h->round, r,
-                  &j->ack_addrs[(size_t)h->slot * j->world + r]);
-        STAT_ADD(c->confirms_sent, j->world);
-        STAT_ADD(c->bytes_out, (uint64_t)WIRE_HEADER_SIZE * j->world);
-        break;
-    case P4V_RESEND_CONFIRM:
-        tx_p4(t, q, j, h->slot, s, WIRE_CONFIRM, h->round, h->rank, from);
-        STAT_ADD(c->confirms_sent, 1);
-        STAT_ADD(c->confirm_resends, 1);
-        STAT_ADD(c->bytes_out, WIRE_HEADER_SIZE);
-        break;
     case P4V_DUP_OPEN:
         STAT_ADD(c->drops[DROP_DUP_OPEN], 1);
-        break;
-    case P4V_DUP_ACK:
-        STAT_ADD(c->drops[DROP_DUP_ACK], 1);
         break;
     case P4V_STALE:
         STAT_ADD(c->drops[DROP_STALE], 1);

@@ -42,7 +42,8 @@ static uint64_t arena_words(uint32_t protocol, uint32_t world, uint32_t nslots, 
 uint64_t job_pool_bytes(uint32_t protocol, uint32_t world, uint32_t nslots, uint32_t elems)
 {
     return arena_words(protocol, world, nslots, elems) * 4u +
-           (uint64_t)nslots * (sizeof(slot_t) + 2u * world * sizeof(struct sockaddr_in));
+           (uint64_t)nslots * (sizeof(slot_t) + 2u * world * sizeof(struct sockaddr_in)) +
+           (uint64_t)nslots * world * SWITCH_MAX_THREADS * sizeof(p4_confirm_t);
 }
 
 job_t *job_create(uint16_t id, const char *name, uint32_t protocol, uint32_t world,
@@ -65,12 +66,16 @@ job_t *job_create(uint16_t id, const char *name, uint32_t protocol, uint32_t wor
         j->slots = calloc(nslots, sizeof(slot_t));
     j->arena = calloc((size_t)arena_words(protocol, world, nslots, elems), sizeof(uint32_t));
     j->addrs = calloc((size_t)nslots * world, sizeof(struct sockaddr_in));
-    if (protocol == INAGG_PROTO_P4SGD)
+    if (protocol == INAGG_PROTO_P4SGD) {
         j->ack_addrs = calloc((size_t)nslots * world, sizeof(struct sockaddr_in));
+        j->confirm_rings = calloc((size_t)nthreads * world, sizeof(p4_confirm_ring_t));
+        j->confirm_items = calloc((size_t)nthreads * world * nslots, sizeof(p4_confirm_t));
+    }
     if (posix_memalign((void **)&j->threads, INAGG_CACHELINE, nthreads * sizeof(job_thread_t)))
         j->threads = NULL;
     if ((!j->slots && !j->p4slots) || !j->arena || !j->addrs || !j->threads ||
-        (protocol == INAGG_PROTO_P4SGD && !j->ack_addrs)) {
+        (protocol == INAGG_PROTO_P4SGD &&
+         (!j->ack_addrs || !j->confirm_rings || !j->confirm_items))) {
         job_free(j);
         return NULL;
     }
@@ -98,6 +103,8 @@ void job_free(job_t *j)
     free(j->arena);
     free(j->addrs);
     free(j->ack_addrs);
+    free(j->confirm_rings);
+    free(j->confirm_items);
     free(j->threads);
     free(j);
 }

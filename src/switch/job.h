@@ -55,6 +55,7 @@ typedef struct job_counters {
     _Atomic uint64_t acks;          /* acknowledgements accepted (p4sgd) */
     _Atomic uint64_t confirms_sent; /* confirmations sent, multicast and resends (p4sgd) */
     _Atomic uint64_t confirm_resends; /* confirmations re-sent for a repeated ack (p4sgd) */
+    _Atomic uint64_t confirms_piggybacked; /* of confirms_sent, those that rode on a result */
     _Atomic uint64_t bytes_in, bytes_out;
     _Atomic uint64_t drops[DROP_REASON_COUNT];
 } job_counters_t;
@@ -71,6 +72,16 @@ typedef struct job_thread {
 #define STAT_GET(field) atomic_load_explicit(&(field), memory_order_relaxed)
 
 enum job_state { JOB_JOINING = 0, JOB_ACTIVE, JOB_FAILED };
+
+/* p4sgd: a confirmation waiting to ride on the next result to a rank (wire.h, piggyback). */
+typedef struct p4_confirm {
+    uint32_t slot, round;
+} p4_confirm_t;
+
+/* A ring of p4_confirm_t per (dataplane thread, rank); one thread writes it. */
+typedef struct p4_confirm_ring {
+    uint32_t head, count;
+} p4_confirm_ring_t;
 
 typedef struct job {
     /* immutable once published */
@@ -93,6 +104,8 @@ typedef struct job {
                                       acknowledgement), so they need not wake a worker that
                                       waits for a result on its other socket */
     job_thread_t *threads;      /* [nthreads] */
+    p4_confirm_ring_t *confirm_rings; /* p4sgd: [thread * world + rank] */
+    p4_confirm_t *confirm_items;      /* p4sgd: [(thread * world + rank) * nslots + i] */
     _Atomic int state;          /* enum job_state */
     /* control thread only */
     uint64_t created_ms, activated_ms;

@@ -317,6 +317,7 @@ static void write_json(inagg_switch_t *sw, FILE *out)
         json_int(&w, "acks", (int64_t)JOB_SUM(j, acks));
         json_int(&w, "confirms_sent", (int64_t)JOB_SUM(j, confirms_sent));
         json_int(&w, "confirm_resends", (int64_t)JOB_SUM(j, confirm_resends));
+        json_int(&w, "confirms_piggybacked", (int64_t)JOB_SUM(j, confirms_piggybacked));
         json_int(&w, "bytes_in", (int64_t)JOB_SUM(j, bytes_in));
         json_int(&w, "bytes_out", (int64_t)JOB_SUM(j, bytes_out));
         json_newline(&w);

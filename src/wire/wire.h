@@ -25,6 +25,11 @@
  *   30   2   next_exp  look-ahead: exponent of the next chunk on this slot (contribution),
  *                      or the maximum over all workers (result)
  *
+ * In a p4sgd job, `chunk`, `exp` and `next_exp` of contributions and results carry a
+ * piggybacked acknowledgement (worker->switch) or confirmation (switch->worker) instead:
+ * chunk = acknowledged/confirmed slot + 1 (0: none), exp:next_exp = its round (high:low 16
+ * bits). The slot must be served by the same switch thread as the packet's own slot.
+ *
  * wire_decode() checks everything a header can check alone; the receiver then checks the
  * fields that need context (job, token, rank, slot range, round).
  */

@@ -18,6 +18,7 @@
 
 #define P4_RX_BATCH 64
 #define P4_MAX_BLOCK_US 5000 /* longest single wait, so the abort flag is seen */
+#define P4_ACK_DELAY_US 200  /* an acknowledgement waits this long for a contribution to ride on */
 
 enum p4_phase { P4W_FREE = 0, P4W_AGGREGATING, P4W_ACKNOWLEDGING };
 
@@ -27,6 +28,7 @@ typedef struct p4wslot {
     int phase;
     p4_op_t *op;           /* while aggregating */
     int retransmitted;     /* Karn: no RTT sample from a retransmitted packet */
+    int ack_pending;       /* acknowledging, and the acknowledgement has not left yet */
     uint64_t sent_ns, deadline_ns;
     uint32_t rto_us;       /* this packet's timeout, doubled on each retransmission */
     uint8_t *pkt;          /* the contribution, kept for retransmission */
@@ -244,12 +246,43 @@ int p4engine_can_start(const p4engine_t *e)
     return !e->failed && e->ws[e->next_op % e->p.slots].phase == P4W_FREE;
 }
 
+/* Switch thread (port) that serves slot k. */
+static uint32_t slot_thread(const p4engine_t *e, uint32_t k)
+{
+    return (e->p.sw_base + k) % e->p.sw_threads;
+}
+
+/* A slot whose acknowledgement waits to leave and that the same switch thread serves as
+ * slot `with`, or NULL. */
+static p4wslot_t *pending_ack_for(p4engine_t *e, uint32_t with)
+{
+    if (e->busy == e->aggregating)
+        return NULL; /* nothing is acknowledging */
+    for (uint32_t k = 0; k < e->p.slots; k++)
+        if (e->ws[k].ack_pending && slot_thread(e, k) == slot_thread(e, with))
+            return &e->ws[k];
+    return NULL;
+}
+
 static void start_on_slot(p4engine_t *e, p4wslot_t *w, p4_op_t *op, uint64_t now)
 {
-    wire_header_t h = base_header(e, w, WIRE_CONTRIB);
-    h.chunk = (uint32_t)e->next_op;
+    wire_header_t h = base_header(e, w, WIRE_ACK);
+    wire_encode_header(&h, w->ack);
+    h = base_header(e, w, WIRE_CONTRIB);
     h.count = (uint16_t)op->count;
     h.dtype = op->dtype == INAGG_INT32 ? WIRE_INT32 : WIRE_FLOAT32;
+    p4wslot_t *a = pending_ack_for(e, w->slot);
+    if (a) {
+        /* The acknowledgement rides on this contribution (wire.h): one packet fewer for the
+         * switch and for us. Its timer now guards the ride: if the contribution is lost, the
+         * acknowledgement goes again on its own. */
+        h.chunk = a->slot + 1u;
+        h.exp = (int16_t)(uint16_t)(a->round >> 16);
+        h.next_exp = (int16_t)(uint16_t)a->round;
+        a->ack_pending = 0;
+        a->sent_ns = now;
+        a->deadline_ns = now + (uint64_t)a->rto_us * 1000u;
+    }
     uint32_t *payload = (uint32_t *)(void *)(w->pkt + WIRE_HEADER_SIZE);
     if (op->dtype == INAGG_INT32)
         vec_i32_to_be((const int32_t *)op->send, payload, op->count);
@@ -257,9 +290,6 @@ static void start_on_slot(p4engine_t *e, p4wslot_t *w, p4_op_t *op, uint64_t now
         vec_f32_to_be((const float *)op->send, payload, op->count);
     wire_encode_header(&h, w->pkt);
     w->pkt_len = WIRE_HEADER_SIZE + op->count * 4u;
-    h.type = WIRE_ACK;
-    h.count = 0;
-    wire_encode_header(&h, w->ack);
     w->op = op;
     op->done = 0;
     op->result = INAGG_OK;
@@ -270,6 +300,20 @@ static void start_on_slot(p4engine_t *e, p4wslot_t *w, p4_op_t *op, uint64_t now
     e->aggregating++;
     e->next_op++;
     send_phase(e, w, now);
+}
+
+/* Send every waiting acknowledgement on its own (nothing is about to carry them). */
+static void send_pending_acks(p4engine_t *e, uint64_t now)
+{
+    if (e->busy == e->aggregating)
+        return;
+    for (uint32_t k = 0; k < e->p.slots; k++) {
+        p4wslot_t *w = &e->ws[k];
+        if (w->ack_pending) {
+            w->ack_pending = 0;
+            send_phase(e, w, now);
+        }
+    }
 }
 
 /* ---- receiving ------------------------------------------------------------------------- */
@@ -292,6 +336,18 @@ static void deliver(p4engine_t *e, p4wslot_t *w, const wire_header_t *h, const u
     w->op = NULL;
 }
 
+/* The switch confirmed `round` of slot w: every rank has its result; the slot is free. A
+ * confirmation for anything else (stale, duplicate) is ignored. */
+static void confirm(p4engine_t *e, p4wslot_t *w, uint32_t round)
+{
+    if (w->phase != P4W_ACKNOWLEDGING || w->round != round || w->ack_pending)
+        return;
+    w->phase = P4W_FREE;
+    w->round++;
+    e->busy--;
+    e->stall_ns = 0;
+}
+
 static void handle_packet(p4engine_t *e, const uint8_t *buf, size_t len, uint64_t now)
 {
     wire_header_t h;
@@ -301,25 +357,30 @@ static void handle_packet(p4engine_t *e, const uint8_t *buf, size_t len, uint64_
         CNT_ADD(e->c.invalid, 1);
         return;
     }
+    if (h.type == WIRE_RESULT && h.chunk != 0) {
+        /* A confirmation riding on this result (wire.h). */
+        uint32_t round = ((uint32_t)(uint16_t)h.exp << 16) | (uint16_t)h.next_exp;
+        if (h.chunk - 1u < e->p.slots)
+            confirm(e, &e->ws[h.chunk - 1u], round);
+        else
+            CNT_ADD(e->c.invalid, 1);
+    }
     p4wslot_t *w = &e->ws[h.slot];
     if (w->phase == P4W_FREE || h.round != w->round) {
         CNT_ADD(e->c.duplicates, 1);
         return;
     }
     if (h.type == WIRE_CONFIRM) {
-        if (w->phase != P4W_ACKNOWLEDGING) {
+        if (w->phase != P4W_ACKNOWLEDGING)
             CNT_ADD(e->c.invalid, 1); /* a confirmation before we have the result */
-            return;
-        }
-        w->phase = P4W_FREE;
-        w->round++;
-        e->busy--;
-        e->stall_ns = 0;
+        else
+            confirm(e, w, h.round);
         return;
     }
     if (w->phase == P4W_ACKNOWLEDGING) {
         /* The result again: our acknowledgement was lost or is late. Answer at once. */
         CNT_ADD(e->c.duplicates, 1);
+        w->ack_pending = 0;
         send_phase(e, w, now);
         return;
     }
@@ -341,7 +402,10 @@ static void handle_packet(p4engine_t *e, const uint8_t *buf, size_t len, uint64_
     w->phase = P4W_ACKNOWLEDGING;
     w->retransmitted = 0;
     w->rto_us = e->rto.rto_us;
-    send_phase(e, w, now);
+    /* Delayed acknowledgement: the next contribution to this switch thread carries it; if
+     * none leaves within P4_ACK_DELAY_US it goes on its own (fire_timers). */
+    w->ack_pending = 1;
+    w->deadline_ns = now + (uint64_t)util_min_u64(P4_ACK_DELAY_US, w->rto_us) * 1000u;
 }
 
 static uint64_t fire_timers(p4engine_t *e, uint64_t now)
@@ -354,7 +418,10 @@ static uint64_t fire_timers(p4engine_t *e, uint64_t now)
         p4wslot_t *w = &e->ws[k];
         if (w->phase == P4W_FREE)
             continue;
-        if (now >= w->deadline_ns) {
+        if (now >= w->deadline_ns && w->ack_pending) {
+            w->ack_pending = 0; /* nothing carried it in time: it goes on its own */
+            send_phase(e, w, now);
+        } else if (now >= w->deadline_ns) {
             w->rto_us = rto_doubled(w->rto_us, e->p.rto_max_us);
             w->retransmitted = 1;
             send_phase(e, w, now);
@@ -420,6 +487,8 @@ inagg_result_t p4engine_progress(p4engine_t *e, int block, char *detail, size_t 
     uint64_t stall_before = e->stall_ns;
     /* Confirmations first: they may cancel acknowledgement timers that are due. */
     int n = receive(e, e->ack_fd);
+    if (block && e->aggregating == 0)
+        send_pending_acks(e, start); /* we wait for confirmations: they need these */
     uint64_t next = fire_timers(e, start);
     int wait_ms = 0;
     if (block && n == 0) {
@@ -458,9 +527,21 @@ inagg_result_t p4engine_progress(p4engine_t *e, int block, char *detail, size_t 
     return INAGG_OK;
 }
 
+/* The next operation needs its slot confirmed: if our acknowledgement for it still waits for
+ * a ride, send it now. */
+static void hurry_next_slot(p4engine_t *e)
+{
+    p4wslot_t *w = &e->ws[e->next_op % e->p.slots];
+    if (w->ack_pending) {
+        w->ack_pending = 0;
+        send_phase(e, w, util_now_ns());
+    }
+}
+
 inagg_result_t p4engine_start(p4engine_t *e, p4_op_t *op, char *detail, size_t dlen)
 {
     while (!p4engine_can_start(e)) {
+        hurry_next_slot(e);
         inagg_result_t rc = p4engine_progress(e, 1, detail, dlen);
         if (rc != INAGG_OK)
             return rc;
@@ -514,8 +595,11 @@ inagg_result_t p4engine_allreduce(p4engine_t *e, const engine_request_t *r, char
                 delivered = ops[finished % ring].result;
             finished++;
         }
-        if (finished < nchunks)
+        if (finished < nchunks) {
+            if (started < nchunks && !p4engine_can_start(e))
+                hurry_next_slot(e);
             rc = p4engine_progress(e, 1, detail, dlen);
+        }
     }
     free(ops);
     if (rc != INAGG_OK)
@@ -551,6 +635,7 @@ void p4engine_fail(p4engine_t *e, inagg_result_t rc)
             w->op = NULL;
         }
         w->phase = P4W_FREE;
+        w->ack_pending = 0;
     }
     e->busy = 0;
     e->aggregating = 0;

@@ -379,18 +379,15 @@ TEST(p4sgd_large_allreduce_pipelines_over_slots, 90)
 }
 
 /* A switchml communicator refuses the small call; a job cannot mix protocols. */
-static int p4_joiner(uint32_t rank, void *arg)
+static int switchml_holder(uint32_t rank, void *arg)
 {
     (void)rank;
-    inagg_options_t o = INAGG_OPTIONS_INIT;
-    o.protocol = INAGG_PROTO_P4SGD;
-    o.timeout_ms = 3000;
+    inagg_options_t o = INAGG_OPTIONS_INIT; /* switchml */
+    o.timeout_ms = 10000;
     inagg_comm_t *comm;
     char detail[256];
-    inagg_result_t rc = inagg_comm_create(&comm, arg, "mixed", 1, 2, &o, detail, sizeof(detail));
-    if (rc == INAGG_OK)
-        inagg_comm_destroy(comm);
-    return rc == INAGG_ERR_REFUSED && strstr(detail, "protocol=p4sgd") ? 0 : 1;
+    /* registers "mixed" as rank 0 of 2 and waits in the join barrier until killed */
+    return inagg_comm_create(&comm, arg, "mixed", 0, 2, &o, detail, sizeof(detail)) == INAGG_OK;
 }
 
 TEST(p4sgd_protocol_mismatch_and_wrong_call_refused, 30)
@@ -410,16 +407,25 @@ TEST(p4sgd_protocol_mismatch_and_wrong_call_refused, 30)
                  INAGG_ERR_UNSUPPORTED);
     CHECK(strstr(inagg_last_error(solo), "p4sgd") != NULL);
     inagg_comm_destroy(solo);
-    /* Rank 0 registers "mixed" as switchml; rank 1 asking for p4sgd is refused with the
-     * reason, and rank 0's join then times out naming the missing rank. */
-    pid_t pids[1];
-    spawn_workers(1, p4_joiner, ts.addr, pids); /* joins as rank 1 (see p4_joiner) */
+    /* Rank 0 registers "mixed" as switchml; rank 1 asking for p4sgd is refused, saying why. */
+    pid_t holder;
+    spawn_workers(1, switchml_holder, ts.addr, &holder);
+    char stats[32768] = "";
+    for (int i = 0; i < 500 && !strstr(stats, "mixed"); i++) {
+        ts_stats_json(&ts, stats, sizeof(stats));
+        usleep(10000);
+    }
+    CHECK(strstr(stats, "mixed") != NULL);
+    inagg_options_t p4 = INAGG_OPTIONS_INIT;
+    p4.protocol = INAGG_PROTO_P4SGD;
+    p4.timeout_ms = 3000;
     inagg_comm_t *comm = NULL;
-    inagg_result_t rc = inagg_comm_create(&comm, ts.addr, "mixed", 0, 2, &o, detail,
+    inagg_result_t rc = inagg_comm_create(&comm, ts.addr, "mixed", 1, 2, &p4, detail,
                                           sizeof(detail));
-    int joiner = wait_pid(pids[0], 20);
+    kill(holder, SIGKILL);
+    wait_pid(holder, 5);
     ts_stop(&ts);
-    CHECK_EQ_INT(joiner, 0);
-    CHECK_EQ_INT(rc, INAGG_ERR_TIMEOUT);
+    CHECK_EQ_INT(rc, INAGG_ERR_REFUSED);
+    CHECK_MSG(strstr(detail, "protocol=p4sgd") != NULL, "refusal does not say why: %s", detail);
     CHECK(comm == NULL);
 }

@@ -60,6 +60,12 @@
  * optimizers and all options (NaN payloads aside). Assumes the default floating-point
  * environment (round to nearest, no FTZ/DAZ).
  *
+ * Accuracy against a reference: float32 parameters carry the rounding error of the largest
+ * magnitude they reached, so an element that passes near zero after being near 1 keeps an
+ * absolute error of ~1e-7 that is large relative to its final value. Compare with
+ * max|p - p_ref| / max|p_ref| (or per element against the largest magnitude it reached), not
+ * element by element against max(|p_ref|, small floor).
+ *
  * State layout: optim_state_words(c) arrays of n floats each, back to back:
  *     SGD      [buf]            (only with momentum > 0; else no state)
  *     Adagrad  [acc]

@@ -7,7 +7,11 @@
  *   - activations z are float32 (what travels through the switch); a rank's partial dot
  *     product is accumulated in double and rounded once to float;
  *   - gradients are accumulated in double, per coordinate in sample order;
- *   - the model is float32, updated by one expression: x = (float)(x - lr*(g/b + l2*x)).
+ *   - the model is xs * x, x float32 and xs a double scale: a step x <- x - lr*(g/b + l2*x)
+ *     shrinks xs by (1 - lr*l2) and changes only the coordinates the mini-batch touched,
+ *     x[c] = (float)(x[c] - lr*g[c]/(b*xs)), so a step costs the mini-batch's nonzeros, not
+ *     the model's length (the usual lazy-L2 device of sparse SGD solvers); xs is folded back
+ *     into x when it falls below 1e-4.
  * Single mode is model mode with one rank: the same code, all features in one slice.
  */
 #include "glm/train.h"
@@ -162,7 +166,9 @@ typedef struct trainer {
     size_t r0, r1;               /* data mode: rows of this rank (global indices) */
     size_t t0, t1;               /* data mode: test rows of this rank */
     size_t nx;                   /* c1 - c0 */
-    float *x;
+    float *x;                    /* the model is xs * x */
+    double xs;
+    uint8_t *mark;               /* model mode: coordinates already updated this step */
     double *g;
     float *gf;                   /* data mode: the gradient as sent */
     uint32_t *perm;
@@ -212,17 +218,60 @@ static int progress(trainer_t *t, uint32_t epoch, double fraction)
     return 0;
 }
 
-static void update(trainer_t *t, const double *g, const float *gf, size_t b, double lr)
+/* The L2 part of a step: the whole model shrinks by (1 - lr*l2), through the scale. */
+static void shrink(trainer_t *t, double lr)
 {
-    double l2 = t->cfg->l2, inv = 1.0 / (double)b;
-    float *x = t->x;
-    if (g) {
+    double f = 1.0 - lr * t->cfg->l2;
+    if (f < 0.5) { /* a step that large: fold the scale in and shrink every coordinate */
         for (size_t c = 0; c < t->nx; c++)
-            x[c] = (float)((double)x[c] - lr * (g[c] * inv + l2 * (double)x[c]));
-    } else {
-        for (size_t c = 0; c < t->nx; c++)
-            x[c] = (float)((double)x[c] - lr * ((double)gf[c] * inv + l2 * (double)x[c]));
+            t->x[c] = (float)((double)t->x[c] * t->xs * f);
+        t->xs = 1.0;
+        return;
     }
+    t->xs *= f;
+    if (t->xs < 1e-4) {
+        for (size_t c = 0; c < t->nx; c++)
+            t->x[c] = (float)((double)t->x[c] * t->xs);
+        t->xs = 1.0;
+    }
+}
+
+/* Model mode: one step with the gradient g of the mini-batch perm[first..first+b), touching
+ * only the coordinates its samples have; g is left zero for the next mini-batch. */
+static void update_sparse(trainer_t *t, size_t first, size_t b, double lr)
+{
+    shrink(t, lr);
+    double k = lr / ((double)b * t->xs);
+    const glm_dataset_t *d = t->d;
+    for (int pass = 0; pass < 2; pass++)
+        for (size_t i = 0; i < b; i++) {
+            size_t row = t->perm[first + i];
+            for (size_t p = d->row_ptr[row]; p < d->row_ptr[row + 1]; p++) {
+                size_t c = d->col[p] - t->c0;
+                if (pass == 1) {
+                    t->mark[c] = 0;
+                } else if (!t->mark[c]) {
+                    t->mark[c] = 1;
+                    t->x[c] = (float)((double)t->x[c] - k * t->g[c]);
+                    t->g[c] = 0;
+                }
+            }
+        }
+}
+
+/* Data mode: one step with the allreduced (dense) gradient gf of b samples. */
+static void update_dense(trainer_t *t, const float *gf, size_t b, double lr)
+{
+    shrink(t, lr);
+    double k = lr / ((double)b * t->xs);
+    for (size_t c = 0; c < t->nx; c++)
+        t->x[c] = (float)((double)t->x[c] - k * (double)gf[c]);
+}
+
+/* The model's activation for one row: xs * (a . x). */
+static double activation(const trainer_t *t, const glm_dataset_t *d, size_t row, size_t off)
+{
+    return t->xs * glm_row_dot(d, row, t->x, off);
 }
 
 /* ---- model parallel (and single) ---------------------------------------------------------- */
@@ -230,7 +279,7 @@ static void update(trainer_t *t, const double *g, const float *gf, size_t b, dou
 static void forward(trainer_t *t, size_t first, size_t n, float *out)
 {
     for (size_t k = 0; k < n; k++)
-        out[k] = (float)glm_row_dot(t->d, t->perm[first + k], t->x, t->c0);
+        out[k] = (float)activation(t, t->d, t->perm[first + k], t->c0);
 }
 
 static void backward(trainer_t *t, size_t first, size_t n, const float *z)
@@ -252,7 +301,6 @@ static int model_epoch(trainer_t *t, uint32_t epoch, double lr)
     for (size_t i = 0; i < S; i += B) {
         size_t bb = util_min_u64(B, S - i);
         size_t nmb = (bb + MB - 1) / MB;
-        memset(t->g, 0, t->nx * sizeof(double));
         if (cfg->pipeline) {
             /* Start every micro-batch's allreduce (as many as the window holds), then take the
              * results in micro-batch order, starting the next ones as handles free up. */
@@ -282,7 +330,7 @@ static int model_epoch(trainer_t *t, uint32_t epoch, double lr)
                 backward(t, first, n, a);
             }
         }
-        update(t, t->g, NULL, bb, lr);
+        update_sparse(t, i, bb, lr);
         if (progress(t, epoch, (double)(i + bb) / (double)S) != 0)
             return -1;
     }
@@ -304,7 +352,7 @@ static int data_epoch(trainer_t *t, uint32_t epoch, double lr)
             if (row < t->r0 || row >= t->r1)
                 continue; /* another rank's sample of this global mini-batch */
             size_t lr_ = row - t->r0;
-            float z = (float)glm_row_dot(t->d, lr_, t->x, 0);
+            float z = (float)activation(t, t->d, lr_, 0);
             double s = glm_dloss(o, (double)z, (double)t->d->label[lr_]);
             if (s != 0)
                 glm_row_axpy(t->d, lr_, s, t->g, 0);
@@ -313,7 +361,7 @@ static int data_epoch(trainer_t *t, uint32_t epoch, double lr)
             t->gf[c] = (float)t->g[c];
         if (glm_coll_allreduce(t->coll, t->gf, t->nx) != 0)
             return coll_fail(t);
-        update(t, NULL, t->gf, bb, lr);
+        update_dense(t, t->gf, bb, lr);
         if (progress(t, epoch, (double)(i + bb) / (double)S) != 0)
             return -1;
     }
@@ -342,10 +390,10 @@ static int evaluate(trainer_t *t, glm_epoch_record_t *rec)
          * allreduce; then every rank computes the same loss from the full activations. */
         float *ev = t->ev;
         for (size_t s = 0; s < S; s++)
-            ev[s] = (float)glm_row_dot(t->d, s, t->x, t->c0);
+            ev[s] = (float)activation(t, t->d, s, t->c0);
         for (size_t s = 0; s < T; s++)
-            ev[S + s] = (float)glm_row_dot(t->t, s, t->x, t->c0);
-        ev[S + T] = (float)sq_norm(t->x, t->nx);
+            ev[S + s] = (float)activation(t, t->t, s, t->c0);
+        ev[S + T] = (float)(t->xs * t->xs * sq_norm(t->x, t->nx));
         if (glm_coll_allreduce(t->coll, ev, S + T + 1) != 0)
             return coll_fail(t);
         glm_eval_partial(o, ev, t->full->label, S, &loss, &correct);
@@ -361,12 +409,12 @@ static int evaluate(trainer_t *t, glm_epoch_record_t *rec)
         double l = 0, c = 0, tc = 0, dummy = 0;
         size_t n = t->r1 - t->r0;
         for (size_t s = 0; s < n; s++)
-            zb[s] = (float)glm_row_dot(t->d, s, t->x, 0);
+            zb[s] = (float)activation(t, t->d, s, 0);
         glm_eval_partial(o, zb, t->d->label, n, &l, &c);
         if (T) {
             size_t nt = t->t1 - t->t0;
             for (size_t s = 0; s < nt; s++)
-                zb[s] = (float)glm_row_dot(t->t, s, t->x, 0);
+                zb[s] = (float)activation(t, t->t, s, 0);
             glm_eval_partial(o, zb, t->t->label, nt, &dummy, &tc);
         }
         float sums[3] = {(float)l, (float)c, (float)tc};
@@ -375,7 +423,7 @@ static int evaluate(trainer_t *t, glm_epoch_record_t *rec)
         loss = sums[0];
         correct = floor((double)sums[1] + 0.5); /* counts: fixed-point error is far below 0.5 */
         tcorrect = floor((double)sums[2] + 0.5);
-        wsq = sq_norm(t->x, t->nx);
+        wsq = t->xs * t->xs * sq_norm(t->x, t->nx);
     }
     rec->mean_loss = S ? loss / (double)S : 0;
     rec->objective = rec->mean_loss + 0.5 * cfg->l2 * wsq;
@@ -438,6 +486,8 @@ static int prepare(trainer_t *t)
     t->nx = t->c1 - t->c0;
     size_t nx = t->nx ? t->nx : 1;
     t->x = calloc(nx, sizeof(float));
+    t->xs = 1.0;
+    t->mark = calloc(nx, 1);
     t->g = calloc(nx, sizeof(double));
     t->perm = malloc((S ? S : 1) * sizeof(uint32_t));
     if (cfg->mode == GLM_MODE_DATA) {
@@ -449,7 +499,7 @@ static int prepare(trainer_t *t)
         t->nev = S + T + 1;
     }
     t->ev = calloc(t->nev, sizeof(float));
-    if (!t->x || !t->g || !t->perm || !t->ev || (cfg->mode == GLM_MODE_DATA ? !t->gf : !t->act)) {
+    if (!t->x || !t->mark || !t->g || !t->perm || !t->ev || (cfg->mode == GLM_MODE_DATA ? !t->gf : !t->act)) {
         set_err(t->err, t->errlen, "rank %u: out of memory for %zu features, %zu samples", r,
                 D, S);
         return -1;
@@ -462,6 +512,7 @@ static void release(trainer_t *t)
     glm_dataset_free(&t->own);
     glm_dataset_free(&t->own_test);
     free(t->x);
+    free(t->mark);
     free(t->g);
     free(t->gf);
     free(t->perm);

@@ -79,6 +79,36 @@ typedef enum inagg_protocol {
                                  is ignored; engine threads are not used (threads ignored) */
 } inagg_protocol_t;
 
+/* In-switch optimizer (see inagg_push_pull): the switch keeps the job's parameters and
+ * optimizer state and applies one step per chunk as soon as the chunk's gradients are summed. */
+typedef enum inagg_optimizer_kind {
+    INAGG_OPT_SGD = 0,     /* p -= lr * g (with momentum: torch.optim.SGD's buffer) */
+    INAGG_OPT_ADAGRAD = 1, /* acc += g^2; p -= lr * g / D */
+    INAGG_OPT_ADAM = 2,    /* bias-corrected moments; p -= lr * m_hat / D */
+    INAGG_OPT_SMORMS3 = 3  /* Funk's SMORMS3 (the paper's Algorithm 4) */
+} inagg_optimizer_kind_t;
+
+typedef enum inagg_param_init {
+    INAGG_INIT_ZERO = 0,   /* every parameter starts at 0 (inagg_params_upload may follow) */
+    INAGG_INIT_SEEDED = 1  /* uniform in [-0.05, 0.05) from `seed` */
+} inagg_param_init_t;
+
+typedef struct inagg_optimizer {
+    inagg_optimizer_kind_t kind;
+    uint64_t params;       /* parameters the switch holds; every push is this long */
+    float lr, beta1, beta2, eps;
+    int eps_outside;       /* 0: D = sqrt(v + eps), the paper's; 1: sqrt(v) + eps, PyTorch's */
+    float momentum;        /* SGD only; 0 = none */
+    float weight_decay;    /* added to the gradient as wd * p (PyTorch's L2); 0 = none */
+    inagg_param_init_t init;
+    uint64_t seed;
+} inagg_optimizer_t;
+
+#define INAGG_OPTIMIZER_INIT                                                                    \
+    {                                                                                           \
+        INAGG_OPT_SGD, 0u, 0.01f, 0.9f, 0.999f, 1e-8f, 0, 0.0f, 0.0f, INAGG_INIT_ZERO, 0u       \
+    }
+
 /*
  * Options of a communicator. Initialise with INAGG_OPTIONS_INIT, then change fields.
  * The struct only ever grows at the end; `struct_size` lets the library tell versions apart.
@@ -102,6 +132,8 @@ typedef struct inagg_options {
                                  default) */
     const char *faults;       /* fault injection spec, e.g. "drop=0.01,dup=0.01,reorder=0.01,
                                  seed=7" (NULL: taken from $INAGG_FAULTS, if set) */
+    const inagg_optimizer_t *optimizer; /* non-NULL: the switch holds the parameters and runs
+                                 this optimizer (float32 native; gradients averaged) */
 } inagg_options_t;
 
 #define INAGG_MAX_PACKET_ELEMS 16368u /* (65507 - 32) / 4: one UDP datagram */
@@ -110,7 +142,7 @@ typedef struct inagg_options {
 #define INAGG_OPTIONS_INIT                                                                      \
     {                                                                                           \
         sizeof(inagg_options_t), 16u, INAGG_MAX_PACKET_ELEMS, 1u, INAGG_FLOAT_FIXED,            \
-            INAGG_PROTO_SWITCHML, 2000u, 1000u, 50000u, 30000u, 0u, NULL                         \
+            INAGG_PROTO_SWITCHML, 2000u, 1000u, 50000u, 30000u, 0u, NULL, NULL                   \
     }
 
 typedef struct inagg_comm inagg_comm_t;
@@ -181,6 +213,23 @@ inagg_result_t inagg_iallreduce_small(inagg_comm_t *comm, const void *send, void
  * INAGG_ERR_INVALID when every entry is NULL.
  */
 inagg_result_t inagg_waitany(inagg_request_t **reqs, size_t n, size_t *index);
+
+/*
+ * In-switch optimizer (a communicator created with options.optimizer): push this rank's
+ * gradient of all `count` (= optimizer.params) parameters and receive the parameters after
+ * the step. The switch averages the ranks' gradients (sum / world) chunk by chunk, applies one
+ * optimizer step to the chunk as soon as its last gradient arrives, and returns the chunk's
+ * new parameters to every rank; a retransmission gets the same parameters back, so each step
+ * is applied exactly once whatever is lost. `params` may equal `grad`.
+ */
+inagg_result_t inagg_push_pull(inagg_comm_t *comm, const float *grad, float *params,
+                               size_t count);
+
+/*
+ * Set the switch's parameters (collective): rank 0's `values` (count = optimizer.params)
+ * become the parameters; the other ranks' `values` are ignored and may be NULL. No step.
+ */
+inagg_result_t inagg_params_upload(inagg_comm_t *comm, const float *values, size_t count);
 
 /* *done = 1 when the request has finished (then inagg_wait() returns at once). */
 inagg_result_t inagg_test(inagg_request_t *req, int *done);

@@ -100,6 +100,7 @@ static void retire_job(struct inagg_switch *sw, job_t *j)
     r->acks = RETIRED_SUM(acks);
     r->confirms_sent = RETIRED_SUM(confirms_sent);
     r->confirm_resends = RETIRED_SUM(confirm_resends);
+    r->optimizer_steps = RETIRED_SUM(opt_steps);
 #undef RETIRED_SUM
     for (int reason = 0; reason < DROP_REASON_COUNT; reason++)
         r->drops += job_sum_drop(j, reason);
@@ -160,6 +161,66 @@ static void activate(struct inagg_switch *sw, job_t *j)
           proto_name(j->protocol));
 }
 
+/* A JOIN's optional in-switch optimizer: optimizer=sgd|adagrad|adam|smorms3 params=P and
+ * optionally lr= beta1= beta2= eps= eps_place=inside|outside momentum= wd= init=zero|seeded
+ * seed=. No optimizer= key: *desc stays "". 0, or -1 with a reason in why. */
+static int parse_optimizer(const char *line, optim_config_t *c, uint64_t *nparams,
+                           enum optjob_init *init, uint64_t *seed, char *desc, size_t desc_len,
+                           char *why, size_t why_len)
+{
+    char v[64];
+    if (ctl_get(line, "optimizer", v, sizeof(v)) != 0)
+        return 0;
+    if (optim_parse_kind(v, &c->kind) != 0) {
+        snprintf(why, why_len, "unknown optimizer '%s' (sgd, adagrad, adam, smorms3)", v);
+        return -1;
+    }
+    char *end;
+    if (ctl_get(line, "params", v, sizeof(v)) != 0 || (*nparams = strtoull(v, &end, 10)) == 0 ||
+        *end || *nparams > (1ull << 32)) {
+        snprintf(why, why_len, "params= must be 1..%llu", 1ull << 32);
+        return -1;
+    }
+    static const char *const keys[] = {"lr", "beta1", "beta2", "eps", "momentum", "wd"};
+    float *fields[] = {&c->lr, &c->beta1, &c->beta2, &c->eps, &c->momentum, &c->weight_decay};
+    for (size_t k = 0; k < sizeof(keys) / sizeof(keys[0]); k++) {
+        if (ctl_get(line, keys[k], v, sizeof(v)) != 0)
+            continue;
+        double d = strtod(v, &end);
+        if (end == v || *end) {
+            snprintf(why, why_len, "%s=%s is not a number", keys[k], v);
+            return -1;
+        }
+        *fields[k] = (float)d;
+    }
+    if (ctl_get(line, "eps_place", v, sizeof(v)) == 0 && optim_parse_eps(v, &c->eps_placement)) {
+        snprintf(why, why_len, "eps_place must be inside or outside");
+        return -1;
+    }
+    if (ctl_get(line, "init", v, sizeof(v)) == 0) {
+        if (strcmp(v, "zero") == 0) {
+            *init = OPTJOB_INIT_ZERO;
+        } else if (strcmp(v, "seeded") == 0) {
+            *init = OPTJOB_INIT_SEEDED;
+        } else {
+            snprintf(why, why_len, "init must be zero or seeded");
+            return -1;
+        }
+    }
+    if (ctl_get(line, "seed", v, sizeof(v)) == 0)
+        *seed = strtoull(v, NULL, 10);
+    if (optim_check(c, why, why_len) != 0)
+        return -1;
+    snprintf(desc, desc_len,
+             "optimizer=%s params=%llu lr=%.9g beta1=%.9g beta2=%.9g eps=%.9g eps_place=%s "
+             "momentum=%.9g wd=%.9g init=%s seed=%llu",
+             optim_kind_name(c->kind), (unsigned long long)*nparams, (double)c->lr,
+             (double)c->beta1, (double)c->beta2, (double)c->eps, optim_eps_name(c->eps_placement),
+             (double)c->momentum, (double)c->weight_decay,
+             *init == OPTJOB_INIT_SEEDED ? "seeded" : "zero", (unsigned long long)*seed);
+    return 0;
+}
+
 /* Handle JOIN; returns 0 if the client stays, -1 if it must be closed after the reply. */
 static int handle_join(control_t *ctl, client_t *cl, const char *line)
 {
@@ -212,7 +273,19 @@ static int handle_join(control_t *ctl, client_t *cl, const char *line)
               proto);
         return -1;
     }
-    uint64_t pool_bytes = job_pool_bytes(protocol, world, slots, elems);
+    optim_config_t oc = OPTIM_CONFIG_INIT;
+    uint64_t nparams = 0, seed = 0;
+    enum optjob_init init = OPTJOB_INIT_ZERO;
+    char opt_desc[256] = "", why[160] = "";
+    if (parse_optimizer(line, &oc, &nparams, &init, &seed, opt_desc, sizeof(opt_desc), why,
+                        sizeof(why)) != 0) {
+        sendf(cl->fd, "ERR invalid optimizer: %s", why);
+        return -1;
+    }
+    if (opt_desc[0])
+        float_mode = INAGG_FLOAT_NATIVE; /* gradients and parameters travel as float32 */
+    uint64_t pool_bytes = job_pool_bytes(protocol, world, slots, elems) +
+                          (opt_desc[0] ? optjob_bytes(&oc, nparams, elems) : 0);
     if (pool_bytes > SWITCH_MAX_POOL_BYTES) {
         sendf(cl->fd, "ERR refused job '%s' would need %llu MiB of slot memory (limit %llu MiB): "
               "ask for fewer slots or elements per packet", name,
@@ -240,6 +313,12 @@ static int handle_join(control_t *ctl, client_t *cl, const char *line)
                   proto_name(j->protocol), rank, slots, elems, float_name(float_mode), proto);
             return -1;
         }
+        if (strcmp(j->opt_desc, opt_desc) != 0) {
+            sendf(cl->fd, "ERR refused parameter mismatch: job '%s' has optimizer '%s', rank %u "
+                  "asked for '%s'", name, j->opt_desc[0] ? j->opt_desc : "none", rank,
+                  opt_desc[0] ? opt_desc : "none");
+            return -1;
+        }
         if (j->member_fd[rank] >= 0 || j->left[rank]) {
             sendf(cl->fd, "ERR refused duplicate rank %u in job '%s'", rank, name);
             return -1;
@@ -261,6 +340,17 @@ static int handle_join(control_t *ctl, client_t *cl, const char *line)
         if (!j) {
             sendf(cl->fd, "ERR refused out of memory for %u slots of %u elements", slots, elems);
             return -1;
+        }
+        if (opt_desc[0]) {
+            char err[160];
+            j->opt = optjob_create(&oc, nparams, elems, init, seed, err, sizeof(err));
+            j->opt_scratch = calloc((size_t)sw->cfg.threads * elems, sizeof(float));
+            if (!j->opt || !j->opt_scratch) {
+                sendf(cl->fd, "ERR refused optimizer: %s", j->opt ? "out of memory" : err);
+                job_free(j);
+                return -1;
+            }
+            snprintf(j->opt_desc, sizeof(j->opt_desc), "%s", opt_desc);
         }
         uint32_t token = 0;
         while (token == 0)

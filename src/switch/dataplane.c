@@ -163,6 +163,20 @@ static int dtype_allowed(const job_t *j, uint8_t dtype)
     return j->float_mode == INAGG_FLOAT_NATIVE;
 }
 
+/* In-switch optimizer (optjob.h): the round of `chunk` is complete; its sum (network order)
+ * becomes the chunk's new parameters, once. */
+static void apply_optimizer(const dp_thread_t *t, const job_t *j, job_counters_t *c,
+                            uint32_t chunk, uint32_t *data, uint32_t n, int set)
+{
+    float *scratch = j->opt_scratch + (size_t)t->index * j->elems;
+    if (optjob_complete(j->opt, chunk, data, n, j->world, set, scratch) != 0)
+        return; /* cannot happen: every contribution's chunk and length were checked */
+    if (set)
+        STAT_ADD(c->opt_uploads, 1);
+    else
+        STAT_ADD(c->opt_steps, 1);
+}
+
 /* Act on the verdict for an acknowledgement of `slot` (standalone, or carried by a
  * contribution: `piggybacked`, whose sender is then best reached with the results). */
 static void p4_ack(dp_thread_t *t, tx_queue_t *q, const job_t *j, job_counters_t *c,
@@ -218,9 +232,10 @@ static void handle_p4(dp_thread_t *t, tx_queue_t *q, const job_t *j, job_counter
         p4_ack(t, q, j, c, h, 0, from);
         return;
     }
-    if (h->chunk != 0) {
+    if (h->chunk != 0 && !j->opt) {
         /* An acknowledgement riding on this contribution (wire.h). Applied first, so its
-         * confirmations can ride on this very round's results. */
+         * confirmations can ride on this very round's results. Optimizer jobs use `chunk`
+         * for the chunk index and send acknowledgements on their own. */
         wire_header_t ack = *h;
         ack.type = WIRE_ACK;
         ack.slot = h->chunk - 1u;
@@ -242,6 +257,8 @@ static void handle_p4(dp_thread_t *t, tx_queue_t *q, const job_t *j, job_counter
     case P4V_COMPLETE:
         STAT_ADD(c->contributions, 1);
         STAT_ADD(c->rounds, 1);
+        if (j->opt)
+            apply_optimizer(t, j, c, s->chunk, s->result, s->n_elems, s->set);
         for (uint32_t r = 0; r < j->world; r++)
             tx_p4(t, q, j, c, h->slot, s, WIRE_RESULT, s->round, r, &addrs[r]);
         STAT_ADD(c->results_sent, j->world);
@@ -310,6 +327,10 @@ static void handle_packet(dp_thread_t *t, tx_queue_t *q, const uint8_t *buf, siz
         reason = DROP_WRONG_PROTOCOL;
     else if (h.type == WIRE_CONTRIB && !dtype_allowed(j, h.dtype))
         reason = DROP_DTYPE_NOT_ALLOWED;
+    else if (j->opt && h.type == WIRE_CONTRIB && h.dtype != WIRE_FLOAT32)
+        reason = DROP_DTYPE_NOT_ALLOWED; /* gradients are float32 */
+    else if (j->opt && h.type == WIRE_CONTRIB && optjob_chunk_len(j->opt, h.chunk) != h.count)
+        reason = DROP_BAD_CHUNK;
     if (reason >= 0) {
         STAT_ADD(c->drops[reason], 1);
         return;
@@ -338,6 +359,8 @@ static void handle_packet(dp_thread_t *t, tx_queue_t *q, const uint8_t *buf, siz
     case SLOT_COMPLETE:
         STAT_ADD(c->contributions, 1);
         STAT_ADD(c->rounds, 1);
+        if (j->opt)
+            apply_optimizer(t, j, c, copy->chunk, copy->data, copy->n_elems, copy->set);
         for (uint32_t r = 0; r < j->world; r++)
             tx_result(t, q, j, h.slot, copy, r, &j->addrs[(size_t)h.slot * j->world + r]);
         STAT_ADD(c->results_sent, j->world);

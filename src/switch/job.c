@@ -22,6 +22,7 @@ static const char *const extra_names[] = {
     [DROP_MISMATCH - WIRE_STATUS_COUNT] = "round_mismatch",
     [DROP_WRONG_PROTOCOL - WIRE_STATUS_COUNT] = "wrong_protocol",
     [DROP_DUP_ACK - WIRE_STATUS_COUNT] = "dup_ack",
+    [DROP_BAD_CHUNK - WIRE_STATUS_COUNT] = "bad_chunk",
 };
 
 const char *drop_reason_name(int reason)
@@ -104,6 +105,8 @@ void job_free(job_t *j)
     free(j->addrs);
     free(j->ack_addrs);
     free(j->confirm_rings);
+    optjob_free(j->opt);
+    free(j->opt_scratch);
     free(j->confirm_items);
     free(j->threads);
     free(j);

@@ -18,6 +18,7 @@
 
 #include "common/util.h"
 #include "inagg.h"
+#include "switch/optjob.h"
 #include "switch/p4slot.h"
 #include "switch/slot.h"
 #include "wire/wire.h"
@@ -42,6 +43,7 @@ enum drop_reason {
     DROP_MISMATCH,                        /* count, dtype or exponent differs within a round */
     DROP_WRONG_PROTOCOL,                  /* an acknowledgement sent to a switchml job */
     DROP_DUP_ACK,                         /* duplicate acknowledgement (p4sgd) */
+    DROP_BAD_CHUNK,                       /* optimizer job: no such chunk, or wrong length */
     DROP_REASON_COUNT
 };
 
@@ -56,6 +58,8 @@ typedef struct job_counters {
     _Atomic uint64_t confirms_sent; /* confirmations sent, multicast and resends (p4sgd) */
     _Atomic uint64_t confirm_resends; /* confirmations re-sent for a repeated ack (p4sgd) */
     _Atomic uint64_t confirms_piggybacked; /* of confirms_sent, those that rode on a result */
+    _Atomic uint64_t opt_steps;     /* in-switch optimizer: chunk steps applied */
+    _Atomic uint64_t opt_uploads;   /* in-switch optimizer: chunks of parameters uploaded */
     _Atomic uint64_t bytes_in, bytes_out;
     _Atomic uint64_t drops[DROP_REASON_COUNT];
 } job_counters_t;
@@ -106,6 +110,9 @@ typedef struct job {
     job_thread_t *threads;      /* [nthreads] */
     p4_confirm_ring_t *confirm_rings; /* p4sgd: [thread * world + rank] */
     p4_confirm_t *confirm_items;      /* p4sgd: [(thread * world + rank) * nslots + i] */
+    optjob_t *opt;              /* in-switch optimizer, or NULL (set before publication) */
+    float *opt_scratch;         /* [nthreads * elems]: each thread's decoded gradient */
+    char opt_desc[256];         /* the optimizer as joined, for the parameter-mismatch check */
     _Atomic int state;          /* enum job_state */
     /* control thread only */
     uint64_t created_ms, activated_ms;

@@ -83,7 +83,9 @@ enum p4slot_verdict p4slot_contribute(p4slot_t *s, uint32_t world, uint32_t elem
         s->dtype = h->dtype;
         s->chunk = h->chunk;
         s->overflow = 0;
-    } else if (h->count != s->n_elems || h->dtype != s->dtype) {
+        s->set = (h->flags & WIRE_FLAG_SET) != 0;
+    } else if (h->count != s->n_elems || h->dtype != s->dtype ||
+               ((h->flags & WIRE_FLAG_SET) != 0) != s->set) {
         return P4V_MISMATCH;
     }
     vec_be_load_i32((int32_t *)(s->rows + (size_t)h->rank * elems), payload_be, h->count);

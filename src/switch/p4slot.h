@@ -35,6 +35,7 @@ typedef struct p4slot {
     uint8_t phase;      /* enum p4slot_phase */
     uint8_t dtype;      /* enum wire_dtype of this round (set by its first contribution) */
     uint8_t overflow;   /* an int32 add wrapped around */
+    uint8_t set;        /* an upload round (WIRE_FLAG_SET), in-switch optimizer jobs */
     uint16_t n_elems;   /* elements in this round */
     uint32_t chunk;     /* echoed back in the result */
     uint32_t agg_count, ack_count;
@@ -54,7 +55,7 @@ enum p4slot_verdict {
     P4V_DUP_ACK,         /* duplicate acknowledgement of an unconfirmed round: ignore */
     P4V_STALE,           /* a round already finished: ignore */
     P4V_AHEAD,           /* a round or phase that cannot come yet (protocol violation) */
-    P4V_MISMATCH,        /* element count or dtype differ within a round: ignore */
+    P4V_MISMATCH,        /* element count, dtype or upload flag differ within a round */
     P4V_VERDICT_COUNT
 };
 

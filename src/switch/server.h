@@ -35,7 +35,7 @@ typedef struct retired_job {
     char name[64];
     uint32_t protocol, world;
     uint64_t contributions, rounds, results_sent, resends, acks, confirms_sent, confirm_resends,
-        drops;
+        optimizer_steps, drops;
 } retired_job_t;
 
 #define SWITCH_RETIRED_KEEP 16

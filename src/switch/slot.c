@@ -41,6 +41,7 @@ static void start_round(slot_copy_t *c, const wire_header_t *h, const uint32_t *
     c->n_elems = h->count;
     c->dtype = h->dtype;
     c->overflow = 0;
+    c->set = (h->flags & WIRE_FLAG_SET) != 0;
     c->exp = h->exp;
     c->next_exp = h->next_exp;
     if (h->dtype == WIRE_FLOAT32)
@@ -53,7 +54,8 @@ static enum slot_verdict add_to_round(slot_copy_t *c, const wire_header_t *h,
                                       const uint32_t *payload_be)
 {
     if (h->count != c->n_elems || h->dtype != c->dtype ||
-        (h->dtype == WIRE_FIXED32 && h->exp != c->exp))
+        (h->dtype == WIRE_FIXED32 && h->exp != c->exp) ||
+        ((h->flags & WIRE_FLAG_SET) != 0) != c->set)
         return SLOT_MISMATCH;
     if (h->dtype == WIRE_FLOAT32)
         vec_be_add_f32((float *)c->data, payload_be, h->count);

@@ -30,6 +30,7 @@ typedef struct slot_copy {
     uint16_t n_elems;  /* elements in this round */
     uint8_t dtype;     /* enum wire_dtype of this round */
     uint8_t overflow;  /* an int32 add wrapped around */
+    uint8_t set;       /* an upload round (WIRE_FLAG_SET), in-switch optimizer jobs */
     int16_t exp;       /* block exponent every contribution must carry (fixed point) */
     int16_t next_exp;  /* max of the contributions' look-ahead exponents */
     uint32_t *data;    /* the sum: host order while open, network order once complete */
@@ -46,7 +47,8 @@ enum slot_verdict {
     SLOT_DUP_OPEN,    /* duplicate for an open round: ignore */
     SLOT_STALE,       /* a round older than the copy holds: ignore */
     SLOT_AHEAD,       /* a round that cannot come yet (protocol violation): ignore */
-    SLOT_MISMATCH,    /* element count, dtype or exponent differ within a round: ignore */
+    SLOT_MISMATCH,    /* element count, dtype, exponent or upload flag differ within a round:
+                         ignore */
     SLOT_VERDICT_COUNT
 };
 

@@ -242,7 +242,8 @@ static void write_text(inagg_switch_t *sw, FILE *out)
         fprintf(out,
                 "job %u name=%s state=%s protocol=%s world=%u slots=%u elems=%u float=%s "
                 "contributions=%llu rounds=%llu results_sent=%llu resends=%llu acks=%llu "
-                "confirms_sent=%llu confirm_resends=%llu bytes_in=%llu bytes_out=%llu drops:",
+                "confirms_sent=%llu confirm_resends=%llu optimizer=%s optimizer_steps=%llu "
+                "bytes_in=%llu bytes_out=%llu drops:",
                 j->id, j->name, state_name(atomic_load(&j->state)),
                 j->protocol == INAGG_PROTO_P4SGD ? "p4sgd" : "switchml", j->world, j->nslots,
                 j->elems, j->float_mode == INAGG_FLOAT_NATIVE ? "native" : "fixed",
@@ -252,6 +253,8 @@ static void write_text(inagg_switch_t *sw, FILE *out)
                 (unsigned long long)JOB_SUM(j, resends), (unsigned long long)JOB_SUM(j, acks),
                 (unsigned long long)JOB_SUM(j, confirms_sent),
                 (unsigned long long)JOB_SUM(j, confirm_resends),
+                j->opt ? optim_kind_name(j->opt->cfg.kind) : "none",
+                (unsigned long long)JOB_SUM(j, opt_steps),
                 (unsigned long long)JOB_SUM(j, bytes_in),
                 (unsigned long long)JOB_SUM(j, bytes_out));
         any = 0;
@@ -318,6 +321,9 @@ static void write_json(inagg_switch_t *sw, FILE *out)
         json_int(&w, "confirms_sent", (int64_t)JOB_SUM(j, confirms_sent));
         json_int(&w, "confirm_resends", (int64_t)JOB_SUM(j, confirm_resends));
         json_int(&w, "confirms_piggybacked", (int64_t)JOB_SUM(j, confirms_piggybacked));
+        json_int(&w, "optimizer_steps", (int64_t)JOB_SUM(j, opt_steps));
+        json_int(&w, "parameter_uploads", (int64_t)JOB_SUM(j, opt_uploads));
+        json_string(&w, "optimizer", j->opt ? optim_kind_name(j->opt->cfg.kind) : "none");
         json_int(&w, "bytes_in", (int64_t)JOB_SUM(j, bytes_in));
         json_int(&w, "bytes_out", (int64_t)JOB_SUM(j, bytes_out));
         json_newline(&w);
@@ -345,6 +351,7 @@ static void write_json(inagg_switch_t *sw, FILE *out)
         json_int(&w, "acks", (int64_t)r->acks);
         json_int(&w, "confirms_sent", (int64_t)r->confirms_sent);
         json_int(&w, "confirm_resends", (int64_t)r->confirm_resends);
+        json_int(&w, "optimizer_steps", (int64_t)r->optimizer_steps);
         json_int(&w, "drops", (int64_t)r->drops);
         json_end_object(&w);
     }

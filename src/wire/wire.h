@@ -19,7 +19,9 @@
  *   24   2   count     elements in the payload (0 for an exponent probe; always 0 for
  *                      WIRE_ACK and WIRE_CONFIRM)
  *   26   1   flags     bit 0: pool version (must equal round & 1); bit 1: int32 overflow
- *                      happened in this result; other bits must be zero
+ *                      happened in this result; bit 2: parameter upload (in-switch optimizer
+ *                      jobs: this round's sum becomes the parameters, no step); other bits
+ *                      must be zero
  *   27   1   dtype     WIRE_INT32, WIRE_FIXED32 (float32 as block fixed point), WIRE_FLOAT32
  *   28   2   exp       block exponent the payload was scaled with (fixed point)
  *   30   2   next_exp  look-ahead: exponent of the next chunk on this slot (contribution),
@@ -49,7 +51,8 @@ enum wire_dtype { WIRE_INT32 = 0, WIRE_FIXED32 = 1, WIRE_FLOAT32 = 2, WIRE_DTYPE
 
 #define WIRE_FLAG_VER 0x01u
 #define WIRE_FLAG_OVERFLOW 0x02u
-#define WIRE_FLAGS_KNOWN (WIRE_FLAG_VER | WIRE_FLAG_OVERFLOW)
+#define WIRE_FLAG_SET 0x04u
+#define WIRE_FLAGS_KNOWN (WIRE_FLAG_VER | WIRE_FLAG_OVERFLOW | WIRE_FLAG_SET)
 
 typedef struct wire_header {
     uint8_t version;

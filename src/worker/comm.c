@@ -56,6 +56,7 @@ struct inagg_comm {
     uint32_t nengines;
     engine_t *engines[MAX_ENGINE_THREADS];
     p4engine_t *p4;               /* p4sgd communicators: the small-message engine */
+    inagg_optimizer_t optimizer;  /* a copy of options.optimizer, when given */
     pthread_t engine_tids[MAX_ENGINE_THREADS];
     pthread_t monitor_tid;
     int monitor_started;
@@ -292,6 +293,15 @@ static inagg_result_t check_options(const inagg_options_t *o, char *detail, size
                 o->protocol);
         return INAGG_ERR_INVALID;
     }
+    if (o->optimizer) {
+        const inagg_optimizer_t *z = o->optimizer;
+        if ((unsigned)z->kind > INAGG_OPT_SMORMS3 || z->params == 0 ||
+            z->params > (1ull << 32) || (z->init != INAGG_INIT_ZERO && z->init != INAGG_INIT_SEEDED)) {
+            detailf(detail, len, "optimizer: kind must be an inagg_optimizer_kind_t, params "
+                    "1..2^32, init INAGG_INIT_ZERO or INAGG_INIT_SEEDED");
+            return INAGG_ERR_INVALID;
+        }
+    }
     if (o->rto_min_us == 0 || o->rto_min_us > o->rto_max_us || o->timeout_ms == 0) {
         detailf(detail, len, "need 0 < rto_min_us <= rto_max_us and timeout_ms > 0");
         return INAGG_ERR_INVALID;
@@ -336,6 +346,11 @@ inagg_result_t inagg_comm_create(inagg_comm_t **out, const char *switch_addr, co
     c->rank = rank;
     c->world = world;
     c->opts = *opts;
+    if (opts->optimizer) {
+        c->optimizer = *opts->optimizer;
+        c->opts.optimizer = &c->optimizer;
+        c->opts.float_mode = INAGG_FLOAT_NATIVE; /* gradients and parameters are float32 */
+    }
     c->ctl_fd = -1;
     snprintf(c->job, sizeof(c->job), "%s", job);
     pthread_mutex_init(&c->mu, NULL);
@@ -357,8 +372,20 @@ inagg_result_t inagg_comm_create(inagg_comm_t **out, const char *switch_addr, co
              "JOIN version=%d job=%s rank=%u world=%u slots=%u elems=%u float=%s "
              "protocol=%s timeout=%u",
              INAGG_PROTOCOL_VERSION, job, rank, world, opts->slots, opts->packet_elems,
-             opts->float_mode == INAGG_FLOAT_NATIVE || p4 ? "native" : "fixed",
+             opts->float_mode == INAGG_FLOAT_NATIVE || p4 || opts->optimizer ? "native" : "fixed",
              p4 ? "p4sgd" : "switchml", opts->timeout_ms);
+    if (opts->optimizer) {
+        static const char *const kinds[] = {"sgd", "adagrad", "adam", "smorms3"};
+        const inagg_optimizer_t *z = opts->optimizer;
+        size_t used = strlen(line);
+        snprintf(line + used, sizeof(line) - used,
+                 " optimizer=%s params=%llu lr=%.9g beta1=%.9g beta2=%.9g eps=%.9g eps_place=%s "
+                 "momentum=%.9g wd=%.9g init=%s seed=%llu",
+                 kinds[z->kind], (unsigned long long)z->params, (double)z->lr, (double)z->beta1,
+                 (double)z->beta2, (double)z->eps, z->eps_outside ? "outside" : "inside",
+                 (double)z->momentum, (double)z->weight_decay,
+                 z->init == INAGG_INIT_SEEDED ? "seeded" : "zero", (unsigned long long)z->seed);
+    }
     int io = ctl_write_line(fd, line, (int)opts->timeout_ms);
     if (io == 0)
         io = ctl_read_line(fd, &c->rd, line, sizeof(line), (int)opts->timeout_ms + 1000);
@@ -396,7 +423,7 @@ inagg_result_t inagg_comm_create(inagg_comm_t **out, const char *switch_addr, co
             .token = token,
             .slots = opts->slots,
             .elems = opts->packet_elems,
-            .float_mode = opts->float_mode,
+            .float_mode = c->opts.float_mode,
             .sw_addr = sw,
             .sw_threads = threads,
             .sw_base = base,
@@ -407,6 +434,7 @@ inagg_result_t inagg_comm_create(inagg_comm_t **out, const char *switch_addr, co
             .socket_buffer = opts->socket_buffer ? (int)opts->socket_buffer : 4 << 20,
             .faults = c->opts.faults,
             .abort_flag = &c->abort_flag,
+            .chunk_tags = opts->optimizer != NULL,
         };
         char err[160];
         if (p4) {
@@ -472,8 +500,25 @@ static inagg_result_t check_buffers(inagg_comm_t *comm, const void *send, void *
     return INAGG_OK;
 }
 
+static inagg_result_t start_request(inagg_comm_t *comm, const void *send, void *recv,
+                                    size_t count, inagg_dtype_t dtype, inagg_op_t op, int set,
+                                    inagg_request_t **req);
+
 inagg_result_t inagg_iallreduce(inagg_comm_t *comm, const void *send, void *recv, size_t count,
                                 inagg_dtype_t dtype, inagg_op_t op, inagg_request_t **req)
+{
+    if (comm && comm->opts.optimizer) {
+        if (req)
+            *req = NULL;
+        return set_error(comm, INAGG_ERR_UNSUPPORTED, "this job runs an in-switch optimizer: "
+                         "use inagg_push_pull");
+    }
+    return start_request(comm, send, recv, count, dtype, op, 0, req);
+}
+
+static inagg_result_t start_request(inagg_comm_t *comm, const void *send, void *recv,
+                                    size_t count, inagg_dtype_t dtype, inagg_op_t op, int set,
+                                    inagg_request_t **req)
 {
     if (req)
         *req = NULL;
@@ -490,7 +535,7 @@ inagg_result_t inagg_iallreduce(inagg_comm_t *comm, const void *send, void *recv
     if (!rq)
         return set_error(comm, INAGG_ERR_NOMEM, "out of memory");
     rq->comm = comm;
-    rq->er = (engine_request_t){send, recv, count, dtype, op};
+    rq->er = (engine_request_t){send, recv, count, dtype, op, set};
     rq->parts_left = (int)comm->nengines;
     pthread_mutex_lock(&comm->mu);
     if (comm->fail_code != INAGG_OK) {
@@ -589,7 +634,7 @@ inagg_result_t inagg_iallreduce_small(inagg_comm_t *comm, const void *send, void
         return set_error(comm, INAGG_ERR_NOMEM, "out of memory");
     rq->comm = comm;
     rq->small = 1;
-    rq->op = (p4_op_t){send, recv, (uint32_t)count, dtype, op, 0, INAGG_OK};
+    rq->op = (p4_op_t){send, recv, (uint32_t)count, dtype, op, 0, 0, 0, INAGG_OK};
     char detail[256] = "";
     rc = p4engine_start(comm->p4, &rq->op, detail, sizeof(detail));
     if (rc != INAGG_OK) {
@@ -693,8 +738,60 @@ inagg_result_t inagg_wait(inagg_request_t *req)
     return rc;
 }
 
+static inagg_result_t run_allreduce(inagg_comm_t *comm, const void *send, void *recv,
+                                    size_t count, inagg_dtype_t dtype, inagg_op_t op, int set);
+
 inagg_result_t inagg_allreduce(inagg_comm_t *comm, const void *send, void *recv, size_t count,
                                inagg_dtype_t dtype, inagg_op_t op)
+{
+    if (comm && comm->opts.optimizer)
+        return set_error(comm, INAGG_ERR_UNSUPPORTED, "this job runs an in-switch optimizer: "
+                         "use inagg_push_pull (gradients in, parameters out)");
+    return run_allreduce(comm, send, recv, count, dtype, op, 0);
+}
+
+inagg_result_t inagg_push_pull(inagg_comm_t *comm, const float *grad, float *params,
+                               size_t count)
+{
+    if (!comm)
+        return INAGG_ERR_INVALID;
+    if (!comm->opts.optimizer)
+        return set_error(comm, INAGG_ERR_UNSUPPORTED, "inagg_push_pull needs a communicator "
+                         "created with options.optimizer");
+    if (count != comm->optimizer.params)
+        return set_error(comm, INAGG_ERR_INVALID, "count %zu: the job holds %llu parameters",
+                         count, (unsigned long long)comm->optimizer.params);
+    return run_allreduce(comm, grad, params, count, INAGG_FLOAT32, INAGG_SUM, 0);
+}
+
+inagg_result_t inagg_params_upload(inagg_comm_t *comm, const float *values, size_t count)
+{
+    if (!comm)
+        return INAGG_ERR_INVALID;
+    if (!comm->opts.optimizer)
+        return set_error(comm, INAGG_ERR_UNSUPPORTED, "inagg_params_upload needs a "
+                         "communicator created with options.optimizer");
+    if (count != comm->optimizer.params || (comm->rank == 0 && !values))
+        return set_error(comm, INAGG_ERR_INVALID, "count %zu: the job holds %llu parameters "
+                         "(and rank 0 must pass values)", count,
+                         (unsigned long long)comm->optimizer.params);
+    /* Rank 0 sends the values, the others zeros: the sum is rank 0's values, exactly. */
+    float *zeros = comm->rank == 0 ? NULL : calloc(count, sizeof(float));
+    float *out = malloc(count * sizeof(float));
+    if ((comm->rank != 0 && !zeros) || !out) {
+        free(zeros);
+        free(out);
+        return set_error(comm, INAGG_ERR_NOMEM, "out of memory");
+    }
+    inagg_result_t rc = run_allreduce(comm, comm->rank == 0 ? values : zeros, out, count,
+                                      INAGG_FLOAT32, INAGG_SUM, 1);
+    free(zeros);
+    free(out);
+    return rc;
+}
+
+static inagg_result_t run_allreduce(inagg_comm_t *comm, const void *send, void *recv,
+                                    size_t count, inagg_dtype_t dtype, inagg_op_t op, int set)
 {
     if (comm && comm->p4) {
         inagg_result_t rc = check_buffers(comm, send, recv, count, dtype, op);
@@ -705,7 +802,7 @@ inagg_result_t inagg_allreduce(inagg_comm_t *comm, const void *send, void *recv,
         pthread_mutex_unlock(&comm->mu);
         if (rc != INAGG_OK)
             return set_error(comm, rc, "%s", comm->fail_detail);
-        engine_request_t er = {send, recv, count, dtype, op};
+        engine_request_t er = {send, recv, count, dtype, op, set};
         char detail[256] = "";
         rc = p4engine_allreduce(comm->p4, &er, detail, sizeof(detail));
         if (rc == INAGG_ERR_OVERFLOW)
@@ -713,7 +810,7 @@ inagg_result_t inagg_allreduce(inagg_comm_t *comm, const void *send, void *recv,
         return rc == INAGG_OK ? rc : p4_failure(comm, rc, detail);
     }
     inagg_request_t *req;
-    inagg_result_t rc = inagg_iallreduce(comm, send, recv, count, dtype, op, &req);
+    inagg_result_t rc = start_request(comm, send, recv, count, dtype, op, set, &req);
     return rc != INAGG_OK ? rc : inagg_wait(req);
 }
 

@@ -212,7 +212,7 @@ static void send_current(engine_t *e, run_t *run, wslot_t *w, uint64_t now)
         .slot = w->slot,
         .round = w->round,
         .chunk = (uint32_t)w->chunk,
-        .flags = wire_ver_of_round(w->round),
+        .flags = (uint8_t)(wire_ver_of_round(w->round) | (run->r->set ? WIRE_FLAG_SET : 0)),
         .dtype = run->wire_dtype,
     };
     uint32_t *payload = (uint32_t *)(void *)(w->pkt + WIRE_HEADER_SIZE);

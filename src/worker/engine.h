@@ -37,6 +37,8 @@ typedef struct engine_params {
     int socket_buffer;
     const char *faults;               /* fault spec for both directions, or NULL */
     _Atomic int *abort_flag;          /* non-zero: stop and return INAGG_ERR_JOB_FAILED */
+    int chunk_tags;                   /* p4sgd: `chunk` carries the chunk index (optimizer
+                                         jobs), so acknowledgements never ride on it */
 } engine_params_t;
 
 typedef struct engine_request {
@@ -45,6 +47,7 @@ typedef struct engine_request {
     size_t count;
     inagg_dtype_t dtype;
     inagg_op_t op;
+    int set;                          /* a parameter upload (WIRE_FLAG_SET) */
 } engine_request_t;
 
 typedef struct engine engine_t;

@@ -271,7 +271,11 @@ static void start_on_slot(p4engine_t *e, p4wslot_t *w, p4_op_t *op, uint64_t now
     h = base_header(e, w, WIRE_CONTRIB);
     h.count = (uint16_t)op->count;
     h.dtype = op->dtype == INAGG_INT32 ? WIRE_INT32 : WIRE_FLOAT32;
-    p4wslot_t *a = pending_ack_for(e, w->slot);
+    if (op->set)
+        h.flags |= WIRE_FLAG_SET;
+    p4wslot_t *a = e->p.chunk_tags ? NULL : pending_ack_for(e, w->slot);
+    if (e->p.chunk_tags)
+        h.chunk = op->chunk;
     if (a) {
         /* The acknowledgement rides on this contribution (wire.h): one packet fewer for the
          * switch and for us. Its timer now guards the ride: if the contribution is lost, the
@@ -586,7 +590,8 @@ inagg_result_t p4engine_allreduce(p4engine_t *e, const engine_request_t *r, char
             p4_op_t *op = &ops[started % ring];
             size_t off = started * elems, len = r->count - off < elems ? r->count - off : elems;
             *op = (p4_op_t){(const char *)r->send + off * 4u, (char *)r->recv + off * 4u,
-                            (uint32_t)len, r->dtype, r->op, 0, INAGG_OK};
+                            (uint32_t)len, r->dtype, r->op, (uint32_t)started, r->set, 0,
+                            INAGG_OK};
             start_on_slot(e, &e->ws[e->next_op % e->p.slots], op, util_now_ns());
             started++;
         }

@@ -36,6 +36,8 @@ typedef struct p4_op {
     uint32_t count;
     inagg_dtype_t dtype;
     inagg_op_t op;
+    uint32_t chunk;         /* chunk index (carried when the engine tags chunks) */
+    int set;                /* a parameter upload (WIRE_FLAG_SET) */
     int done;               /* set by the engine when the result was delivered */
     inagg_result_t result;  /* INAGG_OK or INAGG_ERR_OVERFLOW (delivered), or the failure */
 } p4_op_t;

@@ -112,6 +112,18 @@ static void run_single(const job_t *j, run_out_t *out, float **w)
     memset(out, 0, sizeof(*out));
     int rc = glm_train(&cfg, c, &d, NULL, rec_setup, rec_epoch, out, w, err, sizeof(err));
     CHECK_MSG(rc == 0, "single: %s", err);
+    /* The weights handed back are the model the last record evaluated. */
+    if (w && *w && out->nrec > 0) {
+        double *wd = malloc(d.cols * sizeof(double));
+        for (size_t k = 0; k < d.cols; k++)
+            wd[k] = (*w)[k];
+        double obj = glm_objective_of_weights(cfg.objective, &d, wd, d.cols,
+                                              out->setup.l2);
+        double last = out->rec[out->nrec - 1].objective;
+        CHECK_MSG(fabs(obj - last) <= 1e-5 * fabs(last), "final weights give objective %.9g, "
+                  "the last epoch reported %.9g", obj, last);
+        free(wd);
+    }
     glm_coll_destroy(c);
     glm_dataset_free(&d);
 }

@@ -620,7 +620,8 @@ int glm_train(const glm_train_config_t *cfg, glm_coll_t *coll, const glm_dataset
             set_err(err, errlen, "out of memory");
             goto out;
         }
-        memcpy(w + t.c0, t.x, t.nx * sizeof(float));
+        for (size_t c = 0; c < t.nx; c++) /* the model is xs * x */
+            w[t.c0 + c] = (float)((double)t.x[c] * t.xs);
         *final_weights = w;
     }
     rc = 0;

@@ -59,9 +59,9 @@ $(BUILD)/inagg-mpi-bench: src/baseline/mpi_allreduce_bench.c src/common/json.c s
 
 # The MPI trainer: the glm trainers over MPI; links the glm sources, never libinagg.
 GLM_MPI_SRC := $(filter-out src/glm/coll_inagg.c,$(wildcard src/glm/*.c))
-$(BUILD)/inagg-mpi-train: src/baseline/mpi_train.c $(GLM_MPI_SRC) $(wildcard src/glm/*.h) src/common/json.c src/common/json.h
+$(BUILD)/inagg-mpi-train: src/baseline/mpi_train.c $(GLM_MPI_SRC) $(wildcard src/glm/*.h) src/common/json.c src/common/json.h src/common/optim.c src/common/optim.h
 	@mkdir -p $(dir $@)
-	$(MPICC) $(CFLAGS_BASE) -O3 -o $@ src/baseline/mpi_train.c $(GLM_MPI_SRC) src/common/json.c -lm
+	$(MPICC) $(CFLAGS_BASE) -O3 -o $@ src/baseline/mpi_train.c $(GLM_MPI_SRC) src/common/json.c src/common/optim.c -lm
 
 test: all
 	bash tests/run

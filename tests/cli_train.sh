@@ -29,7 +29,9 @@ for args in "--mode bogus" "--workers 0" "--workers 65" "--batch x" "--precision
             "--mode single --workers 3" "--bogus" "--objective foo" "--backend tcp" "extra" \
             "--lr -1" "--l2 abc" "--epochs 0" "--protocol nope" "--backend mpi --protocol p4sgd" \
             "--mode data --no-pipeline" "--switch 127.0.0.1:1" "--switch 127.0.0.1:1 --rank 2 --world 2" \
-            "--timeout 5" "--lr-schedule cubic" "--epochs"; do
+            "--timeout 5" "--lr-schedule cubic" "--epochs" "--optimizer rmsprop --mode data" \
+            "--optimizer adam" "--mode data --in-switch" "--mode data --optimizer adam --in-switch --backend mpi" \
+            "--mode data --optimizer adam --eps-place middle"; do
     timeout 10 $INAGG train $args >/dev/null 2>"$tmp/err"; rc=$?
     [ $rc -eq 2 ] && [ -s "$tmp/err" ] || rcs="$rcs [$args]=$rc"
 done
@@ -144,6 +146,61 @@ assert a['workers'] == 2 and [e['objective'] for e in a['epochs']] == [e['object
 " "$tmp/r0.json" "$ref"; then ok $t
     else bad $t "rc $rc0/$rc1: $(tail -n 2 "$tmp/r0.err") $(tail -n 2 "$tmp/r1.err")"; fi
 fi
+
+t=train_optimizers_local_and_in_switch_agree
+local=$(timeout 120 $INAGG train $SMALL --mode data --workers 3 --optimizer adam --json - 2>"$tmp/e1")
+inswitch=$(timeout 120 $INAGG train $SMALL --mode data --workers 3 --optimizer adam --in-switch --json - 2>"$tmp/e2")
+if python3 -c "
+import json, sys
+a, b = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+assert a['optimizer'] == 'adam' and not a['in_switch'] and b['in_switch']
+oa, ob = [e['objective'] for e in a['epochs']], [e['objective'] for e in b['epochs']]
+assert oa[-1] < oa[0] and ob[-1] < ob[0]
+# the local run's gradients cross the switch in block fixed point: close, not identical
+assert all(abs(x - y) <= 1e-3 * abs(x) for x, y in zip(oa, ob)), (oa, ob)
+" "$local" "$inswitch"; then ok $t
+else bad $t "$(tail -n 2 "$tmp/e1") $(tail -n 2 "$tmp/e2")"; fi
+
+t=train_a9a_in_switch_adam_within_2pct_of_liblinear
+a9a=../shared/datasets/a9a
+if [ ! -f $a9a ]; then skp $t "../shared/datasets/a9a is not here"
+elif ! command -v liblinear-train >/dev/null; then skp $t "liblinear-train (liblinear-tools) is not installed"
+else
+    liblinear-train -q -s 0 -c 1 -e 0.0001 $a9a "$tmp/a9a.model" >/dev/null
+    out=$(timeout 300 $INAGG train --data $a9a --workers 4 --mode data --objective logistic --l2 3.0712e-5 --epochs 20 --optimizer adam --in-switch --json - 2>"$tmp/err")
+    if python3 -c "
+import json, math, sys
+d = json.loads(sys.argv[1])
+lines = open(sys.argv[2]).read().split('\n')
+w = [float(x) for x in lines[lines.index('w') + 1:] if x.strip()]
+labels = lines[2].split()[1:]
+sign = 1.0 if labels[0] == '1' else -1.0
+S, loss = 0, 0.0
+for line in open(sys.argv[3]):
+    p = line.split()
+    if not p: continue
+    y = float(p[0]); z = 0.0
+    for f in p[1:]:
+        i, v = f.split(':'); i = int(i)
+        if i <= len(w): z += sign * w[i - 1] * float(v)
+    m = -y * z
+    loss += (m + math.log1p(math.exp(-m))) if m > 0 else math.log1p(math.exp(m))
+    S += 1
+ref = loss / S + 0.5 * (1.0 / S) * sum(x * x for x in w)
+got = d['final_objective']
+assert d['in_switch'] and d['optimizer'] == 'adam'
+assert got <= ref * 1.02, (got, ref)
+print('%.6f vs liblinear %.6f (%+.3f%%)' % (got, ref, (got / ref - 1) * 100))
+" "$out" "$tmp/a9a.model" $a9a >"$tmp/msg" 2>&1; then ok "$t ($(cat "$tmp/msg"))"
+    else bad $t "$(tail -n 3 "$tmp/msg") $(tail -n 2 "$tmp/err")"; fi
+fi
+
+t=train_mpi_backend_with_optimizer
+if command -v mpirun >/dev/null && [ -x build/inagg-mpi-train ]; then
+    out=$(timeout 120 $INAGG train $SMALL --mode data --workers 2 --backend mpi --optimizer smorms3 --json - 2>"$tmp/err")
+    if [ $? -eq 0 ] && [ "$(echo "$out" | json_get "['optimizer']")" = smorms3 ]; then ok $t
+    else bad $t "$(tail -n 3 "$tmp/err")"; fi
+else skp $t "OpenMPI not installed"; fi
 
 echo "$pass passed, $fail failed, $skip skipped"
 [ $fail -eq 0 ]

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/optim.h"
 #include "glm/collective.h"
 #include "glm/dataset.h"
 #include "glm/objective.h"
@@ -65,6 +66,7 @@ static int parse_args(int argc, char **argv, struct opts *o, int quiet)
         {"lr", required_argument, NULL, 'g'},          {"lr-schedule", required_argument, NULL, 'S'},
         {"l2", required_argument, NULL, 'l'},          {"no-pipeline", no_argument, NULL, 'P'},
         {"precision", required_argument, NULL, 'p'},   {"seed", required_argument, NULL, 's'},
+        {"optimizer", required_argument, NULL, 'O'},   {"eps-place", required_argument, NULL, 'E'},
         {"help", no_argument, NULL, 'h'},              {NULL, 0, NULL, 0}};
     glm_train_config_t def = GLM_TRAIN_CONFIG_INIT;
     o->cfg = def;
@@ -96,6 +98,17 @@ static int parse_args(int argc, char **argv, struct opts *o, int quiet)
             else o->precision = (int)v;
             break;
         case 's': if (parse_num(optarg, 0, 18446744073709551615.0, &v)) bad = "--seed"; else o->cfg.seed = strtoull(optarg, NULL, 10); break;
+        case 'O': {
+            optim_kind_t k;
+            if (optim_parse_kind(optarg, &k) != 0) bad = "--optimizer";
+            else o->cfg.optimizer = 1 + (int)k;
+            break;
+        }
+        case 'E':
+            if (strcmp(optarg, "inside") == 0) o->cfg.eps_outside = 0;
+            else if (strcmp(optarg, "outside") == 0) o->cfg.eps_outside = 1;
+            else bad = "--eps-place";
+            break;
         case 'h': if (!quiet) usage(stdout); return 1;
         default: return -1;
         }

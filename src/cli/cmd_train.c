@@ -31,6 +31,7 @@
 #include "cli/commands.h"
 #include "common/baseline_mpi.h"
 #include "common/json.h"
+#include "common/optim.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "glm/collective.h"
@@ -113,6 +114,13 @@ static void usage(FILE *out)
         "  --l2 L               regularisation (default 1/S, S samples: liblinear's C = 1)\n"
         "  --seed S             shuffle and synthetic data (default %d); every epoch visits the\n"
         "                       samples in a seeded random order, the same in every worker\n"
+        "  --optimizer O        data mode: sgd, adagrad, adam or smorms3 (weight decay =\n"
+        "                       --l2, constant rate; default rate adagrad 0.1, adam and\n"
+        "                       smorms3 0.01), run by every worker after the allreduce...\n"
+        "  --in-switch          ...or by the switch: workers push gradients, the switch\n"
+        "                       averages, steps and returns the parameters\n"
+        "  --eps-place P        inside (sqrt(v + eps), the paper's; default) or outside\n"
+        "                       (sqrt(v) + eps, PyTorch's)\n"
         "  --no-pipeline        model mode: one micro-batch at a time (forward, allreduce,\n"
         "                       backward), the paper's vanilla model parallelism\n"
         "\n"
@@ -223,6 +231,8 @@ static int parse_args(int argc, char **argv, train_opts_t *o)
         {"plot", required_argument, 0, 'G'},        {"switch", required_argument, 0, 'W'},
         {"rank", required_argument, 0, 'r'},        {"world", required_argument, 0, 'w'},
         {"timeout", required_argument, 0, 'T'},     {"job", required_argument, 0, 'J'},
+        {"optimizer", required_argument, 0, 'O'},   {"in-switch", no_argument, 0, 'I'},
+        {"eps-place", required_argument, 0, 'E'},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     uint64_t v = 0;
@@ -319,6 +329,20 @@ static int parse_args(int argc, char **argv, train_opts_t *o)
                 return bad_usage("--job needs a name of 1..48 characters");
             o->job = optarg;
             break;
+        case 'O': {
+            optim_kind_t k;
+            if (optim_parse_kind(optarg, &k) != 0)
+                return bad_usage("--optimizer must be sgd, adagrad, adam or smorms3, got '%s'",
+                                 optarg);
+            o->cfg.optimizer = 1 + (int)k;
+            break;
+        }
+        case 'I': o->cfg.in_switch = 1; break;
+        case 'E':
+            if (strcmp(optarg, "inside") == 0) o->cfg.eps_outside = 0;
+            else if (strcmp(optarg, "outside") == 0) o->cfg.eps_outside = 1;
+            else return bad_usage("--eps-place must be inside or outside, got '%s'", optarg);
+            break;
         case 'h': usage(stdout); return 1;
         case ':':
             return bad_usage("%s needs a value", argv[optind - 1]);
@@ -346,6 +370,13 @@ static int parse_args(int argc, char **argv, train_opts_t *o)
                              "--protocol, --switch)");
         o->workers = 1;
     }
+    if (o->cfg.optimizer && o->cfg.mode != GLM_MODE_DATA)
+        return bad_usage("--optimizer applies to --mode data (model mode updates each worker's "
+                         "slice with plain SGD)");
+    if (o->cfg.in_switch && !o->cfg.optimizer)
+        return bad_usage("--in-switch needs --optimizer");
+    if (o->cfg.in_switch && o->backend_mpi)
+        return bad_usage("--in-switch needs the inagg backend (MPI has no switch)");
     if (o->cfg.mode == GLM_MODE_DATA && pipeline_given)
         return bad_usage("--no-pipeline applies to model mode");
     if (o->backend_mpi && o->protocol >= 0)
@@ -625,6 +656,10 @@ static int write_json(run_t *r, double total_s)
     json_int(&w, "batch", (int64_t)o->cfg.batch);
     json_int(&w, "micro_batch", (int64_t)o->cfg.micro_batch);
     json_bool(&w, "pipeline", o->cfg.mode != GLM_MODE_DATA && o->cfg.pipeline);
+    json_string(&w, "optimizer", o->cfg.optimizer
+                                     ? optim_kind_name((optim_kind_t)(o->cfg.optimizer - 1))
+                                     : "sgd-plain");
+    json_bool(&w, "in_switch", o->cfg.in_switch);
     json_string(&w, "data", o->data ? o->data : o->synthetic);
     json_bool(&w, "synthetic", o->data == NULL);
     json_int(&w, "rows", (int64_t)r->setup.rows);
@@ -915,12 +950,28 @@ static int worker_main(const train_opts_t *o, uint32_t rank, uint32_t world, con
     int rc;
     if (o->cfg.mode == GLM_MODE_SINGLE)
         rc = glm_coll_local_create(&coll, err, sizeof(err));
-    else
+    else {
+        glm_coll_optimizer_t opt = {0};
+        if (o->cfg.in_switch) {
+            /* The switch needs the optimizer at join: the model's length, the rate and the
+             * weight decay (= l2) must be resolved here, as glm_train would resolve them. */
+            optim_config_t dflt = OPTIM_CONFIG_INIT;
+            opt.kind = o->cfg.optimizer - 1;
+            opt.params = train.cols;
+            opt.lr = (float)glm_resolved_lr(&o->cfg, &train);
+            opt.beta1 = dflt.beta1;
+            opt.beta2 = dflt.beta2;
+            opt.eps = dflt.eps;
+            opt.weight_decay = (float)(o->cfg.l2 >= 0 ? o->cfg.l2 : 1.0 / (double)train.rows);
+            opt.eps_outside = o->cfg.eps_outside;
+        }
         rc = glm_coll_inagg_create(&coll, addr, job, rank, world, o->protocol == 1,
                                    o->protocol == 1 || o->cfg.mode == GLM_MODE_MODEL
                                        ? p4sgd_slots(o)
                                        : 16,
-                                   packet_elems(o), o->timeout_ms, err, sizeof(err));
+                                   packet_elems(o), o->timeout_ms,
+                                   o->cfg.in_switch ? &opt : NULL, err, sizeof(err));
+    }
     if (rc == 0) {
         glm_train_config_t cfg = o->cfg;
         cfg.progress = w_progress;
@@ -1190,6 +1241,12 @@ static int run_mpi(const train_opts_t *o, run_t *run)
     }
     if (!o->cfg.pipeline)
         args[a++] = "--no-pipeline";
+    if (o->cfg.optimizer) {
+        args[a++] = "--optimizer";
+        args[a++] = optim_kind_name((optim_kind_t)(o->cfg.optimizer - 1));
+        args[a++] = "--eps-place";
+        args[a++] = o->cfg.eps_outside ? "outside" : "inside";
+    }
     args[a++] = "--precision";
     args[a++] = prec;
     args[a++] = "--seed";

@@ -139,6 +139,13 @@ static int inagg_coll_wait(glm_coll_t *c, size_t h)
     return rc == INAGG_OK ? 0 : fail(c, "waiting for a small allreduce", rc);
 }
 
+static int inagg_coll_push_pull(glm_coll_t *c, const float *grad, float *params, size_t n)
+{
+    inagg_impl_t *im = c->impl;
+    inagg_result_t rc = inagg_push_pull(im->comm, grad, params, n);
+    return rc == INAGG_OK ? 0 : fail(c, "pushing gradients to the in-switch optimizer", rc);
+}
+
 static uint64_t inagg_coll_wire_bytes(glm_coll_t *c)
 {
     inagg_impl_t *im = c->impl;
@@ -165,11 +172,12 @@ static void inagg_coll_destroy(glm_coll_t *c)
 
 static const glm_coll_ops_t inagg_ops = {inagg_coll_allreduce, inagg_coll_start,
                                          inagg_coll_wait, inagg_coll_wire_bytes,
-                                         inagg_coll_destroy};
+                                         inagg_coll_destroy, inagg_coll_push_pull};
 
 int glm_coll_inagg_create(glm_coll_t **out, const char *switch_addr, const char *job,
                           uint32_t rank, uint32_t world, int p4sgd, uint32_t slots,
-                          uint32_t packet_elems, uint32_t timeout_ms, char *err, size_t errlen)
+                          uint32_t packet_elems, uint32_t timeout_ms,
+                          const glm_coll_optimizer_t *opt, char *err, size_t errlen)
 {
     *out = NULL;
     glm_coll_t *c = calloc(1, sizeof(*c));
@@ -189,6 +197,19 @@ int glm_coll_inagg_create(glm_coll_t **out, const char *switch_addr, const char 
     opts.protocol = p4sgd ? INAGG_PROTO_P4SGD : INAGG_PROTO_SWITCHML;
     if (timeout_ms)
         opts.timeout_ms = timeout_ms;
+    inagg_optimizer_t z = INAGG_OPTIMIZER_INIT;
+    if (opt) {
+        z.kind = (inagg_optimizer_kind_t)opt->kind;
+        z.params = opt->params;
+        z.lr = opt->lr;
+        z.beta1 = opt->beta1;
+        z.beta2 = opt->beta2;
+        z.eps = opt->eps;
+        z.eps_outside = opt->eps_outside;
+        z.momentum = opt->momentum;
+        z.weight_decay = opt->weight_decay;
+        opts.optimizer = &z;
+    }
     char detail[256] = "";
     inagg_result_t rc =
         inagg_comm_create(&im->comm, switch_addr, job, rank, world, &opts, detail, sizeof(detail));

@@ -22,6 +22,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "common/util.h"
 
@@ -34,7 +35,18 @@ typedef struct glm_coll_ops {
     /* Bytes this rank has put on the wire so far, headers included (0: not known). */
     uint64_t (*wire_bytes)(glm_coll_t *c);
     void (*destroy)(glm_coll_t *c);
+    /* In-switch optimizer: push this rank's gradient, get the parameters after the step
+     * (NULL: the backend has no in-switch optimizer). */
+    int (*push_pull)(glm_coll_t *c, const float *grad, float *params, size_t n);
 } glm_coll_ops_t;
+
+/* The optimizer the switch runs for the data-parallel trainer (--in-switch). */
+typedef struct glm_coll_optimizer {
+    int kind;             /* optim_kind_t (common/optim.h) */
+    uint64_t params;      /* the model's length */
+    float lr, beta1, beta2, eps, momentum, weight_decay;
+    int eps_outside;      /* 0: sqrt(v + eps), the paper's; 1: sqrt(v) + eps, PyTorch's */
+} glm_coll_optimizer_t;
 
 struct glm_coll {
     const glm_coll_ops_t *ops;
@@ -76,6 +88,19 @@ static inline int glm_coll_wait(glm_coll_t *c, size_t h)
     return rc;
 }
 
+static inline int glm_coll_push_pull(glm_coll_t *c, const float *grad, float *params, size_t n)
+{
+    if (!c->ops->push_pull) {
+        snprintf(c->err, sizeof(c->err), "the %s backend has no in-switch optimizer", c->backend);
+        return -1;
+    }
+    uint64_t t0 = util_now_ns();
+    int rc = c->ops->push_pull(c, grad, params, n);
+    c->wait_ns += util_now_ns() - t0;
+    c->payload_bytes += (uint64_t)n * sizeof(float);
+    return rc;
+}
+
 static inline uint64_t glm_coll_wire_bytes(glm_coll_t *c)
 {
     return c->ops->wire_bytes ? c->ops->wire_bytes(c) : 0;
@@ -99,6 +124,7 @@ int glm_coll_local_create(glm_coll_t **out, char *err, size_t errlen);
  */
 int glm_coll_inagg_create(glm_coll_t **out, const char *switch_addr, const char *job,
                           uint32_t rank, uint32_t world, int p4sgd, uint32_t slots,
-                          uint32_t packet_elems, uint32_t timeout_ms, char *err, size_t errlen);
+                          uint32_t packet_elems, uint32_t timeout_ms,
+                          const glm_coll_optimizer_t *opt, char *err, size_t errlen);
 
 #endif /* INAGG_GLM_COLLECTIVE_H */

@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "common/json.h"
+#include "common/optim.h"
 #include "common/util.h"
 #include "glm/synth.h"
 
@@ -93,6 +94,19 @@ int glm_train_check(const glm_train_config_t *cfg, size_t world, char *err, size
     }
     if (!(cfg->lr >= 0) || !isfinite(cfg->lr) || !isfinite(cfg->l2)) {
         set_err(err, errlen, "the learning rate and l2 must be finite, the rate >= 0");
+        return -1;
+    }
+    if (cfg->optimizer < 0 || cfg->optimizer > 1 + OPTIM_SMORMS3) {
+        set_err(err, errlen, "unknown optimizer %d", cfg->optimizer);
+        return -1;
+    }
+    if (cfg->optimizer && cfg->mode != GLM_MODE_DATA) {
+        set_err(err, errlen, "an optimizer (--optimizer) applies to data mode: model mode "
+                "updates each worker's slice with plain SGD");
+        return -1;
+    }
+    if (cfg->in_switch && !cfg->optimizer) {
+        set_err(err, errlen, "--in-switch needs --optimizer");
         return -1;
     }
     if (cfg->mode == GLM_MODE_SINGLE && world != 1) {
@@ -169,6 +183,9 @@ typedef struct trainer {
     float *x;                    /* the model is xs * x */
     double xs;
     uint8_t *mark;               /* model mode: coordinates already updated this step */
+    optim_config_t ocfg;         /* data mode with an optimizer */
+    float *ostate;               /* its state when the workers run it */
+    uint64_t ostep;
     double *g;
     float *gf;                   /* data mode: the gradient as sent */
     uint32_t *perm;
@@ -357,11 +374,27 @@ static int data_epoch(trainer_t *t, uint32_t epoch, double lr)
             if (s != 0)
                 glm_row_axpy(t->d, lr_, s, t->g, 0);
         }
-        for (size_t c = 0; c < t->nx; c++)
-            t->gf[c] = (float)t->g[c];
-        if (glm_coll_allreduce(t->coll, t->gf, t->nx) != 0)
-            return coll_fail(t);
-        update_dense(t, t->gf, bb, lr);
+        if (cfg->in_switch) {
+            /* The switch averages over the W ranks: push W times this rank's share of the
+             * mini-batch mean; it returns the parameters after its step. */
+            double k = (double)t->coll->world / (double)bb;
+            for (size_t c = 0; c < t->nx; c++)
+                t->gf[c] = (float)(t->g[c] * k);
+            if (glm_coll_push_pull(t->coll, t->gf, t->x, t->nx) != 0)
+                return coll_fail(t);
+        } else {
+            for (size_t c = 0; c < t->nx; c++)
+                t->gf[c] = (float)t->g[c];
+            if (glm_coll_allreduce(t->coll, t->gf, t->nx) != 0)
+                return coll_fail(t);
+            if (cfg->optimizer) {
+                for (size_t c = 0; c < t->nx; c++)
+                    t->gf[c] = (float)((double)t->gf[c] / (double)bb);
+                optim_step(&t->ocfg, t->x, t->ostate, t->gf, t->nx, ++t->ostep);
+            } else {
+                update_dense(t, t->gf, bb, lr);
+            }
+        }
         if (progress(t, epoch, (double)(i + bb) / (double)S) != 0)
             return -1;
     }
@@ -402,6 +435,20 @@ static int evaluate(trainer_t *t, glm_epoch_record_t *rec)
             glm_eval_partial(o, ev + S, t->test->label, T, &tloss, &tcorrect);
         }
         wsq = (double)ev[S + T];
+    } else if (cfg->optimizer) {
+        /* The model is the same on every rank and every rank holds the whole training set:
+         * evaluate locally (an in-switch optimizer job carries only gradients). */
+        float *zb = t->ev;
+        for (size_t s = 0; s < S; s++)
+            zb[s] = (float)activation(t, t->full, s, 0);
+        glm_eval_partial(o, zb, t->full->label, S, &loss, &correct);
+        if (T) {
+            double dummy = 0;
+            for (size_t s = 0; s < T; s++)
+                zb[s] = (float)activation(t, t->test, s, 0);
+            glm_eval_partial(o, zb, t->test->label, T, &dummy, &tcorrect);
+        }
+        wsq = t->xs * t->xs * sq_norm(t->x, t->nx);
     } else {
         /* Every rank: its rows' loss sum and correct counts; one allreduce of three numbers.
          * The model is the same everywhere, so ||x||^2 is local. */
@@ -493,7 +540,31 @@ static int prepare(trainer_t *t)
     if (cfg->mode == GLM_MODE_DATA) {
         t->gf = calloc(nx, sizeof(float));
         size_t n = util_max_u64(t->r1 - t->r0, t->t1 - t->t0);
+        if (cfg->optimizer)
+            n = util_max_u64(S, T); /* evaluated locally on the whole sets */
         t->nev = n ? n : 1;
+        if (cfg->optimizer) {
+            optim_config_t oc = OPTIM_CONFIG_INIT;
+            oc.kind = (optim_kind_t)(cfg->optimizer - 1);
+            oc.lr = (float)t->lr;
+            oc.weight_decay = (float)cfg->l2;
+            oc.eps_placement = cfg->eps_outside ? OPTIM_EPS_OUTSIDE : OPTIM_EPS_INSIDE;
+            t->ocfg = oc;
+            char why[160];
+            if (optim_check(&oc, why, sizeof(why)) != 0) {
+                set_err(t->err, t->errlen, "optimizer: %s", why);
+                return -1;
+            }
+            unsigned words = optim_state_words(&oc);
+            if (!cfg->in_switch && words) {
+                t->ostate = malloc(nx * words * sizeof(float));
+                if (!t->ostate) {
+                    set_err(t->err, t->errlen, "rank %u: out of memory", r);
+                    return -1;
+                }
+                optim_state_init(&oc, t->ostate, nx);
+            }
+        }
     } else {
         t->act = calloc(cfg->batch, sizeof(float));
         t->nev = S + T + 1;
@@ -513,11 +584,27 @@ static void release(trainer_t *t)
     glm_dataset_free(&t->own_test);
     free(t->x);
     free(t->mark);
+    free(t->ostate);
     free(t->g);
     free(t->gf);
     free(t->perm);
     free(t->act);
     free(t->ev);
+}
+
+double glm_resolved_lr(const glm_train_config_t *cfg, const glm_dataset_t *d)
+{
+    if (cfg->lr > 0)
+        return cfg->lr;
+    switch (cfg->optimizer) {
+    case 1 + OPTIM_ADAGRAD:
+        return 0.1;
+    case 1 + OPTIM_ADAM:
+    case 1 + OPTIM_SMORMS3:
+        return 0.01;
+    default:
+        return glm_default_lr(d, cfg->objective);
+    }
 }
 
 int glm_train(const glm_train_config_t *cfg, glm_coll_t *coll, const glm_dataset_t *train,
@@ -564,7 +651,7 @@ int glm_train(const glm_train_config_t *cfg, glm_coll_t *coll, const glm_dataset
     t.test = test && test->rows ? test : NULL;
     t.err = err;
     t.errlen = errlen;
-    t.lr = cfg->lr > 0 ? cfg->lr : glm_default_lr(train, cfg->objective);
+    t.lr = glm_resolved_lr(cfg, train);
     glm_train_config_t resolved = *cfg;
     if (resolved.l2 < 0)
         resolved.l2 = 1.0 / (double)train->rows;
@@ -592,7 +679,7 @@ int glm_train(const glm_train_config_t *cfg, glm_coll_t *coll, const glm_dataset
         glm_epoch_record_t rec;
         memset(&rec, 0, sizeof(rec));
         rec.epoch = e;
-        rec.lr = glm_epoch_lr(t.lr, cfg->schedule, e);
+        rec.lr = cfg->optimizer ? t.lr : glm_epoch_lr(t.lr, cfg->schedule, e);
         shuffle(&t, e);
         uint64_t wait0 = coll->wait_ns, pay0 = coll->payload_bytes;
         uint64_t wire0 = glm_coll_wire_bytes(coll);

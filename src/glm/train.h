@@ -67,6 +67,13 @@ typedef struct glm_train_config {
     int (*progress)(uint32_t epoch, double fraction, void *arg);
     uint32_t progress_ms;
     void *progress_arg;
+    /* Data mode only: 0 = plain SGD (above); 1 + optim_kind_t (common/optim.h) = that
+     * optimizer, with weight decay = l2 and a constant rate, run by every worker on its copy
+     * after the gradient allreduce, or by the switch when in_switch (the collective's
+     * push_pull: the switch averages, so each rank pushes W times its share of the mean). */
+    int optimizer;
+    int in_switch;
+    int eps_outside;            /* 0: sqrt(v + eps) (the paper's), 1: sqrt(v) + eps (PyTorch's) */
 } glm_train_config_t;
 
 #define GLM_TRAIN_CONFIG_INIT                                                                   \
@@ -107,6 +114,10 @@ typedef int (*glm_epoch_fn)(const glm_epoch_record_t *rec, void *arg);
 
 /* The default base learning rate for this data and objective (see GLM_LR_SCALE). */
 double glm_default_lr(const glm_dataset_t *d, glm_objective_t o);
+
+/* The rate a run uses: cfg->lr when given (> 0), else for plain SGD glm_default_lr and for an
+ * optimizer its customary default (AdaGrad 0.1, Adam and SMORMS3 0.01, SGD glm_default_lr). */
+double glm_resolved_lr(const glm_train_config_t *cfg, const glm_dataset_t *d);
 
 /* The rate of epoch e (1-based). */
 double glm_epoch_lr(double lr, glm_lr_schedule_t s, uint32_t e);

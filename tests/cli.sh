@@ -19,7 +19,8 @@ for args in "" "bogus" "bench" "bench allreduce --workers 0" "bench allreduce --
             "bench allreduce --loss 2" "bench allreduce --elems x" "switch --threads abc" \
             "bench allreduce --protocol nope" "switch --listen nothing" \
             "bench latency --elems 0" "bench latency --protocol nope" "bench latency --iters x" \
-            "bench latency --baseline gloo"; do
+            "bench latency --baseline gloo" "bench optimizer --optimizer rmsprop" \
+            "bench optimizer --elems 0" "bench optimizer --eps-place middle" "bench optimizer --baseline tf"; do
     timeout 10 $INAGG $args >/dev/null 2>"$tmp/err"; rc=$?
     [ "$args" = "switch --listen nothing" ] && { [ $rc -ne 0 ] || rcs="$rcs [$args]=$rc"; continue; }
     [ $rc -eq 2 ] && [ -s "$tmp/err" ] || rcs="$rcs [$args]=$rc"
@@ -88,6 +89,33 @@ out=$(timeout 120 $INAGG bench latency --workers 2 --iters 300 --protocol switch
 if [ $? -eq 0 ] && [ "$(echo "$out" | json_get "['verified']")" = True ] &&
    [ "$(echo "$out" | json_get "['protocol']")" = switchml ]; then ok $t
 else bad $t "$(tail -n 3 "$tmp/err") $out"; fi
+
+t=bench_optimizer_parity_every_optimizer_both_eps_100_steps
+have_torch=0; /usr/bin/python3 -c "import torch" 2>/dev/null && have_torch=1
+fails=""
+for o in sgd adagrad adam smorms3; do
+    for e in outside inside; do
+        out=$(timeout 120 $INAGG bench optimizer --optimizer $o --eps-place $e --elems 3000 --workers 2 --steps 100 --warmup 0 --packet-elems 1000 --baseline torch --json - 2>"$tmp/err")
+        rc=$?
+        want=independent
+        if [ $have_torch = 1 ] && [ $o != smorms3 ] && [ $e = outside ]; then want=torch; fi
+        if [ $rc -ne 0 ] || [ "$(echo "$out" | json_get "['verified'] and d['max_rel_err'] <= 1e-5 and d['reference'] == '$want'")" != True ]; then
+            fails="$fails [$o/$e: $(tail -n 1 "$tmp/err") $out]"
+        fi
+    done
+done
+if [ -z "$fails" ]; then ok "$t (torch: $([ $have_torch = 1 ] && echo yes || echo 'not installed, independent reference'))"
+else bad $t "$fails"; fi
+
+t=bench_optimizer_exactly_once_under_loss
+fails=""
+for l in 0.01 0.05; do
+    for p in switchml p4sgd; do
+        out=$(timeout 120 $INAGG bench optimizer --optimizer adam --elems 20000 --workers 3 --steps 10 --packet-elems 1000 --loss $l --protocol $p --json - 2>"$tmp/err")
+        [ $? -eq 0 ] && [ "$(echo "$out" | json_get "['verified']")" = True ] || fails="$fails [$l/$p: $(tail -n 1 "$tmp/err")]"
+    done
+done
+[ -z "$fails" ] && ok $t || bad $t "$fails"
 
 t=bench_reports_failure_when_switch_unreachable
 timeout 60 $INAGG bench allreduce --switch 127.0.0.1:1 --workers 2 --elems 1000 --timeout-ms 1000 >/dev/null 2>"$tmp/err"

@@ -11,5 +11,6 @@ int cmd_bench_allreduce(int argc, char **argv); /* inagg bench allreduce */
 int cmd_bench_udp(int argc, char **argv);       /* inagg bench udp: the kernel's UDP ceiling */
 int cmd_train(int argc, char **argv);           /* inagg train: distributed GLM training */
 int cmd_bench_latency(int argc, char **argv);   /* inagg bench latency: small allreduces */
+int cmd_bench_optimizer(int argc, char **argv); /* inagg bench optimizer: in-switch optimizer */
 
 #endif /* INAGG_CLI_COMMANDS_H */

@@ -23,6 +23,8 @@ static void usage(FILE *out)
             "                    verified results, optional OpenMPI baseline in the same run\n"
             "  bench latency     small-allreduce latency (p50/p99/p99.9), P4SGD's Fig. 8,\n"
             "                    optional OpenMPI baseline in the same run\n"
+            "  bench optimizer   the in-switch optimizer against allreduce + a local step,\n"
+            "                    verified against torch.optim or an independent reference\n"
             "  bench udp         the kernel's UDP ceiling: one sender, one receiver, loopback\n"
             "  train             distributed training of a linear model (P4SGD): embedded switch,\n"
             "                    N workers, model- or data-parallel SGD (no arguments: a demo)\n"
@@ -57,7 +59,9 @@ int main(int argc, char **argv)
             return cmd_bench_udp(argc - 2, argv + 2);
         if (argc >= 3 && strcmp(argv[2], "latency") == 0)
             return cmd_bench_latency(argc - 2, argv + 2);
-        fprintf(stderr, "inagg bench: expected 'allreduce', 'latency' or 'udp'\n");
+        if (argc >= 3 && strcmp(argv[2], "optimizer") == 0)
+            return cmd_bench_optimizer(argc - 2, argv + 2);
+        fprintf(stderr, "inagg bench: expected 'allreduce', 'latency', 'optimizer' or 'udp'\n");
         return 2;
     }
     fprintf(stderr, "inagg: unknown command '%s'\n\n", cmd);

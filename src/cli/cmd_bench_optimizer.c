@@ -1,0 +1,581 @@
+/*
+ * cmd_bench_optimizer.c - `inagg bench optimizer`: the in-switch optimizer against the
+ * workers running it themselves.
+ *
+ * One embedded switch (or --switch) and N worker processes run three jobs in turn, each for
+ * `--warmup` untimed and `--steps` timed steps over the same seeded gradients:
+ *   in-switch        inagg_push_pull: the switch averages each chunk's gradients, applies the
+ *                    optimizer and returns the new parameters (optimizer state lives once, in
+ *                    the switch);
+ *   allreduce+local  inagg_allreduce of the gradients (float32 native), then every worker
+ *                    averages and runs the same optimizer on its own copy (common/optim.h, the
+ *                    C kernels with torch.optim's semantics) - the usual data-parallel setup;
+ *   sum-only         inagg_allreduce alone: what the switch costs without any optimizer.
+ * Updated parameters per second = elems * steps / (slowest rank's time for the timed steps).
+ * Verification: the gradients are multiples of 1/8, so their sums are exact in any order; the
+ * in-switch and allreduce+local parameters must be bit-identical, and both are compared with a
+ * reference run of the same steps by tools/optim_reference.py: PyTorch's torch.optim (SGD,
+ * AdaGrad, Adam, epsilon outside the root) with --baseline torch when python3-torch is
+ * installed, otherwise its straightforward double-precision implementation (always for SMORMS3
+ * and for epsilon inside). Large vectors are checked on an evenly spaced sample (the
+ * optimizers are element-wise). max_rel_err = max |p - p_ref| / max |p_ref|.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cli/commands.h"
+#include "common/benchdata.h"
+#include "common/json.h"
+#include "common/optim.h"
+#include "common/util.h"
+#include "inagg.h"
+#include "switch/switch.h"
+
+#define OPTB_MAX_SAMPLE 200000u
+
+enum optb_run { RUN_IN_SWITCH = 0, RUN_LOCAL, RUN_SUM_ONLY, RUN_COUNT };
+static const char *const run_names[RUN_COUNT] = {"in-switch", "allreduce+local", "sum-only"};
+
+typedef struct optb_opts {
+    optim_config_t oc;
+    uint32_t workers, steps, warmup, packet_elems, window, timeout_ms;
+    uint64_t elems, seed;
+    inagg_protocol_t protocol;
+    double loss;
+    const char *faults, *switch_addr, *json_path, *baseline;
+} optb_opts_t;
+
+/* Shared with the workers (MAP_SHARED): timings and rank 0's sampled parameters. */
+typedef struct optb_shared {
+    double seconds[RUN_COUNT][INAGG_MAX_WORLD];
+    int32_t rc[RUN_COUNT][INAGG_MAX_WORLD];
+    char error[RUN_COUNT][256];
+    float sample[2][OPTB_MAX_SAMPLE]; /* in-switch, allreduce+local */
+} optb_shared_t;
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: inagg bench optimizer [options]\n"
+            "\n"
+            "The in-switch optimizer: N workers push seeded gradients of --elems parameters for\n"
+            "--steps steps; the switch averages them, applies the optimizer per chunk and\n"
+            "returns the parameters. Compared in the same run with the workers allreducing\n"
+            "the gradients through the switch and each running the optimizer on its own copy\n"
+            "(allreduce+local, the baseline) and with the allreduce alone (sum-only). Prints\n"
+            "updated parameters per second and speedup = in-switch / allreduce+local. The final\n"
+            "parameters are verified against a reference run of the same steps\n"
+            "(tools/optim_reference.py: torch.optim with --baseline torch when python3-torch is\n"
+            "installed, else a straightforward double-precision implementation).\n"
+            "\n"
+            "options:\n"
+            "  --optimizer O        sgd, adagrad, adam (default) or smorms3\n"
+            "  --elems E            parameters (default 1000000)\n"
+            "  --workers N          worker processes (default 4)\n"
+            "  --steps K            timed steps (default 10)\n"
+            "  --warmup W           untimed steps first (default 1)\n"
+            "  --lr F               learning rate (default 0.001)\n"
+            "  --eps-place P        outside (sqrt(v) + eps, PyTorch's; default here so torch can\n"
+            "                       check it) or inside (the paper's)\n"
+            "  --protocol P         switchml (default) or p4sgd\n"
+            "  --packet-elems K     parameters per packet/chunk (default 16368)\n"
+            "  --window S           slots (default 16)\n"
+            "  --loss P             drop each packet with probability P in the workers (seeded)\n"
+            "  --faults SPEC        full fault spec for the workers\n"
+            "  --baseline B         torch (verify with torch.optim where it has the optimizer)\n"
+            "                       or none (verify with the double-precision reference)\n"
+            "  --switch HOST:PORT   use a running switch\n"
+            "  --seed S             gradients (default 1)\n"
+            "  --json FILE|-        one JSON object: optimizer, elems, workers, steps, verified,\n"
+            "                       reference, max_rel_err, params_per_s, baseline {name,\n"
+            "                       params_per_s}, speedup, sum_only {params_per_s}\n"
+            "  -h, --help           this text\n"
+            "\n"
+            "example:\n"
+            "  inagg bench optimizer --optimizer adam --elems 1000000 --workers 4 --baseline torch --json -\n");
+}
+
+static int parse_u64(const char *flag, const char *v, uint64_t lo, uint64_t hi, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long x = strtoull(v, &end, 10);
+    if (end == v || *end || errno || x < lo || x > hi || v[0] == '-') {
+        fprintf(stderr, "inagg bench optimizer: %s needs an integer in %llu..%llu, got '%s'\n",
+                flag, (unsigned long long)lo, (unsigned long long)hi, v);
+        return -1;
+    }
+    *out = x;
+    return 0;
+}
+
+/* Rank r's gradient element i at step k: a multiple of 1/8 in [-1, 1). */
+static float grad_value(uint64_t seed, uint32_t r, uint64_t k, uint64_t i)
+{
+    return (float)(bench_hash(seed * 1000003u + k, r, i) % 16u) / 8.0f - 1.0f;
+}
+
+/* ---- the workers ------------------------------------------------------------------------ */
+
+static void sample_params(const optb_opts_t *o, const float *p, float *out, uint32_t ns)
+{
+    for (uint32_t j = 0; j < ns; j++)
+        out[j] = p[(uint64_t)j * o->elems / ns];
+}
+
+static int worker_main(const optb_opts_t *o, enum optb_run run, uint32_t rank,
+                       const char *addr, const char *job, optb_shared_t *sh, uint32_t ns)
+{
+    inagg_optimizer_t z = INAGG_OPTIMIZER_INIT;
+    z.kind = (inagg_optimizer_kind_t)o->oc.kind;
+    z.params = o->elems;
+    z.lr = o->oc.lr;
+    z.beta1 = o->oc.beta1;
+    z.beta2 = o->oc.beta2;
+    z.eps = o->oc.eps;
+    z.eps_outside = o->oc.eps_placement == OPTIM_EPS_OUTSIDE;
+    inagg_options_t opts = INAGG_OPTIONS_INIT;
+    opts.protocol = o->protocol;
+    opts.slots = o->window;
+    opts.packet_elems = o->packet_elems;
+    opts.float_mode = INAGG_FLOAT_NATIVE;
+    opts.timeout_ms = o->timeout_ms;
+    opts.faults = o->faults;
+    if (run == RUN_IN_SWITCH)
+        opts.optimizer = &z;
+    size_t n = o->elems;
+    float *g = malloc(n * sizeof(float)), *p = calloc(n, sizeof(float));
+    unsigned words = optim_state_words(&o->oc);
+    float *state = run == RUN_LOCAL && words ? malloc(n * words * sizeof(float)) : NULL;
+    inagg_comm_t *comm = NULL;
+    char detail[256] = "";
+    inagg_result_t rc = INAGG_ERR_NOMEM;
+    if (g && p && (run != RUN_LOCAL || !words || state))
+        rc = inagg_comm_create(&comm, addr, job, rank, o->workers, &opts, detail, sizeof(detail));
+    if (state)
+        optim_state_init(&o->oc, state, n);
+    uint64_t t0 = 0;
+    for (uint32_t k = 0; rc == INAGG_OK && k < o->warmup + o->steps; k++) {
+        if (k == o->warmup) {
+            rc = inagg_barrier(comm);
+            t0 = util_now_ns();
+            if (rc != INAGG_OK)
+                break;
+        }
+        for (size_t i = 0; i < n; i++)
+            g[i] = grad_value(o->seed, rank, k, i);
+        if (run == RUN_IN_SWITCH) {
+            rc = inagg_push_pull(comm, g, p, n);
+        } else {
+            rc = inagg_allreduce(comm, g, g, n, INAGG_FLOAT32, INAGG_SUM);
+            if (rc == INAGG_OK && run == RUN_LOCAL) {
+                float w = (float)o->workers;
+                for (size_t i = 0; i < n; i++)
+                    g[i] = g[i] / w; /* the average, as the switch forms it */
+                optim_step(&o->oc, p, state, g, n, (uint64_t)k + 1);
+            }
+        }
+    }
+    uint64_t t1 = util_now_ns();
+    sh->seconds[run][rank] = (double)(t1 - t0) / 1e9;
+    sh->rc[run][rank] = rc;
+    if (rc != INAGG_OK && rank == 0)
+        snprintf(sh->error[run], sizeof(sh->error[run]), "%s: %s", inagg_strerror(rc),
+                 comm ? inagg_last_error(comm) : detail);
+    if (rc == INAGG_OK && rank == 0 && run != RUN_SUM_ONLY)
+        sample_params(o, p, sh->sample[run], ns);
+    if (comm)
+        inagg_comm_destroy(comm);
+    free(g);
+    free(p);
+    free(state);
+    return rc == INAGG_OK ? 0 : 1;
+}
+
+/* Fork the workers of one run and wait for them (bounded). */
+static int run_job(const optb_opts_t *o, enum optb_run run, const char *addr, optb_shared_t *sh,
+                   uint32_t ns)
+{
+    char job[64];
+    snprintf(job, sizeof(job), "opt-%s-%d-%llu", run_names[run], (int)getpid(),
+             (unsigned long long)(util_now_ns() % 1000000));
+    pid_t pids[INAGG_MAX_WORLD];
+    fflush(NULL);
+    for (uint32_t r = 0; r < o->workers; r++) {
+        pids[r] = fork();
+        if (pids[r] == 0)
+            _exit(worker_main(o, run, r, addr, job, sh, ns));
+    }
+    int ok = 1;
+    for (uint32_t r = 0; r < o->workers; r++) {
+        int status = 0;
+        waitpid(pids[r], &status, 0);
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+            ok = 0;
+    }
+    return ok ? 0 : -1;
+}
+
+/* ---- verification --------------------------------------------------------------------- */
+
+/* Path of tools/optim_reference.py next to the source tree of this binary, or $INAGG_OPTIM_REF. */
+static int find_reference(char *buf, size_t len)
+{
+    const char *env = getenv("INAGG_OPTIM_REF");
+    if (env) {
+        snprintf(buf, len, "%s", env);
+        return access(buf, R_OK);
+    }
+    char exe[PATH_MAX - 64];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    if (n <= 0)
+        return -1;
+    exe[n] = '\0';
+    char *slash = strrchr(exe, '/');
+    if (slash)
+        *slash = '\0';
+    snprintf(buf, len, "%s/../tools/optim_reference.py", exe);
+    return access(buf, R_OK);
+}
+
+/* Run the reference on the sampled parameters; fills ref[ns]. *name: "torch" or
+ * "independent". 0, or -1 with a reason. */
+static int run_reference(const optb_opts_t *o, uint32_t ns, float *ref, const char **name,
+                         char *err, size_t errlen)
+{
+    char script[PATH_MAX + 64];
+    if (find_reference(script, sizeof(script)) != 0) {
+        snprintf(err, errlen, "tools/optim_reference.py not found (set INAGG_OPTIM_REF)");
+        return -1;
+    }
+    char dir[] = "/tmp/inagg-optref-XXXXXX";
+    if (!mkdtemp(dir)) {
+        snprintf(err, errlen, "mkdtemp: %s", strerror(errno));
+        return -1;
+    }
+    char in[PATH_MAX], out[PATH_MAX];
+    snprintf(in, sizeof(in), "%s/in.bin", dir);
+    snprintf(out, sizeof(out), "%s/out.txt", dir);
+    FILE *f = fopen(in, "wb");
+    uint32_t steps = o->warmup + o->steps;
+    int wrote = f != NULL;
+    if (f) {
+        uint32_t hdr[2] = {ns, steps};
+        wrote &= fwrite("OPTREF1\n", 1, 8, f) == 8 && fwrite(hdr, 4, 2, f) == 2;
+        float zero = 0;
+        for (uint32_t j = 0; j < ns && wrote; j++)
+            wrote &= fwrite(&zero, 4, 1, f) == 1;
+        for (uint32_t k = 0; k < steps && wrote; k++)
+            for (uint32_t j = 0; j < ns && wrote; j++) {
+                uint64_t i = (uint64_t)j * o->elems / ns;
+                float s = 0;
+                for (uint32_t r = 0; r < o->workers; r++)
+                    s += grad_value(o->seed, r, k, i);
+                float avg = s / (float)o->workers;
+                wrote &= fwrite(&avg, 4, 1, f) == 1;
+            }
+        wrote &= fclose(f) == 0;
+    }
+    /* Debian's interpreter, where python3-torch installs, unless $INAGG_PYTHON says otherwise */
+    const char *py = getenv("INAGG_PYTHON");
+    if (!py)
+        py = access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "python3";
+    int use_torch = strcmp(o->baseline, "torch") == 0 && o->oc.kind != OPTIM_SMORMS3 &&
+                    o->oc.eps_placement == OPTIM_EPS_OUTSIDE;
+    char cmd[4 * PATH_MAX];
+    snprintf(cmd, sizeof(cmd),
+             "timeout 600 '%s' '%s' '%s' --optim %s --impl %s --lr %.9g --beta1 %.9g "
+             "--beta2 %.9g --eps %.9g --eps-placement %s > '%s' 2>/dev/null",
+             py, script, in, optim_kind_name(o->oc.kind), use_torch ? "torch" : "pure",
+             (double)o->oc.lr, (double)o->oc.beta1, (double)o->oc.beta2, (double)o->oc.eps,
+             optim_eps_name(o->oc.eps_placement), out);
+    int rc = -1;
+    for (int attempt = 0; wrote && attempt < 2 && rc != 0; attempt++) {
+        int sys = system(cmd);
+        FILE *r = fopen(out, "r");
+        uint32_t got = 0;
+        while (r && got < ns && fscanf(r, "%f", &ref[got]) == 1)
+            got++;
+        if (r)
+            fclose(r);
+        if (sys == 0 && got == ns) {
+            *name = use_torch ? "torch" : "independent";
+            rc = 0;
+        } else if (use_torch && got == 0) {
+            /* torch is not installed: the straightforward implementation instead */
+            use_torch = 0;
+            snprintf(cmd, sizeof(cmd),
+                     "timeout 600 '%s' '%s' '%s' --optim %s --impl pure --lr %.9g "
+                     "--beta1 %.9g --beta2 %.9g --eps %.9g --eps-placement %s > '%s' 2>/dev/null",
+                     py, script, in, optim_kind_name(o->oc.kind), (double)o->oc.lr,
+                     (double)o->oc.beta1, (double)o->oc.beta2, (double)o->oc.eps,
+                     optim_eps_name(o->oc.eps_placement), out);
+            fprintf(stderr, "inagg bench optimizer: torch is not installed (Debian: "
+                            "python3-torch); verifying with the double-precision reference\n");
+        } else {
+            snprintf(err, errlen, "the reference run failed (%u of %u values)", got, ns);
+            break;
+        }
+    }
+    if (!wrote)
+        snprintf(err, errlen, "cannot write the reference input in %s", dir);
+    unlink(in);
+    unlink(out);
+    rmdir(dir);
+    return rc;
+}
+
+/* ---- the parent ------------------------------------------------------------------------- */
+
+static int parse_args(int argc, char **argv, optb_opts_t *o)
+{
+    static const struct option longopts[] = {
+        {"optimizer", required_argument, 0, 'O'}, {"elems", required_argument, 0, 'e'},
+        {"workers", required_argument, 0, 'n'},   {"steps", required_argument, 0, 'k'},
+        {"warmup", required_argument, 0, 'W'},    {"lr", required_argument, 0, 'g'},
+        {"eps-place", required_argument, 0, 'E'}, {"protocol", required_argument, 0, 'P'},
+        {"packet-elems", required_argument, 0, 'p'}, {"window", required_argument, 0, 's'},
+        {"loss", required_argument, 0, 'l'},      {"faults", required_argument, 0, 'f'},
+        {"baseline", required_argument, 0, 'b'},  {"switch", required_argument, 0, 'S'},
+        {"seed", required_argument, 0, 'r'},      {"json", required_argument, 0, 'j'},
+        {"timeout-ms", required_argument, 0, 'o'}, {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0}};
+    uint64_t v;
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'O':
+            if (optim_parse_kind(optarg, &o->oc.kind) != 0) {
+                fprintf(stderr, "inagg bench optimizer: --optimizer must be sgd, adagrad, adam "
+                                "or smorms3\n");
+                return 2;
+            }
+            break;
+        case 'e': if (parse_u64("--elems", optarg, 1, 1ull << 30, &v)) return 2; o->elems = v; break;
+        case 'n': if (parse_u64("--workers", optarg, 1, INAGG_MAX_WORLD, &v)) return 2; o->workers = (uint32_t)v; break;
+        case 'k': if (parse_u64("--steps", optarg, 1, 100000, &v)) return 2; o->steps = (uint32_t)v; break;
+        case 'W': if (parse_u64("--warmup", optarg, 0, 100000, &v)) return 2; o->warmup = (uint32_t)v; break;
+        case 'p': if (parse_u64("--packet-elems", optarg, 1, INAGG_MAX_PACKET_ELEMS, &v)) return 2; o->packet_elems = (uint32_t)v; break;
+        case 's': if (parse_u64("--window", optarg, 1, 4096, &v)) return 2; o->window = (uint32_t)v; break;
+        case 'o': if (parse_u64("--timeout-ms", optarg, 1, 3600000, &v)) return 2; o->timeout_ms = (uint32_t)v; break;
+        case 'r': if (parse_u64("--seed", optarg, 0, UINT32_MAX, &v)) return 2; o->seed = v; break;
+        case 'g': {
+            char *end;
+            double d = strtod(optarg, &end);
+            if (end == optarg || *end || !(d > 0) || !isfinite(d)) {
+                fprintf(stderr, "inagg bench optimizer: --lr needs a positive number\n");
+                return 2;
+            }
+            o->oc.lr = (float)d;
+            break;
+        }
+        case 'E':
+            if (optim_parse_eps(optarg, &o->oc.eps_placement) != 0) {
+                fprintf(stderr, "inagg bench optimizer: --eps-place must be inside or outside\n");
+                return 2;
+            }
+            break;
+        case 'P':
+            if (strcmp(optarg, "switchml") == 0) o->protocol = INAGG_PROTO_SWITCHML;
+            else if (strcmp(optarg, "p4sgd") == 0) o->protocol = INAGG_PROTO_P4SGD;
+            else { fprintf(stderr, "inagg bench optimizer: --protocol must be switchml or p4sgd\n"); return 2; }
+            break;
+        case 'l': {
+            char *end;
+            o->loss = strtod(optarg, &end);
+            if (end == optarg || *end || !(o->loss >= 0 && o->loss < 1)) {
+                fprintf(stderr, "inagg bench optimizer: --loss needs a probability in [0, 1)\n");
+                return 2;
+            }
+            break;
+        }
+        case 'f': o->faults = optarg; break;
+        case 'b':
+            if (strcmp(optarg, "torch") != 0 && strcmp(optarg, "none") != 0) {
+                fprintf(stderr, "inagg bench optimizer: --baseline must be torch or none\n");
+                return 2;
+            }
+            o->baseline = optarg;
+            break;
+        case 'S': o->switch_addr = optarg; break;
+        case 'j': o->json_path = optarg; break;
+        case 'h': usage(stdout); return 1;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "inagg bench optimizer: unexpected argument '%s'\n", argv[optind]);
+        return 2;
+    }
+    return 0;
+}
+
+static double slowest(const optb_shared_t *sh, enum optb_run run, uint32_t workers)
+{
+    double s = 0;
+    for (uint32_t r = 0; r < workers; r++)
+        if (sh->seconds[run][r] > s)
+            s = sh->seconds[run][r];
+    return s;
+}
+
+int cmd_bench_optimizer(int argc, char **argv)
+{
+    optb_opts_t o = {.workers = 4, .steps = 10, .warmup = 1,
+                     .packet_elems = INAGG_MAX_PACKET_ELEMS, .window = 16, .timeout_ms = 30000,
+                     .elems = 1000000, .seed = 1, .protocol = INAGG_PROTO_SWITCHML,
+                     .baseline = "none"};
+    optim_config_t dflt = OPTIM_CONFIG_INIT;
+    o.oc = dflt;
+    o.oc.kind = OPTIM_ADAM;
+    o.oc.lr = 0.001f;
+    o.oc.eps_placement = OPTIM_EPS_OUTSIDE;
+    int prc = parse_args(argc, argv, &o);
+    if (prc)
+        return prc == 1 ? 0 : prc;
+    char why[160];
+    if (optim_check(&o.oc, why, sizeof(why)) != 0) {
+        fprintf(stderr, "inagg bench optimizer: %s\n", why);
+        return 2;
+    }
+    char faults[160];
+    if (!o.faults && o.loss > 0) {
+        snprintf(faults, sizeof(faults), "drop=%g,seed=%llu", o.loss, (unsigned long long)o.seed);
+        o.faults = faults;
+    }
+    signal(SIGPIPE, SIG_IGN);
+    FILE *table = (o.json_path && strcmp(o.json_path, "-") == 0) ? stderr : stdout;
+    uint32_t ns = o.elems < OPTB_MAX_SAMPLE ? (uint32_t)o.elems : OPTB_MAX_SAMPLE;
+
+    optb_shared_t *sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE,
+                             MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (sh == MAP_FAILED) {
+        perror("inagg bench optimizer: mmap");
+        return 1;
+    }
+    uint16_t port = 0;
+    pid_t switch_pid = -1;
+    char addr[128];
+    if (o.switch_addr) {
+        snprintf(addr, sizeof(addr), "%s", o.switch_addr);
+    } else {
+        switch_config_t cfg = SWITCH_CONFIG_INIT;
+        cfg.listen = "127.0.0.1:0";
+        cfg.worker_timeout_ms = o.timeout_ms;
+        switch_pid = switch_spawn(&cfg, &port);
+        if (switch_pid < 0) {
+            fprintf(stderr, "inagg bench optimizer: the embedded switch did not start\n");
+            munmap(sh, sizeof(*sh));
+            return 1;
+        }
+        snprintf(addr, sizeof(addr), "127.0.0.1:%u", port);
+    }
+    int verified = 1;
+    for (int run = 0; run < RUN_COUNT; run++) {
+        fprintf(stderr, "inagg bench optimizer: %s, %u workers, %llu parameters, %u steps...\n",
+                run_names[run], o.workers, (unsigned long long)o.elems, o.steps);
+        if (run_job(&o, (enum optb_run)run, addr, sh, ns) != 0) {
+            fprintf(stderr, "inagg bench optimizer: %s run failed: %s\n", run_names[run],
+                    sh->error[run][0] ? sh->error[run] : "a worker failed");
+            verified = 0;
+        }
+    }
+    if (switch_pid > 0) {
+        kill(switch_pid, SIGTERM);
+        waitpid(switch_pid, NULL, 0);
+    }
+    double pps[RUN_COUNT];
+    for (int run = 0; run < RUN_COUNT; run++) {
+        double s = slowest(sh, (enum optb_run)run, o.workers);
+        pps[run] = verified && s > 0 ? (double)o.elems * o.steps / s : NAN;
+    }
+    /* The two ways of running the optimizer must agree bit for bit (exact gradient sums). */
+    if (verified && memcmp(sh->sample[RUN_IN_SWITCH], sh->sample[RUN_LOCAL],
+                           ns * sizeof(float)) != 0) {
+        fprintf(stderr, "inagg bench optimizer: in-switch and allreduce+local parameters "
+                        "differ\n");
+        verified = 0;
+    }
+    const char *ref_name = "none";
+    double max_rel = NAN;
+    if (verified) {
+        float *ref = malloc(ns * sizeof(float));
+        char err[256];
+        if (!ref || run_reference(&o, ns, ref, &ref_name, err, sizeof(err)) != 0) {
+            fprintf(stderr, "inagg bench optimizer: no reference: %s\n", ref ? err : "no memory");
+            verified = 0;
+        } else {
+            double maxabs = 0, maxdiff = 0;
+            for (uint32_t j = 0; j < ns; j++) {
+                maxabs = fmax(maxabs, fabs((double)ref[j]));
+                maxdiff = fmax(maxdiff, fabs((double)sh->sample[RUN_IN_SWITCH][j] - ref[j]));
+            }
+            max_rel = maxabs > 0 ? maxdiff / maxabs : maxdiff;
+            if (!(max_rel <= 1e-5)) {
+                fprintf(stderr, "inagg bench optimizer: parameters differ from the %s reference "
+                        "by %.3g (relative to the largest)\n", ref_name, max_rel);
+                verified = 0;
+            }
+        }
+        free(ref);
+    }
+    double speedup = pps[RUN_IN_SWITCH] / pps[RUN_LOCAL];
+    fprintf(table, "inagg optimizer: %s (eps %s), %llu parameters, %u workers, %u steps, %s, "
+            "%s\n", optim_kind_name(o.oc.kind), optim_eps_name(o.oc.eps_placement),
+            (unsigned long long)o.elems, o.workers, o.steps,
+            o.protocol == INAGG_PROTO_P4SGD ? "p4sgd" : "switchml",
+            o.faults ? o.faults : "no loss");
+    fprintf(table, "  verified         %s (reference %s, max relative error %.3g, %u parameters "
+            "checked)\n", verified ? "yes" : "NO", ref_name, max_rel, ns);
+    for (int run = 0; run < RUN_COUNT; run++)
+        fprintf(table, "  %-16s %.4g parameters/s\n", run_names[run], pps[run]);
+    fprintf(table, "  speedup          %.2fx (in-switch / allreduce+local)\n", speedup);
+    if (o.json_path) {
+        json_writer_t w;
+        json_init(&w);
+        json_begin_object(&w, NULL);
+        json_string(&w, "optimizer", optim_kind_name(o.oc.kind));
+        json_string(&w, "eps_place", optim_eps_name(o.oc.eps_placement));
+        json_int(&w, "elems", (int64_t)o.elems);
+        json_int(&w, "workers", o.workers);
+        json_int(&w, "steps", o.steps);
+        json_string(&w, "protocol", o.protocol == INAGG_PROTO_P4SGD ? "p4sgd" : "switchml");
+        json_number(&w, "loss", o.loss);
+        json_bool(&w, "verified", verified);
+        json_string(&w, "reference", ref_name);
+        json_number(&w, "max_rel_err", max_rel);
+        json_number(&w, "params_per_s", pps[RUN_IN_SWITCH]);
+        json_begin_object(&w, "baseline");
+        json_string(&w, "name", "allreduce+local");
+        json_number(&w, "params_per_s", pps[RUN_LOCAL]);
+        json_end_object(&w);
+        json_number(&w, "speedup", speedup);
+        json_begin_object(&w, "sum_only");
+        json_number(&w, "params_per_s", pps[RUN_SUM_ONLY]);
+        json_end_object(&w);
+        json_end_object(&w);
+        const char *text = json_text(&w);
+        FILE *f = strcmp(o.json_path, "-") == 0 ? stdout : fopen(o.json_path, "w");
+        if (!f || !text) {
+            fprintf(stderr, "inagg bench optimizer: cannot write %s\n", o.json_path);
+            verified = 0;
+        } else {
+            fprintf(f, "%s\n", text);
+            if (f != stdout)
+                fclose(f);
+        }
+        json_free(&w);
+    }
+    munmap(sh, sizeof(*sh));
+    return verified ? 0 : 1;
+}

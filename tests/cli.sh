@@ -97,9 +97,9 @@ for o in sgd adagrad adam smorms3; do
     for e in outside inside; do
         out=$(timeout 120 $INAGG bench optimizer --optimizer $o --eps-place $e --elems 3000 --workers 2 --steps 100 --warmup 0 --packet-elems 1000 --baseline torch --json - 2>"$tmp/err")
         rc=$?
-        want=independent
-        if [ $have_torch = 1 ] && [ $o != smorms3 ] && [ $e = outside ]; then want=torch; fi
-        if [ $rc -ne 0 ] || [ "$(echo "$out" | json_get "['verified'] and d['max_rel_err'] <= 1e-5 and d['reference'] == '$want'")" != True ]; then
+        want=independent base=allreduce+local
+        if [ $have_torch = 1 ] && [ $o != smorms3 ] && [ $e = outside ]; then want=torch base=allreduce+torch.optim; fi
+        if [ $rc -ne 0 ] || [ "$(echo "$out" | json_get "['verified'] and d['max_rel_err'] <= 1e-5 and d['reference'] == '$want' and d['baseline']['name'] == '$base'")" != True ]; then
             fails="$fails [$o/$e: $(tail -n 1 "$tmp/err") $out]"
         fi
     done

@@ -10,7 +10,12 @@
  *   allreduce+local  inagg_allreduce of the gradients (float32 native), then every worker
  *                    averages and runs the same optimizer on its own copy (common/optim.h, the
  *                    C kernels with torch.optim's semantics) - the usual data-parallel setup;
- *   sum-only         inagg_allreduce alone: what the switch costs without any optimizer.
+ *   sum-only         inagg_allreduce alone: what the switch costs without any optimizer;
+ *   allreduce+torch.optim (with --baseline torch, for SGD/AdaGrad/Adam with epsilon outside,
+ *                    when python3-torch is installed): as allreduce+local, but every worker's
+ *                    step is torch.optim's, run by a helper process per worker
+ *                    (tools/torch_worker.py) on parameters and gradients in memory shared
+ *                    with the worker (no copies); this is then the baseline of the speedup.
  * Updated parameters per second = elems * steps / (slowest rank's time for the timed steps).
  * Verification: the gradients are multiples of 1/8, so their sums are exact in any order; the
  * in-switch and allreduce+local parameters must be bit-identical, and both are compared with a
@@ -28,6 +33,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -42,8 +48,9 @@
 
 #define OPTB_MAX_SAMPLE 200000u
 
-enum optb_run { RUN_IN_SWITCH = 0, RUN_LOCAL, RUN_SUM_ONLY, RUN_COUNT };
-static const char *const run_names[RUN_COUNT] = {"in-switch", "allreduce+local", "sum-only"};
+enum optb_run { RUN_IN_SWITCH = 0, RUN_LOCAL, RUN_SUM_ONLY, RUN_TORCH, RUN_COUNT };
+static const char *const run_names[RUN_COUNT] = {"in-switch", "allreduce+local", "sum-only",
+                                                 "allreduce+torch.optim"};
 
 typedef struct optb_opts {
     optim_config_t oc;
@@ -59,7 +66,7 @@ typedef struct optb_shared {
     double seconds[RUN_COUNT][INAGG_MAX_WORLD];
     int32_t rc[RUN_COUNT][INAGG_MAX_WORLD];
     char error[RUN_COUNT][256];
-    float sample[2][OPTB_MAX_SAMPLE]; /* in-switch, allreduce+local */
+    float sample[RUN_COUNT][OPTB_MAX_SAMPLE]; /* rank 0's final parameters, sampled */
 } optb_shared_t;
 
 static void usage(FILE *out)
@@ -91,13 +98,18 @@ static void usage(FILE *out)
             "  --window S           slots (default 16)\n"
             "  --loss P             drop each packet with probability P in the workers (seeded)\n"
             "  --faults SPEC        full fault spec for the workers\n"
-            "  --baseline B         torch (verify with torch.optim where it has the optimizer)\n"
-            "                       or none (verify with the double-precision reference)\n"
+            "  --baseline B         torch: every worker also runs torch.optim after the\n"
+            "                       allreduce (allreduce+torch.optim, then the baseline of the\n"
+            "                       speedup; SGD, AdaGrad, Adam with --eps-place outside), and\n"
+            "                       torch.optim is the reference; none: the baseline is\n"
+            "                       allreduce + the C kernels and the reference is the\n"
+            "                       double-precision implementation\n"
             "  --switch HOST:PORT   use a running switch\n"
             "  --seed S             gradients (default 1)\n"
             "  --json FILE|-        one JSON object: optimizer, elems, workers, steps, verified,\n"
             "                       reference, max_rel_err, params_per_s, baseline {name,\n"
-            "                       params_per_s}, speedup, sum_only {params_per_s}\n"
+            "                       params_per_s}, speedup, local_c {params_per_s}, sum_only\n"
+            "                       {params_per_s}\n"
             "  -h, --help           this text\n"
             "\n"
             "example:\n"
@@ -122,6 +134,130 @@ static int parse_u64(const char *flag, const char *v, uint64_t lo, uint64_t hi, 
 static float grad_value(uint64_t seed, uint32_t r, uint64_t k, uint64_t i)
 {
     return (float)(bench_hash(seed * 1000003u + k, r, i) % 16u) / 8.0f - 1.0f;
+}
+
+/* A worker's torch.optim helper (tools/torch_worker.py) over a shared memory region. */
+typedef struct torch_helper {
+    pid_t pid;
+    int to, from; /* its stdin, its stdout */
+    float *region; /* n parameters, then n gradients */
+    size_t bytes;
+} torch_helper_t;
+
+static int find_tool(const char *name, char *buf, size_t len)
+{
+    char exe[PATH_MAX - 64];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    if (n <= 0)
+        return -1;
+    exe[n] = '\0';
+    char *slash = strrchr(exe, '/');
+    if (slash)
+        *slash = '\0';
+    snprintf(buf, len, "%s/../tools/%s", exe, name);
+    return access(buf, R_OK);
+}
+
+static const char *python_path(void)
+{
+    const char *py = getenv("INAGG_PYTHON");
+    if (py)
+        return py;
+    return access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "python3";
+}
+
+static void torch_stop(torch_helper_t *t)
+{
+    if (t->to >= 0) {
+        (void)!write(t->to, "q", 1);
+        close(t->to);
+    }
+    if (t->from >= 0)
+        close(t->from);
+    if (t->pid > 0) {
+        for (int i = 0; i < 200; i++) { /* up to 2 s, then kill */
+            if (waitpid(t->pid, NULL, WNOHANG) == t->pid) {
+                t->pid = 0;
+                break;
+            }
+            usleep(10000);
+        }
+        if (t->pid > 0) {
+            kill(t->pid, SIGKILL);
+            waitpid(t->pid, NULL, 0);
+        }
+    }
+    if (t->region && t->region != MAP_FAILED)
+        munmap(t->region, t->bytes);
+}
+
+/* Start the helper; 0 once it said ready, -1 otherwise (torch missing, ...). */
+static int torch_start(torch_helper_t *t, const optb_opts_t *o)
+{
+    *t = (torch_helper_t){.to = -1, .from = -1};
+    char script[PATH_MAX];
+    if (find_tool("torch_worker.py", script, sizeof(script)) != 0)
+        return -1;
+    t->bytes = (size_t)o->elems * 8u;
+    int fd = memfd_create("inagg-torch", 0);
+    if (fd < 0 || ftruncate(fd, (off_t)t->bytes) != 0) {
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    t->region = mmap(NULL, t->bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    int in[2], out[2];
+    if (t->region == MAP_FAILED || pipe(in) != 0) {
+        close(fd);
+        return -1;
+    }
+    if (pipe(out) != 0) {
+        close(in[0]);
+        close(in[1]);
+        close(fd);
+        return -1;
+    }
+    char fds[16], ns[32], lr[32], b1[32], b2[32], eps[32];
+    snprintf(fds, sizeof(fds), "%d", fd);
+    snprintf(ns, sizeof(ns), "%llu", (unsigned long long)o->elems);
+    snprintf(lr, sizeof(lr), "%.9g", (double)o->oc.lr);
+    snprintf(b1, sizeof(b1), "%.9g", (double)o->oc.beta1);
+    snprintf(b2, sizeof(b2), "%.9g", (double)o->oc.beta2);
+    snprintf(eps, sizeof(eps), "%.9g", (double)o->oc.eps);
+    const char *py = python_path();
+    t->pid = fork();
+    if (t->pid == 0) {
+        dup2(in[0], 0);
+        dup2(out[1], 1);
+        close(in[1]);
+        close(out[0]);
+        execlp(py, py, script, fds, ns, optim_kind_name(o->oc.kind), lr, b1, b2, eps,
+               (char *)NULL);
+        _exit(127);
+    }
+    close(fd);
+    close(in[0]);
+    close(out[1]);
+    t->to = in[1];
+    t->from = out[0];
+    char c = 0;
+    struct pollfd pf = {.fd = t->from, .events = POLLIN};
+    if (t->pid < 0 || poll(&pf, 1, 120000) != 1 || read(t->from, &c, 1) != 1 || c != 'r') {
+        torch_stop(t);
+        return -1;
+    }
+    return 0;
+}
+
+/* One torch.optim step on the shared parameters with the gradient already in place. */
+static int torch_step(torch_helper_t *t, uint32_t timeout_ms)
+{
+    char c = 0;
+    struct pollfd pf = {.fd = t->from, .events = POLLIN};
+    if (write(t->to, "s", 1) != 1 || poll(&pf, 1, (int)timeout_ms) != 1 ||
+        read(t->from, &c, 1) != 1 || c != 'd')
+        return -1;
+    return 0;
 }
 
 /* ---- the workers ------------------------------------------------------------------------ */
@@ -153,7 +289,15 @@ static int worker_main(const optb_opts_t *o, enum optb_run run, uint32_t rank,
     if (run == RUN_IN_SWITCH)
         opts.optimizer = &z;
     size_t n = o->elems;
-    float *g = malloc(n * sizeof(float)), *p = calloc(n, sizeof(float));
+    torch_helper_t th = {.to = -1, .from = -1};
+    if (run == RUN_TORCH && torch_start(&th, o) != 0) {
+        sh->rc[run][rank] = INAGG_ERR_UNSUPPORTED;
+        snprintf(sh->error[run], sizeof(sh->error[run]), "rank %u: torch_worker.py did not "
+                 "start (python3-torch missing?)", rank);
+        return 1;
+    }
+    float *g = run == RUN_TORCH ? th.region + n : malloc(n * sizeof(float));
+    float *p = run == RUN_TORCH ? th.region : calloc(n, sizeof(float));
     unsigned words = optim_state_words(&o->oc);
     float *state = run == RUN_LOCAL && words ? malloc(n * words * sizeof(float)) : NULL;
     inagg_comm_t *comm = NULL;
@@ -177,11 +321,14 @@ static int worker_main(const optb_opts_t *o, enum optb_run run, uint32_t rank,
             rc = inagg_push_pull(comm, g, p, n);
         } else {
             rc = inagg_allreduce(comm, g, g, n, INAGG_FLOAT32, INAGG_SUM);
-            if (rc == INAGG_OK && run == RUN_LOCAL) {
+            if (rc == INAGG_OK && (run == RUN_LOCAL || run == RUN_TORCH)) {
                 float w = (float)o->workers;
                 for (size_t i = 0; i < n; i++)
                     g[i] = g[i] / w; /* the average, as the switch forms it */
-                optim_step(&o->oc, p, state, g, n, (uint64_t)k + 1);
+                if (run == RUN_LOCAL)
+                    optim_step(&o->oc, p, state, g, n, (uint64_t)k + 1);
+                else if (torch_step(&th, o->timeout_ms) != 0)
+                    rc = INAGG_ERR_SYSTEM;
             }
         }
     }
@@ -189,14 +336,18 @@ static int worker_main(const optb_opts_t *o, enum optb_run run, uint32_t rank,
     sh->seconds[run][rank] = (double)(t1 - t0) / 1e9;
     sh->rc[run][rank] = rc;
     if (rc != INAGG_OK && rank == 0)
-        snprintf(sh->error[run], sizeof(sh->error[run]), "%s: %s", inagg_strerror(rc),
+        snprintf(sh->error[run], sizeof(sh->error[run]), "%s: %.200s", inagg_strerror(rc),
                  comm ? inagg_last_error(comm) : detail);
     if (rc == INAGG_OK && rank == 0 && run != RUN_SUM_ONLY)
         sample_params(o, p, sh->sample[run], ns);
     if (comm)
         inagg_comm_destroy(comm);
-    free(g);
-    free(p);
+    if (run == RUN_TORCH) {
+        torch_stop(&th);
+    } else {
+        free(g);
+        free(p);
+    }
     free(state);
     return rc == INAGG_OK ? 0 : 1;
 }
@@ -235,16 +386,7 @@ static int find_reference(char *buf, size_t len)
         snprintf(buf, len, "%s", env);
         return access(buf, R_OK);
     }
-    char exe[PATH_MAX - 64];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-    if (n <= 0)
-        return -1;
-    exe[n] = '\0';
-    char *slash = strrchr(exe, '/');
-    if (slash)
-        *slash = '\0';
-    snprintf(buf, len, "%s/../tools/optim_reference.py", exe);
-    return access(buf, R_OK);
+    return find_tool("optim_reference.py", buf, len);
 }
 
 /* Run the reference on the sampled parameters; fills ref[ns]. *name: "torch" or
@@ -286,9 +428,7 @@ static int run_reference(const optb_opts_t *o, uint32_t ns, float *ref, const ch
         wrote &= fclose(f) == 0;
     }
     /* Debian's interpreter, where python3-torch installs, unless $INAGG_PYTHON says otherwise */
-    const char *py = getenv("INAGG_PYTHON");
-    if (!py)
-        py = access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "python3";
+    const char *py = python_path();
     int use_torch = strcmp(o->baseline, "torch") == 0 && o->oc.kind != OPTIM_SMORMS3 &&
                     o->oc.eps_placement == OPTIM_EPS_OUTSIDE;
     char cmd[4 * PATH_MAX];
@@ -481,7 +621,17 @@ int cmd_bench_optimizer(int argc, char **argv)
         snprintf(addr, sizeof(addr), "127.0.0.1:%u", port);
     }
     int verified = 1;
-    for (int run = 0; run < RUN_COUNT; run++) {
+    int torch_run = strcmp(o.baseline, "torch") == 0 && o.oc.kind != OPTIM_SMORMS3 &&
+                    o.oc.eps_placement == OPTIM_EPS_OUTSIDE;
+    char probe[256];
+    snprintf(probe, sizeof(probe), "'%s' -c 'import torch' >/dev/null 2>&1", python_path());
+    if (torch_run && system(probe) != 0) {
+        fprintf(stderr, "inagg bench optimizer: python3-torch is not installed: the baseline is "
+                        "allreduce + the C kernels\n");
+        torch_run = 0;
+    }
+    int nruns = torch_run ? RUN_COUNT : RUN_TORCH;
+    for (int run = 0; run < nruns; run++) {
         fprintf(stderr, "inagg bench optimizer: %s, %u workers, %llu parameters, %u steps...\n",
                 run_names[run], o.workers, (unsigned long long)o.elems, o.steps);
         if (run_job(&o, (enum optb_run)run, addr, sh, ns) != 0) {
@@ -497,14 +647,28 @@ int cmd_bench_optimizer(int argc, char **argv)
     double pps[RUN_COUNT];
     for (int run = 0; run < RUN_COUNT; run++) {
         double s = slowest(sh, (enum optb_run)run, o.workers);
-        pps[run] = verified && s > 0 ? (double)o.elems * o.steps / s : NAN;
+        pps[run] = verified && run < nruns && s > 0 ? (double)o.elems * o.steps / s : NAN;
     }
+    enum optb_run base_run = torch_run ? RUN_TORCH : RUN_LOCAL;
     /* The two ways of running the optimizer must agree bit for bit (exact gradient sums). */
     if (verified && memcmp(sh->sample[RUN_IN_SWITCH], sh->sample[RUN_LOCAL],
                            ns * sizeof(float)) != 0) {
         fprintf(stderr, "inagg bench optimizer: in-switch and allreduce+local parameters "
                         "differ\n");
         verified = 0;
+    }
+    if (verified && torch_run) {
+        double maxabs = 0, maxdiff = 0;
+        for (uint32_t j = 0; j < ns; j++) {
+            maxabs = fmax(maxabs, fabs((double)sh->sample[RUN_TORCH][j]));
+            maxdiff = fmax(maxdiff, fabs((double)sh->sample[RUN_TORCH][j] -
+                                         (double)sh->sample[RUN_IN_SWITCH][j]));
+        }
+        if (!(maxdiff <= 1e-5 * (maxabs > 0 ? maxabs : 1))) {
+            fprintf(stderr, "inagg bench optimizer: the torch.optim workers' parameters differ "
+                    "from the switch's by %.3g\n", maxdiff);
+            verified = 0;
+        }
     }
     const char *ref_name = "none";
     double max_rel = NAN;
@@ -529,7 +693,7 @@ int cmd_bench_optimizer(int argc, char **argv)
         }
         free(ref);
     }
-    double speedup = pps[RUN_IN_SWITCH] / pps[RUN_LOCAL];
+    double speedup = pps[RUN_IN_SWITCH] / pps[base_run];
     fprintf(table, "inagg optimizer: %s (eps %s), %llu parameters, %u workers, %u steps, %s, "
             "%s\n", optim_kind_name(o.oc.kind), optim_eps_name(o.oc.eps_placement),
             (unsigned long long)o.elems, o.workers, o.steps,
@@ -537,9 +701,10 @@ int cmd_bench_optimizer(int argc, char **argv)
             o.faults ? o.faults : "no loss");
     fprintf(table, "  verified         %s (reference %s, max relative error %.3g, %u parameters "
             "checked)\n", verified ? "yes" : "NO", ref_name, max_rel, ns);
-    for (int run = 0; run < RUN_COUNT; run++)
-        fprintf(table, "  %-16s %.4g parameters/s\n", run_names[run], pps[run]);
-    fprintf(table, "  speedup          %.2fx (in-switch / allreduce+local)\n", speedup);
+    for (int run = 0; run < nruns; run++)
+        fprintf(table, "  %-22s %.4g parameters/s\n", run_names[run], pps[run]);
+    fprintf(table, "  speedup                %.2fx (in-switch / %s)\n", speedup,
+            run_names[base_run]);
     if (o.json_path) {
         json_writer_t w;
         json_init(&w);
@@ -556,7 +721,10 @@ int cmd_bench_optimizer(int argc, char **argv)
         json_number(&w, "max_rel_err", max_rel);
         json_number(&w, "params_per_s", pps[RUN_IN_SWITCH]);
         json_begin_object(&w, "baseline");
-        json_string(&w, "name", "allreduce+local");
+        json_string(&w, "name", run_names[base_run]);
+        json_number(&w, "params_per_s", pps[base_run]);
+        json_end_object(&w);
+        json_begin_object(&w, "local_c");
         json_number(&w, "params_per_s", pps[RUN_LOCAL]);
         json_end_object(&w);
         json_number(&w, "speedup", speedup);

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "cli/commands.h"
+#include "cli/output.h"
 #include "common/baseline_mpi.h"
 #include "common/benchdata.h"
 #include "common/json.h"
@@ -583,17 +584,8 @@ int cmd_bench_allreduce(int argc, char **argv)
             json_number(&w, "speedup", speedup);
         }
         json_end_object(&w);
-        const char *text = json_text(&w);
-        FILE *f = strcmp(o.json_path, "-") == 0 ? stdout : fopen(o.json_path, "w");
-        if (!f || !text) {
-            fprintf(stderr, "inagg bench allreduce: cannot write %s\n", o.json_path);
+        if (cli_emit_json(&w, o.json_path, "inagg bench allreduce") != 0)
             verified = 0;
-        } else {
-            fprintf(f, "%s\n", text);
-            if (f != stdout)
-                fclose(f);
-        }
-        json_free(&w);
     }
     return verified ? 0 : 1;
 }

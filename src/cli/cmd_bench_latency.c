@@ -11,7 +11,6 @@
  * (nearest rank). --baseline mpi runs that baseline in the same invocation and prints
  * speedup_p50 = MPI p50 / inagg p50.
  */
-#include <errno.h>
 #include <getopt.h>
 #include <math.h>
 #include <signal.h>
@@ -22,6 +21,7 @@
 #include <unistd.h>
 
 #include "cli/commands.h"
+#include "cli/output.h"
 #include "common/baseline_mpi.h"
 #include "common/benchdata.h"
 #include "common/json.h"
@@ -92,16 +92,7 @@ static void usage(FILE *out)
 
 static int parse_u64(const char *flag, const char *v, uint64_t lo, uint64_t hi, uint64_t *out)
 {
-    char *end;
-    errno = 0;
-    unsigned long long x = strtoull(v, &end, 10);
-    if (end == v || *end || errno || x < lo || x > hi || v[0] == '-') {
-        fprintf(stderr, "inagg bench latency: %s needs an integer in %llu..%llu, got '%s'\n",
-                flag, (unsigned long long)lo, (unsigned long long)hi, v);
-        return -1;
-    }
-    *out = x;
-    return 0;
+    return cli_parse_u64("inagg bench latency", flag, v, lo, hi, out);
 }
 
 /* ---- the worker process ---------------------------------------------------------------- */
@@ -482,17 +473,8 @@ int cmd_bench_latency(int argc, char **argv)
             json_number(&w, "speedup_p50", speedup);
         }
         json_end_object(&w);
-        const char *text = json_text(&w);
-        FILE *f = strcmp(o.json_path, "-") == 0 ? stdout : fopen(o.json_path, "w");
-        if (!f || !text) {
-            fprintf(stderr, "inagg bench latency: cannot write %s\n", o.json_path);
+        if (cli_emit_json(&w, o.json_path, "inagg bench latency") != 0)
             verified = 0;
-        } else {
-            fprintf(f, "%s\n", text);
-            if (f != stdout)
-                fclose(f);
-        }
-        json_free(&w);
     }
     return verified ? 0 : 1;
 }

@@ -39,6 +39,7 @@
 #include <unistd.h>
 
 #include "cli/commands.h"
+#include "cli/output.h"
 #include "common/benchdata.h"
 #include "common/json.h"
 #include "common/optim.h"
@@ -118,16 +119,7 @@ static void usage(FILE *out)
 
 static int parse_u64(const char *flag, const char *v, uint64_t lo, uint64_t hi, uint64_t *out)
 {
-    char *end;
-    errno = 0;
-    unsigned long long x = strtoull(v, &end, 10);
-    if (end == v || *end || errno || x < lo || x > hi || v[0] == '-') {
-        fprintf(stderr, "inagg bench optimizer: %s needs an integer in %llu..%llu, got '%s'\n",
-                flag, (unsigned long long)lo, (unsigned long long)hi, v);
-        return -1;
-    }
-    *out = x;
-    return 0;
+    return cli_parse_u64("inagg bench optimizer", flag, v, lo, hi, out);
 }
 
 /* Rank r's gradient element i at step k: a multiple of 1/8 in [-1, 1). */
@@ -732,17 +724,8 @@ int cmd_bench_optimizer(int argc, char **argv)
         json_number(&w, "params_per_s", pps[RUN_SUM_ONLY]);
         json_end_object(&w);
         json_end_object(&w);
-        const char *text = json_text(&w);
-        FILE *f = strcmp(o.json_path, "-") == 0 ? stdout : fopen(o.json_path, "w");
-        if (!f || !text) {
-            fprintf(stderr, "inagg bench optimizer: cannot write %s\n", o.json_path);
+        if (cli_emit_json(&w, o.json_path, "inagg bench optimizer") != 0)
             verified = 0;
-        } else {
-            fprintf(f, "%s\n", text);
-            if (f != stdout)
-                fclose(f);
-        }
-        json_free(&w);
     }
     munmap(sh, sizeof(*sh));
     return verified ? 0 : 1;

@@ -23,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/errmsg.h"
 #include "common/json.h"
 #include "common/util.h"
 
@@ -49,18 +50,6 @@ static const char *const extra_env[] = {"OMPI_MCA_rmaps_base_oversubscribe=1",
                                         "OMPI_ALLOW_RUN_AS_ROOT=1",
                                         "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1", NULL};
 
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (!err || errlen == 0)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 /* Append `text` to err, collapsed to one line (whitespace runs to one space, "-----" rules
  * dropped); if it does not fit, keep its end and mark the cut with "...". */

@@ -19,24 +19,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/errmsg.h"
 #include "common/util.h"
 
 #define LIBLINEAR_TRAIN "liblinear-train"
 
 extern char **environ;
 
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (!err || errlen == 0)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 int glm_liblinear_available(void)
 {

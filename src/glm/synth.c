@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/errmsg.h"
 #include "common/util.h"
 
 #define SYNTH_MAX_NNZ 1000000000ull
@@ -28,18 +29,6 @@
 #define STREAM_ROWS 0x726f7773ull    /* "rows" */
 #define STREAM_NOISE 0x6e6f697365ull /* "noise" */
 
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (!err || errlen == 0)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 /* Approximately N(0,1): a sum of 12 uniform 16-bit integers, centred and scaled by 2^-16
  * (exact in double). Range +-6. */

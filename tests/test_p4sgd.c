@@ -256,34 +256,17 @@ TEST(p4sgd_float_results_reproducible, 60)
 /* nftables drops a share of the switch's UDP traffic on loopback, both directions. */
 TEST(p4sgd_exact_under_nftables_loss, 150)
 {
-    if (geteuid() != 0 || system("command -v nft >/dev/null 2>&1") != 0)
-        SKIP("needs root and nft (nftables) to drop packets on loopback");
     switch_config_t cfg = SWITCH_CONFIG_INIT;
     test_switch_t ts;
     ts_start(&ts, &cfg);
-    char table[64], cmd[512];
-    snprintf(table, sizeof(table), "inagg_p4_%d", (int)getpid());
-    snprintf(cmd, sizeof(cmd),
-             "nft add table inet %s && "
-             "nft add chain inet %s c '{ type filter hook input priority 0; }' && "
-             "nft add rule inet %s c udp dport %u numgen random mod 100 '<' 3 counter drop && "
-             "nft add rule inet %s c udp sport %u numgen random mod 100 '<' 3 counter drop",
-             table, table, table, ts.port, table, ts.port);
-    if (system(cmd) != 0) {
-        snprintf(cmd, sizeof(cmd), "nft delete table inet %s 2>/dev/null", table);
-        (void)!system(cmd);
-        ts_stop(&ts);
-        SKIP("nft could not install a rule here (no netfilter permission)");
-    }
+    nft_loss_t nft;
+    nft_loss_start(&nft, "p4", ts.port, 3, &ts);
     small_spec_t s = {.addr = ts.addr, .job = "p4nft", .world = 3, .ops = 1500, .elems = 8,
                       .inflight = 16, .dtype = INAGG_INT32, .seed = 45, .victim = -1};
     alloc_small(&s);
     int failed = run_workers(3, small_worker, &s, 120);
-    snprintf(cmd, sizeof(cmd), "nft list table inet %s | grep -o 'packets [0-9]*' | "
-             "awk '{s+=$2} END {exit s > 0 ? 0 : 1}'", table);
-    int dropped = system(cmd) == 0;
-    snprintf(cmd, sizeof(cmd), "nft delete table inet %s", table);
-    (void)!system(cmd);
+    int dropped = nft_loss_dropped(&nft);
+    nft_loss_stop(&nft);
     ts_stop(&ts);
     report_errors(&s);
     CHECK_EQ_INT(failed, 0);

@@ -108,3 +108,42 @@ void *shared_alloc(size_t bytes)
     memset(p, 0, bytes);
     return p;
 }
+
+void nft_loss_start(nft_loss_t *n, const char *tag, uint16_t port, int percent,
+                    test_switch_t *ts_to_stop_on_skip)
+{
+    if (geteuid() != 0 || system("command -v nft >/dev/null 2>&1") != 0) {
+        if (ts_to_stop_on_skip)
+            ts_stop(ts_to_stop_on_skip);
+        SKIP("needs root and nft (nftables) to drop packets on loopback");
+    }
+    snprintf(n->table, sizeof(n->table), "inagg_%s_%d", tag, (int)getpid());
+    char cmd[768];
+    snprintf(cmd, sizeof(cmd),
+             "nft add table inet %s && "
+             "nft add chain inet %s c '{ type filter hook input priority 0; }' && "
+             "nft add rule inet %s c udp dport %u numgen random mod 100 '<' %d counter drop && "
+             "nft add rule inet %s c udp sport %u numgen random mod 100 '<' %d counter drop",
+             n->table, n->table, n->table, port, percent, n->table, port, percent);
+    if (system(cmd) != 0) {
+        nft_loss_stop(n);
+        if (ts_to_stop_on_skip)
+            ts_stop(ts_to_stop_on_skip);
+        SKIP("nft could not install a rule here (no netfilter permission)");
+    }
+}
+
+int nft_loss_dropped(const nft_loss_t *n)
+{
+    char cmd[256];
+    snprintf(cmd, sizeof(cmd), "nft list table inet %s | grep -o 'packets [0-9]*' | "
+             "awk '{s+=$2} END {exit s > 0 ? 0 : 1}'", n->table);
+    return system(cmd) == 0;
+}
+
+void nft_loss_stop(nft_loss_t *n)
+{
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "nft delete table inet %s 2>/dev/null", n->table);
+    (void)!system(cmd);
+}

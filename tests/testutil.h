@@ -36,6 +36,18 @@ void spawn_workers(uint32_t n, worker_fn fn, void *arg, pid_t *pids);
 /* Wait for one pid with a deadline; returns its exit code, or -1 if killed / timed out. */
 int wait_pid(pid_t pid, int timeout_s);
 
+/* Real loss on loopback: an nftables table (named after this process and `tag`) that drops
+ * `percent`% of the UDP packets to and from `port`, both directions. Skips the test (after
+ * cleaning up) where there is no root, no nft, or no permission. */
+typedef struct nft_loss {
+    char table[64];
+} nft_loss_t;
+void nft_loss_start(nft_loss_t *n, const char *tag, uint16_t port, int percent,
+                    test_switch_t *ts_to_stop_on_skip);
+/* Whether the rules dropped anything so far. */
+int nft_loss_dropped(const nft_loss_t *n);
+void nft_loss_stop(nft_loss_t *n);
+
 /* Anonymous shared memory that forked children can write and the parent read. */
 void *shared_alloc(size_t bytes);
 

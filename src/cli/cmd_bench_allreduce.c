@@ -29,7 +29,6 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "inagg.h"
-#include "switch/switch.h"
 #include "worker/quant.h"
 
 #define MAX_ITERS 1000
@@ -286,17 +285,6 @@ done:
     return w == (ssize_t)sizeof(*rep) && rc == INAGG_OK ? 0 : 1;
 }
 
-/* ---- the embedded switch ----------------------------------------------------------------- */
-
-static pid_t start_switch(const bench_opts_t *o, uint16_t *port)
-{
-    switch_config_t cfg = SWITCH_CONFIG_INIT;
-    cfg.listen = "127.0.0.1:0";
-    cfg.threads = o->switch_threads;
-    cfg.worker_timeout_ms = o->timeout_ms;
-    return switch_spawn(&cfg, port);
-}
-
 /* ---- the parent -------------------------------------------------------------------------- */
 
 static int cmp_double(const void *a, const void *b)
@@ -349,20 +337,8 @@ static int parse_args(int argc, char **argv, bench_opts_t *o)
             else if (strcmp(optarg, "native") == 0) o->float_mode = INAGG_FLOAT_NATIVE;
             else { fprintf(stderr, "inagg bench allreduce: --float-mode must be fixed or native\n"); return 2; }
             break;
-        case 'P':
-            if (strcmp(optarg, "switchml") == 0) o->protocol = INAGG_PROTO_SWITCHML;
-            else if (strcmp(optarg, "p4sgd") == 0) o->protocol = INAGG_PROTO_P4SGD;
-            else { fprintf(stderr, "inagg bench allreduce: --protocol must be switchml or p4sgd\n"); return 2; }
-            break;
-        case 'l': {
-            char *end;
-            o->loss = strtod(optarg, &end);
-            if (end == optarg || *end || !(o->loss >= 0 && o->loss < 1)) {
-                fprintf(stderr, "inagg bench allreduce: --loss needs a probability in [0, 1)\n");
-                return 2;
-            }
-            break;
-        }
+        case 'P': if (cli_parse_protocol("inagg bench allreduce", optarg, &o->protocol)) return 2; break;
+        case 'l': if (cli_parse_loss("inagg bench allreduce", optarg, &o->loss)) return 2; break;
         case 'f': o->faults = optarg; break;
         case 'b':
             if (strcmp(optarg, "mpi") != 0 && strcmp(optarg, "none") != 0) {
@@ -412,27 +388,15 @@ int cmd_bench_allreduce(int argc, char **argv)
     if (o.protocol == INAGG_PROTO_P4SGD)
         o.float_mode = INAGG_FLOAT_NATIVE; /* p4sgd carries float32 natively */
     char faults[160];
-    if (!o.faults && o.loss > 0) {
-        snprintf(faults, sizeof(faults), "drop=%g,seed=%llu", o.loss,
-                 (unsigned long long)o.seed);
-        o.faults = faults;
-    }
+    o.faults = cli_worker_faults(o.faults, o.loss, o.seed, faults, sizeof(faults));
     signal(SIGPIPE, SIG_IGN);
     FILE *table = (o.json_path && strcmp(o.json_path, "-") == 0) ? stderr : stdout;
 
-    uint16_t port = 0;
-    pid_t switch_pid = -1;
     char addr[128], job[64];
-    if (o.switch_addr) {
-        snprintf(addr, sizeof(addr), "%s", o.switch_addr);
-    } else {
-        switch_pid = start_switch(&o, &port);
-        if (switch_pid < 0) {
-            fprintf(stderr, "inagg bench allreduce: the embedded switch did not start\n");
-            return 1;
-        }
-        snprintf(addr, sizeof(addr), "127.0.0.1:%u", port);
-    }
+    pid_t switch_pid = cli_switch_begin("inagg bench allreduce", o.switch_addr, o.switch_threads,
+                                        o.timeout_ms, addr, sizeof(addr));
+    if (switch_pid < 0)
+        return 1;
     snprintf(job, sizeof(job), "bench-%d-%llu", (int)getpid(),
              (unsigned long long)(util_now_ns() % 1000000));
     fflush(NULL);
@@ -473,10 +437,7 @@ int cmd_bench_allreduce(int argc, char **argv)
             ok = 0;
         }
     }
-    if (switch_pid > 0) {
-        kill(switch_pid, SIGTERM);
-        waitpid(switch_pid, NULL, 0);
-    }
+    cli_switch_end(switch_pid);
     if (!ok) {
         free(reps);
         return 1;

@@ -27,7 +27,6 @@
 #include "common/json.h"
 #include "common/util.h"
 #include "inagg.h"
-#include "switch/switch.h"
 
 #define LAT_MAX_ITERS 1000000u
 #define LAT_MAX_ELEMS 1024u
@@ -267,20 +266,8 @@ static int parse_args(int argc, char **argv, lat_opts_t *o)
             else if (strcmp(optarg, "float32") == 0) o->dtype_float = 1;
             else { fprintf(stderr, "inagg bench latency: --dtype must be int32 or float32\n"); return 2; }
             break;
-        case 'P':
-            if (strcmp(optarg, "p4sgd") == 0) o->protocol = INAGG_PROTO_P4SGD;
-            else if (strcmp(optarg, "switchml") == 0) o->protocol = INAGG_PROTO_SWITCHML;
-            else { fprintf(stderr, "inagg bench latency: --protocol must be p4sgd or switchml\n"); return 2; }
-            break;
-        case 'l': {
-            char *end;
-            o->loss = strtod(optarg, &end);
-            if (end == optarg || *end || !(o->loss >= 0 && o->loss < 1)) {
-                fprintf(stderr, "inagg bench latency: --loss needs a probability in [0, 1)\n");
-                return 2;
-            }
-            break;
-        }
+        case 'P': if (cli_parse_protocol("inagg bench latency", optarg, &o->protocol)) return 2; break;
+        case 'l': if (cli_parse_loss("inagg bench latency", optarg, &o->loss)) return 2; break;
         case 'f': o->faults = optarg; break;
         case 'b':
             if (strcmp(optarg, "mpi") != 0 && strcmp(optarg, "none") != 0) {
@@ -311,31 +298,16 @@ int cmd_bench_latency(int argc, char **argv)
     if (prc)
         return prc == 1 ? 0 : prc;
     char faults[160];
-    if (!o.faults && o.loss > 0) {
-        snprintf(faults, sizeof(faults), "drop=%g,seed=%llu", o.loss,
-                 (unsigned long long)o.seed);
-        o.faults = faults;
-    }
+    o.faults = cli_worker_faults(o.faults, o.loss, o.seed, faults, sizeof(faults));
     signal(SIGPIPE, SIG_IGN);
     FILE *table = (o.json_path && strcmp(o.json_path, "-") == 0) ? stderr : stdout;
     const char *proto = o.protocol == INAGG_PROTO_P4SGD ? "p4sgd" : "switchml";
 
-    uint16_t port = 0;
-    pid_t switch_pid = -1;
     char addr[128], job[64];
-    if (o.switch_addr) {
-        snprintf(addr, sizeof(addr), "%s", o.switch_addr);
-    } else {
-        switch_config_t cfg = SWITCH_CONFIG_INIT;
-        cfg.listen = "127.0.0.1:0";
-        cfg.worker_timeout_ms = o.timeout_ms;
-        switch_pid = switch_spawn(&cfg, &port);
-        if (switch_pid < 0) {
-            fprintf(stderr, "inagg bench latency: the embedded switch did not start\n");
-            return 1;
-        }
-        snprintf(addr, sizeof(addr), "127.0.0.1:%u", port);
-    }
+    pid_t switch_pid = cli_switch_begin("inagg bench latency", o.switch_addr, 1, o.timeout_ms,
+                                        addr, sizeof(addr));
+    if (switch_pid < 0)
+        return 1;
     snprintf(job, sizeof(job), "latency-%d-%llu", (int)getpid(),
              (unsigned long long)(util_now_ns() % 1000000));
     fprintf(stderr, "inagg bench latency: %u workers, %u %s elements, %s, %u operations...\n",
@@ -392,10 +364,7 @@ int cmd_bench_latency(int argc, char **argv)
         total.retransmissions += rep.stats.retransmissions;
     }
     free(mine);
-    if (switch_pid > 0) {
-        kill(switch_pid, SIGTERM);
-        waitpid(switch_pid, NULL, 0);
-    }
+    cli_switch_end(switch_pid);
     uint32_t n = verified ? o.iters : 0;
     double mean = 0;
     if (n) {

@@ -45,7 +45,6 @@
 #include "common/optim.h"
 #include "common/util.h"
 #include "inagg.h"
-#include "switch/switch.h"
 
 #define OPTB_MAX_SAMPLE 200000u
 
@@ -424,14 +423,14 @@ static int run_reference(const optb_opts_t *o, uint32_t ns, float *ref, const ch
     int use_torch = strcmp(o->baseline, "torch") == 0 && o->oc.kind != OPTIM_SMORMS3 &&
                     o->oc.eps_placement == OPTIM_EPS_OUTSIDE;
     char cmd[4 * PATH_MAX];
-    snprintf(cmd, sizeof(cmd),
-             "timeout 600 '%s' '%s' '%s' --optim %s --impl %s --lr %.9g --beta1 %.9g "
-             "--beta2 %.9g --eps %.9g --eps-placement %s > '%s' 2>/dev/null",
-             py, script, in, optim_kind_name(o->oc.kind), use_torch ? "torch" : "pure",
-             (double)o->oc.lr, (double)o->oc.beta1, (double)o->oc.beta2, (double)o->oc.eps,
-             optim_eps_name(o->oc.eps_placement), out);
     int rc = -1;
     for (int attempt = 0; wrote && attempt < 2 && rc != 0; attempt++) {
+        snprintf(cmd, sizeof(cmd),
+                 "timeout 600 '%s' '%s' '%s' --optim %s --impl %s --lr %.9g --beta1 %.9g "
+                 "--beta2 %.9g --eps %.9g --eps-placement %s > '%s' 2>/dev/null",
+                 py, script, in, optim_kind_name(o->oc.kind), use_torch ? "torch" : "pure",
+                 (double)o->oc.lr, (double)o->oc.beta1, (double)o->oc.beta2, (double)o->oc.eps,
+                 optim_eps_name(o->oc.eps_placement), out);
         int sys = system(cmd);
         FILE *r = fopen(out, "r");
         uint32_t got = 0;
@@ -443,14 +442,7 @@ static int run_reference(const optb_opts_t *o, uint32_t ns, float *ref, const ch
             *name = use_torch ? "torch" : "independent";
             rc = 0;
         } else if (use_torch && got == 0) {
-            /* torch is not installed: the straightforward implementation instead */
-            use_torch = 0;
-            snprintf(cmd, sizeof(cmd),
-                     "timeout 600 '%s' '%s' '%s' --optim %s --impl pure --lr %.9g "
-                     "--beta1 %.9g --beta2 %.9g --eps %.9g --eps-placement %s > '%s' 2>/dev/null",
-                     py, script, in, optim_kind_name(o->oc.kind), (double)o->oc.lr,
-                     (double)o->oc.beta1, (double)o->oc.beta2, (double)o->oc.eps,
-                     optim_eps_name(o->oc.eps_placement), out);
+            use_torch = 0; /* torch is not installed: the straightforward implementation */
             fprintf(stderr, "inagg bench optimizer: torch is not installed (Debian: "
                             "python3-torch); verifying with the double-precision reference\n");
         } else {
@@ -517,20 +509,8 @@ static int parse_args(int argc, char **argv, optb_opts_t *o)
                 return 2;
             }
             break;
-        case 'P':
-            if (strcmp(optarg, "switchml") == 0) o->protocol = INAGG_PROTO_SWITCHML;
-            else if (strcmp(optarg, "p4sgd") == 0) o->protocol = INAGG_PROTO_P4SGD;
-            else { fprintf(stderr, "inagg bench optimizer: --protocol must be switchml or p4sgd\n"); return 2; }
-            break;
-        case 'l': {
-            char *end;
-            o->loss = strtod(optarg, &end);
-            if (end == optarg || *end || !(o->loss >= 0 && o->loss < 1)) {
-                fprintf(stderr, "inagg bench optimizer: --loss needs a probability in [0, 1)\n");
-                return 2;
-            }
-            break;
-        }
+        case 'P': if (cli_parse_protocol("inagg bench optimizer", optarg, &o->protocol)) return 2; break;
+        case 'l': if (cli_parse_loss("inagg bench optimizer", optarg, &o->loss)) return 2; break;
         case 'f': o->faults = optarg; break;
         case 'b':
             if (strcmp(optarg, "torch") != 0 && strcmp(optarg, "none") != 0) {
@@ -581,10 +561,7 @@ int cmd_bench_optimizer(int argc, char **argv)
         return 2;
     }
     char faults[160];
-    if (!o.faults && o.loss > 0) {
-        snprintf(faults, sizeof(faults), "drop=%g,seed=%llu", o.loss, (unsigned long long)o.seed);
-        o.faults = faults;
-    }
+    o.faults = cli_worker_faults(o.faults, o.loss, o.seed, faults, sizeof(faults));
     signal(SIGPIPE, SIG_IGN);
     FILE *table = (o.json_path && strcmp(o.json_path, "-") == 0) ? stderr : stdout;
     uint32_t ns = o.elems < OPTB_MAX_SAMPLE ? (uint32_t)o.elems : OPTB_MAX_SAMPLE;
@@ -595,22 +572,12 @@ int cmd_bench_optimizer(int argc, char **argv)
         perror("inagg bench optimizer: mmap");
         return 1;
     }
-    uint16_t port = 0;
-    pid_t switch_pid = -1;
     char addr[128];
-    if (o.switch_addr) {
-        snprintf(addr, sizeof(addr), "%s", o.switch_addr);
-    } else {
-        switch_config_t cfg = SWITCH_CONFIG_INIT;
-        cfg.listen = "127.0.0.1:0";
-        cfg.worker_timeout_ms = o.timeout_ms;
-        switch_pid = switch_spawn(&cfg, &port);
-        if (switch_pid < 0) {
-            fprintf(stderr, "inagg bench optimizer: the embedded switch did not start\n");
-            munmap(sh, sizeof(*sh));
-            return 1;
-        }
-        snprintf(addr, sizeof(addr), "127.0.0.1:%u", port);
+    pid_t switch_pid = cli_switch_begin("inagg bench optimizer", o.switch_addr, 1, o.timeout_ms,
+                                        addr, sizeof(addr));
+    if (switch_pid < 0) {
+        munmap(sh, sizeof(*sh));
+        return 1;
     }
     int verified = 1;
     int torch_run = strcmp(o.baseline, "torch") == 0 && o.oc.kind != OPTIM_SMORMS3 &&
@@ -632,10 +599,7 @@ int cmd_bench_optimizer(int argc, char **argv)
             verified = 0;
         }
     }
-    if (switch_pid > 0) {
-        kill(switch_pid, SIGTERM);
-        waitpid(switch_pid, NULL, 0);
-    }
+    cli_switch_end(switch_pid);
     double pps[RUN_COUNT];
     for (int run = 0; run < RUN_COUNT; run++) {
         double s = slowest(sh, (enum optb_run)run, o.workers);

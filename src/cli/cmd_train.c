@@ -962,7 +962,7 @@ static int worker_main(const train_opts_t *o, uint32_t rank, uint32_t world, con
             opt.beta1 = dflt.beta1;
             opt.beta2 = dflt.beta2;
             opt.eps = dflt.eps;
-            opt.weight_decay = (float)(o->cfg.l2 >= 0 ? o->cfg.l2 : 1.0 / (double)train.rows);
+            opt.weight_decay = (float)glm_resolved_l2(&o->cfg, &train);
             opt.eps_outside = o->cfg.eps_outside;
         }
         rc = glm_coll_inagg_create(&coll, addr, job, rank, world, o->protocol == 1,

@@ -2,9 +2,13 @@
 #include "cli/output.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+
+#include "switch/switch.h"
 
 int cli_emit_json(json_writer_t *w, const char *path, const char *cmd)
 {
@@ -37,4 +41,67 @@ int cli_parse_u64(const char *cmd, const char *flag, const char *text, uint64_t 
     }
     *out = x;
     return 0;
+}
+
+int cli_parse_protocol(const char *cmd, const char *text, inagg_protocol_t *out)
+{
+    if (strcmp(text, "switchml") == 0) {
+        *out = INAGG_PROTO_SWITCHML;
+    } else if (strcmp(text, "p4sgd") == 0) {
+        *out = INAGG_PROTO_P4SGD;
+    } else {
+        fprintf(stderr, "%s: --protocol must be switchml or p4sgd, got '%s'\n", cmd, text);
+        return -1;
+    }
+    return 0;
+}
+
+int cli_parse_loss(const char *cmd, const char *text, double *out)
+{
+    char *end;
+    double p = strtod(text, &end);
+    if (end == text || *end || !(p >= 0 && p < 1)) {
+        fprintf(stderr, "%s: --loss needs a probability in [0, 1), got '%s'\n", cmd, text);
+        return -1;
+    }
+    *out = p;
+    return 0;
+}
+
+const char *cli_worker_faults(const char *faults, double loss, uint64_t seed, char *buf,
+                              size_t len)
+{
+    if (faults || !(loss > 0))
+        return faults;
+    snprintf(buf, len, "drop=%g,seed=%llu", loss, (unsigned long long)seed);
+    return buf;
+}
+
+pid_t cli_switch_begin(const char *cmd, const char *given, uint32_t threads,
+                       uint32_t worker_timeout_ms, char *addr, size_t len)
+{
+    if (given) {
+        snprintf(addr, len, "%s", given);
+        return 0;
+    }
+    switch_config_t cfg = SWITCH_CONFIG_INIT;
+    cfg.listen = "127.0.0.1:0";
+    cfg.threads = threads ? threads : 1;
+    cfg.worker_timeout_ms = worker_timeout_ms;
+    uint16_t port = 0;
+    pid_t pid = switch_spawn(&cfg, &port);
+    if (pid < 0) {
+        fprintf(stderr, "%s: the embedded switch did not start\n", cmd);
+        return -1;
+    }
+    snprintf(addr, len, "127.0.0.1:%u", port);
+    return pid;
+}
+
+void cli_switch_end(pid_t pid)
+{
+    if (pid <= 0)
+        return;
+    kill(pid, SIGTERM);
+    waitpid(pid, NULL, 0);
 }

@@ -596,6 +596,11 @@ double glm_resolved_lr(const glm_train_config_t *cfg, const glm_dataset_t *d)
     }
 }
 
+double glm_resolved_l2(const glm_train_config_t *cfg, const glm_dataset_t *d)
+{
+    return cfg->l2 >= 0 ? cfg->l2 : 1.0 / (double)d->rows;
+}
+
 int glm_train(const glm_train_config_t *cfg, glm_coll_t *coll, const glm_dataset_t *train,
               const glm_dataset_t *test, glm_setup_fn on_setup, glm_epoch_fn on_epoch,
               void *arg, float **final_weights, char *err, size_t errlen)
@@ -642,8 +647,7 @@ int glm_train(const glm_train_config_t *cfg, glm_coll_t *coll, const glm_dataset
     t.errlen = errlen;
     t.lr = glm_resolved_lr(cfg, train);
     glm_train_config_t resolved = *cfg;
-    if (resolved.l2 < 0)
-        resolved.l2 = 1.0 / (double)train->rows;
+    resolved.l2 = glm_resolved_l2(cfg, train);
     t.cfg = cfg = &resolved;
     int rc = -1;
     if (prepare(&t) != 0)

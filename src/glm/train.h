@@ -119,6 +119,9 @@ double glm_default_lr(const glm_dataset_t *d, glm_objective_t o);
  * optimizer its customary default (AdaGrad 0.1, Adam and SMORMS3 0.01, SGD glm_default_lr). */
 double glm_resolved_lr(const glm_train_config_t *cfg, const glm_dataset_t *d);
 
+/* The L2 weight a run uses: cfg->l2 when given (>= 0), else 1/S (liblinear's C = 1). */
+double glm_resolved_l2(const glm_train_config_t *cfg, const glm_dataset_t *d);
+
 /* The rate of epoch e (1-based). */
 double glm_epoch_lr(double lr, glm_lr_schedule_t s, uint32_t e);
 

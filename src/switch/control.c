@@ -284,7 +284,7 @@ static int handle_join(control_t *ctl, client_t *cl, const char *line)
     }
     if (opt_desc[0])
         float_mode = INAGG_FLOAT_NATIVE; /* gradients and parameters travel as float32 */
-    uint64_t pool_bytes = job_pool_bytes(protocol, world, slots, elems) +
+    uint64_t pool_bytes = job_pool_bytes(protocol, world, slots, elems, sw->cfg.threads) +
                           (opt_desc[0] ? optjob_bytes(&oc, nparams, elems) : 0);
     if (pool_bytes > SWITCH_MAX_POOL_BYTES) {
         sendf(cl->fd, "ERR refused job '%s' would need %llu MiB of slot memory (limit %llu MiB): "

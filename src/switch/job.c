@@ -40,11 +40,15 @@ static uint64_t arena_words(uint32_t protocol, uint32_t world, uint32_t nslots, 
     return (uint64_t)nslots * per_slot * elems;
 }
 
-uint64_t job_pool_bytes(uint32_t protocol, uint32_t world, uint32_t nslots, uint32_t elems)
+uint64_t job_pool_bytes(uint32_t protocol, uint32_t world, uint32_t nslots, uint32_t elems,
+                        uint32_t nthreads)
 {
-    return arena_words(protocol, world, nslots, elems) * 4u +
-           (uint64_t)nslots * (sizeof(slot_t) + 2u * world * sizeof(struct sockaddr_in)) +
-           (uint64_t)nslots * world * SWITCH_MAX_THREADS * sizeof(p4_confirm_t);
+    uint64_t bytes = arena_words(protocol, world, nslots, elems) * 4u +
+                     (uint64_t)nslots * (sizeof(slot_t) + (uint64_t)world * sizeof(struct sockaddr_in));
+    if (protocol == INAGG_PROTO_P4SGD) /* acknowledgement addresses and confirmation rings */
+        bytes += (uint64_t)nslots * world *
+                 (sizeof(struct sockaddr_in) + (uint64_t)nthreads * sizeof(p4_confirm_t));
+    return bytes;
 }
 
 job_t *job_create(uint16_t id, const char *name, uint32_t protocol, uint32_t world,

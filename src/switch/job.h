@@ -127,7 +127,8 @@ typedef struct job {
 job_t *job_create(uint16_t id, const char *name, uint32_t protocol, uint32_t world,
                   uint32_t nslots, uint32_t elems, uint32_t nthreads, uint32_t base);
 /* Bytes job_create would allocate for the pool (the switch refuses jobs that ask too much). */
-uint64_t job_pool_bytes(uint32_t protocol, uint32_t world, uint32_t nslots, uint32_t elems);
+uint64_t job_pool_bytes(uint32_t protocol, uint32_t world, uint32_t nslots, uint32_t elems,
+                        uint32_t nthreads);
 void job_free(job_t *j);
 
 static inline uint32_t job_slot_owner(const job_t *j, uint32_t slot)

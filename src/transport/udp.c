@@ -65,6 +65,13 @@ int udp_open(const struct sockaddr_in *bind_addr, int buffer_bytes)
     return fd;
 }
 
+int udp_open_any(int buffer_bytes)
+{
+    struct sockaddr_in any = {.sin_family = AF_INET};
+    any.sin_addr.s_addr = htonl(INADDR_ANY);
+    return udp_open(&any, buffer_bytes);
+}
+
 uint16_t udp_bound_port(int fd)
 {
     struct sockaddr_in a;

@@ -19,6 +19,9 @@ int udp_parse_addr(const char *text, uint16_t default_port, struct sockaddr_in *
  * receive and send buffers of `buffer_bytes` (forced past the sysctl limit when root). */
 int udp_open(const struct sockaddr_in *bind_addr, int buffer_bytes);
 
+/* A non-blocking UDP socket on any address and a port the kernel picks (a worker's). */
+int udp_open_any(int buffer_bytes);
+
 /* The port a socket is bound to, in host order (0 on error). */
 uint16_t udp_bound_port(int fd);
 

@@ -412,42 +412,39 @@ inagg_result_t inagg_comm_create(inagg_comm_t **out, const char *switch_addr, co
     c->job_id = (uint16_t)id;
     c->token = token;
     sw.sin_port = htons((uint16_t)port);
+    /* switchml: `threads` engine threads, each with its share of the slots; p4sgd: one
+     * small-message engine with all of them, driven by the caller. */
     c->nengines = p4 ? 0 : opts->threads;
-    for (uint32_t i = 0; i < c->nengines || (p4 && i == 0 && !c->p4); i++) {
-        engine_params_t p = {
-            .index = i,
-            .nthreads = p4 ? 1 : c->nengines,
-            .rank = rank,
-            .world = world,
-            .job = c->job_id,
-            .token = token,
-            .slots = opts->slots,
-            .elems = opts->packet_elems,
-            .float_mode = c->opts.float_mode,
-            .sw_addr = sw,
-            .sw_threads = threads,
-            .sw_base = base,
-            .rto_us = opts->rto_us ? opts->rto_us : 2000,
-            .rto_min_us = opts->rto_min_us,
-            .rto_max_us = opts->rto_max_us,
-            .timeout_ms = opts->timeout_ms + 1000, /* let the switch's verdict come first */
-            .socket_buffer = opts->socket_buffer ? (int)opts->socket_buffer : 4 << 20,
-            .faults = c->opts.faults,
-            .abort_flag = &c->abort_flag,
-            .chunk_tags = opts->optimizer != NULL,
-        };
-        char err[160];
-        if (p4) {
-            c->p4 = p4engine_create(&p, err, sizeof(err));
-            if (!c->p4) {
-                detailf(detail, detail_len, "small-message engine: %s", err);
-                comm_free(c);
-                return strstr(err, "fault") ? INAGG_ERR_INVALID : INAGG_ERR_SYSTEM;
-            }
-            continue;
-        }
-        c->engines[i] = engine_create(&p, err, sizeof(err));
-        if (!c->engines[i]) {
+    engine_params_t ep = {
+        .nthreads = p4 ? 1 : c->nengines,
+        .rank = rank,
+        .world = world,
+        .job = c->job_id,
+        .token = token,
+        .slots = opts->slots,
+        .elems = opts->packet_elems,
+        .float_mode = c->opts.float_mode,
+        .sw_addr = sw,
+        .sw_threads = threads,
+        .sw_base = base,
+        .rto_us = opts->rto_us ? opts->rto_us : 2000,
+        .rto_min_us = opts->rto_min_us,
+        .rto_max_us = opts->rto_max_us,
+        .timeout_ms = opts->timeout_ms + 1000, /* let the switch's verdict come first */
+        .socket_buffer = opts->socket_buffer ? (int)opts->socket_buffer : 4 << 20,
+        .faults = c->opts.faults,
+        .abort_flag = &c->abort_flag,
+        .chunk_tags = opts->optimizer != NULL,
+    };
+    char err[160];
+    if (p4 && !(c->p4 = p4engine_create(&ep, err, sizeof(err)))) {
+        detailf(detail, detail_len, "small-message engine: %s", err);
+        comm_free(c);
+        return strstr(err, "fault") ? INAGG_ERR_INVALID : INAGG_ERR_SYSTEM;
+    }
+    for (uint32_t i = 0; i < c->nengines; i++) {
+        ep.index = i;
+        if (!(c->engines[i] = engine_create(&ep, err, sizeof(err)))) {
             detailf(detail, detail_len, "engine thread %u: %s", i, err);
             comm_free(c);
             return strstr(err, "fault") ? INAGG_ERR_INVALID : INAGG_ERR_SYSTEM;

@@ -73,6 +73,27 @@ static void update_rto(engine_t *e, double sample_us)
     atomic_store_explicit(&e->c.rto_us, e->rto.rto_us, memory_order_relaxed);
 }
 
+struct sockaddr_in engine_slot_addr(const engine_params_t *p, uint32_t slot)
+{
+    struct sockaddr_in a = p->sw_addr;
+    a.sin_port = htons((uint16_t)(ntohs(p->sw_addr.sin_port) + engine_slot_thread(p, slot)));
+    return a;
+}
+
+int engine_faults_init(const engine_params_t *p, uint32_t stream, faults_t *in, faults_t *out,
+                       char *err, size_t errlen)
+{
+    char ferr[128];
+    if (faults_parse(in, p->faults, ferr, sizeof(ferr)) != 0 ||
+        faults_parse(out, p->faults, ferr, sizeof(ferr)) != 0) {
+        snprintf(err, errlen, "bad fault spec: %s", ferr);
+        return -1;
+    }
+    util_rng_seed(&in->rng, in->seed * 1000003u + p->rank * 131u + stream);
+    util_rng_seed(&out->rng, out->seed * 7919u + p->rank * 137u + stream + 0x5bd1e995u);
+    return 0;
+}
+
 engine_t *engine_create(const engine_params_t *p, char *err, size_t errlen)
 {
     engine_t *e = calloc(1, sizeof(*e));
@@ -93,36 +114,24 @@ engine_t *engine_create(const engine_params_t *p, char *err, size_t errlen)
     e->tx_msgs = calloc(e->nlocal + 1, sizeof(struct mmsghdr));
     e->tx_faulted = calloc(2 * (e->nlocal + 1) + 1, sizeof(struct mmsghdr));
     e->tx_iov = calloc(e->nlocal + 1, sizeof(struct iovec));
-    char ferr[128];
     if (!e->ws || !e->pkt_arena || !e->rx_arena || !e->tx_msgs || !e->tx_faulted || !e->tx_iov) {
         snprintf(err, errlen, "out of memory for %u slots of %u elements", e->nlocal, p->elems);
         goto fail;
     }
-    if (faults_parse(&e->faults_in, p->faults, ferr, sizeof(ferr)) != 0 ||
-        faults_parse(&e->faults_out, p->faults, ferr, sizeof(ferr)) != 0) {
-        snprintf(err, errlen, "bad fault spec: %s", ferr);
+    if (engine_faults_init(p, p->index, &e->faults_in, &e->faults_out, err, errlen) != 0)
         goto fail;
-    }
-    /* Each rank and thread draws its own decisions from the spec's seed. */
-    util_rng_seed(&e->faults_in.rng, e->faults_in.seed * 1000003u + p->rank * 131u + p->index);
-    util_rng_seed(&e->faults_out.rng,
-                  e->faults_out.seed * 7919u + p->rank * 137u + p->index + 0x5bd1e995u);
     for (uint32_t k = 0; k < e->nlocal; k++) {
         wslot_t *w = &e->ws[k];
         w->slot = p->index + k * p->nthreads;
         w->pkt = e->pkt_arena + (size_t)k * e->pkt_cap;
-        w->dst = p->sw_addr;
-        w->dst.sin_port =
-            htons((uint16_t)(ntohs(p->sw_addr.sin_port) + (p->sw_base + w->slot) % p->sw_threads));
+        w->dst = engine_slot_addr(p, w->slot);
     }
     for (int i = 0; i < ENGINE_RX_BATCH; i++) {
         e->rx_iov[i] = (struct iovec){e->rx_arena + (size_t)i * e->pkt_cap, e->pkt_cap};
         e->rx_msgs[i].msg_hdr.msg_iov = &e->rx_iov[i];
         e->rx_msgs[i].msg_hdr.msg_iovlen = 1;
     }
-    struct sockaddr_in any = {.sin_family = AF_INET};
-    any.sin_addr.s_addr = htonl(INADDR_ANY);
-    int fd = udp_open(&any, p->socket_buffer);
+    int fd = udp_open_any(p->socket_buffer);
     if (fd < 0) {
         snprintf(err, errlen, "cannot open a UDP socket: %s", strerror(-fd));
         goto fail;

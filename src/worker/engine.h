@@ -22,6 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/faults.h"
 #include "inagg.h"
 
 typedef struct engine_params {
@@ -51,6 +52,19 @@ typedef struct engine_request {
 } engine_request_t;
 
 typedef struct engine engine_t;
+
+/* What both engines (this one and p4engine.h) need from the parameters: */
+/* the switch dataplane thread, and so the UDP port offset, that serves pool slot `slot`; */
+static inline uint32_t engine_slot_thread(const engine_params_t *p, uint32_t slot)
+{
+    return (p->sw_base + slot) % p->sw_threads;
+}
+/* the address the packets of pool slot `slot` go to; */
+struct sockaddr_in engine_slot_addr(const engine_params_t *p, uint32_t slot);
+/* the fault injection of both directions from p->faults, each rank and `stream` drawing its
+ * own decisions from the spec's seed. 0, or -1 with a reason in err. */
+int engine_faults_init(const engine_params_t *p, uint32_t stream, faults_t *in, faults_t *out,
+                       char *err, size_t errlen);
 
 /* Open the socket and allocate buffers. NULL with a reason in err on failure. */
 engine_t *engine_create(const engine_params_t *p, char *err, size_t errlen);

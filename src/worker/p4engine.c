@@ -110,34 +110,25 @@ p4engine_t *p4engine_create(const engine_params_t *p, char *err, size_t errlen)
     e->pkt_arena = malloc((size_t)p->slots * e->pkt_cap);
     e->rx_arena = malloc(P4_RX_BATCH * e->pkt_cap);
     int queues_ok = txq_alloc(&e->tx) == 0 && txq_alloc(&e->acks) == 0;
-    char ferr[128];
     if (!e->ws || !e->pkt_arena || !e->rx_arena || !queues_ok) {
         snprintf(err, errlen, "out of memory for %u slots of %u elements", p->slots, p->elems);
         goto fail;
     }
-    if (faults_parse(&e->faults_in, p->faults, ferr, sizeof(ferr)) != 0 ||
-        faults_parse(&e->faults_out, p->faults, ferr, sizeof(ferr)) != 0) {
-        snprintf(err, errlen, "bad fault spec: %s", ferr);
+    /* stream 17: decisions of their own, apart from the switchml engines' (streams 0..) */
+    if (engine_faults_init(p, 17u, &e->faults_in, &e->faults_out, err, errlen) != 0)
         goto fail;
-    }
-    util_rng_seed(&e->faults_in.rng, e->faults_in.seed * 1000003u + p->rank * 131u + 17u);
-    util_rng_seed(&e->faults_out.rng, e->faults_out.seed * 7919u + p->rank * 137u + 0x5bd1e995u);
     for (uint32_t k = 0; k < p->slots; k++) {
         p4wslot_t *w = &e->ws[k];
         w->slot = k;
         w->pkt = e->pkt_arena + (size_t)k * e->pkt_cap;
-        w->dst = p->sw_addr;
-        w->dst.sin_port =
-            htons((uint16_t)(ntohs(p->sw_addr.sin_port) + (p->sw_base + k) % p->sw_threads));
+        w->dst = engine_slot_addr(p, k);
     }
     for (int i = 0; i < P4_RX_BATCH; i++) {
         e->rx_iov[i] = (struct iovec){e->rx_arena + (size_t)i * e->pkt_cap, e->pkt_cap};
         e->rx_msgs[i].msg_hdr.msg_iov = &e->rx_iov[i];
         e->rx_msgs[i].msg_hdr.msg_iovlen = 1;
     }
-    struct sockaddr_in any = {.sin_family = AF_INET};
-    any.sin_addr.s_addr = htonl(INADDR_ANY);
-    int fd = udp_open(&any, p->socket_buffer);
+    int fd = udp_open_any(p->socket_buffer);
     if (fd < 0) {
         snprintf(err, errlen, "cannot open a UDP socket: %s", strerror(-fd));
         goto fail;
@@ -147,7 +138,7 @@ p4engine_t *p4engine_create(const engine_params_t *p, char *err, size_t errlen)
      * to the address it came from, so confirmations land here and never wake a caller that
      * is blocked waiting for a result on `fd`; they are read when the caller next enters the
      * library (or when it waits for a slot to be confirmed). */
-    fd = udp_open(&any, 1 << 20);
+    fd = udp_open_any(1 << 20);
     if (fd < 0) {
         snprintf(err, errlen, "cannot open a UDP socket: %s", strerror(-fd));
         goto fail;
@@ -246,12 +237,6 @@ int p4engine_can_start(const p4engine_t *e)
     return !e->failed && e->ws[e->next_op % e->p.slots].phase == P4W_FREE;
 }
 
-/* Switch thread (port) that serves slot k. */
-static uint32_t slot_thread(const p4engine_t *e, uint32_t k)
-{
-    return (e->p.sw_base + k) % e->p.sw_threads;
-}
-
 /* A slot whose acknowledgement waits to leave and that the same switch thread serves as
  * slot `with`, or NULL. */
 static p4wslot_t *pending_ack_for(p4engine_t *e, uint32_t with)
@@ -259,7 +244,7 @@ static p4wslot_t *pending_ack_for(p4engine_t *e, uint32_t with)
     if (e->busy == e->aggregating)
         return NULL; /* nothing is acknowledging */
     for (uint32_t k = 0; k < e->p.slots; k++)
-        if (e->ws[k].ack_pending && slot_thread(e, k) == slot_thread(e, with))
+        if (e->ws[k].ack_pending && engine_slot_thread(&e->p, k) == engine_slot_thread(&e->p, with))
             return &e->ws[k];
     return NULL;
 }

@@ -16,10 +16,12 @@
 
 #include "common/benchdata.h"
 #include "common/optim.h"
+#include "control/ctl.h"
 #include "harness.h"
 #include "inagg.h"
 #include "switch/optjob.h"
 #include "testutil.h"
+#include "transport/udp.h"
 
 /* Rank r's gradient element i at step k: a multiple of 1/8 in [-8, 8). */
 static float grad_value(uint32_t r, uint64_t k, uint64_t i)
@@ -344,4 +346,45 @@ TEST(optimizer_mismatch_and_wrong_calls_refused, 30)
     kill(holder, SIGKILL);
     wait_pid(holder, 5);
     ts_stop(&ts);
+}
+
+/* A JOIN whose optimizer is malformed is refused with the reason, and nothing is registered. */
+TEST(optimizer_bad_join_lines_refused_with_reason, 20)
+{
+    switch_config_t cfg = SWITCH_CONFIG_INIT;
+    test_switch_t ts;
+    ts_start(&ts, &cfg);
+    struct sockaddr_in a;
+    CHECK(udp_parse_addr(ts.addr, 0, &a) == 0);
+    static const struct {
+        const char *extra, *reason;
+    } cases[] = {
+        {"optimizer=rmsprop params=10", "unknown optimizer"},
+        {"optimizer=adam", "params="},
+        {"optimizer=adam params=0", "params="},
+        {"optimizer=adam params=10 lr=-1", "lr"},
+        {"optimizer=adam params=10 beta1=1.5", "beta"},
+        {"optimizer=sgd params=10 lr=abc", "not a number"},
+        {"optimizer=adam params=10 eps_place=middle", "eps_place"},
+        {"optimizer=adam params=10 init=random", "init"},
+    };
+    for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+        int fd = ctl_connect(&a, 2000);
+        CHECK(fd >= 0);
+        ctl_reader_t rd = {0};
+        char line[CTL_LINE_MAX];
+        snprintf(line, sizeof(line),
+                 "JOIN version=%d job=bad%zu rank=0 world=1 slots=4 elems=16 %s",
+                 INAGG_PROTOCOL_VERSION, k, cases[k].extra);
+        CHECK(ctl_write_line(fd, line, 1000) == 0);
+        CHECK(ctl_read_line(fd, &rd, line, sizeof(line), 2000) == 0);
+        CHECK_MSG(strncmp(line, "ERR invalid optimizer", 21) == 0 &&
+                      strstr(line, cases[k].reason) != NULL,
+                  "'%s' got '%s'", cases[k].extra, line);
+        close(fd);
+    }
+    char stats[32768];
+    ts_stats_json(&ts, stats, sizeof(stats));
+    ts_stop(&ts);
+    CHECK(strstr(stats, "\"bad0\"") == NULL); /* refused jobs are not registered */
 }

@@ -171,7 +171,6 @@ typedef struct trainer {
     size_t nx;                   /* c1 - c0 */
     float *x;                    /* the model is xs * x */
     double xs;
-    uint8_t *mark;               /* model mode: coordinates already updated this step */
     optim_config_t ocfg;         /* data mode with an optimizer */
     float *ostate;               /* its state when the workers run it */
     uint64_t ostep;
@@ -243,26 +242,26 @@ static void shrink(trainer_t *t, double lr)
 }
 
 /* Model mode: one step with the gradient g of the mini-batch perm[first..first+b), touching
- * only the coordinates its samples have; g is left zero for the next mini-batch. */
+ * only the coordinates its samples have; g is left zero for the next mini-batch. A coordinate
+ * is stepped on its first visit (g then becomes 0, so later visits skip it); one whose
+ * gradient is exactly 0 needs no step (x - k*0 == x in float). */
 static void update_sparse(trainer_t *t, size_t first, size_t b, double lr)
 {
     shrink(t, lr);
     double k = lr / ((double)b * t->xs);
     const glm_dataset_t *d = t->d;
-    for (int pass = 0; pass < 2; pass++)
-        for (size_t i = 0; i < b; i++) {
-            size_t row = t->perm[first + i];
-            for (size_t p = d->row_ptr[row]; p < d->row_ptr[row + 1]; p++) {
-                size_t c = d->col[p] - t->c0;
-                if (pass == 1) {
-                    t->mark[c] = 0;
-                } else if (!t->mark[c]) {
-                    t->mark[c] = 1;
-                    t->x[c] = (float)((double)t->x[c] - k * t->g[c]);
-                    t->g[c] = 0;
-                }
+    float *restrict x = t->x;
+    double *restrict g = t->g;
+    for (size_t i = 0; i < b; i++) {
+        size_t row = t->perm[first + i];
+        for (size_t p = d->row_ptr[row]; p < d->row_ptr[row + 1]; p++) {
+            size_t c = d->col[p] - t->c0;
+            if (g[c] != 0) {
+                x[c] = (float)((double)x[c] - k * g[c]);
+                g[c] = 0;
             }
         }
+    }
 }
 
 /* Data mode: one step with the allreduced (dense) gradient gf of b samples. */
@@ -523,7 +522,6 @@ static int prepare(trainer_t *t)
     size_t nx = t->nx ? t->nx : 1;
     t->x = calloc(nx, sizeof(float));
     t->xs = 1.0;
-    t->mark = calloc(nx, 1);
     t->g = calloc(nx, sizeof(double));
     t->perm = malloc((S ? S : 1) * sizeof(uint32_t));
     if (cfg->mode == GLM_MODE_DATA) {
@@ -559,7 +557,7 @@ static int prepare(trainer_t *t)
         t->nev = S + T + 1;
     }
     t->ev = calloc(t->nev, sizeof(float));
-    if (!t->x || !t->mark || !t->g || !t->perm || !t->ev || (cfg->mode == GLM_MODE_DATA ? !t->gf : !t->act)) {
+    if (!t->x || !t->g || !t->perm || !t->ev || (cfg->mode == GLM_MODE_DATA ? !t->gf : !t->act)) {
         set_err(t->err, t->errlen, "rank %u: out of memory for %zu features, %zu samples", r,
                 D, S);
         return -1;
@@ -572,7 +570,6 @@ static void release(trainer_t *t)
     glm_dataset_free(&t->own);
     glm_dataset_free(&t->own_test);
     free(t->x);
-    free(t->mark);
     free(t->ostate);
     free(t->g);
     free(t->gf);

@@ -18,7 +18,8 @@
 
 #define P4_RX_BATCH 64
 #define P4_MAX_BLOCK_US 5000 /* longest single wait, so the abort flag is seen */
-#define P4_ACK_DELAY_US 200  /* an acknowledgement waits this long for a contribution to ride on */
+#define P4_ACK_DELAY_US 1000 /* an acknowledgement waits this long for a contribution to ride on:
+                              * a pipelined mini-batch (PROTOCOL.md 9.3) */
 
 enum p4_phase { P4W_FREE = 0, P4W_AGGREGATING, P4W_ACKNOWLEDGING };
 

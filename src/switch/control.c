@@ -104,8 +104,17 @@ static void retire_job(struct inagg_switch *sw, job_t *j)
 #undef RETIRED_SUM
     for (int reason = 0; reason < DROP_REASON_COUNT; reason++)
         r->drops += job_sum_drop(j, reason);
-    LOG_I("job '%s' (id %u) retired: %llu rounds", j->name, j->id,
-          (unsigned long long)job_sum(j, offsetof(job_counters_t, rounds)));
+    if (j->protocol == INAGG_PROTO_P4SGD)
+        LOG_I("job '%s' (id %u) retired: %llu rounds, %llu result resends, %llu acks, %llu "
+              "confirmations (%llu on results, %llu re-sent), %llu drops",
+              j->name, j->id, (unsigned long long)r->rounds, (unsigned long long)r->resends,
+              (unsigned long long)r->acks, (unsigned long long)r->confirms_sent,
+              (unsigned long long)job_sum(j, offsetof(job_counters_t, confirms_piggybacked)),
+              (unsigned long long)r->confirm_resends, (unsigned long long)r->drops);
+    else
+        LOG_I("job '%s' (id %u) retired: %llu rounds, %llu result resends, %llu drops", j->name,
+              j->id, (unsigned long long)r->rounds, (unsigned long long)r->resends,
+              (unsigned long long)r->drops);
     job_free(j);
     pthread_mutex_unlock(&sw->stats_lock);
 }

@@ -31,7 +31,8 @@ for args in "--mode bogus" "--workers 0" "--workers 65" "--batch x" "--precision
             "--mode data --no-pipeline" "--switch 127.0.0.1:1" "--switch 127.0.0.1:1 --rank 2 --world 2" \
             "--timeout 5" "--lr-schedule cubic" "--epochs" "--optimizer rmsprop --mode data" \
             "--optimizer adam" "--mode data --in-switch" "--mode data --optimizer adam --in-switch --backend mpi" \
-            "--mode data --optimizer adam --eps-place middle"; do
+            "--mode data --optimizer adam --eps-place middle" "--switch-threads 0" \
+            "--switch-threads 65" "--mode single --switch-threads 2" "--backend mpi --switch-threads 2"; do
     timeout 10 $INAGG train $args >/dev/null 2>"$tmp/err"; rc=$?
     [ $rc -eq 2 ] && [ -s "$tmp/err" ] || rcs="$rcs [$args]=$rc"
 done
@@ -50,6 +51,19 @@ t=train_default_run_learns
 first=$(grep -m1 "epoch   1/" "$tmp/out" | awk '{print $4}'); last=$(grep "final objective" "$tmp/out" | awk '{print $3}')
 if [ -n "$first" ] && [ -n "$last" ] && python3 -c "import sys; sys.exit(not float(sys.argv[2]) < float(sys.argv[1]) - 0.02)" "$first" "$last"; then ok $t
 else bad $t "objective $first -> $last"; fi
+
+# The embedded switch's thread count shares the slots out differently; the sums (float32 in
+# rank order) and so the whole run must not change.
+t=train_switch_threads_change_nothing_but_speed
+o1=$(timeout 120 $INAGG train $SMALL --workers 3 --switch-threads 1 --json - 2>"$tmp/err1"); rc1=$?
+o3=$(timeout 120 $INAGG train $SMALL --workers 3 --switch-threads 3 --json - 2>"$tmp/err3"); rc3=$?
+if [ $rc1 -eq 0 ] && [ $rc3 -eq 0 ] && python3 -c "
+import json, sys
+a, b = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+assert a['switch_threads'] == 1 and b['switch_threads'] == 3, (a['switch_threads'], b['switch_threads'])
+assert [e['objective'] for e in a['epochs']] == [e['objective'] for e in b['epochs']], 'objectives differ'
+" "$o1" "$o3" && grep -q "embedded switch with 3 threads" "$tmp/err3"; then ok $t
+else bad $t "rc $rc1/$rc3: $(tail -n 2 "$tmp/err1") $(tail -n 2 "$tmp/err3")"; fi
 
 t=train_json_has_every_key
 out=$(timeout 120 $INAGG train $SMALL --workers 3 --json - 2>"$tmp/err"); rc=$?

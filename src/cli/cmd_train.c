@@ -44,6 +44,10 @@
 #define DEFAULT_SYNTHETIC "rcv1"
 #define DEFAULT_WORKERS 4u
 #define DEFAULT_TIMEOUT_MS 30000u
+/* The embedded switch's default threads: one per online CPU up to this. On the 2-core VM
+ * two threads cut a pipelined epoch by a third against one; four were slower than two
+ * (docs/PERFORMANCE.md). */
+#define MAX_DEFAULT_SWITCH_THREADS 4u
 #define P4SGD_PACKET_ELEMS 1024u /* >= micro-batch; evaluation allreduces go in big chunks */
 #define MAX_SLOTS 256u
 #define MPI_TIME_LIMIT_S 3600u
@@ -61,8 +65,15 @@ typedef struct train_opts {
     const char *switch_addr, *job;
     long rank, world; /* -1: not given */
     uint32_t timeout_ms;
+    uint32_t switch_threads; /* embedded switch; 0: default_switch_threads() */
     int lr_given, l2_given;
 } train_opts_t;
+
+static uint32_t default_switch_threads(void)
+{
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    return cpus < 1 ? 1u : (uint32_t)util_min_u64((uint64_t)cpus, MAX_DEFAULT_SWITCH_THREADS);
+}
 
 static void usage(FILE *out)
 {
@@ -74,7 +85,7 @@ static void usage(FILE *out)
         "                   [--backend inagg|mpi] [--protocol p4sgd|switchml] [--no-pipeline]\n"
         "                   [--precision 32|8|4] [--seed S] [--json FILE|-] [--plot FILE.png]\n"
         "                   [--switch HOST:PORT --rank R --world W [--job NAME]]\n"
-        "                   [--timeout MS]\n"
+        "                   [--switch-threads N] [--timeout MS]\n"
         "\n"
         "Trains an L2-regularised linear model (objective = mean loss + L/2 ||w||^2, no bias,\n"
         "w starts at 0) with synchronous mini-batch SGD, distributed through the aggregation\n"
@@ -136,6 +147,9 @@ static void usage(FILE *out)
         "                       (OMPI_COMM_WORLD_RANK/SIZE, PMI_RANK/SIZE, SLURM_PROCID/NTASKS)\n"
         "  --job NAME           with --switch: the job's name on the switch, the same on every\n"
         "                       rank (default train; give runs sharing a switch their own)\n"
+        "  --switch-threads N   dataplane threads of the embedded switch (default: the online\n"
+        "                       CPUs, at most %u). The switch handles every worker's packets\n"
+        "                       (W times one worker's), so it is the first to need a core more\n"
         "  --timeout MS         a worker silent this long fails the job (default %u)\n"
         "\n"
         "output:\n"
@@ -158,7 +172,8 @@ static void usage(FILE *out)
         "Exit: 0 trained, 1 a worker or the run failed (its message says which rank and what),\n"
         "2 bad usage.\n",
         DEFAULT_WORKERS, GLM_DEFAULT_EPOCHS, GLM_DEFAULT_BATCH, GLM_DEFAULT_MICRO_BATCH,
-        GLM_LR_SCALE, GLM_DEFAULT_SEED, DEFAULT_WORKERS, DEFAULT_TIMEOUT_MS);
+        GLM_LR_SCALE, GLM_DEFAULT_SEED, DEFAULT_WORKERS, MAX_DEFAULT_SWITCH_THREADS,
+        DEFAULT_TIMEOUT_MS);
 }
 
 /* ---- arguments ----------------------------------------------------------------------------- */
@@ -232,7 +247,7 @@ static int parse_args(int argc, char **argv, train_opts_t *o)
         {"rank", required_argument, 0, 'r'},        {"world", required_argument, 0, 'w'},
         {"timeout", required_argument, 0, 'T'},     {"job", required_argument, 0, 'J'},
         {"optimizer", required_argument, 0, 'O'},   {"in-switch", no_argument, 0, 'I'},
-        {"eps-place", required_argument, 0, 'E'},
+        {"eps-place", required_argument, 0, 'E'},  {"switch-threads", required_argument, 0, 'H'},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     uint64_t v = 0;
@@ -324,6 +339,10 @@ static int parse_args(int argc, char **argv, train_opts_t *o)
             if (parse_u64("--timeout", optarg, 100, 3600000, &v)) return 2;
             o->timeout_ms = (uint32_t)v;
             break;
+        case 'H':
+            if (parse_u64("--switch-threads", optarg, 1, 64, &v)) return 2;
+            o->switch_threads = (uint32_t)v;
+            break;
         case 'J':
             if (!*optarg || strlen(optarg) > 48)
                 return bad_usage("--job needs a name of 1..48 characters");
@@ -383,6 +402,12 @@ static int parse_args(int argc, char **argv, train_opts_t *o)
         return bad_usage("--protocol applies to the inagg backend, not --backend mpi");
     if (o->backend_mpi && o->switch_addr)
         return bad_usage("--switch applies to the inagg backend, not --backend mpi");
+    if (o->switch_threads && (o->switch_addr || o->backend_mpi || o->cfg.mode == GLM_MODE_SINGLE))
+        return bad_usage("--switch-threads applies to the embedded switch (not with --switch, "
+                         "--backend mpi or --mode single)");
+    if (!o->switch_addr && !o->backend_mpi && o->cfg.mode != GLM_MODE_SINGLE &&
+        !o->switch_threads)
+        o->switch_threads = default_switch_threads();
     if (o->protocol < 0)
         o->protocol = o->cfg.mode == GLM_MODE_DATA ? 0 : 1;
     if (o->switch_addr) {
@@ -487,6 +512,9 @@ static void print_header(run_t *r)
                 o->backend_mpi ? "" : o->switch_addr ? " protocol, switch " : " protocol)");
     if (o->switch_addr && !o->backend_mpi)
         fprintf(r->human, "%s)", o->switch_addr);
+    if (o->switch_threads)
+        fprintf(r->human, ", embedded switch with %u thread%s", o->switch_threads,
+                o->switch_threads > 1 ? "s" : "");
     fprintf(r->human, "\n");
 }
 
@@ -660,6 +688,8 @@ static int write_json(run_t *r, double total_s)
                                      ? optim_kind_name((optim_kind_t)(o->cfg.optimizer - 1))
                                      : "sgd-plain");
     json_bool(&w, "in_switch", o->cfg.in_switch);
+    if (o->switch_threads)
+        json_int(&w, "switch_threads", o->switch_threads);
     json_string(&w, "data", o->data ? o->data : o->synthetic);
     json_bool(&w, "synthetic", o->data == NULL);
     json_int(&w, "rows", (int64_t)r->setup.rows);
@@ -1045,6 +1075,7 @@ static int run_local(const train_opts_t *o, run_t *run)
     switch_config_t scfg = SWITCH_CONFIG_INIT;
     scfg.listen = "127.0.0.1:0";
     scfg.worker_timeout_ms = o->timeout_ms;
+    scfg.threads = o->switch_threads;
     pid_t sw = switch_spawn(&scfg, &port);
     if (sw < 0) {
         snprintf(run->error, sizeof(run->error), "the embedded switch did not start");

@@ -6,6 +6,7 @@
 # and not), and data-parallel (switchml, the D-float gradient per mini-batch). Each row: the
 # median over R runs of the run's mean training seconds per epoch (evaluation excluded) and
 # its share of time blocked in communication. Ends with the ratio no-pipeline / pipelined.
+# Repeats interleave the configurations; each run's hypervisor steal time goes to stderr.
 # Usage: bash bench/train_pipeline.sh [--workers N] [--epochs E] [--repeats R] [--spec SPEC]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -32,24 +33,34 @@ run() { # extra flags -> "mean_epoch_seconds comm_share final_objective" of one 
     python3 -c 'import json,sys; d=json.loads(sys.argv[1]); print(d["mean_epoch_seconds"], d["comm_share"], d["final_objective"])' "$out"
 }
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
-rows=()
-measure() { # name, flags...
-    local name=$1; shift
-    local ts=() cs=() obj=""
-    for r in $(seq "$repeats"); do
-        read -r t c o < <(run "$@")
-        ts+=("$t"); cs+=("$c"); obj=$o
-        echo "$name run $r: $t s/epoch, comm share $c, objective $o" >&2
-    done
-    rows+=("$name|$(printf '%s\n' "${ts[@]}" | median)|$(printf '%s\n' "${cs[@]}" | median)|$obj|$*")
-}
-measure "inagg model, pipelined"
-measure "inagg model, --no-pipeline" --no-pipeline
+steal() { awk '/^cpu /{print $9}' /proc/stat; } # hypervisor-stolen ticks, all cores
+# The configurations, interleaved: each repeat runs every one of them once, so a slow patch
+# of this shared machine lands on all of them alike rather than on one configuration.
+names=("inagg model, pipelined" "inagg model, --no-pipeline")
+flags=("" "--no-pipeline")
 if [ $have_mpi = 1 ]; then
-    measure "mpi model, pipelined" --backend mpi
-    measure "mpi model, --no-pipeline" --backend mpi --no-pipeline
+    names+=("mpi model, pipelined" "mpi model, --no-pipeline")
+    flags+=("--backend mpi" "--backend mpi --no-pipeline")
 fi
-measure "inagg data (switchml)" --mode data
+names+=("inagg data (switchml)")
+flags+=("--mode data")
+declare -A times shares objs
+hz=$(getconf CLK_TCK)
+for r in $(seq "$repeats"); do
+    for k in "${!names[@]}"; do
+        s0=$(steal)
+        # shellcheck disable=SC2086 # flags are words
+        read -r t c o < <(run ${flags[$k]})
+        s1=$(steal)
+        times[$k]+="$t "; shares[$k]+="$c "; objs[$k]=$o
+        echo "run $r, ${names[$k]}: $t s/epoch, comm share $c, objective $o," \
+             "hypervisor steal $(( (s1 - s0) * 1000 / hz )) ms" >&2
+    done
+done
+rows=()
+for k in "${!names[@]}"; do
+    rows+=("${names[$k]}|$(printf '%s\n' ${times[$k]} | median)|$(printf '%s\n' ${shares[$k]} | median)|${objs[$k]}|${flags[$k]}")
+done
 python3 - "$spec" "$workers" "$epochs" "$repeats" "${rows[@]}" <<'PY'
 import sys
 spec, workers, epochs, repeats = sys.argv[1:5]

@@ -46,12 +46,14 @@ names+=("inagg data (switchml)")
 flags+=("--mode data")
 declare -A times shares objs
 hz=$(getconf CLK_TCK)
+steal_ms=0 wall_ms=0
 for r in $(seq "$repeats"); do
     for k in "${!names[@]}"; do
-        s0=$(steal)
+        s0=$(steal) w0=$(date +%s%N)
         # shellcheck disable=SC2086 # flags are words
         read -r t c o < <(run ${flags[$k]})
-        s1=$(steal)
+        s1=$(steal) w1=$(date +%s%N)
+        steal_ms=$(( steal_ms + (s1 - s0) * 1000 / hz )) wall_ms=$(( wall_ms + (w1 - w0) / 1000000 ))
         times[$k]+="$t "; shares[$k]+="$c "; objs[$k]=$o
         echo "run $r, ${names[$k]}: $t s/epoch, comm share $c, objective $o," \
              "hypervisor steal $(( (s1 - s0) * 1000 / hz )) ms" >&2
@@ -61,10 +63,11 @@ rows=()
 for k in "${!names[@]}"; do
     rows+=("${names[$k]}|$(printf '%s\n' ${times[$k]} | median)|$(printf '%s\n' ${shares[$k]} | median)|${objs[$k]}|${flags[$k]}")
 done
-python3 - "$spec" "$workers" "$epochs" "$repeats" "${rows[@]}" <<'PY'
+python3 - "$spec" "$workers" "$epochs" "$repeats" "$steal_ms" "$wall_ms" "$(nproc)" "${rows[@]}" <<'PY'
 import sys
 spec, workers, epochs, repeats = sys.argv[1:5]
-rows = [r.split("|") for r in sys.argv[5:]]
+steal_ms, wall_ms, ncpu = int(sys.argv[5]), int(sys.argv[6]), int(sys.argv[7])
+rows = [r.split("|") for r in sys.argv[8:]]
 print(f"train pipeline bench: --synthetic {spec}, {workers} workers, batch 64, micro-batch 8, "
       f"{epochs} epochs, median of {repeats} runs")
 print(f"{'configuration':30} {'s/epoch':>9} {'comm share':>11} {'final objective':>16}  flags")
@@ -78,4 +81,8 @@ if "mpi model, pipelined" in t:
     print(f"no-pipeline / pipelined (mpi):   "
           f"{t['mpi model, --no-pipeline'] / t['mpi model, pipelined']:.2f}x")
     print(f"mpi / inagg, pipelined:          {t['mpi model, pipelined'] / p:.2f}x")
+share = steal_ms / (ncpu * max(wall_ms, 1))  # of what the cores could have run
+print(f"hypervisor steal: {steal_ms / 1000:.1f} s over {wall_ms / 1000:.0f} s of runs "
+      f"({100 * share:.1f}% of {ncpu} cores)"
+      + ("; the host was busy, so repeat before trusting these numbers" if share > 0.05 else ""))
 PY

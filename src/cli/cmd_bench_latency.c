@@ -269,23 +269,15 @@ static int parse_args(int argc, char **argv, lat_opts_t *o)
         case 'P': if (cli_parse_protocol("inagg bench latency", optarg, &o->protocol)) return 2; break;
         case 'l': if (cli_parse_loss("inagg bench latency", optarg, &o->loss)) return 2; break;
         case 'f': o->faults = optarg; break;
-        case 'b':
-            if (strcmp(optarg, "mpi") != 0 && strcmp(optarg, "none") != 0) {
-                fprintf(stderr, "inagg bench latency: --baseline must be mpi or none\n");
-                return 2;
-            }
-            o->baseline = optarg;
-            break;
+        case 'b': if (cli_parse_baseline("inagg bench latency", optarg, "mpi", &o->baseline)) return 2; break;
         case 'S': o->switch_addr = optarg; break;
         case 'j': o->json_path = optarg; break;
         case 'h': usage(stdout); return 1;
         default: usage(stderr); return 2;
         }
     }
-    if (optind < argc) {
-        fprintf(stderr, "inagg bench latency: unexpected argument '%s'\n", argv[optind]);
+    if (cli_no_extra_args("inagg bench latency", argc, argv, optind))
         return 2;
-    }
     return 0;
 }
 

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "cli/commands.h"
+#include "cli/output.h"
 #include "common/json.h"
 #include "common/util.h"
 
@@ -189,10 +190,8 @@ static int parse_args(int argc, char **argv, struct udp_opts *o)
             return -1;
         }
     }
-    if (optind < argc) {
-        fprintf(stderr, "inagg bench udp: unexpected argument '%s'\n", argv[optind]);
+    if (cli_no_extra_args("inagg bench udp", argc, argv, optind))
         return -1;
-    }
     return 0;
 }
 

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "cli/commands.h"
+#include "cli/output.h"
 #include "common/log.h"
 #include "control/ctl.h"
 #include "switch/switch.h"
@@ -129,10 +130,8 @@ int cmd_switch(int argc, char **argv)
         default: usage(stderr); return 2;
         }
     }
-    if (optind < argc) {
-        fprintf(stderr, "inagg switch: unexpected argument '%s'\n", argv[optind]);
+    if (cli_no_extra_args("inagg switch", argc, argv, optind))
         return 2;
-    }
     if (stats_addr)
         return print_remote_stats(stats_addr, json);
     if (cfg.worker_timeout_ms == 0) {

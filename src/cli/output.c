@@ -68,6 +68,25 @@ int cli_parse_loss(const char *cmd, const char *text, double *out)
     return 0;
 }
 
+int cli_parse_baseline(const char *cmd, const char *text, const char *name, const char **out)
+{
+    if (strcmp(text, name) != 0 && strcmp(text, "none") != 0) {
+        fprintf(stderr, "%s: --baseline must be %s or none\n", cmd, name);
+        return -1;
+    }
+    *out = text;
+    return 0;
+}
+
+int cli_no_extra_args(const char *cmd, int argc, char **argv, int first)
+{
+    if (first < argc) {
+        fprintf(stderr, "%s: unexpected argument '%s'\n", cmd, argv[first]);
+        return -1;
+    }
+    return 0;
+}
+
 const char *cli_worker_faults(const char *faults, double loss, uint64_t seed, char *buf,
                               size_t len)
 {

@@ -1,7 +1,8 @@
 /*
  * output.h - what the benchmark commands share: the `--json FILE|-` writer (one JSON object
- * per run, "-" meaning stdout); flag parsing (integers, --protocol, --loss) with messages that
- * name the command, the flag and what is allowed; and the embedded switch they run on.
+ * per run, "-" meaning stdout); flag parsing (integers, --protocol, --loss, --baseline, stray
+ * arguments) with messages that name the command, the flag and what is allowed; and the
+ * embedded switch they run on.
  */
 #ifndef INAGG_CLI_OUTPUT_H
 #define INAGG_CLI_OUTPUT_H
@@ -25,6 +26,14 @@ int cli_parse_protocol(const char *cmd, const char *text, inagg_protocol_t *out)
 
 /* A probability in [0, 1) for --loss. 0, or -1 after a message naming cmd. */
 int cli_parse_loss(const char *cmd, const char *text, double *out);
+
+/* --baseline: `name` (the one baseline the command has) or "none"; *out = text. 0, or -1
+ * after a message naming cmd. */
+int cli_parse_baseline(const char *cmd, const char *text, const char *name, const char **out);
+
+/* 0 when argv[first..argc) is empty (getopt's optind), else -1 after a message naming cmd and
+ * the first stray argument. */
+int cli_no_extra_args(const char *cmd, int argc, char **argv, int first);
 
 /* The workers' fault spec: `faults` when given, else for loss > 0 "drop=LOSS,seed=SEED" in
  * buf, else NULL. */

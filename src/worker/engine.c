@@ -94,6 +94,25 @@ int engine_faults_init(const engine_params_t *p, uint32_t stream, faults_t *in, 
     return 0;
 }
 
+int engine_open_socket(int buffer, char *err, size_t errlen)
+{
+    int fd = udp_open_any(buffer);
+    if (fd < 0) {
+        snprintf(err, errlen, "cannot open a UDP socket: %s", strerror(-fd));
+        return -1;
+    }
+    return fd;
+}
+
+void engine_rx_init(struct mmsghdr *msgs, struct iovec *iov, uint8_t *arena, int n, size_t cap)
+{
+    for (int i = 0; i < n; i++) {
+        iov[i] = (struct iovec){arena + (size_t)i * cap, cap};
+        msgs[i].msg_hdr.msg_iov = &iov[i];
+        msgs[i].msg_hdr.msg_iovlen = 1;
+    }
+}
+
 engine_t *engine_create(const engine_params_t *p, char *err, size_t errlen)
 {
     engine_t *e = calloc(1, sizeof(*e));
@@ -126,17 +145,10 @@ engine_t *engine_create(const engine_params_t *p, char *err, size_t errlen)
         w->pkt = e->pkt_arena + (size_t)k * e->pkt_cap;
         w->dst = engine_slot_addr(p, w->slot);
     }
-    for (int i = 0; i < ENGINE_RX_BATCH; i++) {
-        e->rx_iov[i] = (struct iovec){e->rx_arena + (size_t)i * e->pkt_cap, e->pkt_cap};
-        e->rx_msgs[i].msg_hdr.msg_iov = &e->rx_iov[i];
-        e->rx_msgs[i].msg_hdr.msg_iovlen = 1;
-    }
-    int fd = udp_open_any(p->socket_buffer);
-    if (fd < 0) {
-        snprintf(err, errlen, "cannot open a UDP socket: %s", strerror(-fd));
+    engine_rx_init(e->rx_msgs, e->rx_iov, e->rx_arena, ENGINE_RX_BATCH, e->pkt_cap);
+    e->fd = engine_open_socket(p->socket_buffer, err, errlen);
+    if (e->fd < 0)
         goto fail;
-    }
-    e->fd = fd;
     return e;
 fail:
     engine_destroy(e);

@@ -65,6 +65,11 @@ struct sockaddr_in engine_slot_addr(const engine_params_t *p, uint32_t slot);
  * own decisions from the spec's seed. 0, or -1 with a reason in err. */
 int engine_faults_init(const engine_params_t *p, uint32_t stream, faults_t *in, faults_t *out,
                        char *err, size_t errlen);
+/* a UDP socket on an ephemeral port with `buffer` bytes of socket buffer: the fd, or -1 with a
+ * reason in err; */
+int engine_open_socket(int buffer, char *err, size_t errlen);
+/* the receive batch: message i reads into arena + i * cap. */
+void engine_rx_init(struct mmsghdr *msgs, struct iovec *iov, uint8_t *arena, int n, size_t cap);
 
 /* Open the socket and allocate buffers. NULL with a reason in err on failure. */
 engine_t *engine_create(const engine_params_t *p, char *err, size_t errlen);

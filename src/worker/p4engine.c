@@ -124,27 +124,17 @@ p4engine_t *p4engine_create(const engine_params_t *p, char *err, size_t errlen)
         w->pkt = e->pkt_arena + (size_t)k * e->pkt_cap;
         w->dst = engine_slot_addr(p, k);
     }
-    for (int i = 0; i < P4_RX_BATCH; i++) {
-        e->rx_iov[i] = (struct iovec){e->rx_arena + (size_t)i * e->pkt_cap, e->pkt_cap};
-        e->rx_msgs[i].msg_hdr.msg_iov = &e->rx_iov[i];
-        e->rx_msgs[i].msg_hdr.msg_iovlen = 1;
-    }
-    int fd = udp_open_any(p->socket_buffer);
-    if (fd < 0) {
-        snprintf(err, errlen, "cannot open a UDP socket: %s", strerror(-fd));
+    engine_rx_init(e->rx_msgs, e->rx_iov, e->rx_arena, P4_RX_BATCH, e->pkt_cap);
+    e->fd = engine_open_socket(p->socket_buffer, err, errlen);
+    if (e->fd < 0)
         goto fail;
-    }
-    e->fd = fd;
     /* A second socket for the acknowledgement phase: the switch answers an acknowledgement
      * to the address it came from, so confirmations land here and never wake a caller that
      * is blocked waiting for a result on `fd`; they are read when the caller next enters the
      * library (or when it waits for a slot to be confirmed). */
-    fd = udp_open_any(1 << 20);
-    if (fd < 0) {
-        snprintf(err, errlen, "cannot open a UDP socket: %s", strerror(-fd));
+    e->ack_fd = engine_open_socket(1 << 20, err, errlen);
+    if (e->ack_fd < 0)
         goto fail;
-    }
-    e->ack_fd = fd;
     return e;
 fail:
     p4engine_destroy(e);

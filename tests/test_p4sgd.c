@@ -215,10 +215,7 @@ TEST(p4sgd_acknowledgements_ride_on_data_packets, 60)
 static void lossy_small(double p, uint64_t seed)
 {
     char wf[128], sf[128];
-    snprintf(wf, sizeof(wf), "drop=%g,dup=%g,reorder=%g,seed=%llu", p, p, p,
-             (unsigned long long)seed);
-    snprintf(sf, sizeof(sf), "drop=%g,dup=%g,reorder=%g,seed=%llu", p / 2, p / 2, p / 2,
-             (unsigned long long)seed + 1);
+    lossy_fault_specs(p, seed, wf, sf, sizeof(wf));
     switch_config_t cfg = SWITCH_CONFIG_INIT;
     cfg.faults_in = sf;
     cfg.faults_out = sf;

@@ -147,3 +147,11 @@ void nft_loss_stop(nft_loss_t *n)
     snprintf(cmd, sizeof(cmd), "nft delete table inet %s 2>/dev/null", n->table);
     (void)!system(cmd);
 }
+
+void lossy_fault_specs(double p, uint64_t seed, char *workers, char *sw, size_t len)
+{
+    snprintf(workers, len, "drop=%g,dup=%g,reorder=%g,seed=%llu", p, p, p,
+             (unsigned long long)seed);
+    snprintf(sw, len, "drop=%g,dup=%g,reorder=%g,seed=%llu", p / 2, p / 2, p / 2,
+             (unsigned long long)seed + 1);
+}

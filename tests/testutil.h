@@ -48,6 +48,10 @@ void nft_loss_start(nft_loss_t *n, const char *tag, uint16_t port, int percent,
 int nft_loss_dropped(const nft_loss_t *n);
 void nft_loss_stop(nft_loss_t *n);
 
+/* The fault specs of a lossy test: the workers' (drop, duplicate and reorder each with
+ * probability p) into workers, the switch's (p/2 each, the next seed) into sw. */
+void lossy_fault_specs(double p, uint64_t seed, char *workers, char *sw, size_t len);
+
 /* Anonymous shared memory that forked children can write and the parent read. */
 void *shared_alloc(size_t bytes);
 

@@ -65,7 +65,7 @@ typedef struct train_opts {
     const char *switch_addr, *job;
     long rank, world; /* -1: not given */
     uint32_t timeout_ms;
-    uint32_t switch_threads; /* embedded switch; 0: default_switch_threads() */
+    uint32_t switch_threads; /* the embedded switch's threads; 0 when there is none */
     int lr_given, l2_given;
 } train_opts_t;
 
@@ -149,7 +149,8 @@ static void usage(FILE *out)
         "                       rank (default train; give runs sharing a switch their own)\n"
         "  --switch-threads N   dataplane threads of the embedded switch (default: the online\n"
         "                       CPUs, at most %u). The switch handles every worker's packets\n"
-        "                       (W times one worker's), so it is the first to need a core more\n"
+        "                       (W times one worker's), so it is the first to need more than one\n"
+        "                       core\n"
         "  --timeout MS         a worker silent this long fails the job (default %u)\n"
         "\n"
         "output:\n"

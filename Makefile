@@ -24,8 +24,8 @@ CFLAGS  := $(CFLAGS_BASE) $(OPT) $(EXTRA_CFLAGS)
 LDFLAGS := -pthread $(LDSAN)
 LDLIBS  := -lm
 
-LIB_SRC := $(wildcard src/common/*.c src/wire/*.c src/transport/*.c src/control/*.c \
-                      src/switch/*.c src/worker/*.c src/glm/*.c)
+LIB_SRC := $(wildcard src/base/*.c src/kernels/*.c src/json/*.c src/mpi/baseline_mpi.c src/wire/*.c \
+                      src/transport/*.c src/control/*.c src/switch/*.c src/worker/*.c src/glm/*.c)
 CLI_SRC := $(wildcard src/cli/*.c)
 TEST_SRC := $(wildcard tests/test_*.c)
 
@@ -53,15 +53,15 @@ $(BUILD)/inagg-tests: $(TEST_OBJ) $(BUILD)/libinagg.a
 	$(CC) $(LDFLAGS) -o $@ $(TEST_OBJ) $(BUILD)/libinagg.a $(LDLIBS)
 
 # The MPI baseline is its own program: it links OpenMPI, which the library never does.
-$(BUILD)/inagg-mpi-bench: src/baseline/mpi_allreduce_bench.c src/common/json.c src/common/json.h
+$(BUILD)/inagg-mpi-bench: src/mpi/mpi_allreduce_bench.c src/json/json.c src/json/json.h
 	@mkdir -p $(dir $@)
-	$(MPICC) $(CFLAGS_BASE) -O3 -o $@ src/baseline/mpi_allreduce_bench.c src/common/json.c -lm
+	$(MPICC) $(CFLAGS_BASE) -O3 -o $@ src/mpi/mpi_allreduce_bench.c src/json/json.c -lm
 
 # The MPI trainer: the glm trainers over MPI; links the glm sources, never libinagg.
 GLM_MPI_SRC := $(filter-out src/glm/coll_inagg.c,$(wildcard src/glm/*.c))
-$(BUILD)/inagg-mpi-train: src/baseline/mpi_train.c $(GLM_MPI_SRC) $(wildcard src/glm/*.h) src/common/json.c src/common/json.h src/common/optim.c src/common/optim.h
+$(BUILD)/inagg-mpi-train: src/mpi/mpi_train.c $(GLM_MPI_SRC) $(wildcard src/glm/*.h) src/json/json.c src/json/json.h src/kernels/optim.c src/kernels/optim.h
 	@mkdir -p $(dir $@)
-	$(MPICC) $(CFLAGS_BASE) -O3 -o $@ src/baseline/mpi_train.c $(GLM_MPI_SRC) src/common/json.c src/common/optim.c -lm
+	$(MPICC) $(CFLAGS_BASE) -O3 -o $@ src/mpi/mpi_train.c $(GLM_MPI_SRC) src/json/json.c src/kernels/optim.c -lm
 
 test: all
 	bash tests/run

@@ -14,7 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "common/util.h"
+#include "base/util.h"
 #include "control/ctl.h"
 #include "harness.h"
 

@@ -1,5 +1,5 @@
 /*
- * test_faults.c - seeded fault injection (src/common/faults.c): spec parsing (accepted and
+ * test_faults.c - seeded fault injection (src/transport/faults.c): spec parsing (accepted and
  * refused strings), determinism per seed, measured drop/dup frequencies against the
  * configured probabilities, the send path's reordering (a held packet is copied, survives the
  * caller reusing its buffer, and goes out after the next packet), and the receive path's
@@ -9,7 +9,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "common/faults.h"
+#include "transport/faults.h"
 #include "harness.h"
 
 static void parse_ok(faults_t *f, const char *spec)

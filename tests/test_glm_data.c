@@ -13,7 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "common/util.h"
+#include "base/util.h"
 #include "glm/dataset.h"
 #include "glm/synth.h"
 #include "harness.h"

@@ -14,8 +14,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "common/benchdata.h"
-#include "common/util.h"
+#include "bench/benchdata.h"
+#include "base/util.h"
 #include "control/ctl.h"
 #include "harness.h"
 #include "inagg.h"

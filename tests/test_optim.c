@@ -1,5 +1,5 @@
 /*
- * test_optim.c - the optimizer kernels of common/optim.h: the AVX2 and scalar paths give
+ * test_optim.c - the optimizer kernels of kernels/optim.h: the AVX2 and scalar paths give
  * bit-identical parameters and state over 100 steps for every optimizer and option; after 100
  * steps the float32 kernels stay within 1e-5 relative of a double-precision reference written
  * here (and, where parameters cross zero, within a few dozen float32 roundings of their largest
@@ -14,8 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/optim.h"
-#include "common/util.h"
+#include "kernels/optim.h"
+#include "base/util.h"
 #include "harness.h"
 
 #define NSTEPS 100

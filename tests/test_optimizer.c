@@ -14,8 +14,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "common/benchdata.h"
-#include "common/optim.h"
+#include "bench/benchdata.h"
+#include "kernels/optim.h"
 #include "control/ctl.h"
 #include "harness.h"
 #include "inagg.h"

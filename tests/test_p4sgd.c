@@ -13,7 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "common/benchdata.h"
+#include "bench/benchdata.h"
 #include "harness.h"
 #include "inagg.h"
 #include "testutil.h"

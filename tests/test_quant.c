@@ -10,8 +10,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "common/util.h"
-#include "common/vec.h"
+#include "base/util.h"
+#include "kernels/vec.h"
 #include "harness.h"
 #include "worker/quant.h"
 

@@ -35,8 +35,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "common/baseline_mpi.h"
-#include "common/util.h"
+#include "mpi/baseline_mpi.h"
+#include "base/util.h"
 #include "glm/collective.h"
 #include "glm/dataset.h"
 #include "glm/objective.h"

@@ -9,8 +9,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "common/util.h"
-#include "common/vec.h"
+#include "base/util.h"
+#include "kernels/vec.h"
 #include "harness.h"
 
 static const size_t k_lens[] = {0, 1, 7, 8, 9, 15, 16, 17, 31, 1000, 4097};

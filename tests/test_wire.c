@@ -10,7 +10,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "common/util.h"
+#include "base/util.h"
 #include "harness.h"
 #include "inagg/version.h"
 #include "wire/wire.h"

@@ -10,7 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "common/json.h"
+#include "json/json.h"
 #include "control/ctl.h"
 #include "harness.h"
 #include "transport/udp.h"

@@ -4,7 +4,7 @@
  *
  * The parent process forks an embedded switch (unless --switch names one) and N worker
  * processes, each a rank of one job. Every worker fills its tensor with known values
- * (common/benchdata.h), runs warmups and K timed allreduces (each after a barrier), and
+ * (bench/benchdata.h), runs warmups and K timed allreduces (each after a barrier), and
  * verifies every result: int32 exactly, float32 within the documented fixed-point bound
  * (worker/quant.h) or the float-addition bound in native mode. Workers report their timings
  * through a pipe; an iteration's tensor aggregation time (TAT) is that of the slowest rank.
@@ -23,11 +23,11 @@
 
 #include "cli/commands.h"
 #include "cli/output.h"
-#include "common/baseline_mpi.h"
-#include "common/benchdata.h"
-#include "common/json.h"
-#include "common/log.h"
-#include "common/util.h"
+#include "mpi/baseline_mpi.h"
+#include "bench/benchdata.h"
+#include "json/json.h"
+#include "base/log.h"
+#include "base/util.h"
 #include "inagg.h"
 #include "worker/quant.h"
 

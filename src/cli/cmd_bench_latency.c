@@ -22,10 +22,10 @@
 
 #include "cli/commands.h"
 #include "cli/output.h"
-#include "common/baseline_mpi.h"
-#include "common/benchdata.h"
-#include "common/json.h"
-#include "common/util.h"
+#include "mpi/baseline_mpi.h"
+#include "bench/benchdata.h"
+#include "json/json.h"
+#include "base/util.h"
 #include "inagg.h"
 
 #define LAT_MAX_ITERS 1000000u

@@ -8,7 +8,7 @@
  *                    optimizer and returns the new parameters (optimizer state lives once, in
  *                    the switch);
  *   allreduce+local  inagg_allreduce of the gradients (float32 native), then every worker
- *                    averages and runs the same optimizer on its own copy (common/optim.h, the
+ *                    averages and runs the same optimizer on its own copy (kernels/optim.h, the
  *                    C kernels with torch.optim's semantics) - the usual data-parallel setup;
  *   sum-only         inagg_allreduce alone: what the switch costs without any optimizer;
  *   allreduce+torch.optim (with --baseline torch, for SGD/AdaGrad/Adam with epsilon outside,
@@ -40,10 +40,10 @@
 
 #include "cli/commands.h"
 #include "cli/output.h"
-#include "common/benchdata.h"
-#include "common/json.h"
-#include "common/optim.h"
-#include "common/util.h"
+#include "bench/benchdata.h"
+#include "json/json.h"
+#include "kernels/optim.h"
+#include "base/util.h"
 #include "inagg.h"
 
 #define OPTB_MAX_SAMPLE 200000u

@@ -25,8 +25,8 @@
 
 #include "cli/commands.h"
 #include "cli/output.h"
-#include "common/json.h"
-#include "common/util.h"
+#include "json/json.h"
+#include "base/util.h"
 
 #define UDP_MIN_SIZE 16u    /* room for the datagram header below */
 #define UDP_MAX_SIZE 65507u /* largest UDP payload over IPv4 */

@@ -12,7 +12,7 @@
 
 #include "cli/commands.h"
 #include "cli/output.h"
-#include "common/log.h"
+#include "base/log.h"
 #include "control/ctl.h"
 #include "switch/switch.h"
 #include "transport/udp.h"

@@ -29,11 +29,11 @@
 #include <unistd.h>
 
 #include "cli/commands.h"
-#include "common/baseline_mpi.h"
-#include "common/json.h"
-#include "common/optim.h"
-#include "common/log.h"
-#include "common/util.h"
+#include "mpi/baseline_mpi.h"
+#include "json/json.h"
+#include "kernels/optim.h"
+#include "base/log.h"
+#include "base/util.h"
 #include "glm/collective.h"
 #include "glm/dataset.h"
 #include "glm/objective.h"

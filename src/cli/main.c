@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "cli/commands.h"
-#include "common/log.h"
+#include "base/log.h"
 #include "inagg.h"
 
 static void usage(FILE *out)

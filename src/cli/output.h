@@ -11,7 +11,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "common/json.h"
+#include "json/json.h"
 #include "inagg.h"
 
 /* Write w's object to path ("-": stdout) and free w. 0, or -1 after a message naming cmd. */

@@ -10,7 +10,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "common/util.h"
+#include "base/util.h"
 
 long ctl_fill(int fd, ctl_reader_t *r)
 {

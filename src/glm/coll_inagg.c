@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/errmsg.h"
+#include "base/errmsg.h"
 #include "inagg.h"
 
 

@@ -1,7 +1,7 @@
 /*
  * collective.h - the collective operations the GLM trainers need, behind one small interface,
  * so that the same training algorithm (glm/train.c) runs over inagg's switch (coll_inagg.c),
- * over MPI (baseline/mpi_train.c) and alone in one process (the local backend, world 1).
+ * over MPI (mpi/mpi_train.c) and alone in one process (the local backend, world 1).
  *
  * Every operation is a SUM of float32 vectors in place, called in the same order on every rank.
  * Two shapes:
@@ -24,7 +24,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "common/util.h"
+#include "base/util.h"
 
 typedef struct glm_coll glm_coll_t;
 
@@ -42,7 +42,7 @@ typedef struct glm_coll_ops {
 
 /* The optimizer the switch runs for the data-parallel trainer (--in-switch). */
 typedef struct glm_coll_optimizer {
-    int kind;             /* optim_kind_t (common/optim.h) */
+    int kind;             /* optim_kind_t (kernels/optim.h) */
     uint64_t params;      /* the model's length */
     float lr, beta1, beta2, eps, momentum, weight_decay;
     int eps_outside;      /* 0: sqrt(v + eps), the paper's; 1: sqrt(v) + eps, PyTorch's */

@@ -16,7 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "common/errmsg.h"
+#include "base/errmsg.h"
 
 /* ---- errors ---------------------------------------------------------------------------- */
 

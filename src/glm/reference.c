@@ -19,8 +19,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "common/errmsg.h"
-#include "common/util.h"
+#include "base/errmsg.h"
+#include "base/util.h"
 
 #define LIBLINEAR_TRAIN "liblinear-train"
 

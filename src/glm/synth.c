@@ -18,8 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/errmsg.h"
-#include "common/util.h"
+#include "base/errmsg.h"
+#include "base/util.h"
 
 #define SYNTH_MAX_NNZ 1000000000ull
 #define SYNTH_NOISE 0.1

@@ -22,10 +22,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/errmsg.h"
-#include "common/json.h"
-#include "common/optim.h"
-#include "common/util.h"
+#include "base/errmsg.h"
+#include "json/json.h"
+#include "kernels/optim.h"
+#include "base/util.h"
 #include "glm/synth.h"
 
 

@@ -67,7 +67,7 @@ typedef struct glm_train_config {
     int (*progress)(uint32_t epoch, double fraction, void *arg);
     uint32_t progress_ms;
     void *progress_arg;
-    /* Data mode only: 0 = plain SGD (above); 1 + optim_kind_t (common/optim.h) = that
+    /* Data mode only: 0 = plain SGD (above); 1 + optim_kind_t (kernels/optim.h) = that
      * optimizer, with weight decay = l2 and a constant rate, run by every worker on its copy
      * after the gradient allreduce, or by the switch when in_switch (the collective's
      * push_pull: the switch averages, so each rank pushes W times its share of the mean). */

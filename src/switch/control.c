@@ -20,7 +20,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "common/log.h"
+#include "base/log.h"
 #include "control/ctl.h"
 #include "switch/server.h"
 

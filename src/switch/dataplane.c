@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/log.h"
+#include "base/log.h"
 #include "switch/server.h"
 #include "transport/udp.h"
 

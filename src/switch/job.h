@@ -16,7 +16,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-#include "common/util.h"
+#include "base/util.h"
 #include "inagg.h"
 #include "switch/optjob.h"
 #include "switch/p4slot.h"

@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/util.h"
-#include "common/vec.h"
+#include "base/util.h"
+#include "kernels/vec.h"
 
 uint64_t optjob_bytes(const optim_config_t *c, uint64_t nparams, uint32_t elems)
 {

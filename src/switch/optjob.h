@@ -5,7 +5,7 @@
  *
  * The parameter vector is cut into chunks of the job's elements per packet; chunk c holds
  * parameters [c * elems, c * elems + len_c). Its optimizer state is a block of its own (the
- * layout common/optim.h expects for len_c parameters) and it has its own step counter.
+ * layout kernels/optim.h expects for len_c parameters) and it has its own step counter.
  *
  * A round of chunk c completes once, whatever the losses (the slot protocols guarantee it);
  * optjob_complete() is called exactly then:
@@ -23,7 +23,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "common/optim.h"
+#include "kernels/optim.h"
 
 enum optjob_init { OPTJOB_INIT_ZERO = 0, OPTJOB_INIT_SEEDED = 1 };
 

@@ -4,7 +4,7 @@
 #include <arpa/inet.h>
 #include <string.h>
 
-#include "common/vec.h"
+#include "kernels/vec.h"
 
 static const char *const verdict_names[P4V_VERDICT_COUNT] = {
     [P4V_PARTIAL] = "partial",

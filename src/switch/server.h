@@ -13,7 +13,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
-#include "common/faults.h"
+#include "transport/faults.h"
 #include "switch/job.h"
 #include "switch/switch.h"
 

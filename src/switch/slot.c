@@ -1,7 +1,7 @@
 /* slot.c - the switchml slot state machine (see slot.h for the protocol). */
 #include "switch/slot.h"
 
-#include "common/vec.h"
+#include "kernels/vec.h"
 
 static const char *const verdict_names[SLOT_VERDICT_COUNT] = {
     [SLOT_PARTIAL] = "partial",   [SLOT_COMPLETE] = "complete", [SLOT_RESEND] = "resend",

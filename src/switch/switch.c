@@ -12,8 +12,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "common/json.h"
-#include "common/log.h"
+#include "json/json.h"
+#include "base/log.h"
 #include "switch/server.h"
 #include "transport/udp.h"
 

@@ -22,8 +22,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "common/log.h"
-#include "common/util.h"
+#include "base/log.h"
+#include "base/util.h"
 #include "control/ctl.h"
 #include "inagg.h"
 #include "transport/udp.h"

@@ -22,7 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "common/faults.h"
+#include "transport/faults.h"
 #include "inagg.h"
 
 typedef struct engine_params {

@@ -9,9 +9,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "common/faults.h"
-#include "common/util.h"
-#include "common/vec.h"
+#include "transport/faults.h"
+#include "base/util.h"
+#include "kernels/vec.h"
 #include "transport/udp.h"
 #include "wire/wire.h"
 #include "worker/rto.h"

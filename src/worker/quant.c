@@ -7,7 +7,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "common/vec.h"
+#include "kernels/vec.h"
 
 #define QUANT_INT_MAX 2147483647u
 

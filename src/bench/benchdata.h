@@ -10,7 +10,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "common/util.h"
+#include "base/util.h"
 
 #define BENCH_I32_BOUND (1 << 24) /* int32 values lie in [-BENCH_I32_BOUND, BENCH_I32_BOUND) */
 #define BENCH_F32_BLOCK 1024u     /* float32 elements that share one magnitude range */

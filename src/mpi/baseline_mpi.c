@@ -5,7 +5,7 @@
  * mpirun, on SIGTERM, takes them down; SIGKILL after a grace period. The child is waited
  * for with WNOWAIT before the group is killed, so its pid (the group id) cannot be reused.
  */
-#include "common/baseline_mpi.h"
+#include "mpi/baseline_mpi.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -23,9 +23,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "common/errmsg.h"
-#include "common/json.h"
-#include "common/util.h"
+#include "base/errmsg.h"
+#include "json/json.h"
+#include "base/util.h"
 
 extern char **environ;
 

@@ -18,7 +18,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
-#include "common/util.h"
+#include "base/util.h"
 
 #define FAULTS_MAX_PACKET 65536
 

@@ -1,9 +1,9 @@
 /*
  * mpi_allreduce_bench.c - inagg-mpi-bench, the OpenMPI baseline of `inagg bench allreduce`.
  * Every rank fills its tensor with the same deterministic values the inagg benchmark uses
- * (common/benchdata.h), runs warmup + timed MPI_Allreduce(MPI_SUM) calls, verifies the
+ * (bench/benchdata.h), runs warmup + timed MPI_Allreduce(MPI_SUM) calls, verifies the
  * result, and rank 0 prints one line of JSON. Run under mpirun; `inagg bench allreduce
- * --baseline mpi` does that (common/baseline_mpi.c). Exit: 0 verified, 1 not, 2 bad usage.
+ * --baseline mpi` does that (mpi/baseline_mpi.c). Exit: 0 verified, 1 not, 2 bad usage.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -15,8 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/benchdata.h"
-#include "common/json.h"
+#include "bench/benchdata.h"
+#include "json/json.h"
 
 #define MAX_ITERS 1000000u
 #define MAX_WARMUP 1000000u

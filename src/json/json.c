@@ -1,5 +1,5 @@
 /* json.c - see json.h. Strings are escaped per RFC 8259; numbers use %.17g or %lld. */
-#include "common/json.h"
+#include "json/json.h"
 
 #include <math.h>
 #include <stdarg.h>

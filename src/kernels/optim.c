@@ -14,7 +14,7 @@
 #pragma GCC optimize("fp-contract=off")
 #endif
 
-#include "common/optim.h"
+#include "kernels/optim.h"
 
 #include <math.h>
 #include <pthread.h>

@@ -19,7 +19,7 @@ struct baseline_mpi_params {
     unsigned iters;     /* timed iterations, >= 1 */
     unsigned warmup;    /* untimed iterations first */
     int latency_mode;   /* 1: verify every iteration (--mode latency) */
-    uint64_t seed;      /* tensor contents, see common/benchdata.h */
+    uint64_t seed;      /* tensor contents, see bench/benchdata.h */
     unsigned timeout_s; /* the whole mpirun run, 0: BASELINE_MPI_DEFAULT_TIMEOUT_S */
 };
 

@@ -3,7 +3,7 @@
  * (compiled per function with the target attribute, so the rest of the build needs no -mavx2),
  * and the dispatch table that picks between them on first use.
  */
-#include "common/vec.h"
+#include "kernels/vec.h"
 
 #include <arpa/inet.h>
 #include <math.h>
@@ -11,7 +11,7 @@
 #include <stdatomic.h>
 #include <string.h>
 
-#include "common/util.h"
+#include "base/util.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #define VEC_HAVE_AVX2 1

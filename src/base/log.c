@@ -1,5 +1,5 @@
 /* log.c - see log.h. One write(2) per message so lines from several processes do not mix. */
-#include "common/log.h"
+#include "base/log.h"
 
 #include <stdarg.h>
 #include <stdio.h>

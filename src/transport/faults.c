@@ -1,5 +1,5 @@
 /* faults.c - see faults.h. */
-#include "common/faults.h"
+#include "transport/faults.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -94,4 +94,24 @@ enum wire_status wire_decode(const void *buf, size_t len, wire_header_t *h);
 
 static inline uint8_t wire_ver_of_round(uint32_t round) { return (uint8_t)(round & 1u); }
 
+/* p4sgd: an acknowledgement (worker->switch, on a contribution) or a confirmation
+ * (switch->worker, on a result) riding on a packet: chunk = slot + 1 (0: none), exp:next_exp =
+ * the round (high:low 16 bits). These two are the only code that packs or unpacks it. */
+static inline void wire_put_piggyback(wire_header_t *h, uint32_t slot, uint32_t round)
+{
+    h->chunk = slot + 1u;
+    h->exp = (int16_t)(uint16_t)(round >> 16);
+    h->next_exp = (int16_t)(uint16_t)round;
+}
+
+/* 1 and the slot and round when h carries one, else 0. */
+static inline int wire_get_piggyback(const wire_header_t *h, uint32_t *slot, uint32_t *round)
+{
+    if (h->chunk == 0)
+        return 0;
+    *slot = h->chunk - 1u;
+    *round = ((uint32_t)(uint16_t)h->exp << 16) | (uint16_t)h->next_exp;
+    return 1;
+}
+
 #endif /* INAGG_WIRE_H */

@@ -1,0 +1,112 @@
+/*
+ * ctlmsg.h - the control messages between workers and the switch, as structs: the one place
+ * that spells them. Lines travel over TCP (control/ctl.h moves them; this module says what
+ * they mean):
+ *
+ *   worker -> switch   JOIN version= job= rank= world= slots= elems= float=fixed|native
+ *                           protocol=switchml|p4sgd timeout=MS [optimizer=... params= lr=
+ *                           beta1= beta2= eps= eps_place=inside|outside momentum= wd=
+ *                           init=zero|seeded seed=]
+ *                      BARRIER | LEAVE | STATS [json]
+ *   switch -> worker   JOINED id= token= threads= port= base= slots= elems= float= protocol=
+ *                      ERR <refusal> <text>      refusal: version|timeout|invalid|unsupported|
+ *                                                         refused|system
+ *                      FAILED <text> | BARRIER_DONE | BYE | (STATS lines, then END)
+ *
+ * The in-switch optimizer's configuration is one struct (wire_optimizer_t) with one encoder
+ * and one decoder; the switch compares two joins' optimizers with wire_optimizer_equal().
+ * Functions return 0, or -1 with a reason in the caller's buffer.
+ */
+#ifndef INAGG_WIRE_CTLMSG_H
+#define INAGG_WIRE_CTLMSG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/optim.h"
+
+#define WIRE_JOB_NAME_MAX 64 /* bytes, with the terminating NUL */
+
+enum wire_verb {
+    WIRE_VERB_UNKNOWN = 0,
+    WIRE_VERB_JOIN,
+    WIRE_VERB_JOINED,
+    WIRE_VERB_ERR,
+    WIRE_VERB_FAILED,
+    WIRE_VERB_BARRIER,
+    WIRE_VERB_BARRIER_DONE,
+    WIRE_VERB_LEAVE,
+    WIRE_VERB_BYE,
+    WIRE_VERB_STATS,
+    WIRE_VERB_END,
+    WIRE_VERB_COUNT
+};
+
+/* The verb of a control line (WIRE_VERB_UNKNOWN if none matches), and a verb's spelling. */
+enum wire_verb wire_verb_of(const char *line);
+const char *wire_verb_name(enum wire_verb v);
+
+/* Why the switch refused a request: the word after ERR. */
+enum wire_refusal {
+    WIRE_REFUSED = 0,       /* "refused": a policy said no (pool, duplicate rank, mismatch) */
+    WIRE_REFUSED_VERSION,   /* "version": another protocol version */
+    WIRE_REFUSED_TIMEOUT,   /* "timeout": not every rank joined in time */
+    WIRE_REFUSED_INVALID,   /* "invalid": a malformed or impossible request */
+    WIRE_REFUSED_UNSUPPORTED, /* "unsupported": a feature this switch lacks */
+    WIRE_REFUSED_SYSTEM,    /* "system": the switch ran out of a resource */
+    WIRE_REFUSAL_COUNT
+};
+
+const char *wire_refusal_name(enum wire_refusal r);
+/* "ERR <refusal> <text>" into line. */
+void wire_err_format(enum wire_refusal r, const char *text, char *line, size_t cap);
+/* The refusal of an ERR line (WIRE_REFUSED for an unknown word) and a pointer to its text. */
+enum wire_refusal wire_err_parse(const char *line, const char **text);
+
+/* The in-switch optimizer a job asks for. */
+typedef struct wire_optimizer {
+    int present;         /* 0: no optimizer (the other fields are ignored) */
+    optim_config_t step; /* kind, lr, beta1, beta2, eps and its placement, momentum, wd */
+    uint64_t params;     /* parameters the switch holds: 1 .. 2^32 */
+    int seeded;          /* initial parameters: 0 zeros, 1 drawn from `seed` */
+    uint64_t seed;
+} wire_optimizer_t;
+
+int wire_optimizer_equal(const wire_optimizer_t *a, const wire_optimizer_t *b);
+/* The optimizer as the JOIN line spells it ("none" when absent), for messages. */
+void wire_optimizer_format(const wire_optimizer_t *o, char *buf, size_t cap);
+
+typedef struct wire_join {
+    uint32_t version;
+    char job[WIRE_JOB_NAME_MAX];
+    uint32_t rank, world, slots, elems;
+    uint32_t float_mode; /* inagg_float_mode_t */
+    uint32_t protocol;   /* inagg_protocol_t */
+    uint32_t timeout_ms; /* 0: the switch's bound */
+    wire_optimizer_t opt;
+} wire_join_t;
+
+/* Encode a JOIN line. -1 if it does not fit in cap. */
+int wire_join_format(const wire_join_t *j, char *line, size_t cap);
+/* Decode a JOIN line: every field checked for syntax and range (job name 1..63 characters
+ * without spaces or '='; world 1..INAGG_MAX_WORLD; rank < world; slots >= 1; elems
+ * 1..WIRE_MAX_ELEMS; known float mode and protocol; a valid optimizer). On failure *refusal
+ * says which kind (version, invalid, unsupported) and why holds the text. */
+int wire_join_parse(const char *line, wire_join_t *j, enum wire_refusal *refusal, char *why,
+                    size_t why_cap);
+
+typedef struct wire_joined {
+    uint32_t id, token, threads, port, base, slots, elems;
+    uint32_t float_mode, protocol;
+} wire_joined_t;
+
+int wire_joined_format(const wire_joined_t *j, char *line, size_t cap);
+int wire_joined_parse(const char *line, wire_joined_t *j, char *why, size_t why_cap);
+
+/* "fixed"/"native" and "switchml"/"p4sgd": the spellings of the JOIN and JOINED lines. */
+const char *wire_float_mode_name(uint32_t float_mode);
+const char *wire_protocol_name(uint32_t protocol);
+/* 0 and the value, or -1 for an unknown name. */
+int wire_protocol_parse(const char *name, uint32_t *protocol);
+
+#endif /* INAGG_WIRE_CTLMSG_H */

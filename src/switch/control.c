@@ -89,32 +89,7 @@ static void retire_job(struct inagg_switch *sw, job_t *j)
     atomic_store_explicit(&sw->jobs[j->id], NULL, memory_order_release);
     server_quiesce(sw);
     sw->slots_used -= j->nslots;
-    retired_job_t *r = &sw->retired[sw->nretired++ % SWITCH_RETIRED_KEEP];
-    *r = (retired_job_t){.id = j->id, .protocol = j->protocol, .world = j->world};
-    snprintf(r->name, sizeof(r->name), "%s", j->name);
-#define RETIRED_SUM(f) job_sum(j, offsetof(job_counters_t, f))
-    r->contributions = RETIRED_SUM(contributions);
-    r->rounds = RETIRED_SUM(rounds);
-    r->results_sent = RETIRED_SUM(results_sent);
-    r->resends = RETIRED_SUM(resends);
-    r->acks = RETIRED_SUM(acks);
-    r->confirms_sent = RETIRED_SUM(confirms_sent);
-    r->confirm_resends = RETIRED_SUM(confirm_resends);
-    r->optimizer_steps = RETIRED_SUM(opt_steps);
-#undef RETIRED_SUM
-    for (int reason = 0; reason < DROP_REASON_COUNT; reason++)
-        r->drops += job_sum_drop(j, reason);
-    if (j->protocol == INAGG_PROTO_P4SGD)
-        LOG_I("job '%s' (id %u) retired: %llu rounds, %llu result resends, %llu acks, %llu "
-              "confirmations (%llu on results, %llu re-sent), %llu drops",
-              j->name, j->id, (unsigned long long)r->rounds, (unsigned long long)r->resends,
-              (unsigned long long)r->acks, (unsigned long long)r->confirms_sent,
-              (unsigned long long)job_sum(j, offsetof(job_counters_t, confirms_piggybacked)),
-              (unsigned long long)r->confirm_resends, (unsigned long long)r->drops);
-    else
-        LOG_I("job '%s' (id %u) retired: %llu rounds, %llu result resends, %llu drops", j->name,
-              j->id, (unsigned long long)r->rounds, (unsigned long long)r->resends,
-              (unsigned long long)r->drops);
+    stats_retire(sw, j);
     job_free(j);
     pthread_mutex_unlock(&sw->stats_lock);
 }
@@ -152,7 +127,6 @@ static int free_job_id(struct inagg_switch *sw)
 }
 
 static const char *float_name(uint32_t m) { return m == INAGG_FLOAT_NATIVE ? "native" : "fixed"; }
-static const char *proto_name(uint32_t p) { return p == INAGG_PROTO_P4SGD ? "p4sgd" : "switchml"; }
 
 static void activate(struct inagg_switch *sw, job_t *j)
 {
@@ -163,11 +137,11 @@ static void activate(struct inagg_switch *sw, job_t *j)
              "JOINED id=%u token=%u threads=%u port=%u base=%u slots=%u elems=%u float=%s "
              "protocol=%s",
              j->id, j->token, j->nthreads, sw->port, j->base, j->nslots, j->elems,
-             float_name(j->float_mode), proto_name(j->protocol));
+             float_name(j->float_mode), j->proto->name);
     broadcast(j, line);
     LOG_I("job '%s' (id %u) active: world %u, %u slots of %u elements, float %s, protocol %s",
           j->name, j->id, j->world, j->nslots, j->elems, float_name(j->float_mode),
-          proto_name(j->protocol));
+          j->proto->name);
 }
 
 /* A JOIN's optional in-switch optimizer: optimizer=sgd|adagrad|adam|smorms3 params=P and
@@ -271,17 +245,18 @@ static int handle_join(control_t *ctl, client_t *cl, const char *line)
         sendf(cl->fd, "ERR invalid float mode '%s' (fixed or native)", fmode);
         return -1;
     }
-    uint32_t protocol;
-    if (strcmp(proto, "switchml") == 0) {
-        protocol = INAGG_PROTO_SWITCHML;
-    } else if (strcmp(proto, "p4sgd") == 0) {
-        protocol = INAGG_PROTO_P4SGD;
-        float_mode = INAGG_FLOAT_NATIVE; /* p4sgd adds float32 natively, in rank order */
-    } else {
-        sendf(cl->fd, "ERR unsupported protocol '%s' (this switch serves switchml and p4sgd)",
-              proto);
+    const switch_proto_ops_t *ops = NULL;
+    for (uint32_t id = 0; !ops && id < 256; id++)
+        if ((ops = proto_find(id)) && strcmp(ops->name, proto) != 0)
+            ops = NULL;
+    if (!ops) {
+        char served[128];
+        proto_list(served, sizeof(served));
+        sendf(cl->fd, "ERR unsupported protocol '%s' (this switch serves %s)", proto, served);
         return -1;
     }
+    if (ops->float_native)
+        float_mode = INAGG_FLOAT_NATIVE;
     optim_config_t oc = OPTIM_CONFIG_INIT;
     uint64_t nparams = 0, seed = 0;
     enum optjob_init init = OPTJOB_INIT_ZERO;
@@ -293,7 +268,7 @@ static int handle_join(control_t *ctl, client_t *cl, const char *line)
     }
     if (opt_desc[0])
         float_mode = INAGG_FLOAT_NATIVE; /* gradients and parameters travel as float32 */
-    uint64_t pool_bytes = job_pool_bytes(protocol, world, slots, elems, sw->cfg.threads) +
+    uint64_t pool_bytes = job_pool_bytes(ops, world, slots, elems, sw->cfg.threads) +
                           (opt_desc[0] ? optjob_bytes(&oc, nparams, elems) : 0);
     if (pool_bytes > SWITCH_MAX_POOL_BYTES) {
         sendf(cl->fd, "ERR refused job '%s' would need %llu MiB of slot memory (limit %llu MiB): "
@@ -315,11 +290,11 @@ static int handle_join(control_t *ctl, client_t *cl, const char *line)
             return -1;
         }
         if (j->nslots != slots || j->elems != elems || j->float_mode != float_mode ||
-            j->protocol != protocol) {
+            j->proto != ops) {
             sendf(cl->fd, "ERR refused parameter mismatch: job '%s' has slots=%u elems=%u "
                   "float=%s protocol=%s, rank %u asked for slots=%u elems=%u float=%s "
                   "protocol=%s", name, j->nslots, j->elems, float_name(j->float_mode),
-                  proto_name(j->protocol), rank, slots, elems, float_name(float_mode), proto);
+                  j->proto->name, rank, slots, elems, float_name(float_mode), proto);
             return -1;
         }
         if (strcmp(j->opt_desc, opt_desc) != 0) {
@@ -344,7 +319,7 @@ static int handle_join(control_t *ctl, client_t *cl, const char *line)
             sendf(cl->fd, "ERR refused too many jobs (%u)", SWITCH_MAX_JOBS);
             return -1;
         }
-        j = job_create((uint16_t)id, name, protocol, world, slots, elems, sw->cfg.threads,
+        j = job_create((uint16_t)id, name, ops, world, slots, elems, sw->cfg.threads,
                        (uint32_t)id % sw->cfg.threads);
         if (!j) {
             sendf(cl->fd, "ERR refused out of memory for %u slots of %u elements", slots, elems);

@@ -24,8 +24,8 @@ typedef struct dp_thread {
     pthread_t tid;
     _Atomic uint64_t epoch; /* bumped at every loop head */
     _Atomic int running;
-    _Atomic uint64_t drops[DROP_REASON_COUNT]; /* drops not attributable to a known job */
-    _Atomic uint64_t packets_in, packets_out, fault_drops;
+    stat_counters_t c;      /* the STAT_SWITCH counters (stats.h) */
+    struct dp_txq *txq;     /* packets queued while a batch is handled (dataplane.c) */
     faults_t faults_in, faults_out;
 } INAGG_ALIGNED dp_thread_t;
 
@@ -33,9 +33,9 @@ typedef struct dp_thread {
 typedef struct retired_job {
     uint16_t id;
     char name[64];
-    uint32_t protocol, world;
-    uint64_t contributions, rounds, results_sent, resends, acks, confirms_sent, confirm_resends,
-        optimizer_steps, drops;
+    const switch_proto_ops_t *proto;
+    uint32_t world;
+    uint64_t v[STAT_COUNT]; /* its counters' totals */
 } retired_job_t;
 
 #define SWITCH_RETIRED_KEEP 16
@@ -60,6 +60,9 @@ struct inagg_switch {
 
 void *dataplane_main(void *arg);
 void *control_main(void *arg);
+
+/* Keep a retiring job's counters in sw->retired and log them (under stats_lock). */
+void stats_retire(struct inagg_switch *sw, const job_t *j);
 
 /* Wait for a grace period: every running dataplane thread passed its loop head. */
 void server_quiesce(struct inagg_switch *sw);

@@ -1,0 +1,92 @@
+/*
+ * proto_switchml.c - the switchml protocol on the switch (PROTOCOL.md section 2): each slot
+ * has two copies (slot.c), a round's result is the completed copy itself, already in network
+ * order, and stays there until every rank has it, so results go out without a payload copy.
+ */
+#include <stdlib.h>
+
+#include "switch/job.h"
+#include "switch/slot.h"
+
+typedef struct switchml_job {
+    slot_t *slots;   /* [nslots] */
+    uint32_t *arena; /* the copies' sums: nslots * 2 * elems words */
+} switchml_job_t;
+
+static uint64_t switchml_pool_bytes(uint32_t world, uint32_t nslots, uint32_t elems,
+                                    uint32_t nthreads)
+{
+    (void)world;
+    (void)nthreads;
+    return (uint64_t)nslots * (sizeof(slot_t) + 2u * (uint64_t)elems * 4u);
+}
+
+static void switchml_destroy(void *state)
+{
+    switchml_job_t *s = state;
+    free(s->slots);
+    free(s->arena);
+    free(s);
+}
+
+static void *switchml_create(const job_t *j)
+{
+    switchml_job_t *s = calloc(1, sizeof(*s));
+    if (!s)
+        return NULL;
+    s->slots = calloc(j->nslots, sizeof(slot_t));
+    s->arena = calloc((size_t)j->nslots * 2u * j->elems, sizeof(uint32_t));
+    if (!s->slots || !s->arena) {
+        switchml_destroy(s);
+        return NULL;
+    }
+    for (uint32_t i = 0; i < j->nslots; i++) {
+        uint32_t *d = s->arena + (size_t)i * 2u * j->elems;
+        slot_init(&s->slots[i], j->world, d, d + j->elems);
+    }
+    return s;
+}
+
+static const proto_verdict_t verdicts[SLOT_VERDICT_COUNT] = {
+    [SLOT_PARTIAL] = {PROTO_PARTIAL, 0},
+    [SLOT_COMPLETE] = {PROTO_COMPLETE, 0},
+    [SLOT_RESEND] = {PROTO_RESEND, 0},
+    [SLOT_DUP_OPEN] = {PROTO_DROP, DROP_DUP_OPEN},
+    [SLOT_STALE] = {PROTO_DROP, DROP_STALE},
+    [SLOT_AHEAD] = {PROTO_DROP, DROP_AHEAD},
+    [SLOT_MISMATCH] = {PROTO_DROP, DROP_MISMATCH},
+};
+
+static void switchml_handle(proto_ctx_t *x, const wire_header_t *h, const uint32_t *payload,
+                            proto_outcome_t *out)
+{
+    switchml_job_t *s = x->state;
+    slot_t *slot = &s->slots[h->slot];
+    enum slot_verdict v = slot_contribute(slot, x->job->world, h, payload);
+    proto_verdict(out, &verdicts[v]);
+    if (out->action != PROTO_COMPLETE && out->action != PROTO_RESEND)
+        return;
+    const slot_copy_t *c = slot_copy_of(slot, h->round);
+    out->set = c->set;
+    out->chunk = c->chunk;
+    out->data = c->data;
+    out->result = (wire_header_t){
+        .round = c->round,
+        .chunk = c->chunk,
+        .count = c->n_elems,
+        .flags = (uint8_t)(wire_ver_of_round(c->round) | (c->overflow ? WIRE_FLAG_OVERFLOW : 0)),
+        .dtype = c->dtype,
+        .exp = c->exp,
+        .next_exp = c->next_exp,
+    };
+}
+
+const switch_proto_ops_t proto_switchml = {
+    .name = "switchml",
+    .id = INAGG_PROTO_SWITCHML,
+    .accepts = 1u << WIRE_CONTRIB,
+    .pool_bytes = switchml_pool_bytes,
+    .create = switchml_create,
+    .destroy = switchml_destroy,
+    .handle = switchml_handle,
+};

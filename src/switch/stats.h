@@ -1,0 +1,96 @@
+/*
+ * stats.h - every counter of the switch, drop reasons included, in one table (stats.c): its
+ * name, what it counts, where it is kept and where it is shown. The text and JSON stats and
+ * the log line of a retiring job are all written from that table.
+ *
+ * Where a counter is kept:
+ *   STAT_SWITCH   per dataplane thread (dp_thread_t): packets in and out, fault injection,
+ *                 and the drops that happen before a packet can be attributed to a job
+ *   STAT_JOB      per (job, dataplane thread) (job_thread_t), summed when read
+ * Every counter has one writer (STAT_ADD: a relaxed atomic store), so the packet path takes
+ * no lock and does no atomic read-modify-write.
+ */
+#ifndef INAGG_SWITCH_STATS_H
+#define INAGG_SWITCH_STATS_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "wire/wire.h"
+
+enum stat_id {
+    /* Drop reasons (PROTOCOL.md section 6). The first WIRE_STATUS_COUNT are wire_decode()'s
+     * (index 0, WIRE_OK, is never counted). */
+    DROP_UNKNOWN_JOB = WIRE_STATUS_COUNT,
+    DROP_BAD_TOKEN,
+    DROP_NOT_RESULT_PATH,
+    DROP_JOB_NOT_ACTIVE,
+    DROP_BAD_RANK,
+    DROP_BAD_SLOT,
+    DROP_WRONG_THREAD,
+    DROP_BAD_COUNT,
+    DROP_DTYPE_NOT_ALLOWED,
+    DROP_DUP_OPEN,
+    DROP_STALE,
+    DROP_AHEAD,
+    DROP_MISMATCH,
+    DROP_WRONG_PROTOCOL,
+    DROP_DUP_ACK,
+    DROP_BAD_CHUNK,
+    DROP_REASON_COUNT,
+    /* What happened, switch-wide ... */
+    STAT_PACKETS_IN = DROP_REASON_COUNT,
+    STAT_PACKETS_OUT,
+    STAT_INJECTED_DROPS,
+    /* ... and per job. */
+    STAT_CONTRIBUTIONS,
+    STAT_ROUNDS,
+    STAT_RESULTS_SENT,
+    STAT_RESENDS,
+    STAT_ACKS,
+    STAT_CONFIRMS_SENT,
+    STAT_CONFIRMS_PIGGYBACKED,
+    STAT_CONFIRM_RESENDS,
+    STAT_OPT_STEPS,
+    STAT_OPT_UPLOADS,
+    STAT_BYTES_IN,
+    STAT_BYTES_OUT,
+    STAT_COUNT
+};
+
+/* Where a counter is shown. */
+enum stat_flags {
+    STAT_SWITCH = 1u << 0,      /* kept per dataplane thread (else per job and thread) */
+    STAT_DROP = 1u << 1,        /* a drop reason: listed under "drops" */
+    STAT_TEXT = 1u << 2,        /* on the text line of a job (or of the switch) */
+    STAT_JSON = 1u << 3,        /* in a job's JSON object (or the switch's) */
+    STAT_RETIRED_TEXT = 1u << 4, /* on the text line of a retired job */
+    STAT_RETIRED_JSON = 1u << 5, /* in a retired job's JSON object */
+    STAT_LOG = 1u << 6,         /* in the log line of a retiring job (see `log`) */
+    STAT_PROTOCOL = 1u << 7,    /* ... but only for protocols that report it (proto.h) */
+};
+
+typedef struct stat_info {
+    const char *name;    /* the text and JSON key; a drop reason's name */
+    const char *meaning; /* one line: when it is incremented */
+    unsigned flags;      /* enum stat_flags */
+    const char *log;     /* its words in the retiring job's log line ("result resends") */
+    int log_under;       /* > 0: shown in parentheses after counter log_under ("(N on results)") */
+} stat_info_t;
+
+extern const stat_info_t stat_table[STAT_COUNT];
+
+/* The name of a counter or drop reason ("unknown" out of range). */
+const char *stat_name(int id);
+
+#define STAT_ADD(field, n)                                                                      \
+    atomic_store_explicit(&(field), atomic_load_explicit(&(field), memory_order_relaxed) + (n), \
+                          memory_order_relaxed)
+#define STAT_GET(field) atomic_load_explicit(&(field), memory_order_relaxed)
+
+/* One writer's counters: indexed by enum stat_id. */
+typedef struct stat_counters {
+    _Atomic uint64_t v[STAT_COUNT];
+} stat_counters_t;
+
+#endif /* INAGG_SWITCH_STATS_H */

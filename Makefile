@@ -25,7 +25,7 @@ LDFLAGS := -pthread $(LDSAN)
 LDLIBS  := -lm
 
 LIB_SRC := $(wildcard src/base/*.c src/kernels/*.c src/json/*.c src/mpi/baseline_mpi.c src/wire/*.c \
-                      src/transport/*.c src/control/*.c src/switch/*.c src/worker/*.c src/glm/*.c)
+                      src/transport/*.c src/control/*.c src/switch/*.c src/worker/*.c src/glm/*.c src/launch/*.c)
 CLI_SRC := $(wildcard src/cli/*.c)
 TEST_SRC := $(wildcard tests/test_*.c)
 

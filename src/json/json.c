@@ -97,26 +97,26 @@ void json_string(json_writer_t *w, const char *key, const char *value)
     put_escaped(w, value ? value : "");
 }
 
-void json_number(json_writer_t *w, const char *key, double value)
+/* A number in fmt, or null when it is not finite. */
+static void number(json_writer_t *w, const char *key, double value, const char *fmt)
 {
     begin_value(w, key);
     char b[40];
     if (!isfinite(value))
         snprintf(b, sizeof(b), "null");
     else
-        snprintf(b, sizeof(b), "%.10g", value);
+        snprintf(b, sizeof(b), fmt, value);
     puts_(w, b);
+}
+
+void json_number(json_writer_t *w, const char *key, double value)
+{
+    number(w, key, value, "%.10g");
 }
 
 void json_number_exact(json_writer_t *w, const char *key, double value)
 {
-    begin_value(w, key);
-    char b[40];
-    if (!isfinite(value))
-        snprintf(b, sizeof(b), "null");
-    else
-        snprintf(b, sizeof(b), "%.17g", value);
-    puts_(w, b);
+    number(w, key, value, "%.17g");
 }
 
 void json_int(json_writer_t *w, const char *key, int64_t value)

@@ -33,15 +33,19 @@ static const char *const extra_env[] = {"OMPI_MCA_rmaps_base_oversubscribe=1",
 
 int launch_find_mpirun(char *buf, size_t len) { return launch_find_in_path("mpirun", buf, len); }
 
+static size_t count_strings(const char *const *v)
+{
+    size_t n = 0;
+    while (v && v[n])
+        n++;
+    return n;
+}
+
 /* environ without the names in extra_env, then extra_env; NULL-terminated, caller frees
  * the array (not the strings). */
 static char **build_env(void)
 {
-    size_t n = 0, extra = 0;
-    while (environ && environ[n])
-        n++;
-    while (extra_env[extra])
-        extra++;
+    size_t n = count_strings((const char *const *)environ), extra = count_strings(extra_env);
     char **env = calloc(n + extra + 1, sizeof(*env));
     if (!env)
         return NULL;
@@ -78,11 +82,7 @@ int launch_mpirun(unsigned np, const char *program, const char *const *args, uns
                 "openmpi-bin libopenmpi-dev)");
         return -ENOENT;
     }
-    size_t nargs = 0, nflags = 0;
-    while (args && args[nargs])
-        nargs++;
-    while (launch_mpirun_flags[nflags])
-        nflags++;
+    size_t nargs = count_strings(args), nflags = count_strings(launch_mpirun_flags);
     char **argv = calloc(nflags + nargs + 8, sizeof(*argv));
     char **env = build_env();
     if (!argv || !env) {

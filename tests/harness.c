@@ -1,7 +1,7 @@
 /*
  * harness.c - the test runner (see harness.h). Every test runs in its own forked child
- * (launch/) so a crash or a hang fails that test only; SIGALRM bounds it. Output ends with the summary line
- * that CI reads.
+ * (launch/) so a crash or a hang fails that test only; SIGALRM bounds it. Output ends with
+ * the summary line that CI reads.
  */
 #include "harness.h"
 

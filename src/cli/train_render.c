@@ -339,7 +339,8 @@ int train_write_plot(run_t *r)
             snprintf(title, sizeof(title), "%s %s, %s, %u worker%s, %s/%s, B=%zu MB=%zu",
                      glm_mode_name(o->cfg.mode), glm_objective_name(o->cfg.objective),
                      o->data ? o->data : o->synthetic, r->world, r->world == 1 ? "" : "s",
-                     train_backend_name(o), train_protocol_name(o), o->cfg.batch, o->cfg.micro_batch);
+                     train_backend_name(o), train_protocol_name(o), o->cfg.batch,
+                     o->cfg.micro_batch);
             for (char *p = title; *p; p++)
                 if (*p == '"' || *p == '\\')
                     *p = '\'';

@@ -49,8 +49,10 @@ typedef struct worker_ctx {
 static int emit(worker_ctx_t *w, glm_line_t *l)
 {
     l->rank = (int)w->rank;
-    if (w->run)
-        return train_handle_line(w->run, l, (int)w->rank) == 0 || l->type == GLM_LINE_ERROR ? 0 : -1;
+    if (w->run) {
+        int rc = train_handle_line(w->run, l, (int)w->rank);
+        return rc == 0 || l->type == GLM_LINE_ERROR ? 0 : -1;
+    }
     char buf[LINE_MAX_LEN];
     int n = glm_line_format(l, buf, sizeof(buf) - 1);
     if (n < 0)

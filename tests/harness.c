@@ -1,7 +1,7 @@
 /*
- * harness.c - the test runner (see harness.h). Every test runs in its own forked child so a
- * crash or a hang fails that test only; SIGALRM bounds it. Output ends with the summary line
- * that CI reads.
+ * harness.c - the test runner (see harness.h). Every test runs in its own forked child
+ * (launch/) so a crash or a hang fails that test only; SIGALRM bounds it. Output ends with
+ * the summary line that CI reads.
  */
 #include "harness.h"
 
@@ -14,6 +14,8 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "launch/launch.h"
 
 #define MAX_TESTS 512
 #define EXIT_SKIP 77
@@ -85,6 +87,23 @@ static int selected(const char *name, int argc, char **argv, int first)
     return 0;
 }
 
+struct test_run {
+    const struct test_entry *t;
+    unsigned alarm_s;
+};
+
+/* In the test's own process: its own process group (so a timeout can kill the test's helper
+ * processes too), an alarm at its time limit, then the test. */
+static int run_test(void *arg)
+{
+    const struct test_run *r = arg;
+    setpgid(0, 0);
+    alarm(r->alarm_s);
+    r->t->fn();
+    fflush(NULL);
+    return 0;
+}
+
 static double now_s(void)
 {
     struct timespec ts;
@@ -132,20 +151,17 @@ int main(int argc, char **argv)
             printf("%s\n", t->name);
             continue;
         }
-        fflush(stdout);
         double t0 = now_s();
-        pid_t pid = fork();
-        if (pid == 0) {
-            setpgid(0, 0); /* so a timeout can kill the test's helper processes too */
-            alarm((unsigned)(t->timeout_s * scale + 0.5));
-            t->fn();
-            fflush(NULL);
-            _exit(0);
-        }
+        struct test_run run = {t, (unsigned)(t->timeout_s * scale + 0.5)};
+        pid_t pid = launch_fork(run_test, &run, 0);
         int status = 0;
-        while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-            ;
-        kill(-pid, SIGKILL);
+        /* SIGALRM ends the test at its limit; the wait's own deadline is only a backstop. */
+        if (pid > 0) {
+            launch_wait(pid, (int)(run.alarm_s + 10) * 1000, &status);
+            kill(-pid, SIGKILL);
+        } else {
+            status = 1 << 8; /* could not fork: a failure */
+        }
         double dt = now_s() - t0;
         if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
             printf("ok      %-44s %6.2fs\n", t->name, dt);

@@ -16,6 +16,7 @@
 #include "mpi/baseline_mpi.h"
 #include "bench/benchdata.h"
 #include "base/util.h"
+#include "launch/launch.h"
 #include "harness.h"
 
 TEST(benchdata_int32_range_and_determinism, 10)
@@ -98,7 +99,7 @@ TEST(benchdata_float32_range_and_blocks, 10)
 static void require_mpi(void)
 {
     char path[PATH_MAX];
-    if (baseline_mpi_find_mpirun(path, sizeof(path)) != 0)
+    if (launch_find_mpirun(path, sizeof(path)) != 0)
         SKIP("mpirun not installed");
     snprintf(path, sizeof(path), "%s/inagg-mpi-bench", harness_build_dir());
     if (access(path, X_OK) != 0)
@@ -179,7 +180,7 @@ static int run_fake(const char *body, unsigned timeout_s, char *err, size_t errl
 TEST(baseline_mpi_timeout_kills_the_run, 30)
 {
     char path[PATH_MAX];
-    if (baseline_mpi_find_mpirun(path, sizeof(path)) != 0)
+    if (launch_find_mpirun(path, sizeof(path)) != 0)
         SKIP("mpirun not installed");
     char err[512];
     uint64_t t0 = util_now_ns();
@@ -192,7 +193,7 @@ TEST(baseline_mpi_timeout_kills_the_run, 30)
 TEST(baseline_mpi_failure_and_garbage_are_reported, 30)
 {
     char path[PATH_MAX];
-    if (baseline_mpi_find_mpirun(path, sizeof(path)) != 0)
+    if (launch_find_mpirun(path, sizeof(path)) != 0)
         SKIP("mpirun not installed");
     char err[1024];
     CHECK_EQ_INT(run_fake("echo 'rank failed: no memory' >&2; exit 3", 20, err, sizeof(err)),

@@ -13,6 +13,7 @@
 #include "glm/objective.h"
 #include "glm/reference.h"
 #include "harness.h"
+#include "testutil.h"
 
 #define CHECK_NEAR(a, b, tol)                                                                   \
     do {                                                                                        \
@@ -173,7 +174,7 @@ TEST(glm_liblinear_model_parse, 10)
 
 TEST(glm_liblinear_a9a, 60)
 {
-    if (!glm_liblinear_available())
+    if (!liblinear_available())
         SKIP("liblinear-train not on PATH (Debian package liblinear-tools)");
     const char *path = harness_dataset("a9a");
     if (!path)
@@ -182,7 +183,7 @@ TEST(glm_liblinear_a9a, 60)
     size_t n = 0;
     char err[512] = "";
     const double C = 1.0;
-    CHECK_MSG(glm_liblinear_reference(path, C, 1e-4, 30, &w, &n, &objective, err, sizeof(err)) ==
+    CHECK_MSG(liblinear_reference(path, C, 1e-4, 30, &w, &n, &objective, err, sizeof(err)) ==
                   0,
               "%s", err);
     CHECK_EQ_INT(n, 123);
@@ -234,7 +235,7 @@ TEST(glm_liblinear_a9a, 60)
     free(w);
 
     /* A missing data file is an error, not a crash. */
-    CHECK(glm_liblinear_reference("/nonexistent/a9a", C, 1e-4, 10, &w, &n, &objective, err,
+    CHECK(liblinear_reference("/nonexistent/a9a", C, 1e-4, 10, &w, &n, &objective, err,
                                   sizeof(err)) == -1);
     CHECK(w == NULL);
 }

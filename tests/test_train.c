@@ -32,11 +32,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include "mpi/baseline_mpi.h"
 #include "base/util.h"
+#include "launch/launch.h"
 #include "glm/collective.h"
 #include "glm/dataset.h"
 #include "glm/objective.h"
@@ -375,12 +374,12 @@ TEST(train_a9a_logistic_within_1pct_of_liblinear, 240)
     const char *path = harness_dataset("a9a");
     if (!path)
         SKIP("../shared/datasets/a9a is absent");
-    if (!glm_liblinear_available())
+    if (!liblinear_available())
         SKIP("liblinear-train is not installed (apt-get install liblinear-tools)");
     double *wl = NULL, ref = 0;
     size_t nwl = 0;
     char err[512];
-    CHECK_MSG(glm_liblinear_reference(path, 1.0, 1e-4, 60, &wl, &nwl, &ref, err, sizeof(err)) == 0,
+    CHECK_MSG(liblinear_reference(path, 1.0, 1e-4, 60, &wl, &nwl, &ref, err, sizeof(err)) == 0,
               "liblinear: %s", err);
     free(wl);
     CHECK_MSG(fabs(ref - 0.3234) < 0.002, "liblinear's optimum %.6f, expected about 0.3234", ref);
@@ -467,7 +466,7 @@ static int on_mpi_line(const char *line, void *arg)
 TEST(train_mpi_model_parallel_follows_single, 180)
 {
     char mpirun[PATH_MAX], prog[PATH_MAX + 32];
-    if (baseline_mpi_find_mpirun(mpirun, sizeof(mpirun)) != 0)
+    if (launch_find_mpirun(mpirun, sizeof(mpirun)) != 0)
         SKIP("mpirun is not installed");
     snprintf(prog, sizeof(prog), "%s/inagg-mpi-train", harness_build_dir());
     if (access(prog, X_OK) != 0)
@@ -490,10 +489,13 @@ TEST(train_mpi_model_parallel_follows_single, 180)
     const char *args[] = {"--synthetic", SMALL_SPEC, "--seed", seed, "--mode", "model",
                           "--epochs", "3", NULL};
     mpi_lines_t *m = calloc(1, sizeof(*m));
-    struct baseline_mpi_exec_params p = {2, prog, args, 150, on_mpi_line, m};
+    launch_capture_t *cap = calloc(1, sizeof(*cap));
+    CHECK(m && cap);
+    cap->on_line = on_mpi_line;
+    cap->arg = m;
     char err[1024];
-    int code = 0;
-    int rc = baseline_mpi_exec(&p, &code, err, sizeof(err));
+    int rc = launch_mpirun(2, prog, args, 150, cap, err, sizeof(err));
+    free(cap);
     CHECK_MSG(rc == 0 && m->errors == 0, "mpirun: %s %s", err, m->error);
     CHECK_EQ_INT(m->done, 1);
     CHECK_EQ_INT(m->out.nrec, 3);
@@ -521,23 +523,18 @@ static int run_cli(const char *const *args, char *buf, size_t len, int timeout_s
     char bin[PATH_MAX + 16];
     snprintf(bin, sizeof(bin), "%s/inagg", harness_build_dir());
     int p[2];
-    CHECK(pipe(p) == 0);
-    pid_t pid = fork();
-    if (pid == 0) {
-        close(p[0]);
-        dup2(p[1], STDERR_FILENO);
-        int nul = open("/dev/null", O_WRONLY);
-        dup2(nul, STDOUT_FILENO);
-        char *argv[32];
-        size_t a = 0;
-        argv[a++] = bin;
-        for (size_t i = 0; args[i] && a < 31; i++)
-            argv[a++] = (char *)args[i];
-        argv[a] = NULL;
-        execv(bin, argv);
-        _exit(127);
-    }
+    CHECK(pipe2(p, O_CLOEXEC) == 0);
+    char *argv[32];
+    size_t a = 0;
+    argv[a++] = bin;
+    for (size_t i = 0; args[i] && a < 31; i++)
+        argv[a++] = (char *)args[i];
+    argv[a] = NULL;
+    launch_spec_t spec = {argv, NULL, LAUNCH_INHERIT, LAUNCH_DEVNULL, p[1], 0};
+    char err[256];
+    pid_t pid = launch_spawn(&spec, err, sizeof(err));
     close(p[1]);
+    CHECK_MSG(pid > 0, "%s", err);
     size_t got = 0;
     ssize_t n;
     while (got + 1 < len && (n = read(p[0], buf + got, len - 1 - got)) > 0)

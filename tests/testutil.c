@@ -2,15 +2,19 @@
 #include "testutil.h"
 
 #include <errno.h>
+#include <limits.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
+#include "base/errmsg.h"
+#include "glm/reference.h"
 #include "json/json.h"
+#include "launch/launch.h"
 #include "control/ctl.h"
 #include "harness.h"
 #include "transport/udp.h"
@@ -19,17 +23,15 @@ void ts_start(test_switch_t *ts, const switch_config_t *cfg)
 {
     switch_config_t c = *cfg;
     c.listen = "127.0.0.1:0";
-    ts->pid = switch_spawn(&c, &ts->port);
-    CHECK_MSG(ts->pid > 0, "the test switch did not become ready within 10 s");
+    char err[256];
+    ts->pid = launch_switch(&c, &ts->port, err, sizeof(err));
+    CHECK_MSG(ts->pid > 0, "the test switch did not start: %s", err);
     snprintf(ts->addr, sizeof(ts->addr), "127.0.0.1:%u", ts->port);
 }
 
 void ts_stop(test_switch_t *ts)
 {
-    if (ts->pid > 0) {
-        kill(ts->pid, SIGTERM);
-        wait_pid(ts->pid, 10);
-    }
+    launch_stop(ts->pid, SIGTERM, 10000, NULL);
     ts->pid = 0;
 }
 
@@ -58,41 +60,47 @@ double ts_number(const char *text, const char *key)
     return v;
 }
 
+/* launch_ranks' callback around a worker_fn. */
+struct worker_call {
+    worker_fn fn;
+    void *arg;
+};
+
+static int call_worker(uint32_t rank, int fd, void *arg)
+{
+    (void)fd;
+    const struct worker_call *w = arg;
+    return w->fn(rank, w->arg);
+}
+
 void spawn_workers(uint32_t n, worker_fn fn, void *arg, pid_t *pids)
 {
-    fflush(NULL);
-    for (uint32_t r = 0; r < n; r++) {
-        pids[r] = fork();
-        CHECK(pids[r] >= 0);
-        if (pids[r] == 0)
-            _exit(fn(r, arg));
-    }
+    struct worker_call w = {fn, arg};
+    launch_ranks_t g;
+    char err[256];
+    CHECK_MSG(launch_ranks_start(&g, n, call_worker, &w, 0, err, sizeof(err)) == 0, "%s", err);
+    for (uint32_t r = 0; r < n; r++)
+        pids[r] = g.pid[r];
 }
 
 int wait_pid(pid_t pid, int timeout_s)
 {
-    for (int i = 0; i < timeout_s * 100; i++) {
-        int status;
-        pid_t r = waitpid(pid, &status, WNOHANG);
-        if (r == pid)
-            return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-        if (r < 0)
-            return -1;
-        usleep(10000);
-    }
-    kill(pid, SIGKILL);
-    waitpid(pid, NULL, 0);
-    return -1;
+    int status = 0;
+    if (launch_wait(pid, timeout_s * 1000, &status) != 0)
+        return -1;
+    return launch_exit_code(status);
 }
 
 int run_workers(uint32_t n, worker_fn fn, void *arg, int timeout_s)
 {
-    pid_t pids[64];
-    CHECK(n <= 64);
-    spawn_workers(n, fn, arg, pids);
+    struct worker_call w = {fn, arg};
+    launch_ranks_t g;
+    char err[256];
+    CHECK_MSG(launch_ranks_start(&g, n, call_worker, &w, 0, err, sizeof(err)) == 0, "%s", err);
+    launch_ranks_wait(&g, timeout_s * 1000);
     int failed = 0;
     for (uint32_t r = 0; r < n; r++) {
-        int rc = wait_pid(pids[r], timeout_s);
+        int rc = launch_exit_code(g.status[r]);
         if (rc != 0) {
             fprintf(stderr, "    worker %u exited with %d\n", r, rc);
             failed++;
@@ -154,4 +162,104 @@ void lossy_fault_specs(double p, uint64_t seed, char *workers, char *sw, size_t 
              (unsigned long long)seed);
     snprintf(sw, len, "drop=%g,dup=%g,reorder=%g,seed=%llu", p / 2, p / 2, p / 2,
              (unsigned long long)seed + 1);
+}
+
+/* ---- liblinear ---------------------------------------------------------------------------- */
+
+#define LIBLINEAR_TRAIN "liblinear-train"
+
+int liblinear_available(void)
+{
+    char path[PATH_MAX];
+    return launch_find_in_path(LIBLINEAR_TRAIN, path, sizeof(path)) == 0;
+}
+
+static char *read_text_file(const char *path, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        set_err(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        return NULL;
+    }
+    size_t cap = 65536, len = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        size_t n = fread(buf + len, 1, cap - len - 1, f);
+        len += n;
+        if (n == 0)
+            break;
+        if (cap - len - 1 == 0) {
+            char *nb = realloc(buf, cap * 2);
+            if (!nb) {
+                free(buf);
+                buf = NULL;
+                break;
+            }
+            buf = nb;
+            cap *= 2;
+        }
+    }
+    int bad = !buf || ferror(f);
+    fclose(f);
+    if (bad) {
+        free(buf);
+        set_err(err, errlen, "%s: cannot read", path);
+        return NULL;
+    }
+    buf[len] = '\0';
+    return buf;
+}
+
+int liblinear_reference(const char *data_path, double C, double eps, int timeout_s,
+                        double **weights, size_t *n_weights, double *objective, char *err,
+                        size_t errlen)
+{
+    *weights = NULL;
+    *n_weights = 0;
+    *objective = NAN;
+    if (!(C > 0) || !isfinite(C) || !(eps > 0) || !isfinite(eps)) {
+        set_err(err, errlen, "liblinear: C (%g) and eps (%g) must be positive", C, eps);
+        return -1;
+    }
+    glm_dataset_t data;
+    if (glm_load_libsvm(data_path, GLM_LABELS_BINARY, &data, err, errlen) != 0)
+        return -1;
+
+    const char *tmp = getenv("TMPDIR");
+    char dir[1024], model[1100];
+    snprintf(dir, sizeof(dir), "%s/inagg-liblinear-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(dir)) {
+        set_err(err, errlen, "liblinear: cannot create a temp dir %s: %s", dir, strerror(errno));
+        glm_dataset_free(&data);
+        return -1;
+    }
+    snprintf(model, sizeof(model), "%s/model", dir);
+    char c_arg[64], e_arg[64];
+    snprintf(c_arg, sizeof(c_arg), "%.17g", C);
+    snprintf(e_arg, sizeof(e_arg), "%.17g", eps);
+    char prog[PATH_MAX];
+    char *argv[] = {prog, "-s", "0", "-c", c_arg, "-e", e_arg, "-q", (char *)data_path, model,
+                    NULL};
+    launch_spec_t spec = {argv, NULL, LAUNCH_DEVNULL, LAUNCH_DEVNULL, LAUNCH_TO_OUT, 0};
+    int rc = launch_find_in_path(LIBLINEAR_TRAIN, prog, sizeof(prog));
+    if (rc != 0)
+        set_err(err, errlen, "%s: not installed", LIBLINEAR_TRAIN);
+    else
+        rc = launch_run(&spec, (timeout_s > 0 ? timeout_s : 1) * 1000, err, errlen);
+    char *text = NULL;
+    if (rc == 0) {
+        text = read_text_file(model, err, errlen);
+        rc = text ? 0 : -1;
+    }
+    if (rc == 0)
+        rc = glm_liblinear_parse_model(text, model, weights, n_weights, err, errlen);
+    if (rc == 0) {
+        double l2 = 1.0 / (C * (double)data.rows);
+        *objective = glm_objective_of_weights(GLM_OBJ_LOGISTIC, &data, *weights, *n_weights, l2);
+    }
+    free(text);
+    unlink(model);
+    rmdir(dir);
+    glm_dataset_free(&data);
+    return rc;
 }

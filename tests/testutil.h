@@ -52,6 +52,20 @@ void nft_loss_stop(nft_loss_t *n);
  * probability p) into workers, the switch's (p/2 each, the next seed) into sw. */
 void lossy_fault_specs(double p, uint64_t seed, char *workers, char *sw, size_t len);
 
+/* Is liblinear-train (Debian liblinear-tools) an executable on PATH? 1 or 0. */
+int liblinear_available(void);
+
+/* liblinear as the external reference optimum: run `liblinear-train -s 0 -c C -e EPS data
+ * model` (no bias term, matching the trainers) with the model in a temp dir, output to
+ * /dev/null, killed after timeout_s seconds; parse the model file (glm/reference.h) and
+ * return its weights (malloc'd, *n_weights = nr_feature) and their objective in the trainers'
+ * normalisation: mean logistic loss over the data + l2/2 ||w||^2 with l2 = 1/(C * S)
+ * (liblinear minimises C * sum loss + 1/2 ||w||^2, the same problem scaled by C * S). Temp
+ * files are removed. 0, or -1 with the reason in err. */
+int liblinear_reference(const char *data_path, double C, double eps, int timeout_s,
+                        double **weights, size_t *n_weights, double *objective, char *err,
+                        size_t errlen);
+
 /* Anonymous shared memory that forked children can write and the parent read. */
 void *shared_alloc(size_t bytes);
 

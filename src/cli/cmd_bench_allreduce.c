@@ -26,12 +26,14 @@
 #include "mpi/baseline_mpi.h"
 #include "bench/benchdata.h"
 #include "json/json.h"
+#include "launch/launch.h"
 #include "base/log.h"
 #include "base/util.h"
 #include "inagg.h"
 #include "worker/quant.h"
 
 #define MAX_ITERS 1000
+#define WORKER_EXIT_MS 30000 /* a worker that sent its report exits within this */
 
 typedef struct bench_opts {
     uint32_t workers, iters, warmup, packet_elems, window, threads, switch_threads;
@@ -42,6 +44,7 @@ typedef struct bench_opts {
     double loss;
     const char *faults, *switch_addr, *json_path, *baseline;
     uint32_t timeout_ms;
+    char faults_buf[160]; /* the spec --loss stands for */
 } bench_opts_t;
 
 /* What a worker sends back to the parent. */
@@ -285,22 +288,18 @@ done:
     return w == (ssize_t)sizeof(*rep) && rc == INAGG_OK ? 0 : 1;
 }
 
-/* ---- the parent -------------------------------------------------------------------------- */
+/* ---- parse ------------------------------------------------------------------------------ */
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, uint32_t n)
-{
-    qsort(v, n, sizeof(double), cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
+/* The options with their defaults, then argv's. 0, 1 after --help, 2 after a usage error
+ * (its message printed). */
 static int parse_args(int argc, char **argv, bench_opts_t *o)
 {
+    const inagg_options_t def = INAGG_OPTIONS_INIT;
+    *o = (bench_opts_t){.workers = 4, .iters = 10, .warmup = 2, .packet_elems = def.packet_elems,
+                        .window = def.slots, .threads = 1, .switch_threads = 1,
+                        .elems = 4000000, .seed = 1, .dtype_float = 1,
+                        .float_mode = INAGG_FLOAT_FIXED, .baseline = "none",
+                        .timeout_ms = 30000};
     static const struct option longopts[] = {
         {"workers", required_argument, 0, 'n'},      {"elems", required_argument, 0, 'e'},
         {"dtype", required_argument, 0, 'd'},        {"float-mode", required_argument, 0, 'F'},
@@ -358,6 +357,10 @@ static int parse_args(int argc, char **argv, bench_opts_t *o)
                 o->threads, o->window);
         return 2;
     }
+    if (o->protocol == INAGG_PROTO_P4SGD)
+        o->float_mode = INAGG_FLOAT_NATIVE; /* p4sgd carries float32 natively */
+    o->faults = cli_worker_faults(o->faults, o->loss, o->seed, o->faults_buf,
+                                  sizeof(o->faults_buf));
     return 0;
 bad_n:
     fprintf(stderr, "inagg bench allreduce: --workers must be 1..%u\n", INAGG_MAX_WORLD);
@@ -367,178 +370,201 @@ bad_k:
     return 2;
 }
 
-int cmd_bench_allreduce(int argc, char **argv)
+/* ---- run ---------------------------------------------------------------------------------- */
+
+typedef struct bench_result {
+    int verified;
+    uint32_t iters;          /* timed iterations measured (0 when the run failed) */
+    double tat_median, tat_min, tat_max, ate, goodput, worst;
+    inagg_stats_t total;     /* summed over the workers */
+    int have_base;
+    struct baseline_mpi_result base;
+    double speedup;
+} bench_result_t;
+
+typedef struct rank_ctx {
+    const bench_opts_t *o;
+    const char *addr, *job;
+} rank_ctx_t;
+
+static int rank_main(uint32_t rank, int fd, void *arg)
 {
-    const inagg_options_t def = INAGG_OPTIONS_INIT;
-    bench_opts_t o = {.workers = 4, .iters = 10, .warmup = 2, .packet_elems = def.packet_elems,
-                      .window = def.slots, .threads = 1, .switch_threads = 1, .elems = 4000000,
-                      .seed = 1, .dtype_float = 1, .float_mode = INAGG_FLOAT_FIXED,
-                      .baseline = "none", .timeout_ms = 30000};
-    int prc = parse_args(argc, argv, &o);
-    if (prc)
-        return prc == 1 ? 0 : prc;
-    if (o.protocol == INAGG_PROTO_P4SGD)
-        o.float_mode = INAGG_FLOAT_NATIVE; /* p4sgd carries float32 natively */
-    char faults[160];
-    o.faults = cli_worker_faults(o.faults, o.loss, o.seed, faults, sizeof(faults));
-    signal(SIGPIPE, SIG_IGN);
-    FILE *table = (o.json_path && strcmp(o.json_path, "-") == 0) ? stderr : stdout;
+    const rank_ctx_t *c = arg;
+    return worker_main(c->o, rank, c->addr, c->job, fd);
+}
 
-    char addr[128], job[64];
-    pid_t switch_pid = cli_switch_begin("inagg bench allreduce", o.switch_addr, o.switch_threads,
-                                        o.timeout_ms, addr, sizeof(addr));
-    if (switch_pid < 0)
-        return 1;
-    snprintf(job, sizeof(job), "bench-%d-%llu", (int)getpid(),
-             (unsigned long long)(util_now_ns() % 1000000));
-    fflush(NULL);
-
-    pid_t pids[INAGG_MAX_WORLD];
-    int fds[INAGG_MAX_WORLD];
-    for (uint32_t r = 0; r < o.workers; r++) {
-        int p[2];
-        if (pipe(p) != 0) {
-            perror("pipe");
-            return 1;
-        }
-        pids[r] = fork();
-        if (pids[r] == 0) {
-            close(p[0]);
-            _exit(worker_main(&o, r, addr, job, p[1]));
-        }
-        close(p[1]);
-        fds[r] = p[0];
+/* The workers against the switch at addr: their reports into reps. 0, or -1 when a worker
+ * ended without one (said on stderr). */
+static int run_workers(const bench_opts_t *o, const char *addr, worker_report_t *reps)
+{
+    char job[64], err[256];
+    rank_ctx_t ctx = {o, addr, cli_job_name("bench", job, sizeof(job))};
+    launch_ranks_t g;
+    if (launch_ranks_start(&g, o->workers, rank_main, &ctx, LAUNCH_PIPE, err, sizeof(err)) != 0) {
+        fprintf(stderr, "inagg bench allreduce: %s\n", err);
+        return -1;
     }
-    worker_report_t *reps = calloc(o.workers, sizeof(worker_report_t));
-    int ok = reps != NULL;
-    for (uint32_t r = 0; r < o.workers; r++) {
-        size_t got = 0;
-        while (reps && got < sizeof(worker_report_t)) {
-            ssize_t n = read(fds[r], (char *)&reps[r] + got, sizeof(worker_report_t) - got);
-            if (n <= 0)
-                break;
-            got += (size_t)n;
-        }
-        close(fds[r]);
-        int status = 0;
-        waitpid(pids[r], &status, 0);
-        if (!reps || got != sizeof(worker_report_t)) {
+    int ok = 1;
+    for (uint32_t r = 0; r < o->workers; r++) {
+        int got = cli_read_full(g.fd[r], &reps[r], sizeof(worker_report_t)) == 0;
+        launch_ranks_wait_one(&g, r, WORKER_EXIT_MS);
+        if (!got) {
+            int st = g.status[r];
             fprintf(stderr, "inagg bench allreduce: worker %u died without a report (%s %d)\n",
-                    r, WIFSIGNALED(status) ? "signal" : "exit",
-                    WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+                    r, WIFSIGNALED(st) ? "signal" : "exit",
+                    WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
             ok = 0;
         }
     }
-    cli_switch_end(switch_pid);
-    if (!ok) {
-        free(reps);
-        return 1;
-    }
+    return ok ? 0 : -1;
+}
 
-    int verified = 1;
-    double tat[MAX_ITERS], worst = 0;
-    inagg_stats_t total = {0};
-    for (uint32_t r = 0; r < o.workers; r++) {
+/* Switch, workers, the slowest rank's TAT per iteration, the MPI baseline. 0, or -1 when the
+ * run could not be measured at all. */
+static int run(const bench_opts_t *o, bench_result_t *res)
+{
+    memset(res, 0, sizeof(*res));
+    res->speedup = NAN;
+    char addr[128];
+    pid_t switch_pid = cli_switch_begin("inagg bench allreduce", o->switch_addr,
+                                        o->switch_threads, o->timeout_ms, addr, sizeof(addr));
+    if (switch_pid < 0)
+        return -1;
+    worker_report_t *reps = calloc(o->workers, sizeof(worker_report_t));
+    int rc = reps ? run_workers(o, addr, reps) : -1;
+    cli_switch_end(switch_pid);
+    if (rc != 0) {
+        free(reps);
+        return -1;
+    }
+    res->verified = 1;
+    for (uint32_t r = 0; r < o->workers; r++) {
         if (!reps[r].verified || reps[r].rc != INAGG_OK) {
-            verified = 0;
+            res->verified = 0;
             fprintf(stderr, "inagg bench allreduce: %s\n", reps[r].error);
         }
-        if (reps[r].max_err > worst)
-            worst = reps[r].max_err;
-        total.packets_sent += reps[r].stats.packets_sent;
-        total.retransmissions += reps[r].stats.retransmissions;
-        total.duplicates_ignored += reps[r].stats.duplicates_ignored;
-        total.bytes_sent += reps[r].stats.bytes_sent;
+        if (reps[r].max_err > res->worst)
+            res->worst = reps[r].max_err;
+        res->total.packets_sent += reps[r].stats.packets_sent;
+        res->total.retransmissions += reps[r].stats.retransmissions;
+        res->total.duplicates_ignored += reps[r].stats.duplicates_ignored;
+        res->total.bytes_sent += reps[r].stats.bytes_sent;
     }
-    uint32_t iters = verified ? o.iters : 0;
-    for (uint32_t i = 0; i < iters; i++) {
+    double tat[MAX_ITERS];
+    res->iters = res->verified ? o->iters : 0;
+    for (uint32_t i = 0; i < res->iters; i++) {
         tat[i] = 0;
-        for (uint32_t r = 0; r < o.workers; r++)
+        for (uint32_t r = 0; r < o->workers; r++)
             if (reps[r].tat_ms[i] > tat[i])
                 tat[i] = reps[r].tat_ms[i];
     }
-    double med = iters ? median(tat, iters) : NAN, tmin = iters ? tat[0] : NAN,
-           tmax = iters ? tat[iters - 1] : NAN;
-    double ate = (double)o.elems / (med / 1e3);
-    double goodput = (double)o.elems * 4 * 8 / (med / 1e3) / 1e9;
     free(reps);
+    uint32_t n = res->iters;
+    res->tat_median = n ? cli_median(tat, n) : NAN;
+    res->tat_min = n ? tat[0] : NAN;
+    res->tat_max = n ? tat[n - 1] : NAN;
+    res->ate = (double)o->elems / (res->tat_median / 1e3);
+    res->goodput = (double)o->elems * 4 * 8 / (res->tat_median / 1e3) / 1e9;
 
-    struct baseline_mpi_result base = {0};
-    int have_base = 0;
-    if (strcmp(o.baseline, "mpi") == 0) {
-        struct baseline_mpi_params bp = {.workers = o.workers, .elems = o.elems,
-                                         .dtype_float = o.dtype_float, .iters = o.iters,
-                                         .warmup = o.warmup, .seed = o.seed};
+    if (strcmp(o->baseline, "mpi") == 0) {
+        struct baseline_mpi_params bp = {.workers = o->workers, .elems = o->elems,
+                                         .dtype_float = o->dtype_float, .iters = o->iters,
+                                         .warmup = o->warmup, .seed = o->seed};
         char err[512];
-        if (baseline_mpi_run(&bp, &base, err, sizeof(err)) != 0) {
+        if (baseline_mpi_run(&bp, &res->base, err, sizeof(err)) != 0) {
             fprintf(stderr, "inagg bench allreduce: MPI baseline failed: %s\n", err);
-            verified = 0;
+            res->verified = 0;
         } else {
-            have_base = 1;
-            if (!base.verified) {
+            res->have_base = 1;
+            if (!res->base.verified) {
                 fprintf(stderr, "inagg bench allreduce: MPI baseline's result did not verify\n");
-                verified = 0;
+                res->verified = 0;
             }
         }
     }
-    double speedup = have_base ? base.tat_median_ms / med : NAN;
+    if (res->have_base)
+        res->speedup = res->base.tat_median_ms / res->tat_median;
+    return 0;
+}
 
+/* ---- render --------------------------------------------------------------------------------- */
+
+static void render_text(FILE *table, const bench_opts_t *o, const bench_result_t *r)
+{
     fprintf(table, "inagg allreduce: %u workers, %llu %s elements%s, %u elems/packet, window "
-            "%u, %s\n", o.workers, (unsigned long long)o.elems,
-            o.dtype_float ? "float32" : "int32",
-            o.dtype_float ? (o.float_mode == INAGG_FLOAT_FIXED ? " (fixed point)" : " (native)")
-                          : "", o.packet_elems, o.window, o.faults ? o.faults : "no loss");
-    fprintf(table, "  verified       %s\n", verified ? "yes" : "NO");
-    if (o.dtype_float && verified)
-        fprintf(table, "  worst error    %.3f of the allowed bound\n", worst);
+            "%u, %s\n", o->workers, (unsigned long long)o->elems,
+            o->dtype_float ? "float32" : "int32",
+            o->dtype_float ? (o->float_mode == INAGG_FLOAT_FIXED ? " (fixed point)" : " (native)")
+                           : "", o->packet_elems, o->window, o->faults ? o->faults : "no loss");
+    fprintf(table, "  verified       %s\n", r->verified ? "yes" : "NO");
+    if (o->dtype_float && r->verified)
+        fprintf(table, "  worst error    %.3f of the allowed bound\n", r->worst);
     fprintf(table, "  TAT            median %.3f ms  min %.3f ms  max %.3f ms (%u iterations)\n",
-            med, tmin, tmax, iters);
-    fprintf(table, "  ATE/s          %.4g elements/s\n", ate);
-    fprintf(table, "  goodput        %.3f Gbit/s per worker\n", goodput);
+            r->tat_median, r->tat_min, r->tat_max, r->iters);
+    fprintf(table, "  ATE/s          %.4g elements/s\n", r->ate);
+    fprintf(table, "  goodput        %.3f Gbit/s per worker\n", r->goodput);
     fprintf(table, "  packets        %llu sent, %llu retransmitted, %llu duplicate results\n",
-            (unsigned long long)total.packets_sent, (unsigned long long)total.retransmissions,
-            (unsigned long long)total.duplicates_ignored);
-    if (have_base)
+            (unsigned long long)r->total.packets_sent,
+            (unsigned long long)r->total.retransmissions,
+            (unsigned long long)r->total.duplicates_ignored);
+    if (r->have_base)
         fprintf(table, "  MPI_Allreduce  median %.3f ms  ATE/s %.4g  -> speedup %.2fx\n",
-                base.tat_median_ms, base.ate_per_s, speedup);
+                r->base.tat_median_ms, r->base.ate_per_s, r->speedup);
+}
 
-    if (o.json_path) {
-        json_writer_t w;
-        json_init(&w);
-        json_begin_object(&w, NULL);
-        json_int(&w, "workers", o.workers);
-        json_int(&w, "elems", (int64_t)o.elems);
-        json_string(&w, "dtype", o.dtype_float ? "float32" : "int32");
-        json_string(&w, "float_mode", o.float_mode == INAGG_FLOAT_FIXED ? "fixed" : "native");
-        json_string(&w, "protocol", o.protocol == INAGG_PROTO_P4SGD ? "p4sgd" : "switchml");
-        json_int(&w, "packet_elems", o.packet_elems);
-        json_int(&w, "window", o.window);
-        json_number(&w, "loss", o.loss);
-        json_bool(&w, "verified", verified);
+/* The --json object. 0, or -1 when it could not be written. */
+static int render_json(const bench_opts_t *o, const bench_result_t *r)
+{
+    json_writer_t w;
+    json_init(&w);
+    json_begin_object(&w, NULL);
+    json_int(&w, "workers", o->workers);
+    json_int(&w, "elems", (int64_t)o->elems);
+    json_string(&w, "dtype", o->dtype_float ? "float32" : "int32");
+    json_string(&w, "float_mode", o->float_mode == INAGG_FLOAT_FIXED ? "fixed" : "native");
+    json_string(&w, "protocol", o->protocol == INAGG_PROTO_P4SGD ? "p4sgd" : "switchml");
+    json_int(&w, "packet_elems", o->packet_elems);
+    json_int(&w, "window", o->window);
+    json_number(&w, "loss", o->loss);
+    json_bool(&w, "verified", r->verified);
+    json_begin_object(&w, "tat_ms");
+    json_number(&w, "median", r->tat_median);
+    json_number(&w, "min", r->tat_min);
+    json_number(&w, "max", r->tat_max);
+    json_end_object(&w);
+    json_number(&w, "ate_per_s", r->ate);
+    json_number(&w, "goodput_gbps", r->goodput);
+    json_int(&w, "packets", (int64_t)r->total.packets_sent);
+    json_int(&w, "retransmissions", (int64_t)r->total.retransmissions);
+    json_int(&w, "duplicate_results", (int64_t)r->total.duplicates_ignored);
+    if (r->have_base) {
+        json_begin_object(&w, "baseline");
+        json_string(&w, "name", "mpi");
         json_begin_object(&w, "tat_ms");
-        json_number(&w, "median", med);
-        json_number(&w, "min", tmin);
-        json_number(&w, "max", tmax);
+        json_number(&w, "median", r->base.tat_median_ms);
         json_end_object(&w);
-        json_number(&w, "ate_per_s", ate);
-        json_number(&w, "goodput_gbps", goodput);
-        json_int(&w, "packets", (int64_t)total.packets_sent);
-        json_int(&w, "retransmissions", (int64_t)total.retransmissions);
-        json_int(&w, "duplicate_results", (int64_t)total.duplicates_ignored);
-        if (have_base) {
-            json_begin_object(&w, "baseline");
-            json_string(&w, "name", "mpi");
-            json_begin_object(&w, "tat_ms");
-            json_number(&w, "median", base.tat_median_ms);
-            json_end_object(&w);
-            json_number(&w, "ate_per_s", base.ate_per_s);
-            json_bool(&w, "verified", base.verified);
-            json_end_object(&w);
-            json_number(&w, "speedup", speedup);
-        }
+        json_number(&w, "ate_per_s", r->base.ate_per_s);
+        json_bool(&w, "verified", r->base.verified);
         json_end_object(&w);
-        if (cli_emit_json(&w, o.json_path, "inagg bench allreduce") != 0)
-            verified = 0;
+        json_number(&w, "speedup", r->speedup);
     }
-    return verified ? 0 : 1;
+    json_end_object(&w);
+    return cli_emit_json(&w, o->json_path, "inagg bench allreduce");
+}
+
+int cmd_bench_allreduce(int argc, char **argv)
+{
+    bench_opts_t o;
+    int prc = parse_args(argc, argv, &o);
+    if (prc)
+        return prc == 1 ? 0 : prc;
+    signal(SIGPIPE, SIG_IGN);
+    bench_result_t res;
+    if (run(&o, &res) != 0)
+        return 1;
+    render_text(o.json_path && strcmp(o.json_path, "-") == 0 ? stderr : stdout, &o, &res);
+    int ok = res.verified;
+    if (o.json_path && render_json(&o, &res) != 0)
+        ok = 0;
+    return ok ? 0 : 1;
 }

@@ -25,11 +25,13 @@
 #include "mpi/baseline_mpi.h"
 #include "bench/benchdata.h"
 #include "json/json.h"
+#include "launch/launch.h"
 #include "base/util.h"
 #include "inagg.h"
 
 #define LAT_MAX_ITERS 1000000u
 #define LAT_MAX_ELEMS 1024u
+#define WORKER_EXIT_MS 30000 /* a worker that sent its report exits within this */
 
 typedef struct lat_opts {
     uint32_t workers, elems, iters, warmup, slots, timeout_ms;
@@ -38,6 +40,7 @@ typedef struct lat_opts {
     double loss;
     uint64_t seed;
     const char *faults, *switch_addr, *json_path, *baseline;
+    char faults_buf[160]; /* the spec --loss stands for */
 } lat_opts_t;
 
 /* What a worker sends back before its `iters` latencies (doubles, microseconds). */
@@ -87,6 +90,11 @@ static void usage(FILE *out)
             "example:\n"
             "  inagg bench latency --workers 4 --baseline mpi --json -\n",
             LAT_MAX_ELEMS);
+}
+
+static const char *proto_name(const lat_opts_t *o)
+{
+    return o->protocol == INAGG_PROTO_P4SGD ? "p4sgd" : "switchml";
 }
 
 static int parse_u64(const char *flag, const char *v, uint64_t lo, uint64_t hi, uint64_t *out)
@@ -208,38 +216,15 @@ done:
     return ok && rc == INAGG_OK && rep.verified ? 0 : 1;
 }
 
-/* ---- the parent -------------------------------------------------------------------------- */
+/* ---- parse ------------------------------------------------------------------------------ */
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* Nearest-rank percentile of sorted v[n]. */
-static double percentile(const double *v, uint32_t n, double p)
-{
-    if (n == 0)
-        return NAN;
-    double rank = ceil(p * n);
-    uint32_t i = rank < 1 ? 0 : (uint32_t)rank - 1;
-    return v[i < n ? i : n - 1];
-}
-
-static int read_full(int fd, void *buf, size_t len)
-{
-    size_t got = 0;
-    while (got < len) {
-        ssize_t n = read(fd, (char *)buf + got, len - got);
-        if (n <= 0)
-            return -1;
-        got += (size_t)n;
-    }
-    return 0;
-}
-
+/* The options with their defaults, then argv's. 0, 1 after --help, 2 after a usage error
+ * (its message printed). */
 static int parse_args(int argc, char **argv, lat_opts_t *o)
 {
+    *o = (lat_opts_t){.workers = 4, .elems = 8, .iters = 5000, .warmup = 200, .slots = 16,
+                      .timeout_ms = 30000, .dtype_float = 1, .protocol = INAGG_PROTO_P4SGD,
+                      .seed = 1, .baseline = "none"};
     static const struct option longopts[] = {
         {"workers", required_argument, 0, 'n'},   {"elems", required_argument, 0, 'e'},
         {"dtype", required_argument, 0, 'd'},     {"iters", required_argument, 0, 'k'},
@@ -278,73 +263,65 @@ static int parse_args(int argc, char **argv, lat_opts_t *o)
     }
     if (cli_no_extra_args("inagg bench latency", argc, argv, optind))
         return 2;
+    o->faults = cli_worker_faults(o->faults, o->loss, o->seed, o->faults_buf,
+                                  sizeof(o->faults_buf));
     return 0;
 }
 
-int cmd_bench_latency(int argc, char **argv)
+/* ---- run ---------------------------------------------------------------------------------- */
+
+typedef struct lat_result {
+    int verified;
+    uint32_t n;               /* operations measured (0 when the run failed) */
+    double p50, p99, p999, mean;
+    inagg_stats_t total;      /* summed over the workers */
+    int have_base;
+    struct baseline_mpi_result base;
+    double speedup;
+} lat_result_t;
+
+typedef struct rank_ctx {
+    const lat_opts_t *o;
+    const char *addr, *job;
+} rank_ctx_t;
+
+static int rank_main(uint32_t rank, int fd, void *arg)
 {
-    lat_opts_t o = {.workers = 4, .elems = 8, .iters = 5000, .warmup = 200, .slots = 16,
-                    .timeout_ms = 30000, .dtype_float = 1, .protocol = INAGG_PROTO_P4SGD,
-                    .seed = 1, .baseline = "none"};
-    int prc = parse_args(argc, argv, &o);
-    if (prc)
-        return prc == 1 ? 0 : prc;
-    char faults[160];
-    o.faults = cli_worker_faults(o.faults, o.loss, o.seed, faults, sizeof(faults));
-    signal(SIGPIPE, SIG_IGN);
-    FILE *table = (o.json_path && strcmp(o.json_path, "-") == 0) ? stderr : stdout;
-    const char *proto = o.protocol == INAGG_PROTO_P4SGD ? "p4sgd" : "switchml";
+    const rank_ctx_t *c = arg;
+    return worker_main(c->o, rank, c->addr, c->job, fd);
+}
 
-    char addr[128], job[64];
-    pid_t switch_pid = cli_switch_begin("inagg bench latency", o.switch_addr, 1, o.timeout_ms,
-                                        addr, sizeof(addr));
-    if (switch_pid < 0)
-        return 1;
-    snprintf(job, sizeof(job), "latency-%d-%llu", (int)getpid(),
-             (unsigned long long)(util_now_ns() % 1000000));
-    fprintf(stderr, "inagg bench latency: %u workers, %u %s elements, %s, %u operations...\n",
-            o.workers, o.elems, o.dtype_float ? "float32" : "int32", proto, o.iters);
-    fflush(NULL);
-
-    pid_t pids[INAGG_MAX_WORLD];
-    int fds[INAGG_MAX_WORLD];
-    for (uint32_t r = 0; r < o.workers; r++) {
-        int p[2];
-        if (pipe(p) != 0) {
-            perror("inagg bench latency: pipe");
-            return 1;
-        }
-        pids[r] = fork();
-        if (pids[r] == 0) {
-            close(p[0]);
-            _exit(worker_main(&o, r, addr, job, p[1]));
-        }
-        close(p[1]);
-        fds[r] = p[0];
+/* The workers against the switch at addr; the slowest rank's latency of each operation into
+ * slowest[iters] (zeroed by the caller). 1 if every report came and verified, else 0. */
+static int run_workers(const lat_opts_t *o, const char *addr, double *slowest, double *mine,
+                       inagg_stats_t *total)
+{
+    char job[64], err[256];
+    rank_ctx_t ctx = {o, addr, cli_job_name("latency", job, sizeof(job))};
+    launch_ranks_t g;
+    if (launch_ranks_start(&g, o->workers, rank_main, &ctx, LAUNCH_PIPE, err, sizeof(err)) != 0) {
+        fprintf(stderr, "inagg bench latency: %s\n", err);
+        return 0;
     }
-    double *slowest = calloc(o.iters, sizeof(double));
-    double *mine = calloc(o.iters, sizeof(double));
-    int verified = slowest && mine;
-    inagg_stats_t total = {0};
-    for (uint32_t r = 0; r < o.workers; r++) {
+    int verified = 1;
+    for (uint32_t r = 0; r < o->workers; r++) {
         lat_report_t rep;
-        int got = read_full(fds[r], &rep, sizeof(rep)) == 0;
-        if (got && slowest && rep.iters == o.iters &&
-            read_full(fds[r], mine, o.iters * sizeof(double)) == 0) {
-            for (uint32_t i = 0; i < o.iters; i++)
+        int got = cli_read_full(g.fd[r], &rep, sizeof(rep)) == 0;
+        if (got && rep.iters == o->iters &&
+            cli_read_full(g.fd[r], mine, o->iters * sizeof(double)) == 0) {
+            for (uint32_t i = 0; i < o->iters; i++)
                 if (mine[i] > slowest[i])
                     slowest[i] = mine[i];
         } else if (got && rep.verified) {
             verified = 0;
             fprintf(stderr, "inagg bench latency: rank %u sent a short report\n", r);
         }
-        close(fds[r]);
-        int status = 0;
-        waitpid(pids[r], &status, 0);
+        launch_ranks_wait_one(&g, r, WORKER_EXIT_MS);
         if (!got) {
+            int st = g.status[r];
             fprintf(stderr, "inagg bench latency: worker %u died without a report (%s %d)\n", r,
-                    WIFSIGNALED(status) ? "signal" : "exit",
-                    WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+                    WIFSIGNALED(st) ? "signal" : "exit",
+                    WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
             verified = 0;
             continue;
         }
@@ -352,90 +329,134 @@ int cmd_bench_latency(int argc, char **argv)
             verified = 0;
             fprintf(stderr, "inagg bench latency: %s\n", rep.error);
         }
-        total.packets_sent += rep.stats.packets_sent;
-        total.retransmissions += rep.stats.retransmissions;
+        total->packets_sent += rep.stats.packets_sent;
+        total->retransmissions += rep.stats.retransmissions;
     }
+    return verified;
+}
+
+/* Switch, workers, percentiles, the MPI baseline. 0, or -1 when nothing could be run. */
+static int run(const lat_opts_t *o, lat_result_t *res)
+{
+    memset(res, 0, sizeof(*res));
+    res->speedup = NAN;
+    char addr[128];
+    pid_t switch_pid = cli_switch_begin("inagg bench latency", o->switch_addr, 1, o->timeout_ms,
+                                        addr, sizeof(addr));
+    if (switch_pid < 0)
+        return -1;
+    fprintf(stderr, "inagg bench latency: %u workers, %u %s elements, %s, %u operations...\n",
+            o->workers, o->elems, o->dtype_float ? "float32" : "int32", proto_name(o),
+            o->iters);
+    double *slowest = calloc(o->iters, sizeof(double));
+    double *mine = calloc(o->iters, sizeof(double));
+    res->verified = slowest && mine && run_workers(o, addr, slowest, mine, &res->total);
     free(mine);
     cli_switch_end(switch_pid);
-    uint32_t n = verified ? o.iters : 0;
-    double mean = 0;
+    uint32_t n = res->verified ? o->iters : 0;
     if (n) {
         for (uint32_t i = 0; i < n; i++)
-            mean += slowest[i];
-        mean /= n;
-        qsort(slowest, n, sizeof(double), cmp_double);
+            res->mean += slowest[i];
+        res->mean /= n;
+        cli_sort(slowest, n);
     }
-    double p50 = percentile(slowest, n, 0.50), p99 = percentile(slowest, n, 0.99),
-           p999 = percentile(slowest, n, 0.999);
+    res->n = n;
+    res->p50 = cli_percentile(slowest, n, 0.50);
+    res->p99 = cli_percentile(slowest, n, 0.99);
+    res->p999 = cli_percentile(slowest, n, 0.999);
     free(slowest);
 
-    struct baseline_mpi_result base = {0};
-    int have_base = 0;
-    if (strcmp(o.baseline, "mpi") == 0) {
+    if (strcmp(o->baseline, "mpi") == 0) {
         fprintf(stderr, "inagg bench latency: running the MPI baseline...\n");
-        struct baseline_mpi_params bp = {.workers = o.workers, .elems = o.elems,
-                                         .dtype_float = o.dtype_float, .iters = o.iters,
-                                         .warmup = o.warmup, .latency_mode = 1,
-                                         .seed = o.seed};
+        struct baseline_mpi_params bp = {.workers = o->workers, .elems = o->elems,
+                                         .dtype_float = o->dtype_float, .iters = o->iters,
+                                         .warmup = o->warmup, .latency_mode = 1,
+                                         .seed = o->seed};
         char err[512];
-        if (baseline_mpi_run(&bp, &base, err, sizeof(err)) != 0) {
+        if (baseline_mpi_run(&bp, &res->base, err, sizeof(err)) != 0) {
             fprintf(stderr, "inagg bench latency: MPI baseline failed: %s\n", err);
-            verified = 0;
-        } else if (!base.verified) {
+            res->verified = 0;
+        } else if (!res->base.verified) {
             fprintf(stderr, "inagg bench latency: MPI baseline's results did not verify\n");
-            verified = 0;
+            res->verified = 0;
         } else {
-            have_base = 1;
+            res->have_base = 1;
         }
     }
-    double speedup = have_base ? base.lat_p50_us / p50 : NAN;
+    if (res->have_base)
+        res->speedup = res->base.lat_p50_us / res->p50;
+    return 0;
+}
 
+/* ---- render --------------------------------------------------------------------------------- */
+
+static void render_text(FILE *table, const lat_opts_t *o, const lat_result_t *r)
+{
     fprintf(table, "inagg allreduce latency: %u workers, %u %s elements, protocol %s, %s\n",
-            o.workers, o.elems, o.dtype_float ? "float32" : "int32", proto,
-            o.faults ? o.faults : "no loss");
-    fprintf(table, "  verified       %s (%u operations)\n", verified ? "yes" : "NO", n);
+            o->workers, o->elems, o->dtype_float ? "float32" : "int32", proto_name(o),
+            o->faults ? o->faults : "no loss");
+    fprintf(table, "  verified       %s (%u operations)\n", r->verified ? "yes" : "NO", r->n);
     fprintf(table, "  latency        p50 %.1f us  p99 %.1f us  p99.9 %.1f us  mean %.1f us\n",
-            p50, p99, p999, mean);
+            r->p50, r->p99, r->p999, r->mean);
     fprintf(table, "  packets        %llu sent, %llu retransmitted\n",
-            (unsigned long long)total.packets_sent, (unsigned long long)total.retransmissions);
-    if (have_base)
+            (unsigned long long)r->total.packets_sent,
+            (unsigned long long)r->total.retransmissions);
+    if (r->have_base)
         fprintf(table, "  MPI_Allreduce  p50 %.1f us  p99 %.1f us  p99.9 %.1f us  -> speedup "
-                "(p50) %.2fx\n", base.lat_p50_us, base.lat_p99_us, base.lat_p999_us, speedup);
+                "(p50) %.2fx\n", r->base.lat_p50_us, r->base.lat_p99_us, r->base.lat_p999_us,
+                r->speedup);
+}
 
-    if (o.json_path) {
-        json_writer_t w;
-        json_init(&w);
-        json_begin_object(&w, NULL);
-        json_int(&w, "workers", o.workers);
-        json_int(&w, "elems", o.elems);
-        json_string(&w, "dtype", o.dtype_float ? "float32" : "int32");
-        json_string(&w, "protocol", proto);
-        json_int(&w, "iters", o.iters);
-        json_number(&w, "loss", o.loss);
-        json_bool(&w, "verified", verified);
+/* The --json object. 0, or -1 when it could not be written. */
+static int render_json(const lat_opts_t *o, const lat_result_t *r)
+{
+    json_writer_t w;
+    json_init(&w);
+    json_begin_object(&w, NULL);
+    json_int(&w, "workers", o->workers);
+    json_int(&w, "elems", o->elems);
+    json_string(&w, "dtype", o->dtype_float ? "float32" : "int32");
+    json_string(&w, "protocol", proto_name(o));
+    json_int(&w, "iters", o->iters);
+    json_number(&w, "loss", o->loss);
+    json_bool(&w, "verified", r->verified);
+    json_begin_object(&w, "latency_us");
+    json_number(&w, "p50", r->p50);
+    json_number(&w, "p99", r->p99);
+    json_number(&w, "p999", r->p999);
+    json_number(&w, "mean", r->mean);
+    json_end_object(&w);
+    json_int(&w, "packets", (int64_t)r->total.packets_sent);
+    json_int(&w, "retransmissions", (int64_t)r->total.retransmissions);
+    if (r->have_base) {
+        json_begin_object(&w, "baseline");
+        json_string(&w, "name", "mpi");
         json_begin_object(&w, "latency_us");
-        json_number(&w, "p50", p50);
-        json_number(&w, "p99", p99);
-        json_number(&w, "p999", p999);
-        json_number(&w, "mean", mean);
+        json_number(&w, "p50", r->base.lat_p50_us);
+        json_number(&w, "p99", r->base.lat_p99_us);
+        json_number(&w, "p999", r->base.lat_p999_us);
         json_end_object(&w);
-        json_int(&w, "packets", (int64_t)total.packets_sent);
-        json_int(&w, "retransmissions", (int64_t)total.retransmissions);
-        if (have_base) {
-            json_begin_object(&w, "baseline");
-            json_string(&w, "name", "mpi");
-            json_begin_object(&w, "latency_us");
-            json_number(&w, "p50", base.lat_p50_us);
-            json_number(&w, "p99", base.lat_p99_us);
-            json_number(&w, "p999", base.lat_p999_us);
-            json_end_object(&w);
-            json_bool(&w, "verified", base.verified);
-            json_end_object(&w);
-            json_number(&w, "speedup_p50", speedup);
-        }
+        json_bool(&w, "verified", r->base.verified);
         json_end_object(&w);
-        if (cli_emit_json(&w, o.json_path, "inagg bench latency") != 0)
-            verified = 0;
+        json_number(&w, "speedup_p50", r->speedup);
     }
-    return verified ? 0 : 1;
+    json_end_object(&w);
+    return cli_emit_json(&w, o->json_path, "inagg bench latency");
+}
+
+int cmd_bench_latency(int argc, char **argv)
+{
+    lat_opts_t o;
+    int prc = parse_args(argc, argv, &o);
+    if (prc)
+        return prc == 1 ? 0 : prc;
+    signal(SIGPIPE, SIG_IGN);
+    lat_result_t res;
+    if (run(&o, &res) != 0)
+        return 1;
+    render_text(o.json_path && strcmp(o.json_path, "-") == 0 ? stderr : stdout, &o, &res);
+    int ok = res.verified;
+    if (o.json_path && render_json(&o, &res) != 0)
+        ok = 0;
+    return ok ? 0 : 1;
 }

@@ -26,6 +26,7 @@
  * optimizers are element-wise). max_rel_err = max |p - p_ref| / max |p_ref|.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
 #include <math.h>
@@ -35,18 +36,19 @@
 #include <string.h>
 #include <poll.h>
 #include <sys/mman.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "cli/commands.h"
 #include "cli/output.h"
 #include "bench/benchdata.h"
 #include "json/json.h"
+#include "launch/launch.h"
 #include "kernels/optim.h"
 #include "base/util.h"
 #include "inagg.h"
 
 #define OPTB_MAX_SAMPLE 200000u
+#define REFERENCE_TIMEOUT_MS 600000 /* a reference run, or the torch probe */
 
 enum optb_run { RUN_IN_SWITCH = 0, RUN_LOCAL, RUN_SUM_ONLY, RUN_TORCH, RUN_COUNT };
 static const char *const run_names[RUN_COUNT] = {"in-switch", "allreduce+local", "sum-only",
@@ -59,6 +61,7 @@ typedef struct optb_opts {
     inagg_protocol_t protocol;
     double loss;
     const char *faults, *switch_addr, *json_path, *baseline;
+    char faults_buf[160]; /* the spec --loss stands for */
 } optb_opts_t;
 
 /* Shared with the workers (MAP_SHARED): timings and rank 0's sampled parameters. */
@@ -135,26 +138,28 @@ typedef struct torch_helper {
     size_t bytes;
 } torch_helper_t;
 
+/* tools/NAME beside the build directory of this binary; 0 if readable. */
 static int find_tool(const char *name, char *buf, size_t len)
 {
-    char exe[PATH_MAX - 64];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-    if (n <= 0)
+    char rel[128];
+    snprintf(rel, sizeof(rel), "../tools/%s", name);
+    if (launch_beside_self(rel, buf, len) != 0)
         return -1;
-    exe[n] = '\0';
-    char *slash = strrchr(exe, '/');
-    if (slash)
-        *slash = '\0';
-    snprintf(buf, len, "%s/../tools/%s", exe, name);
     return access(buf, R_OK);
 }
 
-static const char *python_path(void)
+/* The interpreter: $INAGG_PYTHON, else Debian's (where python3-torch installs), else python3
+ * in $PATH. 0, or -1 when there is none. */
+static int python_path(char *buf, size_t len)
 {
     const char *py = getenv("INAGG_PYTHON");
-    if (py)
-        return py;
-    return access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "python3";
+    if (!py)
+        py = launch_is_executable("/usr/bin/python3") ? "/usr/bin/python3" : "python3";
+    if (strchr(py, '/')) {
+        snprintf(buf, len, "%s", py);
+        return 0;
+    }
+    return launch_find_in_path(py, buf, len) == 0 ? 0 : -1;
 }
 
 static void torch_stop(torch_helper_t *t)
@@ -165,19 +170,9 @@ static void torch_stop(torch_helper_t *t)
     }
     if (t->from >= 0)
         close(t->from);
-    if (t->pid > 0) {
-        for (int i = 0; i < 200; i++) { /* up to 2 s, then kill */
-            if (waitpid(t->pid, NULL, WNOHANG) == t->pid) {
-                t->pid = 0;
-                break;
-            }
-            usleep(10000);
-        }
-        if (t->pid > 0) {
-            kill(t->pid, SIGKILL);
-            waitpid(t->pid, NULL, 0);
-        }
-    }
+    if (t->pid > 0)
+        launch_wait(t->pid, 2000, NULL); /* it quits on "q"; killed after 2 s */
+    t->pid = 0;
     if (t->region && t->region != MAP_FAILED)
         munmap(t->region, t->bytes);
 }
@@ -186,11 +181,12 @@ static void torch_stop(torch_helper_t *t)
 static int torch_start(torch_helper_t *t, const optb_opts_t *o)
 {
     *t = (torch_helper_t){.to = -1, .from = -1};
-    char script[PATH_MAX];
-    if (find_tool("torch_worker.py", script, sizeof(script)) != 0)
+    char script[PATH_MAX], py[PATH_MAX];
+    if (find_tool("torch_worker.py", script, sizeof(script)) != 0 ||
+        python_path(py, sizeof(py)) != 0)
         return -1;
     t->bytes = (size_t)o->elems * 8u;
-    int fd = memfd_create("inagg-torch", 0);
+    int fd = memfd_create("inagg-torch", 0); /* inherited by the helper: no CLOEXEC */
     if (fd < 0 || ftruncate(fd, (off_t)t->bytes) != 0) {
         if (fd >= 0)
             close(fd);
@@ -198,11 +194,11 @@ static int torch_start(torch_helper_t *t, const optb_opts_t *o)
     }
     t->region = mmap(NULL, t->bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     int in[2], out[2];
-    if (t->region == MAP_FAILED || pipe(in) != 0) {
+    if (t->region == MAP_FAILED || pipe2(in, O_CLOEXEC) != 0) {
         close(fd);
         return -1;
     }
-    if (pipe(out) != 0) {
+    if (pipe2(out, O_CLOEXEC) != 0) {
         close(in[0]);
         close(in[1]);
         close(fd);
@@ -215,17 +211,11 @@ static int torch_start(torch_helper_t *t, const optb_opts_t *o)
     snprintf(b1, sizeof(b1), "%.9g", (double)o->oc.beta1);
     snprintf(b2, sizeof(b2), "%.9g", (double)o->oc.beta2);
     snprintf(eps, sizeof(eps), "%.9g", (double)o->oc.eps);
-    const char *py = python_path();
-    t->pid = fork();
-    if (t->pid == 0) {
-        dup2(in[0], 0);
-        dup2(out[1], 1);
-        close(in[1]);
-        close(out[0]);
-        execlp(py, py, script, fds, ns, optim_kind_name(o->oc.kind), lr, b1, b2, eps,
-               (char *)NULL);
-        _exit(127);
-    }
+    char *argv[] = {py, script, fds, ns, (char *)optim_kind_name(o->oc.kind), lr, b1, b2, eps,
+                    NULL};
+    launch_spec_t spec = {argv, NULL, in[0], out[1], LAUNCH_INHERIT, 0};
+    pid_t pid = launch_spawn(&spec, NULL, 0);
+    t->pid = pid > 0 ? pid : 0;
     close(fd);
     close(in[0]);
     close(out[1]);
@@ -233,7 +223,7 @@ static int torch_start(torch_helper_t *t, const optb_opts_t *o)
     t->from = out[0];
     char c = 0;
     struct pollfd pf = {.fd = t->from, .events = POLLIN};
-    if (t->pid < 0 || poll(&pf, 1, 120000) != 1 || read(t->from, &c, 1) != 1 || c != 'r') {
+    if (pid < 0 || poll(&pf, 1, 120000) != 1 || read(t->from, &c, 1) != 1 || c != 'r') {
         torch_stop(t);
         return -1;
     }
@@ -343,28 +333,34 @@ static int worker_main(const optb_opts_t *o, enum optb_run run, uint32_t rank,
     return rc == INAGG_OK ? 0 : 1;
 }
 
-/* Fork the workers of one run and wait for them (bounded). */
+typedef struct rank_ctx {
+    const optb_opts_t *o;
+    enum optb_run run;
+    const char *addr, *job;
+    optb_shared_t *sh;
+    uint32_t ns;
+} rank_ctx_t;
+
+static int rank_main(uint32_t rank, int fd, void *arg)
+{
+    (void)fd;
+    const rank_ctx_t *c = arg;
+    return worker_main(c->o, c->run, rank, c->addr, c->job, c->sh, c->ns);
+}
+
+/* Fork the workers of one run and wait for them, bounded: every step may take the per-call
+ * timeout, and the torch helper two minutes to start. 0, or -1 when one failed. */
 static int run_job(const optb_opts_t *o, enum optb_run run, const char *addr, optb_shared_t *sh,
                    uint32_t ns)
 {
-    char job[64];
-    snprintf(job, sizeof(job), "opt-%s-%d-%llu", run_names[run], (int)getpid(),
-             (unsigned long long)(util_now_ns() % 1000000));
-    pid_t pids[INAGG_MAX_WORLD];
-    fflush(NULL);
-    for (uint32_t r = 0; r < o->workers; r++) {
-        pids[r] = fork();
-        if (pids[r] == 0)
-            _exit(worker_main(o, run, r, addr, job, sh, ns));
-    }
-    int ok = 1;
-    for (uint32_t r = 0; r < o->workers; r++) {
-        int status = 0;
-        waitpid(pids[r], &status, 0);
-        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-            ok = 0;
-    }
-    return ok ? 0 : -1;
+    char prefix[64], job[96];
+    snprintf(prefix, sizeof(prefix), "opt-%s", run_names[run]);
+    rank_ctx_t ctx = {o, run, addr, cli_job_name(prefix, job, sizeof(job)), sh, ns};
+    launch_ranks_t g;
+    if (launch_ranks_start(&g, o->workers, rank_main, &ctx, 0, NULL, 0) != 0)
+        return -1;
+    uint64_t ms = (uint64_t)o->timeout_ms * (o->warmup + o->steps + 4u) + 180000u;
+    return launch_ranks_wait(&g, ms > INT_MAX ? INT_MAX : (int)ms) == 0 ? 0 : -1;
 }
 
 /* ---- verification --------------------------------------------------------------------- */
@@ -385,6 +381,7 @@ static int find_reference(char *buf, size_t len)
 static int run_reference(const optb_opts_t *o, uint32_t ns, float *ref, const char **name,
                          char *err, size_t errlen)
 {
+    err[0] = '\0';
     char script[PATH_MAX + 64];
     if (find_reference(script, sizeof(script)) != 0) {
         snprintf(err, errlen, "tools/optim_reference.py not found (set INAGG_OPTIM_REF)");
@@ -418,27 +415,36 @@ static int run_reference(const optb_opts_t *o, uint32_t ns, float *ref, const ch
             }
         wrote &= fclose(f) == 0;
     }
-    /* Debian's interpreter, where python3-torch installs, unless $INAGG_PYTHON says otherwise */
-    const char *py = python_path();
+    char py[PATH_MAX];
+    if (python_path(py, sizeof(py)) != 0) {
+        snprintf(err, errlen, "python3 is not installed");
+        wrote = 0;
+    }
     int use_torch = strcmp(o->baseline, "torch") == 0 && o->oc.kind != OPTIM_SMORMS3 &&
                     o->oc.eps_placement == OPTIM_EPS_OUTSIDE;
-    char cmd[4 * PATH_MAX];
+    char lr[32], b1[32], b2[32], eps[32];
+    snprintf(lr, sizeof(lr), "%.9g", (double)o->oc.lr);
+    snprintf(b1, sizeof(b1), "%.9g", (double)o->oc.beta1);
+    snprintf(b2, sizeof(b2), "%.9g", (double)o->oc.beta2);
+    snprintf(eps, sizeof(eps), "%.9g", (double)o->oc.eps);
     int rc = -1;
     for (int attempt = 0; wrote && attempt < 2 && rc != 0; attempt++) {
-        snprintf(cmd, sizeof(cmd),
-                 "timeout 600 '%s' '%s' '%s' --optim %s --impl %s --lr %.9g --beta1 %.9g "
-                 "--beta2 %.9g --eps %.9g --eps-placement %s > '%s' 2>/dev/null",
-                 py, script, in, optim_kind_name(o->oc.kind), use_torch ? "torch" : "pure",
-                 (double)o->oc.lr, (double)o->oc.beta1, (double)o->oc.beta2, (double)o->oc.eps,
-                 optim_eps_name(o->oc.eps_placement), out);
-        int sys = system(cmd);
+        char *argv[] = {py, script, in, "--optim", (char *)optim_kind_name(o->oc.kind),
+                        "--impl", use_torch ? "torch" : "pure", "--lr", lr, "--beta1", b1,
+                        "--beta2", b2, "--eps", eps, "--eps-placement",
+                        (char *)optim_eps_name(o->oc.eps_placement), NULL};
+        int ofd = open(out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        launch_spec_t spec = {argv, NULL, LAUNCH_INHERIT, ofd, LAUNCH_DEVNULL, 0};
+        int ran = ofd >= 0 ? launch_run(&spec, REFERENCE_TIMEOUT_MS, NULL, 0) : -1;
+        if (ofd >= 0)
+            close(ofd);
         FILE *r = fopen(out, "r");
         uint32_t got = 0;
         while (r && got < ns && fscanf(r, "%f", &ref[got]) == 1)
             got++;
         if (r)
             fclose(r);
-        if (sys == 0 && got == ns) {
+        if (ran == 0 && got == ns) {
             *name = use_torch ? "torch" : "independent";
             rc = 0;
         } else if (use_torch && got == 0) {
@@ -450,7 +456,7 @@ static int run_reference(const optb_opts_t *o, uint32_t ns, float *ref, const ch
             break;
         }
     }
-    if (!wrote)
+    if (!wrote && !err[0])
         snprintf(err, errlen, "cannot write the reference input in %s", dir);
     unlink(in);
     unlink(out);
@@ -458,10 +464,21 @@ static int run_reference(const optb_opts_t *o, uint32_t ns, float *ref, const ch
     return rc;
 }
 
-/* ---- the parent ------------------------------------------------------------------------- */
+/* ---- parse ------------------------------------------------------------------------------ */
 
+/* The options with their defaults, then argv's. 0, 1 after --help, 2 after a usage error
+ * (its message printed). */
 static int parse_args(int argc, char **argv, optb_opts_t *o)
 {
+    *o = (optb_opts_t){.workers = 4, .steps = 10, .warmup = 1,
+                       .packet_elems = INAGG_MAX_PACKET_ELEMS, .window = 16,
+                       .timeout_ms = 30000, .elems = 1000000, .seed = 1,
+                       .protocol = INAGG_PROTO_SWITCHML, .baseline = "none"};
+    optim_config_t dflt = OPTIM_CONFIG_INIT;
+    o->oc = dflt;
+    o->oc.kind = OPTIM_ADAM;
+    o->oc.lr = 0.001f;
+    o->oc.eps_placement = OPTIM_EPS_OUTSIDE;
     static const struct option longopts[] = {
         {"optimizer", required_argument, 0, 'O'}, {"elems", required_argument, 0, 'e'},
         {"workers", required_argument, 0, 'n'},   {"steps", required_argument, 0, 'k'},
@@ -521,8 +538,28 @@ static int parse_args(int argc, char **argv, optb_opts_t *o)
     }
     if (cli_no_extra_args("inagg bench optimizer", argc, argv, optind))
         return 2;
+    char why[160];
+    if (optim_check(&o->oc, why, sizeof(why)) != 0) {
+        fprintf(stderr, "inagg bench optimizer: %s\n", why);
+        return 2;
+    }
+    o->faults = cli_worker_faults(o->faults, o->loss, o->seed, o->faults_buf,
+                                  sizeof(o->faults_buf));
     return 0;
 }
+
+/* ---- run ---------------------------------------------------------------------------------- */
+
+typedef struct optb_result {
+    int verified;
+    int nruns;                /* runs made: RUN_TORCH, or RUN_COUNT with the torch baseline */
+    enum optb_run base_run;   /* the speedup's baseline */
+    double pps[RUN_COUNT];    /* updated parameters per second */
+    double speedup;
+    const char *ref_name;     /* the reference verified against, or "none" */
+    double max_rel;
+    uint32_t ns;              /* parameters checked */
+} optb_result_t;
 
 static double slowest(const optb_shared_t *sh, enum optb_run run, uint32_t workers)
 {
@@ -533,79 +570,37 @@ static double slowest(const optb_shared_t *sh, enum optb_run run, uint32_t worke
     return s;
 }
 
-int cmd_bench_optimizer(int argc, char **argv)
+/* Whether torch.optim can run the baseline: asked for, an optimizer and epsilon placement it
+ * has, and python3-torch importable. */
+static int torch_usable(const optb_opts_t *o)
 {
-    optb_opts_t o = {.workers = 4, .steps = 10, .warmup = 1,
-                     .packet_elems = INAGG_MAX_PACKET_ELEMS, .window = 16, .timeout_ms = 30000,
-                     .elems = 1000000, .seed = 1, .protocol = INAGG_PROTO_SWITCHML,
-                     .baseline = "none"};
-    optim_config_t dflt = OPTIM_CONFIG_INIT;
-    o.oc = dflt;
-    o.oc.kind = OPTIM_ADAM;
-    o.oc.lr = 0.001f;
-    o.oc.eps_placement = OPTIM_EPS_OUTSIDE;
-    int prc = parse_args(argc, argv, &o);
-    if (prc)
-        return prc == 1 ? 0 : prc;
-    char why[160];
-    if (optim_check(&o.oc, why, sizeof(why)) != 0) {
-        fprintf(stderr, "inagg bench optimizer: %s\n", why);
-        return 2;
-    }
-    char faults[160];
-    o.faults = cli_worker_faults(o.faults, o.loss, o.seed, faults, sizeof(faults));
-    signal(SIGPIPE, SIG_IGN);
-    FILE *table = (o.json_path && strcmp(o.json_path, "-") == 0) ? stderr : stdout;
-    uint32_t ns = o.elems < OPTB_MAX_SAMPLE ? (uint32_t)o.elems : OPTB_MAX_SAMPLE;
-
-    optb_shared_t *sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE,
-                             MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    if (sh == MAP_FAILED) {
-        perror("inagg bench optimizer: mmap");
-        return 1;
-    }
-    char addr[128];
-    pid_t switch_pid = cli_switch_begin("inagg bench optimizer", o.switch_addr, 1, o.timeout_ms,
-                                        addr, sizeof(addr));
-    if (switch_pid < 0) {
-        munmap(sh, sizeof(*sh));
-        return 1;
-    }
-    int verified = 1;
-    int torch_run = strcmp(o.baseline, "torch") == 0 && o.oc.kind != OPTIM_SMORMS3 &&
-                    o.oc.eps_placement == OPTIM_EPS_OUTSIDE;
-    char probe[256];
-    snprintf(probe, sizeof(probe), "'%s' -c 'import torch' >/dev/null 2>&1", python_path());
-    if (torch_run && system(probe) != 0) {
+    if (strcmp(o->baseline, "torch") != 0 || o->oc.kind == OPTIM_SMORMS3 ||
+        o->oc.eps_placement != OPTIM_EPS_OUTSIDE)
+        return 0;
+    char py[PATH_MAX];
+    char *argv[] = {py, "-c", "import torch", NULL};
+    launch_spec_t spec = {argv, NULL, LAUNCH_INHERIT, LAUNCH_DEVNULL, LAUNCH_DEVNULL, 0};
+    if (python_path(py, sizeof(py)) != 0 || launch_run(&spec, REFERENCE_TIMEOUT_MS, NULL, 0) != 0) {
         fprintf(stderr, "inagg bench optimizer: python3-torch is not installed: the baseline is "
                         "allreduce + the C kernels\n");
-        torch_run = 0;
+        return 0;
     }
-    int nruns = torch_run ? RUN_COUNT : RUN_TORCH;
-    for (int run = 0; run < nruns; run++) {
-        fprintf(stderr, "inagg bench optimizer: %s, %u workers, %llu parameters, %u steps...\n",
-                run_names[run], o.workers, (unsigned long long)o.elems, o.steps);
-        if (run_job(&o, (enum optb_run)run, addr, sh, ns) != 0) {
-            fprintf(stderr, "inagg bench optimizer: %s run failed: %s\n", run_names[run],
-                    sh->error[run][0] ? sh->error[run] : "a worker failed");
-            verified = 0;
-        }
-    }
-    cli_switch_end(switch_pid);
-    double pps[RUN_COUNT];
-    for (int run = 0; run < RUN_COUNT; run++) {
-        double s = slowest(sh, (enum optb_run)run, o.workers);
-        pps[run] = verified && run < nruns && s > 0 ? (double)o.elems * o.steps / s : NAN;
-    }
-    enum optb_run base_run = torch_run ? RUN_TORCH : RUN_LOCAL;
+    return 1;
+}
+
+/* The final parameters: in-switch == allreduce+local bit for bit, torch's close, and all
+ * against the reference run. 1 if they check out (res->ref_name, max_rel set), else 0. */
+static int verify(const optb_opts_t *o, const optb_shared_t *sh, int torch_run,
+                  optb_result_t *res)
+{
+    uint32_t ns = res->ns;
     /* The two ways of running the optimizer must agree bit for bit (exact gradient sums). */
-    if (verified && memcmp(sh->sample[RUN_IN_SWITCH], sh->sample[RUN_LOCAL],
-                           ns * sizeof(float)) != 0) {
+    if (memcmp(sh->sample[RUN_IN_SWITCH], sh->sample[RUN_LOCAL], ns * sizeof(float)) != 0) {
         fprintf(stderr, "inagg bench optimizer: in-switch and allreduce+local parameters "
                         "differ\n");
-        verified = 0;
+        return 0;
     }
-    if (verified && torch_run) {
+    if (torch_run) {
         double maxabs = 0, maxdiff = 0;
         for (uint32_t j = 0; j < ns; j++) {
             maxabs = fmax(maxabs, fabs((double)sh->sample[RUN_TORCH][j]));
@@ -615,74 +610,141 @@ int cmd_bench_optimizer(int argc, char **argv)
         if (!(maxdiff <= 1e-5 * (maxabs > 0 ? maxabs : 1))) {
             fprintf(stderr, "inagg bench optimizer: the torch.optim workers' parameters differ "
                     "from the switch's by %.3g\n", maxdiff);
-            verified = 0;
+            return 0;
         }
     }
-    const char *ref_name = "none";
-    double max_rel = NAN;
-    if (verified) {
-        float *ref = malloc(ns * sizeof(float));
-        char err[256];
-        if (!ref || run_reference(&o, ns, ref, &ref_name, err, sizeof(err)) != 0) {
-            fprintf(stderr, "inagg bench optimizer: no reference: %s\n", ref ? err : "no memory");
-            verified = 0;
-        } else {
-            double maxabs = 0, maxdiff = 0;
-            for (uint32_t j = 0; j < ns; j++) {
-                maxabs = fmax(maxabs, fabs((double)ref[j]));
-                maxdiff = fmax(maxdiff, fabs((double)sh->sample[RUN_IN_SWITCH][j] - ref[j]));
-            }
-            max_rel = maxabs > 0 ? maxdiff / maxabs : maxdiff;
-            if (!(max_rel <= 1e-5)) {
-                fprintf(stderr, "inagg bench optimizer: parameters differ from the %s reference "
-                        "by %.3g (relative to the largest)\n", ref_name, max_rel);
-                verified = 0;
-            }
+    float *ref = malloc(ns * sizeof(float));
+    char err[256];
+    int ok = 1;
+    if (!ref || run_reference(o, ns, ref, &res->ref_name, err, sizeof(err)) != 0) {
+        fprintf(stderr, "inagg bench optimizer: no reference: %s\n", ref ? err : "no memory");
+        ok = 0;
+    } else {
+        double maxabs = 0, maxdiff = 0;
+        for (uint32_t j = 0; j < ns; j++) {
+            maxabs = fmax(maxabs, fabs((double)ref[j]));
+            maxdiff = fmax(maxdiff, fabs((double)sh->sample[RUN_IN_SWITCH][j] - ref[j]));
         }
-        free(ref);
+        res->max_rel = maxabs > 0 ? maxdiff / maxabs : maxdiff;
+        if (!(res->max_rel <= 1e-5)) {
+            fprintf(stderr, "inagg bench optimizer: parameters differ from the %s reference "
+                    "by %.3g (relative to the largest)\n", res->ref_name, res->max_rel);
+            ok = 0;
+        }
     }
-    double speedup = pps[RUN_IN_SWITCH] / pps[base_run];
-    fprintf(table, "inagg optimizer: %s (eps %s), %llu parameters, %u workers, %u steps, %s, "
-            "%s\n", optim_kind_name(o.oc.kind), optim_eps_name(o.oc.eps_placement),
-            (unsigned long long)o.elems, o.workers, o.steps,
-            o.protocol == INAGG_PROTO_P4SGD ? "p4sgd" : "switchml",
-            o.faults ? o.faults : "no loss");
-    fprintf(table, "  verified         %s (reference %s, max relative error %.3g, %u parameters "
-            "checked)\n", verified ? "yes" : "NO", ref_name, max_rel, ns);
-    for (int run = 0; run < nruns; run++)
-        fprintf(table, "  %-22s %.4g parameters/s\n", run_names[run], pps[run]);
-    fprintf(table, "  speedup                %.2fx (in-switch / %s)\n", speedup,
-            run_names[base_run]);
-    if (o.json_path) {
-        json_writer_t w;
-        json_init(&w);
-        json_begin_object(&w, NULL);
-        json_string(&w, "optimizer", optim_kind_name(o.oc.kind));
-        json_string(&w, "eps_place", optim_eps_name(o.oc.eps_placement));
-        json_int(&w, "elems", (int64_t)o.elems);
-        json_int(&w, "workers", o.workers);
-        json_int(&w, "steps", o.steps);
-        json_string(&w, "protocol", o.protocol == INAGG_PROTO_P4SGD ? "p4sgd" : "switchml");
-        json_number(&w, "loss", o.loss);
-        json_bool(&w, "verified", verified);
-        json_string(&w, "reference", ref_name);
-        json_number(&w, "max_rel_err", max_rel);
-        json_number(&w, "params_per_s", pps[RUN_IN_SWITCH]);
-        json_begin_object(&w, "baseline");
-        json_string(&w, "name", run_names[base_run]);
-        json_number(&w, "params_per_s", pps[base_run]);
-        json_end_object(&w);
-        json_begin_object(&w, "local_c");
-        json_number(&w, "params_per_s", pps[RUN_LOCAL]);
-        json_end_object(&w);
-        json_number(&w, "speedup", speedup);
-        json_begin_object(&w, "sum_only");
-        json_number(&w, "params_per_s", pps[RUN_SUM_ONLY]);
-        json_end_object(&w);
-        json_end_object(&w);
-        if (cli_emit_json(&w, o.json_path, "inagg bench optimizer") != 0)
-            verified = 0;
+    free(ref);
+    return ok;
+}
+
+/* Switch, the runs one after the other, verification. 0, or -1 when nothing could be run. */
+static int run(const optb_opts_t *o, optb_result_t *res)
+{
+    memset(res, 0, sizeof(*res));
+    res->ref_name = "none";
+    res->max_rel = NAN;
+    res->ns = o->elems < OPTB_MAX_SAMPLE ? (uint32_t)o->elems : OPTB_MAX_SAMPLE;
+    optb_shared_t *sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE,
+                             MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (sh == MAP_FAILED) {
+        perror("inagg bench optimizer: mmap");
+        return -1;
     }
+    char addr[128];
+    pid_t switch_pid = cli_switch_begin("inagg bench optimizer", o->switch_addr, 1,
+                                        o->timeout_ms, addr, sizeof(addr));
+    if (switch_pid < 0) {
+        munmap(sh, sizeof(*sh));
+        return -1;
+    }
+    res->verified = 1;
+    int torch_run = torch_usable(o);
+    res->nruns = torch_run ? RUN_COUNT : RUN_TORCH;
+    for (int run = 0; run < res->nruns; run++) {
+        fprintf(stderr, "inagg bench optimizer: %s, %u workers, %llu parameters, %u steps...\n",
+                run_names[run], o->workers, (unsigned long long)o->elems, o->steps);
+        if (run_job(o, (enum optb_run)run, addr, sh, res->ns) != 0) {
+            fprintf(stderr, "inagg bench optimizer: %s run failed: %s\n", run_names[run],
+                    sh->error[run][0] ? sh->error[run] : "a worker failed");
+            res->verified = 0;
+        }
+    }
+    cli_switch_end(switch_pid);
+    for (int run = 0; run < RUN_COUNT; run++) {
+        double s = slowest(sh, (enum optb_run)run, o->workers);
+        res->pps[run] = res->verified && run < res->nruns && s > 0
+                            ? (double)o->elems * o->steps / s
+                            : NAN;
+    }
+    res->base_run = torch_run ? RUN_TORCH : RUN_LOCAL;
+    if (res->verified)
+        res->verified = verify(o, sh, torch_run, res);
+    res->speedup = res->pps[RUN_IN_SWITCH] / res->pps[res->base_run];
     munmap(sh, sizeof(*sh));
-    return verified ? 0 : 1;
+    return 0;
+}
+
+/* ---- render --------------------------------------------------------------------------------- */
+
+static void render_text(FILE *table, const optb_opts_t *o, const optb_result_t *r)
+{
+    fprintf(table, "inagg optimizer: %s (eps %s), %llu parameters, %u workers, %u steps, %s, "
+            "%s\n", optim_kind_name(o->oc.kind), optim_eps_name(o->oc.eps_placement),
+            (unsigned long long)o->elems, o->workers, o->steps,
+            o->protocol == INAGG_PROTO_P4SGD ? "p4sgd" : "switchml",
+            o->faults ? o->faults : "no loss");
+    fprintf(table, "  verified         %s (reference %s, max relative error %.3g, %u parameters "
+            "checked)\n", r->verified ? "yes" : "NO", r->ref_name, r->max_rel, r->ns);
+    for (int run = 0; run < r->nruns; run++)
+        fprintf(table, "  %-22s %.4g parameters/s\n", run_names[run], r->pps[run]);
+    fprintf(table, "  speedup                %.2fx (in-switch / %s)\n", r->speedup,
+            run_names[r->base_run]);
+}
+
+/* The --json object. 0, or -1 when it could not be written. */
+static int render_json(const optb_opts_t *o, const optb_result_t *r)
+{
+    json_writer_t w;
+    json_init(&w);
+    json_begin_object(&w, NULL);
+    json_string(&w, "optimizer", optim_kind_name(o->oc.kind));
+    json_string(&w, "eps_place", optim_eps_name(o->oc.eps_placement));
+    json_int(&w, "elems", (int64_t)o->elems);
+    json_int(&w, "workers", o->workers);
+    json_int(&w, "steps", o->steps);
+    json_string(&w, "protocol", o->protocol == INAGG_PROTO_P4SGD ? "p4sgd" : "switchml");
+    json_number(&w, "loss", o->loss);
+    json_bool(&w, "verified", r->verified);
+    json_string(&w, "reference", r->ref_name);
+    json_number(&w, "max_rel_err", r->max_rel);
+    json_number(&w, "params_per_s", r->pps[RUN_IN_SWITCH]);
+    json_begin_object(&w, "baseline");
+    json_string(&w, "name", run_names[r->base_run]);
+    json_number(&w, "params_per_s", r->pps[r->base_run]);
+    json_end_object(&w);
+    json_begin_object(&w, "local_c");
+    json_number(&w, "params_per_s", r->pps[RUN_LOCAL]);
+    json_end_object(&w);
+    json_number(&w, "speedup", r->speedup);
+    json_begin_object(&w, "sum_only");
+    json_number(&w, "params_per_s", r->pps[RUN_SUM_ONLY]);
+    json_end_object(&w);
+    json_end_object(&w);
+    return cli_emit_json(&w, o->json_path, "inagg bench optimizer");
+}
+
+int cmd_bench_optimizer(int argc, char **argv)
+{
+    optb_opts_t o;
+    int prc = parse_args(argc, argv, &o);
+    if (prc)
+        return prc == 1 ? 0 : prc;
+    signal(SIGPIPE, SIG_IGN);
+    optb_result_t res;
+    if (run(&o, &res) != 0)
+        return 1;
+    render_text(o.json_path && strcmp(o.json_path, "-") == 0 ? stderr : stdout, &o, &res);
+    int ok = res.verified;
+    if (o.json_path && render_json(&o, &res) != 0)
+        ok = 0;
+    return ok ? 0 : 1;
 }

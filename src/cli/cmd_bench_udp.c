@@ -19,13 +19,13 @@
 #include <sys/socket.h>
 #include <sys/types.h>
 #include <sys/uio.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "cli/commands.h"
 #include "cli/output.h"
 #include "json/json.h"
+#include "launch/launch.h"
 #include "base/util.h"
 
 #define UDP_MIN_SIZE 16u    /* room for the datagram header below */
@@ -37,6 +37,7 @@
 #define KIND_END 1u
 #define RECV_POLL_MS 100        /* receive timeout, so the deadline is checked */
 #define END_MARKER_WINDOW_NS 1000000000ull /* sender keeps sending end markers this long */
+#define SENDER_EXIT_MS 10000 /* a sender that reported exits within this */
 
 struct udp_opts {
     unsigned size;
@@ -341,6 +342,24 @@ static int run_receiver(const struct udp_opts *o, int fd, uint64_t deadline, str
     return rc;
 }
 
+struct sender_args {
+    const struct udp_opts *o;
+    uint16_t port;
+    int rx, report_rd, report_wr; /* the receiver's socket and pipe ends, closed in the child */
+};
+
+/* The sender process: send, then its report through the pipe. */
+static int sender_main(void *arg)
+{
+    const struct sender_args *a = arg;
+    close(a->rx);
+    close(a->report_rd);
+    struct sender_report rep;
+    run_sender(a->o, a->port, &rep);
+    ssize_t w = write(a->report_wr, &rep, sizeof(rep));
+    return w == (ssize_t)sizeof(rep) ? 0 : 1;
+}
+
 /* One repeat: fork the sender, receive, collect the sender's report. */
 static int run_once(const struct udp_opts *o, struct udp_run *res)
 {
@@ -363,23 +382,15 @@ static int run_once(const struct udp_opts *o, struct udp_run *res)
         close(rx);
         return -1;
     }
-    fflush(NULL);
     uint64_t start = util_now_ns();
-    pid_t pid = fork();
+    struct sender_args sa = {o, ntohs(addr.sin_port), rx, pfd[0], pfd[1]};
+    pid_t pid = launch_fork(sender_main, &sa, 0);
     if (pid < 0) {
-        fprintf(stderr, "inagg bench udp: fork: %s\n", strerror(errno));
+        fprintf(stderr, "inagg bench udp: fork: %s\n", strerror((int)-pid));
         close(rx);
         close(pfd[0]);
         close(pfd[1]);
         return -1;
-    }
-    if (pid == 0) {
-        close(rx);
-        close(pfd[0]);
-        struct sender_report rep;
-        run_sender(o, ntohs(addr.sin_port), &rep);
-        ssize_t w = write(pfd[1], &rep, sizeof(rep));
-        _exit(w == (ssize_t)sizeof(rep) ? 0 : 1);
     }
     close(pfd[1]);
     uint64_t deadline = start + (uint64_t)((o->seconds + 1.0) * 1e9);
@@ -401,11 +412,7 @@ static int run_once(const struct udp_opts *o, struct udp_run *res)
             break;
     }
     close(pfd[0]);
-    if (!got)
-        kill(pid, SIGKILL);
-    int status;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-        ;
+    launch_wait(pid, got ? SENDER_EXIT_MS : 0, NULL); /* killed at once when it did not report */
     if (!got) {
         fprintf(stderr, "inagg bench udp: the sender process did not report\n");
         return -1;
@@ -427,23 +434,35 @@ static int run_once(const struct udp_opts *o, struct udp_run *res)
     return rc;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 static double median_of(const struct udp_run *runs, unsigned n, size_t field_offset)
 {
     double v[UDP_MAX_REPEATS];
     for (unsigned i = 0; i < n; i++)
         memcpy(&v[i], (const char *)&runs[i] + field_offset, sizeof(double));
-    qsort(v, n, sizeof(v[0]), cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+    return cli_median(v, n);
 }
 
-static int write_json(const struct udp_opts *o, const struct udp_run *med, int rcvbuf,
-                      int sndbuf)
+/* ---- render --------------------------------------------------------------------------------- */
+
+static void render_header(const struct udp_opts *o)
+{
+    printf("inagg bench udp: %u-byte datagrams to 127.0.0.1, batch %u, %u x %.1f s\n"
+           "(sender and receiver are separate processes)\n\n",
+           o->size, o->batch, o->repeats, o->seconds);
+    printf("%-7s %14s %9s %14s %8s\n", "repeat", "received/s", "Gbps", "sent/s", "loss %");
+    fflush(stdout);
+}
+
+static void render_row(const char *label, const struct udp_run *r)
+{
+    printf("%-7s %14.0f %9.3f %14.0f %8.2f\n", label, r->recv_per_s, r->gbps, r->sent_per_s,
+           r->loss_pct);
+    fflush(stdout);
+}
+
+/* The --json object of the medians. 0, or -1 when it could not be written. */
+static int render_json(const struct udp_opts *o, const struct udp_run *med, int rcvbuf,
+                       int sndbuf)
 {
     json_writer_t w;
     json_init(&w);
@@ -459,22 +478,7 @@ static int write_json(const struct udp_opts *o, const struct udp_run *med, int r
     json_int(&w, "rcvbuf", rcvbuf);
     json_int(&w, "sndbuf", sndbuf);
     json_end_object(&w);
-    const char *text = json_text(&w);
-    int rc = 0;
-    if (!text) {
-        fprintf(stderr, "inagg bench udp: out of memory writing JSON\n");
-        rc = -1;
-    } else if (strcmp(o->json, "-") == 0) {
-        printf("%s\n", text);
-    } else {
-        FILE *f = fopen(o->json, "w");
-        if (!f || fprintf(f, "%s\n", text) < 0 || fclose(f) != 0) {
-            fprintf(stderr, "inagg bench udp: cannot write %s: %s\n", o->json, strerror(errno));
-            rc = -1;
-        }
-    }
-    json_free(&w);
-    return rc;
+    return cli_emit_json(&w, o->json, "inagg bench udp");
 }
 
 int cmd_bench_udp(int argc, char **argv)
@@ -485,33 +489,27 @@ int cmd_bench_udp(int argc, char **argv)
         return prc > 0 ? 0 : 2;
     int table = !(o.json && strcmp(o.json, "-") == 0);
     struct udp_run runs[UDP_MAX_REPEATS];
-    if (table) {
-        printf("inagg bench udp: %u-byte datagrams to 127.0.0.1, batch %u, %u x %.1f s\n"
-               "(sender and receiver are separate processes)\n\n",
-               o.size, o.batch, o.repeats, o.seconds);
-        printf("%-7s %14s %9s %14s %8s\n", "repeat", "received/s", "Gbps", "sent/s", "loss %");
-        fflush(stdout);
-    }
+    if (table)
+        render_header(&o);
     for (unsigned r = 0; r < o.repeats; r++) {
         if (run_once(&o, &runs[r]) != 0)
             return 1;
-        if (table) {
-            printf("%-7u %14.0f %9.3f %14.0f %8.2f\n", r + 1, runs[r].recv_per_s, runs[r].gbps,
-                   runs[r].sent_per_s, runs[r].loss_pct);
-            fflush(stdout);
-        }
+        char label[16];
+        snprintf(label, sizeof(label), "%u", r + 1);
+        if (table)
+            render_row(label, &runs[r]);
     }
     struct udp_run med = {
         .recv_per_s = median_of(runs, o.repeats, offsetof(struct udp_run, recv_per_s)),
         .gbps = median_of(runs, o.repeats, offsetof(struct udp_run, gbps)),
         .sent_per_s = median_of(runs, o.repeats, offsetof(struct udp_run, sent_per_s)),
         .loss_pct = median_of(runs, o.repeats, offsetof(struct udp_run, loss_pct))};
-    if (table)
-        printf("%-7s %14.0f %9.3f %14.0f %8.2f\n\nsocket buffers: SO_RCVBUF %d, SO_SNDBUF %d "
-               "bytes (as the kernel reports them)\n",
-               "median", med.recv_per_s, med.gbps, med.sent_per_s, med.loss_pct,
+    if (table) {
+        render_row("median", &med);
+        printf("\nsocket buffers: SO_RCVBUF %d, SO_SNDBUF %d bytes (as the kernel reports them)\n",
                runs[0].rcvbuf, runs[0].sndbuf);
-    if (o.json && write_json(&o, &med, runs[0].rcvbuf, runs[0].sndbuf) != 0)
+    }
+    if (o.json && render_json(&o, &med, runs[0].rcvbuf, runs[0].sndbuf) != 0)
         return 1;
     return 0;
 }

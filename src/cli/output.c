@@ -2,13 +2,14 @@
 #include "cli/output.h"
 
 #include <errno.h>
-#include <signal.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
+#include <unistd.h>
 
-#include "switch/switch.h"
+#include "base/util.h"
+#include "launch/launch.h"
 
 int cli_emit_json(json_writer_t *w, const char *path, const char *cmd)
 {
@@ -108,7 +109,8 @@ pid_t cli_switch_begin(const char *cmd, const char *given, uint32_t threads,
     cfg.threads = threads ? threads : 1;
     cfg.worker_timeout_ms = worker_timeout_ms;
     uint16_t port = 0;
-    pid_t pid = switch_spawn(&cfg, &port);
+    char err[256];
+    pid_t pid = launch_switch(&cfg, &port, err, sizeof(err));
     if (pid < 0) {
         fprintf(stderr, "%s: the embedded switch did not start\n", cmd);
         return -1;
@@ -117,10 +119,48 @@ pid_t cli_switch_begin(const char *cmd, const char *given, uint32_t threads,
     return pid;
 }
 
-void cli_switch_end(pid_t pid)
+void cli_switch_end(pid_t pid) { launch_switch_stop(pid); }
+
+const char *cli_job_name(const char *prefix, char *buf, size_t len)
 {
-    if (pid <= 0)
-        return;
-    kill(pid, SIGTERM);
-    waitpid(pid, NULL, 0);
+    snprintf(buf, len, "%s-%d-%llu", prefix, (int)getpid(),
+             (unsigned long long)(util_now_ns() % 1000000));
+    return buf;
+}
+
+int cli_read_full(int fd, void *buf, size_t len)
+{
+    size_t got = 0;
+    while (got < len) {
+        ssize_t n = read(fd, (char *)buf + got, len - got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return -1;
+        got += (size_t)n;
+    }
+    return 0;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+void cli_sort(double *v, size_t n) { qsort(v, n, sizeof(double), cmp_double); }
+
+double cli_median(double *v, size_t n)
+{
+    cli_sort(v, n);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+double cli_percentile(const double *v, size_t n, double p)
+{
+    if (n == 0)
+        return NAN;
+    double rank = ceil(p * (double)n);
+    size_t i = rank < 1 ? 0 : (size_t)rank - 1;
+    return v[i < n ? i : n - 1];
 }

@@ -1,8 +1,9 @@
 /*
  * output.h - what the benchmark commands share: the `--json FILE|-` writer (one JSON object
  * per run, "-" meaning stdout); flag parsing (integers, --protocol, --loss, --baseline, stray
- * arguments) with messages that name the command, the flag and what is allowed; and the
- * embedded switch they run on.
+ * arguments) with messages that name the command, the flag and what is allowed; the
+ * embedded switch they run on; and the small pieces of their runs (job names, reading a
+ * rank's report, medians and percentiles).
  */
 #ifndef INAGG_CLI_OUTPUT_H
 #define INAGG_CLI_OUTPUT_H
@@ -48,5 +49,20 @@ pid_t cli_switch_begin(const char *cmd, const char *given, uint32_t threads,
 
 /* Stop what cli_switch_begin started (nothing for pid <= 0). */
 void cli_switch_end(pid_t pid);
+
+/* A job name unique to this run: "PREFIX-PID-N" into buf. Returns buf. */
+const char *cli_job_name(const char *prefix, char *buf, size_t len);
+
+/* Read exactly len bytes from fd. 0, or -1 at EOF or on an error first. */
+int cli_read_full(int fd, void *buf, size_t len);
+
+/* Sort v[n] ascending. */
+void cli_sort(double *v, size_t n);
+
+/* The median of v[n] (n >= 1); sorts v. */
+double cli_median(double *v, size_t n);
+
+/* Nearest-rank percentile (p in 0..1) of sorted v[n]; NaN for n = 0. */
+double cli_percentile(const double *v, size_t n, double p);
 
 #endif /* INAGG_CLI_OUTPUT_H */

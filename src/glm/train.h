@@ -186,6 +186,9 @@ typedef struct glm_line {
     char message[1024];
 } glm_line_t;
 
+/* *l zeroed, then its type and rank. */
+void glm_line_init(glm_line_t *l, glm_line_type_t type, int rank);
+
 int glm_line_format(const glm_line_t *l, char *buf, size_t len);
 /* Parse one line (without its newline). Returns the type (GLM_LINE_NONE for anything that is
  * not a report line, then *l is untouched except type). */

@@ -97,15 +97,26 @@ void json_string(json_writer_t *w, const char *key, const char *value)
     put_escaped(w, value ? value : "");
 }
 
-void json_number(json_writer_t *w, const char *key, double value)
+/* A number in fmt, or null when it is not finite. */
+static void number(json_writer_t *w, const char *key, double value, const char *fmt)
 {
     begin_value(w, key);
     char b[40];
     if (!isfinite(value))
         snprintf(b, sizeof(b), "null");
     else
-        snprintf(b, sizeof(b), "%.10g", value);
+        snprintf(b, sizeof(b), fmt, value);
     puts_(w, b);
+}
+
+void json_number(json_writer_t *w, const char *key, double value)
+{
+    number(w, key, value, "%.10g");
+}
+
+void json_number_exact(json_writer_t *w, const char *key, double value)
+{
+    number(w, key, value, "%.17g");
 }
 
 void json_int(json_writer_t *w, const char *key, int64_t value)
@@ -126,7 +137,8 @@ void json_newline(json_writer_t *w) { puts_(w, "\n"); }
 
 const char *json_text(const json_writer_t *w) { return w->failed ? NULL : (w->buf ? w->buf : ""); }
 
-int json_find_number(const char *text, const char *key, double *out)
+/* Where the value of "key" starts in text (after the colon and blanks), or NULL. */
+static const char *find_value(const char *text, const char *key)
 {
     size_t klen = strlen(key);
     for (const char *p = text; (p = strchr(p, '"')) != NULL; p++) {
@@ -138,12 +150,66 @@ int json_find_number(const char *text, const char *key, double *out)
         if (*q != ':')
             continue;
         q++;
-        char *end;
-        double v = strtod(q, &end);
-        if (end == q)
-            return -1;
-        *out = v;
-        return 0;
+        while (*q == ' ' || *q == '\t' || *q == '\n')
+            q++;
+        return q;
     }
-    return -1;
+    return NULL;
+}
+
+int json_find_number(const char *text, const char *key, double *out)
+{
+    const char *q = find_value(text, key);
+    if (!q)
+        return -1;
+    char *end;
+    double v = strtod(q, &end);
+    if (end == q)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+int json_find_bool(const char *text, const char *key, int *out)
+{
+    const char *q = find_value(text, key);
+    if (q && strncmp(q, "true", 4) == 0)
+        *out = 1;
+    else if (q && strncmp(q, "false", 5) == 0)
+        *out = 0;
+    else
+        return -1;
+    return 0;
+}
+
+int json_find_string(const char *text, const char *key, char *out, size_t len)
+{
+    const char *p = find_value(text, key);
+    if (!p || *p != '"' || len == 0)
+        return -1;
+    p++;
+    size_t n = 0;
+    while (*p && *p != '"') {
+        char c = *p++;
+        if (c == '\\' && *p) {
+            char e = *p++;
+            if (e == 'n')
+                c = '\n';
+            else if (e == 't')
+                c = '\t';
+            else if (e == 'r')
+                c = '\r';
+            else if (e == 'u' && strlen(p) >= 4) {
+                char hex[5] = {p[0], p[1], p[2], p[3], 0};
+                long v = strtol(hex, NULL, 16);
+                c = v > 0 && v < 0x80 ? (char)v : '?';
+                p += 4;
+            } else
+                c = e;
+        }
+        if (n + 1 < len)
+            out[n++] = c;
+    }
+    out[n] = '\0';
+    return 0;
 }

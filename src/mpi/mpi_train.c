@@ -229,9 +229,7 @@ static void emit(const glm_line_t *l)
 static int fail_abort(int rank, const char *msg)
 {
     glm_line_t l;
-    memset(&l, 0, sizeof(l));
-    l.type = GLM_LINE_ERROR;
-    l.rank = rank;
+    glm_line_init(&l, GLM_LINE_ERROR, rank);
     snprintf(l.message, sizeof(l.message), "%s", msg);
     emit(&l);
     MPI_Abort(MPI_COMM_WORLD, 1);
@@ -243,8 +241,7 @@ static int on_setup(const glm_setup_record_t *su, void *arg)
     int rank = *(int *)arg;
     if (rank == 0) {
         glm_line_t l;
-        memset(&l, 0, sizeof(l));
-        l.type = GLM_LINE_SETUP;
+        glm_line_init(&l, GLM_LINE_SETUP, rank);
         l.setup = *su;
         emit(&l);
     }
@@ -256,8 +253,7 @@ static int on_epoch(const glm_epoch_record_t *rec, void *arg)
     int rank = *(int *)arg;
     if (rank == 0) {
         glm_line_t l;
-        memset(&l, 0, sizeof(l));
-        l.type = GLM_LINE_EPOCH;
+        glm_line_init(&l, GLM_LINE_EPOCH, rank);
         l.epoch = *rec;
         emit(&l);
     }
@@ -269,8 +265,7 @@ static int on_progress(uint32_t epoch, double fraction, void *arg)
     int rank = *(int *)arg;
     if (rank == 0) {
         glm_line_t l;
-        memset(&l, 0, sizeof(l));
-        l.type = GLM_LINE_PROGRESS;
+        glm_line_init(&l, GLM_LINE_PROGRESS, rank);
         l.progress_epoch = epoch;
         l.progress_fraction = fraction;
         emit(&l);
@@ -323,8 +318,7 @@ int main(int argc, char **argv)
     MPI_Barrier(MPI_COMM_WORLD);
     if (rank == 0) {
         glm_line_t l;
-        memset(&l, 0, sizeof(l));
-        l.type = GLM_LINE_DONE;
+        glm_line_init(&l, GLM_LINE_DONE, rank);
         emit(&l);
     }
     MPI_Finalize();

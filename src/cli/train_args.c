@@ -1,0 +1,390 @@
+/*
+ * train_args.c - `inagg train`'s command line (see train.h): the help text, the flags, and
+ * the checks between them, with a message and exit code 2 for every usage error.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/util.h"
+#include "cli/train.h"
+#include "glm/objective.h"
+#include "inagg.h"
+#include "kernels/optim.h"
+
+static uint32_t default_switch_threads(void)
+{
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    return cpus < 1 ? 1u : (uint32_t)util_min_u64((uint64_t)cpus, MAX_DEFAULT_SWITCH_THREADS);
+}
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+        "usage: inagg train [--data FILE | --synthetic SPEC] [--test-data FILE]\n"
+        "                   [--workers N] [--mode model|data|single]\n"
+        "                   [--objective logistic|squared|hinge] [--batch B] [--micro-batch MB]\n"
+        "                   [--epochs E] [--lr G] [--lr-schedule sqrt|const] [--l2 L]\n"
+        "                   [--backend inagg|mpi] [--protocol p4sgd|switchml] [--no-pipeline]\n"
+        "                   [--precision 32|8|4] [--seed S] [--json FILE|-] [--plot FILE.png]\n"
+        "                   [--switch HOST:PORT --rank R --world W [--job NAME]]\n"
+        "                   [--switch-threads N] [--timeout MS]\n"
+        "\n"
+        "Trains an L2-regularised linear model (objective = mean loss + L/2 ||w||^2, no bias,\n"
+        "w starts at 0) with synchronous mini-batch SGD, distributed through the aggregation\n"
+        "switch. With no arguments: an embedded switch on 127.0.0.1, %u local worker\n"
+        "processes, a generated rcv1-like dataset, model-parallel logistic regression.\n"
+        "\n"
+        "modes:\n"
+        "  model   (default) P4SGD Algorithm 1: the FEATURES are split across workers,\n"
+        "          balanced by nonzeros. Per micro-batch of MB samples each worker computes MB\n"
+        "          partial dot products, the switch sums them (p4sgd protocol: one packet, one\n"
+        "          round trip), each worker accumulates the gradient of its own features; one\n"
+        "          update per mini-batch of B samples. Pipelined: the allreduces of all B/MB\n"
+        "          micro-batches are in flight at once while the worker computes; results are\n"
+        "          consumed in order, so the model is bit-identical to --no-pipeline.\n"
+        "  data    the SAMPLES are split across workers; each computes the gradient of its share\n"
+        "          of every global mini-batch, the D-float gradient is summed by the switch\n"
+        "          (switchml protocol, block fixed point), every worker applies the same update.\n"
+        "  single  one process, no switch: the reference trajectory the others follow.\n"
+        "\n"
+        "data:\n"
+        "  --data FILE          LIBSVM file (every worker reads it)\n"
+        "  --synthetic SPEC     generated data, same seed -> same data in every worker:\n"
+        "                       gisette | rcv1 | real-sim | dense:SxD | sparse:SxD:DENSITY\n"
+        "                       (default " DEFAULT_SYNTHETIC " when no --data)\n"
+        "  --test-data FILE     LIBSVM file for held-out accuracy after each epoch\n"
+        "  --precision BITS     32 (default), or 8 / 4: features quantized per column before\n"
+        "                       training (P4SGD trains on 4-bit data)\n"
+        "\n"
+        "training:\n"
+        "  --objective O        logistic (default), squared (least squares), hinge (SVM)\n"
+        "  --epochs E           passes over the data (default %d)\n"
+        "  --batch B            mini-batch size: samples per update (default %d)\n"
+        "  --micro-batch MB     samples per allreduce in model mode (default %d, as P4SGD)\n"
+        "  --lr G               base learning rate (default: %.2f / (beta * mean ||a||^2) from\n"
+        "                       the data, beta = 1/4 logistic and hinge, 1 squared: about 2/L)\n"
+        "  --lr-schedule S      sqrt (default): rate G/sqrt(epoch); const: G every epoch\n"
+        "  --l2 L               regularisation (default 1/S, S samples: liblinear's C = 1)\n"
+        "  --seed S             shuffle and synthetic data (default %d); every epoch visits the\n"
+        "                       samples in a seeded random order, the same in every worker\n"
+        "  --optimizer O        data mode: sgd, adagrad, adam or smorms3 (weight decay =\n"
+        "                       --l2, constant rate; default rate adagrad 0.1, adam and\n"
+        "                       smorms3 0.01), run by every worker after the allreduce...\n"
+        "  --in-switch          ...or by the switch: workers push gradients, the switch\n"
+        "                       averages, steps and returns the parameters\n"
+        "  --eps-place P        inside (sqrt(v + eps), the paper's; default) or outside\n"
+        "                       (sqrt(v) + eps, PyTorch's)\n"
+        "  --no-pipeline        model mode: one micro-batch at a time (forward, allreduce,\n"
+        "                       backward), the paper's vanilla model parallelism\n"
+        "\n"
+        "distribution:\n"
+        "  --workers N          worker processes (default %u; single mode: 1)\n"
+        "  --backend B          inagg (default) or mpi: the same algorithms over OpenMPI\n"
+        "                       (MPI_Allreduce / MPI_Iallreduce over TCP on loopback), run\n"
+        "                       with mpirun and inagg-mpi-train (the paper's CPUSync)\n"
+        "  --protocol P         switch protocol: p4sgd (default for model mode) or switchml\n"
+        "                       (default for data mode)\n"
+        "  --switch HOST:PORT   use a running switch and run ONE rank here (multi-host); rank\n"
+        "  --rank R --world W   and world come from these flags or from mpirun / PMI / srun\n"
+        "                       (OMPI_COMM_WORLD_RANK/SIZE, PMI_RANK/SIZE, SLURM_PROCID/NTASKS)\n"
+        "  --job NAME           with --switch: the job's name on the switch, the same on every\n"
+        "                       rank (default train; give runs sharing a switch their own)\n"
+        "  --switch-threads N   dataplane threads of the embedded switch (default: the online\n"
+        "                       CPUs, at most %u). The switch handles every worker's packets\n"
+        "                       (W times one worker's), so it is the first to need more than one\n"
+        "                       core\n"
+        "  --timeout MS         a worker silent this long fails the job (default %u)\n"
+        "\n"
+        "output:\n"
+        "  a progress bar on a terminal, else one line per epoch; then a summary\n"
+        "  --json FILE|-        one JSON object: mode, workers, backend, protocol, objective,\n"
+        "                       batch, micro_batch, pipeline, epochs [{epoch, objective,\n"
+        "                       accuracy, seconds, comm_share, test_accuracy}],\n"
+        "                       final_objective, final_accuracy, total_seconds, ... (- for\n"
+        "                       stdout; the human output then goes to stderr)\n"
+        "  --plot FILE.png      objective vs epoch and vs training time (needs gnuplot)\n"
+        "\n"
+        "examples:\n"
+        "  inagg train\n"
+        "  inagg train --data a9a --workers 4 --epochs 20 --json -\n"
+        "  inagg train --synthetic rcv1 --no-pipeline --epochs 3\n"
+        "  inagg train --synthetic gisette --mode data --backend mpi\n"
+        "  inagg switch --listen 0.0.0.0:9999 &   # then on each host:\n"
+        "  inagg train --data a9a --switch HOST:9999 --rank R --world 4\n"
+        "\n"
+        "Exit: 0 trained, 1 a worker or the run failed (its message says which rank and what),\n"
+        "2 bad usage.\n",
+        DEFAULT_WORKERS, GLM_DEFAULT_EPOCHS, GLM_DEFAULT_BATCH, GLM_DEFAULT_MICRO_BATCH,
+        GLM_LR_SCALE, GLM_DEFAULT_SEED, DEFAULT_WORKERS, MAX_DEFAULT_SWITCH_THREADS,
+        DEFAULT_TIMEOUT_MS);
+}
+
+/* ---- arguments ----------------------------------------------------------------------------- */
+
+static int bad_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+static int bad_usage(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "inagg train: ");
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\n(inagg train --help lists the options)\n");
+    return 2;
+}
+
+static int parse_u64(const char *flag, const char *v, uint64_t lo, uint64_t hi, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long x = strtoull(v, &end, 10);
+    if (end == v || *end || errno || v[0] == '-' || x < lo || x > hi)
+        return bad_usage("%s needs an integer in %llu..%llu, got '%s'", flag,
+                         (unsigned long long)lo, (unsigned long long)hi, v);
+    *out = x;
+    return 0;
+}
+
+static int parse_double(const char *flag, const char *v, double lo, double *out)
+{
+    char *end;
+    errno = 0;
+    double x = strtod(v, &end);
+    if (end == v || *end || errno || !isfinite(x) || !(x >= lo))
+        return bad_usage("%s needs a number >= %g, got '%s'", flag, lo, v);
+    *out = x;
+    return 0;
+}
+
+/* Rank and world from a launcher's environment; 0 if found. */
+static int env_rank(long *rank, long *world)
+{
+    static const char *const pairs[][2] = {{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
+                                           {"PMI_RANK", "PMI_SIZE"},
+                                           {"SLURM_PROCID", "SLURM_NTASKS"}};
+    for (size_t i = 0; i < INAGG_ARRAY_LEN(pairs); i++) {
+        const char *r = getenv(pairs[i][0]), *w = getenv(pairs[i][1]);
+        if (r && w && *r && *w) {
+            *rank = strtol(r, NULL, 10);
+            *world = strtol(w, NULL, 10);
+            return 0;
+        }
+    }
+    return -1;
+}
+
+int train_parse_args(int argc, char **argv, train_opts_t *o)
+{
+    memset(o, 0, sizeof(*o));
+    glm_train_config_t def = GLM_TRAIN_CONFIG_INIT;
+    o->cfg = def;
+    o->workers = DEFAULT_WORKERS;
+    o->protocol = -1;
+    o->precision = 32;
+    o->rank = o->world = -1;
+    o->timeout_ms = DEFAULT_TIMEOUT_MS;
+    static const struct option longopts[] = {
+        {"data", required_argument, 0, 'd'},        {"synthetic", required_argument, 0, 'y'},
+        {"test-data", required_argument, 0, 't'},   {"workers", required_argument, 0, 'n'},
+        {"mode", required_argument, 0, 'm'},        {"objective", required_argument, 0, 'o'},
+        {"batch", required_argument, 0, 'b'},       {"micro-batch", required_argument, 0, 'u'},
+        {"epochs", required_argument, 0, 'e'},      {"lr", required_argument, 0, 'g'},
+        {"lr-schedule", required_argument, 0, 'S'}, {"l2", required_argument, 0, 'l'},
+        {"backend", required_argument, 0, 'B'},     {"protocol", required_argument, 0, 'P'},
+        {"no-pipeline", no_argument, 0, 'N'},       {"precision", required_argument, 0, 'p'},
+        {"seed", required_argument, 0, 's'},        {"json", required_argument, 0, 'j'},
+        {"plot", required_argument, 0, 'G'},        {"switch", required_argument, 0, 'W'},
+        {"rank", required_argument, 0, 'r'},        {"world", required_argument, 0, 'w'},
+        {"timeout", required_argument, 0, 'T'},     {"job", required_argument, 0, 'J'},
+        {"optimizer", required_argument, 0, 'O'},   {"in-switch", no_argument, 0, 'I'},
+        {"eps-place", required_argument, 0, 'E'},  {"switch-threads", required_argument, 0, 'H'},
+        {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0}};
+    uint64_t v = 0;
+    double d = 0;
+    int c, mb_given = 0, pipeline_given = 0;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'd': o->data = optarg; break;
+        case 'y': o->synthetic = optarg; break;
+        case 't': o->test = optarg; break;
+        case 'n':
+            if (parse_u64("--workers", optarg, 1, INAGG_MAX_WORLD, &v)) return 2;
+            o->workers = (uint32_t)v;
+            o->workers_given = 1;
+            break;
+        case 'm':
+            if (glm_mode_parse(optarg, &o->cfg.mode) != 0)
+                return bad_usage("--mode must be model, data or single, got '%s'", optarg);
+            break;
+        case 'o':
+            if (glm_objective_parse(optarg, &o->cfg.objective) != 0)
+                return bad_usage("--objective must be logistic, squared or hinge, got '%s'",
+                                 optarg);
+            break;
+        case 'b':
+            if (parse_u64("--batch", optarg, 1, 1u << 20, &v)) return 2;
+            o->cfg.batch = (size_t)v;
+            break;
+        case 'u':
+            if (parse_u64("--micro-batch", optarg, 1, INAGG_MAX_PACKET_ELEMS, &v)) return 2;
+            o->cfg.micro_batch = (size_t)v;
+            mb_given = 1;
+            break;
+        case 'e':
+            if (parse_u64("--epochs", optarg, 1, 100000, &v)) return 2;
+            o->cfg.epochs = (uint32_t)v;
+            break;
+        case 'g':
+            if (parse_double("--lr", optarg, 0, &d)) return 2;
+            if (d <= 0) return bad_usage("--lr must be positive");
+            o->cfg.lr = d;
+            o->lr_given = 1;
+            break;
+        case 'S':
+            if (strcmp(optarg, "sqrt") == 0) o->cfg.schedule = GLM_LR_SQRT;
+            else if (strcmp(optarg, "const") == 0) o->cfg.schedule = GLM_LR_CONST;
+            else return bad_usage("--lr-schedule must be sqrt or const, got '%s'", optarg);
+            break;
+        case 'l':
+            if (parse_double("--l2", optarg, 0, &d)) return 2;
+            o->cfg.l2 = d;
+            o->l2_given = 1;
+            break;
+        case 'B':
+            if (strcmp(optarg, "inagg") == 0) o->backend_mpi = 0;
+            else if (strcmp(optarg, "mpi") == 0) o->backend_mpi = 1;
+            else return bad_usage("--backend must be inagg or mpi, got '%s'", optarg);
+            break;
+        case 'P':
+            if (strcmp(optarg, "p4sgd") == 0) o->protocol = 1;
+            else if (strcmp(optarg, "switchml") == 0) o->protocol = 0;
+            else return bad_usage("--protocol must be p4sgd or switchml, got '%s'", optarg);
+            break;
+        case 'N': o->cfg.pipeline = 0; pipeline_given = 1; break;
+        case 'p':
+            if (strcmp(optarg, "32") == 0) o->precision = 32;
+            else if (strcmp(optarg, "8") == 0) o->precision = 8;
+            else if (strcmp(optarg, "4") == 0) o->precision = 4;
+            else return bad_usage("--precision must be 32, 8 or 4, got '%s'", optarg);
+            break;
+        case 's':
+            if (parse_u64("--seed", optarg, 0, UINT64_MAX, &v)) return 2;
+            o->cfg.seed = v;
+            break;
+        case 'j': o->json_path = optarg; break;
+        case 'G': o->plot_path = optarg; break;
+        case 'W': o->switch_addr = optarg; break;
+        case 'r':
+            if (parse_u64("--rank", optarg, 0, INAGG_MAX_WORLD - 1, &v)) return 2;
+            o->rank = (long)v;
+            break;
+        case 'w':
+            if (parse_u64("--world", optarg, 1, INAGG_MAX_WORLD, &v)) return 2;
+            o->world = (long)v;
+            break;
+        case 'T':
+            if (parse_u64("--timeout", optarg, 100, 3600000, &v)) return 2;
+            o->timeout_ms = (uint32_t)v;
+            break;
+        case 'H':
+            if (parse_u64("--switch-threads", optarg, 1, 64, &v)) return 2;
+            o->switch_threads = (uint32_t)v;
+            break;
+        case 'J':
+            if (!*optarg || strlen(optarg) > 48)
+                return bad_usage("--job needs a name of 1..48 characters");
+            o->job = optarg;
+            break;
+        case 'O': {
+            optim_kind_t k;
+            if (optim_parse_kind(optarg, &k) != 0)
+                return bad_usage("--optimizer must be sgd, adagrad, adam or smorms3, got '%s'",
+                                 optarg);
+            o->cfg.optimizer = 1 + (int)k;
+            break;
+        }
+        case 'I': o->cfg.in_switch = 1; break;
+        case 'E':
+            if (strcmp(optarg, "inside") == 0) o->cfg.eps_outside = 0;
+            else if (strcmp(optarg, "outside") == 0) o->cfg.eps_outside = 1;
+            else return bad_usage("--eps-place must be inside or outside, got '%s'", optarg);
+            break;
+        case 'h': usage(stdout); return 1;
+        case ':':
+            return bad_usage("%s needs a value", argv[optind - 1]);
+        default:
+            return bad_usage("unknown option '%s'", argv[optind - 1]);
+        }
+    }
+    if (optind < argc)
+        return bad_usage("unexpected argument '%s'", argv[optind]);
+    if (o->data && o->synthetic)
+        return bad_usage("give --data or --synthetic, not both");
+    if (!o->data && !o->synthetic)
+        o->synthetic = DEFAULT_SYNTHETIC;
+    if (o->cfg.micro_batch > o->cfg.batch) {
+        if (mb_given)
+            return bad_usage("--micro-batch (%zu) cannot exceed --batch (%zu)",
+                             o->cfg.micro_batch, o->cfg.batch);
+        o->cfg.micro_batch = o->cfg.batch;
+    }
+    if (o->cfg.mode == GLM_MODE_SINGLE) {
+        if (o->workers_given && o->workers != 1)
+            return bad_usage("--mode single runs one process (got --workers %u)", o->workers);
+        if (o->backend_mpi || o->protocol >= 0 || o->switch_addr)
+            return bad_usage("--mode single uses no switch and no MPI (drop --backend, "
+                             "--protocol, --switch)");
+        o->workers = 1;
+    }
+    if (o->cfg.optimizer && o->cfg.mode != GLM_MODE_DATA)
+        return bad_usage("--optimizer applies to --mode data (model mode updates each worker's "
+                         "slice with plain SGD)");
+    if (o->cfg.in_switch && !o->cfg.optimizer)
+        return bad_usage("--in-switch needs --optimizer");
+    if (o->cfg.in_switch && o->backend_mpi)
+        return bad_usage("--in-switch needs the inagg backend (MPI has no switch)");
+    if (o->cfg.mode == GLM_MODE_DATA && pipeline_given)
+        return bad_usage("--no-pipeline applies to model mode");
+    if (o->backend_mpi && o->protocol >= 0)
+        return bad_usage("--protocol applies to the inagg backend, not --backend mpi");
+    if (o->backend_mpi && o->switch_addr)
+        return bad_usage("--switch applies to the inagg backend, not --backend mpi");
+    if (o->switch_threads && (o->switch_addr || o->backend_mpi || o->cfg.mode == GLM_MODE_SINGLE))
+        return bad_usage("--switch-threads applies to the embedded switch (not with --switch, "
+                         "--backend mpi or --mode single)");
+    if (!o->switch_addr && !o->backend_mpi && o->cfg.mode != GLM_MODE_SINGLE &&
+        !o->switch_threads)
+        o->switch_threads = default_switch_threads();
+    if (o->protocol < 0)
+        o->protocol = o->cfg.mode == GLM_MODE_DATA ? 0 : 1;
+    if (o->switch_addr) {
+        if (o->rank < 0 || o->world < 0) {
+            long r = -1, w = -1;
+            if (env_rank(&r, &w) != 0 && (o->rank < 0 || o->world < 0))
+                return bad_usage("--switch needs --rank and --world (or run under mpirun / "
+                                 "srun, which set them in the environment)");
+            if (o->rank < 0) o->rank = r;
+            if (o->world < 0) o->world = w;
+        }
+        if (o->world < 1 || o->world > (long)INAGG_MAX_WORLD || o->rank < 0 ||
+            o->rank >= o->world)
+            return bad_usage("rank %ld of world %ld is out of range (world 1..%u)", o->rank,
+                             o->world, INAGG_MAX_WORLD);
+        if (o->workers_given && o->workers != (uint32_t)o->world)
+            return bad_usage("--workers %u disagrees with --world %ld", o->workers, o->world);
+        o->workers = (uint32_t)o->world;
+    } else if (o->rank >= 0 || o->world >= 0 || o->job) {
+        return bad_usage("--rank, --world and --job go with --switch HOST:PORT");
+    }
+    return 0;
+}

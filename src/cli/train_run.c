@@ -1,0 +1,512 @@
+/*
+ * train_run.c - `inagg train`, the project's main job: distributed training of a generalized
+ * linear model (P4SGD's workload) through the aggregation switch.
+ *
+ * With no --switch, the command forks an embedded switch on loopback and N worker processes
+ * (launch/), each a rank of one job; every worker loads (or generates) the same data, takes
+ * its slice (features in model mode, samples in data mode) and trains with glm/train.c over
+ * the inagg collective (glm/coll_inagg.c). Workers report one text line per event (glm/train.h's
+ * report lines) through a pipe; train_render.c renders progress, the summary, JSON and a plot.
+ * --backend mpi runs the same trainers under mpirun (inagg-mpi-train) and parses the same
+ * lines from its stdout. --mode single trains in this process. --switch HOST:PORT runs one
+ * rank here (multi-host; rank and world from flags or the launcher's environment).
+ * Every wait is bounded: the library's per-call timeout, a watchdog on silent workers, and
+ * the first failure kills the remaining workers.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "base/log.h"
+#include "base/util.h"
+#include "cli/commands.h"
+#include "cli/output.h"
+#include "cli/train.h"
+#include "glm/collective.h"
+#include "glm/dataset.h"
+#include "inagg.h"
+#include "kernels/optim.h"
+#include "launch/launch.h"
+
+#define P4SGD_PACKET_ELEMS 1024u /* >= micro-batch; evaluation allreduces go in big chunks */
+#define MAX_SLOTS 256u
+#define MPI_TIME_LIMIT_S 3600u
+#define LINE_MAX_LEN 4096
+#define RANK_EXIT_MS 10000 /* a rank whose pipe closed exits within this */
+
+typedef struct worker_ctx {
+    run_t *run;     /* in-process: render directly */
+    int fd;         /* forked: write report lines here */
+    uint32_t rank;
+    int write_failed;
+} worker_ctx_t;
+
+static int emit(worker_ctx_t *w, glm_line_t *l)
+{
+    l->rank = (int)w->rank;
+    if (w->run) {
+        int rc = train_handle_line(w->run, l, (int)w->rank);
+        return rc == 0 || l->type == GLM_LINE_ERROR ? 0 : -1;
+    }
+    char buf[LINE_MAX_LEN];
+    int n = glm_line_format(l, buf, sizeof(buf) - 1);
+    if (n < 0)
+        return 0;
+    buf[n++] = '\n';
+    size_t off = 0;
+    while (off < (size_t)n) {
+        ssize_t k = write(w->fd, buf + off, (size_t)n - off);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0) {
+            w->write_failed = 1;
+            return -1; /* the parent is gone: stop */
+        }
+        off += (size_t)k;
+    }
+    return 0;
+}
+
+static int w_setup(const glm_setup_record_t *s, void *arg)
+{
+    worker_ctx_t *w = arg;
+    if (w->rank != 0)
+        return 0;
+    glm_line_t l;
+    glm_line_init(&l, GLM_LINE_SETUP, (int)w->rank);
+    l.setup = *s;
+    return emit(w, &l);
+}
+
+static int w_epoch(const glm_epoch_record_t *e, void *arg)
+{
+    worker_ctx_t *w = arg;
+    if (w->rank != 0)
+        return 0;
+    glm_line_t l;
+    glm_line_init(&l, GLM_LINE_EPOCH, (int)w->rank);
+    l.epoch = *e;
+    return emit(w, &l);
+}
+
+static int w_progress(uint32_t epoch, double fraction, void *arg)
+{
+    worker_ctx_t *w = arg;
+    if (w->run && w->rank != 0)
+        return 0;
+    glm_line_t l;
+    glm_line_init(&l, GLM_LINE_PROGRESS, (int)w->rank); /* every rank: the parent's sign of life */
+    l.progress_epoch = epoch;
+    l.progress_fraction = fraction;
+    return emit(w, &l);
+}
+
+static void w_error(worker_ctx_t *w, const char *msg)
+{
+    glm_line_t l;
+    glm_line_init(&l, GLM_LINE_ERROR, (int)w->rank);
+    if (strncmp(msg, "rank ", 5) == 0)
+        snprintf(l.message, sizeof(l.message), "%s", msg);
+    else
+        snprintf(l.message, sizeof(l.message), "rank %u: %s", w->rank, msg);
+    emit(w, &l);
+}
+
+static uint32_t p4sgd_slots(const train_opts_t *o)
+{
+    size_t nmb = (o->cfg.batch + o->cfg.micro_batch - 1) / o->cfg.micro_batch;
+    return (uint32_t)util_min_u64(util_max_u64(16, nmb), MAX_SLOTS);
+}
+
+static uint32_t packet_elems(const train_opts_t *o)
+{
+    if (o->cfg.mode == GLM_MODE_DATA)
+        return 0; /* the library's default: one full datagram per packet */
+    return (uint32_t)util_max_u64(P4SGD_PACKET_ELEMS, o->cfg.micro_batch);
+}
+
+/* One rank: load, join, train, report. 0 or 1 (the error was reported). */
+static int worker_main(const train_opts_t *o, uint32_t rank, uint32_t world, const char *addr,
+                       const char *job, worker_ctx_t *w)
+{
+    char err[1024];
+    glm_dataset_t train, test;
+    if (glm_load_inputs(o->data, o->synthetic, o->test, o->cfg.seed, o->cfg.objective,
+                        o->precision, &train, &test, err, sizeof(err)) != 0) {
+        w_error(w, err);
+        return 1;
+    }
+    glm_coll_t *coll = NULL;
+    int rc;
+    if (o->cfg.mode == GLM_MODE_SINGLE)
+        rc = glm_coll_local_create(&coll, err, sizeof(err));
+    else {
+        glm_coll_optimizer_t opt = {0};
+        if (o->cfg.in_switch) {
+            /* The switch needs the optimizer at join: the model's length, the rate and the
+             * weight decay (= l2) must be resolved here, as glm_train would resolve them. */
+            optim_config_t dflt = OPTIM_CONFIG_INIT;
+            opt.kind = o->cfg.optimizer - 1;
+            opt.params = train.cols;
+            opt.lr = (float)glm_resolved_lr(&o->cfg, &train);
+            opt.beta1 = dflt.beta1;
+            opt.beta2 = dflt.beta2;
+            opt.eps = dflt.eps;
+            opt.weight_decay = (float)glm_resolved_l2(&o->cfg, &train);
+            opt.eps_outside = o->cfg.eps_outside;
+        }
+        rc = glm_coll_inagg_create(&coll, addr, job, rank, world, o->protocol == 1,
+                                   o->protocol == 1 || o->cfg.mode == GLM_MODE_MODEL
+                                       ? p4sgd_slots(o)
+                                       : 16,
+                                   packet_elems(o), o->timeout_ms,
+                                   o->cfg.in_switch ? &opt : NULL, err, sizeof(err));
+    }
+    if (rc == 0) {
+        glm_train_config_t cfg = o->cfg;
+        cfg.progress = w_progress;
+        cfg.progress_arg = w;
+        cfg.progress_ms = w->run ? 100 : 250;
+        rc = glm_train(&cfg, coll, &train, o->test ? &test : NULL, w_setup, w_epoch, w, NULL,
+                       err, sizeof(err));
+    }
+    if (rc != 0 && !w->write_failed && !(w->run && w->run->failed))
+        w_error(w, err);
+    glm_coll_destroy(coll);
+    glm_dataset_free(&train);
+    glm_dataset_free(&test);
+    if (rc == 0) {
+        glm_line_t l;
+        glm_line_init(&l, GLM_LINE_DONE, (int)w->rank);
+        emit(w, &l);
+    }
+    return rc == 0 ? 0 : 1;
+}
+
+/* ---- the local job: embedded switch + forked workers -------------------------------------- */
+
+typedef struct rank_ctx {
+    const train_opts_t *o;
+    const char *addr, *job;
+} rank_ctx_t;
+
+static int rank_main(uint32_t rank, int fd, void *arg)
+{
+    const rank_ctx_t *c = arg;
+    signal(SIGPIPE, SIG_IGN);
+    worker_ctx_t w = {NULL, fd, rank, 0};
+    return worker_main(c->o, rank, c->o->workers, c->addr, c->job, &w);
+}
+
+/* What the parent keeps of a rank's pipe: a partial line, and whether it finished. */
+typedef struct child {
+    int finished; /* done line seen */
+    char buf[LINE_MAX_LEN];
+    size_t len;
+    uint64_t last_heard_ns;
+} child_t;
+
+static void feed_child(run_t *run, child_t *c, uint32_t rank, const char *data, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (data[i] != '\n') {
+            if (c->len < sizeof(c->buf) - 1)
+                c->buf[c->len++] = data[i];
+            continue;
+        }
+        c->buf[c->len] = '\0';
+        c->len = 0;
+        glm_line_t l;
+        if (glm_line_parse(c->buf, &l) == GLM_LINE_NONE)
+            continue;
+        if (l.type == GLM_LINE_DONE)
+            c->finished = 1;
+        train_handle_line(run, &l, (int)rank);
+    }
+}
+
+/* Rank r's pipe is readable or closed: its lines, or at EOF its exit. */
+static void read_rank(run_t *run, launch_ranks_t *g, child_t *c, uint32_t r, uint64_t now)
+{
+    char data[8192];
+    ssize_t got = read(g->fd[r], data, sizeof(data));
+    if (got > 0) {
+        c->last_heard_ns = now;
+        feed_child(run, c, r, data, (size_t)got);
+        return;
+    }
+    if (got < 0 && errno == EINTR)
+        return;
+    launch_ranks_wait_one(g, r, RANK_EXIT_MS); /* closes the pipe */
+    int status = g->status[r];
+    if (!c->finished && !run->failed) {
+        run->failed = 1;
+        if (WIFSIGNALED(status))
+            snprintf(run->error, sizeof(run->error),
+                     "rank %u was killed by signal %d (%s) without a report", r,
+                     WTERMSIG(status), strsignal(WTERMSIG(status)));
+        else
+            snprintf(run->error, sizeof(run->error),
+                     "rank %u exited with status %d without a report", r, WEXITSTATUS(status));
+    }
+}
+
+/* Read every rank's reports until all pipes closed or the run failed. */
+static void watch_ranks(const train_opts_t *o, run_t *run, launch_ranks_t *g, child_t *ch)
+{
+    uint32_t W = g->n;
+    /* A rank is given up on when silent for this long: the library fails a collective after
+     * timeout_ms, so a live worker always says something well before (loading included). */
+    uint64_t idle_limit_ns = (uint64_t)o->timeout_ms * 4000000ull + 120000000000ull;
+    for (uint32_t r = 0; r < W; r++)
+        ch[r].last_heard_ns = util_now_ns();
+    while (!run->failed) {
+        struct pollfd pfd[LAUNCH_MAX_RANKS];
+        uint32_t map[LAUNCH_MAX_RANKS];
+        nfds_t n = 0;
+        for (uint32_t r = 0; r < W; r++) {
+            if (g->fd[r] >= 0) {
+                pfd[n] = (struct pollfd){g->fd[r], POLLIN, 0};
+                map[n++] = r;
+            }
+        }
+        if (n == 0)
+            break;
+        int k = poll(pfd, n, 200);
+        if (k < 0 && errno != EINTR) {
+            snprintf(run->error, sizeof(run->error), "poll: %s", strerror(errno));
+            run->failed = 1;
+            break;
+        }
+        uint64_t now = util_now_ns();
+        for (nfds_t i = 0; i < n && !run->failed; i++) {
+            uint32_t r = map[i];
+            if (pfd[i].revents & (POLLIN | POLLHUP | POLLERR)) {
+                read_rank(run, g, &ch[r], r, now);
+            } else if (now - ch[r].last_heard_ns > idle_limit_ns) {
+                run->failed = 1;
+                snprintf(run->error, sizeof(run->error),
+                         "rank %u said nothing for %.0f s: killed", r,
+                         (double)(now - ch[r].last_heard_ns) / 1e9);
+            }
+        }
+    }
+}
+
+static int run_local(const train_opts_t *o, run_t *run)
+{
+    uint16_t port = 0;
+    switch_config_t scfg = SWITCH_CONFIG_INIT;
+    scfg.listen = "127.0.0.1:0";
+    scfg.worker_timeout_ms = o->timeout_ms;
+    scfg.threads = o->switch_threads;
+    char err[256];
+    pid_t sw = launch_switch(&scfg, &port, err, sizeof(err));
+    if (sw < 0) {
+        snprintf(run->error, sizeof(run->error), "the embedded switch did not start");
+        run->failed = 1;
+        return -1;
+    }
+    char addr[64], job[64];
+    snprintf(addr, sizeof(addr), "127.0.0.1:%u", port);
+    rank_ctx_t ctx = {o, addr, cli_job_name("train", job, sizeof(job))};
+    child_t *ch = calloc(o->workers, sizeof(child_t));
+    launch_ranks_t *g = calloc(1, sizeof(*g));
+    if (!ch || !g) {
+        snprintf(run->error, sizeof(run->error), "out of memory");
+        run->failed = 1;
+    } else if (launch_ranks_start(g, o->workers, rank_main, &ctx,
+                                  LAUNCH_PIPE | LAUNCH_DIE_WITH_PARENT, err, sizeof(err)) != 0) {
+        snprintf(run->error, sizeof(run->error), "%s", err);
+        run->failed = 1;
+    } else {
+        watch_ranks(o, run, g, ch);
+        launch_ranks_kill(g); /* the first failure ends the others */
+    }
+    free(g);
+    free(ch);
+    launch_switch_stop(sw);
+    return run->failed ? -1 : 0;
+}
+
+/* ---- the MPI backend ---------------------------------------------------------------------- */
+
+static int mpi_line(const char *line, void *arg)
+{
+    run_t *run = arg;
+    glm_line_t l;
+    if (glm_line_parse(line, &l) == GLM_LINE_NONE) {
+        train_clear_bar(run);
+        fprintf(stderr, "%s\n", line); /* something else the program or MPI printed */
+        return 0;
+    }
+    return train_handle_line(run, &l, -1) == 0 ? 0 : 1;
+}
+
+static int run_mpi(const train_opts_t *o, run_t *run)
+{
+    char prog[4096];
+    if (launch_find_program("inagg-mpi-train", "INAGG_MPI_TRAIN", prog, sizeof(prog)) != 0) {
+        snprintf(run->error, sizeof(run->error),
+                 "--backend mpi needs the program '%.1000s', which is missing or not executable (it "
+                 "is built by `make` when mpicc is installed: apt-get install openmpi-bin "
+                 "libopenmpi-dev; $INAGG_MPI_TRAIN overrides the path)",
+                 prog[0] ? prog : "inagg-mpi-train");
+        run->failed = 1;
+        return -1;
+    }
+    char batch[32], mb[32], epochs[32], lr[64], l2[64], prec[16], seed[32];
+    snprintf(batch, sizeof(batch), "%zu", o->cfg.batch);
+    snprintf(mb, sizeof(mb), "%zu", o->cfg.micro_batch);
+    snprintf(epochs, sizeof(epochs), "%u", o->cfg.epochs);
+    snprintf(lr, sizeof(lr), "%.17g", o->cfg.lr);
+    snprintf(l2, sizeof(l2), "%.17g", o->cfg.l2);
+    snprintf(prec, sizeof(prec), "%d", o->precision);
+    snprintf(seed, sizeof(seed), "%llu", (unsigned long long)o->cfg.seed);
+    const char *args[40];
+    size_t a = 0;
+    args[a++] = o->data ? "--data" : "--synthetic";
+    args[a++] = o->data ? o->data : o->synthetic;
+    if (o->test) {
+        args[a++] = "--test-data";
+        args[a++] = o->test;
+    }
+    args[a++] = "--mode";
+    args[a++] = glm_mode_name(o->cfg.mode);
+    args[a++] = "--objective";
+    args[a++] = glm_objective_name(o->cfg.objective);
+    args[a++] = "--batch";
+    args[a++] = batch;
+    args[a++] = "--micro-batch";
+    args[a++] = mb;
+    args[a++] = "--epochs";
+    args[a++] = epochs;
+    if (o->lr_given) {
+        args[a++] = "--lr";
+        args[a++] = lr;
+    }
+    args[a++] = "--lr-schedule";
+    args[a++] = o->cfg.schedule == GLM_LR_SQRT ? "sqrt" : "const";
+    if (o->l2_given) {
+        args[a++] = "--l2";
+        args[a++] = l2;
+    }
+    if (!o->cfg.pipeline)
+        args[a++] = "--no-pipeline";
+    if (o->cfg.optimizer) {
+        args[a++] = "--optimizer";
+        args[a++] = optim_kind_name((optim_kind_t)(o->cfg.optimizer - 1));
+        args[a++] = "--eps-place";
+        args[a++] = o->cfg.eps_outside ? "outside" : "inside";
+    }
+    args[a++] = "--precision";
+    args[a++] = prec;
+    args[a++] = "--seed";
+    args[a++] = seed;
+    args[a] = NULL;
+    launch_capture_t *cap = calloc(1, sizeof(*cap));
+    if (!cap) {
+        snprintf(run->error, sizeof(run->error), "out of memory");
+        run->failed = 1;
+        return -1;
+    }
+    cap->on_line = mpi_line;
+    cap->arg = run;
+    char err[1024];
+    int rc = launch_mpirun(o->workers, prog, args, MPI_TIME_LIMIT_S, cap, err, sizeof(err));
+    free(cap);
+    if (run->failed)
+        return -1; /* a rank's own error line says more than mpirun's stderr */
+    if (rc != 0) {
+        run->failed = 1;
+        snprintf(run->error, sizeof(run->error), "MPI run failed: %s", err);
+        return -1;
+    }
+    if (run->done == 0) {
+        run->failed = 1;
+        snprintf(run->error, sizeof(run->error),
+                 "the MPI run ended without its final report (%u of %u epochs)", run->nepochs,
+                 o->cfg.epochs);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- the command: parse, run, render -------------------------------------------------------- */
+
+int cmd_train(int argc, char **argv)
+{
+    train_opts_t o;
+    int prc = train_parse_args(argc, argv, &o);
+    if (prc)
+        return prc == 1 ? 0 : prc;
+    signal(SIGPIPE, SIG_IGN);
+    log_init(LOG_WARN, "inagg"); /* the embedded switch: no per-job chatter ($INAGG_LOG wins) */
+
+    run_t run;
+    memset(&run, 0, sizeof(run));
+    run.o = &o;
+    run.world = o.workers;
+    run.t_start = util_now_ns();
+    int json_stdout = o.json_path && strcmp(o.json_path, "-") == 0;
+    run.human = json_stdout ? stderr : stdout;
+    int is_rank0 = !o.switch_addr || o.rank == 0;
+    run.tty = isatty(STDERR_FILENO) && is_rank0;
+
+    if (o.plot_path) {
+        char g[4096];
+        if (train_find_gnuplot(g, sizeof(g)) != 0)
+            return 1;
+    }
+    if (is_rank0)
+        train_print_header(&run);
+
+    int rc;
+    if (o.cfg.mode == GLM_MODE_SINGLE) {
+        worker_ctx_t w = {&run, -1, 0, 0};
+        rc = worker_main(&o, 0, 1, NULL, NULL, &w) == 0 && !run.failed ? 0 : -1;
+    } else if (o.backend_mpi) {
+        rc = run_mpi(&o, &run);
+    } else if (o.switch_addr) {
+        /* One rank here; rank 0 renders, the others only report failure. */
+        if (!is_rank0)
+            run.human = fopen("/dev/null", "w");
+        if (!run.human)
+            run.human = stderr;
+        worker_ctx_t w = {&run, -1, (uint32_t)o.rank, 0};
+        rc = worker_main(&o, (uint32_t)o.rank, (uint32_t)o.world, o.switch_addr,
+                         o.job ? o.job : "train", &w) ==
+                     0 && !run.failed
+                 ? 0
+                 : -1;
+    } else {
+        rc = run_local(&o, &run);
+    }
+    double total_s = (double)(util_now_ns() - run.t_start) / 1e9;
+    if (rc != 0 || run.failed) {
+        train_clear_bar(&run);
+        fprintf(stderr, "inagg train: %s\n", run.error[0] ? run.error : "training failed");
+        if (run.human != stdout && run.human != stderr)
+            fclose(run.human);
+        free(run.epochs);
+        return 1;
+    }
+    int out = 0;
+    if (is_rank0) {
+        train_summary(&run, total_s);
+        if (o.json_path && train_write_json(&run, total_s) != 0)
+            out = 1;
+        if (o.plot_path && train_write_plot(&run) != 0)
+            out = 1;
+    }
+    if (run.human != stdout && run.human != stderr)
+        fclose(run.human);
+    free(run.epochs);
+    return out;
+}
+

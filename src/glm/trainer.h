@@ -1,0 +1,55 @@
+/*
+ * trainer.h - the state of one rank's training run, shared by the two halves of the trainers:
+ * train.c (checks, setup, the epoch loop of glm_train) and train_epochs.c (the epochs of each
+ * mode and the evaluation after them). Internal to glm/.
+ */
+#ifndef INAGG_GLM_TRAINER_H
+#define INAGG_GLM_TRAINER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "glm/train.h"
+#include "kernels/optim.h"
+
+typedef struct trainer {
+    const glm_train_config_t *cfg;
+    glm_coll_t *coll;
+    const glm_dataset_t *full, *test;
+    glm_dataset_t own, own_test; /* the slices when a rank owns part of the data */
+    const glm_dataset_t *d, *t;  /* what this rank trains / evaluates on */
+    size_t c0, c1;               /* features of this rank's model slice */
+    size_t r0, r1;               /* data mode: rows of this rank (global indices) */
+    size_t t0, t1;               /* data mode: test rows of this rank */
+    size_t nx;                   /* c1 - c0 */
+    float *x;                    /* the model is xs * x */
+    double xs;
+    optim_config_t ocfg;         /* data mode with an optimizer */
+    float *ostate;               /* its state when the workers run it */
+    uint64_t ostep;
+    double *g;
+    float *gf;                   /* data mode: the gradient as sent */
+    uint32_t *perm;
+    float *act;                  /* model mode: activations of one mini-batch */
+    float *ev;                   /* evaluation buffer */
+    size_t nev;
+    double lr;
+    uint64_t next_progress_ns;
+    char *err;
+    size_t errlen;
+} trainer_t;
+
+
+/* A new permutation of the samples for epoch `epoch` (the same on every rank). */
+void trainer_shuffle(trainer_t *t, uint32_t epoch);
+
+/* One epoch at rate lr: model parallel (and single), or data parallel. 0, or -1 with the
+ * reason in t->err. */
+int trainer_model_epoch(trainer_t *t, uint32_t epoch, double lr);
+int trainer_data_epoch(trainer_t *t, uint32_t epoch, double lr);
+
+/* Objective, accuracy and test accuracy of the current model on the whole sets into rec.
+ * 0, or -1 with the reason in t->err. */
+int trainer_evaluate(trainer_t *t, glm_epoch_record_t *rec);
+
+#endif /* INAGG_GLM_TRAINER_H */

@@ -1,0 +1,90 @@
+/*
+ * switch_child.c - see launch.h: a switch in a child process, for the benchmarks' and the
+ * trainer's embedded switch and the tests: fork, start the switch there, and hand its port
+ * back through a pipe once it is bound (a readiness signal, never a sleep). The child runs
+ * until SIGTERM or SIGINT.
+ */
+#include "launch/launch.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/errmsg.h"
+
+#define READY_TIMEOUT_MS 10000
+#define STOP_GRACE_MS 30000
+
+struct child_args {
+    const switch_config_t *cfg;
+    int ready_fd;
+};
+
+static int child_main(void *arg)
+{
+    const struct child_args *a = arg;
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &set, NULL); /* the switch's threads inherit the mask */
+    inagg_switch_t *sw;
+    char err[256];
+    if (switch_start(a->cfg, &sw, err, sizeof(err)) != 0) {
+        fprintf(stderr, "inagg: switch in child process: %s\n", err);
+        return 1;
+    }
+    char buf[16];
+    int n = snprintf(buf, sizeof(buf), "%u\n", switch_port(sw));
+    if (write(a->ready_fd, buf, (size_t)n) != n)
+        return 1;
+    close(a->ready_fd);
+    int sig;
+    sigwait(&set, &sig);
+    if (getenv("INAGG_BENCH_SWITCH_STATS"))
+        switch_write_stats(sw, stderr, 0);
+    switch_stop(sw);
+    return 0;
+}
+
+pid_t launch_switch(const switch_config_t *cfg, uint16_t *port, char *err, size_t errlen)
+{
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) != 0) {
+        int e = errno;
+        set_err(err, errlen, "pipe: %s", strerror(e));
+        return -e;
+    }
+    struct child_args a = {cfg, p[1]};
+    pid_t pid = launch_fork(child_main, &a, 0);
+    close(p[1]);
+    if (pid < 0) {
+        close(p[0]);
+        set_err(err, errlen, "fork: %s", strerror((int)-pid));
+        return pid;
+    }
+    char buf[16] = {0};
+    struct pollfd pf = {.fd = p[0], .events = POLLIN};
+    ssize_t n = poll(&pf, 1, READY_TIMEOUT_MS) == 1 ? read(p[0], buf, sizeof(buf) - 1) : -1;
+    close(p[0]);
+    if (n <= 0) {
+        int status = 0;
+        int rc = launch_stop(pid, SIGKILL, STOP_GRACE_MS, &status);
+        if (n == 0)
+            set_err(err, errlen, "the switch process ended before it was ready");
+        else
+            set_err(err, errlen, "the switch did not report its port within %d s",
+                    READY_TIMEOUT_MS / 1000);
+        return n == 0 ? -ECHILD : rc == 0 ? -ETIMEDOUT : rc;
+    }
+    *port = (uint16_t)atoi(buf);
+    return pid;
+}
+
+void launch_switch_stop(pid_t pid) { launch_stop(pid, SIGTERM, STOP_GRACE_MS, NULL); }

@@ -8,42 +8,32 @@
  * point straight at the slot's result, which is in network order once complete and is not
  * reused before every rank has received it.
  */
-#include <arpa/inet.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/log.h"
 #include "switch/server.h"
-#include "transport/udp.h"
 
 #define DP_MAX_BATCH 256
 #define DP_TX_CAP 2048
-#define DP_RX_BUF 65536
 
 struct dp_txq {
     int n;
     transport_tx_t pkts[DP_TX_CAP];
     uint8_t hdr[DP_TX_CAP][WIRE_HEADER_SIZE];
-    /* UDP until the transport interface is implemented: sendmmsg's view of pkts */
-    struct mmsghdr msgs[DP_TX_CAP];
-    struct iovec iov[DP_TX_CAP][2];
-    struct mmsghdr faulted[2 * DP_TX_CAP + 1];
 };
 
-typedef struct rx_batch {
-    struct mmsghdr msgs[DP_MAX_BATCH];
-    struct iovec iov[DP_MAX_BATCH];
-    struct sockaddr_in from[DP_MAX_BATCH];
-    int order[2 * DP_MAX_BATCH];
-    uint8_t *bufs; /* DP_MAX_BATCH * DP_RX_BUF bytes */
-} rx_batch_t;
-
-/* UDP until the transport interface is implemented: a sockaddr_in as a transport address. */
-static void udp_addr(const struct sockaddr_in *sa, transport_addr_t *a)
+/* Fault injection (a wrapping transport) decided since the last look: the drops go to
+ * injected_drops, and *net is what it added to (duplicates) or took from (drops) the packets
+ * that passed, so packets in and out count what crossed the wire. */
+static void fault_delta(dp_thread_t *t, int64_t *net)
 {
-    a->kind = 1;
-    a->len = sizeof(*sa);
-    memcpy(a->u.bytes, sa, sizeof(*sa));
+    uint64_t dropped, duplicated, reordered;
+    transport_fault_counts(t->tp, &dropped, &duplicated, &reordered);
+    STAT_ADD(t->c.v[STAT_INJECTED_DROPS], dropped - t->fault_dropped);
+    *net = (int64_t)(duplicated - t->fault_duplicated) - (int64_t)(dropped - t->fault_dropped);
+    t->fault_dropped = dropped;
+    t->fault_duplicated = duplicated;
 }
 
 static void tx_flush(dp_thread_t *t)
@@ -51,27 +41,11 @@ static void tx_flush(dp_thread_t *t)
     struct dp_txq *q = t->txq;
     if (q->n == 0)
         return;
-    for (int k = 0; k < q->n; k++) {
-        transport_tx_t *p = &q->pkts[k];
-        q->iov[k][0] = (struct iovec){(void *)(uintptr_t)p->head, p->head_len};
-        q->iov[k][1] = (struct iovec){(void *)(uintptr_t)p->body, p->body_len};
-        memset(&q->msgs[k], 0, sizeof(q->msgs[k]));
-        q->msgs[k].msg_hdr.msg_name = p->to.u.bytes;
-        q->msgs[k].msg_hdr.msg_namelen = p->to.len;
-        q->msgs[k].msg_hdr.msg_iov = q->iov[k];
-        q->msgs[k].msg_hdr.msg_iovlen = p->body_len ? 2 : 1;
-    }
-    struct mmsghdr *msgs = q->msgs;
-    int n = q->n;
-    if (t->faults_out.enabled) {
-        uint64_t before = t->faults_out.dropped;
-        n = faults_on_send(&t->faults_out, q->msgs, q->n, q->faulted);
-        msgs = q->faulted;
-        STAT_ADD(t->c.v[STAT_INJECTED_DROPS], t->faults_out.dropped - before);
-    }
-    int sent = udp_send_batch(t->fd, msgs, n, 100);
-    if (sent > 0)
-        STAT_ADD(t->c.v[STAT_PACKETS_OUT], (uint64_t)sent);
+    int64_t net;
+    int sent = transport_send(t->tp, q->pkts, q->n, 100);
+    fault_delta(t, &net);
+    if (sent > 0 && sent + net > 0)
+        STAT_ADD(t->c.v[STAT_PACKETS_OUT], (uint64_t)(sent + net));
     q->n = 0;
 }
 
@@ -238,55 +212,36 @@ void *dataplane_main(void *arg)
 {
     dp_thread_t *t = arg;
     struct inagg_switch *sw = t->sw;
-    uint32_t batch = sw->cfg.batch < DP_MAX_BATCH ? sw->cfg.batch : DP_MAX_BATCH;
-    if (batch == 0)
-        batch = 1;
+    /* Room for a batch twice over: fault injection may duplicate every packet of one. */
+    int max = 2 * (int)(sw->cfg.batch < DP_MAX_BATCH ? sw->cfg.batch : DP_MAX_BATCH);
+    if (max == 0)
+        max = 2;
     uint32_t to_switch = proto_accepts_any();
-    rx_batch_t *rx = calloc(1, sizeof(*rx));
+    transport_rx_t *rx = calloc((size_t)max, sizeof(*rx));
     t->txq = calloc(1, sizeof(*t->txq));
-    uint8_t *bufs = rx ? malloc((size_t)batch * DP_RX_BUF) : NULL;
-    if (!rx || !t->txq || !bufs) {
+    if (!rx || !t->txq) {
         LOG_E("dataplane thread %u: out of memory", t->index);
         free(rx);
         free(t->txq);
-        free(bufs);
         atomic_store(&t->running, 0);
         return NULL;
     }
-    rx->bufs = bufs;
-    /* One system call per wake-up: recvmmsg sleeps until a packet comes (at most 50 ms, so
-     * the stop flag is seen). */
-    int blocking = udp_set_receive_timeout(t->fd, 50) == 0;
-    for (uint32_t i = 0; i < batch; i++) {
-        rx->iov[i] = (struct iovec){rx->bufs + (size_t)i * DP_RX_BUF, DP_RX_BUF};
-        rx->msgs[i].msg_hdr.msg_iov = &rx->iov[i];
-        rx->msgs[i].msg_hdr.msg_iovlen = 1;
-    }
     while (!atomic_load_explicit(&sw->stop, memory_order_acquire)) {
         atomic_fetch_add_explicit(&t->epoch, 1, memory_order_acq_rel);
-        for (uint32_t i = 0; i < batch; i++) {
-            rx->msgs[i].msg_hdr.msg_name = &rx->from[i];
-            rx->msgs[i].msg_hdr.msg_namelen = sizeof(rx->from[i]);
-        }
-        int n = blocking ? udp_recv_batch_blocking(t->fd, rx->msgs, (int)batch)
-                         : udp_recv_batch(t->fd, rx->msgs, (int)batch, 50);
+        /* One system call per wake-up: the receive sleeps until a packet comes (at most
+         * 50 ms, so the stop flag is seen). */
+        int n = transport_recv(t->tp, rx, max, 50);
         if (n <= 0)
             continue;
-        STAT_ADD(t->c.v[STAT_PACKETS_IN], (uint64_t)n);
+        int64_t net;
+        fault_delta(t, &net);
+        if (n - net > 0)
+            STAT_ADD(t->c.v[STAT_PACKETS_IN], (uint64_t)(n - net));
         uint64_t now_ms = server_now_ms();
-        uint64_t dropped_before = t->faults_in.dropped;
-        int k = faults_on_recv(&t->faults_in, n, rx->order);
-        STAT_ADD(t->c.v[STAT_INJECTED_DROPS], t->faults_in.dropped - dropped_before);
-        for (int i = 0; i < k; i++) {
-            int m = rx->order[i];
-            transport_addr_t from;
-            udp_addr(&rx->from[m], &from);
-            handle_packet(t, to_switch, rx->bufs + (size_t)m * DP_RX_BUF, rx->msgs[m].msg_len,
-                          &from, now_ms);
-        }
+        for (int i = 0; i < n; i++)
+            handle_packet(t, to_switch, rx[i].data, rx[i].len, &rx[i].from, now_ms);
         tx_flush(t);
     }
-    free(rx->bufs);
     free(rx);
     free(t->txq);
     atomic_store(&t->running, 0);

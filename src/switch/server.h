@@ -13,20 +13,19 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
-#include "transport/faults.h"
 #include "switch/job.h"
 #include "switch/switch.h"
 
 typedef struct dp_thread {
     struct inagg_switch *sw;
     uint32_t index;
-    int fd;
+    transport_t *tp;        /* the transport queue this thread serves */
     pthread_t tid;
     _Atomic uint64_t epoch; /* bumped at every loop head */
     _Atomic int running;
     stat_counters_t c;      /* the STAT_SWITCH counters (stats.h) */
     struct dp_txq *txq;     /* packets queued while a batch is handled (dataplane.c) */
-    faults_t faults_in, faults_out;
+    uint64_t fault_dropped, fault_duplicated; /* the transport's fault counts, last seen */
 } INAGG_ALIGNED dp_thread_t;
 
 /* What remains of a job after it retired, so its counters can still be read. */

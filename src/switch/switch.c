@@ -1,10 +1,10 @@
 /*
- * switch.c - starting, stopping and reporting on the switch (see switch.h): binds the TCP
- * control port and one UDP port per dataplane thread, then runs control.c's thread and
- * dataplane.c's threads until switch_stop().
+ * switch.c - starting and stopping the switch (see switch.h): opens the TCP control port and
+ * one transport queue per dataplane thread, then runs control.c's thread and dataplane.c's
+ * threads until switch_stop(). Its counters are written by stats.c.
  */
-#include <arpa/inet.h>
 #include <errno.h>
+#include <netdb.h>
 #include <sched.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -14,7 +14,6 @@
 
 #include "base/log.h"
 #include "switch/server.h"
-#include "transport/udp.h"
 
 void server_quiesce(struct inagg_switch *sw)
 {
@@ -26,65 +25,97 @@ void server_quiesce(struct inagg_switch *sw)
             sched_yield();
 }
 
-static int open_listener(const struct sockaddr_in *addr)
+/* The control port: TCP on "HOST:PORT" (numeric, as transport_addr_format writes it).
+ * control/ctl.h has no listener, so this one resolves the text itself. An fd or -errno. */
+static int open_listener(const char *host_port)
 {
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return -errno;
-    int one = 1;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    if (bind(fd, (const struct sockaddr *)addr, sizeof(*addr)) != 0 || listen(fd, 256) != 0) {
-        int e = errno;
-        close(fd);
-        return -e;
+    char host[64];
+    const char *colon = strrchr(host_port, ':');
+    if (!colon || (size_t)(colon - host_port) >= sizeof(host))
+        return -EINVAL;
+    snprintf(host, sizeof(host), "%.*s", (int)(colon - host_port), host_port);
+    struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_NUMERICHOST | AI_NUMERICSERV | AI_PASSIVE};
+    struct addrinfo *ai = NULL;
+    if (getaddrinfo(host, colon + 1, &hints, &ai) != 0 || !ai)
+        return -EINVAL;
+    int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    int rc = fd < 0 ? -errno : 0;
+    if (fd >= 0) {
+        int one = 1;
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+        if (bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(fd, 256) != 0) {
+            rc = -errno;
+            close(fd);
+        }
     }
-    return fd;
+    freeaddrinfo(ai);
+    return rc < 0 ? rc : fd;
 }
 
-static void close_sockets(struct inagg_switch *sw)
+static void close_endpoints(struct inagg_switch *sw)
 {
     for (uint32_t t = 0; t < sw->cfg.threads; t++) {
-        if (sw->threads[t].fd >= 0)
-            close(sw->threads[t].fd);
-        sw->threads[t].fd = -1;
+        if (sw->threads[t].tp)
+            transport_close(sw->threads[t].tp);
+        sw->threads[t].tp = NULL;
     }
     if (sw->listen_fd >= 0)
         close(sw->listen_fd);
     sw->listen_fd = -1;
 }
 
-/* Bind UDP port P for thread 0, TCP port P, and UDP P+1.. for the other threads. With a
- * requested port of 0 the kernel picks P; retried when a neighbour port is taken. */
-static int bind_all(struct inagg_switch *sw, const struct sockaddr_in *want, char *err,
+/* The transport endpoint of dataplane thread t, at queue t of the switch whose queue 0 is
+ * at `bind`. 0 or -errno with the transport's reason in err. */
+static int open_queue(struct inagg_switch *sw, uint32_t t, const char *bind, char *err,
+                      size_t errlen)
+{
+    const switch_config_t *c = &sw->cfg;
+    transport_config_t tc = {
+        .kind = "udp",
+        .bind = bind,
+        .queue = t,
+        .buffer_bytes = c->socket_buffer,
+        .batch = c->batch == 0 ? 1 : c->batch < 256 ? c->batch : 256,
+        .sleep_ms = 50,
+        .faults_in = c->faults_in,
+        .faults_out = c->faults_out,
+        .fault_stream = t,
+    };
+    return transport_open(&tc, &sw->threads[t].tp, err, errlen);
+}
+
+/* Queue 0 (at the requested port, or one the kernel picks), the TCP control port on the
+ * same port, then queues 1.. on the ports after it; retried when a neighbour port is taken
+ * and the kernel picked. */
+static int bind_all(struct inagg_switch *sw, const transport_addr_t *want, char *err,
                     size_t errlen)
 {
     int rc = 0;
     for (int attempt = 0; attempt < 32; attempt++) {
-        struct sockaddr_in a = *want;
-        rc = udp_open(&a, sw->cfg.socket_buffer);
+        rc = open_queue(sw, 0, sw->cfg.listen, err, errlen);
+        if (rc == -EINVAL)
+            return -1; /* a bad fault spec: the transport said why */
         if (rc < 0)
             break;
-        sw->threads[0].fd = rc;
-        uint16_t port = udp_bound_port(rc);
-        a.sin_port = htons(port);
-        rc = open_listener(&a);
+        transport_addr_t q0;
+        char at[64] = "";
+        rc = transport_local_addr(sw->threads[0].tp, &q0);
+        if (rc == 0) {
+            transport_addr_format(&q0, at, sizeof(at));
+            rc = open_listener(at);
+        }
         if (rc >= 0)
             sw->listen_fd = rc;
-        for (uint32_t t = 1; rc >= 0 && t < sw->cfg.threads; t++) {
-            a.sin_port = htons((uint16_t)(port + t));
-            int fd = udp_open(&a, sw->cfg.socket_buffer);
-            if (fd < 0) {
-                rc = fd;
-                break;
-            }
-            sw->threads[t].fd = fd;
-        }
+        for (uint32_t t = 1; rc >= 0 && t < sw->cfg.threads; t++)
+            rc = open_queue(sw, t, at, err, errlen);
         if (rc >= 0) {
-            sw->port = port;
+            sw->port = transport_addr_port(&q0);
+            snprintf(sw->listen_text, sizeof(sw->listen_text), "%s", at);
             return 0;
         }
-        close_sockets(sw);
-        if (want->sin_port != 0 || rc != -EADDRINUSE)
+        close_endpoints(sw);
+        if (transport_addr_port(want) != 0 || rc != -EADDRINUSE)
             break;
     }
     snprintf(err, errlen, "cannot bind %s (TCP and %u UDP port%s): %s", sw->listen_text,
@@ -103,8 +134,8 @@ int switch_start(const switch_config_t *cfg, inagg_switch_t **out, char *err, si
         snprintf(err, errlen, "slots must be at least 1");
         return -1;
     }
-    struct sockaddr_in addr;
-    if (udp_parse_addr(cfg->listen, 0, &addr) != 0) {
+    transport_addr_t addr;
+    if (transport_parse_addr("udp", cfg->listen, &addr) != 0) {
         snprintf(err, errlen, "bad listen address '%s' (expected HOST:PORT)", cfg->listen);
         return -1;
     }
@@ -126,25 +157,11 @@ int switch_start(const switch_config_t *cfg, inagg_switch_t **out, char *err, si
         dp_thread_t *th = &sw->threads[t];
         th->sw = sw;
         th->index = t;
-        th->fd = -1;
-        char ferr[128];
-        if (faults_parse(&th->faults_in, cfg->faults_in, ferr, sizeof(ferr)) != 0 ||
-            faults_parse(&th->faults_out, cfg->faults_out, ferr, sizeof(ferr)) != 0) {
-            snprintf(err, errlen, "bad fault spec: %s", ferr);
-            switch_stop(sw);
-            return -1;
-        }
-        /* Different threads draw different decisions from the same seed. */
-        util_rng_seed(&th->faults_in.rng, th->faults_in.seed * 2654435761u + t);
-        util_rng_seed(&th->faults_out.rng, th->faults_out.seed * 2246822519u + t + 99);
     }
     if (bind_all(sw, &addr, err, errlen) != 0) {
         switch_stop(sw);
         return -1;
     }
-    char ip[32];
-    inet_ntop(AF_INET, &addr.sin_addr, ip, sizeof(ip));
-    snprintf(sw->listen_text, sizeof(sw->listen_text), "%s:%u", ip, sw->port);
     for (uint32_t t = 0; t < cfg->threads; t++) {
         atomic_store(&sw->threads[t].running, 1);
         if (pthread_create(&sw->threads[t].tid, NULL, dataplane_main, &sw->threads[t]) != 0) {
@@ -183,11 +200,7 @@ void switch_stop(inagg_switch_t *sw)
         if (j)
             job_free(j);
     }
-    close_sockets(sw);
-    for (uint32_t t = 0; t < sw->cfg.threads; t++) {
-        faults_free(&sw->threads[t].faults_in);
-        faults_free(&sw->threads[t].faults_out);
-    }
+    close_endpoints(sw);
     pthread_mutex_destroy(&sw->stats_lock);
     free(sw->threads);
     free(sw);

@@ -7,16 +7,17 @@
 #define INAGG_SWITCH_SWITCH_H
 
 #include <stdint.h>
+#include <stddef.h>
 #include <stdio.h>
-#include <sys/types.h>
 
 typedef struct switch_config {
     const char *listen;          /* "HOST:PORT"; port 0 picks a free one */
-    uint32_t threads;            /* dataplane threads, UDP ports PORT .. PORT+threads-1 */
+    uint32_t threads;            /* dataplane threads, transport queues 0 .. threads-1 (UDP:
+                                    ports PORT .. PORT+threads-1) */
     uint32_t total_slots;        /* slot budget shared by all jobs */
     uint32_t worker_timeout_ms;  /* upper bound of a job's silent-rank timeout */
-    uint32_t batch;              /* packets per recvmmsg/sendmmsg */
-    int socket_buffer;           /* bytes of SO_RCVBUF/SO_SNDBUF per dataplane socket */
+    uint32_t batch;              /* packets per receive (1..256) */
+    int socket_buffer;           /* bytes of receive and send buffer per dataplane queue */
     const char *faults_in;       /* fault spec on the receive path (NULL: none) */
     const char *faults_out;      /* fault spec on the send path (NULL: none) */
 } switch_config_t;
@@ -25,7 +26,7 @@ typedef struct switch_config {
 
 typedef struct inagg_switch inagg_switch_t;
 
-/* Bind the TCP control port and UDP dataplane ports and start the threads. 0 or -1 with a
+/* Bind the TCP control port and the dataplane's transport queues and start the threads. 0 or -1 with a
  * reason in err. */
 int switch_start(const switch_config_t *cfg, inagg_switch_t **out, char *err, size_t errlen);
 
@@ -37,10 +38,5 @@ void switch_write_stats(inagg_switch_t *sw, FILE *out, int json);
 
 /* Stop the threads and free everything. */
 void switch_stop(inagg_switch_t *sw);
-
-/* Run a switch with cfg in a forked child. Returns the child's pid once the switch is bound,
- * with its port in *port, or -1 (the child's reason goes to stderr). Stop it with SIGTERM
- * and reap it; with $INAGG_BENCH_SWITCH_STATS set it prints its counters to stderr first. */
-pid_t switch_spawn(const switch_config_t *cfg, uint16_t *port);
 
 #endif /* INAGG_SWITCH_SWITCH_H */

@@ -22,6 +22,7 @@
 
 #include "base/log.h"
 #include "control/ctl.h"
+#include "wire/ctlmsg.h"
 #include "switch/server.h"
 
 #define CTL_MAX_CLIENTS 1024
@@ -48,14 +49,24 @@ static void send_line(int fd, const char *line)
         LOG_D("control: could not write to fd %d", fd);
 }
 
-static void sendf(int fd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void sendf(int fd, const char *fmt, ...)
+/* "ERR <refusal> <text>" to fd. */
+static void send_err(int fd, enum wire_refusal r, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void send_err(int fd, enum wire_refusal r, const char *fmt, ...)
 {
-    char line[CTL_LINE_MAX];
+    char text[CTL_LINE_MAX - 32], line[CTL_LINE_MAX];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(line, sizeof(line), fmt, ap);
+    vsnprintf(text, sizeof(text), fmt, ap);
     va_end(ap);
+    wire_err_format(r, text, line, sizeof(line));
+    send_line(fd, line);
+}
+
+static void send_failed(int fd, const job_t *j)
+{
+    char line[CTL_LINE_MAX];
+    snprintf(line, sizeof(line), "%s %s", wire_verb_name(WIRE_VERB_FAILED), j->fail_reason);
     send_line(fd, line);
 }
 
@@ -77,9 +88,9 @@ static void fail_job(job_t *j, const char *fmt, ...)
     va_end(ap);
     atomic_store_explicit(&j->state, JOB_FAILED, memory_order_release);
     LOG_W("job '%s' (id %u) failed: %s", j->name, j->id, j->fail_reason);
-    char line[CTL_LINE_MAX];
-    snprintf(line, sizeof(line), "FAILED %s", j->fail_reason);
-    broadcast(j, line);
+    for (uint32_t r = 0; r < j->world; r++)
+        if (j->member_fd[r] >= 0)
+            send_failed(j->member_fd[r], j);
 }
 
 static void retire_job(struct inagg_switch *sw, job_t *j)
@@ -126,233 +137,158 @@ static int free_job_id(struct inagg_switch *sw)
     return -1;
 }
 
-static const char *float_name(uint32_t m) { return m == INAGG_FLOAT_NATIVE ? "native" : "fixed"; }
-
 static void activate(struct inagg_switch *sw, job_t *j)
 {
     j->activated_ms = server_now_ms();
     atomic_store_explicit(&j->state, JOB_ACTIVE, memory_order_release);
+    wire_joined_t jd = {.id = j->id, .token = j->token, .threads = j->nthreads,
+                        .port = sw->port, .base = j->base, .slots = j->nslots,
+                        .elems = j->elems, .float_mode = j->float_mode,
+                        .protocol = j->proto->id};
     char line[CTL_LINE_MAX];
-    snprintf(line, sizeof(line),
-             "JOINED id=%u token=%u threads=%u port=%u base=%u slots=%u elems=%u float=%s "
-             "protocol=%s",
-             j->id, j->token, j->nthreads, sw->port, j->base, j->nslots, j->elems,
-             float_name(j->float_mode), j->proto->name);
-    broadcast(j, line);
+    if (wire_joined_format(&jd, line, sizeof(line)) == 0)
+        broadcast(j, line);
     LOG_I("job '%s' (id %u) active: world %u, %u slots of %u elements, float %s, protocol %s",
-          j->name, j->id, j->world, j->nslots, j->elems, float_name(j->float_mode),
+          j->name, j->id, j->world, j->nslots, j->elems, wire_float_mode_name(j->float_mode),
           j->proto->name);
 }
 
-/* A JOIN's optional in-switch optimizer: optimizer=sgd|adagrad|adam|smorms3 params=P and
- * optionally lr= beta1= beta2= eps= eps_place=inside|outside momentum= wd= init=zero|seeded
- * seed=. No optimizer= key: *desc stays "". 0, or -1 with a reason in why. */
-static int parse_optimizer(const char *line, optim_config_t *c, uint64_t *nparams,
-                           enum optjob_init *init, uint64_t *seed, char *desc, size_t desc_len,
-                           char *why, size_t why_len)
+/* A JOIN for job j, which is still joining: does it match? 0, or -1 after refusing it. */
+static int join_matches(const client_t *cl, const job_t *j, const wire_join_t *jn,
+                        const switch_proto_ops_t *ops, uint32_t float_mode)
 {
-    char v[64];
-    if (ctl_get(line, "optimizer", v, sizeof(v)) != 0)
-        return 0;
-    if (optim_parse_kind(v, &c->kind) != 0) {
-        snprintf(why, why_len, "unknown optimizer '%s' (sgd, adagrad, adam, smorms3)", v);
+    if (atomic_load(&j->state) != JOB_JOINING) {
+        send_err(cl->fd, WIRE_REFUSED, "job '%s' is already %s; use a new job name", jn->job,
+                 atomic_load(&j->state) == JOB_ACTIVE ? "running" : "failed and retiring");
         return -1;
     }
-    char *end;
-    if (ctl_get(line, "params", v, sizeof(v)) != 0 || (*nparams = strtoull(v, &end, 10)) == 0 ||
-        *end || *nparams > (1ull << 32)) {
-        snprintf(why, why_len, "params= must be 1..%llu", 1ull << 32);
+    if (j->world != jn->world) {
+        send_err(cl->fd, WIRE_REFUSED, "world-size mismatch: job '%s' has world %u, rank %u "
+                 "asked for %u", jn->job, j->world, jn->rank, jn->world);
         return -1;
     }
-    static const char *const keys[] = {"lr", "beta1", "beta2", "eps", "momentum", "wd"};
-    float *fields[] = {&c->lr, &c->beta1, &c->beta2, &c->eps, &c->momentum, &c->weight_decay};
-    for (size_t k = 0; k < sizeof(keys) / sizeof(keys[0]); k++) {
-        if (ctl_get(line, keys[k], v, sizeof(v)) != 0)
-            continue;
-        double d = strtod(v, &end);
-        if (end == v || *end) {
-            snprintf(why, why_len, "%s=%s is not a number", keys[k], v);
-            return -1;
-        }
-        *fields[k] = (float)d;
-    }
-    if (ctl_get(line, "eps_place", v, sizeof(v)) == 0 && optim_parse_eps(v, &c->eps_placement)) {
-        snprintf(why, why_len, "eps_place must be inside or outside");
+    if (j->nslots != jn->slots || j->elems != jn->elems || j->float_mode != float_mode ||
+        j->proto != ops) {
+        send_err(cl->fd, WIRE_REFUSED, "parameter mismatch: job '%s' has slots=%u elems=%u "
+                 "float=%s protocol=%s, rank %u asked for slots=%u elems=%u float=%s "
+                 "protocol=%s", jn->job, j->nslots, j->elems,
+                 wire_float_mode_name(j->float_mode), j->proto->name, jn->rank, jn->slots,
+                 jn->elems, wire_float_mode_name(float_mode), ops->name);
         return -1;
     }
-    if (ctl_get(line, "init", v, sizeof(v)) == 0) {
-        if (strcmp(v, "zero") == 0) {
-            *init = OPTJOB_INIT_ZERO;
-        } else if (strcmp(v, "seeded") == 0) {
-            *init = OPTJOB_INIT_SEEDED;
-        } else {
-            snprintf(why, why_len, "init must be zero or seeded");
-            return -1;
-        }
-    }
-    if (ctl_get(line, "seed", v, sizeof(v)) == 0)
-        *seed = strtoull(v, NULL, 10);
-    if (optim_check(c, why, why_len) != 0)
+    if (!wire_optimizer_equal(&j->opt_cfg, &jn->opt)) {
+        char has[256], asked[256];
+        wire_optimizer_format(&j->opt_cfg, has, sizeof(has));
+        wire_optimizer_format(&jn->opt, asked, sizeof(asked));
+        send_err(cl->fd, WIRE_REFUSED, "parameter mismatch: job '%s' has optimizer '%s', rank "
+                 "%u asked for '%s'", jn->job, has, jn->rank, asked);
         return -1;
-    snprintf(desc, desc_len,
-             "optimizer=%s params=%llu lr=%.9g beta1=%.9g beta2=%.9g eps=%.9g eps_place=%s "
-             "momentum=%.9g wd=%.9g init=%s seed=%llu",
-             optim_kind_name(c->kind), (unsigned long long)*nparams, (double)c->lr,
-             (double)c->beta1, (double)c->beta2, (double)c->eps, optim_eps_name(c->eps_placement),
-             (double)c->momentum, (double)c->weight_decay,
-             *init == OPTJOB_INIT_SEEDED ? "seeded" : "zero", (unsigned long long)*seed);
+    }
+    if (j->member_fd[jn->rank] >= 0 || j->left[jn->rank]) {
+        send_err(cl->fd, WIRE_REFUSED, "duplicate rank %u in job '%s'", jn->rank, jn->job);
+        return -1;
+    }
     return 0;
+}
+
+/* The first JOIN of a job: create and publish it. The job, or NULL after refusing. */
+static job_t *register_job(struct inagg_switch *sw, const client_t *cl, const wire_join_t *jn,
+                           const switch_proto_ops_t *ops, uint32_t float_mode)
+{
+    uint32_t free_slots = sw->cfg.total_slots - sw->slots_used;
+    if (jn->slots > free_slots) {
+        send_err(cl->fd, WIRE_REFUSED, "pool exhausted: job '%s' asks %u slots, %u of %u free",
+                 jn->job, jn->slots, free_slots, sw->cfg.total_slots);
+        return NULL;
+    }
+    int id = free_job_id(sw);
+    if (id < 0) {
+        send_err(cl->fd, WIRE_REFUSED, "too many jobs (%u)", SWITCH_MAX_JOBS);
+        return NULL;
+    }
+    job_t *j = job_create((uint16_t)id, jn->job, ops, jn->world, jn->slots, jn->elems,
+                          sw->cfg.threads, (uint32_t)id % sw->cfg.threads);
+    if (!j) {
+        send_err(cl->fd, WIRE_REFUSED, "out of memory for %u slots of %u elements", jn->slots,
+                 jn->elems);
+        return NULL;
+    }
+    if (jn->opt.present) {
+        char err[160];
+        j->opt = optjob_create(&jn->opt.step, jn->opt.params, jn->elems,
+                               jn->opt.seeded ? OPTJOB_INIT_SEEDED : OPTJOB_INIT_ZERO,
+                               jn->opt.seed, err, sizeof(err));
+        j->opt_scratch = calloc((size_t)sw->cfg.threads * jn->elems, sizeof(float));
+        if (!j->opt || !j->opt_scratch) {
+            send_err(cl->fd, WIRE_REFUSED, "optimizer: %s", j->opt ? "out of memory" : err);
+            job_free(j);
+            return NULL;
+        }
+        j->opt_cfg = jn->opt;
+    }
+    uint32_t token = 0;
+    while (token == 0)
+        if (getrandom(&token, sizeof(token), 0) != sizeof(token))
+            token = (uint32_t)util_now_ns() ^ ((uint32_t)id << 16);
+    j->token = token;
+    j->float_mode = float_mode;
+    j->timeout_ms = jn->timeout_ms == 0 || jn->timeout_ms > sw->cfg.worker_timeout_ms
+                        ? sw->cfg.worker_timeout_ms
+                        : jn->timeout_ms;
+    j->created_ms = server_now_ms();
+    sw->slots_used += jn->slots;
+    atomic_store_explicit(&j->state, JOB_JOINING, memory_order_relaxed);
+    atomic_store_explicit(&sw->jobs[id], j, memory_order_release);
+    LOG_I("job '%s' (id %u) registered by rank %u: world %u", jn->job, id, jn->rank, jn->world);
+    return j;
 }
 
 /* Handle JOIN; returns 0 if the client stays, -1 if it must be closed after the reply. */
 static int handle_join(control_t *ctl, client_t *cl, const char *line)
 {
     struct inagg_switch *sw = ctl->sw;
-    char name[64], fmode[16] = "fixed", proto[16] = "switchml";
-    uint32_t version = 0, rank, world, slots, elems, timeout_ms = sw->cfg.worker_timeout_ms;
     if (cl->job) {
-        sendf(cl->fd, "ERR invalid this connection already joined job '%s'", cl->job->name);
+        send_err(cl->fd, WIRE_REFUSED_INVALID, "this connection already joined job '%s'",
+                 cl->job->name);
         return 0;
     }
-    if (ctl_get_u32(line, "version", &version) != 0 || version != INAGG_PROTOCOL_VERSION) {
-        sendf(cl->fd, "ERR version switch speaks protocol %d, worker sent %u",
-              INAGG_PROTOCOL_VERSION, version);
+    wire_join_t jn;
+    enum wire_refusal refusal;
+    char why[CTL_LINE_MAX - 32];
+    if (wire_join_parse(line, &jn, &refusal, why, sizeof(why)) != 0) {
+        send_err(cl->fd, refusal, "%s", why);
         return -1;
     }
-    if (ctl_get(line, "job", name, sizeof(name)) != 0 || ctl_get_u32(line, "rank", &rank) ||
-        ctl_get_u32(line, "world", &world) || ctl_get_u32(line, "slots", &slots) ||
-        ctl_get_u32(line, "elems", &elems)) {
-        sendf(cl->fd, "ERR invalid JOIN needs job, rank, world, slots and elems");
-        return -1;
-    }
-    ctl_get(line, "float", fmode, sizeof(fmode));
-    ctl_get(line, "protocol", proto, sizeof(proto));
-    ctl_get_u32(line, "timeout", &timeout_ms);
-    if (timeout_ms == 0 || timeout_ms > sw->cfg.worker_timeout_ms)
-        timeout_ms = sw->cfg.worker_timeout_ms;
-    uint32_t float_mode = strcmp(fmode, "native") == 0 ? INAGG_FLOAT_NATIVE : INAGG_FLOAT_FIXED;
-    if (world == 0 || world > INAGG_MAX_WORLD || rank >= world) {
-        sendf(cl->fd, "ERR invalid rank %u / world %u (world must be 1..%u, rank < world)", rank,
-              world, INAGG_MAX_WORLD);
-        return -1;
-    }
-    if (slots == 0 || elems == 0 || elems > WIRE_MAX_ELEMS) {
-        sendf(cl->fd, "ERR invalid slots %u / elems %u (elems must be 1..%u)", slots, elems,
-              WIRE_MAX_ELEMS);
-        return -1;
-    }
-    if (strcmp(fmode, "fixed") != 0 && strcmp(fmode, "native") != 0) {
-        sendf(cl->fd, "ERR invalid float mode '%s' (fixed or native)", fmode);
-        return -1;
-    }
-    const switch_proto_ops_t *ops = NULL;
-    for (uint32_t id = 0; !ops && id < 256; id++)
-        if ((ops = proto_find(id)) && strcmp(ops->name, proto) != 0)
-            ops = NULL;
+    const switch_proto_ops_t *ops = proto_find(jn.protocol);
     if (!ops) {
         char served[128];
         proto_list(served, sizeof(served));
-        sendf(cl->fd, "ERR unsupported protocol '%s' (this switch serves %s)", proto, served);
+        send_err(cl->fd, WIRE_REFUSED_UNSUPPORTED, "protocol '%s' (this switch serves %s)",
+                 wire_protocol_name(jn.protocol), served);
         return -1;
     }
-    if (ops->float_native)
-        float_mode = INAGG_FLOAT_NATIVE;
-    optim_config_t oc = OPTIM_CONFIG_INIT;
-    uint64_t nparams = 0, seed = 0;
-    enum optjob_init init = OPTJOB_INIT_ZERO;
-    char opt_desc[256] = "", why[160] = "";
-    if (parse_optimizer(line, &oc, &nparams, &init, &seed, opt_desc, sizeof(opt_desc), why,
-                        sizeof(why)) != 0) {
-        sendf(cl->fd, "ERR invalid optimizer: %s", why);
-        return -1;
-    }
-    if (opt_desc[0])
-        float_mode = INAGG_FLOAT_NATIVE; /* gradients and parameters travel as float32 */
-    uint64_t pool_bytes = job_pool_bytes(ops, world, slots, elems, sw->cfg.threads) +
-                          (opt_desc[0] ? optjob_bytes(&oc, nparams, elems) : 0);
+    /* Native float32 when the protocol adds it so, or the optimizer's gradients and
+     * parameters travel as float32. */
+    uint32_t float_mode = ops->float_native || jn.opt.present ? INAGG_FLOAT_NATIVE
+                                                               : jn.float_mode;
+    uint64_t pool_bytes = job_pool_bytes(ops, jn.world, jn.slots, jn.elems, sw->cfg.threads) +
+                          (jn.opt.present ? optjob_bytes(&jn.opt.step, jn.opt.params, jn.elems)
+                                          : 0);
     if (pool_bytes > SWITCH_MAX_POOL_BYTES) {
-        sendf(cl->fd, "ERR refused job '%s' would need %llu MiB of slot memory (limit %llu MiB): "
-              "ask for fewer slots or elements per packet", name,
-              (unsigned long long)(pool_bytes >> 20),
-              (unsigned long long)(SWITCH_MAX_POOL_BYTES >> 20));
+        send_err(cl->fd, WIRE_REFUSED, "job '%s' would need %llu MiB of slot memory (limit %llu "
+                 "MiB): ask for fewer slots or elements per packet", jn.job,
+                 (unsigned long long)(pool_bytes >> 20),
+                 (unsigned long long)(SWITCH_MAX_POOL_BYTES >> 20));
         return -1;
     }
-    job_t *j = find_job(sw, name);
-    if (j) {
-        if (atomic_load(&j->state) != JOB_JOINING) {
-            sendf(cl->fd, "ERR refused job '%s' is already %s; use a new job name", name,
-                  atomic_load(&j->state) == JOB_ACTIVE ? "running" : "failed and retiring");
-            return -1;
-        }
-        if (j->world != world) {
-            sendf(cl->fd, "ERR refused world-size mismatch: job '%s' has world %u, rank %u asked "
-                  "for %u", name, j->world, rank, world);
-            return -1;
-        }
-        if (j->nslots != slots || j->elems != elems || j->float_mode != float_mode ||
-            j->proto != ops) {
-            sendf(cl->fd, "ERR refused parameter mismatch: job '%s' has slots=%u elems=%u "
-                  "float=%s protocol=%s, rank %u asked for slots=%u elems=%u float=%s "
-                  "protocol=%s", name, j->nslots, j->elems, float_name(j->float_mode),
-                  j->proto->name, rank, slots, elems, float_name(float_mode), proto);
-            return -1;
-        }
-        if (strcmp(j->opt_desc, opt_desc) != 0) {
-            sendf(cl->fd, "ERR refused parameter mismatch: job '%s' has optimizer '%s', rank %u "
-                  "asked for '%s'", name, j->opt_desc[0] ? j->opt_desc : "none", rank,
-                  opt_desc[0] ? opt_desc : "none");
-            return -1;
-        }
-        if (j->member_fd[rank] >= 0 || j->left[rank]) {
-            sendf(cl->fd, "ERR refused duplicate rank %u in job '%s'", rank, name);
-            return -1;
-        }
-    } else {
-        uint32_t free_slots = sw->cfg.total_slots - sw->slots_used;
-        if (slots > free_slots) {
-            sendf(cl->fd, "ERR refused pool exhausted: job '%s' asks %u slots, %u of %u free",
-                  name, slots, free_slots, sw->cfg.total_slots);
-            return -1;
-        }
-        int id = free_job_id(sw);
-        if (id < 0) {
-            sendf(cl->fd, "ERR refused too many jobs (%u)", SWITCH_MAX_JOBS);
-            return -1;
-        }
-        j = job_create((uint16_t)id, name, ops, world, slots, elems, sw->cfg.threads,
-                       (uint32_t)id % sw->cfg.threads);
-        if (!j) {
-            sendf(cl->fd, "ERR refused out of memory for %u slots of %u elements", slots, elems);
-            return -1;
-        }
-        if (opt_desc[0]) {
-            char err[160];
-            j->opt = optjob_create(&oc, nparams, elems, init, seed, err, sizeof(err));
-            j->opt_scratch = calloc((size_t)sw->cfg.threads * elems, sizeof(float));
-            if (!j->opt || !j->opt_scratch) {
-                sendf(cl->fd, "ERR refused optimizer: %s", j->opt ? "out of memory" : err);
-                job_free(j);
-                return -1;
-            }
-            snprintf(j->opt_desc, sizeof(j->opt_desc), "%s", opt_desc);
-        }
-        uint32_t token = 0;
-        while (token == 0)
-            if (getrandom(&token, sizeof(token), 0) != sizeof(token))
-                token = (uint32_t)util_now_ns() ^ ((uint32_t)id << 16);
-        j->token = token;
-        j->float_mode = float_mode;
-        j->timeout_ms = timeout_ms;
-        j->created_ms = server_now_ms();
-        sw->slots_used += slots;
-        atomic_store_explicit(&j->state, JOB_JOINING, memory_order_relaxed);
-        atomic_store_explicit(&sw->jobs[id], j, memory_order_release);
-        LOG_I("job '%s' (id %u) registered by rank %u: world %u", name, id, rank, world);
-    }
-    j->member_fd[rank] = cl->fd;
+    job_t *j = find_job(sw, jn.job);
+    if (j ? join_matches(cl, j, &jn, ops, float_mode) != 0
+          : !(j = register_job(sw, cl, &jn, ops, float_mode)))
+        return -1;
+    j->member_fd[jn.rank] = cl->fd;
     j->joined++;
     cl->job = j;
-    cl->rank = rank;
+    cl->rank = jn.rank;
     if (j->joined == j->world)
         activate(sw, j);
     return 0;
@@ -362,11 +298,11 @@ static void handle_barrier(client_t *cl)
 {
     job_t *j = cl->job;
     if (!j) {
-        sendf(cl->fd, "ERR invalid BARRIER before JOIN");
+        send_err(cl->fd, WIRE_REFUSED_INVALID, "BARRIER before JOIN");
         return;
     }
     if (atomic_load(&j->state) == JOB_FAILED) {
-        sendf(cl->fd, "FAILED %s", j->fail_reason);
+        send_failed(cl->fd, j);
         return;
     }
     if (j->in_barrier[cl->rank])
@@ -377,7 +313,7 @@ static void handle_barrier(client_t *cl)
     memset(j->in_barrier, 0, sizeof(j->in_barrier));
     j->barrier_count = 0;
     j->barrier_epoch++;
-    broadcast(j, "BARRIER_DONE");
+    broadcast(j, wire_verb_name(WIRE_VERB_BARRIER_DONE));
 }
 
 static void handle_stats(control_t *ctl, client_t *cl, const char *line)
@@ -386,14 +322,14 @@ static void handle_stats(control_t *ctl, client_t *cl, const char *line)
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);
     if (!f) {
-        sendf(cl->fd, "ERR system out of memory");
+        send_err(cl->fd, WIRE_REFUSED_SYSTEM, "out of memory");
         return;
     }
     switch_write_stats(ctl->sw, f, strstr(line, "json") != NULL);
     fclose(f);
     for (char *save = NULL, *l = strtok_r(text, "\n", &save); l; l = strtok_r(NULL, "\n", &save))
         send_line(cl->fd, l);
-    send_line(cl->fd, "END");
+    send_line(cl->fd, wire_verb_name(WIRE_VERB_END));
     free(text);
 }
 
@@ -427,19 +363,25 @@ static int serve_client(control_t *ctl, client_t *cl)
         return -1;
     char line[CTL_LINE_MAX];
     while (ctl_take_line(&cl->rd, line, sizeof(line))) {
-        if (ctl_is(line, "JOIN")) {
+        switch (wire_verb_of(line)) {
+        case WIRE_VERB_JOIN:
             if (handle_join(ctl, cl, line) != 0)
                 return -1;
-        } else if (ctl_is(line, "BARRIER")) {
+            break;
+        case WIRE_VERB_BARRIER:
             handle_barrier(cl);
-        } else if (ctl_is(line, "LEAVE")) {
+            break;
+        case WIRE_VERB_LEAVE:
             if (cl->job)
                 cl->job->left[cl->rank] = 1;
-            send_line(cl->fd, "BYE");
-        } else if (ctl_is(line, "STATS")) {
+            send_line(cl->fd, wire_verb_name(WIRE_VERB_BYE));
+            break;
+        case WIRE_VERB_STATS:
             handle_stats(ctl, cl, line);
-        } else {
-            sendf(cl->fd, "ERR invalid unknown request '%.40s'", line);
+            break;
+        default:
+            send_err(cl->fd, WIRE_REFUSED_INVALID, "unknown request '%.40s'", line);
+            break;
         }
     }
     return 0;
@@ -461,12 +403,12 @@ static void check_jobs(control_t *ctl)
                 if (j->member_fd[r] < 0)
                     off += (size_t)snprintf(missing + off, sizeof(missing) - off, "%s%u",
                                             off ? "," : "", r);
-            char line[CTL_LINE_MAX];
-            snprintf(line, sizeof(line),
-                     "ERR timeout only %u of %u ranks joined job '%s' within %u ms; missing "
-                     "ranks: %s", j->joined, j->world, j->name, j->timeout_ms, missing);
+            char text[CTL_LINE_MAX - 32], line[CTL_LINE_MAX];
+            snprintf(text, sizeof(text), "only %u of %u ranks joined job '%s' within %u ms; "
+                     "missing ranks: %s", j->joined, j->world, j->name, j->timeout_ms, missing);
+            wire_err_format(WIRE_REFUSED_TIMEOUT, text, line, sizeof(line));
             broadcast(j, line);
-            LOG_W("%s", line + 4);
+            LOG_W("timeout %s", text);
             fail_job(j, "join timed out");
             for (int i = ctl->nclients - 1; i >= 0; i--)
                 if (ctl->clients[i]->job == j)
@@ -528,7 +470,7 @@ void *control_main(void *arg)
             if (fd >= 0) {
                 client_t *cl = calloc(1, sizeof(*cl));
                 if (!cl || ctl->nclients >= CTL_MAX_CLIENTS) {
-                    send_line(fd, "ERR refused too many control connections");
+                    send_err(fd, WIRE_REFUSED, "too many control connections");
                     close(fd);
                     free(cl);
                 } else {

@@ -21,6 +21,7 @@
 #include "switch/proto.h"
 #include "switch/stats.h"
 #include "transport/transport.h"
+#include "wire/ctlmsg.h"
 
 #define SWITCH_MAX_JOBS 1024u
 #define SWITCH_MAX_THREADS 64u
@@ -50,7 +51,7 @@ typedef struct job {
     job_thread_t *threads;   /* [nthreads] */
     optjob_t *opt;           /* in-switch optimizer, or NULL (set before publication) */
     float *opt_scratch;      /* [nthreads * elems]: each thread's decoded gradient */
-    char opt_desc[256];      /* the optimizer as joined, for the parameter-mismatch check */
+    wire_optimizer_t opt_cfg; /* the optimizer as joined, for the parameter-mismatch check */
     _Atomic int state;       /* enum job_state */
     /* control thread only */
     uint64_t created_ms, activated_ms;

@@ -66,7 +66,7 @@ static void send_err(int fd, enum wire_refusal r, const char *fmt, ...)
 static void send_failed(int fd, const job_t *j)
 {
     char line[CTL_LINE_MAX];
-    snprintf(line, sizeof(line), "%s %s", wire_verb_name(WIRE_VERB_FAILED), j->fail_reason);
+    wire_failed_format(j->fail_reason, line, sizeof(line));
     send_line(fd, line);
 }
 

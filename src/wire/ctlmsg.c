@@ -71,17 +71,48 @@ enum wire_refusal wire_err_parse(const char *line, const char **text)
 }
 
 const char *wire_float_mode_name(uint32_t m) { return m == INAGG_FLOAT_NATIVE ? "native" : "fixed"; }
-const char *wire_protocol_name(uint32_t p) { return p == INAGG_PROTO_P4SGD ? "p4sgd" : "switchml"; }
+/* The slot protocols' spellings on the control lines: a new protocol is one line here. */
+static const struct {
+    const char *name;
+    uint32_t id; /* inagg_protocol_t */
+} protocols[] = {
+    {"switchml", INAGG_PROTO_SWITCHML},
+    {"p4sgd", INAGG_PROTO_P4SGD},
+};
+#define NPROTOCOLS (sizeof(protocols) / sizeof(protocols[0]))
+
+const char *wire_protocol_name(uint32_t p)
+{
+    for (size_t i = 0; i < NPROTOCOLS; i++)
+        if (protocols[i].id == p)
+            return protocols[i].name;
+    return "unknown";
+}
 
 int wire_protocol_parse(const char *name, uint32_t *protocol)
 {
-    if (strcmp(name, "switchml") == 0)
-        *protocol = INAGG_PROTO_SWITCHML;
-    else if (strcmp(name, "p4sgd") == 0)
-        *protocol = INAGG_PROTO_P4SGD;
-    else
-        return -1;
-    return 0;
+    for (size_t i = 0; i < NPROTOCOLS; i++)
+        if (strcmp(protocols[i].name, name) == 0) {
+            *protocol = protocols[i].id;
+            return 0;
+        }
+    return -1;
+}
+
+/* "switchml and p4sgd": the protocols this build serves, for messages. */
+static void protocol_list(char *buf, size_t cap)
+{
+    size_t off = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < NPROTOCOLS && off < cap; i++)
+        off += (size_t)snprintf(buf + off, cap - off, "%s%s",
+                                i == 0 ? "" : i + 1 == NPROTOCOLS ? " and " : ", ",
+                                protocols[i].name);
+}
+
+void wire_failed_format(const char *reason, char *line, size_t cap)
+{
+    snprintf(line, cap, "FAILED %s", reason ? reason : "");
 }
 
 /* ---- the optimizer ---- */
@@ -246,7 +277,9 @@ int wire_join_parse(const char *line, wire_join_t *j, enum wire_refusal *refusal
     }
     if (wire_protocol_parse(proto, &j->protocol) != 0) {
         *refusal = WIRE_REFUSED_UNSUPPORTED;
-        set_err(why, cap, "protocol '%s' (this switch serves switchml and p4sgd)", proto);
+        char list[128];
+        protocol_list(list, sizeof(list));
+        set_err(why, cap, "protocol '%s' (this switch serves %s)", proto, list);
         return -1;
     }
     char owhy[160];

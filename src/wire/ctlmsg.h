@@ -60,6 +60,8 @@ enum wire_refusal {
 const char *wire_refusal_name(enum wire_refusal r);
 /* "ERR <refusal> <text>" into line. */
 void wire_err_format(enum wire_refusal r, const char *text, char *line, size_t cap);
+/* "FAILED <reason>" into line. */
+void wire_failed_format(const char *reason, char *line, size_t cap);
 /* The refusal of an ERR line (WIRE_REFUSED for an unknown word) and a pointer to its text. */
 enum wire_refusal wire_err_parse(const char *line, const char **text);
 

@@ -381,8 +381,10 @@ def main():
     ap.add_argument("--packet-elems", type=int, default=2048,
                     help="inagg elements per packet (default 2048: 8 KiB, one frame at MTU 9000)")
     ap.add_argument("--window", type=int, default=16, help="inagg slots in flight per worker")
-    ap.add_argument("--rto-min-us", type=int, default=0,
-                    help="inagg retransmission timeout floor (default: the library's)")
+    ap.add_argument("--rto-min-us", type=int, default=20000,
+                    help="inagg retransmission timeout floor (default 20000: a window queued "
+                         "behind a slow link delays its own acknowledgements by ms; 0: the "
+                         "library's floor)")
     ap.add_argument("--switch-threads", type=int, default=2)
     ap.add_argument("--port", type=int, default=7000)
     ap.add_argument("--timeout", type=float, default=0, help="seconds (default from the size)")

@@ -112,7 +112,7 @@ class Sampler(threading.Thread):
         with open("/proc/stat") as f:
             v = [int(x) for x in f.readline().split()[1:]]
         idle = v[3] + v[4]
-        return (time.time(), ticks, sum(v) - idle, sum(v))
+        return (time.time(), ticks, sum(v) - idle, sum(v), v[5] + v[6])
 
     def run(self):
         while not self.stop_ev.is_set():
@@ -125,7 +125,7 @@ class Sampler(threading.Thread):
         self.samples.append(self.sample())
 
     def intervals(self):
-        """Per interval: (t0, t1, {ns: % of a core}, machine % of all cores)."""
+        """Per interval: (t0, t1, {ns: % of a core}, machine % of all cores, irq+softirq %)."""
         out = []
         ncpu = os.cpu_count() or 1
         for a, b in zip(self.samples, self.samples[1:]):
@@ -135,7 +135,8 @@ class Sampler(threading.Thread):
             per = {ns: max(0.0, (b[1][ns] - a[1][ns]) / CLK / dt * 100) for ns in b[1]}
             tot = b[3] - a[3]
             mach = (b[2] - a[2]) / tot * 100 if tot > 0 else 0.0
-            out.append((a[0], b[0], per, mach))
+            soft = (b[4] - a[4]) / tot * 100 if tot > 0 else 0.0
+            out.append((a[0], b[0], per, mach, soft))
         return out
 
     def summary(self, hosts, switch, window=None, busiest_s=None):
@@ -158,6 +159,7 @@ class Sampler(threading.Thread):
             "hosts_mean_pct": mean(lambda x: statistics.mean(x[2][h] for h in hosts)),
             "switch_pct": mean(lambda x: x[2][switch]),
             "machine_pct": mean(lambda x: x[3]),
+            "machine_softirq_pct": mean(lambda x: x[4]),
             "seconds": round(sum(x[1] - x[0] for x in sel), 2),
         }
 
@@ -380,7 +382,10 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--packet-elems", type=int, default=2048,
                     help="inagg elements per packet (default 2048: 8 KiB, one frame at MTU 9000)")
-    ap.add_argument("--window", type=int, default=16, help="inagg slots in flight per worker")
+    ap.add_argument("--window", type=int, default=0,
+                    help="inagg slots in flight per worker (default 0: sized to the link, "
+                         "3 ms of the link rate in packets, 4..64; SwitchML sizes its pool "
+                         "to the bandwidth-delay product the same way)")
     ap.add_argument("--rto-min-us", type=int, default=20000,
                     help="inagg retransmission timeout floor (default 20000: a window queued "
                          "behind a slow link delays its own acknowledgements by ms; 0: the "
@@ -406,8 +411,16 @@ def main():
     if not a.timeout:
         per = nbytes * 8 * 3 / bps if bps else 2.0
         a.timeout = 60 + (a.warmup + a.iters) * per
+    if a.window == 0:
+        pkt = a.packet_elems * 4 + 32
+        a.window = 16 if not bps else max(4, min(64, -(-int(bps / 8 * 0.003) // pkt)))
     host_ns = [h["netns"] for h in hosts]
     sampler = Sampler(host_ns + [tb["switch"]["netns"]])
+    # how busy the machine is without this run (other users of a shared box): 1 s before it
+    s0 = sampler.sample()
+    time.sleep(1.0)
+    s1 = sampler.sample()
+    before = round((s1[2] - s0[2]) / max(1, s1[3] - s0[3]) * 100, 1)
     sampler.start()
     t0 = time.time()
     try:
@@ -431,7 +444,8 @@ def main():
     wall = time.time() - t0
     rep = {"system": a.system, "tag": a.tag, "testbed": a.testbed, "hosts": len(hosts),
            "link_rate_bps": bps, "mtu": tb["mtu"], "loss": tb["loss"], "elems": a.elems,
-           "dtype": a.dtype, "iters": a.iters, "warmup": a.warmup, "wall_s": round(wall, 2)}
+           "dtype": a.dtype, "iters": a.iters, "warmup": a.warmup, "wall_s": round(wall, 2),
+           "machine_busy_before_pct": before}
     if "times_s" in res:
         t = res.pop("times_s")
         res["tat_s"] = {"median": statistics.median(t), "min": min(t), "max": max(t)}

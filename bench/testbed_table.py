@@ -42,8 +42,8 @@ def main():
     print("| run | hosts | rate Mbit/s | MTU | loss | link check Mbit/s (min of streams) "
           "| inagg TAT s | inagg goodput_fraction | MPI default TAT s | MPI ring TAT s "
           "| Gloo TAT s | speedup vs MPI default | vs MPI ring | vs Gloo | theory 2(n-1)/n "
-          "| MPI ring goodput_fraction (ideal) | inagg CPU % switch / busiest host | machine CPU % inagg / linkcheck |")
-    print("|" + "---|" * 18)
+          "| MPI ring goodput_fraction (ideal) | inagg CPU % switch / busiest host | machine CPU % inagg / linkcheck | machine busy % before runs (others' load) |")
+    print("|" + "---|" * 19)
     for key in order:
         if key[1] is None:
             continue
@@ -59,13 +59,15 @@ def main():
         lc = med([min(r["stream_mbit_s"]) for r in g.get("linkcheck", [])])
         gi = med([r.get("goodput_fraction") for r in g.get("inagg", [])])
         gr = med([r.get("goodput_fraction") for r in g.get("mpi-ring", [])])
+        gi = gi if gi is not None else None
         sp = [(None if (x is None or ti is None) else x / ti) for x in (tm, tr, tg)]
         print(f"| {tag} | {n} | {bps / 1e6:g} | {mtu} | {loss:g} | {f(lc, '{:.0f}')} | {f(ti)} "
               f"| {f(gi, '{:.2f}')} | {f(tm)} | {f(tr)} | {f(tg)} | {f(sp[0], '{:.2f}')} "
               f"| {f(sp[1], '{:.2f}')} | {f(sp[2], '{:.2f}')} | {2 * (n - 1) / n:.2f} "
               f"| {f(gr, '{:.2f}')} ({n / (2 * (n - 1)):.2f}) "
               f"| {f(cpu('inagg', 'switch_pct'), '{:.0f}')} / {f(cpu('inagg', 'hosts_max_pct'), '{:.0f}')} "
-              f"| {f(cpu('inagg', 'machine_pct'), '{:.0f}')} / {f(cpu('linkcheck', 'machine_pct'), '{:.0f}')} |")
+              f"| {f(cpu('inagg', 'machine_pct'), '{:.0f}')} / {f(cpu('linkcheck', 'machine_pct'), '{:.0f}')} "
+              f"| {f(med([r.get('machine_busy_before_pct') for v in g.values() for r in v]), '{:.0f}')} |")
     # int32 results must be bit-identical whatever the loss: one checksum per (hosts, elems)
     sums = defaultdict(lambda: defaultdict(set))
     for k in order:

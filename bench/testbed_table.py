@@ -59,7 +59,6 @@ def main():
         lc = med([min(r["stream_mbit_s"]) for r in g.get("linkcheck", [])])
         gi = med([r.get("goodput_fraction") for r in g.get("inagg", [])])
         gr = med([r.get("goodput_fraction") for r in g.get("mpi-ring", [])])
-        gi = gi if gi is not None else None
         sp = [(None if (x is None or ti is None) else x / ti) for x in (tm, tr, tg)]
         print(f"| {tag} | {n} | {bps / 1e6:g} | {mtu} | {loss:g} | {f(lc, '{:.0f}')} | {f(ti)} "
               f"| {f(gi, '{:.2f}')} | {f(tm)} | {f(tr)} | {f(tg)} | {f(sp[0], '{:.2f}')} "

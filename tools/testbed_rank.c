@@ -5,7 +5,7 @@
  * result against a sum it computes itself, and prints one line of JSON with its own times;
  * the launcher takes, per iteration, the slowest rank's time (bench/testbed_sweep.sh).
  *
- * Build (tools/testbed build-rank does this):
+ * Build (bench/testbed_run.py does this when the source or the library is newer):
  *   cc -O2 -Iinclude tools/testbed_rank.c build/libinagg.a -lpthread -lm -o build/testbed/rank
  *
  * It uses only the public API (include/inagg.h), so it keeps working while the library's

@@ -1,20 +1,55 @@
-/* p4engine.c - the worker's small-message engine for p4sgd (see p4engine.h). */
-#include "worker/p4engine.h"
-
-#include <arpa/inet.h>
+/*
+ * proto_p4sgd.c - the p4sgd protocol on the worker side: the small-message engine of P4SGD
+ * (Algorithm 3), latency-centric.
+ *
+ * Each allreduce is one packet on one slot. The n-th operation of a communicator uses slot
+ * n % slots, as its (n / slots)-th round; it may start only once that slot's previous round
+ * was confirmed by the switch. Per slot:
+ *
+ *   FREE --start--> AGGREGATING --result--> ACKNOWLEDGING --confirmation--> FREE
+ *          (send contribution,     (deliver to the caller, the operation is done;
+ *           timer: resend it)       send acknowledgement, timer: resend it)
+ *
+ * The operation completes when the result arrives: the acknowledgement phase is off the
+ * critical path. A result that comes again while acknowledging (the acknowledgement was lost)
+ * is answered with the acknowledgement at once. Timers use the shared RTO estimator (rto.h),
+ * with Karn's rule and backoff.
+ *
+ * There is no thread: progress happens inside the calls (start, progress, wait, allreduce),
+ * in the caller's thread, so a result reaches the caller without a thread hand-off. One
+ * thread at a time may use an engine (the communicator's rule). A call fails with
+ * INAGG_ERR_TIMEOUT when it has spent timeout_ms inside the library without any packet from
+ * the switch while work was outstanding (time the caller spends computing does not count).
+ */
+#include <errno.h>
 #include <poll.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "transport/faults.h"
+#include "base/errmsg.h"
 #include "base/util.h"
-#include "kernels/vec.h"
+#include "transport/faults.h"
 #include "transport/udp.h"
 #include "wire/wire.h"
+#include "worker/proto.h"
 #include "worker/rto.h"
+
+/* One small allreduce; the caller owns it (it lives in an inagg_request_t). */
+typedef struct p4_op {
+    const void *send;
+    void *recv;
+    uint32_t count;
+    inagg_dtype_t dtype;
+    inagg_op_t op;
+    uint32_t chunk;         /* chunk index (carried when the engine tags chunks) */
+    int set;                /* a parameter upload (WIRE_FLAG_SET) */
+    int done;               /* set by the engine when the result was delivered */
+    inagg_result_t result;  /* INAGG_OK or INAGG_ERR_OVERFLOW (delivered), or the failure */
+} p4_op_t;
 
 #define P4_RX_BATCH 64
 #define P4_MAX_BLOCK_US 5000 /* longest single wait, so the abort flag is seen */
@@ -38,15 +73,9 @@ typedef struct p4wslot {
     struct sockaddr_in dst;
 } p4wslot_t;
 
-typedef struct p4_counters {
-    _Atomic uint64_t sent, received, retransmissions, duplicates, invalid, bytes_sent,
-        bytes_received;
-    _Atomic uint32_t srtt_us, rto_us;
-} p4_counters_t;
-
-#define CNT_ADD(f, n)                                                                           \
-    atomic_store_explicit(&(f), atomic_load_explicit(&(f), memory_order_relaxed) + (n),         \
-                          memory_order_relaxed)
+typedef struct p4engine p4engine_t;
+static void p4engine_destroy(p4engine_t *e);
+static void p4engine_fail(p4engine_t *e, inagg_result_t rc);
 
 /* Packets queued for one sendmmsg on one socket. */
 typedef struct txq {
@@ -56,7 +85,7 @@ typedef struct txq {
 } txq_t;
 
 struct p4engine {
-    engine_params_t p;
+    worker_params_t p;
     int fd;                 /* contributions out, results in */
     int ack_fd;             /* acknowledgements out, confirmations in (see ack_socket) */
     p4wslot_t *ws;          /* [slots] */
@@ -75,7 +104,7 @@ struct p4engine {
     rto_estimator_t rto;
     uint64_t stall_ns;      /* time spent in progress calls since the last accepted packet */
     int failed;
-    p4_counters_t c;
+    worker_counters_t c;
 };
 
 static int txq_alloc(txq_t *q)
@@ -93,55 +122,60 @@ static void txq_free(txq_t *q)
     free(q->iov);
 }
 
-p4engine_t *p4engine_create(const engine_params_t *p, char *err, size_t errlen)
+/* The engine of a communicator (threads and float_mode in p are ignored). 0, or -errno with a
+ * reason in err. */
+static int p4engine_create(const worker_params_t *p, p4engine_t **out, char *err, size_t errlen)
 {
     p4engine_t *e = calloc(1, sizeof(*e));
     if (!e) {
-        snprintf(err, errlen, "out of memory");
-        return NULL;
+        set_err(err, errlen, "out of memory");
+        return -ENOMEM;
     }
     e->p = *p;
     e->fd = -1;
     e->ack_fd = -1;
-    rto_init(&e->rto, p->rto_us, p->rto_min_us, p->rto_max_us);
-    atomic_store(&e->c.rto_us, p->rto_us);
+    worker_counters_init(&e->c, &e->rto, p);
     e->pkt_cap = WIRE_HEADER_SIZE + (size_t)p->elems * 4u;
     e->tx.cap = e->acks.cap = 2 * (int)p->slots + 1;
     e->ws = calloc(p->slots, sizeof(p4wslot_t));
     e->pkt_arena = malloc((size_t)p->slots * e->pkt_cap);
     e->rx_arena = malloc(P4_RX_BATCH * e->pkt_cap);
+    int rc = 0;
     int queues_ok = txq_alloc(&e->tx) == 0 && txq_alloc(&e->acks) == 0;
     if (!e->ws || !e->pkt_arena || !e->rx_arena || !queues_ok) {
-        snprintf(err, errlen, "out of memory for %u slots of %u elements", p->slots, p->elems);
+        set_err(err, errlen, "out of memory for %u slots of %u elements", p->slots, p->elems);
+        rc = -ENOMEM;
         goto fail;
     }
     /* stream 17: decisions of their own, apart from the switchml engines' (streams 0..) */
-    if (engine_faults_init(p, 17u, &e->faults_in, &e->faults_out, err, errlen) != 0)
+    rc = worker_faults_init(p, 17u, &e->faults_in, &e->faults_out, err, errlen);
+    if (rc != 0)
         goto fail;
     for (uint32_t k = 0; k < p->slots; k++) {
         p4wslot_t *w = &e->ws[k];
         w->slot = k;
         w->pkt = e->pkt_arena + (size_t)k * e->pkt_cap;
-        w->dst = engine_slot_addr(p, k);
+        w->dst = worker_slot_addr(p, k);
     }
-    engine_rx_init(e->rx_msgs, e->rx_iov, e->rx_arena, P4_RX_BATCH, e->pkt_cap);
-    e->fd = engine_open_socket(p->socket_buffer, err, errlen);
-    if (e->fd < 0)
+    worker_rx_init(e->rx_msgs, e->rx_iov, e->rx_arena, P4_RX_BATCH, e->pkt_cap);
+    e->fd = rc = worker_open_socket(p->socket_buffer, err, errlen);
+    if (rc < 0)
         goto fail;
     /* A second socket for the acknowledgement phase: the switch answers an acknowledgement
      * to the address it came from, so confirmations land here and never wake a caller that
      * is blocked waiting for a result on `fd`; they are read when the caller next enters the
      * library (or when it waits for a slot to be confirmed). */
-    e->ack_fd = engine_open_socket(1 << 20, err, errlen);
-    if (e->ack_fd < 0)
+    e->ack_fd = rc = worker_open_socket(1 << 20, err, errlen);
+    if (rc < 0)
         goto fail;
-    return e;
+    *out = e;
+    return 0;
 fail:
     p4engine_destroy(e);
-    return NULL;
+    return rc;
 }
 
-void p4engine_destroy(p4engine_t *e)
+static void p4engine_destroy(p4engine_t *e)
 {
     if (!e)
         return;
@@ -191,8 +225,7 @@ static void queue_buf(p4engine_t *e, txq_t *q, int fd, p4wslot_t *w, const uint8
     q->msgs[k].msg_hdr.msg_namelen = sizeof(w->dst);
     q->msgs[k].msg_hdr.msg_iov = &q->iov[k];
     q->msgs[k].msg_hdr.msg_iovlen = 1;
-    CNT_ADD(e->c.sent, 1);
-    CNT_ADD(e->c.bytes_sent, len);
+    worker_count_sent(&e->c, len);
 }
 
 /* (Re)send what the slot's phase calls for and arm its timer with timeout rto_us. Packets are
@@ -223,7 +256,7 @@ static wire_header_t base_header(const p4engine_t *e, const p4wslot_t *w, uint8_
     return h;
 }
 
-int p4engine_can_start(const p4engine_t *e)
+static int p4engine_can_start(const p4engine_t *e)
 {
     return !e->failed && e->ws[e->next_op % e->p.slots].phase == P4W_FREE;
 }
@@ -235,7 +268,7 @@ static p4wslot_t *pending_ack_for(p4engine_t *e, uint32_t with)
     if (e->busy == e->aggregating)
         return NULL; /* nothing is acknowledging */
     for (uint32_t k = 0; k < e->p.slots; k++)
-        if (e->ws[k].ack_pending && engine_slot_thread(&e->p, k) == engine_slot_thread(&e->p, with))
+        if (e->ws[k].ack_pending && worker_slot_thread(&e->p, k) == worker_slot_thread(&e->p, with))
             return &e->ws[k];
     return NULL;
 }
@@ -256,18 +289,13 @@ static void start_on_slot(p4engine_t *e, p4wslot_t *w, p4_op_t *op, uint64_t now
         /* The acknowledgement rides on this contribution (wire.h): one packet fewer for the
          * switch and for us. Its timer now guards the ride: if the contribution is lost, the
          * acknowledgement goes again on its own. */
-        h.chunk = a->slot + 1u;
-        h.exp = (int16_t)(uint16_t)(a->round >> 16);
-        h.next_exp = (int16_t)(uint16_t)a->round;
+        wire_put_piggyback(&h, a->slot, a->round);
         a->ack_pending = 0;
         a->sent_ns = now;
         a->deadline_ns = now + (uint64_t)a->rto_us * 1000u;
     }
-    uint32_t *payload = (uint32_t *)(void *)(w->pkt + WIRE_HEADER_SIZE);
-    if (op->dtype == INAGG_INT32)
-        vec_i32_to_be((const int32_t *)op->send, payload, op->count);
-    else
-        vec_f32_to_be((const float *)op->send, payload, op->count);
+    worker_encode_plain(op->dtype, op->send, (uint32_t *)(void *)(w->pkt + WIRE_HEADER_SIZE),
+                        op->count);
     wire_encode_header(&h, w->pkt);
     w->pkt_len = WIRE_HEADER_SIZE + op->count * 4u;
     w->op = op;
@@ -301,17 +329,9 @@ static void send_pending_acks(p4engine_t *e, uint64_t now)
 static void deliver(p4engine_t *e, p4wslot_t *w, const wire_header_t *h, const uint32_t *payload)
 {
     p4_op_t *op = w->op;
-    if (op->dtype == INAGG_INT32) {
-        vec_be_to_i32(payload, (int32_t *)op->recv, op->count);
-        if (op->op == INAGG_AVG)
-            vec_i32_div((int32_t *)op->recv, op->count, (int32_t)e->p.world);
-        if (h->flags & WIRE_FLAG_OVERFLOW)
-            op->result = INAGG_ERR_OVERFLOW;
-    } else {
-        vec_be_to_f32(payload, (float *)op->recv, op->count);
-        if (op->op == INAGG_AVG)
-            vec_f32_scale((float *)op->recv, op->count, 1.0f / (float)e->p.world);
-    }
+    worker_decode_plain(op->dtype, op->op, e->p.world, payload, op->recv, op->count);
+    if (op->dtype == INAGG_INT32 && (h->flags & WIRE_FLAG_OVERFLOW))
+        op->result = INAGG_ERR_OVERFLOW;
     op->done = 1;
     w->op = NULL;
 }
@@ -334,48 +354,44 @@ static void handle_packet(p4engine_t *e, const uint8_t *buf, size_t len, uint64_
     if (wire_decode(buf, len, &h) != WIRE_OK ||
         (h.type != WIRE_RESULT && h.type != WIRE_CONFIRM) || h.job != e->p.job ||
         h.token != e->p.token || h.rank != e->p.rank || h.slot >= e->p.slots) {
-        CNT_ADD(e->c.invalid, 1);
+        WORKER_CNT_ADD(e->c.invalid, 1);
         return;
     }
-    if (h.type == WIRE_RESULT && h.chunk != 0) {
-        /* A confirmation riding on this result (wire.h). */
-        uint32_t round = ((uint32_t)(uint16_t)h.exp << 16) | (uint16_t)h.next_exp;
-        if (h.chunk - 1u < e->p.slots)
-            confirm(e, &e->ws[h.chunk - 1u], round);
+    uint32_t cslot, cround;
+    if (h.type == WIRE_RESULT && wire_get_piggyback(&h, &cslot, &cround)) {
+        /* A confirmation riding on this result. */
+        if (cslot < e->p.slots)
+            confirm(e, &e->ws[cslot], cround);
         else
-            CNT_ADD(e->c.invalid, 1);
+            WORKER_CNT_ADD(e->c.invalid, 1);
     }
     p4wslot_t *w = &e->ws[h.slot];
     if (w->phase == P4W_FREE || h.round != w->round) {
-        CNT_ADD(e->c.duplicates, 1);
+        WORKER_CNT_ADD(e->c.duplicates, 1);
         return;
     }
     if (h.type == WIRE_CONFIRM) {
         if (w->phase != P4W_ACKNOWLEDGING)
-            CNT_ADD(e->c.invalid, 1); /* a confirmation before we have the result */
+            WORKER_CNT_ADD(e->c.invalid, 1); /* a confirmation before we have the result */
         else
             confirm(e, w, h.round);
         return;
     }
     if (w->phase == P4W_ACKNOWLEDGING) {
         /* The result again: our acknowledgement was lost or is late. Answer at once. */
-        CNT_ADD(e->c.duplicates, 1);
+        WORKER_CNT_ADD(e->c.duplicates, 1);
         w->ack_pending = 0;
         send_phase(e, w, now);
         return;
     }
     uint8_t want_dtype = w->op->dtype == INAGG_INT32 ? WIRE_INT32 : WIRE_FLOAT32;
     if (h.count != w->op->count || h.dtype != want_dtype) {
-        CNT_ADD(e->c.invalid, 1);
+        WORKER_CNT_ADD(e->c.invalid, 1);
         return;
     }
-    CNT_ADD(e->c.received, 1);
-    CNT_ADD(e->c.bytes_received, len);
-    if (!w->retransmitted) {
-        rto_sample(&e->rto, (double)(now - w->sent_ns) / 1000.0);
-        atomic_store_explicit(&e->c.srtt_us, (uint32_t)e->rto.srtt_us, memory_order_relaxed);
-        atomic_store_explicit(&e->c.rto_us, e->rto.rto_us, memory_order_relaxed);
-    }
+    worker_count_received(&e->c, len);
+    if (!w->retransmitted)
+        worker_rtt_sample(&e->c, &e->rto, (double)(now - w->sent_ns) / 1000.0);
     e->stall_ns = 0;
     deliver(e, w, &h, (const uint32_t *)(const void *)(buf + WIRE_HEADER_SIZE));
     e->aggregating--;
@@ -405,7 +421,7 @@ static uint64_t fire_timers(p4engine_t *e, uint64_t now)
             w->rto_us = rto_doubled(w->rto_us, e->p.rto_max_us);
             w->retransmitted = 1;
             send_phase(e, w, now);
-            CNT_ADD(e->c.retransmissions, 1);
+            WORKER_CNT_ADD(e->c.retransmissions, 1);
             expired = 1;
         }
         if (w->deadline_ns < next)
@@ -417,9 +433,16 @@ static uint64_t fire_timers(p4engine_t *e, uint64_t now)
 }
 
 static inagg_result_t fail_with(p4engine_t *e, inagg_result_t rc, char *detail, size_t dlen,
-                                const char *fmt, const char *arg)
+                                const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+static inagg_result_t fail_with(p4engine_t *e, inagg_result_t rc, char *detail, size_t dlen,
+                                const char *fmt, ...)
 {
-    snprintf(detail, dlen, fmt, arg);
+    if (detail && dlen > 0) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(detail, dlen, fmt, ap);
+        va_end(ap);
+    }
     p4engine_fail(e, rc);
     return rc;
 }
@@ -455,14 +478,14 @@ static void wait_for_packet(int fd_a, int fd_b, int timeout_ms)
     (void)poll(p, (nfds_t)n, timeout_ms);
 }
 
-inagg_result_t p4engine_progress(p4engine_t *e, int block, char *detail, size_t dlen)
+static inagg_result_t p4engine_progress(p4engine_t *e, int block, char *detail, size_t dlen)
 {
     if (e->failed) {
-        snprintf(detail, dlen, "the communicator failed earlier");
+        set_err(detail, dlen, "the communicator failed earlier");
         return INAGG_ERR_JOB_FAILED;
     }
     if (atomic_load_explicit(e->p.abort_flag, memory_order_acquire))
-        return fail_with(e, INAGG_ERR_JOB_FAILED, detail, dlen, "%s", "aborted: the job failed");
+        return fail_with(e, INAGG_ERR_JOB_FAILED, detail, dlen, "aborted: the job failed");
     uint64_t start = util_now_ns();
     uint64_t stall_before = e->stall_ns;
     /* Confirmations first: they may cancel acknowledgement timers that are due. */
@@ -498,10 +521,8 @@ inagg_result_t p4engine_progress(p4engine_t *e, int block, char *detail, size_t 
     if (e->busy > 0 && e->stall_ns == stall_before) {
         e->stall_ns += now - start;
         if (e->stall_ns > (uint64_t)e->p.timeout_ms * 1000000ull) {
-            char what[96];
-            snprintf(what, sizeof(what), "%u", e->busy);
             return fail_with(e, INAGG_ERR_TIMEOUT, detail, dlen,
-                             "no packet from the switch while waiting (%s slots busy)", what);
+                             "no packet from the switch while waiting (%u slots busy)", e->busy);
         }
     }
     return INAGG_OK;
@@ -518,7 +539,7 @@ static void hurry_next_slot(p4engine_t *e)
     }
 }
 
-inagg_result_t p4engine_start(p4engine_t *e, p4_op_t *op, char *detail, size_t dlen)
+static inagg_result_t p4engine_start(p4engine_t *e, p4_op_t *op, char *detail, size_t dlen)
 {
     while (!p4engine_can_start(e)) {
         hurry_next_slot(e);
@@ -537,7 +558,7 @@ inagg_result_t p4engine_start(p4engine_t *e, p4_op_t *op, char *detail, size_t d
     return INAGG_OK;
 }
 
-inagg_result_t p4engine_wait(p4engine_t *e, p4_op_t *op, char *detail, size_t dlen)
+static inagg_result_t p4engine_wait(p4engine_t *e, p4_op_t *op, char *detail, size_t dlen)
 {
     while (!op->done) {
         inagg_result_t rc = p4engine_progress(e, 1, detail, dlen);
@@ -547,7 +568,7 @@ inagg_result_t p4engine_wait(p4engine_t *e, p4_op_t *op, char *detail, size_t dl
     return op->result;
 }
 
-inagg_result_t p4engine_allreduce(p4engine_t *e, const engine_request_t *r, char *detail,
+static inagg_result_t p4engine_allreduce(p4engine_t *e, const worker_call_t *r, char *detail,
                                   size_t dlen)
 {
     size_t elems = e->p.elems;
@@ -555,7 +576,7 @@ inagg_result_t p4engine_allreduce(p4engine_t *e, const engine_request_t *r, char
     uint32_t ring = e->p.slots;
     p4_op_t *ops = calloc(ring, sizeof(p4_op_t));
     if (!ops) {
-        snprintf(detail, dlen, "out of memory");
+        set_err(detail, dlen, "out of memory");
         return INAGG_ERR_NOMEM;
     }
     inagg_result_t rc = INAGG_OK, delivered = INAGG_OK;
@@ -586,16 +607,16 @@ inagg_result_t p4engine_allreduce(p4engine_t *e, const engine_request_t *r, char
     if (rc != INAGG_OK)
         return rc;
     if (delivered == INAGG_ERR_OVERFLOW)
-        snprintf(detail, dlen, "int32 sum wrapped around in at least one element");
+        set_err(detail, dlen, "int32 sum wrapped around in at least one element");
     return delivered;
 }
 
-inagg_result_t p4engine_drain(p4engine_t *e, uint32_t timeout_ms, char *detail, size_t dlen)
+static inagg_result_t p4engine_drain(p4engine_t *e, uint32_t timeout_ms, char *detail, size_t dlen)
 {
     uint64_t deadline = util_now_ns() + (uint64_t)timeout_ms * 1000000ull;
     while (e->busy > 0 && !e->failed) {
         if (util_now_ns() > deadline) {
-            snprintf(detail, dlen, "%u slots still unconfirmed after %u ms", e->busy, timeout_ms);
+            set_err(detail, dlen, "%u slots still unconfirmed after %u ms", e->busy, timeout_ms);
             return INAGG_ERR_TIMEOUT;
         }
         inagg_result_t rc = p4engine_progress(e, 1, detail, dlen);
@@ -605,7 +626,7 @@ inagg_result_t p4engine_drain(p4engine_t *e, uint32_t timeout_ms, char *detail, 
     return INAGG_OK;
 }
 
-void p4engine_fail(p4engine_t *e, inagg_result_t rc)
+static void p4engine_fail(p4engine_t *e, inagg_result_t rc)
 {
     e->failed = 1;
     for (uint32_t k = 0; k < e->p.slots; k++) {
@@ -622,19 +643,103 @@ void p4engine_fail(p4engine_t *e, inagg_result_t rc)
     e->aggregating = 0;
 }
 
-void p4engine_add_stats(const p4engine_t *e, inagg_stats_t *acc)
+
+/* ---- the protocol's ops ---------------------------------------------------------------- */
+
+typedef struct p4_request {
+    inagg_request_t base;
+    p4_op_t op;
+} p4_request_t;
+
+static int p4_create(const worker_params_t *p, void **state, char *err, size_t errlen)
 {
-    acc->packets_sent += atomic_load_explicit(&e->c.sent, memory_order_relaxed);
-    acc->packets_received += atomic_load_explicit(&e->c.received, memory_order_relaxed);
-    acc->retransmissions += atomic_load_explicit(&e->c.retransmissions, memory_order_relaxed);
-    acc->duplicates_ignored += atomic_load_explicit(&e->c.duplicates, memory_order_relaxed);
-    acc->invalid_dropped += atomic_load_explicit(&e->c.invalid, memory_order_relaxed);
-    acc->bytes_sent += atomic_load_explicit(&e->c.bytes_sent, memory_order_relaxed);
-    acc->bytes_received += atomic_load_explicit(&e->c.bytes_received, memory_order_relaxed);
-    uint32_t srtt = atomic_load_explicit(&e->c.srtt_us, memory_order_relaxed);
-    uint32_t rto = atomic_load_explicit(&e->c.rto_us, memory_order_relaxed);
-    if (srtt > acc->srtt_us)
-        acc->srtt_us = srtt;
-    if (rto > acc->rto_us)
-        acc->rto_us = rto;
+    char why[160];
+    p4engine_t *e = NULL;
+    int rc = p4engine_create(p, &e, why, sizeof(why));
+    if (rc != 0) {
+        set_err(err, errlen, "small-message engine: %s", why);
+        return rc;
+    }
+    *state = e;
+    return 0;
 }
+
+static void p4_destroy(void *state) { p4engine_destroy(state); }
+
+static inagg_result_t p4_start_small(void *state, inagg_comm_t *comm, const worker_call_t *call,
+                                     inagg_request_t **req, char *detail, size_t dlen)
+{
+    p4_request_t *rq = calloc(1, sizeof(*rq));
+    if (!rq) {
+        set_err(detail, dlen, "out of memory");
+        return INAGG_ERR_NOMEM;
+    }
+    rq->base.comm = comm;
+    rq->op = (p4_op_t){call->send, call->recv, (uint32_t)call->count, call->dtype, call->op, 0,
+                       0, 0, INAGG_OK};
+    inagg_result_t rc = p4engine_start(state, &rq->op, detail, dlen);
+    if (rc != INAGG_OK) {
+        free(rq);
+        return rc;
+    }
+    *req = &rq->base;
+    return INAGG_OK;
+}
+
+static int p4_done(inagg_request_t *req) { return ((p4_request_t *)req)->op.done; }
+
+static inagg_result_t p4_wait(void *state, inagg_request_t *req, char *detail, size_t dlen)
+{
+    p4_request_t *rq = (p4_request_t *)req;
+    inagg_result_t rc = p4engine_wait(state, &rq->op, detail, dlen);
+    if (rq->op.done) { /* else the engine failed before the result came */
+        rc = rq->op.result;
+        if (rc == INAGG_ERR_OVERFLOW)
+            set_err(detail, dlen, "int32 sum wrapped around in at least one element");
+        else if (rc != INAGG_OK)
+            set_err(detail, dlen, "the small allreduce failed");
+    }
+    free(rq);
+    return rc;
+}
+
+static inagg_result_t p4_allreduce(void *state, const worker_call_t *call, char *detail,
+                                   size_t dlen)
+{
+    return p4engine_allreduce(state, call, detail, dlen);
+}
+
+static inagg_result_t p4_progress(void *state, int block, char *detail, size_t dlen)
+{
+    return p4engine_progress(state, block, detail, dlen);
+}
+
+static inagg_result_t p4_drain(void *state, uint32_t timeout_ms, char *detail, size_t dlen)
+{
+    return p4engine_drain(state, timeout_ms, detail, dlen);
+}
+
+static void p4_fail(void *state) { p4engine_fail(state, INAGG_ERR_JOB_FAILED); }
+
+static void p4_add_stats(const void *state, inagg_stats_t *acc)
+{
+    worker_counters_add(&((const p4engine_t *)state)->c, acc);
+}
+
+const worker_proto_ops_t worker_proto_p4sgd = {
+    .name = "p4sgd",
+    .protocol = INAGG_PROTO_P4SGD,
+    .native_float = 1,
+    .create = p4_create,
+    .destroy = p4_destroy,
+    .start = NULL,
+    .start_small = p4_start_small,
+    .allreduce = p4_allreduce,
+    .done = p4_done,
+    .wait = p4_wait,
+    .progress = p4_progress,
+    .quiesce = NULL,
+    .drain = p4_drain,
+    .fail = p4_fail,
+    .add_stats = p4_add_stats,
+};

@@ -1,0 +1,172 @@
+/*
+ * proto.h - the slot protocols of the worker library, as modules behind one ops table.
+ *
+ * comm.c knows no protocol: it joins the job, finds the protocol's ops in the table
+ * (worker_proto_find) and dispatches the API's calls to them. Each protocol is one file:
+ * proto_switchml.c (SwitchML's streaming engine threads and the request ring) and
+ * proto_p4sgd.c (P4SGD's small-message engine, run in the caller's thread). Adding a protocol
+ * is a new file here plus one entry in proto.c's table (and its counterpart in the switch).
+ *
+ * Also here: what every protocol's engine shares (the parameters a join gives, the call being
+ * run, the counters behind inagg_get_stats, and the conversion of payloads that are not block
+ * fixed point).
+ *
+ * Errors: create returns 0 or -errno with a reason in err (-EINVAL: a bad option such as the
+ * fault spec; -ENOMEM; anything else is a system failure). The calls return inagg_result_t
+ * with a reason in detail; comm.c settles failures (comm_settle in comm.h): the switch's
+ * reason wins over what an engine saw, and a failed call fails the communicator.
+ */
+#ifndef INAGG_WORKER_PROTO_H
+#define INAGG_WORKER_PROTO_H
+
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "inagg.h"
+#include "worker/rto.h"
+
+/* What a protocol's engines need from the options and the join. */
+typedef struct worker_params {
+    uint32_t rank, world;
+    uint16_t job;
+    uint32_t token;
+    uint32_t slots, elems;            /* the job's pool size and elements per packet */
+    uint32_t threads;                 /* engine threads asked for (switchml) */
+    inagg_float_mode_t float_mode;    /* as joined */
+    struct sockaddr_in sw_addr;       /* switch address; port = switch's base port */
+    uint32_t sw_threads, sw_base;     /* slot i is served by switch thread (sw_base + i) %
+                                         sw_threads */
+    uint32_t rto_us, rto_min_us, rto_max_us, timeout_ms;
+    int socket_buffer;
+    const char *faults;               /* fault spec for both directions, or NULL */
+    int chunk_tags;                   /* `chunk` carries the chunk index (optimizer jobs), so
+                                         p4sgd acknowledgements never ride on it */
+    _Atomic int *abort_flag;          /* non-zero: the job failed; engines stop */
+    pthread_mutex_t *mu;              /* the communicator's mutex and condition: engine */
+    pthread_cond_t *cv;               /* threads use them to take and complete requests */
+} worker_params_t;
+
+/* One allreduce as the API got it. */
+typedef struct worker_call {
+    const void *send;
+    void *recv;
+    size_t count;
+    inagg_dtype_t dtype;
+    inagg_op_t op;
+    int set;                          /* a parameter upload (WIRE_FLAG_SET) */
+} worker_call_t;
+
+/* The base of every protocol's request: a protocol allocates its own request type with this
+ * as its first member and frees it in wait. */
+struct inagg_request {
+    inagg_comm_t *comm;
+};
+
+typedef struct worker_proto_ops {
+    const char *name;                 /* as JOIN spells it: "switchml", "p4sgd" */
+    inagg_protocol_t protocol;
+    int native_float;                 /* 1: float32 always travels natively (the JOIN asks
+                                         for float=native whatever options.float_mode says) */
+
+    /* The protocol's state for a communicator that joined with p. */
+    int (*create)(const worker_params_t *p, void **state, char *err, size_t errlen);
+    void (*destroy)(void *state);
+
+    /* Start an asynchronous allreduce of any size (NULL: the protocol has none). */
+    inagg_result_t (*start)(void *state, inagg_comm_t *comm, const worker_call_t *call,
+                            inagg_request_t **req, char *detail, size_t dlen);
+    /* Start a one-packet allreduce (count 1..elems) (NULL: the protocol has none). */
+    inagg_result_t (*start_small)(void *state, inagg_comm_t *comm, const worker_call_t *call,
+                                  inagg_request_t **req, char *detail, size_t dlen);
+    /* A blocking allreduce of any size. */
+    inagg_result_t (*allreduce)(void *state, const worker_call_t *call, char *detail,
+                                size_t dlen);
+    /* Whether req has finished; never blocks and makes no progress. */
+    int (*done)(inagg_request_t *req);
+    /* Wait for req, free it, and return its result (with a reason in detail). */
+    inagg_result_t (*wait)(void *state, inagg_request_t *req, char *detail, size_t dlen);
+    /* Move requests on: handle what arrived and due timers; with block, first wait a few ms
+     * at most for something to happen (inagg_test, inagg_waitany). */
+    inagg_result_t (*progress)(void *state, int block, char *detail, size_t dlen);
+    /* Before leaving: wait until no request is outstanding (NULL: nothing to wait for). */
+    void (*quiesce)(void *state);
+    /* Before leaving a healthy job: let the switch free every slot we used, within
+     * timeout_ms (NULL: nothing to do). */
+    inagg_result_t (*drain)(void *state, uint32_t timeout_ms, char *detail, size_t dlen);
+    /* The communicator failed: end every pending operation (NULL: the engines watch the
+     * abort flag themselves). */
+    void (*fail)(void *state);
+    /* Add the engines' counters to *acc. */
+    void (*add_stats)(const void *state, inagg_stats_t *acc);
+} worker_proto_ops_t;
+
+/* The protocol's ops, or NULL for a protocol this library does not have. */
+const worker_proto_ops_t *worker_proto_find(inagg_protocol_t protocol);
+
+/* ---- shared by the engines -------------------------------------------------------------- */
+
+/* One engine's counters: one writer (its engine), read by inagg_get_stats. */
+typedef struct worker_counters {
+    _Atomic uint64_t sent, received, retransmissions, duplicates, invalid, bytes_sent,
+        bytes_received;
+    _Atomic uint32_t srtt_us, rto_us;
+} worker_counters_t;
+
+#define WORKER_CNT_ADD(f, n)                                                                    \
+    atomic_store_explicit(&(f), atomic_load_explicit(&(f), memory_order_relaxed) + (n),         \
+                          memory_order_relaxed)
+
+/* Counters and estimator of a new engine. */
+void worker_counters_init(worker_counters_t *c, rto_estimator_t *rto, const worker_params_t *p);
+/* A packet of len bytes left / was accepted. */
+static inline void worker_count_sent(worker_counters_t *c, uint32_t len)
+{
+    WORKER_CNT_ADD(c->sent, 1);
+    WORKER_CNT_ADD(c->bytes_sent, len);
+}
+static inline void worker_count_received(worker_counters_t *c, size_t len)
+{
+    WORKER_CNT_ADD(c->received, 1);
+    WORKER_CNT_ADD(c->bytes_received, len);
+}
+/* A round-trip sample (from a packet sent once) into the estimator, published in c. */
+void worker_rtt_sample(worker_counters_t *c, rto_estimator_t *rto, double sample_us);
+/* Add c to *acc: sums, and the largest srtt and rto. */
+void worker_counters_add(const worker_counters_t *c, inagg_stats_t *acc);
+
+/* Wait on cv (the caller holds mu) until deadline_ns on the monotonic clock: non-zero when
+ * the deadline had passed already. */
+int worker_cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, uint64_t deadline_ns);
+
+/* The switch thread, and so the UDP port offset, that serves pool slot `slot`. */
+static inline uint32_t worker_slot_thread(const worker_params_t *p, uint32_t slot)
+{
+    return (p->sw_base + slot) % p->sw_threads;
+}
+
+/* int32 or native float32 elements into big-endian payload words, and back (delivery: AVG
+ * divides by the world size). */
+void worker_encode_plain(inagg_dtype_t dtype, const void *src, uint32_t *payload, size_t len);
+void worker_decode_plain(inagg_dtype_t dtype, inagg_op_t op, uint32_t world,
+                         const uint32_t *payload, void *dst, size_t len);
+
+/* The UDP endpoints of the engines (until they move behind transport/transport.h). */
+struct mmsghdr;
+struct iovec;
+typedef struct faults faults_t;
+/* the address the packets of pool slot `slot` go to; */
+struct sockaddr_in worker_slot_addr(const worker_params_t *p, uint32_t slot);
+/* the fault injection of both directions from p->faults, each rank and `stream` drawing its
+ * own decisions from the spec's seed: 0, or -EINVAL with a reason in err; */
+int worker_faults_init(const worker_params_t *p, uint32_t stream, faults_t *in, faults_t *out,
+                       char *err, size_t errlen);
+/* a UDP socket on an ephemeral port with `buffer` bytes of socket buffer: the fd, or -errno
+ * with a reason in err; */
+int worker_open_socket(int buffer, char *err, size_t errlen);
+/* the receive batch: message i reads into arena + i * cap. */
+void worker_rx_init(struct mmsghdr *msgs, struct iovec *iov, uint8_t *arena, int n, size_t cap);
+
+#endif /* INAGG_WORKER_PROTO_H */

@@ -1,0 +1,646 @@
+/*
+ * proto_switchml.c - the switchml protocol on the worker side: SwitchML's throughput-centric
+ * streaming engine (Algorithm 4), `threads` engine threads per communicator, and the ring of
+ * requests they take in call order.
+ *
+ * Each engine thread has its own UDP socket and owns the slots s with s % threads == its
+ * index. A tensor is cut into chunks of `elems` elements; chunk c uses slot c % slots. The
+ * engine sends the first chunk of each of its slots (the initial window), and every result
+ * that comes back clocks out the next chunk on the same slot, one round later (so in the
+ * other copy of the slot). Each outstanding packet has a timer; on expiry the same packet is
+ * sent again, with exponential backoff. The timeout adapts to the measured round-trip time
+ * (rto.h: RFC 6298, Karn's rule).
+ *
+ * float32 in block fixed point needs every rank to scale a chunk with the same exponent.
+ * Each packet carries the exponent of the next chunk on its slot (look-ahead) and the switch
+ * returns the maximum with the result; the first chunk on each slot is preceded by an
+ * exponent probe: a round with no payload whose only job is to agree on that exponent.
+ *
+ * Requests go into a ring (under the communicator's mutex); every engine thread takes them in
+ * order and runs its share; the last engine to finish a request completes it.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/errmsg.h"
+#include "base/util.h"
+#include "kernels/vec.h"
+#include "transport/faults.h"
+#include "transport/udp.h"
+#include "wire/wire.h"
+#include "worker/proto.h"
+#include "worker/quant.h"
+#include "worker/rto.h"
+
+#define QUEUE_CAP 256u
+#define MAX_ENGINES 64u
+#define ENGINE_RX_BATCH 64
+#define ENGINE_POLL_MS 5
+
+enum phase { PHASE_IDLE = 0, PHASE_PROBE, PHASE_DATA };
+
+typedef struct wslot {
+    uint32_t slot;          /* index in the job's pool */
+    uint32_t round;         /* round of the packet in flight, or the next one when idle */
+    uint64_t chunk;         /* chunk in flight */
+    int phase;
+    int16_t exp;            /* agreed exponent of the chunk in flight (fixed point) */
+    int16_t sent_next_exp;  /* look-ahead exponent this rank sent with the packet in flight */
+    int retransmitted;      /* Karn: no RTT sample from a retransmitted packet */
+    uint64_t sent_ns, deadline_ns;
+    uint32_t rto_us;        /* this packet's timeout, doubled on each retransmission */
+    uint8_t *pkt;
+    uint32_t pkt_len;
+    struct sockaddr_in dst;
+} wslot_t;
+
+typedef struct engine engine_t;
+
+struct engine {
+    worker_params_t p;
+    uint32_t index, nthreads; /* this engine thread and how many there are */
+    struct sml *owner;
+    int fd;
+    uint32_t nlocal;        /* slots this engine owns */
+    wslot_t *ws;            /* [nlocal]: local k is pool slot index + k * nthreads */
+    uint8_t *pkt_arena;
+    uint8_t *rx_arena;
+    size_t pkt_cap;
+    struct mmsghdr rx_msgs[ENGINE_RX_BATCH];
+    struct iovec rx_iov[ENGINE_RX_BATCH];
+    struct sockaddr_in rx_from[ENGINE_RX_BATCH];
+    int rx_order[2 * ENGINE_RX_BATCH];
+    struct mmsghdr *tx_msgs, *tx_faulted;
+    struct iovec *tx_iov;
+    int tx_n;
+    faults_t faults_in, faults_out;
+    rto_estimator_t rto;
+    worker_counters_t c;
+};
+
+static void engine_destroy(engine_t *e)
+{
+    if (!e)
+        return;
+    if (e->fd >= 0)
+        close(e->fd);
+    faults_free(&e->faults_in);
+    faults_free(&e->faults_out);
+    free(e->ws);
+    free(e->pkt_arena);
+    free(e->rx_arena);
+    free(e->tx_msgs);
+    free(e->tx_faulted);
+    free(e->tx_iov);
+    free(e);
+}
+
+/* Engine thread `index`: its slots, buffers and socket. 0, or -errno with a reason in err. */
+static int engine_create(const worker_params_t *p, uint32_t index, engine_t **out, char *err,
+                         size_t errlen)
+{
+    engine_t *e = calloc(1, sizeof(*e));
+    if (!e) {
+        set_err(err, errlen, "out of memory");
+        return -ENOMEM;
+    }
+    e->p = *p;
+    e->index = index;
+    e->nthreads = p->threads;
+    e->fd = -1;
+    worker_counters_init(&e->c, &e->rto, p);
+    for (uint32_t i = index; i < p->slots; i += e->nthreads)
+        e->nlocal++;
+    e->pkt_cap = WIRE_HEADER_SIZE + (size_t)p->elems * 4u;
+    e->ws = calloc(e->nlocal ? e->nlocal : 1, sizeof(wslot_t));
+    e->pkt_arena = malloc((e->nlocal ? e->nlocal : 1) * e->pkt_cap);
+    e->rx_arena = malloc(ENGINE_RX_BATCH * e->pkt_cap);
+    e->tx_msgs = calloc(e->nlocal + 1, sizeof(struct mmsghdr));
+    e->tx_faulted = calloc(2 * (e->nlocal + 1) + 1, sizeof(struct mmsghdr));
+    e->tx_iov = calloc(e->nlocal + 1, sizeof(struct iovec));
+    int rc = 0;
+    if (!e->ws || !e->pkt_arena || !e->rx_arena || !e->tx_msgs || !e->tx_faulted || !e->tx_iov) {
+        set_err(err, errlen, "out of memory for %u slots of %u elements", e->nlocal, p->elems);
+        rc = -ENOMEM;
+        goto fail;
+    }
+    rc = worker_faults_init(p, index, &e->faults_in, &e->faults_out, err, errlen);
+    if (rc != 0)
+        goto fail;
+    for (uint32_t k = 0; k < e->nlocal; k++) {
+        wslot_t *w = &e->ws[k];
+        w->slot = index + k * e->nthreads;
+        w->pkt = e->pkt_arena + (size_t)k * e->pkt_cap;
+        w->dst = worker_slot_addr(p, w->slot);
+    }
+    worker_rx_init(e->rx_msgs, e->rx_iov, e->rx_arena, ENGINE_RX_BATCH, e->pkt_cap);
+    e->fd = rc = worker_open_socket(p->socket_buffer, err, errlen);
+    if (rc < 0)
+        goto fail;
+    *out = e;
+    return 0;
+fail:
+    engine_destroy(e);
+    return rc;
+}
+
+/* The request being run, with what every chunk needs. */
+typedef struct run {
+    const worker_call_t *r;
+    uint64_t nchunks;
+    uint8_t wire_dtype;
+    int fixed;
+    int overflow, nonfinite;
+} run_t;
+
+static size_t chunk_len(const engine_t *e, const run_t *run, uint64_t chunk)
+{
+    uint64_t off = chunk * e->p.elems;
+    uint64_t left = run->r->count - off;
+    return left < e->p.elems ? (size_t)left : e->p.elems;
+}
+
+static int16_t chunk_exponent(const engine_t *e, const run_t *run, uint64_t chunk)
+{
+    if (chunk >= run->nchunks)
+        return QUANT_EXP_ZERO;
+    const float *x = (const float *)run->r->send + chunk * e->p.elems;
+    return quant_block_exponent(x, chunk_len(e, run, chunk));
+}
+
+static void queue_send(engine_t *e, wslot_t *w, uint64_t now)
+{
+    int k = e->tx_n++;
+    e->tx_iov[k] = (struct iovec){w->pkt, w->pkt_len};
+    memset(&e->tx_msgs[k], 0, sizeof(e->tx_msgs[k]));
+    e->tx_msgs[k].msg_hdr.msg_name = &w->dst;
+    e->tx_msgs[k].msg_hdr.msg_namelen = sizeof(w->dst);
+    e->tx_msgs[k].msg_hdr.msg_iov = &e->tx_iov[k];
+    e->tx_msgs[k].msg_hdr.msg_iovlen = 1;
+    w->sent_ns = now;
+    w->deadline_ns = now + (uint64_t)w->rto_us * 1000u;
+    worker_count_sent(&e->c, w->pkt_len);
+}
+
+static int flush_sends(engine_t *e)
+{
+    if (e->tx_n == 0)
+        return 0;
+    int n = faults_on_send(&e->faults_out, e->tx_msgs, e->tx_n, e->tx_faulted);
+    int rc = udp_send_batch(e->fd, e->tx_faulted, n, 50);
+    e->tx_n = 0;
+    return rc < 0 ? rc : 0;
+}
+
+/* Build the packet for the slot's current phase and chunk, and queue it. */
+static void send_current(engine_t *e, run_t *run, wslot_t *w, uint64_t now)
+{
+    wire_header_t h = {
+        .version = INAGG_PROTOCOL_VERSION,
+        .type = WIRE_CONTRIB,
+        .job = e->p.job,
+        .rank = (uint16_t)e->p.rank,
+        .token = e->p.token,
+        .slot = w->slot,
+        .round = w->round,
+        .chunk = (uint32_t)w->chunk,
+        .flags = (uint8_t)(wire_ver_of_round(w->round) | (run->r->set ? WIRE_FLAG_SET : 0)),
+        .dtype = run->wire_dtype,
+    };
+    uint32_t *payload = (uint32_t *)(void *)(w->pkt + WIRE_HEADER_SIZE);
+    if (w->phase == PHASE_PROBE) {
+        h.count = 0;
+        h.exp = QUANT_EXP_ZERO;
+        h.next_exp = chunk_exponent(e, run, w->chunk);
+        w->sent_next_exp = h.next_exp;
+    } else {
+        size_t off = w->chunk * e->p.elems, len = chunk_len(e, run, w->chunk);
+        h.count = (uint16_t)len;
+        if (!run->fixed) {
+            worker_encode_plain(run->r->dtype, (const char *)run->r->send + off * 4u, payload,
+                                len);
+        } else {
+            h.exp = w->exp;
+            h.next_exp = chunk_exponent(e, run, w->chunk + e->p.slots);
+            w->sent_next_exp = h.next_exp;
+            quant_encode((const float *)run->r->send + off, payload, len, w->exp, e->p.world);
+        }
+    }
+    wire_encode_header(&h, w->pkt);
+    w->pkt_len = WIRE_HEADER_SIZE + (uint32_t)h.count * 4u;
+    w->retransmitted = 0;
+    w->rto_us = e->rto.rto_us;
+    queue_send(e, w, now);
+}
+
+static void deliver(engine_t *e, run_t *run, const wslot_t *w, const wire_header_t *h,
+                    const uint32_t *payload)
+{
+    size_t off = w->chunk * e->p.elems, len = h->count;
+    if (!run->fixed) {
+        worker_decode_plain(run->r->dtype, run->r->op, e->p.world, payload,
+                            (char *)run->r->recv + off * 4u, len);
+        if (run->r->dtype == INAGG_INT32 && (h->flags & WIRE_FLAG_OVERFLOW))
+            run->overflow = 1;
+        return;
+    }
+    float *out = (float *)run->r->recv + off;
+    quant_decode(payload, out, len, h->exp, e->p.world);
+    if (h->exp == QUANT_EXP_NONFINITE)
+        run->nonfinite = 1;
+    if (run->r->op == INAGG_AVG)
+        vec_f32_scale(out, len, 1.0f / (float)e->p.world);
+}
+
+/* Check a received datagram; returns the local slot it is for, or -1 (counted). */
+static int accept_result(engine_t *e, const run_t *run, const uint8_t *buf, size_t len,
+                         wire_header_t *h)
+{
+    if (wire_decode(buf, len, h) != WIRE_OK || h->type != WIRE_RESULT || h->job != e->p.job ||
+        h->token != e->p.token || h->rank != e->p.rank || h->slot >= e->p.slots ||
+        h->slot % e->nthreads != e->index) {
+        WORKER_CNT_ADD(e->c.invalid, 1);
+        return -1;
+    }
+    int k = (int)(h->slot / e->nthreads);
+    const wslot_t *w = &e->ws[k];
+    if (w->phase == PHASE_IDLE || h->round != w->round) {
+        WORKER_CNT_ADD(e->c.duplicates, 1);
+        return -1;
+    }
+    size_t want = w->phase == PHASE_PROBE ? 0 : chunk_len(e, run, w->chunk);
+    if (h->count != want || h->dtype != run->wire_dtype ||
+        (w->phase == PHASE_DATA && run->fixed && h->exp != w->exp)) {
+        WORKER_CNT_ADD(e->c.invalid, 1);
+        return -1;
+    }
+    /* The agreed exponent is the maximum of everyone's, so at least ours, and encodable. */
+    if (run->fixed && h->next_exp != QUANT_EXP_ZERO && h->next_exp != QUANT_EXP_NONFINITE &&
+        (h->next_exp < QUANT_EXP_MIN || h->next_exp > QUANT_EXP_MAX ||
+         h->next_exp < w->sent_next_exp)) {
+        WORKER_CNT_ADD(e->c.invalid, 1);
+        return -1;
+    }
+    return k;
+}
+
+static void scan_timers(engine_t *e, uint64_t now, uint64_t *next_deadline)
+{
+    uint64_t next = UINT64_MAX;
+    int expired = 0;
+    for (uint32_t k = 0; k < e->nlocal; k++) {
+        wslot_t *w = &e->ws[k];
+        if (w->phase == PHASE_IDLE)
+            continue;
+        if (now >= w->deadline_ns) {
+            w->rto_us = rto_doubled(w->rto_us, e->p.rto_max_us);
+            w->retransmitted = 1;
+            queue_send(e, w, now);
+            WORKER_CNT_ADD(e->c.retransmissions, 1);
+            expired = 1;
+        }
+        if (w->deadline_ns < next)
+            next = w->deadline_ns;
+    }
+    if (expired)
+        rto_backoff(&e->rto);
+    *next_deadline = next;
+}
+
+static inagg_result_t engine_run(engine_t *e, const worker_call_t *r, char *detail, size_t dlen)
+{
+    run_t run = {.r = r};
+    run.nchunks = (r->count + e->p.elems - 1) / e->p.elems;
+    run.fixed = r->dtype == INAGG_FLOAT32 && e->p.float_mode == INAGG_FLOAT_FIXED;
+    run.wire_dtype = r->dtype == INAGG_INT32 ? WIRE_INT32 : run.fixed ? WIRE_FIXED32 : WIRE_FLOAT32;
+
+    uint64_t now = util_now_ns();
+    uint32_t active = 0;
+    for (uint32_t k = 0; k < e->nlocal; k++) {
+        wslot_t *w = &e->ws[k];
+        if (w->slot >= run.nchunks)
+            continue;
+        w->chunk = w->slot;
+        w->phase = run.fixed ? PHASE_PROBE : PHASE_DATA;
+        send_current(e, &run, w, now);
+        active++;
+    }
+    int rc = flush_sends(e);
+    uint64_t last_progress = now, next_deadline = now;
+    uint64_t timeout_ns = (uint64_t)e->p.timeout_ms * 1000000ull;
+    while (active > 0 && rc == 0) {
+        if (atomic_load_explicit(e->p.abort_flag, memory_order_acquire)) {
+            set_err(detail, dlen, "aborted: the job failed");
+            rc = INAGG_ERR_JOB_FAILED;
+            break;
+        }
+        now = util_now_ns();
+        int wait_ms = 0;
+        if (next_deadline > now)
+            wait_ms = (int)util_min_u64((next_deadline - now) / 1000000ull + 1, ENGINE_POLL_MS);
+        for (int i = 0; i < ENGINE_RX_BATCH; i++) {
+            e->rx_msgs[i].msg_hdr.msg_name = &e->rx_from[i];
+            e->rx_msgs[i].msg_hdr.msg_namelen = sizeof(e->rx_from[i]);
+        }
+        int n = udp_recv_batch(e->fd, e->rx_msgs, ENGINE_RX_BATCH, wait_ms);
+        if (n < 0) {
+            set_err(detail, dlen, "receive failed: %s", strerror(-n));
+            rc = INAGG_ERR_SYSTEM;
+            break;
+        }
+        now = util_now_ns();
+        int m = faults_on_recv(&e->faults_in, n, e->rx_order);
+        for (int i = 0; i < m; i++) {
+            int idx = e->rx_order[i];
+            const uint8_t *buf = e->rx_arena + (size_t)idx * e->pkt_cap;
+            size_t len = e->rx_msgs[idx].msg_len;
+            wire_header_t h;
+            int k = accept_result(e, &run, buf, len, &h);
+            if (k < 0)
+                continue;
+            wslot_t *w = &e->ws[k];
+            worker_count_received(&e->c, len);
+            if (!w->retransmitted)
+                worker_rtt_sample(&e->c, &e->rto, (double)(now - w->sent_ns) / 1000.0);
+            last_progress = now;
+            const uint32_t *payload = (const uint32_t *)(const void *)(buf + WIRE_HEADER_SIZE);
+            w->round++;
+            if (w->phase == PHASE_PROBE) {
+                w->exp = h.next_exp;
+                w->phase = PHASE_DATA;
+                send_current(e, &run, w, now);
+                continue;
+            }
+            deliver(e, &run, w, &h, payload);
+            w->chunk += e->p.slots;
+            if (w->chunk < run.nchunks) {
+                w->exp = h.next_exp;
+                send_current(e, &run, w, now);
+            } else {
+                w->phase = PHASE_IDLE;
+                active--;
+            }
+        }
+        if (now >= next_deadline || e->tx_n == 0)
+            scan_timers(e, now, &next_deadline);
+        int frc = flush_sends(e);
+        if (frc < 0) {
+            set_err(detail, dlen, "send failed: %s", strerror(-frc));
+            rc = INAGG_ERR_SYSTEM;
+            break;
+        }
+        if (now - last_progress > timeout_ns) {
+            set_err(detail, dlen,
+                     "no result from the switch for %u ms (%u of this thread's slots waiting)",
+                     e->p.timeout_ms, active);
+            rc = INAGG_ERR_TIMEOUT;
+            break;
+        }
+    }
+    if (rc != 0) {
+        /* Leave the slots consistent for no one: the job is unusable after a failure. */
+        for (uint32_t k = 0; k < e->nlocal; k++)
+            e->ws[k].phase = PHASE_IDLE;
+        return (inagg_result_t)rc;
+    }
+    if (run.overflow) {
+        set_err(detail, dlen, "int32 sum wrapped around in at least one element");
+        return INAGG_ERR_OVERFLOW;
+    }
+    if (run.nonfinite) {
+        set_err(detail, dlen, "a float32 input held NaN or Inf; affected chunks are NaN");
+        return INAGG_ERR_NONFINITE;
+    }
+    return INAGG_OK;
+}
+
+
+/* ---- the request ring and the engine threads -------------------------------------------- */
+
+typedef struct sml sml_t;
+
+typedef struct sml_request {
+    inagg_request_t base;
+    sml_t *owner;
+    worker_call_t call;
+    int parts_left;         /* under mu */
+    int done;               /* under mu */
+    inagg_result_t result;
+    char detail[256];
+} sml_request_t;
+
+struct sml {
+    worker_params_t p;
+    uint32_t nengines, started;
+    engine_t *engines[MAX_ENGINES];
+    pthread_t tids[MAX_ENGINES];
+    sml_request_t *queue[QUEUE_CAP];
+    uint64_t issued, completed; /* requests put in the ring / completed, under mu */
+    int stopping;               /* under mu */
+};
+
+/* Failures outrank the "delivered but" results (overflow, non-finite). */
+static int worse_result(inagg_result_t now, inagg_result_t rc)
+{
+    int delivered_now = now == INAGG_ERR_OVERFLOW || now == INAGG_ERR_NONFINITE;
+    int delivered_rc = rc == INAGG_ERR_OVERFLOW || rc == INAGG_ERR_NONFINITE;
+    return rc != INAGG_OK && (now == INAGG_OK || (!delivered_rc && delivered_now));
+}
+
+static void *engine_main(void *arg)
+{
+    engine_t *e = arg;
+    sml_t *s = e->owner;
+    uint64_t next = 0;
+    for (;;) {
+        pthread_mutex_lock(s->p.mu);
+        while (s->issued <= next && !s->stopping)
+            pthread_cond_wait(s->p.cv, s->p.mu);
+        if (s->issued <= next) {
+            pthread_mutex_unlock(s->p.mu);
+            break;
+        }
+        sml_request_t *req = s->queue[next % QUEUE_CAP];
+        pthread_mutex_unlock(s->p.mu);
+
+        char detail[256] = "";
+        inagg_result_t rc = engine_run(e, &req->call, detail, sizeof(detail));
+
+        pthread_mutex_lock(s->p.mu);
+        if (worse_result(req->result, rc)) {
+            req->result = rc;
+            snprintf(req->detail, sizeof(req->detail), "%s", detail);
+        }
+        if (--req->parts_left == 0) {
+            req->done = 1;
+            s->completed++;
+            pthread_cond_broadcast(s->p.cv);
+        }
+        pthread_mutex_unlock(s->p.mu);
+        next++;
+    }
+    return NULL;
+}
+
+static void sml_destroy(void *state)
+{
+    sml_t *s = state;
+    pthread_mutex_lock(s->p.mu);
+    s->stopping = 1;
+    pthread_cond_broadcast(s->p.cv);
+    pthread_mutex_unlock(s->p.mu);
+    for (uint32_t i = 0; i < s->started; i++)
+        pthread_join(s->tids[i], NULL);
+    for (uint32_t i = 0; i < s->nengines; i++)
+        engine_destroy(s->engines[i]);
+    free(s);
+}
+
+static int sml_create(const worker_params_t *p, void **state, char *err, size_t errlen)
+{
+    sml_t *s = calloc(1, sizeof(*s));
+    if (!s) {
+        set_err(err, errlen, "out of memory");
+        return -ENOMEM;
+    }
+    s->p = *p;
+    int rc = 0;
+    char why[160];
+    for (uint32_t i = 0; i < p->threads && rc == 0; i++) {
+        rc = engine_create(p, i, &s->engines[i], why, sizeof(why));
+        if (rc != 0)
+            set_err(err, errlen, "engine thread %u: %s", i, why);
+        else
+            s->engines[s->nengines++]->owner = s;
+    }
+    for (uint32_t i = 0; i < s->nengines && rc == 0; i++) {
+        rc = -pthread_create(&s->tids[i], NULL, engine_main, s->engines[i]);
+        if (rc != 0)
+            set_err(err, errlen, "cannot start engine thread %u", i);
+        else
+            s->started++;
+    }
+    if (rc != 0) {
+        sml_destroy(s);
+        return rc;
+    }
+    *state = s;
+    return 0;
+}
+
+/* Put rq in the ring, waiting while QUEUE_CAP requests are outstanding. */
+static void enqueue(sml_t *s, inagg_comm_t *comm, sml_request_t *rq, const worker_call_t *call)
+{
+    rq->base.comm = comm;
+    rq->owner = s;
+    rq->call = *call;
+    rq->parts_left = (int)s->nengines;
+    pthread_mutex_lock(s->p.mu);
+    while (s->issued - s->completed >= QUEUE_CAP)
+        pthread_cond_wait(s->p.cv, s->p.mu);
+    s->queue[s->issued % QUEUE_CAP] = rq;
+    s->issued++;
+    pthread_cond_broadcast(s->p.cv);
+    pthread_mutex_unlock(s->p.mu);
+}
+
+static inagg_result_t sml_start(void *state, inagg_comm_t *comm, const worker_call_t *call,
+                                inagg_request_t **req, char *detail, size_t dlen)
+{
+    sml_request_t *rq = calloc(1, sizeof(*rq));
+    if (!rq) {
+        set_err(detail, dlen, "out of memory");
+        return INAGG_ERR_NOMEM;
+    }
+    enqueue(state, comm, rq, call);
+    *req = &rq->base;
+    return INAGG_OK;
+}
+
+/* Wait until the engines completed rq; its result, with the reason in detail. */
+static inagg_result_t await(sml_t *s, sml_request_t *rq, char *detail, size_t dlen)
+{
+    pthread_mutex_lock(s->p.mu);
+    while (!rq->done)
+        pthread_cond_wait(s->p.cv, s->p.mu);
+    pthread_mutex_unlock(s->p.mu);
+    set_err(detail, dlen, "%s", rq->detail);
+    return rq->result;
+}
+
+static inagg_result_t sml_wait(void *state, inagg_request_t *req, char *detail, size_t dlen)
+{
+    sml_request_t *rq = (sml_request_t *)req;
+    inagg_result_t rc = await(state, rq, detail, dlen);
+    free(rq);
+    return rc;
+}
+
+static inagg_result_t sml_allreduce(void *state, const worker_call_t *call, char *detail,
+                                    size_t dlen)
+{
+    sml_request_t rq = {0}; /* lives until await returns: the engines are done with it */
+    enqueue(state, NULL, &rq, call);
+    return await(state, &rq, detail, dlen);
+}
+
+static int sml_done(inagg_request_t *req)
+{
+    sml_request_t *rq = (sml_request_t *)req;
+    pthread_mutex_lock(rq->owner->p.mu);
+    int done = rq->done;
+    pthread_mutex_unlock(rq->owner->p.mu);
+    return done;
+}
+
+/* The engine threads move requests on by themselves: a blocking call only waits (at most
+ * 5 ms) for one to complete. */
+static inagg_result_t sml_progress(void *state, int block, char *detail, size_t dlen)
+{
+    sml_t *s = state;
+    (void)detail;
+    (void)dlen;
+    if (block) {
+        pthread_mutex_lock(s->p.mu);
+        worker_cond_wait_until(s->p.cv, s->p.mu, util_now_ns() + 5000000ull);
+        pthread_mutex_unlock(s->p.mu);
+    }
+    return INAGG_OK;
+}
+
+static void sml_quiesce(void *state)
+{
+    sml_t *s = state;
+    pthread_mutex_lock(s->p.mu);
+    while (s->completed < s->issued)
+        pthread_cond_wait(s->p.cv, s->p.mu);
+    pthread_mutex_unlock(s->p.mu);
+}
+
+static void sml_add_stats(const void *state, inagg_stats_t *acc)
+{
+    const sml_t *s = state;
+    for (uint32_t i = 0; i < s->nengines; i++)
+        worker_counters_add(&s->engines[i]->c, acc);
+}
+
+const worker_proto_ops_t worker_proto_switchml = {
+    .name = "switchml",
+    .protocol = INAGG_PROTO_SWITCHML,
+    .native_float = 0,
+    .create = sml_create,
+    .destroy = sml_destroy,
+    .start = sml_start,
+    .start_small = NULL,
+    .allreduce = sml_allreduce,
+    .done = sml_done,
+    .wait = sml_wait,
+    .progress = sml_progress,
+    .quiesce = sml_quiesce,
+    .drain = NULL,
+    .fail = NULL,
+    .add_stats = sml_add_stats,
+};

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "transport/faults.h"
+#include "transport/transport.h"
 #include "harness.h"
 
 static void parse_ok(faults_t *f, const char *spec)
@@ -109,59 +110,55 @@ TEST(faults_parse_rejects, 5)
     faults_free(&f);
 }
 
-/* One message per buffer: a sockaddr_in name and a payload "#i". */
+/* One packet per buffer: a UDP address and a payload "#i". */
 typedef struct msgs {
     int n;
-    struct mmsghdr *m;
-    struct iovec *iov;
-    struct sockaddr_in *addr;
+    transport_tx_t *m;
     uint8_t (*buf)[16];
 } msgs_t;
+
+static transport_addr_t addr_of(int i)
+{
+    char text[64];
+    snprintf(text, sizeof(text), "127.0.%d.%d:%d", (1 + i) / 256, (1 + i) % 256, 1000 + i % 5000);
+    transport_addr_t a;
+    CHECK(transport_parse_addr("udp", text, &a) == 0);
+    return a;
+}
 
 static void msgs_make(msgs_t *ms, int n)
 {
     ms->n = n;
     ms->m = calloc((size_t)n, sizeof(*ms->m));
-    ms->iov = calloc((size_t)n, sizeof(*ms->iov));
-    ms->addr = calloc((size_t)n, sizeof(*ms->addr));
     ms->buf = calloc((size_t)n, sizeof(*ms->buf));
-    CHECK(ms->m && ms->iov && ms->addr && ms->buf);
+    CHECK(ms->m && ms->buf);
     for (int i = 0; i < n; i++) {
         snprintf((char *)ms->buf[i], sizeof(ms->buf[i]), "#%d", i);
-        ms->iov[i].iov_base = ms->buf[i];
-        ms->iov[i].iov_len = sizeof(ms->buf[i]);
-        ms->addr[i].sin_family = AF_INET;
-        ms->addr[i].sin_port = htons((uint16_t)(1000 + i % 5000));
-        ms->addr[i].sin_addr.s_addr = htonl(0x7f000001u + (uint32_t)i);
-        ms->m[i].msg_hdr.msg_name = &ms->addr[i];
-        ms->m[i].msg_hdr.msg_namelen = sizeof(ms->addr[i]);
-        ms->m[i].msg_hdr.msg_iov = &ms->iov[i];
-        ms->m[i].msg_hdr.msg_iovlen = 1;
+        ms->m[i] = (transport_tx_t){.head = ms->buf[i], .head_len = sizeof(ms->buf[i]),
+                                    .to = addr_of(i)};
     }
 }
 
 static void msgs_free(msgs_t *ms)
 {
     free(ms->m);
-    free(ms->iov);
-    free(ms->addr);
     free(ms->buf);
 }
 
-/* Which message of ms an output refers to: its index, or -1 (a held copy). */
-static int msg_index(const msgs_t *ms, const struct mmsghdr *o)
+/* Which packet of ms an output refers to: its index, or -1 (a held copy). */
+static int msg_index(const msgs_t *ms, const transport_tx_t *o)
 {
     for (int i = 0; i < ms->n; i++)
-        if (o->msg_hdr.msg_iov == &ms->iov[i])
+        if (o->head == ms->buf[i])
             return i;
     return -1;
 }
 
-/* The message index a held copy carries, from its bytes "#i". */
-static int held_index(const struct mmsghdr *o)
+/* The packet index a held copy carries, from its bytes "#i". */
+static int held_index(const transport_tx_t *o)
 {
-    CHECK_EQ_INT(o->msg_hdr.msg_iovlen, 1);
-    const char *p = o->msg_hdr.msg_iov[0].iov_base;
+    CHECK_EQ_INT(o->body_len, 0);
+    const char *p = o->head;
     CHECK(p[0] == '#');
     return atoi(p + 1);
 }
@@ -190,7 +187,7 @@ TEST(faults_same_seed_same_decisions, 10)
     /* The send path too, including what is held across calls. */
     msgs_t ms;
     msgs_make(&ms, 16);
-    struct mmsghdr outa[33], outb[33];
+    transport_tx_t outa[33], outb[33];
     for (int call = 0; call < 300; call++) {
         int n = 1 + call % 16;
         int ka = faults_on_send(&a, ms.m, n, outa), kb = faults_on_send(&b, ms.m, n, outb);
@@ -259,7 +256,7 @@ TEST(faults_frequencies_send, 20)
     parse_ok(&f, "drop=0.1,dup=0.05,seed=3");
     msgs_t ms;
     msgs_make(&ms, 64);
-    struct mmsghdr out[2 * 64 + 1];
+    transport_tx_t out[2 * 64 + 1];
     enum { N = 100000 };
     unsigned long sent = 0, dropped = 0, dupd = 0;
     for (int done = 0; done < N; done += 50) {
@@ -269,7 +266,7 @@ TEST(faults_frequencies_send, 20)
         for (int j = 0; j < k; j++) {
             int idx = msg_index(&ms, &out[j]);
             CHECK(idx >= 0 && idx < 50); /* no reorder: nothing held */
-            CHECK(out[j].msg_hdr.msg_name == &ms.addr[idx]);
+            CHECK(transport_addr_equal(&out[j].to, &ms.m[idx].to));
             cnt[idx]++;
             /* Kept in order: indices never go backwards except for a duplicate. */
             if (j > 0)
@@ -308,33 +305,31 @@ TEST(faults_send_reorder_holds_a_copy, 10)
     parse_ok(&f, "reorder=1,seed=9");
     msgs_t ms;
     msgs_make(&ms, 8);
-    /* A has two iovecs: the held copy joins them. */
+    /* A has a header and a body: the held copy joins them. */
     uint8_t part2[5] = {'t', 'a', 'i', 'l', '!'};
-    struct iovec two[2] = {{ms.buf[0], 4}, {part2, sizeof(part2)}};
     memcpy(ms.buf[0], "#0\0x", 4);
-    ms.m[0].msg_hdr.msg_iov = two;
-    ms.m[0].msg_hdr.msg_iovlen = 2;
-    struct mmsghdr out[3];
+    ms.m[0].head_len = 4;
+    ms.m[0].body = part2;
+    ms.m[0].body_len = sizeof(part2);
+    transport_tx_t out[3];
 
     CHECK_EQ_INT(faults_on_send(&f, &ms.m[0], 1, out), 0); /* A held */
     CHECK_EQ_INT(f.reordered, 1);
     /* The caller reuses A's buffers and address for something else. */
     memset(ms.buf[0], 'Z', sizeof(ms.buf[0]));
     memset(part2, 'Z', sizeof(part2));
-    memset(&ms.addr[0], 0xff, sizeof(ms.addr[0]));
+    memset(&ms.m[0].to, 0xff, sizeof(ms.m[0].to));
 
     CHECK_EQ_INT(faults_on_send(&f, &ms.m[1], 1, out), 2);
     CHECK_EQ_INT(msg_index(&ms, &out[0]), 1);
-    CHECK(out[0].msg_hdr.msg_name == &ms.addr[1]);
+    CHECK(transport_addr_equal(&out[0].to, &ms.m[1].to));
     CHECK_EQ_INT(msg_index(&ms, &out[1]), -1);
-    CHECK_EQ_INT(out[1].msg_hdr.msg_iovlen, 1);
-    CHECK_EQ_INT(out[1].msg_hdr.msg_iov[0].iov_len, 4 + sizeof(part2));
-    CHECK(memcmp(out[1].msg_hdr.msg_iov[0].iov_base, "#0\0xtail!", 9) == 0);
-    CHECK_EQ_INT(out[1].msg_hdr.msg_namelen, sizeof(struct sockaddr_in));
-    const struct sockaddr_in *a = out[1].msg_hdr.msg_name;
-    CHECK_EQ_INT(a->sin_family, AF_INET);
-    CHECK_EQ_INT(ntohs(a->sin_port), 1000);
-    CHECK_EQ_INT(ntohl(a->sin_addr.s_addr), 0x7f000001u);
+    CHECK_EQ_INT(out[1].body_len, 0);
+    CHECK_EQ_INT(out[1].head_len, 4 + sizeof(part2));
+    CHECK(memcmp(out[1].head, "#0\0xtail!", 9) == 0);
+    transport_addr_t a0 = addr_of(0);
+    CHECK(transport_addr_equal(&out[1].to, &a0));
+    CHECK_EQ_INT(transport_addr_port(&out[1].to), 1000);
 
     /* And again: C held, D then C. */
     CHECK_EQ_INT(faults_on_send(&f, &ms.m[2], 1, out), 0);
@@ -343,17 +338,16 @@ TEST(faults_send_reorder_holds_a_copy, 10)
     CHECK_EQ_INT(msg_index(&ms, &out[0]), 3);
     CHECK_EQ_INT(msg_index(&ms, &out[1]), -1);
     CHECK_EQ_INT(held_index(&out[1]), 2);
-    CHECK_EQ_INT(ntohs(((const struct sockaddr_in *)out[1].msg_hdr.msg_name)->sin_port), 1002);
+    CHECK_EQ_INT(transport_addr_port(&out[1].to), 1002);
     CHECK_EQ_INT(f.reordered, 2);
 
     /* A packet too large to copy is sent in place, not held. */
     static uint8_t big[FAULTS_MAX_PACKET + 1];
-    struct iovec bigv = {big, sizeof(big)};
-    struct mmsghdr bm = ms.m[4];
-    bm.msg_hdr.msg_iov = &bigv;
-    bm.msg_hdr.msg_iovlen = 1;
+    transport_tx_t bm = ms.m[4];
+    bm.head = big;
+    bm.head_len = sizeof(big);
     CHECK_EQ_INT(faults_on_send(&f, &bm, 1, out), 1);
-    CHECK(out[0].msg_hdr.msg_iov == &bigv);
+    CHECK(out[0].head == big);
     msgs_free(&ms);
     faults_free(&f);
 }
@@ -376,7 +370,7 @@ TEST(faults_send_reorder_stream, 20)
         msgs_make(&ms, n);
         for (int i = 0; i < n; i++)
             snprintf((char *)ms.buf[i], sizeof(ms.buf[i]), "#%d", next + i);
-        struct mmsghdr out[2 * 16 + 1];
+        transport_tx_t out[2 * 16 + 1];
         int k = faults_on_send(&f, ms.m, n, out);
         CHECK(k <= 2 * n + 1);
         for (int j = 0; j < k; j++) {
@@ -429,7 +423,7 @@ TEST(faults_send_reorder_within_batch, 10)
     parse_ok(&f, "reorder=1,seed=9");
     msgs_t ms;
     msgs_make(&ms, 4);
-    struct mmsghdr out[9];
+    transport_tx_t out[9];
     int k = faults_on_send(&f, ms.m, 4, out);
     CHECK_EQ_INT(f.reordered, 1);
     CHECK_MSG(k == 4, "batch of 4 with one held gave %d messages (held one not sent after the "

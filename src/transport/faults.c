@@ -83,38 +83,31 @@ void faults_free(faults_t *f)
     f->enabled = 0;
 }
 
-static int hold(faults_t *f, const struct mmsghdr *m)
+static int hold(faults_t *f, const transport_tx_t *m)
 {
     int b = f->held_cur;
     if (!f->held[b] || f->held_len[0] >= 0 || f->held_len[1] >= 0)
         return 0; /* one packet held at a time */
-    size_t len = 0;
-    for (size_t i = 0; i < m->msg_hdr.msg_iovlen; i++) {
-        const struct iovec *v = &m->msg_hdr.msg_iov[i];
-        if (len + v->iov_len > FAULTS_MAX_PACKET)
-            return 0;
-        memcpy(f->held[b] + len, v->iov_base, v->iov_len);
-        len += v->iov_len;
-    }
-    memcpy(&f->held_addr[b], m->msg_hdr.msg_name, sizeof(struct sockaddr_in));
-    f->held_len[b] = (int)len;
+    if ((size_t)m->head_len + m->body_len > FAULTS_MAX_PACKET)
+        return 0;
+    if (m->head_len)
+        memcpy(f->held[b], m->head, m->head_len);
+    if (m->body_len)
+        memcpy(f->held[b] + m->head_len, m->body, m->body_len);
+    f->held_to[b] = m->to;
+    f->held_len[b] = (int)(m->head_len + m->body_len);
     f->held_cur ^= 1;
     return 1;
 }
 
-static void emit_held(faults_t *f, int b, struct mmsghdr *out)
+static void emit_held(faults_t *f, int b, transport_tx_t *out)
 {
-    f->held_iov[b].iov_base = f->held[b];
-    f->held_iov[b].iov_len = (size_t)f->held_len[b];
-    memset(out, 0, sizeof(*out));
-    out->msg_hdr.msg_name = &f->held_addr[b];
-    out->msg_hdr.msg_namelen = sizeof(struct sockaddr_in);
-    out->msg_hdr.msg_iov = &f->held_iov[b];
-    out->msg_hdr.msg_iovlen = 1;
+    *out = (transport_tx_t){.head = f->held[b], .head_len = (uint32_t)f->held_len[b],
+                            .to = f->held_to[b]};
     f->held_len[b] = -1; /* the buffer stays valid until the next hold into it */
 }
 
-int faults_on_send(faults_t *f, struct mmsghdr *in, int n, struct mmsghdr *out)
+int faults_on_send(faults_t *f, const transport_tx_t *in, int n, transport_tx_t *out)
 {
     if (!f->enabled) {
         memcpy(out, in, sizeof(*in) * (size_t)n);

@@ -86,6 +86,8 @@ typedef struct transport_config {
                                worker: NULL, any address and a free port */
     uint32_t queue;         /* switch: the queue this endpoint serves (UDP: port + queue) */
     int buffer_bytes;       /* socket buffers (0: the system's default) */
+    uint32_t batch;         /* most packets one receive returns (0: 64) */
+    uint32_t max_packet;    /* largest packet received, bytes (0: 65536) */
     int sleep_ms;           /* > 0: a receive that waits sleeps inside one system call, woken
                                by the first packet or after this many ms (whatever its own
                                timeout): one system call per wake-up for a busy receiver */
@@ -133,10 +135,25 @@ void transport_fault_counts(const transport_t *t, uint64_t *dropped, uint64_t *d
 
 static inline int transport_addr_is_set(const transport_addr_t *a) { return a->kind != 0; }
 int transport_addr_equal(const transport_addr_t *a, const transport_addr_t *b);
+/* The port of an address whose transport has ports (UDP), else 0; and setting it. */
+uint16_t transport_addr_port(const transport_addr_t *a);
+void transport_addr_set_port(transport_addr_t *a, uint16_t port);
 /* "a.b.c.d:port" for UDP; always NUL-terminated. */
 void transport_addr_format(const transport_addr_t *a, char *buf, size_t len);
 
-/* For transport implementations: the faulty transport wraps `inner` (and owns it). */
+/* For transport implementations: what transport.c's table holds for each kind. */
+typedef struct transport_kind {
+    const char *name;     /* the spelling of transport_config_t.kind and --transport */
+    uint32_t addr_kind;   /* the transport_addr_t.kind of its addresses (non-zero) */
+    int (*open)(const transport_config_t *cfg, transport_t **out, char *err, size_t errlen);
+    int (*parse_addr)(const char *text, transport_addr_t *out);
+    void (*addr_format)(const transport_addr_t *a, char *buf, size_t len);
+    uint16_t (*addr_port)(const transport_addr_t *a);
+    void (*addr_set_port)(transport_addr_t *a, uint16_t port);
+} transport_kind_t;
+
+extern const transport_kind_t transport_kind_udp; /* udp.c */
+/* The faulty transport wraps `inner` (and owns it). */
 int transport_faulty_wrap(transport_t *inner, const char *spec_in, const char *spec_out,
                           uint64_t stream, transport_t **out, char *err, size_t errlen);
 

@@ -1,4 +1,6 @@
-/* udp.c - see udp.h. */
+/*
+ * udp.c - UDP sockets (see udp.h) and the UDP transport (transport.h) built on them.
+ */
 #include "transport/udp.h"
 
 #include <arpa/inet.h>
@@ -10,6 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include "base/errmsg.h"
+#include "transport/transport.h"
 
 int udp_parse_addr(const char *text, uint16_t default_port, struct sockaddr_in *out)
 {
@@ -156,3 +161,217 @@ void udp_format_addr(const struct sockaddr_in *a, char *buf, size_t len)
     inet_ntop(AF_INET, &a->sin_addr, ip, sizeof(ip));
     snprintf(buf, len, "%s:%u", ip, (unsigned)ntohs(a->sin_port));
 }
+
+/* ---- The UDP transport (transport.h): one socket per endpoint, batches of sendmmsg and
+ * recvmmsg, queue q of a switch at port + q. ---- */
+
+#define UDP_ADDR_KIND 1u
+#define UDP_TX_BATCH 64
+
+typedef struct udp_endpoint {
+    transport_t base;
+    int fd;
+    int sleeps;        /* the socket blocks in recvmmsg up to its SO_RCVTIMEO */
+    uint32_t batch, cap;
+    uint8_t *arena;    /* batch * cap bytes of receive buffers */
+    struct mmsghdr *rx;
+    struct iovec *rx_iov;
+    struct sockaddr_in *rx_from;
+    struct mmsghdr tx[UDP_TX_BATCH];
+    struct iovec tx_iov[UDP_TX_BATCH][2];
+} udp_endpoint_t;
+
+static struct sockaddr_in *sin_of(transport_addr_t *a) { return (struct sockaddr_in *)(void *)a->u.bytes; }
+static const struct sockaddr_in *csin_of(const transport_addr_t *a)
+{
+    return (const struct sockaddr_in *)(const void *)a->u.bytes;
+}
+
+static void addr_from_sin(transport_addr_t *a, const struct sockaddr_in *s)
+{
+    memset(a, 0, sizeof(*a));
+    a->kind = UDP_ADDR_KIND;
+    a->len = sizeof(*s);
+    memcpy(a->u.bytes, s, sizeof(*s));
+}
+
+static int udp_tp_send(transport_t *t, const transport_tx_t *pkts, int n, int timeout_ms)
+{
+    udp_endpoint_t *e = (udp_endpoint_t *)t;
+    int done = 0;
+    while (done < n) {
+        int m = n - done < UDP_TX_BATCH ? n - done : UDP_TX_BATCH;
+        for (int i = 0; i < m; i++) {
+            const transport_tx_t *p = &pkts[done + i];
+            struct msghdr *h = &e->tx[i].msg_hdr;
+            int v = 0;
+            if (p->head_len)
+                e->tx_iov[i][v++] = (struct iovec){(void *)(uintptr_t)p->head, p->head_len};
+            if (p->body_len)
+                e->tx_iov[i][v++] = (struct iovec){(void *)(uintptr_t)p->body, p->body_len};
+            memset(h, 0, sizeof(*h));
+            h->msg_name = (void *)(uintptr_t)p->to.u.bytes;
+            h->msg_namelen = sizeof(struct sockaddr_in);
+            h->msg_iov = e->tx_iov[i];
+            h->msg_iovlen = (size_t)v;
+        }
+        int sent = udp_send_batch(e->fd, e->tx, m, timeout_ms);
+        if (sent < 0)
+            return done > 0 ? done : sent;
+        done += m; /* what did not fit was dropped: the protocols retransmit */
+    }
+    return n;
+}
+
+static int udp_tp_recv(transport_t *t, transport_rx_t *out, int max, int timeout_ms)
+{
+    udp_endpoint_t *e = (udp_endpoint_t *)t;
+    int want = max < (int)e->batch ? max : (int)e->batch;
+    if (want <= 0)
+        return 0;
+    for (int i = 0; i < want; i++) {
+        e->rx[i].msg_hdr.msg_name = &e->rx_from[i];
+        e->rx[i].msg_hdr.msg_namelen = sizeof(e->rx_from[i]);
+    }
+    int n = e->sleeps && timeout_ms > 0 ? udp_recv_batch_blocking(e->fd, e->rx, want)
+                                        : udp_recv_batch(e->fd, e->rx, want, timeout_ms);
+    for (int i = 0; i < n; i++) {
+        out[i].data = (const uint8_t *)e->rx_iov[i].iov_base;
+        out[i].len = e->rx[i].msg_len;
+        addr_from_sin(&out[i].from, &e->rx_from[i]);
+    }
+    return n;
+}
+
+static int udp_tp_pollfd(const transport_t *t) { return ((const udp_endpoint_t *)t)->fd; }
+
+static int udp_tp_local_addr(const transport_t *t, transport_addr_t *out)
+{
+    struct sockaddr_in a;
+    socklen_t len = sizeof(a);
+    if (getsockname(((const udp_endpoint_t *)t)->fd, (struct sockaddr *)&a, &len) != 0)
+        return -errno;
+    addr_from_sin(out, &a);
+    return 0;
+}
+
+static int udp_tp_queue_addr(const transport_t *t, const transport_addr_t *q0, uint32_t queue,
+                             transport_addr_t *out)
+{
+    (void)t;
+    if (q0->kind != UDP_ADDR_KIND || queue > 65535u - ntohs(csin_of(q0)->sin_port))
+        return -EINVAL;
+    *out = *q0;
+    sin_of(out)->sin_port = htons((uint16_t)(ntohs(csin_of(q0)->sin_port) + queue));
+    return 0;
+}
+
+static void udp_tp_close(transport_t *t)
+{
+    udp_endpoint_t *e = (udp_endpoint_t *)t;
+    if (e->fd >= 0)
+        close(e->fd);
+    free(e->arena);
+    free(e->rx);
+    free(e->rx_iov);
+    free(e->rx_from);
+    free(e);
+}
+
+static const transport_ops_t udp_ops = {
+    .name = "udp",
+    .send = udp_tp_send,
+    .recv = udp_tp_recv,
+    .pollfd = udp_tp_pollfd,
+    .local_addr = udp_tp_local_addr,
+    .queue_addr = udp_tp_queue_addr,
+    .fault_counts = NULL,
+    .close = udp_tp_close,
+};
+
+static int udp_tp_open(const transport_config_t *cfg, transport_t **out, char *err,
+                       size_t errlen)
+{
+    udp_endpoint_t *e = calloc(1, sizeof(*e));
+    if (!e) {
+        set_err(err, errlen, "out of memory");
+        return -ENOMEM;
+    }
+    e->base.ops = &udp_ops;
+    e->fd = -1;
+    e->batch = cfg->batch ? cfg->batch : 64;
+    e->cap = cfg->max_packet ? cfg->max_packet : 65536;
+    e->arena = malloc((size_t)e->batch * e->cap);
+    e->rx = calloc(e->batch, sizeof(*e->rx));
+    e->rx_iov = calloc(e->batch, sizeof(*e->rx_iov));
+    e->rx_from = calloc(e->batch, sizeof(*e->rx_from));
+    if (!e->arena || !e->rx || !e->rx_iov || !e->rx_from) {
+        udp_tp_close(&e->base);
+        set_err(err, errlen, "out of memory for %u receive buffers of %u bytes", e->batch,
+                e->cap);
+        return -ENOMEM;
+    }
+    for (uint32_t i = 0; i < e->batch; i++) {
+        e->rx_iov[i] = (struct iovec){e->arena + (size_t)i * e->cap, e->cap};
+        e->rx[i].msg_hdr.msg_iov = &e->rx_iov[i];
+        e->rx[i].msg_hdr.msg_iovlen = 1;
+    }
+    struct sockaddr_in a = {.sin_family = AF_INET};
+    a.sin_addr.s_addr = htonl(INADDR_ANY);
+    if (cfg->bind) {
+        int rc = udp_parse_addr(cfg->bind, 0, &a);
+        if (rc != 0 || (cfg->queue > 0 && ntohs(a.sin_port) == 0) ||
+            cfg->queue > 65535u - ntohs(a.sin_port)) {
+            udp_tp_close(&e->base);
+            set_err(err, errlen, "bad address '%s' for queue %u (expected HOST:PORT)", cfg->bind,
+                    cfg->queue);
+            return -EINVAL;
+        }
+        a.sin_port = htons((uint16_t)(ntohs(a.sin_port) + cfg->queue));
+    }
+    e->fd = udp_open(&a, cfg->buffer_bytes);
+    if (e->fd < 0) {
+        int rc = e->fd;
+        char text[64];
+        udp_format_addr(&a, text, sizeof(text));
+        set_err(err, errlen, "cannot bind UDP %s: %s", text, strerror(-rc));
+        udp_tp_close(&e->base);
+        return rc;
+    }
+    if (cfg->sleep_ms > 0)
+        e->sleeps = udp_set_receive_timeout(e->fd, cfg->sleep_ms) == 0;
+    *out = &e->base;
+    return 0;
+}
+
+static int udp_tp_parse_addr(const char *text, transport_addr_t *out)
+{
+    struct sockaddr_in a;
+    int rc = udp_parse_addr(text, 0, &a);
+    if (rc != 0)
+        return rc;
+    addr_from_sin(out, &a);
+    return 0;
+}
+
+static void udp_tp_addr_format(const transport_addr_t *a, char *buf, size_t len)
+{
+    udp_format_addr(csin_of(a), buf, len);
+}
+
+static uint16_t udp_tp_addr_port(const transport_addr_t *a) { return ntohs(csin_of(a)->sin_port); }
+
+static void udp_tp_addr_set_port(transport_addr_t *a, uint16_t port)
+{
+    sin_of(a)->sin_port = htons(port);
+}
+
+const transport_kind_t transport_kind_udp = {
+    .name = "udp",
+    .addr_kind = UDP_ADDR_KIND,
+    .open = udp_tp_open,
+    .parse_addr = udp_tp_parse_addr,
+    .addr_format = udp_tp_addr_format,
+    .addr_port = udp_tp_addr_port,
+    .addr_set_port = udp_tp_addr_set_port,
+};

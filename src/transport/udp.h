@@ -1,7 +1,9 @@
 /*
- * udp.h - UDP sockets for the dataplane: open with large buffers, address parsing, and
- * batched send/receive over sendmmsg/recvmmsg. Functions return 0 (or a count) on success
- * and -errno on failure.
+ * udp.h - UDP sockets: open with large buffers, address parsing, and batched send/receive
+ * over sendmmsg/recvmmsg. The dataplane reaches these through the UDP transport
+ * (transport.h, transport_kind_udp); the control plane uses the address parsing, and
+ * `inagg bench udp` the raw calls. Functions return 0 (or a count) on success and -errno on
+ * failure.
  */
 #ifndef INAGG_TRANSPORT_UDP_H
 #define INAGG_TRANSPORT_UDP_H

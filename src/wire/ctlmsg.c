@@ -1,0 +1,296 @@
+/*
+ * ctlmsg.c - encode and decode the control messages (see ctlmsg.h for the lines). The key
+ * lookups come from control/ctl.h; everything about which keys a message has, their ranges
+ * and their spellings is here.
+ */
+#include "wire/ctlmsg.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/errmsg.h"
+#include "control/ctl.h"
+#include "inagg.h"
+#include "wire/wire.h"
+
+static const char *const verb_names[WIRE_VERB_COUNT] = {
+    [WIRE_VERB_UNKNOWN] = "?",          [WIRE_VERB_JOIN] = "JOIN",
+    [WIRE_VERB_JOINED] = "JOINED",      [WIRE_VERB_ERR] = "ERR",
+    [WIRE_VERB_FAILED] = "FAILED",      [WIRE_VERB_BARRIER] = "BARRIER",
+    [WIRE_VERB_BARRIER_DONE] = "BARRIER_DONE", [WIRE_VERB_LEAVE] = "LEAVE",
+    [WIRE_VERB_BYE] = "BYE",            [WIRE_VERB_STATS] = "STATS",
+    [WIRE_VERB_END] = "END",
+};
+
+enum wire_verb wire_verb_of(const char *line)
+{
+    for (int v = 1; v < WIRE_VERB_COUNT; v++)
+        if (ctl_is(line, verb_names[v]))
+            return (enum wire_verb)v;
+    return WIRE_VERB_UNKNOWN;
+}
+
+const char *wire_verb_name(enum wire_verb v)
+{
+    return (unsigned)v < WIRE_VERB_COUNT ? verb_names[v] : "?";
+}
+
+static const char *const refusal_names[WIRE_REFUSAL_COUNT] = {
+    [WIRE_REFUSED] = "refused",         [WIRE_REFUSED_VERSION] = "version",
+    [WIRE_REFUSED_TIMEOUT] = "timeout", [WIRE_REFUSED_INVALID] = "invalid",
+    [WIRE_REFUSED_UNSUPPORTED] = "unsupported", [WIRE_REFUSED_SYSTEM] = "system",
+};
+
+const char *wire_refusal_name(enum wire_refusal r)
+{
+    return (unsigned)r < WIRE_REFUSAL_COUNT ? refusal_names[r] : "refused";
+}
+
+void wire_err_format(enum wire_refusal r, const char *text, char *line, size_t cap)
+{
+    snprintf(line, cap, "ERR %s %s", wire_refusal_name(r), text ? text : "");
+}
+
+enum wire_refusal wire_err_parse(const char *line, const char **text)
+{
+    const char *rest = ctl_rest(line);
+    for (int r = 0; r < WIRE_REFUSAL_COUNT; r++) {
+        size_t n = strlen(refusal_names[r]);
+        if (strncmp(rest, refusal_names[r], n) == 0 && (rest[n] == ' ' || rest[n] == '\0')) {
+            if (text)
+                *text = rest[n] ? rest + n + 1 : rest + n;
+            return (enum wire_refusal)r;
+        }
+    }
+    if (text)
+        *text = rest;
+    return WIRE_REFUSED;
+}
+
+const char *wire_float_mode_name(uint32_t m) { return m == INAGG_FLOAT_NATIVE ? "native" : "fixed"; }
+const char *wire_protocol_name(uint32_t p) { return p == INAGG_PROTO_P4SGD ? "p4sgd" : "switchml"; }
+
+int wire_protocol_parse(const char *name, uint32_t *protocol)
+{
+    if (strcmp(name, "switchml") == 0)
+        *protocol = INAGG_PROTO_SWITCHML;
+    else if (strcmp(name, "p4sgd") == 0)
+        *protocol = INAGG_PROTO_P4SGD;
+    else
+        return -1;
+    return 0;
+}
+
+/* ---- the optimizer ---- */
+
+int wire_optimizer_equal(const wire_optimizer_t *a, const wire_optimizer_t *b)
+{
+    if (!a->present || !b->present)
+        return a->present == b->present;
+    const optim_config_t *x = &a->step, *y = &b->step;
+    return x->kind == y->kind && x->lr == y->lr && x->beta1 == y->beta1 &&
+           x->beta2 == y->beta2 && x->eps == y->eps && x->eps_placement == y->eps_placement &&
+           x->momentum == y->momentum && x->weight_decay == y->weight_decay &&
+           a->params == b->params && a->seeded == b->seeded && a->seed == b->seed;
+}
+
+void wire_optimizer_format(const wire_optimizer_t *o, char *buf, size_t cap)
+{
+    if (!o->present) {
+        snprintf(buf, cap, "none");
+        return;
+    }
+    const optim_config_t *c = &o->step;
+    snprintf(buf, cap,
+             "optimizer=%s params=%" PRIu64 " lr=%.9g beta1=%.9g beta2=%.9g eps=%.9g "
+             "eps_place=%s momentum=%.9g wd=%.9g init=%s seed=%" PRIu64,
+             optim_kind_name(c->kind), o->params, (double)c->lr, (double)c->beta1,
+             (double)c->beta2, (double)c->eps, optim_eps_name(c->eps_placement),
+             (double)c->momentum, (double)c->weight_decay, o->seeded ? "seeded" : "zero",
+             o->seed);
+}
+
+/* The optimizer keys of a JOIN line; no optimizer= key: none. 0, or -1 with a reason. */
+static int parse_optimizer(const char *line, wire_optimizer_t *o, char *why, size_t cap)
+{
+    char v[64];
+    memset(o, 0, sizeof(*o));
+    if (ctl_get(line, "optimizer", v, sizeof(v)) != 0)
+        return 0;
+    optim_config_t c = OPTIM_CONFIG_INIT;
+    if (optim_parse_kind(v, &c.kind) != 0) {
+        set_err(why, cap, "unknown optimizer '%s' (sgd, adagrad, adam, smorms3)", v);
+        return -1;
+    }
+    if (ctl_get_u64(line, "params", &o->params) != 0 || o->params == 0 ||
+        o->params > (1ull << 32)) {
+        set_err(why, cap, "params= must be 1..%llu", 1ull << 32);
+        return -1;
+    }
+    static const char *const keys[] = {"lr", "beta1", "beta2", "eps", "momentum", "wd"};
+    float *fields[] = {&c.lr, &c.beta1, &c.beta2, &c.eps, &c.momentum, &c.weight_decay};
+    for (size_t k = 0; k < sizeof(keys) / sizeof(keys[0]); k++) {
+        if (ctl_get(line, keys[k], v, sizeof(v)) != 0)
+            continue;
+        char *end;
+        double d = strtod(v, &end);
+        if (end == v || *end) {
+            set_err(why, cap, "%s=%s is not a number", keys[k], v);
+            return -1;
+        }
+        *fields[k] = (float)d;
+    }
+    if (ctl_get(line, "eps_place", v, sizeof(v)) == 0 && optim_parse_eps(v, &c.eps_placement)) {
+        set_err(why, cap, "eps_place must be inside or outside");
+        return -1;
+    }
+    if (ctl_get(line, "init", v, sizeof(v)) == 0) {
+        if (strcmp(v, "zero") != 0 && strcmp(v, "seeded") != 0) {
+            set_err(why, cap, "init must be zero or seeded");
+            return -1;
+        }
+        o->seeded = strcmp(v, "seeded") == 0;
+    }
+    int seed_rc = ctl_get_u64(line, "seed", &o->seed);
+    if (seed_rc != 0 && seed_rc != -ENOENT) {
+        set_err(why, cap, "seed= must be an unsigned integer");
+        return -1;
+    }
+    if (optim_check(&c, why, cap) != 0)
+        return -1;
+    o->step = c;
+    o->present = 1;
+    return 0;
+}
+
+/* ---- JOIN ---- */
+
+int wire_join_format(const wire_join_t *j, char *line, size_t cap)
+{
+    int n = snprintf(line, cap,
+                     "JOIN version=%u job=%s rank=%u world=%u slots=%u elems=%u float=%s "
+                     "protocol=%s timeout=%u",
+                     j->version, j->job, j->rank, j->world, j->slots, j->elems,
+                     wire_float_mode_name(j->float_mode), wire_protocol_name(j->protocol),
+                     j->timeout_ms);
+    if (n < 0 || (size_t)n >= cap)
+        return -1;
+    if (j->opt.present) {
+        line[n++] = ' ';
+        wire_optimizer_format(&j->opt, line + n, cap - (size_t)n);
+        if (strlen(line) + 1 >= cap)
+            return -1;
+    }
+    return 0;
+}
+
+static int job_name_ok(const char *name)
+{
+    size_t n = strlen(name);
+    return n > 0 && n < WIRE_JOB_NAME_MAX && !strpbrk(name, " \t\r\n=");
+}
+
+int wire_join_parse(const char *line, wire_join_t *j, enum wire_refusal *refusal, char *why,
+                    size_t cap)
+{
+    memset(j, 0, sizeof(*j));
+    *refusal = WIRE_REFUSED_INVALID;
+    if (ctl_get_u32(line, "version", &j->version) != 0 || j->version != INAGG_PROTOCOL_VERSION) {
+        *refusal = WIRE_REFUSED_VERSION;
+        set_err(why, cap, "switch speaks protocol %d, worker sent %u", INAGG_PROTOCOL_VERSION,
+                j->version);
+        return -1;
+    }
+    if (ctl_get(line, "job", j->job, sizeof(j->job)) != 0 || ctl_get_u32(line, "rank", &j->rank) ||
+        ctl_get_u32(line, "world", &j->world) || ctl_get_u32(line, "slots", &j->slots) ||
+        ctl_get_u32(line, "elems", &j->elems)) {
+        set_err(why, cap, "JOIN needs job, rank, world, slots and elems");
+        return -1;
+    }
+    if (!job_name_ok(j->job)) {
+        set_err(why, cap, "job name must be 1..%d characters without spaces or '='",
+                WIRE_JOB_NAME_MAX - 1);
+        return -1;
+    }
+    char fmode[16] = "fixed", proto[16] = "switchml";
+    if (ctl_get(line, "float", fmode, sizeof(fmode)) == -ENOSPC ||
+        ctl_get(line, "protocol", proto, sizeof(proto)) == -ENOSPC) {
+        set_err(why, cap, "float= or protocol= too long");
+        return -1;
+    }
+    int trc = ctl_get_u32(line, "timeout", &j->timeout_ms);
+    if (trc != 0 && trc != -ENOENT) {
+        set_err(why, cap, "timeout= must be a number of milliseconds");
+        return -1;
+    }
+    if (j->world == 0 || j->world > INAGG_MAX_WORLD || j->rank >= j->world) {
+        set_err(why, cap, "rank %u / world %u (world must be 1..%u, rank < world)", j->rank,
+                j->world, INAGG_MAX_WORLD);
+        return -1;
+    }
+    if (j->slots == 0 || j->elems == 0 || j->elems > WIRE_MAX_ELEMS) {
+        set_err(why, cap, "slots %u / elems %u (elems must be 1..%u)", j->slots, j->elems,
+                WIRE_MAX_ELEMS);
+        return -1;
+    }
+    if (strcmp(fmode, "fixed") == 0) {
+        j->float_mode = INAGG_FLOAT_FIXED;
+    } else if (strcmp(fmode, "native") == 0) {
+        j->float_mode = INAGG_FLOAT_NATIVE;
+    } else {
+        set_err(why, cap, "float mode '%s' (fixed or native)", fmode);
+        return -1;
+    }
+    if (wire_protocol_parse(proto, &j->protocol) != 0) {
+        *refusal = WIRE_REFUSED_UNSUPPORTED;
+        set_err(why, cap, "protocol '%s' (this switch serves switchml and p4sgd)", proto);
+        return -1;
+    }
+    char owhy[160];
+    if (parse_optimizer(line, &j->opt, owhy, sizeof(owhy)) != 0) {
+        /* optim_check's reasons already start with "optimizer: " */
+        set_err(why, cap, "%s%s", strncmp(owhy, "optimizer: ", 11) == 0 ? "" : "optimizer: ",
+                owhy);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- JOINED ---- */
+
+int wire_joined_format(const wire_joined_t *j, char *line, size_t cap)
+{
+    int n = snprintf(line, cap,
+                     "JOINED id=%u token=%u threads=%u port=%u base=%u slots=%u elems=%u "
+                     "float=%s protocol=%s",
+                     j->id, j->token, j->threads, j->port, j->base, j->slots, j->elems,
+                     wire_float_mode_name(j->float_mode), wire_protocol_name(j->protocol));
+    return n < 0 || (size_t)n >= cap ? -1 : 0;
+}
+
+int wire_joined_parse(const char *line, wire_joined_t *j, char *why, size_t cap)
+{
+    memset(j, 0, sizeof(*j));
+    char fmode[16] = "fixed", proto[16] = "switchml";
+    if (wire_verb_of(line) != WIRE_VERB_JOINED || ctl_get_u32(line, "id", &j->id) ||
+        ctl_get_u32(line, "token", &j->token) || ctl_get_u32(line, "threads", &j->threads) ||
+        ctl_get_u32(line, "port", &j->port) || ctl_get_u32(line, "base", &j->base) ||
+        j->threads == 0 || j->id > UINT16_MAX || j->port > UINT16_MAX ||
+        j->base >= j->threads) {
+        set_err(why, cap, "unexpected answer from the switch: '%.100s'", line);
+        return -1;
+    }
+    ctl_get_u32(line, "slots", &j->slots);
+    ctl_get_u32(line, "elems", &j->elems);
+    ctl_get(line, "float", fmode, sizeof(fmode));
+    ctl_get(line, "protocol", proto, sizeof(proto));
+    j->float_mode = strcmp(fmode, "native") == 0 ? INAGG_FLOAT_NATIVE : INAGG_FLOAT_FIXED;
+    if (wire_protocol_parse(proto, &j->protocol) != 0) {
+        set_err(why, cap, "unexpected protocol in the switch's answer: '%.100s'", line);
+        return -1;
+    }
+    return 0;
+}

@@ -16,7 +16,6 @@
 
 #include "base/errmsg.h"
 #include "base/util.h"
-#include "transport/udp.h"
 #include "worker/comm.h"
 
 #define MAX_ENGINE_THREADS 64u
@@ -69,7 +68,8 @@ static inagg_result_t check_options(const inagg_options_t *o, char *detail, size
     if (o->optimizer) {
         const inagg_optimizer_t *z = o->optimizer;
         if ((unsigned)z->kind > INAGG_OPT_SMORMS3 || z->params == 0 ||
-            z->params > (1ull << 32) || (z->init != INAGG_INIT_ZERO && z->init != INAGG_INIT_SEEDED)) {
+            z->params > (1ull << 32) ||
+            (z->init != INAGG_INIT_ZERO && z->init != INAGG_INIT_SEEDED)) {
             set_err(detail, len, "optimizer: kind must be an inagg_optimizer_kind_t, params "
                     "1..2^32, init INAGG_INIT_ZERO or INAGG_INIT_SEEDED");
             return INAGG_ERR_INVALID;
@@ -82,9 +82,31 @@ static inagg_result_t check_options(const inagg_options_t *o, char *detail, size
     return INAGG_OK;
 }
 
-/* Create the protocol's state for the job the switch admitted us to. */
-static inagg_result_t start_protocol(inagg_comm_t *c, const struct sockaddr_in *sw,
-                                     const comm_joined_t *j, char *detail, size_t dlen)
+/* The optimizer as JOIN carries it, built once from the public struct (checked already). */
+static wire_optimizer_t optimizer_of(const inagg_optimizer_t *z)
+{
+    wire_optimizer_t o = {0};
+    if (!z)
+        return o;
+    o.present = 1;
+    o.step = (optim_config_t)OPTIM_CONFIG_INIT;
+    o.step.kind = (optim_kind_t)z->kind;
+    o.step.lr = z->lr;
+    o.step.beta1 = z->beta1;
+    o.step.beta2 = z->beta2;
+    o.step.eps = z->eps;
+    o.step.eps_placement = z->eps_outside ? OPTIM_EPS_OUTSIDE : OPTIM_EPS_INSIDE;
+    o.step.momentum = z->momentum;
+    o.step.weight_decay = z->weight_decay;
+    o.params = z->params;
+    o.seeded = z->init == INAGG_INIT_SEEDED;
+    o.seed = z->seed;
+    return o;
+}
+
+/* Create the protocol's state for the job the switch admitted us to; sw is its queue 0. */
+static inagg_result_t start_protocol(inagg_comm_t *c, const transport_addr_t *sw,
+                                     const wire_joined_t *j, char *detail, size_t dlen)
 {
     const inagg_options_t *o = &c->opts;
     worker_params_t p = {
@@ -96,8 +118,8 @@ static inagg_result_t start_protocol(inagg_comm_t *c, const struct sockaddr_in *
         .elems = o->packet_elems,
         .threads = o->threads,
         .float_mode = c->proto->native_float ? INAGG_FLOAT_NATIVE : o->float_mode,
-        .sw_addr = *sw,
-        .sw_threads = j->threads,
+        .sw_queue0 = *sw,
+        .sw_queues = j->threads,
         .sw_base = j->base,
         .rto_us = o->rto_us ? o->rto_us : 2000,
         .rto_min_us = o->rto_min_us,
@@ -105,7 +127,7 @@ static inagg_result_t start_protocol(inagg_comm_t *c, const struct sockaddr_in *
         .timeout_ms = o->timeout_ms + 1000, /* let the switch's verdict come first */
         .socket_buffer = o->socket_buffer ? (int)o->socket_buffer : 4 << 20,
         .faults = o->faults,
-        .chunk_tags = o->optimizer != NULL,
+        .chunk_tags = c->opt.present,
         .abort_flag = &c->abort_flag,
         .mu = &c->mu,
         .cv = &c->cv,
@@ -142,8 +164,8 @@ inagg_result_t inagg_comm_create(inagg_comm_t **out, const char *switch_addr, co
     inagg_result_t rc = check_options(opts, detail, detail_len);
     if (rc != INAGG_OK)
         return rc;
-    struct sockaddr_in sw;
-    if (udp_parse_addr(switch_addr, 0, &sw) != 0) {
+    transport_addr_t sw;
+    if (transport_parse_addr("udp", switch_addr, &sw) != 0) {
         set_err(detail, detail_len, "bad switch address '%s' (expected HOST:PORT)", switch_addr);
         return INAGG_ERR_INVALID;
     }
@@ -156,11 +178,10 @@ inagg_result_t inagg_comm_create(inagg_comm_t **out, const char *switch_addr, co
     c->world = world;
     c->opts = *opts;
     c->proto = worker_proto_find(opts->protocol);
-    if (opts->optimizer) {
-        c->optimizer = *opts->optimizer;
-        c->opts.optimizer = &c->optimizer;
+    c->opt = optimizer_of(opts->optimizer);
+    c->opts.optimizer = NULL; /* the caller's; c->opt is the copy */
+    if (c->opt.present)
         c->opts.float_mode = INAGG_FLOAT_NATIVE; /* gradients and parameters are float32 */
-    }
     c->ctl_fd = -1;
     snprintf(c->job, sizeof(c->job), "%s", job);
     pthread_mutex_init(&c->mu, NULL);
@@ -168,12 +189,12 @@ inagg_result_t inagg_comm_create(inagg_comm_t **out, const char *switch_addr, co
     if (!c->opts.faults)
         c->opts.faults = getenv("INAGG_FAULTS");
 
-    comm_joined_t j;
+    wire_joined_t j;
     rc = comm_join(c, &sw, switch_addr, &j, detail, detail_len);
     if (rc == INAGG_OK) {
         c->job_id = (uint16_t)j.id;
         c->token = j.token;
-        sw.sin_port = htons((uint16_t)j.port);
+        transport_addr_set_port(&sw, (uint16_t)j.port); /* the dataplane's queue 0 */
         rc = start_protocol(c, &sw, &j, detail, detail_len);
     }
     if (rc == INAGG_OK && comm_start_monitor(c) != 0) {
@@ -237,7 +258,7 @@ inagg_result_t inagg_iallreduce(inagg_comm_t *comm, const void *send, void *recv
 {
     if (req)
         *req = NULL;
-    if (comm && comm->opts.optimizer)
+    if (comm && comm->opt.present)
         return comm_set_error(comm, INAGG_ERR_UNSUPPORTED, "this job runs an in-switch "
                               "optimizer: use inagg_push_pull");
     if (!comm || !req)
@@ -338,7 +359,7 @@ static inagg_result_t run_allreduce(inagg_comm_t *comm, const void *send, void *
 inagg_result_t inagg_allreduce(inagg_comm_t *comm, const void *send, void *recv, size_t count,
                                inagg_dtype_t dtype, inagg_op_t op)
 {
-    if (comm && comm->opts.optimizer)
+    if (comm && comm->opt.present)
         return comm_set_error(comm, INAGG_ERR_UNSUPPORTED, "this job runs an in-switch "
                               "optimizer: use inagg_push_pull (gradients in, parameters out)");
     return run_allreduce(comm, send, recv, count, dtype, op, 0);
@@ -349,13 +370,13 @@ inagg_result_t inagg_push_pull(inagg_comm_t *comm, const float *grad, float *par
 {
     if (!comm)
         return INAGG_ERR_INVALID;
-    if (!comm->opts.optimizer)
+    if (!comm->opt.present)
         return comm_set_error(comm, INAGG_ERR_UNSUPPORTED, "inagg_push_pull needs a "
                               "communicator created with options.optimizer");
-    if (count != comm->optimizer.params)
+    if (count != comm->opt.params)
         return comm_set_error(comm, INAGG_ERR_INVALID,
                               "count %zu: the job holds %llu parameters", count,
-                              (unsigned long long)comm->optimizer.params);
+                              (unsigned long long)comm->opt.params);
     return run_allreduce(comm, grad, params, count, INAGG_FLOAT32, INAGG_SUM, 0);
 }
 
@@ -363,13 +384,13 @@ inagg_result_t inagg_params_upload(inagg_comm_t *comm, const float *values, size
 {
     if (!comm)
         return INAGG_ERR_INVALID;
-    if (!comm->opts.optimizer)
+    if (!comm->opt.present)
         return comm_set_error(comm, INAGG_ERR_UNSUPPORTED, "inagg_params_upload needs a "
                               "communicator created with options.optimizer");
-    if (count != comm->optimizer.params || (comm->rank == 0 && !values))
+    if (count != comm->opt.params || (comm->rank == 0 && !values))
         return comm_set_error(comm, INAGG_ERR_INVALID, "count %zu: the job holds %llu "
                               "parameters (and rank 0 must pass values)", count,
-                              (unsigned long long)comm->optimizer.params);
+                              (unsigned long long)comm->opt.params);
     /* Rank 0 sends the values, the others zeros: the sum is rank 0's values, exactly. */
     float *zeros = comm->rank == 0 ? NULL : calloc(count, sizeof(float));
     float *out = malloc(count * sizeof(float));

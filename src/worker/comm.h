@@ -16,14 +16,16 @@
 
 #include "control/ctl.h"
 #include "inagg.h"
+#include "transport/transport.h"
+#include "wire/ctlmsg.h"
 #include "worker/proto.h"
 
 #define COMM_DETAIL_MAX 256
 
 struct inagg_comm {
     uint32_t rank, world;
-    inagg_options_t opts;
-    inagg_optimizer_t optimizer;  /* a copy of options.optimizer, when given */
+    inagg_options_t opts;         /* as given, but optimizer = NULL: see opt */
+    wire_optimizer_t opt;         /* options.optimizer, as JOIN carries it (present: 0 none) */
     char job[64];
     uint16_t job_id;
     uint32_t token;
@@ -63,14 +65,10 @@ inagg_result_t comm_result_of_errno(int neg_errno);
 
 /* ---- join.c ---- */
 
-/* What the switch answered to JOIN. */
-typedef struct comm_joined {
-    uint32_t id, token, threads, port, base;
-} comm_joined_t;
-
-/* Connect to the switch at addr (already parsed), send JOIN, read JOINED. */
-inagg_result_t comm_join(inagg_comm_t *c, const struct sockaddr_in *addr, const char *addr_text,
-                         comm_joined_t *out, char *detail, size_t dlen);
+/* Connect to the switch at addr (its control port, parsed from addr_text), send JOIN, read
+ * JOINED into *out. A refusal (ERR) maps to its result code here. */
+inagg_result_t comm_join(inagg_comm_t *c, const transport_addr_t *addr, const char *addr_text,
+                         wire_joined_t *out, char *detail, size_t dlen);
 /* Start the thread that reads the control connection. 0 or -errno. */
 int comm_start_monitor(inagg_comm_t *c);
 /* Stop it and close the control connection. */

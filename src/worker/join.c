@@ -37,14 +37,15 @@ static void *monitor_main(void *arg)
             pthread_mutex_unlock(&c->mu);
             break;
         }
-        if (ctl_is(line, "FAILED")) {
+        enum wire_verb verb = wire_verb_of(line);
+        if (verb == WIRE_VERB_FAILED) {
             char d[COMM_DETAIL_MAX];
             snprintf(d, sizeof(d), "job '%s' failed on the switch: %s", c->job, ctl_rest(line));
             comm_fail_locked(c, INAGG_ERR_JOB_FAILED, d);
-        } else if (ctl_is(line, "BARRIER_DONE")) {
+        } else if (verb == WIRE_VERB_BARRIER_DONE) {
             c->barriers_done++;
             pthread_cond_broadcast(&c->cv);
-        } else if (ctl_is(line, "BYE")) {
+        } else if (verb == WIRE_VERB_BYE) {
             c->bye = 1;
             pthread_cond_broadcast(&c->cv);
         }
@@ -76,56 +77,52 @@ void comm_close_control(inagg_comm_t *c)
     c->ctl_fd = -1;
 }
 
-static inagg_result_t map_refusal(const char *line)
+/* The result code of each refusal word of an ERR line. */
+static const inagg_result_t refusal_results[WIRE_REFUSAL_COUNT] = {
+    [WIRE_REFUSED] = INAGG_ERR_REFUSED,
+    [WIRE_REFUSED_VERSION] = INAGG_ERR_VERSION,
+    [WIRE_REFUSED_TIMEOUT] = INAGG_ERR_TIMEOUT,
+    [WIRE_REFUSED_INVALID] = INAGG_ERR_INVALID,
+    [WIRE_REFUSED_UNSUPPORTED] = INAGG_ERR_UNSUPPORTED,
+    [WIRE_REFUSED_SYSTEM] = INAGG_ERR_REFUSED, /* the switch ran short: it refused the job */
+};
+
+/* Connect the control connection. The control plane takes a struct sockaddr_in, which is
+ * what a UDP transport address holds (transport.h); until control/ctl.h takes a
+ * transport_addr_t, this is the one place the worker relies on that. */
+static int connect_control(const transport_addr_t *addr, int timeout_ms)
 {
-    const char *rest = ctl_rest(line);
-    if (strncmp(rest, "version", 7) == 0)
-        return INAGG_ERR_VERSION;
-    if (strncmp(rest, "timeout", 7) == 0)
-        return INAGG_ERR_TIMEOUT;
-    if (strncmp(rest, "invalid", 7) == 0)
-        return INAGG_ERR_INVALID;
-    if (strncmp(rest, "unsupported", 11) == 0)
-        return INAGG_ERR_UNSUPPORTED;
-    return INAGG_ERR_REFUSED;
+    return ctl_connect((const struct sockaddr_in *)(const void *)addr->u.bytes, timeout_ms);
 }
 
-static void format_join(const inagg_comm_t *c, char *line, size_t cap)
-{
-    const inagg_options_t *opts = &c->opts;
-    snprintf(line, cap,
-             "JOIN version=%d job=%s rank=%u world=%u slots=%u elems=%u float=%s "
-             "protocol=%s timeout=%u",
-             INAGG_PROTOCOL_VERSION, c->job, c->rank, c->world, opts->slots, opts->packet_elems,
-             opts->float_mode == INAGG_FLOAT_NATIVE || c->proto->native_float ? "native" : "fixed",
-             c->proto->name, opts->timeout_ms);
-    if (opts->optimizer) {
-        static const char *const kinds[] = {"sgd", "adagrad", "adam", "smorms3"};
-        const inagg_optimizer_t *z = opts->optimizer;
-        size_t used = strlen(line);
-        snprintf(line + used, cap - used,
-                 " optimizer=%s params=%llu lr=%.9g beta1=%.9g beta2=%.9g eps=%.9g eps_place=%s "
-                 "momentum=%.9g wd=%.9g init=%s seed=%llu",
-                 kinds[z->kind], (unsigned long long)z->params, (double)z->lr, (double)z->beta1,
-                 (double)z->beta2, (double)z->eps, z->eps_outside ? "outside" : "inside",
-                 (double)z->momentum, (double)z->weight_decay,
-                 z->init == INAGG_INIT_SEEDED ? "seeded" : "zero", (unsigned long long)z->seed);
-    }
-}
-
-inagg_result_t comm_join(inagg_comm_t *c, const struct sockaddr_in *addr, const char *addr_text,
-                         comm_joined_t *out, char *detail, size_t dlen)
+inagg_result_t comm_join(inagg_comm_t *c, const transport_addr_t *addr, const char *addr_text,
+                         wire_joined_t *out, char *detail, size_t dlen)
 {
     int timeout_ms = (int)c->opts.timeout_ms;
-    int fd = ctl_connect(addr, timeout_ms);
+    int fd = connect_control(addr, timeout_ms);
     if (fd < 0) {
         set_err(detail, dlen, "cannot connect to the switch at %s: %s", addr_text,
                 strerror(-fd));
         return fd == -ETIMEDOUT ? INAGG_ERR_TIMEOUT : INAGG_ERR_CONNECTION;
     }
     c->ctl_fd = fd;
+    wire_join_t j = {
+        .version = INAGG_PROTOCOL_VERSION,
+        .rank = c->rank,
+        .world = c->world,
+        .slots = c->opts.slots,
+        .elems = c->opts.packet_elems,
+        .float_mode = c->proto->native_float ? INAGG_FLOAT_NATIVE : c->opts.float_mode,
+        .protocol = c->proto->protocol,
+        .timeout_ms = c->opts.timeout_ms,
+        .opt = c->opt,
+    };
+    snprintf(j.job, sizeof(j.job), "%s", c->job);
     char line[CTL_LINE_MAX];
-    format_join(c, line, sizeof(line));
+    if (wire_join_format(&j, line, sizeof(line)) != 0) {
+        set_err(detail, dlen, "the JOIN line does not fit in %d bytes", CTL_LINE_MAX);
+        return INAGG_ERR_INVALID;
+    }
     int io = ctl_write_line(fd, line, timeout_ms);
     if (io == 0)
         io = ctl_read_line(fd, &c->rd, line, sizeof(line), timeout_ms + 1000);
@@ -134,19 +131,14 @@ inagg_result_t comm_join(inagg_comm_t *c, const struct sockaddr_in *addr, const 
                 io == -ETIMEDOUT ? "timed out" : strerror(-io));
         return io == -ETIMEDOUT ? INAGG_ERR_TIMEOUT : INAGG_ERR_CONNECTION;
     }
-    if (ctl_is(line, "ERR")) {
-        set_err(detail, dlen, "switch at %s: %s", addr_text, ctl_rest(line));
-        return map_refusal(line);
+    if (wire_verb_of(line) == WIRE_VERB_ERR) {
+        const char *text;
+        enum wire_refusal r = wire_err_parse(line, &text);
+        set_err(detail, dlen, "switch at %s: %s %s", addr_text, wire_refusal_name(r), text);
+        return refusal_results[r];
     }
-    comm_joined_t j = {0};
-    if (!ctl_is(line, "JOINED") || ctl_get_u32(line, "id", &j.id) ||
-        ctl_get_u32(line, "token", &j.token) || ctl_get_u32(line, "threads", &j.threads) ||
-        ctl_get_u32(line, "port", &j.port) || ctl_get_u32(line, "base", &j.base) ||
-        j.threads == 0 || j.id > UINT16_MAX || j.port > UINT16_MAX) {
-        set_err(detail, dlen, "unexpected answer from the switch: '%.100s'", line);
+    if (wire_joined_parse(line, out, detail, dlen) != 0)
         return INAGG_ERR_PROTOCOL;
-    }
-    *out = j;
     return INAGG_OK;
 }
 
@@ -165,7 +157,8 @@ inagg_result_t inagg_barrier(inagg_comm_t *comm)
     inagg_result_t rc = comm_failure(comm);
     if (rc != INAGG_OK)
         return rc;
-    if (ctl_write_line(comm->ctl_fd, "BARRIER", (int)comm->opts.timeout_ms) != 0)
+    const char *barrier = wire_verb_name(WIRE_VERB_BARRIER);
+    if (ctl_write_line(comm->ctl_fd, barrier, (int)comm->opts.timeout_ms) != 0)
         return comm_set_error(comm, INAGG_ERR_CONNECTION, "cannot send BARRIER to the switch");
     uint64_t deadline = util_now_ns() + (uint64_t)comm->opts.timeout_ms * 1000000ull;
     pthread_mutex_lock(&comm->mu);
@@ -185,7 +178,7 @@ inagg_result_t inagg_barrier(inagg_comm_t *comm)
 
 void comm_leave(inagg_comm_t *c)
 {
-    if (ctl_write_line(c->ctl_fd, "LEAVE", 1000) != 0)
+    if (ctl_write_line(c->ctl_fd, wire_verb_name(WIRE_VERB_LEAVE), 1000) != 0)
         return;
     uint64_t deadline = util_now_ns() + 2000000000ull;
     pthread_mutex_lock(&c->mu);

@@ -1,16 +1,15 @@
 /* proto.c - the table of the worker's slot protocols and what their engines share. */
 #include "worker/proto.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "base/errmsg.h"
 #include "base/util.h"
 #include "kernels/vec.h"
-#include "transport/faults.h"
-#include "transport/udp.h"
+#include "wire/wire.h"
 
 extern const worker_proto_ops_t worker_proto_switchml, worker_proto_p4sgd;
 
@@ -75,6 +74,30 @@ int worker_cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, uint64_t dea
     return 0;
 }
 
+int worker_txq_init(worker_txq_t *q, transport_t *tp, int cap)
+{
+    q->tp = tp;
+    q->n = 0;
+    q->cap = cap;
+    q->pkts = calloc((size_t)cap, sizeof(transport_tx_t));
+    return q->pkts ? 0 : -ENOMEM;
+}
+
+void worker_txq_free(worker_txq_t *q)
+{
+    free(q->pkts);
+    q->pkts = NULL;
+}
+
+int worker_txq_flush(worker_txq_t *q)
+{
+    if (q->n == 0)
+        return 0;
+    int rc = transport_send(q->tp, q->pkts, q->n, 50);
+    q->n = 0;
+    return rc < 0 ? rc : 0;
+}
+
 void worker_encode_plain(inagg_dtype_t dtype, const void *src, uint32_t *payload, size_t len)
 {
     if (dtype == INAGG_INT32)
@@ -97,40 +120,21 @@ void worker_decode_plain(inagg_dtype_t dtype, inagg_op_t op, uint32_t world,
     }
 }
 
-struct sockaddr_in worker_slot_addr(const worker_params_t *p, uint32_t slot)
+int worker_slot_addr(const worker_params_t *p, const transport_t *t, uint32_t slot,
+                     transport_addr_t *out)
 {
-    struct sockaddr_in a = p->sw_addr;
-    a.sin_port = htons((uint16_t)(ntohs(p->sw_addr.sin_port) + worker_slot_thread(p, slot)));
-    return a;
+    return transport_queue_addr(t, &p->sw_queue0, worker_slot_queue(p, slot), out);
 }
 
-int worker_faults_init(const worker_params_t *p, uint32_t stream, faults_t *in, faults_t *out,
-                       char *err, size_t errlen)
+int worker_open_endpoint(const worker_params_t *p, int buffer, uint32_t stream,
+                         transport_t **out, char *err, size_t errlen)
 {
-    char ferr[128];
-    if (faults_parse(in, p->faults, ferr, sizeof(ferr)) != 0 ||
-        faults_parse(out, p->faults, ferr, sizeof(ferr)) != 0) {
-        set_err(err, errlen, "bad fault spec: %s", ferr);
-        return -EINVAL;
-    }
-    util_rng_seed(&in->rng, in->seed * 1000003u + p->rank * 131u + stream);
-    util_rng_seed(&out->rng, out->seed * 7919u + p->rank * 137u + stream + 0x5bd1e995u);
-    return 0;
-}
-
-int worker_open_socket(int buffer, char *err, size_t errlen)
-{
-    int fd = udp_open_any(buffer);
-    if (fd < 0)
-        set_err(err, errlen, "cannot open a UDP socket: %s", strerror(-fd));
-    return fd;
-}
-
-void worker_rx_init(struct mmsghdr *msgs, struct iovec *iov, uint8_t *arena, int n, size_t cap)
-{
-    for (int i = 0; i < n; i++) {
-        iov[i] = (struct iovec){arena + (size_t)i * cap, cap};
-        msgs[i].msg_hdr.msg_iov = &iov[i];
-        msgs[i].msg_hdr.msg_iovlen = 1;
-    }
+    transport_config_t cfg = {
+        .kind = "udp",
+        .buffer_bytes = buffer,
+        .max_packet = WIRE_HEADER_SIZE + p->elems * 4u,
+        .faults = p->faults,
+        .fault_stream = ((uint64_t)p->rank << 16) | stream,
+    };
+    return transport_open(&cfg, out, err, errlen);
 }

@@ -19,13 +19,14 @@
 #ifndef INAGG_WORKER_PROTO_H
 #define INAGG_WORKER_PROTO_H
 
-#include <netinet/in.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "inagg.h"
+#include "transport/transport.h"
+#include "wire/wire.h"
 #include "worker/rto.h"
 
 /* What a protocol's engines need from the options and the join. */
@@ -36,9 +37,9 @@ typedef struct worker_params {
     uint32_t slots, elems;            /* the job's pool size and elements per packet */
     uint32_t threads;                 /* engine threads asked for (switchml) */
     inagg_float_mode_t float_mode;    /* as joined */
-    struct sockaddr_in sw_addr;       /* switch address; port = switch's base port */
-    uint32_t sw_threads, sw_base;     /* slot i is served by switch thread (sw_base + i) %
-                                         sw_threads */
+    transport_addr_t sw_queue0;       /* the switch's queue 0 (the JOINED port) */
+    uint32_t sw_queues, sw_base;      /* the switch's queues (dataplane threads) and the
+                                         job's first: see worker_slot_queue */
     uint32_t rto_us, rto_min_us, rto_max_us, timeout_ms;
     int socket_buffer;
     const char *faults;               /* fault spec for both directions, or NULL */
@@ -141,32 +142,98 @@ void worker_counters_add(const worker_counters_t *c, inagg_stats_t *acc);
  * the deadline had passed already. */
 int worker_cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, uint64_t deadline_ns);
 
-/* The switch thread, and so the UDP port offset, that serves pool slot `slot`. */
-static inline uint32_t worker_slot_thread(const worker_params_t *p, uint32_t slot)
+/* The retransmission timer of one packet in flight. */
+typedef struct worker_timer {
+    uint64_t sent_ns, deadline_ns;
+    uint32_t rto_us;        /* this packet's timeout, doubled on each retransmission */
+    int retransmitted;      /* Karn: no RTT sample from a retransmitted packet */
+} worker_timer_t;
+
+/* A new packet: the engine's current timeout, and an RTT sample when it is answered. */
+static inline void worker_timer_fresh(worker_timer_t *t, const rto_estimator_t *rto)
 {
-    return (p->sw_base + slot) % p->sw_threads;
+    t->rto_us = rto->rto_us;
+    t->retransmitted = 0;
 }
+/* The packet left at now: due again after its timeout. */
+static inline void worker_timer_arm(worker_timer_t *t, uint64_t now)
+{
+    t->sent_ns = now;
+    t->deadline_ns = now + (uint64_t)t->rto_us * 1000u;
+}
+/* Its timer expired: it goes again with twice the timeout, counted as a retransmission. */
+static inline void worker_timer_expired(worker_timer_t *t, uint32_t max_us, worker_counters_t *c)
+{
+    t->rto_us = rto_doubled(t->rto_us, max_us);
+    t->retransmitted = 1;
+    WORKER_CNT_ADD(c->retransmissions, 1);
+}
+/* Its answer came at now: a round-trip sample, unless it was sent more than once. */
+static inline void worker_timer_answered(const worker_timer_t *t, uint64_t now,
+                                         worker_counters_t *c, rto_estimator_t *rto)
+{
+    if (!t->retransmitted)
+        worker_rtt_sample(c, rto, (double)(now - t->sent_ns) / 1000.0);
+}
+
+/* Packets queued on one endpoint, to leave together in one send. */
+typedef struct worker_txq {
+    transport_t *tp;
+    transport_tx_t *pkts;   /* [cap] */
+    int n, cap;
+} worker_txq_t;
+
+/* Room for cap packets on tp: 0 or -ENOMEM. */
+int worker_txq_init(worker_txq_t *q, transport_t *tp, int cap);
+void worker_txq_free(worker_txq_t *q);
+/* Send what is queued: 0 or -errno. */
+int worker_txq_flush(worker_txq_t *q);
+/* Queue len bytes at buf (they must stay put until the flush) to `to`, counted as sent. A
+ * full queue is flushed first; a send error then shows up at the next flush. */
+static inline void worker_txq_push(worker_txq_t *q, const uint8_t *buf, uint32_t len,
+                                   const transport_addr_t *to, worker_counters_t *c)
+{
+    if (q->n >= q->cap)
+        (void)worker_txq_flush(q);
+    q->pkts[q->n++] = (transport_tx_t){.head = buf, .head_len = len, .to = *to};
+    worker_count_sent(c, len);
+}
+
+/* The header fields every packet of this rank for (slot, round) carries. */
+static inline wire_header_t worker_header(const worker_params_t *p, uint8_t type, uint32_t slot,
+                                          uint32_t round)
+{
+    wire_header_t h = {
+        .version = INAGG_PROTOCOL_VERSION,
+        .type = type,
+        .job = p->job,
+        .rank = (uint16_t)p->rank,
+        .token = p->token,
+        .slot = slot,
+        .round = round,
+        .flags = wire_ver_of_round(round),
+    };
+    return h;
+}
+
+/* The switch queue (dataplane thread) that serves pool slot `slot`. */
+static inline uint32_t worker_slot_queue(const worker_params_t *p, uint32_t slot)
+{
+    return transport_slot_queue(p->sw_base, p->sw_queues, slot);
+}
+/* The address of that queue, as endpoint t reaches it. 0 or -errno. */
+int worker_slot_addr(const worker_params_t *p, const transport_t *t, uint32_t slot,
+                     transport_addr_t *out);
+/* An engine's endpoint: `buffer` bytes of socket buffers, receive buffers for the job's
+ * largest packet, and the fault injection of p->faults drawing its own decisions (the rank
+ * and `stream` mixed). 0, or -errno with a reason in err (-EINVAL: a bad fault spec). */
+int worker_open_endpoint(const worker_params_t *p, int buffer, uint32_t stream,
+                         transport_t **out, char *err, size_t errlen);
 
 /* int32 or native float32 elements into big-endian payload words, and back (delivery: AVG
  * divides by the world size). */
 void worker_encode_plain(inagg_dtype_t dtype, const void *src, uint32_t *payload, size_t len);
 void worker_decode_plain(inagg_dtype_t dtype, inagg_op_t op, uint32_t world,
                          const uint32_t *payload, void *dst, size_t len);
-
-/* The UDP endpoints of the engines (until they move behind transport/transport.h). */
-struct mmsghdr;
-struct iovec;
-typedef struct faults faults_t;
-/* the address the packets of pool slot `slot` go to; */
-struct sockaddr_in worker_slot_addr(const worker_params_t *p, uint32_t slot);
-/* the fault injection of both directions from p->faults, each rank and `stream` drawing its
- * own decisions from the spec's seed: 0, or -EINVAL with a reason in err; */
-int worker_faults_init(const worker_params_t *p, uint32_t stream, faults_t *in, faults_t *out,
-                       char *err, size_t errlen);
-/* a UDP socket on an ephemeral port with `buffer` bytes of socket buffer: the fd, or -errno
- * with a reason in err; */
-int worker_open_socket(int buffer, char *err, size_t errlen);
-/* the receive batch: message i reads into arena + i * cap. */
-void worker_rx_init(struct mmsghdr *msgs, struct iovec *iov, uint8_t *arena, int n, size_t cap);
 
 #endif /* INAGG_WORKER_PROTO_H */

@@ -22,7 +22,6 @@
  * the switch while work was outstanding (time the caller spends computing does not count).
  */
 #include <errno.h>
-#include <poll.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -32,8 +31,7 @@
 
 #include "base/errmsg.h"
 #include "base/util.h"
-#include "transport/faults.h"
-#include "transport/udp.h"
+#include "transport/transport.h"
 #include "wire/wire.h"
 #include "worker/proto.h"
 #include "worker/rto.h"
@@ -63,64 +61,36 @@ typedef struct p4wslot {
     uint32_t round;        /* round in flight, or the next one when free */
     int phase;
     p4_op_t *op;           /* while aggregating */
-    int retransmitted;     /* Karn: no RTT sample from a retransmitted packet */
     int ack_pending;       /* acknowledging, and the acknowledgement has not left yet */
-    uint64_t sent_ns, deadline_ns;
-    uint32_t rto_us;       /* this packet's timeout, doubled on each retransmission */
+    worker_timer_t tm;     /* of the contribution or the acknowledgement in flight */
     uint8_t *pkt;          /* the contribution, kept for retransmission */
     uint32_t pkt_len;
     uint8_t ack[WIRE_HEADER_SIZE];
-    struct sockaddr_in dst;
+    transport_addr_t dst;  /* the switch queue that serves this slot */
 } p4wslot_t;
 
 typedef struct p4engine p4engine_t;
 static void p4engine_destroy(p4engine_t *e);
 static void p4engine_fail(p4engine_t *e, inagg_result_t rc);
 
-/* Packets queued for one sendmmsg on one socket. */
-typedef struct txq {
-    struct mmsghdr *msgs, *faulted;
-    struct iovec *iov;
-    int n, cap;
-} txq_t;
-
 struct p4engine {
     worker_params_t p;
-    int fd;                 /* contributions out, results in */
-    int ack_fd;             /* acknowledgements out, confirmations in (see ack_socket) */
+    transport_t *tp;        /* contributions out, results in */
+    transport_t *ack_tp;    /* acknowledgements out, confirmations in (see p4engine_create) */
     p4wslot_t *ws;          /* [slots] */
     uint64_t next_op;       /* operations started so far: the next uses slot next_op % slots */
     uint32_t busy;          /* slots not free */
     uint32_t aggregating;   /* slots waiting for a result */
-    uint8_t *pkt_arena, *rx_arena;
+    uint8_t *pkt_arena;
     size_t pkt_cap;
-    struct mmsghdr rx_msgs[P4_RX_BATCH];
-    struct iovec rx_iov[P4_RX_BATCH];
-    struct sockaddr_in rx_from[P4_RX_BATCH];
-    int rx_order[2 * P4_RX_BATCH];
-    txq_t tx;               /* contributions, sent on fd */
-    txq_t acks;             /* acknowledgements, sent on ack_fd */
-    faults_t faults_in, faults_out;
+    transport_rx_t rx[2 * P4_RX_BATCH]; /* fault injection may duplicate a batch */
+    worker_txq_t tx;        /* contributions, sent on tp */
+    worker_txq_t acks;      /* acknowledgements, sent on ack_tp */
     rto_estimator_t rto;
     uint64_t stall_ns;      /* time spent in progress calls since the last accepted packet */
     int failed;
     worker_counters_t c;
 };
-
-static int txq_alloc(txq_t *q)
-{
-    q->msgs = calloc((size_t)q->cap, sizeof(struct mmsghdr));
-    q->faulted = calloc(2 * (size_t)q->cap + 1, sizeof(struct mmsghdr));
-    q->iov = calloc((size_t)q->cap, sizeof(struct iovec));
-    return q->msgs && q->faulted && q->iov ? 0 : -1;
-}
-
-static void txq_free(txq_t *q)
-{
-    free(q->msgs);
-    free(q->faulted);
-    free(q->iov);
-}
 
 /* The engine of a communicator (threads and float_mode in p are ignored). 0, or -errno with a
  * reason in err. */
@@ -132,41 +102,41 @@ static int p4engine_create(const worker_params_t *p, p4engine_t **out, char *err
         return -ENOMEM;
     }
     e->p = *p;
-    e->fd = -1;
-    e->ack_fd = -1;
     worker_counters_init(&e->c, &e->rto, p);
     e->pkt_cap = WIRE_HEADER_SIZE + (size_t)p->elems * 4u;
-    e->tx.cap = e->acks.cap = 2 * (int)p->slots + 1;
     e->ws = calloc(p->slots, sizeof(p4wslot_t));
     e->pkt_arena = malloc((size_t)p->slots * e->pkt_cap);
-    e->rx_arena = malloc(P4_RX_BATCH * e->pkt_cap);
     int rc = 0;
-    int queues_ok = txq_alloc(&e->tx) == 0 && txq_alloc(&e->acks) == 0;
-    if (!e->ws || !e->pkt_arena || !e->rx_arena || !queues_ok) {
+    if (!e->ws || !e->pkt_arena) {
         set_err(err, errlen, "out of memory for %u slots of %u elements", p->slots, p->elems);
         rc = -ENOMEM;
         goto fail;
     }
-    /* stream 17: decisions of their own, apart from the switchml engines' (streams 0..) */
-    rc = worker_faults_init(p, 17u, &e->faults_in, &e->faults_out, err, errlen);
+    /* streams 17 and 18: decisions of their own, apart from the switchml engines' (0..) */
+    rc = worker_open_endpoint(p, p->socket_buffer, 17u, &e->tp, err, errlen);
     if (rc != 0)
         goto fail;
-    for (uint32_t k = 0; k < p->slots; k++) {
+    /* A second endpoint for the acknowledgement phase: the switch answers an acknowledgement
+     * to the address it came from, so confirmations land here and never wake a caller that
+     * is blocked waiting for a result on `tp`; they are read when the caller next enters the
+     * library (or when it waits for a slot to be confirmed). */
+    rc = worker_open_endpoint(p, 1 << 20, 18u, &e->ack_tp, err, errlen);
+    if (rc != 0)
+        goto fail;
+    if (worker_txq_init(&e->tx, e->tp, 2 * (int)p->slots + 1) != 0 ||
+        worker_txq_init(&e->acks, e->ack_tp, 2 * (int)p->slots + 1) != 0) {
+        set_err(err, errlen, "out of memory");
+        rc = -ENOMEM;
+    }
+    for (uint32_t k = 0; k < p->slots && rc == 0; k++) {
         p4wslot_t *w = &e->ws[k];
         w->slot = k;
         w->pkt = e->pkt_arena + (size_t)k * e->pkt_cap;
-        w->dst = worker_slot_addr(p, k);
+        rc = worker_slot_addr(p, e->tp, k, &w->dst);
+        if (rc != 0)
+            set_err(err, errlen, "no address for the switch queue of slot %u", k);
     }
-    worker_rx_init(e->rx_msgs, e->rx_iov, e->rx_arena, P4_RX_BATCH, e->pkt_cap);
-    e->fd = rc = worker_open_socket(p->socket_buffer, err, errlen);
-    if (rc < 0)
-        goto fail;
-    /* A second socket for the acknowledgement phase: the switch answers an acknowledgement
-     * to the address it came from, so confirmations land here and never wake a caller that
-     * is blocked waiting for a result on `fd`; they are read when the caller next enters the
-     * library (or when it waits for a slot to be confirmed). */
-    e->ack_fd = rc = worker_open_socket(1 << 20, err, errlen);
-    if (rc < 0)
+    if (rc != 0)
         goto fail;
     *out = e;
     return 0;
@@ -179,81 +149,35 @@ static void p4engine_destroy(p4engine_t *e)
 {
     if (!e)
         return;
-    if (e->fd >= 0)
-        close(e->fd);
-    if (e->ack_fd >= 0)
-        close(e->ack_fd);
-    faults_free(&e->faults_in);
-    faults_free(&e->faults_out);
+    transport_close(e->tp);
+    transport_close(e->ack_tp);
     free(e->ws);
     free(e->pkt_arena);
-    free(e->rx_arena);
-    txq_free(&e->tx);
-    txq_free(&e->acks);
+    worker_txq_free(&e->tx);
+    worker_txq_free(&e->acks);
     free(e);
 }
 
 /* ---- sending --------------------------------------------------------------------------- */
 
-static int flush_queue(p4engine_t *e, txq_t *q, int fd)
-{
-    if (q->n == 0)
-        return 0;
-    int n = faults_on_send(&e->faults_out, q->msgs, q->n, q->faulted);
-    int rc = udp_send_batch(fd, q->faulted, n, 50);
-    q->n = 0;
-    return rc < 0 ? rc : 0;
-}
-
 /* Send everything queued: contributions first (they are on the critical path). */
 static int flush_sends(p4engine_t *e)
 {
-    int rc = flush_queue(e, &e->tx, e->fd);
-    int rc2 = flush_queue(e, &e->acks, e->ack_fd);
+    int rc = worker_txq_flush(&e->tx);
+    int rc2 = worker_txq_flush(&e->acks);
     return rc < 0 ? rc : rc2;
 }
 
-static void queue_buf(p4engine_t *e, txq_t *q, int fd, p4wslot_t *w, const uint8_t *buf,
-                      uint32_t len)
-{
-    if (q->n >= q->cap)
-        (void)flush_queue(e, q, fd); /* a send error shows up at the next flush */
-    int k = q->n++;
-    q->iov[k] = (struct iovec){(void *)(uintptr_t)buf, len};
-    memset(&q->msgs[k], 0, sizeof(q->msgs[k]));
-    q->msgs[k].msg_hdr.msg_name = &w->dst;
-    q->msgs[k].msg_hdr.msg_namelen = sizeof(w->dst);
-    q->msgs[k].msg_hdr.msg_iov = &q->iov[k];
-    q->msgs[k].msg_hdr.msg_iovlen = 1;
-    worker_count_sent(&e->c, len);
-}
-
 /* (Re)send what the slot's phase calls for and arm its timer with timeout rto_us. Packets are
- * queued and leave together at the end of the call (one sendmmsg per socket): contributions
- * on the result socket, acknowledgements on the acknowledgement socket. */
+ * queued and leave together at the end of the call (one send per endpoint): contributions
+ * on the result endpoint, acknowledgements on the acknowledgement endpoint. */
 static void send_phase(p4engine_t *e, p4wslot_t *w, uint64_t now)
 {
     if (w->phase == P4W_AGGREGATING)
-        queue_buf(e, &e->tx, e->fd, w, w->pkt, w->pkt_len);
+        worker_txq_push(&e->tx, w->pkt, w->pkt_len, &w->dst, &e->c);
     else
-        queue_buf(e, &e->acks, e->ack_fd, w, w->ack, WIRE_HEADER_SIZE);
-    w->sent_ns = now;
-    w->deadline_ns = now + (uint64_t)w->rto_us * 1000u;
-}
-
-static wire_header_t base_header(const p4engine_t *e, const p4wslot_t *w, uint8_t type)
-{
-    wire_header_t h = {
-        .version = INAGG_PROTOCOL_VERSION,
-        .type = type,
-        .job = e->p.job,
-        .rank = (uint16_t)e->p.rank,
-        .token = e->p.token,
-        .slot = w->slot,
-        .round = w->round,
-        .flags = wire_ver_of_round(w->round),
-    };
-    return h;
+        worker_txq_push(&e->acks, w->ack, WIRE_HEADER_SIZE, &w->dst, &e->c);
+    worker_timer_arm(&w->tm, now);
 }
 
 static int p4engine_can_start(const p4engine_t *e)
@@ -268,16 +192,17 @@ static p4wslot_t *pending_ack_for(p4engine_t *e, uint32_t with)
     if (e->busy == e->aggregating)
         return NULL; /* nothing is acknowledging */
     for (uint32_t k = 0; k < e->p.slots; k++)
-        if (e->ws[k].ack_pending && worker_slot_thread(&e->p, k) == worker_slot_thread(&e->p, with))
+        if (e->ws[k].ack_pending &&
+            worker_slot_queue(&e->p, k) == worker_slot_queue(&e->p, with))
             return &e->ws[k];
     return NULL;
 }
 
 static void start_on_slot(p4engine_t *e, p4wslot_t *w, p4_op_t *op, uint64_t now)
 {
-    wire_header_t h = base_header(e, w, WIRE_ACK);
+    wire_header_t h = worker_header(&e->p, WIRE_ACK, w->slot, w->round);
     wire_encode_header(&h, w->ack);
-    h = base_header(e, w, WIRE_CONTRIB);
+    h = worker_header(&e->p, WIRE_CONTRIB, w->slot, w->round);
     h.count = (uint16_t)op->count;
     h.dtype = op->dtype == INAGG_INT32 ? WIRE_INT32 : WIRE_FLOAT32;
     if (op->set)
@@ -291,8 +216,7 @@ static void start_on_slot(p4engine_t *e, p4wslot_t *w, p4_op_t *op, uint64_t now
          * acknowledgement goes again on its own. */
         wire_put_piggyback(&h, a->slot, a->round);
         a->ack_pending = 0;
-        a->sent_ns = now;
-        a->deadline_ns = now + (uint64_t)a->rto_us * 1000u;
+        worker_timer_arm(&a->tm, now);
     }
     worker_encode_plain(op->dtype, op->send, (uint32_t *)(void *)(w->pkt + WIRE_HEADER_SIZE),
                         op->count);
@@ -302,8 +226,7 @@ static void start_on_slot(p4engine_t *e, p4wslot_t *w, p4_op_t *op, uint64_t now
     op->done = 0;
     op->result = INAGG_OK;
     w->phase = P4W_AGGREGATING;
-    w->retransmitted = 0;
-    w->rto_us = e->rto.rto_us;
+    worker_timer_fresh(&w->tm, &e->rto);
     e->busy++;
     e->aggregating++;
     e->next_op++;
@@ -390,18 +313,16 @@ static void handle_packet(p4engine_t *e, const uint8_t *buf, size_t len, uint64_
         return;
     }
     worker_count_received(&e->c, len);
-    if (!w->retransmitted)
-        worker_rtt_sample(&e->c, &e->rto, (double)(now - w->sent_ns) / 1000.0);
+    worker_timer_answered(&w->tm, now, &e->c, &e->rto);
     e->stall_ns = 0;
     deliver(e, w, &h, (const uint32_t *)(const void *)(buf + WIRE_HEADER_SIZE));
     e->aggregating--;
     w->phase = P4W_ACKNOWLEDGING;
-    w->retransmitted = 0;
-    w->rto_us = e->rto.rto_us;
+    worker_timer_fresh(&w->tm, &e->rto);
     /* Delayed acknowledgement: the next contribution to this switch thread carries it; if
      * none leaves within P4_ACK_DELAY_US it goes on its own (fire_timers). */
     w->ack_pending = 1;
-    w->deadline_ns = now + (uint64_t)util_min_u64(P4_ACK_DELAY_US, w->rto_us) * 1000u;
+    w->tm.deadline_ns = now + (uint64_t)util_min_u64(P4_ACK_DELAY_US, w->tm.rto_us) * 1000u;
 }
 
 static uint64_t fire_timers(p4engine_t *e, uint64_t now)
@@ -414,18 +335,16 @@ static uint64_t fire_timers(p4engine_t *e, uint64_t now)
         p4wslot_t *w = &e->ws[k];
         if (w->phase == P4W_FREE)
             continue;
-        if (now >= w->deadline_ns && w->ack_pending) {
+        if (now >= w->tm.deadline_ns && w->ack_pending) {
             w->ack_pending = 0; /* nothing carried it in time: it goes on its own */
             send_phase(e, w, now);
-        } else if (now >= w->deadline_ns) {
-            w->rto_us = rto_doubled(w->rto_us, e->p.rto_max_us);
-            w->retransmitted = 1;
+        } else if (now >= w->tm.deadline_ns) {
+            worker_timer_expired(&w->tm, e->p.rto_max_us, &e->c);
             send_phase(e, w, now);
-            WORKER_CNT_ADD(e->c.retransmissions, 1);
             expired = 1;
         }
-        if (w->deadline_ns < next)
-            next = w->deadline_ns;
+        if (w->tm.deadline_ns < next)
+            next = w->tm.deadline_ns;
     }
     if (expired)
         rto_backoff(&e->rto);
@@ -447,35 +366,16 @@ static inagg_result_t fail_with(p4engine_t *e, inagg_result_t rc, char *detail, 
     return rc;
 }
 
-/* Receive what is waiting on fd (no waiting) and handle it. Returns packets or -errno. */
-static int receive(p4engine_t *e, int fd)
+/* Receive what is waiting on tp (no waiting) and handle it. Returns packets or -errno. */
+static int receive(p4engine_t *e, transport_t *tp)
 {
-    for (int i = 0; i < P4_RX_BATCH; i++) {
-        e->rx_msgs[i].msg_hdr.msg_name = &e->rx_from[i];
-        e->rx_msgs[i].msg_hdr.msg_namelen = sizeof(e->rx_from[i]);
-    }
-    int n = udp_recv_batch(fd, e->rx_msgs, P4_RX_BATCH, 0);
+    int n = transport_recv(tp, e->rx, 2 * P4_RX_BATCH, 0);
     if (n <= 0)
         return n;
     uint64_t now = util_now_ns();
-    int m = faults_on_recv(&e->faults_in, n, e->rx_order);
-    for (int i = 0; i < m; i++) {
-        int idx = e->rx_order[i];
-        handle_packet(e, e->rx_arena + (size_t)idx * e->pkt_cap, e->rx_msgs[idx].msg_len, now);
-    }
+    for (int i = 0; i < n; i++)
+        handle_packet(e, e->rx[i].data, e->rx[i].len, now);
     return n;
-}
-
-/* Sleep until fd_a or fd_b (-1: unused) is readable, or timeout_ms passes. */
-static void wait_for_packet(int fd_a, int fd_b, int timeout_ms)
-{
-    struct pollfd p[2];
-    int n = 0;
-    if (fd_a >= 0)
-        p[n++] = (struct pollfd){.fd = fd_a, .events = POLLIN};
-    if (fd_b >= 0)
-        p[n++] = (struct pollfd){.fd = fd_b, .events = POLLIN};
-    (void)poll(p, (nfds_t)n, timeout_ms);
 }
 
 static inagg_result_t p4engine_progress(p4engine_t *e, int block, char *detail, size_t dlen)
@@ -489,7 +389,7 @@ static inagg_result_t p4engine_progress(p4engine_t *e, int block, char *detail, 
     uint64_t start = util_now_ns();
     uint64_t stall_before = e->stall_ns;
     /* Confirmations first: they may cancel acknowledgement timers that are due. */
-    int n = receive(e, e->ack_fd);
+    int n = receive(e, e->ack_tp);
     if (block && e->aggregating == 0)
         send_pending_acks(e, start); /* we wait for confirmations: they need these */
     uint64_t next = fire_timers(e, start);
@@ -505,11 +405,13 @@ static inagg_result_t p4engine_progress(p4engine_t *e, int block, char *detail, 
         return fail_with(e, INAGG_ERR_SYSTEM, detail, dlen, "send failed: %s", strerror(-frc));
     if (n >= 0) {
         /* While a result is due, sleep on the result socket only. */
-        if (wait_ms > 0)
-            wait_for_packet(e->aggregating > 0 ? -1 : e->ack_fd, e->fd, wait_ms);
-        n = receive(e, e->fd);
+        if (wait_ms > 0) {
+            transport_t *const ts[2] = {e->aggregating > 0 ? NULL : e->ack_tp, e->tp};
+            (void)transport_wait_any(ts, 2, wait_ms);
+        }
+        n = receive(e, e->tp);
         if (n == 0 || (n > 0 && e->aggregating == 0))
-            n = receive(e, e->ack_fd);
+            n = receive(e, e->ack_tp);
     }
     if (n < 0)
         return fail_with(e, INAGG_ERR_SYSTEM, detail, dlen, "receive failed: %s", strerror(-n));

@@ -28,8 +28,7 @@
 #include "base/errmsg.h"
 #include "base/util.h"
 #include "kernels/vec.h"
-#include "transport/faults.h"
-#include "transport/udp.h"
+#include "transport/transport.h"
 #include "wire/wire.h"
 #include "worker/proto.h"
 #include "worker/quant.h"
@@ -49,12 +48,10 @@ typedef struct wslot {
     int phase;
     int16_t exp;            /* agreed exponent of the chunk in flight (fixed point) */
     int16_t sent_next_exp;  /* look-ahead exponent this rank sent with the packet in flight */
-    int retransmitted;      /* Karn: no RTT sample from a retransmitted packet */
-    uint64_t sent_ns, deadline_ns;
-    uint32_t rto_us;        /* this packet's timeout, doubled on each retransmission */
+    worker_timer_t tm;      /* of the packet in flight */
     uint8_t *pkt;
     uint32_t pkt_len;
-    struct sockaddr_in dst;
+    transport_addr_t dst;   /* the switch queue that serves this slot */
 } wslot_t;
 
 typedef struct engine engine_t;
@@ -63,20 +60,13 @@ struct engine {
     worker_params_t p;
     uint32_t index, nthreads; /* this engine thread and how many there are */
     struct sml *owner;
-    int fd;
+    transport_t *tp;        /* this engine's endpoint */
     uint32_t nlocal;        /* slots this engine owns */
     wslot_t *ws;            /* [nlocal]: local k is pool slot index + k * nthreads */
     uint8_t *pkt_arena;
-    uint8_t *rx_arena;
     size_t pkt_cap;
-    struct mmsghdr rx_msgs[ENGINE_RX_BATCH];
-    struct iovec rx_iov[ENGINE_RX_BATCH];
-    struct sockaddr_in rx_from[ENGINE_RX_BATCH];
-    int rx_order[2 * ENGINE_RX_BATCH];
-    struct mmsghdr *tx_msgs, *tx_faulted;
-    struct iovec *tx_iov;
-    int tx_n;
-    faults_t faults_in, faults_out;
+    transport_rx_t rx[2 * ENGINE_RX_BATCH]; /* fault injection may duplicate a batch */
+    worker_txq_t tx;        /* packets queued for the next send */
     rto_estimator_t rto;
     worker_counters_t c;
 };
@@ -85,20 +75,14 @@ static void engine_destroy(engine_t *e)
 {
     if (!e)
         return;
-    if (e->fd >= 0)
-        close(e->fd);
-    faults_free(&e->faults_in);
-    faults_free(&e->faults_out);
+    transport_close(e->tp);
     free(e->ws);
     free(e->pkt_arena);
-    free(e->rx_arena);
-    free(e->tx_msgs);
-    free(e->tx_faulted);
-    free(e->tx_iov);
+    worker_txq_free(&e->tx);
     free(e);
 }
 
-/* Engine thread `index`: its slots, buffers and socket. 0, or -errno with a reason in err. */
+/* Engine thread `index`: its slots, buffers and endpoint. 0, or -errno with a reason in err. */
 static int engine_create(const worker_params_t *p, uint32_t index, engine_t **out, char *err,
                          size_t errlen)
 {
@@ -110,35 +94,32 @@ static int engine_create(const worker_params_t *p, uint32_t index, engine_t **ou
     e->p = *p;
     e->index = index;
     e->nthreads = p->threads;
-    e->fd = -1;
     worker_counters_init(&e->c, &e->rto, p);
     for (uint32_t i = index; i < p->slots; i += e->nthreads)
         e->nlocal++;
     e->pkt_cap = WIRE_HEADER_SIZE + (size_t)p->elems * 4u;
     e->ws = calloc(e->nlocal ? e->nlocal : 1, sizeof(wslot_t));
     e->pkt_arena = malloc((e->nlocal ? e->nlocal : 1) * e->pkt_cap);
-    e->rx_arena = malloc(ENGINE_RX_BATCH * e->pkt_cap);
-    e->tx_msgs = calloc(e->nlocal + 1, sizeof(struct mmsghdr));
-    e->tx_faulted = calloc(2 * (e->nlocal + 1) + 1, sizeof(struct mmsghdr));
-    e->tx_iov = calloc(e->nlocal + 1, sizeof(struct iovec));
     int rc = 0;
-    if (!e->ws || !e->pkt_arena || !e->rx_arena || !e->tx_msgs || !e->tx_faulted || !e->tx_iov) {
+    if (!e->ws || !e->pkt_arena) {
         set_err(err, errlen, "out of memory for %u slots of %u elements", e->nlocal, p->elems);
         rc = -ENOMEM;
         goto fail;
     }
-    rc = worker_faults_init(p, index, &e->faults_in, &e->faults_out, err, errlen);
-    if (rc != 0)
-        goto fail;
-    for (uint32_t k = 0; k < e->nlocal; k++) {
+    rc = worker_open_endpoint(p, p->socket_buffer, index, &e->tp, err, errlen);
+    if (rc == 0 && worker_txq_init(&e->tx, e->tp, (int)e->nlocal + 1) != 0) {
+        set_err(err, errlen, "out of memory");
+        rc = -ENOMEM;
+    }
+    for (uint32_t k = 0; k < e->nlocal && rc == 0; k++) {
         wslot_t *w = &e->ws[k];
         w->slot = index + k * e->nthreads;
         w->pkt = e->pkt_arena + (size_t)k * e->pkt_cap;
-        w->dst = worker_slot_addr(p, w->slot);
+        rc = worker_slot_addr(p, e->tp, w->slot, &w->dst);
+        if (rc != 0)
+            set_err(err, errlen, "no address for the switch queue of slot %u", w->slot);
     }
-    worker_rx_init(e->rx_msgs, e->rx_iov, e->rx_arena, ENGINE_RX_BATCH, e->pkt_cap);
-    e->fd = rc = worker_open_socket(p->socket_buffer, err, errlen);
-    if (rc < 0)
+    if (rc != 0)
         goto fail;
     *out = e;
     return 0;
@@ -173,43 +154,17 @@ static int16_t chunk_exponent(const engine_t *e, const run_t *run, uint64_t chun
 
 static void queue_send(engine_t *e, wslot_t *w, uint64_t now)
 {
-    int k = e->tx_n++;
-    e->tx_iov[k] = (struct iovec){w->pkt, w->pkt_len};
-    memset(&e->tx_msgs[k], 0, sizeof(e->tx_msgs[k]));
-    e->tx_msgs[k].msg_hdr.msg_name = &w->dst;
-    e->tx_msgs[k].msg_hdr.msg_namelen = sizeof(w->dst);
-    e->tx_msgs[k].msg_hdr.msg_iov = &e->tx_iov[k];
-    e->tx_msgs[k].msg_hdr.msg_iovlen = 1;
-    w->sent_ns = now;
-    w->deadline_ns = now + (uint64_t)w->rto_us * 1000u;
-    worker_count_sent(&e->c, w->pkt_len);
-}
-
-static int flush_sends(engine_t *e)
-{
-    if (e->tx_n == 0)
-        return 0;
-    int n = faults_on_send(&e->faults_out, e->tx_msgs, e->tx_n, e->tx_faulted);
-    int rc = udp_send_batch(e->fd, e->tx_faulted, n, 50);
-    e->tx_n = 0;
-    return rc < 0 ? rc : 0;
+    worker_txq_push(&e->tx, w->pkt, w->pkt_len, &w->dst, &e->c);
+    worker_timer_arm(&w->tm, now);
 }
 
 /* Build the packet for the slot's current phase and chunk, and queue it. */
 static void send_current(engine_t *e, run_t *run, wslot_t *w, uint64_t now)
 {
-    wire_header_t h = {
-        .version = INAGG_PROTOCOL_VERSION,
-        .type = WIRE_CONTRIB,
-        .job = e->p.job,
-        .rank = (uint16_t)e->p.rank,
-        .token = e->p.token,
-        .slot = w->slot,
-        .round = w->round,
-        .chunk = (uint32_t)w->chunk,
-        .flags = (uint8_t)(wire_ver_of_round(w->round) | (run->r->set ? WIRE_FLAG_SET : 0)),
-        .dtype = run->wire_dtype,
-    };
+    wire_header_t h = worker_header(&e->p, WIRE_CONTRIB, w->slot, w->round);
+    h.chunk = (uint32_t)w->chunk;
+    h.flags |= run->r->set ? WIRE_FLAG_SET : 0;
+    h.dtype = run->wire_dtype;
     uint32_t *payload = (uint32_t *)(void *)(w->pkt + WIRE_HEADER_SIZE);
     if (w->phase == PHASE_PROBE) {
         h.count = 0;
@@ -231,8 +186,7 @@ static void send_current(engine_t *e, run_t *run, wslot_t *w, uint64_t now)
     }
     wire_encode_header(&h, w->pkt);
     w->pkt_len = WIRE_HEADER_SIZE + (uint32_t)h.count * 4u;
-    w->retransmitted = 0;
-    w->rto_us = e->rto.rto_us;
+    worker_timer_fresh(&w->tm, &e->rto);
     queue_send(e, w, now);
 }
 
@@ -295,15 +249,13 @@ static void scan_timers(engine_t *e, uint64_t now, uint64_t *next_deadline)
         wslot_t *w = &e->ws[k];
         if (w->phase == PHASE_IDLE)
             continue;
-        if (now >= w->deadline_ns) {
-            w->rto_us = rto_doubled(w->rto_us, e->p.rto_max_us);
-            w->retransmitted = 1;
+        if (now >= w->tm.deadline_ns) {
+            worker_timer_expired(&w->tm, e->p.rto_max_us, &e->c);
             queue_send(e, w, now);
-            WORKER_CNT_ADD(e->c.retransmissions, 1);
             expired = 1;
         }
-        if (w->deadline_ns < next)
-            next = w->deadline_ns;
+        if (w->tm.deadline_ns < next)
+            next = w->tm.deadline_ns;
     }
     if (expired)
         rto_backoff(&e->rto);
@@ -328,7 +280,7 @@ static inagg_result_t engine_run(engine_t *e, const worker_call_t *r, char *deta
         send_current(e, &run, w, now);
         active++;
     }
-    int rc = flush_sends(e);
+    int rc = worker_txq_flush(&e->tx);
     uint64_t last_progress = now, next_deadline = now;
     uint64_t timeout_ns = (uint64_t)e->p.timeout_ms * 1000000ull;
     while (active > 0 && rc == 0) {
@@ -341,30 +293,23 @@ static inagg_result_t engine_run(engine_t *e, const worker_call_t *r, char *deta
         int wait_ms = 0;
         if (next_deadline > now)
             wait_ms = (int)util_min_u64((next_deadline - now) / 1000000ull + 1, ENGINE_POLL_MS);
-        for (int i = 0; i < ENGINE_RX_BATCH; i++) {
-            e->rx_msgs[i].msg_hdr.msg_name = &e->rx_from[i];
-            e->rx_msgs[i].msg_hdr.msg_namelen = sizeof(e->rx_from[i]);
-        }
-        int n = udp_recv_batch(e->fd, e->rx_msgs, ENGINE_RX_BATCH, wait_ms);
+        int n = transport_recv(e->tp, e->rx, 2 * ENGINE_RX_BATCH, wait_ms);
         if (n < 0) {
             set_err(detail, dlen, "receive failed: %s", strerror(-n));
             rc = INAGG_ERR_SYSTEM;
             break;
         }
         now = util_now_ns();
-        int m = faults_on_recv(&e->faults_in, n, e->rx_order);
-        for (int i = 0; i < m; i++) {
-            int idx = e->rx_order[i];
-            const uint8_t *buf = e->rx_arena + (size_t)idx * e->pkt_cap;
-            size_t len = e->rx_msgs[idx].msg_len;
+        for (int i = 0; i < n; i++) {
+            const uint8_t *buf = e->rx[i].data;
+            size_t len = e->rx[i].len;
             wire_header_t h;
             int k = accept_result(e, &run, buf, len, &h);
             if (k < 0)
                 continue;
             wslot_t *w = &e->ws[k];
             worker_count_received(&e->c, len);
-            if (!w->retransmitted)
-                worker_rtt_sample(&e->c, &e->rto, (double)(now - w->sent_ns) / 1000.0);
+            worker_timer_answered(&w->tm, now, &e->c, &e->rto);
             last_progress = now;
             const uint32_t *payload = (const uint32_t *)(const void *)(buf + WIRE_HEADER_SIZE);
             w->round++;
@@ -384,9 +329,9 @@ static inagg_result_t engine_run(engine_t *e, const worker_call_t *r, char *deta
                 active--;
             }
         }
-        if (now >= next_deadline || e->tx_n == 0)
+        if (now >= next_deadline || e->tx.n == 0)
             scan_timers(e, now, &next_deadline);
-        int frc = flush_sends(e);
+        int frc = worker_txq_flush(&e->tx);
         if (frc < 0) {
             set_err(detail, dlen, "send failed: %s", strerror(-frc));
             rc = INAGG_ERR_SYSTEM;

@@ -246,11 +246,11 @@ static inagg_result_t start_call(inagg_comm_t *comm, const worker_call_t *call, 
     if (rc != INAGG_OK)
         return rc;
     char detail[COMM_DETAIL_MAX] = "";
-    rc = (small ? comm->proto->start_small : comm->proto->start)(comm->ps, comm, call, req,
-                                                                 detail, sizeof(detail));
-    if (rc == INAGG_ERR_NOMEM) /* no request: nothing started, the communicator is intact */
-        return comm_set_error(comm, rc, "%s", detail);
-    return comm_settle(comm, rc, detail);
+    int err = (small ? comm->proto->start_small : comm->proto->start)(comm->ps, comm, call, req,
+                                                                      detail, sizeof(detail));
+    if (err == -ENOMEM) /* no request: nothing started, the communicator is intact */
+        return comm_set_error(comm, INAGG_ERR_NOMEM, "%s", detail);
+    return comm_settle(comm, err, detail);
 }
 
 inagg_result_t inagg_iallreduce(inagg_comm_t *comm, const void *send, void *recv, size_t count,
@@ -299,8 +299,8 @@ inagg_result_t inagg_test(inagg_request_t *req, int *done)
     inagg_comm_t *c = req->comm;
     if (!c->proto->done(req)) {
         char detail[COMM_DETAIL_MAX] = "";
-        inagg_result_t rc = c->proto->progress(c->ps, 0, detail, sizeof(detail));
-        comm_settle(c, rc, detail); /* a failure completes the request with it */
+        int err = c->proto->progress(c->ps, 0, detail, sizeof(detail));
+        comm_settle(c, err, detail); /* a failure completes the request with it */
     }
     *done = c->proto->done(req);
     return INAGG_OK;
@@ -312,8 +312,8 @@ inagg_result_t inagg_wait(inagg_request_t *req)
         return INAGG_ERR_INVALID;
     inagg_comm_t *c = req->comm;
     char detail[COMM_DETAIL_MAX] = "";
-    inagg_result_t rc = c->proto->wait(c->ps, req, detail, sizeof(detail));
-    return comm_settle(c, rc, detail);
+    int err = c->proto->wait(c->ps, req, detail, sizeof(detail));
+    return comm_settle(c, err, detail);
 }
 
 inagg_result_t inagg_waitany(inagg_request_t **reqs, size_t n, size_t *index)
@@ -334,9 +334,9 @@ inagg_result_t inagg_waitany(inagg_request_t **reqs, size_t n, size_t *index)
             }
         }
         char detail[COMM_DETAIL_MAX] = "";
-        inagg_result_t rc = c->proto->progress(c->ps, 1, detail, sizeof(detail));
-        if (rc != INAGG_OK)
-            return comm_settle(c, rc, detail); /* every request is done now (failed) */
+        int err = c->proto->progress(c->ps, 1, detail, sizeof(detail));
+        if (err != 0)
+            return comm_settle(c, err, detail); /* every request is done now (failed) */
     }
 }
 
@@ -352,8 +352,8 @@ static inagg_result_t run_allreduce(inagg_comm_t *comm, const void *send, void *
         return rc;
     worker_call_t call = {send, recv, count, dtype, op, set};
     char detail[COMM_DETAIL_MAX] = "";
-    rc = comm->proto->allreduce(comm->ps, &call, detail, sizeof(detail));
-    return comm_settle(comm, rc, detail);
+    int err = comm->proto->allreduce(comm->ps, &call, detail, sizeof(detail));
+    return comm_settle(comm, err, detail);
 }
 
 inagg_result_t inagg_allreduce(inagg_comm_t *comm, const void *send, void *recv, size_t count,
@@ -428,8 +428,7 @@ inagg_result_t inagg_comm_destroy(inagg_comm_t *comm)
         /* e.g. p4sgd: acknowledge every result we received before leaving, as a peer still
          * waiting for a slot's confirmation needs our acknowledgement. */
         char detail[COMM_DETAIL_MAX];
-        if (comm->proto->drain(comm->ps, comm->opts.timeout_ms, detail, sizeof(detail)) !=
-            INAGG_OK)
+        if (comm->proto->drain(comm->ps, comm->opts.timeout_ms, detail, sizeof(detail)) != 0)
             healthy = 0;
     }
     if (healthy)

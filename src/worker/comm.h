@@ -55,13 +55,13 @@ inagg_result_t comm_set_error(inagg_comm_t *c, inagg_result_t rc, const char *fm
 void comm_fail_locked(inagg_comm_t *c, inagg_result_t code, const char *detail);
 /* INAGG_OK, or the communicator's failure with last_error set to its reason. */
 inagg_result_t comm_failure(inagg_comm_t *c);
-/* A call ended with rc and detail: the result the caller gets, with last_error set. An
- * engine that only saw the abort gets the switch's reason; any other failure (not a
- * delivered-but result: overflow, non-finite) fails the communicator, whose slots are out of
- * step now. */
-inagg_result_t comm_settle(inagg_comm_t *c, inagg_result_t rc, const char *detail);
-/* The result code of a -errno from inside the library. */
+/* The result code of a -errno from inside the library (proto.h lists the engines' codes). */
 inagg_result_t comm_result_of_errno(int neg_errno);
+/* A protocol call ended with 0 or -errno and detail: the result the caller gets, with
+ * last_error set. An engine that only saw the abort (or stalled) gets the switch's reason;
+ * any other failure (not a delivered-but result: overflow, non-finite) fails the
+ * communicator, whose slots are out of step now. */
+inagg_result_t comm_settle(inagg_comm_t *c, int neg_errno, const char *detail);
 
 /* ---- join.c ---- */
 

@@ -67,8 +67,23 @@ inagg_result_t comm_failure(inagg_comm_t *c)
     return rc;
 }
 
-inagg_result_t comm_settle(inagg_comm_t *c, inagg_result_t rc, const char *detail)
+inagg_result_t comm_result_of_errno(int neg_errno)
 {
+    switch (neg_errno) {
+    case 0: return INAGG_OK;
+    case -EINVAL: return INAGG_ERR_INVALID;
+    case -ENOMEM: return INAGG_ERR_NOMEM;
+    case -ETIMEDOUT: return INAGG_ERR_TIMEOUT;
+    case -ECANCELED: return INAGG_ERR_JOB_FAILED;
+    case -EOVERFLOW: return INAGG_ERR_OVERFLOW;
+    case -EDOM: return INAGG_ERR_NONFINITE;
+    default: return INAGG_ERR_SYSTEM;
+    }
+}
+
+inagg_result_t comm_settle(inagg_comm_t *c, int neg_errno, const char *detail)
+{
+    inagg_result_t rc = comm_result_of_errno(neg_errno);
     if (rc == INAGG_OK)
         return rc;
     char d[COMM_DETAIL_MAX];
@@ -88,15 +103,4 @@ inagg_result_t comm_settle(inagg_comm_t *c, inagg_result_t rc, const char *detai
     if (failed && c->proto->fail)
         c->proto->fail(c->ps);
     return comm_set_error(c, rc, "%s", d);
-}
-
-inagg_result_t comm_result_of_errno(int neg_errno)
-{
-    switch (neg_errno) {
-    case 0: return INAGG_OK;
-    case -EINVAL: return INAGG_ERR_INVALID;
-    case -ENOMEM: return INAGG_ERR_NOMEM;
-    case -ETIMEDOUT: return INAGG_ERR_TIMEOUT;
-    default: return INAGG_ERR_SYSTEM;
-    }
 }

@@ -11,10 +11,15 @@
  * run, the counters behind inagg_get_stats, and the conversion of payloads that are not block
  * fixed point).
  *
- * Errors: create returns 0 or -errno with a reason in err (-EINVAL: a bad option such as the
- * fault spec; -ENOMEM; anything else is a system failure). The calls return inagg_result_t
- * with a reason in detail; comm.c settles failures (comm_settle in comm.h): the switch's
- * reason wins over what an engine saw, and a failed call fails the communicator.
+ * Errors: every op returns 0 or -errno, with a reason in its err/detail buffer; comm.c maps
+ * them to inagg_result_t at the API (comm_result_of_errno) and settles failures there
+ * (comm_settle): the switch's reason wins over what an engine saw, and a failed call fails
+ * the communicator. The codes the engines use:
+ *   -EINVAL     a bad option (the fault spec)            -ENOMEM     out of memory
+ *   -ETIMEDOUT  no packet from the switch in time        -ECANCELED  the job failed (abort)
+ *   -EIO        a send or receive failed (text: why)
+ *   -EOVERFLOW  an int32 sum wrapped around, and -EDOM a float32 input was not finite: the
+ *               result was delivered all the same
  */
 #ifndef INAGG_WORKER_PROTO_H
 #define INAGG_WORKER_PROTO_H
@@ -77,26 +82,25 @@ typedef struct worker_proto_ops {
     void (*destroy)(void *state);
 
     /* Start an asynchronous allreduce of any size (NULL: the protocol has none). */
-    inagg_result_t (*start)(void *state, inagg_comm_t *comm, const worker_call_t *call,
-                            inagg_request_t **req, char *detail, size_t dlen);
+    int (*start)(void *state, inagg_comm_t *comm, const worker_call_t *call,
+                 inagg_request_t **req, char *detail, size_t dlen);
     /* Start a one-packet allreduce (count 1..elems) (NULL: the protocol has none). */
-    inagg_result_t (*start_small)(void *state, inagg_comm_t *comm, const worker_call_t *call,
-                                  inagg_request_t **req, char *detail, size_t dlen);
+    int (*start_small)(void *state, inagg_comm_t *comm, const worker_call_t *call,
+                       inagg_request_t **req, char *detail, size_t dlen);
     /* A blocking allreduce of any size. */
-    inagg_result_t (*allreduce)(void *state, const worker_call_t *call, char *detail,
-                                size_t dlen);
+    int (*allreduce)(void *state, const worker_call_t *call, char *detail, size_t dlen);
     /* Whether req has finished; never blocks and makes no progress. */
     int (*done)(inagg_request_t *req);
     /* Wait for req, free it, and return its result (with a reason in detail). */
-    inagg_result_t (*wait)(void *state, inagg_request_t *req, char *detail, size_t dlen);
+    int (*wait)(void *state, inagg_request_t *req, char *detail, size_t dlen);
     /* Move requests on: handle what arrived and due timers; with block, first wait a few ms
      * at most for something to happen (inagg_test, inagg_waitany). */
-    inagg_result_t (*progress)(void *state, int block, char *detail, size_t dlen);
+    int (*progress)(void *state, int block, char *detail, size_t dlen);
     /* Before leaving: wait until no request is outstanding (NULL: nothing to wait for). */
     void (*quiesce)(void *state);
     /* Before leaving a healthy job: let the switch free every slot we used, within
      * timeout_ms (NULL: nothing to do). */
-    inagg_result_t (*drain)(void *state, uint32_t timeout_ms, char *detail, size_t dlen);
+    int (*drain)(void *state, uint32_t timeout_ms, char *detail, size_t dlen);
     /* The communicator failed: end every pending operation (NULL: the engines watch the
      * abort flag themselves). */
     void (*fail)(void *state);

@@ -18,7 +18,7 @@
  * There is no thread: progress happens inside the calls (start, progress, wait, allreduce),
  * in the caller's thread, so a result reaches the caller without a thread hand-off. One
  * thread at a time may use an engine (the communicator's rule). A call fails with
- * INAGG_ERR_TIMEOUT when it has spent timeout_ms inside the library without any packet from
+ * -ETIMEDOUT when it has spent timeout_ms inside the library without any packet from
  * the switch while work was outstanding (time the caller spends computing does not count).
  */
 #include <errno.h>
@@ -46,7 +46,7 @@ typedef struct p4_op {
     uint32_t chunk;         /* chunk index (carried when the engine tags chunks) */
     int set;                /* a parameter upload (WIRE_FLAG_SET) */
     int done;               /* set by the engine when the result was delivered */
-    inagg_result_t result;  /* INAGG_OK or INAGG_ERR_OVERFLOW (delivered), or the failure */
+    int result;             /* 0 or -EOVERFLOW (delivered), or the failure (-errno) */
 } p4_op_t;
 
 #define P4_RX_BATCH 64
@@ -71,7 +71,7 @@ typedef struct p4wslot {
 
 typedef struct p4engine p4engine_t;
 static void p4engine_destroy(p4engine_t *e);
-static void p4engine_fail(p4engine_t *e, inagg_result_t rc);
+static void p4engine_fail(p4engine_t *e, int rc);
 
 struct p4engine {
     worker_params_t p;
@@ -224,7 +224,7 @@ static void start_on_slot(p4engine_t *e, p4wslot_t *w, p4_op_t *op, uint64_t now
     w->pkt_len = WIRE_HEADER_SIZE + op->count * 4u;
     w->op = op;
     op->done = 0;
-    op->result = INAGG_OK;
+    op->result = 0;
     w->phase = P4W_AGGREGATING;
     worker_timer_fresh(&w->tm, &e->rto);
     e->busy++;
@@ -254,7 +254,7 @@ static void deliver(p4engine_t *e, p4wslot_t *w, const wire_header_t *h, const u
     p4_op_t *op = w->op;
     worker_decode_plain(op->dtype, op->op, e->p.world, payload, op->recv, op->count);
     if (op->dtype == INAGG_INT32 && (h->flags & WIRE_FLAG_OVERFLOW))
-        op->result = INAGG_ERR_OVERFLOW;
+        op->result = -EOVERFLOW;
     op->done = 1;
     w->op = NULL;
 }
@@ -351,10 +351,9 @@ static uint64_t fire_timers(p4engine_t *e, uint64_t now)
     return next;
 }
 
-static inagg_result_t fail_with(p4engine_t *e, inagg_result_t rc, char *detail, size_t dlen,
-                                const char *fmt, ...) __attribute__((format(printf, 5, 6)));
-static inagg_result_t fail_with(p4engine_t *e, inagg_result_t rc, char *detail, size_t dlen,
-                                const char *fmt, ...)
+static int fail_with(p4engine_t *e, int rc, char *detail, size_t dlen, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+static int fail_with(p4engine_t *e, int rc, char *detail, size_t dlen, const char *fmt, ...)
 {
     if (detail && dlen > 0) {
         va_list ap;
@@ -378,14 +377,14 @@ static int receive(p4engine_t *e, transport_t *tp)
     return n;
 }
 
-static inagg_result_t p4engine_progress(p4engine_t *e, int block, char *detail, size_t dlen)
+static int p4engine_progress(p4engine_t *e, int block, char *detail, size_t dlen)
 {
     if (e->failed) {
         set_err(detail, dlen, "the communicator failed earlier");
-        return INAGG_ERR_JOB_FAILED;
+        return -ECANCELED;
     }
     if (atomic_load_explicit(e->p.abort_flag, memory_order_acquire))
-        return fail_with(e, INAGG_ERR_JOB_FAILED, detail, dlen, "aborted: the job failed");
+        return fail_with(e, -ECANCELED, detail, dlen, "aborted: the job failed");
     uint64_t start = util_now_ns();
     uint64_t stall_before = e->stall_ns;
     /* Confirmations first: they may cancel acknowledgement timers that are due. */
@@ -402,7 +401,7 @@ static inagg_result_t p4engine_progress(p4engine_t *e, int block, char *detail, 
     }
     int frc = flush_sends(e);
     if (frc < 0)
-        return fail_with(e, INAGG_ERR_SYSTEM, detail, dlen, "send failed: %s", strerror(-frc));
+        return fail_with(e, -EIO, detail, dlen, "send failed: %s", strerror(-frc));
     if (n >= 0) {
         /* While a result is due, sleep on the result socket only. */
         if (wait_ms > 0) {
@@ -414,20 +413,20 @@ static inagg_result_t p4engine_progress(p4engine_t *e, int block, char *detail, 
             n = receive(e, e->ack_tp);
     }
     if (n < 0)
-        return fail_with(e, INAGG_ERR_SYSTEM, detail, dlen, "receive failed: %s", strerror(-n));
+        return fail_with(e, -EIO, detail, dlen, "receive failed: %s", strerror(-n));
     uint64_t now = util_now_ns();
     fire_timers(e, now);
     frc = flush_sends(e);
     if (frc < 0)
-        return fail_with(e, INAGG_ERR_SYSTEM, detail, dlen, "send failed: %s", strerror(-frc));
+        return fail_with(e, -EIO, detail, dlen, "send failed: %s", strerror(-frc));
     if (e->busy > 0 && e->stall_ns == stall_before) {
         e->stall_ns += now - start;
         if (e->stall_ns > (uint64_t)e->p.timeout_ms * 1000000ull) {
-            return fail_with(e, INAGG_ERR_TIMEOUT, detail, dlen,
+            return fail_with(e, -ETIMEDOUT, detail, dlen,
                              "no packet from the switch while waiting (%u slots busy)", e->busy);
         }
     }
-    return INAGG_OK;
+    return 0;
 }
 
 /* The next operation needs its slot confirmed: if our acknowledgement for it still waits for
@@ -441,37 +440,36 @@ static void hurry_next_slot(p4engine_t *e)
     }
 }
 
-static inagg_result_t p4engine_start(p4engine_t *e, p4_op_t *op, char *detail, size_t dlen)
+static int p4engine_start(p4engine_t *e, p4_op_t *op, char *detail, size_t dlen)
 {
     while (!p4engine_can_start(e)) {
         hurry_next_slot(e);
-        inagg_result_t rc = p4engine_progress(e, 1, detail, dlen);
-        if (rc != INAGG_OK)
+        int rc = p4engine_progress(e, 1, detail, dlen);
+        if (rc != 0)
             return rc;
     }
     start_on_slot(e, &e->ws[e->next_op % e->p.slots], op, util_now_ns());
     /* The first operation of a burst leaves at once; operations started while others await
      * their results ride together in one sendmmsg at the next call into the library. */
     if (e->aggregating > 1)
-        return INAGG_OK;
+        return 0;
     int frc = flush_sends(e);
     if (frc < 0)
-        return fail_with(e, INAGG_ERR_SYSTEM, detail, dlen, "send failed: %s", strerror(-frc));
-    return INAGG_OK;
+        return fail_with(e, -EIO, detail, dlen, "send failed: %s", strerror(-frc));
+    return 0;
 }
 
-static inagg_result_t p4engine_wait(p4engine_t *e, p4_op_t *op, char *detail, size_t dlen)
+static int p4engine_wait(p4engine_t *e, p4_op_t *op, char *detail, size_t dlen)
 {
     while (!op->done) {
-        inagg_result_t rc = p4engine_progress(e, 1, detail, dlen);
-        if (rc != INAGG_OK)
+        int rc = p4engine_progress(e, 1, detail, dlen);
+        if (rc != 0)
             return rc;
     }
     return op->result;
 }
 
-static inagg_result_t p4engine_allreduce(p4engine_t *e, const worker_call_t *r, char *detail,
-                                  size_t dlen)
+static int p4engine_allreduce(p4engine_t *e, const worker_call_t *r, char *detail, size_t dlen)
 {
     size_t elems = e->p.elems;
     size_t nchunks = (r->count + elems - 1) / elems;
@@ -479,23 +477,23 @@ static inagg_result_t p4engine_allreduce(p4engine_t *e, const worker_call_t *r, 
     p4_op_t *ops = calloc(ring, sizeof(p4_op_t));
     if (!ops) {
         set_err(detail, dlen, "out of memory");
-        return INAGG_ERR_NOMEM;
+        return -ENOMEM;
     }
-    inagg_result_t rc = INAGG_OK, delivered = INAGG_OK;
+    int rc = 0, delivered = 0;
     size_t started = 0, finished = 0;
-    while (finished < nchunks && rc == INAGG_OK) {
+    while (finished < nchunks && rc == 0) {
         /* Start every chunk whose slot is free, then complete chunks in order. */
         while (started < nchunks && started - finished < ring && p4engine_can_start(e)) {
             p4_op_t *op = &ops[started % ring];
             size_t off = started * elems, len = r->count - off < elems ? r->count - off : elems;
             *op = (p4_op_t){(const char *)r->send + off * 4u, (char *)r->recv + off * 4u,
                             (uint32_t)len, r->dtype, r->op, (uint32_t)started, r->set, 0,
-                            INAGG_OK};
+                            0};
             start_on_slot(e, &e->ws[e->next_op % e->p.slots], op, util_now_ns());
             started++;
         }
         while (finished < started && ops[finished % ring].done) {
-            if (ops[finished % ring].result != INAGG_OK)
+            if (ops[finished % ring].result != 0)
                 delivered = ops[finished % ring].result;
             finished++;
         }
@@ -506,29 +504,29 @@ static inagg_result_t p4engine_allreduce(p4engine_t *e, const worker_call_t *r, 
         }
     }
     free(ops);
-    if (rc != INAGG_OK)
+    if (rc != 0)
         return rc;
-    if (delivered == INAGG_ERR_OVERFLOW)
+    if (delivered == -EOVERFLOW)
         set_err(detail, dlen, "int32 sum wrapped around in at least one element");
     return delivered;
 }
 
-static inagg_result_t p4engine_drain(p4engine_t *e, uint32_t timeout_ms, char *detail, size_t dlen)
+static int p4engine_drain(p4engine_t *e, uint32_t timeout_ms, char *detail, size_t dlen)
 {
     uint64_t deadline = util_now_ns() + (uint64_t)timeout_ms * 1000000ull;
     while (e->busy > 0 && !e->failed) {
         if (util_now_ns() > deadline) {
             set_err(detail, dlen, "%u slots still unconfirmed after %u ms", e->busy, timeout_ms);
-            return INAGG_ERR_TIMEOUT;
+            return -ETIMEDOUT;
         }
-        inagg_result_t rc = p4engine_progress(e, 1, detail, dlen);
-        if (rc != INAGG_OK)
+        int rc = p4engine_progress(e, 1, detail, dlen);
+        if (rc != 0)
             return rc;
     }
-    return INAGG_OK;
+    return 0;
 }
 
-static void p4engine_fail(p4engine_t *e, inagg_result_t rc)
+static void p4engine_fail(p4engine_t *e, int rc)
 {
     e->failed = 1;
     for (uint32_t k = 0; k < e->p.slots; k++) {
@@ -568,60 +566,59 @@ static int p4_create(const worker_params_t *p, void **state, char *err, size_t e
 
 static void p4_destroy(void *state) { p4engine_destroy(state); }
 
-static inagg_result_t p4_start_small(void *state, inagg_comm_t *comm, const worker_call_t *call,
-                                     inagg_request_t **req, char *detail, size_t dlen)
+static int p4_start_small(void *state, inagg_comm_t *comm, const worker_call_t *call,
+                          inagg_request_t **req, char *detail, size_t dlen)
 {
     p4_request_t *rq = calloc(1, sizeof(*rq));
     if (!rq) {
         set_err(detail, dlen, "out of memory");
-        return INAGG_ERR_NOMEM;
+        return -ENOMEM;
     }
     rq->base.comm = comm;
     rq->op = (p4_op_t){call->send, call->recv, (uint32_t)call->count, call->dtype, call->op, 0,
-                       0, 0, INAGG_OK};
-    inagg_result_t rc = p4engine_start(state, &rq->op, detail, dlen);
-    if (rc != INAGG_OK) {
+                       0, 0, 0};
+    int rc = p4engine_start(state, &rq->op, detail, dlen);
+    if (rc != 0) {
         free(rq);
         return rc;
     }
     *req = &rq->base;
-    return INAGG_OK;
+    return 0;
 }
 
 static int p4_done(inagg_request_t *req) { return ((p4_request_t *)req)->op.done; }
 
-static inagg_result_t p4_wait(void *state, inagg_request_t *req, char *detail, size_t dlen)
+static int p4_wait(void *state, inagg_request_t *req, char *detail, size_t dlen)
 {
     p4_request_t *rq = (p4_request_t *)req;
-    inagg_result_t rc = p4engine_wait(state, &rq->op, detail, dlen);
+    int rc = p4engine_wait(state, &rq->op, detail, dlen);
     if (rq->op.done) { /* else the engine failed before the result came */
         rc = rq->op.result;
-        if (rc == INAGG_ERR_OVERFLOW)
+        if (rc == -EOVERFLOW)
             set_err(detail, dlen, "int32 sum wrapped around in at least one element");
-        else if (rc != INAGG_OK)
+        else if (rc != 0)
             set_err(detail, dlen, "the small allreduce failed");
     }
     free(rq);
     return rc;
 }
 
-static inagg_result_t p4_allreduce(void *state, const worker_call_t *call, char *detail,
-                                   size_t dlen)
+static int p4_allreduce(void *state, const worker_call_t *call, char *detail, size_t dlen)
 {
     return p4engine_allreduce(state, call, detail, dlen);
 }
 
-static inagg_result_t p4_progress(void *state, int block, char *detail, size_t dlen)
+static int p4_progress(void *state, int block, char *detail, size_t dlen)
 {
     return p4engine_progress(state, block, detail, dlen);
 }
 
-static inagg_result_t p4_drain(void *state, uint32_t timeout_ms, char *detail, size_t dlen)
+static int p4_drain(void *state, uint32_t timeout_ms, char *detail, size_t dlen)
 {
     return p4engine_drain(state, timeout_ms, detail, dlen);
 }
 
-static void p4_fail(void *state) { p4engine_fail(state, INAGG_ERR_JOB_FAILED); }
+static void p4_fail(void *state) { p4engine_fail(state, -ECANCELED); }
 
 static void p4_add_stats(const void *state, inagg_stats_t *acc)
 {

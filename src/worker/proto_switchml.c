@@ -262,7 +262,9 @@ static void scan_timers(engine_t *e, uint64_t now, uint64_t *next_deadline)
     *next_deadline = next;
 }
 
-static inagg_result_t engine_run(engine_t *e, const worker_call_t *r, char *detail, size_t dlen)
+/* Run this engine's share of call r: 0, -EOVERFLOW / -EDOM (delivered, see proto.h), or a
+ * failure with a reason in detail. */
+static int engine_run(engine_t *e, const worker_call_t *r, char *detail, size_t dlen)
 {
     run_t run = {.r = r};
     run.nchunks = (r->count + e->p.elems - 1) / e->p.elems;
@@ -281,12 +283,16 @@ static inagg_result_t engine_run(engine_t *e, const worker_call_t *r, char *deta
         active++;
     }
     int rc = worker_txq_flush(&e->tx);
+    if (rc < 0) {
+        set_err(detail, dlen, "send failed: %s", strerror(-rc));
+        rc = -EIO;
+    }
     uint64_t last_progress = now, next_deadline = now;
     uint64_t timeout_ns = (uint64_t)e->p.timeout_ms * 1000000ull;
     while (active > 0 && rc == 0) {
         if (atomic_load_explicit(e->p.abort_flag, memory_order_acquire)) {
             set_err(detail, dlen, "aborted: the job failed");
-            rc = INAGG_ERR_JOB_FAILED;
+            rc = -ECANCELED;
             break;
         }
         now = util_now_ns();
@@ -296,7 +302,7 @@ static inagg_result_t engine_run(engine_t *e, const worker_call_t *r, char *deta
         int n = transport_recv(e->tp, e->rx, 2 * ENGINE_RX_BATCH, wait_ms);
         if (n < 0) {
             set_err(detail, dlen, "receive failed: %s", strerror(-n));
-            rc = INAGG_ERR_SYSTEM;
+            rc = -EIO;
             break;
         }
         now = util_now_ns();
@@ -334,14 +340,14 @@ static inagg_result_t engine_run(engine_t *e, const worker_call_t *r, char *deta
         int frc = worker_txq_flush(&e->tx);
         if (frc < 0) {
             set_err(detail, dlen, "send failed: %s", strerror(-frc));
-            rc = INAGG_ERR_SYSTEM;
+            rc = -EIO;
             break;
         }
         if (now - last_progress > timeout_ns) {
             set_err(detail, dlen,
                      "no result from the switch for %u ms (%u of this thread's slots waiting)",
                      e->p.timeout_ms, active);
-            rc = INAGG_ERR_TIMEOUT;
+            rc = -ETIMEDOUT;
             break;
         }
     }
@@ -349,19 +355,18 @@ static inagg_result_t engine_run(engine_t *e, const worker_call_t *r, char *deta
         /* Leave the slots consistent for no one: the job is unusable after a failure. */
         for (uint32_t k = 0; k < e->nlocal; k++)
             e->ws[k].phase = PHASE_IDLE;
-        return (inagg_result_t)rc;
+        return rc;
     }
     if (run.overflow) {
         set_err(detail, dlen, "int32 sum wrapped around in at least one element");
-        return INAGG_ERR_OVERFLOW;
+        return -EOVERFLOW;
     }
     if (run.nonfinite) {
         set_err(detail, dlen, "a float32 input held NaN or Inf; affected chunks are NaN");
-        return INAGG_ERR_NONFINITE;
+        return -EDOM;
     }
-    return INAGG_OK;
+    return 0;
 }
-
 
 /* ---- the request ring and the engine threads -------------------------------------------- */
 
@@ -373,7 +378,7 @@ typedef struct sml_request {
     worker_call_t call;
     int parts_left;         /* under mu */
     int done;               /* under mu */
-    inagg_result_t result;
+    int result;             /* 0 or -errno (proto.h) */
     char detail[256];
 } sml_request_t;
 
@@ -388,11 +393,11 @@ struct sml {
 };
 
 /* Failures outrank the "delivered but" results (overflow, non-finite). */
-static int worse_result(inagg_result_t now, inagg_result_t rc)
+static int worse_result(int now, int rc)
 {
-    int delivered_now = now == INAGG_ERR_OVERFLOW || now == INAGG_ERR_NONFINITE;
-    int delivered_rc = rc == INAGG_ERR_OVERFLOW || rc == INAGG_ERR_NONFINITE;
-    return rc != INAGG_OK && (now == INAGG_OK || (!delivered_rc && delivered_now));
+    int delivered_now = now == -EOVERFLOW || now == -EDOM;
+    int delivered_rc = rc == -EOVERFLOW || rc == -EDOM;
+    return rc != 0 && (now == 0 || (!delivered_rc && delivered_now));
 }
 
 static void *engine_main(void *arg)
@@ -412,7 +417,7 @@ static void *engine_main(void *arg)
         pthread_mutex_unlock(s->p.mu);
 
         char detail[256] = "";
-        inagg_result_t rc = engine_run(e, &req->call, detail, sizeof(detail));
+        int rc = engine_run(e, &req->call, detail, sizeof(detail));
 
         pthread_mutex_lock(s->p.mu);
         if (worse_result(req->result, rc)) {
@@ -492,21 +497,21 @@ static void enqueue(sml_t *s, inagg_comm_t *comm, sml_request_t *rq, const worke
     pthread_mutex_unlock(s->p.mu);
 }
 
-static inagg_result_t sml_start(void *state, inagg_comm_t *comm, const worker_call_t *call,
-                                inagg_request_t **req, char *detail, size_t dlen)
+static int sml_start(void *state, inagg_comm_t *comm, const worker_call_t *call,
+                     inagg_request_t **req, char *detail, size_t dlen)
 {
     sml_request_t *rq = calloc(1, sizeof(*rq));
     if (!rq) {
         set_err(detail, dlen, "out of memory");
-        return INAGG_ERR_NOMEM;
+        return -ENOMEM;
     }
     enqueue(state, comm, rq, call);
     *req = &rq->base;
-    return INAGG_OK;
+    return 0;
 }
 
 /* Wait until the engines completed rq; its result, with the reason in detail. */
-static inagg_result_t await(sml_t *s, sml_request_t *rq, char *detail, size_t dlen)
+static int await(sml_t *s, sml_request_t *rq, char *detail, size_t dlen)
 {
     pthread_mutex_lock(s->p.mu);
     while (!rq->done)
@@ -516,16 +521,15 @@ static inagg_result_t await(sml_t *s, sml_request_t *rq, char *detail, size_t dl
     return rq->result;
 }
 
-static inagg_result_t sml_wait(void *state, inagg_request_t *req, char *detail, size_t dlen)
+static int sml_wait(void *state, inagg_request_t *req, char *detail, size_t dlen)
 {
     sml_request_t *rq = (sml_request_t *)req;
-    inagg_result_t rc = await(state, rq, detail, dlen);
+    int rc = await(state, rq, detail, dlen);
     free(rq);
     return rc;
 }
 
-static inagg_result_t sml_allreduce(void *state, const worker_call_t *call, char *detail,
-                                    size_t dlen)
+static int sml_allreduce(void *state, const worker_call_t *call, char *detail, size_t dlen)
 {
     sml_request_t rq = {0}; /* lives until await returns: the engines are done with it */
     enqueue(state, NULL, &rq, call);
@@ -543,7 +547,7 @@ static int sml_done(inagg_request_t *req)
 
 /* The engine threads move requests on by themselves: a blocking call only waits (at most
  * 5 ms) for one to complete. */
-static inagg_result_t sml_progress(void *state, int block, char *detail, size_t dlen)
+static int sml_progress(void *state, int block, char *detail, size_t dlen)
 {
     sml_t *s = state;
     (void)detail;
@@ -553,7 +557,7 @@ static inagg_result_t sml_progress(void *state, int block, char *detail, size_t 
         worker_cond_wait_until(s->p.cv, s->p.mu, util_now_ns() + 5000000ull);
         pthread_mutex_unlock(s->p.mu);
     }
-    return INAGG_OK;
+    return 0;
 }
 
 static void sml_quiesce(void *state)

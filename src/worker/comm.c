@@ -18,7 +18,6 @@
 #include "base/util.h"
 #include "worker/comm.h"
 
-#define MAX_ENGINE_THREADS 64u
 
 uint32_t inagg_version(void) { return INAGG_VERSION_NUMBER; }
 uint32_t inagg_comm_rank(const inagg_comm_t *comm) { return comm ? comm->rank : 0; }
@@ -51,9 +50,9 @@ static inagg_result_t check_options(const inagg_options_t *o, char *detail, size
         set_err(detail, len, "slots %u must be 1..%u", o->slots, 1u << 20);
         return INAGG_ERR_INVALID;
     }
-    if (o->threads == 0 || o->threads > MAX_ENGINE_THREADS || o->threads > o->slots) {
+    if (o->threads == 0 || o->threads > WORKER_MAX_THREADS || o->threads > o->slots) {
         set_err(detail, len, "threads %u must be 1..%u and at most slots (%u)", o->threads,
-                MAX_ENGINE_THREADS, o->slots);
+                WORKER_MAX_THREADS, o->slots);
         return INAGG_ERR_INVALID;
     }
     if (o->float_mode != INAGG_FLOAT_FIXED && o->float_mode != INAGG_FLOAT_NATIVE) {

@@ -34,6 +34,8 @@
 #include "wire/wire.h"
 #include "worker/rto.h"
 
+#define WORKER_MAX_THREADS 64u /* options.threads at most: engine threads per communicator */
+
 /* What a protocol's engines need from the options and the join. */
 typedef struct worker_params {
     uint32_t rank, world;

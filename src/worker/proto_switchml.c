@@ -35,7 +35,6 @@
 #include "worker/rto.h"
 
 #define QUEUE_CAP 256u
-#define MAX_ENGINES 64u
 #define ENGINE_RX_BATCH 64
 #define ENGINE_POLL_MS 5
 
@@ -385,8 +384,8 @@ typedef struct sml_request {
 struct sml {
     worker_params_t p;
     uint32_t nengines, started;
-    engine_t *engines[MAX_ENGINES];
-    pthread_t tids[MAX_ENGINES];
+    engine_t *engines[WORKER_MAX_THREADS];
+    pthread_t tids[WORKER_MAX_THREADS];
     sml_request_t *queue[QUEUE_CAP];
     uint64_t issued, completed; /* requests put in the ring / completed, under mu */
     int stopping;               /* under mu */

@@ -403,7 +403,7 @@ static int p4engine_progress(p4engine_t *e, int block, char *detail, size_t dlen
     if (frc < 0)
         return fail_with(e, -EIO, detail, dlen, "send failed: %s", strerror(-frc));
     if (n >= 0) {
-        /* While a result is due, sleep on the result socket only. */
+        /* While a result is due, sleep on the result endpoint only. */
         if (wait_ms > 0) {
             transport_t *const ts[2] = {e->aggregating > 0 ? NULL : e->ack_tp, e->tp};
             (void)transport_wait_any(ts, 2, wait_ms);
@@ -450,7 +450,7 @@ static int p4engine_start(p4engine_t *e, p4_op_t *op, char *detail, size_t dlen)
     }
     start_on_slot(e, &e->ws[e->next_op % e->p.slots], op, util_now_ns());
     /* The first operation of a burst leaves at once; operations started while others await
-     * their results ride together in one sendmmsg at the next call into the library. */
+     * their results ride together in one send at the next call into the library. */
     if (e->aggregating > 1)
         return 0;
     int frc = flush_sends(e);

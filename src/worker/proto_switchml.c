@@ -3,8 +3,8 @@
  * streaming engine (Algorithm 4), `threads` engine threads per communicator, and the ring of
  * requests they take in call order.
  *
- * Each engine thread has its own UDP socket and owns the slots s with s % threads == its
- * index. A tensor is cut into chunks of `elems` elements; chunk c uses slot c % slots. The
+ * Each engine thread has its own endpoint (transport.h) and owns the slots s with
+ * s % threads == its index. A tensor is cut into chunks of `elems` elements; chunk c uses slot c % slots. The
  * engine sends the first chunk of each of its slots (the initial window), and every result
  * that comes back clocks out the next chunk on the same slot, one round later (so in the
  * other copy of the slot). Each outstanding packet has a timer; on expiry the same packet is

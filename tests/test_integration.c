@@ -618,6 +618,30 @@ TEST(api_rejects_bad_arguments, 20)
     CHECK_EQ_INT(inagg_version(), INAGG_VERSION_NUMBER);
 }
 
+/* A fault spec the engines cannot parse is the caller's mistake, whichever protocol's engine
+ * finds it (the engine says -EINVAL; nothing matches on the message). */
+TEST(bad_fault_spec_is_invalid_for_both_protocols, 30)
+{
+    switch_config_t cfg = SWITCH_CONFIG_INIT;
+    test_switch_t ts;
+    ts_start(&ts, &cfg);
+    const inagg_protocol_t protos[] = {INAGG_PROTO_SWITCHML, INAGG_PROTO_P4SGD};
+    const char *const jobs[] = {"badfaults-sml", "badfaults-p4"};
+    for (int i = 0; i < 2; i++) {
+        inagg_options_t o = INAGG_OPTIONS_INIT;
+        o.protocol = protos[i];
+        o.timeout_ms = 3000;
+        o.faults = "drop=2";
+        inagg_comm_t *c = NULL;
+        char d[256] = "";
+        CHECK_EQ_INT(inagg_comm_create(&c, ts.addr, jobs[i], 0, 1, &o, d, sizeof(d)),
+                     INAGG_ERR_INVALID);
+        CHECK_MSG(strstr(d, "bad fault spec") != NULL, "%s", d);
+        CHECK(c == NULL);
+    }
+    ts_stop(&ts);
+}
+
 /* Real loss outside the process: nftables drops a share of the switch's UDP traffic on
  * loopback, both directions. */
 TEST(int32_exact_under_nftables_loss, 150)

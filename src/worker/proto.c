@@ -1,0 +1,140 @@
+/* proto.c - the table of the worker's slot protocols and what their engines share. */
+#include "worker/proto.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/errmsg.h"
+#include "base/util.h"
+#include "kernels/vec.h"
+#include "wire/wire.h"
+
+extern const worker_proto_ops_t worker_proto_switchml, worker_proto_p4sgd;
+
+static const worker_proto_ops_t *const protocols[] = {
+    &worker_proto_switchml,
+    &worker_proto_p4sgd,
+};
+
+const worker_proto_ops_t *worker_proto_find(inagg_protocol_t protocol)
+{
+    for (size_t i = 0; i < INAGG_ARRAY_LEN(protocols); i++)
+        if (protocols[i]->protocol == protocol)
+            return protocols[i];
+    return NULL;
+}
+
+void worker_counters_init(worker_counters_t *c, rto_estimator_t *rto, const worker_params_t *p)
+{
+    rto_init(rto, p->rto_us, p->rto_min_us, p->rto_max_us);
+    atomic_store(&c->rto_us, p->rto_us);
+}
+
+void worker_rtt_sample(worker_counters_t *c, rto_estimator_t *rto, double sample_us)
+{
+    rto_sample(rto, sample_us);
+    atomic_store_explicit(&c->srtt_us, (uint32_t)rto->srtt_us, memory_order_relaxed);
+    atomic_store_explicit(&c->rto_us, rto->rto_us, memory_order_relaxed);
+}
+
+void worker_counters_add(const worker_counters_t *c, inagg_stats_t *acc)
+{
+    acc->packets_sent += atomic_load_explicit(&c->sent, memory_order_relaxed);
+    acc->packets_received += atomic_load_explicit(&c->received, memory_order_relaxed);
+    acc->retransmissions += atomic_load_explicit(&c->retransmissions, memory_order_relaxed);
+    acc->duplicates_ignored += atomic_load_explicit(&c->duplicates, memory_order_relaxed);
+    acc->invalid_dropped += atomic_load_explicit(&c->invalid, memory_order_relaxed);
+    acc->bytes_sent += atomic_load_explicit(&c->bytes_sent, memory_order_relaxed);
+    acc->bytes_received += atomic_load_explicit(&c->bytes_received, memory_order_relaxed);
+    uint32_t srtt = atomic_load_explicit(&c->srtt_us, memory_order_relaxed);
+    uint32_t rto = atomic_load_explicit(&c->rto_us, memory_order_relaxed);
+    if (srtt > acc->srtt_us)
+        acc->srtt_us = srtt;
+    if (rto > acc->rto_us)
+        acc->rto_us = rto;
+}
+
+int worker_cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, uint64_t deadline_ns)
+{
+    uint64_t now = util_now_ns();
+    if (now >= deadline_ns)
+        return 1;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t left = deadline_ns - now;
+    ts.tv_sec += (time_t)(left / 1000000000ull);
+    ts.tv_nsec += (long)(left % 1000000000ull);
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    pthread_cond_timedwait(cv, mu, &ts);
+    return 0;
+}
+
+int worker_txq_init(worker_txq_t *q, transport_t *tp, int cap)
+{
+    q->tp = tp;
+    q->n = 0;
+    q->cap = cap;
+    q->pkts = calloc((size_t)cap, sizeof(transport_tx_t));
+    return q->pkts ? 0 : -ENOMEM;
+}
+
+void worker_txq_free(worker_txq_t *q)
+{
+    free(q->pkts);
+    q->pkts = NULL;
+}
+
+int worker_txq_flush(worker_txq_t *q)
+{
+    if (q->n == 0)
+        return 0;
+    int rc = transport_send(q->tp, q->pkts, q->n, 50);
+    q->n = 0;
+    return rc < 0 ? rc : 0;
+}
+
+void worker_encode_plain(inagg_dtype_t dtype, const void *src, uint32_t *payload, size_t len)
+{
+    if (dtype == INAGG_INT32)
+        vec_i32_to_be((const int32_t *)src, payload, len);
+    else
+        vec_f32_to_be((const float *)src, payload, len);
+}
+
+void worker_decode_plain(inagg_dtype_t dtype, inagg_op_t op, uint32_t world,
+                         const uint32_t *payload, void *dst, size_t len)
+{
+    if (dtype == INAGG_INT32) {
+        vec_be_to_i32(payload, (int32_t *)dst, len);
+        if (op == INAGG_AVG)
+            vec_i32_div((int32_t *)dst, len, (int32_t)world);
+    } else {
+        vec_be_to_f32(payload, (float *)dst, len);
+        if (op == INAGG_AVG)
+            vec_f32_scale((float *)dst, len, 1.0f / (float)world);
+    }
+}
+
+int worker_slot_addr(const worker_params_t *p, const transport_t *t, uint32_t slot,
+                     transport_addr_t *out)
+{
+    return transport_queue_addr(t, &p->sw_queue0, worker_slot_queue(p, slot), out);
+}
+
+int worker_open_endpoint(const worker_params_t *p, int buffer, uint32_t stream,
+                         transport_t **out, char *err, size_t errlen)
+{
+    transport_config_t cfg = {
+        .kind = "udp",
+        .buffer_bytes = buffer,
+        .max_packet = WIRE_HEADER_SIZE + p->elems * 4u,
+        .faults = p->faults,
+        .fault_stream = ((uint64_t)p->rank << 16) | stream,
+    };
+    return transport_open(&cfg, out, err, errlen);
+}

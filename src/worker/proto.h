@@ -1,0 +1,245 @@
+/*
+ * proto.h - the slot protocols of the worker library, as modules behind one ops table.
+ *
+ * comm.c knows no protocol: it joins the job, finds the protocol's ops in the table
+ * (worker_proto_find) and dispatches the API's calls to them. Each protocol is one file:
+ * proto_switchml.c (SwitchML's streaming engine threads and the request ring) and
+ * proto_p4sgd.c (P4SGD's small-message engine, run in the caller's thread). Adding a protocol
+ * is a new file here plus one entry in proto.c's table (and its counterpart in the switch).
+ *
+ * Also here: what every protocol's engine shares (the parameters a join gives, the call being
+ * run, the counters behind inagg_get_stats, and the conversion of payloads that are not block
+ * fixed point).
+ *
+ * Errors: every op returns 0 or -errno, with a reason in its err/detail buffer; comm.c maps
+ * them to inagg_result_t at the API (comm_result_of_errno) and settles failures there
+ * (comm_settle): the switch's reason wins over what an engine saw, and a failed call fails
+ * the communicator. The codes the engines use:
+ *   -EINVAL     a bad option (the fault spec)            -ENOMEM     out of memory
+ *   -ETIMEDOUT  no packet from the switch in time        -ECANCELED  the job failed (abort)
+ *   -EIO        a send or receive failed (text: why)
+ *   -EOVERFLOW  an int32 sum wrapped around, and -EDOM a float32 input was not finite: the
+ *               result was delivered all the same
+ */
+#ifndef INAGG_WORKER_PROTO_H
+#define INAGG_WORKER_PROTO_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "inagg.h"
+#include "transport/transport.h"
+#include "wire/wire.h"
+#include "worker/rto.h"
+
+#define WORKER_MAX_THREADS 64u /* options.threads at most: engine threads per communicator */
+
+/* What a protocol's engines need from the options and the join. */
+typedef struct worker_params {
+    uint32_t rank, world;
+    uint16_t job;
+    uint32_t token;
+    uint32_t slots, elems;            /* the job's pool size and elements per packet */
+    uint32_t threads;                 /* engine threads asked for (switchml) */
+    inagg_float_mode_t float_mode;    /* as joined */
+    transport_addr_t sw_queue0;       /* the switch's queue 0 (the JOINED port) */
+    uint32_t sw_queues, sw_base;      /* the switch's queues (dataplane threads) and the
+                                         job's first: see worker_slot_queue */
+    uint32_t rto_us, rto_min_us, rto_max_us, timeout_ms;
+    int socket_buffer;
+    const char *faults;               /* fault spec for both directions, or NULL */
+    int chunk_tags;                   /* `chunk` carries the chunk index (optimizer jobs), so
+                                         p4sgd acknowledgements never ride on it */
+    _Atomic int *abort_flag;          /* non-zero: the job failed; engines stop */
+    pthread_mutex_t *mu;              /* the communicator's mutex and condition: engine */
+    pthread_cond_t *cv;               /* threads use them to take and complete requests */
+} worker_params_t;
+
+/* One allreduce as the API got it. */
+typedef struct worker_call {
+    const void *send;
+    void *recv;
+    size_t count;
+    inagg_dtype_t dtype;
+    inagg_op_t op;
+    int set;                          /* a parameter upload (WIRE_FLAG_SET) */
+} worker_call_t;
+
+/* The base of every protocol's request: a protocol allocates its own request type with this
+ * as its first member and frees it in wait. */
+struct inagg_request {
+    inagg_comm_t *comm;
+};
+
+typedef struct worker_proto_ops {
+    const char *name;                 /* as JOIN spells it: "switchml", "p4sgd" */
+    inagg_protocol_t protocol;
+    int native_float;                 /* 1: float32 always travels natively (the JOIN asks
+                                         for float=native whatever options.float_mode says) */
+
+    /* The protocol's state for a communicator that joined with p. */
+    int (*create)(const worker_params_t *p, void **state, char *err, size_t errlen);
+    void (*destroy)(void *state);
+
+    /* Start an asynchronous allreduce of any size (NULL: the protocol has none). */
+    int (*start)(void *state, inagg_comm_t *comm, const worker_call_t *call,
+                 inagg_request_t **req, char *detail, size_t dlen);
+    /* Start a one-packet allreduce (count 1..elems) (NULL: the protocol has none). */
+    int (*start_small)(void *state, inagg_comm_t *comm, const worker_call_t *call,
+                       inagg_request_t **req, char *detail, size_t dlen);
+    /* A blocking allreduce of any size. */
+    int (*allreduce)(void *state, const worker_call_t *call, char *detail, size_t dlen);
+    /* Whether req has finished; never blocks and makes no progress. */
+    int (*done)(inagg_request_t *req);
+    /* Wait for req, free it, and return its result (with a reason in detail). */
+    int (*wait)(void *state, inagg_request_t *req, char *detail, size_t dlen);
+    /* Move requests on: handle what arrived and due timers; with block, first wait a few ms
+     * at most for something to happen (inagg_test, inagg_waitany). */
+    int (*progress)(void *state, int block, char *detail, size_t dlen);
+    /* Before leaving: wait until no request is outstanding (NULL: nothing to wait for). */
+    void (*quiesce)(void *state);
+    /* Before leaving a healthy job: let the switch free every slot we used, within
+     * timeout_ms (NULL: nothing to do). */
+    int (*drain)(void *state, uint32_t timeout_ms, char *detail, size_t dlen);
+    /* The communicator failed: end every pending operation (NULL: the engines watch the
+     * abort flag themselves). */
+    void (*fail)(void *state);
+    /* Add the engines' counters to *acc. */
+    void (*add_stats)(const void *state, inagg_stats_t *acc);
+} worker_proto_ops_t;
+
+/* The protocol's ops, or NULL for a protocol this library does not have. */
+const worker_proto_ops_t *worker_proto_find(inagg_protocol_t protocol);
+
+/* ---- shared by the engines -------------------------------------------------------------- */
+
+/* One engine's counters: one writer (its engine), read by inagg_get_stats. */
+typedef struct worker_counters {
+    _Atomic uint64_t sent, received, retransmissions, duplicates, invalid, bytes_sent,
+        bytes_received;
+    _Atomic uint32_t srtt_us, rto_us;
+} worker_counters_t;
+
+#define WORKER_CNT_ADD(f, n)                                                                    \
+    atomic_store_explicit(&(f), atomic_load_explicit(&(f), memory_order_relaxed) + (n),         \
+                          memory_order_relaxed)
+
+/* Counters and estimator of a new engine. */
+void worker_counters_init(worker_counters_t *c, rto_estimator_t *rto, const worker_params_t *p);
+/* A packet of len bytes left / was accepted. */
+static inline void worker_count_sent(worker_counters_t *c, uint32_t len)
+{
+    WORKER_CNT_ADD(c->sent, 1);
+    WORKER_CNT_ADD(c->bytes_sent, len);
+}
+static inline void worker_count_received(worker_counters_t *c, size_t len)
+{
+    WORKER_CNT_ADD(c->received, 1);
+    WORKER_CNT_ADD(c->bytes_received, len);
+}
+/* A round-trip sample (from a packet sent once) into the estimator, published in c. */
+void worker_rtt_sample(worker_counters_t *c, rto_estimator_t *rto, double sample_us);
+/* Add c to *acc: sums, and the largest srtt and rto. */
+void worker_counters_add(const worker_counters_t *c, inagg_stats_t *acc);
+
+/* Wait on cv (the caller holds mu) until deadline_ns on the monotonic clock: non-zero when
+ * the deadline had passed already. */
+int worker_cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, uint64_t deadline_ns);
+
+/* The retransmission timer of one packet in flight. */
+typedef struct worker_timer {
+    uint64_t sent_ns, deadline_ns;
+    uint32_t rto_us;        /* this packet's timeout, doubled on each retransmission */
+    int retransmitted;      /* Karn: no RTT sample from a retransmitted packet */
+} worker_timer_t;
+
+/* A new packet: the engine's current timeout, and an RTT sample when it is answered. */
+static inline void worker_timer_fresh(worker_timer_t *t, const rto_estimator_t *rto)
+{
+    t->rto_us = rto->rto_us;
+    t->retransmitted = 0;
+}
+/* The packet left at now: due again after its timeout. */
+static inline void worker_timer_arm(worker_timer_t *t, uint64_t now)
+{
+    t->sent_ns = now;
+    t->deadline_ns = now + (uint64_t)t->rto_us * 1000u;
+}
+/* Its timer expired: it goes again with twice the timeout, counted as a retransmission. */
+static inline void worker_timer_expired(worker_timer_t *t, uint32_t max_us, worker_counters_t *c)
+{
+    t->rto_us = rto_doubled(t->rto_us, max_us);
+    t->retransmitted = 1;
+    WORKER_CNT_ADD(c->retransmissions, 1);
+}
+/* Its answer came at now: a round-trip sample, unless it was sent more than once. */
+static inline void worker_timer_answered(const worker_timer_t *t, uint64_t now,
+                                         worker_counters_t *c, rto_estimator_t *rto)
+{
+    if (!t->retransmitted)
+        worker_rtt_sample(c, rto, (double)(now - t->sent_ns) / 1000.0);
+}
+
+/* Packets queued on one endpoint, to leave together in one send. */
+typedef struct worker_txq {
+    transport_t *tp;
+    transport_tx_t *pkts;   /* [cap] */
+    int n, cap;
+} worker_txq_t;
+
+/* Room for cap packets on tp: 0 or -ENOMEM. */
+int worker_txq_init(worker_txq_t *q, transport_t *tp, int cap);
+void worker_txq_free(worker_txq_t *q);
+/* Send what is queued: 0 or -errno. */
+int worker_txq_flush(worker_txq_t *q);
+/* Queue len bytes at buf (they must stay put until the flush) to `to`, counted as sent. A
+ * full queue is flushed first; a send error then shows up at the next flush. */
+static inline void worker_txq_push(worker_txq_t *q, const uint8_t *buf, uint32_t len,
+                                   const transport_addr_t *to, worker_counters_t *c)
+{
+    if (q->n >= q->cap)
+        (void)worker_txq_flush(q);
+    q->pkts[q->n++] = (transport_tx_t){.head = buf, .head_len = len, .to = *to};
+    worker_count_sent(c, len);
+}
+
+/* The header fields every packet of this rank for (slot, round) carries. */
+static inline wire_header_t worker_header(const worker_params_t *p, uint8_t type, uint32_t slot,
+                                          uint32_t round)
+{
+    wire_header_t h = {
+        .version = INAGG_PROTOCOL_VERSION,
+        .type = type,
+        .job = p->job,
+        .rank = (uint16_t)p->rank,
+        .token = p->token,
+        .slot = slot,
+        .round = round,
+        .flags = wire_ver_of_round(round),
+    };
+    return h;
+}
+
+/* The switch queue (dataplane thread) that serves pool slot `slot`. */
+static inline uint32_t worker_slot_queue(const worker_params_t *p, uint32_t slot)
+{
+    return transport_slot_queue(p->sw_base, p->sw_queues, slot);
+}
+/* The address of that queue, as endpoint t reaches it. 0 or -errno. */
+int worker_slot_addr(const worker_params_t *p, const transport_t *t, uint32_t slot,
+                     transport_addr_t *out);
+/* An engine's endpoint: `buffer` bytes of socket buffers, receive buffers for the job's
+ * largest packet, and the fault injection of p->faults drawing its own decisions (the rank
+ * and `stream` mixed). 0, or -errno with a reason in err (-EINVAL: a bad fault spec). */
+int worker_open_endpoint(const worker_params_t *p, int buffer, uint32_t stream,
+                         transport_t **out, char *err, size_t errlen);
+
+/* int32 or native float32 elements into big-endian payload words, and back (delivery: AVG
+ * divides by the world size). */
+void worker_encode_plain(inagg_dtype_t dtype, const void *src, uint32_t *payload, size_t len);
+void worker_decode_plain(inagg_dtype_t dtype, inagg_op_t op, uint32_t world,
+                         const uint32_t *payload, void *dst, size_t len);
+
+#endif /* INAGG_WORKER_PROTO_H */

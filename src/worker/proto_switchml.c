@@ -1,0 +1,594 @@
+/*
+ * proto_switchml.c - the switchml protocol on the worker side: SwitchML's throughput-centric
+ * streaming engine (Algorithm 4), `threads` engine threads per communicator, and the ring of
+ * requests they take in call order.
+ *
+ * Each engine thread has its own endpoint (transport.h) and owns the slots s with
+ * s % threads == its index. A tensor is cut into chunks of `elems` elements; chunk c uses slot c % slots. The
+ * engine sends the first chunk of each of its slots (the initial window), and every result
+ * that comes back clocks out the next chunk on the same slot, one round later (so in the
+ * other copy of the slot). Each outstanding packet has a timer; on expiry the same packet is
+ * sent again, with exponential backoff. The timeout adapts to the measured round-trip time
+ * (rto.h: RFC 6298, Karn's rule).
+ *
+ * float32 in block fixed point needs every rank to scale a chunk with the same exponent.
+ * Each packet carries the exponent of the next chunk on its slot (look-ahead) and the switch
+ * returns the maximum with the result; the first chunk on each slot is preceded by an
+ * exponent probe: a round with no payload whose only job is to agree on that exponent.
+ *
+ * Requests go into a ring (under the communicator's mutex); every engine thread takes them in
+ * order and runs its share; the last engine to finish a request completes it.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/errmsg.h"
+#include "base/util.h"
+#include "kernels/vec.h"
+#include "transport/transport.h"
+#include "wire/wire.h"
+#include "worker/proto.h"
+#include "worker/quant.h"
+#include "worker/rto.h"
+
+#define QUEUE_CAP 256u
+#define ENGINE_RX_BATCH 64
+#define ENGINE_POLL_MS 5
+
+enum phase { PHASE_IDLE = 0, PHASE_PROBE, PHASE_DATA };
+
+typedef struct wslot {
+    uint32_t slot;          /* index in the job's pool */
+    uint32_t round;         /* round of the packet in flight, or the next one when idle */
+    uint64_t chunk;         /* chunk in flight */
+    int phase;
+    int16_t exp;            /* agreed exponent of the chunk in flight (fixed point) */
+    int16_t sent_next_exp;  /* look-ahead exponent this rank sent with the packet in flight */
+    worker_timer_t tm;      /* of the packet in flight */
+    uint8_t *pkt;
+    uint32_t pkt_len;
+    transport_addr_t dst;   /* the switch queue that serves this slot */
+} wslot_t;
+
+typedef struct engine engine_t;
+
+struct engine {
+    worker_params_t p;
+    uint32_t index, nthreads; /* this engine thread and how many there are */
+    struct sml *owner;
+    transport_t *tp;        /* this engine's endpoint */
+    uint32_t nlocal;        /* slots this engine owns */
+    wslot_t *ws;            /* [nlocal]: local k is pool slot index + k * nthreads */
+    uint8_t *pkt_arena;
+    size_t pkt_cap;
+    transport_rx_t rx[2 * ENGINE_RX_BATCH]; /* fault injection may duplicate a batch */
+    worker_txq_t tx;        /* packets queued for the next send */
+    rto_estimator_t rto;
+    worker_counters_t c;
+};
+
+static void engine_destroy(engine_t *e)
+{
+    if (!e)
+        return;
+    transport_close(e->tp);
+    free(e->ws);
+    free(e->pkt_arena);
+    worker_txq_free(&e->tx);
+    free(e);
+}
+
+/* Engine thread `index`: its slots, buffers and endpoint. 0, or -errno with a reason in err. */
+static int engine_create(const worker_params_t *p, uint32_t index, engine_t **out, char *err,
+                         size_t errlen)
+{
+    engine_t *e = calloc(1, sizeof(*e));
+    if (!e) {
+        set_err(err, errlen, "out of memory");
+        return -ENOMEM;
+    }
+    e->p = *p;
+    e->index = index;
+    e->nthreads = p->threads;
+    worker_counters_init(&e->c, &e->rto, p);
+    for (uint32_t i = index; i < p->slots; i += e->nthreads)
+        e->nlocal++;
+    e->pkt_cap = WIRE_HEADER_SIZE + (size_t)p->elems * 4u;
+    e->ws = calloc(e->nlocal ? e->nlocal : 1, sizeof(wslot_t));
+    e->pkt_arena = malloc((e->nlocal ? e->nlocal : 1) * e->pkt_cap);
+    int rc = 0;
+    if (!e->ws || !e->pkt_arena) {
+        set_err(err, errlen, "out of memory for %u slots of %u elements", e->nlocal, p->elems);
+        rc = -ENOMEM;
+        goto fail;
+    }
+    rc = worker_open_endpoint(p, p->socket_buffer, index, &e->tp, err, errlen);
+    if (rc == 0 && worker_txq_init(&e->tx, e->tp, (int)e->nlocal + 1) != 0) {
+        set_err(err, errlen, "out of memory");
+        rc = -ENOMEM;
+    }
+    for (uint32_t k = 0; k < e->nlocal && rc == 0; k++) {
+        wslot_t *w = &e->ws[k];
+        w->slot = index + k * e->nthreads;
+        w->pkt = e->pkt_arena + (size_t)k * e->pkt_cap;
+        rc = worker_slot_addr(p, e->tp, w->slot, &w->dst);
+        if (rc != 0)
+            set_err(err, errlen, "no address for the switch queue of slot %u", w->slot);
+    }
+    if (rc != 0)
+        goto fail;
+    *out = e;
+    return 0;
+fail:
+    engine_destroy(e);
+    return rc;
+}
+
+/* The request being run, with what every chunk needs. */
+typedef struct run {
+    const worker_call_t *r;
+    uint64_t nchunks;
+    uint8_t wire_dtype;
+    int fixed;
+    int overflow, nonfinite;
+} run_t;
+
+static size_t chunk_len(const engine_t *e, const run_t *run, uint64_t chunk)
+{
+    uint64_t off = chunk * e->p.elems;
+    uint64_t left = run->r->count - off;
+    return left < e->p.elems ? (size_t)left : e->p.elems;
+}
+
+static int16_t chunk_exponent(const engine_t *e, const run_t *run, uint64_t chunk)
+{
+    if (chunk >= run->nchunks)
+        return QUANT_EXP_ZERO;
+    const float *x = (const float *)run->r->send + chunk * e->p.elems;
+    return quant_block_exponent(x, chunk_len(e, run, chunk));
+}
+
+static void queue_send(engine_t *e, wslot_t *w, uint64_t now)
+{
+    worker_txq_push(&e->tx, w->pkt, w->pkt_len, &w->dst, &e->c);
+    worker_timer_arm(&w->tm, now);
+}
+
+/* Build the packet for the slot's current phase and chunk, and queue it. */
+static void send_current(engine_t *e, run_t *run, wslot_t *w, uint64_t now)
+{
+    wire_header_t h = worker_header(&e->p, WIRE_CONTRIB, w->slot, w->round);
+    h.chunk = (uint32_t)w->chunk;
+    h.flags |= run->r->set ? WIRE_FLAG_SET : 0;
+    h.dtype = run->wire_dtype;
+    uint32_t *payload = (uint32_t *)(void *)(w->pkt + WIRE_HEADER_SIZE);
+    if (w->phase == PHASE_PROBE) {
+        h.count = 0;
+        h.exp = QUANT_EXP_ZERO;
+        h.next_exp = chunk_exponent(e, run, w->chunk);
+        w->sent_next_exp = h.next_exp;
+    } else {
+        size_t off = w->chunk * e->p.elems, len = chunk_len(e, run, w->chunk);
+        h.count = (uint16_t)len;
+        if (!run->fixed) {
+            worker_encode_plain(run->r->dtype, (const char *)run->r->send + off * 4u, payload,
+                                len);
+        } else {
+            h.exp = w->exp;
+            h.next_exp = chunk_exponent(e, run, w->chunk + e->p.slots);
+            w->sent_next_exp = h.next_exp;
+            quant_encode((const float *)run->r->send + off, payload, len, w->exp, e->p.world);
+        }
+    }
+    wire_encode_header(&h, w->pkt);
+    w->pkt_len = WIRE_HEADER_SIZE + (uint32_t)h.count * 4u;
+    worker_timer_fresh(&w->tm, &e->rto);
+    queue_send(e, w, now);
+}
+
+static void deliver(engine_t *e, run_t *run, const wslot_t *w, const wire_header_t *h,
+                    const uint32_t *payload)
+{
+    size_t off = w->chunk * e->p.elems, len = h->count;
+    if (!run->fixed) {
+        worker_decode_plain(run->r->dtype, run->r->op, e->p.world, payload,
+                            (char *)run->r->recv + off * 4u, len);
+        if (run->r->dtype == INAGG_INT32 && (h->flags & WIRE_FLAG_OVERFLOW))
+            run->overflow = 1;
+        return;
+    }
+    float *out = (float *)run->r->recv + off;
+    quant_decode(payload, out, len, h->exp, e->p.world);
+    if (h->exp == QUANT_EXP_NONFINITE)
+        run->nonfinite = 1;
+    if (run->r->op == INAGG_AVG)
+        vec_f32_scale(out, len, 1.0f / (float)e->p.world);
+}
+
+/* Check a received datagram; returns the local slot it is for, or -1 (counted). */
+static int accept_result(engine_t *e, const run_t *run, const uint8_t *buf, size_t len,
+                         wire_header_t *h)
+{
+    if (wire_decode(buf, len, h) != WIRE_OK || h->type != WIRE_RESULT || h->job != e->p.job ||
+        h->token != e->p.token || h->rank != e->p.rank || h->slot >= e->p.slots ||
+        h->slot % e->nthreads != e->index) {
+        WORKER_CNT_ADD(e->c.invalid, 1);
+        return -1;
+    }
+    int k = (int)(h->slot / e->nthreads);
+    const wslot_t *w = &e->ws[k];
+    if (w->phase == PHASE_IDLE || h->round != w->round) {
+        WORKER_CNT_ADD(e->c.duplicates, 1);
+        return -1;
+    }
+    size_t want = w->phase == PHASE_PROBE ? 0 : chunk_len(e, run, w->chunk);
+    if (h->count != want || h->dtype != run->wire_dtype ||
+        (w->phase == PHASE_DATA && run->fixed && h->exp != w->exp)) {
+        WORKER_CNT_ADD(e->c.invalid, 1);
+        return -1;
+    }
+    /* The agreed exponent is the maximum of everyone's, so at least ours, and encodable. */
+    if (run->fixed && h->next_exp != QUANT_EXP_ZERO && h->next_exp != QUANT_EXP_NONFINITE &&
+        (h->next_exp < QUANT_EXP_MIN || h->next_exp > QUANT_EXP_MAX ||
+         h->next_exp < w->sent_next_exp)) {
+        WORKER_CNT_ADD(e->c.invalid, 1);
+        return -1;
+    }
+    return k;
+}
+
+static void scan_timers(engine_t *e, uint64_t now, uint64_t *next_deadline)
+{
+    uint64_t next = UINT64_MAX;
+    int expired = 0;
+    for (uint32_t k = 0; k < e->nlocal; k++) {
+        wslot_t *w = &e->ws[k];
+        if (w->phase == PHASE_IDLE)
+            continue;
+        if (now >= w->tm.deadline_ns) {
+            worker_timer_expired(&w->tm, e->p.rto_max_us, &e->c);
+            queue_send(e, w, now);
+            expired = 1;
+        }
+        if (w->tm.deadline_ns < next)
+            next = w->tm.deadline_ns;
+    }
+    if (expired)
+        rto_backoff(&e->rto);
+    *next_deadline = next;
+}
+
+/* Run this engine's share of call r: 0, -EOVERFLOW / -EDOM (delivered, see proto.h), or a
+ * failure with a reason in detail. */
+static int engine_run(engine_t *e, const worker_call_t *r, char *detail, size_t dlen)
+{
+    run_t run = {.r = r};
+    run.nchunks = (r->count + e->p.elems - 1) / e->p.elems;
+    run.fixed = r->dtype == INAGG_FLOAT32 && e->p.float_mode == INAGG_FLOAT_FIXED;
+    run.wire_dtype = r->dtype == INAGG_INT32 ? WIRE_INT32 : run.fixed ? WIRE_FIXED32 : WIRE_FLOAT32;
+
+    uint64_t now = util_now_ns();
+    uint32_t active = 0;
+    for (uint32_t k = 0; k < e->nlocal; k++) {
+        wslot_t *w = &e->ws[k];
+        if (w->slot >= run.nchunks)
+            continue;
+        w->chunk = w->slot;
+        w->phase = run.fixed ? PHASE_PROBE : PHASE_DATA;
+        send_current(e, &run, w, now);
+        active++;
+    }
+    int rc = worker_txq_flush(&e->tx);
+    if (rc < 0) {
+        set_err(detail, dlen, "send failed: %s", strerror(-rc));
+        rc = -EIO;
+    }
+    uint64_t last_progress = now, next_deadline = now;
+    uint64_t timeout_ns = (uint64_t)e->p.timeout_ms * 1000000ull;
+    while (active > 0 && rc == 0) {
+        if (atomic_load_explicit(e->p.abort_flag, memory_order_acquire)) {
+            set_err(detail, dlen, "aborted: the job failed");
+            rc = -ECANCELED;
+            break;
+        }
+        now = util_now_ns();
+        int wait_ms = 0;
+        if (next_deadline > now)
+            wait_ms = (int)util_min_u64((next_deadline - now) / 1000000ull + 1, ENGINE_POLL_MS);
+        int n = transport_recv(e->tp, e->rx, 2 * ENGINE_RX_BATCH, wait_ms);
+        if (n < 0) {
+            set_err(detail, dlen, "receive failed: %s", strerror(-n));
+            rc = -EIO;
+            break;
+        }
+        now = util_now_ns();
+        for (int i = 0; i < n; i++) {
+            const uint8_t *buf = e->rx[i].data;
+            size_t len = e->rx[i].len;
+            wire_header_t h;
+            int k = accept_result(e, &run, buf, len, &h);
+            if (k < 0)
+                continue;
+            wslot_t *w = &e->ws[k];
+            worker_count_received(&e->c, len);
+            worker_timer_answered(&w->tm, now, &e->c, &e->rto);
+            last_progress = now;
+            const uint32_t *payload = (const uint32_t *)(const void *)(buf + WIRE_HEADER_SIZE);
+            w->round++;
+            if (w->phase == PHASE_PROBE) {
+                w->exp = h.next_exp;
+                w->phase = PHASE_DATA;
+                send_current(e, &run, w, now);
+                continue;
+            }
+            deliver(e, &run, w, &h, payload);
+            w->chunk += e->p.slots;
+            if (w->chunk < run.nchunks) {
+                w->exp = h.next_exp;
+                send_current(e, &run, w, now);
+            } else {
+                w->phase = PHASE_IDLE;
+                active--;
+            }
+        }
+        if (now >= next_deadline || e->tx.n == 0)
+            scan_timers(e, now, &next_deadline);
+        int frc = worker_txq_flush(&e->tx);
+        if (frc < 0) {
+            set_err(detail, dlen, "send failed: %s", strerror(-frc));
+            rc = -EIO;
+            break;
+        }
+        if (now - last_progress > timeout_ns) {
+            set_err(detail, dlen,
+                     "no result from the switch for %u ms (%u of this thread's slots waiting)",
+                     e->p.timeout_ms, active);
+            rc = -ETIMEDOUT;
+            break;
+        }
+    }
+    if (rc != 0) {
+        /* Leave the slots consistent for no one: the job is unusable after a failure. */
+        for (uint32_t k = 0; k < e->nlocal; k++)
+            e->ws[k].phase = PHASE_IDLE;
+        return rc;
+    }
+    if (run.overflow) {
+        set_err(detail, dlen, "int32 sum wrapped around in at least one element");
+        return -EOVERFLOW;
+    }
+    if (run.nonfinite) {
+        set_err(detail, dlen, "a float32 input held NaN or Inf; affected chunks are NaN");
+        return -EDOM;
+    }
+    return 0;
+}
+
+/* ---- the request ring and the engine threads -------------------------------------------- */
+
+typedef struct sml sml_t;
+
+typedef struct sml_request {
+    inagg_request_t base;
+    sml_t *owner;
+    worker_call_t call;
+    int parts_left;         /* under mu */
+    int done;               /* under mu */
+    int result;             /* 0 or -errno (proto.h) */
+    char detail[256];
+} sml_request_t;
+
+struct sml {
+    worker_params_t p;
+    uint32_t nengines, started;
+    engine_t *engines[WORKER_MAX_THREADS];
+    pthread_t tids[WORKER_MAX_THREADS];
+    sml_request_t *queue[QUEUE_CAP];
+    uint64_t issued, completed; /* requests put in the ring / completed, under mu */
+    int stopping;               /* under mu */
+};
+
+/* Failures outrank the "delivered but" results (overflow, non-finite). */
+static int worse_result(int now, int rc)
+{
+    int delivered_now = now == -EOVERFLOW || now == -EDOM;
+    int delivered_rc = rc == -EOVERFLOW || rc == -EDOM;
+    return rc != 0 && (now == 0 || (!delivered_rc && delivered_now));
+}
+
+static void *engine_main(void *arg)
+{
+    engine_t *e = arg;
+    sml_t *s = e->owner;
+    uint64_t next = 0;
+    for (;;) {
+        pthread_mutex_lock(s->p.mu);
+        while (s->issued <= next && !s->stopping)
+            pthread_cond_wait(s->p.cv, s->p.mu);
+        if (s->issued <= next) {
+            pthread_mutex_unlock(s->p.mu);
+            break;
+        }
+        sml_request_t *req = s->queue[next % QUEUE_CAP];
+        pthread_mutex_unlock(s->p.mu);
+
+        char detail[256] = "";
+        int rc = engine_run(e, &req->call, detail, sizeof(detail));
+
+        pthread_mutex_lock(s->p.mu);
+        if (worse_result(req->result, rc)) {
+            req->result = rc;
+            snprintf(req->detail, sizeof(req->detail), "%s", detail);
+        }
+        if (--req->parts_left == 0) {
+            req->done = 1;
+            s->completed++;
+            pthread_cond_broadcast(s->p.cv);
+        }
+        pthread_mutex_unlock(s->p.mu);
+        next++;
+    }
+    return NULL;
+}
+
+static void sml_destroy(void *state)
+{
+    sml_t *s = state;
+    pthread_mutex_lock(s->p.mu);
+    s->stopping = 1;
+    pthread_cond_broadcast(s->p.cv);
+    pthread_mutex_unlock(s->p.mu);
+    for (uint32_t i = 0; i < s->started; i++)
+        pthread_join(s->tids[i], NULL);
+    for (uint32_t i = 0; i < s->nengines; i++)
+        engine_destroy(s->engines[i]);
+    free(s);
+}
+
+static int sml_create(const worker_params_t *p, void **state, char *err, size_t errlen)
+{
+    sml_t *s = calloc(1, sizeof(*s));
+    if (!s) {
+        set_err(err, errlen, "out of memory");
+        return -ENOMEM;
+    }
+    s->p = *p;
+    int rc = 0;
+    char why[160];
+    for (uint32_t i = 0; i < p->threads && rc == 0; i++) {
+        rc = engine_create(p, i, &s->engines[i], why, sizeof(why));
+        if (rc != 0)
+            set_err(err, errlen, "engine thread %u: %s", i, why);
+        else
+            s->engines[s->nengines++]->owner = s;
+    }
+    for (uint32_t i = 0; i < s->nengines && rc == 0; i++) {
+        rc = -pthread_create(&s->tids[i], NULL, engine_main, s->engines[i]);
+        if (rc != 0)
+            set_err(err, errlen, "cannot start engine thread %u", i);
+        else
+            s->started++;
+    }
+    if (rc != 0) {
+        sml_destroy(s);
+        return rc;
+    }
+    *state = s;
+    return 0;
+}
+
+/* Put rq in the ring, waiting while QUEUE_CAP requests are outstanding. */
+static void enqueue(sml_t *s, inagg_comm_t *comm, sml_request_t *rq, const worker_call_t *call)
+{
+    rq->base.comm = comm;
+    rq->owner = s;
+    rq->call = *call;
+    rq->parts_left = (int)s->nengines;
+    pthread_mutex_lock(s->p.mu);
+    while (s->issued - s->completed >= QUEUE_CAP)
+        pthread_cond_wait(s->p.cv, s->p.mu);
+    s->queue[s->issued % QUEUE_CAP] = rq;
+    s->issued++;
+    pthread_cond_broadcast(s->p.cv);
+    pthread_mutex_unlock(s->p.mu);
+}
+
+static int sml_start(void *state, inagg_comm_t *comm, const worker_call_t *call,
+                     inagg_request_t **req, char *detail, size_t dlen)
+{
+    sml_request_t *rq = calloc(1, sizeof(*rq));
+    if (!rq) {
+        set_err(detail, dlen, "out of memory");
+        return -ENOMEM;
+    }
+    enqueue(state, comm, rq, call);
+    *req = &rq->base;
+    return 0;
+}
+
+/* Wait until the engines completed rq; its result, with the reason in detail. */
+static int await(sml_t *s, sml_request_t *rq, char *detail, size_t dlen)
+{
+    pthread_mutex_lock(s->p.mu);
+    while (!rq->done)
+        pthread_cond_wait(s->p.cv, s->p.mu);
+    pthread_mutex_unlock(s->p.mu);
+    set_err(detail, dlen, "%s", rq->detail);
+    return rq->result;
+}
+
+static int sml_wait(void *state, inagg_request_t *req, char *detail, size_t dlen)
+{
+    sml_request_t *rq = (sml_request_t *)req;
+    int rc = await(state, rq, detail, dlen);
+    free(rq);
+    return rc;
+}
+
+static int sml_allreduce(void *state, const worker_call_t *call, char *detail, size_t dlen)
+{
+    sml_request_t rq = {0}; /* lives until await returns: the engines are done with it */
+    enqueue(state, NULL, &rq, call);
+    return await(state, &rq, detail, dlen);
+}
+
+static int sml_done(inagg_request_t *req)
+{
+    sml_request_t *rq = (sml_request_t *)req;
+    pthread_mutex_lock(rq->owner->p.mu);
+    int done = rq->done;
+    pthread_mutex_unlock(rq->owner->p.mu);
+    return done;
+}
+
+/* The engine threads move requests on by themselves: a blocking call only waits (at most
+ * 5 ms) for one to complete. */
+static int sml_progress(void *state, int block, char *detail, size_t dlen)
+{
+    sml_t *s = state;
+    (void)detail;
+    (void)dlen;
+    if (block) {
+        pthread_mutex_lock(s->p.mu);
+        worker_cond_wait_until(s->p.cv, s->p.mu, util_now_ns() + 5000000ull);
+        pthread_mutex_unlock(s->p.mu);
+    }
+    return 0;
+}
+
+static void sml_quiesce(void *state)
+{
+    sml_t *s = state;
+    pthread_mutex_lock(s->p.mu);
+    while (s->completed < s->issued)
+        pthread_cond_wait(s->p.cv, s->p.mu);
+    pthread_mutex_unlock(s->p.mu);
+}
+
+static void sml_add_stats(const void *state, inagg_stats_t *acc)
+{
+    const sml_t *s = state;
+    for (uint32_t i = 0; i < s->nengines; i++)
+        worker_counters_add(&s->engines[i]->c, acc);
+}
+
+const worker_proto_ops_t worker_proto_switchml = {
+    .name = "switchml",
+    .protocol = INAGG_PROTO_SWITCHML,
+    .native_float = 0,
+    .create = sml_create,
+    .destroy = sml_destroy,
+    .start = sml_start,
+    .start_small = NULL,
+    .allreduce = sml_allreduce,
+    .done = sml_done,
+    .wait = sml_wait,
+    .progress = sml_progress,
+    .quiesce = sml_quiesce,
+    .drain = NULL,
+    .fail = NULL,
+    .add_stats = sml_add_stats,
+};

@@ -5,9 +5,12 @@
  * reader/writer over a socketpair: partial arrival, timeouts with nothing to read, peer close
  * (-ECONNRESET), and writes to a closed or full peer.
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -360,4 +363,34 @@ TEST(ctl_write_line_errors, 10)
     int rc = ctl_write_line(sv[0], "HELLO", 1000);
     CHECK_MSG(rc == -EPIPE || rc == -ECONNRESET, "write to closed peer: %d", rc);
     close(sv[0]);
+}
+
+TEST(ctl_listen_and_connect_by_text, 10)
+{
+    int lfd = ctl_listen("127.0.0.1:0");
+    CHECK(lfd >= 0);
+    struct sockaddr_in a;
+    socklen_t len = sizeof(a);
+    CHECK(getsockname(lfd, (struct sockaddr *)&a, &len) == 0);
+    char text[64];
+    snprintf(text, sizeof(text), "localhost:%u", (unsigned)ntohs(a.sin_port));
+    int fd = ctl_connect_to(text, 2000);
+    CHECK_MSG(fd >= 0, "connect to %s: %d", text, fd);
+    struct pollfd p = {.fd = lfd, .events = POLLIN};
+    CHECK(poll(&p, 1, 2000) == 1);
+    int sfd = accept(lfd, NULL, NULL);
+    CHECK(sfd >= 0);
+    CHECK_EQ_INT(ctl_write_line(fd, "HELLO", 1000), 0);
+    ctl_reader_t rd = {0};
+    char line[CTL_LINE_MAX];
+    CHECK_EQ_INT(ctl_read_line(sfd, &rd, line, sizeof(line), 2000), 0);
+    CHECK(strcmp(line, "HELLO") == 0);
+    close(sfd);
+    close(fd);
+    /* The same port again while it is taken; bad texts. */
+    CHECK_EQ_INT(ctl_listen(text), -EADDRINUSE);
+    close(lfd);
+    CHECK_EQ_INT(ctl_listen("127.0.0.1"), -EINVAL);
+    CHECK_EQ_INT(ctl_connect_to("127.0.0.1:99999", 100), -EINVAL);
+    CHECK_EQ_INT(ctl_connect_to("", 100), -EINVAL);
 }

@@ -20,7 +20,7 @@
 #include "harness.h"
 #include "inagg.h"
 #include "testutil.h"
-#include "transport/udp.h"
+#include "base/netaddr.h"
 #include "wire/wire.h"
 #include "worker/quant.h"
 
@@ -436,7 +436,7 @@ static int spray_worker(uint32_t rank, void *arg)
     (void)rank;
     const test_switch_t *ts = arg;
     struct sockaddr_in to;
-    udp_parse_addr(ts->addr, 0, &to);
+    netaddr_parse(ts->addr, 0, &to);
     int fd = socket(AF_INET, SOCK_DGRAM, 0);
     util_rng_t rng;
     util_rng_seed(&rng, 77);
@@ -550,7 +550,7 @@ TEST(admission_refusals_have_reasons, 60)
     CHECK_EQ_INT(join_expect(ts.addr, "ok", 0, 1, 50, INAGG_OK, NULL), 0);
     /* A worker of another protocol version. */
     struct sockaddr_in a;
-    udp_parse_addr(ts.addr, 0, &a);
+    netaddr_parse(ts.addr, 0, &a);
     int fd = ctl_connect(&a, 2000);
     CHECK(fd >= 0);
     ctl_reader_t rd = {0};

@@ -21,7 +21,7 @@
 #include "inagg.h"
 #include "switch/optjob.h"
 #include "testutil.h"
-#include "transport/udp.h"
+#include "base/netaddr.h"
 
 /* Rank r's gradient element i at step k: a multiple of 1/8 in [-8, 8). */
 static float grad_value(uint32_t r, uint64_t k, uint64_t i)
@@ -355,7 +355,7 @@ TEST(optimizer_bad_join_lines_refused_with_reason, 20)
     test_switch_t ts;
     ts_start(&ts, &cfg);
     struct sockaddr_in a;
-    CHECK(udp_parse_addr(ts.addr, 0, &a) == 0);
+    CHECK(netaddr_parse(ts.addr, 0, &a) == 0);
     static const struct {
         const char *extra, *reason;
     } cases[] = {

@@ -17,7 +17,7 @@
 #include "launch/launch.h"
 #include "control/ctl.h"
 #include "harness.h"
-#include "transport/udp.h"
+#include "base/netaddr.h"
 
 void ts_start(test_switch_t *ts, const switch_config_t *cfg)
 {
@@ -38,7 +38,7 @@ void ts_stop(test_switch_t *ts)
 void ts_stats_json(const test_switch_t *ts, char *buf, size_t len)
 {
     struct sockaddr_in a;
-    CHECK(udp_parse_addr(ts->addr, 0, &a) == 0);
+    CHECK(netaddr_parse(ts->addr, 0, &a) == 0);
     int fd = ctl_connect(&a, 3000);
     CHECK_MSG(fd >= 0, "cannot connect to the switch's control port");
     ctl_reader_t *rd = calloc(1, sizeof(*rd));

@@ -15,7 +15,6 @@
 #include "base/log.h"
 #include "control/ctl.h"
 #include "switch/switch.h"
-#include "transport/udp.h"
 
 static void usage(FILE *out)
 {
@@ -49,12 +48,11 @@ static void usage(FILE *out)
 
 static int print_remote_stats(const char *addr_text, int json)
 {
-    struct sockaddr_in addr;
-    if (udp_parse_addr(addr_text, 0, &addr) != 0) {
+    int fd = ctl_connect_to(addr_text, 3000);
+    if (fd == -EINVAL) {
         fprintf(stderr, "inagg switch: bad address '%s' (expected HOST:PORT)\n", addr_text);
         return 2;
     }
-    int fd = ctl_connect(&addr, 3000);
     if (fd < 0) {
         fprintf(stderr, "inagg switch: cannot connect to %s: %s\n", addr_text, strerror(-fd));
         return 1;

@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "base/netaddr.h"
 #include "base/util.h"
 
 long ctl_fill(int fd, ctl_reader_t *r)
@@ -118,6 +119,32 @@ int ctl_connect(const struct sockaddr_in *addr, int timeout_ms)
             close(fd);
             return -err;
         }
+    }
+    return fd;
+}
+
+int ctl_connect_to(const char *host_port, int timeout_ms)
+{
+    struct sockaddr_in a;
+    int rc = netaddr_parse(host_port, 0, &a);
+    return rc != 0 ? rc : ctl_connect(&a, timeout_ms);
+}
+
+int ctl_listen(const char *host_port)
+{
+    struct sockaddr_in a;
+    int rc = netaddr_parse(host_port, 0, &a);
+    if (rc != 0)
+        return rc;
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -errno;
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (bind(fd, (const struct sockaddr *)&a, sizeof(a)) != 0 || listen(fd, 256) != 0) {
+        rc = -errno;
+        close(fd);
+        return rc;
     }
     return fd;
 }

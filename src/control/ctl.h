@@ -43,6 +43,11 @@ int ctl_write_line(int fd, const char *line, int timeout_ms);
 /* Connect a TCP socket to addr within timeout_ms; returns fd or -errno. */
 struct sockaddr_in;
 int ctl_connect(const struct sockaddr_in *addr, int timeout_ms);
+/* The same for "HOST:PORT" (base/netaddr.h); -EINVAL or -EHOSTUNREACH for a bad address. */
+int ctl_connect_to(const char *host_port, int timeout_ms);
+
+/* A non-blocking TCP listener on "HOST:PORT" (port 0: the kernel picks); fd or -errno. */
+int ctl_listen(const char *host_port);
 
 /* The verb (first word) of a line compared with `verb`. */
 int ctl_is(const char *line, const char *verb);

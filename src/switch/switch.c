@@ -4,7 +4,6 @@
  * threads until switch_stop(). Its counters are written by stats.c.
  */
 #include <errno.h>
-#include <netdb.h>
 #include <sched.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -13,6 +12,7 @@
 #include <unistd.h>
 
 #include "base/log.h"
+#include "control/ctl.h"
 #include "switch/server.h"
 
 void server_quiesce(struct inagg_switch *sw)
@@ -23,34 +23,6 @@ void server_quiesce(struct inagg_switch *sw)
     for (uint32_t t = 0; t < sw->cfg.threads; t++)
         while (atomic_load(&sw->threads[t].running) && atomic_load(&sw->threads[t].epoch) == seen[t])
             sched_yield();
-}
-
-/* The control port: TCP on "HOST:PORT" (numeric, as transport_addr_format writes it).
- * control/ctl.h has no listener, so this one resolves the text itself. An fd or -errno. */
-static int open_listener(const char *host_port)
-{
-    char host[64];
-    const char *colon = strrchr(host_port, ':');
-    if (!colon || (size_t)(colon - host_port) >= sizeof(host))
-        return -EINVAL;
-    snprintf(host, sizeof(host), "%.*s", (int)(colon - host_port), host_port);
-    struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM,
-                             .ai_flags = AI_NUMERICHOST | AI_NUMERICSERV | AI_PASSIVE};
-    struct addrinfo *ai = NULL;
-    if (getaddrinfo(host, colon + 1, &hints, &ai) != 0 || !ai)
-        return -EINVAL;
-    int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    int rc = fd < 0 ? -errno : 0;
-    if (fd >= 0) {
-        int one = 1;
-        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-        if (bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(fd, 256) != 0) {
-            rc = -errno;
-            close(fd);
-        }
-    }
-    freeaddrinfo(ai);
-    return rc < 0 ? rc : fd;
 }
 
 static void close_endpoints(struct inagg_switch *sw)
@@ -103,7 +75,7 @@ static int bind_all(struct inagg_switch *sw, const transport_addr_t *want, char 
         rc = transport_local_addr(sw->threads[0].tp, &q0);
         if (rc == 0) {
             transport_addr_format(&q0, at, sizeof(at));
-            rc = open_listener(at);
+            rc = ctl_listen(at);
         }
         if (rc >= 0)
             sw->listen_fd = rc;

@@ -14,38 +14,8 @@
 #include <unistd.h>
 
 #include "base/errmsg.h"
+#include "base/netaddr.h"
 #include "transport/transport.h"
-
-int udp_parse_addr(const char *text, uint16_t default_port, struct sockaddr_in *out)
-{
-    char host[256];
-    const char *colon = strrchr(text, ':');
-    size_t hlen = colon ? (size_t)(colon - text) : strlen(text);
-    if (hlen == 0 || hlen >= sizeof(host))
-        return -EINVAL;
-    memcpy(host, text, hlen);
-    host[hlen] = '\0';
-    long port = default_port;
-    if (colon) {
-        char *end;
-        port = strtol(colon + 1, &end, 10);
-        if (*end != '\0' || end == colon + 1 || port < 0 || port > 65535)
-            return -EINVAL;
-    } else if (default_port == 0) {
-        return -EINVAL;
-    }
-    memset(out, 0, sizeof(*out));
-    out->sin_family = AF_INET;
-    out->sin_port = htons((uint16_t)port);
-    if (inet_pton(AF_INET, host, &out->sin_addr) == 1)
-        return 0;
-    struct addrinfo hints = {.ai_family = AF_INET}, *res = NULL;
-    if (getaddrinfo(host, NULL, &hints, &res) != 0 || !res)
-        return -EHOSTUNREACH;
-    out->sin_addr = ((struct sockaddr_in *)res->ai_addr)->sin_addr;
-    freeaddrinfo(res);
-    return 0;
-}
 
 static void set_buffer(int fd, int level_force, int level, int bytes)
 {
@@ -155,12 +125,6 @@ int udp_recv_batch_blocking(int fd, struct mmsghdr *msgs, int n)
     return -errno;
 }
 
-void udp_format_addr(const struct sockaddr_in *a, char *buf, size_t len)
-{
-    char ip[INET_ADDRSTRLEN];
-    inet_ntop(AF_INET, &a->sin_addr, ip, sizeof(ip));
-    snprintf(buf, len, "%s:%u", ip, (unsigned)ntohs(a->sin_port));
-}
 
 /* ---- The UDP transport (transport.h): one socket per endpoint, batches of sendmmsg and
  * recvmmsg, queue q of a switch at port + q. ---- */
@@ -319,7 +283,7 @@ static int udp_tp_open(const transport_config_t *cfg, transport_t **out, char *e
     struct sockaddr_in a = {.sin_family = AF_INET};
     a.sin_addr.s_addr = htonl(INADDR_ANY);
     if (cfg->bind) {
-        int rc = udp_parse_addr(cfg->bind, 0, &a);
+        int rc = netaddr_parse(cfg->bind, 0, &a);
         if (rc != 0 || (cfg->queue > 0 && ntohs(a.sin_port) == 0) ||
             cfg->queue > 65535u - ntohs(a.sin_port)) {
             udp_tp_close(&e->base);
@@ -333,7 +297,7 @@ static int udp_tp_open(const transport_config_t *cfg, transport_t **out, char *e
     if (e->fd < 0) {
         int rc = e->fd;
         char text[64];
-        udp_format_addr(&a, text, sizeof(text));
+        netaddr_format(&a, text, sizeof(text));
         set_err(err, errlen, "cannot bind UDP %s: %s", text, strerror(-rc));
         udp_tp_close(&e->base);
         return rc;
@@ -347,7 +311,7 @@ static int udp_tp_open(const transport_config_t *cfg, transport_t **out, char *e
 static int udp_tp_parse_addr(const char *text, transport_addr_t *out)
 {
     struct sockaddr_in a;
-    int rc = udp_parse_addr(text, 0, &a);
+    int rc = netaddr_parse(text, 0, &a);
     if (rc != 0)
         return rc;
     addr_from_sin(out, &a);
@@ -356,7 +320,7 @@ static int udp_tp_parse_addr(const char *text, transport_addr_t *out)
 
 static void udp_tp_addr_format(const transport_addr_t *a, char *buf, size_t len)
 {
-    udp_format_addr(csin_of(a), buf, len);
+    netaddr_format(csin_of(a), buf, len);
 }
 
 static uint16_t udp_tp_addr_port(const transport_addr_t *a) { return ntohs(csin_of(a)->sin_port); }

@@ -1,9 +1,8 @@
 /*
- * udp.h - UDP sockets: open with large buffers, address parsing, and batched send/receive
- * over sendmmsg/recvmmsg. The dataplane reaches these through the UDP transport
- * (transport.h, transport_kind_udp); the control plane uses the address parsing, and
- * `inagg bench udp` the raw calls. Functions return 0 (or a count) on success and -errno on
- * failure.
+ * udp.h - UDP sockets: open with large buffers, batched send/receive over sendmmsg/recvmmsg.
+ * The dataplane reaches these through the UDP transport (transport.h, transport_kind_udp);
+ * `inagg bench udp` uses the raw calls. Addresses are base/netaddr.h's. Functions return 0
+ * (or a count) on success and -errno on failure.
  */
 #ifndef INAGG_TRANSPORT_UDP_H
 #define INAGG_TRANSPORT_UDP_H
@@ -12,10 +11,6 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/socket.h>
-
-/* Parse "HOST:PORT" (IPv4 dotted quad or a name resolving to IPv4, e.g. "localhost").
- * A missing port leaves *port_out untouched only if default_port != 0. */
-int udp_parse_addr(const char *text, uint16_t default_port, struct sockaddr_in *out);
 
 /* Open a non-blocking UDP socket bound to `bind_addr` (port 0: the kernel picks) with
  * receive and send buffers of `buffer_bytes` (forced past the sysctl limit when root). */
@@ -43,7 +38,5 @@ int udp_set_receive_timeout(int fd, int timeout_ms);
  * the socket's receive timeout passes (0 then). Returns the number received or -errno. */
 int udp_recv_batch_blocking(int fd, struct mmsghdr *msgs, int n);
 
-/* Format an address as "a.b.c.d:port". */
-void udp_format_addr(const struct sockaddr_in *a, char *buf, size_t len);
 
 #endif /* INAGG_TRANSPORT_UDP_H */

@@ -189,7 +189,7 @@ inagg_result_t inagg_comm_create(inagg_comm_t **out, const char *switch_addr, co
         c->opts.faults = getenv("INAGG_FAULTS");
 
     wire_joined_t j;
-    rc = comm_join(c, &sw, switch_addr, &j, detail, detail_len);
+    rc = comm_join(c, switch_addr, &j, detail, detail_len);
     if (rc == INAGG_OK) {
         c->job_id = (uint16_t)j.id;
         c->token = j.token;

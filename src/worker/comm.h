@@ -67,7 +67,7 @@ inagg_result_t comm_settle(inagg_comm_t *c, int neg_errno, const char *detail);
 
 /* Connect to the switch at addr (its control port, parsed from addr_text), send JOIN, read
  * JOINED into *out. A refusal (ERR) maps to its result code here. */
-inagg_result_t comm_join(inagg_comm_t *c, const transport_addr_t *addr, const char *addr_text,
+inagg_result_t comm_join(inagg_comm_t *c, const char *addr_text,
                          wire_joined_t *out, char *detail, size_t dlen);
 /* Start the thread that reads the control connection. 0 or -errno. */
 int comm_start_monitor(inagg_comm_t *c);

@@ -87,19 +87,11 @@ static const inagg_result_t refusal_results[WIRE_REFUSAL_COUNT] = {
     [WIRE_REFUSED_SYSTEM] = INAGG_ERR_REFUSED, /* the switch ran short: it refused the job */
 };
 
-/* Connect the control connection. The control plane takes a struct sockaddr_in, which is
- * what a UDP transport address holds (transport.h); until control/ctl.h takes a
- * transport_addr_t, this is the one place the worker relies on that. */
-static int connect_control(const transport_addr_t *addr, int timeout_ms)
-{
-    return ctl_connect((const struct sockaddr_in *)(const void *)addr->u.bytes, timeout_ms);
-}
-
-inagg_result_t comm_join(inagg_comm_t *c, const transport_addr_t *addr, const char *addr_text,
+inagg_result_t comm_join(inagg_comm_t *c, const char *addr_text,
                          wire_joined_t *out, char *detail, size_t dlen)
 {
     int timeout_ms = (int)c->opts.timeout_ms;
-    int fd = connect_control(addr, timeout_ms);
+    int fd = ctl_connect_to(addr_text, timeout_ms);
     if (fd < 0) {
         set_err(detail, dlen, "cannot connect to the switch at %s: %s", addr_text,
                 strerror(-fd));

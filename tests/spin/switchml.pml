@@ -4,8 +4,9 @@
  * per copy, first contribution overwrites, multicast on completion, resend of a complete round
  * to the sender, a copy reused only when both its last round and the other copy's round are
  * complete) and the worker engine of src/worker/engine.c (one packet in flight per slot, chunk
- * c on slot c % S, the result's round must equal the round in flight, timers as retransmission
- * at any time, the exponent probe and the look-ahead exponent of block fixed point).
+ * c on slot c % S, the result's round must equal the round in flight, a timer that resends the
+ * packet in flight (see TIMER_OK for when it fires), the exponent probe and the look-ahead
+ * exponent of block fixed point).
  *
  * Network: every (worker, slot) pair has a bag towards the switch and a bag back. A bag is a
  * multiset (sorted array): any packet in it can be delivered next (reordering, arbitrary

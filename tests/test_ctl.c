@@ -94,6 +94,10 @@ TEST(ctl_get_numbers, 5)
     CHECK_EQ_INT(ctl_get_u32("X n=-1", "n", &u), -EINVAL);
     CHECK_EQ_INT(ctl_get_u32("X n=-0", "n", &u), -EINVAL);
     CHECK_EQ_INT(ctl_get_u32("X n=abc", "n", &u), -EINVAL);
+    /* Digits only: no sign, no leading white space, no wrap-around of a negative number. */
+    CHECK_EQ_INT(ctl_get_u32("X n=+5", "n", &u), -EINVAL);
+    CHECK_EQ_INT(ctl_get_u32("X n=\t-18446744073709551615", "n", &u), -EINVAL);
+    CHECK_EQ_INT(ctl_get_u32("X n=\t7", "n", &u), -EINVAL);
     CHECK_EQ_INT(ctl_get_u32("X n=12abc", "n", &u), -EINVAL);
     CHECK_EQ_INT(ctl_get_u32("X n=0x10", "n", &u), -EINVAL);
     CHECK_EQ_INT(ctl_get_u32("X n=1.5", "n", &u), -EINVAL);

@@ -3,6 +3,7 @@
  * every field of JOIN, JOINED and the optimizer round-trips, every refusal is told apart,
  * and malformed requests are refused with the right kind and a reason.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "harness.h"
@@ -68,9 +69,20 @@ TEST(ctlmsg_join_roundtrips_every_field, 5)
     char text[64];
     wire_optimizer_format(&none, text, sizeof(text));
     CHECK(strcmp(text, "none") == 0);
+    /* Every buffer size: too small is refused without writing past it, exactly enough fits. */
     wire_join_t a = sample_join(1);
-    char tiny[40];
-    CHECK(wire_join_format(&a, tiny, sizeof(tiny)) == -1);
+    char full[CTL_LINE_MAX];
+    CHECK(wire_join_format(&a, full, sizeof(full)) == 0);
+    size_t need = strlen(full) + 1;
+    for (size_t cap = 1; cap <= need + 1; cap++) {
+        char *buf = malloc(cap);
+        CHECK(buf);
+        int rc = wire_join_format(&a, buf, cap);
+        CHECK_MSG(rc == (cap >= need ? 0 : -1), "cap %zu (need %zu): %d", cap, need, rc);
+        if (rc == 0)
+            CHECK(strcmp(buf, full) == 0);
+        free(buf);
+    }
 }
 
 static void refused(const char *line, enum wire_refusal kind, const char *reason)

@@ -181,10 +181,14 @@ int ctl_get_u64(const char *line, const char *key, uint64_t *out)
     int rc = ctl_get(line, key, v, sizeof(v));
     if (rc != 0)
         return rc == -ENOSPC ? -EINVAL : rc;
+    /* Digits only: strtoull alone would take leading white space, a sign, and wrap a
+     * negative number modulo 2^64. */
+    if (v[0] < '0' || v[0] > '9')
+        return -EINVAL;
     char *end;
     errno = 0;
     unsigned long long x = strtoull(v, &end, 10);
-    if (end == v || *end != '\0' || errno || v[0] == '-')
+    if (*end != '\0' || errno)
         return -EINVAL;
     *out = x;
     return 0;

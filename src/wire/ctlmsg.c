@@ -210,10 +210,13 @@ int wire_join_format(const wire_join_t *j, char *line, size_t cap)
     if (n < 0 || (size_t)n >= cap)
         return -1;
     if (j->opt.present) {
-        line[n++] = ' ';
-        wire_optimizer_format(&j->opt, line + n, cap - (size_t)n);
-        if (strlen(line) + 1 >= cap)
+        char opt[CTL_LINE_MAX];
+        wire_optimizer_format(&j->opt, opt, sizeof(opt));
+        size_t m = strlen(opt);
+        if ((size_t)n + 1 + m >= cap)
             return -1;
+        line[n] = ' ';
+        memcpy(line + n + 1, opt, m + 1);
     }
     return 0;
 }

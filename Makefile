@@ -1,10 +1,18 @@
-# Makefile - builds inagg: the library, the `inagg` command, the tests, the MPI baseline.
+# Makefile - builds inagg: the worker library, the `inagg` command, the tests, the MPI programs.
 #
 #   make            release build into build/
 #   make SAN=1      ASan+UBSan build into build-san/
 #   make test       build and run the test suite (tests/run)
 #
-# Warnings are errors. Sources are found by directory, so a new module needs no edit here.
+# What goes where (sources are found by directory, so a new file needs no edit here):
+#   build/libinagg.a, build/libinagg.so   what a worker links, nothing else: the API and
+#                                         protocol engines (worker/), transport/, wire/,
+#                                         control/ (line I/O), base/, kernels/
+#   build/internal/libswitch.a            the switch daemon (switch/) and the JSON writer
+#   build/internal/libapps.a              trainer (glm/), launch/, bench/, the MPI runner
+#   build/inagg                           cli/ + the three above
+#   build/inagg-mpi-bench, -mpi-train     separate programs linking OpenMPI (src/mpi/)
+# Warnings are errors.
 
 CC      ?= cc
 SAN     ?= 0
@@ -24,35 +32,71 @@ CFLAGS  := $(CFLAGS_BASE) $(OPT) $(EXTRA_CFLAGS)
 LDFLAGS := -pthread $(LDSAN)
 LDLIBS  := -lm
 
-LIB_SRC := $(wildcard src/base/*.c src/kernels/*.c src/json/*.c src/mpi/baseline_mpi.c src/wire/*.c \
-                      src/transport/*.c src/control/*.c src/switch/*.c src/worker/*.c src/glm/*.c)
-CLI_SRC := $(wildcard src/cli/*.c)
-TEST_SRC := $(wildcard tests/test_*.c)
+VERSION_MAJOR := $(shell sed -n 's/^\#define INAGG_VERSION_MAJOR \([0-9]*\)/\1/p' include/inagg/version.h)
+VERSION       := $(shell sed -n 's/^\#define INAGG_VERSION_STRING "\(.*\)"/\1/p' include/inagg/version.h)
+SONAME        := libinagg.so.$(VERSION_MAJOR)
 
-LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
-CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
-TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o) $(BUILD)/tests/harness.o $(BUILD)/tests/testutil.o
+WORKER_SRC := $(wildcard src/base/*.c src/kernels/*.c src/wire/*.c src/transport/*.c \
+                         src/control/*.c src/worker/*.c)
+SWITCH_SRC := $(wildcard src/switch/*.c src/json/*.c)
+APPS_SRC   := $(wildcard src/glm/*.c src/launch/*.c src/bench/*.c) src/mpi/baseline_mpi.c
+CLI_SRC    := $(wildcard src/cli/*.c)
+TEST_SRC   := $(wildcard tests/test_*.c) tests/harness.c tests/testutil.c
+
+WORKER_OBJ := $(WORKER_SRC:%.c=$(BUILD)/%.o)
+WORKER_PIC := $(WORKER_SRC:%.c=$(BUILD)/pic/%.o)
+SWITCH_OBJ := $(SWITCH_SRC:%.c=$(BUILD)/%.o)
+APPS_OBJ   := $(APPS_SRC:%.c=$(BUILD)/%.o)
+CLI_OBJ    := $(CLI_SRC:%.c=$(BUILD)/%.o)
+TEST_OBJ   := $(TEST_SRC:%.c=$(BUILD)/%.o)
+
+LIBS_INTERNAL := $(BUILD)/internal/libapps.a $(BUILD)/internal/libswitch.a $(BUILD)/libinagg.a
 
 MPICC := $(shell command -v mpicc 2>/dev/null)
 
 .PHONY: all test clean san
-all: $(BUILD)/inagg $(BUILD)/inagg-tests $(BUILD)/libinagg.a $(if $(MPICC),$(BUILD)/inagg-mpi-bench $(BUILD)/inagg-mpi-train)
+all: $(BUILD)/inagg $(BUILD)/inagg-tests $(BUILD)/libinagg.a \
+     $(if $(filter 0,$(SAN)),$(BUILD)/libinagg.so) \
+     $(if $(MPICC),$(BUILD)/inagg-mpi-bench $(BUILD)/inagg-mpi-train)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
 
-$(BUILD)/libinagg.a: $(LIB_OBJ)
+$(BUILD)/pic/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -fPIC -MMD -MP -c $< -o $@
+
+$(BUILD)/libinagg.a: $(WORKER_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-$(BUILD)/inagg: $(CLI_OBJ) $(BUILD)/libinagg.a
-	$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) $(BUILD)/libinagg.a $(LDLIBS)
+# The shared library exports the public API (inagg_*) and nothing else (libinagg.map).
+$(BUILD)/libinagg.so.$(VERSION): $(WORKER_PIC) src/worker/libinagg.map
+	$(CC) -shared -Wl,-soname,$(SONAME) -Wl,--version-script=src/worker/libinagg.map \
+	    -Wl,--no-undefined $(LDFLAGS) -o $@ $(WORKER_PIC) $(LDLIBS)
 
-$(BUILD)/inagg-tests: $(TEST_OBJ) $(BUILD)/libinagg.a
-	$(CC) $(LDFLAGS) -o $@ $(TEST_OBJ) $(BUILD)/libinagg.a $(LDLIBS)
+$(BUILD)/libinagg.so: $(BUILD)/libinagg.so.$(VERSION)
+	ln -sf libinagg.so.$(VERSION) $(BUILD)/$(SONAME)
+	ln -sf $(SONAME) $@
 
-# The MPI baseline is its own program: it links OpenMPI, which the library never does.
+$(BUILD)/internal/libswitch.a: $(SWITCH_OBJ)
+	@mkdir -p $(dir $@)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/internal/libapps.a: $(APPS_OBJ)
+	@mkdir -p $(dir $@)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/inagg: $(CLI_OBJ) $(LIBS_INTERNAL)
+	$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) $(LIBS_INTERNAL) $(LDLIBS)
+
+$(BUILD)/inagg-tests: $(TEST_OBJ) $(LIBS_INTERNAL)
+	$(CC) $(LDFLAGS) -o $@ $(TEST_OBJ) $(LIBS_INTERNAL) $(LDLIBS)
+
+# The MPI programs link OpenMPI, which the library never does.
 $(BUILD)/inagg-mpi-bench: src/mpi/mpi_allreduce_bench.c src/json/json.c src/json/json.h
 	@mkdir -p $(dir $@)
 	$(MPICC) $(CFLAGS_BASE) -O3 -o $@ src/mpi/mpi_allreduce_bench.c src/json/json.c -lm
@@ -72,4 +116,5 @@ san:
 clean:
 	rm -rf build build-san
 
--include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TEST_OBJ:.o=.d)
+-include $(WORKER_OBJ:.o=.d) $(WORKER_PIC:.o=.d) $(SWITCH_OBJ:.o=.d) $(APPS_OBJ:.o=.d) \
+         $(CLI_OBJ:.o=.d) $(TEST_OBJ:.o=.d)

@@ -10,8 +10,11 @@
  *   INAGG_FLOAT_MODE=native|fixed   how float32 is added in the switch (default native: float
  *                             adds, like MPI; fixed: SwitchML's block fixed point)
  *   INAGG_PMPI_MIN_COUNT=N    allreduces of fewer than N elements stay with MPI (default 1)
+ *   INAGG_PMPI_DTYPES=int,float   which element types go through the switch (default both)
  *   INAGG_TIMEOUT_MS=MS       the job's timeout (inagg_options_t.timeout_ms, default 30000)
  *   INAGG_PMPI_CONNECT_MS=MS  how long each rank tries to reach the switch in MPI_Init (3000)
+ *   INAGG_PMPI_VERIFY=1       MPI redoes every accelerated blocking allreduce and differences
+ *                             are reported (debugging)
  *
  * Joining (MPI_Init, MPI_Init_thread, and their Fortran bindings): rank 0 makes a job name from
  * its pid, the time and its host and broadcasts it (PMPI_Bcast); every rank checks that the
@@ -89,6 +92,7 @@ static struct {
     progress_reg_t unregister;
     int hooked;
     int nonfinite_warned;
+    int verify;
 } G;
 
 static atomic_ulong n_accel, n_passed;
@@ -348,13 +352,19 @@ static void after_init(void)
         return; /* pure pass-through */
     snprintf(G.sw, sizeof(G.sw), "%s", sw);
 
-    add_type(MPI_INT, INAGG_INT32);
-    add_type(MPI_INT32_T, INAGG_INT32);
-    add_type(MPI_FLOAT, INAGG_FLOAT32);
-    add_type(MPI_INTEGER, INAGG_INT32);
-    add_type(MPI_INTEGER4, INAGG_INT32);
-    add_type(MPI_REAL, INAGG_FLOAT32);
-    add_type(MPI_REAL4, INAGG_FLOAT32);
+    const char *which = getenv("INAGG_PMPI_DTYPES");
+    int ints = !which || strstr(which, "int"), floats = !which || strstr(which, "float");
+    if (ints) {
+        add_type(MPI_INT, INAGG_INT32);
+        add_type(MPI_INT32_T, INAGG_INT32);
+        add_type(MPI_INTEGER, INAGG_INT32);
+        add_type(MPI_INTEGER4, INAGG_INT32);
+    }
+    if (floats) {
+        add_type(MPI_FLOAT, INAGG_FLOAT32);
+        add_type(MPI_REAL, INAGG_FLOAT32);
+        add_type(MPI_REAL4, INAGG_FLOAT32);
+    }
 
     inagg_options_t o = INAGG_OPTIONS_INIT;
     const char *fm = getenv("INAGG_FLOAT_MODE");
@@ -364,6 +374,7 @@ static void after_init(void)
         o.timeout_ms = (uint32_t)tmo;
     G.opts = o;
     G.min_count = (int)env_long("INAGG_PMPI_MIN_COUNT", 1);
+    G.verify = (int)env_long("INAGG_PMPI_VERIFY", 0);
     if (G.min_count < 1)
         G.min_count = 1;
 
@@ -518,15 +529,68 @@ static int raise_error(MPI_Comm comm, int code)
     return code;
 }
 
+/* INAGG_PMPI_VERIFY=1: MPI computes every accelerated allreduce again; differences (beyond
+ * float rounding) are reported on stderr. A debugging aid: it costs an MPI allreduce each. */
+static void verify(const void *input, const void *result, int count, inagg_dtype_t idt,
+                   MPI_Comm comm)
+{
+    size_t bytes = (size_t)count * 4;
+    void *want = malloc(bytes);
+    if (!want)
+        return;
+    PMPI_Allreduce(input, want, count, idt == INAGG_INT32 ? MPI_INT : MPI_FLOAT, MPI_SUM, comm);
+    long bad = 0, first = -1;
+    for (int i = 0; i < count; i++) {
+        int diff;
+        if (idt == INAGG_INT32) {
+            diff = ((const int32_t *)want)[i] != ((const int32_t *)result)[i];
+        } else {
+            float w = ((const float *)want)[i], g = ((const float *)result)[i];
+            float tol = 1e-5f * (w < 0 ? -w : w) + 1e-30f;
+            diff = !(g - w <= tol && w - g <= tol) && !(w != w && g != g);
+        }
+        if (diff && bad++ == 0)
+            first = i;
+    }
+    if (bad) {
+        char buf[96] = "";
+        if (idt == INAGG_INT32)
+            snprintf(buf, sizeof(buf), "%d, MPI %d", ((const int32_t *)result)[first],
+                     ((const int32_t *)want)[first]);
+        else
+            snprintf(buf, sizeof(buf), "%.9g, MPI %.9g", (double)((const float *)result)[first],
+                     (double)((const float *)want)[first]);
+        fprintf(stderr, TAG "rank %d: VERIFY: %ld of %d %s elements differ from MPI's; first [%ld]: "
+                "switch %s\n", G.rank, bad, count, idt == INAGG_INT32 ? "int" : "float", first,
+                buf);
+    }
+    free(want);
+}
+
 static int accel_allreduce(tracked_t *t, const void *sb, void *rb, int count,
                            inagg_dtype_t idt, MPI_Comm comm)
 {
     const void *send = sb == MPI_IN_PLACE ? rb : sb;
+    void *copy = NULL;
+    if (G.verify && (copy = malloc((size_t)count * 4)))
+        memcpy(copy, send, (size_t)count * 4);
     pthread_mutex_lock(&t->mu);
     inagg_result_t rc = inagg_allreduce(t->ic, send, rb, (size_t)count, idt, INAGG_SUM);
     int code = finish_code(t, rc);
     pthread_mutex_unlock(&t->mu);
     atomic_fetch_add(&n_accel, 1);
+    /* An MPI collective also advances the caller's other requests (pending sends above all);
+     * one probe gives MPI that chance, so the program's messages move as they would. */
+    int flag = 0;
+    PMPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, comm, &flag, MPI_STATUS_IGNORE);
+    if (copy) {
+        if (send != rb && memcmp(copy, send, (size_t)count * 4) != 0)
+            fprintf(stderr, TAG "rank %d: VERIFY: the send buffer of %d elements changed\n",
+                    G.rank, count);
+        if (code == MPI_SUCCESS)
+            verify(copy, rb, count, idt, comm);
+        free(copy);
+    }
     return code == MPI_SUCCESS ? code : raise_error(comm, code);
 }
 

@@ -118,3 +118,80 @@ clean:
 
 -include $(WORKER_OBJ:.o=.d) $(WORKER_PIC:.o=.d) $(SWITCH_OBJ:.o=.d) $(APPS_OBJ:.o=.d) \
          $(CLI_OBJ:.o=.d) $(TEST_OBJ:.o=.d)
+
+# ---------------------------------------------------------------------------------------------
+# Integrations: install, pkg-config, the PMPI interposer, the examples (docs/INTEGRATIONS.md).
+#
+#   make install PREFIX=/opt/inagg [DESTDIR=...]   lib/libinagg.so.0 (+ .so, .a), include/inagg.h,
+#                                                  lib/pkgconfig/inagg.pc, bin/inagg, and
+#                                                  lib/libinagg-pmpi.so when OpenMPI is present
+#   make pmpi            build/libinagg-pmpi.so: LD_PRELOAD it under an unmodified MPI program
+#   make examples        build/examples/allreduce against the build tree
+#   make test-integrations   bash tests/cli_integrations.sh
+PREFIX     ?= /usr/local
+BINDIR     ?= $(PREFIX)/bin
+LIBDIR     ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
+
+.PHONY: install uninstall pmpi examples test-integrations
+all: $(if $(and $(MPICC),$(filter 0,$(SAN))),$(BUILD)/libinagg-pmpi.so)
+
+$(BUILD)/inagg.pc: inagg.pc.in include/inagg/version.h
+	@mkdir -p $(dir $@)
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' \
+	    -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' -e 's|@VERSION@|$(VERSION)|' $< > $@
+
+# Always regenerated: PREFIX may differ from the last install.
+.PHONY: $(BUILD)/inagg.pc
+
+install: $(BUILD)/libinagg.so $(BUILD)/libinagg.a $(BUILD)/inagg $(BUILD)/inagg.pc \
+         $(if $(MPICC),$(BUILD)/libinagg-pmpi.so)
+	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR)/inagg $(DESTDIR)$(PKGCONFIGDIR) \
+	    $(DESTDIR)$(BINDIR)
+	install -m 755 $(BUILD)/libinagg.so.$(VERSION) $(DESTDIR)$(LIBDIR)/
+	ln -sf libinagg.so.$(VERSION) $(DESTDIR)$(LIBDIR)/$(SONAME)
+	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/libinagg.so
+	install -m 644 $(BUILD)/libinagg.a $(DESTDIR)$(LIBDIR)/
+	install -m 644 include/inagg.h $(DESTDIR)$(INCLUDEDIR)/
+	install -m 644 include/inagg/version.h $(DESTDIR)$(INCLUDEDIR)/inagg/
+	install -m 644 $(BUILD)/inagg.pc $(DESTDIR)$(PKGCONFIGDIR)/
+	install -m 755 $(BUILD)/inagg $(DESTDIR)$(BINDIR)/
+	$(if $(MPICC),install -m 755 $(BUILD)/libinagg-pmpi.so $(DESTDIR)$(LIBDIR)/)
+
+uninstall:
+	rm -f $(DESTDIR)$(LIBDIR)/libinagg.so.$(VERSION) $(DESTDIR)$(LIBDIR)/$(SONAME) \
+	    $(DESTDIR)$(LIBDIR)/libinagg.so $(DESTDIR)$(LIBDIR)/libinagg.a \
+	    $(DESTDIR)$(LIBDIR)/libinagg-pmpi.so $(DESTDIR)$(INCLUDEDIR)/inagg.h \
+	    $(DESTDIR)$(INCLUDEDIR)/inagg/version.h $(DESTDIR)$(PKGCONFIGDIR)/inagg.pc \
+	    $(DESTDIR)$(BINDIR)/inagg
+	-rmdir $(DESTDIR)$(INCLUDEDIR)/inagg
+
+# The interposer carries its own copy of the worker library (position-independent objects)
+# and exports only the MPI and Fortran MPI entry points it wraps (pmpi.map), so it needs
+# nothing but itself under LD_PRELOAD and cannot clash with a libinagg the program links.
+pmpi: $(BUILD)/libinagg-pmpi.so
+
+$(BUILD)/mpi/pmpi.pic.o: src/mpi/pmpi.c include/inagg.h include/inagg/version.h
+	@mkdir -p $(dir $@)
+	$(MPICC) $(CFLAGS_BASE) -O2 -g -fPIC -c $< -o $@
+
+$(BUILD)/libinagg-pmpi.so: $(BUILD)/mpi/pmpi.pic.o $(WORKER_PIC) src/mpi/pmpi.map
+	$(MPICC) -shared -Wl,--version-script=src/mpi/pmpi.map -Wl,--no-undefined $(LDFLAGS) \
+	    -o $@ $(BUILD)/mpi/pmpi.pic.o $(WORKER_PIC) -ldl $(LDLIBS)
+
+examples: $(BUILD)/examples/allreduce
+
+$(BUILD)/examples/allreduce: examples/allreduce.c $(BUILD)/libinagg.a include/inagg.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libinagg.a $(LDFLAGS) $(LDLIBS)
+
+test-integrations: all
+	bash tests/cli_integrations.sh
+
+# What tests/cli_integrations.sh uses beyond the build, from Debian (root): without them its
+# cases skip with the package to install. python3-torch comes with tools/setup.
+INTEGRATION_DEBS := pkg-config python3-numpy python3-pip gfortran scalapack-mpi-test python3-zfpy
+.PHONY: integrations-deps
+integrations-deps:
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(INTEGRATION_DEBS)

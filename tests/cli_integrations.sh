@@ -1,0 +1,318 @@
+#!/usr/bin/env bash
+# tests/cli_integrations.sh - the three ways into inagg, end to end: link (make install, then a
+# program built with pkg-config against the installed copy), import (the Python package on numpy
+# and torch, installed offline; the DDP hook against Gloo; the Gloo baseline), and preload
+# (libinagg-pmpi.so under unmodified C and Fortran MPI programs and Debian's ScaLAPACK/BLACS
+# test programs: the same pass counts as without it). Every command runs under `timeout`; a
+# case whose dependency is missing is skipped with the reason. Ends "N passed, N failed, N skipped".
+set -uo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+pass=0 fail=0 skip=0
+ok()   { echo "ok      $1"; pass=$((pass + 1)); }
+bad()  { echo "FAIL    $1: $2"; fail=$((fail + 1)); }
+skp()  { echo "skip    $1: $2"; skip=$((skip + 1)); }
+tmp=$(mktemp -d)
+swpid=""
+trap '[ -n "$swpid" ] && kill $swpid 2>/dev/null; rm -rf "$tmp"' EXIT
+
+# A Python that has numpy (Debian's /usr/bin/python3 carries python3-numpy and python3-torch).
+PY=""
+for p in /usr/bin/python3 python3; do
+    if command -v "$p" >/dev/null 2>&1 && "$p" -c "import numpy" >/dev/null 2>&1; then PY=$p; break; fi
+done
+have_torch=0
+[ -n "$PY" ] && "$PY" -c "import torch.distributed as d; assert d.is_gloo_available()" >/dev/null 2>&1 && have_torch=1
+
+# One switch on loopback for every case.
+exec 3>"$tmp/ready"
+timeout 1200 ./build/inagg switch --listen 127.0.0.1:0 --ready-fd 3 >"$tmp/sw.out" 2>"$tmp/sw.err" &
+swpid=$!
+exec 3>&-
+for _ in $(seq 100); do [ -s "$tmp/ready" ] && break; sleep 0.05; done
+port=$(head -n1 "$tmp/ready" 2>/dev/null)
+if [ -z "$port" ]; then echo "FAIL    the switch did not start: $(cat "$tmp/sw.err")"; echo "0 passed, 1 failed, 0 skipped"; exit 1; fi
+SW=127.0.0.1:$port
+
+# ------------------------------------------------------------------------------------ link
+t=install_then_pkg_config_build_of_example
+inst=$tmp/prefix
+if ! command -v pkg-config >/dev/null 2>&1; then skp $t "pkg-config is not installed (apt-get install pkg-config)"
+elif ! timeout 300 make -s install PREFIX="$inst" >"$tmp/install.log" 2>&1; then bad $t "make install failed: $(tail -n 3 "$tmp/install.log")"
+else
+    export PKG_CONFIG_PATH=$inst/lib/pkgconfig
+    soname=$(readelf -d "$inst/lib/libinagg.so" 2>/dev/null | sed -n 's/.*SONAME.*\[\(.*\)\]/\1/p')
+    flags=$(pkg-config --cflags --libs inagg 2>&1)
+    if [ ! -f "$inst/include/inagg.h" ] || [ ! -f "$inst/lib/libinagg.a" ] || [ "$soname" != libinagg.so.0 ]; then
+        bad $t "install tree incomplete or soname '$soname' is not libinagg.so.0"
+    elif ! timeout 60 cc examples/allreduce.c $flags -Wl,-rpath,"$inst/lib" -o "$tmp/example" 2>"$tmp/cc.err"; then
+        bad $t "cc \$(pkg-config --cflags --libs inagg) failed ($flags): $(head -n 3 "$tmp/cc.err")"
+    elif ! ldd "$tmp/example" | grep -q "$inst/lib/libinagg.so.0"; then
+        bad $t "the example does not load the installed libinagg.so.0: $(ldd "$tmp/example" | grep inagg)"
+    else
+        pids=()
+        for r in 0 1 2; do timeout 60 "$tmp/example" "$SW" example $r 3 >"$tmp/ex.$r" 2>&1 & pids+=($!); done
+        wait "${pids[@]}"
+        if [ "$(cat "$tmp"/ex.? | grep -c ': ok ')" = 3 ]; then ok $t
+        else bad $t "$(cat "$tmp"/ex.?)"; fi
+    fi
+    unset PKG_CONFIG_PATH
+fi
+
+# ---------------------------------------------------------------------------------- import
+cat >"$tmp/py_api.py" <<'EOF'
+import array, sys, warnings
+import numpy as np
+import inagg
+sw, rank, world = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+try:
+    import torch
+except ImportError:
+    torch = None
+with inagg.Comm(sw, rank, world, job=sys.argv[4]) as c:
+    assert (c.rank, c.world) == (rank, world)
+    a = np.arange(200000, dtype=np.float32) + rank
+    ptr = a.ctypes.data
+    assert c.allreduce(a) is a and a.ctypes.data == ptr                  # in place, no copy
+    assert np.array_equal(a, world * np.arange(200000, dtype=np.float32) + sum(range(world)))
+    m = np.full((30, 40), rank + 1, dtype=np.int32, order="F")              # any contiguous order
+    c.allreduce(m, op="avg")
+    assert (m == (world + 1) // 2).all()
+    req = c.iallreduce(np.full(50000, 2.0, dtype=np.float32))              # handle keeps it alive
+    assert (req.wait() == 2.0 * world).all() and req.done and req.test()
+    b = array.array("f", [0.5] * 9)
+    c.allreduce(b)
+    assert b[3] == 0.5 * world
+    refused = 0
+    for obj, exc in ((np.ones(4), TypeError), (np.ones((8, 8), np.float32)[:, 2], ValueError),
+                     (np.ones(3, np.float32)[::-1].copy().view(np.int16), TypeError), ([1.0], TypeError)):
+        try:
+            c.allreduce(obj)
+        except exc:
+            refused += 1
+    ro = np.ones(3, np.float32); ro.setflags(write=False)
+    try:
+        c.allreduce(ro)
+    except ValueError:
+        refused += 1
+    assert refused == 5, refused
+    if torch is not None:
+        t = torch.full((300, 7), float(rank))
+        p = t.data_ptr()
+        with c.iallreduce(t, op="avg") as r:
+            pass                                                           # waits on exit
+        assert t.data_ptr() == p and torch.allclose(t, torch.full((300, 7), (world - 1) / 2))
+        i = torch.arange(1000, dtype=torch.int32)
+        c.allreduce(i)
+        assert torch.equal(i, torch.arange(1000, dtype=torch.int32) * world)
+        for obj, exc in ((torch.ones(5, dtype=torch.float64), TypeError),
+                         (torch.ones(6, 6).t(), ValueError)):
+            try:
+                c.allreduce(obj); raise SystemExit("accepted %r" % obj)
+            except exc:
+                pass
+assert c.closed
+try:
+    c.allreduce(np.ones(2, np.float32)); raise SystemExit("closed communicator accepted a call")
+except ValueError:
+    pass
+try:
+    inagg.Comm("127.0.0.1:1", 0, 1, job="nobody", timeout_ms=500)
+    raise SystemExit("joined a switch that does not exist")
+except inagg.InaggError as e:
+    assert e.name in ("CONNECTION", "TIMEOUT"), e.name
+print("ok", rank, "torch" if torch is not None else "numpy only")
+EOF
+
+t=python_comm_numpy_torch_in_place_async_errors
+if [ -z "$PY" ]; then skp $t "no python3 with numpy (apt-get install python3-numpy)"
+else
+    pids=()
+    for r in 0 1 2; do PYTHONPATH=$ROOT/python timeout 120 "$PY" "$tmp/py_api.py" "$SW" $r 3 pyapi >"$tmp/py.$r" 2>&1 & pids+=($!); done
+    wait "${pids[@]}"
+    if [ "$(cat "$tmp"/py.? | grep -c '^ok ')" = 3 ]; then
+        ok "$t ($(head -n1 "$tmp/py.0" | cut -d' ' -f3-))"
+    else bad $t "$(cat "$tmp"/py.? | tail -n 20)"; fi
+fi
+
+t=python_package_installs_offline_and_finds_its_library
+if [ -z "$PY" ]; then skp $t "no python3 with numpy"
+elif ! "$PY" -m pip --version >/dev/null 2>&1; then skp $t "pip is not installed for $PY (apt-get install python3-pip)"
+elif ! timeout 300 "$PY" -m pip install -q --no-build-isolation --no-index --target "$tmp/site" ./python >"$tmp/pip.log" 2>&1; then
+    bad $t "pip install --no-index failed: $(grep -v WARNING "$tmp/pip.log" | tail -n 5)"
+else
+    lib=$(cd "$tmp" && PYTHONPATH=$tmp/site timeout 30 "$PY" -c "import inagg; print(inagg.library(), inagg.version())" 2>&1)
+    case "$lib" in
+        "$tmp/site/inagg/libinagg.so.0 "*) ok $t ;;
+        *) bad $t "the installed package did not load its bundled library: $lib" ;;
+    esac
+fi
+rm -rf python/build python/inagg.egg-info
+
+t=gloo_baseline_on_bench_tensor_verifies
+if [ $have_torch = 0 ]; then skp $t "torch with Gloo is not installed (apt-get install python3-torch)"
+else
+    out=$(timeout 300 "$PY" tools/gloo_bench.py --workers 2 --elems 200000 --iters 3 --json - 2>"$tmp/gb.err")
+    if [ $? -eq 0 ] && echo "$out" | "$PY" -c "import json,sys; d=json.load(sys.stdin); assert d['verified'] and d['tat_ms']['median'] > 0"; then ok $t
+    else bad $t "$out $(tail -n 3 "$tmp/gb.err")"; fi
+fi
+
+t=ddp_hook_same_accuracy_as_gloo_replicas_identical
+if [ $have_torch = 0 ]; then skp $t "torch with Gloo is not installed (apt-get install python3-torch)"
+else
+    timeout 600 "$PY" examples/ddp_mlp.py --backend both --workers 4 --epochs 2 --hidden 128 \
+        --switch "$SW" --json "$tmp/ddp.json" >/dev/null 2>"$tmp/ddp.err"
+    rc=$?
+    verdict=$("$PY" - "$tmp/ddp.json" <<'EOF' 2>&1
+import json, sys
+d = json.load(open(sys.argv[1]))
+g, i = d["runs"]
+assert g["replicas_identical"] and i["replicas_identical"], "replicas differ"
+assert i["buckets_via_switch"] > 0, "no bucket went through the switch"
+assert abs(d["accuracy_diff_points"]) <= 0.5, "accuracy gloo %.2f inagg %.2f" % (g["accuracy"], i["accuracy"])
+print("gloo %.2f%% %.1f ms/it, inagg %.2f%% %.1f ms/it" % (g["accuracy"], g["iter_ms_median"], i["accuracy"], i["iter_ms_median"]))
+EOF
+)
+    if [ $rc -eq 0 ] && [ "${verdict#gloo }" != "$verdict" ]; then ok "$t ($verdict)"
+    else bad $t "rc $rc: $verdict $(tail -n 5 "$tmp/ddp.err")"; fi
+fi
+
+t=ddp_hook_compression_fp16_and_torch_fp16_wrapper
+if [ $have_torch = 0 ]; then skp $t "torch with Gloo is not installed"
+else
+    cat >"$tmp/wrap.py" <<'EOF'
+import os, sys, torch, torch.distributed as dist, torch.multiprocessing as mp
+from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+sys.path.insert(0, os.path.join(sys.argv[2], "python"))
+import inagg.torch
+def run(rank, sw, port, comp):
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method="tcp://127.0.0.1:%d" % port, rank=rank, world_size=2)
+    torch.manual_seed(0)
+    net = torch.nn.Linear(300, 10)
+    ddp = torch.nn.parallel.DistributedDataParallel(net)
+    state = inagg.torch.State(switch=sw, compression=comp)
+    hook = inagg.torch.allreduce_hook if comp else default_hooks.fp16_compress_wrapper(inagg.torch.allreduce_hook)
+    ddp.register_comm_hook(state, hook)
+    x = torch.full((4, 300), float(rank + 1))
+    ddp(x).sum().backward()
+    # d(sum)/dW = column sums of x: rank r gives 4*(r+1); the average over 2 ranks is 6
+    g = net.weight.grad
+    assert torch.allclose(g, torch.full_like(g, 6.0)), g[0, :4]
+    state.close()
+    dist.destroy_process_group()
+if __name__ == "__main__":
+    import socket
+    for comp in (None, "fp16", "bf16") + (("zfp",) if sys.argv[3] == "1" else ()):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]
+        mp.spawn(run, args=(sys.argv[1], port, comp), nprocs=2)
+    print("ok")
+EOF
+    zfp=0; "$PY" -c "import zfpy" >/dev/null 2>&1 && zfp=1
+    out=$(timeout 300 "$PY" "$tmp/wrap.py" "$SW" "$ROOT" $zfp 2>&1)
+    if [ "$(echo "$out" | tail -n1)" = ok ]; then
+        ok "$t$([ $zfp = 1 ] && echo ", zfp too" || echo " (zfp not checked: python3-zfpy is not installed)")"
+    else bad $t "$(echo "$out" | tail -n 8)"; fi
+fi
+
+# --------------------------------------------------------------------------------- preload
+MPIRUN=(mpirun --oversubscribe --mca mpi_yield_when_idle 1 --mca btl self,vader,tcp
+        --mca btl_tcp_if_include lo -n 4)
+[ "$(id -u)" = 0 ] && MPIRUN=(mpirun --allow-run-as-root "${MPIRUN[@]:1}")
+PMPI=$ROOT/build/libinagg-pmpi.so
+have_mpi=1
+if ! command -v mpicc >/dev/null 2>&1 || ! command -v mpirun >/dev/null 2>&1; then have_mpi=0
+elif [ ! -f "$PMPI" ]; then timeout 300 make -s pmpi >/dev/null 2>&1 || have_mpi=0; fi
+preload() { # preload LOG PROGRAM...: run under the interposer with the switch
+    local log=$1; shift
+    INAGG_SWITCH=$SW INAGG_VERBOSE=1 timeout 300 "${MPIRUN[@]}" -x INAGG_SWITCH -x INAGG_VERBOSE \
+        -x LD_PRELOAD="$PMPI" "$@" >"$log" 2>&1
+}
+plain() { local log=$1; shift; timeout 300 "${MPIRUN[@]}" "$@" >"$log" 2>&1; }
+# (each run is bounded by `timeout 300`; a hang fails its case instead of the suite)
+accelerated() { sed -n 's/^inagg-pmpi: \([0-9]*\) allreduce accelerated.*/\1/p' "$1" | tail -n1; }
+summary() { grep -E '^[0-9]+ passed, [0-9]+ failed' "$1" | tail -n1; }
+
+t=pmpi_c_program_same_results_through_the_switch
+if [ $have_mpi = 0 ]; then skp $t "OpenMPI (mpicc, mpirun) is not installed (apt-get install openmpi-bin libopenmpi-dev)"
+elif ! timeout 120 mpicc -O2 examples/mpi/allreduce_check.c -o "$tmp/check_c" 2>"$tmp/mpicc.err"; then bad $t "mpicc: $(head -n 3 "$tmp/mpicc.err")"
+else
+    plain "$tmp/c0" "$tmp/check_c"; rc0=$?
+    preload "$tmp/c1" "$tmp/check_c"; rc1=$?
+    n=$(accelerated "$tmp/c1")
+    if [ $rc0 -eq 0 ] && [ $rc1 -eq 0 ] && [ "$(summary "$tmp/c0")" = "$(summary "$tmp/c1")" ] &&
+       [ "$(summary "$tmp/c1" | cut -d' ' -f3)" = 0 ] && [ "${n:-0}" -gt 0 ]; then
+        ok "$t ($(summary "$tmp/c1"), $n accelerated)"
+    else bad $t "plain rc $rc0 '$(summary "$tmp/c0")', preloaded rc $rc1 '$(summary "$tmp/c1")': $(tail -n 5 "$tmp/c1")"; fi
+fi
+
+t=pmpi_unreachable_switch_falls_back_with_one_warning
+if [ $have_mpi = 0 ] || [ ! -x "$tmp/check_c" ]; then skp $t "OpenMPI is not installed"
+else
+    INAGG_SWITCH=127.0.0.1:1 timeout 300 "${MPIRUN[@]}" -x INAGG_SWITCH -x LD_PRELOAD="$PMPI" \
+        "$tmp/check_c" >"$tmp/fb" 2>&1; rc=$?
+    warnings=$(grep -c '^inagg-pmpi:' "$tmp/fb")
+    if [ $rc -eq 0 ] && [ "$warnings" = 1 ] && grep -q 'stays with MPI' "$tmp/fb" &&
+       [ "$(summary "$tmp/fb")" = "$(summary "$tmp/c0")" ]; then ok $t
+    else bad $t "rc $rc, $warnings warning lines: $(head -n 5 "$tmp/fb")"; fi
+fi
+
+t=pmpi_without_INAGG_SWITCH_is_silent_pass_through
+if [ $have_mpi = 0 ] || [ ! -x "$tmp/check_c" ]; then skp $t "OpenMPI is not installed"
+else
+    INAGG_VERBOSE=1 timeout 300 "${MPIRUN[@]}" -x INAGG_VERBOSE -x LD_PRELOAD="$PMPI" "$tmp/check_c" >"$tmp/pt" 2>&1; rc=$?
+    if [ $rc -eq 0 ] && [ "$(accelerated "$tmp/pt")" = 0 ] && [ "$(grep -c '^inagg-pmpi:' "$tmp/pt")" = 1 ] &&
+       [ "$(summary "$tmp/pt")" = "$(summary "$tmp/c0")" ]; then ok $t
+    else bad $t "rc $rc: $(head -n 5 "$tmp/pt")"; fi
+fi
+
+t=pmpi_fortran_programs_mpi_and_mpi_f08
+if [ $have_mpi = 0 ] || ! command -v mpifort >/dev/null 2>&1; then skp $t "no mpifort (apt-get install gfortran libopenmpi-dev)"
+else
+    msg="" nacc=0
+    for src in allreduce_check allreduce_check_f08; do
+        if ! timeout 120 mpifort -O2 examples/mpi/$src.f90 -o "$tmp/$src" 2>"$tmp/fc.err"; then msg="$msg mpifort $src: $(head -n 2 "$tmp/fc.err")"; continue; fi
+        plain "$tmp/$src.0" "$tmp/$src"; rc0=$?
+        preload "$tmp/$src.1" "$tmp/$src"; rc1=$?
+        n=$(accelerated "$tmp/$src.1")
+        nacc=$((nacc + ${n:-0}))
+        if [ $rc0 -ne 0 ] || [ $rc1 -ne 0 ] || [ "$(summary "$tmp/$src.0")" != "$(summary "$tmp/$src.1")" ] ||
+           [ "$(summary "$tmp/$src.1" | cut -d' ' -f3)" != 0 ] || [ "${n:-0}" -eq 0 ]; then
+            msg="$msg $src: plain rc $rc0 '$(summary "$tmp/$src.0")', preloaded rc $rc1 '$(summary "$tmp/$src.1")' accelerated ${n:-none}"
+        fi
+    done
+    [ -z "$msg" ] && ok "$t ($nacc accelerated)" || bad $t "$msg"
+fi
+
+# Debian's ScaLAPACK test programs (package scalapack-mpi-test): the BLACS tester in C and in
+# Fortran (its combine tests: integer and real sums on grids spanning every rank). Each must
+# report the same PASSED counts with the interposer. (The LU driver xslu is run by hand for
+# docs/INTEGRATIONS.md: it has hung intermittently under the interposer, see there.)
+t=pmpi_third_party_scalapack_blacs_tests_same_pass_counts
+SCT=/usr/lib/x86_64-linux-gnu/scalapack/openmpi-tests
+if [ $have_mpi = 0 ]; then skp $t "OpenMPI is not installed"
+elif [ ! -x $SCT/xCbtest ] || [ ! -d /usr/share/scalapack ]; then skp $t "Debian's ScaLAPACK tests are not installed (apt-get install scalapack-mpi-test)"
+else
+    mkdir -p "$tmp/sc" && cp /usr/share/scalapack/BLACS/*.dat "$tmp/sc/"
+    # bt.dat: run the combine (allreduce) tests; leave out the point-to-point and broadcast
+    # tests and the auxiliary test, which ends the program with BLACS_ABORT by design.
+    sed -i -e "s/^'T'\( *Run SDRV\)/'F'\1/" -e "s/^'T'\( *Run BSBR\)/'F'\1/" -e "s/^'T'\( *Run AUX\)/'F'\1/" "$tmp/sc/bt.dat"
+    counts() { grep -E 'TESTS:.*PASSED|tests completed and passed' "$1" | sed 's/  */ /g'; }
+    msg="" nacc=0 npassed=0
+    for prog in xCbtest xFbtest; do
+        (cd "$tmp/sc" && plain "$tmp/sc/$prog.0" $SCT/$prog); rc0=$?
+        (cd "$tmp/sc" && preload "$tmp/sc/$prog.1" $SCT/$prog); rc1=$?
+        n=$(accelerated "$tmp/sc/$prog.1")
+        nacc=$((nacc + ${n:-0}))
+        c0=$(counts "$tmp/sc/$prog.0"); c1=$(counts "$tmp/sc/$prog.1")
+        npassed=$((npassed + $(echo "$c1" | grep -oE '[0-9]+ (PASSED|tests completed and passed)' | awk '{s += $1} END {print s + 0}')))
+        if [ $rc0 -ne 0 ] || [ $rc1 -ne 0 ] || [ -z "$c0" ] || [ "$c0" != "$c1" ] || grep -qE '[1-9][0-9]* FAILED|[1-9][0-9]* tests completed and failed' "$tmp/sc/$prog.1"; then
+            msg="$msg $prog: rc $rc0/$rc1, counts differ or failures: $(diff <(echo "$c0") <(echo "$c1") | head -n 4)"
+        fi
+    done
+    [ -z "$msg" ] && ok "$t ($npassed checks passed both ways, $nacc allreduces accelerated)" || bad $t "$msg"
+fi
+
+echo "$pass passed, $fail failed, $skip skipped"
+[ "$fail" -eq 0 ]

@@ -318,10 +318,8 @@ int ar_render_json(const ar_run_t *run)
         json_end_object(&w);
     }
     json_begin_array(&w, "sizes");
-    for (int i = 0; i < run->nsizes; i++) {
-        json_newline(&w);
+    for (int i = 0; i < run->nsizes; i++)
         json_size(&w, run, &run->size[i]);
-    }
     json_end_array(&w);
     json_end_object(&w);
     return cli_emit_json(&w, o->json_path, AR_CMD);

@@ -102,6 +102,8 @@ typedef struct ar_run {
     int on_testbed;
     launch_testbed_t tb;
     char defaults_note[512];   /* the link-aware choices, said once */
+    double busy_before;        /* the machine's busy share (all cores, %) in the second before
+                                  the first measurement: other users' load on a shared box */
 } ar_run_t;
 
 /* ---- parse (bench_allreduce_args.c) ---- */

@@ -70,15 +70,19 @@ int ar_run_ok(const ar_run_t *run)
     return 1;
 }
 
-/* "4 KiB", "16 MiB", or bytes. */
+/* "4 KiB", "16 MiB" for multiples of 1024, else decimal ("16 MB"). */
 static const char *size_text(uint64_t b, char *buf, size_t len)
 {
     if (b >= (1ull << 30) && b % (1ull << 30) == 0)
         snprintf(buf, len, "%llu GiB", (unsigned long long)(b >> 30));
     else if (b >= (1ull << 20) && b % (1ull << 20) == 0)
         snprintf(buf, len, "%llu MiB", (unsigned long long)(b >> 20));
-    else if (b >= (1ull << 10) && b % (1ull << 10) == 0)
+    else if (b >= (1ull << 10) && b % (1ull << 10) == 0 && b < (1ull << 20))
         snprintf(buf, len, "%llu KiB", (unsigned long long)(b >> 10));
+    else if (b >= 1000000)
+        snprintf(buf, len, "%.4g MB", (double)b / 1e6);
+    else if (b >= 1000)
+        snprintf(buf, len, "%.4g kB", (double)b / 1e3);
     else
         snprintf(buf, len, "%llu B", (unsigned long long)b);
     return buf;
@@ -138,6 +142,9 @@ static void render_table(FILE *out, const ar_run_t *run)
                 "subnet %s\n  %s\n", run->tb.name, run->world, o->link_rate,
                 (double)o->link_bps / 1e6, run->tb.mtu, run->tb.loss, run->tb.subnet,
                 run->defaults_note);
+    fprintf(out, "  the machine was %.0f%% busy (all cores) in the second before the run; CPU%% "
+            "below: switch and mean worker in %% of one core, box in %% of all cores\n",
+            run->busy_before);
     fprintf(out, "%-10s %-9s %10s %10s %10s %8s %14s %8s %6s %s\n", "size/rank", "system",
             "TAT s", "algBw Gb/s", "busBw Gb/s", "goodput", "CPU% sw/wk/box", "speedup",
             "theory", "verified");
@@ -154,7 +161,7 @@ static void render_table(FILE *out, const ar_run_t *run)
                      pct_text(r->cpu_machine, c, sizeof(c)));
             double g = ar_goodput_fraction(run, s, sys), x = ar_speedup(s, sys);
             snprintf(sp, sizeof(sp), k == 0 ? "-" : "%.2f", x);
-            fprintf(out, "%-10s %-9s %10.4f %10.4f %10.4f %8s %14s %8s %6.2f %s\n",
+            fprintf(out, "%-10s %-9s %10.4g %10.4g %10.4g %8s %14s %8s %6.2f %s\n",
                     k == 0 ? sz : "", ar_system_name[sys], r->tat_median_s,
                     ar_alg_bw_gbps(s, sys), ar_bus_bw_gbps(run, s, sys),
                     isfinite(g) ? (snprintf(a, sizeof(a), "%.3f", g), a) : "-",
@@ -271,6 +278,7 @@ int ar_render_json(const ar_run_t *run)
     json_int(&w, "rto_max_us", o->rto_max_us);
     json_int(&w, "switch_threads", o->switch_threads);
     json_number(&w, "loss", o->loss);
+    json_number(&w, "machine_busy_before_pct", run->busy_before);
     json_int(&w, "iters", s->iters);
     json_int(&w, "warmup", s->warmup);
     json_bool(&w, "verified", ar_run_ok(run));

@@ -734,6 +734,18 @@ static int testbed_switch_start(ctx_t *c)
     return 0;
 }
 
+/* The machine's busy share (all cores, %) over the next second. */
+static double busy_over_a_second(ctx_t *c)
+{
+    sampler_begin(&c->sampler, 0);
+    struct timespec ts = {1, 0};
+    nanosleep(&ts, NULL);
+    sampler_tick(&c->sampler);
+    const sample_t *a = &c->sampler.s[0], *b = &c->sampler.s[c->sampler.n - 1];
+    double tot = b->total - a->total;
+    return c->sampler.n >= 2 && tot > 0 ? (b->busy - a->busy) / tot * 100.0 : NAN;
+}
+
 /* ---- sizes ----------------------------------------------------------------------------------- */
 
 /* The iterations of one size in a sweep: about 8 s of timed work at most (never fewer than 1),
@@ -850,6 +862,7 @@ static int run_testbed(ar_run_t *run, ctx_t *c)
     c->gloo_port = GLOO_PORT;
     c->so = run->opts;
     rc = testbed_switch_start(c);
+    run->busy_before = busy_over_a_second(c);
     for (int i = 0; rc == 0 && i < run->nsizes; i++)
         run_size(c, &run->size[i]);
     if (c->sw_pid > 0)
@@ -883,6 +896,7 @@ int ar_run(const ar_opts_t *o, ar_run_t *run)
                                      c->sw_addr, sizeof(c->sw_addr));
         rc = pid < 0 ? -1 : 0;
         c->sw_pid = pid > 0 ? pid : 0;
+        run->busy_before = rc == 0 ? busy_over_a_second(c) : NAN;
         for (int i = 0; rc == 0 && i < run->nsizes; i++)
             run_size(c, &run->size[i]);
         if (pid > 0)

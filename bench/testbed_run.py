@@ -1,11 +1,13 @@
 #!/usr/bin/python3
-"""Run one allreduce measurement across a testbed's namespaces (tools/testbed) and print one
-line of JSON.
+"""Run one allreduce measurement across an existing testbed's namespaces (tools/testbed) and
+print one line of JSON. `inagg bench allreduce --testbed N` does the same in one command (it
+builds its own testbed); this driver serves runs on a testbed that is already up (the
+tests of tools/testbed, loss switched on and off between runs) and the bulk-TCP link check.
 
   bench/testbed_run.py --testbed NAME --system inagg|mpi|mpi-ring|gloo|linkcheck [options]
 
   inagg     `inagg switch` in the switch namespace (on the bridge's address), one worker rank
-            per host namespace (tools/testbed_rank.c, built on demand into build/testbed/)
+            per host namespace (`inagg bench allreduce --rank R`, its single-rank mode)
   mpi       build/inagg-mpi-bench under mpirun, started in h1, ranks placed one per host by
             Open MPI's rsh launcher through tools/testbed-rsh, TCP only, on the testbed
             subnet only; Open MPI's own choice of allreduce algorithm
@@ -199,22 +201,10 @@ def per_iter_max(reports):
     return [max(r["times_s"][i] for r in reports) for i in range(iters)]
 
 
-def build_rank():
-    exe = os.path.join(ROOT, "build", "testbed", "rank")
-    src = os.path.join(ROOT, "tools", "testbed_rank.c")
-    lib = os.path.join(ROOT, "build", "libinagg.a")
-    if not os.path.exists(lib):
-        raise RuntimeError("build/libinagg.a is missing: run make first")
-    if (not os.path.exists(exe) or os.path.getmtime(exe) < os.path.getmtime(src)
-            or os.path.getmtime(exe) < os.path.getmtime(lib)):
-        os.makedirs(os.path.dirname(exe), exist_ok=True)
-        subprocess.run(["cc", "-O2", "-std=c11", "-Wall", "-I", os.path.join(ROOT, "include"),
-                        src, lib, "-lpthread", "-lm", "-o", exe], check=True)
-    return exe
-
-
 def run_inagg(a, tb, hosts, sampler):
-    exe = build_rank()
+    inagg = os.path.join(ROOT, "build", "inagg")
+    if not os.path.exists(inagg):
+        raise RuntimeError("build/inagg is missing: run make first")
     sw = tb["switch"]
     r, w = os.pipe()
     swp = texec(a.testbed, "sw", [os.path.join(ROOT, "build", "inagg"), "switch", "--listen",
@@ -237,10 +227,11 @@ def run_inagg(a, tb, hosts, sampler):
         common = ["--switch", f"{sw['addr']}:{a.port}", "--job", job, "--world", str(len(hosts)),
                   "--elems", str(a.elems), "--dtype", a.dtype, "--iters", str(a.iters),
                   "--warmup", str(a.warmup), "--packet-elems", str(a.packet_elems),
-                  "--window", str(a.window), "--seed", str(a.seed)]
+                  "--window", str(a.window), "--seed", str(a.seed), "--rto-max-us", "500000"]
         if a.rto_min_us:
             common += ["--rto-min-us", str(a.rto_min_us)]
-        procs = [texec(a.testbed, h["name"], [exe, "--rank", str(i)] + common,
+        procs = [texec(a.testbed, h["name"],
+                       [inagg, "bench", "allreduce", "--rank", str(i)] + common,
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
                  for i, h in enumerate(hosts)]
         outs = collect(procs, a.timeout, "inagg")

@@ -1,17 +1,21 @@
 #!/usr/bin/python3
-"""Summarize bench/testbed_run.py reports (JSON lines) into markdown tables.
+"""Summarize bench/testbed_sweep.sh results (JSON lines {"tag", "args", "run"}, "run" being one
+`inagg bench allreduce --testbed N --json -` report) into markdown tables.
 
   bench/testbed_table.py RESULTS.jsonl
 
-Rows group runs by (tag, hosts, link rate, MTU, loss); a cell is the median over repeats of
-each run's median TAT. speedup vs X = X's TAT / inagg's TAT; theory = 2(n-1)/n, what a link-
-bound ring allreduce would need more than a link-bound in-network aggregation. ring-ideal =
-the fraction of the link ring allreduce can reach as goodput_fraction, n / (2(n-1)).
+Rows group runs by tag; a cell is the median over the tag's runs of each run's median TAT (the
+slowest rank's time per iteration, median over iterations). speedup vs X = X's TAT / inagg's;
+theory = 2(n-1)/n; goodput_fraction = tensor bytes / TAT / link rate (a ring allreduce cannot
+pass n / (2(n-1))). The sweep's sizes are listed per size. int32 results: the checksums of
+runs with the same hosts and elements must all be equal (lossy or not, every system).
 """
 import json
 import statistics
 import sys
 from collections import defaultdict
+
+SYSTEMS = ("inagg", "mpi", "mpi_ring", "gloo")
 
 
 def med(xs):
@@ -23,79 +27,100 @@ def f(x, fmt="{:.3f}"):
     return "-" if x is None else fmt.format(x)
 
 
+def tat(size, s):
+    x = size.get(s)
+    return x["tat_s"]["median"] if x and x.get("verified") else None
+
+
 def main():
-    rows = defaultdict(lambda: defaultdict(list))
+    runs = defaultdict(list)
     order = []
     for line in open(sys.argv[1]):
         line = line.strip()
         if not line.startswith("{"):
             continue
         r = json.loads(line)
-        if "error" in r:
-            key = (r.get("tag", ""), None, None, None, None)
-        else:
-            key = (r.get("tag", ""), r["hosts"], r["link_rate_bps"], r["mtu"], r["loss"])
-        if key not in rows:
-            order.append(key)
-        rows[key][r["system"] + r.get("variant", "")].append(r)
+        if r["tag"] not in runs:
+            order.append(r["tag"])
+        runs[r["tag"]].append(r["run"])
 
-    print("| run | hosts | rate Mbit/s | MTU | loss | link check Mbit/s (min of streams) "
-          "| inagg TAT s | inagg goodput_fraction | MPI default TAT s | MPI ring TAT s "
-          "| Gloo TAT s | speedup vs MPI default | vs MPI ring | vs Gloo | theory 2(n-1)/n "
-          "| MPI ring goodput_fraction (ideal) | inagg CPU % switch / busiest host | machine CPU % inagg / linkcheck | machine busy % before runs (others' load) |")
+    print("| run | hosts | link Mbit/s | MTU | loss | dtype | runs | inagg TAT s "
+          "| inagg goodput_fraction | MPI default TAT s | MPI ring TAT s | Gloo TAT s "
+          "| speedup vs MPI default | vs MPI ring | vs Gloo | theory 2(n-1)/n "
+          "| MPI ring / Gloo goodput_fraction | inagg CPU % switch / worker | box busy % before |")
     print("|" + "---|" * 19)
-    for key in order:
-        if key[1] is None:
+    for tag in order:
+        rs = [r for r in runs[tag] if "sizes" in r]
+        if not rs or tag == "sizes":
             continue
-        tag, n, bps, mtu, loss = key
-        g = rows[key]
+        r0 = rs[0]
+        tb = r0.get("testbed", {})
+        n = r0["workers"]
+        last = [r["sizes"][-1] for r in rs]
+        t = {s: med([tat(x, s) for x in last]) for s in SYSTEMS}
+        sp = {s: (t[s] / t["inagg"] if t[s] and t["inagg"] else None) for s in SYSTEMS}
+        gf = {s: med([x.get(s, {}).get("goodput_fraction") for x in last]) for s in SYSTEMS}
+        cs = med([x["inagg"]["cpu"]["switch"] for x in last])
+        cw = med([x["inagg"]["cpu"]["workers"] for x in last])
+        busy = med([r.get("machine_busy_before_pct") for r in rs])
+        print(f"| {tag} | {n} | {tb.get('link_rate_bps', 0) / 1e6:g} | {tb.get('mtu')} "
+              f"| {tb.get('loss', 0):g} | {r0['dtype']} | {len(rs)} | {f(t['inagg'])} "
+              f"| {f(gf['inagg'], '{:.2f}')} | {f(t['mpi'])} | {f(t['mpi_ring'])} | {f(t['gloo'])} "
+              f"| {f(sp['mpi'], '{:.2f}')} | {f(sp['mpi_ring'], '{:.2f}')} | {f(sp['gloo'], '{:.2f}')} "
+              f"| {2 * (n - 1) / n:.2f} | {f(gf['mpi_ring'], '{:.2f}')} / {f(gf['gloo'], '{:.2f}')} "
+              f"| {f(cs, '{:.0f}')} / {f(cw, '{:.0f}')} | {f(busy, '{:.0f}')} |")
 
-        def tat(sysname):
-            return med([r["tat_s"]["median"] for r in g.get(sysname, []) if r.get("verified")])
+    for r in runs.get("sizes", []):
+        if "sizes" not in r:
+            continue
+        tb = r.get("testbed", {})
+        print(f"\n--sizes sweep, {r['workers']} hosts, {tb.get('link_rate_bps', 0) / 1e6:g} Mbit/s, "
+              f"MTU {tb.get('mtu')}, {r['dtype']}: busBw Gbit/s (TAT s)\n")
+        print("| size per rank | iters | inagg | MPI default | MPI ring | Gloo | speedup vs ring | vs Gloo "
+              "| inagg goodput_fraction |")
+        print("|" + "---|" * 9)
+        for x in r["sizes"]:
+            def cell(s):
+                y = x.get(s)
+                if not y or not y.get("verified"):
+                    return "-"
+                return f"{y['bus_bw_gbps']:.4f} ({y['tat_s']['median']:.4g})"
+            sr = x.get("speedups", {})
+            print(f"| {x['bytes']} | {x['iters']} | {cell('inagg')} | {cell('mpi')} | {cell('mpi_ring')} "
+                  f"| {cell('gloo')} | {f(sr.get('mpi_ring'), '{:.2f}')} | {f(sr.get('gloo'), '{:.2f}')} "
+                  f"| {f(x.get('goodput_fraction'), '{:.2f}')} |")
 
-        def cpu(sysname, field):
-            return med([(r.get("cpu") or {}).get(field) for r in g.get(sysname, [])])
-        ti, tm, tr, tg = tat("inagg"), tat("mpi"), tat("mpi-ring"), tat("gloo")
-        lc = med([min(r["stream_mbit_s"]) for r in g.get("linkcheck", [])])
-        gi = med([r.get("goodput_fraction") for r in g.get("inagg", [])])
-        gr = med([r.get("goodput_fraction") for r in g.get("mpi-ring", [])])
-        sp = [(None if (x is None or ti is None) else x / ti) for x in (tm, tr, tg)]
-        print(f"| {tag} | {n} | {bps / 1e6:g} | {mtu} | {loss:g} | {f(lc, '{:.0f}')} | {f(ti)} "
-              f"| {f(gi, '{:.2f}')} | {f(tm)} | {f(tr)} | {f(tg)} | {f(sp[0], '{:.2f}')} "
-              f"| {f(sp[1], '{:.2f}')} | {f(sp[2], '{:.2f}')} | {2 * (n - 1) / n:.2f} "
-              f"| {f(gr, '{:.2f}')} ({n / (2 * (n - 1)):.2f}) "
-              f"| {f(cpu('inagg', 'switch_pct'), '{:.0f}')} / {f(cpu('inagg', 'hosts_max_pct'), '{:.0f}')} "
-              f"| {f(cpu('inagg', 'machine_pct'), '{:.0f}')} / {f(cpu('linkcheck', 'machine_pct'), '{:.0f}')} "
-              f"| {f(med([r.get('machine_busy_before_pct') for v in g.values() for r in v]), '{:.0f}')} |")
-    # int32 results must be bit-identical whatever the loss: one checksum per (hosts, elems)
+    # int32: every system's result, every run with the same hosts and elements, one checksum
     sums = defaultdict(lambda: defaultdict(set))
-    for k in order:
-        for r in rows[k].get("inagg", []):
-            if r.get("dtype") == "int32" and "checksum" in r:
-                sums[(r["hosts"], r["elems"])][r["checksum"]].add(r.get("tag", ""))
+    for tag in order:
+        for r in runs[tag]:
+            if r.get("dtype") != "int32" or "sizes" not in r:
+                continue
+            for x in r["sizes"]:
+                for s in SYSTEMS:
+                    y = x.get(s)
+                    if y and y.get("verified") and y.get("checksum"):
+                        sums[(r["workers"], x["elems"])][y["checksum"]].add(f"{tag}/{s}")
     for (n, e), cs in sums.items():
         same = "identical" if len(cs) == 1 else "DIFFERENT"
-        desc = "; ".join(f"{c} in {', '.join(sorted(t))}" for c, t in cs.items())
-        print(f"\ninagg int32 results, {n} hosts, {e} elements: {same} across runs ({desc})")
-    # loss: TAT with loss over TAT without, per system
-    by_tag = {k[0]: rows[k] for k in order}
-    if "lossless" in by_tag and "loss1pct" in by_tag:
+        desc = "; ".join(f"{c} in {len(t)} results ({', '.join(sorted(set(t)))})"
+                         for c, t in cs.items())
+        print(f"\nint32 results, {n} hosts, {e} elements: {same} ({desc})")
+
+    if "lossless" in runs and "loss1pct" in runs:
         parts = []
-        for s_ in ("inagg", "mpi-ring", "gloo"):
-            a_ = med([r["tat_s"]["median"] for r in by_tag["lossless"].get(s_, []) if "tat_s" in r])
-            b_ = med([r["tat_s"]["median"] for r in by_tag["loss1pct"].get(s_, []) if "tat_s" in r])
-            if a_ and b_:
-                parts.append(f"{s_} {b_ / a_:.2f}")
-        rt = med([r.get("retransmissions") for r in by_tag["loss1pct"].get("inagg", [])])
-        print(f"\n1% loss on every host link, TAT with loss / lossless: {', '.join(parts)}"
-              f" (inagg retransmissions per run, all ranks: {rt})")
-    errs = [r for k in order for v in rows[k].values() for r in v if "error" in r]
-    unverified = [r for k in order for v in rows[k].values() for r in v
-                  if "error" not in r and not r.get("verified")]
-    for r in errs:
-        print(f"\nfailed: {r.get('tag')} {r['system']}: {r['error'][:300]}")
-    for r in unverified:
-        print(f"\nNOT VERIFIED: {r.get('tag')} {r['system']}")
+        for s in ("inagg", "mpi_ring", "gloo"):
+            a = med([tat(r["sizes"][-1], s) for r in runs["lossless"] if "sizes" in r])
+            b = med([tat(r["sizes"][-1], s) for r in runs["loss1pct"] if "sizes" in r])
+            if a and b:
+                parts.append(f"{s} {b / a:.2f} ({a:.3f} s -> {b:.3f} s)")
+        rt = med([r.get("retransmissions") for r in runs["loss1pct"]])
+        print(f"\n1% loss on every link, TAT with loss / lossless: {', '.join(parts)}; "
+              f"inagg retransmissions per run (all ranks): {rt}")
+    for tag in order:
+        for r in runs[tag]:
+            if not r.get("verified"):
+                print(f"\nNOT VERIFIED or failed: {tag}: {json.dumps(r)[:400]}")
 
 
 if __name__ == "__main__":

@@ -77,4 +77,21 @@ static inline double bench_expected_f32(uint64_t seed, uint32_t world, uint64_t 
     return sum;
 }
 
+/* A checksum of a result of n 32-bit words: the sum of word[i] * (splitmix64(i) | 1) mod 2^64.
+ * Every weight is odd, so a change of any one word changes it; two results with the same
+ * checksum are, for any practical purpose, bit-identical. tools/gloo_allreduce.py computes the
+ * same, so an int32 result of inagg, Open MPI and Gloo can be compared across systems. */
+static inline uint64_t bench_checksum(const void *buf, uint64_t n)
+{
+    const unsigned char *p = buf;
+    uint64_t sum = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        uint32_t w;
+        memcpy(&w, p + 4 * i, 4);
+        uint64_t s = i;
+        sum += (uint64_t)w * (util_splitmix64(&s) | 1u);
+    }
+    return sum;
+}
+
 #endif /* INAGG_BENCHDATA_H */

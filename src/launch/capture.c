@@ -156,6 +156,8 @@ int launch_capture(char *const argv[], char *const envp[], unsigned timeout_s,
         return (int)pid;
     }
 
+    if (cap->running)
+        *cap->running = pid;
     uint64_t deadline = util_now_ns() + (uint64_t)timeout_s * 1000000000ull;
     struct pollfd pfd[2] = {{outp[0], POLLIN, 0}, {errp[0], POLLIN, 0}};
     int timed_out = 0;
@@ -187,6 +189,8 @@ int launch_capture(char *const argv[], char *const envp[], unsigned timeout_s,
     kill(-pid, SIGKILL); /* whatever of the group is left */
     while (waitpid(pid, &cap->status, 0) < 0 && errno == EINTR)
         ;
+    if (cap->running)
+        *cap->running = 0;
     for (int i = 0; i < 2; i++)
         if (pfd[i].fd >= 0)
             close(pfd[i].fd);

@@ -2,7 +2,9 @@
  * launch.h - the one place in src/ that starts, waits for and ends processes: finding a
  * program (PATH, next to this binary), running one with its standard streams redirected,
  * forking N local ranks of a function (with a pipe back from each), running a program under
- * a deadline with its output captured or streamed line by line, mpirun command lines, and
+ * a deadline with its output captured or streamed line by line, several programs at once with
+ * their outputs, mpirun command lines (local, or one rank per host of a testbed or cluster),
+ * the testbed of network namespaces (tools/testbed: up, exec, down, teardown on a signal), and
  * the aggregation switch in a child process.
  *
  * Error convention: a function returns 0, a count or a pid on success, or a negative errno
@@ -50,6 +52,8 @@ typedef struct launch_spec {
     int in, out, err;   /* the child's 0, 1, 2: LAUNCH_INHERIT, LAUNCH_DEVNULL, LAUNCH_TO_OUT or
                            an fd of this process (open it O_CLOEXEC; the child gets a copy) */
     int new_group;      /* its own process group (pgid = its pid), to end a whole tree */
+    int keep_fd;        /* an fd > 2 of this process the child gets at the same number (a
+                           readiness pipe, e.g. `inagg switch --ready-fd N`); 0: none */
 } launch_spec_t;
 
 /* Start s->argv with the streams as given, the signal mask empty and SIGPIPE, SIGINT,
@@ -129,6 +133,8 @@ typedef struct launch_capture {
      * run. NULL: stdout is kept in out instead. */
     int (*on_line)(const char *line, void *arg);
     void *arg;
+    volatile pid_t *running; /* may be NULL: the child's pid is stored here while it runs, and
+                                0 once it is reaped (for a signal handler that must end it) */
     /* Out */
     char out[LAUNCH_OUT_MAX + 1]; /* the first LAUNCH_OUT_MAX bytes of stdout (no on_line) */
     size_t out_len;
@@ -149,6 +155,43 @@ typedef struct launch_capture {
 int launch_capture(char *const argv[], char *const envp[], unsigned timeout_s,
                    launch_capture_t *cap, const char *what, char *err, size_t errlen);
 
+/* ---- several programs at once ------------------------------------------------------------ */
+
+typedef struct launch_proc {
+    pid_t pid;                    /* its own process group */
+    int out_fd, err_fd;           /* read ends of its stdout and stderr, -1 once at EOF */
+    char out[LAUNCH_OUT_MAX + 1]; /* the first LAUNCH_OUT_MAX bytes of stdout, NUL-terminated */
+    size_t out_len;
+    char tail[2 * LAUNCH_TAIL_MAX + 1]; /* the last bytes of stderr */
+    size_t tail_len;
+    int status, reaped;           /* wait status once reaped */
+} launch_proc_t;
+
+typedef struct launch_group { /* ~4.5 MiB: allocate it */
+    unsigned n;
+    launch_proc_t p[LAUNCH_MAX_RANKS];
+} launch_group_t;
+
+/* An empty group (no process). */
+void launch_group_init(launch_group_t *g);
+
+/* Start argv (argv[0] its path) as the next member: its own process group, stdin /dev/null,
+ * stdout and stderr on pipes read by launch_group_wait. Its index, or -errno with the reason in
+ * err (the members already started keep running). */
+int launch_group_add(launch_group_t *g, char *const argv[], char *const envp[], char *err,
+                     size_t errlen);
+
+/* Read every member's stdout and stderr until all have exited (and are reaped) or timeout_ms
+ * passes; meanwhile tick(arg) runs about every tick_ms (tick may be NULL). On the deadline each
+ * member still running gets SIGTERM on its group, then SIGKILL after a grace period. 0 once all
+ * exited (any status: p[i].status), -ETIMEDOUT. */
+int launch_group_wait(launch_group_t *g, unsigned timeout_ms, void (*tick)(void *arg),
+                      void *arg, unsigned tick_ms);
+
+/* End what is still running (SIGTERM to its group, SIGKILL after a grace period), reap it and
+ * close every pipe; what was read stays in p[i]. Also after launch_group_wait timed out. */
+void launch_group_end(launch_group_t *g);
+
 /* Append text to err collapsed to one line (whitespace runs to one space, "----" rules
  * dropped); if it does not fit, keep its end after "...". */
 void launch_append_tail(char *err, size_t errlen, const char *text);
@@ -158,6 +201,17 @@ void launch_append_tail(char *err, size_t errlen, const char *text);
 /* The mpirun flags that keep MPI on the kernel's TCP stack over loopback (no shared memory,
  * no RDMA), allow root and oversubscription. NULL-terminated. */
 extern const char *const launch_mpirun_flags[];
+
+/* Where and how mpirun places its ranks; NULL (or all fields zero) is the local run above. */
+typedef struct launch_mpirun_cfg {
+    const char *const *prefix; /* argv mpirun runs under, NULL-terminated (e.g. `tools/testbed
+                                  exec NAME h1 --`: mpirun on a cluster's first node); NULL */
+    const char *hosts;         /* --host list, one rank per host (--map-by node); NULL: local */
+    const char *if_include;    /* btl_tcp_if_include and oob_tcp_if_include: an interface or a
+                                  subnet; NULL: lo */
+    const char *rsh_agent;     /* plm_rsh_agent, the launcher's ssh (e.g. tools/testbed-rsh) */
+    const char *const *mca;    /* more MCA settings: {NAME, VALUE, ..., NULL}; NULL: none */
+} launch_mpirun_cfg_t;
 
 /* The mpirun in $PATH into buf. 0, or -ENOENT. */
 int launch_find_mpirun(char *buf, size_t len);
@@ -172,6 +226,74 @@ int launch_find_mpirun(char *buf, size_t len);
  */
 int launch_mpirun(unsigned np, const char *program, const char *const *args, unsigned timeout_s,
                   launch_capture_t *cap, char *err, size_t errlen);
+
+/*
+ * As launch_mpirun, placed by cfg (NULL: as launch_mpirun). With hosts: `mpirun
+ * --allow-run-as-root --host HOSTS -np np --map-by node --bind-to none`, TCP only (pml ob1,
+ * btl tcp,self) on if_include for data and the runtime's channel, plm_rsh_agent, and
+ * mpi_yield_when_idle 1 when np exceeds this machine's cores (Open MPI sees one slot per host
+ * and would busy-poll on every core); then cfg->mca. The whole line runs under cfg->prefix.
+ */
+int launch_mpirun_cfg(const launch_mpirun_cfg_t *cfg, unsigned np, const char *program,
+                      const char *const *args, unsigned timeout_s, launch_capture_t *cap,
+                      char *err, size_t errlen);
+
+/* ---- the testbed (tools/testbed) ---------------------------------------------------------- */
+
+#define LAUNCH_TESTBED_MAX_HOSTS 64
+#define LAUNCH_TESTBED_CANNOT 3 /* tools/testbed's exit status: testbeds cannot be built here */
+
+typedef struct launch_testbed {
+    char tool[4096];     /* tools/testbed */
+    char name[16];       /* 1-12 of [a-z0-9] */
+    unsigned hosts;      /* h1..hN */
+    unsigned mtu;
+    uint64_t link_bps;   /* 0: links not rate-limited */
+    double loss;
+    char subnet[32];     /* "10.77.C.0/24" */
+    char net3[32];       /* "10.77.C": host K is net3.K */
+    char switch_addr[24];/* the bridge's address in the switch namespace */
+    char iface[16];      /* the hosts' interface (tb0) */
+    int is_up;
+} launch_testbed_t;
+
+/* tools/testbed: $INAGG_TESTBED_TOOL when set, else ../tools/testbed beside the running binary
+ * (build/inagg -> tools/testbed). 0 if it is executable, else -ENOENT (buf: the path tried). */
+int launch_testbed_find(char *buf, size_t len);
+
+/* A sibling of tools/testbed (e.g. "testbed-rsh", "gloo_allreduce.py") into buf. 0 if it exists,
+ * else -ENOENT. */
+int launch_testbed_sibling(const launch_testbed_t *tb, const char *file, char *buf, size_t len);
+
+/* `tools/testbed up HOSTS --name NAME --link-rate RATE --mtu MTU [--loss P] --json`, its
+ * report read into tb. Run launch_testbed_guard first so a signal meanwhile takes it down. 0;
+ * -EOPNOTSUPP when testbeds cannot be built here (exit 3: not root, no network namespaces; err
+ * holds tools/testbed's reason); else -errno with the reason in err (nothing is left behind:
+ * tools/testbed removes what it built when it fails). */
+int launch_testbed_up(launch_testbed_t *tb, unsigned hosts, const char *name, const char *rate,
+                      unsigned mtu, double loss, char *err, size_t errlen);
+
+/* `tools/testbed down NAME` (bounded); nothing when the testbed is not up. Idempotent. */
+void launch_testbed_down(launch_testbed_t *tb);
+
+/* Testbeds named b<PID> whose process PID no longer runs (a run that was SIGKILLed): down. */
+void launch_testbed_reap_stale(const char *tool);
+
+/* The address of host k (1..hosts) into buf. Returns buf. */
+const char *launch_testbed_host_addr(const launch_testbed_t *tb, unsigned k, char *buf,
+                                     size_t len);
+
+/* argv for running cmd (NULL-terminated) in host `host` ("h1".."hN" or "sw"):
+ * {tools/testbed, exec, NAME, HOST, --, cmd..., NULL} into out[cap]. The number of entries
+ * before the NULL, or 0 when cap is too small. The strings are tb's and cmd's, not copies. */
+size_t launch_testbed_argv(const launch_testbed_t *tb, const char *host, char *const *cmd,
+                           char **out, size_t cap);
+
+/* From now until launch_testbed_unguard: SIGINT, SIGTERM and SIGHUP end a child that is
+ * building the testbed (launch_testbed_up), run `tools/testbed down NAME` (which ends every
+ * process inside its namespaces) and exit with 128 + the signal. tb must stay valid. */
+void launch_testbed_guard(launch_testbed_t *tb);
+void launch_testbed_unguard(void);
 
 /* ---- the switch in a child process ------------------------------------------------------- */
 

@@ -1,7 +1,8 @@
 /*
  * mpirun.c - see launch.h: the mpirun command line (flags that keep MPI on TCP over loopback,
- * the environment OpenMPI needs to run as root and oversubscribed) and running it with its
- * output captured, for the MPI baseline (mpi/baseline_mpi.c) and the MPI trainer.
+ * or one rank per host of a testbed or cluster over its network; the environment OpenMPI
+ * needs to run as root and oversubscribed) and running it with its output captured, for the
+ * MPI baseline (mpi/baseline_mpi.c) and the MPI trainer.
  */
 #include "launch/launch.h"
 
@@ -10,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "base/errmsg.h"
 
@@ -65,8 +67,22 @@ static char **build_env(void)
     return env;
 }
 
+/* Append v (NULL-terminated) to argv at *a. */
+static void append(char **argv, size_t *a, const char *const *v)
+{
+    for (size_t i = 0; v && v[i]; i++)
+        argv[(*a)++] = (char *)v[i];
+}
+
 int launch_mpirun(unsigned np, const char *program, const char *const *args, unsigned timeout_s,
                   launch_capture_t *cap, char *err, size_t errlen)
+{
+    return launch_mpirun_cfg(NULL, np, program, args, timeout_s, cap, err, errlen);
+}
+
+int launch_mpirun_cfg(const launch_mpirun_cfg_t *cfg, unsigned np, const char *program,
+                      const char *const *args, unsigned timeout_s, launch_capture_t *cap,
+                      char *err, size_t errlen)
 {
     set_err(err, errlen, "%s", "");
     cap->status = 0;
@@ -82,8 +98,12 @@ int launch_mpirun(unsigned np, const char *program, const char *const *args, uns
                 "openmpi-bin libopenmpi-dev)");
         return -ENOENT;
     }
-    size_t nargs = count_strings(args), nflags = count_strings(launch_mpirun_flags);
-    char **argv = calloc(nflags + nargs + 8, sizeof(*argv));
+    int remote = cfg && cfg->hosts;
+    const char *ifinc = cfg && cfg->if_include ? cfg->if_include : "lo";
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    size_t n = count_strings(args) + count_strings(launch_mpirun_flags) + 40 +
+               (cfg ? count_strings(cfg->prefix) + count_strings(cfg->mca) * 2 : 0);
+    char **argv = calloc(n, sizeof(*argv));
     char **env = build_env();
     if (!argv || !env) {
         free(argv);
@@ -94,14 +114,46 @@ int launch_mpirun(unsigned np, const char *program, const char *const *args, uns
     char nps[16];
     snprintf(nps, sizeof(nps), "%u", np);
     size_t a = 0;
+    if (cfg)
+        append(argv, &a, cfg->prefix);
     argv[a++] = mpirun;
-    for (size_t i = 0; i < nflags; i++)
-        argv[a++] = (char *)launch_mpirun_flags[i];
+    if (!remote) {
+        append(argv, &a, launch_mpirun_flags);
+        if (cfg && cfg->if_include) { /* the flags say lo; a later --mca of the name wins */
+            const char *const inc[] = {"--mca", "btl_tcp_if_include", ifinc,
+                                       "--mca", "oob_tcp_if_include", ifinc, NULL};
+            append(argv, &a, inc);
+        }
+    } else {
+        const char *const flags[] = {
+            "--allow-run-as-root", "--host", cfg->hosts, "--map-by", "node",
+            "--bind-to", "none",
+            "--mca", "pml", "ob1",             /* point-to-point over BTLs, not UCX/OFI */
+            "--mca", "btl", "tcp,self",        /* TCP between hosts, no RDMA */
+            "--mca", "btl_tcp_if_include", ifinc,  /* data on the cluster's network only */
+            "--mca", "oob_tcp_if_include", ifinc,  /* and the runtime's control channel */
+            NULL};
+        append(argv, &a, flags);
+    }
+    if (cfg && cfg->rsh_agent) {
+        const char *const agent[] = {"--mca", "plm_rsh_agent", cfg->rsh_agent, NULL};
+        append(argv, &a, agent);
+    }
+    if (remote && cores > 0 && np > (unsigned long)cores) {
+        /* Open MPI sees one slot per host, so it would not know that its ranks share
+         * fewer cores: let a waiting rank yield the core instead of spinning on it. */
+        const char *const yield[] = {"--mca", "mpi_yield_when_idle", "1", NULL};
+        append(argv, &a, yield);
+    }
+    for (size_t i = 0; cfg && cfg->mca && cfg->mca[i] && cfg->mca[i + 1]; i += 2) {
+        argv[a++] = "--mca";
+        argv[a++] = (char *)cfg->mca[i];
+        argv[a++] = (char *)cfg->mca[i + 1];
+    }
     argv[a++] = "-np";
     argv[a++] = nps;
     argv[a++] = (char *)program;
-    for (size_t i = 0; i < nargs; i++)
-        argv[a++] = (char *)args[i];
+    append(argv, &a, args);
     argv[a] = NULL;
     int rc = launch_capture(argv, env, timeout_s, cap, "MPI run", err, errlen);
     free(argv);

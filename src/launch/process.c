@@ -118,6 +118,8 @@ pid_t launch_spawn(const launch_spec_t *s, char *err, size_t errlen)
         rc = redirect(&fa, 1, s->out);
     if (rc == 0)
         rc = redirect(&fa, 2, s->err);
+    if (rc == 0 && s->keep_fd > 2) /* dup2 onto itself clears close-on-exec (glibc >= 2.29) */
+        rc = posix_spawn_file_actions_adddup2(&fa, s->keep_fd, s->keep_fd);
     sigset_t none, dfl;
     sigemptyset(&none);
     sigemptyset(&dfl);

@@ -3,17 +3,11 @@
  * launch/'s (launch_mpirun); this file names the program, passes the benchmark's parameters
  * and reads the report line.
  */
-/*
- * baseline_mpi.c - see baseline_mpi.h. Spawns mpirun in its own process group with stdout
- * and stderr on pipes, reads both under one deadline, and on timeout kills the group:
- * SIGTERM first, because mpirun puts each rank in a process group of its own and only
- * mpirun, on SIGTERM, takes them down; SIGKILL after a grace period. The child is waited
- * for with WNOWAIT before the group is killed, so its pid (the group id) cannot be reused.
- */
 #include "mpi/baseline_mpi.h"
 
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,6 +39,12 @@ static int parse_report(const char *line, struct baseline_mpi_result *out)
     for (size_t i = 0; i < INAGG_ARRAY_LEN(keys); i++)
         if (json_find_number(line, keys[i], dst[i]) != 0)
             return -1;
+    if (json_find_number(line, "cpu_workers_pct", &out->cpu_workers_pct) != 0)
+        out->cpu_workers_pct = NAN;
+    if (json_find_number(line, "cpu_workers_max_pct", &out->cpu_workers_max_pct) != 0)
+        out->cpu_workers_max_pct = NAN;
+    if (json_find_string(line, "checksum", out->checksum, sizeof(out->checksum)) != 0)
+        out->checksum[0] = '\0';
     return json_find_bool(line, "verified", &out->verified);
 }
 
@@ -106,7 +106,8 @@ int baseline_mpi_run(const struct baseline_mpi_params *p, struct baseline_mpi_re
         set_err(err, errlen, "MPI baseline: out of memory");
         return -1;
     }
-    int lrc = launch_mpirun(p->workers, prog, args, timeout_s, cap, err, errlen);
+    int lrc = launch_mpirun_cfg(p->placement, p->workers, prog, args, timeout_s, cap, err,
+                                errlen);
     if (lrc != 0 && lrc != -ETIMEDOUT && lrc != -ECHILD) { /* mpirun missing, cannot start */
         free(cap);
         return -1;

@@ -1,8 +1,9 @@
 /*
  * baseline_mpi.h - runs the OpenMPI baseline (inagg-mpi-bench) under mpirun and reads its
  * report, so `inagg bench allreduce` and `inagg bench latency` can compare against
- * MPI_Allreduce in the same run. mpirun itself is started by launch/ (launch_mpirun), which
- * forces MPI over the kernel's TCP stack on loopback, the network stack inagg crosses.
+ * MPI_Allreduce in the same run. mpirun itself is started by launch/ (launch_mpirun_cfg),
+ * which forces MPI over the kernel's TCP stack: on loopback, the network stack inagg crosses,
+ * or with one rank per host of a testbed (or cluster) over its network.
  * Lives in the library (not src/cli) only so the tests can drive it; it never links MPI.
  */
 #ifndef INAGG_BASELINE_MPI_H
@@ -10,6 +11,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "launch/launch.h"
 
 struct baseline_mpi_params {
     unsigned workers;   /* MPI ranks, 1..64 */
@@ -20,6 +23,8 @@ struct baseline_mpi_params {
     int latency_mode;   /* 1: verify every iteration (--mode latency) */
     uint64_t seed;      /* tensor contents, see bench/benchdata.h */
     unsigned timeout_s; /* the whole mpirun run, 0: BASELINE_MPI_DEFAULT_TIMEOUT_S */
+    const launch_mpirun_cfg_t *placement; /* hosts, prefix, rsh agent, MCA settings (e.g. the
+                                             forced ring); NULL: all ranks on loopback */
 };
 
 struct baseline_mpi_result {
@@ -27,6 +32,9 @@ struct baseline_mpi_result {
     double tat_median_ms, tat_min_ms, tat_max_ms; /* per iteration, slowest rank */
     double ate_per_s;                             /* elems / median seconds */
     double lat_p50_us, lat_p99_us, lat_p999_us;   /* nearest-rank over timed iterations */
+    double cpu_workers_pct, cpu_workers_max_pct;  /* mean and busiest rank over the timed
+                                                     iterations, % of a core; NaN if absent */
+    char checksum[24];                            /* bench_checksum of rank 0's last result */
 };
 
 #define BASELINE_MPI_DEFAULT_TIMEOUT_S 600u

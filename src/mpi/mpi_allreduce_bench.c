@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "bench/benchdata.h"
 #include "json/json.h"
@@ -229,7 +230,23 @@ static double median(const double *sorted, size_t n)
     return n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
 }
 
-static int report(const struct opts *o, int world, int verified, double *times)
+/* What rank 0 reports besides the times: CPU use of the ranks over the timed iterations
+ * (percent of one core; Open MPI's ranks poll while they wait, so this reads high whatever the
+ * work) and benchdata.h's checksum of rank 0's last result. */
+struct extra {
+    double cpu_pct_mean, cpu_pct_max;
+    uint64_t checksum;
+};
+
+static double cpu_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int report(const struct opts *o, int world, int verified, double *times,
+                  const struct extra *x)
 {
     size_t n = o->iters;
     qsort(times, n, sizeof(times[0]), cmp_double);
@@ -255,6 +272,11 @@ static int report(const struct opts *o, int world, int verified, double *times)
     json_number(&w, "p99", percentile(times, n, 99) * 1e6);
     json_number(&w, "p999", percentile(times, n, 99.9) * 1e6);
     json_end_object(&w);
+    json_number(&w, "cpu_workers_pct", x->cpu_pct_mean); /* flat: baseline_mpi.c finds keys */
+    json_number(&w, "cpu_workers_max_pct", x->cpu_pct_max);
+    char sum[24];
+    snprintf(sum, sizeof(sum), "%016llx", (unsigned long long)x->checksum);
+    json_string(&w, "checksum", sum);
     json_end_object(&w);
     const char *text = json_text(&w);
     int rc = 0;
@@ -303,16 +325,25 @@ int main(int argc, char **argv)
     MPI_Datatype type = o.dtype_float ? MPI_FLOAT : MPI_INT32_T;
     unsigned total = o.warmup + o.iters;
     size_t wrong = 0;
+    double cpu0 = 0, cpu1 = 0, wall0 = 0, wall1 = 0;
     for (unsigned it = 0; it < total; it++) {
         int last = it + 1 == total;
         if (o.latency_mode || last)
             memset(recv, 0xff, bytes); /* int32 -1, float32 NaN: a stale result cannot pass */
         MPI_Barrier(MPI_COMM_WORLD);
+        if (it == o.warmup) {
+            cpu0 = cpu_seconds();
+            wall0 = MPI_Wtime();
+        }
         double t0 = MPI_Wtime();
         MPI_Allreduce(send, recv, (int)o.elems, type, MPI_SUM, MPI_COMM_WORLD);
         double t1 = MPI_Wtime();
         if (it >= o.warmup)
             times[it - o.warmup] = t1 - t0;
+        if (last) {
+            cpu1 = cpu_seconds();
+            wall1 = t1;
+        }
         if (o.latency_mode || last)
             wrong += verify(&o, (uint32_t)world, rank, recv);
     }
@@ -322,8 +353,13 @@ int main(int argc, char **argv)
     MPI_Reduce(times, slowest, (int)o.iters, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
     int ok_local = wrong == 0, ok_all = 0;
     MPI_Allreduce(&ok_local, &ok_all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    double pct = wall1 > wall0 ? (cpu1 - cpu0) / (wall1 - wall0) * 100.0 : 0.0, pct_sum = 0;
+    struct extra x = {0, 0, rank == 0 ? bench_checksum(recv, o.elems) : 0};
+    MPI_Reduce(&pct, &pct_sum, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
+    MPI_Reduce(&pct, &x.cpu_pct_max, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+    x.cpu_pct_mean = pct_sum / world;
     int rc = ok_all ? 0 : 1;
-    if (rank == 0 && report(&o, world, ok_all, slowest) != 0)
+    if (rank == 0 && report(&o, world, ok_all, slowest, &x) != 0)
         rc = 1;
 
     free(slowest);

@@ -1,0 +1,163 @@
+/*
+ * bench_allreduce.h - `inagg bench allreduce`, inside src/cli: its options, what one rank
+ * reports, what a run measures per tensor size and per system, and the pieces that produce
+ * them. The command reads as parse (bench_allreduce_args.c), run (bench_allreduce_run.c:
+ * loopback ranks, or a testbed of namespaces; bench_allreduce_rank.c: one rank; the baselines),
+ * render (bench_allreduce_render.c: text, JSON, the bus-bandwidth plot).
+ */
+#ifndef INAGG_CLI_BENCH_ALLREDUCE_H
+#define INAGG_CLI_BENCH_ALLREDUCE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+#include "inagg.h"
+#include "launch/launch.h"
+
+#define AR_CMD "inagg bench allreduce"
+#define AR_MAX_ITERS 1000u
+#define AR_MAX_SIZES 16
+#define AR_MAX_SAMPLES 65536
+
+/* The systems a run measures: inagg, then the baselines in the order --baseline names them. */
+typedef enum ar_system { AR_INAGG, AR_MPI, AR_MPI_RING, AR_GLOO, AR_NSYS } ar_system_t;
+extern const char *const ar_system_name[AR_NSYS]; /* inagg, mpi, mpi-ring, gloo */
+extern const char *const ar_system_key[AR_NSYS];  /* JSON: inagg, mpi, mpi_ring, gloo */
+
+/* Options given on the command line (AR_GIVEN_*): the testbed's link-aware defaults apply to
+ * the others only. */
+enum {
+    AR_GIVEN_PACKET = 1, AR_GIVEN_WINDOW = 2, AR_GIVEN_RTO_MIN = 4, AR_GIVEN_RTO_MAX = 8,
+    AR_GIVEN_SWITCH_THREADS = 16, AR_GIVEN_ITERS = 32, AR_GIVEN_WARMUP = 64,
+    AR_GIVEN_WORKERS = 128, AR_GIVEN_DTYPE = 256,
+};
+
+typedef struct ar_opts {
+    uint32_t workers, iters, warmup, packet_elems, window, threads, switch_threads;
+    uint32_t rto_min_us, rto_max_us; /* 0: the library's */
+    uint32_t timeout_ms;
+    uint64_t elems, seed;
+    int dtype_float;
+    inagg_float_mode_t float_mode;
+    inagg_protocol_t protocol;
+    double loss;               /* loopback: injected in the workers; testbed: on the links */
+    const char *faults, *switch_addr, *json_path, *plot_path, *job;
+    char faults_buf[160];
+    int nbase;                 /* baselines, in the order given; base[0] is `the` baseline */
+    ar_system_t base[AR_NSYS];
+    int single;                /* one rank of a job (--rank): print its report, no switch */
+    uint32_t rank;
+    uint32_t testbed;          /* hosts of a testbed to build, 0: loopback */
+    const char *link_rate;     /* as given (tc syntax), passed to tools/testbed */
+    uint64_t link_bps;         /* 0: unlimited */
+    uint32_t mtu;
+    int nsizes;                /* 0: the one size --elems */
+    uint64_t sizes[AR_MAX_SIZES]; /* bytes per rank, ascending */
+    unsigned given;
+} ar_opts_t;
+
+/* What one rank measured: through a pipe from a forked rank, or parsed from the JSON line of a
+ * rank on another host (inagg's single-rank mode, tools/gloo_allreduce.py). */
+typedef struct ar_rank_report {
+    int32_t rank;
+    int32_t rc;                /* inagg_result_t of the first failure, or 0 */
+    int32_t verified;          /* every checked result was right */
+    uint32_t iters;
+    double times_s[AR_MAX_ITERS]; /* this rank's time per timed iteration */
+    double t_start, t_end;     /* wall clock (CLOCK_REALTIME) around the timed iterations */
+    double cpu_s;              /* this process's CPU time over them */
+    double max_err;            /* float32: largest error relative to its bound */
+    uint64_t wrong, checksum;  /* wrong elements; bench_checksum of the last result */
+    inagg_stats_t stats;
+    char error[640];
+} ar_rank_report_t;
+
+/* One system at one size. Percentages are of one core (machine: of all cores); NaN absent. */
+typedef struct ar_sys_result {
+    int ran, verified;
+    uint32_t iters;
+    double tat_median_s, tat_min_s, tat_max_s;
+    double cpu_switch, cpu_workers, cpu_workers_max, cpu_machine, cpu_softirq;
+    char checksum[24];
+    int checksums_agree;
+    uint64_t packets, retransmissions, duplicates;
+    double worst;              /* float32: largest error relative to its bound */
+    char error[768];
+} ar_sys_result_t;
+
+typedef struct ar_size_result {
+    uint64_t elems;
+    uint32_t iters, warmup;
+    ar_sys_result_t sys[AR_NSYS];
+} ar_size_result_t;
+
+typedef struct ar_run {
+    ar_opts_t opts;            /* as given, with the testbed's link-aware defaults applied */
+    const ar_opts_t *o;        /* &opts */
+    uint32_t world;            /* ranks: --workers, or the testbed's hosts */
+    int nsizes;
+    ar_size_result_t size[AR_MAX_SIZES];
+    int on_testbed;
+    launch_testbed_t tb;
+    char defaults_note[512];   /* the link-aware choices, said once */
+    double busy_before;        /* the machine's busy share (all cores, %) in the second before
+                                  the first measurement: other users' load on a shared box */
+} ar_run_t;
+
+/* ---- parse (bench_allreduce_args.c) ---- */
+
+/* Options with their defaults, then argv's. 0, 1 after --help, 2 after a usage error (said). */
+int ar_parse(int argc, char **argv, ar_opts_t *o);
+
+/* The testbed's link-aware defaults for what was not given; a sentence saying what was
+ * chosen and why into note. */
+void ar_link_defaults(ar_opts_t *o, uint32_t mtu, uint64_t link_bps, char *note, size_t len);
+
+/* ---- one rank (bench_allreduce_rank.c) ---- */
+
+/* Run rank `rank` of o->workers against the switch at addr, job `job`: fill, join, warmup
+ * and timed allreduces, verify every result. Fills rep; 0 when every result verified. */
+int ar_rank_run(const ar_opts_t *o, uint32_t rank, const char *addr, const char *job,
+                ar_rank_report_t *rep);
+
+/* rep as one JSON line on stdout (single-rank mode). */
+void ar_rank_print(const ar_opts_t *o, const ar_rank_report_t *rep);
+
+/* A rank's JSON line (inagg's or tools/gloo_allreduce.py's) into rep. 0, or -1. */
+int ar_rank_parse(const char *text, ar_rank_report_t *rep);
+
+/* ---- run (bench_allreduce_run.c) ---- */
+
+/* Every size, every system, locally or on a testbed built and taken down here. 0 when the run
+ * produced results (each system's own success is in its result), -1 when it could not run,
+ * -3 when the testbed cannot be built on this machine (said on stderr). */
+int ar_run(const ar_opts_t *o, ar_run_t *run);
+
+/* The slowest rank's time per iteration into r (median, min, max), verification, checksums,
+ * counters and CPU from the ranks' reports. */
+void ar_summarize_ranks(const ar_rank_report_t *reps, uint32_t n, uint32_t iters,
+                        ar_sys_result_t *r);
+
+/* ---- render (bench_allreduce_render.c) ---- */
+
+/* Bytes per rank of one size. */
+static inline uint64_t ar_bytes(const ar_size_result_t *s) { return s->elems * 4u; }
+
+/* algBw (bits per second of the tensor), busBw = algBw * 2(n-1)/n (nccl-tests), goodput
+ * fraction (algBw over the link rate, NaN without one) and the speedup of inagg over sys. */
+double ar_alg_bw_gbps(const ar_size_result_t *s, ar_system_t sys);
+double ar_bus_bw_gbps(const ar_run_t *run, const ar_size_result_t *s, ar_system_t sys);
+double ar_goodput_fraction(const ar_run_t *run, const ar_size_result_t *s, ar_system_t sys);
+double ar_speedup(const ar_size_result_t *s, ar_system_t sys);
+double ar_theory_ratio(const ar_run_t *run);
+
+void ar_render_text(FILE *out, const ar_run_t *run);
+int ar_render_json(const ar_run_t *run);
+int ar_render_plot(const ar_run_t *run, const char *path);
+
+/* Whether the run as a whole succeeded: every system measured and verified. */
+int ar_run_ok(const ar_run_t *run);
+
+#endif /* INAGG_CLI_BENCH_ALLREDUCE_H */

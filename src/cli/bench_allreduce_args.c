@@ -1,0 +1,484 @@
+/*
+ * bench_allreduce_args.c - `inagg bench allreduce`'s flags: the help text, parsing with
+ * messages that name the flag and what it allows, and the testbed's link-aware defaults
+ * (packet size from the MTU, window from the link rate, retransmission floor for queueing).
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "cli/bench_allreduce.h"
+#include "cli/output.h"
+
+#define HEADER_BYTES 32u      /* inagg's packet header */
+#define IP_UDP_BYTES 28u      /* IPv4 + UDP headers in the frame's MTU */
+#define WINDOW_TIME_S 0.003   /* the window holds this much of the link's rate */
+#define WINDOW_MIN 4u
+#define WINDOW_MAX 64u
+#define TESTBED_RTO_MIN_US 20000u
+#define TESTBED_RTO_MAX_US 500000u
+#define TESTBED_SWITCH_THREADS 2u
+#define TESTBED_ITERS 5u
+#define TESTBED_WARMUP 1u
+
+const char *const ar_system_name[AR_NSYS] = {"inagg", "mpi", "mpi-ring", "gloo"};
+const char *const ar_system_key[AR_NSYS] = {"inagg", "mpi", "mpi_ring", "gloo"};
+
+/* The default --sizes sweep: 4 KiB .. 256 MiB per rank, powers of 4. */
+static const uint64_t default_sizes[] = {4ull << 10, 16ull << 10, 64ull << 10, 256ull << 10,
+                                         1ull << 20,  4ull << 20,  16ull << 20, 64ull << 20,
+                                         256ull << 20};
+
+static void usage(FILE *out)
+{
+    const inagg_options_t def = INAGG_OPTIONS_INIT;
+    fprintf(out,
+            "usage: inagg bench allreduce [options]\n"
+            "       inagg bench allreduce --testbed N [--link-rate R] [--mtu M] [--loss P]\n"
+            "                             [--baseline mpi,mpi-ring,gloo] [--sizes[=LIST]] ...\n"
+            "       inagg bench allreduce --switch HOST:PORT --rank R --world W --job NAME ...\n"
+            "\n"
+            "Measures allreduce through the aggregation switch and verifies every result:\n"
+            "each rank fills its tensor with known values (src/bench/benchdata.h), runs\n"
+            "warmups and timed allreduces, each after a barrier, and checks each result\n"
+            "(int32 exactly, float32 within the fixed-point bound). An iteration's tensor\n"
+            "aggregation time (TAT) is the slowest rank's. Baselines reduce the same tensor\n"
+            "in the same invocation; speedup = baseline median TAT / inagg median TAT.\n"
+            "\n"
+            "Where it runs:\n"
+            "  (default)            an embedded switch and --workers local processes on loopback\n"
+            "  --switch HOST:PORT   a running switch instead of the embedded one\n"
+            "  --testbed N          builds a testbed of N host namespaces behind a switch\n"
+            "                       namespace (tools/testbed, needs root), runs `inagg switch`\n"
+            "                       in the switch namespace and one rank per host, the\n"
+            "                       baselines across the same hosts, then takes it down (also\n"
+            "                       on error and SIGINT/SIGTERM). Exit 3: testbeds cannot be\n"
+            "                       built here (not root, no network namespaces)\n"
+            "  --link-rate R        with --testbed: every link's rate each way (100mbit, 1gbit,\n"
+            "                       a number of Mbit/s, or none) (default 100mbit)\n"
+            "  --mtu M              with --testbed: 576..65000 (default 9000)\n"
+            "  --rank R --world W   run one rank of a job on a running switch (--switch, --job)\n"
+            "                       and print its report as one JSON line: times_s, t_start,\n"
+            "                       t_end, cpu_s, verified, checksum, counters\n"
+            "  --job NAME           the job's name on the switch (with --rank)\n"
+            "\n"
+            "What it measures:\n"
+            "  --workers N          worker processes on loopback (default 4)\n"
+            "  --elems E            elements per tensor (default 4000000)\n"
+            "  --sizes[=LIST]       sweep tensor sizes instead: bytes per rank with K/M/G\n"
+            "                       (powers of 1024), e.g. --sizes=64K,1M,16M; alone: 4K to\n"
+            "                       256M in powers of 4. Large sizes get fewer iterations\n"
+            "  --plot FILE.png      with --sizes: bus bandwidth against size for inagg and each\n"
+            "                       baseline (gnuplot) (default allreduce-sizes.png)\n"
+            "  --dtype T            int32 or float32 (default float32)\n"
+            "  --float-mode M       fixed (block fixed point, SwitchML) or native (float add\n"
+            "                       in the switch) (default fixed)\n"
+            "  --iters K            timed iterations (default 10, on a testbed 5; at most %u)\n"
+            "  --warmup W           untimed iterations first (default 2, on a testbed 1)\n"
+            "  --seed S             tensor contents (default 1)\n"
+            "  --baseline LIST      none, or any of mpi (Open MPI's own algorithm choice),\n"
+            "                       mpi-ring (the ring forced), gloo (torch.distributed, needs\n"
+            "                       python3-torch), comma-separated; speedup is against the\n"
+            "                       first (default none)\n"
+            "\n"
+            "How inagg runs (on a testbed, defaults follow the link; flags override):\n"
+            "  --protocol P         switchml (default) or p4sgd (one packet per slot, acked)\n"
+            "  --packet-elems K     elements per packet, up to %u (default %u on loopback;\n"
+            "                       testbed: the largest power of two whose datagram fits one\n"
+            "                       frame: 2048 at MTU 9000, 256 at 1500)\n"
+            "  --window S           slots in flight per worker (default %u; testbed: 3 ms of\n"
+            "                       the link rate in packets, %u..%u)\n"
+            "  --threads N          engine threads per worker (default 1)\n"
+            "  --switch-threads N   dataplane threads of the switch it starts (default 1,\n"
+            "                       testbed %u)\n"
+            "  --rto-min-us U       retransmission timeout floor (default the library's %u;\n"
+            "                       testbed %u: a window queued behind the link delays results)\n"
+            "  --rto-max-us U       retransmission timeout cap (default %u; testbed %u)\n"
+            "  --loss P             loopback: drop each packet with probability P both ways,\n"
+            "                       injected in the workers (seeded); testbed: random loss on\n"
+            "                       every link both ways (nftables)\n"
+            "  --faults SPEC        fault spec for the workers, e.g. drop=0.01,dup=0.01,seed=3\n"
+            "  --timeout-ms MS      per-call progress timeout (default 30000)\n"
+            "  --json FILE|-        also write one JSON object (- for stdout; the table then\n"
+            "                       goes to stderr). Per size: tat_s, alg_bw_gbps, bus_bw_gbps\n"
+            "                       (nccl-tests: busBw = algBw * 2(n-1)/n), goodput_fraction\n"
+            "                       (algBw over the link rate), cpu {switch, workers} (%% of a\n"
+            "                       core), speedup, theory_ratio = 2(n-1)/n, and each system\n"
+            "  -h, --help           this text\n",
+            AR_MAX_ITERS, INAGG_MAX_PACKET_ELEMS, def.packet_elems, def.slots, WINDOW_MIN,
+            WINDOW_MAX, TESTBED_SWITCH_THREADS, def.rto_min_us, TESTBED_RTO_MIN_US,
+            def.rto_max_us, TESTBED_RTO_MAX_US);
+}
+
+/* A usage error: the message after the command's name. Returns 2. */
+static int bad(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int bad(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, AR_CMD ": ");
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    return 2;
+}
+
+/* tc's rate syntax (100mbit, 1gbit, 500kbit, 2.5g) or a bare number of Mbit/s; none/0:
+ * unlimited. bits per second into *bps. 0, or -1. */
+static int parse_rate(const char *text, uint64_t *bps)
+{
+    if (!strcasecmp(text, "none") || !strcasecmp(text, "unlimited") || !strcmp(text, "0")) {
+        *bps = 0;
+        return 0;
+    }
+    char *end;
+    errno = 0;
+    double v = strtod(text, &end);
+    if (end == text || errno || !(v > 0) || text[0] == '-' || text[0] == '+' || isinf(v))
+        return -1;
+    static const struct { const char *unit; double mul; } units[] = {
+        {"", 1e6},       {"bit", 1},   {"kbit", 1e3}, {"mbit", 1e6}, {"gbit", 1e9},
+        {"k", 1e3},      {"m", 1e6},   {"g", 1e9}};
+    for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+        if (strcasecmp(end, units[i].unit) == 0) {
+            double b = v * units[i].mul;
+            if (b < 1000 || b > 1e12) /* tbf's useful range; 1 kbit/s .. 1 Tbit/s */
+                return -1;
+            *bps = (uint64_t)b;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+/* A size with an optional K/M/G suffix (powers of 1024), a multiple of 4 bytes. 0, or -1. */
+static int parse_size(const char *text, size_t len, uint64_t *bytes)
+{
+    char buf[32];
+    if (len == 0 || len >= sizeof(buf))
+        return -1;
+    memcpy(buf, text, len);
+    buf[len] = '\0';
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(buf, &end, 10);
+    if (end == buf || errno || buf[0] == '-')
+        return -1;
+    uint64_t mul = 1;
+    if (*end == 'K' || *end == 'k')
+        mul = 1ull << 10;
+    else if (*end == 'M' || *end == 'm')
+        mul = 1ull << 20;
+    else if (*end == 'G' || *end == 'g')
+        mul = 1ull << 30;
+    if (mul != 1)
+        end++;
+    if (*end == 'B' || *end == 'b')
+        end++;
+    if (*end || v == 0 || v > (16ull << 30) / mul)
+        return -1;
+    *bytes = v * mul;
+    return *bytes % 4 == 0 ? 0 : -1;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+static int parse_sizes(const char *text, ar_opts_t *o)
+{
+    if (!text) {
+        o->nsizes = (int)(sizeof(default_sizes) / sizeof(default_sizes[0]));
+        memcpy(o->sizes, default_sizes, sizeof(default_sizes));
+        return 0;
+    }
+    o->nsizes = 0;
+    for (const char *p = text;;) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        uint64_t b;
+        if (o->nsizes == AR_MAX_SIZES || parse_size(p, len, &b) != 0) {
+            fprintf(stderr, AR_CMD ": --sizes takes up to %d sizes in bytes per rank, each a "
+                    "multiple of 4 with an optional K/M/G, e.g. --sizes=64K,1M,16M; got '%s'\n",
+                    AR_MAX_SIZES, text);
+            return -1;
+        }
+        o->sizes[o->nsizes++] = b;
+        if (!comma)
+            break;
+        p = comma + 1;
+    }
+    qsort(o->sizes, (size_t)o->nsizes, sizeof(uint64_t), cmp_u64);
+    return 0;
+}
+
+/* --baseline: none, or a comma list of mpi, mpi-ring, gloo. */
+static int parse_baselines(const char *text, ar_opts_t *o)
+{
+    o->nbase = 0;
+    if (strcmp(text, "none") == 0)
+        return 0;
+    for (const char *p = text;;) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        int found = -1;
+        for (int s = AR_MPI; s < AR_NSYS; s++) {
+            if (strlen(ar_system_name[s]) == len && strncmp(p, ar_system_name[s], len) == 0)
+                found = s;
+        }
+        if (len == 7 && strncmp(p, "mpi_ring", 7) == 0)
+            found = AR_MPI_RING;
+        for (int k = 0; k < o->nbase && found >= 0; k++) {
+            if (o->base[k] == (ar_system_t)found)
+                found = -2; /* named twice */
+        }
+        if (found < 0) {
+            fprintf(stderr, AR_CMD ": --baseline is none or a comma-separated list of mpi, "
+                    "mpi-ring and gloo (each once), got '%s'\n", text);
+            return -1;
+        }
+        o->base[o->nbase++] = (ar_system_t)found;
+        if (!comma)
+            break;
+        p = comma + 1;
+    }
+    return 0;
+}
+
+void ar_link_defaults(ar_opts_t *o, uint32_t mtu, uint64_t link_bps, char *note, size_t len)
+{
+    if (!(o->given & AR_GIVEN_PACKET)) {
+        /* one datagram per frame: no IP fragments, so a lost frame loses one packet */
+        uint32_t fit = mtu > HEADER_BYTES + IP_UDP_BYTES + 4 ?
+                       (mtu - HEADER_BYTES - IP_UDP_BYTES) / 4 : 1;
+        if (fit > INAGG_MAX_PACKET_ELEMS)
+            fit = INAGG_MAX_PACKET_ELEMS;
+        uint32_t p = 1;
+        while (p * 2 <= fit)
+            p *= 2;
+        o->packet_elems = p;
+    }
+    if (!(o->given & AR_GIVEN_WINDOW)) {
+        /* about the bandwidth-delay product: more only queues the worker's own packets
+         * behind the link, which the retransmission timer then mistakes for loss */
+        double pkt = (double)o->packet_elems * 4 + HEADER_BYTES;
+        double w = link_bps ? ceil((double)link_bps / 8 * WINDOW_TIME_S / pkt) : 16;
+        o->window = (uint32_t)(w < WINDOW_MIN ? WINDOW_MIN : w > WINDOW_MAX ? WINDOW_MAX : w);
+        if (o->window < o->threads)
+            o->window = o->threads;
+    }
+    if (!(o->given & AR_GIVEN_RTO_MIN))
+        o->rto_min_us = TESTBED_RTO_MIN_US;
+    if (!(o->given & AR_GIVEN_RTO_MAX))
+        o->rto_max_us = TESTBED_RTO_MAX_US;
+    if (o->rto_min_us > o->rto_max_us)
+        o->rto_min_us = o->rto_max_us;
+    if (!(o->given & AR_GIVEN_SWITCH_THREADS))
+        o->switch_threads = TESTBED_SWITCH_THREADS;
+    snprintf(note, len,
+             "packet %u elements (%u B datagrams%s), window %u (%s), retransmission floor "
+             "%.0f ms, switch threads %u",
+             o->packet_elems, o->packet_elems * 4 + HEADER_BYTES,
+             o->packet_elems * 4 + HEADER_BYTES + IP_UDP_BYTES <= mtu ? ": one frame each"
+                                                                       : ", fragmented",
+             o->window,
+             o->given & AR_GIVEN_WINDOW ? "as given"
+             : link_bps ? "about 3 ms of the link" : "no rate limit",
+             o->rto_min_us / 1000.0, o->switch_threads);
+}
+
+int ar_parse(int argc, char **argv, ar_opts_t *o)
+{
+    const inagg_options_t def = INAGG_OPTIONS_INIT;
+    *o = (ar_opts_t){.workers = 4, .iters = 10, .warmup = 2, .packet_elems = def.packet_elems,
+                     .window = def.slots, .threads = 1, .switch_threads = 1,
+                     .elems = 4000000, .seed = 1, .dtype_float = 1,
+                     .float_mode = INAGG_FLOAT_FIXED, .timeout_ms = 30000,
+                     .link_rate = "100mbit", .link_bps = 100000000, .mtu = 9000,
+                     .plot_path = "allreduce-sizes.png"};
+    static const struct option longopts[] = {
+        {"workers", required_argument, 0, 'n'},      {"elems", required_argument, 0, 'e'},
+        {"dtype", required_argument, 0, 'd'},        {"float-mode", required_argument, 0, 'F'},
+        {"iters", required_argument, 0, 'k'},        {"warmup", required_argument, 0, 'W'},
+        {"protocol", required_argument, 0, 'P'},     {"packet-elems", required_argument, 0, 'p'},
+        {"window", required_argument, 0, 's'},       {"threads", required_argument, 0, 't'},
+        {"switch-threads", required_argument, 0, 'T'}, {"loss", required_argument, 0, 'l'},
+        {"faults", required_argument, 0, 'f'},       {"baseline", required_argument, 0, 'b'},
+        {"switch", required_argument, 0, 'S'},       {"timeout-ms", required_argument, 0, 'o'},
+        {"seed", required_argument, 0, 'r'},         {"json", required_argument, 0, 'j'},
+        {"rto-min-us", required_argument, 0, 'm'},   {"rto-max-us", required_argument, 0, 'M'},
+        {"rank", required_argument, 0, 'R'},         {"world", required_argument, 0, 'w'},
+        {"job", required_argument, 0, 'J'},          {"testbed", required_argument, 0, 'B'},
+        {"link-rate", required_argument, 0, 'L'},    {"mtu", required_argument, 0, 'U'},
+        {"sizes", optional_argument, 0, 'z'},        {"plot", required_argument, 0, 'G'},
+        {"help", no_argument, 0, 'h'},               {0, 0, 0, 0}};
+    uint64_t v;
+    int c, have_world = 0, have_rate = 0, have_mtu = 0, have_plot = 0, have_elems = 0;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'n':
+            if (cli_parse_u64(AR_CMD, "--workers", optarg, 1, INAGG_MAX_WORLD, &v)) return 2;
+            o->workers = (uint32_t)v;
+            o->given |= AR_GIVEN_WORKERS;
+            break;
+        case 'w':
+            if (cli_parse_u64(AR_CMD, "--world", optarg, 1, INAGG_MAX_WORLD, &v)) return 2;
+            o->workers = (uint32_t)v;
+            have_world = 1;
+            break;
+        case 'e':
+            if (cli_parse_u64(AR_CMD, "--elems", optarg, 1, 1ull << 32, &v)) return 2;
+            o->elems = v;
+            have_elems = 1;
+            break;
+        case 'k':
+            if (cli_parse_u64(AR_CMD, "--iters", optarg, 1, AR_MAX_ITERS, &v)) return 2;
+            o->iters = (uint32_t)v;
+            o->given |= AR_GIVEN_ITERS;
+            break;
+        case 'W':
+            if (cli_parse_u64(AR_CMD, "--warmup", optarg, 0, 1000, &v)) return 2;
+            o->warmup = (uint32_t)v;
+            o->given |= AR_GIVEN_WARMUP;
+            break;
+        case 'p':
+            if (cli_parse_u64(AR_CMD, "--packet-elems", optarg, 1, INAGG_MAX_PACKET_ELEMS, &v))
+                return 2;
+            o->packet_elems = (uint32_t)v;
+            o->given |= AR_GIVEN_PACKET;
+            break;
+        case 's':
+            if (cli_parse_u64(AR_CMD, "--window", optarg, 1, 1u << 20, &v)) return 2;
+            o->window = (uint32_t)v;
+            o->given |= AR_GIVEN_WINDOW;
+            break;
+        case 't':
+            if (cli_parse_u64(AR_CMD, "--threads", optarg, 1, 64, &v)) return 2;
+            o->threads = (uint32_t)v;
+            break;
+        case 'T':
+            if (cli_parse_u64(AR_CMD, "--switch-threads", optarg, 1, 64, &v)) return 2;
+            o->switch_threads = (uint32_t)v;
+            o->given |= AR_GIVEN_SWITCH_THREADS;
+            break;
+        case 'o':
+            if (cli_parse_u64(AR_CMD, "--timeout-ms", optarg, 100, 3600000, &v)) return 2;
+            o->timeout_ms = (uint32_t)v;
+            break;
+        case 'm':
+            if (cli_parse_u64(AR_CMD, "--rto-min-us", optarg, 100, 60000000, &v)) return 2;
+            o->rto_min_us = (uint32_t)v;
+            o->given |= AR_GIVEN_RTO_MIN;
+            break;
+        case 'M':
+            if (cli_parse_u64(AR_CMD, "--rto-max-us", optarg, 1000, 60000000, &v)) return 2;
+            o->rto_max_us = (uint32_t)v;
+            o->given |= AR_GIVEN_RTO_MAX;
+            break;
+        case 'r':
+            if (cli_parse_u64(AR_CMD, "--seed", optarg, 0, UINT64_MAX, &v)) return 2;
+            o->seed = v;
+            break;
+        case 'R':
+            if (cli_parse_u64(AR_CMD, "--rank", optarg, 0, INAGG_MAX_WORLD - 1, &v)) return 2;
+            o->rank = (uint32_t)v;
+            o->single = 1;
+            break;
+        case 'B':
+            if (cli_parse_u64(AR_CMD, "--testbed", optarg, 1, LAUNCH_TESTBED_MAX_HOSTS, &v))
+                return 2;
+            o->testbed = (uint32_t)v;
+            break;
+        case 'L':
+            if (parse_rate(optarg, &o->link_bps) != 0)
+                return bad("--link-rate needs a rate such as 100mbit, 1gbit, 500kbit, a number "
+                           "of Mbit/s, or none; got '%s'", optarg);
+            o->link_rate = optarg;
+            have_rate = 1;
+            break;
+        case 'U':
+            if (cli_parse_u64(AR_CMD, "--mtu", optarg, 576, 65000, &v)) return 2;
+            o->mtu = (uint32_t)v;
+            have_mtu = 1;
+            break;
+        case 'z':
+            if (parse_sizes(optarg, o) != 0) return 2;
+            break;
+        case 'G': o->plot_path = optarg; have_plot = 1; break;
+        case 'd':
+            if (strcmp(optarg, "int32") == 0) o->dtype_float = 0;
+            else if (strcmp(optarg, "float32") == 0) o->dtype_float = 1;
+            else return bad("--dtype must be int32 or float32, got '%s'", optarg);
+            o->given |= AR_GIVEN_DTYPE;
+            break;
+        case 'F':
+            if (strcmp(optarg, "fixed") == 0) o->float_mode = INAGG_FLOAT_FIXED;
+            else if (strcmp(optarg, "native") == 0) o->float_mode = INAGG_FLOAT_NATIVE;
+            else return bad("--float-mode must be fixed or native, got '%s'", optarg);
+            break;
+        case 'P': if (cli_parse_protocol(AR_CMD, optarg, &o->protocol)) return 2; break;
+        case 'l': if (cli_parse_loss(AR_CMD, optarg, &o->loss)) return 2; break;
+        case 'f': o->faults = optarg; break;
+        case 'b': if (parse_baselines(optarg, o)) return 2; break;
+        case 'S': o->switch_addr = optarg; break;
+        case 'J': o->job = optarg; break;
+        case 'j': o->json_path = optarg; break;
+        case 'h': usage(stdout); return 1;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (optind < argc && optind > 1 && strcmp(argv[optind - 1], "--sizes") == 0)
+        return bad("--sizes takes its list after '=' (--sizes=64K,1M), got '%s' after it",
+                   argv[optind]);
+    if (cli_no_extra_args(AR_CMD, argc, argv, optind))
+        return 2;
+    if (o->single) {
+        if (!o->switch_addr || !have_world || !o->job)
+            return bad("--rank runs one rank of a job: it needs --switch HOST:PORT, "
+                       "--world W and --job NAME");
+        if (o->rank >= o->workers)
+            return bad("--rank must be below --world");
+        if (o->testbed || o->nbase || o->nsizes || (o->given & AR_GIVEN_WORKERS))
+            return bad("--rank runs one rank: --testbed, --baseline, --sizes and --workers "
+                       "do not apply");
+    } else if (have_world || o->job) {
+        return bad("--world and --job go with --rank (one rank of a job)");
+    }
+    if (o->testbed) {
+        if (o->switch_addr)
+            return bad("--testbed starts its own switch in the switch namespace; --switch "
+                       "does not apply");
+        if (o->given & AR_GIVEN_WORKERS)
+            return bad("--testbed runs one worker per host; --workers does not apply");
+        o->workers = o->testbed;
+        if (!(o->given & AR_GIVEN_ITERS))
+            o->iters = TESTBED_ITERS;
+        if (!(o->given & AR_GIVEN_WARMUP))
+            o->warmup = TESTBED_WARMUP;
+    } else if (have_rate || have_mtu) {
+        return bad("--link-rate and --mtu describe the testbed's links: they go with "
+                   "--testbed N");
+    }
+    if (have_plot && !o->nsizes)
+        return bad("--plot draws the --sizes sweep: give --sizes too");
+    if (o->nsizes && have_elems)
+        return bad("--sizes sweeps the tensor size; --elems does not apply");
+    if (o->threads > o->window)
+        return bad("--threads cannot exceed --window");
+    if (o->protocol == INAGG_PROTO_P4SGD)
+        o->float_mode = INAGG_FLOAT_NATIVE; /* p4sgd carries float32 natively */
+    if (o->rto_min_us && o->rto_max_us && o->rto_min_us > o->rto_max_us)
+        return bad("--rto-min-us cannot exceed --rto-max-us");
+    if (!o->testbed)
+        o->faults = cli_worker_faults(o->faults, o->loss, o->seed, o->faults_buf,
+                                      sizeof(o->faults_buf));
+    return 0;
+}

@@ -1,0 +1,333 @@
+/*
+ * bench_allreduce_rank.c - one rank of `inagg bench allreduce`: fills its tensor with the
+ * known values of bench/benchdata.h, joins the job, runs warmups and timed allreduces (each
+ * after a barrier), verifies every result (int32 exactly, float32 within the fixed-point
+ * bound of worker/quant.h or the float-addition bound in native mode) and reports its times,
+ * when it ran, its CPU time and a checksum of the last result. The same code runs as a forked
+ * local rank (report through a pipe) and as one rank on its own host (`--rank`: report as one
+ * JSON line), which is how the testbed runs ranks, so both measure the same thing.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli/bench_allreduce.h"
+#include "bench/benchdata.h"
+#include "base/util.h"
+#include "json/json.h"
+#include "worker/quant.h"
+
+typedef struct expected {
+    int32_t *i32;
+    double *f64;  /* exact sum */
+    float *abs;   /* sum of magnitudes (native float bound) */
+    int16_t *exp; /* per chunk: the exponent every rank will agree on (fixed point) */
+} expected_t;
+
+static int build_expected(const ar_opts_t *o, expected_t *ex)
+{
+    uint64_t n = o->elems;
+    if (!o->dtype_float) {
+        ex->i32 = malloc(n * sizeof(int32_t));
+        if (!ex->i32)
+            return -1;
+        for (uint64_t i = 0; i < n; i++)
+            ex->i32[i] = bench_expected_i32(o->seed, o->workers, i);
+        return 0;
+    }
+    uint64_t nchunks = (n + o->packet_elems - 1) / o->packet_elems;
+    ex->f64 = malloc(n * sizeof(double));
+    ex->abs = malloc(n * sizeof(float));
+    ex->exp = malloc(nchunks * sizeof(int16_t));
+    float *tmp = malloc(o->packet_elems * sizeof(float));
+    if (!ex->f64 || !ex->abs || !ex->exp || !tmp) {
+        free(tmp);
+        return -1;
+    }
+    for (uint64_t i = 0; i < n; i++) {
+        double a;
+        ex->f64[i] = bench_expected_f32(o->seed, o->workers, i, &a);
+        ex->abs[i] = (float)a;
+    }
+    for (uint64_t c = 0; c < nchunks; c++) {
+        uint64_t off = c * o->packet_elems;
+        size_t len = (size_t)util_min_u64(o->packet_elems, n - off);
+        int16_t m = QUANT_EXP_ZERO;
+        for (uint32_t r = 0; r < o->workers; r++) {
+            for (size_t k = 0; k < len; k++)
+                tmp[k] = bench_value_f32(o->seed, r, off + k);
+            m = quant_exp_max(m, quant_block_exponent(tmp, len));
+        }
+        ex->exp[c] = m;
+    }
+    free(tmp);
+    return 0;
+}
+
+static void free_expected(expected_t *ex)
+{
+    free(ex->i32);
+    free(ex->f64);
+    free(ex->abs);
+    free(ex->exp);
+}
+
+/* Check one result; returns the number of wrong elements (0: verified). */
+static uint64_t verify(const ar_opts_t *o, const expected_t *ex, const void *recv,
+                       double *worst)
+{
+    uint64_t bad = 0;
+    if (!o->dtype_float) {
+        const int32_t *got = recv;
+        for (uint64_t i = 0; i < o->elems; i++)
+            bad += got[i] != ex->i32[i];
+        return bad;
+    }
+    const float *got = recv;
+    for (uint64_t i = 0; i < o->elems; i++) {
+        double exact = ex->f64[i], allowed;
+        if (o->float_mode == INAGG_FLOAT_FIXED)
+            allowed = quant_error_bound(ex->exp[i / o->packet_elems], o->workers, fabs(exact));
+        else
+            allowed = (double)o->workers * ldexp((double)ex->abs[i], -24) + 1e-30;
+        double err = fabs((double)got[i] - exact);
+        if (!(err <= allowed))
+            bad++;
+        else if (allowed > 0 && err / allowed > *worst)
+            *worst = err / allowed;
+    }
+    return bad;
+}
+
+static double now_real(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static double cpu_self(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+int ar_rank_run(const ar_opts_t *o, uint32_t rank, const char *addr, const char *job,
+                ar_rank_report_t *rep)
+{
+    memset(rep, 0, sizeof(*rep));
+    rep->rank = (int32_t)rank;
+    size_t bytes = o->elems * 4;
+    void *send = malloc(bytes ? bytes : 4), *recv = malloc(bytes ? bytes : 4);
+    expected_t ex = {0};
+    inagg_comm_t *comm = NULL;
+    inagg_result_t rc = INAGG_OK;
+    if (!send || !recv || build_expected(o, &ex) != 0) {
+        rc = INAGG_ERR_NOMEM;
+        snprintf(rep->error, sizeof(rep->error), "rank %u: out of memory for %llu elements",
+                 rank, (unsigned long long)o->elems);
+        goto done;
+    }
+    for (uint64_t i = 0; i < o->elems; i++) {
+        if (o->dtype_float)
+            ((float *)send)[i] = bench_value_f32(o->seed, rank, i);
+        else
+            ((int32_t *)send)[i] = bench_value_i32(o->seed, rank, i);
+    }
+    inagg_options_t opts = INAGG_OPTIONS_INIT;
+    opts.slots = o->window;
+    opts.packet_elems = o->packet_elems;
+    opts.threads = o->threads;
+    opts.float_mode = o->float_mode;
+    opts.protocol = o->protocol;
+    opts.timeout_ms = o->timeout_ms;
+    opts.faults = o->faults;
+    if (o->rto_max_us)
+        opts.rto_max_us = o->rto_max_us;
+    if (o->rto_min_us)
+        opts.rto_min_us = o->rto_min_us;
+    if (opts.rto_min_us > opts.rto_max_us)
+        opts.rto_min_us = opts.rto_max_us;
+    if (opts.rto_us < opts.rto_min_us)
+        opts.rto_us = opts.rto_min_us;
+    if (opts.rto_us > opts.rto_max_us)
+        opts.rto_us = opts.rto_max_us;
+    char detail[256];
+    rc = inagg_comm_create(&comm, addr, job, rank, o->workers, &opts, detail, sizeof(detail));
+    if (rc != INAGG_OK) {
+        snprintf(rep->error, sizeof(rep->error), "rank %u: joining job %s at %s: %s: %s", rank,
+                 job, addr, inagg_strerror(rc), detail);
+        goto done;
+    }
+    inagg_dtype_t dt = o->dtype_float ? INAGG_FLOAT32 : INAGG_INT32;
+    rep->verified = 1;
+    int show = rank == 0 && !o->single && isatty(STDERR_FILENO);
+    double cpu0 = 0;
+    for (uint32_t it = 0; it < o->warmup + o->iters; it++) {
+        memset(recv, 0xA5, bytes); /* neither a plausible int32 sum nor a finite float */
+        rc = inagg_barrier(comm);
+        if (rc == INAGG_OK) {
+            if (it == o->warmup) {
+                rep->t_start = now_real();
+                cpu0 = cpu_self();
+            }
+            uint64_t t0 = util_now_ns();
+            rc = inagg_allreduce(comm, send, recv, o->elems, dt, INAGG_SUM);
+            uint64_t t1 = util_now_ns();
+            if (it >= o->warmup)
+                rep->times_s[rep->iters++] = (double)(t1 - t0) / 1e9;
+            if (it + 1 == o->warmup + o->iters) {
+                rep->t_end = now_real();
+                rep->cpu_s = cpu_self() - cpu0;
+            }
+            if (show)
+                fprintf(stderr, "\r  %s %u/%u: %.2f ms   ", it < o->warmup ? "warmup" : "iter",
+                        it < o->warmup ? it + 1 : it - o->warmup + 1,
+                        it < o->warmup ? o->warmup : o->iters, (double)(t1 - t0) / 1e6);
+        }
+        if (rc != INAGG_OK) {
+            snprintf(rep->error, sizeof(rep->error), "rank %u, iteration %u: %s: %s", rank, it,
+                     inagg_strerror(rc), inagg_last_error(comm));
+            rep->verified = 0;
+            break;
+        }
+        uint64_t bad = verify(o, &ex, recv, &rep->max_err);
+        rep->wrong += bad;
+        if (bad) {
+            rep->verified = 0;
+            snprintf(rep->error, sizeof(rep->error),
+                     "rank %u, iteration %u: %llu of %llu elements wrong", rank, it,
+                     (unsigned long long)bad, (unsigned long long)o->elems);
+        }
+    }
+    if (show)
+        fprintf(stderr, "\r%60s\r", "");
+    rep->checksum = bench_checksum(recv, o->elems);
+    inagg_get_stats(comm, &rep->stats);
+done:
+    rep->rc = rc;
+    if (comm)
+        inagg_comm_destroy(comm);
+    free(send);
+    free(recv);
+    free_expected(&ex);
+    return rc == INAGG_OK && rep->verified ? 0 : -1;
+}
+
+void ar_rank_print(const ar_opts_t *o, const ar_rank_report_t *rep)
+{
+    json_writer_t w;
+    json_init(&w);
+    json_begin_object(&w, NULL);
+    json_string(&w, "name", "inagg");
+    json_int(&w, "rank", rep->rank);
+    json_int(&w, "world", o->workers);
+    json_int(&w, "elems", (int64_t)o->elems);
+    json_string(&w, "dtype", o->dtype_float ? "float32" : "int32");
+    json_int(&w, "packet_elems", o->packet_elems);
+    json_int(&w, "window", o->window);
+    json_bool(&w, "verified", rep->rc == INAGG_OK && rep->verified);
+    json_int(&w, "wrong", (int64_t)rep->wrong);
+    json_number(&w, "max_err", rep->max_err);
+    char sum[24];
+    snprintf(sum, sizeof(sum), "%016llx", (unsigned long long)rep->checksum);
+    json_string(&w, "checksum", sum);
+    json_number_exact(&w, "t_start", rep->t_start);
+    json_number_exact(&w, "t_end", rep->t_end);
+    json_number(&w, "cpu_s", rep->cpu_s);
+    json_begin_array(&w, "times_s");
+    for (uint32_t i = 0; i < rep->iters; i++)
+        json_number_exact(&w, NULL, rep->times_s[i]);
+    json_end_array(&w);
+    json_int(&w, "packets_sent", (int64_t)rep->stats.packets_sent);
+    json_int(&w, "retransmissions", (int64_t)rep->stats.retransmissions);
+    json_int(&w, "duplicates_ignored", (int64_t)rep->stats.duplicates_ignored);
+    json_int(&w, "bytes_sent", (int64_t)rep->stats.bytes_sent);
+    json_int(&w, "bytes_received", (int64_t)rep->stats.bytes_received);
+    json_int(&w, "srtt_us", rep->stats.srtt_us);
+    json_int(&w, "rc", rep->rc);
+    json_string(&w, "error", rep->error);
+    json_end_object(&w);
+    const char *text = json_text(&w);
+    if (text)
+        printf("%s\n", text);
+    fflush(stdout);
+    json_free(&w);
+}
+
+/* "key":[n, n, ...] from text into v[max]; the count, or -1 when the key is absent. */
+static int find_number_array(const char *text, const char *key, double *v, uint32_t max)
+{
+    char pat[64];
+    snprintf(pat, sizeof(pat), "\"%s\"", key);
+    const char *p = strstr(text, pat);
+    if (!p)
+        return -1;
+    p += strlen(pat);
+    while (*p == ' ' || *p == ':')
+        p++;
+    if (*p != '[')
+        return -1;
+    p++;
+    int n = 0;
+    for (;;) {
+        while (*p == ' ' || *p == ',')
+            p++;
+        if (*p == ']' || !*p)
+            break;
+        char *end;
+        double x = strtod(p, &end);
+        if (end == p)
+            return -1;
+        if ((uint32_t)n < max)
+            v[n++] = x;
+        p = end;
+    }
+    return n;
+}
+
+int ar_rank_parse(const char *text, ar_rank_report_t *rep)
+{
+    memset(rep, 0, sizeof(*rep));
+    double v;
+    char sum[32];
+    if (json_find_number(text, "rank", &v) != 0)
+        return -1;
+    rep->rank = (int32_t)v;
+    int verified = 0;
+    if (json_find_bool(text, "verified", &verified) != 0)
+        return -1;
+    rep->verified = verified;
+    int n = find_number_array(text, "times_s", rep->times_s, AR_MAX_ITERS);
+    if (n < 0)
+        return -1;
+    rep->iters = (uint32_t)n;
+    if (json_find_number(text, "t_start", &rep->t_start) != 0 ||
+        json_find_number(text, "t_end", &rep->t_end) != 0)
+        return -1;
+    if (json_find_number(text, "cpu_s", &rep->cpu_s) != 0)
+        rep->cpu_s = NAN;
+    if (json_find_number(text, "max_err", &rep->max_err) != 0)
+        rep->max_err = 0;
+    if (json_find_number(text, "wrong", &v) == 0)
+        rep->wrong = (uint64_t)v;
+    if (json_find_string(text, "checksum", sum, sizeof(sum)) == 0)
+        rep->checksum = strtoull(sum, NULL, 16);
+    if (json_find_number(text, "packets_sent", &v) == 0)
+        rep->stats.packets_sent = (uint64_t)v;
+    if (json_find_number(text, "retransmissions", &v) == 0)
+        rep->stats.retransmissions = (uint64_t)v;
+    if (json_find_number(text, "duplicates_ignored", &v) == 0)
+        rep->stats.duplicates_ignored = (uint64_t)v;
+    if (json_find_number(text, "bytes_sent", &v) == 0)
+        rep->stats.bytes_sent = (uint64_t)v;
+    if (json_find_number(text, "rc", &v) == 0)
+        rep->rc = (int32_t)v;
+    json_find_string(text, "error", rep->error, sizeof(rep->error));
+    return 0;
+}

@@ -1,0 +1,430 @@
+/*
+ * bench_allreduce_render.c - what `inagg bench allreduce` prints: the summary and a table per
+ * size and system, the --json object, and the --sizes plot (bus bandwidth against tensor size,
+ * one line per system, with gnuplot).
+ *
+ * Bandwidths follow nccl-tests: algBw = bytes per rank / time, busBw = algBw * 2(n-1)/n, the
+ * per-link rate a ring allreduce would need for that time; here in Gbit/s (nccl-tests prints
+ * GB/s) so that they read against the link rate. inagg's busBw can exceed the link rate: it
+ * sends the tensor once instead of 2(n-1)/n times.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli/bench_allreduce.h"
+#include "cli/output.h"
+#include "json/json.h"
+
+#define GNUPLOT_TIMEOUT_MS 60000
+
+static const ar_size_result_t *last_size(const ar_run_t *run)
+{
+    return &run->size[run->nsizes - 1];
+}
+
+double ar_alg_bw_gbps(const ar_size_result_t *s, ar_system_t sys)
+{
+    const ar_sys_result_t *r = &s->sys[sys];
+    return r->verified ? (double)ar_bytes(s) * 8 / r->tat_median_s / 1e9 : NAN;
+}
+
+double ar_theory_ratio(const ar_run_t *run)
+{
+    return 2.0 * (run->world - 1) / run->world;
+}
+
+double ar_bus_bw_gbps(const ar_run_t *run, const ar_size_result_t *s, ar_system_t sys)
+{
+    return ar_alg_bw_gbps(s, sys) * ar_theory_ratio(run);
+}
+
+double ar_goodput_fraction(const ar_run_t *run, const ar_size_result_t *s, ar_system_t sys)
+{
+    if (!run->on_testbed || !run->o->link_bps)
+        return NAN;
+    return ar_alg_bw_gbps(s, sys) * 1e9 / (double)run->o->link_bps;
+}
+
+double ar_speedup(const ar_size_result_t *s, ar_system_t sys)
+{
+    const ar_sys_result_t *a = &s->sys[AR_INAGG], *b = &s->sys[sys];
+    return a->verified && b->verified ? b->tat_median_s / a->tat_median_s : NAN;
+}
+
+int ar_run_ok(const ar_run_t *run)
+{
+    if (run->nsizes < 1)
+        return 0;
+    for (int i = 0; i < run->nsizes; i++) {
+        if (!run->size[i].sys[AR_INAGG].verified)
+            return 0;
+        for (int k = 0; k < run->o->nbase; k++)
+            if (!run->size[i].sys[run->o->base[k]].verified)
+                return 0;
+    }
+    return 1;
+}
+
+/* "4 KiB", "16 MiB" for multiples of 1024, else decimal ("16 MB"). */
+static const char *size_text(uint64_t b, char *buf, size_t len)
+{
+    if (b >= (1ull << 30) && b % (1ull << 30) == 0)
+        snprintf(buf, len, "%llu GiB", (unsigned long long)(b >> 30));
+    else if (b >= (1ull << 20) && b % (1ull << 20) == 0)
+        snprintf(buf, len, "%llu MiB", (unsigned long long)(b >> 20));
+    else if (b >= (1ull << 10) && b % (1ull << 10) == 0 && b < (1ull << 20))
+        snprintf(buf, len, "%llu KiB", (unsigned long long)(b >> 10));
+    else if (b >= 1000000)
+        snprintf(buf, len, "%.4g MB", (double)b / 1e6);
+    else if (b >= 1000)
+        snprintf(buf, len, "%.4g kB", (double)b / 1e3);
+    else
+        snprintf(buf, len, "%llu B", (unsigned long long)b);
+    return buf;
+}
+
+static const char *pct_text(double x, char *buf, size_t len)
+{
+    if (isfinite(x))
+        snprintf(buf, len, "%.0f", x);
+    else
+        snprintf(buf, len, "-");
+    return buf;
+}
+
+static void render_summary(FILE *out, const ar_run_t *run, const ar_size_result_t *s)
+{
+    const ar_opts_t *o = run->o;
+    const ar_sys_result_t *r = &s->sys[AR_INAGG];
+    double tat_ms = r->tat_median_s * 1e3;
+    fprintf(out, "inagg allreduce: %u %s, %llu %s elements%s, %u elems/packet, window %u, %s\n",
+            run->world, run->on_testbed ? "hosts" : "workers", (unsigned long long)s->elems,
+            o->dtype_float ? "float32" : "int32",
+            o->dtype_float ? (o->float_mode == INAGG_FLOAT_FIXED ? " (fixed point)" : " (native)")
+                           : "",
+            o->packet_elems, o->window,
+            o->faults ? o->faults : run->on_testbed && o->loss > 0 ? "loss on the links"
+                                                                   : "no loss");
+    fprintf(out, "  verified       %s\n", r->verified ? "yes" : "NO");
+    if (o->dtype_float && r->verified)
+        fprintf(out, "  worst error    %.3f of the allowed bound\n", r->worst);
+    fprintf(out, "  TAT            median %.3f ms  min %.3f ms  max %.3f ms (%u iterations)\n",
+            tat_ms, r->tat_min_s * 1e3, r->tat_max_s * 1e3, r->iters);
+    fprintf(out, "  ATE/s          %.4g elements/s\n", (double)s->elems / r->tat_median_s);
+    fprintf(out, "  goodput        %.3f Gbit/s per worker\n", ar_alg_bw_gbps(s, AR_INAGG));
+    fprintf(out, "  packets        %llu sent, %llu retransmitted, %llu duplicate results\n",
+            (unsigned long long)r->packets, (unsigned long long)r->retransmissions,
+            (unsigned long long)r->duplicates);
+    fprintf(out, "  checksum       %s\n", r->checksum);
+    for (int k = 0; k < o->nbase; k++) {
+        ar_system_t b = o->base[k];
+        const ar_sys_result_t *x = &s->sys[b];
+        if (x->verified)
+            fprintf(out, "  %-14s median %.3f ms  ATE/s %.4g  -> speedup %.2fx\n",
+                    b == AR_MPI ? "MPI_Allreduce" : b == AR_MPI_RING ? "MPI ring" : "Gloo",
+                    x->tat_median_s * 1e3, (double)s->elems / x->tat_median_s,
+                    ar_speedup(s, b));
+        else
+            fprintf(out, "  %-14s FAILED: %s\n", ar_system_name[b], x->error);
+    }
+}
+
+static void render_table(FILE *out, const ar_run_t *run)
+{
+    const ar_opts_t *o = run->o;
+    if (run->on_testbed)
+        fprintf(out, "testbed %s: %u hosts, links %s (%.0f Mbit/s each way), MTU %u, loss %g, "
+                "subnet %s\n  %s\n", run->tb.name, run->world, o->link_rate,
+                (double)o->link_bps / 1e6, run->tb.mtu, run->tb.loss, run->tb.subnet,
+                run->defaults_note);
+    fprintf(out, "  the machine was %.0f%% busy (all cores) in the second before the run; CPU%% "
+            "below: switch and mean worker in %% of one core, box in %% of all cores\n",
+            run->busy_before);
+    fprintf(out, "%-10s %-9s %10s %10s %10s %8s %14s %8s %6s %s\n", "size/rank", "system",
+            "TAT s", "algBw Gb/s", "busBw Gb/s", "goodput", "CPU% sw/wk/box", "speedup",
+            "theory", "verified");
+    for (int i = 0; i < run->nsizes; i++) {
+        const ar_size_result_t *s = &run->size[i];
+        char sz[32];
+        size_text(ar_bytes(s), sz, sizeof(sz));
+        for (int k = 0; k <= o->nbase; k++) {
+            ar_system_t sys = k == 0 ? AR_INAGG : o->base[k - 1];
+            const ar_sys_result_t *r = &s->sys[sys];
+            char a[16], b[16], c[16], cpu[48], sp[16];
+            snprintf(cpu, sizeof(cpu), "%s/%s/%s", pct_text(r->cpu_switch, a, sizeof(a)),
+                     pct_text(r->cpu_workers, b, sizeof(b)),
+                     pct_text(r->cpu_machine, c, sizeof(c)));
+            double g = ar_goodput_fraction(run, s, sys), x = ar_speedup(s, sys);
+            snprintf(sp, sizeof(sp), k == 0 ? "-" : "%.2f", x);
+            fprintf(out, "%-10s %-9s %10.4g %10.4g %10.4g %8s %14s %8s %6.2f %s\n",
+                    k == 0 ? sz : "", ar_system_name[sys], r->tat_median_s,
+                    ar_alg_bw_gbps(s, sys), ar_bus_bw_gbps(run, s, sys),
+                    isfinite(g) ? (snprintf(a, sizeof(a), "%.3f", g), a) : "-",
+                    cpu, sp, ar_theory_ratio(run), r->verified ? "yes" : "NO");
+        }
+    }
+}
+
+void ar_render_text(FILE *out, const ar_run_t *run)
+{
+    if (run->nsizes < 1)
+        return;
+    if (run->nsizes == 1)
+        render_summary(out, run, last_size(run));
+    if (run->on_testbed || run->nsizes > 1 || run->o->nbase > 1)
+        render_table(out, run);
+}
+
+/* ---- JSON ------------------------------------------------------------------------------------ */
+
+static void json_cpu(json_writer_t *w, const ar_sys_result_t *r)
+{
+    json_begin_object(w, "cpu");
+    json_number(w, "switch", r->cpu_switch);
+    json_number(w, "workers", r->cpu_workers);
+    json_number(w, "workers_max", r->cpu_workers_max);
+    json_number(w, "machine", r->cpu_machine);
+    json_number(w, "machine_softirq", r->cpu_softirq);
+    json_end_object(w);
+}
+
+/* One system at one size, under key. */
+static void json_system(json_writer_t *w, const char *key, const ar_run_t *run,
+                        const ar_size_result_t *s, ar_system_t sys)
+{
+    const ar_sys_result_t *r = &s->sys[sys];
+    json_begin_object(w, key);
+    json_string(w, "name", ar_system_name[sys]);
+    json_bool(w, "verified", r->verified);
+    json_int(w, "iters", r->iters);
+    json_begin_object(w, "tat_s");
+    json_number(w, "median", r->tat_median_s);
+    json_number(w, "min", r->tat_min_s);
+    json_number(w, "max", r->tat_max_s);
+    json_end_object(w);
+    json_begin_object(w, "tat_ms"); /* the loopback benchmark's unit, kept for its readers */
+    json_number(w, "median", r->tat_median_s * 1e3);
+    json_end_object(w);
+    json_number(w, "ate_per_s", r->verified ? (double)s->elems / r->tat_median_s : NAN);
+    json_number(w, "alg_bw_gbps", ar_alg_bw_gbps(s, sys));
+    json_number(w, "bus_bw_gbps", ar_bus_bw_gbps(run, s, sys));
+    json_number(w, "goodput_fraction", ar_goodput_fraction(run, s, sys));
+    json_cpu(w, r);
+    json_string(w, "checksum", r->checksum);
+    json_bool(w, "checksums_agree", r->checksums_agree);
+    if (sys == AR_INAGG) {
+        json_int(w, "packets", (int64_t)r->packets);
+        json_int(w, "retransmissions", (int64_t)r->retransmissions);
+    } else {
+        json_number(w, "speedup", ar_speedup(s, sys));
+    }
+    if (r->error[0])
+        json_string(w, "error", r->error);
+    json_end_object(w);
+}
+
+static void json_size(json_writer_t *w, const ar_run_t *run, const ar_size_result_t *s)
+{
+    const ar_opts_t *o = run->o;
+    const ar_sys_result_t *r = &s->sys[AR_INAGG];
+    json_begin_object(w, NULL);
+    json_int(w, "bytes", (int64_t)ar_bytes(s));
+    json_int(w, "elems", (int64_t)s->elems);
+    json_int(w, "iters", s->iters);
+    json_int(w, "warmup", s->warmup);
+    json_bool(w, "verified", r->verified);
+    json_number(w, "tat_s", r->tat_median_s);
+    json_number(w, "alg_bw_gbps", ar_alg_bw_gbps(s, AR_INAGG));
+    json_number(w, "bus_bw_gbps", ar_bus_bw_gbps(run, s, AR_INAGG));
+    json_number(w, "goodput_fraction", ar_goodput_fraction(run, s, AR_INAGG));
+    json_begin_object(w, "cpu");
+    json_number(w, "switch", r->cpu_switch);
+    json_number(w, "workers", r->cpu_workers);
+    json_end_object(w);
+    json_number(w, "speedup", o->nbase ? ar_speedup(s, o->base[0]) : NAN);
+    json_begin_object(w, "speedups");
+    for (int k = 0; k < o->nbase; k++)
+        json_number(w, ar_system_key[o->base[k]], ar_speedup(s, o->base[k]));
+    json_end_object(w);
+    json_number(w, "theory_ratio", ar_theory_ratio(run));
+    json_system(w, "inagg", run, s, AR_INAGG);
+    for (int k = 0; k < o->nbase; k++)
+        json_system(w, ar_system_key[o->base[k]], run, s, o->base[k]);
+    json_end_object(w);
+}
+
+int ar_render_json(const ar_run_t *run)
+{
+    const ar_opts_t *o = run->o;
+    const ar_size_result_t *s = last_size(run);
+    const ar_sys_result_t *r = &s->sys[AR_INAGG];
+    json_writer_t w;
+    json_init(&w);
+    json_begin_object(&w, NULL);
+    /* the largest (or only) size at the top level, as the loopback benchmark always had it */
+    json_int(&w, "workers", run->world);
+    json_int(&w, "elems", (int64_t)s->elems);
+    json_string(&w, "dtype", o->dtype_float ? "float32" : "int32");
+    json_string(&w, "float_mode", o->float_mode == INAGG_FLOAT_FIXED ? "fixed" : "native");
+    json_string(&w, "protocol", o->protocol == INAGG_PROTO_P4SGD ? "p4sgd" : "switchml");
+    json_int(&w, "packet_elems", o->packet_elems);
+    json_int(&w, "window", o->window);
+    json_int(&w, "rto_min_us", o->rto_min_us);
+    json_int(&w, "rto_max_us", o->rto_max_us);
+    json_int(&w, "switch_threads", o->switch_threads);
+    json_number(&w, "loss", o->loss);
+    json_number(&w, "machine_busy_before_pct", run->busy_before);
+    json_int(&w, "iters", s->iters);
+    json_int(&w, "warmup", s->warmup);
+    json_bool(&w, "verified", ar_run_ok(run));
+    json_begin_object(&w, "tat_ms");
+    json_number(&w, "median", r->tat_median_s * 1e3);
+    json_number(&w, "min", r->tat_min_s * 1e3);
+    json_number(&w, "max", r->tat_max_s * 1e3);
+    json_end_object(&w);
+    json_number(&w, "tat_s", r->tat_median_s);
+    json_number(&w, "ate_per_s", r->verified ? (double)s->elems / r->tat_median_s : NAN);
+    json_number(&w, "goodput_gbps", ar_alg_bw_gbps(s, AR_INAGG));
+    json_number(&w, "alg_bw_gbps", ar_alg_bw_gbps(s, AR_INAGG));
+    json_number(&w, "bus_bw_gbps", ar_bus_bw_gbps(run, s, AR_INAGG));
+    json_number(&w, "goodput_fraction", ar_goodput_fraction(run, s, AR_INAGG));
+    json_number(&w, "theory_ratio", ar_theory_ratio(run));
+    json_int(&w, "packets", (int64_t)r->packets);
+    json_int(&w, "retransmissions", (int64_t)r->retransmissions);
+    json_int(&w, "duplicate_results", (int64_t)r->duplicates);
+    json_string(&w, "checksum", r->checksum);
+    json_bool(&w, "checksums_agree", r->checksums_agree);
+    json_cpu(&w, r);
+    if (run->on_testbed) {
+        json_begin_object(&w, "testbed");
+        json_string(&w, "name", run->tb.name);
+        json_int(&w, "hosts", run->world);
+        json_string(&w, "link_rate", o->link_rate);
+        json_int(&w, "link_rate_bps", (int64_t)o->link_bps);
+        json_int(&w, "mtu", run->tb.mtu);
+        json_number(&w, "loss", run->tb.loss);
+        json_string(&w, "subnet", run->tb.subnet);
+        json_string(&w, "defaults", run->defaults_note);
+        json_end_object(&w);
+    }
+    if (o->nbase) {
+        ar_system_t b = o->base[0];
+        json_system(&w, "baseline", run, s, b);
+        json_number(&w, "speedup", ar_speedup(s, b));
+        json_begin_object(&w, "baselines");
+        for (int k = 0; k < o->nbase; k++)
+            json_system(&w, ar_system_key[o->base[k]], run, s, o->base[k]);
+        json_end_object(&w);
+        json_begin_object(&w, "speedups");
+        for (int k = 0; k < o->nbase; k++)
+            json_number(&w, ar_system_key[o->base[k]], ar_speedup(s, o->base[k]));
+        json_end_object(&w);
+    }
+    json_begin_array(&w, "sizes");
+    for (int i = 0; i < run->nsizes; i++)
+        json_size(&w, run, &run->size[i]);
+    json_end_array(&w);
+    json_end_object(&w);
+    return cli_emit_json(&w, o->json_path, AR_CMD);
+}
+
+/* ---- the plot ----------------------------------------------------------------------------------- */
+
+int ar_render_plot(const ar_run_t *run, const char *path)
+{
+    const ar_opts_t *o = run->o;
+    char gnuplot[4096];
+    if (launch_find_in_path("gnuplot", gnuplot, sizeof(gnuplot)) != 0) {
+        fprintf(stderr, AR_CMD ": the --sizes plot needs gnuplot, which is not installed (e.g. "
+                "apt-get install gnuplot-nox)\n");
+        return -1;
+    }
+    char dir[] = "/tmp/inagg-plot-XXXXXX";
+    if (!mkdtemp(dir)) {
+        fprintf(stderr, AR_CMD ": plot: mkdtemp: %s\n", strerror(errno));
+        return -1;
+    }
+    char data[64], script[64];
+    snprintf(data, sizeof(data), "%s/data", dir);
+    snprintf(script, sizeof(script), "%s/plot.gp", dir);
+    int nsys = o->nbase + 1, rc = -1;
+    FILE *f = fopen(data, "w");
+    FILE *g = f ? fopen(script, "w") : NULL;
+    if (f && g) {
+        fprintf(f, "# bytes busBw_gbps per system:");
+        for (int k = 0; k < nsys; k++)
+            fprintf(f, " %s", ar_system_name[k == 0 ? AR_INAGG : o->base[k - 1]]);
+        fprintf(f, "\n");
+        for (int i = 0; i < run->nsizes; i++) {
+            const ar_size_result_t *s = &run->size[i];
+            fprintf(f, "%llu", (unsigned long long)ar_bytes(s));
+            for (int k = 0; k < nsys; k++) {
+                double b = ar_bus_bw_gbps(run, s, k == 0 ? AR_INAGG : o->base[k - 1]);
+                if (isfinite(b))
+                    fprintf(f, " %.6g", b);
+                else
+                    fprintf(f, " NaN");
+            }
+            fprintf(f, "\n");
+        }
+        char title[256];
+        if (run->on_testbed)
+            snprintf(title, sizeof(title), "allreduce bus bandwidth, %u hosts, %s links, "
+                     "MTU %u, %s", run->world, o->link_rate, run->tb.mtu,
+                     o->dtype_float ? "float32" : "int32");
+        else
+            snprintf(title, sizeof(title), "allreduce bus bandwidth, %u workers on loopback, "
+                     "%s", run->world, o->dtype_float ? "float32" : "int32");
+        fprintf(g, "set terminal pngcairo size 900,560 font ',10'\n"
+                   "set output \"%s\"\n"
+                   "set title \"%s\"\n"
+                   "set logscale x 2\nset grid\nset key top left\n"
+                   "set xlabel \"tensor size per rank\"\n"
+                   "set ylabel \"busBw (Gbit/s) = size / TAT * 2(n-1)/n\"\n"
+                   "set xtics (", path, title);
+        for (int i = 0; i < run->nsizes; i++) {
+            char sz[32];
+            fprintf(g, "%s\"%s\" %llu", i ? ", " : "", size_text(ar_bytes(&run->size[i]), sz,
+                                                                sizeof(sz)),
+                    (unsigned long long)ar_bytes(&run->size[i]));
+        }
+        fprintf(g, ")\nset datafile missing \"NaN\"\nplot ");
+        for (int k = 0; k < nsys; k++)
+            fprintf(g, "%s\"%s\" using 1:%d with linespoints lw 2 pt 7 ps 0.8 title \"%s\"",
+                    k ? ", " : "", data, k + 2,
+                    ar_system_name[k == 0 ? AR_INAGG : o->base[k - 1]]);
+        if (run->on_testbed && o->link_bps)
+            fprintf(g, ", %.6g with lines dt 2 lc rgb \"gray40\" title \"link rate\"",
+                    (double)o->link_bps / 1e9);
+        fprintf(g, "\n");
+        fclose(g);
+        g = NULL;
+        fclose(f);
+        f = NULL;
+        char *argv[] = {gnuplot, script, NULL};
+        launch_spec_t spec = {argv, NULL, LAUNCH_DEVNULL, LAUNCH_DEVNULL, LAUNCH_INHERIT, 0, 0};
+        char err[256];
+        rc = launch_run(&spec, GNUPLOT_TIMEOUT_MS, err, sizeof(err));
+        struct stat st;
+        if (rc == 0 && (stat(path, &st) != 0 || st.st_size == 0))
+            rc = -1;
+    }
+    if (g)
+        fclose(g);
+    if (f)
+        fclose(f);
+    if (rc != 0)
+        fprintf(stderr, AR_CMD ": gnuplot could not write %s (no pngcairo terminal, or the "
+                "path is not writable)\n", path);
+    else
+        fprintf(stderr, AR_CMD ": plot written to %s\n", path);
+    unlink(data);
+    unlink(script);
+    rmdir(dir);
+    return rc == 0 ? 0 : -1;
+}

@@ -1,0 +1,908 @@
+/*
+ * bench_allreduce_run.c - the run of `inagg bench allreduce`: for every tensor size, inagg and
+ * then each baseline, either on loopback (an embedded switch and forked ranks, mpirun with
+ * local ranks, local Gloo ranks) or across a testbed of network namespaces built for the run:
+ * `inagg switch` in the switch namespace, one rank per host namespace (this very command in
+ * its single-rank mode, started through `tools/testbed exec`), Open MPI's mpirun in h1 with its
+ * orteds started through tools/testbed-rsh, one Gloo rank per host. The testbed is taken
+ * down on every path out, and by launch/'s signal handler on SIGINT/SIGTERM/SIGHUP.
+ *
+ * CPU: every rank reports its own CPU time over its timed iterations and when they ran; the
+ * switch process and the machine (/proc/stat) are sampled every 100 ms while the ranks run,
+ * and their use over the ranks' timed window is interpolated from the samples.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <math.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli/bench_allreduce.h"
+#include "cli/output.h"
+#include "mpi/baseline_mpi.h"
+#include "base/util.h"
+
+#define SAMPLE_MS 100u
+#define SWITCH_PORT 7000
+#define GLOO_PORT 29500
+#define SWITCH_READY_MS 15000
+#define LOOPBACK_BPS 2e9 /* a guess at loopback's allreduce rate, for time estimates only */
+
+/* ---- CPU sampling --------------------------------------------------------------------------- */
+
+typedef struct sample {
+    double t;                   /* wall clock */
+    double sw_ticks;            /* the switch process's utime + stime */
+    double busy, total, soft;   /* the machine's, all cores (jiffies) */
+} sample_t;
+
+typedef struct sampler {
+    pid_t sw;                   /* 0: no switch to sample */
+    uint32_t n;
+    sample_t *s;                /* AR_MAX_SAMPLES */
+} sampler_t;
+
+static double wall_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* A small file's first bytes into buf (NUL-terminated) with read(2) only. 0, or -1. */
+static int read_small(const char *path, char *buf, size_t len)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    ssize_t n = read(fd, buf, len - 1);
+    close(fd);
+    if (n <= 0)
+        return -1;
+    buf[n] = '\0';
+    return 0;
+}
+
+static void sampler_tick(void *arg)
+{
+    sampler_t *sp = arg;
+    if (!sp->s || sp->n >= AR_MAX_SAMPLES)
+        return;
+    sample_t x = {wall_now(), NAN, NAN, NAN, NAN};
+    char buf[1024], path[64];
+    if (sp->sw > 0) {
+        snprintf(path, sizeof(path), "/proc/%d/stat", (int)sp->sw);
+        char *p = read_small(path, buf, sizeof(buf)) == 0 ? strrchr(buf, ')') : NULL;
+        unsigned long long f[13] = {0};
+        /* after "(comm)": state ppid pgrp session tty tpgid flags minflt cminflt majflt
+         * cmajflt utime stime */
+        if (p && sscanf(p + 2, "%*c %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu",
+                        &f[0], &f[1], &f[2], &f[3], &f[4], &f[5], &f[6], &f[7], &f[8], &f[9],
+                        &f[10], &f[11]) == 12)
+            x.sw_ticks = (double)(f[10] + f[11]);
+    }
+    if (read_small("/proc/stat", buf, sizeof(buf)) == 0) {
+        unsigned long long v[8] = {0};
+        if (sscanf(buf, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2],
+                   &v[3], &v[4], &v[5], &v[6], &v[7]) == 8) {
+            double total = 0;
+            for (int i = 0; i < 8; i++)
+                total += (double)v[i];
+            x.total = total;
+            x.busy = total - (double)(v[3] + v[4]); /* minus idle and iowait */
+            x.soft = (double)(v[5] + v[6]);         /* irq + softirq */
+        }
+    }
+    sp->s[sp->n++] = x;
+}
+
+static void sampler_begin(sampler_t *sp, pid_t sw)
+{
+    sp->sw = sw;
+    sp->n = 0;
+    if (!sp->s)
+        sp->s = malloc(AR_MAX_SAMPLES * sizeof(sample_t));
+    sampler_tick(sp);
+}
+
+/* A sampled counter at time t, interpolated linearly (clamped to the samples' span). */
+static double value_at(const sampler_t *sp, size_t field, double t)
+{
+    if (sp->n == 0)
+        return NAN;
+    const sample_t *s = sp->s;
+#define FIELD(i) (*(const double *)((const char *)&s[i] + field))
+    if (t <= s[0].t)
+        return FIELD(0);
+    for (uint32_t i = 0; i + 1 < sp->n; i++) {
+        if (t <= s[i + 1].t) {
+            double dt = s[i + 1].t - s[i].t;
+            double f = dt > 0 ? (t - s[i].t) / dt : 1;
+            return FIELD(i) + f * (FIELD(i + 1) - FIELD(i));
+        }
+    }
+    return FIELD(sp->n - 1);
+#undef FIELD
+}
+
+/* The switch's CPU (% of a core) and the machine's busy and irq+softirq shares (% of all
+ * cores) over [t0, t1]. */
+static void sampler_window(const sampler_t *sp, double t0, double t1, ar_sys_result_t *r)
+{
+    double hz = (double)sysconf(_SC_CLK_TCK);
+    if (!(t1 > t0) || sp->n < 2)
+        return;
+    if (sp->sw > 0) {
+        double d = value_at(sp, offsetof(sample_t, sw_ticks), t1) -
+                   value_at(sp, offsetof(sample_t, sw_ticks), t0);
+        r->cpu_switch = d / hz / (t1 - t0) * 100.0;
+    }
+    double tot = value_at(sp, offsetof(sample_t, total), t1) -
+                 value_at(sp, offsetof(sample_t, total), t0);
+    if (tot > 0) {
+        r->cpu_machine = (value_at(sp, offsetof(sample_t, busy), t1) -
+                          value_at(sp, offsetof(sample_t, busy), t0)) / tot * 100.0;
+        r->cpu_softirq = (value_at(sp, offsetof(sample_t, soft), t1) -
+                          value_at(sp, offsetof(sample_t, soft), t0)) / tot * 100.0;
+    }
+}
+
+/* ---- results from ranks' reports -------------------------------------------------------- */
+
+static void result_init(ar_sys_result_t *r)
+{
+    memset(r, 0, sizeof(*r));
+    r->tat_median_s = r->tat_min_s = r->tat_max_s = NAN;
+    r->cpu_switch = r->cpu_workers = r->cpu_workers_max = NAN;
+    r->cpu_machine = r->cpu_softirq = NAN;
+}
+
+void ar_summarize_ranks(const ar_rank_report_t *reps, uint32_t n, uint32_t iters,
+                        ar_sys_result_t *r)
+{
+    r->verified = 1;
+    r->checksums_agree = 1;
+    double cpu_sum = 0, cpu_max = 0;
+    uint32_t cpu_n = 0;
+    for (uint32_t k = 0; k < n; k++) {
+        const ar_rank_report_t *x = &reps[k];
+        if (!x->verified || x->rc != 0 || x->iters != iters) {
+            r->verified = 0;
+            if (!r->error[0])
+                snprintf(r->error, sizeof(r->error), "%s",
+                         x->error[0] ? x->error : x->iters != iters ? "a rank reported too "
+                         "few iterations" : "a rank's result did not verify");
+        }
+        if (x->checksum != reps[0].checksum)
+            r->checksums_agree = 0;
+        if (x->max_err > r->worst)
+            r->worst = x->max_err;
+        r->packets += x->stats.packets_sent;
+        r->retransmissions += x->stats.retransmissions;
+        r->duplicates += x->stats.duplicates_ignored;
+        double span = x->t_end - x->t_start;
+        if (span > 0 && isfinite(x->cpu_s)) {
+            double pct = x->cpu_s / span * 100.0;
+            cpu_sum += pct;
+            cpu_max = pct > cpu_max ? pct : cpu_max;
+            cpu_n++;
+        }
+    }
+    snprintf(r->checksum, sizeof(r->checksum), "%016llx",
+             (unsigned long long)(n ? reps[0].checksum : 0));
+    if (cpu_n) {
+        r->cpu_workers = cpu_sum / cpu_n;
+        r->cpu_workers_max = cpu_max;
+    }
+    if (!r->verified)
+        return;
+    double *tat = malloc(iters * sizeof(double));
+    if (!tat || iters == 0) {
+        free(tat);
+        r->verified = 0;
+        return;
+    }
+    for (uint32_t i = 0; i < iters; i++) {
+        tat[i] = 0;
+        for (uint32_t k = 0; k < n; k++)
+            tat[i] = reps[k].times_s[i] > tat[i] ? reps[k].times_s[i] : tat[i];
+    }
+    r->iters = iters;
+    r->tat_median_s = cli_median(tat, iters); /* sorts */
+    r->tat_min_s = tat[0];
+    r->tat_max_s = tat[iters - 1];
+    free(tat);
+}
+
+/* The ranks' common timed window [min t_start, max t_end]. */
+static void ranks_window(const ar_rank_report_t *reps, uint32_t n, double *t0, double *t1)
+{
+    *t0 = INFINITY;
+    *t1 = -INFINITY;
+    for (uint32_t k = 0; k < n; k++) {
+        *t0 = reps[k].t_start < *t0 ? reps[k].t_start : *t0;
+        *t1 = reps[k].t_end > *t1 ? reps[k].t_end : *t1;
+    }
+}
+
+/* ---- the state of one run ---------------------------------------------------------------- */
+
+typedef struct ctx {
+    ar_run_t *run;
+    ar_opts_t so;              /* the options of the size being run */
+    sampler_t sampler;
+    pid_t sw_pid;              /* the switch process: embedded, or in the switch namespace */
+    char sw_addr[64];          /* HOST:PORT of its control port */
+    int sw_err_fd;             /* its stderr (a memfd), testbed only */
+    char self[PATH_MAX];       /* this binary */
+    char python[PATH_MAX], gloo[PATH_MAX];
+    char rsh[PATH_MAX];
+    char hosts_list[LAUNCH_TESTBED_MAX_HOSTS * 16];
+    int gloo_port;
+} ctx_t;
+
+/* The seconds a system gets for one size before it is killed: generous, since Open MPI's own
+ * algorithm choice reaches a third of the link at some sizes and the ranks compute the
+ * expected sum of every rank's tensor first. */
+static unsigned time_limit_s(const ctx_t *c)
+{
+    const ar_opts_t *o = &c->so;
+    double bps = c->run->on_testbed && o->link_bps ? (double)o->link_bps : LOOPBACK_BPS / 4;
+    double per = (double)o->elems * 4 * 8 / bps;
+    double build = (double)o->elems * o->workers * o->workers * 30e-9;
+    double s = 120 + 10 * per * (o->iters + o->warmup) + build;
+    return s > 86400 ? 86400u : (unsigned)s;
+}
+
+/* ---- inagg on loopback ------------------------------------------------------------------- */
+
+typedef struct local_rank_ctx {
+    const ar_opts_t *o;
+    const char *addr, *job;
+} local_rank_ctx_t;
+
+static int local_rank_main(uint32_t rank, int fd, void *arg)
+{
+    const local_rank_ctx_t *c = arg;
+    ar_rank_report_t *rep = malloc(sizeof(*rep));
+    if (!rep)
+        return 1;
+    int rc = ar_rank_run(c->o, rank, c->addr, c->job, rep);
+    const char *p = (const char *)rep;
+    size_t left = sizeof(*rep);
+    while (left > 0) {
+        ssize_t w = write(fd, p, left);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            break;
+        p += w;
+        left -= (size_t)w;
+    }
+    free(rep);
+    return left == 0 && rc == 0 ? 0 : 1;
+}
+
+static void run_inagg_local(ctx_t *c, ar_sys_result_t *r)
+{
+    const ar_opts_t *o = &c->so;
+    char job[64], err[256];
+    local_rank_ctx_t lc = {o, c->sw_addr, cli_job_name("bench", job, sizeof(job))};
+    ar_rank_report_t *reps = calloc(o->workers, sizeof(*reps));
+    size_t *got = calloc(o->workers, sizeof(size_t));
+    launch_ranks_t *g = calloc(1, sizeof(*g));
+    if (!reps || !got || !g) {
+        snprintf(r->error, sizeof(r->error), "out of memory");
+        goto out;
+    }
+    sampler_begin(&c->sampler, c->sw_pid);
+    if (launch_ranks_start(g, o->workers, local_rank_main, &lc, LAUNCH_PIPE, err,
+                           sizeof(err)) != 0) {
+        snprintf(r->error, sizeof(r->error), "starting the workers: %s", err);
+        goto out;
+    }
+    uint64_t deadline = util_now_ns() + (uint64_t)time_limit_s(c) * 1000000000ull;
+    uint32_t open_fds = o->workers;
+    while (open_fds > 0 && util_now_ns() < deadline) {
+        struct pollfd pfd[LAUNCH_MAX_RANKS];
+        uint32_t idx[LAUNCH_MAX_RANKS], n = 0;
+        for (uint32_t k = 0; k < o->workers; k++) {
+            if (g->fd[k] >= 0) {
+                pfd[n] = (struct pollfd){g->fd[k], POLLIN, 0};
+                idx[n++] = k;
+            }
+        }
+        int pr = poll(pfd, n, (int)SAMPLE_MS);
+        sampler_tick(&c->sampler);
+        for (uint32_t i = 0; pr > 0 && i < n; i++) {
+            if (!(pfd[i].revents & (POLLIN | POLLHUP | POLLERR)))
+                continue;
+            uint32_t k = idx[i];
+            ssize_t m = read(g->fd[k], (char *)&reps[k] + got[k], sizeof(reps[k]) - got[k]);
+            if (m > 0)
+                got[k] += (size_t)m;
+            if ((m <= 0 && !(m < 0 && errno == EINTR)) || got[k] == sizeof(reps[k])) {
+                close(g->fd[k]);
+                g->fd[k] = -1;
+                open_fds--;
+            }
+        }
+    }
+    int timed_out = open_fds > 0;
+    for (uint32_t k = 0; k < o->workers; k++)
+        launch_ranks_wait_one(g, k, timed_out ? 0 : 30000);
+    r->ran = 1;
+    for (uint32_t k = 0; k < o->workers; k++) {
+        if (got[k] != sizeof(reps[k])) {
+            char st[96];
+            snprintf(r->error, sizeof(r->error), "worker %u %s without a report", k,
+                     timed_out ? "was killed at the time limit"
+                               : launch_status_text(g->status[k], st, sizeof(st)));
+            goto out;
+        }
+    }
+    ar_summarize_ranks(reps, o->workers, o->iters, r);
+    double t0, t1;
+    ranks_window(reps, o->workers, &t0, &t1);
+    sampler_window(&c->sampler, t0, t1, r);
+out:
+    free(reps);
+    free(got);
+    free(g);
+}
+
+/* ---- processes in the testbed's hosts ------------------------------------------------------ */
+
+/* Run one command per rank, rank k in host h(k+1) of the testbed (or locally when argv_of
+ * builds local command lines), and parse each one's JSON report. The ranks' common window is
+ * in t0/t1. 0, or -1 with r->error set. */
+typedef int (*argv_fn)(ctx_t *c, uint32_t rank, char **argv, size_t cap, char *store,
+                       size_t store_len);
+
+static int run_rank_group(ctx_t *c, const char *what, argv_fn build, ar_rank_report_t *reps,
+                          ar_sys_result_t *r, double *t0, double *t1)
+{
+    const ar_opts_t *o = &c->so;
+    launch_group_t *g = malloc(sizeof(*g));
+    char *store = malloc(o->workers * 4096u);
+    int rc = -1;
+    if (!g || !store) {
+        snprintf(r->error, sizeof(r->error), "out of memory");
+        goto out;
+    }
+    launch_group_init(g);
+    char err[512];
+    for (uint32_t k = 0; k < o->workers; k++) {
+        char *argv[96];
+        if (build(c, k, argv, 96, store + k * 4096u, 4096) != 0 ||
+            launch_group_add(g, argv, NULL, err, sizeof(err)) < 0) {
+            snprintf(r->error, sizeof(r->error), "%s rank %u could not start: %s", what, k, err);
+            launch_group_end(g);
+            goto out;
+        }
+    }
+    int wrc = launch_group_wait(g, time_limit_s(c) * 1000u, sampler_tick, &c->sampler,
+                                SAMPLE_MS);
+    launch_group_end(g);
+    r->ran = 1;
+    for (uint32_t k = 0; k < o->workers; k++) {
+        launch_proc_t *p = &g->p[k];
+        const char *line = p->out;
+        const char *last = NULL;
+        for (const char *q = line; q && *q; q = strchr(q, '\n') ? strchr(q, '\n') + 1 : NULL) {
+            if (*q == '{')
+                last = q;
+        }
+        if (!last || ar_rank_parse(last, &reps[k]) != 0) {
+            char st[96];
+            int code = launch_exit_code(p->status);
+            snprintf(r->error, sizeof(r->error), "%s rank %u (h%u) %s without a report%s: ",
+                     what, k, k + 1, wrc == -ETIMEDOUT ? "was killed after the time limit"
+                     : launch_status_text(p->status, st, sizeof(st)),
+                     code == 3 ? " (python3-torch with Gloo is not installed?)" : "");
+            launch_append_tail(r->error, sizeof(r->error), p->tail_len ? p->tail : "(no stderr)");
+            goto out;
+        }
+    }
+    ranks_window(reps, o->workers, t0, t1);
+    rc = 0;
+out:
+    free(g);
+    free(store);
+    return rc;
+}
+
+/* Append a formatted argument to argv, its text kept in store. */
+typedef struct argb {
+    char **argv;
+    size_t n, cap;
+    char *store;
+    size_t used, len;
+    int full;
+} argb_t;
+
+static void arg(argb_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void arg(argb_t *b, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(b->store + b->used, b->len - b->used, fmt, ap);
+    va_end(ap);
+    if (n < 0 || (size_t)n >= b->len - b->used || b->n + 2 >= b->cap) {
+        b->full = 1;
+        return;
+    }
+    b->argv[b->n++] = b->store + b->used;
+    b->argv[b->n] = NULL;
+    b->used += (size_t)n + 1;
+}
+
+/* Prefix argv with `tools/testbed exec NAME hK --` (rank k-1). */
+static int in_host(ctx_t *c, uint32_t rank, argb_t *b)
+{
+    char host[16];
+    snprintf(host, sizeof(host), "h%u", rank + 1);
+    arg(b, "%s", c->run->tb.tool);
+    arg(b, "exec");
+    arg(b, "%s", c->run->tb.name);
+    arg(b, "%s", host);
+    arg(b, "--");
+    return 0;
+}
+
+static int inagg_rank_argv(ctx_t *c, uint32_t rank, char **argv, size_t cap, char *store,
+                           size_t len)
+{
+    const ar_opts_t *o = &c->so;
+    argb_t b = {argv, 0, cap, store, 0, len, 0};
+    in_host(c, rank, &b);
+    arg(&b, "%s", c->self);
+    arg(&b, "bench");
+    arg(&b, "allreduce");
+    arg(&b, "--switch");
+    arg(&b, "%s", c->sw_addr);
+    arg(&b, "--job");
+    arg(&b, "%s", o->job);
+    arg(&b, "--rank");
+    arg(&b, "%u", rank);
+    arg(&b, "--world");
+    arg(&b, "%u", o->workers);
+    arg(&b, "--elems");
+    arg(&b, "%llu", (unsigned long long)o->elems);
+    arg(&b, "--dtype");
+    arg(&b, "%s", o->dtype_float ? "float32" : "int32");
+    arg(&b, "--float-mode");
+    arg(&b, "%s", o->float_mode == INAGG_FLOAT_FIXED ? "fixed" : "native");
+    arg(&b, "--protocol");
+    arg(&b, "%s", o->protocol == INAGG_PROTO_P4SGD ? "p4sgd" : "switchml");
+    arg(&b, "--iters");
+    arg(&b, "%u", o->iters);
+    arg(&b, "--warmup");
+    arg(&b, "%u", o->warmup);
+    arg(&b, "--packet-elems");
+    arg(&b, "%u", o->packet_elems);
+    arg(&b, "--window");
+    arg(&b, "%u", o->window);
+    arg(&b, "--threads");
+    arg(&b, "%u", o->threads);
+    if (o->rto_min_us) {
+        arg(&b, "--rto-min-us");
+        arg(&b, "%u", o->rto_min_us);
+    }
+    if (o->rto_max_us) {
+        arg(&b, "--rto-max-us");
+        arg(&b, "%u", o->rto_max_us);
+    }
+    arg(&b, "--timeout-ms");
+    arg(&b, "%u", o->timeout_ms);
+    arg(&b, "--seed");
+    arg(&b, "%llu", (unsigned long long)o->seed);
+    if (o->faults) {
+        arg(&b, "--faults");
+        arg(&b, "%s", o->faults);
+    }
+    return b.full ? -1 : 0;
+}
+
+static void run_inagg_testbed(ctx_t *c, ar_sys_result_t *r)
+{
+    const ar_opts_t *o = &c->so;
+    ar_rank_report_t *reps = calloc(o->workers, sizeof(*reps));
+    if (!reps) {
+        snprintf(r->error, sizeof(r->error), "out of memory");
+        return;
+    }
+    sampler_begin(&c->sampler, c->sw_pid);
+    double t0, t1;
+    if (run_rank_group(c, "inagg", inagg_rank_argv, reps, r, &t0, &t1) == 0) {
+        ar_summarize_ranks(reps, o->workers, o->iters, r);
+        sampler_window(&c->sampler, t0, t1, r);
+    }
+    free(reps);
+}
+
+/* ---- Gloo ---------------------------------------------------------------------------------- */
+
+static int gloo_rank_argv(ctx_t *c, uint32_t rank, char **argv, size_t cap, char *store,
+                          size_t len)
+{
+    const ar_opts_t *o = &c->so;
+    argb_t b = {argv, 0, cap, store, 0, len, 0};
+    char master[64];
+    if (c->run->on_testbed) {
+        in_host(c, rank, &b);
+        snprintf(master, sizeof(master), "%s.1:%d", c->run->tb.net3, c->gloo_port);
+    } else {
+        snprintf(master, sizeof(master), "127.0.0.1:%d", c->gloo_port);
+    }
+    arg(&b, "%s", c->python);
+    arg(&b, "%s", c->gloo);
+    arg(&b, "--rank");
+    arg(&b, "%u", rank);
+    arg(&b, "--world");
+    arg(&b, "%u", o->workers);
+    arg(&b, "--master");
+    arg(&b, "%s", master);
+    arg(&b, "--ifname");
+    arg(&b, "%s", c->run->on_testbed ? c->run->tb.iface : "lo");
+    arg(&b, "--elems");
+    arg(&b, "%llu", (unsigned long long)o->elems);
+    arg(&b, "--dtype");
+    arg(&b, "%s", o->dtype_float ? "float32" : "int32");
+    arg(&b, "--iters");
+    arg(&b, "%u", o->iters);
+    arg(&b, "--warmup");
+    arg(&b, "%u", o->warmup);
+    arg(&b, "--seed");
+    arg(&b, "%llu", (unsigned long long)o->seed);
+    arg(&b, "--timeout-s");
+    arg(&b, "%u", time_limit_s(c));
+    return b.full ? -1 : 0;
+}
+
+/* A TCP port free on loopback now (for the local TCPStore), or GLOO_PORT. */
+static int free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t l = sizeof(a);
+    int port = GLOO_PORT;
+    if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
+        getsockname(fd, (struct sockaddr *)&a, &l) == 0)
+        port = ntohs(a.sin_port);
+    if (fd >= 0)
+        close(fd);
+    return port;
+}
+
+/* The interpreter with python3-torch: $INAGG_PYTHON, else Debian's, else python3 in $PATH. */
+static int find_python(char *buf, size_t len)
+{
+    const char *py = getenv("INAGG_PYTHON");
+    if (!py)
+        py = launch_is_executable("/usr/bin/python3") ? "/usr/bin/python3" : "python3";
+    if (strchr(py, '/')) {
+        snprintf(buf, len, "%s", py);
+        return launch_is_executable(buf) ? 0 : -1;
+    }
+    return launch_find_in_path(py, buf, len) == 0 ? 0 : -1;
+}
+
+static void run_gloo(ctx_t *c, ar_sys_result_t *r)
+{
+    const ar_opts_t *o = &c->so;
+    if (!c->python[0] && find_python(c->python, sizeof(c->python)) != 0) {
+        snprintf(r->error, sizeof(r->error), "python3 is not installed (set INAGG_PYTHON)");
+        return;
+    }
+    if (!c->gloo[0]) {
+        const char *env = getenv("INAGG_GLOO_SCRIPT");
+        if (env && *env)
+            snprintf(c->gloo, sizeof(c->gloo), "%s", env);
+        else if (launch_beside_self("../tools/gloo_allreduce.py", c->gloo, sizeof(c->gloo)))
+            c->gloo[0] = '\0';
+        if (!c->gloo[0] || access(c->gloo, R_OK) != 0) {
+            snprintf(r->error, sizeof(r->error), "tools/gloo_allreduce.py not found beside the "
+                     "build (%.300s; set INAGG_GLOO_SCRIPT)", c->gloo);
+            c->gloo[0] = '\0';
+            return;
+        }
+    }
+    c->gloo_port = c->run->on_testbed ? c->gloo_port + 1 : free_port();
+    ar_rank_report_t *reps = calloc(o->workers, sizeof(*reps));
+    if (!reps) {
+        snprintf(r->error, sizeof(r->error), "out of memory");
+        return;
+    }
+    sampler_begin(&c->sampler, 0);
+    double t0, t1;
+    if (run_rank_group(c, "gloo", gloo_rank_argv, reps, r, &t0, &t1) == 0) {
+        ar_summarize_ranks(reps, o->workers, o->iters, r);
+        sampler_window(&c->sampler, t0, t1, r);
+    }
+    free(reps);
+}
+
+/* ---- Open MPI ------------------------------------------------------------------------------ */
+
+static void run_mpi(ctx_t *c, int ring, ar_sys_result_t *r)
+{
+    const ar_opts_t *o = &c->so;
+    static const char *const ring_mca[] = {"coll_tuned_use_dynamic_rules", "1",
+                                           "coll_tuned_allreduce_algorithm", "4", NULL};
+    char *prefix[8] = {0};
+    launch_mpirun_cfg_t cfg = {0};
+    cfg.mca = ring ? ring_mca : NULL;
+    if (c->run->on_testbed) {
+        const launch_testbed_t *tb = &c->run->tb;
+        prefix[0] = (char *)tb->tool;
+        prefix[1] = "exec";
+        prefix[2] = (char *)tb->name;
+        prefix[3] = "h1";
+        prefix[4] = "--";
+        cfg.prefix = (const char *const *)prefix;
+        cfg.hosts = c->hosts_list;
+        cfg.if_include = tb->subnet;
+        cfg.rsh_agent = c->rsh;
+    }
+    struct baseline_mpi_params bp = {.workers = o->workers, .elems = o->elems,
+                                     .dtype_float = o->dtype_float, .iters = o->iters,
+                                     .warmup = o->warmup, .seed = o->seed,
+                                     .timeout_s = time_limit_s(c), .placement = &cfg};
+    struct baseline_mpi_result base;
+    char err[768];
+    r->ran = 1;
+    if (baseline_mpi_run(&bp, &base, err, sizeof(err)) != 0) {
+        snprintf(r->error, sizeof(r->error), "%s", err);
+        return;
+    }
+    r->verified = base.verified;
+    if (!base.verified)
+        snprintf(r->error, sizeof(r->error), "%s", err);
+    r->iters = o->iters;
+    r->tat_median_s = base.tat_median_ms / 1e3;
+    r->tat_min_s = base.tat_min_ms / 1e3;
+    r->tat_max_s = base.tat_max_ms / 1e3;
+    r->cpu_workers = base.cpu_workers_pct;
+    r->cpu_workers_max = base.cpu_workers_max_pct;
+    snprintf(r->checksum, sizeof(r->checksum), "%s", base.checksum);
+    r->checksums_agree = 1;
+}
+
+/* ---- the switch ------------------------------------------------------------------------------ */
+
+/* `inagg switch` in the testbed's switch namespace, on the bridge's address; ready once it
+ * wrote its port to the readiness pipe. 0, or -1 after a message. */
+static int testbed_switch_start(ctx_t *c)
+{
+    const ar_opts_t *o = &c->so;
+    const launch_testbed_t *tb = &c->run->tb;
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) != 0) {
+        fprintf(stderr, AR_CMD ": pipe: %s\n", strerror(errno));
+        return -1;
+    }
+    c->sw_err_fd = memfd_create("inagg-switch-stderr", MFD_CLOEXEC);
+    char listen[48], threads[16], fd[16];
+    snprintf(listen, sizeof(listen), "%s:%d", tb->switch_addr, SWITCH_PORT);
+    snprintf(threads, sizeof(threads), "%u", o->switch_threads);
+    snprintf(fd, sizeof(fd), "%d", p[1]);
+    char *cmd[] = {c->self, "switch", "--listen", listen, "--threads", threads,
+                   "--ready-fd", fd, NULL};
+    char *argv[32];
+    launch_testbed_argv(tb, "sw", cmd, argv, 32);
+    launch_spec_t spec = {argv, NULL, LAUNCH_DEVNULL, LAUNCH_DEVNULL,
+                          c->sw_err_fd >= 0 ? c->sw_err_fd : LAUNCH_INHERIT, 1, p[1]};
+    char err[512];
+    c->sw_pid = launch_spawn(&spec, err, sizeof(err));
+    close(p[1]);
+    if (c->sw_pid < 0) {
+        close(p[0]);
+        fprintf(stderr, AR_CMD ": %s\n", err);
+        c->sw_pid = 0;
+        return -1;
+    }
+    char buf[32] = {0};
+    struct pollfd pf = {p[0], POLLIN, 0};
+    ssize_t n = poll(&pf, 1, SWITCH_READY_MS) == 1 ? read(p[0], buf, sizeof(buf) - 1) : -1;
+    close(p[0]);
+    if (n <= 0 || atoi(buf) <= 0) {
+        char why[1024] = "";
+        if (c->sw_err_fd >= 0) {
+            ssize_t m = pread(c->sw_err_fd, why, sizeof(why) - 1, 0);
+            why[m > 0 ? m : 0] = '\0';
+        }
+        fprintf(stderr, AR_CMD ": inagg switch did not start in the switch namespace: %s\n",
+                why[0] ? why : n == 0 ? "it ended" : "no port reported in time");
+        launch_stop(c->sw_pid, SIGKILL, 5000, NULL);
+        c->sw_pid = 0;
+        return -1;
+    }
+    snprintf(c->sw_addr, sizeof(c->sw_addr), "%s:%d", tb->switch_addr, atoi(buf));
+    return 0;
+}
+
+/* The machine's busy share (all cores, %) over the next second. */
+static double busy_over_a_second(ctx_t *c)
+{
+    sampler_begin(&c->sampler, 0);
+    struct timespec ts = {1, 0};
+    nanosleep(&ts, NULL);
+    sampler_tick(&c->sampler);
+    const sample_t *a = &c->sampler.s[0], *b = &c->sampler.s[c->sampler.n - 1];
+    double tot = b->total - a->total;
+    return c->sampler.n >= 2 && tot > 0 ? (b->busy - a->busy) / tot * 100.0 : NAN;
+}
+
+/* ---- sizes ----------------------------------------------------------------------------------- */
+
+/* The iterations of one size in a sweep: about 8 s of timed work at most (never fewer than 1),
+ * no warmup once one allreduce takes over a second (connections are set up by then anyway,
+ * and the first iteration is a small part of the time). */
+static void size_iters(const ar_run_t *run, uint64_t bytes, uint32_t *iters, uint32_t *warmup)
+{
+    const ar_opts_t *o = run->o;
+    if (o->nsizes == 0)
+        return;
+    double bps = run->on_testbed && o->link_bps ? (double)o->link_bps : LOOPBACK_BPS;
+    double one = (double)bytes * 8 * 2 / bps + 0.001; /* about a ring allreduce */
+    double k = floor(8.0 / one);
+    if (k < *iters)
+        *iters = k < 1 ? 1 : (uint32_t)k;
+    if (one > 1.0 && !(o->given & AR_GIVEN_WARMUP))
+        *warmup = 0;
+}
+
+static void say_failure(const char *sys, const ar_size_result_t *s, const ar_sys_result_t *r)
+{
+    if (!r->verified)
+        fprintf(stderr, AR_CMD ": %s at %llu elements: %s\n", sys,
+                (unsigned long long)s->elems, r->error[0] ? r->error : "did not verify");
+}
+
+static void run_size(ctx_t *c, ar_size_result_t *s)
+{
+    ar_run_t *run = c->run;
+    c->so = *run->o;
+    c->so.elems = s->elems;
+    c->so.iters = s->iters;
+    c->so.warmup = s->warmup;
+    char job[64];
+    c->so.job = cli_job_name("bench", job, sizeof(job));
+    for (int k = 0; k < AR_NSYS; k++)
+        result_init(&s->sys[k]);
+    if (run->o->nsizes)
+        fprintf(stderr, AR_CMD ": %llu B per rank (%u iterations, %u warmup)\n",
+                (unsigned long long)ar_bytes(s), s->iters, s->warmup);
+    if (run->on_testbed)
+        run_inagg_testbed(c, &s->sys[AR_INAGG]);
+    else
+        run_inagg_local(c, &s->sys[AR_INAGG]);
+    s->sys[AR_INAGG].ran = 1;
+    say_failure("inagg", s, &s->sys[AR_INAGG]);
+    for (int k = 0; k < run->o->nbase; k++) {
+        ar_system_t b = run->o->base[k];
+        ar_sys_result_t *r = &s->sys[b];
+        if (b == AR_GLOO)
+            run_gloo(c, r);
+        else
+            run_mpi(c, b == AR_MPI_RING, r);
+        r->ran = 1;
+        say_failure(ar_system_name[b], s, r);
+    }
+}
+
+static void plan_sizes(ar_run_t *run)
+{
+    const ar_opts_t *o = run->o;
+    run->nsizes = o->nsizes ? o->nsizes : 1;
+    for (int i = 0; i < run->nsizes; i++) {
+        ar_size_result_t *s = &run->size[i];
+        s->elems = o->nsizes ? o->sizes[i] / 4 : o->elems;
+        s->iters = o->iters;
+        s->warmup = o->warmup;
+        size_iters(run, ar_bytes(s), &s->iters, &s->warmup);
+    }
+}
+
+/* ---- the run ----------------------------------------------------------------------------------- */
+
+static int run_testbed(ar_run_t *run, ctx_t *c)
+{
+    launch_testbed_t *tb = &run->tb;
+    if (launch_testbed_find(tb->tool, sizeof(tb->tool)) != 0) {
+        fprintf(stderr, AR_CMD ": tools/testbed not found (tried %s; set INAGG_TESTBED_TOOL)\n",
+                tb->tool[0] ? tb->tool : "../tools/testbed beside the binary");
+        return -1;
+    }
+    if (launch_testbed_sibling(tb, "testbed-rsh", c->rsh, sizeof(c->rsh)) != 0) {
+        fprintf(stderr, AR_CMD ": tools/testbed-rsh is missing beside %s\n", tb->tool);
+        return -1;
+    }
+    launch_testbed_reap_stale(tb->tool);
+    char name[16], err[1024];
+    snprintf(name, sizeof(name), "b%d", (int)getpid());
+    snprintf(tb->name, sizeof(tb->name), "%s", name);
+    launch_testbed_guard(tb);
+    fprintf(stderr, AR_CMD ": building testbed %s: %u hosts, links %s, MTU %u%s\n", name,
+            run->o->testbed, run->o->link_rate, run->o->mtu,
+            run->o->loss > 0 ? ", with loss" : "");
+    int rc = launch_testbed_up(tb, run->o->testbed, name, run->o->link_rate, run->o->mtu,
+                               run->o->loss, err, sizeof(err));
+    if (rc != 0) {
+        launch_testbed_unguard();
+        if (rc == -EOPNOTSUPP) {
+            fprintf(stderr, AR_CMD ": %s\n", err);
+            return -3;
+        }
+        fprintf(stderr, AR_CMD ": %s\n", err);
+        return -1;
+    }
+    run->on_testbed = 1;
+    ar_link_defaults(&run->opts, tb->mtu, tb->link_bps, run->defaults_note,
+                     sizeof(run->defaults_note));
+    fprintf(stderr, AR_CMD ": on the testbed: %s\n", run->defaults_note);
+    plan_sizes(run);
+    size_t used = 0;
+    for (unsigned k = 1; k <= tb->hosts && used + 20 < sizeof(c->hosts_list); k++)
+        used += (size_t)snprintf(c->hosts_list + used, sizeof(c->hosts_list) - used, "%s%s.%u",
+                                 k > 1 ? "," : "", tb->net3, k);
+    c->gloo_port = GLOO_PORT;
+    c->so = run->opts;
+    rc = testbed_switch_start(c);
+    run->busy_before = busy_over_a_second(c);
+    for (int i = 0; rc == 0 && i < run->nsizes; i++)
+        run_size(c, &run->size[i]);
+    if (c->sw_pid > 0)
+        launch_stop(c->sw_pid, SIGTERM, 10000, NULL);
+    if (c->sw_err_fd >= 0)
+        close(c->sw_err_fd);
+    launch_testbed_down(tb);
+    launch_testbed_unguard();
+    return rc;
+}
+
+int ar_run(const ar_opts_t *o, ar_run_t *run)
+{
+    memset(run, 0, sizeof(*run));
+    run->opts = *o;
+    run->o = &run->opts;
+    run->world = o->workers;
+    ctx_t *c = calloc(1, sizeof(*c));
+    if (!c)
+        return -1;
+    c->run = run;
+    c->sw_err_fd = -1;
+    ssize_t n = readlink("/proc/self/exe", c->self, sizeof(c->self) - 1);
+    c->self[n > 0 ? n : 0] = '\0';
+    int rc;
+    if (o->testbed) {
+        rc = run_testbed(run, c);
+    } else {
+        plan_sizes(run);
+        pid_t pid = cli_switch_begin(AR_CMD, o->switch_addr, o->switch_threads, o->timeout_ms,
+                                     c->sw_addr, sizeof(c->sw_addr));
+        rc = pid < 0 ? -1 : 0;
+        c->sw_pid = pid > 0 ? pid : 0;
+        run->busy_before = rc == 0 ? busy_over_a_second(c) : NAN;
+        for (int i = 0; rc == 0 && i < run->nsizes; i++)
+            run_size(c, &run->size[i]);
+        if (pid > 0)
+            cli_switch_end(pid);
+    }
+    free(c->sampler.s);
+    free(c);
+    return rc;
+}

@@ -1,0 +1,178 @@
+#!/usr/bin/env bash
+# tests/cli_testbed.sh - `inagg bench allreduce` across hosts and against Gloo: usage errors of
+# the testbed flags; the Gloo baseline on loopback reducing the very tensor inagg reduces (same
+# checksum); a 3-host testbed built by the command itself, aggregating through `inagg switch`
+# in the switch namespace with verified results and Open MPI (default and ring) and Gloo
+# across the same namespaces; loss on the links with a bit-identical int32 result; a --sizes
+# sweep with its plot; a run interrupted with SIGTERM; and that nothing of any testbed is left
+# behind. Skips, saying why, where testbeds cannot be built (exit 3: not root, no network
+# namespaces). Every command runs under `timeout`; about 2 minutes.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+INAGG=./build/inagg
+TB=tools/testbed
+PY=${INAGG_PYTHON:-/usr/bin/python3}
+pass=0 fail=0 skip=0
+ok()  { echo "ok      $1"; pass=$((pass + 1)); }
+bad() { echo "FAIL    $1: $2"; fail=$((fail + 1)); }
+skp() { echo "skip    $1: $2"; skip=$((skip + 1)); }
+finish() { echo "$pass passed, $fail failed, $skip skipped"; [ $fail -eq 0 ]; exit $?; }
+# json_get EXPR < file-or-stdin: the value of d<EXPR> of the last JSON line
+json_get() { python3 -c "import json,sys; d=json.loads([l for l in sys.stdin.read().splitlines() if l.startswith('{')][-1]); print(eval('d' + sys.argv[1]))" "$1"; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+trap 'exit 130' INT TERM
+[ -x $INAGG ] || make -s -j2 >/dev/null || { bad build "make failed"; finish; }
+have_torch=0
+"$PY" -c "import numpy, torch.distributed as d; assert d.is_gloo_available()" 2>/dev/null && have_torch=1
+have_mpi=0
+command -v mpirun >/dev/null && [ -x build/inagg-mpi-bench ] && have_mpi=1
+
+# Everything a testbed of this command (named b<PID>) could leave: namespaces, state, nftables
+# tables, mounts.
+testbed_traces() {
+    ip netns list 2>/dev/null | awk '{print $1}' | grep -E '^inagg-tb-b[0-9]+-' | sed 's/^/netns /'
+    ls /run/inagg-testbed 2>/dev/null | grep -E '^b[0-9]+$' | sed 's/^/state /'
+    grep -E '/run/inagg-testbed/b[0-9]+/' /proc/mounts | awk '{print "mount " $2}'
+    nft list tables 2>/dev/null | grep -E 'inagg_tb_b[0-9]+' | sed 's/^/nft /'
+}
+
+t=testbed_usage_errors_exit_2
+rcs=""
+for args in "--testbed 0" "--testbed x" "--testbed 65" "--testbed 2 --link-rate fast" \
+    "--testbed 2 --link-rate -5mbit" "--testbed 2 --mtu 100" "--testbed 2 --mtu 9000x" \
+    "--link-rate 100mbit" "--mtu 1500" "--testbed 2 --workers 3" "--testbed 2 --switch 10.0.0.1:7000" \
+    "--baseline mpi,tf" "--baseline gloo,gloo" "--sizes=3" "--sizes 4K" "--plot a.png" \
+    "--rank 0 --world 2" "--rank 2 --world 2 --switch 127.0.0.1:1 --job j" "--testbed 2 --loss 1.5"; do
+    timeout 10 $INAGG bench allreduce $args >/dev/null 2>"$tmp/err"
+    rc=$?
+    [ $rc -eq 2 ] && [ -s "$tmp/err" ] || rcs+=" [$args]=$rc"
+done
+timeout 5 $INAGG bench allreduce --help | grep -q -- "--testbed N" || rcs+=" [--help lacks --testbed]"
+[ -z "$rcs" ] && ok $t || bad $t "wrong exit codes or no message:$rcs"
+
+t=gloo_baseline_on_loopback_reduces_the_same_tensor
+if [ $have_torch = 0 ]; then skp $t "python3-torch with Gloo (and numpy) is not installed for $PY"; else
+    out=$(timeout 120 $INAGG bench allreduce --workers 2 --elems 50000 --dtype int32 --iters 2 \
+        --warmup 1 --baseline gloo --json - 2>"$tmp/err")
+    rc=$?
+    if [ $rc -ne 0 ]; then bad $t "exit $rc: $(tail -n 3 "$tmp/err")"
+    elif [ "$(echo "$out" | json_get "['baseline']['name']")" != gloo ] ||
+         [ "$(echo "$out" | json_get "['baselines']['gloo']['verified']")" != True ]; then bad $t "no verified gloo baseline: $out"
+    elif [ "$(echo "$out" | json_get "['baseline']['checksum'] == d['checksum']")" != True ]; then bad $t "Gloo's int32 sum differs from inagg's: $out"
+    elif [ "$(echo "$out" | json_get "['speedup'] > 0")" != True ]; then bad $t "no speedup"
+    else ok $t; fi
+fi
+
+t=not_root_exits_3_with_the_reason
+if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null &&
+    setpriv --reuid=65534 --regid=65534 --clear-groups true 2>/dev/null; then
+    timeout 20 setpriv --reuid=65534 --regid=65534 --clear-groups $INAGG bench allreduce \
+        --testbed 2 --elems 1000 >/dev/null 2>"$tmp/err"
+    rc=$?
+    [ $rc -eq 3 ] && grep -q "needs root" "$tmp/err" && ok $t || bad $t "exit $rc: $(cat "$tmp/err")"
+elif [ "$(id -u)" != 0 ]; then
+    timeout 20 $INAGG bench allreduce --testbed 2 --elems 1000 >/dev/null 2>"$tmp/err"
+    rc=$?
+    [ $rc -eq 3 ] && ok $t || bad $t "exit $rc: $(cat "$tmp/err")"
+else skp $t "cannot drop privileges here (setpriv)"; fi
+
+# Can testbeds be built here at all? If not, say why and skip the rest.
+timeout 20 $TB check >"$tmp/check" 2>&1
+crc=$?
+if [ $crc -ne 0 ]; then
+    echo "skip    testbed runs: $(tail -n 1 "$tmp/check") (tools/testbed check exit $crc)"
+    skip=$((skip + 1))
+    finish
+fi
+before=$(testbed_traces)
+
+t=three_hosts_aggregate_through_the_switch_namespace_with_baselines
+base=""
+[ $have_mpi = 1 ] && base="mpi,mpi-ring"
+[ $have_torch = 1 ] && base="${base:+$base,}gloo"
+timeout 150 $INAGG bench allreduce --testbed 3 --link-rate 200mbit --elems 250000 --dtype int32 \
+    --iters 2 --warmup 1 ${base:+--baseline $base} --json "$tmp/three.json" >"$tmp/three.txt" 2>"$tmp/err"
+rc=$?
+check=$(python3 - "$tmp/three.json" "$base" <<'EOF'
+import json, math, sys
+d = json.load(open(sys.argv[1]))
+base = [b for b in sys.argv[2].split(",") if b]
+why = []
+s = d["sizes"][0]
+if not d["verified"] or not s["inagg"]["verified"]: why.append("not verified")
+if d["testbed"]["hosts"] != 3 or d["workers"] != 3: why.append("not 3 hosts")
+if d["packet_elems"] != 2048 or d["window"] < 4: why.append("no link-aware defaults %s/%s" % (d["packet_elems"], d["window"]))
+if abs(s["theory_ratio"] - 4 / 3) > 1e-9: why.append("theory_ratio %s" % s["theory_ratio"])
+g = s["goodput_fraction"]
+if not (0.3 < g <= 1.05): why.append("goodput_fraction %s" % g)
+if abs(s["bus_bw_gbps"] - s["alg_bw_gbps"] * 4 / 3) > 1e-6: why.append("busBw is not algBw*2(n-1)/n")
+if abs(s["alg_bw_gbps"] - 250000 * 4 * 8 / s["tat_s"] / 1e9) > 1e-6: why.append("algBw is not bytes/TAT")
+if not (isinstance(s["cpu"]["switch"], float) and s["cpu"]["workers"] > 0): why.append("no CPU %s" % s["cpu"])
+if not d["checksums_agree"]: why.append("the ranks' results differ")
+for b in base:
+    k = b.replace("-", "_")
+    x = s[k]
+    if not x["verified"]: why.append(b + " not verified: " + x.get("error", ""))
+    elif x["checksum"] != s["inagg"]["checksum"]: why.append(b + "'s int32 sum differs from inagg's")
+    if not (s["speedups"][k] > 0): why.append(b + " speedup %s" % s["speedups"].get(k))
+if base and d["baseline"]["name"] != base[0]: why.append("baseline is not the first named")
+if base and abs(d["speedup"] - s["speedups"][base[0].replace("-", "_")]) > 1e-9: why.append("speedup is not against the first baseline")
+print("; ".join(why))
+EOF
+)
+if [ $rc -ne 0 ]; then bad $t "exit $rc: $(tail -n 5 "$tmp/err")"
+elif [ -n "$check" ]; then bad $t "$check"
+else ok $t; fi
+[ -n "$base" ] || skp baselines_across_namespaces "neither Open MPI nor python3-torch is installed"
+lossless=$(json_get "['checksum']" <"$tmp/three.json" 2>/dev/null)
+
+t=loss_on_the_links_and_int32_stays_bit_identical
+out=$(timeout 90 $INAGG bench allreduce --testbed 3 --link-rate 200mbit --loss 0.02 --elems 250000 \
+    --dtype int32 --iters 2 --warmup 1 --json - 2>"$tmp/err")
+rc=$?
+if [ $rc -ne 0 ]; then bad $t "exit $rc: $(tail -n 5 "$tmp/err")"
+elif [ "$(echo "$out" | json_get "['testbed']['loss']")" != 0.02 ]; then bad $t "the links had no loss: $out"
+elif [ "$(echo "$out" | json_get "['retransmissions'] > 0")" != True ]; then bad $t "nothing was retransmitted"
+elif [ -z "$lossless" ] || [ "$(echo "$out" | json_get "['checksum']")" != "$lossless" ]; then bad $t "checksum differs from the lossless run ($lossless)"
+else ok $t; fi
+
+t=sizes_sweep_draws_the_plot
+if ! command -v gnuplot >/dev/null; then skp $t "gnuplot is not installed"; else
+    sb=""
+    [ $have_mpi = 1 ] && sb="--baseline mpi-ring"
+    out=$(timeout 90 $INAGG bench allreduce --testbed 2 --link-rate 400mbit --sizes=4K,64K,1M \
+        --dtype int32 --iters 2 $sb --plot "$tmp/sweep.png" --json - 2>"$tmp/err")
+    rc=$?
+    if [ $rc -ne 0 ]; then bad $t "exit $rc: $(tail -n 5 "$tmp/err")"
+    elif [ "$(echo "$out" | json_get "['sizes'] and [x['bytes'] for x in d['sizes']]")" != "[4096, 65536, 1048576]" ]; then bad $t "sizes: $out"
+    elif [ "$(head -c 4 "$tmp/sweep.png" | od -An -c | tr -d ' ')" != "211PNG" ]; then bad $t "no PNG written"
+    else ok $t; fi
+fi
+
+t=sigterm_takes_the_testbed_down
+timeout 60 $INAGG bench allreduce --testbed 2 --link-rate 10mbit --elems 4000000 --dtype int32 \
+    --iters 3 >/dev/null 2>"$tmp/err" &
+runner=$!
+busy=0
+for _ in $(seq 1 150); do
+    ns=$(ip netns list 2>/dev/null | awk '{print $1}' | grep -E '^inagg-tb-b[0-9]+-h2$' | head -n 1)
+    if [ -n "$ns" ] && [ "$(ip netns pids "$ns" 2>/dev/null | wc -l)" -gt 0 ]; then busy=1; break; fi
+    sleep 0.1
+done
+sleep 1
+kill -TERM $runner 2>/dev/null
+wait $runner
+rc=$?
+left=$(comm -13 <(echo "$before" | sort) <(testbed_traces | sort))
+if [ $busy != 1 ]; then bad $t "the run never started its ranks: $(tail -n 3 "$tmp/err")"
+elif [ $rc -ne 143 ]; then bad $t "exit $rc after SIGTERM (expected 143)"
+elif ! grep -q "taking testbed b[0-9]* down" "$tmp/err"; then bad $t "no message about the teardown"
+elif [ -n "$left" ]; then bad $t "left behind: $(echo "$left" | tr '\n' ';')"
+else ok $t; fi
+
+t=nothing_left_behind
+left=$(comm -13 <(echo "$before" | sort) <(testbed_traces | sort))
+[ -z "$left" ] && ok $t || bad $t "$(echo "$left" | tr '\n' ';')"
+
+finish

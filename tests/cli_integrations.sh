@@ -152,7 +152,7 @@ rm -rf python/build python/inagg.egg-info
 t=gloo_baseline_on_bench_tensor_verifies
 if [ $have_torch = 0 ]; then skp $t "torch with Gloo is not installed (apt-get install python3-torch)"
 else
-    out=$(timeout 300 "$PY" tools/gloo_bench.py --workers 2 --elems 200000 --iters 3 --json - 2>"$tmp/gb.err")
+    out=$(timeout 300 "$PY" tools/gloo_allreduce.py --workers 2 --elems 200000 --iters 3 --json - 2>"$tmp/gb.err")
     if [ $? -eq 0 ] && echo "$out" | "$PY" -c "import json,sys; d=json.load(sys.stdin); assert d['verified'] and d['tat_ms']['median'] > 0"; then ok $t
     else bad $t "$out $(tail -n 3 "$tmp/gb.err")"; fi
 fi

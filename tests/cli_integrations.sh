@@ -47,7 +47,7 @@ else
         bad $t "install tree incomplete or soname '$soname' is not libinagg.so.0"
     elif ! timeout 60 cc examples/allreduce.c $flags -Wl,-rpath,"$inst/lib" -o "$tmp/example" 2>"$tmp/cc.err"; then
         bad $t "cc \$(pkg-config --cflags --libs inagg) failed ($flags): $(head -n 3 "$tmp/cc.err")"
-    elif ! ldd "$tmp/example" | grep -q "$inst/lib/libinagg.so.0"; then
+    elif ! ldd "$tmp/example" | grep -c >/dev/null "$inst/lib/libinagg.so.0"; then
         bad $t "the example does not load the installed libinagg.so.0: $(ldd "$tmp/example" | grep inagg)"
     else
         pids=()
@@ -307,7 +307,7 @@ else
         nacc=$((nacc + ${n:-0}))
         c0=$(counts "$tmp/sc/$prog.0"); c1=$(counts "$tmp/sc/$prog.1")
         npassed=$((npassed + $(echo "$c1" | grep -oE '[0-9]+ (PASSED|tests completed and passed)' | awk '{s += $1} END {print s + 0}')))
-        if [ $rc0 -ne 0 ] || [ $rc1 -ne 0 ] || [ -z "$c0" ] || [ "$c0" != "$c1" ] || grep -qE '[1-9][0-9]* FAILED|[1-9][0-9]* tests completed and failed' "$tmp/sc/$prog.1"; then
+        if [ $rc0 -ne 0 ] || [ $rc1 -ne 0 ] || [ -z "$c0" ] || [ "$c0" != "$c1" ] || grep -cE >/dev/null '[1-9][0-9]* FAILED|[1-9][0-9]* tests completed and failed' "$tmp/sc/$prog.1"; then
             msg="$msg $prog: rc $rc0/$rc1, counts differ or failures: $(diff <(echo "$c0") <(echo "$c1") | head -n 4)"
         fi
     done

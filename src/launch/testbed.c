@@ -104,6 +104,14 @@ static void guard_handler(int sig)
         }
         pid_t pid = fork();
         if (pid == 0) {
+            /* Out of our process group, deaf to the signals that end us: a Ctrl-C or a
+             * `timeout` sends them to the whole group, and must not end the teardown. */
+            struct sigaction ign;
+            memset(&ign, 0, sizeof(ign));
+            ign.sa_handler = SIG_IGN;
+            for (int i = 0; i < 3; i++)
+                sigaction(guard_sigs[i], &ign, NULL);
+            setpgid(0, 0);
             int fd = STDOUT_FILENO;
             dup2(STDERR_FILENO, fd);
             execve(guard_argv[0], guard_argv, environ);

@@ -23,6 +23,8 @@ typedef struct afp_endpoint {
     afp_link_t *link; /* linked mode, else NULL */
     uint32_t queue;
     uint32_t held;    /* linked: rx slots handed out by the last receive */
+    uint64_t last_rx_ns; /* linked: when the newest frame of the last receive entered the
+                            fabric; the results sent next are its consequence (latency) */
     pktsock_t ps;     /* standalone */
     uint8_t mac[6];
     uint32_t ip;
@@ -78,7 +80,7 @@ static int afp_send(transport_t *t, const transport_tx_t *pkts, int n, int timeo
                 memcpy(s->data + ETHF_UDP_HDR_LEN + p->head_len, p->body, p->body_len);
             s->len = ETHF_UDP_HDR_LEN + plen;
             s->port = to->ifport;
-            s->t_ns = util_now_ns();
+            s->t_ns = e->last_rx_ns ? e->last_rx_ns : util_now_ns();
             frameq_publish(q);
             queued++;
         } else {
@@ -125,6 +127,8 @@ static int afp_recv_linked(afp_endpoint_t *e, transport_rx_t *out, int max, int 
         out[got].data = u.payload;
         out[got].len = u.payload_len;
         make_addr(&out[got].from, u.src_mac, s->port, u.src_ip, u.src_port);
+        if (s->t_ns > e->last_rx_ns)
+            e->last_rx_ns = s->t_ns;
         got++;
     }
     e->held = n;

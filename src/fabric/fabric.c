@@ -20,7 +20,7 @@
 #include "fabric/fabric_int.h"
 #include "fabric/tapdev.h"
 
-#define SPIN_NS 60000ull       /* closer than this to a release: spin, do not sleep */
+#define SPIN_NS 150000ull      /* closer than this to a release: spin, do not sleep */
 #define IDLE_SLEEP_MS 20
 #define DELAY_LINE_BYTES (8u << 20)
 #define QUEUE_SLOTS 1024
@@ -234,11 +234,14 @@ static uint64_t run_delays(struct fabric *f, uint64_t now, int *work)
             continue;
         const delay_rec_t *r;
         for (int k = 0; k < 256 && (r = delayline_due(&port->in, now)); k++) {
-            fabric_frame_in(f, p, &r->vh, r->data, r->len, util_now_ns());
+            uint64_t t = util_now_ns();
+            lathist_add(&f->lat[LAT_DELAY_LATE], t - r->release_ns);
+            fabric_frame_in(f, p, &r->vh, r->data, r->len, t);
             delayline_pop(&port->in);
             (*work)++;
         }
         for (int k = 0; k < 256 && (r = delayline_due(&port->out, now)); k++) {
+            lathist_add(&f->lat[LAT_DELAY_LATE], util_now_ns() - r->release_ns);
             fabric_transmit(f, p, &r->vh, r->data, r->len);
             delayline_pop(&port->out);
             (*work)++;
@@ -264,8 +267,8 @@ static void idle_wait(struct fabric *f, uint64_t next_release)
     if (next_release != UINT64_MAX && next_release <= now + SPIN_NS)
         return; /* spin: a frame is due within microseconds */
     uint64_t wait_ns = (uint64_t)IDLE_SLEEP_MS * 1000000ull;
-    if (next_release != UINT64_MAX && next_release - now - SPIN_NS / 2 < wait_ns)
-        wait_ns = next_release - now - SPIN_NS / 2;
+    if (next_release != UINT64_MAX && next_release - now - SPIN_NS < wait_ns)
+        wait_ns = next_release - now - SPIN_NS;
     struct pollfd pf[FABRIC_MAX_PORTS + 1];
     nfds_t n = 0;
     for (uint32_t p = 0; p < f->nports; p++)

@@ -47,7 +47,10 @@ enum fabric_stat {
     FG_COUNT
 };
 
-enum fabric_lat { LAT_FORWARD, LAT_AGG_INT, LAT_AGG_FLOAT, LAT_RESEND, LAT_COUNT };
+/* The fabric's own latency per frame kind (from taking the frame off its port, after any
+ * ingress delay, to handing it to the output port or its delay line), and how late the delay
+ * lines released frames against their due time (the link emulation's error). */
+enum fabric_lat { LAT_FORWARD, LAT_AGG_INT, LAT_AGG_FLOAT, LAT_RESEND, LAT_DELAY_LATE, LAT_COUNT };
 #define LAT_NONE 0xff
 
 #define LAT_BUCKETS (44 * 16)

@@ -37,6 +37,7 @@ static const char *const port_names[FP_COUNT] = {
 static const char *const lat_names[LAT_COUNT] = {
     [LAT_FORWARD] = "forward", [LAT_AGG_INT] = "aggregate_int32",
     [LAT_AGG_FLOAT] = "aggregate_float32", [LAT_RESEND] = "resend",
+    [LAT_DELAY_LATE] = "delay_release_late",
 };
 
 /* 16 buckets per power of two: at most 1/16 relative error. */
@@ -135,6 +136,8 @@ void fabric_write_json(void *ctx, struct json_writer *w)
     char mac[24];
     snprintf(mac, sizeof(mac), "%02x:%02x:%02x:%02x:%02x:%02x", f->mac[0], f->mac[1],
              f->mac[2], f->mac[3], f->mac[4], f->mac[5]);
+    /* lines stay shorter than a control line (CTL_LINE_MAX): a newline between groups */
+    json_newline(w);
     json_begin_object(w, "fabric");
     json_string(w, "ip", f->ip_text);
     json_int(w, "prefix", f->prefix);
@@ -144,6 +147,7 @@ void fabric_write_json(void *ctx, struct json_writer *w)
     json_int(w, "mac_moved", (int64_t)f->mt.moved);
     json_int(w, "mac_aged", (int64_t)f->mt.aged);
     json_int(w, "mac_table_full", (int64_t)f->mt.full);
+    json_newline(w);
     for (int i = 0; i < FG_COUNT; i++)
         json_int(w, global_names[i], (int64_t)gval(f, i));
     json_int(w, "agg_tx_queue_full",
@@ -151,6 +155,7 @@ void fabric_write_json(void *ctx, struct json_writer *w)
     json_begin_array(w, "ports");
     for (uint32_t p = 0; p < f->nports; p++) {
         const fport_t *port = &f->ports[p];
+        json_newline(w);
         json_begin_object(w, NULL);
         json_string(w, "name", port->name);
         json_bool(w, "switch_stack", port->is_cpu);
@@ -165,6 +170,7 @@ void fabric_write_json(void *ctx, struct json_writer *w)
     json_begin_object(w, "latency");
     for (int k = 0; k < LAT_COUNT; k++) {
         uint64_t p50, p99, n = lat_summary(&f->lat[k], &p50, &p99);
+        json_newline(w);
         json_begin_object(w, lat_names[k]);
         json_int(w, "n", (int64_t)n);
         json_number(w, "p50_us", (double)p50 / 1e3);

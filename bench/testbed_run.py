@@ -206,25 +206,35 @@ def run_inagg(a, tb, hosts, sampler):
     if not os.path.exists(inagg):
         raise RuntimeError("build/inagg is missing: run make first")
     sw = tb["switch"]
-    r, w = os.pipe()
-    swp = texec(a.testbed, "sw", [os.path.join(ROOT, "build", "inagg"), "switch", "--listen",
-                                  f"{sw['addr']}:{a.port}", "--threads", str(a.switch_threads),
-                                  "--ready-fd", str(w)],
-                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, pass_fds=(w,))
-    os.close(w)
+    swps = []
+    port = a.port
+    if tb.get("fabric") == "inagg":
+        # the fabric's own switch (inagg switch --l2) aggregates; it runs until `down`
+        port = tb["fabric_port"]
+    else:
+        r, w = os.pipe()
+        swp = texec(a.testbed, "sw", [os.path.join(ROOT, "build", "inagg"), "switch",
+                                      "--listen", f"{sw['addr']}:{a.port}", "--threads",
+                                      str(a.switch_threads), "--ready-fd", str(w)],
+                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                    pass_fds=(w,))
+        swps.append(swp)
+        os.close(w)
     try:
-        ready = b""
-        t_end = time.time() + 10
-        while not ready.endswith(b"\n") and time.time() < t_end:
-            chunk = os.read(r, 64)
-            if not chunk:
-                break
-            ready += chunk
-        os.close(r)
-        if not ready.endswith(b"\n"):
-            raise RuntimeError("inagg switch did not start: " + (swp.stderr.read() or "")[-500:])
+        if swps:
+            ready = b""
+            t_end = time.time() + 10
+            while not ready.endswith(b"\n") and time.time() < t_end:
+                chunk = os.read(r, 64)
+                if not chunk:
+                    break
+                ready += chunk
+            os.close(r)
+            if not ready.endswith(b"\n"):
+                raise RuntimeError("inagg switch did not start: " +
+                                   (swps[0].stderr.read() or "")[-500:])
         job = f"tb{os.getpid()}"
-        common = ["--switch", f"{sw['addr']}:{a.port}", "--job", job, "--world", str(len(hosts)),
+        common = ["--switch", f"{sw['addr']}:{port}", "--job", job, "--world", str(len(hosts)),
                   "--elems", str(a.elems), "--dtype", a.dtype, "--iters", str(a.iters),
                   "--warmup", str(a.warmup), "--packet-elems", str(a.packet_elems),
                   "--window", str(a.window), "--seed", str(a.seed), "--rto-max-us", "500000"]
@@ -236,7 +246,7 @@ def run_inagg(a, tb, hosts, sampler):
                  for i, h in enumerate(hosts)]
         outs = collect(procs, a.timeout, "inagg")
     finally:
-        kill_all([swp])
+        kill_all(swps)
     reps = [json_lines(o)[-1] for o in outs]
     times = per_iter_max(reps)
     window = (min(x["t_start"] for x in reps), max(x["t_end"] for x in reps))

@@ -51,6 +51,11 @@ int pktsock_open(pktsock_t *s, const char *ifname, size_t ring_bytes, char *err,
         return fail(s, errno, err, errlen, "reading its MTU", ifname);
     s->mtu = (uint32_t)ifr.ifr_mtu;
 
+    /* Frames sent wait in the device's qdisc (a tbf, on a testbed) charged to this socket:
+     * its send buffer must hold a link's queue, or sends fail before the qdisc is full. */
+    int sndbuf = 64 << 20;
+    if (setsockopt(s->fd, SOL_SOCKET, SO_SNDBUFFORCE, &sndbuf, sizeof(sndbuf)) != 0)
+        (void)setsockopt(s->fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf));
     int one = 1, v2 = TPACKET_V2;
     if (setsockopt(s->fd, SOL_PACKET, PACKET_VNET_HDR, &one, sizeof(one)) != 0)
         return fail(s, errno, err, errlen, "PACKET_VNET_HDR", ifname);

@@ -170,6 +170,26 @@ if start_switch --link-delay 300us >"$tmp/why"; then
     else bad $t "RTT grew by ${extra_us} us (expected 600), releases late by ${late} us at p50"; fi
 else bad $t "$(cat "$tmp/why")"; fi
 
+t=testbed_fabric_usage_errors
+rcs=""
+for args in "up 2 --fabric hub" "up 2 --link-delay 25us" "up 2 --fabric inagg --link-delay soon" \
+    "up 2 --fabric inagg --loss 0.01"; do
+    timeout 10 tools/testbed $args >/dev/null 2>"$tmp/err"
+    rc=$?
+    [ $rc -eq 2 ] || rcs+=" [$args]=$rc"
+    [ -s "$tmp/err" ] || rcs+=" [$args: no message]"
+done
+[ -z "$rcs" ] && ok $t || bad $t "wrong exit codes or no message:$rcs"
+
+t=bench_allreduce_on_a_testbed_with_the_fabric
+INAGG_LOG=warn timeout 150 $INAGG bench allreduce --testbed 2 --fabric inagg --link-delay 25us \
+    --link-rate 1gbit --elems 20000 --iters 2 --dtype int32 --json "$tmp/tb.json" \
+    >"$tmp/tb.out" 2>"$tmp/tb.err"
+rc=$?
+if [ $rc -eq 3 ]; then skp $t "testbeds cannot be built here: $(tail -n 1 "$tmp/tb.err")"
+elif [ $rc -eq 0 ] && grep -q '"verified":true' "$tmp/tb.json" && grep -q "fabric inagg" "$tmp/tb.err"; then ok $t
+else bad $t "exit $rc: $(tail -n 3 "$tmp/tb.err")"; fi
+
 t=stops_on_sigterm_with_counters
 kill -TERM "$swpid"; wait "$swpid"; rc=$?; swpid=""
 if [ $rc -eq 0 ] && grep -q "^fabric port p1" "$tmp/sw.out"; then ok $t

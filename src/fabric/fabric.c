@@ -22,6 +22,7 @@
 
 #define SPIN_NS 150000ull      /* closer than this to a release: spin, do not sleep */
 #define IDLE_SLEEP_MS 20
+#define IDLE_SPIN_NS 20000ull  /* after the last frame: spin this long before sleeping */
 #define DELAY_LINE_BYTES (8u << 20)
 #define QUEUE_SLOTS 1024
 #define TAPBUF (65536 + 64)
@@ -255,7 +256,7 @@ static uint64_t run_delays(struct fabric *f, uint64_t now, int *work)
     return next;
 }
 
-static void idle_wait(struct fabric *f, uint64_t next_release)
+static void idle_wait(struct fabric *f, uint64_t next_release, uint64_t last_work)
 {
     uint64_t v;
     ssize_t r = read(f->link.tx_efd, &v, sizeof(v)); /* clear, then look */
@@ -266,6 +267,8 @@ static void idle_wait(struct fabric *f, uint64_t next_release)
     uint64_t now = util_now_ns();
     if (next_release != UINT64_MAX && next_release <= now + SPIN_NS)
         return; /* spin: a frame is due within microseconds */
+    if (now - last_work < IDLE_SPIN_NS)
+        return; /* spin a little after work: results and the next frames follow closely */
     uint64_t wait_ns = (uint64_t)IDLE_SLEEP_MS * 1000000ull;
     if (next_release != UINT64_MAX && next_release - now - SPIN_NS < wait_ns)
         wait_ns = next_release - now - SPIN_NS;
@@ -284,6 +287,7 @@ static void *fabric_main(void *arg)
 {
     struct fabric *f = arg;
     prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
+    uint64_t last_work = 0;
     while (!atomic_load_explicit(&f->stop, memory_order_relaxed)) {
         int work = 0;
         for (uint32_t p = 0; p < f->nports; p++)
@@ -294,8 +298,10 @@ static void *fabric_main(void *arg)
             if (f->kick & (1u << q))
                 frameq_kick(&f->link.rx[q]);
         f->kick = 0;
-        if (!work)
-            idle_wait(f, next);
+        if (work)
+            last_work = util_now_ns();
+        else
+            idle_wait(f, next, last_work);
     }
     return NULL;
 }

@@ -8,7 +8,7 @@
 # 30 seconds.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-INAGG=build/inagg
+INAGG=${INAGG:-build/inagg}  # INAGG=build-san/inagg runs it under the sanitizers
 PY=/usr/bin/python3
 pass=0 fail=0 skip=0
 ok()  { echo "ok      $1"; pass=$((pass + 1)); }

@@ -71,7 +71,16 @@ def sink(port, nbytes):
 
 
 def source(host, port, nbytes):
-    c = socket.create_connection((host, port), timeout=20)
+    import time
+    deadline = time.time() + 10  # the sink may still be starting
+    while True:
+        try:
+            c = socket.create_connection((host, port), timeout=20)
+            break
+        except ConnectionRefusedError:
+            if time.time() > deadline:
+                raise
+            time.sleep(0.1)
     h, sent, i = hashlib.sha256(), 0, 0
     while sent < nbytes:
         blk = hashlib.sha256(str(i).encode()).digest() * 2048

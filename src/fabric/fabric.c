@@ -243,7 +243,7 @@ static uint64_t run_delays(struct fabric *f, uint64_t now, int *work)
         }
         for (int k = 0; k < 256 && (r = delayline_due(&port->out, now)); k++) {
             lathist_add(&f->lat[LAT_DELAY_LATE], util_now_ns() - r->release_ns);
-            fabric_transmit(f, p, &r->vh, r->data, r->len);
+            fabric_transmit(f, p, &r->vh, r->data, r->len, r->kind);
             delayline_pop(&port->out);
             (*work)++;
         }
@@ -316,6 +316,9 @@ static void free_all(struct fabric *f)
         } else {
             pktsock_close(&port->ps);
         }
+        for (int k = 0; k < 2; k++)
+            if (port->agg_fd[k] >= 0)
+                close(port->agg_fd[k]);
         delayline_free(&port->in);
         delayline_free(&port->out);
     }
@@ -347,6 +350,7 @@ int fabric_start(const fabric_config_t *c, fabric_t **out, char *err, size_t err
     for (uint32_t p = 0; p < FABRIC_MAX_PORTS; p++) {
         f->ports[p].tap_fd = -1;
         f->ports[p].ps.fd = -1;
+        f->ports[p].agg_fd[0] = f->ports[p].agg_fd[1] = -1;
     }
     int rc = parse_config(f, c, err, errlen);
     if (rc != 0) {
@@ -364,6 +368,17 @@ int fabric_start(const fabric_config_t *c, fabric_t **out, char *err, size_t err
             rc = pktsock_open(&port->ps, port->name, 0, err, errlen);
             if (rc == 0 && port->ps.mtu < mtu)
                 mtu = port->ps.mtu;
+            for (int k = 0; rc == 0 && k < 2; k++) {
+                rc = pktsock_open_tx(port->ps.ifindex,
+                                     k ? FABRIC_PRIO_RESEND : FABRIC_PRIO_RESULT);
+                if (rc >= 0) {
+                    port->agg_fd[k] = rc;
+                    rc = 0;
+                } else {
+                    set_err(err, errlen, "port %s: a send socket for results: %s",
+                            port->name, strerror(-rc));
+                }
+            }
         }
         if (rc == 0 && (port->delay_ns || port->jitter_ns)) {
             rc = delayline_init(&port->in, DELAY_LINE_BYTES, port->delay_ns, port->jitter_ns,

@@ -21,6 +21,10 @@
 
 #define FABRIC_MAX_PORTS 64 /* the internal port included */
 #define FABRIC_BURST 64     /* frames taken from one port per pass */
+/* skb priorities of the frames the fabric sends for the aggregation switch: the class ids
+ * 1:11 and 1:12 of an HTB qdisc with handle 1: (forwarded frames keep priority 0) */
+#define FABRIC_PRIO_RESULT 0x10011u
+#define FABRIC_PRIO_RESEND 0x10012u
 
 enum fport_stat {
     FP_RX, FP_RX_BYTES, FP_TX, FP_TX_BYTES, FP_TX_DROPS, FP_DELAY_DROPS, FP_COUNT
@@ -63,6 +67,10 @@ typedef struct fport {
     int is_cpu;
     int tap_fd;            /* the internal port */
     pktsock_t ps;          /* the others */
+    int agg_fd[2];         /* send-only sockets on the same interface for results and for
+                              resends, whose frames carry FABRIC_PRIO_RESULT / _RESEND as their
+                              priority: an arbitrating qdisc on the port (tools/testbed
+                              --arbitration) tells them from forwarded frames by it */
     uint64_t delay_ns, jitter_ns;
     delayline_t in, out;   /* used when delay_ns or jitter_ns is set */
     _Atomic uint64_t c[FP_COUNT];
@@ -106,7 +114,7 @@ void fabric_frame_in(struct fabric *f, uint32_t pin, const struct virtio_net_hdr
 void fabric_egress(struct fabric *f, uint32_t pout, const struct virtio_net_hdr *vh,
                    const uint8_t *frame, uint32_t len, uint64_t t_ns, uint8_t lat);
 void fabric_transmit(struct fabric *f, uint32_t pout, const struct virtio_net_hdr *vh,
-                     const uint8_t *frame, uint32_t len);
+                     const uint8_t *frame, uint32_t len, uint8_t lat);
 int fabric_drain_results(struct fabric *f, uint64_t now);
 
 /* fstats.c */

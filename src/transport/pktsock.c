@@ -147,6 +147,24 @@ int pktsock_send(pktsock_t *s, const struct virtio_net_hdr *vnet, const void *a,
     return -EINTR;
 }
 
+int pktsock_open_tx(int ifindex, uint32_t priority)
+{
+    int fd = socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0)
+        return -errno;
+    int prio = (int)priority, sndbuf = 64 << 20;
+    struct sockaddr_ll ll = {.sll_family = AF_PACKET, .sll_ifindex = ifindex};
+    if (setsockopt(fd, SOL_SOCKET, SO_PRIORITY, &prio, sizeof(prio)) != 0 ||
+        bind(fd, (struct sockaddr *)&ll, sizeof(ll)) != 0) {
+        int e = errno;
+        close(fd);
+        return -e;
+    }
+    if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &sndbuf, sizeof(sndbuf)) != 0)
+        (void)setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf));
+    return fd;
+}
+
 void pktsock_close(pktsock_t *s)
 {
     if (s->ring)

@@ -154,26 +154,30 @@ inh h1 ping -c 1 -W 2 -q $SUB.3 >/dev/null 2>&1 || why+=" ping after bad frames 
 
 t=link_delay_seen_by_ping
 # baseline RTT to the switch's own address, then with 300us each way on every link: the
-# RTT grows by 2 x 300us (into and out of h1's port); p50 of 60 pings each. The fabric's
-# own release error (delay_release_late) must be within 10us at p50; the RTT, which also
-# carries the hosts' scheduling and wake-ups on a shared machine, within -10us .. +200us.
-p50() { inh h1 ping -c 60 -i 0.01 -W 2 $SW_IP 2>/dev/null | sed -n 's/.*time=\([0-9.]*\) ms/\1/p' | sort -n | awk '{a[NR]=$1} END {print (NR ? a[int((NR+1)/2)] : -1)}'; }
-base=$(p50)
+# RTT grows by 2 x 300us (into and out of h1's port); 60 pings each. The fabric's own release
+# error (delay_release_late) must be within 10us at p50. The round trip also carries the hosts'
+# wake-ups on a shared machine, and those differ with and without delay (the forwarding
+# thread spins while a delayed frame is due, so the reply finds it awake): the minimum round
+# trip must grow by 600us within -100 .. +200us (the p50 is printed too).
+rtts() { inh h1 ping -c 60 -i 0.01 -W 2 $SW_IP 2>/dev/null | sed -n 's/.*time=\([0-9.]*\) ms/\1/p' | sort -n | awk '{a[NR]=$1} END {print (NR ? a[1] " " a[int((NR+1)/2)] : "-1 -1")}'; }
+read -r bmin bp50 < <(rtts)
 if start_switch --link-delay 300us >"$tmp/why"; then
     inh h1 ping -c 2 -i 0.1 -q $SW_IP >/dev/null 2>&1
-    with=$(p50)
+    read -r wmin wp50 < <(rtts)
     stats >"$tmp/st.json"
     late=$(fget "f['latency']['delay_release_late']['p50_us']")
-    extra_us=$($PY -c "print(round(($with - $base) * 1000, 1))")
-    echo "        ping p50 ${base} ms without delay, ${with} ms with 300us per link: +${extra_us} us (expected +600); releases late by ${late} us at p50"
-    if $PY -c "import sys; sys.exit(0 if 590 <= $extra_us <= 800 and $late <= 10 else 1)"; then ok $t
-    else bad $t "RTT grew by ${extra_us} us (expected 600), releases late by ${late} us at p50"; fi
+    dmin=$($PY -c "print(round(($wmin - $bmin) * 1000, 1))")
+    dp50=$($PY -c "print(round(($wp50 - $bp50) * 1000, 1))")
+    echo "        ping min/p50 ${bmin}/${bp50} ms without delay, ${wmin}/${wp50} ms with 300us per link: +${dmin}/+${dp50} us (expected +600); releases late by ${late} us at p50"
+    if $PY -c "import sys; sys.exit(0 if 500 <= $dmin <= 800 and $late <= 10 else 1)"; then ok $t
+    else bad $t "minimum RTT grew by ${dmin} us (expected 600), releases late by ${late} us at p50"; fi
 else bad $t "$(cat "$tmp/why")"; fi
 
 t=testbed_fabric_usage_errors
 rcs=""
 for args in "up 2 --fabric hub" "up 2 --link-delay 25us" "up 2 --fabric inagg --link-delay soon" \
-    "up 2 --fabric inagg --loss 0.01"; do
+    "up 2 --fabric inagg --loss 0.01" "up 2 --arbitration --link-rate 100mbit" \
+    "up 2 --fabric inagg --arbitration"; do
     timeout 10 tools/testbed $args >/dev/null 2>"$tmp/err"
     rc=$?
     [ $rc -eq 2 ] || rcs+=" [$args]=$rc"
@@ -189,6 +193,24 @@ rc=$?
 if [ $rc -eq 3 ]; then skp $t "testbeds cannot be built here: $(tail -n 1 "$tmp/tb.err")"
 elif [ $rc -eq 0 ] && grep -q '"verified":true' "$tmp/tb.json" && grep -q "fabric inagg" "$tmp/tb.err"; then ok $t
 else bad $t "exit $rc: $(tail -n 3 "$tmp/tb.err")"; fi
+
+t=arbitration_classes_results_apart_from_forwarded_frames
+ARB=l2a$$
+ARB=${ARB:0:12}
+if timeout 60 tools/testbed up 2 --name "$ARB" --fabric inagg --arbitration --link-rate 100mbit \
+    --mtu 9000 >/dev/null 2>"$tmp/arb.err"; then
+    timeout 120 $PY bench/testbed_run.py --testbed "$ARB" --system inagg --elems 50000 --iters 2 \
+        >"$tmp/arb.json" 2>&1
+    timeout 10 tools/testbed exec "$ARB" sw -- tc -s class show dev p1 >"$tmp/arb.tc" 2>&1
+    timeout 60 tools/testbed down "$ARB" >/dev/null 2>&1
+    sent() { awk -v c="class htb $1 " 'index($0, c) == 1 {getline; print $4; exit}' "$tmp/arb.tc"; }
+    r=$(sent 1:11); f=$(sent 1:20)
+    if grep -q '"verified": true' "$tmp/arb.json" && [ "${r:-0}" -gt 0 ] && [ "${f:-0}" -gt 0 ]; then ok $t
+    else bad $t "results class sent ${r:-?} packets, forwarded class ${f:-?}: $(tail -c 300 "$tmp/arb.json")"; fi
+else
+    timeout 60 tools/testbed down "$ARB" >/dev/null 2>&1
+    bad $t "tools/testbed up --arbitration failed: $(tail -n 2 "$tmp/arb.err")"
+fi
 
 t=stops_on_sigterm_with_counters
 kill -TERM "$swpid"; wait "$swpid"; rc=$?; swpid=""

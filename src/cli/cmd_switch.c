@@ -55,6 +55,11 @@ static void usage(FILE *out)
             "                          or IF=D,IF=D,...\n"
             "  --link-jitter SPEC      extra uniform delay 0..J per frame, same syntax\n"
             "  --mac-age MS            forget a MAC not seen this long (default 300000)\n"
+            "Without a fabric:\n"
+            "  --afpacket IF           take the aggregation packets for --listen's IP and\n"
+            "                          ports straight off interface IF (AF_PACKET ring), not\n"
+            "                          through UDP sockets; the IP must be IF's (the control\n"
+            "                          port is ordinary TCP)\n"
             "  --json                  with --stats: one JSON object\n"
             "  -h, --help              this text\n");
 }
@@ -158,7 +163,7 @@ int cmd_switch(int argc, char **argv)
         {"l2", required_argument, 0, 'L'},       {"l2-ip", required_argument, 0, 'I'},
         {"l2-mac", required_argument, 0, 'M'},   {"l2-stack-port", required_argument, 0, 'P'},
         {"link-delay", required_argument, 0, 'D'}, {"link-jitter", required_argument, 0, 'J'},
-        {"mac-age", required_argument, 0, 'A'},
+        {"mac-age", required_argument, 0, 'A'},  {"afpacket", required_argument, 0, 'K'},
         {0, 0, 0, 0}};
     optind = 1;
     int c;
@@ -188,6 +193,7 @@ int cmd_switch(int argc, char **argv)
         case 'D': fcfg.delay = optarg; break;
         case 'J': fcfg.jitter = optarg; break;
         case 'A': if (parse_u32("--mac-age", optarg, &fcfg.mac_age_ms)) return 2; break;
+        case 'K': cfg.transport = "afpacket"; cfg.transport_iface = optarg; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
@@ -214,6 +220,11 @@ int cmd_switch(int argc, char **argv)
     char err[256];
     fabric_t *fab = NULL;
     char listen_buf[64];
+    if (fcfg.ports && cfg.transport_iface) {
+        fprintf(stderr, "inagg switch: --afpacket and --l2 exclude each other (the fabric "
+                        "owns its ports)\n");
+        return 2;
+    }
     if (fcfg.ports) {
         int rc = start_fabric(&fcfg, &cfg, &fab, listen_buf, sizeof(listen_buf));
         if (rc != 0)

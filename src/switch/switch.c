@@ -46,6 +46,7 @@ static int open_queue(struct inagg_switch *sw, uint32_t t, const char *bind, cha
     transport_config_t tc = {
         .kind = c->transport ? c->transport : "udp",
         .link = c->transport_link,
+        .iface = c->transport_iface,
         .bind = bind,
         .queue = t,
         .buffer_bytes = c->socket_buffer,

@@ -24,6 +24,7 @@ typedef struct switch_config {
     const char *faults_out;      /* fault spec on the send path (NULL: none) */
     const char *transport;       /* dataplane transport kind (NULL: "udp") */
     void *transport_link;        /* afpacket: the fabric's afp_link_t (transport/afpacket.h) */
+    const char *transport_iface; /* afpacket without a fabric: the interface it listens on */
     /* Extra counters of whatever carries the dataplane (the L2 fabric), written after the
      * switch's own: text lines, or members of the switch's JSON object. NULL: none. */
     void (*extra_text)(void *ctx, FILE *out);
@@ -31,7 +32,7 @@ typedef struct switch_config {
     void *extra_ctx;
 } switch_config_t;
 
-#define SWITCH_CONFIG_INIT {"127.0.0.1:0", 1, 8192, 30000, 64, 32 << 20, NULL, NULL, NULL, NULL, NULL, NULL, NULL}
+#define SWITCH_CONFIG_INIT {"127.0.0.1:0", 1, 8192, 30000, 64, 32 << 20, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL}
 
 typedef struct inagg_switch inagg_switch_t;
 

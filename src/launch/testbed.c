@@ -192,6 +192,14 @@ int launch_testbed_up(launch_testbed_t *tb, unsigned hosts, const char *name, co
         argv[a++] = "--loss";
         argv[a++] = losss;
     }
+    if (tb->fabric) {
+        argv[a++] = "--fabric";
+        argv[a++] = (char *)tb->fabric;
+    }
+    if (tb->link_delay) {
+        argv[a++] = "--link-delay";
+        argv[a++] = (char *)tb->link_delay;
+    }
     argv[a++] = "--json";
     argv[a] = NULL;
     launch_capture_t *cap = calloc(1, sizeof(*cap));
@@ -240,6 +248,7 @@ int launch_testbed_up(launch_testbed_t *tb, unsigned hosts, const char *name, co
     tb->mtu = (unsigned)v;
     tb->link_bps = json_find_number(j, "link_rate_bps", &v) == 0 && v > 0 ? (uint64_t)v : 0;
     tb->loss = json_find_number(j, "loss", &v) == 0 ? v : 0;
+    tb->fabric_port = json_find_number(j, "fabric_port", &v) == 0 && v > 0 ? (unsigned)v : 0;
     tb->hosts = hosts;
     snprintf(tb->net3, sizeof(tb->net3), "%s", tb->subnet);
     char *dot = strrchr(tb->net3, '.');

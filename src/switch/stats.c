@@ -256,6 +256,8 @@ static void write_json(inagg_switch_t *sw, FILE *out)
         json_end_object(&w);
     }
     json_end_array(&w);
+    if (sw->cfg.extra_json)
+        sw->cfg.extra_json(sw->cfg.extra_ctx, &w);
     json_end_object(&w);
     const char *t = json_text(&w);
     fprintf(out, "%s\n", t ? t : "{}");
@@ -265,10 +267,13 @@ static void write_json(inagg_switch_t *sw, FILE *out)
 void switch_write_stats(inagg_switch_t *sw, FILE *out, int json)
 {
     pthread_mutex_lock(&sw->stats_lock);
-    if (json)
+    if (json) {
         write_json(sw, out);
-    else
+    } else {
         write_text(sw, out);
+        if (sw->cfg.extra_text)
+            sw->cfg.extra_text(sw->cfg.extra_ctx, out);
+    }
     pthread_mutex_unlock(&sw->stats_lock);
 }
 

@@ -134,6 +134,12 @@ typedef struct inagg_options {
                                  seed=7" (NULL: taken from $INAGG_FAULTS, if set) */
     const inagg_optimizer_t *optimizer; /* non-NULL: the switch holds the parameters and runs
                                  this optimizer (float32 native; gradients averaged) */
+    const char *compress;     /* NULL or "none": float32 travels uncompressed. Else the job's
+                                 codec: "zfp:rate=R", "zfp:precision=P", "zfp:accuracy=A",
+                                 "zfp:reversible" or "fp16". Workers encode each packet, the
+                                 switch decodes, sums in float and re-encodes the result.
+                                 switchml only; int32 calls on a lossy job are refused
+                                 (INAGG_ERR_INVALID), on a reversible one travel as int32 */
 } inagg_options_t;
 
 #define INAGG_MAX_PACKET_ELEMS 16368u /* (65507 - 32) / 4: one UDP datagram */

@@ -217,6 +217,12 @@ int wire_join_format(const wire_join_t *j, char *line, size_t cap)
             return -1;
         line[n] = ' ';
         memcpy(line + n + 1, opt, m + 1);
+        n += (int)(1 + m);
+    }
+    if (j->compress[0]) {
+        int k = snprintf(line + n, cap - (size_t)n, " compress=%s", j->compress);
+        if (k < 0 || (size_t)k >= cap - (size_t)n)
+            return -1;
     }
     return 0;
 }
@@ -283,6 +289,10 @@ int wire_join_parse(const char *line, wire_join_t *j, enum wire_refusal *refusal
         char list[128];
         protocol_list(list, sizeof(list));
         set_err(why, cap, "protocol '%s' (this switch serves %s)", proto, list);
+        return -1;
+    }
+    if (ctl_get(line, "compress", j->compress, sizeof(j->compress)) == -ENOSPC) {
+        set_err(why, cap, "compress= too long");
         return -1;
     }
     char owhy[160];

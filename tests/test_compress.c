@@ -14,6 +14,7 @@
 
 #include "codec/codec.h"
 #include "harness.h"
+#include "switch/codecjob.h"
 #include "inagg.h"
 #include "testutil.h"
 
@@ -149,3 +150,81 @@ TEST(compress_zfp_precision_exactly_once_under_loss, 120) { run_mode("zfp:precis
 TEST(compress_zfp_accuracy_exactly_once_under_loss, 120) { run_mode("zfp:accuracy=0.0001"); }
 TEST(compress_zfp_reversible_exact_under_loss, 120) { run_mode("zfp:reversible"); }
 TEST(compress_fp16_exactly_once_under_loss, 120) { run_mode("fp16"); }
+
+/* The switch's decode of a contribution: a chunk in another mode, truncated or with a wrong
+ * bit count is refused (the protocol counts it as bad_chunk_code); a good one comes out as
+ * network-order float32 words. */
+TEST(compress_switch_rejects_bad_chunks, 10)
+{
+    codec_spec_t s;
+    CHECK(codec_parse("zfp:rate=8", &s, NULL, 0) == 0);
+    codecjob_t *cj = codecjob_create(&s, 2, 4, PKT);
+    CHECK(cj != NULL);
+    codec_ctx_t *c, *other;
+    CHECK(codec_ctx_open(&s, PKT, &c, NULL, 0) == 0);
+    codec_spec_t o = {CODEC_ZFP_RATE, 16};
+    CHECK(codec_ctx_open(&o, PKT, &other, NULL, 0) == 0);
+    float x[PKT];
+    for (size_t i = 0; i < PKT; i++)
+        x[i] = value("zfp:rate=8", 0, i);
+    uint32_t good[2048], bad[2048];
+    long l = codec_encode(c, x, PKT, good, sizeof good);
+    CHECK(l > 0);
+    const uint32_t *be = NULL;
+    CHECK_EQ_INT(codecjob_decode(cj, 1, good, (uint32_t)(l / 4), &be), PKT);
+    CHECK(be != NULL);
+    CHECK_EQ_INT(codecjob_decode(cj, 1, good, (uint32_t)(l / 4) - 1, &be), 0);
+    CHECK_EQ_INT(codecjob_decode(cj, 1, good, 1, &be), 0);
+    memcpy(bad, good, (size_t)l);
+    ((uint8_t *)bad)[7] ^= 0x08; /* bit count */
+    CHECK_EQ_INT(codecjob_decode(cj, 1, bad, (uint32_t)(l / 4), &be), 0);
+    long l2 = codec_encode(other, x, PKT, bad, sizeof bad); /* another rate */
+    CHECK(l2 > 0);
+    CHECK_EQ_INT(codecjob_decode(cj, 0, bad, (uint32_t)(l2 / 4), &be), 0);
+    codec_ctx_close(c);
+    codec_ctx_close(other);
+    codecjob_free(cj);
+}
+
+static int mismatch_worker(uint32_t rank, void *arg)
+{
+    cjob_t *j = arg;
+    inagg_options_t o = INAGG_OPTIONS_INIT;
+    o.compress = rank == 0 ? "zfp:rate=8" : "zfp:rate=16";
+    o.timeout_ms = 3000;
+    inagg_comm_t *comm;
+    char detail[256];
+    inagg_result_t rc = inagg_comm_create(&comm, j->addr, "m", rank, 2, &o, detail,
+                                          sizeof detail);
+    j->rc[rank] = rc;
+    snprintf(j->msg + rank * 256, 256, "%s", detail);
+    if (rc == INAGG_OK)
+        inagg_comm_destroy(comm);
+    return 0;
+}
+
+/* Ranks asking for different modes: the later one is refused, naming both modes. */
+TEST(compress_join_mode_mismatch_refused, 30)
+{
+    switch_config_t cfg = SWITCH_CONFIG_INIT;
+    test_switch_t ts;
+    ts_start(&ts, &cfg);
+    cjob_t j = {.addr = ts.addr};
+    j.rc = shared_alloc(2 * sizeof(int32_t));
+    j.msg = shared_alloc(2 * 256);
+    CHECK_EQ_INT(run_workers(2, mismatch_worker, &j, 20), 0);
+    ts_stop(&ts);
+    int refused = 0;
+    for (int r = 0; r < 2; r++)
+        if (j.rc[r] != INAGG_OK && strstr(j.msg + r * 256, "compresses with"))
+            refused++;
+    CHECK_MSG(refused >= 1, "rank 0: %d '%s'; rank 1: %d '%s'", j.rc[0], j.msg, j.rc[1],
+              j.msg + 256);
+    inagg_options_t o = INAGG_OPTIONS_INIT;
+    o.compress = "zfp:rate=99";
+    inagg_comm_t *comm;
+    char detail[256] = "";
+    CHECK(inagg_comm_create(&comm, "127.0.0.1:1", "x", 0, 1, &o, detail, sizeof detail) ==
+          INAGG_ERR_INVALID);
+    CHECK(strstr(detail, "compress") != NULL);
+}

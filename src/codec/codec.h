@@ -58,14 +58,19 @@ void codec_format(const codec_spec_t *s, char *buf, size_t cap);
 /* 1 for a mode that may change values (everything but none and zfp:reversible). */
 int codec_is_lossy(const codec_spec_t *s);
 /* Bits one 4-value ZFP block may take: 4R at fixed rate (at least 9: rates 1 and 2 take
- * 2.25 bits per value), else CODEC_ZFP_BLOCK_BITS. The
- * stream's maxbits is set to this on both sides, so libzfp neither writes nor reads more per
- * block. The bound covers a 1-D float block's worst case (a few header and exponent bits, and
- * 32 bit planes of 4 value bits plus at most 5 group-test bits each). */
-#define CODEC_ZFP_BLOCK_BITS 320u
+ * 2.25 bits per value), else CODEC_ZFP_BLOCK_BITS. The stream's maxbits is set to this on
+ * both sides, so libzfp neither writes nor reads more per block. It is above libzfp's own
+ * worst case for a 1-D float block (zfp_stream_maximum_size: 146 bits reversible, 139
+ * otherwise); the reversible round trip of arbitrary bit patterns in tests/test_codec.c
+ * checks that nothing is cut. */
+#define CODEC_ZFP_BLOCK_BITS 152u
 size_t codec_zfp_block_bits(const codec_spec_t *s);
 /* Most bytes a chunk of n values can take in this mode, header and padding included. */
 size_t codec_max_bytes(const codec_spec_t *s, size_t n);
+
+/* The most values (a multiple of 4, at most CODEC_MAX_ELEMS) whose chunk always fits in
+ * `bytes`; 0 if none does. */
+size_t codec_max_elems(const codec_spec_t *s, size_t bytes);
 
 typedef struct codec_ctx codec_ctx_t;
 

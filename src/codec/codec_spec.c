@@ -109,3 +109,16 @@ size_t codec_max_bytes(const codec_spec_t *s, size_t n)
     }
     return CODEC_HEADER_SIZE + (body + 3u) / 4u * 4u;
 }
+
+size_t codec_max_elems(const codec_spec_t *s, size_t bytes)
+{
+    size_t lo = 0, hi = CODEC_MAX_ELEMS / 4u; /* in blocks of 4 */
+    while (lo < hi) {
+        size_t mid = (lo + hi + 1) / 2;
+        if (codec_max_bytes(s, mid * 4u) <= bytes)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    return lo * 4u;
+}

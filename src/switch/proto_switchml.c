@@ -67,7 +67,11 @@ static void switchml_handle(proto_ctx_t *x, const wire_header_t *h, const uint32
     slot_t *slot = &s->slots[h->slot];
     codecjob_t *cj = x->job->codec_state;
     wire_header_t plain;
-    if (h->dtype == WIRE_CODED) { /* the dataplane lets it through only in a codec job */
+    enum slot_verdict v = SLOT_PARTIAL;
+    if (h->dtype == WIRE_CODED) /* decode only what the slot will take */
+        v = slot_precheck(slot, x->job->world, h);
+    if (h->dtype == WIRE_CODED && v == SLOT_PARTIAL) {
+        /* the dataplane lets it through only in a codec job */
         const uint32_t *be = NULL;
         uint32_t n = codecjob_decode(cj, x->thread, payload, h->count, &be);
         if (n == 0) {
@@ -81,7 +85,8 @@ static void switchml_handle(proto_ctx_t *x, const wire_header_t *h, const uint32
         h = &plain;
         payload = be;
     }
-    enum slot_verdict v = slot_contribute(slot, x->job->world, h, payload);
+    if (v == SLOT_PARTIAL)
+        v = slot_contribute(slot, x->job->world, h, payload);
     proto_verdict(out, &verdicts[v]);
     if (out->action != PROTO_COMPLETE && out->action != PROTO_RESEND)
         return;

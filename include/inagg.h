@@ -140,6 +140,11 @@ typedef struct inagg_options {
                                  switch decodes, sums in float and re-encodes the result.
                                  switchml only; int32 calls on a lossy job are refused
                                  (INAGG_ERR_INVALID), on a reversible one travel as int32 */
+    uint32_t no_error_feedback; /* 0 (default): with a lossy `compress`, each rank keeps what
+                                 its codec dropped from element i of its float32 allreduces and
+                                 adds it to element i of the next one (error feedback: meant
+                                 for a communicator that reduces the same tensor each step);
+                                 1: no residual */
 } inagg_options_t;
 
 #define INAGG_MAX_PACKET_ELEMS 16368u /* (65507 - 32) / 4: one UDP datagram */

@@ -4,6 +4,8 @@
  * model-parallel trainer (many small allreduces in flight, inagg_iallreduce_small), the
  * switchml one the data-parallel trainer (one large gradient per step, inagg_allreduce).
  */
+#include "codec/codec.h"
+#include "wire/wire.h"
 #include "glm/collective.h"
 
 #include <stdarg.h>
@@ -166,7 +168,8 @@ static const glm_coll_ops_t inagg_ops = {inagg_coll_allreduce, inagg_coll_start,
 int glm_coll_inagg_create(glm_coll_t **out, const char *switch_addr, const char *job,
                           uint32_t rank, uint32_t world, int p4sgd, uint32_t slots,
                           uint32_t packet_elems, uint32_t timeout_ms,
-                          const glm_coll_optimizer_t *opt, char *err, size_t errlen)
+                          const glm_coll_optimizer_t *opt, const char *compress, char *err,
+                          size_t errlen)
 {
     *out = NULL;
     glm_coll_t *c = calloc(1, sizeof(*c));
@@ -186,6 +189,13 @@ int glm_coll_inagg_create(glm_coll_t **out, const char *switch_addr, const char 
     opts.protocol = p4sgd ? INAGG_PROTO_P4SGD : INAGG_PROTO_SWITCHML;
     if (timeout_ms)
         opts.timeout_ms = timeout_ms;
+    codec_spec_t cs;
+    if (compress && codec_parse(compress, &cs, NULL, 0) == 0 && cs.mode != CODEC_NONE) {
+        opts.compress = compress;
+        size_t fit = codec_max_elems(&cs, WIRE_MAX_DATAGRAM - WIRE_HEADER_SIZE);
+        if (!packet_elems && opts.packet_elems > fit)
+            opts.packet_elems = (uint32_t)fit;
+    }
     inagg_optimizer_t z = INAGG_OPTIMIZER_INIT;
     if (opt) {
         z.kind = (inagg_optimizer_kind_t)opt->kind;

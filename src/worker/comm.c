@@ -149,6 +149,7 @@ static inagg_result_t start_protocol(inagg_comm_t *c, const transport_addr_t *sw
         .faults = o->faults,
         .chunk_tags = c->opt.present,
         .codec = c->codec,
+        .error_feedback = codec_is_lossy(&c->codec) && !o->no_error_feedback,
         .abort_flag = &c->abort_flag,
         .mu = &c->mu,
         .cv = &c->cv,

@@ -54,6 +54,7 @@ typedef struct worker_params {
     int chunk_tags;                   /* `chunk` carries the chunk index (optimizer jobs), so
                                          p4sgd acknowledgements never ride on it */
     codec_spec_t codec;               /* the job's compression of float32 (CODEC_NONE: none) */
+    int error_feedback;               /* keep the codec's residual per element (lossy codec) */
     _Atomic int *abort_flag;          /* non-zero: the job failed; engines stop */
     pthread_mutex_t *mu;              /* the communicator's mutex and condition: engine */
     pthread_cond_t *cv;               /* threads use them to take and complete requests */

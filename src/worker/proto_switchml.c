@@ -69,7 +69,11 @@ struct engine {
     rto_estimator_t rto;
     worker_counters_t c;
     codec_ctx_t *codec;     /* the job's codec (NULL: none) */
-    float *dec;             /* [elems]: the result chunk just decoded */
+    float *dec;             /* [elems]: the result chunk just decoded, or scratch when sending */
+    float *xbuf;            /* [elems]: a chunk plus its residual (error feedback) */
+    float *resid;           /* error feedback: per element of the tensor, what the codec dropped
+                               last time (only this engine's chunks are used) */
+    size_t resid_len;
 };
 
 static void engine_destroy(engine_t *e)
@@ -82,6 +86,8 @@ static void engine_destroy(engine_t *e)
     worker_txq_free(&e->tx);
     codec_ctx_close(e->codec);
     free(e->dec);
+    free(e->xbuf);
+    free(e->resid);
     free(e);
 }
 
@@ -112,7 +118,8 @@ static int engine_create(const worker_params_t *p, uint32_t index, engine_t **ou
     if (p->codec.mode != CODEC_NONE) {
         rc = codec_ctx_open(&p->codec, p->elems, &e->codec, err, errlen);
         e->dec = malloc((size_t)p->elems * sizeof(float));
-        if (rc == 0 && !e->dec) {
+        e->xbuf = malloc((size_t)p->elems * sizeof(float));
+        if (rc == 0 && (!e->dec || !e->xbuf)) {
             set_err(err, errlen, "out of memory");
             rc = -ENOMEM;
         }
@@ -148,6 +155,7 @@ typedef struct run {
     uint8_t wire_dtype;
     int fixed;
     int coded;              /* float32 through the job's codec (WIRE_CODED) */
+    int resid;              /* ... with error feedback (e->resid covers the tensor) */
     int overflow, nonfinite;
 } run_t;
 
@@ -189,8 +197,21 @@ static void send_current(engine_t *e, run_t *run, wslot_t *w, uint64_t now)
         size_t off = w->chunk * e->p.elems, len = chunk_len(e, run, w->chunk);
         h.count = (uint16_t)len;
         if (run->coded) {
-            long l = codec_encode(e->codec, (const float *)run->r->send + off, len, payload,
-                                  e->pkt_cap - WIRE_HEADER_SIZE);
+            const float *src = (const float *)run->r->send + off;
+            float *res = run->resid ? e->resid + off : NULL;
+            if (res) { /* error feedback: send the chunk plus what was dropped last time */
+                for (size_t i = 0; i < len; i++)
+                    e->xbuf[i] = src[i] + res[i];
+                src = e->xbuf;
+            }
+            long l = codec_encode(e->codec, src, len, payload, e->pkt_cap - WIRE_HEADER_SIZE);
+            if (l > 0 && res) {
+                if (codec_decode(e->codec, payload, (size_t)l, e->dec, len, NULL, 0) == 0)
+                    for (size_t i = 0; i < len; i++)
+                        res[i] = src[i] - e->dec[i];
+                else
+                    memset(res, 0, len * sizeof(float));
+            }
             if (l < 0) { /* the input changed to non-finite after the call's check */
                 memset(e->dec, 0, len * sizeof(float));
                 l = codec_encode(e->codec, e->dec, len, payload, e->pkt_cap - WIRE_HEADER_SIZE);
@@ -316,6 +337,18 @@ static int engine_run(engine_t *e, const worker_call_t *r, char *detail, size_t 
                      : run.coded             ? WIRE_CODED
                      : run.fixed             ? WIRE_FIXED32
                                              : WIRE_FLOAT32;
+
+    if (run.coded && e->p.error_feedback && r->count > 0) {
+        if (e->resid_len != r->count) { /* a new tensor shape: start from no residual */
+            float *nr = calloc(r->count, sizeof(float));
+            if (nr) {
+                free(e->resid);
+                e->resid = nr;
+                e->resid_len = r->count;
+            }
+        }
+        run.resid = e->resid_len == r->count;
+    }
 
     uint64_t now = util_now_ns();
     uint32_t active = 0;

@@ -173,7 +173,7 @@ TEST(compress_switch_rejects_bad_chunks, 10)
 {
     codec_spec_t s;
     CHECK(codec_parse("zfp:rate=8", &s, NULL, 0) == 0);
-    codecjob_t *cj = codecjob_create(&s, 2, 4, PKT);
+    codecjob_t *cj = codecjob_create(&s, 1, 2, 4, PKT);
     CHECK(cj != NULL);
     codec_ctx_t *c, *other;
     CHECK(codec_ctx_open(&s, PKT, &c, NULL, 0) == 0);
@@ -186,16 +186,17 @@ TEST(compress_switch_rejects_bad_chunks, 10)
     long l = codec_encode(c, x, PKT, good, sizeof good);
     CHECK(l > 0);
     const uint32_t *be = NULL;
-    CHECK_EQ_INT(codecjob_decode(cj, 1, good, (uint32_t)(l / 4), &be), PKT);
-    CHECK(be != NULL);
-    CHECK_EQ_INT(codecjob_decode(cj, 1, good, (uint32_t)(l / 4) - 1, &be), 0);
-    CHECK_EQ_INT(codecjob_decode(cj, 1, good, 1, &be), 0);
+    int sat = 0;
+    CHECK_EQ_INT(codecjob_decode(cj, 1, good, (uint32_t)(l / 4), &be, &sat), PKT);
+    CHECK(be != NULL && sat == 0);
+    CHECK_EQ_INT(codecjob_decode(cj, 1, good, (uint32_t)(l / 4) - 1, &be, &sat), 0);
+    CHECK_EQ_INT(codecjob_decode(cj, 1, good, 1, &be, &sat), 0);
     memcpy(bad, good, (size_t)l);
     ((uint8_t *)bad)[7] ^= 0x08; /* bit count */
-    CHECK_EQ_INT(codecjob_decode(cj, 1, bad, (uint32_t)(l / 4), &be), 0);
+    CHECK_EQ_INT(codecjob_decode(cj, 1, bad, (uint32_t)(l / 4), &be, &sat), 0);
     long l2 = codec_encode(other, x, PKT, bad, sizeof bad); /* another rate */
     CHECK(l2 > 0);
-    CHECK_EQ_INT(codecjob_decode(cj, 0, bad, (uint32_t)(l2 / 4), &be), 0);
+    CHECK_EQ_INT(codecjob_decode(cj, 0, bad, (uint32_t)(l2 / 4), &be, &sat), 0);
     codec_ctx_close(c);
     codec_ctx_close(other);
     codecjob_free(cj);
@@ -242,4 +243,44 @@ TEST(compress_join_mode_mismatch_refused, 30)
     CHECK(inagg_comm_create(&comm, "127.0.0.1:1", "x", 0, 1, &o, detail, sizeof detail) ==
           INAGG_ERR_INVALID);
     CHECK(strstr(detail, "compress") != NULL);
+}
+
+static int nan_worker(uint32_t rank, void *arg)
+{
+    cjob_t *j = arg;
+    inagg_options_t o = INAGG_OPTIONS_INIT;
+    o.packet_elems = PKT;
+    o.compress = "zfp:rate=8";
+    o.timeout_ms = 5000;
+    inagg_comm_t *comm;
+    char detail[256];
+    if (inagg_comm_create(&comm, j->addr, "nan", rank, 2, &o, detail, sizeof detail) != INAGG_OK)
+        return 1;
+    float x[1000];
+    for (size_t i = 0; i < 1000; i++)
+        x[i] = (float)i;
+    if (rank == 1)
+        x[700] = NAN;
+    j->rc[rank] = inagg_allreduce(comm, x, x, 1000, INAGG_FLOAT32, INAGG_SUM);
+    j->out[rank] = x[10]; /* a chunk without the NaN: delivered */
+    inagg_comm_destroy(comm);
+    return 0;
+}
+
+/* A NaN on one rank: that chunk travels as zeros flagged, and every rank's call reports
+ * INAGG_ERR_NONFINITE (no rank is left waiting); the other chunks are delivered. */
+TEST(compress_nonfinite_input_reported_everywhere, 30)
+{
+    switch_config_t cfg = SWITCH_CONFIG_INIT;
+    test_switch_t ts;
+    ts_start(&ts, &cfg);
+    cjob_t j = {.addr = ts.addr};
+    j.rc = shared_alloc(2 * sizeof(int32_t));
+    j.out = shared_alloc(2 * sizeof(float));
+    CHECK_EQ_INT(run_workers(2, nan_worker, &j, 20), 0);
+    ts_stop(&ts);
+    for (int r = 0; r < 2; r++) {
+        CHECK_EQ_INT(j.rc[r], INAGG_ERR_NONFINITE);
+        CHECK(fabs(j.out[r] - 20.0f) < 0.5f);
+    }
 }

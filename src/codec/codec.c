@@ -8,6 +8,7 @@
  * on both sides here).
  */
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -282,10 +283,11 @@ int codec_decode(codec_ctx_t *c, const void *src, size_t len, float *dst, size_t
                 used > bits ? "more than " : "", used);
         return -EBADMSG;
     }
+    int saturated = 0; /* a block near FLT_MAX may decode just past it */
     for (size_t i = 0; i < n; i++)
         if (!isfinite(dst[i])) {
-            set_err(err, errlen, "chunk decodes to a non-finite value");
-            return -EBADMSG;
+            dst[i] = signbit(dst[i]) ? -FLT_MAX : FLT_MAX;
+            saturated = 1;
         }
-    return 0;
+    return saturated;
 }

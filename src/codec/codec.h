@@ -15,7 +15,7 @@
  *
  * The decoder trusts nothing in a chunk: mode, param and elems must be what the receiver
  * expects, ceil(bits / 8) must fit in the bytes that arrived (padding at most 3 bytes, all
- * zero), and decoding must consume exactly `bits` bits. Bytes are copied into the context's
+ * zero), and decoding must consume exactly `bits` bits; values are always finite. Bytes are copied into the context's
  * scratch, zero-padded by more than one ZFP block's worst case, and decoding stops as soon as
  * it passes `bits`, so a hostile chunk can make it read no byte outside the scratch and write
  * no value outside the caller's `elems`. Failures return -EBADMSG (reason in err) and the
@@ -83,8 +83,9 @@ const codec_spec_t *codec_ctx_spec(const codec_ctx_t *c);
 /* Encode n (1..max_elems) values into dst (cap >= codec_max_bytes(spec, n)): the chunk's
  * length in bytes (a multiple of 4), or -EINVAL / -ENOSPC. */
 long codec_encode(codec_ctx_t *c, const float *src, size_t n, void *dst, size_t cap);
-/* Decode a chunk of len bytes that must hold exactly n values into dst[0..n). 0, or -EBADMSG
- * with the reason in err (dst may then hold anything, but nothing past dst[n - 1]). */
+/* Decode a chunk of len bytes that must hold exactly n values into dst[0..n). 0; 1 when values
+ * decoded past the float range (a block near FLT_MAX) and were clamped to +-FLT_MAX; or
+ * -EBADMSG with the reason in err (dst may then hold anything, but nothing past dst[n - 1]). */
 int codec_decode(codec_ctx_t *c, const void *src, size_t len, float *dst, size_t n, char *err,
                  size_t errlen);
 /* The element count a chunk claims (0 if it is shorter than its header). */

@@ -68,6 +68,8 @@ int glm_coll_local_create(glm_coll_t **out, char *err, size_t errlen)
 
 typedef struct inagg_impl {
     inagg_comm_t *comm;
+    inagg_comm_t *exact;    /* compressed jobs: an uncompressed communicator for the numbers
+                               that are reported (job "<job>.exact"), else NULL */
     inagg_request_t **reqs; /* max_inflight handles */
     int p4sgd;
 } inagg_impl_t;
@@ -93,6 +95,20 @@ static int inagg_coll_allreduce(glm_coll_t *c, float *buf, size_t n)
         return 0;
     inagg_result_t rc = inagg_allreduce(im->comm, buf, buf, n, INAGG_FLOAT32, INAGG_SUM);
     return rc == INAGG_OK ? 0 : fail(c, "allreduce", rc);
+}
+
+static int inagg_coll_allreduce_exact(glm_coll_t *c, float *buf, size_t n)
+{
+    inagg_impl_t *im = c->impl;
+    if (!im->exact)
+        return inagg_coll_allreduce(c, buf, n);
+    if (n == 0)
+        return 0;
+    inagg_result_t rc = inagg_allreduce(im->exact, buf, buf, n, INAGG_FLOAT32, INAGG_SUM);
+    if (rc != INAGG_OK)
+        set_err(c->err, sizeof(c->err), "rank %u: uncompressed allreduce: %s (%s)", c->rank,
+                inagg_strerror(rc), inagg_last_error(im->exact));
+    return rc == INAGG_OK ? 0 : -1;
 }
 
 static int inagg_coll_start(glm_coll_t *c, float *buf, size_t n, size_t h)
@@ -155,6 +171,8 @@ static void inagg_coll_destroy(glm_coll_t *c)
                 inagg_wait(im->reqs[h]); /* bounded by the communicator's timeout */
         if (im->comm)
             inagg_comm_destroy(im->comm);
+        if (im->exact)
+            inagg_comm_destroy(im->exact);
         free(im->reqs);
         free(im);
     }
@@ -163,7 +181,8 @@ static void inagg_coll_destroy(glm_coll_t *c)
 
 static const glm_coll_ops_t inagg_ops = {inagg_coll_allreduce, inagg_coll_start,
                                          inagg_coll_wait, inagg_coll_wire_bytes,
-                                         inagg_coll_destroy, inagg_coll_push_pull};
+                                         inagg_coll_destroy, inagg_coll_push_pull,
+                                         inagg_coll_allreduce_exact};
 
 int glm_coll_inagg_create(glm_coll_t **out, const char *switch_addr, const char *job,
                           uint32_t rank, uint32_t world, int p4sgd, uint32_t slots,
@@ -220,6 +239,25 @@ int glm_coll_inagg_create(glm_coll_t **out, const char *switch_addr, const char 
         free(im);
         free(c);
         return -1;
+    }
+    if (opts.compress) {
+        char xjob[64];
+        snprintf(xjob, sizeof(xjob), "%.56s.exact", job);
+        inagg_options_t xo = opts;
+        xo.compress = NULL;
+        xo.packet_elems = 64;
+        xo.slots = 1;
+        rc = inagg_comm_create(&im->exact, switch_addr, xjob, rank, world, &xo, detail,
+                               sizeof(detail));
+        if (rc != INAGG_OK) {
+            set_err(err, errlen, "rank %u: joining job %s on the switch at %s: %s%s%s", rank,
+                    xjob, switch_addr, inagg_strerror(rc), detail[0] ? ": " : "", detail);
+            inagg_comm_destroy(im->comm);
+            free(im->reqs);
+            free(im);
+            free(c);
+            return -1;
+        }
     }
     im->p4sgd = p4sgd;
     c->ops = &inagg_ops;

@@ -38,6 +38,8 @@ typedef struct glm_coll_ops {
     /* In-switch optimizer: push this rank's gradient, get the parameters after the step
      * (NULL: the backend has no in-switch optimizer). */
     int (*push_pull)(glm_coll_t *c, const float *grad, float *params, size_t n);
+    /* An allreduce that must not be compressed (evaluation sums) (NULL: allreduce is). */
+    int (*allreduce_exact)(glm_coll_t *c, float *buf, size_t n);
 } glm_coll_ops_t;
 
 /* The optimizer the switch runs for the data-parallel trainer (--in-switch). */
@@ -66,6 +68,18 @@ static inline int glm_coll_allreduce(glm_coll_t *c, float *buf, size_t n)
 {
     uint64_t t0 = util_now_ns();
     int rc = c->ops->allreduce(c, buf, n);
+    c->wait_ns += util_now_ns() - t0;
+    c->payload_bytes += (uint64_t)n * sizeof(float);
+    return rc;
+}
+
+/* The same, never through a lossy codec: for numbers reported rather than trained on. */
+static inline int glm_coll_allreduce_exact(glm_coll_t *c, float *buf, size_t n)
+{
+    if (!c->ops->allreduce_exact)
+        return glm_coll_allreduce(c, buf, n);
+    uint64_t t0 = util_now_ns();
+    int rc = c->ops->allreduce_exact(c, buf, n);
     c->wait_ns += util_now_ns() - t0;
     c->payload_bytes += (uint64_t)n * sizeof(float);
     return rc;

@@ -196,7 +196,7 @@ static int join_matches(const client_t *cl, const job_t *j, const wire_join_t *j
 /* The first JOIN of a job: create and publish it. The job, or NULL after refusing. */
 static job_t *register_job(struct inagg_switch *sw, const client_t *cl, const wire_join_t *jn,
                            const switch_proto_ops_t *ops, uint32_t float_mode,
-                           const codec_spec_t *codec)
+                           const codec_spec_t *codec, int feedback)
 {
     uint32_t free_slots = sw->cfg.total_slots - sw->slots_used;
     if (jn->slots > free_slots) {
@@ -230,8 +230,10 @@ static job_t *register_job(struct inagg_switch *sw, const client_t *cl, const wi
         j->opt_cfg = jn->opt;
     }
     j->codec = *codec;
+    j->codec_feedback = feedback;
     if (codec->mode != CODEC_NONE &&
-        !(j->codec_state = codecjob_create(codec, sw->cfg.threads, jn->slots, jn->elems))) {
+        !(j->codec_state = codecjob_create(codec, feedback, sw->cfg.threads, jn->slots,
+                                           jn->elems))) {
         send_err(cl->fd, WIRE_REFUSED_SYSTEM, "out of memory for compression state");
         job_free(j);
         return NULL;
@@ -313,15 +315,18 @@ static int handle_join(control_t *ctl, client_t *cl, const char *line)
             float_mode = INAGG_FLOAT_NATIVE;
     }
     job_t *j = find_job(sw, jn.job);
-    if (j && (j->codec.mode != codec.mode || j->codec.param != codec.param)) {
+    int feedback = codec_is_lossy(&codec) && !jn.no_feedback;
+    if (j && (j->codec.mode != codec.mode || j->codec.param != codec.param ||
+              j->codec_feedback != feedback)) {
         char have[CODEC_SPEC_MAX];
         codec_format(&j->codec, have, sizeof(have));
-        send_err(cl->fd, WIRE_REFUSED, "parameter mismatch: job '%s' compresses with %s, rank "
-                 "%u asked for %s", jn.job, have, jn.rank, jn.compress[0] ? jn.compress : "none");
+        send_err(cl->fd, WIRE_REFUSED, "parameter mismatch: job '%s' compresses with %s%s, rank "
+                 "%u asked for %s%s", jn.job, have, j->codec_feedback ? "" : " (no feedback)",
+                 jn.rank, jn.compress[0] ? jn.compress : "none", feedback ? "" : " (no feedback)");
         return -1;
     }
     if (j ? join_matches(cl, j, &jn, ops, float_mode) != 0
-          : !(j = register_job(sw, cl, &jn, ops, float_mode, &codec)))
+          : !(j = register_job(sw, cl, &jn, ops, float_mode, &codec, feedback)))
         return -1;
     j->member_fd[jn.rank] = cl->fd;
     j->joined++;

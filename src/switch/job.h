@@ -54,6 +54,7 @@ typedef struct job {
     float *opt_scratch;      /* [nthreads * elems]: each thread's decoded gradient */
     wire_optimizer_t opt_cfg; /* the optimizer as joined, for the parameter-mismatch check */
     codec_spec_t codec;      /* the job's compression (CODEC_NONE: none) */
+    int codec_feedback;      /* error feedback on the switch's re-encoding (codecjob.h) */
     struct codecjob *codec_state; /* its state (codecjob.h), or NULL (set before publication) */
     _Atomic int state;       /* enum job_state */
     /* control thread only */

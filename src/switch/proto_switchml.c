@@ -73,7 +73,8 @@ static void switchml_handle(proto_ctx_t *x, const wire_header_t *h, const uint32
     if (h->dtype == WIRE_CODED && v == SLOT_PARTIAL) {
         /* the dataplane lets it through only in a codec job */
         const uint32_t *be = NULL;
-        uint32_t n = codecjob_decode(cj, x->thread, payload, h->count, &be);
+        int sat = 0;
+        uint32_t n = codecjob_decode(cj, x->thread, payload, h->count, &be, &sat);
         if (n == 0) {
             out->action = PROTO_DROP;
             out->drop = DROP_BAD_CODE;
@@ -81,12 +82,18 @@ static void switchml_handle(proto_ctx_t *x, const wire_header_t *h, const uint32
         }
         plain = *h;
         plain.dtype = WIRE_FLOAT32;
+        if (sat)
+            plain.flags |= WIRE_FLAG_OVERFLOW;
         plain.count = (uint16_t)n;
         h = &plain;
         payload = be;
     }
-    if (v == SLOT_PARTIAL)
+    if (v == SLOT_PARTIAL) {
         v = slot_contribute(slot, x->job->world, h, payload);
+        /* a coded contribution flagged non-finite (sent as zeros) marks the round */
+        if (cj && (h->flags & WIRE_FLAG_OVERFLOW) && (v == SLOT_PARTIAL || v == SLOT_COMPLETE))
+            slot->copy[h->round & 1u].overflow = 1;
+    }
     proto_verdict(out, &verdicts[v]);
     if (out->action != PROTO_COMPLETE && out->action != PROTO_RESEND)
         return;
@@ -96,9 +103,10 @@ static void switchml_handle(proto_ctx_t *x, const wire_header_t *h, const uint32
         const uint32_t *coded;
         uint32_t words = out->action == PROTO_COMPLETE
                              ? codecjob_encode_result(cj, x->thread, h->slot, h->round & 1u,
-                                                      c->data, c->n_elems, &coded, &saturated)
+                                                      c->chunk, c->data, c->n_elems, &coded,
+                                                      &saturated)
                              : codecjob_result(cj, h->slot, h->round & 1u, &coded);
-        if (out->action == PROTO_RESEND)
+        if (out->action == PROTO_RESEND || c->overflow)
             saturated = c->overflow;
         else if (saturated)
             slot->copy[h->round & 1u].overflow = 1;

@@ -255,13 +255,6 @@ static inagg_result_t check_buffers(inagg_comm_t *comm, const void *send, void *
                               "int32 allreduce refused: this communicator compresses with %s, "
                               "which may change values (use zfp:reversible or none)", mode);
     }
-    if (dtype == INAGG_FLOAT32 && comm->codec.mode != CODEC_NONE && count > 0 && send) {
-        int nonfinite = 0;
-        (void)vec_f32_absmax(send, count, &nonfinite);
-        if (nonfinite)
-            return comm_set_error(comm, INAGG_ERR_INVALID, "compressed float32 allreduce "
-                                  "refused: the input holds a NaN or infinity");
-    }
     uint64_t max_chunks = (uint64_t)UINT32_MAX;
     if (count / comm->opts.packet_elems >= max_chunks)
         return comm_set_error(comm, INAGG_ERR_INVALID, "count %zu exceeds %llu chunks", count,

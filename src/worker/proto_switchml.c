@@ -205,17 +205,19 @@ static void send_current(engine_t *e, run_t *run, wslot_t *w, uint64_t now)
                 src = e->xbuf;
             }
             long l = codec_encode(e->codec, src, len, payload, e->pkt_cap - WIRE_HEADER_SIZE);
-            if (l > 0 && res) {
-                if (codec_decode(e->codec, payload, (size_t)l, e->dec, len, NULL, 0) == 0)
+            if (l < 0) { /* a NaN or infinity: send zeros flagged, every rank's result is */
+                memset(e->dec, 0, len * sizeof(float));
+                l = codec_encode(e->codec, e->dec, len, payload, e->pkt_cap - WIRE_HEADER_SIZE);
+                h.flags |= WIRE_FLAG_OVERFLOW;
+                run->nonfinite = 1;
+                if (res)
+                    memset(res, 0, len * sizeof(float));
+            } else if (res) { /* what the codec dropped goes into the next step */
+                if (codec_decode(e->codec, payload, (size_t)l, e->dec, len, NULL, 0) >= 0)
                     for (size_t i = 0; i < len; i++)
                         res[i] = src[i] - e->dec[i];
                 else
                     memset(res, 0, len * sizeof(float));
-            }
-            if (l < 0) { /* the input changed to non-finite after the call's check */
-                memset(e->dec, 0, len * sizeof(float));
-                l = codec_encode(e->codec, e->dec, len, payload, e->pkt_cap - WIRE_HEADER_SIZE);
-                run->nonfinite = 1;
             }
             h.count = (uint16_t)((size_t)l / 4u);
         } else if (!run->fixed) {
@@ -281,12 +283,16 @@ static int accept_result(engine_t *e, const run_t *run, const uint8_t *buf, size
     }
     size_t want = w->phase == PHASE_PROBE ? 0 : chunk_len(e, run, w->chunk);
     if (run->coded) { /* a chunk of exactly `want` values that decodes cleanly */
-        if (h->dtype != WIRE_CODED ||
-            codec_decode(e->codec, buf + WIRE_HEADER_SIZE, (size_t)h->count * 4u, e->dec, want,
-                         NULL, 0) != 0) {
+        int rc = h->dtype != WIRE_CODED
+                     ? -1
+                     : codec_decode(e->codec, buf + WIRE_HEADER_SIZE, (size_t)h->count * 4u,
+                                    e->dec, want, NULL, 0);
+        if (rc < 0) {
             WORKER_CNT_ADD(e->c.invalid, 1);
             return -1;
         }
+        if (rc == 1) /* clamped at the float range: delivered, reported as non-finite */
+            h->flags |= WIRE_FLAG_OVERFLOW;
         return k;
     }
     if (h->count != want || h->dtype != run->wire_dtype ||

@@ -187,8 +187,8 @@ static const glm_coll_ops_t inagg_ops = {inagg_coll_allreduce, inagg_coll_start,
 int glm_coll_inagg_create(glm_coll_t **out, const char *switch_addr, const char *job,
                           uint32_t rank, uint32_t world, int p4sgd, uint32_t slots,
                           uint32_t packet_elems, uint32_t timeout_ms,
-                          const glm_coll_optimizer_t *opt, const char *compress, char *err,
-                          size_t errlen)
+                          const glm_coll_optimizer_t *opt, const char *compress,
+                          int no_feedback, char *err, size_t errlen)
 {
     *out = NULL;
     glm_coll_t *c = calloc(1, sizeof(*c));
@@ -211,6 +211,7 @@ int glm_coll_inagg_create(glm_coll_t **out, const char *switch_addr, const char 
     codec_spec_t cs;
     if (compress && codec_parse(compress, &cs, NULL, 0) == 0 && cs.mode != CODEC_NONE) {
         opts.compress = compress;
+        opts.no_error_feedback = no_feedback != 0;
         size_t fit = codec_max_elems(&cs, WIRE_MAX_DATAGRAM - WIRE_HEADER_SIZE);
         if (!packet_elems && opts.packet_elems > fit)
             opts.packet_elems = (uint32_t)fit;

@@ -137,11 +137,12 @@ int glm_coll_local_create(glm_coll_t **out, char *err, size_t errlen);
  * are then served by blocking allreduces. timeout_ms bounds every call (inagg_options_t).
  * compress: NULL, or the job's codec (inagg_options_t.compress; switchml only); with
  * packet_elems 0 the packet is then the largest a datagram always holds in that mode.
+ * no_feedback: inagg_options_t.no_error_feedback.
  */
 int glm_coll_inagg_create(glm_coll_t **out, const char *switch_addr, const char *job,
                           uint32_t rank, uint32_t world, int p4sgd, uint32_t slots,
                           uint32_t packet_elems, uint32_t timeout_ms,
-                          const glm_coll_optimizer_t *opt, const char *compress, char *err,
-                          size_t errlen);
+                          const glm_coll_optimizer_t *opt, const char *compress,
+                          int no_feedback, char *err, size_t errlen);
 
 #endif /* INAGG_GLM_COLLECTIVE_H */

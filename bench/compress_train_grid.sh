@@ -16,7 +16,7 @@ run() { # MODE FEEDBACK(on|off)
     shift 2
     local a=(train --mode data --data "$data" --json -)
     [ "$mode" != none ] && a+=(--compress "$mode")
-    [ "$fb" = off ] && a+=(--no-error-feedback)
+    [ "$fb" = off ] && [ "$mode" != none ] && a+=(--no-error-feedback)
     local out
     out=$("$inagg" "${a[@]}" "${EXTRA[@]}" 2>/tmp/compress_grid.err)
     local obj
@@ -33,7 +33,7 @@ except Exception:
     printf '%-22s feedback %-3s  %s\n' "$mode" "$fb" "$obj"
 }
 EXTRA=("$@")
-run none off
+run none on
 run zfp:reversible off
 for fb in on off; do
     run fp16 "$fb"

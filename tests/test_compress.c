@@ -130,7 +130,12 @@ static void run_mode(const char *mode, int ef)
     j.rc = shared_alloc(WORLD * sizeof(int32_t));
     j.msg = shared_alloc(WORLD * 256);
     CHECK_EQ_INT(run_workers(WORLD, cworker, &j, 100), 0);
+    char stats[65536];
+    ts_stats_json(&ts, stats, sizeof stats);
     ts_stop(&ts);
+    /* the switch measured its codec: at least every contribution decoded and sum encoded */
+    CHECK_MSG(ts_number(stats, "codec_values") >= 2.0 * (WORLD + 1) * ELEMS, "%s", stats);
+    CHECK(ts_number(stats, "codec_ns") > 0);
     codec_spec_t s;
     CHECK(codec_parse(mode, &s, NULL, 0) == 0);
     for (uint32_t r = 0; r < WORLD; r++) {

@@ -7,6 +7,7 @@
  */
 #include <stdlib.h>
 
+#include "base/util.h"
 #include "switch/codecjob.h"
 #include "switch/job.h"
 #include "switch/slot.h"
@@ -74,7 +75,10 @@ static void switchml_handle(proto_ctx_t *x, const wire_header_t *h, const uint32
         /* the dataplane lets it through only in a codec job */
         const uint32_t *be = NULL;
         int sat = 0;
+        uint64_t t0 = util_now_ns();
         uint32_t n = codecjob_decode(cj, x->thread, payload, h->count, &be, &sat);
+        STAT_ADD(x->c->v[STAT_CODEC_NS], util_now_ns() - t0);
+        STAT_ADD(x->c->v[STAT_CODEC_VALUES], n);
         if (n == 0) {
             out->action = PROTO_DROP;
             out->drop = DROP_BAD_CODE;
@@ -101,11 +105,16 @@ static void switchml_handle(proto_ctx_t *x, const wire_header_t *h, const uint32
     if (cj && c->dtype == WIRE_FLOAT32) { /* a compressed job's float round */
         int saturated = 0;
         const uint32_t *coded;
+        uint64_t t0 = util_now_ns();
         uint32_t words = out->action == PROTO_COMPLETE
                              ? codecjob_encode_result(cj, x->thread, h->slot, h->round & 1u,
                                                       c->chunk, c->data, c->n_elems, &coded,
                                                       &saturated)
                              : codecjob_result(cj, h->slot, h->round & 1u, &coded);
+        if (out->action == PROTO_COMPLETE) {
+            STAT_ADD(x->c->v[STAT_CODEC_NS], util_now_ns() - t0);
+            STAT_ADD(x->c->v[STAT_CODEC_VALUES], c->n_elems);
+        }
         if (out->action == PROTO_RESEND || c->overflow)
             saturated = c->overflow;
         else if (saturated)

@@ -80,6 +80,12 @@ const stat_info_t stat_table[STAT_COUNT] = {
                        STAT_TEXT | STAT_JSON},
     [STAT_BYTES_OUT] = {"bytes_out", "bytes of packets queued for sending",
                         STAT_TEXT | STAT_JSON},
+    [STAT_CODEC_NS] = {"codec_ns", "compressed jobs: nanoseconds the dataplane spent decoding "
+                       "contributions and re-encoding sums", STAT_TEXT | STAT_JSON |
+                       STAT_RETIRED_JSON},
+    [STAT_CODEC_VALUES] = {"codec_values", "compressed jobs: values decoded plus values "
+                           "encoded (codec_ns / codec_values: the switch's cost per value)",
+                           STAT_TEXT | STAT_JSON | STAT_RETIRED_JSON},
 };
 
 const char *stat_name(int id)

@@ -56,6 +56,8 @@ enum stat_id {
     STAT_OPT_UPLOADS,
     STAT_BYTES_IN,
     STAT_BYTES_OUT,
+    STAT_CODEC_NS,
+    STAT_CODEC_VALUES,
     STAT_COUNT
 };
 

@@ -30,14 +30,14 @@ CFLAGS_BASE := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wshadow -Wstrict-pr
                -Wmissing-prototypes -Wno-missing-field-initializers -fno-strict-aliasing -pthread -Iinclude -Isrc
 CFLAGS  := $(CFLAGS_BASE) $(OPT) $(EXTRA_CFLAGS)
 LDFLAGS := -pthread $(LDSAN)
-LDLIBS  := -lm
+LDLIBS  := -lzfp -lm
 
 VERSION_MAJOR := $(shell sed -n 's/^\#define INAGG_VERSION_MAJOR \([0-9]*\)/\1/p' include/inagg/version.h)
 VERSION       := $(shell sed -n 's/^\#define INAGG_VERSION_STRING "\(.*\)"/\1/p' include/inagg/version.h)
 SONAME        := libinagg.so.$(VERSION_MAJOR)
 
 WORKER_SRC := $(wildcard src/base/*.c src/kernels/*.c src/wire/*.c src/transport/*.c \
-                         src/control/*.c src/worker/*.c)
+                         src/control/*.c src/worker/*.c src/codec/*.c)
 SWITCH_SRC := $(wildcard src/switch/*.c src/json/*.c src/fabric/*.c)
 APPS_SRC   := $(wildcard src/glm/*.c src/launch/*.c src/bench/*.c) src/mpi/baseline_mpi.c
 CLI_SRC    := $(wildcard src/cli/*.c)

@@ -134,6 +134,17 @@ typedef struct inagg_options {
                                  seed=7" (NULL: taken from $INAGG_FAULTS, if set) */
     const inagg_optimizer_t *optimizer; /* non-NULL: the switch holds the parameters and runs
                                  this optimizer (float32 native; gradients averaged) */
+    const char *compress;     /* NULL or "none": float32 travels uncompressed. Else the job's
+                                 codec: "zfp:rate=R", "zfp:precision=P", "zfp:accuracy=A",
+                                 "zfp:reversible" or "fp16". Workers encode each packet, the
+                                 switch decodes, sums in float and re-encodes the result.
+                                 switchml only; int32 calls on a lossy job are refused
+                                 (INAGG_ERR_INVALID), on a reversible one travel as int32 */
+    uint32_t no_error_feedback; /* 0 (default): with a lossy `compress`, each rank keeps what
+                                 its codec dropped from element i of its float32 allreduces and
+                                 adds it to element i of the next one (error feedback: meant
+                                 for a communicator that reduces the same tensor each step);
+                                 1: no residual */
 } inagg_options_t;
 
 #define INAGG_MAX_PACKET_ELEMS 16368u /* (65507 - 32) / 4: one UDP datagram */

@@ -117,6 +117,25 @@ for l in 0.01 0.05; do
 done
 [ -z "$fails" ] && ok $t || bad $t "$fails"
 
+t=bench_allreduce_compressed_under_loss_and_bench_compress_grid
+out=$(timeout 120 $INAGG bench allreduce --workers 3 --elems 300000 --compress zfp:rate=8 --loss 0.01 --iters 3 --json - 2>"$tmp/err")
+bad_int=$($INAGG bench allreduce --dtype int32 --compress zfp:rate=8 2>&1 >/dev/null; echo "rc=$?")
+grid=$(timeout 300 $INAGG bench compress --elems 1048576 --repeats 1 --data exponential --json - 2>"$tmp/err2")
+if [ "$(echo "$out" | json_get "['verified']")" != True ] || [ "$(echo "$out" | json_get "['compress']")" != zfp:rate=8 ]; then
+    bad $t "compressed allreduce: $(tail -n 3 "$tmp/err") $out"
+elif ! echo "$bad_int" | grep -q "int32 jobs refuse lossy compression" || ! echo "$bad_int" | grep -q "rc=2"; then
+    bad $t "int32 with a lossy mode not refused: $bad_int"
+elif ! echo "$grid" | python3 -c "
+import json, sys
+d = json.load(sys.stdin)
+r = {x['mode']: x for x in d['results']}
+assert len(r) == 14, len(r)
+assert all(x['max_diff_vs_libzfp'] == 0 for x in r.values() if x['mode'] != 'fp16')
+assert abs(r['zfp:rate=8']['ratio'] - 4) < 0.05 and r['zfp:reversible']['max_error'] == 0
+assert r['zfp:accuracy=1e-3']['max_error'] <= 1e-3"; then
+    bad $t "bench compress: $(tail -n 3 "$tmp/err2") $grid"
+else ok $t; fi
+
 t=bench_reports_failure_when_switch_unreachable
 timeout 60 $INAGG bench allreduce --switch 127.0.0.1:1 --workers 2 --elems 1000 --timeout-ms 1000 >/dev/null 2>"$tmp/err"
 [ $? -eq 1 ] && grep -q "cannot connect" "$tmp/err" && ok $t || bad $t "$(cat "$tmp/err")"

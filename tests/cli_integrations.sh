@@ -135,6 +135,39 @@ else
     else bad $t "$(cat "$tmp"/py.? | tail -n 20)"; fi
 fi
 
+t=python_comm_compress_passes_through
+cat >"$tmp/py_zfp.py" <<'EOF'
+import sys
+import numpy as np
+import inagg
+sw, rank, world = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+with inagg.Comm(sw, rank, world, job="pyzfp", compress="zfp:reversible",
+                packet_elems=4096) as c:
+    a = (np.arange(100000, dtype=np.float32) % 977) / 64 + rank
+    c.allreduce(a)
+    want = world * ((np.arange(100000, dtype=np.float32) % 977) / 64) + sum(range(world))
+    assert np.array_equal(a, want)
+with inagg.Comm(sw, rank, world, job="pyzfp8", compress="zfp:rate=8") as c:
+    try:
+        c.allreduce(np.ones(10, dtype=np.int32)); raise SystemExit("lossy int32 accepted")
+    except inagg.InaggError as e:
+        assert "int32" in str(e), e
+try:
+    inagg.Comm(sw, 0, 1, job="pybad", compress="zfp:rate=99")
+    raise SystemExit("bad mode accepted")
+except inagg.InaggError as e:
+    assert "compress" in str(e), e
+print("ok", rank)
+EOF
+if [ -z "$PY" ]; then skp $t "no python3 with numpy (apt-get install python3-numpy)"
+else
+    pids=()
+    for r in 0 1; do PYTHONPATH=$ROOT/python timeout 120 "$PY" "$tmp/py_zfp.py" "$SW" $r 2 >"$tmp/pz.$r" 2>&1 & pids+=($!); done
+    wait "${pids[@]}"
+    if [ "$(cat "$tmp"/pz.? | grep -c '^ok ')" = 2 ]; then ok $t
+    else bad $t "$(cat "$tmp"/pz.? | tail -n 20)"; fi
+fi
+
 t=python_package_installs_offline_and_finds_its_library
 if [ -z "$PY" ]; then skp $t "no python3 with numpy"
 elif ! "$PY" -m pip --version >/dev/null 2>&1; then skp $t "pip is not installed for $PY (apt-get install python3-pip)"

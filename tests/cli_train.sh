@@ -216,5 +216,28 @@ if command -v mpirun >/dev/null && [ -x build/inagg-mpi-train ]; then
     else bad $t "$(tail -n 3 "$tmp/err")"; fi
 else skp $t "OpenMPI not installed"; fi
 
+t=train_compress_reversible_exact_lossy_close_usage
+A9A=../shared/datasets/a9a
+if [ ! -f "$A9A" ]; then skp $t "dataset $A9A is absent"
+else
+    ref=$(timeout 120 $INAGG train --mode data --data "$A9A" --epochs 2 --json - 2>"$tmp/err" | json_get "['final_objective']")
+    rev=$(timeout 120 $INAGG train --mode data --data "$A9A" --epochs 2 --compress zfp:reversible --json - 2>>"$tmp/err" | json_get "['final_objective']")
+    r8=$(timeout 120 $INAGG train --mode data --data "$A9A" --epochs 2 --compress zfp:rate=8 --json - 2>>"$tmp/err" | json_get "['final_objective']")
+    rcs=""
+    for args in "--compress zfp:rate=0" "--compress zfp:rate=8 --mode model" "--no-error-feedback" \
+                "--compress fp16 --mode data --in-switch" "--compress fp16 --backend mpi --mode data"; do
+        timeout 10 $INAGG train --data "$A9A" $args >/dev/null 2>"$tmp/uerr"; rc=$?
+        [ $rc -eq 2 ] && [ -s "$tmp/uerr" ] || rcs="$rcs [$args]=$rc"
+    done
+    # the uncompressed run sums block fixed point, the reversible one float32 in arrival
+    # order: equal to the printed digits, not to the last bit
+    if [ -z "$ref" ] || ! python3 -c "import sys; a, b = float(sys.argv[1]), float(sys.argv[2]); sys.exit(abs(a - b) / b > 1e-7)" "$rev" "$ref"; then
+        bad $t "reversible $rev != uncompressed $ref: $(tail -n 3 "$tmp/err")"
+    elif ! python3 -c "import sys; a, b = float(sys.argv[1]), float(sys.argv[2]); sys.exit(abs(a - b) / b > 0.02)" "$r8" "$ref"; then
+        bad $t "zfp:rate=8 objective $r8 not within 2% of $ref"
+    elif [ -n "$rcs" ]; then bad $t "wrong exit codes or no message:$rcs"
+    else ok $t; fi
+fi
+
 echo "$pass passed, $fail failed, $skip skipped"
 [ $fail -eq 0 ]

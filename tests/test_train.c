@@ -139,7 +139,8 @@ static int rank_main(uint32_t rank, void *arg)
     glm_coll_t *c = NULL;
     if (rc == 0)
         rc = glm_coll_inagg_create(&c, j->addr, j->name, rank, j->world, j->p4sgd, j->slots,
-                                   j->p4sgd ? 1024 : 0, 20000, NULL, err, sizeof(err));
+                                   j->p4sgd ? 1024 : 0, 20000, NULL, NULL, 0, err,
+                                   sizeof(err));
     float *w = NULL;
     run_out_t local;
     memset(&local, 0, sizeof(local));

@@ -62,7 +62,8 @@ class _Options(ctypes.Structure):
         ("rto_us", ctypes.c_uint32), ("rto_min_us", ctypes.c_uint32),
         ("rto_max_us", ctypes.c_uint32), ("timeout_ms", ctypes.c_uint32),
         ("socket_buffer", ctypes.c_uint32), ("faults", ctypes.c_char_p),
-        ("optimizer", ctypes.c_void_p),
+        ("optimizer", ctypes.c_void_p), ("compress", ctypes.c_char_p),
+        ("no_error_feedback", ctypes.c_uint32),
     ]
 
 
@@ -265,7 +266,13 @@ class Comm:
 
     Comm(switch, rank, world, job="inagg", *, slots=16, packet_elems=16368, threads=1,
          float_mode="fixed"|"native", protocol="switchml"|"p4sgd", timeout_ms=30000,
-         rto_us=2000, rto_min_us=1000, rto_max_us=50000, socket_buffer=0, faults=None)
+         rto_us=2000, rto_min_us=1000, rto_max_us=50000, socket_buffer=0, faults=None,
+         compress=None, error_feedback=True)
+
+    compress: None, or "zfp:rate=R" | "zfp:precision=P" | "zfp:accuracy=A" | "zfp:reversible"
+    | "fp16" (float32 through a codec in the switch; docs/COMPRESSION.md). Variable-size modes
+    need a smaller packet_elems (the error says how many fit). error_feedback=False keeps no
+    residual with a lossy mode.
 
     Blocks until every rank of the job has joined (or timeout_ms). Use as a context manager,
     or call close(); both wait for requests still in flight."""
@@ -273,10 +280,10 @@ class Comm:
     def __init__(self, switch, rank, world, job="inagg", *, slots=None, packet_elems=None,
                  threads=None, float_mode="fixed", protocol="switchml", timeout_ms=None,
                  rto_us=None, rto_min_us=None, rto_max_us=None, socket_buffer=None,
-                 faults=None):
+                 faults=None, compress=None, error_feedback=True):
         lib = _lib()
         o = _Options(ctypes.sizeof(_Options), 16, MAX_PACKET_ELEMS, 1, 0, 0, 2000, 1000, 50000,
-                     30000, 0, None, None)
+                     30000, 0, None, None, None, 0)
         for name, val in (("slots", slots), ("packet_elems", packet_elems),
                           ("threads", threads), ("timeout_ms", timeout_ms), ("rto_us", rto_us),
                           ("rto_min_us", rto_min_us), ("rto_max_us", rto_max_us),
@@ -290,6 +297,9 @@ class Comm:
             raise ValueError("inagg: unknown option value %s" % e) from None
         self._faults = faults.encode() if faults else None
         o.faults = self._faults
+        self._compress = str(compress).encode() if compress else None
+        o.compress = self._compress
+        o.no_error_feedback = 0 if error_feedback else 1
         self._opts = o
         self._handle = None
         self._requests = weakref.WeakSet()

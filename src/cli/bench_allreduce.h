@@ -42,6 +42,7 @@ typedef struct ar_opts {
     int dtype_float;
     inagg_float_mode_t float_mode;
     inagg_protocol_t protocol;
+    const char *compress;      /* --compress MODE (NULL: none), checked by codec_parse */
     double loss;               /* loopback: injected in the workers; testbed: on the links */
     const char *faults, *switch_addr, *json_path, *plot_path, *job;
     char faults_buf[160];

@@ -13,7 +13,9 @@
 #include <strings.h>
 
 #include "cli/bench_allreduce.h"
+#include "codec/codec.h"
 #include "cli/output.h"
+#include "wire/wire.h"
 
 #define HEADER_BYTES 32u      /* inagg's packet header */
 #define IP_UDP_BYTES 28u      /* IPv4 + UDP headers in the frame's MTU */
@@ -83,6 +85,9 @@ static void usage(FILE *out)
             "  --dtype T            int32 or float32 (default float32)\n"
             "  --float-mode M       fixed (block fixed point, SwitchML) or native (float add\n"
             "                       in the switch) (default fixed)\n"
+            "  --compress MODE      float32 through a codec: zfp:rate=R, zfp:precision=P,\n"
+            "                       zfp:accuracy=A, zfp:reversible or fp16 (switchml; results\n"
+            "                       checked against an offline round trip of the same data)\n"
             "  --iters K            timed iterations (default 10, on a testbed 5; at most %u)\n"
             "  --warmup W           untimed iterations first (default 2, on a testbed 1)\n"
             "  --seed S             tensor contents (default 1)\n"
@@ -324,6 +329,7 @@ int ar_parse(int argc, char **argv, ar_opts_t *o)
         {"link-rate", required_argument, 0, 'L'},    {"mtu", required_argument, 0, 'U'},
         {"fabric", required_argument, 0, 'Y'},       {"link-delay", required_argument, 0, 'Q'},
         {"sizes", optional_argument, 0, 'z'},        {"plot", required_argument, 0, 'G'},
+        {"compress", required_argument, 0, 'C'},
         {"help", no_argument, 0, 'h'},               {0, 0, 0, 0}};
     uint64_t v;
     int c, have_world = 0, have_rate = 0, have_mtu = 0, have_plot = 0, have_elems = 0;
@@ -426,6 +432,14 @@ int ar_parse(int argc, char **argv, ar_opts_t *o)
             if (parse_sizes(optarg, o) != 0) return 2;
             break;
         case 'G': o->plot_path = optarg; have_plot = 1; break;
+        case 'C': {
+            codec_spec_t cs;
+            char why[256];
+            if (codec_parse(optarg, &cs, why, sizeof why) != 0)
+                return bad("--compress: %s", why);
+            o->compress = cs.mode == CODEC_NONE ? NULL : optarg;
+            break;
+        }
         case 'd':
             if (strcmp(optarg, "int32") == 0) o->dtype_float = 0;
             else if (strcmp(optarg, "float32") == 0) o->dtype_float = 1;
@@ -488,6 +502,24 @@ int ar_parse(int argc, char **argv, ar_opts_t *o)
         return bad("--threads cannot exceed --window");
     if (o->protocol == INAGG_PROTO_P4SGD)
         o->float_mode = INAGG_FLOAT_NATIVE; /* p4sgd carries float32 natively */
+    if (o->compress) {
+        codec_spec_t cs;
+        (void)codec_parse(o->compress, &cs, NULL, 0);
+        if (o->protocol != INAGG_PROTO_SWITCHML)
+            return bad("--compress works with --protocol switchml only");
+        if (!o->dtype_float && codec_is_lossy(&cs))
+            return bad("--compress %s may change values: int32 jobs refuse lossy compression "
+                       "(use zfp:reversible, or --dtype float32)", o->compress);
+        if (o->dtype_float)
+            o->float_mode = INAGG_FLOAT_NATIVE; /* coded chunks are summed in float */
+        size_t fit = codec_max_elems(&cs, WIRE_MAX_DATAGRAM - WIRE_HEADER_SIZE);
+        if (o->packet_elems > fit) {
+            if (o->given & AR_GIVEN_PACKET)
+                return bad("--compress %s: a packet of %u values may not fit a datagram "
+                           "(at most %zu)", o->compress, o->packet_elems, fit);
+            o->packet_elems = (uint32_t)fit;
+        }
+    }
     if (o->rto_min_us && o->rto_max_us && o->rto_min_us > o->rto_max_us)
         return bad("--rto-min-us cannot exceed --rto-max-us");
     if (!o->testbed)

@@ -2,7 +2,8 @@
  * bench_allreduce_rank.c - one rank of `inagg bench allreduce`: fills its tensor with the
  * known values of bench/benchdata.h, joins the job, runs warmups and timed allreduces (each
  * after a barrier), verifies every result (int32 exactly, float32 within the fixed-point
- * bound of worker/quant.h or the float-addition bound in native mode) and reports its times,
+ * bound of worker/quant.h or the float-addition bound in native mode; compressed: against an
+ * offline codec round trip, see build_reference) and reports its times,
  * when it ran, its CPU time and a checksum of the last result. The same code runs as a forked
  * local rank (report through a pipe) and as one rank on its own host (`--rank`: report as one
  * JSON line), which is how the testbed runs ranks, so both measure the same thing.
@@ -19,14 +20,19 @@
 #include "bench/benchdata.h"
 #include "base/util.h"
 #include "json/json.h"
+#include "codec/codec.h"
 #include "worker/quant.h"
 
 typedef struct expected {
+    float *ref;   /* compressed: the offline reference (build_reference) */
+    float *tol;   /* compressed: per chunk, the error allowed against it */
     int32_t *i32;
     double *f64;  /* exact sum */
     float *abs;   /* sum of magnitudes (native float bound) */
     int16_t *exp; /* per chunk: the exponent every rank will agree on (fixed point) */
 } expected_t;
+
+static int build_reference(const ar_opts_t *o, expected_t *ex);
 
 static int build_expected(const ar_opts_t *o, expected_t *ex)
 {
@@ -65,11 +71,68 @@ static int build_expected(const ar_opts_t *o, expected_t *ex)
         ex->exp[c] = m;
     }
     free(tmp);
-    return 0;
+    return o->compress ? build_reference(o, ex) : 0;
+}
+
+/* A compressed job's offline reference, chunk by chunk as the switch sees it: each rank's
+ * chunk coded and decoded, the decoded chunks summed in float (rank order), the sum coded
+ * and decoded once more. The switch adds in arrival order, and a fixed-rate or precision
+ * code of a sum that differs in its last bits may differ by up to a quantization step, so a
+ * chunk's result may differ from the reference by 4x the reference's own largest error
+ * against the exact sum plus W float roundings of the magnitudes. */
+static int build_reference(const ar_opts_t *o, expected_t *ex)
+{
+    codec_spec_t s;
+    if (codec_parse(o->compress, &s, NULL, 0) != 0)
+        return -1;
+    uint64_t n = o->elems, nchunks = (n + o->packet_elems - 1) / o->packet_elems;
+    size_t cap = codec_max_bytes(&s, o->packet_elems);
+    codec_ctx_t *c = NULL;
+    ex->ref = malloc((n ? n : 1) * sizeof(float));
+    ex->tol = malloc((nchunks ? nchunks : 1) * sizeof(float));
+    float *x = malloc(o->packet_elems * sizeof(float)), *y = malloc(o->packet_elems * sizeof(float));
+    uint8_t *buf = malloc(cap);
+    int rc = -1;
+    if (!ex->ref || !ex->tol || !x || !y || !buf ||
+        codec_ctx_open(&s, o->packet_elems, &c, NULL, 0) != 0)
+        goto out;
+    for (uint64_t ch = 0; ch < nchunks; ch++) {
+        uint64_t off = ch * o->packet_elems;
+        size_t len = (size_t)util_min_u64(o->packet_elems, n - off);
+        float *sum = ex->ref + off;
+        memset(sum, 0, len * sizeof(float));
+        for (uint32_t r = 0; r < o->workers; r++) {
+            for (size_t k = 0; k < len; k++)
+                x[k] = bench_value_f32(o->seed, r, off + k);
+            long l = codec_encode(c, x, len, buf, cap);
+            if (l < 0 || codec_decode(c, buf, (size_t)l, y, len, NULL, 0) != 0)
+                goto out;
+            for (size_t k = 0; k < len; k++)
+                sum[k] += y[k];
+        }
+        long l = codec_encode(c, sum, len, buf, cap);
+        if (l < 0 || codec_decode(c, buf, (size_t)l, sum, len, NULL, 0) != 0)
+            goto out;
+        double dev = 0, mag = 0;
+        for (size_t k = 0; k < len; k++) {
+            dev = fmax(dev, fabs((double)sum[k] - ex->f64[off + k]));
+            mag = fmax(mag, (double)ex->abs[off + k]);
+        }
+        ex->tol[ch] = (float)(4.0 * dev + (double)o->workers * ldexp(mag, -24) + 1e-30);
+    }
+    rc = 0;
+out:
+    codec_ctx_close(c);
+    free(x);
+    free(y);
+    free(buf);
+    return rc;
 }
 
 static void free_expected(expected_t *ex)
 {
+    free(ex->ref);
+    free(ex->tol);
     free(ex->i32);
     free(ex->f64);
     free(ex->abs);
@@ -90,7 +153,10 @@ static uint64_t verify(const ar_opts_t *o, const expected_t *ex, const void *rec
     const float *got = recv;
     for (uint64_t i = 0; i < o->elems; i++) {
         double exact = ex->f64[i], allowed;
-        if (o->float_mode == INAGG_FLOAT_FIXED)
+        if (ex->ref) {
+            exact = ex->ref[i];
+            allowed = ex->tol[i / o->packet_elems];
+        } else if (o->float_mode == INAGG_FLOAT_FIXED)
             allowed = quant_error_bound(ex->exp[i / o->packet_elems], o->workers, fabs(exact));
         else
             allowed = (double)o->workers * ldexp((double)ex->abs[i], -24) + 1e-30;
@@ -145,6 +211,8 @@ int ar_rank_run(const ar_opts_t *o, uint32_t rank, const char *addr, const char 
     opts.threads = o->threads;
     opts.float_mode = o->float_mode;
     opts.protocol = o->protocol;
+    opts.compress = o->compress;
+    opts.no_error_feedback = 1; /* each result is checked against one fixed reference */
     opts.timeout_ms = o->timeout_ms;
     opts.faults = o->faults;
     if (o->rto_max_us)

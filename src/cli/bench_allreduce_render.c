@@ -110,6 +110,9 @@ static void render_summary(FILE *out, const ar_run_t *run, const ar_size_result_
             o->packet_elems, o->window,
             o->faults ? o->faults : run->on_testbed && o->loss > 0 ? "loss on the links"
                                                                    : "no loss");
+    if (o->compress)
+        fprintf(out, "  compressed     %s (checked against an offline codec round trip)\n",
+                o->compress);
     fprintf(out, "  verified       %s\n", r->verified ? "yes" : "NO");
     if (o->dtype_float && r->verified)
         fprintf(out, "  worst error    %.3f of the allowed bound\n", r->worst);
@@ -271,6 +274,7 @@ int ar_render_json(const ar_run_t *run)
     json_int(&w, "elems", (int64_t)s->elems);
     json_string(&w, "dtype", o->dtype_float ? "float32" : "int32");
     json_string(&w, "float_mode", o->float_mode == INAGG_FLOAT_FIXED ? "fixed" : "native");
+    json_string(&w, "compress", o->compress ? o->compress : "none");
     json_string(&w, "protocol", o->protocol == INAGG_PROTO_P4SGD ? "p4sgd" : "switchml");
     json_int(&w, "packet_elems", o->packet_elems);
     json_int(&w, "window", o->window);

@@ -509,6 +509,10 @@ static int inagg_rank_argv(ctx_t *c, uint32_t rank, char **argv, size_t cap, cha
     arg(&b, "%u", o->timeout_ms);
     arg(&b, "--seed");
     arg(&b, "%llu", (unsigned long long)o->seed);
+    if (o->compress) {
+        arg(&b, "--compress");
+        arg(&b, "%s", o->compress);
+    }
     if (o->faults) {
         arg(&b, "--faults");
         arg(&b, "%s", o->faults);

@@ -12,5 +12,6 @@ int cmd_bench_udp(int argc, char **argv);       /* inagg bench udp: the kernel's
 int cmd_train(int argc, char **argv);           /* inagg train: distributed GLM training */
 int cmd_bench_latency(int argc, char **argv);   /* inagg bench latency: small allreduces */
 int cmd_bench_optimizer(int argc, char **argv); /* inagg bench optimizer: in-switch optimizer */
+int cmd_bench_compress(int argc, char **argv);  /* inagg bench compress: the codec grid */
 
 #endif /* INAGG_CLI_COMMANDS_H */

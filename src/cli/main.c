@@ -26,6 +26,7 @@ static void usage(FILE *out)
             "  bench optimizer   the in-switch optimizer against allreduce + a local step,\n"
             "                    verified against torch.optim or an independent reference\n"
             "  bench udp         the kernel's UDP ceiling: one sender, one receiver, loopback\n"
+            "  bench compress    ZFP/fp16 codec grid: ratio, GB/s, error vs libzfp (GCOW)\n"
             "  train             distributed training of a linear model (P4SGD): embedded switch,\n"
             "                    N workers, model- or data-parallel SGD (no arguments: a demo)\n"
             "  version           print the version\n",
@@ -61,6 +62,8 @@ int main(int argc, char **argv)
             return cmd_bench_latency(argc - 2, argv + 2);
         if (argc >= 3 && strcmp(argv[2], "optimizer") == 0)
             return cmd_bench_optimizer(argc - 2, argv + 2);
+        if (argc >= 3 && strcmp(argv[2], "compress") == 0)
+            return cmd_bench_compress(argc - 2, argv + 2);
         fprintf(stderr, "inagg bench: expected 'allreduce', 'latency', 'optimizer' or 'udp'\n");
         return 2;
     }

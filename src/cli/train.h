@@ -29,6 +29,8 @@ typedef struct train_opts {
     int backend_mpi;
     int protocol; /* -1: by mode; 0 switchml; 1 p4sgd */
     int precision;
+    const char *compress; /* --compress MODE (NULL: none): the job's codec */
+    int no_feedback;      /* --no-error-feedback */
     const char *json_path, *plot_path;
     const char *switch_addr, *job;
     long rank, world; /* -1: not given */

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "base/util.h"
+#include "codec/codec.h"
 #include "cli/train.h"
 #include "glm/objective.h"
 #include "inagg.h"
@@ -59,6 +60,10 @@ static void usage(FILE *out)
         "                       gisette | rcv1 | real-sim | dense:SxD | sparse:SxD:DENSITY\n"
         "                       (default " DEFAULT_SYNTHETIC " when no --data)\n"
         "  --test-data FILE     LIBSVM file for held-out accuracy after each epoch\n"
+        "  --compress MODE      gradients through a codec in the switch (data mode, switchml):\n"
+        "                       zfp:rate=R, zfp:precision=P, zfp:accuracy=A, zfp:reversible,\n"
+        "                       fp16 (docs/COMPRESSION.md)\n"
+        "  --no-error-feedback  with a lossy --compress: keep no residual (workers, switch)\n"
         "  --precision BITS     32 (default), or 8 / 4: features quantized per column before\n"
         "                       training (P4SGD trains on 4-bit data)\n"
         "\n"
@@ -199,6 +204,7 @@ int train_parse_args(int argc, char **argv, train_opts_t *o)
         {"lr-schedule", required_argument, 0, 'S'}, {"l2", required_argument, 0, 'l'},
         {"backend", required_argument, 0, 'B'},     {"protocol", required_argument, 0, 'P'},
         {"no-pipeline", no_argument, 0, 'N'},       {"precision", required_argument, 0, 'p'},
+        {"compress", required_argument, 0, 'Z'},  {"no-error-feedback", no_argument, 0, 'X'},
         {"seed", required_argument, 0, 's'},        {"json", required_argument, 0, 'j'},
         {"plot", required_argument, 0, 'G'},        {"switch", required_argument, 0, 'W'},
         {"rank", required_argument, 0, 'r'},        {"world", required_argument, 0, 'w'},
@@ -277,6 +283,15 @@ int train_parse_args(int argc, char **argv, train_opts_t *o)
             else if (strcmp(optarg, "4") == 0) o->precision = 4;
             else return bad_usage("--precision must be 32, 8 or 4, got '%s'", optarg);
             break;
+        case 'Z': {
+            codec_spec_t cs;
+            char why[256];
+            if (codec_parse(optarg, &cs, why, sizeof why) != 0)
+                return bad_usage("--compress: %s", why);
+            o->compress = cs.mode == CODEC_NONE ? NULL : optarg;
+            break;
+        }
+        case 'X': o->no_feedback = 1; break;
         case 's':
             if (parse_u64("--seed", optarg, 0, UINT64_MAX, &v)) return 2;
             o->cfg.seed = v;
@@ -367,6 +382,12 @@ int train_parse_args(int argc, char **argv, train_opts_t *o)
         o->switch_threads = default_switch_threads();
     if (o->protocol < 0)
         o->protocol = o->cfg.mode == GLM_MODE_DATA ? 0 : 1;
+    if (o->compress && (o->backend_mpi || o->protocol != 0 || o->cfg.mode != GLM_MODE_DATA ||
+                        o->cfg.in_switch))
+        return bad_usage("--compress applies to --mode data over the switchml protocol "
+                         "(inagg backend, no --in-switch)");
+    if (o->no_feedback && !o->compress)
+        return bad_usage("--no-error-feedback goes with --compress");
     if (o->switch_addr) {
         if (o->rank < 0 || o->world < 0) {
             long r = -1, w = -1;

@@ -165,7 +165,8 @@ static int worker_main(const train_opts_t *o, uint32_t rank, uint32_t world, con
                                        ? p4sgd_slots(o)
                                        : 16,
                                    packet_elems(o), o->timeout_ms,
-                                   o->cfg.in_switch ? &opt : NULL, err, sizeof(err));
+                                   o->cfg.in_switch ? &opt : NULL, o->compress,
+                                   o->no_feedback, err, sizeof(err));
     }
     if (rc == 0) {
         glm_train_config_t cfg = o->cfg;

@@ -4,6 +4,8 @@
  * model-parallel trainer (many small allreduces in flight, inagg_iallreduce_small), the
  * switchml one the data-parallel trainer (one large gradient per step, inagg_allreduce).
  */
+#include "codec/codec.h"
+#include "wire/wire.h"
 #include "glm/collective.h"
 
 #include <stdarg.h>
@@ -66,6 +68,8 @@ int glm_coll_local_create(glm_coll_t **out, char *err, size_t errlen)
 
 typedef struct inagg_impl {
     inagg_comm_t *comm;
+    inagg_comm_t *exact;    /* compressed jobs: an uncompressed communicator for the numbers
+                               that are reported (job "<job>.exact"), else NULL */
     inagg_request_t **reqs; /* max_inflight handles */
     int p4sgd;
 } inagg_impl_t;
@@ -91,6 +95,20 @@ static int inagg_coll_allreduce(glm_coll_t *c, float *buf, size_t n)
         return 0;
     inagg_result_t rc = inagg_allreduce(im->comm, buf, buf, n, INAGG_FLOAT32, INAGG_SUM);
     return rc == INAGG_OK ? 0 : fail(c, "allreduce", rc);
+}
+
+static int inagg_coll_allreduce_exact(glm_coll_t *c, float *buf, size_t n)
+{
+    inagg_impl_t *im = c->impl;
+    if (!im->exact)
+        return inagg_coll_allreduce(c, buf, n);
+    if (n == 0)
+        return 0;
+    inagg_result_t rc = inagg_allreduce(im->exact, buf, buf, n, INAGG_FLOAT32, INAGG_SUM);
+    if (rc != INAGG_OK)
+        set_err(c->err, sizeof(c->err), "rank %u: uncompressed allreduce: %s (%s)", c->rank,
+                inagg_strerror(rc), inagg_last_error(im->exact));
+    return rc == INAGG_OK ? 0 : -1;
 }
 
 static int inagg_coll_start(glm_coll_t *c, float *buf, size_t n, size_t h)
@@ -153,6 +171,8 @@ static void inagg_coll_destroy(glm_coll_t *c)
                 inagg_wait(im->reqs[h]); /* bounded by the communicator's timeout */
         if (im->comm)
             inagg_comm_destroy(im->comm);
+        if (im->exact)
+            inagg_comm_destroy(im->exact);
         free(im->reqs);
         free(im);
     }
@@ -161,12 +181,14 @@ static void inagg_coll_destroy(glm_coll_t *c)
 
 static const glm_coll_ops_t inagg_ops = {inagg_coll_allreduce, inagg_coll_start,
                                          inagg_coll_wait, inagg_coll_wire_bytes,
-                                         inagg_coll_destroy, inagg_coll_push_pull};
+                                         inagg_coll_destroy, inagg_coll_push_pull,
+                                         inagg_coll_allreduce_exact};
 
 int glm_coll_inagg_create(glm_coll_t **out, const char *switch_addr, const char *job,
                           uint32_t rank, uint32_t world, int p4sgd, uint32_t slots,
                           uint32_t packet_elems, uint32_t timeout_ms,
-                          const glm_coll_optimizer_t *opt, char *err, size_t errlen)
+                          const glm_coll_optimizer_t *opt, const char *compress,
+                          int no_feedback, char *err, size_t errlen)
 {
     *out = NULL;
     glm_coll_t *c = calloc(1, sizeof(*c));
@@ -186,6 +208,14 @@ int glm_coll_inagg_create(glm_coll_t **out, const char *switch_addr, const char 
     opts.protocol = p4sgd ? INAGG_PROTO_P4SGD : INAGG_PROTO_SWITCHML;
     if (timeout_ms)
         opts.timeout_ms = timeout_ms;
+    codec_spec_t cs;
+    if (compress && codec_parse(compress, &cs, NULL, 0) == 0 && cs.mode != CODEC_NONE) {
+        opts.compress = compress;
+        opts.no_error_feedback = no_feedback != 0;
+        size_t fit = codec_max_elems(&cs, WIRE_MAX_DATAGRAM - WIRE_HEADER_SIZE);
+        if (!packet_elems && opts.packet_elems > fit)
+            opts.packet_elems = (uint32_t)fit;
+    }
     inagg_optimizer_t z = INAGG_OPTIMIZER_INIT;
     if (opt) {
         z.kind = (inagg_optimizer_kind_t)opt->kind;
@@ -210,6 +240,25 @@ int glm_coll_inagg_create(glm_coll_t **out, const char *switch_addr, const char 
         free(im);
         free(c);
         return -1;
+    }
+    if (opts.compress) {
+        char xjob[64];
+        snprintf(xjob, sizeof(xjob), "%.56s.exact", job);
+        inagg_options_t xo = opts;
+        xo.compress = NULL;
+        xo.packet_elems = 64;
+        xo.slots = 1;
+        rc = inagg_comm_create(&im->exact, switch_addr, xjob, rank, world, &xo, detail,
+                               sizeof(detail));
+        if (rc != INAGG_OK) {
+            set_err(err, errlen, "rank %u: joining job %s on the switch at %s: %s%s%s", rank,
+                    xjob, switch_addr, inagg_strerror(rc), detail[0] ? ": " : "", detail);
+            inagg_comm_destroy(im->comm);
+            free(im->reqs);
+            free(im);
+            free(c);
+            return -1;
+        }
     }
     im->p4sgd = p4sgd;
     c->ops = &inagg_ops;

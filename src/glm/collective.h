@@ -38,6 +38,8 @@ typedef struct glm_coll_ops {
     /* In-switch optimizer: push this rank's gradient, get the parameters after the step
      * (NULL: the backend has no in-switch optimizer). */
     int (*push_pull)(glm_coll_t *c, const float *grad, float *params, size_t n);
+    /* An allreduce that must not be compressed (evaluation sums) (NULL: allreduce is). */
+    int (*allreduce_exact)(glm_coll_t *c, float *buf, size_t n);
 } glm_coll_ops_t;
 
 /* The optimizer the switch runs for the data-parallel trainer (--in-switch). */
@@ -66,6 +68,18 @@ static inline int glm_coll_allreduce(glm_coll_t *c, float *buf, size_t n)
 {
     uint64_t t0 = util_now_ns();
     int rc = c->ops->allreduce(c, buf, n);
+    c->wait_ns += util_now_ns() - t0;
+    c->payload_bytes += (uint64_t)n * sizeof(float);
+    return rc;
+}
+
+/* The same, never through a lossy codec: for numbers reported rather than trained on. */
+static inline int glm_coll_allreduce_exact(glm_coll_t *c, float *buf, size_t n)
+{
+    if (!c->ops->allreduce_exact)
+        return glm_coll_allreduce(c, buf, n);
+    uint64_t t0 = util_now_ns();
+    int rc = c->ops->allreduce_exact(c, buf, n);
     c->wait_ns += util_now_ns() - t0;
     c->payload_bytes += (uint64_t)n * sizeof(float);
     return rc;
@@ -121,10 +135,14 @@ int glm_coll_local_create(glm_coll_t **out, char *err, size_t errlen);
  * flight of at most packet_elems elements each; blocking allreduces are pipelined over the
  * slots. p4sgd = 0: switchml (data parallelism), float32 as block fixed point; start/wait
  * are then served by blocking allreduces. timeout_ms bounds every call (inagg_options_t).
+ * compress: NULL, or the job's codec (inagg_options_t.compress; switchml only); with
+ * packet_elems 0 the packet is then the largest a datagram always holds in that mode.
+ * no_feedback: inagg_options_t.no_error_feedback.
  */
 int glm_coll_inagg_create(glm_coll_t **out, const char *switch_addr, const char *job,
                           uint32_t rank, uint32_t world, int p4sgd, uint32_t slots,
                           uint32_t packet_elems, uint32_t timeout_ms,
-                          const glm_coll_optimizer_t *opt, char *err, size_t errlen);
+                          const glm_coll_optimizer_t *opt, const char *compress,
+                          int no_feedback, char *err, size_t errlen);
 
 #endif /* INAGG_GLM_COLLECTIVE_H */

@@ -279,7 +279,7 @@ int trainer_evaluate(trainer_t *t, glm_epoch_record_t *rec)
             glm_eval_partial(o, zb, t->t->label, nt, &dummy, &tc);
         }
         float sums[3] = {(float)l, (float)c, (float)tc};
-        if (glm_coll_allreduce(t->coll, sums, 3) != 0)
+        if (glm_coll_allreduce_exact(t->coll, sums, 3) != 0)
             return coll_fail(t);
         loss = sums[0];
         correct = floor((double)sums[1] + 0.5); /* counts: fixed-point error is far below 0.5 */

@@ -21,8 +21,10 @@
 #include <unistd.h>
 
 #include "base/log.h"
+#include "codec/codec.h"
 #include "control/ctl.h"
 #include "wire/ctlmsg.h"
+#include "switch/codecjob.h"
 #include "switch/server.h"
 
 #define CTL_MAX_CLIENTS 1024
@@ -193,7 +195,8 @@ static int join_matches(const client_t *cl, const job_t *j, const wire_join_t *j
 
 /* The first JOIN of a job: create and publish it. The job, or NULL after refusing. */
 static job_t *register_job(struct inagg_switch *sw, const client_t *cl, const wire_join_t *jn,
-                           const switch_proto_ops_t *ops, uint32_t float_mode)
+                           const switch_proto_ops_t *ops, uint32_t float_mode,
+                           const codec_spec_t *codec, int feedback)
 {
     uint32_t free_slots = sw->cfg.total_slots - sw->slots_used;
     if (jn->slots > free_slots) {
@@ -225,6 +228,15 @@ static job_t *register_job(struct inagg_switch *sw, const client_t *cl, const wi
             return NULL;
         }
         j->opt_cfg = jn->opt;
+    }
+    j->codec = *codec;
+    j->codec_feedback = feedback;
+    if (codec->mode != CODEC_NONE &&
+        !(j->codec_state = codecjob_create(codec, feedback, sw->cfg.threads, jn->slots,
+                                           jn->elems))) {
+        send_err(cl->fd, WIRE_REFUSED_SYSTEM, "out of memory for compression state");
+        job_free(j);
+        return NULL;
     }
     uint32_t token = 0;
     while (token == 0)
@@ -281,9 +293,40 @@ static int handle_join(control_t *ctl, client_t *cl, const char *line)
                  (unsigned long long)(SWITCH_MAX_POOL_BYTES >> 20));
         return -1;
     }
+    codec_spec_t codec = {CODEC_NONE, 0};
+    if (jn.compress[0]) {
+        char cwhy[200];
+        if (codec_parse(jn.compress, &codec, cwhy, sizeof(cwhy)) != 0) {
+            send_err(cl->fd, WIRE_REFUSED_INVALID, "%s", cwhy);
+            return -1;
+        }
+        if (codec.mode != CODEC_NONE && (ops->id != INAGG_PROTO_SWITCHML || jn.opt.present)) {
+            send_err(cl->fd, WIRE_REFUSED_UNSUPPORTED, "compress=%s: only switchml jobs without "
+                     "an optimizer compress", jn.compress);
+            return -1;
+        }
+        if (codec.mode != CODEC_NONE &&
+            WIRE_HEADER_SIZE + codec_max_bytes(&codec, jn.elems) > WIRE_MAX_DATAGRAM) {
+            send_err(cl->fd, WIRE_REFUSED_INVALID, "compress=%s: %u values per packet may not "
+                     "fit a datagram", jn.compress, jn.elems);
+            return -1;
+        }
+        if (codec.mode != CODEC_NONE)
+            float_mode = INAGG_FLOAT_NATIVE;
+    }
     job_t *j = find_job(sw, jn.job);
+    int feedback = codec_is_lossy(&codec) && !jn.no_feedback;
+    if (j && (j->codec.mode != codec.mode || j->codec.param != codec.param ||
+              j->codec_feedback != feedback)) {
+        char have[CODEC_SPEC_MAX];
+        codec_format(&j->codec, have, sizeof(have));
+        send_err(cl->fd, WIRE_REFUSED, "parameter mismatch: job '%s' compresses with %s%s, rank "
+                 "%u asked for %s%s", jn.job, have, j->codec_feedback ? "" : " (no feedback)",
+                 jn.rank, jn.compress[0] ? jn.compress : "none", feedback ? "" : " (no feedback)");
+        return -1;
+    }
     if (j ? join_matches(cl, j, &jn, ops, float_mode) != 0
-          : !(j = register_job(sw, cl, &jn, ops, float_mode)))
+          : !(j = register_job(sw, cl, &jn, ops, float_mode, &codec, feedback)))
         return -1;
     j->member_fd[jn.rank] = cl->fd;
     j->joined++;

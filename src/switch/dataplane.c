@@ -134,7 +134,11 @@ static void act(proto_ctx_t *x, const wire_header_t *h, const proto_outcome_t *o
 static int dtype_allowed(const job_t *j, uint8_t dtype)
 {
     if (dtype == WIRE_INT32)
-        return 1;
+        return !codec_is_lossy(&j->codec);
+    if (j->codec.mode != CODEC_NONE) /* float32 travels coded, and only so */
+        return dtype == WIRE_CODED;
+    if (dtype == WIRE_CODED)
+        return 0;
     if (dtype == WIRE_FIXED32)
         return j->float_mode == INAGG_FLOAT_FIXED;
     return j->float_mode == INAGG_FLOAT_NATIVE;
@@ -151,7 +155,9 @@ static int check(const dp_thread_t *t, const job_t *j, const wire_header_t *h)
         return DROP_BAD_SLOT;
     if (job_slot_owner(j, h->slot) != t->index)
         return DROP_WRONG_THREAD;
-    if (h->count > j->elems)
+    if (h->dtype == WIRE_CODED && j->codec.mode != CODEC_NONE
+            ? (size_t)h->count * 4u > codec_max_bytes(&j->codec, j->elems)
+            : h->count > j->elems)
         return DROP_BAD_COUNT;
     if (!(j->proto->accepts & (1u << h->type)))
         return DROP_WRONG_PROTOCOL;

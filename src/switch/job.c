@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "switch/codecjob.h"
+
 uint64_t job_pool_bytes(const switch_proto_ops_t *proto, uint32_t world, uint32_t nslots,
                         uint32_t elems, uint32_t nthreads)
 {
@@ -50,6 +52,7 @@ void job_free(job_t *j)
     free(j->addrs);
     optjob_free(j->opt);
     free(j->opt_scratch);
+    codecjob_free(j->codec_state);
     free(j->threads);
     free(j);
 }

@@ -17,6 +17,7 @@
 
 #include "base/util.h"
 #include "inagg.h"
+#include "codec/codec.h"
 #include "switch/optjob.h"
 #include "switch/proto.h"
 #include "switch/stats.h"
@@ -52,6 +53,9 @@ typedef struct job {
     optjob_t *opt;           /* in-switch optimizer, or NULL (set before publication) */
     float *opt_scratch;      /* [nthreads * elems]: each thread's decoded gradient */
     wire_optimizer_t opt_cfg; /* the optimizer as joined, for the parameter-mismatch check */
+    codec_spec_t codec;      /* the job's compression (CODEC_NONE: none) */
+    int codec_feedback;      /* error feedback on the switch's re-encoding (codecjob.h) */
+    struct codecjob *codec_state; /* its state (codecjob.h), or NULL (set before publication) */
     _Atomic int state;       /* enum job_state */
     /* control thread only */
     uint64_t created_ms, activated_ms;

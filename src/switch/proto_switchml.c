@@ -2,9 +2,13 @@
  * proto_switchml.c - the switchml protocol on the switch (PROTOCOL.md section 2): each slot
  * has two copies (slot.c), a round's result is the completed copy itself, already in network
  * order, and stays there until every rank has it, so results go out without a payload copy.
+ * A compressed job's contributions are decoded to float32 before the slot sees them, and its
+ * results are the sum re-encoded once per round (codecjob.h).
  */
 #include <stdlib.h>
 
+#include "base/util.h"
+#include "switch/codecjob.h"
 #include "switch/job.h"
 #include "switch/slot.h"
 
@@ -62,11 +66,71 @@ static void switchml_handle(proto_ctx_t *x, const wire_header_t *h, const uint32
 {
     switchml_job_t *s = x->state;
     slot_t *slot = &s->slots[h->slot];
-    enum slot_verdict v = slot_contribute(slot, x->job->world, h, payload);
+    codecjob_t *cj = x->job->codec_state;
+    wire_header_t plain;
+    enum slot_verdict v = SLOT_PARTIAL;
+    if (h->dtype == WIRE_CODED) /* decode only what the slot will take */
+        v = slot_precheck(slot, x->job->world, h);
+    if (h->dtype == WIRE_CODED && v == SLOT_PARTIAL) {
+        /* the dataplane lets it through only in a codec job */
+        const uint32_t *be = NULL;
+        int sat = 0;
+        uint64_t t0 = util_now_ns();
+        uint32_t n = codecjob_decode(cj, x->thread, payload, h->count, &be, &sat);
+        STAT_ADD(x->c->v[STAT_CODEC_NS], util_now_ns() - t0);
+        STAT_ADD(x->c->v[STAT_CODEC_VALUES], n);
+        if (n == 0) {
+            out->action = PROTO_DROP;
+            out->drop = DROP_BAD_CODE;
+            return;
+        }
+        plain = *h;
+        plain.dtype = WIRE_FLOAT32;
+        if (sat)
+            plain.flags |= WIRE_FLAG_OVERFLOW;
+        plain.count = (uint16_t)n;
+        h = &plain;
+        payload = be;
+    }
+    if (v == SLOT_PARTIAL) {
+        v = slot_contribute(slot, x->job->world, h, payload);
+        /* a coded contribution flagged non-finite (sent as zeros) marks the round */
+        if (cj && (h->flags & WIRE_FLAG_OVERFLOW) && (v == SLOT_PARTIAL || v == SLOT_COMPLETE))
+            slot->copy[h->round & 1u].overflow = 1;
+    }
     proto_verdict(out, &verdicts[v]);
     if (out->action != PROTO_COMPLETE && out->action != PROTO_RESEND)
         return;
     const slot_copy_t *c = slot_copy_of(slot, h->round);
+    if (cj && c->dtype == WIRE_FLOAT32) { /* a compressed job's float round */
+        int saturated = 0;
+        const uint32_t *coded;
+        uint64_t t0 = util_now_ns();
+        uint32_t words = out->action == PROTO_COMPLETE
+                             ? codecjob_encode_result(cj, x->thread, h->slot, h->round & 1u,
+                                                      c->chunk, c->data, c->n_elems, &coded,
+                                                      &saturated)
+                             : codecjob_result(cj, h->slot, h->round & 1u, &coded);
+        if (out->action == PROTO_COMPLETE) {
+            STAT_ADD(x->c->v[STAT_CODEC_NS], util_now_ns() - t0);
+            STAT_ADD(x->c->v[STAT_CODEC_VALUES], c->n_elems);
+        }
+        if (out->action == PROTO_RESEND || c->overflow)
+            saturated = c->overflow;
+        else if (saturated)
+            slot->copy[h->round & 1u].overflow = 1;
+        out->set = c->set;
+        out->chunk = c->chunk;
+        out->data = (uint32_t *)coded;
+        out->result = (wire_header_t){
+            .round = c->round,
+            .chunk = c->chunk,
+            .count = (uint16_t)words,
+            .flags = (uint8_t)(wire_ver_of_round(c->round) | (saturated ? WIRE_FLAG_OVERFLOW : 0)),
+            .dtype = WIRE_CODED,
+        };
+        return;
+    }
     out->set = c->set;
     out->chunk = c->chunk;
     out->data = c->data;

@@ -68,6 +68,22 @@ static enum slot_verdict add_to_round(slot_copy_t *c, const wire_header_t *h,
     return SLOT_PARTIAL;
 }
 
+enum slot_verdict slot_precheck(const slot_t *s, uint32_t world, const wire_header_t *h)
+{
+    const slot_copy_t *c = &s->copy[h->round & 1u];
+    const slot_copy_t *other = &s->copy[(h->round & 1u) ^ 1u];
+    int32_t ahead = (int32_t)(h->round - c->round);
+    if (ahead < 0)
+        return SLOT_STALE;
+    if (ahead == 0)
+        return (c->seen & (1ull << h->rank)) ? (c->count == world ? SLOT_RESEND : SLOT_DUP_OPEN)
+                                             : SLOT_PARTIAL;
+    if (ahead != 2 || c->count != world || other->round != h->round - 1u ||
+        other->count != world)
+        return SLOT_AHEAD;
+    return SLOT_PARTIAL;
+}
+
 enum slot_verdict slot_contribute(slot_t *s, uint32_t world, const wire_header_t *h,
                                   const uint32_t *payload_be)
 {

@@ -63,6 +63,12 @@ void slot_init(slot_t *s, uint32_t world, uint32_t *data0, uint32_t *data1);
 enum slot_verdict slot_contribute(slot_t *s, uint32_t world, const wire_header_t *h,
                                   const uint32_t *payload_be);
 
+/* What slot_contribute would answer without looking at the payload: SLOT_STALE, SLOT_RESEND,
+ * SLOT_DUP_OPEN or SLOT_AHEAD, or SLOT_PARTIAL when it would take the contribution (its
+ * verdict may then still be SLOT_COMPLETE or SLOT_MISMATCH). Changes nothing: a compressed
+ * job decodes only contributions the slot will take. */
+enum slot_verdict slot_precheck(const slot_t *s, uint32_t world, const wire_header_t *h);
+
 /* The copy holding round `round` (the one a verdict refers to). */
 static inline const slot_copy_t *slot_copy_of(const slot_t *s, uint32_t round)
 {

@@ -50,6 +50,8 @@ const stat_info_t stat_table[STAT_COUNT] = {
     [DROP_DUP_ACK] = {"dup_ack", "a repeated acknowledgement of an unconfirmed round (p4sgd)",
                       IN_JOB},
     [DROP_BAD_CHUNK] = {"bad_chunk", "optimizer job: no such chunk, or not its length", IN_JOB},
+    [DROP_BAD_CODE] = {"bad_chunk_code", "compressed job: a chunk in another mode, with wrong "
+                       "lengths or bit counts, or that does not decode", IN_JOB},
     [STAT_PACKETS_IN] = {"packets_in", "datagrams received", STAT_SWITCH | STAT_JSON},
     [STAT_PACKETS_OUT] = {"packets_out", "datagrams sent", STAT_SWITCH | STAT_JSON},
     [STAT_INJECTED_DROPS] = {"injected_drops", "packets dropped by fault injection, both ways",
@@ -78,6 +80,12 @@ const stat_info_t stat_table[STAT_COUNT] = {
                        STAT_TEXT | STAT_JSON},
     [STAT_BYTES_OUT] = {"bytes_out", "bytes of packets queued for sending",
                         STAT_TEXT | STAT_JSON},
+    [STAT_CODEC_NS] = {"codec_ns", "compressed jobs: nanoseconds the dataplane spent decoding "
+                       "contributions and re-encoding sums", STAT_TEXT | STAT_JSON |
+                       STAT_RETIRED_JSON},
+    [STAT_CODEC_VALUES] = {"codec_values", "compressed jobs: values decoded plus values "
+                           "encoded (codec_ns / codec_values: the switch's cost per value)",
+                           STAT_TEXT | STAT_JSON | STAT_RETIRED_JSON},
 };
 
 const char *stat_name(int id)

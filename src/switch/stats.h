@@ -37,6 +37,7 @@ enum stat_id {
     DROP_WRONG_PROTOCOL,
     DROP_DUP_ACK,
     DROP_BAD_CHUNK,
+    DROP_BAD_CODE,
     DROP_REASON_COUNT,
     /* What happened, switch-wide ... */
     STAT_PACKETS_IN = DROP_REASON_COUNT,
@@ -55,6 +56,8 @@ enum stat_id {
     STAT_OPT_UPLOADS,
     STAT_BYTES_IN,
     STAT_BYTES_OUT,
+    STAT_CODEC_NS,
+    STAT_CODEC_VALUES,
     STAT_COUNT
 };
 

@@ -217,6 +217,13 @@ int wire_join_format(const wire_join_t *j, char *line, size_t cap)
             return -1;
         line[n] = ' ';
         memcpy(line + n + 1, opt, m + 1);
+        n += (int)(1 + m);
+    }
+    if (j->compress[0]) {
+        int k = snprintf(line + n, cap - (size_t)n, " compress=%s%s", j->compress,
+                         j->no_feedback ? " feedback=0" : "");
+        if (k < 0 || (size_t)k >= cap - (size_t)n)
+            return -1;
     }
     return 0;
 }
@@ -285,6 +292,17 @@ int wire_join_parse(const char *line, wire_join_t *j, enum wire_refusal *refusal
         set_err(why, cap, "protocol '%s' (this switch serves %s)", proto, list);
         return -1;
     }
+    if (ctl_get(line, "compress", j->compress, sizeof(j->compress)) == -ENOSPC) {
+        set_err(why, cap, "compress= too long");
+        return -1;
+    }
+    uint32_t feedback = 1;
+    int frc = ctl_get_u32(line, "feedback", &feedback);
+    if ((frc != 0 && frc != -ENOENT) || feedback > 1) {
+        set_err(why, cap, "feedback= must be 0 or 1");
+        return -1;
+    }
+    j->no_feedback = feedback == 0;
     char owhy[160];
     if (parse_optimizer(line, &j->opt, owhy, sizeof(owhy)) != 0) {
         /* optim_check's reasons already start with "optimizer: " */

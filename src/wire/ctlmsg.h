@@ -6,7 +6,7 @@
  *   worker -> switch   JOIN version= job= rank= world= slots= elems= float=fixed|native
  *                           protocol=switchml|p4sgd timeout=MS [optimizer=... params= lr=
  *                           beta1= beta2= eps= eps_place=inside|outside momentum= wd=
- *                           init=zero|seeded seed=]
+ *                           init=zero|seeded seed=] [compress=MODE [feedback=0]]
  *                      BARRIER | LEAVE | STATS [json]
  *   switch -> worker   JOINED id= token= threads= port= base= slots= elems= float= protocol=
  *                      ERR <refusal> <text>      refusal: version|timeout|invalid|unsupported|
@@ -86,6 +86,9 @@ typedef struct wire_join {
     uint32_t protocol;   /* inagg_protocol_t */
     uint32_t timeout_ms; /* 0: the switch's bound */
     wire_optimizer_t opt;
+    char compress[48];   /* compress=MODE (codec_parse's spelling; the switch checks it);
+                            empty: none */
+    uint32_t no_feedback; /* feedback=0: no error feedback in a lossy compressed job */
 } wire_join_t;
 
 /* Encode a JOIN line. -1 if it does not fit in cap. */

@@ -22,7 +22,8 @@
  *                      happened in this result; bit 2: parameter upload (in-switch optimizer
  *                      jobs: this round's sum becomes the parameters, no step); other bits
  *                      must be zero
- *   27   1   dtype     WIRE_INT32, WIRE_FIXED32 (float32 as block fixed point), WIRE_FLOAT32
+ *   27   1   dtype     WIRE_INT32, WIRE_FIXED32 (float32 as block fixed point), WIRE_FLOAT32,
+ *                      WIRE_CODED (float32 in the job's codec; count = the chunk's words)
  *   28   2   exp       block exponent the payload was scaled with (fixed point)
  *   30   2   next_exp  look-ahead: exponent of the next chunk on this slot (contribution),
  *                      or the maximum over all workers (result)
@@ -47,7 +48,11 @@
 #define WIRE_MAX_ELEMS ((WIRE_MAX_DATAGRAM - WIRE_HEADER_SIZE) / 4u)
 
 enum wire_type { WIRE_CONTRIB = 1, WIRE_RESULT = 2, WIRE_ACK = 3, WIRE_CONFIRM = 4 };
-enum wire_dtype { WIRE_INT32 = 0, WIRE_FIXED32 = 1, WIRE_FLOAT32 = 2, WIRE_DTYPE_COUNT = 3 };
+/* WIRE_CODED: float32 compressed in the job's codec (agreed at JOIN, src/codec/codec.h): the
+ * payload is one codec chunk, `count` 32-bit words long, holding up to the job's elements per
+ * packet values. */
+enum wire_dtype { WIRE_INT32 = 0, WIRE_FIXED32 = 1, WIRE_FLOAT32 = 2, WIRE_CODED = 3,
+                  WIRE_DTYPE_COUNT = 4 };
 
 #define WIRE_FLAG_VER 0x01u
 #define WIRE_FLAG_OVERFLOW 0x02u

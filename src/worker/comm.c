@@ -16,6 +16,7 @@
 
 #include "base/errmsg.h"
 #include "base/util.h"
+#include "kernels/vec.h"
 #include "worker/comm.h"
 
 
@@ -74,6 +75,26 @@ static inagg_result_t check_options(const inagg_options_t *o, char *detail, size
             return INAGG_ERR_INVALID;
         }
     }
+    if (o->compress) {
+        codec_spec_t s;
+        char why[200];
+        if (codec_parse(o->compress, &s, why, sizeof why) != 0) {
+            set_err(detail, len, "compress: %s", why);
+            return INAGG_ERR_INVALID;
+        }
+        if (s.mode != CODEC_NONE && (o->protocol != INAGG_PROTO_SWITCHML || o->optimizer)) {
+            set_err(detail, len, "compress: only switchml jobs without an in-switch optimizer "
+                    "can compress");
+            return INAGG_ERR_INVALID;
+        }
+        if (s.mode != CODEC_NONE &&
+            WIRE_HEADER_SIZE + codec_max_bytes(&s, o->packet_elems) > WIRE_MAX_DATAGRAM) {
+            set_err(detail, len, "compress: a packet of %u values in %s may take %zu bytes, "
+                    "more than a datagram: use fewer packet_elems", o->packet_elems,
+                    o->compress, codec_max_bytes(&s, o->packet_elems));
+            return INAGG_ERR_INVALID;
+        }
+    }
     if (o->rto_min_us == 0 || o->rto_min_us > o->rto_max_us || o->timeout_ms == 0) {
         set_err(detail, len, "need 0 < rto_min_us <= rto_max_us and timeout_ms > 0");
         return INAGG_ERR_INVALID;
@@ -127,6 +148,8 @@ static inagg_result_t start_protocol(inagg_comm_t *c, const transport_addr_t *sw
         .socket_buffer = o->socket_buffer ? (int)o->socket_buffer : 4 << 20,
         .faults = o->faults,
         .chunk_tags = c->opt.present,
+        .codec = c->codec,
+        .error_feedback = codec_is_lossy(&c->codec) && !o->no_error_feedback,
         .abort_flag = &c->abort_flag,
         .mu = &c->mu,
         .cv = &c->cv,
@@ -181,6 +204,11 @@ inagg_result_t inagg_comm_create(inagg_comm_t **out, const char *switch_addr, co
     c->opts.optimizer = NULL; /* the caller's; c->opt is the copy */
     if (c->opt.present)
         c->opts.float_mode = INAGG_FLOAT_NATIVE; /* gradients and parameters are float32 */
+    if (opts->compress)
+        (void)codec_parse(opts->compress, &c->codec, NULL, 0); /* checked above */
+    c->opts.compress = NULL; /* the caller's; c->codec is the copy */
+    if (c->codec.mode != CODEC_NONE)
+        c->opts.float_mode = INAGG_FLOAT_NATIVE; /* float32 travels coded, summed in float */
     c->ctl_fd = -1;
     snprintf(c->job, sizeof(c->job), "%s", job);
     pthread_mutex_init(&c->mu, NULL);
@@ -220,6 +248,13 @@ static inagg_result_t check_buffers(inagg_comm_t *comm, const void *send, void *
     if (op != INAGG_SUM && op != INAGG_AVG)
         return comm_set_error(comm, INAGG_ERR_INVALID, "op %d is not INAGG_SUM or INAGG_AVG",
                               (int)op);
+    if (dtype == INAGG_INT32 && codec_is_lossy(&comm->codec)) {
+        char mode[CODEC_SPEC_MAX];
+        codec_format(&comm->codec, mode, sizeof mode);
+        return comm_set_error(comm, INAGG_ERR_INVALID,
+                              "int32 allreduce refused: this communicator compresses with %s, "
+                              "which may change values (use zfp:reversible or none)", mode);
+    }
     uint64_t max_chunks = (uint64_t)UINT32_MAX;
     if (count / comm->opts.packet_elems >= max_chunks)
         return comm_set_error(comm, INAGG_ERR_INVALID, "count %zu exceeds %llu chunks", count,

@@ -14,6 +14,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "codec/codec.h"
 #include "control/ctl.h"
 #include "inagg.h"
 #include "transport/transport.h"
@@ -26,6 +27,7 @@ struct inagg_comm {
     uint32_t rank, world;
     inagg_options_t opts;         /* as given, but optimizer = NULL: see opt */
     wire_optimizer_t opt;         /* options.optimizer, as JOIN carries it (present: 0 none) */
+    codec_spec_t codec;           /* options.compress, parsed (mode CODEC_NONE: none) */
     char job[64];
     uint16_t job_id;
     uint32_t token;

@@ -110,6 +110,10 @@ inagg_result_t comm_join(inagg_comm_t *c, const char *addr_text,
         .opt = c->opt,
     };
     snprintf(j.job, sizeof(j.job), "%s", c->job);
+    if (c->codec.mode != CODEC_NONE) {
+        codec_format(&c->codec, j.compress, sizeof(j.compress));
+        j.no_feedback = c->opts.no_error_feedback != 0;
+    }
     char line[CTL_LINE_MAX];
     if (wire_join_format(&j, line, sizeof(line)) != 0) {
         set_err(detail, dlen, "the JOIN line does not fit in %d bytes", CTL_LINE_MAX);

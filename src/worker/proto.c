@@ -132,7 +132,7 @@ int worker_open_endpoint(const worker_params_t *p, int buffer, uint32_t stream,
     transport_config_t cfg = {
         .kind = "udp",
         .buffer_bytes = buffer,
-        .max_packet = WIRE_HEADER_SIZE + p->elems * 4u,
+        .max_packet = WIRE_HEADER_SIZE + worker_payload_cap(p),
         .faults = p->faults,
         .fault_stream = ((uint64_t)p->rank << 16) | stream,
     };

@@ -29,6 +29,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "codec/codec.h"
 #include "inagg.h"
 #include "transport/transport.h"
 #include "wire/wire.h"
@@ -52,6 +53,8 @@ typedef struct worker_params {
     const char *faults;               /* fault spec for both directions, or NULL */
     int chunk_tags;                   /* `chunk` carries the chunk index (optimizer jobs), so
                                          p4sgd acknowledgements never ride on it */
+    codec_spec_t codec;               /* the job's compression of float32 (CODEC_NONE: none) */
+    int error_feedback;               /* keep the codec's residual per element (lossy codec) */
     _Atomic int *abort_flag;          /* non-zero: the job failed; engines stop */
     pthread_mutex_t *mu;              /* the communicator's mutex and condition: engine */
     pthread_cond_t *cv;               /* threads use them to take and complete requests */
@@ -235,6 +238,14 @@ int worker_slot_addr(const worker_params_t *p, const transport_t *t, uint32_t sl
  * and `stream` mixed). 0, or -errno with a reason in err (-EINVAL: a bad fault spec). */
 int worker_open_endpoint(const worker_params_t *p, int buffer, uint32_t stream,
                          transport_t **out, char *err, size_t errlen);
+
+/* Bytes a packet's payload may take: elems words, or a coded chunk of elems values. */
+static inline size_t worker_payload_cap(const worker_params_t *p)
+{
+    size_t plain = (size_t)p->elems * 4u;
+    size_t coded = p->codec.mode != CODEC_NONE ? codec_max_bytes(&p->codec, p->elems) : 0;
+    return coded > plain ? coded : plain;
+}
 
 /* int32 or native float32 elements into big-endian payload words, and back (delivery: AVG
  * divides by the world size). */

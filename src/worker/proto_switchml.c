@@ -68,6 +68,12 @@ struct engine {
     worker_txq_t tx;        /* packets queued for the next send */
     rto_estimator_t rto;
     worker_counters_t c;
+    codec_ctx_t *codec;     /* the job's codec (NULL: none) */
+    float *dec;             /* [elems]: the result chunk just decoded, or scratch when sending */
+    float *xbuf;            /* [elems]: a chunk plus its residual (error feedback) */
+    float *resid;           /* error feedback: per element of the tensor, what the codec dropped
+                               last time (only this engine's chunks are used) */
+    size_t resid_len;
 };
 
 static void engine_destroy(engine_t *e)
@@ -78,6 +84,10 @@ static void engine_destroy(engine_t *e)
     free(e->ws);
     free(e->pkt_arena);
     worker_txq_free(&e->tx);
+    codec_ctx_close(e->codec);
+    free(e->dec);
+    free(e->xbuf);
+    free(e->resid);
     free(e);
 }
 
@@ -96,7 +106,7 @@ static int engine_create(const worker_params_t *p, uint32_t index, engine_t **ou
     worker_counters_init(&e->c, &e->rto, p);
     for (uint32_t i = index; i < p->slots; i += e->nthreads)
         e->nlocal++;
-    e->pkt_cap = WIRE_HEADER_SIZE + (size_t)p->elems * 4u;
+    e->pkt_cap = WIRE_HEADER_SIZE + worker_payload_cap(p);
     e->ws = calloc(e->nlocal ? e->nlocal : 1, sizeof(wslot_t));
     e->pkt_arena = malloc((e->nlocal ? e->nlocal : 1) * e->pkt_cap);
     int rc = 0;
@@ -104,6 +114,17 @@ static int engine_create(const worker_params_t *p, uint32_t index, engine_t **ou
         set_err(err, errlen, "out of memory for %u slots of %u elements", e->nlocal, p->elems);
         rc = -ENOMEM;
         goto fail;
+    }
+    if (p->codec.mode != CODEC_NONE) {
+        rc = codec_ctx_open(&p->codec, p->elems, &e->codec, err, errlen);
+        e->dec = malloc((size_t)p->elems * sizeof(float));
+        e->xbuf = malloc((size_t)p->elems * sizeof(float));
+        if (rc == 0 && (!e->dec || !e->xbuf)) {
+            set_err(err, errlen, "out of memory");
+            rc = -ENOMEM;
+        }
+        if (rc != 0)
+            goto fail;
     }
     rc = worker_open_endpoint(p, p->socket_buffer, index, &e->tp, err, errlen);
     if (rc == 0 && worker_txq_init(&e->tx, e->tp, (int)e->nlocal + 1) != 0) {
@@ -133,6 +154,8 @@ typedef struct run {
     uint64_t nchunks;
     uint8_t wire_dtype;
     int fixed;
+    int coded;              /* float32 through the job's codec (WIRE_CODED) */
+    int resid;              /* ... with error feedback (e->resid covers the tensor) */
     int overflow, nonfinite;
 } run_t;
 
@@ -173,7 +196,31 @@ static void send_current(engine_t *e, run_t *run, wslot_t *w, uint64_t now)
     } else {
         size_t off = w->chunk * e->p.elems, len = chunk_len(e, run, w->chunk);
         h.count = (uint16_t)len;
-        if (!run->fixed) {
+        if (run->coded) {
+            const float *src = (const float *)run->r->send + off;
+            float *res = run->resid ? e->resid + off : NULL;
+            if (res) { /* error feedback: send the chunk plus what was dropped last time */
+                for (size_t i = 0; i < len; i++)
+                    e->xbuf[i] = src[i] + res[i];
+                src = e->xbuf;
+            }
+            long l = codec_encode(e->codec, src, len, payload, e->pkt_cap - WIRE_HEADER_SIZE);
+            if (l < 0) { /* a NaN or infinity: send zeros flagged, every rank's result is */
+                memset(e->dec, 0, len * sizeof(float));
+                l = codec_encode(e->codec, e->dec, len, payload, e->pkt_cap - WIRE_HEADER_SIZE);
+                h.flags |= WIRE_FLAG_OVERFLOW;
+                run->nonfinite = 1;
+                if (res)
+                    memset(res, 0, len * sizeof(float));
+            } else if (res) { /* what the codec dropped goes into the next step */
+                if (codec_decode(e->codec, payload, (size_t)l, e->dec, len, NULL, 0) >= 0)
+                    for (size_t i = 0; i < len; i++)
+                        res[i] = src[i] - e->dec[i];
+                else
+                    memset(res, 0, len * sizeof(float));
+            }
+            h.count = (uint16_t)((size_t)l / 4u);
+        } else if (!run->fixed) {
             worker_encode_plain(run->r->dtype, (const char *)run->r->send + off * 4u, payload,
                                 len);
         } else {
@@ -193,6 +240,16 @@ static void deliver(engine_t *e, run_t *run, const wslot_t *w, const wire_header
                     const uint32_t *payload)
 {
     size_t off = w->chunk * e->p.elems, len = h->count;
+    if (run->coded) { /* accept_result decoded it into e->dec */
+        len = chunk_len(e, run, w->chunk);
+        float *out = (float *)run->r->recv + off;
+        memcpy(out, e->dec, len * sizeof(float));
+        if (h->flags & WIRE_FLAG_OVERFLOW) /* the sum left the float range: saturated */
+            run->nonfinite = 1;
+        if (run->r->op == INAGG_AVG)
+            vec_f32_scale(out, len, 1.0f / (float)e->p.world);
+        return;
+    }
     if (!run->fixed) {
         worker_decode_plain(run->r->dtype, run->r->op, e->p.world, payload,
                             (char *)run->r->recv + off * 4u, len);
@@ -225,6 +282,19 @@ static int accept_result(engine_t *e, const run_t *run, const uint8_t *buf, size
         return -1;
     }
     size_t want = w->phase == PHASE_PROBE ? 0 : chunk_len(e, run, w->chunk);
+    if (run->coded) { /* a chunk of exactly `want` values that decodes cleanly */
+        int rc = h->dtype != WIRE_CODED
+                     ? -1
+                     : codec_decode(e->codec, buf + WIRE_HEADER_SIZE, (size_t)h->count * 4u,
+                                    e->dec, want, NULL, 0);
+        if (rc < 0) {
+            WORKER_CNT_ADD(e->c.invalid, 1);
+            return -1;
+        }
+        if (rc == 1) /* clamped at the float range: delivered, reported as non-finite */
+            h->flags |= WIRE_FLAG_OVERFLOW;
+        return k;
+    }
     if (h->count != want || h->dtype != run->wire_dtype ||
         (w->phase == PHASE_DATA && run->fixed && h->exp != w->exp)) {
         WORKER_CNT_ADD(e->c.invalid, 1);
@@ -267,8 +337,24 @@ static int engine_run(engine_t *e, const worker_call_t *r, char *detail, size_t 
 {
     run_t run = {.r = r};
     run.nchunks = (r->count + e->p.elems - 1) / e->p.elems;
-    run.fixed = r->dtype == INAGG_FLOAT32 && e->p.float_mode == INAGG_FLOAT_FIXED;
-    run.wire_dtype = r->dtype == INAGG_INT32 ? WIRE_INT32 : run.fixed ? WIRE_FIXED32 : WIRE_FLOAT32;
+    run.coded = r->dtype == INAGG_FLOAT32 && e->codec != NULL;
+    run.fixed = !run.coded && r->dtype == INAGG_FLOAT32 && e->p.float_mode == INAGG_FLOAT_FIXED;
+    run.wire_dtype = r->dtype == INAGG_INT32 ? WIRE_INT32
+                     : run.coded             ? WIRE_CODED
+                     : run.fixed             ? WIRE_FIXED32
+                                             : WIRE_FLOAT32;
+
+    if (run.coded && e->p.error_feedback && r->count > 0) {
+        if (e->resid_len != r->count) { /* a new tensor shape: start from no residual */
+            float *nr = calloc(r->count, sizeof(float));
+            if (nr) {
+                free(e->resid);
+                e->resid = nr;
+                e->resid_len = r->count;
+            }
+        }
+        run.resid = e->resid_len == r->count;
+    }
 
     uint64_t now = util_now_ns();
     uint32_t active = 0;

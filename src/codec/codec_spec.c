@@ -1,0 +1,124 @@
+/*
+ * codec_spec.c - the spelling of a compression mode (`--compress MODE`), read and written in
+ * one place for the CLI, the C API, JOIN and the Python package, and the size bound of a mode
+ * that tells whether a packet of n values always fits in a datagram.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/errmsg.h"
+#include "codec/codec.h"
+
+#define SPELLINGS "none, fp16, zfp:rate=R, zfp:precision=P (R, P integers 1..32), " \
+                  "zfp:accuracy=A (2^-126 <= A <= 2^30) or zfp:reversible"
+
+/* An integer 1..32 after `key=`. */
+static int parse_int_param(const char *v, double *out)
+{
+    char *end = NULL;
+    if (*v < '0' || *v > '9')
+        return -1;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (errno || end == v || *end != '\0' || x < 1 || x > 32)
+        return -1;
+    *out = (double)x;
+    return 0;
+}
+
+int codec_parse(const char *text, codec_spec_t *out, char *err, size_t errlen)
+{
+    codec_spec_t s = {CODEC_NONE, 0.0};
+    if (!text || !out) {
+        set_err(err, errlen, "no compression mode given");
+        return -EINVAL;
+    }
+    if (strcmp(text, "none") == 0) {
+        s.mode = CODEC_NONE;
+    } else if (strcmp(text, "fp16") == 0) {
+        s.mode = CODEC_FP16;
+    } else if (strcmp(text, "zfp:reversible") == 0) {
+        s.mode = CODEC_ZFP_REVERSIBLE;
+    } else if (strncmp(text, "zfp:rate=", 9) == 0) {
+        s.mode = CODEC_ZFP_RATE;
+        if (parse_int_param(text + 9, &s.param) < 0)
+            goto bad_value;
+    } else if (strncmp(text, "zfp:precision=", 14) == 0) {
+        s.mode = CODEC_ZFP_PRECISION;
+        if (parse_int_param(text + 14, &s.param) < 0)
+            goto bad_value;
+    } else if (strncmp(text, "zfp:accuracy=", 13) == 0) {
+        s.mode = CODEC_ZFP_ACCURACY;
+        char *end = NULL;
+        if ((text[13] < '0' || text[13] > '9') && text[13] != '.')
+            goto bad_value;
+        errno = 0;
+        double a = strtod(text + 13, &end);
+        if (errno || end == text + 13 || *end != '\0' || !isfinite(a) || a < ldexp(1.0, -126) ||
+            a > ldexp(1.0, 30))
+            goto bad_value;
+        s.param = a;
+    } else {
+        set_err(err, errlen, "unknown compression mode '%s' (expected %s)", text, SPELLINGS);
+        return -EINVAL;
+    }
+    *out = s;
+    return 0;
+bad_value:
+    set_err(err, errlen, "bad value in compression mode '%s' (expected %s)", text, SPELLINGS);
+    return -EINVAL;
+}
+
+void codec_format(const codec_spec_t *s, char *buf, size_t cap)
+{
+    switch (s->mode) {
+    case CODEC_ZFP_RATE: snprintf(buf, cap, "zfp:rate=%d", (int)s->param); break;
+    case CODEC_ZFP_PRECISION: snprintf(buf, cap, "zfp:precision=%d", (int)s->param); break;
+    case CODEC_ZFP_ACCURACY: snprintf(buf, cap, "zfp:accuracy=%.17g", s->param); break;
+    case CODEC_ZFP_REVERSIBLE: snprintf(buf, cap, "zfp:reversible"); break;
+    case CODEC_FP16: snprintf(buf, cap, "fp16"); break;
+    default: snprintf(buf, cap, "none"); break;
+    }
+}
+
+int codec_is_lossy(const codec_spec_t *s)
+{
+    return s->mode != CODEC_NONE && s->mode != CODEC_ZFP_REVERSIBLE;
+}
+
+size_t codec_zfp_block_bits(const codec_spec_t *s)
+{
+    if (s->mode == CODEC_ZFP_RATE) /* libzfp's floor: 9 bits (a float block's exponent) */
+        return 4u * (size_t)s->param < 9u ? 9u : 4u * (size_t)s->param;
+    return CODEC_ZFP_BLOCK_BITS;
+}
+
+size_t codec_max_bytes(const codec_spec_t *s, size_t n)
+{
+    size_t body;
+    switch (s->mode) {
+    case CODEC_FP16: body = 2u * n; break;
+    case CODEC_ZFP_RATE:
+    case CODEC_ZFP_PRECISION:
+    case CODEC_ZFP_ACCURACY:
+    case CODEC_ZFP_REVERSIBLE: body = ((n + 3u) / 4u * codec_zfp_block_bits(s) + 7u) / 8u; break;
+    default: return 4u * n;
+    }
+    return CODEC_HEADER_SIZE + (body + 3u) / 4u * 4u;
+}
+
+size_t codec_max_elems(const codec_spec_t *s, size_t bytes)
+{
+    size_t lo = 0, hi = CODEC_MAX_ELEMS / 4u; /* in blocks of 4 */
+    while (lo < hi) {
+        size_t mid = (lo + hi + 1) / 2;
+        if (codec_max_bytes(s, mid * 4u) <= bytes)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    return lo * 4u;
+}

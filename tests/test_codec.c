@@ -1,0 +1,282 @@
+/*
+ * test_codec.c - the chunk codec (src/codec): the spelling of every mode, round trips against
+ * each mode's promise (reversible exact, accuracy within A, fp16 within half an ulp of half,
+ * fixed rate bit-identical to an offline libzfp round trip of the same values), the size
+ * bound on worst-case data, and hostile chunks (wrong mode or parameter, wrong lengths and
+ * bit counts, random corruption) rejected without reading or writing out of bounds.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <zfp.h>
+
+#include "base/util.h"
+#include "codec/codec.h"
+#include "harness.h"
+
+static const size_t k_sizes[] = {1, 3, 4, 5, 255, 256, 1000, 16368};
+
+static float normal(util_rng_t *r)
+{
+    double u = util_rng_double(r) + 1e-12, v = util_rng_double(r);
+    return (float)(sqrt(-2.0 * log(u)) * cos(6.283185307179586 * v));
+}
+
+static void fill_normal(util_rng_t *r, float *x, size_t n, float scale)
+{
+    for (size_t i = 0; i < n; i++)
+        x[i] = scale * normal(r);
+}
+
+static codec_spec_t spec_of(const char *text)
+{
+    codec_spec_t s;
+    char err[256];
+    CHECK_MSG(codec_parse(text, &s, err, sizeof err) == 0, "%s: %s", text, err);
+    return s;
+}
+
+TEST(codec_parse_spellings, 5)
+{
+    const char *good[] = {"none", "fp16", "zfp:rate=8", "zfp:rate=1", "zfp:rate=32",
+                          "zfp:precision=16", "zfp:accuracy=0.001", "zfp:accuracy=1e-09",
+                          "zfp:reversible"};
+    for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
+        codec_spec_t s = spec_of(good[i]), t;
+        char buf[CODEC_SPEC_MAX];
+        codec_format(&s, buf, sizeof buf);
+        CHECK(codec_parse(buf, &t, NULL, 0) == 0);
+        CHECK(t.mode == s.mode && t.param == s.param);
+    }
+    const char *bad[] = {"", "zfp", "zfp:rate", "zfp:rate=0", "zfp:rate=33", "zfp:rate=8.5",
+                         "zfp:rate=8x", "zfp:precision=-1", "zfp:accuracy=0",
+                         "zfp:accuracy=nan", "zfp:accuracy=inf", "zfp:accuracy=-1",
+                         "zfp:reversible=1", "fp32", "ZFP:rate=8", "zfp:rate= 8"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        codec_spec_t s;
+        char err[256] = "";
+        CHECK_MSG(codec_parse(bad[i], &s, err, sizeof err) == -EINVAL, "accepted '%s'", bad[i]);
+        CHECK(strstr(err, "zfp:rate=R") != NULL);
+    }
+    CHECK(codec_is_lossy(&(codec_spec_t){CODEC_ZFP_RATE, 8}));
+    CHECK(!codec_is_lossy(&(codec_spec_t){CODEC_ZFP_REVERSIBLE, 0}));
+    CHECK(codec_is_lossy(&(codec_spec_t){CODEC_FP16, 0}));
+}
+
+/* Encode and decode x[0..n) in mode text; returns the chunk length. */
+static long roundtrip(codec_ctx_t *c, const float *x, float *y, size_t n, uint8_t *buf,
+                      size_t cap)
+{
+    long len = codec_encode(c, x, n, buf, cap);
+    CHECK_MSG(len > 0 && len % 4 == 0, "encode: %ld", len);
+    CHECK_MSG((size_t)len <= codec_max_bytes(codec_ctx_spec(c), n), "n=%zu len=%ld max=%zu", n, len, codec_max_bytes(codec_ctx_spec(c), n));
+    CHECK(codec_chunk_elems(buf, (size_t)len) == n);
+    char err[256] = "";
+    int rc = codec_decode(c, buf, (size_t)len, y, n, err, sizeof err);
+    CHECK_MSG(rc == 0, "decode: %s", err);
+    return len;
+}
+
+static void check_mode(const char *text, int random_bits)
+{
+    codec_spec_t s = spec_of(text);
+    codec_ctx_t *c;
+    CHECK(codec_ctx_open(&s, 16368, &c, NULL, 0) == 0);
+    util_rng_t r;
+    util_rng_seed(&r, 14);
+    size_t cap = codec_max_bytes(&s, 16368);
+    float *x = malloc(16368 * 4), *y = malloc(16368 * 4);
+    uint8_t *buf = malloc(cap);
+    CHECK(x && y && buf);
+    for (size_t k = 0; k < sizeof k_sizes / sizeof *k_sizes; k++) {
+        size_t n = k_sizes[k];
+        if (random_bits) { /* worst case for the coder: arbitrary finite bit patterns */
+            for (size_t i = 0; i < n; i++) {
+                uint32_t u;
+                do
+                    u = (uint32_t)util_rng_next(&r);
+                while ((u & 0x7f800000u) == 0x7f800000u);
+                memcpy(&x[i], &u, 4);
+            }
+        } else {
+            fill_normal(&r, x, n, 0.01f);
+        }
+        long len = roundtrip(c, x, y, n, buf, cap);
+        for (size_t i = 0; i < n; i++) {
+            switch (s.mode) {
+            case CODEC_ZFP_REVERSIBLE:
+                CHECK_MSG(memcmp(&x[i], &y[i], 4) == 0, "n=%zu i=%zu %a != %a", n, i, x[i], y[i]);
+                break;
+            case CODEC_ZFP_ACCURACY: CHECK(fabs((double)x[i] - y[i]) <= s.param); break;
+            case CODEC_FP16:
+                CHECK(fabs((double)x[i] - y[i]) <= fmax(fabs(x[i]) * ldexp(1, -11), ldexp(1, -25)));
+                break;
+            default: break;
+            }
+        }
+        if (s.mode == CODEC_ZFP_RATE) /* exactly R bits per value in whole blocks */
+            CHECK_EQ_INT(len, 8 + (((n + 3) / 4 * (s.param < 3 ? 9 : 4 * (size_t)s.param) + 7) / 8 + 3) / 4 * 4);
+    }
+    free(x);
+    free(y);
+    free(buf);
+    codec_ctx_close(c);
+}
+
+TEST(codec_roundtrip_reversible_exact, 20) { check_mode("zfp:reversible", 0); }
+TEST(codec_roundtrip_reversible_worst_case, 20) { check_mode("zfp:reversible", 1); }
+TEST(codec_roundtrip_accuracy_bound, 20)
+{
+    check_mode("zfp:accuracy=0.001", 0);
+    check_mode("zfp:accuracy=1e-06", 0);
+    check_mode("zfp:accuracy=1e-09", 0);
+}
+TEST(codec_roundtrip_precision_and_rate, 20)
+{
+    check_mode("zfp:precision=32", 1);
+    check_mode("zfp:precision=4", 0);
+    check_mode("zfp:rate=8", 0);
+    check_mode("zfp:rate=32", 1);
+    check_mode("zfp:rate=1", 0);
+}
+TEST(codec_roundtrip_fp16, 10) { check_mode("fp16", 0); }
+
+/* Fixed rate: our per-block coder gives exactly what libzfp's own zfp_compress/zfp_decompress
+ * round trip of the same array gives (the offline reference the benchmarks compare with). */
+TEST(codec_rate_matches_offline_libzfp, 20)
+{
+    const size_t n = 1000;
+    float x[1000], y[1000], ref[1000];
+    util_rng_t r;
+    util_rng_seed(&r, 7);
+    fill_normal(&r, x, n, 1.0f);
+    const int rates[] = {4, 8, 16};
+    for (size_t k = 0; k < 3; k++) {
+        char text[32];
+        snprintf(text, sizeof text, "zfp:rate=%d", rates[k]);
+        codec_spec_t s = spec_of(text);
+        codec_ctx_t *c;
+        CHECK(codec_ctx_open(&s, n, &c, NULL, 0) == 0);
+        uint8_t buf[8192];
+        roundtrip(c, x, y, n, buf, sizeof buf);
+        codec_ctx_close(c);
+
+        zfp_field *f = zfp_field_1d(x, zfp_type_float, n);
+        zfp_stream *z = zfp_stream_open(NULL);
+        zfp_stream_set_rate(z, rates[k], zfp_type_float, 1, zfp_false);
+        size_t cap = zfp_stream_maximum_size(z, f);
+        void *mem = malloc(cap);
+        bitstream *bs = stream_open(mem, cap);
+        zfp_stream_set_bit_stream(z, bs);
+        CHECK(zfp_compress(z, f) > 0);
+        zfp_stream_rewind(z);
+        zfp_field *g = zfp_field_1d(ref, zfp_type_float, n);
+        CHECK(zfp_decompress(z, g) > 0);
+        CHECK(memcmp(y, ref, sizeof y) == 0);
+        zfp_field_free(f);
+        zfp_field_free(g);
+        zfp_stream_close(z);
+        stream_close(bs);
+        free(mem);
+    }
+}
+
+static int decode_rc(codec_ctx_t *c, const uint8_t *chunk, size_t len, size_t n)
+{
+    /* exactly len bytes on the heap and exactly n outputs: ASan sees any stray access */
+    uint8_t *in = malloc(len ? len : 1);
+    float *out = malloc(n * 4);
+    CHECK(in && out);
+    memcpy(in, chunk, len);
+    char err[256] = "";
+    int rc = codec_decode(c, in, len, out, n, err, sizeof err);
+    CHECK(rc == 0 || rc == 1 || (rc == -EBADMSG && err[0] != '\0'));
+    for (size_t i = 0; rc >= 0 && i < n; i++)
+        CHECK(isfinite(out[i]));
+    if (rc == 1)
+        rc = 0;
+    free(in);
+    free(out);
+    return rc;
+}
+
+TEST(codec_hostile_chunks_rejected, 30)
+{
+    const char *modes[] = {"zfp:rate=8", "zfp:precision=16", "zfp:accuracy=0.001",
+                           "zfp:reversible", "fp16"};
+    util_rng_t r;
+    util_rng_seed(&r, 99);
+    for (size_t m = 0; m < 5; m++) {
+        codec_spec_t s = spec_of(modes[m]);
+        codec_ctx_t *c;
+        const size_t n = 257;
+        CHECK(codec_ctx_open(&s, n, &c, NULL, 0) == 0);
+        float x[257];
+        fill_normal(&r, x, n, 1.0f);
+        uint8_t good[4096], bad[4096];
+        long len = codec_encode(c, x, n, good, sizeof good);
+        CHECK(len > 0);
+        CHECK(decode_rc(c, good, (size_t)len, n) == 0);
+        /* wrong mode, wrong parameter */
+        memcpy(bad, good, (size_t)len);
+        bad[0] = (uint8_t)((bad[0] % 5) + 1);
+        CHECK(decode_rc(c, bad, (size_t)len, n) == -EBADMSG);
+        memcpy(bad, good, (size_t)len);
+        bad[1] ^= 0x10;
+        CHECK(decode_rc(c, bad, (size_t)len, n) == -EBADMSG);
+        /* element count other than expected, or than the chunk claims */
+        CHECK(decode_rc(c, good, (size_t)len, n - 1) == -EBADMSG);
+        memcpy(bad, good, (size_t)len);
+        bad[3] ^= 1;
+        CHECK(decode_rc(c, bad, (size_t)len, n) == -EBADMSG);
+        /* truncated at every length, and extended by zero words */
+        for (size_t l = 0; l < (size_t)len; l++)
+            CHECK(decode_rc(c, good, l, n) == -EBADMSG);
+        memset(good + len, 0, 64);
+        CHECK(decode_rc(c, good, (size_t)len + 4, n) == -EBADMSG);
+        /* bit counts: one more, one less, the largest */
+        uint32_t bits = (uint32_t)good[4] << 24 | (uint32_t)good[5] << 16 |
+                        (uint32_t)good[6] << 8 | good[7];
+        const uint32_t tries[] = {bits + 1, bits - 1, bits + 32, 0, 0xffffffffu};
+        for (size_t t = 0; t < 5; t++) {
+            memcpy(bad, good, (size_t)len);
+            bad[4] = (uint8_t)(tries[t] >> 24);
+            bad[5] = (uint8_t)(tries[t] >> 16);
+            bad[6] = (uint8_t)(tries[t] >> 8);
+            bad[7] = (uint8_t)tries[t];
+            CHECK_MSG(decode_rc(c, bad, (size_t)len, n) == -EBADMSG, "%s bits %u", modes[m],
+                      tries[t]);
+        }
+        /* random corruption of the body: rejected or decoded, never out of bounds */
+        for (int t = 0; t < 2000; t++) {
+            memcpy(bad, good, (size_t)len);
+            int flips = 1 + (int)(util_rng_next(&r) % 8);
+            for (int f = 0; f < flips; f++) {
+                size_t at = CODEC_HEADER_SIZE + util_rng_next(&r) % ((size_t)len - CODEC_HEADER_SIZE);
+                bad[at] = (uint8_t)util_rng_next(&r);
+            }
+            (void)decode_rc(c, bad, (size_t)len, n);
+        }
+        codec_ctx_close(c);
+    }
+    /* fp16: an infinity or NaN code is rejected */
+    codec_spec_t s = spec_of("fp16");
+    codec_ctx_t *c;
+    CHECK(codec_ctx_open(&s, 4, &c, NULL, 0) == 0);
+    float x[4] = {1, 2, 3, 4};
+    uint8_t buf[64];
+    long len = codec_encode(c, x, 4, buf, sizeof buf);
+    CHECK(len == 16);
+    buf[8] = 0x7c;
+    buf[9] = 0x00;
+    CHECK(decode_rc(c, buf, (size_t)len, 4) == -EBADMSG);
+    /* encoder refuses non-finite input and a too small buffer */
+    x[2] = NAN;
+    CHECK(codec_encode(c, x, 4, buf, sizeof buf) == -EDOM);
+    x[2] = 3;
+    CHECK(codec_encode(c, x, 4, buf, 8) == -EINVAL);
+    codec_ctx_close(c);
+}

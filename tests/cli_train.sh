@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tests/cli_train.sh - black-box tests of `inagg train`: help and usage errors, the default
 # run (the project's main job) within its time budget, the JSON report and its keys, the plot,
-# a malformed data file, data-parallel and MPI runs, and ranks started one by one against a
+# a malformed data file, hostile data files, data-parallel and MPI runs, and ranks started one by one against a
 # running switch (multi-host style, rank from flags and from a launcher's environment).
 # Every command runs under `timeout`.
 set -uo pipefail
@@ -120,6 +120,19 @@ printf '+1 1:1 2:0.5\n-1 3:1\n+1 2:x\n' >"$tmp/bad.svm"
 timeout 60 $INAGG train --data "$tmp/bad.svm" --workers 2 >/dev/null 2>"$tmp/err"; rc=$?
 if [ $rc -eq 1 ] && grep -q "$tmp/bad.svm:3:" "$tmp/err"; then ok $t
 else bad $t "rc $rc: $(cat "$tmp/err")"; fi
+
+# Hostile inputs: a 27-byte file naming feature 2000000000, /dev/zero and a 1 MB line each end
+# within seconds with exit 1 and a clear message (no gigabytes allocated, no endless read).
+t=train_hostile_inputs_refused
+printf '+1 2000000000:1 # far away\n' >"$tmp/far.svm"
+python3 -c "import sys; sys.stdout.write('+1 1:1\\n-1 ' + '9' * 1100000 + '\\n')" >"$tmp/long.svm"
+msgs=""
+for spec in "far.svm:INAGG_MAX_FEATURES" "/dev/zero:NUL byte" "long.svm:long.svm:2: line longer"; do
+    f=${spec%%:*}; want=${spec#*:}; [ "${f#/}" = "$f" ] && f="$tmp/$f"
+    timeout 20 $INAGG train --data "$f" --mode single >/dev/null 2>"$tmp/err"; rc=$?
+    [ $rc -eq 1 ] && grep -q "$want" "$tmp/err" || msgs="$msgs [$f rc $rc: $(head -c 300 "$tmp/err")]"
+done
+[ -z "$msgs" ] && ok $t || bad $t "$msgs"
 
 t=train_missing_file_exit_1
 timeout 60 $INAGG train --data "$tmp/nonexistent.svm" --mode single >/dev/null 2>"$tmp/err"; rc=$?

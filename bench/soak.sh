@@ -5,11 +5,13 @@
 # `inagg bench allreduce` jobs of both protocols, int32 and float32, 2..6 workers, with and
 # without 1% loss in the workers, several at a time, each joining, running verified
 # allreduces and leaving; and every fourth job has one of its worker processes killed
-# (SIGKILL) mid-run, which must fail that job and only that job. Every 5 s it samples the
-# switch's resident memory and open descriptors. At the end it checks: every job that was not
-# killed exited 0 with verified=true, the switch still answers STATS with no slot in use, it
-# stops cleanly on SIGTERM (exit 0), and memory and descriptors are flat (the last quarter's
-# median within 2 MiB + 5% of the second quarter's for memory, equal for descriptors).
+# (SIGKILL) mid-run, which must fail that job (and only that job). The run is cut in rounds of
+# ROUND_S seconds (default 60); after each round no job is started until the running ones end,
+# and the idle switch's resident memory and open descriptors are sampled (idle, so the samples
+# compare like with like). At the end it checks: every job that was not killed exited 0 with
+# verified=true, the idle switch answers STATS with no job and no slot in use, it stops cleanly
+# on SIGTERM (exit 0), descriptors are the same at every idle point, and memory is flat: the
+# last idle sample within 2 MiB + 5% of the first one after the warm-up round.
 # Usage: bash bench/soak.sh [DURATION_S (default 3600)] [OUT_DIR (default a temp dir)]
 # Prints one summary line and exits 0 when every check holds. Loopback only.
 set -uo pipefail
@@ -20,6 +22,7 @@ mkdir -p "$OUT"
 INAGG=./build/inagg
 [ -x $INAGG ] || { echo "soak: build first (make)"; exit 2; }
 PARALLEL=${SOAK_PARALLEL:-3}
+ROUND_S=${SOAK_ROUND_S:-60}
 
 exec 3>"$OUT/ready"
 $INAGG switch --listen 127.0.0.1:0 --threads 2 --worker-timeout 3000 \
@@ -41,20 +44,21 @@ sample() { # time rss_kib fds
 
 # One job: index k. Writes $OUT/job.k.{json,err,rc,kind}.
 run_job() {
-    local k=$1 proto dtype workers loss elems kill_one
+    local k=$1 proto dtype workers loss elems kill_one iters
     proto=$([ $((k % 2)) -eq 0 ] && echo switchml || echo p4sgd)
     dtype=$([ $((k % 3)) -eq 0 ] && echo float32 || echo int32)
     workers=$((2 + k % 5))
     loss=$([ $((k % 5)) -lt 2 ] && echo 0.01 || echo 0)
     elems=$([ "$proto" = p4sgd ] && echo 20000 || echo 200000)
     kill_one=$([ $((k % 4)) -eq 3 ] && echo 1 || echo 0)
+    iters=$([ $kill_one -eq 1 ] && echo 400 || echo 20) # long enough to be killed midway
     echo "$proto $dtype workers=$workers loss=$loss kill=$kill_one" >"$OUT/job.$k.kind"
     timeout 300 $INAGG bench allreduce --switch 127.0.0.1:$port --workers $workers \
-        --elems $elems --dtype $dtype --protocol $proto --loss $loss --iters 20 \
+        --elems $elems --dtype $dtype --protocol $proto --loss $loss --iters $iters \
         --timeout-ms 10000 --json "$OUT/job.$k.json" >/dev/null 2>"$OUT/job.$k.err" &
     local bpid=$!
     if [ $kill_one -eq 1 ]; then
-        sleep 0.$((RANDOM % 9 + 1))
+        sleep 1.$((RANDOM % 9))
         local bench victim # timeout -> inagg bench -> one process per worker
         bench=$(pgrep -P $bpid | head -n 1)
         victim=$([ -n "$bench" ] && pgrep -P "$bench" | tail -n 1)
@@ -64,32 +68,37 @@ run_job() {
     echo $? >"$OUT/job.$k.rc"
 }
 
+# Wait for every job of this script (not the switch) to end, at most 10 minutes.
+wait_jobs() {
+    for _ in $(seq 1200); do
+        [ "$(jobs -rp | grep -vx $swpid | wc -l)" -eq 0 ] && return 0
+        sleep 0.5
+    done
+    return 1
+}
 start=$(date +%s)
 k=0
-sample
-last_sample=$start
+round=0
 while [ $(( $(date +%s) - start )) -lt "$DURATION" ]; do
-    while [ "$(jobs -rp | wc -l)" -gt "$PARALLEL" ]; do sleep 0.2; done
-    run_job $k &
-    k=$((k + 1))
-    now=$(date +%s)
-    if [ $((now - last_sample)) -ge 5 ]; then sample; last_sample=$now; fi
-    kill -0 $swpid 2>/dev/null || break
-    sleep 0.1
+    round_end=$(( $(date +%s) + ROUND_S ))
+    while [ "$(date +%s)" -lt "$round_end" ] && [ $(( $(date +%s) - start )) -lt "$DURATION" ]; do
+        while [ "$(jobs -rp | grep -vx $swpid | wc -l)" -ge "$PARALLEL" ]; do sleep 0.2; done
+        run_job $k &
+        k=$((k + 1))
+        kill -0 $swpid 2>/dev/null || break 2
+        sleep 0.1
+    done
+    wait_jobs
+    sleep 4 # a killed job fails after the worker timeout (3 s) and gives its slots back
+    round=$((round + 1))
+    sample
 done
-# Let the running jobs finish (each has its own timeout), sampling meanwhile.
-for _ in $(seq 600); do
-    [ "$(jobs -rp | grep -vx $swpid | wc -l)" -eq 0 ] && break
-    sleep 0.5
-done
-sample
-sleep 4 # a failed job's slots are returned after the worker timeout
 $INAGG switch --stats 127.0.0.1:$port --json >"$OUT/stats.json" 2>"$OUT/stats.err"; src=$?
 kill -TERM $swpid; wait $swpid; swrc=$?
 trap - EXIT
 
 /usr/bin/python3 - "$OUT" "$k" "$src" "$swrc" "$DURATION" <<'PY'
-import glob, json, os, statistics, sys
+import json, os, sys
 out, n, src, swrc, duration = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
 why = []
 ok = killed_failed = killed_ok = 0
@@ -112,15 +121,16 @@ for k in range(n):
         why.append("job %d (%s) rc %d verified %s: %s" % (k, " ".join(kind), rc, verified,
                    open(os.path.join(out, "job.%d.err" % k)).read().strip()[-300:]))
 samples = [tuple(map(int, l.split())) for l in open(os.path.join(out, "samples")) if l.strip()]
-q = max(1, len(samples) // 4)
-rss_early = statistics.median(s[1] for s in samples[q:2 * q]) if len(samples) >= 8 else samples[0][1]
-rss_late = statistics.median(s[1] for s in samples[-q:])
-fds_early = statistics.median(s[2] for s in samples[q:2 * q]) if len(samples) >= 8 else samples[0][2]
-fds_late = statistics.median(s[2] for s in samples[-q:])
+if len(samples) < 3:
+    why.append("only %d idle samples: run longer than two rounds" % len(samples))
+    samples = samples or [(0, 0, 0)]
+ref = samples[1] if len(samples) > 1 else samples[0]  # after the warm-up round
+rss_early, rss_late = ref[1], samples[-1][1]
+fds_early, fds_late = ref[2], samples[-1][2]
 if rss_late > rss_early * 1.05 + 2048:
     why.append("switch memory grew: %d KiB -> %d KiB" % (rss_early, rss_late))
-if fds_late != fds_early:
-    why.append("switch descriptors changed: %d -> %d" % (fds_early, fds_late))
+if len(set(s[2] for s in samples)) != 1:
+    why.append("switch descriptors differ between idle points: %s" % [s[2] for s in samples])
 if src != 0:
     why.append("the switch did not answer STATS at the end")
 else:
@@ -132,9 +142,9 @@ else:
 if swrc != 0:
     why.append("the switch exited %d on SIGTERM" % swrc)
 print("soak %ss: %d jobs, %d verified, %d killed (%d failed as they should, %d finished first), "
-      "switch rss %d -> %d KiB, fds %d -> %d, %d samples: %s"
-      % (duration, n, ok, killed_failed + killed_ok, killed_failed, killed_ok, rss_early,
-         rss_late, fds_early, fds_late, len(samples), "OK" if not why else "FAILED"))
+      "idle switch rss %s KiB, fds %s: %s"
+      % (duration, n, ok, killed_failed + killed_ok, killed_failed, killed_ok,
+         [s[1] for s in samples], [s[2] for s in samples], "OK" if not why else "FAILED"))
 for w in why[:20]:
     print("  " + w)
 sys.exit(1 if why else 0)

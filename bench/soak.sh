@@ -10,8 +10,9 @@
 # and the idle switch's resident memory and open descriptors are sampled (idle, so the samples
 # compare like with like). At the end it checks: every job that was not killed exited 0 with
 # verified=true, the idle switch answers STATS with no job and no slot in use, it stops cleanly
-# on SIGTERM (exit 0), descriptors are the same at every idle point, and memory is flat: the
-# last idle sample within 2 MiB + 5% of the first one after the warm-up round.
+# on SIGTERM (exit 0), descriptors are the same at every idle point, and memory is flat over
+# the second half of the run (the last idle sample within 1 MiB + 2% of the middle one; the
+# allocator settles in the first half, a leak grows throughout).
 # Usage: bash bench/soak.sh [DURATION_S (default 3600)] [OUT_DIR (default a temp dir)]
 # Prints one summary line and exits 0 when every check holds. Loopback only.
 set -uo pipefail
@@ -124,11 +125,12 @@ samples = [tuple(map(int, l.split())) for l in open(os.path.join(out, "samples")
 if len(samples) < 3:
     why.append("only %d idle samples: run longer than two rounds" % len(samples))
     samples = samples or [(0, 0, 0)]
-ref = samples[1] if len(samples) > 1 else samples[0]  # after the warm-up round
+# Memory: the allocator settles during the first half (thread arenas, the retired-job ring);
+# a leak keeps growing, so the second half must be flat.
+ref = samples[len(samples) // 2]
 rss_early, rss_late = ref[1], samples[-1][1]
-fds_early, fds_late = ref[2], samples[-1][2]
-if rss_late > rss_early * 1.05 + 2048:
-    why.append("switch memory grew: %d KiB -> %d KiB" % (rss_early, rss_late))
+if rss_late > rss_early * 1.02 + 1024:
+    why.append("switch memory grew over the second half: %d KiB -> %d KiB" % (rss_early, rss_late))
 if len(set(s[2] for s in samples)) != 1:
     why.append("switch descriptors differ between idle points: %s" % [s[2] for s in samples])
 if src != 0:

@@ -110,8 +110,10 @@ static int run_test(void *arg)
     int st;
     pid_t left = waitpid(-1, &st, WNOHANG);
     if (left >= 0) {
-        fprintf(stderr, "    the test left a child process %s (pid %d)\n",
-                left == 0 ? "running" : "unwaited", (int)left);
+        if (left == 0)
+            fprintf(stderr, "    the test left a child process running\n");
+        else
+            fprintf(stderr, "    the test left a child process unwaited (pid %d)\n", (int)left);
         return 1;
     }
     if (launch_child_leak_check()) {
@@ -166,6 +168,9 @@ int main(int argc, char **argv)
     for (int i = 0; i < g_ntests; i++) {
         struct test_entry *t = &g_tests[i];
         if (!selected(t->name, argc, argv, first))
+            continue;
+        /* Tests meant to fail, which show that the harness fails them (test_harness.c). */
+        if (strncmp(t->name, "selftest_", 9) == 0 && !getenv("INAGG_HARNESS_SELFTEST"))
             continue;
         if (list) {
             printf("%s\n", t->name);

@@ -20,7 +20,7 @@ cd "$(dirname "$0")/.."
 DURATION=${1:-3600}
 OUT=${2:-$(mktemp -d /tmp/inagg-soak-XXXXXX)}
 mkdir -p "$OUT"
-INAGG=./build/inagg
+INAGG=${SOAK_INAGG:-./build/inagg} # SOAK_INAGG=./build-san/inagg: an ASan switch, leaks fail its exit
 [ -x $INAGG ] || { echo "soak: build first (make)"; exit 2; }
 PARALLEL=${SOAK_PARALLEL:-3}
 ROUND_S=${SOAK_ROUND_S:-60}

@@ -3,6 +3,7 @@
 #   make            release build into build/
 #   make SAN=1      ASan+UBSan build into build-san/
 #   make test       build and run the test suite (tests/run)
+#   make mutate     check that the tests catch the bugs of tests/mutate/mutations
 #
 # What goes where (sources are found by directory, so a new file needs no edit here):
 #   build/libinagg.a, build/libinagg.so   what a worker links, nothing else: the API and
@@ -112,6 +113,11 @@ test: all
 
 san:
 	$(MAKE) SAN=1
+
+# Mutation testing: small deliberate bugs (tests/mutate/mutations), each must fail a test.
+.PHONY: mutate
+mutate:
+	bash tests/mutate/run
 
 clean:
 	rm -rf build build-san

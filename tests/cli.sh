@@ -67,6 +67,31 @@ if command -v mpirun >/dev/null && [ -x build/inagg-mpi-bench ]; then
     else bad $t "$(tail -n 3 "$tmp/err") $out"; fi
 else skp $t "OpenMPI not installed"; fi
 
+# The benchmark can report a failure: one altered element (a test-only knob, see --help) must
+# give verified=false and exit 1, for int32 and for float32.
+t=bench_corrupted_result_reports_unverified
+fails=""
+for dt in int32 float32; do
+    out=$(INAGG_BENCH_CORRUPT=7 timeout 60 $INAGG bench allreduce --workers 2 --elems 100000 --dtype $dt --iters 2 --json - 2>"$tmp/err"); rc=$?
+    [ $rc -eq 1 ] && [ "$(echo "$out" | json_get "['verified']")" = False ] || fails="$fails [$dt rc $rc: $(tail -n 2 "$tmp/err")]"
+done
+[ -z "$fails" ] && ok $t || bad $t "$fails"
+
+# speedup is the baseline's median over inagg's median, both as reported.
+t=bench_speedup_is_the_ratio_of_the_medians
+if command -v mpirun >/dev/null && [ -x build/inagg-mpi-bench ]; then
+    out=$(timeout 300 $INAGG bench allreduce --workers 2 --elems 200000 --dtype int32 --iters 3 --baseline mpi --json - 2>"$tmp/err")
+    if [ $? -eq 0 ] && python3 -c "
+import json, sys
+d = json.loads(sys.argv[1]); b = d['baseline']
+assert d['verified'] and b['verified']
+want = b['tat_s']['median'] / d['tat_s']
+assert abs(d['speedup'] - want) <= 1e-6 * want, (d['speedup'], want)
+assert abs(b['speedup'] - want) <= 1e-6 * want, (b['speedup'], want)
+" "$out" 2>"$tmp/py"; then ok $t
+    else bad $t "$(cat "$tmp/py") $(tail -n 2 "$tmp/err")"; fi
+else skp $t "OpenMPI not installed"; fi
+
 t=bench_allreduce_p4sgd_int32_under_loss
 out=$(timeout 120 $INAGG bench allreduce --protocol p4sgd --workers 3 --elems 200000 --packet-elems 1024 --window 32 --dtype int32 --loss 0.01 --iters 3 --json - 2>"$tmp/err")
 if [ $? -eq 0 ] && [ "$(echo "$out" | json_get "['verified']")" = True ] &&

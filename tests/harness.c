@@ -1,11 +1,13 @@
 /*
  * harness.c - the test runner (see harness.h). Every test runs in its own forked child
- * (launch/) so a crash or a hang fails that test only; SIGALRM bounds it. Output ends with
+ * (launch/) so a crash or a hang fails that test only; SIGALRM bounds it. A test passes only
+ * when it ran to its end, left no child behind and (ASan build) leaked nothing. Output ends with
  * the summary line that CI reads.
  */
 #include "harness.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -90,10 +92,14 @@ static int selected(const char *name, int argc, char **argv, int first)
 struct test_run {
     const struct test_entry *t;
     unsigned alarm_s;
+    int done_fd; /* the test writes one byte here once it ran to its end */
 };
 
 /* In the test's own process: its own process group (so a timeout can kill the test's helper
- * processes too), an alarm at its time limit, then the test. */
+ * processes too), an alarm at its time limit, then the test. A test passes only when its
+ * function returned, it left no child process running or unwaited, and (ASan build) nothing
+ * leaked; it then reports that it ran to its end through done_fd, so an exit(0) from the
+ * middle of a test (or from a forked helper running on into the test) is no pass. */
 static int run_test(void *arg)
 {
     const struct test_run *r = arg;
@@ -101,6 +107,22 @@ static int run_test(void *arg)
     alarm(r->alarm_s);
     r->t->fn();
     fflush(NULL);
+    int st;
+    pid_t left = waitpid(-1, &st, WNOHANG);
+    if (left >= 0) {
+        if (left == 0)
+            fprintf(stderr, "    the test left a child process running\n");
+        else
+            fprintf(stderr, "    the test left a child process unwaited (pid %d)\n", (int)left);
+        return 1;
+    }
+    if (launch_child_leak_check()) {
+        fprintf(stderr, "    the test leaked memory (LeakSanitizer report above)\n");
+        return 1;
+    }
+    char done = 'd';
+    if (write(r->done_fd, &done, 1) != 1)
+        return 1;
     return 0;
 }
 
@@ -147,13 +169,22 @@ int main(int argc, char **argv)
         struct test_entry *t = &g_tests[i];
         if (!selected(t->name, argc, argv, first))
             continue;
+        /* Tests meant to fail, which show that the harness fails them (test_harness.c). */
+        if (strncmp(t->name, "selftest_", 9) == 0 && !getenv("INAGG_HARNESS_SELFTEST"))
+            continue;
         if (list) {
             printf("%s\n", t->name);
             continue;
         }
         double t0 = now_s();
-        struct test_run run = {t, (unsigned)(t->timeout_s * scale + 0.5)};
+        int done[2];
+        if (pipe2(done, O_CLOEXEC | O_NONBLOCK) != 0) {
+            perror("pipe");
+            return 2;
+        }
+        struct test_run run = {t, (unsigned)(t->timeout_s * scale + 0.5), done[1]};
         pid_t pid = launch_fork(run_test, &run, 0);
+        close(done[1]);
         int status = 0;
         /* SIGALRM ends the test at its limit; the wait's own deadline is only a backstop. */
         if (pid > 0) {
@@ -163,7 +194,13 @@ int main(int argc, char **argv)
             status = 1 << 8; /* could not fork: a failure */
         }
         double dt = now_s() - t0;
-        if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+        char byte;
+        int completed = read(done[0], &byte, 1) == 1;
+        close(done[0]);
+        if (WIFEXITED(status) && WEXITSTATUS(status) == 0 && !completed) {
+            printf("FAIL    %-44s exited 0 before the end of the test\n", t->name);
+            failed++;
+        } else if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
             printf("ok      %-44s %6.2fs\n", t->name, dt);
             passed++;
         } else if (WIFEXITED(status) && WEXITSTATUS(status) == EXIT_SKIP) {

@@ -135,6 +135,18 @@ TEST(ctlmsg_join_refusals, 5)
                           sizeof(why)) == 0);
     CHECK(j.float_mode == INAGG_FLOAT_FIXED && j.protocol == INAGG_PROTO_SWITCHML);
     CHECK(j.timeout_ms == 0 && !j.opt.present);
+    /* Each limit exactly: the largest value in range is taken, one more is refused. */
+    char lim[160];
+#define L() (snprintf(line, sizeof(line), "JOIN %s %s", v, lim), line)
+    snprintf(lim, sizeof(lim), "job=x rank=0 world=1 slots=1 elems=%u", WIRE_MAX_ELEMS);
+    CHECK(wire_join_parse(L(), &j, &r, why, sizeof(why)) == 0 && j.elems == WIRE_MAX_ELEMS);
+    snprintf(lim, sizeof(lim), "job=x rank=0 world=1 slots=1 elems=%u", WIRE_MAX_ELEMS + 1);
+    refused(L(), WIRE_REFUSED_INVALID, "elems");
+    snprintf(lim, sizeof(lim), "job=x rank=%u world=%u slots=1 elems=1", INAGG_MAX_WORLD - 1,
+             INAGG_MAX_WORLD);
+    CHECK(wire_join_parse(L(), &j, &r, why, sizeof(why)) == 0 &&
+          j.world == INAGG_MAX_WORLD && j.rank == INAGG_MAX_WORLD - 1);
+#undef L
 #undef J
 }
 

@@ -696,3 +696,59 @@ TEST(two_communicators_in_one_process, 30)
     CHECK_EQ_INT(inagg_comm_destroy(b), INAGG_OK);
     ts_stop(&ts);
 }
+
+/* Several switch threads under loss, duplication and reordering on both sides: the result is
+ * exact and the faults demonstrably reached the switch (faults injected there, duplicate
+ * contributions recognised as such, results resent). */
+TEST(int32_exact_under_loss_with_three_switch_threads, 150)
+{
+    char wf[128], sf[128];
+    lossy_fault_specs(0.03, 41, wf, sf, sizeof(wf));
+    switch_config_t cfg = SWITCH_CONFIG_INIT;
+    cfg.threads = 3;
+    cfg.faults_in = sf;
+    cfg.faults_out = sf;
+    job_spec_t s = {.job = "threads3", .world = 4, .elems = 200000, .dtype = INAGG_INT32,
+                    .iters = 3, .seed = 41, .slots = 33, .packet_elems = 256, .threads = 2,
+                    .faults = wf};
+    alloc_outputs(&s);
+    test_switch_t ts;
+    ts_start(&ts, &cfg);
+    s.addr = ts.addr;
+    int failed = run_workers(s.world, spec_worker, &s, 120);
+    char stats[32768];
+    ts_stats_json(&ts, stats, sizeof(stats));
+    ts_stop(&ts);
+    CHECK_EQ_INT(failed, 0);
+    check_int32_exact(&s);
+    const char *job = strstr(stats, "\"retired_jobs\"");
+    CHECK_MSG(job != NULL, "%s", stats);
+    const char *reasons = strstr(job, "\"drops_by_reason\"");
+    CHECK_MSG(reasons != NULL, "%s", stats);
+    CHECK_MSG(ts_number(stats, "injected_drops") > 0, "%s", stats);
+    CHECK_MSG(ts_number(reasons, "dup_open_round") > 0, "no duplicate reached an open round: %s",
+              stats);
+    CHECK_MSG(ts_number(job, "resends") > 0, "no result was resent: %s", stats);
+    CHECK_MSG(total_retransmits(&s) > 0, "nothing was retransmitted");
+}
+
+/* Worlds at the 64-rank bitmap limit, under loss, duplication and reordering. */
+static void wide_world(uint32_t world, uint64_t seed)
+{
+    char wf[128], sf[128];
+    lossy_fault_specs(0.01, seed, wf, sf, sizeof(wf));
+    switch_config_t cfg = SWITCH_CONFIG_INIT;
+    cfg.threads = 2;
+    cfg.faults_in = sf;
+    cfg.faults_out = sf;
+    job_spec_t s = {.job = "wide", .world = world, .elems = 20000, .dtype = INAGG_INT32,
+                    .iters = 2, .seed = seed, .slots = 16, .packet_elems = 256,
+                    .timeout_ms = 30000, .faults = wf};
+    alloc_outputs(&s);
+    run_spec(&s, &cfg, 200);
+    check_int32_exact(&s);
+    CHECK_MSG(total_retransmits(&s) > 0, "loss injected but nothing was retransmitted");
+}
+
+TEST(int32_world_63_exact_under_loss, 240) { wide_world(63, 51); }
+TEST(int32_world_64_exact_under_loss, 240) { wide_world(64, 52); }

@@ -237,6 +237,9 @@ TEST(train_model_parallel_follows_single, 120)
     job_t j = small_job(GLM_MODE_MODEL);
     glm_dataset_t d;
     load(&j, &d);
+    /* The bound below needs non-expansive steps: the curvature bound's rate, not the
+     * calibrated default (which may be larger). */
+    j.cfg.lr = glm_default_lr(&d, j.cfg.objective);
     double A = max_row_norm(&d, NULL);
     size_t S = d.rows, cols = d.cols;
     run_out_t ref;
@@ -335,6 +338,7 @@ TEST(train_data_parallel_converges_like_single, 120)
     job_t j = small_job(GLM_MODE_DATA);
     glm_dataset_t d;
     load(&j, &d);
+    j.cfg.lr = glm_default_lr(&d, j.cfg.objective); /* non-expansive steps, as above */
     double amax = 0, A = max_row_norm(&d, &amax);
     size_t S = d.rows, D = d.cols;
     run_out_t ref;
@@ -478,6 +482,9 @@ TEST(train_mpi_model_parallel_follows_single, 180)
     k.cfg.seed = SMALL_SEED;
     glm_dataset_t d;
     load(&k, &d);
+    k.cfg.lr = glm_default_lr(&d, k.cfg.objective); /* non-expansive steps, as above */
+    char lr_arg[32];
+    snprintf(lr_arg, sizeof(lr_arg), "%.17g", k.cfg.lr);
     double A = max_row_norm(&d, NULL);
     size_t S = d.rows;
     glm_dataset_free(&d);
@@ -488,7 +495,7 @@ TEST(train_mpi_model_parallel_follows_single, 180)
     char seed[16];
     snprintf(seed, sizeof(seed), "%d", SMALL_SEED);
     const char *args[] = {"--synthetic", SMALL_SPEC, "--seed", seed, "--mode", "model",
-                          "--epochs", "3", NULL};
+                          "--epochs", "3", "--lr", lr_arg, NULL};
     mpi_lines_t *m = calloc(1, sizeof(*m));
     launch_capture_t *cap = calloc(1, sizeof(*cap));
     CHECK(m && cap);

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "base/errmsg.h"
@@ -31,8 +32,14 @@ void ts_start(test_switch_t *ts, const switch_config_t *cfg)
 
 void ts_stop(test_switch_t *ts)
 {
-    launch_stop(ts->pid, SIGTERM, 10000, NULL);
+    int status = 0;
+    int rc = launch_stop(ts->pid, SIGTERM, 10000, &status);
     ts->pid = 0;
+    /* A switch that crashed, hung, leaked (ASan) or failed to stop fails the test. */
+    char why[64];
+    CHECK_MSG(rc == 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0,
+              "the test switch did not stop cleanly: %s",
+              rc != 0 ? "still running after 10 s" : launch_status_text(status, why, sizeof(why)));
 }
 
 void ts_stats_json(const test_switch_t *ts, char *buf, size_t len)
@@ -70,7 +77,11 @@ static int call_worker(uint32_t rank, int fd, void *arg)
 {
     (void)fd;
     const struct worker_call *w = arg;
-    return w->fn(rank, w->arg);
+    int rc = w->fn(rank, w->arg);
+    /* workers end with _exit: check for leaks here (ASan build), as exit() would */
+    if (launch_child_leak_check() && rc == 0)
+        rc = 23;
+    return rc;
 }
 
 void spawn_workers(uint32_t n, worker_fn fn, void *arg, pid_t *pids)

@@ -169,6 +169,22 @@ static uint64_t verify(const ar_opts_t *o, const expected_t *ex, const void *rec
     return bad;
 }
 
+/* Test only: INAGG_BENCH_CORRUPT=I changes element I of rank 0's last result before it is
+ * verified, so a test can see the benchmark report verified=false (tests/cli.sh). */
+static void corrupt_for_test(const ar_opts_t *o, void *recv)
+{
+    const char *v = getenv("INAGG_BENCH_CORRUPT");
+    if (!v || !*v)
+        return;
+    uint64_t i = strtoull(v, NULL, 10);
+    if (i >= o->elems)
+        return;
+    if (o->dtype_float)
+        ((float *)recv)[i] = ((float *)recv)[i] * 2.0f + 1.0f;
+    else
+        ((int32_t *)recv)[i] += 1;
+}
+
 static double now_real(void)
 {
     struct timespec ts;
@@ -264,6 +280,8 @@ int ar_rank_run(const ar_opts_t *o, uint32_t rank, const char *addr, const char 
             rep->verified = 0;
             break;
         }
+        if (rank == 0 && it + 1 == o->warmup + o->iters)
+            corrupt_for_test(o, recv);
         uint64_t bad = verify(o, &ex, recv, &rep->max_err);
         rep->wrong += bad;
         if (bad) {

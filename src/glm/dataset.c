@@ -1,6 +1,7 @@
 /*
- * dataset.c - the GLM dataset: LIBSVM reader (one pass, geometric growth, every error named by
- * file:line), row/column slices, nnz-balanced column partitioning, 8/4-bit feature quantization
+ * dataset.c - the GLM dataset: LIBSVM reader (one streaming pass, geometric growth, every
+ * error named by file:line with the file's bytes escaped; input bytes, line length and the
+ * feature count bounded by glm_read_limits_t), row/column slices, nnz-balanced column partitioning, 8/4-bit feature quantization
  * and the row kernels (dot product, axpy) the trainers run.
  */
 #include "glm/dataset.h"
@@ -12,23 +13,55 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "base/errmsg.h"
 
-/* ---- errors ---------------------------------------------------------------------------- */
+/* ---- limits ------------------------------------------------------------------------------ */
 
+/* A limit from the environment: a positive integer, else the default. */
+static uint64_t env_limit(const char *name, uint64_t dflt)
+{
+    const char *v = getenv(name);
+    if (!v || !*v)
+        return dflt;
+    char *end;
+    errno = 0;
+    unsigned long long x = strtoull(v, &end, 10);
+    if (errno != 0 || *end != '\0' || x == 0 || v[0] == '-')
+        return dflt;
+    return (uint64_t)x;
+}
+
+glm_read_limits_t glm_read_limits_default(void)
+{
+    glm_read_limits_t l;
+    l.max_features = env_limit("INAGG_MAX_FEATURES", 0);
+    l.max_line_bytes = env_limit("INAGG_MAX_LINE_BYTES", GLM_DEFAULT_MAX_LINE_BYTES);
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    uint64_t half_ram = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page / 2 : 0;
+    l.max_input_bytes = env_limit("INAGG_MAX_INPUT_BYTES", half_ram ? half_ram : UINT64_MAX);
+    return l;
+}
+
+uint64_t glm_feature_limit(const glm_read_limits_t *l, size_t nnz)
+{
+    if (l->max_features)
+        return l->max_features;
+    uint64_t by_data = (uint64_t)nnz * GLM_FEATURES_PER_NONZERO;
+    return by_data > GLM_MIN_FEATURE_LIMIT ? by_data : GLM_MIN_FEATURE_LIMIT;
+}
 
 /* ---- LIBSVM parser ----------------------------------------------------------------------- */
 
-/* The widest token shown in a message. */
+/* The widest token shown in a message (in input bytes). */
 #define SHOW_MAX 40
 
 struct parser {
     const char *name;
     enum glm_label_kind kind;
+    glm_read_limits_t limits;
     size_t line_no;
     int last_line_unterminated; /* the current line is the file's last and has no '\n' */
     char *err;
@@ -45,12 +78,36 @@ struct parser {
     size_t max_index;
 };
 
+/* Up to SHOW_MAX bytes of [s, s + n) made printable: bytes outside printable ASCII (and the
+ * backslash) become \xNN, so a message never carries a file's raw control bytes. */
+static const char *show(char *buf, size_t cap, const char *s, size_t n)
+{
+    size_t o = 0;
+    size_t lim = n < SHOW_MAX ? n : SHOW_MAX;
+    for (size_t i = 0; i < lim && o + 5 < cap; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c >= 0x20 && c < 0x7f && c != '\\')
+            buf[o++] = (char)c;
+        else
+            o += (size_t)snprintf(buf + o, cap - o, "\\x%02x", c);
+    }
+    if (n > lim && o + 4 < cap) {
+        memcpy(buf + o, "...", 3);
+        o += 3;
+    }
+    buf[o] = '\0';
+    return buf;
+}
+
+#define SHOW_CAP (SHOW_MAX * 4 + 8)
+#define SHOWN(tok, n) show((char[SHOW_CAP]){0}, SHOW_CAP, (tok), (size_t)(n))
+
 static int parse_error(struct parser *p, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
 static int parse_error(struct parser *p, const char *fmt, ...)
 {
-    char what[256];
+    char what[512];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(what, sizeof(what), fmt, ap);
@@ -168,18 +225,19 @@ static int parse_label(struct parser *p, const char *tok, const char *end)
 {
     float v = 0;
     int r = parse_float(tok, end, &v);
+    size_t n = (size_t)(end - tok);
     if (r == 1 || r == 2)
-        return parse_error(p, "label '%.*s' is not a number", SHOW_MAX, tok);
+        return parse_error(p, "label '%s' is not a number", SHOWN(tok, n));
     if (r == 3)
-        return parse_error(p, "label '%.*s' is not a finite number", SHOW_MAX, tok);
+        return parse_error(p, "label '%s' is not a finite number", SHOWN(tok, n));
     if (p->kind == GLM_LABELS_BINARY) {
         if (v == 1.0f)
             v = 1.0f;
         else if (v == -1.0f || v == 0.0f)
             v = -1.0f;
         else
-            return parse_error(p, "label '%.*s' is not binary (expected -1, +1, 0 or 1)",
-                               SHOW_MAX, tok);
+            return parse_error(p, "label '%s' is not binary (expected -1, +1, 0 or 1)",
+                               SHOWN(tok, n));
     }
     p->label[p->rows] = v;
     return 0;
@@ -188,21 +246,23 @@ static int parse_label(struct parser *p, const char *tok, const char *end)
 /* One "index:value" token [tok, end); prev is the previous index of the row (0 at its start). */
 static int parse_feature(struct parser *p, const char *tok, const char *end, uint64_t *prev)
 {
-    const char *colon = memchr(tok, ':', (size_t)(end - tok));
+    const size_t n = (size_t)(end - tok);
+    const char *colon = memchr(tok, ':', n);
     if (!colon)
-        return parse_error(p, "feature '%.*s' has no ':' (expected index:value)", SHOW_MAX, tok);
+        return parse_error(p, "feature '%s' has no ':' (expected index:value)", SHOWN(tok, n));
     if (colon == tok)
-        return parse_error(p, "feature '%.*s' has no index", SHOW_MAX, tok);
-    const int index_len = colon - tok < SHOW_MAX ? (int)(colon - tok) : SHOW_MAX;
+        return parse_error(p, "feature '%s' has no index", SHOWN(tok, n));
+    const size_t index_len = (size_t)(colon - tok);
     if (*tok == '-')
-        return parse_error(p, "index %.*s is negative (indices are 1-based)", index_len, tok);
+        return parse_error(p, "index %s is negative (indices are 1-based)",
+                           SHOWN(tok, index_len));
     uint64_t index = 0;
     for (const char *c = tok; c < colon; c++) {
         if (*c < '0' || *c > '9')
-            return parse_error(p, "index '%.*s' is not an integer", index_len, tok);
+            return parse_error(p, "index '%s' is not an integer", SHOWN(tok, index_len));
         index = index * 10 + (uint64_t)(*c - '0');
         if (index > UINT32_MAX)
-            return parse_error(p, "index '%.*s' is too large (at most %u)", index_len, tok,
+            return parse_error(p, "index '%s' is too large (at most %u)", SHOWN(tok, index_len),
                                (unsigned)UINT32_MAX);
     }
     if (index == 0)
@@ -213,15 +273,15 @@ static int parse_feature(struct parser *p, const char *tok, const char *end, uin
                            (unsigned long long)index, (unsigned long long)*prev);
     const char *vs = colon + 1;
     if (vs == end)
-        return parse_error(p, "feature '%.*s' has no value", SHOW_MAX, tok);
+        return parse_error(p, "feature '%s' has no value", SHOWN(tok, n));
     float v = 0;
     int r = parse_float(vs, end, &v);
     if (r == 1)
-        return parse_error(p, "value '%.*s' is not a number", SHOW_MAX, vs);
+        return parse_error(p, "value '%s' is not a number", SHOWN(vs, end - vs));
     if (r == 2)
-        return parse_error(p, "garbage after the value in '%.*s'", SHOW_MAX, tok);
+        return parse_error(p, "garbage after the value in '%s'", SHOWN(tok, n));
     if (r == 3)
-        return parse_error(p, "value '%.*s' is not a finite number", SHOW_MAX, vs);
+        return parse_error(p, "value '%s' is not a finite number", SHOWN(vs, end - vs));
     if (reserve_nnz(p, p->nnz + 1) != 0)
         return parse_error(p, "out of memory");
     p->col[p->nnz] = (uint32_t)(index - 1);
@@ -276,6 +336,41 @@ static int parse_line(struct parser *p)
     return 0;
 }
 
+/* The error for a line longer than the limit (p->line_no is that line). */
+static int line_too_long(struct parser *p)
+{
+    return parse_error(p,
+                       "line longer than %llu bytes (malformed or not LIBSVM text? set "
+                       "INAGG_MAX_LINE_BYTES to allow longer lines)",
+                       (unsigned long long)p->limits.max_line_bytes);
+}
+
+static int nul_byte(struct parser *p)
+{
+    return parse_error(p, "NUL byte in the line (not a text file?)");
+}
+
+/* One whole line [s, s + n) without its '\n' (the next line number); last_unterminated: the
+ * input ends here without a '\n'. */
+static int feed_line(struct parser *p, const char *s, size_t n, int last_unterminated)
+{
+    p->line_no++;
+    p->last_line_unterminated = last_unterminated;
+    if (n > p->limits.max_line_bytes)
+        return line_too_long(p);
+    if (memchr(s, '\0', n))
+        return nul_byte(p);
+    if (n + 1 > p->line_cap) {
+        size_t cap = p->line_cap;
+        if (grow((void **)&p->line, &cap, n + 1, 1, 0) != 0)
+            return parse_error(p, "out of memory");
+        p->line_cap = cap;
+    }
+    memcpy(p->line, s, n);
+    p->line[n] = '\0';
+    return parse_line(p);
+}
+
 static void parser_release(struct parser *p)
 {
     free(p->line);
@@ -285,62 +380,48 @@ static void parser_release(struct parser *p)
     free(p->val);
 }
 
-int glm_parse_libsvm(const char *buf, size_t len, const char *name, enum glm_label_kind kind,
-                     glm_dataset_t *out, char *err, size_t errlen)
+/* After the last line: the checks on the whole file and the arrays moved into *out. */
+static int parser_finish(struct parser *p, glm_dataset_t *out)
 {
-    memset(out, 0, sizeof(*out));
-    struct parser p = {
-        .name = name ? name : "(buffer)", .kind = kind, .err = err, .errlen = errlen};
-    const char *pos = buf, *end = buf + len;
-    while (pos < end) {
-        p.line_no++;
-        const char *nl = memchr(pos, '\n', (size_t)(end - pos));
-        const char *line_end = nl ? nl : end;
-        p.last_line_unterminated = nl == NULL;
-        size_t n = (size_t)(line_end - pos);
-        if (n + 1 > p.line_cap) {
-            size_t cap = p.line_cap;
-            if (grow((void **)&p.line, &cap, n + 1, 1, 0) != 0) {
-                parse_error(&p, "out of memory");
-                goto fail;
-            }
-            p.line_cap = cap;
-        }
-        memcpy(p.line, pos, n);
-        p.line[n] = '\0';
-        if (memchr(p.line, '\0', n)) {
-            parse_error(&p, "NUL byte in the line (not a text file?)");
-            goto fail;
-        }
-        if (parse_line(&p) != 0)
-            goto fail;
-        pos = nl ? nl + 1 : end;
+    char *err = p->err;
+    size_t errlen = p->errlen;
+    if (p->rows == 0) {
+        set_err(err, errlen, "%s:%zu: empty file (no samples)", p->name,
+                p->line_no ? p->line_no : 1);
+        parser_release(p);
+        return -1;
     }
-    if (p.rows == 0) {
-        set_err(err, errlen, "%s:%zu: empty file (no samples)", p.name,
-                p.line_no ? p.line_no : 1);
-        goto fail;
+    uint64_t limit = glm_feature_limit(&p->limits, p->nnz);
+    if ((uint64_t)p->max_index > limit) {
+        set_err(err, errlen,
+                "%s: feature index %zu is past the limit of %llu features for %zu nonzeros "
+                "(the model has one weight per index up to the largest; renumber the features "
+                "densely, or set INAGG_MAX_FEATURES to allow more)",
+                p->name, p->max_index, (unsigned long long)limit, p->nnz);
+        parser_release(p);
+        return -1;
     }
-    free(p.line);
-    out->rows = p.rows;
-    out->cols = p.max_index;
-    out->nnz = p.nnz;
+    free(p->line);
+    p->line = NULL;
+    out->rows = p->rows;
+    out->cols = p->max_index;
+    out->nnz = p->nnz;
     /* Shrink to fit; a failed shrink keeps the larger block. */
-    size_t *rp = realloc(p.row_ptr, (p.rows + 1) * sizeof(size_t));
-    out->row_ptr = rp ? rp : p.row_ptr;
-    float *lb = realloc(p.label, p.rows * sizeof(float));
-    out->label = lb ? lb : p.label;
-    if (p.nnz > 0) {
-        uint32_t *c = realloc(p.col, p.nnz * sizeof(uint32_t));
-        out->col = c ? c : p.col;
-        float *v = realloc(p.val, p.nnz * sizeof(float));
-        out->val = v ? v : p.val;
+    size_t *rp = realloc(p->row_ptr, (p->rows + 1) * sizeof(size_t));
+    out->row_ptr = rp ? rp : p->row_ptr;
+    float *lb = realloc(p->label, p->rows * sizeof(float));
+    out->label = lb ? lb : p->label;
+    if (p->nnz > 0) {
+        uint32_t *c = realloc(p->col, p->nnz * sizeof(uint32_t));
+        out->col = c ? c : p->col;
+        float *v = realloc(p->val, p->nnz * sizeof(float));
+        out->val = v ? v : p->val;
     } else {
         /* Keep valid (non-NULL) pointers even without a single nonzero. */
-        out->col = p.col ? p.col : malloc(sizeof(uint32_t));
-        out->val = p.val ? p.val : malloc(sizeof(float));
+        out->col = p->col ? p->col : malloc(sizeof(uint32_t));
+        out->val = p->val ? p->val : malloc(sizeof(float));
         if (!out->col || !out->val) {
-            set_err(err, errlen, "%s: out of memory", p.name);
+            set_err(err, errlen, "%s: out of memory", p->name);
             free(out->col);
             free(out->val);
             free(out->row_ptr);
@@ -350,14 +431,124 @@ int glm_parse_libsvm(const char *buf, size_t len, const char *name, enum glm_lab
         }
     }
     return 0;
-fail:
-    parser_release(&p);
-    memset(out, 0, sizeof(*out));
-    return -1;
 }
 
-int glm_load_libsvm(const char *path, enum glm_label_kind kind, glm_dataset_t *out, char *err,
-                    size_t errlen)
+int glm_parse_libsvm_limited(const char *buf, size_t len, const char *name,
+                             enum glm_label_kind kind, const glm_read_limits_t *limits,
+                             glm_dataset_t *out, char *err, size_t errlen)
+{
+    memset(out, 0, sizeof(*out));
+    struct parser p = {
+        .name = name ? name : "(buffer)", .kind = kind, .err = err, .errlen = errlen};
+    p.limits = limits ? *limits : glm_read_limits_default();
+    if ((uint64_t)len > p.limits.max_input_bytes) {
+        set_err(err, errlen, "%s: %zu bytes is more than the limit of %llu (INAGG_MAX_INPUT_BYTES)",
+                p.name, len, (unsigned long long)p.limits.max_input_bytes);
+        return -1;
+    }
+    const char *pos = buf, *end = buf + len;
+    while (pos < end) {
+        const char *nl = memchr(pos, '\n', (size_t)(end - pos));
+        const char *line_end = nl ? nl : end;
+        if (feed_line(&p, pos, (size_t)(line_end - pos), nl == NULL) != 0) {
+            parser_release(&p);
+            memset(out, 0, sizeof(*out));
+            return -1;
+        }
+        pos = nl ? nl + 1 : end;
+    }
+    return parser_finish(&p, out);
+}
+
+int glm_parse_libsvm(const char *buf, size_t len, const char *name, enum glm_label_kind kind,
+                     glm_dataset_t *out, char *err, size_t errlen)
+{
+    return glm_parse_libsvm_limited(buf, len, name, kind, NULL, out, err, errlen);
+}
+
+/* Read size of one read(2). */
+#define READ_CHUNK (256u * 1024u)
+
+/* Stream fd through the parser: lines are handed over as they complete, so memory is the
+ * parsed arrays plus one chunk and one line; the line, NUL and total-size limits are checked
+ * as bytes arrive, so no input (a device, a pipe that never ends, a file truncated while read)
+ * makes this grow without bound or fault. */
+static int parse_fd(struct parser *p, int fd, const char *path)
+{
+    char *chunk = malloc(READ_CHUNK);
+    char *pend = NULL; /* the start of a line that spans chunks */
+    size_t pend_len = 0, pend_cap = 0;
+    uint64_t total = 0;
+    int rc = -1;
+    if (!chunk) {
+        set_err(p->err, p->errlen, "%s: out of memory", path);
+        return -1;
+    }
+    for (;;) {
+        ssize_t n = read(fd, chunk, READ_CHUNK);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            set_err(p->err, p->errlen, "%s: cannot read after %zu lines: %s", path, p->line_no,
+                    strerror(errno));
+            goto out;
+        }
+        if (n == 0)
+            break;
+        total += (uint64_t)n;
+        if (total > p->limits.max_input_bytes) {
+            set_err(p->err, p->errlen,
+                    "%s: more than %llu bytes (stopped at line %zu; set INAGG_MAX_INPUT_BYTES "
+                    "to read more)",
+                    path, (unsigned long long)p->limits.max_input_bytes, p->line_no + 1);
+            goto out;
+        }
+        const char *pos = chunk, *end = chunk + n;
+        while (pos < end) {
+            const char *nl = memchr(pos, '\n', (size_t)(end - pos));
+            const char *seg_end = nl ? nl : end;
+            size_t seg = (size_t)(seg_end - pos);
+            if (!nl || pend_len) {
+                /* Carry the partial line, checking it as it grows. */
+                if (memchr(pos, '\0', seg)) {
+                    p->line_no++;
+                    nul_byte(p);
+                    goto out;
+                }
+                if (pend_len + seg > p->limits.max_line_bytes) {
+                    p->line_no++;
+                    line_too_long(p);
+                    goto out;
+                }
+                if (grow((void **)&pend, &pend_cap, pend_len + seg, 1, 0) != 0) {
+                    set_err(p->err, p->errlen, "%s: out of memory", path);
+                    goto out;
+                }
+                memcpy(pend + pend_len, pos, seg);
+                pend_len += seg;
+                if (nl) {
+                    if (feed_line(p, pend, pend_len, 0) != 0)
+                        goto out;
+                    pend_len = 0;
+                }
+            } else if (feed_line(p, pos, seg, 0) != 0) {
+                goto out;
+            }
+            pos = nl ? nl + 1 : end;
+        }
+    }
+    if (pend_len && feed_line(p, pend, pend_len, 1) != 0)
+        goto out;
+    rc = 0;
+out:
+    free(chunk);
+    free(pend);
+    return rc;
+}
+
+int glm_load_libsvm_limited(const char *path, enum glm_label_kind kind,
+                            const glm_read_limits_t *limits, glm_dataset_t *out, char *err,
+                            size_t errlen)
 {
     memset(out, 0, sizeof(*out));
     int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -376,47 +567,24 @@ int glm_load_libsvm(const char *path, enum glm_label_kind kind, glm_dataset_t *o
         close(fd);
         return -1;
     }
-    int rc;
-    if (S_ISREG(st.st_mode) && st.st_size > 0) {
-        size_t len = (size_t)st.st_size;
-        void *map = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
-        if (map == MAP_FAILED) {
-            set_err(err, errlen, "%s: cannot map: %s", path, strerror(errno));
-            close(fd);
-            return -1;
-        }
-        madvise(map, len, MADV_SEQUENTIAL);
-        rc = glm_parse_libsvm(map, len, path, kind, out, err, errlen);
-        munmap(map, len);
-    } else {
-        /* Not a regular file (a pipe, a device) or empty: read it all. */
-        size_t cap = 0, len = 0;
-        char *buf = NULL;
-        for (;;) {
-            if (grow((void **)&buf, &cap, len + 65536, 1, 0) != 0) {
-                set_err(err, errlen, "%s: out of memory", path);
-                free(buf);
-                close(fd);
-                return -1;
-            }
-            ssize_t n = read(fd, buf + len, cap - len);
-            if (n < 0 && errno == EINTR)
-                continue;
-            if (n < 0) {
-                set_err(err, errlen, "%s: cannot read: %s", path, strerror(errno));
-                free(buf);
-                close(fd);
-                return -1;
-            }
-            if (n == 0)
-                break;
-            len += (size_t)n;
-        }
-        rc = glm_parse_libsvm(buf ? buf : "", len, path, kind, out, err, errlen);
-        free(buf);
-    }
+    if (S_ISREG(st.st_mode))
+        posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+    struct parser p = {.name = path, .kind = kind, .err = err, .errlen = errlen};
+    p.limits = limits ? *limits : glm_read_limits_default();
+    int rc = parse_fd(&p, fd, path);
     close(fd);
-    return rc;
+    if (rc != 0) {
+        parser_release(&p);
+        memset(out, 0, sizeof(*out));
+        return -1;
+    }
+    return parser_finish(&p, out);
+}
+
+int glm_load_libsvm(const char *path, enum glm_label_kind kind, glm_dataset_t *out, char *err,
+                    size_t errlen)
+{
+    return glm_load_libsvm_limited(path, kind, NULL, out, err, errlen);
 }
 
 void glm_dataset_free(glm_dataset_t *d)

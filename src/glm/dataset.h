@@ -27,14 +27,45 @@ typedef struct glm_dataset {
 
 enum glm_label_kind { GLM_LABELS_BINARY, GLM_LABELS_REAL };
 
+/* What the reader accepts, so that memory stays bounded by the data's size whatever the file:
+ *   max_features    the largest feature index allowed (the model has one weight per index up
+ *                   to the largest); 0 = from the data: max(GLM_MIN_FEATURE_LIMIT,
+ *                   GLM_FEATURES_PER_NONZERO x nonzeros). A 29-byte file naming feature
+ *                   2000000000 is refused instead of costing gigabytes of model; sparse real
+ *                   sets (news20: 1.36M features for 9M nonzeros) pass.
+ *   max_line_bytes  the longest line (a longer one is refused with its line number).
+ *   max_input_bytes the most bytes read from any file (a device or a pipe that never ends).
+ * glm_read_limits_default(): these defaults, each overridable by the environment variables
+ * INAGG_MAX_FEATURES, INAGG_MAX_LINE_BYTES, INAGG_MAX_INPUT_BYTES (a positive integer). */
+typedef struct glm_read_limits {
+    uint64_t max_features;
+    uint64_t max_line_bytes;
+    uint64_t max_input_bytes;
+} glm_read_limits_t;
+
+#define GLM_MIN_FEATURE_LIMIT (1ull << 20)
+#define GLM_FEATURES_PER_NONZERO 16ull
+#define GLM_DEFAULT_MAX_LINE_BYTES (1ull << 20) /* 1 MiB; max_input_bytes defaults to half the RAM */
+
+glm_read_limits_t glm_read_limits_default(void);
+/* The largest feature index the limits allow for a set of nnz nonzeros. */
+uint64_t glm_feature_limit(const glm_read_limits_t *l, size_t nnz);
+
 /* Read a LIBSVM file ("label index:value index:value ... # comment", indices 1-based and
  * strictly increasing). BINARY: labels must be -1, +1, 0 or 1 (0 maps to -1); REAL: any finite
  * number. Blank lines and comments are skipped; a last line without '\n' is fine if it parses
  * completely. cols = the largest index seen. *out is overwritten (not freed) on success and
- * zeroed on failure. One pass over the file (mmap), arrays grown geometrically. */
+ * zeroed on failure. One streaming pass over any file type (regular, pipe, device), arrays
+ * grown geometrically; limits NULL = glm_read_limits_default(). */
+int glm_load_libsvm_limited(const char *path, enum glm_label_kind kind,
+                            const glm_read_limits_t *limits, glm_dataset_t *out, char *err,
+                            size_t errlen);
 int glm_load_libsvm(const char *path, enum glm_label_kind kind, glm_dataset_t *out, char *err,
                     size_t errlen);
 /* Same, from memory; buf need not be NUL-terminated; name is used in messages. */
+int glm_parse_libsvm_limited(const char *buf, size_t len, const char *name,
+                             enum glm_label_kind kind, const glm_read_limits_t *limits,
+                             glm_dataset_t *out, char *err, size_t errlen);
 int glm_parse_libsvm(const char *buf, size_t len, const char *name, enum glm_label_kind kind,
                      glm_dataset_t *out, char *err, size_t errlen);
 /* Free the arrays; safe on a zeroed struct; leaves *d zeroed. */

@@ -278,7 +278,8 @@ double glm_resolved_lr(const glm_train_config_t *cfg, const glm_dataset_t *d)
     case 1 + OPTIM_SMORMS3:
         return 0.01;
     default:
-        return glm_default_lr(d, cfg->objective);
+        return glm_calibrated_lr(d, cfg->objective, cfg->batch, cfg->schedule,
+                                 glm_resolved_l2(cfg, d), cfg->seed);
     }
 }
 

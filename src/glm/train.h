@@ -41,9 +41,10 @@ typedef enum glm_lr_schedule {
     GLM_LR_CONST = 1 /* lr_e = lr */
 } glm_lr_schedule_t;
 
-/* Default rate: GLM_LR_SCALE / (beta * mean ||a||^2 over the training rows), beta the loss's
- * curvature bound in z (1/4 logistic and hinge, 1 squared): a step of about 2/L for the
- * mini-batch smoothness L, the same relative step on any data's scale. */
+/* The curvature bound glm_default_lr: GLM_LR_SCALE / (beta * mean ||a||^2 over the training
+ * rows), beta the loss's curvature bound in z (1/4 logistic and hinge, 1 squared): a step of
+ * about 2/L for the mini-batch smoothness L. The default rate is calibrated around it
+ * (glm_calibrated_lr). */
 #define GLM_LR_SCALE 1.75
 
 #define GLM_DEFAULT_BATCH 64
@@ -115,7 +116,13 @@ typedef int (*glm_epoch_fn)(const glm_epoch_record_t *rec, void *arg);
 /* The default base learning rate for this data and objective (see GLM_LR_SCALE). */
 double glm_default_lr(const glm_dataset_t *d, glm_objective_t o);
 
-/* The rate a run uses: cfg->lr when given (> 0), else for plain SGD glm_default_lr and for an
+/* The default rate of plain SGD (lr_calib.c): each of glm_default_lr x 2^k, k in -2..6, runs
+ * the run's SGD (batch, schedule, l2, 20 epochs) on a seeded sample of up to 8192 rows; the
+ * rate whose model has the lowest objective on all of d is used. */
+double glm_calibrated_lr(const glm_dataset_t *d, glm_objective_t o, size_t batch,
+                         glm_lr_schedule_t sched, double l2, uint64_t seed);
+
+/* The rate a run uses: cfg->lr when given (> 0), else for plain SGD glm_calibrated_lr and for an
  * optimizer its customary default (AdaGrad 0.1, Adam and SMORMS3 0.01, SGD glm_default_lr). */
 double glm_resolved_lr(const glm_train_config_t *cfg, const glm_dataset_t *d);
 

@@ -93,6 +93,10 @@ enum {
 /* Fork; the child runs fn(arg) and exits with its return value (stdio flushed first, so
  * nothing buffered is written twice). pid, or -errno. */
 pid_t launch_fork(int (*fn)(void *arg), void *arg, int flags);
+/* In a forked child about to _exit in a LeakSanitizer build (ASan): run the leak check that
+ * _exit would skip. 1 (and the report on stderr) when memory leaked, else 0; always 0 in
+ * other builds. */
+int launch_child_leak_check(void);
 
 typedef int (*launch_rank_fn)(uint32_t rank, int fd, void *arg);
 

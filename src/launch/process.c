@@ -248,6 +248,13 @@ static int child_setup(int flags, pid_t parent)
     return 0;
 }
 
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/lsan_interface.h>
+int launch_child_leak_check(void) { return __lsan_do_recoverable_leak_check() != 0; }
+#else
+int launch_child_leak_check(void) { return 0; }
+#endif
+
 pid_t launch_fork(int (*fn)(void *arg), void *arg, int flags)
 {
     pid_t parent = getpid();

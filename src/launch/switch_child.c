@@ -50,7 +50,7 @@ static int child_main(void *arg)
     if (getenv("INAGG_BENCH_SWITCH_STATS"))
         switch_write_stats(sw, stderr, 0);
     switch_stop(sw);
-    return 0;
+    return launch_child_leak_check() ? 23 : 0; /* 23: LeakSanitizer's own exit code */
 }
 
 pid_t launch_switch(const switch_config_t *cfg, uint16_t *port, char *err, size_t errlen)

@@ -153,14 +153,19 @@ static void json_counters(json_writer_t *w, const uint64_t v[STAT_COUNT], unsign
             json_int(w, stat_name(s), (int64_t)v[s]);
 }
 
-/* "drops": every reason, zero or not. */
-static void json_drops(json_writer_t *w, const uint64_t v[STAT_COUNT])
+/* "drops" (or key): every reason, zero or not. */
+static void json_drops_as(json_writer_t *w, const char *key, const uint64_t v[STAT_COUNT])
 {
-    json_begin_object(w, "drops");
+    json_begin_object(w, key);
     for (int s = 1; s < STAT_COUNT; s++)
         if (is_drop(s))
             json_int(w, stat_name(s), (int64_t)v[s]);
     json_end_object(w);
+}
+
+static void json_drops(json_writer_t *w, const uint64_t v[STAT_COUNT])
+{
+    json_drops_as(w, "drops", v);
 }
 
 /* The switch-wide counters, summed over the dataplane threads. */
@@ -261,6 +266,8 @@ static void write_json(inagg_switch_t *sw, FILE *out)
         json_int(&w, "world", r->world);
         json_counters(&w, r->v, STAT_RETIRED_JSON);
         json_int(&w, "drops", (int64_t)drops_total(r->v));
+        json_newline(&w);
+        json_drops_as(&w, "drops_by_reason", r->v); /* what each check caught */
         json_end_object(&w);
     }
     json_end_array(&w);

@@ -2,6 +2,7 @@
 #
 #   make            release build into build/
 #   make SAN=1      ASan+UBSan build into build-san/
+#   make tsan       ThreadSanitizer build of the tests into build-tsan/ (TSAN=1)
 #   make test       build and run the test suite (tests/run)
 #
 # What goes where (sources are found by directory, so a new file needs no edit here):
@@ -16,7 +17,12 @@
 
 CC      ?= cc
 SAN     ?= 0
-ifeq ($(SAN),1)
+TSAN    ?= 0
+ifeq ($(TSAN),1)
+BUILD   ?= build-tsan
+OPT     := -O1 -g -fno-omit-frame-pointer -fsanitize=thread
+LDSAN   := -fsanitize=thread
+else ifeq ($(SAN),1)
 BUILD   ?= build-san
 OPT     := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
 LDSAN   := -fsanitize=address,undefined
@@ -54,7 +60,7 @@ LIBS_INTERNAL := $(BUILD)/internal/libapps.a $(BUILD)/internal/libswitch.a $(BUI
 
 MPICC := $(shell command -v mpicc 2>/dev/null)
 
-.PHONY: all test clean san
+.PHONY: all test clean san tsan
 all: $(BUILD)/inagg $(BUILD)/inagg-tests $(BUILD)/libinagg.a \
      $(if $(filter 0,$(SAN)),$(BUILD)/libinagg.so) \
      $(if $(MPICC),$(BUILD)/inagg-mpi-bench $(BUILD)/inagg-mpi-train)
@@ -113,8 +119,12 @@ test: all
 san:
 	$(MAKE) SAN=1
 
+# The threaded tests under ThreadSanitizer (tests/tsan.sh runs them).
+tsan:
+	$(MAKE) TSAN=1 build-tsan/inagg-tests build-tsan/inagg
+
 clean:
-	rm -rf build build-san
+	rm -rf build build-san build-tsan
 
 -include $(WORKER_OBJ:.o=.d) $(WORKER_PIC:.o=.d) $(SWITCH_OBJ:.o=.d) $(APPS_OBJ:.o=.d) \
          $(CLI_OBJ:.o=.d) $(TEST_OBJ:.o=.d)

@@ -99,7 +99,7 @@ static void retire_job(struct inagg_switch *sw, job_t *j)
     pthread_mutex_lock(&sw->stats_lock);
     atomic_store_explicit(&sw->jobs[j->id], NULL, memory_order_release);
     server_quiesce(sw);
-    sw->slots_used -= j->nslots;
+    atomic_fetch_sub(&sw->slots_used, j->nslots);
     stats_retire(sw, j);
     job_free(j);
     pthread_mutex_unlock(&sw->stats_lock);
@@ -195,7 +195,7 @@ static int join_matches(const client_t *cl, const job_t *j, const wire_join_t *j
 static job_t *register_job(struct inagg_switch *sw, const client_t *cl, const wire_join_t *jn,
                            const switch_proto_ops_t *ops, uint32_t float_mode)
 {
-    uint32_t free_slots = sw->cfg.total_slots - sw->slots_used;
+    uint32_t free_slots = sw->cfg.total_slots - atomic_load(&sw->slots_used);
     if (jn->slots > free_slots) {
         send_err(cl->fd, WIRE_REFUSED, "pool exhausted: job '%s' asks %u slots, %u of %u free",
                  jn->job, jn->slots, free_slots, sw->cfg.total_slots);
@@ -236,7 +236,7 @@ static job_t *register_job(struct inagg_switch *sw, const client_t *cl, const wi
                         ? sw->cfg.worker_timeout_ms
                         : jn->timeout_ms;
     j->created_ms = server_now_ms();
-    sw->slots_used += jn->slots;
+    atomic_fetch_add(&sw->slots_used, jn->slots);
     atomic_store_explicit(&j->state, JOB_JOINING, memory_order_relaxed);
     atomic_store_explicit(&sw->jobs[id], j, memory_order_release);
     LOG_I("job '%s' (id %u) registered by rank %u: world %u", jn->job, id, jn->rank, jn->world);

@@ -43,7 +43,7 @@ struct inagg_switch {
     switch_config_t cfg;
     char listen_text[64];
     uint16_t port;
-    uint32_t slots_used;
+    _Atomic uint32_t slots_used; /* written by the control thread, read by stats anywhere */
     int listen_fd;
     _Atomic int stop;
     uint64_t start_ms;

@@ -7,6 +7,7 @@
 
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/log.h"
@@ -179,7 +180,7 @@ static void write_text(inagg_switch_t *sw, FILE *out)
     uint64_t v[STAT_COUNT];
     switch_totals(sw, v);
     fprintf(out, "switch %s threads=%u slots_used=%u/%u uptime_s=%.1f\n", sw->listen_text,
-            sw->cfg.threads, sw->slots_used, sw->cfg.total_slots,
+            sw->cfg.threads, atomic_load(&sw->slots_used), sw->cfg.total_slots,
             (double)(server_now_ms() - sw->start_ms) / 1000.0);
     fprintf(out, "packets in=%" PRIu64 " out=%" PRIu64 " injected_drops=%" PRIu64 "\n",
             v[STAT_PACKETS_IN], v[STAT_PACKETS_OUT], v[STAT_INJECTED_DROPS]);
@@ -215,7 +216,7 @@ static void write_json(inagg_switch_t *sw, FILE *out)
     json_string(&w, "listen", sw->listen_text);
     json_int(&w, "threads", sw->cfg.threads);
     json_int(&w, "slots_total", sw->cfg.total_slots);
-    json_int(&w, "slots_used", sw->slots_used);
+    json_int(&w, "slots_used", atomic_load(&sw->slots_used));
     uint64_t v[STAT_COUNT];
     switch_totals(sw, v);
     json_counters(&w, v, STAT_SWITCH);
@@ -262,14 +263,25 @@ static void write_json(inagg_switch_t *sw, FILE *out)
     json_free(&w);
 }
 
+/* Rendered into memory under the lock and written after it, so a slow `out` (a full pipe)
+ * never holds the lock that the control thread takes to retire a job. */
 void switch_write_stats(inagg_switch_t *sw, FILE *out, int json)
 {
+    char *text = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&text, &len);
     pthread_mutex_lock(&sw->stats_lock);
-    if (json)
-        write_json(sw, out);
-    else
-        write_text(sw, out);
+    if (mem && json)
+        write_json(sw, mem);
+    else if (mem)
+        write_text(sw, mem);
     pthread_mutex_unlock(&sw->stats_lock);
+    if (mem && fclose(mem) == 0 && text)
+        fwrite(text, 1, len, out);
+    else
+        fprintf(out, "stats: out of memory\n");
+    fflush(out);
+    free(text);
 }
 
 /* Does a retiring job of protocol p report counter s in its log line? */

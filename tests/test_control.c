@@ -48,7 +48,7 @@ static int request(int fd, ctl_reader_t *rd, const char *line, char *reply, size
 }
 
 /* The number after "key": in the switch's JSON stats. */
-__attribute__((unused)) static double stat_of(inagg_switch_t *sw, const char *key)
+static double stat_of(inagg_switch_t *sw, const char *key)
 {
     char *text = NULL;
     size_t len = 0;
@@ -99,5 +99,191 @@ TEST(switch_stats_race_free_while_jobs_come_and_go, 60)
     }
     atomic_store(&stats_stop, 1);
     pthread_join(reader, NULL);
+    switch_stop(sw);
+}
+
+/* ---- the control plane against careless and hostile clients ---- */
+
+static void join_line(char *line, size_t cap, const char *job, uint32_t rank, uint32_t world,
+                      uint32_t slots)
+{
+    snprintf(line, cap, "JOIN version=%u job=%s rank=%u world=%u slots=%u elems=16 float=fixed "
+             "protocol=switchml timeout=5000", INAGG_PROTOCOL_VERSION, job, rank, world, slots);
+}
+
+/* Connect, JOIN, and return the connection (kept open: it holds the rank) with the reply. */
+static int join_raw(const char *addr, const char *job, uint32_t rank, uint32_t world,
+                    uint32_t slots, char *reply, size_t cap)
+{
+    int fd = connect_to(addr);
+    ctl_reader_t rd = {0};
+    char line[CTL_LINE_MAX];
+    join_line(line, sizeof(line), job, rank, world, slots);
+    int rc = ctl_write_line(fd, line, 2000);
+    /* A JOIN of a world > 1 job is answered only when the job is complete: no reply yet. */
+    if (rc == 0 && world == 1)
+        rc = ctl_read_line(fd, &rd, reply, cap, 2000);
+    else if (rc == 0)
+        rc = ctl_read_line(fd, &rd, reply, cap, 300) == -ETIMEDOUT ? 0 : 0;
+    CHECK_MSG(rc == 0, "join %s: %s", job, strerror(-rc));
+    return fd;
+}
+
+/* Does the peer close fd within timeout_ms (reading and discarding what it sends)? */
+static int closed_within(int fd, int timeout_ms)
+{
+    ctl_reader_t rd = {0};
+    char line[CTL_LINE_MAX];
+    uint64_t end = util_now_ns() + (uint64_t)timeout_ms * 1000000ull;
+    while (util_now_ns() < end) {
+        int rc = ctl_read_line(fd, &rd, line, sizeof(line), 50);
+        if (rc == -ECONNRESET || (rc < 0 && rc != -ETIMEDOUT))
+            return 1;
+    }
+    return 0;
+}
+
+/* A client that sends requests and never reads the replies must not hold the control thread:
+ * another job's JOIN is answered at once, and the slow reader is closed. */
+TEST(control_slow_reader_does_not_stall_joins, 60)
+{
+    switch_config_t cfg = SWITCH_CONFIG_INIT;
+    char addr[64];
+    inagg_switch_t *sw = start_switch(&cfg, addr, sizeof(addr));
+    int slow = connect_to(addr);
+    int small = 4096;
+    setsockopt(slow, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
+    /* 20000 STATS requests (a few hundred KB); each reply is a few KB that nobody reads. */
+    static const char req[] = "STATS json\n";
+    size_t sent = 0, want = 20000 * (sizeof(req) - 1);
+    uint64_t end = util_now_ns() + 5000000000ull;
+    while (sent < want && util_now_ns() < end) {
+        ssize_t n = send(slow, req, sizeof(req) - 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (n > 0)
+            sent += (size_t)n;
+        else if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
+            break; /* closed by the switch already */
+        else
+            usleep(1000);
+    }
+    usleep(200000);
+    double worst_ms = 0;
+    char reply[CTL_LINE_MAX], job[32];
+    for (int i = 0; i < 5; i++) {
+        snprintf(job, sizeof(job), "other%d", i);
+        uint64_t t0 = util_now_ns();
+        int fd = join_raw(addr, job, 0, 1, 4, reply, sizeof(reply));
+        double ms = (double)(util_now_ns() - t0) / 1e6;
+        worst_ms = ms > worst_ms ? ms : worst_ms;
+        CHECK_MSG(strncmp(reply, "JOINED", 6) == 0, "%s", reply);
+        close(fd);
+    }
+    CHECK_MSG(worst_ms < 500, "a JOIN took %.0f ms while a client did not read", worst_ms);
+    CHECK(closed_within(slow, 15000));
+    CHECK(stat_of(sw, "output_full") + stat_of(sw, "request_timeout") >= 1);
+    close(slow);
+    switch_stop(sw);
+}
+
+/* A connection that sends nothing is closed after the idle timeout; one that starts a line
+ * and never ends it, after the request deadline. Both are counted. */
+TEST(control_idle_and_unfinished_requests_are_closed, 30)
+{
+    switch_config_t cfg = SWITCH_CONFIG_INIT;
+    cfg.idle_ms = 300;
+    cfg.request_ms = 300;
+    char addr[64];
+    inagg_switch_t *sw = start_switch(&cfg, addr, sizeof(addr));
+    int idle = connect_to(addr);
+    int partial = connect_to(addr);
+    CHECK(send(partial, "STA", 3, MSG_NOSIGNAL) == 3);
+    CHECK(closed_within(idle, 3000));
+    CHECK(closed_within(partial, 3000));
+    CHECK_EQ_INT(stat_of(sw, "idle_closed"), 1);
+    CHECK_EQ_INT(stat_of(sw, "request_timeout"), 1);
+    /* A member of a job is not idle: it waits for barriers and results. */
+    char reply[CTL_LINE_MAX];
+    int member = join_raw(addr, "member", 0, 1, 4, reply, sizeof(reply));
+    CHECK_MSG(strncmp(reply, "JOINED", 6) == 0, "%s", reply);
+    CHECK(!closed_within(member, 1000));
+    close(member);
+    close(idle);
+    close(partial);
+    switch_stop(sw);
+}
+
+/* Connections are limited per client address: a flood of idle connections from one address
+ * takes only its share, is refused with a reason, and other work goes on. */
+TEST(control_connections_limited_per_address, 30)
+{
+    switch_config_t cfg = SWITCH_CONFIG_INIT;
+    cfg.max_conns_per_addr = 8;
+    char addr[64];
+    inagg_switch_t *sw = start_switch(&cfg, addr, sizeof(addr));
+    enum { FLOOD = 300 };
+    static int fds[FLOOD];
+    int refused = 0;
+    for (int i = 0; i < FLOOD; i++)
+        fds[i] = connect_to(addr);
+    char line[CTL_LINE_MAX];
+    for (int i = 0; i < FLOOD; i++) {
+        ctl_reader_t rd = {0};
+        int rc = ctl_read_line(fds[i], &rd, line, sizeof(line), i < 8 ? 20 : 2000);
+        if (rc == 0 && strstr(line, "too many control connections from this address"))
+            refused++;
+    }
+    CHECK_EQ_INT(refused, FLOOD - 8);
+    CHECK_EQ_INT(stat_of(sw, "conn_per_addr"), FLOOD - 8);
+    CHECK_EQ_INT(stat_of(sw, "connections"), 8);
+    for (int i = 0; i < FLOOD; i++)
+        close(fds[i]);
+    /* Once they are gone, the address is served again. */
+    char reply[CTL_LINE_MAX];
+    int ok = -1;
+    for (int tries = 0; tries < 50 && ok < 0; tries++) {
+        usleep(20000);
+        if (stat_of(sw, "connections") == 0)
+            ok = join_raw(addr, "after", 0, 1, 4, reply, sizeof(reply));
+    }
+    CHECK(ok >= 0);
+    CHECK_MSG(strncmp(reply, "JOINED", 6) == 0, "%s", reply);
+    close(ok);
+    switch_stop(sw);
+}
+
+/* Slot quotas: one JOIN cannot take more than a job's share of the pool, the jobs of one
+ * address not more than the address's, repeating does not help, and slots come back when
+ * a job ends. */
+TEST(control_slot_quotas_per_job_and_address, 30)
+{
+    switch_config_t cfg = SWITCH_CONFIG_INIT;
+    cfg.total_slots = 100; /* defaults: a job 50, an address 75 */
+    char addr[64];
+    inagg_switch_t *sw = start_switch(&cfg, addr, sizeof(addr));
+    char reply[CTL_LINE_MAX];
+    for (int i = 0; i < 20; i++) {
+        int fd = join_raw(addr, "greedy", 0, 2, 5000, reply, sizeof(reply));
+        CHECK_MSG(strstr(reply, "ERR refused slot quota: job 'greedy' asks 5000 slots, one job "
+                         "may hold at most 50"), "%s", reply);
+        close(fd);
+    }
+    CHECK_EQ_INT(stat_of(sw, "job_slot_quota"), 20);
+    CHECK_EQ_INT(stat_of(sw, "slots_used"), 0);
+    int a = join_raw(addr, "a", 0, 2, 50, reply, sizeof(reply)); /* joining: holds 50 */
+    int b = join_raw(addr, "b", 0, 2, 30, reply, sizeof(reply));
+    CHECK_MSG(strstr(reply, "per-address quota of 75"), "%s", reply);
+    CHECK_EQ_INT(stat_of(sw, "addr_slot_quota"), 1);
+    CHECK_EQ_INT(stat_of(sw, "slots_used"), 50);
+    close(b);
+    close(a); /* job a's only member leaves: its slots return */
+    int c = -1;
+    for (int tries = 0; tries < 50; tries++) {
+        usleep(20000);
+        if (stat_of(sw, "slots_used") == 0)
+            break;
+    }
+    c = join_raw(addr, "c", 0, 1, 50, reply, sizeof(reply));
+    CHECK_MSG(strncmp(reply, "JOINED", 6) == 0, "%s", reply);
+    close(c);
     switch_stop(sw);
 }

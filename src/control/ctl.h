@@ -40,6 +40,21 @@ int ctl_read_line(int fd, ctl_reader_t *r, char *line, size_t cap, int timeout_m
 /* Write a whole line (a newline is appended). Blocks at most timeout_ms. */
 int ctl_write_line(int fd, const char *line, int timeout_ms);
 
+/* A bounded output queue for a non-blocking socket (the switch's side): lines are queued and
+ * sent as the peer takes them, so a peer that never reads cannot block the sender; one that
+ * lets `max` bytes pile up is refused more (the caller closes it). */
+typedef struct ctl_writer {
+    char *buf;
+    size_t len, cap, max;
+    uint64_t since_ns; /* when the queue last went from empty to non-empty; 0 when empty */
+} ctl_writer_t;
+
+/* Queue a line (a newline is appended): 0, -ENOBUFS past w->max, -EMSGSIZE, -ENOMEM. */
+int ctl_queue_line(ctl_writer_t *w, const char *line);
+/* Send what the socket takes now: bytes sent (0 if none), or -errno of a broken socket. */
+long ctl_flush(int fd, ctl_writer_t *w);
+void ctl_writer_free(ctl_writer_t *w);
+
 /* Connect a TCP socket to addr within timeout_ms; returns fd or -errno. */
 struct sockaddr_in;
 int ctl_connect(const struct sockaddr_in *addr, int timeout_ms);

@@ -54,6 +54,9 @@ typedef struct job {
     wire_optimizer_t opt_cfg; /* the optimizer as joined, for the parameter-mismatch check */
     _Atomic int state;       /* enum job_state */
     /* control thread only */
+    struct peer *owner;      /* the address that registered it: holds its slots (peers.h) */
+    int has_verifier;        /* registered with a job secret: every rank must prove it */
+    uint8_t verifier[32];    /* HMAC-SHA256(secret, job name) (PROTOCOL.md "Authentication") */
     uint64_t created_ms, activated_ms;
     int member_fd[INAGG_MAX_WORLD]; /* -1: not connected */
     uint8_t left[INAGG_MAX_WORLD];  /* left cleanly with LEAVE */

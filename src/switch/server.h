@@ -55,6 +55,8 @@ struct inagg_switch {
     pthread_mutex_t stats_lock; /* serialises stats printing against job retirement */
     retired_job_t retired[SWITCH_RETIRED_KEEP]; /* the last jobs to retire (under stats_lock) */
     uint64_t nretired;
+    _Atomic uint64_t ctl_counts[CTL_STAT_COUNT]; /* the control plane's refusals (stats.h) */
+    _Atomic uint32_t ctl_connections;           /* open control connections */
 };
 
 void *dataplane_main(void *arg);

@@ -81,6 +81,15 @@ const stat_info_t stat_table[STAT_COUNT] = {
                         STAT_TEXT | STAT_JSON},
 };
 
+const char *const ctl_stat_names[CTL_STAT_COUNT] = {
+    [CTL_CONN_LIMIT] = "conn_limit",         [CTL_CONN_PER_ADDR] = "conn_per_addr",
+    [CTL_IDLE_CLOSED] = "idle_closed",       [CTL_REQUEST_TIMEOUT] = "request_timeout",
+    [CTL_OUTPUT_FULL] = "output_full",       [CTL_LINE_TOO_LONG] = "line_too_long",
+    [CTL_JOB_QUOTA] = "job_slot_quota",      [CTL_ADDR_QUOTA] = "addr_slot_quota",
+    [CTL_POOL_FULL] = "pool_exhausted",      [CTL_AUTH_FAILED] = "auth_failed",
+    [CTL_AUTH_LIMITED] = "auth_rate_limited",
+};
+
 const char *stat_name(int id)
 {
     if (id < 0 || id >= STAT_COUNT)
@@ -186,6 +195,10 @@ static void write_text(inagg_switch_t *sw, FILE *out)
             v[STAT_PACKETS_IN], v[STAT_PACKETS_OUT], v[STAT_INJECTED_DROPS]);
     fprintf(out, "dropped before any job:");
     text_drops(out, v);
+    fprintf(out, "control connections=%u", atomic_load(&sw->ctl_connections));
+    for (int k = 0; k < CTL_STAT_COUNT; k++)
+        fprintf(out, " %s=%" PRIu64, ctl_stat_names[k], atomic_load(&sw->ctl_counts[k]));
+    fprintf(out, "\n");
     for (uint32_t i = 0; i < SWITCH_MAX_JOBS; i++) {
         job_t *j = atomic_load(&sw->jobs[i]);
         if (!j)
@@ -221,6 +234,11 @@ static void write_json(inagg_switch_t *sw, FILE *out)
     switch_totals(sw, v);
     json_counters(&w, v, STAT_SWITCH);
     json_drops(&w, v);
+    json_begin_object(&w, "control");
+    json_int(&w, "connections", atomic_load(&sw->ctl_connections));
+    for (int k = 0; k < CTL_STAT_COUNT; k++)
+        json_int(&w, ctl_stat_names[k], (int64_t)atomic_load(&sw->ctl_counts[k]));
+    json_end_object(&w);
     json_begin_array(&w, "jobs");
     for (uint32_t i = 0; i < SWITCH_MAX_JOBS; i++) {
         job_t *j = atomic_load(&sw->jobs[i]);

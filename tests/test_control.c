@@ -7,6 +7,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,13 +15,16 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "base/log.h"
 #include "base/netaddr.h"
+#include "base/sha256.h"
 #include "base/util.h"
 #include "control/ctl.h"
 #include "harness.h"
 #include "inagg.h"
 #include "json/json.h"
 #include "switch/switch.h"
+#include "wire/auth.h"
 
 /* An in-process switch on a free loopback port. */
 static inagg_switch_t *start_switch(switch_config_t *cfg, char *addr, size_t cap)
@@ -286,4 +290,190 @@ TEST(control_slot_quotas_per_job_and_address, 30)
     CHECK_MSG(strncmp(reply, "JOINED", 6) == 0, "%s", reply);
     close(c);
     switch_stop(sw);
+}
+
+/* ---- job secrets ---- */
+
+typedef struct lib_join {
+    const char *addr, *job, *secret;
+    uint32_t rank, world;
+    inagg_result_t rc;
+    char detail[256];
+} lib_join_t;
+
+static void *lib_join_main(void *arg)
+{
+    lib_join_t *a = arg;
+    inagg_options_t o = INAGG_OPTIONS_INIT;
+    o.slots = 4;
+    o.packet_elems = 16;
+    o.timeout_ms = 10000;
+    o.secret = a->secret;
+    inagg_comm_t *c = NULL;
+    a->rc = inagg_comm_create(&c, a->addr, a->job, a->rank, a->world, &o, a->detail,
+                              sizeof(a->detail));
+    if (a->rc == INAGG_OK) {
+        int32_t x = 1, y = 0;
+        a->rc = inagg_allreduce(c, &x, &y, 1, INAGG_INT32, INAGG_SUM);
+        if (a->rc == INAGG_OK && y != (int32_t)a->world)
+            a->rc = INAGG_ERR_PROTOCOL;
+        inagg_comm_destroy(c);
+    }
+    return NULL;
+}
+
+/* A raw JOIN of rank 1 of job `job` (world 2) on a fresh connection, proving `secret` the
+ * way `mode` says: "none", "verifier" or "proof"; the first reply line. */
+static void raw_secret_join(const char *addr, const char *job, const char *secret,
+                            const char *mode, char *reply, size_t cap)
+{
+    int fd = connect_to(addr);
+    ctl_reader_t rd = {0};
+    char line[CTL_LINE_MAX], extra[160] = "", hex[65];
+    uint8_t v[32], mac[32], nonce[16];
+    wire_auth_verifier(secret, strlen(secret), job, v);
+    if (strcmp(mode, "proof") == 0) {
+        snprintf(line, sizeof(line), "HELLO job=%s", job);
+        CHECK(request(fd, &rd, line, reply, cap) == 0);
+        CHECK_MSG(strstr(reply, "CHALLENGE nonce=") && strstr(reply, "job=exists"), "%s", reply);
+        char nh[40];
+        CHECK(ctl_get(reply, "nonce", nh, sizeof(nh)) == 0 && hex_decode(nh, nonce, 16) == 0);
+        wire_auth_proof(v, nonce, job, 1, mac);
+        hex_encode(mac, 32, hex);
+        snprintf(extra, sizeof(extra), " proof=%s", hex);
+    } else if (strcmp(mode, "verifier") == 0) {
+        hex_encode(v, 32, hex);
+        snprintf(extra, sizeof(extra), " verifier=%s", hex);
+    }
+    join_line(line, sizeof(line), job, 1, 2, 4);
+    strncat(line, extra, sizeof(line) - strlen(line) - 1);
+    CHECK(request(fd, &rd, line, reply, cap) == 0);
+    close(fd);
+}
+
+/* A job registered with a secret admits only ranks that prove it: no secret, a wrong one, a
+ * replayed proof or verifier of another job are refused and counted; the real ranks run. */
+TEST(control_job_secret_admits_only_ranks_that_prove_it, 60)
+{
+    switch_config_t cfg = SWITCH_CONFIG_INIT;
+    char addr[64], reply[CTL_LINE_MAX];
+    inagg_switch_t *sw = start_switch(&cfg, addr, sizeof(addr));
+    lib_join_t r0 = {.addr = addr, .job = "guarded", .secret = "correct horse", .rank = 0,
+                     .world = 2};
+    pthread_t t0;
+    CHECK(pthread_create(&t0, NULL, lib_join_main, &r0) == 0);
+    for (int i = 0; i < 200 && stat_of(sw, "slots_used") == 0; i++)
+        usleep(10000);
+    CHECK(stat_of(sw, "slots_used") == 4);
+    raw_secret_join(addr, "guarded", "", "none", reply, sizeof(reply));
+    CHECK_MSG(strstr(reply, "ERR refused authentication failed for job 'guarded' rank 1: the "
+                     "job has a secret and this rank gave none"), "%s", reply);
+    raw_secret_join(addr, "guarded", "battery staple", "proof", reply, sizeof(reply));
+    CHECK_MSG(strstr(reply, "wrong job secret"), "%s", reply);
+    raw_secret_join(addr, "guarded", "battery staple", "verifier", reply, sizeof(reply));
+    CHECK_MSG(strstr(reply, "wrong job secret"), "%s", reply);
+    CHECK_EQ_INT(stat_of(sw, "auth_failed"), 3);
+    /* The right secret through the library (HELLO, CHALLENGE, proof). */
+    lib_join_t r1 = {.addr = addr, .job = "guarded", .secret = "correct horse", .rank = 1,
+                     .world = 2};
+    lib_join_main(&r1);
+    pthread_join(t0, NULL);
+    CHECK_MSG(r0.rc == INAGG_OK, "rank 0: %s", r0.detail);
+    CHECK_MSG(r1.rc == INAGG_OK, "rank 1: %s", r1.detail);
+    /* An open job (no secret) refuses a rank that brings one, and vice versa is allowed. */
+    lib_join_t o0 = {.addr = addr, .job = "open", .rank = 0, .world = 2};
+    CHECK(pthread_create(&t0, NULL, lib_join_main, &o0) == 0);
+    for (int i = 0; i < 200 && stat_of(sw, "slots_used") == 0; i++)
+        usleep(10000);
+    raw_secret_join(addr, "open", "some secret", "proof", reply, sizeof(reply));
+    CHECK_MSG(strstr(reply, "registered without a secret"), "%s", reply);
+    lib_join_t o1 = {.addr = addr, .job = "open", .rank = 1, .world = 2};
+    lib_join_main(&o1);
+    pthread_join(t0, NULL);
+    CHECK_MSG(o0.rc == INAGG_OK && o1.rc == INAGG_OK, "%s / %s", o0.detail, o1.detail);
+    switch_stop(sw);
+}
+
+/* Past AUTH_FAIL_LIMIT failures in the window, JOINs from that address are refused at once
+ * (even with the right secret) and counted; a switch may require secrets for every job. */
+TEST(control_failed_authentications_are_rate_limited, 60)
+{
+    switch_config_t cfg = SWITCH_CONFIG_INIT;
+    cfg.require_secret = 1;
+    char addr[64], reply[CTL_LINE_MAX];
+    inagg_switch_t *sw = start_switch(&cfg, addr, sizeof(addr));
+    int fd = join_raw(addr, "nosecret", 0, 1, 4, reply, sizeof(reply));
+    CHECK_MSG(strstr(reply, "admits only jobs with a secret"), "%s", reply);
+    close(fd);
+    lib_join_t r0 = {.addr = addr, .job = "target", .secret = "s", .rank = 0, .world = 2};
+    pthread_t t0;
+    CHECK(pthread_create(&t0, NULL, lib_join_main, &r0) == 0);
+    for (int i = 0; i < 200 && stat_of(sw, "slots_used") == 0; i++)
+        usleep(10000);
+    for (int i = 0; i < 5; i++) {
+        raw_secret_join(addr, "target", "guess", "verifier", reply, sizeof(reply));
+        CHECK_MSG(strstr(reply, "wrong job secret") || strstr(reply, "too many failed"), "%s",
+                  reply);
+    }
+    raw_secret_join(addr, "target", "s", "proof", reply, sizeof(reply));
+    CHECK_MSG(strstr(reply, "too many failed authentications from this address"), "%s", reply);
+    CHECK_EQ_INT(stat_of(sw, "auth_failed"), 5); /* 4 guesses + the open job */
+    CHECK(stat_of(sw, "auth_rate_limited") >= 1);
+    switch_stop(sw); /* rank 0's join fails with the switch gone */
+    pthread_join(t0, NULL);
+}
+
+/* Neither the secret, nor its verifier, nor a job's token appear in the stats or the log. */
+TEST(control_secret_and_token_stay_out_of_stats_and_logs, 30)
+{
+    char logpath[] = "/tmp/inagg-test-log-XXXXXX";
+    int logfd = mkstemp(logpath);
+    CHECK(logfd >= 0);
+    fflush(stderr);
+    int saved = dup(2);
+    dup2(logfd, 2);
+    setenv("INAGG_LOG", "debug", 1);
+    log_init(LOG_DEBUG, "test");
+    switch_config_t cfg = SWITCH_CONFIG_INIT;
+    char addr[64], reply[CTL_LINE_MAX];
+    inagg_switch_t *sw = start_switch(&cfg, addr, sizeof(addr));
+    const char *secret = "Tr0ub4dor-and-3";
+    uint8_t v[32];
+    char vhex[65];
+    wire_auth_verifier(secret, strlen(secret), "leaky", v);
+    hex_encode(v, 32, vhex);
+    int fd = connect_to(addr);
+    ctl_reader_t rd = {0};
+    char line[CTL_LINE_MAX];
+    join_line(line, sizeof(line), "leaky", 0, 1, 4);
+    snprintf(line + strlen(line), sizeof(line) - strlen(line), " verifier=%s", vhex);
+    CHECK(request(fd, &rd, line, reply, sizeof(reply)) == 0);
+    char token[32];
+    CHECK_MSG(ctl_get(reply, "token", token, sizeof(token)) == 0, "%s", reply);
+    raw_secret_join(addr, "leaky", "wrong", "verifier", reply, sizeof(reply)); /* logged */
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    switch_write_stats(sw, f, 0);
+    switch_write_stats(sw, f, 1);
+    fclose(f);
+    close(fd);
+    switch_stop(sw);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    char logtext[65536] = "";
+    ssize_t n = pread(logfd, logtext, sizeof(logtext) - 1, 0);
+    close(logfd);
+    unlink(logpath);
+    CHECK(n > 0);
+    logtext[n] = '\0';
+    CHECK_MSG(strstr(logtext, "authentication failed"), "%s", logtext); /* the log works */
+    CHECK(strstr(text, "leaky") != NULL);                              /* and the stats */
+    const char *secrets[] = {secret, vhex, token};
+    for (size_t k = 0; k < 3; k++) {
+        CHECK_MSG(!strstr(text, secrets[k]), "'%s' in the stats", secrets[k]);
+        CHECK_MSG(!strstr(logtext, secrets[k]), "'%s' in the log", secrets[k]);
+    }
+    free(text);
 }

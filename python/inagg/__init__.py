@@ -63,6 +63,7 @@ class _Options(ctypes.Structure):
         ("rto_max_us", ctypes.c_uint32), ("timeout_ms", ctypes.c_uint32),
         ("socket_buffer", ctypes.c_uint32), ("faults", ctypes.c_char_p),
         ("optimizer", ctypes.c_void_p),
+        ("secret", ctypes.c_char_p), ("secret_file", ctypes.c_char_p),
     ]
 
 

@@ -28,6 +28,7 @@
 
 #include "base/log.h"
 #include "control/ctl.h"
+#include "wire/auth.h"
 #include "wire/ctlmsg.h"
 #include "switch/peers.h"
 #include "switch/server.h"
@@ -50,6 +51,8 @@ typedef struct client {
     uint64_t last_in_ms;       /* when bytes last arrived */
     uint64_t partial_since_ms; /* an incomplete line has waited since (0: none) */
     int doomed;                /* close at the end of this pass */
+    int has_nonce;             /* a CHALLENGE was sent and not yet used */
+    uint8_t nonce[WIRE_NONCE_BYTES];
 } client_t;
 
 typedef struct control {
@@ -297,10 +300,19 @@ static job_t *register_job(control_t *ctl, const client_t *cl, const wire_join_t
         }
         j->opt_cfg = jn->opt;
     }
-    uint32_t token = 0;
-    while (token == 0)
-        if (getrandom(&token, sizeof(token), 0) != sizeof(token))
-            token = (uint32_t)util_now_ns() ^ ((uint32_t)id << 16);
+    if (jn->auth == WIRE_AUTH_VERIFIER) {
+        memcpy(j->verifier, jn->mac, sizeof(j->verifier));
+        j->has_verifier = 1;
+    }
+    uint64_t token = 0;
+    for (int tries = 0; token == 0 && tries < 8; tries++)
+        if (getrandom(&token, sizeof(token), 0) != (ssize_t)sizeof(token))
+            token = 0;
+    if (token == 0) {
+        send_err(ctl, cl->fd, WIRE_REFUSED_SYSTEM, "no random numbers for the job's token");
+        job_free(j);
+        return NULL;
+    }
     j->token = token;
     j->float_mode = float_mode;
     j->timeout_ms = jn->timeout_ms == 0 || jn->timeout_ms > sw->cfg.worker_timeout_ms
@@ -314,6 +326,88 @@ static job_t *register_job(control_t *ctl, const client_t *cl, const wire_join_t
     atomic_store_explicit(&sw->jobs[id], j, memory_order_release);
     LOG_I("job '%s' (id %u) registered by rank %u: world %u", jn->job, id, jn->rank, jn->world);
     return j;
+}
+
+/* A failed authentication: counted for the address (which is refused for a while past
+ * AUTH_FAIL_LIMIT) and switch-wide; the reason never contains the secret or the proof. */
+static int auth_failed(control_t *ctl, const client_t *cl, const wire_join_t *jn, const char *why)
+{
+    peer_t *p = cl->peer;
+    uint64_t now = server_now_ms();
+    if (p->auth_fails == 0 || now - p->window_ms >= AUTH_WINDOW_MS) {
+        p->auth_fails = 0;
+        p->window_ms = now;
+    }
+    p->auth_fails++;
+    count(ctl->sw, CTL_AUTH_FAILED);
+    char who[64];
+    peers_format(p, who, sizeof(who));
+    LOG_W("control: JOIN of job '%s' rank %u from %s: authentication failed (%s)", jn->job,
+          jn->rank, who, why);
+    send_err(ctl, cl->fd, WIRE_REFUSED, "authentication failed for job '%s' rank %u: %s",
+             jn->job, jn->rank, why);
+    return -1;
+}
+
+/* Does the JOIN prove the job's secret (PROTOCOL.md "Authentication")? j is the job of that
+ * name, NULL if it is new. 0, or -1 after refusing. */
+static int authenticate(control_t *ctl, client_t *cl, const job_t *j, const wire_join_t *jn)
+{
+    peer_t *p = cl->peer;
+    uint64_t now = server_now_ms();
+    int had_nonce = cl->has_nonce;
+    cl->has_nonce = 0; /* a challenge answers one JOIN */
+    if (p->auth_fails >= AUTH_FAIL_LIMIT && now - p->window_ms < AUTH_WINDOW_MS) {
+        count(ctl->sw, CTL_AUTH_LIMITED);
+        send_err(ctl, cl->fd, WIRE_REFUSED, "too many failed authentications from this address; "
+                 "try again in %llu ms", (unsigned long long)(AUTH_WINDOW_MS - (now - p->window_ms)));
+        return -1;
+    }
+    if (!j) {
+        if (jn->auth == WIRE_AUTH_PROOF) {
+            send_err(ctl, cl->fd, WIRE_REFUSED, "job '%s' is not registered (any more); join "
+                     "again", jn->job);
+            return -1;
+        }
+        if (jn->auth == WIRE_AUTH_NONE && ctl->sw->cfg.require_secret)
+            return auth_failed(ctl, cl, jn, "this switch admits only jobs with a secret "
+                               "(INAGG_JOB_SECRET)");
+        return 0;
+    }
+    if (!j->has_verifier)
+        return jn->auth == WIRE_AUTH_NONE
+                   ? 0
+                   : auth_failed(ctl, cl, jn, "the job was registered without a secret");
+    if (jn->auth == WIRE_AUTH_NONE)
+        return auth_failed(ctl, cl, jn, "the job has a secret and this rank gave none");
+    uint8_t want[SHA256_BYTES];
+    if (jn->auth == WIRE_AUTH_PROOF) {
+        if (!had_nonce)
+            return auth_failed(ctl, cl, jn, "proof= without a CHALLENGE on this connection");
+        wire_auth_proof(j->verifier, cl->nonce, jn->job, jn->rank, want);
+    } else {
+        memcpy(want, j->verifier, sizeof(want));
+    }
+    if (!mem_equal_ct(want, jn->mac, sizeof(want)))
+        return auth_failed(ctl, cl, jn, "wrong job secret");
+    return 0;
+}
+
+/* HELLO job=NAME: a fresh nonce for this connection's next JOIN, and whether the job exists
+ * (its first rank registers it with its verifier, the others prove the secret). */
+static void handle_hello(control_t *ctl, client_t *cl, const char *line)
+{
+    char name[WIRE_JOB_NAME_MAX] = "", hex[2 * WIRE_NONCE_BYTES + 1], out[CTL_LINE_MAX];
+    ctl_get(line, "job", name, sizeof(name));
+    if (getrandom(cl->nonce, sizeof(cl->nonce), 0) != (ssize_t)sizeof(cl->nonce)) {
+        send_err(ctl, cl->fd, WIRE_REFUSED_SYSTEM, "no random numbers for a challenge");
+        return;
+    }
+    cl->has_nonce = 1;
+    hex_encode(cl->nonce, sizeof(cl->nonce), hex);
+    snprintf(out, sizeof(out), "%s nonce=%s job=%s", wire_verb_name(WIRE_VERB_CHALLENGE), hex,
+             name[0] && find_job(ctl->sw, name) ? "exists" : "new");
+    send_line(ctl, cl->fd, out);
 }
 
 /* Handle JOIN; returns 0 if the client stays, -1 if it must be closed after the reply. */
@@ -355,6 +449,8 @@ static int handle_join(control_t *ctl, client_t *cl, const char *line)
         return -1;
     }
     job_t *j = find_job(sw, jn.job);
+    if (authenticate(ctl, cl, j, &jn) != 0)
+        return -1;
     if (j ? join_matches(ctl, cl, j, &jn, ops, float_mode) != 0
           : !(j = register_job(ctl, cl, &jn, ops, float_mode)))
         return -1;
@@ -476,6 +572,9 @@ static int serve_client(control_t *ctl, client_t *cl)
             break;
         case WIRE_VERB_STATS:
             handle_stats(ctl, cl, line);
+            break;
+        case WIRE_VERB_HELLO:
+            handle_hello(ctl, cl, line);
             break;
         default:
             send_err(ctl, cl->fd, WIRE_REFUSED_INVALID, "unknown request '%.40s'", line);

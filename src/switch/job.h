@@ -37,7 +37,7 @@ enum job_state { JOB_JOINING = 0, JOB_ACTIVE, JOB_FAILED };
 typedef struct job {
     /* immutable once published */
     uint16_t id;
-    uint32_t token;
+    uint64_t token;
     char name[64];
     uint32_t world, nslots, elems;
     uint32_t float_mode; /* inagg_float_mode_t */

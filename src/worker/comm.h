@@ -28,7 +28,7 @@ struct inagg_comm {
     wire_optimizer_t opt;         /* options.optimizer, as JOIN carries it (present: 0 none) */
     char job[64];
     uint16_t job_id;
-    uint32_t token;
+    uint64_t token;
     const worker_proto_ops_t *proto;
     void *ps;                     /* the protocol's state */
     int ctl_fd;

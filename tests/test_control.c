@@ -182,6 +182,7 @@ TEST(control_slow_reader_does_not_stall_joins, 60)
         CHECK_MSG(strncmp(reply, "JOINED", 6) == 0, "%s", reply);
         close(fd);
     }
+    fprintf(stderr, "    JOIN latency with a client not reading: worst of 5 %.2f ms\n", worst_ms);
     CHECK_MSG(worst_ms < 500, "a JOIN took %.0f ms while a client did not read", worst_ms);
     CHECK(closed_within(slow, 15000));
     CHECK(stat_of(sw, "output_full") + stat_of(sw, "request_timeout") >= 1);

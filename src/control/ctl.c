@@ -120,6 +120,8 @@ int ctl_queue_line(ctl_writer_t *w, const char *line)
 
 long ctl_flush(int fd, ctl_writer_t *w)
 {
+    if (w->len == 0)
+        return 0;
     size_t off = 0;
     while (off < w->len) {
         ssize_t n = send(fd, w->buf + off, w->len - off, MSG_DONTWAIT | MSG_NOSIGNAL);

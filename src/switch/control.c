@@ -37,6 +37,8 @@
 #define CTL_TICK_MS 50
 #define CTL_ACCEPT_BURST 64                /* connections accepted per pass */
 #define CTL_OUTPUT_MAX (4u << 20)          /* bytes of replies queued per connection */
+#define CTL_OUTPUT_HIGH (64u << 10)        /* past this, a connection's requests wait */
+#define CTL_LINES_PER_PASS 16              /* requests served per connection per pass */
 #define SWITCH_MAX_POOL_BYTES (1ull << 30) /* per job */
 #define AUTH_WINDOW_MS 10000               /* failed authentications are counted over this */
 #define AUTH_FAIL_LIMIT 5                  /* ... and past this many, JOINs are refused */
@@ -545,18 +547,30 @@ static void reap(control_t *ctl)
 }
 
 /* Returns -1 if the client must be dropped. */
+/* A client whose replies pile up is not served until it reads them (nor read from). */
+static int throttled(const client_t *cl) { return cl->wr.len > CTL_OUTPUT_HIGH; }
+
+/* A complete request is waiting in cl's buffer and cl may be served. */
+static int has_request(const client_t *cl)
+{
+    return !cl->doomed && !throttled(cl) && memchr(cl->rd.buf, '\n', cl->rd.len) != NULL;
+}
+
+/* Read what cl sent and serve up to CTL_LINES_PER_PASS requests, so that no client takes
+ * the thread from the others. Returns -1 if the client must be dropped. */
 static int serve_client(control_t *ctl, client_t *cl)
 {
     long got = ctl_fill(cl->fd, &cl->rd);
     if (got == -EMSGSIZE)
         count(ctl->sw, CTL_LINE_TOO_LONG);
-    if (got == 0 || (got < 0 && got != -EAGAIN))
-        return -1;
+    int gone = got == 0 || (got < 0 && got != -EAGAIN);
     uint64_t now = server_now_ms();
     if (got > 0)
         cl->last_in_ms = now;
     char line[CTL_LINE_MAX];
-    while (!cl->doomed && ctl_take_line(&cl->rd, line, sizeof(line))) {
+    for (int served = 0; served < CTL_LINES_PER_PASS && !cl->doomed && !throttled(cl) &&
+                         ctl_take_line(&cl->rd, line, sizeof(line));
+         served++) {
         switch (wire_verb_of(line)) {
         case WIRE_VERB_JOIN:
             if (handle_join(ctl, cl, line) != 0)
@@ -585,7 +599,7 @@ static int serve_client(control_t *ctl, client_t *cl)
         cl->partial_since_ms = 0;
     else if (cl->partial_since_ms == 0)
         cl->partial_since_ms = now;
-    return 0;
+    return gone ? -1 : 0;
 }
 
 /* The deadlines: a request line or its reply not done within request_ms, and a connection
@@ -740,13 +754,15 @@ void *control_main(void *arg)
     uint64_t last_check = 0;
     while (!atomic_load(&sw->stop)) {
         pfds[0] = (struct pollfd){.fd = sw->listen_fd, .events = POLLIN};
+        int pending = 0;
         for (int i = 0; i < ctl->nclients; i++) {
             const client_t *cl = ctl->clients[i];
-            pfds[i + 1] = (struct pollfd){.fd = cl->fd,
-                                          .events = (short)(POLLIN | (cl->wr.len ? POLLOUT : 0))};
+            short ev = (short)(POLLRDHUP | (throttled(cl) ? 0 : POLLIN) | (cl->wr.len ? POLLOUT : 0));
+            pfds[i + 1] = (struct pollfd){.fd = cl->fd, .events = ev};
+            pending |= has_request(cl);
         }
         int n = ctl->nclients;
-        int pr = poll(pfds, (nfds_t)n + 1, CTL_TICK_MS);
+        int pr = poll(pfds, (nfds_t)n + 1, pending ? 0 : CTL_TICK_MS);
         if (pr < 0 && errno != EINTR)
             LOG_W("control: poll: %s", strerror(errno));
         if (pr > 0 && (pfds[0].revents & POLLIN))
@@ -757,7 +773,10 @@ void *control_main(void *arg)
             short re = pr > 0 ? pfds[i + 1].revents : 0;
             if ((re & POLLOUT) && ctl_flush(cl->fd, &cl->wr) < 0)
                 doom(ctl, cl, -1);
-            if ((re & (POLLIN | POLLHUP | POLLERR)) && !cl->doomed && serve_client(ctl, cl) != 0)
+            if (throttled(cl) && (re & (POLLRDHUP | POLLHUP | POLLERR)))
+                doom(ctl, cl, -1); /* gone without reading its replies */
+            else if (((re & (POLLIN | POLLRDHUP | POLLHUP | POLLERR)) || has_request(cl)) &&
+                     !cl->doomed && serve_client(ctl, cl) != 0)
                 drop_client(ctl, i);
         }
         uint64_t now = server_now_ms();

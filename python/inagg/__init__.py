@@ -40,7 +40,7 @@ SUM, AVG = 0, 1
 _OPS = {"sum": SUM, "avg": AVG, "mean": AVG, SUM: SUM, AVG: AVG}
 _FLOAT_MODES = {"fixed": 0, "native": 1}
 _PROTOCOLS = {"switchml": 0, "p4sgd": 1}
-MAX_PACKET_ELEMS = 16368
+MAX_PACKET_ELEMS = 16367  # INAGG_MAX_PACKET_ELEMS: (65507 - 36) / 4
 
 
 class InaggError(RuntimeError):
@@ -264,9 +264,13 @@ class Request:
 class Comm:
     """One rank of a job on an inagg switch: inagg_comm_create with the given options.
 
-    Comm(switch, rank, world, job="inagg", *, slots=16, packet_elems=16368, threads=1,
+    Comm(switch, rank, world, job="inagg", *, slots=16, packet_elems=16367, threads=1,
          float_mode="fixed"|"native", protocol="switchml"|"p4sgd", timeout_ms=30000,
-         rto_us=2000, rto_min_us=1000, rto_max_us=50000, socket_buffer=0, faults=None)
+         rto_us=2000, rto_min_us=1000, rto_max_us=50000, socket_buffer=0, faults=None,
+         secret=None, secret_file=None)
+
+    secret / secret_file: the job secret its ranks share (default: $INAGG_JOB_SECRET, else the
+    file $INAGG_JOB_SECRET_FILE names); see PROTOCOL.md "Authentication".
 
     Blocks until every rank of the job has joined (or timeout_ms). Use as a context manager,
     or call close(); both wait for requests still in flight."""
@@ -274,10 +278,10 @@ class Comm:
     def __init__(self, switch, rank, world, job="inagg", *, slots=None, packet_elems=None,
                  threads=None, float_mode="fixed", protocol="switchml", timeout_ms=None,
                  rto_us=None, rto_min_us=None, rto_max_us=None, socket_buffer=None,
-                 faults=None):
+                 faults=None, secret=None, secret_file=None):
         lib = _lib()
         o = _Options(ctypes.sizeof(_Options), 16, MAX_PACKET_ELEMS, 1, 0, 0, 2000, 1000, 50000,
-                     30000, 0, None, None)
+                     30000, 0, None, None, None, None)
         for name, val in (("slots", slots), ("packet_elems", packet_elems),
                           ("threads", threads), ("timeout_ms", timeout_ms), ("rto_us", rto_us),
                           ("rto_min_us", rto_min_us), ("rto_max_us", rto_max_us),
@@ -291,6 +295,10 @@ class Comm:
             raise ValueError("inagg: unknown option value %s" % e) from None
         self._faults = faults.encode() if faults else None
         o.faults = self._faults
+        self._secret = secret.encode() if isinstance(secret, str) else secret
+        self._secret_file = str(secret_file).encode() if secret_file else None
+        o.secret = self._secret
+        o.secret_file = self._secret_file
         self._opts = o
         self._handle = None
         self._requests = weakref.WeakSet()

@@ -149,11 +149,38 @@ static int closed_within(int fd, int timeout_ms)
 
 /* A client that sends requests and never reads the replies must not hold the control thread:
  * another job's JOIN is answered at once, and the slow reader is closed. */
+/* Five JOINs of one-rank jobs named PREFIXi, one after another; their latencies in ms. */
+static void time_joins(const char *addr, const char *prefix, double ms[5])
+{
+    char reply[CTL_LINE_MAX], job[32];
+    for (int i = 0; i < 5; i++) {
+        snprintf(job, sizeof(job), "%s%d", prefix, i);
+        uint64_t t0 = util_now_ns();
+        int fd = join_raw(addr, job, 0, 1, 4, reply, sizeof(reply));
+        ms[i] = (double)(util_now_ns() - t0) / 1e6;
+        CHECK_MSG(strncmp(reply, "JOINED", 6) == 0, "%s", reply);
+        close(fd);
+    }
+}
+
+static double median5(double v[5])
+{
+    for (int i = 1; i < 5; i++)
+        for (int k = i; k > 0 && v[k] < v[k - 1]; k--) {
+            double t = v[k];
+            v[k] = v[k - 1];
+            v[k - 1] = t;
+        }
+    return v[2];
+}
+
 TEST(control_slow_reader_does_not_stall_joins, 60)
 {
     switch_config_t cfg = SWITCH_CONFIG_INIT;
     char addr[64];
     inagg_switch_t *sw = start_switch(&cfg, addr, sizeof(addr));
+    double quiet[5], attacked[5];
+    time_joins(addr, "quiet", quiet);
     int slow = connect_to(addr);
     int small = 4096;
     setsockopt(slow, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
@@ -171,19 +198,13 @@ TEST(control_slow_reader_does_not_stall_joins, 60)
             usleep(1000);
     }
     usleep(200000);
-    double worst_ms = 0;
-    char reply[CTL_LINE_MAX], job[32];
-    for (int i = 0; i < 5; i++) {
-        snprintf(job, sizeof(job), "other%d", i);
-        uint64_t t0 = util_now_ns();
-        int fd = join_raw(addr, job, 0, 1, 4, reply, sizeof(reply));
-        double ms = (double)(util_now_ns() - t0) / 1e6;
-        worst_ms = ms > worst_ms ? ms : worst_ms;
-        CHECK_MSG(strncmp(reply, "JOINED", 6) == 0, "%s", reply);
-        close(fd);
-    }
-    fprintf(stderr, "    JOIN latency with a client not reading: worst of 5 %.2f ms\n", worst_ms);
-    CHECK_MSG(worst_ms < 500, "a JOIN took %.0f ms while a client did not read", worst_ms);
+    time_joins(addr, "other", attacked);
+    double worst = attacked[0];
+    for (int i = 1; i < 5; i++)
+        worst = attacked[i] > worst ? attacked[i] : worst;
+    fprintf(stderr, "    JOIN latency, median of 5: %.3f ms quiet, %.3f ms with a client not "
+            "reading (worst %.3f ms)\n", median5(quiet), median5(attacked), worst);
+    CHECK_MSG(worst < 500, "a JOIN took %.0f ms while a client did not read", worst);
     CHECK(closed_within(slow, 15000));
     CHECK(stat_of(sw, "output_full") + stat_of(sw, "request_timeout") >= 1);
     close(slow);
@@ -323,6 +344,27 @@ static void *lib_join_main(void *arg)
     return NULL;
 }
 
+/* Wait (up to 2 s) until job `name` is registered and joining. */
+static void wait_joining(inagg_switch_t *sw, const char *name)
+{
+    char want[96];
+    snprintf(want, sizeof(want), "name=%s state=joining", name);
+    for (int i = 0; i < 200; i++) {
+        char *text = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&text, &len);
+        CHECK(f);
+        switch_write_stats(sw, f, 0);
+        fclose(f);
+        int found = strstr(text, want) != NULL;
+        free(text);
+        if (found)
+            return;
+        usleep(10000);
+    }
+    CHECK_MSG(0, "job %s never registered", name);
+}
+
 /* A raw JOIN of rank 1 of job `job` (world 2) on a fresh connection, proving `secret` the
  * way `mode` says: "none", "verifier" or "proof"; the first reply line. */
 static void raw_secret_join(const char *addr, const char *job, const char *secret,
@@ -363,9 +405,7 @@ TEST(control_job_secret_admits_only_ranks_that_prove_it, 60)
                      .world = 2};
     pthread_t t0;
     CHECK(pthread_create(&t0, NULL, lib_join_main, &r0) == 0);
-    for (int i = 0; i < 200 && stat_of(sw, "slots_used") == 0; i++)
-        usleep(10000);
-    CHECK(stat_of(sw, "slots_used") == 4);
+    wait_joining(sw, "guarded");
     raw_secret_join(addr, "guarded", "", "none", reply, sizeof(reply));
     CHECK_MSG(strstr(reply, "ERR refused authentication failed for job 'guarded' rank 1: the "
                      "job has a secret and this rank gave none"), "%s", reply);
@@ -384,8 +424,7 @@ TEST(control_job_secret_admits_only_ranks_that_prove_it, 60)
     /* An open job (no secret) refuses a rank that brings one, and vice versa is allowed. */
     lib_join_t o0 = {.addr = addr, .job = "open", .rank = 0, .world = 2};
     CHECK(pthread_create(&t0, NULL, lib_join_main, &o0) == 0);
-    for (int i = 0; i < 200 && stat_of(sw, "slots_used") == 0; i++)
-        usleep(10000);
+    wait_joining(sw, "open");
     raw_secret_join(addr, "open", "some secret", "proof", reply, sizeof(reply));
     CHECK_MSG(strstr(reply, "registered without a secret"), "%s", reply);
     lib_join_t o1 = {.addr = addr, .job = "open", .rank = 1, .world = 2};
@@ -409,8 +448,7 @@ TEST(control_failed_authentications_are_rate_limited, 60)
     lib_join_t r0 = {.addr = addr, .job = "target", .secret = "s", .rank = 0, .world = 2};
     pthread_t t0;
     CHECK(pthread_create(&t0, NULL, lib_join_main, &r0) == 0);
-    for (int i = 0; i < 200 && stat_of(sw, "slots_used") == 0; i++)
-        usleep(10000);
+    wait_joining(sw, "target");
     for (int i = 0; i < 5; i++) {
         raw_secret_join(addr, "target", "guess", "verifier", reply, sizeof(reply));
         CHECK_MSG(strstr(reply, "wrong job secret") || strstr(reply, "too many failed"), "%s",

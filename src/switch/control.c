@@ -57,8 +57,16 @@ typedef struct client {
     uint8_t nonce[WIRE_NONCE_BYTES];
 } client_t;
 
+/* A job unpublished but not yet freed: freed once the dataplane threads passed epoch. */
+typedef struct retiring {
+    job_t *j;
+    uint64_t epoch[SWITCH_MAX_THREADS];
+} retiring_t;
+
 typedef struct control {
     struct inagg_switch *sw;
+    retiring_t *retiring; /* [SWITCH_MAX_JOBS] */
+    uint32_t nretiring;
     client_t *clients[CTL_MAX_CLIENTS];
     int nclients;
     client_t **by_fd; /* [by_fd_cap]: the client of a descriptor */
@@ -146,21 +154,55 @@ static void fail_job(control_t *ctl, job_t *j, const char *fmt, ...)
             send_failed(ctl, j->member_fd[r], j);
 }
 
-static void retire_job(control_t *ctl, job_t *j)
+/* The end of a retirement, after the grace period: keep its counters, return its slots,
+ * free it. */
+static void free_retired(control_t *ctl, job_t *j)
 {
     struct inagg_switch *sw = ctl->sw;
     if (j->owner) {
         j->owner->slots -= j->nslots;
         peers_release(j->owner, server_now_ms(), AUTH_WINDOW_MS);
     }
-    /* Under the stats lock, so a concurrent stats printer never sees a freed job. */
     pthread_mutex_lock(&sw->stats_lock);
-    atomic_store_explicit(&sw->jobs[j->id], NULL, memory_order_release);
-    server_quiesce(sw);
     atomic_fetch_sub(&sw->slots_used, j->nslots);
     stats_retire(sw, j);
     job_free(j);
     pthread_mutex_unlock(&sw->stats_lock);
+}
+
+/* Free the retiring jobs whose grace period has passed (all of them, waiting, if `wait`). */
+static void reap_retired(control_t *ctl, int wait)
+{
+    for (uint32_t k = 0; k < ctl->nretiring;) {
+        retiring_t *r = &ctl->retiring[k];
+        if (!server_passed(ctl->sw, r->epoch) && !wait) {
+            k++;
+            continue;
+        }
+        if (wait)
+            server_quiesce(ctl->sw);
+        free_retired(ctl, r->j);
+        *r = ctl->retiring[--ctl->nretiring];
+    }
+}
+
+/* Unpublish j (under the stats lock, so a stats printer never sees it afterwards); it is
+ * freed by reap_retired once no dataplane thread can hold it. The control thread does not
+ * wait for the dataplane here. */
+static void retire_job(control_t *ctl, job_t *j)
+{
+    struct inagg_switch *sw = ctl->sw;
+    pthread_mutex_lock(&sw->stats_lock);
+    atomic_store_explicit(&sw->jobs[j->id], NULL, memory_order_release);
+    pthread_mutex_unlock(&sw->stats_lock);
+    if (ctl->nretiring == SWITCH_MAX_JOBS) { /* cannot happen in practice: wait instead */
+        server_quiesce(sw);
+        free_retired(ctl, j);
+        return;
+    }
+    retiring_t *r = &ctl->retiring[ctl->nretiring++];
+    r->j = j;
+    server_epochs(sw, r->epoch);
 }
 
 static int job_has_members(const job_t *j)
@@ -728,8 +770,11 @@ static control_t *control_create(struct inagg_switch *sw)
     ctl->max_addr_slots = or_default(c->max_addr_slots, three_quarters ? three_quarters : 1);
     ctl->by_fd_cap = 65536; /* descriptors above this are refused */
     ctl->by_fd = calloc((size_t)ctl->by_fd_cap, sizeof(*ctl->by_fd));
-    if (!ctl->by_fd || peers_init(&ctl->peers, CTL_MAX_CLIENTS + SWITCH_MAX_JOBS) != 0) {
+    ctl->retiring = calloc(SWITCH_MAX_JOBS, sizeof(*ctl->retiring));
+    if (!ctl->by_fd || !ctl->retiring ||
+        peers_init(&ctl->peers, CTL_MAX_CLIENTS + SWITCH_MAX_JOBS) != 0) {
         free(ctl->by_fd);
+        free(ctl->retiring);
         free(ctl);
         return NULL;
     }
@@ -745,6 +790,7 @@ void *control_main(void *arg)
         if (ctl) {
             peers_free(&ctl->peers);
             free(ctl->by_fd);
+            free(ctl->retiring);
         }
         free(ctl);
         free(pfds);
@@ -786,11 +832,14 @@ void *control_main(void *arg)
             last_check = now;
         }
         reap(ctl);
+        reap_retired(ctl, 0);
     }
     while (ctl->nclients > 0)
         drop_client(ctl, ctl->nclients - 1);
+    reap_retired(ctl, 1);
     peers_free(&ctl->peers);
     free(ctl->by_fd);
+    free(ctl->retiring);
     free(pfds);
     free(ctl);
     return NULL;

@@ -3,9 +3,10 @@
  * by the control thread, read by the dataplane threads), the dataplane threads, the control
  * thread. Only src/switch/ includes this.
  *
- * Retiring a job: the control thread unpublishes it from the table, then waits until every
- * dataplane thread has passed through its loop head (its `epoch` changed), after which no
- * thread can still hold a pointer to it, and frees it (a quiescent-state grace period).
+ * Retiring a job: the control thread unpublishes it from the table, notes the dataplane
+ * threads' epochs, and frees it once every dataplane thread has passed through its loop head
+ * (its `epoch` changed), after which no thread can still hold a pointer to it (a
+ * quiescent-state grace period). It does not wait for that: it checks on every pass.
  */
 #ifndef INAGG_SWITCH_SERVER_H
 #define INAGG_SWITCH_SERVER_H
@@ -67,6 +68,10 @@ void stats_retire(struct inagg_switch *sw, const job_t *j);
 
 /* Wait for a grace period: every running dataplane thread passed its loop head. */
 void server_quiesce(struct inagg_switch *sw);
+/* The same without waiting: note the threads' epochs now (seen[threads]), and later ask
+ * whether every running thread has passed its loop head since (1) or not yet (0). */
+void server_epochs(struct inagg_switch *sw, uint64_t *seen);
+int server_passed(struct inagg_switch *sw, const uint64_t *seen);
 
 static inline uint64_t server_now_ms(void) { return util_now_ns() / 1000000ull; }
 

@@ -60,6 +60,7 @@ typedef struct client {
 /* A job unpublished but not yet freed: freed once the dataplane threads passed epoch. */
 typedef struct retiring {
     job_t *j;
+    uint64_t record; /* its record among the retired jobs' counters (stats_retire) */
     uint64_t epoch[SWITCH_MAX_THREADS];
 } retiring_t;
 
@@ -156,7 +157,7 @@ static void fail_job(control_t *ctl, job_t *j, const char *fmt, ...)
 
 /* The end of a retirement, after the grace period: keep its counters, return its slots,
  * free it. */
-static void free_retired(control_t *ctl, job_t *j)
+static void free_retired(control_t *ctl, job_t *j, uint64_t record)
 {
     struct inagg_switch *sw = ctl->sw;
     if (j->owner) {
@@ -165,7 +166,7 @@ static void free_retired(control_t *ctl, job_t *j)
     }
     pthread_mutex_lock(&sw->stats_lock);
     atomic_fetch_sub(&sw->slots_used, j->nslots);
-    stats_retire(sw, j);
+    stats_retire_final(sw, j, record);
     job_free(j);
     pthread_mutex_unlock(&sw->stats_lock);
 }
@@ -181,7 +182,7 @@ static void reap_retired(control_t *ctl, int wait)
         }
         if (wait)
             server_quiesce(ctl->sw);
-        free_retired(ctl, r->j);
+        free_retired(ctl, r->j, r->record);
         *r = ctl->retiring[--ctl->nretiring];
     }
 }
@@ -194,14 +195,16 @@ static void retire_job(control_t *ctl, job_t *j)
     struct inagg_switch *sw = ctl->sw;
     pthread_mutex_lock(&sw->stats_lock);
     atomic_store_explicit(&sw->jobs[j->id], NULL, memory_order_release);
+    uint64_t record = stats_retire(sw, j);
     pthread_mutex_unlock(&sw->stats_lock);
     if (ctl->nretiring == SWITCH_MAX_JOBS) { /* cannot happen in practice: wait instead */
         server_quiesce(sw);
-        free_retired(ctl, j);
+        free_retired(ctl, j, record);
         return;
     }
     retiring_t *r = &ctl->retiring[ctl->nretiring++];
     r->j = j;
+    r->record = record;
     server_epochs(sw, r->epoch);
 }
 

@@ -63,8 +63,12 @@ struct inagg_switch {
 void *dataplane_main(void *arg);
 void *control_main(void *arg);
 
-/* Keep a retiring job's counters in sw->retired and log them (under stats_lock). */
-void stats_retire(struct inagg_switch *sw, const job_t *j);
+/* Keep a retiring job's counters in sw->retired as they are now (under stats_lock, when it
+ * is unpublished, so stats show it without a gap); returns its record's number. */
+uint64_t stats_retire(struct inagg_switch *sw, const job_t *j);
+/* After its grace period: bring record k up to the job's final counters (if it is still
+ * kept) and log them (under stats_lock). */
+void stats_retire_final(struct inagg_switch *sw, const job_t *j, uint64_t k);
 
 /* Wait for a grace period: every running dataplane thread passed its loop head. */
 void server_quiesce(struct inagg_switch *sw);

@@ -330,13 +330,23 @@ static void log_summary(const switch_proto_ops_t *p, const uint64_t v[STAT_COUNT
 #undef PUT
 }
 
-void stats_retire(inagg_switch_t *sw, const job_t *j)
+uint64_t stats_retire(inagg_switch_t *sw, const job_t *j)
 {
-    retired_job_t *r = &sw->retired[sw->nretired++ % SWITCH_RETIRED_KEEP];
+    uint64_t k = sw->nretired++;
+    retired_job_t *r = &sw->retired[k % SWITCH_RETIRED_KEEP];
     *r = (retired_job_t){.id = j->id, .proto = j->proto, .world = j->world};
     snprintf(r->name, sizeof(r->name), "%s", j->name);
     job_totals(j, r->v);
+    return k;
+}
+
+void stats_retire_final(inagg_switch_t *sw, const job_t *j, uint64_t k)
+{
+    uint64_t v[STAT_COUNT];
+    job_totals(j, v);
+    if (k >= retired_first(sw))
+        memcpy(sw->retired[k % SWITCH_RETIRED_KEEP].v, v, sizeof(v));
     char summary[512];
-    log_summary(j->proto, r->v, summary, sizeof(summary));
+    log_summary(j->proto, v, summary, sizeof(summary));
     LOG_I("job '%s' (id %u) retired: %s", j->name, j->id, summary);
 }

@@ -2,8 +2,8 @@
  * control.c - the switch's control plane: one thread serving TCP connections with the text
  * protocol of control/ctl.h.
  *
- * It admits jobs (JOIN: the first rank registers the job, the others must match; all of
- * them get JOINED once the last one arrives, which makes join a barrier), runs barriers,
+ * It admits jobs (admit.c: JOIN, its limits and job secrets; all ranks get JOINED once the
+ * last one arrives, which makes join a barrier), runs barriers,
  * answers STATS, and watches jobs: a member whose connection closes without LEAVE fails its
  * job at once; a rank that sends nothing for the job's timeout while other ranks keep
  * sending fails it too; a job whose ranks do not all join in time is refused. Failing a job
@@ -22,61 +22,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include "base/log.h"
-#include "control/ctl.h"
-#include "wire/auth.h"
-#include "wire/ctlmsg.h"
-#include "switch/peers.h"
-#include "switch/server.h"
+#include "switch/control_int.h"
 
-#define CTL_MAX_CLIENTS 1024
-#define CTL_TICK_MS 50
-#define CTL_ACCEPT_BURST 64                /* connections accepted per pass */
-#define CTL_OUTPUT_MAX (4u << 20)          /* bytes of replies queued per connection */
-#define CTL_OUTPUT_HIGH (64u << 10)        /* past this, a connection's requests wait */
-#define CTL_LINES_PER_PASS 16              /* requests served per connection per pass */
-#define SWITCH_MAX_POOL_BYTES (1ull << 30) /* per job */
-#define AUTH_WINDOW_MS 10000               /* failed authentications are counted over this */
-#define AUTH_FAIL_LIMIT 5                  /* ... and past this many, JOINs are refused */
-
-typedef struct client {
-    int fd;
-    ctl_reader_t rd;
-    ctl_writer_t wr;
-    peer_t *peer;
-    job_t *job; /* NULL until JOIN succeeded */
-    uint32_t rank;
-    uint64_t last_in_ms;       /* when bytes last arrived */
-    uint64_t partial_since_ms; /* an incomplete line has waited since (0: none) */
-    int doomed;                /* close at the end of this pass */
-    int has_nonce;             /* a CHALLENGE was sent and not yet used */
-    uint8_t nonce[WIRE_NONCE_BYTES];
-} client_t;
-
-/* A job unpublished but not yet freed: freed once the dataplane threads passed epoch. */
-typedef struct retiring {
-    job_t *j;
-    uint64_t record; /* its record among the retired jobs' counters (stats_retire) */
-    uint64_t epoch[SWITCH_MAX_THREADS];
-} retiring_t;
-
-typedef struct control {
-    struct inagg_switch *sw;
-    retiring_t *retiring; /* [SWITCH_MAX_JOBS] */
-    uint32_t nretiring;
-    client_t *clients[CTL_MAX_CLIENTS];
-    int nclients;
-    client_t **by_fd; /* [by_fd_cap]: the client of a descriptor */
-    int by_fd_cap;
-    peer_table_t peers;
-    uint32_t request_ms, idle_ms, max_conns_per_addr, max_job_slots, max_addr_slots;
-} control_t;
-
-static void count(struct inagg_switch *sw, enum ctl_stat s)
+void control_count(struct inagg_switch *sw, enum ctl_stat s)
 {
     atomic_fetch_add_explicit(&sw->ctl_counts[s], 1, memory_order_relaxed);
 }
@@ -88,7 +40,7 @@ static void doom(control_t *ctl, client_t *cl, int reason)
         return;
     cl->doomed = 1;
     if (reason >= 0)
-        count(ctl->sw, (enum ctl_stat)reason);
+        control_count(ctl->sw, (enum ctl_stat)reason);
 }
 
 static client_t *client_of(control_t *ctl, int fd)
@@ -98,7 +50,7 @@ static client_t *client_of(control_t *ctl, int fd)
 
 /* Queue a line for fd's client and send what the socket takes; a client whose replies pile
  * up past CTL_OUTPUT_MAX is closed, never waited for. */
-static void send_line(control_t *ctl, int fd, const char *line)
+void control_send_line(control_t *ctl, int fd, const char *line)
 {
     client_t *cl = client_of(ctl, fd);
     if (!cl || cl->doomed)
@@ -111,9 +63,7 @@ static void send_line(control_t *ctl, int fd, const char *line)
 }
 
 /* "ERR <refusal> <text>" to fd. */
-static void send_err(control_t *ctl, int fd, enum wire_refusal r, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static void send_err(control_t *ctl, int fd, enum wire_refusal r, const char *fmt, ...)
+void control_send_err(control_t *ctl, int fd, enum wire_refusal r, const char *fmt, ...)
 {
     char text[CTL_LINE_MAX - 32], line[CTL_LINE_MAX];
     va_list ap;
@@ -121,21 +71,21 @@ static void send_err(control_t *ctl, int fd, enum wire_refusal r, const char *fm
     vsnprintf(text, sizeof(text), fmt, ap);
     va_end(ap);
     wire_err_format(r, text, line, sizeof(line));
-    send_line(ctl, fd, line);
+    control_send_line(ctl, fd, line);
 }
 
 static void send_failed(control_t *ctl, int fd, const job_t *j)
 {
     char line[CTL_LINE_MAX];
     wire_failed_format(j->fail_reason, line, sizeof(line));
-    send_line(ctl, fd, line);
+    control_send_line(ctl, fd, line);
 }
 
-static void broadcast(control_t *ctl, job_t *j, const char *line)
+void control_broadcast(control_t *ctl, job_t *j, const char *line)
 {
     for (uint32_t r = 0; r < j->world; r++)
         if (j->member_fd[r] >= 0)
-            send_line(ctl, j->member_fd[r], line);
+            control_send_line(ctl, j->member_fd[r], line);
 }
 
 static void fail_job(control_t *ctl, job_t *j, const char *fmt, ...)
@@ -216,7 +166,7 @@ static int job_has_members(const job_t *j)
     return 0;
 }
 
-static job_t *find_job(struct inagg_switch *sw, const char *name)
+job_t *control_find_job(struct inagg_switch *sw, const char *name)
 {
     for (uint32_t i = 0; i < SWITCH_MAX_JOBS; i++) {
         job_t *j = atomic_load_explicit(&sw->jobs[i], memory_order_relaxed);
@@ -226,295 +176,11 @@ static job_t *find_job(struct inagg_switch *sw, const char *name)
     return NULL;
 }
 
-static int free_job_id(struct inagg_switch *sw)
-{
-    for (uint32_t k = 0; k < SWITCH_MAX_JOBS; k++) {
-        uint16_t id = (uint16_t)((sw->next_job_id + k) % SWITCH_MAX_JOBS);
-        if (id == 0)
-            continue; /* id 0 is never used, so a zeroed packet never matches a job */
-        if (!atomic_load_explicit(&sw->jobs[id], memory_order_relaxed)) {
-            sw->next_job_id = (uint16_t)(id + 1);
-            return id;
-        }
-    }
-    return -1;
-}
-
-static void activate(control_t *ctl, job_t *j)
-{
-    struct inagg_switch *sw = ctl->sw;
-    j->activated_ms = server_now_ms();
-    atomic_store_explicit(&j->state, JOB_ACTIVE, memory_order_release);
-    wire_joined_t jd = {.id = j->id, .token = j->token, .threads = j->nthreads,
-                        .port = sw->port, .base = j->base, .slots = j->nslots,
-                        .elems = j->elems, .float_mode = j->float_mode,
-                        .protocol = j->proto->id};
-    char line[CTL_LINE_MAX];
-    if (wire_joined_format(&jd, line, sizeof(line)) == 0)
-        broadcast(ctl, j, line);
-    LOG_I("job '%s' (id %u) active: world %u, %u slots of %u elements, float %s, protocol %s",
-          j->name, j->id, j->world, j->nslots, j->elems, wire_float_mode_name(j->float_mode),
-          j->proto->name);
-}
-
-/* A JOIN for job j, which is still joining: does it match? 0, or -1 after refusing it. */
-static int join_matches(control_t *ctl, const client_t *cl, const job_t *j, const wire_join_t *jn,
-                        const switch_proto_ops_t *ops, uint32_t float_mode)
-{
-    if (atomic_load(&j->state) != JOB_JOINING) {
-        send_err(ctl, cl->fd, WIRE_REFUSED, "job '%s' is already %s; use a new job name", jn->job,
-                 atomic_load(&j->state) == JOB_ACTIVE ? "running" : "failed and retiring");
-        return -1;
-    }
-    if (j->world != jn->world) {
-        send_err(ctl, cl->fd, WIRE_REFUSED, "world-size mismatch: job '%s' has world %u, rank %u "
-                 "asked for %u", jn->job, j->world, jn->rank, jn->world);
-        return -1;
-    }
-    if (j->nslots != jn->slots || j->elems != jn->elems || j->float_mode != float_mode ||
-        j->proto != ops) {
-        send_err(ctl, cl->fd, WIRE_REFUSED, "parameter mismatch: job '%s' has slots=%u elems=%u "
-                 "float=%s protocol=%s, rank %u asked for slots=%u elems=%u float=%s "
-                 "protocol=%s", jn->job, j->nslots, j->elems,
-                 wire_float_mode_name(j->float_mode), j->proto->name, jn->rank, jn->slots,
-                 jn->elems, wire_float_mode_name(float_mode), ops->name);
-        return -1;
-    }
-    if (!wire_optimizer_equal(&j->opt_cfg, &jn->opt)) {
-        char has[256], asked[256];
-        wire_optimizer_format(&j->opt_cfg, has, sizeof(has));
-        wire_optimizer_format(&jn->opt, asked, sizeof(asked));
-        send_err(ctl, cl->fd, WIRE_REFUSED, "parameter mismatch: job '%s' has optimizer '%s', rank "
-                 "%u asked for '%s'", jn->job, has, jn->rank, asked);
-        return -1;
-    }
-    if (j->member_fd[jn->rank] >= 0 || j->left[jn->rank]) {
-        send_err(ctl, cl->fd, WIRE_REFUSED, "duplicate rank %u in job '%s'", jn->rank, jn->job);
-        return -1;
-    }
-    return 0;
-}
-
-/* The first JOIN of a job: create and publish it. The job, or NULL after refusing. */
-static job_t *register_job(control_t *ctl, const client_t *cl, const wire_join_t *jn,
-                           const switch_proto_ops_t *ops, uint32_t float_mode)
-{
-    struct inagg_switch *sw = ctl->sw;
-    if (jn->slots > ctl->max_job_slots) {
-        count(sw, CTL_JOB_QUOTA);
-        send_err(ctl, cl->fd, WIRE_REFUSED, "slot quota: job '%s' asks %u slots, one job may "
-                 "hold at most %u", jn->job, jn->slots, ctl->max_job_slots);
-        return NULL;
-    }
-    if ((uint64_t)cl->peer->slots + jn->slots > ctl->max_addr_slots) {
-        char who[64];
-        peers_format(cl->peer, who, sizeof(who));
-        count(sw, CTL_ADDR_QUOTA);
-        send_err(ctl, cl->fd, WIRE_REFUSED, "slot quota: jobs registered from %s hold %u slots; "
-                 "%u more would pass the per-address quota of %u", who, cl->peer->slots,
-                 jn->slots, ctl->max_addr_slots);
-        return NULL;
-    }
-    uint32_t free_slots = sw->cfg.total_slots - atomic_load(&sw->slots_used);
-    if (jn->slots > free_slots) {
-        count(sw, CTL_POOL_FULL);
-        send_err(ctl, cl->fd, WIRE_REFUSED, "pool exhausted: job '%s' asks %u slots, %u of %u "
-                 "free", jn->job, jn->slots, free_slots, sw->cfg.total_slots);
-        return NULL;
-    }
-    int id = free_job_id(sw);
-    if (id < 0) {
-        send_err(ctl, cl->fd, WIRE_REFUSED, "too many jobs (%u)", SWITCH_MAX_JOBS);
-        return NULL;
-    }
-    job_t *j = job_create((uint16_t)id, jn->job, ops, jn->world, jn->slots, jn->elems,
-                          sw->cfg.threads, (uint32_t)id % sw->cfg.threads);
-    if (!j) {
-        send_err(ctl, cl->fd, WIRE_REFUSED, "out of memory for %u slots of %u elements", jn->slots,
-                 jn->elems);
-        return NULL;
-    }
-    if (jn->opt.present) {
-        char err[160];
-        j->opt = optjob_create(&jn->opt.step, jn->opt.params, jn->elems,
-                               jn->opt.seeded ? OPTJOB_INIT_SEEDED : OPTJOB_INIT_ZERO,
-                               jn->opt.seed, err, sizeof(err));
-        j->opt_scratch = calloc((size_t)sw->cfg.threads * jn->elems, sizeof(float));
-        if (!j->opt || !j->opt_scratch) {
-            send_err(ctl, cl->fd, WIRE_REFUSED, "optimizer: %s", j->opt ? "out of memory" : err);
-            job_free(j);
-            return NULL;
-        }
-        j->opt_cfg = jn->opt;
-    }
-    if (jn->auth == WIRE_AUTH_VERIFIER) {
-        memcpy(j->verifier, jn->mac, sizeof(j->verifier));
-        j->has_verifier = 1;
-    }
-    uint64_t token = 0;
-    for (int tries = 0; token == 0 && tries < 8; tries++)
-        if (getrandom(&token, sizeof(token), 0) != (ssize_t)sizeof(token))
-            token = 0;
-    if (token == 0) {
-        send_err(ctl, cl->fd, WIRE_REFUSED_SYSTEM, "no random numbers for the job's token");
-        job_free(j);
-        return NULL;
-    }
-    j->token = token;
-    j->float_mode = float_mode;
-    j->timeout_ms = jn->timeout_ms == 0 || jn->timeout_ms > sw->cfg.worker_timeout_ms
-                        ? sw->cfg.worker_timeout_ms
-                        : jn->timeout_ms;
-    j->created_ms = server_now_ms();
-    j->owner = cl->peer;
-    cl->peer->slots += jn->slots;
-    atomic_fetch_add(&sw->slots_used, jn->slots);
-    atomic_store_explicit(&j->state, JOB_JOINING, memory_order_relaxed);
-    atomic_store_explicit(&sw->jobs[id], j, memory_order_release);
-    LOG_I("job '%s' (id %u) registered by rank %u: world %u", jn->job, id, jn->rank, jn->world);
-    return j;
-}
-
-/* A failed authentication: counted for the address (which is refused for a while past
- * AUTH_FAIL_LIMIT) and switch-wide; the reason never contains the secret or the proof. */
-static int auth_failed(control_t *ctl, const client_t *cl, const wire_join_t *jn, const char *why)
-{
-    peer_t *p = cl->peer;
-    uint64_t now = server_now_ms();
-    if (p->auth_fails == 0 || now - p->window_ms >= AUTH_WINDOW_MS) {
-        p->auth_fails = 0;
-        p->window_ms = now;
-    }
-    p->auth_fails++;
-    count(ctl->sw, CTL_AUTH_FAILED);
-    char who[64];
-    peers_format(p, who, sizeof(who));
-    LOG_W("control: JOIN of job '%s' rank %u from %s: authentication failed (%s)", jn->job,
-          jn->rank, who, why);
-    send_err(ctl, cl->fd, WIRE_REFUSED, "authentication failed for job '%s' rank %u: %s",
-             jn->job, jn->rank, why);
-    return -1;
-}
-
-/* Does the JOIN prove the job's secret (PROTOCOL.md "Authentication")? j is the job of that
- * name, NULL if it is new. 0, or -1 after refusing. */
-static int authenticate(control_t *ctl, client_t *cl, const job_t *j, const wire_join_t *jn)
-{
-    peer_t *p = cl->peer;
-    uint64_t now = server_now_ms();
-    int had_nonce = cl->has_nonce;
-    cl->has_nonce = 0; /* a challenge answers one JOIN */
-    if (p->auth_fails >= AUTH_FAIL_LIMIT && now - p->window_ms < AUTH_WINDOW_MS) {
-        count(ctl->sw, CTL_AUTH_LIMITED);
-        send_err(ctl, cl->fd, WIRE_REFUSED, "too many failed authentications from this address; "
-                 "try again in %llu ms", (unsigned long long)(AUTH_WINDOW_MS - (now - p->window_ms)));
-        return -1;
-    }
-    if (!j) {
-        if (jn->auth == WIRE_AUTH_PROOF) {
-            send_err(ctl, cl->fd, WIRE_REFUSED, "job '%s' is not registered (any more); join "
-                     "again", jn->job);
-            return -1;
-        }
-        if (jn->auth == WIRE_AUTH_NONE && ctl->sw->cfg.require_secret)
-            return auth_failed(ctl, cl, jn, "this switch admits only jobs with a secret "
-                               "(INAGG_JOB_SECRET)");
-        return 0;
-    }
-    if (!j->has_verifier)
-        return jn->auth == WIRE_AUTH_NONE
-                   ? 0
-                   : auth_failed(ctl, cl, jn, "the job was registered without a secret");
-    if (jn->auth == WIRE_AUTH_NONE)
-        return auth_failed(ctl, cl, jn, "the job has a secret and this rank gave none");
-    uint8_t want[SHA256_BYTES];
-    if (jn->auth == WIRE_AUTH_PROOF) {
-        if (!had_nonce)
-            return auth_failed(ctl, cl, jn, "proof= without a CHALLENGE on this connection");
-        wire_auth_proof(j->verifier, cl->nonce, jn->job, jn->rank, want);
-    } else {
-        memcpy(want, j->verifier, sizeof(want));
-    }
-    if (!mem_equal_ct(want, jn->mac, sizeof(want)))
-        return auth_failed(ctl, cl, jn, "wrong job secret");
-    return 0;
-}
-
-/* HELLO job=NAME: a fresh nonce for this connection's next JOIN, and whether the job exists
- * (its first rank registers it with its verifier, the others prove the secret). */
-static void handle_hello(control_t *ctl, client_t *cl, const char *line)
-{
-    char name[WIRE_JOB_NAME_MAX] = "", hex[2 * WIRE_NONCE_BYTES + 1], out[CTL_LINE_MAX];
-    ctl_get(line, "job", name, sizeof(name));
-    if (getrandom(cl->nonce, sizeof(cl->nonce), 0) != (ssize_t)sizeof(cl->nonce)) {
-        send_err(ctl, cl->fd, WIRE_REFUSED_SYSTEM, "no random numbers for a challenge");
-        return;
-    }
-    cl->has_nonce = 1;
-    hex_encode(cl->nonce, sizeof(cl->nonce), hex);
-    snprintf(out, sizeof(out), "%s nonce=%s job=%s", wire_verb_name(WIRE_VERB_CHALLENGE), hex,
-             name[0] && find_job(ctl->sw, name) ? "exists" : "new");
-    send_line(ctl, cl->fd, out);
-}
-
-/* Handle JOIN; returns 0 if the client stays, -1 if it must be closed after the reply. */
-static int handle_join(control_t *ctl, client_t *cl, const char *line)
-{
-    struct inagg_switch *sw = ctl->sw;
-    if (cl->job) {
-        send_err(ctl, cl->fd, WIRE_REFUSED_INVALID, "this connection already joined job '%s'",
-                 cl->job->name);
-        return 0;
-    }
-    wire_join_t jn;
-    enum wire_refusal refusal;
-    char why[CTL_LINE_MAX - 32];
-    if (wire_join_parse(line, &jn, &refusal, why, sizeof(why)) != 0) {
-        send_err(ctl, cl->fd, refusal, "%s", why);
-        return -1;
-    }
-    const switch_proto_ops_t *ops = proto_find(jn.protocol);
-    if (!ops) {
-        char served[128];
-        proto_list(served, sizeof(served));
-        send_err(ctl, cl->fd, WIRE_REFUSED_UNSUPPORTED, "protocol '%s' (this switch serves %s)",
-                 wire_protocol_name(jn.protocol), served);
-        return -1;
-    }
-    /* Native float32 when the protocol adds it so, or the optimizer's gradients and
-     * parameters travel as float32. */
-    uint32_t float_mode = ops->float_native || jn.opt.present ? INAGG_FLOAT_NATIVE
-                                                               : jn.float_mode;
-    uint64_t pool_bytes = job_pool_bytes(ops, jn.world, jn.slots, jn.elems, sw->cfg.threads) +
-                          (jn.opt.present ? optjob_bytes(&jn.opt.step, jn.opt.params, jn.elems)
-                                          : 0);
-    if (pool_bytes > SWITCH_MAX_POOL_BYTES) {
-        send_err(ctl, cl->fd, WIRE_REFUSED, "job '%s' would need %llu MiB of slot memory (limit %llu "
-                 "MiB): ask for fewer slots or elements per packet", jn.job,
-                 (unsigned long long)(pool_bytes >> 20),
-                 (unsigned long long)(SWITCH_MAX_POOL_BYTES >> 20));
-        return -1;
-    }
-    job_t *j = find_job(sw, jn.job);
-    if (authenticate(ctl, cl, j, &jn) != 0)
-        return -1;
-    if (j ? join_matches(ctl, cl, j, &jn, ops, float_mode) != 0
-          : !(j = register_job(ctl, cl, &jn, ops, float_mode)))
-        return -1;
-    j->member_fd[jn.rank] = cl->fd;
-    j->joined++;
-    cl->job = j;
-    cl->rank = jn.rank;
-    if (j->joined == j->world)
-        activate(ctl, j);
-    return 0;
-}
-
 static void handle_barrier(control_t *ctl, client_t *cl)
 {
     job_t *j = cl->job;
     if (!j) {
-        send_err(ctl, cl->fd, WIRE_REFUSED_INVALID, "BARRIER before JOIN");
+        control_send_err(ctl, cl->fd, WIRE_REFUSED_INVALID, "BARRIER before JOIN");
         return;
     }
     if (atomic_load(&j->state) == JOB_FAILED) {
@@ -529,7 +195,7 @@ static void handle_barrier(control_t *ctl, client_t *cl)
     memset(j->in_barrier, 0, sizeof(j->in_barrier));
     j->barrier_count = 0;
     j->barrier_epoch++;
-    broadcast(ctl, j, wire_verb_name(WIRE_VERB_BARRIER_DONE));
+    control_broadcast(ctl, j, wire_verb_name(WIRE_VERB_BARRIER_DONE));
 }
 
 static void handle_stats(control_t *ctl, client_t *cl, const char *line)
@@ -538,14 +204,14 @@ static void handle_stats(control_t *ctl, client_t *cl, const char *line)
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);
     if (!f) {
-        send_err(ctl, cl->fd, WIRE_REFUSED_SYSTEM, "out of memory");
+        control_send_err(ctl, cl->fd, WIRE_REFUSED_SYSTEM, "out of memory");
         return;
     }
     switch_write_stats(ctl->sw, f, strstr(line, "json") != NULL);
     fclose(f);
     for (char *save = NULL, *l = strtok_r(text, "\n", &save); l; l = strtok_r(NULL, "\n", &save))
-        send_line(ctl, cl->fd, l);
-    send_line(ctl, cl->fd, wire_verb_name(WIRE_VERB_END));
+        control_send_line(ctl, cl->fd, l);
+    control_send_line(ctl, cl->fd, wire_verb_name(WIRE_VERB_END));
     free(text);
 }
 
@@ -607,7 +273,7 @@ static int serve_client(control_t *ctl, client_t *cl)
 {
     long got = ctl_fill(cl->fd, &cl->rd);
     if (got == -EMSGSIZE)
-        count(ctl->sw, CTL_LINE_TOO_LONG);
+        control_count(ctl->sw, CTL_LINE_TOO_LONG);
     int gone = got == 0 || (got < 0 && got != -EAGAIN);
     uint64_t now = server_now_ms();
     if (got > 0)
@@ -618,7 +284,7 @@ static int serve_client(control_t *ctl, client_t *cl)
          served++) {
         switch (wire_verb_of(line)) {
         case WIRE_VERB_JOIN:
-            if (handle_join(ctl, cl, line) != 0)
+            if (admit_join(ctl, cl, line) != 0)
                 return -1;
             break;
         case WIRE_VERB_BARRIER:
@@ -627,16 +293,16 @@ static int serve_client(control_t *ctl, client_t *cl)
         case WIRE_VERB_LEAVE:
             if (cl->job)
                 cl->job->left[cl->rank] = 1;
-            send_line(ctl, cl->fd, wire_verb_name(WIRE_VERB_BYE));
+            control_send_line(ctl, cl->fd, wire_verb_name(WIRE_VERB_BYE));
             break;
         case WIRE_VERB_STATS:
             handle_stats(ctl, cl, line);
             break;
         case WIRE_VERB_HELLO:
-            handle_hello(ctl, cl, line);
+            admit_hello(ctl, cl, line);
             break;
         default:
-            send_err(ctl, cl->fd, WIRE_REFUSED_INVALID, "unknown request '%.40s'", line);
+            control_send_err(ctl, cl->fd, WIRE_REFUSED_INVALID, "unknown request '%.40s'", line);
             break;
         }
     }
@@ -682,7 +348,7 @@ static void check_jobs(control_t *ctl)
             snprintf(text, sizeof(text), "only %u of %u ranks joined job '%s' within %u ms; "
                      "missing ranks: %s", j->joined, j->world, j->name, j->timeout_ms, missing);
             wire_err_format(WIRE_REFUSED_TIMEOUT, text, line, sizeof(line));
-            broadcast(ctl, j, line);
+            control_broadcast(ctl, j, line);
             LOG_W("timeout %s", text);
             fail_job(ctl, j, "join timed out");
             for (int i = ctl->nclients - 1; i >= 0; i--)
@@ -731,10 +397,10 @@ static void accept_clients(control_t *ctl)
         client_t *cl = NULL;
         const char *why = NULL;
         if (ctl->nclients >= CTL_MAX_CLIENTS || fd >= ctl->by_fd_cap || !(p = peers_get(&ctl->peers, &ss))) {
-            count(sw, CTL_CONN_LIMIT);
+            control_count(sw, CTL_CONN_LIMIT);
             why = "ERR system too many control connections\n";
         } else if (p->conns >= ctl->max_conns_per_addr) {
-            count(sw, CTL_CONN_PER_ADDR);
+            control_count(sw, CTL_CONN_PER_ADDR);
             why = "ERR refused too many control connections from this address\n";
         } else if (!(cl = calloc(1, sizeof(*cl)))) {
             why = "ERR system out of memory\n";

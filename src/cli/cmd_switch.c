@@ -111,7 +111,8 @@ int cmd_switch(int argc, char **argv)
         {"faults-in", required_argument, 0, 'i'}, {"faults-out", required_argument, 0, 'o'},
         {"ready-fd", required_argument, 0, 'r'}, {"stats", required_argument, 0, 'S'},
         {"json", no_argument, 0, 'j'},           {"help", no_argument, 0, 'h'},
-        {"request-timeout", required_argument, 0, 1001}, {"idle-timeout", required_argument, 0, 1002},
+        {"request-timeout", required_argument, 0, 1001},
+        {"idle-timeout", required_argument, 0, 1002},
         {"max-conns-per-addr", required_argument, 0, 1003},
         {"max-job-slots", required_argument, 0, 1004},
         {"max-addr-slots", required_argument, 0, 1005}, {"require-secret", no_argument, 0, 1006},
@@ -137,7 +138,9 @@ int cmd_switch(int argc, char **argv)
             break;
         case 'S': stats_addr = optarg; break;
         case 'j': json = 1; break;
-        case 1001: if (parse_u32("--request-timeout", optarg, &cfg.request_ms)) return 2; break;
+        case 1001:
+            if (parse_u32("--request-timeout", optarg, &cfg.request_ms)) return 2;
+            break;
         case 1002: if (parse_u32("--idle-timeout", optarg, &cfg.idle_ms)) return 2; break;
         case 1003:
             if (parse_u32("--max-conns-per-addr", optarg, &cfg.max_conns_per_addr)) return 2;

@@ -50,34 +50,42 @@ static int join_matches(control_t *ctl, const client_t *cl, const job_t *j, cons
                         const switch_proto_ops_t *ops, uint32_t float_mode)
 {
     if (atomic_load(&j->state) != JOB_JOINING) {
-        control_send_err(ctl, cl->fd, WIRE_REFUSED, "job '%s' is already %s; use a new job name", jn->job,
-                 atomic_load(&j->state) == JOB_ACTIVE ? "running" : "failed and retiring");
+        control_send_err(ctl, cl->fd, WIRE_REFUSED, "job '%s' is already %s; use a new job name",
+                         jn->job,
+                         atomic_load(&j->state) == JOB_ACTIVE ? "running" : "failed and retiring");
         return -1;
     }
     if (j->world != jn->world) {
-        control_send_err(ctl, cl->fd, WIRE_REFUSED, "world-size mismatch: job '%s' has world %u, rank %u "
-                 "asked for %u", jn->job, j->world, jn->rank, jn->world);
+        control_send_err(ctl, cl->fd, WIRE_REFUSED,
+                         "world-size mismatch: job '%s' has world %u, rank %u "
+                         "asked for %u",
+                         jn->job, j->world, jn->rank, jn->world);
         return -1;
     }
     if (j->nslots != jn->slots || j->elems != jn->elems || j->float_mode != float_mode ||
         j->proto != ops) {
-        control_send_err(ctl, cl->fd, WIRE_REFUSED, "parameter mismatch: job '%s' has slots=%u elems=%u "
-                 "float=%s protocol=%s, rank %u asked for slots=%u elems=%u float=%s "
-                 "protocol=%s", jn->job, j->nslots, j->elems,
-                 wire_float_mode_name(j->float_mode), j->proto->name, jn->rank, jn->slots,
-                 jn->elems, wire_float_mode_name(float_mode), ops->name);
+        control_send_err(ctl, cl->fd, WIRE_REFUSED,
+                         "parameter mismatch: job '%s' has slots=%u elems=%u "
+                         "float=%s protocol=%s, rank %u asked for slots=%u elems=%u float=%s "
+                         "protocol=%s",
+                         jn->job, j->nslots, j->elems, wire_float_mode_name(j->float_mode),
+                         j->proto->name, jn->rank, jn->slots, jn->elems,
+                         wire_float_mode_name(float_mode), ops->name);
         return -1;
     }
     if (!wire_optimizer_equal(&j->opt_cfg, &jn->opt)) {
         char has[256], asked[256];
         wire_optimizer_format(&j->opt_cfg, has, sizeof(has));
         wire_optimizer_format(&jn->opt, asked, sizeof(asked));
-        control_send_err(ctl, cl->fd, WIRE_REFUSED, "parameter mismatch: job '%s' has optimizer '%s', rank "
-                 "%u asked for '%s'", jn->job, has, jn->rank, asked);
+        control_send_err(ctl, cl->fd, WIRE_REFUSED,
+                         "parameter mismatch: job '%s' has optimizer '%s', rank "
+                         "%u asked for '%s'",
+                         jn->job, has, jn->rank, asked);
         return -1;
     }
     if (j->member_fd[jn->rank] >= 0 || j->left[jn->rank]) {
-        control_send_err(ctl, cl->fd, WIRE_REFUSED, "duplicate rank %u in job '%s'", jn->rank, jn->job);
+        control_send_err(ctl, cl->fd, WIRE_REFUSED, "duplicate rank %u in job '%s'", jn->rank,
+                         jn->job);
         return -1;
     }
     return 0;
@@ -90,24 +98,29 @@ static job_t *register_job(control_t *ctl, const client_t *cl, const wire_join_t
     struct inagg_switch *sw = ctl->sw;
     if (jn->slots > ctl->max_job_slots) {
         control_count(sw, CTL_JOB_QUOTA);
-        control_send_err(ctl, cl->fd, WIRE_REFUSED, "slot quota: job '%s' asks %u slots, one job may "
-                 "hold at most %u", jn->job, jn->slots, ctl->max_job_slots);
+        control_send_err(ctl, cl->fd, WIRE_REFUSED,
+                         "slot quota: job '%s' asks %u slots, one job may "
+                         "hold at most %u",
+                         jn->job, jn->slots, ctl->max_job_slots);
         return NULL;
     }
     if ((uint64_t)cl->peer->slots + jn->slots > ctl->max_addr_slots) {
         char who[64];
         peers_format(cl->peer, who, sizeof(who));
         control_count(sw, CTL_ADDR_QUOTA);
-        control_send_err(ctl, cl->fd, WIRE_REFUSED, "slot quota: jobs registered from %s hold %u slots; "
-                 "%u more would pass the per-address quota of %u", who, cl->peer->slots,
-                 jn->slots, ctl->max_addr_slots);
+        control_send_err(ctl, cl->fd, WIRE_REFUSED,
+                         "slot quota: jobs registered from %s hold %u slots; "
+                         "%u more would pass the per-address quota of %u",
+                         who, cl->peer->slots, jn->slots, ctl->max_addr_slots);
         return NULL;
     }
     uint32_t free_slots = sw->cfg.total_slots - atomic_load(&sw->slots_used);
     if (jn->slots > free_slots) {
         control_count(sw, CTL_POOL_FULL);
-        control_send_err(ctl, cl->fd, WIRE_REFUSED, "pool exhausted: job '%s' asks %u slots, %u of %u "
-                 "free", jn->job, jn->slots, free_slots, sw->cfg.total_slots);
+        control_send_err(ctl, cl->fd, WIRE_REFUSED,
+                         "pool exhausted: job '%s' asks %u slots, %u of %u "
+                         "free",
+                         jn->job, jn->slots, free_slots, sw->cfg.total_slots);
         return NULL;
     }
     int id = free_job_id(sw);
@@ -118,8 +131,8 @@ static job_t *register_job(control_t *ctl, const client_t *cl, const wire_join_t
     job_t *j = job_create((uint16_t)id, jn->job, ops, jn->world, jn->slots, jn->elems,
                           sw->cfg.threads, (uint32_t)id % sw->cfg.threads);
     if (!j) {
-        control_send_err(ctl, cl->fd, WIRE_REFUSED, "out of memory for %u slots of %u elements", jn->slots,
-                 jn->elems);
+        control_send_err(ctl, cl->fd, WIRE_REFUSED, "out of memory for %u slots of %u elements",
+                         jn->slots, jn->elems);
         return NULL;
     }
     if (jn->opt.present) {
@@ -129,7 +142,8 @@ static job_t *register_job(control_t *ctl, const client_t *cl, const wire_join_t
                                jn->opt.seed, err, sizeof(err));
         j->opt_scratch = calloc((size_t)sw->cfg.threads * jn->elems, sizeof(float));
         if (!j->opt || !j->opt_scratch) {
-            control_send_err(ctl, cl->fd, WIRE_REFUSED, "optimizer: %s", j->opt ? "out of memory" : err);
+            control_send_err(ctl, cl->fd, WIRE_REFUSED, "optimizer: %s",
+                             j->opt ? "out of memory" : err);
             job_free(j);
             return NULL;
         }
@@ -180,7 +194,7 @@ static int auth_failed(control_t *ctl, const client_t *cl, const wire_join_t *jn
     LOG_W("control: JOIN of job '%s' rank %u from %s: authentication failed (%s)", jn->job,
           jn->rank, who, why);
     control_send_err(ctl, cl->fd, WIRE_REFUSED, "authentication failed for job '%s' rank %u: %s",
-             jn->job, jn->rank, why);
+                     jn->job, jn->rank, why);
     return -1;
 }
 
@@ -194,14 +208,18 @@ static int authenticate(control_t *ctl, client_t *cl, const job_t *j, const wire
     cl->has_nonce = 0; /* a challenge answers one JOIN */
     if (p->auth_fails >= AUTH_FAIL_LIMIT && now - p->window_ms < AUTH_WINDOW_MS) {
         control_count(ctl->sw, CTL_AUTH_LIMITED);
-        control_send_err(ctl, cl->fd, WIRE_REFUSED, "too many failed authentications from this address; "
-                 "try again in %llu ms", (unsigned long long)(AUTH_WINDOW_MS - (now - p->window_ms)));
+        control_send_err(ctl, cl->fd, WIRE_REFUSED,
+                         "too many failed authentications from this address; "
+                         "try again in %llu ms",
+                         (unsigned long long)(AUTH_WINDOW_MS - (now - p->window_ms)));
         return -1;
     }
     if (!j) {
         if (jn->auth == WIRE_AUTH_PROOF) {
-            control_send_err(ctl, cl->fd, WIRE_REFUSED, "job '%s' is not registered (any more); join "
-                     "again", jn->job);
+            control_send_err(ctl, cl->fd, WIRE_REFUSED,
+                             "job '%s' is not registered (any more); join "
+                             "again",
+                             jn->job);
             return -1;
         }
         if (jn->auth == WIRE_AUTH_NONE && ctl->sw->cfg.require_secret)
@@ -250,8 +268,8 @@ int admit_join(control_t *ctl, client_t *cl, const char *line)
 {
     struct inagg_switch *sw = ctl->sw;
     if (cl->job) {
-        control_send_err(ctl, cl->fd, WIRE_REFUSED_INVALID, "this connection already joined job '%s'",
-                 cl->job->name);
+        control_send_err(ctl, cl->fd, WIRE_REFUSED_INVALID,
+                         "this connection already joined job '%s'", cl->job->name);
         return 0;
     }
     wire_join_t jn;
@@ -265,8 +283,9 @@ int admit_join(control_t *ctl, client_t *cl, const char *line)
     if (!ops) {
         char served[128];
         proto_list(served, sizeof(served));
-        control_send_err(ctl, cl->fd, WIRE_REFUSED_UNSUPPORTED, "protocol '%s' (this switch serves %s)",
-                 wire_protocol_name(jn.protocol), served);
+        control_send_err(ctl, cl->fd, WIRE_REFUSED_UNSUPPORTED,
+                         "protocol '%s' (this switch serves %s)", wire_protocol_name(jn.protocol),
+                         served);
         return -1;
     }
     /* Native float32 when the protocol adds it so, or the optimizer's gradients and
@@ -277,10 +296,11 @@ int admit_join(control_t *ctl, client_t *cl, const char *line)
                           (jn.opt.present ? optjob_bytes(&jn.opt.step, jn.opt.params, jn.elems)
                                           : 0);
     if (pool_bytes > SWITCH_MAX_POOL_BYTES) {
-        control_send_err(ctl, cl->fd, WIRE_REFUSED, "job '%s' would need %llu MiB of slot memory (limit %llu "
-                 "MiB): ask for fewer slots or elements per packet", jn.job,
-                 (unsigned long long)(pool_bytes >> 20),
-                 (unsigned long long)(SWITCH_MAX_POOL_BYTES >> 20));
+        control_send_err(ctl, cl->fd, WIRE_REFUSED,
+                         "job '%s' would need %llu MiB of slot memory (limit %llu "
+                         "MiB): ask for fewer slots or elements per packet",
+                         jn.job, (unsigned long long)(pool_bytes >> 20),
+                         (unsigned long long)(SWITCH_MAX_POOL_BYTES >> 20));
         return -1;
     }
     job_t *j = control_find_job(sw, jn.job);

@@ -375,9 +375,10 @@ static void check_jobs(control_t *ctl)
             }
         }
         if (now - oldest > j->timeout_ms && now - newest < j->timeout_ms / 2 + 1)
-            fail_job(ctl, j, "rank %u sent nothing for %llu ms while other ranks were waiting on it "
-                     "(worker timeout %u ms)%s", oldest_rank,
-                     (unsigned long long)(now - oldest), j->timeout_ms,
+            fail_job(ctl, j,
+                     "rank %u sent nothing for %llu ms while other ranks were waiting on it "
+                     "(worker timeout %u ms)%s",
+                     oldest_rank, (unsigned long long)(now - oldest), j->timeout_ms,
                      j->left[oldest_rank] ? "; it had left the job" : "");
     }
 }
@@ -396,7 +397,8 @@ static void accept_clients(control_t *ctl)
         peer_t *p = NULL;
         client_t *cl = NULL;
         const char *why = NULL;
-        if (ctl->nclients >= CTL_MAX_CLIENTS || fd >= ctl->by_fd_cap || !(p = peers_get(&ctl->peers, &ss))) {
+        if (ctl->nclients >= CTL_MAX_CLIENTS || fd >= ctl->by_fd_cap ||
+            !(p = peers_get(&ctl->peers, &ss))) {
             control_count(sw, CTL_CONN_LIMIT);
             why = "ERR system too many control connections\n";
         } else if (p->conns >= ctl->max_conns_per_addr) {
@@ -472,7 +474,8 @@ void *control_main(void *arg)
         int pending = 0;
         for (int i = 0; i < ctl->nclients; i++) {
             const client_t *cl = ctl->clients[i];
-            short ev = (short)(POLLRDHUP | (throttled(cl) ? 0 : POLLIN) | (cl->wr.len ? POLLOUT : 0));
+            short ev =
+                (short)(POLLRDHUP | (throttled(cl) ? 0 : POLLIN) | (cl->wr.len ? POLLOUT : 0));
             pfds[i + 1] = (struct pollfd){.fd = cl->fd, .events = ev};
             pending |= has_request(cl);
         }

@@ -1,11 +1,13 @@
 /*
  * test_control.c - the switch's control plane against hostile and careless clients, with the
  * switch in this process: stats read while the control thread admits and retires jobs (a
- * data race ThreadSanitizer sees), a client that never reads its replies, idle and slow
- * connections, too many connections from one address, slot quotas, and job secrets.
+ * data race ThreadSanitizer sees), a client that never reads its replies, a stats printer
+ * stuck on a full pipe, idle and slow connections, too many connections from one address,
+ * slot quotas, and job secrets.
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -515,4 +517,63 @@ TEST(control_secret_and_token_stay_out_of_stats_and_logs, 30)
         CHECK_MSG(!strstr(logtext, secrets[k]), "'%s' in the log", secrets[k]);
     }
     free(text);
+}
+
+/* A stats printer stuck on a full pipe (SIGUSR1's printing into a pipe nobody reads) holds
+ * no lock the control thread needs: jobs still join and retire. */
+static void *blocked_printer(void *arg)
+{
+    void **a = arg;
+    switch_write_stats(a[0], a[1], 1);
+    return NULL;
+}
+
+TEST(control_blocked_stats_printer_does_not_stall_control, 30)
+{
+    switch_config_t cfg = SWITCH_CONFIG_INIT;
+    char addr[64], reply[CTL_LINE_MAX];
+    inagg_switch_t *sw = start_switch(&cfg, addr, sizeof(addr));
+    int p[2];
+    CHECK(pipe(p) == 0);
+    fcntl(p[1], F_SETPIPE_SZ, 4096);
+    fcntl(p[1], F_SETFL, O_NONBLOCK);
+    char junk[4096];
+    memset(junk, 'x', sizeof(junk));
+    while (write(p[1], junk, sizeof(junk)) > 0) /* fill it */
+        ;
+    fcntl(p[1], F_SETFL, 0);
+    FILE *out = fdopen(p[1], "w");
+    CHECK(out);
+    void *args[2] = {sw, out};
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, blocked_printer, args) == 0);
+    usleep(200000); /* the printer is now blocked writing */
+    char job[32];
+    for (int i = 0; i < 5; i++) {
+        snprintf(job, sizeof(job), "during%d", i);
+        uint64_t t0 = util_now_ns();
+        int fd = join_raw(addr, job, 0, 1, 4, reply, sizeof(reply));
+        CHECK_MSG(strncmp(reply, "JOINED", 6) == 0, "%s", reply);
+        close(fd); /* retires the job: takes the stats lock */
+        CHECK((util_now_ns() - t0) < 1000000000ull);
+    }
+    int quiet = 0;
+    for (int i = 0; i < 100 && !quiet; i++, usleep(10000))
+        quiet = stat_of(sw, "slots_used") == 0; /* every retirement finished */
+    CHECK(quiet);
+    /* Let the printer finish. */
+    char buf[65536];
+    fcntl(p[0], F_SETFL, O_NONBLOCK);
+    for (int i = 0; i < 500; i++) {
+        if (read(p[0], buf, sizeof(buf)) <= 0)
+            usleep(2000);
+        if (pthread_tryjoin_np(t, NULL) == 0) {
+            t = 0;
+            break;
+        }
+    }
+    CHECK(t == 0);
+    fclose(out);
+    close(p[0]);
+    switch_stop(sw);
 }

@@ -14,7 +14,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/log.h"
@@ -576,4 +579,55 @@ TEST(control_blocked_stats_printer_does_not_stall_control, 30)
     fclose(out);
     close(p[0]);
     switch_stop(sw);
+}
+
+/* Out of descriptors, the switch refuses and counts the connections it cannot take and does
+ * not spin on its listener; once they go, it serves again. */
+TEST(control_out_of_descriptors_neither_spins_nor_stalls, 30)
+{
+    struct rlimit rl;
+    CHECK(getrlimit(RLIMIT_NOFILE, &rl) == 0);
+    struct rlimit low = {64, rl.rlim_max};
+    CHECK(setrlimit(RLIMIT_NOFILE, &low) == 0);
+    switch_config_t cfg = SWITCH_CONFIG_INIT;
+    cfg.max_conns_per_addr = 1000;
+    char addr[64], reply[CTL_LINE_MAX];
+    inagg_switch_t *sw = start_switch(&cfg, addr, sizeof(addr));
+    struct sockaddr_in to;
+    CHECK(netaddr_parse(addr, 0, &to) == 0);
+    pid_t child = fork();
+    CHECK(child >= 0);
+    if (child == 0) { /* its own descriptor table: 200 connections, held for 2 s */
+        setrlimit(RLIMIT_NOFILE, &rl);
+        for (int i = 0; i < 200; i++) {
+            int fd = socket(AF_INET, SOCK_STREAM, 0);
+            if (fd < 0 || connect(fd, (struct sockaddr *)&to, sizeof(to)) != 0)
+                break;
+        }
+        usleep(2000000);
+        _exit(0);
+    }
+    usleep(700000);
+    struct timespec c0, c1;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c0);
+    usleep(1000000);
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c1);
+    double cpu = (double)(c1.tv_sec - c0.tv_sec) + (double)(c1.tv_nsec - c0.tv_nsec) / 1e9;
+    int status;
+    CHECK(waitpid(child, &status, 0) == child);
+    fprintf(stderr, "    out of descriptors: %.3f s of CPU in 1 s, %.0f refused\n", cpu,
+            stat_of(sw, "conn_limit"));
+    CHECK_MSG(cpu < 0.5, "the switch used %.2f s of CPU in 1 s while out of descriptors", cpu);
+    CHECK(stat_of(sw, "conn_limit") >= 1);
+    int fd = -1;
+    for (int tries = 0; tries < 100 && fd < 0; tries++) {
+        usleep(20000);
+        if (stat_of(sw, "connections") == 0)
+            fd = join_raw(addr, "after", 0, 1, 4, reply, sizeof(reply));
+    }
+    CHECK(fd >= 0);
+    CHECK_MSG(strncmp(reply, "JOINED", 6) == 0, "%s", reply);
+    close(fd);
+    switch_stop(sw);
+    setrlimit(RLIMIT_NOFILE, &rl);
 }

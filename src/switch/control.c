@@ -392,6 +392,13 @@ static void accept_clients(control_t *ctl)
         struct sockaddr_storage ss;
         socklen_t sl = sizeof(ss);
         int fd = accept4(sw->listen_fd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0 && (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
+                       errno == ENOMEM)) {
+            /* Out of descriptors: the connection stays queued and the listener readable, so
+             * stop polling it for a tick rather than spin. */
+            control_count(sw, CTL_CONN_LIMIT);
+            ctl->accept_paused_until = server_now_ms() + CTL_TICK_MS;
+        }
         if (fd < 0)
             return;
         peer_t *p = NULL;
@@ -470,7 +477,8 @@ void *control_main(void *arg)
     }
     uint64_t last_check = 0;
     while (!atomic_load(&sw->stop)) {
-        pfds[0] = (struct pollfd){.fd = sw->listen_fd, .events = POLLIN};
+        short listen_ev = server_now_ms() < ctl->accept_paused_until ? 0 : POLLIN;
+        pfds[0] = (struct pollfd){.fd = sw->listen_fd, .events = listen_ev};
         int pending = 0;
         for (int i = 0; i < ctl->nclients; i++) {
             const client_t *cl = ctl->clients[i];

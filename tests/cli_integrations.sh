@@ -47,7 +47,7 @@ else
         bad $t "install tree incomplete or soname '$soname' is not libinagg.so.0"
     elif ! timeout 60 cc examples/allreduce.c $flags -Wl,-rpath,"$inst/lib" -o "$tmp/example" 2>"$tmp/cc.err"; then
         bad $t "cc \$(pkg-config --cflags --libs inagg) failed ($flags): $(head -n 3 "$tmp/cc.err")"
-    elif ! ldd "$tmp/example" | grep "$inst/lib/libinagg.so.0" >/dev/null; then  # not -q: with pipefail, ldd could die of SIGPIPE
+    elif ! ldd "$tmp/example" | grep -c >/dev/null "$inst/lib/libinagg.so.0"; then
         bad $t "the example does not load the installed libinagg.so.0: $(ldd "$tmp/example" | grep inagg)"
     else
         pids=()

@@ -234,6 +234,7 @@ static void write_json(inagg_switch_t *sw, FILE *out)
     switch_totals(sw, v);
     json_counters(&w, v, STAT_SWITCH);
     json_drops(&w, v);
+    json_newline(&w); /* the control plane's counters on a line of their own */
     json_begin_object(&w, "control");
     json_int(&w, "connections", atomic_load(&sw->ctl_connections));
     for (int k = 0; k < CTL_STAT_COUNT; k++)

@@ -206,37 +206,49 @@ def run_inagg(a, tb, hosts, sampler):
     if not os.path.exists(inagg):
         raise RuntimeError("build/inagg is missing: run make first")
     sw = tb["switch"]
-    r, w = os.pipe()
-    swp = texec(a.testbed, "sw", [os.path.join(ROOT, "build", "inagg"), "switch", "--listen",
-                                  f"{sw['addr']}:{a.port}", "--threads", str(a.switch_threads),
-                                  "--ready-fd", str(w)],
-                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, pass_fds=(w,))
-    os.close(w)
+    swps = []
+    port = a.port
+    if tb.get("fabric") == "inagg":
+        # the fabric's own switch (inagg switch --l2) aggregates; it runs until `down`
+        port = tb["fabric_port"]
+    else:
+        r, w = os.pipe()
+        swp = texec(a.testbed, "sw", [os.path.join(ROOT, "build", "inagg"), "switch",
+                                      "--listen", f"{sw['addr']}:{a.port}", "--threads",
+                                      str(a.switch_threads), "--ready-fd", str(w)],
+                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                    pass_fds=(w,))
+        swps.append(swp)
+        os.close(w)
     try:
-        ready = b""
-        t_end = time.time() + 10
-        while not ready.endswith(b"\n") and time.time() < t_end:
-            chunk = os.read(r, 64)
-            if not chunk:
-                break
-            ready += chunk
-        os.close(r)
-        if not ready.endswith(b"\n"):
-            raise RuntimeError("inagg switch did not start: " + (swp.stderr.read() or "")[-500:])
+        if swps:
+            ready = b""
+            t_end = time.time() + 10
+            while not ready.endswith(b"\n") and time.time() < t_end:
+                chunk = os.read(r, 64)
+                if not chunk:
+                    break
+                ready += chunk
+            os.close(r)
+            if not ready.endswith(b"\n"):
+                raise RuntimeError("inagg switch did not start: " +
+                                   (swps[0].stderr.read() or "")[-500:])
         job = f"tb{os.getpid()}"
-        common = ["--switch", f"{sw['addr']}:{a.port}", "--job", job, "--world", str(len(hosts)),
+        common = ["--switch", f"{sw['addr']}:{port}", "--job", job, "--world", str(len(hosts)),
                   "--elems", str(a.elems), "--dtype", a.dtype, "--iters", str(a.iters),
                   "--warmup", str(a.warmup), "--packet-elems", str(a.packet_elems),
                   "--window", str(a.window), "--seed", str(a.seed), "--rto-max-us", "500000"]
         if a.rto_min_us:
             common += ["--rto-min-us", str(a.rto_min_us)]
+        if a.protocol != "switchml":
+            common += ["--protocol", a.protocol]
         procs = [texec(a.testbed, h["name"],
                        [inagg, "bench", "allreduce", "--rank", str(i)] + common,
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
                  for i, h in enumerate(hosts)]
         outs = collect(procs, a.timeout, "inagg")
     finally:
-        kill_all([swp])
+        kill_all(swps)
     reps = [json_lines(o)[-1] for o in outs]
     times = per_iter_max(reps)
     window = (min(x["t_start"] for x in reps), max(x["t_end"] for x in reps))
@@ -269,6 +281,8 @@ def run_mpi(a, tb, hosts, sampler, ring):
     argv += [os.path.join(ROOT, "build", "inagg-mpi-bench"), "--elems", str(a.elems),
              "--dtype", a.dtype, "--iters", str(a.iters), "--warmup", str(a.warmup),
              "--seed", str(a.seed)]
+    if a.mpi_mode != "bench":
+        argv += ["--mode", a.mpi_mode]
     p = texec(a.testbed, hosts[0]["name"], argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
               text=True)
     out = collect([p], a.timeout, "mpi-ring" if ring else "mpi")[0]
@@ -280,6 +294,7 @@ def run_mpi(a, tb, hosts, sampler, ring):
         "tat_s_report": {"median": med, "min": rep["tat_ms"]["min"] / 1e3,
                          "max": rep["tat_ms"]["max"] / 1e3},
         "algorithm": "ring (forced)" if ring else "Open MPI default (tuned)",
+        **({"latency_us": rep["latency_us"]} if "latency_us" in rep else {}),
         "cpu_busiest_s": a.iters * med,
     }
 
@@ -382,6 +397,10 @@ def main():
                          "behind a slow link delays its own acknowledgements by ms; 0: the "
                          "library's floor)")
     ap.add_argument("--switch-threads", type=int, default=2)
+    ap.add_argument("--mpi-mode", choices=["bench", "latency"], default="bench",
+                    help="inagg-mpi-bench --mode (latency: every iteration verified, p50/p99)")
+    ap.add_argument("--protocol", choices=["switchml", "p4sgd"], default="switchml",
+                    help="inagg's slot protocol (p4sgd: one packet per slot, for small tensors)")
     ap.add_argument("--port", type=int, default=7000)
     ap.add_argument("--timeout", type=float, default=0, help="seconds (default from the size)")
     ap.add_argument("--bulk-seconds", type=float, default=4.0)
@@ -440,7 +459,10 @@ def main():
     if "times_s" in res:
         t = res.pop("times_s")
         res["tat_s"] = {"median": statistics.median(t), "min": min(t), "max": max(t)}
-        res["times_s"] = [round(x, 4) for x in t]
+        res["times_s"] = [round(x, 6) for x in t]
+        srt = sorted(t)
+        near = lambda q: srt[min(len(srt) - 1, max(0, int(-(-q * len(srt) // 100)) - 1))]
+        res["latency_us"] = {"p50": round(near(50) * 1e6, 1), "p99": round(near(99) * 1e6, 1)}
     elif "tat_s_report" in res:
         res["tat_s"] = res.pop("tat_s_report")
         res.pop("tat_from_report")

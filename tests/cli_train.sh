@@ -18,9 +18,9 @@ SMALL="--synthetic sparse:2000x300:0.05 --epochs 3"
 
 t=train_help_teaches
 out=$(timeout 10 $INAGG train --help); rc=$?
-if [ $rc -eq 0 ] && echo "$out" | grep -q -- "--micro-batch" && echo "$out" | grep -q "Algorithm 1" &&
-   echo "$out" | grep -q "examples:" && echo "$out" | grep -q -- "--backend" &&
-   timeout 5 $INAGG --help | grep -q "train"; then ok $t; else bad $t "rc $rc or text incomplete"; fi
+if [ $rc -eq 0 ] && echo "$out" | grep -c >/dev/null -- "--micro-batch" && echo "$out" | grep -c >/dev/null "Algorithm 1" &&
+   echo "$out" | grep -c >/dev/null "examples:" && echo "$out" | grep -c >/dev/null -- "--backend" &&
+   timeout 5 $INAGG --help | grep -c >/dev/null "train"; then ok $t; else bad $t "rc $rc or text incomplete"; fi
 
 t=train_usage_errors_exit_2
 rcs=""
@@ -111,7 +111,7 @@ assert d['epochs'][-1]['test_accuracy'] > 0.6
 t=train_plot_writes_png
 if command -v gnuplot >/dev/null; then
     timeout 120 $INAGG train $SMALL --workers 2 --plot "$tmp/curve.png" >/dev/null 2>"$tmp/err"; rc=$?
-    if [ $rc -eq 0 ] && [ -s "$tmp/curve.png" ] && head -c 4 "$tmp/curve.png" | grep -q "PNG"; then ok $t
+    if [ $rc -eq 0 ] && [ -s "$tmp/curve.png" ] && head -c 4 "$tmp/curve.png" | grep -c >/dev/null "PNG"; then ok $t
     else bad $t "rc $rc: $(tail -n 3 "$tmp/err")"; fi
 else skp $t "gnuplot not installed"; fi
 

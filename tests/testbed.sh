@@ -52,7 +52,7 @@ leftovers() { # NAME
 
 t=help_and_usage_errors
 rcs=""
-timeout 5 $TB --help | grep -q "tools/testbed up N" || rcs+=" [--help]"
+timeout 5 $TB --help | grep -c >/dev/null "tools/testbed up N" || rcs+=" [--help]"
 for args in "" "up" "up 0" "up 2 --name Bad!" "up 2 --mtu 100" "up 2 --link-rate fast" \
     "up 2 --loss 2" "bogus"; do
     timeout 10 $TB $args >/dev/null 2>"$tmp/err"
@@ -95,10 +95,10 @@ if [ $? -ne 0 ]; then bad $t "$(cat "$tmp/err")"; else
     names=""
     for h in h1 h2 h3; do names+="$(timeout 10 $TB exec $A $h -- hostname) "; done
     [ "$names" = "tb-$A-h1 tb-$A-h2 tb-$A-h3 " ] || why+=" hostnames [$names]"
-    timeout 10 $TB exec $A h2 -- tc qdisc show dev tb0 | grep -q "tbf.*rate 200Mbit" || why+=" host-side tbf"
-    timeout 10 $TB exec $A sw -- tc qdisc show dev p2 | grep -q "tbf.*rate 200Mbit" || why+=" switch-side tbf"
-    timeout 10 $TB exec $A h1 -- ip -o addr show dev tb0 | grep -q "$(echo "$json" | json_get "['hosts'][0]['addr']")/24" || why+=" address"
-    ip -o addr show | grep -q "$(echo "$json" | json_get "['subnet']" | cut -d/ -f1 | sed 's/\.0$/./')" && why+=" subnet visible in the root namespace"
+    timeout 10 $TB exec $A h2 -- tc qdisc show dev tb0 | grep -c >/dev/null "tbf.*rate 200Mbit" || why+=" host-side tbf"
+    timeout 10 $TB exec $A sw -- tc qdisc show dev p2 | grep -c >/dev/null "tbf.*rate 200Mbit" || why+=" switch-side tbf"
+    timeout 10 $TB exec $A h1 -- ip -o addr show dev tb0 | grep -c >/dev/null "$(echo "$json" | json_get "['hosts'][0]['addr']")/24" || why+=" address"
+    ip -o addr show | grep -c >/dev/null "$(echo "$json" | json_get "['subnet']" | cut -d/ -f1 | sed 's/\.0$/./')" && why+=" subnet visible in the root namespace"
     [ -z "$why" ] && ok $t || bad $t "wrong:$why"
 fi
 
@@ -211,7 +211,7 @@ fi
 
 t=down_removes_leftovers_by_prefix
 ip netns add inagg-tb-$E-h1 && ip netns add inagg-tb-$E-sw
-timeout 10 $TB list | grep -q "leftover namespaces of '$E'" || lst=no
+timeout 10 $TB list | grep -c >/dev/null "leftover namespaces of '$E'" || lst=no
 timeout 30 $TB down $E
 left=$(leftovers $E)
 if [ "${lst:-}" = no ]; then bad $t "list did not report the leftovers"

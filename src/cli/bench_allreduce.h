@@ -51,6 +51,8 @@ typedef struct ar_opts {
     uint32_t rank;
     uint32_t testbed;          /* hosts of a testbed to build, 0: loopback */
     const char *link_rate;     /* as given (tc syntax), passed to tools/testbed */
+    const char *fabric;        /* tools/testbed --fabric (NULL: its default) */
+    const char *link_delay;    /* tools/testbed --link-delay (NULL: none) */
     uint64_t link_bps;         /* 0: unlimited */
     uint32_t mtu;
     int nsizes;                /* 0: the one size --elems */

@@ -62,6 +62,11 @@ static void usage(FILE *out)
             "  --link-rate R        with --testbed: every link's rate each way (100mbit, 1gbit,\n"
             "                       a number of Mbit/s, or none) (default 100mbit)\n"
             "  --mtu M              with --testbed: 576..65000 (default 9000)\n"
+            "  --fabric F           with --testbed: bridge (a Linux bridge; the default) or\n"
+            "                       inagg (inagg switch --l2 forwards every frame and\n"
+            "                       aggregates in the fabric; docs/FABRIC.md)\n"
+            "  --link-delay D       with --testbed --fabric inagg: one-way delay per link,\n"
+            "                       each way (25us, 1ms)\n"
             "  --rank R --world W   run one rank of a job on a running switch (--switch, --job)\n"
             "                       and print its report as one JSON line: times_s, t_start,\n"
             "                       t_end, cpu_s, verified, checksum, counters\n"
@@ -317,6 +322,7 @@ int ar_parse(int argc, char **argv, ar_opts_t *o)
         {"rank", required_argument, 0, 'R'},         {"world", required_argument, 0, 'w'},
         {"job", required_argument, 0, 'J'},          {"testbed", required_argument, 0, 'B'},
         {"link-rate", required_argument, 0, 'L'},    {"mtu", required_argument, 0, 'U'},
+        {"fabric", required_argument, 0, 'Y'},       {"link-delay", required_argument, 0, 'Q'},
         {"sizes", optional_argument, 0, 'z'},        {"plot", required_argument, 0, 'G'},
         {"help", no_argument, 0, 'h'},               {0, 0, 0, 0}};
     uint64_t v;
@@ -404,6 +410,13 @@ int ar_parse(int argc, char **argv, ar_opts_t *o)
             o->link_rate = optarg;
             have_rate = 1;
             break;
+        case 'Y':
+            if (strcmp(optarg, "bridge") != 0 && strcmp(optarg, "inagg") != 0)
+                return bad("--fabric is bridge or inagg, got '%s'", optarg);
+            o->fabric = optarg;
+            have_rate = 1;
+            break;
+        case 'Q': o->link_delay = optarg; have_rate = 1; break;
         case 'U':
             if (cli_parse_u64(AR_CMD, "--mtu", optarg, 576, 65000, &v)) return 2;
             o->mtu = (uint32_t)v;
@@ -464,8 +477,8 @@ int ar_parse(int argc, char **argv, ar_opts_t *o)
         if (!(o->given & AR_GIVEN_WARMUP))
             o->warmup = TESTBED_WARMUP;
     } else if (have_rate || have_mtu) {
-        return bad("--link-rate and --mtu describe the testbed's links: they go with "
-                   "--testbed N");
+        return bad("--link-rate, --mtu, --fabric and --link-delay describe the testbed: they "
+                   "go with --testbed N");
     }
     if (have_plot && !o->nsizes)
         return bad("--plot draws the --sizes sweep: give --sizes too");

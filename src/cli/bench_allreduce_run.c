@@ -691,6 +691,12 @@ static int testbed_switch_start(ctx_t *c)
 {
     const ar_opts_t *o = &c->so;
     const launch_testbed_t *tb = &c->run->tb;
+    if (tb->fabric_port) {
+        /* --fabric inagg: the fabric's own switch aggregates, in the switch namespace */
+        snprintf(c->sw_addr, sizeof(c->sw_addr), "%s:%u", tb->switch_addr, tb->fabric_port);
+        c->sw_pid = 0;
+        return 0;
+    }
     int p[2];
     if (pipe2(p, O_CLOEXEC) != 0) {
         fprintf(stderr, AR_CMD ": pipe: %s\n", strerror(errno));
@@ -837,10 +843,14 @@ static int run_testbed(ar_run_t *run, ctx_t *c)
     char name[16], err[1024];
     snprintf(name, sizeof(name), "b%d", (int)getpid());
     snprintf(tb->name, sizeof(tb->name), "%s", name);
+    tb->fabric = run->o->fabric;
+    tb->link_delay = run->o->link_delay;
     launch_testbed_guard(tb);
-    fprintf(stderr, AR_CMD ": building testbed %s: %u hosts, links %s, MTU %u%s\n", name,
-            run->o->testbed, run->o->link_rate, run->o->mtu,
-            run->o->loss > 0 ? ", with loss" : "");
+    fprintf(stderr, AR_CMD ": building testbed %s: %u hosts, links %s, MTU %u%s%s%s%s%s\n",
+            name, run->o->testbed, run->o->link_rate, run->o->mtu,
+            run->o->loss > 0 ? ", with loss" : "", tb->fabric ? ", fabric " : "",
+            tb->fabric ? tb->fabric : "", tb->link_delay ? ", link delay " : "",
+            tb->link_delay ? tb->link_delay : "");
     int rc = launch_testbed_up(tb, run->o->testbed, name, run->o->link_rate, run->o->mtu,
                                run->o->loss, err, sizeof(err));
     if (rc != 0) {

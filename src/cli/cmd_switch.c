@@ -14,6 +14,7 @@
 #include "cli/output.h"
 #include "base/log.h"
 #include "control/ctl.h"
+#include "fabric/fabric.h"
 #include "switch/switch.h"
 
 static void usage(FILE *out)
@@ -51,6 +52,23 @@ static void usage(FILE *out)
             "  --require-secret        refuse jobs registered without a job secret\n"
             "  --ready-fd FD           write the bound port and a newline to FD once ready\n"
             "  --stats HOST:PORT       print a running switch's counters and exit\n"
+            "L2 fabric (docs/FABRIC.md): forward Ethernet between interfaces and aggregate\n"
+            "the frames addressed to the switch's own IP on the way:\n"
+            "  --l2 IF1,IF2,...        switch between these interfaces (AF_PACKET)\n"
+            "  --l2-ip A.B.C.D[/P]     the switch's address (default: --listen's host, /24),\n"
+            "                          held by an internal port with the kernel's stack\n"
+            "  --l2-mac MAC            the switch's MAC (default 02:69:61 + the IP's last\n"
+            "                          three bytes)\n"
+            "  --l2-stack-port NAME    the internal port's name (default inagg0)\n"
+            "  --link-delay SPEC       one-way delay of every link, each way: D (25us, 1ms)\n"
+            "                          or IF=D,IF=D,...\n"
+            "  --link-jitter SPEC      extra uniform delay 0..J per frame, same syntax\n"
+            "  --mac-age MS            forget a MAC not seen this long (default 300000)\n"
+            "Without a fabric:\n"
+            "  --afpacket IF           take the aggregation packets for --listen's IP and\n"
+            "                          ports straight off interface IF (AF_PACKET ring), not\n"
+            "                          through UDP sockets; the IP must be IF's (the control\n"
+            "                          port is ordinary TCP)\n"
             "  --json                  with --stats: one JSON object\n"
             "  -h, --help              this text\n");
 }
@@ -97,12 +115,52 @@ static int parse_u32(const char *flag, const char *v, uint32_t *out)
     return 0;
 }
 
+/* --l2: start the fabric on the switch's IP and UDP port, and point the switch's dataplane
+ * at it. 0, or the exit status. */
+static int start_fabric(fabric_config_t *fc, switch_config_t *cfg, fabric_t **out,
+                        char *listen_buf, size_t cap)
+{
+    char host[64];
+    const char *colon = strrchr(cfg->listen, ':');
+    uint32_t port;
+    if (!colon || (size_t)(colon - cfg->listen) >= sizeof(host) ||
+        parse_u32("--listen port", colon + 1, &port) || port == 0 || port > 65535) {
+        fprintf(stderr, "inagg switch: --l2 needs --listen HOST:PORT with a fixed port\n");
+        return 2;
+    }
+    snprintf(host, sizeof(host), "%.*s", (int)(colon - cfg->listen), cfg->listen);
+    if (!fc->ip) {
+        if (strcmp(host, "0.0.0.0") == 0 || strncmp(host, "127.", 4) == 0) {
+            fprintf(stderr, "inagg switch: --l2 needs the switch's own address: --l2-ip "
+                            "A.B.C.D/P or --listen A.B.C.D:PORT\n");
+            return 2;
+        }
+        fc->ip = host;
+    }
+    fc->agg_port = (uint16_t)port;
+    fc->queues = cfg->threads;
+    char err[256];
+    if (fabric_start(fc, out, err, sizeof(err)) != 0) {
+        fprintf(stderr, "inagg switch: %s\n", err);
+        return 1;
+    }
+    snprintf(listen_buf, cap, "%s:%u", fabric_ip_text(*out), port);
+    cfg->listen = listen_buf;
+    cfg->transport = "afpacket";
+    cfg->transport_link = fabric_link(*out);
+    cfg->extra_text = fabric_write_text;
+    cfg->extra_json = fabric_write_json;
+    cfg->extra_ctx = *out;
+    return 0;
+}
+
 int cmd_switch(int argc, char **argv)
 {
     switch_config_t cfg = SWITCH_CONFIG_INIT;
     cfg.listen = "127.0.0.1:7000";
     const char *stats_addr = NULL;
     int json = 0, ready_fd = -1;
+    fabric_config_t fcfg = {0};
     uint32_t v;
     static const struct option longopts[] = {
         {"listen", required_argument, 0, 'l'},   {"threads", required_argument, 0, 't'},
@@ -111,6 +169,10 @@ int cmd_switch(int argc, char **argv)
         {"faults-in", required_argument, 0, 'i'}, {"faults-out", required_argument, 0, 'o'},
         {"ready-fd", required_argument, 0, 'r'}, {"stats", required_argument, 0, 'S'},
         {"json", no_argument, 0, 'j'},           {"help", no_argument, 0, 'h'},
+        {"l2", required_argument, 0, 'L'},       {"l2-ip", required_argument, 0, 'I'},
+        {"l2-mac", required_argument, 0, 'M'},   {"l2-stack-port", required_argument, 0, 'P'},
+        {"link-delay", required_argument, 0, 'D'}, {"link-jitter", required_argument, 0, 'J'},
+        {"mac-age", required_argument, 0, 'A'},  {"afpacket", required_argument, 0, 'K'},
         {"request-timeout", required_argument, 0, 1001},
         {"idle-timeout", required_argument, 0, 1002},
         {"max-conns-per-addr", required_argument, 0, 1003},
@@ -138,6 +200,14 @@ int cmd_switch(int argc, char **argv)
             break;
         case 'S': stats_addr = optarg; break;
         case 'j': json = 1; break;
+        case 'L': fcfg.ports = optarg; break;
+        case 'I': fcfg.ip = optarg; break;
+        case 'M': fcfg.mac = optarg; break;
+        case 'P': fcfg.cpu_port = optarg; break;
+        case 'D': fcfg.delay = optarg; break;
+        case 'J': fcfg.jitter = optarg; break;
+        case 'A': if (parse_u32("--mac-age", optarg, &fcfg.mac_age_ms)) return 2; break;
+        case 'K': cfg.transport = "afpacket"; cfg.transport_iface = optarg; break;
         case 1001:
             if (parse_u32("--request-timeout", optarg, &cfg.request_ms)) return 2;
             break;
@@ -172,8 +242,26 @@ int cmd_switch(int argc, char **argv)
 
     inagg_switch_t *sw;
     char err[256];
+    fabric_t *fab = NULL;
+    char listen_buf[64];
+    if (fcfg.ports && cfg.transport_iface) {
+        fprintf(stderr, "inagg switch: --afpacket and --l2 exclude each other (the fabric "
+                        "owns its ports)\n");
+        return 2;
+    }
+    if (fcfg.ports) {
+        int rc = start_fabric(&fcfg, &cfg, &fab, listen_buf, sizeof(listen_buf));
+        if (rc != 0)
+            return rc;
+    } else if (fcfg.ip || fcfg.mac || fcfg.cpu_port || fcfg.delay || fcfg.jitter ||
+               fcfg.mac_age_ms) {
+        fprintf(stderr, "inagg switch: --l2-ip, --l2-mac, --l2-stack-port, --link-delay, "
+                        "--link-jitter and --mac-age need --l2\n");
+        return 2;
+    }
     if (switch_start(&cfg, &sw, err, sizeof(err)) != 0) {
         fprintf(stderr, "inagg switch: %s\n", err);
+        fabric_stop(fab);
         return 1;
     }
     LOG_I("switch listening on port %u (TCP control, UDP %u..%u), %u thread%s, %u slots",
@@ -198,5 +286,6 @@ int cmd_switch(int argc, char **argv)
         }
     }
     switch_stop(sw);
+    fabric_stop(fab);
     return 0;
 }

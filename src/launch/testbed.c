@@ -104,6 +104,14 @@ static void guard_handler(int sig)
         }
         pid_t pid = fork();
         if (pid == 0) {
+            /* Out of our process group, deaf to the signals that end us: a Ctrl-C or a
+             * `timeout` sends them to the whole group, and must not end the teardown. */
+            struct sigaction ign;
+            memset(&ign, 0, sizeof(ign));
+            ign.sa_handler = SIG_IGN;
+            for (int i = 0; i < 3; i++)
+                sigaction(guard_sigs[i], &ign, NULL);
+            setpgid(0, 0);
             int fd = STDOUT_FILENO;
             dup2(STDERR_FILENO, fd);
             execve(guard_argv[0], guard_argv, environ);
@@ -184,6 +192,14 @@ int launch_testbed_up(launch_testbed_t *tb, unsigned hosts, const char *name, co
         argv[a++] = "--loss";
         argv[a++] = losss;
     }
+    if (tb->fabric) {
+        argv[a++] = "--fabric";
+        argv[a++] = (char *)tb->fabric;
+    }
+    if (tb->link_delay) {
+        argv[a++] = "--link-delay";
+        argv[a++] = (char *)tb->link_delay;
+    }
     argv[a++] = "--json";
     argv[a] = NULL;
     launch_capture_t *cap = calloc(1, sizeof(*cap));
@@ -232,6 +248,7 @@ int launch_testbed_up(launch_testbed_t *tb, unsigned hosts, const char *name, co
     tb->mtu = (unsigned)v;
     tb->link_bps = json_find_number(j, "link_rate_bps", &v) == 0 && v > 0 ? (uint64_t)v : 0;
     tb->loss = json_find_number(j, "loss", &v) == 0 ? v : 0;
+    tb->fabric_port = json_find_number(j, "fabric_port", &v) == 0 && v > 0 ? (unsigned)v : 0;
     tb->hosts = hosts;
     snprintf(tb->net3, sizeof(tb->net3), "%s", tb->subnet);
     char *dot = strrchr(tb->net3, '.');

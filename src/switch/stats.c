@@ -276,6 +276,8 @@ static void write_json(inagg_switch_t *sw, FILE *out)
         json_end_object(&w);
     }
     json_end_array(&w);
+    if (sw->cfg.extra_json)
+        sw->cfg.extra_json(sw->cfg.extra_ctx, &w);
     json_end_object(&w);
     const char *t = json_text(&w);
     fprintf(out, "%s\n", t ? t : "{}");
@@ -290,10 +292,13 @@ void switch_write_stats(inagg_switch_t *sw, FILE *out, int json)
     size_t len = 0;
     FILE *mem = open_memstream(&text, &len);
     pthread_mutex_lock(&sw->stats_lock);
-    if (mem && json)
+    if (mem && json) {
         write_json(sw, mem);
-    else if (mem)
+    } else if (mem) {
         write_text(sw, mem);
+        if (sw->cfg.extra_text)
+            sw->cfg.extra_text(sw->cfg.extra_ctx, mem);
+    }
     pthread_mutex_unlock(&sw->stats_lock);
     if (mem && fclose(mem) == 0 && text)
         fwrite(text, 1, len, out);

@@ -58,7 +58,9 @@ static int open_queue(struct inagg_switch *sw, uint32_t t, const char *bind, cha
 {
     const switch_config_t *c = &sw->cfg;
     transport_config_t tc = {
-        .kind = "udp",
+        .kind = c->transport ? c->transport : "udp",
+        .link = c->transport_link,
+        .iface = c->transport_iface,
         .bind = bind,
         .queue = t,
         .buffer_bytes = c->socket_buffer,

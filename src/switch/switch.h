@@ -10,6 +10,8 @@
 #include <stddef.h>
 #include <stdio.h>
 
+struct json_writer;
+
 typedef struct switch_config {
     const char *listen;          /* "HOST:PORT"; port 0 picks a free one */
     uint32_t threads;            /* dataplane threads, transport queues 0 .. threads-1 (UDP:
@@ -20,17 +22,27 @@ typedef struct switch_config {
     int socket_buffer;           /* bytes of receive and send buffer per dataplane queue */
     const char *faults_in;       /* fault spec on the receive path (NULL: none) */
     const char *faults_out;      /* fault spec on the send path (NULL: none) */
+    const char *transport;       /* dataplane transport kind (NULL: "udp") */
+    void *transport_link;        /* afpacket: the fabric's afp_link_t (transport/afpacket.h) */
+    const char *transport_iface; /* afpacket without a fabric: the interface it listens on */
+    /* Extra counters of whatever carries the dataplane (the L2 fabric), written after the
+     * switch's own: text lines, or members of the switch's JSON object. NULL: none. */
+    void (*extra_text)(void *ctx, FILE *out);
+    void (*extra_json)(void *ctx, struct json_writer *w);
+    void *extra_ctx;
     /* Admission (PROTOCOL.md "Admission"); 0 picks the default in brackets. */
     uint32_t request_ms;         /* a request line, or its reply, must be done within [10000] */
     uint32_t idle_ms;            /* a connection without a job silent this long is closed [60000] */
     uint32_t max_conns_per_addr; /* open control connections per client address [128] */
     uint32_t max_job_slots;      /* slots one job may hold [total_slots / 2] */
     uint32_t max_addr_slots;     /* slots the jobs registered from one address may hold
-                                    [total_slots / 2] */
+                                    [three quarters of total_slots] */
     int require_secret;          /* refuse jobs registered without a job secret */
 } switch_config_t;
 
-#define SWITCH_CONFIG_INIT {"127.0.0.1:0", 1, 8192, 30000, 64, 32 << 20, NULL, NULL, 0, 0, 0, 0, 0, 0}
+#define SWITCH_CONFIG_INIT                                                                      \
+    {"127.0.0.1:0", 1, 8192, 30000, 64, 32 << 20, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, \
+     0, 0, 0, 0, 0, 0}
 
 typedef struct inagg_switch inagg_switch_t;
 

@@ -14,6 +14,7 @@
 
 static const transport_kind_t *const kinds[] = {
     &transport_kind_udp,
+    &transport_kind_afpacket,
 };
 
 static const transport_kind_t *kind_by_name(const char *name)

@@ -96,6 +96,8 @@ typedef struct transport_config {
     const char *faults_in;  /* ... or a separate spec per direction (used when faults is NULL) */
     const char *faults_out;
     uint64_t fault_stream;  /* each endpoint of a run draws its own decisions from the seed */
+    const char *iface;      /* afpacket, standalone: the interface to open */
+    void *link;             /* afpacket, linked: the fabric's afp_link_t (afpacket.h) */
 } transport_config_t;
 
 /* Open an endpoint. 0 with *out set, or -errno with a reason in err. */
@@ -153,6 +155,7 @@ typedef struct transport_kind {
 } transport_kind_t;
 
 extern const transport_kind_t transport_kind_udp; /* udp.c */
+extern const transport_kind_t transport_kind_afpacket; /* afpacket.c */
 /* The faulty transport wraps `inner` (and owns it). */
 int transport_faulty_wrap(transport_t *inner, const char *spec_in, const char *spec_out,
                           uint64_t stream, transport_t **out, char *err, size_t errlen);

@@ -1,0 +1,440 @@
+/*
+ * fabric.c - the fabric's life: parse its configuration, open the ports, the internal port
+ * and the aggregation queues, run the forwarding thread, stop. The thread's loop takes a
+ * burst from every port, hands each frame to forward.c (or to the port's ingress delay line),
+ * sends what the dataplane queued, releases delayed frames whose time came, and sleeps in
+ * ppoll when idle (spinning instead when a delayed frame is due within SPIN_NS).
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include "base/errmsg.h"
+#include "base/util.h"
+#include "fabric/fabric_int.h"
+#include "fabric/tapdev.h"
+
+#define SPIN_NS 150000ull      /* closer than this to a release: spin, do not sleep */
+#define IDLE_SLEEP_MS 20
+#define IDLE_SPIN_NS 20000ull  /* after the last frame: spin this long before sleeping */
+#define DELAY_LINE_BYTES (8u << 20)
+#define QUEUE_SLOTS 1024
+#define TAPBUF (65536 + 64)
+
+int fabric_parse_duration(const char *text, uint64_t *ns)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(text, &end);
+    if (end == text || errno || v < 0 || v > 10e9)
+        return -EINVAL;
+    double mul;
+    if (strcmp(end, "ns") == 0)
+        mul = 1;
+    else if (strcmp(end, "us") == 0)
+        mul = 1e3;
+    else if (strcmp(end, "ms") == 0)
+        mul = 1e6;
+    else if (strcmp(end, "s") == 0)
+        mul = 1e9;
+    else if (*end == 0 && v == 0)
+        mul = 0;
+    else
+        return -EINVAL;
+    *ns = (uint64_t)(v * mul + 0.5);
+    return 0;
+}
+
+/* "D" for every port, or "IF=D,IF=D": into delay_ns (which = 0) or jitter_ns (which = 1). */
+static int apply_link_spec(struct fabric *f, const char *spec, int which, char *err,
+                           size_t errlen)
+{
+    if (!spec || !*spec)
+        return 0;
+    char buf[1024];
+    if (strlen(spec) >= sizeof(buf)) {
+        set_err(err, errlen, "link spec too long");
+        return -EINVAL;
+    }
+    const char *what = which ? "jitter" : "delay";
+    snprintf(buf, sizeof(buf), "%s", spec);
+    if (!strchr(buf, '=')) {
+        uint64_t ns;
+        if (fabric_parse_duration(buf, &ns) != 0) {
+            set_err(err, errlen, "bad %s '%s' (expected e.g. 25us, 1ms, 0)", what, spec);
+            return -EINVAL;
+        }
+        for (uint32_t p = 0; p < f->cpu; p++)
+            *(which ? &f->ports[p].jitter_ns : &f->ports[p].delay_ns) = ns;
+        return 0;
+    }
+    char *save = NULL;
+    for (char *item = strtok_r(buf, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(item, '=');
+        uint64_t ns;
+        if (!eq || fabric_parse_duration(eq + 1, &ns) != 0) {
+            set_err(err, errlen, "bad %s item '%s' (expected IF=D, e.g. p1=25us)", what, item);
+            return -EINVAL;
+        }
+        *eq = 0;
+        uint32_t p = 0;
+        while (p < f->cpu && strcmp(f->ports[p].name, item) != 0)
+            p++;
+        if (p == f->cpu) {
+            set_err(err, errlen, "%s for '%s', which is not a port", what, item);
+            return -EINVAL;
+        }
+        *(which ? &f->ports[p].jitter_ns : &f->ports[p].delay_ns) = ns;
+    }
+    return 0;
+}
+
+static int parse_mac(const char *s, uint8_t mac[6])
+{
+    unsigned v[6];
+    char tail;
+    if (sscanf(s, "%x:%x:%x:%x:%x:%x%c", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &tail) != 6)
+        return -EINVAL;
+    for (int i = 0; i < 6; i++) {
+        if (v[i] > 255)
+            return -EINVAL;
+        mac[i] = (uint8_t)v[i];
+    }
+    return (mac[0] & 1) || (mac[0] | mac[1] | mac[2] | mac[3] | mac[4] | mac[5]) == 0 ? -EINVAL
+                                                                                       : 0;
+}
+
+static int parse_config(struct fabric *f, const fabric_config_t *c, char *err, size_t errlen)
+{
+    char ip[64];
+    if (!c->ip || strlen(c->ip) >= sizeof(ip)) {
+        set_err(err, errlen, "the fabric needs the switch's IP address (--l2-ip A.B.C.D/P)");
+        return -EINVAL;
+    }
+    snprintf(ip, sizeof(ip), "%s", c->ip);
+    f->prefix = 24;
+    char *slash = strchr(ip, '/');
+    if (slash) {
+        char *end;
+        long p = strtol(slash + 1, &end, 10);
+        if (*end || end == slash + 1 || p < 1 || p > 32) {
+            set_err(err, errlen, "bad prefix length in '%s'", c->ip);
+            return -EINVAL;
+        }
+        f->prefix = (int)p;
+        *slash = 0;
+    }
+    struct in_addr a;
+    if (inet_pton(AF_INET, ip, &a) != 1 || a.s_addr == 0) {
+        set_err(err, errlen, "bad switch IP '%s' (expected A.B.C.D[/PREFIX])", c->ip);
+        return -EINVAL;
+    }
+    f->ip = a.s_addr;
+    inet_ntop(AF_INET, &a, f->ip_text, sizeof(f->ip_text));
+    if (c->mac) {
+        if (parse_mac(c->mac, f->mac) != 0) {
+            set_err(err, errlen, "bad switch MAC '%s' (expected a unicast xx:xx:xx:xx:xx:xx)",
+                    c->mac);
+            return -EINVAL;
+        }
+    } else {
+        const uint8_t *b = (const uint8_t *)&f->ip;
+        uint8_t m[6] = {0x02, 0x69, 0x61, b[1], b[2], b[3]};
+        memcpy(f->mac, m, 6);
+    }
+    if (c->queues == 0 || c->queues > AFP_MAX_QUEUES) {
+        set_err(err, errlen, "the fabric serves 1..%u aggregation queues", AFP_MAX_QUEUES);
+        return -EINVAL;
+    }
+    if (c->agg_port == 0 || (uint32_t)c->agg_port + c->queues > 65536) {
+        set_err(err, errlen, "the fabric needs a fixed UDP port for aggregation (not 0)");
+        return -EINVAL;
+    }
+    char list[1024];
+    if (!c->ports || !*c->ports || strlen(c->ports) >= sizeof(list)) {
+        set_err(err, errlen, "no ports given (--l2 IF1,IF2,...)");
+        return -EINVAL;
+    }
+    snprintf(list, sizeof(list), "%s", c->ports);
+    char *save = NULL;
+    for (char *n = strtok_r(list, ",", &save); n; n = strtok_r(NULL, ",", &save)) {
+        if (f->nports + 1 >= FABRIC_MAX_PORTS) {
+            set_err(err, errlen, "at most %d ports", FABRIC_MAX_PORTS - 1);
+            return -EINVAL;
+        }
+        if (strlen(n) >= IFNAMSIZ) {
+            set_err(err, errlen, "bad interface name '%s'", n);
+            return -EINVAL;
+        }
+        for (uint32_t p = 0; p < f->nports; p++)
+            if (strcmp(f->ports[p].name, n) == 0) {
+                set_err(err, errlen, "port '%s' given twice", n);
+                return -EINVAL;
+            }
+        snprintf(f->ports[f->nports++].name, IFNAMSIZ, "%s", n);
+    }
+    if (f->nports == 0) {
+        set_err(err, errlen, "no ports given (--l2 IF1,IF2,...)");
+        return -EINVAL;
+    }
+    f->cpu = f->nports++;
+    fport_t *cpu = &f->ports[f->cpu];
+    snprintf(cpu->name, IFNAMSIZ, "%s", c->cpu_port ? c->cpu_port : "inagg0");
+    cpu->is_cpu = 1;
+    if (apply_link_spec(f, c->delay, 0, err, errlen) != 0 ||
+        apply_link_spec(f, c->jitter, 1, err, errlen) != 0)
+        return -EINVAL;
+    return 0;
+}
+
+static void rx_port(struct fabric *f, uint32_t p, int *work)
+{
+    fport_t *port = &f->ports[p];
+    for (int k = 0; k < FABRIC_BURST; k++) {
+        const uint8_t *frame;
+        uint32_t len;
+        const struct virtio_net_hdr *vh;
+        if (port->is_cpu) {
+            ssize_t r = read(port->tap_fd, f->tapbuf, TAPBUF);
+            if (r <= (ssize_t)sizeof(struct virtio_net_hdr))
+                return;
+            vh = (const struct virtio_net_hdr *)(const void *)f->tapbuf;
+            frame = f->tapbuf + sizeof(*vh);
+            len = (uint32_t)r - (uint32_t)sizeof(*vh);
+        } else if (!pktsock_peek(&port->ps, &frame, &len, &vh)) {
+            return;
+        }
+        uint64_t now = util_now_ns();
+        fstat_add(&port->c[FP_RX], 1);
+        fstat_add(&port->c[FP_RX_BYTES], len);
+        if (port->delay_ns || port->jitter_ns) {
+            if (delayline_push(&port->in, now, now, (uint16_t)p, LAT_NONE, vh, frame, len) != 0)
+                fstat_add(&port->c[FP_DELAY_DROPS], 1);
+        } else {
+            fabric_frame_in(f, p, vh, frame, len, now);
+        }
+        if (!port->is_cpu)
+            pktsock_done(&port->ps);
+        (*work)++;
+    }
+}
+
+/* Release what is due on every delay line; the earliest release still pending. */
+static uint64_t run_delays(struct fabric *f, uint64_t now, int *work)
+{
+    uint64_t next = UINT64_MAX;
+    for (uint32_t p = 0; p < f->nports; p++) {
+        fport_t *port = &f->ports[p];
+        if (!port->delay_ns && !port->jitter_ns)
+            continue;
+        const delay_rec_t *r;
+        for (int k = 0; k < 256 && (r = delayline_due(&port->in, now)); k++) {
+            uint64_t t = util_now_ns();
+            lathist_add(&f->lat[LAT_DELAY_LATE], t - r->release_ns);
+            fabric_frame_in(f, p, &r->vh, r->data, r->len, t);
+            delayline_pop(&port->in);
+            (*work)++;
+        }
+        for (int k = 0; k < 256 && (r = delayline_due(&port->out, now)); k++) {
+            lathist_add(&f->lat[LAT_DELAY_LATE], util_now_ns() - r->release_ns);
+            fabric_transmit(f, p, &r->vh, r->data, r->len, r->kind);
+            delayline_pop(&port->out);
+            (*work)++;
+        }
+        uint64_t a = delayline_next(&port->in), b = delayline_next(&port->out);
+        if (a < next)
+            next = a;
+        if (b < next)
+            next = b;
+    }
+    return next;
+}
+
+static void idle_wait(struct fabric *f, uint64_t next_release, uint64_t last_work)
+{
+    uint64_t v;
+    ssize_t r = read(f->link.tx_efd, &v, sizeof(v)); /* clear, then look */
+    (void)r;
+    for (uint32_t q = 0; q < f->link.nqueues; q++)
+        if (frameq_ready(&f->link.tx[q]))
+            return;
+    uint64_t now = util_now_ns();
+    if (next_release != UINT64_MAX && next_release <= now + SPIN_NS)
+        return; /* spin: a frame is due within microseconds */
+    if (now - last_work < IDLE_SPIN_NS)
+        return; /* spin a little after work: results and the next frames follow closely */
+    uint64_t wait_ns = (uint64_t)IDLE_SLEEP_MS * 1000000ull;
+    if (next_release != UINT64_MAX && next_release - now - SPIN_NS < wait_ns)
+        wait_ns = next_release - now - SPIN_NS;
+    struct pollfd pf[FABRIC_MAX_PORTS + 1];
+    nfds_t n = 0;
+    for (uint32_t p = 0; p < f->nports; p++)
+        pf[n++] = (struct pollfd){.fd = f->ports[p].is_cpu ? f->ports[p].tap_fd
+                                                           : f->ports[p].ps.fd,
+                                  .events = POLLIN};
+    pf[n++] = (struct pollfd){.fd = f->link.tx_efd, .events = POLLIN};
+    struct timespec ts = {(time_t)(wait_ns / 1000000000ull), (long)(wait_ns % 1000000000ull)};
+    (void)ppoll(pf, n, &ts, NULL);
+}
+
+static void *fabric_main(void *arg)
+{
+    struct fabric *f = arg;
+    prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
+    uint64_t last_work = 0;
+    while (!atomic_load_explicit(&f->stop, memory_order_relaxed)) {
+        int work = 0;
+        for (uint32_t p = 0; p < f->nports; p++)
+            rx_port(f, p, &work);
+        work += fabric_drain_results(f, util_now_ns());
+        uint64_t next = run_delays(f, util_now_ns(), &work);
+        for (uint32_t q = 0; f->kick && q < f->link.nqueues; q++)
+            if (f->kick & (1u << q))
+                frameq_kick(&f->link.rx[q]);
+        f->kick = 0;
+        if (work)
+            last_work = util_now_ns();
+        else
+            idle_wait(f, next, last_work);
+    }
+    return NULL;
+}
+
+static void free_all(struct fabric *f)
+{
+    for (uint32_t p = 0; p < f->nports; p++) {
+        fport_t *port = &f->ports[p];
+        if (port->is_cpu) {
+            if (port->tap_fd >= 0)
+                close(port->tap_fd);
+        } else {
+            pktsock_close(&port->ps);
+        }
+        for (int k = 0; k < 2; k++)
+            if (port->agg_fd[k] >= 0)
+                close(port->agg_fd[k]);
+        delayline_free(&port->in);
+        delayline_free(&port->out);
+    }
+    for (uint32_t q = 0; q < AFP_MAX_QUEUES; q++) {
+        frameq_free(&f->link.rx[q]);
+        frameq_free(&f->link.tx[q]);
+    }
+    if (f->link.tx_efd >= 0)
+        close(f->link.tx_efd);
+    mactable_free(&f->mt);
+    free(f->resend);
+    free(f->tapbuf);
+    free(f);
+}
+
+int fabric_start(const fabric_config_t *c, fabric_t **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    if (err && errlen)
+        err[0] = 0;
+    struct fabric *f = calloc(1, sizeof(*f));
+    if (!f) {
+        set_err(err, errlen, "out of memory");
+        return -ENOMEM;
+    }
+    f->link.tx_efd = -1;
+    for (uint32_t q = 0; q < AFP_MAX_QUEUES; q++)
+        f->link.rx[q].efd = f->link.tx[q].efd = -1;
+    for (uint32_t p = 0; p < FABRIC_MAX_PORTS; p++) {
+        f->ports[p].tap_fd = -1;
+        f->ports[p].ps.fd = -1;
+        f->ports[p].agg_fd[0] = f->ports[p].agg_fd[1] = -1;
+    }
+    int rc = parse_config(f, c, err, errlen);
+    if (rc != 0) {
+        free_all(f);
+        return rc;
+    }
+    uint64_t age = (uint64_t)(c->mac_age_ms ? c->mac_age_ms : 300000) * 1000000ull;
+    f->resend = calloc(RESEND_SLOTS, sizeof(*f->resend));
+    f->tapbuf = malloc(TAPBUF);
+    rc = (!f->resend || !f->tapbuf) ? -ENOMEM : mactable_init(&f->mt, 8192, age);
+    uint32_t mtu = 65535;
+    for (uint32_t p = 0; rc == 0 && p < f->nports; p++) {
+        fport_t *port = &f->ports[p];
+        if (!port->is_cpu) {
+            rc = pktsock_open(&port->ps, port->name, 0, err, errlen);
+            if (rc == 0 && port->ps.mtu < mtu)
+                mtu = port->ps.mtu;
+            for (int k = 0; rc == 0 && k < 2; k++) {
+                rc = pktsock_open_tx(port->ps.ifindex,
+                                     k ? FABRIC_PRIO_RESEND : FABRIC_PRIO_RESULT);
+                if (rc >= 0) {
+                    port->agg_fd[k] = rc;
+                    rc = 0;
+                } else {
+                    set_err(err, errlen, "port %s: a send socket for results: %s",
+                            port->name, strerror(-rc));
+                }
+            }
+        }
+        if (rc == 0 && (port->delay_ns || port->jitter_ns)) {
+            rc = delayline_init(&port->in, DELAY_LINE_BYTES, port->delay_ns, port->jitter_ns,
+                                2 * p + 1);
+            if (rc == 0)
+                rc = delayline_init(&port->out, DELAY_LINE_BYTES, port->delay_ns,
+                                    port->jitter_ns, 2 * p + 2);
+        }
+    }
+    if (rc == 0) {
+        fport_t *cpu = &f->ports[f->cpu];
+        rc = tapdev_open(cpu->name, f->mac, f->ip, f->prefix, mtu, err, errlen);
+        if (rc >= 0) {
+            cpu->tap_fd = rc;
+            rc = 0;
+        }
+    }
+    f->link.nqueues = c->queues;
+    memcpy(f->link.mac, f->mac, 6);
+    f->link.ip = f->ip;
+    f->link.port0 = c->agg_port;
+    for (uint32_t q = 0; rc == 0 && q < c->queues; q++) {
+        rc = frameq_init(&f->link.rx[q], QUEUE_SLOTS);
+        if (rc == 0)
+            rc = frameq_init(&f->link.tx[q], QUEUE_SLOTS);
+    }
+    if (rc == 0) {
+        f->link.tx_efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+        if (f->link.tx_efd < 0)
+            rc = -errno;
+    }
+    if (rc == 0) {
+        mactable_fix(&f->mt, f->mac, (uint16_t)f->cpu);
+        if (pthread_create(&f->tid, NULL, fabric_main, f) != 0)
+            rc = -EAGAIN;
+    }
+    if (rc != 0) {
+        if (!err[0])
+            set_err(err, errlen, "starting the fabric: %s", strerror(-rc));
+        free_all(f);
+        return rc;
+    }
+    f->running = 1;
+    *out = f;
+    return 0;
+}
+
+afp_link_t *fabric_link(fabric_t *f) { return &f->link; }
+const char *fabric_ip_text(const fabric_t *f) { return f->ip_text; }
+
+void fabric_stop(fabric_t *f)
+{
+    if (!f)
+        return;
+    atomic_store(&f->stop, 1);
+    if (f->running)
+        pthread_join(f->tid, NULL);
+    free_all(f);
+}

@@ -1,0 +1,56 @@
+/*
+ * fabric.h - the L2 fabric: an Ethernet switch over AF_PACKET ports that forwards ordinary
+ * frames (MAC learning with ageing, flooding of broadcast and unknown destinations) and hands
+ * the aggregation protocol's frames addressed to the switch's own IP and UDP ports to the
+ * aggregation switch (switch.h) through the AF_PACKET transport's linked mode. The switch's
+ * IP and MAC live on an internal TAP port (tapdev.h), so ARP, ICMP and the TCP control port
+ * are the kernel's. Every port can emulate a link's one-way delay and jitter (delayline.h).
+ * `inagg switch --l2` is the command around it; docs/FABRIC.md describes it.
+ */
+#ifndef INAGG_FABRIC_FABRIC_H
+#define INAGG_FABRIC_FABRIC_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "transport/afpacket.h"
+
+struct json_writer;
+
+typedef struct fabric_config {
+    const char *ports;      /* "IF1,IF2,...": the interfaces to switch between */
+    const char *ip;         /* the switch's address "A.B.C.D[/PREFIX]" (prefix default 24) */
+    const char *mac;        /* "xx:xx:xx:xx:xx:xx", or NULL: 02:69:61 + the IP's low 3 bytes */
+    const char *cpu_port;   /* the internal TAP port's name (NULL: "inagg0") */
+    uint16_t agg_port;      /* UDP port of aggregation queue 0 */
+    uint32_t queues;        /* aggregation queues (the switch's dataplane threads) */
+    const char *delay;      /* one-way delay of each link: "D" for all, or "IF=D,IF=D,...";
+                               D is a number with ns, us, ms or s (NULL: none) */
+    const char *jitter;     /* uniform extra delay 0..J per frame, same syntax (NULL: none) */
+    uint32_t mac_age_ms;    /* an entry not refreshed this long is forgotten (0: 300000) */
+} fabric_config_t;
+
+typedef struct fabric fabric_t;
+
+/* Open the ports and the internal port, start the forwarding thread. 0 or -errno with a
+ * reason in err. */
+int fabric_start(const fabric_config_t *cfg, fabric_t **out, char *err, size_t errlen);
+
+/* What the switch's transport endpoints attach to (transport_config_t.link). */
+afp_link_t *fabric_link(fabric_t *f);
+
+/* The switch's IP as text ("A.B.C.D"). */
+const char *fabric_ip_text(const fabric_t *f);
+
+/* Counters: text lines, or members "fabric":{...} of an open JSON object. The ctx is the
+ * fabric (these fit switch_config_t.extra_text / extra_json). */
+void fabric_write_text(void *f, FILE *out);
+void fabric_write_json(void *f, struct json_writer *w);
+
+void fabric_stop(fabric_t *f);
+
+/* Parsing helpers (also used by the command line): a duration "25us" into ns; 0 or -EINVAL. */
+int fabric_parse_duration(const char *text, uint64_t *ns);
+
+#endif /* INAGG_FABRIC_FABRIC_H */

@@ -1,0 +1,123 @@
+/*
+ * fabric_int.h - the fabric's state shared by its files: ports, counters, latency
+ * histograms. Only src/fabric/ includes this.
+ *
+ * One forwarding thread owns every port's receive ring, the MAC table, the delay lines and
+ * the producer side of the aggregation queues; the switch's dataplane threads own the other
+ * sides. Counters are written by the forwarding thread only (relaxed atomics, so the stats
+ * reader sees whole values).
+ */
+#ifndef INAGG_FABRIC_FABRIC_INT_H
+#define INAGG_FABRIC_FABRIC_INT_H
+
+#include <net/if.h>
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "fabric/delayline.h"
+#include "fabric/fabric.h"
+#include "fabric/mactable.h"
+#include "transport/pktsock.h"
+
+#define FABRIC_MAX_PORTS 64 /* the internal port included */
+#define FABRIC_BURST 64     /* frames taken from one port per pass */
+/* skb priorities of the frames the fabric sends for the aggregation switch: the class ids
+ * 1:11 and 1:12 of an HTB qdisc with handle 1: (forwarded frames keep priority 0) */
+#define FABRIC_PRIO_RESULT 0x10011u
+#define FABRIC_PRIO_RESEND 0x10012u
+
+enum fport_stat {
+    FP_RX, FP_RX_BYTES, FP_TX, FP_TX_BYTES, FP_TX_DROPS, FP_DELAY_DROPS, FP_COUNT
+};
+
+enum fabric_stat {
+    FG_FORWARDED,       /* unicast frames sent to the one port their MAC was learned on */
+    FG_FLOODED,         /* broadcast / multicast frames sent to every other port */
+    FG_UNKNOWN_FLOODED, /* unicast frames to an unknown (or aged) MAC, flooded */
+    FG_FILTERED,        /* unicast frames whose destination is on the port they came from */
+    FG_TO_CPU,          /* frames for the switch's MAC that are not aggregation: to the stack */
+    FG_FROM_CPU,        /* frames the switch's stack sent (ARP replies, TCP) */
+    FG_AGG_IN,          /* aggregation frames handed to a dataplane queue */
+    FG_AGG_OUT,         /* result frames the dataplane sent */
+    FG_AGG_QUEUE_FULL,  /* aggregation frames dropped: the dataplane queue was full */
+    FG_AGG_TOO_BIG,     /* aggregation frames dropped: larger than a queue slot, or GSO */
+    FG_AGG_FRAGMENT,    /* IPv4 fragments to the switch's IP, dropped (aggregation packets
+                           must fit a frame) */
+    FG_AGG_BAD_PORT,    /* result frames naming a port that does not exist, dropped */
+    FG_MALFORMED,       /* frames for the switch's MAC with a bad IPv4/UDP header, dropped */
+    FG_RUNT,            /* frames shorter than an Ethernet header, dropped */
+    FG_BAD_SOURCE,      /* frames with a multicast or zero source MAC, dropped */
+    FG_RING_TRUNCATED,  /* frames larger than a ring frame, dropped by the packet socket */
+    FG_COUNT
+};
+
+/* The fabric's own latency per frame kind (from taking the frame off its port, after any
+ * ingress delay, to handing it to the output port or its delay line), and how late the delay
+ * lines released frames against their due time (the link emulation's error). */
+enum fabric_lat { LAT_FORWARD, LAT_AGG_INT, LAT_AGG_FLOAT, LAT_RESEND, LAT_DELAY_LATE, LAT_COUNT };
+#define LAT_NONE 0xff
+
+#define LAT_BUCKETS (44 * 16)
+typedef struct lathist {
+    _Atomic uint64_t b[LAT_BUCKETS];
+} lathist_t;
+
+typedef struct fport {
+    char name[IFNAMSIZ];
+    int is_cpu;
+    int tap_fd;            /* the internal port */
+    pktsock_t ps;          /* the others */
+    int agg_fd[2];         /* send-only sockets on the same interface for results and for
+                              resends, whose frames carry FABRIC_PRIO_RESULT / _RESEND as their
+                              priority: an arbitrating qdisc on the port (tools/testbed
+                              --arbitration) tells them from forwarded frames by it */
+    uint64_t delay_ns, jitter_ns;
+    delayline_t in, out;   /* used when delay_ns or jitter_ns is set */
+    _Atomic uint64_t c[FP_COUNT];
+} fport_t;
+
+typedef struct resend_ent {
+    uint32_t tag, round;
+} resend_ent_t;
+#define RESEND_SLOTS 65536
+
+struct fabric {
+    fport_t ports[FABRIC_MAX_PORTS];
+    uint32_t nports;       /* the internal port is the last */
+    uint32_t cpu;
+    uint8_t mac[6];
+    uint32_t ip;           /* network order */
+    int prefix;
+    char ip_text[16];
+    mactable_t mt;
+    afp_link_t link;
+    uint32_t kick;         /* aggregation queues that got frames this pass */
+    resend_ent_t *resend;  /* (job, slot, rank) -> last result round sent */
+    uint8_t *tapbuf;
+    pthread_t tid;
+    int running;
+    _Atomic int stop;
+    _Atomic uint64_t g[FG_COUNT];
+    lathist_t lat[LAT_COUNT];
+};
+
+static inline void fstat_add(_Atomic uint64_t *c, uint64_t v)
+{
+    atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + v,
+                          memory_order_relaxed);
+}
+
+/* forward.c: one received frame (after its ingress delay), and the results to send. */
+void fabric_frame_in(struct fabric *f, uint32_t pin, const struct virtio_net_hdr *vh,
+                     const uint8_t *frame, uint32_t len, uint64_t t_ns);
+/* Send a frame out of port pout now or after its delay; lat: its latency class or LAT_NONE. */
+void fabric_egress(struct fabric *f, uint32_t pout, const struct virtio_net_hdr *vh,
+                   const uint8_t *frame, uint32_t len, uint64_t t_ns, uint8_t lat);
+void fabric_transmit(struct fabric *f, uint32_t pout, const struct virtio_net_hdr *vh,
+                     const uint8_t *frame, uint32_t len, uint8_t lat);
+int fabric_drain_results(struct fabric *f, uint64_t now);
+
+/* fstats.c */
+void lathist_add(lathist_t *h, uint64_t ns);
+
+#endif /* INAGG_FABRIC_FABRIC_INT_H */

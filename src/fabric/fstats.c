@@ -1,0 +1,182 @@
+/*
+ * fstats.c - the fabric's counters and latency histograms, written as text lines or as the
+ * "fabric" member of the switch's JSON stats. Every counter is named once, in the tables
+ * below; docs/FABRIC.md explains them.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+
+#include "base/util.h"
+#include "fabric/fabric_int.h"
+#include "json/json.h"
+
+static const char *const global_names[FG_COUNT] = {
+    [FG_FORWARDED] = "forwarded",
+    [FG_FLOODED] = "flooded",
+    [FG_UNKNOWN_FLOODED] = "unknown_flooded",
+    [FG_FILTERED] = "filtered",
+    [FG_TO_CPU] = "to_switch_stack",
+    [FG_FROM_CPU] = "from_switch_stack",
+    [FG_AGG_IN] = "agg_in",
+    [FG_AGG_OUT] = "agg_out",
+    [FG_AGG_QUEUE_FULL] = "agg_queue_full",
+    [FG_AGG_TOO_BIG] = "agg_too_big",
+    [FG_AGG_FRAGMENT] = "agg_fragment",
+    [FG_AGG_BAD_PORT] = "agg_bad_port",
+    [FG_MALFORMED] = "malformed",
+    [FG_RUNT] = "runt",
+    [FG_BAD_SOURCE] = "bad_source_mac",
+    [FG_RING_TRUNCATED] = "ring_truncated",
+};
+
+static const char *const port_names[FP_COUNT] = {
+    [FP_RX] = "rx", [FP_RX_BYTES] = "rx_bytes", [FP_TX] = "tx", [FP_TX_BYTES] = "tx_bytes",
+    [FP_TX_DROPS] = "tx_drops", [FP_DELAY_DROPS] = "delay_drops",
+};
+
+static const char *const lat_names[LAT_COUNT] = {
+    [LAT_FORWARD] = "forward", [LAT_AGG_INT] = "aggregate_int32",
+    [LAT_AGG_FLOAT] = "aggregate_float32", [LAT_RESEND] = "resend",
+    [LAT_DELAY_LATE] = "delay_release_late",
+};
+
+/* 16 buckets per power of two: at most 1/16 relative error. */
+static uint32_t bucket_of(uint64_t ns)
+{
+    if (ns < 16)
+        return (uint32_t)ns;
+    uint32_t e = 63u - (uint32_t)__builtin_clzll(ns);
+    uint32_t b = (e - 3) * 16u + (uint32_t)((ns >> (e - 4)) & 15u);
+    return b < LAT_BUCKETS ? b : LAT_BUCKETS - 1;
+}
+
+static uint64_t bucket_low(uint32_t b)
+{
+    if (b < 16)
+        return b;
+    uint32_t e = b / 16 + 3, m = b % 16;
+    return (1ull << e) + ((uint64_t)m << (e - 4));
+}
+
+void lathist_add(lathist_t *h, uint64_t ns) { fstat_add(&h->b[bucket_of(ns)], 1); }
+
+/* Count and quantiles (ns, the lower edge of the bucket holding it) of a histogram. */
+static uint64_t lat_summary(const lathist_t *h, uint64_t *p50, uint64_t *p99)
+{
+    uint64_t n = 0, seen = 0;
+    for (uint32_t b = 0; b < LAT_BUCKETS; b++)
+        n += atomic_load_explicit(&h->b[b], memory_order_relaxed);
+    *p50 = *p99 = 0;
+    int have50 = 0;
+    for (uint32_t b = 0; b < LAT_BUCKETS && n; b++) {
+        seen += atomic_load_explicit(&h->b[b], memory_order_relaxed);
+        if (!have50 && seen * 2 >= n) {
+            *p50 = bucket_low(b);
+            have50 = 1;
+        }
+        if (seen * 100 >= n * 99) {
+            *p99 = bucket_low(b);
+            break;
+        }
+    }
+    return n;
+}
+
+static uint64_t ring_truncated(const struct fabric *f)
+{
+    uint64_t t = 0;
+    for (uint32_t p = 0; p < f->nports; p++)
+        if (!f->ports[p].is_cpu)
+            t += f->ports[p].ps.truncated;
+    return t;
+}
+
+static uint64_t gval(const struct fabric *f, int i)
+{
+    if (i == FG_RING_TRUNCATED)
+        return ring_truncated(f);
+    return atomic_load_explicit(&f->g[i], memory_order_relaxed);
+}
+
+void fabric_write_text(void *ctx, FILE *out)
+{
+    struct fabric *f = ctx;
+    uint64_t now = util_now_ns();
+    fprintf(out, "fabric ip=%s/%d mac=%02x:%02x:%02x:%02x:%02x:%02x ports=%u mac_entries=%u "
+            "mac_learned=%" PRIu64 " mac_moved=%" PRIu64 " mac_aged=%" PRIu64
+            " mac_table_full=%" PRIu64 "\n",
+            f->ip_text, f->prefix, f->mac[0], f->mac[1], f->mac[2], f->mac[3], f->mac[4],
+            f->mac[5], f->nports, mactable_count(&f->mt, now), f->mt.learned, f->mt.moved,
+            f->mt.aged, f->mt.full);
+    fprintf(out, "fabric frames:");
+    for (int i = 0; i < FG_COUNT; i++)
+        fprintf(out, " %s=%" PRIu64, global_names[i], gval(f, i));
+    fprintf(out, " agg_tx_queue_full=%" PRIu64 "\n",
+            atomic_load(&f->link.tx_full) + atomic_load(&f->link.tx_too_big));
+    for (uint32_t p = 0; p < f->nports; p++) {
+        const fport_t *port = &f->ports[p];
+        fprintf(out, "fabric port %s%s:", port->name, port->is_cpu ? " (switch stack)" : "");
+        for (int i = 0; i < FP_COUNT; i++)
+            fprintf(out, " %s=%" PRIu64, port_names[i],
+                    atomic_load_explicit(&port->c[i], memory_order_relaxed));
+        fprintf(out, " delay_us=%.3f jitter_us=%.3f\n", (double)port->delay_ns / 1e3,
+                (double)port->jitter_ns / 1e3);
+    }
+    for (int k = 0; k < LAT_COUNT; k++) {
+        uint64_t p50, p99, n = lat_summary(&f->lat[k], &p50, &p99);
+        fprintf(out, "fabric latency %s: n=%" PRIu64 " p50_us=%.2f p99_us=%.2f\n",
+                lat_names[k], n, (double)p50 / 1e3, (double)p99 / 1e3);
+    }
+}
+
+void fabric_write_json(void *ctx, struct json_writer *w)
+{
+    struct fabric *f = ctx;
+    uint64_t now = util_now_ns();
+    char mac[24];
+    snprintf(mac, sizeof(mac), "%02x:%02x:%02x:%02x:%02x:%02x", f->mac[0], f->mac[1],
+             f->mac[2], f->mac[3], f->mac[4], f->mac[5]);
+    /* lines stay shorter than a control line (CTL_LINE_MAX): a newline between groups */
+    json_newline(w);
+    json_begin_object(w, "fabric");
+    json_string(w, "ip", f->ip_text);
+    json_int(w, "prefix", f->prefix);
+    json_string(w, "mac", mac);
+    json_int(w, "mac_entries", mactable_count(&f->mt, now));
+    json_int(w, "mac_learned", (int64_t)f->mt.learned);
+    json_int(w, "mac_moved", (int64_t)f->mt.moved);
+    json_int(w, "mac_aged", (int64_t)f->mt.aged);
+    json_int(w, "mac_table_full", (int64_t)f->mt.full);
+    json_newline(w);
+    for (int i = 0; i < FG_COUNT; i++)
+        json_int(w, global_names[i], (int64_t)gval(f, i));
+    json_int(w, "agg_tx_queue_full",
+             (int64_t)(atomic_load(&f->link.tx_full) + atomic_load(&f->link.tx_too_big)));
+    json_begin_array(w, "ports");
+    for (uint32_t p = 0; p < f->nports; p++) {
+        const fport_t *port = &f->ports[p];
+        json_newline(w);
+        json_begin_object(w, NULL);
+        json_string(w, "name", port->name);
+        json_bool(w, "switch_stack", port->is_cpu);
+        for (int i = 0; i < FP_COUNT; i++)
+            json_int(w, port_names[i],
+                     (int64_t)atomic_load_explicit(&port->c[i], memory_order_relaxed));
+        json_number(w, "delay_us", (double)port->delay_ns / 1e3);
+        json_number(w, "jitter_us", (double)port->jitter_ns / 1e3);
+        json_end_object(w);
+    }
+    json_end_array(w);
+    json_begin_object(w, "latency");
+    for (int k = 0; k < LAT_COUNT; k++) {
+        uint64_t p50, p99, n = lat_summary(&f->lat[k], &p50, &p99);
+        json_newline(w);
+        json_begin_object(w, lat_names[k]);
+        json_int(w, "n", (int64_t)n);
+        json_number(w, "p50_us", (double)p50 / 1e3);
+        json_number(w, "p99_us", (double)p99 / 1e3);
+        json_end_object(w);
+    }
+    json_end_object(w);
+    json_end_object(w);
+}

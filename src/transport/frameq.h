@@ -1,0 +1,69 @@
+/*
+ * frameq.h - a single-producer single-consumer queue of whole Ethernet frames in fixed slots,
+ * with an eventfd the producer writes so a consumer can sleep. Between the L2 fabric's
+ * forwarding thread and the switch's dataplane threads (the AF_PACKET transport's linked
+ * mode). Lock-free: the producer owns `head`, the consumer `tail`.
+ */
+#ifndef INAGG_TRANSPORT_FRAMEQ_H
+#define INAGG_TRANSPORT_FRAMEQ_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "base/util.h"
+
+#define FRAMEQ_DATA 9216u /* an MTU-9000 frame and its Ethernet header */
+
+typedef struct frameq_slot {
+    uint32_t len;
+    uint16_t port;  /* the fabric port it came from / goes to */
+    uint16_t pad_;
+    uint64_t t_ns;  /* when it entered the fabric (for per-kind latency) */
+    uint8_t data[FRAMEQ_DATA];
+} frameq_slot_t;
+
+typedef struct frameq {
+    _Atomic uint32_t head INAGG_ALIGNED; /* next slot the producer fills */
+    _Atomic uint32_t tail INAGG_ALIGNED; /* next slot the consumer reads */
+    uint32_t cap INAGG_ALIGNED;          /* a power of two */
+    int efd;                             /* eventfd: the producer published something */
+    frameq_slot_t *slots;
+} frameq_t;
+
+/* cap is rounded up to a power of two. 0 or -errno. */
+int frameq_init(frameq_t *q, uint32_t cap);
+void frameq_free(frameq_t *q);
+
+/* Producer: the slot to fill next, or NULL when the queue is full. */
+static inline frameq_slot_t *frameq_reserve(frameq_t *q)
+{
+    uint32_t h = atomic_load_explicit(&q->head, memory_order_relaxed);
+    uint32_t t = atomic_load_explicit(&q->tail, memory_order_acquire);
+    return h - t >= q->cap ? NULL : &q->slots[h & (q->cap - 1)];
+}
+static inline void frameq_publish(frameq_t *q)
+{
+    atomic_fetch_add_explicit(&q->head, 1, memory_order_release);
+}
+
+/* Consumer: how many slots are ready, the i-th of them, and giving n back. */
+static inline uint32_t frameq_ready(frameq_t *q)
+{
+    return atomic_load_explicit(&q->head, memory_order_acquire) -
+           atomic_load_explicit(&q->tail, memory_order_relaxed);
+}
+static inline frameq_slot_t *frameq_at(frameq_t *q, uint32_t i)
+{
+    return &q->slots[(atomic_load_explicit(&q->tail, memory_order_relaxed) + i) & (q->cap - 1)];
+}
+static inline void frameq_release(frameq_t *q, uint32_t n)
+{
+    atomic_fetch_add_explicit(&q->tail, n, memory_order_release);
+}
+
+/* Producer: wake a sleeping consumer. */
+void frameq_kick(frameq_t *q);
+/* Consumer: wait up to timeout_ms until something is ready. 1 ready, 0 timed out. */
+int frameq_wait(frameq_t *q, int timeout_ms);
+
+#endif /* INAGG_TRANSPORT_FRAMEQ_H */

@@ -1,0 +1,239 @@
+#!/usr/bin/env bash
+# tests/cli_l2fabric.sh - `inagg switch --l2`, the L2 forwarding and aggregating fabric, in
+# network namespaces this test creates (three hosts on veths to a switch namespace): usage
+# errors; MAC learning and flooding; ageing; ping and a TCP stream through the fabric; an
+# allreduce aggregated in the fabric with verified results; malformed and foreign frames
+# forwarded or counted and dropped; the per-port link delay seen by ping. Skips, saying
+# why, where network namespaces cannot be made. Every command runs under `timeout`; about
+# 30 seconds.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+INAGG=${INAGG:-build/inagg}  # INAGG=build-san/inagg runs it under the sanitizers
+PY=/usr/bin/python3
+pass=0 fail=0 skip=0
+ok()  { echo "ok      $1"; pass=$((pass + 1)); }
+bad() { echo "FAIL    $1: $2"; fail=$((fail + 1)); }
+skp() { echo "skip    $1: $2"; skip=$((skip + 1)); }
+finish() { echo "$pass passed, $fail failed, $skip skipped"; [ $fail -eq 0 ]; exit $?; }
+tmp=$(mktemp -d)
+P=inagg-l2t$$
+P=${P:0:16}
+SUB=10.78.$(( $$ % 200 + 20 ))
+SW_IP=$SUB.254
+swpid=""
+cleanup() {
+    [ -n "$swpid" ] && kill "$swpid" 2>/dev/null && wait "$swpid" 2>/dev/null
+    for n in sw h1 h2 h3; do ip netns del "$P-$n" 2>/dev/null; done
+    rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+t=usage_errors
+rcs=""
+for args in "--l2 p1 --listen 127.0.0.1:7000" "--l2 p1 --listen 10.0.0.1:0" \
+    "--link-delay 25us" "--l2 p1,p1 --l2-ip 10.0.0.1" "--l2 p1 --l2-ip 10.0.0.1 --link-delay 25parsecs" \
+    "--l2 p1 --l2-ip 10.0.0.1 --link-delay nope=25us" "--l2 p1 --l2-ip 300.0.0.1" \
+    "--l2 p1 --l2-ip 10.0.0.1 --l2-mac 01:00:00:00:00:01" "--l2 no-such-if0 --l2-ip 10.0.0.1"; do
+    timeout 10 $INAGG switch $args >/dev/null 2>"$tmp/err"
+    rc=$?
+    { [ $rc -eq 1 ] || [ $rc -eq 2 ]; } || rcs+=" [$args]=$rc"
+    [ -s "$tmp/err" ] || rcs+=" [$args: no message]"
+done
+[ -z "$rcs" ] && ok $t || bad $t "wrong exit codes or no message:$rcs"
+
+# Can namespaces be built here?
+if [ "$(id -u)" != 0 ] || ! ip netns add "$P-sw" 2>"$tmp/err"; then
+    skp namespaces "cannot create network namespaces here (root and CAP_SYS_ADMIN needed): $(cat "$tmp/err" 2>/dev/null)"
+    finish
+fi
+up() {
+    ip netns exec "$P-sw" sysctl -qw net.ipv6.conf.all.disable_ipv6=1
+    ip -n "$P-sw" link set lo up
+    for i in 1 2 3; do
+        ip netns add "$P-h$i" &&
+        ip -n "$P-sw" link add p$i mtu 9000 type veth peer name tb0 netns "$P-h$i" &&
+        ip -n "$P-sw" link set p$i up &&
+        ip netns exec "$P-h$i" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 &&
+        ip -n "$P-h$i" link set tb0 mtu 9000 &&
+        ip -n "$P-h$i" addr add $SUB.$i/24 dev tb0 &&
+        ip -n "$P-h$i" link set tb0 up && ip -n "$P-h$i" link set lo up || return 1
+    done
+}
+if ! up 2>"$tmp/err"; then
+    skp namespaces "cannot build veths between namespaces: $(cat "$tmp/err")"
+    finish
+fi
+inh() { local h=$1; shift; timeout 30 ip netns exec "$P-$h" "$@"; }
+
+start_switch() { # extra args
+    [ -n "$swpid" ] && kill "$swpid" 2>/dev/null && wait "$swpid" 2>/dev/null
+    ip netns exec "$P-sw" timeout 120 $INAGG switch --l2 p1,p2,p3 --listen $SW_IP:7000 \
+        --threads 2 "$@" >"$tmp/sw.out" 2>"$tmp/sw.err" &
+    swpid=$!
+    for _ in $(seq 50); do
+        inh sw $INAGG switch --stats $SW_IP:7000 >/dev/null 2>&1 && return 0
+        sleep 0.1
+    done
+    echo "switch did not come up: $(cat "$tmp/sw.err")"
+    return 1
+}
+stats() { inh sw $INAGG switch --stats $SW_IP:7000 --json; }
+# fabric counter K of the last stats (or a python expression on d)
+fget() { $PY -c "import json,sys; d=json.load(open(sys.argv[1])); f=d['fabric']; print(eval(sys.argv[2]))" "$tmp/st.json" "$1"; }
+
+t=switch_starts_and_answers_on_its_address
+if start_switch --mac-age 400 >"$tmp/why"; then ok $t; else bad $t "$(cat "$tmp/why")"; finish; fi
+
+t=ping_learning_and_flooding
+if inh h1 ping -c 3 -i 0.2 -W 2 -q $SUB.2 >"$tmp/ping" 2>&1 && stats >"$tmp/st.json"; then
+    learned=$(fget "f['mac_learned']")
+    flooded=$(fget "f['flooded']")
+    fwd=$(fget "f['forwarded']")
+    p3tx=$(fget "[p['tx'] for p in f['ports'] if p['name']=='p3'][0]")
+    if [ "$learned" -ge 2 ] && [ "$flooded" -ge 1 ] && [ "$fwd" -ge 4 ] && [ "$p3tx" -ge 1 ]; then ok $t
+    else bad $t "learned=$learned flooded=$flooded forwarded=$fwd p3_tx=$p3tx"; fi
+else bad $t "ping failed: $(cat "$tmp/ping")"; fi
+
+t=ping_the_switch_itself
+inh h3 ping -c 2 -i 0.2 -W 2 -q $SW_IP >"$tmp/ping" 2>&1 && ok $t || bad $t "$(cat "$tmp/ping")"
+
+t=mac_ageing
+# h1 keeps h2's ARP entry, so its next ping goes unicast to a MAC the fabric has forgotten
+stats >"$tmp/st.json"; before=$(fget "f['unknown_flooded']"); aged0=$(fget "f['mac_aged']")
+sleep 0.6
+inh h1 ping -c 1 -W 2 -q $SUB.2 >/dev/null 2>&1
+stats >"$tmp/st.json"; after=$(fget "f['unknown_flooded']"); aged1=$(fget "f['mac_aged']")
+if [ "$after" -gt "$before" ] && [ "$aged1" -gt "$aged0" ]; then ok $t
+else bad $t "unknown_flooded $before -> $after, mac_aged $aged0 -> $aged1"; fi
+
+t=tcp_stream_through_the_fabric
+inh h2 $PY tests/l2_frames.py sink 5001 20000000 >"$tmp/sink" 2>&1 &
+sinkpid=$!
+sleep 0.5
+inh h1 $PY tests/l2_frames.py source $SUB.2 5001 20000000 >"$tmp/source" 2>&1
+wait $sinkpid
+if [ -s "$tmp/sink" ] && [ "$(cat "$tmp/sink")" = "$(cat "$tmp/source")" ]; then ok $t
+else bad $t "sink '$(cat "$tmp/sink")' source '$(cat "$tmp/source")'"; fi
+
+t=allreduce_aggregated_in_the_fabric
+for dt in int32 float32; do
+    for r in 0 1 2; do
+        inh h$((r + 1)) $INAGG bench allreduce --switch $SW_IP:7000 --rank $r --world 3 \
+            --job t$dt --elems 50000 --packet-elems 2048 --dtype $dt --iters 3 \
+            --rto-min-us 20000 >"$tmp/r$r.$dt" 2>&1 &
+    done
+    wait $(jobs -p | grep -v "^$swpid\$")
+done
+stats >"$tmp/st.json"
+nver=$(cat "$tmp"/r*.int32 "$tmp"/r*.float32 | grep -c '"verified":true')
+aggin=$(fget "f['agg_in']"); aggout=$(fget "f['agg_out']")
+pin=$($PY -c "import json,sys; print(json.load(open(sys.argv[1]))['packets_in'])" "$tmp/st.json" 2>/dev/null || echo 0)
+if [ "$nver" -eq 6 ] && [ "$aggin" -gt 0 ] && [ "$aggout" -gt 0 ] && [ "$pin" -ge "$aggin" ]; then ok $t
+else bad $t "verified ranks $nver/6, agg_in=$aggin agg_out=$aggout switch packets_in=$pin: $(head -c 300 "$tmp/r0.int32")"; fi
+
+t=malformed_and_foreign_frames
+stats >"$tmp/st.json"
+swmac=$(fget "f['mac']")
+declare -A b4
+for k in malformed agg_fragment bad_source_mac to_switch_stack agg_in unknown_flooded; do b4[$k]=$(fget "f['$k']"); done
+p3b=$(fget "[p['tx'] for p in f['ports'] if p['name']=='p3'][0]")
+inh h1 $PY tests/l2_frames.py bad tb0 "$swmac" $SW_IP 7000 >"$tmp/bad" 2>&1
+sleep 0.3
+stats >"$tmp/st.json"
+why=""
+for k in malformed agg_fragment bad_source_mac to_switch_stack agg_in unknown_flooded; do
+    v=$(fget "f['$k']")
+    [ "$v" -gt "${b4[$k]}" ] || why+=" $k ${b4[$k]}->$v"
+done
+p3a=$(fget "[p['tx'] for p in f['ports'] if p['name']=='p3'][0]")
+[ "$p3a" -gt "$p3b" ] || why+=" p3 tx $p3b->$p3a (flooded frame did not reach p3)"
+grep -q "sent 6" "$tmp/bad" || why+=" sender: $(cat "$tmp/bad")"
+inh h1 ping -c 1 -W 2 -q $SUB.3 >/dev/null 2>&1 || why+=" ping after bad frames failed"
+[ -z "$why" ] && ok $t || bad $t "$why"
+
+t=link_delay_seen_by_ping
+# baseline RTT to the switch's own address, then with 300us each way on every link: the
+# RTT grows by 2 x 300us (into and out of h1's port); 60 pings each. The fabric's own release
+# error (delay_release_late) must be within 25us at p50 (2-3us on this box at load 10-15, 12us
+# at load 40; the issue's 10us is measured in docs/PERFORMANCE.md). The round trip also carries the hosts'
+# wake-ups on a shared machine, and those differ with and without delay (the forwarding
+# thread spins while a delayed frame is due, so the reply finds it awake): the minimum round
+# trip must grow by 600us within -100 .. +200us (the p50 is printed too).
+rtts() { inh h1 ping -c 60 -i 0.01 -W 2 $SW_IP 2>/dev/null | sed -n 's/.*time=\([0-9.]*\) ms/\1/p' | sort -n | awk '{a[NR]=$1} END {print (NR ? a[1] " " a[int((NR+1)/2)] : "-1 -1")}'; }
+read -r bmin bp50 < <(rtts)
+if start_switch --link-delay 300us >"$tmp/why"; then
+    inh h1 ping -c 2 -i 0.1 -q $SW_IP >/dev/null 2>&1
+    read -r wmin wp50 < <(rtts)
+    stats >"$tmp/st.json"
+    late=$(fget "f['latency']['delay_release_late']['p50_us']")
+    dmin=$($PY -c "print(round(($wmin - $bmin) * 1000, 1))")
+    dp50=$($PY -c "print(round(($wp50 - $bp50) * 1000, 1))")
+    echo "        ping min/p50 ${bmin}/${bp50} ms without delay, ${wmin}/${wp50} ms with 300us per link: +${dmin}/+${dp50} us (expected +600); releases late by ${late} us at p50"
+    if $PY -c "import sys; sys.exit(0 if 500 <= $dmin <= 800 and $late <= 25 else 1)"; then ok $t
+    else bad $t "minimum RTT grew by ${dmin} us (expected 600), releases late by ${late} us at p50"; fi
+else bad $t "$(cat "$tmp/why")"; fi
+
+t=testbed_fabric_usage_errors
+rcs=""
+for args in "up 2 --fabric hub" "up 2 --link-delay 25us" "up 2 --fabric inagg --link-delay soon" \
+    "up 2 --fabric inagg --loss 0.01" "up 2 --arbitration --link-rate 100mbit" \
+    "up 2 --fabric inagg --arbitration"; do
+    timeout 10 tools/testbed $args >/dev/null 2>"$tmp/err"
+    rc=$?
+    [ $rc -eq 2 ] || rcs+=" [$args]=$rc"
+    [ -s "$tmp/err" ] || rcs+=" [$args: no message]"
+done
+[ -z "$rcs" ] && ok $t || bad $t "wrong exit codes or no message:$rcs"
+
+t=bench_allreduce_on_a_testbed_with_the_fabric
+INAGG_LOG=warn timeout 150 $INAGG bench allreduce --testbed 2 --fabric inagg --link-delay 25us \
+    --link-rate 1gbit --elems 20000 --iters 2 --dtype int32 --json "$tmp/tb.json" \
+    >"$tmp/tb.out" 2>"$tmp/tb.err"
+rc=$?
+if [ $rc -eq 3 ]; then skp $t "testbeds cannot be built here: $(tail -n 1 "$tmp/tb.err")"
+elif [ $rc -eq 0 ] && grep -q '"verified":true' "$tmp/tb.json" && grep -q "fabric inagg" "$tmp/tb.err"; then ok $t
+else bad $t "exit $rc: $(tail -n 3 "$tmp/tb.err")"; fi
+
+t=arbitration_classes_results_apart_from_forwarded_frames
+ARB=l2a$$
+ARB=${ARB:0:12}
+if timeout 60 tools/testbed up 2 --name "$ARB" --fabric inagg --arbitration --link-rate 100mbit \
+    --mtu 9000 >/dev/null 2>"$tmp/arb.err"; then
+    timeout 120 $PY bench/testbed_run.py --testbed "$ARB" --system inagg --elems 50000 --iters 2 \
+        >"$tmp/arb.json" 2>&1
+    timeout 10 tools/testbed exec "$ARB" sw -- tc -s class show dev p1 >"$tmp/arb.tc" 2>&1
+    timeout 60 tools/testbed down "$ARB" >/dev/null 2>&1
+    sent() { awk -v c="class htb $1 " 'index($0, c) == 1 {getline; print $4; exit}' "$tmp/arb.tc"; }
+    r=$(sent 1:11); f=$(sent 1:20)
+    if grep -q '"verified": true' "$tmp/arb.json" && [ "${r:-0}" -gt 0 ] && [ "${f:-0}" -gt 0 ]; then ok $t
+    else bad $t "results class sent ${r:-?} packets, forwarded class ${f:-?}: $(tail -c 300 "$tmp/arb.json")"; fi
+else
+    timeout 60 tools/testbed down "$ARB" >/dev/null 2>&1
+    bad $t "tools/testbed up --arbitration failed: $(tail -n 2 "$tmp/arb.err")"
+fi
+
+t=stops_on_sigterm_with_counters
+kill -TERM "$swpid"; wait "$swpid"; rc=$?; swpid=""
+if [ $rc -eq 0 ] && grep -q "^fabric port p1" "$tmp/sw.out"; then ok $t
+else bad $t "exit $rc, output: $(head -c 300 "$tmp/sw.out") $(head -c 300 "$tmp/sw.err")"; fi
+t=standalone_afpacket_transport
+# the AF_PACKET transport on its own (no fabric): a switch taking its aggregation packets off
+# p1 (which holds the address; the kernel keeps TCP control and ARP), two ranks in h1
+ip -n "$P-sw" addr add $SW_IP/24 dev p1
+ip netns exec "$P-sw" timeout 60 $INAGG switch --afpacket p1 --listen $SW_IP:7100 \
+    >"$tmp/sa.out" 2>"$tmp/sa.err" &
+sapid=$!
+for _ in $(seq 50); do inh sw $INAGG switch --stats $SW_IP:7100 >/dev/null 2>&1 && break; sleep 0.1; done
+for r in 0 1; do
+    inh h1 $INAGG bench allreduce --switch $SW_IP:7100 --rank $r --world 2 --job sa \
+        --elems 20000 --packet-elems 2048 --dtype int32 --iters 2 --rto-min-us 20000 \
+        >"$tmp/sa$r" 2>&1 &
+done
+wait $(jobs -p | grep -v "^$sapid\$")
+pin=$(inh sw $INAGG switch --stats $SW_IP:7100 --json | $PY -c "import json,sys; print(json.load(sys.stdin)['packets_in'])" 2>/dev/null)
+kill "$sapid" 2>/dev/null; wait "$sapid" 2>/dev/null
+nver=$(cat "$tmp"/sa0 "$tmp"/sa1 | grep -c '"verified":true')
+if [ "$nver" -eq 2 ] && [ "${pin:-0}" -gt 0 ]; then ok $t
+else bad $t "verified ranks $nver/2, switch packets_in=${pin:-?}: $(head -c 300 "$tmp/sa0") $(head -c 200 "$tmp/sa.err")"; fi
+finish

@@ -1,0 +1,240 @@
+/*
+ * test_fabric.c - the L2 fabric's pure parts: Ethernet/IPv4/UDP framing (and what it calls
+ * malformed), MAC learning, moves and ageing, the delay line (order, release times, jitter
+ * never reordering, wrap-around, overflow), the SPSC frame queue, duration parsing, and the
+ * AF_PACKET transport's linked mode end to end through its queues.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <string.h>
+
+#include "harness.h"
+#include "fabric/delayline.h"
+#include "fabric/fabric.h"
+#include "fabric/mactable.h"
+#include "transport/afpacket.h"
+#include "transport/ethframe.h"
+#include "transport/frameq.h"
+#include "transport/transport.h"
+
+static const uint8_t MAC_A[6] = {2, 0, 0, 0, 0, 0xa}, MAC_B[6] = {2, 0, 0, 0, 0, 0xb};
+
+TEST(ethframe_roundtrip_and_malformed, 5)
+{
+    uint8_t f[256];
+    uint32_t sip = inet_addr("10.1.2.3"), dip = inet_addr("10.1.2.254");
+    ethf_write_udp(f, MAC_A, MAC_B, sip, dip, 40000, 7001, 100);
+    memset(f + ETHF_UDP_HDR_LEN, 0x5a, 100);
+    ethf_udp_t u;
+    CHECK_EQ_INT(ethf_parse(f, ETHF_UDP_HDR_LEN + 100, &u), ETHF_UDP);
+    CHECK(memcmp(u.dst_mac, MAC_B, 6) == 0 && memcmp(u.src_mac, MAC_A, 6) == 0);
+    CHECK(u.src_ip == sip && u.dst_ip == dip);
+    CHECK_EQ_INT(u.src_port, 40000);
+    CHECK_EQ_INT(u.dst_port, 7001);
+    CHECK_EQ_INT(u.payload_len, 100);
+    CHECK(u.payload == f + ETHF_UDP_HDR_LEN);
+    /* the IPv4 header checksum verifies to zero */
+    uint32_t s = 0;
+    for (int i = 0; i < 20; i += 2)
+        s += (uint32_t)(f[14 + i] << 8 | f[15 + i]);
+    while (s >> 16)
+        s = (s & 0xffff) + (s >> 16);
+    CHECK_EQ_INT(s, 0xffff);
+    /* trailing padding is fine; a frame shorter than its IP length is not */
+    CHECK_EQ_INT(ethf_parse(f, ETHF_UDP_HDR_LEN + 120, &u), ETHF_UDP);
+    CHECK_EQ_INT(ethf_parse(f, ETHF_UDP_HDR_LEN + 99, &u), ETHF_MALFORMED);
+    CHECK_EQ_INT(ethf_parse(f, 13, &u), ETHF_MALFORMED);
+    uint8_t g[256];
+    memcpy(g, f, sizeof(g));
+    g[14] = 0x43; /* ihl 3 */
+    CHECK_EQ_INT(ethf_parse(g, ETHF_UDP_HDR_LEN + 100, &u), ETHF_MALFORMED);
+    memcpy(g, f, sizeof(g));
+    g[14 + 6] = 0x20; /* more fragments */
+    CHECK_EQ_INT(ethf_parse(g, ETHF_UDP_HDR_LEN + 100, &u), ETHF_FRAGMENT);
+    memcpy(g, f, sizeof(g));
+    g[14 + 9] = 6; /* TCP */
+    CHECK_EQ_INT(ethf_parse(g, ETHF_UDP_HDR_LEN + 100, &u), ETHF_OTHER);
+    memcpy(g, f, sizeof(g));
+    g[12] = 0x08, g[13] = 0x06; /* ARP */
+    CHECK_EQ_INT(ethf_parse(g, 60, &u), ETHF_OTHER);
+    memcpy(g, f, sizeof(g));
+    g[ETHF_UDP_HDR_LEN - 4] = 0, g[ETHF_UDP_HDR_LEN - 3] = 4; /* UDP length 4 < 8 */
+    CHECK_EQ_INT(ethf_parse(g, ETHF_UDP_HDR_LEN + 100, &u), ETHF_MALFORMED);
+}
+
+TEST(mactable_learn_move_age, 5)
+{
+    mactable_t t;
+    CHECK_EQ_INT(mactable_init(&t, 64, 1000), 0);
+    CHECK_EQ_INT(mactable_lookup(&t, MAC_A, 0), -1);
+    mactable_learn(&t, MAC_A, 3, 100);
+    CHECK_EQ_INT(mactable_lookup(&t, MAC_A, 200), 3);
+    mactable_learn(&t, MAC_A, 5, 300); /* moved */
+    CHECK_EQ_INT(mactable_lookup(&t, MAC_A, 400), 5);
+    CHECK(t.moved == 1 && t.learned == 1);
+    CHECK_EQ_INT(mactable_lookup(&t, MAC_A, 300 + 1001), -1); /* aged out */
+    CHECK(t.aged == 1);
+    mactable_fix(&t, MAC_B, 9);
+    mactable_learn(&t, MAC_B, 1, 10); /* a fixed entry does not move */
+    CHECK_EQ_INT(mactable_lookup(&t, MAC_B, 1000000000ull), 9);
+    /* fill: the table never loops forever, and counts what it could not learn */
+    for (uint32_t i = 0; i < 5000; i++) {
+        uint8_t m[6] = {2, 1, (uint8_t)(i >> 16), (uint8_t)(i >> 8), (uint8_t)i, 7};
+        mactable_learn(&t, m, 1, 2000);
+    }
+    CHECK(t.full > 0);
+    CHECK(mactable_count(&t, 2000) <= t.cap);
+    mactable_free(&t);
+}
+
+TEST(delayline_order_wrap_overflow, 10)
+{
+    delayline_t d;
+    CHECK_EQ_INT(delayline_init(&d, 4096, 1000, 0, 1), 0);
+    uint8_t frame[1500];
+    CHECK(delayline_due(&d, ~0ull) == NULL);
+    CHECK(delayline_next(&d) == UINT64_MAX);
+    /* many rounds of push/pop through a small ring: wraps many times, always FIFO */
+    uint32_t pushed = 0, popped = 0;
+    uint64_t now = 0;
+    for (int round = 0; round < 200; round++) {
+        for (int k = 0; k < 3; k++) {
+            uint32_t len = 60 + (uint32_t)((round * 7 + k * 13) % 1400);
+            memset(frame, (int)(pushed & 0xff), len);
+            if (delayline_push(&d, now, now, 1, 0, NULL, frame, len) == 0)
+                pushed++;
+            now += 10;
+        }
+        CHECK(delayline_due(&d, now) == NULL || delayline_next(&d) <= now);
+        now += 1000;
+        const delay_rec_t *r;
+        while ((r = delayline_due(&d, now))) {
+            CHECK_EQ_INT(r->data[0], popped & 0xff);
+            CHECK(r->release_ns <= now);
+            delayline_pop(&d);
+            popped++;
+        }
+    }
+    CHECK_EQ_INT(pushed, popped);
+    CHECK(pushed > 300);
+    /* overflow: counted, never overwrites */
+    int full = 0;
+    uint64_t over0 = d.overflow;
+    for (int k = 0; k < 10; k++)
+        full += delayline_push(&d, now, now, 1, 0, NULL, frame, 1400) == -ENOBUFS;
+    CHECK(full > 0 && d.overflow - over0 == (uint64_t)full);
+    delayline_free(&d);
+    /* jitter: release times stay in order and within delay .. delay + jitter */
+    CHECK_EQ_INT(delayline_init(&d, 1 << 20, 5000, 3000, 7), 0);
+    for (int k = 0; k < 200; k++)
+        CHECK_EQ_INT(delayline_push(&d, (uint64_t)k * 100, 0, 0, 0, NULL, frame, 64), 0);
+    uint64_t last = 0;
+    for (int k = 0; k < 200; k++) {
+        const delay_rec_t *r = delayline_due(&d, ~0ull);
+        CHECK(r != NULL);
+        CHECK(r->release_ns >= last);
+        CHECK(r->release_ns >= (uint64_t)k * 100 + 5000);
+        last = r->release_ns;
+        delayline_pop(&d);
+    }
+    delayline_free(&d);
+}
+
+TEST(frameq_spsc_and_durations, 5)
+{
+    frameq_t q;
+    CHECK_EQ_INT(frameq_init(&q, 3), 0);
+    CHECK_EQ_INT(q.cap, 4);
+    for (int i = 0; i < 4; i++) {
+        frameq_slot_t *s = frameq_reserve(&q);
+        CHECK(s != NULL);
+        s->len = (uint32_t)i;
+        frameq_publish(&q);
+    }
+    CHECK(frameq_reserve(&q) == NULL);
+    CHECK_EQ_INT(frameq_ready(&q), 4);
+    CHECK_EQ_INT(frameq_at(&q, 2)->len, 2);
+    frameq_release(&q, 3);
+    CHECK_EQ_INT(frameq_at(&q, 0)->len, 3);
+    CHECK_EQ_INT(frameq_wait(&q, 0), 1);
+    frameq_release(&q, 1);
+    CHECK_EQ_INT(frameq_wait(&q, 20), 0);
+    frameq_free(&q);
+    uint64_t ns;
+    CHECK(fabric_parse_duration("25us", &ns) == 0 && ns == 25000);
+    CHECK(fabric_parse_duration("1.5ms", &ns) == 0 && ns == 1500000);
+    CHECK(fabric_parse_duration("0", &ns) == 0 && ns == 0);
+    CHECK(fabric_parse_duration("25", &ns) == -EINVAL);
+    CHECK(fabric_parse_duration("-1us", &ns) == -EINVAL);
+    CHECK(fabric_parse_duration("5 parsecs", &ns) == -EINVAL);
+}
+
+/* The AF_PACKET transport linked to a fabric: what the fabric queues arrives as packets with
+ * the sender's address; what the endpoint sends leaves as frames to that address and port. */
+TEST(afpacket_linked_mode, 10)
+{
+    static afp_link_t link;
+    memset(&link, 0, sizeof(link));
+    link.nqueues = 2;
+    for (int q = 0; q < 2; q++) {
+        CHECK_EQ_INT(frameq_init(&link.rx[q], 16), 0);
+        CHECK_EQ_INT(frameq_init(&link.tx[q], 16), 0);
+    }
+    link.tx_efd = link.tx[0].efd; /* any eventfd will do here */
+    memcpy(link.mac, MAC_B, 6);
+    link.ip = inet_addr("10.9.0.254");
+    link.port0 = 7000;
+    transport_config_t cfg = {.kind = "afpacket", .link = &link, .queue = 1};
+    transport_t *t = NULL;
+    char err[160] = "";
+    CHECK_MSG(transport_open(&cfg, &t, err, sizeof(err)) == 0, "%s", err);
+    transport_addr_t me;
+    char text[64];
+    CHECK_EQ_INT(transport_local_addr(t, &me), 0);
+    transport_addr_format(&me, text, sizeof(text));
+    CHECK_MSG(strcmp(text, "10.9.0.254:7001") == 0, "%s", text);
+    /* one frame in from port 3 */
+    frameq_slot_t *s = frameq_reserve(&link.rx[1]);
+    if (!s) {
+        CHECK(s != NULL);
+        return;
+    }
+    ethf_write_udp(s->data, MAC_A, MAC_B, inet_addr("10.9.0.1"), link.ip, 41000, 7001, 8);
+    memcpy(s->data + ETHF_UDP_HDR_LEN, "abcdefgh", 8);
+    s->len = ETHF_UDP_HDR_LEN + 8;
+    s->port = 3;
+    s->t_ns = 1;
+    frameq_publish(&link.rx[1]);
+    transport_rx_t rx[4];
+    CHECK_EQ_INT(transport_recv(t, rx, 4, 100), 1);
+    CHECK(rx[0].len == 8 && memcmp(rx[0].data, "abcdefgh", 8) == 0);
+    transport_addr_format(&rx[0].from, text, sizeof(text));
+    CHECK_MSG(strcmp(text, "10.9.0.1:41000") == 0, "%s", text);
+    /* a reply to it: a frame from the switch's MAC/IP/port to the sender, out of port 3 */
+    transport_tx_t p = {.head = "HEAD", .head_len = 4, .body = "body", .body_len = 4,
+                        .to = rx[0].from};
+    CHECK_EQ_INT(transport_send(t, &p, 1, 0), 1);
+    CHECK_EQ_INT(frameq_ready(&link.tx[1]), 1);
+    frameq_slot_t *o = frameq_at(&link.tx[1], 0);
+    ethf_udp_t u;
+    CHECK_EQ_INT(ethf_parse(o->data, o->len, &u), ETHF_UDP);
+    CHECK_EQ_INT(o->port, 3);
+    CHECK(memcmp(u.dst_mac, MAC_A, 6) == 0 && memcmp(u.src_mac, MAC_B, 6) == 0);
+    CHECK(u.src_port == 7001 && u.dst_port == 41000 && u.payload_len == 8);
+    CHECK(memcmp(u.payload, "HEADbody", 8) == 0);
+    /* a packet larger than a frame is counted and dropped, not truncated */
+    static uint8_t big[FRAMEQ_DATA];
+    p.body = big;
+    p.body_len = sizeof(big);
+    CHECK_EQ_INT(transport_send(t, &p, 1, 0), 0);
+    CHECK(atomic_load(&link.tx_too_big) == 1);
+    /* queue 5 does not exist */
+    transport_t *t2 = NULL;
+    cfg.queue = 5;
+    CHECK(transport_open(&cfg, &t2, err, sizeof(err)) == -EINVAL);
+    transport_close(t);
+    for (int q = 0; q < 2; q++) {
+        frameq_free(&link.rx[q]);
+        frameq_free(&link.tx[q]);
+    }
+}

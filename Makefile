@@ -2,6 +2,7 @@
 #
 #   make            release build into build/
 #   make SAN=1      ASan+UBSan build into build-san/
+#   make tsan       ThreadSanitizer build of the tests into build-tsan/ (TSAN=1)
 #   make test       build and run the test suite (tests/run)
 #   make mutate     check that the tests catch the bugs of tests/mutate/mutations
 #
@@ -17,7 +18,12 @@
 
 CC      ?= cc
 SAN     ?= 0
-ifeq ($(SAN),1)
+TSAN    ?= 0
+ifeq ($(TSAN),1)
+BUILD   ?= build-tsan
+OPT     := -O1 -g -fno-omit-frame-pointer -fsanitize=thread
+LDSAN   := -fsanitize=thread
+else ifeq ($(SAN),1)
 BUILD   ?= build-san
 OPT     := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
 LDSAN   := -fsanitize=address,undefined
@@ -55,7 +61,7 @@ LIBS_INTERNAL := $(BUILD)/internal/libapps.a $(BUILD)/internal/libswitch.a $(BUI
 
 MPICC := $(shell command -v mpicc 2>/dev/null)
 
-.PHONY: all test clean san
+.PHONY: all test clean san tsan
 all: $(BUILD)/inagg $(BUILD)/inagg-tests $(BUILD)/libinagg.a \
      $(if $(filter 0,$(SAN)),$(BUILD)/libinagg.so) \
      $(if $(MPICC),$(BUILD)/inagg-mpi-bench $(BUILD)/inagg-mpi-train)
@@ -119,8 +125,12 @@ san:
 mutate:
 	bash tests/mutate/run
 
+# The threaded tests under ThreadSanitizer (tests/tsan.sh runs them).
+tsan:
+	$(MAKE) TSAN=1 build-tsan/inagg-tests build-tsan/inagg
+
 clean:
-	rm -rf build build-san
+	rm -rf build build-san build-tsan
 
 -include $(WORKER_OBJ:.o=.d) $(WORKER_PIC:.o=.d) $(SWITCH_OBJ:.o=.d) $(APPS_OBJ:.o=.d) \
          $(CLI_OBJ:.o=.d) $(TEST_OBJ:.o=.d)

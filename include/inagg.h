@@ -145,15 +145,20 @@ typedef struct inagg_options {
                                  adds it to element i of the next one (error feedback: meant
                                  for a communicator that reduces the same tensor each step);
                                  1: no residual */
+    const char *secret;       /* the job secret its ranks share (NULL: $INAGG_JOB_SECRET, else
+                                 the file secret_file names); a job registered with one admits
+                                 only ranks that prove it. It never crosses the wire */
+    const char *secret_file;  /* a file holding the secret (trailing newline ignored; NULL:
+                                 $INAGG_JOB_SECRET_FILE) */
 } inagg_options_t;
 
-#define INAGG_MAX_PACKET_ELEMS 16368u /* (65507 - 32) / 4: one UDP datagram */
+#define INAGG_MAX_PACKET_ELEMS 16367u /* (65507 - 36) / 4: one UDP datagram */
 #define INAGG_MAX_WORLD 64u
 
 #define INAGG_OPTIONS_INIT                                                                      \
     {                                                                                           \
         sizeof(inagg_options_t), 16u, INAGG_MAX_PACKET_ELEMS, 1u, INAGG_FLOAT_FIXED,            \
-            INAGG_PROTO_SWITCHML, 2000u, 1000u, 50000u, 30000u, 0u, NULL, NULL                   \
+            INAGG_PROTO_SWITCHML, 2000u, 1000u, 50000u, 30000u, 0u, NULL, NULL, NULL, 0u, NULL, NULL \
     }
 
 typedef struct inagg_comm inagg_comm_t;

@@ -52,6 +52,41 @@ if [ -z "$port" ]; then bad $t "switch did not report a port"; else
     else ok $t; fi
 fi
 
+t=switch_require_secret_admits_only_launched_ranks
+exec 3>"$tmp/ready2"
+timeout 60 $INAGG switch --listen 127.0.0.1:0 --require-secret --request-timeout 2000 \
+    --idle-timeout 5000 --max-conns-per-addr 64 --max-job-slots 512 --max-addr-slots 1024 \
+    --ready-fd 3 >"$tmp/sw2.out" 2>"$tmp/sw2.err" &
+swpid=$!
+exec 3>&-
+for _ in $(seq 100); do [ -s "$tmp/ready2" ] && break; sleep 0.05; done
+port=$(head -n1 "$tmp/ready2" 2>/dev/null)
+if [ -z "$port" ]; then bad $t "switch did not report a port"; else
+    # The launcher gives its ranks a secret of their own: admitted.
+    (unset INAGG_JOB_SECRET INAGG_JOB_SECRET_FILE
+     timeout 60 $INAGG bench allreduce --switch 127.0.0.1:$port --workers 2 --elems 1000 \
+        --dtype int32 --iters 2 --json "$tmp/s.json" >/dev/null 2>"$tmp/s.err"); lrc=$?
+    # One rank without a secret: refused; with one (environment, then file): admitted.
+    (unset INAGG_JOB_SECRET INAGG_JOB_SECRET_FILE
+     timeout 30 $INAGG bench allreduce --switch 127.0.0.1:$port --rank 0 --world 1 --job nos \
+        --elems 1000 --iters 1 >/dev/null 2>"$tmp/n.err"); nrc=$?
+    INAGG_JOB_SECRET=hunter2 timeout 30 $INAGG bench allreduce --switch 127.0.0.1:$port \
+        --rank 0 --world 1 --job withenv --elems 1000 --iters 1 >/dev/null 2>"$tmp/e.err"; erc=$?
+    printf 'from-a-file\n' >"$tmp/secret"
+    INAGG_JOB_SECRET_FILE="$tmp/secret" timeout 30 $INAGG bench allreduce \
+        --switch 127.0.0.1:$port --rank 0 --world 1 --job withfile --elems 1000 --iters 1 \
+        >/dev/null 2>"$tmp/f.err"; frc=$?
+    timeout 5 $INAGG switch --stats 127.0.0.1:$port --json >"$tmp/stats2.json"
+    kill -INT $swpid; wait $swpid
+    fails=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['control']['auth_failed'])" "$tmp/stats2.json" 2>/dev/null)
+    if [ $lrc -ne 0 ]; then bad $t "launched ranks refused: $(tail -n 2 "$tmp/s.err")"
+    elif [ $nrc -eq 0 ] || ! grep -q "secret" "$tmp/n.err"; then bad $t "a rank without a secret was not refused clearly: $(cat "$tmp/n.err")"
+    elif [ $erc -ne 0 ] || [ $frc -ne 0 ]; then bad $t "secret from the environment or a file refused: $(cat "$tmp/e.err" "$tmp/f.err")"
+    elif [ "$fails" != 1 ]; then bad $t "auth_failed=$fails, want 1"
+    elif grep -q "hunter2\|from-a-file" "$tmp/sw2.out" "$tmp/sw2.err" "$tmp/stats2.json"; then bad $t "a secret appears in the switch's output"
+    else ok $t; fi
+fi
+
 t=bench_int32_loss_verifies_with_retransmissions
 out=$(timeout 300 $INAGG bench allreduce --workers 4 --elems 4000000 --dtype int32 --loss 0.01 --json - 2>"$tmp/err")
 if [ $? -eq 0 ] && [ "$(echo "$out" | json_get "['verified']")" = True ] &&

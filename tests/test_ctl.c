@@ -398,3 +398,51 @@ TEST(ctl_listen_and_connect_by_text, 10)
     CHECK_EQ_INT(ctl_connect_to("127.0.0.1:99999", 100), -EINVAL);
     CHECK_EQ_INT(ctl_connect_to("", 100), -EINVAL);
 }
+
+/* The bounded writer: a peer that does not read fills it to its limit, never blocks the
+ * writer, and gets every queued byte, in order, once it reads. */
+TEST(ctl_writer_bounded_and_ordered, 10)
+{
+    int sv[2];
+    CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+    int small = 4096;
+    setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &small, sizeof(small));
+    ctl_writer_t w = {.max = 64 * 1024};
+    char line[64];
+    int queued = 0, rc = 0;
+    uint64_t t0 = util_now_ns();
+    for (; queued < 100000; queued++) {
+        snprintf(line, sizeof(line), "line %06d", queued);
+        rc = ctl_queue_line(&w, line);
+        if (rc != 0)
+            break;
+        CHECK(ctl_flush(sv[0], &w) >= 0);
+    }
+    CHECK_EQ_INT(rc, -ENOBUFS);
+    CHECK(w.len > 0 && w.len <= w.max && w.since_ns != 0);
+    CHECK((util_now_ns() - t0) < 2000000000ull); /* never waited on the peer */
+    CHECK_EQ_INT(ctl_queue_line(&w, "line 999999"), -ENOBUFS);
+    char big[CTL_LINE_MAX + 2];
+    memset(big, 'x', sizeof(big) - 1);
+    big[sizeof(big) - 1] = '\0';
+    ctl_writer_t w2 = {.max = 1 << 20};
+    CHECK_EQ_INT(ctl_queue_line(&w2, big), -EMSGSIZE);
+    ctl_writer_free(&w2);
+    /* The peer reads everything: every line arrives once, in order. */
+    ctl_reader_t rd = {0};
+    char got[CTL_LINE_MAX];
+    for (int i = 0; i < queued; i++) {
+        CHECK(ctl_flush(sv[0], &w) >= 0);
+        CHECK_EQ_INT(ctl_read_line(sv[1], &rd, got, sizeof(got), 2000), 0);
+        snprintf(line, sizeof(line), "line %06d", i);
+        CHECK_MSG(strcmp(got, line) == 0, "got '%s' want '%s'", got, line);
+    }
+    CHECK_EQ_INT(w.len, 0);
+    CHECK_EQ_INT(w.since_ns, 0);
+    close(sv[1]);
+    CHECK(ctl_queue_line(&w, "after close") == 0);
+    long fr = ctl_flush(sv[0], &w);
+    CHECK_MSG(fr == -EPIPE || fr == -ECONNRESET, "%ld", fr);
+    ctl_writer_free(&w);
+    close(sv[0]);
+}

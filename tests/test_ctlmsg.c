@@ -96,6 +96,41 @@ static void refused(const char *line, enum wire_refusal kind, const char *reason
     CHECK_MSG(strstr(why, reason) != NULL, "'%s': reason '%s' lacks '%s'", line, why, reason);
 }
 
+/* The proof of a job secret travels as verifier= or proof= (64 hex digits), never both. */
+TEST(ctlmsg_join_auth_fields, 5)
+{
+    for (int auth = WIRE_AUTH_NONE; auth <= WIRE_AUTH_PROOF; auth++) {
+        wire_join_t a = sample_join(1), b;
+        a.auth = auth;
+        for (int i = 0; i < 32; i++)
+            a.mac[i] = (uint8_t)(i * 37 + auth);
+        char line[CTL_LINE_MAX], why[200] = "";
+        enum wire_refusal r;
+        CHECK(wire_join_format(&a, line, sizeof(line)) == 0);
+        CHECK_MSG(wire_join_parse(line, &b, &r, why, sizeof(why)) == 0, "%s: %s", line, why);
+        CHECK_EQ_INT(b.auth, auth);
+        CHECK(auth == WIRE_AUTH_NONE || memcmp(a.mac, b.mac, 32) == 0);
+        CHECK((strstr(line, "verifier=") != NULL) == (auth == WIRE_AUTH_VERIFIER));
+        CHECK((strstr(line, "proof=") != NULL) == (auth == WIRE_AUTH_PROOF));
+    }
+    const char *bad[] = {
+        "proof=abc",
+        "verifier=" /* empty */,
+        "proof=zz00000000000000000000000000000000000000000000000000000000000000",
+        "verifier=0000000000000000000000000000000000000000000000000000000000000000 "
+        "proof=0000000000000000000000000000000000000000000000000000000000000000",
+    };
+    for (size_t k = 0; k < sizeof(bad) / sizeof(bad[0]); k++) {
+        char line[CTL_LINE_MAX], why[200] = "";
+        snprintf(line, sizeof(line), "JOIN version=%d job=a rank=0 world=1 slots=1 elems=1 %s",
+                 INAGG_PROTOCOL_VERSION, bad[k]);
+        wire_join_t b;
+        enum wire_refusal r;
+        CHECK_MSG(wire_join_parse(line, &b, &r, why, sizeof(why)) == -1, "%s", line);
+        CHECK_EQ_INT(r, WIRE_REFUSED_INVALID);
+    }
+}
+
 TEST(ctlmsg_join_refusals, 5)
 {
     char v[32];
@@ -152,7 +187,7 @@ TEST(ctlmsg_join_refusals, 5)
 
 TEST(ctlmsg_joined_err_and_verbs, 5)
 {
-    wire_joined_t a = {.id = 65535, .token = 4000000000u, .threads = 4, .port = 65000,
+    wire_joined_t a = {.id = 65535, .token = 0xfedcba9876543210ull, .threads = 4, .port = 65000,
                        .base = 3, .slots = 16, .elems = 16368, .float_mode = INAGG_FLOAT_NATIVE,
                        .protocol = INAGG_PROTO_P4SGD},
                   b;
@@ -166,6 +201,8 @@ TEST(ctlmsg_joined_err_and_verbs, 5)
                             sizeof(why)) == -1);
     CHECK(wire_joined_parse("JOINED id=70000 token=2 threads=2 port=1 base=0", &b, why,
                             sizeof(why)) == -1);
+    CHECK(wire_joined_parse("JOINED id=1 token=0 threads=2 port=1 base=0", &b, why,
+                            sizeof(why)) == -1); /* a token is never 0 */
     CHECK(wire_joined_parse("HELLO", &b, why, sizeof(why)) == -1);
     CHECK(strstr(why, "unexpected answer") != NULL);
 

@@ -532,6 +532,8 @@ TEST(admission_refusals_have_reasons, 60)
 {
     switch_config_t cfg = SWITCH_CONFIG_INIT;
     cfg.total_slots = 150;
+    cfg.max_job_slots = 150; /* the quotas have their own test (test_control.c) */
+    cfg.max_addr_slots = 300;
     test_switch_t ts;
     ts_start(&ts, &cfg);
     pid_t holder;

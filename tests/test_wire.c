@@ -23,7 +23,7 @@ static wire_header_t good_header(void)
     h.type = WIRE_CONTRIB;
     h.job = 7;
     h.rank = 2;
-    h.token = 0xdeadbeefu;
+    h.token = 0xdeadbeefcafef00dull;
     h.slot = 11;
     h.round = 6;
     h.chunk = 42;
@@ -108,7 +108,7 @@ TEST(wire_layout_offsets_network_order, 5)
     h.type = WIRE_RESULT;
     h.job = 0x0102;
     h.rank = 0x0304;
-    h.token = 0x05060708u;
+    h.token = 0x0506070821222324ull;
     h.slot = 0x090a0b0cu;
     h.round = 0x0d0e0f11u; /* odd */
     h.chunk = 0x12131415u;
@@ -126,15 +126,16 @@ TEST(wire_layout_offsets_network_order, 5)
     CHECK_EQ_INT(b[3], WIRE_RESULT);
     CHECK_EQ_INT(be16_at(b + 4), 0x0102);
     CHECK_EQ_INT(be16_at(b + 6), 0x0304);
-    CHECK_EQ_INT(be32_at(b + 8), 0x05060708u);
-    CHECK_EQ_INT(be32_at(b + 12), 0x090a0b0cu);
-    CHECK_EQ_INT(be32_at(b + 16), 0x0d0e0f11u);
-    CHECK_EQ_INT(be32_at(b + 20), 0x12131415u);
-    CHECK_EQ_INT(be16_at(b + 24), 0x1617);
-    CHECK_EQ_INT(b[26], 3);
-    CHECK_EQ_INT(b[27], WIRE_FLOAT32);
-    CHECK_EQ_INT(be16_at(b + 28), 0xfffe);
-    CHECK_EQ_INT(be16_at(b + 30), 0x191a);
+    CHECK_EQ_INT(be32_at(b + 8), 0x05060708u); /* the 64-bit token, high word first */
+    CHECK_EQ_INT(be32_at(b + 12), 0x21222324u);
+    CHECK_EQ_INT(be32_at(b + 16), 0x090a0b0cu);
+    CHECK_EQ_INT(be32_at(b + 20), 0x0d0e0f11u);
+    CHECK_EQ_INT(be32_at(b + 24), 0x12131415u);
+    CHECK_EQ_INT(be16_at(b + 28), 0x1617);
+    CHECK_EQ_INT(b[30], 3);
+    CHECK_EQ_INT(b[31], WIRE_FLOAT32);
+    CHECK_EQ_INT(be16_at(b + 32), 0xfffe);
+    CHECK_EQ_INT(be16_at(b + 34), 0x191a);
 }
 
 TEST(wire_roundtrip_every_field, 10)
@@ -146,7 +147,7 @@ TEST(wire_roundtrip_every_field, 10)
     h.type = WIRE_RESULT;
     h.job = UINT16_MAX;
     h.rank = UINT16_MAX;
-    h.token = UINT32_MAX;
+    h.token = UINT64_MAX;
     h.slot = UINT32_MAX;
     h.round = UINT32_MAX;
     h.chunk = UINT32_MAX;
@@ -249,7 +250,7 @@ TEST(wire_bad_magic_version_type_dtype, 5)
     q[0] = 0;
     q[2] = 0;
     q[3] = 0;
-    q[27] = 200;
+    q[31] = 200;
     expect_status(q, len - 1, WIRE_BAD_MAGIC, "magic first");
 
     const uint8_t versions[] = {0, INAGG_PROTOCOL_VERSION + 1, 0x80 | INAGG_PROTOCOL_VERSION,
@@ -274,12 +275,12 @@ TEST(wire_bad_magic_version_type_dtype, 5)
 
     for (unsigned dt = WIRE_DTYPE_COUNT; dt <= 255; dt++) {
         memcpy(q, p, len);
-        q[27] = (uint8_t)dt;
+        q[31] = (uint8_t)dt;
         expect_status(q, len, WIRE_BAD_DTYPE, "dtype");
     }
     for (unsigned dt = 0; dt < WIRE_DTYPE_COUNT; dt++) {
         memcpy(q, p, len);
-        q[27] = (uint8_t)dt;
+        q[31] = (uint8_t)dt;
         expect_status(q, len, WIRE_OK, "good dtype");
     }
     free(q);
@@ -298,7 +299,7 @@ TEST(wire_bad_flags, 5)
         CHECK(q != NULL);
         for (unsigned fl = 0; fl <= 255; fl++) {
             memcpy(q, p, len);
-            q[26] = (uint8_t)fl;
+            q[30] = (uint8_t)fl;
             int unknown = (fl & ~WIRE_FLAGS_KNOWN) != 0;
             int ver_ok = (fl & WIRE_FLAG_VER) == (round & 1u);
             enum wire_status want = (!unknown && ver_ok) ? WIRE_OK : WIRE_BAD_FLAGS;
@@ -356,8 +357,8 @@ TEST(wire_bad_length, 5)
     const uint16_t claims[] = {5, 100, (uint16_t)WIRE_MAX_ELEMS, (uint16_t)(WIRE_MAX_ELEMS + 1u),
                                UINT16_MAX};
     for (size_t i = 0; i < INAGG_ARRAY_LEN(claims); i++) {
-        p[24] = (uint8_t)(claims[i] >> 8);
-        p[25] = (uint8_t)claims[i];
+        p[28] = (uint8_t)(claims[i] >> 8);
+        p[29] = (uint8_t)claims[i];
         expect_status(p, len, WIRE_BAD_LENGTH, "count claims more");
     }
     free(p);

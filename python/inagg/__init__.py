@@ -40,7 +40,7 @@ SUM, AVG = 0, 1
 _OPS = {"sum": SUM, "avg": AVG, "mean": AVG, SUM: SUM, AVG: AVG}
 _FLOAT_MODES = {"fixed": 0, "native": 1}
 _PROTOCOLS = {"switchml": 0, "p4sgd": 1}
-MAX_PACKET_ELEMS = 16368
+MAX_PACKET_ELEMS = 16367  # INAGG_MAX_PACKET_ELEMS: (65507 - 36) / 4
 
 
 class InaggError(RuntimeError):
@@ -64,6 +64,7 @@ class _Options(ctypes.Structure):
         ("socket_buffer", ctypes.c_uint32), ("faults", ctypes.c_char_p),
         ("optimizer", ctypes.c_void_p), ("compress", ctypes.c_char_p),
         ("no_error_feedback", ctypes.c_uint32),
+        ("secret", ctypes.c_char_p), ("secret_file", ctypes.c_char_p),
     ]
 
 
@@ -264,15 +265,17 @@ class Request:
 class Comm:
     """One rank of a job on an inagg switch: inagg_comm_create with the given options.
 
-    Comm(switch, rank, world, job="inagg", *, slots=16, packet_elems=16368, threads=1,
+    Comm(switch, rank, world, job="inagg", *, slots=16, packet_elems=16367, threads=1,
          float_mode="fixed"|"native", protocol="switchml"|"p4sgd", timeout_ms=30000,
          rto_us=2000, rto_min_us=1000, rto_max_us=50000, socket_buffer=0, faults=None,
-         compress=None, error_feedback=True)
+         compress=None, error_feedback=True, secret=None, secret_file=None)
 
     compress: None, or "zfp:rate=R" | "zfp:precision=P" | "zfp:accuracy=A" | "zfp:reversible"
     | "fp16" (float32 through a codec in the switch; docs/COMPRESSION.md). Variable-size modes
     need a smaller packet_elems (the error says how many fit). error_feedback=False keeps no
     residual with a lossy mode.
+    secret / secret_file: the job secret its ranks share (default: $INAGG_JOB_SECRET, else the
+    file $INAGG_JOB_SECRET_FILE names); see PROTOCOL.md "Authentication".
 
     Blocks until every rank of the job has joined (or timeout_ms). Use as a context manager,
     or call close(); both wait for requests still in flight."""
@@ -280,10 +283,11 @@ class Comm:
     def __init__(self, switch, rank, world, job="inagg", *, slots=None, packet_elems=None,
                  threads=None, float_mode="fixed", protocol="switchml", timeout_ms=None,
                  rto_us=None, rto_min_us=None, rto_max_us=None, socket_buffer=None,
-                 faults=None, compress=None, error_feedback=True):
+                 faults=None, compress=None, error_feedback=True, secret=None,
+                 secret_file=None):
         lib = _lib()
         o = _Options(ctypes.sizeof(_Options), 16, MAX_PACKET_ELEMS, 1, 0, 0, 2000, 1000, 50000,
-                     30000, 0, None, None, None, 0)
+                     30000, 0, None, None, None, 0, None, None)
         for name, val in (("slots", slots), ("packet_elems", packet_elems),
                           ("threads", threads), ("timeout_ms", timeout_ms), ("rto_us", rto_us),
                           ("rto_min_us", rto_min_us), ("rto_max_us", rto_max_us),
@@ -300,6 +304,10 @@ class Comm:
         self._compress = str(compress).encode() if compress else None
         o.compress = self._compress
         o.no_error_feedback = 0 if error_feedback else 1
+        self._secret = secret.encode() if isinstance(secret, str) else secret
+        self._secret_file = str(secret_file).encode() if secret_file else None
+        o.secret = self._secret
+        o.secret_file = self._secret_file
         self._opts = o
         self._handle = None
         self._requests = weakref.WeakSet()

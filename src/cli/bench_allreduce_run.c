@@ -524,8 +524,10 @@ static void run_inagg_testbed(ctx_t *c, ar_sys_result_t *r)
 {
     const ar_opts_t *o = &c->so;
     ar_rank_report_t *reps = calloc(o->workers, sizeof(*reps));
-    if (!reps) {
-        snprintf(r->error, sizeof(r->error), "out of memory");
+    if (!reps || launch_job_secret(r->error, sizeof(r->error)) != 0) {
+        if (!reps)
+            snprintf(r->error, sizeof(r->error), "out of memory");
+        free(reps);
         return;
     }
     sampler_begin(&c->sampler, c->sw_pid);

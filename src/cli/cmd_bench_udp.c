@@ -97,7 +97,7 @@ static void usage(FILE *out)
             "              ceiling)\n"
             "\n"
             "options:\n"
-            "  --size BYTES     UDP payload per datagram, %u..%u (default 4128: the 32-byte\n"
+            "  --size BYTES     UDP payload per datagram, %u..%u (default 4132: the 36-byte\n"
             "                   inagg header + 1024 float32)\n"
             "  --seconds S      how long the sender sends per repeat, 0.1..600 (default 2);\n"
             "                   the receiver gives up 1 s after that\n"
@@ -131,7 +131,7 @@ static int parse_args(int argc, char **argv, struct udp_opts *o)
         {"batch", required_argument, NULL, 'b'},   {"repeats", required_argument, NULL, 'r'},
         {"sockbuf", required_argument, NULL, 'B'}, {"json", required_argument, NULL, 'j'},
         {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0}};
-    *o = (struct udp_opts){4128, 2.0, 32, 3, 8 << 20, NULL};
+    *o = (struct udp_opts){4132, 2.0, 32, 3, 8 << 20, NULL};
     optind = 1;
     opterr = 0;
     unsigned long v;

@@ -41,6 +41,15 @@ static void usage(FILE *out)
             "  --faults-in SPEC        inject faults on receive, e.g. drop=0.01,dup=0.01,\n"
             "                          reorder=0.01,seed=7 (testing only)\n"
             "  --faults-out SPEC       inject faults on send\n"
+            "  --request-timeout MS    a request line, or its reply, must be done within MS\n"
+            "                          or the connection is closed (default 10000)\n"
+            "  --idle-timeout MS       close a connection without a job silent this long\n"
+            "                          (default 60000)\n"
+            "  --max-conns-per-addr N  control connections per client address (default 128)\n"
+            "  --max-job-slots N       slots one job may hold (default: half the pool)\n"
+            "  --max-addr-slots N      slots the jobs registered from one address may hold\n"
+            "                          (default: three quarters of the pool)\n"
+            "  --require-secret        refuse jobs registered without a job secret\n"
             "  --ready-fd FD           write the bound port and a newline to FD once ready\n"
             "  --stats HOST:PORT       print a running switch's counters and exit\n"
             "L2 fabric (docs/FABRIC.md): forward Ethernet between interfaces and aggregate\n"
@@ -164,6 +173,11 @@ int cmd_switch(int argc, char **argv)
         {"l2-mac", required_argument, 0, 'M'},   {"l2-stack-port", required_argument, 0, 'P'},
         {"link-delay", required_argument, 0, 'D'}, {"link-jitter", required_argument, 0, 'J'},
         {"mac-age", required_argument, 0, 'A'},  {"afpacket", required_argument, 0, 'K'},
+        {"request-timeout", required_argument, 0, 1001},
+        {"idle-timeout", required_argument, 0, 1002},
+        {"max-conns-per-addr", required_argument, 0, 1003},
+        {"max-job-slots", required_argument, 0, 1004},
+        {"max-addr-slots", required_argument, 0, 1005}, {"require-secret", no_argument, 0, 1006},
         {0, 0, 0, 0}};
     optind = 1;
     int c;
@@ -194,6 +208,16 @@ int cmd_switch(int argc, char **argv)
         case 'J': fcfg.jitter = optarg; break;
         case 'A': if (parse_u32("--mac-age", optarg, &fcfg.mac_age_ms)) return 2; break;
         case 'K': cfg.transport = "afpacket"; cfg.transport_iface = optarg; break;
+        case 1001:
+            if (parse_u32("--request-timeout", optarg, &cfg.request_ms)) return 2;
+            break;
+        case 1002: if (parse_u32("--idle-timeout", optarg, &cfg.idle_ms)) return 2; break;
+        case 1003:
+            if (parse_u32("--max-conns-per-addr", optarg, &cfg.max_conns_per_addr)) return 2;
+            break;
+        case 1004: if (parse_u32("--max-job-slots", optarg, &cfg.max_job_slots)) return 2; break;
+        case 1005: if (parse_u32("--max-addr-slots", optarg, &cfg.max_addr_slots)) return 2; break;
+        case 1006: cfg.require_secret = 1; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }

@@ -93,6 +93,61 @@ int ctl_write_line(int fd, const char *line, int timeout_ms)
     return 0;
 }
 
+int ctl_queue_line(ctl_writer_t *w, const char *line)
+{
+    size_t n = strlen(line);
+    if (n > CTL_LINE_MAX)
+        return -EMSGSIZE;
+    if (w->len + n + 1 > w->max)
+        return -ENOBUFS;
+    if (w->len + n + 1 > w->cap) {
+        size_t cap = w->cap ? w->cap : 4096;
+        while (cap < w->len + n + 1)
+            cap *= 2;
+        char *b = realloc(w->buf, cap);
+        if (!b)
+            return -ENOMEM;
+        w->buf = b;
+        w->cap = cap;
+    }
+    if (w->len == 0)
+        w->since_ns = util_now_ns();
+    memcpy(w->buf + w->len, line, n);
+    w->buf[w->len + n] = '\n';
+    w->len += n + 1;
+    return 0;
+}
+
+long ctl_flush(int fd, ctl_writer_t *w)
+{
+    if (w->len == 0)
+        return 0;
+    size_t off = 0;
+    while (off < w->len) {
+        ssize_t n = send(fd, w->buf + off, w->len - off, MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (n > 0) {
+            off += (size_t)n;
+            continue;
+        }
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
+            return -errno;
+        break;
+    }
+    memmove(w->buf, w->buf + off, w->len - off);
+    w->len -= off;
+    if (w->len == 0)
+        w->since_ns = 0;
+    return (long)off;
+}
+
+void ctl_writer_free(ctl_writer_t *w)
+{
+    free(w->buf);
+    *w = (ctl_writer_t){0};
+}
+
 int ctl_connect(const struct sockaddr_in *addr, int timeout_ms)
 {
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);

@@ -108,6 +108,12 @@ typedef struct launch_ranks {
     int reaped[LAUNCH_MAX_RANKS];
 } launch_ranks_t;
 
+/* Give the ranks this process starts from now on a fresh job secret: 256 random bits in
+ * INAGG_JOB_SECRET, unless INAGG_JOB_SECRET or INAGG_JOB_SECRET_FILE is already set (the
+ * user's). launch_ranks_start calls it; launchers that spawn ranks otherwise call it first.
+ * 0, or -errno with the reason in err. */
+int launch_job_secret(char *err, size_t errlen);
+
 /* Fork n ranks (1..LAUNCH_MAX_RANKS); rank r runs fn(r, fd, arg) and exits with its return
  * value, fd being the write end of its pipe with LAUNCH_PIPE (else -1); a rank holds no other
  * rank's pipe. All or nothing: on failure the ranks already started are killed and reaped.

@@ -278,6 +278,9 @@ int launch_ranks_start(launch_ranks_t *g, uint32_t n, launch_rank_fn fn, void *a
         set_err(err, errlen, "launch: %u ranks (1..%u)", n, LAUNCH_MAX_RANKS);
         return -EINVAL;
     }
+    int src = launch_job_secret(err, errlen);
+    if (src != 0)
+        return src;
     pid_t parent = getpid();
     fflush(NULL);
     for (uint32_t r = 0; r < n; r++) {

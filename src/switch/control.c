@@ -2,12 +2,18 @@
  * control.c - the switch's control plane: one thread serving TCP connections with the text
  * protocol of control/ctl.h.
  *
- * It admits jobs (JOIN: the first rank registers the job, the others must match; all of
- * them get JOINED once the last one arrives, which makes join a barrier), runs barriers,
+ * It admits jobs (admit.c: JOIN, its limits and job secrets; all ranks get JOINED once the
+ * last one arrives, which makes join a barrier), runs barriers,
  * answers STATS, and watches jobs: a member whose connection closes without LEAVE fails its
  * job at once; a rank that sends nothing for the job's timeout while other ranks keep
  * sending fails it too; a job whose ranks do not all join in time is refused. Failing a job
  * tells every member why, on its connection; other jobs carry on.
+ *
+ * No client can hold the thread: sockets are non-blocking and replies wait in a bounded
+ * queue per connection; a request (a line being received, or a reply not yet taken) has a
+ * deadline, a connection without a job an idle timeout; connections and slots are limited
+ * per client address and slots per job; jobs registered with a secret admit only ranks that
+ * prove it (PROTOCOL.md "Admission" and "Authentication"). Every refusal is counted.
  */
 #include <errno.h>
 #include <poll.h>
@@ -16,45 +22,48 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include "base/log.h"
-#include "codec/codec.h"
-#include "control/ctl.h"
-#include "wire/ctlmsg.h"
-#include "switch/codecjob.h"
-#include "switch/server.h"
+#include "switch/control_int.h"
 
-#define CTL_MAX_CLIENTS 1024
-#define CTL_TICK_MS 50
-#define CTL_WRITE_MS 1000
-#define SWITCH_MAX_POOL_BYTES (1ull << 30) /* per job */
-
-typedef struct client {
-    int fd;
-    ctl_reader_t rd;
-    job_t *job; /* NULL until JOIN succeeded */
-    uint32_t rank;
-} client_t;
-
-typedef struct control {
-    struct inagg_switch *sw;
-    client_t *clients[CTL_MAX_CLIENTS];
-    int nclients;
-} control_t;
-
-static void send_line(int fd, const char *line)
+void control_count(struct inagg_switch *sw, enum ctl_stat s)
 {
-    if (fd >= 0 && ctl_write_line(fd, line, CTL_WRITE_MS) != 0)
-        LOG_D("control: could not write to fd %d", fd);
+    atomic_fetch_add_explicit(&sw->ctl_counts[s], 1, memory_order_relaxed);
+}
+
+/* Close cl at the end of this pass, counting why (reason < 0: not a refusal). */
+static void doom(control_t *ctl, client_t *cl, int reason)
+{
+    if (cl->doomed)
+        return;
+    cl->doomed = 1;
+    if (reason >= 0)
+        control_count(ctl->sw, (enum ctl_stat)reason);
+}
+
+static client_t *client_of(control_t *ctl, int fd)
+{
+    return fd >= 0 && fd < ctl->by_fd_cap ? ctl->by_fd[fd] : NULL;
+}
+
+/* Queue a line for fd's client and send what the socket takes; a client whose replies pile
+ * up past CTL_OUTPUT_MAX is closed, never waited for. */
+void control_send_line(control_t *ctl, int fd, const char *line)
+{
+    client_t *cl = client_of(ctl, fd);
+    if (!cl || cl->doomed)
+        return;
+    int rc = ctl_queue_line(&cl->wr, line);
+    if (rc == -ENOBUFS)
+        doom(ctl, cl, CTL_OUTPUT_FULL);
+    else if (rc != 0 || ctl_flush(cl->fd, &cl->wr) < 0)
+        doom(ctl, cl, -1);
 }
 
 /* "ERR <refusal> <text>" to fd. */
-static void send_err(int fd, enum wire_refusal r, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void send_err(int fd, enum wire_refusal r, const char *fmt, ...)
+void control_send_err(control_t *ctl, int fd, enum wire_refusal r, const char *fmt, ...)
 {
     char text[CTL_LINE_MAX - 32], line[CTL_LINE_MAX];
     va_list ap;
@@ -62,25 +71,26 @@ static void send_err(int fd, enum wire_refusal r, const char *fmt, ...)
     vsnprintf(text, sizeof(text), fmt, ap);
     va_end(ap);
     wire_err_format(r, text, line, sizeof(line));
-    send_line(fd, line);
+    control_send_line(ctl, fd, line);
 }
 
-static void send_failed(int fd, const job_t *j)
+static void send_failed(control_t *ctl, int fd, const job_t *j)
 {
     char line[CTL_LINE_MAX];
     wire_failed_format(j->fail_reason, line, sizeof(line));
-    send_line(fd, line);
+    control_send_line(ctl, fd, line);
 }
 
-static void broadcast(job_t *j, const char *line)
+void control_broadcast(control_t *ctl, job_t *j, const char *line)
 {
     for (uint32_t r = 0; r < j->world; r++)
         if (j->member_fd[r] >= 0)
-            send_line(j->member_fd[r], line);
+            control_send_line(ctl, j->member_fd[r], line);
 }
 
-static void fail_job(job_t *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void fail_job(job_t *j, const char *fmt, ...)
+static void fail_job(control_t *ctl, job_t *j, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void fail_job(control_t *ctl, job_t *j, const char *fmt, ...)
 {
     if (atomic_load(&j->state) == JOB_FAILED)
         return;
@@ -92,19 +102,60 @@ static void fail_job(job_t *j, const char *fmt, ...)
     LOG_W("job '%s' (id %u) failed: %s", j->name, j->id, j->fail_reason);
     for (uint32_t r = 0; r < j->world; r++)
         if (j->member_fd[r] >= 0)
-            send_failed(j->member_fd[r], j);
+            send_failed(ctl, j->member_fd[r], j);
 }
 
-static void retire_job(struct inagg_switch *sw, job_t *j)
+/* The end of a retirement, after the grace period: keep its counters, return its slots,
+ * free it. */
+static void free_retired(control_t *ctl, job_t *j, uint64_t record)
 {
-    /* Under the stats lock, so a concurrent stats printer never sees a freed job. */
+    struct inagg_switch *sw = ctl->sw;
+    if (j->owner) {
+        j->owner->slots -= j->nslots;
+        peers_release(j->owner, server_now_ms(), AUTH_WINDOW_MS);
+    }
     pthread_mutex_lock(&sw->stats_lock);
-    atomic_store_explicit(&sw->jobs[j->id], NULL, memory_order_release);
-    server_quiesce(sw);
-    sw->slots_used -= j->nslots;
-    stats_retire(sw, j);
+    atomic_fetch_sub(&sw->slots_used, j->nslots);
+    stats_retire_final(sw, j, record);
     job_free(j);
     pthread_mutex_unlock(&sw->stats_lock);
+}
+
+/* Free the retiring jobs whose grace period has passed (all of them, waiting, if `wait`). */
+static void reap_retired(control_t *ctl, int wait)
+{
+    for (uint32_t k = 0; k < ctl->nretiring;) {
+        retiring_t *r = &ctl->retiring[k];
+        if (!server_passed(ctl->sw, r->epoch) && !wait) {
+            k++;
+            continue;
+        }
+        if (wait)
+            server_quiesce(ctl->sw);
+        free_retired(ctl, r->j, r->record);
+        *r = ctl->retiring[--ctl->nretiring];
+    }
+}
+
+/* Unpublish j (under the stats lock, so a stats printer never sees it afterwards); it is
+ * freed by reap_retired once no dataplane thread can hold it. The control thread does not
+ * wait for the dataplane here. */
+static void retire_job(control_t *ctl, job_t *j)
+{
+    struct inagg_switch *sw = ctl->sw;
+    pthread_mutex_lock(&sw->stats_lock);
+    atomic_store_explicit(&sw->jobs[j->id], NULL, memory_order_release);
+    uint64_t record = stats_retire(sw, j);
+    pthread_mutex_unlock(&sw->stats_lock);
+    if (ctl->nretiring == SWITCH_MAX_JOBS) { /* cannot happen in practice: wait instead */
+        server_quiesce(sw);
+        free_retired(ctl, j, record);
+        return;
+    }
+    retiring_t *r = &ctl->retiring[ctl->nretiring++];
+    r->j = j;
+    r->record = record;
+    server_epochs(sw, r->epoch);
 }
 
 static int job_has_members(const job_t *j)
@@ -115,7 +166,7 @@ static int job_has_members(const job_t *j)
     return 0;
 }
 
-static job_t *find_job(struct inagg_switch *sw, const char *name)
+job_t *control_find_job(struct inagg_switch *sw, const char *name)
 {
     for (uint32_t i = 0; i < SWITCH_MAX_JOBS; i++) {
         job_t *j = atomic_load_explicit(&sw->jobs[i], memory_order_relaxed);
@@ -125,227 +176,15 @@ static job_t *find_job(struct inagg_switch *sw, const char *name)
     return NULL;
 }
 
-static int free_job_id(struct inagg_switch *sw)
-{
-    for (uint32_t k = 0; k < SWITCH_MAX_JOBS; k++) {
-        uint16_t id = (uint16_t)((sw->next_job_id + k) % SWITCH_MAX_JOBS);
-        if (id == 0)
-            continue; /* id 0 is never used, so a zeroed packet never matches a job */
-        if (!atomic_load_explicit(&sw->jobs[id], memory_order_relaxed)) {
-            sw->next_job_id = (uint16_t)(id + 1);
-            return id;
-        }
-    }
-    return -1;
-}
-
-static void activate(struct inagg_switch *sw, job_t *j)
-{
-    j->activated_ms = server_now_ms();
-    atomic_store_explicit(&j->state, JOB_ACTIVE, memory_order_release);
-    wire_joined_t jd = {.id = j->id, .token = j->token, .threads = j->nthreads,
-                        .port = sw->port, .base = j->base, .slots = j->nslots,
-                        .elems = j->elems, .float_mode = j->float_mode,
-                        .protocol = j->proto->id};
-    char line[CTL_LINE_MAX];
-    if (wire_joined_format(&jd, line, sizeof(line)) == 0)
-        broadcast(j, line);
-    LOG_I("job '%s' (id %u) active: world %u, %u slots of %u elements, float %s, protocol %s",
-          j->name, j->id, j->world, j->nslots, j->elems, wire_float_mode_name(j->float_mode),
-          j->proto->name);
-}
-
-/* A JOIN for job j, which is still joining: does it match? 0, or -1 after refusing it. */
-static int join_matches(const client_t *cl, const job_t *j, const wire_join_t *jn,
-                        const switch_proto_ops_t *ops, uint32_t float_mode)
-{
-    if (atomic_load(&j->state) != JOB_JOINING) {
-        send_err(cl->fd, WIRE_REFUSED, "job '%s' is already %s; use a new job name", jn->job,
-                 atomic_load(&j->state) == JOB_ACTIVE ? "running" : "failed and retiring");
-        return -1;
-    }
-    if (j->world != jn->world) {
-        send_err(cl->fd, WIRE_REFUSED, "world-size mismatch: job '%s' has world %u, rank %u "
-                 "asked for %u", jn->job, j->world, jn->rank, jn->world);
-        return -1;
-    }
-    if (j->nslots != jn->slots || j->elems != jn->elems || j->float_mode != float_mode ||
-        j->proto != ops) {
-        send_err(cl->fd, WIRE_REFUSED, "parameter mismatch: job '%s' has slots=%u elems=%u "
-                 "float=%s protocol=%s, rank %u asked for slots=%u elems=%u float=%s "
-                 "protocol=%s", jn->job, j->nslots, j->elems,
-                 wire_float_mode_name(j->float_mode), j->proto->name, jn->rank, jn->slots,
-                 jn->elems, wire_float_mode_name(float_mode), ops->name);
-        return -1;
-    }
-    if (!wire_optimizer_equal(&j->opt_cfg, &jn->opt)) {
-        char has[256], asked[256];
-        wire_optimizer_format(&j->opt_cfg, has, sizeof(has));
-        wire_optimizer_format(&jn->opt, asked, sizeof(asked));
-        send_err(cl->fd, WIRE_REFUSED, "parameter mismatch: job '%s' has optimizer '%s', rank "
-                 "%u asked for '%s'", jn->job, has, jn->rank, asked);
-        return -1;
-    }
-    if (j->member_fd[jn->rank] >= 0 || j->left[jn->rank]) {
-        send_err(cl->fd, WIRE_REFUSED, "duplicate rank %u in job '%s'", jn->rank, jn->job);
-        return -1;
-    }
-    return 0;
-}
-
-/* The first JOIN of a job: create and publish it. The job, or NULL after refusing. */
-static job_t *register_job(struct inagg_switch *sw, const client_t *cl, const wire_join_t *jn,
-                           const switch_proto_ops_t *ops, uint32_t float_mode,
-                           const codec_spec_t *codec, int feedback)
-{
-    uint32_t free_slots = sw->cfg.total_slots - sw->slots_used;
-    if (jn->slots > free_slots) {
-        send_err(cl->fd, WIRE_REFUSED, "pool exhausted: job '%s' asks %u slots, %u of %u free",
-                 jn->job, jn->slots, free_slots, sw->cfg.total_slots);
-        return NULL;
-    }
-    int id = free_job_id(sw);
-    if (id < 0) {
-        send_err(cl->fd, WIRE_REFUSED, "too many jobs (%u)", SWITCH_MAX_JOBS);
-        return NULL;
-    }
-    job_t *j = job_create((uint16_t)id, jn->job, ops, jn->world, jn->slots, jn->elems,
-                          sw->cfg.threads, (uint32_t)id % sw->cfg.threads);
-    if (!j) {
-        send_err(cl->fd, WIRE_REFUSED, "out of memory for %u slots of %u elements", jn->slots,
-                 jn->elems);
-        return NULL;
-    }
-    if (jn->opt.present) {
-        char err[160];
-        j->opt = optjob_create(&jn->opt.step, jn->opt.params, jn->elems,
-                               jn->opt.seeded ? OPTJOB_INIT_SEEDED : OPTJOB_INIT_ZERO,
-                               jn->opt.seed, err, sizeof(err));
-        j->opt_scratch = calloc((size_t)sw->cfg.threads * jn->elems, sizeof(float));
-        if (!j->opt || !j->opt_scratch) {
-            send_err(cl->fd, WIRE_REFUSED, "optimizer: %s", j->opt ? "out of memory" : err);
-            job_free(j);
-            return NULL;
-        }
-        j->opt_cfg = jn->opt;
-    }
-    j->codec = *codec;
-    j->codec_feedback = feedback;
-    if (codec->mode != CODEC_NONE &&
-        !(j->codec_state = codecjob_create(codec, feedback, sw->cfg.threads, jn->slots,
-                                           jn->elems))) {
-        send_err(cl->fd, WIRE_REFUSED_SYSTEM, "out of memory for compression state");
-        job_free(j);
-        return NULL;
-    }
-    uint32_t token = 0;
-    while (token == 0)
-        if (getrandom(&token, sizeof(token), 0) != sizeof(token))
-            token = (uint32_t)util_now_ns() ^ ((uint32_t)id << 16);
-    j->token = token;
-    j->float_mode = float_mode;
-    j->timeout_ms = jn->timeout_ms == 0 || jn->timeout_ms > sw->cfg.worker_timeout_ms
-                        ? sw->cfg.worker_timeout_ms
-                        : jn->timeout_ms;
-    j->created_ms = server_now_ms();
-    sw->slots_used += jn->slots;
-    atomic_store_explicit(&j->state, JOB_JOINING, memory_order_relaxed);
-    atomic_store_explicit(&sw->jobs[id], j, memory_order_release);
-    LOG_I("job '%s' (id %u) registered by rank %u: world %u", jn->job, id, jn->rank, jn->world);
-    return j;
-}
-
-/* Handle JOIN; returns 0 if the client stays, -1 if it must be closed after the reply. */
-static int handle_join(control_t *ctl, client_t *cl, const char *line)
-{
-    struct inagg_switch *sw = ctl->sw;
-    if (cl->job) {
-        send_err(cl->fd, WIRE_REFUSED_INVALID, "this connection already joined job '%s'",
-                 cl->job->name);
-        return 0;
-    }
-    wire_join_t jn;
-    enum wire_refusal refusal;
-    char why[CTL_LINE_MAX - 32];
-    if (wire_join_parse(line, &jn, &refusal, why, sizeof(why)) != 0) {
-        send_err(cl->fd, refusal, "%s", why);
-        return -1;
-    }
-    const switch_proto_ops_t *ops = proto_find(jn.protocol);
-    if (!ops) {
-        char served[128];
-        proto_list(served, sizeof(served));
-        send_err(cl->fd, WIRE_REFUSED_UNSUPPORTED, "protocol '%s' (this switch serves %s)",
-                 wire_protocol_name(jn.protocol), served);
-        return -1;
-    }
-    /* Native float32 when the protocol adds it so, or the optimizer's gradients and
-     * parameters travel as float32. */
-    uint32_t float_mode = ops->float_native || jn.opt.present ? INAGG_FLOAT_NATIVE
-                                                               : jn.float_mode;
-    uint64_t pool_bytes = job_pool_bytes(ops, jn.world, jn.slots, jn.elems, sw->cfg.threads) +
-                          (jn.opt.present ? optjob_bytes(&jn.opt.step, jn.opt.params, jn.elems)
-                                          : 0);
-    if (pool_bytes > SWITCH_MAX_POOL_BYTES) {
-        send_err(cl->fd, WIRE_REFUSED, "job '%s' would need %llu MiB of slot memory (limit %llu "
-                 "MiB): ask for fewer slots or elements per packet", jn.job,
-                 (unsigned long long)(pool_bytes >> 20),
-                 (unsigned long long)(SWITCH_MAX_POOL_BYTES >> 20));
-        return -1;
-    }
-    codec_spec_t codec = {CODEC_NONE, 0};
-    if (jn.compress[0]) {
-        char cwhy[200];
-        if (codec_parse(jn.compress, &codec, cwhy, sizeof(cwhy)) != 0) {
-            send_err(cl->fd, WIRE_REFUSED_INVALID, "%s", cwhy);
-            return -1;
-        }
-        if (codec.mode != CODEC_NONE && (ops->id != INAGG_PROTO_SWITCHML || jn.opt.present)) {
-            send_err(cl->fd, WIRE_REFUSED_UNSUPPORTED, "compress=%s: only switchml jobs without "
-                     "an optimizer compress", jn.compress);
-            return -1;
-        }
-        if (codec.mode != CODEC_NONE &&
-            WIRE_HEADER_SIZE + codec_max_bytes(&codec, jn.elems) > WIRE_MAX_DATAGRAM) {
-            send_err(cl->fd, WIRE_REFUSED_INVALID, "compress=%s: %u values per packet may not "
-                     "fit a datagram", jn.compress, jn.elems);
-            return -1;
-        }
-        if (codec.mode != CODEC_NONE)
-            float_mode = INAGG_FLOAT_NATIVE;
-    }
-    job_t *j = find_job(sw, jn.job);
-    int feedback = codec_is_lossy(&codec) && !jn.no_feedback;
-    if (j && (j->codec.mode != codec.mode || j->codec.param != codec.param ||
-              j->codec_feedback != feedback)) {
-        char have[CODEC_SPEC_MAX];
-        codec_format(&j->codec, have, sizeof(have));
-        send_err(cl->fd, WIRE_REFUSED, "parameter mismatch: job '%s' compresses with %s%s, rank "
-                 "%u asked for %s%s", jn.job, have, j->codec_feedback ? "" : " (no feedback)",
-                 jn.rank, jn.compress[0] ? jn.compress : "none", feedback ? "" : " (no feedback)");
-        return -1;
-    }
-    if (j ? join_matches(cl, j, &jn, ops, float_mode) != 0
-          : !(j = register_job(sw, cl, &jn, ops, float_mode, &codec, feedback)))
-        return -1;
-    j->member_fd[jn.rank] = cl->fd;
-    j->joined++;
-    cl->job = j;
-    cl->rank = jn.rank;
-    if (j->joined == j->world)
-        activate(sw, j);
-    return 0;
-}
-
-static void handle_barrier(client_t *cl)
+static void handle_barrier(control_t *ctl, client_t *cl)
 {
     job_t *j = cl->job;
     if (!j) {
-        send_err(cl->fd, WIRE_REFUSED_INVALID, "BARRIER before JOIN");
+        control_send_err(ctl, cl->fd, WIRE_REFUSED_INVALID, "BARRIER before JOIN");
         return;
     }
     if (atomic_load(&j->state) == JOB_FAILED) {
-        send_failed(cl->fd, j);
+        send_failed(ctl, cl->fd, j);
         return;
     }
     if (j->in_barrier[cl->rank])
@@ -356,7 +195,7 @@ static void handle_barrier(client_t *cl)
     memset(j->in_barrier, 0, sizeof(j->in_barrier));
     j->barrier_count = 0;
     j->barrier_epoch++;
-    broadcast(j, wire_verb_name(WIRE_VERB_BARRIER_DONE));
+    control_broadcast(ctl, j, wire_verb_name(WIRE_VERB_BARRIER_DONE));
 }
 
 static void handle_stats(control_t *ctl, client_t *cl, const char *line)
@@ -365,14 +204,14 @@ static void handle_stats(control_t *ctl, client_t *cl, const char *line)
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);
     if (!f) {
-        send_err(cl->fd, WIRE_REFUSED_SYSTEM, "out of memory");
+        control_send_err(ctl, cl->fd, WIRE_REFUSED_SYSTEM, "out of memory");
         return;
     }
     switch_write_stats(ctl->sw, f, strstr(line, "json") != NULL);
     fclose(f);
     for (char *save = NULL, *l = strtok_r(text, "\n", &save); l; l = strtok_r(NULL, "\n", &save))
-        send_line(cl->fd, l);
-    send_line(cl->fd, wire_verb_name(WIRE_VERB_END));
+        control_send_line(ctl, cl->fd, l);
+    control_send_line(ctl, cl->fd, wire_verb_name(WIRE_VERB_END));
     free(text);
 }
 
@@ -386,48 +225,107 @@ static void drop_client(control_t *ctl, int idx)
             if (atomic_load(&j->state) == JOB_JOINING) {
                 j->joined--; /* a rank that gave up joining may come back */
             } else {
-                fail_job(j, "rank %u disconnected (its control connection closed: the "
-                         "process exited or crashed)", cl->rank);
+                fail_job(ctl, j, "rank %u disconnected (its control connection closed: "
+                         "the process exited or crashed)", cl->rank);
             }
         }
         if (!job_has_members(j))
-            retire_job(ctl->sw, j);
+            retire_job(ctl, j);
     }
+    ctl_flush(cl->fd, &cl->wr); /* a last refusal usually fits in the socket's buffer */
+    ctl->by_fd[cl->fd] = NULL;
     close(cl->fd);
+    ctl_writer_free(&cl->wr);
+    cl->peer->conns--;
+    peers_release(cl->peer, server_now_ms(), AUTH_WINDOW_MS);
+    atomic_fetch_sub(&ctl->sw->ctl_connections, 1);
     free(cl);
     ctl->clients[idx] = ctl->clients[--ctl->nclients];
 }
 
+/* Close every doomed client; closing one may doom others (its job fails and they cannot
+ * take the news), so repeat until none is left. */
+static void reap(control_t *ctl)
+{
+    for (int again = 1; again;) {
+        again = 0;
+        for (int i = ctl->nclients - 1; i >= 0; i--)
+            if (i < ctl->nclients && ctl->clients[i]->doomed) {
+                drop_client(ctl, i);
+                again = 1;
+            }
+    }
+}
+
 /* Returns -1 if the client must be dropped. */
+/* A client whose replies pile up is not served until it reads them (nor read from). */
+static int throttled(const client_t *cl) { return cl->wr.len > CTL_OUTPUT_HIGH; }
+
+/* A complete request is waiting in cl's buffer and cl may be served. */
+static int has_request(const client_t *cl)
+{
+    return !cl->doomed && !throttled(cl) && memchr(cl->rd.buf, '\n', cl->rd.len) != NULL;
+}
+
+/* Read what cl sent and serve up to CTL_LINES_PER_PASS requests, so that no client takes
+ * the thread from the others. Returns -1 if the client must be dropped. */
 static int serve_client(control_t *ctl, client_t *cl)
 {
     long got = ctl_fill(cl->fd, &cl->rd);
-    if (got == 0 || (got < 0 && got != -EAGAIN))
-        return -1;
+    if (got == -EMSGSIZE)
+        control_count(ctl->sw, CTL_LINE_TOO_LONG);
+    int gone = got == 0 || (got < 0 && got != -EAGAIN);
+    uint64_t now = server_now_ms();
+    if (got > 0)
+        cl->last_in_ms = now;
     char line[CTL_LINE_MAX];
-    while (ctl_take_line(&cl->rd, line, sizeof(line))) {
+    for (int served = 0; served < CTL_LINES_PER_PASS && !cl->doomed && !throttled(cl) &&
+                         ctl_take_line(&cl->rd, line, sizeof(line));
+         served++) {
         switch (wire_verb_of(line)) {
         case WIRE_VERB_JOIN:
-            if (handle_join(ctl, cl, line) != 0)
+            if (admit_join(ctl, cl, line) != 0)
                 return -1;
             break;
         case WIRE_VERB_BARRIER:
-            handle_barrier(cl);
+            handle_barrier(ctl, cl);
             break;
         case WIRE_VERB_LEAVE:
             if (cl->job)
                 cl->job->left[cl->rank] = 1;
-            send_line(cl->fd, wire_verb_name(WIRE_VERB_BYE));
+            control_send_line(ctl, cl->fd, wire_verb_name(WIRE_VERB_BYE));
             break;
         case WIRE_VERB_STATS:
             handle_stats(ctl, cl, line);
             break;
+        case WIRE_VERB_HELLO:
+            admit_hello(ctl, cl, line);
+            break;
         default:
-            send_err(cl->fd, WIRE_REFUSED_INVALID, "unknown request '%.40s'", line);
+            control_send_err(ctl, cl->fd, WIRE_REFUSED_INVALID, "unknown request '%.40s'", line);
             break;
         }
     }
-    return 0;
+    if (cl->rd.len == 0)
+        cl->partial_since_ms = 0;
+    else if (cl->partial_since_ms == 0)
+        cl->partial_since_ms = now;
+    return gone ? -1 : 0;
+}
+
+/* The deadlines: a request line or its reply not done within request_ms, and a connection
+ * without a job that sent nothing for idle_ms, are closed. */
+static void check_clients(control_t *ctl, uint64_t now)
+{
+    uint64_t now_ns = util_now_ns();
+    for (int i = 0; i < ctl->nclients; i++) {
+        client_t *cl = ctl->clients[i];
+        if ((cl->wr.since_ns && now_ns - cl->wr.since_ns > ctl->request_ms * 1000000ull) ||
+            (cl->partial_since_ms && now - cl->partial_since_ms > ctl->request_ms))
+            doom(ctl, cl, CTL_REQUEST_TIMEOUT);
+        else if (!cl->job && now - cl->last_in_ms > ctl->idle_ms)
+            doom(ctl, cl, CTL_IDLE_CLOSED);
+    }
 }
 
 static void check_jobs(control_t *ctl)
@@ -450,12 +348,12 @@ static void check_jobs(control_t *ctl)
             snprintf(text, sizeof(text), "only %u of %u ranks joined job '%s' within %u ms; "
                      "missing ranks: %s", j->joined, j->world, j->name, j->timeout_ms, missing);
             wire_err_format(WIRE_REFUSED_TIMEOUT, text, line, sizeof(line));
-            broadcast(j, line);
+            control_broadcast(ctl, j, line);
             LOG_W("timeout %s", text);
-            fail_job(j, "join timed out");
+            fail_job(ctl, j, "join timed out");
             for (int i = ctl->nclients - 1; i >= 0; i--)
                 if (ctl->clients[i]->job == j)
-                    drop_client(ctl, i); /* the last drop retires the job */
+                    doom(ctl, ctl->clients[i], -1); /* the last close retires the job */
             continue;
         }
         if (state != JOB_ACTIVE)
@@ -477,64 +375,151 @@ static void check_jobs(control_t *ctl)
             }
         }
         if (now - oldest > j->timeout_ms && now - newest < j->timeout_ms / 2 + 1)
-            fail_job(j, "rank %u sent nothing for %llu ms while other ranks were waiting on it "
-                     "(worker timeout %u ms)%s", oldest_rank,
-                     (unsigned long long)(now - oldest), j->timeout_ms,
+            fail_job(ctl, j,
+                     "rank %u sent nothing for %llu ms while other ranks were waiting on it "
+                     "(worker timeout %u ms)%s",
+                     oldest_rank, (unsigned long long)(now - oldest), j->timeout_ms,
                      j->left[oldest_rank] ? "; it had left the job" : "");
     }
 }
 
-void *control_main(void *arg)
+/* Accept what is waiting: a connection past the table's size or its address's limit is
+ * refused with a reason and closed. */
+static void accept_clients(control_t *ctl)
+{
+    struct inagg_switch *sw = ctl->sw;
+    for (int k = 0; k < CTL_ACCEPT_BURST; k++) {
+        struct sockaddr_storage ss;
+        socklen_t sl = sizeof(ss);
+        int fd = accept4(sw->listen_fd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0 && (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
+                       errno == ENOMEM)) {
+            /* Out of descriptors: the connection stays queued and the listener readable, so
+             * stop polling it for a tick rather than spin. */
+            control_count(sw, CTL_CONN_LIMIT);
+            ctl->accept_paused_until = server_now_ms() + CTL_TICK_MS;
+        }
+        if (fd < 0)
+            return;
+        peer_t *p = NULL;
+        client_t *cl = NULL;
+        const char *why = NULL;
+        if (ctl->nclients >= CTL_MAX_CLIENTS || fd >= ctl->by_fd_cap ||
+            !(p = peers_get(&ctl->peers, &ss))) {
+            control_count(sw, CTL_CONN_LIMIT);
+            why = "ERR system too many control connections\n";
+        } else if (p->conns >= ctl->max_conns_per_addr) {
+            control_count(sw, CTL_CONN_PER_ADDR);
+            why = "ERR refused too many control connections from this address\n";
+        } else if (!(cl = calloc(1, sizeof(*cl)))) {
+            why = "ERR system out of memory\n";
+        }
+        if (why) {
+            ssize_t n = send(fd, why, strlen(why), MSG_DONTWAIT | MSG_NOSIGNAL);
+            (void)n;
+            close(fd);
+            peers_release(p, server_now_ms(), AUTH_WINDOW_MS);
+            continue;
+        }
+        *cl = (client_t){.fd = fd, .peer = p, .last_in_ms = server_now_ms(),
+                         .wr = {.max = CTL_OUTPUT_MAX}};
+        p->conns++;
+        ctl->by_fd[fd] = cl;
+        ctl->clients[ctl->nclients++] = cl;
+        atomic_fetch_add(&sw->ctl_connections, 1);
+    }
+}
+
+static uint32_t or_default(uint32_t v, uint32_t def) { return v ? v : def; }
+
+static control_t *control_create(struct inagg_switch *sw)
 {
     control_t *ctl = calloc(1, sizeof(*ctl));
-    struct inagg_switch *sw = arg;
-    if (!ctl) {
-        LOG_E("control thread: out of memory");
+    if (!ctl)
+        return NULL;
+    const switch_config_t *c = &sw->cfg;
+    uint32_t half = c->total_slots / 2 ? c->total_slots / 2 : 1;
+    uint32_t three_quarters = (uint32_t)((uint64_t)c->total_slots * 3 / 4);
+    ctl->sw = sw;
+    ctl->request_ms = or_default(c->request_ms, 10000);
+    ctl->idle_ms = or_default(c->idle_ms, 60000);
+    ctl->max_conns_per_addr = or_default(c->max_conns_per_addr, 128);
+    ctl->max_job_slots = or_default(c->max_job_slots, half);
+    ctl->max_addr_slots = or_default(c->max_addr_slots, three_quarters ? three_quarters : 1);
+    ctl->by_fd_cap = 65536; /* descriptors above this are refused */
+    ctl->by_fd = calloc((size_t)ctl->by_fd_cap, sizeof(*ctl->by_fd));
+    ctl->retiring = calloc(SWITCH_MAX_JOBS, sizeof(*ctl->retiring));
+    if (!ctl->by_fd || !ctl->retiring ||
+        peers_init(&ctl->peers, CTL_MAX_CLIENTS + SWITCH_MAX_JOBS) != 0) {
+        free(ctl->by_fd);
+        free(ctl->retiring);
+        free(ctl);
         return NULL;
     }
-    ctl->sw = sw;
+    return ctl;
+}
+
+void *control_main(void *arg)
+{
+    struct inagg_switch *sw = arg;
+    control_t *ctl = control_create(sw);
     struct pollfd *pfds = calloc(CTL_MAX_CLIENTS + 1, sizeof(*pfds));
-    if (!pfds) {
+    if (!ctl || !pfds) {
+        if (ctl) {
+            peers_free(&ctl->peers);
+            free(ctl->by_fd);
+            free(ctl->retiring);
+        }
         free(ctl);
+        free(pfds);
         LOG_E("control thread: out of memory");
         return NULL;
     }
     uint64_t last_check = 0;
     while (!atomic_load(&sw->stop)) {
-        pfds[0] = (struct pollfd){.fd = sw->listen_fd, .events = POLLIN};
-        for (int i = 0; i < ctl->nclients; i++)
-            pfds[i + 1] = (struct pollfd){.fd = ctl->clients[i]->fd, .events = POLLIN};
+        short listen_ev = server_now_ms() < ctl->accept_paused_until ? 0 : POLLIN;
+        pfds[0] = (struct pollfd){.fd = sw->listen_fd, .events = listen_ev};
+        int pending = 0;
+        for (int i = 0; i < ctl->nclients; i++) {
+            const client_t *cl = ctl->clients[i];
+            short ev =
+                (short)(POLLRDHUP | (throttled(cl) ? 0 : POLLIN) | (cl->wr.len ? POLLOUT : 0));
+            pfds[i + 1] = (struct pollfd){.fd = cl->fd, .events = ev};
+            pending |= has_request(cl);
+        }
         int n = ctl->nclients;
-        int pr = poll(pfds, (nfds_t)n + 1, CTL_TICK_MS);
+        int pr = poll(pfds, (nfds_t)n + 1, pending ? 0 : CTL_TICK_MS);
         if (pr < 0 && errno != EINTR)
             LOG_W("control: poll: %s", strerror(errno));
-        if (pr > 0 && (pfds[0].revents & POLLIN)) {
-            int fd = accept4(sw->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-            if (fd >= 0) {
-                client_t *cl = calloc(1, sizeof(*cl));
-                if (!cl || ctl->nclients >= CTL_MAX_CLIENTS) {
-                    send_err(fd, WIRE_REFUSED, "too many control connections");
-                    close(fd);
-                    free(cl);
-                } else {
-                    cl->fd = fd;
-                    ctl->clients[ctl->nclients++] = cl;
-                }
-            }
-        }
+        if (pr > 0 && (pfds[0].revents & POLLIN))
+            accept_clients(ctl);
         /* Serve in reverse so dropping (swap with last) does not skip a client. */
         for (int i = n - 1; i >= 0; i--) {
-            if (pr > 0 && pfds[i + 1].revents && serve_client(ctl, ctl->clients[i]) != 0)
+            client_t *cl = ctl->clients[i];
+            short re = pr > 0 ? pfds[i + 1].revents : 0;
+            if ((re & POLLOUT) && ctl_flush(cl->fd, &cl->wr) < 0)
+                doom(ctl, cl, -1);
+            if (throttled(cl) && (re & (POLLRDHUP | POLLHUP | POLLERR)))
+                doom(ctl, cl, -1); /* gone without reading its replies */
+            else if (((re & (POLLIN | POLLRDHUP | POLLHUP | POLLERR)) || has_request(cl)) &&
+                     !cl->doomed && serve_client(ctl, cl) != 0)
                 drop_client(ctl, i);
         }
         uint64_t now = server_now_ms();
         if (now - last_check >= CTL_TICK_MS) {
+            check_clients(ctl, now);
             check_jobs(ctl);
             last_check = now;
         }
+        reap(ctl);
+        reap_retired(ctl, 0);
     }
     while (ctl->nclients > 0)
         drop_client(ctl, ctl->nclients - 1);
+    reap_retired(ctl, 1);
+    peers_free(&ctl->peers);
+    free(ctl->by_fd);
+    free(ctl->retiring);
     free(pfds);
     free(ctl);
     return NULL;

@@ -38,7 +38,7 @@ enum job_state { JOB_JOINING = 0, JOB_ACTIVE, JOB_FAILED };
 typedef struct job {
     /* immutable once published */
     uint16_t id;
-    uint32_t token;
+    uint64_t token;
     char name[64];
     uint32_t world, nslots, elems;
     uint32_t float_mode; /* inagg_float_mode_t */
@@ -58,6 +58,9 @@ typedef struct job {
     struct codecjob *codec_state; /* its state (codecjob.h), or NULL (set before publication) */
     _Atomic int state;       /* enum job_state */
     /* control thread only */
+    struct peer *owner;      /* the address that registered it: holds its slots (peers.h) */
+    int has_verifier;        /* registered with a job secret: every rank must prove it */
+    uint8_t verifier[32];    /* HMAC-SHA256(secret, job name) (PROTOCOL.md "Authentication") */
     uint64_t created_ms, activated_ms;
     int member_fd[INAGG_MAX_WORLD]; /* -1: not connected */
     uint8_t left[INAGG_MAX_WORLD];  /* left cleanly with LEAVE */

@@ -3,9 +3,10 @@
  * by the control thread, read by the dataplane threads), the dataplane threads, the control
  * thread. Only src/switch/ includes this.
  *
- * Retiring a job: the control thread unpublishes it from the table, then waits until every
- * dataplane thread has passed through its loop head (its `epoch` changed), after which no
- * thread can still hold a pointer to it, and frees it (a quiescent-state grace period).
+ * Retiring a job: the control thread unpublishes it from the table, notes the dataplane
+ * threads' epochs, and frees it once every dataplane thread has passed through its loop head
+ * (its `epoch` changed), after which no thread can still hold a pointer to it (a
+ * quiescent-state grace period). It does not wait for that: it checks on every pass.
  */
 #ifndef INAGG_SWITCH_SERVER_H
 #define INAGG_SWITCH_SERVER_H
@@ -43,7 +44,7 @@ struct inagg_switch {
     switch_config_t cfg;
     char listen_text[64];
     uint16_t port;
-    uint32_t slots_used;
+    _Atomic uint32_t slots_used; /* written by the control thread, read by stats anywhere */
     int listen_fd;
     _Atomic int stop;
     uint64_t start_ms;
@@ -55,16 +56,26 @@ struct inagg_switch {
     pthread_mutex_t stats_lock; /* serialises stats printing against job retirement */
     retired_job_t retired[SWITCH_RETIRED_KEEP]; /* the last jobs to retire (under stats_lock) */
     uint64_t nretired;
+    _Atomic uint64_t ctl_counts[CTL_STAT_COUNT]; /* the control plane's refusals (stats.h) */
+    _Atomic uint32_t ctl_connections;           /* open control connections */
 };
 
 void *dataplane_main(void *arg);
 void *control_main(void *arg);
 
-/* Keep a retiring job's counters in sw->retired and log them (under stats_lock). */
-void stats_retire(struct inagg_switch *sw, const job_t *j);
+/* Keep a retiring job's counters in sw->retired as they are now (under stats_lock, when it
+ * is unpublished, so stats show it without a gap); returns its record's number. */
+uint64_t stats_retire(struct inagg_switch *sw, const job_t *j);
+/* After its grace period: bring record k up to the job's final counters (if it is still
+ * kept) and log them (under stats_lock). */
+void stats_retire_final(struct inagg_switch *sw, const job_t *j, uint64_t k);
 
 /* Wait for a grace period: every running dataplane thread passed its loop head. */
 void server_quiesce(struct inagg_switch *sw);
+/* The same without waiting: note the threads' epochs now (seen[threads]), and later ask
+ * whether every running thread has passed its loop head since (1) or not yet (0). */
+void server_epochs(struct inagg_switch *sw, uint64_t *seen);
+int server_passed(struct inagg_switch *sw, const uint64_t *seen);
 
 static inline uint64_t server_now_ms(void) { return util_now_ns() / 1000000ull; }
 

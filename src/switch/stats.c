@@ -7,6 +7,7 @@
 
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/log.h"
@@ -86,6 +87,15 @@ const stat_info_t stat_table[STAT_COUNT] = {
     [STAT_CODEC_VALUES] = {"codec_values", "compressed jobs: values decoded plus values "
                            "encoded (codec_ns / codec_values: the switch's cost per value)",
                            STAT_TEXT | STAT_JSON | STAT_RETIRED_JSON},
+};
+
+const char *const ctl_stat_names[CTL_STAT_COUNT] = {
+    [CTL_CONN_LIMIT] = "conn_limit",         [CTL_CONN_PER_ADDR] = "conn_per_addr",
+    [CTL_IDLE_CLOSED] = "idle_closed",       [CTL_REQUEST_TIMEOUT] = "request_timeout",
+    [CTL_OUTPUT_FULL] = "output_full",       [CTL_LINE_TOO_LONG] = "line_too_long",
+    [CTL_JOB_QUOTA] = "job_slot_quota",      [CTL_ADDR_QUOTA] = "addr_slot_quota",
+    [CTL_POOL_FULL] = "pool_exhausted",      [CTL_AUTH_FAILED] = "auth_failed",
+    [CTL_AUTH_LIMITED] = "auth_rate_limited",
 };
 
 const char *stat_name(int id)
@@ -192,12 +202,16 @@ static void write_text(inagg_switch_t *sw, FILE *out)
     uint64_t v[STAT_COUNT];
     switch_totals(sw, v);
     fprintf(out, "switch %s threads=%u slots_used=%u/%u uptime_s=%.1f\n", sw->listen_text,
-            sw->cfg.threads, sw->slots_used, sw->cfg.total_slots,
+            sw->cfg.threads, atomic_load(&sw->slots_used), sw->cfg.total_slots,
             (double)(server_now_ms() - sw->start_ms) / 1000.0);
     fprintf(out, "packets in=%" PRIu64 " out=%" PRIu64 " injected_drops=%" PRIu64 "\n",
             v[STAT_PACKETS_IN], v[STAT_PACKETS_OUT], v[STAT_INJECTED_DROPS]);
     fprintf(out, "dropped before any job:");
     text_drops(out, v);
+    fprintf(out, "control connections=%u", atomic_load(&sw->ctl_connections));
+    for (int k = 0; k < CTL_STAT_COUNT; k++)
+        fprintf(out, " %s=%" PRIu64, ctl_stat_names[k], atomic_load(&sw->ctl_counts[k]));
+    fprintf(out, "\n");
     for (uint32_t i = 0; i < SWITCH_MAX_JOBS; i++) {
         job_t *j = atomic_load(&sw->jobs[i]);
         if (!j)
@@ -228,11 +242,17 @@ static void write_json(inagg_switch_t *sw, FILE *out)
     json_string(&w, "listen", sw->listen_text);
     json_int(&w, "threads", sw->cfg.threads);
     json_int(&w, "slots_total", sw->cfg.total_slots);
-    json_int(&w, "slots_used", sw->slots_used);
+    json_int(&w, "slots_used", atomic_load(&sw->slots_used));
     uint64_t v[STAT_COUNT];
     switch_totals(sw, v);
     json_counters(&w, v, STAT_SWITCH);
     json_drops(&w, v);
+    json_newline(&w); /* the control plane's counters on a line of their own */
+    json_begin_object(&w, "control");
+    json_int(&w, "connections", atomic_load(&sw->ctl_connections));
+    for (int k = 0; k < CTL_STAT_COUNT; k++)
+        json_int(&w, ctl_stat_names[k], (int64_t)atomic_load(&sw->ctl_counts[k]));
+    json_end_object(&w);
     json_begin_array(&w, "jobs");
     for (uint32_t i = 0; i < SWITCH_MAX_JOBS; i++) {
         job_t *j = atomic_load(&sw->jobs[i]);
@@ -279,17 +299,28 @@ static void write_json(inagg_switch_t *sw, FILE *out)
     json_free(&w);
 }
 
+/* Rendered into memory under the lock and written after it, so a slow `out` (a full pipe)
+ * never holds the lock that the control thread takes to retire a job. */
 void switch_write_stats(inagg_switch_t *sw, FILE *out, int json)
 {
+    char *text = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&text, &len);
     pthread_mutex_lock(&sw->stats_lock);
-    if (json) {
-        write_json(sw, out);
-    } else {
-        write_text(sw, out);
+    if (mem && json) {
+        write_json(sw, mem);
+    } else if (mem) {
+        write_text(sw, mem);
         if (sw->cfg.extra_text)
-            sw->cfg.extra_text(sw->cfg.extra_ctx, out);
+            sw->cfg.extra_text(sw->cfg.extra_ctx, mem);
     }
     pthread_mutex_unlock(&sw->stats_lock);
+    if (mem && fclose(mem) == 0 && text)
+        fwrite(text, 1, len, out);
+    else
+        fprintf(out, "stats: out of memory\n");
+    fflush(out);
+    free(text);
 }
 
 /* Does a retiring job of protocol p report counter s in its log line? */
@@ -320,13 +351,23 @@ static void log_summary(const switch_proto_ops_t *p, const uint64_t v[STAT_COUNT
 #undef PUT
 }
 
-void stats_retire(inagg_switch_t *sw, const job_t *j)
+uint64_t stats_retire(inagg_switch_t *sw, const job_t *j)
 {
-    retired_job_t *r = &sw->retired[sw->nretired++ % SWITCH_RETIRED_KEEP];
+    uint64_t k = sw->nretired++;
+    retired_job_t *r = &sw->retired[k % SWITCH_RETIRED_KEEP];
     *r = (retired_job_t){.id = j->id, .proto = j->proto, .world = j->world};
     snprintf(r->name, sizeof(r->name), "%s", j->name);
     job_totals(j, r->v);
+    return k;
+}
+
+void stats_retire_final(inagg_switch_t *sw, const job_t *j, uint64_t k)
+{
+    uint64_t v[STAT_COUNT];
+    job_totals(j, v);
+    if (k >= retired_first(sw))
+        memcpy(sw->retired[k % SWITCH_RETIRED_KEEP].v, v, sizeof(v));
     char summary[512];
-    log_summary(j->proto, r->v, summary, sizeof(summary));
+    log_summary(j->proto, v, summary, sizeof(summary));
     LOG_I("job '%s' (id %u) retired: %s", j->name, j->id, summary);
 }

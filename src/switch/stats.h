@@ -61,6 +61,24 @@ enum stat_id {
     STAT_COUNT
 };
 
+/* The control plane's refusals (PROTOCOL.md "Admission"): switch-wide, written by the control
+ * thread, shown under "control" in the stats. */
+enum ctl_stat {
+    CTL_CONN_LIMIT = 0,  /* connection refused: the switch's connection table is full */
+    CTL_CONN_PER_ADDR,   /* connection refused: too many from one address */
+    CTL_IDLE_CLOSED,     /* connection without a job closed after the idle timeout */
+    CTL_REQUEST_TIMEOUT, /* closed: a request line, or its reply, not done within the deadline */
+    CTL_OUTPUT_FULL,     /* closed: replies piled up past the output limit (a peer not reading) */
+    CTL_LINE_TOO_LONG,   /* closed: a line longer than CTL_LINE_MAX */
+    CTL_JOB_QUOTA,       /* JOIN refused: more slots than one job may hold */
+    CTL_ADDR_QUOTA,      /* JOIN refused: the address's jobs would hold more than its quota */
+    CTL_POOL_FULL,       /* JOIN refused: not enough free slots */
+    CTL_AUTH_FAILED,     /* JOIN refused: wrong or missing job secret proof */
+    CTL_AUTH_LIMITED,    /* JOIN refused: too many failed authentications from the address */
+    CTL_STAT_COUNT
+};
+extern const char *const ctl_stat_names[CTL_STAT_COUNT];
+
 /* Where a counter is shown. */
 enum stat_flags {
     STAT_SWITCH = 1u << 0,      /* kept per dataplane thread (else per job and thread) */

@@ -15,6 +15,20 @@
 #include "control/ctl.h"
 #include "switch/server.h"
 
+void server_epochs(struct inagg_switch *sw, uint64_t *seen)
+{
+    for (uint32_t t = 0; t < sw->cfg.threads; t++)
+        seen[t] = atomic_load(&sw->threads[t].epoch);
+}
+
+int server_passed(struct inagg_switch *sw, const uint64_t *seen)
+{
+    for (uint32_t t = 0; t < sw->cfg.threads; t++)
+        if (atomic_load(&sw->threads[t].running) && atomic_load(&sw->threads[t].epoch) == seen[t])
+            return 0;
+    return 1;
+}
+
 void server_quiesce(struct inagg_switch *sw)
 {
     uint64_t seen[SWITCH_MAX_THREADS];

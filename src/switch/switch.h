@@ -30,9 +30,19 @@ typedef struct switch_config {
     void (*extra_text)(void *ctx, FILE *out);
     void (*extra_json)(void *ctx, struct json_writer *w);
     void *extra_ctx;
+    /* Admission (PROTOCOL.md "Admission"); 0 picks the default in brackets. */
+    uint32_t request_ms;         /* a request line, or its reply, must be done within [10000] */
+    uint32_t idle_ms;            /* a connection without a job silent this long is closed [60000] */
+    uint32_t max_conns_per_addr; /* open control connections per client address [128] */
+    uint32_t max_job_slots;      /* slots one job may hold [total_slots / 2] */
+    uint32_t max_addr_slots;     /* slots the jobs registered from one address may hold
+                                    [three quarters of total_slots] */
+    int require_secret;          /* refuse jobs registered without a job secret */
 } switch_config_t;
 
-#define SWITCH_CONFIG_INIT {"127.0.0.1:0", 1, 8192, 30000, 64, 32 << 20, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL}
+#define SWITCH_CONFIG_INIT                                                                      \
+    {"127.0.0.1:0", 1, 8192, 30000, 64, 32 << 20, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, \
+     0, 0, 0, 0, 0, 0}
 
 typedef struct inagg_switch inagg_switch_t;
 

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "base/errmsg.h"
+#include "base/sha256.h"
 #include "control/ctl.h"
 #include "inagg.h"
 #include "wire/wire.h"
@@ -22,7 +23,8 @@ static const char *const verb_names[WIRE_VERB_COUNT] = {
     [WIRE_VERB_FAILED] = "FAILED",      [WIRE_VERB_BARRIER] = "BARRIER",
     [WIRE_VERB_BARRIER_DONE] = "BARRIER_DONE", [WIRE_VERB_LEAVE] = "LEAVE",
     [WIRE_VERB_BYE] = "BYE",            [WIRE_VERB_STATS] = "STATS",
-    [WIRE_VERB_END] = "END",
+    [WIRE_VERB_END] = "END",            [WIRE_VERB_HELLO] = "HELLO",
+    [WIRE_VERB_CHALLENGE] = "CHALLENGE",
 };
 
 enum wire_verb wire_verb_of(const char *line)
@@ -224,6 +226,15 @@ int wire_join_format(const wire_join_t *j, char *line, size_t cap)
                          j->no_feedback ? " feedback=0" : "");
         if (k < 0 || (size_t)k >= cap - (size_t)n)
             return -1;
+        n += k;
+    }
+    if (j->auth != WIRE_AUTH_NONE) {
+        char hex[2 * SHA256_BYTES + 1];
+        hex_encode(j->mac, SHA256_BYTES, hex);
+        int k = snprintf(line + n, cap - (size_t)n, " %s=%s",
+                         j->auth == WIRE_AUTH_VERIFIER ? "verifier" : "proof", hex);
+        if (k < 0 || (size_t)k >= cap - (size_t)n)
+            return -1;
     }
     return 0;
 }
@@ -310,6 +321,22 @@ int wire_join_parse(const char *line, wire_join_t *j, enum wire_refusal *refusal
                 owhy);
         return -1;
     }
+    char hex[2 * SHA256_BYTES + 2];
+    static const char *const auth_keys[] = {NULL, "verifier", "proof"};
+    for (int a = WIRE_AUTH_VERIFIER; a <= WIRE_AUTH_PROOF; a++) {
+        int rc = ctl_get(line, auth_keys[a], hex, sizeof(hex));
+        if (rc == -ENOENT)
+            continue;
+        if (j->auth != WIRE_AUTH_NONE) {
+            set_err(why, cap, "JOIN carries both verifier= and proof=");
+            return -1;
+        }
+        if (rc != 0 || hex_decode(hex, j->mac, SHA256_BYTES) != 0) {
+            set_err(why, cap, "%s= must be %d hex digits", auth_keys[a], 2 * SHA256_BYTES);
+            return -1;
+        }
+        j->auth = a;
+    }
     return 0;
 }
 
@@ -318,8 +345,8 @@ int wire_join_parse(const char *line, wire_join_t *j, enum wire_refusal *refusal
 int wire_joined_format(const wire_joined_t *j, char *line, size_t cap)
 {
     int n = snprintf(line, cap,
-                     "JOINED id=%u token=%u threads=%u port=%u base=%u slots=%u elems=%u "
-                     "float=%s protocol=%s",
+                     "JOINED id=%u token=%" PRIu64 " threads=%u port=%u base=%u slots=%u "
+                     "elems=%u float=%s protocol=%s",
                      j->id, j->token, j->threads, j->port, j->base, j->slots, j->elems,
                      wire_float_mode_name(j->float_mode), wire_protocol_name(j->protocol));
     return n < 0 || (size_t)n >= cap ? -1 : 0;
@@ -330,7 +357,8 @@ int wire_joined_parse(const char *line, wire_joined_t *j, char *why, size_t cap)
     memset(j, 0, sizeof(*j));
     char fmode[16] = "fixed", proto[16] = "switchml";
     if (wire_verb_of(line) != WIRE_VERB_JOINED || ctl_get_u32(line, "id", &j->id) ||
-        ctl_get_u32(line, "token", &j->token) || ctl_get_u32(line, "threads", &j->threads) ||
+        ctl_get_u64(line, "token", &j->token) || j->token == 0 ||
+        ctl_get_u32(line, "threads", &j->threads) ||
         ctl_get_u32(line, "port", &j->port) || ctl_get_u32(line, "base", &j->base) ||
         j->threads == 0 || j->id > UINT16_MAX || j->port > UINT16_MAX ||
         j->base >= j->threads) {

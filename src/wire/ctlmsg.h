@@ -7,8 +7,10 @@
  *                           protocol=switchml|p4sgd timeout=MS [optimizer=... params= lr=
  *                           beta1= beta2= eps= eps_place=inside|outside momentum= wd=
  *                           init=zero|seeded seed=] [compress=MODE [feedback=0]]
- *                      BARRIER | LEAVE | STATS [json]
- *   switch -> worker   JOINED id= token= threads= port= base= slots= elems= float= protocol=
+ *                           [verifier=HEX64 | proof=HEX64]
+ *                      HELLO job= | BARRIER | LEAVE | STATS [json]
+ *   switch -> worker   CHALLENGE nonce=HEX32 job=new|exists      (the answer to HELLO)
+ *                      JOINED id= token= threads= port= base= slots= elems= float= protocol=
  *                      ERR <refusal> <text>      refusal: version|timeout|invalid|unsupported|
  *                                                         refused|system
  *                      FAILED <text> | BARRIER_DONE | BYE | (STATS lines, then END)
@@ -39,6 +41,8 @@ enum wire_verb {
     WIRE_VERB_BYE,
     WIRE_VERB_STATS,
     WIRE_VERB_END,
+    WIRE_VERB_HELLO,
+    WIRE_VERB_CHALLENGE,
     WIRE_VERB_COUNT
 };
 
@@ -89,7 +93,11 @@ typedef struct wire_join {
     char compress[48];   /* compress=MODE (codec_parse's spelling; the switch checks it);
                             empty: none */
     uint32_t no_feedback; /* feedback=0: no error feedback in a lossy compressed job */
+    int auth;            /* enum wire_auth: which of verifier= / proof= the line carries */
+    uint8_t mac[32];     /* its value (wire/auth.h) */
 } wire_join_t;
+
+enum wire_auth { WIRE_AUTH_NONE = 0, WIRE_AUTH_VERIFIER, WIRE_AUTH_PROOF };
 
 /* Encode a JOIN line. -1 if it does not fit in cap. */
 int wire_join_format(const wire_join_t *j, char *line, size_t cap);
@@ -101,7 +109,8 @@ int wire_join_parse(const char *line, wire_join_t *j, enum wire_refusal *refusal
                     size_t why_cap);
 
 typedef struct wire_joined {
-    uint32_t id, token, threads, port, base, slots, elems;
+    uint64_t token; /* 64 random bits (never 0) */
+    uint32_t id, threads, port, base, slots, elems;
     uint32_t float_mode, protocol;
 } wire_joined_t;
 

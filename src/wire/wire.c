@@ -34,6 +34,12 @@ static void put32(uint8_t *p, uint32_t v)
     memcpy(p, &v, 4);
 }
 
+static void put64(uint8_t *p, uint64_t v)
+{
+    put32(p, (uint32_t)(v >> 32));
+    put32(p + 4, (uint32_t)v);
+}
+
 static uint16_t get16(const uint8_t *p)
 {
     uint16_t v;
@@ -56,15 +62,15 @@ void wire_encode_header(const wire_header_t *h, void *buf)
     p[3] = h->type;
     put16(p + 4, h->job);
     put16(p + 6, h->rank);
-    put32(p + 8, h->token);
-    put32(p + 12, h->slot);
-    put32(p + 16, h->round);
-    put32(p + 20, h->chunk);
-    put16(p + 24, h->count);
-    p[26] = h->flags;
-    p[27] = h->dtype;
-    put16(p + 28, (uint16_t)h->exp);
-    put16(p + 30, (uint16_t)h->next_exp);
+    put64(p + 8, h->token);
+    put32(p + 16, h->slot);
+    put32(p + 20, h->round);
+    put32(p + 24, h->chunk);
+    put16(p + 28, h->count);
+    p[30] = h->flags;
+    p[31] = h->dtype;
+    put16(p + 32, (uint16_t)h->exp);
+    put16(p + 34, (uint16_t)h->next_exp);
 }
 
 enum wire_status wire_decode(const void *buf, size_t len, wire_header_t *h)
@@ -82,15 +88,15 @@ enum wire_status wire_decode(const void *buf, size_t len, wire_header_t *h)
         return WIRE_BAD_TYPE;
     h->job = get16(p + 4);
     h->rank = get16(p + 6);
-    h->token = get32(p + 8);
-    h->slot = get32(p + 12);
-    h->round = get32(p + 16);
-    h->chunk = get32(p + 20);
-    h->count = get16(p + 24);
-    h->flags = p[26];
-    h->dtype = p[27];
-    h->exp = (int16_t)get16(p + 28);
-    h->next_exp = (int16_t)get16(p + 30);
+    h->token = (uint64_t)get32(p + 8) << 32 | get32(p + 12);
+    h->slot = get32(p + 16);
+    h->round = get32(p + 20);
+    h->chunk = get32(p + 24);
+    h->count = get16(p + 28);
+    h->flags = p[30];
+    h->dtype = p[31];
+    h->exp = (int16_t)get16(p + 32);
+    h->next_exp = (int16_t)get16(p + 34);
     if (h->dtype >= WIRE_DTYPE_COUNT)
         return WIRE_BAD_DTYPE;
     if ((h->flags & ~WIRE_FLAGS_KNOWN) != 0 ||

@@ -1,8 +1,8 @@
 /*
  * wire.h - the packet format of the aggregation dataplane. The only module that knows bytes.
  *
- * Every datagram is a 32-byte header in network byte order followed by `count` 32-bit
- * elements, also in network byte order:
+ * Every datagram is a 36-byte header in network byte order followed by `count` 32-bit
+ * elements, also in network byte order (protocol version 2; version 1 had a 32-bit token):
  *
  *   off size field     meaning
  *    0   2   magic     0x4941 ("IA")
@@ -12,20 +12,21 @@
  *                      WIRE_CONFIRM (switch->worker: "every rank acknowledged; slot free")
  *    4   2   job       job id assigned by the switch at join
  *    6   2   rank      sender's rank (contribution) or receiver's rank (result)
- *    8   4   token     the job's random token: packets of another or an old job are dropped
- *   12   4   slot      slot index inside the job's pool
- *   16   4   round     per-slot use counter; its low bit is the pool version (shadow copy)
- *   20   4   chunk     index of the tensor chunk carried (informational, echoed back)
- *   24   2   count     elements in the payload (0 for an exponent probe; always 0 for
+ *    8   8   token     the job's token, 64 random bits (getrandom) given at JOINED: packets
+ *                      of another or an old job, or guessed by a stranger, are dropped
+ *   16   4   slot      slot index inside the job's pool
+ *   20   4   round     per-slot use counter; its low bit is the pool version (shadow copy)
+ *   24   4   chunk     index of the tensor chunk carried (informational, echoed back)
+ *   28   2   count     elements in the payload (0 for an exponent probe; always 0 for
  *                      WIRE_ACK and WIRE_CONFIRM)
- *   26   1   flags     bit 0: pool version (must equal round & 1); bit 1: int32 overflow
+ *   30   1   flags     bit 0: pool version (must equal round & 1); bit 1: int32 overflow
  *                      happened in this result; bit 2: parameter upload (in-switch optimizer
  *                      jobs: this round's sum becomes the parameters, no step); other bits
  *                      must be zero
- *   27   1   dtype     WIRE_INT32, WIRE_FIXED32 (float32 as block fixed point), WIRE_FLOAT32,
+ *   31   1   dtype     WIRE_INT32, WIRE_FIXED32 (float32 as block fixed point), WIRE_FLOAT32,
  *                      WIRE_CODED (float32 in the job's codec; count = the chunk's words)
- *   28   2   exp       block exponent the payload was scaled with (fixed point)
- *   30   2   next_exp  look-ahead: exponent of the next chunk on this slot (contribution),
+ *   32   2   exp       block exponent the payload was scaled with (fixed point)
+ *   34   2   next_exp  look-ahead: exponent of the next chunk on this slot (contribution),
  *                      or the maximum over all workers (result)
  *
  * In a p4sgd job, `chunk`, `exp` and `next_exp` of contributions and results carry a
@@ -43,7 +44,7 @@
 #include <stdint.h>
 
 #define WIRE_MAGIC 0x4941u
-#define WIRE_HEADER_SIZE 32u
+#define WIRE_HEADER_SIZE 36u
 #define WIRE_MAX_DATAGRAM 65507u
 #define WIRE_MAX_ELEMS ((WIRE_MAX_DATAGRAM - WIRE_HEADER_SIZE) / 4u)
 
@@ -64,7 +65,7 @@ typedef struct wire_header {
     uint8_t type;
     uint16_t job;
     uint16_t rank;
-    uint32_t token;
+    uint64_t token;
     uint32_t slot;
     uint32_t round;
     uint32_t chunk;

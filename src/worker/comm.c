@@ -10,6 +10,7 @@
  * against the communicator's failure state in one place (comm_settle, errors.c).
  */
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,7 +37,9 @@ static void comm_free(inagg_comm_t *c)
 
 static inagg_result_t check_options(const inagg_options_t *o, char *detail, size_t len)
 {
-    if (o->struct_size < sizeof(inagg_options_t)) {
+    /* Options of callers built before the compression and secret fields existed are taken,
+     * without them (they read as zero). */
+    if (o->struct_size < offsetof(inagg_options_t, compress)) {
         set_err(detail, len, "options.struct_size %u is smaller than this library's %zu: "
                 "initialise options with INAGG_OPTIONS_INIT", o->struct_size,
                 sizeof(inagg_options_t));
@@ -198,7 +201,8 @@ inagg_result_t inagg_comm_create(inagg_comm_t **out, const char *switch_addr, co
     }
     c->rank = rank;
     c->world = world;
-    c->opts = *opts;
+    memcpy(&c->opts, opts, opts->struct_size < sizeof(c->opts) ? opts->struct_size
+                                                                : sizeof(c->opts));
     c->proto = worker_proto_find(opts->protocol);
     c->opt = optimizer_of(opts->optimizer);
     c->opts.optimizer = NULL; /* the caller's; c->opt is the copy */

@@ -30,7 +30,7 @@ struct inagg_comm {
     codec_spec_t codec;           /* options.compress, parsed (mode CODEC_NONE: none) */
     char job[64];
     uint16_t job_id;
-    uint32_t token;
+    uint64_t token;
     const worker_proto_ops_t *proto;
     void *ps;                     /* the protocol's state */
     int ctl_fd;

@@ -4,12 +4,15 @@
  * job failed and the connection dropping, inagg_barrier, and LEAVE.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "base/errmsg.h"
 #include "base/util.h"
+#include "wire/auth.h"
 #include "worker/comm.h"
 
 static void *monitor_main(void *arg)
@@ -87,6 +90,86 @@ static const inagg_result_t refusal_results[WIRE_REFUSAL_COUNT] = {
     [WIRE_REFUSED_SYSTEM] = INAGG_ERR_REFUSED, /* the switch ran short: it refused the job */
 };
 
+/* The job's verifier from the secret of the options, $INAGG_JOB_SECRET, the secret file or
+ * $INAGG_JOB_SECRET_FILE (in that order). 1 with *v set, 0 when there is no secret, or -1
+ * with a reason (which never quotes the secret). The secret is wiped after use. */
+static int job_verifier(const inagg_comm_t *c, uint8_t v[SHA256_BYTES], char *detail,
+                        size_t dlen)
+{
+    const char *s = c->opts.secret ? c->opts.secret : getenv("INAGG_JOB_SECRET");
+    if (s) {
+        size_t n = strlen(s);
+        if (n == 0 || n > WIRE_SECRET_MAX) {
+            set_err(detail, dlen, "the job secret must be 1..%d bytes", WIRE_SECRET_MAX);
+            return -1;
+        }
+        wire_auth_verifier(s, n, c->job, v);
+        return 1;
+    }
+    const char *path = c->opts.secret_file ? c->opts.secret_file : getenv("INAGG_JOB_SECRET_FILE");
+    if (!path)
+        return 0;
+    char buf[WIRE_SECRET_MAX + 2];
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) {
+        set_err(detail, dlen, "cannot open the job secret file %s: %s", path, strerror(errno));
+        return -1;
+    }
+    ssize_t n = read(fd, buf, sizeof(buf)); /* bounded: at most one secret's worth */
+    close(fd);
+    while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
+        n--;
+    if (n <= 0 || n > WIRE_SECRET_MAX) {
+        set_err(detail, dlen, "the job secret file %s must hold 1..%d bytes", path,
+                WIRE_SECRET_MAX);
+        explicit_bzero(buf, sizeof(buf));
+        return -1;
+    }
+    wire_auth_verifier(buf, (size_t)n, c->job, v);
+    explicit_bzero(buf, sizeof(buf));
+    return 1;
+}
+
+/* With a secret: HELLO, then the JOIN carries the verifier (a new job) or the proof for the
+ * switch's nonce (a job that exists). 0, or an inagg result with the reason in detail. */
+static inagg_result_t authenticate(inagg_comm_t *c, int fd, wire_join_t *j, const char *addr_text,
+                                   char *detail, size_t dlen)
+{
+    uint8_t v[SHA256_BYTES];
+    int has = job_verifier(c, v, detail, dlen);
+    if (has <= 0)
+        return has < 0 ? INAGG_ERR_INVALID : INAGG_OK;
+    int timeout_ms = (int)c->opts.timeout_ms;
+    char line[CTL_LINE_MAX], nonce_hex[2 * WIRE_NONCE_BYTES + 2], exists[16] = "";
+    snprintf(line, sizeof(line), "%s job=%s", wire_verb_name(WIRE_VERB_HELLO), c->job);
+    int io = ctl_write_line(fd, line, timeout_ms);
+    if (io == 0)
+        io = ctl_read_line(fd, &c->rd, line, sizeof(line), timeout_ms + 1000);
+    if (io != 0) {
+        set_err(detail, dlen, "no answer to HELLO from the switch at %s: %s", addr_text,
+                io == -ETIMEDOUT ? "timed out" : strerror(-io));
+        return io == -ETIMEDOUT ? INAGG_ERR_TIMEOUT : INAGG_ERR_CONNECTION;
+    }
+    uint8_t nonce[WIRE_NONCE_BYTES];
+    if (wire_verb_of(line) != WIRE_VERB_CHALLENGE ||
+        ctl_get(line, "nonce", nonce_hex, sizeof(nonce_hex)) != 0 ||
+        hex_decode(nonce_hex, nonce, sizeof(nonce)) != 0 ||
+        ctl_get(line, "job", exists, sizeof(exists)) != 0) {
+        set_err(detail, dlen, "unexpected answer to HELLO from the switch at %s: '%.100s'",
+                addr_text, line);
+        return INAGG_ERR_PROTOCOL;
+    }
+    if (strcmp(exists, "exists") == 0) {
+        j->auth = WIRE_AUTH_PROOF;
+        wire_auth_proof(v, nonce, c->job, c->rank, j->mac);
+    } else {
+        j->auth = WIRE_AUTH_VERIFIER;
+        memcpy(j->mac, v, sizeof(v));
+    }
+    explicit_bzero(v, sizeof(v));
+    return INAGG_OK;
+}
+
 inagg_result_t comm_join(inagg_comm_t *c, const char *addr_text,
                          wire_joined_t *out, char *detail, size_t dlen)
 {
@@ -114,6 +197,9 @@ inagg_result_t comm_join(inagg_comm_t *c, const char *addr_text,
         codec_format(&c->codec, j.compress, sizeof(j.compress));
         j.no_feedback = c->opts.no_error_feedback != 0;
     }
+    inagg_result_t arc = authenticate(c, fd, &j, addr_text, detail, dlen);
+    if (arc != INAGG_OK)
+        return arc;
     char line[CTL_LINE_MAX];
     if (wire_join_format(&j, line, sizeof(line)) != 0) {
         set_err(detail, dlen, "the JOIN line does not fit in %d bytes", CTL_LINE_MAX);

@@ -41,7 +41,7 @@
 typedef struct worker_params {
     uint32_t rank, world;
     uint16_t job;
-    uint32_t token;
+    uint64_t token;
     uint32_t slots, elems;            /* the job's pool size and elements per packet */
     uint32_t threads;                 /* engine threads asked for (switchml) */
     inagg_float_mode_t float_mode;    /* as joined */

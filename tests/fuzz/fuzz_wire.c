@@ -6,7 +6,7 @@
  * datagrams, each a little-endian 16-bit length and that many bytes (at most 256 datagrams).
  * Every datagram goes through wire_decode() in a buffer of exactly its length (so ASan sees
  * any read past it). Checked: the status is the first failing check of PROTOCOL.md 1.3, and
- * a decoded header re-encodes to the same 32 bytes; accepted packets drive the slots.
+ * a decoded header re-encodes to the same 36 bytes; accepted packets drive the slots.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -39,11 +39,11 @@ static enum wire_status expected_status(const uint8_t *p, size_t len)
         return WIRE_BAD_VERSION;
     if (p[3] < WIRE_CONTRIB || p[3] > WIRE_CONFIRM)
         return WIRE_BAD_TYPE;
-    if (p[27] >= WIRE_DTYPE_COUNT)
+    if (p[31] >= WIRE_DTYPE_COUNT)
         return WIRE_BAD_DTYPE;
-    if ((p[26] & ~WIRE_FLAGS_KNOWN) != 0 || (p[26] & 1u) != (be32(p + 16) & 1u))
+    if ((p[30] & ~WIRE_FLAGS_KNOWN) != 0 || (p[30] & 1u) != (be32(p + 20) & 1u))
         return WIRE_BAD_FLAGS;
-    uint32_t count = be16(p + 24);
+    uint32_t count = be16(p + 28);
     if (len != WIRE_HEADER_SIZE + (size_t)count * 4u)
         return WIRE_BAD_LENGTH;
     if ((p[3] == WIRE_ACK || p[3] == WIRE_CONFIRM) && count != 0)

@@ -14,13 +14,13 @@ OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus", "wire")
 
 
 def pkt(typ=CONTRIB, rank=0, slot=0, rnd=0, chunk=0, payload=(), flags=None, dtype=INT32,
-        exp=0, next_exp=0, job=1, token=0x1234, magic=0x4941, version=1, count=None,
+        exp=0, next_exp=0, job=1, token=0x123456789abcdef0, magic=0x4941, version=2, count=None,
         raw_payload=None):
     if flags is None:
         flags = rnd & 1
     if count is None:
         count = len(payload)
-    hdr = struct.pack(">HBBHHIIIIHBBhh", magic, version, typ, job, rank, token, slot, rnd,
+    hdr = struct.pack(">HBBHHQIIIHBBhh", magic, version, typ, job, rank, token, slot, rnd,
                       chunk, count, flags, dtype, exp, next_exp)
     if raw_payload is not None:
         body = raw_payload
@@ -89,7 +89,7 @@ def main():
     # invalid datagrams, one per wire_decode() status, plus results and confirmations
     good = pkt(rank=0, payload=(1,))
     seed("invalid", 2, 2, [
-        b"", good[:31], pkt(magic=0x4142), pkt(version=2), pkt(typ=0), pkt(typ=5),
+        b"", good[:35], pkt(magic=0x4142), pkt(version=1), pkt(typ=0), pkt(typ=5),
         pkt(dtype=3), pkt(flags=0x08), pkt(rnd=1, flags=0), pkt(count=2, payload=(1,)),
         pkt(typ=ACK, payload=(1,)), pkt(typ=CONFIRM, count=1, raw_payload=b"\0\0\0\0"),
         pkt(typ=RESULT, payload=(1,)), pkt(typ=CONFIRM), good + b"\0",

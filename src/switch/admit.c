@@ -1,0 +1,366 @@
+/*
+ * admit.c - JOIN on the switch (PROTOCOL.md 5.3, 5.8, 5.9): the parameters checked, the job
+ * secret proved (HELLO gives a connection a one-time nonce; a JOIN carries the job's
+ * verifier when it registers the job, else a proof over that nonce, compared in constant
+ * time; failed attempts counted and rate limited per address), the slot quotas per job and
+ * per address and the pool, and the job registered, joined and activated when complete.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "base/log.h"
+#include "codec/codec.h"
+#include "switch/codecjob.h"
+#include "switch/control_int.h"
+
+static int free_job_id(struct inagg_switch *sw)
+{
+    for (uint32_t k = 0; k < SWITCH_MAX_JOBS; k++) {
+        uint16_t id = (uint16_t)((sw->next_job_id + k) % SWITCH_MAX_JOBS);
+        if (id == 0)
+            continue; /* id 0 is never used, so a zeroed packet never matches a job */
+        if (!atomic_load_explicit(&sw->jobs[id], memory_order_relaxed)) {
+            sw->next_job_id = (uint16_t)(id + 1);
+            return id;
+        }
+    }
+    return -1;
+}
+
+static void activate(control_t *ctl, job_t *j)
+{
+    struct inagg_switch *sw = ctl->sw;
+    j->activated_ms = server_now_ms();
+    atomic_store_explicit(&j->state, JOB_ACTIVE, memory_order_release);
+    wire_joined_t jd = {.id = j->id, .token = j->token, .threads = j->nthreads,
+                        .port = sw->port, .base = j->base, .slots = j->nslots,
+                        .elems = j->elems, .float_mode = j->float_mode,
+                        .protocol = j->proto->id};
+    char line[CTL_LINE_MAX];
+    if (wire_joined_format(&jd, line, sizeof(line)) == 0)
+        control_broadcast(ctl, j, line);
+    LOG_I("job '%s' (id %u) active: world %u, %u slots of %u elements, float %s, protocol %s",
+          j->name, j->id, j->world, j->nslots, j->elems, wire_float_mode_name(j->float_mode),
+          j->proto->name);
+}
+
+/* A JOIN for job j, which is still joining: does it match? 0, or -1 after refusing it. */
+static int join_matches(control_t *ctl, const client_t *cl, const job_t *j, const wire_join_t *jn,
+                        const switch_proto_ops_t *ops, uint32_t float_mode)
+{
+    if (atomic_load(&j->state) != JOB_JOINING) {
+        control_send_err(ctl, cl->fd, WIRE_REFUSED, "job '%s' is already %s; use a new job name",
+                         jn->job,
+                         atomic_load(&j->state) == JOB_ACTIVE ? "running" : "failed and retiring");
+        return -1;
+    }
+    if (j->world != jn->world) {
+        control_send_err(ctl, cl->fd, WIRE_REFUSED,
+                         "world-size mismatch: job '%s' has world %u, rank %u "
+                         "asked for %u",
+                         jn->job, j->world, jn->rank, jn->world);
+        return -1;
+    }
+    if (j->nslots != jn->slots || j->elems != jn->elems || j->float_mode != float_mode ||
+        j->proto != ops) {
+        control_send_err(ctl, cl->fd, WIRE_REFUSED,
+                         "parameter mismatch: job '%s' has slots=%u elems=%u "
+                         "float=%s protocol=%s, rank %u asked for slots=%u elems=%u float=%s "
+                         "protocol=%s",
+                         jn->job, j->nslots, j->elems, wire_float_mode_name(j->float_mode),
+                         j->proto->name, jn->rank, jn->slots, jn->elems,
+                         wire_float_mode_name(float_mode), ops->name);
+        return -1;
+    }
+    if (!wire_optimizer_equal(&j->opt_cfg, &jn->opt)) {
+        char has[256], asked[256];
+        wire_optimizer_format(&j->opt_cfg, has, sizeof(has));
+        wire_optimizer_format(&jn->opt, asked, sizeof(asked));
+        control_send_err(ctl, cl->fd, WIRE_REFUSED,
+                         "parameter mismatch: job '%s' has optimizer '%s', rank "
+                         "%u asked for '%s'",
+                         jn->job, has, jn->rank, asked);
+        return -1;
+    }
+    if (j->member_fd[jn->rank] >= 0 || j->left[jn->rank]) {
+        control_send_err(ctl, cl->fd, WIRE_REFUSED, "duplicate rank %u in job '%s'", jn->rank,
+                         jn->job);
+        return -1;
+    }
+    return 0;
+}
+
+/* The first JOIN of a job: create and publish it. The job, or NULL after refusing. */
+static job_t *register_job(control_t *ctl, const client_t *cl, const wire_join_t *jn,
+                           const switch_proto_ops_t *ops, uint32_t float_mode,
+                           const codec_spec_t *codec, int feedback)
+{
+    struct inagg_switch *sw = ctl->sw;
+    if (jn->slots > ctl->max_job_slots) {
+        control_count(sw, CTL_JOB_QUOTA);
+        control_send_err(ctl, cl->fd, WIRE_REFUSED,
+                         "slot quota: job '%s' asks %u slots, one job may "
+                         "hold at most %u",
+                         jn->job, jn->slots, ctl->max_job_slots);
+        return NULL;
+    }
+    if ((uint64_t)cl->peer->slots + jn->slots > ctl->max_addr_slots) {
+        char who[64];
+        peers_format(cl->peer, who, sizeof(who));
+        control_count(sw, CTL_ADDR_QUOTA);
+        control_send_err(ctl, cl->fd, WIRE_REFUSED,
+                         "slot quota: jobs registered from %s hold %u slots; "
+                         "%u more would pass the per-address quota of %u",
+                         who, cl->peer->slots, jn->slots, ctl->max_addr_slots);
+        return NULL;
+    }
+    uint32_t free_slots = sw->cfg.total_slots - atomic_load(&sw->slots_used);
+    if (jn->slots > free_slots) {
+        control_count(sw, CTL_POOL_FULL);
+        control_send_err(ctl, cl->fd, WIRE_REFUSED,
+                         "pool exhausted: job '%s' asks %u slots, %u of %u "
+                         "free",
+                         jn->job, jn->slots, free_slots, sw->cfg.total_slots);
+        return NULL;
+    }
+    int id = free_job_id(sw);
+    if (id < 0) {
+        control_send_err(ctl, cl->fd, WIRE_REFUSED, "too many jobs (%u)", SWITCH_MAX_JOBS);
+        return NULL;
+    }
+    job_t *j = job_create((uint16_t)id, jn->job, ops, jn->world, jn->slots, jn->elems,
+                          sw->cfg.threads, (uint32_t)id % sw->cfg.threads);
+    if (!j) {
+        control_send_err(ctl, cl->fd, WIRE_REFUSED, "out of memory for %u slots of %u elements",
+                         jn->slots, jn->elems);
+        return NULL;
+    }
+    if (jn->opt.present) {
+        char err[160];
+        j->opt = optjob_create(&jn->opt.step, jn->opt.params, jn->elems,
+                               jn->opt.seeded ? OPTJOB_INIT_SEEDED : OPTJOB_INIT_ZERO,
+                               jn->opt.seed, err, sizeof(err));
+        j->opt_scratch = calloc((size_t)sw->cfg.threads * jn->elems, sizeof(float));
+        if (!j->opt || !j->opt_scratch) {
+            control_send_err(ctl, cl->fd, WIRE_REFUSED, "optimizer: %s",
+                             j->opt ? "out of memory" : err);
+            job_free(j);
+            return NULL;
+        }
+        j->opt_cfg = jn->opt;
+    }
+    j->codec = *codec;
+    j->codec_feedback = feedback;
+    if (codec->mode != CODEC_NONE &&
+        !(j->codec_state = codecjob_create(codec, feedback, sw->cfg.threads, jn->slots,
+                                           jn->elems))) {
+        control_send_err(ctl, cl->fd, WIRE_REFUSED_SYSTEM, "out of memory for compression state");
+        job_free(j);
+        return NULL;
+    }
+    if (jn->auth == WIRE_AUTH_VERIFIER) {
+        memcpy(j->verifier, jn->mac, sizeof(j->verifier));
+        j->has_verifier = 1;
+    }
+    uint64_t token = 0;
+    for (int tries = 0; token == 0 && tries < 8; tries++)
+        if (getrandom(&token, sizeof(token), 0) != (ssize_t)sizeof(token))
+            token = 0;
+    if (token == 0) {
+        control_send_err(ctl, cl->fd, WIRE_REFUSED_SYSTEM, "no random numbers for the job's token");
+        job_free(j);
+        return NULL;
+    }
+    j->token = token;
+    j->float_mode = float_mode;
+    j->timeout_ms = jn->timeout_ms == 0 || jn->timeout_ms > sw->cfg.worker_timeout_ms
+                        ? sw->cfg.worker_timeout_ms
+                        : jn->timeout_ms;
+    j->created_ms = server_now_ms();
+    j->owner = cl->peer;
+    cl->peer->slots += jn->slots;
+    atomic_fetch_add(&sw->slots_used, jn->slots);
+    atomic_store_explicit(&j->state, JOB_JOINING, memory_order_relaxed);
+    atomic_store_explicit(&sw->jobs[id], j, memory_order_release);
+    LOG_I("job '%s' (id %u) registered by rank %u: world %u", jn->job, id, jn->rank, jn->world);
+    return j;
+}
+
+/* A failed authentication: counted for the address (which is refused for a while past
+ * AUTH_FAIL_LIMIT) and switch-wide; the reason never contains the secret or the proof. */
+static int auth_failed(control_t *ctl, const client_t *cl, const wire_join_t *jn, const char *why)
+{
+    peer_t *p = cl->peer;
+    uint64_t now = server_now_ms();
+    if (p->auth_fails == 0 || now - p->window_ms >= AUTH_WINDOW_MS) {
+        p->auth_fails = 0;
+        p->window_ms = now;
+    }
+    p->auth_fails++;
+    control_count(ctl->sw, CTL_AUTH_FAILED);
+    char who[64];
+    peers_format(p, who, sizeof(who));
+    LOG_W("control: JOIN of job '%s' rank %u from %s: authentication failed (%s)", jn->job,
+          jn->rank, who, why);
+    control_send_err(ctl, cl->fd, WIRE_REFUSED, "authentication failed for job '%s' rank %u: %s",
+                     jn->job, jn->rank, why);
+    return -1;
+}
+
+/* Does the JOIN prove the job's secret (PROTOCOL.md "Authentication")? j is the job of that
+ * name, NULL if it is new. 0, or -1 after refusing. */
+static int authenticate(control_t *ctl, client_t *cl, const job_t *j, const wire_join_t *jn)
+{
+    peer_t *p = cl->peer;
+    uint64_t now = server_now_ms();
+    int had_nonce = cl->has_nonce;
+    cl->has_nonce = 0; /* a challenge answers one JOIN */
+    if (p->auth_fails >= AUTH_FAIL_LIMIT && now - p->window_ms < AUTH_WINDOW_MS) {
+        control_count(ctl->sw, CTL_AUTH_LIMITED);
+        control_send_err(ctl, cl->fd, WIRE_REFUSED,
+                         "too many failed authentications from this address; "
+                         "try again in %llu ms",
+                         (unsigned long long)(AUTH_WINDOW_MS - (now - p->window_ms)));
+        return -1;
+    }
+    if (!j) {
+        if (jn->auth == WIRE_AUTH_PROOF) {
+            control_send_err(ctl, cl->fd, WIRE_REFUSED,
+                             "job '%s' is not registered (any more); join "
+                             "again",
+                             jn->job);
+            return -1;
+        }
+        if (jn->auth == WIRE_AUTH_NONE && ctl->sw->cfg.require_secret)
+            return auth_failed(ctl, cl, jn, "this switch admits only jobs with a secret "
+                               "(INAGG_JOB_SECRET)");
+        return 0;
+    }
+    if (!j->has_verifier)
+        return jn->auth == WIRE_AUTH_NONE
+                   ? 0
+                   : auth_failed(ctl, cl, jn, "the job was registered without a secret");
+    if (jn->auth == WIRE_AUTH_NONE)
+        return auth_failed(ctl, cl, jn, "the job has a secret and this rank gave none");
+    uint8_t want[SHA256_BYTES];
+    if (jn->auth == WIRE_AUTH_PROOF) {
+        if (!had_nonce)
+            return auth_failed(ctl, cl, jn, "proof= without a CHALLENGE on this connection");
+        wire_auth_proof(j->verifier, cl->nonce, jn->job, jn->rank, want);
+    } else {
+        memcpy(want, j->verifier, sizeof(want));
+    }
+    if (!mem_equal_ct(want, jn->mac, sizeof(want)))
+        return auth_failed(ctl, cl, jn, "wrong job secret");
+    return 0;
+}
+
+/* HELLO job=NAME: a fresh nonce for this connection's next JOIN, and whether the job exists
+ * (its first rank registers it with its verifier, the others prove the secret). */
+void admit_hello(control_t *ctl, client_t *cl, const char *line)
+{
+    char name[WIRE_JOB_NAME_MAX] = "", hex[2 * WIRE_NONCE_BYTES + 1], out[CTL_LINE_MAX];
+    ctl_get(line, "job", name, sizeof(name));
+    if (getrandom(cl->nonce, sizeof(cl->nonce), 0) != (ssize_t)sizeof(cl->nonce)) {
+        control_send_err(ctl, cl->fd, WIRE_REFUSED_SYSTEM, "no random numbers for a challenge");
+        return;
+    }
+    cl->has_nonce = 1;
+    hex_encode(cl->nonce, sizeof(cl->nonce), hex);
+    snprintf(out, sizeof(out), "%s nonce=%s job=%s", wire_verb_name(WIRE_VERB_CHALLENGE), hex,
+             name[0] && control_find_job(ctl->sw, name) ? "exists" : "new");
+    control_send_line(ctl, cl->fd, out);
+}
+
+/* Handle JOIN; returns 0 if the client stays, -1 if it must be closed after the reply. */
+int admit_join(control_t *ctl, client_t *cl, const char *line)
+{
+    struct inagg_switch *sw = ctl->sw;
+    if (cl->job) {
+        control_send_err(ctl, cl->fd, WIRE_REFUSED_INVALID,
+                         "this connection already joined job '%s'", cl->job->name);
+        return 0;
+    }
+    wire_join_t jn;
+    enum wire_refusal refusal;
+    char why[CTL_LINE_MAX - 32];
+    if (wire_join_parse(line, &jn, &refusal, why, sizeof(why)) != 0) {
+        control_send_err(ctl, cl->fd, refusal, "%s", why);
+        return -1;
+    }
+    const switch_proto_ops_t *ops = proto_find(jn.protocol);
+    if (!ops) {
+        char served[128];
+        proto_list(served, sizeof(served));
+        control_send_err(ctl, cl->fd, WIRE_REFUSED_UNSUPPORTED,
+                         "protocol '%s' (this switch serves %s)", wire_protocol_name(jn.protocol),
+                         served);
+        return -1;
+    }
+    /* Native float32 when the protocol adds it so, or the optimizer's gradients and
+     * parameters travel as float32. */
+    uint32_t float_mode = ops->float_native || jn.opt.present ? INAGG_FLOAT_NATIVE
+                                                               : jn.float_mode;
+    uint64_t pool_bytes = job_pool_bytes(ops, jn.world, jn.slots, jn.elems, sw->cfg.threads) +
+                          (jn.opt.present ? optjob_bytes(&jn.opt.step, jn.opt.params, jn.elems)
+                                          : 0);
+    if (pool_bytes > SWITCH_MAX_POOL_BYTES) {
+        control_send_err(ctl, cl->fd, WIRE_REFUSED,
+                         "job '%s' would need %llu MiB of slot memory (limit %llu "
+                         "MiB): ask for fewer slots or elements per packet",
+                         jn.job, (unsigned long long)(pool_bytes >> 20),
+                         (unsigned long long)(SWITCH_MAX_POOL_BYTES >> 20));
+        return -1;
+    }
+    codec_spec_t codec = {CODEC_NONE, 0};
+    if (jn.compress[0]) {
+        char cwhy[200];
+        if (codec_parse(jn.compress, &codec, cwhy, sizeof(cwhy)) != 0) {
+            control_send_err(ctl, cl->fd, WIRE_REFUSED_INVALID, "%s", cwhy);
+            return -1;
+        }
+        if (codec.mode != CODEC_NONE && (ops->id != INAGG_PROTO_SWITCHML || jn.opt.present)) {
+            control_send_err(ctl, cl->fd, WIRE_REFUSED_UNSUPPORTED,
+                             "compress=%s: only switchml jobs without an optimizer compress",
+                             jn.compress);
+            return -1;
+        }
+        if (codec.mode != CODEC_NONE &&
+            WIRE_HEADER_SIZE + codec_max_bytes(&codec, jn.elems) > WIRE_MAX_DATAGRAM) {
+            control_send_err(ctl, cl->fd, WIRE_REFUSED_INVALID,
+                             "compress=%s: %u values per packet may not fit a datagram",
+                             jn.compress, jn.elems);
+            return -1;
+        }
+        if (codec.mode != CODEC_NONE)
+            float_mode = INAGG_FLOAT_NATIVE;
+    }
+    int feedback = codec_is_lossy(&codec) && !jn.no_feedback;
+    job_t *j = control_find_job(sw, jn.job);
+    if (authenticate(ctl, cl, j, &jn) != 0)
+        return -1;
+    if (j && (j->codec.mode != codec.mode || j->codec.param != codec.param ||
+              j->codec_feedback != feedback)) {
+        char have[CODEC_SPEC_MAX];
+        codec_format(&j->codec, have, sizeof(have));
+        control_send_err(ctl, cl->fd, WIRE_REFUSED,
+                         "parameter mismatch: job '%s' compresses with %s%s, rank %u asked "
+                         "for %s%s", jn.job, have, j->codec_feedback ? "" : " (no feedback)",
+                         jn.rank, jn.compress[0] ? jn.compress : "none",
+                         feedback ? "" : " (no feedback)");
+        return -1;
+    }
+    if (j ? join_matches(ctl, cl, j, &jn, ops, float_mode) != 0
+          : !(j = register_job(ctl, cl, &jn, ops, float_mode, &codec, feedback)))
+        return -1;
+    j->member_fd[jn.rank] = cl->fd;
+    j->joined++;
+    cl->job = j;
+    cl->rank = jn.rank;
+    if (j->joined == j->world)
+        activate(ctl, j);
+    return 0;
+}

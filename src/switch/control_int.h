@@ -1,0 +1,79 @@
+/*
+ * control_int.h - what the control thread's two files share (control.c: connections, the
+ * loop, barriers, failures, retirement, STATS; admit.c: JOIN with its limits and job
+ * secrets): the connection and the control thread's state, and the few helpers admit.c
+ * calls. Only src/switch/control.c and admit.c include this.
+ */
+#ifndef INAGG_SWITCH_CONTROL_INT_H
+#define INAGG_SWITCH_CONTROL_INT_H
+
+#include <stdint.h>
+
+#include "control/ctl.h"
+#include "switch/peers.h"
+#include "switch/server.h"
+#include "wire/auth.h"
+#include "wire/ctlmsg.h"
+
+#define CTL_MAX_CLIENTS 1024
+#define CTL_TICK_MS 50
+#define CTL_ACCEPT_BURST 64                /* connections accepted per pass */
+#define CTL_OUTPUT_MAX (4u << 20)          /* bytes of replies queued per connection */
+#define CTL_OUTPUT_HIGH (64u << 10)        /* past this, a connection's requests wait */
+#define CTL_LINES_PER_PASS 16              /* requests served per connection per pass */
+#define SWITCH_MAX_POOL_BYTES (1ull << 30) /* per job */
+#define AUTH_WINDOW_MS 10000               /* failed authentications are counted over this */
+#define AUTH_FAIL_LIMIT 5                  /* ... and past this many, JOINs are refused */
+
+typedef struct client {
+    int fd;
+    ctl_reader_t rd;
+    ctl_writer_t wr;
+    peer_t *peer;
+    job_t *job; /* NULL until JOIN succeeded */
+    uint32_t rank;
+    uint64_t last_in_ms;       /* when bytes last arrived */
+    uint64_t partial_since_ms; /* an incomplete line has waited since (0: none) */
+    int doomed;                /* close at the end of this pass */
+    int has_nonce;             /* a CHALLENGE was sent and not yet used */
+    uint8_t nonce[WIRE_NONCE_BYTES];
+} client_t;
+
+/* A job unpublished but not yet freed: freed once the dataplane threads passed epoch. */
+typedef struct retiring {
+    job_t *j;
+    uint64_t record; /* its record among the retired jobs' counters (stats_retire) */
+    uint64_t epoch[SWITCH_MAX_THREADS];
+} retiring_t;
+
+typedef struct control {
+    struct inagg_switch *sw;
+    retiring_t *retiring; /* [SWITCH_MAX_JOBS] */
+    uint32_t nretiring;
+    client_t *clients[CTL_MAX_CLIENTS];
+    int nclients;
+    client_t **by_fd; /* [by_fd_cap]: the client of a descriptor */
+    int by_fd_cap;
+    peer_table_t peers;
+    uint32_t request_ms, idle_ms, max_conns_per_addr, max_job_slots, max_addr_slots;
+    uint64_t accept_paused_until; /* ms: out of descriptors, the listener rests until then */
+} control_t;
+
+/* Count a refusal under "control" in the stats. */
+void control_count(struct inagg_switch *sw, enum ctl_stat s);
+/* Queue a line for fd's client (a client whose replies pile up is closed, never waited for). */
+void control_send_line(control_t *ctl, int fd, const char *line);
+/* "ERR <refusal> <text>" to fd. */
+void control_send_err(control_t *ctl, int fd, enum wire_refusal r, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* A line to every connected member of j. */
+void control_broadcast(control_t *ctl, job_t *j, const char *line);
+/* The published job of that name, or NULL. */
+job_t *control_find_job(struct inagg_switch *sw, const char *name);
+
+/* admit.c: HELLO (a challenge for the connection's next JOIN) and JOIN; admit_join returns
+ * 0 if the client stays, -1 if it must be closed after the reply. */
+void admit_hello(control_t *ctl, client_t *cl, const char *line);
+int admit_join(control_t *ctl, client_t *cl, const char *line);
+
+#endif /* INAGG_SWITCH_CONTROL_INT_H */

@@ -1,0 +1,633 @@
+/*
+ * test_control.c - the switch's control plane against hostile and careless clients, with the
+ * switch in this process: stats read while the control thread admits and retires jobs (a
+ * data race ThreadSanitizer sees), a client that never reads its replies, a stats printer
+ * stuck on a full pipe, idle and slow connections, too many connections from one address,
+ * slot quotas, and job secrets.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/log.h"
+#include "base/netaddr.h"
+#include "base/sha256.h"
+#include "base/util.h"
+#include "control/ctl.h"
+#include "harness.h"
+#include "inagg.h"
+#include "json/json.h"
+#include "switch/switch.h"
+#include "wire/auth.h"
+
+/* An in-process switch on a free loopback port. */
+static inagg_switch_t *start_switch(switch_config_t *cfg, char *addr, size_t cap)
+{
+    cfg->listen = "127.0.0.1:0";
+    inagg_switch_t *sw;
+    char err[256];
+    CHECK_MSG(switch_start(cfg, &sw, err, sizeof(err)) == 0, "switch: %s", err);
+    snprintf(addr, cap, "127.0.0.1:%u", switch_port(sw));
+    return sw;
+}
+
+static int connect_to(const char *addr)
+{
+    int fd = ctl_connect_to(addr, 2000);
+    CHECK_MSG(fd >= 0, "connect %s: %s", addr, strerror(-fd));
+    return fd;
+}
+
+/* Send one line and read one reply line (2 s at most). 0 or -errno. */
+static int request(int fd, ctl_reader_t *rd, const char *line, char *reply, size_t cap)
+{
+    int rc = ctl_write_line(fd, line, 2000);
+    return rc ? rc : ctl_read_line(fd, rd, reply, cap, 2000);
+}
+
+/* The number after "key": in the switch's JSON stats. */
+static double stat_of(inagg_switch_t *sw, const char *key)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    CHECK(f);
+    switch_write_stats(sw, f, 1);
+    fclose(f);
+    double v = -1;
+    int rc = json_find_number(text, key, &v);
+    free(text);
+    CHECK_MSG(rc == 0, "no \"%s\" in the stats", key);
+    return v;
+}
+
+/* ---- the race: stats read while the control thread admits and retires jobs ---- */
+
+static atomic_int stats_stop;
+
+static void *stats_reader(void *arg)
+{
+    inagg_switch_t *sw = arg;
+    FILE *null = fopen("/dev/null", "w");
+    while (!atomic_load(&stats_stop)) {
+        switch_write_stats(sw, null, 0);
+        switch_write_stats(sw, null, 1);
+    }
+    fclose(null);
+    return NULL;
+}
+
+TEST(switch_stats_race_free_while_jobs_come_and_go, 60)
+{
+    switch_config_t cfg = SWITCH_CONFIG_INIT;
+    char addr[64];
+    inagg_switch_t *sw = start_switch(&cfg, addr, sizeof(addr));
+    pthread_t reader;
+    atomic_store(&stats_stop, 0);
+    CHECK(pthread_create(&reader, NULL, stats_reader, sw) == 0);
+    char line[CTL_LINE_MAX], reply[CTL_LINE_MAX];
+    for (int i = 0; i < 40; i++) {
+        int fd = connect_to(addr);
+        ctl_reader_t rd = {0};
+        snprintf(line, sizeof(line), "JOIN version=%u job=race%d rank=0 world=1 slots=4 elems=16 "
+                 "float=fixed protocol=switchml timeout=2000", INAGG_PROTOCOL_VERSION, i);
+        CHECK_MSG(request(fd, &rd, line, reply, sizeof(reply)) == 0 &&
+                      strncmp(reply, "JOINED", 6) == 0, "%s", reply);
+        close(fd); /* the job's only member leaves: it fails and retires */
+    }
+    atomic_store(&stats_stop, 1);
+    pthread_join(reader, NULL);
+    switch_stop(sw);
+}
+
+/* ---- the control plane against careless and hostile clients ---- */
+
+static void join_line(char *line, size_t cap, const char *job, uint32_t rank, uint32_t world,
+                      uint32_t slots)
+{
+    snprintf(line, cap, "JOIN version=%u job=%s rank=%u world=%u slots=%u elems=16 float=fixed "
+             "protocol=switchml timeout=5000", INAGG_PROTOCOL_VERSION, job, rank, world, slots);
+}
+
+/* Connect, JOIN, and return the connection (kept open: it holds the rank) with the reply. */
+static int join_raw(const char *addr, const char *job, uint32_t rank, uint32_t world,
+                    uint32_t slots, char *reply, size_t cap)
+{
+    int fd = connect_to(addr);
+    ctl_reader_t rd = {0};
+    char line[CTL_LINE_MAX];
+    join_line(line, sizeof(line), job, rank, world, slots);
+    int rc = ctl_write_line(fd, line, 2000);
+    /* A JOIN of a world > 1 job is answered only when the job is complete: no reply yet. */
+    if (rc == 0 && world == 1)
+        rc = ctl_read_line(fd, &rd, reply, cap, 2000);
+    else if (rc == 0)
+        rc = ctl_read_line(fd, &rd, reply, cap, 300) == -ETIMEDOUT ? 0 : 0;
+    CHECK_MSG(rc == 0, "join %s: %s", job, strerror(-rc));
+    return fd;
+}
+
+/* Does the peer close fd within timeout_ms (reading and discarding what it sends)? */
+static int closed_within(int fd, int timeout_ms)
+{
+    ctl_reader_t rd = {0};
+    char line[CTL_LINE_MAX];
+    uint64_t end = util_now_ns() + (uint64_t)timeout_ms * 1000000ull;
+    while (util_now_ns() < end) {
+        int rc = ctl_read_line(fd, &rd, line, sizeof(line), 50);
+        if (rc == -ECONNRESET || (rc < 0 && rc != -ETIMEDOUT))
+            return 1;
+    }
+    return 0;
+}
+
+/* A client that sends requests and never reads the replies must not hold the control thread:
+ * another job's JOIN is answered at once, and the slow reader is closed. */
+/* Five JOINs of one-rank jobs named PREFIXi, one after another; their latencies in ms. */
+static void time_joins(const char *addr, const char *prefix, double ms[5])
+{
+    char reply[CTL_LINE_MAX], job[32];
+    for (int i = 0; i < 5; i++) {
+        snprintf(job, sizeof(job), "%s%d", prefix, i);
+        uint64_t t0 = util_now_ns();
+        int fd = join_raw(addr, job, 0, 1, 4, reply, sizeof(reply));
+        ms[i] = (double)(util_now_ns() - t0) / 1e6;
+        CHECK_MSG(strncmp(reply, "JOINED", 6) == 0, "%s", reply);
+        close(fd);
+    }
+}
+
+static double median5(double v[5])
+{
+    for (int i = 1; i < 5; i++)
+        for (int k = i; k > 0 && v[k] < v[k - 1]; k--) {
+            double t = v[k];
+            v[k] = v[k - 1];
+            v[k - 1] = t;
+        }
+    return v[2];
+}
+
+TEST(control_slow_reader_does_not_stall_joins, 60)
+{
+    switch_config_t cfg = SWITCH_CONFIG_INIT;
+    char addr[64];
+    inagg_switch_t *sw = start_switch(&cfg, addr, sizeof(addr));
+    double quiet[5], attacked[5];
+    time_joins(addr, "quiet", quiet);
+    int slow = connect_to(addr);
+    int small = 4096;
+    setsockopt(slow, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
+    /* 20000 STATS requests (a few hundred KB); each reply is a few KB that nobody reads. */
+    static const char req[] = "STATS json\n";
+    size_t sent = 0, want = 20000 * (sizeof(req) - 1);
+    uint64_t end = util_now_ns() + 5000000000ull;
+    while (sent < want && util_now_ns() < end) {
+        ssize_t n = send(slow, req, sizeof(req) - 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (n > 0)
+            sent += (size_t)n;
+        else if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
+            break; /* closed by the switch already */
+        else
+            usleep(1000);
+    }
+    usleep(200000);
+    time_joins(addr, "other", attacked);
+    double worst = attacked[0];
+    for (int i = 1; i < 5; i++)
+        worst = attacked[i] > worst ? attacked[i] : worst;
+    fprintf(stderr, "    JOIN latency, median of 5: %.3f ms quiet, %.3f ms with a client not "
+            "reading (worst %.3f ms)\n", median5(quiet), median5(attacked), worst);
+    CHECK_MSG(worst < 500, "a JOIN took %.0f ms while a client did not read", worst);
+    CHECK(closed_within(slow, 15000));
+    CHECK(stat_of(sw, "output_full") + stat_of(sw, "request_timeout") >= 1);
+    close(slow);
+    switch_stop(sw);
+}
+
+/* A connection that sends nothing is closed after the idle timeout; one that starts a line
+ * and never ends it, after the request deadline. Both are counted. */
+TEST(control_idle_and_unfinished_requests_are_closed, 30)
+{
+    switch_config_t cfg = SWITCH_CONFIG_INIT;
+    cfg.idle_ms = 300;
+    cfg.request_ms = 300;
+    char addr[64];
+    inagg_switch_t *sw = start_switch(&cfg, addr, sizeof(addr));
+    int idle = connect_to(addr);
+    int partial = connect_to(addr);
+    CHECK(send(partial, "STA", 3, MSG_NOSIGNAL) == 3);
+    CHECK(closed_within(idle, 3000));
+    CHECK(closed_within(partial, 3000));
+    CHECK_EQ_INT(stat_of(sw, "idle_closed"), 1);
+    CHECK_EQ_INT(stat_of(sw, "request_timeout"), 1);
+    /* A member of a job is not idle: it waits for barriers and results. */
+    char reply[CTL_LINE_MAX];
+    int member = join_raw(addr, "member", 0, 1, 4, reply, sizeof(reply));
+    CHECK_MSG(strncmp(reply, "JOINED", 6) == 0, "%s", reply);
+    CHECK(!closed_within(member, 1000));
+    close(member);
+    close(idle);
+    close(partial);
+    switch_stop(sw);
+}
+
+/* Connections are limited per client address: a flood of idle connections from one address
+ * takes only its share, is refused with a reason, and other work goes on. */
+TEST(control_connections_limited_per_address, 30)
+{
+    switch_config_t cfg = SWITCH_CONFIG_INIT;
+    cfg.max_conns_per_addr = 8;
+    char addr[64];
+    inagg_switch_t *sw = start_switch(&cfg, addr, sizeof(addr));
+    enum { FLOOD = 300 };
+    static int fds[FLOOD];
+    int refused = 0;
+    for (int i = 0; i < FLOOD; i++)
+        fds[i] = connect_to(addr);
+    char line[CTL_LINE_MAX];
+    for (int i = 0; i < FLOOD; i++) {
+        ctl_reader_t rd = {0};
+        int rc = ctl_read_line(fds[i], &rd, line, sizeof(line), i < 8 ? 20 : 2000);
+        if (rc == 0 && strstr(line, "too many control connections from this address"))
+            refused++;
+    }
+    CHECK_EQ_INT(refused, FLOOD - 8);
+    CHECK_EQ_INT(stat_of(sw, "conn_per_addr"), FLOOD - 8);
+    CHECK_EQ_INT(stat_of(sw, "connections"), 8);
+    for (int i = 0; i < FLOOD; i++)
+        close(fds[i]);
+    /* Once they are gone, the address is served again. */
+    char reply[CTL_LINE_MAX];
+    int ok = -1;
+    for (int tries = 0; tries < 50 && ok < 0; tries++) {
+        usleep(20000);
+        if (stat_of(sw, "connections") == 0)
+            ok = join_raw(addr, "after", 0, 1, 4, reply, sizeof(reply));
+    }
+    CHECK(ok >= 0);
+    CHECK_MSG(strncmp(reply, "JOINED", 6) == 0, "%s", reply);
+    close(ok);
+    switch_stop(sw);
+}
+
+/* Slot quotas: one JOIN cannot take more than a job's share of the pool, the jobs of one
+ * address not more than the address's, repeating does not help, and slots come back when
+ * a job ends. */
+TEST(control_slot_quotas_per_job_and_address, 30)
+{
+    switch_config_t cfg = SWITCH_CONFIG_INIT;
+    cfg.total_slots = 100; /* defaults: a job 50, an address 75 */
+    char addr[64];
+    inagg_switch_t *sw = start_switch(&cfg, addr, sizeof(addr));
+    char reply[CTL_LINE_MAX];
+    for (int i = 0; i < 20; i++) {
+        int fd = join_raw(addr, "greedy", 0, 2, 5000, reply, sizeof(reply));
+        CHECK_MSG(strstr(reply, "ERR refused slot quota: job 'greedy' asks 5000 slots, one job "
+                         "may hold at most 50"), "%s", reply);
+        close(fd);
+    }
+    CHECK_EQ_INT(stat_of(sw, "job_slot_quota"), 20);
+    CHECK_EQ_INT(stat_of(sw, "slots_used"), 0);
+    int a = join_raw(addr, "a", 0, 2, 50, reply, sizeof(reply)); /* joining: holds 50 */
+    int b = join_raw(addr, "b", 0, 2, 30, reply, sizeof(reply));
+    CHECK_MSG(strstr(reply, "per-address quota of 75"), "%s", reply);
+    CHECK_EQ_INT(stat_of(sw, "addr_slot_quota"), 1);
+    CHECK_EQ_INT(stat_of(sw, "slots_used"), 50);
+    close(b);
+    close(a); /* job a's only member leaves: its slots return */
+    int c = -1;
+    for (int tries = 0; tries < 50; tries++) {
+        usleep(20000);
+        if (stat_of(sw, "slots_used") == 0)
+            break;
+    }
+    c = join_raw(addr, "c", 0, 1, 50, reply, sizeof(reply));
+    CHECK_MSG(strncmp(reply, "JOINED", 6) == 0, "%s", reply);
+    close(c);
+    switch_stop(sw);
+}
+
+/* ---- job secrets ---- */
+
+typedef struct lib_join {
+    const char *addr, *job, *secret;
+    uint32_t rank, world;
+    inagg_result_t rc;
+    char detail[256];
+} lib_join_t;
+
+static void *lib_join_main(void *arg)
+{
+    lib_join_t *a = arg;
+    inagg_options_t o = INAGG_OPTIONS_INIT;
+    o.slots = 4;
+    o.packet_elems = 16;
+    o.timeout_ms = 10000;
+    o.secret = a->secret;
+    inagg_comm_t *c = NULL;
+    a->rc = inagg_comm_create(&c, a->addr, a->job, a->rank, a->world, &o, a->detail,
+                              sizeof(a->detail));
+    if (a->rc == INAGG_OK) {
+        int32_t x = 1, y = 0;
+        a->rc = inagg_allreduce(c, &x, &y, 1, INAGG_INT32, INAGG_SUM);
+        if (a->rc == INAGG_OK && y != (int32_t)a->world)
+            a->rc = INAGG_ERR_PROTOCOL;
+        inagg_comm_destroy(c);
+    }
+    return NULL;
+}
+
+/* Wait (up to 2 s) until job `name` is registered and joining. */
+static void wait_joining(inagg_switch_t *sw, const char *name)
+{
+    char want[96];
+    snprintf(want, sizeof(want), "name=%s state=joining", name);
+    for (int i = 0; i < 200; i++) {
+        char *text = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&text, &len);
+        CHECK(f);
+        switch_write_stats(sw, f, 0);
+        fclose(f);
+        int found = strstr(text, want) != NULL;
+        free(text);
+        if (found)
+            return;
+        usleep(10000);
+    }
+    CHECK_MSG(0, "job %s never registered", name);
+}
+
+/* A raw JOIN of rank 1 of job `job` (world 2) on a fresh connection, proving `secret` the
+ * way `mode` says: "none", "verifier" or "proof"; the first reply line. */
+static void raw_secret_join(const char *addr, const char *job, const char *secret,
+                            const char *mode, char *reply, size_t cap)
+{
+    int fd = connect_to(addr);
+    ctl_reader_t rd = {0};
+    char line[CTL_LINE_MAX], extra[160] = "", hex[65];
+    uint8_t v[32], mac[32], nonce[16];
+    wire_auth_verifier(secret, strlen(secret), job, v);
+    if (strcmp(mode, "proof") == 0) {
+        snprintf(line, sizeof(line), "HELLO job=%s", job);
+        CHECK(request(fd, &rd, line, reply, cap) == 0);
+        CHECK_MSG(strstr(reply, "CHALLENGE nonce=") && strstr(reply, "job=exists"), "%s", reply);
+        char nh[40];
+        CHECK(ctl_get(reply, "nonce", nh, sizeof(nh)) == 0 && hex_decode(nh, nonce, 16) == 0);
+        wire_auth_proof(v, nonce, job, 1, mac);
+        hex_encode(mac, 32, hex);
+        snprintf(extra, sizeof(extra), " proof=%s", hex);
+    } else if (strcmp(mode, "verifier") == 0) {
+        hex_encode(v, 32, hex);
+        snprintf(extra, sizeof(extra), " verifier=%s", hex);
+    }
+    join_line(line, sizeof(line), job, 1, 2, 4);
+    strncat(line, extra, sizeof(line) - strlen(line) - 1);
+    CHECK(request(fd, &rd, line, reply, cap) == 0);
+    close(fd);
+}
+
+/* A job registered with a secret admits only ranks that prove it: no secret, a wrong one, a
+ * replayed proof or verifier of another job are refused and counted; the real ranks run. */
+TEST(control_job_secret_admits_only_ranks_that_prove_it, 60)
+{
+    switch_config_t cfg = SWITCH_CONFIG_INIT;
+    char addr[64], reply[CTL_LINE_MAX];
+    inagg_switch_t *sw = start_switch(&cfg, addr, sizeof(addr));
+    lib_join_t r0 = {.addr = addr, .job = "guarded", .secret = "correct horse", .rank = 0,
+                     .world = 2};
+    pthread_t t0;
+    CHECK(pthread_create(&t0, NULL, lib_join_main, &r0) == 0);
+    wait_joining(sw, "guarded");
+    raw_secret_join(addr, "guarded", "", "none", reply, sizeof(reply));
+    CHECK_MSG(strstr(reply, "ERR refused authentication failed for job 'guarded' rank 1: the "
+                     "job has a secret and this rank gave none"), "%s", reply);
+    raw_secret_join(addr, "guarded", "battery staple", "proof", reply, sizeof(reply));
+    CHECK_MSG(strstr(reply, "wrong job secret"), "%s", reply);
+    raw_secret_join(addr, "guarded", "battery staple", "verifier", reply, sizeof(reply));
+    CHECK_MSG(strstr(reply, "wrong job secret"), "%s", reply);
+    CHECK_EQ_INT(stat_of(sw, "auth_failed"), 3);
+    /* The right secret through the library (HELLO, CHALLENGE, proof). */
+    lib_join_t r1 = {.addr = addr, .job = "guarded", .secret = "correct horse", .rank = 1,
+                     .world = 2};
+    lib_join_main(&r1);
+    pthread_join(t0, NULL);
+    CHECK_MSG(r0.rc == INAGG_OK, "rank 0: %s", r0.detail);
+    CHECK_MSG(r1.rc == INAGG_OK, "rank 1: %s", r1.detail);
+    /* An open job (no secret) refuses a rank that brings one, and vice versa is allowed. */
+    lib_join_t o0 = {.addr = addr, .job = "open", .rank = 0, .world = 2};
+    CHECK(pthread_create(&t0, NULL, lib_join_main, &o0) == 0);
+    wait_joining(sw, "open");
+    raw_secret_join(addr, "open", "some secret", "proof", reply, sizeof(reply));
+    CHECK_MSG(strstr(reply, "registered without a secret"), "%s", reply);
+    lib_join_t o1 = {.addr = addr, .job = "open", .rank = 1, .world = 2};
+    lib_join_main(&o1);
+    pthread_join(t0, NULL);
+    CHECK_MSG(o0.rc == INAGG_OK && o1.rc == INAGG_OK, "%s / %s", o0.detail, o1.detail);
+    switch_stop(sw);
+}
+
+/* Past AUTH_FAIL_LIMIT failures in the window, JOINs from that address are refused at once
+ * (even with the right secret) and counted; a switch may require secrets for every job. */
+TEST(control_failed_authentications_are_rate_limited, 60)
+{
+    switch_config_t cfg = SWITCH_CONFIG_INIT;
+    cfg.require_secret = 1;
+    char addr[64], reply[CTL_LINE_MAX];
+    inagg_switch_t *sw = start_switch(&cfg, addr, sizeof(addr));
+    int fd = join_raw(addr, "nosecret", 0, 1, 4, reply, sizeof(reply));
+    CHECK_MSG(strstr(reply, "admits only jobs with a secret"), "%s", reply);
+    close(fd);
+    lib_join_t r0 = {.addr = addr, .job = "target", .secret = "s", .rank = 0, .world = 2};
+    pthread_t t0;
+    CHECK(pthread_create(&t0, NULL, lib_join_main, &r0) == 0);
+    wait_joining(sw, "target");
+    for (int i = 0; i < 5; i++) {
+        raw_secret_join(addr, "target", "guess", "verifier", reply, sizeof(reply));
+        CHECK_MSG(strstr(reply, "wrong job secret") || strstr(reply, "too many failed"), "%s",
+                  reply);
+    }
+    raw_secret_join(addr, "target", "s", "proof", reply, sizeof(reply));
+    CHECK_MSG(strstr(reply, "too many failed authentications from this address"), "%s", reply);
+    CHECK_EQ_INT(stat_of(sw, "auth_failed"), 5); /* 4 guesses + the open job */
+    CHECK(stat_of(sw, "auth_rate_limited") >= 1);
+    switch_stop(sw); /* rank 0's join fails with the switch gone */
+    pthread_join(t0, NULL);
+}
+
+/* Neither the secret, nor its verifier, nor a job's token appear in the stats or the log. */
+TEST(control_secret_and_token_stay_out_of_stats_and_logs, 30)
+{
+    char logpath[] = "/tmp/inagg-test-log-XXXXXX";
+    int logfd = mkstemp(logpath);
+    CHECK(logfd >= 0);
+    fflush(stderr);
+    int saved = dup(2);
+    dup2(logfd, 2);
+    setenv("INAGG_LOG", "debug", 1);
+    log_init(LOG_DEBUG, "test");
+    switch_config_t cfg = SWITCH_CONFIG_INIT;
+    char addr[64], reply[CTL_LINE_MAX];
+    inagg_switch_t *sw = start_switch(&cfg, addr, sizeof(addr));
+    const char *secret = "Tr0ub4dor-and-3";
+    uint8_t v[32];
+    char vhex[65];
+    wire_auth_verifier(secret, strlen(secret), "leaky", v);
+    hex_encode(v, 32, vhex);
+    int fd = connect_to(addr);
+    ctl_reader_t rd = {0};
+    char line[CTL_LINE_MAX];
+    join_line(line, sizeof(line), "leaky", 0, 1, 4);
+    snprintf(line + strlen(line), sizeof(line) - strlen(line), " verifier=%s", vhex);
+    CHECK(request(fd, &rd, line, reply, sizeof(reply)) == 0);
+    char token[32];
+    CHECK_MSG(ctl_get(reply, "token", token, sizeof(token)) == 0, "%s", reply);
+    raw_secret_join(addr, "leaky", "wrong", "verifier", reply, sizeof(reply)); /* logged */
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    switch_write_stats(sw, f, 0);
+    switch_write_stats(sw, f, 1);
+    fclose(f);
+    close(fd);
+    switch_stop(sw);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    char logtext[65536] = "";
+    ssize_t n = pread(logfd, logtext, sizeof(logtext) - 1, 0);
+    close(logfd);
+    unlink(logpath);
+    CHECK(n > 0);
+    logtext[n] = '\0';
+    CHECK_MSG(strstr(logtext, "authentication failed"), "%s", logtext); /* the log works */
+    CHECK(strstr(text, "leaky") != NULL);                              /* and the stats */
+    const char *secrets[] = {secret, vhex, token};
+    for (size_t k = 0; k < 3; k++) {
+        CHECK_MSG(!strstr(text, secrets[k]), "'%s' in the stats", secrets[k]);
+        CHECK_MSG(!strstr(logtext, secrets[k]), "'%s' in the log", secrets[k]);
+    }
+    free(text);
+}
+
+/* A stats printer stuck on a full pipe (SIGUSR1's printing into a pipe nobody reads) holds
+ * no lock the control thread needs: jobs still join and retire. */
+static void *blocked_printer(void *arg)
+{
+    void **a = arg;
+    switch_write_stats(a[0], a[1], 1);
+    return NULL;
+}
+
+TEST(control_blocked_stats_printer_does_not_stall_control, 30)
+{
+    switch_config_t cfg = SWITCH_CONFIG_INIT;
+    char addr[64], reply[CTL_LINE_MAX];
+    inagg_switch_t *sw = start_switch(&cfg, addr, sizeof(addr));
+    int p[2];
+    CHECK(pipe(p) == 0);
+    fcntl(p[1], F_SETPIPE_SZ, 4096);
+    fcntl(p[1], F_SETFL, O_NONBLOCK);
+    char junk[4096];
+    memset(junk, 'x', sizeof(junk));
+    while (write(p[1], junk, sizeof(junk)) > 0) /* fill it */
+        ;
+    fcntl(p[1], F_SETFL, 0);
+    FILE *out = fdopen(p[1], "w");
+    CHECK(out);
+    void *args[2] = {sw, out};
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, blocked_printer, args) == 0);
+    usleep(200000); /* the printer is now blocked writing */
+    char job[32];
+    for (int i = 0; i < 5; i++) {
+        snprintf(job, sizeof(job), "during%d", i);
+        uint64_t t0 = util_now_ns();
+        int fd = join_raw(addr, job, 0, 1, 4, reply, sizeof(reply));
+        CHECK_MSG(strncmp(reply, "JOINED", 6) == 0, "%s", reply);
+        close(fd); /* retires the job: takes the stats lock */
+        CHECK((util_now_ns() - t0) < 1000000000ull);
+    }
+    int quiet = 0;
+    for (int i = 0; i < 100 && !quiet; i++, usleep(10000))
+        quiet = stat_of(sw, "slots_used") == 0; /* every retirement finished */
+    CHECK(quiet);
+    /* Let the printer finish. */
+    char buf[65536];
+    fcntl(p[0], F_SETFL, O_NONBLOCK);
+    for (int i = 0; i < 500; i++) {
+        if (read(p[0], buf, sizeof(buf)) <= 0)
+            usleep(2000);
+        if (pthread_tryjoin_np(t, NULL) == 0) {
+            t = 0;
+            break;
+        }
+    }
+    CHECK(t == 0);
+    fclose(out);
+    close(p[0]);
+    switch_stop(sw);
+}
+
+/* Out of descriptors, the switch refuses and counts the connections it cannot take and does
+ * not spin on its listener; once they go, it serves again. */
+TEST(control_out_of_descriptors_neither_spins_nor_stalls, 30)
+{
+    struct rlimit rl;
+    CHECK(getrlimit(RLIMIT_NOFILE, &rl) == 0);
+    struct rlimit low = {64, rl.rlim_max};
+    CHECK(setrlimit(RLIMIT_NOFILE, &low) == 0);
+    switch_config_t cfg = SWITCH_CONFIG_INIT;
+    cfg.max_conns_per_addr = 1000;
+    char addr[64], reply[CTL_LINE_MAX];
+    inagg_switch_t *sw = start_switch(&cfg, addr, sizeof(addr));
+    struct sockaddr_in to;
+    CHECK(netaddr_parse(addr, 0, &to) == 0);
+    pid_t child = fork();
+    CHECK(child >= 0);
+    if (child == 0) { /* its own descriptor table: 200 connections, held for 2 s */
+        setrlimit(RLIMIT_NOFILE, &rl);
+        for (int i = 0; i < 200; i++) {
+            int fd = socket(AF_INET, SOCK_STREAM, 0);
+            if (fd < 0 || connect(fd, (struct sockaddr *)&to, sizeof(to)) != 0)
+                break;
+        }
+        usleep(2000000);
+        _exit(0);
+    }
+    usleep(700000);
+    struct timespec c0, c1;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c0);
+    usleep(1000000);
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c1);
+    double cpu = (double)(c1.tv_sec - c0.tv_sec) + (double)(c1.tv_nsec - c0.tv_nsec) / 1e9;
+    int status;
+    CHECK(waitpid(child, &status, 0) == child);
+    fprintf(stderr, "    out of descriptors: %.3f s of CPU in 1 s, %.0f refused\n", cpu,
+            stat_of(sw, "conn_limit"));
+    CHECK_MSG(cpu < 0.5, "the switch used %.2f s of CPU in 1 s while out of descriptors", cpu);
+    CHECK(stat_of(sw, "conn_limit") >= 1);
+    int fd = -1;
+    for (int tries = 0; tries < 100 && fd < 0; tries++) {
+        usleep(20000);
+        if (stat_of(sw, "connections") == 0)
+            fd = join_raw(addr, "after", 0, 1, 4, reply, sizeof(reply));
+    }
+    CHECK(fd >= 0);
+    CHECK_MSG(strncmp(reply, "JOINED", 6) == 0, "%s", reply);
+    close(fd);
+    switch_stop(sw);
+    setrlimit(RLIMIT_NOFILE, &rl);
+}

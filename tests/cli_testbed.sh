@@ -4,7 +4,8 @@
 # checksum); a 3-host testbed built by the command itself, aggregating through `inagg switch`
 # in the switch namespace with verified results and Open MPI (default and ring) and Gloo
 # across the same namespaces; loss on the links with a bit-identical int32 result; a --sizes
-# sweep with its plot; a run interrupted with SIGTERM; and that nothing of any testbed is left
+# sweep with its plot; `inagg bench latency` through the inagg fabric with a link delay
+# (and its usage errors); a run interrupted with SIGTERM; and that nothing of any testbed is left
 # behind. Skips, saying why, where testbeds cannot be built (exit 3: not root, no network
 # namespaces). Every command runs under `timeout`; about 2 minutes.
 set -uo pipefail
@@ -59,6 +60,19 @@ for args in "--testbed 0" "--testbed x" "--testbed 65" "--testbed 2 --link-rate 
     [ $rc -eq 2 ] && [ -s "$tmp/err" ] || rcs+=" [$args]=$rc"
 done
 timeout 5 $INAGG bench allreduce --help | grep -c >/dev/null -- "--testbed N" || rcs+=" [--help lacks --testbed]"
+[ -z "$rcs" ] && ok $t || bad $t "wrong exit codes or no message:$rcs"
+
+t=latency_testbed_usage_errors_exit_2
+rcs=""
+for args in "--testbed 0" "--testbed 65" "--testbed 2 --workers 3" "--testbed 2 --switch 10.0.0.1:7000" \
+    "--fabric inagg" "--link-delay 25us" "--link-rate 1gbit" "--testbed 2 --fabric nope" \
+    "--rank 0" "--rank 2 --workers 2 --switch 127.0.0.1:1 --job j --report-file $tmp/r" \
+    "--job j" "--report-file $tmp/r" "--rank 0 --workers 2 --switch 127.0.0.1:1 --job j --report-file $tmp/r --baseline mpi"; do
+    timeout 10 $INAGG bench latency $args >/dev/null 2>"$tmp/err"
+    rc=$?
+    [ $rc -eq 2 ] && [ -s "$tmp/err" ] || rcs+=" [$args]=$rc"
+done
+timeout 5 $INAGG bench latency --help | grep -c >/dev/null -- "--testbed N" || rcs+=" [--help lacks --testbed]"
 [ -z "$rcs" ] && ok $t || bad $t "wrong exit codes or no message:$rcs"
 
 t=gloo_baseline_on_loopback_reduces_the_same_tensor
@@ -159,6 +173,31 @@ if ! command -v gnuplot >/dev/null; then skp $t "gnuplot is not installed"; else
     elif [ "$(head -c 4 "$tmp/sweep.png" | od -An -c | tr -d ' ')" != "211PNG" ]; then bad $t "no PNG written"
     else ok $t; fi
 fi
+
+t=latency_through_the_fabric_with_link_delay
+lb=""
+[ $have_mpi = 1 ] && lb="--baseline mpi"
+out=$(timeout 120 $INAGG bench latency --testbed 2 --fabric inagg --link-delay 25us --iters 200 \
+    --warmup 20 $lb --json - 2>"$tmp/err")
+rc=$?
+check=$(echo "$out" | python3 -c '
+import json, sys
+d = json.loads([l for l in sys.stdin.read().splitlines() if l.startswith("{")][-1])
+why = []
+if not d["verified"]: why.append("not verified")
+if d["workers"] != 2 or d["testbed"]["hosts"] != 2 or d["testbed"]["fabric"] != "inagg": why.append("not 2 hosts behind the inagg fabric")
+if d["protocol"] != "p4sgd" or d["elems"] != 8: why.append("not 8 elements with p4sgd")
+# one round trip through the switch crosses two links of 25 us each way
+if not d["latency_us"]["p50"] >= 50: why.append("p50 %s us is below the links 50 us" % d["latency_us"]["p50"])
+if sys.argv[1] == "1":
+    b = d.get("baseline", {})
+    if not b.get("verified"): why.append("the MPI baseline did not verify")
+    elif not b["latency_us"]["p50"] >= 50: why.append("MPI p50 %s us is below the links 50 us" % b["latency_us"]["p50"])
+    elif not d["speedup_p50"] > 0: why.append("speedup_p50 %s" % d["speedup_p50"])
+print("; ".join(why))' $have_mpi 2>&1)
+if [ $rc -ne 0 ]; then bad $t "exit $rc: $(tail -n 5 "$tmp/err")"
+elif [ -n "$check" ]; then bad $t "$check"
+else ok $t; fi
 
 t=sigterm_takes_the_testbed_down
 timeout 60 $INAGG bench allreduce --testbed 2 --link-rate 10mbit --elems 4000000 --dtype int32 \

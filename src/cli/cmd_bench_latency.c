@@ -10,7 +10,15 @@
  * MPI_Barrier before each timed MPI_Allreduce). Reported: p50 / p99 / p99.9 over iterations
  * (nearest rank). --baseline mpi runs that baseline in the same invocation and prints
  * speedup_p50 = MPI p50 / inagg p50.
+ *
+ * --testbed N builds a testbed of N host namespaces (tools/testbed, launch/testbed_job.c): the
+ * aggregation switch in the switch namespace (the fabric's own with --fabric inagg), rank k
+ * in host h(k+1) as this command in its one-rank mode (--rank, which writes its report to a
+ * file: the namespaces share the file system), and the MPI baseline through mpirun in h1 with
+ * one rank per host, so both cross the same links and the same fabric.
  */
+#include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <math.h>
 #include <signal.h>
@@ -18,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <limits.h>
 #include <unistd.h>
 
 #include "cli/commands.h"
@@ -41,6 +50,11 @@ typedef struct lat_opts {
     uint64_t seed;
     const char *faults, *switch_addr, *json_path, *baseline;
     char faults_buf[160]; /* the spec --loss stands for */
+    uint32_t testbed;     /* hosts of a testbed to build, 0: loopback */
+    const char *link_rate, *fabric, *link_delay; /* tools/testbed's (NULL: its defaults) */
+    int single;           /* one rank of a job (--rank): its report into report_file */
+    uint32_t rank;
+    const char *job, *report_file;
 } lat_opts_t;
 
 /* What a worker sends back before its `iters` latencies (doubles, microseconds). */
@@ -79,6 +93,15 @@ static void usage(FILE *out)
             "  --faults SPEC        full fault spec for the workers (drop=,dup=,reorder=,seed=)\n"
             "  --baseline B         mpi or none (default none)\n"
             "  --switch HOST:PORT   use a running switch instead of the embedded one\n"
+            "  --testbed N          run across a testbed of N host namespaces (tools/testbed,\n"
+            "                       root): the switch in the switch namespace, one worker per\n"
+            "                       host, the MPI baseline one rank per host over the same\n"
+            "                       links; taken down at the end. Exit 3: testbeds cannot be\n"
+            "                       built here\n"
+            "  --fabric F           with --testbed: bridge or inagg (`inagg switch --l2`, which\n"
+            "                       also aggregates; docs/FABRIC.md); tools/testbed's default\n"
+            "  --link-delay D       with --testbed --fabric inagg: one-way delay per link (25us)\n"
+            "  --link-rate R        with --testbed: every link's rate (1gbit; default none)\n"
             "  --timeout-ms MS      per-call progress timeout (default 30000)\n"
             "  --seed S             contents (default 1)\n"
             "  --json FILE|-        also write one JSON object (- for stdout; the table then\n"
@@ -88,7 +111,8 @@ static void usage(FILE *out)
             "  -h, --help           this text\n"
             "\n"
             "example:\n"
-            "  inagg bench latency --workers 4 --baseline mpi --json -\n",
+            "  inagg bench latency --workers 4 --baseline mpi --json -\n"
+            "  inagg bench latency --testbed 4 --fabric inagg --link-delay 25us --baseline mpi\n",
             LAT_MAX_ELEMS);
 }
 
@@ -233,13 +257,31 @@ static int parse_args(int argc, char **argv, lat_opts_t *o)
         {"faults", required_argument, 0, 'f'},    {"baseline", required_argument, 0, 'b'},
         {"switch", required_argument, 0, 'S'},    {"timeout-ms", required_argument, 0, 'o'},
         {"seed", required_argument, 0, 'r'},      {"json", required_argument, 0, 'j'},
+        {"testbed", required_argument, 0, 'B'},   {"link-rate", required_argument, 0, 'L'},
+        {"fabric", required_argument, 0, 'Y'},    {"link-delay", required_argument, 0, 'Q'},
+        {"rank", required_argument, 0, 'R'},      {"job", required_argument, 0, 'J'},
+        {"report-file", required_argument, 0, 'F'},
         {"help", no_argument, 0, 'h'},            {0, 0, 0, 0}};
     uint64_t v;
-    int c;
+    int c, workers_given = 0, link_given = 0;
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
         switch (c) {
-        case 'n': if (parse_u64("--workers", optarg, 1, INAGG_MAX_WORLD, &v)) return 2; o->workers = (uint32_t)v; break;
+        case 'n': if (parse_u64("--workers", optarg, 1, INAGG_MAX_WORLD, &v)) return 2; o->workers = (uint32_t)v; workers_given = 1; break;
+        case 'B': if (parse_u64("--testbed", optarg, 1, LAUNCH_TESTBED_MAX_HOSTS, &v)) return 2; o->testbed = (uint32_t)v; break;
+        case 'R': if (parse_u64("--rank", optarg, 0, INAGG_MAX_WORLD - 1, &v)) return 2; o->rank = (uint32_t)v; o->single = 1; break;
+        case 'L': o->link_rate = optarg; link_given = 1; break;
+        case 'Q': o->link_delay = optarg; link_given = 1; break;
+        case 'Y':
+            if (strcmp(optarg, "bridge") != 0 && strcmp(optarg, "inagg") != 0) {
+                fprintf(stderr, "inagg bench latency: --fabric is bridge or inagg, got '%s'\n", optarg);
+                return 2;
+            }
+            o->fabric = optarg;
+            link_given = 1;
+            break;
+        case 'J': o->job = optarg; break;
+        case 'F': o->report_file = optarg; break;
         case 'e': if (parse_u64("--elems", optarg, 1, LAT_MAX_ELEMS, &v)) return 2; o->elems = (uint32_t)v; break;
         case 'k': if (parse_u64("--iters", optarg, 1, LAT_MAX_ITERS, &v)) return 2; o->iters = (uint32_t)v; break;
         case 'W': if (parse_u64("--warmup", optarg, 0, LAT_MAX_ITERS, &v)) return 2; o->warmup = (uint32_t)v; break;
@@ -263,6 +305,33 @@ static int parse_args(int argc, char **argv, lat_opts_t *o)
     }
     if (cli_no_extra_args("inagg bench latency", argc, argv, optind))
         return 2;
+    const char *why = NULL;
+    if (o->single) {
+        if (!o->switch_addr || !o->job || !o->report_file || !workers_given)
+            why = "--rank runs one rank of a job: it needs --switch HOST:PORT, --workers W "
+                  "(the world), --job NAME and --report-file PATH";
+        else if (o->rank >= o->workers)
+            why = "--rank must be below --workers";
+        else if (o->testbed || strcmp(o->baseline, "none") != 0)
+            why = "--rank runs one rank: --testbed and --baseline do not apply";
+    } else if (o->job || o->report_file) {
+        why = "--job and --report-file go with --rank (one rank of a job)";
+    }
+    if (!why && o->testbed) {
+        if (o->switch_addr)
+            why = "--testbed starts its own switch in the switch namespace; --switch does not "
+                  "apply";
+        else if (workers_given)
+            why = "--testbed runs one worker per host; --workers does not apply";
+        o->workers = o->testbed;
+    } else if (!why && link_given) {
+        why = "--link-rate, --fabric and --link-delay describe the testbed: they go with "
+              "--testbed N";
+    }
+    if (why) {
+        fprintf(stderr, "inagg bench latency: %s\n", why);
+        return 2;
+    }
     o->faults = cli_worker_faults(o->faults, o->loss, o->seed, o->faults_buf,
                                   sizeof(o->faults_buf));
     return 0;
@@ -291,6 +360,35 @@ static int rank_main(uint32_t rank, int fd, void *arg)
     return worker_main(c->o, rank, c->addr, c->job, fd);
 }
 
+/* One rank's report from fd (its pipe, or its report file): its latencies folded into
+ * slowest[]. 1 when it came and verified, else 0 after a message (said_why: set when the
+ * report itself explained the failure). *got: whether a report header came at all. */
+static int take_report(const lat_opts_t *o, int fd, uint32_t r, double *slowest, double *mine,
+                       inagg_stats_t *total, int *got)
+{
+    lat_report_t rep;
+    *got = fd >= 0 && cli_read_full(fd, &rep, sizeof(rep)) == 0;
+    if (!*got)
+        return 0;
+    int ok = 1;
+    if (rep.iters == o->iters && cli_read_full(fd, mine, o->iters * sizeof(double)) == 0) {
+        for (uint32_t i = 0; i < o->iters; i++)
+            if (mine[i] > slowest[i])
+                slowest[i] = mine[i];
+    } else if (rep.verified) {
+        ok = 0;
+        fprintf(stderr, "inagg bench latency: rank %u sent a short report\n", r);
+    }
+    if (!rep.verified || rep.rc != INAGG_OK) {
+        ok = 0;
+        rep.error[sizeof(rep.error) - 1] = '\0';
+        fprintf(stderr, "inagg bench latency: %s\n", rep.error);
+    }
+    total->packets_sent += rep.stats.packets_sent;
+    total->retransmissions += rep.stats.retransmissions;
+    return ok;
+}
+
 /* The workers against the switch at addr; the slowest rank's latency of each operation into
  * slowest[iters] (zeroed by the caller). 1 if every report came and verified, else 0. */
 static int run_workers(const lat_opts_t *o, const char *addr, double *slowest, double *mine,
@@ -305,52 +403,135 @@ static int run_workers(const lat_opts_t *o, const char *addr, double *slowest, d
     }
     int verified = 1;
     for (uint32_t r = 0; r < o->workers; r++) {
-        lat_report_t rep;
-        int got = cli_read_full(g.fd[r], &rep, sizeof(rep)) == 0;
-        if (got && rep.iters == o->iters &&
-            cli_read_full(g.fd[r], mine, o->iters * sizeof(double)) == 0) {
-            for (uint32_t i = 0; i < o->iters; i++)
-                if (mine[i] > slowest[i])
-                    slowest[i] = mine[i];
-        } else if (got && rep.verified) {
+        int got;
+        if (!take_report(o, g.fd[r], r, slowest, mine, total, &got))
             verified = 0;
-            fprintf(stderr, "inagg bench latency: rank %u sent a short report\n", r);
-        }
         launch_ranks_wait_one(&g, r, WORKER_EXIT_MS);
         if (!got) {
             int st = g.status[r];
             fprintf(stderr, "inagg bench latency: worker %u died without a report (%s %d)\n", r,
                     WIFSIGNALED(st) ? "signal" : "exit",
                     WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
-            verified = 0;
-            continue;
         }
-        if (!rep.verified || rep.rc != INAGG_OK) {
-            verified = 0;
-            fprintf(stderr, "inagg bench latency: %s\n", rep.error);
-        }
-        total->packets_sent += rep.stats.packets_sent;
-        total->retransmissions += rep.stats.retransmissions;
     }
     return verified;
 }
 
-/* Switch, workers, percentiles, the MPI baseline. 0, or -1 when nothing could be run. */
-static int run(const lat_opts_t *o, lat_result_t *res)
+/* ---- on a testbed ---------------------------------------------------------------------- */
+
+/* The numbers on a testbed rank's command line, as text. */
+typedef struct rank_args {
+    char host[16], rank[16], world[16], elems[16], iters[16], warmup[16], slots[16];
+    char seed[32], timeout[16];
+} rank_args_t;
+
+/* argv of rank r in host h(r+1): this command in its one-rank mode; its numbers kept in t. */
+static int testbed_rank_argv(const lat_opts_t *o, const launch_tbjob_t *j, const char *self,
+                             const char *job, const char *report, uint32_t r, rank_args_t *t,
+                             char **argv, size_t cap)
+{
+    snprintf(t->host, sizeof(t->host), "h%u", r + 1);
+    snprintf(t->rank, sizeof(t->rank), "%u", r);
+    snprintf(t->world, sizeof(t->world), "%u", o->workers);
+    snprintf(t->elems, sizeof(t->elems), "%u", o->elems);
+    snprintf(t->iters, sizeof(t->iters), "%u", o->iters);
+    snprintf(t->warmup, sizeof(t->warmup), "%u", o->warmup);
+    snprintf(t->slots, sizeof(t->slots), "%u", o->slots);
+    snprintf(t->seed, sizeof(t->seed), "%llu", (unsigned long long)o->seed);
+    snprintf(t->timeout, sizeof(t->timeout), "%u", o->timeout_ms);
+    char *cmd[] = {(char *)self, "bench", "latency", "--switch", (char *)j->sw_addr,
+                   "--job", (char *)job, "--rank", t->rank, "--workers", t->world,
+                   "--elems", t->elems, "--iters", t->iters, "--warmup", t->warmup,
+                   "--dtype", o->dtype_float ? "float32" : "int32", "--slots", t->slots,
+                   "--seed", t->seed, "--timeout-ms", t->timeout,
+                   "--protocol", (char *)proto_name(o), "--report-file", (char *)report,
+                   o->faults ? "--faults" : NULL, (char *)o->faults, NULL};
+    return launch_testbed_argv(&j->tb, t->host, cmd, argv, cap) ? 0 : -1;
+}
+
+/* The workers, one per host of the testbed, against j's switch; as run_workers. */
+static int run_workers_testbed(const lat_opts_t *o, const launch_tbjob_t *j, double *slowest,
+                               double *mine, inagg_stats_t *total)
+{
+    char self[PATH_MAX], dir[] = "/tmp/inagg-latency-XXXXXX", job[64], err[512];
+    ssize_t sl = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    self[sl > 0 ? sl : 0] = '\0';
+    if (!mkdtemp(dir)) {
+        fprintf(stderr, "inagg bench latency: a directory for the reports: %s\n",
+                strerror(errno));
+        return 0;
+    }
+    cli_job_name("latency", job, sizeof(job));
+    launch_group_t *g = malloc(sizeof(*g));
+    rank_args_t *store = calloc(o->workers, sizeof(*store));
+    char (*reports)[PATH_MAX] = calloc(o->workers, PATH_MAX);
+    int verified = 0, started = 0;
+    if (!g || !store || !reports || launch_job_secret(err, sizeof(err)) != 0) {
+        fprintf(stderr, "inagg bench latency: %s\n", g && store && reports ? err : "out of memory");
+        goto out;
+    }
+    launch_group_init(g);
+    started = 1;
+    for (uint32_t r = 0; r < o->workers; r++) {
+        char *argv[64];
+        snprintf(reports[r], PATH_MAX, "%s/rank%u", dir, r);
+        if (testbed_rank_argv(o, j, self, job, reports[r], r, &store[r], argv, 64) != 0 ||
+            launch_group_add(g, argv, NULL, err, sizeof(err)) < 0) {
+            fprintf(stderr, "inagg bench latency: rank %u could not start: %s\n", r, err);
+            goto out;
+        }
+    }
+    /* generous: joining, then two allreduces per operation at most a few ms each */
+    unsigned limit_ms = 120000u + (o->warmup + o->iters) * 10u;
+    int wrc = launch_group_wait(g, limit_ms, NULL, NULL, 0);
+    verified = 1;
+    for (uint32_t r = 0; r < o->workers; r++) {
+        int fd = open(reports[r], O_RDONLY | O_CLOEXEC), got;
+        if (!take_report(o, fd, r, slowest, mine, total, &got))
+            verified = 0;
+        if (fd >= 0)
+            close(fd);
+        unlink(reports[r]);
+        if (!got) {
+            char st[96], why[700] = "";
+            launch_append_tail(why, sizeof(why), g->p[r].tail_len ? g->p[r].tail : "(no stderr)");
+            fprintf(stderr, "inagg bench latency: rank %u (h%u) %s without a report: %s\n", r,
+                    r + 1, wrc == -ETIMEDOUT ? "was killed after the time limit"
+                    : launch_status_text(g->p[r].status, st, sizeof(st)), why);
+        }
+    }
+out:
+    if (g && started)
+        launch_group_end(g);
+    rmdir(dir);
+    free(reports);
+    free(store);
+    free(g);
+    return verified;
+}
+
+/* Switch, workers, percentiles, the MPI baseline (placed by mpi: NULL on loopback). With j
+ * the testbed is up and j's switch runs. 0, or -1 when nothing could be run. */
+static int run(const lat_opts_t *o, launch_tbjob_t *j, lat_result_t *res)
 {
     memset(res, 0, sizeof(*res));
     res->speedup = NAN;
     char addr[128];
-    pid_t switch_pid = cli_switch_begin("inagg bench latency", o->switch_addr, 1, o->timeout_ms,
-                                        addr, sizeof(addr));
-    if (switch_pid < 0)
-        return -1;
-    fprintf(stderr, "inagg bench latency: %u workers, %u %s elements, %s, %u operations...\n",
+    pid_t switch_pid = 0;
+    if (!j) {
+        switch_pid = cli_switch_begin("inagg bench latency", o->switch_addr, 1, o->timeout_ms,
+                                      addr, sizeof(addr));
+        if (switch_pid < 0)
+            return -1;
+    }
+    fprintf(stderr, "inagg bench latency: %u workers, %u %s elements, %s, %u operations%s%s...\n",
             o->workers, o->elems, o->dtype_float ? "float32" : "int32", proto_name(o),
-            o->iters);
+            o->iters, j ? ", switch at " : "", j ? j->sw_addr : "");
     double *slowest = calloc(o->iters, sizeof(double));
     double *mine = calloc(o->iters, sizeof(double));
-    res->verified = slowest && mine && run_workers(o, addr, slowest, mine, &res->total);
+    res->verified = slowest && mine &&
+                    (j ? run_workers_testbed(o, j, slowest, mine, &res->total)
+                       : run_workers(o, addr, slowest, mine, &res->total));
     free(mine);
     cli_switch_end(switch_pid);
     uint32_t n = res->verified ? o->iters : 0;
@@ -371,7 +552,7 @@ static int run(const lat_opts_t *o, lat_result_t *res)
         struct baseline_mpi_params bp = {.workers = o->workers, .elems = o->elems,
                                          .dtype_float = o->dtype_float, .iters = o->iters,
                                          .warmup = o->warmup, .latency_mode = 1,
-                                         .seed = o->seed};
+                                         .seed = o->seed, .placement = j ? &j->mpi : NULL};
         char err[512];
         if (baseline_mpi_run(&bp, &res->base, err, sizeof(err)) != 0) {
             fprintf(stderr, "inagg bench latency: MPI baseline failed: %s\n", err);
@@ -395,6 +576,11 @@ static void render_text(FILE *table, const lat_opts_t *o, const lat_result_t *r)
     fprintf(table, "inagg allreduce latency: %u workers, %u %s elements, protocol %s, %s\n",
             o->workers, o->elems, o->dtype_float ? "float32" : "int32", proto_name(o),
             o->faults ? o->faults : "no loss");
+    if (o->testbed)
+        fprintf(table, "  testbed        %u hosts, fabric %s, link delay %s, links %s\n",
+                o->testbed, o->fabric ? o->fabric : "(tools/testbed's default)",
+                o->link_delay ? o->link_delay : "none", o->link_rate ? o->link_rate : "not "
+                "rate-limited");
     fprintf(table, "  verified       %s (%u operations)\n", r->verified ? "yes" : "NO", r->n);
     fprintf(table, "  latency        p50 %.1f us  p99 %.1f us  p99.9 %.1f us  mean %.1f us\n",
             r->p50, r->p99, r->p999, r->mean);
@@ -420,6 +606,14 @@ static int render_json(const lat_opts_t *o, const lat_result_t *r)
     json_int(&w, "iters", o->iters);
     json_number(&w, "loss", o->loss);
     json_bool(&w, "verified", r->verified);
+    if (o->testbed) {
+        json_begin_object(&w, "testbed");
+        json_int(&w, "hosts", o->testbed);
+        json_string(&w, "fabric", o->fabric ? o->fabric : "default");
+        json_string(&w, "link_delay", o->link_delay ? o->link_delay : "0");
+        json_string(&w, "link_rate", o->link_rate ? o->link_rate : "none");
+        json_end_object(&w);
+    }
     json_begin_object(&w, "latency_us");
     json_number(&w, "p50", r->p50);
     json_number(&w, "p99", r->p99);
@@ -444,6 +638,55 @@ static int render_json(const lat_opts_t *o, const lat_result_t *r)
     return cli_emit_json(&w, o->json_path, "inagg bench latency");
 }
 
+/* --rank: one worker against --switch, its report into --report-file. 0 or 1. */
+static int run_single(const lat_opts_t *o)
+{
+    int fd = open(o->report_file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        fprintf(stderr, "inagg bench latency: %s: %s\n", o->report_file, strerror(errno));
+        return 1;
+    }
+    int rc = worker_main(o, o->rank, o->switch_addr, o->job, fd);
+    if (close(fd) != 0)
+        rc = 1;
+    return rc;
+}
+
+/* Build the testbed and start its switch into *out (freed by the caller after
+ * launch_tbjob_down). 0; 3 when testbeds cannot be built here; 1 on another failure. */
+static int testbed_up(const lat_opts_t *o, launch_tbjob_t **out)
+{
+    launch_tbjob_t *j = calloc(1, sizeof(*j));
+    char err[1024], self[PATH_MAX];
+    if (!j) {
+        fprintf(stderr, "inagg bench latency: out of memory\n");
+        return 1;
+    }
+    j->tb.fabric = o->fabric;
+    j->tb.link_delay = o->link_delay;
+    fprintf(stderr, "inagg bench latency: building a testbed of %u hosts (links %s%s%s%s%s)\n",
+            o->testbed, o->link_rate ? o->link_rate : "not rate-limited",
+            o->fabric ? ", fabric " : "", o->fabric ? o->fabric : "",
+            o->link_delay ? ", link delay " : "", o->link_delay ? o->link_delay : "");
+    int rc = launch_tbjob_up(j, o->testbed, o->link_rate ? o->link_rate : "none", 1500, 0, err,
+                             sizeof(err));
+    if (rc != 0) {
+        fprintf(stderr, "inagg bench latency: %s\n", err);
+        free(j);
+        return rc == -EOPNOTSUPP ? 3 : 1;
+    }
+    ssize_t sl = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    self[sl > 0 ? sl : 0] = '\0';
+    if (launch_tbjob_switch(j, self, 1, err, sizeof(err)) != 0) {
+        fprintf(stderr, "inagg bench latency: %s\n", err);
+        launch_tbjob_down(j);
+        free(j);
+        return 1;
+    }
+    *out = j;
+    return 0;
+}
+
 int cmd_bench_latency(int argc, char **argv)
 {
     lat_opts_t o;
@@ -451,8 +694,21 @@ int cmd_bench_latency(int argc, char **argv)
     if (prc)
         return prc == 1 ? 0 : prc;
     signal(SIGPIPE, SIG_IGN);
+    if (o.single)
+        return run_single(&o);
     lat_result_t res;
-    if (run(&o, &res) != 0)
+    launch_tbjob_t *j = NULL;
+    if (o.testbed) {
+        int rc = testbed_up(&o, &j);
+        if (rc)
+            return rc;
+    }
+    int rrc = run(&o, j, &res);
+    if (j) {
+        launch_tbjob_down(j);
+        free(j);
+    }
+    if (rrc != 0)
         return 1;
     render_text(o.json_path && strcmp(o.json_path, "-") == 0 ? stderr : stdout, &o, &res);
     int ok = res.verified;

@@ -320,4 +320,31 @@ pid_t launch_switch(const switch_config_t *cfg, uint16_t *port, char *err, size_
 /* Stop a switch started by launch_switch (SIGTERM, bounded wait). Nothing for pid <= 0. */
 void launch_switch_stop(pid_t pid);
 
+/* ---- one job across a testbed (testbed_job.c) ---------------------------------------------- */
+
+typedef struct launch_tbjob {
+    launch_testbed_t tb;       /* in: tb.fabric, tb.link_delay; the rest filled by up */
+    char rsh[4096];            /* tools/testbed-rsh, Open MPI's launch agent */
+    char hosts_list[LAUNCH_TESTBED_MAX_HOSTS * 16]; /* "net3.1,net3.2,...": one rank per host */
+    char *mpi_prefix[6];       /* tools/testbed exec NAME h1 --: where mpirun runs */
+    launch_mpirun_cfg_t mpi;   /* one rank per host over the testbed's subnet */
+    pid_t sw_pid;              /* `inagg switch` in the switch namespace, 0: none */
+    char sw_addr[64];          /* the aggregation switch's HOST:PORT */
+} launch_tbjob_t;
+
+/* Find tools/testbed and its rsh agent, remove testbeds of runs that are gone, guard against
+ * signals and build testbed b<PID> (launch_testbed_up's arguments). 0; -EOPNOTSUPP when
+ * testbeds cannot be built here; else -errno; err says why. Nothing is left up on failure. */
+int launch_tbjob_up(launch_tbjob_t *j, unsigned hosts, const char *rate, unsigned mtu,
+                    double loss, char *err, size_t errlen);
+
+/* The aggregation switch into j->sw_addr: the fabric's own (--fabric inagg), or `self switch`
+ * (self: this inagg binary) with `threads` threads started in the switch namespace and ready
+ * once it wrote its port to its readiness pipe. 0, or -errno with the reason in err. */
+int launch_tbjob_switch(launch_tbjob_t *j, const char *self, unsigned threads, char *err,
+                        size_t errlen);
+
+/* Stop the switch started here, take the testbed down, drop the signal guard. */
+void launch_tbjob_down(launch_tbjob_t *j);
+
 #endif /* INAGG_LAUNCH_H */

@@ -1,0 +1,134 @@
+/*
+ * testbed_job.c - see launch.h: what a command needs to run one job across a testbed of
+ * namespaces: build it (tools/testbed beside the build, its rsh agent, stale testbeds of dead
+ * runs removed, teardown on a signal), the aggregation switch in the switch namespace (the
+ * fabric's own with --fabric inagg, else `inagg switch` started there and waited for through
+ * its readiness pipe), the mpirun placement of one rank per host, and taking it all down.
+ */
+#include "launch/launch.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "base/errmsg.h"
+
+#define TBJOB_SWITCH_PORT 7000
+#define TBJOB_SWITCH_READY_MS 15000
+
+int launch_tbjob_up(launch_tbjob_t *j, unsigned hosts, const char *rate, unsigned mtu,
+                    double loss, char *err, size_t errlen)
+{
+    launch_testbed_t *tb = &j->tb;
+    j->sw_pid = 0;
+    j->sw_addr[0] = '\0';
+    if (launch_testbed_find(tb->tool, sizeof(tb->tool)) != 0) {
+        set_err(err, errlen, "tools/testbed not found (tried %s; set INAGG_TESTBED_TOOL)",
+                tb->tool[0] ? tb->tool : "../tools/testbed beside the binary");
+        return -ENOENT;
+    }
+    if (launch_testbed_sibling(tb, "testbed-rsh", j->rsh, sizeof(j->rsh)) != 0) {
+        set_err(err, errlen, "tools/testbed-rsh is missing beside %s", tb->tool);
+        return -ENOENT;
+    }
+    launch_testbed_reap_stale(tb->tool);
+    char name[16];
+    snprintf(name, sizeof(name), "b%d", (int)getpid());
+    snprintf(tb->name, sizeof(tb->name), "%s", name);
+    launch_testbed_guard(tb);
+    int rc = launch_testbed_up(tb, hosts, name, rate, mtu, loss, err, errlen);
+    if (rc != 0) {
+        launch_testbed_unguard();
+        return rc;
+    }
+    size_t used = 0;
+    j->hosts_list[0] = '\0';
+    for (unsigned k = 1; k <= tb->hosts && used + 20 < sizeof(j->hosts_list); k++)
+        used += (size_t)snprintf(j->hosts_list + used, sizeof(j->hosts_list) - used, "%s%s.%u",
+                                 k > 1 ? "," : "", tb->net3, k);
+    j->mpi_prefix[0] = tb->tool;
+    j->mpi_prefix[1] = "exec";
+    j->mpi_prefix[2] = tb->name;
+    j->mpi_prefix[3] = "h1";
+    j->mpi_prefix[4] = "--";
+    j->mpi_prefix[5] = NULL;
+    memset(&j->mpi, 0, sizeof(j->mpi));
+    j->mpi.prefix = (const char *const *)j->mpi_prefix;
+    j->mpi.hosts = j->hosts_list;
+    j->mpi.if_include = tb->subnet;
+    j->mpi.rsh_agent = j->rsh;
+    return 0;
+}
+
+int launch_tbjob_switch(launch_tbjob_t *j, const char *self, unsigned threads, char *err,
+                        size_t errlen)
+{
+    const launch_testbed_t *tb = &j->tb;
+    if (tb->fabric_port) { /* --fabric inagg: the fabric aggregates */
+        snprintf(j->sw_addr, sizeof(j->sw_addr), "%s:%u", tb->switch_addr, tb->fabric_port);
+        j->sw_pid = 0;
+        return 0;
+    }
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) != 0) {
+        int e = errno;
+        set_err(err, errlen, "pipe: %s", strerror(e));
+        return -e;
+    }
+    int err_fd = memfd_create("inagg-switch-stderr", MFD_CLOEXEC);
+    char listen[48], nthreads[16], fd[16];
+    snprintf(listen, sizeof(listen), "%s:%d", tb->switch_addr, TBJOB_SWITCH_PORT);
+    snprintf(nthreads, sizeof(nthreads), "%u", threads ? threads : 1);
+    snprintf(fd, sizeof(fd), "%d", p[1]);
+    char *cmd[] = {(char *)self, "switch", "--listen", listen, "--threads", nthreads,
+                   "--ready-fd", fd, NULL};
+    char *argv[32];
+    launch_testbed_argv(tb, "sw", cmd, argv, 32);
+    launch_spec_t spec = {argv, NULL, LAUNCH_DEVNULL, LAUNCH_DEVNULL,
+                          err_fd >= 0 ? err_fd : LAUNCH_INHERIT, 1, p[1]};
+    pid_t pid = launch_spawn(&spec, err, errlen);
+    close(p[1]);
+    if (pid < 0) {
+        close(p[0]);
+        if (err_fd >= 0)
+            close(err_fd);
+        return (int)pid;
+    }
+    char buf[32] = {0};
+    struct pollfd pf = {p[0], POLLIN, 0};
+    ssize_t n = poll(&pf, 1, TBJOB_SWITCH_READY_MS) == 1 ? read(p[0], buf, sizeof(buf) - 1) : -1;
+    close(p[0]);
+    if (n <= 0 || atoi(buf) <= 0) {
+        char why[1024] = "";
+        if (err_fd >= 0) {
+            ssize_t m = pread(err_fd, why, sizeof(why) - 1, 0);
+            why[m > 0 ? m : 0] = '\0';
+            close(err_fd);
+        }
+        set_err(err, errlen, "inagg switch did not start in the switch namespace: ");
+        launch_append_tail(err, errlen, why[0] ? why : n == 0 ? "it ended" :
+                           "no port reported in time");
+        launch_stop(pid, SIGKILL, 5000, NULL);
+        return -ECHILD;
+    }
+    if (err_fd >= 0)
+        close(err_fd);
+    j->sw_pid = pid;
+    snprintf(j->sw_addr, sizeof(j->sw_addr), "%s:%d", tb->switch_addr, atoi(buf));
+    return 0;
+}
+
+void launch_tbjob_down(launch_tbjob_t *j)
+{
+    if (j->sw_pid > 0)
+        launch_stop(j->sw_pid, SIGTERM, 10000, NULL);
+    j->sw_pid = 0;
+    launch_testbed_down(&j->tb);
+    launch_testbed_unguard();
+}

@@ -4,8 +4,8 @@
 # checksum); a 3-host testbed built by the command itself, aggregating through `inagg switch`
 # in the switch namespace with verified results and Open MPI (default and ring) and Gloo
 # across the same namespaces; loss on the links with a bit-identical int32 result; a --sizes
-# sweep with its plot; `inagg bench latency` through the inagg fabric with a link delay
-# (and its usage errors); a run interrupted with SIGTERM; and that nothing of any testbed is left
+# sweep with its plot; `inagg bench latency` and `inagg train` (inagg and the MPI backend)
+# through the inagg fabric with a link delay (and their usage errors); a run interrupted with SIGTERM; and that nothing of any testbed is left
 # behind. Skips, saying why, where testbeds cannot be built (exit 3: not root, no network
 # namespaces). Every command runs under `timeout`; about 2 minutes.
 set -uo pipefail
@@ -73,6 +73,17 @@ for args in "--testbed 0" "--testbed 65" "--testbed 2 --workers 3" "--testbed 2 
     [ $rc -eq 2 ] && [ -s "$tmp/err" ] || rcs+=" [$args]=$rc"
 done
 timeout 5 $INAGG bench latency --help | grep -c >/dev/null -- "--testbed N" || rcs+=" [--help lacks --testbed]"
+[ -z "$rcs" ] && ok $t || bad $t "wrong exit codes or no message:$rcs"
+
+t=train_testbed_usage_errors_exit_2
+rcs=""
+for args in "--testbed 0" "--testbed 2 --workers 3" "--testbed 2 --switch 10.0.0.1:7000 --rank 0 --world 2" \
+    "--testbed 2 --mode single" "--fabric inagg" "--link-delay 25us" "--link-rate 1gbit" \
+    "--testbed 2 --fabric nope" "--report-lines"; do
+    timeout 10 $INAGG train $args >/dev/null 2>"$tmp/err"
+    rc=$?
+    [ $rc -eq 2 ] && [ -s "$tmp/err" ] || rcs+=" [$args]=$rc"
+done
 [ -z "$rcs" ] && ok $t || bad $t "wrong exit codes or no message:$rcs"
 
 t=gloo_baseline_on_loopback_reduces_the_same_tensor
@@ -196,6 +207,33 @@ if sys.argv[1] == "1":
     elif not d["speedup_p50"] > 0: why.append("speedup_p50 %s" % d["speedup_p50"])
 print("; ".join(why))' $have_mpi 2>&1)
 if [ $rc -ne 0 ]; then bad $t "exit $rc: $(tail -n 5 "$tmp/err")"
+elif [ -n "$check" ]; then bad $t "$check"
+else ok $t; fi
+
+t=train_across_the_testbed_inagg_and_mpi_agree
+# the same model-parallel job, one rank per host through the inagg fabric, then over Open MPI
+# one rank per host on the same kind of testbed: the same trajectory, each verified by the other
+tr="--synthetic sparse:2000x300:0.05 --epochs 3 --testbed 2 --fabric inagg --link-delay 25us"
+timeout 120 $INAGG train $tr --json "$tmp/tr_inagg.json" >/dev/null 2>"$tmp/err"
+rc=$?
+mrc=0
+[ $have_mpi = 1 ] && { timeout 120 $INAGG train $tr --backend mpi --json "$tmp/tr_mpi.json" >/dev/null 2>"$tmp/err_mpi"; mrc=$?; }
+check=$(python3 - "$tmp/tr_inagg.json" "$tmp/tr_mpi.json" $have_mpi <<'EOF2'
+import json, sys
+why = []
+a = json.load(open(sys.argv[1]))
+if a["workers"] != 2 or a.get("testbed", {}).get("hosts") != 2 or a["testbed"]["fabric"] != "inagg": why.append("not 2 hosts behind the inagg fabric")
+if len(a["epochs"]) != 3: why.append("%d epochs" % len(a["epochs"]))
+if sys.argv[3] == "1":
+    b = json.load(open(sys.argv[2]))
+    if b["backend"] != "mpi" or b.get("testbed", {}).get("hosts") != 2: why.append("the MPI run was not on the testbed")
+    fa, fb = a["final_objective"], b["final_objective"]
+    if not abs(fa - fb) <= 1e-5 * abs(fb): why.append("objectives differ: inagg %s, mpi %s" % (fa, fb))
+print("; ".join(why))
+EOF2
+)
+if [ $rc -ne 0 ]; then bad $t "exit $rc: $(tail -n 5 "$tmp/err")"
+elif [ $mrc -ne 0 ]; then bad $t "--backend mpi exit $mrc: $(tail -n 5 "$tmp/err_mpi")"
 elif [ -n "$check" ]; then bad $t "$check"
 else ok $t; fi
 

@@ -37,6 +37,11 @@ typedef struct train_opts {
     uint32_t timeout_ms;
     uint32_t switch_threads; /* the embedded switch's threads; 0 when there is none */
     int lr_given, l2_given;
+    uint32_t testbed;     /* hosts of a testbed to build and run on, one rank each; 0: none */
+    const char *link_rate, *fabric, *link_delay; /* tools/testbed's (NULL: its defaults) */
+    int report_lines;     /* --report-lines: one rank writes its report lines to stdout */
+    int argc;             /* the command line, forwarded to the ranks of a testbed run */
+    char **argv;
 } train_opts_t;
 
 /* The options (defaults, then argv). 0 to run, 1 after --help, 2 after a usage error (its
@@ -56,6 +61,7 @@ typedef struct run {
     uint32_t nepochs;
     uint32_t done;         /* ranks that finished */
     int failed;
+    int cannot;            /* a testbed cannot be built on this machine (exit 3) */
     char error[1400];
     uint64_t t_start;
     int bar_drawn;

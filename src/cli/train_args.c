@@ -17,6 +17,7 @@
 #include "glm/objective.h"
 #include "inagg.h"
 #include "kernels/optim.h"
+#include "launch/launch.h"
 
 static uint32_t default_switch_threads(void)
 {
@@ -35,6 +36,7 @@ static void usage(FILE *out)
         "                   [--precision 32|8|4] [--seed S] [--json FILE|-] [--plot FILE.png]\n"
         "                   [--switch HOST:PORT --rank R --world W [--job NAME]]\n"
         "                   [--switch-threads N] [--timeout MS]\n"
+        "                   [--testbed N [--fabric inagg|bridge] [--link-delay D] [--link-rate R]]\n"
         "\n"
         "Trains an L2-regularised linear model (objective = mean loss + L/2 ||w||^2, no bias,\n"
         "w starts at 0) with synchronous mini-batch SGD, distributed through the aggregation\n"
@@ -111,6 +113,14 @@ static void usage(FILE *out)
         "                       (W times one worker's), so it is the first to need more than one\n"
         "                       core\n"
         "  --timeout MS         a worker silent this long fails the job (default %u)\n"
+        "  --testbed N          build a testbed of N host namespaces (tools/testbed, root) and\n"
+        "                       run one rank per host: the switch in the switch namespace (the\n"
+        "                       fabric's own with --fabric inagg), --backend mpi through mpirun\n"
+        "                       one rank per host; taken down at the end. Exit 3: testbeds\n"
+        "                       cannot be built here\n"
+        "  --fabric F           with --testbed: bridge or inagg (docs/FABRIC.md)\n"
+        "  --link-delay D       with --testbed --fabric inagg: one-way delay per link (25us)\n"
+        "  --link-rate R        with --testbed: every link's rate (1gbit; default none)\n"
         "\n"
         "output:\n"
         "  a progress bar on a terminal, else one line per epoch; then a summary\n"
@@ -217,6 +227,9 @@ int train_parse_args(int argc, char **argv, train_opts_t *o)
         {"timeout", required_argument, 0, 'T'},     {"job", required_argument, 0, 'J'},
         {"optimizer", required_argument, 0, 'O'},   {"in-switch", no_argument, 0, 'I'},
         {"eps-place", required_argument, 0, 'E'},  {"switch-threads", required_argument, 0, 'H'},
+        {"testbed", required_argument, 0, 'K'},    {"fabric", required_argument, 0, 'F'},
+        {"link-delay", required_argument, 0, 'D'}, {"link-rate", required_argument, 0, 'R'},
+        {"report-lines", no_argument, 0, 'L'},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     uint64_t v = 0;
@@ -340,6 +353,18 @@ int train_parse_args(int argc, char **argv, train_opts_t *o)
             else if (strcmp(optarg, "outside") == 0) o->cfg.eps_outside = 1;
             else return bad_usage("--eps-place must be inside or outside, got '%s'", optarg);
             break;
+        case 'K':
+            if (parse_u64("--testbed", optarg, 1, LAUNCH_TESTBED_MAX_HOSTS, &v)) return 2;
+            o->testbed = (uint32_t)v;
+            break;
+        case 'F':
+            if (strcmp(optarg, "bridge") != 0 && strcmp(optarg, "inagg") != 0)
+                return bad_usage("--fabric is bridge or inagg, got '%s'", optarg);
+            o->fabric = optarg;
+            break;
+        case 'D': o->link_delay = optarg; break;
+        case 'R': o->link_rate = optarg; break;
+        case 'L': o->report_lines = 1; break;
         case 'h': usage(stdout); return 1;
         case ':':
             return bad_usage("%s needs a value", argv[optind - 1]);
@@ -367,6 +392,21 @@ int train_parse_args(int argc, char **argv, train_opts_t *o)
                              "--protocol, --switch)");
         o->workers = 1;
     }
+    if (o->testbed) {
+        if (o->switch_addr || o->cfg.mode == GLM_MODE_SINGLE)
+            return bad_usage("--testbed runs one rank per host with its own switch (not with "
+                             "--switch or --mode single)");
+        if (o->workers_given)
+            return bad_usage("--testbed runs one worker per host; --workers does not apply");
+        o->workers = o->testbed;
+    } else if (o->fabric || o->link_delay || o->link_rate) {
+        return bad_usage("--fabric, --link-delay and --link-rate describe the testbed: they go "
+                         "with --testbed N");
+    }
+    if (o->report_lines && !o->switch_addr)
+        return bad_usage("--report-lines goes with --switch (one rank of a job)");
+    o->argc = argc;
+    o->argv = argv;
     if (o->cfg.optimizer && o->cfg.mode != GLM_MODE_DATA)
         return bad_usage("--optimizer applies to --mode data (model mode updates each worker's "
                          "slice with plain SGD)");

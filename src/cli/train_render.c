@@ -82,7 +82,11 @@ void train_print_header(run_t *r)
                 o->backend_mpi ? "" : o->switch_addr ? " protocol, switch " : " protocol)");
     if (o->switch_addr && !o->backend_mpi)
         fprintf(r->human, "%s)", o->switch_addr);
-    if (o->switch_threads)
+    if (o->testbed)
+        fprintf(r->human, ", across a testbed of %u hosts (fabric %s, link delay %s)",
+                o->testbed, o->fabric ? o->fabric : "tools/testbed's default",
+                o->link_delay ? o->link_delay : "none");
+    else if (o->switch_threads)
         fprintf(r->human, ", embedded switch with %u thread%s", o->switch_threads,
                 o->switch_threads > 1 ? "s" : "");
     fprintf(r->human, "\n");
@@ -238,6 +242,14 @@ int train_write_json(run_t *r, double total_s)
     json_string(&w, "mode", glm_mode_name(o->cfg.mode));
     json_int(&w, "workers", r->world);
     json_string(&w, "backend", train_backend_name(o));
+    if (o->testbed) {
+        json_begin_object(&w, "testbed");
+        json_int(&w, "hosts", o->testbed);
+        json_string(&w, "fabric", o->fabric ? o->fabric : "default");
+        json_string(&w, "link_delay", o->link_delay ? o->link_delay : "0");
+        json_string(&w, "link_rate", o->link_rate ? o->link_rate : "none");
+        json_end_object(&w);
+    }
     json_string(&w, "protocol", train_protocol_name(o));
     json_string(&w, "objective", glm_objective_name(o->cfg.objective));
     json_int(&w, "batch", (int64_t)o->cfg.batch);

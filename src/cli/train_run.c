@@ -10,10 +10,16 @@
  * --backend mpi runs the same trainers under mpirun (inagg-mpi-train) and parses the same
  * lines from its stdout. --mode single trains in this process. --switch HOST:PORT runs one
  * rank here (multi-host; rank and world from flags or the launcher's environment).
+ * --testbed N builds a testbed of namespaces (launch/testbed_job.c) and runs one rank per host:
+ * this command with the same options in its one-rank mode (--switch, --report-lines: its
+ * report lines on stdout, read through a pipe as the local ranks' are), or --backend mpi's
+ * mpirun with one rank per host over the testbed's links.
  * Every wait is bounded: the library's per-call timeout, a watchdog on silent workers, and
  * the first failure kills the remaining workers.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -22,6 +28,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "base/errmsg.h"
 #include "base/log.h"
 #include "base/util.h"
 #include "cli/commands.h"
@@ -349,7 +356,7 @@ static int mpi_line(const char *line, void *arg)
     return train_handle_line(run, &l, -1) == 0 ? 0 : 1;
 }
 
-static int run_mpi(const train_opts_t *o, run_t *run)
+static int run_mpi(const train_opts_t *o, run_t *run, const launch_mpirun_cfg_t *placement)
 {
     char prog[4096];
     if (launch_find_program("inagg-mpi-train", "INAGG_MPI_TRAIN", prog, sizeof(prog)) != 0) {
@@ -419,7 +426,8 @@ static int run_mpi(const train_opts_t *o, run_t *run)
     cap->on_line = mpi_line;
     cap->arg = run;
     char err[1024];
-    int rc = launch_mpirun(o->workers, prog, args, MPI_TIME_LIMIT_S, cap, err, sizeof(err));
+    int rc = launch_mpirun_cfg(placement, o->workers, prog, args, MPI_TIME_LIMIT_S, cap, err,
+                               sizeof(err));
     free(cap);
     if (run->failed)
         return -1; /* a rank's own error line says more than mpirun's stderr */
@@ -436,6 +444,156 @@ static int run_mpi(const train_opts_t *o, run_t *run)
         return -1;
     }
     return 0;
+}
+
+/* ---- on a testbed ----------------------------------------------------------------------- */
+
+/* Whether argv[i] is one of the options that describe this run rather than a rank's
+ * training (the testbed's, the output's, the embedded switch's); *takes: it has a separate
+ * value. */
+static int parent_only(const char *a, int *takes)
+{
+    static const char *const names[] = {"--testbed", "--fabric", "--link-delay", "--link-rate",
+                                        "--json", "--plot", "--switch-threads", NULL};
+    *takes = 0;
+    for (int k = 0; names[k]; k++) {
+        size_t n = strlen(names[k]);
+        if (strncmp(a, names[k], n) == 0 && (a[n] == '\0' || a[n] == '=')) {
+            *takes = a[n] == '\0';
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Start rank r in host h(r+1): this binary, `train`, the command line's training options,
+ * then --switch --rank --world --job --report-lines; its stdout on a pipe into g->fd[r]. */
+static int start_testbed_rank(const train_opts_t *o, const launch_tbjob_t *j, const char *self,
+                              const char *job, uint32_t r, launch_ranks_t *g, char *err,
+                              size_t errlen)
+{
+    size_t cap = (size_t)o->argc + 24;
+    char **cmd = calloc(cap, sizeof(char *)), **argv = calloc(cap + 8, sizeof(char *));
+    char host[16], rank[16], world[16];
+    int rc = -ENOMEM, p[2] = {-1, -1};
+    if (!cmd || !argv) {
+        set_err(err, errlen, "out of memory");
+        goto out;
+    }
+    snprintf(host, sizeof(host), "h%u", r + 1);
+    snprintf(rank, sizeof(rank), "%u", r);
+    snprintf(world, sizeof(world), "%u", o->workers);
+    size_t n = 0;
+    cmd[n++] = (char *)self;
+    cmd[n++] = "train";
+    for (int i = 1; i < o->argc; i++) {
+        int takes;
+        if (strcmp(o->argv[i], "train") == 0 && i == 1)
+            continue;
+        if (parent_only(o->argv[i], &takes)) {
+            i += takes;
+            continue;
+        }
+        cmd[n++] = o->argv[i];
+    }
+    const char *tail[] = {"--switch", j->sw_addr, "--rank", rank, "--world", world, "--job", job,
+                          "--report-lines", NULL};
+    for (int k = 0; tail[k]; k++)
+        cmd[n++] = (char *)tail[k];
+    cmd[n] = NULL;
+    if (launch_testbed_argv(&j->tb, host, cmd, argv, cap + 8) == 0) {
+        rc = -E2BIG;
+        set_err(err, errlen, "rank %u's command line is too long", r);
+        goto out;
+    }
+    if (pipe2(p, O_CLOEXEC) != 0) {
+        rc = -errno;
+        set_err(err, errlen, "pipe: %s", strerror(errno));
+        goto out;
+    }
+    launch_spec_t spec = {argv, NULL, LAUNCH_DEVNULL, p[1], LAUNCH_INHERIT, 1, 0};
+    pid_t pid = launch_spawn(&spec, err, errlen);
+    close(p[1]);
+    if (pid < 0) {
+        close(p[0]);
+        rc = (int)pid;
+        goto out;
+    }
+    g->pid[r] = pid;
+    g->fd[r] = p[0];
+    g->reaped[r] = 0;
+    rc = 0;
+out:
+    free(cmd);
+    free(argv);
+    return rc;
+}
+
+/* The job across a testbed built here: the switch (or mpirun) and one rank per host. */
+static int run_testbed(const train_opts_t *o, run_t *run)
+{
+    launch_tbjob_t *j = calloc(1, sizeof(*j));
+    child_t *ch = calloc(o->workers, sizeof(child_t));
+    launch_ranks_t *g = calloc(1, sizeof(*g));
+    char err[1024], self[PATH_MAX], job[64];
+    int up = 0;
+    if (!j || !ch || !g) {
+        snprintf(run->error, sizeof(run->error), "out of memory");
+        goto fail;
+    }
+    j->tb.fabric = o->fabric;
+    j->tb.link_delay = o->link_delay;
+    int rc = launch_tbjob_up(j, o->testbed, o->link_rate ? o->link_rate : "none", 9000, 0, err,
+                             sizeof(err));
+    if (rc != 0) {
+        snprintf(run->error, sizeof(run->error), "%s", err);
+        if (rc == -EOPNOTSUPP)
+            run->cannot = 1;
+        goto fail;
+    }
+    up = 1;
+    if (o->backend_mpi) {
+        rc = run_mpi(o, run, &j->mpi);
+        goto done;
+    }
+    ssize_t sl = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    self[sl > 0 ? sl : 0] = '\0';
+    if (launch_tbjob_switch(j, self, o->switch_threads, err, sizeof(err)) != 0 ||
+        launch_job_secret(err, sizeof(err)) != 0) {
+        snprintf(run->error, sizeof(run->error), "%s", err);
+        goto fail;
+    }
+    cli_job_name("train", job, sizeof(job));
+    g->n = o->workers;
+    for (uint32_t r = 0; r < o->workers; r++) {
+        g->fd[r] = -1;
+        g->reaped[r] = 1;
+    }
+    for (uint32_t r = 0; r < o->workers; r++) {
+        if (start_testbed_rank(o, j, self, job, r, g, err, sizeof(err)) != 0) {
+            snprintf(run->error, sizeof(run->error), "rank %u could not start: %s", r, err);
+            run->failed = 1;
+            break;
+        }
+    }
+    if (!run->failed)
+        watch_ranks(o, run, g, ch);
+    launch_ranks_kill(g); /* the first failure ends the others */
+    rc = run->failed ? -1 : 0;
+done:
+    launch_tbjob_down(j);
+    free(j);
+    free(ch);
+    free(g);
+    return rc;
+fail:
+    run->failed = 1;
+    if (up)
+        launch_tbjob_down(j);
+    free(j);
+    free(ch);
+    free(g);
+    return -1;
 }
 
 /* ---- the command: parse, run, render -------------------------------------------------------- */
@@ -464,6 +622,12 @@ int cmd_train(int argc, char **argv)
         if (train_find_gnuplot(g, sizeof(g)) != 0)
             return 1;
     }
+    if (o.report_lines) {
+        /* One rank of a testbed run: report lines on stdout for the parent to render. */
+        worker_ctx_t w = {NULL, STDOUT_FILENO, (uint32_t)o.rank, 0};
+        return worker_main(&o, (uint32_t)o.rank, (uint32_t)o.world, o.switch_addr,
+                           o.job ? o.job : "train", &w);
+    }
     if (is_rank0)
         train_print_header(&run);
 
@@ -471,8 +635,10 @@ int cmd_train(int argc, char **argv)
     if (o.cfg.mode == GLM_MODE_SINGLE) {
         worker_ctx_t w = {&run, -1, 0, 0};
         rc = worker_main(&o, 0, 1, NULL, NULL, &w) == 0 && !run.failed ? 0 : -1;
+    } else if (o.testbed) {
+        rc = run_testbed(&o, &run);
     } else if (o.backend_mpi) {
-        rc = run_mpi(&o, &run);
+        rc = run_mpi(&o, &run, NULL);
     } else if (o.switch_addr) {
         /* One rank here; rank 0 renders, the others only report failure. */
         if (!is_rank0)
@@ -495,7 +661,7 @@ int cmd_train(int argc, char **argv)
         if (run.human != stdout && run.human != stderr)
             fclose(run.human);
         free(run.epochs);
-        return 1;
+        return run.cannot ? 3 : 1;
     }
     int out = 0;
     if (is_rank0) {

@@ -34,7 +34,9 @@ rcs=""
 for args in "--l2 p1 --listen 127.0.0.1:7000" "--l2 p1 --listen 10.0.0.1:0" \
     "--link-delay 25us" "--l2 p1,p1 --l2-ip 10.0.0.1" "--l2 p1 --l2-ip 10.0.0.1 --link-delay 25parsecs" \
     "--l2 p1 --l2-ip 10.0.0.1 --link-delay nope=25us" "--l2 p1 --l2-ip 300.0.0.1" \
-    "--l2 p1 --l2-ip 10.0.0.1 --l2-mac 01:00:00:00:00:01" "--l2 no-such-if0 --l2-ip 10.0.0.1"; do
+    "--l2 p1 --l2-ip 10.0.0.1 --l2-mac 01:00:00:00:00:01" "--l2 no-such-if0 --l2-ip 10.0.0.1" \
+    "--link-loss 0.1" "--loss-seed 3" "--l2 lo --l2-ip 10.0.0.1 --link-loss 1.5" \
+    "--l2 lo --l2-ip 10.0.0.1 --link-loss lo=often" "--l2 lo --l2-ip 10.0.0.1 --loss-seed -1"; do
     timeout 10 $INAGG switch $args >/dev/null 2>"$tmp/err"
     rc=$?
     { [ $rc -eq 1 ] || [ $rc -eq 2 ]; } || rcs+=" [$args]=$rc"
@@ -174,10 +176,28 @@ if start_switch --link-delay 300us >"$tmp/why"; then
     else bad $t "minimum RTT grew by ${dmin} us (expected 600), releases late by ${late} us at p50"; fi
 else bad $t "$(cat "$tmp/why")"; fi
 
+t=link_loss_drops_ipv4_counted_and_arp_passes
+# 10% loss on every link, each way: a ping from h1 to h2 crosses four links (h1 in, h2 out,
+# h2 in, h1 out), so about 34% of 200 are lost; each lost ping lost exactly one IPv4 frame,
+# so the fabric's loss_drops add up to the pings lost. ARP is never dropped (h1 reaches h2).
+if start_switch --link-loss 0.1 --loss-seed 7 >"$tmp/why"; then
+    got=$(inh h1 ping -c 200 -i 0.005 -W 1 $SUB.2 2>/dev/null | sed -n 's/.* \([0-9]*\) received.*/\1/p')
+    sleep 1.2 # late replies land
+    stats >"$tmp/st.json"
+    drops=$(fget "sum(p['loss_drops'] for p in f['ports'])")
+    cpu=$(fget "[p['loss_drops'] for p in f['ports'] if p['switch_stack']][0]")
+    echo "        $got of 200 pings came back through 10% loss per link; the fabric dropped $drops frames"
+    if [ -z "$got" ]; then bad $t "ping printed no summary"
+    elif [ "$got" -lt 95 ] || [ "$got" -gt 170 ]; then bad $t "$got of 200 came back (expected about 131)"
+    elif [ "$drops" != $((200 - got)) ]; then bad $t "loss_drops $drops, but $((200 - got)) pings were lost"
+    elif [ "$cpu" != 0 ]; then bad $t "the switch's own port lost frames ($cpu)"
+    else ok $t; fi
+else bad $t "$(cat "$tmp/why")"; fi
+
 t=testbed_fabric_usage_errors
 rcs=""
 for args in "up 2 --fabric hub" "up 2 --link-delay 25us" "up 2 --fabric inagg --link-delay soon" \
-    "up 2 --fabric inagg --loss 0.01" "up 2 --arbitration --link-rate 100mbit" \
+    "up 2 --fabric inagg --loss 1.5" "up 2 --arbitration --link-rate 100mbit" \
     "up 2 --fabric inagg --arbitration"; do
     timeout 10 tools/testbed $args >/dev/null 2>"$tmp/err"
     rc=$?

@@ -63,6 +63,10 @@ static void usage(FILE *out)
             "  --link-delay SPEC       one-way delay of every link, each way: D (25us, 1ms)\n"
             "                          or IF=D,IF=D,...\n"
             "  --link-jitter SPEC      extra uniform delay 0..J per frame, same syntax\n"
+            "  --link-loss SPEC        drop each IPv4 frame on every link, each way, with\n"
+            "                          probability P (0.01 or 1%%), or IF=P,IF=P,...; counted\n"
+            "                          per port (loss_drops); ARP is never dropped\n"
+            "  --loss-seed S           the drops' random stream (default 1)\n"
             "  --mac-age MS            forget a MAC not seen this long (default 300000)\n"
             "Without a fabric:\n"
             "  --afpacket IF           take the aggregation packets for --listen's IP and\n"
@@ -160,7 +164,8 @@ int cmd_switch(int argc, char **argv)
     cfg.listen = "127.0.0.1:7000";
     const char *stats_addr = NULL;
     int json = 0, ready_fd = -1;
-    fabric_config_t fcfg = {0};
+    fabric_config_t fcfg = {.loss_seed = 1};
+    int loss_seed_given = 0;
     uint32_t v;
     static const struct option longopts[] = {
         {"listen", required_argument, 0, 'l'},   {"threads", required_argument, 0, 't'},
@@ -173,6 +178,7 @@ int cmd_switch(int argc, char **argv)
         {"l2-mac", required_argument, 0, 'M'},   {"l2-stack-port", required_argument, 0, 'P'},
         {"link-delay", required_argument, 0, 'D'}, {"link-jitter", required_argument, 0, 'J'},
         {"mac-age", required_argument, 0, 'A'},  {"afpacket", required_argument, 0, 'K'},
+        {"link-loss", required_argument, 0, 1010}, {"loss-seed", required_argument, 0, 1011},
         {"request-timeout", required_argument, 0, 1001},
         {"idle-timeout", required_argument, 0, 1002},
         {"max-conns-per-addr", required_argument, 0, 1003},
@@ -206,6 +212,20 @@ int cmd_switch(int argc, char **argv)
         case 'P': fcfg.cpu_port = optarg; break;
         case 'D': fcfg.delay = optarg; break;
         case 'J': fcfg.jitter = optarg; break;
+        case 1010: fcfg.loss = optarg; break;
+        case 1011: {
+            char *end;
+            errno = 0;
+            unsigned long long s = strtoull(optarg, &end, 10);
+            if (errno || end == optarg || *end || optarg[0] == '-') {
+                fprintf(stderr, "inagg switch: --loss-seed needs a non-negative integer, got "
+                        "'%s'\n", optarg);
+                return 2;
+            }
+            fcfg.loss_seed = s;
+            loss_seed_given = 1;
+            break;
+        }
         case 'A': if (parse_u32("--mac-age", optarg, &fcfg.mac_age_ms)) return 2; break;
         case 'K': cfg.transport = "afpacket"; cfg.transport_iface = optarg; break;
         case 1001:
@@ -254,9 +274,9 @@ int cmd_switch(int argc, char **argv)
         if (rc != 0)
             return rc;
     } else if (fcfg.ip || fcfg.mac || fcfg.cpu_port || fcfg.delay || fcfg.jitter ||
-               fcfg.mac_age_ms) {
+               fcfg.mac_age_ms || fcfg.loss || loss_seed_given) {
         fprintf(stderr, "inagg switch: --l2-ip, --l2-mac, --l2-stack-port, --link-delay, "
-                        "--link-jitter and --mac-age need --l2\n");
+                        "--link-jitter, --link-loss, --loss-seed and --mac-age need --l2\n");
         return 2;
     }
     if (switch_start(&cfg, &sw, err, sizeof(err)) != 0) {

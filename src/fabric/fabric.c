@@ -51,7 +51,33 @@ int fabric_parse_duration(const char *text, uint64_t *ns)
     return 0;
 }
 
-/* "D" for every port, or "IF=D,IF=D": into delay_ns (which = 0) or jitter_ns (which = 1). */
+/* One value of a link spec: a duration (which 0 delay, 1 jitter) in ns, or a probability
+ * (which 2 loss, "0.01" or "1%", below 1) as a threshold over 2^32. 0 or -EINVAL. */
+static int parse_link_value(int which, const char *text, uint64_t *out)
+{
+    if (which < 2)
+        return fabric_parse_duration(text, out);
+    char *end;
+    double p = strtod(text, &end);
+    if (end == text)
+        return -EINVAL;
+    if (*end == '%') {
+        p /= 100;
+        end++;
+    }
+    if (*end || !(p >= 0 && p < 1))
+        return -EINVAL;
+    *out = (uint64_t)(p * 4294967296.0);
+    return 0;
+}
+
+static uint64_t *link_field(fport_t *p, int which)
+{
+    return which == 0 ? &p->delay_ns : which == 1 ? &p->jitter_ns : &p->loss_thresh;
+}
+
+/* "V" for every port, or "IF=V,IF=V": into delay_ns (which = 0), jitter_ns (1) or
+ * loss_thresh (2). */
 static int apply_link_spec(struct fabric *f, const char *spec, int which, char *err,
                            size_t errlen)
 {
@@ -62,24 +88,26 @@ static int apply_link_spec(struct fabric *f, const char *spec, int which, char *
         set_err(err, errlen, "link spec too long");
         return -EINVAL;
     }
-    const char *what = which ? "jitter" : "delay";
+    const char *what = which == 0 ? "delay" : which == 1 ? "jitter" : "loss";
+    const char *example = which < 2 ? "25us, 1ms, 0" : "0.01, 1%, 0";
     snprintf(buf, sizeof(buf), "%s", spec);
     if (!strchr(buf, '=')) {
         uint64_t ns;
-        if (fabric_parse_duration(buf, &ns) != 0) {
-            set_err(err, errlen, "bad %s '%s' (expected e.g. 25us, 1ms, 0)", what, spec);
+        if (parse_link_value(which, buf, &ns) != 0) {
+            set_err(err, errlen, "bad %s '%s' (expected e.g. %s)", what, spec, example);
             return -EINVAL;
         }
         for (uint32_t p = 0; p < f->cpu; p++)
-            *(which ? &f->ports[p].jitter_ns : &f->ports[p].delay_ns) = ns;
+            *link_field(&f->ports[p], which) = ns;
         return 0;
     }
     char *save = NULL;
     for (char *item = strtok_r(buf, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
         char *eq = strchr(item, '=');
         uint64_t ns;
-        if (!eq || fabric_parse_duration(eq + 1, &ns) != 0) {
-            set_err(err, errlen, "bad %s item '%s' (expected IF=D, e.g. p1=25us)", what, item);
+        if (!eq || parse_link_value(which, eq + 1, &ns) != 0) {
+            set_err(err, errlen, "bad %s item '%s' (expected IF=V, e.g. p1=%s)", what, item,
+                    which < 2 ? "25us" : "0.01");
             return -EINVAL;
         }
         *eq = 0;
@@ -90,7 +118,7 @@ static int apply_link_spec(struct fabric *f, const char *spec, int which, char *
             set_err(err, errlen, "%s for '%s', which is not a port", what, item);
             return -EINVAL;
         }
-        *(which ? &f->ports[p].jitter_ns : &f->ports[p].delay_ns) = ns;
+        *link_field(&f->ports[p], which) = ns;
     }
     return 0;
 }
@@ -188,8 +216,13 @@ static int parse_config(struct fabric *f, const fabric_config_t *c, char *err, s
     snprintf(cpu->name, IFNAMSIZ, "%s", c->cpu_port ? c->cpu_port : "inagg0");
     cpu->is_cpu = 1;
     if (apply_link_spec(f, c->delay, 0, err, errlen) != 0 ||
-        apply_link_spec(f, c->jitter, 1, err, errlen) != 0)
+        apply_link_spec(f, c->jitter, 1, err, errlen) != 0 ||
+        apply_link_spec(f, c->loss, 2, err, errlen) != 0)
         return -EINVAL;
+    for (uint32_t p = 0; p < f->nports; p++) { /* one stream per port, from the seed */
+        uint64_t s = c->loss_seed ^ (0x9e3779b97f4a7c15ull * (p + 1));
+        f->ports[p].loss_rng = util_splitmix64(&s);
+    }
     return 0;
 }
 
@@ -213,7 +246,9 @@ static void rx_port(struct fabric *f, uint32_t p, int *work)
         uint64_t now = util_now_ns();
         fstat_add(&port->c[FP_RX], 1);
         fstat_add(&port->c[FP_RX_BYTES], len);
-        if (port->delay_ns || port->jitter_ns) {
+        if (fabric_link_loses(f, p, frame, len)) {
+            /* lost on the link on its way in */
+        } else if (port->delay_ns || port->jitter_ns) {
             if (delayline_push(&port->in, now, now, (uint16_t)p, LAT_NONE, vh, frame, len) != 0)
                 fstat_add(&port->c[FP_DELAY_DROPS], 1);
         } else {

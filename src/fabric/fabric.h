@@ -4,7 +4,8 @@
  * the aggregation protocol's frames addressed to the switch's own IP and UDP ports to the
  * aggregation switch (switch.h) through the AF_PACKET transport's linked mode. The switch's
  * IP and MAC live on an internal TAP port (tapdev.h), so ARP, ICMP and the TCP control port
- * are the kernel's. Every port can emulate a link's one-way delay and jitter (delayline.h).
+ * are the kernel's. Every port can emulate a link's one-way delay and jitter (delayline.h)
+ * and random loss of IPv4 frames (seeded, counted per port).
  * `inagg switch --l2` is the command around it; docs/FABRIC.md describes it.
  */
 #ifndef INAGG_FABRIC_FABRIC_H
@@ -28,6 +29,10 @@ typedef struct fabric_config {
     const char *delay;      /* one-way delay of each link: "D" for all, or "IF=D,IF=D,...";
                                D is a number with ns, us, ms or s (NULL: none) */
     const char *jitter;     /* uniform extra delay 0..J per frame, same syntax (NULL: none) */
+    const char *loss;       /* drop probability of each IPv4 frame on each link, each way: "P"
+                               (0.01 or 1%) for all, or "IF=P,IF=P,..." (NULL: none); ARP and
+                               other frames are never dropped */
+    uint64_t loss_seed;     /* the drops' random stream (per port: seeded by it and the port) */
     uint32_t mac_age_ms;    /* an entry not refreshed this long is forgotten (0: 300000) */
 } fabric_config_t;
 

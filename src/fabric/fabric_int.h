@@ -27,7 +27,7 @@
 #define FABRIC_PRIO_RESEND 0x10012u
 
 enum fport_stat {
-    FP_RX, FP_RX_BYTES, FP_TX, FP_TX_BYTES, FP_TX_DROPS, FP_DELAY_DROPS, FP_COUNT
+    FP_RX, FP_RX_BYTES, FP_TX, FP_TX_BYTES, FP_TX_DROPS, FP_DELAY_DROPS, FP_LOSS_DROPS, FP_COUNT
 };
 
 enum fabric_stat {
@@ -72,6 +72,8 @@ typedef struct fport {
                               priority: an arbitrating qdisc on the port (tools/testbed
                               --arbitration) tells them from forwarded frames by it */
     uint64_t delay_ns, jitter_ns;
+    uint64_t loss_thresh;  /* an IPv4 frame is dropped when a 32-bit draw is below this */
+    uint64_t loss_rng;     /* splitmix64 state of the port's drops */
     delayline_t in, out;   /* used when delay_ns or jitter_ns is set */
     _Atomic uint64_t c[FP_COUNT];
 } fport_t;
@@ -116,6 +118,9 @@ void fabric_egress(struct fabric *f, uint32_t pout, const struct virtio_net_hdr 
 void fabric_transmit(struct fabric *f, uint32_t pout, const struct virtio_net_hdr *vh,
                      const uint8_t *frame, uint32_t len, uint8_t lat);
 int fabric_drain_results(struct fabric *f, uint64_t now);
+
+/* forward.c: whether the link of port p loses this frame now (random, IPv4 only); counted. */
+int fabric_link_loses(struct fabric *f, uint32_t p, const uint8_t *frame, uint32_t len);
 
 /* fstats.c */
 void lathist_add(lathist_t *h, uint64_t ns);

@@ -42,10 +42,24 @@ void fabric_transmit(struct fabric *f, uint32_t pout, const struct virtio_net_hd
     }
 }
 
+int fabric_link_loses(struct fabric *f, uint32_t p, const uint8_t *frame, uint32_t len)
+{
+    fport_t *port = &f->ports[p];
+    if (!port->loss_thresh || port->is_cpu || len < ETHF_ETH_LEN || frame[12] != 0x08 ||
+        frame[13] != 0x00)
+        return 0;
+    if ((util_splitmix64(&port->loss_rng) >> 32) >= port->loss_thresh)
+        return 0;
+    fstat_add(&port->c[FP_LOSS_DROPS], 1);
+    return 1;
+}
+
 void fabric_egress(struct fabric *f, uint32_t pout, const struct virtio_net_hdr *vh,
                    const uint8_t *frame, uint32_t len, uint64_t t_ns, uint8_t lat)
 {
     fport_t *p = &f->ports[pout];
+    if (fabric_link_loses(f, pout, frame, len))
+        return;
     if (p->delay_ns || p->jitter_ns) {
         uint64_t now = util_now_ns();
         if (delayline_push(&p->out, now, t_ns, (uint16_t)pout, lat, vh, frame, len) != 0)

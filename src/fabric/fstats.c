@@ -32,6 +32,7 @@ static const char *const global_names[FG_COUNT] = {
 static const char *const port_names[FP_COUNT] = {
     [FP_RX] = "rx", [FP_RX_BYTES] = "rx_bytes", [FP_TX] = "tx", [FP_TX_BYTES] = "tx_bytes",
     [FP_TX_DROPS] = "tx_drops", [FP_DELAY_DROPS] = "delay_drops",
+    [FP_LOSS_DROPS] = "loss_drops",
 };
 
 static const char *const lat_names[LAT_COUNT] = {
@@ -119,8 +120,8 @@ void fabric_write_text(void *ctx, FILE *out)
         for (int i = 0; i < FP_COUNT; i++)
             fprintf(out, " %s=%" PRIu64, port_names[i],
                     atomic_load_explicit(&port->c[i], memory_order_relaxed));
-        fprintf(out, " delay_us=%.3f jitter_us=%.3f\n", (double)port->delay_ns / 1e3,
-                (double)port->jitter_ns / 1e3);
+        fprintf(out, " delay_us=%.3f jitter_us=%.3f loss=%.6g\n", (double)port->delay_ns / 1e3,
+                (double)port->jitter_ns / 1e3, (double)port->loss_thresh / 4294967296.0);
     }
     for (int k = 0; k < LAT_COUNT; k++) {
         uint64_t p50, p99, n = lat_summary(&f->lat[k], &p50, &p99);
@@ -164,6 +165,7 @@ void fabric_write_json(void *ctx, struct json_writer *w)
                      (int64_t)atomic_load_explicit(&port->c[i], memory_order_relaxed));
         json_number(w, "delay_us", (double)port->delay_ns / 1e3);
         json_number(w, "jitter_us", (double)port->jitter_ns / 1e3);
+        json_number(w, "loss", (double)port->loss_thresh / 4294967296.0);
         json_end_object(w);
     }
     json_end_array(w);

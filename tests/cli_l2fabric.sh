@@ -196,8 +196,8 @@ else bad $t "$(cat "$tmp/why")"; fi
 
 t=testbed_fabric_usage_errors
 rcs=""
-for args in "up 2 --fabric hub" "up 2 --link-delay 25us" "up 2 --fabric inagg --link-delay soon" \
-    "up 2 --fabric inagg --loss 1.5" "up 2 --arbitration --link-rate 100mbit" \
+for args in "up 2 --fabric hub" "up 2 --fabric bridge --link-delay 25us" "up 2 --fabric inagg --link-delay soon" \
+    "up 2 --fabric inagg --loss 1.5" "up 2 --fabric bridge --arbitration --link-rate 100mbit" \
     "up 2 --fabric inagg --arbitration"; do
     timeout 10 tools/testbed $args >/dev/null 2>"$tmp/err"
     rc=$?
@@ -255,5 +255,5 @@ pin=$(inh sw $INAGG switch --stats $SW_IP:7100 --json | $PY -c "import json,sys;
 kill "$sapid" 2>/dev/null; wait "$sapid" 2>/dev/null
 nver=$(cat "$tmp"/sa0 "$tmp"/sa1 | grep -c '"verified":true')
 if [ "$nver" -eq 2 ] && [ "${pin:-0}" -gt 0 ]; then ok $t
-else bad $t "verified ranks $nver/2, switch packets_in=${pin:-?}: $(head -c 300 "$tmp/sa0") $(head -c 200 "$tmp/sa.err")"; fi
+else bad $t "verified ranks $nver/2, switch packets_in=${pin:-?}: $(tail -c 300 "$tmp/sa0") $(tail -c 300 "$tmp/sa1") $(head -c 200 "$tmp/sa.err")"; fi
 finish

@@ -530,7 +530,8 @@ static void run_inagg_testbed(ctx_t *c, ar_sys_result_t *r)
         free(reps);
         return;
     }
-    sampler_begin(&c->sampler, c->sw_pid);
+    /* the switch's CPU: the one started here, or the inagg fabric's process */
+    sampler_begin(&c->sampler, c->sw_pid ? c->sw_pid : c->run->tb.fabric_pid);
     double t0, t1;
     if (run_rank_group(c, "inagg", inagg_rank_argv, reps, r, &t0, &t1) == 0) {
         ar_summarize_ranks(reps, o->workers, o->iters, r);

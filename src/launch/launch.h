@@ -265,9 +265,10 @@ typedef struct launch_testbed {
     char switch_addr[24];/* the bridge's address in the switch namespace */
     char iface[16];      /* the hosts' interface (tb0) */
     int is_up;
-    const char *fabric;     /* in: tools/testbed --fabric (NULL: its default, the bridge) */
+    const char *fabric;     /* in: tools/testbed --fabric (NULL: its default, inagg) */
     const char *link_delay; /* in: --link-delay (NULL: none) */
     unsigned fabric_port;   /* out: the fabric's own aggregation switch port (0: bridge) */
+    pid_t fabric_pid;       /* out: the fabric's process (its CPU is the switch's), 0: unknown */
 } launch_testbed_t;
 
 /* tools/testbed: $INAGG_TESTBED_TOOL when set, else ../tools/testbed beside the running binary

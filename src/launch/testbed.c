@@ -249,6 +249,7 @@ int launch_testbed_up(launch_testbed_t *tb, unsigned hosts, const char *name, co
     tb->link_bps = json_find_number(j, "link_rate_bps", &v) == 0 && v > 0 ? (uint64_t)v : 0;
     tb->loss = json_find_number(j, "loss", &v) == 0 ? v : 0;
     tb->fabric_port = json_find_number(j, "fabric_port", &v) == 0 && v > 0 ? (unsigned)v : 0;
+    tb->fabric_pid = json_find_number(j, "fabric_pid", &v) == 0 && v > 0 ? (pid_t)v : 0;
     tb->hosts = hosts;
     snprintf(tb->net3, sizeof(tb->net3), "%s", tb->subnet);
     char *dot = strrchr(tb->net3, '.');

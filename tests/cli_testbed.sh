@@ -7,7 +7,7 @@
 # sweep with its plot; `inagg bench latency` and `inagg train` (inagg and the MPI backend)
 # through the inagg fabric with a link delay (and their usage errors); a run interrupted with SIGTERM; and that nothing of any testbed is left
 # behind. Skips, saying why, where testbeds cannot be built (exit 3: not root, no network
-# namespaces). Every command runs under `timeout`; about 2 minutes.
+# namespaces). Every command runs under `timeout`; about 3 minutes.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 INAGG=./build/inagg

@@ -120,12 +120,14 @@ else bad $t "sink '$(cat "$tmp/sink")' source '$(cat "$tmp/source")'"; fi
 
 t=allreduce_aggregated_in_the_fabric
 for dt in int32 float32; do
+    ranks=""   # the ranks' own pids: `jobs -p` in a pipeline may see an empty job table
     for r in 0 1 2; do
         inh h$((r + 1)) $INAGG bench allreduce --switch $SW_IP:7000 --rank $r --world 3 \
             --job t$dt --elems 50000 --packet-elems 2048 --dtype $dt --iters 3 \
             --rto-min-us 20000 >"$tmp/r$r.$dt" 2>&1 &
+        ranks+=" $!"
     done
-    wait $(jobs -p | grep -v "^$swpid\$")
+    wait $ranks
 done
 stats >"$tmp/st.json"
 nver=$(cat "$tmp"/r*.int32 "$tmp"/r*.float32 | grep -c '"verified":true')
@@ -241,16 +243,20 @@ t=standalone_afpacket_transport
 # the AF_PACKET transport on its own (no fabric): a switch taking its aggregation packets off
 # p1 (which holds the address; the kernel keeps TCP control and ARP), two ranks in h1
 ip -n "$P-sw" addr add $SW_IP/24 dev p1
+# h1 still maps the address to the fabric's own MAC, which left with the fabric: forget it
+ip -n "$P-h1" neigh flush all
 ip netns exec "$P-sw" timeout 60 $INAGG switch --afpacket p1 --listen $SW_IP:7100 \
     >"$tmp/sa.out" 2>"$tmp/sa.err" &
 sapid=$!
 for _ in $(seq 50); do inh sw $INAGG switch --stats $SW_IP:7100 >/dev/null 2>&1 && break; sleep 0.1; done
+ranks=""
 for r in 0 1; do
     inh h1 $INAGG bench allreduce --switch $SW_IP:7100 --rank $r --world 2 --job sa \
         --elems 20000 --packet-elems 2048 --dtype int32 --iters 2 --rto-min-us 20000 \
         >"$tmp/sa$r" 2>&1 &
+    ranks+=" $!"
 done
-wait $(jobs -p | grep -v "^$sapid\$")
+wait $ranks
 pin=$(inh sw $INAGG switch --stats $SW_IP:7100 --json | $PY -c "import json,sys; print(json.load(sys.stdin)['packets_in'])" 2>/dev/null)
 kill "$sapid" 2>/dev/null; wait "$sapid" 2>/dev/null
 nver=$(cat "$tmp"/sa0 "$tmp"/sa1 | grep -c '"verified":true')

@@ -188,13 +188,15 @@ uninstall:
 # nothing but itself under LD_PRELOAD and cannot clash with a libinagg the program links.
 pmpi: $(BUILD)/libinagg-pmpi.so
 
-$(BUILD)/mpi/pmpi.pic.o: src/mpi/pmpi.c include/inagg.h include/inagg/version.h
+PMPI_PIC := $(BUILD)/mpi/pmpi.pic.o $(BUILD)/mpi/pmpi_fortran.pic.o
+
+$(BUILD)/mpi/%.pic.o: src/mpi/%.c src/mpi/pmpi_int.h include/inagg.h include/inagg/version.h
 	@mkdir -p $(dir $@)
 	$(MPICC) $(CFLAGS_BASE) -O2 -g -fPIC -c $< -o $@
 
-$(BUILD)/libinagg-pmpi.so: $(BUILD)/mpi/pmpi.pic.o $(WORKER_PIC) src/mpi/pmpi.map
+$(BUILD)/libinagg-pmpi.so: $(PMPI_PIC) $(WORKER_PIC) src/mpi/pmpi.map
 	$(MPICC) -shared -Wl,--version-script=src/mpi/pmpi.map -Wl,--no-undefined $(LDFLAGS) \
-	    -o $@ $(BUILD)/mpi/pmpi.pic.o $(WORKER_PIC) -ldl $(LDLIBS)
+	    -o $@ $(PMPI_PIC) $(WORKER_PIC) -ldl $(LDLIBS)
 
 examples: $(BUILD)/examples/allreduce
 

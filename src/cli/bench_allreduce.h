@@ -142,6 +142,11 @@ int ar_run(const ar_opts_t *o, ar_run_t *run);
  * counters and CPU from the ranks' reports. */
 void ar_summarize_ranks(const ar_rank_report_t *reps, uint32_t n, uint32_t iters,
                         ar_sys_result_t *r);
+/* A system's result before anything is known (times NaN, not verified). */
+void ar_result_init(ar_sys_result_t *r);
+/* The wall-clock window from the first rank's start to the last rank's end of its timed
+ * iterations. */
+void ar_ranks_window(const ar_rank_report_t *reps, uint32_t n, double *t0, double *t1);
 
 /* ---- render (bench_allreduce_render.c) ---- */
 

@@ -30,212 +30,15 @@
 #include <unistd.h>
 
 #include "cli/bench_allreduce.h"
+#include "cli/cpu_sampler.h"
 #include "cli/output.h"
 #include "mpi/baseline_mpi.h"
 #include "base/util.h"
 
-#define SAMPLE_MS 100u
 #define SWITCH_PORT 7000
 #define GLOO_PORT 29500
 #define SWITCH_READY_MS 15000
 #define LOOPBACK_BPS 2e9 /* a guess at loopback's allreduce rate, for time estimates only */
-
-/* ---- CPU sampling --------------------------------------------------------------------------- */
-
-typedef struct sample {
-    double t;                   /* wall clock */
-    double sw_ticks;            /* the switch process's utime + stime */
-    double busy, total, soft;   /* the machine's, all cores (jiffies) */
-} sample_t;
-
-typedef struct sampler {
-    pid_t sw;                   /* 0: no switch to sample */
-    uint32_t n;
-    sample_t *s;                /* AR_MAX_SAMPLES */
-} sampler_t;
-
-static double wall_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-/* A small file's first bytes into buf (NUL-terminated) with read(2) only. 0, or -1. */
-static int read_small(const char *path, char *buf, size_t len)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    ssize_t n = read(fd, buf, len - 1);
-    close(fd);
-    if (n <= 0)
-        return -1;
-    buf[n] = '\0';
-    return 0;
-}
-
-static void sampler_tick(void *arg)
-{
-    sampler_t *sp = arg;
-    if (!sp->s || sp->n >= AR_MAX_SAMPLES)
-        return;
-    sample_t x = {wall_now(), NAN, NAN, NAN, NAN};
-    char buf[1024], path[64];
-    if (sp->sw > 0) {
-        snprintf(path, sizeof(path), "/proc/%d/stat", (int)sp->sw);
-        char *p = read_small(path, buf, sizeof(buf)) == 0 ? strrchr(buf, ')') : NULL;
-        unsigned long long f[13] = {0};
-        /* after "(comm)": state ppid pgrp session tty tpgid flags minflt cminflt majflt
-         * cmajflt utime stime */
-        if (p && sscanf(p + 2, "%*c %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu",
-                        &f[0], &f[1], &f[2], &f[3], &f[4], &f[5], &f[6], &f[7], &f[8], &f[9],
-                        &f[10], &f[11]) == 12)
-            x.sw_ticks = (double)(f[10] + f[11]);
-    }
-    if (read_small("/proc/stat", buf, sizeof(buf)) == 0) {
-        unsigned long long v[8] = {0};
-        if (sscanf(buf, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2],
-                   &v[3], &v[4], &v[5], &v[6], &v[7]) == 8) {
-            double total = 0;
-            for (int i = 0; i < 8; i++)
-                total += (double)v[i];
-            x.total = total;
-            x.busy = total - (double)(v[3] + v[4]); /* minus idle and iowait */
-            x.soft = (double)(v[5] + v[6]);         /* irq + softirq */
-        }
-    }
-    sp->s[sp->n++] = x;
-}
-
-static void sampler_begin(sampler_t *sp, pid_t sw)
-{
-    sp->sw = sw;
-    sp->n = 0;
-    if (!sp->s)
-        sp->s = malloc(AR_MAX_SAMPLES * sizeof(sample_t));
-    sampler_tick(sp);
-}
-
-/* A sampled counter at time t, interpolated linearly (clamped to the samples' span). */
-static double value_at(const sampler_t *sp, size_t field, double t)
-{
-    if (sp->n == 0)
-        return NAN;
-    const sample_t *s = sp->s;
-#define FIELD(i) (*(const double *)((const char *)&s[i] + field))
-    if (t <= s[0].t)
-        return FIELD(0);
-    for (uint32_t i = 0; i + 1 < sp->n; i++) {
-        if (t <= s[i + 1].t) {
-            double dt = s[i + 1].t - s[i].t;
-            double f = dt > 0 ? (t - s[i].t) / dt : 1;
-            return FIELD(i) + f * (FIELD(i + 1) - FIELD(i));
-        }
-    }
-    return FIELD(sp->n - 1);
-#undef FIELD
-}
-
-/* The switch's CPU (% of a core) and the machine's busy and irq+softirq shares (% of all
- * cores) over [t0, t1]. */
-static void sampler_window(const sampler_t *sp, double t0, double t1, ar_sys_result_t *r)
-{
-    double hz = (double)sysconf(_SC_CLK_TCK);
-    if (!(t1 > t0) || sp->n < 2)
-        return;
-    if (sp->sw > 0) {
-        double d = value_at(sp, offsetof(sample_t, sw_ticks), t1) -
-                   value_at(sp, offsetof(sample_t, sw_ticks), t0);
-        r->cpu_switch = d / hz / (t1 - t0) * 100.0;
-    }
-    double tot = value_at(sp, offsetof(sample_t, total), t1) -
-                 value_at(sp, offsetof(sample_t, total), t0);
-    if (tot > 0) {
-        r->cpu_machine = (value_at(sp, offsetof(sample_t, busy), t1) -
-                          value_at(sp, offsetof(sample_t, busy), t0)) / tot * 100.0;
-        r->cpu_softirq = (value_at(sp, offsetof(sample_t, soft), t1) -
-                          value_at(sp, offsetof(sample_t, soft), t0)) / tot * 100.0;
-    }
-}
-
-/* ---- results from ranks' reports -------------------------------------------------------- */
-
-static void result_init(ar_sys_result_t *r)
-{
-    memset(r, 0, sizeof(*r));
-    r->tat_median_s = r->tat_min_s = r->tat_max_s = NAN;
-    r->cpu_switch = r->cpu_workers = r->cpu_workers_max = NAN;
-    r->cpu_machine = r->cpu_softirq = NAN;
-}
-
-void ar_summarize_ranks(const ar_rank_report_t *reps, uint32_t n, uint32_t iters,
-                        ar_sys_result_t *r)
-{
-    r->verified = 1;
-    r->checksums_agree = 1;
-    double cpu_sum = 0, cpu_max = 0;
-    uint32_t cpu_n = 0;
-    for (uint32_t k = 0; k < n; k++) {
-        const ar_rank_report_t *x = &reps[k];
-        if (!x->verified || x->rc != 0 || x->iters != iters) {
-            r->verified = 0;
-            if (!r->error[0])
-                snprintf(r->error, sizeof(r->error), "%s",
-                         x->error[0] ? x->error : x->iters != iters ? "a rank reported too "
-                         "few iterations" : "a rank's result did not verify");
-        }
-        if (x->checksum != reps[0].checksum)
-            r->checksums_agree = 0;
-        if (x->max_err > r->worst)
-            r->worst = x->max_err;
-        r->packets += x->stats.packets_sent;
-        r->retransmissions += x->stats.retransmissions;
-        r->duplicates += x->stats.duplicates_ignored;
-        double span = x->t_end - x->t_start;
-        if (span > 0 && isfinite(x->cpu_s)) {
-            double pct = x->cpu_s / span * 100.0;
-            cpu_sum += pct;
-            cpu_max = pct > cpu_max ? pct : cpu_max;
-            cpu_n++;
-        }
-    }
-    snprintf(r->checksum, sizeof(r->checksum), "%016llx",
-             (unsigned long long)(n ? reps[0].checksum : 0));
-    if (cpu_n) {
-        r->cpu_workers = cpu_sum / cpu_n;
-        r->cpu_workers_max = cpu_max;
-    }
-    if (!r->verified)
-        return;
-    double *tat = malloc(iters * sizeof(double));
-    if (!tat || iters == 0) {
-        free(tat);
-        r->verified = 0;
-        return;
-    }
-    for (uint32_t i = 0; i < iters; i++) {
-        tat[i] = 0;
-        for (uint32_t k = 0; k < n; k++)
-            tat[i] = reps[k].times_s[i] > tat[i] ? reps[k].times_s[i] : tat[i];
-    }
-    r->iters = iters;
-    r->tat_median_s = cli_median(tat, iters); /* sorts */
-    r->tat_min_s = tat[0];
-    r->tat_max_s = tat[iters - 1];
-    free(tat);
-}
-
-/* The ranks' common timed window [min t_start, max t_end]. */
-static void ranks_window(const ar_rank_report_t *reps, uint32_t n, double *t0, double *t1)
-{
-    *t0 = INFINITY;
-    *t1 = -INFINITY;
-    for (uint32_t k = 0; k < n; k++) {
-        *t0 = reps[k].t_start < *t0 ? reps[k].t_start : *t0;
-        *t1 = reps[k].t_end > *t1 ? reps[k].t_end : *t1;
-    }
-}
 
 /* ---- the state of one run ---------------------------------------------------------------- */
 
@@ -355,7 +158,7 @@ static void run_inagg_local(ctx_t *c, ar_sys_result_t *r)
     }
     ar_summarize_ranks(reps, o->workers, o->iters, r);
     double t0, t1;
-    ranks_window(reps, o->workers, &t0, &t1);
+    ar_ranks_window(reps, o->workers, &t0, &t1);
     sampler_window(&c->sampler, t0, t1, r);
 out:
     free(reps);
@@ -416,7 +219,7 @@ static int run_rank_group(ctx_t *c, const char *what, argv_fn build, ar_rank_rep
             goto out;
         }
     }
-    ranks_window(reps, o->workers, t0, t1);
+    ar_ranks_window(reps, o->workers, t0, t1);
     rc = 0;
 out:
     free(g);
@@ -795,7 +598,7 @@ static void run_size(ctx_t *c, ar_size_result_t *s)
     char job[64];
     c->so.job = cli_job_name("bench", job, sizeof(job));
     for (int k = 0; k < AR_NSYS; k++)
-        result_init(&s->sys[k]);
+        ar_result_init(&s->sys[k]);
     if (run->o->nsizes)
         fprintf(stderr, AR_CMD ": %llu B per rank (%u iterations, %u warmup)\n",
                 (unsigned long long)ar_bytes(s), s->iters, s->warmup);

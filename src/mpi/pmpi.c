@@ -56,16 +56,15 @@
 #include <unistd.h>
 
 #include "inagg.h"
-
-#define TAG "inagg-pmpi: "
+#include "mpi/pmpi_int.h"
 
 /* One MPI communicator whose allreduces go through the switch, with its own inagg job. */
-typedef struct tracked {
+struct tracked {
     MPI_Comm comm;
     inagg_comm_t *ic;
     pthread_mutex_t mu; /* an inagg communicator is used by one thread at a time */
     struct tracked *next;
-} tracked_t;
+};
 
 /* One MPI_Iallreduce in flight: an inagg request behind an MPI generalized request. */
 typedef struct pend {
@@ -338,7 +337,7 @@ static int progress_hook(void)
 
 /* ----------------------------------------- joining ---------------------------------------- */
 
-static void after_init(void)
+void after_init(void)
 {
     static int done;
     if (done++)
@@ -424,7 +423,7 @@ static void after_init(void)
 }
 
 /* A new communicator: if it holds every rank of MPI_COMM_WORLD, give it its own job. */
-static void after_new_comm(MPI_Comm newcomm)
+void after_new_comm(MPI_Comm newcomm)
 {
     if (!G.joined || newcomm == MPI_COMM_NULL)
         return;
@@ -451,7 +450,7 @@ static void after_new_comm(MPI_Comm newcomm)
 }
 
 /* Before a tracked communicator is freed: finish its requests and leave its job. */
-static void before_free(MPI_Comm comm)
+void before_free(MPI_Comm comm)
 {
     if (!G.joined || comm == MPI_COMM_NULL || comm == MPI_COMM_WORLD)
         return;
@@ -471,7 +470,7 @@ static void before_free(MPI_Comm comm)
     free(t);
 }
 
-static void before_finalize(void)
+void before_finalize(void)
 {
     static int done;
     if (done++)
@@ -499,11 +498,23 @@ static void before_finalize(void)
                 atomic_load(&n_accel), atomic_load(&n_passed));
 }
 
+/* ------------------------------- for the Fortran bindings -------------------------------- */
+
+int pmpi_joined(void)
+{
+    return G.joined;
+}
+
+void count_passed(void)
+{
+    atomic_fetch_add(&n_passed, 1);
+}
+
 /* ------------------------------------- the allreduces ------------------------------------- */
 
 /* The tracked communicator when this allreduce goes through the switch, else NULL. */
-static tracked_t *accelerable(const void *sb, const void *rb, int count, MPI_Datatype dt,
-                              MPI_Op op, MPI_Comm comm, inagg_dtype_t *idt)
+tracked_t *accelerable(const void *sb, const void *rb, int count, MPI_Datatype dt,
+                       MPI_Op op, MPI_Comm comm, inagg_dtype_t *idt)
 {
     if (!G.joined || op != MPI_SUM || count < G.min_count || !rb)
         return NULL;
@@ -580,8 +591,8 @@ static void verify(const void *input, const void *result, int count, inagg_dtype
     free(mag);
 }
 
-static int accel_allreduce(tracked_t *t, const void *sb, void *rb, int count,
-                           inagg_dtype_t idt, MPI_Comm comm)
+int accel_allreduce(tracked_t *t, const void *sb, void *rb, int count,
+                    inagg_dtype_t idt, MPI_Comm comm)
 {
     const void *send = sb == MPI_IN_PLACE ? rb : sb;
     void *copy = NULL;
@@ -607,8 +618,8 @@ static int accel_allreduce(tracked_t *t, const void *sb, void *rb, int count,
     return code == MPI_SUCCESS ? code : raise_error(comm, code);
 }
 
-static int accel_iallreduce(tracked_t *t, const void *sb, void *rb, int count,
-                            inagg_dtype_t idt, MPI_Comm comm, MPI_Request *request)
+int accel_iallreduce(tracked_t *t, const void *sb, void *rb, int count,
+                     inagg_dtype_t idt, MPI_Comm comm, MPI_Request *request)
 {
     const void *send = sb == MPI_IN_PLACE ? rb : sb;
     pend_t *p = calloc(1, sizeof(*p));
@@ -735,250 +746,3 @@ int MPI_Comm_free(MPI_Comm *comm)
         before_free(*comm);
     return PMPI_Comm_free(comm);
 }
-
-/* ------------------------------------- Fortran bindings ----------------------------------- */
-
-/* The binding the program would have called: Open MPI's shared back end when present, else
- * the next definition of the same name. */
-static void *next_fortran(const char *backend, const char *name)
-{
-    void *f = dlsym(RTLD_NEXT, backend);
-    return f ? f : dlsym(RTLD_NEXT, name);
-}
-
-#define NEXT(var, backend, name)                                                              \
-    do {                                                                                       \
-        if (!(var))                                                                            \
-            *(void **)&(var) = next_fortran(backend, name);                                    \
-    } while (0)
-
-static void missing(const char *name, MPI_Fint *ierr)
-{
-    fprintf(stderr, TAG "no Fortran binding %s below the interposer\n", name);
-    if (ierr)
-        *ierr = MPI_ERR_INTERN;
-}
-
-/* Fortran MPI_IN_PLACE is the address of a common block; Open MPI's is mpi_fortran_in_place. */
-static int fortran_in_place(const void *p)
-{
-    static const char *const names[] = {"mpi_fortran_in_place_", "mpi_fortran_in_place",
-                                        "mpi_fortran_in_place__", "MPI_FORTRAN_IN_PLACE"};
-    static void *addr[4];
-    static int looked;
-    if (!looked) { /* the addresses are fixed once the program is loaded */
-        for (size_t i = 0; i < 4; i++)
-            addr[i] = dlsym(RTLD_DEFAULT, names[i]);
-        looked = 1;
-    }
-    for (size_t i = 0; i < 4; i++)
-        if (addr[i] && addr[i] == p)
-            return 1;
-    return 0;
-}
-
-typedef void (*f_init_t)(MPI_Fint *);
-typedef void (*f_init_thread_t)(MPI_Fint *, MPI_Fint *, MPI_Fint *);
-typedef void (*f_allreduce_t)(void *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *,
-                              MPI_Fint *);
-typedef void (*f_iallreduce_t)(void *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *,
-                               MPI_Fint *, MPI_Fint *);
-typedef void (*f_dup_t)(MPI_Fint *, MPI_Fint *, MPI_Fint *);
-typedef void (*f_split_t)(MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
-typedef void (*f_create_t)(MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
-typedef void (*f_free_t)(MPI_Fint *, MPI_Fint *);
-
-static void f_init(const char *name, MPI_Fint *ierr)
-{
-    static f_init_t next;
-    NEXT(next, "ompi_init_f", name);
-    if (!next)
-        return missing(name, ierr);
-    next(ierr);
-    if (*ierr == MPI_SUCCESS)
-        after_init();
-}
-
-static void f_init_thread(const char *name, MPI_Fint *required, MPI_Fint *provided,
-                          MPI_Fint *ierr)
-{
-    static f_init_thread_t next;
-    NEXT(next, "ompi_init_thread_f", name);
-    if (!next)
-        return missing(name, ierr);
-    next(required, provided, ierr);
-    if (*ierr == MPI_SUCCESS)
-        after_init();
-}
-
-static void f_finalize(const char *name, MPI_Fint *ierr)
-{
-    static f_init_t next;
-    NEXT(next, "ompi_finalize_f", name);
-    if (!next)
-        return missing(name, ierr);
-    before_finalize();
-    next(ierr);
-}
-
-static void f_allreduce(const char *name, void *sb, void *rb, MPI_Fint *count, MPI_Fint *dt,
-                        MPI_Fint *op, MPI_Fint *comm, MPI_Fint *ierr)
-{
-    static f_allreduce_t next;
-    if (G.joined) {
-        MPI_Comm c = PMPI_Comm_f2c(*comm);
-        void *s = fortran_in_place(sb) ? MPI_IN_PLACE : sb;
-        inagg_dtype_t idt;
-        tracked_t *t = accelerable(s, rb, *count, PMPI_Type_f2c(*dt), PMPI_Op_f2c(*op), c, &idt);
-        if (t) {
-            int rc = accel_allreduce(t, s, rb, *count, idt, c);
-            if (ierr)
-                *ierr = rc;
-            return;
-        }
-    }
-    NEXT(next, "ompi_allreduce_f", name);
-    if (!next)
-        return missing(name, ierr);
-    atomic_fetch_add(&n_passed, 1);
-    next(sb, rb, count, dt, op, comm, ierr);
-}
-
-static void f_iallreduce(const char *name, void *sb, void *rb, MPI_Fint *count, MPI_Fint *dt,
-                         MPI_Fint *op, MPI_Fint *comm, MPI_Fint *request, MPI_Fint *ierr)
-{
-    static f_iallreduce_t next;
-    if (G.joined) {
-        MPI_Comm c = PMPI_Comm_f2c(*comm);
-        void *s = fortran_in_place(sb) ? MPI_IN_PLACE : sb;
-        inagg_dtype_t idt;
-        tracked_t *t = accelerable(s, rb, *count, PMPI_Type_f2c(*dt), PMPI_Op_f2c(*op), c, &idt);
-        if (t) {
-            MPI_Request r = MPI_REQUEST_NULL;
-            int rc = accel_iallreduce(t, s, rb, *count, idt, c, &r);
-            if (rc == MPI_SUCCESS)
-                *request = PMPI_Request_c2f(r);
-            if (ierr)
-                *ierr = rc;
-            return;
-        }
-    }
-    NEXT(next, "ompi_iallreduce_f", name);
-    if (!next)
-        return missing(name, ierr);
-    atomic_fetch_add(&n_passed, 1);
-    next(sb, rb, count, dt, op, comm, request, ierr);
-}
-
-static void f_comm_dup(const char *name, MPI_Fint *comm, MPI_Fint *newcomm, MPI_Fint *ierr)
-{
-    static f_dup_t next;
-    NEXT(next, "ompi_comm_dup_f", name);
-    if (!next)
-        return missing(name, ierr);
-    next(comm, newcomm, ierr);
-    if (*ierr == MPI_SUCCESS)
-        after_new_comm(PMPI_Comm_f2c(*newcomm));
-}
-
-static void f_comm_split(const char *name, MPI_Fint *comm, MPI_Fint *color, MPI_Fint *key,
-                         MPI_Fint *newcomm, MPI_Fint *ierr)
-{
-    static f_split_t next;
-    NEXT(next, "ompi_comm_split_f", name);
-    if (!next)
-        return missing(name, ierr);
-    next(comm, color, key, newcomm, ierr);
-    if (*ierr == MPI_SUCCESS)
-        after_new_comm(PMPI_Comm_f2c(*newcomm));
-}
-
-static void f_comm_create(const char *name, MPI_Fint *comm, MPI_Fint *group, MPI_Fint *newcomm,
-                          MPI_Fint *ierr)
-{
-    static f_create_t next;
-    NEXT(next, "ompi_comm_create_f", name);
-    if (!next)
-        return missing(name, ierr);
-    next(comm, group, newcomm, ierr);
-    if (*ierr == MPI_SUCCESS)
-        after_new_comm(PMPI_Comm_f2c(*newcomm));
-}
-
-static void f_comm_free(const char *name, MPI_Fint *comm, MPI_Fint *ierr)
-{
-    static f_free_t next;
-    NEXT(next, "ompi_comm_free_f", name);
-    if (!next)
-        return missing(name, ierr);
-    before_free(PMPI_Comm_f2c(*comm));
-    next(comm, ierr);
-}
-
-/* Every Fortran name a compiler may use for an entry point, plus Open MPI's back end. */
-#define FORTRAN_NAMES(X, lower, upper, backend)                                               \
-    X(lower) X(lower##_) X(lower##__) X(upper) X(backend)
-
-#define DEF_INIT(n)                                                                            \
-    void n(MPI_Fint *ierr);                                                                    \
-    void n(MPI_Fint *ierr) { f_init(#n, ierr); }
-FORTRAN_NAMES(DEF_INIT, mpi_init, MPI_INIT, ompi_init_f)
-
-#define DEF_INIT_THREAD(n)                                                                     \
-    void n(MPI_Fint *required, MPI_Fint *provided, MPI_Fint *ierr);                            \
-    void n(MPI_Fint *required, MPI_Fint *provided, MPI_Fint *ierr)                             \
-    {                                                                                          \
-        f_init_thread(#n, required, provided, ierr);                                           \
-    }
-FORTRAN_NAMES(DEF_INIT_THREAD, mpi_init_thread, MPI_INIT_THREAD, ompi_init_thread_f)
-
-#define DEF_FINALIZE(n)                                                                        \
-    void n(MPI_Fint *ierr);                                                                    \
-    void n(MPI_Fint *ierr) { f_finalize(#n, ierr); }
-FORTRAN_NAMES(DEF_FINALIZE, mpi_finalize, MPI_FINALIZE, ompi_finalize_f)
-
-#define DEF_ALLREDUCE(n)                                                                       \
-    void n(void *sb, void *rb, MPI_Fint *count, MPI_Fint *dt, MPI_Fint *op, MPI_Fint *comm,    \
-           MPI_Fint *ierr);                                                                    \
-    void n(void *sb, void *rb, MPI_Fint *count, MPI_Fint *dt, MPI_Fint *op, MPI_Fint *comm,    \
-           MPI_Fint *ierr)                                                                     \
-    {                                                                                          \
-        f_allreduce(#n, sb, rb, count, dt, op, comm, ierr);                                    \
-    }
-FORTRAN_NAMES(DEF_ALLREDUCE, mpi_allreduce, MPI_ALLREDUCE, ompi_allreduce_f)
-
-#define DEF_IALLREDUCE(n)                                                                      \
-    void n(void *sb, void *rb, MPI_Fint *count, MPI_Fint *dt, MPI_Fint *op, MPI_Fint *comm,    \
-           MPI_Fint *request, MPI_Fint *ierr);                                                 \
-    void n(void *sb, void *rb, MPI_Fint *count, MPI_Fint *dt, MPI_Fint *op, MPI_Fint *comm,    \
-           MPI_Fint *request, MPI_Fint *ierr)                                                  \
-    {                                                                                          \
-        f_iallreduce(#n, sb, rb, count, dt, op, comm, request, ierr);                          \
-    }
-FORTRAN_NAMES(DEF_IALLREDUCE, mpi_iallreduce, MPI_IALLREDUCE, ompi_iallreduce_f)
-
-#define DEF_DUP(n)                                                                             \
-    void n(MPI_Fint *comm, MPI_Fint *newcomm, MPI_Fint *ierr);                                 \
-    void n(MPI_Fint *comm, MPI_Fint *newcomm, MPI_Fint *ierr) { f_comm_dup(#n, comm, newcomm, ierr); }
-FORTRAN_NAMES(DEF_DUP, mpi_comm_dup, MPI_COMM_DUP, ompi_comm_dup_f)
-
-#define DEF_SPLIT(n)                                                                           \
-    void n(MPI_Fint *comm, MPI_Fint *color, MPI_Fint *key, MPI_Fint *newcomm, MPI_Fint *ierr); \
-    void n(MPI_Fint *comm, MPI_Fint *color, MPI_Fint *key, MPI_Fint *newcomm, MPI_Fint *ierr)  \
-    {                                                                                          \
-        f_comm_split(#n, comm, color, key, newcomm, ierr);                                     \
-    }
-FORTRAN_NAMES(DEF_SPLIT, mpi_comm_split, MPI_COMM_SPLIT, ompi_comm_split_f)
-
-#define DEF_CREATE(n)                                                                          \
-    void n(MPI_Fint *comm, MPI_Fint *group, MPI_Fint *newcomm, MPI_Fint *ierr);                \
-    void n(MPI_Fint *comm, MPI_Fint *group, MPI_Fint *newcomm, MPI_Fint *ierr)                 \
-    {                                                                                          \
-        f_comm_create(#n, comm, group, newcomm, ierr);                                         \
-    }
-FORTRAN_NAMES(DEF_CREATE, mpi_comm_create, MPI_COMM_CREATE, ompi_comm_create_f)
-
-#define DEF_FREE(n)                                                                            \
-    void n(MPI_Fint *comm, MPI_Fint *ierr);                                                    \
-    void n(MPI_Fint *comm, MPI_Fint *ierr) { f_comm_free(#n, comm, ierr); }
-FORTRAN_NAMES(DEF_FREE, mpi_comm_free, MPI_COMM_FREE, ompi_comm_free_f)

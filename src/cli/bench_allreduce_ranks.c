@@ -1,0 +1,87 @@
+/*
+ * bench_allreduce_ranks.c - what `inagg bench allreduce` makes of its ranks' reports: the
+ * slowest rank per iteration (median, min, max), verification, checksums, counters, CPU, and
+ * the wall-clock window in which every rank ran its timed iterations.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/bench_allreduce.h"
+#include "cli/output.h"
+
+void ar_result_init(ar_sys_result_t *r)
+{
+    memset(r, 0, sizeof(*r));
+    r->tat_median_s = r->tat_min_s = r->tat_max_s = NAN;
+    r->cpu_switch = r->cpu_workers = r->cpu_workers_max = NAN;
+    r->cpu_machine = r->cpu_softirq = NAN;
+}
+
+void ar_summarize_ranks(const ar_rank_report_t *reps, uint32_t n, uint32_t iters,
+                        ar_sys_result_t *r)
+{
+    r->verified = 1;
+    r->checksums_agree = 1;
+    double cpu_sum = 0, cpu_max = 0;
+    uint32_t cpu_n = 0;
+    for (uint32_t k = 0; k < n; k++) {
+        const ar_rank_report_t *x = &reps[k];
+        if (!x->verified || x->rc != 0 || x->iters != iters) {
+            r->verified = 0;
+            if (!r->error[0])
+                snprintf(r->error, sizeof(r->error), "%s",
+                         x->error[0] ? x->error : x->iters != iters ? "a rank reported too "
+                         "few iterations" : "a rank's result did not verify");
+        }
+        if (x->checksum != reps[0].checksum)
+            r->checksums_agree = 0;
+        if (x->max_err > r->worst)
+            r->worst = x->max_err;
+        r->packets += x->stats.packets_sent;
+        r->retransmissions += x->stats.retransmissions;
+        r->duplicates += x->stats.duplicates_ignored;
+        double span = x->t_end - x->t_start;
+        if (span > 0 && isfinite(x->cpu_s)) {
+            double pct = x->cpu_s / span * 100.0;
+            cpu_sum += pct;
+            cpu_max = pct > cpu_max ? pct : cpu_max;
+            cpu_n++;
+        }
+    }
+    snprintf(r->checksum, sizeof(r->checksum), "%016llx",
+             (unsigned long long)(n ? reps[0].checksum : 0));
+    if (cpu_n) {
+        r->cpu_workers = cpu_sum / cpu_n;
+        r->cpu_workers_max = cpu_max;
+    }
+    if (!r->verified)
+        return;
+    double *tat = malloc(iters * sizeof(double));
+    if (!tat || iters == 0) {
+        free(tat);
+        r->verified = 0;
+        return;
+    }
+    for (uint32_t i = 0; i < iters; i++) {
+        tat[i] = 0;
+        for (uint32_t k = 0; k < n; k++)
+            tat[i] = reps[k].times_s[i] > tat[i] ? reps[k].times_s[i] : tat[i];
+    }
+    r->iters = iters;
+    r->tat_median_s = cli_median(tat, iters); /* sorts */
+    r->tat_min_s = tat[0];
+    r->tat_max_s = tat[iters - 1];
+    free(tat);
+}
+
+/* The ranks' common timed window [min t_start, max t_end]. */
+void ar_ranks_window(const ar_rank_report_t *reps, uint32_t n, double *t0, double *t1)
+{
+    *t0 = INFINITY;
+    *t1 = -INFINITY;
+    for (uint32_t k = 0; k < n; k++) {
+        *t0 = reps[k].t_start < *t0 ? reps[k].t_start : *t0;
+        *t1 = reps[k].t_end > *t1 ? reps[k].t_end : *t1;
+    }
+}

@@ -48,6 +48,7 @@ typedef struct wslot {
     int16_t exp;            /* agreed exponent of the chunk in flight (fixed point) */
     int16_t sent_next_exp;  /* look-ahead exponent this rank sent with the packet in flight */
     worker_timer_t tm;      /* of the packet in flight */
+    int armed;              /* its packet left (flushed) and its timer runs */
     uint8_t *pkt;
     uint32_t pkt_len;
     transport_addr_t dst;   /* the switch queue that serves this slot */
@@ -74,6 +75,9 @@ struct engine {
     float *resid;           /* error feedback: per element of the tensor, what the codec dropped
                                last time (only this engine's chunks are used) */
     size_t resid_len;
+    uint32_t onwire;        /* slots whose packet left and has no answer yet */
+    double enc_ns, dec_ns;  /* mean coding time per chunk (rto_code_mean) */
+    uint32_t code_floor_us; /* the timeout's floor for coding time (rto_code_floor_us) */
 };
 
 static void engine_destroy(engine_t *e)
@@ -174,14 +178,70 @@ static int16_t chunk_exponent(const engine_t *e, const run_t *run, uint64_t chun
     return quant_block_exponent(x, chunk_len(e, run, chunk));
 }
 
-static void queue_send(engine_t *e, wslot_t *w, uint64_t now)
+/* Queue the slot's packet. Its timer starts when the packet leaves (arm_sent after the
+ * flush), not now: coding the rest of a batch of results may take long before the flush. */
+static void queue_send(engine_t *e, wslot_t *w)
 {
     worker_txq_push(&e->tx, w->pkt, w->pkt_len, &w->dst, &e->c);
-    worker_timer_arm(&w->tm, now);
+    if (w->armed) {
+        w->armed = 0;
+        e->onwire--;
+    }
+}
+
+/* After a flush: the timers of the packets that just left start now. */
+static void arm_sent(engine_t *e)
+{
+    uint64_t now = util_now_ns();
+    for (uint32_t k = 0; k < e->nlocal; k++) {
+        wslot_t *w = &e->ws[k];
+        if (w->phase == PHASE_IDLE || w->armed)
+            continue;
+        worker_timer_arm(&w->tm, now);
+        w->armed = 1;
+        e->onwire++;
+    }
+}
+
+/* The slot's packet was answered: it is no longer on the wire. */
+static void answered(engine_t *e, wslot_t *w)
+{
+    if (w->armed) {
+        w->armed = 0;
+        e->onwire--;
+    }
+}
+
+/* The coding floor may pass rto_max_us (rto.h) but stays below half the progress timeout,
+ * so a lost packet is still sent again before the call gives up. */
+static uint32_t code_floor_cap_us(const worker_params_t *p)
+{
+    uint64_t cap = (uint64_t)p->timeout_ms * 500u;
+    return cap > UINT32_MAX ? UINT32_MAX : (uint32_t)cap;
+}
+
+/* Account one coding step of dt ns (encode or decode) that ran while `others` of this
+ * engine's packets were on the wire, and refresh the timeout's coding floor. */
+static void count_coding(engine_t *e, int encode, uint64_t dt, uint32_t others)
+{
+    if (encode) {
+        WORKER_CNT_ADD(e->c.chunks_encoded, 1);
+        WORKER_CNT_ADD(e->c.encode_ns, dt);
+        rto_code_mean(&e->enc_ns, (double)dt);
+    } else {
+        WORKER_CNT_ADD(e->c.chunks_decoded, 1);
+        WORKER_CNT_ADD(e->c.decode_ns, dt);
+        rto_code_mean(&e->dec_ns, (double)dt);
+    }
+    if (others > 0)
+        WORKER_CNT_ADD(e->c.overlap_ns, dt);
+    e->code_floor_us = rto_code_floor_us(e->enc_ns, e->dec_ns, e->p.world, e->p.slots,
+                                         e->p.sw_queues, code_floor_cap_us(&e->p));
+    atomic_store_explicit(&e->c.code_floor_us, e->code_floor_us, memory_order_relaxed);
 }
 
 /* Build the packet for the slot's current phase and chunk, and queue it. */
-static void send_current(engine_t *e, run_t *run, wslot_t *w, uint64_t now)
+static void send_current(engine_t *e, run_t *run, wslot_t *w)
 {
     wire_header_t h = worker_header(&e->p, WIRE_CONTRIB, w->slot, w->round);
     h.chunk = (uint32_t)w->chunk;
@@ -204,7 +264,9 @@ static void send_current(engine_t *e, run_t *run, wslot_t *w, uint64_t now)
                     e->xbuf[i] = src[i] + res[i];
                 src = e->xbuf;
             }
+            uint64_t t0 = util_now_ns();
             long l = codec_encode(e->codec, src, len, payload, e->pkt_cap - WIRE_HEADER_SIZE);
+            count_coding(e, 1, util_now_ns() - t0, e->onwire);
             if (l < 0) { /* a NaN or infinity: send zeros flagged, every rank's result is */
                 memset(e->dec, 0, len * sizeof(float));
                 l = codec_encode(e->codec, e->dec, len, payload, e->pkt_cap - WIRE_HEADER_SIZE);
@@ -213,7 +275,10 @@ static void send_current(engine_t *e, run_t *run, wslot_t *w, uint64_t now)
                 if (res)
                     memset(res, 0, len * sizeof(float));
             } else if (res) { /* what the codec dropped goes into the next step */
-                if (codec_decode(e->codec, payload, (size_t)l, e->dec, len, NULL, 0) >= 0)
+                uint64_t t1 = util_now_ns();
+                int drc = codec_decode(e->codec, payload, (size_t)l, e->dec, len, NULL, 0);
+                count_coding(e, 0, util_now_ns() - t1, e->onwire);
+                if (drc >= 0)
                     for (size_t i = 0; i < len; i++)
                         res[i] = src[i] - e->dec[i];
                 else
@@ -233,7 +298,9 @@ static void send_current(engine_t *e, run_t *run, wslot_t *w, uint64_t now)
     wire_encode_header(&h, w->pkt);
     w->pkt_len = WIRE_HEADER_SIZE + (uint32_t)h.count * 4u;
     worker_timer_fresh(&w->tm, &e->rto);
-    queue_send(e, w, now);
+    if (run->coded && w->tm.rto_us < e->code_floor_us)
+        w->tm.rto_us = e->code_floor_us;
+    queue_send(e, w);
 }
 
 static void deliver(engine_t *e, run_t *run, const wslot_t *w, const wire_header_t *h,
@@ -283,10 +350,13 @@ static int accept_result(engine_t *e, const run_t *run, const uint8_t *buf, size
     }
     size_t want = w->phase == PHASE_PROBE ? 0 : chunk_len(e, run, w->chunk);
     if (run->coded) { /* a chunk of exactly `want` values that decodes cleanly */
-        int rc = h->dtype != WIRE_CODED
-                     ? -1
-                     : codec_decode(e->codec, buf + WIRE_HEADER_SIZE, (size_t)h->count * 4u,
-                                    e->dec, want, NULL, 0);
+        int rc = -1;
+        if (h->dtype == WIRE_CODED) {
+            uint64_t t0 = util_now_ns();
+            rc = codec_decode(e->codec, buf + WIRE_HEADER_SIZE, (size_t)h->count * 4u, e->dec,
+                              want, NULL, 0);
+            count_coding(e, 0, util_now_ns() - t0, e->onwire - (w->armed ? 1u : 0u));
+        }
         if (rc < 0) {
             WORKER_CNT_ADD(e->c.invalid, 1);
             return -1;
@@ -316,11 +386,14 @@ static void scan_timers(engine_t *e, uint64_t now, uint64_t *next_deadline)
     int expired = 0;
     for (uint32_t k = 0; k < e->nlocal; k++) {
         wslot_t *w = &e->ws[k];
-        if (w->phase == PHASE_IDLE)
+        if (w->phase == PHASE_IDLE || !w->armed)
             continue;
         if (now >= w->tm.deadline_ns) {
-            worker_timer_expired(&w->tm, e->p.rto_max_us, &e->c);
-            queue_send(e, w, now);
+            /* backoff up to rto_max, or up to the coding floor where that is larger */
+            uint32_t cap = e->code_floor_us > e->p.rto_max_us ? e->code_floor_us
+                                                               : e->p.rto_max_us;
+            worker_timer_expired(&w->tm, cap, &e->c);
+            queue_send(e, w);
             expired = 1;
         }
         if (w->tm.deadline_ns < next)
@@ -358,20 +431,24 @@ static int engine_run(engine_t *e, const worker_call_t *r, char *detail, size_t 
 
     uint64_t now = util_now_ns();
     uint32_t active = 0;
+    e->onwire = 0;
     for (uint32_t k = 0; k < e->nlocal; k++) {
+        e->ws[k].armed = 0;
         wslot_t *w = &e->ws[k];
         if (w->slot >= run.nchunks)
             continue;
         w->chunk = w->slot;
         w->phase = run.fixed ? PHASE_PROBE : PHASE_DATA;
-        send_current(e, &run, w, now);
+        send_current(e, &run, w);
         active++;
     }
     int rc = worker_txq_flush(&e->tx);
+    arm_sent(e);
     if (rc < 0) {
         set_err(detail, dlen, "send failed: %s", strerror(-rc));
         rc = -EIO;
     }
+    now = util_now_ns();
     uint64_t last_progress = now, next_deadline = now;
     uint64_t timeout_ns = (uint64_t)e->p.timeout_ms * 1000000ull;
     while (active > 0 && rc == 0) {
@@ -401,28 +478,32 @@ static int engine_run(engine_t *e, const worker_call_t *r, char *detail, size_t 
             wslot_t *w = &e->ws[k];
             worker_count_received(&e->c, len);
             worker_timer_answered(&w->tm, now, &e->c, &e->rto);
+            answered(e, w);
             last_progress = now;
             const uint32_t *payload = (const uint32_t *)(const void *)(buf + WIRE_HEADER_SIZE);
             w->round++;
             if (w->phase == PHASE_PROBE) {
                 w->exp = h.next_exp;
                 w->phase = PHASE_DATA;
-                send_current(e, &run, w, now);
+                send_current(e, &run, w);
                 continue;
             }
             deliver(e, &run, w, &h, payload);
             w->chunk += e->p.slots;
             if (w->chunk < run.nchunks) {
                 w->exp = h.next_exp;
-                send_current(e, &run, w, now);
+                send_current(e, &run, w);
             } else {
                 w->phase = PHASE_IDLE;
                 active--;
             }
         }
-        if (now >= next_deadline || e->tx.n == 0)
-            scan_timers(e, now, &next_deadline);
+        /* A full batch means more results may wait unread (answers that came while this
+         * thread was coding): read them before any timer may fire. */
+        if ((now >= next_deadline || e->tx.n == 0) && n < 2 * ENGINE_RX_BATCH)
+            scan_timers(e, util_now_ns(), &next_deadline);
         int frc = worker_txq_flush(&e->tx);
+        arm_sent(e);
         if (frc < 0) {
             set_err(detail, dlen, "send failed: %s", strerror(-frc));
             rc = -EIO;
@@ -438,8 +519,11 @@ static int engine_run(engine_t *e, const worker_call_t *r, char *detail, size_t 
     }
     if (rc != 0) {
         /* Leave the slots consistent for no one: the job is unusable after a failure. */
-        for (uint32_t k = 0; k < e->nlocal; k++)
+        for (uint32_t k = 0; k < e->nlocal; k++) {
             e->ws[k].phase = PHASE_IDLE;
+            e->ws[k].armed = 0;
+        }
+        e->onwire = 0;
         return rc;
     }
     if (run.overflow) {
@@ -661,6 +745,14 @@ static void sml_add_stats(const void *state, inagg_stats_t *acc)
         worker_counters_add(&s->engines[i]->c, acc);
 }
 
+static void sml_add_codec_stats(const void *state, inagg_codec_stats_t *acc)
+{
+    const sml_t *s = state;
+    for (uint32_t i = 0; i < s->nengines; i++)
+        worker_counters_add_codec(&s->engines[i]->c, acc);
+    acc->engine_threads = s->nengines > 0 && s->engines[0]->codec ? s->nengines : 0;
+}
+
 const worker_proto_ops_t worker_proto_switchml = {
     .name = "switchml",
     .protocol = INAGG_PROTO_SWITCHML,
@@ -677,4 +769,5 @@ const worker_proto_ops_t worker_proto_switchml = {
     .drain = NULL,
     .fail = NULL,
     .add_stats = sml_add_stats,
+    .add_codec_stats = sml_add_codec_stats,
 };

@@ -276,7 +276,11 @@ typedef struct inagg_codec_stats {
     uint64_t encode_ns;         /* time spent encoding, summed over engine threads */
     uint64_t decode_ns;         /* time spent decoding, summed over engine threads */
     uint64_t overlap_ns;        /* of encode_ns + decode_ns: while a packet was in flight */
-    uint32_t engine_threads;    /* engine threads that code (options.threads) */
+    uint64_t chunks_ahead;      /* of chunks_encoded: by an encoder helper thread, before the
+                                   engine needed them (encode overlapped with the engine's
+                                   sending, receiving and decoding) */
+    uint32_t codec_threads;     /* threads that code: each engine thread and its encoder
+                                   helper (2 x options.threads) */
     uint32_t reserved;          /* zero */
 } inagg_codec_stats_t;
 

@@ -344,20 +344,21 @@ static int stats_worker(uint32_t rank, void *arg)
         snprintf(m, 256, "allreduce: %.240s", inagg_last_error(comm));
     else if (grc != INAGG_OK || cs.size != sizeof cs)
         snprintf(m, 256, "get_codec_stats: rc %d size %u", grc, cs.size);
-    else if (rank >= WORLD && (cs.chunks_encoded || cs.encode_ns || cs.engine_threads ||
+    else if (rank >= WORLD && (cs.chunks_encoded || cs.encode_ns || cs.codec_threads ||
                                cs.rto_code_floor_us || cs.reserved))
         snprintf(m, 256, "uncompressed job reports coding");
     else if (rank < WORLD &&
              (cs.chunks_encoded != chunks || cs.chunks_decoded != 2 * chunks ||
               cs.encode_ns == 0 || cs.decode_ns == 0 ||
-              cs.overlap_ns > cs.encode_ns + cs.decode_ns || cs.engine_threads != 1 ||
+              cs.overlap_ns > cs.encode_ns + cs.decode_ns || cs.codec_threads != 2 ||
+              cs.chunks_ahead > cs.chunks_encoded ||
               cs.rto_code_floor_us == 0 || cs.reserved != 0))
         snprintf(m, 256, "counters: enc %llu dec %llu (want %llu, %llu) ns %llu %llu ov %llu "
                  "threads %u floor %u", (unsigned long long)cs.chunks_encoded,
                  (unsigned long long)cs.chunks_decoded, (unsigned long long)chunks,
                  (unsigned long long)(2 * chunks), (unsigned long long)cs.encode_ns,
                  (unsigned long long)cs.decode_ns, (unsigned long long)cs.overlap_ns,
-                 cs.engine_threads, cs.rto_code_floor_us);
+                 cs.codec_threads, cs.rto_code_floor_us);
     if (!m[0]) { /* an older caller's smaller struct: only the fields that fit are written */
         inagg_codec_stats_t small;
         memset(&small, 0xa5, sizeof small);

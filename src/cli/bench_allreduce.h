@@ -88,6 +88,7 @@ typedef struct ar_sys_result {
     int checksums_agree;
     uint64_t packets, retransmissions, duplicates;
     uint64_t encode_ns, decode_ns, overlap_ns; /* coding, summed over the ranks */
+    uint64_t chunks_encoded, chunks_ahead;     /* ... and chunks (ahead: by the helpers) */
     uint32_t code_floor_us;    /* the largest timeout floor for coding time */
     double worst;              /* float32: largest error relative to its bound */
     char error[768];

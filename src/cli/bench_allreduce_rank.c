@@ -341,6 +341,8 @@ void ar_rank_print(const ar_opts_t *o, const ar_rank_report_t *rep)
     json_int(&w, "encode_ns", (int64_t)rep->codec.encode_ns);
     json_int(&w, "decode_ns", (int64_t)rep->codec.decode_ns);
     json_int(&w, "overlap_ns", (int64_t)rep->codec.overlap_ns);
+    json_int(&w, "chunks_encoded", (int64_t)rep->codec.chunks_encoded);
+    json_int(&w, "chunks_ahead", (int64_t)rep->codec.chunks_ahead);
     json_int(&w, "rto_code_floor_us", rep->codec.rto_code_floor_us);
     json_int(&w, "rc", rep->rc);
     json_string(&w, "error", rep->error);
@@ -424,6 +426,10 @@ int ar_rank_parse(const char *text, ar_rank_report_t *rep)
         rep->codec.decode_ns = (uint64_t)v;
     if (json_find_number(text, "overlap_ns", &v) == 0)
         rep->codec.overlap_ns = (uint64_t)v;
+    if (json_find_number(text, "chunks_encoded", &v) == 0)
+        rep->codec.chunks_encoded = (uint64_t)v;
+    if (json_find_number(text, "chunks_ahead", &v) == 0)
+        rep->codec.chunks_ahead = (uint64_t)v;
     if (json_find_number(text, "rto_code_floor_us", &v) == 0)
         rep->codec.rto_code_floor_us = (uint32_t)v;
     if (json_find_number(text, "rc", &v) == 0)

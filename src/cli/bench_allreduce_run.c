@@ -195,6 +195,8 @@ void ar_summarize_ranks(const ar_rank_report_t *reps, uint32_t n, uint32_t iters
         r->encode_ns += x->codec.encode_ns;
         r->decode_ns += x->codec.decode_ns;
         r->overlap_ns += x->codec.overlap_ns;
+        r->chunks_encoded += x->codec.chunks_encoded;
+        r->chunks_ahead += x->codec.chunks_ahead;
         if (x->codec.rto_code_floor_us > r->code_floor_us)
             r->code_floor_us = x->codec.rto_code_floor_us;
         double span = x->t_end - x->t_start;

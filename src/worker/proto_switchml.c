@@ -39,6 +39,8 @@
 #define ENGINE_POLL_MS 5
 
 enum phase { PHASE_IDLE = 0, PHASE_PROBE, PHASE_DATA };
+enum spare_state { SPARE_FREE = 0, SPARE_BUSY, SPARE_READY };
+#define NO_CHUNK UINT64_MAX
 
 typedef struct wslot {
     uint32_t slot;          /* index in the job's pool */
@@ -49,12 +51,28 @@ typedef struct wslot {
     int16_t sent_next_exp;  /* look-ahead exponent this rank sent with the packet in flight */
     worker_timer_t tm;      /* of the packet in flight */
     int armed;              /* its packet left (flushed) and its timer runs */
+    /* The encoder helper's packet for the slot's next chunk; under the engine's hmu. */
+    uint8_t *spare;
+    uint64_t spare_chunk;   /* the chunk spare holds or is being coded into it */
+    uint64_t want;          /* the chunk the engine sends next on this slot (NO_CHUNK: none) */
+    int spare_state;        /* SPARE_FREE, SPARE_BUSY (helper coding), SPARE_READY */
+    uint16_t spare_words;   /* payload words of the ready packet */
+    uint8_t spare_flags;    /* WIRE_FLAG_OVERFLOW: the chunk held NaN or Inf */
+    uint64_t spare_enc_ns;  /* how long its encoding took */
     uint8_t *pkt;
     uint32_t pkt_len;
     transport_addr_t dst;   /* the switch queue that serves this slot */
 } wslot_t;
 
 typedef struct engine engine_t;
+typedef struct run run_t;
+
+/* One thread's codec: the engine's own, or its encoder helper's. */
+typedef struct coder {
+    codec_ctx_t *ctx;
+    float *dec, *xbuf;      /* [elems]: scratch */
+    worker_counters_t *c;   /* where its coding is counted */
+} coder_t;
 
 struct engine {
     worker_params_t p;
@@ -75,15 +93,41 @@ struct engine {
     float *resid;           /* error feedback: per element of the tensor, what the codec dropped
                                last time (only this engine's chunks are used) */
     size_t resid_len;
-    uint32_t onwire;        /* slots whose packet left and has no answer yet */
+    _Atomic uint32_t onwire; /* slots whose packet left and has no answer yet (the helper
+                                reads it for the overlap counter) */
+    /* The encoder helper (compressed jobs): a second thread that encodes each slot's next
+     * chunk into the slot's spare buffer while the engine sends, receives and decodes. */
+    pthread_t helper;
+    int helper_started, hstop; /* hstop under hmu */
+    pthread_mutex_t hmu;
+    pthread_cond_t hcv;
+    run_t *hrun;            /* under hmu: the run the helper codes for (NULL: none) */
+    coder_t hcd;            /* the helper's codec */
+    worker_counters_t hc;   /* the helper's coding counters (one writer each) */
+    uint8_t *spare_arena;
     double enc_ns, dec_ns;  /* mean coding time per chunk (rto_code_mean) */
     uint32_t code_floor_us; /* the timeout's floor for coding time (rto_code_floor_us) */
 };
+
+static void *helper_main(void *arg);
 
 static void engine_destroy(engine_t *e)
 {
     if (!e)
         return;
+    if (e->helper_started) {
+        pthread_mutex_lock(&e->hmu);
+        e->hstop = 1;
+        pthread_cond_broadcast(&e->hcv);
+        pthread_mutex_unlock(&e->hmu);
+        pthread_join(e->helper, NULL);
+    }
+    pthread_mutex_destroy(&e->hmu);
+    pthread_cond_destroy(&e->hcv);
+    codec_ctx_close(e->hcd.ctx);
+    free(e->hcd.dec);
+    free(e->hcd.xbuf);
+    free(e->spare_arena);
     transport_close(e->tp);
     free(e->ws);
     free(e->pkt_arena);
@@ -105,6 +149,8 @@ static int engine_create(const worker_params_t *p, uint32_t index, engine_t **ou
         return -ENOMEM;
     }
     e->p = *p;
+    pthread_mutex_init(&e->hmu, NULL);
+    pthread_cond_init(&e->hcv, NULL);
     e->index = index;
     e->nthreads = p->threads;
     worker_counters_init(&e->c, &e->rto, p);
@@ -121,9 +167,16 @@ static int engine_create(const worker_params_t *p, uint32_t index, engine_t **ou
     }
     if (p->codec.mode != CODEC_NONE) {
         rc = codec_ctx_open(&p->codec, p->elems, &e->codec, err, errlen);
+        if (rc == 0)
+            rc = codec_ctx_open(&p->codec, p->elems, &e->hcd.ctx, err, errlen);
         e->dec = malloc((size_t)p->elems * sizeof(float));
         e->xbuf = malloc((size_t)p->elems * sizeof(float));
-        if (rc == 0 && (!e->dec || !e->xbuf)) {
+        e->hcd.dec = malloc((size_t)p->elems * sizeof(float));
+        e->hcd.xbuf = malloc((size_t)p->elems * sizeof(float));
+        e->hcd.c = &e->hc;
+        e->spare_arena = malloc((e->nlocal ? e->nlocal : 1) * e->pkt_cap);
+        if (rc == 0 && (!e->dec || !e->xbuf || !e->hcd.dec || !e->hcd.xbuf ||
+                        !e->spare_arena)) {
             set_err(err, errlen, "out of memory");
             rc = -ENOMEM;
         }
@@ -139,9 +192,18 @@ static int engine_create(const worker_params_t *p, uint32_t index, engine_t **ou
         wslot_t *w = &e->ws[k];
         w->slot = index + k * e->nthreads;
         w->pkt = e->pkt_arena + (size_t)k * e->pkt_cap;
+        w->spare = e->spare_arena ? e->spare_arena + (size_t)k * e->pkt_cap : NULL;
+        w->want = NO_CHUNK;
         rc = worker_slot_addr(p, e->tp, w->slot, &w->dst);
         if (rc != 0)
             set_err(err, errlen, "no address for the switch queue of slot %u", w->slot);
+    }
+    if (rc == 0 && e->codec) {
+        rc = -pthread_create(&e->helper, NULL, helper_main, e);
+        if (rc != 0)
+            set_err(err, errlen, "cannot start the encoder helper thread");
+        else
+            e->helper_started = 1;
     }
     if (rc != 0)
         goto fail;
@@ -153,7 +215,7 @@ fail:
 }
 
 /* The request being run, with what every chunk needs. */
-typedef struct run {
+struct run {
     const worker_call_t *r;
     uint64_t nchunks;
     uint8_t wire_dtype;
@@ -161,7 +223,7 @@ typedef struct run {
     int coded;              /* float32 through the job's codec (WIRE_CODED) */
     int resid;              /* ... with error feedback (e->resid covers the tensor) */
     int overflow, nonfinite;
-} run_t;
+};
 
 static size_t chunk_len(const engine_t *e, const run_t *run, uint64_t chunk)
 {
@@ -220,24 +282,175 @@ static uint32_t code_floor_cap_us(const worker_params_t *p)
     return cap > UINT32_MAX ? UINT32_MAX : (uint32_t)cap;
 }
 
-/* Account one coding step of dt ns (encode or decode) that ran while `others` of this
- * engine's packets were on the wire, and refresh the timeout's coding floor. */
-static void count_coding(engine_t *e, int encode, uint64_t dt, uint32_t others)
+/* Count one coding step of dt ns in c; overlapped when `others` of the engine's packets
+ * were on the wire meanwhile. */
+static void count_step(worker_counters_t *c, int encode, uint64_t dt, uint32_t others)
 {
     if (encode) {
-        WORKER_CNT_ADD(e->c.chunks_encoded, 1);
-        WORKER_CNT_ADD(e->c.encode_ns, dt);
-        rto_code_mean(&e->enc_ns, (double)dt);
+        WORKER_CNT_ADD(c->chunks_encoded, 1);
+        WORKER_CNT_ADD(c->encode_ns, dt);
     } else {
-        WORKER_CNT_ADD(e->c.chunks_decoded, 1);
-        WORKER_CNT_ADD(e->c.decode_ns, dt);
-        rto_code_mean(&e->dec_ns, (double)dt);
+        WORKER_CNT_ADD(c->chunks_decoded, 1);
+        WORKER_CNT_ADD(c->decode_ns, dt);
     }
     if (others > 0)
-        WORKER_CNT_ADD(e->c.overlap_ns, dt);
+        WORKER_CNT_ADD(c->overlap_ns, dt);
+}
+
+/* A coding time into the engine's mean times, and the timeout's coding floor refreshed. */
+static void engine_mean(engine_t *e, int encode, uint64_t dt)
+{
+    rto_code_mean(encode ? &e->enc_ns : &e->dec_ns, (double)dt);
     e->code_floor_us = rto_code_floor_us(e->enc_ns, e->dec_ns, e->p.world, e->p.slots,
                                          e->p.sw_queues, code_floor_cap_us(&e->p));
     atomic_store_explicit(&e->c.code_floor_us, e->code_floor_us, memory_order_relaxed);
+}
+
+/* Encode chunk `chunk` of the run with cd into payload (with error feedback: the chunk plus
+ * its residual, and the residual then updated): the payload's words. A chunk holding NaN or
+ * Inf goes as coded zeros with WIRE_FLAG_OVERFLOW in *flags. *enc_ns: the encode time.
+ * Called by the engine thread or its helper, never both for one chunk. */
+static uint16_t encode_chunk(engine_t *e, const coder_t *cd, const run_t *run, uint64_t chunk,
+                             uint32_t *payload, uint8_t *flags, uint64_t *enc_ns)
+{
+    size_t off = chunk * e->p.elems, len = chunk_len(e, run, chunk);
+    size_t cap = e->pkt_cap - WIRE_HEADER_SIZE;
+    const float *src = (const float *)run->r->send + off;
+    float *res = run->resid ? e->resid + off : NULL;
+    if (res) { /* error feedback: send the chunk plus what was dropped last time */
+        for (size_t i = 0; i < len; i++)
+            cd->xbuf[i] = src[i] + res[i];
+        src = cd->xbuf;
+    }
+    uint64_t t0 = util_now_ns();
+    long l = codec_encode(cd->ctx, src, len, payload, cap);
+    *enc_ns = util_now_ns() - t0;
+    count_step(cd->c, 1, *enc_ns, atomic_load_explicit(&e->onwire, memory_order_relaxed));
+    if (l < 0) { /* a NaN or infinity: send zeros flagged, every rank's result is */
+        memset(cd->dec, 0, len * sizeof(float));
+        l = codec_encode(cd->ctx, cd->dec, len, payload, cap);
+        *flags |= WIRE_FLAG_OVERFLOW;
+        if (res)
+            memset(res, 0, len * sizeof(float));
+    } else if (res) { /* what the codec dropped goes into the next step */
+        uint64_t t1 = util_now_ns();
+        int drc = codec_decode(cd->ctx, payload, (size_t)l, cd->dec, len, NULL, 0);
+        count_step(cd->c, 0, util_now_ns() - t1,
+                   atomic_load_explicit(&e->onwire, memory_order_relaxed));
+        if (drc >= 0)
+            for (size_t i = 0; i < len; i++)
+                res[i] = src[i] - cd->dec[i];
+        else
+            memset(res, 0, len * sizeof(float));
+    }
+    return (uint16_t)((size_t)(l < 0 ? 0 : l) / 4u);
+}
+
+/* The helper: encode each slot's next chunk (the lowest one wanted) into its spare buffer. */
+static void *helper_main(void *arg)
+{
+    engine_t *e = arg;
+    pthread_mutex_lock(&e->hmu);
+    while (!e->hstop) {
+        wslot_t *w = NULL;
+        for (uint32_t k = 0; e->hrun && k < e->nlocal; k++) {
+            wslot_t *x = &e->ws[k];
+            if (x->spare_state == SPARE_FREE && x->want != NO_CHUNK &&
+                (!w || x->want < w->want))
+                w = x;
+        }
+        if (!w) {
+            pthread_cond_wait(&e->hcv, &e->hmu);
+            continue;
+        }
+        const run_t *run = e->hrun;
+        uint64_t chunk = w->want;
+        uint8_t *buf = w->spare;
+        w->spare_state = SPARE_BUSY;
+        w->spare_chunk = chunk;
+        pthread_mutex_unlock(&e->hmu);
+        uint8_t fl = 0;
+        uint64_t dt = 0;
+        uint16_t words = encode_chunk(e, &e->hcd, run, chunk,
+                                      (uint32_t *)(void *)(buf + WIRE_HEADER_SIZE), &fl, &dt);
+        pthread_mutex_lock(&e->hmu);
+        w->spare_words = words;
+        w->spare_flags = fl;
+        w->spare_enc_ns = dt;
+        w->spare_state = SPARE_READY;
+        pthread_cond_broadcast(&e->hcv);
+    }
+    pthread_mutex_unlock(&e->hmu);
+    return NULL;
+}
+
+/* The helper starts coding for run (nothing wanted yet: send_current asks slot by slot). */
+static void helper_attach(engine_t *e, run_t *run)
+{
+    if (!e->helper_started)
+        return;
+    pthread_mutex_lock(&e->hmu);
+    for (uint32_t k = 0; k < e->nlocal; k++) {
+        e->ws[k].want = NO_CHUNK;
+        e->ws[k].spare_state = SPARE_FREE;
+    }
+    e->hrun = run;
+    pthread_mutex_unlock(&e->hmu);
+}
+
+/* The run ends: wait until the helper is done with any chunk, and forget what it coded. */
+static void helper_detach(engine_t *e)
+{
+    if (!e->helper_started)
+        return;
+    pthread_mutex_lock(&e->hmu);
+    for (uint32_t k = 0; k < e->nlocal; k++)
+        e->ws[k].want = NO_CHUNK;
+    for (;;) {
+        int busy = 0;
+        for (uint32_t k = 0; k < e->nlocal; k++)
+            busy |= e->ws[k].spare_state == SPARE_BUSY;
+        if (!busy)
+            break;
+        pthread_cond_wait(&e->hcv, &e->hmu); /* one chunk's encoding: bounded */
+    }
+    for (uint32_t k = 0; k < e->nlocal; k++)
+        e->ws[k].spare_state = SPARE_FREE;
+    e->hrun = NULL;
+    pthread_mutex_unlock(&e->hmu);
+}
+
+/* Sending chunk w->chunk: take the helper's packet for it if it has one (waiting while it is
+ * still coding that very chunk), and ask for the slot's next chunk. 1 when taken (w->pkt is
+ * now the coded packet: *words and *flags set), 0 when the engine must encode it. */
+static int take_spare(engine_t *e, const run_t *run, wslot_t *w, uint16_t *words,
+                      uint8_t *flags)
+{
+    if (!e->helper_started)
+        return 0;
+    int got = 0;
+    uint64_t dt = 0;
+    pthread_mutex_lock(&e->hmu);
+    while (w->spare_state == SPARE_BUSY && w->spare_chunk == w->chunk)
+        pthread_cond_wait(&e->hcv, &e->hmu);
+    if (w->spare_state == SPARE_READY && w->spare_chunk == w->chunk) {
+        uint8_t *t = w->pkt; /* answered: free for the helper */
+        w->pkt = w->spare;
+        w->spare = t;
+        *words = w->spare_words;
+        *flags |= w->spare_flags;
+        dt = w->spare_enc_ns;
+        got = 1;
+    }
+    if (w->spare_state == SPARE_READY)
+        w->spare_state = SPARE_FREE;
+    uint64_t next = w->chunk + e->p.slots;
+    w->want = next < run->nchunks ? next : NO_CHUNK;
+    pthread_cond_broadcast(&e->hcv);
+    pthread_mutex_unlock(&e->hmu);
+    if (got)
+        engine_mean(e, 1, dt);
+    return got;
 }
 
 /* Build the packet for the slot's current phase and chunk, and queue it. */
@@ -257,34 +470,19 @@ static void send_current(engine_t *e, run_t *run, wslot_t *w)
         size_t off = w->chunk * e->p.elems, len = chunk_len(e, run, w->chunk);
         h.count = (uint16_t)len;
         if (run->coded) {
-            const float *src = (const float *)run->r->send + off;
-            float *res = run->resid ? e->resid + off : NULL;
-            if (res) { /* error feedback: send the chunk plus what was dropped last time */
-                for (size_t i = 0; i < len; i++)
-                    e->xbuf[i] = src[i] + res[i];
-                src = e->xbuf;
+            uint8_t fl = 0;
+            uint16_t words = 0;
+            if (!take_spare(e, run, w, &words, &fl)) {
+                coder_t self = {e->codec, e->dec, e->xbuf, &e->c};
+                uint64_t dt = 0;
+                words = encode_chunk(e, &self, run, w->chunk, payload, &fl, &dt);
+                engine_mean(e, 1, dt);
             }
-            uint64_t t0 = util_now_ns();
-            long l = codec_encode(e->codec, src, len, payload, e->pkt_cap - WIRE_HEADER_SIZE);
-            count_coding(e, 1, util_now_ns() - t0, e->onwire);
-            if (l < 0) { /* a NaN or infinity: send zeros flagged, every rank's result is */
-                memset(e->dec, 0, len * sizeof(float));
-                l = codec_encode(e->codec, e->dec, len, payload, e->pkt_cap - WIRE_HEADER_SIZE);
+            if (fl & WIRE_FLAG_OVERFLOW) {
                 h.flags |= WIRE_FLAG_OVERFLOW;
                 run->nonfinite = 1;
-                if (res)
-                    memset(res, 0, len * sizeof(float));
-            } else if (res) { /* what the codec dropped goes into the next step */
-                uint64_t t1 = util_now_ns();
-                int drc = codec_decode(e->codec, payload, (size_t)l, e->dec, len, NULL, 0);
-                count_coding(e, 0, util_now_ns() - t1, e->onwire);
-                if (drc >= 0)
-                    for (size_t i = 0; i < len; i++)
-                        res[i] = src[i] - e->dec[i];
-                else
-                    memset(res, 0, len * sizeof(float));
             }
-            h.count = (uint16_t)((size_t)l / 4u);
+            h.count = words;
         } else if (!run->fixed) {
             worker_encode_plain(run->r->dtype, (const char *)run->r->send + off * 4u, payload,
                                 len);
@@ -355,7 +553,9 @@ static int accept_result(engine_t *e, const run_t *run, const uint8_t *buf, size
             uint64_t t0 = util_now_ns();
             rc = codec_decode(e->codec, buf + WIRE_HEADER_SIZE, (size_t)h->count * 4u, e->dec,
                               want, NULL, 0);
-            count_coding(e, 0, util_now_ns() - t0, e->onwire - (w->armed ? 1u : 0u));
+            uint64_t dt = util_now_ns() - t0;
+            count_step(&e->c, 0, dt, atomic_load(&e->onwire) - (w->armed ? 1u : 0u));
+            engine_mean(e, 0, dt);
         }
         if (rc < 0) {
             WORKER_CNT_ADD(e->c.invalid, 1);
@@ -429,6 +629,8 @@ static int engine_run(engine_t *e, const worker_call_t *r, char *detail, size_t 
         run.resid = e->resid_len == r->count;
     }
 
+    if (run.coded)
+        helper_attach(e, &run);
     uint64_t now = util_now_ns();
     uint32_t active = 0;
     e->onwire = 0;
@@ -517,6 +719,8 @@ static int engine_run(engine_t *e, const worker_call_t *r, char *detail, size_t 
             break;
         }
     }
+    if (run.coded) /* the helper may not read the caller's tensor once this returns */
+        helper_detach(e);
     if (rc != 0) {
         /* Leave the slots consistent for no one: the job is unusable after a failure. */
         for (uint32_t k = 0; k < e->nlocal; k++) {
@@ -748,9 +952,13 @@ static void sml_add_stats(const void *state, inagg_stats_t *acc)
 static void sml_add_codec_stats(const void *state, inagg_codec_stats_t *acc)
 {
     const sml_t *s = state;
-    for (uint32_t i = 0; i < s->nengines; i++)
+    for (uint32_t i = 0; i < s->nengines; i++) {
         worker_counters_add_codec(&s->engines[i]->c, acc);
-    acc->engine_threads = s->nengines > 0 && s->engines[0]->codec ? s->nengines : 0;
+        worker_counters_add_codec(&s->engines[i]->hc, acc);
+        acc->chunks_ahead +=
+            atomic_load_explicit(&s->engines[i]->hc.chunks_encoded, memory_order_relaxed);
+    }
+    acc->codec_threads = s->nengines > 0 && s->engines[0]->codec ? 2 * s->nengines : 0;
 }
 
 const worker_proto_ops_t worker_proto_switchml = {

@@ -28,6 +28,7 @@
 typedef struct cjob {
     const char *addr, *mode, *faults;
     int ef;       /* error feedback on (the library's default for lossy modes) */
+    uint32_t threads; /* engine threads per rank (0: 1) */
     float *out;   /* shared: WORLD * ELEMS */
     int32_t *rc;  /* shared: WORLD */
     char *msg;    /* shared: WORLD * 256 */
@@ -51,6 +52,7 @@ static int cworker(uint32_t rank, void *arg)
     o.slots = 16;
     o.compress = j->mode;
     o.no_error_feedback = !j->ef;
+    o.threads = j->threads ? j->threads : 1;
     o.faults = j->faults;
     o.rto_us = 1000;
     o.rto_min_us = 1000;
@@ -119,7 +121,7 @@ static void reference(const char *mode, int ef, float *ref)
     codec_ctx_close(c);
 }
 
-static void run_mode(const char *mode, int ef)
+static void run_mode_threads(const char *mode, int ef, uint32_t threads)
 {
     char wf[128], sf[128];
     lossy_fault_specs(0.02, 14, wf, sf, sizeof wf);
@@ -128,7 +130,7 @@ static void run_mode(const char *mode, int ef)
     cfg.faults_out = sf;
     test_switch_t ts;
     ts_start(&ts, &cfg);
-    cjob_t j = {.addr = ts.addr, .mode = mode, .faults = wf, .ef = ef};
+    cjob_t j = {.addr = ts.addr, .mode = mode, .faults = wf, .ef = ef, .threads = threads};
     j.out = shared_alloc((size_t)WORLD * ELEMS * 4);
     j.rc = shared_alloc(WORLD * sizeof(int32_t));
     j.msg = shared_alloc(WORLD * 256);
@@ -165,7 +167,12 @@ static void run_mode(const char *mode, int ef)
     free(ref);
 }
 
+static void run_mode(const char *mode, int ef) { run_mode_threads(mode, ef, 1); }
+
 TEST(compress_zfp_rate_exactly_once_under_loss, 120) { run_mode("zfp:rate=8", 0); }
+/* Two engine threads per rank, each with its encoder helper, error feedback on: every chunk
+ * still coded once with its own residual, under loss. */
+TEST(compress_two_engine_threads_under_loss, 120) { run_mode_threads("zfp:rate=8", 1, 2); }
 TEST(compress_zfp_precision_exactly_once_under_loss, 120) { run_mode("zfp:precision=16", 0); }
 TEST(compress_zfp_accuracy_exactly_once_under_loss, 120) { run_mode("zfp:accuracy=0.0001", 0); }
 TEST(compress_zfp_reversible_exact_under_loss, 120) { run_mode("zfp:reversible", 0); }

@@ -18,6 +18,12 @@
  *
  * Requests go into a ring (under the communicator's mutex); every engine thread takes them in
  * order and runs its share; the last engine to finish a request completes it.
+ *
+ * Compressed jobs: each engine thread has an encoder helper thread that encodes a slot's next
+ * chunk into the slot's spare buffer while the engine is busy with the network and with
+ * decoding results (encode overlapped with communication); the engine swaps the buffer in.
+ * A packet's timer starts when it leaves, and coded packets get a timeout floor for the
+ * switch's coding time (rto.h).
  */
 #include <errno.h>
 #include <stdio.h>

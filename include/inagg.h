@@ -259,6 +259,35 @@ inagg_result_t inagg_barrier(inagg_comm_t *comm);
 /* Copy the communicator's counters. */
 inagg_result_t inagg_get_stats(const inagg_comm_t *comm, inagg_stats_t *out);
 
+/*
+ * Coding counters of a compressed communicator (options.compress), since creation. Versioned
+ * by size: set `size` to sizeof(inagg_codec_stats_t) before the call; the library fills the
+ * fields it knows that fit in `size` and sets `size` to what it filled, so fields added later
+ * go at the end. A communicator without a codec (or a p4sgd one) reports zeros.
+ * overlap_ns / (encode_ns + decode_ns) is the share of coding that ran while at least one of
+ * the engine's packets was on the wire: coding overlapped with communication.
+ */
+typedef struct inagg_codec_stats {
+    uint32_t size;              /* in: sizeof(inagg_codec_stats_t); out: bytes filled */
+    uint32_t rto_code_floor_us; /* the retransmission timeout's floor for coding time */
+    uint64_t chunks_encoded;    /* chunks encoded (first transmissions; error feedback's
+                                   check decode is counted in decode) */
+    uint64_t chunks_decoded;    /* result chunks decoded (and feedback checks) */
+    uint64_t encode_ns;         /* time spent encoding, summed over engine threads */
+    uint64_t decode_ns;         /* time spent decoding, summed over engine threads */
+    uint64_t overlap_ns;        /* of encode_ns + decode_ns: while a packet was in flight */
+    uint64_t chunks_ahead;      /* of chunks_encoded: by an encoder helper thread, before the
+                                   engine needed them (encode overlapped with the engine's
+                                   sending, receiving and decoding) */
+    uint32_t codec_threads;     /* threads that code: each engine thread and its encoder
+                                   helper (2 x options.threads) */
+    uint32_t reserved;          /* zero */
+} inagg_codec_stats_t;
+
+/* Copy the coding counters (see inagg_codec_stats_t). INAGG_ERR_INVALID when out is NULL
+ * or out->size is smaller than the first two fields. */
+inagg_result_t inagg_get_codec_stats(const inagg_comm_t *comm, inagg_codec_stats_t *out);
+
 /* Static text for a result code. */
 const char *inagg_strerror(inagg_result_t rc);
 

@@ -147,6 +147,8 @@ with inagg.Comm(sw, rank, world, job="pyzfp", compress="zfp:reversible",
     c.allreduce(a)
     want = world * ((np.arange(100000, dtype=np.float32) % 977) / 64) + sum(range(world))
     assert np.array_equal(a, want)
+    cs = c.codec_stats()
+    assert cs["chunks_encoded"] == 25 and cs["codec_threads"] == 2, cs  # 100000 / 4096
 with inagg.Comm(sw, rank, world, job="pyzfp8", compress="zfp:rate=8") as c:
     try:
         c.allreduce(np.ones(10, dtype=np.int32)); raise SystemExit("lossy int32 accepted")

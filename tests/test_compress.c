@@ -5,9 +5,11 @@
  * summed in float, the sum coded and decoded once more) within float rounding of the sum's
  * order; zfp:reversible is exact. Also: int32 refused on a lossy job with a clear message,
  * a rank asking for another mode is refused at join, and hostile coded packets are counted.
+ * The coding counters (inagg_get_codec_stats) and the timeout's coding floor are checked too.
  */
 #include <errno.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +19,7 @@
 #include "switch/codecjob.h"
 #include "inagg.h"
 #include "testutil.h"
+#include "worker/rto.h"
 
 #define WORLD 3u
 #define ELEMS 20000u
@@ -25,6 +28,7 @@
 typedef struct cjob {
     const char *addr, *mode, *faults;
     int ef;       /* error feedback on (the library's default for lossy modes) */
+    uint32_t threads; /* engine threads per rank (0: 1) */
     float *out;   /* shared: WORLD * ELEMS */
     int32_t *rc;  /* shared: WORLD */
     char *msg;    /* shared: WORLD * 256 */
@@ -48,6 +52,7 @@ static int cworker(uint32_t rank, void *arg)
     o.slots = 16;
     o.compress = j->mode;
     o.no_error_feedback = !j->ef;
+    o.threads = j->threads ? j->threads : 1;
     o.faults = j->faults;
     o.rto_us = 1000;
     o.rto_min_us = 1000;
@@ -116,7 +121,7 @@ static void reference(const char *mode, int ef, float *ref)
     codec_ctx_close(c);
 }
 
-static void run_mode(const char *mode, int ef)
+static void run_mode_threads(const char *mode, int ef, uint32_t threads)
 {
     char wf[128], sf[128];
     lossy_fault_specs(0.02, 14, wf, sf, sizeof wf);
@@ -125,7 +130,7 @@ static void run_mode(const char *mode, int ef)
     cfg.faults_out = sf;
     test_switch_t ts;
     ts_start(&ts, &cfg);
-    cjob_t j = {.addr = ts.addr, .mode = mode, .faults = wf, .ef = ef};
+    cjob_t j = {.addr = ts.addr, .mode = mode, .faults = wf, .ef = ef, .threads = threads};
     j.out = shared_alloc((size_t)WORLD * ELEMS * 4);
     j.rc = shared_alloc(WORLD * sizeof(int32_t));
     j.msg = shared_alloc(WORLD * 256);
@@ -162,7 +167,12 @@ static void run_mode(const char *mode, int ef)
     free(ref);
 }
 
+static void run_mode(const char *mode, int ef) { run_mode_threads(mode, ef, 1); }
+
 TEST(compress_zfp_rate_exactly_once_under_loss, 120) { run_mode("zfp:rate=8", 0); }
+/* Two engine threads per rank, each with its encoder helper, error feedback on: every chunk
+ * still coded once with its own residual, under loss. */
+TEST(compress_two_engine_threads_under_loss, 120) { run_mode_threads("zfp:rate=8", 1, 2); }
 TEST(compress_zfp_precision_exactly_once_under_loss, 120) { run_mode("zfp:precision=16", 0); }
 TEST(compress_zfp_accuracy_exactly_once_under_loss, 120) { run_mode("zfp:accuracy=0.0001", 0); }
 TEST(compress_zfp_reversible_exact_under_loss, 120) { run_mode("zfp:reversible", 0); }
@@ -288,4 +298,106 @@ TEST(compress_nonfinite_input_reported_everywhere, 30)
         CHECK_EQ_INT(j.rc[r], INAGG_ERR_NONFINITE);
         CHECK(fabs(j.out[r] - 20.0f) < 0.5f);
     }
+}
+
+/* The timeout's coding floor (worker/rto.h): twice one switch queue's coding work for a
+ * window, from the measured times; decode taken as encode until measured; capped. */
+TEST(compress_rto_code_floor, 5)
+{
+    /* 16 slots on 2 queues, world 4: 2 * 8 * (4 * 2000 + 1000) ns = 144 us */
+    CHECK_EQ_INT(rto_code_floor_us(1000, 2000, 4, 16, 2, 1000000), 144);
+    CHECK_EQ_INT(rto_code_floor_us(1000, 0, 4, 16, 2, 1000000), 80); /* decode as encode */
+    CHECK_EQ_INT(rto_code_floor_us(0, 2000, 4, 16, 2, 1000000), 160);
+    CHECK_EQ_INT(rto_code_floor_us(0, 0, 4, 16, 2, 1000000), 0);      /* nothing measured */
+    CHECK_EQ_INT(rto_code_floor_us(1000, 2000, 4, 17, 2, 1000000), 162); /* 9 slots ahead */
+    CHECK_EQ_INT(rto_code_floor_us(1000, 2000, 4, 16, 0, 1000000), 288); /* no queues: 1 */
+    CHECK_EQ_INT(rto_code_floor_us(1e9, 1e9, 64, 64, 1, 70000), 70000);  /* capped */
+    double m = 0;
+    rto_code_mean(&m, 800);
+    CHECK(m == 800);
+    rto_code_mean(&m, 1600);
+    CHECK(m == 900);
+}
+
+static int stats_worker(uint32_t rank, void *arg)
+{
+    cjob_t *j = arg;
+    inagg_options_t o = INAGG_OPTIONS_INIT;
+    o.packet_elems = PKT;
+    o.slots = 16;
+    o.compress = rank < WORLD ? j->mode : NULL;
+    inagg_comm_t *comm;
+    char detail[256];
+    const char *job = rank < WORLD ? "s" : "u";
+    uint32_t r = rank < WORLD ? rank : rank - WORLD;
+    inagg_result_t rc = inagg_comm_create(&comm, j->addr, job, r, WORLD, &o, detail,
+                                          sizeof detail);
+    if (rc != INAGG_OK) {
+        snprintf(j->msg + rank * 256, 256, "join: %.240s", detail);
+        return 1;
+    }
+    float *x = malloc(ELEMS * 4), *y = malloc(ELEMS * 4);
+    for (size_t i = 0; i < ELEMS; i++)
+        x[i] = value(j->mode, r, i);
+    for (int it = 0; it < 2 && rc == INAGG_OK; it++)
+        rc = inagg_allreduce(comm, x, y, ELEMS, INAGG_FLOAT32, INAGG_SUM);
+    char *m = j->msg + rank * 256;
+    inagg_codec_stats_t cs;
+    memset(&cs, 0xa5, sizeof cs);
+    cs.size = sizeof cs;
+    inagg_result_t grc = inagg_get_codec_stats(comm, &cs);
+    uint64_t chunks = 2u * ((ELEMS + PKT - 1) / PKT); /* two calls, no loss */
+    if (rc != INAGG_OK)
+        snprintf(m, 256, "allreduce: %.240s", inagg_last_error(comm));
+    else if (grc != INAGG_OK || cs.size != sizeof cs)
+        snprintf(m, 256, "get_codec_stats: rc %d size %u", grc, cs.size);
+    else if (rank >= WORLD && (cs.chunks_encoded || cs.encode_ns || cs.codec_threads ||
+                               cs.rto_code_floor_us || cs.reserved))
+        snprintf(m, 256, "uncompressed job reports coding");
+    else if (rank < WORLD &&
+             (cs.chunks_encoded != chunks || cs.chunks_decoded != 2 * chunks ||
+              cs.encode_ns == 0 || cs.decode_ns == 0 ||
+              cs.overlap_ns > cs.encode_ns + cs.decode_ns || cs.codec_threads != 2 ||
+              cs.chunks_ahead > cs.chunks_encoded ||
+              cs.rto_code_floor_us == 0 || cs.reserved != 0))
+        snprintf(m, 256, "counters: enc %llu dec %llu (want %llu, %llu) ns %llu %llu ov %llu "
+                 "threads %u floor %u", (unsigned long long)cs.chunks_encoded,
+                 (unsigned long long)cs.chunks_decoded, (unsigned long long)chunks,
+                 (unsigned long long)(2 * chunks), (unsigned long long)cs.encode_ns,
+                 (unsigned long long)cs.decode_ns, (unsigned long long)cs.overlap_ns,
+                 cs.codec_threads, cs.rto_code_floor_us);
+    if (!m[0]) { /* an older caller's smaller struct: only the fields that fit are written */
+        inagg_codec_stats_t small;
+        memset(&small, 0xa5, sizeof small);
+        small.size = (uint32_t)offsetof(inagg_codec_stats_t, chunks_decoded);
+        grc = inagg_get_codec_stats(comm, &small);
+        if (grc != INAGG_OK || small.size != offsetof(inagg_codec_stats_t, chunks_decoded) ||
+            small.chunks_decoded != 0xa5a5a5a5a5a5a5a5ull)
+            snprintf(m, 256, "small struct: rc %d size %u", grc, small.size);
+        small.size = 4;
+        if (inagg_get_codec_stats(comm, &small) != INAGG_ERR_INVALID ||
+            inagg_get_codec_stats(comm, NULL) != INAGG_ERR_INVALID)
+            snprintf(m, 256, "a too small struct or NULL was accepted");
+    }
+    inagg_comm_destroy(comm);
+    free(x);
+    free(y);
+    return m[0] ? 1 : 0;
+}
+
+/* inagg_get_codec_stats: exact chunk counts of a lossless-network run, times measured, the
+ * overlap no more than the coding, the timeout floor set; zeros on an uncompressed job;
+ * size versioning (a smaller struct is filled only as far as it goes; too small refused). */
+TEST(compress_codec_stats, 60)
+{
+    switch_config_t cfg = SWITCH_CONFIG_INIT;
+    test_switch_t ts;
+    ts_start(&ts, &cfg);
+    cjob_t j = {.addr = ts.addr, .mode = "zfp:rate=8", .ef = 1};
+    j.msg = shared_alloc(2 * WORLD * 256);
+    int rc = run_workers(2 * WORLD, stats_worker, &j, 50);
+    ts_stop(&ts);
+    for (uint32_t r = 0; r < 2 * WORLD; r++)
+        CHECK_MSG(j.msg[r * 256] == 0, "rank %u: %s", r, j.msg + r * 256);
+    CHECK_EQ_INT(rc, 0);
 }

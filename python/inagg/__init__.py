@@ -75,6 +75,13 @@ class _Stats(ctypes.Structure):
         ("srtt_us", ctypes.c_uint32), ("rto_us", ctypes.c_uint32)]
 
 
+class _CodecStats(ctypes.Structure):
+    _fields_ = [("size", ctypes.c_uint32), ("rto_code_floor_us", ctypes.c_uint32)] + [
+        (n, ctypes.c_uint64) for n in (
+            "chunks_encoded", "chunks_decoded", "encode_ns", "decode_ns", "overlap_ns",
+            "chunks_ahead")] + [("codec_threads", ctypes.c_uint32), ("reserved", ctypes.c_uint32)]
+
+
 _LIB = None
 _LIB_PATH = None
 _LIB_LOCK = threading.Lock()
@@ -141,6 +148,9 @@ def _declare(lib):
     for name, (res, args) in sig.items():
         f = getattr(lib, name)
         f.restype, f.argtypes = res, args
+    if hasattr(lib, "inagg_get_codec_stats"):  # newer libraries only
+        lib.inagg_get_codec_stats.restype = I
+        lib.inagg_get_codec_stats.argtypes = [P, ctypes.POINTER(_CodecStats)]
 
 
 def library():
@@ -379,6 +389,18 @@ class Comm:
         s = _Stats()
         self._check(_lib().inagg_get_stats(self._live(), ctypes.byref(s)))
         return {name: getattr(s, name) for name, _ in _Stats._fields_}
+
+    def codec_stats(self):
+        """Coding counters of a compressed communicator (inagg_get_codec_stats): chunks and
+        nanoseconds encoded and decoded, overlap_ns, chunks_ahead, rto_code_floor_us."""
+        lib = _lib()
+        if not hasattr(lib, "inagg_get_codec_stats"):
+            raise InaggError(-1, "this libinagg has no inagg_get_codec_stats")
+        s = _CodecStats()
+        s.size = ctypes.sizeof(s)
+        self._check(lib.inagg_get_codec_stats(self._live(), ctypes.byref(s)))
+        return {name: getattr(s, name) for name, _ in _CodecStats._fields_
+                if name not in ("size", "reserved")}
 
     def close(self):
         """Wait for requests in flight, leave the job, free the communicator."""

@@ -74,6 +74,7 @@ typedef struct ar_rank_report {
     double max_err;            /* float32: largest error relative to its bound */
     uint64_t wrong, checksum;  /* wrong elements; bench_checksum of the last result */
     inagg_stats_t stats;
+    inagg_codec_stats_t codec;  /* compressed runs: coding time and its overlap */
     char error[640];
 } ar_rank_report_t;
 
@@ -86,6 +87,9 @@ typedef struct ar_sys_result {
     char checksum[24];
     int checksums_agree;
     uint64_t packets, retransmissions, duplicates;
+    uint64_t encode_ns, decode_ns, overlap_ns; /* coding, summed over the ranks */
+    uint64_t chunks_encoded, chunks_ahead;     /* ... and chunks (ahead: by the helpers) */
+    uint32_t code_floor_us;    /* the largest timeout floor for coding time */
     double worst;              /* float32: largest error relative to its bound */
     char error[768];
 } ar_sys_result_t;

@@ -295,6 +295,8 @@ int ar_rank_run(const ar_opts_t *o, uint32_t rank, const char *addr, const char 
         fprintf(stderr, "\r%60s\r", "");
     rep->checksum = bench_checksum(recv, o->elems);
     inagg_get_stats(comm, &rep->stats);
+    rep->codec.size = sizeof(rep->codec);
+    inagg_get_codec_stats(comm, &rep->codec);
 done:
     rep->rc = rc;
     if (comm)
@@ -336,6 +338,12 @@ void ar_rank_print(const ar_opts_t *o, const ar_rank_report_t *rep)
     json_int(&w, "bytes_sent", (int64_t)rep->stats.bytes_sent);
     json_int(&w, "bytes_received", (int64_t)rep->stats.bytes_received);
     json_int(&w, "srtt_us", rep->stats.srtt_us);
+    json_int(&w, "encode_ns", (int64_t)rep->codec.encode_ns);
+    json_int(&w, "decode_ns", (int64_t)rep->codec.decode_ns);
+    json_int(&w, "overlap_ns", (int64_t)rep->codec.overlap_ns);
+    json_int(&w, "chunks_encoded", (int64_t)rep->codec.chunks_encoded);
+    json_int(&w, "chunks_ahead", (int64_t)rep->codec.chunks_ahead);
+    json_int(&w, "rto_code_floor_us", rep->codec.rto_code_floor_us);
     json_int(&w, "rc", rep->rc);
     json_string(&w, "error", rep->error);
     json_end_object(&w);
@@ -412,6 +420,18 @@ int ar_rank_parse(const char *text, ar_rank_report_t *rep)
         rep->stats.duplicates_ignored = (uint64_t)v;
     if (json_find_number(text, "bytes_sent", &v) == 0)
         rep->stats.bytes_sent = (uint64_t)v;
+    if (json_find_number(text, "encode_ns", &v) == 0)
+        rep->codec.encode_ns = (uint64_t)v;
+    if (json_find_number(text, "decode_ns", &v) == 0)
+        rep->codec.decode_ns = (uint64_t)v;
+    if (json_find_number(text, "overlap_ns", &v) == 0)
+        rep->codec.overlap_ns = (uint64_t)v;
+    if (json_find_number(text, "chunks_encoded", &v) == 0)
+        rep->codec.chunks_encoded = (uint64_t)v;
+    if (json_find_number(text, "chunks_ahead", &v) == 0)
+        rep->codec.chunks_ahead = (uint64_t)v;
+    if (json_find_number(text, "rto_code_floor_us", &v) == 0)
+        rep->codec.rto_code_floor_us = (uint32_t)v;
     if (json_find_number(text, "rc", &v) == 0)
         rep->rc = (int32_t)v;
     json_find_string(text, "error", rep->error, sizeof(rep->error));

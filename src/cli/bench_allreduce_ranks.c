@@ -41,6 +41,13 @@ void ar_summarize_ranks(const ar_rank_report_t *reps, uint32_t n, uint32_t iters
         r->packets += x->stats.packets_sent;
         r->retransmissions += x->stats.retransmissions;
         r->duplicates += x->stats.duplicates_ignored;
+        r->encode_ns += x->codec.encode_ns;
+        r->decode_ns += x->codec.decode_ns;
+        r->overlap_ns += x->codec.overlap_ns;
+        r->chunks_encoded += x->codec.chunks_encoded;
+        r->chunks_ahead += x->codec.chunks_ahead;
+        if (x->codec.rto_code_floor_us > r->code_floor_us)
+            r->code_floor_us = x->codec.rto_code_floor_us;
         double span = x->t_end - x->t_start;
         if (span > 0 && isfinite(x->cpu_s)) {
             double pct = x->cpu_s / span * 100.0;

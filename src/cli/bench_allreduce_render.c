@@ -123,6 +123,14 @@ static void render_summary(FILE *out, const ar_run_t *run, const ar_size_result_
     fprintf(out, "  packets        %llu sent, %llu retransmitted, %llu duplicate results\n",
             (unsigned long long)r->packets, (unsigned long long)r->retransmissions,
             (unsigned long long)r->duplicates);
+    if (o->compress && r->encode_ns + r->decode_ns > 0)
+        fprintf(out, "  coding         %.1f ms encode, %.1f ms decode (all ranks), %.0f%% "
+                "overlapped with packets in flight; %llu of %llu chunks encoded ahead by "
+                "helper threads; timeout floor %u us\n",
+                (double)r->encode_ns / 1e6, (double)r->decode_ns / 1e6,
+                100.0 * (double)r->overlap_ns / (double)(r->encode_ns + r->decode_ns),
+                (unsigned long long)r->chunks_ahead, (unsigned long long)r->chunks_encoded,
+                r->code_floor_us);
     fprintf(out, "  checksum       %s\n", r->checksum);
     for (int k = 0; k < o->nbase; k++) {
         ar_system_t b = o->base[k];
@@ -301,6 +309,12 @@ int ar_render_json(const ar_run_t *run)
     json_int(&w, "packets", (int64_t)r->packets);
     json_int(&w, "retransmissions", (int64_t)r->retransmissions);
     json_int(&w, "duplicate_results", (int64_t)r->duplicates);
+    json_int(&w, "encode_ns", (int64_t)r->encode_ns);
+    json_int(&w, "decode_ns", (int64_t)r->decode_ns);
+    json_int(&w, "overlap_ns", (int64_t)r->overlap_ns);
+    json_int(&w, "chunks_encoded", (int64_t)r->chunks_encoded);
+    json_int(&w, "chunks_ahead", (int64_t)r->chunks_ahead);
+    json_int(&w, "rto_code_floor_us", r->code_floor_us);
     json_string(&w, "checksum", r->checksum);
     json_bool(&w, "checksums_agree", r->checksums_agree);
     json_cpu(&w, r);

@@ -207,19 +207,19 @@ static int measure(const bc_opts_t *o, const char *mode, const char *data, const
     }
     int rc = 0;
     uint32_t tcount[2] = {1, o->threads};
-    for (int t = 0; t < 2 && rc == 0; t++) {
-        double enc[64], dec[64];
-        for (uint32_t k = 0; k < o->repeats && rc == 0; k++) {
-            enc[k] = run_coders(&j, tcount[t], 0);
-            dec[k] = run_coders(&j, tcount[t], 1);
-            if (enc[k] <= 0 || dec[k] <= 0)
+    double enc[2][64], dec[2][64];
+    /* one thread and T threads alternate in each repeat, so both see the same load */
+    for (uint32_t k = 0; k < o->repeats && rc == 0; k++)
+        for (int t = 0; t < 2 && rc == 0; t++) {
+            enc[t][k] = run_coders(&j, tcount[t], 0);
+            dec[t][k] = run_coders(&j, tcount[t], 1);
+            if (enc[t][k] <= 0 || dec[t][k] <= 0)
                 rc = -1;
         }
-        if (rc == 0) {
-            double bytes = (double)o->elems * 4.0;
-            res->enc_gbs[t] = bytes / median(enc, o->repeats) * 1e-9;
-            res->dec_gbs[t] = bytes / median(dec, o->repeats) * 1e-9;
-        }
+    for (int t = 0; t < 2 && rc == 0; t++) {
+        double bytes = (double)o->elems * 4.0;
+        res->enc_gbs[t] = bytes / median(enc[t], o->repeats) * 1e-9;
+        res->dec_gbs[t] = bytes / median(dec[t], o->repeats) * 1e-9;
     }
     if (rc == 0) {
         size_t total = 0;

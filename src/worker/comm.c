@@ -453,6 +453,21 @@ inagg_result_t inagg_get_stats(const inagg_comm_t *comm, inagg_stats_t *out)
     return INAGG_OK;
 }
 
+inagg_result_t inagg_get_codec_stats(const inagg_comm_t *comm, inagg_codec_stats_t *out)
+{
+    size_t head = offsetof(inagg_codec_stats_t, chunks_encoded);
+    if (!comm || !out || out->size < head)
+        return INAGG_ERR_INVALID;
+    size_t fill = out->size < sizeof(*out) ? out->size : sizeof(*out);
+    inagg_codec_stats_t all;
+    memset(&all, 0, sizeof(all));
+    if (comm->proto->add_codec_stats)
+        comm->proto->add_codec_stats(comm->ps, &all);
+    all.size = (uint32_t)fill;
+    memcpy(out, &all, fill);
+    return INAGG_OK;
+}
+
 inagg_result_t inagg_comm_destroy(inagg_comm_t *comm)
 {
     if (!comm)

@@ -56,6 +56,18 @@ void worker_counters_add(const worker_counters_t *c, inagg_stats_t *acc)
         acc->rto_us = rto;
 }
 
+void worker_counters_add_codec(const worker_counters_t *c, inagg_codec_stats_t *acc)
+{
+    acc->chunks_encoded += atomic_load_explicit(&c->chunks_encoded, memory_order_relaxed);
+    acc->chunks_decoded += atomic_load_explicit(&c->chunks_decoded, memory_order_relaxed);
+    acc->encode_ns += atomic_load_explicit(&c->encode_ns, memory_order_relaxed);
+    acc->decode_ns += atomic_load_explicit(&c->decode_ns, memory_order_relaxed);
+    acc->overlap_ns += atomic_load_explicit(&c->overlap_ns, memory_order_relaxed);
+    uint32_t f = atomic_load_explicit(&c->code_floor_us, memory_order_relaxed);
+    if (f > acc->rto_code_floor_us)
+        acc->rto_code_floor_us = f;
+}
+
 int worker_cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, uint64_t deadline_ns)
 {
     uint64_t now = util_now_ns();

@@ -111,6 +111,8 @@ typedef struct worker_proto_ops {
     void (*fail)(void *state);
     /* Add the engines' counters to *acc. */
     void (*add_stats)(const void *state, inagg_stats_t *acc);
+    /* Add the engines' coding counters to *acc (NULL: the protocol does not code). */
+    void (*add_codec_stats)(const void *state, inagg_codec_stats_t *acc);
 } worker_proto_ops_t;
 
 /* The protocol's ops, or NULL for a protocol this library does not have. */
@@ -123,6 +125,10 @@ typedef struct worker_counters {
     _Atomic uint64_t sent, received, retransmissions, duplicates, invalid, bytes_sent,
         bytes_received;
     _Atomic uint32_t srtt_us, rto_us;
+    /* Coding (compressed jobs): chunks coded and nanoseconds spent, and of those the ones
+     * spent while at least one of this engine's packets was on the wire (overlap). */
+    _Atomic uint64_t chunks_encoded, chunks_decoded, encode_ns, decode_ns, overlap_ns;
+    _Atomic uint32_t code_floor_us; /* the timeout's coding floor (rto_code_floor_us) */
 } worker_counters_t;
 
 #define WORKER_CNT_ADD(f, n)                                                                    \
@@ -146,6 +152,9 @@ static inline void worker_count_received(worker_counters_t *c, size_t len)
 void worker_rtt_sample(worker_counters_t *c, rto_estimator_t *rto, double sample_us);
 /* Add c to *acc: sums, and the largest srtt and rto. */
 void worker_counters_add(const worker_counters_t *c, inagg_stats_t *acc);
+
+/* Add c's coding counters to *acc (the largest floor). */
+void worker_counters_add_codec(const worker_counters_t *c, inagg_codec_stats_t *acc);
 
 /* Wait on cv (the caller holds mu) until deadline_ns on the monotonic clock: non-zero when
  * the deadline had passed already. */

@@ -18,6 +18,12 @@
  *
  * Requests go into a ring (under the communicator's mutex); every engine thread takes them in
  * order and runs its share; the last engine to finish a request completes it.
+ *
+ * Compressed jobs: each engine thread has an encoder helper thread that encodes a slot's next
+ * chunk into the slot's spare buffer while the engine is busy with the network and with
+ * decoding results (encode overlapped with communication); the engine swaps the buffer in.
+ * A packet's timer starts when it leaves, and coded packets get a timeout floor for the
+ * switch's coding time (rto.h).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -39,6 +45,8 @@
 #define ENGINE_POLL_MS 5
 
 enum phase { PHASE_IDLE = 0, PHASE_PROBE, PHASE_DATA };
+enum spare_state { SPARE_FREE = 0, SPARE_BUSY, SPARE_READY };
+#define NO_CHUNK UINT64_MAX
 
 typedef struct wslot {
     uint32_t slot;          /* index in the job's pool */
@@ -48,12 +56,29 @@ typedef struct wslot {
     int16_t exp;            /* agreed exponent of the chunk in flight (fixed point) */
     int16_t sent_next_exp;  /* look-ahead exponent this rank sent with the packet in flight */
     worker_timer_t tm;      /* of the packet in flight */
+    int armed;              /* its packet left (flushed) and its timer runs */
+    /* The encoder helper's packet for the slot's next chunk; under the engine's hmu. */
+    uint8_t *spare;
+    uint64_t spare_chunk;   /* the chunk spare holds or is being coded into it */
+    uint64_t want;          /* the chunk the engine sends next on this slot (NO_CHUNK: none) */
+    int spare_state;        /* SPARE_FREE, SPARE_BUSY (helper coding), SPARE_READY */
+    uint16_t spare_words;   /* payload words of the ready packet */
+    uint8_t spare_flags;    /* WIRE_FLAG_OVERFLOW: the chunk held NaN or Inf */
+    uint64_t spare_enc_ns;  /* how long its encoding took */
     uint8_t *pkt;
     uint32_t pkt_len;
     transport_addr_t dst;   /* the switch queue that serves this slot */
 } wslot_t;
 
 typedef struct engine engine_t;
+typedef struct run run_t;
+
+/* One thread's codec: the engine's own, or its encoder helper's. */
+typedef struct coder {
+    codec_ctx_t *ctx;
+    float *dec, *xbuf;      /* [elems]: scratch */
+    worker_counters_t *c;   /* where its coding is counted */
+} coder_t;
 
 struct engine {
     worker_params_t p;
@@ -74,12 +99,41 @@ struct engine {
     float *resid;           /* error feedback: per element of the tensor, what the codec dropped
                                last time (only this engine's chunks are used) */
     size_t resid_len;
+    _Atomic uint32_t onwire; /* slots whose packet left and has no answer yet (the helper
+                                reads it for the overlap counter) */
+    /* The encoder helper (compressed jobs): a second thread that encodes each slot's next
+     * chunk into the slot's spare buffer while the engine sends, receives and decodes. */
+    pthread_t helper;
+    int helper_started, hstop; /* hstop under hmu */
+    pthread_mutex_t hmu;
+    pthread_cond_t hcv;
+    run_t *hrun;            /* under hmu: the run the helper codes for (NULL: none) */
+    coder_t hcd;            /* the helper's codec */
+    worker_counters_t hc;   /* the helper's coding counters (one writer each) */
+    uint8_t *spare_arena;
+    double enc_ns, dec_ns;  /* mean coding time per chunk (rto_code_mean) */
+    uint32_t code_floor_us; /* the timeout's floor for coding time (rto_code_floor_us) */
 };
+
+static void *helper_main(void *arg);
 
 static void engine_destroy(engine_t *e)
 {
     if (!e)
         return;
+    if (e->helper_started) {
+        pthread_mutex_lock(&e->hmu);
+        e->hstop = 1;
+        pthread_cond_broadcast(&e->hcv);
+        pthread_mutex_unlock(&e->hmu);
+        pthread_join(e->helper, NULL);
+    }
+    pthread_mutex_destroy(&e->hmu);
+    pthread_cond_destroy(&e->hcv);
+    codec_ctx_close(e->hcd.ctx);
+    free(e->hcd.dec);
+    free(e->hcd.xbuf);
+    free(e->spare_arena);
     transport_close(e->tp);
     free(e->ws);
     free(e->pkt_arena);
@@ -101,6 +155,8 @@ static int engine_create(const worker_params_t *p, uint32_t index, engine_t **ou
         return -ENOMEM;
     }
     e->p = *p;
+    pthread_mutex_init(&e->hmu, NULL);
+    pthread_cond_init(&e->hcv, NULL);
     e->index = index;
     e->nthreads = p->threads;
     worker_counters_init(&e->c, &e->rto, p);
@@ -117,9 +173,16 @@ static int engine_create(const worker_params_t *p, uint32_t index, engine_t **ou
     }
     if (p->codec.mode != CODEC_NONE) {
         rc = codec_ctx_open(&p->codec, p->elems, &e->codec, err, errlen);
+        if (rc == 0)
+            rc = codec_ctx_open(&p->codec, p->elems, &e->hcd.ctx, err, errlen);
         e->dec = malloc((size_t)p->elems * sizeof(float));
         e->xbuf = malloc((size_t)p->elems * sizeof(float));
-        if (rc == 0 && (!e->dec || !e->xbuf)) {
+        e->hcd.dec = malloc((size_t)p->elems * sizeof(float));
+        e->hcd.xbuf = malloc((size_t)p->elems * sizeof(float));
+        e->hcd.c = &e->hc;
+        e->spare_arena = malloc((e->nlocal ? e->nlocal : 1) * e->pkt_cap);
+        if (rc == 0 && (!e->dec || !e->xbuf || !e->hcd.dec || !e->hcd.xbuf ||
+                        !e->spare_arena)) {
             set_err(err, errlen, "out of memory");
             rc = -ENOMEM;
         }
@@ -135,9 +198,18 @@ static int engine_create(const worker_params_t *p, uint32_t index, engine_t **ou
         wslot_t *w = &e->ws[k];
         w->slot = index + k * e->nthreads;
         w->pkt = e->pkt_arena + (size_t)k * e->pkt_cap;
+        w->spare = e->spare_arena ? e->spare_arena + (size_t)k * e->pkt_cap : NULL;
+        w->want = NO_CHUNK;
         rc = worker_slot_addr(p, e->tp, w->slot, &w->dst);
         if (rc != 0)
             set_err(err, errlen, "no address for the switch queue of slot %u", w->slot);
+    }
+    if (rc == 0 && e->codec) {
+        rc = -pthread_create(&e->helper, NULL, helper_main, e);
+        if (rc != 0)
+            set_err(err, errlen, "cannot start the encoder helper thread");
+        else
+            e->helper_started = 1;
     }
     if (rc != 0)
         goto fail;
@@ -149,7 +221,7 @@ fail:
 }
 
 /* The request being run, with what every chunk needs. */
-typedef struct run {
+struct run {
     const worker_call_t *r;
     uint64_t nchunks;
     uint8_t wire_dtype;
@@ -157,7 +229,7 @@ typedef struct run {
     int coded;              /* float32 through the job's codec (WIRE_CODED) */
     int resid;              /* ... with error feedback (e->resid covers the tensor) */
     int overflow, nonfinite;
-} run_t;
+};
 
 static size_t chunk_len(const engine_t *e, const run_t *run, uint64_t chunk)
 {
@@ -174,14 +246,221 @@ static int16_t chunk_exponent(const engine_t *e, const run_t *run, uint64_t chun
     return quant_block_exponent(x, chunk_len(e, run, chunk));
 }
 
-static void queue_send(engine_t *e, wslot_t *w, uint64_t now)
+/* Queue the slot's packet. Its timer starts when the packet leaves (arm_sent after the
+ * flush), not now: coding the rest of a batch of results may take long before the flush. */
+static void queue_send(engine_t *e, wslot_t *w)
 {
     worker_txq_push(&e->tx, w->pkt, w->pkt_len, &w->dst, &e->c);
-    worker_timer_arm(&w->tm, now);
+    if (w->armed) {
+        w->armed = 0;
+        e->onwire--;
+    }
+}
+
+/* After a flush: the timers of the packets that just left start now. */
+static void arm_sent(engine_t *e)
+{
+    uint64_t now = util_now_ns();
+    for (uint32_t k = 0; k < e->nlocal; k++) {
+        wslot_t *w = &e->ws[k];
+        if (w->phase == PHASE_IDLE || w->armed)
+            continue;
+        worker_timer_arm(&w->tm, now);
+        w->armed = 1;
+        e->onwire++;
+    }
+}
+
+/* The slot's packet was answered: it is no longer on the wire. */
+static void answered(engine_t *e, wslot_t *w)
+{
+    if (w->armed) {
+        w->armed = 0;
+        e->onwire--;
+    }
+}
+
+/* The coding floor may pass rto_max_us (rto.h) but stays below half the progress timeout,
+ * so a lost packet is still sent again before the call gives up. */
+static uint32_t code_floor_cap_us(const worker_params_t *p)
+{
+    uint64_t cap = (uint64_t)p->timeout_ms * 500u;
+    return cap > UINT32_MAX ? UINT32_MAX : (uint32_t)cap;
+}
+
+/* Count one coding step of dt ns in c; overlapped when `others` of the engine's packets
+ * were on the wire meanwhile. */
+static void count_step(worker_counters_t *c, int encode, uint64_t dt, uint32_t others)
+{
+    if (encode) {
+        WORKER_CNT_ADD(c->chunks_encoded, 1);
+        WORKER_CNT_ADD(c->encode_ns, dt);
+    } else {
+        WORKER_CNT_ADD(c->chunks_decoded, 1);
+        WORKER_CNT_ADD(c->decode_ns, dt);
+    }
+    if (others > 0)
+        WORKER_CNT_ADD(c->overlap_ns, dt);
+}
+
+/* A coding time into the engine's mean times, and the timeout's coding floor refreshed. */
+static void engine_mean(engine_t *e, int encode, uint64_t dt)
+{
+    rto_code_mean(encode ? &e->enc_ns : &e->dec_ns, (double)dt);
+    e->code_floor_us = rto_code_floor_us(e->enc_ns, e->dec_ns, e->p.world, e->p.slots,
+                                         e->p.sw_queues, code_floor_cap_us(&e->p));
+    atomic_store_explicit(&e->c.code_floor_us, e->code_floor_us, memory_order_relaxed);
+}
+
+/* Encode chunk `chunk` of the run with cd into payload (with error feedback: the chunk plus
+ * its residual, and the residual then updated): the payload's words. A chunk holding NaN or
+ * Inf goes as coded zeros with WIRE_FLAG_OVERFLOW in *flags. *enc_ns: the encode time.
+ * Called by the engine thread or its helper, never both for one chunk. */
+static uint16_t encode_chunk(engine_t *e, const coder_t *cd, const run_t *run, uint64_t chunk,
+                             uint32_t *payload, uint8_t *flags, uint64_t *enc_ns)
+{
+    size_t off = chunk * e->p.elems, len = chunk_len(e, run, chunk);
+    size_t cap = e->pkt_cap - WIRE_HEADER_SIZE;
+    const float *src = (const float *)run->r->send + off;
+    float *res = run->resid ? e->resid + off : NULL;
+    if (res) { /* error feedback: send the chunk plus what was dropped last time */
+        for (size_t i = 0; i < len; i++)
+            cd->xbuf[i] = src[i] + res[i];
+        src = cd->xbuf;
+    }
+    uint64_t t0 = util_now_ns();
+    long l = codec_encode(cd->ctx, src, len, payload, cap);
+    *enc_ns = util_now_ns() - t0;
+    count_step(cd->c, 1, *enc_ns, atomic_load_explicit(&e->onwire, memory_order_relaxed));
+    if (l < 0) { /* a NaN or infinity: send zeros flagged, every rank's result is */
+        memset(cd->dec, 0, len * sizeof(float));
+        l = codec_encode(cd->ctx, cd->dec, len, payload, cap);
+        *flags |= WIRE_FLAG_OVERFLOW;
+        if (res)
+            memset(res, 0, len * sizeof(float));
+    } else if (res) { /* what the codec dropped goes into the next step */
+        uint64_t t1 = util_now_ns();
+        int drc = codec_decode(cd->ctx, payload, (size_t)l, cd->dec, len, NULL, 0);
+        count_step(cd->c, 0, util_now_ns() - t1,
+                   atomic_load_explicit(&e->onwire, memory_order_relaxed));
+        if (drc >= 0)
+            for (size_t i = 0; i < len; i++)
+                res[i] = src[i] - cd->dec[i];
+        else
+            memset(res, 0, len * sizeof(float));
+    }
+    return (uint16_t)((size_t)(l < 0 ? 0 : l) / 4u);
+}
+
+/* The helper: encode each slot's next chunk (the lowest one wanted) into its spare buffer. */
+static void *helper_main(void *arg)
+{
+    engine_t *e = arg;
+    pthread_mutex_lock(&e->hmu);
+    while (!e->hstop) {
+        wslot_t *w = NULL;
+        for (uint32_t k = 0; e->hrun && k < e->nlocal; k++) {
+            wslot_t *x = &e->ws[k];
+            if (x->spare_state == SPARE_FREE && x->want != NO_CHUNK &&
+                (!w || x->want < w->want))
+                w = x;
+        }
+        if (!w) {
+            pthread_cond_wait(&e->hcv, &e->hmu);
+            continue;
+        }
+        const run_t *run = e->hrun;
+        uint64_t chunk = w->want;
+        uint8_t *buf = w->spare;
+        w->spare_state = SPARE_BUSY;
+        w->spare_chunk = chunk;
+        pthread_mutex_unlock(&e->hmu);
+        uint8_t fl = 0;
+        uint64_t dt = 0;
+        uint16_t words = encode_chunk(e, &e->hcd, run, chunk,
+                                      (uint32_t *)(void *)(buf + WIRE_HEADER_SIZE), &fl, &dt);
+        pthread_mutex_lock(&e->hmu);
+        w->spare_words = words;
+        w->spare_flags = fl;
+        w->spare_enc_ns = dt;
+        w->spare_state = SPARE_READY;
+        pthread_cond_broadcast(&e->hcv);
+    }
+    pthread_mutex_unlock(&e->hmu);
+    return NULL;
+}
+
+/* The helper starts coding for run (nothing wanted yet: send_current asks slot by slot). */
+static void helper_attach(engine_t *e, run_t *run)
+{
+    if (!e->helper_started)
+        return;
+    pthread_mutex_lock(&e->hmu);
+    for (uint32_t k = 0; k < e->nlocal; k++) {
+        e->ws[k].want = NO_CHUNK;
+        e->ws[k].spare_state = SPARE_FREE;
+    }
+    e->hrun = run;
+    pthread_mutex_unlock(&e->hmu);
+}
+
+/* The run ends: wait until the helper is done with any chunk, and forget what it coded. */
+static void helper_detach(engine_t *e)
+{
+    if (!e->helper_started)
+        return;
+    pthread_mutex_lock(&e->hmu);
+    for (uint32_t k = 0; k < e->nlocal; k++)
+        e->ws[k].want = NO_CHUNK;
+    for (;;) {
+        int busy = 0;
+        for (uint32_t k = 0; k < e->nlocal; k++)
+            busy |= e->ws[k].spare_state == SPARE_BUSY;
+        if (!busy)
+            break;
+        pthread_cond_wait(&e->hcv, &e->hmu); /* one chunk's encoding: bounded */
+    }
+    for (uint32_t k = 0; k < e->nlocal; k++)
+        e->ws[k].spare_state = SPARE_FREE;
+    e->hrun = NULL;
+    pthread_mutex_unlock(&e->hmu);
+}
+
+/* Sending chunk w->chunk: take the helper's packet for it if it has one (waiting while it is
+ * still coding that very chunk), and ask for the slot's next chunk. 1 when taken (w->pkt is
+ * now the coded packet: *words and *flags set), 0 when the engine must encode it. */
+static int take_spare(engine_t *e, const run_t *run, wslot_t *w, uint16_t *words,
+                      uint8_t *flags)
+{
+    if (!e->helper_started)
+        return 0;
+    int got = 0;
+    uint64_t dt = 0;
+    pthread_mutex_lock(&e->hmu);
+    while (w->spare_state == SPARE_BUSY && w->spare_chunk == w->chunk)
+        pthread_cond_wait(&e->hcv, &e->hmu);
+    if (w->spare_state == SPARE_READY && w->spare_chunk == w->chunk) {
+        uint8_t *t = w->pkt; /* answered: free for the helper */
+        w->pkt = w->spare;
+        w->spare = t;
+        *words = w->spare_words;
+        *flags |= w->spare_flags;
+        dt = w->spare_enc_ns;
+        got = 1;
+    }
+    if (w->spare_state == SPARE_READY)
+        w->spare_state = SPARE_FREE;
+    uint64_t next = w->chunk + e->p.slots;
+    w->want = next < run->nchunks ? next : NO_CHUNK;
+    pthread_cond_broadcast(&e->hcv);
+    pthread_mutex_unlock(&e->hmu);
+    if (got)
+        engine_mean(e, 1, dt);
+    return got;
 }
 
 /* Build the packet for the slot's current phase and chunk, and queue it. */
-static void send_current(engine_t *e, run_t *run, wslot_t *w, uint64_t now)
+static void send_current(engine_t *e, run_t *run, wslot_t *w)
 {
     wire_header_t h = worker_header(&e->p, WIRE_CONTRIB, w->slot, w->round);
     h.chunk = (uint32_t)w->chunk;
@@ -197,29 +476,19 @@ static void send_current(engine_t *e, run_t *run, wslot_t *w, uint64_t now)
         size_t off = w->chunk * e->p.elems, len = chunk_len(e, run, w->chunk);
         h.count = (uint16_t)len;
         if (run->coded) {
-            const float *src = (const float *)run->r->send + off;
-            float *res = run->resid ? e->resid + off : NULL;
-            if (res) { /* error feedback: send the chunk plus what was dropped last time */
-                for (size_t i = 0; i < len; i++)
-                    e->xbuf[i] = src[i] + res[i];
-                src = e->xbuf;
+            uint8_t fl = 0;
+            uint16_t words = 0;
+            if (!take_spare(e, run, w, &words, &fl)) {
+                coder_t self = {e->codec, e->dec, e->xbuf, &e->c};
+                uint64_t dt = 0;
+                words = encode_chunk(e, &self, run, w->chunk, payload, &fl, &dt);
+                engine_mean(e, 1, dt);
             }
-            long l = codec_encode(e->codec, src, len, payload, e->pkt_cap - WIRE_HEADER_SIZE);
-            if (l < 0) { /* a NaN or infinity: send zeros flagged, every rank's result is */
-                memset(e->dec, 0, len * sizeof(float));
-                l = codec_encode(e->codec, e->dec, len, payload, e->pkt_cap - WIRE_HEADER_SIZE);
+            if (fl & WIRE_FLAG_OVERFLOW) {
                 h.flags |= WIRE_FLAG_OVERFLOW;
                 run->nonfinite = 1;
-                if (res)
-                    memset(res, 0, len * sizeof(float));
-            } else if (res) { /* what the codec dropped goes into the next step */
-                if (codec_decode(e->codec, payload, (size_t)l, e->dec, len, NULL, 0) >= 0)
-                    for (size_t i = 0; i < len; i++)
-                        res[i] = src[i] - e->dec[i];
-                else
-                    memset(res, 0, len * sizeof(float));
             }
-            h.count = (uint16_t)((size_t)l / 4u);
+            h.count = words;
         } else if (!run->fixed) {
             worker_encode_plain(run->r->dtype, (const char *)run->r->send + off * 4u, payload,
                                 len);
@@ -233,7 +502,9 @@ static void send_current(engine_t *e, run_t *run, wslot_t *w, uint64_t now)
     wire_encode_header(&h, w->pkt);
     w->pkt_len = WIRE_HEADER_SIZE + (uint32_t)h.count * 4u;
     worker_timer_fresh(&w->tm, &e->rto);
-    queue_send(e, w, now);
+    if (run->coded && w->tm.rto_us < e->code_floor_us)
+        w->tm.rto_us = e->code_floor_us;
+    queue_send(e, w);
 }
 
 static void deliver(engine_t *e, run_t *run, const wslot_t *w, const wire_header_t *h,
@@ -283,10 +554,15 @@ static int accept_result(engine_t *e, const run_t *run, const uint8_t *buf, size
     }
     size_t want = w->phase == PHASE_PROBE ? 0 : chunk_len(e, run, w->chunk);
     if (run->coded) { /* a chunk of exactly `want` values that decodes cleanly */
-        int rc = h->dtype != WIRE_CODED
-                     ? -1
-                     : codec_decode(e->codec, buf + WIRE_HEADER_SIZE, (size_t)h->count * 4u,
-                                    e->dec, want, NULL, 0);
+        int rc = -1;
+        if (h->dtype == WIRE_CODED) {
+            uint64_t t0 = util_now_ns();
+            rc = codec_decode(e->codec, buf + WIRE_HEADER_SIZE, (size_t)h->count * 4u, e->dec,
+                              want, NULL, 0);
+            uint64_t dt = util_now_ns() - t0;
+            count_step(&e->c, 0, dt, atomic_load(&e->onwire) - (w->armed ? 1u : 0u));
+            engine_mean(e, 0, dt);
+        }
         if (rc < 0) {
             WORKER_CNT_ADD(e->c.invalid, 1);
             return -1;
@@ -316,11 +592,14 @@ static void scan_timers(engine_t *e, uint64_t now, uint64_t *next_deadline)
     int expired = 0;
     for (uint32_t k = 0; k < e->nlocal; k++) {
         wslot_t *w = &e->ws[k];
-        if (w->phase == PHASE_IDLE)
+        if (w->phase == PHASE_IDLE || !w->armed)
             continue;
         if (now >= w->tm.deadline_ns) {
-            worker_timer_expired(&w->tm, e->p.rto_max_us, &e->c);
-            queue_send(e, w, now);
+            /* backoff up to rto_max, or up to the coding floor where that is larger */
+            uint32_t cap = e->code_floor_us > e->p.rto_max_us ? e->code_floor_us
+                                                               : e->p.rto_max_us;
+            worker_timer_expired(&w->tm, cap, &e->c);
+            queue_send(e, w);
             expired = 1;
         }
         if (w->tm.deadline_ns < next)
@@ -356,22 +635,28 @@ static int engine_run(engine_t *e, const worker_call_t *r, char *detail, size_t 
         run.resid = e->resid_len == r->count;
     }
 
+    if (run.coded)
+        helper_attach(e, &run);
     uint64_t now = util_now_ns();
     uint32_t active = 0;
+    e->onwire = 0;
     for (uint32_t k = 0; k < e->nlocal; k++) {
+        e->ws[k].armed = 0;
         wslot_t *w = &e->ws[k];
         if (w->slot >= run.nchunks)
             continue;
         w->chunk = w->slot;
         w->phase = run.fixed ? PHASE_PROBE : PHASE_DATA;
-        send_current(e, &run, w, now);
+        send_current(e, &run, w);
         active++;
     }
     int rc = worker_txq_flush(&e->tx);
+    arm_sent(e);
     if (rc < 0) {
         set_err(detail, dlen, "send failed: %s", strerror(-rc));
         rc = -EIO;
     }
+    now = util_now_ns();
     uint64_t last_progress = now, next_deadline = now;
     uint64_t timeout_ns = (uint64_t)e->p.timeout_ms * 1000000ull;
     while (active > 0 && rc == 0) {
@@ -401,28 +686,32 @@ static int engine_run(engine_t *e, const worker_call_t *r, char *detail, size_t 
             wslot_t *w = &e->ws[k];
             worker_count_received(&e->c, len);
             worker_timer_answered(&w->tm, now, &e->c, &e->rto);
+            answered(e, w);
             last_progress = now;
             const uint32_t *payload = (const uint32_t *)(const void *)(buf + WIRE_HEADER_SIZE);
             w->round++;
             if (w->phase == PHASE_PROBE) {
                 w->exp = h.next_exp;
                 w->phase = PHASE_DATA;
-                send_current(e, &run, w, now);
+                send_current(e, &run, w);
                 continue;
             }
             deliver(e, &run, w, &h, payload);
             w->chunk += e->p.slots;
             if (w->chunk < run.nchunks) {
                 w->exp = h.next_exp;
-                send_current(e, &run, w, now);
+                send_current(e, &run, w);
             } else {
                 w->phase = PHASE_IDLE;
                 active--;
             }
         }
-        if (now >= next_deadline || e->tx.n == 0)
-            scan_timers(e, now, &next_deadline);
+        /* A full batch means more results may wait unread (answers that came while this
+         * thread was coding): read them before any timer may fire. */
+        if ((now >= next_deadline || e->tx.n == 0) && n < 2 * ENGINE_RX_BATCH)
+            scan_timers(e, util_now_ns(), &next_deadline);
         int frc = worker_txq_flush(&e->tx);
+        arm_sent(e);
         if (frc < 0) {
             set_err(detail, dlen, "send failed: %s", strerror(-frc));
             rc = -EIO;
@@ -436,10 +725,15 @@ static int engine_run(engine_t *e, const worker_call_t *r, char *detail, size_t 
             break;
         }
     }
+    if (run.coded) /* the helper may not read the caller's tensor once this returns */
+        helper_detach(e);
     if (rc != 0) {
         /* Leave the slots consistent for no one: the job is unusable after a failure. */
-        for (uint32_t k = 0; k < e->nlocal; k++)
+        for (uint32_t k = 0; k < e->nlocal; k++) {
             e->ws[k].phase = PHASE_IDLE;
+            e->ws[k].armed = 0;
+        }
+        e->onwire = 0;
         return rc;
     }
     if (run.overflow) {
@@ -661,6 +955,18 @@ static void sml_add_stats(const void *state, inagg_stats_t *acc)
         worker_counters_add(&s->engines[i]->c, acc);
 }
 
+static void sml_add_codec_stats(const void *state, inagg_codec_stats_t *acc)
+{
+    const sml_t *s = state;
+    for (uint32_t i = 0; i < s->nengines; i++) {
+        worker_counters_add_codec(&s->engines[i]->c, acc);
+        worker_counters_add_codec(&s->engines[i]->hc, acc);
+        acc->chunks_ahead +=
+            atomic_load_explicit(&s->engines[i]->hc.chunks_encoded, memory_order_relaxed);
+    }
+    acc->codec_threads = s->nengines > 0 && s->engines[0]->codec ? 2 * s->nengines : 0;
+}
+
 const worker_proto_ops_t worker_proto_switchml = {
     .name = "switchml",
     .protocol = INAGG_PROTO_SWITCHML,
@@ -677,4 +983,5 @@ const worker_proto_ops_t worker_proto_switchml = {
     .drain = NULL,
     .fail = NULL,
     .add_stats = sml_add_stats,
+    .add_codec_stats = sml_add_codec_stats,
 };

@@ -81,6 +81,9 @@ static void usage(FILE *out)
         "                       and hinge, 1 squared, trains 20 epochs on up to 8192 sampled\n"
         "                       rows; the one with the lowest objective on all rows is used)\n"
         "  --lr-schedule S      sqrt (default): rate G/sqrt(epoch); const: G every epoch\n"
+        "  --average A          plain SGD: tail (default): the model reported and returned is\n"
+        "                       the mean of the iterates of the last half of the epochs;\n"
+        "                       none: the last iterate\n"
         "  --l2 L               regularisation (default 1/S, S samples: liblinear's C = 1)\n"
         "  --seed S             shuffle and synthetic data (default %d); every epoch visits the\n"
         "                       samples in a seeded random order, the same in every worker\n"
@@ -217,6 +220,7 @@ int train_parse_args(int argc, char **argv, train_opts_t *o)
         {"timeout", required_argument, 0, 'T'},     {"job", required_argument, 0, 'J'},
         {"optimizer", required_argument, 0, 'O'},   {"in-switch", no_argument, 0, 'I'},
         {"eps-place", required_argument, 0, 'E'},  {"switch-threads", required_argument, 0, 'H'},
+        {"average", required_argument, 0, 'V'},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     uint64_t v = 0;
@@ -266,6 +270,11 @@ int train_parse_args(int argc, char **argv, train_opts_t *o)
             if (strcmp(optarg, "sqrt") == 0) o->cfg.schedule = GLM_LR_SQRT;
             else if (strcmp(optarg, "const") == 0) o->cfg.schedule = GLM_LR_CONST;
             else return bad_usage("--lr-schedule must be sqrt or const, got '%s'", optarg);
+            break;
+        case 'V':
+            if (strcmp(optarg, "tail") == 0) o->cfg.average = GLM_AVG_TAIL;
+            else if (strcmp(optarg, "none") == 0) o->cfg.average = GLM_AVG_NONE;
+            else return bad_usage("--average must be tail or none, got '%s'", optarg);
             break;
         case 'l':
             if (parse_double("--l2", optarg, 0, &d)) return 2;

@@ -399,6 +399,10 @@ static int run_mpi(const train_opts_t *o, run_t *run)
     }
     if (!o->cfg.pipeline)
         args[a++] = "--no-pipeline";
+    if (o->cfg.average == GLM_AVG_NONE) {
+        args[a++] = "--average";
+        args[a++] = "none";
+    }
     if (o->cfg.optimizer) {
         args[a++] = "--optimizer";
         args[a++] = optim_kind_name((optim_kind_t)(o->cfg.optimizer - 1));

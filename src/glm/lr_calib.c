@@ -24,12 +24,20 @@
 
 /* SGD as the trainer runs it (mini-batches of b, w -= lr_e (g/b + l2 w), lazy L2 scale) on
  * the sample rows idx[0..n) for CALIB_EPOCHS epochs; returns the objective of the result on
- * every row of d (+inf when it diverged). x is a cols-double scratch, z a b-double one. */
+ * every row of d (+inf when it diverged). x is a cols-double scratch, z a b-double one; xa
+ * (cols doubles) non-NULL: the result is the tail average of the iterates as the trainer
+ * takes it (average.c: from glm_average_start, every `period` mini-batches and at each
+ * epoch's end). */
 static double trial(const glm_dataset_t *d, glm_objective_t o, const uint32_t *idx, size_t n,
-                    size_t b, double lr, glm_lr_schedule_t sched, double l2, double *x, double *z)
+                    size_t b, double lr, glm_lr_schedule_t sched, double l2, double *x, double *z,
+                    double *xa, size_t period)
 {
     memset(x, 0, d->cols * sizeof(double));
+    if (xa)
+        memset(xa, 0, d->cols * sizeof(double));
     double s = 1.0;
+    uint64_t tick = 0, navg = 0;
+    const uint32_t from = glm_average_start(CALIB_EPOCHS);
     for (uint32_t e = 1; e <= CALIB_EPOCHS; e++) {
         double lr_e = glm_epoch_lr(lr, sched, e);
         for (size_t i0 = 0; i0 < n; i0 += b) {
@@ -50,7 +58,17 @@ static double trial(const glm_dataset_t *d, glm_objective_t o, const uint32_t *i
                 for (size_t k = d->row_ptr[r]; k < d->row_ptr[r + 1]; k++)
                     x[d->col[k]] -= f * (double)d->val[k];
             }
+            if (xa && e >= from && (++tick % period == 0 || i1 >= n)) {
+                for (size_t c = 0; c < d->cols; c++)
+                    xa[c] += s * x[c];
+                navg++;
+            }
         }
+    }
+    if (xa && navg) { /* evaluate the mean: fold it into x with scale 1 */
+        for (size_t c = 0; c < d->cols; c++)
+            x[c] = xa[c] / (double)navg;
+        s = 1.0;
     }
     double loss = 0, sq = 0;
     for (size_t r = 0; r < d->rows; r++) {
@@ -66,7 +84,7 @@ static double trial(const glm_dataset_t *d, glm_objective_t o, const uint32_t *i
 }
 
 double glm_calibrated_lr(const glm_dataset_t *d, glm_objective_t o, size_t batch,
-                         glm_lr_schedule_t sched, double l2, uint64_t seed)
+                         glm_lr_schedule_t sched, double l2, uint64_t seed, int average)
 {
     const double base = glm_default_lr(d, o);
     if (d->rows == 0 || d->cols == 0 || batch == 0)
@@ -75,10 +93,12 @@ double glm_calibrated_lr(const glm_dataset_t *d, glm_objective_t o, size_t batch
     uint32_t *idx = malloc(n * sizeof(uint32_t));
     double *x = malloc(d->cols * sizeof(double));
     double *z = malloc(batch * sizeof(double));
-    if (!idx || !x || !z) {
+    double *xa = average ? malloc(d->cols * sizeof(double)) : NULL;
+    if (!idx || !x || !z || (average && !xa)) {
         free(idx);
         free(x);
         free(z);
+        free(xa);
         return base; /* no memory for the trial: the bound alone */
     }
     /* A seeded sample without replacement, in random order (files are often sorted). */
@@ -92,10 +112,12 @@ double glm_calibrated_lr(const glm_dataset_t *d, glm_objective_t o, size_t batch
         idx[i] = idx[j];
         idx[j] = t;
     }
+    /* The trial's period: the trainer's, scaled to the sample's shorter epochs. */
+    size_t period = glm_average_period(d, batch);
     double best = INFINITY, best_lr = base;
     for (int k = CALIB_K_MIN; k <= CALIB_K_MAX; k++) {
         double lr = ldexp(base, k);
-        double obj = trial(d, o, idx, n, batch, lr, sched, l2, x, z);
+        double obj = trial(d, o, idx, n, batch, lr, sched, l2, x, z, xa, period);
         if (obj < best) {
             best = obj;
             best_lr = lr;
@@ -104,5 +126,6 @@ double glm_calibrated_lr(const glm_dataset_t *d, glm_objective_t o, size_t batch
     free(idx);
     free(x);
     free(z);
+    free(xa);
     return best_lr;
 }

@@ -163,6 +163,7 @@ int trainer_model_epoch(trainer_t *t, uint32_t epoch, double lr)
             }
         }
         update_sparse(t, i, bb, lr);
+        trainer_avg_step(t, epoch, i + bb >= S);
         if (progress(t, epoch, (double)(i + bb) / (double)S) != 0)
             return -1;
     }
@@ -208,6 +209,7 @@ int trainer_data_epoch(trainer_t *t, uint32_t epoch, double lr)
                 optim_step(&t->ocfg, t->x, t->ostate, t->gf, t->nx, ++t->ostep);
             } else {
                 update_dense(t, t->gf, bb, lr);
+                trainer_avg_step(t, epoch, i + bb >= S);
             }
         }
         if (progress(t, epoch, (double)(i + bb) / (double)S) != 0)

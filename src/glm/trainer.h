@@ -34,6 +34,13 @@ typedef struct trainer {
     float *ev;                   /* evaluation buffer */
     size_t nev;
     double lr;
+    /* tail averaging (average.c) */
+    int avg_on;
+    double *xa;                  /* the sum of the averaged iterates (xs folded in) */
+    float *xe;                   /* their mean, as the model evaluated and returned */
+    uint32_t avg_from;           /* the first epoch averaged */
+    size_t avg_period;           /* mini-batches between two summed iterates */
+    uint64_t avg_tick, avg_n;
     uint64_t next_progress_ns;
     char *err;
     size_t errlen;
@@ -51,5 +58,19 @@ int trainer_data_epoch(trainer_t *t, uint32_t epoch, double lr);
 /* Objective, accuracy and test accuracy of the current model on the whole sets into rec.
  * 0, or -1 with the reason in t->err. */
 int trainer_evaluate(trainer_t *t, glm_epoch_record_t *rec);
+
+/* Tail averaging (average.c). setup: -1 when out of memory. step: after every update of
+ * epoch `epoch`, last_of_epoch on the epoch's last mini-batch. swap: point t->x / t->xs at the
+ * mean of the averaged iterates (1), or leave them (0: nothing averaged yet); restore undoes
+ * it before training goes on. */
+typedef struct trainer_avg_saved {
+    float *x;
+    double xs;
+} trainer_avg_saved_t;
+int trainer_avg_setup(trainer_t *t);
+void trainer_avg_release(trainer_t *t);
+void trainer_avg_step(trainer_t *t, uint32_t epoch, int last_of_epoch);
+int trainer_avg_swap(trainer_t *t, trainer_avg_saved_t *saved);
+void trainer_avg_restore(trainer_t *t, const trainer_avg_saved_t *saved);
 
 #endif /* INAGG_GLM_TRAINER_H */

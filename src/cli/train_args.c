@@ -78,7 +78,7 @@ static void usage(FILE *out)
         "  --micro-batch MB     samples per allreduce in model mode (default %d, as P4SGD)\n"
         "  --lr G               base learning rate (default: calibrated on the data: each of\n"
         "                       2^-2..2^6 x %.2f / (beta * mean ||a||^2), beta = 1/4 logistic\n"
-        "                       and hinge, 1 squared, trains 20 epochs on up to 8192 sampled\n"
+        "                       and hinge, 1 squared, trains 20 epochs on up to 16384 sampled\n"
         "                       rows; the one with the lowest objective on all rows is used)\n"
         "  --lr-schedule S      sqrt (default): rate G/sqrt(epoch); const: G every epoch\n"
         "  --average A          plain SGD: tail (default): the model reported and returned is\n"

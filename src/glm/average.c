@@ -23,6 +23,11 @@ uint32_t glm_average_start(uint32_t epochs)
     return epochs / 2 + 1;
 }
 
+double glm_average_weight(uint64_t n)
+{
+    return (GLM_AVG_ETA + 1.0) / ((double)n + GLM_AVG_ETA);
+}
+
 size_t glm_average_period(const glm_dataset_t *d, size_t batch)
 {
     if (d->nnz == 0 || d->rows == 0)
@@ -63,9 +68,10 @@ void trainer_avg_step(trainer_t *t, uint32_t epoch, int last_of_epoch)
      * after an epoch includes the iterate at its end. */
     if (++t->avg_tick % t->avg_period != 0 && !last_of_epoch)
         return;
-    for (size_t c = 0; c < t->nx; c++)
-        t->xa[c] += t->xs * (double)t->x[c];
     t->avg_n++;
+    double wgt = glm_average_weight(t->avg_n);
+    for (size_t c = 0; c < t->nx; c++)
+        t->xa[c] += wgt * (t->xs * (double)t->x[c] - t->xa[c]);
 }
 
 int trainer_avg_swap(trainer_t *t, trainer_avg_saved_t *saved)
@@ -74,9 +80,8 @@ int trainer_avg_swap(trainer_t *t, trainer_avg_saved_t *saved)
     saved->xs = t->xs;
     if (!t->avg_on || t->avg_n == 0)
         return 0;
-    double k = 1.0 / (double)t->avg_n;
     for (size_t c = 0; c < t->nx; c++)
-        t->xe[c] = (float)(t->xa[c] * k);
+        t->xe[c] = (float)t->xa[c];
     t->x = t->xe;
     t->xs = 1.0;
     return 1;

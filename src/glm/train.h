@@ -125,7 +125,7 @@ typedef int (*glm_epoch_fn)(const glm_epoch_record_t *rec, void *arg);
 double glm_default_lr(const glm_dataset_t *d, glm_objective_t o);
 
 /* The default rate of plain SGD (lr_calib.c): each of glm_default_lr x 2^k, k in -2..6, runs
- * the run's SGD (batch, schedule, l2, 20 epochs) on a seeded sample of up to 8192 rows; the
+ * the run's SGD (batch, schedule, l2, 20 epochs) on a seeded sample of up to 16384 rows; the
  * rate whose model has the lowest objective on all of d is used; average: the trial's model is
  * the tail average of its iterates, as the trainer's (average.c). */
 double glm_calibrated_lr(const glm_dataset_t *d, glm_objective_t o, size_t batch,
@@ -142,6 +142,10 @@ double glm_resolved_l2(const glm_train_config_t *cfg, const glm_dataset_t *d);
  * and the mini-batches between two summed iterates for data d and batch b (>= 1, about
  * cols / (nonzeros of a mini-batch), the same in every mode). */
 uint32_t glm_average_start(uint32_t epochs);
+#define GLM_AVG_ETA 3.0
+/* The weight of the n-th (1-based) summed iterate in the running mean: the mean becomes
+ * mean + w (x - mean), w = (GLM_AVG_ETA + 1) / (n + GLM_AVG_ETA); w(1) = 1. */
+double glm_average_weight(uint64_t n);
 size_t glm_average_period(const glm_dataset_t *d, size_t batch);
 
 /* The rate of epoch e (1-based). */

@@ -36,7 +36,7 @@ typedef struct trainer {
     double lr;
     /* tail averaging (average.c) */
     int avg_on;
-    double *xa;                  /* the sum of the averaged iterates (xs folded in) */
+    double *xa;                  /* the running weighted mean of the iterates (xs folded in) */
     float *xe;                   /* their mean, as the model evaluated and returned */
     uint32_t avg_from;           /* the first epoch averaged */
     size_t avg_period;           /* mini-batches between two summed iterates */

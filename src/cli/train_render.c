@@ -112,7 +112,7 @@ static void print_setup(run_t *r)
             (unsigned long long)o->cfg.seed);
     if (!o->cfg.optimizer && o->cfg.average == GLM_AVG_TAIL)
         fprintf(r->human, "  averaging the iterates from epoch %u on (the model reported is "
-                "their mean)\n", glm_average_start(o->cfg.epochs));
+                "their weighted mean)\n", glm_average_start(o->cfg.epochs));
     fflush(r->human);
 }
 

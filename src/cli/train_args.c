@@ -84,6 +84,10 @@ static void usage(FILE *out)
         "  --average A          plain SGD: tail (default): the model reported and returned is a\n"
         "                       weighted mean of the iterates of the last half of the epochs;\n"
         "                       none: the last iterate\n"
+        "  --precondition P     plain SGD: none (default): one rate for all features; diag:\n"
+        "                       feature c steps with the rate times 1/sqrt(mean a_c^2)\n"
+        "                       (normalised; closer to the optimum on data with features of\n"
+        "                       very different scales, about 5x the step's cost)\n"
         "  --l2 L               regularisation (default 1/S, S samples: liblinear's C = 1)\n"
         "  --seed S             shuffle and synthetic data (default %d); every epoch visits the\n"
         "                       samples in a seeded random order, the same in every worker\n"
@@ -221,6 +225,7 @@ int train_parse_args(int argc, char **argv, train_opts_t *o)
         {"optimizer", required_argument, 0, 'O'},   {"in-switch", no_argument, 0, 'I'},
         {"eps-place", required_argument, 0, 'E'},  {"switch-threads", required_argument, 0, 'H'},
         {"average", required_argument, 0, 'V'},
+        {"precondition", required_argument, 0, 'K'},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     uint64_t v = 0;
@@ -270,6 +275,11 @@ int train_parse_args(int argc, char **argv, train_opts_t *o)
             if (strcmp(optarg, "sqrt") == 0) o->cfg.schedule = GLM_LR_SQRT;
             else if (strcmp(optarg, "const") == 0) o->cfg.schedule = GLM_LR_CONST;
             else return bad_usage("--lr-schedule must be sqrt or const, got '%s'", optarg);
+            break;
+        case 'K':
+            if (strcmp(optarg, "diag") == 0) o->cfg.precondition = GLM_PRECOND_DIAG;
+            else if (strcmp(optarg, "none") == 0) o->cfg.precondition = GLM_PRECOND_NONE;
+            else return bad_usage("--precondition must be diag or none, got '%s'", optarg);
             break;
         case 'V':
             if (strcmp(optarg, "tail") == 0) o->cfg.average = GLM_AVG_TAIL;

@@ -260,6 +260,8 @@ int train_write_json(run_t *r, double total_s)
     json_int(&w, "precision", o->precision);
     json_number(&w, "lr", r->setup.lr);
     json_string(&w, "lr_schedule", o->cfg.schedule == GLM_LR_SQRT ? "sqrt" : "const");
+    json_string(&w, "precondition", o->cfg.optimizer ? "none"
+                               : o->cfg.precondition == GLM_PRECOND_DIAG ? "diag" : "none");
     json_string(&w, "average", o->cfg.optimizer ? "none"
                                : o->cfg.average == GLM_AVG_TAIL ? "tail" : "none");
     json_number(&w, "l2", r->setup.l2);

@@ -399,6 +399,10 @@ static int run_mpi(const train_opts_t *o, run_t *run)
     }
     if (!o->cfg.pipeline)
         args[a++] = "--no-pipeline";
+    if (o->cfg.precondition == GLM_PRECOND_DIAG) {
+        args[a++] = "--precondition";
+        args[a++] = "diag";
+    }
     if (o->cfg.average == GLM_AVG_NONE) {
         args[a++] = "--average";
         args[a++] = "none";

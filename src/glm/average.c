@@ -69,6 +69,8 @@ void trainer_avg_step(trainer_t *t, uint32_t epoch, int last_of_epoch)
     if (++t->avg_tick % t->avg_period != 0 && !last_of_epoch)
         return;
     t->avg_n++;
+    if (t->pc)
+        trainer_pc_catch_up_all(t);
     double wgt = glm_average_weight(t->avg_n);
     for (size_t c = 0; c < t->nx; c++)
         t->xa[c] += wgt * (t->xs * (double)t->x[c] - t->xa[c]);

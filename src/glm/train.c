@@ -246,6 +246,10 @@ static int prepare(trainer_t *t)
         t->nev = S + T + 1;
     }
     t->ev = calloc(t->nev, sizeof(float));
+    if (trainer_pc_setup(t) != 0) {
+        set_err(t->err, t->errlen, "rank %u: out of memory for the step scaling", r);
+        return -1;
+    }
     if (trainer_avg_setup(t) != 0) {
         set_err(t->err, t->errlen, "rank %u: out of memory for the averaged model", r);
         return -1;
@@ -270,6 +274,7 @@ static void release(trainer_t *t)
     free(t->act);
     free(t->ev);
     trainer_avg_release(t);
+    trainer_pc_release(t);
 }
 
 double glm_resolved_lr(const glm_train_config_t *cfg, const glm_dataset_t *d)
@@ -285,7 +290,8 @@ double glm_resolved_lr(const glm_train_config_t *cfg, const glm_dataset_t *d)
     default:
         return glm_calibrated_lr(d, cfg->objective, cfg->batch, cfg->schedule,
                                  glm_resolved_l2(cfg, d), cfg->seed,
-                                 cfg->average == GLM_AVG_TAIL);
+                                 cfg->average == GLM_AVG_TAIL,
+                                 cfg->precondition == GLM_PRECOND_DIAG);
     }
 }
 
@@ -370,9 +376,13 @@ int glm_train(const glm_train_config_t *cfg, glm_coll_t *coll, const glm_dataset
         uint64_t wait0 = coll->wait_ns, pay0 = coll->payload_bytes;
         uint64_t wire0 = glm_coll_wire_bytes(coll);
         uint64_t t0 = util_now_ns();
+        if (t.pc)
+            trainer_pc_begin_epoch(&t, rec.lr);
         if ((cfg->mode == GLM_MODE_DATA ? trainer_data_epoch(&t, e, rec.lr)
                                         : trainer_model_epoch(&t, e, rec.lr)) != 0)
             goto out;
+        if (t.pc)
+            trainer_pc_catch_up_all(&t); /* every coordinate at the epoch's end */
         uint64_t t1 = util_now_ns();
         rec.seconds = (double)(t1 - t0) / 1e9;
         rec.comm_seconds = (double)(coll->wait_ns - wait0) / 1e9;

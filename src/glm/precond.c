@@ -1,8 +1,8 @@
 /*
  * precond.c - the diagonal step scaling of plain SGD (--precondition diag; off by default,
  * as its lazy per-coordinate shrink costs about 5x a plain step): coordinate c steps with
- * lr * p_c, p_c = 1 / sqrt(mean over rows of a_rc^2), scaled so that sum_c p_c mean(a_c^2) = sum_c mean(a_c^2) (the curvature bound glm_default_lr stays
- * the rate's unit). On data whose features differ in frequency and scale by orders of magnitude
+ * lr * p_c, p_c = 1 / sqrt(mean over rows of a_rc^2), scaled so that sum_c p_c mean(a_c^2)
+ * = sum_c mean(a_c^2) (the curvature bound glm_default_lr stays the rate's unit). On data whose features differ in frequency and scale by orders of magnitude
  * (bag-of-words counts times idf), a single rate is either too small for the rare features or
  * unstable for the frequent ones; scaling by the feature's root mean square evens that out
  * (a fixed version of AdaGrad's per-feature rate). The L2 step is scaled too, so the update

@@ -15,8 +15,9 @@
 #include "base/util.h"
 #include "glm/trainer.h"
 
-/* The trial: rows of the sample, epochs over them, and the candidate factors 2^k. Cost: about
- * 9 x 20 x 16384 sampled rows plus 9 passes over the data, about a second on a9a. */
+/* The trial: rows of the sample, epochs over them, and the candidate factors 2^k. Cost: up to
+ * 9 x 20 x 16384 sampled rows plus 9 passes over the data (fewer: the search stops two
+ * candidates past the best), under a second on a9a. */
 #define CALIB_SAMPLE 16384u
 #define CALIB_EPOCHS GLM_DEFAULT_EPOCHS
 #define CALIB_K_MIN (-2)
@@ -159,12 +160,19 @@ double glm_calibrated_lr(const glm_dataset_t *d, glm_objective_t o, size_t batch
     /* The trial's period: the trainer's, scaled to the sample's shorter epochs. */
     size_t period = glm_average_period(d, batch);
     double best = INFINITY, best_lr = base;
-    for (int k = CALIB_K_MIN; k <= CALIB_K_MAX; k++) {
+    /* Rates in increasing order; the trial objective over them is taken to be unimodal (it
+     * falls while the rate is too small, rises once it is too large), so the search stops
+     * after two candidates in a row worse than the best so far. */
+    int worse = 0;
+    for (int k = CALIB_K_MIN; k <= CALIB_K_MAX && worse < 2; k++) {
         double lr = ldexp(base, k);
         double obj = trial(d, o, idx, n, batch, lr, sched, l2, x, z, xa, period, pc, last);
         if (obj < best) {
             best = obj;
             best_lr = lr;
+            worse = 0;
+        } else {
+            worse++;
         }
     }
     free(idx);

@@ -236,6 +236,49 @@ else
     [ $rc -eq 0 ] && ok "$t ($(tail -n 1 "$tmp/lr.out"))" || bad $t "$(cat "$tmp/lr.out")"
 fi
 
+# Tail averaging (the default for plain SGD) is what brings the text-shaped set close to the
+# optimum: at the same rate, the averaged model's objective must be at least 1% below the last
+# iterate's (measured: 0.4401 against 0.4509 at the calibrated rate), the default must say it
+# averages, logistic must be within 1.5% of liblinear (measured +1.03%; 3.5% before averaging),
+# and a bad --average is a usage error.
+t=train_average_tail_beats_last_iterate
+if [ ! -f "$tmp/text.svm" ]; then skp $t "no generated text set (see the test above)"
+else
+    avg=$(timeout 300 $INAGG train --mode single --data "$tmp/text.svm" --json - 2>"$tmp/err")
+    lr=$(echo "$avg" | json_get "['lr']")
+    last=$(timeout 300 $INAGG train --mode single --data "$tmp/text.svm" --lr "$lr" --average none --json - 2>>"$tmp/err")
+    $INAGG train --average sometimes >/dev/null 2>&1; urc=$?
+    grep -q "logistic .* gap +0\.[0-9]*%\|logistic .* gap +1\.[0-4][0-9]*%" "$tmp/lr.out"; lrc=$?
+    if [ -n "$avg" ] && [ -n "$last" ] && [ $urc -eq 2 ] && [ $lrc -eq 0 ] &&
+       [ "$(echo "$avg" | json_get "['average']")" = tail ] &&
+       [ "$(echo "$last" | json_get "['average']")" = none ] &&
+       python3 -c "import sys; a, l = float(sys.argv[1]), float(sys.argv[2]); sys.exit(0 if a < 0.99 * l else 1)" \
+           "$(echo "$avg" | json_get "['final_objective']")" "$(echo "$last" | json_get "['final_objective']")"; then
+        ok "$t ($(echo "$avg" | json_get "['final_objective']") against $(echo "$last" | json_get "['final_objective']"))"
+    else bad $t "usage rc $urc, logistic line: $(grep logistic "$tmp/lr.out") $(tail -n 3 "$tmp/err")"; fi
+fi
+
+# The diagonal step scaling (--precondition diag) closes the rest of the small text set's gap
+# (measured: logistic +0.11%, squared +0.05%; without it +1.03% and +4.59%), and model- and
+# data-parallel runs with it follow the single-process run.
+t=train_precondition_diag_close_and_modes_agree
+if [ ! -f "$tmp/text.svm" ]; then skp $t "no generated text set (see the tests above)"
+else
+    timeout 300 /usr/bin/python3 bench/default_lr.py --objectives logistic,squared --tolerance 0.005 "$tmp/text.svm" -- --precondition diag >"$tmp/pc.out" 2>&1
+    brc=$?
+    objs=""
+    for m in "--mode single" "--mode model --workers 2" "--mode data --workers 2"; do
+        objs="$objs $(timeout 120 $INAGG train $SMALL $m --precondition diag --json - 2>>"$tmp/err" | json_get "['final_objective']")"
+    done
+    $INAGG train --precondition sometimes >/dev/null 2>&1; urc=$?
+    if [ $brc -eq 0 ] && [ $urc -eq 2 ] && python3 -c "
+import sys
+o = [float(x) for x in sys.argv[1:]]
+sys.exit(0 if len(o) == 3 and all(abs(x / o[0] - 1) < 1e-4 for x in o) else 1)" $objs; then
+        ok "$t ($(tail -n 1 "$tmp/pc.out"); single, model, data:$objs)"
+    else bad $t "bench rc $brc, usage rc $urc, objectives:$objs $(cat "$tmp/pc.out") $(tail -n 3 "$tmp/err")"; fi
+fi
+
 t=train_mpi_backend_with_optimizer
 if command -v mpirun >/dev/null && [ -x build/inagg-mpi-train ]; then
     out=$(timeout 120 $INAGG train $SMALL --mode data --workers 2 --backend mpi --optimizer smorms3 --json - 2>"$tmp/err")

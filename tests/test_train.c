@@ -675,3 +675,26 @@ TEST(train_config_checks_and_defaults, 10)
     glm_dataset_free(&d);
     glm_dataset_free(&t);
 }
+
+/* Tail averaging's rules (average.c): the last half of the epochs, polynomial-decay weights
+ * that start at 1, and a summing period that keeps its cost near a mini-batch's nonzeros. */
+TEST(train_average_rules, 10)
+{
+    CHECK_EQ_INT((int)glm_average_start(20), 11);
+    CHECK_EQ_INT((int)glm_average_start(1), 1);
+    CHECK_EQ_INT((int)glm_average_start(3), 2);
+    CHECK(glm_average_weight(1) == 1.0);
+    CHECK(fabs(glm_average_weight(2) - (GLM_AVG_ETA + 1) / (2 + GLM_AVG_ETA)) < 1e-15);
+    CHECK(glm_average_weight(1000) < glm_average_weight(10));
+    char err[256];
+    glm_dataset_t d;
+    /* 2 rows, 3 nonzeros, 2 features: a mini-batch of 64 covers the model: every step. */
+    CHECK(glm_parse_libsvm("1 1:2\n-1 1:1 2:1\n", 17, "mem", GLM_LABELS_BINARY, &d, err,
+                           sizeof(err)) == 0);
+    CHECK_EQ_INT((int)glm_average_period(&d, 64), 1);
+    /* The same rows over 1000 features: a mini-batch of 2 holds 3 nonzeros, so every
+     * ceil(1000 / 3) = 334th mini-batch. */
+    glm_dataset_set_cols(&d, 1000);
+    CHECK_EQ_INT((int)glm_average_period(&d, 2), 334);
+    glm_dataset_free(&d);
+}

@@ -80,9 +80,16 @@ static void usage(FILE *out)
         "  --micro-batch MB     samples per allreduce in model mode (default %d, as P4SGD)\n"
         "  --lr G               base learning rate (default: calibrated on the data: each of\n"
         "                       2^-2..2^6 x %.2f / (beta * mean ||a||^2), beta = 1/4 logistic\n"
-        "                       and hinge, 1 squared, trains 20 epochs on up to 8192 sampled\n"
+        "                       and hinge, 1 squared, trains 20 epochs on up to 16384 sampled\n"
         "                       rows; the one with the lowest objective on all rows is used)\n"
         "  --lr-schedule S      sqrt (default): rate G/sqrt(epoch); const: G every epoch\n"
+        "  --average A          plain SGD: tail (default): the model reported and returned is a\n"
+        "                       weighted mean of the iterates of the last half of the epochs;\n"
+        "                       none: the last iterate\n"
+        "  --precondition P     plain SGD: none (default): one rate for all features; diag:\n"
+        "                       feature c steps with the rate times 1/sqrt(mean a_c^2)\n"
+        "                       (normalised; closer to the optimum on data with features of\n"
+        "                       very different scales, about 5x the step's cost)\n"
         "  --l2 L               regularisation (default 1/S, S samples: liblinear's C = 1)\n"
         "  --seed S             shuffle and synthetic data (default %d); every epoch visits the\n"
         "                       samples in a seeded random order, the same in every worker\n"
@@ -229,7 +236,8 @@ int train_parse_args(int argc, char **argv, train_opts_t *o)
         {"eps-place", required_argument, 0, 'E'},  {"switch-threads", required_argument, 0, 'H'},
         {"testbed", required_argument, 0, 'K'},    {"fabric", required_argument, 0, 'F'},
         {"link-delay", required_argument, 0, 'D'}, {"link-rate", required_argument, 0, 'R'},
-        {"report-lines", no_argument, 0, 'L'},
+        {"report-lines", no_argument, 0, 'L'},     {"average", required_argument, 0, 'V'},
+        {"precondition", required_argument, 0, 'Q'},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     uint64_t v = 0;
@@ -279,6 +287,16 @@ int train_parse_args(int argc, char **argv, train_opts_t *o)
             if (strcmp(optarg, "sqrt") == 0) o->cfg.schedule = GLM_LR_SQRT;
             else if (strcmp(optarg, "const") == 0) o->cfg.schedule = GLM_LR_CONST;
             else return bad_usage("--lr-schedule must be sqrt or const, got '%s'", optarg);
+            break;
+        case 'Q':
+            if (strcmp(optarg, "diag") == 0) o->cfg.precondition = GLM_PRECOND_DIAG;
+            else if (strcmp(optarg, "none") == 0) o->cfg.precondition = GLM_PRECOND_NONE;
+            else return bad_usage("--precondition must be diag or none, got '%s'", optarg);
+            break;
+        case 'V':
+            if (strcmp(optarg, "tail") == 0) o->cfg.average = GLM_AVG_TAIL;
+            else if (strcmp(optarg, "none") == 0) o->cfg.average = GLM_AVG_NONE;
+            else return bad_usage("--average must be tail or none, got '%s'", optarg);
             break;
         case 'l':
             if (parse_double("--l2", optarg, 0, &d)) return 2;

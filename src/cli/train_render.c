@@ -114,6 +114,9 @@ static void print_setup(run_t *r)
             o->cfg.schedule == GLM_LR_SQRT ? "/sqrt(epoch)" : " constant",
             o->lr_given ? "" : " (default)", s->l2, o->l2_given ? "" : " (1/S)",
             (unsigned long long)o->cfg.seed);
+    if (!o->cfg.optimizer && o->cfg.average == GLM_AVG_TAIL)
+        fprintf(r->human, "  averaging the iterates from epoch %u on (the model reported is "
+                "their weighted mean)\n", glm_average_start(o->cfg.epochs));
     fflush(r->human);
 }
 
@@ -269,6 +272,10 @@ int train_write_json(run_t *r, double total_s)
     json_int(&w, "precision", o->precision);
     json_number(&w, "lr", r->setup.lr);
     json_string(&w, "lr_schedule", o->cfg.schedule == GLM_LR_SQRT ? "sqrt" : "const");
+    json_string(&w, "precondition", o->cfg.optimizer ? "none"
+                               : o->cfg.precondition == GLM_PRECOND_DIAG ? "diag" : "none");
+    json_string(&w, "average", o->cfg.optimizer ? "none"
+                               : o->cfg.average == GLM_AVG_TAIL ? "tail" : "none");
     json_number(&w, "l2", r->setup.l2);
     json_int(&w, "seed", (int64_t)o->cfg.seed);
     json_begin_array(&w, "epochs");

@@ -406,6 +406,14 @@ static int run_mpi(const train_opts_t *o, run_t *run, const launch_mpirun_cfg_t 
     }
     if (!o->cfg.pipeline)
         args[a++] = "--no-pipeline";
+    if (o->cfg.precondition == GLM_PRECOND_DIAG) {
+        args[a++] = "--precondition";
+        args[a++] = "diag";
+    }
+    if (o->cfg.average == GLM_AVG_NONE) {
+        args[a++] = "--average";
+        args[a++] = "none";
+    }
     if (o->cfg.optimizer) {
         args[a++] = "--optimizer";
         args[a++] = optim_kind_name((optim_kind_t)(o->cfg.optimizer - 1));

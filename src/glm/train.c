@@ -246,6 +246,14 @@ static int prepare(trainer_t *t)
         t->nev = S + T + 1;
     }
     t->ev = calloc(t->nev, sizeof(float));
+    if (trainer_pc_setup(t) != 0) {
+        set_err(t->err, t->errlen, "rank %u: out of memory for the step scaling", r);
+        return -1;
+    }
+    if (trainer_avg_setup(t) != 0) {
+        set_err(t->err, t->errlen, "rank %u: out of memory for the averaged model", r);
+        return -1;
+    }
     if (!t->x || !t->g || !t->perm || !t->ev || (cfg->mode == GLM_MODE_DATA ? !t->gf : !t->act)) {
         set_err(t->err, t->errlen, "rank %u: out of memory for %zu features, %zu samples", r,
                 D, S);
@@ -265,6 +273,8 @@ static void release(trainer_t *t)
     free(t->perm);
     free(t->act);
     free(t->ev);
+    trainer_avg_release(t);
+    trainer_pc_release(t);
 }
 
 double glm_resolved_lr(const glm_train_config_t *cfg, const glm_dataset_t *d)
@@ -279,7 +289,9 @@ double glm_resolved_lr(const glm_train_config_t *cfg, const glm_dataset_t *d)
         return 0.01;
     default:
         return glm_calibrated_lr(d, cfg->objective, cfg->batch, cfg->schedule,
-                                 glm_resolved_l2(cfg, d), cfg->seed);
+                                 glm_resolved_l2(cfg, d), cfg->seed,
+                                 cfg->average == GLM_AVG_TAIL,
+                                 cfg->precondition == GLM_PRECOND_DIAG);
     }
 }
 
@@ -364,9 +376,13 @@ int glm_train(const glm_train_config_t *cfg, glm_coll_t *coll, const glm_dataset
         uint64_t wait0 = coll->wait_ns, pay0 = coll->payload_bytes;
         uint64_t wire0 = glm_coll_wire_bytes(coll);
         uint64_t t0 = util_now_ns();
+        if (t.pc)
+            trainer_pc_begin_epoch(&t, rec.lr);
         if ((cfg->mode == GLM_MODE_DATA ? trainer_data_epoch(&t, e, rec.lr)
                                         : trainer_model_epoch(&t, e, rec.lr)) != 0)
             goto out;
+        if (t.pc)
+            trainer_pc_catch_up_all(&t); /* every coordinate at the epoch's end */
         uint64_t t1 = util_now_ns();
         rec.seconds = (double)(t1 - t0) / 1e9;
         rec.comm_seconds = (double)(coll->wait_ns - wait0) / 1e9;
@@ -374,7 +390,11 @@ int glm_train(const glm_train_config_t *cfg, glm_coll_t *coll, const glm_dataset
         rec.payload_bytes_per_sample = (double)(coll->payload_bytes - pay0) / (double)train->rows;
         uint64_t wire1 = glm_coll_wire_bytes(coll);
         rec.wire_bytes_per_sample = wire1 >= wire0 ? (double)(wire1 - wire0) / (double)train->rows : 0;
-        if (trainer_evaluate(&t, &rec) != 0)
+        trainer_avg_saved_t saved;
+        trainer_avg_swap(&t, &saved); /* the averaged model is the one evaluated */
+        int erc = trainer_evaluate(&t, &rec);
+        trainer_avg_restore(&t, &saved);
+        if (erc != 0)
             goto out;
         rec.eval_seconds = (double)(util_now_ns() - t1) / 1e9;
         if (on_epoch && on_epoch(&rec, arg) != 0) {
@@ -388,8 +408,11 @@ int glm_train(const glm_train_config_t *cfg, glm_coll_t *coll, const glm_dataset
             set_err(err, errlen, "out of memory");
             goto out;
         }
+        trainer_avg_saved_t saved;
+        trainer_avg_swap(&t, &saved); /* the averaged model, when averaging */
         for (size_t c = 0; c < t.nx; c++) /* the model is xs * x */
             w[t.c0 + c] = (float)((double)t.x[c] * t.xs);
+        trainer_avg_restore(&t, &saved);
         *final_weights = w;
     }
     rc = 0;

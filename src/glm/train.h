@@ -52,6 +52,20 @@ typedef enum glm_lr_schedule {
 #define GLM_DEFAULT_EPOCHS 20
 #define GLM_DEFAULT_SEED 1
 
+/* Plain SGD's reported model: the mean of the iterates of the last half of the epochs
+ * (average.c; the default), or the last iterate. */
+typedef enum glm_average {
+    GLM_AVG_TAIL = 0,
+    GLM_AVG_NONE = 1
+} glm_average_t;
+
+/* Plain SGD's per-coordinate step scaling (precond.c): none (the default: one rate for all
+ * features), or p_c = 1/sqrt(mean a_c^2), normalised. */
+typedef enum glm_precond {
+    GLM_PRECOND_NONE = 0,
+    GLM_PRECOND_DIAG = 1
+} glm_precond_t;
+
 typedef struct glm_train_config {
     glm_mode_t mode;
     glm_objective_t objective;
@@ -75,6 +89,8 @@ typedef struct glm_train_config {
     int optimizer;
     int in_switch;
     int eps_outside;            /* 0: sqrt(v + eps) (the paper's), 1: sqrt(v) + eps (PyTorch's) */
+    glm_average_t average;      /* plain SGD: tail averaging (default) or none */
+    glm_precond_t precondition; /* plain SGD: none (default) or diagonal step scaling */
 } glm_train_config_t;
 
 #define GLM_TRAIN_CONFIG_INIT                                                                   \
@@ -117,10 +133,12 @@ typedef int (*glm_epoch_fn)(const glm_epoch_record_t *rec, void *arg);
 double glm_default_lr(const glm_dataset_t *d, glm_objective_t o);
 
 /* The default rate of plain SGD (lr_calib.c): each of glm_default_lr x 2^k, k in -2..6, runs
- * the run's SGD (batch, schedule, l2, 20 epochs) on a seeded sample of up to 8192 rows; the
- * rate whose model has the lowest objective on all of d is used. */
+ * the run's SGD (batch, schedule, l2, 20 epochs) on a seeded sample of up to 16384 rows; the
+ * rate whose model has the lowest objective on all of d is used; average: the trial's model is
+ * the tail average of its iterates, as the trainer's (average.c). */
 double glm_calibrated_lr(const glm_dataset_t *d, glm_objective_t o, size_t batch,
-                         glm_lr_schedule_t sched, double l2, uint64_t seed);
+                         glm_lr_schedule_t sched, double l2, uint64_t seed, int average,
+                         int precondition);
 
 /* The rate a run uses: cfg->lr when given (> 0), else for plain SGD glm_calibrated_lr and for an
  * optimizer its customary default (AdaGrad 0.1, Adam and SMORMS3 0.01, SGD glm_default_lr). */
@@ -128,6 +146,18 @@ double glm_resolved_lr(const glm_train_config_t *cfg, const glm_dataset_t *d);
 
 /* The L2 weight a run uses: cfg->l2 when given (>= 0), else 1/S (liblinear's C = 1). */
 double glm_resolved_l2(const glm_train_config_t *cfg, const glm_dataset_t *d);
+
+/* Tail averaging (average.c): the first averaged epoch of a run of `epochs` (the last half),
+ * and the mini-batches between two summed iterates for data d and batch b (>= 1, about
+ * cols / (nonzeros of a mini-batch), the same in every mode). */
+uint32_t glm_average_start(uint32_t epochs);
+/* The step scaling p_c of columns c0..c1 of d into p[0..c1-c0) (precond.c). -1: no memory. */
+int glm_precond_compute(const glm_dataset_t *d, size_t c0, size_t c1, double *p);
+#define GLM_AVG_ETA 3.0
+/* The weight of the n-th (1-based) summed iterate in the running mean: the mean becomes
+ * mean + w (x - mean), w = (GLM_AVG_ETA + 1) / (n + GLM_AVG_ETA); w(1) = 1. */
+double glm_average_weight(uint64_t n);
+size_t glm_average_period(const glm_dataset_t *d, size_t batch);
 
 /* The rate of epoch e (1-based). */
 double glm_epoch_lr(double lr, glm_lr_schedule_t s, uint32_t e);

@@ -133,6 +133,8 @@ int trainer_model_epoch(trainer_t *t, uint32_t epoch, double lr)
     for (size_t i = 0; i < S; i += B) {
         size_t bb = util_min_u64(B, S - i);
         size_t nmb = (bb + MB - 1) / MB;
+        if (t->pc)
+            trainer_pc_catch_up_rows(t, i, bb);
         if (cfg->pipeline) {
             /* Start every micro-batch's allreduce (as many as the window holds), then take the
              * results in micro-batch order, starting the next ones as handles free up. */
@@ -162,7 +164,11 @@ int trainer_model_epoch(trainer_t *t, uint32_t epoch, double lr)
                 backward(t, first, n, a);
             }
         }
-        update_sparse(t, i, bb, lr);
+        if (t->pc)
+            trainer_pc_update_sparse(t, i, bb, lr);
+        else
+            update_sparse(t, i, bb, lr);
+        trainer_avg_step(t, epoch, i + bb >= S);
         if (progress(t, epoch, (double)(i + bb) / (double)S) != 0)
             return -1;
     }
@@ -207,7 +213,11 @@ int trainer_data_epoch(trainer_t *t, uint32_t epoch, double lr)
                     t->gf[c] = (float)((double)t->gf[c] / (double)bb);
                 optim_step(&t->ocfg, t->x, t->ostate, t->gf, t->nx, ++t->ostep);
             } else {
-                update_dense(t, t->gf, bb, lr);
+                if (t->pc)
+                    trainer_pc_update_dense(t, t->gf, bb, lr);
+                else
+                    update_dense(t, t->gf, bb, lr);
+                trainer_avg_step(t, epoch, i + bb >= S);
             }
         }
         if (progress(t, epoch, (double)(i + bb) / (double)S) != 0)

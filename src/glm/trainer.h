@@ -34,6 +34,18 @@ typedef struct trainer {
     float *ev;                   /* evaluation buffer */
     size_t nev;
     double lr;
+    /* tail averaging (average.c) */
+    int avg_on;
+    double *xa;                  /* the running weighted mean of the iterates (xs folded in) */
+    float *xe;                   /* their mean, as the model evaluated and returned */
+    uint32_t avg_from;           /* the first epoch averaged */
+    size_t avg_period;           /* mini-batches between two summed iterates */
+    uint64_t avg_tick, avg_n;
+    /* diagonal step scaling (precond.c); pc NULL when off */
+    double *pc;                  /* p_c of this rank's coordinates */
+    uint32_t *pc_last;           /* the step of the epoch each coordinate is up to date at */
+    uint32_t pc_step;            /* steps taken this epoch */
+    double pc_lr;                /* the epoch's rate */
     uint64_t next_progress_ns;
     char *err;
     size_t errlen;
@@ -51,5 +63,30 @@ int trainer_data_epoch(trainer_t *t, uint32_t epoch, double lr);
 /* Objective, accuracy and test accuracy of the current model on the whole sets into rec.
  * 0, or -1 with the reason in t->err. */
 int trainer_evaluate(trainer_t *t, glm_epoch_record_t *rec);
+
+/* Tail averaging (average.c). setup: -1 when out of memory. step: after every update of
+ * epoch `epoch`, last_of_epoch on the epoch's last mini-batch. swap: point t->x / t->xs at the
+ * mean of the averaged iterates (1), or leave them (0: nothing averaged yet); restore undoes
+ * it before training goes on. */
+typedef struct trainer_avg_saved {
+    float *x;
+    double xs;
+} trainer_avg_saved_t;
+/* Diagonal step scaling (precond.c): setup (-1: out of memory), the epoch's start at rate lr,
+ * bringing the coordinates of a mini-batch's rows (before its forward pass) or all of them up
+ * to date, and the two updates (model mode: the mini-batch's coordinates; data mode: all). */
+int trainer_pc_setup(trainer_t *t);
+void trainer_pc_release(trainer_t *t);
+void trainer_pc_begin_epoch(trainer_t *t, double lr);
+void trainer_pc_catch_up_rows(trainer_t *t, size_t first, size_t b);
+void trainer_pc_catch_up_all(trainer_t *t);
+void trainer_pc_update_sparse(trainer_t *t, size_t first, size_t b, double lr);
+void trainer_pc_update_dense(trainer_t *t, const float *gf, size_t b, double lr);
+
+int trainer_avg_setup(trainer_t *t);
+void trainer_avg_release(trainer_t *t);
+void trainer_avg_step(trainer_t *t, uint32_t epoch, int last_of_epoch);
+int trainer_avg_swap(trainer_t *t, trainer_avg_saved_t *saved);
+void trainer_avg_restore(trainer_t *t, const trainer_avg_saved_t *saved);
 
 #endif /* INAGG_GLM_TRAINER_H */

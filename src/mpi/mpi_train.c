@@ -37,7 +37,7 @@ static void usage(FILE *out)
             "           [--test-data FILE] [--mode model|data|single]\n"
             "           [--objective logistic|squared|hinge] [--batch B] [--micro-batch MB]\n"
             "           [--epochs E] [--lr G] [--lr-schedule sqrt|const] [--l2 L]\n"
-            "           [--no-pipeline] [--precision 32|8|4] [--seed S]\n"
+            "           [--no-pipeline] [--average tail|none] [--precondition diag|none] [--precision 32|8|4] [--seed S]\n"
             "\n"
             "The MPI baseline of `inagg train` (same algorithms, same defaults; see\n"
             "`inagg train --help`). Rank 0 prints one JSON line per report on stdout.\n");
@@ -65,6 +65,8 @@ static int parse_args(int argc, char **argv, struct opts *o, int quiet)
         {"micro-batch", required_argument, NULL, 'u'}, {"epochs", required_argument, NULL, 'e'},
         {"lr", required_argument, NULL, 'g'},          {"lr-schedule", required_argument, NULL, 'S'},
         {"l2", required_argument, NULL, 'l'},          {"no-pipeline", no_argument, NULL, 'P'},
+        {"average", required_argument, NULL, 'V'},
+        {"precondition", required_argument, NULL, 'K'},
         {"precision", required_argument, NULL, 'p'},   {"seed", required_argument, NULL, 's'},
         {"optimizer", required_argument, NULL, 'O'},   {"eps-place", required_argument, NULL, 'E'},
         {"help", no_argument, NULL, 'h'},              {NULL, 0, NULL, 0}};
@@ -93,6 +95,16 @@ static int parse_args(int argc, char **argv, struct opts *o, int quiet)
             break;
         case 'l': if (parse_num(optarg, 0, 1e9, &v)) bad = "--l2"; else o->cfg.l2 = v; break;
         case 'P': o->cfg.pipeline = 0; break;
+        case 'K':
+            if (strcmp(optarg, "diag") == 0) o->cfg.precondition = GLM_PRECOND_DIAG;
+            else if (strcmp(optarg, "none") == 0) o->cfg.precondition = GLM_PRECOND_NONE;
+            else bad = "--precondition";
+            break;
+        case 'V':
+            if (strcmp(optarg, "tail") == 0) o->cfg.average = GLM_AVG_TAIL;
+            else if (strcmp(optarg, "none") == 0) o->cfg.average = GLM_AVG_NONE;
+            else bad = "--average";
+            break;
         case 'p':
             if (parse_num(optarg, 4, 32, &v) || (v != 32 && v != 8 && v != 4)) bad = "--precision";
             else o->precision = (int)v;

@@ -728,6 +728,8 @@ TEST(int32_exact_under_loss_with_three_switch_threads, 150)
     const char *reasons = strstr(job, "\"drops_by_reason\"");
     CHECK_MSG(reasons != NULL, "%s", stats);
     CHECK_MSG(ts_number(stats, "injected_drops") > 0, "%s", stats);
+    CHECK_MSG(ts_number(stats, "injected_duplicates") > 0, "%s", stats);
+    CHECK_MSG(ts_number(stats, "injected_reorders") > 0, "%s", stats);
     CHECK_MSG(ts_number(reasons, "dup_open_round") > 0, "no duplicate reached an open round: %s",
               stats);
     CHECK_MSG(ts_number(job, "resends") > 0, "no result was resent: %s", stats);

@@ -25,15 +25,19 @@ struct dp_txq {
 
 /* Fault injection (a wrapping transport) decided since the last look: the drops go to
  * injected_drops, and *net is what it added to (duplicates) or took from (drops) the packets
- * that passed, so packets in and out count what crossed the wire. */
+ * that passed, so packets in and out count what crossed the wire; duplicates and reorders are
+ * counted too, so a lossy test can assert that its faults happened. */
 static void fault_delta(dp_thread_t *t, int64_t *net)
 {
     uint64_t dropped, duplicated, reordered;
     transport_fault_counts(t->tp, &dropped, &duplicated, &reordered);
     STAT_ADD(t->c.v[STAT_INJECTED_DROPS], dropped - t->fault_dropped);
+    STAT_ADD(t->c.v[STAT_INJECTED_DUPS], duplicated - t->fault_duplicated);
+    STAT_ADD(t->c.v[STAT_INJECTED_REORDERS], reordered - t->fault_reordered);
     *net = (int64_t)(duplicated - t->fault_duplicated) - (int64_t)(dropped - t->fault_dropped);
     t->fault_dropped = dropped;
     t->fault_duplicated = duplicated;
+    t->fault_reordered = reordered;
 }
 
 static void tx_flush(dp_thread_t *t)

@@ -26,7 +26,8 @@ typedef struct dp_thread {
     _Atomic int running;
     stat_counters_t c;      /* the STAT_SWITCH counters (stats.h) */
     struct dp_txq *txq;     /* packets queued while a batch is handled (dataplane.c) */
-    uint64_t fault_dropped, fault_duplicated; /* the transport's fault counts, last seen */
+    /* the transport's fault counts, last seen */
+    uint64_t fault_dropped, fault_duplicated, fault_reordered;
 } INAGG_ALIGNED dp_thread_t;
 
 /* What remains of a job after it retired, so its counters can still be read. */

@@ -57,6 +57,11 @@ const stat_info_t stat_table[STAT_COUNT] = {
     [STAT_PACKETS_OUT] = {"packets_out", "datagrams sent", STAT_SWITCH | STAT_JSON},
     [STAT_INJECTED_DROPS] = {"injected_drops", "packets dropped by fault injection, both ways",
                              STAT_SWITCH | STAT_JSON},
+    [STAT_INJECTED_DUPS] = {"injected_duplicates", "packets duplicated by fault injection, "
+                            "both ways", STAT_SWITCH | STAT_JSON},
+    [STAT_INJECTED_REORDERS] = {"injected_reorders", "packets held back by fault injection "
+                                "and let out after later ones, both ways",
+                                STAT_SWITCH | STAT_JSON},
     [STAT_CONTRIBUTIONS] = {"contributions", "contributions accepted into a round", JOBWIDE},
     [STAT_ROUNDS] = {"rounds", "rounds completed", JOBWIDE | STAT_LOG, "rounds"},
     [STAT_RESULTS_SENT] = {"results_sent", "result packets: world per round, one per resend",
@@ -204,8 +209,10 @@ static void write_text(inagg_switch_t *sw, FILE *out)
     fprintf(out, "switch %s threads=%u slots_used=%u/%u uptime_s=%.1f\n", sw->listen_text,
             sw->cfg.threads, atomic_load(&sw->slots_used), sw->cfg.total_slots,
             (double)(server_now_ms() - sw->start_ms) / 1000.0);
-    fprintf(out, "packets in=%" PRIu64 " out=%" PRIu64 " injected_drops=%" PRIu64 "\n",
-            v[STAT_PACKETS_IN], v[STAT_PACKETS_OUT], v[STAT_INJECTED_DROPS]);
+    fprintf(out, "packets in=%" PRIu64 " out=%" PRIu64 " injected_drops=%" PRIu64
+            " injected_duplicates=%" PRIu64 " injected_reorders=%" PRIu64 "\n",
+            v[STAT_PACKETS_IN], v[STAT_PACKETS_OUT], v[STAT_INJECTED_DROPS],
+            v[STAT_INJECTED_DUPS], v[STAT_INJECTED_REORDERS]);
     fprintf(out, "dropped before any job:");
     text_drops(out, v);
     fprintf(out, "control connections=%u", atomic_load(&sw->ctl_connections));

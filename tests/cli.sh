@@ -196,6 +196,41 @@ assert r['zfp:accuracy=1e-3']['max_error'] <= 1e-3"; then
     bad $t "bench compress: $(tail -n 3 "$tmp/err2") $grid"
 else ok $t; fi
 
+t=train_capture_gradients_then_bench_compress_input
+rm -rf "$tmp/cap" && mkdir -p "$tmp/cap"
+cap_out=$(timeout 120 $INAGG train --mode data --workers 2 --synthetic sparse:2000x5000:0.01 --epochs 1 --capture-gradients "$tmp/cap/g" --capture-steps 3 2>&1)
+cap_rc=$?
+cap_model=$($INAGG train --capture-gradients "$tmp/cap/m" 2>&1 >/dev/null; echo "rc=$?")
+head -c 4098 /dev/zero >"$tmp/cap/odd.f32"
+python3 -c "import struct,sys; sys.stdout.buffer.write(struct.pack('<f', 1.0) * 5000 + struct.pack('<f', float('nan')))" >"$tmp/cap/nan.f32"
+odd=$($INAGG bench compress --input "$tmp/cap/odd.f32" 2>&1; echo "rc=$?")
+nan=$($INAGG bench compress --input "$tmp/cap/nan.f32" 2>&1; echo "rc=$?")
+missing=$($INAGG bench compress --input "$tmp/cap/none.f32" 2>&1; echo "rc=$?")
+sizes="$(stat -c %s "$tmp/cap/g.rank0.f32" "$tmp/cap/g.rank1.f32" 2>/dev/null | tr '\n' ' ')"
+if [ $cap_rc -ne 0 ] || [ "$sizes" != "60000 60000 " ]; then
+    bad $t "capture: rc=$cap_rc sizes '$sizes' (3 steps x 5000 floats x 4 B each): $cap_out"
+elif ! echo "$cap_model" | grep -q "applies to --mode data" || ! echo "$cap_model" | grep -q "rc=2"; then
+    bad $t "model mode capture not refused: $cap_model"
+elif ! echo "$odd" | grep -q "not a whole number of float32" || ! echo "$nan" | grep -q "value 5000 is not finite" ||
+     ! echo "$missing" | grep -q "No such file" || [ "$(echo "$odd$nan$missing" | grep -c "rc=1")" != 3 ]; then
+    bad $t "bad inputs: $odd / $nan / $missing"
+else
+    grid=$(timeout 300 $INAGG bench compress --input "$tmp/cap/g.rank0.f32" --input "$tmp/cap/g.rank1.f32" --repeats 1 --json - 2>"$tmp/err2")
+    if echo "$grid" | python3 -c "
+import json, struct, sys
+d = json.load(sys.stdin)
+assert d['captured_values'] == 30000, d['captured_values']
+r = {x['mode']: x for x in d['results']}
+assert len(r) == 14 and all(x['data'] == 'captured' and x['values'] == 30000 for x in r.values())
+assert all(x['max_diff_vs_libzfp'] == 0 for x in r.values() if x['mode'] != 'fp16')
+assert r['zfp:reversible']['max_error'] == 0
+assert r['zfp:accuracy=1e-3']['max_error'] <= 1e-3
+g = open(sys.argv[1], 'rb').read()
+v = struct.unpack('<%df' % (len(g) // 4), g)
+assert any(x != 0 for x in v), 'captured gradient is all zeros'
+" "$tmp/cap/g.rank0.f32"; then ok $t; else bad $t "bench compress --input: $(tail -n 3 "$tmp/err2") $grid"; fi
+fi
+
 t=bench_reports_failure_when_switch_unreachable
 timeout 60 $INAGG bench allreduce --switch 127.0.0.1:1 --workers 2 --elems 1000 --timeout-ms 1000 >/dev/null 2>"$tmp/err"
 [ $? -eq 1 ] && grep -q "cannot connect" "$tmp/err" && ok $t || bad $t "$(cat "$tmp/err")"

@@ -2,7 +2,8 @@
  * cmd_bench_compress.c - `inagg bench compress`: GCOW's grid of ZFP modes (fixed rate and
  * fixed precision 4, 8, 16, 32; fixed accuracy 1e-1, 1e-3, 1e-6, 1e-9; reversible) and fp16 on
  * generated gradient-like data (normal, and zero-free exponential magnitudes with random
- * signs), coded the way the aggregation path codes it: chunk by chunk (src/codec), chunks
+ * signs) and on captured gradients (--input: raw float32 files, e.g. from `inagg train
+ * --capture-gradients`), coded the way the aggregation path codes it: chunk by chunk (src/codec), chunks
  * spread over codec threads. For each mode: compression ratio, encode and decode GB/s with one
  * thread and with --threads, the maximum and RMS error against the original values and
  * against an offline libzfp round trip of the whole array (zfp_compress / zfp_decompress:
@@ -29,6 +30,9 @@
 
 #define BC_CMD "inagg bench compress"
 #define BC_MAX_THREADS 16
+#define BC_MAX_INPUTS 64
+#define BC_MAX_VALUES (1ull << 28) /* 1 GiB of float32 per data set */
+#define BC_MIN_INPUT_VALUES 4096
 
 static const char *const k_modes[] = {
     "zfp:rate=4", "zfp:rate=8", "zfp:rate=16", "zfp:rate=32",
@@ -36,18 +40,23 @@ static const char *const k_modes[] = {
     "zfp:accuracy=1e-1", "zfp:accuracy=1e-3", "zfp:accuracy=1e-6", "zfp:accuracy=1e-9",
     "zfp:reversible", "fp16"};
 #define N_MODES (sizeof k_modes / sizeof *k_modes)
-static const char *const k_data[] = {"normal", "exponential"};
+static const char *const k_data[] = {"normal", "exponential", "captured"};
+#define N_DATA (sizeof k_data / sizeof *k_data)
 
 typedef struct bc_opts {
     size_t elems, chunk;
     uint32_t threads, repeats;
     uint64_t seed;
-    int data_mask; /* bit 0 normal, bit 1 exponential */
+    int data_mask; /* bit 0 normal, bit 1 exponential, bit 2 captured (--input) */
+    const char *inputs[BC_MAX_INPUTS];
+    uint32_t ninputs;
+    size_t captured; /* values read from the inputs */
     const char *json_path, *plot_path;
 } bc_opts_t;
 
 typedef struct bc_result {
     const char *mode, *data;
+    size_t values;
     double ratio, bits_per_value;
     double enc_gbs[2], dec_gbs[2]; /* [0] one thread, [1] --threads */
     double max_err, rms_err;       /* against the original */
@@ -80,6 +89,80 @@ static void generate(float *x, size_t n, int exponential, uint64_t seed)
         }
         x[i] = (float)(1e-3 * v);
     }
+}
+
+/* Reads the --input files (raw little-endian float32, concatenated in order) into a new array:
+ * its length in *n. Refuses, with the file and position, a length that is not whole values,
+ * a non-finite value, fewer than BC_MIN_INPUT_VALUES or more than BC_MAX_VALUES in all. */
+static float *read_inputs(const bc_opts_t *o, size_t *n)
+{
+    size_t total = 0, cap = 0; /* values */
+    float *x = NULL;
+    for (uint32_t k = 0; k < o->ninputs; k++) {
+        const char *path = o->inputs[k];
+        FILE *f = fopen(path, "rb");
+        if (!f) {
+            fprintf(stderr, BC_CMD ": --input %s: %s\n", path, strerror(errno));
+            goto fail;
+        }
+        size_t bytes = 0; /* of this file, read into x from x + total on */
+        int bad = 0;
+        for (;;) {
+            if (total + bytes / sizeof(float) + 1 >= cap) {
+                size_t ncap = cap ? cap * 2 : (size_t)1 << 20;
+                if (ncap > BC_MAX_VALUES + 2)
+                    ncap = BC_MAX_VALUES + 2;
+                float *nx = ncap > cap ? realloc(x, ncap * sizeof(float)) : NULL;
+                if (!nx) {
+                    fprintf(stderr, BC_CMD ": --input: more than %llu values in all, or out of "
+                            "memory\n", (unsigned long long)BC_MAX_VALUES);
+                    bad = 1;
+                    break;
+                }
+                x = nx;
+                cap = ncap;
+            }
+            char *at = (char *)(x + total) + bytes;
+            size_t room = (cap - total) * sizeof(float) - bytes;
+            size_t r = fread(at, 1, room, f);
+            bytes += r;
+            if (r < room)
+                break; /* end of file or an error */
+        }
+        if (!bad && ferror(f)) {
+            fprintf(stderr, BC_CMD ": --input %s: read error\n", path);
+            bad = 1;
+        }
+        fclose(f);
+        if (!bad && bytes % sizeof(float)) {
+            fprintf(stderr, BC_CMD ": --input %s: %zu bytes is not a whole number of float32 "
+                    "values\n", path, bytes);
+            bad = 1;
+        }
+        for (size_t i = 0; !bad && i < bytes / sizeof(float); i++)
+            if (!isfinite(x[total + i])) {
+                fprintf(stderr, BC_CMD ": --input %s: value %zu is not finite\n", path, i);
+                bad = 1;
+            }
+        if (bad)
+            goto fail;
+        total += bytes / sizeof(float);
+        if (total > BC_MAX_VALUES) {
+            fprintf(stderr, BC_CMD ": --input: more than %llu values in all\n",
+                    (unsigned long long)BC_MAX_VALUES);
+            goto fail;
+        }
+    }
+    if (total < BC_MIN_INPUT_VALUES) {
+        fprintf(stderr, BC_CMD ": --input: %zu values in all, at least %d needed\n", total,
+                BC_MIN_INPUT_VALUES);
+        goto fail;
+    }
+    *n = total;
+    return x;
+fail:
+    free(x);
+    return NULL;
 }
 
 /* ---- chunked coding on threads ---------------------------------------------------------- */
@@ -193,6 +276,7 @@ static int measure(const bc_opts_t *o, const char *mode, const char *data, const
     memset(res, 0, sizeof(*res));
     res->mode = mode;
     res->data = data;
+    res->values = o->elems;
     job_t j = {.o = o, .x = x, .y = y};
     if (codec_parse(mode, &j.spec, NULL, 0) != 0)
         return -1;
@@ -252,9 +336,16 @@ static int measure(const bc_opts_t *o, const char *mode, const char *data, const
 
 static void render_text(FILE *out, const bc_opts_t *o, const bc_result_t *r, size_t n)
 {
-    fprintf(out, "inagg bench compress: %zu values per data set (generated gradient-like data, scale "
-           "1e-3), chunks of %zu values, %u codec thread(s) against 1, median of %u\n",
-           o->elems, o->chunk, o->threads, o->repeats);
+    if (o->data_mask & 3)
+        fprintf(out, "inagg bench compress: %zu values per generated data set (gradient-like, "
+                "scale 1e-3)", o->elems);
+    else
+        fprintf(out, "inagg bench compress:");
+    if (o->data_mask & 4)
+        fprintf(out, "%s%zu captured values from %u file(s)", o->data_mask & 3 ? "; " : " ",
+                o->captured, o->ninputs);
+    fprintf(out, ", chunks of %zu values, %u codec thread(s) against 1, median of %u\n",
+            o->chunk, o->threads, o->repeats);
     fprintf(out, "%-12s %-20s %7s %6s %9s %9s %9s %9s %10s %10s %10s\n", "data", "mode", "ratio",
            "bits", "enc GB/s", "dec GB/s", "enc xT", "dec xT", "max err", "rms err",
            "vs libzfp");
@@ -279,12 +370,18 @@ static int render_json(const bc_opts_t *o, const bc_result_t *r, size_t n)
     json_int(&w, "repeats", o->repeats);
     json_int(&w, "seed", (int64_t)o->seed);
     json_string(&w, "data_source", "generated (normal; zero-free exponential magnitudes, random "
-                "sign), scale 1e-3");
+                "sign), scale 1e-3; captured: the --input files");
+    json_begin_array(&w, "inputs");
+    for (uint32_t k = 0; k < o->ninputs; k++)
+        json_string(&w, NULL, o->inputs[k]);
+    json_end_array(&w);
+    json_int(&w, "captured_values", (int64_t)o->captured);
     json_begin_array(&w, "results");
     for (size_t i = 0; i < n; i++) {
         json_begin_object(&w, NULL);
         json_string(&w, "data", r[i].data);
         json_string(&w, "mode", r[i].mode);
+        json_int(&w, "values", (int64_t)r[i].values);
         json_number(&w, "ratio", r[i].ratio);
         json_number(&w, "bits_per_value", r[i].bits_per_value);
         json_number(&w, "encode_gbs_1", r[i].enc_gbs[0]);
@@ -323,11 +420,11 @@ static int render_plot(const bc_opts_t *o, const bc_result_t *r, size_t n)
     int rc = -1, series = 0;
     if (f && g) {
         fprintf(g, "set terminal pngcairo size 900,560 font ',10'\nset output \"%s\"\n"
-                   "set title \"compression ratio against RMS error, %zu values, chunks of %zu\"\n"
+                   "set title \"compression ratio against RMS error, chunks of %zu values\"\n"
                    "set logscale x 10\nset logscale y 2\nset grid\nset key outside right\n"
                    "set xlabel \"RMS error (values at scale 1e-3)\"\nset ylabel \"ratio\"\nplot ",
-                o->plot_path, o->elems, o->chunk);
-        for (int d = 0; d < 2; d++)
+                o->plot_path, o->chunk);
+        for (size_t d = 0; d < N_DATA; d++)
             for (size_t m = 0; m < sizeof fam / sizeof *fam; m++) {
                 int any = 0;
                 for (size_t i = 0; i < n; i++)
@@ -373,7 +470,7 @@ static void usage(FILE *out)
     fprintf(out,
             "usage: " BC_CMD " [--elems N] [--chunk N] [--threads T] [--repeats K]\n"
             "                            [--data normal|exponential|both] [--seed S]\n"
-            "                            [--json FILE|-] [--plot FILE.png]\n"
+            "                            [--input FILE]... [--json FILE|-] [--plot FILE.png]\n"
             "GCOW's grid of ZFP modes and fp16, chunk by chunk as the aggregation path codes\n"
             "them: ratio, encode/decode GB/s (1 and T threads), max and RMS error, and the\n"
             "difference from libzfp's own round trip of the whole array (must be 0).\n"
@@ -383,6 +480,10 @@ static void usage(FILE *out)
             "  --repeats K   timed repeats, median reported (default 3, at most 64)\n"
             "  --data D      normal, exponential (zero-free, random sign) or both (default)\n"
             "  --seed S      generator seed (default 1)\n"
+            "  --input FILE  captured values: raw little-endian float32 (repeat for several\n"
+            "                files, coded as one data set 'captured'), e.g. the files of\n"
+            "                `inagg train --mode data --capture-gradients PREFIX`; with\n"
+            "                --input the generated sets run only if --data is given\n"
             "  --json FILE   one JSON object (\"-\": stdout)\n"
             "  --plot FILE   PNG of ratio against RMS error (gnuplot)\n",
             BC_MAX_THREADS);
@@ -397,7 +498,9 @@ int cmd_bench_compress(int argc, char **argv)
         {"threads", required_argument, 0, 't'}, {"repeats", required_argument, 0, 'k'},
         {"data", required_argument, 0, 'd'},    {"seed", required_argument, 0, 's'},
         {"json", required_argument, 0, 'j'},    {"plot", required_argument, 0, 'p'},
-        {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
+        {"input", required_argument, 0, 'i'},   {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0}};
+    int data_given = 0;
     int c;
     uint64_t v;
     optind = 1;
@@ -423,7 +526,15 @@ int cmd_bench_compress(int argc, char **argv)
             if (cli_parse_u64(BC_CMD, "--repeats", optarg, 1, 64, &v)) return 2;
             o.repeats = (uint32_t)v;
             break;
+        case 'i':
+            if (o.ninputs == BC_MAX_INPUTS) {
+                fprintf(stderr, BC_CMD ": at most %d --input files\n", BC_MAX_INPUTS);
+                return 2;
+            }
+            o.inputs[o.ninputs++] = optarg;
+            break;
         case 'd':
+            data_given = 1;
             if (strcmp(optarg, "normal") == 0) o.data_mask = 1;
             else if (strcmp(optarg, "exponential") == 0) o.data_mask = 2;
             else if (strcmp(optarg, "both") == 0) o.data_mask = 3;
@@ -444,21 +555,35 @@ int cmd_bench_compress(int argc, char **argv)
     }
     if (cli_no_extra_args(BC_CMD, argc, argv, optind))
         return 2;
-    float *x = malloc(o.elems * sizeof(float)), *y = malloc(o.elems * sizeof(float)),
-          *ref = malloc(o.elems * sizeof(float));
-    bc_result_t *res = calloc(2 * N_MODES, sizeof(*res));
+    float *cap = NULL;
+    if (o.ninputs) {
+        if (!(cap = read_inputs(&o, &o.captured)))
+            return 1;
+        o.data_mask = (data_given ? o.data_mask : 0) | 4;
+    }
+    size_t most = o.captured > o.elems ? o.captured : o.elems;
+    float *x = malloc(o.elems * sizeof(float)), *y = malloc(most * sizeof(float)),
+          *ref = malloc(most * sizeof(float));
+    bc_result_t *res = calloc(N_DATA * N_MODES, sizeof(*res));
     size_t n = 0;
     int rc = 0;
     if (!x || !y || !ref || !res) {
-        fprintf(stderr, BC_CMD ": out of memory for %zu values\n", o.elems);
+        fprintf(stderr, BC_CMD ": out of memory for %zu values\n", most);
         rc = 1;
     }
-    for (int d = 0; d < 2 && rc == 0; d++) {
+    for (size_t d = 0; d < N_DATA && rc == 0; d++) {
         if (!(o.data_mask & (1 << d)))
             continue;
-        generate(x, o.elems, d, o.seed);
+        bc_opts_t od = o; /* the data set's own length */
+        const float *src = x;
+        if (d == 2) {
+            od.elems = o.captured;
+            src = cap;
+        } else {
+            generate(x, o.elems, (int)d, o.seed);
+        }
         for (size_t m = 0; m < N_MODES && rc == 0; m++) {
-            if (measure(&o, k_modes[m], k_data[d], x, y, ref, &res[n]) != 0) {
+            if (measure(&od, k_modes[m], k_data[d], src, y, ref, &res[n]) != 0) {
                 fprintf(stderr, BC_CMD ": %s on %s data: coding failed\n", k_modes[m], k_data[d]);
                 rc = 1;
             } else if (!(res[n].ref_max_diff == 0) && !isnan(res[n].ref_max_diff)) {
@@ -479,6 +604,7 @@ int cmd_bench_compress(int argc, char **argv)
         if (o.plot_path && render_plot(&o, res, n) != 0)
             rc = 1;
     }
+    free(cap);
     free(x);
     free(y);
     free(ref);

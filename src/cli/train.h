@@ -31,6 +31,7 @@ typedef struct train_opts {
     int precision;
     const char *compress; /* --compress MODE (NULL: none): the job's codec */
     int no_feedback;      /* --no-error-feedback */
+    const char *capture_prefix; /* --capture-gradients PREFIX: PREFIX.rankR.f32 (NULL: none) */
     const char *json_path, *plot_path;
     const char *switch_addr, *job;
     long rank, world; /* -1: not given */

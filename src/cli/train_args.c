@@ -70,6 +70,11 @@ static void usage(FILE *out)
         "                       zfp:rate=R, zfp:precision=P, zfp:accuracy=A, zfp:reversible,\n"
         "                       fp16 (docs/COMPRESSION.md)\n"
         "  --no-error-feedback  with a lossy --compress: keep no residual (workers, switch)\n"
+        "  --capture-gradients PREFIX\n"
+        "                       data mode: rank R writes the gradient it sends in each of\n"
+        "                       the first --capture-steps steps (default 10) to\n"
+        "                       PREFIX.rankR.f32 (raw little-endian float32, step after\n"
+        "                       step); `inagg bench compress --input` codes such files\n"
         "  --precision BITS     32 (default), or 8 / 4: features quantized per column before\n"
         "                       training (P4SGD trains on 4-bit data)\n"
         "\n"
@@ -228,6 +233,8 @@ int train_parse_args(int argc, char **argv, train_opts_t *o)
         {"backend", required_argument, 0, 'B'},     {"protocol", required_argument, 0, 'P'},
         {"no-pipeline", no_argument, 0, 'N'},       {"precision", required_argument, 0, 'p'},
         {"compress", required_argument, 0, 'Z'},  {"no-error-feedback", no_argument, 0, 'X'},
+        {"capture-gradients", required_argument, 0, 'C'},
+        {"capture-steps", required_argument, 0, 'Y'},
         {"seed", required_argument, 0, 's'},        {"json", required_argument, 0, 'j'},
         {"plot", required_argument, 0, 'G'},        {"switch", required_argument, 0, 'W'},
         {"rank", required_argument, 0, 'r'},        {"world", required_argument, 0, 'w'},
@@ -242,7 +249,7 @@ int train_parse_args(int argc, char **argv, train_opts_t *o)
         {0, 0, 0, 0}};
     uint64_t v = 0;
     double d = 0;
-    int c, mb_given = 0, pipeline_given = 0;
+    int c, mb_given = 0, pipeline_given = 0, capture_steps_given = 0;
     optind = 1;
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
@@ -329,6 +336,16 @@ int train_parse_args(int argc, char **argv, train_opts_t *o)
             break;
         }
         case 'X': o->no_feedback = 1; break;
+        case 'C':
+            if (!optarg[0])
+                return bad_usage("--capture-gradients needs a file name prefix");
+            o->capture_prefix = optarg;
+            break;
+        case 'Y':
+            if (parse_u64("--capture-steps", optarg, 1, 1000000, &v)) return 2;
+            o->cfg.capture_steps = (uint32_t)v;
+            capture_steps_given = 1;
+            break;
         case 's':
             if (parse_u64("--seed", optarg, 0, UINT64_MAX, &v)) return 2;
             o->cfg.seed = v;
@@ -452,6 +469,13 @@ int train_parse_args(int argc, char **argv, train_opts_t *o)
                          "(inagg backend, no --in-switch)");
     if (o->no_feedback && !o->compress)
         return bad_usage("--no-error-feedback goes with --compress");
+    if (capture_steps_given && !o->capture_prefix)
+        return bad_usage("--capture-steps goes with --capture-gradients");
+    if (o->capture_prefix && (o->cfg.mode != GLM_MODE_DATA || o->backend_mpi))
+        return bad_usage("--capture-gradients applies to --mode data with the inagg backend "
+                         "(model mode sends activations, not gradients)");
+    if (o->capture_prefix && !o->cfg.capture_steps)
+        o->cfg.capture_steps = 10;
     if (o->switch_addr) {
         if (o->rank < 0 || o->world < 0) {
             long r = -1, w = -1;

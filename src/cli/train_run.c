@@ -137,6 +137,26 @@ static uint32_t packet_elems(const train_opts_t *o)
     return (uint32_t)util_max_u64(P4SGD_PACKET_ELEMS, o->cfg.micro_batch);
 }
 
+/* --capture-gradients: one step's gradient appended to this rank's file. */
+static int capture_write(const float *g, size_t n, void *arg)
+{
+    return fwrite(g, sizeof(float), n, (FILE *)arg) == n ? 0 : -1;
+}
+
+/* Opens PREFIX.rankR.f32 for the capture (err set on failure). */
+static FILE *capture_open(const char *prefix, uint32_t rank, char *err, size_t errlen)
+{
+    char path[4096];
+    if ((size_t)snprintf(path, sizeof(path), "%s.rank%u.f32", prefix, rank) >= sizeof(path)) {
+        set_err(err, errlen, "--capture-gradients: the prefix is too long");
+        return NULL;
+    }
+    FILE *f = fopen(path, "wb");
+    if (!f)
+        set_err(err, errlen, "--capture-gradients: cannot create %s: %s", path, strerror(errno));
+    return f;
+}
+
 /* One rank: load, join, train, report. 0 or 1 (the error was reported). */
 static int worker_main(const train_opts_t *o, uint32_t rank, uint32_t world, const char *addr,
                        const char *job, worker_ctx_t *w)
@@ -175,13 +195,24 @@ static int worker_main(const train_opts_t *o, uint32_t rank, uint32_t world, con
                                    o->cfg.in_switch ? &opt : NULL, o->compress,
                                    o->no_feedback, err, sizeof(err));
     }
+    FILE *cap = NULL;
+    if (rc == 0 && o->capture_prefix && !(cap = capture_open(o->capture_prefix, rank, err,
+                                                             sizeof(err))))
+        rc = -1;
     if (rc == 0) {
         glm_train_config_t cfg = o->cfg;
         cfg.progress = w_progress;
         cfg.progress_arg = w;
         cfg.progress_ms = w->run ? 100 : 250;
+        cfg.capture = cap ? capture_write : NULL;
+        cfg.capture_arg = cap;
         rc = glm_train(&cfg, coll, &train, o->test ? &test : NULL, w_setup, w_epoch, w, NULL,
                        err, sizeof(err));
+    }
+    if (cap && fclose(cap) != 0 && rc == 0) {
+        set_err(err, sizeof(err), "--capture-gradients: writing rank %u's file failed: %s",
+                rank, strerror(errno));
+        rc = -1;
     }
     if (rc != 0 && !w->write_failed && !(w->run && w->run->failed))
         w_error(w, err);

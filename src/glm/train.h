@@ -91,6 +91,12 @@ typedef struct glm_train_config {
     int eps_outside;            /* 0: sqrt(v + eps) (the paper's), 1: sqrt(v) + eps (PyTorch's) */
     glm_average_t average;      /* plain SGD: tail averaging (default) or none */
     glm_precond_t precondition; /* plain SGD: none (default) or diagonal step scaling */
+    /* Optional, data mode: called with this rank's gradient as it goes to the allreduce (the
+     * values a codec would see) for each of the first capture_steps steps; a non-zero return
+     * stops training with "gradient capture failed". */
+    int (*capture)(const float *g, size_t n, void *arg);
+    uint32_t capture_steps;
+    void *capture_arg;
 } glm_train_config_t;
 
 #define GLM_TRAIN_CONFIG_INIT                                                                   \

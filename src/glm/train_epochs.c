@@ -19,6 +19,21 @@ static int coll_fail(trainer_t *t)
     return -1;
 }
 
+/* Data mode: hand the gradient about to be sent to the capture callback, for the first
+ * capture_steps steps. 0, or -1 (err set). */
+static int capture(trainer_t *t)
+{
+    const glm_train_config_t *cfg = t->cfg;
+    if (!cfg->capture || t->captured >= cfg->capture_steps)
+        return 0;
+    t->captured++;
+    if (cfg->capture(t->gf, t->nx, cfg->capture_arg) != 0) {
+        set_err(t->err, t->errlen, "gradient capture failed (step %u)", t->captured);
+        return -1;
+    }
+    return 0;
+}
+
 void trainer_shuffle(trainer_t *t, uint32_t epoch)
 {
     size_t S = t->full->rows;
@@ -201,11 +216,15 @@ int trainer_data_epoch(trainer_t *t, uint32_t epoch, double lr)
             double k = (double)t->coll->world / (double)bb;
             for (size_t c = 0; c < t->nx; c++)
                 t->gf[c] = (float)(t->g[c] * k);
+            if (capture(t) != 0)
+                return -1;
             if (glm_coll_push_pull(t->coll, t->gf, t->x, t->nx) != 0)
                 return coll_fail(t);
         } else {
             for (size_t c = 0; c < t->nx; c++)
                 t->gf[c] = (float)t->g[c];
+            if (capture(t) != 0)
+                return -1;
             if (glm_coll_allreduce(t->coll, t->gf, t->nx) != 0)
                 return coll_fail(t);
             if (cfg->optimizer) {

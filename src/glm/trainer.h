@@ -29,6 +29,7 @@ typedef struct trainer {
     uint64_t ostep;
     double *g;
     float *gf;                   /* data mode: the gradient as sent */
+    uint32_t captured;           /* data mode: steps handed to cfg->capture so far */
     uint32_t *perm;
     float *act;                  /* model mode: activations of one mini-batch */
     float *ev;                   /* evaluation buffer */

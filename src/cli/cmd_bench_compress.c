@@ -422,7 +422,8 @@ static int render_plot(const bc_opts_t *o, const bc_result_t *r, size_t n)
         fprintf(g, "set terminal pngcairo size 900,560 font ',10'\nset output \"%s\"\n"
                    "set title \"compression ratio against RMS error, chunks of %zu values\"\n"
                    "set logscale x 10\nset logscale y 2\nset grid\nset key outside right\n"
-                   "set xlabel \"RMS error (values at scale 1e-3)\"\nset ylabel \"ratio\"\nplot ",
+                   "set xlabel \"RMS error (generated data at scale 1e-3; captured data as sent)\"\n"
+                   "set ylabel \"ratio\"\nplot ",
                 o->plot_path, o->chunk);
         for (size_t d = 0; d < N_DATA; d++)
             for (size_t m = 0; m < sizeof fam / sizeof *fam; m++) {

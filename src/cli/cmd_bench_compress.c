@@ -175,6 +175,7 @@ typedef struct job {
     uint8_t *buf;    /* [nchunks * cap] */
     size_t *len;     /* [nchunks] */
     size_t cap, nchunks;
+    uint32_t passes;  /* over every chunk per timed run (short runs would time thread start-up) */
     uint32_t nthreads, index;
     int decode, failed;
 } job_t;
@@ -187,20 +188,21 @@ static void *coder(void *arg)
         j->failed = 1;
         return NULL;
     }
-    for (size_t k = j->index; k < j->nchunks; k += j->nthreads) { /* chunk k: thread k % T */
-        size_t off = k * j->o->chunk, n = j->o->elems - off < j->o->chunk ? j->o->elems - off
-                                                                          : j->o->chunk;
-        uint8_t *b = j->buf + k * j->cap;
-        if (!j->decode) {
-            long l = codec_encode(c, j->x + off, n, b, j->cap);
-            if (l < 0)
+    for (uint32_t pass = 0; pass < j->passes && !j->failed; pass++)
+        for (size_t k = j->index; k < j->nchunks; k += j->nthreads) { /* chunk k: thread k % T */
+            size_t off = k * j->o->chunk;
+            size_t n = j->o->elems - off < j->o->chunk ? j->o->elems - off : j->o->chunk;
+            uint8_t *b = j->buf + k * j->cap;
+            if (!j->decode) {
+                long l = codec_encode(c, j->x + off, n, b, j->cap);
+                if (l < 0)
+                    j->failed = 1;
+                else
+                    j->len[k] = (size_t)l;
+            } else if (codec_decode(c, b, j->len[k], j->y + off, n, NULL, 0) < 0) {
                 j->failed = 1;
-            else
-                j->len[k] = (size_t)l;
-        } else if (codec_decode(c, b, j->len[k], j->y + off, n, NULL, 0) < 0) {
-            j->failed = 1;
+            }
         }
-    }
     codec_ctx_close(c);
     return NULL;
 }
@@ -289,7 +291,15 @@ static int measure(const bc_opts_t *o, const char *mode, const char *data, const
         free(j.len);
         return -1;
     }
-    int rc = 0;
+    /* One untimed pass each way (first touch of the buffers), which also sizes the timed runs:
+     * enough passes over the data set for at least 0.2 s on one thread each way. */
+    j.passes = 1;
+    double t_enc = run_coders(&j, 1, 0), t_dec = t_enc > 0 ? run_coders(&j, 1, 1) : -1;
+    int rc = t_enc > 0 && t_dec > 0 ? 0 : -1;
+    double once = t_enc < t_dec ? t_enc : t_dec;
+    j.passes = once > 0 && once < 0.2 ? (uint32_t)(0.2 / once) + 1 : 1;
+    if (j.passes > 1000)
+        j.passes = 1000;
     uint32_t tcount[2] = {1, o->threads};
     double enc[2][64], dec[2][64];
     /* one thread and T threads alternate in each repeat, so both see the same load */
@@ -301,7 +311,7 @@ static int measure(const bc_opts_t *o, const char *mode, const char *data, const
                 rc = -1;
         }
     for (int t = 0; t < 2 && rc == 0; t++) {
-        double bytes = (double)o->elems * 4.0;
+        double bytes = (double)o->elems * 4.0 * j.passes;
         res->enc_gbs[t] = bytes / median(enc[t], o->repeats) * 1e-9;
         res->dec_gbs[t] = bytes / median(dec[t], o->repeats) * 1e-9;
     }

@@ -68,7 +68,7 @@ static void usage(FILE *out)
             "  --compute-ms MS      compute time of an iteration: predict the iteration\n"
             "  --buckets K          gradient buckets (default 1)\n"
             "  --systems LIST       any of ina,ring,tree,ps,ca (default all)\n"
-            "  --params FILE        calibration (inagg model calibrate)\n"
+            "  --params FILE|none   calibration (inagg model calibrate); none: the ideal machine\n"
             "  --json FILE|-        one JSON object (- for stdout; the table goes to stderr)\n"
             "  --plot FILE.png      time and speedup against workers (gnuplot; needs a range)\n"
             "  --preset P           gcow-resnet50, gcow-vit (GCOW Table 4.2: 100 Gbit/s, ratio\n"
@@ -749,6 +749,8 @@ int model_predict_main(int argc, char **argv)
     const char *pp = o.params_path;
     if (!pp && access(MODEL_DEFAULT_PARAMS, R_OK) == 0)
         pp = MODEL_DEFAULT_PARAMS;
+    if (pp && !strcmp(pp, "none"))
+        pp = NULL;
     if (pp) {
         if (model_calib_read(pp, &cal, err, sizeof(err)) != 0) {
             fprintf(stderr, "%s: %s\n", cmd, err);

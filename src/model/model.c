@@ -30,7 +30,7 @@ void model_params_default(model_params_t *p)
     };
 }
 
-int model_params_check(const model_params_t *p, char *err, unsigned long errlen)
+int model_params_check(const model_params_t *p, char *err, size_t errlen)
 {
     if (!(p->link_bps > 0) || !isfinite(p->link_bps))
         return set_err(err, errlen, "the link rate must be positive"), -EINVAL;

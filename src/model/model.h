@@ -15,6 +15,7 @@
 #ifndef INAGG_MODEL_H
 #define INAGG_MODEL_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #define MODEL_MAX_WORKERS 1024u
@@ -69,7 +70,7 @@ typedef struct model_params {
 void model_params_default(model_params_t *p);
 
 /* A sentence saying what is wrong with p (0), or -EINVAL with the reason in err. */
-int model_params_check(const model_params_t *p, char *err, unsigned long errlen);
+int model_params_check(const model_params_t *p, char *err, size_t errlen);
 
 /* ---- building blocks ---------------------------------------------------------------------- */
 

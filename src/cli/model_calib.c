@@ -84,6 +84,10 @@ int model_run_inagg(char *const *args, const char *json_path, unsigned timeout_s
     if (sl <= 0)
         return set_err(err, errlen, "cannot find this binary (/proc/self/exe)"), -1;
     self[sl] = '\0';
+    /* rebuilt while running: the path now names the new binary */
+    const char *del = " (deleted)";
+    if (sl > (ssize_t)strlen(del) && !strcmp(self + sl - strlen(del), del))
+        self[sl - strlen(del)] = '\0';
     char *argv[64];
     int a = 0;
     argv[a++] = self;

@@ -27,6 +27,8 @@ static void usage(FILE *out)
             "                    verified against torch.optim or an independent reference\n"
             "  bench udp         the kernel's UDP ceiling: one sender, one receiver, loopback\n"
             "  bench compress    ZFP/fp16 codec grid: ratio, GB/s, error vs libzfp (GCOW)\n"
+            "  model             the performance model: calibrate, predict (up to 1024 workers,\n"
+            "                    INA / ring / tree / parameter server), validate on the testbed\n"
             "  train             distributed training of a linear model (P4SGD): embedded switch,\n"
             "                    N workers, model- or data-parallel SGD (no arguments: a demo)\n"
             "  version           print the version\n",
@@ -53,6 +55,8 @@ int main(int argc, char **argv)
         return cmd_switch(argc - 1, argv + 1);
     if (strcmp(cmd, "train") == 0)
         return cmd_train(argc - 1, argv + 1);
+    if (strcmp(cmd, "model") == 0)
+        return cmd_model(argc - 2, argv + 2);
     if (strcmp(cmd, "bench") == 0) {
         if (argc >= 3 && strcmp(argv[2], "allreduce") == 0)
             return cmd_bench_allreduce(argc - 2, argv + 2);

@@ -204,7 +204,10 @@ static int engine_create(const worker_params_t *p, uint32_t index, engine_t **ou
         if (rc != 0)
             set_err(err, errlen, "no address for the switch queue of slot %u", w->slot);
     }
-    if (rc == 0 && e->codec) {
+    /* INAGG_CODEC_HELPER=0 runs without the helper (every chunk coded on the engine thread,
+     * nothing overlapped): to measure what the overlap is worth (inagg model validate). */
+    const char *hv = getenv("INAGG_CODEC_HELPER");
+    if (rc == 0 && e->codec && !(hv && strcmp(hv, "0") == 0)) {
         rc = -pthread_create(&e->helper, NULL, helper_main, e);
         if (rc != 0)
             set_err(err, errlen, "cannot start the encoder helper thread");

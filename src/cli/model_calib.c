@@ -1,0 +1,472 @@
+/*
+ * model_calib.c - `inagg model calibrate`: this implementation's costs from short runs of the
+ * existing benchmarks (`inagg bench allreduce` on loopback for the switch's CPU per packet and
+ * the worker's CPU per element, `inagg bench latency` on a 2-host testbed, or loopback, for
+ * the latency of a hop and of an MPI message, `inagg bench compress` for the codec), written
+ * as one JSON file; and reading that file back into the model's parameters.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "base/errmsg.h"
+#include "cli/model_cli.h"
+#include "cli/output.h"
+#include "json/json.h"
+#include "launch/launch.h"
+
+#define SUB "calibrate"
+#define CAL_ELEMS 2000000u   /* loopback allreduce: 8 MB per worker */
+#define CAL_WORKERS 2u
+#define CAL_ITERS 5u
+#define CAL_PACKET 2048u     /* the testbed's packet at MTU 9000 */
+#define CAL_SWITCH_THREADS 2u
+#define TESTBED_MTU 9000.0
+#define TCP_IP_HEADERS 52.0  /* TCP with timestamps 32 + IPv4 20 */
+#define ETH_HEADER 14.0
+static const char *const CAL_CODECS[] = {"zfp:rate=8", "fp16"};
+
+int model_read_file(const char *path, char **text);
+int model_run_inagg(char *const *args, const char *json_path, unsigned timeout_s,
+                    char *err, size_t errlen);
+
+/* The whole file into a NUL-terminated buffer (at most 4 MiB). 0, or -1. */
+int model_read_file(const char *path, char **text)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    size_t cap = 1 << 16, len = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        size_t n = fread(buf + len, 1, cap - len - 1, f);
+        len += n;
+        if (n == 0)
+            break;
+        if (len + 1 == cap) {
+            if (cap >= (4u << 20)) {
+                free(buf);
+                buf = NULL;
+                break;
+            }
+            char *nb = realloc(buf, cap * 2);
+            if (!nb) {
+                free(buf);
+                buf = NULL;
+                break;
+            }
+            buf = nb;
+            cap *= 2;
+        }
+    }
+    fclose(f);
+    if (!buf)
+        return -1;
+    buf[len] = '\0';
+    *text = buf;
+    return 0;
+}
+
+/* Run this binary with args (args[0] is replaced by the binary), its --json going to
+ * json_path, its messages to json_path.log. 0 when it exited 0; else -1 with its last
+ * message in err. */
+int model_run_inagg(char *const *args, const char *json_path, unsigned timeout_s, char *err,
+                    size_t errlen)
+{
+    char self[4096];
+    ssize_t sl = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    if (sl <= 0)
+        return set_err(err, errlen, "cannot find this binary (/proc/self/exe)"), -1;
+    self[sl] = '\0';
+    /* rebuilt while running: the path now names the new binary */
+    const char *del = " (deleted)";
+    if (sl > (ssize_t)strlen(del) && !strcmp(self + sl - strlen(del), del))
+        self[sl - strlen(del)] = '\0';
+    char *argv[64];
+    int a = 0;
+    argv[a++] = self;
+    for (int i = 1; args[i] && a < 63; i++)
+        argv[a++] = args[i];
+    argv[a] = NULL;
+    char logp[4200];
+    snprintf(logp, sizeof(logp), "%s.log", json_path);
+    int fd = open(logp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return set_err(err, errlen, "cannot write %s: %s", logp, strerror(errno)), -1;
+    launch_spec_t spec = {argv, NULL, LAUNCH_DEVNULL, fd, fd, 1, 0};
+    char why[256];
+    int rc = launch_run(&spec, (int)timeout_s * 1000, why, sizeof(why));
+    close(fd);
+    if (rc == 0)
+        return 0;
+    /* its last line says why */
+    char *text = NULL, last[400] = "";
+    if (model_read_file(logp, &text) == 0) {
+        size_t n = strlen(text);
+        while (n && (text[n - 1] == '\n' || text[n - 1] == ' '))
+            text[--n] = '\0';
+        char *nl = strrchr(text, '\n');
+        snprintf(last, sizeof(last), "%s", nl ? nl + 1 : text);
+        free(text);
+    }
+    set_err(err, errlen, "%s%s%s", why, last[0] ? ": " : "", last);
+    return rc == -ETIMEDOUT ? -2 : -1;
+}
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: inagg model calibrate [--out FILE] [--no-testbed]\n"
+            "\n"
+            "Measures this implementation's costs with short runs of the existing benchmarks\n"
+            "(about a minute; progress on stderr) and writes them as one JSON object:\n"
+            "  switch_pkt_s    the switch's CPU time per contribution packet: `inagg bench\n"
+            "                  allreduce` on loopback, %u workers x %u int32, %u-element\n"
+            "                  packets, %u switch threads: switch CPU / packets received\n"
+            "  worker_elem_s   a worker's CPU time per element (same run: worker CPU / elements)\n"
+            "  hop_s, msg_s    one hop's one-way latency (inagg p50 / 2) and one MPI message\n"
+            "                  step (MPI allreduce p50 of 2 ranks): `inagg bench latency` on a\n"
+            "                  2-host testbed (root), or loopback with --no-testbed or\n"
+            "                  where testbeds cannot be built\n"
+            "  stream_eff      a TCP stream's payload share at MTU 9000 (headers only)\n"
+            "  codec_*         ratio and encode/decode bytes per second of zfp:rate=8 and fp16:\n"
+            "                  `inagg bench compress` on 1M values, one thread\n"
+            "\n"
+            "  --out FILE      where to write it (default %s; - for stdout)\n"
+            "  --no-testbed    latency on loopback only\n"
+            "  -h, --help      this text\n"
+            "\n"
+            "Numbers depend on the machine's load (recorded as load1): calibrate on the\n"
+            "machine and under the conditions you will predict for.\n",
+            CAL_WORKERS, CAL_ELEMS, CAL_PACKET, CAL_SWITCH_THREADS, MODEL_DEFAULT_PARAMS);
+}
+
+static double load1(void)
+{
+    double l = NAN;
+    FILE *f = fopen("/proc/loadavg", "r");
+    if (f) {
+        if (fscanf(f, "%lf", &l) != 1)
+            l = NAN;
+        fclose(f);
+    }
+    return l;
+}
+
+static int num(const char *text, const char *key, double *v)
+{
+    return json_find_number(text, key, v);
+}
+
+/* The loopback allreduce: switch CPU per packet and worker CPU per element. */
+static int cal_allreduce(const char *dir, model_calib_t *c, char *err, size_t errlen)
+{
+    char json[4200], elems[32], pk[32], it[32], wk[32], st[32];
+    snprintf(json, sizeof(json), "%s/allreduce.json", dir);
+    snprintf(elems, sizeof(elems), "%u", CAL_ELEMS);
+    snprintf(pk, sizeof(pk), "%u", CAL_PACKET);
+    snprintf(it, sizeof(it), "%u", CAL_ITERS);
+    snprintf(wk, sizeof(wk), "%u", CAL_WORKERS);
+    snprintf(st, sizeof(st), "%u", CAL_SWITCH_THREADS);
+    char *args[] = {"inagg", "bench", "allreduce", "--workers", wk, "--elems", elems,
+                    "--dtype", "int32", "--packet-elems", pk, "--iters", it, "--warmup", "1",
+                    "--switch-threads", st, "--json", json, NULL};
+    if (model_run_inagg(args, json, 120, err, errlen) != 0)
+        return -1;
+    char *text = NULL;
+    if (model_read_file(json, &text) != 0)
+        return set_err(err, errlen, "no report from bench allreduce"), -1;
+    double tat, sw = NAN, wkr = NAN, retx;
+    int rc = 0;
+    const char *cpu = strstr(text, "\"cpu\"");
+    if (cpu) {
+        num(cpu, "switch", &sw);
+        num(cpu, "workers", &wkr);
+    }
+    if (num(text, "tat_s", &tat) ||
+        num(text, "retransmissions", &retx) || !(tat > 0) || !(sw > 0) || !(wkr > 0)) {
+        set_err(err, errlen, "bench allreduce's report lacks tat_s or cpu");
+        rc = -1;
+    } else {
+        /* cpu.* is percent of one core over the timed iterations (about iters x TAT) */
+        double window = tat * CAL_ITERS;
+        double pkts = ceil((double)CAL_ELEMS / CAL_PACKET) * CAL_WORKERS * CAL_ITERS;
+        c->switch_pkt_s = sw / 100.0 * window / pkts;
+        c->switch_threads = CAL_SWITCH_THREADS;
+        c->worker_elem_s = wkr / 100.0 * window / ((double)CAL_ELEMS * CAL_ITERS);
+        fprintf(stderr, MODEL_CMD " " SUB ":   TAT %.1f ms, switch %.0f%% and each worker "
+                "%.0f%% of a core, %.0f retransmissions\n", tat * 1e3, sw, wkr, retx);
+    }
+    free(text);
+    return rc;
+}
+
+/* Latency of small allreduces: inagg (a round trip through the switch: 2 hops) and MPI (one
+ * message step for 2 ranks). On a 2-host testbed when allowed, else on loopback. */
+static int cal_latency(const char *dir, int testbed, model_calib_t *c, char *err, size_t errlen)
+{
+    char json[4200];
+    snprintf(json, sizeof(json), "%s/latency.json", dir);
+    char *tb_args[] = {"inagg", "bench", "latency", "--testbed", "2", "--fabric", "bridge",
+                       "--protocol", "switchml", "--iters", "400", "--warmup", "50",
+                       "--baseline", "mpi", "--json", json, NULL};
+    char *lo_args[] = {"inagg", "bench", "latency", "--workers", "2", "--protocol", "switchml",
+                       "--iters", "400", "--warmup", "50", "--baseline", "mpi", "--json", json,
+                       NULL};
+    int rc = -1;
+    if (testbed) {
+        rc = model_run_inagg(tb_args, json, 120, err, errlen);
+        if (rc == 0)
+            snprintf(c->where, sizeof(c->where), "testbed (2 hosts, bridge)");
+        else
+            fprintf(stderr, MODEL_CMD " " SUB ":   testbed latency failed (%s); loopback "
+                    "instead\n", err);
+    }
+    if (rc != 0) {
+        rc = model_run_inagg(lo_args, json, 120, err, errlen);
+        if (rc != 0)
+            return -1;
+        snprintf(c->where, sizeof(c->where), "loopback");
+    }
+    char *text = NULL;
+    if (model_read_file(json, &text) != 0)
+        return set_err(err, errlen, "no report from bench latency"), -1;
+    /* the first p50 is inagg's, the one after "baseline" MPI's */
+    double p50 = NAN, mpi = NAN;
+    num(text, "p50", &p50);
+    const char *b = strstr(text, "\"baseline\"");
+    if (b)
+        num(b, "p50", &mpi);
+    free(text);
+    if (!(p50 > 0) || !(mpi > 0))
+        return set_err(err, errlen, "bench latency's report lacks p50"), -1;
+    c->hop_s = p50 * 1e-6 / 2.0;
+    c->msg_s = mpi * 1e-6;
+    fprintf(stderr, MODEL_CMD " " SUB ":   inagg p50 %.0f us (hop %.0f us), MPI p50 %.0f us "
+            "(%s)\n", p50, p50 / 2, mpi, c->where);
+    return 0;
+}
+
+static int cal_codec(const char *dir, model_calib_t *c, char *err, size_t errlen)
+{
+    char json[4200];
+    snprintf(json, sizeof(json), "%s/compress.json", dir);
+    char *args[] = {"inagg", "bench", "compress", "--elems", "1048576", "--repeats", "3",
+                    "--data", "normal", "--threads", "1", "--json", json, NULL};
+    if (model_run_inagg(args, json, 180, err, errlen) != 0)
+        return -1;
+    char *text = NULL;
+    if (model_read_file(json, &text) != 0)
+        return set_err(err, errlen, "no report from bench compress"), -1;
+    c->ncodec = 0;
+    for (size_t i = 0; i < sizeof(CAL_CODECS) / sizeof(CAL_CODECS[0]); i++) {
+        char key[64];
+        snprintf(key, sizeof(key), "\"mode\": \"%s\"", CAL_CODECS[i]);
+        const char *at = strstr(text, key);
+        if (!at) {
+            snprintf(key, sizeof(key), "\"mode\":\"%s\"", CAL_CODECS[i]);
+            at = strstr(text, key);
+        }
+        double r, e, d;
+        if (!at || num(at, "ratio", &r) || num(at, "encode_gbs_1", &e) ||
+            num(at, "decode_gbs_1", &d) || !(r > 0) || !(e > 0) || !(d > 0))
+            continue;
+        int k = c->ncodec++;
+        snprintf(c->codec[k].mode, sizeof(c->codec[k].mode), "%s", CAL_CODECS[i]);
+        c->codec[k].ratio = r;
+        c->codec[k].enc_Bps = e * 1e9;
+        c->codec[k].dec_Bps = d * 1e9;
+        fprintf(stderr, MODEL_CMD " " SUB ":   %s: ratio %.2f, encode %.3f GB/s, decode %.3f "
+                "GB/s\n", CAL_CODECS[i], r, e, d);
+    }
+    free(text);
+    if (c->ncodec == 0)
+        return set_err(err, errlen, "bench compress reported none of the codec modes"), -1;
+    return 0;
+}
+
+static int write_calib(const model_calib_t *c, const char *path)
+{
+    json_writer_t w;
+    json_init(&w);
+    json_begin_object(&w, NULL);
+    json_string(&w, "what", "inagg model parameters (inagg model calibrate)");
+    json_number(&w, "load1", c->load1);
+    json_number_exact(&w, "switch_pkt_s", c->switch_pkt_s);
+    json_int(&w, "switch_threads", c->switch_threads);
+    json_number_exact(&w, "worker_elem_s", c->worker_elem_s);
+    json_number_exact(&w, "hop_s", c->hop_s);
+    json_number_exact(&w, "msg_s", c->msg_s);
+    json_string(&w, "latency_measured_on", c->where);
+    json_number_exact(&w, "stream_eff", c->stream_eff);
+    json_int(&w, "packet_elems", c->packet_elems);
+    json_int(&w, "overhead_bytes", c->overhead_bytes);
+    json_begin_array(&w, "codecs");
+    for (int i = 0; i < c->ncodec; i++) {
+        json_begin_object(&w, NULL);
+        json_string(&w, "mode", c->codec[i].mode);
+        json_number_exact(&w, "ratio", c->codec[i].ratio);
+        json_number_exact(&w, "enc_Bps", c->codec[i].enc_Bps);
+        json_number_exact(&w, "dec_Bps", c->codec[i].dec_Bps);
+        json_end_object(&w);
+    }
+    json_end_array(&w);
+    json_end_object(&w);
+    return cli_emit_json(&w, path, MODEL_CMD " " SUB);
+}
+
+int model_calib_read(const char *path, model_calib_t *c, char *err, size_t errlen)
+{
+    char *text = NULL;
+    if (model_read_file(path, &text) != 0)
+        return set_err(err, errlen, "cannot read %s: %s (run `inagg model calibrate` first)",
+                       path, strerror(errno ? errno : EINVAL)), -1;
+    memset(c, 0, sizeof(*c));
+    double v[8];
+    const char *keys[] = {"switch_pkt_s", "switch_threads", "worker_elem_s", "hop_s", "msg_s",
+                          "stream_eff", "packet_elems", "overhead_bytes"};
+    for (int i = 0; i < 8; i++)
+        if (num(text, keys[i], &v[i]) != 0 || !(v[i] > 0) || !isfinite(v[i])) {
+            set_err(err, errlen, "%s: no valid \"%s\" (a file written by inagg model "
+                    "calibrate?)", path, keys[i]);
+            free(text);
+            return -1;
+        }
+    c->switch_pkt_s = v[0];
+    c->switch_threads = (uint32_t)v[1];
+    c->worker_elem_s = v[2];
+    c->hop_s = v[3];
+    c->msg_s = v[4];
+    c->stream_eff = v[5] > 1 ? 1 : v[5];
+    c->packet_elems = (uint32_t)v[6];
+    c->overhead_bytes = (uint32_t)v[7];
+    num(text, "load1", &c->load1);
+    json_find_string(text, "latency_measured_on", c->where, sizeof(c->where));
+    const char *at = strstr(text, "\"codecs\"");
+    while (at && c->ncodec < 4) {
+        const char *m = strstr(at, "\"mode\"");
+        if (!m)
+            break;
+        int k = c->ncodec;
+        if (json_find_string(m, "mode", c->codec[k].mode, sizeof(c->codec[k].mode)) == 0 &&
+            num(m, "ratio", &c->codec[k].ratio) == 0 && num(m, "enc_Bps", &c->codec[k].enc_Bps) == 0 &&
+            num(m, "dec_Bps", &c->codec[k].dec_Bps) == 0 && c->codec[k].ratio > 0 &&
+            c->codec[k].enc_Bps > 0 && c->codec[k].dec_Bps > 0)
+            c->ncodec++;
+        at = m + 6;
+    }
+    free(text);
+    c->have = 1;
+    return 0;
+}
+
+int model_calib_params(const model_calib_t *c, double link_bps, const char *compress,
+                       model_params_t *p, char *err, size_t errlen)
+{
+    model_params_default(p);
+    p->link_bps = link_bps;
+    p->hop_s = c->hop_s;
+    p->packet_elems = c->packet_elems;
+    p->overhead_bytes = c->overhead_bytes;
+    p->switch_pkt_s = c->switch_pkt_s;
+    p->switch_threads = c->switch_threads;
+    p->worker_elem_s = c->worker_elem_s;
+    p->msg_s = c->msg_s;
+    p->stream_eff = c->stream_eff;
+    if (compress && strcmp(compress, "none") != 0) {
+        for (int i = 0; i < c->ncodec; i++)
+            if (!strcmp(c->codec[i].mode, compress)) {
+                p->ratio = c->codec[i].ratio;
+                p->enc_Bps = c->codec[i].enc_Bps;
+                p->dec_Bps = c->codec[i].dec_Bps;
+                /* the switch decodes each contribution and encodes the sum: per value coded,
+                 * the mean of one decode and one encode (4-byte values) */
+                p->agg_value_s = 2.0 / c->codec[i].dec_Bps + 2.0 / c->codec[i].enc_Bps;
+                return 0;
+            }
+        return set_err(err, errlen, "the parameters have no codec '%s' (calibrated: %s%s)",
+                       compress, c->ncodec ? c->codec[0].mode : "none",
+                       c->ncodec > 1 ? ", ..." : ""), -1;
+    }
+    return 0;
+}
+
+int model_calibrate_main(int argc, char **argv)
+{
+    const char *out = MODEL_DEFAULT_PARAMS;
+    int testbed = 1;
+    static const struct option longopts[] = {
+        {"out", required_argument, 0, 'o'}, {"no-testbed", no_argument, 0, 'n'},
+        {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+    optind = 1;
+    opterr = 0;
+    int ch;
+    while ((ch = getopt_long(argc, argv, "o:h", longopts, NULL)) != -1) {
+        switch (ch) {
+        case 'o': out = optarg; break;
+        case 'n': testbed = 0; break;
+        case 'h': usage(stdout); return 0;
+        default:
+            return model_bad(SUB, "unknown option or missing value: %s", argv[optind - 1]);
+        }
+    }
+    if (optind < argc)
+        return model_bad(SUB, "unexpected argument '%s'", argv[optind]);
+    if (testbed && geteuid() != 0)
+        testbed = 0;
+
+    char dir[] = "/tmp/inagg-model-XXXXXX";
+    if (!mkdtemp(dir)) {
+        fprintf(stderr, MODEL_CMD " " SUB ": mkdtemp: %s\n", strerror(errno));
+        return 1;
+    }
+    model_calib_t c = {0};
+    c.load1 = load1();
+    c.packet_elems = CAL_PACKET;
+    c.overhead_bytes = 74; /* inagg header 32 + UDP 8 + IPv4 20 + Ethernet 14 */
+    c.stream_eff = (TESTBED_MTU - TCP_IP_HEADERS) / (TESTBED_MTU + ETH_HEADER);
+    char err[600];
+    int rc = 0;
+    fprintf(stderr, MODEL_CMD " " SUB ": 1/3 switch and worker costs (bench allreduce, "
+            "loopback, %u workers)\n", CAL_WORKERS);
+    if (cal_allreduce(dir, &c, err, sizeof(err)) != 0) {
+        fprintf(stderr, MODEL_CMD " " SUB ": bench allreduce failed: %s\n", err);
+        rc = 1;
+    }
+    if (rc == 0) {
+        fprintf(stderr, MODEL_CMD " " SUB ": 2/3 latency (bench latency, %s)\n",
+                testbed ? "2-host testbed" : "loopback");
+        if (cal_latency(dir, testbed, &c, err, sizeof(err)) != 0) {
+            fprintf(stderr, MODEL_CMD " " SUB ": bench latency failed: %s\n", err);
+            rc = 1;
+        }
+    }
+    if (rc == 0) {
+        fprintf(stderr, MODEL_CMD " " SUB ": 3/3 codec (bench compress, 1M values)\n");
+        if (cal_codec(dir, &c, err, sizeof(err)) != 0) {
+            fprintf(stderr, MODEL_CMD " " SUB ": bench compress failed: %s\n", err);
+            rc = 1;
+        }
+    }
+    const char *files[] = {"allreduce.json", "latency.json", "compress.json"};
+    for (int i = 0; i < 3; i++) {
+        char f[4300];
+        snprintf(f, sizeof(f), "%s/%s", dir, files[i]);
+        unlink(f);
+        strncat(f, ".log", sizeof(f) - strlen(f) - 1);
+        unlink(f);
+    }
+    rmdir(dir);
+    if (rc != 0)
+        return rc;
+    fprintf(stderr, MODEL_CMD " " SUB ": switch %.2f us/packet (%u threads), worker %.2f "
+            "ns/element, hop %.1f us, MPI step %.1f us -> %s\n", c.switch_pkt_s * 1e6,
+            c.switch_threads, c.worker_elem_s * 1e9, c.hop_s * 1e6, c.msg_s * 1e6, out);
+    return write_calib(&c, out) == 0 ? 0 : 1;
+}

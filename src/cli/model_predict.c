@@ -1,0 +1,820 @@
+/*
+ * model_predict.c - `inagg model predict`: the model of src/model for one worker count or a
+ * range (up to 1024), rendered as a table, JSON and a PNG (time and speedup against workers,
+ * gnuplot); and the presets that re-draw the papers' comparisons with their stated
+ * parameters (GCOW Fig. 4.4 / Table 4.2; SwitchML's goodput per packet size, pool size and
+ * TAT against workers) beside the numbers the papers report.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli/model_cli.h"
+#include "cli/output.h"
+#include "json/json.h"
+#include "launch/launch.h"
+
+#define SUB "predict"
+#define GNUPLOT_TIMEOUT_MS 60000
+#define MAX_POINTS 64
+
+typedef struct pred_opts {
+    const char *params_path, *json_path, *plot_path, *preset, *compress;
+    uint32_t w_lo, w_hi;
+    double bytes;
+    model_params_t p;
+    int have_workers, have_size, sys_mask;
+    char note[256];
+} pred_opts_t;
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: inagg model predict (--workers N | --workers-range A-B) --size BYTES [options]\n"
+            "       inagg model predict --preset gcow-resnet50|gcow-vit|switchml [--plot F.png]\n"
+            "\n"
+            "Predicts one allreduce of --size bytes per worker (or, with --compute-ms, one\n"
+            "training iteration) for in-network aggregation (ina), ring, tree, parameter\n"
+            "server (ps) and concurrent allreduce (ca), and INA's speedup over each. The\n"
+            "costs come from --params (default %s when it exists, else an\n"
+            "ideal machine: no CPU cost, 1 us per hop). Equations: docs/MODEL.md.\n"
+            "\n"
+            "  --workers N          one worker count, 1..%u\n"
+            "  --workers-range A-B  powers of two from A to B (and B), 2..%u\n"
+            "  --size BYTES         bytes per worker (K/M/G: powers of 1024), e.g. 100M\n"
+            "  --link-rate R        each host link, each way: 100mbit, 10gbit, 100g (default\n"
+            "                       100gbit)\n"
+            "  --slow-link R        one host's slower link (B_min: a ring runs at its\n"
+            "                       slowest link, AllReduce-Switch)\n"
+            "  --levels L           switch levels 1..%u (default 1); with --fanout F children\n"
+            "                       per switch (default the L-th root of the workers)\n"
+            "  --switch-threads T   the switch's dataplane threads (default the calibration's)\n"
+            "  --packet-elems K     elements per packet (default the calibration's, 2048)\n"
+            "  --overhead-bytes H   header bytes per packet on the wire (default 74)\n"
+            "  --slots S            packets in flight per worker (default: the pool size from\n"
+            "                       the bandwidth-delay product, SwitchML appendix C)\n"
+            "  --compress MODE      a calibrated codec (zfp:rate=8, fp16) or none; or give\n"
+            "  --ratio X --codec-gbs G   a ratio and a codec rate (GB/s of uncompressed data)\n"
+            "  --agg-codec free|worker   the aggregator (switch, server) codes for free (a\n"
+            "                       codec at line rate, GCOW's) or at the workers' rate\n"
+            "                       (default: free with --codec-gbs, worker's with --compress)\n"
+            "  --overlap yes|no     coding pipelined with the wire and, with --compute-ms,\n"
+            "                       communication overlapped with the backward pass (default yes)\n"
+            "  --compute-ms MS      compute time of an iteration: predict the iteration\n"
+            "  --buckets K          gradient buckets (default 1)\n"
+            "  --systems LIST       any of ina,ring,tree,ps,ca (default all)\n"
+            "  --params FILE|none   calibration (inagg model calibrate); none: the ideal machine\n"
+            "  --json FILE|-        one JSON object (- for stdout; the table goes to stderr)\n"
+            "  --plot FILE.png      time and speedup against workers (gnuplot; needs a range)\n"
+            "  --preset P           gcow-resnet50, gcow-vit (GCOW Table 4.2: 100 Gbit/s, ratio\n"
+            "                       50, codec 10 GiB/s, ResNet50 97.5 MB 300 ms 4 buckets,\n"
+            "                       ViT-H/14 2.5 GB 800 ms 11 buckets; 2..1024 workers) or\n"
+            "                       switchml (goodput per packet size, pool size, 100 MB TAT\n"
+            "                       against workers at 10 and 100 Gbit/s); with the papers'\n"
+            "                       numbers beside\n"
+            "  -h, --help           this text\n"
+            "\n"
+            "examples:\n"
+            "  inagg model predict --workers-range 2-1024 --size 100M --link-rate 100gbit \\\n"
+            "      --levels 2 --plot scaling.png\n"
+            "  inagg model predict --workers 8 --size 16M --link-rate 100mbit --json -\n"
+            "  inagg model predict --preset gcow-vit --plot gcow-vit.png\n",
+            MODEL_DEFAULT_PARAMS, MODEL_MAX_WORKERS, MODEL_MAX_WORKERS, MODEL_MAX_LEVELS);
+}
+
+/* Worker counts of [lo, hi]: powers of two from lo, and hi. */
+static int worker_points(uint32_t lo, uint32_t hi, uint32_t *pts)
+{
+    int n = 0;
+    for (uint64_t w = lo; w < hi && n < MAX_POINTS - 1; w = w < 2 ? 2 : (w & (w - 1)) ? w : w * 2) {
+        pts[n++] = (uint32_t)w;
+        if (w & (w - 1)) { /* not a power of two: continue at the next one */
+            uint64_t q = 1;
+            while (q <= w)
+                q <<= 1;
+            w = q / 2;
+        }
+    }
+    pts[n++] = hi;
+    return n;
+}
+
+typedef struct pred_row {
+    uint32_t n;
+    model_time_t t[MODEL_NSYS];
+    double iter[MODEL_NSYS];
+} pred_row_t;
+
+static double row_time(const pred_row_t *r, int s, int iteration)
+{
+    return iteration ? r->iter[s] : r->t[s].total_s;
+}
+
+static void compute_rows(const pred_opts_t *o, const uint32_t *pts, int npts, pred_row_t *rows)
+{
+    for (int i = 0; i < npts; i++) {
+        rows[i].n = pts[i];
+        for (int s = 0; s < MODEL_NSYS; s++) {
+            rows[i].t[s] = model_allreduce((model_sys_t)s, &o->p, pts[i], o->bytes);
+            rows[i].iter[s] = model_iteration((model_sys_t)s, &o->p, pts[i], o->bytes);
+        }
+    }
+}
+
+static void render_text(FILE *out, const pred_opts_t *o, const pred_row_t *rows, int n)
+{
+    int it = o->p.compute_s > 0;
+    fprintf(out, "%s of %.4g MB per worker, links %.4g Gbit/s%s, %u level%s, %s%s\n",
+            it ? "iteration" : "allreduce", o->bytes / 1e6, o->p.link_bps / 1e9,
+            o->p.slow_bps > 0 ? " (one slower)" : "", o->p.levels, o->p.levels > 1 ? "s" : "",
+            o->p.ratio != 1 ? "compressed" : "uncompressed",
+            o->p.ratio != 1 ? (o->p.code_overlap ? " (coding overlapped)" : " (coding not "
+                                                                            "overlapped)") : "");
+    if (o->note[0])
+        fprintf(out, "%s\n", o->note);
+    fprintf(out, "workers");
+    for (int s = 0; s < MODEL_NSYS; s++)
+        if (o->sys_mask & (1 << s))
+            fprintf(out, " %12s", model_sys_name[s]);
+    fprintf(out, "   ina bound");
+    for (int s = 1; s < MODEL_NSYS; s++)
+        if ((o->sys_mask & 1) && (o->sys_mask & (1 << s)))
+            fprintf(out, "  vs %-4s", model_sys_name[s]);
+    fprintf(out, "\n");
+    for (int i = 0; i < n; i++) {
+        fprintf(out, "%7u", rows[i].n);
+        for (int s = 0; s < MODEL_NSYS; s++)
+            if (o->sys_mask & (1 << s))
+                fprintf(out, " %10.4g s", row_time(&rows[i], s, it));
+        fprintf(out, "   %-9s", rows[i].t[MODEL_INA].bound);
+        for (int s = 1; s < MODEL_NSYS; s++)
+            if ((o->sys_mask & 1) && (o->sys_mask & (1 << s)))
+                fprintf(out, "  %7.3f", row_time(&rows[i], s, it) / row_time(&rows[i], 0, it));
+        fprintf(out, "\n");
+    }
+}
+
+static void json_params(json_writer_t *w, const model_params_t *p)
+{
+    json_begin_object(w, "params");
+    json_number(w, "link_bps", p->link_bps);
+    json_number(w, "slow_bps", p->slow_bps);
+    json_number(w, "hop_s", p->hop_s);
+    json_int(w, "packet_elems", p->packet_elems);
+    json_int(w, "overhead_bytes", p->overhead_bytes);
+    json_int(w, "slots", p->slots);
+    json_number(w, "switch_pkt_s", p->switch_pkt_s);
+    json_int(w, "switch_threads", p->switch_threads);
+    json_number(w, "worker_elem_s", p->worker_elem_s);
+    json_number(w, "msg_s", p->msg_s);
+    json_number(w, "stream_eff", p->stream_eff);
+    json_number(w, "ratio", p->ratio);
+    json_number(w, "enc_Bps", p->enc_Bps);
+    json_number(w, "dec_Bps", p->dec_Bps);
+    json_number(w, "agg_value_s", p->agg_value_s);
+    json_bool(w, "code_overlap", p->code_overlap);
+    json_bool(w, "overlap", p->overlap);
+    json_int(w, "levels", p->levels);
+    json_int(w, "fanout", p->fanout);
+    json_number(w, "compute_s", p->compute_s);
+    json_int(w, "buckets", p->buckets);
+    json_end_object(w);
+}
+
+static void json_rows(json_writer_t *w, const pred_opts_t *o, const pred_row_t *rows, int n)
+{
+    int it = o->p.compute_s > 0;
+    json_begin_array(w, "rows");
+    for (int i = 0; i < n; i++) {
+        json_begin_object(w, NULL);
+        json_int(w, "workers", rows[i].n);
+        for (int s = 0; s < MODEL_NSYS; s++) {
+            if (!(o->sys_mask & (1 << s)))
+                continue;
+            const model_time_t *t = &rows[i].t[s];
+            json_begin_object(w, model_sys_name[s]);
+            json_number(w, "time_s", row_time(&rows[i], s, it));
+            json_number(w, "allreduce_s", t->total_s);
+            json_number(w, "link_s", t->link_s);
+            json_number(w, "proc_s", t->proc_s);
+            json_number(w, "window_s", t->window_s);
+            json_number(w, "code_s", t->code_s);
+            json_number(w, "latency_s", t->latency_s);
+            json_string(w, "bound", t->bound);
+            if (s != MODEL_INA && (o->sys_mask & 1))
+                json_number(w, "ina_speedup", row_time(&rows[i], s, it) / row_time(&rows[i], 0, it));
+            json_end_object(w);
+        }
+        json_end_object(w);
+    }
+    json_end_array(w);
+}
+
+/* ---- plots ---------------------------------------------------------------------------------- */
+
+/* Run gnuplot on script; 0 when path was written. */
+static int run_gnuplot(const char *script, const char *path)
+{
+    char gnuplot[4096];
+    if (launch_find_in_path("gnuplot", gnuplot, sizeof(gnuplot)) != 0) {
+        fprintf(stderr, MODEL_CMD " " SUB ": --plot needs gnuplot, which is not installed (e.g. "
+                "apt-get install gnuplot-nox)\n");
+        return -1;
+    }
+    char *argv[] = {gnuplot, (char *)script, NULL};
+    launch_spec_t spec = {argv, NULL, LAUNCH_DEVNULL, LAUNCH_DEVNULL, LAUNCH_INHERIT, 0, 0};
+    char err[256];
+    int rc = launch_run(&spec, GNUPLOT_TIMEOUT_MS, err, sizeof(err));
+    struct stat st;
+    if (rc == 0 && (stat(path, &st) != 0 || st.st_size == 0))
+        rc = -1;
+    if (rc != 0)
+        fprintf(stderr, MODEL_CMD " " SUB ": gnuplot could not write %s (no pngcairo terminal, "
+                "or the path is not writable)\n", path);
+    else
+        fprintf(stderr, MODEL_CMD " " SUB ": plot written to %s\n", path);
+    return rc == 0 ? 0 : -1;
+}
+
+/* A data file of `ncol` series against workers and a two-panel PNG: time (log-log) and the
+ * ratio of each series to the reference column ref (speedup = series / ref). */
+static int plot_series(const char *path, const char *title, const char *ylabel,
+                       const char *const *names, int ncol, const uint32_t *pts, int npts,
+                       const double *vals /* [npts][ncol] */, int ref, const char *speedlabel)
+{
+    char dir[] = "/tmp/inagg-model-plot-XXXXXX";
+    if (!mkdtemp(dir)) {
+        fprintf(stderr, MODEL_CMD " " SUB ": plot: mkdtemp: %s\n", strerror(errno));
+        return -1;
+    }
+    char data[64], script[64];
+    snprintf(data, sizeof(data), "%s/data", dir);
+    snprintf(script, sizeof(script), "%s/plot.gp", dir);
+    int rc = -1;
+    FILE *f = fopen(data, "w");
+    FILE *g = f ? fopen(script, "w") : NULL;
+    if (f && g) {
+        for (int i = 0; i < npts; i++) {
+            fprintf(f, "%u", pts[i]);
+            for (int c = 0; c < ncol; c++)
+                fprintf(f, " %.6g", vals[i * ncol + c]);
+            fprintf(f, "\n");
+        }
+        fclose(f);
+        f = NULL;
+        fprintf(g, "set terminal pngcairo size 1000,820 font ',10'\n"
+                   "set output \"%s\"\n"
+                   "set multiplot layout 2,1 title \"%s\"\n"
+                   "set logscale x 2\nset grid\nset key outside right\n"
+                   "set xlabel \"workers\"\nset logscale y\nset ylabel \"%s\"\nplot ",
+                path, title, ylabel);
+        for (int c = 0; c < ncol; c++)
+            fprintf(g, "%s\"%s\" using 1:%d with linespoints lw 2 pt 7 ps 0.6 title \"%s\"",
+                    c ? ", " : "", data, c + 2, names[c]);
+        fprintf(g, "\nunset logscale y\nset ylabel \"%s\"\nplot ", speedlabel);
+        int first = 1;
+        for (int c = 0; c < ncol; c++) {
+            if (c == ref)
+                continue;
+            fprintf(g, "%s\"%s\" using 1:($%d/$%d) with linespoints lw 2 pt 7 ps 0.6 title \"%s\"",
+                    first ? "" : ", ", data, c + 2, ref + 2, names[c]);
+            first = 0;
+        }
+        fprintf(g, "\nunset multiplot\n");
+        fclose(g);
+        g = NULL;
+        rc = run_gnuplot(script, path);
+    }
+    if (g)
+        fclose(g);
+    if (f)
+        fclose(f);
+    unlink(data);
+    unlink(script);
+    rmdir(dir);
+    return rc;
+}
+
+static int plot_rows(const pred_opts_t *o, const pred_row_t *rows, int n)
+{
+    const char *names[MODEL_NSYS];
+    double vals[MAX_POINTS * MODEL_NSYS];
+    uint32_t pts[MAX_POINTS];
+    int ncol = 0, it = o->p.compute_s > 0;
+    for (int s = 0; s < MODEL_NSYS; s++)
+        if (o->sys_mask & (1 << s))
+            names[ncol++] = model_sys_name[s];
+    for (int i = 0; i < n; i++) {
+        pts[i] = rows[i].n;
+        int c = 0;
+        for (int s = 0; s < MODEL_NSYS; s++)
+            if (o->sys_mask & (1 << s))
+                vals[i * ncol + c++] = row_time(&rows[i], s, it);
+    }
+    char title[256];
+    snprintf(title, sizeof(title), "%s of %.4g MB per worker, %.4g Gbit/s links, %u level(s)%s",
+             it ? "iteration" : "allreduce", o->bytes / 1e6, o->p.link_bps / 1e9, o->p.levels,
+             o->p.ratio != 1 ? ", compressed" : "");
+    return plot_series(o->plot_path, title, it ? "iteration time (s)" : "allreduce time (s)",
+                       names, ncol, pts, n, vals, 0, "time / INA time (INA's speedup)");
+}
+
+/* ---- presets -------------------------------------------------------------------------------- */
+
+/* GCOW Table 4.2 and section 4.4: iteration time of PS, CA and RA, with and without
+ * compression and overlap, 2..1024 workers; average speedups beside the thesis's. */
+static int preset_gcow(const pred_opts_t *o, int vit)
+{
+    const char *model = vit ? "ViT-H/14" : "ResNet50";
+    double bytes = vit ? 2.5e9 : 97.5e6;          /* GCOW s1 / s3.1: 97.5 MB, 2.5 GB */
+    double compute = vit ? 0.800 : 0.300;          /* Table 4.2 */
+    uint32_t buckets = vit ? 11 : 4;               /* Table 4.2 */
+    /* the thesis's reported average speedups (s4.4): compression for PS, CA, RA; overlap */
+    const double paper_comp[3] = {vit ? 14.8 : 7.5, vit ? 22.0 : 18.0, vit ? 1.2 : 1.0};
+    const double paper_overlap = vit ? 1.6 : 1.3;
+    const model_sys_t sys[4] = {MODEL_PS, MODEL_CA, MODEL_RING, MODEL_INA};
+    const char *sname[4] = {"PS", "CA", "RA", "INA"};
+    model_params_t p;
+    model_params_default(&p);
+    p.link_bps = 100e9;             /* the SmartNIC's 100 Gbit/s (GCOW Fig. 1.1, s4.2) */
+    p.hop_s = 1e-6;
+    p.msg_s = 5e-6;
+    p.compute_s = compute;
+    p.buckets = buckets;
+    p.code_overlap = 1;             /* the codec is on the NIC, on the wire */
+    p.switch_threads = 1;
+    uint32_t pts[MAX_POINTS];
+    int npts = 0;
+    for (uint32_t w = 2; w <= MODEL_MAX_WORKERS; w *= 2)
+        pts[npts++] = w;
+    /* t[point][system][compressed][overlap] */
+    static double t[MAX_POINTS][4][2][2];
+    for (int i = 0; i < npts; i++)
+        for (int s = 0; s < 4; s++)
+            for (int c = 0; c < 2; c++)
+                for (int v = 0; v < 2; v++) {
+                    model_params_t q = p;
+                    if (c) {
+                        q.ratio = 50;                          /* Table 4.2 */
+                        q.enc_Bps = q.dec_Bps = 10.0 * (1u << 30); /* 10 GiB/s, Table 4.2 */
+                    }
+                    q.overlap = v;
+                    t[i][s][c][v] = model_iteration(sys[s], &q, pts[i], bytes);
+                }
+    double avg_comp[4][2] = {{0}}, avg_ov[4] = {0};
+    for (int s = 0; s < 4; s++) {
+        for (int i = 0; i < npts; i++) {
+            for (int v = 0; v < 2; v++)
+                avg_comp[s][v] += t[i][s][0][v] / t[i][s][1][v] / npts;
+            avg_ov[s] += t[i][s][1][0] / t[i][s][1][1] / npts;
+        }
+    }
+    double ov3 = (avg_ov[0] + avg_ov[1] + avg_ov[2]) / 3;
+    FILE *out = o->json_path && !strcmp(o->json_path, "-") ? stderr : stdout;
+    fprintf(out, "GCOW Fig. 4.4 re-drawn: %s (%.4g MB gradient, compute %.0f ms, %u buckets),\n"
+            "100 Gbit/s links, compression ratio 50, codec 10 GiB/s on the NIC (Table 4.2).\n"
+            "Iteration time (s):\n", model, bytes / 1e6, compute * 1e3, buckets);
+    fprintf(out, "workers   PS  none/ov  comp/ov |  CA  none/ov  comp/ov |  RA  none/ov  comp/ov"
+            " | INA none/ov  comp/ov\n");
+    for (int i = 0; i < npts; i++) {
+        fprintf(out, "%7u", pts[i]);
+        for (int s = 0; s < 4; s++)
+            fprintf(out, "  %9.4g %8.4g%s", t[i][s][0][1], t[i][s][1][1], s < 3 ? " |" : "");
+        fprintf(out, "\n");
+    }
+    fprintf(out, "\naverage over 2..1024 workers      ours (overlap / no overlap)   thesis\n");
+    for (int s = 0; s < 3; s++)
+        fprintf(out, "  compression speedup, %-3s        %6.2fx / %6.2fx              %.1fx\n",
+                sname[s], avg_comp[s][1], avg_comp[s][0], paper_comp[s]);
+    fprintf(out, "  overlap speedup (compressed, mean of PS/CA/RA)  %.2fx             %.1fx\n",
+            ov3, paper_overlap);
+    fprintf(out, "  (INA: compression %.2fx, overlap %.2fx; not in the thesis)\n",
+            avg_comp[3][1], avg_ov[3]);
+    if (o->json_path) {
+        json_writer_t w;
+        json_init(&w);
+        json_begin_object(&w, NULL);
+        json_string(&w, "preset", vit ? "gcow-vit" : "gcow-resnet50");
+        json_number(&w, "gradient_bytes", bytes);
+        json_number(&w, "compute_s", compute);
+        json_int(&w, "buckets", buckets);
+        json_begin_array(&w, "rows");
+        for (int i = 0; i < npts; i++) {
+            json_begin_object(&w, NULL);
+            json_int(&w, "workers", pts[i]);
+            for (int s = 0; s < 4; s++) {
+                json_begin_object(&w, model_sys_name[sys[s]]);
+                json_number(&w, "none_no_overlap_s", t[i][s][0][0]);
+                json_number(&w, "none_overlap_s", t[i][s][0][1]);
+                json_number(&w, "compressed_no_overlap_s", t[i][s][1][0]);
+                json_number(&w, "compressed_overlap_s", t[i][s][1][1]);
+                json_end_object(&w);
+            }
+            json_end_object(&w);
+        }
+        json_end_array(&w);
+        json_begin_object(&w, "average_speedups");
+        for (int s = 0; s < 4; s++) {
+            json_begin_object(&w, model_sys_name[sys[s]]);
+            json_number(&w, "compression_overlap", avg_comp[s][1]);
+            json_number(&w, "compression_no_overlap", avg_comp[s][0]);
+            json_number(&w, "overlap_compressed", avg_ov[s]);
+            if (s < 3)
+                json_number(&w, "thesis_compression", paper_comp[s]);
+            json_end_object(&w);
+        }
+        json_number(&w, "overlap_mean_ps_ca_ra", ov3);
+        json_number(&w, "thesis_overlap", paper_overlap);
+        json_end_object(&w);
+        json_end_object(&w);
+        if (cli_emit_json(&w, o->json_path, MODEL_CMD " " SUB) != 0)
+            return 1;
+    }
+    if (o->plot_path) {
+        const char *names[8] = {"PS", "PS compressed", "CA", "CA compressed", "RA",
+                                "RA compressed", "INA", "INA compressed"};
+        static double vals[MAX_POINTS * 8];
+        for (int i = 0; i < npts; i++)
+            for (int s = 0; s < 4; s++)
+                for (int c = 0; c < 2; c++)
+                    vals[i * 8 + s * 2 + c] = t[i][s][c][1];
+        char title[200];
+        snprintf(title, sizeof(title), "GCOW Fig. 4.4 from the model: %s, overlap, 100 Gbit/s, "
+                 "ratio 50", model);
+        /* speedup panel: each series against the uncompressed PS (the first column) */
+        if (plot_series(o->plot_path, title, "iteration time (s)", names, 8, pts, npts, vals, 0,
+                        "uncompressed PS time / time") != 0)
+            return 1;
+    }
+    return 0;
+}
+
+/* SwitchML: goodput per packet size (s5: 32, 64, 256 elements give 63%, 77%, 93%), the pool
+ * size from the BDP (appendix C: 128 at 10 Gbit/s, 512 at 100 with 1100-byte packets) and TAT
+ * of a 100 MB tensor against workers (Fig. 3: INA's rate does not depend on the workers). */
+static int preset_switchml(const pred_opts_t *o)
+{
+    FILE *out = o->json_path && !strcmp(o->json_path, "-") ? stderr : stdout;
+    const double overhead = 76; /* framing the three goodputs of s5 imply (about 76 B each) */
+    const uint32_t ks[3] = {32, 64, 256};
+    const double paper_gp[3] = {0.63, 0.77, 0.93};
+    double gp[3];
+    fprintf(out, "SwitchML s5: goodput per packet size (%.0f B of headers per packet)\n",
+            overhead);
+    for (int i = 0; i < 3; i++) {
+        gp[i] = model_wire_efficiency(ks[i] * 4.0, overhead);
+        fprintf(out, "  %3u elements (%4u B): model %.1f%%, paper %.0f%%\n", ks[i], ks[i] * 4,
+                gp[i] * 100, paper_gp[i] * 100);
+    }
+    /* appendix C: pool = next power of two of ceil(BDP / b), b = 1100 B */
+    const double rates[2] = {10e9, 100e9};
+    const uint32_t paper_pool[2] = {128, 512};
+    double rtt_lo[2], rtt_hi[2];
+    fprintf(out, "SwitchML appendix C: pool size s = 2^ceil(log2(ceil(rate x RTT / 1100 B)))\n");
+    for (int i = 0; i < 2; i++) {
+        /* the RTTs for which the rule gives the paper's choice: (s/2, s] packets per RTT */
+        rtt_lo[i] = paper_pool[i] / 2 * 1100.0 * 8 / rates[i];
+        rtt_hi[i] = paper_pool[i] * 1100.0 * 8 / rates[i];
+        fprintf(out, "  %3.0f Gbit/s: paper %u slots <=> RTT in (%.1f, %.1f] us; at 50 us the "
+                "rule gives %u\n", rates[i] / 1e9, paper_pool[i], rtt_lo[i] * 1e6,
+                rtt_hi[i] * 1e6, model_pool_size(rates[i], 50e-6, 1100, 1));
+    }
+    /* Fig. 3: 100 MB, 256-element packets, workers 2..1024; INA, ring, dedicated PS (one
+     * server per worker: each link carries |U| each way, as INA), colocated PS (half). */
+    uint32_t pts[MAX_POINTS];
+    int npts = 0;
+    for (uint32_t w = 2; w <= MODEL_MAX_WORKERS; w *= 2)
+        pts[npts++] = w;
+    static double vals[MAX_POINTS * 4];
+    const char *names[4] = {"INA 10G", "ring 10G", "INA 100G", "ring 100G"};
+    const double bytes = 100e6;
+    fprintf(out, "SwitchML Fig. 3 re-drawn: 100 MB TAT (ms) and aggregated tensor elements per "
+            "second (ATE/s, 1e9)\n");
+    fprintf(out, "workers  INA 10G  ring 10G  INA 100G  ring 100G   ATE/s INA 10G  100G\n");
+    for (int i = 0; i < npts; i++) {
+        for (int r = 0; r < 2; r++) {
+            model_params_t p;
+            model_params_default(&p);
+            p.link_bps = rates[r];
+            p.packet_elems = 256;
+            p.overhead_bytes = (uint32_t)overhead;
+            p.hop_s = 1e-6;
+            p.msg_s = 10e-6;
+            p.slots = paper_pool[r];
+            vals[i * 4 + r * 2] = model_allreduce(MODEL_INA, &p, pts[i], bytes).total_s;
+            vals[i * 4 + r * 2 + 1] = model_allreduce(MODEL_RING, &p, pts[i], bytes).total_s;
+        }
+        fprintf(out, "%7u %8.1f %9.1f %9.2f %10.2f   %12.3f %6.3f\n", pts[i],
+                vals[i * 4] * 1e3, vals[i * 4 + 1] * 1e3, vals[i * 4 + 2] * 1e3,
+                vals[i * 4 + 3] * 1e3, bytes / 4 / vals[i * 4] / 1e9,
+                bytes / 4 / vals[i * 4 + 2] / 1e9);
+    }
+    fprintf(out, "  paper: INA within 2%% of the maximum goodput with 256-element packets, its "
+            "ATE/s the same at 4, 8 and 16 workers\n");
+    if (o->json_path) {
+        json_writer_t w;
+        json_init(&w);
+        json_begin_object(&w, NULL);
+        json_string(&w, "preset", "switchml");
+        json_begin_array(&w, "goodput");
+        for (int i = 0; i < 3; i++) {
+            json_begin_object(&w, NULL);
+            json_int(&w, "packet_elems", ks[i]);
+            json_number(&w, "model", gp[i]);
+            json_number(&w, "paper", paper_gp[i]);
+            json_end_object(&w);
+        }
+        json_end_array(&w);
+        json_begin_array(&w, "pool");
+        for (int i = 0; i < 2; i++) {
+            json_begin_object(&w, NULL);
+            json_number(&w, "rate_bps", rates[i]);
+            json_int(&w, "paper_slots", paper_pool[i]);
+            json_number(&w, "rtt_lo_s", rtt_lo[i]);
+            json_number(&w, "rtt_hi_s", rtt_hi[i]);
+            json_end_object(&w);
+        }
+        json_end_array(&w);
+        json_begin_array(&w, "tat");
+        for (int i = 0; i < npts; i++) {
+            json_begin_object(&w, NULL);
+            json_int(&w, "workers", pts[i]);
+            json_number(&w, "ina_10g_s", vals[i * 4]);
+            json_number(&w, "ring_10g_s", vals[i * 4 + 1]);
+            json_number(&w, "ina_100g_s", vals[i * 4 + 2]);
+            json_number(&w, "ring_100g_s", vals[i * 4 + 3]);
+            json_end_object(&w);
+        }
+        json_end_array(&w);
+        json_end_object(&w);
+        if (cli_emit_json(&w, o->json_path, MODEL_CMD " " SUB) != 0)
+            return 1;
+    }
+    if (o->plot_path &&
+        plot_series(o->plot_path, "SwitchML Fig. 3 from the model: 100 MB, 256-element packets",
+                    "TAT (s)", names, 4, pts, npts, vals, 2, "time / INA 100G time") != 0)
+        return 1;
+    return 0;
+}
+
+/* ---- parsing -------------------------------------------------------------------------------- */
+
+static int parse_systems(const char *text, int *mask)
+{
+    char buf[128];
+    snprintf(buf, sizeof(buf), "%s", text);
+    *mask = 0;
+    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        int found = 0;
+        for (int s = 0; s < MODEL_NSYS; s++)
+            if (!strcmp(t, model_sys_name[s])) {
+                *mask |= 1 << s;
+                found = 1;
+            }
+        if (!found)
+            return -1;
+    }
+    return *mask ? 0 : -1;
+}
+
+int model_predict_main(int argc, char **argv)
+{
+    pred_opts_t o = {0};
+    model_params_default(&o.p);
+    o.sys_mask = (1 << MODEL_NSYS) - 1;
+    double link = 100e9, slow = 0, ratio = 0, codec_gbs = 0, compute_ms = 0;
+    uint64_t levels = 1, fanout = 0, threads = 0, packet = 0, overhead = 0, slots = 0,
+             buckets = 1;
+    const char *agg = NULL;
+    int overlap = 1, have_link = 0;
+    static const struct option longopts[] = {
+        {"workers", required_argument, 0, 'w'}, {"workers-range", required_argument, 0, 'W'},
+        {"size", required_argument, 0, 's'}, {"link-rate", required_argument, 0, 'r'},
+        {"slow-link", required_argument, 0, 'S'}, {"levels", required_argument, 0, 'L'},
+        {"fanout", required_argument, 0, 'f'}, {"switch-threads", required_argument, 0, 't'},
+        {"packet-elems", required_argument, 0, 'k'}, {"overhead-bytes", required_argument, 0, 'H'},
+        {"slots", required_argument, 0, 'n'}, {"compress", required_argument, 0, 'c'},
+        {"ratio", required_argument, 0, 'R'}, {"codec-gbs", required_argument, 0, 'g'},
+        {"agg-codec", required_argument, 0, 'a'}, {"overlap", required_argument, 0, 'o'},
+        {"compute-ms", required_argument, 0, 'C'}, {"buckets", required_argument, 0, 'b'},
+        {"systems", required_argument, 0, 'y'}, {"params", required_argument, 0, 'p'},
+        {"json", required_argument, 0, 'j'}, {"plot", required_argument, 0, 'P'},
+        {"preset", required_argument, 0, 'x'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+    optind = 1;
+    opterr = 0;
+    int ch;
+    const char *cmd = MODEL_CMD " " SUB;
+    while ((ch = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        uint64_t v;
+        switch (ch) {
+        case 'w':
+            if (cli_parse_u64(cmd, "--workers", optarg, 1, MODEL_MAX_WORKERS, &v) != 0)
+                return 2;
+            o.w_lo = o.w_hi = (uint32_t)v;
+            o.have_workers = 1;
+            break;
+        case 'W': {
+            unsigned a, b;
+            char tail;
+            if (sscanf(optarg, "%u-%u%c", &a, &b, &tail) != 2 || a < 2 || b <= a ||
+                b > MODEL_MAX_WORKERS)
+                return model_bad(SUB, "--workers-range is A-B with 2 <= A < B <= %u, got '%s'",
+                                 MODEL_MAX_WORKERS, optarg);
+            o.w_lo = a;
+            o.w_hi = b;
+            o.have_workers = 2;
+            break;
+        }
+        case 's':
+            if (model_parse_bytes(optarg, &o.bytes) != 0)
+                return model_bad(SUB, "--size is bytes per worker with K/M/G (4 .. 1e12), got "
+                                 "'%s'", optarg);
+            o.have_size = 1;
+            break;
+        case 'r':
+            if (model_parse_rate(optarg, &link) != 0)
+                return model_bad(SUB, "--link-rate is a rate like 100mbit, 10gbit or 25g, got "
+                                 "'%s'", optarg);
+            have_link = 1;
+            break;
+        case 'S':
+            if (model_parse_rate(optarg, &slow) != 0)
+                return model_bad(SUB, "--slow-link is a rate like 50mbit, got '%s'", optarg);
+            break;
+        case 'L':
+            if (cli_parse_u64(cmd, "--levels", optarg, 1, MODEL_MAX_LEVELS, &levels) != 0)
+                return 2;
+            break;
+        case 'f':
+            if (cli_parse_u64(cmd, "--fanout", optarg, 2, MODEL_MAX_WORKERS, &fanout) != 0)
+                return 2;
+            break;
+        case 't':
+            if (cli_parse_u64(cmd, "--switch-threads", optarg, 1, 64, &threads) != 0)
+                return 2;
+            break;
+        case 'k':
+            if (cli_parse_u64(cmd, "--packet-elems", optarg, 1, 1 << 20, &packet) != 0)
+                return 2;
+            break;
+        case 'H':
+            if (cli_parse_u64(cmd, "--overhead-bytes", optarg, 0, 65536, &overhead) != 0)
+                return 2;
+            break;
+        case 'n':
+            if (cli_parse_u64(cmd, "--slots", optarg, 1, 1 << 20, &slots) != 0)
+                return 2;
+            break;
+        case 'c': o.compress = optarg; break;
+        case 'R':
+            ratio = strtod(optarg, NULL);
+            if (!(ratio >= 0.01 && ratio <= 1e4))
+                return model_bad(SUB, "--ratio is a compression ratio in 0.01..10000, got '%s'",
+                                 optarg);
+            break;
+        case 'g':
+            codec_gbs = strtod(optarg, NULL);
+            if (!(codec_gbs > 0 && codec_gbs < 1e6))
+                return model_bad(SUB, "--codec-gbs is a positive rate in GB/s, got '%s'", optarg);
+            break;
+        case 'a':
+            if (strcmp(optarg, "free") && strcmp(optarg, "worker"))
+                return model_bad(SUB, "--agg-codec is free or worker, got '%s'", optarg);
+            agg = optarg;
+            break;
+        case 'o':
+            if (!strcmp(optarg, "yes") || !strcmp(optarg, "on"))
+                overlap = 1;
+            else if (!strcmp(optarg, "no") || !strcmp(optarg, "off"))
+                overlap = 0;
+            else
+                return model_bad(SUB, "--overlap is yes or no, got '%s'", optarg);
+            break;
+        case 'C':
+            compute_ms = strtod(optarg, NULL);
+            if (!(compute_ms > 0 && compute_ms < 1e7))
+                return model_bad(SUB, "--compute-ms is a positive time in ms, got '%s'", optarg);
+            break;
+        case 'b':
+            if (cli_parse_u64(cmd, "--buckets", optarg, 1, 1024, &buckets) != 0)
+                return 2;
+            break;
+        case 'y':
+            if (parse_systems(optarg, &o.sys_mask) != 0)
+                return model_bad(SUB, "--systems is a list of ina,ring,tree,ps,ca, got '%s'",
+                                 optarg);
+            break;
+        case 'p': o.params_path = optarg; break;
+        case 'j': o.json_path = optarg; break;
+        case 'P': o.plot_path = optarg; break;
+        case 'x': o.preset = optarg; break;
+        case 'h': usage(stdout); return 0;
+        default:
+            return model_bad(SUB, "unknown option or missing value: %s", argv[optind - 1]);
+        }
+    }
+    if (optind < argc)
+        return model_bad(SUB, "unexpected argument '%s'", argv[optind]);
+    if (o.preset) {
+        if (o.have_workers || o.have_size || have_link)
+            return model_bad(SUB, "--preset sets workers, size and link rate itself");
+        if (!strcmp(o.preset, "gcow-resnet50"))
+            return preset_gcow(&o, 0);
+        if (!strcmp(o.preset, "gcow-vit"))
+            return preset_gcow(&o, 1);
+        if (!strcmp(o.preset, "switchml"))
+            return preset_switchml(&o);
+        return model_bad(SUB, "--preset is gcow-resnet50, gcow-vit or switchml, got '%s'",
+                         o.preset);
+    }
+    if (!o.have_workers)
+        return model_bad(SUB, "give --workers N or --workers-range A-B");
+    if (!o.have_size)
+        return model_bad(SUB, "give --size BYTES (bytes per worker, e.g. 16M)");
+    if (o.plot_path && o.have_workers != 2)
+        return model_bad(SUB, "--plot draws against workers: give --workers-range A-B");
+    if (o.compress && (ratio > 0 || codec_gbs > 0))
+        return model_bad(SUB, "give --compress MODE or --ratio/--codec-gbs, not both");
+    if (slow > 0 && slow >= link)
+        return model_bad(SUB, "--slow-link must be below --link-rate");
+
+    /* the calibration: --params, else the default file when it exists, else ideal costs */
+    model_calib_t cal;
+    char err[512];
+    const char *pp = o.params_path;
+    if (!pp && access(MODEL_DEFAULT_PARAMS, R_OK) == 0)
+        pp = MODEL_DEFAULT_PARAMS;
+    if (pp && !strcmp(pp, "none"))
+        pp = NULL;
+    if (pp) {
+        if (model_calib_read(pp, &cal, err, sizeof(err)) != 0) {
+            fprintf(stderr, "%s: %s\n", cmd, err);
+            return 1;
+        }
+        if (model_calib_params(&cal, link, o.compress, &o.p, err, sizeof(err)) != 0)
+            return model_bad(SUB, "%s", err);
+        snprintf(o.note, sizeof(o.note), "costs from %s (switch %.2f us/packet x %u threads, "
+                 "worker %.2f ns/element, hop %.1f us)", pp, o.p.switch_pkt_s * 1e6,
+                 o.p.switch_threads, o.p.worker_elem_s * 1e9, o.p.hop_s * 1e6);
+    } else {
+        if (o.compress && strcmp(o.compress, "none") != 0)
+            return model_bad(SUB, "--compress MODE needs a calibration (inagg model calibrate); "
+                             "or give --ratio and --codec-gbs");
+        o.p.link_bps = link;
+        snprintf(o.note, sizeof(o.note), "no calibration: an ideal machine (no CPU cost, 1 us "
+                 "per hop, 5 us per message)");
+        o.p.msg_s = 5e-6;
+    }
+    if (ratio > 0) {
+        o.p.ratio = ratio;
+        o.p.enc_Bps = o.p.dec_Bps = codec_gbs * 1e9;
+        o.p.agg_value_s = 0;
+    }
+    if (agg && !strcmp(agg, "free"))
+        o.p.agg_value_s = 0;
+    else if (agg && !strcmp(agg, "worker") && o.p.dec_Bps > 0)
+        o.p.agg_value_s = 2.0 / o.p.dec_Bps + 2.0 / o.p.enc_Bps;
+    o.p.slow_bps = slow;
+    o.p.levels = (uint32_t)levels;
+    o.p.fanout = (uint32_t)fanout;
+    if (threads)
+        o.p.switch_threads = (uint32_t)threads;
+    if (packet)
+        o.p.packet_elems = (uint32_t)packet;
+    if (overhead)
+        o.p.overhead_bytes = (uint32_t)overhead;
+    o.p.slots = (uint32_t)slots;
+    o.p.code_overlap = overlap;
+    o.p.overlap = overlap;
+    o.p.compute_s = compute_ms / 1e3;
+    o.p.buckets = (uint32_t)buckets;
+    if (model_params_check(&o.p, err, sizeof(err)) != 0)
+        return model_bad(SUB, "%s", err);
+
+    uint32_t pts[MAX_POINTS];
+    int npts = o.have_workers == 2 ? worker_points(o.w_lo, o.w_hi, pts) : (pts[0] = o.w_lo, 1);
+    static pred_row_t rows[MAX_POINTS];
+    compute_rows(&o, pts, npts, rows);
+    FILE *out = o.json_path && !strcmp(o.json_path, "-") ? stderr : stdout;
+    render_text(out, &o, rows, npts);
+    if (o.json_path) {
+        json_writer_t w;
+        json_init(&w);
+        json_begin_object(&w, NULL);
+        json_number(&w, "bytes", o.bytes);
+        json_string(&w, "calibration", pp ? pp : "none");
+        json_params(&w, &o.p);
+        json_rows(&w, &o, rows, npts);
+        json_end_object(&w);
+        if (cli_emit_json(&w, o.json_path, cmd) != 0)
+            return 1;
+    }
+    if (o.plot_path && plot_rows(&o, rows, npts) != 0)
+        return 1;
+    return 0;
+}

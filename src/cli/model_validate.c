@@ -1,0 +1,425 @@
+/*
+ * model_validate.c - `inagg model validate`: runs `inagg bench allreduce --testbed` at the
+ * sizes this machine holds (2-8 hosts, two link rates, two tensor sizes, flat and two-level,
+ * compressed with and without the coding overlap, one slow link) and prints each prediction
+ * beside its measurement with the relative error and max_rel_error. A case whose options the
+ * build does not accept (two-level before it exists) is reported as skipped with the reason.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/errmsg.h"
+#include "cli/model_cli.h"
+#include "cli/output.h"
+#include "json/json.h"
+
+#define SUB "validate"
+#define TARGET 0.15
+#define MAX_ROWS 64
+#define CASE_TIMEOUT_S 420u
+
+int model_read_file(const char *path, char **text);
+int model_run_inagg(char *const *args, const char *json_path, unsigned timeout_s,
+                    char *err, size_t errlen);
+
+/* One testbed run: its hosts, links, sizes, and what it varies. */
+typedef struct vcase {
+    const char *name;
+    uint32_t hosts, leaves, per_leaf; /* leaves > 0: two-level */
+    const char *rate;                 /* tools/testbed syntax */
+    const char *sizes;                /* --sizes list */
+    const char *compress;             /* NULL: int32 uncompressed */
+    int no_overlap;                   /* INAGG_CODEC_HELPER=0 */
+    const char *slow;                 /* INAGG_TESTBED_SLOW_HOST, e.g. "h2:50mbit" */
+    int ring;                         /* also the MPI ring */
+    int quick;                        /* part of --quick */
+} vcase_t;
+
+static const vcase_t CASES[] = {
+    {"flat-2h-100", 2, 0, 0, "100mbit", "4M,16M", NULL, 0, NULL, 1, 0},
+    {"flat-4h-100", 4, 0, 0, "100mbit", "4M,16M", NULL, 0, NULL, 1, 1},
+    {"flat-4h-50", 4, 0, 0, "50mbit", "4M,16M", NULL, 0, NULL, 1, 0},
+    {"flat-8h-100", 8, 0, 0, "100mbit", "4M,16M", NULL, 0, NULL, 1, 0},
+    {"2level-8h-100", 8, 2, 4, "100mbit", "4M,16M", NULL, 0, NULL, 0, 1},
+    {"zfp-4h-50-overlap", 4, 0, 0, "50mbit", "16M", "zfp:rate=8", 0, NULL, 0, 0},
+    {"zfp-4h-50-no-overlap", 4, 0, 0, "50mbit", "16M", "zfp:rate=8", 1, NULL, 0, 0},
+    {"slow-4h-100-h2at50", 4, 0, 0, "100mbit", "16M", NULL, 0, "h2:50mbit", 1, 1},
+};
+#define NCASES (sizeof(CASES) / sizeof(CASES[0]))
+
+typedef struct vrow {
+    const vcase_t *c;
+    const char *sys;    /* "inagg" or "ring" */
+    double bytes, pred_s, meas_s, rel;
+    const char *bound;
+    int skipped;
+    char why[200];
+} vrow_t;
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: inagg model validate [--params FILE] [--quick] [--json FILE|-] [--keep DIR]\n"
+            "\n"
+            "Runs `inagg bench allreduce --testbed N --fabric bridge` (root, network namespaces)\n"
+            "for each case below, every result verified, 3 timed iterations after 1 warmup,\n"
+            "and compares the median TAT of inagg (and of the MPI ring) with the model's\n"
+            "prediction from the calibration (--params, default %s):\n",
+            MODEL_DEFAULT_PARAMS);
+    for (size_t i = 0; i < NCASES; i++) {
+        const vcase_t *c = &CASES[i];
+        fprintf(out, "  %-22s %u hosts%s, %s, sizes %s%s%s%s%s%s\n", c->name, c->hosts,
+                c->leaves ? " (2 leaves x 4 + a spine)" : "", c->rate, c->sizes,
+                c->compress ? ", float32 " : ", int32", c->compress ? c->compress : "",
+                c->no_overlap ? " without the encoder helper" : "",
+                c->slow ? ", slow link " : "", c->slow ? c->slow : "");
+    }
+    fprintf(out,
+            "\n"
+            "Prints predicted against measured per row, rel_error = |predicted - measured| /\n"
+            "measured, and max_rel_error (target %.2f). About 8 minutes; --quick runs the cases\n"
+            "marked for it at the smaller size (about 2 minutes). A case the build does not\n"
+            "accept (the two-level flags) is skipped with the reason. Take the measure lock on\n"
+            "a shared machine: flock /tmp/inagg-measure.lock inagg model validate ...\n"
+            "\n"
+            "  --params FILE   the calibration (inagg model calibrate)\n"
+            "  --quick         the short set\n"
+            "  --json FILE|-   one JSON object (- for stdout; the table then goes to stderr)\n"
+            "  --keep DIR      keep each run's bench JSON and log in DIR\n"
+            "  -h, --help      this text\n"
+            "Exit: 0 when every case ran or was skipped with a reason, 1 when a run failed,\n"
+            "2 bad usage, 3 when testbeds cannot be built here.\n",
+            TARGET);
+}
+
+/* Whether `inagg bench allreduce` accepts --leaves (the hierarchy). */
+static int bench_has_leaves(const char *dir)
+{
+    char json[4200];
+    snprintf(json, sizeof(json), "%s/help", dir);
+    char *args[] = {"inagg", "bench", "allreduce", "--help", NULL};
+    char err[256];
+    if (model_run_inagg(args, json, 30, err, sizeof(err)) != 0)
+        return 0;
+    char logp[4300], *text = NULL;
+    snprintf(logp, sizeof(logp), "%s.log", json);
+    int has = 0;
+    if (model_read_file(logp, &text) == 0) {
+        has = strstr(text, "--leaves") != NULL && strstr(text, "--hosts-per-leaf") != NULL;
+        free(text);
+    }
+    unlink(logp);
+    return has;
+}
+
+/* The median TAT of `key` ("inagg" or "mpi_ring") in the sizes entry at `at`. */
+static double tat_of(const char *at, const char *end, const char *key)
+{
+    char k[40], k2[40]; /* the system's object, not its entry under "speedups" */
+    snprintf(k, sizeof(k), "\"%s\":{", key);
+    snprintf(k2, sizeof(k2), "\"%s\": {", key);
+    const char *p = strstr(at, k);
+    if (!p)
+        p = strstr(at, k2);
+    if (!p || (end && p > end))
+        return NAN;
+    const char *t = strstr(p, "\"tat_s\"");
+    double v = NAN;
+    if (t && (!end || t < end))
+        json_find_number(t, "median", &v);
+    return v;
+}
+
+/* The prediction for one row from the calibration and the run's own settings. */
+static double predict(const model_calib_t *cal, const vcase_t *c, const char *report, int ring,
+                      double bytes, const char **bound, char *err, size_t errlen)
+{
+    double link;
+    if (model_parse_rate(c->rate, &link) != 0)
+        return set_err(err, errlen, "bad rate %s", c->rate), NAN;
+    model_params_t p;
+    if (model_calib_params(cal, link, c->compress, &p, err, errlen) != 0)
+        return NAN;
+    double v;
+    if (json_find_number(report, "packet_elems", &v) == 0 && v > 0)
+        p.packet_elems = (uint32_t)v;
+    if (json_find_number(report, "window", &v) == 0 && v > 0)
+        p.slots = (uint32_t)v;
+    if (json_find_number(report, "switch_threads", &v) == 0 && v > 0)
+        p.switch_threads = (uint32_t)v;
+    if (c->slow) {
+        const char *r = strchr(c->slow, ':');
+        if (!r || model_parse_rate(r + 1, &p.slow_bps) != 0)
+            return set_err(err, errlen, "bad slow host %s", c->slow), NAN;
+    }
+    if (c->leaves) {
+        p.levels = 2;
+        p.fanout = c->per_leaf;
+    }
+    p.code_overlap = !c->no_overlap;
+    model_time_t t = model_allreduce(ring ? MODEL_RING : MODEL_INA, &p, c->hosts, bytes);
+    *bound = t.bound;
+    return t.total_s;
+}
+
+static int run_case(const vcase_t *c, int quick, const char *dir, const model_calib_t *cal,
+                    int has_leaves, vrow_t *rows, int *nrows)
+{
+    const char *sizes = c->sizes;
+    char small[32];
+    if (quick) { /* the first size only */
+        snprintf(small, sizeof(small), "%s", c->sizes);
+        char *comma = strchr(small, ',');
+        if (comma)
+            *comma = '\0';
+        sizes = small;
+    }
+    char sizes_arg[64];
+    snprintf(sizes_arg, sizeof(sizes_arg), "--sizes=%s", sizes);
+    if (c->leaves && !has_leaves) {
+        vrow_t *r = &rows[(*nrows)++];
+        *r = (vrow_t){.c = c, .sys = "inagg", .skipped = 1, .pred_s = NAN, .meas_s = NAN,
+                      .rel = NAN};
+        snprintf(r->why, sizeof(r->why), "this build's `inagg bench allreduce` has no "
+                 "--leaves/--hosts-per-leaf (the two-level testbed)");
+        fprintf(stderr, MODEL_CMD " " SUB ":   skipped: %s\n", r->why);
+        return 0;
+    }
+    char json[4200], hosts[16], leaves[16], per[16];
+    snprintf(json, sizeof(json), "%s/%s.json", dir, c->name);
+    snprintf(hosts, sizeof(hosts), "%u", c->hosts);
+    snprintf(leaves, sizeof(leaves), "%u", c->leaves);
+    snprintf(per, sizeof(per), "%u", c->per_leaf);
+    char *args[40];
+    int a = 0;
+    args[a++] = "inagg";
+    args[a++] = "bench";
+    args[a++] = "allreduce";
+    args[a++] = "--testbed";
+    args[a++] = hosts;
+    args[a++] = "--fabric";
+    args[a++] = "bridge";
+    args[a++] = "--link-rate";
+    args[a++] = (char *)c->rate;
+    args[a++] = sizes_arg;
+    args[a++] = "--iters";
+    args[a++] = "3";
+    args[a++] = "--warmup";
+    args[a++] = "1";
+    args[a++] = "--dtype";
+    args[a++] = c->compress ? "float32" : "int32";
+    if (c->compress) {
+        args[a++] = "--compress";
+        args[a++] = (char *)c->compress;
+    }
+    if (c->leaves) {
+        args[a++] = "--leaves";
+        args[a++] = leaves;
+        args[a++] = "--hosts-per-leaf";
+        args[a++] = per;
+    }
+    args[a++] = "--baseline";
+    args[a++] = c->ring ? "mpi-ring" : "none";
+    args[a++] = "--json";
+    args[a++] = json;
+    args[a] = NULL;
+    if (c->no_overlap)
+        setenv("INAGG_CODEC_HELPER", "0", 1);
+    if (c->slow)
+        setenv("INAGG_TESTBED_SLOW_HOST", c->slow, 1);
+    char err[600];
+    int rc = model_run_inagg(args, json, CASE_TIMEOUT_S, err, sizeof(err));
+    unsetenv("INAGG_CODEC_HELPER");
+    unsetenv("INAGG_TESTBED_SLOW_HOST");
+    if (rc != 0) {
+        fprintf(stderr, MODEL_CMD " " SUB ": %s failed: %s\n", c->name, err);
+        return strstr(err, "cannot build testbeds") || strstr(err, "status 3") ? -3 : -1;
+    }
+    char *text = NULL;
+    if (model_read_file(json, &text) != 0) {
+        fprintf(stderr, MODEL_CMD " " SUB ": %s: no report\n", c->name);
+        return -1;
+    }
+    int ok = 0;
+    const char *at = strstr(text, "\"sizes\"");
+    while (at && *nrows < MAX_ROWS - 2) {
+        const char *b = strstr(at, "\"bytes\"");
+        if (!b)
+            break;
+        const char *next = strstr(b + 7, "\"bytes\"");
+        double bytes;
+        if (json_find_number(b, "bytes", &bytes) != 0)
+            break;
+        for (int ring = 0; ring <= c->ring; ring++) {
+            vrow_t *r = &rows[(*nrows)++];
+            *r = (vrow_t){.c = c, .sys = ring ? "ring" : "inagg", .bytes = bytes};
+            r->meas_s = tat_of(b, next, ring ? "mpi_ring" : "inagg");
+            r->pred_s = predict(cal, c, text, ring, bytes, &r->bound, err, sizeof(err));
+            r->rel = fabs(r->pred_s - r->meas_s) / r->meas_s;
+            if (!isfinite(r->rel)) {
+                fprintf(stderr, MODEL_CMD " " SUB ": %s: no measurement or prediction for %s "
+                        "(%s)\n", c->name, r->sys, err);
+                free(text);
+                return -1;
+            }
+            fprintf(stderr, MODEL_CMD " " SUB ":   %-5s %5.1f MB: predicted %.3f s, measured "
+                    "%.3f s, error %.1f%%\n", r->sys, bytes / 1e6, r->pred_s, r->meas_s,
+                    r->rel * 100);
+            ok++;
+        }
+        at = b + 7;
+    }
+    free(text);
+    return ok ? 0 : -1;
+}
+
+int model_validate_main(int argc, char **argv)
+{
+    const char *params = MODEL_DEFAULT_PARAMS, *json_path = NULL, *keep = NULL;
+    int quick = 0;
+    static const struct option longopts[] = {
+        {"params", required_argument, 0, 'p'}, {"quick", no_argument, 0, 'q'},
+        {"json", required_argument, 0, 'j'}, {"keep", required_argument, 0, 'k'},
+        {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+    optind = 1;
+    opterr = 0;
+    int ch;
+    while ((ch = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        switch (ch) {
+        case 'p': params = optarg; break;
+        case 'q': quick = 1; break;
+        case 'j': json_path = optarg; break;
+        case 'k': keep = optarg; break;
+        case 'h': usage(stdout); return 0;
+        default:
+            return model_bad(SUB, "unknown option or missing value: %s", argv[optind - 1]);
+        }
+    }
+    if (optind < argc)
+        return model_bad(SUB, "unexpected argument '%s'", argv[optind]);
+    model_calib_t cal;
+    char err[600];
+    if (model_calib_read(params, &cal, err, sizeof(err)) != 0) {
+        fprintf(stderr, MODEL_CMD " " SUB ": %s\n", err);
+        return 1;
+    }
+    if (geteuid() != 0) {
+        fprintf(stderr, MODEL_CMD " " SUB ": cannot build testbeds here: needs root (network "
+                "namespaces)\n");
+        return 3;
+    }
+    char tmp[] = "/tmp/inagg-validate-XXXXXX";
+    const char *dir = keep;
+    if (!dir) {
+        if (!mkdtemp(tmp)) {
+            fprintf(stderr, MODEL_CMD " " SUB ": mkdtemp: %s\n", strerror(errno));
+            return 1;
+        }
+        dir = tmp;
+    }
+    int has_leaves = bench_has_leaves(dir);
+    static vrow_t rows[MAX_ROWS];
+    int nrows = 0, rc = 0, ncases = 0;
+    time_t t0 = time(NULL);
+    for (size_t i = 0; i < NCASES; i++)
+        ncases += !quick || CASES[i].quick;
+    int k = 0;
+    for (size_t i = 0; i < NCASES && rc == 0; i++) {
+        const vcase_t *c = &CASES[i];
+        if (quick && !c->quick)
+            continue;
+        fprintf(stderr, MODEL_CMD " " SUB ": %d/%d %s (%lds so far)\n", ++k, ncases, c->name,
+                (long)(time(NULL) - t0));
+        rc = run_case(c, quick, dir, &cal, has_leaves, rows, &nrows);
+    }
+    if (!keep) { /* remove the runs' files */
+        for (size_t i = 0; i < NCASES; i++) {
+            char f[4300];
+            snprintf(f, sizeof(f), "%s/%s.json", dir, CASES[i].name);
+            unlink(f);
+            strncat(f, ".log", sizeof(f) - strlen(f) - 1);
+            unlink(f);
+        }
+        char f[4300];
+        snprintf(f, sizeof(f), "%s/help", dir);
+        unlink(f);
+        rmdir(dir);
+    }
+    if (rc == -3)
+        return 3;
+    double maxrel = 0, maxrel_ina = 0;
+    int measured = 0;
+    for (int i = 0; i < nrows; i++)
+        if (!rows[i].skipped) {
+            measured++;
+            if (rows[i].rel > maxrel)
+                maxrel = rows[i].rel;
+            if (!strcmp(rows[i].sys, "inagg") && rows[i].rel > maxrel_ina)
+                maxrel_ina = rows[i].rel;
+        }
+    FILE *out = json_path && !strcmp(json_path, "-") ? stderr : stdout;
+    fprintf(out, "%-22s %-5s %5s %8s %8s %11s %11s %9s  %s\n", "case", "sys", "hosts", "link",
+            "MB", "predicted s", "measured s", "rel_error", "model bound");
+    for (int i = 0; i < nrows; i++) {
+        const vrow_t *r = &rows[i];
+        if (r->skipped) {
+            fprintf(out, "%-22s %-5s %5u %8s %8s %11s %11s %9s  skipped: %s\n", r->c->name,
+                    r->sys, r->c->hosts, r->c->rate, "-", "-", "-", "-", r->why);
+            continue;
+        }
+        fprintf(out, "%-22s %-5s %5u %8s %8.2f %11.3f %11.3f %8.1f%%  %s\n", r->c->name, r->sys,
+                r->c->hosts, r->c->rate, r->bytes / 1e6, r->pred_s, r->meas_s, r->rel * 100,
+                r->bound);
+    }
+    fprintf(out, "max_rel_error %.3f over %d measured rows (target %.2f): %s; %lds\n", maxrel,
+            measured, TARGET, measured ? (maxrel <= TARGET ? "within" : "NOT within") : "none",
+            (long)(time(NULL) - t0));
+    fprintf(out, "max_rel_error of the inagg rows alone %.3f\n", maxrel_ina);
+    if (json_path) {
+        json_writer_t w;
+        json_init(&w);
+        json_begin_object(&w, NULL);
+        json_string(&w, "params", params);
+        json_number(&w, "load1_calibrated", cal.load1);
+        json_bool(&w, "quick", quick);
+        json_begin_array(&w, "rows");
+        for (int i = 0; i < nrows; i++) {
+            const vrow_t *r = &rows[i];
+            json_begin_object(&w, NULL);
+            json_string(&w, "case", r->c->name);
+            json_string(&w, "system", r->sys);
+            json_int(&w, "hosts", r->c->hosts);
+            json_int(&w, "levels", r->c->leaves ? 2 : 1);
+            json_string(&w, "link_rate", r->c->rate);
+            json_string(&w, "compress", r->c->compress ? r->c->compress : "none");
+            json_bool(&w, "overlap", r->c->compress && !r->c->no_overlap);
+            json_string(&w, "slow_host", r->c->slow ? r->c->slow : "");
+            json_bool(&w, "skipped", r->skipped);
+            if (r->skipped) {
+                json_string(&w, "reason", r->why);
+            } else {
+                json_number(&w, "bytes", r->bytes);
+                json_number(&w, "predicted_s", r->pred_s);
+                json_number(&w, "measured_s", r->meas_s);
+                json_number(&w, "rel_error", r->rel);
+                json_string(&w, "bound", r->bound);
+            }
+            json_end_object(&w);
+        }
+        json_end_array(&w);
+        json_number(&w, "max_rel_error", measured ? maxrel : NAN);
+        json_number(&w, "max_rel_error_inagg", measured ? maxrel_ina : NAN);
+        json_number(&w, "target", TARGET);
+        json_int(&w, "measured_rows", measured);
+        json_end_object(&w);
+        if (cli_emit_json(&w, json_path, MODEL_CMD " " SUB) != 0)
+            return 1;
+    }
+    return rc == 0 ? 0 : 1;
+}

@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# tests/cli_model.sh - `inagg model`: usage errors exit 2 with a message, help teaches,
+# predict's numbers and JSON (hand-checked cases: the ring at its slowest link, INA at the
+# link rate), the presets, the plot when gnuplot is there, a calibration file read back, and
+# (as root, when testbeds can be built) a quick validate smoke run. Commands run under timeout.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+INAGG=./build/inagg
+pass=0 fail=0 skip=0
+ok()   { echo "ok      $1"; pass=$((pass + 1)); }
+bad()  { echo "FAIL    $1: $2"; fail=$((fail + 1)); }
+skp()  { echo "skip    $1: $2"; skip=$((skip + 1)); }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+t=model_usage_errors_exit_2
+rcs=""
+for args in "model" "model bogus" "model predict" "model predict --workers 4" \
+            "model predict --size 1M" "model predict --workers 0 --size 1M" \
+            "model predict --workers 2000 --size 1M" "model predict --workers 4 --size 1X" \
+            "model predict --workers 4 --size 1M --link-rate fast" \
+            "model predict --workers-range 8-4 --size 1M" "model predict --workers 4 --size 1M --levels 9" \
+            "model predict --workers 4 --size 1M --overlap maybe" \
+            "model predict --workers 4 --size 1M --systems ina,bus" \
+            "model predict --workers 4 --size 1M --plot x.png" \
+            "model predict --workers 4 --size 1M --slow-link 200mbit --link-rate 100mbit" \
+            "model predict --preset nope" "model predict --preset gcow-vit --workers 4" \
+            "model predict --workers 4 --size 1M --compress zfp:rate=8 --params /nonexistent" \
+            "model calibrate --bogus" "model calibrate extra" "model validate --bogus"; do
+    timeout 10 $INAGG $args >/dev/null 2>"$tmp/err"; rc=$?
+    if [ "$args" = "model predict --workers 4 --size 1M --compress zfp:rate=8 --params /nonexistent" ]; then
+        [ $rc -eq 1 ] && grep -q "calibrate" "$tmp/err" || rcs="$rcs [$args]=$rc"
+        continue
+    fi
+    [ $rc -eq 2 ] && [ -s "$tmp/err" ] || rcs="$rcs [$args]=$rc"
+done
+[ -z "$rcs" ] && ok $t || bad $t "wrong exit codes or no message:$rcs"
+
+t=model_help_teaches
+if timeout 5 $INAGG model --help | grep -q "validate" &&
+   timeout 5 $INAGG model predict --help | grep -q -- "--workers-range" &&
+   timeout 5 $INAGG model calibrate --help | grep -q "switch_pkt_s" &&
+   timeout 5 $INAGG model validate --help | grep -q "max_rel_error"; then ok $t; else bad $t "help incomplete"; fi
+
+# 4 hosts, 12 MB, one link at 50 Mbit/s of 100: the ring at n B_min / 2(n-1) = 2.88 s on an
+# ideal machine (5 us per message: 6 steps, 30 us more); INA at the slow link: 12 MB + headers.
+t=model_predict_slowest_link
+timeout 10 $INAGG model predict --params none --workers 4 --size 12000000 --link-rate 100mbit \
+    --slow-link 50mbit --systems ina,ring --json - 2>/dev/null >"$tmp/p.json"
+if python3 - "$tmp/p.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+r = d["rows"][0]
+ring, ina = r["ring"]["time_s"], r["ina"]["time_s"]
+want_ring = 12e6 * 8 / (4 * 50e6 / 6) + 6 * 5e-6
+pk = -(-3000000 // 2048)
+want_link = (12e6 + pk * 74) * 8 / 50e6
+assert abs(ring - want_ring) < 1e-9, (ring, want_ring)
+assert abs(r["ina"]["link_s"] - want_link) < 1e-9, (r["ina"]["link_s"], want_link)
+assert r["ina"]["bound"] == "link" and abs(r["ring"]["ina_speedup"] - ring / ina) < 1e-9
+PY
+then ok $t; else bad $t "predict JSON differs from the hand-computed values"; fi
+
+t=model_presets_print_paper_numbers
+if timeout 20 $INAGG model predict --preset gcow-resnet50 | grep -q "7.5x" &&
+   timeout 20 $INAGG model predict --preset gcow-vit | grep -q "14.8x" &&
+   timeout 20 $INAGG model predict --preset switchml | grep -q "paper 93%"; then ok $t
+else bad $t "a preset lacks the paper's numbers"; fi
+
+t=model_plot_png
+if command -v gnuplot >/dev/null; then
+    timeout 60 $INAGG model predict --workers-range 2-1024 --size 100M --link-rate 100gbit \
+        --levels 2 --plot "$tmp/s.png" >/dev/null 2>&1
+    if [ -s "$tmp/s.png" ] && head -c 8 "$tmp/s.png" | grep -q PNG; then ok $t; else bad $t "no PNG"; fi
+else skp $t "gnuplot is not installed"; fi
+
+t=model_params_file_read_back
+cat >"$tmp/params.json" <<'JS'
+{"switch_pkt_s":1e-05,"switch_threads":2,"worker_elem_s":1e-09,"hop_s":5e-05,"msg_s":1e-05,
+ "stream_eff":0.99,"packet_elems":2048,"overhead_bytes":74,
+ "codecs":[{"mode":"zfp:rate=8","ratio":4,"enc_Bps":1e8,"dec_Bps":1e8}]}
+JS
+if timeout 10 $INAGG model predict --params "$tmp/params.json" --workers 4 --size 16M \
+       --link-rate 100mbit --compress zfp:rate=8 --json - 2>/dev/null | grep -q '"ratio":4' &&
+   ! timeout 10 $INAGG model predict --params "$tmp/params.json" --workers 4 --size 16M \
+       --compress fp16 >/dev/null 2>&1; then ok $t; else bad $t "params file not applied"; fi
+echo '{"switch_pkt_s":-1}' >"$tmp/bad.json"
+t=model_params_file_bad_rejected
+timeout 10 $INAGG model predict --params "$tmp/bad.json" --workers 4 --size 1M >/dev/null 2>"$tmp/err"
+[ $? -eq 1 ] && grep -q "switch_pkt_s" "$tmp/err" && ok $t || bad $t "a bad params file was accepted"
+
+t=model_validate_quick_smoke
+if [ "${INAGG_MODEL_SMOKE:-0}" != 1 ]; then
+    skp $t "set INAGG_MODEL_SMOKE=1 (about 90 s, root, testbeds)"
+elif [ "$(id -u)" != 0 ] || ! tools/testbed check >/dev/null 2>&1; then
+    skp $t "testbeds cannot be built here"
+else
+    timeout 300 $INAGG model calibrate --out "$tmp/cal.json" >/dev/null 2>&1 &&
+    timeout 300 $INAGG model validate --quick --params "$tmp/cal.json" --json "$tmp/v.json" >/dev/null 2>&1
+    rc=$?
+    if [ $rc -eq 0 ] && python3 -c "
+import json,sys; d=json.load(open('$tmp/v.json'))
+assert d['measured_rows'] >= 3 and d['max_rel_error'] >= 0
+assert any(r['skipped'] is False for r in d['rows'])"; then ok $t; else bad $t "validate rc=$rc"; fi
+fi
+
+echo "cli_model: $pass passed, $fail failed, $skip skipped"
+[ $fail -eq 0 ]

@@ -15,6 +15,7 @@
 #include "codec/codec.h"
 #include "switch/codecjob.h"
 #include "switch/control_int.h"
+#include "switch/upstream.h"
 
 static int free_job_id(struct inagg_switch *sw)
 {
@@ -30,7 +31,7 @@ static int free_job_id(struct inagg_switch *sw)
     return -1;
 }
 
-static void activate(control_t *ctl, job_t *j)
+void admit_activate(control_t *ctl, job_t *j)
 {
     struct inagg_switch *sw = ctl->sw;
     j->activated_ms = server_now_ms();
@@ -338,6 +339,12 @@ int admit_join(control_t *ctl, client_t *cl, const char *line)
         if (codec.mode != CODEC_NONE)
             float_mode = INAGG_FLOAT_NATIVE;
     }
+    if (sw->cfg.upstream && (codec.mode != CODEC_NONE || jn.opt.present)) {
+        control_send_err(ctl, cl->fd, WIRE_REFUSED_UNSUPPORTED,
+                         "this is a leaf switch (--upstream): it aggregates plain int32 and "
+                         "float32 jobs, without compression or an in-switch optimizer");
+        return -1;
+    }
     int feedback = codec_is_lossy(&codec) && !jn.no_feedback;
     job_t *j = control_find_job(sw, jn.job);
     if (authenticate(ctl, cl, j, &jn) != 0)
@@ -360,7 +367,11 @@ int admit_join(control_t *ctl, client_t *cl, const char *line)
     j->joined++;
     cl->job = j;
     cl->rank = jn.rank;
-    if (j->joined == j->world)
-        activate(ctl, j);
+    if (j->joined == j->world) {
+        if (sw->cfg.upstream)
+            (void)upstream_begin(ctl, j); /* activated once the upstream job is joined */
+        else
+            admit_activate(ctl, j);
+    }
     return 0;
 }

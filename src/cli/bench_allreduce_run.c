@@ -12,6 +12,7 @@
  * and their use over the ranks' timed window is interpolated from the samples.
  */
 #include <errno.h>
+#include <sched.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <math.h>
@@ -34,6 +35,8 @@
 #include "cli/output.h"
 #include "mpi/baseline_mpi.h"
 #include "base/util.h"
+#include "launch/launch.h"
+#include "switch/switch.h"
 
 #define SWITCH_PORT 7000
 #define GLOO_PORT 29500
@@ -47,7 +50,10 @@ typedef struct ctx {
     ar_opts_t so;              /* the options of the size being run */
     sampler_t sampler;
     pid_t sw_pid;              /* the switch process: embedded, or in the switch namespace */
-    char sw_addr[64];          /* HOST:PORT of its control port */
+    char sw_addr[AR_MAX_SHARDS * 32]; /* HOST:PORT of its control port (shards: A,B,...) */
+    pid_t more_pids[AR_MAX_SHARDS + AR_MAX_LEAVES]; /* the other shards, or the leaves */
+    int nmore;
+    char leaf_addr[AR_MAX_LEAVES][48]; /* two levels: each leaf's HOST:PORT */
     int sw_err_fd;             /* its stderr (a memfd), testbed only */
     char self[PATH_MAX];       /* this binary */
     char python[PATH_MAX], gloo[PATH_MAX];
@@ -74,6 +80,7 @@ static unsigned time_limit_s(const ctx_t *c)
 typedef struct local_rank_ctx {
     const ar_opts_t *o;
     const char *addr, *job;
+    const char (*leaf_addr)[48]; /* two levels: rank r joins leaf r / hosts_per_leaf */
 } local_rank_ctx_t;
 
 static int local_rank_main(uint32_t rank, int fd, void *arg)
@@ -82,7 +89,8 @@ static int local_rank_main(uint32_t rank, int fd, void *arg)
     ar_rank_report_t *rep = malloc(sizeof(*rep));
     if (!rep)
         return 1;
-    int rc = ar_rank_run(c->o, rank, c->addr, c->job, rep);
+    const char *addr = c->o->leaves ? c->leaf_addr[rank / c->o->hosts_per_leaf] : c->addr;
+    int rc = ar_rank_run(c->o, rank, addr, c->job, rep);
     const char *p = (const char *)rep;
     size_t left = sizeof(*rep);
     while (left > 0) {
@@ -102,7 +110,8 @@ static void run_inagg_local(ctx_t *c, ar_sys_result_t *r)
 {
     const ar_opts_t *o = &c->so;
     char job[64], err[256];
-    local_rank_ctx_t lc = {o, c->sw_addr, cli_job_name("bench", job, sizeof(job))};
+    local_rank_ctx_t lc = {o, c->sw_addr, cli_job_name("bench", job, sizeof(job)),
+                           (const char(*)[48])c->leaf_addr};
     ar_rank_report_t *reps = calloc(o->workers, sizeof(*reps));
     size_t *got = calloc(o->workers, sizeof(size_t));
     launch_ranks_t *g = calloc(1, sizeof(*g));
@@ -694,6 +703,91 @@ static int run_testbed(ar_run_t *run, ctx_t *c)
     return rc;
 }
 
+/* One embedded switch on loopback, as cfg says (listen forced to 127.0.0.1:0); its pid and
+ * HOST:PORT, or -1 after a message. */
+static pid_t local_switch(const ar_opts_t *o, switch_config_t *cfg, char *addr, size_t len)
+{
+    cfg->listen = "127.0.0.1:0";
+    cfg->threads = o->switch_threads ? o->switch_threads : 1;
+    cfg->worker_timeout_ms = o->timeout_ms;
+    uint16_t port = 0;
+    char err[256];
+    pid_t pid = launch_switch(cfg, &port, err, sizeof(err));
+    if (pid < 0) {
+        fprintf(stderr, AR_CMD ": an embedded switch did not start: %s\n", err);
+        return -1;
+    }
+    snprintf(addr, len, "127.0.0.1:%u", port);
+    return pid;
+}
+
+/* --pin-switches: switch process k on CPU k (mod the CPUs this process may use). */
+static void pin(pid_t pid, int k)
+{
+    cpu_set_t mine, one;
+    if (sched_getaffinity(0, sizeof(mine), &mine) != 0 || CPU_COUNT(&mine) == 0)
+        return;
+    int want = k % CPU_COUNT(&mine), seen = 0;
+    for (int cpu = 0; cpu < CPU_SETSIZE; cpu++) {
+        if (!CPU_ISSET(cpu, &mine) || seen++ != want)
+            continue;
+        CPU_ZERO(&one);
+        CPU_SET(cpu, &one);
+        if (sched_setaffinity(pid, sizeof(one), &one) != 0)
+            fprintf(stderr, AR_CMD ": cannot pin switch %d to CPU %d: %s\n", k, cpu,
+                    strerror(errno));
+        return;
+    }
+}
+
+/* Loopback: the spine and the leaves (--leaves), or K shards (--shards), or the one
+ * embedded switch (or the --switch given). 0, or -1 after a message. */
+static int local_switches(ctx_t *c, const ar_opts_t *o)
+{
+    if (o->leaves) {
+        switch_config_t sc = SWITCH_CONFIG_INIT;
+        c->sw_pid = local_switch(o, &sc, c->sw_addr, sizeof(c->sw_addr));
+        if (c->sw_pid < 0)
+            return -1;
+        for (uint32_t l = 0; l < o->leaves; l++) {
+            switch_config_t lc = SWITCH_CONFIG_INIT;
+            lc.upstream = c->sw_addr;
+            lc.upstream_rank = l;
+            lc.upstream_world = o->leaves;
+            pid_t p = local_switch(o, &lc, c->leaf_addr[l], sizeof(c->leaf_addr[l]));
+            if (p < 0)
+                return -1;
+            c->more_pids[c->nmore++] = p;
+        }
+        return 0;
+    }
+    if (o->shards > 1) {
+        size_t used = 0;
+        for (uint32_t k = 0; k < o->shards; k++) {
+            switch_config_t cfg = SWITCH_CONFIG_INIT;
+            char one[48];
+            pid_t p = local_switch(o, &cfg, one, sizeof(one));
+            if (p < 0)
+                return -1;
+            if (k == 0)
+                c->sw_pid = p;
+            else
+                c->more_pids[c->nmore++] = p;
+            if (o->pin_switches)
+                pin(p, (int)k);
+            used += (size_t)snprintf(c->sw_addr + used, sizeof(c->sw_addr) - used, "%s%s",
+                                     k ? "," : "", one);
+        }
+        return 0;
+    }
+    pid_t pid = cli_switch_begin(AR_CMD, o->switch_addr, o->switch_threads, o->timeout_ms,
+                                 c->sw_addr, sizeof(c->sw_addr));
+    c->sw_pid = pid > 0 ? pid : 0;
+    if (pid > 0 && o->pin_switches)
+        pin(pid, 0);
+    return pid < 0 ? -1 : 0;
+}
+
 int ar_run(const ar_opts_t *o, ar_run_t *run)
 {
     memset(run, 0, sizeof(*run));
@@ -712,15 +806,14 @@ int ar_run(const ar_opts_t *o, ar_run_t *run)
         rc = run_testbed(run, c);
     } else {
         plan_sizes(run);
-        pid_t pid = cli_switch_begin(AR_CMD, o->switch_addr, o->switch_threads, o->timeout_ms,
-                                     c->sw_addr, sizeof(c->sw_addr));
-        rc = pid < 0 ? -1 : 0;
-        c->sw_pid = pid > 0 ? pid : 0;
+        rc = local_switches(c, o);
         run->busy_before = rc == 0 ? busy_over_a_second(c) : NAN;
         for (int i = 0; rc == 0 && i < run->nsizes; i++)
             run_size(c, &run->size[i]);
-        if (pid > 0)
-            cli_switch_end(pid);
+        for (int k = 0; k < c->nmore; k++)
+            cli_switch_end(c->more_pids[k]);
+        if (c->sw_pid > 0)
+            cli_switch_end(c->sw_pid);
     }
     free(c->sampler.s);
     free(c);

@@ -113,6 +113,12 @@ static void render_summary(FILE *out, const ar_run_t *run, const ar_size_result_
     if (o->compress)
         fprintf(out, "  compressed     %s (checked against an offline codec round trip)\n",
                 o->compress);
+    if (o->leaves)
+        fprintf(out, "  two levels     %u leaf switches of %u %s each, under a spine switch\n",
+                o->leaves, o->hosts_per_leaf, run->on_testbed ? "hosts" : "workers");
+    if (o->shards > 1)
+        fprintf(out, "  sharded        over %u switch processes (slot s on switch s %% %u)%s\n",
+                o->shards, o->shards, o->pin_switches ? ", each pinned to a CPU" : "");
     fprintf(out, "  verified       %s\n", r->verified ? "yes" : "NO");
     if (o->dtype_float && r->verified)
         fprintf(out, "  worst error    %.3f of the allowed bound\n", r->worst);
@@ -289,6 +295,9 @@ int ar_render_json(const ar_run_t *run)
     json_int(&w, "rto_min_us", o->rto_min_us);
     json_int(&w, "rto_max_us", o->rto_max_us);
     json_int(&w, "switch_threads", o->switch_threads);
+    json_int(&w, "leaves", o->leaves);
+    json_int(&w, "hosts_per_leaf", o->hosts_per_leaf);
+    json_int(&w, "shards", o->shards ? o->shards : 1);
     json_number(&w, "loss", o->loss);
     json_number(&w, "machine_busy_before_pct", run->busy_before);
     json_int(&w, "iters", s->iters);

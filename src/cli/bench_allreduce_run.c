@@ -53,7 +53,7 @@ typedef struct ctx {
     char sw_addr[AR_MAX_SHARDS * 32]; /* HOST:PORT of its control port (shards: A,B,...) */
     pid_t more_pids[AR_MAX_SHARDS + AR_MAX_LEAVES]; /* the other shards, or the leaves */
     int nmore;
-    char leaf_addr[AR_MAX_LEAVES][48]; /* two levels: each leaf's HOST:PORT */
+    char leaf_addr[AR_MAX_LEAVES][64]; /* two levels: each leaf's HOST:PORT */
     int sw_err_fd;             /* its stderr (a memfd), testbed only */
     char self[PATH_MAX];       /* this binary */
     char python[PATH_MAX], gloo[PATH_MAX];
@@ -80,7 +80,7 @@ static unsigned time_limit_s(const ctx_t *c)
 typedef struct local_rank_ctx {
     const ar_opts_t *o;
     const char *addr, *job;
-    const char (*leaf_addr)[48]; /* two levels: rank r joins leaf r / hosts_per_leaf */
+    const char (*leaf_addr)[64]; /* two levels: rank r joins leaf r / hosts_per_leaf */
 } local_rank_ctx_t;
 
 static int local_rank_main(uint32_t rank, int fd, void *arg)
@@ -111,7 +111,7 @@ static void run_inagg_local(ctx_t *c, ar_sys_result_t *r)
     const ar_opts_t *o = &c->so;
     char job[64], err[256];
     local_rank_ctx_t lc = {o, c->sw_addr, cli_job_name("bench", job, sizeof(job)),
-                           (const char(*)[48])c->leaf_addr};
+                           (const char(*)[64])c->leaf_addr};
     ar_rank_report_t *reps = calloc(o->workers, sizeof(*reps));
     size_t *got = calloc(o->workers, sizeof(size_t));
     launch_ranks_t *g = calloc(1, sizeof(*g));
@@ -284,7 +284,13 @@ static int inagg_rank_argv(ctx_t *c, uint32_t rank, char **argv, size_t cap, cha
     arg(&b, "bench");
     arg(&b, "allreduce");
     arg(&b, "--switch");
-    arg(&b, "%s", c->sw_addr);
+    arg(&b, "%s", o->leaves ? c->leaf_addr[rank / o->hosts_per_leaf] : c->sw_addr);
+    if (o->leaves) { /* join the leaf as rank % H of H; data and check stay global */
+        arg(&b, "--leaves");
+        arg(&b, "%u", o->leaves);
+        arg(&b, "--hosts-per-leaf");
+        arg(&b, "%u", o->hosts_per_leaf);
+    }
     arg(&b, "--job");
     arg(&b, "%s", o->job);
     arg(&b, "--rank");
@@ -502,41 +508,40 @@ static void run_mpi(ctx_t *c, int ring, ar_sys_result_t *r)
 
 /* ---- the switch ------------------------------------------------------------------------------ */
 
-/* `inagg switch` in the testbed's switch namespace, on the bridge's address; ready once it
- * wrote its port to the readiness pipe. 0, or -1 after a message. */
-static int testbed_switch_start(ctx_t *c)
+/* `inagg switch` in testbed namespace `ns` listening on `listen`, with extra arguments
+ * `extra` (NULL-terminated, or NULL); ready once it wrote its port to the readiness pipe.
+ * Its pid and "HOST:PORT" into addr, or -1 after a message. */
+static pid_t ns_switch_start(ctx_t *c, const char *ns, const char *listen, char *const *extra,
+                             char *addr, size_t len)
 {
     const ar_opts_t *o = &c->so;
     const launch_testbed_t *tb = &c->run->tb;
-    if (tb->fabric_port) {
-        /* --fabric inagg: the fabric's own switch aggregates, in the switch namespace */
-        snprintf(c->sw_addr, sizeof(c->sw_addr), "%s:%u", tb->switch_addr, tb->fabric_port);
-        c->sw_pid = 0;
-        return 0;
-    }
     int p[2];
     if (pipe2(p, O_CLOEXEC) != 0) {
         fprintf(stderr, AR_CMD ": pipe: %s\n", strerror(errno));
         return -1;
     }
-    c->sw_err_fd = memfd_create("inagg-switch-stderr", MFD_CLOEXEC);
-    char listen[48], threads[16], fd[16];
-    snprintf(listen, sizeof(listen), "%s:%d", tb->switch_addr, SWITCH_PORT);
+    if (c->sw_err_fd < 0)
+        c->sw_err_fd = memfd_create("inagg-switch-stderr", MFD_CLOEXEC);
+    char threads[16], fd[16];
     snprintf(threads, sizeof(threads), "%u", o->switch_threads);
     snprintf(fd, sizeof(fd), "%d", p[1]);
-    char *cmd[] = {c->self, "switch", "--listen", listen, "--threads", threads,
-                   "--ready-fd", fd, NULL};
-    char *argv[32];
-    launch_testbed_argv(tb, "sw", cmd, argv, 32);
+    char *cmd[24] = {c->self, "switch", "--listen", (char *)listen, "--threads", threads,
+                     "--ready-fd", fd};
+    int n_cmd = 8;
+    for (int k = 0; extra && extra[k] && n_cmd < 23; k++)
+        cmd[n_cmd++] = extra[k];
+    cmd[n_cmd] = NULL;
+    char *argv[40];
+    launch_testbed_argv(tb, ns, cmd, argv, 40);
     launch_spec_t spec = {argv, NULL, LAUNCH_DEVNULL, LAUNCH_DEVNULL,
                           c->sw_err_fd >= 0 ? c->sw_err_fd : LAUNCH_INHERIT, 1, p[1]};
     char err[512];
-    c->sw_pid = launch_spawn(&spec, err, sizeof(err));
+    pid_t pid = launch_spawn(&spec, err, sizeof(err));
     close(p[1]);
-    if (c->sw_pid < 0) {
+    if (pid < 0) {
         close(p[0]);
         fprintf(stderr, AR_CMD ": %s\n", err);
-        c->sw_pid = 0;
         return -1;
     }
     char buf[32] = {0};
@@ -549,13 +554,65 @@ static int testbed_switch_start(ctx_t *c)
             ssize_t m = pread(c->sw_err_fd, why, sizeof(why) - 1, 0);
             why[m > 0 ? m : 0] = '\0';
         }
-        fprintf(stderr, AR_CMD ": inagg switch did not start in the switch namespace: %s\n",
+        fprintf(stderr, AR_CMD ": inagg switch did not start in namespace %s: %s\n", ns,
                 why[0] ? why : n == 0 ? "it ended" : "no port reported in time");
-        launch_stop(c->sw_pid, SIGKILL, 5000, NULL);
+        launch_stop(pid, SIGKILL, 5000, NULL);
+        return -1;
+    }
+    char host[48];
+    snprintf(host, sizeof(host), "%s", listen);
+    char *colon = strrchr(host, ':');
+    if (colon)
+        *colon = '\0';
+    snprintf(addr, len, "%s:%d", host, atoi(buf));
+    return pid;
+}
+
+/* The switches of a testbed run: `inagg switch` in the switch namespace on the bridge's
+ * address (with --shards, K of them on ports 7000, 7100, ...); with --leaves, that one is the
+ * spine and each leaf namespace runs a leaf switch pointing at it. 0, or -1 after a
+ * message. */
+static int testbed_switch_start(ctx_t *c)
+{
+    const ar_opts_t *o = &c->so;
+    const launch_testbed_t *tb = &c->run->tb;
+    if (tb->fabric_port) {
+        /* --fabric inagg: the fabric's own switch aggregates, in the switch namespace */
+        snprintf(c->sw_addr, sizeof(c->sw_addr), "%s:%u", tb->switch_addr, tb->fabric_port);
+        c->sw_pid = 0;
+        return 0;
+    }
+    char listen[48];
+    snprintf(listen, sizeof(listen), "%s:%d", tb->switch_addr, SWITCH_PORT);
+    c->sw_pid = ns_switch_start(c, "sw", listen, NULL, c->sw_addr, sizeof(c->sw_addr));
+    if (c->sw_pid < 0) {
         c->sw_pid = 0;
         return -1;
     }
-    snprintf(c->sw_addr, sizeof(c->sw_addr), "%s:%d", tb->switch_addr, atoi(buf));
+    size_t used = strlen(c->sw_addr);
+    for (uint32_t k = 1; k < o->shards; k++) {
+        char one[48];
+        snprintf(listen, sizeof(listen), "%s:%u", tb->switch_addr, SWITCH_PORT + 100 * k);
+        pid_t p = ns_switch_start(c, "sw", listen, NULL, one, sizeof(one));
+        if (p < 0)
+            return -1;
+        c->more_pids[c->nmore++] = p;
+        used += (size_t)snprintf(c->sw_addr + used, sizeof(c->sw_addr) - used, ",%s", one);
+    }
+    for (uint32_t l = 0; l < o->leaves; l++) {
+        char ns[16], index[16], leaves[16];
+        snprintf(ns, sizeof(ns), "l%u", l + 1);
+        snprintf(listen, sizeof(listen), "%s.%u:%d", tb->net3, LAUNCH_TESTBED_LEAF_OCTET0 + l + 1,
+                 SWITCH_PORT);
+        snprintf(index, sizeof(index), "%u", l);
+        snprintf(leaves, sizeof(leaves), "%u", o->leaves);
+        char *extra[] = {"--upstream", c->sw_addr, "--leaf-index", index, "--leaves", leaves,
+                         NULL};
+        pid_t p = ns_switch_start(c, ns, listen, extra, c->leaf_addr[l], sizeof(c->leaf_addr[l]));
+        if (p < 0)
+            return -1;
+        c->more_pids[c->nmore++] = p;
+    }
     return 0;
 }
 
@@ -662,6 +719,8 @@ static int run_testbed(ar_run_t *run, ctx_t *c)
     snprintf(tb->name, sizeof(tb->name), "%s", name);
     tb->fabric = run->o->fabric;
     tb->link_delay = run->o->link_delay;
+    tb->leaves = run->o->leaves;
+    tb->hosts_per_leaf = run->o->hosts_per_leaf;
     launch_testbed_guard(tb);
     fprintf(stderr, AR_CMD ": building testbed %s: %u hosts, links %s, MTU %u%s%s%s%s%s\n",
             name, run->o->testbed, run->o->link_rate, run->o->mtu,
@@ -694,6 +753,8 @@ static int run_testbed(ar_run_t *run, ctx_t *c)
     run->busy_before = busy_over_a_second(c);
     for (int i = 0; rc == 0 && i < run->nsizes; i++)
         run_size(c, &run->size[i]);
+    for (int k = 0; k < c->nmore; k++)
+        launch_stop(c->more_pids[k], SIGTERM, 10000, NULL);
     if (c->sw_pid > 0)
         launch_stop(c->sw_pid, SIGTERM, 10000, NULL);
     if (c->sw_err_fd >= 0)

@@ -118,6 +118,10 @@ typedef struct ar_run {
     char defaults_note[512];   /* the link-aware choices, said once */
     double busy_before;        /* the machine's busy share (all cores, %) in the second before
                                   the first measurement: other users' load on a shared box */
+    uint32_t nswitch_cpu;      /* loopback: CPU seconds each switch process used over the whole
+                                  run (shard 0 or the spine first, then the other shards or
+                                  the leaves): a sharded job's per-switch load */
+    double switch_cpu_s[AR_MAX_SHARDS + AR_MAX_LEAVES];
 } ar_run_t;
 
 /* ---- parse (bench_allreduce_args.c) ---- */

@@ -782,6 +782,27 @@ static pid_t local_switch(const ar_opts_t *o, switch_config_t *cfg, char *addr, 
     return pid;
 }
 
+/* CPU seconds (user + system) process pid has used, or NAN. */
+static double process_cpu_s(pid_t pid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return NAN;
+    ssize_t n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (n <= 0)
+        return NAN;
+    buf[n] = '\0';
+    const char *p = strrchr(buf, ')'); /* the command name may hold spaces */
+    unsigned long long ut = 0, st = 0;
+    if (!p || sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut,
+                     &st) != 2)
+        return NAN;
+    return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
 /* --pin-switches: switch process k on CPU k (mod the CPUs this process may use). */
 static void pin(pid_t pid, int k)
 {
@@ -871,6 +892,11 @@ int ar_run(const ar_opts_t *o, ar_run_t *run)
         run->busy_before = rc == 0 ? busy_over_a_second(c) : NAN;
         for (int i = 0; rc == 0 && i < run->nsizes; i++)
             run_size(c, &run->size[i]);
+        if (rc == 0 && c->sw_pid > 0) {
+            run->switch_cpu_s[run->nswitch_cpu++] = process_cpu_s(c->sw_pid);
+            for (int k = 0; k < c->nmore; k++)
+                run->switch_cpu_s[run->nswitch_cpu++] = process_cpu_s(c->more_pids[k]);
+        }
         for (int k = 0; k < c->nmore; k++)
             cli_switch_end(c->more_pids[k]);
         if (c->sw_pid > 0)

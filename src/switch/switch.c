@@ -207,7 +207,13 @@ void switch_stop(inagg_switch_t *sw)
         if (j)
             upstream_end(sw, j, 0);
     }
-    upstream_wait_all(sw, 5000); /* each ends within ~1 s of its stop (a LEAVE's write) */
+    upstream_wait_all(sw, UPSTREAM_STOP_MS);
+    if (atomic_load(&sw->up_threads) > 0) {
+        /* cannot happen (each blocks 4 s at most); they still use sw, so it stays */
+        LOG_E("switch stop: %u upstream thread(s) did not end; not freeing the switch",
+              atomic_load(&sw->up_threads));
+        return;
+    }
     for (uint32_t i = 0; i < SWITCH_MAX_JOBS; i++) {
         job_t *j = atomic_load(&sw->jobs[i]);
         if (j)

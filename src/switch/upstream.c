@@ -17,6 +17,10 @@
 
 enum { UPJ_JOINING = 0, UPJ_READY, UPJ_FAILED };
 
+/* The longest a connect or a write to the upstream may block: the thread must see a stop
+ * soon (switch_stop waits UPSTREAM_STOP_MS at most for it). */
+#define UP_BLOCK_MS 4000
+
 typedef struct upjob {
     struct inagg_switch *sw;
     char name[64];
@@ -42,6 +46,11 @@ static void up_fail(upjob_t *u, const char *fmt, ...)
     atomic_store_explicit(&u->state, UPJ_FAILED, memory_order_release);
 }
 
+static int block_ms(const upjob_t *u)
+{
+    return u->timeout_ms < UP_BLOCK_MS ? (int)u->timeout_ms : UP_BLOCK_MS;
+}
+
 /* Read one line within timeout_ms, in slices so a stop is seen within 100 ms. 0, -ECANCELED
  * (stopped), or ctl_read_line's error. */
 static int read_line(upjob_t *u, char *line, size_t cap, int timeout_ms)
@@ -62,7 +71,7 @@ static int authenticate(upjob_t *u, const char *addr, uint32_t rank, wire_join_t
 {
     char line[CTL_LINE_MAX], hex[2 * WIRE_NONCE_BYTES + 2], exists[16] = "";
     snprintf(line, sizeof(line), "%s job=%s", wire_verb_name(WIRE_VERB_HELLO), u->name);
-    int io = ctl_write_line(u->fd, line, (int)u->timeout_ms);
+    int io = ctl_write_line(u->fd, line, block_ms(u));
     if (io == 0)
         io = read_line(u, line, sizeof(line), (int)u->timeout_ms + 1000);
     uint8_t nonce[WIRE_NONCE_BYTES];
@@ -89,7 +98,7 @@ static int join_upstream(upjob_t *u)
 {
     const switch_config_t *cfg = &u->sw->cfg;
     const char *addr = cfg->upstream;
-    u->fd = ctl_connect_to(addr, (int)u->timeout_ms);
+    u->fd = ctl_connect_to(addr, block_ms(u));
     if (u->fd < 0) {
         up_fail(u, "cannot connect to the upstream switch at %s: %s", addr, strerror(-u->fd));
         return -1;
@@ -112,7 +121,7 @@ static int join_upstream(upjob_t *u)
         up_fail(u, "the upstream JOIN line does not fit");
         return -1;
     }
-    int io = ctl_write_line(u->fd, line, (int)u->timeout_ms);
+    int io = ctl_write_line(u->fd, line, block_ms(u));
     if (io == 0) /* the upstream answers once every leaf joined, or refuses */
         io = read_line(u, line, sizeof(line), (int)u->timeout_ms + 1000);
     if (io == -ECANCELED)

@@ -27,7 +27,9 @@ void upstream_poll(control_t *ctl, job_t *j);
 /* The local job retires (leave = 1: cleanly, send LEAVE) or failed (leave = 0): the thread
  * ends and frees itself; j->upj is cleared and the upstream id unpublished. */
 void upstream_end(struct inagg_switch *sw, job_t *j, int leave);
-/* switch_stop: wait (at most timeout_ms) for the upstream threads to end. */
+/* switch_stop: wait (at most timeout_ms) for the upstream threads to end. A thread blocks at
+ * most 4 s in a connect or a write, and sees a stop within 100 ms otherwise. */
+#define UPSTREAM_STOP_MS 10000
 void upstream_wait_all(struct inagg_switch *sw, int timeout_ms);
 
 #endif /* INAGG_SWITCH_UPSTREAM_H */

@@ -6,6 +6,7 @@
  * whose spine is unreachable refuses its job with a clear reason at once; and that a leaf
  * refuses what it cannot forward (compression, an in-switch optimizer).
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -251,4 +252,87 @@ TEST(hier_leaf_refuses_compression, 20)
     CHECK_MSG(strstr(detail, "leaf switch") != NULL, "reason: %s", detail);
     if (comm)
         inagg_comm_destroy(comm);
+}
+
+/* The hosts learn how many ranks a result sums (contributors=, from the spine through the
+ * leaf): block fixed point scales for all of them (with the leaf's world alone, sums of every
+ * host's values would overflow) and INAGG_AVG divides by all of them. */
+typedef struct avg_spec {
+    char leaf_addr[2][32];
+    float *fout;     /* shared: 4 * elems */
+    int32_t *iout;   /* shared: 4 * elems */
+    int32_t *codes;  /* shared: 4 */
+    size_t elems;
+} avg_spec_t;
+
+static int avg_worker(uint32_t g, void *arg)
+{
+    avg_spec_t *s = arg;
+    inagg_options_t o = INAGG_OPTIONS_INIT;
+    o.slots = 8;
+    o.packet_elems = 512;
+    o.timeout_ms = 10000;
+    inagg_comm_t *comm;
+    char detail[256];
+    inagg_result_t rc = inagg_comm_create(&comm, s->leaf_addr[g / 2], "avg", g % 2, 2, &o,
+                                          detail, sizeof(detail));
+    if (rc != INAGG_OK) {
+        s->codes[g] = rc;
+        return 1;
+    }
+    float *f = malloc(s->elems * 4);
+    int32_t *v = malloc(s->elems * 4);
+    for (size_t i = 0; i < s->elems; i++) {
+        f[i] = bench_value_f32(9, g, i);
+        v[i] = bench_value_i32(9, g, i);
+    }
+    rc = inagg_allreduce(comm, f, s->fout + g * s->elems, s->elems, INAGG_FLOAT32, INAGG_SUM);
+    if (rc == INAGG_OK)
+        rc = inagg_allreduce(comm, v, s->iout + g * s->elems, s->elems, INAGG_INT32, INAGG_AVG);
+    s->codes[g] = rc;
+    inagg_comm_destroy(comm);
+    free(f);
+    free(v);
+    return rc != INAGG_OK;
+}
+
+TEST(hier_fixed_point_and_average_count_every_host, 60)
+{
+    test_switch_t spine, leaf[2];
+    switch_config_t sc = SWITCH_CONFIG_INIT;
+    ts_start(&spine, &sc);
+    avg_spec_t s = {.elems = 20000};
+    for (uint32_t l = 0; l < 2; l++) {
+        switch_config_t lc = SWITCH_CONFIG_INIT;
+        lc.upstream = spine.addr;
+        lc.upstream_rank = l;
+        lc.upstream_world = 2;
+        ts_start(&leaf[l], &lc);
+        snprintf(s.leaf_addr[l], sizeof(s.leaf_addr[l]), "%s", leaf[l].addr);
+    }
+    s.fout = shared_alloc(4 * s.elems * 4);
+    s.iout = shared_alloc(4 * s.elems * 4);
+    s.codes = shared_alloc(4 * sizeof(int32_t));
+    int failed = run_workers(4, avg_worker, &s, 50);
+    for (uint32_t l = 0; l < 2; l++)
+        ts_stop(&leaf[l]);
+    ts_stop(&spine);
+    CHECK_MSG(failed == 0, "codes %d %d %d %d", s.codes[0], s.codes[1], s.codes[2], s.codes[3]);
+    double worst = 0;
+    for (uint32_t g = 0; g < 4; g++)
+        for (size_t i = 0; i < s.elems; i++) {
+            double want = 0, mag = 0;
+            for (uint32_t r = 0; r < 4; r++) {
+                want += bench_value_f32(9, r, i);
+                mag += fabs(bench_value_f32(9, r, i));
+            }
+            double err = fabs(s.fout[g * s.elems + i] - want) / (mag > 0 ? mag : 1);
+            if (err > worst)
+                worst = err;
+            int32_t iw = bench_expected_i32(9, 4, i) / 4;
+            CHECK_MSG(s.iout[g * s.elems + i] == iw, "host %u element %zu: average %d, want %d",
+                      g, i, s.iout[g * s.elems + i], iw);
+        }
+    CHECK_MSG(worst < 1e-6, "float32 sum relative error %g (fixed point scaled for too few "
+              "ranks?)", worst);
 }

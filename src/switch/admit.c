@@ -31,6 +31,14 @@ static int free_job_id(struct inagg_switch *sw)
     return -1;
 }
 
+uint32_t admit_contributors(const job_t *j)
+{
+    uint64_t sum = 0;
+    for (uint32_t r = 0; r < j->world; r++)
+        sum += j->contrib[r] ? j->contrib[r] : 1;
+    return sum > WIRE_MAX_CONTRIBUTORS ? WIRE_MAX_CONTRIBUTORS : (uint32_t)sum;
+}
+
 void admit_activate(control_t *ctl, job_t *j)
 {
     struct inagg_switch *sw = ctl->sw;
@@ -40,6 +48,10 @@ void admit_activate(control_t *ctl, job_t *j)
                         .port = sw->port, .base = j->base, .slots = j->nslots,
                         .elems = j->elems, .float_mode = j->float_mode,
                         .protocol = j->proto->id};
+    /* Whose data a result sums, when not just the members': a leaf's results are the
+     * spine's, a spine's sum its leaves' hosts. */
+    uint32_t sum = admit_contributors(j);
+    jd.contributors = j->up.on ? j->up.contributors : sum != j->world ? sum : 0;
     char line[CTL_LINE_MAX];
     if (wire_joined_format(&jd, line, sizeof(line)) == 0)
         control_broadcast(ctl, j, line);
@@ -364,6 +376,7 @@ int admit_join(control_t *ctl, client_t *cl, const char *line)
           : !(j = register_job(ctl, cl, &jn, ops, float_mode, &codec, feedback)))
         return -1;
     j->member_fd[jn.rank] = cl->fd;
+    j->contrib[jn.rank] = jn.contributors ? jn.contributors : 1;
     j->joined++;
     cl->job = j;
     cl->rank = jn.rank;

@@ -80,6 +80,9 @@ void control_refuse_joining(control_t *ctl, job_t *j, enum wire_refusal r, const
 
 /* admit.c: activate a job whose ranks all joined (JOINED to every member). */
 void admit_activate(control_t *ctl, job_t *j);
+/* admit.c: the ranks whose data the members' contributions sum (each member's JOIN
+ * contributors=, 1 for a worker). */
+uint32_t admit_contributors(const job_t *j);
 
 /* admit.c: HELLO (a challenge for the connection's next JOIN) and JOIN; admit_join returns
  * 0 if the client stays, -1 if it must be closed after the reply. */

@@ -43,6 +43,7 @@ typedef struct job_up {
     uint16_t job;             /* the upstream job's id and token */
     uint64_t token;
     uint32_t rank;            /* this switch's rank there */
+    uint32_t contributors;    /* the hosts under the spine (its JOINED), 0: not said */
     uint32_t queues, base;    /* the upstream switch's dataplane queues and the job's first */
     transport_addr_t queue0;  /* its queue 0 */
 } job_up_t;
@@ -79,6 +80,8 @@ typedef struct job {
     int member_fd[INAGG_MAX_WORLD]; /* -1: not connected */
     uint8_t left[INAGG_MAX_WORLD];  /* left cleanly with LEAVE */
     uint8_t in_barrier[INAGG_MAX_WORLD];
+    uint32_t contrib[INAGG_MAX_WORLD]; /* the ranks whose data each member sums (JOIN's
+                                          contributors=, 1 for a worker) */
     uint32_t joined, barrier_count, barrier_epoch;
     char fail_reason[256];
 } job_t;

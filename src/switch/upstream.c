@@ -25,6 +25,7 @@ typedef struct upjob {
     struct inagg_switch *sw;
     char name[64];
     uint32_t slots, elems, float_mode, protocol, timeout_ms;
+    uint32_t contributors; /* the local job's hosts (and theirs, for a leaf of a leaf) */
     int has_verifier;
     uint8_t verifier[32];
     _Atomic int state;   /* UPJ_*: written by the thread, read by the control thread */
@@ -112,6 +113,7 @@ static int join_upstream(upjob_t *u)
         .float_mode = u->float_mode,
         .protocol = u->protocol,
         .timeout_ms = u->timeout_ms,
+        .contributors = u->contributors,
     };
     snprintf(jn.job, sizeof(jn.job), "%s", u->name);
     if (u->has_verifier && authenticate(u, addr, cfg->upstream_rank, &jn) != 0)
@@ -205,6 +207,7 @@ int upstream_begin(control_t *ctl, job_t *j)
     u->float_mode = j->float_mode;
     u->protocol = j->proto->id;
     u->timeout_ms = j->timeout_ms;
+    u->contributors = admit_contributors(j);
     u->has_verifier = j->has_verifier;
     memcpy(u->verifier, j->verifier, sizeof(u->verifier));
     pthread_t tid;
@@ -249,8 +252,8 @@ void upstream_poll(control_t *ctl, job_t *j)
     }
     transport_addr_set_port(&q0, (uint16_t)jd->port);
     j->up = (job_up_t){.on = 1, .job = (uint16_t)jd->id, .token = jd->token,
-                       .rank = sw->cfg.upstream_rank, .queues = jd->threads, .base = jd->base,
-                       .queue0 = q0};
+                       .rank = sw->cfg.upstream_rank, .contributors = jd->contributors,
+                       .queues = jd->threads, .base = jd->base, .queue0 = q0};
     if (jd->id < SWITCH_MAX_JOBS)
         atomic_store_explicit(&sw->up_jobs[jd->id], j, memory_order_release);
     LOG_I("job '%s' (id %u) joined upstream job %u at %s", j->name, j->id, jd->id,

@@ -142,7 +142,9 @@ static inagg_result_t start_protocol(inagg_comm_t *c, const transport_addr_t *sw
         }
     worker_params_t p = {
         .rank = c->rank,
-        .world = c->world,
+        /* the ranks a result sums: more than ours when our switch is a leaf (fixed-point
+         * scaling and averages divide by it) */
+        .world = j[0].contributors ? j[0].contributors : c->world,
         .job = c->job_id,
         .token = c->token,
         .slots = o->slots,

@@ -4,7 +4,7 @@
 # verified loopback runs with a spine and two leaves (both protocols, with loss) and with a
 # job sharded over two and three switches; and, where testbeds can be built, a two-level
 # testbed (2 leaves x 2 hosts) with 1% loss on every link, host links and leaf uplinks,
-# int32 verified, leaving nothing behind. Every command runs under `timeout`; about a minute.
+# int32 verified, and a 3-host testbed with the job over two switches, leaving nothing behind. Every command runs under `timeout`; about a minute.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 INAGG=./build/inagg
@@ -85,6 +85,16 @@ else
     rc=$?
     if [ $rc -eq 0 ] && [ "$(json_get '["verified"]' "$tmp/tb.json")" = True ] &&
         [ "$(json_get '["hosts_per_leaf"]' "$tmp/tb.json")" = 2 ]; then
+        ok $t
+    else
+        bad $t "exit $rc: $(tail -n 5 "$tmp/out")"
+    fi
+    t=testbed_shards_2_int32_verified
+    timeout 300 $INAGG bench allreduce --testbed 3 --shards 2 --link-rate 200mbit \
+        --elems 300000 --dtype int32 --iters 2 --warmup 1 --json "$tmp/tbs.json" >"$tmp/out" 2>&1
+    rc=$?
+    if [ $rc -eq 0 ] && [ "$(json_get '["verified"]' "$tmp/tbs.json")" = True ] &&
+        [ "$(json_get '["shards"]' "$tmp/tbs.json")" = 2 ]; then
         ok $t
     else
         bad $t "exit $rc: $(tail -n 5 "$tmp/out")"

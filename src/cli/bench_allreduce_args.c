@@ -544,6 +544,8 @@ int ar_parse(int argc, char **argv, ar_opts_t *o)
             return bad("--testbed runs one worker per host; --workers does not apply");
         if ((o->leaves || o->shards > 1) && o->fabric && strcmp(o->fabric, "inagg") == 0)
             return bad("--leaves and --shards run `inagg switch` daemons: use --fabric bridge");
+        if (o->leaves || o->shards > 1)
+            o->fabric = "bridge"; /* the inagg fabric would aggregate in its own switch */
         o->workers = o->testbed;
         if (!(o->given & AR_GIVEN_ITERS))
             o->iters = TESTBED_ITERS;

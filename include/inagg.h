@@ -183,6 +183,11 @@ typedef struct inagg_stats {
  * passes. The first rank to arrive registers the job with its options; the others must
  * bring the same world size and options or they are refused. On failure *out is NULL and,
  * if `detail` is non-NULL, a reason is written there (at most detail_len bytes).
+ *
+ * Sharding: `switch_addr` may list up to 8 switches, "HOST:PORT,HOST:PORT,...": the job's
+ * slots are spread over them (slot s on switch s % K), so one switch process's CPU does not
+ * bound the job. Every rank must give the same list in the same order; it joins each switch
+ * in turn. A failure of any of them fails the communicator.
  */
 inagg_result_t inagg_comm_create(inagg_comm_t **out, const char *switch_addr, const char *job,
                                  uint32_t rank, uint32_t world, const inagg_options_t *opts,

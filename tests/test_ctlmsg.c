@@ -251,3 +251,33 @@ TEST(ctlmsg_piggyback_through_the_header, 5)
     CHECK(!wire_get_piggyback(&none, &s, &r));
     CHECK(s == 7 && r == 7);
 }
+
+/* contributors= (a leaf switch's JOIN upstream, and JOINED to hosts under a spine): carried
+ * both ways, absent means 0 (the world), out of range refused. */
+TEST(ctlmsg_contributors, 5)
+{
+    wire_join_t a = {.version = INAGG_PROTOCOL_VERSION, .job = "j", .rank = 1, .world = 2,
+                     .slots = 4, .elems = 8, .contributors = 12},
+                b;
+    enum wire_refusal r;
+    char line[CTL_LINE_MAX], why[200];
+    CHECK(wire_join_format(&a, line, sizeof(line)) == 0);
+    CHECK(strstr(line, " contributors=12") != NULL);
+    CHECK_MSG(wire_join_parse(line, &b, &r, why, sizeof(why)) == 0, "%s", why);
+    CHECK_EQ_INT(b.contributors, 12);
+    a.contributors = 1; /* a worker's: not written */
+    CHECK(wire_join_format(&a, line, sizeof(line)) == 0 && !strstr(line, "contributors"));
+    CHECK(wire_join_parse("JOIN version=2 job=j rank=0 world=1 slots=1 elems=1 "
+                          "contributors=70000", &b, &r, why, sizeof(why)) == -1);
+    CHECK(wire_join_parse("JOIN version=2 job=j rank=0 world=1 slots=1 elems=1 "
+                          "contributors=x", &b, &r, why, sizeof(why)) == -1);
+    wire_joined_t c = {.id = 3, .token = 9, .threads = 2, .port = 7000, .base = 1, .slots = 4,
+                       .elems = 8, .contributors = 8},
+                  d;
+    CHECK(wire_joined_format(&c, line, sizeof(line)) == 0);
+    CHECK(wire_joined_parse(line, &d, why, sizeof(why)) == 0 && d.contributors == 8);
+    CHECK(wire_joined_parse("JOINED id=1 token=2 threads=2 port=1 base=0", &d, why,
+                            sizeof(why)) == 0 && d.contributors == 0);
+    CHECK(wire_joined_parse("JOINED id=1 token=2 threads=2 port=1 base=0 contributors=70000",
+                            &d, why, sizeof(why)) == -1);
+}

@@ -323,3 +323,50 @@ static void run_model(double drop, double dup, uint64_t seed)
 TEST(p4slot_model_check_lossless, 30) { run_model(0, 0, 1); }
 TEST(p4slot_model_check_loss_dup_reorder, 60) { run_model(0.1, 0.1, 2); }
 TEST(p4slot_model_check_heavy_loss, 60) { run_model(0.3, 0.2, 3); }
+
+/* A leaf switch's p4sgd slot (PROTOCOL.md section 11): held until the upstream result,
+ * confirmed to the hosts only after every host acknowledged and the upstream confirmed, in
+ * either order; repeats in each phase say what to send upstream again. */
+TEST(p4slot_leaf_upstream_phases, 5)
+{
+    fixture_t f;
+    fx_init(&f, 2);
+    CHECK_EQ_INT(give_i32(&f, 0, 0, 10, 4), P4V_PARTIAL);
+    CHECK_EQ_INT(give_i32(&f, 1, 0, 20, 4), P4V_COMPLETE);
+    p4slot_hold(&f.s);
+    CHECK_EQ_INT(give_i32(&f, 1, 0, 20, 4), P4V_HELD);
+    CHECK_EQ_INT(ack(&f, 0, 0), P4V_AHEAD); /* no result at the hosts yet */
+    uint32_t up[MAXE];
+    for (int k = 0; k < 4; k++)
+        up[k] = htonl((uint32_t)(500 + k));
+    wire_header_t r = hdr(WIRE_RESULT, 0, 0, 4, WIRE_INT32);
+    wire_header_t wrong = hdr(WIRE_RESULT, 0, 0, 4, WIRE_FLOAT32);
+    CHECK_EQ_INT(p4slot_upstream_result(&f.s, &wrong, up), P4V_MISMATCH);
+    wire_header_t cf = hdr(WIRE_CONFIRM, 0, 0, 0, WIRE_INT32);
+    CHECK_EQ_INT(p4slot_upstream_confirm(&f.s, 2, &cf), P4V_STALE); /* nothing acked upstream */
+    CHECK_EQ_INT(p4slot_upstream_result(&f.s, &r, up), P4V_COMPLETE);
+    CHECK_EQ_INT(p4slot_upstream_result(&f.s, &r, up), P4V_STALE);
+    CHECK_EQ_INT(result_i32(&f, 3), 503);
+    CHECK_EQ_INT(give_i32(&f, 0, 0, 10, 4), P4V_RESEND_RESULT);
+    /* every host acknowledges before the upstream confirms: the slot waits */
+    CHECK_EQ_INT(ack(&f, 0, 0), P4V_ACKED);
+    CHECK_EQ_INT(ack(&f, 1, 0), P4V_ACKED);
+    CHECK_EQ_INT(ack(&f, 1, 0), P4V_UP_ACK_AGAIN);
+    CHECK_EQ_INT(give_i32(&f, 0, 1, 10, 4), P4V_AHEAD);
+    CHECK_EQ_INT(p4slot_upstream_confirm(&f.s, 2, &cf), P4V_CONFIRMED);
+    CHECK_EQ_INT(p4slot_upstream_confirm(&f.s, 2, &cf), P4V_STALE);
+    CHECK_EQ_INT(ack(&f, 1, 0), P4V_RESEND_CONFIRM);
+    /* round 1: the upstream confirms first, the last host's acknowledgement confirms */
+    CHECK_EQ_INT(give_i32(&f, 0, 1, 1, 4), P4V_PARTIAL);
+    CHECK_EQ_INT(give_i32(&f, 1, 1, 2, 4), P4V_COMPLETE);
+    p4slot_hold(&f.s);
+    r.round = 1;
+    r.flags = wire_ver_of_round(1);
+    cf.round = 1;
+    cf.flags = wire_ver_of_round(1);
+    CHECK_EQ_INT(p4slot_upstream_result(&f.s, &r, up), P4V_COMPLETE);
+    CHECK_EQ_INT(ack(&f, 0, 1), P4V_ACKED);
+    CHECK_EQ_INT(p4slot_upstream_confirm(&f.s, 2, &cf), P4V_ACKED);
+    CHECK_EQ_INT(ack(&f, 0, 1), P4V_DUP_ACK); /* upstream confirmed: an ordinary repeat */
+    CHECK_EQ_INT(ack(&f, 1, 1), P4V_CONFIRMED);
+}

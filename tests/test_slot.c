@@ -939,3 +939,46 @@ TEST(slot_model_check_lossy_bit_identical_to_lossless, 60)
             }
     }
 }
+
+/* A leaf switch's slot (PROTOCOL.md section 11): a round completed here is held until the
+ * upstream result; repeats drive the upstream again; the copy is not reused while held; the
+ * upstream result is applied once. */
+TEST(slot_leaf_hold_and_upstream_result, 5)
+{
+    fixture_t f;
+    fx_init(&f, 2);
+    EXPECT(put_val(&f, 0, 0, 4), SLOT_PARTIAL);
+    EXPECT(put_val(&f, 1, 0, 4), SLOT_COMPLETE);
+    slot_hold(&f.s, 0);
+    EXPECT(put_val(&f, 1, 0, 4), SLOT_HELD); /* a host repeats: the partial sum goes up again */
+    wire_header_t pre = hdr(0, 0, 4, WIRE_INT32, 0, 0);
+    CHECK_EQ_INT(slot_precheck(&f.s, 2, &pre), SLOT_HELD);
+    /* no host has round 0's result: round 1 cannot start */
+    EXPECT(put_val(&f, 0, 1, 4), SLOT_AHEAD);
+    /* the upstream result of round 0: another count is refused, the right one applied once */
+    uint32_t up[4];
+    for (int i = 0; i < 4; i++)
+        up[i] = htonl((uint32_t)(1000 + i));
+    wire_header_t r = hdr(0, 0, 3, WIRE_INT32, 0, 0);
+    r.type = WIRE_RESULT;
+    CHECK_EQ_INT(slot_upstream_result(&f.s, &r, up), SLOT_MISMATCH);
+    r.count = 4;
+    r.flags |= WIRE_FLAG_OVERFLOW;
+    CHECK_EQ_INT(slot_upstream_result(&f.s, &r, up), SLOT_COMPLETE);
+    CHECK_EQ_INT(slot_upstream_result(&f.s, &r, up), SLOT_STALE); /* a repeat */
+    CHECK_EQ_INT((int32_t)ntohl(f.d0[2]), 1002);
+    CHECK(f.s.copy[0].overflow == 1);
+    EXPECT(put_val(&f, 0, 0, 4), SLOT_RESEND); /* complete now: the result itself */
+    EXPECT(put_val(&f, 0, 1, 4), SLOT_PARTIAL);
+    EXPECT(put_val(&f, 1, 1, 4), SLOT_COMPLETE);
+    slot_hold(&f.s, 1);
+    EXPECT(put_val(&f, 0, 2, 4), SLOT_AHEAD); /* copy 0 is not reused over held round 1 */
+    r.round = 1;
+    r.flags = wire_ver_of_round(1);
+    r.chunk = 13;
+    CHECK_EQ_INT(slot_upstream_result(&f.s, &r, up), SLOT_COMPLETE);
+    EXPECT(put_val(&f, 0, 2, 4), SLOT_PARTIAL); /* now it is */
+    r.round = 0;
+    r.flags = wire_ver_of_round(0);
+    CHECK_EQ_INT(slot_upstream_result(&f.s, &r, up), SLOT_STALE); /* late: copy 0 moved on */
+}

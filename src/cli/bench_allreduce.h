@@ -20,6 +20,8 @@
 #define AR_MAX_ITERS 1000u
 #define AR_MAX_SIZES 16
 #define AR_MAX_SAMPLES 65536
+#define AR_MAX_LEAVES 8
+#define AR_MAX_SHARDS 8
 
 /* The systems a run measures: inagg, then the baselines in the order --baseline names them. */
 typedef enum ar_system { AR_INAGG, AR_MPI, AR_MPI_RING, AR_GLOO, AR_NSYS } ar_system_t;
@@ -51,6 +53,11 @@ typedef struct ar_opts {
     int single;                /* one rank of a job (--rank): print its report, no switch */
     uint32_t rank;
     uint32_t testbed;          /* hosts of a testbed to build, 0: loopback */
+    uint32_t leaves, hosts_per_leaf; /* two levels: leaf switches of hosts_per_leaf ranks each
+                                  under a spine (0: one switch); a rank joins its leaf as rank
+                                  rank % hosts_per_leaf, its data and check are global */
+    uint32_t shards;           /* switches the job's slots are spread over (0, 1: one) */
+    int pin_switches;          /* loopback: pin switch process k to CPU k (mod the CPUs) */
     const char *link_rate;     /* as given (tc syntax), passed to tools/testbed */
     const char *fabric;        /* tools/testbed --fabric (NULL: its default) */
     const char *link_delay;    /* tools/testbed --link-delay (NULL: none) */
@@ -111,6 +118,10 @@ typedef struct ar_run {
     char defaults_note[512];   /* the link-aware choices, said once */
     double busy_before;        /* the machine's busy share (all cores, %) in the second before
                                   the first measurement: other users' load on a shared box */
+    uint32_t nswitch_cpu;      /* loopback: CPU seconds each switch process used over the whole
+                                  run (shard 0 or the spine first, then the other shards or
+                                  the leaves): a sharded job's per-switch load */
+    double switch_cpu_s[AR_MAX_SHARDS + AR_MAX_LEAVES];
 } ar_run_t;
 
 /* ---- parse (bench_allreduce_args.c) ---- */

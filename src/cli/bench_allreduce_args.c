@@ -54,7 +54,15 @@ static void usage(FILE *out)
             "\n"
             "Where it runs:\n"
             "  (default)            an embedded switch and --workers local processes on loopback\n"
-            "  --switch HOST:PORT   a running switch instead of the embedded one\n"
+            "  --switch HOST:PORT   a running switch instead of the embedded one (A,B,...: a\n"
+            "                       job sharded over several)\n"
+            "  --leaves L --hosts-per-leaf H\n"
+            "                       two levels: L leaf switches of H ranks each under a spine\n"
+            "                       switch (each leaf sends its partial sum up; loopback: L*H\n"
+            "                       local ranks; with --testbed L*H: a two-level testbed)\n"
+            "  --shards K           spread the job's slots over K switch processes (slot s on\n"
+            "                       switch s %% K), so one switch's CPU does not bound it\n"
+            "  --pin-switches       loopback: pin switch process k to CPU k (mod the CPUs)\n"
             "  --testbed N          builds a testbed of N host namespaces behind a switch\n"
             "                       namespace (tools/testbed, needs root), runs `inagg switch`\n"
             "                       in the switch namespace and one rank per host, the\n"
@@ -332,6 +340,8 @@ int ar_parse(int argc, char **argv, ar_opts_t *o)
         {"fabric", required_argument, 0, 'Y'},       {"link-delay", required_argument, 0, 'Q'},
         {"sizes", optional_argument, 0, 'z'},        {"plot", required_argument, 0, 'G'},
         {"compress", required_argument, 0, 'C'},
+        {"leaves", required_argument, 0, 1101},     {"hosts-per-leaf", required_argument, 0, 1102},
+        {"shards", required_argument, 0, 1103},     {"pin-switches", no_argument, 0, 1104},
         {"help", no_argument, 0, 'h'},               {0, 0, 0, 0}};
     uint64_t v;
     int c, have_world = 0, have_rate = 0, have_mtu = 0, have_plot = 0, have_elems = 0;
@@ -458,6 +468,20 @@ int ar_parse(int argc, char **argv, ar_opts_t *o)
         case 'f': o->faults = optarg; break;
         case 'b': if (parse_baselines(optarg, o)) return 2; break;
         case 'S': o->switch_addr = optarg; break;
+        case 1101:
+            if (cli_parse_u64(AR_CMD, "--leaves", optarg, 1, AR_MAX_LEAVES, &v)) return 2;
+            o->leaves = (uint32_t)v;
+            break;
+        case 1102:
+            if (cli_parse_u64(AR_CMD, "--hosts-per-leaf", optarg, 1, INAGG_MAX_WORLD, &v))
+                return 2;
+            o->hosts_per_leaf = (uint32_t)v;
+            break;
+        case 1103:
+            if (cli_parse_u64(AR_CMD, "--shards", optarg, 1, AR_MAX_SHARDS, &v)) return 2;
+            o->shards = (uint32_t)v;
+            break;
+        case 1104: o->pin_switches = 1; break;
         case 'J': o->job = optarg; break;
         case 'j': o->json_path = optarg; break;
         case 'h': usage(stdout); return 1;
@@ -481,12 +505,47 @@ int ar_parse(int argc, char **argv, ar_opts_t *o)
     } else if (have_world || o->job) {
         return bad("--world and --job go with --rank (one rank of a job)");
     }
+    if (!o->leaves != !o->hosts_per_leaf)
+        return bad("--leaves L and --hosts-per-leaf H go together (L leaf switches of H hosts "
+                   "each, under a spine)");
+    if (o->leaves && !o->single) {
+        uint64_t n = (uint64_t)o->leaves * o->hosts_per_leaf;
+        if (n > INAGG_MAX_WORLD)
+            return bad("--leaves %u x --hosts-per-leaf %u is more than %u ranks", o->leaves,
+                       o->hosts_per_leaf, INAGG_MAX_WORLD);
+        if (o->testbed && o->testbed != n)
+            return bad("--testbed %u hosts, but --leaves %u x --hosts-per-leaf %u = %llu",
+                       o->testbed, o->leaves, o->hosts_per_leaf, (unsigned long long)n);
+        if (!o->testbed && (o->given & AR_GIVEN_WORKERS) && o->workers != n)
+            return bad("--workers %u, but --leaves %u x --hosts-per-leaf %u = %llu", o->workers,
+                       o->leaves, o->hosts_per_leaf, (unsigned long long)n);
+        if (o->switch_addr)
+            return bad("--leaves starts its own spine and leaf switches; --switch does not "
+                       "apply");
+        if (o->shards > 1)
+            return bad("--leaves and --shards do not go together (yet)");
+        if (o->compress)
+            return bad("--leaves: leaf switches forward plain int32 and float32 only, not "
+                       "--compress");
+        o->workers = (uint32_t)n;
+    }
+    if (o->single && o->leaves && o->workers % o->hosts_per_leaf != 0)
+        return bad("--rank with --leaves: --world must be --leaves x --hosts-per-leaf");
+    if (o->shards > 1 && o->switch_addr && !o->single)
+        return bad("--shards starts its own switches; --switch does not apply (a rank of a "
+                   "sharded job takes --switch A,B,...)");
+    if (o->pin_switches && o->testbed)
+        return bad("--pin-switches pins the loopback run's switch processes");
     if (o->testbed) {
         if (o->switch_addr)
             return bad("--testbed starts its own switch in the switch namespace; --switch "
                        "does not apply");
         if (o->given & AR_GIVEN_WORKERS)
             return bad("--testbed runs one worker per host; --workers does not apply");
+        if ((o->leaves || o->shards > 1) && o->fabric && strcmp(o->fabric, "inagg") == 0)
+            return bad("--leaves and --shards run `inagg switch` daemons: use --fabric bridge");
+        if (o->leaves || o->shards > 1)
+            o->fabric = "bridge"; /* the inagg fabric would aggregate in its own switch */
         o->workers = o->testbed;
         if (!(o->given & AR_GIVEN_ITERS))
             o->iters = TESTBED_ITERS;

@@ -242,7 +242,11 @@ int ar_rank_run(const ar_opts_t *o, uint32_t rank, const char *addr, const char 
     if (opts.rto_us > opts.rto_max_us)
         opts.rto_us = opts.rto_max_us;
     char detail[256];
-    rc = inagg_comm_create(&comm, addr, job, rank, o->workers, &opts, detail, sizeof(detail));
+    /* Two levels: this rank joins its leaf's job of hosts_per_leaf ranks; its data and the
+     * check are those of global rank `rank` of o->workers. */
+    uint32_t jrank = o->hosts_per_leaf ? rank % o->hosts_per_leaf : rank;
+    uint32_t jworld = o->hosts_per_leaf ? o->hosts_per_leaf : o->workers;
+    rc = inagg_comm_create(&comm, addr, job, jrank, jworld, &opts, detail, sizeof(detail));
     if (rc != INAGG_OK) {
         snprintf(rep->error, sizeof(rep->error), "rank %u: joining job %s at %s: %s: %s", rank,
                  job, addr, inagg_strerror(rc), detail);

@@ -113,6 +113,18 @@ static void render_summary(FILE *out, const ar_run_t *run, const ar_size_result_
     if (o->compress)
         fprintf(out, "  compressed     %s (checked against an offline codec round trip)\n",
                 o->compress);
+    if (o->leaves)
+        fprintf(out, "  two levels     %u leaf switches of %u %s each, under a spine switch\n",
+                o->leaves, o->hosts_per_leaf, run->on_testbed ? "hosts" : "workers");
+    if (o->shards > 1)
+        fprintf(out, "  sharded        over %u switch processes (slot s on switch s %% %u)%s\n",
+                o->shards, o->shards, o->pin_switches ? ", each pinned to a CPU" : "");
+    if (run->nswitch_cpu > 1) {
+        fprintf(out, "  switch CPU    ");
+        for (uint32_t k = 0; k < run->nswitch_cpu; k++)
+            fprintf(out, " %.3f s", run->switch_cpu_s[k]);
+        fprintf(out, " (each switch process, whole run)\n");
+    }
     fprintf(out, "  verified       %s\n", r->verified ? "yes" : "NO");
     if (o->dtype_float && r->verified)
         fprintf(out, "  worst error    %.3f of the allowed bound\n", r->worst);
@@ -289,6 +301,13 @@ int ar_render_json(const ar_run_t *run)
     json_int(&w, "rto_min_us", o->rto_min_us);
     json_int(&w, "rto_max_us", o->rto_max_us);
     json_int(&w, "switch_threads", o->switch_threads);
+    json_int(&w, "leaves", o->leaves);
+    json_int(&w, "hosts_per_leaf", o->hosts_per_leaf);
+    json_int(&w, "shards", o->shards ? o->shards : 1);
+    json_begin_array(&w, "switch_cpu_s");
+    for (uint32_t k = 0; k < run->nswitch_cpu; k++)
+        json_number(&w, NULL, run->switch_cpu_s[k]);
+    json_end_array(&w);
     json_number(&w, "loss", o->loss);
     json_number(&w, "machine_busy_before_pct", run->busy_before);
     json_int(&w, "iters", s->iters);

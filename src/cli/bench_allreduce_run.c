@@ -23,38 +23,22 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "cli/bench_allreduce.h"
+#include "cli/bench_allreduce_ctx.h"
 #include "cli/cpu_sampler.h"
 #include "cli/output.h"
 #include "mpi/baseline_mpi.h"
 #include "base/util.h"
 
-#define SWITCH_PORT 7000
 #define GLOO_PORT 29500
-#define SWITCH_READY_MS 15000
 #define LOOPBACK_BPS 2e9 /* a guess at loopback's allreduce rate, for time estimates only */
 
-/* ---- the state of one run ---------------------------------------------------------------- */
-
-typedef struct ctx {
-    ar_run_t *run;
-    ar_opts_t so;              /* the options of the size being run */
-    sampler_t sampler;
-    pid_t sw_pid;              /* the switch process: embedded, or in the switch namespace */
-    char sw_addr[64];          /* HOST:PORT of its control port */
-    int sw_err_fd;             /* its stderr (a memfd), testbed only */
-    char self[PATH_MAX];       /* this binary */
-    char python[PATH_MAX], gloo[PATH_MAX];
-    char rsh[PATH_MAX];
-    char hosts_list[LAUNCH_TESTBED_MAX_HOSTS * 16];
-    int gloo_port;
-} ctx_t;
+/* The run's state (ctx_t) is in bench_allreduce_ctx.h, shared with the switches' starter. */
 
 /* The seconds a system gets for one size before it is killed: generous, since Open MPI's own
  * algorithm choice reaches a third of the link at some sizes and the ranks compute the
@@ -74,6 +58,7 @@ static unsigned time_limit_s(const ctx_t *c)
 typedef struct local_rank_ctx {
     const ar_opts_t *o;
     const char *addr, *job;
+    const char (*leaf_addr)[64]; /* two levels: rank r joins leaf r / hosts_per_leaf */
 } local_rank_ctx_t;
 
 static int local_rank_main(uint32_t rank, int fd, void *arg)
@@ -82,7 +67,8 @@ static int local_rank_main(uint32_t rank, int fd, void *arg)
     ar_rank_report_t *rep = malloc(sizeof(*rep));
     if (!rep)
         return 1;
-    int rc = ar_rank_run(c->o, rank, c->addr, c->job, rep);
+    const char *addr = c->o->leaves ? c->leaf_addr[rank / c->o->hosts_per_leaf] : c->addr;
+    int rc = ar_rank_run(c->o, rank, addr, c->job, rep);
     const char *p = (const char *)rep;
     size_t left = sizeof(*rep);
     while (left > 0) {
@@ -102,7 +88,8 @@ static void run_inagg_local(ctx_t *c, ar_sys_result_t *r)
 {
     const ar_opts_t *o = &c->so;
     char job[64], err[256];
-    local_rank_ctx_t lc = {o, c->sw_addr, cli_job_name("bench", job, sizeof(job))};
+    local_rank_ctx_t lc = {o, c->sw_addr, cli_job_name("bench", job, sizeof(job)),
+                           (const char(*)[64])c->leaf_addr};
     ar_rank_report_t *reps = calloc(o->workers, sizeof(*reps));
     size_t *got = calloc(o->workers, sizeof(size_t));
     launch_ranks_t *g = calloc(1, sizeof(*g));
@@ -275,7 +262,13 @@ static int inagg_rank_argv(ctx_t *c, uint32_t rank, char **argv, size_t cap, cha
     arg(&b, "bench");
     arg(&b, "allreduce");
     arg(&b, "--switch");
-    arg(&b, "%s", c->sw_addr);
+    arg(&b, "%s", o->leaves ? c->leaf_addr[rank / o->hosts_per_leaf] : c->sw_addr);
+    if (o->leaves) { /* join the leaf as rank % H of H; data and check stay global */
+        arg(&b, "--leaves");
+        arg(&b, "%u", o->leaves);
+        arg(&b, "--hosts-per-leaf");
+        arg(&b, "%u", o->hosts_per_leaf);
+    }
     arg(&b, "--job");
     arg(&b, "%s", o->job);
     arg(&b, "--rank");
@@ -491,65 +484,6 @@ static void run_mpi(ctx_t *c, int ring, ar_sys_result_t *r)
     r->checksums_agree = 1;
 }
 
-/* ---- the switch ------------------------------------------------------------------------------ */
-
-/* `inagg switch` in the testbed's switch namespace, on the bridge's address; ready once it
- * wrote its port to the readiness pipe. 0, or -1 after a message. */
-static int testbed_switch_start(ctx_t *c)
-{
-    const ar_opts_t *o = &c->so;
-    const launch_testbed_t *tb = &c->run->tb;
-    if (tb->fabric_port) {
-        /* --fabric inagg: the fabric's own switch aggregates, in the switch namespace */
-        snprintf(c->sw_addr, sizeof(c->sw_addr), "%s:%u", tb->switch_addr, tb->fabric_port);
-        c->sw_pid = 0;
-        return 0;
-    }
-    int p[2];
-    if (pipe2(p, O_CLOEXEC) != 0) {
-        fprintf(stderr, AR_CMD ": pipe: %s\n", strerror(errno));
-        return -1;
-    }
-    c->sw_err_fd = memfd_create("inagg-switch-stderr", MFD_CLOEXEC);
-    char listen[48], threads[16], fd[16];
-    snprintf(listen, sizeof(listen), "%s:%d", tb->switch_addr, SWITCH_PORT);
-    snprintf(threads, sizeof(threads), "%u", o->switch_threads);
-    snprintf(fd, sizeof(fd), "%d", p[1]);
-    char *cmd[] = {c->self, "switch", "--listen", listen, "--threads", threads,
-                   "--ready-fd", fd, NULL};
-    char *argv[32];
-    launch_testbed_argv(tb, "sw", cmd, argv, 32);
-    launch_spec_t spec = {argv, NULL, LAUNCH_DEVNULL, LAUNCH_DEVNULL,
-                          c->sw_err_fd >= 0 ? c->sw_err_fd : LAUNCH_INHERIT, 1, p[1]};
-    char err[512];
-    c->sw_pid = launch_spawn(&spec, err, sizeof(err));
-    close(p[1]);
-    if (c->sw_pid < 0) {
-        close(p[0]);
-        fprintf(stderr, AR_CMD ": %s\n", err);
-        c->sw_pid = 0;
-        return -1;
-    }
-    char buf[32] = {0};
-    struct pollfd pf = {p[0], POLLIN, 0};
-    ssize_t n = poll(&pf, 1, SWITCH_READY_MS) == 1 ? read(p[0], buf, sizeof(buf) - 1) : -1;
-    close(p[0]);
-    if (n <= 0 || atoi(buf) <= 0) {
-        char why[1024] = "";
-        if (c->sw_err_fd >= 0) {
-            ssize_t m = pread(c->sw_err_fd, why, sizeof(why) - 1, 0);
-            why[m > 0 ? m : 0] = '\0';
-        }
-        fprintf(stderr, AR_CMD ": inagg switch did not start in the switch namespace: %s\n",
-                why[0] ? why : n == 0 ? "it ended" : "no port reported in time");
-        launch_stop(c->sw_pid, SIGKILL, 5000, NULL);
-        c->sw_pid = 0;
-        return -1;
-    }
-    snprintf(c->sw_addr, sizeof(c->sw_addr), "%s:%d", tb->switch_addr, atoi(buf));
-    return 0;
-}
-
 /* The machine's busy share (all cores, %) over the next second. */
 static double busy_over_a_second(ctx_t *c)
 {
@@ -653,6 +587,8 @@ static int run_testbed(ar_run_t *run, ctx_t *c)
     snprintf(tb->name, sizeof(tb->name), "%s", name);
     tb->fabric = run->o->fabric;
     tb->link_delay = run->o->link_delay;
+    tb->leaves = run->o->leaves;
+    tb->hosts_per_leaf = run->o->hosts_per_leaf;
     launch_testbed_guard(tb);
     fprintf(stderr, AR_CMD ": building testbed %s: %u hosts, links %s, MTU %u%s%s%s%s%s\n",
             name, run->o->testbed, run->o->link_rate, run->o->mtu,
@@ -681,10 +617,12 @@ static int run_testbed(ar_run_t *run, ctx_t *c)
                                  k > 1 ? "," : "", tb->net3, k);
     c->gloo_port = GLOO_PORT;
     c->so = run->opts;
-    rc = testbed_switch_start(c);
+    rc = ar_testbed_switches(c);
     run->busy_before = busy_over_a_second(c);
     for (int i = 0; rc == 0 && i < run->nsizes; i++)
         run_size(c, &run->size[i]);
+    for (int k = 0; k < c->nmore; k++)
+        launch_stop(c->more_pids[k], SIGTERM, 10000, NULL);
     if (c->sw_pid > 0)
         launch_stop(c->sw_pid, SIGTERM, 10000, NULL);
     if (c->sw_err_fd >= 0)
@@ -712,15 +650,19 @@ int ar_run(const ar_opts_t *o, ar_run_t *run)
         rc = run_testbed(run, c);
     } else {
         plan_sizes(run);
-        pid_t pid = cli_switch_begin(AR_CMD, o->switch_addr, o->switch_threads, o->timeout_ms,
-                                     c->sw_addr, sizeof(c->sw_addr));
-        rc = pid < 0 ? -1 : 0;
-        c->sw_pid = pid > 0 ? pid : 0;
+        rc = ar_local_switches(c, o);
         run->busy_before = rc == 0 ? busy_over_a_second(c) : NAN;
         for (int i = 0; rc == 0 && i < run->nsizes; i++)
             run_size(c, &run->size[i]);
-        if (pid > 0)
-            cli_switch_end(pid);
+        if (rc == 0 && c->sw_pid > 0) {
+            run->switch_cpu_s[run->nswitch_cpu++] = ar_process_cpu_s(c->sw_pid);
+            for (int k = 0; k < c->nmore; k++)
+                run->switch_cpu_s[run->nswitch_cpu++] = ar_process_cpu_s(c->more_pids[k]);
+        }
+        for (int k = 0; k < c->nmore; k++)
+            cli_switch_end(c->more_pids[k]);
+        if (c->sw_pid > 0)
+            cli_switch_end(c->sw_pid);
     }
     free(c->sampler.s);
     free(c);

@@ -51,6 +51,15 @@ static void usage(FILE *out)
             "                          (default: three quarters of the pool)\n"
             "  --require-secret        refuse jobs registered without a job secret\n"
             "  --ready-fd FD           write the bound port and a newline to FD once ready\n"
+            "Hierarchy (docs/PROTOCOL.md \"Hierarchy\"): a leaf switch sums its own hosts and\n"
+            "sends each round's partial sum to a spine switch, as one rank of the spine's\n"
+            "job of the same name; its hosts get the spine's result:\n"
+            "  --upstream HOST:PORT    the spine (an ordinary inagg switch, or another leaf)\n"
+            "  --leaf-index R          this leaf's rank in the spine's jobs (default 0)\n"
+            "  --leaves L              how many leaves the spine's jobs have (required)\n"
+            "                          e.g. spine: inagg switch --listen 10.0.0.1:7000\n"
+            "                          leaf 1 of 2: inagg switch --listen 10.1.0.1:7000\n"
+            "                            --upstream 10.0.0.1:7000 --leaf-index 1 --leaves 2\n"
             "  --stats HOST:PORT       print a running switch's counters and exit\n"
             "L2 fabric (docs/FABRIC.md): forward Ethernet between interfaces and aggregate\n"
             "the frames addressed to the switch's own IP on the way:\n"
@@ -184,6 +193,8 @@ int cmd_switch(int argc, char **argv)
         {"max-conns-per-addr", required_argument, 0, 1003},
         {"max-job-slots", required_argument, 0, 1004},
         {"max-addr-slots", required_argument, 0, 1005}, {"require-secret", no_argument, 0, 1006},
+        {"upstream", required_argument, 0, 1020}, {"leaf-index", required_argument, 0, 1021},
+        {"leaves", required_argument, 0, 1022},
         {0, 0, 0, 0}};
     optind = 1;
     int c;
@@ -238,6 +249,9 @@ int cmd_switch(int argc, char **argv)
         case 1004: if (parse_u32("--max-job-slots", optarg, &cfg.max_job_slots)) return 2; break;
         case 1005: if (parse_u32("--max-addr-slots", optarg, &cfg.max_addr_slots)) return 2; break;
         case 1006: cfg.require_secret = 1; break;
+        case 1020: cfg.upstream = optarg; break;
+        case 1021: if (parse_u32("--leaf-index", optarg, &cfg.upstream_rank)) return 2; break;
+        case 1022: if (parse_u32("--leaves", optarg, &cfg.upstream_world)) return 2; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
@@ -264,6 +278,16 @@ int cmd_switch(int argc, char **argv)
     char err[256];
     fabric_t *fab = NULL;
     char listen_buf[64];
+    if (!cfg.upstream != !cfg.upstream_world) {
+        fprintf(stderr, "inagg switch: --upstream and --leaves go together (a leaf switch "
+                        "needs both)\n");
+        return 2;
+    }
+    if (cfg.upstream && (fcfg.ports || cfg.transport_iface)) {
+        fprintf(stderr, "inagg switch: a leaf switch (--upstream) runs over UDP sockets: "
+                        "not with --l2 or --afpacket\n");
+        return 2;
+    }
     if (fcfg.ports && cfg.transport_iface) {
         fprintf(stderr, "inagg switch: --afpacket and --l2 exclude each other (the fabric "
                         "owns its ports)\n");

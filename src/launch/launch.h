@@ -269,7 +269,13 @@ typedef struct launch_testbed {
     const char *link_delay; /* in: --link-delay (NULL: none) */
     unsigned fabric_port;   /* out: the fabric's own aggregation switch port (0: bridge) */
     pid_t fabric_pid;       /* out: the fabric's process (its CPU is the switch's), 0: unknown */
+    unsigned leaves, hosts_per_leaf; /* in: two levels (tools/testbed --leaves L
+                                        --hosts-per-leaf H): leaf namespaces l1..lL, leaf K
+                                        at net3.(200+K), its hosts h((K-1)H+1)..h(KH); the
+                                        switch namespace is the spine. 0: one level */
 } launch_testbed_t;
+
+#define LAUNCH_TESTBED_LEAF_OCTET0 200 /* leaf K's address is net3.(200+K) */
 
 /* tools/testbed: $INAGG_TESTBED_TOOL when set, else ../tools/testbed beside the running binary
  * (build/inagg -> tools/testbed). 0 if it is executable, else -ENOENT (buf: the path tried). */

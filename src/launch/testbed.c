@@ -177,7 +177,7 @@ int launch_testbed_up(launch_testbed_t *tb, unsigned hosts, const char *name, co
     snprintf(ns, sizeof(ns), "%u", hosts);
     snprintf(mtus, sizeof(mtus), "%u", mtu);
     snprintf(losss, sizeof(losss), "%.6g", loss);
-    char *argv[16];
+    char *argv[24];
     size_t a = 0;
     argv[a++] = tb->tool;
     argv[a++] = "up";
@@ -199,6 +199,15 @@ int launch_testbed_up(launch_testbed_t *tb, unsigned hosts, const char *name, co
     if (tb->link_delay) {
         argv[a++] = "--link-delay";
         argv[a++] = (char *)tb->link_delay;
+    }
+    char leaves[16], hpl[16];
+    if (tb->leaves) {
+        snprintf(leaves, sizeof(leaves), "%u", tb->leaves);
+        snprintf(hpl, sizeof(hpl), "%u", tb->hosts_per_leaf);
+        argv[a++] = "--leaves";
+        argv[a++] = leaves;
+        argv[a++] = "--hosts-per-leaf";
+        argv[a++] = hpl;
     }
     argv[a++] = "--json";
     argv[a] = NULL;

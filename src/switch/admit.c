@@ -15,6 +15,7 @@
 #include "codec/codec.h"
 #include "switch/codecjob.h"
 #include "switch/control_int.h"
+#include "switch/upstream.h"
 
 static int free_job_id(struct inagg_switch *sw)
 {
@@ -30,7 +31,15 @@ static int free_job_id(struct inagg_switch *sw)
     return -1;
 }
 
-static void activate(control_t *ctl, job_t *j)
+uint32_t admit_contributors(const job_t *j)
+{
+    uint64_t sum = 0;
+    for (uint32_t r = 0; r < j->world; r++)
+        sum += j->contrib[r] ? j->contrib[r] : 1;
+    return sum > WIRE_MAX_CONTRIBUTORS ? WIRE_MAX_CONTRIBUTORS : (uint32_t)sum;
+}
+
+void admit_activate(control_t *ctl, job_t *j)
 {
     struct inagg_switch *sw = ctl->sw;
     j->activated_ms = server_now_ms();
@@ -39,6 +48,10 @@ static void activate(control_t *ctl, job_t *j)
                         .port = sw->port, .base = j->base, .slots = j->nslots,
                         .elems = j->elems, .float_mode = j->float_mode,
                         .protocol = j->proto->id};
+    /* Whose data a result sums, when not just the members': a leaf's results are the
+     * spine's, a spine's sum its leaves' hosts. */
+    uint32_t sum = admit_contributors(j);
+    jd.contributors = j->up.on ? j->up.contributors : sum != j->world ? sum : 0;
     char line[CTL_LINE_MAX];
     if (wire_joined_format(&jd, line, sizeof(line)) == 0)
         control_broadcast(ctl, j, line);
@@ -338,6 +351,12 @@ int admit_join(control_t *ctl, client_t *cl, const char *line)
         if (codec.mode != CODEC_NONE)
             float_mode = INAGG_FLOAT_NATIVE;
     }
+    if (sw->cfg.upstream && (codec.mode != CODEC_NONE || jn.opt.present)) {
+        control_send_err(ctl, cl->fd, WIRE_REFUSED_UNSUPPORTED,
+                         "this is a leaf switch (--upstream): it aggregates plain int32 and "
+                         "float32 jobs, without compression or an in-switch optimizer");
+        return -1;
+    }
     int feedback = codec_is_lossy(&codec) && !jn.no_feedback;
     job_t *j = control_find_job(sw, jn.job);
     if (authenticate(ctl, cl, j, &jn) != 0)
@@ -357,10 +376,15 @@ int admit_join(control_t *ctl, client_t *cl, const char *line)
           : !(j = register_job(ctl, cl, &jn, ops, float_mode, &codec, feedback)))
         return -1;
     j->member_fd[jn.rank] = cl->fd;
+    j->contrib[jn.rank] = jn.contributors ? jn.contributors : 1;
     j->joined++;
     cl->job = j;
     cl->rank = jn.rank;
-    if (j->joined == j->world)
-        activate(ctl, j);
+    if (j->joined == j->world) {
+        if (sw->cfg.upstream)
+            (void)upstream_begin(ctl, j); /* activated once the upstream job is joined */
+        else
+            admit_activate(ctl, j);
+    }
     return 0;
 }

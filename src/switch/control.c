@@ -27,6 +27,7 @@
 
 #include "base/log.h"
 #include "switch/control_int.h"
+#include "switch/upstream.h"
 
 void control_count(struct inagg_switch *sw, enum ctl_stat s)
 {
@@ -99,10 +100,33 @@ static void fail_job(control_t *ctl, job_t *j, const char *fmt, ...)
     vsnprintf(j->fail_reason, sizeof(j->fail_reason), fmt, ap);
     va_end(ap);
     atomic_store_explicit(&j->state, JOB_FAILED, memory_order_release);
+    upstream_end(ctl->sw, j, 0); /* a leaf: the upstream job fails for the other leaves too */
     LOG_W("job '%s' (id %u) failed: %s", j->name, j->id, j->fail_reason);
     for (uint32_t r = 0; r < j->world; r++)
         if (j->member_fd[r] >= 0)
             send_failed(ctl, j->member_fd[r], j);
+}
+
+void control_fail_job(control_t *ctl, job_t *j, const char *fmt, ...)
+{
+    char reason[sizeof(j->fail_reason)];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(reason, sizeof(reason), fmt, ap);
+    va_end(ap);
+    fail_job(ctl, j, "%s", reason);
+}
+
+void control_refuse_joining(control_t *ctl, job_t *j, enum wire_refusal r, const char *text)
+{
+    char line[CTL_LINE_MAX];
+    wire_err_format(r, text, line, sizeof(line));
+    control_broadcast(ctl, j, line);
+    LOG_W("job '%s' refused: %s", j->name, text);
+    fail_job(ctl, j, "%s", r == WIRE_REFUSED_TIMEOUT ? "join timed out" : text);
+    for (int i = ctl->nclients - 1; i >= 0; i--)
+        if (ctl->clients[i]->job == j)
+            doom(ctl, ctl->clients[i], -1); /* the last close retires the job */
 }
 
 /* The end of a retirement, after the grace period: keep its counters, return its slots,
@@ -143,6 +167,7 @@ static void reap_retired(control_t *ctl, int wait)
 static void retire_job(control_t *ctl, job_t *j)
 {
     struct inagg_switch *sw = ctl->sw;
+    upstream_end(sw, j, atomic_load(&j->state) != JOB_FAILED);
     pthread_mutex_lock(&sw->stats_lock);
     atomic_store_explicit(&sw->jobs[j->id], NULL, memory_order_release);
     uint64_t record = stats_retire(sw, j);
@@ -337,23 +362,20 @@ static void check_jobs(control_t *ctl)
         if (!j)
             continue;
         int state = atomic_load(&j->state);
-        if (state == JOB_JOINING && now - j->created_ms > j->timeout_ms) {
+        if (j->upj) { /* a leaf: the upstream thread has its own deadline */
+            upstream_poll(ctl, j);
+            state = atomic_load(&j->state);
+        } else if (state == JOB_JOINING && now - j->created_ms > j->timeout_ms) {
             char missing[256] = "";
             size_t off = 0;
             for (uint32_t r = 0; r < j->world && off < sizeof(missing) - 12; r++)
                 if (j->member_fd[r] < 0)
                     off += (size_t)snprintf(missing + off, sizeof(missing) - off, "%s%u",
                                             off ? "," : "", r);
-            char text[CTL_LINE_MAX - 32], line[CTL_LINE_MAX];
+            char text[CTL_LINE_MAX - 32];
             snprintf(text, sizeof(text), "only %u of %u ranks joined job '%s' within %u ms; "
                      "missing ranks: %s", j->joined, j->world, j->name, j->timeout_ms, missing);
-            wire_err_format(WIRE_REFUSED_TIMEOUT, text, line, sizeof(line));
-            control_broadcast(ctl, j, line);
-            LOG_W("timeout %s", text);
-            fail_job(ctl, j, "join timed out");
-            for (int i = ctl->nclients - 1; i >= 0; i--)
-                if (ctl->clients[i]->job == j)
-                    doom(ctl, ctl->clients[i], -1); /* the last close retires the job */
+            control_refuse_joining(ctl, j, WIRE_REFUSED_TIMEOUT, text);
             continue;
         }
         if (state != JOB_ACTIVE)

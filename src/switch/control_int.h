@@ -71,6 +71,19 @@ void control_broadcast(control_t *ctl, job_t *j, const char *line);
 /* The published job of that name, or NULL. */
 job_t *control_find_job(struct inagg_switch *sw, const char *name);
 
+/* Fail an active job: FAILED with the reason to every member. */
+void control_fail_job(control_t *ctl, job_t *j, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Refuse a job that is still joining: ERR <r> <text> to every member that waits for JOINED,
+ * the job failed, its connections closed (the last close retires it). */
+void control_refuse_joining(control_t *ctl, job_t *j, enum wire_refusal r, const char *text);
+
+/* admit.c: activate a job whose ranks all joined (JOINED to every member). */
+void admit_activate(control_t *ctl, job_t *j);
+/* admit.c: the ranks whose data the members' contributions sum (each member's JOIN
+ * contributors=, 1 for a worker). */
+uint32_t admit_contributors(const job_t *j);
+
 /* admit.c: HELLO (a challenge for the connection's next JOIN) and JOIN; admit_join returns
  * 0 if the client stays, -1 if it must be closed after the reply. */
 void admit_hello(control_t *ctl, client_t *cl, const char *line);

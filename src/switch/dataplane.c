@@ -87,6 +87,43 @@ static void send_result(proto_ctx_t *x, const proto_outcome_t *o, uint32_t slot,
     dp_send(x, &h, o->data, to);
 }
 
+void dp_send_upstream(proto_ctx_t *x, wire_header_t *h, const uint32_t *payload)
+{
+    const job_up_t *up = &x->job->up;
+    transport_addr_t to;
+    h->version = INAGG_PROTOCOL_VERSION;
+    h->job = up->job;
+    h->rank = (uint16_t)up->rank;
+    h->token = up->token;
+    if (transport_queue_addr(x->dp->tp, &up->queue0,
+                             transport_slot_queue(up->base, up->queues, h->slot), &to) != 0)
+        return; /* cannot happen: a udp queue's address is its port */
+    dp_send(x, h, payload, &to);
+    STAT_ADD(x->c->v[STAT_BYTES_OUT], WIRE_HEADER_SIZE + (uint64_t)h->count * 4u);
+}
+
+/* A leaf switch: the round's partial sum (outcome o) to the upstream switch, as this
+ * switch's contribution there. */
+static void send_upstream(proto_ctx_t *x, const proto_outcome_t *o, uint32_t slot)
+{
+    wire_header_t u = o->result;
+    u.type = WIRE_CONTRIB;
+    u.slot = slot;
+    u.flags &= (uint8_t)~WIRE_FLAG_OVERFLOW; /* the leaf keeps its own overflow */
+    dp_send_upstream(x, &u, o->data);
+}
+
+/* The result of outcome o to every rank. */
+static void send_all(proto_ctx_t *x, const proto_outcome_t *o, uint32_t slot)
+{
+    const job_t *j = x->job;
+    uint64_t result_bytes = WIRE_HEADER_SIZE + (uint64_t)o->result.count * 4u;
+    for (uint32_t r = 0; r < j->world; r++)
+        send_result(x, o, slot, r, &j->addrs[(size_t)slot * j->world + r]);
+    STAT_ADD(x->c->v[STAT_RESULTS_SENT], j->world);
+    STAT_ADD(x->c->v[STAT_BYTES_OUT], result_bytes * j->world);
+}
+
 /* In-switch optimizer (optjob.h): the round of `chunk` is complete; its sum (network order)
  * becomes the chunk's new parameters, once. */
 static void apply_optimizer(proto_ctx_t *x, const proto_outcome_t *o)
@@ -104,7 +141,7 @@ static void act(proto_ctx_t *x, const wire_header_t *h, const proto_outcome_t *o
 {
     const job_t *j = x->job;
     stat_counters_t *c = x->c;
-    uint64_t result_bytes = 0;
+    uint64_t result_bytes;
     switch (o->action) {
     case PROTO_PARTIAL:
         STAT_ADD(c->v[STAT_CONTRIBUTIONS], 1);
@@ -114,11 +151,21 @@ static void act(proto_ctx_t *x, const wire_header_t *h, const proto_outcome_t *o
         STAT_ADD(c->v[STAT_ROUNDS], 1);
         if (j->opt)
             apply_optimizer(x, o);
-        result_bytes = WIRE_HEADER_SIZE + (uint64_t)o->result.count * 4u;
-        for (uint32_t r = 0; r < j->world; r++)
-            send_result(x, o, h->slot, r, &j->addrs[(size_t)h->slot * j->world + r]);
-        STAT_ADD(c->v[STAT_RESULTS_SENT], j->world);
-        STAT_ADD(c->v[STAT_BYTES_OUT], result_bytes * j->world);
+        send_all(x, o, h->slot);
+        break;
+    case PROTO_UP_SEND:
+        STAT_ADD(c->v[STAT_CONTRIBUTIONS], 1);
+        STAT_ADD(c->v[STAT_UP_SENT], 1);
+        send_upstream(x, o, h->slot);
+        break;
+    case PROTO_UP_AGAIN:
+        STAT_ADD(c->v[STAT_UP_RESENT], 1);
+        send_upstream(x, o, h->slot);
+        break;
+    case PROTO_UP_DONE:
+        STAT_ADD(c->v[STAT_ROUNDS], 1);
+        STAT_ADD(c->v[STAT_UP_RESULTS], 1);
+        send_all(x, o, h->slot);
         break;
     case PROTO_RESEND:
         send_result(x, o, h->slot, h->rank, x->from);
@@ -176,6 +223,46 @@ static int check(const dp_thread_t *t, const job_t *j, const wire_header_t *h)
     return -1;
 }
 
+/* A leaf switch: a result or confirmation from the upstream switch. Checked against the
+ * local job that is member of that upstream job, then handed to its protocol. */
+static void handle_upstream(dp_thread_t *t, const wire_header_t *h, const uint8_t *buf,
+                            size_t len, const transport_addr_t *from, uint64_t now_ms)
+{
+    (void)now_ms;
+    job_t *j = h->job < SWITCH_MAX_JOBS
+                   ? atomic_load_explicit(&t->sw->up_jobs[h->job], memory_order_acquire)
+                   : NULL;
+    if (!j) {
+        STAT_ADD(t->c.v[DROP_UNKNOWN_JOB], 1);
+        return;
+    }
+    if (h->token != j->up.token) {
+        STAT_ADD(t->c.v[DROP_BAD_TOKEN], 1);
+        return;
+    }
+    proto_ctx_t x = {.dp = t, .job = j, .state = j->proto_state, .thread = t->index,
+                     .c = &j->threads[t->index].c, .from = from};
+    int reason = -1;
+    if (atomic_load_explicit(&j->state, memory_order_acquire) != JOB_ACTIVE)
+        reason = DROP_JOB_NOT_ACTIVE;
+    else if (h->rank != j->up.rank)
+        reason = DROP_BAD_RANK;
+    else if (h->slot >= j->nslots)
+        reason = DROP_BAD_SLOT;
+    else if (job_slot_owner(j, h->slot) != t->index)
+        reason = DROP_WRONG_THREAD;
+    else if (h->count > j->elems)
+        reason = DROP_BAD_COUNT;
+    if (reason >= 0) {
+        STAT_ADD(x.c->v[reason], 1);
+        return;
+    }
+    STAT_ADD(x.c->v[STAT_BYTES_IN], len);
+    proto_outcome_t o;
+    j->proto->upstream(&x, h, (const uint32_t *)(const void *)(buf + WIRE_HEADER_SIZE), &o);
+    act(&x, h, &o);
+}
+
 static void handle_packet(dp_thread_t *t, uint32_t to_switch, const uint8_t *buf, size_t len,
                           const transport_addr_t *from, uint64_t now_ms)
 {
@@ -187,7 +274,10 @@ static void handle_packet(dp_thread_t *t, uint32_t to_switch, const uint8_t *buf
         return;
     }
     if (!(to_switch & (1u << h.type))) {
-        STAT_ADD(t->c.v[DROP_NOT_RESULT_PATH], 1);
+        if (sw->cfg.upstream && (h.type == WIRE_RESULT || h.type == WIRE_CONFIRM))
+            handle_upstream(t, &h, buf, len, from, now_ms);
+        else
+            STAT_ADD(t->c.v[DROP_NOT_RESULT_PATH], 1);
         return;
     }
     job_t *j = h.job < SWITCH_MAX_JOBS

@@ -35,6 +35,19 @@ typedef struct job_thread {
 
 enum job_state { JOB_JOINING = 0, JOB_ACTIVE, JOB_FAILED };
 
+/* A leaf switch's job: its membership in the upstream switch's job of the same name, where
+ * this switch is one rank whose contribution is the sum of its own ranks (upstream.h). Set
+ * by the control thread before the job is activated; read-only afterwards. */
+typedef struct job_up {
+    int on;
+    uint16_t job;             /* the upstream job's id and token */
+    uint64_t token;
+    uint32_t rank;            /* this switch's rank there */
+    uint32_t contributors;    /* the hosts under the spine (its JOINED), 0: not said */
+    uint32_t queues, base;    /* the upstream switch's dataplane queues and the job's first */
+    transport_addr_t queue0;  /* its queue 0 */
+} job_up_t;
+
 typedef struct job {
     /* immutable once published */
     uint16_t id;
@@ -57,7 +70,9 @@ typedef struct job {
     int codec_feedback;      /* error feedback on the switch's re-encoding (codecjob.h) */
     struct codecjob *codec_state; /* its state (codecjob.h), or NULL (set before publication) */
     _Atomic int state;       /* enum job_state */
+    job_up_t up;             /* a leaf switch's upstream membership (up.on), before activation */
     /* control thread only */
+    struct upjob *upj;       /* a leaf switch: the thread holding the upstream membership */
     struct peer *owner;      /* the address that registered it: holds its slots (peers.h) */
     int has_verifier;        /* registered with a job secret: every rank must prove it */
     uint8_t verifier[32];    /* HMAC-SHA256(secret, job name) (PROTOCOL.md "Authentication") */
@@ -65,6 +80,8 @@ typedef struct job {
     int member_fd[INAGG_MAX_WORLD]; /* -1: not connected */
     uint8_t left[INAGG_MAX_WORLD];  /* left cleanly with LEAVE */
     uint8_t in_barrier[INAGG_MAX_WORLD];
+    uint32_t contrib[INAGG_MAX_WORLD]; /* the ranks whose data each member sums (JOIN's
+                                          contributors=, 1 for a worker) */
     uint32_t joined, barrier_count, barrier_epoch;
     char fail_reason[256];
 } job_t;

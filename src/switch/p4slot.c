@@ -18,6 +18,8 @@ static const char *const verdict_names[P4V_VERDICT_COUNT] = {
     [P4V_STALE] = "stale",
     [P4V_AHEAD] = "ahead",
     [P4V_MISMATCH] = "mismatch",
+    [P4V_HELD] = "held",
+    [P4V_UP_ACK_AGAIN] = "up_ack_again",
 };
 
 const char *p4slot_verdict_name(enum p4slot_verdict v)
@@ -75,6 +77,8 @@ enum p4slot_verdict p4slot_contribute(p4slot_t *s, uint32_t world, uint32_t elem
         return P4V_AHEAD; /* the sender cannot have had this round's slot confirmed */
     if (s->phase == P4_ACKING)
         return P4V_RESEND_RESULT;
+    if (s->phase == P4_UPSTREAM)
+        return P4V_HELD; /* every rank contributed: this one lost its result */
     uint64_t bit = 1ull << h->rank;
     if (s->agg_bm & bit)
         return P4V_DUP_OPEN;
@@ -99,6 +103,15 @@ enum p4slot_verdict p4slot_contribute(p4slot_t *s, uint32_t world, uint32_t elem
     return P4V_COMPLETE;
 }
 
+/* Every rank has the result: clear the slot for the next round. */
+static void next_round(p4slot_t *s)
+{
+    s->round++;
+    s->phase = P4_AGGREGATING;
+    s->agg_bm = 0;
+    s->agg_count = 0;
+}
+
 enum p4slot_verdict p4slot_ack(p4slot_t *s, uint32_t world, const wire_header_t *h)
 {
     int32_t ahead = (int32_t)(h->round - s->round);
@@ -110,14 +123,39 @@ enum p4slot_verdict p4slot_ack(p4slot_t *s, uint32_t world, const wire_header_t 
         return P4V_AHEAD; /* acknowledging a result that does not exist yet */
     uint64_t bit = 1ull << h->rank;
     if (s->ack_bm & bit)
-        return P4V_DUP_ACK;
+        return s->up_wait ? P4V_UP_ACK_AGAIN : P4V_DUP_ACK;
     s->ack_bm |= bit;
-    if (++s->ack_count < world)
+    if (++s->ack_count < world || s->up_wait)
         return P4V_ACKED;
-    /* Every rank has the result: clear the slot for the next round. */
-    s->round++;
-    s->phase = P4_AGGREGATING;
-    s->agg_bm = 0;
-    s->agg_count = 0;
+    next_round(s);
     return P4V_CONFIRMED;
 }
+
+enum p4slot_verdict p4slot_upstream_result(p4slot_t *s, const wire_header_t *h,
+                                           const uint32_t *payload_be)
+{
+    if (h->round != s->round || s->phase != P4_UPSTREAM)
+        return P4V_STALE;
+    if (h->count != s->n_elems || h->dtype != s->dtype)
+        return P4V_MISMATCH;
+    memcpy(s->result, payload_be, (size_t)h->count * 4u);
+    s->overflow |= (uint8_t)((h->flags & WIRE_FLAG_OVERFLOW) != 0);
+    s->phase = P4_ACKING;
+    s->ack_bm = 0;
+    s->ack_count = 0;
+    s->up_wait = 1;
+    return P4V_COMPLETE;
+}
+
+enum p4slot_verdict p4slot_upstream_confirm(p4slot_t *s, uint32_t world, const wire_header_t *h)
+{
+    if (h->round != s->round || s->phase != P4_ACKING || !s->up_wait)
+        return P4V_STALE;
+    s->up_wait = 0;
+    if (s->ack_count < world)
+        return P4V_ACKED;
+    next_round(s);
+    return P4V_CONFIRMED;
+}
+
+

@@ -28,7 +28,12 @@
 
 #include "wire/wire.h"
 
-enum p4slot_phase { P4_AGGREGATING = 0, P4_ACKING = 1 };
+enum p4slot_phase {
+    P4_AGGREGATING = 0,
+    P4_ACKING = 1,
+    P4_UPSTREAM = 2, /* a leaf switch: every rank contributed, the partial sum went upstream,
+                        the upstream result is not yet in */
+};
 
 typedef struct p4slot {
     uint32_t round;     /* round this slot serves */
@@ -36,6 +41,8 @@ typedef struct p4slot {
     uint8_t dtype;      /* enum wire_dtype of this round (set by its first contribution) */
     uint8_t overflow;   /* an int32 add wrapped around */
     uint8_t set;        /* an upload round (WIRE_FLAG_SET), in-switch optimizer jobs */
+    uint8_t up_wait;    /* a leaf switch in P4_ACKING: the upstream switch has not confirmed
+                           the round yet, so the slot may not move on */
     uint16_t n_elems;   /* elements in this round */
     uint32_t chunk;     /* echoed back in the result */
     uint32_t agg_count, ack_count;
@@ -56,6 +63,9 @@ enum p4slot_verdict {
     P4V_STALE,           /* a round already finished: ignore */
     P4V_AHEAD,           /* a round or phase that cannot come yet (protocol violation) */
     P4V_MISMATCH,        /* element count, dtype or upload flag differ within a round */
+    P4V_HELD,            /* a leaf's round waiting upstream, repeated: send it upstream again */
+    P4V_UP_ACK_AGAIN,    /* a leaf's round waiting for the upstream confirmation, repeated
+                            acknowledgement: acknowledge upstream again */
     P4V_VERDICT_COUNT
 };
 
@@ -72,5 +82,20 @@ enum p4slot_verdict p4slot_contribute(p4slot_t *s, uint32_t world, uint32_t elem
 /* Apply a WIRE_ACK (same checks). On P4V_CONFIRMED and P4V_RESEND_CONFIRM the confirmation
  * carries h->round. */
 enum p4slot_verdict p4slot_ack(p4slot_t *s, uint32_t world, const wire_header_t *h);
+
+/* A leaf switch (PROTOCOL.md "Hierarchy"): the round that just completed here waits for the
+ * upstream switch's result (its partial sum, in `result`, goes upstream). */
+static inline void p4slot_hold(p4slot_t *s) { s->phase = P4_UPSTREAM; }
+
+/* The upstream result of the held round: P4V_COMPLETE when it becomes the round's result
+ * (then P4_ACKING, waiting for the upstream confirmation as well as the ranks'
+ * acknowledgements), P4V_MISMATCH when its count or dtype differ, P4V_STALE otherwise (a
+ * repeated or late result: ignore). */
+enum p4slot_verdict p4slot_upstream_result(p4slot_t *s, const wire_header_t *h,
+                                           const uint32_t *payload_be);
+/* The upstream confirmation of the round: P4V_CONFIRMED when every rank had acknowledged it
+ * too (the slot moves on: confirm to every rank), P4V_ACKED when some have not yet (the last
+ * acknowledgement confirms), P4V_STALE for a repeated or late one. */
+enum p4slot_verdict p4slot_upstream_confirm(p4slot_t *s, uint32_t world, const wire_header_t *h);
 
 #endif /* INAGG_SWITCH_P4SLOT_H */

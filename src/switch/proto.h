@@ -37,6 +37,13 @@ enum proto_action {
                        job has one), then the result to every rank */
     PROTO_RESEND,   /* the completed round's result again, to the sender */
     PROTO_DROP,     /* dropped, counted under `drop` */
+    /* A leaf switch (a job with an upstream switch, PROTOCOL.md "Hierarchy"): */
+    PROTO_UP_SEND,  /* contribution accepted, the round is complete here: its partial sum
+                       (result, data) goes upstream as this switch's contribution */
+    PROTO_UP_AGAIN, /* a rank repeated its contribution to a round waiting upstream: the
+                       partial sum goes upstream again */
+    PROTO_UP_DONE,  /* the upstream result of a held round arrived and is now the round's
+                       result: to every rank */
 };
 
 /* A protocol's verdict in the shared terms: a table indexed by its own verdicts. */
@@ -91,6 +98,11 @@ typedef struct switch_proto_ops {
                    proto_outcome_t *out);
     /* May be NULL: edit each result header just before it is queued (rank is set). */
     void (*result_header)(proto_ctx_t *x, wire_header_t *h);
+    /* A leaf switch: a result or confirmation from the upstream switch for slot h->slot,
+     * already checked against the job's upstream membership (job, token, rank), the slot and
+     * its thread. */
+    void (*upstream)(proto_ctx_t *x, const wire_header_t *h, const uint32_t *payload,
+                     proto_outcome_t *out);
 } switch_proto_ops_t;
 
 /* The protocols, one file each; proto.c's table lists them. */
@@ -108,5 +120,9 @@ void proto_list(char *buf, size_t cap);
  * words that stay valid until the end of the receive batch (a slot's result). */
 void dp_send(proto_ctx_t *x, const wire_header_t *h, const uint32_t *payload,
              const transport_addr_t *to);
+
+/* A leaf switch: queue a packet to the upstream switch's queue of slot h->slot, as the job's
+ * member there (job, rank and token are filled in here). */
+void dp_send_upstream(proto_ctx_t *x, wire_header_t *h, const uint32_t *payload);
 
 #endif /* INAGG_SWITCH_PROTO_H */

@@ -145,7 +145,39 @@ static const proto_verdict_t verdicts[P4V_VERDICT_COUNT] = {
     [P4V_STALE] = {PROTO_DROP, DROP_STALE},
     [P4V_AHEAD] = {PROTO_DROP, DROP_AHEAD},
     [P4V_MISMATCH] = {PROTO_DROP, DROP_MISMATCH},
+    [P4V_HELD] = {PROTO_UP_AGAIN, 0},
+    [P4V_UP_ACK_AGAIN] = {PROTO_DONE, 0},
 };
+
+/* A leaf switch: acknowledge round `round` of `slot` upstream (first, or again when a rank
+ * repeats its acknowledgement while the upstream confirmation is outstanding). */
+static void ack_upstream(proto_ctx_t *x, const p4slot_t *s, uint32_t slot, uint32_t round)
+{
+    wire_header_t h = {
+        .type = WIRE_ACK,
+        .slot = slot,
+        .round = round,
+        .flags = wire_ver_of_round(round),
+        .dtype = s->dtype,
+    };
+    dp_send_upstream(x, &h, NULL);
+    STAT_ADD(x->c->v[STAT_UP_ACKS], 1);
+}
+
+/* Confirm round `round` of `slot` to every rank on its own (to where each rank's
+ * acknowledgements come from). */
+static void confirm_all(proto_ctx_t *x, const p4slot_t *s, uint32_t slot, uint32_t round)
+{
+    const job_t *j = x->job;
+    const p4sgd_job_t *st = x->state;
+    for (uint32_t r = 0; r < j->world; r++) {
+        size_t k = (size_t)slot * j->world + r;
+        const transport_addr_t *to = &st->ack_addrs[k];
+        if (!transport_addr_is_set(to)) /* that rank only ever piggybacked: its results' */
+            to = &j->addrs[k];
+        send_confirm(x, s, slot, round, r, to);
+    }
+}
 
 /* Apply an acknowledgement of `slot` (standalone, or carried by a contribution:
  * `piggybacked`, whose sender is then best reached with the results). */
@@ -172,11 +204,15 @@ static void ack(proto_ctx_t *x, const wire_header_t *h, int piggybacked,
                 to = &j->addrs[k];
             send_confirm(x, s, h->slot, h->round, r, to);
         }
+    } else if (v == P4V_UP_ACK_AGAIN) {
+        ack_upstream(x, s, h->slot, h->round);
     } else if (v == P4V_RESEND_CONFIRM) {
         send_confirm(x, s, h->slot, h->round, h->rank, from);
         STAT_ADD(x->c->v[STAT_CONFIRM_RESENDS], 1);
     }
 }
+
+static void result_of(const p4slot_t *s, proto_outcome_t *out);
 
 /* Contributions (maybe carrying an acknowledgement) and acknowledgements. */
 static void p4sgd_handle(proto_ctx_t *x, const wire_header_t *h, const uint32_t *payload,
@@ -207,8 +243,48 @@ static void p4sgd_handle(proto_ctx_t *x, const wire_header_t *h, const uint32_t 
     p4slot_t *s = &st->slots[h->slot];
     enum p4slot_verdict v = p4slot_contribute(s, j->world, j->elems, h, payload);
     proto_verdict(out, &verdicts[v]);
-    if (out->action != PROTO_COMPLETE && out->action != PROTO_RESEND)
+    if (out->action == PROTO_COMPLETE && j->up.on) {
+        p4slot_hold(s); /* a leaf: the round's result is the upstream's */
+        out->action = PROTO_UP_SEND;
+    }
+    if (out->action != PROTO_COMPLETE && out->action != PROTO_RESEND &&
+        out->action != PROTO_UP_SEND && out->action != PROTO_UP_AGAIN)
         return;
+    result_of(s, out);
+}
+
+/* A leaf switch: the upstream result of a held round (acknowledged upstream at once, and
+ * given to every rank), or the upstream confirmation (which, with every rank's
+ * acknowledgement, confirms the round to every rank). */
+static void p4sgd_upstream(proto_ctx_t *x, const wire_header_t *h, const uint32_t *payload,
+                           proto_outcome_t *out)
+{
+    p4sgd_job_t *st = x->state;
+    p4slot_t *s = &st->slots[h->slot];
+    out->action = PROTO_DROP;
+    out->drop = DROP_UP_STALE;
+    if (h->type == WIRE_RESULT) {
+        enum p4slot_verdict v = p4slot_upstream_result(s, h, payload);
+        if (v == P4V_MISMATCH)
+            out->drop = DROP_MISMATCH;
+        if (v != P4V_COMPLETE)
+            return;
+        ack_upstream(x, s, h->slot, h->round);
+        out->action = PROTO_UP_DONE;
+        result_of(s, out);
+        return;
+    }
+    enum p4slot_verdict v = p4slot_upstream_confirm(s, x->job->world, h);
+    if (v == P4V_STALE)
+        return;
+    STAT_ADD(x->c->v[STAT_UP_CONFIRMS], 1);
+    out->action = PROTO_DONE;
+    if (v == P4V_CONFIRMED)
+        confirm_all(x, s, h->slot, h->round);
+}
+
+static void result_of(const p4slot_t *s, proto_outcome_t *out)
+{
     out->set = s->set;
     out->chunk = s->chunk;
     out->data = s->result;
@@ -232,4 +308,5 @@ const switch_proto_ops_t proto_p4sgd = {
     .destroy = p4sgd_destroy,
     .handle = p4sgd_handle,
     .result_header = p4sgd_result_header,
+    .upstream = p4sgd_upstream,
 };

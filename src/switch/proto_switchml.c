@@ -59,7 +59,26 @@ static const proto_verdict_t verdicts[SLOT_VERDICT_COUNT] = {
     [SLOT_STALE] = {PROTO_DROP, DROP_STALE},
     [SLOT_AHEAD] = {PROTO_DROP, DROP_AHEAD},
     [SLOT_MISMATCH] = {PROTO_DROP, DROP_MISMATCH},
+    [SLOT_HELD] = {PROTO_UP_AGAIN, 0},
 };
+
+/* The outcome's result (or upstream contribution) from the copy holding round `round`. */
+static void plain_result(const slot_t *slot, uint32_t round, proto_outcome_t *out)
+{
+    const slot_copy_t *c = slot_copy_of(slot, round);
+    out->set = c->set;
+    out->chunk = c->chunk;
+    out->data = c->data;
+    out->result = (wire_header_t){
+        .round = c->round,
+        .chunk = c->chunk,
+        .count = c->n_elems,
+        .flags = (uint8_t)(wire_ver_of_round(c->round) | (c->overflow ? WIRE_FLAG_OVERFLOW : 0)),
+        .dtype = c->dtype,
+        .exp = c->exp,
+        .next_exp = c->next_exp,
+    };
+}
 
 static void switchml_handle(proto_ctx_t *x, const wire_header_t *h, const uint32_t *payload,
                             proto_outcome_t *out)
@@ -99,6 +118,15 @@ static void switchml_handle(proto_ctx_t *x, const wire_header_t *h, const uint32
             slot->copy[h->round & 1u].overflow = 1;
     }
     proto_verdict(out, &verdicts[v]);
+    if (out->action == PROTO_COMPLETE && x->job->up.on) {
+        /* a leaf: the round's result is the upstream's; its partial sum goes up */
+        slot_hold(slot, h->round);
+        out->action = PROTO_UP_SEND;
+    }
+    if (out->action == PROTO_UP_SEND || out->action == PROTO_UP_AGAIN) {
+        plain_result(slot, h->round, out);
+        return;
+    }
     if (out->action != PROTO_COMPLETE && out->action != PROTO_RESEND)
         return;
     const slot_copy_t *c = slot_copy_of(slot, h->round);
@@ -131,18 +159,27 @@ static void switchml_handle(proto_ctx_t *x, const wire_header_t *h, const uint32
         };
         return;
     }
-    out->set = c->set;
-    out->chunk = c->chunk;
-    out->data = c->data;
-    out->result = (wire_header_t){
-        .round = c->round,
-        .chunk = c->chunk,
-        .count = c->n_elems,
-        .flags = (uint8_t)(wire_ver_of_round(c->round) | (c->overflow ? WIRE_FLAG_OVERFLOW : 0)),
-        .dtype = c->dtype,
-        .exp = c->exp,
-        .next_exp = c->next_exp,
-    };
+    plain_result(slot, h->round, out);
+}
+
+/* A leaf switch: the upstream switch's result of a held round becomes its result. */
+static void switchml_upstream(proto_ctx_t *x, const wire_header_t *h, const uint32_t *payload,
+                              proto_outcome_t *out)
+{
+    switchml_job_t *s = x->state;
+    slot_t *slot = &s->slots[h->slot];
+    out->action = PROTO_DROP;
+    if (h->type != WIRE_RESULT) {
+        out->drop = DROP_WRONG_PROTOCOL;
+        return;
+    }
+    enum slot_verdict v = slot_upstream_result(slot, h, payload);
+    if (v != SLOT_COMPLETE) {
+        out->drop = v == SLOT_STALE ? DROP_UP_STALE : DROP_MISMATCH;
+        return;
+    }
+    out->action = PROTO_UP_DONE;
+    plain_result(slot, h->round, out);
 }
 
 const switch_proto_ops_t proto_switchml = {
@@ -153,4 +190,5 @@ const switch_proto_ops_t proto_switchml = {
     .create = switchml_create,
     .destroy = switchml_destroy,
     .handle = switchml_handle,
+    .upstream = switchml_upstream,
 };

@@ -59,6 +59,11 @@ struct inagg_switch {
     uint64_t nretired;
     _Atomic uint64_t ctl_counts[CTL_STAT_COUNT]; /* the control plane's refusals (stats.h) */
     _Atomic uint32_t ctl_connections;           /* open control connections */
+    /* A leaf switch: the local job that is member of upstream job id i (written by the
+     * control thread, read by the dataplane for upstream packets), and the upstream threads
+     * still running (upstream.c). */
+    _Atomic(job_t *) up_jobs[SWITCH_MAX_JOBS];
+    _Atomic uint32_t up_threads;
 };
 
 void *dataplane_main(void *arg);

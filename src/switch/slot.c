@@ -1,12 +1,14 @@
 /* slot.c - the switchml slot state machine (see slot.h for the protocol). */
 #include "switch/slot.h"
 
+#include <string.h>
+
 #include "kernels/vec.h"
 
 static const char *const verdict_names[SLOT_VERDICT_COUNT] = {
     [SLOT_PARTIAL] = "partial",   [SLOT_COMPLETE] = "complete", [SLOT_RESEND] = "resend",
     [SLOT_DUP_OPEN] = "dup_open", [SLOT_STALE] = "stale",       [SLOT_AHEAD] = "ahead",
-    [SLOT_MISMATCH] = "mismatch",
+    [SLOT_MISMATCH] = "mismatch", [SLOT_HELD] = "held",
 };
 
 const char *slot_verdict_name(enum slot_verdict v)
@@ -26,6 +28,7 @@ void slot_init(slot_t *s, uint32_t world, uint32_t *data0, uint32_t *data1)
         c->n_elems = 0;
         c->dtype = WIRE_INT32;
         c->overflow = 0;
+        c->held = 0;
         c->exp = 0;
         c->next_exp = 0;
         c->data = v == 0 ? data0 : data1;
@@ -41,6 +44,7 @@ static void start_round(slot_copy_t *c, const wire_header_t *h, const uint32_t *
     c->n_elems = h->count;
     c->dtype = h->dtype;
     c->overflow = 0;
+    c->held = 0;
     c->set = (h->flags & WIRE_FLAG_SET) != 0;
     c->exp = h->exp;
     c->next_exp = h->next_exp;
@@ -68,6 +72,17 @@ static enum slot_verdict add_to_round(slot_copy_t *c, const wire_header_t *h,
     return SLOT_PARTIAL;
 }
 
+/* A round every rank can have the result of: complete, and not held for an upstream result. */
+static int done(const slot_copy_t *c, uint32_t world) { return c->count == world && !c->held; }
+
+/* A rank's repeated contribution to the round c holds. */
+static enum slot_verdict dup_verdict(const slot_copy_t *c, uint32_t world)
+{
+    if (c->count < world)
+        return SLOT_DUP_OPEN;
+    return c->held ? SLOT_HELD : SLOT_RESEND;
+}
+
 enum slot_verdict slot_precheck(const slot_t *s, uint32_t world, const wire_header_t *h)
 {
     const slot_copy_t *c = &s->copy[h->round & 1u];
@@ -76,10 +91,8 @@ enum slot_verdict slot_precheck(const slot_t *s, uint32_t world, const wire_head
     if (ahead < 0)
         return SLOT_STALE;
     if (ahead == 0)
-        return (c->seen & (1ull << h->rank)) ? (c->count == world ? SLOT_RESEND : SLOT_DUP_OPEN)
-                                             : SLOT_PARTIAL;
-    if (ahead != 2 || c->count != world || other->round != h->round - 1u ||
-        other->count != world)
+        return (c->seen & (1ull << h->rank)) ? dup_verdict(c, world) : SLOT_PARTIAL;
+    if (ahead != 2 || !done(c, world) || other->round != h->round - 1u || !done(other, world))
         return SLOT_AHEAD;
     return SLOT_PARTIAL;
 }
@@ -96,15 +109,15 @@ enum slot_verdict slot_contribute(slot_t *s, uint32_t world, const wire_header_t
         return SLOT_STALE;
     if (ahead == 0) {
         if (c->seen & bit)
-            return c->count == world ? SLOT_RESEND : SLOT_DUP_OPEN;
+            return dup_verdict(c, world);
         enum slot_verdict v = add_to_round(c, h, payload_be);
         if (v != SLOT_PARTIAL)
             return v;
     } else {
         /* Next use of this copy: its last round and the round before this one (held by the
          * other copy) must both be complete, or the sender skipped ahead. */
-        if (ahead != 2 || c->count != world || other->round != h->round - 1u ||
-            other->count != world)
+        if (ahead != 2 || !done(c, world) || other->round != h->round - 1u ||
+            !done(other, world))
             return SLOT_AHEAD;
         start_round(c, h, payload_be);
     }
@@ -113,5 +126,21 @@ enum slot_verdict slot_contribute(slot_t *s, uint32_t world, const wire_header_t
     if (c->count < world)
         return SLOT_PARTIAL;
     vec_bswap32_inplace(c->data, c->n_elems); /* publish in network order */
+    return SLOT_COMPLETE;
+}
+
+enum slot_verdict slot_upstream_result(slot_t *s, const wire_header_t *h,
+                                       const uint32_t *payload_be)
+{
+    slot_copy_t *c = &s->copy[h->round & 1u];
+    if (c->round != h->round || !c->held)
+        return SLOT_STALE;
+    if (h->count != c->n_elems || h->dtype != c->dtype ||
+        (h->dtype == WIRE_FIXED32 && h->exp != c->exp))
+        return SLOT_MISMATCH;
+    memcpy(c->data, payload_be, (size_t)h->count * 4u); /* stays in network order */
+    c->overflow |= (uint8_t)((h->flags & WIRE_FLAG_OVERFLOW) != 0);
+    c->next_exp = h->next_exp;
+    c->held = 0;
     return SLOT_COMPLETE;
 }

@@ -31,6 +31,8 @@ typedef struct slot_copy {
     uint8_t dtype;     /* enum wire_dtype of this round */
     uint8_t overflow;  /* an int32 add wrapped around */
     uint8_t set;       /* an upload round (WIRE_FLAG_SET), in-switch optimizer jobs */
+    uint8_t held;      /* a leaf switch's round: complete here, its partial sum sent upstream,
+                          the upstream result not yet in (slot_upstream_result) */
     int16_t exp;       /* block exponent every contribution must carry (fixed point) */
     int16_t next_exp;  /* max of the contributions' look-ahead exponents */
     uint32_t *data;    /* the sum: host order while open, network order once complete */
@@ -49,6 +51,8 @@ enum slot_verdict {
     SLOT_AHEAD,       /* a round that cannot come yet (protocol violation): ignore */
     SLOT_MISMATCH,    /* element count, dtype, exponent or upload flag differ within a round:
                          ignore */
+    SLOT_HELD,        /* duplicate for a round held for its upstream result: send the partial
+                         sum upstream again (the sender's retransmission drives the leaf's) */
     SLOT_VERDICT_COUNT
 };
 
@@ -68,6 +72,18 @@ enum slot_verdict slot_contribute(slot_t *s, uint32_t world, const wire_header_t
  * verdict may then still be SLOT_COMPLETE or SLOT_MISMATCH). Changes nothing: a compressed
  * job decodes only contributions the slot will take. */
 enum slot_verdict slot_precheck(const slot_t *s, uint32_t world, const wire_header_t *h);
+
+/* A leaf switch: the round that just completed here is held (its result is the upstream
+ * switch's, not yet in). */
+static inline void slot_hold(slot_t *s, uint32_t round) { s->copy[round & 1u].held = 1; }
+
+/* A leaf switch: the upstream switch's result for a held round. SLOT_COMPLETE when it
+ * replaces the held round's partial sum (payload_be: h->count words, network order; the
+ * overflow flag and look-ahead exponent are the upstream's, the overflow ORed with ours);
+ * SLOT_STALE when no round of that number is held (a duplicate or a late result: ignore);
+ * SLOT_MISMATCH when its count, dtype or exponent differ from the round's. */
+enum slot_verdict slot_upstream_result(slot_t *s, const wire_header_t *h,
+                                       const uint32_t *payload_be);
 
 /* The copy holding round `round` (the one a verdict refers to). */
 static inline const slot_copy_t *slot_copy_of(const slot_t *s, uint32_t round)

@@ -53,6 +53,8 @@ const stat_info_t stat_table[STAT_COUNT] = {
     [DROP_BAD_CHUNK] = {"bad_chunk", "optimizer job: no such chunk, or not its length", IN_JOB},
     [DROP_BAD_CODE] = {"bad_chunk_code", "compressed job: a chunk in another mode, with wrong "
                        "lengths or bit counts, or that does not decode", IN_JOB},
+    [DROP_UP_STALE] = {"upstream_stale", "leaf switch: an upstream result or confirmation for "
+                       "a round not waiting for one (a repeat, or late)", IN_JOB},
     [STAT_PACKETS_IN] = {"packets_in", "datagrams received", STAT_SWITCH | STAT_JSON},
     [STAT_PACKETS_OUT] = {"packets_out", "datagrams sent", STAT_SWITCH | STAT_JSON},
     [STAT_INJECTED_DROPS] = {"injected_drops", "packets dropped by fault injection, both ways",
@@ -92,6 +94,16 @@ const stat_info_t stat_table[STAT_COUNT] = {
     [STAT_CODEC_VALUES] = {"codec_values", "compressed jobs: values decoded plus values "
                            "encoded (codec_ns / codec_values: the switch's cost per value)",
                            STAT_TEXT | STAT_JSON | STAT_RETIRED_JSON},
+    [STAT_UP_SENT] = {"upstream_contributions", "leaf switch: rounds complete here whose "
+                      "partial sum went upstream", STAT_JSON | STAT_RETIRED_JSON},
+    [STAT_UP_RESENT] = {"upstream_resends", "leaf switch: partial sums sent upstream again for "
+                        "a rank's repeated contribution", STAT_JSON | STAT_RETIRED_JSON},
+    [STAT_UP_RESULTS] = {"upstream_results", "leaf switch: upstream results that completed a "
+                         "held round", STAT_JSON | STAT_RETIRED_JSON},
+    [STAT_UP_ACKS] = {"upstream_acks", "leaf switch: acknowledgements sent upstream, first and "
+                      "repeated (p4sgd)", STAT_JSON},
+    [STAT_UP_CONFIRMS] = {"upstream_confirms", "leaf switch: upstream confirmations taken "
+                          "(p4sgd)", STAT_JSON},
 };
 
 const char *const ctl_stat_names[CTL_STAT_COUNT] = {

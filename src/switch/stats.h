@@ -38,6 +38,7 @@ enum stat_id {
     DROP_DUP_ACK,
     DROP_BAD_CHUNK,
     DROP_BAD_CODE,
+    DROP_UP_STALE,
     DROP_REASON_COUNT,
     /* What happened, switch-wide ... */
     STAT_PACKETS_IN = DROP_REASON_COUNT,
@@ -60,6 +61,11 @@ enum stat_id {
     STAT_BYTES_OUT,
     STAT_CODEC_NS,
     STAT_CODEC_VALUES,
+    STAT_UP_SENT,
+    STAT_UP_RESENT,
+    STAT_UP_RESULTS,
+    STAT_UP_ACKS,
+    STAT_UP_CONFIRMS,
     STAT_COUNT
 };
 

@@ -14,6 +14,7 @@
 #include "base/log.h"
 #include "control/ctl.h"
 #include "switch/server.h"
+#include "switch/upstream.h"
 
 void server_epochs(struct inagg_switch *sw, uint64_t *seen)
 {
@@ -122,6 +123,24 @@ int switch_start(const switch_config_t *cfg, inagg_switch_t **out, char *err, si
         snprintf(err, errlen, "slots must be at least 1");
         return -1;
     }
+    if (cfg->upstream) {
+        transport_addr_t up;
+        if (transport_parse_addr("udp", cfg->upstream, &up) != 0) {
+            snprintf(err, errlen, "bad upstream address '%s' (expected HOST:PORT)",
+                     cfg->upstream);
+            return -1;
+        }
+        if (cfg->upstream_world == 0 || cfg->upstream_world > INAGG_MAX_WORLD ||
+            cfg->upstream_rank >= cfg->upstream_world) {
+            snprintf(err, errlen, "upstream rank %u of %u: need 1..%u leaves and rank < leaves",
+                     cfg->upstream_rank, cfg->upstream_world, INAGG_MAX_WORLD);
+            return -1;
+        }
+        if (cfg->transport && strcmp(cfg->transport, "udp") != 0) {
+            snprintf(err, errlen, "a leaf switch (upstream) runs its dataplane over udp only");
+            return -1;
+        }
+    }
     transport_addr_t addr;
     if (transport_parse_addr("udp", cfg->listen, &addr) != 0) {
         snprintf(err, errlen, "bad listen address '%s' (expected HOST:PORT)", cfg->listen);
@@ -182,6 +201,18 @@ void switch_stop(inagg_switch_t *sw)
         if (sw->threads[t].tid)
             pthread_join(sw->threads[t].tid, NULL);
         atomic_store(&sw->threads[t].running, 0);
+    }
+    for (uint32_t i = 0; i < SWITCH_MAX_JOBS; i++) {
+        job_t *j = atomic_load(&sw->jobs[i]);
+        if (j)
+            upstream_end(sw, j, 0);
+    }
+    upstream_wait_all(sw, UPSTREAM_STOP_MS);
+    if (atomic_load(&sw->up_threads) > 0) {
+        /* cannot happen (each blocks 4 s at most); they still use sw, so it stays */
+        LOG_E("switch stop: %u upstream thread(s) did not end; not freeing the switch",
+              atomic_load(&sw->up_threads));
+        return;
     }
     for (uint32_t i = 0; i < SWITCH_MAX_JOBS; i++) {
         job_t *j = atomic_load(&sw->jobs[i]);

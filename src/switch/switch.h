@@ -38,6 +38,11 @@ typedef struct switch_config {
     uint32_t max_addr_slots;     /* slots the jobs registered from one address may hold
                                     [three quarters of total_slots] */
     int require_secret;          /* refuse jobs registered without a job secret */
+    /* Hierarchy (PROTOCOL.md "Hierarchy"): a leaf switch sends each round's partial sum to
+     * the upstream switch at "HOST:PORT" as rank upstream_rank of a job of the same name with
+     * upstream_world ranks, and gives its own ranks the upstream result. NULL: none. */
+    const char *upstream;
+    uint32_t upstream_rank, upstream_world;
 } switch_config_t;
 
 #define SWITCH_CONFIG_INIT                                                                      \

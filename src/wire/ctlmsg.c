@@ -228,6 +228,12 @@ int wire_join_format(const wire_join_t *j, char *line, size_t cap)
             return -1;
         n += k;
     }
+    if (j->contributors > 1) {
+        int k = snprintf(line + n, cap - (size_t)n, " contributors=%u", j->contributors);
+        if (k < 0 || (size_t)k >= cap - (size_t)n)
+            return -1;
+        n += k;
+    }
     if (j->auth != WIRE_AUTH_NONE) {
         char hex[2 * SHA256_BYTES + 1];
         hex_encode(j->mac, SHA256_BYTES, hex);
@@ -276,6 +282,11 @@ int wire_join_parse(const char *line, wire_join_t *j, enum wire_refusal *refusal
     int trc = ctl_get_u32(line, "timeout", &j->timeout_ms);
     if (trc != 0 && trc != -ENOENT) {
         set_err(why, cap, "timeout= must be a number of milliseconds");
+        return -1;
+    }
+    int crc = ctl_get_u32(line, "contributors", &j->contributors);
+    if ((crc != 0 && crc != -ENOENT) || j->contributors > WIRE_MAX_CONTRIBUTORS) {
+        set_err(why, cap, "contributors= must be 1..%u", WIRE_MAX_CONTRIBUTORS);
         return -1;
     }
     if (j->world == 0 || j->world > INAGG_MAX_WORLD || j->rank >= j->world) {
@@ -349,6 +360,8 @@ int wire_joined_format(const wire_joined_t *j, char *line, size_t cap)
                      "elems=%u float=%s protocol=%s",
                      j->id, j->token, j->threads, j->port, j->base, j->slots, j->elems,
                      wire_float_mode_name(j->float_mode), wire_protocol_name(j->protocol));
+    if (n >= 0 && (size_t)n < cap && j->contributors)
+        n += snprintf(line + n, cap - (size_t)n, " contributors=%u", j->contributors);
     return n < 0 || (size_t)n >= cap ? -1 : 0;
 }
 
@@ -369,6 +382,11 @@ int wire_joined_parse(const char *line, wire_joined_t *j, char *why, size_t cap)
     ctl_get_u32(line, "elems", &j->elems);
     ctl_get(line, "float", fmode, sizeof(fmode));
     ctl_get(line, "protocol", proto, sizeof(proto));
+    int crc = ctl_get_u32(line, "contributors", &j->contributors);
+    if ((crc != 0 && crc != -ENOENT) || j->contributors > WIRE_MAX_CONTRIBUTORS) {
+        set_err(why, cap, "bad contributors= in the switch's answer: '%.100s'", line);
+        return -1;
+    }
     j->float_mode = strcmp(fmode, "native") == 0 ? INAGG_FLOAT_NATIVE : INAGG_FLOAT_FIXED;
     if (wire_protocol_parse(proto, &j->protocol) != 0) {
         set_err(why, cap, "unexpected protocol in the switch's answer: '%.100s'", line);

@@ -82,6 +82,9 @@ int wire_optimizer_equal(const wire_optimizer_t *a, const wire_optimizer_t *b);
 /* The optimizer as the JOIN line spells it ("none" when absent), for messages. */
 void wire_optimizer_format(const wire_optimizer_t *o, char *buf, size_t cap);
 
+/* The most ranks one result may sum across switch levels (contributors=). */
+#define WIRE_MAX_CONTRIBUTORS 65536u
+
 typedef struct wire_join {
     uint32_t version;
     char job[WIRE_JOB_NAME_MAX];
@@ -93,6 +96,8 @@ typedef struct wire_join {
     char compress[48];   /* compress=MODE (codec_parse's spelling; the switch checks it);
                             empty: none */
     uint32_t no_feedback; /* feedback=0: no error feedback in a lossy compressed job */
+    uint32_t contributors; /* contributors=N: the ranks whose data this rank's contributions
+                              sum (a leaf switch joining its spine); 0 or 1: itself */
     int auth;            /* enum wire_auth: which of verifier= / proof= the line carries */
     uint8_t mac[32];     /* its value (wire/auth.h) */
 } wire_join_t;
@@ -112,6 +117,9 @@ typedef struct wire_joined {
     uint64_t token; /* 64 random bits (never 0) */
     uint32_t id, threads, port, base, slots, elems;
     uint32_t float_mode, protocol;
+    uint32_t contributors; /* contributors=N: the ranks whose data a result sums, when it is
+                              not the world (a leaf's jobs: every host under the spine); 0:
+                              the world. Fixed-point scaling and averages divide by it */
 } wire_joined_t;
 
 int wire_joined_format(const wire_joined_t *j, char *line, size_t cap);

@@ -127,14 +127,24 @@ static wire_optimizer_t optimizer_of(const inagg_optimizer_t *z)
     return o;
 }
 
-/* Create the protocol's state for the job the switch admitted us to; sw is its queue 0. */
+/* Create the protocol's state for the job the switches admitted us to: sw[k] is shard k's
+ * queue 0, j[k] its JOINED. */
 static inagg_result_t start_protocol(inagg_comm_t *c, const transport_addr_t *sw,
                                      const wire_joined_t *j, char *detail, size_t dlen)
 {
     const inagg_options_t *o = &c->opts;
+    for (uint32_t k = 1; k < c->nshards; k++)
+        if (j[k].protocol != j[0].protocol || j[k].slots != j[0].slots ||
+            j[k].elems != j[0].elems || j[k].float_mode != j[0].float_mode) {
+            set_err(detail, dlen, "shard %u admitted the job with other parameters than "
+                    "shard 0", k);
+            return INAGG_ERR_PROTOCOL;
+        }
     worker_params_t p = {
         .rank = c->rank,
-        .world = c->world,
+        /* the ranks a result sums: more than ours when our switch is a leaf (fixed-point
+         * scaling and averages divide by it) */
+        .world = j[0].contributors ? j[0].contributors : c->world,
         .job = c->job_id,
         .token = c->token,
         .slots = o->slots,
@@ -144,6 +154,7 @@ static inagg_result_t start_protocol(inagg_comm_t *c, const transport_addr_t *sw
         .sw_queue0 = *sw,
         .sw_queues = j->threads,
         .sw_base = j->base,
+        .nshards = c->nshards,
         .rto_us = o->rto_us ? o->rto_us : 2000,
         .rto_min_us = o->rto_min_us,
         .rto_max_us = o->rto_max_us,
@@ -157,6 +168,10 @@ static inagg_result_t start_protocol(inagg_comm_t *c, const transport_addr_t *sw
         .mu = &c->mu,
         .cv = &c->cv,
     };
+    for (uint32_t k = 0; k < c->nshards; k++)
+        p.shard[k] = (worker_shard_t){.job = (uint16_t)j[k].id, .token = j[k].token,
+                                      .queue0 = sw[k], .queues = j[k].threads,
+                                      .base = j[k].base};
     int rc = c->proto->create(&p, &c->ps, detail, dlen);
     if (rc != 0) {
         c->ps = NULL;
@@ -189,9 +204,36 @@ inagg_result_t inagg_comm_create(inagg_comm_t **out, const char *switch_addr, co
     inagg_result_t rc = check_options(opts, detail, detail_len);
     if (rc != INAGG_OK)
         return rc;
-    transport_addr_t sw;
-    if (transport_parse_addr("udp", switch_addr, &sw) != 0) {
-        set_err(detail, detail_len, "bad switch address '%s' (expected HOST:PORT)", switch_addr);
+    /* "HOST:PORT", or the shards' "HOST:PORT,HOST:PORT,..." */
+    transport_addr_t sw[WORKER_MAX_SHARDS];
+    char shard_text[WORKER_MAX_SHARDS][64];
+    uint32_t nshards = 0;
+    for (const char *a = switch_addr; *a;) {
+        size_t n = strcspn(a, ",");
+        if (nshards == WORKER_MAX_SHARDS || n == 0 || n >= sizeof(shard_text[0])) {
+            set_err(detail, detail_len, "bad switch address '%s' (expected HOST:PORT, or up to "
+                    "%u of them separated by commas for a sharded job)", switch_addr,
+                    WORKER_MAX_SHARDS);
+            return INAGG_ERR_INVALID;
+        }
+        memcpy(shard_text[nshards], a, n);
+        shard_text[nshards][n] = '\0';
+        if (transport_parse_addr("udp", shard_text[nshards], &sw[nshards]) != 0) {
+            set_err(detail, detail_len, "bad switch address '%s' (expected HOST:PORT)",
+                    shard_text[nshards]);
+            return INAGG_ERR_INVALID;
+        }
+        nshards++;
+        a += n;
+        if (*a == ',' && *++a == '\0')
+            nshards = WORKER_MAX_SHARDS + 1; /* a trailing comma */
+    }
+    if (nshards > WORKER_MAX_SHARDS) {
+        set_err(detail, detail_len, "bad switch address '%s' (a trailing comma)", switch_addr);
+        return INAGG_ERR_INVALID;
+    }
+    if (nshards == 0) {
+        set_err(detail, detail_len, "empty switch address");
         return INAGG_ERR_INVALID;
     }
     inagg_comm_t *c = calloc(1, sizeof(*c));
@@ -213,20 +255,27 @@ inagg_result_t inagg_comm_create(inagg_comm_t **out, const char *switch_addr, co
     c->opts.compress = NULL; /* the caller's; c->codec is the copy */
     if (c->codec.mode != CODEC_NONE)
         c->opts.float_mode = INAGG_FLOAT_NATIVE; /* float32 travels coded, summed in float */
-    c->ctl_fd = -1;
+    c->nshards = nshards;
+    for (uint32_t k = 0; k < WORKER_MAX_SHARDS; k++)
+        c->ctl_fd[k] = -1;
     snprintf(c->job, sizeof(c->job), "%s", job);
     pthread_mutex_init(&c->mu, NULL);
     pthread_cond_init(&c->cv, NULL);
     if (!c->opts.faults)
         c->opts.faults = getenv("INAGG_FAULTS");
 
-    wire_joined_t j;
-    rc = comm_join(c, switch_addr, &j, detail, detail_len);
+    /* Every rank joins the shards in the same order, so each shard's join completes. */
+    wire_joined_t j[WORKER_MAX_SHARDS];
+    rc = INAGG_OK;
+    for (uint32_t k = 0; k < nshards && rc == INAGG_OK; k++) {
+        rc = comm_join(c, k, shard_text[k], &j[k], detail, detail_len);
+        if (rc == INAGG_OK)
+            transport_addr_set_port(&sw[k], (uint16_t)j[k].port); /* its queue 0 */
+    }
     if (rc == INAGG_OK) {
-        c->job_id = (uint16_t)j.id;
-        c->token = j.token;
-        transport_addr_set_port(&sw, (uint16_t)j.port); /* the dataplane's queue 0 */
-        rc = start_protocol(c, &sw, &j, detail, detail_len);
+        c->job_id = (uint16_t)j[0].id;
+        c->token = j[0].token;
+        rc = start_protocol(c, sw, j, detail, detail_len);
     }
     if (rc == INAGG_OK && comm_start_monitor(c) != 0) {
         set_err(detail, detail_len, "cannot start the monitor thread");

@@ -33,14 +33,17 @@ struct inagg_comm {
     uint64_t token;
     const worker_proto_ops_t *proto;
     void *ps;                     /* the protocol's state */
-    int ctl_fd;
-    ctl_reader_t rd;
+    uint32_t nshards;             /* switches joined: one, or the shards of a comma-separated
+                                     address (slot s is served by shard s % nshards) */
+    int ctl_fd[WORKER_MAX_SHARDS];   /* each shard's control connection (-1: none) */
+    ctl_reader_t rd[WORKER_MAX_SHARDS];
+    uint8_t shard_bye[WORKER_MAX_SHARDS]; /* under mu: that shard answered LEAVE */
     pthread_t monitor_tid;
     int monitor_started;
     pthread_mutex_t mu;
     pthread_cond_t cv;
     uint64_t barriers_done;       /* under mu */
-    int bye;                      /* under mu */
+    int bye;                      /* under mu: every shard answered LEAVE */
     int stopping;                 /* under mu: the monitor thread ends */
     _Atomic int abort_flag;       /* job failed or connection lost: engines stop */
     inagg_result_t fail_code;     /* under mu */
@@ -67,9 +70,9 @@ inagg_result_t comm_settle(inagg_comm_t *c, int neg_errno, const char *detail);
 
 /* ---- join.c ---- */
 
-/* Connect to the switch at addr (its control port, parsed from addr_text), send JOIN, read
- * JOINED into *out. A refusal (ERR) maps to its result code here. */
-inagg_result_t comm_join(inagg_comm_t *c, const char *addr_text,
+/* Connect to shard k's switch at addr_text (its control port), send JOIN, read JOINED into
+ * *out (the connection is c->ctl_fd[k]). A refusal (ERR) maps to its result code here. */
+inagg_result_t comm_join(inagg_comm_t *c, uint32_t k, const char *addr_text,
                          wire_joined_t *out, char *detail, size_t dlen);
 /* Start the thread that reads the control connection. 0 or -errno. */
 int comm_start_monitor(inagg_comm_t *c);

@@ -15,44 +15,66 @@
 #include "wire/auth.h"
 #include "worker/comm.h"
 
+/* One line from shard k's control connection (or its closing): what it means for the
+ * communicator. Caller holds mu. */
+static void monitor_line(inagg_comm_t *c, uint32_t k, int rc, const char *line)
+{
+    if (rc != 0) {
+        if (!c->shard_bye[k]) {
+            char d[160];
+            snprintf(d, sizeof(d), "lost the control connection to the switch%s (%s)",
+                     c->nshards > 1 ? " of a shard" : "",
+                     rc == -ECONNRESET ? "closed" : strerror(-rc));
+            comm_fail_locked(c, INAGG_ERR_CONNECTION, d);
+        }
+        pthread_cond_broadcast(&c->cv);
+        return;
+    }
+    enum wire_verb verb = wire_verb_of(line);
+    if (verb == WIRE_VERB_FAILED) {
+        char d[COMM_DETAIL_MAX];
+        snprintf(d, sizeof(d), "job '%s' failed on the switch: %s", c->job, ctl_rest(line));
+        comm_fail_locked(c, INAGG_ERR_JOB_FAILED, d);
+    } else if (verb == WIRE_VERB_BARRIER_DONE && k == 0) { /* barriers run on shard 0 */
+        c->barriers_done++;
+        pthread_cond_broadcast(&c->cv);
+    } else if (verb == WIRE_VERB_BYE && !c->shard_bye[k]) {
+        c->shard_bye[k] = 1;
+        uint32_t byes = 0;
+        for (uint32_t i = 0; i < c->nshards; i++)
+            byes += c->shard_bye[i];
+        c->bye = byes == c->nshards;
+        pthread_cond_broadcast(&c->cv);
+    }
+}
+
 static void *monitor_main(void *arg)
 {
     inagg_comm_t *c = arg;
     char line[CTL_LINE_MAX];
+    uint8_t closed[WORKER_MAX_SHARDS] = {0};
+    int slice = (int)(100 / c->nshards) + 1; /* each connection is read at least every 100 ms */
     for (;;) {
         pthread_mutex_lock(&c->mu);
         int stopping = c->stopping;
         pthread_mutex_unlock(&c->mu);
         if (stopping)
             break;
-        int rc = ctl_read_line(c->ctl_fd, &c->rd, line, sizeof(line), 100);
-        if (rc == -ETIMEDOUT)
-            continue;
-        pthread_mutex_lock(&c->mu);
-        if (rc != 0) {
-            if (!c->bye) {
-                char d[160];
-                snprintf(d, sizeof(d), "lost the control connection to the switch (%s)",
-                         rc == -ECONNRESET ? "closed" : strerror(-rc));
-                comm_fail_locked(c, INAGG_ERR_CONNECTION, d);
-            }
-            pthread_cond_broadcast(&c->cv);
+        uint32_t open = 0;
+        for (uint32_t k = 0; k < c->nshards; k++) {
+            if (closed[k])
+                continue;
+            open++;
+            int rc = ctl_read_line(c->ctl_fd[k], &c->rd[k], line, sizeof(line), slice);
+            if (rc == -ETIMEDOUT)
+                continue;
+            closed[k] = rc != 0;
+            pthread_mutex_lock(&c->mu);
+            monitor_line(c, k, rc, line);
             pthread_mutex_unlock(&c->mu);
+        }
+        if (open == 0)
             break;
-        }
-        enum wire_verb verb = wire_verb_of(line);
-        if (verb == WIRE_VERB_FAILED) {
-            char d[COMM_DETAIL_MAX];
-            snprintf(d, sizeof(d), "job '%s' failed on the switch: %s", c->job, ctl_rest(line));
-            comm_fail_locked(c, INAGG_ERR_JOB_FAILED, d);
-        } else if (verb == WIRE_VERB_BARRIER_DONE) {
-            c->barriers_done++;
-            pthread_cond_broadcast(&c->cv);
-        } else if (verb == WIRE_VERB_BYE) {
-            c->bye = 1;
-            pthread_cond_broadcast(&c->cv);
-        }
-        pthread_mutex_unlock(&c->mu);
     }
     return NULL;
 }
@@ -75,9 +97,11 @@ void comm_close_control(inagg_comm_t *c)
     if (c->monitor_started)
         pthread_join(c->monitor_tid, NULL);
     c->monitor_started = 0;
-    if (c->ctl_fd >= 0)
-        close(c->ctl_fd);
-    c->ctl_fd = -1;
+    for (uint32_t k = 0; k < WORKER_MAX_SHARDS; k++) {
+        if (c->ctl_fd[k] >= 0)
+            close(c->ctl_fd[k]);
+        c->ctl_fd[k] = -1;
+    }
 }
 
 /* The result code of each refusal word of an ERR line. */
@@ -132,8 +156,8 @@ static int job_verifier(const inagg_comm_t *c, uint8_t v[SHA256_BYTES], char *de
 
 /* With a secret: HELLO, then the JOIN carries the verifier (a new job) or the proof for the
  * switch's nonce (a job that exists). 0, or an inagg result with the reason in detail. */
-static inagg_result_t authenticate(inagg_comm_t *c, int fd, wire_join_t *j, const char *addr_text,
-                                   char *detail, size_t dlen)
+static inagg_result_t authenticate(inagg_comm_t *c, int fd, ctl_reader_t *rd, wire_join_t *j,
+                                   const char *addr_text, char *detail, size_t dlen)
 {
     uint8_t v[SHA256_BYTES];
     int has = job_verifier(c, v, detail, dlen);
@@ -144,7 +168,7 @@ static inagg_result_t authenticate(inagg_comm_t *c, int fd, wire_join_t *j, cons
     snprintf(line, sizeof(line), "%s job=%s", wire_verb_name(WIRE_VERB_HELLO), c->job);
     int io = ctl_write_line(fd, line, timeout_ms);
     if (io == 0)
-        io = ctl_read_line(fd, &c->rd, line, sizeof(line), timeout_ms + 1000);
+        io = ctl_read_line(fd, rd, line, sizeof(line), timeout_ms + 1000);
     if (io != 0) {
         set_err(detail, dlen, "no answer to HELLO from the switch at %s: %s", addr_text,
                 io == -ETIMEDOUT ? "timed out" : strerror(-io));
@@ -170,7 +194,7 @@ static inagg_result_t authenticate(inagg_comm_t *c, int fd, wire_join_t *j, cons
     return INAGG_OK;
 }
 
-inagg_result_t comm_join(inagg_comm_t *c, const char *addr_text,
+inagg_result_t comm_join(inagg_comm_t *c, uint32_t k, const char *addr_text,
                          wire_joined_t *out, char *detail, size_t dlen)
 {
     int timeout_ms = (int)c->opts.timeout_ms;
@@ -180,7 +204,8 @@ inagg_result_t comm_join(inagg_comm_t *c, const char *addr_text,
                 strerror(-fd));
         return fd == -ETIMEDOUT ? INAGG_ERR_TIMEOUT : INAGG_ERR_CONNECTION;
     }
-    c->ctl_fd = fd;
+    c->ctl_fd[k] = fd;
+    ctl_reader_t *rd = &c->rd[k];
     wire_join_t j = {
         .version = INAGG_PROTOCOL_VERSION,
         .rank = c->rank,
@@ -197,7 +222,7 @@ inagg_result_t comm_join(inagg_comm_t *c, const char *addr_text,
         codec_format(&c->codec, j.compress, sizeof(j.compress));
         j.no_feedback = c->opts.no_error_feedback != 0;
     }
-    inagg_result_t arc = authenticate(c, fd, &j, addr_text, detail, dlen);
+    inagg_result_t arc = authenticate(c, fd, rd, &j, addr_text, detail, dlen);
     if (arc != INAGG_OK)
         return arc;
     char line[CTL_LINE_MAX];
@@ -207,7 +232,7 @@ inagg_result_t comm_join(inagg_comm_t *c, const char *addr_text,
     }
     int io = ctl_write_line(fd, line, timeout_ms);
     if (io == 0)
-        io = ctl_read_line(fd, &c->rd, line, sizeof(line), timeout_ms + 1000);
+        io = ctl_read_line(fd, rd, line, sizeof(line), timeout_ms + 1000);
     if (io != 0) {
         set_err(detail, dlen, "no answer to JOIN from the switch at %s: %s", addr_text,
                 io == -ETIMEDOUT ? "timed out" : strerror(-io));
@@ -240,7 +265,7 @@ inagg_result_t inagg_barrier(inagg_comm_t *comm)
     if (rc != INAGG_OK)
         return rc;
     const char *barrier = wire_verb_name(WIRE_VERB_BARRIER);
-    if (ctl_write_line(comm->ctl_fd, barrier, (int)comm->opts.timeout_ms) != 0)
+    if (ctl_write_line(comm->ctl_fd[0], barrier, (int)comm->opts.timeout_ms) != 0)
         return comm_set_error(comm, INAGG_ERR_CONNECTION, "cannot send BARRIER to the switch");
     uint64_t deadline = util_now_ns() + (uint64_t)comm->opts.timeout_ms * 1000000ull;
     pthread_mutex_lock(&comm->mu);
@@ -260,8 +285,9 @@ inagg_result_t inagg_barrier(inagg_comm_t *comm)
 
 void comm_leave(inagg_comm_t *c)
 {
-    if (ctl_write_line(c->ctl_fd, wire_verb_name(WIRE_VERB_LEAVE), 1000) != 0)
-        return;
+    for (uint32_t k = 0; k < c->nshards; k++)
+        if (ctl_write_line(c->ctl_fd[k], wire_verb_name(WIRE_VERB_LEAVE), 1000) != 0)
+            return;
     uint64_t deadline = util_now_ns() + 2000000000ull;
     pthread_mutex_lock(&c->mu);
     while (!c->bye && c->fail_code == INAGG_OK)

@@ -135,7 +135,9 @@ void worker_decode_plain(inagg_dtype_t dtype, inagg_op_t op, uint32_t world,
 int worker_slot_addr(const worker_params_t *p, const transport_t *t, uint32_t slot,
                      transport_addr_t *out)
 {
-    return transport_queue_addr(t, &p->sw_queue0, worker_slot_queue(p, slot), out);
+    const worker_shard_t *sh = worker_shard_of(p, slot);
+    return transport_queue_addr(t, &sh->queue0, transport_slot_queue(sh->base, sh->queues, slot),
+                                out);
 }
 
 int worker_open_endpoint(const worker_params_t *p, int buffer, uint32_t stream,

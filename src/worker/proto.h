@@ -36,6 +36,16 @@
 #include "worker/rto.h"
 
 #define WORKER_MAX_THREADS 64u /* options.threads at most: engine threads per communicator */
+#define WORKER_MAX_SHARDS 8u   /* switches one job's slots may be spread over */
+
+/* One switch of a sharded job (a comma-separated switch address): it serves the slots
+ * s % nshards == its index, as its own job with its own id and token. */
+typedef struct worker_shard {
+    uint16_t job;
+    uint64_t token;
+    transport_addr_t queue0;          /* its queue 0 (its JOINED port) */
+    uint32_t queues, base;            /* its queues (dataplane threads) and the job's first */
+} worker_shard_t;
 
 /* What a protocol's engines need from the options and the join. */
 typedef struct worker_params {
@@ -48,6 +58,9 @@ typedef struct worker_params {
     transport_addr_t sw_queue0;       /* the switch's queue 0 (the JOINED port) */
     uint32_t sw_queues, sw_base;      /* the switch's queues (dataplane threads) and the
                                          job's first: see worker_slot_queue */
+    uint32_t nshards;                 /* switches the slots are spread over (>= 1); the
+                                         fields above are shard 0's */
+    worker_shard_t shard[WORKER_MAX_SHARDS];
     uint32_t rto_us, rto_min_us, rto_max_us, timeout_ms;
     int socket_buffer;
     const char *faults;               /* fault spec for both directions, or NULL */
@@ -218,15 +231,32 @@ static inline void worker_txq_push(worker_txq_t *q, const uint8_t *buf, uint32_t
 }
 
 /* The header fields every packet of this rank for (slot, round) carries. */
+/* The switch (shard) that serves pool slot `slot`. */
+static inline const worker_shard_t *worker_shard_of(const worker_params_t *p, uint32_t slot)
+{
+    return &p->shard[slot % p->nshards];
+}
+
+/* Is a packet from the switch for this job: its slot in the pool, and the job id and token
+ * those of the shard serving that slot? */
+static inline int worker_packet_ours(const worker_params_t *p, const wire_header_t *h)
+{
+    if (h->slot >= p->slots || h->rank != p->rank)
+        return 0;
+    const worker_shard_t *sh = worker_shard_of(p, h->slot);
+    return h->job == sh->job && h->token == sh->token;
+}
+
 static inline wire_header_t worker_header(const worker_params_t *p, uint8_t type, uint32_t slot,
                                           uint32_t round)
 {
+    const worker_shard_t *sh = worker_shard_of(p, slot);
     wire_header_t h = {
         .version = INAGG_PROTOCOL_VERSION,
         .type = type,
-        .job = p->job,
+        .job = sh->job,
         .rank = (uint16_t)p->rank,
-        .token = p->token,
+        .token = sh->token,
         .slot = slot,
         .round = round,
         .flags = wire_ver_of_round(round),
@@ -234,10 +264,12 @@ static inline wire_header_t worker_header(const worker_params_t *p, uint8_t type
     return h;
 }
 
-/* The switch queue (dataplane thread) that serves pool slot `slot`. */
+/* The switch queue (dataplane thread) that serves pool slot `slot`, numbered across the
+ * shards (two slots have the same number exactly when one thread of one switch serves both). */
 static inline uint32_t worker_slot_queue(const worker_params_t *p, uint32_t slot)
 {
-    return transport_slot_queue(p->sw_base, p->sw_queues, slot);
+    const worker_shard_t *sh = worker_shard_of(p, slot);
+    return (slot % p->nshards) * 64u + transport_slot_queue(sh->base, sh->queues, slot);
 }
 /* The address of that queue, as endpoint t reaches it. 0 or -errno. */
 int worker_slot_addr(const worker_params_t *p, const transport_t *t, uint32_t slot,

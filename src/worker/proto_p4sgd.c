@@ -275,8 +275,7 @@ static void handle_packet(p4engine_t *e, const uint8_t *buf, size_t len, uint64_
 {
     wire_header_t h;
     if (wire_decode(buf, len, &h) != WIRE_OK ||
-        (h.type != WIRE_RESULT && h.type != WIRE_CONFIRM) || h.job != e->p.job ||
-        h.token != e->p.token || h.rank != e->p.rank || h.slot >= e->p.slots) {
+        (h.type != WIRE_RESULT && h.type != WIRE_CONFIRM) || !worker_packet_ours(&e->p, &h)) {
         WORKER_CNT_ADD(e->c.invalid, 1);
         return;
     }

@@ -543,9 +543,8 @@ static void deliver(engine_t *e, run_t *run, const wslot_t *w, const wire_header
 static int accept_result(engine_t *e, const run_t *run, const uint8_t *buf, size_t len,
                          wire_header_t *h)
 {
-    if (wire_decode(buf, len, h) != WIRE_OK || h->type != WIRE_RESULT || h->job != e->p.job ||
-        h->token != e->p.token || h->rank != e->p.rank || h->slot >= e->p.slots ||
-        h->slot % e->nthreads != e->index) {
+    if (wire_decode(buf, len, h) != WIRE_OK || h->type != WIRE_RESULT ||
+        !worker_packet_ours(&e->p, h) || h->slot % e->nthreads != e->index) {
         WORKER_CNT_ADD(e->c.invalid, 1);
         return -1;
     }

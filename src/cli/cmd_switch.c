@@ -150,7 +150,7 @@ static int start_fabric(fabric_config_t *fc, switch_config_t *cfg, fabric_t **ou
     }
     snprintf(listen_buf, cap, "%s:%u", fabric_ip_text(*out), port);
     cfg->listen = listen_buf;
-    cfg->transport = "afpacket";
+    cfg->transport = "roce"; /* linked: UDP aggregation frames as afpacket, and RoCE */
     cfg->transport_link = fabric_link(*out);
     cfg->extra_text = fabric_write_text;
     cfg->extra_json = fabric_write_json;

@@ -28,7 +28,7 @@
 
 #define ROCE_FLOWS 256u       /* flows one switch endpoint tracks (a power of two) */
 #define ROCE_DEFAULT_MAX 65536u
-#define ROCE_SPIN_NS 20000ull
+#define ROCE_SPIN_NS 50000ull /* wait this long for the next frame of a message */
 
 roce_stats_t roce_worker_stats;
 
@@ -53,6 +53,7 @@ typedef struct roce_endpoint {
     uint32_t ip;      /* linked: the switch's IP; worker: the switch's (the peer's) */
     uint16_t port;    /* linked: UDP port of this queue; worker: the switch's queue 0 port */
     uint8_t peer_mac[6];
+    int partial;      /* worker: the last frame taken left a message unfinished */
     uint32_t qp_base; /* worker: QP of switch queue q is qp_base + q */
     uint32_t tx_psn[ROCE_MAX_QUEUES];  /* worker: next PSN per queue */
     roce_rx_flow_t wrx[ROCE_MAX_QUEUES]; /* worker: the switch's flow on each QP */
@@ -395,11 +396,21 @@ static int recv_linked(roce_endpoint_t *e, transport_rx_t *out, int max, int tim
 static int recv_worker(roce_endpoint_t *e, transport_rx_t *out, int max, int timeout_ms)
 {
     int want = max < (int)e->batch ? max : (int)e->batch, got = 0;
-    for (uint32_t pass = 0; got < want && pass < e->ps.nframes; pass++) {
+    uint64_t spin_until = 0;
+    /* bounded: a pass consumes a frame, or spins until spin_until, or sleeps once */
+    for (uint32_t pass = 0; got < want && pass < 4 * e->ps.nframes + 100000; pass++) {
         const uint8_t *fr;
         uint32_t len;
         const struct virtio_net_hdr *vh;
         if (!pktsock_peek(&e->ps, &fr, &len, &vh)) {
+            if (got == 0 && e->partial && spin_until == 0)
+                spin_until = util_now_ns() + ROCE_SPIN_NS;
+            if (got == 0 && util_now_ns() < spin_until) {
+                /* the rest of a message follows within microseconds: look again rather than
+                 * sleep, which costs a wake-up per frame */
+                __builtin_ia32_pause();
+                continue;
+            }
             if (got > 0 || timeout_ms <= 0)
                 break;
             struct pollfd p = {.fd = e->ps.fd, .events = POLLIN};
@@ -419,9 +430,11 @@ static int recv_worker(roce_endpoint_t *e, transport_rx_t *out, int max, int tim
                 roce_frame_t f;
                 enum roce_reason r = roce_parse(fr, len, 1, &f);
                 uint32_t mlen;
+                e->partial = r == ROCE_OK && !roce_op_is_last(f.h.opcode);
                 if (r != ROCE_OK) {
                     count_reason(e, r);
                 } else if (take_frame(e, &e->wrx[qp - e->qp_base], &f, (uint32_t)got, &mlen)) {
+                    e->partial = 0;
                     out[got].data = e->arena + (size_t)got * e->cap;
                     out[got].len = mlen;
                     uint16_t qn = (uint16_t)(qp - e->qp_base);

@@ -564,7 +564,7 @@ int roce_neighbour(uint32_t ip, char ifname[16], uint8_t mac[6])
             continue;
         for (int i = 0; i < 6; i++)
             mac[i] = (uint8_t)m[i];
-        snprintf(ifname, 16, "%s", dev);
+        memcpy(ifname, dev, strlen(dev) + 1); /* shorter than 16: checked above */
         rc = 0;
         break;
     }

@@ -250,3 +250,19 @@ double roce_payload_efficiency(uint8_t opcode, uint32_t agg_header)
     uint32_t pay = ROCE_PMTU, data = roce_op_is_first(opcode) ? ROCE_PMTU - agg_header : pay;
     return (double)data / (double)(roce_header_len(opcode) + pay + ROCE_ICRC_LEN);
 }
+
+double roce_message_efficiency(uint32_t msg_len, uint32_t data_bytes, uint32_t *frames)
+{
+    uint32_t nf = msg_len <= ROCE_PMTU ? 1 : (msg_len + ROCE_PMTU - 1) / ROCE_PMTU;
+    uint64_t total = 0;
+    for (uint32_t i = 0; i < nf; i++) {
+        uint8_t op = nf == 1 ? ROCE_WRITE_ONLY
+                     : i == 0 ? ROCE_WRITE_FIRST
+                     : i + 1 == nf ? ROCE_WRITE_LAST
+                                   : ROCE_WRITE_MIDDLE;
+        uint32_t pay = msg_len - i * ROCE_PMTU < ROCE_PMTU ? msg_len - i * ROCE_PMTU : ROCE_PMTU;
+        total += roce_header_len(op) + pay + ((4u - (pay & 3u)) & 3u) + ROCE_ICRC_LEN;
+    }
+    *frames = nf;
+    return total ? (double)data_bytes / (double)total : 0;
+}

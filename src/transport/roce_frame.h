@@ -136,4 +136,8 @@ static inline uint32_t roce_psn_add(uint32_t psn, uint32_t n) { return (psn + n)
  * First / Only frame's payload also holds an aggregation header of agg_header bytes. */
 double roce_payload_efficiency(uint8_t opcode, uint32_t agg_header);
 
+/* A message of msg_len bytes as frames: how many (*frames), and data_bytes over the bytes of
+ * all its frames from the Ethernet header to the ICRC. */
+double roce_message_efficiency(uint32_t msg_len, uint32_t data_bytes, uint32_t *frames);
+
 #endif /* INAGG_TRANSPORT_ROCE_FRAME_H */

@@ -5,6 +5,8 @@
 # ELEMS int32 for ITERS iterations; a run's time is the median over its ranks of their median
 # iteration time. Prints one line per run and the ratio of the medians (roce throughput /
 # udp throughput). Results are verified by every rank (a run that is not fails the script).
+# Both transports run with the retransmission floor of 20 ms that `bench allreduce --testbed`
+# uses (a shared machine's scheduling stalls otherwise cause spurious resends).
 #
 # Usage: bench/roce_vs_udp.sh [--name NAME] [--rate R] [--elems N] [--iters K] [--reps R]
 #                             [--packet-elems P]
@@ -38,6 +40,7 @@ run() { # TRANSPORT JOB -> prints the run's median iteration time in seconds
         timeout 300 tools/testbed exec "$NAME" h$((r + 1)) -- $INAGG bench allreduce \
             --switch "$SW:7000" --rank $r --world 4 --job "$job" --elems "$ELEMS" \
             --packet-elems "$PE" --dtype int32 --iters "$ITERS" --transport "$tr" \
+            --rto-min-us 20000 \
             >"$tmp/$job.$r" 2>&1 &
         pids+=" $!"
     done

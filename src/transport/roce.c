@@ -14,6 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "base/errmsg.h"
@@ -28,6 +30,9 @@
 
 #define ROCE_FLOWS 256u       /* flows one switch endpoint tracks (a power of two) */
 #define ROCE_DEFAULT_MAX 65536u
+#define ROCE_TX_BATCH 64u     /* worker frames per sendmmsg */
+#define ROCE_TX_SLOT 1280u    /* room for one frame */
+_Static_assert(ROCE_TX_SLOT >= ROCE_MAX_FRAME, "a frame fits a worker tx slot");
 #define ROCE_SPIN_NS 50000ull /* wait this long for the next frame of a message */
 
 roce_stats_t roce_worker_stats;
@@ -62,7 +67,9 @@ typedef struct roce_endpoint {
     uint32_t batch;
     uint8_t *arena;    /* batch completed messages, cap bytes each */
     uint8_t *bufs;     /* reassembly buffers: ROCE_MAX_QUEUES (worker) or ROCE_FLOWS (linked) */
-    uint8_t txbuf[ROCE_MAX_FRAME + 64];
+    uint8_t *txq;      /* worker: frames waiting for one sendmmsg */
+    uint32_t txlen[ROCE_TX_BATCH];
+    uint32_t txn;
 } roce_endpoint_t;
 
 static inline void stat(roce_endpoint_t *e, int i)
@@ -242,6 +249,46 @@ static int send_roce_linked(roce_endpoint_t *e, const transport_tx_t *p)
     return 1;
 }
 
+/* The worker's queued frames in one sendmmsg (a system call per batch, not per frame).
+ * Frames the device refused are dropped: their PSNs are spent, so the receiver sees a gap
+ * and abandons that message; the protocols resend. 0 or -errno. */
+static int flush_worker(roce_endpoint_t *e)
+{
+    static const struct virtio_net_hdr none;
+    struct iovec iov[ROCE_TX_BATCH][2];
+    struct mmsghdr mm[ROCE_TX_BATCH];
+    for (uint32_t i = 0; i < e->txn; i++) {
+        iov[i][0] = (struct iovec){(void *)(uintptr_t)&none, sizeof(none)};
+        iov[i][1] = (struct iovec){e->txq + (size_t)i * ROCE_TX_SLOT, e->txlen[i]};
+        memset(&mm[i], 0, sizeof(mm[i]));
+        mm[i].msg_hdr.msg_iov = iov[i];
+        mm[i].msg_hdr.msg_iovlen = 2;
+    }
+    uint32_t done = 0;
+    for (int tries = 0; done < e->txn && tries < 4; tries++) {
+        int r = sendmmsg(e->ps.fd, mm + done, e->txn - done, MSG_DONTWAIT);
+        if (r > 0) {
+            done += (uint32_t)r;
+            tries = -1; /* progress: keep going */
+            continue;
+        }
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0 && errno != EAGAIN && errno != ENOBUFS && errno != EMSGSIZE) {
+            int rc = -errno;
+            e->txn = 0;
+            return rc;
+        }
+        break;
+    }
+    for (uint32_t i = 0; i < done; i++)
+        stat(e, RS_FRAMES_OUT);
+    if (done < e->txn)
+        stat(e, RS_TX_DROPPED);
+    e->txn = 0;
+    return 0;
+}
+
 static int send_roce_worker(roce_endpoint_t *e, const transport_tx_t *p)
 {
     const roce_addr_t *to = cra(&p->to);
@@ -250,17 +297,15 @@ static int send_roce_worker(roce_endpoint_t *e, const transport_tx_t *p)
         return -EINVAL;
     uint32_t *psn = &e->tx_psn[to->queue];
     for (uint32_t i = 0; i < nf; i++) {
-        uint32_t n = build_frame(e->txbuf, p, len, nf, i, e->mac, to->mac, to->qp, *psn,
-                                 to->queue);
-        int rc = pktsock_send(&e->ps, NULL, e->txbuf, n, NULL, 0);
-        if (rc != 0) {
-            /* the rest of the message is not sent and takes no PSNs: the receiver abandons
-             * the part it has when our next message starts */
-            stat(e, RS_TX_DROPPED);
-            return rc == -EAGAIN || rc == -ENOBUFS || rc == -EMSGSIZE ? 0 : rc;
+        if (e->txn == ROCE_TX_BATCH) {
+            int rc = flush_worker(e);
+            if (rc < 0)
+                return rc;
         }
+        e->txlen[e->txn] = build_frame(e->txq + (size_t)e->txn * ROCE_TX_SLOT, p, len, nf, i,
+                                       e->mac, to->mac, to->qp, *psn, to->queue);
+        e->txn++;
         *psn = roce_psn_add(*psn, 1);
-        stat(e, RS_FRAMES_OUT);
     }
     stat(e, RS_MESSAGES_OUT);
     return 1;
@@ -283,6 +328,11 @@ static int roce_send(transport_t *t, const transport_tx_t *pkts, int n, int time
         if (rc < 0)
             return queued > 0 ? queued : rc;
         queued += rc;
+    }
+    if (!e->link && e->txn) {
+        int rc = flush_worker(e);
+        if (rc < 0 && queued == 0)
+            return rc;
     }
     if (e->link && queued > 0) {
         uint64_t one = 1;
@@ -527,6 +577,7 @@ static void roce_close(transport_t *t)
     if (!e->link)
         pktsock_close(&e->ps);
     free(e->flows);
+    free(e->txq);
     free(e->bufs);
     free(e->arena);
     free(e);
@@ -644,7 +695,8 @@ static int roce_open(const transport_config_t *cfg, transport_t **out, char *err
     e->arena = malloc((size_t)e->batch * e->cap);
     e->bufs = malloc((size_t)nbufs * e->cap);
     e->flows = link ? calloc(ROCE_FLOWS, sizeof(flow_ent_t)) : NULL;
-    int rc = (!e->arena || !e->bufs || (link && !e->flows)) ? -ENOMEM : 0;
+    e->txq = link ? NULL : malloc((size_t)ROCE_TX_BATCH * ROCE_TX_SLOT);
+    int rc = (!e->arena || !e->bufs || (link && !e->flows) || (!link && !e->txq)) ? -ENOMEM : 0;
     if (rc == 0 && link) {
         e->link = link;
         e->st = &link->roce;

@@ -4,9 +4,10 @@
 # tshark as RDMA Write First/Middle/Last with the expected QPs and PSNs and whose every frame's
 # ICRC is valid by this test's own code (tests/roce_pcap.py, zlib); 1% loss on every link with
 # int32 results bit-identical and the switch's answers from its result buffer counted; a run
-# whose PSNs start just below the 24-bit wrap. Skips, saying why, where testbeds cannot be
+# whose PSNs start just below the 24-bit wrap; each case of the fabric's Table VI
+# classification (tests/roce_frames.py) counted; float32 over roce. Skips, saying why, where testbeds cannot be
 # built; the tshark check skips (the ICRC check does not) when tshark is absent (Debian:
-# apt-get install tshark). About 90 seconds.
+# apt-get install tshark). About 2 minutes.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 INAGG=${INAGG:-build/inagg}
@@ -126,7 +127,37 @@ if timeout 60 tools/testbed up 4 --name "$TB" --fabric inagg --link-rate 1gbit -
     grep "fabric roce" "$tmp/l.stats" | sed 's/^/        /'
     if [ "$nver" -eq 4 ] && [ "$sums" -eq 1 ] && [ "${resends:-0}" -gt 0 ] && [ "${lost:-0}" -gt 0 ]; then ok $t
     else bad $t "verified $nver/4, checksums $sums, resends ${resends:-?}, lost ${lost:-?}: $(head -c 300 "$tmp/l0.json") $(head -c 400 "$tmp/l.stats")"; fi
+    t=table_vi_cases_forwarded_or_dropped_and_counted
+    timeout 60 tools/testbed loss "$TB" 0 >/dev/null 2>&1 # no frame of these may be lost
+    for _ in $(seq 50); do
+        timeout 5 tools/testbed exec "$TB" sw -- $INAGG switch --stats "$SW:7000" >/dev/null 2>&1 && break
+        sleep 0.1
+    done
+    timeout 10 tools/testbed exec "$TB" sw -- $INAGG switch --stats "$SW:7000" --json >"$tmp/b.json" 2>&1
+    swmac=$(jget "$tmp/b.json" "d['fabric']['mac']")
+    h2mac=$(tools/testbed exec "$TB" h2 -- cat /sys/class/net/tb0/address)
+    tools/testbed exec "$TB" h1 -- $PY tests/roce_frames.py tb0 "$swmac" "$h2mac" >"$tmp/rf.out" 2>&1
+    sleep 0.3
+    timeout 10 tools/testbed exec "$TB" sw -- $INAGG switch --stats "$SW:7000" --json >"$tmp/a.json" 2>&1
+    why=""
+    for k in not_write no_match no_flow malformed; do
+        b=$(jget "$tmp/b.json" "d['fabric']['roce']['$k']"); a=$(jget "$tmp/a.json" "d['fabric']['roce']['$k']")
+        [ "$a" = $((b + 1)) ] || why+=" $k $b->$a;"
+    done
+    b=$(jget "$tmp/b.json" "d['fabric']['forwarded'] + d['fabric']['unknown_flooded']")
+    a=$(jget "$tmp/a.json" "d['fabric']['forwarded'] + d['fabric']['unknown_flooded']")
+    [ "$a" -gt "$b" ] || why+=" RoCE to another MAC not switched ($b->$a);"
+    b=$(jget "$tmp/b.json" "d['fabric']['to_switch_stack']"); a=$(jget "$tmp/a.json" "d['fabric']['to_switch_stack']")
+    [ "$a" -ge $((b + 3)) ] || why+=" forwarded cases did not reach the switch's stack ($b->$a);"
+    grep -q "sent 5" "$tmp/rf.out" || why+=" sender: $(cat "$tmp/rf.out");"
+    [ -z "$why" ] && ok $t || bad $t "$why"
 else
     bad $t "tools/testbed up failed: $(tail -n 2 "$tmp/up.out")"
 fi
+
+t=float32_over_roce
+if INAGG_LOG=warn timeout 240 $INAGG bench allreduce --testbed 2 --fabric inagg --link-rate 1gbit \
+    --transport roce --elems 30000 --iters 2 --dtype float32 --json "$tmp/f.json" \
+    >"$tmp/f.out" 2>"$tmp/f.err" && [ "$(jget "$tmp/f.json" "d['verified']")" = True ]; then ok $t
+else bad $t "$(tail -n 3 "$tmp/f.err")"; fi
 finish

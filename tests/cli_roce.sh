@@ -160,4 +160,15 @@ if INAGG_LOG=warn timeout 240 $INAGG bench allreduce --testbed 2 --fabric inagg 
     --transport roce --elems 30000 --iters 2 --dtype float32 --json "$tmp/f.json" \
     >"$tmp/f.out" 2>"$tmp/f.err" && [ "$(jget "$tmp/f.json" "d['verified']")" = True ]; then ok $t
 else bad $t "$(tail -n 3 "$tmp/f.err")"; fi
+
+t=int32_bit_identical_under_worker_loss_duplication_reordering
+# the fault-injection transport wraps the roce endpoints: whole messages dropped, duplicated
+# and reordered both ways, on top of the frames' own checks
+if INAGG_LOG=warn timeout 240 $INAGG bench allreduce --testbed 2 --fabric inagg --link-rate 1gbit \
+    --transport roce --elems 30000 --iters 3 --dtype int32 --rto-min-us 5000 \
+    --faults drop=0.02,dup=0.02,reorder=0.02,seed=5 --json "$tmp/fz.json" \
+    >"$tmp/fz.out" 2>"$tmp/fz.err" && [ "$(jget "$tmp/fz.json" "d['verified']")" = True ] &&
+    [ "$(jget "$tmp/fz.json" "d['checksums_agree']")" = True ] &&
+    [ "$(jget "$tmp/fz.json" "d['retransmissions'] > 0")" = True ]; then ok $t
+else bad $t "$(tail -n 3 "$tmp/fz.err") $(head -c 300 "$tmp/fz.json" 2>/dev/null)"; fi
 finish

@@ -60,6 +60,9 @@ typedef struct ar_opts {
     int pin_switches;          /* loopback: pin switch process k to CPU k (mod the CPUs) */
     const char *link_rate;     /* as given (tc syntax), passed to tools/testbed */
     const char *fabric;        /* tools/testbed --fabric (NULL: its default) */
+    const char *transport;     /* --transport udp|roce (NULL: udp) */
+    const char *pcap;          /* --pcap FILE: the fabric's frames (testbed) */
+    const char *roce_psn;      /* --roce-psn N: every RoCE QP's first PSN (NULL: random) */
     const char *link_delay;    /* tools/testbed --link-delay (NULL: none) */
     uint64_t link_bps;         /* 0: unlimited */
     uint32_t mtu;

@@ -121,6 +121,14 @@ static void usage(FILE *out)
             "                       injected in the workers (seeded); testbed: random loss on\n"
             "                       every link both ways (nftables)\n"
             "  --faults SPEC        fault spec for the workers, e.g. drop=0.01,dup=0.01,seed=3\n"
+            "  --transport T        udp (default) or roce: every packet as a RoCE v1 RDMA Write\n"
+            "                       message of 1024-byte frames with ICRC (docs/PROTOCOL.md);\n"
+            "                       needs an Ethernet segment to the switch: --testbed with\n"
+            "                       --fabric inagg, or --switch in rank mode\n"
+            "  --roce-psn N         with --transport roce: every QP's first PSN (0..16777215;\n"
+            "                       default random), e.g. 16777200 to cross the 24-bit wrap\n"
+            "  --pcap FILE          with --testbed --fabric inagg: write every frame on the\n"
+            "                       fabric's ports, both ways, as a pcap file (Wireshark)\n"
             "  --timeout-ms MS      per-call progress timeout (default 30000)\n"
             "  --json FILE|-        also write one JSON object (- for stdout; the table then\n"
             "                       goes to stderr). Per size: tat_s, alg_bw_gbps, bus_bw_gbps\n"
@@ -342,6 +350,8 @@ int ar_parse(int argc, char **argv, ar_opts_t *o)
         {"compress", required_argument, 0, 'C'},
         {"leaves", required_argument, 0, 1101},     {"hosts-per-leaf", required_argument, 0, 1102},
         {"shards", required_argument, 0, 1103},     {"pin-switches", no_argument, 0, 1104},
+        {"transport", required_argument, 0, 'x'},   {"pcap", required_argument, 0, 'a'},
+        {"roce-psn", required_argument, 0, 'N'},
         {"help", no_argument, 0, 'h'},               {0, 0, 0, 0}};
     uint64_t v;
     int c, have_world = 0, have_rate = 0, have_mtu = 0, have_plot = 0, have_elems = 0;
@@ -444,6 +454,16 @@ int ar_parse(int argc, char **argv, ar_opts_t *o)
             if (parse_sizes(optarg, o) != 0) return 2;
             break;
         case 'G': o->plot_path = optarg; have_plot = 1; break;
+        case 'x':
+            if (strcmp(optarg, "udp") != 0 && strcmp(optarg, "roce") != 0)
+                return bad("--transport is udp or roce, got '%s'", optarg);
+            o->transport = optarg;
+            break;
+        case 'a': o->pcap = optarg; break;
+        case 'N':
+            if (cli_parse_u64(AR_CMD, "--roce-psn", optarg, 0, 0xffffff, &v)) return 2;
+            o->roce_psn = optarg;
+            break;
         case 'C': {
             codec_spec_t cs;
             char why[256];
@@ -581,6 +601,19 @@ int ar_parse(int argc, char **argv, ar_opts_t *o)
             o->packet_elems = (uint32_t)fit;
         }
     }
+    int roce = o->transport && strcmp(o->transport, "roce") == 0;
+    int inagg_fabric = o->testbed && (!o->fabric || strcmp(o->fabric, "inagg") == 0);
+    if (roce && !inagg_fabric && !o->switch_addr)
+        return bad("--transport roce needs an Ethernet segment to an inagg switch that speaks "
+                   "it: --testbed N (with --fabric inagg), or --switch with --rank");
+    if (o->roce_psn && !roce)
+        return bad("--roce-psn applies to --transport roce");
+    if (o->pcap && !inagg_fabric)
+        return bad("--pcap captures the fabric's ports: give --testbed N (--fabric inagg)");
+    if (roce) /* this process's ranks (rank mode); a testbed's ranks get --transport */
+        setenv("INAGG_TRANSPORT", "roce", 1);
+    if (o->roce_psn)
+        setenv("INAGG_ROCE_PSN", o->roce_psn, 1);
     if (o->rto_min_us && o->rto_max_us && o->rto_min_us > o->rto_max_us)
         return bad("--rto-min-us cannot exceed --rto-max-us");
     if (!o->testbed)

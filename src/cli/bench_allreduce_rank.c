@@ -20,6 +20,7 @@
 #include "bench/benchdata.h"
 #include "base/util.h"
 #include "json/json.h"
+#include "transport/roce.h"
 #include "codec/codec.h"
 #include "worker/quant.h"
 
@@ -350,6 +351,14 @@ void ar_rank_print(const ar_opts_t *o, const ar_rank_report_t *rep)
     json_int(&w, "rto_code_floor_us", rep->codec.rto_code_floor_us);
     json_int(&w, "rc", rep->rc);
     json_string(&w, "error", rep->error);
+    const char *tk = getenv("INAGG_TRANSPORT");
+    if (tk && strcmp(tk, "roce") == 0) { /* this process's RoCE endpoints (transport/roce.h) */
+        json_begin_object(&w, "roce");
+        for (int i = 0; i < RS_COUNT; i++)
+            json_int(&w, roce_stat_name(i),
+                     (int64_t)atomic_load(&roce_worker_stats.c[i]));
+        json_end_object(&w);
+    }
     json_end_object(&w);
     const char *text = json_text(&w);
     if (text)

@@ -17,6 +17,8 @@
 #include <unistd.h>
 
 #include "cli/bench_allreduce.h"
+#include "transport/roce_frame.h"
+#include "wire/wire.h"
 #include "cli/output.h"
 #include "json/json.h"
 
@@ -135,6 +137,21 @@ static void render_summary(FILE *out, const ar_run_t *run, const ar_size_result_
     fprintf(out, "  packets        %llu sent, %llu retransmitted, %llu duplicate results\n",
             (unsigned long long)r->packets, (unsigned long long)r->retransmissions,
             (unsigned long long)r->duplicates);
+    if (o->transport && strcmp(o->transport, "roce") == 0) {
+        uint32_t nf;
+        double pe = roce_message_efficiency(WIRE_HEADER_SIZE + 4 * o->packet_elems,
+                                            4 * o->packet_elems, &nf);
+        fprintf(out, "  roce frames    payload efficiency (AllReduce-Switch Table IV; a %u B "
+                "aggregation header in First): First %.1f%%, Middle %.1f%%, Last %.1f%%, "
+                "Last with Immediate %.1f%%; a packet of %u elements: %u frames, %.1f%% "
+                "(UDP: %.1f%%)\n", WIRE_HEADER_SIZE,
+                100 * roce_payload_efficiency(ROCE_WRITE_FIRST, WIRE_HEADER_SIZE),
+                100 * roce_payload_efficiency(ROCE_WRITE_MIDDLE, WIRE_HEADER_SIZE),
+                100 * roce_payload_efficiency(ROCE_WRITE_LAST, WIRE_HEADER_SIZE),
+                100 * roce_payload_efficiency(ROCE_WRITE_LAST_IMM, WIRE_HEADER_SIZE),
+                o->packet_elems, nf, 100 * pe,
+                100.0 * 4 * o->packet_elems / (42.0 + WIRE_HEADER_SIZE + 4 * o->packet_elems));
+    }
     if (o->compress && r->encode_ns + r->decode_ns > 0)
         fprintf(out, "  coding         %.1f ms encode, %.1f ms decode (all ranks), %.0f%% "
                 "overlapped with packets in flight; %llu of %llu chunks encoded ahead by "
@@ -328,6 +345,21 @@ int ar_render_json(const ar_run_t *run)
     json_int(&w, "packets", (int64_t)r->packets);
     json_int(&w, "retransmissions", (int64_t)r->retransmissions);
     json_int(&w, "duplicate_results", (int64_t)r->duplicates);
+    json_string(&w, "transport", o->transport ? o->transport : "udp");
+    if (o->transport && strcmp(o->transport, "roce") == 0) {
+        uint32_t nf;
+        double pe = roce_message_efficiency(WIRE_HEADER_SIZE + 4 * o->packet_elems,
+                                            4 * o->packet_elems, &nf);
+        json_begin_object(&w, "roce_payload_efficiency");
+        static const uint8_t ops[] = {ROCE_WRITE_FIRST, ROCE_WRITE_MIDDLE, ROCE_WRITE_LAST,
+                                      ROCE_WRITE_LAST_IMM};
+        for (size_t i = 0; i < sizeof(ops); i++)
+            json_number(&w, roce_opcode_name(ops[i]),
+                        roce_payload_efficiency(ops[i], WIRE_HEADER_SIZE));
+        json_int(&w, "packet_frames", nf);
+        json_number(&w, "packet", pe);
+        json_end_object(&w);
+    }
     json_int(&w, "encode_ns", (int64_t)r->encode_ns);
     json_int(&w, "decode_ns", (int64_t)r->decode_ns);
     json_int(&w, "overlap_ns", (int64_t)r->overlap_ns);

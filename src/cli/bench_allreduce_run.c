@@ -30,6 +30,7 @@
 
 #include "cli/bench_allreduce.h"
 #include "cli/bench_allreduce_ctx.h"
+#include "cli/bench_pcap.h"
 #include "cli/cpu_sampler.h"
 #include "cli/output.h"
 #include "mpi/baseline_mpi.h"
@@ -313,6 +314,14 @@ static int inagg_rank_argv(ctx_t *c, uint32_t rank, char **argv, size_t cap, cha
         arg(&b, "--faults");
         arg(&b, "%s", o->faults);
     }
+    if (o->transport) {
+        arg(&b, "--transport");
+        arg(&b, "%s", o->transport);
+    }
+    if (o->roce_psn) {
+        arg(&b, "--roce-psn");
+        arg(&b, "%s", o->roce_psn);
+    }
     return b.full ? -1 : 0;
 }
 
@@ -329,9 +338,25 @@ static void run_inagg_testbed(ctx_t *c, ar_sys_result_t *r)
     /* the switch's CPU: the one started here, or the inagg fabric's process */
     sampler_begin(&c->sampler, c->sw_pid ? c->sw_pid : c->run->tb.fabric_pid);
     double t0, t1;
+    bench_pcap_t *cap = NULL;
+    if (o->pcap && c->run->on_testbed) {
+        char ns[64], why[256];
+        snprintf(ns, sizeof(ns), "inagg-tb-%s-sw", c->run->tb.name);
+        if (bench_pcap_start(ns, c->run->tb.hosts, o->pcap, &cap, why, sizeof(why)) != 0) {
+            snprintf(r->error, sizeof(r->error), "%s", why);
+            free(reps);
+            return;
+        }
+    }
     if (run_rank_group(c, "inagg", inagg_rank_argv, reps, r, &t0, &t1) == 0) {
         ar_summarize_ranks(reps, o->workers, o->iters, r);
         sampler_window(&c->sampler, t0, t1, r);
+    }
+    if (cap) {
+        uint64_t wrote, skipped;
+        bench_pcap_stop(cap, &wrote, &skipped);
+        fprintf(stderr, AR_CMD ": --pcap %s: %llu frames on the fabric's ports%s\n", o->pcap,
+                (unsigned long long)wrote, skipped ? " (more were seen: the capture is full)" : "");
     }
     free(reps);
 }

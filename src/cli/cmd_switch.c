@@ -62,7 +62,8 @@ static void usage(FILE *out)
             "                            --upstream 10.0.0.1:7000 --leaf-index 1 --leaves 2\n"
             "  --stats HOST:PORT       print a running switch's counters and exit\n"
             "L2 fabric (docs/FABRIC.md): forward Ethernet between interfaces and aggregate\n"
-            "the frames addressed to the switch's own IP on the way:\n"
+            "the frames addressed to the switch on the way: UDP to its own IP, and RoCE v1\n"
+            "RDMA Writes to its MAC from workers with INAGG_TRANSPORT=roce (PROTOCOL.md 13):\n"
             "  --l2 IF1,IF2,...        switch between these interfaces (AF_PACKET)\n"
             "  --l2-ip A.B.C.D[/P]     the switch's address (default: --listen's host, /24),\n"
             "                          held by an internal port with the kernel's stack\n"
@@ -72,8 +73,9 @@ static void usage(FILE *out)
             "  --link-delay SPEC       one-way delay of every link, each way: D (25us, 1ms)\n"
             "                          or IF=D,IF=D,...\n"
             "  --link-jitter SPEC      extra uniform delay 0..J per frame, same syntax\n"
-            "  --link-loss SPEC        drop each IPv4 frame on every link, each way, with\n"
-            "                          probability P (0.01 or 1%%), or IF=P,IF=P,...; counted\n"
+            "  --link-loss SPEC        drop each IPv4 or RoCE frame on every link, each\n"
+            "                          way, with probability P (0.01 or 1%%), or\n"
+            "                          IF=P,IF=P,...; counted\n"
             "                          per port (loss_drops); ARP is never dropped\n"
             "  --loss-seed S           the drops' random stream (default 1)\n"
             "  --mac-age MS            forget a MAC not seen this long (default 300000)\n"
@@ -159,7 +161,7 @@ static int start_fabric(fabric_config_t *fc, switch_config_t *cfg, fabric_t **ou
     }
     snprintf(listen_buf, cap, "%s:%u", fabric_ip_text(*out), port);
     cfg->listen = listen_buf;
-    cfg->transport = "afpacket";
+    cfg->transport = "roce"; /* linked: UDP aggregation frames as afpacket, and RoCE */
     cfg->transport_link = fabric_link(*out);
     cfg->extra_text = fabric_write_text;
     cfg->extra_json = fabric_write_json;

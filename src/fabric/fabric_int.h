@@ -17,6 +17,7 @@
 #include "fabric/delayline.h"
 #include "fabric/fabric.h"
 #include "fabric/mactable.h"
+#include "fabric/roce_agg.h"
 #include "transport/pktsock.h"
 
 #define FABRIC_MAX_PORTS 64 /* the internal port included */
@@ -101,6 +102,7 @@ struct fabric {
     _Atomic int stop;
     _Atomic uint64_t g[FG_COUNT];
     lathist_t lat[LAT_COUNT];
+    roce_steer_t roce;     /* RoCE aggregation flows and their counters (roce_agg.c) */
 };
 
 static inline void fstat_add(_Atomic uint64_t *c, uint64_t v)
@@ -118,6 +120,10 @@ void fabric_egress(struct fabric *f, uint32_t pout, const struct virtio_net_hdr 
 void fabric_transmit(struct fabric *f, uint32_t pout, const struct virtio_net_hdr *vh,
                      const uint8_t *frame, uint32_t len, uint8_t lat);
 int fabric_drain_results(struct fabric *f, uint64_t now);
+/* forward.c: an aggregation frame for queue q, copied into the queue (or counted). */
+void fabric_to_dataplane(struct fabric *f, uint32_t q, uint32_t pin,
+                         const struct virtio_net_hdr *vh, const uint8_t *frame, uint32_t len,
+                         uint64_t t_ns);
 
 /* forward.c: whether the link of port p loses this frame now (random, IPv4 only); counted. */
 int fabric_link_loses(struct fabric *f, uint32_t p, const uint8_t *frame, uint32_t len);

@@ -12,6 +12,7 @@
 #include "base/util.h"
 #include "fabric/fabric_int.h"
 #include "transport/ethframe.h"
+#include "transport/roce_frame.h"
 #include "wire/wire.h"
 
 static int is_zero_mac(const uint8_t *m)
@@ -45,9 +46,9 @@ void fabric_transmit(struct fabric *f, uint32_t pout, const struct virtio_net_hd
 int fabric_link_loses(struct fabric *f, uint32_t p, const uint8_t *frame, uint32_t len)
 {
     fport_t *port = &f->ports[p];
-    if (!port->loss_thresh || port->is_cpu || len < ETHF_ETH_LEN || frame[12] != 0x08 ||
-        frame[13] != 0x00)
-        return 0;
+    if (!port->loss_thresh || port->is_cpu || len < ETHF_ETH_LEN ||
+        !((frame[12] == 0x08 && frame[13] == 0x00) || (frame[12] == 0x89 && frame[13] == 0x15)))
+        return 0; /* IPv4 and RoCE frames are lost, ARP and the rest never */
     if ((util_splitmix64(&port->loss_rng) >> 32) >= port->loss_thresh)
         return 0;
     fstat_add(&port->c[FP_LOSS_DROPS], 1);
@@ -83,7 +84,7 @@ static void flood(struct fabric *f, uint32_t pin, const struct virtio_net_hdr *v
 }
 
 /* An aggregation frame for queue q: a copy into the queue's next slot. */
-static void to_dataplane(struct fabric *f, uint32_t q, uint32_t pin,
+void fabric_to_dataplane(struct fabric *f, uint32_t q, uint32_t pin,
                          const struct virtio_net_hdr *vh, const uint8_t *frame, uint32_t len,
                          uint64_t t_ns)
 {
@@ -123,6 +124,9 @@ void fabric_frame_in(struct fabric *f, uint32_t pin, const struct virtio_net_hdr
             return;
         }
         if (memcmp(dst, f->mac, 6) == 0) {
+            if (frame[12] == 0x89 && frame[13] == 0x15 &&
+                fabric_roce_in(f, pin, vh, frame, len, t_ns))
+                return; /* RoCE aggregation (roce_agg.c) */
             ethf_udp_t u;
             int k = ethf_parse(frame, len, &u);
             if (k == ETHF_MALFORMED) {
@@ -132,7 +136,7 @@ void fabric_frame_in(struct fabric *f, uint32_t pin, const struct virtio_net_hdr
             if (k == ETHF_UDP && u.dst_ip == f->ip && u.dst_port >= f->link.port0 &&
                 u.dst_port < f->link.port0 + f->link.nqueues) {
                 /* aggregation: never learned from, never flooded */
-                to_dataplane(f, u.dst_port - f->link.port0, pin, vh, frame, len, t_ns);
+                fabric_to_dataplane(f, u.dst_port - f->link.port0, pin, vh, frame, len, t_ns);
                 return;
             }
             if (k == ETHF_FRAGMENT && u.dst_ip == f->ip) {
@@ -167,9 +171,16 @@ void fabric_frame_in(struct fabric *f, uint32_t pin, const struct virtio_net_hdr
  * was already sent this round. */
 static uint8_t result_class(struct fabric *f, const uint8_t *frame, uint32_t len)
 {
-    if (len < ETHF_UDP_HDR_LEN + WIRE_HEADER_SIZE)
-        return LAT_NONE;
     const uint8_t *h = frame + ETHF_UDP_HDR_LEN;
+    if (len >= 14 && frame[12] == 0x89 && frame[13] == 0x15) {
+        /* RoCE: the header rides in a message's first frame (roce_frame.h) */
+        uint32_t off = roce_header_len(ROCE_WRITE_FIRST);
+        if (len < off + WIRE_HEADER_SIZE || !roce_op_is_first(frame[54]))
+            return LAT_AGG_INT;
+        h = frame + off;
+    } else if (len < ETHF_UDP_HDR_LEN + WIRE_HEADER_SIZE) {
+        return LAT_NONE;
+    }
     uint32_t job = (uint32_t)h[4] << 8 | h[5], rank = (uint32_t)h[6] << 8 | h[7];
     uint32_t slot = (uint32_t)h[12] << 24 | (uint32_t)h[13] << 16 | (uint32_t)h[14] << 8 | h[15];
     uint32_t round = (uint32_t)h[16] << 24 | (uint32_t)h[17] << 16 | (uint32_t)h[18] << 8 | h[19];

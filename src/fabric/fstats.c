@@ -128,6 +128,7 @@ void fabric_write_text(void *ctx, FILE *out)
         fprintf(out, "fabric latency %s: n=%" PRIu64 " p50_us=%.2f p99_us=%.2f\n",
                 lat_names[k], n, (double)p50 / 1e3, (double)p99 / 1e3);
     }
+    roce_steer_write_text(f, out);
 }
 
 void fabric_write_json(void *ctx, struct json_writer *w)
@@ -180,5 +181,6 @@ void fabric_write_json(void *ctx, struct json_writer *w)
         json_end_object(w);
     }
     json_end_object(w);
+    roce_steer_write_json(f, w);
     json_end_object(w);
 }

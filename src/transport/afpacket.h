@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #include "transport/frameq.h"
+#include "transport/roce.h"
 
 #define AFP_MAX_QUEUES 16
 #define AFP_ADDR_KIND 2u
@@ -32,6 +33,7 @@ typedef struct afp_link {
     uint16_t port0;              /* queue q is UDP port port0 + q */
     _Atomic uint64_t tx_full;    /* frames an endpoint dropped: its tx queue was full */
     _Atomic uint64_t tx_too_big; /* ... larger than a frame slot */
+    roce_stats_t roce;           /* the roce transport's linked endpoints (roce.h) */
 } afp_link_t;
 
 /* The contents of an AFP_ADDR_KIND address. */

@@ -29,6 +29,12 @@ static int fail(pktsock_t *s, int e, char *err, size_t errlen, const char *what,
 
 int pktsock_open(pktsock_t *s, const char *ifname, size_t ring_bytes, char *err, size_t errlen)
 {
+    return pktsock_open_frames(s, ifname, ring_bytes, 0, err, errlen);
+}
+
+int pktsock_open_frames(pktsock_t *s, const char *ifname, size_t ring_bytes, uint32_t frame_bytes,
+                        char *err, size_t errlen)
+{
     memset(s, 0, sizeof(*s));
     s->fd = -1;
     if (!ifname || !*ifname || strlen(ifname) >= IFNAMSIZ) {
@@ -63,16 +69,24 @@ int pktsock_open(pktsock_t *s, const char *ifname, size_t ring_bytes, char *err,
         return fail(s, errno, err, errlen, "PACKET_VERSION", ifname);
     (void)setsockopt(s->fd, SOL_PACKET, PACKET_IGNORE_OUTGOING, &one, sizeof(one));
     if (ring_bytes == 0)
-        ring_bytes = 8u << 20;
-    s->frame_size = PKTSOCK_FRAME;
-    s->nframes = (uint32_t)(ring_bytes / PKTSOCK_FRAME);
-    if (s->nframes < 8)
-        s->nframes = 8;
-    struct tpacket_req req = {.tp_block_size = PKTSOCK_FRAME, .tp_block_nr = s->nframes,
-                              .tp_frame_size = PKTSOCK_FRAME, .tp_frame_nr = s->nframes};
+        ring_bytes = 32u << 20; /* 480 GSO-sized frames: bursts of 1 KiB RoCE frames */
+    /* small frames: 16 to a 64 KiB block (larger frames are truncated and skipped);
+     * else one GSO-sized frame per block */
+    uint32_t fs = PKTSOCK_FRAME, per_block = 1;
+    if (frame_bytes) {
+        fs = frame_bytes <= 4096u ? 4096u : PKTSOCK_FRAME;
+        per_block = fs == 4096u ? 16u : 1u;
+    }
+    s->frame_size = fs;
+    s->nframes = (uint32_t)(ring_bytes / fs) / per_block * per_block;
+    if (s->nframes < 8 * per_block)
+        s->nframes = 8 * per_block;
+    struct tpacket_req req = {.tp_block_size = fs * per_block,
+                              .tp_block_nr = s->nframes / per_block,
+                              .tp_frame_size = fs, .tp_frame_nr = s->nframes};
     if (setsockopt(s->fd, SOL_PACKET, PACKET_RX_RING, &req, sizeof(req)) != 0)
         return fail(s, errno, err, errlen, "PACKET_RX_RING", ifname);
-    s->ring_len = (size_t)s->nframes * PKTSOCK_FRAME;
+    s->ring_len = (size_t)s->nframes * fs;
     void *m = mmap(NULL, s->ring_len, PROT_READ | PROT_WRITE, MAP_SHARED, s->fd, 0);
     if (m == MAP_FAILED) {
         s->ring = NULL;

@@ -29,7 +29,7 @@ typedef struct pktsock {
     uint64_t truncated; /* frames larger than a ring frame, dropped */
 } pktsock_t;
 
-/* Open a socket on interface `ifname` with a receive ring of about ring_bytes (0: 8 MiB) in
+/* Open a socket on interface `ifname` with a receive ring of about ring_bytes (0: 32 MiB) in
  * frames large enough for a 64 KiB GSO frame; promiscuous. */
 int pktsock_open(pktsock_t *s, const char *ifname, size_t ring_bytes, char *err, size_t errlen);
 
@@ -37,6 +37,11 @@ int pktsock_open(pktsock_t *s, const char *ifname, size_t ring_bytes, char *err,
  * 0 when the ring is empty. */
 int pktsock_peek(pktsock_t *s, const uint8_t **frame, uint32_t *len,
                  const struct virtio_net_hdr **vnet);
+
+/* The same with frames of frame_bytes (at most 4096: small frames, many to a ring; 0: as
+ * pktsock_open): larger frames are counted in `truncated` and skipped. */
+int pktsock_open_frames(pktsock_t *s, const char *ifname, size_t ring_bytes, uint32_t frame_bytes,
+                        char *err, size_t errlen);
 
 /* Give the frame returned by the last peek back to the kernel. */
 void pktsock_done(pktsock_t *s);

@@ -15,6 +15,7 @@
 static const transport_kind_t *const kinds[] = {
     &transport_kind_udp,
     &transport_kind_afpacket,
+    &transport_kind_roce,
 };
 
 static const transport_kind_t *kind_by_name(const char *name)

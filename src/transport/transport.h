@@ -97,7 +97,11 @@ typedef struct transport_config {
     const char *faults_out;
     uint64_t fault_stream;  /* each endpoint of a run draws its own decisions from the seed */
     const char *iface;      /* afpacket, standalone: the interface to open */
-    void *link;             /* afpacket, linked: the fabric's afp_link_t (afpacket.h) */
+    void *link;             /* afpacket, roce, linked: the fabric's afp_link_t (afpacket.h) */
+    const struct transport_addr *peer; /* roce, worker: the switch's queue 0 ("IP:PORT") */
+    uint32_t psn0;          /* roce, worker: the first PSN of every QP, when psn0_set (else
+                               random) */
+    int psn0_set;
 } transport_config_t;
 
 /* Open an endpoint. 0 with *out set, or -errno with a reason in err. */
@@ -156,6 +160,7 @@ typedef struct transport_kind {
 
 extern const transport_kind_t transport_kind_udp; /* udp.c */
 extern const transport_kind_t transport_kind_afpacket; /* afpacket.c */
+extern const transport_kind_t transport_kind_roce; /* roce.c */
 /* The faulty transport wraps `inner` (and owns it). */
 int transport_faulty_wrap(transport_t *inner, const char *spec_in, const char *spec_out,
                           uint64_t stream, transport_t **out, char *err, size_t errlen);

@@ -161,6 +161,7 @@ static inagg_result_t start_protocol(inagg_comm_t *c, const transport_addr_t *sw
         .timeout_ms = o->timeout_ms + 1000, /* let the switch's verdict come first */
         .socket_buffer = o->socket_buffer ? (int)o->socket_buffer : 4 << 20,
         .faults = o->faults,
+        .transport = getenv("INAGG_TRANSPORT"),
         .chunk_tags = c->opt.present,
         .codec = c->codec,
         .error_feedback = codec_is_lossy(&c->codec) && !o->no_error_feedback,
@@ -172,6 +173,17 @@ static inagg_result_t start_protocol(inagg_comm_t *c, const transport_addr_t *sw
         p.shard[k] = (worker_shard_t){.job = (uint16_t)j[k].id, .token = j[k].token,
                                       .queue0 = sw[k], .queues = j[k].threads,
                                       .base = j[k].base};
+    const char *psn = getenv("INAGG_ROCE_PSN"); /* roce: every QP's first PSN (tests) */
+    if (psn && *psn) {
+        char *end;
+        unsigned long v = strtoul(psn, &end, 0);
+        if (*end || v > 0xffffff) {
+            set_err(detail, dlen, "INAGG_ROCE_PSN='%s' is not a 24-bit PSN", psn);
+            return INAGG_ERR_INVALID;
+        }
+        p.roce_psn0 = (uint32_t)v;
+        p.roce_psn0_set = 1;
+    }
     int rc = c->proto->create(&p, &c->ps, detail, dlen);
     if (rc != 0) {
         c->ps = NULL;

@@ -144,7 +144,10 @@ int worker_open_endpoint(const worker_params_t *p, int buffer, uint32_t stream,
                          transport_t **out, char *err, size_t errlen)
 {
     transport_config_t cfg = {
-        .kind = "udp",
+        .kind = p->transport ? p->transport : "udp",
+        .peer = &p->sw_queue0,
+        .psn0 = p->roce_psn0,
+        .psn0_set = p->roce_psn0_set,
         .buffer_bytes = buffer,
         .max_packet = WIRE_HEADER_SIZE + worker_payload_cap(p),
         .faults = p->faults,

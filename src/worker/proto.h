@@ -64,6 +64,9 @@ typedef struct worker_params {
     uint32_t rto_us, rto_min_us, rto_max_us, timeout_ms;
     int socket_buffer;
     const char *faults;               /* fault spec for both directions, or NULL */
+    const char *transport;            /* "udp" (NULL) or "roce" (INAGG_TRANSPORT) */
+    uint32_t roce_psn0;               /* roce: every QP's first PSN when roce_psn0_set */
+    int roce_psn0_set;                /* (INAGG_ROCE_PSN), else a random one */
     int chunk_tags;                   /* `chunk` carries the chunk index (optimizer jobs), so
                                          p4sgd acknowledgements never ride on it */
     codec_spec_t codec;               /* the job's compression of float32 (CODEC_NONE: none) */

@@ -1,0 +1,62 @@
+/*
+ * roce_agg.h - RoCE v1 frames in the L2 fabric: the classification of AllReduce-Switch's
+ * Table VI for frames addressed to the switch, and the steering of an aggregation flow
+ * (ingress port, destination QP) to the switch queue (dataplane thread) that serves it.
+ *
+ *   not RoCE v1                                   -> ordinary forwarding (forward.c)
+ *   RoCE, not an RDMA Write                       -> forwarded (to the switch's own stack)
+ *   Write First / Only whose aggregation header   -> aggregation: record (port, QP) as an
+ *     matches (inagg magic and version at the        aggregation flow of the queue its RETH
+ *     start of the payload, RETH key a queue)        key names
+ *   Write First / Only, header not matching       -> forwarded
+ *   Write Middle / Last (with Immediate) of a     -> aggregation, to the flow's queue
+ *     recorded aggregation flow
+ *   Write Middle / Last of no such flow           -> forwarded
+ * RoCE frames addressed to other MACs are switched as any other frame. The frames' ICRC, PSN
+ * order and lengths are checked by the receiving endpoint (transport/roce.c), which counts and
+ * drops bad ones.
+ */
+#ifndef INAGG_FABRIC_ROCE_AGG_H
+#define INAGG_FABRIC_ROCE_AGG_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define ROCE_STEER_FLOWS 4096u
+
+enum roce_steer_stat {
+    RG_FIRST,        /* First / Only frames that opened or continued an aggregation flow */
+    RG_STEERED,      /* Middle / Last frames of a recorded flow, to its queue */
+    RG_NOT_WRITE,    /* RoCE frames to the switch that are not RDMA Writes: forwarded */
+    RG_NO_MATCH,     /* First / Only frames whose aggregation header does not match */
+    RG_NO_FLOW,      /* Middle / Last frames of no recorded flow: forwarded */
+    RG_MALFORMED,    /* too short for a BTH, or a First / Only that does not parse: dropped */
+    RG_TABLE_FULL,   /* First frames of a new flow with the flow table full: forwarded */
+    RG_COUNT
+};
+
+typedef struct roce_steer_ent {
+    uint32_t qp;      /* 0: empty */
+    uint16_t port;
+    uint16_t queue;
+} roce_steer_ent_t;
+
+typedef struct roce_steer {
+    roce_steer_ent_t t[ROCE_STEER_FLOWS];
+    _Atomic uint64_t c[RG_COUNT];
+} roce_steer_t;
+
+struct fabric;
+struct json_writer;
+struct virtio_net_hdr;
+
+/* A RoCE frame addressed to the switch's MAC: 1 when it was taken (queued for a dataplane
+ * thread, or dropped and counted), 0 when the caller forwards it as an ordinary frame. */
+int fabric_roce_in(struct fabric *f, uint32_t pin, const struct virtio_net_hdr *vh,
+                   const uint8_t *frame, uint32_t len, uint64_t t_ns);
+
+void roce_steer_write_text(struct fabric *f, FILE *out);
+void roce_steer_write_json(struct fabric *f, struct json_writer *w);
+
+#endif /* INAGG_FABRIC_ROCE_AGG_H */

@@ -1,0 +1,72 @@
+/*
+ * roce.h - the RoCE v1 transport (transport kind "roce"): every packet of the slot protocols
+ * (header and payload, roce_frame.h's "message") travels as one RDMA Write message, a
+ * sequence of 1024-byte Write frames (First, Middle..., Last; Only for a packet of at most
+ * 1024 bytes) on a Reliable Connected QP with its own 24-bit PSN sequence. The packet's inagg
+ * header (36 bytes, PROTOCOL.md) is the aggregation header at the start of the First frame's
+ * payload; RETH carries the message length and, as its key, the switch queue it is for.
+ *
+ * A connection is named by one QP number that both ends use: a worker endpoint picks a base
+ * QP and talks to switch queue q on QP base + q, with one PSN sequence per queue; the switch
+ * answers on the same QP number with its own PSN sequence, which starts where the worker's
+ * did. The L2 fabric (src/fabric/roce_agg.c) steers a flow (ingress port, QP) to its queue.
+ *
+ * Two ways to open it (transport_config_t):
+ *  - worker: `peer` is the switch's queue 0 (an "IP:PORT" address; the control connection has
+ *    already put the switch's MAC in the kernel's neighbour table, which gives the MAC and the
+ *    interface); the endpoint opens its own packet socket on that interface.
+ *  - switch, linked: `link` is the fabric's afp_link_t and the endpoint serves queue `queue`.
+ *    It also serves UDP aggregation frames exactly as the afpacket transport does, so one
+ *    fabric switch serves UDP and RoCE workers alike.
+ * Receivers check every frame (ICRC, lengths, PSN order: roce_flow.h) and count and drop a
+ * bad one; a message completes only when all of its frames arrived in order.
+ */
+#ifndef INAGG_TRANSPORT_ROCE_H
+#define INAGG_TRANSPORT_ROCE_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define ROCE_ADDR_KIND 3u
+#define ROCE_MAX_QUEUES 16u
+
+/* What the transport counts: frames and messages each way, and every reason a frame is
+ * dropped (the first block mirrors enum roce_reason, the second enum roce_rx_verdict). */
+enum roce_stat {
+    RS_FRAMES_IN, RS_FRAMES_OUT, RS_MESSAGES_IN, RS_MESSAGES_OUT,
+    RS_TRUNCATED, RS_BAD_GRH, RS_BAD_LENGTH, RS_BAD_BTH, RS_NOT_WRITE, RS_BAD_PAYLOAD,
+    RS_BAD_ICRC,
+    RS_PSN_DUPLICATE, RS_PSN_GAP, RS_PSN_WINDOW, RS_NO_FIRST, RS_TOO_BIG, RS_LENGTH,
+    RS_ABANDONED,       /* messages started and never completed (a frame of them lost) */
+    RS_FLOW_TABLE_FULL, /* frames of a new flow when the endpoint's flow table was full */
+    RS_TX_DROPPED,      /* messages not (entirely) sent: the device or queue was full */
+    RS_COUNT
+};
+
+typedef struct roce_stats {
+    _Atomic uint64_t c[RS_COUNT];
+} roce_stats_t;
+
+const char *roce_stat_name(int i);
+/* "roce: frames_in=.. ..." (non-zero drop counters only after the first four). */
+void roce_stats_write_text(const roce_stats_t *s, const char *prefix, FILE *out);
+
+/* The counters of every worker endpoint in this process. */
+extern roce_stats_t roce_worker_stats;
+
+/* The contents of a ROCE_ADDR_KIND address. */
+typedef struct roce_addr {
+    uint8_t mac[6];
+    uint16_t ifport; /* linked: the fabric port to send by */
+    uint32_t ip;     /* network order: the peer's IP where known (for printing) */
+    uint32_t qp;     /* the connection's QP number */
+    uint16_t port;   /* the UDP port this queue stands for (printing, port get/set) */
+    uint16_t queue;  /* the switch queue */
+} roce_addr_t;
+
+/* The interface and MAC the kernel's neighbour table holds for IPv4 address ip (network
+ * order): 0, or -EHOSTUNREACH when there is no complete entry. */
+int roce_neighbour(uint32_t ip, char ifname[16], uint8_t mac[6]);
+
+#endif /* INAGG_TRANSPORT_ROCE_H */

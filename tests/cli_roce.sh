@@ -1,0 +1,174 @@
+#!/usr/bin/env bash
+# tests/cli_roce.sh - the RoCE v1 transport end to end on testbeds with the inagg fabric:
+# usage errors; a 4-host allreduce over --transport roce whose capture (--pcap) decodes in
+# tshark as RDMA Write First/Middle/Last with the expected QPs and PSNs and whose every frame's
+# ICRC is valid by this test's own code (tests/roce_pcap.py, zlib); 1% loss on every link with
+# int32 results bit-identical and the switch's answers from its result buffer counted; a run
+# whose PSNs start just below the 24-bit wrap; each case of the fabric's Table VI
+# classification (tests/roce_frames.py) counted; float32 over roce. Skips, saying why, where testbeds cannot be
+# built; the tshark check skips (the ICRC check does not) when tshark is absent (Debian:
+# apt-get install tshark). About 2 minutes.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+INAGG=${INAGG:-build/inagg}
+PY=/usr/bin/python3
+pass=0 fail=0 skip=0
+ok()  { echo "ok      $1"; pass=$((pass + 1)); }
+bad() { echo "FAIL    $1: $2"; fail=$((fail + 1)); }
+skp() { echo "skip    $1: $2"; skip=$((skip + 1)); }
+finish() { echo "$pass passed, $fail failed, $skip skipped"; [ $fail -eq 0 ]; exit $?; }
+tmp=$(mktemp -d)
+TB=roce$(( $$ % 100000 ))
+cleanup() {
+    timeout 60 tools/testbed down "$TB" >/dev/null 2>&1
+    rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+jget() { $PY -c "import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))" "$@"; }
+
+t=usage_errors
+rcs=""
+for args in "--transport tcp" "--transport roce" "--pcap $tmp/x.pcap" "--roce-psn 5" \
+    "--transport roce --roce-psn 16777216 --testbed 2" "--testbed 2 --fabric bridge --transport roce"; do
+    timeout 10 $INAGG bench allreduce $args >/dev/null 2>"$tmp/err"
+    rc=$?
+    [ $rc -eq 2 ] || rcs+=" [$args]=$rc"
+    [ -s "$tmp/err" ] || rcs+=" [$args: no message]"
+done
+[ -z "$rcs" ] && ok $t || bad $t "wrong exit codes or no message:$rcs"
+
+if ! timeout 20 tools/testbed check >"$tmp/check" 2>&1; then
+    skp testbeds "testbeds cannot be built here: $(tail -n 1 "$tmp/check")"
+    finish
+fi
+
+# bench run: 4 hosts over roce with a capture; $1 = tag, rest = extra flags
+run_bench() {
+    local tag=$1; shift
+    INAGG_LOG=warn timeout 240 $INAGG bench allreduce --testbed 4 --fabric inagg \
+        --link-rate 1gbit --transport roce --pcap "$tmp/$tag.pcap" --elems 30000 --iters 2 \
+        --dtype int32 --json "$tmp/$tag.json" "$@" >"$tmp/$tag.out" 2>"$tmp/$tag.err"
+}
+
+t=capture_decodes_as_rdma_writes_with_valid_icrc
+if run_bench cap; then
+    $PY tests/roce_pcap.py "$tmp/cap.pcap" >"$tmp/cap.check"
+    why=""
+    [ "$(jget "$tmp/cap.json" "d['verified']")" = True ] || why+=" results not verified;"
+    [ "$(jget "$tmp/cap.check" "d['roce'] > 100")" = True ] || why+=" few RoCE frames;"
+    [ "$(jget "$tmp/cap.check" "d['bad_icrc'] + d['bad_length']")" = 0 ] || why+=" bad ICRC/length;"
+    [ "$(jget "$tmp/cap.check" "d['psn_gaps'] + d['psn_backwards']")" = 0 ] || why+=" PSNs not consecutive per QP;"
+    [ "$(jget "$tmp/cap.check" "all(d['opcodes'].get(k, 0) > 0 for k in ('6', '7', '8'))")" = True ] || why+=" opcodes $(jget "$tmp/cap.check" "d['opcodes']");"
+    [ "$(jget "$tmp/cap.check" "len(d['qps']) >= 4")" = True ] || why+=" QPs $(jget "$tmp/cap.check" "d['qps']");"
+    [ -z "$why" ] && ok $t || bad $t "$why $(cat "$tmp/cap.check")"
+else
+    bad $t "bench failed: $(tail -n 3 "$tmp/cap.err")"
+fi
+
+t=tshark_decodes_first_middle_last_qps_and_psns
+if ! command -v tshark >/dev/null 2>&1; then
+    skp $t "tshark is not installed (Debian: apt-get install tshark)"
+elif [ -s "$tmp/cap.pcap" ]; then
+    tshark -r "$tmp/cap.pcap" -Y infiniband -T fields -e infiniband.bth.opcode \
+        -e infiniband.bth.destqp -e infiniband.bth.psn 2>/dev/null >"$tmp/ts.txt"
+    tshark -r "$tmp/cap.pcap" -Y infiniband 2>/dev/null >"$tmp/ts.sum"
+    # the decoder's opcodes, QPs and PSNs agree with the test's own reading of the same frames
+    res=$($PY - "$tmp/ts.txt" "$tmp/cap.check" <<'EOF'
+import json, sys
+rows = [l.split('\t') for l in open(sys.argv[1]).read().split('\n') if l.strip()]
+mine = json.load(open(sys.argv[2]))
+ops = {}
+for r in rows:
+    ops[r[0]] = ops.get(r[0], 0) + 1
+qps = sorted({'0x%06x' % int(r[1], 16) for r in rows})
+psn_ok = all(0 <= int(r[2]) < (1 << 24) for r in rows)
+print('ok' if ops == mine['opcodes'] and qps == mine['qps'] and psn_ok and len(rows) == mine['roce']
+      else 'tshark %s %s, ours %s %s' % (ops, qps, mine['opcodes'], mine['qps']))
+EOF
+)
+    names=$(grep -c "RDMA Write First" "$tmp/ts.sum")/$(grep -c "RDMA Write Middle" "$tmp/ts.sum")/$(grep -c "RDMA Write Last" "$tmp/ts.sum")
+    if [ "$res" = ok ] && ! echo "$names" | grep -q "\b0\b"; then ok $t
+    else bad $t "$res; First/Middle/Last lines $names"; fi
+else
+    bad $t "no capture"
+fi
+
+t=psn_start_just_below_the_wrap
+if run_bench wrap --roce-psn 16777200; then
+    $PY tests/roce_pcap.py "$tmp/wrap.pcap" >"$tmp/wrap.check"
+    if [ "$(jget "$tmp/wrap.json" "d['verified']")" = True ] &&
+       [ "$(jget "$tmp/wrap.check" "d['wrapped_flows'] >= 4 and d['bad_icrc'] == 0 and d['psn_gaps'] == 0")" = True ]; then ok $t
+    else bad $t "verified=$(jget "$tmp/wrap.json" "d['verified']") $(cat "$tmp/wrap.check")"; fi
+else
+    bad $t "bench failed: $(tail -n 3 "$tmp/wrap.err")"
+fi
+
+t=loss_one_percent_bit_identical_with_result_buffer_answers
+# our own testbed, so the switch's counters can be read after the run
+if timeout 60 tools/testbed up 4 --name "$TB" --fabric inagg --link-rate 1gbit --mtu 9000 \
+    --loss 0.01 >"$tmp/up.out" 2>&1; then
+    SW=$(tools/testbed show "$TB" | sed -n 's/^ *sw .* \([0-9.]*\) (inagg0.*/\1/p')
+    ranks=""
+    for r in 0 1 2 3; do
+        INAGG_TRANSPORT=roce timeout 120 tools/testbed exec "$TB" h$((r + 1)) -- $INAGG bench \
+            allreduce --switch "$SW:7000" --rank $r --world 4 --job loss --elems 100000 \
+            --packet-elems 2048 --dtype int32 --iters 4 --rto-min-us 5000 --transport roce \
+            >"$tmp/l$r.json" 2>&1 &
+        ranks+=" $!"
+    done
+    wait $ranks
+    timeout 10 tools/testbed exec "$TB" sw -- $INAGG switch --stats "$SW:7000" >"$tmp/l.stats" 2>&1
+    nver=$(cat "$tmp"/l?.json | grep -c '"verified":true')
+    sums=$(cat "$tmp"/l?.json | sed -n 's/.*"checksum":"\([0-9a-f]*\)".*/\1/p' | sort -u | wc -l)
+    resends=$(sed -n 's/.* name=loss .* resends=\([0-9]*\).*/\1/p' "$tmp/l.stats" | head -n 1)
+    lost=$(sed -n 's/^fabric port p[0-9].* loss_drops=\([0-9]*\).*/\1/p' "$tmp/l.stats" | awk '{s += $1} END {print s + 0}')
+    echo "        4 ranks verified: $nver, distinct checksums: $sums, frames lost on links: ${lost:-?}, results answered again from the switch's buffer: ${resends:-?}"
+    grep "fabric roce" "$tmp/l.stats" | sed 's/^/        /'
+    if [ "$nver" -eq 4 ] && [ "$sums" -eq 1 ] && [ "${resends:-0}" -gt 0 ] && [ "${lost:-0}" -gt 0 ]; then ok $t
+    else bad $t "verified $nver/4, checksums $sums, resends ${resends:-?}, lost ${lost:-?}: $(head -c 300 "$tmp/l0.json") $(head -c 400 "$tmp/l.stats")"; fi
+    t=table_vi_cases_forwarded_or_dropped_and_counted
+    timeout 60 tools/testbed loss "$TB" 0 >/dev/null 2>&1 # no frame of these may be lost
+    for _ in $(seq 50); do
+        timeout 5 tools/testbed exec "$TB" sw -- $INAGG switch --stats "$SW:7000" >/dev/null 2>&1 && break
+        sleep 0.1
+    done
+    timeout 10 tools/testbed exec "$TB" sw -- $INAGG switch --stats "$SW:7000" --json >"$tmp/b.json" 2>&1
+    swmac=$(jget "$tmp/b.json" "d['fabric']['mac']")
+    h2mac=$(tools/testbed exec "$TB" h2 -- cat /sys/class/net/tb0/address)
+    tools/testbed exec "$TB" h1 -- $PY tests/roce_frames.py tb0 "$swmac" "$h2mac" >"$tmp/rf.out" 2>&1
+    sleep 0.3
+    timeout 10 tools/testbed exec "$TB" sw -- $INAGG switch --stats "$SW:7000" --json >"$tmp/a.json" 2>&1
+    why=""
+    for k in not_write no_match no_flow malformed; do
+        b=$(jget "$tmp/b.json" "d['fabric']['roce']['$k']"); a=$(jget "$tmp/a.json" "d['fabric']['roce']['$k']")
+        [ "$a" = $((b + 1)) ] || why+=" $k $b->$a;"
+    done
+    b=$(jget "$tmp/b.json" "d['fabric']['forwarded'] + d['fabric']['unknown_flooded']")
+    a=$(jget "$tmp/a.json" "d['fabric']['forwarded'] + d['fabric']['unknown_flooded']")
+    [ "$a" -gt "$b" ] || why+=" RoCE to another MAC not switched ($b->$a);"
+    b=$(jget "$tmp/b.json" "d['fabric']['to_switch_stack']"); a=$(jget "$tmp/a.json" "d['fabric']['to_switch_stack']")
+    [ "$a" -ge $((b + 3)) ] || why+=" forwarded cases did not reach the switch's stack ($b->$a);"
+    grep -q "sent 5" "$tmp/rf.out" || why+=" sender: $(cat "$tmp/rf.out");"
+    [ -z "$why" ] && ok $t || bad $t "$why"
+else
+    bad $t "tools/testbed up failed: $(tail -n 2 "$tmp/up.out")"
+fi
+
+t=float32_over_roce
+if INAGG_LOG=warn timeout 240 $INAGG bench allreduce --testbed 2 --fabric inagg --link-rate 1gbit \
+    --transport roce --elems 30000 --iters 2 --dtype float32 --json "$tmp/f.json" \
+    >"$tmp/f.out" 2>"$tmp/f.err" && [ "$(jget "$tmp/f.json" "d['verified']")" = True ]; then ok $t
+else bad $t "$(tail -n 3 "$tmp/f.err")"; fi
+
+t=int32_bit_identical_under_worker_loss_duplication_reordering
+# the fault-injection transport wraps the roce endpoints: whole messages dropped, duplicated
+# and reordered both ways, on top of the frames' own checks
+if INAGG_LOG=warn timeout 240 $INAGG bench allreduce --testbed 2 --fabric inagg --link-rate 1gbit \
+    --transport roce --elems 30000 --iters 3 --dtype int32 --rto-min-us 5000 \
+    --faults drop=0.02,dup=0.02,reorder=0.02,seed=5 --json "$tmp/fz.json" \
+    >"$tmp/fz.out" 2>"$tmp/fz.err" && [ "$(jget "$tmp/fz.json" "d['verified']")" = True ] &&
+    [ "$(jget "$tmp/fz.json" "d['checksums_agree']")" = True ] &&
+    [ "$(jget "$tmp/fz.json" "d['retransmissions'] > 0")" = True ]; then ok $t
+else bad $t "$(tail -n 3 "$tmp/fz.err") $(head -c 300 "$tmp/fz.json" 2>/dev/null)"; fi
+finish

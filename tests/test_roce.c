@@ -1,0 +1,292 @@
+/*
+ * test_roce.c - the RoCE transport's receive rules and its switch-side endpoint: messages sent
+ * through a channel that drops, duplicates, reorders and corrupts frames arrive bit-identical
+ * and never twice when the sender resends what was not answered (the slot protocols' timer);
+ * every bad frame is counted by its reason; a linked endpoint reassembles a message from the
+ * fabric's queue, answers on the sender's QP with a PSN sequence that starts where the
+ * sender's did (across the 24-bit wrap), counts a bad ICRC, and still carries UDP frames.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <string.h>
+
+#include "base/util.h"
+#include "harness.h"
+#include "transport/afpacket.h"
+#include "transport/ethframe.h"
+#include "transport/roce.h"
+#include "transport/roce_flow.h"
+#include "transport/roce_frame.h"
+#include "transport/transport.h"
+
+static const uint8_t MAC_W[6] = {0x02, 0, 0, 0, 0, 0x11}, MAC_S[6] = {0x02, 0, 0, 0, 0, 0x22};
+
+#define NMSG 60
+#define MAXF 8
+#define CHAN 4096
+
+typedef struct {
+    uint8_t data[ROCE_MAX_FRAME];
+    uint32_t len;
+} cframe_t;
+
+static uint32_t frames_for(uint32_t len, uint32_t i, uint32_t nf, roce_hdr_t *h)
+{
+    h->opcode = nf == 1 ? ROCE_WRITE_ONLY
+                : i == 0 ? ROCE_WRITE_FIRST
+                : i + 1 == nf ? ROCE_WRITE_LAST
+                              : ROCE_WRITE_MIDDLE;
+    uint32_t off = i * ROCE_PMTU;
+    return len - off < ROCE_PMTU ? len - off : ROCE_PMTU;
+}
+
+TEST(roce_messages_survive_loss_duplication_reordering_corruption, 30)
+{
+    static uint8_t msg[NMSG][MAXF * ROCE_PMTU];
+    static uint32_t mlen[NMSG];
+    static int delivered[NMSG];
+    static cframe_t chan[CHAN];
+    static uint8_t rbuf[MAXF * ROCE_PMTU];
+    uint64_t rng = 77;
+    for (int m = 0; m < NMSG; m++) {
+        uint32_t nf = 1 + (uint32_t)(util_splitmix64(&rng) % MAXF);
+        mlen[m] = nf == 1 ? 4 + (uint32_t)(util_splitmix64(&rng) % (ROCE_PMTU - 3))
+                          : (nf - 1) * ROCE_PMTU + 1 + (uint32_t)(util_splitmix64(&rng) % ROCE_PMTU);
+        for (uint32_t i = 0; i < mlen[m]; i++)
+            msg[m][i] = (uint8_t)util_splitmix64(&rng);
+        memcpy(msg[m], &m, sizeof(m)); /* the message's id in its first bytes */
+    }
+    roce_rx_flow_t fl;
+    memset(&fl, 0, sizeof(fl));
+    fl.buf = rbuf;
+    fl.cap = sizeof(rbuf);
+    uint32_t psn = 0xffff00; /* crosses the wrap */
+    uint64_t verdicts[ROCE_RX_VERDICT_COUNT] = {0}, bad_icrc = 0;
+    int left = NMSG;
+    for (int round = 0; round < 200 && left > 0; round++) {
+        uint32_t n = 0;
+        /* the sender: every message not answered yet, as a new message on the QP's PSNs */
+        for (int m = 0; m < NMSG; m++) {
+            if (delivered[m])
+                continue;
+            uint32_t nf = mlen[m] <= ROCE_PMTU ? 1 : (mlen[m] + ROCE_PMTU - 1) / ROCE_PMTU;
+            for (uint32_t i = 0; i < nf && n + 2 < CHAN; i++) {
+                roce_hdr_t h;
+                memset(&h, 0, sizeof(h));
+                memcpy(h.dst_mac, MAC_S, 6);
+                memcpy(h.src_mac, MAC_W, 6);
+                uint32_t pay = frames_for(mlen[m], i, nf, &h);
+                h.qp = 0x4242;
+                h.psn = psn;
+                h.dma_len = mlen[m];
+                psn = roce_psn_add(psn, 1);
+                uint64_t d = util_splitmix64(&rng) % 100;
+                if (d < 5)
+                    continue; /* lost */
+                chan[n].len = roce_write_frame(chan[n].data, &h, msg[m] + i * ROCE_PMTU, pay,
+                                               NULL, 0);
+                if (d < 7) /* corrupted in flight */
+                    chan[n].data[20 + util_splitmix64(&rng) % (chan[n].len - 24)] ^= 0x10;
+                n++;
+                if (d >= 7 && d < 12) { /* duplicated */
+                    chan[n] = chan[n - 1];
+                    n++;
+                }
+            }
+        }
+        for (uint32_t i = 0; i + 1 < n; i++) /* reordered: neighbours swapped */
+            if (util_splitmix64(&rng) % 100 < 5) {
+                static cframe_t t;
+                t = chan[i];
+                chan[i] = chan[i + 1];
+                chan[i + 1] = t;
+            }
+        /* the receiver */
+        for (uint32_t i = 0; i < n; i++) {
+            roce_frame_t f;
+            enum roce_reason r = roce_parse(chan[i].data, chan[i].len, 1, &f);
+            if (r != ROCE_OK) {
+                bad_icrc += r == ROCE_BAD_ICRC;
+                continue;
+            }
+            enum roce_rx_verdict v = roce_rx_frame(&fl, &f);
+            verdicts[v]++;
+            if (v != ROCE_RX_DONE)
+                continue;
+            int id;
+            memcpy(&id, rbuf, sizeof(id));
+            CHECK_MSG(id >= 0 && id < NMSG, "delivered an unknown message (id %d)", id);
+            CHECK_MSG(!delivered[id], "message %d delivered twice", id);
+            CHECK_EQ_INT(fl.want, mlen[id]);
+            CHECK_MSG(memcmp(rbuf, msg[id], mlen[id]) == 0, "message %d not bit-identical", id);
+            delivered[id] = 1;
+            left--;
+        }
+    }
+    CHECK_MSG(left == 0, "%d messages never arrived", left);
+    CHECK(verdicts[ROCE_RX_DUP] > 0 && verdicts[ROCE_RX_GAP] > 0 && bad_icrc > 0);
+    CHECK(fl.abandoned > 0);
+    CHECK(strcmp(roce_rx_verdict_name(ROCE_RX_GAP), "psn_gap") == 0);
+}
+
+TEST(roce_flow_window_and_length_rules, 10)
+{
+    static uint8_t buf[4 * ROCE_PMTU];
+    static uint8_t pay[ROCE_PMTU];
+    roce_rx_flow_t fl;
+    memset(&fl, 0, sizeof(fl));
+    fl.buf = buf;
+    fl.cap = sizeof(buf);
+    roce_frame_t f;
+    memset(&f, 0, sizeof(f));
+    f.payload = pay;
+    /* a Middle before any First */
+    f.h.opcode = ROCE_WRITE_MIDDLE;
+    f.h.psn = 5;
+    f.payload_len = ROCE_PMTU;
+    CHECK_EQ_INT(roce_rx_frame(&fl, &f), ROCE_RX_NO_FIRST);
+    /* a First larger than the capacity */
+    f.h.opcode = ROCE_WRITE_FIRST;
+    f.h.dma_len = 5 * ROCE_PMTU;
+    CHECK_EQ_INT(roce_rx_frame(&fl, &f), ROCE_RX_TOO_BIG);
+    CHECK_EQ_INT(fl.epsn, 6);
+    f.h.psn = 6;
+    f.h.dma_len = 2 * ROCE_PMTU - 10;
+    CHECK_EQ_INT(roce_rx_frame(&fl, &f), ROCE_RX_MORE);
+    /* a Last that ends short of the DMA length */
+    f.h.opcode = ROCE_WRITE_LAST;
+    f.h.psn = 7;
+    f.payload_len = 100;
+    CHECK_EQ_INT(roce_rx_frame(&fl, &f), ROCE_RX_LENGTH);
+    /* far ahead or behind: outside the window */
+    f.h.opcode = ROCE_WRITE_ONLY;
+    f.h.psn = roce_psn_add(8, ROCE_PSN_WINDOW + 1);
+    CHECK_EQ_INT(roce_rx_frame(&fl, &f), ROCE_RX_WINDOW);
+    f.h.psn = 8;
+    f.h.dma_len = 100;
+    CHECK_EQ_INT(roce_rx_frame(&fl, &f), ROCE_RX_DONE);
+    CHECK_EQ_INT(roce_rx_frame(&fl, &f), ROCE_RX_DUP);
+}
+
+/* A frame of a message from the worker into queue q's slot, as the fabric queues it. */
+static void push(frameq_t *q, const roce_hdr_t *h, const uint8_t *pay, uint32_t n, uint16_t port)
+{
+    frameq_slot_t *s = frameq_reserve(q);
+    if (!s)
+        return;
+    s->len = roce_write_frame(s->data, h, pay, n, NULL, 0);
+    s->port = port;
+    s->t_ns = 1;
+    frameq_publish(q);
+}
+
+TEST(roce_linked_endpoint_answers_on_the_senders_qp, 10)
+{
+    static afp_link_t link;
+    memset(&link, 0, sizeof(link));
+    link.nqueues = 2;
+    for (int q = 0; q < 2; q++) {
+        CHECK_EQ_INT(frameq_init(&link.rx[q], 64), 0);
+        CHECK_EQ_INT(frameq_init(&link.tx[q], 64), 0);
+    }
+    link.tx_efd = link.tx[0].efd;
+    memcpy(link.mac, MAC_S, 6);
+    link.ip = inet_addr("10.9.0.254");
+    link.port0 = 7000;
+    transport_config_t cfg = {.kind = "roce", .link = &link, .queue = 1, .max_packet = 8192};
+    transport_t *t = NULL;
+    char err[160] = "";
+    CHECK_MSG(transport_open(&cfg, &t, err, sizeof(err)) == 0, "%s", err);
+    static uint8_t msg[2500];
+    for (uint32_t i = 0; i < sizeof(msg); i++)
+        msg[i] = (uint8_t)(i * 13 + 1);
+    roce_hdr_t h;
+    memset(&h, 0, sizeof(h));
+    memcpy(h.dst_mac, MAC_S, 6);
+    memcpy(h.src_mac, MAC_W, 6);
+    h.qp = 0x1231;
+    h.rkey = 1;
+    h.dma_len = sizeof(msg);
+    uint32_t psn0 = 0xfffffe;
+    const uint8_t ops[3] = {ROCE_WRITE_FIRST, ROCE_WRITE_MIDDLE, ROCE_WRITE_LAST};
+    for (uint32_t i = 0; i < 3; i++) {
+        h.opcode = ops[i];
+        h.psn = roce_psn_add(psn0, i);
+        push(&link.rx[1], &h, msg + i * ROCE_PMTU, i < 2 ? ROCE_PMTU : sizeof(msg) - 2048, 3);
+    }
+    /* a corrupted frame and a UDP datagram behind it */
+    h.opcode = ROCE_WRITE_ONLY;
+    h.psn = roce_psn_add(psn0, 3);
+    h.dma_len = 8;
+    push(&link.rx[1], &h, msg, 8, 3);
+    frameq_at(&link.rx[1], 3)->data[70] ^= 1;
+    frameq_slot_t *s = frameq_reserve(&link.rx[1]);
+    CHECK(s != NULL);
+    if (!s)
+        return;
+    ethf_write_udp(s->data, MAC_W, MAC_S, inet_addr("10.9.0.1"), link.ip, 41000, 7001, 4);
+    memcpy(s->data + ETHF_UDP_HDR_LEN, "udp!", 4);
+    s->len = ETHF_UDP_HDR_LEN + 4;
+    s->port = 3;
+    frameq_publish(&link.rx[1]);
+
+    transport_rx_t rx[8];
+    CHECK_EQ_INT(transport_recv(t, rx, 8, 100), 2);
+    CHECK_EQ_INT(rx[0].len, sizeof(msg));
+    CHECK(memcmp(rx[0].data, msg, sizeof(msg)) == 0);
+    CHECK_EQ_INT(rx[0].from.kind, ROCE_ADDR_KIND);
+    CHECK(rx[1].len == 4 && memcmp(rx[1].data, "udp!", 4) == 0);
+    CHECK_EQ_INT(rx[1].from.kind, AFP_ADDR_KIND);
+    CHECK_EQ_INT(atomic_load(&link.roce.c[RS_BAD_ICRC]), 1);
+    CHECK_EQ_INT(atomic_load(&link.roce.c[RS_MESSAGES_IN]), 1);
+
+    /* the answer: three frames to the worker's MAC and QP, out of port 3, PSNs from psn0 */
+    transport_tx_t p = {.head = msg, .head_len = 36, .body = msg + 36,
+                        .body_len = sizeof(msg) - 36, .to = rx[0].from};
+    CHECK_EQ_INT(transport_send(t, &p, 1, 0), 1);
+    CHECK_EQ_INT(frameq_ready(&link.tx[1]), 3);
+    static uint8_t back[sizeof(msg)];
+    uint32_t got = 0;
+    for (uint32_t i = 0; i < 3; i++) {
+        frameq_slot_t *o = frameq_at(&link.tx[1], i);
+        roce_frame_t f;
+        CHECK_EQ_INT(roce_parse(o->data, o->len, 1, &f), ROCE_OK);
+        CHECK_EQ_INT(o->port, 3);
+        CHECK_EQ_INT(f.h.opcode, ops[i]);
+        CHECK_EQ_INT(f.h.qp, 0x1231);
+        CHECK_EQ_INT(f.h.psn, roce_psn_add(psn0, i));
+        CHECK_EQ_INT(f.h.ack_req, i == 2);
+        CHECK(memcmp(f.h.dst_mac, MAC_W, 6) == 0 && memcmp(f.h.src_mac, MAC_S, 6) == 0);
+        memcpy(back + got, f.payload, f.payload_len);
+        got += f.payload_len;
+    }
+    CHECK_EQ_INT(got, sizeof(msg));
+    CHECK(memcmp(back, msg, sizeof(msg)) == 0);
+    char text[128];
+    transport_addr_format(&rx[0].from, text, sizeof(text));
+    CHECK_MSG(strstr(text, "qp 0x001231") != NULL, "%s", text);
+    /* an answer to a flow the endpoint never heard from is counted, not sent */
+    transport_addr_t stranger = rx[0].from;
+    ((roce_addr_t *)(void *)stranger.u.bytes)->qp = 0x999;
+    p.to = stranger;
+    CHECK_EQ_INT(transport_send(t, &p, 1, 0), 0);
+    CHECK_EQ_INT(atomic_load(&link.roce.c[RS_TX_DROPPED]), 1);
+    transport_close(t);
+    for (int q = 0; q < 2; q++) {
+        frameq_free(&link.rx[q]);
+        frameq_free(&link.tx[q]);
+    }
+}
+
+TEST(roce_worker_endpoint_needs_a_neighbour, 10)
+{
+    transport_addr_t sw;
+    CHECK_EQ_INT(transport_parse_addr("udp", "10.255.255.254:7000", &sw), 0);
+    transport_config_t cfg = {.kind = "roce", .peer = &sw};
+    transport_t *t = NULL;
+    char err[256] = "";
+    CHECK_EQ_INT(transport_open(&cfg, &t, err, sizeof(err)), -EHOSTUNREACH);
+    CHECK_MSG(strstr(err, "neighbour table") != NULL, "%s", err);
+    transport_config_t none = {.kind = "roce"};
+    CHECK_EQ_INT(transport_open(&none, &t, err, sizeof(err)), -EINVAL);
+}

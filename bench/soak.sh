@@ -14,6 +14,8 @@
 # the second half of the run (the last idle sample within 1 MiB + 2% of the middle one; the
 # allocator settles in the first half, a leak grows throughout).
 # Usage: bash bench/soak.sh [DURATION_S (default 3600)] [OUT_DIR (default a temp dir)]
+# Environment: SOAK_PARALLEL (jobs at once, 3), SOAK_ROUND_S (60), SOAK_WORKER_TIMEOUT_MS (3000),
+# SOAK_INAGG (the inagg binary, ./build/inagg).
 # Prints one summary line and exits 0 when every check holds. Loopback only.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -24,9 +26,12 @@ INAGG=${SOAK_INAGG:-./build/inagg} # SOAK_INAGG=./build-san/inagg: an ASan switc
 [ -x $INAGG ] || { echo "soak: build first (make)"; exit 2; }
 PARALLEL=${SOAK_PARALLEL:-3}
 ROUND_S=${SOAK_ROUND_S:-60}
+# The switch's failure detector (and join window): a rank silent this long fails its job. On a
+# machine that other work keeps busy, a starved rank can be silent for seconds; raise it there.
+WORKER_TIMEOUT_MS=${SOAK_WORKER_TIMEOUT_MS:-3000}
 
 exec 3>"$OUT/ready"
-$INAGG switch --listen 127.0.0.1:0 --threads 2 --worker-timeout 3000 \
+$INAGG switch --listen 127.0.0.1:0 --threads 2 --worker-timeout "$WORKER_TIMEOUT_MS" \
     --faults-in dup=0.002,reorder=0.002,seed=11 --ready-fd 3 >"$OUT/switch.out" 2>"$OUT/switch.err" &
 swpid=$!
 exec 3>&-

@@ -2,7 +2,8 @@
 # tests/cli_l2fabric.sh - `inagg switch --l2`, the L2 forwarding and aggregating fabric, in
 # network namespaces this test creates (three hosts on veths to a switch namespace): usage
 # errors; MAC learning and flooding; ageing; ping and a TCP stream through the fabric; an
-# allreduce aggregated in the fabric with verified results; malformed and foreign frames
+# allreduce aggregated in the fabric with verified results; aggregation ports and the add
+# mode changed while it runs (FABRIC control lines); malformed and foreign frames
 # forwarded or counted and dropped; the per-port link delay seen by ping. Skips, saying
 # why, where network namespaces cannot be made. Every command runs under `timeout`; about
 # 30 seconds.
@@ -43,6 +44,14 @@ for args in "--l2 p1 --listen 127.0.0.1:7000" "--l2 p1 --listen 10.0.0.1:0" \
     [ -s "$tmp/err" ] || rcs+=" [$args: no message]"
 done
 [ -z "$rcs" ] && ok $t || bad $t "wrong exit codes or no message:$rcs"
+
+t=fabric_ctl_on_a_switch_without_fabric
+timeout 20 $INAGG switch --listen 127.0.0.1:0 --ready-fd 3 3>"$tmp/port" >/dev/null 2>&1 &
+plain=$!
+for _ in $(seq 50); do [ -s "$tmp/port" ] && break; sleep 0.1; done
+out=$(timeout 10 $INAGG switch --fabric-ctl 127.0.0.1:$(cat "$tmp/port") --add-mode fixed 2>&1); rc=$?
+kill $plain 2>/dev/null; wait $plain 2>/dev/null
+{ [ $rc -eq 1 ] && echo "$out" | grep -q "without an L2 fabric"; } && ok $t || bad $t "exit $rc: $out"
 
 # Can namespaces be built here?
 if [ "$(id -u)" != 0 ] || ! ip netns add "$P-sw" 2>"$tmp/err"; then
@@ -135,6 +144,54 @@ aggin=$(fget "f['agg_in']"); aggout=$(fget "f['agg_out']")
 pin=$($PY -c "import json,sys; print(json.load(open(sys.argv[1]))['packets_in'])" "$tmp/st.json" 2>/dev/null || echo 0)
 if [ "$nver" -eq 6 ] && [ "$aggin" -gt 0 ] && [ "$aggout" -gt 0 ] && [ "$pin" -ge "$aggin" ]; then ok $t
 else bad $t "verified ranks $nver/6, agg_in=$aggin agg_out=$aggout switch packets_in=$pin: $(head -c 300 "$tmp/r0.int32")"; fi
+
+t=agg_ports_and_add_mode_change_while_running
+# FABRIC lines on the running switch's control port (inagg switch --fabric-ctl): a host may
+# ask for the settings but not change them; from the switch's own namespace p3 stops
+# aggregating (a job whose ranks sit on h3 then gets nothing aggregated: its frames are
+# counted agg_port_off and dropped, and it fails within its timeout) while h1 and h2 still
+# aggregate; add=float stops int32 contributions (agg_add_off) and lets native float32 pass.
+job() { # NAME DTYPE HOST0 HOST1 [extra args]: prints how many ranks verified
+    local name=$1 dt=$2 h0=$3 h1=$4 pids="" r=0
+    shift 4
+    for h in $h0 $h1; do
+        inh $h $INAGG bench allreduce --switch $SW_IP:7000 --rank $r --world 2 --job $name \
+            --elems 20000 --packet-elems 2048 --dtype $dt --iters 2 --rto-min-us 20000 \
+            --timeout-ms 3000 "$@" >"$tmp/j$name$r" 2>&1 &
+        pids+=" $!"; r=$((r + 1))
+    done
+    wait $pids
+    cat "$tmp/j${name}0" "$tmp/j${name}1" | grep -c '"verified":true'
+}
+why=""
+ctl() { local h=$1; shift; inh $h $INAGG switch --fabric-ctl $SW_IP:7000 "$@" 2>&1; }
+out=$(ctl h1); [ "$out" = "FABRIC_STATE agg_ports=all add=any" ] || why+=" [query from h1: $out]"
+out=$(ctl h1 --agg-ports p1); rc=$?
+{ [ $rc -eq 1 ] && echo "$out" | grep -q "own host"; } || why+=" [change from h1 not refused: $rc $out]"
+out=$(ctl sw --agg-ports p9); rc=$?
+{ [ $rc -eq 1 ] && echo "$out" | grep -q "not one of"; } || why+=" [unknown port: $rc $out]"
+out=$(ctl sw --add-mode double); [ $? -eq 2 ] || why+=" [bad add mode accepted: $out]"
+out=$(ctl sw --agg-ports p1,p2); [ "$out" = "FABRIC_STATE agg_ports=p1,p2 add=any" ] || why+=" [set: $out]"
+stats >"$tmp/st.json"; off0=$(fget "f['agg_port_off']"); in0=$(fget "f['agg_in']")
+n=$(job pa int32 h1 h2); [ "$n" -eq 2 ] || why+=" [h1+h2 with p1,p2 aggregating: $n/2 verified]"
+stats >"$tmp/st.json"; in1=$(fget "f['agg_in']")
+n=$(job pb int32 h3 h3); [ "$n" -eq 0 ] || why+=" [h3 job verified $n ranks with p3 not aggregating]"
+stats >"$tmp/st.json"; off1=$(fget "f['agg_port_off']"); in2=$(fget "f['agg_in']")
+[ "$off1" -gt "$off0" ] && [ "$in2" -eq "$in1" ] || why+=" [agg_port_off $off0->$off1, agg_in $in1->$in2 over the h3 job]"
+[ "$in1" -gt "$in0" ] || why+=" [agg_in did not grow over the h1+h2 job]"
+out=$(ctl sw --agg-ports all --add-mode float); [ "$out" = "FABRIC_STATE agg_ports=all add=float" ] || why+=" [set float: $out]"
+stats >"$tmp/st.json"; add0=$(fget "f['agg_add_off']")
+n=$(job pc int32 h1 h3); [ "$n" -eq 0 ] || why+=" [int32 verified $n ranks with add=float]"
+n=$(job pd float32 h1 h3 --float-mode native); [ "$n" -eq 2 ] || why+=" [native float32 with add=float: $n/2 verified]"
+out=$(ctl sw --add-mode fixed); [ "$out" = "FABRIC_STATE agg_ports=all add=fixed" ] || why+=" [set fixed: $out]"
+n=$(job pe int32 h2 h3); [ "$n" -eq 2 ] || why+=" [int32 with add=fixed: $n/2 verified]"
+stats >"$tmp/st.json"; add1=$(fget "f['agg_add_off']"); chg=$(fget "f['settings_changed']")
+[ "$add1" -gt "$add0" ] || why+=" [agg_add_off $add0->$add1 over the int32 job under add=float]"
+[ "$chg" -eq 3 ] || why+=" [settings_changed $chg, expected 3]"
+inh sw $INAGG switch --stats $SW_IP:7000 | grep -q "^fabric settings: agg_ports=all add=fixed" ||
+    why+=" [text stats lack the settings line]"
+ctl sw --add-mode any >/dev/null
+[ -z "$why" ] && ok $t || bad $t "$why"
 
 t=malformed_and_foreign_frames
 stats >"$tmp/st.json"

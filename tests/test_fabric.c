@@ -1,21 +1,26 @@
 /*
  * test_fabric.c - the L2 fabric's pure parts: Ethernet/IPv4/UDP framing (and what it calls
  * malformed), MAC learning, moves and ageing, the delay line (order, release times, jitter
- * never reordering, wrap-around, overflow), the SPSC frame queue, duration parsing, and the
- * AF_PACKET transport's linked mode end to end through its queues.
+ * never reordering, wrap-around, overflow), the SPSC frame queue, duration parsing, the
+ * AF_PACKET transport's linked mode end to end through its queues, the FABRIC control line,
+ * and the latency class of result frames (read from the wire header's real offsets).
  */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <string.h>
 
 #include "harness.h"
+#include "control/ctl.h"
 #include "fabric/delayline.h"
 #include "fabric/fabric.h"
+#include "fabric/fabric_int.h"
 #include "fabric/mactable.h"
 #include "transport/afpacket.h"
 #include "transport/ethframe.h"
 #include "transport/frameq.h"
 #include "transport/transport.h"
+#include "wire/fabricmsg.h"
+#include "wire/wire.h"
 
 static const uint8_t MAC_A[6] = {2, 0, 0, 0, 0, 0xa}, MAC_B[6] = {2, 0, 0, 0, 0, 0xb};
 
@@ -237,4 +242,67 @@ TEST(afpacket_linked_mode, 10)
         frameq_free(&link.rx[q]);
         frameq_free(&link.tx[q]);
     }
+}
+
+/* FABRIC / FABRIC_STATE: what parses, what is refused and why, and the round trip. */
+TEST(fabric_control_line, 5)
+{
+    wire_fabric_t m;
+    char why[160], line[CTL_LINE_MAX];
+    CHECK_EQ_INT(wire_fabric_parse("FABRIC", &m, why, sizeof(why)), 0);
+    CHECK(!m.has_ports && !m.has_add);
+    CHECK_EQ_INT(wire_fabric_parse("FABRIC agg_ports=p1,p2 add=fixed", &m, why, sizeof(why)), 0);
+    CHECK(m.has_ports && strcmp(m.ports, "p1,p2") == 0 && m.has_add && m.add == WIRE_ADD_FIXED);
+    CHECK_EQ_INT(wire_fabric_format(WIRE_VERB_FABRIC, &m, line, sizeof(line)), 0);
+    CHECK_MSG(strcmp(line, "FABRIC agg_ports=p1,p2 add=fixed") == 0, "%s", line);
+    CHECK_EQ_INT(wire_fabric_parse("FABRIC add=float", &m, why, sizeof(why)), 0);
+    CHECK(!m.has_ports && m.add == WIRE_ADD_FLOAT);
+    CHECK_EQ_INT(wire_fabric_format(WIRE_VERB_FABRIC_STATE, &m, line, sizeof(line)), -1);
+    static const char *const bad[] = {
+        "FABRIC add=double", "FABRIC agg_ports=", "FABRIC agg_ports=p1,,p2",
+        "FABRIC agg_ports=p1 agg_ports=p2", "FABRIC add=any add=fixed", "FABRIC speed=9",
+        "FABRIC agg_ports=a_name_longer_than_15", "FABRIC agg_ports=p1;rm", "FABRIC  add=any",
+        "FABRIC add", "FABRIC_STATE add=any", "STATS", "FABRICX add=any",
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        why[0] = 0;
+        CHECK_MSG(wire_fabric_parse(bad[i], &m, why, sizeof(why)) == -1, "%s", bad[i]);
+        CHECK_MSG(why[0] != 0, "no reason for %s", bad[i]);
+    }
+    CHECK_EQ_INT(wire_fabric_parse("FABRIC_STATE agg_ports=none add=any", &m, why, sizeof(why)), 0);
+    CHECK(strcmp(m.ports, "none") == 0 && m.add == WIRE_ADD_ANY);
+    CHECK_EQ_INT(wire_verb_of("FABRIC_STATE agg_ports=all add=any"), WIRE_VERB_FABRIC_STATE);
+    CHECK_EQ_INT(wire_verb_of("FABRIC"), WIRE_VERB_FABRIC);
+    CHECK_EQ_INT(wire_add_mode_parse("float", &m.add), 0);
+    CHECK(strcmp(wire_add_mode_name(WIRE_ADD_FIXED), "fixed") == 0);
+}
+
+/* A result's latency class comes from its dtype (float32 and coded: float), and a second
+ * result of the same (job, slot, rank) and round is a resend; results that differ only in
+ * the token (which earlier code read as slot and round) are not. */
+TEST(fabric_result_class_reads_the_header, 5)
+{
+    static resend_ent_t tab[RESEND_SLOTS];
+    memset(tab, 0, sizeof(tab));
+    uint8_t b[WIRE_HEADER_SIZE];
+    wire_header_t h = {.version = 2, .type = WIRE_RESULT, .job = 3, .rank = 1,
+                       .token = 0x1122334455667788ull, .slot = 5, .round = 9,
+                       .dtype = WIRE_FLOAT32};
+    wire_encode_header(&h, b);
+    CHECK_EQ_INT(fabric_result_class(tab, b), LAT_AGG_FLOAT);
+    CHECK_EQ_INT(fabric_result_class(tab, b), LAT_RESEND);
+    h.round = 10;
+    h.dtype = WIRE_FIXED32;
+    wire_encode_header(&h, b);
+    CHECK_EQ_INT(fabric_result_class(tab, b), LAT_AGG_INT);
+    h.slot = 6; /* another slot, same round: not a resend */
+    wire_encode_header(&h, b);
+    CHECK_EQ_INT(fabric_result_class(tab, b), LAT_AGG_INT);
+    h.token ^= 0xffffffffull; /* the token does not name the slot */
+    wire_encode_header(&h, b);
+    CHECK_EQ_INT(fabric_result_class(tab, b), LAT_RESEND);
+    h.dtype = WIRE_CODED;
+    h.round = 11;
+    wire_encode_header(&h, b);
+    CHECK_EQ_INT(fabric_result_class(tab, b), LAT_AGG_FLOAT);
 }

@@ -19,6 +19,7 @@
 #include "base/util.h"
 #include "fabric/fabric_int.h"
 #include "fabric/tapdev.h"
+#include "wire/fabricmsg.h"
 
 #define SPIN_NS 150000ull      /* closer than this to a release: spin, do not sleep */
 #define IDLE_SLEEP_MS 20
@@ -219,6 +220,16 @@ static int parse_config(struct fabric *f, const fabric_config_t *c, char *err, s
         apply_link_spec(f, c->jitter, 1, err, errlen) != 0 ||
         apply_link_spec(f, c->loss, 2, err, errlen) != 0)
         return -EINVAL;
+    uint64_t mask = fabric_all_ports(f);
+    if (c->agg_ports && fabric_ports_mask(f, c->agg_ports, &mask, err, errlen) != 0)
+        return -EINVAL;
+    atomic_store(&f->agg_ports, mask);
+    uint32_t add = WIRE_ADD_ANY;
+    if (c->add_mode && wire_add_mode_parse(c->add_mode, &add) != 0) {
+        set_err(err, errlen, "bad add mode '%s' (expected any, fixed or float)", c->add_mode);
+        return -EINVAL;
+    }
+    atomic_store(&f->add_mode, add);
     for (uint32_t p = 0; p < f->nports; p++) { /* one stream per port, from the seed */
         uint64_t s = c->loss_seed ^ (0x9e3779b97f4a7c15ull * (p + 1));
         f->ports[p].loss_rng = util_splitmix64(&s);

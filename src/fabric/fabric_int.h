@@ -48,6 +48,9 @@ enum fabric_stat {
     FG_RUNT,            /* frames shorter than an Ethernet header, dropped */
     FG_BAD_SOURCE,      /* frames with a multicast or zero source MAC, dropped */
     FG_RING_TRUNCATED,  /* frames larger than a ring frame, dropped by the packet socket */
+    FG_AGG_PORT_OFF,    /* aggregation frames from a port that does not aggregate, dropped */
+    FG_AGG_ADD_OFF,     /* contributions of a dtype whose adder is off (add mode), dropped */
+    FG_SETTINGS_CHANGED, /* FABRIC lines that changed the aggregation ports or add mode */
     FG_COUNT
 };
 
@@ -101,6 +104,9 @@ struct fabric {
     _Atomic int stop;
     _Atomic uint64_t g[FG_COUNT];
     lathist_t lat[LAT_COUNT];
+    /* changed while running (fctl.c): read per frame by the forwarding thread */
+    _Atomic uint64_t agg_ports; /* bit p: port p's aggregation frames are aggregated */
+    _Atomic uint32_t add_mode;  /* enum wire_add_mode */
 };
 
 static inline void fstat_add(_Atomic uint64_t *c, uint64_t v)
@@ -119,8 +125,19 @@ void fabric_transmit(struct fabric *f, uint32_t pout, const struct virtio_net_hd
                      const uint8_t *frame, uint32_t len, uint8_t lat);
 int fabric_drain_results(struct fabric *f, uint64_t now);
 
+/* forward.c: the latency class of a result whose wire header is h: LAT_RESEND when the same
+ * (job, slot, rank) was already sent this round (remembered in resend), else its dtype's. */
+uint8_t fabric_result_class(resend_ent_t *resend, const uint8_t *h);
+
 /* forward.c: whether the link of port p loses this frame now (random, IPv4 only); counted. */
 int fabric_link_loses(struct fabric *f, uint32_t p, const uint8_t *frame, uint32_t len);
+
+/* fctl.c: every physical port's bit; a port list ("IF,IF", "all", "none") as a mask (0 or
+ * -EINVAL with a reason); the settings as text (ports into buf, add mode's name). */
+uint64_t fabric_all_ports(const struct fabric *f);
+int fabric_ports_mask(const struct fabric *f, const char *spec, uint64_t *mask, char *err,
+                      size_t errlen);
+void fabric_settings_text(const struct fabric *f, char *ports, size_t cap, const char **add);
 
 /* fstats.c */
 void lathist_add(lathist_t *h, uint64_t ns);

@@ -12,7 +12,22 @@
 #include "base/util.h"
 #include "fabric/fabric_int.h"
 #include "transport/ethframe.h"
+#include "wire/fabricmsg.h"
 #include "wire/wire.h"
+
+/* Header fields the fabric reads (wire.h has the layout) */
+#define WIRE_OFF_TYPE 3
+#define WIRE_OFF_JOB 4
+#define WIRE_OFF_RANK 6
+#define WIRE_OFF_SLOT 16
+#define WIRE_OFF_ROUND 20
+#define WIRE_OFF_DTYPE 31
+
+static uint32_t be16(const uint8_t *p) { return (uint32_t)p[0] << 8 | p[1]; }
+static uint32_t be32(const uint8_t *p)
+{
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
 
 static int is_zero_mac(const uint8_t *m)
 {
@@ -106,6 +121,17 @@ static void to_dataplane(struct fabric *f, uint32_t q, uint32_t pin,
     fstat_add(&f->g[FG_AGG_IN], 1);
 }
 
+/* Whether the add mode lets this aggregation payload through: only contributions carry
+ * numbers to add (acknowledgements and short payloads pass, the dataplane judges those). */
+static int adder_on(const struct fabric *f, const uint8_t *h, uint32_t len)
+{
+    uint32_t mode = atomic_load_explicit(&f->add_mode, memory_order_relaxed);
+    if (mode == WIRE_ADD_ANY || len < WIRE_HEADER_SIZE || h[WIRE_OFF_TYPE] != WIRE_CONTRIB)
+        return 1;
+    int is_float = h[WIRE_OFF_DTYPE] == WIRE_FLOAT32 || h[WIRE_OFF_DTYPE] == WIRE_CODED;
+    return mode == WIRE_ADD_FLOAT ? is_float : !is_float;
+}
+
 void fabric_frame_in(struct fabric *f, uint32_t pin, const struct virtio_net_hdr *vh,
                      const uint8_t *frame, uint32_t len, uint64_t t_ns)
 {
@@ -132,6 +158,15 @@ void fabric_frame_in(struct fabric *f, uint32_t pin, const struct virtio_net_hdr
             if (k == ETHF_UDP && u.dst_ip == f->ip && u.dst_port >= f->link.port0 &&
                 u.dst_port < f->link.port0 + f->link.nqueues) {
                 /* aggregation: never learned from, never flooded */
+                if (!(atomic_load_explicit(&f->agg_ports, memory_order_relaxed) &
+                      (1ull << pin))) {
+                    fstat_add(&f->g[FG_AGG_PORT_OFF], 1);
+                    return;
+                }
+                if (!adder_on(f, u.payload, u.payload_len)) {
+                    fstat_add(&f->g[FG_AGG_ADD_OFF], 1);
+                    return;
+                }
                 to_dataplane(f, u.dst_port - f->link.port0, pin, vh, frame, len, t_ns);
                 return;
             }
@@ -163,23 +198,27 @@ void fabric_frame_in(struct fabric *f, uint32_t pin, const struct virtio_net_hdr
     }
 }
 
+uint8_t fabric_result_class(resend_ent_t *resend, const uint8_t *h)
+{
+    uint32_t job = be16(h + WIRE_OFF_JOB), rank = be16(h + WIRE_OFF_RANK);
+    uint32_t slot = be32(h + WIRE_OFF_SLOT), round = be32(h + WIRE_OFF_ROUND);
+    uint32_t tag = (job * 0x9e3779b1u) ^ (slot * 0x85ebca6bu) ^ (rank * 0xc2b2ae35u);
+    resend_ent_t *e = &resend[tag & (RESEND_SLOTS - 1)];
+    if (h[WIRE_OFF_TYPE] == WIRE_RESULT && e->tag == tag && e->round == round)
+        return LAT_RESEND;
+    e->tag = tag;
+    e->round = round;
+    return h[WIRE_OFF_DTYPE] == WIRE_FLOAT32 || h[WIRE_OFF_DTYPE] == WIRE_CODED ? LAT_AGG_FLOAT
+                                                                                 : LAT_AGG_INT;
+}
+
 /* The latency class of a result frame: its dtype, or a resend when this (job, slot, rank)
  * was already sent this round. */
 static uint8_t result_class(struct fabric *f, const uint8_t *frame, uint32_t len)
 {
     if (len < ETHF_UDP_HDR_LEN + WIRE_HEADER_SIZE)
         return LAT_NONE;
-    const uint8_t *h = frame + ETHF_UDP_HDR_LEN;
-    uint32_t job = (uint32_t)h[4] << 8 | h[5], rank = (uint32_t)h[6] << 8 | h[7];
-    uint32_t slot = (uint32_t)h[12] << 24 | (uint32_t)h[13] << 16 | (uint32_t)h[14] << 8 | h[15];
-    uint32_t round = (uint32_t)h[16] << 24 | (uint32_t)h[17] << 16 | (uint32_t)h[18] << 8 | h[19];
-    uint32_t tag = (job * 0x9e3779b1u) ^ (slot * 0x85ebca6bu) ^ (rank * 0xc2b2ae35u);
-    resend_ent_t *e = &f->resend[tag & (RESEND_SLOTS - 1)];
-    if (h[3] == WIRE_RESULT && e->tag == tag && e->round == round)
-        return LAT_RESEND;
-    e->tag = tag;
-    e->round = round;
-    return h[27] == WIRE_FLOAT32 ? LAT_AGG_FLOAT : LAT_AGG_INT;
+    return fabric_result_class(f->resend, frame + ETHF_UDP_HDR_LEN);
 }
 
 int fabric_drain_results(struct fabric *f, uint64_t now)

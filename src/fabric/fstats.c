@@ -9,6 +9,7 @@
 #include "base/util.h"
 #include "fabric/fabric_int.h"
 #include "json/json.h"
+#include "wire/fabricmsg.h"
 
 static const char *const global_names[FG_COUNT] = {
     [FG_FORWARDED] = "forwarded",
@@ -27,6 +28,9 @@ static const char *const global_names[FG_COUNT] = {
     [FG_RUNT] = "runt",
     [FG_BAD_SOURCE] = "bad_source_mac",
     [FG_RING_TRUNCATED] = "ring_truncated",
+    [FG_AGG_PORT_OFF] = "agg_port_off",
+    [FG_AGG_ADD_OFF] = "agg_add_off",
+    [FG_SETTINGS_CHANGED] = "settings_changed",
 };
 
 static const char *const port_names[FP_COUNT] = {
@@ -109,6 +113,10 @@ void fabric_write_text(void *ctx, FILE *out)
             f->ip_text, f->prefix, f->mac[0], f->mac[1], f->mac[2], f->mac[3], f->mac[4],
             f->mac[5], f->nports, mactable_count(&f->mt, now), f->mt.learned, f->mt.moved,
             f->mt.aged, f->mt.full);
+    char ports[WIRE_FABRIC_PORTS_MAX];
+    const char *add;
+    fabric_settings_text(f, ports, sizeof(ports), &add);
+    fprintf(out, "fabric settings: agg_ports=%s add=%s\n", ports, add);
     fprintf(out, "fabric frames:");
     for (int i = 0; i < FG_COUNT; i++)
         fprintf(out, " %s=%" PRIu64, global_names[i], gval(f, i));
@@ -148,6 +156,12 @@ void fabric_write_json(void *ctx, struct json_writer *w)
     json_int(w, "mac_moved", (int64_t)f->mt.moved);
     json_int(w, "mac_aged", (int64_t)f->mt.aged);
     json_int(w, "mac_table_full", (int64_t)f->mt.full);
+    char ports[WIRE_FABRIC_PORTS_MAX];
+    const char *add;
+    fabric_settings_text(f, ports, sizeof(ports), &add);
+    json_newline(w);
+    json_string(w, "agg_ports", ports);
+    json_string(w, "add", add);
     json_newline(w);
     for (int i = 0; i < FG_COUNT; i++)
         json_int(w, global_names[i], (int64_t)gval(f, i));

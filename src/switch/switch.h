@@ -38,6 +38,11 @@ typedef struct switch_config {
     uint32_t max_addr_slots;     /* slots the jobs registered from one address may hold
                                     [three quarters of total_slots] */
     int require_secret;          /* refuse jobs registered without a job secret */
+    /* A FABRIC control line (wire/fabricmsg.h) from a client at peer (IPv4 as IPv4-mapped
+     * IPv6): its one answer line into reply (FABRIC_STATE or ERR). Its ctx is extra_ctx.
+     * NULL: such lines are answered ERR unsupported. */
+    void (*extra_ctl)(void *ctx, const char *line, const uint8_t peer[16], char *reply,
+                      size_t cap);
 } switch_config_t;
 
 #define SWITCH_CONFIG_INIT                                                                      \

@@ -38,7 +38,9 @@ for args in "--l2 p1 --listen 127.0.0.1:7000" "--l2 p1 --listen 10.0.0.1:0" \
     "--l2 p1 --l2-ip 10.0.0.1 --link-delay nope=25us" "--l2 p1 --l2-ip 300.0.0.1" \
     "--l2 p1 --l2-ip 10.0.0.1 --l2-mac 01:00:00:00:00:01" "--l2 no-such-if0 --l2-ip 10.0.0.1" \
     "--link-loss 0.1" "--loss-seed 3" "--l2 lo --l2-ip 10.0.0.1 --link-loss 1.5" \
-    "--l2 lo --l2-ip 10.0.0.1 --link-loss lo=often" "--l2 lo --l2-ip 10.0.0.1 --loss-seed -1"; do
+    "--l2 lo --l2-ip 10.0.0.1 --link-loss lo=often" "--l2 lo --l2-ip 10.0.0.1 --loss-seed -1" \
+    "--l2 lo --l2-ip 10.0.0.1 --fabric-threads 3" "--fabric-threads 2" \
+    "--l2 lo --l2-ip 10.0.0.1 --agg-ports p7" "--l2 lo --l2-ip 10.0.0.1 --add-mode double"; do
     timeout 10 $INAGG switch $args >/dev/null 2>"$tmp/err"
     rc=$?
     { [ $rc -eq 1 ] || [ $rc -eq 2 ]; } || rcs+=" [$args]=$rc"
@@ -236,6 +238,40 @@ if start_switch --link-delay 300us >"$tmp/why"; then
     else bad $t "minimum RTT grew by ${dmin} us (expected 600), releases late by ${late} us at p50"; fi
 else bad $t "$(cat "$tmp/why")"; fi
 
+t=two_thread_pipeline_forwards_aggregates_and_delays
+# --fabric-threads 2: the transmit stage on its own thread, fed through the ring. Ping and a
+# TCP stream cross it, an allreduce aggregates through it (results reach the transmit stage
+# from the dataplane), 50us per link still shows in the minimum round trip h1 -> h2 (4
+# crossings: +200us over the no-delay minimum measured above), and the stages say which
+# thread ran them.
+if start_switch --fabric-threads 2 --link-delay 50us >"$tmp/why"; then
+    why=""
+    pmin=$(inh h1 ping -c 20 -i 0.01 -W 2 $SUB.2 2>/dev/null | sed -n 's/.*time=\([0-9.]*\) ms/\1/p' | sort -n | head -1)
+    [ -n "$pmin" ] && $PY -c "import sys; sys.exit(0 if 0.19 <= $pmin <= 0.6 else 1)" ||
+        why+=" [h1->h2 minimum RTT ${pmin:-none} ms with 50us per link, expected 0.2 + the hop]"
+    inh h2 $PY tests/l2_frames.py sink 5002 5000000 >"$tmp/sink2" 2>&1 &
+    sinkpid=$!
+    sleep 0.5
+    inh h1 $PY tests/l2_frames.py source $SUB.2 5002 5000000 >"$tmp/source2" 2>&1
+    wait $sinkpid
+    { [ -s "$tmp/sink2" ] && [ "$(cat "$tmp/sink2")" = "$(cat "$tmp/source2")" ]; } || why+=" [TCP stream differs]"
+    ranks=""
+    for r in 0 1 2; do
+        inh h$((r + 1)) $INAGG bench allreduce --switch $SW_IP:7000 --rank $r --world 3 \
+            --job tt --elems 30000 --packet-elems 2048 --dtype int32 --iters 2 \
+            --rto-min-us 20000 >"$tmp/tt$r" 2>&1 &
+        ranks+=" $!"
+    done
+    wait $ranks
+    n=$(cat "$tmp"/tt0 "$tmp"/tt1 "$tmp"/tt2 | grep -c '"verified":true')
+    [ "$n" -eq 3 ] || why+=" [allreduce: $n/3 ranks verified]"
+    stats >"$tmp/st.json"
+    chk=$(fget "(f['threads'], f['stages']['transmit']['thread'], f['stages']['classify']['thread'], f['stages']['transmit']['frames'] > 0, f['stages']['transmit']['results'] > 0, f['stages']['classify']['transmit_queue_full'], len(f['thread_loops']))")
+    [ "$chk" = "(2, 1, 0, True, True, 0, 2)" ] || why+=" [stages (threads, tx thread, classify thread, tx frames, tx results, queue full, loops): $chk]"
+    inh sw $INAGG switch --stats $SW_IP:7000 | grep -q "^fabric stage transmit: thread=1 " || why+=" [no text stage line]"
+    [ -z "$why" ] && ok $t || bad $t "$why"
+else bad $t "$(cat "$tmp/why")"; fi
+
 t=link_loss_drops_ipv4_counted_and_arp_passes
 # 10% loss on every link, each way: a ping from h1 to h2 crosses four links (h1 in, h2 out,
 # h2 in, h1 out), so about 34% of 200 are lost; each lost ping lost exactly one IPv4 frame,
@@ -277,15 +313,16 @@ else bad $t "exit $rc: $(tail -n 3 "$tmp/tb.err")"; fi
 
 t=link_delay_25us_seen_by_ping
 # The acceptance's delay, 25us per link, against a fabric without delay pinged in alternation
-# (bench/fabric_ping_delay.sh, two 2-host testbeds, 3 x 100 pings per path): to the switch's
+# (bench/fabric_ping_delay.sh, two 2-host testbeds, 5 x 100 pings per path): to the switch's
 # address +50us (2 crossings), to h2 +100us (4). The minimum round trip is the fabric's own
-# accuracy (+1..+5us over the expected here at load 15-18): it must be within -5..+15us of
-# the expected. The p50 on a loaded 2-core box carries the hosts' and the kernel's scheduling
+# accuracy (+1..+5us over the expected here at load 15-18, but once +17us when a slow spell
+# hit every ping of the baseline): it must be within -10..+25us of the expected, which a
+# missing or doubled delay misses by 25us or more. The p50 on a loaded 2-core box carries the hosts' and the kernel's scheduling
 # (it moved by +-50us between runs, either sign, at load 15-18): only bounded to -80..+150us
 # here; the acceptance's 10us at p50 is a quiet-machine number (docs/PERFORMANCE.md).
 PD=pd$$
 PD=${PD:0:11}
-timeout 200 bash bench/fabric_ping_delay.sh --name "$PD" --rounds 3 --count 100 --interval 0.003 \
+timeout 200 bash bench/fabric_ping_delay.sh --name "$PD" --rounds 5 --count 100 --interval 0.003 \
     --json "$tmp/pd.json" >"$tmp/pd.out" 2>"$tmp/pd.err"
 rc=$?
 sed 's/^/        /' "$tmp/pd.out"
@@ -294,7 +331,7 @@ elif [ $rc -ne 0 ]; then bad $t "exit $rc: $(tail -n 3 "$tmp/pd.err")"
 elif $PY -c "
 import json,sys
 d=json.load(open(sys.argv[1]))['paths']
-bad=[k for k,p in d.items() if not (-5 <= p['min_delay_us']-p['min_no_delay_us']-p['expected_us'] <= 15
+bad=[k for k,p in d.items() if not (-10 <= p['min_delay_us']-p['min_no_delay_us']-p['expected_us'] <= 25
                                     and -80 <= p['error_us'] <= 150)]
 sys.exit(1 if bad else 0)" "$tmp/pd.json"; then ok $t
 else bad $t "added delay off the expected: $(cat "$tmp/pd.out")"; fi

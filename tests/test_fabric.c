@@ -7,10 +7,12 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <pthread.h>
 #include <string.h>
 
 #include "harness.h"
 #include "control/ctl.h"
+#include "fabric/bytering.h"
 #include "fabric/delayline.h"
 #include "fabric/fabric.h"
 #include "fabric/fabric_int.h"
@@ -305,4 +307,81 @@ TEST(fabric_result_class_reads_the_header, 5)
     h.round = 11;
     wire_encode_header(&h, b);
     CHECK_EQ_INT(fabric_result_class(tab, b), LAT_AGG_FLOAT);
+}
+
+/* The ring between the classify and transmit stages: order, the skip at the ring's end,
+ * refusal when full or too big, and a producer and a consumer thread moving 20000 records
+ * of varying sizes intact and in order. */
+typedef struct ring_prod_arg {
+    bytering_t *r;
+    uint32_t n;
+    uint32_t refused;
+} ring_prod_arg_t;
+
+static void *ring_producer(void *arg)
+{
+    ring_prod_arg_t *a = arg;
+    uint8_t frame[3000];
+    for (uint32_t i = 0; i < a->n;) {
+        uint32_t len = 1 + (i * 7919u) % sizeof(frame);
+        memset(frame, (int)(i & 0xff), len);
+        memcpy(frame, &i, sizeof(i) < len ? sizeof(i) : len);
+        if (bytering_push(a->r, i, i, 0, NULL, frame, len) == 0)
+            i++;
+        else if (++a->refused > 50000000u)
+            break; /* bounded: the consumer died */
+    }
+    return NULL;
+}
+
+TEST(bytering_spsc_order_wrap_full, 20)
+{
+    bytering_t r;
+    CHECK_EQ_INT(sizeof(ring_rec_t), 48); /* the sizes below assume it */
+    CHECK_EQ_INT(bytering_init(&r, 1000), 0); /* rounded to 1008 */
+    uint8_t f[600] = {1, 2, 3};
+    struct virtio_net_hdr vh = {.gso_type = VIRTIO_NET_HDR_GSO_TCPV4, .gso_size = 1448};
+    CHECK_EQ_INT(bytering_push(&r, 5, 11, 3, &vh, f, 300), 0);
+    CHECK_EQ_INT(bytering_push(&r, 6, 12, 4, NULL, f, 300), 0);
+    CHECK_EQ_INT(bytering_push(&r, 7, 13, 5, NULL, f, 300), -ENOBUFS); /* full */
+    CHECK_EQ_INT(bytering_push(&r, 7, 13, 5, NULL, f, 2000), -ENOBUFS); /* never fits */
+    const ring_rec_t *rec = bytering_peek(&r);
+    CHECK(rec && rec->ports == 5 && rec->t_ns == 11 && rec->kind == 3 && rec->len == 300);
+    CHECK(rec && rec->has_vh && rec->vh.gso_size == 1448 && rec->data[2] == 3);
+    bytering_pop(&r);
+    /* records of 352 bytes at 0 and 352: the third finds 304 bytes before the end, skips
+     * them and starts at 0, where the first one was */
+    CHECK_EQ_INT(bytering_push(&r, 8, 14, 0, NULL, f, 300), 0);
+    rec = bytering_peek(&r);
+    CHECK(rec && rec->ports == 6 && !rec->has_vh);
+    bytering_pop(&r);
+    rec = bytering_peek(&r);
+    CHECK(rec && rec->ports == 8 && rec->len == 300 && (const uint8_t *)rec == r.buf);
+    bytering_pop(&r);
+    CHECK(bytering_peek(&r) == NULL);
+    CHECK_EQ_INT(bytering_used(&r), 0);
+    bytering_free(&r);
+
+    CHECK_EQ_INT(bytering_init(&r, 64 << 10), 0);
+    ring_prod_arg_t a = {&r, 20000, 0};
+    pthread_t t;
+    CHECK_EQ_INT(pthread_create(&t, NULL, ring_producer, &a), 0);
+    uint32_t got = 0, bad = 0;
+    uint64_t deadline = util_now_ns() + 15000000000ull;
+    while (got < a.n && util_now_ns() < deadline) {
+        rec = bytering_peek(&r);
+        if (!rec)
+            continue;
+        uint32_t len = 1 + (got * 7919u) % 3000u, first;
+        memcpy(&first, rec->data, sizeof(first));
+        if (rec->ports != got || rec->len != len || (len >= 4 && first != got) ||
+            rec->data[len - 1] != (len <= 4 ? ((const uint8_t *)&got)[len - 1] : (got & 0xff)))
+            bad++;
+        bytering_pop(&r);
+        got++;
+    }
+    pthread_join(t, NULL);
+    CHECK_EQ_INT(got, 20000);
+    CHECK_EQ_INT(bad, 0);
+    bytering_free(&r);
 }

@@ -76,6 +76,9 @@ static void usage(FILE *out)
             "  --add-mode M            which adder runs: any (default), fixed (int32 and\n"
             "                          block fixed point) or float (float32, coded); other\n"
             "                          contributions are counted (agg_add_off), dropped\n"
+            "  --fabric-threads N      the fabric's pipeline on 1 thread (receive, classify\n"
+            "                          and transmit; the default) or 2 (transmit on its own,\n"
+            "                          fed by a ring); aggregation runs on --threads\n"
             "  --fabric-ctl HOST:PORT  change a running fabric: send it --agg-ports and\n"
             "                          --add-mode (either, both, or neither to ask) and print\n"
             "                          its settings; changes are taken only from the switch's\n"
@@ -245,6 +248,7 @@ int cmd_switch(int argc, char **argv)
         {"link-loss", required_argument, 0, 1010}, {"loss-seed", required_argument, 0, 1011},
         {"agg-ports", required_argument, 0, 1012}, {"add-mode", required_argument, 0, 1013},
         {"fabric-ctl", required_argument, 0, 1014},
+        {"fabric-threads", required_argument, 0, 1015},
         {"request-timeout", required_argument, 0, 1001},
         {"idle-timeout", required_argument, 0, 1002},
         {"max-conns-per-addr", required_argument, 0, 1003},
@@ -282,6 +286,13 @@ int cmd_switch(int argc, char **argv)
         case 1012: fcfg.agg_ports = optarg; break;
         case 1013: fcfg.add_mode = optarg; break;
         case 1014: ctl_addr = optarg; break;
+        case 1015:
+            if (parse_u32("--fabric-threads", optarg, &fcfg.threads)) return 2;
+            if (fcfg.threads < 1 || fcfg.threads > 2) {
+                fprintf(stderr, "inagg switch: --fabric-threads is 1 or 2, got '%s'\n", optarg);
+                return 2;
+            }
+            break;
         case 1011: {
             char *end;
             errno = 0;
@@ -350,10 +361,10 @@ int cmd_switch(int argc, char **argv)
             return rc;
     } else if (fcfg.ip || fcfg.mac || fcfg.cpu_port || fcfg.delay || fcfg.jitter ||
                fcfg.mac_age_ms || fcfg.loss || loss_seed_given || fcfg.agg_ports ||
-               fcfg.add_mode) {
+               fcfg.add_mode || fcfg.threads) {
         fprintf(stderr, "inagg switch: --l2-ip, --l2-mac, --l2-stack-port, --link-delay, "
-                        "--link-jitter, --link-loss, --loss-seed, --mac-age, --agg-ports and "
-                        "--add-mode need --l2 (or --fabric-ctl)\n");
+                        "--link-jitter, --link-loss, --loss-seed, --mac-age, --agg-ports, "
+                        "--add-mode and --fabric-threads need --l2 (or --fabric-ctl)\n");
         return 2;
     }
     if (switch_start(&cfg, &sw, err, sizeof(err)) != 0) {

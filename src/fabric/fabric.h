@@ -37,6 +37,8 @@ typedef struct fabric_config {
     const char *agg_ports;  /* ports whose aggregation frames are aggregated: "IF,IF,...",
                                "all" or "none" (NULL: all); changeable (fabric_control) */
     const char *add_mode;   /* "any" (NULL), "fixed" or "float"; changeable */
+    uint32_t threads;       /* the pipeline's threads: 1 (0 too) receive, classify and
+                               transmit on one; 2: transmit on its own */
 } fabric_config_t;
 
 typedef struct fabric fabric_t;

@@ -1,8 +1,9 @@
 /*
- * forward.c - what the fabric does with one frame: aggregation frames to their dataplane
- * queue, frames for the switch's MAC to its internal port, the rest forwarded by MAC table
- * or flooded; and sending (now, or through the port's delay line). Bad frames are counted and
- * dropped, never logged.
+ * forward.c - the pipeline's classify stage: what the fabric does with one frame. Aggregation
+ * frames go to their dataplane queue (the aggregation stage), frames for the switch's MAC to
+ * its internal port, the rest are forwarded by MAC table or flooded (handed to the transmit
+ * stage, txstage.c, with their output ports). Also the latency class of result frames and
+ * each link's random loss. Bad frames are counted and dropped, never logged.
  */
 #include <string.h>
 #include <sys/socket.h>
@@ -34,67 +35,23 @@ static int is_zero_mac(const uint8_t *m)
     return (m[0] | m[1] | m[2] | m[3] | m[4] | m[5]) == 0;
 }
 
-void fabric_transmit(struct fabric *f, uint32_t pout, const struct virtio_net_hdr *vh,
-                     const uint8_t *frame, uint32_t len, uint8_t lat)
-{
-    fport_t *p = &f->ports[pout];
-    int ok, agg = lat == LAT_RESEND ? 1 : (lat == LAT_AGG_INT || lat == LAT_AGG_FLOAT) ? 0 : -1;
-    if (agg >= 0 && p->agg_fd[agg] >= 0) {
-        ok = send(p->agg_fd[agg], frame, len, MSG_DONTWAIT) == (ssize_t)len;
-    } else if (p->is_cpu) {
-        static const struct virtio_net_hdr none;
-        struct iovec iov[2] = {{(void *)(uintptr_t)(vh ? vh : &none), sizeof(none)},
-                               {(void *)(uintptr_t)frame, len}};
-        ok = writev(p->tap_fd, iov, 2) == (ssize_t)(sizeof(none) + len);
-    } else {
-        ok = pktsock_send(&p->ps, vh, frame, len, NULL, 0) == 0;
-    }
-    if (ok) {
-        fstat_add(&p->c[FP_TX], 1);
-        fstat_add(&p->c[FP_TX_BYTES], len);
-    } else {
-        fstat_add(&p->c[FP_TX_DROPS], 1);
-    }
-}
-
-int fabric_link_loses(struct fabric *f, uint32_t p, const uint8_t *frame, uint32_t len)
+int fabric_link_loses(struct fabric *f, uint32_t p, int out, const uint8_t *frame, uint32_t len)
 {
     fport_t *port = &f->ports[p];
     if (!port->loss_thresh || port->is_cpu || len < ETHF_ETH_LEN || frame[12] != 0x08 ||
         frame[13] != 0x00)
         return 0;
-    if ((util_splitmix64(&port->loss_rng) >> 32) >= port->loss_thresh)
+    if ((util_splitmix64(&port->loss_rng[out]) >> 32) >= port->loss_thresh)
         return 0;
     fstat_add(&port->c[FP_LOSS_DROPS], 1);
     return 1;
 }
 
-void fabric_egress(struct fabric *f, uint32_t pout, const struct virtio_net_hdr *vh,
-                   const uint8_t *frame, uint32_t len, uint64_t t_ns, uint8_t lat)
-{
-    fport_t *p = &f->ports[pout];
-    if (fabric_link_loses(f, pout, frame, len))
-        return;
-    if (p->delay_ns || p->jitter_ns) {
-        uint64_t now = util_now_ns();
-        if (delayline_push(&p->out, now, t_ns, (uint16_t)pout, lat, vh, frame, len) != 0)
-            fstat_add(&p->c[FP_DELAY_DROPS], 1);
-        if (lat != LAT_NONE)
-            lathist_add(&f->lat[lat], now - t_ns);
-        return;
-    }
-    /* measured up to the hand-over: a veth's sendmsg also runs the peer's receive path */
-    if (lat != LAT_NONE)
-        lathist_add(&f->lat[lat], util_now_ns() - t_ns);
-    fabric_transmit(f, pout, vh, frame, len, lat);
-}
-
 static void flood(struct fabric *f, uint32_t pin, const struct virtio_net_hdr *vh,
                   const uint8_t *frame, uint32_t len, uint64_t t_ns)
 {
-    for (uint32_t p = 0; p < f->nports; p++)
-        if (p != pin)
-            fabric_egress(f, p, vh, frame, len, t_ns, LAT_NONE);
+    uint64_t all = f->nports >= 64 ? ~0ull : (1ull << f->nports) - 1;
+    fabric_send_ports(f, all & ~(1ull << pin), vh, frame, len, t_ns, LAT_NONE);
 }
 
 /* An aggregation frame for queue q: a copy into the queue's next slot. */
@@ -135,6 +92,7 @@ static int adder_on(const struct fabric *f, const uint8_t *h, uint32_t len)
 void fabric_frame_in(struct fabric *f, uint32_t pin, const struct virtio_net_hdr *vh,
                      const uint8_t *frame, uint32_t len, uint64_t t_ns)
 {
+    fstat_add(&f->st[ST_CL_FRAMES], 1);
     if (len < ETHF_ETH_LEN) {
         fstat_add(&f->g[FG_RUNT], 1);
         return;
@@ -176,7 +134,7 @@ void fabric_frame_in(struct fabric *f, uint32_t pin, const struct virtio_net_hdr
             }
             mactable_learn(&f->mt, src, (uint16_t)pin, now);
             fstat_add(&f->g[FG_TO_CPU], 1);
-            fabric_egress(f, f->cpu, vh, frame, len, t_ns, LAT_NONE);
+            fabric_send_ports(f, 1ull << f->cpu, vh, frame, len, t_ns, LAT_NONE);
             return;
         }
         mactable_learn(&f->mt, src, (uint16_t)pin, now);
@@ -194,7 +152,7 @@ void fabric_frame_in(struct fabric *f, uint32_t pin, const struct virtio_net_hdr
         fstat_add(&f->g[FG_FILTERED], 1);
     } else {
         fstat_add(&f->g[FG_FORWARDED], 1);
-        fabric_egress(f, (uint32_t)out, vh, frame, len, t_ns, LAT_FORWARD);
+        fabric_send_ports(f, 1ull << out, vh, frame, len, t_ns, LAT_FORWARD);
     }
 }
 
@@ -210,40 +168,4 @@ uint8_t fabric_result_class(resend_ent_t *resend, const uint8_t *h)
     e->round = round;
     return h[WIRE_OFF_DTYPE] == WIRE_FLOAT32 || h[WIRE_OFF_DTYPE] == WIRE_CODED ? LAT_AGG_FLOAT
                                                                                  : LAT_AGG_INT;
-}
-
-/* The latency class of a result frame: its dtype, or a resend when this (job, slot, rank)
- * was already sent this round. */
-static uint8_t result_class(struct fabric *f, const uint8_t *frame, uint32_t len)
-{
-    if (len < ETHF_UDP_HDR_LEN + WIRE_HEADER_SIZE)
-        return LAT_NONE;
-    return fabric_result_class(f->resend, frame + ETHF_UDP_HDR_LEN);
-}
-
-int fabric_drain_results(struct fabric *f, uint64_t now)
-{
-    (void)now;
-    int work = 0;
-    for (uint32_t q = 0; q < f->link.nqueues; q++) {
-        frameq_t *fq = &f->link.tx[q];
-        uint32_t n = frameq_ready(fq);
-        if (n > 256)
-            n = 256;
-        for (uint32_t i = 0; i < n; i++) {
-            frameq_slot_t *s = frameq_at(fq, i);
-            if (s->port >= f->nports || s->port == f->cpu) {
-                fstat_add(&f->g[FG_AGG_BAD_PORT], 1);
-                continue;
-            }
-            fstat_add(&f->g[FG_AGG_OUT], 1);
-            fabric_egress(f, s->port, NULL, s->data, s->len, s->t_ns,
-                          result_class(f, s->data, s->len));
-        }
-        if (n) {
-            frameq_release(fq, n);
-            work += (int)n;
-        }
-    }
-    return work;
 }

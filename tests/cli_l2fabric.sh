@@ -294,7 +294,8 @@ t=testbed_fabric_usage_errors
 rcs=""
 for args in "up 2 --fabric hub" "up 2 --fabric bridge --link-delay 25us" "up 2 --fabric inagg --link-delay soon" \
     "up 2 --fabric inagg --loss 1.5" "up 2 --fabric bridge --arbitration --link-rate 100mbit" \
-    "up 2 --fabric inagg --arbitration"; do
+    "up 2 --fabric inagg --arbitration" "up 2 --fabric inagg --fabric-threads 3" \
+    "up 2 --fabric bridge --fabric-threads 2"; do
     timeout 10 tools/testbed $args >/dev/null 2>"$tmp/err"
     rc=$?
     [ $rc -eq 2 ] || rcs+=" [$args]=$rc"

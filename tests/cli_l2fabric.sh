@@ -337,6 +337,21 @@ bad=[k for k,p in d.items() if not (-10 <= p['min_delay_us']-p['min_no_delay_us'
 sys.exit(1 if bad else 0)" "$tmp/pd.json"; then ok $t
 else bad $t "added delay off the expected: $(cat "$tmp/pd.out")"; fi
 
+t=bulk_stream_and_allreduce_share_the_fabric
+# bench/fabric_coexist.py --up: its own 2-host testbed, a bulk TCP stream and a verified
+# allreduce alone and together, a summary line, and the testbed gone afterwards. Small sizes:
+# this checks the tool, docs/PERFORMANCE.md has the measurement.
+timeout 240 $PY bench/fabric_coexist.py --up 2 --elems 20000 --iters 2 --bulk-seconds 1 \
+    >"$tmp/co.out" 2>"$tmp/co.err"
+rc=$?
+if [ $rc -eq 3 ]; then skp $t "testbeds cannot be built here: $(tail -n 1 "$tmp/co.err")"
+elif [ $rc -eq 0 ] && tail -n 1 "$tmp/co.out" | $PY -c "
+import json,sys; d=json.load(sys.stdin)
+sys.exit(0 if d['summary'] and d['verified'] and d['bulk_mbit_s_alone'] > 0 and d['allreduce_tat_s_with_bulk'] > 0 else 1)" &&
+    cname=$(head -n 1 "$tmp/co.out" | $PY -c "import json,sys; print(json.load(sys.stdin)['testbed'])") &&
+    ! tools/testbed list 2>/dev/null | grep -q "^testbed $cname:"; then ok $t
+else bad $t "exit $rc: $(tail -c 300 "$tmp/co.out") $(tail -n 3 "$tmp/co.err")"; fi
+
 t=arbitration_classes_results_apart_from_forwarded_frames
 ARB=l2a$$
 ARB=${ARB:0:12}

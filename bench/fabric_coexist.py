@@ -57,9 +57,12 @@ def bulk_start(tb, hosts, port, secs):
 
 def bulk_rate(procs, secs):
     recv, send = procs
-    send.communicate(timeout=secs + 60)
+    _, serr = send.communicate(timeout=secs + 60)
     out, err = recv.communicate(timeout=60)
-    return last_json(out)["mbit_s"]
+    try:
+        return last_json(out)["mbit_s"]
+    except (RuntimeError, ValueError, KeyError) as e:
+        raise RuntimeError(f"bulk stream: {e}; receiver: {err[-300:]}; sender: {serr[-300:]}")
 
 
 def allreduce(a):

@@ -82,7 +82,7 @@ inh() { local h=$1; shift; timeout 30 ip netns exec "$P-$h" "$@"; }
 
 start_switch() { # extra args
     [ -n "$swpid" ] && kill "$swpid" 2>/dev/null && wait "$swpid" 2>/dev/null
-    ip netns exec "$P-sw" timeout 120 $INAGG switch --l2 p1,p2,p3 --listen $SW_IP:7000 \
+    ip netns exec "$P-sw" timeout 600 $INAGG switch --l2 p1,p2,p3 --listen $SW_IP:7000 \
         --threads 2 "$@" >"$tmp/sw.out" 2>"$tmp/sw.err" &
     swpid=$!
     for _ in $(seq 50); do

@@ -11,7 +11,8 @@ over every link and inagg moves it once each way.
 A cell is the median over --repeats runs (the repeats loop outside the host counts, so a
 slow spell of the machine spreads over all N). "within" is |ratio / theory - 1| <= 10%; the
 table also gives each system's goodput_fraction (1.0: the link binds inagg; the ring's
-ceiling is N/(2(N-1))), which says whether the link or the machine bound the run. Needs root
+ceiling is N/(2(N-1))), which says whether the link or the machine bound the run: the link
+binds ("binds": yes) when inagg reaches 0.9 of the link and the ring 0.9 of its ceiling. Needs root
 (network namespaces), build/inagg and Open MPI. With --lock every run holds that flock.
 """
 import argparse
@@ -93,18 +94,21 @@ def main():
         rows.append({"hosts": n, "inagg_tat_s": ti, "ring_tat_s": tr, "ratio": ratio,
                      "theory": theory, "ratio_over_theory": ratio / theory,
                      "within_10pct": abs(ratio / theory - 1) <= 0.10,
+                     "link_binds": med(n, "inagg_goodput_fraction") >= 0.9 and
+                                   med(n, "ring_goodput_fraction") >= 0.9 * n / (2 * (n - 1)),
                      "inagg_goodput_fraction": med(n, "inagg_goodput_fraction"),
                      "ring_goodput_fraction": med(n, "ring_goodput_fraction"),
                      "ring_ceiling": n / (2 * (n - 1)), "runs": runs[n]})
     print(f"worker sweep: {a.link_rate} per link, {a.elems} int32 per rank "
           f"({a.elems * 4 / 1e6:g} MB), {a.iters} timed iterations, median of {a.repeats}")
     print("hosts  inagg TAT s  ring TAT s  ring/inagg  2(n-1)/n  ratio/theory  within 10%  "
-          "goodput inagg / ring (ceiling)")
+          "goodput inagg / ring (ceiling)  link binds")
     for x in rows:
         print(f"{x['hosts']:5d}  {x['inagg_tat_s']:11.3f}  {x['ring_tat_s']:10.3f}  "
               f"{x['ratio']:10.2f}  {x['theory']:8.2f}  {x['ratio_over_theory']:12.2f}  "
               f"{'yes' if x['within_10pct'] else 'no':>10s}  {x['inagg_goodput_fraction']:.2f} / "
-              f"{x['ring_goodput_fraction']:.2f} ({x['ring_ceiling']:.2f})")
+              f"{x['ring_goodput_fraction']:.2f} ({x['ring_ceiling']:.2f})          "
+              f"{'yes' if x['link_binds'] else 'no'}")
     report = {"link_rate": a.link_rate, "elems": a.elems, "dtype": "int32", "iters": a.iters,
               "repeats": a.repeats, "fabric": "inagg", "rows": rows}
     if a.json == "-":

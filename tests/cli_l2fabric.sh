@@ -353,6 +353,8 @@ sys.exit(0 if d['summary'] and d['verified'] and d['bulk_mbit_s_alone'] > 0 and 
 else bad $t "exit $rc: $(tail -c 300 "$tmp/co.out") $(tail -n 3 "$tmp/co.err")"; fi
 
 t=arbitration_classes_results_apart_from_forwarded_frames
+# --arbitration: the switch ports' downlinks send results (1:11) and forwarded frames (1:20)
+# in their own classes, and a host's uplink sends its contributions in class 1:10
 ARB=l2a$$
 ARB=${ARB:0:12}
 if timeout 60 tools/testbed up 2 --name "$ARB" --fabric inagg --arbitration --link-rate 100mbit \
@@ -360,11 +362,13 @@ if timeout 60 tools/testbed up 2 --name "$ARB" --fabric inagg --arbitration --li
     timeout 120 $PY bench/testbed_run.py --testbed "$ARB" --system inagg --elems 50000 --iters 2 \
         >"$tmp/arb.json" 2>&1
     timeout 10 tools/testbed exec "$ARB" sw -- tc -s class show dev p1 >"$tmp/arb.tc" 2>&1
+    timeout 10 tools/testbed exec "$ARB" h1 -- tc -s class show dev tb0 >"$tmp/arb.up" 2>&1
     timeout 60 tools/testbed down "$ARB" >/dev/null 2>&1
-    sent() { awk -v c="class htb $1 " 'index($0, c) == 1 {getline; print $4; exit}' "$tmp/arb.tc"; }
-    r=$(sent 1:11); f=$(sent 1:20)
-    if grep -q '"verified": true' "$tmp/arb.json" && [ "${r:-0}" -gt 0 ] && [ "${f:-0}" -gt 0 ]; then ok $t
-    else bad $t "results class sent ${r:-?} packets, forwarded class ${f:-?}: $(tail -c 300 "$tmp/arb.json")"; fi
+    sent() { awk -v c="class htb $1 " 'index($0, c) == 1 {getline; print $4; exit}' "${2:-$tmp/arb.tc}"; }
+    r=$(sent 1:11); f=$(sent 1:20); u=$(sent 1:10 "$tmp/arb.up")
+    if grep -q '"verified": true' "$tmp/arb.json" && [ "${r:-0}" -gt 0 ] && [ "${f:-0}" -gt 0 ] &&
+        [ "${u:-0}" -gt 0 ]; then ok $t
+    else bad $t "results class sent ${r:-?} packets, forwarded class ${f:-?}, h1's uplink aggregation class ${u:-?}: $(tail -c 300 "$tmp/arb.json")"; fi
 else
     timeout 60 tools/testbed down "$ARB" >/dev/null 2>&1
     bad $t "tools/testbed up --arbitration failed: $(tail -n 2 "$tmp/arb.err")"

@@ -316,7 +316,7 @@ t=link_delay_25us_seen_by_ping
 # The acceptance's delay, 25us per link, against a fabric without delay pinged in alternation
 # (bench/fabric_ping_delay.sh, two 2-host testbeds, 5 x 100 pings per path): to the switch's
 # address +50us (2 crossings), to h2 +100us (4). The minimum round trip shows the fabric's own
-# accuracy (-1..+7us off the expected in most runs at load 10-23, but -17 and -33us when a slow
+# accuracy (-1..+18us off the expected in most runs at load 10-23, but -17 and -33us when a slow
 # spell hit every baseline ping of a short run): it must be within -30..+30us of the expected,
 # which a missing delay (-50/-100us) or a doubled one (+50/+100us) misses. The p50 on a loaded
 # 2-core box carries the hosts' and the kernel's scheduling (-81..+110us off between runs,

@@ -9,13 +9,21 @@ entirely inside the other's activity:
      stream's rate under the allreduce;
   B. the stream runs, and the allreduce runs entirely inside it: the allreduce's TAT under the
      stream.
-Prints one JSON object: each rate / TAT alone and together, and their ratios ("kept").
+Prints one JSON object: each rate / TAT alone and together, and their ratios ("kept"); every
+allreduce is verified (a run whose results are wrong fails). With --up N the script builds its
+own testbed (and takes it down on every exit), runs --repeats times and adds a summary: the
+median of each kept ratio and whether both kept at least 40% (AllReduce-Switch's claim that a
+bulk stream and aggregation share an output port without starving each other).
 
   bench/fabric_coexist.py --testbed NAME [--elems 4000000] [--iters 6] [--bulk-seconds 4]
+  bench/fabric_coexist.py --up 4 [--link-rate 100mbit] [--fabric inagg|bridge] [--arbitration]
+                          [--repeats 3] [--elems 1000000] ...
 """
 import argparse
 import json
 import os
+import signal
+import statistics
 import subprocess
 import sys
 import time
@@ -49,9 +57,12 @@ def bulk_start(tb, hosts, port, secs):
 
 def bulk_rate(procs, secs):
     recv, send = procs
-    send.communicate(timeout=secs + 60)
+    _, serr = send.communicate(timeout=secs + 60)
     out, err = recv.communicate(timeout=60)
-    return last_json(out)["mbit_s"]
+    try:
+        return last_json(out)["mbit_s"]
+    except (RuntimeError, ValueError, KeyError) as e:
+        raise RuntimeError(f"bulk stream: {e}; receiver: {err[-300:]}; sender: {serr[-300:]}")
 
 
 def allreduce(a):
@@ -64,14 +75,7 @@ def allreduce(a):
     return r
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--testbed", required=True)
-    ap.add_argument("--elems", type=int, default=4000000)
-    ap.add_argument("--iters", type=int, default=6)
-    ap.add_argument("--bulk-seconds", type=float, default=4.0)
-    ap.add_argument("--port", type=int, default=7400)
-    a = ap.parse_args()
+def measure(a):
     tb = json.loads(subprocess.run([TB, "show", a.testbed, "--json"], capture_output=True,
                                    text=True, check=True).stdout)
     hosts = tb["hosts"]
@@ -96,7 +100,7 @@ def main():
     with_bulk = allreduce(a)
     bulk_rate(procs, span)
     tat_with = with_bulk["tat_s"]["median"]
-    print(json.dumps({
+    return {
         "testbed": a.testbed, "fabric": tb.get("fabric", "bridge"),
         "link_rate_bps": tb["link_rate_bps"], "hosts": len(hosts), "elems": a.elems,
         "bulk_mbit_s_alone": bulk_solo, "bulk_mbit_s_with_allreduce": bulk_with,
@@ -104,7 +108,61 @@ def main():
         "allreduce_tat_s_alone": tat_solo, "allreduce_tat_s_with_bulk": tat_with,
         "allreduce_kept": round(tat_solo / tat_with, 3) if tat_with else None,
         "allreduce_phase_a_ok": ar_running and last_json(ar_out).get("verified", False),
-    }))
+        "verified": True,
+    }
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 epilog=__doc__.split("\n\n", 1)[1])
+    ap.add_argument("--testbed", help="a running testbed's name")
+    ap.add_argument("--up", type=int, metavar="N", help="build a testbed of N hosts for the run")
+    ap.add_argument("--link-rate", default="100mbit", help="with --up (default 100mbit)")
+    ap.add_argument("--fabric", default="inagg", choices=("inagg", "bridge"), help="with --up")
+    ap.add_argument("--arbitration", action="store_true", help="with --up (fabric inagg)")
+    ap.add_argument("--repeats", type=int, default=1)
+    ap.add_argument("--elems", type=int, default=4000000)
+    ap.add_argument("--iters", type=int, default=6)
+    ap.add_argument("--bulk-seconds", type=float, default=4.0)
+    ap.add_argument("--port", type=int, default=7400)
+    a = ap.parse_args()
+    if (a.testbed is None) == (a.up is None):
+        ap.error("give --testbed NAME (a running testbed) or --up N (build one)")
+    if not 1 <= a.repeats <= 10 or a.elems < 1 or not 1 <= a.iters <= 100:
+        ap.error("--repeats 1..10, --elems >= 1, --iters 1..100")
+    if a.up is not None and not 2 <= a.up <= 16:
+        ap.error("--up: 2..16 hosts")
+    built = None
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    try:
+        if a.up is not None:
+            built = a.testbed = f"fabco{os.getpid() % 1000000}"
+            cmd = [TB, "up", str(a.up), "--name", built, "--fabric", a.fabric, "--link-rate",
+                   a.link_rate, "--mtu", "9000"] + (["--arbitration"] if a.arbitration else [])
+            p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+            if p.returncode != 0:
+                sys.stderr.write(p.stderr[-800:])
+                sys.exit(p.returncode)
+        runs = []
+        for r in range(a.repeats):
+            res = measure(a)
+            runs.append(res)
+            print(json.dumps(res), flush=True)
+        if a.repeats > 1 or a.up is not None:
+            bk = statistics.median(x["bulk_kept"] for x in runs)
+            ak = statistics.median(x["allreduce_kept"] for x in runs)
+            print(json.dumps({"summary": True, "repeats": a.repeats, "fabric": runs[0]["fabric"],
+                              "arbitration": a.arbitration,
+                              "bulk_mbit_s_alone": statistics.median(x["bulk_mbit_s_alone"] for x in runs),
+                              "bulk_mbit_s_with_allreduce": statistics.median(x["bulk_mbit_s_with_allreduce"] for x in runs),
+                              "allreduce_tat_s_alone": statistics.median(x["allreduce_tat_s_alone"] for x in runs),
+                              "allreduce_tat_s_with_bulk": statistics.median(x["allreduce_tat_s_with_bulk"] for x in runs),
+                              "bulk_kept_median": bk, "allreduce_kept_median": ak,
+                              "both_keep_40pct": bk >= 0.4 and ak >= 0.4, "verified": True}))
+    finally:
+        if built:
+            subprocess.run([TB, "down", built], capture_output=True, timeout=120)
 
 
 if __name__ == "__main__":

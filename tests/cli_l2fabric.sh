@@ -2,10 +2,12 @@
 # tests/cli_l2fabric.sh - `inagg switch --l2`, the L2 forwarding and aggregating fabric, in
 # network namespaces this test creates (three hosts on veths to a switch namespace): usage
 # errors; MAC learning and flooding; ageing; ping and a TCP stream through the fabric; an
-# allreduce aggregated in the fabric with verified results; malformed and foreign frames
-# forwarded or counted and dropped; the per-port link delay seen by ping. Skips, saying
+# allreduce aggregated in the fabric with verified results; aggregation ports and the add
+# mode changed while it runs (FABRIC control lines); malformed and foreign frames
+# forwarded or counted and dropped; the per-port link delay seen by ping (300us, and 25us
+# against a fabric without delay). Skips, saying
 # why, where network namespaces cannot be made. Every command runs under `timeout`; about
-# 30 seconds.
+# 90 seconds.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 INAGG=${INAGG:-build/inagg}  # INAGG=build-san/inagg runs it under the sanitizers
@@ -36,13 +38,23 @@ for args in "--l2 p1 --listen 127.0.0.1:7000" "--l2 p1 --listen 10.0.0.1:0" \
     "--l2 p1 --l2-ip 10.0.0.1 --link-delay nope=25us" "--l2 p1 --l2-ip 300.0.0.1" \
     "--l2 p1 --l2-ip 10.0.0.1 --l2-mac 01:00:00:00:00:01" "--l2 no-such-if0 --l2-ip 10.0.0.1" \
     "--link-loss 0.1" "--loss-seed 3" "--l2 lo --l2-ip 10.0.0.1 --link-loss 1.5" \
-    "--l2 lo --l2-ip 10.0.0.1 --link-loss lo=often" "--l2 lo --l2-ip 10.0.0.1 --loss-seed -1"; do
+    "--l2 lo --l2-ip 10.0.0.1 --link-loss lo=often" "--l2 lo --l2-ip 10.0.0.1 --loss-seed -1" \
+    "--l2 lo --l2-ip 10.0.0.1 --fabric-threads 3" "--fabric-threads 2" \
+    "--l2 lo --l2-ip 10.0.0.1 --agg-ports p7" "--l2 lo --l2-ip 10.0.0.1 --add-mode double"; do
     timeout 10 $INAGG switch $args >/dev/null 2>"$tmp/err"
     rc=$?
     { [ $rc -eq 1 ] || [ $rc -eq 2 ]; } || rcs+=" [$args]=$rc"
     [ -s "$tmp/err" ] || rcs+=" [$args: no message]"
 done
 [ -z "$rcs" ] && ok $t || bad $t "wrong exit codes or no message:$rcs"
+
+t=fabric_ctl_on_a_switch_without_fabric
+timeout 20 $INAGG switch --listen 127.0.0.1:0 --ready-fd 3 3>"$tmp/port" >/dev/null 2>&1 &
+plain=$!
+for _ in $(seq 50); do [ -s "$tmp/port" ] && break; sleep 0.1; done
+out=$(timeout 10 $INAGG switch --fabric-ctl 127.0.0.1:$(cat "$tmp/port") --add-mode fixed 2>&1); rc=$?
+kill $plain 2>/dev/null; wait $plain 2>/dev/null
+{ [ $rc -eq 1 ] && echo "$out" | grep -q "without an L2 fabric"; } && ok $t || bad $t "exit $rc: $out"
 
 # Can namespaces be built here?
 if [ "$(id -u)" != 0 ] || ! ip netns add "$P-sw" 2>"$tmp/err"; then
@@ -70,7 +82,7 @@ inh() { local h=$1; shift; timeout 30 ip netns exec "$P-$h" "$@"; }
 
 start_switch() { # extra args
     [ -n "$swpid" ] && kill "$swpid" 2>/dev/null && wait "$swpid" 2>/dev/null
-    ip netns exec "$P-sw" timeout 120 $INAGG switch --l2 p1,p2,p3 --listen $SW_IP:7000 \
+    ip netns exec "$P-sw" timeout 600 $INAGG switch --l2 p1,p2,p3 --listen $SW_IP:7000 \
         --threads 2 "$@" >"$tmp/sw.out" 2>"$tmp/sw.err" &
     swpid=$!
     for _ in $(seq 50); do
@@ -136,6 +148,54 @@ pin=$($PY -c "import json,sys; print(json.load(open(sys.argv[1]))['packets_in'])
 if [ "$nver" -eq 6 ] && [ "$aggin" -gt 0 ] && [ "$aggout" -gt 0 ] && [ "$pin" -ge "$aggin" ]; then ok $t
 else bad $t "verified ranks $nver/6, agg_in=$aggin agg_out=$aggout switch packets_in=$pin: $(head -c 300 "$tmp/r0.int32")"; fi
 
+t=agg_ports_and_add_mode_change_while_running
+# FABRIC lines on the running switch's control port (inagg switch --fabric-ctl): a host may
+# ask for the settings but not change them; from the switch's own namespace p3 stops
+# aggregating (a job whose ranks sit on h3 then gets nothing aggregated: its frames are
+# counted agg_port_off and dropped, and it fails within its timeout) while h1 and h2 still
+# aggregate; add=float stops int32 contributions (agg_add_off) and lets native float32 pass.
+job() { # NAME DTYPE HOST0 HOST1 [extra args]: prints how many ranks verified
+    local name=$1 dt=$2 h0=$3 h1=$4 pids="" r=0
+    shift 4
+    for h in $h0 $h1; do
+        inh $h $INAGG bench allreduce --switch $SW_IP:7000 --rank $r --world 2 --job $name \
+            --elems 20000 --packet-elems 2048 --dtype $dt --iters 2 --rto-min-us 20000 \
+            --timeout-ms 3000 "$@" >"$tmp/j$name$r" 2>&1 &
+        pids+=" $!"; r=$((r + 1))
+    done
+    wait $pids
+    cat "$tmp/j${name}0" "$tmp/j${name}1" | grep -c '"verified":true'
+}
+why=""
+ctl() { local h=$1; shift; inh $h $INAGG switch --fabric-ctl $SW_IP:7000 "$@" 2>&1; }
+out=$(ctl h1); [ "$out" = "FABRIC_STATE agg_ports=all add=any" ] || why+=" [query from h1: $out]"
+out=$(ctl h1 --agg-ports p1); rc=$?
+{ [ $rc -eq 1 ] && echo "$out" | grep -q "own host"; } || why+=" [change from h1 not refused: $rc $out]"
+out=$(ctl sw --agg-ports p9); rc=$?
+{ [ $rc -eq 1 ] && echo "$out" | grep -q "not one of"; } || why+=" [unknown port: $rc $out]"
+out=$(ctl sw --add-mode double); [ $? -eq 2 ] || why+=" [bad add mode accepted: $out]"
+out=$(ctl sw --agg-ports p1,p2); [ "$out" = "FABRIC_STATE agg_ports=p1,p2 add=any" ] || why+=" [set: $out]"
+stats >"$tmp/st.json"; off0=$(fget "f['agg_port_off']"); in0=$(fget "f['agg_in']")
+n=$(job pa int32 h1 h2); [ "$n" -eq 2 ] || why+=" [h1+h2 with p1,p2 aggregating: $n/2 verified]"
+stats >"$tmp/st.json"; in1=$(fget "f['agg_in']")
+n=$(job pb int32 h3 h3); [ "$n" -eq 0 ] || why+=" [h3 job verified $n ranks with p3 not aggregating]"
+stats >"$tmp/st.json"; off1=$(fget "f['agg_port_off']"); in2=$(fget "f['agg_in']")
+[ "$off1" -gt "$off0" ] && [ "$in2" -eq "$in1" ] || why+=" [agg_port_off $off0->$off1, agg_in $in1->$in2 over the h3 job]"
+[ "$in1" -gt "$in0" ] || why+=" [agg_in did not grow over the h1+h2 job]"
+out=$(ctl sw --agg-ports all --add-mode float); [ "$out" = "FABRIC_STATE agg_ports=all add=float" ] || why+=" [set float: $out]"
+stats >"$tmp/st.json"; add0=$(fget "f['agg_add_off']")
+n=$(job pc int32 h1 h3); [ "$n" -eq 0 ] || why+=" [int32 verified $n ranks with add=float]"
+n=$(job pd float32 h1 h3 --float-mode native); [ "$n" -eq 2 ] || why+=" [native float32 with add=float: $n/2 verified]"
+out=$(ctl sw --add-mode fixed); [ "$out" = "FABRIC_STATE agg_ports=all add=fixed" ] || why+=" [set fixed: $out]"
+n=$(job pe int32 h2 h3); [ "$n" -eq 2 ] || why+=" [int32 with add=fixed: $n/2 verified]"
+stats >"$tmp/st.json"; add1=$(fget "f['agg_add_off']"); chg=$(fget "f['settings_changed']")
+[ "$add1" -gt "$add0" ] || why+=" [agg_add_off $add0->$add1 over the int32 job under add=float]"
+[ "$chg" -eq 3 ] || why+=" [settings_changed $chg, expected 3]"
+inh sw $INAGG switch --stats $SW_IP:7000 | grep -q "^fabric settings: agg_ports=all add=fixed" ||
+    why+=" [text stats lack the settings line]"
+ctl sw --add-mode any >/dev/null
+[ -z "$why" ] && ok $t || bad $t "$why"
+
 t=malformed_and_foreign_frames
 stats >"$tmp/st.json"
 swmac=$(fget "f['mac']")
@@ -178,6 +238,40 @@ if start_switch --link-delay 300us >"$tmp/why"; then
     else bad $t "minimum RTT grew by ${dmin} us (expected 600), releases late by ${late} us at p50"; fi
 else bad $t "$(cat "$tmp/why")"; fi
 
+t=two_thread_pipeline_forwards_aggregates_and_delays
+# --fabric-threads 2: the transmit stage on its own thread, fed through the ring. Ping and a
+# TCP stream cross it, an allreduce aggregates through it (results reach the transmit stage
+# from the dataplane), 50us per link still shows in the minimum round trip h1 -> h2 (4
+# crossings: +200us over the no-delay minimum measured above), and the stages say which
+# thread ran them.
+if start_switch --fabric-threads 2 --link-delay 50us >"$tmp/why"; then
+    why=""
+    pmin=$(inh h1 ping -c 20 -i 0.01 -W 2 $SUB.2 2>/dev/null | sed -n 's/.*time=\([0-9.]*\) ms/\1/p' | sort -n | head -1)
+    [ -n "$pmin" ] && $PY -c "import sys; sys.exit(0 if 0.19 <= $pmin <= 0.6 else 1)" ||
+        why+=" [h1->h2 minimum RTT ${pmin:-none} ms with 50us per link, expected 0.2 + the hop]"
+    inh h2 $PY tests/l2_frames.py sink 5002 5000000 >"$tmp/sink2" 2>&1 &
+    sinkpid=$!
+    sleep 0.5
+    inh h1 $PY tests/l2_frames.py source $SUB.2 5002 5000000 >"$tmp/source2" 2>&1
+    wait $sinkpid
+    { [ -s "$tmp/sink2" ] && [ "$(cat "$tmp/sink2")" = "$(cat "$tmp/source2")" ]; } || why+=" [TCP stream differs]"
+    ranks=""
+    for r in 0 1 2; do
+        inh h$((r + 1)) $INAGG bench allreduce --switch $SW_IP:7000 --rank $r --world 3 \
+            --job tt --elems 30000 --packet-elems 2048 --dtype int32 --iters 2 \
+            --rto-min-us 20000 >"$tmp/tt$r" 2>&1 &
+        ranks+=" $!"
+    done
+    wait $ranks
+    n=$(cat "$tmp"/tt0 "$tmp"/tt1 "$tmp"/tt2 | grep -c '"verified":true')
+    [ "$n" -eq 3 ] || why+=" [allreduce: $n/3 ranks verified]"
+    stats >"$tmp/st.json"
+    chk=$(fget "(f['threads'], f['stages']['transmit']['thread'], f['stages']['classify']['thread'], f['stages']['transmit']['frames'] > 0, f['stages']['transmit']['results'] > 0, f['stages']['classify']['transmit_queue_full'], len(f['thread_loops']))")
+    [ "$chk" = "(2, 1, 0, True, True, 0, 2)" ] || why+=" [stages (threads, tx thread, classify thread, tx frames, tx results, queue full, loops): $chk]"
+    inh sw $INAGG switch --stats $SW_IP:7000 | grep -q "^fabric stage transmit: thread=1 " || why+=" [no text stage line]"
+    [ -z "$why" ] && ok $t || bad $t "$why"
+else bad $t "$(cat "$tmp/why")"; fi
+
 t=link_loss_drops_ipv4_counted_and_arp_passes
 # 10% loss on every link, each way: a ping from h1 to h2 crosses four links (h1 in, h2 out,
 # h2 in, h1 out), so about 34% of 200 are lost; each lost ping lost exactly one IPv4 frame,
@@ -200,7 +294,8 @@ t=testbed_fabric_usage_errors
 rcs=""
 for args in "up 2 --fabric hub" "up 2 --fabric bridge --link-delay 25us" "up 2 --fabric inagg --link-delay soon" \
     "up 2 --fabric inagg --loss 1.5" "up 2 --fabric bridge --arbitration --link-rate 100mbit" \
-    "up 2 --fabric inagg --arbitration"; do
+    "up 2 --fabric inagg --arbitration" "up 2 --fabric inagg --fabric-threads 3" \
+    "up 2 --fabric bridge --fabric-threads 2"; do
     timeout 10 tools/testbed $args >/dev/null 2>"$tmp/err"
     rc=$?
     [ $rc -eq 2 ] || rcs+=" [$args]=$rc"
@@ -217,7 +312,50 @@ if [ $rc -eq 3 ]; then skp $t "testbeds cannot be built here: $(tail -n 1 "$tmp/
 elif [ $rc -eq 0 ] && grep -q '"verified":true' "$tmp/tb.json" && grep -q "fabric inagg" "$tmp/tb.err"; then ok $t
 else bad $t "exit $rc: $(tail -n 3 "$tmp/tb.err")"; fi
 
+t=link_delay_25us_seen_by_ping
+# The acceptance's delay, 25us per link, against a fabric without delay pinged in alternation
+# (bench/fabric_ping_delay.sh, two 2-host testbeds, 5 x 100 pings per path): to the switch's
+# address +50us (2 crossings), to h2 +100us (4). The minimum round trip shows the fabric's own
+# accuracy (-1..+18us off the expected in most runs at load 10-23, but -17 and -33us when a slow
+# spell hit every baseline ping of a short run): it must be within -30..+30us of the expected,
+# which a missing delay (-50/-100us) or a doubled one (+50/+100us) misses. The p50 on a loaded
+# 2-core box carries the hosts' and the kernel's scheduling (-81..+110us off between runs,
+# either sign, at load 15-23): only bounded to -150..+200us here; the acceptance's 10us at p50
+# is a quiet-machine number (docs/PERFORMANCE.md).
+PD=pd$$
+PD=${PD:0:11}
+timeout 200 bash bench/fabric_ping_delay.sh --name "$PD" --rounds 5 --count 100 --interval 0.003 \
+    --json "$tmp/pd.json" >"$tmp/pd.out" 2>"$tmp/pd.err"
+rc=$?
+sed 's/^/        /' "$tmp/pd.out"
+if [ $rc -eq 3 ]; then skp $t "testbeds cannot be built here: $(tail -n 1 "$tmp/pd.err")"
+elif [ $rc -ne 0 ]; then bad $t "exit $rc: $(tail -n 3 "$tmp/pd.err")"
+elif $PY -c "
+import json,sys
+d=json.load(open(sys.argv[1]))['paths']
+bad=[k for k,p in d.items() if not (-30 <= p['min_delay_us']-p['min_no_delay_us']-p['expected_us'] <= 30
+                                    and -150 <= p['error_us'] <= 200)]
+sys.exit(1 if bad else 0)" "$tmp/pd.json"; then ok $t
+else bad $t "added delay off the expected: $(cat "$tmp/pd.out")"; fi
+
+t=bulk_stream_and_allreduce_share_the_fabric
+# bench/fabric_coexist.py --up: its own 2-host testbed, a bulk TCP stream and a verified
+# allreduce alone and together, a summary line, and the testbed gone afterwards. Small sizes:
+# this checks the tool, docs/PERFORMANCE.md has the measurement.
+timeout 240 $PY bench/fabric_coexist.py --up 2 --elems 20000 --iters 2 --bulk-seconds 1 \
+    >"$tmp/co.out" 2>"$tmp/co.err"
+rc=$?
+if [ $rc -eq 3 ]; then skp $t "testbeds cannot be built here: $(tail -n 1 "$tmp/co.err")"
+elif [ $rc -eq 0 ] && tail -n 1 "$tmp/co.out" | $PY -c "
+import json,sys; d=json.load(sys.stdin)
+sys.exit(0 if d['summary'] and d['verified'] and d['bulk_mbit_s_alone'] > 0 and d['allreduce_tat_s_with_bulk'] > 0 else 1)" &&
+    cname=$(head -n 1 "$tmp/co.out" | $PY -c "import json,sys; print(json.load(sys.stdin)['testbed'])") &&
+    ! tools/testbed list 2>/dev/null | grep -q "^testbed $cname:"; then ok $t
+else bad $t "exit $rc: $(tail -c 300 "$tmp/co.out") $(tail -n 3 "$tmp/co.err")"; fi
+
 t=arbitration_classes_results_apart_from_forwarded_frames
+# --arbitration: the switch ports' downlinks send results (1:11) and forwarded frames (1:20)
+# in their own classes, and a host's uplink sends its contributions in class 1:10
 ARB=l2a$$
 ARB=${ARB:0:12}
 if timeout 60 tools/testbed up 2 --name "$ARB" --fabric inagg --arbitration --link-rate 100mbit \
@@ -225,11 +363,13 @@ if timeout 60 tools/testbed up 2 --name "$ARB" --fabric inagg --arbitration --li
     timeout 120 $PY bench/testbed_run.py --testbed "$ARB" --system inagg --elems 50000 --iters 2 \
         >"$tmp/arb.json" 2>&1
     timeout 10 tools/testbed exec "$ARB" sw -- tc -s class show dev p1 >"$tmp/arb.tc" 2>&1
+    timeout 10 tools/testbed exec "$ARB" h1 -- tc -s class show dev tb0 >"$tmp/arb.up" 2>&1
     timeout 60 tools/testbed down "$ARB" >/dev/null 2>&1
-    sent() { awk -v c="class htb $1 " 'index($0, c) == 1 {getline; print $4; exit}' "$tmp/arb.tc"; }
-    r=$(sent 1:11); f=$(sent 1:20)
-    if grep -q '"verified": true' "$tmp/arb.json" && [ "${r:-0}" -gt 0 ] && [ "${f:-0}" -gt 0 ]; then ok $t
-    else bad $t "results class sent ${r:-?} packets, forwarded class ${f:-?}: $(tail -c 300 "$tmp/arb.json")"; fi
+    sent() { awk -v c="class htb $1 " 'index($0, c) == 1 {getline; print $4; exit}' "${2:-$tmp/arb.tc}"; }
+    r=$(sent 1:11); f=$(sent 1:20); u=$(sent 1:10 "$tmp/arb.up")
+    if grep -q '"verified": true' "$tmp/arb.json" && [ "${r:-0}" -gt 0 ] && [ "${f:-0}" -gt 0 ] &&
+        [ "${u:-0}" -gt 0 ]; then ok $t
+    else bad $t "results class sent ${r:-?} packets, forwarded class ${f:-?}, h1's uplink aggregation class ${u:-?}: $(tail -c 300 "$tmp/arb.json")"; fi
 else
     timeout 60 tools/testbed down "$ARB" >/dev/null 2>&1
     bad $t "tools/testbed up --arbitration failed: $(tail -n 2 "$tmp/arb.err")"

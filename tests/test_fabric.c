@@ -1,21 +1,28 @@
 /*
  * test_fabric.c - the L2 fabric's pure parts: Ethernet/IPv4/UDP framing (and what it calls
  * malformed), MAC learning, moves and ageing, the delay line (order, release times, jitter
- * never reordering, wrap-around, overflow), the SPSC frame queue, duration parsing, and the
- * AF_PACKET transport's linked mode end to end through its queues.
+ * never reordering, wrap-around, overflow), the SPSC frame queue, duration parsing, the
+ * AF_PACKET transport's linked mode end to end through its queues, the FABRIC control line,
+ * and the latency class of result frames (read from the wire header's real offsets).
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <pthread.h>
 #include <string.h>
 
 #include "harness.h"
+#include "control/ctl.h"
+#include "fabric/bytering.h"
 #include "fabric/delayline.h"
 #include "fabric/fabric.h"
+#include "fabric/fabric_int.h"
 #include "fabric/mactable.h"
 #include "transport/afpacket.h"
 #include "transport/ethframe.h"
 #include "transport/frameq.h"
 #include "transport/transport.h"
+#include "wire/fabricmsg.h"
+#include "wire/wire.h"
 
 static const uint8_t MAC_A[6] = {2, 0, 0, 0, 0, 0xa}, MAC_B[6] = {2, 0, 0, 0, 0, 0xb};
 
@@ -237,4 +244,144 @@ TEST(afpacket_linked_mode, 10)
         frameq_free(&link.rx[q]);
         frameq_free(&link.tx[q]);
     }
+}
+
+/* FABRIC / FABRIC_STATE: what parses, what is refused and why, and the round trip. */
+TEST(fabric_control_line, 5)
+{
+    wire_fabric_t m;
+    char why[160], line[CTL_LINE_MAX];
+    CHECK_EQ_INT(wire_fabric_parse("FABRIC", &m, why, sizeof(why)), 0);
+    CHECK(!m.has_ports && !m.has_add);
+    CHECK_EQ_INT(wire_fabric_parse("FABRIC agg_ports=p1,p2 add=fixed", &m, why, sizeof(why)), 0);
+    CHECK(m.has_ports && strcmp(m.ports, "p1,p2") == 0 && m.has_add && m.add == WIRE_ADD_FIXED);
+    CHECK_EQ_INT(wire_fabric_format(WIRE_VERB_FABRIC, &m, line, sizeof(line)), 0);
+    CHECK_MSG(strcmp(line, "FABRIC agg_ports=p1,p2 add=fixed") == 0, "%s", line);
+    CHECK_EQ_INT(wire_fabric_parse("FABRIC add=float", &m, why, sizeof(why)), 0);
+    CHECK(!m.has_ports && m.add == WIRE_ADD_FLOAT);
+    CHECK_EQ_INT(wire_fabric_format(WIRE_VERB_FABRIC_STATE, &m, line, sizeof(line)), -1);
+    static const char *const bad[] = {
+        "FABRIC add=double", "FABRIC agg_ports=", "FABRIC agg_ports=p1,,p2",
+        "FABRIC agg_ports=p1 agg_ports=p2", "FABRIC add=any add=fixed", "FABRIC speed=9",
+        "FABRIC agg_ports=a_name_longer_than_15", "FABRIC agg_ports=p1;rm", "FABRIC  add=any",
+        "FABRIC add", "FABRIC_STATE add=any", "STATS", "FABRICX add=any",
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        why[0] = 0;
+        CHECK_MSG(wire_fabric_parse(bad[i], &m, why, sizeof(why)) == -1, "%s", bad[i]);
+        CHECK_MSG(why[0] != 0, "no reason for %s", bad[i]);
+    }
+    CHECK_EQ_INT(wire_fabric_parse("FABRIC_STATE agg_ports=none add=any", &m, why, sizeof(why)), 0);
+    CHECK(strcmp(m.ports, "none") == 0 && m.add == WIRE_ADD_ANY);
+    CHECK_EQ_INT(wire_verb_of("FABRIC_STATE agg_ports=all add=any"), WIRE_VERB_FABRIC_STATE);
+    CHECK_EQ_INT(wire_verb_of("FABRIC"), WIRE_VERB_FABRIC);
+    CHECK_EQ_INT(wire_add_mode_parse("float", &m.add), 0);
+    CHECK(strcmp(wire_add_mode_name(WIRE_ADD_FIXED), "fixed") == 0);
+}
+
+/* A result's latency class comes from its dtype (float32 and coded: float), and a second
+ * result of the same (job, slot, rank) and round is a resend; results that differ only in
+ * the token (which earlier code read as slot and round) are not. */
+TEST(fabric_result_class_reads_the_header, 5)
+{
+    static resend_ent_t tab[RESEND_SLOTS];
+    memset(tab, 0, sizeof(tab));
+    uint8_t b[WIRE_HEADER_SIZE];
+    wire_header_t h = {.version = 2, .type = WIRE_RESULT, .job = 3, .rank = 1,
+                       .token = 0x1122334455667788ull, .slot = 5, .round = 9,
+                       .dtype = WIRE_FLOAT32};
+    wire_encode_header(&h, b);
+    CHECK_EQ_INT(fabric_result_class(tab, b), LAT_AGG_FLOAT);
+    CHECK_EQ_INT(fabric_result_class(tab, b), LAT_RESEND);
+    h.round = 10;
+    h.dtype = WIRE_FIXED32;
+    wire_encode_header(&h, b);
+    CHECK_EQ_INT(fabric_result_class(tab, b), LAT_AGG_INT);
+    h.slot = 6; /* another slot, same round: not a resend */
+    wire_encode_header(&h, b);
+    CHECK_EQ_INT(fabric_result_class(tab, b), LAT_AGG_INT);
+    h.token ^= 0xffffffffull; /* the token does not name the slot */
+    wire_encode_header(&h, b);
+    CHECK_EQ_INT(fabric_result_class(tab, b), LAT_RESEND);
+    h.dtype = WIRE_CODED;
+    h.round = 11;
+    wire_encode_header(&h, b);
+    CHECK_EQ_INT(fabric_result_class(tab, b), LAT_AGG_FLOAT);
+}
+
+/* The ring between the classify and transmit stages: order, the skip at the ring's end,
+ * refusal when full or too big, and a producer and a consumer thread moving 20000 records
+ * of varying sizes intact and in order. */
+typedef struct ring_prod_arg {
+    bytering_t *r;
+    uint32_t n;
+    uint32_t refused;
+} ring_prod_arg_t;
+
+static void *ring_producer(void *arg)
+{
+    ring_prod_arg_t *a = arg;
+    uint8_t frame[3000];
+    for (uint32_t i = 0; i < a->n;) {
+        uint32_t len = 1 + (i * 7919u) % sizeof(frame);
+        memset(frame, (int)(i & 0xff), len);
+        memcpy(frame, &i, sizeof(i) < len ? sizeof(i) : len);
+        if (bytering_push(a->r, i, i, 0, NULL, frame, len) == 0)
+            i++;
+        else if (++a->refused > 50000000u)
+            break; /* bounded: the consumer died */
+    }
+    return NULL;
+}
+
+TEST(bytering_spsc_order_wrap_full, 20)
+{
+    bytering_t r;
+    CHECK_EQ_INT(sizeof(ring_rec_t), 48); /* the sizes below assume it */
+    CHECK_EQ_INT(bytering_init(&r, 1000), 0); /* rounded to 1008 */
+    uint8_t f[600] = {1, 2, 3};
+    struct virtio_net_hdr vh = {.gso_type = VIRTIO_NET_HDR_GSO_TCPV4, .gso_size = 1448};
+    CHECK_EQ_INT(bytering_push(&r, 5, 11, 3, &vh, f, 300), 0);
+    CHECK_EQ_INT(bytering_push(&r, 6, 12, 4, NULL, f, 300), 0);
+    CHECK_EQ_INT(bytering_push(&r, 7, 13, 5, NULL, f, 300), -ENOBUFS); /* full */
+    CHECK_EQ_INT(bytering_push(&r, 7, 13, 5, NULL, f, 2000), -ENOBUFS); /* never fits */
+    const ring_rec_t *rec = bytering_peek(&r);
+    CHECK(rec && rec->ports == 5 && rec->t_ns == 11 && rec->kind == 3 && rec->len == 300);
+    CHECK(rec && rec->has_vh && rec->vh.gso_size == 1448 && rec->data[2] == 3);
+    bytering_pop(&r);
+    /* records of 352 bytes at 0 and 352: the third finds 304 bytes before the end, skips
+     * them and starts at 0, where the first one was */
+    CHECK_EQ_INT(bytering_push(&r, 8, 14, 0, NULL, f, 300), 0);
+    rec = bytering_peek(&r);
+    CHECK(rec && rec->ports == 6 && !rec->has_vh);
+    bytering_pop(&r);
+    rec = bytering_peek(&r);
+    CHECK(rec && rec->ports == 8 && rec->len == 300 && (const uint8_t *)rec == r.buf);
+    bytering_pop(&r);
+    CHECK(bytering_peek(&r) == NULL);
+    CHECK_EQ_INT(bytering_used(&r), 0);
+    bytering_free(&r);
+
+    CHECK_EQ_INT(bytering_init(&r, 64 << 10), 0);
+    ring_prod_arg_t a = {&r, 20000, 0};
+    pthread_t t;
+    CHECK_EQ_INT(pthread_create(&t, NULL, ring_producer, &a), 0);
+    uint32_t got = 0, bad = 0;
+    uint64_t deadline = util_now_ns() + 15000000000ull;
+    while (got < a.n && util_now_ns() < deadline) {
+        rec = bytering_peek(&r);
+        if (!rec)
+            continue;
+        uint32_t len = 1 + (got * 7919u) % 3000u, first;
+        memcpy(&first, rec->data, sizeof(first));
+        if (rec->ports != got || rec->len != len || (len >= 4 && first != got) ||
+            rec->data[len - 1] != (len <= 4 ? ((const uint8_t *)&got)[len - 1] : (got & 0xff)))
+            bad++;
+        bytering_pop(&r);
+        got++;
+    }
+    pthread_join(t, NULL);
+    CHECK_EQ_INT(got, 20000);
+    CHECK_EQ_INT(bad, 0);
+    bytering_free(&r);
 }

@@ -16,12 +16,14 @@
 #include "control/ctl.h"
 #include "fabric/fabric.h"
 #include "switch/switch.h"
+#include "wire/fabricmsg.h"
 
 static void usage(FILE *out)
 {
     fprintf(out,
             "usage: inagg switch [options]\n"
             "       inagg switch --stats HOST:PORT [--json]\n"
+            "       inagg switch --fabric-ctl HOST:PORT [--agg-ports LIST] [--add-mode M]\n"
             "\n"
             "Runs the aggregation switch: a TCP control port (job admission, barriers,\n"
             "counters) and UDP dataplane ports PORT..PORT+threads-1 where workers' packets\n"
@@ -79,6 +81,19 @@ static void usage(FILE *out)
             "                          per port (loss_drops); ARP is never dropped\n"
             "  --loss-seed S           the drops' random stream (default 1)\n"
             "  --mac-age MS            forget a MAC not seen this long (default 300000)\n"
+            "  --agg-ports LIST        ports whose aggregation frames are aggregated:\n"
+            "                          IF,IF,..., all (default) or none; such frames from\n"
+            "                          the other ports are counted (agg_port_off), dropped\n"
+            "  --add-mode M            which adder runs: any (default), fixed (int32 and\n"
+            "                          block fixed point) or float (float32, coded); other\n"
+            "                          contributions are counted (agg_add_off), dropped\n"
+            "  --fabric-threads N      the fabric's pipeline on 1 thread (receive, classify\n"
+            "                          and transmit; the default) or 2 (transmit on its own,\n"
+            "                          fed by a ring); aggregation runs on --threads\n"
+            "  --fabric-ctl HOST:PORT  change a running fabric: send it --agg-ports and\n"
+            "                          --add-mode (either, both, or neither to ask) and print\n"
+            "                          its settings; changes are taken only from the switch's\n"
+            "                          own host (e.g. tools/testbed exec NAME sw -- ...)\n"
             "Without a fabric:\n"
             "  --afpacket IF           take the aggregation packets for --listen's IP and\n"
             "                          ports straight off interface IF (AF_PACKET ring), not\n"
@@ -114,6 +129,57 @@ static int print_remote_stats(const char *addr_text, int json)
                 strerror(-rc));
         return 1;
     }
+    return 0;
+}
+
+/* --fabric-ctl: one FABRIC line, its answer printed. */
+static int fabric_ctl(const char *addr_text, const char *ports, const char *add)
+{
+    wire_fabric_t m = {0};
+    char line[CTL_LINE_MAX], why[160];
+    if (ports) {
+        m.has_ports = 1;
+        snprintf(m.ports, sizeof(m.ports), "%s", ports);
+    }
+    if (add) {
+        m.has_add = 1;
+        if (wire_add_mode_parse(add, &m.add) != 0) {
+            fprintf(stderr, "inagg switch: --add-mode is any, fixed or float, got '%s'\n", add);
+            return 2;
+        }
+    }
+    if (wire_fabric_format(WIRE_VERB_FABRIC, &m, line, sizeof(line)) != 0 ||
+        wire_fabric_parse(line, &m, why, sizeof(why)) != 0) {
+        fprintf(stderr, "inagg switch: bad --agg-ports '%s' (expected IF,IF,..., all or none)\n",
+                ports ? ports : "");
+        return 2;
+    }
+    int fd = ctl_connect_to(addr_text, 3000);
+    if (fd == -EINVAL) {
+        fprintf(stderr, "inagg switch: bad address '%s' (expected HOST:PORT)\n", addr_text);
+        return 2;
+    }
+    if (fd < 0) {
+        fprintf(stderr, "inagg switch: cannot connect to %s: %s\n", addr_text, strerror(-fd));
+        return 1;
+    }
+    ctl_reader_t *rd = calloc(1, sizeof(*rd));
+    int rc = rd ? ctl_write_line(fd, line, 3000) : -ENOMEM;
+    if (rc == 0)
+        rc = ctl_read_line(fd, rd, line, sizeof(line), 3000);
+    free(rd);
+    close(fd);
+    if (rc != 0) {
+        fprintf(stderr, "inagg switch: no answer from %s: %s\n", addr_text, strerror(-rc));
+        return 1;
+    }
+    if (wire_verb_of(line) != WIRE_VERB_FABRIC_STATE) {
+        const char *text;
+        wire_err_parse(line, &text);
+        fprintf(stderr, "inagg switch: %s refused: %s\n", addr_text, text);
+        return 1;
+    }
+    puts(line);
     return 0;
 }
 
@@ -165,6 +231,7 @@ static int start_fabric(fabric_config_t *fc, switch_config_t *cfg, fabric_t **ou
     cfg->transport_link = fabric_link(*out);
     cfg->extra_text = fabric_write_text;
     cfg->extra_json = fabric_write_json;
+    cfg->extra_ctl = fabric_control;
     cfg->extra_ctx = *out;
     return 0;
 }
@@ -173,7 +240,7 @@ int cmd_switch(int argc, char **argv)
 {
     switch_config_t cfg = SWITCH_CONFIG_INIT;
     cfg.listen = "127.0.0.1:7000";
-    const char *stats_addr = NULL;
+    const char *stats_addr = NULL, *ctl_addr = NULL;
     int json = 0, ready_fd = -1;
     fabric_config_t fcfg = {.loss_seed = 1};
     int loss_seed_given = 0;
@@ -190,6 +257,9 @@ int cmd_switch(int argc, char **argv)
         {"link-delay", required_argument, 0, 'D'}, {"link-jitter", required_argument, 0, 'J'},
         {"mac-age", required_argument, 0, 'A'},  {"afpacket", required_argument, 0, 'K'},
         {"link-loss", required_argument, 0, 1010}, {"loss-seed", required_argument, 0, 1011},
+        {"agg-ports", required_argument, 0, 1012}, {"add-mode", required_argument, 0, 1013},
+        {"fabric-ctl", required_argument, 0, 1014},
+        {"fabric-threads", required_argument, 0, 1015},
         {"request-timeout", required_argument, 0, 1001},
         {"idle-timeout", required_argument, 0, 1002},
         {"max-conns-per-addr", required_argument, 0, 1003},
@@ -226,6 +296,16 @@ int cmd_switch(int argc, char **argv)
         case 'D': fcfg.delay = optarg; break;
         case 'J': fcfg.jitter = optarg; break;
         case 1010: fcfg.loss = optarg; break;
+        case 1012: fcfg.agg_ports = optarg; break;
+        case 1013: fcfg.add_mode = optarg; break;
+        case 1014: ctl_addr = optarg; break;
+        case 1015:
+            if (parse_u32("--fabric-threads", optarg, &fcfg.threads)) return 2;
+            if (fcfg.threads < 1 || fcfg.threads > 2) {
+                fprintf(stderr, "inagg switch: --fabric-threads is 1 or 2, got '%s'\n", optarg);
+                return 2;
+            }
+            break;
         case 1011: {
             char *end;
             errno = 0;
@@ -260,8 +340,14 @@ int cmd_switch(int argc, char **argv)
     }
     if (cli_no_extra_args("inagg switch", argc, argv, optind))
         return 2;
+    if (stats_addr && ctl_addr) {
+        fprintf(stderr, "inagg switch: --stats and --fabric-ctl exclude each other\n");
+        return 2;
+    }
     if (stats_addr)
         return print_remote_stats(stats_addr, json);
+    if (ctl_addr)
+        return fabric_ctl(ctl_addr, fcfg.agg_ports, fcfg.add_mode);
     if (cfg.worker_timeout_ms == 0) {
         fprintf(stderr, "inagg switch: --worker-timeout must be at least 1 ms\n");
         return 2;
@@ -300,9 +386,11 @@ int cmd_switch(int argc, char **argv)
         if (rc != 0)
             return rc;
     } else if (fcfg.ip || fcfg.mac || fcfg.cpu_port || fcfg.delay || fcfg.jitter ||
-               fcfg.mac_age_ms || fcfg.loss || loss_seed_given) {
+               fcfg.mac_age_ms || fcfg.loss || loss_seed_given || fcfg.agg_ports ||
+               fcfg.add_mode || fcfg.threads) {
         fprintf(stderr, "inagg switch: --l2-ip, --l2-mac, --l2-stack-port, --link-delay, "
-                        "--link-jitter, --link-loss, --loss-seed and --mac-age need --l2\n");
+                        "--link-jitter, --link-loss, --loss-seed, --mac-age, --agg-ports, "
+                        "--add-mode and --fabric-threads need --l2 (or --fabric-ctl)\n");
         return 2;
     }
     if (switch_start(&cfg, &sw, err, sizeof(err)) != 0) {

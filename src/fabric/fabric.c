@@ -1,31 +1,25 @@
 /*
- * fabric.c - the fabric's life: parse its configuration, open the ports, the internal port
- * and the aggregation queues, run the forwarding thread, stop. The thread's loop takes a
- * burst from every port, hands each frame to forward.c (or to the port's ingress delay line),
- * sends what the dataplane queued, releases delayed frames whose time came, and sleeps in
- * ppoll when idle (spinning instead when a delayed frame is due within SPIN_NS).
+ * fabric.c - the fabric's life: parse its configuration, open the ports, the internal port,
+ * the aggregation queues and the pipeline's ring, start its threads (rxstage.c's, and
+ * txstage.c's with --fabric-threads 2), stop.
  */
 #include <arpa/inet.h>
 #include <errno.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
-#include <sys/prctl.h>
 #include <unistd.h>
 
 #include "base/errmsg.h"
 #include "base/util.h"
 #include "fabric/fabric_int.h"
 #include "fabric/tapdev.h"
+#include "wire/fabricmsg.h"
 
-#define SPIN_NS 150000ull      /* closer than this to a release: spin, do not sleep */
-#define IDLE_SLEEP_MS 20
-#define IDLE_SPIN_NS 20000ull  /* after the last frame: spin this long before sleeping */
 #define DELAY_LINE_BYTES (8u << 20)
 #define QUEUE_SLOTS 1024
-#define TAPBUF (65536 + 64)
+#define TX_RING_BYTES (16u << 20) /* classify -> transmit: 250 GSO frames, 1800 at MTU 9000 */
 
 int fabric_parse_duration(const char *text, uint64_t *ns)
 {
@@ -219,126 +213,28 @@ static int parse_config(struct fabric *f, const fabric_config_t *c, char *err, s
         apply_link_spec(f, c->jitter, 1, err, errlen) != 0 ||
         apply_link_spec(f, c->loss, 2, err, errlen) != 0)
         return -EINVAL;
-    for (uint32_t p = 0; p < f->nports; p++) { /* one stream per port, from the seed */
+    uint64_t mask = fabric_all_ports(f);
+    if (c->agg_ports && fabric_ports_mask(f, c->agg_ports, &mask, err, errlen) != 0)
+        return -EINVAL;
+    atomic_store(&f->agg_ports, mask);
+    uint32_t add = WIRE_ADD_ANY;
+    if (c->add_mode && wire_add_mode_parse(c->add_mode, &add) != 0) {
+        set_err(err, errlen, "bad add mode '%s' (expected any, fixed or float)", c->add_mode);
+        return -EINVAL;
+    }
+    atomic_store(&f->add_mode, add);
+    for (uint32_t p = 0; p < f->nports; p++) { /* two streams per port, from the seed */
         uint64_t s = c->loss_seed ^ (0x9e3779b97f4a7c15ull * (p + 1));
-        f->ports[p].loss_rng = util_splitmix64(&s);
+        f->ports[p].loss_rng[0] = util_splitmix64(&s);
+        f->ports[p].loss_rng[1] = util_splitmix64(&s);
+    }
+    f->threads = c->threads ? c->threads : 1;
+    if (f->threads > 2) {
+        set_err(err, errlen, "the fabric runs on 1 or 2 threads (--fabric-threads), not %u",
+                f->threads);
+        return -EINVAL;
     }
     return 0;
-}
-
-static void rx_port(struct fabric *f, uint32_t p, int *work)
-{
-    fport_t *port = &f->ports[p];
-    for (int k = 0; k < FABRIC_BURST; k++) {
-        const uint8_t *frame;
-        uint32_t len;
-        const struct virtio_net_hdr *vh;
-        if (port->is_cpu) {
-            ssize_t r = read(port->tap_fd, f->tapbuf, TAPBUF);
-            if (r <= (ssize_t)sizeof(struct virtio_net_hdr))
-                return;
-            vh = (const struct virtio_net_hdr *)(const void *)f->tapbuf;
-            frame = f->tapbuf + sizeof(*vh);
-            len = (uint32_t)r - (uint32_t)sizeof(*vh);
-        } else if (!pktsock_peek(&port->ps, &frame, &len, &vh)) {
-            return;
-        }
-        uint64_t now = util_now_ns();
-        fstat_add(&port->c[FP_RX], 1);
-        fstat_add(&port->c[FP_RX_BYTES], len);
-        if (fabric_link_loses(f, p, frame, len)) {
-            /* lost on the link on its way in */
-        } else if (port->delay_ns || port->jitter_ns) {
-            if (delayline_push(&port->in, now, now, (uint16_t)p, LAT_NONE, vh, frame, len) != 0)
-                fstat_add(&port->c[FP_DELAY_DROPS], 1);
-        } else {
-            fabric_frame_in(f, p, vh, frame, len, now);
-        }
-        if (!port->is_cpu)
-            pktsock_done(&port->ps);
-        (*work)++;
-    }
-}
-
-/* Release what is due on every delay line; the earliest release still pending. */
-static uint64_t run_delays(struct fabric *f, uint64_t now, int *work)
-{
-    uint64_t next = UINT64_MAX;
-    for (uint32_t p = 0; p < f->nports; p++) {
-        fport_t *port = &f->ports[p];
-        if (!port->delay_ns && !port->jitter_ns)
-            continue;
-        const delay_rec_t *r;
-        for (int k = 0; k < 256 && (r = delayline_due(&port->in, now)); k++) {
-            uint64_t t = util_now_ns();
-            lathist_add(&f->lat[LAT_DELAY_LATE], t - r->release_ns);
-            fabric_frame_in(f, p, &r->vh, r->data, r->len, t);
-            delayline_pop(&port->in);
-            (*work)++;
-        }
-        for (int k = 0; k < 256 && (r = delayline_due(&port->out, now)); k++) {
-            lathist_add(&f->lat[LAT_DELAY_LATE], util_now_ns() - r->release_ns);
-            fabric_transmit(f, p, &r->vh, r->data, r->len, r->kind);
-            delayline_pop(&port->out);
-            (*work)++;
-        }
-        uint64_t a = delayline_next(&port->in), b = delayline_next(&port->out);
-        if (a < next)
-            next = a;
-        if (b < next)
-            next = b;
-    }
-    return next;
-}
-
-static void idle_wait(struct fabric *f, uint64_t next_release, uint64_t last_work)
-{
-    uint64_t v;
-    ssize_t r = read(f->link.tx_efd, &v, sizeof(v)); /* clear, then look */
-    (void)r;
-    for (uint32_t q = 0; q < f->link.nqueues; q++)
-        if (frameq_ready(&f->link.tx[q]))
-            return;
-    uint64_t now = util_now_ns();
-    if (next_release != UINT64_MAX && next_release <= now + SPIN_NS)
-        return; /* spin: a frame is due within microseconds */
-    if (now - last_work < IDLE_SPIN_NS)
-        return; /* spin a little after work: results and the next frames follow closely */
-    uint64_t wait_ns = (uint64_t)IDLE_SLEEP_MS * 1000000ull;
-    if (next_release != UINT64_MAX && next_release - now - SPIN_NS < wait_ns)
-        wait_ns = next_release - now - SPIN_NS;
-    struct pollfd pf[FABRIC_MAX_PORTS + 1];
-    nfds_t n = 0;
-    for (uint32_t p = 0; p < f->nports; p++)
-        pf[n++] = (struct pollfd){.fd = f->ports[p].is_cpu ? f->ports[p].tap_fd
-                                                           : f->ports[p].ps.fd,
-                                  .events = POLLIN};
-    pf[n++] = (struct pollfd){.fd = f->link.tx_efd, .events = POLLIN};
-    struct timespec ts = {(time_t)(wait_ns / 1000000000ull), (long)(wait_ns % 1000000000ull)};
-    (void)ppoll(pf, n, &ts, NULL);
-}
-
-static void *fabric_main(void *arg)
-{
-    struct fabric *f = arg;
-    prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
-    uint64_t last_work = 0;
-    while (!atomic_load_explicit(&f->stop, memory_order_relaxed)) {
-        int work = 0;
-        for (uint32_t p = 0; p < f->nports; p++)
-            rx_port(f, p, &work);
-        work += fabric_drain_results(f, util_now_ns());
-        uint64_t next = run_delays(f, util_now_ns(), &work);
-        for (uint32_t q = 0; f->kick && q < f->link.nqueues; q++)
-            if (f->kick & (1u << q))
-                frameq_kick(&f->link.rx[q]);
-        f->kick = 0;
-        if (work)
-            last_work = util_now_ns();
-        else
-            idle_wait(f, next, last_work);
-    }
-    return NULL;
 }
 
 static void free_all(struct fabric *f)
@@ -364,6 +260,7 @@ static void free_all(struct fabric *f)
     if (f->link.tx_efd >= 0)
         close(f->link.tx_efd);
     mactable_free(&f->mt);
+    bytering_free(&f->txq);
     free(f->resend);
     free(f->tapbuf);
     free(f);
@@ -380,6 +277,7 @@ int fabric_start(const fabric_config_t *c, fabric_t **out, char *err, size_t err
         return -ENOMEM;
     }
     f->link.tx_efd = -1;
+    f->txq.efd = -1;
     for (uint32_t q = 0; q < AFP_MAX_QUEUES; q++)
         f->link.rx[q].efd = f->link.tx[q].efd = -1;
     for (uint32_t p = 0; p < FABRIC_MAX_PORTS; p++) {
@@ -394,7 +292,7 @@ int fabric_start(const fabric_config_t *c, fabric_t **out, char *err, size_t err
     }
     uint64_t age = (uint64_t)(c->mac_age_ms ? c->mac_age_ms : 300000) * 1000000ull;
     f->resend = calloc(RESEND_SLOTS, sizeof(*f->resend));
-    f->tapbuf = malloc(TAPBUF);
+    f->tapbuf = malloc(FABRIC_TAPBUF);
     rc = (!f->resend || !f->tapbuf) ? -ENOMEM : mactable_init(&f->mt, 8192, age);
     uint32_t mtu = 65535;
     for (uint32_t p = 0; rc == 0 && p < f->nports; p++) {
@@ -445,18 +343,27 @@ int fabric_start(const fabric_config_t *c, fabric_t **out, char *err, size_t err
         if (f->link.tx_efd < 0)
             rc = -errno;
     }
+    if (rc == 0 && f->threads > 1)
+        rc = bytering_init(&f->txq, TX_RING_BYTES);
     if (rc == 0) {
         mactable_fix(&f->mt, f->mac, (uint16_t)f->cpu);
-        if (pthread_create(&f->tid, NULL, fabric_main, f) != 0)
+        if (pthread_create(&f->tid, NULL, fabric_rx_main, f) != 0)
             rc = -EAGAIN;
+        else
+            f->running = 1;
+    }
+    if (rc == 0 && f->threads > 1) {
+        if (pthread_create(&f->tx_tid, NULL, fabric_tx_main, f) != 0)
+            rc = -EAGAIN;
+        else
+            f->tx_running = 1;
     }
     if (rc != 0) {
         if (!err[0])
             set_err(err, errlen, "starting the fabric: %s", strerror(-rc));
-        free_all(f);
+        fabric_stop(f);
         return rc;
     }
-    f->running = 1;
     *out = f;
     return 0;
 }
@@ -471,5 +378,7 @@ void fabric_stop(fabric_t *f)
     atomic_store(&f->stop, 1);
     if (f->running)
         pthread_join(f->tid, NULL);
+    if (f->tx_running)
+        pthread_join(f->tx_tid, NULL);
     free_all(f);
 }

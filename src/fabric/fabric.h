@@ -34,6 +34,11 @@ typedef struct fabric_config {
                                other frames are never dropped */
     uint64_t loss_seed;     /* the drops' random stream (per port: seeded by it and the port) */
     uint32_t mac_age_ms;    /* an entry not refreshed this long is forgotten (0: 300000) */
+    const char *agg_ports;  /* ports whose aggregation frames are aggregated: "IF,IF,...",
+                               "all" or "none" (NULL: all); changeable (fabric_control) */
+    const char *add_mode;   /* "any" (NULL), "fixed" or "float"; changeable */
+    uint32_t threads;       /* the pipeline's threads: 1 (0 too) receive, classify and
+                               transmit on one; 2: transmit on its own */
 } fabric_config_t;
 
 typedef struct fabric fabric_t;
@@ -52,6 +57,12 @@ const char *fabric_ip_text(const fabric_t *f);
  * fabric (these fit switch_config_t.extra_text / extra_json). */
 void fabric_write_text(void *f, FILE *out);
 void fabric_write_json(void *f, struct json_writer *w);
+
+/* A FABRIC control line (wire/fabricmsg.h) from a client at peer (IPv4-mapped IPv6): apply
+ * it and write the answer (FABRIC_STATE, or ERR invalid / refused) into reply. Changes are
+ * taken only from the switch's own address or loopback. Fits switch_config_t.extra_ctl. */
+void fabric_control(void *f, const char *line, const uint8_t peer[16], char *reply,
+                    size_t cap);
 
 void fabric_stop(fabric_t *f);
 

@@ -1,11 +1,15 @@
 /*
- * fabric_int.h - the fabric's state shared by its files: ports, counters, latency
- * histograms. Only src/fabric/ includes this.
+ * fabric_int.h - the fabric's state shared by its files: ports, the pipeline's queues,
+ * counters, latency histograms. Only src/fabric/ (and its unit tests) include this.
  *
- * One forwarding thread owns every port's receive ring, the MAC table, the delay lines and
- * the producer side of the aggregation queues; the switch's dataplane threads own the other
- * sides. Counters are written by the forwarding thread only (relaxed atomics, so the stats
- * reader sees whole values).
+ * The pipeline (docs/FABRIC.md): receive (rxstage.c) -> classify (forward.c) -> aggregate and
+ * buffer (the switch's dataplane threads, through the frame queues of the afpacket link) ->
+ * transmit (txstage.c). Thread 0 runs receive and classify: it owns every port's receive
+ * ring, the MAC table, the ingress delay lines and the producer side of the aggregation
+ * queues. The transmit stage owns the egress delay lines, the result table and the
+ * consumer side of the result queues; it runs on thread 0 too (threads = 1) or on its own
+ * thread 1 fed by the SPSC ring txq (threads = 2). Counters are relaxed atomic adds (some
+ * are written by both threads), so the stats reader sees whole values.
  */
 #ifndef INAGG_FABRIC_FABRIC_INT_H
 #define INAGG_FABRIC_FABRIC_INT_H
@@ -14,6 +18,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
+#include "fabric/bytering.h"
 #include "fabric/delayline.h"
 #include "fabric/fabric.h"
 #include "fabric/mactable.h"
@@ -22,6 +27,7 @@
 
 #define FABRIC_MAX_PORTS 64 /* the internal port included */
 #define FABRIC_BURST 64     /* frames taken from one port per pass */
+#define FABRIC_TAPBUF (65536 + 64)
 /* skb priorities of the frames the fabric sends for the aggregation switch: the class ids
  * 1:11 and 1:12 of an HTB qdisc with handle 1: (forwarded frames keep priority 0) */
 #define FABRIC_PRIO_RESULT 0x10011u
@@ -49,6 +55,9 @@ enum fabric_stat {
     FG_RUNT,            /* frames shorter than an Ethernet header, dropped */
     FG_BAD_SOURCE,      /* frames with a multicast or zero source MAC, dropped */
     FG_RING_TRUNCATED,  /* frames larger than a ring frame, dropped by the packet socket */
+    FG_AGG_PORT_OFF,    /* aggregation frames from a port that does not aggregate, dropped */
+    FG_AGG_ADD_OFF,     /* contributions of a dtype whose adder is off (add mode), dropped */
+    FG_SETTINGS_CHANGED, /* FABRIC lines that changed the aggregation ports or add mode */
     FG_COUNT
 };
 
@@ -74,10 +83,26 @@ typedef struct fport {
                               --arbitration) tells them from forwarded frames by it */
     uint64_t delay_ns, jitter_ns;
     uint64_t loss_thresh;  /* an IPv4 frame is dropped when a 32-bit draw is below this */
-    uint64_t loss_rng;     /* splitmix64 state of the port's drops */
+    uint64_t loss_rng[2];  /* splitmix64 states of the port's drops in and out (the two
+                              directions may run on different threads) */
     delayline_t in, out;   /* used when delay_ns or jitter_ns is set */
     _Atomic uint64_t c[FP_COUNT];
 } fport_t;
+
+/* Per-stage and per-thread counters of the pipeline. */
+enum fabric_stage_stat {
+    ST_RX_FRAMES,        /* receive: frames taken off the ports */
+    ST_RX_DELAYED,       /* receive: of those, queued in an ingress delay line */
+    ST_CL_FRAMES,        /* classify: frames classified (after any ingress delay) */
+    ST_CL_TO_TX,         /* classify: frames handed to the transmit stage */
+    ST_CL_QUEUE_FULL,    /* classify: frames dropped, the transmit ring was full */
+    ST_TX_FRAMES,        /* transmit: frames taken from the classify stage */
+    ST_TX_RESULTS,       /* transmit: result frames taken from the aggregation stage */
+    ST_TX_QUEUE_MAX,     /* transmit: deepest the ring was (bytes) */
+    ST_THREAD0_PASSES, ST_THREAD0_SLEEPS, /* passes of the loop that did work; sleeps */
+    ST_THREAD1_PASSES, ST_THREAD1_SLEEPS,
+    ST_COUNT
+};
 
 typedef struct resend_ent {
     uint32_t tag, round;
@@ -97,36 +122,72 @@ struct fabric {
     uint32_t kick;         /* aggregation queues that got frames this pass */
     resend_ent_t *resend;  /* (job, slot, rank) -> last result round sent */
     uint8_t *tapbuf;
-    pthread_t tid;
-    int running;
+    uint32_t threads;      /* 1: every stage on thread 0; 2: transmit on thread 1 */
+    bytering_t txq;        /* classify -> transmit, when threads = 2 */
+    int txq_pushed;        /* thread 0: records pushed this pass (kick the consumer) */
+    _Atomic int tx_sleeping; /* thread 1 is (about to be) asleep: kick it */
+    pthread_t tid, tx_tid;
+    int running, tx_running;
     _Atomic int stop;
     _Atomic uint64_t g[FG_COUNT];
+    _Atomic uint64_t st[ST_COUNT];
     lathist_t lat[LAT_COUNT];
     roce_steer_t roce;     /* RoCE aggregation flows and their counters (roce_agg.c) */
+    /* changed while running (fctl.c): read per frame by the forwarding thread */
+    _Atomic uint64_t agg_ports; /* bit p: port p's aggregation frames are aggregated */
+    _Atomic uint32_t add_mode;  /* enum wire_add_mode */
 };
 
 static inline void fstat_add(_Atomic uint64_t *c, uint64_t v)
 {
-    atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + v,
-                          memory_order_relaxed);
+    atomic_fetch_add_explicit(c, v, memory_order_relaxed);
 }
 
-/* forward.c: one received frame (after its ingress delay), and the results to send. */
+/* forward.c (classify): one received frame, after its ingress delay. */
 void fabric_frame_in(struct fabric *f, uint32_t pin, const struct virtio_net_hdr *vh,
                      const uint8_t *frame, uint32_t len, uint64_t t_ns);
-/* Send a frame out of port pout now or after its delay; lat: its latency class or LAT_NONE. */
+
+/* txstage.c (transmit). Hand a frame to the transmit stage for the ports in the mask (thread
+ * 0: through the ring when threads = 2); lat: its latency class or LAT_NONE. */
+void fabric_send_ports(struct fabric *f, uint64_t ports, const struct virtio_net_hdr *vh,
+                       const uint8_t *frame, uint32_t len, uint64_t t_ns, uint8_t lat);
+/* Send a frame out of port pout now or after its delay (transmit stage only). */
 void fabric_egress(struct fabric *f, uint32_t pout, const struct virtio_net_hdr *vh,
                    const uint8_t *frame, uint32_t len, uint64_t t_ns, uint8_t lat);
 void fabric_transmit(struct fabric *f, uint32_t pout, const struct virtio_net_hdr *vh,
                      const uint8_t *frame, uint32_t len, uint8_t lat);
-int fabric_drain_results(struct fabric *f, uint64_t now);
+int fabric_drain_results(struct fabric *f);
+/* One pass of the transmit stage (ring, results, egress delay lines): adds what it did to
+ * *work, returns the earliest pending egress release (UINT64_MAX: none). */
+uint64_t fabric_tx_pass(struct fabric *f, int *work);
+void *fabric_tx_main(void *f);
 /* forward.c: an aggregation frame for queue q, copied into the queue (or counted). */
 void fabric_to_dataplane(struct fabric *f, uint32_t q, uint32_t pin,
                          const struct virtio_net_hdr *vh, const uint8_t *frame, uint32_t len,
                          uint64_t t_ns);
+/* forward.c: the wire header inside a result frame (UDP, or a RoCE message's first frame),
+ * or NULL with the class to use in *lat (RoCE frames after the first: aggregated int32). */
+const uint8_t *fabric_result_header(const uint8_t *frame, uint32_t len, uint8_t *lat);
 
-/* forward.c: whether the link of port p loses this frame now (random, IPv4 only); counted. */
-int fabric_link_loses(struct fabric *f, uint32_t p, const uint8_t *frame, uint32_t len);
+/* rxstage.c (receive): thread 0's loop; how long an idle thread may sleep (0: spin) given
+ * the next delayed release and the time of its last work. */
+void *fabric_rx_main(void *f);
+uint64_t fabric_idle_ns(uint64_t next_release, uint64_t last_work);
+
+/* forward.c: the latency class of a result whose wire header is h: LAT_RESEND when the same
+ * (job, slot, rank) was already sent this round (remembered in resend), else its dtype's. */
+uint8_t fabric_result_class(resend_ent_t *resend, const uint8_t *h);
+
+/* forward.c: whether the link of port p loses this frame now, on its way in (out = 0) or
+ * out (1) (random, IPv4 only); counted. */
+int fabric_link_loses(struct fabric *f, uint32_t p, int out, const uint8_t *frame, uint32_t len);
+
+/* fctl.c: every physical port's bit; a port list ("IF,IF", "all", "none") as a mask (0 or
+ * -EINVAL with a reason); the settings as text (ports into buf, add mode's name). */
+uint64_t fabric_all_ports(const struct fabric *f);
+int fabric_ports_mask(const struct fabric *f, const char *spec, uint64_t *mask, char *err,
+                      size_t errlen);
+void fabric_settings_text(const struct fabric *f, char *ports, size_t cap, const char **add);
 
 /* fstats.c */
 void lathist_add(lathist_t *h, uint64_t ns);

@@ -9,6 +9,7 @@
 #include "base/util.h"
 #include "fabric/fabric_int.h"
 #include "json/json.h"
+#include "wire/fabricmsg.h"
 
 static const char *const global_names[FG_COUNT] = {
     [FG_FORWARDED] = "forwarded",
@@ -27,6 +28,9 @@ static const char *const global_names[FG_COUNT] = {
     [FG_RUNT] = "runt",
     [FG_BAD_SOURCE] = "bad_source_mac",
     [FG_RING_TRUNCATED] = "ring_truncated",
+    [FG_AGG_PORT_OFF] = "agg_port_off",
+    [FG_AGG_ADD_OFF] = "agg_add_off",
+    [FG_SETTINGS_CHANGED] = "settings_changed",
 };
 
 static const char *const port_names[FP_COUNT] = {
@@ -34,6 +38,32 @@ static const char *const port_names[FP_COUNT] = {
     [FP_TX_DROPS] = "tx_drops", [FP_DELAY_DROPS] = "delay_drops",
     [FP_LOSS_DROPS] = "loss_drops",
 };
+
+/* The pipeline's stages with their counters (name=index into f->st); the aggregation and
+ * result-buffer stages are the switch's dataplane threads, whose counters the switch prints. */
+static const struct {
+    const char *stage;
+    int thread; /* -1: the transmit stage's thread (0 or 1) */
+    const char *names[4];
+    int idx[4];
+} stages[] = {
+    {"receive", 0, {"frames", "delayed"}, {ST_RX_FRAMES, ST_RX_DELAYED, -1, -1}},
+    {"classify", 0, {"frames", "to_transmit", "to_aggregate", "transmit_queue_full"},
+     {ST_CL_FRAMES, ST_CL_TO_TX, -2, ST_CL_QUEUE_FULL}},
+    {"transmit", -1, {"frames", "results", "queue_max_bytes"},
+     {ST_TX_FRAMES, ST_TX_RESULTS, ST_TX_QUEUE_MAX, -1}},
+};
+
+static uint64_t stage_val(const struct fabric *f, int idx)
+{
+    return idx == -2 ? atomic_load_explicit(&f->g[FG_AGG_IN], memory_order_relaxed)
+                     : atomic_load_explicit(&f->st[idx], memory_order_relaxed);
+}
+
+static int stage_thread(const struct fabric *f, int k)
+{
+    return stages[k].thread >= 0 ? stages[k].thread : f->threads > 1 ? 1 : 0;
+}
 
 static const char *const lat_names[LAT_COUNT] = {
     [LAT_FORWARD] = "forward", [LAT_AGG_INT] = "aggregate_int32",
@@ -109,6 +139,10 @@ void fabric_write_text(void *ctx, FILE *out)
             f->ip_text, f->prefix, f->mac[0], f->mac[1], f->mac[2], f->mac[3], f->mac[4],
             f->mac[5], f->nports, mactable_count(&f->mt, now), f->mt.learned, f->mt.moved,
             f->mt.aged, f->mt.full);
+    char ports[WIRE_FABRIC_PORTS_MAX];
+    const char *add;
+    fabric_settings_text(f, ports, sizeof(ports), &add);
+    fprintf(out, "fabric settings: agg_ports=%s add=%s\n", ports, add);
     fprintf(out, "fabric frames:");
     for (int i = 0; i < FG_COUNT; i++)
         fprintf(out, " %s=%" PRIu64, global_names[i], gval(f, i));
@@ -123,6 +157,16 @@ void fabric_write_text(void *ctx, FILE *out)
         fprintf(out, " delay_us=%.3f jitter_us=%.3f loss=%.6g\n", (double)port->delay_ns / 1e3,
                 (double)port->jitter_ns / 1e3, (double)port->loss_thresh / 4294967296.0);
     }
+    for (size_t k = 0; k < sizeof(stages) / sizeof(stages[0]); k++) {
+        fprintf(out, "fabric stage %s: thread=%d", stages[k].stage, stage_thread(f, (int)k));
+        for (int i = 0; i < 4 && stages[k].idx[i] != -1; i++)
+            fprintf(out, " %s=%" PRIu64, stages[k].names[i], stage_val(f, stages[k].idx[i]));
+        fputc('\n', out);
+    }
+    for (uint32_t t = 0; t < f->threads; t++)
+        fprintf(out, "fabric thread %u: busy_passes=%" PRIu64 " sleeps=%" PRIu64 "\n", t,
+                atomic_load(&f->st[t ? ST_THREAD1_PASSES : ST_THREAD0_PASSES]),
+                atomic_load(&f->st[t ? ST_THREAD1_SLEEPS : ST_THREAD0_SLEEPS]));
     for (int k = 0; k < LAT_COUNT; k++) {
         uint64_t p50, p99, n = lat_summary(&f->lat[k], &p50, &p99);
         fprintf(out, "fabric latency %s: n=%" PRIu64 " p50_us=%.2f p99_us=%.2f\n",
@@ -149,6 +193,12 @@ void fabric_write_json(void *ctx, struct json_writer *w)
     json_int(w, "mac_moved", (int64_t)f->mt.moved);
     json_int(w, "mac_aged", (int64_t)f->mt.aged);
     json_int(w, "mac_table_full", (int64_t)f->mt.full);
+    char ports[WIRE_FABRIC_PORTS_MAX];
+    const char *add;
+    fabric_settings_text(f, ports, sizeof(ports), &add);
+    json_newline(w);
+    json_string(w, "agg_ports", ports);
+    json_string(w, "add", add);
     json_newline(w);
     for (int i = 0; i < FG_COUNT; i++)
         json_int(w, global_names[i], (int64_t)gval(f, i));
@@ -167,6 +217,26 @@ void fabric_write_json(void *ctx, struct json_writer *w)
         json_number(w, "delay_us", (double)port->delay_ns / 1e3);
         json_number(w, "jitter_us", (double)port->jitter_ns / 1e3);
         json_number(w, "loss", (double)port->loss_thresh / 4294967296.0);
+        json_end_object(w);
+    }
+    json_end_array(w);
+    json_newline(w);
+    json_int(w, "threads", f->threads);
+    json_begin_object(w, "stages");
+    for (size_t k = 0; k < sizeof(stages) / sizeof(stages[0]); k++) {
+        json_begin_object(w, stages[k].stage);
+        json_int(w, "thread", stage_thread(f, (int)k));
+        for (int i = 0; i < 4 && stages[k].idx[i] != -1; i++)
+            json_int(w, stages[k].names[i], (int64_t)stage_val(f, stages[k].idx[i]));
+        json_end_object(w);
+    }
+    json_end_object(w);
+    json_begin_array(w, "thread_loops");
+    for (uint32_t t = 0; t < f->threads; t++) {
+        json_begin_object(w, NULL);
+        json_int(w, "busy_passes",
+                 (int64_t)atomic_load(&f->st[t ? ST_THREAD1_PASSES : ST_THREAD0_PASSES]));
+        json_int(w, "sleeps", (int64_t)atomic_load(&f->st[t ? ST_THREAD1_SLEEPS : ST_THREAD0_SLEEPS]));
         json_end_object(w);
     }
     json_end_array(w);

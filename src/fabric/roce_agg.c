@@ -87,6 +87,10 @@ int fabric_roce_in(struct fabric *f, uint32_t pin, const struct virtio_net_hdr *
         }
         count(s, RG_STEERED);
     }
+    if (!(atomic_load_explicit(&f->agg_ports, memory_order_relaxed) & (1ull << pin))) {
+        fstat_add(&f->g[FG_AGG_PORT_OFF], 1); /* this port's aggregation is off (fctl.c) */
+        return 1;
+    }
     fabric_to_dataplane(f, e->queue, pin, vh, frame, len, t_ns);
     return 1;
 }

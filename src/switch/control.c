@@ -240,6 +240,20 @@ static void handle_stats(control_t *ctl, client_t *cl, const char *line)
     free(text);
 }
 
+/* FABRIC: the fabric carrying the dataplane answers (switch_config_t.extra_ctl). */
+static void handle_fabric(control_t *ctl, client_t *cl, const char *line)
+{
+    const switch_config_t *c = &ctl->sw->cfg;
+    if (!c->extra_ctl) {
+        control_send_err(ctl, cl->fd, WIRE_REFUSED_UNSUPPORTED,
+                         "FABRIC: this switch runs without an L2 fabric (inagg switch --l2)");
+        return;
+    }
+    char reply[CTL_LINE_MAX];
+    c->extra_ctl(c->extra_ctx, line, cl->peer->addr, reply, sizeof(reply));
+    control_send_line(ctl, cl->fd, reply);
+}
+
 static void drop_client(control_t *ctl, int idx)
 {
     client_t *cl = ctl->clients[idx];
@@ -325,6 +339,9 @@ static int serve_client(control_t *ctl, client_t *cl)
             break;
         case WIRE_VERB_HELLO:
             admit_hello(ctl, cl, line);
+            break;
+        case WIRE_VERB_FABRIC:
+            handle_fabric(ctl, cl, line);
             break;
         default:
             control_send_err(ctl, cl->fd, WIRE_REFUSED_INVALID, "unknown request '%.40s'", line);

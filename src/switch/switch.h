@@ -43,6 +43,11 @@ typedef struct switch_config {
      * upstream_world ranks, and gives its own ranks the upstream result. NULL: none. */
     const char *upstream;
     uint32_t upstream_rank, upstream_world;
+    /* A FABRIC control line (wire/fabricmsg.h) from a client at peer (IPv4 as IPv4-mapped
+     * IPv6): its one answer line into reply (FABRIC_STATE or ERR). Its ctx is extra_ctx.
+     * NULL: such lines are answered ERR unsupported. */
+    void (*extra_ctl)(void *ctx, const char *line, const uint8_t peer[16], char *reply,
+                      size_t cap);
 } switch_config_t;
 
 #define SWITCH_CONFIG_INIT                                                                      \

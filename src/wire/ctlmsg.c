@@ -25,6 +25,7 @@ static const char *const verb_names[WIRE_VERB_COUNT] = {
     [WIRE_VERB_BYE] = "BYE",            [WIRE_VERB_STATS] = "STATS",
     [WIRE_VERB_END] = "END",            [WIRE_VERB_HELLO] = "HELLO",
     [WIRE_VERB_CHALLENGE] = "CHALLENGE",
+    [WIRE_VERB_FABRIC] = "FABRIC",      [WIRE_VERB_FABRIC_STATE] = "FABRIC_STATE",
 };
 
 enum wire_verb wire_verb_of(const char *line)

@@ -9,11 +9,13 @@
  *                           init=zero|seeded seed=] [compress=MODE [feedback=0]]
  *                           [verifier=HEX64 | proof=HEX64]
  *                      HELLO job= | BARRIER | LEAVE | STATS [json]
+ *   admin -> switch    FABRIC [agg_ports=IF,IF,...|all] [add=any|fixed|float]  (fabricmsg.h)
  *   switch -> worker   CHALLENGE nonce=HEX32 job=new|exists      (the answer to HELLO)
  *                      JOINED id= token= threads= port= base= slots= elems= float= protocol=
  *                      ERR <refusal> <text>      refusal: version|timeout|invalid|unsupported|
  *                                                         refused|system
  *                      FAILED <text> | BARRIER_DONE | BYE | (STATS lines, then END)
+ *                      FABRIC_STATE agg_ports= add=         (the answer to FABRIC)
  *
  * The in-switch optimizer's configuration is one struct (wire_optimizer_t) with one encoder
  * and one decoder; the switch compares two joins' optimizers with wire_optimizer_equal().
@@ -43,6 +45,8 @@ enum wire_verb {
     WIRE_VERB_END,
     WIRE_VERB_HELLO,
     WIRE_VERB_CHALLENGE,
+    WIRE_VERB_FABRIC,       /* wire/fabricmsg.h: the L2 fabric's runtime settings */
+    WIRE_VERB_FABRIC_STATE,
     WIRE_VERB_COUNT
 };
 

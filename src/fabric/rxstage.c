@@ -1,0 +1,155 @@
+/*
+ * rxstage.c - the pipeline's receive stage and the fabric's first thread: takes bursts off
+ * every port's receive ring (and the internal port's TAP), applies each input link's loss
+ * and delay, and hands every frame to the classify stage (forward.c), which queues
+ * aggregation frames to the aggregation stage (the switch's dataplane threads) and frames to
+ * send to the transmit stage (txstage.c: through its ring on its own thread, or run here
+ * with --fabric-threads 1). Sleeps in ppoll when idle, spinning instead when a delayed frame
+ * is due within SPIN_NS (timer wake-ups here are tens of microseconds late under load).
+ */
+#include <poll.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include "base/util.h"
+#include "fabric/fabric_int.h"
+
+#define SPIN_NS 150000ull      /* closer than this to a release: spin, do not sleep */
+#define IDLE_SLEEP_MS 20
+#define IDLE_SPIN_NS 20000ull  /* after the last frame: spin this long before sleeping */
+
+uint64_t fabric_idle_ns(uint64_t next_release, uint64_t last_work)
+{
+    uint64_t now = util_now_ns();
+    if (next_release != UINT64_MAX && next_release <= now + SPIN_NS)
+        return 0; /* spin: a frame is due within microseconds */
+    if (now - last_work < IDLE_SPIN_NS)
+        return 0; /* spin a little after work: results and the next frames follow closely */
+    uint64_t wait_ns = (uint64_t)IDLE_SLEEP_MS * 1000000ull;
+    if (next_release != UINT64_MAX && next_release - now - SPIN_NS < wait_ns)
+        wait_ns = next_release - now - SPIN_NS;
+    return wait_ns;
+}
+
+static void rx_port(struct fabric *f, uint32_t p, int *work)
+{
+    fport_t *port = &f->ports[p];
+    for (int k = 0; k < FABRIC_BURST; k++) {
+        const uint8_t *frame;
+        uint32_t len;
+        const struct virtio_net_hdr *vh;
+        if (port->is_cpu) {
+            ssize_t r = read(port->tap_fd, f->tapbuf, FABRIC_TAPBUF);
+            if (r <= (ssize_t)sizeof(struct virtio_net_hdr))
+                return;
+            vh = (const struct virtio_net_hdr *)(const void *)f->tapbuf;
+            frame = f->tapbuf + sizeof(*vh);
+            len = (uint32_t)r - (uint32_t)sizeof(*vh);
+        } else if (!pktsock_peek(&port->ps, &frame, &len, &vh)) {
+            return;
+        }
+        uint64_t now = util_now_ns();
+        fstat_add(&port->c[FP_RX], 1);
+        fstat_add(&port->c[FP_RX_BYTES], len);
+        fstat_add(&f->st[ST_RX_FRAMES], 1);
+        if (fabric_link_loses(f, p, 0, frame, len)) {
+            /* lost on the link on its way in */
+        } else if (port->delay_ns || port->jitter_ns) {
+            if (delayline_push(&port->in, now, now, (uint16_t)p, LAT_NONE, vh, frame, len) != 0)
+                fstat_add(&port->c[FP_DELAY_DROPS], 1);
+            else
+                fstat_add(&f->st[ST_RX_DELAYED], 1);
+        } else {
+            fabric_frame_in(f, p, vh, frame, len, now);
+        }
+        if (!port->is_cpu)
+            pktsock_done(&port->ps);
+        (*work)++;
+    }
+}
+
+/* Release what is due on every ingress delay line into the classify stage; the earliest
+ * release still pending. */
+static uint64_t run_ingress_delays(struct fabric *f, uint64_t now, int *work)
+{
+    uint64_t next = UINT64_MAX;
+    for (uint32_t p = 0; p < f->nports; p++) {
+        fport_t *port = &f->ports[p];
+        if (!port->delay_ns && !port->jitter_ns)
+            continue;
+        const delay_rec_t *r;
+        for (int k = 0; k < 256 && (r = delayline_due(&port->in, now)); k++) {
+            uint64_t t = util_now_ns();
+            lathist_add(&f->lat[LAT_DELAY_LATE], t - r->release_ns);
+            fabric_frame_in(f, p, &r->vh, r->data, r->len, t);
+            delayline_pop(&port->in);
+            (*work)++;
+        }
+        uint64_t a = delayline_next(&port->in);
+        if (a < next)
+            next = a;
+    }
+    return next;
+}
+
+static void rx_idle_wait(struct fabric *f, uint64_t next_release, uint64_t last_work)
+{
+    int with_tx = f->threads == 1; /* this thread also transmits: watch the results */
+    if (with_tx) {
+        uint64_t v;
+        ssize_t r = read(f->link.tx_efd, &v, sizeof(v)); /* clear, then look */
+        (void)r;
+        for (uint32_t q = 0; q < f->link.nqueues; q++)
+            if (frameq_ready(&f->link.tx[q]))
+                return;
+    }
+    uint64_t wait_ns = fabric_idle_ns(next_release, last_work);
+    if (!wait_ns)
+        return;
+    struct pollfd pf[FABRIC_MAX_PORTS + 1];
+    nfds_t n = 0;
+    for (uint32_t p = 0; p < f->nports; p++)
+        pf[n++] = (struct pollfd){.fd = f->ports[p].is_cpu ? f->ports[p].tap_fd
+                                                           : f->ports[p].ps.fd,
+                                  .events = POLLIN};
+    if (with_tx)
+        pf[n++] = (struct pollfd){.fd = f->link.tx_efd, .events = POLLIN};
+    struct timespec ts = {(time_t)(wait_ns / 1000000000ull), (long)(wait_ns % 1000000000ull)};
+    fstat_add(&f->st[ST_THREAD0_SLEEPS], 1);
+    (void)ppoll(pf, n, &ts, NULL);
+}
+
+void *fabric_rx_main(void *arg)
+{
+    struct fabric *f = arg;
+    prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
+    uint64_t last_work = 0;
+    while (!atomic_load_explicit(&f->stop, memory_order_relaxed)) {
+        int work = 0;
+        for (uint32_t p = 0; p < f->nports; p++)
+            rx_port(f, p, &work);
+        uint64_t next = run_ingress_delays(f, util_now_ns(), &work);
+        if (f->threads == 1) {
+            uint64_t t = fabric_tx_pass(f, &work);
+            if (t < next)
+                next = t;
+        } else if (f->txq_pushed) {
+            f->txq_pushed = 0;
+            atomic_thread_fence(memory_order_seq_cst); /* the pushes before the look: pairs
+                                                          with the consumer's store */
+            if (atomic_load_explicit(&f->tx_sleeping, memory_order_relaxed))
+                bytering_kick(&f->txq);
+        }
+        for (uint32_t q = 0; f->kick && q < f->link.nqueues; q++)
+            if (f->kick & (1u << q))
+                frameq_kick(&f->link.rx[q]);
+        f->kick = 0;
+        if (work) {
+            last_work = util_now_ns();
+            fstat_add(&f->st[ST_THREAD0_PASSES], 1);
+        } else {
+            rx_idle_wait(f, next, last_work);
+        }
+    }
+    return NULL;
+}

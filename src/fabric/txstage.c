@@ -1,0 +1,200 @@
+/*
+ * txstage.c - the pipeline's transmit stage: takes the frames the classify stage decided to
+ * send (through the SPSC ring when it runs on its own thread, or directly) and the results
+ * the aggregation stage queued (the dataplane threads' frame queues), applies each output
+ * link's loss and delay, and sends them out of their ports. With --fabric-threads 2 it is
+ * the second thread of the fabric; with 1 the receive thread calls fabric_tx_pass itself.
+ */
+#include <poll.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "base/util.h"
+#include "fabric/fabric_int.h"
+#include "transport/ethframe.h"
+#include "wire/wire.h"
+
+void fabric_transmit(struct fabric *f, uint32_t pout, const struct virtio_net_hdr *vh,
+                     const uint8_t *frame, uint32_t len, uint8_t lat)
+{
+    fport_t *p = &f->ports[pout];
+    int ok, agg = lat == LAT_RESEND ? 1 : (lat == LAT_AGG_INT || lat == LAT_AGG_FLOAT) ? 0 : -1;
+    if (agg >= 0 && p->agg_fd[agg] >= 0) {
+        ok = send(p->agg_fd[agg], frame, len, MSG_DONTWAIT) == (ssize_t)len;
+    } else if (p->is_cpu) {
+        static const struct virtio_net_hdr none;
+        struct iovec iov[2] = {{(void *)(uintptr_t)(vh ? vh : &none), sizeof(none)},
+                               {(void *)(uintptr_t)frame, len}};
+        ok = writev(p->tap_fd, iov, 2) == (ssize_t)(sizeof(none) + len);
+    } else {
+        ok = pktsock_send(&p->ps, vh, frame, len, NULL, 0) == 0;
+    }
+    if (ok) {
+        fstat_add(&p->c[FP_TX], 1);
+        fstat_add(&p->c[FP_TX_BYTES], len);
+    } else {
+        fstat_add(&p->c[FP_TX_DROPS], 1);
+    }
+}
+
+void fabric_egress(struct fabric *f, uint32_t pout, const struct virtio_net_hdr *vh,
+                   const uint8_t *frame, uint32_t len, uint64_t t_ns, uint8_t lat)
+{
+    fport_t *p = &f->ports[pout];
+    if (fabric_link_loses(f, pout, 1, frame, len))
+        return;
+    if (p->delay_ns || p->jitter_ns) {
+        uint64_t now = util_now_ns();
+        if (delayline_push(&p->out, now, t_ns, (uint16_t)pout, lat, vh, frame, len) != 0)
+            fstat_add(&p->c[FP_DELAY_DROPS], 1);
+        if (lat != LAT_NONE)
+            lathist_add(&f->lat[lat], now - t_ns);
+        return;
+    }
+    /* measured up to the hand-over: a veth's sendmsg also runs the peer's receive path */
+    if (lat != LAT_NONE)
+        lathist_add(&f->lat[lat], util_now_ns() - t_ns);
+    fabric_transmit(f, pout, vh, frame, len, lat);
+}
+
+void fabric_send_ports(struct fabric *f, uint64_t ports, const struct virtio_net_hdr *vh,
+                       const uint8_t *frame, uint32_t len, uint64_t t_ns, uint8_t lat)
+{
+    if (f->threads > 1) {
+        if (bytering_push(&f->txq, ports, t_ns, lat, vh, frame, len) != 0) {
+            fstat_add(&f->st[ST_CL_QUEUE_FULL], 1);
+            return;
+        }
+        fstat_add(&f->st[ST_CL_TO_TX], 1);
+        f->txq_pushed = 1;
+        return;
+    }
+    fstat_add(&f->st[ST_CL_TO_TX], 1);
+    fstat_add(&f->st[ST_TX_FRAMES], 1);
+    for (uint32_t p = 0; ports; p++, ports >>= 1)
+        if (ports & 1)
+            fabric_egress(f, p, vh, frame, len, t_ns, lat);
+}
+
+/* Frames the classify stage queued (its own thread): up to 256 records. */
+static int drain_ring(struct fabric *f)
+{
+    int n = 0;
+    size_t used = bytering_used(&f->txq);
+    if (used > atomic_load_explicit(&f->st[ST_TX_QUEUE_MAX], memory_order_relaxed))
+        atomic_store_explicit(&f->st[ST_TX_QUEUE_MAX], used, memory_order_relaxed);
+    const ring_rec_t *r;
+    for (; n < 256 && (r = bytering_peek(&f->txq)); n++) {
+        fstat_add(&f->st[ST_TX_FRAMES], 1);
+        uint64_t ports = r->ports;
+        for (uint32_t p = 0; ports && p < f->nports; p++, ports >>= 1)
+            if (ports & 1)
+                fabric_egress(f, p, r->has_vh ? &r->vh : NULL, r->data, r->len, r->t_ns,
+                              r->kind);
+        bytering_pop(&f->txq);
+    }
+    return n;
+}
+
+int fabric_drain_results(struct fabric *f)
+{
+    int work = 0;
+    for (uint32_t q = 0; q < f->link.nqueues; q++) {
+        frameq_t *fq = &f->link.tx[q];
+        uint32_t n = frameq_ready(fq);
+        if (n > 256)
+            n = 256;
+        for (uint32_t i = 0; i < n; i++) {
+            frameq_slot_t *s = frameq_at(fq, i);
+            if (s->port >= f->nports || s->port == f->cpu) {
+                fstat_add(&f->g[FG_AGG_BAD_PORT], 1);
+                continue;
+            }
+            fstat_add(&f->g[FG_AGG_OUT], 1);
+            fstat_add(&f->st[ST_TX_RESULTS], 1);
+            uint8_t lat = LAT_NONE;
+            const uint8_t *h = fabric_result_header(s->data, s->len, &lat);
+            if (h)
+                lat = fabric_result_class(f->resend, h);
+            fabric_egress(f, s->port, NULL, s->data, s->len, s->t_ns, lat);
+        }
+        if (n) {
+            frameq_release(fq, n);
+            work += (int)n;
+        }
+    }
+    return work;
+}
+
+/* Release what is due on every egress delay line; the earliest release still pending. */
+static uint64_t run_egress_delays(struct fabric *f, uint64_t now, int *work)
+{
+    uint64_t next = UINT64_MAX;
+    for (uint32_t p = 0; p < f->nports; p++) {
+        fport_t *port = &f->ports[p];
+        if (!port->delay_ns && !port->jitter_ns)
+            continue;
+        const delay_rec_t *r;
+        for (int k = 0; k < 256 && (r = delayline_due(&port->out, now)); k++) {
+            lathist_add(&f->lat[LAT_DELAY_LATE], util_now_ns() - r->release_ns);
+            fabric_transmit(f, p, &r->vh, r->data, r->len, r->kind);
+            delayline_pop(&port->out);
+            (*work)++;
+        }
+        uint64_t b = delayline_next(&port->out);
+        if (b < next)
+            next = b;
+    }
+    return next;
+}
+
+uint64_t fabric_tx_pass(struct fabric *f, int *work)
+{
+    if (f->threads > 1)
+        *work += drain_ring(f);
+    *work += fabric_drain_results(f);
+    return run_egress_delays(f, util_now_ns(), work);
+}
+
+/* The transmit thread's sleep: on the ring's and the results' eventfds, until the next
+ * release minus the spin margin. Returns at once when something is (or may be) waiting. */
+static void tx_idle_wait(struct fabric *f, uint64_t next_release, uint64_t last_work)
+{
+    uint64_t v;
+    ssize_t r = read(f->link.tx_efd, &v, sizeof(v)); /* clear, then look */
+    r = read(f->txq.efd, &v, sizeof(v));
+    (void)r;
+    atomic_store(&f->tx_sleeping, 1); /* seq_cst: the producer's check after its push sees it */
+    int busy = bytering_peek(&f->txq) != NULL;
+    for (uint32_t q = 0; !busy && q < f->link.nqueues; q++)
+        busy = frameq_ready(&f->link.tx[q]) != 0;
+    uint64_t wait_ns = fabric_idle_ns(next_release, last_work);
+    if (!busy && wait_ns) {
+        struct pollfd pf[2] = {{.fd = f->txq.efd, .events = POLLIN},
+                               {.fd = f->link.tx_efd, .events = POLLIN}};
+        struct timespec ts = {(time_t)(wait_ns / 1000000000ull), (long)(wait_ns % 1000000000ull)};
+        fstat_add(&f->st[ST_THREAD1_SLEEPS], 1);
+        (void)ppoll(pf, 2, &ts, NULL);
+    }
+    atomic_store(&f->tx_sleeping, 0);
+}
+
+void *fabric_tx_main(void *arg)
+{
+    struct fabric *f = arg;
+    prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
+    uint64_t last_work = 0;
+    while (!atomic_load_explicit(&f->stop, memory_order_relaxed)) {
+        int work = 0;
+        uint64_t next = fabric_tx_pass(f, &work);
+        if (work) {
+            last_work = util_now_ns();
+            fstat_add(&f->st[ST_THREAD1_PASSES], 1);
+        } else {
+            tx_idle_wait(f, next, last_work);
+        }
+    }
+    return NULL;
+}

@@ -104,5 +104,5 @@ assert d['measured_rows'] >= 3 and d['max_rel_error'] >= 0
 assert any(r['skipped'] is False for r in d['rows'])"; then ok $t; else bad $t "validate rc=$rc"; fi
 fi
 
-echo "cli_model: $pass passed, $fail failed, $skip skipped"
+echo "$pass passed, $fail failed, $skip skipped"
 [ $fail -eq 0 ]

@@ -1,7 +1,7 @@
 /*
  * proto_switchml.c - the switchml protocol on the worker side: SwitchML's throughput-centric
- * streaming engine (Algorithm 4), `threads` engine threads per communicator, and the ring of
- * requests they take in call order.
+ * streaming engine (Algorithm 4), one per engine thread (`threads` per communicator; the
+ * threads and the ring of requests they take in call order are sml_ring.c).
  *
  * Each engine thread has its own endpoint (transport.h) and owns the slots s with
  * s % threads == its index. A tensor is cut into chunks of `elems` elements; chunk c uses slot c % slots. The
@@ -16,8 +16,7 @@
  * returns the maximum with the result; the first chunk on each slot is preceded by an
  * exponent probe: a round with no payload whose only job is to agree on that exponent.
  *
- * Requests go into a ring (under the communicator's mutex); every engine thread takes them in
- * order and runs its share; the last engine to finish a request completes it.
+ * The ring of requests and the protocol's ops table are sml_ring.c; this file is one engine.
  *
  * Compressed jobs: each engine thread has an encoder helper thread that encodes a slot's next
  * chunk into the slot's spare buffer while the engine is busy with the network and with
@@ -39,8 +38,8 @@
 #include "worker/proto.h"
 #include "worker/quant.h"
 #include "worker/rto.h"
+#include "worker/sml_engine.h"
 
-#define QUEUE_CAP 256u
 #define ENGINE_RX_BATCH 64
 #define ENGINE_POLL_MS 5
 
@@ -70,7 +69,6 @@ typedef struct wslot {
     transport_addr_t dst;   /* the switch queue that serves this slot */
 } wslot_t;
 
-typedef struct engine engine_t;
 typedef struct run run_t;
 
 /* One thread's codec: the engine's own, or its encoder helper's. */
@@ -83,7 +81,6 @@ typedef struct coder {
 struct engine {
     worker_params_t p;
     uint32_t index, nthreads; /* this engine thread and how many there are */
-    struct sml *owner;
     transport_t *tp;        /* this engine's endpoint */
     uint32_t nlocal;        /* slots this engine owns */
     wslot_t *ws;            /* [nlocal]: local k is pool slot index + k * nthreads */
@@ -117,7 +114,7 @@ struct engine {
 
 static void *helper_main(void *arg);
 
-static void engine_destroy(engine_t *e)
+void sml_engine_destroy(engine_t *e)
 {
     if (!e)
         return;
@@ -146,7 +143,7 @@ static void engine_destroy(engine_t *e)
 }
 
 /* Engine thread `index`: its slots, buffers and endpoint. 0, or -errno with a reason in err. */
-static int engine_create(const worker_params_t *p, uint32_t index, engine_t **out, char *err,
+int sml_engine_create(const worker_params_t *p, uint32_t index, engine_t **out, char *err,
                          size_t errlen)
 {
     engine_t *e = calloc(1, sizeof(*e));
@@ -219,7 +216,7 @@ static int engine_create(const worker_params_t *p, uint32_t index, engine_t **ou
     *out = e;
     return 0;
 fail:
-    engine_destroy(e);
+    sml_engine_destroy(e);
     return rc;
 }
 
@@ -614,7 +611,7 @@ static void scan_timers(engine_t *e, uint64_t now, uint64_t *next_deadline)
 
 /* Run this engine's share of call r: 0, -EOVERFLOW / -EDOM (delivered, see proto.h), or a
  * failure with a reason in detail. */
-static int engine_run(engine_t *e, const worker_call_t *r, char *detail, size_t dlen)
+int sml_engine_run(engine_t *e, const worker_call_t *r, char *detail, size_t dlen)
 {
     run_t run = {.r = r};
     run.nchunks = (r->count + e->p.elems - 1) / e->p.elems;
@@ -749,241 +746,16 @@ static int engine_run(engine_t *e, const worker_call_t *r, char *detail, size_t 
     return 0;
 }
 
-/* ---- the request ring and the engine threads -------------------------------------------- */
-
-typedef struct sml sml_t;
-
-typedef struct sml_request {
-    inagg_request_t base;
-    sml_t *owner;
-    worker_call_t call;
-    int parts_left;         /* under mu */
-    int done;               /* under mu */
-    int result;             /* 0 or -errno (proto.h) */
-    char detail[256];
-} sml_request_t;
-
-struct sml {
-    worker_params_t p;
-    uint32_t nengines, started;
-    engine_t *engines[WORKER_MAX_THREADS];
-    pthread_t tids[WORKER_MAX_THREADS];
-    sml_request_t *queue[QUEUE_CAP];
-    uint64_t issued, completed; /* requests put in the ring / completed, under mu */
-    int stopping;               /* under mu */
-};
-
-/* Failures outrank the "delivered but" results (overflow, non-finite). */
-static int worse_result(int now, int rc)
+void sml_engine_add_stats(const engine_t *e, inagg_stats_t *acc)
 {
-    int delivered_now = now == -EOVERFLOW || now == -EDOM;
-    int delivered_rc = rc == -EOVERFLOW || rc == -EDOM;
-    return rc != 0 && (now == 0 || (!delivered_rc && delivered_now));
+    worker_counters_add(&e->c, acc);
 }
 
-static void *engine_main(void *arg)
+int sml_engine_add_codec_stats(const engine_t *e, inagg_codec_stats_t *acc)
 {
-    engine_t *e = arg;
-    sml_t *s = e->owner;
-    uint64_t next = 0;
-    for (;;) {
-        pthread_mutex_lock(s->p.mu);
-        while (s->issued <= next && !s->stopping)
-            pthread_cond_wait(s->p.cv, s->p.mu);
-        if (s->issued <= next) {
-            pthread_mutex_unlock(s->p.mu);
-            break;
-        }
-        sml_request_t *req = s->queue[next % QUEUE_CAP];
-        pthread_mutex_unlock(s->p.mu);
-
-        char detail[256] = "";
-        int rc = engine_run(e, &req->call, detail, sizeof(detail));
-
-        pthread_mutex_lock(s->p.mu);
-        if (worse_result(req->result, rc)) {
-            req->result = rc;
-            snprintf(req->detail, sizeof(req->detail), "%s", detail);
-        }
-        if (--req->parts_left == 0) {
-            req->done = 1;
-            s->completed++;
-            pthread_cond_broadcast(s->p.cv);
-        }
-        pthread_mutex_unlock(s->p.mu);
-        next++;
-    }
-    return NULL;
+    worker_counters_add_codec(&e->c, acc);
+    worker_counters_add_codec(&e->hc, acc);
+    acc->chunks_ahead += atomic_load_explicit(&e->hc.chunks_encoded, memory_order_relaxed);
+    return e->codec != NULL;
 }
 
-static void sml_destroy(void *state)
-{
-    sml_t *s = state;
-    pthread_mutex_lock(s->p.mu);
-    s->stopping = 1;
-    pthread_cond_broadcast(s->p.cv);
-    pthread_mutex_unlock(s->p.mu);
-    for (uint32_t i = 0; i < s->started; i++)
-        pthread_join(s->tids[i], NULL);
-    for (uint32_t i = 0; i < s->nengines; i++)
-        engine_destroy(s->engines[i]);
-    free(s);
-}
-
-static int sml_create(const worker_params_t *p, void **state, char *err, size_t errlen)
-{
-    sml_t *s = calloc(1, sizeof(*s));
-    if (!s) {
-        set_err(err, errlen, "out of memory");
-        return -ENOMEM;
-    }
-    s->p = *p;
-    int rc = 0;
-    char why[160];
-    for (uint32_t i = 0; i < p->threads && rc == 0; i++) {
-        rc = engine_create(p, i, &s->engines[i], why, sizeof(why));
-        if (rc != 0)
-            set_err(err, errlen, "engine thread %u: %s", i, why);
-        else
-            s->engines[s->nengines++]->owner = s;
-    }
-    for (uint32_t i = 0; i < s->nengines && rc == 0; i++) {
-        rc = -pthread_create(&s->tids[i], NULL, engine_main, s->engines[i]);
-        if (rc != 0)
-            set_err(err, errlen, "cannot start engine thread %u", i);
-        else
-            s->started++;
-    }
-    if (rc != 0) {
-        sml_destroy(s);
-        return rc;
-    }
-    *state = s;
-    return 0;
-}
-
-/* Put rq in the ring, waiting while QUEUE_CAP requests are outstanding. */
-static void enqueue(sml_t *s, inagg_comm_t *comm, sml_request_t *rq, const worker_call_t *call)
-{
-    rq->base.comm = comm;
-    rq->owner = s;
-    rq->call = *call;
-    rq->parts_left = (int)s->nengines;
-    pthread_mutex_lock(s->p.mu);
-    while (s->issued - s->completed >= QUEUE_CAP)
-        pthread_cond_wait(s->p.cv, s->p.mu);
-    s->queue[s->issued % QUEUE_CAP] = rq;
-    s->issued++;
-    pthread_cond_broadcast(s->p.cv);
-    pthread_mutex_unlock(s->p.mu);
-}
-
-static int sml_start(void *state, inagg_comm_t *comm, const worker_call_t *call,
-                     inagg_request_t **req, char *detail, size_t dlen)
-{
-    sml_request_t *rq = calloc(1, sizeof(*rq));
-    if (!rq) {
-        set_err(detail, dlen, "out of memory");
-        return -ENOMEM;
-    }
-    enqueue(state, comm, rq, call);
-    *req = &rq->base;
-    return 0;
-}
-
-/* Wait until the engines completed rq; its result, with the reason in detail. */
-static int await(sml_t *s, sml_request_t *rq, char *detail, size_t dlen)
-{
-    pthread_mutex_lock(s->p.mu);
-    while (!rq->done)
-        pthread_cond_wait(s->p.cv, s->p.mu);
-    pthread_mutex_unlock(s->p.mu);
-    set_err(detail, dlen, "%s", rq->detail);
-    return rq->result;
-}
-
-static int sml_wait(void *state, inagg_request_t *req, char *detail, size_t dlen)
-{
-    sml_request_t *rq = (sml_request_t *)req;
-    int rc = await(state, rq, detail, dlen);
-    free(rq);
-    return rc;
-}
-
-static int sml_allreduce(void *state, const worker_call_t *call, char *detail, size_t dlen)
-{
-    sml_request_t rq = {0}; /* lives until await returns: the engines are done with it */
-    enqueue(state, NULL, &rq, call);
-    return await(state, &rq, detail, dlen);
-}
-
-static int sml_done(inagg_request_t *req)
-{
-    sml_request_t *rq = (sml_request_t *)req;
-    pthread_mutex_lock(rq->owner->p.mu);
-    int done = rq->done;
-    pthread_mutex_unlock(rq->owner->p.mu);
-    return done;
-}
-
-/* The engine threads move requests on by themselves: a blocking call only waits (at most
- * 5 ms) for one to complete. */
-static int sml_progress(void *state, int block, char *detail, size_t dlen)
-{
-    sml_t *s = state;
-    (void)detail;
-    (void)dlen;
-    if (block) {
-        pthread_mutex_lock(s->p.mu);
-        worker_cond_wait_until(s->p.cv, s->p.mu, util_now_ns() + 5000000ull);
-        pthread_mutex_unlock(s->p.mu);
-    }
-    return 0;
-}
-
-static void sml_quiesce(void *state)
-{
-    sml_t *s = state;
-    pthread_mutex_lock(s->p.mu);
-    while (s->completed < s->issued)
-        pthread_cond_wait(s->p.cv, s->p.mu);
-    pthread_mutex_unlock(s->p.mu);
-}
-
-static void sml_add_stats(const void *state, inagg_stats_t *acc)
-{
-    const sml_t *s = state;
-    for (uint32_t i = 0; i < s->nengines; i++)
-        worker_counters_add(&s->engines[i]->c, acc);
-}
-
-static void sml_add_codec_stats(const void *state, inagg_codec_stats_t *acc)
-{
-    const sml_t *s = state;
-    for (uint32_t i = 0; i < s->nengines; i++) {
-        worker_counters_add_codec(&s->engines[i]->c, acc);
-        worker_counters_add_codec(&s->engines[i]->hc, acc);
-        acc->chunks_ahead +=
-            atomic_load_explicit(&s->engines[i]->hc.chunks_encoded, memory_order_relaxed);
-    }
-    acc->codec_threads = s->nengines > 0 && s->engines[0]->codec ? 2 * s->nengines : 0;
-}
-
-const worker_proto_ops_t worker_proto_switchml = {
-    .name = "switchml",
-    .protocol = INAGG_PROTO_SWITCHML,
-    .native_float = 0,
-    .create = sml_create,
-    .destroy = sml_destroy,
-    .start = sml_start,
-    .start_small = NULL,
-    .allreduce = sml_allreduce,
-    .done = sml_done,
-    .wait = sml_wait,
-    .progress = sml_progress,
-    .quiesce = sml_quiesce,
-    .drain = NULL,
-    .fail = NULL,
-    .add_stats = sml_add_stats,
-    .add_codec_stats = sml_add_codec_stats,
-};

@@ -47,6 +47,29 @@ int model_calib_params(const model_calib_t *c, double link_bps, const char *comp
 /* ---- model_predict.c ---- */
 int model_predict_main(int argc, char **argv);
 
+#define MAX_POINTS 64 /* worker counts in one prediction or plot */
+
+/* predict's options (model_predict.c), which the presets read too */
+typedef struct pred_opts {
+    const char *params_path, *json_path, *plot_path, *preset, *compress;
+    uint32_t w_lo, w_hi;
+    double bytes;
+    model_params_t p;
+    int have_workers, have_size, sys_mask;
+    char note[256];
+} pred_opts_t;
+
+/* A PNG of ncol series of vals against the worker counts pts (gnuplot), and below it a panel
+ * of the speedups against series ref (speedlabel); 0, or -1 (reported). */
+int model_plot_series(const char *path, const char *title, const char *ylabel,
+                      const char *const *names, int ncol, const uint32_t *pts, int npts,
+                      const double *vals /* [npts][ncol] */, int ref, const char *speedlabel);
+
+/* The presets (model_presets.c): gcow-resnet50 (vit = 0) / gcow-vit (1), and switchml. Exit
+ * codes as the command's. */
+int model_preset_gcow(const pred_opts_t *o, int vit);
+int model_preset_switchml(const pred_opts_t *o);
+
 /* ---- model_validate.c ---- */
 int model_validate_main(int argc, char **argv);
 

@@ -103,17 +103,27 @@ static void usage(FILE *out)
             "  -h, --help              this text\n");
 }
 
-static int print_remote_stats(const char *addr_text, int json)
+/* The control connection of the switch at HOST:PORT into *fd: 0, or the exit status (the
+ * reason printed). */
+static int connect_control(const char *addr_text, int *fd)
 {
-    int fd = ctl_connect_to(addr_text, 3000);
-    if (fd == -EINVAL) {
+    *fd = ctl_connect_to(addr_text, 3000);
+    if (*fd == -EINVAL) {
         fprintf(stderr, "inagg switch: bad address '%s' (expected HOST:PORT)\n", addr_text);
         return 2;
     }
-    if (fd < 0) {
-        fprintf(stderr, "inagg switch: cannot connect to %s: %s\n", addr_text, strerror(-fd));
+    if (*fd < 0) {
+        fprintf(stderr, "inagg switch: cannot connect to %s: %s\n", addr_text, strerror(-*fd));
         return 1;
     }
+    return 0;
+}
+
+static int print_remote_stats(const char *addr_text, int json)
+{
+    int fd, status = connect_control(addr_text, &fd);
+    if (status != 0)
+        return status;
     ctl_reader_t *rd = calloc(1, sizeof(*rd));
     int rc = rd ? ctl_write_line(fd, json ? "STATS json" : "STATS", 3000) : -ENOMEM;
     char line[CTL_LINE_MAX];
@@ -154,15 +164,9 @@ static int fabric_ctl(const char *addr_text, const char *ports, const char *add)
                 ports ? ports : "");
         return 2;
     }
-    int fd = ctl_connect_to(addr_text, 3000);
-    if (fd == -EINVAL) {
-        fprintf(stderr, "inagg switch: bad address '%s' (expected HOST:PORT)\n", addr_text);
-        return 2;
-    }
-    if (fd < 0) {
-        fprintf(stderr, "inagg switch: cannot connect to %s: %s\n", addr_text, strerror(-fd));
-        return 1;
-    }
+    int fd, status = connect_control(addr_text, &fd);
+    if (status != 0)
+        return status;
     ctl_reader_t *rd = calloc(1, sizeof(*rd));
     int rc = rd ? ctl_write_line(fd, line, 3000) : -ENOMEM;
     if (rc == 0)

@@ -39,7 +39,9 @@ for args in "--leaves 2" "--hosts-per-leaf 2" "--leaves 9 --hosts-per-leaf 1" \
     "--leaves 2 --hosts-per-leaf 2 --workers 3" "--testbed 5 --leaves 2 --hosts-per-leaf 2" \
     "--leaves 2 --hosts-per-leaf 2 --shards 2" "--leaves 2 --hosts-per-leaf 2 --compress fp16" \
     "--shards 0" "--shards 9" "--shards 2 --switch 127.0.0.1:1" "--testbed 2 --pin-switches" \
-    "--testbed 4 --leaves 2 --hosts-per-leaf 2 --fabric inagg"; do
+    "--testbed 4 --leaves 2 --hosts-per-leaf 2 --fabric inagg" "--switch-cpu-share 0" \
+    "--switch-cpu-share 101" "--testbed 2 --switch-cpu-share 30" \
+    "--switch 127.0.0.1:1 --switch-cpu-share 30"; do
     timeout 10 $INAGG bench allreduce $args >/dev/null 2>"$tmp/err"
     rc=$?
     [ $rc -eq 2 ] && [ -s "$tmp/err" ] || rcs+=" [$args]=$rc"
@@ -72,6 +74,39 @@ for k in 2 3; do
         bad $t "exit $rc: $(tail -n 3 "$tmp/out")"
     fi
 done
+
+# --switch-cpu-share: each shard runs in a CPU cgroup of its own with the quota asked for,
+# the run verifies, and the groups are gone afterwards
+t=bench_shards_cpu_share_capped_and_cleaned
+timeout 120 $INAGG bench allreduce --shards 2 --switch-cpu-share 30 --switch-threads 1 \
+    --workers 2 --elems 4000000 --dtype int32 --iters 20 --json "$tmp/cap.json" >"$tmp/out" 2>&1 &
+bpid=$!
+seen=""
+ipid=""
+for _ in $(seq 1 200); do
+    [ -z "$ipid" ] && ipid=$(pgrep -P $bpid | head -n 1)
+    for d in /sys/fs/cgroup/inagg-cap-$ipid-1 /sys/fs/cgroup/cpu/inagg-cap-$ipid-1; do
+        if [ -z "$seen" ] && [ -d "$d" ] && grep -q . "$d/cgroup.procs"; then
+            if [ -f "$d/cpu.max" ]; then seen=$(cat "$d/cpu.max")
+            else seen="$(cat "$d/cpu.cfs_quota_us") $(cat "$d/cpu.cfs_period_us")"; fi
+        fi
+    done
+    [ -n "$seen" ] && break
+    kill -0 $bpid 2>/dev/null || break
+    sleep 0.02
+done
+wait $bpid
+rc=$?
+left=$(ls -d /sys/fs/cgroup/inagg-cap-$ipid-* /sys/fs/cgroup/cpu/inagg-cap-$ipid-* 2>/dev/null)
+if [ $rc -ne 0 ] && grep -q "no CPU cgroup" "$tmp/out"; then
+    skp $t "$(grep -m1 'no CPU cgroup' "$tmp/out")"
+elif [ $rc -eq 0 ] && [ "$(json_get '["verified"]' "$tmp/cap.json")" = True ] &&
+    [ "$(json_get '["switch_cpu_share_pct"]' "$tmp/cap.json")" = 30 ] &&
+    [ "$seen" = "3000 10000" ] && [ -z "$left" ]; then
+    ok $t
+else
+    bad $t "exit $rc, quota seen '$seen' (want '3000 10000'), left behind '$left': $(tail -n 3 "$tmp/out")"
+fi
 
 t=testbed_two_levels_lossy_int32_verified
 crc=0

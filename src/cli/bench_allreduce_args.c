@@ -63,6 +63,11 @@ static void usage(FILE *out)
             "  --shards K           spread the job's slots over K switch processes (slot s on\n"
             "                       switch s %% K), so one switch's CPU does not bound it\n"
             "  --pin-switches       loopback: pin switch process k to CPU k (mod the CPUs)\n"
+            "  --switch-cpu-share PCT\n"
+            "                       loopback: cap each switch process at PCT%% of one CPU (a\n"
+            "                       CPU cgroup of its own, needs root): a switch of fixed\n"
+            "                       capacity, to measure what --shards adds where the switch\n"
+            "                       is the bottleneck on a machine with few cores\n"
             "  --testbed N          builds a testbed of N host namespaces behind a switch\n"
             "                       namespace (tools/testbed, needs root), runs `inagg switch`\n"
             "                       in the switch namespace and one rank per host, the\n"
@@ -350,6 +355,7 @@ int ar_parse(int argc, char **argv, ar_opts_t *o)
         {"compress", required_argument, 0, 'C'},
         {"leaves", required_argument, 0, 1101},     {"hosts-per-leaf", required_argument, 0, 1102},
         {"shards", required_argument, 0, 1103},     {"pin-switches", no_argument, 0, 1104},
+        {"switch-cpu-share", required_argument, 0, 1105},
         {"transport", required_argument, 0, 'x'},   {"pcap", required_argument, 0, 'a'},
         {"roce-psn", required_argument, 0, 'N'},
         {"help", no_argument, 0, 'h'},               {0, 0, 0, 0}};
@@ -502,6 +508,10 @@ int ar_parse(int argc, char **argv, ar_opts_t *o)
             o->shards = (uint32_t)v;
             break;
         case 1104: o->pin_switches = 1; break;
+        case 1105:
+            if (cli_parse_u64(AR_CMD, "--switch-cpu-share", optarg, 1, 100, &v)) return 2;
+            o->switch_cpu_share = (uint32_t)v;
+            break;
         case 'J': o->job = optarg; break;
         case 'j': o->json_path = optarg; break;
         case 'h': usage(stdout); return 1;
@@ -556,6 +566,8 @@ int ar_parse(int argc, char **argv, ar_opts_t *o)
                    "sharded job takes --switch A,B,...)");
     if (o->pin_switches && o->testbed)
         return bad("--pin-switches pins the loopback run's switch processes");
+    if (o->switch_cpu_share && (o->testbed || o->switch_addr || o->single))
+        return bad("--switch-cpu-share caps the switch processes a loopback run starts itself");
     if (o->testbed) {
         if (o->switch_addr)
             return bad("--testbed starts its own switch in the switch namespace; --switch "

@@ -27,6 +27,9 @@ typedef struct ctx {
     int nmore;
     char leaf_addr[AR_MAX_LEAVES][64]; /* two levels: each leaf's HOST:PORT */
     int sw_err_fd;             /* its stderr (a memfd), testbed only */
+    char cap_path[AR_MAX_SHARDS + AR_MAX_LEAVES + 1][96]; /* --switch-cpu-share: the CPU
+                                  cgroups of the loopback switches (removed at the end) */
+    int ncap;
     char self[PATH_MAX];       /* this binary */
     char python[PATH_MAX], gloo[PATH_MAX];
     char rsh[PATH_MAX];
@@ -39,6 +42,8 @@ typedef struct ctx {
 int ar_local_switches(ctx_t *c, const ar_opts_t *o);
 /* The switches of a testbed run (see bench_allreduce_switches.c). 0, or -1 after a message. */
 int ar_testbed_switches(ctx_t *c);
+/* Remove the CPU cgroups of --switch-cpu-share (after the switches were stopped). */
+void ar_uncap_switches(ctx_t *c);
 /* CPU seconds (user + system) process pid has used, or NAN. */
 double ar_process_cpu_s(pid_t pid);
 

@@ -121,6 +121,9 @@ static void render_summary(FILE *out, const ar_run_t *run, const ar_size_result_
     if (o->shards > 1)
         fprintf(out, "  sharded        over %u switch processes (slot s on switch s %% %u)%s\n",
                 o->shards, o->shards, o->pin_switches ? ", each pinned to a CPU" : "");
+    if (o->switch_cpu_share)
+        fprintf(out, "  switch cap     each switch process at most %u%% of one CPU (a cgroup)\n",
+                o->switch_cpu_share);
     if (run->nswitch_cpu > 1) {
         fprintf(out, "  switch CPU    ");
         for (uint32_t k = 0; k < run->nswitch_cpu; k++)
@@ -321,6 +324,7 @@ int ar_render_json(const ar_run_t *run)
     json_int(&w, "leaves", o->leaves);
     json_int(&w, "hosts_per_leaf", o->hosts_per_leaf);
     json_int(&w, "shards", o->shards ? o->shards : 1);
+    json_int(&w, "switch_cpu_share_pct", o->switch_cpu_share);
     json_begin_array(&w, "switch_cpu_s");
     for (uint32_t k = 0; k < run->nswitch_cpu; k++)
         json_number(&w, NULL, run->switch_cpu_s[k]);

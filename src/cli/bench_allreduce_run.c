@@ -688,6 +688,7 @@ int ar_run(const ar_opts_t *o, ar_run_t *run)
             cli_switch_end(c->more_pids[k]);
         if (c->sw_pid > 0)
             cli_switch_end(c->sw_pid);
+        ar_uncap_switches(c);
     }
     free(c->sampler.s);
     free(c);

@@ -190,6 +190,32 @@ static void pin(pid_t pid, int k)
     }
 }
 
+/* --switch-cpu-share: cap switch process pid at that share of a CPU. 0, or -1 after a
+ * message. */
+static int cap(ctx_t *c, const ar_opts_t *o, pid_t pid)
+{
+    if (!o->switch_cpu_share || pid <= 0)
+        return 0;
+    if (c->ncap >= (int)(sizeof(c->cap_path) / sizeof(c->cap_path[0])))
+        return 0;
+    char err[256];
+    char *path = c->cap_path[c->ncap];
+    if (launch_cpucap(pid, (unsigned)c->ncap, o->switch_cpu_share, path, sizeof(c->cap_path[0]),
+                      err, sizeof(err)) != 0) {
+        fprintf(stderr, AR_CMD ": --switch-cpu-share: %s\n", err);
+        return -1;
+    }
+    c->ncap++;
+    return 0;
+}
+
+void ar_uncap_switches(ctx_t *c)
+{
+    for (int k = 0; k < c->ncap; k++)
+        launch_cpucap_remove(c->cap_path[k]);
+    c->ncap = 0;
+}
+
 /* Loopback: the spine and the leaves (--leaves), or K shards (--shards), or the one
  * embedded switch (or the --switch given). 0, or -1 after a message. */
 int ar_local_switches(ctx_t *c, const ar_opts_t *o)
@@ -197,7 +223,7 @@ int ar_local_switches(ctx_t *c, const ar_opts_t *o)
     if (o->leaves) {
         switch_config_t sc = SWITCH_CONFIG_INIT;
         c->sw_pid = local_switch(o, &sc, c->sw_addr, sizeof(c->sw_addr));
-        if (c->sw_pid < 0)
+        if (c->sw_pid < 0 || cap(c, o, c->sw_pid) != 0)
             return -1;
         for (uint32_t l = 0; l < o->leaves; l++) {
             switch_config_t lc = SWITCH_CONFIG_INIT;
@@ -208,6 +234,8 @@ int ar_local_switches(ctx_t *c, const ar_opts_t *o)
             if (p < 0)
                 return -1;
             c->more_pids[c->nmore++] = p;
+            if (cap(c, o, p) != 0)
+                return -1;
         }
         return 0;
     }
@@ -225,6 +253,8 @@ int ar_local_switches(ctx_t *c, const ar_opts_t *o)
                 c->more_pids[c->nmore++] = p;
             if (o->pin_switches)
                 pin(p, (int)k);
+            if (cap(c, o, p) != 0)
+                return -1;
             used += (size_t)snprintf(c->sw_addr + used, sizeof(c->sw_addr) - used, "%s%s",
                                      k ? "," : "", one);
         }
@@ -235,6 +265,8 @@ int ar_local_switches(ctx_t *c, const ar_opts_t *o)
     c->sw_pid = pid > 0 ? pid : 0;
     if (pid > 0 && o->pin_switches)
         pin(pid, 0);
+    if (pid > 0 && cap(c, o, pid) != 0)
+        return -1;
     return pid < 0 ? -1 : 0;
 }
 

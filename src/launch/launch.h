@@ -327,6 +327,18 @@ pid_t launch_switch(const switch_config_t *cfg, uint16_t *port, char *err, size_
 /* Stop a switch started by launch_switch (SIGTERM, bounded wait). Nothing for pid <= 0. */
 void launch_switch_stop(pid_t pid);
 
+/* ---- a process capped at a share of a CPU (cpucap.c) -------------------------------------- */
+
+/* Put process pid in a CPU cgroup of its own (cgroup v2 cpu.max, or v1 cfs quota) that lets it
+ * run share_pct percent (1..100) of one CPU, in periods of a few ms; the group's directory
+ * into path (index tells this process's groups apart). 0, or -errno with the reason in err
+ * (-ENOTSUP: no writable CPU cgroup; needs root). */
+int launch_cpucap(pid_t pid, unsigned index, unsigned share_pct, char *path, size_t len,
+                  char *err, size_t errlen);
+
+/* Remove a group made by launch_cpucap once its process has exited (path becomes ""). */
+void launch_cpucap_remove(char *path);
+
 /* ---- one job across a testbed (testbed_job.c) ---------------------------------------------- */
 
 typedef struct launch_tbjob {

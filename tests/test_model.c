@@ -146,6 +146,18 @@ TEST(model_compression_overlap, 5)
     t = model_allreduce(MODEL_INA, &p, 4, bytes);
     CHECK_NEAR(t.total_s, 5 * (bytes / 4) * 1e-7 / 2 + rtt);
     CHECK(strcmp(t.bound, "codec") == 0);
+    /* coding on the worker's protocol thread, pipelined with the wire: the worker's stage is
+     * its per-element work plus the coding, the link runs beside it */
+    p.agg_value_s = 0;
+    p.worker_elem_s = 1e-8;
+    p.code_inline = 1;
+    t = model_allreduce(MODEL_INA, &p, 4, bytes);
+    double worker = (bytes / 4) * 1e-8 + code; /* 18.432 ms > the link's 16.976 */
+    CHECK_NEAR(t.total_s, worker + rtt);
+    CHECK(strcmp(t.bound, "worker") == 0);
+    p.worker_elem_s = 0;
+    t = model_allreduce(MODEL_INA, &p, 4, bytes);
+    CHECK_NEAR(t.total_s, link + rtt); /* coding alone is below the link: still link-bound */
 }
 
 TEST(model_ps_ca_tree, 5)

@@ -198,7 +198,12 @@ static model_time_t ina_time(const model_params_t *p, uint32_t n, double bytes)
     t.code_s = code_bytes_s(bytes, p->enc_Bps) + code_bytes_s(bytes, p->dec_Bps);
     double agg = (double)(f + 1) * elems * p->agg_value_s / p->switch_threads;
     t.latency_s = rtt;
-    settle(&t, elems * p->worker_elem_s, agg, p->code_overlap, "switch");
+    double worker = elems * p->worker_elem_s;
+    if (p->code_inline && p->code_overlap) { /* one thread codes and runs the protocol */
+        worker += t.code_s;
+        t.code_s = 0;
+    }
+    settle(&t, worker, agg, p->code_overlap, "switch");
     return t;
 }
 

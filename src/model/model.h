@@ -54,8 +54,12 @@ typedef struct model_params {
     double enc_Bps, dec_Bps; /* a worker's codec: uncompressed bytes per second; 0: free */
     double agg_value_s;    /* aggregator's coding per value (n decodes + 1 encode counted per
                               value coded); 0: free (a codec at line rate on the aggregator) */
-    int code_overlap;      /* coding pipelined with the wire (inagg: the encoder helper
-                              thread; GCOW: the codec on the NIC), else added to it */
+    int code_overlap;      /* coding pipelined with the wire (inagg: always, packet by
+                              packet within the window; GCOW: the codec on the NIC), else
+                              added to it (GCOW: a bucket coded whole before it is sent) */
+    int code_inline;       /* INA with code_overlap: the worker's coding runs on its protocol
+                              thread (inagg without the encoder helper), so it adds to the
+                              worker's per-element work instead of running beside it */
     int overlap;           /* with compute_s: the backward pass of bucket i+1 overlapped
                               with the communication of bucket i (GCOW Fig. 2.2) */
     /* topology */

@@ -6,13 +6,15 @@
 # time added and the expected: a ping crosses 2 links to the switch's own address (h1's, in
 # and out: +2D) and 4 to another host (h1's and h2's, each both ways: +4D). Prints one line
 # per path and, with --json, one JSON object (bounded: COUNT pings of 1 s timeout each).
-#   bash bench/fabric_ping_delay.sh [--delay 25us] [--rounds 5] [--count 100]
-#        [--interval 0.005] [--name fabpd] [--json FILE|-]
+# Pings go every millisecond by default: with longer gaps an idle machine's CPUs sleep between
+# pings, and their wake-ups (tens of us on a VM) land unevenly on the two testbeds.
+#   bash bench/fabric_ping_delay.sh [--delay 25us] [--rounds 5] [--count 200]
+#        [--interval 0.001] [--name fabpd] [--json FILE|-]
 # Needs root (network namespaces) and build/inagg.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=/usr/bin/python3
-delay=25us rounds=5 count=100 interval=0.005 name=fabpd json=""
+delay=25us rounds=5 count=200 interval=0.001 name=fabpd json=""
 while [ $# -gt 0 ]; do
     case $1 in
     --delay) delay=$2; shift 2 ;;
@@ -21,7 +23,7 @@ while [ $# -gt 0 ]; do
     --interval) interval=$2; shift 2 ;;
     --name) name=$2; shift 2 ;;
     --json) json=$2; shift 2 ;;
-    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
     *) echo "fabric_ping_delay.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
     esac
 done

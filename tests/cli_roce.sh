@@ -3,7 +3,8 @@
 # usage errors; a 4-host allreduce over --transport roce whose capture (--pcap) decodes in
 # tshark as RDMA Write First/Middle/Last with the expected QPs and PSNs and whose every frame's
 # ICRC is valid by this test's own code (tests/roce_pcap.py, zlib); 1% loss on every link with
-# int32 results bit-identical and the switch's answers from its result buffer counted; a run
+# int32 results bit-identical and the switch's answers from its result buffer counted (and,
+# with a buffer too small to keep a result, its evictions counted and recovered from); a run
 # whose PSNs start just below the 24-bit wrap; each case of the fabric's Table VI
 # classification (tests/roce_frames.py) counted; float32 over roce. Skips, saying why, where testbeds cannot be
 # built; the tshark check skips (the ICRC check does not) when tshark is absent (Debian:
@@ -123,10 +124,11 @@ if timeout 60 tools/testbed up 4 --name "$TB" --fabric inagg --link-rate 1gbit -
     sums=$(cat "$tmp"/l?.json | sed -n 's/.*"checksum":"\([0-9a-f]*\)".*/\1/p' | sort -u | wc -l)
     resends=$(sed -n 's/.* name=loss .* resends=\([0-9]*\).*/\1/p' "$tmp/l.stats" | head -n 1)
     lost=$(sed -n 's/^fabric port p[0-9].* loss_drops=\([0-9]*\).*/\1/p' "$tmp/l.stats" | awk '{s += $1} END {print s + 0}')
-    echo "        4 ranks verified: $nver, distinct checksums: $sums, frames lost on links: ${lost:-?}, results answered again from the switch's buffer: ${resends:-?}"
+    answered=$(sed -n 's/^fabric roce.* resbuf_answered=\([0-9]*\).*/\1/p' "$tmp/l.stats")
+    echo "        4 ranks verified: $nver, distinct checksums: $sums, frames lost on links: ${lost:-?}, repeats answered from the RoCE result buffer: ${answered:-0}, results resent by the slots: ${resends:-?}"
     grep "fabric roce" "$tmp/l.stats" | sed 's/^/        /'
-    if [ "$nver" -eq 4 ] && [ "$sums" -eq 1 ] && [ "${resends:-0}" -gt 0 ] && [ "${lost:-0}" -gt 0 ]; then ok $t
-    else bad $t "verified $nver/4, checksums $sums, resends ${resends:-?}, lost ${lost:-?}: $(head -c 300 "$tmp/l0.json") $(head -c 400 "$tmp/l.stats")"; fi
+    if [ "$nver" -eq 4 ] && [ "$sums" -eq 1 ] && [ "${answered:-0}" -gt 0 ] && [ "${lost:-0}" -gt 0 ]; then ok $t
+    else bad $t "verified $nver/4, checksums $sums, answered ${answered:-0}, lost ${lost:-?}: $(head -c 300 "$tmp/l0.json") $(head -c 400 "$tmp/l.stats")"; fi
     t=table_vi_cases_forwarded_or_dropped_and_counted
     timeout 60 tools/testbed loss "$TB" 0 >/dev/null 2>&1 # no frame of these may be lost
     for _ in $(seq 50); do
@@ -151,6 +153,35 @@ if timeout 60 tools/testbed up 4 --name "$TB" --fabric inagg --link-rate 1gbit -
     [ "$a" -ge $((b + 3)) ] || why+=" forwarded cases did not reach the switch's stack ($b->$a);"
     grep -q "sent 5" "$tmp/rf.out" || why+=" sender: $(cat "$tmp/rf.out");"
     [ -z "$why" ] && ok $t || bad $t "$why"
+
+    # a result buffer too small for any message (1 flow x 4 frames; a 2048-element result is 9
+    # frames, the tensor's short last packet 7): every repeat finds its result evicted, is counted and dropped, and the workers' next timeout
+    # recovers with new PSNs; results stay bit-identical
+    t=evicted_results_counted_and_recovered_by_timeout
+    INAGG_FABRIC_ARGS="--roce-result-buffer 1x4" timeout 60 tools/testbed loss "$TB" 0.01 >/dev/null 2>&1
+    for _ in $(seq 50); do
+        timeout 5 tools/testbed exec "$TB" sw -- $INAGG switch --stats "$SW:7000" >/dev/null 2>&1 && break
+        sleep 0.1
+    done
+    ranks=""
+    for r in 0 1 2 3; do
+        timeout 120 tools/testbed exec "$TB" h$((r + 1)) -- $INAGG bench allreduce \
+            --switch "$SW:7000" --rank $r --world 4 --job evict --elems 100000 \
+            --packet-elems 2048 --dtype int32 --iters 4 --rto-min-us 5000 --transport roce \
+            >"$tmp/e$r.json" 2>&1 &
+        ranks+=" $!"
+    done
+    wait $ranks
+    timeout 10 tools/testbed exec "$TB" sw -- $INAGG switch --stats "$SW:7000" >"$tmp/e.stats" 2>&1
+    nver=$(cat "$tmp"/e?.json | grep -c '"verified":true')
+    esums=$(cat "$tmp"/e?.json | sed -n 's/.*"checksum":"\([0-9a-f]*\)".*/\1/p' | sort -u)
+    lsums=$(cat "$tmp"/l?.json | sed -n 's/.*"checksum":"\([0-9a-f]*\)".*/\1/p' | sort -u)
+    evicted=$(sed -n 's/^fabric roce.* resbuf_evicted=\([0-9]*\).*/\1/p' "$tmp/e.stats")
+    answered=$(sed -n 's/^fabric roce.* resbuf_answered=\([0-9]*\).*/\1/p' "$tmp/e.stats")
+    grep "fabric roce" "$tmp/e.stats" | sed 's/^/        /'
+    if [ "$nver" -eq 4 ] && [ "$esums" = "$lsums" ] && [ "${evicted:-0}" -gt 0 ] &&
+        [ "${answered:-0}" -eq 0 ]; then ok $t
+    else bad $t "verified $nver/4, checksums '$esums' vs '$lsums', evicted ${evicted:-0}, answered ${answered:-0}"; fi
 else
     bad $t "tools/testbed up failed: $(tail -n 2 "$tmp/up.out")"
 fi

@@ -5,11 +5,15 @@ For every frame of Ethernet type 0x8915: the ICRC, computed here with zlib.crc32
 0xff, the GRH with traffic class, flow label and hop limit set to ones, the BTH with its reserved
 byte set to ones, and the rest up to the ICRC (stored least significant byte first); the GRH
 payload length against the frame's length; and, per flow (source MAC, destination QP), that PSNs
-advance by one frame at a time modulo 2^24 (a gap is a frame missing from the capture).
+advance by one frame at a time modulo 2^24 (a gap is a frame missing from the capture), except
+for retransmissions at old PSNs (go-back-N, PROTOCOL.md 13.4): a frame behind the flow's highest
+PSN is `psn_resent` when it is byte for byte the frame seen before at that PSN, else
+`psn_backwards`.
 
 Usage: roce_pcap.py FILE   prints one JSON object:
   {"frames": N, "roce": N, "bad_icrc": N, "bad_length": N, "opcodes": {"6": N, ...},
-   "flows": N, "psn_gaps": N, "psn_backwards": N, "wrapped_flows": N, "qps": [...]}
+   "flows": N, "psn_gaps": N, "psn_backwards": N, "psn_resent": N, "wrapped_flows": N,
+   "qps": [...]}
 """
 import json
 import struct
@@ -41,8 +45,9 @@ def icrc(frame):
 
 def main():
     out = {'frames': 0, 'roce': 0, 'bad_icrc': 0, 'bad_length': 0, 'opcodes': {}, 'flows': 0,
-           'psn_gaps': 0, 'psn_backwards': 0, 'wrapped_flows': 0, 'qps': []}
+           'psn_gaps': 0, 'psn_backwards': 0, 'psn_resent': 0, 'wrapped_flows': 0, 'qps': []}
     last = {}
+    seen = {}
     wrapped = set()
     for fr in frames(sys.argv[1]):
         out['frames'] += 1
@@ -63,12 +68,17 @@ def main():
         if key in last:
             d = (psn - last[key]) & 0xffffff
             if d == 0 or d >= 0x800000:
-                out['psn_backwards'] += 1
-            elif d > 1:
+                if seen.get((key, psn)) == fr:
+                    out['psn_resent'] += 1
+                else:
+                    out['psn_backwards'] += 1
+                continue
+            if d > 1:
                 out['psn_gaps'] += 1
-            if psn < last[key] and d < 0x800000:
+            if psn < last[key]:
                 wrapped.add(key)
         last[key] = psn
+        seen[(key, psn)] = fr
     out['flows'] = len(last)
     out['wrapped_flows'] = len(wrapped)
     out['qps'] = sorted({'0x%06x' % k[1] for k in last})

@@ -12,12 +12,15 @@
 
 #include "base/util.h"
 #include "harness.h"
+#include "inagg/version.h"
 #include "transport/afpacket.h"
 #include "transport/ethframe.h"
 #include "transport/roce.h"
 #include "transport/roce_flow.h"
 #include "transport/roce_frame.h"
+#include "transport/roce_resbuf.h"
 #include "transport/transport.h"
+#include "wire/wire.h"
 
 static const uint8_t MAC_W[6] = {0x02, 0, 0, 0, 0, 0x11}, MAC_S[6] = {0x02, 0, 0, 0, 0, 0x22};
 
@@ -129,17 +132,24 @@ TEST(roce_messages_survive_loss_duplication_reordering_corruption, 30)
     CHECK(strcmp(roce_rx_verdict_name(ROCE_RX_GAP), "psn_gap") == 0);
 }
 
+/* An empty flow reassembling into buf (cap bytes), and a frame whose payload is pay. */
+static void new_flow(roce_rx_flow_t *fl, uint8_t *buf, uint32_t cap, roce_frame_t *f,
+                     uint8_t *pay)
+{
+    memset(fl, 0, sizeof(*fl));
+    fl->buf = buf;
+    fl->cap = cap;
+    memset(f, 0, sizeof(*f));
+    f->payload = pay;
+}
+
 TEST(roce_flow_window_and_length_rules, 10)
 {
     static uint8_t buf[4 * ROCE_PMTU];
     static uint8_t pay[ROCE_PMTU];
     roce_rx_flow_t fl;
-    memset(&fl, 0, sizeof(fl));
-    fl.buf = buf;
-    fl.cap = sizeof(buf);
     roce_frame_t f;
-    memset(&f, 0, sizeof(f));
-    f.payload = pay;
+    new_flow(&fl, buf, sizeof(buf), &f, pay);
     /* a Middle before any First */
     f.h.opcode = ROCE_WRITE_MIDDLE;
     f.h.psn = 5;
@@ -165,7 +175,61 @@ TEST(roce_flow_window_and_length_rules, 10)
     f.h.psn = 8;
     f.h.dma_len = 100;
     CHECK_EQ_INT(roce_rx_frame(&fl, &f), ROCE_RX_DONE);
+    /* the same message at its old PSN: a repeat of a delivered message; a Middle behind
+     * epsn that continues nothing: a duplicate */
+    CHECK_EQ_INT(roce_rx_frame(&fl, &f), ROCE_RX_REPEAT);
+    CHECK_EQ_INT(fl.repeat_psn, 8);
+    f.h.opcode = ROCE_WRITE_MIDDLE;
+    f.h.psn = 7;
+    f.payload_len = ROCE_PMTU;
     CHECK_EQ_INT(roce_rx_frame(&fl, &f), ROCE_RX_DUP);
+    CHECK_EQ_INT(fl.epsn, 9);
+}
+
+/* A retransmission that reuses the PSNs of a message lost on its way (go-back-N): taken as
+ * that message, behind epsn, which stays; once delivered, the next repeat is a repeat. */
+TEST(roce_flow_takes_a_lost_message_resent_at_its_psns, 10)
+{
+    static uint8_t buf[4 * ROCE_PMTU];
+    static uint8_t pay[ROCE_PMTU];
+    roce_rx_flow_t fl;
+    roce_frame_t f;
+    new_flow(&fl, buf, sizeof(buf), &f, pay);
+    /* message A at 100..101 loses its Last; message B at 102..103 arrives whole */
+    f.h.opcode = ROCE_WRITE_FIRST;
+    f.h.psn = 100;
+    f.h.dma_len = 2 * ROCE_PMTU;
+    f.payload_len = ROCE_PMTU;
+    CHECK_EQ_INT(roce_rx_frame(&fl, &f), ROCE_RX_MORE);
+    f.h.psn = 102;
+    CHECK_EQ_INT(roce_rx_frame(&fl, &f), ROCE_RX_MORE); /* A abandoned */
+    CHECK_EQ_INT(fl.abandoned, 1);
+    f.h.opcode = ROCE_WRITE_LAST;
+    f.h.psn = 103;
+    CHECK_EQ_INT(roce_rx_frame(&fl, &f), ROCE_RX_DONE);
+    /* A again at 100..101 */
+    memset(pay, 0xA5, sizeof(pay));
+    f.h.opcode = ROCE_WRITE_FIRST;
+    f.h.psn = 100;
+    CHECK_EQ_INT(roce_rx_frame(&fl, &f), ROCE_RX_MORE);
+    CHECK(fl.resent);
+    f.h.opcode = ROCE_WRITE_LAST;
+    f.h.psn = 101;
+    CHECK_EQ_INT(roce_rx_frame(&fl, &f), ROCE_RX_DONE);
+    CHECK_EQ_INT(fl.epsn, 104);
+    CHECK_EQ_INT(buf[2 * ROCE_PMTU - 1], 0xA5);
+    /* and a third sending of A, or of B, at the same PSNs is a repeat */
+    f.h.opcode = ROCE_WRITE_FIRST;
+    f.h.psn = 100;
+    CHECK_EQ_INT(roce_rx_frame(&fl, &f), ROCE_RX_REPEAT);
+    f.h.psn = 102;
+    CHECK_EQ_INT(roce_rx_frame(&fl, &f), ROCE_RX_REPEAT);
+    /* the flow goes on at epsn */
+    f.h.opcode = ROCE_WRITE_ONLY;
+    f.h.psn = 104;
+    f.h.dma_len = 8;
+    f.payload_len = 8;
+    CHECK_EQ_INT(roce_rx_frame(&fl, &f), ROCE_RX_DONE);
 }
 
 /* A frame of a message from the worker into queue q's slot, as the fabric queues it. */
@@ -276,6 +340,183 @@ TEST(roce_linked_endpoint_answers_on_the_senders_qp, 10)
         frameq_free(&link.rx[q]);
         frameq_free(&link.tx[q]);
     }
+}
+
+/* An inagg packet of type `type` for (job 3, slot, round), count int32 elements of value v. */
+static uint32_t inagg_packet(uint8_t *buf, uint8_t type, uint32_t slot, uint32_t round,
+                             uint16_t count, uint8_t v)
+{
+    wire_header_t w;
+    memset(&w, 0, sizeof(w));
+    w.version = INAGG_PROTOCOL_VERSION;
+    w.type = type;
+    w.job = 3;
+    w.slot = slot;
+    w.round = round;
+    w.count = count;
+    w.flags = wire_ver_of_round(round) ? WIRE_FLAG_VER : 0;
+    wire_encode_header(&w, buf);
+    memset(buf + WIRE_HEADER_SIZE, v, (size_t)count * 4);
+    return WIRE_HEADER_SIZE + (uint32_t)count * 4;
+}
+
+TEST(roce_result_buffer_keeps_rows_cyclically_and_evicts, 10)
+{
+    roce_resbuf_t b;
+    CHECK_EQ_INT(roce_resbuf_init(&b, 2, 10), 0);
+    static uint8_t pkt[64];
+    roce_msg_key_t k[5];
+    for (uint32_t m = 0; m < 5; m++) {
+        uint32_t n = inagg_packet(pkt, WIRE_RESULT, 7, m, 2, (uint8_t)m);
+        CHECK_EQ_INT(roce_msg_key(pkt, n, &k[m]), 0);
+    }
+    CHECK_EQ_INT(roce_msg_key(pkt, 20, &k[0]) == 0, 0); /* not a whole header */
+    uint8_t fr[3][100];
+    /* flow 0 (row 0): message 0 of 3 frames; flow 1 (row 1): message 1 of 3 frames */
+    for (uint32_t f = 0; f < 2; f++) {
+        uint32_t seq = roce_resbuf_begin(&b, 3);
+        CHECK(seq != 0);
+        for (uint32_t i = 0; i < 3; i++) {
+            memset(fr[i], (int)(10 * f + i), sizeof(fr[i]));
+            roce_resbuf_put(&b, f, &k[f], seq, i, 3, fr[i], sizeof(fr[i]));
+        }
+    }
+    const roce_resbuf_ent_t *out[8];
+    CHECK_EQ_INT(roce_resbuf_find(&b, 0, &k[0], out, 8), 3);
+    CHECK(out[0]->frame[0] == 0 && out[2]->frame[99] == 2 && out[1]->len == 100);
+    CHECK_EQ_INT(roce_resbuf_find(&b, 1, &k[1], out, 8), 3);
+    CHECK_EQ_INT(roce_resbuf_find(&b, 1, &k[0], out, 8), 0); /* another flow's */
+    CHECK_EQ_INT(roce_resbuf_find(&b, 0, &k[0], out, 2), 0); /* no room to answer */
+    /* flow 0 writes three more messages: 12 frames in a row of 10 overwrite message 0's
+     * first two frames; message 2 (frames 3..5) is still whole; flow 1 is untouched */
+    for (uint32_t m = 2; m < 5; m++) {
+        uint32_t seq = roce_resbuf_begin(&b, 3);
+        for (uint32_t i = 0; i < 3; i++)
+            roce_resbuf_put(&b, 0, &k[m], seq, i, 3, fr[i], sizeof(fr[i]));
+    }
+    CHECK_EQ_INT(roce_resbuf_find(&b, 0, &k[0], out, 8), 0);
+    CHECK_EQ_INT(roce_resbuf_find(&b, 0, &k[2], out, 8), 3);
+    CHECK_EQ_INT(roce_resbuf_find(&b, 0, &k[4], out, 8), 3);
+    CHECK_EQ_INT(roce_resbuf_find(&b, 1, &k[1], out, 8), 3);
+    CHECK_EQ_INT(roce_resbuf_begin(&b, 11), 0); /* longer than a row: not kept */
+    roce_resbuf_free(&b);
+    CHECK_EQ_INT(roce_resbuf_init(&b, 0, 1), 0); /* off */
+    CHECK_EQ_INT(roce_resbuf_begin(&b, 1), 0);
+    CHECK_EQ_INT(roce_resbuf_init(&b, 1024, 1024), -EINVAL);
+}
+
+TEST(roce_replay_reuses_psns_once, 10)
+{
+    static roce_replay_t r;
+    memset(&r, 0, sizeof(r));
+    roce_msg_key_t a = {.slot_round = 5ull << 32 | 2, .job = 1, .type = WIRE_CONTRIB};
+    roce_msg_key_t b2 = a;
+    b2.slot_round++;
+    int rep = -1;
+    CHECK_EQ_INT(roce_replay_psn(&r, &a, 100, 40, &rep), 40);
+    CHECK_EQ_INT(rep, 0);
+    CHECK_EQ_INT(roce_replay_psn(&r, &b2, 100, 41, &rep), 41);
+    CHECK_EQ_INT(roce_replay_psn(&r, &a, 100, 42, &rep), 40); /* first retransmission */
+    CHECK_EQ_INT(rep, 1);
+    CHECK_EQ_INT(roce_replay_psn(&r, &a, 100, 42, &rep), 42); /* second: new PSNs */
+    CHECK_EQ_INT(rep, 0);
+    CHECK_EQ_INT(roce_replay_psn(&r, &b2, 200, 43, &rep), 43); /* another length: new */
+    CHECK_EQ_INT(rep, 0);
+}
+
+/* The switch side of 13.4: a contribution delivered, its result sent, the contribution again
+ * at its old PSNs -> the kept result again on the flow's next PSNs (ICRC valid), the slot
+ * protocol not involved; a contribution lost on its way and resent at its PSNs is taken; a
+ * repeat whose round is open, or whose result was evicted, is counted. */
+TEST(roce_linked_endpoint_answers_repeats_from_its_result_buffer, 10)
+{
+    static afp_link_t link;
+    memset(&link, 0, sizeof(link));
+    link.nqueues = 1;
+    CHECK_EQ_INT(frameq_init(&link.rx[0], 64), 0);
+    CHECK_EQ_INT(frameq_init(&link.tx[0], 64), 0);
+    link.tx_efd = link.tx[0].efd;
+    memcpy(link.mac, MAC_S, 6);
+    link.ip = inet_addr("10.9.0.254");
+    link.port0 = 7000;
+    /* one flow x 4 frames: room for one 3-frame result */
+    transport_config_t cfg = {.kind = "roce", .link = &link, .queue = 0, .max_packet = 8192,
+                              .roce_resbuf_rows = 1, .roce_resbuf_depth = 4};
+    transport_t *t = NULL;
+    char err[160] = "";
+    CHECK_MSG(transport_open(&cfg, &t, err, sizeof(err)) == 0, "%s", err);
+    static uint8_t c[3][2600], r[3][2600];
+    uint32_t clen = 0, rlen = 0;
+    for (uint32_t m = 0; m < 3; m++) {
+        clen = inagg_packet(c[m], WIRE_CONTRIB, m, 1, 600, (uint8_t)(m + 1));
+        rlen = inagg_packet(r[m], WIRE_RESULT, m, 1, 600, (uint8_t)(m + 0x41));
+    }
+    roce_hdr_t h;
+    memset(&h, 0, sizeof(h));
+    memcpy(h.dst_mac, MAC_S, 6);
+    memcpy(h.src_mac, MAC_W, 6);
+    h.qp = 0x40;
+    h.dma_len = clen;
+    const uint8_t ops[3] = {ROCE_WRITE_FIRST, ROCE_WRITE_MIDDLE, ROCE_WRITE_LAST};
+    /* contribution m at PSNs 10 + 3m .. 12 + 3m; `skip` leaves out its Last (lost) */
+#define SEND_CONTRIB(m, skip)                                                                   \
+    for (uint32_t i = 0; i < ((skip) ? 2u : 3u); i++) {                                         \
+        h.opcode = ops[i];                                                                      \
+        h.psn = 10 + 3 * (m) + i;                                                               \
+        push(&link.rx[0], &h, c[m] + i * ROCE_PMTU, i < 2 ? ROCE_PMTU : clen - 2 * ROCE_PMTU, 2); \
+    }
+    transport_rx_t rx[8];
+    SEND_CONTRIB(0, 0);
+    SEND_CONTRIB(1, 1); /* its Last is lost */
+    SEND_CONTRIB(2, 0);
+    CHECK_EQ_INT(transport_recv(t, rx, 8, 100), 2); /* 0 and 2 */
+    transport_addr_t w = rx[0].from;
+    /* the round of contribution 0 is open: its repeat is counted, not answered */
+    SEND_CONTRIB(0, 0);
+    CHECK_EQ_INT(transport_recv(t, rx, 8, 10), 0);
+    CHECK_EQ_INT(atomic_load(&link.roce.c[RS_REPEATS]), 1);
+    CHECK_EQ_INT(atomic_load(&link.roce.c[RS_REPEAT_OPEN]), 1);
+    /* results 0 and then 2 go back (2 overwrites 0 in the 4-frame row) */
+    transport_tx_t p = {.head = r[0], .head_len = WIRE_HEADER_SIZE, .body = r[0] + WIRE_HEADER_SIZE,
+                        .body_len = rlen - WIRE_HEADER_SIZE, .to = w};
+    CHECK_EQ_INT(transport_send(t, &p, 1, 0), 1);
+    frameq_release(&link.tx[0], frameq_ready(&link.tx[0]));
+    /* contribution 0 again: answered from the buffer, on the flow's next PSNs */
+    SEND_CONTRIB(0, 0);
+    CHECK_EQ_INT(transport_recv(t, rx, 8, 10), 0);
+    CHECK_EQ_INT(atomic_load(&link.roce.c[RS_RESBUF_ANSWERED]), 1);
+    CHECK_EQ_INT(frameq_ready(&link.tx[0]), 3);
+    static uint8_t back[2600];
+    uint32_t got = 0;
+    for (uint32_t i = 0; i < 3; i++) {
+        frameq_slot_t *o = frameq_at(&link.tx[0], i);
+        roce_frame_t f;
+        CHECK_EQ_INT(roce_parse(o->data, o->len, 1, &f), ROCE_OK);
+        CHECK_EQ_INT(f.h.psn, 10 + 3 + i); /* the first answer took 10..12 */
+        CHECK_EQ_INT(f.h.qp, 0x40);
+        CHECK_EQ_INT(o->port, 2);
+        memcpy(back + got, f.payload, f.payload_len);
+        got += f.payload_len;
+    }
+    CHECK(got == rlen && memcmp(back, r[0], rlen) == 0);
+    frameq_release(&link.tx[0], 3);
+    p.head = r[2];
+    p.body = r[2] + WIRE_HEADER_SIZE;
+    CHECK_EQ_INT(transport_send(t, &p, 1, 0), 1);
+    frameq_release(&link.tx[0], 3);
+    SEND_CONTRIB(0, 0); /* result 0 was overwritten by result 2 */
+    CHECK_EQ_INT(transport_recv(t, rx, 8, 10), 0);
+    CHECK_EQ_INT(atomic_load(&link.roce.c[RS_RESBUF_EVICTED]), 1);
+    CHECK_EQ_INT(frameq_ready(&link.tx[0]), 0);
+    /* contribution 1, lost on its way, resent at its PSNs: taken */
+    SEND_CONTRIB(1, 0);
+    CHECK_EQ_INT(transport_recv(t, rx, 8, 10), 1);
+    CHECK(rx[0].len == clen && memcmp(rx[0].data, c[1], clen) == 0);
+    CHECK_EQ_INT(atomic_load(&link.roce.c[RS_RESENT_TAKEN]), 1);
+#undef SEND_CONTRIB
+    transport_close(t);
+    frameq_free(&link.rx[0]);
+    frameq_free(&link.tx[0]);
 }
 
 TEST(roce_worker_endpoint_needs_a_neighbour, 10)

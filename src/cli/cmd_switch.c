@@ -87,6 +87,10 @@ static void usage(FILE *out)
             "  --add-mode M            which adder runs: any (default), fixed (int32 and\n"
             "                          block fixed point) or float (float32, coded); other\n"
             "                          contributions are counted (agg_add_off), dropped\n"
+            "  --roce-result-buffer FxN  RoCE results kept per dataplane queue to answer a\n"
+            "                          retransmission at its old PSNs: F flows x N frames\n"
+            "                          (default 4x128, the paper's 512 frames; off: none);\n"
+            "                          counters resbuf_answered, resbuf_evicted\n"
             "  --fabric-threads N      the fabric's pipeline on 1 thread (receive, classify\n"
             "                          and transmit; the default) or 2 (transmit on its own,\n"
             "                          fed by a ring); aggregation runs on --threads\n"
@@ -247,7 +251,7 @@ int cmd_switch(int argc, char **argv)
     const char *stats_addr = NULL, *ctl_addr = NULL;
     int json = 0, ready_fd = -1;
     fabric_config_t fcfg = {.loss_seed = 1};
-    int loss_seed_given = 0;
+    int loss_seed_given = 0, resbuf_given = 0;
     uint32_t v;
     static const struct option longopts[] = {
         {"listen", required_argument, 0, 'l'},   {"threads", required_argument, 0, 't'},
@@ -264,6 +268,7 @@ int cmd_switch(int argc, char **argv)
         {"agg-ports", required_argument, 0, 1012}, {"add-mode", required_argument, 0, 1013},
         {"fabric-ctl", required_argument, 0, 1014},
         {"fabric-threads", required_argument, 0, 1015},
+        {"roce-result-buffer", required_argument, 0, 1016},
         {"request-timeout", required_argument, 0, 1001},
         {"idle-timeout", required_argument, 0, 1002},
         {"max-conns-per-addr", required_argument, 0, 1003},
@@ -309,6 +314,22 @@ int cmd_switch(int argc, char **argv)
                 fprintf(stderr, "inagg switch: --fabric-threads is 1 or 2, got '%s'\n", optarg);
                 return 2;
             }
+            break;
+        case 1016:
+            if (strcmp(optarg, "off") == 0) {
+                cfg.roce_resbuf_rows = 0, cfg.roce_resbuf_depth = 1;
+            } else {
+                unsigned fl = 0, fr = 0;
+                char tail = 0;
+                if (sscanf(optarg, "%ux%u%c", &fl, &fr, &tail) != 2 || fl < 1 || fr < 1 ||
+                    fr > 65535 || (uint64_t)fl * fr > 65536) {
+                    fprintf(stderr, "inagg switch: --roce-result-buffer is FLOWSxFRAMES (e.g. "
+                            "4x128, at most 65536 frames in all) or off, got '%s'\n", optarg);
+                    return 2;
+                }
+                cfg.roce_resbuf_rows = fl, cfg.roce_resbuf_depth = fr;
+            }
+            resbuf_given = 1;
             break;
         case 1011: {
             char *end;
@@ -391,10 +412,11 @@ int cmd_switch(int argc, char **argv)
             return rc;
     } else if (fcfg.ip || fcfg.mac || fcfg.cpu_port || fcfg.delay || fcfg.jitter ||
                fcfg.mac_age_ms || fcfg.loss || loss_seed_given || fcfg.agg_ports ||
-               fcfg.add_mode || fcfg.threads) {
+               fcfg.add_mode || fcfg.threads || resbuf_given) {
         fprintf(stderr, "inagg switch: --l2-ip, --l2-mac, --l2-stack-port, --link-delay, "
                         "--link-jitter, --link-loss, --loss-seed, --mac-age, --agg-ports, "
-                        "--add-mode and --fabric-threads need --l2 (or --fabric-ctl)\n");
+                        "--add-mode, --fabric-threads and --roce-result-buffer need --l2 (or "
+                        "--fabric-ctl)\n");
         return 2;
     }
     if (switch_start(&cfg, &sw, err, sizeof(err)) != 0) {

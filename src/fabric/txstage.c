@@ -5,7 +5,9 @@
  * link's loss and delay, and sends them out of their ports. With --fabric-threads 2 it is
  * the second thread of the fabric; with 1 the receive thread calls fabric_tx_pass itself.
  */
+#include <errno.h>
 #include <poll.h>
+#include <string.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -16,11 +18,19 @@
 #include "transport/ethframe.h"
 #include "wire/wire.h"
 
+#define TXBATCH_MAX 32
+
+/* The aggregation class of a frame: 0 a result, 1 a resend, -1 neither. */
+static int agg_class(uint8_t lat)
+{
+    return lat == LAT_RESEND ? 1 : (lat == LAT_AGG_INT || lat == LAT_AGG_FLOAT) ? 0 : -1;
+}
+
 void fabric_transmit(struct fabric *f, uint32_t pout, const struct virtio_net_hdr *vh,
                      const uint8_t *frame, uint32_t len, uint8_t lat)
 {
     fport_t *p = &f->ports[pout];
-    int ok, agg = lat == LAT_RESEND ? 1 : (lat == LAT_AGG_INT || lat == LAT_AGG_FLOAT) ? 0 : -1;
+    int ok, agg = agg_class(lat);
     if (agg >= 0 && p->agg_fd[agg] >= 0) {
         ok = send(p->agg_fd[agg], frame, len, MSG_DONTWAIT) == (ssize_t)len;
     } else if (p->is_cpu) {
@@ -98,9 +108,70 @@ static int drain_ring(struct fabric *f)
     return n;
 }
 
+/* Result frames on their way out of one send-only socket, sent by one sendmmsg: a RoCE
+ * result is several frames to the same port, and a system call per frame costs the transmit
+ * stage as much as the frame's own work. The frames stay in their frame queue slots until
+ * the batch is flushed (before the slots are released). */
+typedef struct txbatch {
+    int fd;
+    uint32_t port, n;
+    struct mmsghdr m[TXBATCH_MAX];
+    struct iovec iov[TXBATCH_MAX];
+} txbatch_t;
+
+static void batch_flush(struct fabric *f, txbatch_t *b)
+{
+    if (!b->n)
+        return;
+    fport_t *p = &f->ports[b->port];
+    uint32_t sent = 0;
+    for (int tries = 0; sent < b->n && tries < 4; tries++) {
+        int r = sendmmsg(b->fd, b->m + sent, b->n - sent, MSG_DONTWAIT);
+        if (r > 0) {
+            for (uint32_t i = sent; i < sent + (uint32_t)r; i++)
+                fstat_add(&p->c[FP_TX_BYTES], b->iov[i].iov_len);
+            sent += (uint32_t)r;
+        } else if (r < 0 && errno != EINTR) {
+            break; /* the device queue is full (or worse): the rest are drops, as for send */
+        }
+    }
+    fstat_add(&p->c[FP_TX], sent);
+    if (sent < b->n)
+        fstat_add(&p->c[FP_TX_DROPS], b->n - sent);
+    b->n = 0;
+}
+
+/* A result frame for port pout: batched when it goes straight out of an aggregation socket
+ * (no link delay on the port), else through fabric_egress. */
+static void result_out(struct fabric *f, txbatch_t *b, uint32_t pout, const uint8_t *frame,
+                       uint32_t len, uint64_t t_ns, uint8_t lat)
+{
+    fport_t *p = &f->ports[pout];
+    int agg = agg_class(lat);
+    if (agg < 0 || p->agg_fd[agg] < 0 || p->delay_ns || p->jitter_ns) {
+        batch_flush(f, b);
+        fabric_egress(f, pout, NULL, frame, len, t_ns, lat);
+        return;
+    }
+    if (fabric_link_loses(f, pout, 1, frame, len))
+        return;
+    if (b->n && (b->fd != p->agg_fd[agg] || b->n == TXBATCH_MAX))
+        batch_flush(f, b);
+    b->fd = p->agg_fd[agg];
+    b->port = pout;
+    b->iov[b->n] = (struct iovec){(void *)(uintptr_t)frame, len};
+    memset(&b->m[b->n], 0, sizeof(b->m[b->n]));
+    b->m[b->n].msg_hdr.msg_iov = &b->iov[b->n];
+    b->m[b->n].msg_hdr.msg_iovlen = 1;
+    b->n++;
+    lathist_add(&f->lat[lat], util_now_ns() - t_ns);
+}
+
 int fabric_drain_results(struct fabric *f)
 {
     int work = 0;
+    txbatch_t b;
+    b.n = 0;
     for (uint32_t q = 0; q < f->link.nqueues; q++) {
         frameq_t *fq = &f->link.tx[q];
         uint32_t n = frameq_ready(fq);
@@ -118,8 +189,9 @@ int fabric_drain_results(struct fabric *f)
             const uint8_t *h = fabric_result_header(s->data, s->len, &lat);
             if (h)
                 lat = fabric_result_class(f->resend, h);
-            fabric_egress(f, s->port, NULL, s->data, s->len, s->t_ns, lat);
+            result_out(f, &b, s->port, s->data, s->len, s->t_ns, lat);
         }
+        batch_flush(f, &b); /* before the slots are given back */
         if (n) {
             frameq_release(fq, n);
             work += (int)n;

@@ -70,6 +70,8 @@ static int open_queue(struct inagg_switch *sw, uint32_t t, const char *bind, cha
         .faults_in = c->faults_in,
         .faults_out = c->faults_out,
         .fault_stream = t,
+        .roce_resbuf_rows = c->roce_resbuf_rows,
+        .roce_resbuf_depth = c->roce_resbuf_depth,
     };
     return transport_open(&tc, &sw->threads[t].tp, err, errlen);
 }

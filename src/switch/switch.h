@@ -43,6 +43,9 @@ typedef struct switch_config {
      * upstream_world ranks, and gives its own ranks the upstream result. NULL: none. */
     const char *upstream;
     uint32_t upstream_rank, upstream_world;
+    uint32_t roce_resbuf_rows;   /* RoCE result buffer per queue: flows x frames (0 x 0: the
+                                    default 4 x 128; 0 x 1: none) */
+    uint32_t roce_resbuf_depth;
     /* A FABRIC control line (wire/fabricmsg.h) from a client at peer (IPv4 as IPv4-mapped
      * IPv6): its one answer line into reply (FABRIC_STATE or ERR). Its ctx is extra_ctx.
      * NULL: such lines are answered ERR unsupported. */

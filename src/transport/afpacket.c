@@ -6,7 +6,6 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -162,11 +161,9 @@ static int afp_recv_standalone(afp_endpoint_t *e, transport_rx_t *out, int max, 
         if (!pktsock_peek(&e->ps, &f, &len, &vh)) {
             if (got > 0 || timeout_ms <= 0)
                 break;
-            struct pollfd p = {.fd = e->ps.fd, .events = POLLIN};
-            int pr = poll(&p, 1, timeout_ms);
-            timeout_ms = 0;
-            if (pr < 0 && errno != EINTR)
-                return -errno;
+            int rc = pktsock_wait_once(&e->ps, &timeout_ms);
+            if (rc < 0)
+                return rc;
             continue;
         }
         ethf_udp_t u;

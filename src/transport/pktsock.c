@@ -8,6 +8,7 @@
 #include <linux/if_ether.h>
 #include <linux/if_packet.h>
 #include <net/if.h>
+#include <poll.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
@@ -132,6 +133,14 @@ int pktsock_peek(pktsock_t *s, const uint8_t **frame, uint32_t *len,
         return 1;
     }
     return 0;
+}
+
+int pktsock_wait_once(pktsock_t *s, int *timeout_ms)
+{
+    struct pollfd p = {.fd = s->fd, .events = POLLIN};
+    int pr = poll(&p, 1, *timeout_ms);
+    *timeout_ms = 0;
+    return pr < 0 && errno != EINTR ? -errno : 0;
 }
 
 void pktsock_done(pktsock_t *s)

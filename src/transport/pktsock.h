@@ -43,6 +43,10 @@ int pktsock_peek(pktsock_t *s, const uint8_t **frame, uint32_t *len,
 int pktsock_open_frames(pktsock_t *s, const char *ifname, size_t ring_bytes, uint32_t frame_bytes,
                         char *err, size_t errlen);
 
+/* The ring was empty: wait once, up to *timeout_ms, for a frame to arrive, and set *timeout_ms
+ * to 0 (the caller looks again, and stops at the next empty ring). 0, or -errno. */
+int pktsock_wait_once(pktsock_t *s, int *timeout_ms);
+
 /* Give the frame returned by the last peek back to the kernel. */
 void pktsock_done(pktsock_t *s);
 

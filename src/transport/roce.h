@@ -41,6 +41,13 @@ enum roce_stat {
     RS_ABANDONED,       /* messages started and never completed (a frame of them lost) */
     RS_FLOW_TABLE_FULL, /* frames of a new flow when the endpoint's flow table was full */
     RS_TX_DROPPED,      /* messages not (entirely) sent: the device or queue was full */
+    /* retransmissions at their old PSNs (go-back-N, roce_resbuf.h) */
+    RS_REPEATS,         /* first frames of delivered messages seen again at their PSNs */
+    RS_RESBUF_ANSWERED, /* of those, answered from the result buffer */
+    RS_RESBUF_EVICTED,  /* ... whose result had been overwritten in it (dropped) */
+    RS_REPEAT_OPEN,     /* ... whose result was not sent yet, the round open (dropped) */
+    RS_RESENT_TAKEN,    /* messages lost on their way, taken when resent at their PSNs */
+    RS_REPLAYED,        /* worker: retransmissions sent at their first sending's PSNs */
     RS_COUNT
 };
 

@@ -10,9 +10,15 @@
  *    one; a Middle or Last continues the message in assembly);
  *  - a First or Only up to ROCE_PSN_WINDOW ahead starts a message too (the frames between were
  *    lost): the unfinished message, if any, is abandoned;
- *  - a frame behind epsn (up to the window) is a duplicate; a Middle or Last ahead is a gap
- *    (its message can no longer complete, and is abandoned); anything further than the window
- *    either way is outside it. All three are dropped and counted by the caller.
+ *  - a First or Only behind epsn (up to the window) is a retransmission that reuses its PSNs
+ *    (go-back-N): if the flow delivered the message that started at that PSN (the last
+ *    ROCE_RX_DONE_SLOTS messages are remembered), it is a repeat, which the caller may answer
+ *    from its result buffer (roce_resbuf.h); if not (the message was lost on its way), it
+ *    starts the message again, whose Middle and Last frames are then taken at their PSNs
+ *    behind epsn, which stays where it is;
+ *  - another frame behind epsn (up to the window) is a duplicate; a Middle or Last ahead is a
+ *    gap (its message can no longer complete, and is abandoned); anything further than the
+ *    window either way is outside it. All three are dropped and counted by the caller.
  * Lengths: a message is the First's RETH DMA length (at most the flow's capacity); its frames
  * must fill it exactly, the Last ending at its end.
  */
@@ -24,6 +30,7 @@
 #include "transport/roce_frame.h"
 
 #define ROCE_PSN_WINDOW (1u << 20)
+#define ROCE_RX_DONE_SLOTS 256u /* delivered messages remembered by their first PSN */
 
 enum roce_rx_verdict {
     ROCE_RX_MORE = 0,   /* accepted; the message is not complete yet */
@@ -34,6 +41,7 @@ enum roce_rx_verdict {
     ROCE_RX_NO_FIRST,   /* a Middle or Last with no message in assembly */
     ROCE_RX_TOO_BIG,    /* a First whose DMA length exceeds the flow's capacity */
     ROCE_RX_LENGTH,     /* frames overrun the DMA length, or the Last ends short of it */
+    ROCE_RX_REPEAT,     /* the First of a message delivered before, at its old PSN (repeat_psn) */
     ROCE_RX_VERDICT_COUNT
 };
 
@@ -42,6 +50,12 @@ typedef struct roce_rx_flow {
     uint8_t synced;     /* epsn is set */
     uint8_t assembling; /* a message is in buf */
     uint32_t want, got; /* its DMA length and the bytes so far */
+    uint32_t anext;     /* the PSN its next frame must have */
+    uint32_t msg_psn;   /* the PSN of its first frame */
+    uint8_t resent;     /* it started behind epsn: a retransmission of a lost message */
+    uint32_t repeat_psn; /* ROCE_RX_REPEAT: the repeated message's first PSN */
+    uint32_t done_psn[ROCE_RX_DONE_SLOTS]; /* first PSN + 1 of delivered messages (0: none),
+                                              at first PSN % ROCE_RX_DONE_SLOTS */
     uint32_t first_psn; /* the PSN of the first frame ever accepted (the flow's start) */
     uint64_t abandoned; /* messages started and never completed */
     uint8_t *buf;       /* cap bytes, the caller's */

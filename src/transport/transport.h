@@ -102,6 +102,9 @@ typedef struct transport_config {
     uint32_t psn0;          /* roce, worker: the first PSN of every QP, when psn0_set (else
                                random) */
     int psn0_set;
+    uint32_t roce_resbuf_rows;  /* roce, linked: the result buffer's flows x frames (both 0:
+                                   the default 4 x 128; rows 0 with depth 1: none kept) */
+    uint32_t roce_resbuf_depth;
 } transport_config_t;
 
 /* Open an endpoint. 0 with *out set, or -errno with a reason in err. */

@@ -8,7 +8,9 @@
  * with and without the ICRC check. Checked: an accepted frame's payload lies inside it and has
  * the length its opcode allows; re-writing an accepted frame's fields and payload gives back
  * the same bytes apart from the fields the ICRC masks (and so the same ICRC); the flow never
- * delivers a message longer than its capacity or different from the frames' payloads.
+ * delivers a message longer than its capacity or different from the frames' payloads; a
+ * repeat names its own PSN; a valid frame given a new PSN (as the result buffer answers a
+ * repeat) parses with a valid ICRC, that PSN and nothing else changed.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -17,6 +19,7 @@
 
 #include "transport/roce_flow.h"
 #include "transport/roce_frame.h"
+#include "transport/roce_resbuf.h"
 
 #define CHECK(cond)                                                                             \
     do {                                                                                        \
@@ -66,10 +69,24 @@ static void one_frame(roce_rx_flow_t *fl, const uint8_t *src, size_t len)
         }
     }
     if (r1 == ROCE_OK) {
+        uint8_t *c = malloc(len);
+        if (c) {
+            memcpy(c, f, len);
+            uint32_t psn = (a.h.psn * 2654435761u + 1u) & ROCE_PSN_MASK;
+            roce_restamp_psn(c, (uint32_t)len, psn);
+            roce_frame_t x;
+            CHECK(roce_parse(c, (uint32_t)len, 1, &x) == ROCE_OK);
+            CHECK(x.h.psn == psn && x.h.qp == a.h.qp && x.h.opcode == a.h.opcode);
+            CHECK(x.payload_len == a.payload_len &&
+                  memcmp(x.payload, a.payload, a.payload_len) == 0);
+            free(c);
+        }
         uint32_t before = fl->got;
         int assembling = fl->assembling;
         enum roce_rx_verdict v = roce_rx_frame(fl, &a);
         CHECK((unsigned)v < ROCE_RX_VERDICT_COUNT);
+        if (v == ROCE_RX_REPEAT)
+            CHECK(fl->repeat_psn == a.h.psn && roce_op_is_first(a.h.opcode));
         if (v == ROCE_RX_MORE || v == ROCE_RX_DONE) {
             if (roce_op_is_first(a.h.opcode) || !assembling)
                 shadow_len = 0;

@@ -1,0 +1,137 @@
+/*
+ * roce_resbuf.c - the switch's RoCE result buffer and the worker's replay table (see
+ * roce_resbuf.h).
+ */
+#include "transport/roce_resbuf.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "wire/wire.h"
+
+int roce_msg_key(const uint8_t *msg, uint32_t len, roce_msg_key_t *k)
+{
+    wire_header_t h;
+    if (wire_decode(msg, len, &h) != WIRE_OK)
+        return -1;
+    k->slot_round = (uint64_t)h.slot << 32 | h.round;
+    k->job = h.job;
+    k->type = h.type;
+    return 0;
+}
+
+int roce_resbuf_init(roce_resbuf_t *b, uint32_t rows, uint32_t depth)
+{
+    memset(b, 0, sizeof(*b));
+    if (rows == 0 || depth == 0)
+        return 0;
+    if ((uint64_t)rows * depth > ROCE_RESBUF_MAX_FRAMES || depth > UINT16_MAX)
+        return -EINVAL;
+    b->ent = calloc((size_t)rows * depth, sizeof(*b->ent));
+    b->head = calloc(rows, sizeof(*b->head));
+    if (!b->ent || !b->head) {
+        roce_resbuf_free(b);
+        return -ENOMEM;
+    }
+    b->rows = rows;
+    b->depth = depth;
+    b->next_seq = 1;
+    return 0;
+}
+
+void roce_resbuf_free(roce_resbuf_t *b)
+{
+    free(b->ent);
+    free(b->head);
+    memset(b, 0, sizeof(*b));
+}
+
+uint32_t roce_resbuf_begin(roce_resbuf_t *b, uint32_t nf)
+{
+    if (!b->rows || nf == 0 || nf > b->depth)
+        return 0;
+    uint32_t seq = b->next_seq++;
+    if (b->next_seq == 0)
+        b->next_seq = 1;
+    return seq;
+}
+
+void roce_resbuf_put(roce_resbuf_t *b, uint32_t flow, const roce_msg_key_t *key, uint32_t seq,
+                     uint32_t idx, uint32_t nf, const uint8_t *frame, uint32_t len)
+{
+    if (!seq || !b->rows || len > ROCE_MAX_FRAME)
+        return;
+    uint32_t row = flow % b->rows;
+    roce_resbuf_ent_t *e = &b->ent[(size_t)row * b->depth + b->head[row]];
+    b->head[row] = b->head[row] + 1 == b->depth ? 0 : b->head[row] + 1;
+    e->flow = flow + 1;
+    e->seq = seq;
+    e->key = *key;
+    e->idx = (uint16_t)idx;
+    e->nf = (uint16_t)nf;
+    e->len = (uint16_t)len;
+    memcpy(e->frame, frame, len);
+}
+
+uint32_t roce_resbuf_find(const roce_resbuf_t *b, uint32_t flow, const roce_msg_key_t *key,
+                          const roce_resbuf_ent_t **out, uint32_t max)
+{
+    if (!b->rows)
+        return 0;
+    uint32_t row = flow % b->rows, d = b->depth;
+    const roce_resbuf_ent_t *base = &b->ent[(size_t)row * d];
+    /* newest first: walk back from the row's head */
+    for (uint32_t back = 1; back <= d; back++) {
+        uint32_t i = (b->head[row] + d - back) % d;
+        const roce_resbuf_ent_t *e = &base[i];
+        if (e->flow != flow + 1 || e->idx != 0 || !roce_key_eq(&e->key, key))
+            continue;
+        uint32_t nf = e->nf;
+        if (nf > max || nf > d)
+            return 0;
+        /* its frames follow it in the row, unless newer ones overwrote them */
+        for (uint32_t k = 0; k < nf; k++) {
+            const roce_resbuf_ent_t *x = &base[(i + k) % d];
+            if (x->flow != flow + 1 || x->seq != e->seq || x->idx != k)
+                return 0;
+            out[k] = x;
+        }
+        return nf;
+    }
+    return 0;
+}
+
+void roce_restamp_psn(uint8_t *frame, uint32_t len, uint32_t psn)
+{
+    if (len < ROCE_ETH_LEN + ROCE_GRH_LEN + ROCE_BTH_LEN + ROCE_ICRC_LEN)
+        return;
+    uint8_t *g = frame + ROCE_ETH_LEN, *t = g + ROCE_GRH_LEN;
+    t[9] = (uint8_t)(psn >> 16);
+    t[10] = (uint8_t)(psn >> 8);
+    t[11] = (uint8_t)psn;
+    uint8_t *ic = frame + len - ROCE_ICRC_LEN;
+    uint32_t crc = roce_icrc(g, (uint32_t)(ic - g));
+    ic[0] = (uint8_t)crc;
+    ic[1] = (uint8_t)(crc >> 8);
+    ic[2] = (uint8_t)(crc >> 16);
+    ic[3] = (uint8_t)(crc >> 24);
+}
+
+uint32_t roce_replay_psn(roce_replay_t *r, const roce_msg_key_t *key, uint32_t len,
+                         uint32_t next_psn, int *replay)
+{
+    uint64_t h = (key->slot_round ^ ((uint64_t)key->job << 48)) * 0x9e3779b97f4a7c15ull;
+    roce_replay_ent_t *e = &r->e[(h >> 40) % ROCE_REPLAY_SLOTS];
+    if (e->sends == 1 && e->len == len && roce_key_eq(&e->key, key)) {
+        e->sends = 2; /* once: a further retransmission takes new PSNs */
+        *replay = 1;
+        return e->psn;
+    }
+    e->key = *key;
+    e->len = len;
+    e->psn = next_psn;
+    e->sends = 1;
+    *replay = 0;
+    return next_psn;
+}

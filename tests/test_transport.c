@@ -147,12 +147,12 @@ TEST(transport_open_errors_say_why, 10)
     CHECK(!transport_addr_equal(&none, &a));
 }
 
-TEST(transport_wait_any_and_sleep, 10)
+TEST(transport_wait_ready_and_sleep, 10)
 {
     transport_t *a = open_ep(NULL, 0, NULL), *b = open_ep(NULL, 0, NULL);
     transport_t *both[2] = {a, b};
     uint64_t t0 = util_now_ns();
-    CHECK_EQ_INT(transport_wait_any(both, 2, 30), -1);
+    CHECK_EQ_INT(transport_wait_ready(both, 2, 30), 0);
     CHECK(util_now_ns() - t0 >= 25000000ull);
     transport_addr_t ab;
     CHECK(transport_local_addr(b, &ab) == 0);
@@ -161,7 +161,9 @@ TEST(transport_wait_any_and_sleep, 10)
     transport_addr_set_port(&to, transport_addr_port(&ab));
     transport_tx_t p = {.head = "x", .head_len = 1, .to = to};
     CHECK_EQ_INT(transport_send(a, &p, 1, 100), 1);
-    CHECK_EQ_INT(transport_wait_any(both, 2, 1000), 1);
+    CHECK_EQ_INT(transport_wait_ready(both, 2, 1000), 2); /* b only */
+    transport_t *only_a[2] = {a, NULL};
+    CHECK_EQ_INT(transport_wait_ready(only_a, 2, 0), 0); /* a has nothing; NULL skipped */
 
     /* A sleeping receiver wakes on the first packet and times out on its own. */
     transport_config_t cfg = {.bind = "127.0.0.1:0", .sleep_ms = 40};

@@ -87,26 +87,33 @@ void transport_close(transport_t *t)
         t->ops->close(t);
 }
 
-int transport_wait_any(transport_t *const *ts, int n, int timeout_ms)
+int transport_wait_ready(transport_t *const *ts, int n, int timeout_ms)
 {
     struct pollfd p[8];
-    int idx[8], m = 0;
-    for (int i = 0; i < n && m < 8; i++) {
-        int fd = ts[i] ? ts[i]->ops->pollfd(ts[i]) : -1;
-        if (fd >= 0) {
-            p[m] = (struct pollfd){.fd = fd, .events = POLLIN};
-            idx[m++] = i;
+    int idx[8], m = 0, unpolled = 0;
+    for (int i = 0; i < n && i < 8; i++) {
+        if (!ts[i])
+            continue;
+        int fd = ts[i]->ops->pollfd(ts[i]);
+        if (fd < 0) {
+            unpolled |= 1 << i;
+            continue;
         }
+        p[m] = (struct pollfd){.fd = fd, .events = POLLIN};
+        idx[m++] = i;
     }
+    if (m == 0 || unpolled)
+        timeout_ms = 0;
     if (m == 0)
-        return -1;
+        return unpolled;
     int r = poll(p, (nfds_t)m, timeout_ms);
     if (r < 0)
-        return errno == EINTR ? -1 : -errno;
+        return errno == EINTR ? unpolled : -errno;
+    int mask = unpolled;
     for (int i = 0; i < m && r > 0; i++)
         if (p[i].revents)
-            return idx[i];
-    return -1;
+            mask |= 1 << idx[i];
+    return mask;
 }
 
 void transport_fault_counts(const transport_t *t, uint64_t *dropped, uint64_t *duplicated,

@@ -134,9 +134,10 @@ int transport_queue_addr(const transport_t *t, const transport_addr_t *queue0, u
                          transport_addr_t *out);
 void transport_close(transport_t *t);
 
-/* Wait up to timeout_ms until one of n endpoints has packets: its index, -1 on timeout (or
- * when none can be polled), -errno on error. */
-int transport_wait_any(transport_t *const *ts, int n, int timeout_ms);
+/* Wait up to timeout_ms until one of n (at most 8) endpoints has packets: a mask of those
+ * that have (bit i: ts[i]; an endpoint without a descriptor to poll always counts as having
+ * some, and then there is no wait), 0 on timeout, -errno on error. NULL entries are skipped. */
+int transport_wait_ready(transport_t *const *ts, int n, int timeout_ms);
 
 /* Fault-injection decisions taken so far (all zero when the endpoint has none). */
 void transport_fault_counts(const transport_t *t, uint64_t *dropped, uint64_t *duplicated,

@@ -350,6 +350,16 @@ static uint64_t fire_timers(p4engine_t *e, uint64_t now)
     return next;
 }
 
+/* The earliest timer deadline of the busy slots (UINT64_MAX: none). */
+static uint64_t next_deadline(const p4engine_t *e)
+{
+    uint64_t next = UINT64_MAX;
+    for (uint32_t k = 0; e->busy > 0 && k < e->p.slots; k++)
+        if (e->ws[k].phase != P4W_FREE && e->ws[k].tm.deadline_ns < next)
+            next = e->ws[k].tm.deadline_ns;
+    return next;
+}
+
 static int fail_with(p4engine_t *e, int rc, char *detail, size_t dlen, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
 static int fail_with(p4engine_t *e, int rc, char *detail, size_t dlen, const char *fmt, ...)
@@ -386,8 +396,12 @@ static int p4engine_progress(p4engine_t *e, int block, char *detail, size_t dlen
         return fail_with(e, -ECANCELED, detail, dlen, "aborted: the job failed");
     uint64_t start = util_now_ns();
     uint64_t stall_before = e->stall_ns;
-    /* Confirmations first: they may cancel acknowledgement timers that are due. */
-    int n = receive(e, e->ack_tp);
+    /* Confirmations first: they may cancel acknowledgement timers that are due. A caller
+     * about to sleep learns from the wait whether any came, so it reads them here only when a
+     * timer is due (a receive that finds nothing costs a system call per operation). */
+    int n = 0;
+    if (!block || next_deadline(e) <= start)
+        n = receive(e, e->ack_tp);
     if (block && e->aggregating == 0)
         send_pending_acks(e, start); /* we wait for confirmations: they need these */
     uint64_t next = fire_timers(e, start);
@@ -402,13 +416,18 @@ static int p4engine_progress(p4engine_t *e, int block, char *detail, size_t dlen
     if (frc < 0)
         return fail_with(e, -EIO, detail, dlen, "send failed: %s", strerror(-frc));
     if (n >= 0) {
-        /* While a result is due, sleep on the result endpoint only. */
+        /* Sleep on both endpoints (confirmations of standalone acknowledgements free the
+         * slots the next operations need); after a wait, read only the endpoints it found
+         * ready (ready < 0: no wait, look at both). */
+        int ready = -1;
         if (wait_ms > 0) {
-            transport_t *const ts[2] = {e->aggregating > 0 ? NULL : e->ack_tp, e->tp};
-            (void)transport_wait_any(ts, 2, wait_ms);
+            transport_t *const ts[2] = {e->ack_tp, e->tp};
+            ready = transport_wait_ready(ts, 2, wait_ms);
+            if (ready < 0)
+                return fail_with(e, -EIO, detail, dlen, "waiting failed: %s", strerror(-ready));
         }
-        n = receive(e, e->tp);
-        if (n == 0 || (n > 0 && e->aggregating == 0))
+        n = ready < 0 || (ready & 2) ? receive(e, e->tp) : 0;
+        if (n >= 0 && (ready < 0 ? n == 0 || e->aggregating == 0 : (ready & 1) != 0))
             n = receive(e, e->ack_tp);
     }
     if (n < 0)

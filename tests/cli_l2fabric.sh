@@ -145,8 +145,32 @@ stats >"$tmp/st.json"
 nver=$(cat "$tmp"/r*.int32 "$tmp"/r*.float32 | grep -c '"verified":true')
 aggin=$(fget "f['agg_in']"); aggout=$(fget "f['agg_out']")
 pin=$($PY -c "import json,sys; print(json.load(open(sys.argv[1]))['packets_in'])" "$tmp/st.json" 2>/dev/null || echo 0)
-if [ "$nver" -eq 6 ] && [ "$aggin" -gt 0 ] && [ "$aggout" -gt 0 ] && [ "$pin" -ge "$aggin" ]; then ok $t
-else bad $t "verified ranks $nver/6, agg_in=$aggin agg_out=$aggout switch packets_in=$pin: $(head -c 300 "$tmp/r0.int32")"; fi
+where=$(fget "f['aggregation']")
+if [ "$nver" -eq 6 ] && [ "$aggin" -gt 0 ] && [ "$aggout" -gt 0 ] && [ "$pin" -ge "$aggin" ] &&
+    [ "$where" = inline ]; then ok $t
+else bad $t "verified ranks $nver/6, agg_in=$aggin agg_out=$aggout switch packets_in=$pin aggregation=$where: $(head -c 300 "$tmp/r0.int32")"; fi
+
+t=aggregation_on_dataplane_threads
+# --aggregation-threads: the slot protocols on the switch's own threads, fed by queues (the
+# default runs them on the fabric's receive thread); both dtypes still verify
+if start_switch --aggregation-threads >"$tmp/why"; then
+    for dt in int32 float32; do
+        ranks=""
+        for r in 0 1 2; do
+            inh h$((r + 1)) $INAGG bench allreduce --switch $SW_IP:7000 --rank $r --world 3 \
+                --job d$dt --elems 50000 --packet-elems 2048 --dtype $dt --iters 2 \
+                --rto-min-us 20000 >"$tmp/d$r.$dt" 2>&1 &
+            ranks+=" $!"
+        done
+        wait $ranks
+    done
+    stats >"$tmp/st.json"
+    nver=$(cat "$tmp"/d?.int32 "$tmp"/d?.float32 | grep -c '"verified":true')
+    where=$(fget "f['aggregation']")
+    inh sw $INAGG switch --stats $SW_IP:7000 | grep -q "^fabric aggregation: threads" || where+=" (no text line)"
+    if [ "$nver" -eq 6 ] && [ "$where" = threads ]; then ok $t
+    else bad $t "verified ranks $nver/6, aggregation=$where: $(head -c 300 "$tmp/d0.int32")"; fi
+else bad $t "$(cat "$tmp/why")"; fi
 
 t=agg_ports_and_add_mode_change_while_running
 # FABRIC lines on the running switch's control port (inagg switch --fabric-ctl): a host may

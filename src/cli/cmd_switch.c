@@ -94,6 +94,12 @@ static void usage(FILE *out)
             "  --fabric-threads N      the fabric's pipeline on 1 thread (receive, classify\n"
             "                          and transmit; the default) or 2 (transmit on its own,\n"
             "                          fed by a ring); aggregation runs on --threads\n"
+            "  --aggregation-threads   run the aggregation stage (the slot protocols) on\n"
+            "                          --threads threads of its own, each fed by a queue;\n"
+            "                          by default the fabric's receive thread runs it for\n"
+            "                          every queue, so a packet is summed and its result\n"
+            "                          sent without a hand-off between threads (lower\n"
+            "                          latency and less CPU where cores are few)\n"
             "  --fabric-ctl HOST:PORT  change a running fabric: send it --agg-ports and\n"
             "                          --add-mode (either, both, or neither to ask) and print\n"
             "                          its settings; changes are taken only from the switch's\n"
@@ -206,8 +212,8 @@ static int parse_u32(const char *flag, const char *v, uint32_t *out)
 
 /* --l2: start the fabric on the switch's IP and UDP port, and point the switch's dataplane
  * at it. 0, or the exit status. */
-static int start_fabric(fabric_config_t *fc, switch_config_t *cfg, fabric_t **out,
-                        char *listen_buf, size_t cap)
+static int start_fabric(fabric_config_t *fc, switch_config_t *cfg, int inline_agg,
+                        fabric_t **out, char *listen_buf, size_t cap)
 {
     char host[64];
     const char *colon = strrchr(cfg->listen, ':');
@@ -241,6 +247,10 @@ static int start_fabric(fabric_config_t *fc, switch_config_t *cfg, fabric_t **ou
     cfg->extra_json = fabric_write_json;
     cfg->extra_ctl = fabric_control;
     cfg->extra_ctx = *out;
+    if (inline_agg) {
+        cfg->inline_attach = fabric_attach_aggregation;
+        cfg->attach_ctx = *out;
+    }
     return 0;
 }
 
@@ -251,7 +261,7 @@ int cmd_switch(int argc, char **argv)
     const char *stats_addr = NULL, *ctl_addr = NULL;
     int json = 0, ready_fd = -1;
     fabric_config_t fcfg = {.loss_seed = 1};
-    int loss_seed_given = 0, resbuf_given = 0;
+    int loss_seed_given = 0, resbuf_given = 0, agg_threads = 0;
     uint32_t v;
     static const struct option longopts[] = {
         {"listen", required_argument, 0, 'l'},   {"threads", required_argument, 0, 't'},
@@ -268,6 +278,7 @@ int cmd_switch(int argc, char **argv)
         {"agg-ports", required_argument, 0, 1012}, {"add-mode", required_argument, 0, 1013},
         {"fabric-ctl", required_argument, 0, 1014},
         {"fabric-threads", required_argument, 0, 1015},
+        {"aggregation-threads", no_argument, 0, 1017},
         {"roce-result-buffer", required_argument, 0, 1016},
         {"request-timeout", required_argument, 0, 1001},
         {"idle-timeout", required_argument, 0, 1002},
@@ -315,6 +326,7 @@ int cmd_switch(int argc, char **argv)
                 return 2;
             }
             break;
+        case 1017: agg_threads = 1; break;
         case 1016:
             if (strcmp(optarg, "off") == 0) {
                 cfg.roce_resbuf_rows = 0, cfg.roce_resbuf_depth = 1;
@@ -407,16 +419,16 @@ int cmd_switch(int argc, char **argv)
         return 2;
     }
     if (fcfg.ports) {
-        int rc = start_fabric(&fcfg, &cfg, &fab, listen_buf, sizeof(listen_buf));
+        int rc = start_fabric(&fcfg, &cfg, !agg_threads, &fab, listen_buf, sizeof(listen_buf));
         if (rc != 0)
             return rc;
     } else if (fcfg.ip || fcfg.mac || fcfg.cpu_port || fcfg.delay || fcfg.jitter ||
                fcfg.mac_age_ms || fcfg.loss || loss_seed_given || fcfg.agg_ports ||
-               fcfg.add_mode || fcfg.threads || resbuf_given) {
+               fcfg.add_mode || fcfg.threads || resbuf_given || agg_threads) {
         fprintf(stderr, "inagg switch: --l2-ip, --l2-mac, --l2-stack-port, --link-delay, "
                         "--link-jitter, --link-loss, --loss-seed, --mac-age, --agg-ports, "
-                        "--add-mode, --fabric-threads and --roce-result-buffer need --l2 (or "
-                        "--fabric-ctl)\n");
+                        "--add-mode, --fabric-threads, --aggregation-threads and "
+                        "--roce-result-buffer need --l2 (or --fabric-ctl)\n");
         return 2;
     }
     if (switch_start(&cfg, &sw, err, sizeof(err)) != 0) {

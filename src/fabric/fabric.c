@@ -371,6 +371,27 @@ int fabric_start(const fabric_config_t *c, fabric_t **out, char *err, size_t err
 afp_link_t *fabric_link(fabric_t *f) { return &f->link; }
 const char *fabric_ip_text(const fabric_t *f) { return f->ip_text; }
 
+void fabric_attach_aggregation(void *fp, int (*pass)(void *sw, uint32_t queue), void *sw)
+{
+    fabric_t *f = fp;
+    if (pass) {
+        atomic_store_explicit(&f->agg_arg, sw, memory_order_relaxed);
+        /* results are queued on the transmitting thread itself when that is thread 0 */
+        atomic_store(&f->link.tx_no_wake, f->threads == 1);
+        atomic_store_explicit(&f->agg_pass, pass, memory_order_release);
+        return;
+    }
+    atomic_store(&f->agg_pass, NULL);
+    atomic_store(&f->link.tx_no_wake, 0);
+    /* a pass that started before the store ends before thread 0's next loop head; the loop
+     * sleeps 20 ms at most, so two seconds is far more than it needs */
+    uint64_t seen = atomic_load(&f->loop_seq);
+    for (int i = 0; i < 20000 && f->running && !atomic_load(&f->stop) &&
+                    atomic_load(&f->loop_seq) < seen + 2;
+         i++)
+        usleep(100);
+}
+
 void fabric_stop(fabric_t *f)
 {
     if (!f)

@@ -64,6 +64,13 @@ void fabric_write_json(void *f, struct json_writer *w);
 void fabric_control(void *f, const char *line, const uint8_t peer[16], char *reply,
                     size_t cap);
 
+/* Inline aggregation (switch_config_t.inline_attach; the ctx is the fabric): the receive
+ * thread runs pass(sw, q) for every aggregation queue on each turn of its loop, after the
+ * frames it classified and before it transmits, so an aggregation frame reaches the slot
+ * protocols and its results leave without a hand-off to another thread. pass NULL detaches,
+ * returning once no pass runs. */
+void fabric_attach_aggregation(void *f, int (*pass)(void *sw, uint32_t queue), void *sw);
+
 void fabric_stop(fabric_t *f);
 
 /* Parsing helpers (also used by the command line): a duration "25us" into ns; 0 or -EINVAL. */

@@ -136,6 +136,10 @@ struct fabric {
     /* changed while running (fctl.c): read per frame by the forwarding thread */
     _Atomic uint64_t agg_ports; /* bit p: port p's aggregation frames are aggregated */
     _Atomic uint32_t add_mode;  /* enum wire_add_mode */
+    /* inline aggregation (fabric_attach_aggregation): thread 0 runs each queue's pass */
+    int (*_Atomic agg_pass)(void *sw, uint32_t queue);
+    void *_Atomic agg_arg;
+    _Atomic uint64_t loop_seq;  /* thread 0's loop heads, so a detach can wait out a pass */
 };
 
 static inline void fstat_add(_Atomic uint64_t *c, uint64_t v)

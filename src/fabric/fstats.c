@@ -40,7 +40,8 @@ static const char *const port_names[FP_COUNT] = {
 };
 
 /* The pipeline's stages with their counters (name=index into f->st); the aggregation and
- * result-buffer stages are the switch's dataplane threads, whose counters the switch prints. */
+ * result-buffer stages are the switch's slot protocols, whose counters the switch prints (run
+ * by thread 0 with inline aggregation, else by the switch's dataplane threads). */
 static const struct {
     const char *stage;
     int thread; /* -1: the transmit stage's thread (0 or 1) */
@@ -163,6 +164,9 @@ void fabric_write_text(void *ctx, FILE *out)
             fprintf(out, " %s=%" PRIu64, stages[k].names[i], stage_val(f, stages[k].idx[i]));
         fputc('\n', out);
     }
+    fprintf(out, "fabric aggregation: %s\n",
+            atomic_load(&f->agg_pass) ? "inline (thread 0 runs every queue's slot protocols)"
+                                      : "threads (the switch's dataplane threads)");
     for (uint32_t t = 0; t < f->threads; t++)
         fprintf(out, "fabric thread %u: busy_passes=%" PRIu64 " sleeps=%" PRIu64 "\n", t,
                 atomic_load(&f->st[t ? ST_THREAD1_PASSES : ST_THREAD0_PASSES]),
@@ -222,6 +226,7 @@ void fabric_write_json(void *ctx, struct json_writer *w)
     json_end_array(w);
     json_newline(w);
     json_int(w, "threads", f->threads);
+    json_string(w, "aggregation", atomic_load(&f->agg_pass) ? "inline" : "threads");
     json_begin_object(w, "stages");
     for (size_t k = 0; k < sizeof(stages) / sizeof(stages[0]); k++) {
         json_begin_object(w, stages[k].stage);

@@ -4,10 +4,12 @@
  * and delay, and hands every frame to the classify stage (forward.c), which queues
  * aggregation frames to the aggregation stage (the switch's dataplane threads) and frames to
  * send to the transmit stage (txstage.c: through its ring on its own thread, or run here
- * with --fabric-threads 1). Sleeps in ppoll when idle, spinning instead when a delayed frame
+ * with --fabric-threads 1), and with inline aggregation runs the aggregation stage itself
+ * (fabric_attach_aggregation). Sleeps in ppoll when idle, spinning instead when a delayed frame
  * is due within SPIN_NS (timer wake-ups here are tens of microseconds late under load).
  */
 #include <poll.h>
+#include <sched.h>
 #include <sys/prctl.h>
 #include <unistd.h>
 
@@ -104,8 +106,10 @@ static void rx_idle_wait(struct fabric *f, uint64_t next_release, uint64_t last_
                 return;
     }
     uint64_t wait_ns = fabric_idle_ns(next_release, last_work);
-    if (!wait_ns)
+    if (!wait_ns) {
+        sched_yield(); /* spinning: a host process woken on this core runs now */
         return;
+    }
     struct pollfd pf[FABRIC_MAX_PORTS + 1];
     nfds_t n = 0;
     for (uint32_t p = 0; p < f->nports; p++)
@@ -125,10 +129,19 @@ void *fabric_rx_main(void *arg)
     prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
     uint64_t last_work = 0;
     while (!atomic_load_explicit(&f->stop, memory_order_relaxed)) {
+        atomic_fetch_add_explicit(&f->loop_seq, 1, memory_order_acq_rel);
         int work = 0;
         for (uint32_t p = 0; p < f->nports; p++)
             rx_port(f, p, &work);
         uint64_t next = run_ingress_delays(f, util_now_ns(), &work);
+        int (*pass)(void *, uint32_t) = atomic_load_explicit(&f->agg_pass, memory_order_acquire);
+        if (pass) {
+            void *sw = atomic_load_explicit(&f->agg_arg, memory_order_relaxed);
+            for (uint32_t q = 0; q < f->link.nqueues; q++)
+                if (pass(sw, q) > 0)
+                    work++; /* come round again: more may be queued behind the batch */
+            f->kick = 0; /* nobody sleeps on the queues */
+        }
         if (f->threads == 1) {
             uint64_t t = fabric_tx_pass(f, &work);
             if (t < next)

@@ -8,6 +8,7 @@
  * point straight at the slot's result, which is in network order once complete and is not
  * reused before every rank has received it.
  */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -308,42 +309,73 @@ static void handle_packet(dp_thread_t *t, uint32_t to_switch, const uint8_t *buf
     act(&x, &h, &o);
 }
 
-void *dataplane_main(void *arg)
+int dataplane_setup(dp_thread_t *t)
 {
-    dp_thread_t *t = arg;
     struct inagg_switch *sw = t->sw;
     /* Room for a batch twice over: fault injection may duplicate every packet of one. */
     int max = 2 * (int)(sw->cfg.batch < DP_MAX_BATCH ? sw->cfg.batch : DP_MAX_BATCH);
     if (max == 0)
         max = 2;
-    uint32_t to_switch = proto_accepts_any();
-    transport_rx_t *rx = calloc((size_t)max, sizeof(*rx));
+    t->rx = calloc((size_t)max, sizeof(*t->rx));
     t->txq = calloc(1, sizeof(*t->txq));
-    if (!rx || !t->txq) {
+    if (!t->rx || !t->txq) {
+        dataplane_teardown(t);
+        return -ENOMEM;
+    }
+    t->rx_max = max;
+    return 0;
+}
+
+void dataplane_teardown(dp_thread_t *t)
+{
+    free(t->rx);
+    free(t->txq);
+    t->rx = NULL;
+    t->txq = NULL;
+}
+
+/* One pass: receive a batch (waiting up to timeout_ms), handle it, send what it queued. The
+ * packets received. */
+static int dataplane_pass(dp_thread_t *t, uint32_t to_switch, int timeout_ms)
+{
+    atomic_fetch_add_explicit(&t->epoch, 1, memory_order_acq_rel);
+    int n = transport_recv(t->tp, t->rx, t->rx_max, timeout_ms);
+    if (n <= 0)
+        return 0;
+    int64_t net;
+    fault_delta(t, &net);
+    if (n - net > 0)
+        STAT_ADD(t->c.v[STAT_PACKETS_IN], (uint64_t)(n - net));
+    uint64_t now_ms = server_now_ms();
+    for (int i = 0; i < n; i++)
+        handle_packet(t, to_switch, t->rx[i].data, t->rx[i].len, &t->rx[i].from, now_ms);
+    tx_flush(t);
+    return n;
+}
+
+int switch_dataplane_pass(void *swp, uint32_t queue)
+{
+    struct inagg_switch *sw = swp;
+    if (queue >= sw->cfg.threads || !sw->threads[queue].rx)
+        return 0;
+    return dataplane_pass(&sw->threads[queue], proto_accepts_any(), 0);
+}
+
+void *dataplane_main(void *arg)
+{
+    dp_thread_t *t = arg;
+    struct inagg_switch *sw = t->sw;
+    if (dataplane_setup(t) != 0) {
         LOG_E("dataplane thread %u: out of memory", t->index);
-        free(rx);
-        free(t->txq);
         atomic_store(&t->running, 0);
         return NULL;
     }
-    while (!atomic_load_explicit(&sw->stop, memory_order_acquire)) {
-        atomic_fetch_add_explicit(&t->epoch, 1, memory_order_acq_rel);
-        /* One system call per wake-up: the receive sleeps until a packet comes (at most
-         * 50 ms, so the stop flag is seen). */
-        int n = transport_recv(t->tp, rx, max, 50);
-        if (n <= 0)
-            continue;
-        int64_t net;
-        fault_delta(t, &net);
-        if (n - net > 0)
-            STAT_ADD(t->c.v[STAT_PACKETS_IN], (uint64_t)(n - net));
-        uint64_t now_ms = server_now_ms();
-        for (int i = 0; i < n; i++)
-            handle_packet(t, to_switch, rx[i].data, rx[i].len, &rx[i].from, now_ms);
-        tx_flush(t);
-    }
-    free(rx);
-    free(t->txq);
+    uint32_t to_switch = proto_accepts_any();
+    /* One system call per wake-up: the receive sleeps until a packet comes (at most 50 ms,
+     * so the stop flag is seen). */
+    while (!atomic_load_explicit(&sw->stop, memory_order_acquire))
+        dataplane_pass(t, to_switch, 50);
+    dataplane_teardown(t);
     atomic_store(&t->running, 0);
     return NULL;
 }

@@ -26,6 +26,8 @@ typedef struct dp_thread {
     _Atomic int running;
     stat_counters_t c;      /* the STAT_SWITCH counters (stats.h) */
     struct dp_txq *txq;     /* packets queued while a batch is handled (dataplane.c) */
+    transport_rx_t *rx;     /* a received batch (dataplane.c) */
+    int rx_max;
     /* the transport's fault counts, last seen */
     uint64_t fault_dropped, fault_duplicated, fault_reordered;
 } INAGG_ALIGNED dp_thread_t;
@@ -48,6 +50,7 @@ struct inagg_switch {
     _Atomic uint32_t slots_used; /* written by the control thread, read by stats anywhere */
     int listen_fd;
     _Atomic int stop;
+    int attached;                /* inline aggregation: the pass is attached (switch.h) */
     uint64_t start_ms;
     pthread_t control_tid;
     int control_running;
@@ -67,6 +70,10 @@ struct inagg_switch {
 };
 
 void *dataplane_main(void *arg);
+/* A dataplane queue's buffers (before its first pass) and their release (after its last):
+ * 0 or -ENOMEM. dataplane_main does both itself; inline aggregation (switch.h) uses them. */
+int dataplane_setup(dp_thread_t *t);
+void dataplane_teardown(dp_thread_t *t);
 void *control_main(void *arg);
 
 /* Keep a retiring job's counters in sw->retired as they are now (under stats_lock, when it

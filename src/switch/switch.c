@@ -171,7 +171,19 @@ int switch_start(const switch_config_t *cfg, inagg_switch_t **out, char *err, si
         switch_stop(sw);
         return -1;
     }
-    for (uint32_t t = 0; t < cfg->threads; t++) {
+    for (uint32_t t = 0; t < cfg->threads && cfg->inline_attach; t++) {
+        if (dataplane_setup(&sw->threads[t]) != 0) {
+            snprintf(err, errlen, "out of memory");
+            switch_stop(sw);
+            return -1;
+        }
+        atomic_store(&sw->threads[t].running, 1);
+    }
+    if (cfg->inline_attach) {
+        cfg->inline_attach(cfg->attach_ctx, switch_dataplane_pass, sw);
+        sw->attached = 1;
+    }
+    for (uint32_t t = 0; t < cfg->threads && !cfg->inline_attach; t++) {
         atomic_store(&sw->threads[t].running, 1);
         if (pthread_create(&sw->threads[t].tid, NULL, dataplane_main, &sw->threads[t]) != 0) {
             atomic_store(&sw->threads[t].running, 0);
@@ -199,9 +211,13 @@ void switch_stop(inagg_switch_t *sw)
     atomic_store(&sw->stop, 1);
     if (sw->control_running)
         pthread_join(sw->control_tid, NULL);
+    if (sw->attached) /* no inline pass runs after this */
+        sw->cfg.inline_attach(sw->cfg.attach_ctx, NULL, NULL);
     for (uint32_t t = 0; t < sw->cfg.threads; t++) {
         if (sw->threads[t].tid)
             pthread_join(sw->threads[t].tid, NULL);
+        else
+            dataplane_teardown(&sw->threads[t]);
         atomic_store(&sw->threads[t].running, 0);
     }
     for (uint32_t i = 0; i < SWITCH_MAX_JOBS; i++) {

@@ -51,6 +51,13 @@ typedef struct switch_config {
      * NULL: such lines are answered ERR unsupported. */
     void (*extra_ctl)(void *ctx, const char *line, const uint8_t peer[16], char *reply,
                       size_t cap);
+    /* Inline aggregation: no dataplane threads are started; whoever owns the linked transport
+     * (the L2 fabric) runs the aggregation stage on its own thread. switch_start hands it the
+     * pass (attach(attach_ctx, switch_dataplane_pass, sw)), and switch_stop takes it back
+     * (attach(attach_ctx, NULL, NULL)) once the control thread has ended; attach must not
+     * return while a pass is still running. NULL: dataplane threads of its own. */
+    void (*inline_attach)(void *ctx, int (*pass)(void *sw, uint32_t queue), void *sw);
+    void *attach_ctx;
 } switch_config_t;
 
 #define SWITCH_CONFIG_INIT                                                                      \
@@ -68,6 +75,11 @@ uint16_t switch_port(const inagg_switch_t *sw);
 
 /* Counters as text (json = 0) or one JSON object (json = 1). */
 void switch_write_stats(inagg_switch_t *sw, FILE *out, int json);
+
+/* Inline aggregation (switch_config_t.inline_attach): one pass of dataplane queue `queue`
+ * without waiting (receive what is queued, aggregate, send the results): the packets
+ * handled. Only the attached thread calls it. */
+int switch_dataplane_pass(void *sw, uint32_t queue);
 
 /* Stop the threads and free everything. */
 void switch_stop(inagg_switch_t *sw);

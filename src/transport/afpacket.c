@@ -106,7 +106,7 @@ static int afp_send(transport_t *t, const transport_tx_t *pkts, int n, int timeo
                 return queued > 0 ? queued : rc;
         }
     }
-    if (e->link && queued > 0) {
+    if (e->link && queued > 0 && !atomic_load_explicit(&e->link->tx_no_wake, memory_order_relaxed)) {
         uint64_t one = 1;
         ssize_t r = write(e->link->tx_efd, &one, sizeof(one));
         (void)r;

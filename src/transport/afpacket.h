@@ -28,6 +28,8 @@ typedef struct afp_link {
     frameq_t rx[AFP_MAX_QUEUES]; /* owner -> endpoint of queue q: frames addressed to it */
     frameq_t tx[AFP_MAX_QUEUES]; /* endpoint of queue q -> owner: frames to transmit */
     int tx_efd;                  /* eventfd the endpoints write after queueing frames */
+    _Atomic int tx_no_wake;      /* the endpoints run on the owner's transmitting thread
+                                    (inline aggregation): no eventfd write needed */
     uint8_t mac[6];              /* the owner's MAC and IP (network order): the source of */
     uint32_t ip;                 /* every frame an endpoint sends */
     uint16_t port0;              /* queue q is UDP port port0 + q */

@@ -115,7 +115,8 @@ int launch_group_wait(launch_group_t *g, unsigned timeout_ms, void (*tick)(void 
                       void *arg, unsigned tick_ms)
 {
     uint64_t start = util_now_ns(), deadline = start + (uint64_t)timeout_ms * 1000000ull;
-    uint64_t next_tick = start;
+    uint64_t next_tick = tick ? start : UINT64_MAX; /* without a tick, sleep until output,
+                                                      an exit or the deadline */
     if (tick_ms == 0)
         tick_ms = 100;
     struct pollfd pfd[2 * LAUNCH_MAX_RANKS];

@@ -1,0 +1,57 @@
+/*
+ * test_launch.c - launch_group_wait (launch/group.c): it collects a group's output and exits
+ * while sleeping, with or without a tick, so a benchmark's parent process does not take a
+ * core from the ranks it waits for.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "launch/launch.h"
+#include "harness.h"
+
+static uint64_t thread_cpu_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void count_tick(void *arg) { (*(int *)arg)++; }
+
+/* Start two members that print a line and sleep 0.4 s; wait for them with the given tick.
+ * The waiting thread's CPU time in ns. */
+static uint64_t wait_for_sleepers(void (*tick)(void *), int *ticks)
+{
+    launch_group_t *g = calloc(1, sizeof(*g));
+    CHECK(g != NULL);
+    launch_group_init(g);
+    char err[256];
+    for (int i = 0; i < 2; i++) {
+        char *const argv[] = {"/bin/sh", "-c", "echo up; sleep 0.4", NULL};
+        CHECK_MSG(launch_group_add(g, argv, NULL, err, sizeof(err)) == i, "%s", err);
+    }
+    uint64_t cpu0 = thread_cpu_ns();
+    CHECK_EQ_INT(launch_group_wait(g, 10000, tick, ticks, 50), 0);
+    uint64_t cpu = thread_cpu_ns() - cpu0;
+    for (int i = 0; i < 2; i++)
+        CHECK_MSG(g->p[i].reaped && g->p[i].status == 0, "member %d status %d", i, g->p[i].status);
+    launch_group_end(g);
+    free(g);
+    return cpu;
+}
+
+TEST(launch_group_wait_sleeps_without_a_tick, 20)
+{
+    uint64_t cpu = wait_for_sleepers(NULL, NULL);
+    /* 0.4 s of waiting: a busy loop would use most of it */
+    CHECK_MSG(cpu < 60000000ull, "the wait used %.1f ms of CPU", cpu / 1e6);
+}
+
+TEST(launch_group_wait_ticks_and_sleeps_between, 20)
+{
+    int ticks = 0;
+    uint64_t cpu = wait_for_sleepers(count_tick, &ticks);
+    CHECK_MSG(ticks >= 4 && ticks <= 20, "%d ticks of 50 ms in 0.4 s", ticks);
+    CHECK_MSG(cpu < 60000000ull, "the wait used %.1f ms of CPU", cpu / 1e6);
+}

@@ -7,7 +7,9 @@
  * that the acknowledgement phase shows in the switch's counters; the API's refusals; and that
  * a dead rank fails the job with a clear error instead of a hang.
  */
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -230,6 +232,73 @@ static void lossy_small(double p, uint64_t seed)
 
 TEST(p4sgd_exact_under_1pct_loss_dup_reorder, 120) { lossy_small(0.01, 31); }
 TEST(p4sgd_exact_under_5pct_loss_dup_reorder, 150) { lossy_small(0.05, 32); }
+
+/* Inline aggregation (switch_config_t.inline_attach): the switch starts no dataplane threads
+ * and an owner thread runs every queue's pass, as the L2 fabric's receive thread does. The
+ * owner lives in the switch's child process (set up there by the attach call). */
+typedef struct inline_owner {
+    pthread_t tid;
+    _Atomic int run;
+    int started;
+    int (*pass)(void *sw, uint32_t queue);
+    void *sw;
+    uint32_t queues;
+    _Atomic uint64_t passes;
+} inline_owner_t;
+
+static void *inline_owner_main(void *arg)
+{
+    inline_owner_t *o = arg;
+    while (atomic_load(&o->run)) {
+        int n = 0;
+        for (uint32_t q = 0; q < o->queues; q++)
+            n += o->pass(o->sw, q);
+        atomic_fetch_add(&o->passes, 1);
+        if (n == 0)
+            usleep(20);
+    }
+    return NULL;
+}
+
+static void inline_owner_attach(void *ctx, int (*pass)(void *sw, uint32_t queue), void *sw)
+{
+    inline_owner_t *o = ctx;
+    if (pass && !o->started) {
+        o->pass = pass;
+        o->sw = sw;
+        atomic_store(&o->run, 1);
+        o->started = pthread_create(&o->tid, NULL, inline_owner_main, o) == 0;
+    } else if (!pass && o->started) {
+        atomic_store(&o->run, 0); /* no pass runs once the thread is joined */
+        pthread_join(o->tid, NULL);
+        o->started = 0;
+    }
+}
+
+static inline_owner_t inline_owner;
+
+TEST(p4sgd_exact_with_inline_aggregation_under_loss, 120)
+{
+    char wf[128], sf[128];
+    lossy_fault_specs(0.02, 41, wf, sf, sizeof(wf));
+    switch_config_t cfg = SWITCH_CONFIG_INIT;
+    cfg.threads = 2;
+    cfg.faults_in = sf;
+    cfg.faults_out = sf;
+    inline_owner.queues = cfg.threads;
+    cfg.inline_attach = inline_owner_attach;
+    cfg.attach_ctx = &inline_owner;
+    small_spec_t s = {.job = "p4inline", .world = 4, .ops = 2000, .elems = 8, .inflight = 16,
+                      .dtype = INAGG_INT32, .seed = 41, .victim = -1, .faults = wf};
+    alloc_small(&s);
+    char stats[32768];
+    /* run_small also stops the switch and fails unless it exits cleanly: the detach joins
+     * the owner before the switch frees its queues */
+    run_small(&s, &cfg, 100, stats, sizeof(stats));
+    CHECK_EQ_INT(ts_number(stats, "rounds"), 2000);
+    CHECK_EQ_INT(ts_number(stats, "acks"), 4 * 2000);
+    CHECK_MSG(sum_u64(s.retransmits, s.world) > 0, "loss injected but nothing retransmitted");
+}
 
 /* float32 is added in rank order on the switch: two runs give the same bits on every rank. */
 TEST(p4sgd_float_results_reproducible, 60)

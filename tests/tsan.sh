@@ -12,7 +12,7 @@ if [ ${#tests[@]} -eq 0 ]; then
     tests=(switch_stats_race control_ int32_average_and_threads two_concurrent_jobs
            async_requests two_communicators p4sgd_small_allreduces killed_worker
            int32_bit_identical_under_1pct optimizer_adam_in_switch_switchml
-           compress_error_feedback_rate compress_codec_stats)
+           compress_error_feedback_rate compress_codec_stats p4sgd_exact_with_inline)
 fi
 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 ${TSAN_OPTIONS:-}" \
 INAGG_TEST_TIMEOUT_SCALE=4 timeout 900 ./build-tsan/inagg-tests "${tests[@]}"

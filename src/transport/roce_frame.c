@@ -1,45 +1,19 @@
 /*
  * roce_frame.c - RoCE v1 RDMA Write frames: writing, parsing with its checks, the ICRC
- * (see roce_frame.h). CRC-32 by slicing-by-8 tables built once.
+ * (see roce_frame.h). CRC-32 by ISA-L (libisal).
  */
 #include "transport/roce_frame.h"
 
-#include <pthread.h>
+#include <isa-l/crc.h>
 #include <string.h>
 
-static uint32_t crc_tab[8][256];
-static pthread_once_t crc_once = PTHREAD_ONCE_INIT;
-
-static void crc_init(void)
-{
-    for (uint32_t i = 0; i < 256; i++) {
-        uint32_t c = i;
-        for (int k = 0; k < 8; k++)
-            c = c & 1 ? (c >> 1) ^ 0xEDB88320u : c >> 1;
-        crc_tab[0][i] = c;
-    }
-    for (uint32_t i = 0; i < 256; i++)
-        for (int t = 1; t < 8; t++)
-            crc_tab[t][i] = (crc_tab[t - 1][i] >> 8) ^ crc_tab[0][crc_tab[t - 1][i] & 0xff];
-}
-
+/* ISA-L's crc32_gzip_refl is the reflected CRC-32 of zlib and of the ICRC, folded with
+ * carry-less multiplies (about 15x the table-driven loop this file had: the ICRC was a fifth
+ * of the fabric's time at 1 Gbit/s). It takes and returns the value after the final
+ * inversion; this interface carries the register between calls, hence the inversions. */
 uint32_t roce_crc32_update(uint32_t crc, const uint8_t *p, uint32_t n)
 {
-    pthread_once(&crc_once, crc_init);
-    while (n >= 8) {
-        uint32_t lo = crc ^ ((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-                             (uint32_t)p[3] << 24);
-        uint32_t hi = (uint32_t)p[4] | (uint32_t)p[5] << 8 | (uint32_t)p[6] << 16 |
-                      (uint32_t)p[7] << 24;
-        crc = crc_tab[7][lo & 0xff] ^ crc_tab[6][(lo >> 8) & 0xff] ^
-              crc_tab[5][(lo >> 16) & 0xff] ^ crc_tab[4][lo >> 24] ^ crc_tab[3][hi & 0xff] ^
-              crc_tab[2][(hi >> 8) & 0xff] ^ crc_tab[1][(hi >> 16) & 0xff] ^ crc_tab[0][hi >> 24];
-        p += 8;
-        n -= 8;
-    }
-    while (n--)
-        crc = (crc >> 8) ^ crc_tab[0][(crc ^ *p++) & 0xff];
-    return crc;
+    return ~crc32_gzip_refl(~crc, p, n);
 }
 
 uint32_t roce_icrc(const uint8_t *grh, uint32_t len)

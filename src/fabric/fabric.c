@@ -381,14 +381,14 @@ void fabric_attach_aggregation(void *fp, int (*pass)(void *sw, uint32_t queue), 
         atomic_store_explicit(&f->agg_pass, pass, memory_order_release);
         return;
     }
-    atomic_store(&f->agg_pass, NULL);
+    atomic_store(&f->agg_pass, NULL); /* seq_cst, as thread 0's loop_seq bump and its load
+                                          of agg_pass: the two sides cannot both miss */
     atomic_store(&f->link.tx_no_wake, 0);
-    /* a pass that started before the store ends before thread 0's next loop head; the loop
-     * sleeps 20 ms at most, so two seconds is far more than it needs */
+    /* A pass that started before the store ends before thread 0's next loop head (within 20
+     * ms when idle, a batch when busy). No time limit: returning while a pass runs would let
+     * the switch free what it uses, and thread 0 only stops advancing if it has ended. */
     uint64_t seen = atomic_load(&f->loop_seq);
-    for (int i = 0; i < 20000 && f->running && !atomic_load(&f->stop) &&
-                    atomic_load(&f->loop_seq) < seen + 2;
-         i++)
+    while (f->running && !atomic_load(&f->stop) && atomic_load(&f->loop_seq) < seen + 2)
         usleep(100);
 }
 

@@ -129,12 +129,12 @@ void *fabric_rx_main(void *arg)
     prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
     uint64_t last_work = 0;
     while (!atomic_load_explicit(&f->stop, memory_order_relaxed)) {
-        atomic_fetch_add_explicit(&f->loop_seq, 1, memory_order_acq_rel);
+        atomic_fetch_add(&f->loop_seq, 1); /* seq_cst: pairs with the detach (fabric.c) */
         int work = 0;
         for (uint32_t p = 0; p < f->nports; p++)
             rx_port(f, p, &work);
         uint64_t next = run_ingress_delays(f, util_now_ns(), &work);
-        int (*pass)(void *, uint32_t) = atomic_load_explicit(&f->agg_pass, memory_order_acquire);
+        int (*pass)(void *, uint32_t) = atomic_load(&f->agg_pass);
         if (pass) {
             void *sw = atomic_load_explicit(&f->agg_arg, memory_order_relaxed);
             for (uint32_t q = 0; q < f->link.nqueues; q++)

@@ -138,7 +138,8 @@ int launch_group_wait(launch_group_t *g, unsigned timeout_ms, void (*tick)(void 
         if (now >= deadline)
             break;
         uint64_t until = next_tick < deadline ? next_tick : deadline;
-        int ms = until > now ? (int)((until - now) / 1000000ull) + 1 : 0;
+        uint64_t wait_ms = until > now ? (until - now) / 1000000ull + 1 : 0;
+        int ms = wait_ms > 1000 ? 1000 : (int)wait_ms; /* a turn at least every second */
         if (nfd == 0) { /* every pipe closed: wait for the exits */
             ms = ms > 20 ? 20 : ms;
             poll(NULL, 0, ms);

@@ -55,7 +55,10 @@ typedef struct switch_config {
      * (the L2 fabric) runs the aggregation stage on its own thread. switch_start hands it the
      * pass (attach(attach_ctx, switch_dataplane_pass, sw)), and switch_stop takes it back
      * (attach(attach_ctx, NULL, NULL)) once the control thread has ended; attach must not
-     * return while a pass is still running. NULL: dataplane threads of its own. */
+     * return while a pass is still running. The owner must run a pass of every queue
+     * 0..threads-1 regularly, busy or idle (the L2 fabric: each turn of its loop, at most
+     * 20 ms apart): the control thread waits for each queue's pass count to move before it
+     * frees a retired job. NULL: dataplane threads of its own. */
     void (*inline_attach)(void *ctx, int (*pass)(void *sw, uint32_t queue), void *sw);
     void *attach_ctx;
 } switch_config_t;

@@ -92,6 +92,19 @@ start_switch() { # extra args
     echo "switch did not come up: $(cat "$tmp/sw.err")"
     return 1
 }
+# One allreduce job of three ranks, one per host, through the switch: JOB ELEMS DTYPE ITERS
+# OUT SUFFIX; rank r's JSON goes to OUT<r>SUFFIX. Waits for the ranks' own pids (`jobs -p` in
+# a pipeline may see an empty job table).
+allreduce3() {
+    local job=$1 elems=$2 dt=$3 iters=$4 out=$5 sfx=${6:-} r ranks=""
+    for r in 0 1 2; do
+        inh h$((r + 1)) $INAGG bench allreduce --switch $SW_IP:7000 --rank $r --world 3 \
+            --job "$job" --elems "$elems" --packet-elems 2048 --dtype "$dt" --iters "$iters" \
+            --rto-min-us 20000 >"$out$r$sfx" 2>&1 &
+        ranks+=" $!"
+    done
+    wait $ranks
+}
 stats() { inh sw $INAGG switch --stats $SW_IP:7000 --json; }
 # fabric counter K of the last stats (or a python expression on d)
 fget() { $PY -c "import json,sys; d=json.load(open(sys.argv[1])); f=d['fabric']; print(eval(sys.argv[2]))" "$tmp/st.json" "$1"; }
@@ -132,14 +145,7 @@ else bad $t "sink '$(cat "$tmp/sink")' source '$(cat "$tmp/source")'"; fi
 
 t=allreduce_aggregated_in_the_fabric
 for dt in int32 float32; do
-    ranks=""   # the ranks' own pids: `jobs -p` in a pipeline may see an empty job table
-    for r in 0 1 2; do
-        inh h$((r + 1)) $INAGG bench allreduce --switch $SW_IP:7000 --rank $r --world 3 \
-            --job t$dt --elems 50000 --packet-elems 2048 --dtype $dt --iters 3 \
-            --rto-min-us 20000 >"$tmp/r$r.$dt" 2>&1 &
-        ranks+=" $!"
-    done
-    wait $ranks
+    allreduce3 t$dt 50000 $dt 3 "$tmp/r" .$dt
 done
 stats >"$tmp/st.json"
 nver=$(cat "$tmp"/r*.int32 "$tmp"/r*.float32 | grep -c '"verified":true')
@@ -155,14 +161,7 @@ t=aggregation_on_dataplane_threads
 # default runs them on the fabric's receive thread); both dtypes still verify
 if start_switch --aggregation-threads >"$tmp/why"; then
     for dt in int32 float32; do
-        ranks=""
-        for r in 0 1 2; do
-            inh h$((r + 1)) $INAGG bench allreduce --switch $SW_IP:7000 --rank $r --world 3 \
-                --job d$dt --elems 50000 --packet-elems 2048 --dtype $dt --iters 2 \
-                --rto-min-us 20000 >"$tmp/d$r.$dt" 2>&1 &
-            ranks+=" $!"
-        done
-        wait $ranks
+        allreduce3 d$dt 50000 $dt 2 "$tmp/d" .$dt
     done
     stats >"$tmp/st.json"
     nver=$(cat "$tmp"/d?.int32 "$tmp"/d?.float32 | grep -c '"verified":true')
@@ -279,14 +278,7 @@ if start_switch --fabric-threads 2 --link-delay 50us >"$tmp/why"; then
     inh h1 $PY tests/l2_frames.py source $SUB.2 5002 5000000 >"$tmp/source2" 2>&1
     wait $sinkpid
     { [ -s "$tmp/sink2" ] && [ "$(cat "$tmp/sink2")" = "$(cat "$tmp/source2")" ]; } || why+=" [TCP stream differs]"
-    ranks=""
-    for r in 0 1 2; do
-        inh h$((r + 1)) $INAGG bench allreduce --switch $SW_IP:7000 --rank $r --world 3 \
-            --job tt --elems 30000 --packet-elems 2048 --dtype int32 --iters 2 \
-            --rto-min-us 20000 >"$tmp/tt$r" 2>&1 &
-        ranks+=" $!"
-    done
-    wait $ranks
+    allreduce3 tt 30000 int32 2 "$tmp/tt"
     n=$(cat "$tmp"/tt0 "$tmp"/tt1 "$tmp"/tt2 | grep -c '"verified":true')
     [ "$n" -eq 3 ] || why+=" [allreduce: $n/3 ranks verified]"
     stats >"$tmp/st.json"

@@ -105,20 +105,26 @@ else
     bad $t "bench failed: $(tail -n 3 "$tmp/wrap.err")"
 fi
 
+# One int32 allreduce job over roce, four ranks, one per testbed host: JOB OUT; rank r's JSON
+# goes to $tmp/OUT<r>.json. Waits for the ranks' own pids.
+roce_job4() {
+    local job=$1 out=$2 r ranks=""
+    for r in 0 1 2 3; do
+        timeout 120 tools/testbed exec "$TB" h$((r + 1)) -- $INAGG bench allreduce \
+            --switch "$SW:7000" --rank $r --world 4 --job "$job" --elems 100000 \
+            --packet-elems 2048 --dtype int32 --iters 4 --rto-min-us 5000 --transport roce \
+            >"$tmp/$out$r.json" 2>&1 &
+        ranks+=" $!"
+    done
+    wait $ranks
+}
+
 t=loss_one_percent_bit_identical_with_result_buffer_answers
 # our own testbed, so the switch's counters can be read after the run
 if timeout 60 tools/testbed up 4 --name "$TB" --fabric inagg --link-rate 1gbit --mtu 9000 \
     --loss 0.01 >"$tmp/up.out" 2>&1; then
     SW=$(tools/testbed show "$TB" | sed -n 's/^ *sw .* \([0-9.]*\) (inagg0.*/\1/p')
-    ranks=""
-    for r in 0 1 2 3; do
-        INAGG_TRANSPORT=roce timeout 120 tools/testbed exec "$TB" h$((r + 1)) -- $INAGG bench \
-            allreduce --switch "$SW:7000" --rank $r --world 4 --job loss --elems 100000 \
-            --packet-elems 2048 --dtype int32 --iters 4 --rto-min-us 5000 --transport roce \
-            >"$tmp/l$r.json" 2>&1 &
-        ranks+=" $!"
-    done
-    wait $ranks
+    roce_job4 loss l
     timeout 10 tools/testbed exec "$TB" sw -- $INAGG switch --stats "$SW:7000" >"$tmp/l.stats" 2>&1
     nver=$(cat "$tmp"/l?.json | grep -c '"verified":true')
     sums=$(cat "$tmp"/l?.json | sed -n 's/.*"checksum":"\([0-9a-f]*\)".*/\1/p' | sort -u | wc -l)
@@ -163,15 +169,7 @@ if timeout 60 tools/testbed up 4 --name "$TB" --fabric inagg --link-rate 1gbit -
         timeout 5 tools/testbed exec "$TB" sw -- $INAGG switch --stats "$SW:7000" >/dev/null 2>&1 && break
         sleep 0.1
     done
-    ranks=""
-    for r in 0 1 2 3; do
-        timeout 120 tools/testbed exec "$TB" h$((r + 1)) -- $INAGG bench allreduce \
-            --switch "$SW:7000" --rank $r --world 4 --job evict --elems 100000 \
-            --packet-elems 2048 --dtype int32 --iters 4 --rto-min-us 5000 --transport roce \
-            >"$tmp/e$r.json" 2>&1 &
-        ranks+=" $!"
-    done
-    wait $ranks
+    roce_job4 evict e
     timeout 10 tools/testbed exec "$TB" sw -- $INAGG switch --stats "$SW:7000" >"$tmp/e.stats" 2>&1
     nver=$(cat "$tmp"/e?.json | grep -c '"verified":true')
     esums=$(cat "$tmp"/e?.json | sed -n 's/.*"checksum":"\([0-9a-f]*\)".*/\1/p' | sort -u)

@@ -106,12 +106,18 @@ static int afp_send(transport_t *t, const transport_tx_t *pkts, int n, int timeo
                 return queued > 0 ? queued : rc;
         }
     }
-    if (e->link && queued > 0 && !atomic_load_explicit(&e->link->tx_no_wake, memory_order_relaxed)) {
-        uint64_t one = 1;
-        ssize_t r = write(e->link->tx_efd, &one, sizeof(one));
-        (void)r;
-    }
+    if (e->link && queued > 0)
+        afp_link_kick(e->link);
     return queued;
+}
+
+void afp_link_kick(afp_link_t *l)
+{
+    if (atomic_load_explicit(&l->tx_no_wake, memory_order_relaxed))
+        return;
+    uint64_t one = 1;
+    ssize_t r = write(l->tx_efd, &one, sizeof(one));
+    (void)r;
 }
 
 static int afp_recv_linked(afp_endpoint_t *e, transport_rx_t *out, int max, int timeout_ms)

@@ -38,6 +38,10 @@ typedef struct afp_link {
     roce_stats_t roce;           /* the roce transport's linked endpoints (roce.h) */
 } afp_link_t;
 
+/* An endpoint queued frames in tx[]: wake the owner's transmitting thread through tx_efd
+ * (nothing to do when the endpoint runs on that thread itself: tx_no_wake). */
+void afp_link_kick(afp_link_t *l);
+
 /* The contents of an AFP_ADDR_KIND address. */
 typedef struct afp_addr {
     uint8_t mac[6];

@@ -254,11 +254,8 @@ static int roce_send(transport_t *t, const transport_tx_t *pkts, int n, int time
         if (rc < 0 && queued == 0)
             return rc;
     }
-    if (e->link && queued > 0 && !atomic_load_explicit(&e->link->tx_no_wake, memory_order_relaxed)) {
-        uint64_t one = 1;
-        ssize_t r = write(e->link->tx_efd, &one, sizeof(one));
-        (void)r;
-    }
+    if (e->link && queued > 0)
+        afp_link_kick(e->link);
     return queued;
 }
 
@@ -329,11 +326,7 @@ static void answer_repeat(roce_endpoint_t *e, flow_ent_t *fe)
     }
     stat(e, RS_MESSAGES_OUT);
     stat(e, RS_RESBUF_ANSWERED);
-    if (atomic_load_explicit(&e->link->tx_no_wake, memory_order_relaxed))
-        return;
-    uint64_t one = 1;
-    ssize_t w = write(e->link->tx_efd, &one, sizeof(one));
-    (void)w;
+    afp_link_kick(e->link);
 }
 
 void roce_count_reason(roce_endpoint_t *e, enum roce_reason r)

@@ -39,8 +39,10 @@ for args in "--l2 p1 --listen 127.0.0.1:7000" "--l2 p1 --listen 10.0.0.1:0" \
     "--l2 p1 --l2-ip 10.0.0.1 --l2-mac 01:00:00:00:00:01" "--l2 no-such-if0 --l2-ip 10.0.0.1" \
     "--link-loss 0.1" "--loss-seed 3" "--l2 lo --l2-ip 10.0.0.1 --link-loss 1.5" \
     "--l2 lo --l2-ip 10.0.0.1 --link-loss lo=often" "--l2 lo --l2-ip 10.0.0.1 --loss-seed -1" \
-    "--l2 lo --l2-ip 10.0.0.1 --fabric-threads 3" "--fabric-threads 2" \
-    "--l2 lo --l2-ip 10.0.0.1 --agg-ports p7" "--l2 lo --l2-ip 10.0.0.1 --add-mode double"; do
+    "--l2 lo --l2-ip 10.0.0.1 --fabric-threads 3" "--fabric-threads 2" "--aggregation-threads" \
+    "--l2 lo --l2-ip 10.0.0.1 --agg-ports p7" "--l2 lo --l2-ip 10.0.0.1 --add-mode double" \
+    "--l2 lo --l2-ip 10.0.0.1 --roce-result-buffer 4x" "--l2 lo --l2-ip 10.0.0.1 --roce-result-buffer 0x8" \
+    "--l2 lo --l2-ip 10.0.0.1 --roce-result-buffer 1000x1000" "--roce-result-buffer 4x128"; do
     timeout 10 $INAGG switch $args >/dev/null 2>"$tmp/err"
     rc=$?
     { [ $rc -eq 1 ] || [ $rc -eq 2 ]; } || rcs+=" [$args]=$rc"

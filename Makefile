@@ -43,7 +43,7 @@ VERSION_MAJOR := $(shell sed -n 's/^\#define INAGG_VERSION_MAJOR \([0-9]*\)/\1/p
 VERSION       := $(shell sed -n 's/^\#define INAGG_VERSION_STRING "\(.*\)"/\1/p' include/inagg/version.h)
 SONAME        := libinagg.so.$(VERSION_MAJOR)
 
-WORKER_SRC := $(wildcard src/base/*.c src/kernels/*.c src/wire/*.c src/transport/*.c \
+WORKER_SRC := $(wildcard src/base/*.c src/kernels/*.c src/wire/*.c src/netio/*.c src/transport/*.c \
                          src/control/*.c src/worker/*.c src/codec/*.c)
 SWITCH_SRC := $(wildcard src/switch/*.c src/json/*.c src/fabric/*.c)
 APPS_SRC   := $(wildcard src/glm/*.c src/launch/*.c src/bench/*.c src/model/*.c) src/mpi/baseline_mpi.c

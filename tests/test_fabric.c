@@ -18,7 +18,7 @@
 #include "fabric/fabric_int.h"
 #include "fabric/mactable.h"
 #include "transport/afpacket.h"
-#include "transport/ethframe.h"
+#include "netio/ethframe.h"
 #include "transport/frameq.h"
 #include "transport/transport.h"
 #include "wire/fabricmsg.h"

@@ -1,5 +1,5 @@
 /*
- * test_roce_frame.c - RoCE v1 framing (src/transport/roce_frame.c): the ICRC against a
+ * test_roce_frame.c - RoCE v1 framing (src/netio/roce_frame.c): the ICRC against a
  * known-answer frame and against a bitwise CRC-32 written here from the specification (not the
  * project's function) on random frames; every opcode written and parsed back; PSN arithmetic
  * across the 24-bit wrap; truncated, padded, corrupted and foreign frames refused with their
@@ -9,7 +9,7 @@
 
 #include "base/util.h"
 #include "harness.h"
-#include "transport/roce_frame.h"
+#include "netio/roce_frame.h"
 
 /* A Write Only frame (QP 0x123, PSN 0xfffffe, A bit, RETH va 0x1122334455667788 rkey
  * 0xdeadbeef length 8, payload "01234567", traffic class 0x12, flow label 0x34567, hop limit

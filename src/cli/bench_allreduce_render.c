@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "cli/bench_allreduce.h"
-#include "transport/roce_frame.h"
+#include "netio/roce_frame.h"
 #include "wire/wire.h"
 #include "cli/output.h"
 #include "json/json.h"

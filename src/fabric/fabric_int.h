@@ -23,7 +23,7 @@
 #include "fabric/fabric.h"
 #include "fabric/mactable.h"
 #include "fabric/roce_agg.h"
-#include "transport/pktsock.h"
+#include "netio/pktsock.h"
 
 #define FABRIC_MAX_PORTS 64 /* the internal port included */
 #define FABRIC_BURST 64     /* frames taken from one port per pass */

@@ -12,8 +12,8 @@
 
 #include "base/util.h"
 #include "fabric/fabric_int.h"
-#include "transport/ethframe.h"
-#include "transport/roce_frame.h"
+#include "netio/ethframe.h"
+#include "netio/roce_frame.h"
 #include "wire/fabricmsg.h"
 #include "wire/wire.h"
 

@@ -11,7 +11,7 @@
 #include "inagg/version.h"
 #include "json/json.h"
 #include "transport/roce.h"
-#include "transport/roce_frame.h"
+#include "netio/roce_frame.h"
 #include "wire/wire.h"
 
 static void count(roce_steer_t *s, int i)

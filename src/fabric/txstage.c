@@ -15,7 +15,7 @@
 
 #include "base/util.h"
 #include "fabric/fabric_int.h"
-#include "transport/ethframe.h"
+#include "netio/ethframe.h"
 #include "wire/wire.h"
 
 #define TXBATCH_MAX 32

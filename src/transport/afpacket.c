@@ -13,8 +13,8 @@
 
 #include "base/errmsg.h"
 #include "base/netaddr.h"
-#include "transport/ethframe.h"
-#include "transport/pktsock.h"
+#include "netio/ethframe.h"
+#include "netio/pktsock.h"
 #include "transport/transport.h"
 
 #define AFP_SPIN_NS 20000ull

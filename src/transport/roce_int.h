@@ -10,10 +10,10 @@
 #include <string.h>
 
 #include "transport/afpacket.h"
-#include "transport/pktsock.h"
+#include "netio/pktsock.h"
 #include "transport/roce.h"
-#include "transport/roce_flow.h"
-#include "transport/roce_frame.h"
+#include "netio/roce_flow.h"
+#include "netio/roce_frame.h"
 #include "transport/roce_resbuf.h"
 #include "transport/transport.h"
 

@@ -23,7 +23,7 @@
 
 #include <stdint.h>
 
-#include "transport/roce_frame.h"
+#include "netio/roce_frame.h"
 
 #define ROCE_RESBUF_ROWS 4u
 #define ROCE_RESBUF_DEPTH 128u

@@ -1,6 +1,6 @@
 /*
- * fuzz_roce.c - the RoCE v1 frame parser (src/transport/roce_frame.c) and, behind it, one
- * flow's PSN check and reassembly (src/transport/roce_flow.c). libFuzzer entry point; also
+ * fuzz_roce.c - the RoCE v1 frame parser (src/netio/roce_frame.c) and, behind it, one
+ * flow's PSN check and reassembly (src/netio/roce_flow.c). libFuzzer entry point; also
  * builds under AFL++ (afl-clang-fast -fsanitize=fuzzer).
  *
  * Input: frames, each a little-endian 16-bit length and that many bytes (at most 512 frames).
@@ -17,8 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "transport/roce_flow.h"
-#include "transport/roce_frame.h"
+#include "netio/roce_flow.h"
+#include "netio/roce_frame.h"
 #include "transport/roce_resbuf.h"
 
 #define CHECK(cond)                                                                             \

@@ -1,7 +1,7 @@
 /*
  * ethframe.c - Ethernet / IPv4 / UDP parsing and header writing (see ethframe.h).
  */
-#include "transport/ethframe.h"
+#include "netio/ethframe.h"
 
 #include <string.h>
 

@@ -12,8 +12,8 @@
  * RoCE v2) set to all ones, then everything up to the ICRC. Stored least significant byte
  * first, as the Ethernet FCS is.
  */
-#ifndef INAGG_TRANSPORT_ROCE_FRAME_H
-#define INAGG_TRANSPORT_ROCE_FRAME_H
+#ifndef INAGG_NETIO_ROCE_FRAME_H
+#define INAGG_NETIO_ROCE_FRAME_H
 
 #include <stdint.h>
 
@@ -140,4 +140,4 @@ double roce_payload_efficiency(uint8_t opcode, uint32_t agg_header);
  * all its frames from the Ethernet header to the ICRC. */
 double roce_message_efficiency(uint32_t msg_len, uint32_t data_bytes, uint32_t *frames);
 
-#endif /* INAGG_TRANSPORT_ROCE_FRAME_H */
+#endif /* INAGG_NETIO_ROCE_FRAME_H */

@@ -22,12 +22,12 @@
  * Lengths: a message is the First's RETH DMA length (at most the flow's capacity); its frames
  * must fill it exactly, the Last ending at its end.
  */
-#ifndef INAGG_TRANSPORT_ROCE_FLOW_H
-#define INAGG_TRANSPORT_ROCE_FLOW_H
+#ifndef INAGG_NETIO_ROCE_FLOW_H
+#define INAGG_NETIO_ROCE_FLOW_H
 
 #include <stdint.h>
 
-#include "transport/roce_frame.h"
+#include "netio/roce_frame.h"
 
 #define ROCE_PSN_WINDOW (1u << 20)
 #define ROCE_RX_DONE_SLOTS 256u /* delivered messages remembered by their first PSN */
@@ -67,4 +67,4 @@ enum roce_rx_verdict roce_rx_frame(roce_rx_flow_t *fl, const roce_frame_t *f);
 
 const char *roce_rx_verdict_name(enum roce_rx_verdict v);
 
-#endif /* INAGG_TRANSPORT_ROCE_FLOW_H */
+#endif /* INAGG_NETIO_ROCE_FLOW_H */

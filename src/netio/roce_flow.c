@@ -1,7 +1,7 @@
 /*
  * roce_flow.c - PSN check and message reassembly of one RoCE flow (see roce_flow.h).
  */
-#include "transport/roce_flow.h"
+#include "netio/roce_flow.h"
 
 #include <string.h>
 

@@ -1,7 +1,7 @@
 /*
  * pktsock.c - AF_PACKET socket with a TPACKET_V2 receive ring and sendmsg (see pktsock.h).
  */
-#include "transport/pktsock.h"
+#include "netio/pktsock.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

@@ -2,7 +2,7 @@
  * roce_frame.c - RoCE v1 RDMA Write frames: writing, parsing with its checks, the ICRC
  * (see roce_frame.h). CRC-32 by ISA-L (libisal).
  */
-#include "transport/roce_frame.h"
+#include "netio/roce_frame.h"
 
 #include <isa-l/crc.h>
 #include <string.h>

@@ -3,8 +3,8 @@
  * into its addresses and UDP payload, and write the 42-byte header of a frame to send. Used by
  * the AF_PACKET transport and by the L2 fabric's classifier; nothing here does I/O.
  */
-#ifndef INAGG_TRANSPORT_ETHFRAME_H
-#define INAGG_TRANSPORT_ETHFRAME_H
+#ifndef INAGG_NETIO_ETHFRAME_H
+#define INAGG_NETIO_ETHFRAME_H
 
 #include <stdint.h>
 
@@ -41,4 +41,4 @@ void ethf_write_udp(uint8_t *buf, const uint8_t src_mac[6], const uint8_t dst_ma
 
 static inline int ethf_mac_is_multicast(const uint8_t *mac) { return mac[0] & 1; }
 
-#endif /* INAGG_TRANSPORT_ETHFRAME_H */
+#endif /* INAGG_NETIO_ETHFRAME_H */

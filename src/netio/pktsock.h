@@ -11,8 +11,8 @@
  * Frames we send are not received back (PACKET_IGNORE_OUTGOING, and outgoing frames are
  * skipped if the kernel delivers them anyway). Errors: -errno with a reason in err.
  */
-#ifndef INAGG_TRANSPORT_PKTSOCK_H
-#define INAGG_TRANSPORT_PKTSOCK_H
+#ifndef INAGG_NETIO_PKTSOCK_H
+#define INAGG_NETIO_PKTSOCK_H
 
 #include <linux/virtio_net.h>
 #include <stddef.h>
@@ -62,4 +62,4 @@ void pktsock_close(pktsock_t *s);
  * frames carry skb priority `priority` (qdiscs classify by it). The descriptor or -errno. */
 int pktsock_open_tx(int ifindex, uint32_t priority);
 
-#endif /* INAGG_TRANSPORT_PKTSOCK_H */
+#endif /* INAGG_NETIO_PKTSOCK_H */

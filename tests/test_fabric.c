@@ -19,7 +19,7 @@
 #include "fabric/mactable.h"
 #include "transport/afpacket.h"
 #include "netio/ethframe.h"
-#include "transport/frameq.h"
+#include "fabric/frameq.h"
 #include "transport/transport.h"
 #include "wire/fabricmsg.h"
 #include "wire/wire.h"

@@ -18,7 +18,7 @@
 #include "transport/roce.h"
 #include "netio/roce_flow.h"
 #include "netio/roce_frame.h"
-#include "transport/roce_resbuf.h"
+#include "fabric/roce_resbuf.h"
 #include "transport/transport.h"
 #include "wire/wire.h"
 

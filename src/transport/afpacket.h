@@ -17,7 +17,7 @@
 
 #include <stdint.h>
 
-#include "transport/frameq.h"
+#include "fabric/frameq.h"
 #include "transport/roce.h"
 
 #define AFP_MAX_QUEUES 16

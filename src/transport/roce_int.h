@@ -14,7 +14,7 @@
 #include "transport/roce.h"
 #include "netio/roce_flow.h"
 #include "netio/roce_frame.h"
-#include "transport/roce_resbuf.h"
+#include "fabric/roce_resbuf.h"
 #include "transport/transport.h"
 
 #define ROCE_FLOWS 256u       /* flows one switch endpoint tracks (a power of two) */

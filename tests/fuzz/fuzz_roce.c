@@ -19,7 +19,7 @@
 
 #include "netio/roce_flow.h"
 #include "netio/roce_frame.h"
-#include "transport/roce_resbuf.h"
+#include "fabric/roce_resbuf.h"
 
 #define CHECK(cond)                                                                             \
     do {                                                                                        \

@@ -4,8 +4,8 @@
  * forwarding thread and the switch's dataplane threads (the AF_PACKET transport's linked
  * mode). Lock-free: the producer owns `head`, the consumer `tail`.
  */
-#ifndef INAGG_TRANSPORT_FRAMEQ_H
-#define INAGG_TRANSPORT_FRAMEQ_H
+#ifndef INAGG_FABRIC_FRAMEQ_H
+#define INAGG_FABRIC_FRAMEQ_H
 
 #include <stdatomic.h>
 #include <stdint.h>
@@ -66,4 +66,4 @@ void frameq_kick(frameq_t *q);
 /* Consumer: wait up to timeout_ms until something is ready. 1 ready, 0 timed out. */
 int frameq_wait(frameq_t *q, int timeout_ms);
 
-#endif /* INAGG_TRANSPORT_FRAMEQ_H */
+#endif /* INAGG_FABRIC_FRAMEQ_H */

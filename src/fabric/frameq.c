@@ -1,7 +1,7 @@
 /*
  * frameq.c - allocation and sleeping of the SPSC frame queue (see frameq.h).
  */
-#include "transport/frameq.h"
+#include "fabric/frameq.h"
 
 #include <errno.h>
 #include <poll.h>

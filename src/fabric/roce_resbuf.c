@@ -2,7 +2,7 @@
  * roce_resbuf.c - the switch's RoCE result buffer and the worker's replay table (see
  * roce_resbuf.h).
  */
-#include "transport/roce_resbuf.h"
+#include "fabric/roce_resbuf.h"
 
 #include <errno.h>
 #include <stdlib.h>

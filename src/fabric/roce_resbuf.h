@@ -18,8 +18,8 @@
  * Messages are named by a key made of their aggregation header's job, slot and round (the
  * same for a contribution and its result); roce_msg_key reads it.
  */
-#ifndef INAGG_TRANSPORT_ROCE_RESBUF_H
-#define INAGG_TRANSPORT_ROCE_RESBUF_H
+#ifndef INAGG_FABRIC_ROCE_RESBUF_H
+#define INAGG_FABRIC_ROCE_RESBUF_H
 
 #include <stdint.h>
 
@@ -101,4 +101,4 @@ typedef struct roce_replay {
 uint32_t roce_replay_psn(roce_replay_t *r, const roce_msg_key_t *key, uint32_t len,
                          uint32_t next_psn, int *replay);
 
-#endif /* INAGG_TRANSPORT_ROCE_RESBUF_H */
+#endif /* INAGG_FABRIC_ROCE_RESBUF_H */

@@ -44,9 +44,8 @@ VERSION       := $(shell sed -n 's/^\#define INAGG_VERSION_STRING "\(.*\)"/\1/p'
 SONAME        := libinagg.so.$(VERSION_MAJOR)
 
 WORKER_SRC := $(wildcard src/base/*.c src/kernels/*.c src/wire/*.c src/netio/*.c src/transport/*.c \
-                         src/control/*.c src/worker/*.c src/codec/*.c) \
-              src/fabric/frameq.c src/fabric/roce_resbuf.c
-SWITCH_SRC := $(filter-out $(WORKER_SRC),$(wildcard src/switch/*.c src/json/*.c src/fabric/*.c))
+                         src/control/*.c src/worker/*.c src/codec/*.c)
+SWITCH_SRC := $(wildcard src/switch/*.c src/json/*.c src/fabric/*.c)
 APPS_SRC   := $(wildcard src/glm/*.c src/launch/*.c src/bench/*.c src/model/*.c) src/mpi/baseline_mpi.c
 CLI_SRC    := $(wildcard src/cli/*.c)
 TEST_SRC   := $(wildcard tests/test_*.c) tests/harness.c tests/testutil.c

@@ -126,8 +126,8 @@ static void run_mode_threads(const char *mode, int ef, uint32_t threads)
     char wf[128], sf[128];
     lossy_fault_specs(0.02, 14, wf, sf, sizeof wf);
     switch_config_t cfg = SWITCH_CONFIG_INIT;
-    cfg.faults_in = sf;
-    cfg.faults_out = sf;
+    cfg.transport.faults_in = sf;
+    cfg.transport.faults_out = sf;
     test_switch_t ts;
     ts_start(&ts, &cfg);
     cjob_t j = {.addr = ts.addr, .mode = mode, .faults = wf, .ef = ef, .threads = threads};

@@ -17,6 +17,7 @@
 #include "fabric/fabric.h"
 #include "fabric/fabric_int.h"
 #include "fabric/mactable.h"
+#include "fabric/port.h"
 #include "transport/afpacket.h"
 #include "netio/ethframe.h"
 #include "fabric/frameq.h"
@@ -176,11 +177,11 @@ TEST(frameq_spsc_and_durations, 5)
     CHECK(fabric_parse_duration("5 parsecs", &ns) == -EINVAL);
 }
 
-/* The AF_PACKET transport linked to a fabric: what the fabric queues arrives as packets with
+/* The fabric's aggregation port carrying UDP: what the fabric queues arrives as packets with
  * the sender's address; what the endpoint sends leaves as frames to that address and port. */
-TEST(afpacket_linked_mode, 10)
+TEST(fabric_port_udp, 10)
 {
-    static afp_link_t link;
+    static fabric_link_t link;
     memset(&link, 0, sizeof(link));
     link.nqueues = 2;
     for (int q = 0; q < 2; q++) {
@@ -191,7 +192,9 @@ TEST(afpacket_linked_mode, 10)
     memcpy(link.mac, MAC_B, 6);
     link.ip = inet_addr("10.9.0.254");
     link.port0 = 7000;
-    transport_config_t cfg = {.kind = "afpacket", .link = &link, .queue = 1};
+    fabric_port_config_t pc;
+    fabric_port_config_init(&pc, &link, 0, 0);
+    transport_config_t cfg = {.kind = "afpacket", .opener = &pc.opener, .queue = 1};
     transport_t *t = NULL;
     char err[160] = "";
     CHECK_MSG(transport_open(&cfg, &t, err, sizeof(err)) == 0, "%s", err);
@@ -240,6 +243,10 @@ TEST(afpacket_linked_mode, 10)
     cfg.queue = 5;
     CHECK(transport_open(&cfg, &t2, err, sizeof(err)) == -EINVAL);
     transport_close(t);
+    /* without a fabric: no endpoint */
+    pc.link = NULL;
+    cfg.queue = 0;
+    CHECK(transport_open(&cfg, &t2, err, sizeof(err)) == -EINVAL);
     for (int q = 0; q < 2; q++) {
         frameq_free(&link.rx[q]);
         frameq_free(&link.tx[q]);

@@ -87,12 +87,12 @@ static void run_hier(hier_spec_t *s, const char *spine_faults, const char *leaf_
 {
     test_switch_t spine, leaf[MAX_LEAVES];
     switch_config_t sc = SWITCH_CONFIG_INIT;
-    sc.faults_in = sc.faults_out = spine_faults;
+    sc.transport.faults_in = sc.transport.faults_out = spine_faults;
     ts_start(&spine, &sc);
     for (uint32_t l = 0; l < s->leaves; l++) {
         switch_config_t lc = SWITCH_CONFIG_INIT;
         lc.threads = l + 1; /* leaves of different shapes: 1 and 2 dataplane threads */
-        lc.faults_in = lc.faults_out = leaf_faults;
+        lc.transport.faults_in = lc.transport.faults_out = leaf_faults;
         lc.upstream = spine.addr;
         lc.upstream_rank = l;
         lc.upstream_world = s->leaves;

@@ -181,8 +181,8 @@ static void lossy_int32(double p, uint64_t seed)
     char wf[128], sf[128];
     lossy_fault_specs(p, seed, wf, sf, sizeof(wf));
     switch_config_t cfg = SWITCH_CONFIG_INIT;
-    cfg.faults_in = sf;
-    cfg.faults_out = sf;
+    cfg.transport.faults_in = sf;
+    cfg.transport.faults_out = sf;
     job_spec_t lossless = {.job = "ref", .world = 4, .elems = 200000, .dtype = INAGG_INT32,
                            .iters = 1, .seed = seed, .slots = 32, .packet_elems = 256};
     alloc_outputs(&lossless);
@@ -708,8 +708,8 @@ TEST(int32_exact_under_loss_with_three_switch_threads, 150)
     lossy_fault_specs(0.03, 41, wf, sf, sizeof(wf));
     switch_config_t cfg = SWITCH_CONFIG_INIT;
     cfg.threads = 3;
-    cfg.faults_in = sf;
-    cfg.faults_out = sf;
+    cfg.transport.faults_in = sf;
+    cfg.transport.faults_out = sf;
     job_spec_t s = {.job = "threads3", .world = 4, .elems = 200000, .dtype = INAGG_INT32,
                     .iters = 3, .seed = 41, .slots = 33, .packet_elems = 256, .threads = 2,
                     .faults = wf};
@@ -743,8 +743,8 @@ static void wide_world(uint32_t world, uint64_t seed)
     lossy_fault_specs(0.01, seed, wf, sf, sizeof(wf));
     switch_config_t cfg = SWITCH_CONFIG_INIT;
     cfg.threads = 2;
-    cfg.faults_in = sf;
-    cfg.faults_out = sf;
+    cfg.transport.faults_in = sf;
+    cfg.transport.faults_out = sf;
     job_spec_t s = {.job = "wide", .world = world, .elems = 20000, .dtype = INAGG_INT32,
                     .iters = 2, .seed = seed, .slots = 16, .packet_elems = 256,
                     .timeout_ms = 30000, .faults = wf};

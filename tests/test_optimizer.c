@@ -233,8 +233,8 @@ static void run_push(push_spec_t *s, const char *switch_faults, int timeout_s)
     s->codes = shared_alloc(s->world * sizeof(int32_t));
     s->mismatches = shared_alloc(s->world * sizeof(uint32_t));
     switch_config_t cfg = SWITCH_CONFIG_INIT;
-    cfg.faults_in = switch_faults;
-    cfg.faults_out = switch_faults;
+    cfg.transport.faults_in = switch_faults;
+    cfg.transport.faults_out = switch_faults;
     test_switch_t ts;
     ts_start(&ts, &cfg);
     s->addr = ts.addr;

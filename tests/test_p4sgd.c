@@ -219,8 +219,8 @@ static void lossy_small(double p, uint64_t seed)
     char wf[128], sf[128];
     lossy_fault_specs(p, seed, wf, sf, sizeof(wf));
     switch_config_t cfg = SWITCH_CONFIG_INIT;
-    cfg.faults_in = sf;
-    cfg.faults_out = sf;
+    cfg.transport.faults_in = sf;
+    cfg.transport.faults_out = sf;
     small_spec_t s = {.job = "p4lossy", .world = 4, .ops = 2000, .elems = 8, .inflight = 16,
                       .dtype = INAGG_INT32, .seed = seed, .victim = -1, .faults = wf};
     alloc_small(&s);
@@ -283,8 +283,8 @@ TEST(p4sgd_exact_with_inline_aggregation_under_loss, 120)
     lossy_fault_specs(0.02, 41, wf, sf, sizeof(wf));
     switch_config_t cfg = SWITCH_CONFIG_INIT;
     cfg.threads = 2;
-    cfg.faults_in = sf;
-    cfg.faults_out = sf;
+    cfg.transport.faults_in = sf;
+    cfg.transport.faults_out = sf;
     inline_owner.queues = cfg.threads;
     cfg.inline_attach = inline_owner_attach;
     cfg.attach_ctx = &inline_owner;

@@ -18,7 +18,9 @@
 #include "transport/roce.h"
 #include "netio/roce_flow.h"
 #include "netio/roce_frame.h"
+#include "fabric/port.h"
 #include "fabric/roce_resbuf.h"
+#include "transport/roce_replay.h"
 #include "transport/transport.h"
 #include "wire/wire.h"
 
@@ -246,7 +248,7 @@ static void push(frameq_t *q, const roce_hdr_t *h, const uint8_t *pay, uint32_t 
 
 TEST(roce_linked_endpoint_answers_on_the_senders_qp, 10)
 {
-    static afp_link_t link;
+    static fabric_link_t link;
     memset(&link, 0, sizeof(link));
     link.nqueues = 2;
     for (int q = 0; q < 2; q++) {
@@ -257,7 +259,10 @@ TEST(roce_linked_endpoint_answers_on_the_senders_qp, 10)
     memcpy(link.mac, MAC_S, 6);
     link.ip = inet_addr("10.9.0.254");
     link.port0 = 7000;
-    transport_config_t cfg = {.kind = "roce", .link = &link, .queue = 1, .max_packet = 8192};
+    fabric_port_config_t pc;
+    fabric_port_config_init(&pc, &link, 0, 0);
+    transport_config_t cfg = {.kind = "roce", .opener = &pc.opener, .queue = 1,
+                              .max_packet = 8192};
     transport_t *t = NULL;
     char err[160] = "";
     CHECK_MSG(transport_open(&cfg, &t, err, sizeof(err)) == 0, "%s", err);
@@ -430,7 +435,7 @@ TEST(roce_replay_reuses_psns_once, 10)
  * repeat whose round is open, or whose result was evicted, is counted. */
 TEST(roce_linked_endpoint_answers_repeats_from_its_result_buffer, 10)
 {
-    static afp_link_t link;
+    static fabric_link_t link;
     memset(&link, 0, sizeof(link));
     link.nqueues = 1;
     CHECK_EQ_INT(frameq_init(&link.rx[0], 64), 0);
@@ -440,8 +445,10 @@ TEST(roce_linked_endpoint_answers_repeats_from_its_result_buffer, 10)
     link.ip = inet_addr("10.9.0.254");
     link.port0 = 7000;
     /* one flow x 4 frames: room for one 3-frame result */
-    transport_config_t cfg = {.kind = "roce", .link = &link, .queue = 0, .max_packet = 8192,
-                              .roce_resbuf_rows = 1, .roce_resbuf_depth = 4};
+    fabric_port_config_t pc;
+    fabric_port_config_init(&pc, &link, 1, 4);
+    transport_config_t cfg = {.kind = "roce", .opener = &pc.opener, .queue = 0,
+                              .max_packet = 8192};
     transport_t *t = NULL;
     char err[160] = "";
     CHECK_MSG(transport_open(&cfg, &t, err, sizeof(err)) == 0, "%s", err);
@@ -523,7 +530,7 @@ TEST(roce_worker_endpoint_needs_a_neighbour, 10)
 {
     transport_addr_t sw;
     CHECK_EQ_INT(transport_parse_addr("udp", "10.255.255.254:7000", &sw), 0);
-    transport_config_t cfg = {.kind = "roce", .peer = &sw};
+    transport_config_t cfg = {.kind = "roce", .roce = {.peer = &sw}};
     transport_t *t = NULL;
     char err[256] = "";
     CHECK_EQ_INT(transport_open(&cfg, &t, err, sizeof(err)), -EHOSTUNREACH);

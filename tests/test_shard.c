@@ -83,7 +83,7 @@ static void run_sharded(shard_spec_t *s, uint32_t k, const char *sw_faults, int 
     for (uint32_t i = 0; i < k; i++) {
         switch_config_t c = SWITCH_CONFIG_INIT;
         c.threads = i + 1; /* shards of different shapes */
-        c.faults_in = c.faults_out = sw_faults;
+        c.transport.faults_in = c.transport.faults_out = sw_faults;
         ts_start(&ts[i], &c);
         size_t have = strlen(s->addr);
         snprintf(s->addr + have, sizeof(s->addr) - have, "%s%s", i ? "," : "", ts[i].addr);

@@ -241,8 +241,8 @@ static int start_fabric(fabric_config_t *fc, switch_config_t *cfg, int inline_ag
     }
     snprintf(listen_buf, cap, "%s:%u", fabric_ip_text(*out), port);
     cfg->listen = listen_buf;
-    cfg->transport = "roce"; /* linked: UDP aggregation frames as afpacket, and RoCE */
-    cfg->transport_link = fabric_link(*out);
+    cfg->transport.kind = "roce"; /* the aggregation port: UDP and RoCE frames */
+    cfg->transport.opener = fabric_port_opener(*out);
     cfg->extra_text = fabric_write_text;
     cfg->extra_json = fabric_write_json;
     cfg->extra_ctl = fabric_control;
@@ -299,10 +299,10 @@ int cmd_switch(int argc, char **argv)
         case 'b': if (parse_u32("--batch", optarg, &cfg.batch)) return 2; break;
         case 'B':
             if (parse_u32("--socket-buffer", optarg, &v)) return 2;
-            cfg.socket_buffer = (int)v;
+            cfg.transport.buffer_bytes = (int)v;
             break;
-        case 'i': cfg.faults_in = optarg; break;
-        case 'o': cfg.faults_out = optarg; break;
+        case 'i': cfg.transport.faults_in = optarg; break;
+        case 'o': cfg.transport.faults_out = optarg; break;
         case 'r':
             if (parse_u32("--ready-fd", optarg, &v)) return 2;
             ready_fd = (int)v;
@@ -329,7 +329,7 @@ int cmd_switch(int argc, char **argv)
         case 1017: agg_threads = 1; break;
         case 1016:
             if (strcmp(optarg, "off") == 0) {
-                cfg.roce_resbuf_rows = 0, cfg.roce_resbuf_depth = 1;
+                fcfg.roce_resbuf_rows = 0, fcfg.roce_resbuf_depth = 1;
             } else {
                 unsigned fl = 0, fr = 0;
                 char tail = 0;
@@ -339,7 +339,7 @@ int cmd_switch(int argc, char **argv)
                             "4x128, at most 65536 frames in all) or off, got '%s'\n", optarg);
                     return 2;
                 }
-                cfg.roce_resbuf_rows = fl, cfg.roce_resbuf_depth = fr;
+                fcfg.roce_resbuf_rows = fl, fcfg.roce_resbuf_depth = fr;
             }
             resbuf_given = 1;
             break;
@@ -357,7 +357,7 @@ int cmd_switch(int argc, char **argv)
             break;
         }
         case 'A': if (parse_u32("--mac-age", optarg, &fcfg.mac_age_ms)) return 2; break;
-        case 'K': cfg.transport = "afpacket"; cfg.transport_iface = optarg; break;
+        case 'K': cfg.transport.kind = "afpacket"; cfg.transport.afpacket.iface = optarg; break;
         case 1001:
             if (parse_u32("--request-timeout", optarg, &cfg.request_ms)) return 2;
             break;
@@ -408,12 +408,12 @@ int cmd_switch(int argc, char **argv)
                         "needs both)\n");
         return 2;
     }
-    if (cfg.upstream && (fcfg.ports || cfg.transport_iface)) {
+    if (cfg.upstream && (fcfg.ports || cfg.transport.afpacket.iface)) {
         fprintf(stderr, "inagg switch: a leaf switch (--upstream) runs over UDP sockets: "
                         "not with --l2 or --afpacket\n");
         return 2;
     }
-    if (fcfg.ports && cfg.transport_iface) {
+    if (fcfg.ports && cfg.transport.afpacket.iface) {
         fprintf(stderr, "inagg switch: --afpacket and --l2 exclude each other (the fabric "
                         "owns its ports)\n");
         return 2;

@@ -170,8 +170,8 @@ static int parse_config(struct fabric *f, const fabric_config_t *c, char *err, s
         uint8_t m[6] = {0x02, 0x69, 0x61, b[1], b[2], b[3]};
         memcpy(f->mac, m, 6);
     }
-    if (c->queues == 0 || c->queues > AFP_MAX_QUEUES) {
-        set_err(err, errlen, "the fabric serves 1..%u aggregation queues", AFP_MAX_QUEUES);
+    if (c->queues == 0 || c->queues > FABRIC_LINK_MAX_QUEUES) {
+        set_err(err, errlen, "the fabric serves 1..%u aggregation queues", FABRIC_LINK_MAX_QUEUES);
         return -EINVAL;
     }
     if (c->agg_port == 0 || (uint32_t)c->agg_port + c->queues > 65536) {
@@ -253,7 +253,7 @@ static void free_all(struct fabric *f)
         delayline_free(&port->in);
         delayline_free(&port->out);
     }
-    for (uint32_t q = 0; q < AFP_MAX_QUEUES; q++) {
+    for (uint32_t q = 0; q < FABRIC_LINK_MAX_QUEUES; q++) {
         frameq_free(&f->link.rx[q]);
         frameq_free(&f->link.tx[q]);
     }
@@ -278,7 +278,7 @@ int fabric_start(const fabric_config_t *c, fabric_t **out, char *err, size_t err
     }
     f->link.tx_efd = -1;
     f->txq.efd = -1;
-    for (uint32_t q = 0; q < AFP_MAX_QUEUES; q++)
+    for (uint32_t q = 0; q < FABRIC_LINK_MAX_QUEUES; q++)
         f->link.rx[q].efd = f->link.tx[q].efd = -1;
     for (uint32_t p = 0; p < FABRIC_MAX_PORTS; p++) {
         f->ports[p].tap_fd = -1;
@@ -333,6 +333,7 @@ int fabric_start(const fabric_config_t *c, fabric_t **out, char *err, size_t err
     memcpy(f->link.mac, f->mac, 6);
     f->link.ip = f->ip;
     f->link.port0 = c->agg_port;
+    fabric_port_config_init(&f->port, &f->link, c->roce_resbuf_rows, c->roce_resbuf_depth);
     for (uint32_t q = 0; rc == 0 && q < c->queues; q++) {
         rc = frameq_init(&f->link.rx[q], QUEUE_SLOTS);
         if (rc == 0)
@@ -368,7 +369,7 @@ int fabric_start(const fabric_config_t *c, fabric_t **out, char *err, size_t err
     return 0;
 }
 
-afp_link_t *fabric_link(fabric_t *f) { return &f->link; }
+const transport_opener_t *fabric_port_opener(fabric_t *f) { return &f->port.opener; }
 const char *fabric_ip_text(const fabric_t *f) { return f->ip_text; }
 
 void fabric_attach_aggregation(void *fp, int (*pass)(void *sw, uint32_t queue), void *sw)

@@ -2,7 +2,7 @@
  * fabric.h - the L2 fabric: an Ethernet switch over AF_PACKET ports that forwards ordinary
  * frames (MAC learning with ageing, flooding of broadcast and unknown destinations) and hands
  * the aggregation protocol's frames addressed to the switch's own IP and UDP ports to the
- * aggregation switch (switch.h) through the AF_PACKET transport's linked mode. The switch's
+ * aggregation switch (switch.h) through its aggregation port (port.h). The switch's
  * IP and MAC live on an internal TAP port (tapdev.h), so ARP, ICMP and the TCP control port
  * are the kernel's. Every port can emulate a link's one-way delay and jitter (delayline.h)
  * and random loss of IPv4 frames (seeded, counted per port).
@@ -15,7 +15,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "transport/afpacket.h"
+#include "transport/transport.h"
 
 struct json_writer;
 
@@ -39,6 +39,9 @@ typedef struct fabric_config {
     const char *add_mode;   /* "any" (NULL), "fixed" or "float"; changeable */
     uint32_t threads;       /* the pipeline's threads: 1 (0 too) receive, classify and
                                transmit on one; 2: transmit on its own */
+    uint32_t roce_resbuf_rows;  /* RoCE result buffer per queue: flows x frames (0 x 0: the
+                                   default 4 x 128; 0 x 1: none) */
+    uint32_t roce_resbuf_depth;
 } fabric_config_t;
 
 typedef struct fabric fabric_t;
@@ -47,8 +50,9 @@ typedef struct fabric fabric_t;
  * reason in err. */
 int fabric_start(const fabric_config_t *cfg, fabric_t **out, char *err, size_t errlen);
 
-/* What the switch's transport endpoints attach to (transport_config_t.link). */
-afp_link_t *fabric_link(fabric_t *f);
+/* What the switch opens its dataplane endpoints with (transport_config_t.opener): the
+ * fabric's aggregation port (port.h), one endpoint per aggregation queue. */
+const transport_opener_t *fabric_port_opener(fabric_t *f);
 
 /* The switch's IP as text ("A.B.C.D"). */
 const char *fabric_ip_text(const fabric_t *f);

@@ -22,6 +22,7 @@
 #include "fabric/delayline.h"
 #include "fabric/fabric.h"
 #include "fabric/mactable.h"
+#include "fabric/port.h"
 #include "fabric/roce_agg.h"
 #include "netio/pktsock.h"
 
@@ -118,7 +119,8 @@ struct fabric {
     int prefix;
     char ip_text[16];
     mactable_t mt;
-    afp_link_t link;
+    fabric_link_t link;     /* the aggregation port's frame queues (port.h) */
+    fabric_port_config_t port; /* what the switch opens its endpoints with */
     uint32_t kick;         /* aggregation queues that got frames this pass */
     resend_ent_t *resend;  /* (job, slot, rank) -> last result round sent */
     uint8_t *tapbuf;

@@ -1,8 +1,7 @@
 /*
  * frameq.h - a single-producer single-consumer queue of whole Ethernet frames in fixed slots,
  * with an eventfd the producer writes so a consumer can sleep. Between the L2 fabric's
- * forwarding thread and the switch's dataplane threads (the AF_PACKET transport's linked
- * mode). Lock-free: the producer owns `head`, the consumer `tail`.
+ * forwarding thread and the switch's dataplane threads (the aggregation port, port.h). Lock-free: the producer owns `head`, the consumer `tail`.
  */
 #ifndef INAGG_FABRIC_FRAMEQ_H
 #define INAGG_FABRIC_FRAMEQ_H
@@ -11,8 +10,9 @@
 #include <stdint.h>
 
 #include "base/util.h"
+#include "netio/ethframe.h"
 
-#define FRAMEQ_DATA 9216u /* an MTU-9000 frame and its Ethernet header */
+#define FRAMEQ_DATA ETHF_MAX_FRAME
 
 typedef struct frameq_slot {
     uint32_t len;

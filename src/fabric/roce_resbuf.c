@@ -1,25 +1,11 @@
 /*
- * roce_resbuf.c - the switch's RoCE result buffer and the worker's replay table (see
- * roce_resbuf.h).
+ * roce_resbuf.c - the switch's RoCE result buffer (see roce_resbuf.h).
  */
 #include "fabric/roce_resbuf.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include "wire/wire.h"
-
-int roce_msg_key(const uint8_t *msg, uint32_t len, roce_msg_key_t *k)
-{
-    wire_header_t h;
-    if (wire_decode(msg, len, &h) != WIRE_OK)
-        return -1;
-    k->slot_round = (uint64_t)h.slot << 32 | h.round;
-    k->job = h.job;
-    k->type = h.type;
-    return 0;
-}
 
 int roce_resbuf_init(roce_resbuf_t *b, uint32_t rows, uint32_t depth)
 {
@@ -116,22 +102,4 @@ void roce_restamp_psn(uint8_t *frame, uint32_t len, uint32_t psn)
     ic[1] = (uint8_t)(crc >> 8);
     ic[2] = (uint8_t)(crc >> 16);
     ic[3] = (uint8_t)(crc >> 24);
-}
-
-uint32_t roce_replay_psn(roce_replay_t *r, const roce_msg_key_t *key, uint32_t len,
-                         uint32_t next_psn, int *replay)
-{
-    uint64_t h = (key->slot_round ^ ((uint64_t)key->job << 48)) * 0x9e3779b97f4a7c15ull;
-    roce_replay_ent_t *e = &r->e[(h >> 40) % ROCE_REPLAY_SLOTS];
-    if (e->sends == 1 && e->len == len && roce_key_eq(&e->key, key)) {
-        e->sends = 2; /* once: a further retransmission takes new PSNs */
-        *replay = 1;
-        return e->psn;
-    }
-    e->key = *key;
-    e->len = len;
-    e->psn = next_psn;
-    e->sends = 1;
-    *replay = 0;
-    return next_psn;
 }

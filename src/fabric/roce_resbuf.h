@@ -1,6 +1,6 @@
 /*
- * roce_resbuf.h - the retransmission side of the RoCE transport, after AllReduce-Switch's
- * result buffer (PROTOCOL.md 13.4).
+ * roce_resbuf.h - the switch's side of RoCE retransmission, after AllReduce-Switch's result
+ * buffer (PROTOCOL.md 13.4); the fabric's aggregation port (port.h) keeps one per endpoint.
  *
  * The switch's result buffer keeps the result frames it sent on each aggregation flow, in R
  * rows of D frames (default 4 x 128, the paper's 512; a flow writes row flow % R), reused
@@ -11,12 +11,8 @@
  * dropped: the sender's next timeout recovers (with new PSNs, answered by the slot protocol's
  * kept result).
  *
- * The worker's replay table remembers the PSNs each recent contribution went out with, so
- * that its first retransmission reuses them (as an RC requester's go-back-N does) and later
- * ones take new PSNs.
- *
- * Messages are named by a key made of their aggregation header's job, slot and round (the
- * same for a contribution and its result); roce_msg_key reads it.
+ * Messages are named by their key (netio/roce_msgkey.h): the worker's replay table
+ * (transport/roce_replay.h) reuses a contribution's PSNs by the same key.
  */
 #ifndef INAGG_FABRIC_ROCE_RESBUF_H
 #define INAGG_FABRIC_ROCE_RESBUF_H
@@ -24,26 +20,11 @@
 #include <stdint.h>
 
 #include "netio/roce_frame.h"
+#include "netio/roce_msgkey.h"
 
 #define ROCE_RESBUF_ROWS 4u
 #define ROCE_RESBUF_DEPTH 128u
 #define ROCE_RESBUF_MAX_FRAMES (1u << 16) /* rows x depth at most */
-
-/* What names a message: its aggregation header's job, slot and round, and its type. */
-typedef struct roce_msg_key {
-    uint64_t slot_round; /* slot << 32 | round */
-    uint16_t job;
-    uint8_t type;        /* enum wire_type */
-} roce_msg_key_t;
-
-/* The key of a message of len bytes starting with its inagg header at msg (at least the
- * header's bytes there). 0, or -1 when the bytes are not a valid inagg header. */
-int roce_msg_key(const uint8_t *msg, uint32_t len, roce_msg_key_t *k);
-
-static inline int roce_key_eq(const roce_msg_key_t *a, const roce_msg_key_t *b)
-{
-    return a->slot_round == b->slot_round && a->job == b->job && a->type == b->type;
-}
 
 typedef struct roce_resbuf_ent {
     uint32_t flow;  /* the owner flow + 1 (0: empty) */
@@ -81,24 +62,5 @@ uint32_t roce_resbuf_find(const roce_resbuf_t *b, uint32_t flow, const roce_msg_
 
 /* Write psn into a kept frame's BTH and its ICRC anew (a repeat answered on new PSNs). */
 void roce_restamp_psn(uint8_t *frame, uint32_t len, uint32_t psn);
-
-/* ---- the worker's replay table ---------------------------------------------------------- */
-
-#define ROCE_REPLAY_SLOTS 256u
-
-typedef struct roce_replay_ent {
-    roce_msg_key_t key;
-    uint32_t psn, len;
-    uint8_t sends; /* 0: empty */
-} roce_replay_ent_t;
-
-typedef struct roce_replay {
-    roce_replay_ent_t e[ROCE_REPLAY_SLOTS];
-} roce_replay_t;
-
-/* The first PSN for a contribution with key of len bytes: the one its previous sending used
- * (*replay = 1) when this is its first retransmission, else next_psn (*replay = 0; recorded). */
-uint32_t roce_replay_psn(roce_replay_t *r, const roce_msg_key_t *key, uint32_t len,
-                         uint32_t next_psn, int *replay);
 
 #endif /* INAGG_FABRIC_ROCE_RESBUF_H */

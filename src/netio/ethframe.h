@@ -10,6 +10,7 @@
 
 #define ETHF_ETH_LEN 14u
 #define ETHF_UDP_HDR_LEN 42u /* Ethernet 14 + IPv4 20 + UDP 8 */
+#define ETHF_MAX_FRAME 9216u /* an MTU-9000 frame and its Ethernet header */
 #define ETHF_TYPE_IPV4 0x0800u
 #define ETHF_TYPE_ARP 0x0806u
 

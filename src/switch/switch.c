@@ -58,21 +58,14 @@ static int open_queue(struct inagg_switch *sw, uint32_t t, const char *bind, cha
                       size_t errlen)
 {
     const switch_config_t *c = &sw->cfg;
-    transport_config_t tc = {
-        .kind = c->transport ? c->transport : "udp",
-        .link = c->transport_link,
-        .iface = c->transport_iface,
-        .bind = bind,
-        .queue = t,
-        .buffer_bytes = c->socket_buffer,
-        .batch = c->batch == 0 ? 1 : c->batch < 256 ? c->batch : 256,
-        .sleep_ms = 50,
-        .faults_in = c->faults_in,
-        .faults_out = c->faults_out,
-        .fault_stream = t,
-        .roce_resbuf_rows = c->roce_resbuf_rows,
-        .roce_resbuf_depth = c->roce_resbuf_depth,
-    };
+    transport_config_t tc = c->transport;
+    if (!tc.kind)
+        tc.kind = "udp";
+    tc.bind = bind;
+    tc.queue = t;
+    tc.batch = c->batch == 0 ? 1 : c->batch < 256 ? c->batch : 256;
+    tc.sleep_ms = 50;
+    tc.fault_stream = t;
     return transport_open(&tc, &sw->threads[t].tp, err, errlen);
 }
 
@@ -138,7 +131,8 @@ int switch_start(const switch_config_t *cfg, inagg_switch_t **out, char *err, si
                      cfg->upstream_rank, cfg->upstream_world, INAGG_MAX_WORLD);
             return -1;
         }
-        if (cfg->transport && strcmp(cfg->transport, "udp") != 0) {
+        if (cfg->transport.opener ||
+            (cfg->transport.kind && strcmp(cfg->transport.kind, "udp") != 0)) {
             snprintf(err, errlen, "a leaf switch (upstream) runs its dataplane over udp only");
             return -1;
         }

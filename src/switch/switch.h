@@ -10,6 +10,8 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "transport/transport.h"
+
 struct json_writer;
 
 typedef struct switch_config {
@@ -19,12 +21,11 @@ typedef struct switch_config {
     uint32_t total_slots;        /* slot budget shared by all jobs */
     uint32_t worker_timeout_ms;  /* upper bound of a job's silent-rank timeout */
     uint32_t batch;              /* packets per receive (1..256) */
-    int socket_buffer;           /* bytes of receive and send buffer per dataplane queue */
-    const char *faults_in;       /* fault spec on the receive path (NULL: none) */
-    const char *faults_out;      /* fault spec on the send path (NULL: none) */
-    const char *transport;       /* dataplane transport kind (NULL: "udp") */
-    void *transport_link;        /* afpacket: the fabric's afp_link_t (transport/afpacket.h) */
-    const char *transport_iface; /* afpacket without a fabric: the interface it listens on */
+    /* The template of every dataplane endpoint: its kind (NULL: "udp") or opener (the L2
+     * fabric's aggregation port), socket buffers (buffer_bytes), fault specs (faults_in,
+     * faults_out; NULL: none) and the kind's own settings (afpacket.iface). The switch sets
+     * bind, queue, batch, sleep_ms and fault_stream per endpoint. */
+    transport_config_t transport;
     /* Extra counters of whatever carries the dataplane (the L2 fabric), written after the
      * switch's own: text lines, or members of the switch's JSON object. NULL: none. */
     void (*extra_text)(void *ctx, FILE *out);
@@ -43,9 +44,6 @@ typedef struct switch_config {
      * upstream_world ranks, and gives its own ranks the upstream result. NULL: none. */
     const char *upstream;
     uint32_t upstream_rank, upstream_world;
-    uint32_t roce_resbuf_rows;   /* RoCE result buffer per queue: flows x frames (0 x 0: the
-                                    default 4 x 128; 0 x 1: none) */
-    uint32_t roce_resbuf_depth;
     /* A FABRIC control line (wire/fabricmsg.h) from a client at peer (IPv4 as IPv4-mapped
      * IPv6): its one answer line into reply (FABRIC_STATE or ERR). Its ctx is extra_ctx.
      * NULL: such lines are answered ERR unsupported. */
@@ -63,9 +61,9 @@ typedef struct switch_config {
     void *attach_ctx;
 } switch_config_t;
 
-#define SWITCH_CONFIG_INIT                                                                      \
-    {"127.0.0.1:0", 1, 8192, 30000, 64, 32 << 20, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, \
-     0, 0, 0, 0, 0, 0}
+#define SWITCH_CONFIG_INIT                                                                    \
+    {.listen = "127.0.0.1:0", .threads = 1, .total_slots = 8192, .worker_timeout_ms = 30000,    \
+     .batch = 64, .transport = {.buffer_bytes = 32 << 20}}
 
 typedef struct inagg_switch inagg_switch_t;
 

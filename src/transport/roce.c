@@ -2,9 +2,9 @@
  * roce.c - the RoCE v1 transport (see roce.h): a packet becomes an RDMA Write message of
  * 1024-byte frames on its QP's PSN sequence; received frames are checked (roce_frame.c) and
  * reassembled per flow (roce_flow.c). This file holds what both ends share (framing, keys,
- * taking a frame, addresses, the ops table, opening) and the switch's endpoint, linked to
- * the L2 fabric's frame queues (it also carries the fabric's UDP frames and answers repeats
- * from its result buffer, roce_resbuf.h); the worker's endpoint is roce_worker.c.
+ * taking a frame, addresses, counters) and the transport's ops table and opening; the
+ * worker's endpoint is roce_worker.c, the switch's end the L2 fabric's aggregation port
+ * (fabric/port.c).
  */
 #include "transport/roce_int.h"
 
@@ -23,10 +23,6 @@
 #include "base/util.h"
 #include "transport/afpacket.h"
 #include "netio/ethframe.h"
-#include "netio/pktsock.h"
-#include "netio/roce_flow.h"
-#include "netio/roce_frame.h"
-#include "fabric/roce_resbuf.h"
 #include "transport/transport.h"
 #include "wire/wire.h"
 
@@ -132,105 +128,6 @@ int roce_tx_key(const transport_tx_t *p, uint32_t len, roce_msg_key_t *k)
     return roce_msg_key(h, len, k);
 }
 
-static uint32_t answered_slot(const roce_msg_key_t *k)
-{
-    return (uint32_t)(((k->slot_round ^ k->job) * 0x9e3779b97f4a7c15ull) >> 40) % ROCE_ANSWERED;
-}
-
-static flow_ent_t *flow_find(roce_endpoint_t *e, uint16_t port, const uint8_t *mac,
-                             uint32_t qp, int create)
-{
-    uint32_t hsh = (qp * 0x9e3779b1u) ^ ((uint32_t)port * 0x85ebca6bu) ^
-                   ((uint32_t)mac[5] << 8 | mac[4]);
-    for (uint32_t k = 0; k < ROCE_FLOWS; k++) {
-        uint32_t i = (hsh + k) & (ROCE_FLOWS - 1);
-        flow_ent_t *f = &e->flows[i];
-        if (!f->used) {
-            if (!create)
-                return NULL;
-            memset(f, 0, sizeof(*f));
-            f->used = 1;
-            f->port = port;
-            memcpy(f->mac, mac, 6);
-            f->qp = qp;
-            f->ordinal = e->nflows++;
-            f->rx.buf = e->bufs + (size_t)i * e->cap;
-            f->rx.cap = e->cap;
-            return f;
-        }
-        if (f->qp == qp && f->port == port && memcmp(f->mac, mac, 6) == 0)
-            return f;
-    }
-    return NULL;
-}
-
-/* Send one UDP packet of a linked endpoint, as the afpacket transport frames it. */
-static int send_udp_linked(roce_endpoint_t *e, const transport_tx_t *p)
-{
-    const afp_addr_t *to = (const afp_addr_t *)(const void *)p->to.u.bytes;
-    uint32_t plen = p->head_len + p->body_len;
-    if (ETHF_UDP_HDR_LEN + plen > FRAMEQ_DATA) {
-        atomic_fetch_add(&e->link->tx_too_big, 1);
-        return 0;
-    }
-    frameq_t *q = &e->link->tx[e->queue];
-    frameq_slot_t *s = frameq_reserve(q);
-    if (!s) {
-        atomic_fetch_add(&e->link->tx_full, 1);
-        return 0;
-    }
-    ethf_write_udp(s->data, e->mac, to->mac, e->ip, to->ip, e->port, to->port, plen);
-    memcpy(s->data + ETHF_UDP_HDR_LEN, p->head, p->head_len);
-    if (p->body_len)
-        memcpy(s->data + ETHF_UDP_HDR_LEN + p->head_len, p->body, p->body_len);
-    s->len = ETHF_UDP_HDR_LEN + plen;
-    s->port = to->ifport;
-    s->t_ns = e->last_rx_ns ? e->last_rx_ns : util_now_ns();
-    frameq_publish(q);
-    return 1;
-}
-
-static int send_roce_linked(roce_endpoint_t *e, const transport_tx_t *p)
-{
-    const roce_addr_t *to = cra(&p->to);
-    uint32_t len = p->head_len + p->body_len, nf = roce_frames_of(len);
-    frameq_t *q = &e->link->tx[e->queue];
-    if (len > e->cap || q->cap - frameq_ready(q) < nf) {
-        stat(e, RS_TX_DROPPED); /* all of a message or none of it: the protocols resend */
-        return 0;
-    }
-    flow_ent_t *f = flow_find(e, to->ifport, to->mac, to->qp, 0);
-    if (!f) {
-        stat(e, RS_TX_DROPPED);
-        return 0;
-    }
-    if (!f->tx_set) {
-        f->tx_psn = f->rx.first_psn;
-        f->tx_set = 1;
-    }
-    roce_msg_key_t key;
-    uint32_t seq = 0;
-    if (e->resbuf.rows && roce_tx_key(p, len, &key) == 0 && key.type == WIRE_RESULT) {
-        seq = roce_resbuf_begin(&e->resbuf, nf); /* kept, to answer repeats from */
-        f->answered[answered_slot(&key)] = key;
-    }
-    uint64_t t = e->last_rx_ns ? e->last_rx_ns : util_now_ns();
-    for (uint32_t i = 0; i < nf; i++) {
-        frameq_slot_t *s = frameq_reserve(q); /* room was checked above */
-        s->len = roce_build_frame(s->data, p, len, nf, i, e->mac, to->mac, to->qp, f->tx_psn,
-                             to->queue);
-        if (seq)
-            roce_resbuf_put(&e->resbuf, f->ordinal, &key, seq, i, nf, s->data, s->len);
-        s->port = to->ifport;
-        s->t_ns = t;
-        frameq_publish(q);
-        f->tx_psn = roce_psn_add(f->tx_psn, 1);
-        stat(e, RS_FRAMES_OUT);
-    }
-    stat(e, RS_MESSAGES_OUT);
-    return 1;
-}
-
 static int roce_send(transport_t *t, const transport_tx_t *pkts, int n, int timeout_ms)
 {
     roce_endpoint_t *e = (roce_endpoint_t *)t;
@@ -238,98 +135,47 @@ static int roce_send(transport_t *t, const transport_tx_t *pkts, int n, int time
     int queued = 0;
     for (int i = 0; i < n; i++) {
         const transport_tx_t *p = &pkts[i];
-        int rc;
-        if (e->link)
-            rc = p->to.kind == AFP_ADDR_KIND ? send_udp_linked(e, p)
-                 : p->to.kind == ROCE_ADDR_KIND ? send_roce_linked(e, p)
-                                                : 0;
-        else
-            rc = p->to.kind == ROCE_ADDR_KIND ? roce_worker_send(e, p) : -EINVAL;
+        int rc = p->to.kind == ROCE_ADDR_KIND ? roce_worker_send(e, p) : -EINVAL;
         if (rc < 0)
             return queued > 0 ? queued : rc;
         queued += rc;
     }
-    if (!e->link && e->txn) {
+    if (e->txn) {
         int rc = roce_worker_flush(e);
         if (rc < 0 && queued == 0)
             return rc;
     }
-    if (e->link && queued > 0)
-        afp_link_kick(e->link);
     return queued;
 }
 
-/* One received RoCE frame on flow fl: counted, its verdict in *vout; 1 when it completed a
- * message, which is then copied to arena slot `slot`. */
-int roce_take_frame(roce_endpoint_t *e, roce_rx_flow_t *fl, const roce_frame_t *f,
-                    uint32_t slot, uint32_t *len, enum roce_rx_verdict *vout)
+int roce_take_frame(roce_stats_t *st, roce_rx_flow_t *fl, const roce_frame_t *f, uint8_t *dst,
+                    uint32_t *len, enum roce_rx_verdict *vout)
 {
     uint64_t ab = fl->abandoned;
     enum roce_rx_verdict v = roce_rx_frame(fl, f);
     *vout = v;
     if (fl->abandoned != ab)
-        stat(e, RS_ABANDONED);
+        roce_stat(st, RS_ABANDONED);
     static const int of_verdict[ROCE_RX_VERDICT_COUNT] = {
         [ROCE_RX_DUP] = RS_PSN_DUPLICATE, [ROCE_RX_GAP] = RS_PSN_GAP,
         [ROCE_RX_WINDOW] = RS_PSN_WINDOW, [ROCE_RX_NO_FIRST] = RS_NO_FIRST,
         [ROCE_RX_TOO_BIG] = RS_TOO_BIG,   [ROCE_RX_LENGTH] = RS_LENGTH,
         [ROCE_RX_REPEAT] = RS_REPEATS};
     if (v != ROCE_RX_MORE && v != ROCE_RX_DONE) {
-        stat(e, of_verdict[v]);
+        roce_stat(st, of_verdict[v]);
         return 0;
     }
     if (v == ROCE_RX_MORE)
         return 0;
-    memcpy(e->arena + (size_t)slot * e->cap, fl->buf, fl->want);
+    memcpy(dst, fl->buf, fl->want);
     *len = fl->want;
-    stat(e, RS_MESSAGES_IN);
+    roce_stat(st, RS_MESSAGES_IN);
     if (fl->resent)
-        stat(e, RS_RESENT_TAKEN);
+        roce_stat(st, RS_RESENT_TAKEN);
     return 1;
 }
 
-/* A repeat on flow fe (a contribution's First again at its old PSN): answered from the
- * result buffer on the flow's next PSNs when its result is kept whole; else counted. */
-static void answer_repeat(roce_endpoint_t *e, flow_ent_t *fe)
-{
-    roce_msg_key_t rk = fe->done_key[fe->rx.repeat_psn % ROCE_RX_DONE_SLOTS];
-    if (rk.type != WIRE_CONTRIB)
-        return; /* an acknowledgement (p4sgd) again: nothing to answer */
-    if (!fe->tx_set) {
-        stat(e, RS_REPEAT_OPEN); /* nothing was sent back on this flow yet */
-        return;
-    }
-    rk.type = WIRE_RESULT;
-    const roce_resbuf_ent_t *fr[ROCE_DEFAULT_MAX / ROCE_PMTU + 2];
-    uint32_t n = roce_resbuf_find(&e->resbuf, fe->ordinal, &rk, fr, sizeof(fr) / sizeof(fr[0]));
-    if (n == 0) {
-        stat(e, roce_key_eq(&fe->answered[answered_slot(&rk)], &rk) ? RS_RESBUF_EVICTED
-                                                                     : RS_REPEAT_OPEN);
-        return;
-    }
-    frameq_t *q = &e->link->tx[e->queue];
-    if (q->cap - frameq_ready(q) < n) {
-        stat(e, RS_TX_DROPPED);
-        return;
-    }
-    uint64_t t = e->last_rx_ns ? e->last_rx_ns : util_now_ns();
-    for (uint32_t k = 0; k < n; k++) {
-        frameq_slot_t *s = frameq_reserve(q); /* room was checked above */
-        memcpy(s->data, fr[k]->frame, fr[k]->len);
-        s->len = fr[k]->len;
-        roce_restamp_psn(s->data, s->len, fe->tx_psn);
-        fe->tx_psn = roce_psn_add(fe->tx_psn, 1);
-        s->port = fe->port;
-        s->t_ns = t;
-        frameq_publish(q);
-        stat(e, RS_FRAMES_OUT);
-    }
-    stat(e, RS_MESSAGES_OUT);
-    stat(e, RS_RESBUF_ANSWERED);
-    afp_link_kick(e->link);
-}
-
-void roce_count_reason(roce_endpoint_t *e, enum roce_reason r)
+void roce_count_reason(roce_stats_t *st, enum roce_reason r)
 {
     static const int of_reason[ROCE_REASON_COUNT] = {
         [ROCE_TRUNCATED] = RS_TRUNCATED, [ROCE_BAD_GRH] = RS_BAD_GRH,
@@ -337,78 +183,7 @@ void roce_count_reason(roce_endpoint_t *e, enum roce_reason r)
         [ROCE_NOT_WRITE] = RS_NOT_WRITE, [ROCE_BAD_PAYLOAD] = RS_BAD_PAYLOAD,
         [ROCE_BAD_ICRC] = RS_BAD_ICRC};
     if (r > ROCE_NOT_ROCE && r < ROCE_REASON_COUNT)
-        stat(e, of_reason[r]);
-}
-
-static int recv_linked(roce_endpoint_t *e, transport_rx_t *out, int max, int timeout_ms)
-{
-    frameq_t *q = &e->link->rx[e->queue];
-    if (e->held) {
-        frameq_release(q, e->held);
-        e->held = 0;
-    }
-    uint32_t n = frameq_ready(q);
-    if (n == 0 && timeout_ms > 0) {
-        uint64_t until = util_now_ns() + ROCE_SPIN_NS;
-        while ((n = frameq_ready(q)) == 0 && util_now_ns() < until)
-            ;
-        if (n == 0 && frameq_wait(q, timeout_ms))
-            n = frameq_ready(q);
-    }
-    uint32_t lim = (uint32_t)max < e->batch ? (uint32_t)max : e->batch;
-    int got = 0;
-    uint32_t i = 0;
-    for (; i < n && (uint32_t)got < lim; i++) {
-        frameq_slot_t *s = frameq_at(q, i);
-        if (s->t_ns > e->last_rx_ns)
-            e->last_rx_ns = s->t_ns;
-        if (s->len >= ETHF_ETH_LEN && s->data[12] == 0x08 && s->data[13] == 0x00) {
-            ethf_udp_t u;
-            if (ethf_parse(s->data, s->len, &u) != ETHF_UDP)
-                continue;
-            out[got].data = u.payload;
-            out[got].len = u.payload_len;
-            transport_addr_t *a = &out[got].from;
-            memset(a, 0, sizeof(*a));
-            a->kind = AFP_ADDR_KIND;
-            a->len = sizeof(afp_addr_t);
-            afp_addr_t *x = (afp_addr_t *)(void *)a->u.bytes;
-            memcpy(x->mac, u.src_mac, 6);
-            x->ifport = s->port;
-            x->ip = u.src_ip;
-            x->port = u.src_port;
-            got++;
-            continue;
-        }
-        stat(e, RS_FRAMES_IN);
-        roce_frame_t f;
-        enum roce_reason r = roce_parse(s->data, s->len, 1, &f);
-        if (r != ROCE_OK) {
-            roce_count_reason(e, r);
-            continue;
-        }
-        flow_ent_t *fl = flow_find(e, s->port, f.h.src_mac, f.h.qp, 1);
-        if (!fl) {
-            stat(e, RS_FLOW_TABLE_FULL);
-            continue;
-        }
-        uint32_t len;
-        enum roce_rx_verdict v;
-        if (roce_take_frame(e, &fl->rx, &f, (uint32_t)got, &len, &v)) {
-            out[got].data = e->arena + (size_t)got * e->cap;
-            out[got].len = len;
-            roce_msg_key_t *k = &fl->done_key[fl->rx.msg_psn % ROCE_RX_DONE_SLOTS];
-            if (roce_msg_key(out[got].data, len, k) != 0)
-                memset(k, 0, sizeof(*k));
-            roce_make_addr(&out[got].from, f.h.src_mac, s->port, 0, f.h.qp,
-                      (uint16_t)(e->link->port0 + e->queue), (uint16_t)e->queue);
-            got++;
-        } else if (v == ROCE_RX_REPEAT) {
-            answer_repeat(e, fl);
-        }
-    }
-    e->held = i; /* UDP payloads point into the slots until the next receive */
-    return got;
+        roce_stat(st, of_reason[r]);
 }
 
 static int roce_recv(transport_t *t, transport_rx_t *out, int max, int timeout_ms)
@@ -416,29 +191,18 @@ static int roce_recv(transport_t *t, transport_rx_t *out, int max, int timeout_m
     roce_endpoint_t *e = (roce_endpoint_t *)t;
     if (max <= 0)
         return 0;
-    return e->link ? recv_linked(e, out, max, timeout_ms)
-                   : roce_worker_recv(e, out, max, timeout_ms);
+    return roce_worker_recv(e, out, max, timeout_ms);
 }
 
 static int roce_pollfd(const transport_t *t)
 {
     const roce_endpoint_t *e = (const roce_endpoint_t *)t;
-    return e->link ? e->link->rx[e->queue].efd : e->ps.fd;
+    return e->ps.fd;
 }
 
 static int roce_local_addr(const transport_t *t, transport_addr_t *out)
 {
     const roce_endpoint_t *e = (const roce_endpoint_t *)t;
-    if (e->link) { /* the switch's queue, as the afpacket transport names it */
-        memset(out, 0, sizeof(*out));
-        out->kind = AFP_ADDR_KIND;
-        out->len = sizeof(afp_addr_t);
-        afp_addr_t *x = (afp_addr_t *)(void *)out->u.bytes;
-        memcpy(x->mac, e->mac, 6);
-        x->ip = e->ip;
-        x->port = e->port;
-        return 0;
-    }
     roce_make_addr(out, e->mac, 0, 0, e->qp_base, 0, 0);
     return 0;
 }
@@ -485,13 +249,8 @@ static int roce_queue_addr(const transport_t *t, const transport_addr_t *q0, uin
 static void roce_close(transport_t *t)
 {
     roce_endpoint_t *e = (roce_endpoint_t *)t;
-    if (e->link && e->held)
-        frameq_release(&e->link->rx[e->queue], e->held);
-    if (!e->link)
-        pktsock_close(&e->ps);
-    free(e->flows);
+    pktsock_close(&e->ps);
     free(e->replay);
-    roce_resbuf_free(&e->resbuf);
     free(e->txq);
     free(e->bufs);
     free(e->arena);
@@ -511,48 +270,24 @@ static const transport_ops_t roce_ops = {
 
 static int roce_open(const transport_config_t *cfg, transport_t **out, char *err, size_t errlen)
 {
-    afp_link_t *link = cfg->link;
-    if (link && cfg->queue >= link->nqueues) {
-        set_err(err, errlen, "roce: queue %u beyond the fabric's %u", cfg->queue,
-                link->nqueues);
-        return -EINVAL;
-    }
     roce_endpoint_t *e = calloc(1, sizeof(*e));
     if (!e) {
         set_err(err, errlen, "out of memory");
         return -ENOMEM;
     }
     e->base.ops = &roce_ops;
-    e->queue = cfg->queue;
     e->batch = cfg->batch ? cfg->batch : 64;
     e->cap = cfg->max_packet ? cfg->max_packet : ROCE_DEFAULT_MAX;
     e->ps.fd = -1;
-    uint32_t nbufs = link ? ROCE_FLOWS : ROCE_MAX_QUEUES;
     e->arena = malloc((size_t)e->batch * e->cap);
-    e->bufs = malloc((size_t)nbufs * e->cap);
-    e->flows = link ? calloc(ROCE_FLOWS, sizeof(flow_ent_t)) : NULL;
-    e->txq = link ? NULL : malloc((size_t)ROCE_TX_BATCH * ROCE_TX_SLOT);
-    int rc = (!e->arena || !e->bufs || (link && !e->flows) || (!link && !e->txq)) ? -ENOMEM : 0;
-    if (rc == 0 && link) {
-        e->link = link;
-        e->st = &link->roce;
-        memcpy(e->mac, link->mac, 6);
-        e->ip = link->ip;
-        e->port = (uint16_t)(link->port0 + cfg->queue);
-        uint32_t rows = cfg->roce_resbuf_rows, depth = cfg->roce_resbuf_depth;
-        if (rows == 0 && depth == 0)
-            rows = ROCE_RESBUF_ROWS, depth = ROCE_RESBUF_DEPTH;
-        rc = roce_resbuf_init(&e->resbuf, rows, depth);
-        if (rc != 0)
-            set_err(err, errlen, "roce: a result buffer of %u x %u frames: %s", rows, depth,
-                    rc == -EINVAL ? "too large" : "out of memory");
-    } else if (rc == 0) {
+    e->bufs = malloc((size_t)ROCE_MAX_QUEUES * e->cap);
+    e->txq = malloc((size_t)ROCE_TX_BATCH * ROCE_TX_SLOT);
+    int rc = (!e->arena || !e->bufs || !e->txq) ? -ENOMEM : 0;
+    if (rc == 0)
         rc = roce_worker_open(e, cfg, err, errlen);
-    } else {
+    else
         set_err(err, errlen, "out of memory");
-    }
     if (rc != 0) {
-        e->link = NULL;
         roce_close(&e->base);
         return rc;
     }

@@ -11,15 +11,13 @@
  * answers on the same QP number with its own PSN sequence, which starts where the worker's
  * did. The L2 fabric (src/fabric/roce_agg.c) steers a flow (ingress port, QP) to its queue.
  *
- * Two ways to open it (transport_config_t):
- *  - worker: `peer` is the switch's queue 0 (an "IP:PORT" address; the control connection has
- *    already put the switch's MAC in the kernel's neighbour table, which gives the MAC and the
- *    interface); the endpoint opens its own packet socket on that interface.
- *  - switch, linked: `link` is the fabric's afp_link_t and the endpoint serves queue `queue`.
- *    It also serves UDP aggregation frames exactly as the afpacket transport does, so one
- *    fabric switch serves UDP and RoCE workers alike.
- * Receivers check every frame (ICRC, lengths, PSN order: roce_flow.h) and count and drop a
- * bad one; a message completes only when all of its frames arrived in order.
+ * The worker's endpoint (roce_worker.c) is opened with transport_config_t.roce: `peer` is
+ * the switch's queue 0 (an "IP:PORT" address; the control connection has already put the
+ * switch's MAC in the kernel's neighbour table, which gives the MAC and the interface); it
+ * opens its own packet socket on that interface. The switch's end is the L2 fabric's
+ * aggregation port (fabric/port.h), which uses the helpers below to frame and take messages.
+ * Receivers check every frame (ICRC, lengths, PSN order: netio/roce_flow.h) and count and
+ * drop a bad one; a message completes only when all of its frames arrived in order.
  */
 #ifndef INAGG_TRANSPORT_ROCE_H
 #define INAGG_TRANSPORT_ROCE_H
@@ -27,6 +25,11 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
+
+#include "netio/roce_flow.h"
+#include "netio/roce_frame.h"
+#include "netio/roce_msgkey.h"
+#include "transport/transport.h"
 
 #define ROCE_ADDR_KIND 3u
 #define ROCE_MAX_QUEUES 16u
@@ -55,6 +58,11 @@ typedef struct roce_stats {
     _Atomic uint64_t c[RS_COUNT];
 } roce_stats_t;
 
+static inline void roce_stat(roce_stats_t *s, int i)
+{
+    atomic_fetch_add_explicit(&s->c[i], 1, memory_order_relaxed);
+}
+
 const char *roce_stat_name(int i);
 /* "roce: frames_in=.. ..." (non-zero drop counters only after the first four). */
 void roce_stats_write_text(const roce_stats_t *s, const char *prefix, FILE *out);
@@ -65,7 +73,7 @@ extern roce_stats_t roce_worker_stats;
 /* The contents of a ROCE_ADDR_KIND address. */
 typedef struct roce_addr {
     uint8_t mac[6];
-    uint16_t ifport; /* linked: the fabric port to send by */
+    uint16_t ifport; /* the fabric port to send by (the fabric's aggregation port) */
     uint32_t ip;     /* network order: the peer's IP where known (for printing) */
     uint32_t qp;     /* the connection's QP number */
     uint16_t port;   /* the UDP port this queue stands for (printing, port get/set) */
@@ -75,5 +83,28 @@ typedef struct roce_addr {
 /* The interface and MAC the kernel's neighbour table holds for IPv4 address ip (network
  * order): 0, or -EHOSTUNREACH when there is no complete entry. */
 int roce_neighbour(uint32_t ip, char ifname[16], uint8_t mac[6]);
+
+/* ---- what both ends (this transport's worker endpoint, the fabric's port) share -------- */
+
+/* The address of a RoCE peer (roce_addr_t in a transport_addr_t). */
+void roce_make_addr(transport_addr_t *a, const uint8_t *mac, uint16_t ifport, uint32_t ip,
+                    uint32_t qp, uint16_t port, uint16_t queue);
+/* Frame i of packet p (len bytes in nf frames) into buf, from src to dst on qp at psn, for
+ * switch queue `queue` (the RETH's R_Key); its length. */
+uint32_t roce_build_frame(uint8_t *buf, const transport_tx_t *p, uint32_t len, uint32_t nf,
+                          uint32_t i, const uint8_t *src, const uint8_t *dst, uint32_t qp,
+                          uint32_t psn, uint32_t queue);
+/* The frames of a message of len bytes. */
+uint32_t roce_frames_of(uint32_t len);
+/* The key of packet p of len bytes (its header may span head and body). 0 or -1. */
+int roce_tx_key(const transport_tx_t *p, uint32_t len, roce_msg_key_t *k);
+/* One received RoCE frame on flow fl: counted in st, its verdict in *vout; 1 when it
+ * completed a message, which is then copied to dst (its length in *len). */
+int roce_take_frame(roce_stats_t *st, roce_rx_flow_t *fl, const roce_frame_t *f, uint8_t *dst,
+                    uint32_t *len, enum roce_rx_verdict *vout);
+/* Count in st a frame that failed roce_parse for reason r. */
+void roce_count_reason(roce_stats_t *st, enum roce_reason r);
+/* The IP and port of an "IP:PORT" address of any kind this transport meets. 0 or -EINVAL. */
+int roce_ip_port_of(const transport_addr_t *a, uint32_t *ip, uint16_t *port);
 
 #endif /* INAGG_TRANSPORT_ROCE_H */

@@ -130,9 +130,9 @@ int roce_worker_recv(roce_endpoint_t *e, transport_rx_t *out, int max, int timeo
                 enum roce_rx_verdict v;
                 e->partial = r == ROCE_OK && !roce_op_is_last(f.h.opcode);
                 if (r != ROCE_OK) {
-                    roce_count_reason(e, r);
-                } else if (roce_take_frame(e, &e->wrx[qp - e->qp_base], &f, (uint32_t)got, &mlen,
-                                      &v)) {
+                    roce_count_reason(e->st, r);
+                } else if (roce_take_frame(e->st, &e->wrx[qp - e->qp_base], &f,
+                                           e->arena + (size_t)got * e->cap, &mlen, &v)) {
                     e->partial = 0;
                     out[got].data = e->arena + (size_t)got * e->cap;
                     out[got].len = mlen;
@@ -192,7 +192,7 @@ int roce_worker_open(roce_endpoint_t *e, const transport_config_t *cfg, char *er
 {
     uint32_t ip;
     uint16_t port;
-    if (!cfg->peer || roce_ip_port_of(cfg->peer, &ip, &port) != 0) {
+    if (!cfg->roce.peer || roce_ip_port_of(cfg->roce.peer, &ip, &port) != 0) {
         set_err(err, errlen, "roce: a worker endpoint needs the switch's address");
         return -EINVAL;
     }
@@ -206,8 +206,8 @@ int roce_worker_open(roce_endpoint_t *e, const transport_config_t *cfg, char *er
                 "needs the switch on this host's Ethernet segment)", ipt);
         return -EHOSTUNREACH;
     }
-    if (cfg->iface && *cfg->iface)
-        snprintf(ifname, sizeof(ifname), "%s", cfg->iface);
+    if (cfg->roce.iface && *cfg->roce.iface)
+        snprintf(ifname, sizeof(ifname), "%s", cfg->roce.iface);
     int rc = pktsock_open_frames(&e->ps, ifname, 8u << 20, ROCE_MAX_FRAME, err, errlen);
     if (rc != 0)
         return rc;
@@ -219,12 +219,11 @@ int roce_worker_open(roce_endpoint_t *e, const transport_config_t *cfg, char *er
     if (e->qp_base + ROCE_MAX_QUEUES > ROCE_QP_MASK)
         e->qp_base -= ROCE_MAX_QUEUES;
     for (uint32_t q = 0; q < ROCE_MAX_QUEUES; q++) {
-        e->tx_psn[q] = cfg->psn0_set ? cfg->psn0 & ROCE_PSN_MASK : random24();
+        e->tx_psn[q] = cfg->roce.psn0_set ? cfg->roce.psn0 & ROCE_PSN_MASK : random24();
         e->wrx[q].buf = e->bufs + (size_t)q * e->cap;
         e->wrx[q].cap = e->cap;
     }
-    const char *rp = getenv("INAGG_ROCE_REPLAY");
-    e->replay_on = !(rp && strcmp(rp, "0") == 0);
+    e->replay_on = !cfg->roce.no_replay;
     e->replay = calloc(ROCE_MAX_QUEUES, sizeof(*e->replay));
     if (!e->replay) {
         set_err(err, errlen, "out of memory");

@@ -39,13 +39,14 @@ static const transport_kind_t *kind_of_addr(const transport_addr_t *a)
 int transport_open(const transport_config_t *cfg, transport_t **out, char *err, size_t errlen)
 {
     *out = NULL;
-    const transport_kind_t *k = kind_by_name(cfg->kind);
-    if (!k) {
+    const transport_kind_t *k = cfg->opener ? NULL : kind_by_name(cfg->kind);
+    if (!k && !cfg->opener) {
         set_err(err, errlen, "unknown transport '%s'", cfg->kind);
         return -EINVAL;
     }
     transport_t *t = NULL;
-    int rc = k->open(cfg, &t, err, errlen);
+    int rc = k ? k->open(cfg, &t, err, errlen) : cfg->opener->open(cfg->opener, cfg, &t, err,
+                                                                    errlen);
     if (rc != 0)
         return rc;
     const char *in = cfg->faults ? cfg->faults : cfg->faults_in;

@@ -1,9 +1,10 @@
 /*
  * transport.h - how dataplane packets leave and arrive. The switch's dataplane threads and the
  * worker engines see only this interface; each way of moving packets is one file in this
- * folder behind an ops table (udp.c today; an AF_PACKET or RoCE transport is a new file and a
- * line in transport.c's table), and fault injection (faulty.c) is a transport that wraps
- * another.
+ * folder behind an ops table (udp.c, afpacket.c, roce.c, each a line in transport.c's table),
+ * fault injection (faulty.c) is a transport that wraps another, and an endpoint kind that
+ * only a switch uses comes from its owner through a transport_opener_t (the L2 fabric's
+ * aggregation port, fabric/port.h).
  *
  * An endpoint is one queue of a switch, or one socket of a worker. A switch listens on queues
  * 0 .. nqueues-1 (UDP: ports P .. P+nqueues-1, one per dataplane thread); the slots of a job
@@ -80,8 +81,33 @@ struct transport {
     const transport_ops_t *ops;
 };
 
-typedef struct transport_config {
-    const char *kind;       /* "udp" (NULL: "udp") */
+typedef struct transport_config transport_config_t;
+
+/* An endpoint kind that is not in transport.c's table but provided by the caller (the L2
+ * fabric's aggregation port, fabric/port.h): transport_open opens through it, then wraps the
+ * endpoint in fault injection as for any kind. Embed it in the kind's own typed settings. */
+typedef struct transport_opener transport_opener_t;
+struct transport_opener {
+    const char *name;
+    int (*open)(const transport_opener_t *self, const transport_config_t *cfg,
+                transport_t **out, char *err, size_t errlen);
+};
+
+/* The settings of one kind, each used by that kind only. */
+typedef struct transport_afpacket_config {
+    const char *iface;      /* the interface to open */
+} transport_afpacket_config_t;
+
+typedef struct transport_roce_config {
+    const struct transport_addr *peer; /* the switch's queue 0 ("IP:PORT") */
+    const char *iface;      /* the interface towards it (NULL: the neighbour table's) */
+    uint32_t psn0;          /* the first PSN of every QP, when psn0_set (else random) */
+    int psn0_set;
+    int no_replay;          /* retransmissions always take new PSNs */
+} transport_roce_config_t;
+
+struct transport_config {
+    const char *kind;       /* "udp", "afpacket" or "roce" (NULL: "udp") */
     const char *bind;       /* switch: "HOST:PORT" of queue 0 (port 0: the kernel picks);
                                worker: NULL, any address and a free port */
     uint32_t queue;         /* switch: the queue this endpoint serves (UDP: port + queue) */
@@ -96,16 +122,10 @@ typedef struct transport_config {
     const char *faults_in;  /* ... or a separate spec per direction (used when faults is NULL) */
     const char *faults_out;
     uint64_t fault_stream;  /* each endpoint of a run draws its own decisions from the seed */
-    const char *iface;      /* afpacket, standalone: the interface to open */
-    void *link;             /* afpacket, roce, linked: the fabric's afp_link_t (afpacket.h) */
-    const struct transport_addr *peer; /* roce, worker: the switch's queue 0 ("IP:PORT") */
-    uint32_t psn0;          /* roce, worker: the first PSN of every QP, when psn0_set (else
-                               random) */
-    int psn0_set;
-    uint32_t roce_resbuf_rows;  /* roce, linked: the result buffer's flows x frames (both 0:
-                                   the default 4 x 128; rows 0 with depth 1: none kept) */
-    uint32_t roce_resbuf_depth;
-} transport_config_t;
+    transport_afpacket_config_t afpacket;
+    transport_roce_config_t roce;
+    const transport_opener_t *opener; /* non-NULL: open through it instead of `kind` */
+};
 
 /* Open an endpoint. 0 with *out set, or -errno with a reason in err. */
 int transport_open(const transport_config_t *cfg, transport_t **out, char *err, size_t errlen);
@@ -162,6 +182,7 @@ typedef struct transport_kind {
     void (*addr_set_port)(transport_addr_t *a, uint16_t port);
 } transport_kind_t;
 
+/* The kinds in transport.c's table: what a worker can use. */
 extern const transport_kind_t transport_kind_udp; /* udp.c */
 extern const transport_kind_t transport_kind_afpacket; /* afpacket.c */
 extern const transport_kind_t transport_kind_roce; /* roce.c */

@@ -184,6 +184,8 @@ static inagg_result_t start_protocol(inagg_comm_t *c, const transport_addr_t *sw
         p.roce_psn0 = (uint32_t)v;
         p.roce_psn0_set = 1;
     }
+    const char *replay = getenv("INAGG_ROCE_REPLAY");
+    p.roce_no_replay = replay && strcmp(replay, "0") == 0;
     int rc = c->proto->create(&p, &c->ps, detail, dlen);
     if (rc != 0) {
         c->ps = NULL;

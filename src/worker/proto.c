@@ -145,9 +145,8 @@ int worker_open_endpoint(const worker_params_t *p, int buffer, uint32_t stream,
 {
     transport_config_t cfg = {
         .kind = p->transport ? p->transport : "udp",
-        .peer = &p->sw_queue0,
-        .psn0 = p->roce_psn0,
-        .psn0_set = p->roce_psn0_set,
+        .roce = {.peer = &p->sw_queue0, .psn0 = p->roce_psn0, .psn0_set = p->roce_psn0_set,
+                 .no_replay = p->roce_no_replay},
         .buffer_bytes = buffer,
         .max_packet = WIRE_HEADER_SIZE + worker_payload_cap(p),
         .faults = p->faults,

@@ -67,6 +67,7 @@ typedef struct worker_params {
     const char *transport;            /* "udp" (NULL) or "roce" (INAGG_TRANSPORT) */
     uint32_t roce_psn0;               /* roce: every QP's first PSN when roce_psn0_set */
     int roce_psn0_set;                /* (INAGG_ROCE_PSN), else a random one */
+    int roce_no_replay;               /* roce: retransmissions take new PSNs (INAGG_ROCE_REPLAY=0) */
     int chunk_tags;                   /* `chunk` carries the chunk index (optimizer jobs), so
                                          p4sgd acknowledgements never ride on it */
     codec_spec_t codec;               /* the job's compression of float32 (CODEC_NONE: none) */

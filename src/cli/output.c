@@ -10,6 +10,7 @@
 
 #include "base/util.h"
 #include "launch/launch.h"
+#include "switch/switch.h"
 
 int cli_emit_json(json_writer_t *w, const char *path, const char *cmd)
 {

@@ -39,6 +39,7 @@
 #include "inagg.h"
 #include "kernels/optim.h"
 #include "launch/launch.h"
+#include "switch/switch.h"
 
 #define P4SGD_PACKET_ELEMS 1024u /* >= micro-batch; evaluation allreduces go in big chunks */
 #define MAX_SLOTS 256u

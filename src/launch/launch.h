@@ -20,7 +20,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "switch/switch.h"
+struct switch_config;
 
 /* ---- finding programs ------------------------------------------------------------------- */
 
@@ -322,7 +322,7 @@ void launch_testbed_unguard(void);
  * $INAGG_BENCH_SWITCH_STATS set it prints its counters to stderr before it stops. The pid
  * once it is bound, with its port in *port, or -errno (the child's own reason goes to its
  * stderr; err says what the parent saw). */
-pid_t launch_switch(const switch_config_t *cfg, uint16_t *port, char *err, size_t errlen);
+pid_t launch_switch(const struct switch_config *cfg, uint16_t *port, char *err, size_t errlen);
 
 /* Stop a switch started by launch_switch (SIGTERM, bounded wait). Nothing for pid <= 0. */
 void launch_switch_stop(pid_t pid);

@@ -5,6 +5,7 @@
  * until SIGTERM or SIGINT.
  */
 #include "launch/launch.h"
+#include "switch/switch.h"
 
 #include <errno.h>
 #include <fcntl.h>

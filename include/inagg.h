@@ -150,6 +150,10 @@ typedef struct inagg_options {
                                  only ranks that prove it. It never crosses the wire */
     const char *secret_file;  /* a file holding the secret (trailing newline ignored; NULL:
                                  $INAGG_JOB_SECRET_FILE) */
+    const char *transport;    /* how packets travel: "udp", or "roce" (RoCE v1 RDMA Writes on
+                                 the Ethernet segment of an `inagg switch --l2`). NULL:
+                                 $INAGG_TRANSPORT, else udp. A caller built against an older
+                                 inagg.h (smaller struct_size) gets that default */
 } inagg_options_t;
 
 #define INAGG_MAX_PACKET_ELEMS 16367u /* (65507 - 36) / 4: one UDP datagram */
@@ -158,7 +162,8 @@ typedef struct inagg_options {
 #define INAGG_OPTIONS_INIT                                                                      \
     {                                                                                           \
         sizeof(inagg_options_t), 16u, INAGG_MAX_PACKET_ELEMS, 1u, INAGG_FLOAT_FIXED,            \
-            INAGG_PROTO_SWITCHML, 2000u, 1000u, 50000u, 30000u, 0u, NULL, NULL, NULL, 0u, NULL, NULL \
+            INAGG_PROTO_SWITCHML, 2000u, 1000u, 50000u, 30000u, 0u, NULL, NULL, NULL, 0u, NULL, NULL, \
+            NULL                                                                                \
     }
 
 typedef struct inagg_comm inagg_comm_t;
@@ -292,6 +297,32 @@ typedef struct inagg_codec_stats {
 /* Copy the coding counters (see inagg_codec_stats_t). INAGG_ERR_INVALID when out is NULL
  * or out->size is smaller than the first two fields. */
 inagg_result_t inagg_get_codec_stats(const inagg_comm_t *comm, inagg_codec_stats_t *out);
+
+/*
+ * Counters of the communicator's transport endpoints (all its engine threads), since
+ * creation. Versioned by size as inagg_codec_stats_t: set `struct_size` to
+ * sizeof(inagg_transport_stats_t); the library fills what fits and sets it to what it filled.
+ * `counters` are the transport's own (RoCE: frames and messages each way and every reason a
+ * frame was dropped; UDP and AF_PACKET: none), named by inagg_transport_counter_name.
+ */
+#define INAGG_TRANSPORT_COUNTERS_MAX 32u
+typedef struct inagg_transport_stats {
+    uint32_t struct_size;       /* in: sizeof(inagg_transport_stats_t); out: bytes filled */
+    uint32_t ncounters;         /* entries of counters[] the transport has */
+    char transport[16];         /* its name: "udp", "afpacket" or "roce" */
+    uint64_t fault_dropped;     /* fault injection's decisions (options.faults) */
+    uint64_t fault_duplicated;
+    uint64_t fault_reordered;
+    uint64_t counters[INAGG_TRANSPORT_COUNTERS_MAX];
+} inagg_transport_stats_t;
+
+/* Copy the transport counters (see inagg_transport_stats_t). INAGG_ERR_INVALID when out is
+ * NULL or out->struct_size is smaller than its first three fields. */
+inagg_result_t inagg_get_transport_stats(const inagg_comm_t *comm, inagg_transport_stats_t *out);
+
+/* The name of counter i of the communicator's transport ("frames_in", ...), or NULL past
+ * its last one. */
+const char *inagg_transport_counter_name(const inagg_comm_t *comm, uint32_t i);
 
 /* Static text for a result code. */
 const char *inagg_strerror(inagg_result_t rc);

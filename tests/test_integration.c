@@ -10,6 +10,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stddef.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -641,6 +642,69 @@ TEST(bad_fault_spec_is_invalid_for_both_protocols, 30)
         CHECK_MSG(strstr(d, "bad fault spec") != NULL, "%s", d);
         CHECK(c == NULL);
     }
+    ts_stop(&ts);
+}
+
+/* options.transport chooses the transport and outranks $INAGG_TRANSPORT; a caller built
+ * before the field existed (smaller struct_size) gets the environment's or udp; the
+ * communicator's transport counters are versioned by size. */
+TEST(options_transport_and_transport_stats, 40)
+{
+    switch_config_t cfg = SWITCH_CONFIG_INIT;
+    test_switch_t ts;
+    ts_start(&ts, &cfg);
+    inagg_options_t o = INAGG_OPTIONS_INIT;
+    o.timeout_ms = 3000;
+    o.packet_elems = 64;
+    inagg_comm_t *c = NULL;
+    char d[256] = "";
+    o.transport = "bogus";
+    CHECK_EQ_INT(inagg_comm_create(&c, ts.addr, "tp-opt", 0, 1, &o, d, sizeof(d)),
+                 INAGG_ERR_INVALID);
+    CHECK_MSG(strstr(d, "unknown transport 'bogus'") != NULL, "%s", d);
+    /* an older caller's struct ends before `transport`: the environment's choice applies */
+    setenv("INAGG_TRANSPORT", "bogus2", 1);
+    inagg_options_t old = o;
+    old.transport = "udp"; /* beyond its struct_size: must not be read */
+    old.struct_size = (uint32_t)offsetof(inagg_options_t, transport);
+    CHECK_EQ_INT(inagg_comm_create(&c, ts.addr, "tp-old", 0, 1, &old, d, sizeof(d)),
+                 INAGG_ERR_INVALID);
+    CHECK_MSG(strstr(d, "unknown transport 'bogus2'") != NULL, "%s", d);
+    /* the option outranks the environment */
+    o.transport = "udp";
+    o.faults = "drop=0.3,seed=5";
+    o.rto_us = o.rto_min_us = 1000;
+    CHECK_EQ_INT(inagg_comm_create(&c, ts.addr, "tp-udp", 0, 1, &o, d, sizeof(d)), INAGG_OK);
+    unsetenv("INAGG_TRANSPORT");
+    if (!c) {
+        ts_stop(&ts);
+        return;
+    }
+    int32_t in[4096], out[4096];
+    for (int i = 0; i < 4096; i++)
+        in[i] = i;
+    CHECK_EQ_INT(inagg_allreduce(c, in, out, 4096, INAGG_INT32, INAGG_SUM), INAGG_OK);
+    CHECK(memcmp(in, out, sizeof(in)) == 0);
+    inagg_transport_stats_t st;
+    memset(&st, 0xff, sizeof(st));
+    st.struct_size = sizeof(st);
+    CHECK_EQ_INT(inagg_get_transport_stats(c, &st), INAGG_OK);
+    CHECK_EQ_INT(st.struct_size, sizeof(st));
+    CHECK_MSG(strcmp(st.transport, "udp") == 0, "%s", st.transport);
+    CHECK_EQ_INT(st.ncounters, 0); /* udp counts nothing of its own */
+    CHECK_MSG(st.fault_dropped > 0, "dropped %llu", (unsigned long long)st.fault_dropped);
+    CHECK(inagg_transport_counter_name(c, 0) == NULL);
+    /* a caller that knows only the first fields gets only those */
+    inagg_transport_stats_t head;
+    memset(&head, 0xee, sizeof(head));
+    head.struct_size = (uint32_t)offsetof(inagg_transport_stats_t, fault_dropped);
+    CHECK_EQ_INT(inagg_get_transport_stats(c, &head), INAGG_OK);
+    CHECK_EQ_INT(head.struct_size, offsetof(inagg_transport_stats_t, fault_dropped));
+    CHECK(head.fault_dropped == 0xeeeeeeeeeeeeeeeeull);
+    head.struct_size = 8;
+    CHECK_EQ_INT(inagg_get_transport_stats(c, &head), INAGG_ERR_INVALID);
+    CHECK_EQ_INT(inagg_get_transport_stats(NULL, &st), INAGG_ERR_INVALID);
+    CHECK_EQ_INT(inagg_comm_destroy(c), INAGG_OK);
     ts_stop(&ts);
 }
 

@@ -9,6 +9,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/env.h"
+
 static int g_level = LOG_ERROR;
 static char g_program[32] = "inagg";
 
@@ -17,7 +19,7 @@ void log_init(enum log_level default_level, const char *program)
     g_level = (int)default_level;
     if (program)
         snprintf(g_program, sizeof(g_program), "%s", program);
-    const char *env = getenv("INAGG_LOG");
+    const char *env = env_get(ENV_LOG);
     if (!env || !*env)
         return;
     static const char *names[] = {"error", "warn", "info", "debug"};

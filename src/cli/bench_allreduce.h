@@ -87,6 +87,8 @@ typedef struct ar_rank_report {
     uint64_t wrong, checksum;  /* wrong elements; bench_checksum of the last result */
     inagg_stats_t stats;
     inagg_codec_stats_t codec;  /* compressed runs: coding time and its overlap */
+    inagg_transport_stats_t transport; /* the endpoints' own counters (RoCE's) */
+    const char *transport_names[INAGG_TRANSPORT_COUNTERS_MAX]; /* their names */
     char error[640];
 } ar_rank_report_t;
 

@@ -622,8 +622,6 @@ int ar_parse(int argc, char **argv, ar_opts_t *o)
         return bad("--roce-psn applies to --transport roce");
     if (o->pcap && !inagg_fabric)
         return bad("--pcap captures the fabric's ports: give --testbed N (--fabric inagg)");
-    if (roce) /* this process's ranks (rank mode); a testbed's ranks get --transport */
-        setenv("INAGG_TRANSPORT", "roce", 1);
     if (o->roce_psn)
         setenv("INAGG_ROCE_PSN", o->roce_psn, 1);
     if (o->rto_min_us && o->rto_max_us && o->rto_min_us > o->rto_max_us)

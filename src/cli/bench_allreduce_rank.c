@@ -20,7 +20,6 @@
 #include "bench/benchdata.h"
 #include "base/util.h"
 #include "json/json.h"
-#include "transport/roce.h"
 #include "codec/codec.h"
 #include "worker/quant.h"
 
@@ -232,6 +231,7 @@ int ar_rank_run(const ar_opts_t *o, uint32_t rank, const char *addr, const char 
     opts.no_error_feedback = 1; /* each result is checked against one fixed reference */
     opts.timeout_ms = o->timeout_ms;
     opts.faults = o->faults;
+    opts.transport = o->transport;
     if (o->rto_max_us)
         opts.rto_max_us = o->rto_max_us;
     if (o->rto_min_us)
@@ -302,6 +302,10 @@ int ar_rank_run(const ar_opts_t *o, uint32_t rank, const char *addr, const char 
     inagg_get_stats(comm, &rep->stats);
     rep->codec.size = sizeof(rep->codec);
     inagg_get_codec_stats(comm, &rep->codec);
+    rep->transport.struct_size = sizeof(rep->transport);
+    inagg_get_transport_stats(comm, &rep->transport);
+    for (uint32_t i = 0; i < rep->transport.ncounters; i++)
+        rep->transport_names[i] = inagg_transport_counter_name(comm, i);
 done:
     rep->rc = rc;
     if (comm)
@@ -351,12 +355,11 @@ void ar_rank_print(const ar_opts_t *o, const ar_rank_report_t *rep)
     json_int(&w, "rto_code_floor_us", rep->codec.rto_code_floor_us);
     json_int(&w, "rc", rep->rc);
     json_string(&w, "error", rep->error);
-    const char *tk = getenv("INAGG_TRANSPORT");
-    if (tk && strcmp(tk, "roce") == 0) { /* this process's RoCE endpoints (transport/roce.h) */
+    if (strcmp(rep->transport.transport, "roce") == 0) { /* the rank's RoCE endpoints */
         json_begin_object(&w, "roce");
-        for (int i = 0; i < RS_COUNT; i++)
-            json_int(&w, roce_stat_name(i),
-                     (int64_t)atomic_load(&roce_worker_stats.c[i]));
+        for (uint32_t i = 0; i < rep->transport.ncounters; i++)
+            if (rep->transport_names[i])
+                json_int(&w, rep->transport_names[i], (int64_t)rep->transport.counters[i]);
         json_end_object(&w);
     }
     json_end_object(&w);

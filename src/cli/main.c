@@ -4,8 +4,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cli/commands.h"
+#include "base/env.h"
 #include "base/log.h"
+#include "cli/commands.h"
 #include "inagg.h"
 
 static void usage(FILE *out)
@@ -31,8 +32,15 @@ static void usage(FILE *out)
             "                    INA / ring / tree / parameter server), validate on the testbed\n"
             "  train             distributed training of a linear model (P4SGD): embedded switch,\n"
             "                    N workers, model- or data-parallel SGD (no arguments: a demo)\n"
-            "  version           print the version\n",
+            "  version           print the version\n"
+            "\n"
+            "environment variables the library (libinagg) reads:\n",
             INAGG_VERSION_STRING);
+    for (int i = 0; i < ENV_COUNT; i++) {
+        const env_var_t *v = env_var((env_id_t)i);
+        fprintf(out, "  %-22s %s, default %s\n  %-22s %s\n", v->name, v->type, v->def, "",
+                v->doc);
+    }
 }
 
 int main(int argc, char **argv)

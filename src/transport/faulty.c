@@ -82,6 +82,11 @@ static void faulty_counts(const transport_t *t, uint64_t *dropped, uint64_t *dup
     *reordered = f->in.reordered + f->out.reordered;
 }
 
+static uint32_t faulty_counters(const transport_t *t, uint64_t *acc, uint32_t max)
+{
+    return transport_counters(((const faulty_t *)t)->inner, acc, max);
+}
+
 static void faulty_close(transport_t *t)
 {
     faulty_t *f = (faulty_t *)t;
@@ -99,6 +104,7 @@ static const transport_ops_t faulty_ops = {
     .local_addr = faulty_local_addr,
     .queue_addr = faulty_queue_addr,
     .fault_counts = faulty_counts,
+    .counters = faulty_counters,
     .close = faulty_close,
 };
 

@@ -26,8 +26,6 @@
 #include "transport/transport.h"
 #include "wire/wire.h"
 
-roce_stats_t roce_worker_stats;
-
 void roce_make_addr(transport_addr_t *a, const uint8_t *mac, uint16_t ifport, uint32_t ip,
                     uint32_t qp, uint16_t port, uint16_t queue)
 {
@@ -246,6 +244,20 @@ static int roce_queue_addr(const transport_t *t, const transport_addr_t *q0, uin
     return 0;
 }
 
+static uint32_t roce_counters(const transport_t *t, uint64_t *acc, uint32_t max)
+{
+    const roce_endpoint_t *e = (const roce_endpoint_t *)t;
+    uint32_t n = RS_COUNT < max ? RS_COUNT : max;
+    for (uint32_t i = 0; i < n; i++)
+        acc[i] += atomic_load_explicit(&e->stats.c[i], memory_order_relaxed);
+    return n;
+}
+
+static const char *roce_counter_name(uint32_t i)
+{
+    return i < RS_COUNT ? roce_stat_name((int)i) : NULL;
+}
+
 static void roce_close(transport_t *t)
 {
     roce_endpoint_t *e = (roce_endpoint_t *)t;
@@ -265,6 +277,7 @@ static const transport_ops_t roce_ops = {
     .local_addr = roce_local_addr,
     .queue_addr = roce_queue_addr,
     .fault_counts = NULL,
+    .counters = roce_counters,
     .close = roce_close,
 };
 
@@ -326,6 +339,7 @@ const transport_kind_t transport_kind_roce = {
     .addr_format = roce_addr_format,
     .addr_port = roce_addr_port,
     .addr_set_port = roce_addr_set_port,
+    .counter_name = roce_counter_name,
 };
 
 const char *roce_stat_name(int i)

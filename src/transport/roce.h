@@ -67,9 +67,6 @@ const char *roce_stat_name(int i);
 /* "roce: frames_in=.. ..." (non-zero drop counters only after the first four). */
 void roce_stats_write_text(const roce_stats_t *s, const char *prefix, FILE *out);
 
-/* The counters of every worker endpoint in this process. */
-extern roce_stats_t roce_worker_stats;
-
 /* The contents of a ROCE_ADDR_KIND address. */
 typedef struct roce_addr {
     uint8_t mac[6];

@@ -24,7 +24,8 @@ _Static_assert(ROCE_TX_SLOT >= ROCE_MAX_FRAME, "a frame fits a worker tx slot");
 
 typedef struct roce_endpoint {
     transport_t base;
-    roce_stats_t *st;
+    roce_stats_t stats; /* this endpoint's counters (transport_counters) */
+    roce_stats_t *st;   /* &stats */
     pktsock_t ps;
     uint8_t mac[6];
     uint32_t ip;      /* the switch's (the peer's) */

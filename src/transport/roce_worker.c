@@ -229,6 +229,6 @@ int roce_worker_open(roce_endpoint_t *e, const transport_config_t *cfg, char *er
         set_err(err, errlen, "out of memory");
         return -ENOMEM;
     }
-    e->st = &roce_worker_stats;
+    e->st = &e->stats;
     return 0;
 }

@@ -117,6 +117,17 @@ int transport_wait_ready(transport_t *const *ts, int n, int timeout_ms)
     return mask;
 }
 
+uint32_t transport_counters(const transport_t *t, uint64_t *acc, uint32_t max)
+{
+    return t && t->ops->counters ? t->ops->counters(t, acc, max) : 0;
+}
+
+const char *transport_counter_name(const char *kind, uint32_t i)
+{
+    const transport_kind_t *k = kind_by_name(kind);
+    return k && k->counter_name ? k->counter_name(i) : NULL;
+}
+
 void transport_fault_counts(const transport_t *t, uint64_t *dropped, uint64_t *duplicated,
                             uint64_t *reordered)
 {

@@ -73,6 +73,9 @@ typedef struct transport_ops {
     /* Counters of what the transport itself decided (fault injection): may be NULL. */
     void (*fault_counts)(const transport_t *t, uint64_t *dropped, uint64_t *duplicated,
                          uint64_t *reordered);
+    /* Add the transport's own counters (its kind's counter_name names them) to acc[0..n):
+     * n, at most max. May be NULL: none. */
+    uint32_t (*counters)(const transport_t *t, uint64_t *acc, uint32_t max);
     void (*close)(transport_t *t);
 } transport_ops_t;
 
@@ -159,6 +162,11 @@ void transport_close(transport_t *t);
  * some, and then there is no wait), 0 on timeout, -errno on error. NULL entries are skipped. */
 int transport_wait_ready(transport_t *const *ts, int n, int timeout_ms);
 
+/* Add the endpoint's own counters to acc[0..n) (see transport_ops_t.counters): n. */
+uint32_t transport_counters(const transport_t *t, uint64_t *acc, uint32_t max);
+/* The name of counter i of transport `kind` (NULL: udp), or NULL past its last. */
+const char *transport_counter_name(const char *kind, uint32_t i);
+
 /* Fault-injection decisions taken so far (all zero when the endpoint has none). */
 void transport_fault_counts(const transport_t *t, uint64_t *dropped, uint64_t *duplicated,
                             uint64_t *reordered);
@@ -180,6 +188,7 @@ typedef struct transport_kind {
     void (*addr_format)(const transport_addr_t *a, char *buf, size_t len);
     uint16_t (*addr_port)(const transport_addr_t *a);
     void (*addr_set_port)(transport_addr_t *a, uint16_t port);
+    const char *(*counter_name)(uint32_t i); /* its counters' names (NULL: it has none) */
 } transport_kind_t;
 
 /* The kinds in transport.c's table: what a worker can use. */

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/env.h"
 #include "base/errmsg.h"
 #include "base/util.h"
 #include "kernels/vec.h"
@@ -161,7 +162,7 @@ static inagg_result_t start_protocol(inagg_comm_t *c, const transport_addr_t *sw
         .timeout_ms = o->timeout_ms + 1000, /* let the switch's verdict come first */
         .socket_buffer = o->socket_buffer ? (int)o->socket_buffer : 4 << 20,
         .faults = o->faults,
-        .transport = getenv("INAGG_TRANSPORT"),
+        .transport = o->transport,
         .chunk_tags = c->opt.present,
         .codec = c->codec,
         .error_feedback = codec_is_lossy(&c->codec) && !o->no_error_feedback,
@@ -173,19 +174,12 @@ static inagg_result_t start_protocol(inagg_comm_t *c, const transport_addr_t *sw
         p.shard[k] = (worker_shard_t){.job = (uint16_t)j[k].id, .token = j[k].token,
                                       .queue0 = sw[k], .queues = j[k].threads,
                                       .base = j[k].base};
-    const char *psn = getenv("INAGG_ROCE_PSN"); /* roce: every QP's first PSN (tests) */
-    if (psn && *psn) {
-        char *end;
-        unsigned long v = strtoul(psn, &end, 0);
-        if (*end || v > 0xffffff) {
-            set_err(detail, dlen, "INAGG_ROCE_PSN='%s' is not a 24-bit PSN", psn);
-            return INAGG_ERR_INVALID;
-        }
-        p.roce_psn0 = (uint32_t)v;
-        p.roce_psn0_set = 1;
-    }
-    const char *replay = getenv("INAGG_ROCE_REPLAY");
-    p.roce_no_replay = replay && strcmp(replay, "0") == 0;
+    int set = env_u32(ENV_ROCE_PSN, 0xffffff, &p.roce_psn0, detail, dlen);
+    if (set < 0)
+        return INAGG_ERR_INVALID;
+    p.roce_psn0_set = set;
+    p.roce_no_replay = !env_flag(ENV_ROCE_REPLAY);
+    p.codec_no_helper = !env_flag(ENV_CODEC_HELPER);
     int rc = c->proto->create(&p, &c->ps, detail, dlen);
     if (rc != 0) {
         c->ps = NULL;
@@ -276,7 +270,9 @@ inagg_result_t inagg_comm_create(inagg_comm_t **out, const char *switch_addr, co
     pthread_mutex_init(&c->mu, NULL);
     pthread_cond_init(&c->cv, NULL);
     if (!c->opts.faults)
-        c->opts.faults = getenv("INAGG_FAULTS");
+        c->opts.faults = env_get(ENV_FAULTS);
+    if (!c->opts.transport)
+        c->opts.transport = env_get(ENV_TRANSPORT);
 
     /* Every rank joins the shards in the same order, so each shard's join completes. */
     wire_joined_t j[WORKER_MAX_SHARDS];
@@ -529,6 +525,28 @@ inagg_result_t inagg_get_codec_stats(const inagg_comm_t *comm, inagg_codec_stats
     all.size = (uint32_t)fill;
     memcpy(out, &all, fill);
     return INAGG_OK;
+}
+
+inagg_result_t inagg_get_transport_stats(const inagg_comm_t *comm, inagg_transport_stats_t *out)
+{
+    size_t head = offsetof(inagg_transport_stats_t, fault_dropped);
+    if (!comm || !out || out->struct_size < head)
+        return INAGG_ERR_INVALID;
+    size_t fill = out->struct_size < sizeof(*out) ? out->struct_size : sizeof(*out);
+    inagg_transport_stats_t all;
+    memset(&all, 0, sizeof(all));
+    snprintf(all.transport, sizeof(all.transport), "%s",
+             comm->opts.transport ? comm->opts.transport : "udp");
+    if (comm->proto->add_transport_stats)
+        comm->proto->add_transport_stats(comm->ps, &all);
+    all.struct_size = (uint32_t)fill;
+    memcpy(out, &all, fill);
+    return INAGG_OK;
+}
+
+const char *inagg_transport_counter_name(const inagg_comm_t *comm, uint32_t i)
+{
+    return comm ? transport_counter_name(comm->opts.transport, i) : NULL;
 }
 
 inagg_result_t inagg_comm_destroy(inagg_comm_t *comm)

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/env.h"
 #include "base/errmsg.h"
 #include "base/util.h"
 #include "wire/auth.h"
@@ -120,7 +121,7 @@ static const inagg_result_t refusal_results[WIRE_REFUSAL_COUNT] = {
 static int job_verifier(const inagg_comm_t *c, uint8_t v[SHA256_BYTES], char *detail,
                         size_t dlen)
 {
-    const char *s = c->opts.secret ? c->opts.secret : getenv("INAGG_JOB_SECRET");
+    const char *s = c->opts.secret ? c->opts.secret : env_get(ENV_JOB_SECRET);
     if (s) {
         size_t n = strlen(s);
         if (n == 0 || n > WIRE_SECRET_MAX) {
@@ -130,7 +131,7 @@ static int job_verifier(const inagg_comm_t *c, uint8_t v[SHA256_BYTES], char *de
         wire_auth_verifier(s, n, c->job, v);
         return 1;
     }
-    const char *path = c->opts.secret_file ? c->opts.secret_file : getenv("INAGG_JOB_SECRET_FILE");
+    const char *path = c->opts.secret_file ? c->opts.secret_file : env_get(ENV_JOB_SECRET_FILE);
     if (!path)
         return 0;
     char buf[WIRE_SECRET_MAX + 2];

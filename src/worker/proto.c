@@ -140,6 +140,18 @@ int worker_slot_addr(const worker_params_t *p, const transport_t *t, uint32_t sl
                                 out);
 }
 
+void worker_transport_stats_add(const transport_t *t, inagg_transport_stats_t *acc)
+{
+    uint32_t n = transport_counters(t, acc->counters, INAGG_TRANSPORT_COUNTERS_MAX);
+    if (n > acc->ncounters)
+        acc->ncounters = n;
+    uint64_t d, u, r;
+    transport_fault_counts(t, &d, &u, &r);
+    acc->fault_dropped += d;
+    acc->fault_duplicated += u;
+    acc->fault_reordered += r;
+}
+
 int worker_open_endpoint(const worker_params_t *p, int buffer, uint32_t stream,
                          transport_t **out, char *err, size_t errlen)
 {

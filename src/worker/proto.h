@@ -64,10 +64,12 @@ typedef struct worker_params {
     uint32_t rto_us, rto_min_us, rto_max_us, timeout_ms;
     int socket_buffer;
     const char *faults;               /* fault spec for both directions, or NULL */
-    const char *transport;            /* "udp" (NULL) or "roce" (INAGG_TRANSPORT) */
+    const char *transport;            /* "udp" (NULL) or "roce" (options.transport, else
+                                         INAGG_TRANSPORT) */
     uint32_t roce_psn0;               /* roce: every QP's first PSN when roce_psn0_set */
     int roce_psn0_set;                /* (INAGG_ROCE_PSN), else a random one */
     int roce_no_replay;               /* roce: retransmissions take new PSNs (INAGG_ROCE_REPLAY=0) */
+    int codec_no_helper;              /* code on the engine thread only (INAGG_CODEC_HELPER=0) */
     int chunk_tags;                   /* `chunk` carries the chunk index (optimizer jobs), so
                                          p4sgd acknowledgements never ride on it */
     codec_spec_t codec;               /* the job's compression of float32 (CODEC_NONE: none) */
@@ -130,6 +132,9 @@ typedef struct worker_proto_ops {
     void (*add_stats)(const void *state, inagg_stats_t *acc);
     /* Add the engines' coding counters to *acc (NULL: the protocol does not code). */
     void (*add_codec_stats)(const void *state, inagg_codec_stats_t *acc);
+    /* Add the counters of the engines' transport endpoints to *acc
+     * (worker_transport_stats_add). */
+    void (*add_transport_stats)(const void *state, inagg_transport_stats_t *acc);
 } worker_proto_ops_t;
 
 /* The protocol's ops, or NULL for a protocol this library does not have. */
@@ -281,6 +286,9 @@ int worker_slot_addr(const worker_params_t *p, const transport_t *t, uint32_t sl
 /* An engine's endpoint: `buffer` bytes of socket buffers, receive buffers for the job's
  * largest packet, and the fault injection of p->faults drawing its own decisions (the rank
  * and `stream` mixed). 0, or -errno with a reason in err (-EINVAL: a bad fault spec). */
+/* Add endpoint t's transport counters and fault decisions to *acc. */
+void worker_transport_stats_add(const transport_t *t, inagg_transport_stats_t *acc);
+
 int worker_open_endpoint(const worker_params_t *p, int buffer, uint32_t stream,
                          transport_t **out, char *err, size_t errlen);
 

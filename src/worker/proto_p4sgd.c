@@ -643,6 +643,13 @@ static void p4_add_stats(const void *state, inagg_stats_t *acc)
     worker_counters_add(&((const p4engine_t *)state)->c, acc);
 }
 
+static void p4_add_transport_stats(const void *state, inagg_transport_stats_t *acc)
+{
+    const p4engine_t *e = state;
+    worker_transport_stats_add(e->tp, acc);
+    worker_transport_stats_add(e->ack_tp, acc);
+}
+
 const worker_proto_ops_t worker_proto_p4sgd = {
     .name = "p4sgd",
     .protocol = INAGG_PROTO_P4SGD,
@@ -659,4 +666,5 @@ const worker_proto_ops_t worker_proto_p4sgd = {
     .drain = p4_drain,
     .fail = p4_fail,
     .add_stats = p4_add_stats,
+    .add_transport_stats = p4_add_transport_stats,
 };

@@ -203,8 +203,7 @@ int sml_engine_create(const worker_params_t *p, uint32_t index, engine_t **out, 
     }
     /* INAGG_CODEC_HELPER=0 runs without the helper (every chunk coded on the engine thread,
      * nothing overlapped): to measure what the overlap is worth (inagg model validate). */
-    const char *hv = getenv("INAGG_CODEC_HELPER");
-    if (rc == 0 && e->codec && !(hv && strcmp(hv, "0") == 0)) {
+    if (rc == 0 && e->codec && !p->codec_no_helper) {
         rc = -pthread_create(&e->helper, NULL, helper_main, e);
         if (rc != 0)
             set_err(err, errlen, "cannot start the encoder helper thread");
@@ -749,6 +748,11 @@ int sml_engine_run(engine_t *e, const worker_call_t *r, char *detail, size_t dle
 void sml_engine_add_stats(const engine_t *e, inagg_stats_t *acc)
 {
     worker_counters_add(&e->c, acc);
+}
+
+void sml_engine_add_transport_stats(const engine_t *e, inagg_transport_stats_t *acc)
+{
+    worker_transport_stats_add(e->tp, acc);
 }
 
 int sml_engine_add_codec_stats(const engine_t *e, inagg_codec_stats_t *acc)

@@ -23,5 +23,6 @@ int sml_engine_run(engine_t *e, const worker_call_t *r, char *detail, size_t dle
  * the engine codes at all. */
 void sml_engine_add_stats(const engine_t *e, inagg_stats_t *acc);
 int sml_engine_add_codec_stats(const engine_t *e, inagg_codec_stats_t *acc);
+void sml_engine_add_transport_stats(const engine_t *e, inagg_transport_stats_t *acc);
 
 #endif

@@ -239,6 +239,13 @@ static void sml_add_codec_stats(const void *state, inagg_codec_stats_t *acc)
     acc->codec_threads = coded ? 2 * s->nengines : 0; /* an engine and its encoder helper */
 }
 
+static void sml_add_transport_stats(const void *state, inagg_transport_stats_t *acc)
+{
+    const sml_t *s = state;
+    for (uint32_t i = 0; i < s->nengines; i++)
+        sml_engine_add_transport_stats(s->engines[i], acc);
+}
+
 const worker_proto_ops_t worker_proto_switchml = {
     .name = "switchml",
     .protocol = INAGG_PROTO_SWITCHML,
@@ -256,4 +263,5 @@ const worker_proto_ops_t worker_proto_switchml = {
     .fail = NULL,
     .add_stats = sml_add_stats,
     .add_codec_stats = sml_add_codec_stats,
+    .add_transport_stats = sml_add_transport_stats,
 };

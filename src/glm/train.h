@@ -100,10 +100,9 @@ typedef struct glm_train_config {
 } glm_train_config_t;
 
 #define GLM_TRAIN_CONFIG_INIT                                                                   \
-    {GLM_MODE_MODEL,    GLM_OBJ_LOGISTIC, GLM_DEFAULT_BATCH, GLM_DEFAULT_MICRO_BATCH,            \
-     GLM_DEFAULT_EPOCHS, 0.0,             GLM_LR_SQRT,       -1.0,                               \
-     1,                 GLM_DEFAULT_SEED, NULL,              0,                                  \
-     NULL}
+    {.mode = GLM_MODE_MODEL, .objective = GLM_OBJ_LOGISTIC, .batch = GLM_DEFAULT_BATCH,          \
+     .micro_batch = GLM_DEFAULT_MICRO_BATCH, .epochs = GLM_DEFAULT_EPOCHS, .lr = 0.0,            \
+     .schedule = GLM_LR_SQRT, .l2 = -1.0, .pipeline = 1, .seed = GLM_DEFAULT_SEED}
 
 /* Facts about a run, known before the first epoch (rank 0 reports them). */
 typedef struct glm_setup_record {

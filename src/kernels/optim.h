@@ -98,7 +98,9 @@ typedef struct optim_config {
     float initial_accumulator; /* Adagrad's starting acc, default 0 */
 } optim_config_t;
 
-#define OPTIM_CONFIG_INIT {OPTIM_SGD, 0.01f, 0.9f, 0.999f, 1e-8f, OPTIM_EPS_INSIDE, 0.0f, 0.0f, 0.0f}
+#define OPTIM_CONFIG_INIT                                                                       \
+    {.kind = OPTIM_SGD, .lr = 0.01f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f,              \
+     .eps_placement = OPTIM_EPS_INSIDE}
 
 /* "sgd" | "adagrad" | "adam" | "smorms3" (case-insensitive). 0, or -1 (and *out untouched). */
 int optim_parse_kind(const char *name, optim_kind_t *out);

@@ -2,9 +2,9 @@
  * bytering.h - a single-producer single-consumer ring of variable-length frame records, the
  * queue between two stages of the fabric's pipeline that run on different threads (the
  * receive/classify stage hands the transmit stage the frames to send: a 64 KiB GSO frame
- * takes 64 KiB, a 60-byte ARP 128 bytes). The producer owns head, the consumer tail; an
- * eventfd lets the consumer sleep. A record that does not fit is refused (the caller counts
- * it), never blocks.
+ * takes 64 KiB, a 60-byte ARP 128 bytes). A base/ring.h record ring of these records and an
+ * eventfd that lets the consumer sleep. A record that does not fit is refused (the caller
+ * counts it), never blocks.
  */
 #ifndef INAGG_FABRIC_BYTERING_H
 #define INAGG_FABRIC_BYTERING_H
@@ -14,29 +14,25 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "base/util.h"
+#include "base/ring.h"
 
 typedef struct ring_rec {
     uint64_t ports;     /* the output ports: bit p for port p */
     uint64_t t_ns;      /* when the frame entered the fabric (latency accounting) */
     uint32_t len;       /* frame bytes */
-    uint32_t size;      /* record bytes, header included; 0: the rest of the ring is skipped */
     uint8_t kind;       /* latency class (fabric_int.h LAT_*) or LAT_NONE */
     uint8_t has_vh;
-    uint8_t pad_[6];
+    uint8_t pad_[2];
     struct virtio_net_hdr vh;
     uint8_t data[];
 } ring_rec_t;
 
 typedef struct bytering {
-    _Atomic uint64_t head INAGG_ALIGNED; /* bytes ever written (producer) */
-    _Atomic uint64_t tail INAGG_ALIGNED; /* bytes ever consumed (consumer) */
-    size_t cap INAGG_ALIGNED;            /* a multiple of the record alignment */
-    uint8_t *buf;
-    int efd;                             /* eventfd: the producer published records */
+    ring_t ring;
+    int efd; /* eventfd: the producer published records */
 } bytering_t;
 
-/* bytes is rounded up to the record alignment. 0 or -errno. */
+/* bytes is rounded up to the ring's alignment. 0 or -errno. */
 int bytering_init(bytering_t *r, size_t bytes);
 void bytering_free(bytering_t *r);
 

@@ -1,8 +1,9 @@
 /*
  * delayline.h - link emulation: a FIFO of frame copies, each released at its arrival time
  * plus the link's one-way delay and an optional uniform jitter (never earlier than the frame
- * before it: a link does not reorder). A byte ring of variable-length records; a frame that
- * does not fit is dropped and counted, as a full link queue would.
+ * before it: a link does not reorder). A base/ring.h record ring (one thread is both its
+ * producer and consumer); a frame that does not fit is dropped and counted, as a full link
+ * queue would.
  */
 #ifndef INAGG_FABRIC_DELAYLINE_H
 #define INAGG_FABRIC_DELAYLINE_H
@@ -11,23 +12,24 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/ring.h"
+#include "base/util.h"
+
 typedef struct delay_rec {
     uint64_t release_ns;
     uint64_t t_ns;      /* when the frame entered the fabric (latency accounting) */
     uint32_t len;       /* frame bytes */
-    uint32_t size;      /* record bytes, header included; 0: skip to the ring's start */
     uint16_t port;      /* where it goes (egress) or came from (ingress) */
     uint8_t kind;       /* the caller's classification */
-    uint8_t pad_;
+    uint8_t pad_[5];
     struct virtio_net_hdr vh;
     uint8_t data[];
 } delay_rec_t;
 
 typedef struct delayline {
-    uint8_t *buf;
-    size_t cap, head, tail, used; /* byte offsets; used = bytes between tail and head */
+    ring_t ring;
     uint64_t delay_ns, jitter_ns, last_release_ns;
-    uint64_t rng;
+    util_rng_t rng;     /* the jitter */
     uint64_t overflow;  /* frames dropped: the line was full */
 } delayline_t;
 

@@ -17,6 +17,7 @@ int frameq_init(frameq_t *q, uint32_t cap)
     while (c < cap && c < (1u << 20))
         c <<= 1;
     q->cap = c;
+    q->pos.cap = c;
     q->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (q->efd < 0)
         return -errno;

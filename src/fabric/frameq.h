@@ -9,6 +9,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "base/ring.h"
 #include "base/util.h"
 #include "netio/ethframe.h"
 
@@ -23,10 +24,9 @@ typedef struct frameq_slot {
 } frameq_slot_t;
 
 typedef struct frameq {
-    _Atomic uint32_t head INAGG_ALIGNED; /* next slot the producer fills */
-    _Atomic uint32_t tail INAGG_ALIGNED; /* next slot the consumer reads */
-    uint32_t cap INAGG_ALIGNED;          /* a power of two */
-    int efd;                             /* eventfd: the producer published something */
+    ring_pos_t pos;       /* in slots; pos.cap is a power of two */
+    uint32_t cap;         /* pos.cap */
+    int efd;              /* eventfd: the producer published something */
     frameq_slot_t *slots;
 } frameq_t;
 
@@ -37,29 +37,18 @@ void frameq_free(frameq_t *q);
 /* Producer: the slot to fill next, or NULL when the queue is full. */
 static inline frameq_slot_t *frameq_reserve(frameq_t *q)
 {
-    uint32_t h = atomic_load_explicit(&q->head, memory_order_relaxed);
-    uint32_t t = atomic_load_explicit(&q->tail, memory_order_acquire);
-    return h - t >= q->cap ? NULL : &q->slots[h & (q->cap - 1)];
+    return ring_pos_room(&q->pos) == 0 ? NULL
+                                       : &q->slots[ring_pos_head(&q->pos) & (q->cap - 1)];
 }
-static inline void frameq_publish(frameq_t *q)
-{
-    atomic_fetch_add_explicit(&q->head, 1, memory_order_release);
-}
+static inline void frameq_publish(frameq_t *q) { ring_pos_publish(&q->pos, 1); }
 
 /* Consumer: how many slots are ready, the i-th of them, and giving n back. */
-static inline uint32_t frameq_ready(frameq_t *q)
-{
-    return atomic_load_explicit(&q->head, memory_order_acquire) -
-           atomic_load_explicit(&q->tail, memory_order_relaxed);
-}
+static inline uint32_t frameq_ready(frameq_t *q) { return (uint32_t)ring_pos_ready(&q->pos); }
 static inline frameq_slot_t *frameq_at(frameq_t *q, uint32_t i)
 {
-    return &q->slots[(atomic_load_explicit(&q->tail, memory_order_relaxed) + i) & (q->cap - 1)];
+    return &q->slots[(ring_pos_tail(&q->pos) + i) & (q->cap - 1)];
 }
-static inline void frameq_release(frameq_t *q, uint32_t n)
-{
-    atomic_fetch_add_explicit(&q->tail, n, memory_order_release);
-}
+static inline void frameq_release(frameq_t *q, uint32_t n) { ring_pos_release(&q->pos, n); }
 
 /* Producer: wake a sleeping consumer. */
 void frameq_kick(frameq_t *q);

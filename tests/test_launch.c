@@ -1,11 +1,15 @@
 /*
  * test_launch.c - launch_group_wait (launch/group.c): it collects a group's output and exits
  * while sleeping, with or without a tick, so a benchmark's parent process does not take a
- * core from the ranks it waits for.
+ * core from the ranks it waits for; a switch's readiness line and the Python lookup that
+ * every launcher shares.
  */
+#include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "launch/launch.h"
 #include "harness.h"
@@ -54,4 +58,39 @@ TEST(launch_group_wait_ticks_and_sleeps_between, 20)
     uint64_t cpu = wait_for_sleepers(count_tick, &ticks);
     CHECK_MSG(ticks >= 4 && ticks <= 20, "%d ticks of 50 ms in 0.4 s", ticks);
     CHECK_MSG(cpu < 60000000ull, "the wait used %.1f ms of CPU", cpu / 1e6);
+}
+
+/* The readiness line of a starting switch: its port; a closed pipe or no port is 0, silence
+ * past the deadline -ETIMEDOUT. */
+TEST(launch_read_ready_port_closed_silent, 10)
+{
+    int p[2];
+    CHECK_EQ_INT(pipe(p), 0);
+    CHECK_EQ_INT(write(p[1], "7123\n", 5), 5);
+    CHECK_EQ_INT(launch_read_ready(p[0], 1000), 7123);
+    CHECK_EQ_INT(launch_read_ready(p[0], 50), -ETIMEDOUT);
+    CHECK_EQ_INT(write(p[1], "x\n", 2), 2);
+    CHECK_EQ_INT(launch_read_ready(p[0], 1000), 0);
+    close(p[1]);
+    CHECK_EQ_INT(launch_read_ready(p[0], 1000), 0);
+    close(p[0]);
+}
+
+/* The interpreter: $INAGG_PYTHON when it names an executable, else none; unset, Debian's or
+ * one in $PATH. */
+TEST(launch_find_python_order, 10)
+{
+    char buf[4096];
+    setenv("INAGG_PYTHON", "/bin/sh", 1);
+    CHECK_EQ_INT(launch_find_python(buf, sizeof(buf)), 0);
+    CHECK_MSG(strcmp(buf, "/bin/sh") == 0, "%s", buf);
+    setenv("INAGG_PYTHON", "/nonexistent/python3", 1);
+    CHECK_EQ_INT(launch_find_python(buf, sizeof(buf)), -ENOENT);
+    setenv("INAGG_PYTHON", "sh", 1); /* a name: looked up in $PATH */
+    CHECK_EQ_INT(launch_find_python(buf, sizeof(buf)), 0);
+    CHECK(strchr(buf, '/') != NULL);
+    unsetenv("INAGG_PYTHON");
+    int rc = launch_find_python(buf, sizeof(buf));
+    if (launch_is_executable("/usr/bin/python3"))
+        CHECK_MSG(rc == 0 && strcmp(buf, "/usr/bin/python3") == 0, "%d %s", rc, buf);
 }

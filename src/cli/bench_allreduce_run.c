@@ -415,23 +415,10 @@ static int free_port(void)
     return port;
 }
 
-/* The interpreter with python3-torch: $INAGG_PYTHON, else Debian's, else python3 in $PATH. */
-static int find_python(char *buf, size_t len)
-{
-    const char *py = getenv("INAGG_PYTHON");
-    if (!py)
-        py = launch_is_executable("/usr/bin/python3") ? "/usr/bin/python3" : "python3";
-    if (strchr(py, '/')) {
-        snprintf(buf, len, "%s", py);
-        return launch_is_executable(buf) ? 0 : -1;
-    }
-    return launch_find_in_path(py, buf, len) == 0 ? 0 : -1;
-}
-
 static void run_gloo(ctx_t *c, ar_sys_result_t *r)
 {
     const ar_opts_t *o = &c->so;
-    if (!c->python[0] && find_python(c->python, sizeof(c->python)) != 0) {
+    if (!c->python[0] && launch_find_python(c->python, sizeof(c->python)) != 0) {
         snprintf(r->error, sizeof(r->error), "python3 is not installed (set INAGG_PYTHON)");
         return;
     }

@@ -30,57 +30,15 @@
 static pid_t ns_switch_start(ctx_t *c, const char *ns, const char *listen, char *const *extra,
                              char *addr, size_t len)
 {
-    const ar_opts_t *o = &c->so;
-    const launch_testbed_t *tb = &c->run->tb;
-    int p[2];
-    if (pipe2(p, O_CLOEXEC) != 0) {
-        fprintf(stderr, AR_CMD ": pipe: %s\n", strerror(errno));
-        return -1;
-    }
     if (c->sw_err_fd < 0)
         c->sw_err_fd = memfd_create("inagg-switch-stderr", MFD_CLOEXEC);
-    char threads[16], fd[16];
-    snprintf(threads, sizeof(threads), "%u", o->switch_threads);
-    snprintf(fd, sizeof(fd), "%d", p[1]);
-    char *cmd[24] = {c->self, "switch", "--listen", (char *)listen, "--threads", threads,
-                     "--ready-fd", fd};
-    int n_cmd = 8;
-    for (int k = 0; extra && extra[k] && n_cmd < 23; k++)
-        cmd[n_cmd++] = extra[k];
-    cmd[n_cmd] = NULL;
-    char *argv[40];
-    launch_testbed_argv(tb, ns, cmd, argv, 40);
-    launch_spec_t spec = {argv, NULL, LAUNCH_DEVNULL, LAUNCH_DEVNULL,
-                          c->sw_err_fd >= 0 ? c->sw_err_fd : LAUNCH_INHERIT, 1, p[1]};
-    char err[512];
-    pid_t pid = launch_spawn(&spec, err, sizeof(err));
-    close(p[1]);
+    char err[1536];
+    pid_t pid = launch_ns_switch(&c->run->tb, ns, c->self, listen, c->so.switch_threads, extra,
+                                 c->sw_err_fd, SWITCH_READY_MS, addr, len, err, sizeof(err));
     if (pid < 0) {
-        close(p[0]);
         fprintf(stderr, AR_CMD ": %s\n", err);
         return -1;
     }
-    char buf[32] = {0};
-    struct pollfd pf = {p[0], POLLIN, 0};
-    ssize_t n = poll(&pf, 1, SWITCH_READY_MS) == 1 ? read(p[0], buf, sizeof(buf) - 1) : -1;
-    close(p[0]);
-    if (n <= 0 || atoi(buf) <= 0) {
-        char why[1024] = "";
-        if (c->sw_err_fd >= 0) {
-            ssize_t m = pread(c->sw_err_fd, why, sizeof(why) - 1, 0);
-            why[m > 0 ? m : 0] = '\0';
-        }
-        fprintf(stderr, AR_CMD ": inagg switch did not start in namespace %s: %s\n", ns,
-                why[0] ? why : n == 0 ? "it ended" : "no port reported in time");
-        launch_stop(pid, SIGKILL, 5000, NULL);
-        return -1;
-    }
-    char host[48];
-    snprintf(host, sizeof(host), "%s", listen);
-    char *colon = strrchr(host, ':');
-    if (colon)
-        *colon = '\0';
-    snprintf(addr, len, "%s:%d", host, atoi(buf));
     return pid;
 }
 

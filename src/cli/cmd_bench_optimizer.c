@@ -148,20 +148,6 @@ static int find_tool(const char *name, char *buf, size_t len)
     return access(buf, R_OK);
 }
 
-/* The interpreter: $INAGG_PYTHON, else Debian's (where python3-torch installs), else python3
- * in $PATH. 0, or -1 when there is none. */
-static int python_path(char *buf, size_t len)
-{
-    const char *py = getenv("INAGG_PYTHON");
-    if (!py)
-        py = launch_is_executable("/usr/bin/python3") ? "/usr/bin/python3" : "python3";
-    if (strchr(py, '/')) {
-        snprintf(buf, len, "%s", py);
-        return 0;
-    }
-    return launch_find_in_path(py, buf, len) == 0 ? 0 : -1;
-}
-
 static void torch_stop(torch_helper_t *t)
 {
     if (t->to >= 0) {
@@ -183,7 +169,7 @@ static int torch_start(torch_helper_t *t, const optb_opts_t *o)
     *t = (torch_helper_t){.to = -1, .from = -1};
     char script[PATH_MAX], py[PATH_MAX];
     if (find_tool("torch_worker.py", script, sizeof(script)) != 0 ||
-        python_path(py, sizeof(py)) != 0)
+        launch_find_python(py, sizeof(py)) != 0)
         return -1;
     t->bytes = (size_t)o->elems * 8u;
     int fd = memfd_create("inagg-torch", 0); /* inherited by the helper: no CLOEXEC */
@@ -416,7 +402,7 @@ static int run_reference(const optb_opts_t *o, uint32_t ns, float *ref, const ch
         wrote &= fclose(f) == 0;
     }
     char py[PATH_MAX];
-    if (python_path(py, sizeof(py)) != 0) {
+    if (launch_find_python(py, sizeof(py)) != 0) {
         snprintf(err, errlen, "python3 is not installed");
         wrote = 0;
     }
@@ -580,7 +566,7 @@ static int torch_usable(const optb_opts_t *o)
     char py[PATH_MAX];
     char *argv[] = {py, "-c", "import torch", NULL};
     launch_spec_t spec = {argv, NULL, LAUNCH_INHERIT, LAUNCH_DEVNULL, LAUNCH_DEVNULL, 0};
-    if (python_path(py, sizeof(py)) != 0 || launch_run(&spec, REFERENCE_TIMEOUT_MS, NULL, 0) != 0) {
+    if (launch_find_python(py, sizeof(py)) != 0 || launch_run(&spec, REFERENCE_TIMEOUT_MS, NULL, 0) != 0) {
         fprintf(stderr, "inagg bench optimizer: python3-torch is not installed: the baseline is "
                         "allreduce + the C kernels\n");
         return 0;

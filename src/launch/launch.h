@@ -327,6 +327,24 @@ pid_t launch_switch(const struct switch_config *cfg, uint16_t *port, char *err, 
 /* Stop a switch started by launch_switch (SIGTERM, bounded wait). Nothing for pid <= 0. */
 void launch_switch_stop(pid_t pid);
 
+/* A starting switch's readiness: wait up to timeout_ms for the line it writes to fd (the
+ * read end of its readiness pipe) once it is bound. The port it reports (> 0); 0 when the
+ * pipe closed first (it ended), or it wrote no port; -ETIMEDOUT. */
+int launch_read_ready(int fd, int timeout_ms);
+
+/* `self switch --listen LISTEN --threads T --ready-fd FD EXTRA...` (self: this inagg binary,
+ * extra NULL-terminated or NULL) in testbed host `ns`, ready once it wrote its port. Its
+ * stderr goes to err_fd (a memfd: what it said is quoted in err when it fails to start), or
+ * is inherited when err_fd < 0. Its pid with "HOST:PORT" in addr, or -errno with the reason
+ * in err (the child is killed). */
+pid_t launch_ns_switch(const launch_testbed_t *tb, const char *ns, const char *self,
+                       const char *listen, unsigned threads, char *const *extra, int err_fd,
+                       int timeout_ms, char *addr, size_t len, char *err, size_t errlen);
+
+/* The Python interpreter: $INAGG_PYTHON, else Debian's /usr/bin/python3 (where python3-torch
+ * installs), else python3 in $PATH, into buf. 0, or -ENOENT when there is none. */
+int launch_find_python(char *buf, size_t len);
+
 /* ---- a process capped at a share of a CPU (cpucap.c) -------------------------------------- */
 
 /* Put process pid in a CPU cgroup of its own (cgroup v2 cpu.max, or v1 cfs quota) that lets it

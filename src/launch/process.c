@@ -52,6 +52,18 @@ int launch_find_in_path(const char *name, char *buf, size_t len)
     return -ENOENT;
 }
 
+int launch_find_python(char *buf, size_t len)
+{
+    const char *py = getenv("INAGG_PYTHON");
+    if (!py)
+        py = launch_is_executable("/usr/bin/python3") ? "/usr/bin/python3" : "python3";
+    if (strchr(py, '/')) {
+        snprintf(buf, len, "%s", py);
+        return launch_is_executable(buf) ? 0 : -ENOENT;
+    }
+    return launch_find_in_path(py, buf, len) == 0 ? 0 : -ENOENT;
+}
+
 int launch_beside_self(const char *rel, char *buf, size_t len)
 {
     char self[PATH_MAX];

@@ -70,22 +70,34 @@ pid_t launch_switch(const switch_config_t *cfg, uint16_t *port, char *err, size_
         set_err(err, errlen, "fork: %s", strerror((int)-pid));
         return pid;
     }
-    char buf[16] = {0};
-    struct pollfd pf = {.fd = p[0], .events = POLLIN};
-    ssize_t n = poll(&pf, 1, READY_TIMEOUT_MS) == 1 ? read(p[0], buf, sizeof(buf) - 1) : -1;
+    int ready = launch_read_ready(p[0], READY_TIMEOUT_MS);
     close(p[0]);
-    if (n <= 0) {
+    if (ready <= 0) {
         int status = 0;
         int rc = launch_stop(pid, SIGKILL, STOP_GRACE_MS, &status);
-        if (n == 0)
+        if (ready == 0)
             set_err(err, errlen, "the switch process ended before it was ready");
         else
             set_err(err, errlen, "the switch did not report its port within %d s",
                     READY_TIMEOUT_MS / 1000);
-        return n == 0 ? -ECHILD : rc == 0 ? -ETIMEDOUT : rc;
+        return ready == 0 ? -ECHILD : rc == 0 ? -ETIMEDOUT : rc;
     }
-    *port = (uint16_t)atoi(buf);
+    *port = (uint16_t)ready;
     return pid;
+}
+
+int launch_read_ready(int fd, int timeout_ms)
+{
+    char buf[32] = {0};
+    struct pollfd pf = {.fd = fd, .events = POLLIN};
+    int r = poll(&pf, 1, timeout_ms);
+    if (r <= 0)
+        return -ETIMEDOUT;
+    ssize_t n = read(fd, buf, sizeof(buf) - 1);
+    if (n <= 0)
+        return 0;
+    int port = atoi(buf);
+    return port > 0 && port < 65536 ? port : 0;
 }
 
 void launch_switch_stop(pid_t pid) { launch_stop(pid, SIGTERM, STOP_GRACE_MS, NULL); }

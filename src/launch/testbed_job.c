@@ -75,53 +75,70 @@ int launch_tbjob_switch(launch_tbjob_t *j, const char *self, unsigned threads, c
         j->sw_pid = 0;
         return 0;
     }
+    int err_fd = memfd_create("inagg-switch-stderr", MFD_CLOEXEC);
+    char listen[48];
+    snprintf(listen, sizeof(listen), "%s:%d", tb->switch_addr, TBJOB_SWITCH_PORT);
+    pid_t pid = launch_ns_switch(tb, "sw", self, listen, threads ? threads : 1, NULL, err_fd,
+                                 TBJOB_SWITCH_READY_MS, j->sw_addr, sizeof(j->sw_addr), err,
+                                 errlen);
+    if (err_fd >= 0)
+        close(err_fd);
+    if (pid < 0)
+        return (int)pid;
+    j->sw_pid = pid;
+    return 0;
+}
+
+pid_t launch_ns_switch(const launch_testbed_t *tb, const char *ns, const char *self,
+                       const char *listen, unsigned threads, char *const *extra, int err_fd,
+                       int timeout_ms, char *addr, size_t len, char *err, size_t errlen)
+{
     int p[2];
     if (pipe2(p, O_CLOEXEC) != 0) {
         int e = errno;
         set_err(err, errlen, "pipe: %s", strerror(e));
         return -e;
     }
-    int err_fd = memfd_create("inagg-switch-stderr", MFD_CLOEXEC);
-    char listen[48], nthreads[16], fd[16];
-    snprintf(listen, sizeof(listen), "%s:%d", tb->switch_addr, TBJOB_SWITCH_PORT);
-    snprintf(nthreads, sizeof(nthreads), "%u", threads ? threads : 1);
+    char nthreads[16], fd[16];
+    snprintf(nthreads, sizeof(nthreads), "%u", threads);
     snprintf(fd, sizeof(fd), "%d", p[1]);
-    char *cmd[] = {(char *)self, "switch", "--listen", listen, "--threads", nthreads,
-                   "--ready-fd", fd, NULL};
-    char *argv[32];
-    launch_testbed_argv(tb, "sw", cmd, argv, 32);
+    char *cmd[24] = {(char *)self, "switch", "--listen", (char *)listen, "--threads", nthreads,
+                     "--ready-fd", fd};
+    int n_cmd = 8;
+    for (int k = 0; extra && extra[k] && n_cmd < 23; k++)
+        cmd[n_cmd++] = extra[k];
+    cmd[n_cmd] = NULL;
+    char *argv[40];
+    launch_testbed_argv(tb, ns, cmd, argv, 40);
     launch_spec_t spec = {argv, NULL, LAUNCH_DEVNULL, LAUNCH_DEVNULL,
                           err_fd >= 0 ? err_fd : LAUNCH_INHERIT, 1, p[1]};
     pid_t pid = launch_spawn(&spec, err, errlen);
     close(p[1]);
     if (pid < 0) {
         close(p[0]);
-        if (err_fd >= 0)
-            close(err_fd);
-        return (int)pid;
+        return pid;
     }
-    char buf[32] = {0};
-    struct pollfd pf = {p[0], POLLIN, 0};
-    ssize_t n = poll(&pf, 1, TBJOB_SWITCH_READY_MS) == 1 ? read(p[0], buf, sizeof(buf) - 1) : -1;
+    int port = launch_read_ready(p[0], timeout_ms);
     close(p[0]);
-    if (n <= 0 || atoi(buf) <= 0) {
+    if (port <= 0) {
         char why[1024] = "";
         if (err_fd >= 0) {
             ssize_t m = pread(err_fd, why, sizeof(why) - 1, 0);
             why[m > 0 ? m : 0] = '\0';
-            close(err_fd);
         }
-        set_err(err, errlen, "inagg switch did not start in the switch namespace: ");
-        launch_append_tail(err, errlen, why[0] ? why : n == 0 ? "it ended" :
+        set_err(err, errlen, "inagg switch did not start in namespace %s: ", ns);
+        launch_append_tail(err, errlen, why[0] ? why : port == 0 ? "it ended" :
                            "no port reported in time");
         launch_stop(pid, SIGKILL, 5000, NULL);
         return -ECHILD;
     }
-    if (err_fd >= 0)
-        close(err_fd);
-    j->sw_pid = pid;
-    snprintf(j->sw_addr, sizeof(j->sw_addr), "%s:%d", tb->switch_addr, atoi(buf));
-    return 0;
+    char host[48];
+    snprintf(host, sizeof(host), "%s", listen);
+    char *colon = strrchr(host, ':');
+    if (colon)
+        *colon = '\0';
+    snprintf(addr, len, "%s:%d", host, port);
+    return pid;
 }
 
 void launch_tbjob_down(launch_tbjob_t *j)

@@ -512,36 +512,44 @@ inagg_result_t inagg_get_stats(const inagg_comm_t *comm, inagg_stats_t *out)
     return INAGG_OK;
 }
 
+/* A size-versioned struct whose first field is its size: of `all` (full bytes, filled by the
+ * library), the bytes the caller's `asked` covers go to out, their count in that first field.
+ * INAGG_ERR_INVALID when asked does not reach `head`. */
+static inagg_result_t copy_versioned(void *out, void *all, size_t full, size_t head)
+{
+    uint32_t asked;
+    memcpy(&asked, out, sizeof(asked));
+    if (asked < head)
+        return INAGG_ERR_INVALID;
+    uint32_t fill = asked < full ? asked : (uint32_t)full;
+    memcpy(all, &fill, sizeof(fill));
+    memcpy(out, all, fill);
+    return INAGG_OK;
+}
+
 inagg_result_t inagg_get_codec_stats(const inagg_comm_t *comm, inagg_codec_stats_t *out)
 {
-    size_t head = offsetof(inagg_codec_stats_t, chunks_encoded);
-    if (!comm || !out || out->size < head)
+    if (!comm || !out)
         return INAGG_ERR_INVALID;
-    size_t fill = out->size < sizeof(*out) ? out->size : sizeof(*out);
     inagg_codec_stats_t all;
     memset(&all, 0, sizeof(all));
     if (comm->proto->add_codec_stats)
         comm->proto->add_codec_stats(comm->ps, &all);
-    all.size = (uint32_t)fill;
-    memcpy(out, &all, fill);
-    return INAGG_OK;
+    return copy_versioned(out, &all, sizeof(all), offsetof(inagg_codec_stats_t, chunks_encoded));
 }
 
 inagg_result_t inagg_get_transport_stats(const inagg_comm_t *comm, inagg_transport_stats_t *out)
 {
-    size_t head = offsetof(inagg_transport_stats_t, fault_dropped);
-    if (!comm || !out || out->struct_size < head)
+    if (!comm || !out)
         return INAGG_ERR_INVALID;
-    size_t fill = out->struct_size < sizeof(*out) ? out->struct_size : sizeof(*out);
     inagg_transport_stats_t all;
     memset(&all, 0, sizeof(all));
     snprintf(all.transport, sizeof(all.transport), "%s",
              comm->opts.transport ? comm->opts.transport : "udp");
     if (comm->proto->add_transport_stats)
         comm->proto->add_transport_stats(comm->ps, &all);
-    all.struct_size = (uint32_t)fill;
-    memcpy(out, &all, fill);
-    return INAGG_OK;
+    return copy_versioned(out, &all, sizeof(all),
+                          offsetof(inagg_transport_stats_t, fault_dropped));
 }
 
 const char *inagg_transport_counter_name(const inagg_comm_t *comm, uint32_t i)

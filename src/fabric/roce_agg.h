@@ -13,7 +13,7 @@
  *     recorded aggregation flow
  *   Write Middle / Last of no such flow           -> forwarded
  * RoCE frames addressed to other MACs are switched as any other frame. The frames' ICRC, PSN
- * order and lengths are checked by the receiving endpoint (transport/roce.c), which counts and
+ * order and lengths are checked by the receiving endpoint (fabric/port.c), which counts and
  * drops bad ones.
  */
 #ifndef INAGG_FABRIC_ROCE_AGG_H

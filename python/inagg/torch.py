@@ -23,12 +23,20 @@ import os
 import queue
 import threading
 
-import torch
-import torch.distributed as dist
+try:
+    import torch
+    import torch.distributed as dist
+except ImportError as _e:
+    raise ImportError("inagg.torch needs PyTorch with torch.distributed (%s); on Debian: "
+                      "apt-get install python3-torch libtorch-dev ninja-build, and run "
+                      "/usr/bin/python3" % _e) from None
 
 import inagg
+from inagg._backend import Options, backend_stats, register as _register
 
-__all__ = ["State", "allreduce_hook"]
+__all__ = ["State", "allreduce_hook", "Options", "backend_stats"]
+
+_register()
 
 
 def _agreed_job(group):

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """ddp_backend.py - an unmodified DistributedDataParallel training loop on the `inagg`
-torch.distributed backend: no comm hook, no switch setting. `import inagg.torch` registers the
+torch.distributed backend: no comm hook, no switch setting. (--backend gloo: the same on Gloo;
+--backend hook: on Gloo with inagg.torch.allreduce_hook and a switch named by --switch.) `import inagg.torch` registers the
 backend; rank 0 starts an embedded switch and DDP's gradient buckets go through it.
 
     torchrun --redirects 2 --tee 2 --nproc_per_node 4 examples/ddp_backend.py
@@ -53,15 +54,16 @@ def train(rank, world, args):
     import torch
     import torch.distributed as dist
     import torch.nn as nn
-    if args.backend == "inagg":
+    if args.backend in ("inagg", "hook"):
         import inagg.torch  # noqa: F401  registers the backend
+    pg_backend = "gloo" if args.backend == "hook" else args.backend
     torch.set_num_threads(1)
     timeout = datetime.timedelta(seconds=args.timeout)
     if args.init_method:
-        dist.init_process_group(args.backend, init_method=args.init_method, rank=rank,
+        dist.init_process_group(pg_backend, init_method=args.init_method, rank=rank,
                                 world_size=world, timeout=timeout)
     else:
-        dist.init_process_group(args.backend, timeout=timeout)  # env:// (torchrun)
+        dist.init_process_group(pg_backend, timeout=timeout)  # env:// (torchrun)
     rank, world = dist.get_rank(), dist.get_world_size()
     x, y = make_data(args.data_seed)
     torch.manual_seed(args.seed)
@@ -77,6 +79,10 @@ def train(rank, world, args):
         opt.load_state_dict(state["opt"])
         start = state["step"]
     ddp = nn.parallel.DistributedDataParallel(model, bucket_cap_mb=args.bucket_mb)
+    hook_state = None
+    if args.backend == "hook":  # Gloo's group, gradient buckets through the DDP comm hook
+        hook_state = inagg.torch.State(switch=args.switch, compression=args.compression)
+        ddp.register_comm_hook(hook_state, inagg.torch.allreduce_hook)
     lossf = nn.CrossEntropyLoss()
     attempt = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
     loss = torch.tensor(0.0)
@@ -112,6 +118,9 @@ def train(rank, world, args):
         st = inagg.torch.backend_stats()
         res["stats"] = {k: st[k] for k in ("switch", "gloo", "gloo_by_op", "switch_address",
                                            "job")}
+    if hook_state is not None:
+        res["buckets_via_switch"] = hook_state.buckets
+        hook_state.close()
     if rank == 0:
         if args.params:
             torch.save(flat, args.params)
@@ -130,7 +139,13 @@ def spawned(rank, world, args):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--backend", default="inagg", choices=["inagg", "gloo"])
+    ap.add_argument("--backend", default="inagg", choices=["inagg", "gloo", "hook"],
+                    help="hook: a Gloo group with inagg.torch.allreduce_hook (needs --switch)")
+    ap.add_argument("--switch", default=os.environ.get("INAGG_SWITCH"),
+                    help="the switch of --backend hook (default $INAGG_SWITCH)")
+    ap.add_argument("--compression", default=None,
+                    help="the hook's codec: fp16, zfp, zfp:rate=8 ... (the backend reads "
+                         "$INAGG_COMPRESS)")
     ap.add_argument("--nproc", type=int, default=0,
                     help="spawn this many ranks (default: run as one rank under torchrun)")
     ap.add_argument("--init", choices=["tcp", "file"], default="tcp",

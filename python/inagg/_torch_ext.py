@@ -21,9 +21,10 @@ _MODULE = None
 
 
 def _include_dir(libpath):
-    """The directory holding inagg.h: $INAGG_INCLUDE, the source tree's, or next to the
-    installed library's prefix."""
+    """The directory holding inagg.h: $INAGG_INCLUDE, the package's own copy, the source
+    tree's, or the installed library's prefix."""
     cands = [os.environ.get("INAGG_INCLUDE"),
+             os.path.join(_HERE, "include"),  # what `pip install ./python` bundles
              os.path.normpath(os.path.join(_HERE, os.pardir, os.pardir, "include")),
              os.path.normpath(os.path.join(os.path.dirname(libpath), os.pardir, "include")),
              "/usr/local/include", "/usr/include"]
@@ -53,6 +54,12 @@ def load():
         return _MODULE
     import torch
     from torch.utils import cpp_extension
+    major = int(torch.__version__.split(".")[0])
+    if major >= 2:  # c10d split ProcessGroup into ProcessGroup + Backend in 2.0
+        raise ImportError("inagg.torch: the `inagg` backend is written against torch 1.13's "
+                          "c10d::ProcessGroup; torch %s (c10d::Backend) is not supported yet. "
+                          "The DDP hook (inagg.torch.allreduce_hook) works there"
+                          % torch.__version__)
     if not os.path.isfile(os.path.join(cpp_extension.include_paths()[0], "torch", "csrc",
                                        "distributed", "c10d", "ProcessGroup.hpp")) and \
             not os.path.isfile("/usr/include/torch/csrc/distributed/c10d/ProcessGroup.hpp"):

@@ -210,6 +210,27 @@ def case_failure(rank, world, timeout_s, how):
     return {"how": how, "raised_after_s": round(took, 2), "error": msg[:240]}
 
 
+def left_after_destroy(rank, world, d, switch):
+    """destroy_process_group left the jobs: once every rank has destroyed its groups (and
+    is still alive), rank 0 asks its embedded switch: no job holds a slot."""
+    import subprocess
+    open(os.path.join(d, "destroyed.%d" % rank), "w").close()
+    if rank != 0:
+        return
+    deadline = time.monotonic() + 60
+    while any(not os.path.exists(os.path.join(d, "destroyed.%d" % r)) for r in range(world)):
+        assert time.monotonic() < deadline, "ranks did not finish destroy_process_group"
+        time.sleep(0.05)
+    binary = os.path.join(ROOT, "build", "inagg")
+    for _ in range(100):  # the switch retires a job once its last rank's LEAVE is read
+        text = subprocess.run([binary, "switch", "--stats", switch], capture_output=True,
+                              text=True, timeout=30).stdout
+        if " slots_used=0/" in text:
+            return
+        time.sleep(0.05)
+    raise AssertionError("jobs still hold slots after destroy_process_group: " + text)
+
+
 def worker(rank, world, method, timeout_s, case, out):
     init(rank, world, method, timeout_s)
     if case == "collectives":
@@ -223,7 +244,11 @@ def worker(rank, world, method, timeout_s, case, out):
             json.dump(res, f)
     if case in ("collectives", "compressed"):
         import torch.distributed as dist
+        held = dist.group.WORLD  # as a DDP model holds its group past destroy
         dist.destroy_process_group()
+        if case == "collectives":
+            left_after_destroy(rank, world, os.path.dirname(out), res["switch_address"])
+        del held
     else:
         os._exit(0)  # the group is broken: leave without its teardown
 

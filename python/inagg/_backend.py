@@ -183,11 +183,35 @@ def register():
     if "INAGG" in getattr(dist.Backend, "_plugins", {}) or hasattr(dist.Backend, "INAGG"):
         return
     import inspect
+    _leave_on_destroy()
     params = inspect.signature(dist.Backend.register_backend).parameters
     if "extended_api" in params:  # torch 1.13 and later: group name and pg_options reach us
         dist.Backend.register_backend("inagg", _create_extended, extended_api=True)
     else:
         dist.Backend.register_backend("inagg", _create_plain)
+
+
+def _leave_on_destroy():
+    """destroy_process_group leaves the switch job at once (inagg_comm_destroy), even while
+    a DDP model still holds the group: wrap torch's function to shut the destroyed inagg
+    groups down after it ran."""
+    c10d = dist.distributed_c10d
+    original = c10d.destroy_process_group
+    if getattr(original, "_inagg_leaves_jobs", False):
+        return
+
+    def destroy_process_group(group=None):
+        world = dist.group.WORLD
+        everything = group is None or group is world
+        doomed = [pg for pg in list(_GROUPS) if everything or pg is group]
+        original(group)
+        for pg in doomed:
+            pg.shutdown()
+
+    destroy_process_group.__doc__ = original.__doc__
+    destroy_process_group._inagg_leaves_jobs = True
+    c10d.destroy_process_group = destroy_process_group
+    dist.destroy_process_group = destroy_process_group
 
 
 def backend_stats(group=None):

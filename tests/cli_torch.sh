@@ -98,15 +98,19 @@ if [ $rc -eq 0 ] && [ $rcg -eq 0 ] && [ "$(echo "$j" | jget '["replica_spread"]'
 else bad $t "rc $rc/$rcg, diff '$diff', $lines count lines: $(grep -v CUDA "$tmp/tr" | tail -n 5)"; fi
 
 t=ddp_hook_vs_gloo
-exec 3>"$tmp/ready"
-timeout 600 ./build/inagg switch --listen 127.0.0.1:0 --ready-fd 3 >/dev/null 2>"$tmp/sw.err" &
-swpid=$!
-exec 3>&-
-for _ in $(seq 100); do [ -s "$tmp/ready" ] && break; sleep 0.05; done
-port=$(head -n1 "$tmp/ready" 2>/dev/null)
+start_switch() { # an external switch on loopback: $port, $swpid
+    exec 3>"$tmp/ready"
+    timeout 600 ./build/inagg switch --listen 127.0.0.1:0 --ready-fd 3 >/dev/null 2>"$tmp/sw.err" &
+    swpid=$!
+    exec 3>&-
+    for _ in $(seq 200); do [ -s "$tmp/ready" ] && break; sleep 0.05; done
+    port=$(head -n1 "$tmp/ready" 2>/dev/null)
+}
+stop_switch() { kill $swpid 2>/dev/null; wait $swpid 2>/dev/null; swpid=""; }
+start_switch
 timeout 300 "$PY" $EX --backend hook --switch "127.0.0.1:$port" --nproc 4 --init tcp --steps $STEPS \
     --params "$tmp/p_hook.pt" >"$tmp/hk" 2>&1; rc=$?
-kill $swpid 2>/dev/null; wait $swpid 2>/dev/null; swpid=""
+stop_switch
 j=$(lastjson "$tmp/hk")
 diff=$("$PY" -c "import torch,sys; print((torch.load(sys.argv[1]) - torch.load(sys.argv[2])).abs().max().item())" "$tmp/p_hook.pt" "$tmp/p_gloo.pt" 2>&1)
 if [ $rc -eq 0 ] && [ "$(echo "$j" | jget '["replica_spread"]')" = 0.0 ] &&
@@ -116,19 +120,27 @@ if [ $rc -eq 0 ] && [ "$(echo "$j" | jget '["replica_spread"]')" = 0.0 ] &&
 else bad $t "rc $rc, diff '$diff': $(grep -v CUDA "$tmp/hk" | tail -n 5)"; fi
 
 # Elastic: rank 1 dies at step 25 of the first attempt; torchrun restarts the workers, the new
-# group joins a fresh switch job and resumes from the step-20 checkpoint.
+# group joins a fresh job on the (external) switch and resumes from the step-20 checkpoint; the
+# failed job's slots are freed.
 t=elastic_restart_resumes_from_checkpoint
+start_switch
 rdzv=$(free_port)
-timeout 300 torchrun --redirects 2 --tee 2 --nnodes 1:4 --nproc_per_node 3 --max_restarts 2 \
-    --rdzv_backend c10d --rdzv_endpoint 127.0.0.1:$rdzv --rdzv_conf last_call_timeout=1 \
+INAGG_SWITCH=127.0.0.1:$port timeout 300 torchrun --redirects 2 --tee 2 --nnodes 1:4 --nproc_per_node 3 \
+    --max_restarts 2 --rdzv_backend c10d --rdzv_endpoint 127.0.0.1:$rdzv --rdzv_conf last_call_timeout=1 \
     --monitor_interval 1 $EX --steps 60 --checkpoint "$tmp/ck" --checkpoint-every 10 \
     --die-at-step 25 --die-rank 1 --json "$tmp/el.json" >"$tmp/el" 2>&1; rc=$?
-jobs_seen=$(grep -o '"job": "[^"]*"' "$tmp/el" | sort -u | wc -l)
+for _ in $(seq 50); do  # the switch retires a job once it has read its last rank's leave
+    stats=$(timeout 30 ./build/inagg switch --stats 127.0.0.1:$port 2>&1)
+    echo "$stats" | grep -q " slots_used=0/" && break
+    sleep 0.1
+done
+stop_switch
+retired=$(echo "$stats" | grep -c "^retired job .*name=torch-")
 if [ $rc -eq 0 ] && [ -f "$tmp/el.json" ] && [ "$(jget '["attempt"]' <"$tmp/el.json")" = 1 ] &&
    [ "$(jget '["resumed_from"]' <"$tmp/el.json")" = 20 ] && [ "$(jget '["replica_spread"]' <"$tmp/el.json")" = 0.0 ] &&
-   grep -q "rank 1 exits at step 25" "$tmp/el"; then
-    ok "$t (attempt 1 resumed at step 20 of 60, replicas identical)"
-else bad $t "rc $rc: $(grep -v CUDA "$tmp/el" | grep -v '^\[' | tail -n 5) $(cat "$tmp/el.json" 2>/dev/null)"; fi
+   grep -q "rank 1 exits at step 25" "$tmp/el" && echo "$stats" | grep -q " slots_used=0/" && [ "$retired" = 2 ]; then
+    ok "$t (attempt 1 resumed at step 20 of 60 in a new job, replicas identical; both jobs retired, no slot held)"
+else bad $t "rc $rc, $retired jobs retired: $(grep -v CUDA "$tmp/el" | grep -v '^\[' | tail -n 5) $(cat "$tmp/el.json" 2>/dev/null) $(echo "$stats" | head -n 3)"; fi
 
 echo "$pass passed, $fail failed, $skip skipped"
 [ $fail -eq 0 ]

@@ -60,9 +60,10 @@ else bad $t "rc $rc: $(grep -v CUDA "$tmp/coll" | tail -n 6)"; fi
 
 t=codec_bytes_on_the_wire
 res=""
-for spec in "fp16 0.002 0.55" "zfp:rate=16 0.01 0.55"; do
+for spec in "INAGG_COMPRESS fp16 0.002 0.55" "CASE_PG_COMPRESS zfp:rate=16 0.01 0.55"; do
     set -- $spec
-    INAGG_COMPRESS=$1 CASE_REL_BOUND=$2 CASE_MAX_WIRE_RATIO=$3 timeout 180 "$PY" $CASES compressed 2 file >"$tmp/comp" 2>&1; rc=$?
+    env "$1=$2" CASE_REL_BOUND=$3 CASE_MAX_WIRE_RATIO=$4 timeout 180 "$PY" $CASES compressed 2 file >"$tmp/comp" 2>&1; rc=$?
+    shift
     j=$(lastjson "$tmp/comp")
     if [ $rc -ne 0 ] || [ -z "$j" ]; then res="$res FAIL($1: rc $rc $(grep -v CUDA "$tmp/comp" | tail -n 3))"
     else res="$res $1 $(echo "$j" | jget '["wire_bytes_per_float32_byte"]')x err $(echo "$j" | jget '["max_rel_err"]' | cut -c1-8)"; fi

@@ -9,7 +9,7 @@ collectives  all_reduce SUM/AVG on float32, int32 (exact), float16/bfloat16/floa
              (through float32), sync and async (Work.wait, get_future), a non-contiguous
              tensor; MIN/MAX/PRODUCT, broadcast, all_gather, reduce_scatter, barrier,
              send/recv delegated; new_group of a subset; the counters of every call
-compressed   with $INAGG_COMPRESS set: the result within the codec's bound and fewer bytes on
+compressed   with $INAGG_COMPRESS (or $CASE_PG_COMPRESS: pg_options=Options(compress=)) set: the result within the codec's bound and fewer bytes on
              the wire than float32 needs
 killed       the last rank exits after init; every other rank's all_reduce raises a
              RuntimeError within the process group's timeout (TIMEOUT_S)
@@ -32,12 +32,15 @@ def init(rank, world, method, timeout_s):
     import torch.distributed as dist
     import inagg.torch  # noqa: F401  registers "inagg"
     t = datetime.timedelta(seconds=timeout_s)
+    opts = None
+    if os.environ.get("CASE_PG_COMPRESS"):  # the codec as a backend option, not $INAGG_COMPRESS
+        opts = inagg.torch.Options(compress=os.environ["CASE_PG_COMPRESS"])
     if method == "env":
         os.environ.update(RANK=str(rank), WORLD_SIZE=str(world))
-        dist.init_process_group("inagg", timeout=t)
+        dist.init_process_group("inagg", timeout=t, pg_options=opts)
     else:
         dist.init_process_group("inagg", init_method=method, rank=rank, world_size=world,
-                                timeout=t)
+                                timeout=t, pg_options=opts)
 
 
 def case_collectives(rank, world):
@@ -173,7 +176,8 @@ def case_compressed(rank, world):
     assert rel <= bound, (rel, bound)
     ratio = sent / (4.0 * n)
     assert ratio < float(os.environ.get("CASE_MAX_WIRE_RATIO", "0.75")), ratio
-    return {"compress": os.environ.get("INAGG_COMPRESS"), "max_rel_err": rel,
+    return {"compress": os.environ.get("INAGG_COMPRESS") or os.environ.get("CASE_PG_COMPRESS"),
+            "max_rel_err": rel,
             "wire_bytes_per_float32_byte": round(ratio, 4)}
 
 

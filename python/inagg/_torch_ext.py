@@ -52,8 +52,11 @@ def load():
     global _MODULE
     if _MODULE is not None:
         return _MODULE
+    import contextlib
+    import io
     import torch
-    from torch.utils import cpp_extension
+    with contextlib.redirect_stderr(io.StringIO()):  # "No CUDA runtime is found": CPU only
+        from torch.utils import cpp_extension
     major = int(torch.__version__.split(".")[0])
     if major >= 2:  # c10d split ProcessGroup into ProcessGroup + Backend in 2.0
         raise ImportError("inagg.torch: the `inagg` backend is written against torch 1.13's "

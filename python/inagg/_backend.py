@@ -23,7 +23,6 @@ import threading
 import uuid
 import weakref
 
-import torch
 import torch.distributed as dist
 
 import inagg

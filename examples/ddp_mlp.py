@@ -148,7 +148,8 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--data-seed", type=int, default=7)
     ap.add_argument("--bucket-mb", type=float, default=0.25, help="DDP bucket_cap_mb")
-    ap.add_argument("--compression", choices=["fp16", "bf16", "zfp"], default=None)
+    ap.add_argument("--compression", default=None,
+                    help="the hook's codec on the wire: fp16, zfp, zfp:rate=8, ...")
     ap.add_argument("--float-mode", choices=["fixed", "native"], default="fixed")
     ap.add_argument("--switch", default=os.environ.get("INAGG_SWITCH"))
     ap.add_argument("--json", metavar="FILE|-")

@@ -1,8 +1,19 @@
-"""inagg.torch - a PyTorch DDP communication hook that averages gradient buckets through an
-inagg switch, leaving everything else (parameter broadcast, buffers, barriers) to the process
-group DDP was built on (Gloo).
+"""inagg.torch - PyTorch on an inagg switch, two ways.
+
+1. The `inagg` torch.distributed backend (needs libtorch-dev and ninja-build; the C++ part in
+   csrc/ is compiled on first use, see inagg/_torch_ext.py). Importing this module registers it:
 
     import torch.distributed as dist, inagg.torch
+    dist.init_process_group("inagg")          # env://, tcp://, file://; no switch: embedded
+    model = torch.nn.parallel.DistributedDataParallel(net)   # unmodified: no hook
+
+   all_reduce SUM/AVG of CPU float32/int32 (float16, bfloat16, float64 through float32) goes
+   through the switch, everything else to a Gloo group on the same store (backend_stats()).
+   Options: init_process_group(..., pg_options=Options(switch=..., compress="fp16")) or
+   $INAGG_SWITCH, $INAGG_COMPRESS, $INAGG_PROTOCOL, $INAGG_FLOAT_MODE. See _backend.py.
+
+2. A DDP communication hook on any process group (Gloo), without compiling anything:
+
     dist.init_process_group("gloo", ...)
     model = torch.nn.parallel.DistributedDataParallel(net)
     state = inagg.torch.State(switch="10.0.0.1:7000")     # or $INAGG_SWITCH
@@ -14,21 +25,29 @@ The hook starts an asynchronous allreduce (average) of the bucket in place and r
 torch.futures.Future that a completion thread fulfils once the switch's result is in, so
 buckets aggregate while backward goes on. Buckets of float16 or bfloat16 (torch's
 fp16_compress_wrapper / bf16_compress_wrapper around this hook) are widened to float32 for
-the switch and narrowed back. compression="fp16" / "bf16" / "zfp" (python3-zfpy) round each
-rank's gradient through that format before it is summed and the average after it, as
-torch's compress hooks do; inagg's wire carries 32-bit elements, so this changes the numbers
-the model sees, not the bytes on the wire.
+the switch and narrowed back. compression="fp16", "zfp" (zfp at zfp_rate bits per value) or
+any codec of the library ("zfp:rate=8", "zfp:precision=16", ...) makes the job's codec
+encode what crosses the wire (the switch decodes, sums, re-encodes: docs/COMPRESSION.md),
+without error feedback (DDP's buckets differ from call to call).
 """
 import os
 import queue
 import threading
 
-import torch
-import torch.distributed as dist
+try:
+    import torch
+    import torch.distributed as dist
+except ImportError as _e:
+    raise ImportError("inagg.torch needs PyTorch with torch.distributed (%s); on Debian: "
+                      "apt-get install python3-torch libtorch-dev ninja-build, and run "
+                      "/usr/bin/python3" % _e) from None
 
 import inagg
+from inagg._backend import Options, backend_stats, register as _register
 
-__all__ = ["State", "allreduce_hook"]
+__all__ = ["State", "allreduce_hook", "Options", "backend_stats"]
+
+_register()
 
 
 def _agreed_job(group):
@@ -39,12 +58,26 @@ def _agreed_job(group):
     return box[0]
 
 
+def _codec_of(compression, zfp_rate):
+    """The library codec string of the hook's `compression` argument (None: none)."""
+    if compression in (None, "none"):
+        return None
+    if compression == "zfp":
+        return "zfp:rate=%d" % zfp_rate
+    if compression == "fp16" or str(compression).startswith("zfp:"):
+        return compression
+    raise ValueError("inagg.torch: compression must be None, 'fp16', 'zfp' or a codec such as "
+                     "'zfp:rate=8' (docs/COMPRESSION.md), not %r; for bfloat16 wrap the hook "
+                     "in torch's bf16_compress_wrapper" % (compression,))
+
+
 class State:
     """What the hook needs: an inagg communicator and the completion thread.
 
     State(comm=None, *, switch=None, job=None, process_group=None, compression=None,
           zfp_rate=16, **comm_options)
 
+    compression: None, "fp16", "zfp" (zfp:rate=zfp_rate) or a codec string: the job's codec.
     Without `comm`, joins the switch `switch` (default $INAGG_SWITCH) as this process's rank
     of `process_group` (default the world group), with a job name rank 0 picks and
     broadcasts; comm_options go to inagg.Comm (float_mode, slots, threads, timeout_ms, ...).
@@ -52,16 +85,13 @@ class State:
 
     def __init__(self, comm=None, *, switch=None, job=None, process_group=None,
                  compression=None, zfp_rate=16, **comm_options):
-        if compression not in (None, "fp16", "bf16", "zfp"):
-            raise ValueError("inagg.torch: compression must be None, 'fp16', 'bf16' or 'zfp'")
-        self.compression = compression
-        self.zfp_rate = zfp_rate
-        if compression == "zfp":
-            try:
-                import zfpy  # noqa: F401
-            except ImportError:
-                raise ImportError("inagg.torch: compression='zfp' needs zfpy "
-                                  "(Debian: apt-get install python3-zfpy)") from None
+        self.compression = _codec_of(compression, zfp_rate)
+        if comm is not None and self.compression:
+            raise ValueError("inagg.torch: compression is the job's codec: give it when the "
+                             "State joins the switch (no comm=), or create comm with compress=")
+        if self.compression:
+            comm_options.setdefault("compress", self.compression)
+            comm_options.setdefault("error_feedback", False)
         self._own = comm is None
         if comm is None:
             switch = switch or os.environ.get("INAGG_SWITCH")
@@ -93,18 +123,6 @@ class State:
             except Exception as e:  # the future carries the failure to DDP
                 fut.set_exception(e)
 
-    def _round(self, t):
-        """Round a float32 tensor through the compression format, in place."""
-        if self.compression == "fp16":
-            t.copy_(t.to(torch.float16))
-        elif self.compression == "bf16":
-            t.copy_(t.to(torch.bfloat16))
-        elif self.compression == "zfp":
-            import zfpy
-            a = t.numpy()
-            a[...] = zfpy.decompress_numpy(zfpy.compress_numpy(a, rate=self.zfp_rate))
-        return t
-
     def allreduce_avg(self, tensor):
         """Average `tensor` (a CPU tensor) over the ranks; returns a Future of the result."""
         fut = torch.futures.Future()
@@ -112,12 +130,8 @@ class State:
         work = tensor.float() if narrow else tensor
         if not work.is_contiguous():
             raise ValueError("inagg.torch: the bucket is not contiguous")
-        if self.compression and work.dtype == torch.float32:
-            self._round(work)
 
         def finish():
-            if self.compression and work.dtype == torch.float32:
-                self._round(work)
             if narrow:
                 tensor.copy_(work)
             return tensor

@@ -1,0 +1,246 @@
+"""inagg._backend - the `inagg` torch.distributed backend's Python half: registers the backend,
+and for each process group agrees on the switch and the job through the group's store, starts
+the embedded switch when none is named, builds the Gloo group that serves the delegated calls
+and the C++ ProcessGroupInagg (python/inagg/csrc) that sends all_reduce through the switch.
+
+Which switch (first that applies):
+  1. Options(switch=...) passed as init_process_group(..., pg_options=Options(...))
+  2. $INAGG_SWITCH ("HOST:PORT", or a comma-separated list of shards)
+  3. the switch the world group of this process already uses (new_group reuses it)
+  4. rank 0 of the group starts `inagg switch` (the embedded switch) and publishes its address
+     in the store under "inagg/switch"; the others read it there.
+Every group gets its own job on the switch; its name comes from the group's rank 0 through
+the store ("inagg/job").
+"""
+import atexit
+import datetime
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import uuid
+import weakref
+
+import torch.distributed as dist
+
+import inagg
+from inagg import _torch_ext
+
+_GLOO_PREFIX = "inagg-gloo/"
+_WORLD_SWITCH = None           # the address the first group of this process used
+_EMBEDDED = []                 # the switch processes this process started
+_GROUPS = weakref.WeakSet()    # live ProcessGroupInagg objects, shut down at exit
+_LOCK = threading.Lock()
+
+
+class Options:
+    """Backend options: init_process_group("inagg", pg_options=inagg.torch.Options(...)) (on
+    torch versions whose register_backend has extended_api; else use the environment).
+
+    switch      "HOST:PORT" (default $INAGG_SWITCH, else the embedded switch)
+    compress    None/"none", "fp16", "zfp:rate=8", ... (default $INAGG_COMPRESS)
+    protocol    "switchml" or "p4sgd" (default $INAGG_PROTOCOL, else switchml)
+    float_mode  "fixed" or "native" (default $INAGG_FLOAT_MODE, else fixed)
+    slots, threads, packet_elems   the job's window, engine threads, packet size (0: default)
+    """
+
+    def __init__(self, switch=None, compress=None, protocol=None, float_mode=None, slots=0,
+                 threads=0, packet_elems=0):
+        self.switch = switch
+        self.compress = compress
+        self.protocol = protocol
+        self.float_mode = float_mode
+        self.slots = slots
+        self.threads = threads
+        self.packet_elems = packet_elems
+
+
+def _switch_binary():
+    """`inagg` for the embedded switch: $INAGG_BINARY, the source tree's build/inagg, bin/
+    beside the loaded library's lib/, then PATH."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    libdir = os.path.dirname(os.path.realpath(inagg.library()))
+    cands = [os.environ.get("INAGG_BINARY"),
+             os.path.normpath(os.path.join(here, os.pardir, os.pardir, "build", "inagg")),
+             os.path.join(libdir, "inagg"),
+             os.path.normpath(os.path.join(libdir, os.pardir, "bin", "inagg")),
+             shutil.which("inagg")]
+    for c in cands:
+        if c and os.path.isfile(c) and os.access(c, os.X_OK):
+            return c
+    raise RuntimeError("inagg: no switch named (Options(switch=...) or $INAGG_SWITCH) and no "
+                       "`inagg` binary to start one (tried %s; set INAGG_BINARY)"
+                       % ", ".join(c for c in cands if c))
+
+
+def _die_with_parent():
+    import ctypes
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+def _advertised_host():
+    """The host the other ranks reach the embedded switch at."""
+    host = os.environ.get("INAGG_SWITCH_HOST") or os.environ.get("MASTER_ADDR") or "127.0.0.1"
+    return "127.0.0.1" if host == "localhost" else host
+
+
+def _start_embedded_switch(timeout_ms):
+    """Start `inagg switch` as a child of this process (it dies with it) and return its
+    address once it has bound its port (it writes the port to a pipe: no sleep)."""
+    host = _advertised_host()
+    listen = "127.0.0.1:0" if host.startswith("127.") else "0.0.0.0:0"
+    binary = _switch_binary()
+    r, w = os.pipe()
+    cmd = [binary, "switch", "--listen", listen, "--ready-fd", str(w),
+           "--worker-timeout", str(max(1000, min(timeout_ms, 2**31 - 1)))]
+    proc = subprocess.Popen(cmd, pass_fds=(w,), stdout=subprocess.DEVNULL,
+                            stderr=None if os.environ.get("INAGG_VERBOSE") else
+                            subprocess.DEVNULL, preexec_fn=_die_with_parent,
+                            start_new_session=True)
+    os.close(w)
+    with os.fdopen(r) as f:
+        line = f.readline().strip()  # EOF if the switch exits: never blocks past its end
+    if not line.isdigit():
+        proc.kill()
+        proc.wait()
+        raise RuntimeError("inagg: the embedded switch (%s) did not start" % " ".join(cmd))
+    _EMBEDDED.append(proc)
+    addr = "%s:%s" % (host, line)
+    if os.environ.get("INAGG_VERBOSE"):
+        print("inagg-torch: embedded switch at %s (pid %d)" % (addr, proc.pid), file=sys.stderr)
+    return addr
+
+
+def _store_get(store, key):
+    return store.get(key).decode()
+
+
+def _agree(store, rank, key, make):
+    """Rank 0 makes the value and sets it; every rank returns it (store.get waits, bounded
+    by the store's timeout)."""
+    if rank == 0:
+        store.set(key, make())
+    return _store_get(store, key)
+
+
+def _opt(options, name, env, default=None):
+    v = getattr(options, name, None) if options is not None else None
+    if v in (None, ""):
+        v = os.environ.get(env) or default
+    return v
+
+
+def _create(store, rank, size, timeout, group_id, options):
+    global _WORLD_SWITCH
+    ext = _torch_ext.load()
+    if options is not None and not isinstance(options, Options):
+        raise TypeError("inagg: pg_options must be inagg.torch.Options, not %s"
+                        % type(options).__name__)
+    timeout_ms = int(timeout.total_seconds() * 1000) if isinstance(
+        timeout, datetime.timedelta) else int(timeout)
+    timeout_ms = max(1000, min(timeout_ms, 2**32 - 1))
+    gloo = dist.ProcessGroupGloo(dist.PrefixStore(_GLOO_PREFIX, store), rank, size, timeout)
+    named = _opt(options, "switch", "INAGG_SWITCH")
+    with _LOCK:
+        known = named or _WORLD_SWITCH
+    if known:
+        switch = known
+    else:
+        switch = _agree(store, rank, "inagg/switch", lambda: _start_embedded_switch(timeout_ms))
+    with _LOCK:
+        if _WORLD_SWITCH is None and not named:
+            _WORLD_SWITCH = switch
+    job = _agree(store, rank, "inagg/job",
+                 lambda: "torch-%s-%s" % (group_id or "g", uuid.uuid4().hex[:12]))
+    cfg = {
+        "switch": switch, "job": job, "timeout_ms": timeout_ms,
+        "compress": _opt(options, "compress", "INAGG_COMPRESS", "none"),
+        "protocol": _opt(options, "protocol", "INAGG_PROTOCOL", "switchml"),
+        "float_mode": _opt(options, "float_mode", "INAGG_FLOAT_MODE", "fixed"),
+        "slots": int(_opt(options, "slots", "INAGG_SLOTS", 0) or 0),
+        "threads": int(_opt(options, "threads", "INAGG_THREADS", 0) or 0),
+        "packet_elems": int(_opt(options, "packet_elems", "INAGG_PACKET_ELEMS", 0) or 0),
+    }
+    pg = ext.ProcessGroupInagg(rank, size, gloo, cfg)
+    _GROUPS.add(pg)
+    return pg
+
+
+def _create_extended(backend_opts, pg_options):
+    return _create(backend_opts.store, backend_opts.group_rank, backend_opts.group_size,
+                   backend_opts.timeout, getattr(backend_opts, "group_id", None), pg_options)
+
+
+def _create_plain(store, rank, size, timeout):
+    return _create(store, rank, size, timeout, None, None)
+
+
+def register():
+    """Register "inagg" with torch.distributed (once)."""
+    if "INAGG" in getattr(dist.Backend, "_plugins", {}) or hasattr(dist.Backend, "INAGG"):
+        return
+    import inspect
+    _leave_on_destroy()
+    params = inspect.signature(dist.Backend.register_backend).parameters
+    if "extended_api" in params:  # torch 1.13 and later: group name and pg_options reach us
+        dist.Backend.register_backend("inagg", _create_extended, extended_api=True)
+    else:
+        dist.Backend.register_backend("inagg", _create_plain)
+
+
+def _leave_on_destroy():
+    """destroy_process_group leaves the switch job at once (inagg_comm_destroy), even while
+    a DDP model still holds the group: wrap torch's function to shut the destroyed inagg
+    groups down after it ran."""
+    c10d = dist.distributed_c10d
+    original = c10d.destroy_process_group
+    if getattr(original, "_inagg_leaves_jobs", False):
+        return
+
+    def destroy_process_group(group=None):
+        world = dist.group.WORLD
+        everything = group is None or group is world
+        doomed = [pg for pg in list(_GROUPS) if everything or pg is group]
+        original(group)
+        for pg in doomed:
+            pg.shutdown()
+
+    destroy_process_group.__doc__ = original.__doc__
+    destroy_process_group._inagg_leaves_jobs = True
+    c10d.destroy_process_group = destroy_process_group
+    dist.destroy_process_group = destroy_process_group
+
+
+def backend_stats(group=None):
+    """How the calls of an inagg process group went: {"switch": n all_reduce through the
+    switch, "gloo": n calls passed to Gloo, "gloo_by_op": {name: n}, "switch_address",
+    "job", "wire": libinagg's packet and byte counters}."""
+    pg = group if group is not None else dist.group.WORLD
+    if pg is None:
+        raise RuntimeError("inagg: no process group (call init_process_group first)")
+    if not hasattr(pg, "switch_calls"):
+        raise TypeError("inagg: %r is not an inagg process group" % (pg,))
+    by_op = dict(pg.delegated_calls())
+    return {"switch": pg.switch_calls(), "gloo": sum(by_op.values()), "gloo_by_op": by_op,
+            "switch_address": pg.switch_address, "job": pg.job, "wire": pg.wire_stats()}
+
+
+def _at_exit():
+    for pg in list(_GROUPS):
+        try:
+            pg.shutdown()
+        except Exception:  # exiting: nothing left to report to
+            pass
+    for proc in _EMBEDDED:
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+atexit.register(_at_exit)

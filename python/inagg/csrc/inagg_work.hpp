@@ -1,0 +1,43 @@
+/*
+ * inagg_work.hpp - the c10d::Work of one allreduce through the switch: finished by the process
+ * group's progress thread when libinagg reports the request done (inagg_test / inagg_wait),
+ * with a Future that DDP's reducer and `async_op=True` callers wait on.
+ */
+#pragma once
+
+#include <ATen/core/ivalue.h>
+#include <ATen/core/ivalue_inl.h>
+#include <torch/csrc/distributed/c10d/Work.hpp>
+
+#include <exception>
+#include <vector>
+
+namespace inagg_torch {
+
+class InaggWork : public c10d::Work {
+ public:
+  InaggWork(int rank, std::vector<at::Tensor> tensors)
+      : c10d::Work(rank, c10d::OpType::ALLREDUCE, "inagg:all_reduce"),
+        tensors_(std::move(tensors)),
+        future_(c10::make_intrusive<at::ivalue::Future>(
+            c10::ListType::create(c10::TensorType::get()))) {}
+
+  std::vector<at::Tensor> result() override { return tensors_; }
+
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
+
+  /* Called once, by the progress thread (or on shutdown): wakes wait() and the Future. */
+  void complete(std::exception_ptr error) {
+    finish(error);
+    if (error)
+      future_->setError(error);
+    else
+      future_->markCompleted(c10::IValue(tensors_));
+  }
+
+ private:
+  std::vector<at::Tensor> tensors_;
+  c10::intrusive_ptr<at::ivalue::Future> future_;
+};
+
+} // namespace inagg_torch

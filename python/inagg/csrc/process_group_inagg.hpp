@@ -1,0 +1,152 @@
+/*
+ * process_group_inagg.hpp - the `inagg` torch.distributed backend: a c10d::ProcessGroup whose
+ * all_reduce (SUM / AVG of one dense CPU tensor) goes through an inagg switch job, and which
+ * hands every other collective, reduction op or tensor the switch cannot serve to a Gloo
+ * process group built on the same store. Counters say how many calls went each way.
+ *
+ * Threading: libinagg wants one thread per communicator, so only the progress thread calls
+ * the library: callers queue an operation and get a Work; the thread starts queued requests
+ * (inagg_iallreduce), polls the oldest with inagg_test and finishes its Work when done.
+ */
+#pragma once
+
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "inagg.h"
+#include "inagg_work.hpp"
+
+namespace inagg_torch {
+
+/* What the switch job is built with (the Python side fills it from options and env). */
+struct SwitchConfig {
+  std::string address;            /* "HOST:PORT[,HOST:PORT...]" */
+  std::string job;                /* agreed through the store */
+  std::string compress;           /* "" = none */
+  std::string protocol = "switchml";
+  std::string float_mode = "fixed";
+  uint32_t slots = 0;             /* 0: library default */
+  uint32_t threads = 0;
+  uint32_t packet_elems = 0;
+  uint32_t timeout_ms = 30000;
+};
+
+class ProcessGroupInagg : public c10d::ProcessGroup {
+ public:
+  ProcessGroupInagg(int rank, int size, c10::intrusive_ptr<c10d::ProcessGroup> gloo,
+                    const SwitchConfig& cfg);
+  ~ProcessGroupInagg() override;
+
+  const std::string getBackendName() const override { return "inagg"; }
+
+  /* Leave the switch job (inagg_comm_destroy) and print the counters if asked; idempotent. */
+  void shutdown();
+
+  /* Calls that went through the switch, and per operation name those handed to Gloo. */
+  uint64_t switchCalls() const { return switch_calls_.load(); }
+  std::map<std::string, uint64_t> delegatedCalls() const;
+  std::string address() const { return cfg_.address; }
+  std::string job() const { return cfg_.job; }
+  bool lossyCodec() const { return lossy_; }
+  /* libinagg's counters of the communicator (bytes on the wire etc.), zeros after shutdown */
+  inagg_stats_t wireStats();
+  c10::intrusive_ptr<c10d::ProcessGroup> gloo() const { return gloo_; }
+
+  c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
+                                           const c10d::AllreduceOptions& opts) override;
+
+  /* Everything below is Gloo's. */
+  c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
+                                           const c10d::BroadcastOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allreduce_coalesced(
+      std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& tensors,
+                                        const c10d::ReduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& out,
+                                           std::vector<at::Tensor>& in,
+                                           const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& out, at::Tensor& in,
+                                                 const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather_coalesced(
+      std::vector<std::vector<at::Tensor>>& out, std::vector<at::Tensor>& in,
+      const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& out,
+                                        std::vector<at::Tensor>& in,
+                                        const c10d::GatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& out,
+                                         std::vector<std::vector<at::Tensor>>& in,
+                                         const c10d::ScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor>& out,
+                                                std::vector<std::vector<at::Tensor>>& in,
+                                                const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(
+      at::Tensor& out, at::Tensor& in, const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& out, at::Tensor& in,
+                                               std::vector<int64_t>& out_splits,
+                                               std::vector<int64_t>& in_splits,
+                                               const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& out,
+                                          std::vector<at::Tensor>& in,
+                                          const c10d::AllToAllOptions& opts) override;
+  void monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks) override;
+  void setSequenceNumberForGroup() override;
+  uint64_t getSequenceNumberForGroup() override;
+  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dst,
+                                      int tag) override;
+  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int src,
+                                      int tag) override;
+  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors,
+                                               int tag) override;
+  c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
+
+ private:
+  /* One allreduce queued for the switch. `wire` is the float32/int32 contiguous buffer the
+   * library reads and writes (the user's tensor itself when it already is one). */
+  struct Op {
+    c10::intrusive_ptr<InaggWork> work;
+    at::Tensor user;
+    at::Tensor wire;
+    inagg_dtype_t dtype;
+    inagg_op_t op;
+    inagg_request_t* req = nullptr;
+  };
+
+  /* Why the switch cannot serve this call ("" if it can). */
+  std::string switchRefusal(const std::vector<at::Tensor>& tensors,
+                            const c10d::AllreduceOptions& opts) const;
+  void countDelegated(const char* what);
+  void progressLoop();
+  bool startOp(Op& op);       /* progress thread: inagg_iallreduce (or the blocking call) */
+  void finishOp(Op& op, inagg_result_t rc);
+  std::exception_ptr failure(const std::string& what, inagg_result_t rc);
+  void failAll(std::exception_ptr error);
+
+  c10::intrusive_ptr<c10d::ProcessGroup> gloo_;
+  SwitchConfig cfg_;
+  bool lossy_ = false;
+  bool p4sgd_ = false;
+  inagg_comm_t* comm_ = nullptr;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Op> queued_;      /* not yet started */
+  std::deque<Op> running_;     /* started, in collective order */
+  bool stopping_ = false;
+  std::exception_ptr broken_;  /* after a failure every later call fails with it */
+  std::thread progress_;
+
+  std::atomic<uint64_t> switch_calls_{0};
+  mutable std::mutex count_mu_;
+  std::map<std::string, uint64_t> delegated_;
+  bool shut_down_ = false;
+  std::mutex shutdown_mu_;
+};
+
+} // namespace inagg_torch

@@ -1,0 +1,147 @@
+#!/usr/bin/env bash
+# tests/cli_torch.sh - the `inagg` torch.distributed backend (python/inagg/csrc,
+# python/inagg/_backend.py) end to end on loopback: collectives and their counters
+# (tests/torch_backend_cases.py), the codec's bytes on the wire, failures raising within the
+# group's timeout, unmodified DDP under torchrun with the embedded switch against Gloo, the
+# DDP comm hook against Gloo, and an elastic restart resuming from a checkpoint. Skips with
+# the reason when torch, libtorch-dev or ninja are missing. Every command runs under
+# `timeout`. Ends "N passed, N failed, N skipped".
+set -uo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+pass=0 fail=0 skip=0
+ok()   { echo "ok      $1"; pass=$((pass + 1)); }
+bad()  { echo "FAIL    $1: $2"; fail=$((fail + 1)); }
+skp()  { echo "skip    $1: $2"; skip=$((skip + 1)); }
+tmp=$(mktemp -d)
+swpid=""
+trap '[ -n "$swpid" ] && kill $swpid 2>/dev/null; rm -rf "$tmp"' EXIT
+PY=/usr/bin/python3
+CASES=tests/torch_backend_cases.py
+EX=examples/ddp_backend.py
+export PYTHONPATH=$ROOT/python${PYTHONPATH:+:$PYTHONPATH}
+export INAGG_TORCH_EXT_DIR=${INAGG_TORCH_EXT_DIR:-$ROOT/build/torch-ext}
+unset INAGG_SWITCH INAGG_COMPRESS INAGG_PROTOCOL INAGG_FLOAT_MODE
+jget() { "$PY" -c "import json,sys; d=json.loads(sys.stdin.read().strip().splitlines()[-1]); print(eval('d' + sys.argv[1]))" "$1"; }
+lastjson() { grep '^{' "$1" | tail -n 1; }
+
+why=""
+if ! "$PY" -c "import torch.distributed as d; assert d.is_gloo_available()" >/dev/null 2>&1; then
+    why="torch with Gloo is not installed (apt-get install python3-torch)"
+elif [ ! -f /usr/include/torch/csrc/distributed/c10d/ProcessGroup.hpp ] &&
+     ! "$PY" -c "import os,torch.utils.cpp_extension as c; assert os.path.isfile(os.path.join(c.include_paths()[0],'torch/csrc/distributed/c10d/ProcessGroup.hpp'))" >/dev/null 2>&1; then
+    why="the c10d headers are missing (apt-get install libtorch-dev)"
+elif ! command -v ninja >/dev/null 2>&1; then
+    why="ninja is missing (apt-get install ninja-build)"
+fi
+if [ -n "$why" ]; then
+    for t in import_without_torch_says_what_to_install backend_builds collectives_and_counters \
+             codec_bytes_on_the_wire failures_raise_within_timeout ddp_torchrun_embedded_switch_vs_gloo \
+             ddp_hook_vs_gloo elastic_restart_resumes_from_checkpoint; do skp $t "$why"; done
+    echo "$pass passed, $fail failed, $skip skipped"; exit 0
+fi
+
+t=import_without_torch_says_what_to_install
+out=$(timeout 60 "$PY" -c "import sys; sys.modules['torch'] = None; import inagg.torch" 2>&1); rc=$?
+if [ $rc -ne 0 ] && echo "$out" | tail -n1 | grep -q "^ImportError: inagg.torch needs PyTorch.*apt-get install python3-torch"; then ok $t
+else bad $t "rc $rc: $(echo "$out" | tail -n 2)"; fi
+
+t=backend_builds
+out=$(timeout 600 "$PY" -c "import inagg.torch, inagg._torch_ext as e; e.load(); print('built')" 2>&1); rc=$?
+if [ $rc -eq 0 ] && [ "$(echo "$out" | tail -n1)" = built ]; then ok $t
+else bad $t "rc $rc: $(echo "$out" | grep -E 'error|Error' | head -n 5)"; fi
+
+t=collectives_and_counters
+timeout 180 "$PY" $CASES collectives 3 tcp >"$tmp/coll" 2>&1; rc=$?
+j=$(lastjson "$tmp/coll")
+if [ $rc -eq 0 ] && [ "$(echo "$j" | jget '["switch"]')" = 11 ] && [ "$(echo "$j" | jget '["gloo"]')" -ge 8 ]; then
+    ok "$t (3 ranks, tcp://: $(echo "$j" | jget '["switch"]') through the switch, $(echo "$j" | jget '["gloo"]') to Gloo)"
+else bad $t "rc $rc: $(grep -v CUDA "$tmp/coll" | tail -n 6)"; fi
+
+t=codec_bytes_on_the_wire
+res=""
+for spec in "INAGG_COMPRESS fp16 0.002 0.55" "CASE_PG_COMPRESS zfp:rate=16 0.01 0.55"; do
+    set -- $spec
+    env "$1=$2" CASE_REL_BOUND=$3 CASE_MAX_WIRE_RATIO=$4 timeout 180 "$PY" $CASES compressed 2 file >"$tmp/comp" 2>&1; rc=$?
+    shift
+    j=$(lastjson "$tmp/comp")
+    if [ $rc -ne 0 ] || [ -z "$j" ]; then res="$res FAIL($1: rc $rc $(grep -v CUDA "$tmp/comp" | tail -n 3))"
+    else res="$res $1 $(echo "$j" | jget '["wire_bytes_per_float32_byte"]')x err $(echo "$j" | jget '["max_rel_err"]' | cut -c1-8)"; fi
+done
+case "$res" in *FAIL*) bad $t "$res" ;; *) ok "$t:$res" ;; esac
+
+t=failures_raise_within_timeout
+res=""
+for how in killed stalled switch; do
+    timeout 120 "$PY" $CASES $how 3 tcp 4 >"$tmp/fail" 2>&1; rc=$?
+    j=$(lastjson "$tmp/fail")
+    if [ $rc -ne 0 ] || [ -z "$j" ]; then res="$res FAIL($how: rc $rc $(grep -v CUDA "$tmp/fail" | tail -n 3))"
+    else res="$res $how $(echo "$j" | jget '["raised_after_s"]') s"; fi
+done
+case "$res" in *FAIL*) bad $t "$res" ;; *) ok "$t (timeout 4 s, every surviving rank raised:$res)" ;; esac
+
+# DDP, 4 ranks: unmodified on the inagg backend under torchrun (no switch named: rank 0
+# embeds one), and on Gloo; replicas identical and parameters equal Gloo's within the bound.
+STEPS=40
+BOUND=1e-4   # after 40 SGD steps: docs/INTEGRATIONS.md "Error bound"
+t=ddp_torchrun_embedded_switch_vs_gloo
+free_port() { "$PY" -c "import socket; s=socket.socket(); s.bind(('127.0.0.1',0)); print(s.getsockname()[1])"; }
+INAGG_VERBOSE=1 timeout 300 torchrun --redirects 2 --tee 2 --nproc_per_node 4 --master_port "$(free_port)" $EX \
+    --steps $STEPS --params "$tmp/p_inagg.pt" >"$tmp/tr" 2>&1; rc=$?
+timeout 300 "$PY" $EX --backend gloo --nproc 4 --init file --steps $STEPS --params "$tmp/p_gloo.pt" >"$tmp/gl" 2>&1; rcg=$?
+j=$(lastjson "$tmp/tr")
+diff=$("$PY" -c "import torch,sys; print((torch.load(sys.argv[1]) - torch.load(sys.argv[2])).abs().max().item())" "$tmp/p_inagg.pt" "$tmp/p_gloo.pt" 2>&1)
+lines=$(grep -c "inagg-torch: rank [0-3]: $STEPS all_reduce through the switch, [0-9]* calls passed to Gloo" "$tmp/tr")
+if [ $rc -eq 0 ] && [ $rcg -eq 0 ] && [ "$(echo "$j" | jget '["replica_spread"]')" = 0.0 ] &&
+   [ "$(echo "$j" | jget '["stats"]["switch"]')" = $STEPS ] && [ "$lines" = 4 ] &&
+   "$PY" -c "import sys; assert float(sys.argv[1]) <= $BOUND" "$diff" 2>/dev/null; then
+    ok "$t (replicas identical, max |inagg - gloo| $diff <= $BOUND, 4 ranks printed their counts)"
+else bad $t "rc $rc/$rcg, diff '$diff', $lines count lines: $(grep -v CUDA "$tmp/tr" | tail -n 5)"; fi
+
+t=ddp_hook_vs_gloo
+start_switch() { # an external switch on loopback: $port, $swpid
+    exec 3>"$tmp/ready"
+    timeout 600 ./build/inagg switch --listen 127.0.0.1:0 --ready-fd 3 >/dev/null 2>"$tmp/sw.err" &
+    swpid=$!
+    exec 3>&-
+    for _ in $(seq 200); do [ -s "$tmp/ready" ] && break; sleep 0.05; done
+    port=$(head -n1 "$tmp/ready" 2>/dev/null)
+}
+stop_switch() { kill $swpid 2>/dev/null; wait $swpid 2>/dev/null; swpid=""; }
+start_switch
+timeout 300 "$PY" $EX --backend hook --switch "127.0.0.1:$port" --nproc 4 --init tcp --steps $STEPS \
+    --params "$tmp/p_hook.pt" >"$tmp/hk" 2>&1; rc=$?
+stop_switch
+j=$(lastjson "$tmp/hk")
+diff=$("$PY" -c "import torch,sys; print((torch.load(sys.argv[1]) - torch.load(sys.argv[2])).abs().max().item())" "$tmp/p_hook.pt" "$tmp/p_gloo.pt" 2>&1)
+if [ $rc -eq 0 ] && [ "$(echo "$j" | jget '["replica_spread"]')" = 0.0 ] &&
+   [ "$(echo "$j" | jget '["buckets_via_switch"]')" -ge $STEPS ] &&
+   "$PY" -c "import sys; assert float(sys.argv[1]) <= $BOUND" "$diff" 2>/dev/null; then
+    ok "$t (replicas identical, max |hook - gloo| $diff)"
+else bad $t "rc $rc, diff '$diff': $(grep -v CUDA "$tmp/hk" | tail -n 5)"; fi
+
+# Elastic: rank 1 dies at step 25 of the first attempt; torchrun restarts the workers, the new
+# group joins a fresh job on the (external) switch and resumes from the step-20 checkpoint; the
+# failed job's slots are freed.
+t=elastic_restart_resumes_from_checkpoint
+start_switch
+rdzv=$(free_port)
+INAGG_SWITCH=127.0.0.1:$port timeout 300 torchrun --redirects 2 --tee 2 --nnodes 1:4 --nproc_per_node 3 \
+    --max_restarts 2 --rdzv_backend c10d --rdzv_endpoint 127.0.0.1:$rdzv --rdzv_conf last_call_timeout=1 \
+    --monitor_interval 1 $EX --steps 60 --checkpoint "$tmp/ck" --checkpoint-every 10 \
+    --die-at-step 25 --die-rank 1 --json "$tmp/el.json" >"$tmp/el" 2>&1; rc=$?
+for _ in $(seq 50); do  # the switch retires a job once it has read its last rank's leave
+    stats=$(timeout 30 ./build/inagg switch --stats 127.0.0.1:$port 2>&1)
+    echo "$stats" | grep -q " slots_used=0/" && break
+    sleep 0.1
+done
+stop_switch
+retired=$(echo "$stats" | grep -c "^retired job .*name=torch-")
+if [ $rc -eq 0 ] && [ -f "$tmp/el.json" ] && [ "$(jget '["attempt"]' <"$tmp/el.json")" = 1 ] &&
+   [ "$(jget '["resumed_from"]' <"$tmp/el.json")" = 20 ] && [ "$(jget '["replica_spread"]' <"$tmp/el.json")" = 0.0 ] &&
+   grep -q "rank 1 exits at step 25" "$tmp/el" && echo "$stats" | grep -q " slots_used=0/" && [ "$retired" = 2 ]; then
+    ok "$t (attempt 1 resumed at step 20 of 60 in a new job, replicas identical; both jobs retired, no slot held)"
+else bad $t "rc $rc, $retired jobs retired: $(grep -v CUDA "$tmp/el" | grep -v '^\[' | tail -n 5) $(cat "$tmp/el.json" 2>/dev/null) $(echo "$stats" | head -n 3)"; fi
+
+echo "$pass passed, $fail failed, $skip skipped"
+[ $fail -eq 0 ]

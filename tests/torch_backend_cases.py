@@ -1,0 +1,280 @@
+#!/usr/bin/env python3
+"""torch_backend_cases.py - cases of the `inagg` torch.distributed backend, for
+tests/cli_torch.sh: each spawns its ranks on loopback, checks inside the ranks (assert) and
+prints one JSON line from rank 0 on success.
+
+    torch_backend_cases.py CASE WORLD INIT(tcp|file|env) [TIMEOUT_S]
+
+collectives  all_reduce SUM/AVG on float32, int32 (exact), float16/bfloat16/float64
+             (through float32), sync and async (Work.wait, get_future), a non-contiguous
+             tensor; MIN/MAX/PRODUCT, broadcast, all_gather, reduce_scatter, barrier,
+             send/recv delegated; new_group of a subset; the counters of every call
+compressed   with $INAGG_COMPRESS (or $CASE_PG_COMPRESS: pg_options=Options(compress=)) set: the result within the codec's bound and fewer bytes on
+             the wire than float32 needs
+killed       the last rank exits after init; every other rank's all_reduce raises a
+             RuntimeError within the process group's timeout (TIMEOUT_S)
+stalled      the same with the last rank alive but silent
+switch       the same with rank 0's embedded switch killed
+"""
+import datetime
+import json
+import os
+import socket
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "python"))
+
+
+def init(rank, world, method, timeout_s):
+    import torch.distributed as dist
+    import inagg.torch  # noqa: F401  registers "inagg"
+    t = datetime.timedelta(seconds=timeout_s)
+    opts = None
+    if os.environ.get("CASE_PG_COMPRESS"):  # the codec as a backend option, not $INAGG_COMPRESS
+        opts = inagg.torch.Options(compress=os.environ["CASE_PG_COMPRESS"])
+    if method == "env":
+        os.environ.update(RANK=str(rank), WORLD_SIZE=str(world))
+        dist.init_process_group("inagg", timeout=t, pg_options=opts)
+    else:
+        dist.init_process_group("inagg", init_method=method, rank=rank, world_size=world,
+                                timeout=t, pg_options=opts)
+
+
+def case_collectives(rank, world):
+    import torch
+    import torch.distributed as dist
+    import inagg.torch
+    R = dist.ReduceOp
+    expect_switch, expect_gloo = 0, {}
+
+    def via_switch(n=1):
+        nonlocal expect_switch
+        expect_switch += n
+
+    def via_gloo(op, n=1):
+        expect_gloo[op] = expect_gloo.get(op, 0) + n
+
+    tri = world * (world + 1) / 2  # sum over ranks of (rank + 1)
+    t = torch.full((10000,), float(rank + 1))
+    dist.all_reduce(t)
+    via_switch()
+    assert torch.allclose(t, torch.full_like(t, tri), rtol=1e-6), t[:4]
+    if hasattr(R, "AVG"):
+        t = torch.full((777,), float(rank + 1))
+        dist.all_reduce(t, op=R.AVG)
+        via_switch()
+        assert torch.allclose(t, torch.full_like(t, tri / world), rtol=1e-6), t[:4]
+    # int32 exact, values near the top of the range that float32 could not hold
+    big = torch.arange(5000, dtype=torch.int32) + (2 ** 30 // world) - 7 * rank
+    want = sum(torch.arange(5000, dtype=torch.int64) + (2 ** 30 // world) - 7 * r
+               for r in range(world)).to(torch.int32)
+    dist.all_reduce(big)
+    via_switch()
+    assert torch.equal(big, want), (big[:3], want[:3])
+    # narrower and wider floats travel as float32 and come back in their dtype
+    for dt, tol in ((torch.float16, 1e-3), (torch.bfloat16, 8e-3), (torch.float64, 1e-6)):
+        x = (torch.arange(300, dtype=torch.float64) / 300 + rank).to(dt)
+        ref = sum((torch.arange(300, dtype=torch.float64) / 300 + r).to(dt).double()
+                  for r in range(world))
+        dist.all_reduce(x)
+        via_switch()
+        assert x.dtype == dt
+        err = ((x.double() - ref).abs() / ref.abs().clamp(min=1)).max().item()
+        assert err <= tol, (dt, err)
+    # non-contiguous: summed through a contiguous copy, written back
+    m = torch.full((64, 32), float(rank)).t()
+    dist.all_reduce(m)
+    via_switch()
+    assert torch.allclose(m, torch.full_like(m, world * (world - 1) / 2))
+    # async: several in flight, completed by the progress thread from inagg_test
+    ts = [torch.full((20000 + i,), float(rank + i)) for i in range(4)]
+    works = [dist.all_reduce(x, async_op=True) for x in ts]
+    via_switch(4)
+    futs = [w.get_future() for w in works[:2]]
+    for f in futs:
+        f.wait()
+    for w in works:
+        w.wait()
+        assert w.is_completed()
+    for i, x in enumerate(ts):
+        assert torch.allclose(x, torch.full_like(x, sum(r + i for r in range(world))))
+    # delegated to Gloo
+    for op, want_fn in ((R.MIN, lambda v: min(v)), (R.MAX, lambda v: max(v)),
+                        (R.PRODUCT, lambda v: float(torch.tensor(v).prod()))):
+        x = torch.full((5,), float(rank + 2))
+        dist.all_reduce(x, op=op)
+        via_gloo("all_reduce")
+        assert torch.allclose(x, torch.full_like(x, want_fn([r + 2.0 for r in range(world)])))
+    x = torch.full((3,), 1.0, dtype=torch.int64)  # int64 is not a switch dtype
+    dist.all_reduce(x)
+    via_gloo("all_reduce")
+    assert torch.equal(x, torch.full((3,), world, dtype=torch.int64))
+    b = torch.full((8,), float(rank))
+    dist.broadcast(b, src=world - 1)
+    via_gloo("broadcast")
+    assert torch.equal(b, torch.full((8,), float(world - 1)))
+    out = [torch.empty(4) for _ in range(world)]
+    dist.all_gather(out, torch.full((4,), float(rank)))
+    via_gloo("all_gather")
+    assert all(torch.equal(o, torch.full((4,), float(r))) for r, o in enumerate(out))
+    dist.barrier()
+    via_gloo("barrier")
+    if world >= 2:
+        if rank == 0:
+            dist.send(torch.arange(6.0), dst=1)
+            via_gloo("send")
+        elif rank == 1:
+            y = torch.empty(6)
+            dist.recv(y, src=0)
+            via_gloo("recv")
+            assert torch.equal(y, torch.arange(6.0))
+    try:
+        red = torch.empty(2)
+        dist.reduce_scatter(red, [torch.full((2,), float(rank)) for _ in range(world)])
+        via_gloo("reduce_scatter")
+    except RuntimeError as e:  # Gloo of this torch has no reduce_scatter: the same error
+        assert "reduce_scatter" in str(e), e
+        via_gloo("reduce_scatter")
+    st = inagg.torch.backend_stats()
+    assert st["switch"] == expect_switch, (st, expect_switch)
+    assert st["gloo_by_op"] == expect_gloo, (st["gloo_by_op"], expect_gloo)
+    # a subset: its own switch job
+    sub = [0, world - 1] if world > 2 else [0]
+    g = dist.new_group(sub)
+    if rank in sub:
+        x = torch.full((100,), float(rank))
+        dist.all_reduce(x, group=g)
+        assert torch.allclose(x, torch.full_like(x, float(sum(sub))))
+        gs = inagg.torch.backend_stats(g)
+        assert gs["switch"] == 1 and gs["job"] != st["job"], gs
+    dist.barrier()
+    return {"switch": st["switch"], "gloo": st["gloo"], "gloo_by_op": st["gloo_by_op"],
+            "job": st["job"], "switch_address": st["switch_address"]}
+
+
+def case_compressed(rank, world):
+    import torch
+    import torch.distributed as dist
+    import inagg.torch
+    n = 200000
+    g = torch.Generator().manual_seed(rank)
+    x = torch.randn(n, generator=g)
+    ref = sum(torch.randn(n, generator=torch.Generator().manual_seed(r)) for r in range(world))
+    w0 = inagg.torch.backend_stats()["wire"]
+    dist.all_reduce(x)
+    w1 = inagg.torch.backend_stats()["wire"]
+    packets = w1["packets_sent"] - w0["packets_sent"]
+    resent = w1["retransmissions"] - w0["retransmissions"]
+    # the bytes of first transmissions (a retransmission resends a packet of the same size)
+    sent = (w1["bytes_sent"] - w0["bytes_sent"]) * (packets - resent) / packets
+    err = (x - ref).abs().max().item()
+    rel = err / ref.abs().max().item()
+    bound = float(os.environ.get("CASE_REL_BOUND", "0.01"))
+    assert rel <= bound, (rel, bound)
+    ratio = sent / (4.0 * n)
+    assert ratio < float(os.environ.get("CASE_MAX_WIRE_RATIO", "0.75")), ratio
+    return {"compress": os.environ.get("INAGG_COMPRESS") or os.environ.get("CASE_PG_COMPRESS"),
+            "max_rel_err": rel,
+            "wire_bytes_per_float32_byte": round(ratio, 4)}
+
+
+def case_failure(rank, world, timeout_s, how):
+    """how: killed (the last rank exits), stalled (it stops calling, alive), switch (rank 0's
+    embedded switch is killed)."""
+    import torch
+    import torch.distributed as dist
+    from inagg import _backend
+    x = torch.ones(1000)
+    dist.all_reduce(x)  # everyone is there
+    dist.barrier()
+    if how == "killed" and rank == world - 1:
+        os._exit(0)
+    if how == "stalled" and rank == world - 1:
+        time.sleep(timeout_s + 8)
+        os._exit(0)
+    if how == "switch" and rank == 0:
+        for proc in _backend._EMBEDDED:
+            proc.kill()
+            proc.wait()
+    t0 = time.monotonic()
+    try:
+        for _ in range(100000):
+            dist.all_reduce(x)
+            if time.monotonic() - t0 > timeout_s + 10:
+                break
+        raise AssertionError("all_reduce went on for %.1f s" % (time.monotonic() - t0))
+    except RuntimeError as e:
+        took = time.monotonic() - t0
+        msg = str(e)
+    assert took <= timeout_s + 2.5, (took, msg)
+    assert "inagg" in msg, msg
+    return {"how": how, "raised_after_s": round(took, 2), "error": msg[:240]}
+
+
+def left_after_destroy(rank, world, d, switch):
+    """destroy_process_group left the jobs: once every rank has destroyed its groups (and
+    is still alive), rank 0 asks its embedded switch: no job holds a slot."""
+    import subprocess
+    open(os.path.join(d, "destroyed.%d" % rank), "w").close()
+    if rank != 0:
+        return
+    deadline = time.monotonic() + 60
+    while any(not os.path.exists(os.path.join(d, "destroyed.%d" % r)) for r in range(world)):
+        assert time.monotonic() < deadline, "ranks did not finish destroy_process_group"
+        time.sleep(0.05)
+    binary = os.path.join(ROOT, "build", "inagg")
+    for _ in range(100):  # the switch retires a job once its last rank's LEAVE is read
+        text = subprocess.run([binary, "switch", "--stats", switch], capture_output=True,
+                              text=True, timeout=30).stdout
+        if " slots_used=0/" in text:
+            return
+        time.sleep(0.05)
+    raise AssertionError("jobs still hold slots after destroy_process_group: " + text)
+
+
+def worker(rank, world, method, timeout_s, case, out):
+    init(rank, world, method, timeout_s)
+    if case == "collectives":
+        res = case_collectives(rank, world)
+    elif case == "compressed":
+        res = case_compressed(rank, world)
+    else:
+        res = case_failure(rank, world, timeout_s, case)
+    if rank == 0:
+        with open(out, "w") as f:
+            json.dump(res, f)
+    if case in ("collectives", "compressed"):
+        import torch.distributed as dist
+        held = dist.group.WORLD  # as a DDP model holds its group past destroy
+        dist.destroy_process_group()
+        if case == "collectives":
+            left_after_destroy(rank, world, os.path.dirname(out), res["switch_address"])
+        del held
+    else:
+        os._exit(0)  # the group is broken: leave without its teardown
+
+
+def main():
+    case, world, method = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+    timeout_s = float(sys.argv[4]) if len(sys.argv) > 4 else 60
+    import torch.multiprocessing as mp
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    d = tempfile.mkdtemp(prefix="inagg-torch-case-")
+    if method == "tcp":
+        method = "tcp://127.0.0.1:%d" % port
+    elif method == "file":
+        method = "file://" + os.path.join(d, "store")
+    else:
+        os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    out = os.path.join(d, "out.json")
+    mp.spawn(worker, args=(world, method, timeout_s, case, out), nprocs=world)
+    print(open(out).read())
+
+
+if __name__ == "__main__":
+    main()

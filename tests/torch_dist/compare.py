@@ -1,0 +1,53 @@
+#!/usr/bin/env python3
+"""compare.py - pass/skip/fail counts of run_distributed_test.py -v logs, side by side, and
+every test that passed in the first log but not in the second (a regression).
+
+    compare.py gloo.log inagg.log        exit 1 when the second log has a regression
+"""
+import re
+import sys
+from collections import Counter
+
+
+def results(path):
+    """{test name: ok | skip | FAIL | ?}: unittest's verdict follows each test's header line,
+    often after the ranks' log lines."""
+    text = open(path, errors="replace").read()
+    heads = list(re.finditer(r"^(test_\w+) \(__main__[^)]*\) \.\.\. ", text, re.M))
+    out = {}
+    for i, m in enumerate(heads):
+        end = heads[i + 1].start() if i + 1 < len(heads) else len(text)
+        verdict = "?"
+        for line in text[m.end():end].splitlines():
+            line = line.strip()
+            if line.startswith("skipped"):
+                verdict = "skip"
+            elif line == "ok" or (line.endswith(" ok") and "INFO" not in line):
+                verdict = "ok"
+            elif line.startswith(("FAIL", "ERROR")):
+                verdict = "FAIL"
+            else:
+                continue
+            break
+        out[m.group(1)] = verdict
+    return out
+
+
+def main():
+    runs = [(p, results(p)) for p in sys.argv[1:]]
+    for path, res in runs:
+        c = Counter(res.values())
+        print("%-40s %3d tests: %3d passed, %3d skipped, %3d failed, %d unknown"
+              % (path, len(res), c["ok"], c["skip"], c["FAIL"], c["?"]))
+    bad = 0
+    if len(runs) >= 2:
+        (_, first), (_, second) = runs[0], runs[1]
+        for name in sorted(first):
+            if first[name] == "ok" and second.get(name) != "ok":
+                print("  passed in the first, %s in the second: %s" % (second.get(name), name))
+                bad += 1
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

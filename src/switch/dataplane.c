@@ -168,8 +168,8 @@ static void act(proto_ctx_t *x, const wire_header_t *h, const proto_outcome_t *o
         STAT_ADD(c->v[STAT_UP_RESULTS], 1);
         send_all(x, o, h->slot);
         break;
-    case PROTO_RESEND:
-        send_result(x, o, h->slot, h->rank, x->from);
+    case PROTO_RESEND: /* to where the rank's accepted contribution came from */
+        send_result(x, o, h->slot, h->rank, &j->addrs[(size_t)h->slot * j->world + h->rank]);
         result_bytes = WIRE_HEADER_SIZE + (uint64_t)o->result.count * 4u;
         STAT_ADD(c->v[STAT_RESENDS], 1);
         STAT_ADD(c->v[STAT_RESULTS_SENT], 1);
@@ -264,6 +264,28 @@ static void handle_upstream(dp_thread_t *t, const wire_header_t *h, const uint8_
     act(&x, h, &o);
 }
 
+/* What the packet's verdict lets the switch learn about its sender (proto.h, enum
+ * proto_seen), before the outcome's results go out. The rank is alive when the slot accepted
+ * the packet or it repeats what a round still open already has from it (a silent rank has
+ * nothing there to repeat, so no replay hides it). The rank's first accepted contribution on
+ * a slot says where its results on that slot go, for the rest of the job (a worker sends a
+ * slot's packets from one endpoint). A replayed, stale or refused packet changes neither;
+ * nor can a replay that stands in for a lost original move a slot the rank has used. */
+static void learn(const proto_ctx_t *x, const wire_header_t *h, const proto_outcome_t *o,
+                  uint64_t now_ms)
+{
+    job_t *j = x->job;
+    job_thread_t *jt = &j->threads[x->thread];
+    if (o->seen == PROTO_SEEN_NONE)
+        return;
+    atomic_store_explicit(&jt->last_seen_ms[h->rank], now_ms, memory_order_relaxed);
+    if (o->seen != PROTO_SEEN_ACCEPTED)
+        return;
+    transport_addr_t *to = &j->addrs[(size_t)h->slot * j->world + h->rank];
+    if (h->type == WIRE_CONTRIB && !transport_addr_is_set(to))
+        *to = *x->from;
+}
+
 static void handle_packet(dp_thread_t *t, uint32_t to_switch, const uint8_t *buf, size_t len,
                           const transport_addr_t *from, uint64_t now_ms)
 {
@@ -300,12 +322,9 @@ static void handle_packet(dp_thread_t *t, uint32_t to_switch, const uint8_t *buf
         return;
     }
     STAT_ADD(x.c->v[STAT_BYTES_IN], len);
-    atomic_store_explicit(&j->threads[t->index].last_seen_ms[h.rank], now_ms,
-                          memory_order_relaxed);
-    if (h.type == WIRE_CONTRIB)
-        j->addrs[(size_t)h.slot * j->world + h.rank] = *from;
     proto_outcome_t o;
     j->proto->handle(&x, &h, (const uint32_t *)(const void *)(buf + WIRE_HEADER_SIZE), &o);
+    learn(&x, &h, &o, now_ms);
     act(&x, &h, &o);
 }
 

@@ -30,7 +30,10 @@
 /* What one dataplane thread writes for one job. */
 typedef struct job_thread {
     stat_counters_t c;
-    _Atomic uint64_t last_seen_ms[INAGG_MAX_WORLD]; /* last packet from each rank */
+    /* Each rank's last packet that the slot accepted or that repeated what a round still
+     * open already has from it (it waits on the others): dataplane.c learn(). A silent
+     * rank has nothing in the open round, so no replay of its packets refreshes this. */
+    _Atomic uint64_t last_seen_ms[INAGG_MAX_WORLD];
 } INAGG_ALIGNED job_thread_t;
 
 enum job_state { JOB_JOINING = 0, JOB_ACTIVE, JOB_FAILED };
@@ -61,7 +64,7 @@ typedef struct job {
     uint32_t nthreads;
     uint32_t timeout_ms; /* a rank silent this long while others wait fails the job */
     transport_addr_t *addrs; /* [slot * world + rank]: where results go (the source of the
-                                rank's last contribution on that slot) */
+                                rank's last accepted contribution on that slot) */
     job_thread_t *threads;   /* [nthreads] */
     optjob_t *opt;           /* in-switch optimizer, or NULL (set before publication) */
     float *opt_scratch;      /* [nthreads * elems]: each thread's decoded gradient */

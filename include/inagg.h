@@ -150,6 +150,11 @@ typedef struct inagg_options {
                                  only ranks that prove it. It never crosses the wire */
     const char *secret_file;  /* a file holding the secret (trailing newline ignored; NULL:
                                  $INAGG_JOB_SECRET_FILE) */
+    uint32_t no_dataplane_auth; /* 0 (default): a job with a secret authenticates every
+                                 dataplane packet both ways with a MAC under keys derived at
+                                 JOIN (forged or changed packets are dropped and counted);
+                                 1 (or $INAGG_NO_DATAPLANE_AUTH=1): only JOIN is
+                                 authenticated. The rank that registers the job decides */
 } inagg_options_t;
 
 #define INAGG_MAX_PACKET_ELEMS 16367u /* (65507 - 36) / 4: one UDP datagram */
@@ -158,7 +163,8 @@ typedef struct inagg_options {
 #define INAGG_OPTIONS_INIT                                                                      \
     {                                                                                           \
         sizeof(inagg_options_t), 16u, INAGG_MAX_PACKET_ELEMS, 1u, INAGG_FLOAT_FIXED,            \
-            INAGG_PROTO_SWITCHML, 2000u, 1000u, 50000u, 30000u, 0u, NULL, NULL, NULL, 0u, NULL, NULL \
+            INAGG_PROTO_SWITCHML, 2000u, 1000u, 50000u, 30000u, 0u, NULL, NULL, NULL, 0u, NULL,    \
+            NULL, 0u                                                                            \
     }
 
 typedef struct inagg_comm inagg_comm_t;

@@ -130,7 +130,7 @@ static void send_confirm(proto_ctx_t *x, const p4slot_t *s, uint32_t slot, uint3
     };
     dp_send(x, &h, NULL, to);
     STAT_ADD(x->c->v[STAT_CONFIRMS_SENT], 1);
-    STAT_ADD(x->c->v[STAT_BYTES_OUT], WIRE_HEADER_SIZE);
+    STAT_ADD(x->c->v[STAT_BYTES_OUT], job_header_bytes(x->job));
 }
 
 static const proto_verdict_t verdicts[P4V_VERDICT_COUNT] = {

@@ -7,6 +7,8 @@
  * resends and confirmations go only to where a rank's accepted packets came from), every
  * rank's results must be exact, and the job must take about as long as without the replay.
  * Both protocols; run once without the replayer first for the time to compare with.
+ * And a rank that stops while its old packets are replayed is still found silent: the job
+ * fails naming it within the timeout.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -261,3 +263,132 @@ static void replay_test(inagg_protocol_t protocol)
 
 TEST(replayed_packets_redirect_nothing_switchml, 120) { replay_test(INAGG_PROTO_SWITCHML); }
 TEST(replayed_packets_redirect_nothing_p4sgd, 120) { replay_test(INAGG_PROTO_P4SGD); }
+
+/* ---- a replay does not hide a silent rank ----------------------------------------------- */
+
+typedef struct silent_shared {
+    _Atomic int stop, ready;
+    _Atomic uint64_t replayed;
+    int failed_right; /* rank 0 got JOB_FAILED naming rank 1 */
+    double seconds;   /* ... after this long */
+} silent_shared_t;
+
+typedef struct silent_spec {
+    const char *addr;
+    silent_shared_t *sh;
+} silent_spec_t;
+
+static int silent_rank(uint32_t rank, void *arg)
+{
+    const silent_spec_t *s = arg;
+    inagg_options_t o = INAGG_OPTIONS_INIT;
+    o.slots = 8;
+    o.packet_elems = 256;
+    o.timeout_ms = 1500;
+    inagg_comm_t *c;
+    char d[256];
+    if (inagg_comm_create(&c, s->addr, "silent", rank, 2, &o, d, sizeof(d)) != INAGG_OK)
+        return 1;
+    static int32_t x[2048], y[2048];
+    if (inagg_allreduce(c, x, y, 2048, INAGG_INT32, INAGG_SUM) != INAGG_OK)
+        return 2;
+    if (rank == 1) {
+        usleep(300 * 1000); /* its packets are captured and replayed from now on */
+        raise(SIGSTOP);     /* alive but silent */
+    }
+    uint64_t t0 = util_now_ns();
+    inagg_result_t rc = inagg_allreduce(c, x, y, 2048, INAGG_INT32, INAGG_SUM);
+    s->sh->seconds = (double)(util_now_ns() - t0) / 1e9;
+    s->sh->failed_right = rc == INAGG_ERR_JOB_FAILED && strstr(inagg_last_error(c), "rank 1");
+    if (!s->sh->failed_right)
+        fprintf(stderr, "    rank 0: %s: %s after %.2f s\n", inagg_strerror(rc),
+                inagg_last_error(c), s->sh->seconds);
+    inagg_comm_destroy(c);
+    return 0;
+}
+
+/* Capture rank 1's packets to the switch and replay them, one every millisecond. */
+static int silent_replayer(uint16_t port0, uint32_t nports, silent_shared_t *sh)
+{
+    int cap = socket(AF_PACKET, SOCK_DGRAM | SOCK_NONBLOCK, htons(ETH_P_IP));
+    int out = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK, 0);
+    struct sockaddr_ll ll = {.sll_family = AF_PACKET, .sll_protocol = htons(ETH_P_IP),
+                             .sll_ifindex = (int)if_nametoindex("lo")};
+    struct sockaddr_in self = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t sl = sizeof(self);
+    if (cap < 0 || out < 0 || bind(cap, (struct sockaddr *)&ll, sizeof(ll)) != 0 ||
+        bind(out, (struct sockaddr *)&self, sizeof(self)) != 0 ||
+        getsockname(out, (struct sockaddr *)&self, &sl) != 0)
+        return 10;
+    static uint8_t ring[R_RING][R_PKT_MAX], frame[65536];
+    static size_t ring_len[R_RING];
+    static uint16_t ring_port[R_RING];
+    uint32_t head = 0, filled = 0, next = 0;
+    atomic_store(&sh->ready, 1);
+    uint64_t deadline = util_now_ns() + 60ull * 1000000000ull;
+    while (!atomic_load(&sh->stop) && util_now_ns() < deadline) {
+        struct pollfd pf = {.fd = cap, .events = POLLIN};
+        (void)poll(&pf, 1, 1);
+        for (int k = 0; k < 64; k++) {
+            struct sockaddr_ll from;
+            socklen_t fl = sizeof(from);
+            ssize_t n = recvfrom(cap, frame, sizeof(frame), 0, (struct sockaddr *)&from, &fl);
+            if (n <= 0)
+                break;
+            uint16_t dport;
+            size_t len;
+            const uint8_t *p = from.sll_pkttype == PACKET_OUTGOING
+                                   ? NULL
+                                   : job_packet(frame, (size_t)n, port0, nports,
+                                                ntohs(self.sin_port), &dport, &len);
+            if (!p || len > R_PKT_MAX || p[6] != 0 || p[7] != 1)
+                continue; /* rank 1's only */
+            memcpy(ring[head], p, len);
+            ring_len[head] = len;
+            ring_port[head] = dport;
+            head = (head + 1) % R_RING;
+            filled += filled < R_RING;
+        }
+        if (filled == 0)
+            continue;
+        uint32_t i = next++ % filled;
+        struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons(ring_port[i]),
+                                 .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        if (sendto(out, ring[i], ring_len[i], 0, (struct sockaddr *)&to, sizeof(to)) > 0)
+            atomic_fetch_add(&sh->replayed, 1);
+    }
+    close(cap);
+    close(out);
+    return 0;
+}
+
+TEST(replayed_packets_do_not_hide_a_silent_rank, 60)
+{
+    if (geteuid() != 0)
+        SKIP("capturing on lo needs root (AF_PACKET)");
+    switch_config_t cfg = SWITCH_CONFIG_INIT;
+    test_switch_t ts;
+    ts_start(&ts, &cfg);
+    silent_shared_t *sh = shared_alloc(sizeof(*sh));
+    pid_t rp = fork();
+    CHECK(rp >= 0);
+    if (rp == 0)
+        _exit(silent_replayer(ts.port, 1, sh));
+    for (int k = 0; k < 2000 && !atomic_load(&sh->ready); k++)
+        usleep(1000);
+    silent_spec_t spec = {.addr = ts.addr, .sh = sh};
+    pid_t p[2];
+    spawn_workers(2, silent_rank, &spec, p);
+    int rc0 = wait_pid(p[0], 30);
+    atomic_store(&sh->stop, 1);
+    kill(p[1], SIGKILL);
+    wait_pid(p[1], 5);
+    CHECK_EQ_INT(wait_pid(rp, 10), 0);
+    ts_stop(&ts);
+    CHECK_EQ_INT(rc0, 0);
+    printf("    rank 1's packets replayed %llu times; rank 0 failed after %.2f s\n",
+           (unsigned long long)sh->replayed, sh->seconds);
+    CHECK_MSG(sh->replayed > 100, "only %llu replays", (unsigned long long)sh->replayed);
+    CHECK_MSG(sh->failed_right, "the silent rank was not found");
+    CHECK_MSG(sh->seconds < 1.5 + 1.5, "found after %.2f s", sh->seconds);
+}

@@ -256,8 +256,9 @@ static void replay_test(inagg_protocol_t protocol)
               (unsigned long long)sh->replayed);
     CHECK_MSG(sh->answered == 0, "%llu datagrams (%llu bytes) of the job reached the replayer",
               (unsigned long long)sh->answered, (unsigned long long)sh->answered_bytes);
-    /* Generous for a shared machine: a redirected rank waits out timeouts for every slot. */
-    CHECK_MSG(replayed < 2.0 * quiet + 1.0, "%.2f s under replay against %.2f s quiet",
+    /* Generous for a shared machine (the replayer doubles the packets to handle on the same
+     * cores): a redirected rank would wait out its timeouts on every slot it lost. */
+    CHECK_MSG(replayed < 3.0 * quiet + 2.0, "%.2f s under replay against %.2f s quiet",
               replayed, quiet);
 }
 

@@ -206,8 +206,6 @@ static inagg_result_t authenticate(inagg_comm_t *c, uint32_t k, int fd, ctl_read
     if (!j->no_dpauth) {
         dpauth_derive(v, nonce, c->job, c->rank, &c->dp_keys[k]);
         c->dp_keyed = 1;
-        if (j->elems > WIRE_MAX_ELEMS_AUTH) /* the MAC takes room from the payload */
-            j->elems = c->opts.packet_elems = WIRE_MAX_ELEMS_AUTH;
     }
     explicit_bzero(v, sizeof(v));
     return INAGG_OK;

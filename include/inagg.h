@@ -157,8 +157,8 @@ typedef struct inagg_options {
                                  authenticated. The rank that registers the job decides */
 } inagg_options_t;
 
-#define INAGG_MAX_PACKET_ELEMS 16363u /* (65507 - 36 - 16) / 4: one UDP datagram, with the
-                                         dataplane MAC (16 bytes) of a job with a secret */
+#define INAGG_MAX_PACKET_ELEMS 16360u /* (65507 - 36 - 28) / 4: one UDP datagram, with the
+                                         dataplane MAC (28 bytes) of a job with a secret */
 #define INAGG_MAX_WORLD 64u
 
 #define INAGG_OPTIONS_INIT                                                                      \

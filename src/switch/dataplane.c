@@ -55,8 +55,7 @@ static void tx_flush(dp_thread_t *t)
     q->n = 0;
 }
 
-/* Queue one packet; with `key`, sealed with its MAC (wire/dpauth.h). The payload's digest
- * is kept for the next packet with the same payload (a result to every rank). */
+/* Queue one packet; with `key`, sealed with its MAC (wire/dpauth.h). */
 static void queue_packet(proto_ctx_t *x, const wire_header_t *h, const uint32_t *payload,
                          const transport_addr_t *to, const uint8_t *key)
 {
@@ -68,15 +67,8 @@ static void queue_packet(proto_ctx_t *x, const wire_header_t *h, const uint32_t 
     if (key)
         sealed.flags |= WIRE_FLAG_MAC;
     wire_encode_header(&sealed, q->hdr[k]);
-    if (key) {
-        if (!x->digest_set || x->digest_of != payload || x->digest_words != h->count) {
-            dpauth_digest(payload, (size_t)h->count * 4u, x->digest);
-            x->digest_of = payload;
-            x->digest_words = h->count;
-            x->digest_set = 1;
-        }
-        dpauth_seal(key, q->hdr[k], x->digest);
-    }
+    if (key)
+        dpauth_seal(key, q->hdr[k], payload, (size_t)h->count * 4u);
     q->pkts[k] = (transport_tx_t){
         .head = q->hdr[k],
         .head_len = (uint32_t)wire_header_len(&sealed),

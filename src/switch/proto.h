@@ -93,12 +93,6 @@ typedef struct proto_ctx {
     uint32_t thread;         /* the dataplane thread's index */
     stat_counters_t *c;      /* that thread's counters of this job */
     const transport_addr_t *from;
-    /* An authenticated job: the digest of the last payload sent (wire/dpauth.h), so a
-     * result going to every rank is hashed once (dataplane.c) */
-    const uint32_t *digest_of;
-    uint32_t digest_words;
-    int digest_set;
-    uint8_t digest[32];
 } proto_ctx_t;
 
 typedef struct switch_proto_ops {

@@ -2,7 +2,7 @@
  * wire.h - the packet format of the aggregation dataplane. The only module that knows bytes.
  *
  * Every datagram is a 36-byte header in network byte order, then (flag bit 3, a job with an
- * authenticated dataplane) a 16-byte MAC (wire/dpauth.h), then `count` 32-bit elements, also
+ * authenticated dataplane) a 28-byte MAC (wire/dpauth.h), then `count` 32-bit elements, also
  * in network byte order (protocol version 3; version 2 had no MAC, version 1 a 32-bit
  * token):
  *
@@ -30,9 +30,9 @@
  *   32   2   exp       block exponent the payload was scaled with (fixed point)
  *   34   2   next_exp  look-ahead: exponent of the next chunk on this slot (contribution),
  *                      or the maximum over all workers (result)
- *   36  16   mac       only with flag bit 3: the packet's MAC under the sender's key for
- *                      this rank and direction (wire/dpauth.h), over bytes 0..35 and the
- *                      payload
+ *   36  28   mac       only with flag bit 3: the packet's nonce (12) and tag (16) under the
+ *                      sender's key for this rank and direction (wire/dpauth.h), over
+ *                      bytes 0..47 and the payload
  *
  * In a p4sgd job, `chunk`, `exp` and `next_exp` of contributions and results carry a
  * piggybacked acknowledgement (worker->switch) or confirmation (switch->worker) instead:
@@ -50,7 +50,7 @@
 
 #define WIRE_MAGIC 0x4941u
 #define WIRE_HEADER_SIZE 36u /* the fixed header; a MAC may follow it */
-#define WIRE_MAC_BYTES 16u
+#define WIRE_MAC_BYTES 28u /* nonce (12) and tag (16): wire/dpauth.h */
 #define WIRE_HEADER_MAX (WIRE_HEADER_SIZE + WIRE_MAC_BYTES)
 #define WIRE_MAX_DATAGRAM 65507u
 #define WIRE_MAX_ELEMS ((WIRE_MAX_DATAGRAM - WIRE_HEADER_SIZE) / 4u)

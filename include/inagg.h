@@ -154,16 +154,22 @@ typedef struct inagg_options {
                                  the Ethernet segment of an `inagg switch --l2`). NULL:
                                  $INAGG_TRANSPORT, else udp. A caller built against an older
                                  inagg.h (smaller struct_size) gets that default */
+    uint32_t no_dataplane_auth; /* 0 (default): a job with a secret authenticates every
+                                 dataplane packet both ways with a MAC under keys derived at
+                                 JOIN (forged or changed packets are dropped and counted);
+                                 1 (or $INAGG_NO_DATAPLANE_AUTH=1): only JOIN is
+                                 authenticated. The rank that registers the job decides */
 } inagg_options_t;
 
-#define INAGG_MAX_PACKET_ELEMS 16367u /* (65507 - 36) / 4: one UDP datagram */
+#define INAGG_MAX_PACKET_ELEMS 16360u /* (65507 - 36 - 28) / 4: one UDP datagram, with the
+                                         dataplane MAC (28 bytes) of a job with a secret */
 #define INAGG_MAX_WORLD 64u
 
 #define INAGG_OPTIONS_INIT                                                                      \
     {                                                                                           \
         sizeof(inagg_options_t), 16u, INAGG_MAX_PACKET_ELEMS, 1u, INAGG_FLOAT_FIXED,            \
             INAGG_PROTO_SWITCHML, 2000u, 1000u, 50000u, 30000u, 0u, NULL, NULL, NULL, 0u, NULL, NULL, \
-            NULL                                                                                \
+            NULL, 0u                                                                            \
     }
 
 typedef struct inagg_comm inagg_comm_t;

@@ -40,7 +40,7 @@ SUM, AVG = 0, 1
 _OPS = {"sum": SUM, "avg": AVG, "mean": AVG, SUM: SUM, AVG: AVG}
 _FLOAT_MODES = {"fixed": 0, "native": 1}
 _PROTOCOLS = {"switchml": 0, "p4sgd": 1}
-MAX_PACKET_ELEMS = 16367  # INAGG_MAX_PACKET_ELEMS: (65507 - 36) / 4
+MAX_PACKET_ELEMS = 16360  # INAGG_MAX_PACKET_ELEMS: (65507 - 36 - 28) / 4
 
 
 class InaggError(RuntimeError):
@@ -275,7 +275,7 @@ class Request:
 class Comm:
     """One rank of a job on an inagg switch: inagg_comm_create with the given options.
 
-    Comm(switch, rank, world, job="inagg", *, slots=16, packet_elems=16367, threads=1,
+    Comm(switch, rank, world, job="inagg", *, slots=16, packet_elems=16360, threads=1,
          float_mode="fixed"|"native", protocol="switchml"|"p4sgd", timeout_ms=30000,
          rto_us=2000, rto_min_us=1000, rto_max_us=50000, socket_buffer=0, faults=None,
          compress=None, error_feedback=True, secret=None, secret_file=None)

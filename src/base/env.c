@@ -33,6 +33,10 @@ static const env_var_t vars[ENV_COUNT] = {
     [ENV_CODEC_HELPER] = {"INAGG_CODEC_HELPER", "0|1", "1",
                           "0 codes every chunk on the engine thread, without the encoder "
                           "helper thread (to measure what the overlap is worth)"},
+    [ENV_NO_DATAPLANE_AUTH] = {"INAGG_NO_DATAPLANE_AUTH", "0|1", "0",
+                               "1 asks for a job whose dataplane packets carry no MAC (only "
+                               "JOIN is authenticated) when inagg_options_t.no_dataplane_auth "
+                               "is 0; the rank that registers the job decides"},
 };
 
 const env_var_t *env_var(env_id_t id)

@@ -58,6 +58,8 @@ typedef struct ar_opts {
                                   rank % hosts_per_leaf, its data and check are global */
     uint32_t shards;           /* switches the job's slots are spread over (0, 1: one) */
     int pin_switches;          /* loopback: pin switch process k to CPU k (mod the CPUs) */
+    int no_dataplane_auth;     /* the ranks' packets go without MACs (only JOIN proves the
+                                  launcher's secret): for measuring what the MACs cost */
     uint32_t switch_cpu_share; /* loopback: each switch process capped at this percent of one
                                   CPU (a switch of fixed capacity; 0: uncapped) */
     const char *link_rate;     /* as given (tc syntax), passed to tools/testbed */

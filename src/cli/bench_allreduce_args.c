@@ -63,6 +63,8 @@ static void usage(FILE *out)
             "  --shards K           spread the job's slots over K switch processes (slot s on\n"
             "                       switch s %% K), so one switch's CPU does not bound it\n"
             "  --pin-switches       loopback: pin switch process k to CPU k (mod the CPUs)\n"
+            "  --no-dataplane-auth  the ranks' packets go without MACs (JOIN still proves the\n"
+            "                       job secret): to measure what the MACs cost\n"
             "  --switch-cpu-share PCT\n"
             "                       loopback: cap each switch process at PCT%% of one CPU (a\n"
             "                       CPU cgroup of its own, needs root): a switch of fixed\n"
@@ -357,7 +359,7 @@ int ar_parse(int argc, char **argv, ar_opts_t *o)
         {"shards", required_argument, 0, 1103},     {"pin-switches", no_argument, 0, 1104},
         {"switch-cpu-share", required_argument, 0, 1105},
         {"transport", required_argument, 0, 'x'},   {"pcap", required_argument, 0, 'a'},
-        {"roce-psn", required_argument, 0, 'N'},
+        {"roce-psn", required_argument, 0, 'N'},    {"no-dataplane-auth", no_argument, 0, 1106},
         {"help", no_argument, 0, 'h'},               {0, 0, 0, 0}};
     uint64_t v;
     int c, have_world = 0, have_rate = 0, have_mtu = 0, have_plot = 0, have_elems = 0;
@@ -508,6 +510,7 @@ int ar_parse(int argc, char **argv, ar_opts_t *o)
             o->shards = (uint32_t)v;
             break;
         case 1104: o->pin_switches = 1; break;
+        case 1106: o->no_dataplane_auth = 1; break;
         case 1105:
             if (cli_parse_u64(AR_CMD, "--switch-cpu-share", optarg, 1, 100, &v)) return 2;
             o->switch_cpu_share = (uint32_t)v;
@@ -624,6 +627,8 @@ int ar_parse(int argc, char **argv, ar_opts_t *o)
         return bad("--pcap captures the fabric's ports: give --testbed N (--fabric inagg)");
     if (o->roce_psn)
         setenv("INAGG_ROCE_PSN", o->roce_psn, 1);
+    if (o->no_dataplane_auth) /* every rank this run starts inherits it */
+        setenv("INAGG_NO_DATAPLANE_AUTH", "1", 1);
     if (o->rto_min_us && o->rto_max_us && o->rto_min_us > o->rto_max_us)
         return bad("--rto-min-us cannot exceed --rto-max-us");
     if (!o->testbed)

@@ -118,6 +118,8 @@ static void render_summary(FILE *out, const ar_run_t *run, const ar_size_result_
     if (o->leaves)
         fprintf(out, "  two levels     %u leaf switches of %u %s each, under a spine switch\n",
                 o->leaves, o->hosts_per_leaf, run->on_testbed ? "hosts" : "workers");
+    if (o->no_dataplane_auth)
+        fprintf(out, "  no MACs        the dataplane goes unauthenticated (--no-dataplane-auth)\n");
     if (o->shards > 1)
         fprintf(out, "  sharded        over %u switch processes (slot s on switch s %% %u)%s\n",
                 o->shards, o->shards, o->pin_switches ? ", each pinned to a CPU" : "");
@@ -324,6 +326,7 @@ int ar_render_json(const ar_run_t *run)
     json_int(&w, "leaves", o->leaves);
     json_int(&w, "hosts_per_leaf", o->hosts_per_leaf);
     json_int(&w, "shards", o->shards ? o->shards : 1);
+    json_int(&w, "dataplane_auth", !o->no_dataplane_auth);
     json_int(&w, "switch_cpu_share_pct", o->switch_cpu_share);
     json_begin_array(&w, "switch_cpu_s");
     for (uint32_t k = 0; k < run->nswitch_cpu; k++)

@@ -97,7 +97,7 @@ static void usage(FILE *out)
             "  --eps-place P        outside (sqrt(v) + eps, PyTorch's; default here so torch can\n"
             "                       check it) or inside (the paper's)\n"
             "  --protocol P         switchml (default) or p4sgd\n"
-            "  --packet-elems K     parameters per packet/chunk (default 16367)\n"
+            "  --packet-elems K     parameters per packet/chunk (default 16360)\n"
             "  --window S           slots (default 16)\n"
             "  --loss P             drop each packet with probability P in the workers (seeded)\n"
             "  --faults SPEC        full fault spec for the workers\n"

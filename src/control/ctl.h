@@ -2,9 +2,9 @@
  * ctl.h - the control protocol between workers and the switch: text lines over TCP.
  *
  * A line is a verb followed by space-separated key=value pairs, e.g.
- *   JOIN version=2 job=bench rank=0 world=4 slots=16 elems=16367 float=fixed protocol=switchml
+ *   JOIN version=3 job=bench rank=0 world=4 slots=16 elems=16360 float=fixed protocol=switchml
  *        timeout=30000                                       (one line)
- *   JOINED id=3 token=12379813738877118345 threads=2 port=7000 base=1 slots=16 elems=16367 float=fixed
+ *   JOINED id=3 token=12379813738877118345 threads=2 port=7000 base=1 slots=16 elems=16360 float=fixed
  *   ERR refused pool exhausted: job 'bench' asks 512 slots, 100 of 8192 free
  * Values never contain spaces, except the free text after ERR and FAILED. Text lines make
  * the control plane easy to watch and to poke with nc; it is never on the packet path.

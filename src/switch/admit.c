@@ -47,7 +47,7 @@ void admit_activate(control_t *ctl, job_t *j)
     wire_joined_t jd = {.id = j->id, .token = j->token, .threads = j->nthreads,
                         .port = sw->port, .base = j->base, .slots = j->nslots,
                         .elems = j->elems, .float_mode = j->float_mode,
-                        .protocol = j->proto->id};
+                        .protocol = j->proto->id, .dpauth = (uint32_t)j->dp_auth};
     /* Whose data a result sums, when not just the members': a leaf's results are the
      * spine's, a spine's sum its leaves' hosts. */
     uint32_t sum = admit_contributors(j);
@@ -177,6 +177,7 @@ static job_t *register_job(control_t *ctl, const client_t *cl, const wire_join_t
     if (jn->auth == WIRE_AUTH_VERIFIER) {
         memcpy(j->verifier, jn->mac, sizeof(j->verifier));
         j->has_verifier = 1;
+        j->dp_auth = !jn->no_dpauth;
     }
     uint64_t token = 0;
     for (int tries = 0; token == 0 && tries < 8; tries++)
@@ -359,8 +360,25 @@ int admit_join(control_t *ctl, client_t *cl, const char *line)
     }
     int feedback = codec_is_lossy(&codec) && !jn.no_feedback;
     job_t *j = control_find_job(sw, jn.job);
+    /* The dataplane keys come from this connection's CHALLENGE nonce (wire/dpauth.h). */
+    uint8_t nonce[WIRE_NONCE_BYTES];
+    int had_nonce = cl->has_nonce;
+    memcpy(nonce, cl->nonce, sizeof(nonce));
     if (authenticate(ctl, cl, j, &jn) != 0)
         return -1;
+    /* A job registered with its verifier but without a CHALLENGE (no HELLO first) has no
+     * nonce to derive keys from: its dataplane goes without MACs, as with dpauth=0. */
+    if (!j && jn.auth == WIRE_AUTH_VERIFIER && !had_nonce)
+        jn.no_dpauth = 1;
+    int dp_auth = j ? j->dp_auth : jn.auth == WIRE_AUTH_VERIFIER && !jn.no_dpauth;
+    if (dp_auth && (jn.elems > WIRE_MAX_ELEMS_AUTH ||
+                    (codec.mode != CODEC_NONE &&
+                     WIRE_HEADER_MAX + codec_max_bytes(&codec, jn.elems) > WIRE_MAX_DATAGRAM))) {
+        control_send_err(ctl, cl->fd, WIRE_REFUSED_INVALID, "elems %u: with the dataplane MAC "
+                         "(%u bytes) the packets may not fit a datagram", jn.elems,
+                         WIRE_MAC_BYTES);
+        return -1;
+    }
     if (j && (j->codec.mode != codec.mode || j->codec.param != codec.param ||
               j->codec_feedback != feedback)) {
         char have[CODEC_SPEC_MAX];
@@ -375,6 +393,9 @@ int admit_join(control_t *ctl, client_t *cl, const char *line)
     if (j ? join_matches(ctl, cl, j, &jn, ops, float_mode) != 0
           : !(j = register_job(ctl, cl, &jn, ops, float_mode, &codec, feedback)))
         return -1;
+    if (j->dp_auth)
+        dpauth_derive(j->verifier, nonce, j->name, jn.rank, &j->keys[jn.rank]);
+    explicit_bzero(nonce, sizeof(nonce));
     j->member_fd[jn.rank] = cl->fd;
     j->contrib[jn.rank] = jn.contributors ? jn.contributors : 1;
     j->joined++;

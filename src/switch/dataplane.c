@@ -14,6 +14,7 @@
 
 #include "base/log.h"
 #include "switch/server.h"
+#include "wire/dpauth.h"
 
 #define DP_MAX_BATCH 256
 #define DP_TX_CAP 2048
@@ -21,7 +22,7 @@
 struct dp_txq {
     int n;
     transport_tx_t pkts[DP_TX_CAP];
-    uint8_t hdr[DP_TX_CAP][WIRE_HEADER_SIZE];
+    uint8_t hdr[DP_TX_CAP][WIRE_HEADER_MAX];
 };
 
 /* Fault injection (a wrapping transport) decided since the last look: the drops go to
@@ -54,21 +55,34 @@ static void tx_flush(dp_thread_t *t)
     q->n = 0;
 }
 
-void dp_send(proto_ctx_t *x, const wire_header_t *h, const uint32_t *payload,
-             const transport_addr_t *to)
+/* Queue one packet; with `key`, sealed with its MAC (wire/dpauth.h). */
+static void queue_packet(proto_ctx_t *x, const wire_header_t *h, const uint32_t *payload,
+                         const transport_addr_t *to, const uint8_t *key)
 {
     struct dp_txq *q = x->dp->txq;
     if (q->n == DP_TX_CAP)
         tx_flush(x->dp);
     int k = q->n++;
-    wire_encode_header(h, q->hdr[k]);
+    wire_header_t sealed = *h;
+    if (key)
+        sealed.flags |= WIRE_FLAG_MAC;
+    wire_encode_header(&sealed, q->hdr[k]);
+    if (key)
+        dpauth_seal(key, q->hdr[k], payload, (size_t)h->count * 4u);
     q->pkts[k] = (transport_tx_t){
         .head = q->hdr[k],
-        .head_len = WIRE_HEADER_SIZE,
+        .head_len = (uint32_t)wire_header_len(&sealed),
         .body = payload,
         .body_len = (uint32_t)h->count * 4u,
         .to = *to,
     };
+}
+
+void dp_send(proto_ctx_t *x, const wire_header_t *h, const uint32_t *payload,
+             const transport_addr_t *to)
+{
+    const job_t *j = x->job;
+    queue_packet(x, h, payload, to, j->dp_auth ? j->keys[h->rank].down : NULL);
 }
 
 /* One result packet of outcome o to `rank`. */
@@ -99,8 +113,9 @@ void dp_send_upstream(proto_ctx_t *x, wire_header_t *h, const uint32_t *payload)
     if (transport_queue_addr(x->dp->tp, &up->queue0,
                              transport_slot_queue(up->base, up->queues, h->slot), &to) != 0)
         return; /* cannot happen: a udp queue's address is its port */
-    dp_send(x, h, payload, &to);
-    STAT_ADD(x->c->v[STAT_BYTES_OUT], WIRE_HEADER_SIZE + (uint64_t)h->count * 4u);
+    queue_packet(x, h, payload, &to, up->auth ? up->keys.up : NULL);
+    STAT_ADD(x->c->v[STAT_BYTES_OUT], WIRE_HEADER_SIZE + (up->auth ? WIRE_MAC_BYTES : 0u) +
+                                          (uint64_t)h->count * 4u);
 }
 
 /* A leaf switch: the round's partial sum (outcome o) to the upstream switch, as this
@@ -118,7 +133,7 @@ static void send_upstream(proto_ctx_t *x, const proto_outcome_t *o, uint32_t slo
 static void send_all(proto_ctx_t *x, const proto_outcome_t *o, uint32_t slot)
 {
     const job_t *j = x->job;
-    uint64_t result_bytes = WIRE_HEADER_SIZE + (uint64_t)o->result.count * 4u;
+    uint64_t result_bytes = job_header_bytes(j) + (uint64_t)o->result.count * 4u;
     for (uint32_t r = 0; r < j->world; r++)
         send_result(x, o, slot, r, &j->addrs[(size_t)slot * j->world + r]);
     STAT_ADD(x->c->v[STAT_RESULTS_SENT], j->world);
@@ -168,9 +183,9 @@ static void act(proto_ctx_t *x, const wire_header_t *h, const proto_outcome_t *o
         STAT_ADD(c->v[STAT_UP_RESULTS], 1);
         send_all(x, o, h->slot);
         break;
-    case PROTO_RESEND:
-        send_result(x, o, h->slot, h->rank, x->from);
-        result_bytes = WIRE_HEADER_SIZE + (uint64_t)o->result.count * 4u;
+    case PROTO_RESEND: /* to where the rank's accepted contribution came from */
+        send_result(x, o, h->slot, h->rank, &j->addrs[(size_t)h->slot * j->world + h->rank]);
+        result_bytes = job_header_bytes(j) + (uint64_t)o->result.count * 4u;
         STAT_ADD(c->v[STAT_RESENDS], 1);
         STAT_ADD(c->v[STAT_RESULTS_SENT], 1);
         STAT_ADD(c->v[STAT_BYTES_OUT], result_bytes);
@@ -224,9 +239,25 @@ static int check(const dp_thread_t *t, const job_t *j, const wire_header_t *h)
     return -1;
 }
 
+/* The MAC check of a packet of a job (PROTOCOL.md 1.4): a drop reason, or -1. `auth` and
+ * `key` are the job's (or, for what comes from an upstream switch, its membership's). On
+ * success the MAC flag is cleared from *h: the protocols see the packet as sent. */
+static int check_mac(int auth, const uint8_t *key, wire_header_t *h, const uint8_t *buf)
+{
+    int has = (h->flags & WIRE_FLAG_MAC) != 0;
+    if (!auth)
+        return has ? DROP_UNEXPECTED_MAC : -1;
+    if (!has)
+        return DROP_MISSING_MAC;
+    if (!dpauth_check(key, buf, (size_t)h->count * 4u))
+        return DROP_BAD_MAC;
+    h->flags &= (uint8_t)~WIRE_FLAG_MAC;
+    return -1;
+}
+
 /* A leaf switch: a result or confirmation from the upstream switch. Checked against the
  * local job that is member of that upstream job, then handed to its protocol. */
-static void handle_upstream(dp_thread_t *t, const wire_header_t *h, const uint8_t *buf,
+static void handle_upstream(dp_thread_t *t, wire_header_t *h, const uint8_t *buf,
                             size_t len, const transport_addr_t *from, uint64_t now_ms)
 {
     (void)now_ms;
@@ -254,14 +285,39 @@ static void handle_upstream(dp_thread_t *t, const wire_header_t *h, const uint8_
         reason = DROP_WRONG_THREAD;
     else if (h->count > j->elems)
         reason = DROP_BAD_COUNT;
+    else
+        reason = check_mac(j->up.auth, j->up.keys.down, h, buf);
     if (reason >= 0) {
         STAT_ADD(x.c->v[reason], 1);
         return;
     }
     STAT_ADD(x.c->v[STAT_BYTES_IN], len);
     proto_outcome_t o;
-    j->proto->upstream(&x, h, (const uint32_t *)(const void *)(buf + WIRE_HEADER_SIZE), &o);
+    const uint8_t *payload = buf + (j->up.auth ? WIRE_HEADER_MAX : WIRE_HEADER_SIZE);
+    j->proto->upstream(&x, h, (const uint32_t *)(const void *)payload, &o);
     act(&x, h, &o);
+}
+
+/* What the packet's verdict lets the switch learn about its sender (proto.h, enum
+ * proto_seen), before the outcome's results go out. The rank is alive when the slot accepted
+ * the packet or it repeats what a round still open already has from it (a silent rank has
+ * nothing there to repeat, so no replay hides it). The rank's first accepted contribution on
+ * a slot says where its results on that slot go, for the rest of the job (a worker sends a
+ * slot's packets from one endpoint). A replayed, stale or refused packet changes neither;
+ * nor can a replay that stands in for a lost original move a slot the rank has used. */
+static void learn(const proto_ctx_t *x, const wire_header_t *h, const proto_outcome_t *o,
+                  uint64_t now_ms)
+{
+    job_t *j = x->job;
+    job_thread_t *jt = &j->threads[x->thread];
+    if (o->seen == PROTO_SEEN_NONE)
+        return;
+    atomic_store_explicit(&jt->last_seen_ms[h->rank], now_ms, memory_order_relaxed);
+    if (o->seen != PROTO_SEEN_ACCEPTED)
+        return;
+    transport_addr_t *to = &j->addrs[(size_t)h->slot * j->world + h->rank];
+    if (h->type == WIRE_CONTRIB && !transport_addr_is_set(to))
+        *to = *x->from;
 }
 
 static void handle_packet(dp_thread_t *t, uint32_t to_switch, const uint8_t *buf, size_t len,
@@ -295,17 +351,17 @@ static void handle_packet(dp_thread_t *t, uint32_t to_switch, const uint8_t *buf
     proto_ctx_t x = {.dp = t, .job = j, .state = j->proto_state, .thread = t->index,
                      .c = &j->threads[t->index].c, .from = from};
     int reason = check(t, j, &h);
+    if (reason < 0) /* the rank is in range now, and the keys published (job active) */
+        reason = check_mac(j->dp_auth, j->keys[h.rank].up, &h, buf);
     if (reason >= 0) {
         STAT_ADD(x.c->v[reason], 1);
         return;
     }
     STAT_ADD(x.c->v[STAT_BYTES_IN], len);
-    atomic_store_explicit(&j->threads[t->index].last_seen_ms[h.rank], now_ms,
-                          memory_order_relaxed);
-    if (h.type == WIRE_CONTRIB)
-        j->addrs[(size_t)h.slot * j->world + h.rank] = *from;
     proto_outcome_t o;
-    j->proto->handle(&x, &h, (const uint32_t *)(const void *)(buf + WIRE_HEADER_SIZE), &o);
+    const uint8_t *payload = buf + job_header_bytes(j);
+    j->proto->handle(&x, &h, (const uint32_t *)(const void *)payload, &o);
+    learn(&x, &h, &o, now_ms);
     act(&x, &h, &o);
 }
 

@@ -23,6 +23,7 @@
 #include "switch/stats.h"
 #include "transport/transport.h"
 #include "wire/ctlmsg.h"
+#include "wire/dpauth.h"
 
 #define SWITCH_MAX_JOBS 1024u
 #define SWITCH_MAX_THREADS 64u
@@ -30,7 +31,10 @@
 /* What one dataplane thread writes for one job. */
 typedef struct job_thread {
     stat_counters_t c;
-    _Atomic uint64_t last_seen_ms[INAGG_MAX_WORLD]; /* last packet from each rank */
+    /* Each rank's last packet that the slot accepted or that repeated what a round still
+     * open already has from it (it waits on the others): dataplane.c learn(). A silent
+     * rank has nothing in the open round, so no replay of its packets refreshes this. */
+    _Atomic uint64_t last_seen_ms[INAGG_MAX_WORLD];
 } INAGG_ALIGNED job_thread_t;
 
 enum job_state { JOB_JOINING = 0, JOB_ACTIVE, JOB_FAILED };
@@ -46,6 +50,9 @@ typedef struct job_up {
     uint32_t contributors;    /* the hosts under the spine (its JOINED), 0: not said */
     uint32_t queues, base;    /* the upstream switch's dataplane queues and the job's first */
     transport_addr_t queue0;  /* its queue 0 */
+    int auth;                 /* the upstream job authenticates its dataplane: this switch's
+                                 keys there (from its JOIN upstream, wire/dpauth.h) */
+    dpauth_keys_t keys;
 } job_up_t;
 
 typedef struct job {
@@ -61,7 +68,7 @@ typedef struct job {
     uint32_t nthreads;
     uint32_t timeout_ms; /* a rank silent this long while others wait fails the job */
     transport_addr_t *addrs; /* [slot * world + rank]: where results go (the source of the
-                                rank's last contribution on that slot) */
+                                rank's last accepted contribution on that slot) */
     job_thread_t *threads;   /* [nthreads] */
     optjob_t *opt;           /* in-switch optimizer, or NULL (set before publication) */
     float *opt_scratch;      /* [nthreads * elems]: each thread's decoded gradient */
@@ -74,6 +81,10 @@ typedef struct job {
     /* control thread only */
     struct upjob *upj;       /* a leaf switch: the thread holding the upstream membership */
     struct peer *owner;      /* the address that registered it: holds its slots (peers.h) */
+    int dp_auth;             /* every dataplane packet carries a MAC (wire/dpauth.h) under
+                                keys[rank]: a job with a secret, unless its registering rank
+                                said dpauth=0 (set before activation) */
+    dpauth_keys_t keys[INAGG_MAX_WORLD]; /* each rank's, from its JOIN */
     int has_verifier;        /* registered with a job secret: every rank must prove it */
     uint8_t verifier[32];    /* HMAC-SHA256(secret, job name) (PROTOCOL.md "Authentication") */
     uint64_t created_ms, activated_ms;
@@ -97,6 +108,12 @@ void job_free(job_t *j);
 static inline uint32_t job_slot_owner(const job_t *j, uint32_t slot)
 {
     return transport_slot_queue(j->base, j->nthreads, slot);
+}
+
+/* Bytes before a packet's payload in job j: the header, and the MAC when it has one. */
+static inline uint32_t job_header_bytes(const job_t *j)
+{
+    return WIRE_HEADER_SIZE + (j->dp_auth ? WIRE_MAC_BYTES : 0u);
 }
 
 /* A job counter summed over the dataplane threads. */

@@ -5,10 +5,12 @@
  * which one it is.
  *
  * The dataplane checks a packet (job, token, state, rank, slot and its thread, count, dtype,
- * the packet type against `accepts`) and records the sender's activity and, for a
- * contribution, its address as where that rank's results on that slot go. Then it calls the
- * protocol's `handle`, which applies the packet to the slot and says what follows in the
- * terms every protocol shares (proto_outcome_t). The dataplane acts on that in one place:
+ * the packet type against `accepts`) and calls the protocol's `handle`, which applies the
+ * packet to the slot and says what follows in the terms every protocol shares
+ * (proto_outcome_t). Only when that verdict accepted the packet (`seen`) does the dataplane
+ * record the rank as alive and, for its first contribution on a slot, its source as where
+ * that rank's results on that slot go: a replayed packet moves nothing. The dataplane acts on the outcome in one
+ * place:
  * counts it, runs the in-switch optimizer on a completed round, and sends the results.
  * Whatever is the protocol's own (p4sgd's acknowledgements and confirmations) the protocol
  * does itself with dp_send() and its own counters.
@@ -46,15 +48,28 @@ enum proto_action {
                        result: to every rank */
 };
 
+/* What a packet tells about its sender. Only a packet the slot accepted (a contribution
+ * or an acknowledgement that changed its state) says where the rank's results go: a
+ * repeated, stale or refused one may be anybody's replay. That one and a repeat of what the
+ * rank already gave to a round still open (or held upstream: it waits on the others) say
+ * that the rank is alive; a silent rank has nothing in the open round to repeat. */
+enum proto_seen {
+    PROTO_SEEN_NONE = 0, /* nothing (stale, ahead, mismatch, a completed round's repeat) */
+    PROTO_SEEN_WAITING,  /* the rank's repeat for a round still open: alive, waiting */
+    PROTO_SEEN_ACCEPTED, /* accepted: alive, and the source is where its results go */
+};
+
 /* A protocol's verdict in the shared terms: a table indexed by its own verdicts. */
 typedef struct proto_verdict {
     uint8_t action; /* enum proto_action */
     uint8_t drop;   /* PROTO_DROP: enum stat_id */
+    uint8_t seen;   /* enum proto_seen */
 } proto_verdict_t;
 
 typedef struct proto_outcome {
     uint8_t action; /* enum proto_action */
     uint8_t drop;   /* PROTO_DROP: enum stat_id */
+    uint8_t seen;   /* enum proto_seen: what the dataplane learns about the sender */
     uint8_t set;    /* PROTO_COMPLETE: an upload round (in-switch optimizer) */
     uint32_t chunk; /* PROTO_COMPLETE: the round's chunk (in-switch optimizer) */
     wire_header_t result; /* COMPLETE, RESEND: the result's header; rank is set per packet */
@@ -66,6 +81,7 @@ static inline void proto_verdict(proto_outcome_t *o, const proto_verdict_t *v)
 {
     o->action = v->action;
     o->drop = v->drop;
+    o->seen = v->seen;
 }
 
 /* One packet as the protocol sees it: the job, the dataplane thread handling it (its

@@ -130,23 +130,23 @@ static void send_confirm(proto_ctx_t *x, const p4slot_t *s, uint32_t slot, uint3
     };
     dp_send(x, &h, NULL, to);
     STAT_ADD(x->c->v[STAT_CONFIRMS_SENT], 1);
-    STAT_ADD(x->c->v[STAT_BYTES_OUT], WIRE_HEADER_SIZE);
+    STAT_ADD(x->c->v[STAT_BYTES_OUT], job_header_bytes(x->job));
 }
 
 static const proto_verdict_t verdicts[P4V_VERDICT_COUNT] = {
-    [P4V_PARTIAL] = {PROTO_PARTIAL, 0},
-    [P4V_COMPLETE] = {PROTO_COMPLETE, 0},
-    [P4V_RESEND_RESULT] = {PROTO_RESEND, 0},
-    [P4V_DUP_OPEN] = {PROTO_DROP, DROP_DUP_OPEN},
-    [P4V_ACKED] = {PROTO_DONE, 0},
-    [P4V_CONFIRMED] = {PROTO_DONE, 0},
-    [P4V_RESEND_CONFIRM] = {PROTO_DONE, 0},
-    [P4V_DUP_ACK] = {PROTO_DROP, DROP_DUP_ACK},
-    [P4V_STALE] = {PROTO_DROP, DROP_STALE},
-    [P4V_AHEAD] = {PROTO_DROP, DROP_AHEAD},
-    [P4V_MISMATCH] = {PROTO_DROP, DROP_MISMATCH},
-    [P4V_HELD] = {PROTO_UP_AGAIN, 0},
-    [P4V_UP_ACK_AGAIN] = {PROTO_DONE, 0},
+    [P4V_PARTIAL] = {PROTO_PARTIAL, 0, PROTO_SEEN_ACCEPTED},
+    [P4V_COMPLETE] = {PROTO_COMPLETE, 0, PROTO_SEEN_ACCEPTED},
+    [P4V_RESEND_RESULT] = {PROTO_RESEND, 0, PROTO_SEEN_NONE},
+    [P4V_DUP_OPEN] = {PROTO_DROP, DROP_DUP_OPEN, PROTO_SEEN_WAITING},
+    [P4V_ACKED] = {PROTO_DONE, 0, PROTO_SEEN_ACCEPTED},
+    [P4V_CONFIRMED] = {PROTO_DONE, 0, PROTO_SEEN_ACCEPTED},
+    [P4V_RESEND_CONFIRM] = {PROTO_DONE, 0, PROTO_SEEN_NONE},
+    [P4V_DUP_ACK] = {PROTO_DROP, DROP_DUP_ACK, PROTO_SEEN_WAITING},
+    [P4V_STALE] = {PROTO_DROP, DROP_STALE, PROTO_SEEN_NONE},
+    [P4V_AHEAD] = {PROTO_DROP, DROP_AHEAD, PROTO_SEEN_NONE},
+    [P4V_MISMATCH] = {PROTO_DROP, DROP_MISMATCH, PROTO_SEEN_NONE},
+    [P4V_HELD] = {PROTO_UP_AGAIN, 0, PROTO_SEEN_WAITING},
+    [P4V_UP_ACK_AGAIN] = {PROTO_DONE, 0, PROTO_SEEN_WAITING},
 };
 
 /* A leaf switch: acknowledge round `round` of `slot` upstream (first, or again when a rank
@@ -164,31 +164,37 @@ static void ack_upstream(proto_ctx_t *x, const p4slot_t *s, uint32_t slot, uint3
     STAT_ADD(x->c->v[STAT_UP_ACKS], 1);
 }
 
+/* Where rank `rank`'s confirmations of `slot` go: where its acknowledgements come from, or
+ * where its results go if it only ever piggybacked. */
+static const transport_addr_t *confirm_addr(const proto_ctx_t *x, uint32_t slot, uint32_t rank)
+{
+    const p4sgd_job_t *st = x->state;
+    size_t k = (size_t)slot * x->job->world + rank;
+    return transport_addr_is_set(&st->ack_addrs[k]) ? &st->ack_addrs[k] : &x->job->addrs[k];
+}
+
 /* Confirm round `round` of `slot` to every rank on its own (to where each rank's
  * acknowledgements come from). */
 static void confirm_all(proto_ctx_t *x, const p4slot_t *s, uint32_t slot, uint32_t round)
 {
-    const job_t *j = x->job;
-    const p4sgd_job_t *st = x->state;
-    for (uint32_t r = 0; r < j->world; r++) {
-        size_t k = (size_t)slot * j->world + r;
-        const transport_addr_t *to = &st->ack_addrs[k];
-        if (!transport_addr_is_set(to)) /* that rank only ever piggybacked: its results' */
-            to = &j->addrs[k];
-        send_confirm(x, s, slot, round, r, to);
-    }
+    for (uint32_t r = 0; r < x->job->world; r++)
+        send_confirm(x, s, slot, round, r, confirm_addr(x, slot, r));
 }
 
 /* Apply an acknowledgement of `slot` (standalone, or carried by a contribution:
- * `piggybacked`, whose sender is then best reached with the results). */
-static void ack(proto_ctx_t *x, const wire_header_t *h, int piggybacked,
-                const transport_addr_t *from, proto_outcome_t *out)
+ * `piggybacked`, whose sender is then best reached with the results). The rank's first
+ * standalone one that the slot accepted says where its confirmations of the slot go; no
+ * other does (a replay must not move them). */
+static void ack(proto_ctx_t *x, const wire_header_t *h, int piggybacked, proto_outcome_t *out)
 {
     const job_t *j = x->job;
     p4sgd_job_t *st = x->state;
     p4slot_t *s = &st->slots[h->slot];
     enum p4slot_verdict v = p4slot_ack(s, j->world, h);
     proto_verdict(out, &verdicts[v]);
+    transport_addr_t *ack_to = &st->ack_addrs[(size_t)h->slot * j->world + h->rank];
+    if (!piggybacked && out->seen == PROTO_SEEN_ACCEPTED && !transport_addr_is_set(ack_to))
+        *ack_to = *x->from;
     if (v == P4V_ACKED || v == P4V_CONFIRMED)
         STAT_ADD(x->c->v[STAT_ACKS], 1);
     if (v == P4V_CONFIRMED) {
@@ -198,16 +204,12 @@ static void ack(proto_ctx_t *x, const wire_header_t *h, int piggybacked,
              * on their own to where each rank's acknowledgements come from. */
             if (piggybacked && push_confirm(x, r, h->slot, h->round))
                 continue;
-            size_t k = (size_t)h->slot * j->world + r;
-            const transport_addr_t *to = &st->ack_addrs[k];
-            if (!transport_addr_is_set(to)) /* that rank only ever piggybacked: its results' */
-                to = &j->addrs[k];
-            send_confirm(x, s, h->slot, h->round, r, to);
+            send_confirm(x, s, h->slot, h->round, r, confirm_addr(x, h->slot, r));
         }
     } else if (v == P4V_UP_ACK_AGAIN) {
         ack_upstream(x, s, h->slot, h->round);
     } else if (v == P4V_RESEND_CONFIRM) {
-        send_confirm(x, s, h->slot, h->round, h->rank, from);
+        send_confirm(x, s, h->slot, h->round, h->rank, confirm_addr(x, h->slot, h->rank));
         STAT_ADD(x->c->v[STAT_CONFIRM_RESENDS], 1);
     }
 }
@@ -221,8 +223,7 @@ static void p4sgd_handle(proto_ctx_t *x, const wire_header_t *h, const uint32_t 
     const job_t *j = x->job;
     p4sgd_job_t *st = x->state;
     if (h->type == WIRE_ACK) {
-        st->ack_addrs[(size_t)h->slot * j->world + h->rank] = *x->from;
-        ack(x, h, 0, x->from, out);
+        ack(x, h, 0, out);
         return;
     }
     wire_header_t a = *h;
@@ -233,7 +234,7 @@ static void p4sgd_handle(proto_ctx_t *x, const wire_header_t *h, const uint32_t 
         a.type = WIRE_ACK;
         a.count = 0;
         if (a.slot < j->nslots && job_slot_owner(j, a.slot) == x->thread) {
-            ack(x, &a, 1, &j->addrs[(size_t)a.slot * j->world + h->rank], out);
+            ack(x, &a, 1, out);
             if (out->action == PROTO_DROP)
                 STAT_ADD(x->c->v[out->drop], 1);
         } else {

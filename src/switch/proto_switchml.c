@@ -52,14 +52,14 @@ static void *switchml_create(const job_t *j)
 }
 
 static const proto_verdict_t verdicts[SLOT_VERDICT_COUNT] = {
-    [SLOT_PARTIAL] = {PROTO_PARTIAL, 0},
-    [SLOT_COMPLETE] = {PROTO_COMPLETE, 0},
-    [SLOT_RESEND] = {PROTO_RESEND, 0},
-    [SLOT_DUP_OPEN] = {PROTO_DROP, DROP_DUP_OPEN},
-    [SLOT_STALE] = {PROTO_DROP, DROP_STALE},
-    [SLOT_AHEAD] = {PROTO_DROP, DROP_AHEAD},
-    [SLOT_MISMATCH] = {PROTO_DROP, DROP_MISMATCH},
-    [SLOT_HELD] = {PROTO_UP_AGAIN, 0},
+    [SLOT_PARTIAL] = {PROTO_PARTIAL, 0, PROTO_SEEN_ACCEPTED},
+    [SLOT_COMPLETE] = {PROTO_COMPLETE, 0, PROTO_SEEN_ACCEPTED},
+    [SLOT_RESEND] = {PROTO_RESEND, 0, PROTO_SEEN_NONE},
+    [SLOT_DUP_OPEN] = {PROTO_DROP, DROP_DUP_OPEN, PROTO_SEEN_WAITING},
+    [SLOT_STALE] = {PROTO_DROP, DROP_STALE, PROTO_SEEN_NONE},
+    [SLOT_AHEAD] = {PROTO_DROP, DROP_AHEAD, PROTO_SEEN_NONE},
+    [SLOT_MISMATCH] = {PROTO_DROP, DROP_MISMATCH, PROTO_SEEN_NONE},
+    [SLOT_HELD] = {PROTO_UP_AGAIN, 0, PROTO_SEEN_WAITING},
 };
 
 /* The outcome's result (or upstream contribution) from the copy holding round `round`. */
@@ -101,6 +101,7 @@ static void switchml_handle(proto_ctx_t *x, const wire_header_t *h, const uint32
         if (n == 0) {
             out->action = PROTO_DROP;
             out->drop = DROP_BAD_CODE;
+            out->seen = PROTO_SEEN_NONE;
             return;
         }
         plain = *h;

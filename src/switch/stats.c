@@ -55,6 +55,11 @@ const stat_info_t stat_table[STAT_COUNT] = {
                        "lengths or bit counts, or that does not decode", IN_JOB},
     [DROP_UP_STALE] = {"upstream_stale", "leaf switch: an upstream result or confirmation for "
                        "a round not waiting for one (a repeat, or late)", IN_JOB},
+    [DROP_BAD_MAC] = {"bad_mac", "authenticated job: the MAC is not the rank's (forged, or "
+                      "changed on the way)", IN_JOB},
+    [DROP_MISSING_MAC] = {"missing_mac", "authenticated job: a packet without a MAC", IN_JOB},
+    [DROP_UNEXPECTED_MAC] = {"unexpected_mac", "a MAC on a packet of a job without an "
+                             "authenticated dataplane", IN_JOB},
     [STAT_PACKETS_IN] = {"packets_in", "datagrams received", STAT_SWITCH | STAT_JSON},
     [STAT_PACKETS_OUT] = {"packets_out", "datagrams sent", STAT_SWITCH | STAT_JSON},
     [STAT_INJECTED_DROPS] = {"injected_drops", "packets dropped by fault injection, both ways",

@@ -39,6 +39,9 @@ enum stat_id {
     DROP_BAD_CHUNK,
     DROP_BAD_CODE,
     DROP_UP_STALE,
+    DROP_BAD_MAC,
+    DROP_MISSING_MAC,
+    DROP_UNEXPECTED_MAC,
     DROP_REASON_COUNT,
     /* What happened, switch-wide ... */
     STAT_PACKETS_IN = DROP_REASON_COUNT,

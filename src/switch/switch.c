@@ -13,6 +13,7 @@
 
 #include "base/log.h"
 #include "control/ctl.h"
+#include "wire/dpauth.h"
 #include "switch/server.h"
 #include "switch/upstream.h"
 
@@ -116,6 +117,10 @@ int switch_start(const switch_config_t *cfg, inagg_switch_t **out, char *err, si
     }
     if (cfg->total_slots == 0) {
         snprintf(err, errlen, "slots must be at least 1");
+        return -1;
+    }
+    if (dpauth_init() != 0) {
+        snprintf(err, errlen, "libsodium failed to initialise (dataplane MACs)");
         return -1;
     }
     if (cfg->upstream) {

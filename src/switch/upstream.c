@@ -28,6 +28,9 @@ typedef struct upjob {
     uint32_t contributors; /* the local job's hosts (and theirs, for a leaf of a leaf) */
     int has_verifier;
     uint8_t verifier[32];
+    int no_dpauth;        /* the local job's dataplane goes without MACs: so does this one's */
+    uint8_t nonce[WIRE_NONCE_BYTES]; /* the upstream's CHALLENGE: the dataplane keys' */
+    dpauth_keys_t keys;   /* UPJ_READY with joined.dpauth: this switch's keys upstream */
     _Atomic int state;   /* UPJ_*: written by the thread, read by the control thread */
     _Atomic int stop;    /* set once by the control thread: the thread ends and frees this */
     _Atomic int leave;   /* with stop: send LEAVE first */
@@ -84,6 +87,8 @@ static int authenticate(upjob_t *u, const char *addr, uint32_t rank, wire_join_t
                 io ? strerror(-io) : line);
         return -1;
     }
+    memcpy(u->nonce, nonce, sizeof(u->nonce));
+    jn->no_dpauth = (uint32_t)u->no_dpauth;
     if (strcmp(exists, "exists") == 0) {
         jn->auth = WIRE_AUTH_PROOF;
         wire_auth_proof(u->verifier, nonce, u->name, rank, jn->mac);
@@ -149,6 +154,12 @@ static int join_upstream(upjob_t *u)
         up_fail(u, "upstream switch %s gave the job other parameters", addr);
         return -1;
     }
+    if (u->joined.dpauth && !u->has_verifier) {
+        up_fail(u, "upstream switch %s authenticates a job that has no secret here", addr);
+        return -1;
+    }
+    if (u->joined.dpauth)
+        dpauth_derive(u->verifier, u->nonce, u->name, cfg->upstream_rank, &u->keys);
     atomic_store_explicit(&u->state, UPJ_READY, memory_order_release);
     return 0;
 }
@@ -210,6 +221,7 @@ int upstream_begin(control_t *ctl, job_t *j)
     u->contributors = admit_contributors(j);
     u->has_verifier = j->has_verifier;
     memcpy(u->verifier, j->verifier, sizeof(u->verifier));
+    u->no_dpauth = j->has_verifier && !j->dp_auth;
     pthread_t tid;
     atomic_fetch_add(&sw->up_threads, 1);
     if (pthread_create(&tid, NULL, up_main, u) != 0) {
@@ -253,7 +265,8 @@ void upstream_poll(control_t *ctl, job_t *j)
     transport_addr_set_port(&q0, (uint16_t)jd->port);
     j->up = (job_up_t){.on = 1, .job = (uint16_t)jd->id, .token = jd->token,
                        .rank = sw->cfg.upstream_rank, .contributors = jd->contributors,
-                       .queues = jd->threads, .base = jd->base, .queue0 = q0};
+                       .queues = jd->threads, .base = jd->base, .queue0 = q0,
+                       .auth = jd->dpauth && u->has_verifier, .keys = u->keys};
     if (jd->id < SWITCH_MAX_JOBS)
         atomic_store_explicit(&sw->up_jobs[jd->id], j, memory_order_release);
     LOG_I("job '%s' (id %u) joined upstream job %u at %s", j->name, j->id, jd->id,

@@ -238,8 +238,9 @@ int wire_join_format(const wire_join_t *j, char *line, size_t cap)
     if (j->auth != WIRE_AUTH_NONE) {
         char hex[2 * SHA256_BYTES + 1];
         hex_encode(j->mac, SHA256_BYTES, hex);
-        int k = snprintf(line + n, cap - (size_t)n, " %s=%s",
-                         j->auth == WIRE_AUTH_VERIFIER ? "verifier" : "proof", hex);
+        int k = snprintf(line + n, cap - (size_t)n, " %s=%s%s",
+                         j->auth == WIRE_AUTH_VERIFIER ? "verifier" : "proof", hex,
+                         j->no_dpauth ? " dpauth=0" : "");
         if (k < 0 || (size_t)k >= cap - (size_t)n)
             return -1;
     }
@@ -349,6 +350,13 @@ int wire_join_parse(const char *line, wire_join_t *j, enum wire_refusal *refusal
         }
         j->auth = a;
     }
+    uint32_t dpauth = 1;
+    int drc = ctl_get_u32(line, "dpauth", &dpauth);
+    if ((drc != 0 && drc != -ENOENT) || dpauth > 1) {
+        set_err(why, cap, "dpauth= must be 0 or 1");
+        return -1;
+    }
+    j->no_dpauth = dpauth == 0;
     return 0;
 }
 
@@ -363,6 +371,8 @@ int wire_joined_format(const wire_joined_t *j, char *line, size_t cap)
                      wire_float_mode_name(j->float_mode), wire_protocol_name(j->protocol));
     if (n >= 0 && (size_t)n < cap && j->contributors)
         n += snprintf(line + n, cap - (size_t)n, " contributors=%u", j->contributors);
+    if (n >= 0 && (size_t)n < cap && j->dpauth)
+        n += snprintf(line + n, cap - (size_t)n, " dpauth=1");
     return n < 0 || (size_t)n >= cap ? -1 : 0;
 }
 
@@ -386,6 +396,11 @@ int wire_joined_parse(const char *line, wire_joined_t *j, char *why, size_t cap)
     int crc = ctl_get_u32(line, "contributors", &j->contributors);
     if ((crc != 0 && crc != -ENOENT) || j->contributors > WIRE_MAX_CONTRIBUTORS) {
         set_err(why, cap, "bad contributors= in the switch's answer: '%.100s'", line);
+        return -1;
+    }
+    int drc = ctl_get_u32(line, "dpauth", &j->dpauth);
+    if ((drc != 0 && drc != -ENOENT) || j->dpauth > 1) {
+        set_err(why, cap, "bad dpauth= in the switch's answer: '%.100s'", line);
         return -1;
     }
     j->float_mode = strcmp(fmode, "native") == 0 ? INAGG_FLOAT_NATIVE : INAGG_FLOAT_FIXED;

@@ -104,6 +104,8 @@ typedef struct wire_join {
                               sum (a leaf switch joining its spine); 0 or 1: itself */
     int auth;            /* enum wire_auth: which of verifier= / proof= the line carries */
     uint8_t mac[32];     /* its value (wire/auth.h) */
+    uint32_t no_dpauth;  /* dpauth=0: a job with a secret whose dataplane goes without MACs
+                            (the registering rank's word holds for the job) */
 } wire_join_t;
 
 enum wire_auth { WIRE_AUTH_NONE = 0, WIRE_AUTH_VERIFIER, WIRE_AUTH_PROOF };
@@ -124,6 +126,8 @@ typedef struct wire_joined {
     uint32_t contributors; /* contributors=N: the ranks whose data a result sums, when it is
                               not the world (a leaf's jobs: every host under the spine); 0:
                               the world. Fixed-point scaling and averages divide by it */
+    uint32_t dpauth;       /* dpauth=1: every dataplane packet carries a MAC under the rank's
+                              keys from this JOIN (wire/dpauth.h) */
 } wire_joined_t;
 
 int wire_joined_format(const wire_joined_t *j, char *line, size_t cap);

@@ -102,7 +102,7 @@ enum wire_status wire_decode(const void *buf, size_t len, wire_header_t *h)
     if ((h->flags & ~WIRE_FLAGS_KNOWN) != 0 ||
         (h->flags & WIRE_FLAG_VER) != wire_ver_of_round(h->round))
         return WIRE_BAD_FLAGS;
-    if (len != WIRE_HEADER_SIZE + (size_t)h->count * 4u)
+    if (len != wire_header_len(h) + (size_t)h->count * 4u)
         return WIRE_BAD_LENGTH;
     if ((h->type == WIRE_ACK || h->type == WIRE_CONFIRM) && h->count != 0)
         return WIRE_BAD_LENGTH; /* acknowledgements carry no payload */

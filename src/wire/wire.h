@@ -1,8 +1,10 @@
 /*
  * wire.h - the packet format of the aggregation dataplane. The only module that knows bytes.
  *
- * Every datagram is a 36-byte header in network byte order followed by `count` 32-bit
- * elements, also in network byte order (protocol version 2; version 1 had a 32-bit token):
+ * Every datagram is a 36-byte header in network byte order, then (flag bit 3, a job with an
+ * authenticated dataplane) a 28-byte MAC (wire/dpauth.h), then `count` 32-bit elements, also
+ * in network byte order (protocol version 3; version 2 had no MAC, version 1 a 32-bit
+ * token):
  *
  *   off size field     meaning
  *    0   2   magic     0x4941 ("IA")
@@ -21,13 +23,16 @@
  *                      WIRE_ACK and WIRE_CONFIRM)
  *   30   1   flags     bit 0: pool version (must equal round & 1); bit 1: int32 overflow
  *                      happened in this result; bit 2: parameter upload (in-switch optimizer
- *                      jobs: this round's sum becomes the parameters, no step); other bits
- *                      must be zero
+ *                      jobs: this round's sum becomes the parameters, no step); bit 3:
+ *                      a MAC follows the header; other bits must be zero
  *   31   1   dtype     WIRE_INT32, WIRE_FIXED32 (float32 as block fixed point), WIRE_FLOAT32,
  *                      WIRE_CODED (float32 in the job's codec; count = the chunk's words)
  *   32   2   exp       block exponent the payload was scaled with (fixed point)
  *   34   2   next_exp  look-ahead: exponent of the next chunk on this slot (contribution),
  *                      or the maximum over all workers (result)
+ *   36  28   mac       only with flag bit 3: the packet's nonce (12) and tag (16) under the
+ *                      sender's key for this rank and direction (wire/dpauth.h), over
+ *                      bytes 0..47 and the payload
  *
  * In a p4sgd job, `chunk`, `exp` and `next_exp` of contributions and results carry a
  * piggybacked acknowledgement (worker->switch) or confirmation (switch->worker) instead:
@@ -44,9 +49,12 @@
 #include <stdint.h>
 
 #define WIRE_MAGIC 0x4941u
-#define WIRE_HEADER_SIZE 36u
+#define WIRE_HEADER_SIZE 36u /* the fixed header; a MAC may follow it */
+#define WIRE_MAC_BYTES 28u /* nonce (12) and tag (16): wire/dpauth.h */
+#define WIRE_HEADER_MAX (WIRE_HEADER_SIZE + WIRE_MAC_BYTES)
 #define WIRE_MAX_DATAGRAM 65507u
 #define WIRE_MAX_ELEMS ((WIRE_MAX_DATAGRAM - WIRE_HEADER_SIZE) / 4u)
+#define WIRE_MAX_ELEMS_AUTH ((WIRE_MAX_DATAGRAM - WIRE_HEADER_MAX) / 4u)
 
 enum wire_type { WIRE_CONTRIB = 1, WIRE_RESULT = 2, WIRE_ACK = 3, WIRE_CONFIRM = 4 };
 /* WIRE_CODED: float32 compressed in the job's codec (agreed at JOIN, src/codec/codec.h): the
@@ -58,7 +66,8 @@ enum wire_dtype { WIRE_INT32 = 0, WIRE_FIXED32 = 1, WIRE_FLOAT32 = 2, WIRE_CODED
 #define WIRE_FLAG_VER 0x01u
 #define WIRE_FLAG_OVERFLOW 0x02u
 #define WIRE_FLAG_SET 0x04u
-#define WIRE_FLAGS_KNOWN (WIRE_FLAG_VER | WIRE_FLAG_OVERFLOW | WIRE_FLAG_SET)
+#define WIRE_FLAG_MAC 0x08u
+#define WIRE_FLAGS_KNOWN (WIRE_FLAG_VER | WIRE_FLAG_OVERFLOW | WIRE_FLAG_SET | WIRE_FLAG_MAC)
 
 typedef struct wire_header {
     uint8_t version;
@@ -99,6 +108,12 @@ void wire_encode_header(const wire_header_t *h, void *buf);
 enum wire_status wire_decode(const void *buf, size_t len, wire_header_t *h);
 
 static inline uint8_t wire_ver_of_round(uint32_t round) { return (uint8_t)(round & 1u); }
+
+/* Bytes before the payload: the header, and the MAC when the packet carries one. */
+static inline size_t wire_header_len(const wire_header_t *h)
+{
+    return WIRE_HEADER_SIZE + ((h->flags & WIRE_FLAG_MAC) ? WIRE_MAC_BYTES : 0u);
+}
 
 /* p4sgd: an acknowledgement (worker->switch, on a contribution) or a confirmation
  * (switch->worker, on a result) riding on a packet: chunk = slot + 1 (0: none), exp:next_exp =

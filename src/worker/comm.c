@@ -33,6 +33,7 @@ static void comm_free(inagg_comm_t *c)
     comm_close_control(c);
     pthread_cond_destroy(&c->cv);
     pthread_mutex_destroy(&c->mu);
+    explicit_bzero(c->dp_keys, sizeof(c->dp_keys));
     free(c);
 }
 
@@ -170,10 +171,19 @@ static inagg_result_t start_protocol(inagg_comm_t *c, const transport_addr_t *sw
         .mu = &c->mu,
         .cv = &c->cv,
     };
-    for (uint32_t k = 0; k < c->nshards; k++)
+    /* Every shard's job was registered by the same ranks with the same secret and options:
+     * one says for all whether packets carry MACs. */
+    p.dp_auth = (int)j[0].dpauth;
+    for (uint32_t k = 0; k < c->nshards; k++) {
+        if (j[k].dpauth != j[0].dpauth) {
+            set_err(detail, dlen, "the shards disagree on dataplane authentication (shard %u)",
+                    k);
+            return INAGG_ERR_PROTOCOL;
+        }
         p.shard[k] = (worker_shard_t){.job = (uint16_t)j[k].id, .token = j[k].token,
                                       .queue0 = sw[k], .queues = j[k].threads,
-                                      .base = j[k].base};
+                                      .base = j[k].base, .keys = c->dp_keys[k]};
+    }
     int set = env_u32(ENV_ROCE_PSN, 0xffffff, &p.roce_psn0, detail, dlen);
     if (set < 0)
         return INAGG_ERR_INVALID;
@@ -243,6 +253,10 @@ inagg_result_t inagg_comm_create(inagg_comm_t **out, const char *switch_addr, co
     if (nshards == 0) {
         set_err(detail, detail_len, "empty switch address");
         return INAGG_ERR_INVALID;
+    }
+    if (dpauth_init() != 0) {
+        set_err(detail, detail_len, "libsodium failed to initialise");
+        return INAGG_ERR_SYSTEM;
     }
     inagg_comm_t *c = calloc(1, sizeof(*c));
     if (!c) {

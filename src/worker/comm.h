@@ -37,6 +37,9 @@ struct inagg_comm {
                                      address (slot s is served by shard s % nshards) */
     int ctl_fd[WORKER_MAX_SHARDS];   /* each shard's control connection (-1: none) */
     ctl_reader_t rd[WORKER_MAX_SHARDS];
+    int dp_keyed;                 /* joined with a secret asking for an authenticated
+                                     dataplane: each shard's keys from its JOIN */
+    dpauth_keys_t dp_keys[WORKER_MAX_SHARDS];
     uint8_t shard_bye[WORKER_MAX_SHARDS]; /* under mu: that shard answered LEAVE */
     pthread_t monitor_tid;
     int monitor_started;

@@ -14,6 +14,7 @@
 #include "base/errmsg.h"
 #include "base/util.h"
 #include "wire/auth.h"
+#include "wire/dpauth.h"
 #include "worker/comm.h"
 
 /* One line from shard k's control connection (or its closing): what it means for the
@@ -155,10 +156,21 @@ static int job_verifier(const inagg_comm_t *c, uint8_t v[SHA256_BYTES], char *de
     return 1;
 }
 
+/* Does this rank ask for an authenticated dataplane when it has a secret? Yes unless
+ * options.no_dataplane_auth or $INAGG_NO_DATAPLANE_AUTH=1 say otherwise. */
+static int wants_dpauth(const inagg_comm_t *c)
+{
+    const char *env = env_get(ENV_NO_DATAPLANE_AUTH);
+    return !c->opts.no_dataplane_auth && !(env && strcmp(env, "1") == 0);
+}
+
 /* With a secret: HELLO, then the JOIN carries the verifier (a new job) or the proof for the
- * switch's nonce (a job that exists). 0, or an inagg result with the reason in detail. */
-static inagg_result_t authenticate(inagg_comm_t *c, int fd, ctl_reader_t *rd, wire_join_t *j,
-                                   const char *addr_text, char *detail, size_t dlen)
+ * switch's nonce (a job that exists), and the dataplane keys of shard k come from the
+ * verifier and that nonce (wire/dpauth.h). 0, or an inagg result with the reason in
+ * detail. */
+static inagg_result_t authenticate(inagg_comm_t *c, uint32_t k, int fd, ctl_reader_t *rd,
+                                   wire_join_t *j, const char *addr_text, char *detail,
+                                   size_t dlen)
 {
     uint8_t v[SHA256_BYTES];
     int has = job_verifier(c, v, detail, dlen);
@@ -190,6 +202,11 @@ static inagg_result_t authenticate(inagg_comm_t *c, int fd, ctl_reader_t *rd, wi
     } else {
         j->auth = WIRE_AUTH_VERIFIER;
         memcpy(j->mac, v, sizeof(v));
+    }
+    j->no_dpauth = !wants_dpauth(c);
+    if (!j->no_dpauth) {
+        dpauth_derive(v, nonce, c->job, c->rank, &c->dp_keys[k]);
+        c->dp_keyed = 1;
     }
     explicit_bzero(v, sizeof(v));
     return INAGG_OK;
@@ -223,7 +240,7 @@ inagg_result_t comm_join(inagg_comm_t *c, uint32_t k, const char *addr_text,
         codec_format(&c->codec, j.compress, sizeof(j.compress));
         j.no_feedback = c->opts.no_error_feedback != 0;
     }
-    inagg_result_t arc = authenticate(c, fd, rd, &j, addr_text, detail, dlen);
+    inagg_result_t arc = authenticate(c, k, fd, rd, &j, addr_text, detail, dlen);
     if (arc != INAGG_OK)
         return arc;
     char line[CTL_LINE_MAX];
@@ -247,6 +264,12 @@ inagg_result_t comm_join(inagg_comm_t *c, uint32_t k, const char *addr_text,
     }
     if (wire_joined_parse(line, out, detail, dlen) != 0)
         return INAGG_ERR_PROTOCOL;
+    if (out->dpauth && !c->dp_keyed) {
+        set_err(detail, dlen, "switch at %s: job '%s' authenticates its dataplane but this rank "
+                "has no keys for it (no secret, or dataplane authentication turned off)",
+                addr_text, c->job);
+        return INAGG_ERR_PROTOCOL;
+    }
     return INAGG_OK;
 }
 

@@ -160,9 +160,33 @@ int worker_open_endpoint(const worker_params_t *p, int buffer, uint32_t stream,
         .roce = {.peer = &p->sw_queue0, .psn0 = p->roce_psn0, .psn0_set = p->roce_psn0_set,
                  .no_replay = p->roce_no_replay},
         .buffer_bytes = buffer,
-        .max_packet = WIRE_HEADER_SIZE + worker_payload_cap(p),
+        .max_packet = worker_hdr_bytes(p) + (uint32_t)worker_payload_cap(p),
         .faults = p->faults,
         .fault_stream = ((uint64_t)p->rank << 16) | stream,
     };
     return transport_open(&cfg, out, err, errlen);
+}
+
+uint32_t worker_seal(const worker_params_t *p, wire_header_t *h, uint8_t *pkt)
+{
+    if (p->dp_auth)
+        h->flags |= WIRE_FLAG_MAC;
+    wire_encode_header(h, pkt);
+    if (p->dp_auth)
+        dpauth_seal_packet(worker_shard_of(p, h->slot)->keys.up, pkt, (size_t)h->count * 4u);
+    return worker_hdr_bytes(p) + (uint32_t)h->count * 4u;
+}
+
+int worker_open_packet(const worker_params_t *p, const uint8_t *buf, size_t len,
+                       wire_header_t *h)
+{
+    if (wire_decode(buf, len, h) != WIRE_OK)
+        return -1;
+    int has = (h->flags & WIRE_FLAG_MAC) != 0;
+    if (has != (p->dp_auth != 0))
+        return -1;
+    if (has && !dpauth_check(worker_shard_of(p, h->slot)->keys.down, buf, (size_t)h->count * 4u))
+        return -1;
+    h->flags &= (uint8_t)~WIRE_FLAG_MAC;
+    return 0;
 }

@@ -32,6 +32,7 @@
 #include "codec/codec.h"
 #include "inagg.h"
 #include "transport/transport.h"
+#include "wire/dpauth.h"
 #include "wire/wire.h"
 #include "worker/rto.h"
 
@@ -45,6 +46,8 @@ typedef struct worker_shard {
     uint64_t token;
     transport_addr_t queue0;          /* its queue 0 (its JOINED port) */
     uint32_t queues, base;            /* its queues (dataplane threads) and the job's first */
+    dpauth_keys_t keys;               /* the worker_params_t's dp_auth: this rank's keys
+                                         there (its JOIN, wire/dpauth.h) */
 } worker_shard_t;
 
 /* What a protocol's engines need from the options and the join. */
@@ -60,6 +63,7 @@ typedef struct worker_params {
                                          job's first: see worker_slot_queue */
     uint32_t nshards;                 /* switches the slots are spread over (>= 1); the
                                          fields above are shard 0's */
+    int dp_auth;                      /* every packet carries a MAC (JOINED dpauth=1) */
     worker_shard_t shard[WORKER_MAX_SHARDS];
     uint32_t rto_us, rto_min_us, rto_max_us, timeout_ms;
     int socket_buffer;
@@ -272,6 +276,24 @@ static inline wire_header_t worker_header(const worker_params_t *p, uint8_t type
     };
     return h;
 }
+
+/* Bytes before a packet's payload: the header, and its MAC in an authenticated job. */
+static inline uint32_t worker_hdr_bytes(const worker_params_t *p)
+{
+    return WIRE_HEADER_SIZE + (p->dp_auth ? WIRE_MAC_BYTES : 0u);
+}
+
+/* Encode h into pkt, whose payload (h->count words) is at pkt + worker_hdr_bytes(p) already,
+ * and in an authenticated job seal it with this rank's key for the slot's switch. The
+ * packet's length. */
+uint32_t worker_seal(const worker_params_t *p, wire_header_t *h, uint8_t *pkt);
+
+/* Decode a datagram from the switch and, in an authenticated job, check its MAC under this
+ * rank's key for the slot's switch (the MAC flag then cleared from *h). 0, or -1: not a
+ * packet of ours (malformed, or a MAC missing, unexpected or wrong: forged or changed),
+ * which the caller counts as invalid and drops. Its payload is at buf + worker_hdr_bytes. */
+int worker_open_packet(const worker_params_t *p, const uint8_t *buf, size_t len,
+                       wire_header_t *h);
 
 /* The switch queue (dataplane thread) that serves pool slot `slot`, numbered across the
  * shards (two slots have the same number exactly when one thread of one switch serves both). */

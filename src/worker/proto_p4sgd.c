@@ -65,7 +65,7 @@ typedef struct p4wslot {
     worker_timer_t tm;     /* of the contribution or the acknowledgement in flight */
     uint8_t *pkt;          /* the contribution, kept for retransmission */
     uint32_t pkt_len;
-    uint8_t ack[WIRE_HEADER_SIZE];
+    uint8_t ack[WIRE_HEADER_MAX];
     transport_addr_t dst;  /* the switch queue that serves this slot */
 } p4wslot_t;
 
@@ -103,7 +103,7 @@ static int p4engine_create(const worker_params_t *p, p4engine_t **out, char *err
     }
     e->p = *p;
     worker_counters_init(&e->c, &e->rto, p);
-    e->pkt_cap = WIRE_HEADER_SIZE + (size_t)p->elems * 4u;
+    e->pkt_cap = worker_hdr_bytes(p) + (size_t)p->elems * 4u;
     e->ws = calloc(p->slots, sizeof(p4wslot_t));
     e->pkt_arena = malloc((size_t)p->slots * e->pkt_cap);
     int rc = 0;
@@ -176,7 +176,7 @@ static void send_phase(p4engine_t *e, p4wslot_t *w, uint64_t now)
     if (w->phase == P4W_AGGREGATING)
         worker_txq_push(&e->tx, w->pkt, w->pkt_len, &w->dst, &e->c);
     else
-        worker_txq_push(&e->acks, w->ack, WIRE_HEADER_SIZE, &w->dst, &e->c);
+        worker_txq_push(&e->acks, w->ack, worker_hdr_bytes(&e->p), &w->dst, &e->c);
     worker_timer_arm(&w->tm, now);
 }
 
@@ -201,7 +201,7 @@ static p4wslot_t *pending_ack_for(p4engine_t *e, uint32_t with)
 static void start_on_slot(p4engine_t *e, p4wslot_t *w, p4_op_t *op, uint64_t now)
 {
     wire_header_t h = worker_header(&e->p, WIRE_ACK, w->slot, w->round);
-    wire_encode_header(&h, w->ack);
+    (void)worker_seal(&e->p, &h, w->ack);
     h = worker_header(&e->p, WIRE_CONTRIB, w->slot, w->round);
     h.count = (uint16_t)op->count;
     h.dtype = op->dtype == INAGG_INT32 ? WIRE_INT32 : WIRE_FLOAT32;
@@ -218,10 +218,9 @@ static void start_on_slot(p4engine_t *e, p4wslot_t *w, p4_op_t *op, uint64_t now
         a->ack_pending = 0;
         worker_timer_arm(&a->tm, now);
     }
-    worker_encode_plain(op->dtype, op->send, (uint32_t *)(void *)(w->pkt + WIRE_HEADER_SIZE),
-                        op->count);
-    wire_encode_header(&h, w->pkt);
-    w->pkt_len = WIRE_HEADER_SIZE + op->count * 4u;
+    worker_encode_plain(op->dtype, op->send,
+                        (uint32_t *)(void *)(w->pkt + worker_hdr_bytes(&e->p)), op->count);
+    w->pkt_len = worker_seal(&e->p, &h, w->pkt);
     w->op = op;
     op->done = 0;
     op->result = 0;
@@ -274,7 +273,7 @@ static void confirm(p4engine_t *e, p4wslot_t *w, uint32_t round)
 static void handle_packet(p4engine_t *e, const uint8_t *buf, size_t len, uint64_t now)
 {
     wire_header_t h;
-    if (wire_decode(buf, len, &h) != WIRE_OK ||
+    if (worker_open_packet(&e->p, buf, len, &h) != 0 ||
         (h.type != WIRE_RESULT && h.type != WIRE_CONFIRM) || !worker_packet_ours(&e->p, &h)) {
         WORKER_CNT_ADD(e->c.invalid, 1);
         return;
@@ -314,7 +313,7 @@ static void handle_packet(p4engine_t *e, const uint8_t *buf, size_t len, uint64_
     worker_count_received(&e->c, len);
     worker_timer_answered(&w->tm, now, &e->c, &e->rto);
     e->stall_ns = 0;
-    deliver(e, w, &h, (const uint32_t *)(const void *)(buf + WIRE_HEADER_SIZE));
+    deliver(e, w, &h, (const uint32_t *)(const void *)(buf + worker_hdr_bytes(&e->p)));
     e->aggregating--;
     w->phase = P4W_ACKNOWLEDGING;
     worker_timer_fresh(&w->tm, &e->rto);

@@ -159,7 +159,7 @@ int sml_engine_create(const worker_params_t *p, uint32_t index, engine_t **out, 
     worker_counters_init(&e->c, &e->rto, p);
     for (uint32_t i = index; i < p->slots; i += e->nthreads)
         e->nlocal++;
-    e->pkt_cap = WIRE_HEADER_SIZE + worker_payload_cap(p);
+    e->pkt_cap = worker_hdr_bytes(p) + worker_payload_cap(p);
     e->ws = calloc(e->nlocal ? e->nlocal : 1, sizeof(wslot_t));
     e->pkt_arena = malloc((e->nlocal ? e->nlocal : 1) * e->pkt_cap);
     int rc = 0;
@@ -319,7 +319,7 @@ static uint16_t encode_chunk(engine_t *e, const coder_t *cd, const run_t *run, u
                              uint32_t *payload, uint8_t *flags, uint64_t *enc_ns)
 {
     size_t off = chunk * e->p.elems, len = chunk_len(e, run, chunk);
-    size_t cap = e->pkt_cap - WIRE_HEADER_SIZE;
+    size_t cap = e->pkt_cap - worker_hdr_bytes(&e->p);
     const float *src = (const float *)run->r->send + off;
     float *res = run->resid ? e->resid + off : NULL;
     if (res) { /* error feedback: send the chunk plus what was dropped last time */
@@ -377,7 +377,7 @@ static void *helper_main(void *arg)
         uint8_t fl = 0;
         uint64_t dt = 0;
         uint16_t words = encode_chunk(e, &e->hcd, run, chunk,
-                                      (uint32_t *)(void *)(buf + WIRE_HEADER_SIZE), &fl, &dt);
+                                      (uint32_t *)(void *)(buf + worker_hdr_bytes(&e->p)), &fl, &dt);
         pthread_mutex_lock(&e->hmu);
         w->spare_words = words;
         w->spare_flags = fl;
@@ -465,7 +465,7 @@ static void send_current(engine_t *e, run_t *run, wslot_t *w)
     h.chunk = (uint32_t)w->chunk;
     h.flags |= run->r->set ? WIRE_FLAG_SET : 0;
     h.dtype = run->wire_dtype;
-    uint32_t *payload = (uint32_t *)(void *)(w->pkt + WIRE_HEADER_SIZE);
+    uint32_t *payload = (uint32_t *)(void *)(w->pkt + worker_hdr_bytes(&e->p));
     if (w->phase == PHASE_PROBE) {
         h.count = 0;
         h.exp = QUANT_EXP_ZERO;
@@ -498,8 +498,7 @@ static void send_current(engine_t *e, run_t *run, wslot_t *w)
             quant_encode((const float *)run->r->send + off, payload, len, w->exp, e->p.world);
         }
     }
-    wire_encode_header(&h, w->pkt);
-    w->pkt_len = WIRE_HEADER_SIZE + (uint32_t)h.count * 4u;
+    w->pkt_len = worker_seal(&e->p, &h, w->pkt);
     worker_timer_fresh(&w->tm, &e->rto);
     if (run->coded && w->tm.rto_us < e->code_floor_us)
         w->tm.rto_us = e->code_floor_us;
@@ -539,7 +538,7 @@ static void deliver(engine_t *e, run_t *run, const wslot_t *w, const wire_header
 static int accept_result(engine_t *e, const run_t *run, const uint8_t *buf, size_t len,
                          wire_header_t *h)
 {
-    if (wire_decode(buf, len, h) != WIRE_OK || h->type != WIRE_RESULT ||
+    if (worker_open_packet(&e->p, buf, len, h) != 0 || h->type != WIRE_RESULT ||
         !worker_packet_ours(&e->p, h) || h->slot % e->nthreads != e->index) {
         WORKER_CNT_ADD(e->c.invalid, 1);
         return -1;
@@ -555,7 +554,7 @@ static int accept_result(engine_t *e, const run_t *run, const uint8_t *buf, size
         int rc = -1;
         if (h->dtype == WIRE_CODED) {
             uint64_t t0 = util_now_ns();
-            rc = codec_decode(e->codec, buf + WIRE_HEADER_SIZE, (size_t)h->count * 4u, e->dec,
+            rc = codec_decode(e->codec, buf + worker_hdr_bytes(&e->p), (size_t)h->count * 4u, e->dec,
                               want, NULL, 0);
             uint64_t dt = util_now_ns() - t0;
             count_step(&e->c, 0, dt, atomic_load(&e->onwire) - (w->armed ? 1u : 0u));
@@ -686,7 +685,7 @@ int sml_engine_run(engine_t *e, const worker_call_t *r, char *detail, size_t dle
             worker_timer_answered(&w->tm, now, &e->c, &e->rto);
             answered(e, w);
             last_progress = now;
-            const uint32_t *payload = (const uint32_t *)(const void *)(buf + WIRE_HEADER_SIZE);
+            const uint32_t *payload = (const uint32_t *)(const void *)(buf + worker_hdr_bytes(&e->p));
             w->round++;
             if (w->phase == PHASE_PROBE) {
                 w->exp = h.next_exp;

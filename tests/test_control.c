@@ -28,6 +28,7 @@
 #include "harness.h"
 #include "inagg.h"
 #include "json/json.h"
+#include "switch/control_int.h"
 #include "switch/switch.h"
 #include "wire/auth.h"
 
@@ -624,6 +625,69 @@ TEST(control_out_of_descriptors_neither_spins_nor_stalls, 30)
         usleep(20000);
         if (stat_of(sw, "connections") == 0)
             fd = join_raw(addr, "after", 0, 1, 4, reply, sizeof(reply));
+    }
+    CHECK(fd >= 0);
+    CHECK_MSG(strncmp(reply, "JOINED", 6) == 0, "%s", reply);
+    close(fd);
+    switch_stop(sw);
+    setrlimit(RLIMIT_NOFILE, &rl);
+}
+
+/* The global table of control connections is bounded: 1,030 idle connections from one
+ * address (whose own limit is raised past that) leave at most CTL_MAX_CLIENTS open, the
+ * rest refused and counted as conn_limit, and the switch serves a JOIN once they close. */
+TEST(control_global_connection_cap, 60)
+{
+    struct rlimit rl;
+    CHECK(getrlimit(RLIMIT_NOFILE, &rl) == 0);
+    if (rl.rlim_max < 4096) {
+        SKIP("the RLIMIT_NOFILE hard limit is below the 4,096 descriptors this needs");
+        return;
+    }
+    struct rlimit high = {4096, rl.rlim_max};
+    CHECK(setrlimit(RLIMIT_NOFILE, &high) == 0);
+    switch_config_t cfg = SWITCH_CONFIG_INIT;
+    cfg.max_conns_per_addr = 2000;
+    char addr[64], reply[CTL_LINE_MAX];
+    inagg_switch_t *sw = start_switch(&cfg, addr, sizeof(addr));
+    struct sockaddr_in to;
+    CHECK(netaddr_parse(addr, 0, &to) == 0);
+    const int want = CTL_MAX_CLIENTS + 6;
+    int p[2];
+    CHECK(pipe(p) == 0);
+    pid_t child = fork();
+    CHECK(child >= 0);
+    if (child == 0) { /* its own descriptor table: the connections, held until told */
+        close(p[1]);
+        for (int i = 0; i < want; i++) {
+            int fd = socket(AF_INET, SOCK_STREAM, 0);
+            if (fd < 0 || connect(fd, (struct sockaddr *)&to, sizeof(to)) != 0)
+                break;
+        }
+        char c;
+        ssize_t n = read(p[0], &c, 1);
+        (void)n;
+        _exit(0);
+    }
+    close(p[0]);
+    double open = 0, refused = 0;
+    for (int tries = 0; tries < 500 && open + refused < want; tries++) {
+        usleep(20000);
+        open = stat_of(sw, "connections");
+        refused = stat_of(sw, "conn_limit");
+    }
+    fprintf(stderr, "    %d connections: %.0f open, %.0f refused\n", want, open, refused);
+    CHECK_MSG(open <= CTL_MAX_CLIENTS, "%.0f connections open, the table holds %d", open,
+              CTL_MAX_CLIENTS);
+    CHECK_MSG(refused >= want - CTL_MAX_CLIENTS, "%.0f refused of %d", refused, want);
+    close(p[1]);
+    int status;
+    CHECK(waitpid(child, &status, 0) == child);
+    int fd = -1;
+    for (int tries = 0; tries < 250 && fd < 0; tries++) {
+        usleep(20000);
+        if (stat_of(sw, "connections") == 0)
+            fd = join_raw(addr, "after-cap", 0, 1, 4, reply, sizeof(reply));
     }
     CHECK(fd >= 0);
     CHECK_MSG(strncmp(reply, "JOINED", 6) == 0, "%s", reply);

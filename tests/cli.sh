@@ -107,6 +107,15 @@ if command -v mpirun >/dev/null && [ -x build/inagg-mpi-bench ]; then
     else bad $t "$(tail -n 3 "$tmp/err") $out"; fi
 else missing $t "mpirun or build/inagg-mpi-bench" "$MPI_PKGS"; fi
 
+# A failed run names the rank where the failure started, not the first rank's report: rank 1
+# goes silent past the job's timeout (a test-only knob), the switch fails the job, and the
+# summary is rank 1's own error, which says that it was the silent one.
+t=bench_failure_names_the_root_cause_rank
+out=$(INAGG_BENCH_STALL=1 timeout 60 $INAGG bench allreduce --workers 3 --elems 10000 --iters 2 --timeout-ms 1500 --json - 2>"$tmp/err"); rc=$?
+err=$(echo "$out" | json_get "['sizes'][0]['inagg']['error']" 2>/dev/null)
+if [ $rc -eq 1 ] && [[ "$err" == "rank 1, iteration 0: "*"this rank (1) sent nothing for"*"while ranks 0,2 were waiting on it"* ]]; then ok $t
+else bad $t "rc $rc, error: $err"; fi
+
 # The benchmark can report a failure: one altered element (a test-only knob, see --help) must
 # give verified=false and exit 1, for int32 and for float32, and for compressed float32 (whose
 # bound is per element: 2 ranks must match the offline reference exactly, 3 by the spread of

@@ -248,6 +248,16 @@ static void corrupt_for_test(const ar_opts_t *o, void *recv)
         ((int32_t *)recv)[i] += 1;
 }
 
+/* Test only: INAGG_BENCH_STALL=R makes rank R go silent before its first allreduce, for
+ * longer than the job's timeout (as a stopped or starved process would), so a test can see
+ * the benchmark name the rank where the failure started (tests/cli.sh). */
+static void stall_for_test(const ar_opts_t *o, uint32_t rank)
+{
+    const char *v = getenv("INAGG_BENCH_STALL");
+    if (v && *v && strtoul(v, NULL, 10) == rank)
+        usleep((o->timeout_ms + 1500u) * 1000u);
+}
+
 static double now_real(void)
 {
     struct timespec ts;
@@ -327,6 +337,8 @@ int ar_rank_run(const ar_opts_t *o, uint32_t rank, const char *addr, const char 
                 rep->t_start = now_real();
                 cpu0 = cpu_self();
             }
+            if (it == 0)
+                stall_for_test(o, rank);
             uint64_t t0 = util_now_ns();
             rc = inagg_allreduce(comm, send, recv, o->elems, dt, INAGG_SUM);
             uint64_t t1 = util_now_ns();
@@ -342,6 +354,7 @@ int ar_rank_run(const ar_opts_t *o, uint32_t rank, const char *addr, const char 
                         it < o->warmup ? o->warmup : o->iters, (double)(t1 - t0) / 1e6);
         }
         if (rc != INAGG_OK) {
+            rep->t_fail = now_real();
             snprintf(rep->error, sizeof(rep->error), "rank %u, iteration %u: %s: %s", rank, it,
                      inagg_strerror(rc), inagg_last_error(comm));
             rep->verified = 0;
@@ -352,6 +365,8 @@ int ar_rank_run(const ar_opts_t *o, uint32_t rank, const char *addr, const char 
         uint64_t bad = verify(o, &ex, recv, &rep->max_err);
         rep->wrong += bad;
         if (bad) {
+            if (rep->t_fail == 0)
+                rep->t_fail = now_real();
             rep->verified = 0;
             snprintf(rep->error, sizeof(rep->error),
                      "rank %u, iteration %u: %llu of %llu elements wrong", rank, it,
@@ -394,6 +409,7 @@ void ar_rank_print(const ar_opts_t *o, const ar_rank_report_t *rep)
     json_string(&w, "checksum", sum);
     json_number_exact(&w, "t_start", rep->t_start);
     json_number_exact(&w, "t_end", rep->t_end);
+    json_number_exact(&w, "t_fail", rep->t_fail);
     json_number(&w, "cpu_s", rep->cpu_s);
     json_begin_array(&w, "times_s");
     for (uint32_t i = 0; i < rep->iters; i++)
@@ -479,6 +495,8 @@ int ar_rank_parse(const char *text, ar_rank_report_t *rep)
     if (json_find_number(text, "t_start", &rep->t_start) != 0 ||
         json_find_number(text, "t_end", &rep->t_end) != 0)
         return -1;
+    if (json_find_number(text, "t_fail", &rep->t_fail) != 0)
+        rep->t_fail = 0;
     if (json_find_number(text, "cpu_s", &rep->cpu_s) != 0)
         rep->cpu_s = NAN;
     if (json_find_number(text, "max_err", &rep->max_err) != 0)

@@ -254,6 +254,8 @@ int comm_wait_until(inagg_comm_t *c, uint64_t deadline_ns)
     return worker_cond_wait_until(&c->cv, &c->mu, deadline_ns);
 }
 
+#define BARRIER_VERDICT_MS 1000u
+
 inagg_result_t inagg_barrier(inagg_comm_t *comm)
 {
     if (!comm)
@@ -267,7 +269,10 @@ inagg_result_t inagg_barrier(inagg_comm_t *comm)
     const char *barrier = wire_verb_name(WIRE_VERB_BARRIER);
     if (ctl_write_line(comm->ctl_fd[0], barrier, (int)comm->opts.timeout_ms) != 0)
         return comm_set_error(comm, INAGG_ERR_CONNECTION, "cannot send BARRIER to the switch");
-    uint64_t deadline = util_now_ns() + (uint64_t)comm->opts.timeout_ms * 1000000ull;
+    /* the switch fails a barrier that waited the job's timeout, naming the ranks that did not
+     * arrive: its verdict gets BARRIER_VERDICT_MS to come before this rank's own timeout */
+    uint64_t deadline =
+        util_now_ns() + ((uint64_t)comm->opts.timeout_ms + BARRIER_VERDICT_MS) * 1000000ull;
     pthread_mutex_lock(&comm->mu);
     while (comm->barriers_done < target && comm->fail_code == INAGG_OK)
         if (comm_wait_until(comm, deadline))

@@ -15,6 +15,7 @@ OUT=${2:-$(mktemp -d /tmp/inagg-roce-stress-XXXXXX)}
 mkdir -p "$OUT"
 INAGG=${ROCE_STRESS_INAGG:-./build/inagg}
 [ -x "$INAGG" ] || { echo "roce_stress: build first (make)"; exit 2; }
+export INAGG_TESTBED_TOOL=${INAGG_TESTBED_TOOL:-$PWD/tools/testbed} # also for a copied binary
 [ "$(id -u)" = 0 ] || { echo "roce_stress: the testbed needs root"; exit 2; }
 load0=$(cut -d' ' -f1-3 /proc/loadavg)
 t0=$(date +%s)
@@ -35,6 +36,6 @@ for i in $(seq 1 "$N"); do
     for f in run.json run.out run.err; do [ -f "$OUT/$f" ] && cp "$OUT/$f" "$OUT/fail$i.${f#run.}"; done
     echo "roce_stress: run $i failed (exit $rc, verified ${verified:-?}): $(tail -n 2 "$OUT/run.err" | tr '\n' ' ')"
     [ "${ROCE_STRESS_KEEP_GOING:-0}" = 1 ] || break
-done
+done 2>&1
 echo "roce_stress: $((ok + failed)) runs, $ok passed, $failed failed in $(( $(date +%s) - t0 )) s; load average before $load0, after $(cut -d' ' -f1-3 /proc/loadavg); output in $OUT"
 [ $failed -eq 0 ]

@@ -176,7 +176,7 @@ static void free_retired(control_t *ctl, job_t *j, uint64_t record)
     struct inagg_switch *sw = ctl->sw;
     if (j->owner) {
         j->owner->slots -= j->nslots;
-        peers_release(j->owner, server_now_ms(), AUTH_WINDOW_MS);
+        peers_release(j->owner);
     }
     pthread_mutex_lock(&sw->stats_lock);
     atomic_fetch_sub(&sw->slots_used, j->nslots);
@@ -318,7 +318,7 @@ static void drop_client(control_t *ctl, int idx)
     close(cl->fd);
     ctl_writer_free(&cl->wr);
     cl->peer->conns--;
-    peers_release(cl->peer, server_now_ms(), AUTH_WINDOW_MS);
+    peers_release(cl->peer);
     atomic_fetch_sub(&ctl->sw->ctl_connections, 1);
     free(cl);
     ctl->clients[idx] = ctl->clients[--ctl->nclients];
@@ -516,8 +516,33 @@ static void check_jobs(control_t *ctl)
     }
 }
 
-/* Accept what is waiting: a connection past the table's size or its address's limit is
- * refused with a reason and closed. */
+/* At the table's size (p NULL) or address p's limit: close the connection without a job that
+ * has been quiet longest (of p's), to make room for a new one (an address's idle or stuck
+ * connections cannot lock out its members' JOINs). 1 if one was closed. */
+static int evict_idle(control_t *ctl, const peer_t *p)
+{
+    int victim = -1;
+    for (int i = 0; i < ctl->nclients; i++) {
+        const client_t *cl = ctl->clients[i];
+        if (cl->job || cl->doomed || (p && cl->peer != p))
+            continue;
+        if (victim < 0 || cl->last_in_ms < ctl->clients[victim]->last_in_ms)
+            victim = i;
+    }
+    if (victim < 0)
+        return 0;
+    static const char bye[] = "ERR busy closed: the longest-idle connection without a job, to "
+                              "make room for a new one\n";
+    ssize_t n = send(ctl->clients[victim]->fd, bye, sizeof(bye) - 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+    (void)n;
+    control_count(ctl->sw, CTL_CONN_EVICTED);
+    drop_client(ctl, victim);
+    return 1;
+}
+
+/* Accept what is waiting: a connection past the table's size or its address's limit takes
+ * the place of the longest-idle connection without a job (of that address), or is refused
+ * with a reason and closed when there is none. */
 static void accept_clients(control_t *ctl)
 {
     struct inagg_switch *sw = ctl->sw;
@@ -537,13 +562,14 @@ static void accept_clients(control_t *ctl)
         peer_t *p = NULL;
         client_t *cl = NULL;
         const char *why = NULL;
-        if (ctl->nclients >= CTL_MAX_CLIENTS || fd >= ctl->by_fd_cap ||
-            !(p = peers_get(&ctl->peers, &ss))) {
+        if ((ctl->nclients >= CTL_MAX_CLIENTS && !evict_idle(ctl, NULL)) ||
+            fd >= ctl->by_fd_cap || !(p = peers_get(&ctl->peers, &ss))) {
             control_count(sw, CTL_CONN_LIMIT);
-            why = "ERR system too many control connections\n";
-        } else if (p->conns >= ctl->max_conns_per_addr) {
+            why = "ERR busy too many control connections\n";
+        } else if (p->conns >= ctl->max_conns_per_addr &&
+                   (!evict_idle(ctl, p) || !(p = peers_get(&ctl->peers, &ss)))) {
             control_count(sw, CTL_CONN_PER_ADDR);
-            why = "ERR refused too many control connections from this address\n";
+            why = "ERR busy too many control connections from this address\n";
         } else if (!(cl = calloc(1, sizeof(*cl)))) {
             why = "ERR system out of memory\n";
         }
@@ -551,7 +577,7 @@ static void accept_clients(control_t *ctl)
             ssize_t n = send(fd, why, strlen(why), MSG_DONTWAIT | MSG_NOSIGNAL);
             (void)n;
             close(fd);
-            peers_release(p, server_now_ms(), AUTH_WINDOW_MS);
+            peers_release(p);
             continue;
         }
         *cl = (client_t){.fd = fd, .peer = p, .last_in_ms = server_now_ms(),
@@ -583,7 +609,10 @@ static control_t *control_create(struct inagg_switch *sw)
     ctl->by_fd = calloc((size_t)ctl->by_fd_cap, sizeof(*ctl->by_fd));
     ctl->retiring = calloc(SWITCH_MAX_JOBS, sizeof(*ctl->retiring));
     if (!ctl->by_fd || !ctl->retiring ||
-        peers_init(&ctl->peers, CTL_MAX_CLIENTS + SWITCH_MAX_JOBS) != 0) {
+        peers_init(&ctl->peers, CTL_MAX_CLIENTS + SWITCH_MAX_JOBS) != 0 ||
+        authlimit_init(&ctl->auth, AUTH_TABLE, AUTH_FAIL_LIMIT, AUTH_WINDOW_MS) != 0) {
+        peers_free(&ctl->peers);
+        authlimit_free(&ctl->auth);
         free(ctl->by_fd);
         free(ctl->retiring);
         free(ctl);
@@ -600,6 +629,7 @@ void *control_main(void *arg)
     if (!ctl || !pfds) {
         if (ctl) {
             peers_free(&ctl->peers);
+            authlimit_free(&ctl->auth);
             free(ctl->by_fd);
             free(ctl->retiring);
         }
@@ -651,6 +681,7 @@ void *control_main(void *arg)
         drop_client(ctl, ctl->nclients - 1);
     reap_retired(ctl, 1);
     peers_free(&ctl->peers);
+    authlimit_free(&ctl->auth);
     free(ctl->by_fd);
     free(ctl->retiring);
     free(pfds);

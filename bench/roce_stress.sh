@@ -15,7 +15,10 @@ OUT=${2:-$(mktemp -d /tmp/inagg-roce-stress-XXXXXX)}
 mkdir -p "$OUT"
 INAGG=${ROCE_STRESS_INAGG:-./build/inagg}
 [ -x "$INAGG" ] || { echo "roce_stress: build first (make)"; exit 2; }
-export INAGG_TESTBED_TOOL=${INAGG_TESTBED_TOOL:-$PWD/tools/testbed} # also for a copied binary
+# a copied binary (ROCE_STRESS_INAGG) runs the ranks and the fabric, so a rebuild meanwhile
+# does not disturb the loop
+case $INAGG in /*) ;; *) INAGG=$PWD/$INAGG ;; esac
+export INAGG_TESTBED_TOOL=${INAGG_TESTBED_TOOL:-$PWD/tools/testbed} INAGG_BIN=${INAGG_BIN:-$INAGG}
 [ "$(id -u)" = 0 ] || { echo "roce_stress: the testbed needs root"; exit 2; }
 load0=$(cut -d' ' -f1-3 /proc/loadavg)
 t0=$(date +%s)

@@ -473,6 +473,49 @@ TEST(barrier_timeout_names_the_missing_ranks, 30)
     ts_stop(&ts);
 }
 
+/* A rank stopped after the job's last collective, resumed after the others left with LEAVE:
+ * those ranks are done, not silent, so the switch does not fail the job blaming them ("rank 0
+ * sent nothing ...; it had left the job"); the resumed rank's next call, which nobody else
+ * makes, ends at its own timeout. */
+static int leftover_worker(uint32_t rank, void *arg)
+{
+    job_spec_t *s = arg;
+    inagg_comm_t *comm = spec_join(s, rank);
+    if (!comm)
+        return 10;
+    int32_t x[1000] = {0}, y[1000];
+    if (inagg_allreduce(comm, x, y, 1000, INAGG_INT32, INAGG_SUM) != INAGG_OK)
+        return 11;
+    if (rank == 0) {
+        inagg_comm_destroy(comm);
+        return 0;
+    }
+    raise(SIGSTOP);
+    inagg_result_t rc = inagg_allreduce(comm, x, y, 1000, INAGG_INT32, INAGG_SUM);
+    const char *why = inagg_last_error(comm);
+    int ok = rc == INAGG_ERR_TIMEOUT && !strstr(why, "rank 0 sent nothing") && !strstr(why, "left");
+    if (!ok)
+        fprintf(stderr, "    resumed rank %u: got %s (%s)\n", rank, inagg_strerror(rc), why);
+    inagg_comm_destroy(comm);
+    return ok ? 0 : 12;
+}
+
+TEST(resumed_rank_not_told_a_rank_that_left_was_silent, 30)
+{
+    switch_config_t cfg = SWITCH_CONFIG_INIT;
+    test_switch_t ts;
+    ts_start(&ts, &cfg);
+    job_spec_t s = {.addr = ts.addr, .job = "leftover", .world = 2, .timeout_ms = 1500,
+                    .slots = 4};
+    pid_t p[2];
+    spawn_workers(2, leftover_worker, &s, p);
+    CHECK_EQ_INT(wait_pid(p[0], 20), 0);
+    usleep(2500000); /* rank 1 stays stopped past the job's timeout */
+    kill(p[1], SIGCONT);
+    CHECK_EQ_INT(wait_pid(p[1], 20), 0);
+    ts_stop(&ts);
+}
+
 TEST(killed_worker_fails_job_with_clear_error, 60) { victim_test(0); }
 TEST(stalled_worker_fails_job_after_timeout, 60) { victim_test(1); }
 

@@ -271,7 +271,7 @@ TEST(control_connections_limited_per_address, 30)
     CHECK_EQ_INT(stat_of(sw, "connections"), 8);
     CHECK_EQ_INT(stat_of(sw, "conn_per_addr"), 0);
     /* the flood's last 8 are open and idle: members of 8 jobs join from the same address */
-    char reply[CTL_LINE_MAX], job[16];
+    char reply[CTL_LINE_MAX], job[32];
     int members[8];
     for (int m = 0; m < 8; m++) {
         snprintf(job, sizeof(job), "member%d", m);

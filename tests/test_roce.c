@@ -184,6 +184,10 @@ TEST(roce_flow_window_and_length_rules, 10)
     f.payload_len = ROCE_PMTU;
     CHECK_EQ_INT(roce_rx_frame(&fl, &f), ROCE_RX_DUP);
     CHECK_EQ_INT(fl.epsn, 9);
+    /* ... and just behind epsn (the frame before the expected one, again) */
+    f.h.psn = 8;
+    CHECK_EQ_INT(roce_rx_frame(&fl, &f), ROCE_RX_DUP);
+    CHECK_EQ_INT(fl.epsn, 9);
 }
 
 /* A retransmission that reuses the PSNs of a message lost on its way (go-back-N): taken as

@@ -33,6 +33,7 @@ for i in $(seq 1 "$N"); do
                "$OUT/run.json" 2>/dev/null)
     if [ $rc -eq 0 ] && [ "$verified" = True ]; then
         ok=$((ok + 1))
+        [ $((i % 10)) -ne 0 ] || echo "roce_stress: $i runs, $failed failed, load $(cut -d' ' -f1 /proc/loadavg)"
         continue
     fi
     failed=$((failed + 1))

@@ -211,6 +211,17 @@ TEST(fabric_classify_flood_and_queue_ranges, 5)
     CHECK_EQ_INT(atomic_load(&f->roce.c[RG_NO_MATCH]), 1);
     CHECK_EQ_INT(atomic_load(&f->g[FG_AGG_IN]), 2);
     CHECK_EQ_INT(frameq_ready(&f->link.rx[1]), 2);
+    /* flows are never told to go: 6000 more (new QPs, as jobs come and go) are all steered,
+     * the later ones in the entries of the flows that had a frame least recently */
+    rh.rkey = 0;
+    for (uint32_t k = 0; k < 6000; k++) {
+        rh.qp = 0x10000 + k;
+        uint32_t n = roce_write_frame(fr, &rh, pay, sizeof(pay), NULL, 0);
+        fabric_roce_in(f, 1, NULL, fr, n, 6);
+    }
+    CHECK_EQ_INT(atomic_load(&f->roce.c[RG_FIRST]), 6001);
+    CHECK_EQ_INT(atomic_load(&f->roce.c[RG_TABLE_FULL]), 0);
+    CHECK(atomic_load(&f->roce.c[RG_RECYCLED]) > 0);
     classify_fabric_free(f);
 }
 

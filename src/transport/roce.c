@@ -137,6 +137,25 @@ static uint32_t answered_slot(const roce_msg_key_t *k)
     return (uint32_t)(((k->slot_round ^ k->job) * 0x9e3779b97f4a7c15ull) >> 40) % ROCE_ANSWERED;
 }
 
+/* Entry i made the flow (port, mac, qp), its state new. */
+static flow_ent_t *flow_init(roce_endpoint_t *e, uint32_t i, uint16_t port, const uint8_t *mac,
+                             uint32_t qp)
+{
+    flow_ent_t *f = &e->flows[i];
+    memset(f, 0, sizeof(*f));
+    f->used = 1;
+    f->port = port;
+    memcpy(f->mac, mac, 6);
+    f->qp = qp;
+    f->ordinal = e->nflows++; /* a new row in the result buffer: nothing of the old flow's */
+    f->rx.buf = e->bufs + (size_t)i * e->cap;
+    f->rx.cap = e->cap;
+    return f;
+}
+
+/* The flow (port, mac, qp), created if absent when `create`. Entries are never emptied (a
+ * job's flows are not told to go when it ends), so a table full of them gives a new flow the
+ * entry of the flow heard from least recently, in place (every lookup still probes past it). */
 static flow_ent_t *flow_find(roce_endpoint_t *e, uint16_t port, const uint8_t *mac,
                              uint32_t qp, int create)
 {
@@ -145,23 +164,19 @@ static flow_ent_t *flow_find(roce_endpoint_t *e, uint16_t port, const uint8_t *m
     for (uint32_t k = 0; k < ROCE_FLOWS; k++) {
         uint32_t i = (hsh + k) & (ROCE_FLOWS - 1);
         flow_ent_t *f = &e->flows[i];
-        if (!f->used) {
-            if (!create)
-                return NULL;
-            memset(f, 0, sizeof(*f));
-            f->used = 1;
-            f->port = port;
-            memcpy(f->mac, mac, 6);
-            f->qp = qp;
-            f->ordinal = e->nflows++;
-            f->rx.buf = e->bufs + (size_t)i * e->cap;
-            f->rx.cap = e->cap;
-            return f;
-        }
+        if (!f->used)
+            return create ? flow_init(e, i, port, mac, qp) : NULL;
         if (f->qp == qp && f->port == port && memcmp(f->mac, mac, 6) == 0)
             return f;
     }
-    return NULL;
+    if (!create)
+        return NULL;
+    uint32_t lru = 0;
+    for (uint32_t i = 1; i < ROCE_FLOWS; i++)
+        if (e->flows[i].last_rx < e->flows[lru].last_rx)
+            lru = i;
+    stat(e, RS_FLOWS_RECYCLED);
+    return flow_init(e, lru, port, mac, qp);
 }
 
 /* Send one UDP packet of a linked endpoint, as the afpacket transport frames it. */
@@ -392,6 +407,7 @@ static int recv_linked(roce_endpoint_t *e, transport_rx_t *out, int max, int tim
             stat(e, RS_FLOW_TABLE_FULL);
             continue;
         }
+        fl->last_rx = ++e->rx_frames;
         uint32_t len;
         enum roce_rx_verdict v;
         if (roce_take_frame(e, &fl->rx, &f, (uint32_t)got, &len, &v)) {
@@ -600,7 +616,7 @@ const char *roce_stat_name(int i)
         "bad_length", "bad_bth", "not_write", "bad_payload", "bad_icrc", "psn_duplicate",
         "psn_gap", "psn_window", "no_first", "too_big", "length", "abandoned",
         "flow_table_full", "tx_dropped", "repeats", "resbuf_answered", "resbuf_evicted",
-        "repeat_round_open", "resent_taken", "replayed"};
+        "repeat_round_open", "resent_taken", "replayed", "flows_recycled"};
     return i >= 0 && i < RS_COUNT ? names[i] : "unknown";
 }
 

@@ -32,6 +32,7 @@ typedef struct flow_ent {
     uint32_t qp;
     uint32_t tx_psn; /* the PSN of our next frame to this flow */
     uint32_t ordinal; /* flows in the order they were seen: the result buffer's row */
+    uint64_t last_rx; /* the endpoint's frame count when this flow last sent one */
     roce_rx_flow_t rx;
     roce_msg_key_t done_key[ROCE_RX_DONE_SLOTS]; /* the key of each message rx remembers */
     roce_msg_key_t answered[ROCE_ANSWERED];      /* results sent (by key hash): a repeat whose
@@ -56,6 +57,7 @@ typedef struct roce_endpoint {
     roce_rx_flow_t wrx[ROCE_MAX_QUEUES]; /* worker: the switch's flow on each QP */
     flow_ent_t *flows; /* linked: ROCE_FLOWS entries */
     uint32_t nflows;
+    uint64_t rx_frames; /* linked: RoCE frames taken, the clock of the flows' last_rx */
     uint32_t cap;      /* largest message */
     uint32_t batch;
     uint8_t *arena;    /* batch completed messages, cap bytes each */

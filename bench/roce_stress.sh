@@ -3,7 +3,8 @@
 # --testbed 2 --fabric inagg --link-rate 1gbit --transport roce --elems 30000 --iters 2
 # --dtype float32`) N times in a row, each on a fresh testbed, to show that an intermittent
 # failure is gone (the acceptance is 200 in a row). Runs niced. Stops at the first failure
-# (ROCE_STRESS_KEEP_GOING=1: runs all N), keeping that run's output in OUT_DIR, and prints
+# (ROCE_STRESS_KEEP_GOING=1: runs all N), keeping that run's output (with the switch's and
+# the fabric's counters at its end) in OUT_DIR, and prints
 # one summary line with the runs, the failures and the load average before and after.
 # Usage: sudo bash bench/roce_stress.sh [N (default 200)] [OUT_DIR (default a temp dir)]
 # Environment: ROCE_STRESS_INAGG (the inagg binary, ./build/inagg), ROCE_STRESS_ARGS (more
@@ -19,6 +20,7 @@ INAGG=${ROCE_STRESS_INAGG:-./build/inagg}
 # does not disturb the loop
 case $INAGG in /*) ;; *) INAGG=$PWD/$INAGG ;; esac
 export INAGG_TESTBED_TOOL=${INAGG_TESTBED_TOOL:-$PWD/tools/testbed} INAGG_BIN=${INAGG_BIN:-$INAGG}
+export INAGG_BENCH_SWITCH_STATS=1 # a failed run's evidence: the switch's and fabric's counters
 [ "$(id -u)" = 0 ] || { echo "roce_stress: the testbed needs root"; exit 2; }
 load0=$(cut -d' ' -f1-3 /proc/loadavg)
 t0=$(date +%s)

@@ -12,6 +12,10 @@ pass=0 fail=0 skip=0
 ok()   { echo "ok      $1"; pass=$((pass + 1)); }
 bad()  { echo "FAIL    $1: $2"; fail=$((fail + 1)); }
 skp()  { echo "skip    $1: $2"; skip=$((skip + 1)); }
+# A test whose tool is missing: a failure in CI (CI=true, where tools/setup installs it), a
+# skip that says what to install on a developer's machine.
+missing() { if [ "${CI:-}" = true ]; then bad "$1" "$2 is missing in CI (tools/setup installs it)"
+            else skp "$1" "$2 not installed (Debian: apt-get install $3)"; fi; }
 tmp=$(mktemp -d)
 swpid=""
 trap '[ -n "$swpid" ] && kill $swpid 2>/dev/null; rm -rf "$tmp"' EXIT
@@ -272,7 +276,7 @@ accelerated() { sed -n 's/^inagg-pmpi: \([0-9]*\) allreduce accelerated.*/\1/p' 
 summary() { grep -E '^[0-9]+ passed, [0-9]+ failed' "$1" | tail -n1; }
 
 t=pmpi_c_program_same_results_through_the_switch
-if [ $have_mpi = 0 ]; then skp $t "OpenMPI (mpicc, mpirun) is not installed (apt-get install openmpi-bin libopenmpi-dev)"
+if [ $have_mpi = 0 ]; then missing $t "OpenMPI (mpicc, mpirun)" "openmpi-bin libopenmpi-dev"
 elif ! timeout 120 mpicc -O2 examples/mpi/allreduce_check.c -o "$tmp/check_c" 2>"$tmp/mpicc.err"; then bad $t "mpicc: $(head -n 3 "$tmp/mpicc.err")"
 else
     plain "$tmp/c0" "$tmp/check_c"; rc0=$?
@@ -285,7 +289,7 @@ else
 fi
 
 t=pmpi_unreachable_switch_falls_back_with_one_warning
-if [ $have_mpi = 0 ] || [ ! -x "$tmp/check_c" ]; then skp $t "OpenMPI is not installed"
+if [ $have_mpi = 0 ] || [ ! -x "$tmp/check_c" ]; then missing $t "OpenMPI (mpicc, mpirun)" "openmpi-bin libopenmpi-dev"
 else
     INAGG_SWITCH=127.0.0.1:1 timeout 300 "${MPIRUN[@]}" -x INAGG_SWITCH -x LD_PRELOAD="$PMPI" \
         "$tmp/check_c" >"$tmp/fb" 2>&1; rc=$?
@@ -296,7 +300,7 @@ else
 fi
 
 t=pmpi_without_INAGG_SWITCH_is_silent_pass_through
-if [ $have_mpi = 0 ] || [ ! -x "$tmp/check_c" ]; then skp $t "OpenMPI is not installed"
+if [ $have_mpi = 0 ] || [ ! -x "$tmp/check_c" ]; then missing $t "OpenMPI (mpicc, mpirun)" "openmpi-bin libopenmpi-dev"
 else
     INAGG_VERBOSE=1 timeout 300 "${MPIRUN[@]}" -x INAGG_VERBOSE -x LD_PRELOAD="$PMPI" "$tmp/check_c" >"$tmp/pt" 2>&1; rc=$?
     if [ $rc -eq 0 ] && [ "$(accelerated "$tmp/pt")" = 0 ] && [ "$(grep -c '^inagg-pmpi:' "$tmp/pt")" = 1 ] &&
@@ -328,7 +332,7 @@ fi
 # docs/INTEGRATIONS.md: it has hung intermittently under the interposer, see there.)
 t=pmpi_third_party_scalapack_blacs_tests_same_pass_counts
 SCT=/usr/lib/x86_64-linux-gnu/scalapack/openmpi-tests
-if [ $have_mpi = 0 ]; then skp $t "OpenMPI is not installed"
+if [ $have_mpi = 0 ]; then missing $t "OpenMPI (mpicc, mpirun)" "openmpi-bin libopenmpi-dev"
 elif [ ! -x $SCT/xCbtest ] || [ ! -d /usr/share/scalapack ]; then skp $t "Debian's ScaLAPACK tests are not installed (apt-get install scalapack-mpi-test)"
 else
     mkdir -p "$tmp/sc" && cp /usr/share/scalapack/BLACS/*.dat "$tmp/sc/"

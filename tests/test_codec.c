@@ -280,3 +280,33 @@ TEST(codec_hostile_chunks_rejected, 30)
     CHECK(codec_encode(c, x, 4, buf, 8) == -EINVAL);
     codec_ctx_close(c);
 }
+
+/* A chunk longer than any chunk of its values can be, whose header's bit count matches its
+ * length (9,416 bytes claiming 75,264 bits for 256 values at rate 8, where 264 bytes is the
+ * most): refused for its length before its body is copied into the codec's scratch (which is
+ * sized for the longest legal chunk, so the copy would overrun it). The same input is in the
+ * fuzz corpus (tests/fuzz/corpus/codec/oversized-rate8-256). */
+TEST(codec_oversized_chunk_refused_before_copy, 10)
+{
+    codec_spec_t s = spec_of("zfp:rate=8");
+    codec_ctx_t *c;
+    const size_t n = 256, len = 9416;
+    CHECK(codec_ctx_open(&s, n, &c, NULL, 0) == 0);
+    CHECK_EQ_INT(codec_max_bytes(&s, n), 264);
+    uint8_t *chunk = calloc(1, len);
+    float x[256], out[256];
+    util_rng_t r;
+    util_rng_seed(&r, 7);
+    fill_normal(&r, x, n, 1.0f);
+    CHECK(chunk && codec_encode(c, x, n, chunk, len) == 264);
+    const uint32_t bits = (uint32_t)(len - CODEC_HEADER_SIZE) * 8u; /* 75,264 */
+    chunk[4] = (uint8_t)(bits >> 24);
+    chunk[5] = (uint8_t)(bits >> 16);
+    chunk[6] = (uint8_t)(bits >> 8);
+    chunk[7] = (uint8_t)bits;
+    char err[200] = "";
+    CHECK_EQ_INT(codec_decode(c, chunk, len, out, n, err, sizeof(err)), -EBADMSG);
+    CHECK_MSG(strstr(err, "9416 bytes") != NULL, "refused for another reason: %s", err);
+    free(chunk);
+    codec_ctx_close(c);
+}

@@ -28,6 +28,7 @@
 #include "harness.h"
 #include "inagg.h"
 #include "json/json.h"
+#include "switch/control_int.h"
 #include "switch/switch.h"
 #include "wire/auth.h"
 
@@ -243,8 +244,10 @@ TEST(control_idle_and_unfinished_requests_are_closed, 30)
     switch_stop(sw);
 }
 
-/* Connections are limited per client address: a flood of idle connections from one address
- * takes only its share, is refused with a reason, and other work goes on. */
+/* Connections are limited per client address, and idle ones without a job make room: a
+ * flood of idle connections from one address keeps only its share open (each new connection
+ * closes the longest-idle one, which is told why), and a member's JOIN from the same address
+ * still gets in; only when every connection of the address holds a job is one refused. */
 TEST(control_connections_limited_per_address, 30)
 {
     switch_config_t cfg = SWITCH_CONFIG_INIT;
@@ -253,32 +256,41 @@ TEST(control_connections_limited_per_address, 30)
     inagg_switch_t *sw = start_switch(&cfg, addr, sizeof(addr));
     enum { FLOOD = 300 };
     static int fds[FLOOD];
-    int refused = 0;
+    int evicted = 0;
     for (int i = 0; i < FLOOD; i++)
         fds[i] = connect_to(addr);
     char line[CTL_LINE_MAX];
     for (int i = 0; i < FLOOD; i++) {
         ctl_reader_t rd = {0};
-        int rc = ctl_read_line(fds[i], &rd, line, sizeof(line), i < 8 ? 20 : 2000);
-        if (rc == 0 && strstr(line, "too many control connections from this address"))
-            refused++;
+        int rc = ctl_read_line(fds[i], &rd, line, sizeof(line), i < FLOOD - 8 ? 2000 : 20);
+        if (rc == 0 && strstr(line, "ERR busy closed: the longest-idle connection"))
+            evicted++;
     }
-    CHECK_EQ_INT(refused, FLOOD - 8);
-    CHECK_EQ_INT(stat_of(sw, "conn_per_addr"), FLOOD - 8);
+    CHECK_EQ_INT(evicted, FLOOD - 8);
+    CHECK_EQ_INT(stat_of(sw, "conn_evicted"), FLOOD - 8);
     CHECK_EQ_INT(stat_of(sw, "connections"), 8);
+    CHECK_EQ_INT(stat_of(sw, "conn_per_addr"), 0);
+    /* the flood's last 8 are open and idle: members of 8 jobs join from the same address */
+    char reply[CTL_LINE_MAX], job[32];
+    int members[8];
+    for (int m = 0; m < 8; m++) {
+        snprintf(job, sizeof(job), "member%d", m);
+        members[m] = join_raw(addr, job, 0, 1, 4, reply, sizeof(reply));
+        CHECK_MSG(members[m] >= 0 && strncmp(reply, "JOINED", 6) == 0, "%s", reply);
+    }
+    CHECK_EQ_INT(stat_of(sw, "connections"), 8);
+    /* every connection of the address holds a job now: a ninth is refused */
+    int extra = connect_to(addr);
+    ctl_reader_t rd = {0};
+    CHECK(ctl_read_line(extra, &rd, line, sizeof(line), 2000) == 0);
+    CHECK_MSG(strstr(line, "ERR busy too many control connections from this address"), "%s",
+              line);
+    CHECK_EQ_INT(stat_of(sw, "conn_per_addr"), 1);
+    close(extra);
+    for (int m = 0; m < 8; m++)
+        close(members[m]);
     for (int i = 0; i < FLOOD; i++)
         close(fds[i]);
-    /* Once they are gone, the address is served again. */
-    char reply[CTL_LINE_MAX];
-    int ok = -1;
-    for (int tries = 0; tries < 50 && ok < 0; tries++) {
-        usleep(20000);
-        if (stat_of(sw, "connections") == 0)
-            ok = join_raw(addr, "after", 0, 1, 4, reply, sizeof(reply));
-    }
-    CHECK(ok >= 0);
-    CHECK_MSG(strncmp(reply, "JOINED", 6) == 0, "%s", reply);
-    close(ok);
     switch_stop(sw);
 }
 
@@ -439,8 +451,9 @@ TEST(control_job_secret_admits_only_ranks_that_prove_it, 60)
     switch_stop(sw);
 }
 
-/* Past AUTH_FAIL_LIMIT failures in the window, JOINs from that address are refused at once
- * (even with the right secret) and counted; a switch may require secrets for every job. */
+/* Past AUTH_FAIL_LIMIT failures in the window, JOINs of that job from that address are
+ * refused at once (even with the right secret) and counted; another job from the same address
+ * (a co-located user) is admitted meanwhile; a switch may require secrets for every job. */
 TEST(control_failed_authentications_are_rate_limited, 60)
 {
     switch_config_t cfg = SWITCH_CONFIG_INIT;
@@ -460,9 +473,19 @@ TEST(control_failed_authentications_are_rate_limited, 60)
                   reply);
     }
     raw_secret_join(addr, "target", "s", "proof", reply, sizeof(reply));
-    CHECK_MSG(strstr(reply, "too many failed authentications from this address"), "%s", reply);
-    CHECK_EQ_INT(stat_of(sw, "auth_failed"), 5); /* 4 guesses + the open job */
+    CHECK_MSG(strstr(reply, "too many failed authentications from this address for job "
+                            "'target'"), "%s", reply);
+    CHECK_EQ_INT(stat_of(sw, "auth_failed"), 6); /* 5 guesses + the open job */
     CHECK(stat_of(sw, "auth_rate_limited") >= 1);
+    /* the same address's other job, with its own secret: not locked out */
+    lib_join_t n0 = {.addr = addr, .job = "neighbour", .secret = "n", .rank = 0, .world = 2};
+    pthread_t tn;
+    CHECK(pthread_create(&tn, NULL, lib_join_main, &n0) == 0);
+    wait_joining(sw, "neighbour");
+    lib_join_t n1 = {.addr = addr, .job = "neighbour", .secret = "n", .rank = 1, .world = 2};
+    lib_join_main(&n1);
+    pthread_join(tn, NULL);
+    CHECK_MSG(n0.rc == INAGG_OK && n1.rc == INAGG_OK, "%s / %s", n0.detail, n1.detail);
     switch_stop(sw); /* rank 0's join fails with the switch gone */
     pthread_join(t0, NULL);
 }
@@ -630,4 +653,162 @@ TEST(control_out_of_descriptors_neither_spins_nor_stalls, 30)
     close(fd);
     switch_stop(sw);
     setrlimit(RLIMIT_NOFILE, &rl);
+}
+
+/* The global table of control connections is bounded: 1,030 idle connections from one
+ * address (whose own limit is raised past that) leave at most CTL_MAX_CLIENTS open (the
+ * longest-idle ones closed to make room, or refused: conn_evicted, conn_limit), and the
+ * switch serves a JOIN meanwhile and once they close. */
+TEST(control_global_connection_cap, 60)
+{
+    struct rlimit rl;
+    CHECK(getrlimit(RLIMIT_NOFILE, &rl) == 0);
+    if (rl.rlim_max < 4096) {
+        SKIP("the RLIMIT_NOFILE hard limit is below the 4,096 descriptors this needs");
+        return;
+    }
+    struct rlimit high = {4096, rl.rlim_max};
+    CHECK(setrlimit(RLIMIT_NOFILE, &high) == 0);
+    switch_config_t cfg = SWITCH_CONFIG_INIT;
+    cfg.max_conns_per_addr = 2000;
+    char addr[64], reply[CTL_LINE_MAX];
+    inagg_switch_t *sw = start_switch(&cfg, addr, sizeof(addr));
+    struct sockaddr_in to;
+    CHECK(netaddr_parse(addr, 0, &to) == 0);
+    const int want = CTL_MAX_CLIENTS + 6;
+    int p[2];
+    CHECK(pipe(p) == 0);
+    pid_t child = fork();
+    CHECK(child >= 0);
+    if (child == 0) { /* its own descriptor table: the connections, held until told */
+        close(p[1]);
+        for (int i = 0; i < want; i++) {
+            int fd = socket(AF_INET, SOCK_STREAM, 0);
+            if (fd < 0 || connect(fd, (struct sockaddr *)&to, sizeof(to)) != 0)
+                break;
+        }
+        char c;
+        ssize_t n = read(p[0], &c, 1);
+        (void)n;
+        _exit(0);
+    }
+    close(p[0]);
+    double open = 0, refused = 0;
+    for (int tries = 0; tries < 500 && open + refused < want; tries++) {
+        usleep(20000);
+        open = stat_of(sw, "connections");
+        refused = stat_of(sw, "conn_limit") + stat_of(sw, "conn_evicted");
+    }
+    fprintf(stderr, "    %d connections: %.0f open, %.0f refused or closed to make room\n", want,
+            open, refused);
+    CHECK_MSG(open <= CTL_MAX_CLIENTS, "%.0f connections open, the table holds %d", open,
+              CTL_MAX_CLIENTS);
+    CHECK_MSG(refused >= want - CTL_MAX_CLIENTS, "%.0f refused or evicted of %d", refused, want);
+    int during = join_raw(addr, "during-cap", 0, 1, 4, reply, sizeof(reply));
+    CHECK_MSG(during >= 0 && strncmp(reply, "JOINED", 6) == 0, "a member's JOIN: %s", reply);
+    if (during >= 0)
+        close(during);
+    close(p[1]);
+    int status;
+    CHECK(waitpid(child, &status, 0) == child);
+    int fd = -1;
+    for (int tries = 0; tries < 250 && fd < 0; tries++) {
+        usleep(20000);
+        if (stat_of(sw, "connections") == 0)
+            fd = join_raw(addr, "after-cap", 0, 1, 4, reply, sizeof(reply));
+    }
+    CHECK(fd >= 0);
+    CHECK_MSG(strncmp(reply, "JOINED", 6) == 0, "%s", reply);
+    close(fd);
+    switch_stop(sw);
+    setrlimit(RLIMIT_NOFILE, &rl);
+}
+
+/* Jobs that never become complete cannot hold the switch's job ids: one address registers
+ * 100 jobs of world 2 whose second rank never comes (each holding its connection open); past
+ * CTL_MAX_JOINING_PER_ADDR waiting jobs, each new one removes the oldest, whose member is told
+ * why. A two-rank job from the same address joins and runs meanwhile. */
+TEST(control_jobs_never_complete_capped_per_address, 30)
+{
+    switch_config_t cfg = SWITCH_CONFIG_INIT;
+    char addr[64], job[32], line[CTL_LINE_MAX];
+    inagg_switch_t *sw = start_switch(&cfg, addr, sizeof(addr));
+    enum { STALE = 100 };
+    static int fds[STALE];
+    for (int i = 0; i < STALE; i++) {
+        snprintf(job, sizeof(job), "stale%d", i);
+        fds[i] = connect_to(addr);
+        join_line(line, sizeof(line), job, 0, 2, 1);
+        CHECK(ctl_write_line(fds[i], line, 2000) == 0);
+    }
+    int removed = 0;
+    for (int i = 0; i < STALE; i++) {
+        ctl_reader_t rd = {0};
+        if (ctl_read_line(fds[i], &rd, line, sizeof(line), i < STALE - CTL_MAX_JOINING_PER_ADDR
+                                                             ? 2000 : 20) == 0 &&
+            strstr(line, "ERR refused job 'stale") && strstr(line, "still waiting for their ranks"))
+            removed++;
+    }
+    CHECK_EQ_INT(removed, STALE - CTL_MAX_JOINING_PER_ADDR);
+    CHECK_EQ_INT(stat_of(sw, "joining_evicted"), STALE - CTL_MAX_JOINING_PER_ADDR);
+    lib_join_t r0 = {.addr = addr, .job = "legit", .rank = 0, .world = 2};
+    pthread_t t0;
+    CHECK(pthread_create(&t0, NULL, lib_join_main, &r0) == 0);
+    wait_joining(sw, "legit");
+    lib_join_t r1 = {.addr = addr, .job = "legit", .rank = 1, .world = 2};
+    lib_join_main(&r1);
+    pthread_join(t0, NULL);
+    CHECK_MSG(r0.rc == INAGG_OK && r1.rc == INAGG_OK, "%s / %s", r0.detail, r1.detail);
+    for (int i = 0; i < STALE; i++)
+        close(fds[i]);
+    switch_stop(sw);
+}
+
+/* A JOIN refused for a limit that frees up ("busy": here the address's slot quota, held by
+ * another job) is retried with backoff within the join timeout, and gets in once the other
+ * job leaves; a refusal that retrying cannot change is final at once. */
+static void *hog_main(void *arg)
+{
+    const char *addr = arg;
+    inagg_options_t o = INAGG_OPTIONS_INIT;
+    o.slots = 4;
+    o.packet_elems = 16;
+    inagg_comm_t *c = NULL;
+    char d[256];
+    if (inagg_comm_create(&c, addr, "hog", 0, 1, &o, d, sizeof(d)) == INAGG_OK) {
+        usleep(1000000);
+        inagg_comm_destroy(c);
+    }
+    return NULL;
+}
+
+TEST(control_busy_join_retried_within_the_timeout, 30)
+{
+    switch_config_t cfg = SWITCH_CONFIG_INIT;
+    cfg.total_slots = 8; /* a job 4, an address 6 */
+    char addr[64];
+    inagg_switch_t *sw = start_switch(&cfg, addr, sizeof(addr));
+    pthread_t hog;
+    CHECK(pthread_create(&hog, NULL, hog_main, addr) == 0);
+    for (int i = 0; i < 200 && stat_of(sw, "slots_used") < 4; i++)
+        usleep(10000);
+    uint64_t t0 = util_now_ns();
+    lib_join_t late = {.addr = addr, .job = "late", .rank = 0, .world = 1};
+    lib_join_main(&late);
+    double secs = (double)(util_now_ns() - t0) / 1e9;
+    pthread_join(hog, NULL);
+    CHECK_MSG(late.rc == INAGG_OK, "%s", late.detail);
+    CHECK_MSG(secs > 0.5, "joined after %.2f s: the quota was not held", secs);
+    CHECK(stat_of(sw, "addr_slot_quota") >= 1);
+    /* the same job asked for more slots than a job may hold: final, no retries */
+    inagg_options_t o = INAGG_OPTIONS_INIT;
+    o.slots = 5;
+    o.packet_elems = 16;
+    inagg_comm_t *c = NULL;
+    char d[256];
+    t0 = util_now_ns();
+    CHECK(inagg_comm_create(&c, addr, "big", 0, 1, &o, d, sizeof(d)) == INAGG_ERR_REFUSED);
+    secs = (double)(util_now_ns() - t0) / 1e9;
+    CHECK_MSG(secs < 0.5 && strstr(d, "slot quota"), "%.2f s: %s", secs, d);
+    switch_stop(sw);
 }

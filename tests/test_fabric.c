@@ -3,11 +3,13 @@
  * malformed), MAC learning, moves and ageing, the delay line (order, release times, jitter
  * never reordering, wrap-around, overflow), the SPSC frame queue, duration parsing, the
  * AF_PACKET transport's linked mode end to end through its queues, the FABRIC control line,
- * and the latency class of result frames (read from the wire header's real offsets).
+ * the latency class of result frames (read from the wire header's real offsets), and the
+ * classify stage's flooding and its range checks of aggregation ports and RoCE keys.
  */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "harness.h"
@@ -21,11 +23,14 @@
 #include "transport/afpacket.h"
 #include "netio/ethframe.h"
 #include "fabric/frameq.h"
+#include "inagg/version.h"
+#include "netio/roce_frame.h"
 #include "transport/transport.h"
 #include "wire/fabricmsg.h"
 #include "wire/wire.h"
 
-static const uint8_t MAC_A[6] = {2, 0, 0, 0, 0, 0xa}, MAC_B[6] = {2, 0, 0, 0, 0, 0xb};
+static const uint8_t MAC_A[6] = {2, 0, 0, 0, 0, 0xa}, MAC_B[6] = {2, 0, 0, 0, 0, 0xb},
+                     MAC_C[6] = {2, 0, 0, 0, 0, 0xc};
 
 TEST(ethframe_roundtrip_and_malformed, 5)
 {
@@ -92,7 +97,133 @@ TEST(mactable_learn_move_age, 5)
     }
     CHECK(t.full > 0);
     CHECK(mactable_count(&t, 2000) <= t.cap);
+    /* once those age, new addresses take their places: every one is learned and found (each
+     * after the one before it aged too, so the probe window is never full of live ones) */
+    uint64_t full_before = t.full;
+    for (uint32_t i = 0; i < 40; i++) {
+        uint8_t m[6] = {2, 3, 0, 0, (uint8_t)i, 9};
+        uint64_t now = 5000 + 2000ull * i;
+        mactable_learn(&t, m, 4, now);
+        CHECK_MSG(mactable_lookup(&t, m, now + 1) == 4, "new address %u not learned over aged ones",
+                  i);
+    }
+    CHECK_MSG(t.full == full_before, "full %llu -> %llu with every old entry aged",
+              (unsigned long long)full_before, (unsigned long long)t.full);
     mactable_free(&t);
+}
+
+/* The classify stage on a fabric of two ports and the internal one (no threads, no
+ * interfaces: the transmit ring is read back): a flood leaves by every port but the one it
+ * came in on; UDP to the first port past the aggregation queues goes to the switch's stack,
+ * not to a queue; a RoCE Write whose key is one past the last queue is not steered. */
+static struct fabric *classify_fabric(void)
+{
+    struct fabric *f = calloc(1, sizeof(*f));
+    if (!f)
+        return NULL;
+    f->nports = 3;
+    f->cpu = 2;
+    f->ports[2].is_cpu = 1;
+    f->threads = 2;
+    memcpy(f->mac, MAC_B, 6);
+    f->ip = inet_addr("10.9.0.254");
+    f->link.port0 = 7000;
+    f->link.nqueues = 2;
+    atomic_store(&f->agg_ports, ~0ull);
+    atomic_store(&f->add_mode, WIRE_ADD_ANY);
+    if (bytering_init(&f->txq, 1 << 16) != 0 || mactable_init(&f->mt, 64, 1000000000ull) != 0)
+        return NULL;
+    for (int q = 0; q < 2; q++)
+        if (frameq_init(&f->link.rx[q], 16) != 0)
+            return NULL;
+    return f;
+}
+
+static void classify_fabric_free(struct fabric *f)
+{
+    for (int q = 0; q < 2; q++)
+        frameq_free(&f->link.rx[q]);
+    mactable_free(&f->mt);
+    bytering_free(&f->txq);
+    free(f);
+}
+
+/* The output ports of the one frame the classify stage handed on, 0 when none. */
+static uint64_t classify_out(struct fabric *f)
+{
+    const ring_rec_t *r = bytering_peek(&f->txq);
+    if (!r)
+        return 0;
+    uint64_t ports = r->ports;
+    bytering_pop(&f->txq);
+    return ports;
+}
+
+TEST(fabric_classify_flood_and_queue_ranges, 5)
+{
+    struct fabric *f = classify_fabric();
+    CHECK(f != NULL);
+    if (!f)
+        return;
+    uint8_t fr[ROCE_MAX_FRAME];
+    static const uint8_t bcast[6] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
+    /* a broadcast from port 0: ports 1 and the internal one, never back out of port 0 */
+    ethf_write_udp(fr, MAC_A, bcast, inet_addr("10.9.0.1"), inet_addr("10.9.0.255"), 1, 2, 8);
+    fabric_frame_in(f, 0, NULL, fr, ETHF_UDP_HDR_LEN + 8, 1);
+    CHECK_EQ_INT(classify_out(f), (1ull << 1) | (1ull << 2));
+    CHECK_EQ_INT(atomic_load(&f->g[FG_FLOODED]), 1);
+    /* an unknown unicast from port 1: flooded to 0 and the internal port */
+    static const uint8_t unknown[6] = {2, 0, 0, 0, 0, 0x77};
+    ethf_write_udp(fr, MAC_C, unknown, inet_addr("10.9.0.2"), inet_addr("10.9.0.3"), 1, 2, 8);
+    fabric_frame_in(f, 1, NULL, fr, ETHF_UDP_HDR_LEN + 8, 2);
+    CHECK_EQ_INT(classify_out(f), (1ull << 0) | (1ull << 2));
+    /* UDP to the last queue's port is aggregation; one port further is the switch's stack */
+    ethf_write_udp(fr, MAC_A, MAC_B, inet_addr("10.9.0.1"), f->ip, 41000, 7001, 32);
+    memset(fr + ETHF_UDP_HDR_LEN, 0, 32);
+    fabric_frame_in(f, 0, NULL, fr, ETHF_UDP_HDR_LEN + 32, 3);
+    CHECK_EQ_INT(atomic_load(&f->g[FG_AGG_IN]), 1);
+    CHECK_EQ_INT(frameq_ready(&f->link.rx[1]), 1);
+    ethf_write_udp(fr, MAC_A, MAC_B, inet_addr("10.9.0.1"), f->ip, 41000, 7002, 32);
+    fabric_frame_in(f, 0, NULL, fr, ETHF_UDP_HDR_LEN + 32, 4);
+    CHECK_EQ_INT(atomic_load(&f->g[FG_AGG_IN]), 1);
+    CHECK_EQ_INT(atomic_load(&f->g[FG_TO_CPU]), 1);
+    CHECK_EQ_INT(classify_out(f), 1ull << 2);
+    /* RoCE Write Only to the switch: key 1 (the last queue) is steered, key 2 is not */
+    uint8_t pay[64];
+    memset(pay, 0, sizeof(pay));
+    wire_header_t wh = {.version = INAGG_PROTOCOL_VERSION, .type = WIRE_CONTRIB, .job = 1};
+    wire_encode_header(&wh, pay);
+    roce_hdr_t rh;
+    memset(&rh, 0, sizeof(rh));
+    memcpy(rh.dst_mac, MAC_B, 6);
+    memcpy(rh.src_mac, MAC_A, 6);
+    rh.opcode = ROCE_WRITE_ONLY;
+    rh.pkey = ROCE_DEFAULT_PKEY;
+    rh.hop_limit = 64;
+    rh.dma_len = sizeof(pay);
+    for (uint32_t key = 1; key <= 2; key++) {
+        rh.qp = 0x100 + key;
+        rh.rkey = key;
+        uint32_t n = roce_write_frame(fr, &rh, pay, sizeof(pay), NULL, 0);
+        int taken = fabric_roce_in(f, 0, NULL, fr, n, 5);
+        CHECK_MSG(taken == (key == 1), "RoCE key %u: taken %d", key, taken);
+    }
+    CHECK_EQ_INT(atomic_load(&f->roce.c[RG_FIRST]), 1);
+    CHECK_EQ_INT(atomic_load(&f->roce.c[RG_NO_MATCH]), 1);
+    CHECK_EQ_INT(atomic_load(&f->g[FG_AGG_IN]), 2);
+    CHECK_EQ_INT(frameq_ready(&f->link.rx[1]), 2);
+    /* flows are never told to go: 6000 more (new QPs, as jobs come and go) are all steered,
+     * the later ones in the entries of the flows that had a frame least recently */
+    rh.rkey = 0;
+    for (uint32_t k = 0; k < 6000; k++) {
+        rh.qp = 0x10000 + k;
+        uint32_t n = roce_write_frame(fr, &rh, pay, sizeof(pay), NULL, 0);
+        fabric_roce_in(f, 1, NULL, fr, n, 6);
+    }
+    CHECK_EQ_INT(atomic_load(&f->roce.c[RG_FIRST]), 6001);
+    CHECK_EQ_INT(atomic_load(&f->roce.c[RG_TABLE_FULL]), 0);
+    CHECK(atomic_load(&f->roce.c[RG_RECYCLED]) > 0);
+    classify_fabric_free(f);
 }
 
 TEST(delayline_order_wrap_overflow, 10)

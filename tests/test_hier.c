@@ -4,18 +4,29 @@
  * stay exactly-once across levels: int32 results bit-identical to the exact sum with loss,
  * duplication and reordering on the host-leaf path and on the leaf-spine path; that a leaf
  * whose spine is unreachable refuses its job with a clear reason at once; and that a leaf
- * refuses what it cannot forward (compression, an in-switch optimizer).
+ * refuses what it cannot forward (compression, an in-switch optimizer); and that a leaf drops
+ * upstream results that carry another job's token or another member's rank.
  */
+#include <arpa/inet.h>
 #include <math.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "bench/benchdata.h"
+#include "control/ctl.h"
 #include "base/util.h"
 #include "harness.h"
 #include "inagg.h"
 #include "testutil.h"
+#include "wire/ctlmsg.h"
+#include "wire/wire.h"
 
 #define MAX_LEAVES 4
 
@@ -335,4 +346,182 @@ TEST(hier_fixed_point_and_average_count_every_host, 60)
         }
     CHECK_MSG(worst < 1e-6, "float32 sum relative error %g (fixed point scaled for too few "
               "ranks?)", worst);
+}
+
+/* A leaf whose upstream is this test (a spine of one member that echoes each partial sum
+ * back as the result): before the first real result the leaf is sent one with a wrong token
+ * and one for another rank, both carrying garbage. The leaf must drop both (counted as
+ * bad_token and bad_rank) and its hosts' int32 sums stay exact; a leaf that took either
+ * would hand its hosts the garbage. */
+typedef struct fake_spine {
+    int lfd, udp, cfd;
+    uint16_t tcp_port, udp_port;
+    uint64_t token;
+    _Atomic int stop;
+    int forged, echoed;
+    char why[200];
+} fake_spine_t;
+
+#define FAKE_UP_JOB 5u
+
+static void fake_spine_join(fake_spine_t *f)
+{
+    struct pollfd p = {.fd = f->lfd, .events = POLLIN};
+    while (!atomic_load(&f->stop) && poll(&p, 1, 100) == 0)
+        ;
+    if (atomic_load(&f->stop))
+        return;
+    f->cfd = accept(f->lfd, NULL, NULL);
+    ctl_reader_t rd = {.len = 0};
+    char line[CTL_LINE_MAX], why[160];
+    wire_join_t jn;
+    enum wire_refusal refusal;
+    int io = f->cfd < 0 ? -1 : ctl_read_line(f->cfd, &rd, line, sizeof(line), 10000);
+    if (io == 0 && wire_verb_of(line) == WIRE_VERB_HELLO) { /* a job with a secret */
+        snprintf(line, sizeof(line), "%s nonce=%032x job=new", wire_verb_name(WIRE_VERB_CHALLENGE),
+                 0);
+        io = ctl_write_line(f->cfd, line, 2000);
+        if (io == 0)
+            io = ctl_read_line(f->cfd, &rd, line, sizeof(line), 10000);
+    }
+    if (io != 0 || wire_join_parse(line, &jn, &refusal, why, sizeof(why)) != 0) {
+        snprintf(f->why, sizeof(f->why), "no JOIN from the leaf: %.150s", f->cfd < 0 ? "" : line);
+        return;
+    }
+    wire_joined_t jd = {.token = f->token, .id = FAKE_UP_JOB, .threads = 1, .port = f->udp_port,
+                        .base = 0, .slots = jn.slots, .elems = jn.elems,
+                        .float_mode = jn.float_mode, .protocol = jn.protocol};
+    if (wire_joined_format(&jd, line, sizeof(line)) != 0 ||
+        ctl_write_line(f->cfd, line, 2000) != 0)
+        snprintf(f->why, sizeof(f->why), "cannot answer JOINED");
+}
+
+static void fake_spine_send(fake_spine_t *f, const wire_header_t *h, const uint8_t *payload,
+                            const struct sockaddr_in *to)
+{
+    uint8_t buf[WIRE_HEADER_SIZE + 4 * 1024];
+    size_t len = WIRE_HEADER_SIZE + 4u * h->count;
+    if (len > sizeof(buf))
+        return;
+    wire_encode_header(h, buf);
+    memcpy(buf + WIRE_HEADER_SIZE, payload, len - WIRE_HEADER_SIZE);
+    (void)sendto(f->udp, buf, len, 0, (const struct sockaddr *)to, sizeof(*to));
+}
+
+static void *fake_spine_main(void *arg)
+{
+    fake_spine_t *f = arg;
+    fake_spine_join(f);
+    uint8_t buf[WIRE_HEADER_SIZE + 4 * 1024], junk[4 * 1024];
+    memset(junk, 0x5a, sizeof(junk));
+    while (!atomic_load(&f->stop)) {
+        struct pollfd p = {.fd = f->udp, .events = POLLIN};
+        if (poll(&p, 1, 100) <= 0)
+            continue;
+        struct sockaddr_in from;
+        socklen_t fl = sizeof(from);
+        ssize_t n = recvfrom(f->udp, buf, sizeof(buf), 0, (struct sockaddr *)&from, &fl);
+        wire_header_t h;
+        if (n <= 0 || wire_decode(buf, (size_t)n, &h) != WIRE_OK || h.type != WIRE_CONTRIB)
+            continue;
+        h.type = WIRE_RESULT;
+        if (f->forged == 0) {
+            wire_header_t bad = h;
+            bad.token ^= 1; /* another job's token */
+            fake_spine_send(f, &bad, junk, &from);
+            bad = h;
+            bad.rank = (uint16_t)(h.rank + 1); /* the right token, another member's rank */
+            fake_spine_send(f, &bad, junk, &from);
+            f->forged = 1;
+        }
+        fake_spine_send(f, &h, buf + WIRE_HEADER_SIZE, &from);
+        f->echoed++;
+    }
+    if (f->cfd >= 0)
+        close(f->cfd);
+    return NULL;
+}
+
+typedef struct forged_spec {
+    const char *addr;
+    int32_t *out; /* [2][FORGED_ELEMS], shared */
+} forged_spec_t;
+
+#define FORGED_ELEMS 4096u
+
+static int forged_worker(uint32_t rank, void *arg)
+{
+    forged_spec_t *s = arg;
+    inagg_options_t o = INAGG_OPTIONS_INIT;
+    o.slots = 8;
+    o.packet_elems = 256;
+    o.timeout_ms = 10000;
+    inagg_comm_t *c;
+    char d[256];
+    if (inagg_comm_create(&c, s->addr, "forged-up", rank, 2, &o, d, sizeof(d)) != INAGG_OK) {
+        fprintf(stderr, "    rank %u: %s\n", rank, d);
+        return 1;
+    }
+    int32_t in[FORGED_ELEMS];
+    for (uint32_t i = 0; i < FORGED_ELEMS; i++)
+        in[i] = (int32_t)(i * 13u + rank * 100003u) - 7000;
+    inagg_result_t r = inagg_allreduce(c, in, s->out + (size_t)rank * FORGED_ELEMS,
+                                       FORGED_ELEMS, INAGG_INT32, INAGG_SUM);
+    if (r != INAGG_OK)
+        fprintf(stderr, "    rank %u: %s: %s\n", rank, inagg_strerror(r), inagg_last_error(c));
+    inagg_comm_destroy(c);
+    return r != INAGG_OK;
+}
+
+TEST(hier_leaf_drops_upstream_results_with_wrong_token_or_rank, 60)
+{
+    static fake_spine_t f;
+    memset(&f, 0, sizeof(f));
+    f.cfd = -1;
+    f.token = 0x0123456789abcdefull;
+    f.lfd = ctl_listen("127.0.0.1:0");
+    f.udp = socket(AF_INET, SOCK_DGRAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t al = sizeof(a);
+    CHECK(f.lfd >= 0 && f.udp >= 0);
+    CHECK(bind(f.udp, (struct sockaddr *)&a, sizeof(a)) == 0);
+    CHECK(getsockname(f.udp, (struct sockaddr *)&a, &al) == 0);
+    f.udp_port = ntohs(a.sin_port);
+    al = sizeof(a);
+    CHECK(getsockname(f.lfd, (struct sockaddr *)&a, &al) == 0);
+    f.tcp_port = ntohs(a.sin_port);
+    char up[32];
+    snprintf(up, sizeof(up), "127.0.0.1:%u", f.tcp_port);
+    pthread_t tid;
+    CHECK(pthread_create(&tid, NULL, fake_spine_main, &f) == 0);
+
+    test_switch_t leaf;
+    switch_config_t lc = SWITCH_CONFIG_INIT;
+    lc.upstream = up;
+    lc.upstream_rank = 0;
+    lc.upstream_world = 2;
+    ts_start(&leaf, &lc);
+    forged_spec_t s = {.addr = leaf.addr, .out = shared_alloc(2 * FORGED_ELEMS * 4)};
+    int failed = run_workers(2, forged_worker, &s, 40);
+    char stats[32768];
+    ts_stats_json(&leaf, stats, sizeof(stats));
+    ts_stop(&leaf);
+    atomic_store(&f.stop, 1);
+    pthread_join(tid, NULL);
+    close(f.lfd);
+    close(f.udp);
+    CHECK_MSG(f.why[0] == 0, "%s", f.why);
+    CHECK_MSG(f.forged && f.echoed > 0, "the leaf sent nothing upstream");
+    CHECK_EQ_INT(failed, 0);
+    for (uint32_t r = 0; r < 2; r++)
+        for (uint32_t i = 0; i < FORGED_ELEMS; i++) {
+            int32_t want = (int32_t)(i * 13u) - 7000 + (int32_t)(i * 13u + 100003u) - 7000;
+            CHECK_MSG(s.out[r * FORGED_ELEMS + i] == want, "rank %u elem %u: %d != %d", r, i,
+                      s.out[r * FORGED_ELEMS + i], want);
+            if (s.out[r * FORGED_ELEMS + i] != want)
+                break;
+        }
+    CHECK_MSG(ts_number(stats, "bad_token") == 1, "%s", stats);
+    const char *by = strstr(stats, "\"drops_by_reason\"");
+    CHECK_MSG(by != NULL && ts_number(by, "bad_rank") == 1, "%s", stats);
 }

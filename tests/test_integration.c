@@ -380,12 +380,23 @@ static int victim_worker(uint32_t rank, void *arg)
         if (s->iters == 1)
             raise(SIGKILL); /* dies: its connection closes */
         raise(SIGSTOP);     /* hangs: alive but silent */
+        /* resumed after the others gave up and left: it is told that it was the silent one
+         * and the job failed, not that another rank left */
+        inagg_result_t rc = inagg_allreduce(comm, x, y, 1000, INAGG_INT32, INAGG_SUM);
+        const char *why = inagg_last_error(comm);
+        int ok = rc == INAGG_ERR_JOB_FAILED && strstr(why, "this rank (2) sent nothing for") &&
+                 strstr(why, "ranks 0,1 were waiting on it") && !strstr(why, "left");
+        if (!ok)
+            fprintf(stderr, "    resumed rank %u: got %s (%s)\n", rank, inagg_strerror(rc), why);
+        inagg_comm_destroy(comm);
+        return ok ? 0 : 13;
     }
     uint64_t t0 = util_now_ns();
     inagg_result_t rc = inagg_allreduce(comm, x, y, 1000, INAGG_INT32, INAGG_SUM);
     double secs = (double)(util_now_ns() - t0) / 1e9;
     const char *why = inagg_last_error(comm);
-    int ok = rc == INAGG_ERR_JOB_FAILED && strstr(why, "rank 2") != NULL;
+    int ok = rc == INAGG_ERR_JOB_FAILED && strstr(why, "rank 2") != NULL &&
+             (s->iters == 1 || strstr(why, "while ranks 0,1 were waiting on it") != NULL);
     if (!ok)
         fprintf(stderr, "    rank %u: got %s (%s) after %.2f s\n", rank, inagg_strerror(rc),
                 why, secs);
@@ -411,14 +422,98 @@ static void victim_test(int stop_instead_of_kill)
     spawn_workers(3, victim_worker, &s, p);
     CHECK_EQ_INT(wait_pid(p[0], 30), 0);
     CHECK_EQ_INT(wait_pid(p[1], 30), 0);
-    kill(p[2], SIGKILL);
-    wait_pid(p[2], 5);
+    if (stop_instead_of_kill) {
+        kill(p[2], SIGCONT);
+        CHECK_EQ_INT(wait_pid(p[2], 20), 0);
+    } else {
+        kill(p[2], SIGKILL);
+        wait_pid(p[2], 5);
+    }
     /* The switch carries on: a new job on it still works. */
     job_spec_t after = {.addr = ts.addr, .job = "after", .world = 2, .elems = 1000,
                         .dtype = INAGG_INT32, .seed = 1};
     alloc_outputs(&after);
     CHECK_EQ_INT(run_workers(2, spec_worker, &after, 30), 0);
     check_int32_exact(&after);
+    ts_stop(&ts);
+}
+
+/* A barrier that one rank never reaches fails the job once it waited the job's timeout, and
+ * every rank that waits is told which ranks did not arrive. */
+static int barrier_worker(uint32_t rank, void *arg)
+{
+    job_spec_t *s = arg;
+    inagg_comm_t *comm = spec_join(s, rank);
+    if (!comm)
+        return 10;
+    if (rank == s->world - 1) { /* never arrives: busy elsewhere past the timeout */
+        usleep(4000000);
+        inagg_comm_destroy(comm);
+        return 0;
+    }
+    uint64_t t0 = util_now_ns();
+    inagg_result_t rc = inagg_barrier(comm);
+    double secs = (double)(util_now_ns() - t0) / 1e9;
+    const char *why = inagg_last_error(comm);
+    int ok = rc == INAGG_ERR_JOB_FAILED && strstr(why, "barrier: rank 2 did not arrive") &&
+             strstr(why, "2 of 3 ranks did") && secs < s->timeout_ms / 1000.0 + 1.5;
+    if (!ok)
+        fprintf(stderr, "    rank %u: got %s (%s) after %.2f s\n", rank, inagg_strerror(rc), why,
+                secs);
+    inagg_comm_destroy(comm);
+    return ok ? 0 : 11;
+}
+
+TEST(barrier_timeout_names_the_missing_ranks, 30)
+{
+    switch_config_t cfg = SWITCH_CONFIG_INIT;
+    test_switch_t ts;
+    ts_start(&ts, &cfg);
+    job_spec_t s = {.addr = ts.addr, .job = "late", .world = 3, .timeout_ms = 1500, .slots = 4};
+    CHECK_EQ_INT(run_workers(3, barrier_worker, &s, 20), 0);
+    ts_stop(&ts);
+}
+
+/* A rank stopped after the job's last collective, resumed after the others left with LEAVE:
+ * those ranks are done, not silent, so the switch does not fail the job blaming them ("rank 0
+ * sent nothing ...; it had left the job"); the resumed rank's next call, which nobody else
+ * makes, ends at its own timeout. */
+static int leftover_worker(uint32_t rank, void *arg)
+{
+    job_spec_t *s = arg;
+    inagg_comm_t *comm = spec_join(s, rank);
+    if (!comm)
+        return 10;
+    int32_t x[1000] = {0}, y[1000];
+    if (inagg_allreduce(comm, x, y, 1000, INAGG_INT32, INAGG_SUM) != INAGG_OK)
+        return 11;
+    if (rank == 0) {
+        inagg_comm_destroy(comm);
+        return 0;
+    }
+    raise(SIGSTOP);
+    inagg_result_t rc = inagg_allreduce(comm, x, y, 1000, INAGG_INT32, INAGG_SUM);
+    const char *why = inagg_last_error(comm);
+    int ok = rc == INAGG_ERR_TIMEOUT && !strstr(why, "rank 0 sent nothing") && !strstr(why, "left");
+    if (!ok)
+        fprintf(stderr, "    resumed rank %u: got %s (%s)\n", rank, inagg_strerror(rc), why);
+    inagg_comm_destroy(comm);
+    return ok ? 0 : 12;
+}
+
+TEST(resumed_rank_not_told_a_rank_that_left_was_silent, 30)
+{
+    switch_config_t cfg = SWITCH_CONFIG_INIT;
+    test_switch_t ts;
+    ts_start(&ts, &cfg);
+    job_spec_t s = {.addr = ts.addr, .job = "leftover", .world = 2, .timeout_ms = 1500,
+                    .slots = 4};
+    pid_t p[2];
+    spawn_workers(2, leftover_worker, &s, p);
+    CHECK_EQ_INT(wait_pid(p[0], 20), 0);
+    usleep(2500000); /* rank 1 stays stopped past the job's timeout */
+    kill(p[1], SIGCONT);
+    CHECK_EQ_INT(wait_pid(p[1], 20), 0);
     ts_stop(&ts);
 }
 

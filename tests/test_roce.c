@@ -186,6 +186,10 @@ TEST(roce_flow_window_and_length_rules, 10)
     f.payload_len = ROCE_PMTU;
     CHECK_EQ_INT(roce_rx_frame(&fl, &f), ROCE_RX_DUP);
     CHECK_EQ_INT(fl.epsn, 9);
+    /* ... and just behind epsn (the frame before the expected one, again) */
+    f.h.psn = 8;
+    CHECK_EQ_INT(roce_rx_frame(&fl, &f), ROCE_RX_DUP);
+    CHECK_EQ_INT(fl.epsn, 9);
 }
 
 /* A retransmission that reuses the PSNs of a message lost on its way (go-back-N): taken as
@@ -345,6 +349,56 @@ TEST(roce_linked_endpoint_answers_on_the_senders_qp, 10)
         frameq_free(&link.rx[q]);
         frameq_free(&link.tx[q]);
     }
+}
+
+/* Flows are never told to go (a job's ranks just stop sending), so a long-lived switch sees
+ * more flows than its table holds: 600 flows (one message each, from new QPs) are all
+ * delivered, the later ones in the entries of those heard from least recently; a flow whose
+ * entry was recycled is taken again as a new flow. */
+TEST(roce_linked_endpoint_recycles_its_oldest_flows, 10)
+{
+    static fabric_link_t link;
+    memset(&link, 0, sizeof(link));
+    link.nqueues = 1;
+    CHECK_EQ_INT(frameq_init(&link.rx[0], 64), 0);
+    CHECK_EQ_INT(frameq_init(&link.tx[0], 64), 0);
+    link.tx_efd = link.tx[0].efd;
+    memcpy(link.mac, MAC_S, 6);
+    link.ip = inet_addr("10.9.0.254");
+    link.port0 = 7000;
+    fabric_port_config_t pc;
+    fabric_port_config_init(&pc, &link, 0, 0);
+    transport_config_t cfg = {.kind = "roce", .opener = &pc.opener, .queue = 0,
+                              .max_packet = 8192};
+    transport_t *t = NULL;
+    char err[160] = "";
+    CHECK_MSG(transport_open(&cfg, &t, err, sizeof(err)) == 0, "%s", err);
+    roce_hdr_t h;
+    memset(&h, 0, sizeof(h));
+    memcpy(h.dst_mac, MAC_S, 6);
+    memcpy(h.src_mac, MAC_W, 6);
+    h.opcode = ROCE_WRITE_ONLY;
+    h.dma_len = 8;
+    enum { FLOWS = 600, BATCH = 32 };
+    uint32_t delivered = 0;
+    transport_rx_t rx[BATCH];
+    for (uint32_t f = 0; f <= FLOWS; f += BATCH) {
+        uint32_t n = 0;
+        for (uint32_t k = f; k < f + BATCH && k <= FLOWS; k++, n++) {
+            h.qp = k < FLOWS ? 0x100 + k : 0x100; /* the last: the first flow again */
+            h.psn = k < FLOWS ? 1000 + k : 5000;
+            push(&link.rx[0], &h, (const uint8_t *)"12345678", 8, 2);
+        }
+        int got = transport_recv(t, rx, BATCH, 100);
+        CHECK_EQ_INT(got, (int)n);
+        delivered += got > 0 ? (uint32_t)got : 0;
+    }
+    CHECK_EQ_INT(delivered, FLOWS + 1);
+    CHECK_EQ_INT(atomic_load(&link.roce.c[RS_FLOW_TABLE_FULL]), 0);
+    CHECK_EQ_INT(atomic_load(&link.roce.c[RS_FLOWS_RECYCLED]), FLOWS + 1 - 256);
+    transport_close(t);
+    frameq_free(&link.rx[0]);
+    frameq_free(&link.tx[0]);
 }
 
 /* An inagg packet of type `type` for (job 3, slot, round), count int32 elements of value v. */

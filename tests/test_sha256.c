@@ -48,3 +48,18 @@ TEST(sha256_known_vectors, 5)
     back[31] ^= 1;
     CHECK(!mem_equal_ct(back, d, sizeof(d)));
 }
+
+/* The constant-time comparison sees a difference in any byte, the first and the last too. */
+TEST(mem_equal_ct_every_byte, 5)
+{
+    uint8_t a[32], b[32];
+    for (int i = 0; i < 32; i++)
+        a[i] = (uint8_t)(i * 37 + 1);
+    memcpy(b, a, sizeof(b));
+    CHECK(mem_equal_ct(a, b, sizeof(a)));
+    for (size_t i = 0; i < sizeof(a); i++) {
+        memcpy(b, a, sizeof(b));
+        b[i] ^= 0x80;
+        CHECK_MSG(!mem_equal_ct(a, b, sizeof(a)), "a difference in byte %zu not seen", i);
+    }
+}

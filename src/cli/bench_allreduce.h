@@ -84,6 +84,7 @@ typedef struct ar_rank_report {
     uint32_t iters;
     double times_s[AR_MAX_ITERS]; /* this rank's time per timed iteration */
     double t_start, t_end;     /* wall clock (CLOCK_REALTIME) around the timed iterations */
+    double t_fail;             /* wall clock when it failed (0: it did not) */
     double cpu_s;              /* this process's CPU time over them */
     double max_err;            /* float32: largest error relative to its bound */
     uint64_t wrong, checksum;  /* wrong elements; bench_checksum of the last result */

@@ -144,7 +144,9 @@ static void usage(FILE *out)
             "                       core), speedup, theory_ratio = 2(n-1)/n, and each system\n"
             "  -h, --help           this text\n"
             "Test only: INAGG_BENCH_CORRUPT=I alters element I of rank 0's last result before\n"
-            "it is verified (the run must then report verified=false and exit 1).\n",
+            "it is verified (the run must then report verified=false and exit 1);\n"
+            "INAGG_BENCH_STALL=R makes rank R silent before its first allreduce for longer\n"
+            "than --timeout-ms (the summary must then name rank R as where the failure began).\n",
             AR_MAX_ITERS, INAGG_MAX_PACKET_ELEMS, def.packet_elems, def.slots, WINDOW_MIN,
             WINDOW_MAX, TESTBED_SWITCH_THREADS, def.rto_min_us, TESTBED_RTO_MIN_US,
             def.rto_max_us, TESTBED_RTO_MAX_US);

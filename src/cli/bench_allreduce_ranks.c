@@ -1,7 +1,8 @@
 /*
  * bench_allreduce_ranks.c - what `inagg bench allreduce` makes of its ranks' reports: the
- * slowest rank per iteration (median, min, max), verification, checksums, counters, CPU, and
- * the wall-clock window in which every rank ran its timed iterations.
+ * slowest rank per iteration (median, min, max), verification (with the error of the rank
+ * where a failure started), checksums, counters, CPU, and the wall-clock window in which every
+ * rank ran its timed iterations.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -18,6 +19,53 @@ void ar_result_init(ar_sys_result_t *r)
     r->cpu_machine = r->cpu_softirq = NAN;
 }
 
+/* The rank a failure verdict of the switch names ("rank 3 sent nothing ...", "ranks 1,4 sent
+ * nothing ...", "rank 2 disconnected ..."): the first one, or -1. */
+static long named_rank(const char *error)
+{
+    static const char *const verdicts[] = {"failed on the switch: rank ", "failed on the switch: ranks "};
+    for (size_t v = 0; v < sizeof(verdicts) / sizeof(verdicts[0]); v++) {
+        const char *p = strstr(error, verdicts[v]);
+        if (p) {
+            char *end;
+            long r = strtol(p + strlen(verdicts[v]), &end, 10);
+            if (end != p + strlen(verdicts[v]))
+                return r;
+        }
+    }
+    return -1;
+}
+
+/* Whether a rank's error is its own, not the switch passing on another rank's failure. */
+static int own_failure(const ar_rank_report_t *x)
+{
+    return !strstr(x->error, "failed on the switch: rank") || strstr(x->error, "this rank (");
+}
+
+/* Of the ranks that failed, the one where the failure started: the rank the switch's verdict
+ * names when that rank reported a failure of its own (a stalled rank learns it was the silent
+ * one), else the earliest failure of its own, else the earliest failure. -1: none failed. */
+static int root_cause_rank(const ar_rank_report_t *reps, uint32_t n, uint32_t iters)
+{
+    int best = -1, best_own = -1;
+    for (uint32_t k = 0; k < n; k++) {
+        const ar_rank_report_t *x = &reps[k];
+        if (x->verified && x->rc == 0 && x->iters == iters)
+            continue;
+        long named = x->error[0] ? named_rank(x->error) : -1;
+        if (named >= 0 && (uint32_t)named < n && reps[named].error[0] &&
+            own_failure(&reps[named]))
+            return (int)named;
+        double t = x->t_fail > 0 ? x->t_fail : INFINITY;
+        if (best < 0 || t < (reps[best].t_fail > 0 ? reps[best].t_fail : INFINITY))
+            best = (int)k;
+        if (x->error[0] && own_failure(x) &&
+            (best_own < 0 || t < (reps[best_own].t_fail > 0 ? reps[best_own].t_fail : INFINITY)))
+            best_own = (int)k;
+    }
+    return best_own >= 0 ? best_own : best;
+}
+
 void ar_summarize_ranks(const ar_rank_report_t *reps, uint32_t n, uint32_t iters,
                         ar_sys_result_t *r)
 {
@@ -29,7 +77,7 @@ void ar_summarize_ranks(const ar_rank_report_t *reps, uint32_t n, uint32_t iters
         const ar_rank_report_t *x = &reps[k];
         if (!x->verified || x->rc != 0 || x->iters != iters) {
             r->verified = 0;
-            if (!r->error[0])
+            if (!r->error[0] && (int)k == root_cause_rank(reps, n, iters))
                 snprintf(r->error, sizeof(r->error), "%s",
                          x->error[0] ? x->error : x->iters != iters ? "a rank reported too "
                          "few iterations" : "a rank's result did not verify");

@@ -33,6 +33,7 @@ typedef struct flow_ent {
     uint32_t qp;
     uint32_t tx_psn; /* the PSN of our next frame to this flow */
     uint32_t ordinal; /* flows in the order they were seen: the result buffer's row */
+    uint64_t last_rx; /* the endpoint's frame count when this flow last sent one */
     roce_rx_flow_t rx;
     roce_msg_key_t done_key[ROCE_RX_DONE_SLOTS]; /* the key of each message rx remembers */
     roce_msg_key_t answered[PORT_ANSWERED];      /* results sent (by key hash): a repeat whose
@@ -51,6 +52,7 @@ typedef struct port_endpoint {
     uint16_t port;       /* the UDP port of this queue */
     flow_ent_t *flows;   /* PORT_FLOWS entries */
     uint32_t nflows;
+    uint64_t rx_frames;  /* RoCE frames taken, the clock of the flows' last_rx */
     uint32_t cap;        /* largest message */
     uint32_t batch;
     uint8_t *arena;      /* batch completed messages, cap bytes each */
@@ -87,6 +89,25 @@ static uint32_t answered_slot(const roce_msg_key_t *k)
     return (uint32_t)(((k->slot_round ^ k->job) * 0x9e3779b97f4a7c15ull) >> 40) % PORT_ANSWERED;
 }
 
+/* Entry i made the flow (port, mac, qp), its state new. */
+static flow_ent_t *flow_init(port_endpoint_t *e, uint32_t i, uint16_t port, const uint8_t *mac,
+                             uint32_t qp)
+{
+    flow_ent_t *f = &e->flows[i];
+    memset(f, 0, sizeof(*f));
+    f->used = 1;
+    f->port = port;
+    memcpy(f->mac, mac, 6);
+    f->qp = qp;
+    f->ordinal = e->nflows++; /* a new row in the result buffer: nothing of the old flow's */
+    f->rx.buf = e->bufs + (size_t)i * e->cap;
+    f->rx.cap = e->cap;
+    return f;
+}
+
+/* The flow (port, mac, qp), created if absent when `create`. Entries are never emptied (a
+ * job's flows are not told to go when it ends), so a table full of them gives a new flow the
+ * entry of the flow heard from least recently, in place (every lookup still probes past it). */
 static flow_ent_t *flow_find(port_endpoint_t *e, uint16_t port, const uint8_t *mac,
                              uint32_t qp, int create)
 {
@@ -95,23 +116,19 @@ static flow_ent_t *flow_find(port_endpoint_t *e, uint16_t port, const uint8_t *m
     for (uint32_t k = 0; k < PORT_FLOWS; k++) {
         uint32_t i = (hsh + k) & (PORT_FLOWS - 1);
         flow_ent_t *f = &e->flows[i];
-        if (!f->used) {
-            if (!create)
-                return NULL;
-            memset(f, 0, sizeof(*f));
-            f->used = 1;
-            f->port = port;
-            memcpy(f->mac, mac, 6);
-            f->qp = qp;
-            f->ordinal = e->nflows++;
-            f->rx.buf = e->bufs + (size_t)i * e->cap;
-            f->rx.cap = e->cap;
-            return f;
-        }
+        if (!f->used)
+            return create ? flow_init(e, i, port, mac, qp) : NULL;
         if (f->qp == qp && f->port == port && memcmp(f->mac, mac, 6) == 0)
             return f;
     }
-    return NULL;
+    if (!create)
+        return NULL;
+    uint32_t lru = 0;
+    for (uint32_t i = 1; i < PORT_FLOWS; i++)
+        if (e->flows[i].last_rx < e->flows[lru].last_rx)
+            lru = i;
+    stat(e, RS_FLOWS_RECYCLED);
+    return flow_init(e, lru, port, mac, qp);
 }
 
 /* Send one UDP packet, as the afpacket transport frames it. */
@@ -254,6 +271,7 @@ static int take_roce(port_endpoint_t *e, const frameq_slot_t *s, transport_rx_t 
         stat(e, RS_FLOW_TABLE_FULL);
         return 0;
     }
+    fl->last_rx = ++e->rx_frames;
     uint32_t len;
     enum roce_rx_verdict v;
     uint8_t *dst = e->arena + (size_t)slot * e->cap;

@@ -19,22 +19,34 @@ static void count(roce_steer_t *s, int i)
     fstat_add(&s->c[i], 1);
 }
 
+/* The flow (pin, qp), created if absent when `create`. Entries are never emptied, so a probe
+ * window full of flows gives a new one the entry of the flow that had a frame least recently
+ * (in place: lookups of the others still probe past it). */
 static roce_steer_ent_t *lookup(roce_steer_t *s, uint32_t pin, uint32_t qp, int create)
 {
     uint32_t h = (qp * 0x9e3779b1u) ^ (pin * 0x85ebca6bu);
+    roce_steer_ent_t *lru = NULL;
+    s->clock++;
     for (uint32_t k = 0; k < 64; k++) { /* bounded probe */
         roce_steer_ent_t *e = &s->t[(h + k) & (ROCE_STEER_FLOWS - 1)];
-        if (e->qp == qp && e->port == pin && qp != 0)
+        if (e->qp == qp && e->port == pin && qp != 0) {
+            e->last = s->clock;
             return e;
+        }
         if (e->qp == 0) {
             if (!create || qp == 0)
                 return NULL;
-            e->qp = qp;
-            e->port = (uint16_t)pin;
+            *e = (roce_steer_ent_t){.qp = qp, .port = (uint16_t)pin, .last = s->clock};
             return e;
         }
+        if (!lru || e->last < lru->last)
+            lru = e;
     }
-    return NULL;
+    if (!create || qp == 0 || !lru)
+        return NULL;
+    count(s, RG_RECYCLED);
+    *lru = (roce_steer_ent_t){.qp = qp, .port = (uint16_t)pin, .last = s->clock};
+    return lru;
 }
 
 int fabric_roce_in(struct fabric *f, uint32_t pin, const struct virtio_net_hdr *vh,
@@ -96,7 +108,8 @@ int fabric_roce_in(struct fabric *f, uint32_t pin, const struct virtio_net_hdr *
 }
 
 static const char *const names[RG_COUNT] = {"first", "steered", "not_write", "no_match",
-                                            "no_flow", "malformed", "flow_table_full"};
+                                            "no_flow", "malformed", "flow_table_full",
+                                            "flows_recycled"};
 
 void roce_steer_write_text(struct fabric *f, FILE *out)
 {

@@ -2,7 +2,7 @@
  * admit.c - JOIN on the switch (PROTOCOL.md 5.3, 5.8, 5.9): the parameters checked, the job
  * secret proved (HELLO gives a connection a one-time nonce; a JOIN carries the job's
  * verifier when it registers the job, else a proof over that nonce, compared in constant
- * time; failed attempts counted and rate limited per address), the slot quotas per job and
+ * time; failed attempts counted and rate limited per address and job, authlimit.h), the slot quotas per job and
  * per address and the pool, and the job registered, joined and activated when complete.
  */
 #include <errno.h>
@@ -106,6 +106,33 @@ static int join_matches(control_t *ctl, const client_t *cl, const job_t *j, cons
     return 0;
 }
 
+/* An address that registered CTL_MAX_JOINING_PER_ADDR jobs still waiting for their ranks
+ * registers one more: the oldest of them is removed (its members are refused and told why),
+ * so jobs that never become complete cannot hold the switch's job ids; each also expires at
+ * its join timeout (control.c check_jobs). */
+static void make_room_to_join(control_t *ctl, const peer_t *p)
+{
+    struct inagg_switch *sw = ctl->sw;
+    job_t *oldest = NULL;
+    uint32_t n = 0;
+    for (uint32_t id = 1; id < SWITCH_MAX_JOBS; id++) {
+        job_t *j = atomic_load_explicit(&sw->jobs[id], memory_order_relaxed);
+        if (!j || j->owner != p || atomic_load(&j->state) != JOB_JOINING)
+            continue;
+        n++;
+        if (!oldest || j->created_ms < oldest->created_ms)
+            oldest = j;
+    }
+    if (n < CTL_MAX_JOINING_PER_ADDR || !oldest)
+        return;
+    char text[CTL_LINE_MAX - 64];
+    snprintf(text, sizeof(text), "job '%s' removed: its address registered %u jobs that are "
+             "still waiting for their ranks, the most one address may hold, and this was the "
+             "oldest (%u of %u ranks joined)", oldest->name, n, oldest->joined, oldest->world);
+    control_count(sw, CTL_JOINING_EVICTED);
+    control_refuse_joining(ctl, oldest, WIRE_REFUSED, text);
+}
+
 /* The first JOIN of a job: create and publish it. The job, or NULL after refusing. */
 static job_t *register_job(control_t *ctl, const client_t *cl, const wire_join_t *jn,
                            const switch_proto_ops_t *ops, uint32_t float_mode,
@@ -124,7 +151,7 @@ static job_t *register_job(control_t *ctl, const client_t *cl, const wire_join_t
         char who[64];
         peers_format(cl->peer, who, sizeof(who));
         control_count(sw, CTL_ADDR_QUOTA);
-        control_send_err(ctl, cl->fd, WIRE_REFUSED,
+        control_send_err(ctl, cl->fd, WIRE_REFUSED_BUSY,
                          "slot quota: jobs registered from %s hold %u slots; "
                          "%u more would pass the per-address quota of %u",
                          who, cl->peer->slots, jn->slots, ctl->max_addr_slots);
@@ -133,15 +160,16 @@ static job_t *register_job(control_t *ctl, const client_t *cl, const wire_join_t
     uint32_t free_slots = sw->cfg.total_slots - atomic_load(&sw->slots_used);
     if (jn->slots > free_slots) {
         control_count(sw, CTL_POOL_FULL);
-        control_send_err(ctl, cl->fd, WIRE_REFUSED,
+        control_send_err(ctl, cl->fd, WIRE_REFUSED_BUSY,
                          "pool exhausted: job '%s' asks %u slots, %u of %u "
                          "free",
                          jn->job, jn->slots, free_slots, sw->cfg.total_slots);
         return NULL;
     }
+    make_room_to_join(ctl, cl->peer);
     int id = free_job_id(sw);
     if (id < 0) {
-        control_send_err(ctl, cl->fd, WIRE_REFUSED, "too many jobs (%u)", SWITCH_MAX_JOBS);
+        control_send_err(ctl, cl->fd, WIRE_REFUSED_BUSY, "too many jobs (%u)", SWITCH_MAX_JOBS);
         return NULL;
     }
     job_t *j = job_create((uint16_t)id, jn->job, ops, jn->world, jn->slots, jn->elems,
@@ -203,17 +231,13 @@ static job_t *register_job(control_t *ctl, const client_t *cl, const wire_join_t
     return j;
 }
 
-/* A failed authentication: counted for the address (which is refused for a while past
- * AUTH_FAIL_LIMIT) and switch-wide; the reason never contains the secret or the proof. */
+/* A failed authentication: counted for the address and job (that pair is refused for a while
+ * past AUTH_FAIL_LIMIT, authlimit.h) and switch-wide; the reason never contains the secret or
+ * the proof. */
 static int auth_failed(control_t *ctl, const client_t *cl, const wire_join_t *jn, const char *why)
 {
     peer_t *p = cl->peer;
-    uint64_t now = server_now_ms();
-    if (p->auth_fails == 0 || now - p->window_ms >= AUTH_WINDOW_MS) {
-        p->auth_fails = 0;
-        p->window_ms = now;
-    }
-    p->auth_fails++;
+    authlimit_fail(&ctl->auth, p->addr, jn->job, server_now_ms());
     control_count(ctl->sw, CTL_AUTH_FAILED);
     char who[64];
     peers_format(p, who, sizeof(who));
@@ -228,16 +252,15 @@ static int auth_failed(control_t *ctl, const client_t *cl, const wire_join_t *jn
  * name, NULL if it is new. 0, or -1 after refusing. */
 static int authenticate(control_t *ctl, client_t *cl, const job_t *j, const wire_join_t *jn)
 {
-    peer_t *p = cl->peer;
-    uint64_t now = server_now_ms();
     int had_nonce = cl->has_nonce;
     cl->has_nonce = 0; /* a challenge answers one JOIN */
-    if (p->auth_fails >= AUTH_FAIL_LIMIT && now - p->window_ms < AUTH_WINDOW_MS) {
+    uint64_t locked = authlimit_locked_ms(&ctl->auth, cl->peer->addr, jn->job, server_now_ms());
+    if (locked) {
         control_count(ctl->sw, CTL_AUTH_LIMITED);
-        control_send_err(ctl, cl->fd, WIRE_REFUSED,
-                         "too many failed authentications from this address; "
+        control_send_err(ctl, cl->fd, WIRE_REFUSED_BUSY,
+                         "too many failed authentications from this address for job '%s'; "
                          "try again in %llu ms",
-                         (unsigned long long)(AUTH_WINDOW_MS - (now - p->window_ms)));
+                         jn->job, (unsigned long long)locked);
         return -1;
     }
     if (!j) {

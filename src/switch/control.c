@@ -75,11 +75,51 @@ void control_send_err(control_t *ctl, int fd, enum wire_refusal r, const char *f
     control_send_line(ctl, fd, line);
 }
 
-static void send_failed(control_t *ctl, int fd, const job_t *j)
+/* The job's failure to rank `rank` (on fd): a rank that failed it by its silence is told so
+ * in its own words. */
+static void send_failed(control_t *ctl, int fd, const job_t *j, uint32_t rank)
 {
-    char line[CTL_LINE_MAX];
-    wire_failed_format(j->fail_reason, line, sizeof(line));
+    char line[CTL_LINE_MAX], own[sizeof(j->silent_reason) + 64];
+    const char *reason = j->fail_reason;
+    if (rank < j->world && j->silent_ms[rank]) {
+        snprintf(own, sizeof(own), "this rank (%u) sent nothing for %llu ms %s", rank,
+                 (unsigned long long)j->silent_ms[rank], j->silent_reason);
+        reason = own;
+    }
+    wire_failed_format(reason, line, sizeof(line));
     control_send_line(ctl, fd, line);
+}
+
+/* The ranks r < world with set[r] as "0,2,3,5-9" (at most cap - 1 characters; a list that does
+ * not fit ends with "..."). How many there are. */
+static uint32_t format_ranks(const uint8_t *set, uint32_t world, char *buf, size_t cap)
+{
+    size_t off = 0;
+    uint32_t n = 0;
+    buf[0] = 0;
+    for (uint32_t r = 0; r < world; r++) {
+        if (!set[r])
+            continue;
+        uint32_t end = r;
+        while (end + 1 < world && set[end + 1])
+            end++;
+        if (end < r + 2)
+            end = r; /* two in a row are listed, three or more are a range */
+        n += end - r + 1;
+        char part[32];
+        if (end == r)
+            snprintf(part, sizeof(part), "%s%u", off ? "," : "", r);
+        else
+            snprintf(part, sizeof(part), "%s%u-%u", off ? "," : "", r, end);
+        if (off + strlen(part) + 4 > cap) {
+            snprintf(buf + off, cap - off, "...");
+            off = cap;
+        } else if (off < cap) {
+            off += (size_t)snprintf(buf + off, cap - off, "%s", part);
+        }
+        r = end;
+    }
+    return n;
 }
 
 void control_broadcast(control_t *ctl, job_t *j, const char *line)
@@ -104,7 +144,7 @@ static void fail_job(control_t *ctl, job_t *j, const char *fmt, ...)
     LOG_W("job '%s' (id %u) failed: %s", j->name, j->id, j->fail_reason);
     for (uint32_t r = 0; r < j->world; r++)
         if (j->member_fd[r] >= 0)
-            send_failed(ctl, j->member_fd[r], j);
+            send_failed(ctl, j->member_fd[r], j, r);
 }
 
 void control_fail_job(control_t *ctl, job_t *j, const char *fmt, ...)
@@ -136,7 +176,7 @@ static void free_retired(control_t *ctl, job_t *j, uint64_t record)
     struct inagg_switch *sw = ctl->sw;
     if (j->owner) {
         j->owner->slots -= j->nslots;
-        peers_release(j->owner, server_now_ms(), AUTH_WINDOW_MS);
+        peers_release(j->owner);
     }
     pthread_mutex_lock(&sw->stats_lock);
     atomic_fetch_sub(&sw->slots_used, j->nslots);
@@ -209,11 +249,13 @@ static void handle_barrier(control_t *ctl, client_t *cl)
         return;
     }
     if (atomic_load(&j->state) == JOB_FAILED) {
-        send_failed(ctl, cl->fd, j);
+        send_failed(ctl, cl->fd, j, cl->rank);
         return;
     }
     if (j->in_barrier[cl->rank])
         return;
+    if (j->barrier_count == 0)
+        j->barrier_since_ms = server_now_ms();
     j->in_barrier[cl->rank] = 1;
     if (++j->barrier_count < j->world)
         return;
@@ -276,7 +318,7 @@ static void drop_client(control_t *ctl, int idx)
     close(cl->fd);
     ctl_writer_free(&cl->wr);
     cl->peer->conns--;
-    peers_release(cl->peer, server_now_ms(), AUTH_WINDOW_MS);
+    peers_release(cl->peer);
     atomic_fetch_sub(&ctl->sw->ctl_connections, 1);
     free(cl);
     ctl->clients[idx] = ctl->clients[--ctl->nclients];
@@ -370,6 +412,78 @@ static void check_clients(control_t *ctl, uint64_t now)
     }
 }
 
+/* A barrier some ranks entered timeout_ms ago that the others never reached fails the job,
+ * naming the ranks that did not arrive. 1 when it failed the job. */
+static int check_barrier(control_t *ctl, job_t *j, uint64_t now)
+{
+    if (j->barrier_count == 0 || now - j->barrier_since_ms <= j->timeout_ms)
+        return 0;
+    uint8_t missing[INAGG_MAX_WORLD];
+    for (uint32_t r = 0; r < j->world; r++)
+        missing[r] = !j->in_barrier[r];
+    char list[100], gone[100] = "";
+    uint32_t n = format_ranks(missing, j->world, list, sizeof(list));
+    for (uint32_t r = 0; r < j->world; r++)
+        missing[r] = missing[r] && j->left[r];
+    uint32_t nleft = format_ranks(missing, j->world, gone, sizeof(gone));
+    fail_job(ctl, j, "barrier: rank%s %s did not arrive within %u ms (%u of %u ranks did)%s%s%s%s",
+             n == 1 ? "" : "s", list, j->timeout_ms, j->barrier_count, j->world,
+             nleft ? "; rank" : "", nleft > 1 ? "s " : nleft ? " " : "", gone,
+             nleft == 1 ? " had left the job" : nleft ? " had left the job" : "");
+    return 1;
+}
+
+/* Ranks that sent nothing for timeout_ms while another rank was active (sent within half of
+ * it) fail the job; ranks that left with LEAVE are done and wait on nothing, so they are not
+ * counted. Every silent rank is named; each is told on its own connection that it was the
+ * silent one (a rank that was stopped learns it when it runs again). */
+static void check_silence(control_t *ctl, job_t *j, uint64_t now)
+{
+    uint64_t newest = 0, seen[INAGG_MAX_WORLD];
+    for (uint32_t r = 0; r < j->world; r++) {
+        seen[r] = j->activated_ms;
+        for (uint32_t t = 0; t < j->nthreads; t++) {
+            uint64_t s = STAT_GET(j->threads[t].last_seen_ms[r]);
+            if (s > seen[r])
+                seen[r] = s;
+        }
+        if (!j->left[r] && seen[r] > newest)
+            newest = seen[r];
+    }
+    if (newest == 0 || now - newest >= j->timeout_ms / 2 + 1)
+        return; /* nobody active: nobody is waiting */
+    uint8_t silent[INAGG_MAX_WORLD] = {0}, waiting[INAGG_MAX_WORLD] = {0};
+    uint64_t longest = 0;
+    uint32_t nsilent = 0;
+    for (uint32_t r = 0; r < j->world; r++) {
+        if (j->left[r])
+            continue;
+        if (now - seen[r] > j->timeout_ms) {
+            silent[r] = 1;
+            nsilent++;
+            if (now - seen[r] > longest)
+                longest = now - seen[r];
+        } else {
+            waiting[r] = 1;
+        }
+    }
+    if (nsilent == 0)
+        return;
+    char sl[100], wl[80];
+    format_ranks(silent, j->world, sl, sizeof(sl));
+    int several = format_ranks(waiting, j->world, wl, sizeof(wl)) > 1;
+    for (uint32_t r = 0; r < j->world; r++)
+        j->silent_ms[r] = silent[r] ? now - seen[r] : 0;
+    snprintf(j->silent_reason, sizeof(j->silent_reason),
+             "(longer than the worker timeout, %u ms) while rank%s %s %s waiting on it: the job "
+             "failed and this rank is no longer part of it", j->timeout_ms, several ? "s" : "",
+             wl, several ? "were" : "was");
+    fail_job(ctl, j, "rank%s %s sent nothing for %s%llu ms while rank%s %s %s waiting on %s "
+             "(worker timeout %u ms)", nsilent == 1 ? "" : "s", sl, nsilent == 1 ? "" : "up to ",
+             (unsigned long long)longest, several ? "s" : "", wl, several ? "were" : "was",
+             nsilent == 1 ? "it" : "them", j->timeout_ms);
+}
+
 static void check_jobs(control_t *ctl)
 {
     struct inagg_switch *sw = ctl->sw;
@@ -397,33 +511,38 @@ static void check_jobs(control_t *ctl)
         }
         if (state != JOB_ACTIVE)
             continue;
-        uint64_t newest = 0, oldest = UINT64_MAX;
-        uint32_t oldest_rank = 0;
-        for (uint32_t r = 0; r < j->world; r++) {
-            uint64_t seen = j->activated_ms;
-            for (uint32_t t = 0; t < j->nthreads; t++) {
-                uint64_t s = STAT_GET(j->threads[t].last_seen_ms[r]);
-                if (s > seen)
-                    seen = s;
-            }
-            if (seen > newest)
-                newest = seen;
-            if (seen < oldest) {
-                oldest = seen;
-                oldest_rank = r;
-            }
-        }
-        if (now - oldest > j->timeout_ms && now - newest < j->timeout_ms / 2 + 1)
-            fail_job(ctl, j,
-                     "rank %u sent nothing for %llu ms while other ranks were waiting on it "
-                     "(worker timeout %u ms)%s",
-                     oldest_rank, (unsigned long long)(now - oldest), j->timeout_ms,
-                     j->left[oldest_rank] ? "; it had left the job" : "");
+        if (check_barrier(ctl, j, now) == 0)
+            check_silence(ctl, j, now);
     }
 }
 
-/* Accept what is waiting: a connection past the table's size or its address's limit is
- * refused with a reason and closed. */
+/* At the table's size (p NULL) or address p's limit: close the connection without a job that
+ * has been quiet longest (of p's), to make room for a new one (an address's idle or stuck
+ * connections cannot lock out its members' JOINs). 1 if one was closed. */
+static int evict_idle(control_t *ctl, const peer_t *p)
+{
+    int victim = -1;
+    for (int i = 0; i < ctl->nclients; i++) {
+        const client_t *cl = ctl->clients[i];
+        if (cl->job || cl->doomed || (p && cl->peer != p))
+            continue;
+        if (victim < 0 || cl->last_in_ms < ctl->clients[victim]->last_in_ms)
+            victim = i;
+    }
+    if (victim < 0)
+        return 0;
+    static const char bye[] = "ERR busy closed: the longest-idle connection without a job, to "
+                              "make room for a new one\n";
+    ssize_t n = send(ctl->clients[victim]->fd, bye, sizeof(bye) - 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+    (void)n;
+    control_count(ctl->sw, CTL_CONN_EVICTED);
+    drop_client(ctl, victim);
+    return 1;
+}
+
+/* Accept what is waiting: a connection past the table's size or its address's limit takes
+ * the place of the longest-idle connection without a job (of that address), or is refused
+ * with a reason and closed when there is none. */
 static void accept_clients(control_t *ctl)
 {
     struct inagg_switch *sw = ctl->sw;
@@ -443,13 +562,14 @@ static void accept_clients(control_t *ctl)
         peer_t *p = NULL;
         client_t *cl = NULL;
         const char *why = NULL;
-        if (ctl->nclients >= CTL_MAX_CLIENTS || fd >= ctl->by_fd_cap ||
-            !(p = peers_get(&ctl->peers, &ss))) {
+        if ((ctl->nclients >= CTL_MAX_CLIENTS && !evict_idle(ctl, NULL)) ||
+            fd >= ctl->by_fd_cap || !(p = peers_get(&ctl->peers, &ss))) {
             control_count(sw, CTL_CONN_LIMIT);
-            why = "ERR system too many control connections\n";
-        } else if (p->conns >= ctl->max_conns_per_addr) {
+            why = "ERR busy too many control connections\n";
+        } else if (p->conns >= ctl->max_conns_per_addr &&
+                   (!evict_idle(ctl, p) || !(p = peers_get(&ctl->peers, &ss)))) {
             control_count(sw, CTL_CONN_PER_ADDR);
-            why = "ERR refused too many control connections from this address\n";
+            why = "ERR busy too many control connections from this address\n";
         } else if (!(cl = calloc(1, sizeof(*cl)))) {
             why = "ERR system out of memory\n";
         }
@@ -457,7 +577,7 @@ static void accept_clients(control_t *ctl)
             ssize_t n = send(fd, why, strlen(why), MSG_DONTWAIT | MSG_NOSIGNAL);
             (void)n;
             close(fd);
-            peers_release(p, server_now_ms(), AUTH_WINDOW_MS);
+            peers_release(p);
             continue;
         }
         *cl = (client_t){.fd = fd, .peer = p, .last_in_ms = server_now_ms(),
@@ -489,7 +609,10 @@ static control_t *control_create(struct inagg_switch *sw)
     ctl->by_fd = calloc((size_t)ctl->by_fd_cap, sizeof(*ctl->by_fd));
     ctl->retiring = calloc(SWITCH_MAX_JOBS, sizeof(*ctl->retiring));
     if (!ctl->by_fd || !ctl->retiring ||
-        peers_init(&ctl->peers, CTL_MAX_CLIENTS + SWITCH_MAX_JOBS) != 0) {
+        peers_init(&ctl->peers, CTL_MAX_CLIENTS + SWITCH_MAX_JOBS) != 0 ||
+        authlimit_init(&ctl->auth, AUTH_TABLE, AUTH_FAIL_LIMIT, AUTH_WINDOW_MS) != 0) {
+        peers_free(&ctl->peers);
+        authlimit_free(&ctl->auth);
         free(ctl->by_fd);
         free(ctl->retiring);
         free(ctl);
@@ -506,6 +629,7 @@ void *control_main(void *arg)
     if (!ctl || !pfds) {
         if (ctl) {
             peers_free(&ctl->peers);
+            authlimit_free(&ctl->auth);
             free(ctl->by_fd);
             free(ctl->retiring);
         }
@@ -557,6 +681,7 @@ void *control_main(void *arg)
         drop_client(ctl, ctl->nclients - 1);
     reap_retired(ctl, 1);
     peers_free(&ctl->peers);
+    authlimit_free(&ctl->auth);
     free(ctl->by_fd);
     free(ctl->retiring);
     free(pfds);

@@ -10,12 +10,15 @@
 #include <stdint.h>
 
 #include "control/ctl.h"
+#include "switch/authlimit.h"
 #include "switch/peers.h"
 #include "switch/server.h"
 #include "wire/auth.h"
 #include "wire/ctlmsg.h"
 
 #define CTL_MAX_CLIENTS 1024
+#define CTL_MAX_JOINING_PER_ADDR 32 /* jobs one address registered that are still waiting for
+                                       their ranks; one more removes the oldest of them */
 #define CTL_TICK_MS 50
 #define CTL_ACCEPT_BURST 64                /* connections accepted per pass */
 #define CTL_OUTPUT_MAX (4u << 20)          /* bytes of replies queued per connection */
@@ -23,7 +26,9 @@
 #define CTL_LINES_PER_PASS 16              /* requests served per connection per pass */
 #define SWITCH_MAX_POOL_BYTES (1ull << 30) /* per job */
 #define AUTH_WINDOW_MS 10000               /* failed authentications are counted over this */
-#define AUTH_FAIL_LIMIT 5                  /* ... and past this many, JOINs are refused */
+#define AUTH_FAIL_LIMIT 5                  /* ... per address and job, and past this many,
+                                              that address's JOINs of that job are refused */
+#define AUTH_TABLE 4096                    /* (address, job) pairs with failures tracked */
 
 typedef struct client {
     int fd;
@@ -55,6 +60,7 @@ typedef struct control {
     client_t **by_fd; /* [by_fd_cap]: the client of a descriptor */
     int by_fd_cap;
     peer_table_t peers;
+    auth_limit_t auth;
     uint32_t request_ms, idle_ms, max_conns_per_addr, max_job_slots, max_addr_slots;
     uint64_t accept_paused_until; /* ms: out of descriptors, the listener rests until then */
 } control_t;

@@ -94,7 +94,12 @@ typedef struct job {
     uint32_t contrib[INAGG_MAX_WORLD]; /* the ranks whose data each member sums (JOIN's
                                           contributors=, 1 for a worker) */
     uint32_t joined, barrier_count, barrier_epoch;
+    uint64_t barrier_since_ms;      /* when the open barrier's first rank arrived */
     char fail_reason[256];
+    /* a job failed for silence: how long each silent rank was silent (0: it was not) and the
+       rest of what it is told (it may have been stopped, and learn only when it runs again) */
+    uint64_t silent_ms[INAGG_MAX_WORLD];
+    char silent_reason[256];
 } job_t;
 
 /* Allocate a job with its protocol's state. NULL when out of memory. */

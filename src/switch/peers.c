@@ -51,10 +51,9 @@ peer_t *peers_get(peer_table_t *t, const struct sockaddr_storage *ss)
     return free_one;
 }
 
-void peers_release(peer_t *p, uint64_t now_ms, uint64_t window_ms)
+void peers_release(peer_t *p)
 {
-    if (p && p->conns == 0 && p->slots == 0 &&
-        (p->auth_fails == 0 || now_ms - p->window_ms >= window_ms))
+    if (p && p->conns == 0 && p->slots == 0)
         p->used = 0;
 }
 

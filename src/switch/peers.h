@@ -1,7 +1,7 @@
 /*
  * peers.h - what the switch's control plane holds per client address: open control
- * connections, slots of the jobs that address registered, and its failed authentications
- * in the current window. The admission limits (control.c, PROTOCOL.md "Admission") are
+ * connections and slots of the jobs that address registered (failed authentications are
+ * counted per address and job, authlimit.h). The admission limits (control.c, PROTOCOL.md "Admission") are
  * checked against these. Used by the control thread only.
  */
 #ifndef INAGG_SWITCH_PEERS_H
@@ -15,8 +15,6 @@ typedef struct peer {
     uint8_t addr[16];       /* IPv4 as IPv4-mapped IPv6 */
     uint32_t conns;         /* open control connections */
     uint32_t slots;         /* slots held by jobs this address registered */
-    uint32_t auth_fails;    /* failed JOIN authentications since window_ms */
-    uint64_t window_ms;     /* start of the current failure window */
 } peer_t;
 
 typedef struct peer_table {
@@ -30,9 +28,8 @@ void peers_free(peer_table_t *t);
 /* The entry of a socket address, created if absent; NULL when the table is full. The
  * pointer stays valid until peers_release() frees the entry. */
 peer_t *peers_get(peer_table_t *t, const struct sockaddr_storage *ss);
-/* Free the entry once nothing refers to it (no connections, no slots, no failures whose
- * window has not ended at now_ms). */
-void peers_release(peer_t *p, uint64_t now_ms, uint64_t window_ms);
+/* Free the entry once nothing refers to it (no connections, no slots). */
+void peers_release(peer_t *p);
 /* "1.2.3.4" or "::1" into buf, for log lines. */
 void peers_format(const peer_t *p, char *buf, size_t cap);
 

@@ -114,6 +114,7 @@ const stat_info_t stat_table[STAT_COUNT] = {
 const char *const ctl_stat_names[CTL_STAT_COUNT] = {
     [CTL_CONN_LIMIT] = "conn_limit",         [CTL_CONN_PER_ADDR] = "conn_per_addr",
     [CTL_IDLE_CLOSED] = "idle_closed",       [CTL_REQUEST_TIMEOUT] = "request_timeout",
+    [CTL_CONN_EVICTED] = "conn_evicted",    [CTL_JOINING_EVICTED] = "joining_evicted",
     [CTL_OUTPUT_FULL] = "output_full",       [CTL_LINE_TOO_LONG] = "line_too_long",
     [CTL_JOB_QUOTA] = "job_slot_quota",      [CTL_ADDR_QUOTA] = "addr_slot_quota",
     [CTL_POOL_FULL] = "pool_exhausted",      [CTL_AUTH_FAILED] = "auth_failed",

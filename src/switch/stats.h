@@ -78,6 +78,9 @@ enum ctl_stat {
     CTL_CONN_LIMIT = 0,  /* connection refused: the switch's connection table is full */
     CTL_CONN_PER_ADDR,   /* connection refused: too many from one address */
     CTL_IDLE_CLOSED,     /* connection without a job closed after the idle timeout */
+    CTL_CONN_EVICTED,    /* connection without a job closed to make room (a limit reached) */
+    CTL_JOINING_EVICTED, /* a job still waiting for ranks removed: its address registered too
+                            many such (CTL_MAX_JOINING_PER_ADDR) */
     CTL_REQUEST_TIMEOUT, /* closed: a request line, or its reply, not done within the deadline */
     CTL_OUTPUT_FULL,     /* closed: replies piled up past the output limit (a peer not reading) */
     CTL_LINE_TOO_LONG,   /* closed: a line longer than CTL_LINE_MAX */

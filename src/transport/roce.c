@@ -349,7 +349,7 @@ const char *roce_stat_name(int i)
         "bad_length", "bad_bth", "not_write", "bad_payload", "bad_icrc", "psn_duplicate",
         "psn_gap", "psn_window", "no_first", "too_big", "length", "abandoned",
         "flow_table_full", "tx_dropped", "repeats", "resbuf_answered", "resbuf_evicted",
-        "repeat_round_open", "resent_taken", "replayed"};
+        "repeat_round_open", "resent_taken", "replayed", "flows_recycled"};
     return i >= 0 && i < RS_COUNT ? names[i] : "unknown";
 }
 

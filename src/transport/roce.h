@@ -51,6 +51,8 @@ enum roce_stat {
     RS_REPEAT_OPEN,     /* ... whose result was not sent yet, the round open (dropped) */
     RS_RESENT_TAKEN,    /* messages lost on their way, taken when resent at their PSNs */
     RS_REPLAYED,        /* worker: retransmissions sent at their first sending's PSNs */
+    RS_FLOWS_RECYCLED,  /* new flows that took the entry of the flow heard from least recently
+                           (the table was full: flows of ended jobs are never told to go) */
     RS_COUNT
 };
 

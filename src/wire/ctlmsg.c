@@ -45,6 +45,7 @@ static const char *const refusal_names[WIRE_REFUSAL_COUNT] = {
     [WIRE_REFUSED] = "refused",         [WIRE_REFUSED_VERSION] = "version",
     [WIRE_REFUSED_TIMEOUT] = "timeout", [WIRE_REFUSED_INVALID] = "invalid",
     [WIRE_REFUSED_UNSUPPORTED] = "unsupported", [WIRE_REFUSED_SYSTEM] = "system",
+    [WIRE_REFUSED_BUSY] = "busy",
 };
 
 const char *wire_refusal_name(enum wire_refusal r)

@@ -62,6 +62,9 @@ enum wire_refusal {
     WIRE_REFUSED_INVALID,   /* "invalid": a malformed or impossible request */
     WIRE_REFUSED_UNSUPPORTED, /* "unsupported": a feature this switch lacks */
     WIRE_REFUSED_SYSTEM,    /* "system": the switch ran out of a resource */
+    WIRE_REFUSED_BUSY,      /* "busy": not now, maybe soon: the switch is at a limit that frees
+                               up (job ids, slots, connections) or this address is locked out
+                               of this job for a while; a worker retries (PROTOCOL.md 5.10) */
     WIRE_REFUSAL_COUNT
 };
 

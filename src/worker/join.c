@@ -114,6 +114,7 @@ static const inagg_result_t refusal_results[WIRE_REFUSAL_COUNT] = {
     [WIRE_REFUSED_INVALID] = INAGG_ERR_INVALID,
     [WIRE_REFUSED_UNSUPPORTED] = INAGG_ERR_UNSUPPORTED,
     [WIRE_REFUSED_SYSTEM] = INAGG_ERR_REFUSED, /* the switch ran short: it refused the job */
+    [WIRE_REFUSED_BUSY] = INAGG_ERR_REFUSED,   /* ... and still did after the retries */
 };
 
 /* The job's verifier from the secret of the options, $INAGG_JOB_SECRET, the secret file or
@@ -167,9 +168,10 @@ static int wants_dpauth(const inagg_comm_t *c)
 /* With a secret: HELLO, then the JOIN carries the verifier (a new job) or the proof for the
  * switch's nonce (a job that exists), and the dataplane keys of shard k come from the
  * verifier and that nonce (wire/dpauth.h). 0, or an inagg result with the reason in
- * detail. */
+ * detail; *transient says a refusal may pass if the JOIN is tried again. */
 static inagg_result_t authenticate(inagg_comm_t *c, uint32_t k, int fd, ctl_reader_t *rd,
-                                   wire_join_t *j, const char *addr_text, char *detail,
+                                   wire_join_t *j, const char *addr_text, int *transient,
+                                   char *detail,
                                    size_t dlen)
 {
     uint8_t v[SHA256_BYTES];
@@ -188,6 +190,14 @@ static inagg_result_t authenticate(inagg_comm_t *c, uint32_t k, int fd, ctl_read
         return io == -ETIMEDOUT ? INAGG_ERR_TIMEOUT : INAGG_ERR_CONNECTION;
     }
     uint8_t nonce[WIRE_NONCE_BYTES];
+    if (wire_verb_of(line) == WIRE_VERB_ERR) { /* refused before the JOIN (a busy switch) */
+        const char *text;
+        enum wire_refusal r = wire_err_parse(line, &text);
+        set_err(detail, dlen, "switch at %s: %s %s", addr_text, wire_refusal_name(r), text);
+        *transient = r == WIRE_REFUSED_BUSY || r == WIRE_REFUSED_SYSTEM;
+        explicit_bzero(v, sizeof(v));
+        return refusal_results[r];
+    }
     if (wire_verb_of(line) != WIRE_VERB_CHALLENGE ||
         ctl_get(line, "nonce", nonce_hex, sizeof(nonce_hex)) != 0 ||
         hex_decode(nonce_hex, nonce, sizeof(nonce)) != 0 ||
@@ -212,10 +222,14 @@ static inagg_result_t authenticate(inagg_comm_t *c, uint32_t k, int fd, ctl_read
     return INAGG_OK;
 }
 
-inagg_result_t comm_join(inagg_comm_t *c, uint32_t k, const char *addr_text,
-                         wire_joined_t *out, char *detail, size_t dlen)
+/* One attempt at joining through shard k's switch. *transient is set when the switch
+ * refused with "busy" or "system" (a limit that frees up, a resource it ran short of). */
+static inagg_result_t join_once(inagg_comm_t *c, uint32_t k, const char *addr_text,
+                                wire_joined_t *out, int *transient, char *detail, size_t dlen)
 {
     int timeout_ms = (int)c->opts.timeout_ms;
+    *transient = 0;
+    c->rd[k].len = 0;
     int fd = ctl_connect_to(addr_text, timeout_ms);
     if (fd < 0) {
         set_err(detail, dlen, "cannot connect to the switch at %s: %s", addr_text,
@@ -240,7 +254,7 @@ inagg_result_t comm_join(inagg_comm_t *c, uint32_t k, const char *addr_text,
         codec_format(&c->codec, j.compress, sizeof(j.compress));
         j.no_feedback = c->opts.no_error_feedback != 0;
     }
-    inagg_result_t arc = authenticate(c, k, fd, rd, &j, addr_text, detail, dlen);
+    inagg_result_t arc = authenticate(c, k, fd, rd, &j, addr_text, transient, detail, dlen);
     if (arc != INAGG_OK)
         return arc;
     char line[CTL_LINE_MAX];
@@ -260,6 +274,7 @@ inagg_result_t comm_join(inagg_comm_t *c, uint32_t k, const char *addr_text,
         const char *text;
         enum wire_refusal r = wire_err_parse(line, &text);
         set_err(detail, dlen, "switch at %s: %s %s", addr_text, wire_refusal_name(r), text);
+        *transient = r == WIRE_REFUSED_BUSY || r == WIRE_REFUSED_SYSTEM;
         return refusal_results[r];
     }
     if (wire_joined_parse(line, out, detail, dlen) != 0)
@@ -273,10 +288,48 @@ inagg_result_t comm_join(inagg_comm_t *c, uint32_t k, const char *addr_text,
     return INAGG_OK;
 }
 
+/* Join, retrying transient refusals ("busy", "system": PROTOCOL.md 5.10) on a new connection
+ * after a backoff that starts at JOIN_BACKOFF_MIN_MS and doubles up to JOIN_BACKOFF_MAX_MS
+ * (each wait drawn from its upper half, so ranks turned away together come back apart),
+ * until the join timeout (opts.timeout_ms from the first attempt) has passed. Every other
+ * refusal is final at once. */
+#define JOIN_BACKOFF_MIN_MS 20u
+#define JOIN_BACKOFF_MAX_MS 1000u
+
+inagg_result_t comm_join(inagg_comm_t *c, uint32_t k, const char *addr_text,
+                         wire_joined_t *out, char *detail, size_t dlen)
+{
+    uint64_t deadline = util_now_ns() + (uint64_t)c->opts.timeout_ms * 1000000ull;
+    uint64_t rng = util_now_ns() ^ ((uint64_t)c->rank << 32) ^ (uint64_t)getpid();
+    uint32_t backoff = JOIN_BACKOFF_MIN_MS, tries = 0;
+    for (;;) {
+        int transient;
+        inagg_result_t rc = join_once(c, k, addr_text, out, &transient, detail, dlen);
+        tries++;
+        if (rc == INAGG_OK || !transient)
+            return rc;
+        close(c->ctl_fd[k]);
+        c->ctl_fd[k] = -1;
+        uint64_t wait_ms = backoff / 2 + util_splitmix64(&rng) % (backoff / 2 + 1);
+        uint64_t now = util_now_ns();
+        if (now + wait_ms * 1000000ull >= deadline) {
+            size_t n = strlen(detail);
+            if (n + 1 < dlen)
+                snprintf(detail + n, dlen - n, " (still refused after %u attempts within the "
+                         "join timeout of %u ms)", tries, c->opts.timeout_ms);
+            return rc;
+        }
+        usleep((useconds_t)(wait_ms * 1000u));
+        backoff = backoff * 2 > JOIN_BACKOFF_MAX_MS ? JOIN_BACKOFF_MAX_MS : backoff * 2;
+    }
+}
+
 int comm_wait_until(inagg_comm_t *c, uint64_t deadline_ns)
 {
     return worker_cond_wait_until(&c->cv, &c->mu, deadline_ns);
 }
+
+#define BARRIER_VERDICT_MS 1000u
 
 inagg_result_t inagg_barrier(inagg_comm_t *comm)
 {
@@ -291,7 +344,10 @@ inagg_result_t inagg_barrier(inagg_comm_t *comm)
     const char *barrier = wire_verb_name(WIRE_VERB_BARRIER);
     if (ctl_write_line(comm->ctl_fd[0], barrier, (int)comm->opts.timeout_ms) != 0)
         return comm_set_error(comm, INAGG_ERR_CONNECTION, "cannot send BARRIER to the switch");
-    uint64_t deadline = util_now_ns() + (uint64_t)comm->opts.timeout_ms * 1000000ull;
+    /* the switch fails a barrier that waited the job's timeout, naming the ranks that did not
+     * arrive: its verdict gets BARRIER_VERDICT_MS to come before this rank's own timeout */
+    uint64_t deadline =
+        util_now_ns() + ((uint64_t)comm->opts.timeout_ms + BARRIER_VERDICT_MS) * 1000000ull;
     pthread_mutex_lock(&comm->mu);
     while (comm->barriers_done < target && comm->fail_code == INAGG_OK)
         if (comm_wait_until(comm, deadline))

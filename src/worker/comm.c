@@ -270,6 +270,7 @@ inagg_result_t inagg_comm_create(inagg_comm_t **out, const char *switch_addr, co
     c->nshards = nshards;
     for (uint32_t k = 0; k < WORKER_MAX_SHARDS; k++)
         c->ctl_fd[k] = -1;
+    c->wake_fd = -1;
     snprintf(c->job, sizeof(c->job), "%s", job);
     pthread_mutex_init(&c->mu, NULL);
     pthread_cond_init(&c->cv, NULL);

@@ -5,9 +5,13 @@
  * shutting down, never as a rank that vanished.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "base/log.h"
 #include "base/util.h"
 #include "harness.h"
 #include "inagg.h"
@@ -53,4 +57,96 @@ TEST(lifecycle_comm_destroy_is_immediate, 60)
     switch_stop(sw);
     printf("    destroy: worst %.2f ms, mean %.2f ms\n", worst_ns / 1e6, total_ns / 50 / 1e6);
     CHECK_MSG(worst_ns < 20000000ull, "a destroy took %.1f ms (bound 20 ms)", worst_ns / 1e6);
+}
+
+/* ---- a switch that stops drains its jobs ---- */
+
+typedef struct drain_rank {
+    const char *addr;
+    uint32_t rank;
+    int blocked_call;          /* rank 0: its second allreduce is in flight at the stop */
+    inagg_result_t first, second;
+    char error[512];
+    uint64_t failed_ns;        /* when the second call returned */
+} drain_rank_t;
+
+static void *drain_rank_main(void *arg)
+{
+    drain_rank_t *d = arg;
+    inagg_options_t o = INAGG_OPTIONS_INIT;
+    o.slots = 4;
+    o.threads = 1;
+    inagg_comm_t *c;
+    char why[256];
+    if (inagg_comm_create(&c, d->addr, "drained", d->rank, 2, &o, why, sizeof(why)) != INAGG_OK) {
+        d->first = INAGG_ERR_SYSTEM;
+        snprintf(d->error, sizeof(d->error), "join: %s", why);
+        return NULL;
+    }
+    int32_t v = 1;
+    d->first = inagg_allreduce(c, &v, &v, 1, INAGG_INT32, INAGG_SUM);
+    if (d->blocked_call) {
+        d->second = inagg_allreduce(c, &v, &v, 1, INAGG_INT32, INAGG_SUM); /* rank 1 never comes */
+    } else {
+        usleep(300000); /* the switch stops meanwhile: the next call must fail */
+        d->second = inagg_allreduce(c, &v, &v, 1, INAGG_INT32, INAGG_SUM);
+    }
+    d->failed_ns = util_now_ns();
+    snprintf(d->error, sizeof(d->error), "%s", inagg_last_error(c));
+    inagg_comm_destroy(c);
+    return NULL;
+}
+
+/* A switch stopped while a job runs: every rank's call in flight and next call fail with
+ * "switch shutting down" and the stop's reason (INAGG_ERR_CONNECTION) within the drain bound,
+ * no rank is blamed, and the switch's log says it drained rather than that a rank vanished. */
+TEST(lifecycle_switch_stop_drains_members_with_shutdown, 60)
+{
+    char logpath[] = "/tmp/inagg-drain-log-XXXXXX";
+    int logfd = mkstemp(logpath);
+    CHECK(logfd >= 0);
+    fflush(stderr);
+    int saved = dup(STDERR_FILENO);
+    dup2(logfd, STDERR_FILENO); /* this test's child: the switch logs here */
+    log_init(LOG_INFO, "inagg switch");
+
+    switch_config_t cfg = SWITCH_CONFIG_INIT;
+    char addr[64];
+    inagg_switch_t *sw = start_switch(&cfg, addr, sizeof(addr));
+    drain_rank_t d[2] = {{.addr = addr, .rank = 0, .blocked_call = 1},
+                         {.addr = addr, .rank = 1}};
+    pthread_t t[2];
+    for (int r = 0; r < 2; r++)
+        CHECK(pthread_create(&t[r], NULL, drain_rank_main, &d[r]) == 0);
+    usleep(150000); /* both joined, the first allreduce done, rank 0's second in flight */
+    uint64_t stop_ns = util_now_ns();
+    switch_stop_because(sw, "maintenance window");
+    uint64_t stopped_ns = util_now_ns();
+    for (int r = 0; r < 2; r++)
+        pthread_join(t[r], NULL);
+
+    fflush(stderr);
+    dup2(saved, STDERR_FILENO);
+    char log[8192] = "";
+    ssize_t n = pread(logfd, log, sizeof(log) - 1, 0);
+    log[n > 0 ? n : 0] = '\0';
+    close(logfd);
+    unlink(logpath);
+
+    for (int r = 0; r < 2; r++) {
+        printf("    rank %d: %s (%.0f ms after the stop)\n", r, d[r].error,
+               (d[r].failed_ns - stop_ns) / 1e6);
+        CHECK_MSG(d[r].first == INAGG_OK, "rank %d's first call: %d (%s)", r, d[r].first,
+                  d[r].error);
+        CHECK_EQ_INT(d[r].second, INAGG_ERR_CONNECTION);
+        CHECK_MSG(strstr(d[r].error, "switch shutting down: maintenance window"),
+                  "rank %d: '%s'", r, d[r].error);
+        CHECK_MSG(!strstr(d[r].error, "disconnected"), "rank %d: '%s'", r, d[r].error);
+    }
+    CHECK_MSG(d[0].failed_ns - stop_ns < 1000000000ull, "the call in flight failed %.0f ms "
+              "after the stop", (d[0].failed_ns - stop_ns) / 1e6);
+    CHECK_MSG(stopped_ns - stop_ns < (SWITCH_DRAIN_MS + 1000) * 1000000ull,
+              "switch_stop took %.0f ms", (stopped_ns - stop_ns) / 1e6);
+    CHECK_MSG(strstr(log, "draining") && strstr(log, "maintenance window"), "log: %s", log);
+    CHECK_MSG(!strstr(log, "disconnected"), "log: %s", log);
 }

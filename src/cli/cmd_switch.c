@@ -446,8 +446,8 @@ int cmd_switch(int argc, char **argv)
             LOG_W("could not write to --ready-fd %d", ready_fd);
         close(ready_fd);
     }
+    int sig = 0;
     for (;;) {
-        int sig = 0;
         if (sigwait(&set, &sig) != 0)
             continue;
         switch_write_stats(sw, stdout, 0);
@@ -457,7 +457,7 @@ int cmd_switch(int argc, char **argv)
             break;
         }
     }
-    switch_stop(sw);
+    switch_stop_because(sw, sig == SIGTERM ? "stopped by SIGTERM" : "stopped by SIGINT");
     fabric_stop(fab);
     return 0;
 }

@@ -204,11 +204,14 @@ int switch_start(const switch_config_t *cfg, inagg_switch_t **out, char *err, si
 
 uint16_t switch_port(const inagg_switch_t *sw) { return sw->port; }
 
-void switch_stop(inagg_switch_t *sw)
+void switch_stop(inagg_switch_t *sw) { switch_stop_because(sw, "the switch is stopping"); }
+
+void switch_stop_because(inagg_switch_t *sw, const char *reason)
 {
     if (!sw)
         return;
-    atomic_store(&sw->stop, 1);
+    snprintf(sw->stop_reason, sizeof(sw->stop_reason), "%s", reason ? reason : "");
+    atomic_store(&sw->stop, 1); /* the control thread reads stop_reason after this */
     if (sw->control_running)
         pthread_join(sw->control_tid, NULL);
     if (sw->attached) /* no inline pass runs after this */

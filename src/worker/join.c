@@ -33,7 +33,11 @@ static void monitor_line(inagg_comm_t *c, uint32_t k, int rc, const char *line)
         return;
     }
     enum wire_verb verb = wire_verb_of(line);
-    if (verb == WIRE_VERB_FAILED) {
+    if (verb == WIRE_VERB_SHUTDOWN) {
+        char d[COMM_DETAIL_MAX];
+        snprintf(d, sizeof(d), "switch shutting down: %s", wire_shutdown_parse(line));
+        comm_fail_locked(c, INAGG_ERR_CONNECTION, d);
+    } else if (verb == WIRE_VERB_FAILED) {
         char d[COMM_DETAIL_MAX];
         snprintf(d, sizeof(d), "job '%s' failed on the switch: %s", c->job, ctl_rest(line));
         comm_fail_locked(c, INAGG_ERR_JOB_FAILED, d);
@@ -219,6 +223,11 @@ static inagg_result_t authenticate(inagg_comm_t *c, int fd, ctl_reader_t *rd, wi
                 io == -ETIMEDOUT ? "timed out" : strerror(-io));
         return io == -ETIMEDOUT ? INAGG_ERR_TIMEOUT : INAGG_ERR_CONNECTION;
     }
+    if (wire_shutdown_parse(line)) {
+        set_err(detail, dlen, "switch at %s shutting down: %s", addr_text,
+                wire_shutdown_parse(line));
+        return INAGG_ERR_CONNECTION;
+    }
     uint8_t nonce[WIRE_NONCE_BYTES];
     if (wire_verb_of(line) != WIRE_VERB_CHALLENGE ||
         ctl_get(line, "nonce", nonce_hex, sizeof(nonce_hex)) != 0 ||
@@ -282,6 +291,11 @@ inagg_result_t comm_join(inagg_comm_t *c, uint32_t k, const char *addr_text,
         set_err(detail, dlen, "no answer to JOIN from the switch at %s: %s", addr_text,
                 io == -ETIMEDOUT ? "timed out" : strerror(-io));
         return io == -ETIMEDOUT ? INAGG_ERR_TIMEOUT : INAGG_ERR_CONNECTION;
+    }
+    if (wire_shutdown_parse(line)) {
+        set_err(detail, dlen, "switch at %s shutting down: %s", addr_text,
+                wire_shutdown_parse(line));
+        return INAGG_ERR_CONNECTION;
     }
     if (wire_verb_of(line) == WIRE_VERB_ERR) {
         const char *text;

@@ -293,6 +293,40 @@ else
     else bad $t "rc $rc, $warnings warning lines: $(head -n 5 "$tmp/fb")"; fi
 fi
 
+t=pmpi_silent_server_bounded_by_connect_ms
+# A server that accepts and never answers: MPI_Init gives up within INAGG_PMPI_CONNECT_MS
+# (not the job's 30 s timeout) and the program runs on MPI with one warning.
+if [ $have_mpi = 0 ] || [ ! -x "$tmp/check_c" ]; then skp $t "OpenMPI is not installed"
+elif [ -z "$PY" ]; then skp $t "no python3 for the silent listener"
+else
+    timeout 120 "$PY" -c '
+import socket, sys, time
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(64)
+print(s.getsockname()[1], flush=True)
+conns, end = [], time.time() + 100
+s.settimeout(0.5)
+while time.time() < end:
+    try: conns.append(s.accept()[0])
+    except socket.timeout: pass
+' >"$tmp/silent.port" &
+    silent=$!
+    for _ in $(seq 100); do [ -s "$tmp/silent.port" ] && break; sleep 0.05; done
+    t0=$(date +%s%N); plain "$tmp/sl0" "$tmp/check_c"; t1=$(date +%s%N)
+    INAGG_SWITCH=127.0.0.1:$(head -n1 "$tmp/silent.port") INAGG_PMPI_CONNECT_MS=1500 timeout 300 \
+        "${MPIRUN[@]}" -x INAGG_SWITCH -x INAGG_PMPI_CONNECT_MS -x LD_PRELOAD="$PMPI" \
+        "$tmp/check_c" >"$tmp/sl" 2>&1; rc=$?
+    t2=$(date +%s%N)
+    kill $silent 2>/dev/null; wait $silent 2>/dev/null
+    plain_ms=$(( (t1 - t0) / 1000000 )) silent_ms=$(( (t2 - t1) / 1000000 ))
+    # the probe's 1.5 s, plus 3 s of slack for mpirun under load (it took 31 s before)
+    if [ $rc -eq 0 ] && [ $silent_ms -lt $((plain_ms + 4500)) ] &&
+       grep -q 'did not answer within 1500 ms' "$tmp/sl" &&
+       [ "$(grep -c '^inagg-pmpi:' "$tmp/sl")" = 1 ] &&
+       [ "$(summary "$tmp/sl")" = "$(summary "$tmp/c0")" ]; then
+        ok "$t (${silent_ms} ms, plain MPI ${plain_ms} ms)"
+    else bad $t "rc $rc, ${silent_ms} ms (plain ${plain_ms} ms): $(head -n 5 "$tmp/sl")"; fi
+fi
+
 t=pmpi_without_INAGG_SWITCH_is_silent_pass_through
 if [ $have_mpi = 0 ] || [ ! -x "$tmp/check_c" ]; then skp $t "OpenMPI is not installed"
 else

@@ -231,9 +231,38 @@ assert any(x != 0 for x in v), 'captured gradient is all zeros'
 " "$tmp/cap/g.rank0.f32"; then ok $t; else bad $t "bench compress --input: $(tail -n 3 "$tmp/err2") $grid"; fi
 fi
 
+# A run that could not join prints why (which rank) and no results table; its JSON says the
+# error and the retransmission timeouts the ranks ran with (the library's defaults here).
 t=bench_reports_failure_when_switch_unreachable
-timeout 60 $INAGG bench allreduce --switch 127.0.0.1:1 --workers 2 --elems 1000 --timeout-ms 1000 >/dev/null 2>"$tmp/err"
-[ $? -eq 1 ] && grep -q "cannot connect" "$tmp/err" && ok $t || bad $t "$(cat "$tmp/err")"
+timeout 60 $INAGG bench allreduce --switch 127.0.0.1:1 --workers 2 --elems 1000 --timeout-ms 1000 >"$tmp/out" 2>"$tmp/err"; rc=$?
+out=$(timeout 60 $INAGG bench allreduce --switch 127.0.0.1:1 --workers 2 --elems 1000 --timeout-ms 1000 --json - 2>/dev/null); jrc=$?
+if [ $rc -eq 1 ] && grep -q "rank [0-9]*: .*cannot connect" "$tmp/err" && [ ! -s "$tmp/out" ] &&
+   ! grep -q "verified\|TAT\|nan" "$tmp/err" && [ $jrc -eq 1 ] &&
+   [ "$(echo "$out" | json_get "['rto_min_us'], d['rto_max_us'], 'cannot connect' in d['error']")" = "(1000, 50000, True)" ]; then ok $t
+else bad $t "rc $rc/$jrc, stdout '$(head -c 300 "$tmp/out")', stderr '$(cat "$tmp/err")', json '${out:0:300}'"; fi
+
+# A switch stopped (SIGTERM) under a running benchmark: the ranks fail with "switch shutting
+# down", the benchmark prints that and no table, and the switch logs a drain, blaming no rank.
+t=bench_switch_stopped_midway_is_a_shutdown_not_a_table
+exec 3>"$tmp/ready3"
+timeout 60 $INAGG switch --listen 127.0.0.1:0 --ready-fd 3 >"$tmp/sw3.out" 2>"$tmp/sw3.err" &
+swpid=$!
+exec 3>&-
+for _ in $(seq 100); do [ -s "$tmp/ready3" ] && break; sleep 0.05; done
+port=$(head -n1 "$tmp/ready3" 2>/dev/null)
+if [ -z "$port" ]; then bad $t "switch did not report a port"; else
+    timeout 60 $INAGG bench allreduce --switch 127.0.0.1:$port --workers 2 --elems 1000000 \
+        --dtype int32 --iters 1000 --warmup 0 >"$tmp/out3" 2>"$tmp/err3" &
+    bpid=$!
+    for _ in $(seq 200); do grep -q "job .* active\|activated\|joined" "$tmp/sw3.err" && break; sleep 0.05; done
+    sleep 0.5
+    kill -TERM $swpid; wait $swpid; swrc=$?
+    wait $bpid; brc=$?
+    if [ $brc -eq 1 ] && [ $swrc -eq 0 ] && grep -q "rank [0-9]*[,:].*switch shutting down: stopped by SIGTERM" "$tmp/err3" &&
+       [ ! -s "$tmp/out3" ] && ! grep -q "disconnected" "$tmp/err3" "$tmp/sw3.err" &&
+       grep -q "draining: .*shutting down (stopped by SIGTERM)" "$tmp/sw3.err"; then ok $t
+    else bad $t "bench rc $brc, switch rc $swrc; bench: $(head -c 600 "$tmp/err3") $(head -c 300 "$tmp/out3"); switch: $(tail -n 5 "$tmp/sw3.err")"; fi
+fi
 
 echo "$pass passed, $fail failed, $skip skipped"
 [ $fail -eq 0 ]

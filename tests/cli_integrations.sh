@@ -182,6 +182,35 @@ else
         *) bad $t "the installed package did not load its bundled library: $lib" ;;
     esac
 fi
+# The README's own lines, run as written (with HOME in the test's directory): a venv that sees
+# Debian's packages, pip into it offline; the package loads its bundled library and numpy.
+t=python_readme_venv_install_steps_work_as_written
+steps=$(grep -E '^(/usr/bin/python3 -m venv |~/\.venvs/inagg/bin/pip install )' README.md)
+if [ -z "$PY" ]; then skp $t "no python3 with numpy"
+elif [ "$(echo "$steps" | wc -l)" != 2 ]; then bad $t "README.md lacks the two install lines: '$steps'"
+elif ! /usr/bin/python3 -c "import ensurepip" >/dev/null 2>&1; then skp $t "python3-venv is not installed (apt-get install python3-venv)"
+elif ! (export HOME=$tmp/home; mkdir -p "$HOME"; set -e; eval "$steps") >"$tmp/venv.log" 2>&1; then
+    bad $t "$(tail -n 5 "$tmp/venv.log")"
+else
+    lib=$(cd "$tmp" && timeout 60 "$tmp/home/.venvs/inagg/bin/python" -c "import inagg, numpy; print(inagg.library())" 2>&1)
+    case "$lib" in
+        "$tmp/home/.venvs/inagg/lib/python3"*"/site-packages/inagg/libinagg.so.0") ok $t ;;
+        *) bad $t "the venv's package did not load its bundled library: $lib" ;;
+    esac
+fi
+
+# The wheel bundles machine code: a platform wheel (py3-none-linux_<arch>), not py3-none-any.
+t=python_wheel_is_a_platform_wheel
+if [ -z "$PY" ] || ! "$PY" -m pip --version >/dev/null 2>&1; then skp $t "no pip for $PY"
+elif ! timeout 300 "$PY" -m pip wheel -q --no-build-isolation --no-index --no-deps -w "$tmp/wheel" ./python >"$tmp/wheel.log" 2>&1; then
+    bad $t "pip wheel failed: $(tail -n 5 "$tmp/wheel.log")"
+else
+    whl=$(cd "$tmp/wheel" && ls *.whl)
+    names=$("$PY" -c "import sys, zipfile; print(' '.join(zipfile.ZipFile(sys.argv[1]).namelist()))" "$tmp/wheel/$whl" 2>&1)
+    if [ "$whl" = "inagg-0.1.0-py3-none-linux_$(uname -m).whl" ] &&
+       [[ " $names " == *" inagg/libinagg.so.0 "* ]]; then ok "$t ($whl)"
+    else bad $t "wheel '$whl' holds: $names"; fi
+fi
 rm -rf python/build python/inagg.egg-info
 
 t=gloo_baseline_on_bench_tensor_verifies

@@ -305,7 +305,8 @@ const char *inagg_strerror(inagg_result_t rc);
 /* Detail of the last failure on `comm` ("" if none). Valid until the next call on comm. */
 const char *inagg_last_error(const inagg_comm_t *comm);
 
-/* Library version as INAGG_VERSION_NUMBER would encode it. */
+/* Library version as INAGG_VERSION_NUMBER encodes it: major * 10000 + minor * 100 + patch
+ * (0.1.0 is 100); print it as v / 10000, v / 100 % 100, v % 100. */
 uint32_t inagg_version(void);
 
 #ifdef __cplusplus

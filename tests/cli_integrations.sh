@@ -56,6 +56,25 @@ else
         if [ "$(cat "$tmp"/ex.? | grep -c ': ok ')" = 3 ]; then ok $t
         else bad $t "$(cat "$tmp"/ex.?)"; fi
     fi
+    # A static link of the installed archive, as docs/INTEGRATIONS.md says, with the libraries
+    # the docs list being what pkg-config --static gives.
+    t=static_link_of_installed_archive_via_pkg_config
+    documented=$(sed -n 's/.*`pkg-config --static --libs inagg` adds `\([^`]*\)`.*/\1/p' docs/INTEGRATIONS.md)
+    given=$(pkg-config --static --libs inagg | sed "s|-L$inst/lib ||; s|-linagg ||; s/ *$//")
+    if [ -z "$documented" ] || [ "$documented" != "$given" ]; then
+        bad $t "docs/INTEGRATIONS.md says '$documented', pkg-config --static gives '$given'"
+    elif ! timeout 60 cc examples/allreduce.c $(pkg-config --cflags inagg) -Wl,-Bstatic $(pkg-config --libs inagg) \
+            -Wl,-Bdynamic $(pkg-config --static --libs inagg) -o "$tmp/example_static" 2>"$tmp/cc.err"; then
+        bad $t "static link failed: $(head -n 5 "$tmp/cc.err")"
+    elif ldd "$tmp/example_static" | grep -q libinagg; then
+        bad $t "the static example still loads libinagg: $(ldd "$tmp/example_static" | grep inagg)"
+    else
+        pids=()
+        for r in 0 1; do timeout 60 "$tmp/example_static" "$SW" example-static $r 2 >"$tmp/exs.$r" 2>&1 & pids+=($!); done
+        wait "${pids[@]}"
+        if [ "$(cat "$tmp"/exs.? | grep -c ': ok (library 0\.1\.0,')" = 2 ]; then ok $t
+        else bad $t "$(cat "$tmp"/exs.?)"; fi
+    fi
     unset PKG_CONFIG_PATH
 fi
 

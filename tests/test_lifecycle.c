@@ -150,3 +150,33 @@ TEST(lifecycle_switch_stop_drains_members_with_shutdown, 60)
     CHECK_MSG(strstr(log, "draining") && strstr(log, "maintenance window"), "log: %s", log);
     CHECK_MSG(!strstr(log, "disconnected"), "log: %s", log);
 }
+
+/* ---- addresses ---- */
+
+/* A host name that does not resolve is reported as such, with the resolver's reason; a
+ * malformed address says what was expected. Neither reads like the other. */
+TEST(lifecycle_unresolvable_host_is_not_a_malformed_address, 30)
+{
+    inagg_options_t o = INAGG_OPTIONS_INIT;
+    inagg_comm_t *c = NULL;
+    char d[256];
+    /* RFC 6761: .invalid never resolves */
+    CHECK_EQ_INT(inagg_comm_create(&c, "no-such-host.invalid:7000", "x", 0, 1, &o, d, sizeof(d)),
+                 INAGG_ERR_INVALID);
+    printf("    %s\n", d);
+    CHECK_MSG(strstr(d, "host 'no-such-host.invalid' could not be resolved: ") &&
+              !strstr(d, "expected HOST:PORT"), "'%s'", d);
+    const char *malformed[] = {"127.0.0.1:abc", "127.0.0.1:70000", ":7000", "127.0.0.1:"};
+    for (size_t i = 0; i < sizeof(malformed) / sizeof(malformed[0]); i++) {
+        CHECK_EQ_INT(inagg_comm_create(&c, malformed[i], "x", 0, 1, &o, d, sizeof(d)),
+                     INAGG_ERR_INVALID);
+        CHECK_MSG(strstr(d, "expected HOST:PORT") && !strstr(d, "resolved"), "%s: '%s'",
+                  malformed[i], d);
+    }
+    switch_config_t cfg = SWITCH_CONFIG_INIT;
+    cfg.listen = "no-such-host.invalid:0";
+    inagg_switch_t *sw = NULL;
+    char err[256];
+    CHECK(switch_start(&cfg, &sw, err, sizeof(err)) != 0);
+    CHECK_MSG(strstr(err, "could not be resolved"), "'%s'", err);
+}

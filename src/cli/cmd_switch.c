@@ -13,6 +13,7 @@
 #include "cli/commands.h"
 #include "cli/output.h"
 #include "base/log.h"
+#include "base/netaddr.h"
 #include "control/ctl.h"
 #include "fabric/fabric.h"
 #include "switch/switch.h"
@@ -117,11 +118,15 @@ static void usage(FILE *out)
  * reason printed). */
 static int connect_control(const char *addr_text, int *fd)
 {
-    *fd = ctl_connect_to(addr_text, 3000);
-    if (*fd == -EINVAL) {
-        fprintf(stderr, "inagg switch: bad address '%s' (expected HOST:PORT)\n", addr_text);
-        return 2;
+    struct sockaddr_in a;
+    int prc = netaddr_parse(addr_text, 0, &a);
+    if (prc != 0) {
+        char why[160];
+        netaddr_explain(addr_text, prc, why, sizeof(why));
+        fprintf(stderr, "inagg switch: bad address '%s': %s\n", addr_text, why);
+        return prc == -EHOSTUNREACH ? 1 : 2;
     }
+    *fd = ctl_connect(&a, 3000);
     if (*fd < 0) {
         fprintf(stderr, "inagg switch: cannot connect to %s: %s\n", addr_text, strerror(-*fd));
         return 1;

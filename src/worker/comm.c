@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "base/errmsg.h"
+#include "base/netaddr.h"
 #include "base/util.h"
 #include "kernels/vec.h"
 #include "worker/comm.h"
@@ -230,9 +231,11 @@ inagg_result_t inagg_comm_create(inagg_comm_t **out, const char *switch_addr, co
         }
         memcpy(shard_text[nshards], a, n);
         shard_text[nshards][n] = '\0';
-        if (transport_parse_addr("udp", shard_text[nshards], &sw[nshards]) != 0) {
-            set_err(detail, detail_len, "bad switch address '%s' (expected HOST:PORT)",
-                    shard_text[nshards]);
+        int prc = transport_parse_addr("udp", shard_text[nshards], &sw[nshards]);
+        if (prc != 0) {
+            char why[160];
+            netaddr_explain(shard_text[nshards], prc, why, sizeof(why));
+            set_err(detail, detail_len, "bad switch address '%s': %s", shard_text[nshards], why);
             return INAGG_ERR_INVALID;
         }
         nshards++;

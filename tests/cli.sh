@@ -33,6 +33,41 @@ if timeout 5 $INAGG --help | grep -c >/dev/null "bench allreduce" &&
    timeout 5 $INAGG switch --help | grep -c >/dev/null -- "--worker-timeout" &&
    timeout 5 $INAGG bench latency --help | grep -c >/dev/null -- "speedup_p50"; then ok $t; else bad $t "help text incomplete"; fi
 
+# One wording and exit status 2 for an unknown option, in every command and subcommand.
+t=unknown_option_one_wording_everywhere
+msgs=""
+for cmd in "" "switch" "train" "model" "model calibrate" "model predict" "model validate" "bench" \
+           "bench allreduce" "bench latency" "bench optimizer" "bench udp" "bench compress"; do
+    timeout 10 $INAGG $cmd --no-such-flag=1 >"$tmp/out" 2>"$tmp/err"; rc=$?
+    want="inagg${cmd:+ $cmd}: unknown option '--no-such-flag' (see --help)"
+    [ $rc -eq 2 ] && [ "$(cat "$tmp/err")" = "$want" ] && [ ! -s "$tmp/out" ] ||
+        msgs="$msgs [$cmd: rc $rc, '$(head -c 200 "$tmp/err")']"
+done
+for cmd in "switch --listen" "train --workers" "bench allreduce --elems" "model predict --workers" "bench udp --seconds"; do
+    timeout 10 $INAGG $cmd >/dev/null 2>"$tmp/err"; rc=$?
+    want="inagg ${cmd% *}: option '${cmd##* }' needs a value (see --help)"
+    [ $rc -eq 2 ] && [ "$(cat "$tmp/err")" = "$want" ] || msgs="$msgs [$cmd: rc $rc, '$(head -c 200 "$tmp/err")']"
+done
+[ -z "$msgs" ] && ok $t || bad $t "$msgs"
+
+# Every --help exits 0 on stdout, and the ones that list subcommands list every one.
+t=every_help_exits_0_and_lists_every_subcommand
+msgs=""
+for cmd in "" "switch" "train" "model" "model calibrate" "model predict" "model validate" "bench" \
+           "bench allreduce" "bench latency" "bench optimizer" "bench udp" "bench compress"; do
+    timeout 10 $INAGG $cmd --help >"$tmp/out" 2>"$tmp/err"; rc=$?
+    [ $rc -eq 0 ] && [ -s "$tmp/out" ] && [ ! -s "$tmp/err" ] || msgs="$msgs [$cmd --help: rc $rc, '$(head -c 200 "$tmp/err")']"
+done
+lists() { # lists CMD WORD...: `inagg CMD --help` names every WORD as a subcommand
+    local cmd=$1; shift
+    local text; text=$(timeout 10 $INAGG $cmd --help 2>&1)
+    for w in "$@"; do echo "$text" | grep -qE "^  $w( |$)" || msgs="$msgs [$cmd --help lacks '$w']"; done
+}
+lists "" switch train model version "bench allreduce" "bench latency" "bench optimizer" "bench udp" "bench compress"
+lists bench allreduce latency optimizer udp compress
+lists model calibrate predict validate
+[ -z "$msgs" ] && ok $t || bad $t "$msgs"
+
 t=switch_daemon_stats_and_clean_stop
 exec 3>"$tmp/ready"
 timeout 60 $INAGG switch --listen 127.0.0.1:0 --threads 2 --ready-fd 3 >"$tmp/sw.out" 2>"$tmp/sw.err" &

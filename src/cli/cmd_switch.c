@@ -295,7 +295,8 @@ int cmd_switch(int argc, char **argv)
         {0, 0, 0, 0}};
     optind = 1;
     int c;
-    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+    opterr = 0; /* cli_bad_option says it, in the one wording */
+    while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
         switch (c) {
         case 'l': cfg.listen = optarg; break;
         case 't': if (parse_u32("--threads", optarg, &cfg.threads)) return 2; break;
@@ -377,7 +378,7 @@ int cmd_switch(int argc, char **argv)
         case 1021: if (parse_u32("--leaf-index", optarg, &cfg.upstream_rank)) return 2; break;
         case 1022: if (parse_u32("--leaves", optarg, &cfg.upstream_world)) return 2; break;
         case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
+        default: return cli_bad_option("inagg switch", c, argv);
         }
     }
     if (cli_no_extra_args("inagg switch", argc, argv, optind))

@@ -325,7 +325,7 @@ int model_validate_main(int argc, char **argv)
     optind = 1;
     opterr = 0;
     int ch;
-    while ((ch = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+    while ((ch = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
         switch (ch) {
         case 'p': params = optarg; break;
         case 'q': quick = 1; break;
@@ -333,7 +333,7 @@ int model_validate_main(int argc, char **argv)
         case 'k': keep = optarg; break;
         case 'h': usage(stdout); return 0;
         default:
-            return model_bad(SUB, "unknown option or missing value: %s", argv[optind - 1]);
+            return cli_bad_option(MODEL_CMD " " SUB, ch, argv);
         }
     }
     if (optind < argc)

@@ -330,6 +330,24 @@ else
     else bad $t "plain rc $rc0 '$(summary "$tmp/c0")', preloaded rc $rc1 '$(summary "$tmp/c1")': $(tail -n 5 "$tmp/c1")"; fi
 fi
 
+# INAGG_VERBOSE=2: every allreduce's route, inagg or MPI with the reason; rank 0's lines add up
+# to its end-of-run count of accelerated and passed-through calls.
+t=pmpi_verbose_2_logs_each_route_with_its_reason
+if [ $have_mpi = 0 ] || [ ! -x "$tmp/check_c" ]; then skp $t "OpenMPI is not installed"
+else
+    INAGG_SWITCH=$SW INAGG_VERBOSE=2 timeout 300 "${MPIRUN[@]}" -x INAGG_SWITCH -x INAGG_VERBOSE \
+        -x LD_PRELOAD="$PMPI" "$tmp/check_c" >"$tmp/v2" 2>&1; rc=$?
+    r0=$(grep -c '^inagg-pmpi: rank 0: allreduce of ' "$tmp/v2")
+    totals=$(sed -n 's/^inagg-pmpi: \([0-9]*\) allreduce accelerated, \([0-9]*\) passed through$/\1 + \2/p' "$tmp/v2")
+    if [ $rc -eq 0 ] && [ -n "$totals" ] && [ "$r0" = "$(( totals ))" ] &&
+       grep -q '^inagg-pmpi: rank 0: allreduce of [0-9]* MPI_FLOAT (sum) on MPI_COMM_WORLD -> inagg$' "$tmp/v2" &&
+       grep -q '(not sum) on MPI_COMM_WORLD -> MPI (the op is not MPI_SUM)$' "$tmp/v2" &&
+       grep -q 'MPI_DOUBLE (sum) on MPI_COMM_WORLD -> MPI (the datatype is not a 4-byte int or float' "$tmp/v2" &&
+       grep -q -- '-> MPI (the communicator does not hold every rank of MPI_COMM_WORLD)$' "$tmp/v2"; then
+        ok "$t ($r0 lines on rank 0 = $totals)"
+    else bad $t "rc $rc, rank 0: $r0 route lines, totals '$totals': $(grep -v '^inagg-pmpi: rank' "$tmp/v2" | tail -n 5)"; fi
+fi
+
 t=pmpi_unreachable_switch_falls_back_with_one_warning
 if [ $have_mpi = 0 ] || [ ! -x "$tmp/check_c" ]; then skp $t "OpenMPI is not installed"
 else

@@ -6,7 +6,9 @@
  *
  *   INAGG_SWITCH=HOST:PORT    the switch; unset or empty: pure pass-through, no output
  *   INAGG_VERBOSE=1           rank 0 prints "inagg-pmpi: N allreduce accelerated, M passed
- *                             through" at MPI_Finalize (2: also a line when the job joins)
+ *                             through" at MPI_Finalize (2: also a line when the job joins, and
+ *                             every rank a line per allreduce: its route, inagg or MPI, and
+ *                             why MPI got it)
  *   INAGG_FLOAT_MODE=native|fixed   how float32 is added in the switch (default native: float
  *                             adds, like MPI; fixed: SwitchML's block fixed point)
  *   INAGG_PMPI_MIN_COUNT=N    allreduces of fewer than N elements stay with MPI (default 1)
@@ -569,25 +571,58 @@ void count_passed(void)
 
 /* ------------------------------------- the allreduces ------------------------------------- */
 
+/* INAGG_VERBOSE=2: one line per allreduce saying where it went, and why when MPI does it. */
+static void log_route(int count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm, const char *why)
+{
+    if (G.verbose < 2 || !G.sw[0])
+        return;
+    char tname[MPI_MAX_OBJECT_NAME] = "?", cname[MPI_MAX_OBJECT_NAME] = "";
+    int len = 0;
+    if (dt != MPI_DATATYPE_NULL)
+        PMPI_Type_get_name(dt, tname, &len);
+    if (comm != MPI_COMM_NULL)
+        PMPI_Comm_get_name(comm, cname, &len);
+    fprintf(stderr, TAG "rank %d: allreduce of %d %s (%s) on %s -> %s%s%s\n", G.rank, count,
+            tname[0] ? tname : "(unnamed type)", op == MPI_SUM ? "sum" : "not sum",
+            cname[0] ? cname : "a derived communicator", why ? "MPI (" : "inagg",
+            why ? why : "", why ? ")" : "");
+}
+
 /* The tracked communicator when this allreduce goes through the switch, else NULL. */
 tracked_t *accelerable(const void *sb, const void *rb, int count, MPI_Datatype dt,
                        MPI_Op op, MPI_Comm comm, inagg_dtype_t *idt)
 {
-    if (!G.joined || op != MPI_SUM || count < G.min_count || !rb)
-        return NULL;
+    char why[160];
+    const char *no = NULL;
     int k = 0;
     while (k < g_ntypes && g_types[k] != dt)
         k++;
-    if (k == g_ntypes)
-        return NULL;
-    if (sb != MPI_IN_PLACE) { /* aliased buffers are MPI's to refuse, as it would */
+    if (!G.joined) {
+        no = "no switch job: the join in MPI_Init failed, or MPI_Finalize ran";
+    } else if (op != MPI_SUM) {
+        no = "the op is not MPI_SUM";
+    } else if (count < G.min_count) {
+        snprintf(why, sizeof(why), "count %d is below INAGG_PMPI_MIN_COUNT=%d", count,
+                 G.min_count);
+        no = why;
+    } else if (!rb) {
+        no = "no receive buffer";
+    } else if (k == g_ntypes) {
+        no = "the datatype is not a 4-byte int or float, or INAGG_PMPI_DTYPES leaves it out";
+    } else if (sb != MPI_IN_PLACE) { /* aliased buffers are MPI's to refuse, as it would */
         const char *s = sb, *r = rb;
         size_t bytes = (size_t)count * 4;
         if (!sb || (s < r + bytes && r < s + bytes))
-            return NULL;
+            no = "the send and receive buffers overlap";
     }
+    tracked_t *t = NULL;
+    if (!no && !(t = lookup(comm)))
+        no = "the communicator does not hold every rank of MPI_COMM_WORLD";
+    log_route(count, dt, op, comm, no);
+    if (no)
+        return NULL;
     *idt = g_idt[k];
-    return lookup(comm);
+    return t;
 }
 
 static int raise_error(MPI_Comm comm, int code)

@@ -68,6 +68,31 @@ lists bench allreduce latency optimizer udp compress
 lists model calibrate predict validate
 [ -z "$msgs" ] && ok $t || bad $t "$msgs"
 
+# tools/setup says what it does: apt's machine-readable progress becomes a few lines (a
+# recorded stream here: no package is installed by the test), and a rerun with nothing to
+# install or build prints nothing.
+t=setup_summarises_apt_progress_and_is_quiet_when_nothing_to_do
+printf '%s\n' 'dlstatus:1:0:Retrieving file 1 of 2' 'dlstatus:2:50:Retrieving file 2 of 2' \
+    'dlstatus:2:100:Retrieving file 2 of 2' 'pmstatus:dpkg-exec:0:Running dpkg' \
+    'pmstatus:gfortran:10.0000:Preparing gfortran (amd64)' 'pmstatus:gfortran:25:Unpacking gfortran (amd64)' \
+    'pmstatus:gfortran:50:Unpacking gfortran (amd64)' 'pmstatus:gfortran:55:Configuring gfortran (amd64)' \
+    'pmstatus:gfortran:99.5:Installed gfortran (amd64)' | awk -f tools/apt-progress >"$tmp/apt.out"
+printf '%s\n' 'setup:   downloading packages' 'setup:   downloaded' 'setup:   installing   0%  Running dpkg' \
+    'setup:   installing  25%  Unpacking gfortran (amd64)' 'setup:   installing  50%  Unpacking gfortran (amd64)' \
+    'setup:   installing  99%  Installed gfortran (amd64)' >"$tmp/apt.want"
+msg=""
+cmp -s "$tmp/apt.out" "$tmp/apt.want" || msg="apt-progress gave: $(cat "$tmp/apt.out")"
+missing=$(timeout 120 bash tools/setup --missing 2>&1)
+case "$missing" in *setup:*) msg="$msg; tools/setup --missing did work instead of listing packages: $missing" ;; esac
+if [ -n "$msg" ]; then bad $t "$msg"
+elif [ -n "$missing" ] || ! make -q >/dev/null 2>&1 || ! make -q SAN=1 >/dev/null 2>&1; then
+    skp $t "packages missing ($missing) or a build out of date: the rerun would do work (apt progress checked)"
+else
+    out=$(timeout 120 bash tools/setup 2>&1); rc=$?
+    [ $rc -eq 0 ] && [ -z "$out" ] || msg="$msg; the no-op rerun said (rc $rc): $out"
+    [ -z "$msg" ] && ok $t || bad $t "$msg"
+fi
+
 t=switch_daemon_stats_and_clean_stop
 exec 3>"$tmp/ready"
 timeout 60 $INAGG switch --listen 127.0.0.1:0 --threads 2 --ready-fd 3 >"$tmp/sw.out" 2>"$tmp/sw.err" &

@@ -305,7 +305,7 @@ else bad $t "rc $rc/$jrc, stdout '$(head -c 300 "$tmp/out")', stderr '$(cat "$tm
 # down", the benchmark prints that and no table, and the switch logs a drain, blaming no rank.
 t=bench_switch_stopped_midway_is_a_shutdown_not_a_table
 exec 3>"$tmp/ready3"
-timeout 60 $INAGG switch --listen 127.0.0.1:0 --ready-fd 3 >"$tmp/sw3.out" 2>"$tmp/sw3.err" &
+INAGG_LOG=info timeout 60 $INAGG switch --listen 127.0.0.1:0 --ready-fd 3 >"$tmp/sw3.out" 2>"$tmp/sw3.err" &
 swpid=$!
 exec 3>&-
 for _ in $(seq 100); do [ -s "$tmp/ready3" ] && break; sleep 0.05; done
@@ -314,8 +314,8 @@ if [ -z "$port" ]; then bad $t "switch did not report a port"; else
     timeout 60 $INAGG bench allreduce --switch 127.0.0.1:$port --workers 2 --elems 1000000 \
         --dtype int32 --iters 1000 --warmup 0 >"$tmp/out3" 2>"$tmp/err3" &
     bpid=$!
-    for _ in $(seq 200); do grep -q "job .* active\|activated\|joined" "$tmp/sw3.err" && break; sleep 0.05; done
-    sleep 0.5
+    for _ in $(seq 200); do grep -q "job .* active" "$tmp/sw3.err" && break; sleep 0.05; done
+    sleep 0.3
     kill -TERM $swpid; wait $swpid; swrc=$?
     wait $bpid; brc=$?
     if [ $brc -eq 1 ] && [ $swrc -eq 0 ] && grep -q "rank [0-9]*[,:].*switch shutting down: stopped by SIGTERM" "$tmp/err3" &&

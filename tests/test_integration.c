@@ -397,6 +397,10 @@ static int victim_worker(uint32_t rank, void *arg)
     int32_t x[1000] = {0}, y[1000];
     if (inagg_allreduce(comm, x, y, 1000, INAGG_INT32, INAGG_SUM) != INAGG_OK)
         return 11;
+    /* Every rank has its first result before the victim goes: a victim that died as soon as
+     * its own result arrived would fail the job while the others still wait for theirs. */
+    if (inagg_barrier(comm) != INAGG_OK)
+        return 13;
     if (rank == s->world - 1) {
         if (s->iters == 1)
             raise(SIGKILL); /* dies: its connection closes */

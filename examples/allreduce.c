@@ -48,8 +48,9 @@ int main(int argc, char **argv)
         if (err < -1e-3f || err > 1e-3f)
             bad++;
     }
-    printf("rank %u of %u: %s (library %u, grad[1] = %g)\n", rank, world,
-           bad ? "WRONG" : "ok", inagg_version(), (double)grad[1]);
+    uint32_t v = inagg_version(); /* major * 10000 + minor * 100 + patch */
+    printf("rank %u of %u: %s (library %u.%u.%u, grad[1] = %g)\n", rank, world,
+           bad ? "WRONG" : "ok", v / 10000, v / 100 % 100, v % 100, (double)grad[1]);
     inagg_comm_destroy(comm);
     return bad ? 1 : 0;
 }

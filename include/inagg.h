@@ -60,13 +60,19 @@ typedef enum inagg_op {
     INAGG_AVG = 1 /* sum divided by the world size; for int32, C integer division */
 } inagg_op_t;
 
-/* How float32 tensors are carried and added. */
+/* How float32 tensors are carried and added (switchml protocol).
+ * Reproducibility: NATIVE adds in the order the packets arrive, which changes from run to run,
+ * so the same inputs can give sums that differ in their last bits between runs (float addition
+ * is not associative); every rank of one call still gets the same bytes. FIXED adds integers,
+ * whose sum does not depend on the order: the same inputs give bit-identical sums every run.
+ * Choose FIXED where runs must be reproducible. */
 typedef enum inagg_float_mode {
     INAGG_FLOAT_FIXED = 0, /* block fixed point: per-chunk scale from an agreed exponent, int32
                               add in the switch (SwitchML 4.6). Error per element at most
                               W*(0.5+2^-20)/f plus half an ulp of the result (see
-                              docs/PROTOCOL.md). */
-    INAGG_FLOAT_NATIVE = 1 /* float32 add in the switch, in arrival order */
+                              docs/PROTOCOL.md). Order-independent: reproducible run to run */
+    INAGG_FLOAT_NATIVE = 1 /* float32 add in the switch, in arrival order: the last bits of a
+                              sum may differ from run to run */
 } inagg_float_mode_t;
 
 typedef enum inagg_protocol {
@@ -336,7 +342,8 @@ const char *inagg_strerror(inagg_result_t rc);
 /* Detail of the last failure on `comm` ("" if none). Valid until the next call on comm. */
 const char *inagg_last_error(const inagg_comm_t *comm);
 
-/* Library version as INAGG_VERSION_NUMBER would encode it. */
+/* Library version as INAGG_VERSION_NUMBER encodes it: major * 10000 + minor * 100 + patch
+ * (0.1.0 is 100); print it as v / 10000, v / 100 % 100, v % 100. */
 uint32_t inagg_version(void);
 
 #ifdef __cplusplus

@@ -38,6 +38,66 @@ if timeout 5 $INAGG --help | grep -c >/dev/null "bench allreduce" &&
    timeout 5 $INAGG switch --help | grep -c >/dev/null -- "--worker-timeout" &&
    timeout 5 $INAGG bench latency --help | grep -c >/dev/null -- "speedup_p50"; then ok $t; else bad $t "help text incomplete"; fi
 
+# One wording and exit status 2 for an unknown option, in every command and subcommand.
+t=unknown_option_one_wording_everywhere
+msgs=""
+for cmd in "" "switch" "train" "model" "model calibrate" "model predict" "model validate" "bench" \
+           "bench allreduce" "bench latency" "bench optimizer" "bench udp" "bench compress"; do
+    timeout 10 $INAGG $cmd --no-such-flag=1 >"$tmp/out" 2>"$tmp/err"; rc=$?
+    want="inagg${cmd:+ $cmd}: unknown option '--no-such-flag' (see --help)"
+    [ $rc -eq 2 ] && [ "$(cat "$tmp/err")" = "$want" ] && [ ! -s "$tmp/out" ] ||
+        msgs="$msgs [$cmd: rc $rc, '$(head -c 200 "$tmp/err")']"
+done
+for cmd in "switch --listen" "train --workers" "bench allreduce --elems" "model predict --workers" "bench udp --seconds"; do
+    timeout 10 $INAGG $cmd >/dev/null 2>"$tmp/err"; rc=$?
+    want="inagg ${cmd% *}: option '${cmd##* }' needs a value (see --help)"
+    [ $rc -eq 2 ] && [ "$(cat "$tmp/err")" = "$want" ] || msgs="$msgs [$cmd: rc $rc, '$(head -c 200 "$tmp/err")']"
+done
+[ -z "$msgs" ] && ok $t || bad $t "$msgs"
+
+# Every --help exits 0 on stdout, and the ones that list subcommands list every one.
+t=every_help_exits_0_and_lists_every_subcommand
+msgs=""
+for cmd in "" "switch" "train" "model" "model calibrate" "model predict" "model validate" "bench" \
+           "bench allreduce" "bench latency" "bench optimizer" "bench udp" "bench compress"; do
+    timeout 10 $INAGG $cmd --help >"$tmp/out" 2>"$tmp/err"; rc=$?
+    [ $rc -eq 0 ] && [ -s "$tmp/out" ] && [ ! -s "$tmp/err" ] || msgs="$msgs [$cmd --help: rc $rc, '$(head -c 200 "$tmp/err")']"
+done
+lists() { # lists CMD WORD...: `inagg CMD --help` names every WORD as a subcommand
+    local cmd=$1; shift
+    local text; text=$(timeout 10 $INAGG $cmd --help 2>&1)
+    for w in "$@"; do echo "$text" | grep -qE "^  $w( |$)" || msgs="$msgs [$cmd --help lacks '$w']"; done
+}
+lists "" switch train model version "bench allreduce" "bench latency" "bench optimizer" "bench udp" "bench compress"
+lists bench allreduce latency optimizer udp compress
+lists model calibrate predict validate
+[ -z "$msgs" ] && ok $t || bad $t "$msgs"
+
+# tools/setup says what it does: apt's machine-readable progress becomes a few lines (a
+# recorded stream here: no package is installed by the test), and a rerun with nothing to
+# install or build prints nothing.
+t=setup_summarises_apt_progress_and_is_quiet_when_nothing_to_do
+printf '%s\n' 'dlstatus:1:0:Retrieving file 1 of 2' 'dlstatus:2:50:Retrieving file 2 of 2' \
+    'dlstatus:2:100:Retrieving file 2 of 2' 'pmstatus:dpkg-exec:0:Running dpkg' \
+    'pmstatus:gfortran:10.0000:Preparing gfortran (amd64)' 'pmstatus:gfortran:25:Unpacking gfortran (amd64)' \
+    'pmstatus:gfortran:50:Unpacking gfortran (amd64)' 'pmstatus:gfortran:55:Configuring gfortran (amd64)' \
+    'pmstatus:gfortran:99.5:Installed gfortran (amd64)' | awk -f tools/apt-progress >"$tmp/apt.out"
+printf '%s\n' 'setup:   downloading packages' 'setup:   downloaded' 'setup:   installing   0%  Running dpkg' \
+    'setup:   installing  25%  Unpacking gfortran (amd64)' 'setup:   installing  50%  Unpacking gfortran (amd64)' \
+    'setup:   installing  99%  Installed gfortran (amd64)' >"$tmp/apt.want"
+msg=""
+cmp -s "$tmp/apt.out" "$tmp/apt.want" || msg="apt-progress gave: $(cat "$tmp/apt.out")"
+missing=$(timeout 120 bash tools/setup --missing 2>&1)
+case "$missing" in *setup:*) msg="$msg; tools/setup --missing did work instead of listing packages: $missing" ;; esac
+if [ -n "$msg" ]; then bad $t "$msg"
+elif [ -n "$missing" ] || ! make -q >/dev/null 2>&1 || ! make -q SAN=1 >/dev/null 2>&1; then
+    skp $t "packages missing ($missing) or a build out of date: the rerun would do work (apt progress checked)"
+else
+    out=$(timeout 120 bash tools/setup 2>&1); rc=$?
+    [ $rc -eq 0 ] && [ -z "$out" ] || msg="$msg; the no-op rerun said (rc $rc): $out"
+    [ -z "$msg" ] && ok $t || bad $t "$msg"
+fi
+
 t=switch_daemon_stats_and_clean_stop
 exec 3>"$tmp/ready"
 timeout 60 $INAGG switch --listen 127.0.0.1:0 --threads 2 --ready-fd 3 >"$tmp/sw.out" 2>"$tmp/sw.err" &
@@ -249,9 +309,38 @@ assert any(x != 0 for x in v), 'captured gradient is all zeros'
 " "$tmp/cap/g.rank0.f32"; then ok $t; else bad $t "bench compress --input: $(tail -n 3 "$tmp/err2") $grid"; fi
 fi
 
+# A run that could not join prints why (which rank) and no results table; its JSON says the
+# error and the retransmission timeouts the ranks ran with (the library's defaults here).
 t=bench_reports_failure_when_switch_unreachable
-timeout 60 $INAGG bench allreduce --switch 127.0.0.1:1 --workers 2 --elems 1000 --timeout-ms 1000 >/dev/null 2>"$tmp/err"
-[ $? -eq 1 ] && grep -q "cannot connect" "$tmp/err" && ok $t || bad $t "$(cat "$tmp/err")"
+timeout 60 $INAGG bench allreduce --switch 127.0.0.1:1 --workers 2 --elems 1000 --timeout-ms 1000 >"$tmp/out" 2>"$tmp/err"; rc=$?
+out=$(timeout 60 $INAGG bench allreduce --switch 127.0.0.1:1 --workers 2 --elems 1000 --timeout-ms 1000 --json - 2>/dev/null); jrc=$?
+if [ $rc -eq 1 ] && grep -q "rank [0-9]*: .*cannot connect" "$tmp/err" && [ ! -s "$tmp/out" ] &&
+   ! grep -q "verified\|TAT\|nan" "$tmp/err" && [ $jrc -eq 1 ] &&
+   [ "$(echo "$out" | json_get "['rto_min_us'], d['rto_max_us'], 'cannot connect' in d['error']")" = "(1000, 50000, True)" ]; then ok $t
+else bad $t "rc $rc/$jrc, stdout '$(head -c 300 "$tmp/out")', stderr '$(cat "$tmp/err")', json '${out:0:300}'"; fi
+
+# A switch stopped (SIGTERM) under a running benchmark: the ranks fail with "switch shutting
+# down", the benchmark prints that and no table, and the switch logs a drain, blaming no rank.
+t=bench_switch_stopped_midway_is_a_shutdown_not_a_table
+exec 3>"$tmp/ready3"
+INAGG_LOG=info timeout 60 $INAGG switch --listen 127.0.0.1:0 --ready-fd 3 >"$tmp/sw3.out" 2>"$tmp/sw3.err" &
+swpid=$!
+exec 3>&-
+for _ in $(seq 100); do [ -s "$tmp/ready3" ] && break; sleep 0.05; done
+port=$(head -n1 "$tmp/ready3" 2>/dev/null)
+if [ -z "$port" ]; then bad $t "switch did not report a port"; else
+    timeout 60 $INAGG bench allreduce --switch 127.0.0.1:$port --workers 2 --elems 1000000 \
+        --dtype int32 --iters 1000 --warmup 0 >"$tmp/out3" 2>"$tmp/err3" &
+    bpid=$!
+    for _ in $(seq 200); do grep -q "job .* active" "$tmp/sw3.err" && break; sleep 0.05; done
+    sleep 0.3
+    kill -TERM $swpid; wait $swpid; swrc=$?
+    wait $bpid; brc=$?
+    if [ $brc -eq 1 ] && [ $swrc -eq 0 ] && grep -q "rank [0-9]*[,:].*switch shutting down: stopped by SIGTERM" "$tmp/err3" &&
+       [ ! -s "$tmp/out3" ] && ! grep -q "disconnected" "$tmp/err3" "$tmp/sw3.err" &&
+       grep -q "draining: .*shutting down (stopped by SIGTERM)" "$tmp/sw3.err"; then ok $t
+    else bad $t "bench rc $brc, switch rc $swrc; bench: $(head -c 600 "$tmp/err3") $(head -c 300 "$tmp/out3"); switch: $(tail -n 5 "$tmp/sw3.err")"; fi
+fi
 
 echo "$pass passed, $fail failed, $skip skipped"
 [ $fail -eq 0 ]

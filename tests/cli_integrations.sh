@@ -60,6 +60,25 @@ else
         if [ "$(cat "$tmp"/ex.? | grep -c ': ok ')" = 3 ]; then ok $t
         else bad $t "$(cat "$tmp"/ex.?)"; fi
     fi
+    # A static link of the installed archive, as docs/INTEGRATIONS.md says, with the libraries
+    # the docs list being what pkg-config --static gives.
+    t=static_link_of_installed_archive_via_pkg_config
+    documented=$(sed -n 's/.*`pkg-config --static --libs inagg` adds `\([^`]*\)`.*/\1/p' docs/INTEGRATIONS.md)
+    given=$(pkg-config --static --libs inagg | sed "s|-L$inst/lib ||; s|-linagg ||; s/ *$//")
+    if [ -z "$documented" ] || [ "$documented" != "$given" ]; then
+        bad $t "docs/INTEGRATIONS.md says '$documented', pkg-config --static gives '$given'"
+    elif ! timeout 60 cc examples/allreduce.c $(pkg-config --cflags inagg) -Wl,-Bstatic $(pkg-config --libs inagg) \
+            -Wl,-Bdynamic $(pkg-config --static --libs inagg) -o "$tmp/example_static" 2>"$tmp/cc.err"; then
+        bad $t "static link failed: $(head -n 5 "$tmp/cc.err")"
+    elif ldd "$tmp/example_static" | grep -q libinagg; then
+        bad $t "the static example still loads libinagg: $(ldd "$tmp/example_static" | grep inagg)"
+    else
+        pids=()
+        for r in 0 1; do timeout 60 "$tmp/example_static" "$SW" example-static $r 2 >"$tmp/exs.$r" 2>&1 & pids+=($!); done
+        wait "${pids[@]}"
+        if [ "$(cat "$tmp"/exs.? | grep -c ': ok (library 0\.1\.0,')" = 2 ]; then ok $t
+        else bad $t "$(cat "$tmp"/exs.?)"; fi
+    fi
     unset PKG_CONFIG_PATH
 fi
 
@@ -186,6 +205,35 @@ else
         *) bad $t "the installed package did not load its bundled library: $lib" ;;
     esac
 fi
+# The README's own lines, run as written (with HOME in the test's directory): a venv that sees
+# Debian's packages, pip into it offline; the package loads its bundled library and numpy.
+t=python_readme_venv_install_steps_work_as_written
+steps=$(grep -E '^(/usr/bin/python3 -m venv |~/\.venvs/inagg/bin/pip install )' README.md)
+if [ -z "$PY" ]; then skp $t "no python3 with numpy"
+elif [ "$(echo "$steps" | wc -l)" != 2 ]; then bad $t "README.md lacks the two install lines: '$steps'"
+elif ! /usr/bin/python3 -c "import ensurepip" >/dev/null 2>&1; then skp $t "python3-venv is not installed (apt-get install python3-venv)"
+elif ! (export HOME=$tmp/home; mkdir -p "$HOME"; set -e; eval "$steps") >"$tmp/venv.log" 2>&1; then
+    bad $t "$(tail -n 5 "$tmp/venv.log")"
+else
+    lib=$(cd "$tmp" && timeout 60 "$tmp/home/.venvs/inagg/bin/python" -c "import inagg, numpy; print(inagg.library())" 2>&1)
+    case "$lib" in
+        "$tmp/home/.venvs/inagg/lib/python3"*"/site-packages/inagg/libinagg.so.0") ok $t ;;
+        *) bad $t "the venv's package did not load its bundled library: $lib" ;;
+    esac
+fi
+
+# The wheel bundles machine code: a platform wheel (py3-none-linux_<arch>), not py3-none-any.
+t=python_wheel_is_a_platform_wheel
+if [ -z "$PY" ] || ! "$PY" -m pip --version >/dev/null 2>&1; then skp $t "no pip for $PY"
+elif ! timeout 300 "$PY" -m pip wheel -q --no-build-isolation --no-index --no-deps -w "$tmp/wheel" ./python >"$tmp/wheel.log" 2>&1; then
+    bad $t "pip wheel failed: $(tail -n 5 "$tmp/wheel.log")"
+else
+    whl=$(cd "$tmp/wheel" && ls *.whl)
+    names=$("$PY" -c "import sys, zipfile; print(' '.join(zipfile.ZipFile(sys.argv[1]).namelist()))" "$tmp/wheel/$whl" 2>&1)
+    if [ "$whl" = "inagg-0.1.0-py3-none-linux_$(uname -m).whl" ] &&
+       [[ " $names " == *" inagg/libinagg.so.0 "* ]]; then ok "$t ($whl)"
+    else bad $t "wheel '$whl' holds: $names"; fi
+fi
 rm -rf python/build python/inagg.egg-info
 
 t=gloo_baseline_on_bench_tensor_verifies
@@ -288,6 +336,24 @@ else
     else bad $t "plain rc $rc0 '$(summary "$tmp/c0")', preloaded rc $rc1 '$(summary "$tmp/c1")': $(tail -n 5 "$tmp/c1")"; fi
 fi
 
+# INAGG_VERBOSE=2: every allreduce's route, inagg or MPI with the reason; rank 0's lines add up
+# to its end-of-run count of accelerated and passed-through calls.
+t=pmpi_verbose_2_logs_each_route_with_its_reason
+if [ $have_mpi = 0 ] || [ ! -x "$tmp/check_c" ]; then skp $t "OpenMPI is not installed"
+else
+    INAGG_SWITCH=$SW INAGG_VERBOSE=2 timeout 300 "${MPIRUN[@]}" -x INAGG_SWITCH -x INAGG_VERBOSE \
+        -x LD_PRELOAD="$PMPI" "$tmp/check_c" >"$tmp/v2" 2>&1; rc=$?
+    r0=$(grep -c '^inagg-pmpi: rank 0: allreduce of ' "$tmp/v2")
+    totals=$(sed -n 's/^inagg-pmpi: \([0-9]*\) allreduce accelerated, \([0-9]*\) passed through$/\1 + \2/p' "$tmp/v2")
+    if [ $rc -eq 0 ] && [ -n "$totals" ] && [ "$r0" = "$(( totals ))" ] &&
+       grep -q '^inagg-pmpi: rank 0: allreduce of [0-9]* MPI_FLOAT (sum) on MPI_COMM_WORLD -> inagg$' "$tmp/v2" &&
+       grep -q '(not sum) on MPI_COMM_WORLD -> MPI (the op is not MPI_SUM)$' "$tmp/v2" &&
+       grep -q 'MPI_DOUBLE (sum) on MPI_COMM_WORLD -> MPI (the datatype is not a 4-byte int or float' "$tmp/v2" &&
+       grep -q -- '-> MPI (the communicator does not hold every rank of MPI_COMM_WORLD)$' "$tmp/v2"; then
+        ok "$t ($r0 lines on rank 0 = $totals)"
+    else bad $t "rc $rc, rank 0: $r0 route lines, totals '$totals': $(grep -v '^inagg-pmpi: rank' "$tmp/v2" | tail -n 5)"; fi
+fi
+
 t=pmpi_unreachable_switch_falls_back_with_one_warning
 if [ $have_mpi = 0 ] || [ ! -x "$tmp/check_c" ]; then missing $t "OpenMPI (mpicc, mpirun)" "openmpi-bin libopenmpi-dev"
 else
@@ -297,6 +363,40 @@ else
     if [ $rc -eq 0 ] && [ "$warnings" = 1 ] && grep -q 'stays with MPI' "$tmp/fb" &&
        [ "$(summary "$tmp/fb")" = "$(summary "$tmp/c0")" ]; then ok $t
     else bad $t "rc $rc, $warnings warning lines: $(head -n 5 "$tmp/fb")"; fi
+fi
+
+t=pmpi_silent_server_bounded_by_connect_ms
+# A server that accepts and never answers: MPI_Init gives up within INAGG_PMPI_CONNECT_MS
+# (not the job's 30 s timeout) and the program runs on MPI with one warning.
+if [ $have_mpi = 0 ] || [ ! -x "$tmp/check_c" ]; then skp $t "OpenMPI is not installed"
+elif [ -z "$PY" ]; then skp $t "no python3 for the silent listener"
+else
+    timeout 120 "$PY" -c '
+import socket, sys, time
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(64)
+print(s.getsockname()[1], flush=True)
+conns, end = [], time.time() + 100
+s.settimeout(0.5)
+while time.time() < end:
+    try: conns.append(s.accept()[0])
+    except socket.timeout: pass
+' >"$tmp/silent.port" &
+    silent=$!
+    for _ in $(seq 100); do [ -s "$tmp/silent.port" ] && break; sleep 0.05; done
+    t0=$(date +%s%N); plain "$tmp/sl0" "$tmp/check_c"; t1=$(date +%s%N)
+    INAGG_SWITCH=127.0.0.1:$(head -n1 "$tmp/silent.port") INAGG_PMPI_CONNECT_MS=1500 timeout 300 \
+        "${MPIRUN[@]}" -x INAGG_SWITCH -x INAGG_PMPI_CONNECT_MS -x LD_PRELOAD="$PMPI" \
+        "$tmp/check_c" >"$tmp/sl" 2>&1; rc=$?
+    t2=$(date +%s%N)
+    kill $silent 2>/dev/null; wait $silent 2>/dev/null
+    plain_ms=$(( (t1 - t0) / 1000000 )) silent_ms=$(( (t2 - t1) / 1000000 ))
+    # the probe's 1.5 s, plus 3 s of slack for mpirun under load (it took 31 s before)
+    if [ $rc -eq 0 ] && [ $silent_ms -lt $((plain_ms + 4500)) ] &&
+       grep -q 'did not answer within 1500 ms' "$tmp/sl" &&
+       [ "$(grep -c '^inagg-pmpi:' "$tmp/sl")" = 1 ] &&
+       [ "$(summary "$tmp/sl")" = "$(summary "$tmp/c0")" ]; then
+        ok "$t (${silent_ms} ms, plain MPI ${plain_ms} ms)"
+    else bad $t "rc $rc, ${silent_ms} ms (plain ${plain_ms} ms): $(head -n 5 "$tmp/sl")"; fi
 fi
 
 t=pmpi_without_INAGG_SWITCH_is_silent_pass_through

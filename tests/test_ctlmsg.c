@@ -226,6 +226,14 @@ TEST(ctlmsg_joined_err_and_verbs, 5)
     CHECK_EQ_INT(wire_verb_of("BARRIER_DONE"), WIRE_VERB_BARRIER_DONE);
     CHECK_EQ_INT(wire_verb_of("BARRIER"), WIRE_VERB_BARRIER);
     CHECK_EQ_INT(wire_verb_of(""), WIRE_VERB_UNKNOWN);
+    wire_shutdown_format("stopped by SIGTERM", line, sizeof(line));
+    CHECK(strcmp(line, "SHUTDOWN stopped by SIGTERM") == 0);
+    CHECK(strcmp(wire_shutdown_parse(line), "stopped by SIGTERM") == 0);
+    wire_shutdown_format(NULL, line, sizeof(line));
+    CHECK(strcmp(wire_shutdown_parse(line), "the switch is stopping") == 0);
+    CHECK(wire_shutdown_parse("SHUTDOWNX y") == NULL);
+    CHECK(wire_shutdown_parse("FAILED x") == NULL);
+    CHECK(strcmp(wire_shutdown_parse("SHUTDOWN"), "") == 0);
 }
 
 /* The piggybacked acknowledgement/confirmation survives the header's encoding, at the edges

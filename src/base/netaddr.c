@@ -41,6 +41,25 @@ int netaddr_parse(const char *text, uint16_t default_port, struct sockaddr_in *o
     return 0;
 }
 
+void netaddr_explain(const char *text, int rc, char *buf, size_t len)
+{
+    if (rc != -EHOSTUNREACH) {
+        snprintf(buf, len, "malformed address (expected HOST:PORT, PORT 0..65535)");
+        return;
+    }
+    char host[256];
+    const char *colon = strrchr(text, ':');
+    size_t hlen = colon ? (size_t)(colon - text) : strlen(text);
+    snprintf(host, sizeof(host), "%.*s", (int)(hlen < sizeof(host) ? hlen : sizeof(host) - 1),
+             text);
+    struct addrinfo hints = {.ai_family = AF_INET}, *res = NULL;
+    int gai = getaddrinfo(host, NULL, &hints, &res); /* again, for its reason */
+    if (res)
+        freeaddrinfo(res);
+    snprintf(buf, len, "host '%s' could not be resolved: %s", host,
+             gai != 0 ? gai_strerror(gai) : "no IPv4 address");
+}
+
 void netaddr_format(const struct sockaddr_in *a, char *buf, size_t len)
 {
     char ip[INET_ADDRSTRLEN];

@@ -14,6 +14,11 @@
  * 0. -EINVAL for a malformed text, -EHOSTUNREACH for a name that does not resolve. */
 int netaddr_parse(const char *text, uint16_t default_port, struct sockaddr_in *out);
 
+/* Why text failed netaddr_parse with rc, as a phrase for "bad address 'X': <phrase>": a host
+ * name that does not resolve names getaddrinfo's reason (gai_strerror), a malformed text says
+ * what was expected. */
+void netaddr_explain(const char *text, int rc, char *buf, size_t len);
+
 /* "a.b.c.d:port" into buf, always NUL-terminated. */
 void netaddr_format(const struct sockaddr_in *a, char *buf, size_t len);
 

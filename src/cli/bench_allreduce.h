@@ -98,6 +98,8 @@ typedef struct ar_rank_report {
 /* One system at one size. Percentages are of one core (machine: of all cores); NaN absent. */
 typedef struct ar_sys_result {
     int ran, verified;
+    int completed;             /* every rank ran every iteration without an error (verified or
+                                  not); 0: it failed (join, a call, a process), no numbers */
     uint32_t iters;
     double tat_median_s, tat_min_s, tat_max_s;
     double cpu_switch, cpu_workers, cpu_workers_max, cpu_machine, cpu_softirq;
@@ -149,6 +151,9 @@ void ar_link_defaults(ar_opts_t *o, uint32_t mtu, uint64_t link_bps, char *note,
  * and timed allreduces, verify every result. Fills rep; 0 when every result verified. */
 int ar_rank_run(const ar_opts_t *o, uint32_t rank, const char *addr, const char *job,
                 ar_rank_report_t *rep);
+
+/* The retransmission timeouts a rank runs with: the options' or the library's defaults. */
+void ar_effective_rto(const ar_opts_t *o, uint32_t *rto_us, uint32_t *min_us, uint32_t *max_us);
 
 /* rep as one JSON line on stdout (single-rank mode). */
 void ar_rank_print(const ar_opts_t *o, const ar_rank_report_t *rep);

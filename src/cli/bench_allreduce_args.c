@@ -366,7 +366,8 @@ int ar_parse(int argc, char **argv, ar_opts_t *o)
     uint64_t v;
     int c, have_world = 0, have_rate = 0, have_mtu = 0, have_plot = 0, have_elems = 0;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+    opterr = 0; /* cli_bad_option says it, in the one wording */
+    while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
         switch (c) {
         case 'n':
             if (cli_parse_u64(AR_CMD, "--workers", optarg, 1, INAGG_MAX_WORLD, &v)) return 2;
@@ -520,7 +521,7 @@ int ar_parse(int argc, char **argv, ar_opts_t *o)
         case 'J': o->job = optarg; break;
         case 'j': o->json_path = optarg; break;
         case 'h': usage(stdout); return 1;
-        default: usage(stderr); return 2;
+        default: return cli_bad_option(AR_CMD, c, argv);
         }
     }
     if (optind < argc && optind > 1 && strcmp(argv[optind - 1], "--sizes") == 0)

@@ -271,6 +271,18 @@ static double cpu_self(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+void ar_effective_rto(const ar_opts_t *o, uint32_t *rto_us, uint32_t *min_us, uint32_t *max_us)
+{
+    inagg_options_t d = INAGG_OPTIONS_INIT;
+    uint32_t rto = d.rto_us, lo = o->rto_min_us ? o->rto_min_us : d.rto_min_us,
+             hi = o->rto_max_us ? o->rto_max_us : d.rto_max_us;
+    lo = lo > hi ? hi : lo;
+    rto = rto < lo ? lo : rto > hi ? hi : rto;
+    *rto_us = rto;
+    *min_us = lo;
+    *max_us = hi;
+}
+
 int ar_rank_run(const ar_opts_t *o, uint32_t rank, const char *addr, const char *job,
                 ar_rank_report_t *rep)
 {
@@ -304,16 +316,7 @@ int ar_rank_run(const ar_opts_t *o, uint32_t rank, const char *addr, const char 
     opts.timeout_ms = o->timeout_ms;
     opts.faults = o->faults;
     opts.transport = o->transport;
-    if (o->rto_max_us)
-        opts.rto_max_us = o->rto_max_us;
-    if (o->rto_min_us)
-        opts.rto_min_us = o->rto_min_us;
-    if (opts.rto_min_us > opts.rto_max_us)
-        opts.rto_min_us = opts.rto_max_us;
-    if (opts.rto_us < opts.rto_min_us)
-        opts.rto_us = opts.rto_min_us;
-    if (opts.rto_us > opts.rto_max_us)
-        opts.rto_us = opts.rto_max_us;
+    ar_effective_rto(o, &opts.rto_us, &opts.rto_min_us, &opts.rto_max_us);
     char detail[256];
     /* Two levels: this rank joins its leaf's job of hosts_per_leaf ranks; its data and the
      * check are those of global rank `rank` of o->workers. */

@@ -70,11 +70,14 @@ void ar_summarize_ranks(const ar_rank_report_t *reps, uint32_t n, uint32_t iters
                         ar_sys_result_t *r)
 {
     r->verified = 1;
+    r->completed = n > 0;
     r->checksums_agree = 1;
     double cpu_sum = 0, cpu_max = 0;
     uint32_t cpu_n = 0;
     for (uint32_t k = 0; k < n; k++) {
         const ar_rank_report_t *x = &reps[k];
+        if (x->rc != 0 || x->iters != iters)
+            r->completed = 0;
         if (!x->verified || x->rc != 0 || x->iters != iters) {
             r->verified = 0;
             if (!r->error[0] && (int)k == root_cause_rank(reps, n, iters))

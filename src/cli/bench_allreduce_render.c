@@ -200,6 +200,11 @@ static void render_table(FILE *out, const ar_run_t *run)
         for (int k = 0; k <= o->nbase; k++) {
             ar_system_t sys = k == 0 ? AR_INAGG : o->base[k - 1];
             const ar_sys_result_t *r = &s->sys[sys];
+            if (!r->completed) {
+                fprintf(out, "%-10s %-9s failed: %.200s\n", k == 0 ? sz : "",
+                        ar_system_name[sys], r->error[0] ? r->error : "no report");
+                continue;
+            }
             char a[16], b[16], c[16], cpu[48], sp[16];
             snprintf(cpu, sizeof(cpu), "%s/%s/%s", pct_text(r->cpu_switch, a, sizeof(a)),
                      pct_text(r->cpu_workers, b, sizeof(b)),
@@ -215,9 +220,20 @@ static void render_table(FILE *out, const ar_run_t *run)
     }
 }
 
+/* Did inagg fail (not join, a failed call, a rank that died) at every size? Then there is no
+ * measurement to show: its error was said on stderr, and a table of NaNs would read like a
+ * verification failure. */
+static int inagg_failed_everywhere(const ar_run_t *run)
+{
+    for (int i = 0; i < run->nsizes; i++)
+        if (run->size[i].sys[AR_INAGG].completed)
+            return 0;
+    return 1;
+}
+
 void ar_render_text(FILE *out, const ar_run_t *run)
 {
-    if (run->nsizes < 1)
+    if (run->nsizes < 1 || inagg_failed_everywhere(run))
         return;
     if (run->nsizes == 1)
         render_summary(out, run, last_size(run));
@@ -320,8 +336,11 @@ int ar_render_json(const ar_run_t *run)
     json_string(&w, "protocol", o->protocol == INAGG_PROTO_P4SGD ? "p4sgd" : "switchml");
     json_int(&w, "packet_elems", o->packet_elems);
     json_int(&w, "window", o->window);
-    json_int(&w, "rto_min_us", o->rto_min_us);
-    json_int(&w, "rto_max_us", o->rto_max_us);
+    uint32_t rto, rto_min, rto_max; /* what the ranks ran with, defaults included */
+    ar_effective_rto(o, &rto, &rto_min, &rto_max);
+    json_int(&w, "rto_us", rto);
+    json_int(&w, "rto_min_us", rto_min);
+    json_int(&w, "rto_max_us", rto_max);
     json_int(&w, "switch_threads", o->switch_threads);
     json_int(&w, "leaves", o->leaves);
     json_int(&w, "hosts_per_leaf", o->hosts_per_leaf);
@@ -337,6 +356,8 @@ int ar_render_json(const ar_run_t *run)
     json_int(&w, "iters", s->iters);
     json_int(&w, "warmup", s->warmup);
     json_bool(&w, "verified", ar_run_ok(run));
+    if (!r->completed) /* inagg did not run to the end: why (which rank, what happened) */
+        json_string(&w, "error", r->error[0] ? r->error : "no report from the ranks");
     json_begin_object(&w, "tat_ms");
     json_number(&w, "median", r->tat_median_s * 1e3);
     json_number(&w, "min", r->tat_min_s * 1e3);

@@ -7,6 +7,8 @@
  * parse (bench_allreduce_args.c), run (bench_allreduce_run.c, one rank in
  * bench_allreduce_rank.c), render (bench_allreduce_render.c). With --rank it is one rank of a
  * job on a running switch and prints that rank's report: the testbed runs its ranks that way.
+ * A run that failed (a rank could not join, a call failed, the switch stopped) prints its error,
+ * naming the rank, and no results table; its --json says it under "error".
  * Exit: 0 every result verified, 1 a run failed or did not verify, 2 bad usage, 3 a testbed
  * cannot be built on this machine (not root, no network namespaces).
  */

@@ -515,7 +515,8 @@ int cmd_bench_compress(int argc, char **argv)
     int c;
     uint64_t v;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+    opterr = 0; /* cli_bad_option says it, in the one wording */
+    while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
         switch (c) {
         case 'e':
             if (cli_parse_u64(BC_CMD, "--elems", optarg, 1048576, 1ull << 28, &v)) return 2;
@@ -561,7 +562,7 @@ int cmd_bench_compress(int argc, char **argv)
         case 'j': o.json_path = optarg; break;
         case 'p': o.plot_path = optarg; break;
         case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
+        default: return cli_bad_option(BC_CMD, c, argv);
         }
     }
     if (cli_no_extra_args(BC_CMD, argc, argv, optind))

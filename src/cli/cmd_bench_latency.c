@@ -266,7 +266,8 @@ static int parse_args(int argc, char **argv, lat_opts_t *o)
     uint64_t v;
     int c, workers_given = 0, link_given = 0;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+    opterr = 0; /* cli_bad_option says it, in the one wording */
+    while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
         switch (c) {
         case 'n': if (parse_u64("--workers", optarg, 1, INAGG_MAX_WORLD, &v)) return 2; o->workers = (uint32_t)v; workers_given = 1; break;
         case 'B': if (parse_u64("--testbed", optarg, 1, LAUNCH_TESTBED_MAX_HOSTS, &v)) return 2; o->testbed = (uint32_t)v; break;
@@ -301,7 +302,7 @@ static int parse_args(int argc, char **argv, lat_opts_t *o)
         case 'S': o->switch_addr = optarg; break;
         case 'j': o->json_path = optarg; break;
         case 'h': usage(stdout); return 1;
-        default: usage(stderr); return 2;
+        default: return cli_bad_option("inagg bench latency", c, argv);
         }
     }
     if (cli_no_extra_args("inagg bench latency", argc, argv, optind))

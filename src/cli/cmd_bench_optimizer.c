@@ -479,7 +479,8 @@ static int parse_args(int argc, char **argv, optb_opts_t *o)
     uint64_t v;
     int c;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+    opterr = 0; /* cli_bad_option says it, in the one wording */
+    while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
         switch (c) {
         case 'O':
             if (optim_parse_kind(optarg, &o->oc.kind) != 0) {
@@ -519,7 +520,7 @@ static int parse_args(int argc, char **argv, optb_opts_t *o)
         case 'S': o->switch_addr = optarg; break;
         case 'j': o->json_path = optarg; break;
         case 'h': usage(stdout); return 1;
-        default: usage(stderr); return 2;
+        default: return cli_bad_option("inagg bench optimizer", c, argv);
         }
     }
     if (cli_no_extra_args("inagg bench optimizer", argc, argv, optind))

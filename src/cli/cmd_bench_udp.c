@@ -136,7 +136,7 @@ static int parse_args(int argc, char **argv, struct udp_opts *o)
     opterr = 0;
     unsigned long v;
     int c;
-    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
         const char *bad = NULL;
         switch (c) {
         case 's':
@@ -180,9 +180,7 @@ static int parse_args(int argc, char **argv, struct udp_opts *o)
             usage(stdout);
             return 1;
         default:
-            fprintf(stderr, "inagg bench udp: unknown option or missing value: '%s' (see "
-                            "--help)\n",
-                    argv[optind - 1]);
+            cli_bad_option("inagg bench udp", c, argv);
             return -1;
         }
         if (bad) {

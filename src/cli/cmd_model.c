@@ -115,6 +115,11 @@ int cmd_model(int argc, char **argv)
         return model_predict_main(argc, argv);
     if (!strcmp(sub, "validate"))
         return model_validate_main(argc, argv);
+    if (sub[0] == '-') {
+        fprintf(stderr, MODEL_CMD ": unknown option '%.*s' (see --help)\n",
+                (int)strcspn(sub, "="), sub);
+        return 2;
+    }
     fprintf(stderr, MODEL_CMD ": unknown subcommand '%s': calibrate, predict or validate "
             "(inagg model --help)\n", sub);
     return 2;

@@ -13,6 +13,7 @@
 #include "cli/commands.h"
 #include "cli/output.h"
 #include "base/log.h"
+#include "base/netaddr.h"
 #include "control/ctl.h"
 #include "fabric/fabric.h"
 #include "switch/switch.h"
@@ -117,11 +118,15 @@ static void usage(FILE *out)
  * reason printed). */
 static int connect_control(const char *addr_text, int *fd)
 {
-    *fd = ctl_connect_to(addr_text, 3000);
-    if (*fd == -EINVAL) {
-        fprintf(stderr, "inagg switch: bad address '%s' (expected HOST:PORT)\n", addr_text);
-        return 2;
+    struct sockaddr_in a;
+    int prc = netaddr_parse(addr_text, 0, &a);
+    if (prc != 0) {
+        char why[160];
+        netaddr_explain(addr_text, prc, why, sizeof(why));
+        fprintf(stderr, "inagg switch: bad address '%s': %s\n", addr_text, why);
+        return prc == -EHOSTUNREACH ? 1 : 2;
     }
+    *fd = ctl_connect(&a, 3000);
     if (*fd < 0) {
         fprintf(stderr, "inagg switch: cannot connect to %s: %s\n", addr_text, strerror(-*fd));
         return 1;
@@ -290,7 +295,8 @@ int cmd_switch(int argc, char **argv)
         {0, 0, 0, 0}};
     optind = 1;
     int c;
-    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+    opterr = 0; /* cli_bad_option says it, in the one wording */
+    while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
         switch (c) {
         case 'l': cfg.listen = optarg; break;
         case 't': if (parse_u32("--threads", optarg, &cfg.threads)) return 2; break;
@@ -372,7 +378,7 @@ int cmd_switch(int argc, char **argv)
         case 1021: if (parse_u32("--leaf-index", optarg, &cfg.upstream_rank)) return 2; break;
         case 1022: if (parse_u32("--leaves", optarg, &cfg.upstream_world)) return 2; break;
         case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
+        default: return cli_bad_option("inagg switch", c, argv);
         }
     }
     if (cli_no_extra_args("inagg switch", argc, argv, optind))
@@ -446,8 +452,8 @@ int cmd_switch(int argc, char **argv)
             LOG_W("could not write to --ready-fd %d", ready_fd);
         close(ready_fd);
     }
+    int sig = 0;
     for (;;) {
-        int sig = 0;
         if (sigwait(&set, &sig) != 0)
             continue;
         switch_write_stats(sw, stdout, 0);
@@ -457,7 +463,7 @@ int cmd_switch(int argc, char **argv)
             break;
         }
     }
-    switch_stop(sw);
+    switch_stop_because(sw, sig == SIGTERM ? "stopped by SIGTERM" : "stopped by SIGINT");
     fabric_stop(fab);
     return 0;
 }

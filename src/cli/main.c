@@ -43,6 +43,21 @@ static void usage(FILE *out)
     }
 }
 
+/* `inagg bench`: its subcommands, every one. */
+static void bench_usage(FILE *out)
+{
+    fprintf(out,
+            "usage: inagg bench <benchmark> [options]   (inagg bench <benchmark> --help)\n"
+            "\n"
+            "benchmarks:\n"
+            "  allreduce   allreduce throughput: embedded switch + N local workers (or a\n"
+            "              testbed), verified results, MPI/Gloo baselines in the same run\n"
+            "  latency     small-allreduce latency (p50/p99/p99.9), P4SGD's Fig. 8\n"
+            "  optimizer   the in-switch optimizer against allreduce + a local step\n"
+            "  udp         the kernel's UDP ceiling: one sender, one receiver, loopback\n"
+            "  compress    ZFP/fp16 codec grid: ratio, GB/s, error vs libzfp (GCOW)\n");
+}
+
 int main(int argc, char **argv)
 {
     log_init(LOG_INFO, "inagg");
@@ -76,7 +91,23 @@ int main(int argc, char **argv)
             return cmd_bench_optimizer(argc - 2, argv + 2);
         if (argc >= 3 && strcmp(argv[2], "compress") == 0)
             return cmd_bench_compress(argc - 2, argv + 2);
-        fprintf(stderr, "inagg bench: expected 'allreduce', 'latency', 'optimizer' or 'udp'\n");
+        if (argc >= 3 && (strcmp(argv[2], "--help") == 0 || strcmp(argv[2], "-h") == 0 ||
+                          strcmp(argv[2], "help") == 0)) {
+            bench_usage(stdout);
+            return 0;
+        }
+        if (argc >= 3 && argv[2][0] == '-')
+            fprintf(stderr, "inagg bench: unknown option '%.*s' (see --help)\n",
+                    (int)strcspn(argv[2], "="), argv[2]);
+        else if (argc >= 3)
+            fprintf(stderr, "inagg bench: unknown benchmark '%s'\n\n", argv[2]);
+        if (argc < 3 || argv[2][0] != '-')
+            bench_usage(stderr);
+        return 2;
+    }
+    if (cmd[0] == '-') {
+        fprintf(stderr, "inagg: unknown option '%.*s' (see --help)\n", (int)strcspn(cmd, "="),
+                cmd);
         return 2;
     }
     fprintf(stderr, "inagg: unknown command '%s'\n\n", cmd);

@@ -407,13 +407,13 @@ int model_calibrate_main(int argc, char **argv)
     optind = 1;
     opterr = 0;
     int ch;
-    while ((ch = getopt_long(argc, argv, "o:h", longopts, NULL)) != -1) {
+    while ((ch = getopt_long(argc, argv, ":o:h", longopts, NULL)) != -1) {
         switch (ch) {
         case 'o': out = optarg; break;
         case 'n': testbed = 0; break;
         case 'h': usage(stdout); return 0;
         default:
-            return model_bad(SUB, "unknown option or missing value: %s", argv[optind - 1]);
+            return cli_bad_option(MODEL_CMD " " SUB, ch, argv);
         }
     }
     if (optind < argc)

@@ -360,7 +360,7 @@ int model_predict_main(int argc, char **argv)
     opterr = 0;
     int ch;
     const char *cmd = MODEL_CMD " " SUB;
-    while ((ch = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+    while ((ch = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
         uint64_t v;
         switch (ch) {
         case 'w':
@@ -466,7 +466,7 @@ int model_predict_main(int argc, char **argv)
         case 'x': o.preset = optarg; break;
         case 'h': usage(stdout); return 0;
         default:
-            return model_bad(SUB, "unknown option or missing value: %s", argv[optind - 1]);
+            return cli_bad_option(MODEL_CMD " " SUB, ch, argv);
         }
     }
     if (optind < argc)

@@ -76,7 +76,8 @@ static void usage(FILE *out)
             "Runs `inagg bench allreduce --testbed N --fabric bridge` (root, network namespaces)\n"
             "for each case below, every result verified, 3 timed iterations after 1 warmup,\n"
             "and compares the median TAT of inagg (and of the MPI ring) with the model's\n"
-            "prediction from the calibration (--params, default %s):\n",
+            "prediction from the calibration (--params, default %s; when that file does not\n"
+            "exist, `inagg model calibrate --out FILE` runs first):\n",
             MODEL_DEFAULT_PARAMS);
     for (size_t i = 0; i < NCASES; i++) {
         const vcase_t *c = &CASES[i];
@@ -325,7 +326,7 @@ int model_validate_main(int argc, char **argv)
     optind = 1;
     opterr = 0;
     int ch;
-    while ((ch = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+    while ((ch = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
         switch (ch) {
         case 'p': params = optarg; break;
         case 'q': quick = 1; break;
@@ -333,21 +334,32 @@ int model_validate_main(int argc, char **argv)
         case 'k': keep = optarg; break;
         case 'h': usage(stdout); return 0;
         default:
-            return model_bad(SUB, "unknown option or missing value: %s", argv[optind - 1]);
+            return cli_bad_option(MODEL_CMD " " SUB, ch, argv);
         }
     }
     if (optind < argc)
         return model_bad(SUB, "unexpected argument '%s'", argv[optind]);
+    if (geteuid() != 0) {
+        fprintf(stderr, MODEL_CMD " " SUB ": cannot build testbeds here: needs root (network "
+                "namespaces)\n");
+        return 3;
+    }
+    if (access(params, F_OK) != 0 && errno == ENOENT) { /* a fresh tree: calibrate first */
+        fprintf(stderr, MODEL_CMD " " SUB ": no calibration at %s: calibrating first (" MODEL_CMD
+                " calibrate --out %s)\n", params, params);
+        char *cal_argv[] = {"calibrate", "--out", (char *)params, NULL};
+        int crc = model_calibrate_main(3, cal_argv);
+        if (crc != 0) {
+            fprintf(stderr, MODEL_CMD " " SUB ": calibration failed (above); nothing validated\n");
+            return crc;
+        }
+        fprintf(stderr, MODEL_CMD " " SUB ": calibrated; now validating against %s\n", params);
+    }
     model_calib_t cal;
     char err[600];
     if (model_calib_read(params, &cal, err, sizeof(err)) != 0) {
         fprintf(stderr, MODEL_CMD " " SUB ": %s\n", err);
         return 1;
-    }
-    if (geteuid() != 0) {
-        fprintf(stderr, MODEL_CMD " " SUB ": cannot build testbeds here: needs root (network "
-                "namespaces)\n");
-        return 3;
     }
     char tmp[] = "/tmp/inagg-validate-XXXXXX";
     const char *dir = keep;

@@ -2,6 +2,7 @@
 #include "cli/output.h"
 
 #include <errno.h>
+#include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -78,6 +79,25 @@ int cli_parse_baseline(const char *cmd, const char *text, const char *name, cons
     }
     *out = text;
     return 0;
+}
+
+int cli_bad_option(const char *cmd, int c, char **argv)
+{
+    /* getopt_long leaves optind past the argument it refused: a long option is named by it
+     * (without any "=value"), a short one by optopt (it may sit in a cluster like "-hx") */
+    const char *arg = optind > 0 ? argv[optind - 1] : "";
+    char name[64];
+    if (strncmp(arg, "--", 2) == 0)
+        snprintf(name, sizeof(name), "%.*s", (int)strcspn(arg, "="), arg);
+    else if (optopt > ' ' && optopt < 127)
+        snprintf(name, sizeof(name), "-%c", optopt);
+    else
+        snprintf(name, sizeof(name), "%s", arg);
+    if (c == ':')
+        fprintf(stderr, "%s: option '%s' needs a value (see --help)\n", cmd, name);
+    else
+        fprintf(stderr, "%s: unknown option '%s' (see --help)\n", cmd, name);
+    return 2;
 }
 
 int cli_no_extra_args(const char *cmd, int argc, char **argv, int first)

@@ -32,6 +32,13 @@ int cli_parse_loss(const char *cmd, const char *text, double *out);
  * after a message naming cmd. */
 int cli_parse_baseline(const char *cmd, const char *text, const char *name, const char **out);
 
+/* An option getopt_long refused (c: '?' unknown, ':' its value missing; optstring starting
+ * with ':' and opterr = 0), said in the one wording every command uses:
+ *   inagg bench allreduce: unknown option '--x' (see --help)
+ *   inagg bench allreduce: option '--elems' needs a value (see --help)
+ * Returns 2, the exit status of bad usage. */
+int cli_bad_option(const char *cmd, int c, char **argv);
+
 /* 0 when argv[first..argc) is empty (getopt's optind), else -1 after a message naming cmd and
  * the first stray argument. */
 int cli_no_extra_args(const char *cmd, int argc, char **argv, int first);

@@ -13,6 +13,7 @@
 
 #include "base/util.h"
 #include "codec/codec.h"
+#include "cli/output.h"
 #include "cli/train.h"
 #include "glm/objective.h"
 #include "inagg.h"
@@ -401,10 +402,8 @@ int train_parse_args(int argc, char **argv, train_opts_t *o)
         case 'R': o->link_rate = optarg; break;
         case 'L': o->report_lines = 1; break;
         case 'h': usage(stdout); return 1;
-        case ':':
-            return bad_usage("%s needs a value", argv[optind - 1]);
         default:
-            return bad_usage("unknown option '%s'", argv[optind - 1]);
+            return cli_bad_option("inagg train", c, argv);
         }
     }
     if (optind < argc)

@@ -158,14 +158,23 @@ static FILE *capture_open(const char *prefix, uint32_t rank, char *err, size_t e
     return f;
 }
 
-/* One rank: load, join, train, report. 0 or 1 (the error was reported). */
+/* The inputs the parent loaded once for its forked ranks (they share its pages). */
+typedef struct preload {
+    glm_dataset_t train, test;
+} preload_t;
+
+/* One rank: load (or take the parent's preload), join, train, report. 0 or 1 (the error was
+ * reported). */
 static int worker_main(const train_opts_t *o, uint32_t rank, uint32_t world, const char *addr,
-                       const char *job, worker_ctx_t *w)
+                       const char *job, worker_ctx_t *w, const preload_t *pre)
 {
     char err[1024];
     glm_dataset_t train, test;
-    if (glm_load_inputs(o->data, o->synthetic, o->test, o->cfg.seed, o->cfg.objective,
-                        o->precision, &train, &test, err, sizeof(err)) != 0) {
+    if (pre) {
+        train = pre->train; /* this process's copy-on-write view; freed below as its own */
+        test = pre->test;
+    } else if (glm_load_inputs(o->data, o->synthetic, o->test, o->cfg.seed, o->cfg.objective,
+                               o->precision, &train, &test, err, sizeof(err)) != 0) {
         w_error(w, err);
         return 1;
     }
@@ -233,6 +242,7 @@ static int worker_main(const train_opts_t *o, uint32_t rank, uint32_t world, con
 typedef struct rank_ctx {
     const train_opts_t *o;
     const char *addr, *job;
+    const preload_t *pre;
 } rank_ctx_t;
 
 static int rank_main(uint32_t rank, int fd, void *arg)
@@ -240,7 +250,7 @@ static int rank_main(uint32_t rank, int fd, void *arg)
     const rank_ctx_t *c = arg;
     signal(SIGPIPE, SIG_IGN);
     worker_ctx_t w = {NULL, fd, rank, 0};
-    return worker_main(c->o, rank, c->o->workers, c->addr, c->job, &w);
+    return worker_main(c->o, rank, c->o->workers, c->addr, c->job, &w, c->pre);
 }
 
 /* What the parent keeps of a rank's pipe: a partial line, and whether it finished. */
@@ -338,8 +348,22 @@ static void watch_ranks(const train_opts_t *o, run_t *run, launch_ranks_t *g, ch
     }
 }
 
-static int run_local(const train_opts_t *o, run_t *run)
+static int run_local(const train_opts_t *given, run_t *run)
 {
+    /* The inputs and the default step size are the same for every rank (the same seed, a
+     * deterministic calibration on the whole training set): made once here, before the ranks
+     * fork, instead of once per rank. */
+    static preload_t pre;
+    train_opts_t local = *given;
+    const train_opts_t *o = &local;
+    char lerr[1024];
+    if (glm_load_inputs(o->data, o->synthetic, o->test, o->cfg.seed, o->cfg.objective,
+                        o->precision, &pre.train, &pre.test, lerr, sizeof(lerr)) != 0) {
+        snprintf(run->error, sizeof(run->error), "%s", lerr);
+        run->failed = 1;
+        return -1;
+    }
+    local.cfg.lr = glm_resolved_lr(&local.cfg, &pre.train); /* lr_given stays as it was */
     uint16_t port = 0;
     switch_config_t scfg = SWITCH_CONFIG_INIT;
     scfg.listen = "127.0.0.1:0";
@@ -354,7 +378,7 @@ static int run_local(const train_opts_t *o, run_t *run)
     }
     char addr[64], job[64];
     snprintf(addr, sizeof(addr), "127.0.0.1:%u", port);
-    rank_ctx_t ctx = {o, addr, cli_job_name("train", job, sizeof(job))};
+    rank_ctx_t ctx = {o, addr, cli_job_name("train", job, sizeof(job)), &pre};
     child_t *ch = calloc(o->workers, sizeof(child_t));
     launch_ranks_t *g = calloc(1, sizeof(*g));
     if (!ch || !g) {
@@ -371,6 +395,8 @@ static int run_local(const train_opts_t *o, run_t *run)
     free(g);
     free(ch);
     launch_switch_stop(sw);
+    glm_dataset_free(&pre.train);
+    glm_dataset_free(&pre.test);
     return run->failed ? -1 : 0;
 }
 
@@ -666,7 +692,7 @@ int cmd_train(int argc, char **argv)
         /* One rank of a testbed run: report lines on stdout for the parent to render. */
         worker_ctx_t w = {NULL, STDOUT_FILENO, (uint32_t)o.rank, 0};
         return worker_main(&o, (uint32_t)o.rank, (uint32_t)o.world, o.switch_addr,
-                           o.job ? o.job : "train", &w);
+                           o.job ? o.job : "train", &w, NULL);
     }
     if (is_rank0)
         train_print_header(&run);
@@ -674,7 +700,7 @@ int cmd_train(int argc, char **argv)
     int rc;
     if (o.cfg.mode == GLM_MODE_SINGLE) {
         worker_ctx_t w = {&run, -1, 0, 0};
-        rc = worker_main(&o, 0, 1, NULL, NULL, &w) == 0 && !run.failed ? 0 : -1;
+        rc = worker_main(&o, 0, 1, NULL, NULL, &w, NULL) == 0 && !run.failed ? 0 : -1;
     } else if (o.testbed) {
         rc = run_testbed(&o, &run);
     } else if (o.backend_mpi) {
@@ -687,7 +713,7 @@ int cmd_train(int argc, char **argv)
             run.human = stderr;
         worker_ctx_t w = {&run, -1, (uint32_t)o.rank, 0};
         rc = worker_main(&o, (uint32_t)o.rank, (uint32_t)o.world, o.switch_addr,
-                         o.job ? o.job : "train", &w) ==
+                         o.job ? o.job : "train", &w, NULL) ==
                      0 && !run.failed
                  ? 0
                  : -1;

@@ -6,13 +6,16 @@
  *
  *   INAGG_SWITCH=HOST:PORT    the switch; unset or empty: pure pass-through, no output
  *   INAGG_VERBOSE=1           rank 0 prints "inagg-pmpi: N allreduce accelerated, M passed
- *                             through" at MPI_Finalize (2: also a line when the job joins)
+ *                             through" at MPI_Finalize (2: also a line when the job joins, and
+ *                             every rank a line per allreduce: its route, inagg or MPI, and
+ *                             why MPI got it)
  *   INAGG_FLOAT_MODE=native|fixed   how float32 is added in the switch (default native: float
  *                             adds, like MPI; fixed: SwitchML's block fixed point)
  *   INAGG_PMPI_MIN_COUNT=N    allreduces of fewer than N elements stay with MPI (default 1)
  *   INAGG_PMPI_DTYPES=int,float   which element types go through the switch (default both)
  *   INAGG_TIMEOUT_MS=MS       the job's timeout (inagg_options_t.timeout_ms, default 30000)
- *   INAGG_PMPI_CONNECT_MS=MS  how long each rank tries to reach the switch in MPI_Init (3000)
+ *   INAGG_PMPI_CONNECT_MS=MS  how long each rank tries to reach the switch in MPI_Init (3000):
+ *                             its control port must accept and answer a STATS request
  *   INAGG_PMPI_VERIFY=1       MPI redoes every accelerated blocking allreduce and differences
  *                             are reported (debugging)
  *
@@ -129,9 +132,42 @@ static void add_type(MPI_Datatype t, inagg_dtype_t idt)
     g_ntypes++;
 }
 
-/* Does the switch's control port accept a TCP connection within `ms`? */
+static long ms_left(const struct timespec *deadline)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    long ms = (deadline->tv_sec - now.tv_sec) * 1000L +
+              (deadline->tv_nsec - now.tv_nsec) / 1000000L;
+    return ms > 0 ? ms : 0;
+}
+
+/* Wait for `events` on fd until the deadline: 1 when ready, 0 when the time is up. */
+static int wait_fd(int fd, short events, const struct timespec *deadline)
+{
+    for (;;) {
+        struct pollfd pfd = {fd, events, 0};
+        int n = poll(&pfd, 1, (int)ms_left(deadline));
+        if (n > 0)
+            return 1;
+        if (n == 0 || errno != EINTR || ms_left(deadline) == 0)
+            return 0;
+    }
+}
+
+/* Does the switch answer on its control port within `ms` in all: the TCP connection, then a
+ * STATS request whose first reply line must arrive in that time too. A server that accepts
+ * and never answers is found here, within `ms`, not by a join that waits for the job's
+ * timeout. */
 static int probe_switch(const char *addr, int ms, char *why, size_t len)
 {
+    struct timespec deadline;
+    clock_gettime(CLOCK_MONOTONIC, &deadline);
+    deadline.tv_sec += ms / 1000;
+    deadline.tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (deadline.tv_nsec >= 1000000000L) {
+        deadline.tv_sec++;
+        deadline.tv_nsec -= 1000000000L;
+    }
     char host[256];
     snprintf(host, sizeof(host), "%s", addr);
     char *colon = strrchr(host, ':');
@@ -149,23 +185,46 @@ static int probe_switch(const char *addr, int ms, char *why, size_t len)
         return 0;
     }
     int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    int ok = 0;
+    int connected = 0, ok = 0;
     if (fd < 0) {
         snprintf(why, len, "socket: %s", strerror(errno));
     } else if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0) {
-        ok = 1;
+        connected = 1;
     } else if (errno != EINPROGRESS) {
         snprintf(why, len, "cannot connect to %.100s: %.100s", addr, strerror(errno));
     } else {
-        struct pollfd pfd = {fd, POLLOUT, 0};
-        int n = poll(&pfd, 1, ms);
+        int ready = wait_fd(fd, POLLOUT, &deadline);
         int err = 0;
         socklen_t elen = sizeof(err);
-        if (n == 1 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &elen) == 0 && err == 0)
-            ok = 1;
+        if (ready && getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &elen) == 0 && err == 0)
+            connected = 1;
         else
-            snprintf(why, len, "cannot connect to %.100s: %.100s", addr,
-                     n == 0 ? "timed out" : strerror(err ? err : errno));
+            snprintf(why, len, "cannot connect to %.100s within %d ms (INAGG_PMPI_CONNECT_MS): "
+                     "%.60s", addr, ms, ready ? strerror(err ? err : errno) : "timed out");
+    }
+    if (connected) {
+        static const char stats[] = "STATS\n";
+        char line[128];
+        size_t got = 0;
+        ssize_t w = send(fd, stats, sizeof(stats) - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+        while (w == (ssize_t)sizeof(stats) - 1 && got < sizeof(line) - 1 &&
+               !memchr(line, '\n', got) && wait_fd(fd, POLLIN, &deadline)) {
+            ssize_t n = recv(fd, line + got, sizeof(line) - 1 - got, MSG_DONTWAIT);
+            if (n <= 0 && !(n < 0 && (errno == EAGAIN || errno == EINTR)))
+                break;
+            got += n > 0 ? (size_t)n : 0;
+        }
+        line[got] = '\0';
+        char *nl = strchr(line, '\n');
+        if (nl)
+            *nl = '\0';
+        if (got > 0 && strncmp(line, "ERR", 3) != 0)
+            ok = 1; /* the start of the counters (a long first line need not end here) */
+        else if (got > 0)
+            snprintf(why, len, "the switch at %.100s refused: %.100s", addr, line);
+        else
+            snprintf(why, len, "%.80s accepted the connection but did not answer within %d ms "
+                     "(INAGG_PMPI_CONNECT_MS): not an inagg switch, or a stuck one", addr, ms);
     }
     if (fd >= 0)
         close(fd);
@@ -512,25 +571,58 @@ void count_passed(void)
 
 /* ------------------------------------- the allreduces ------------------------------------- */
 
+/* INAGG_VERBOSE=2: one line per allreduce saying where it went, and why when MPI does it. */
+static void log_route(int count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm, const char *why)
+{
+    if (G.verbose < 2 || !G.sw[0])
+        return;
+    char tname[MPI_MAX_OBJECT_NAME] = "?", cname[MPI_MAX_OBJECT_NAME] = "";
+    int len = 0;
+    if (dt != MPI_DATATYPE_NULL)
+        PMPI_Type_get_name(dt, tname, &len);
+    if (comm != MPI_COMM_NULL)
+        PMPI_Comm_get_name(comm, cname, &len);
+    fprintf(stderr, TAG "rank %d: allreduce of %d %s (%s) on %s -> %s%s%s\n", G.rank, count,
+            tname[0] ? tname : "(unnamed type)", op == MPI_SUM ? "sum" : "not sum",
+            cname[0] ? cname : "a derived communicator", why ? "MPI (" : "inagg",
+            why ? why : "", why ? ")" : "");
+}
+
 /* The tracked communicator when this allreduce goes through the switch, else NULL. */
 tracked_t *accelerable(const void *sb, const void *rb, int count, MPI_Datatype dt,
                        MPI_Op op, MPI_Comm comm, inagg_dtype_t *idt)
 {
-    if (!G.joined || op != MPI_SUM || count < G.min_count || !rb)
-        return NULL;
+    char why[160];
+    const char *no = NULL;
     int k = 0;
     while (k < g_ntypes && g_types[k] != dt)
         k++;
-    if (k == g_ntypes)
-        return NULL;
-    if (sb != MPI_IN_PLACE) { /* aliased buffers are MPI's to refuse, as it would */
+    if (!G.joined) {
+        no = "no switch job: the join in MPI_Init failed, or MPI_Finalize ran";
+    } else if (op != MPI_SUM) {
+        no = "the op is not MPI_SUM";
+    } else if (count < G.min_count) {
+        snprintf(why, sizeof(why), "count %d is below INAGG_PMPI_MIN_COUNT=%d", count,
+                 G.min_count);
+        no = why;
+    } else if (!rb) {
+        no = "no receive buffer";
+    } else if (k == g_ntypes) {
+        no = "the datatype is not a 4-byte int or float, or INAGG_PMPI_DTYPES leaves it out";
+    } else if (sb != MPI_IN_PLACE) { /* aliased buffers are MPI's to refuse, as it would */
         const char *s = sb, *r = rb;
         size_t bytes = (size_t)count * 4;
         if (!sb || (s < r + bytes && r < s + bytes))
-            return NULL;
+            no = "the send and receive buffers overlap";
     }
+    tracked_t *t = NULL;
+    if (!no && !(t = lookup(comm)))
+        no = "the communicator does not hold every rank of MPI_COMM_WORLD";
+    log_route(count, dt, op, comm, no);
+    if (no)
+        return NULL;
     *idt = g_idt[k];
-    return lookup(comm);
+    return t;
 }
 
 static int raise_error(MPI_Comm comm, int code)

@@ -305,7 +305,7 @@ static void drop_client(control_t *ctl, int idx)
         if (!j->left[cl->rank]) {
             if (atomic_load(&j->state) == JOB_JOINING) {
                 j->joined--; /* a rank that gave up joining may come back */
-            } else {
+            } else if (!ctl->draining) { /* draining: SHUTDOWN told the members why */
                 fail_job(ctl, j, "rank %u disconnected (its control connection closed: "
                          "the process exited or crashed)", cl->rank);
             }
@@ -589,6 +589,53 @@ static void accept_clients(control_t *ctl)
     }
 }
 
+/* The switch stops: every member of a job gets SHUTDOWN <reason>, and the lines are sent
+ * before the connections close (at most SWITCH_DRAIN_MS for members that do not read). */
+static void drain(control_t *ctl)
+{
+    struct inagg_switch *sw = ctl->sw;
+    char line[CTL_LINE_MAX];
+    wire_shutdown_format(sw->stop_reason, line, sizeof(line));
+    ctl->draining = 1;
+    uint32_t members = 0;
+    for (int i = 0; i < ctl->nclients; i++) {
+        client_t *cl = ctl->clients[i];
+        if (cl->job && !cl->doomed) {
+            control_send_line(ctl, cl->fd, line);
+            members++;
+        }
+    }
+    if (members == 0)
+        return;
+    LOG_I("draining: told %u member connection%s that the switch is shutting down (%s)",
+          members, members == 1 ? "" : "s", ctl_rest(line));
+    struct pollfd p[CTL_MAX_CLIENTS];
+    uint64_t deadline = server_now_ms() + SWITCH_DRAIN_MS;
+    for (uint64_t now = server_now_ms(); now < deadline; now = server_now_ms()) {
+        int n = 0;
+        client_t *waiting[CTL_MAX_CLIENTS];
+        for (int i = 0; i < ctl->nclients; i++) {
+            client_t *cl = ctl->clients[i];
+            if (cl->wr.len && !cl->doomed) {
+                waiting[n] = cl;
+                p[n++] = (struct pollfd){.fd = cl->fd, .events = POLLOUT};
+            }
+        }
+        if (n == 0)
+            return;
+        if (poll(p, (nfds_t)n, (int)(deadline - now) + 1) < 0 && errno != EINTR)
+            break;
+        for (int i = 0; i < n; i++) {
+            if (p[i].revents & (POLLERR | POLLHUP))
+                doom(ctl, waiting[i], -1); /* gone: nothing to tell it */
+            else if (p[i].revents && ctl_flush(waiting[i]->fd, &waiting[i]->wr) < 0)
+                doom(ctl, waiting[i], -1);
+        }
+    }
+    LOG_W("draining: some members did not take SHUTDOWN within %u ms; closing them",
+          SWITCH_DRAIN_MS);
+}
+
 static uint32_t or_default(uint32_t v, uint32_t def) { return v ? v : def; }
 
 static control_t *control_create(struct inagg_switch *sw)
@@ -677,6 +724,7 @@ void *control_main(void *arg)
         reap(ctl);
         reap_retired(ctl, 0);
     }
+    drain(ctl);
     while (ctl->nclients > 0)
         drop_client(ctl, ctl->nclients - 1);
     reap_retired(ctl, 1);

@@ -63,6 +63,7 @@ typedef struct control {
     auth_limit_t auth;
     uint32_t request_ms, idle_ms, max_conns_per_addr, max_job_slots, max_addr_slots;
     uint64_t accept_paused_until; /* ms: out of descriptors, the listener rests until then */
+    int draining;                 /* the switch stops: closing members fail no job */
 } control_t;
 
 /* Count a refusal under "control" in the stats. */

@@ -50,6 +50,7 @@ struct inagg_switch {
     _Atomic uint32_t slots_used; /* written by the control thread, read by stats anywhere */
     int listen_fd;
     _Atomic int stop;
+    char stop_reason[128];       /* set before stop: what SHUTDOWN tells the members */
     int attached;                /* inline aggregation: the pass is attached (switch.h) */
     uint64_t start_ms;
     pthread_t control_tid;

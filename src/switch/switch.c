@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "base/log.h"
+#include "base/netaddr.h"
 #include "control/ctl.h"
 #include "wire/dpauth.h"
 #include "switch/server.h"
@@ -125,9 +126,11 @@ int switch_start(const switch_config_t *cfg, inagg_switch_t **out, char *err, si
     }
     if (cfg->upstream) {
         transport_addr_t up;
-        if (transport_parse_addr("udp", cfg->upstream, &up) != 0) {
-            snprintf(err, errlen, "bad upstream address '%s' (expected HOST:PORT)",
-                     cfg->upstream);
+        int prc = transport_parse_addr("udp", cfg->upstream, &up);
+        if (prc != 0) {
+            char why[160];
+            netaddr_explain(cfg->upstream, prc, why, sizeof(why));
+            snprintf(err, errlen, "bad upstream address '%s': %s", cfg->upstream, why);
             return -1;
         }
         if (cfg->upstream_world == 0 || cfg->upstream_world > INAGG_MAX_WORLD ||
@@ -143,8 +146,11 @@ int switch_start(const switch_config_t *cfg, inagg_switch_t **out, char *err, si
         }
     }
     transport_addr_t addr;
-    if (transport_parse_addr("udp", cfg->listen, &addr) != 0) {
-        snprintf(err, errlen, "bad listen address '%s' (expected HOST:PORT)", cfg->listen);
+    int lrc = transport_parse_addr("udp", cfg->listen, &addr);
+    if (lrc != 0) {
+        char why[160];
+        netaddr_explain(cfg->listen, lrc, why, sizeof(why));
+        snprintf(err, errlen, "bad listen address '%s': %s", cfg->listen, why);
         return -1;
     }
     struct inagg_switch *sw = calloc(1, sizeof(*sw));
@@ -203,11 +209,14 @@ int switch_start(const switch_config_t *cfg, inagg_switch_t **out, char *err, si
 
 uint16_t switch_port(const inagg_switch_t *sw) { return sw->port; }
 
-void switch_stop(inagg_switch_t *sw)
+void switch_stop(inagg_switch_t *sw) { switch_stop_because(sw, "the switch is stopping"); }
+
+void switch_stop_because(inagg_switch_t *sw, const char *reason)
 {
     if (!sw)
         return;
-    atomic_store(&sw->stop, 1);
+    snprintf(sw->stop_reason, sizeof(sw->stop_reason), "%s", reason ? reason : "");
+    atomic_store(&sw->stop, 1); /* the control thread reads stop_reason after this */
     if (sw->control_running)
         pthread_join(sw->control_tid, NULL);
     if (sw->attached) /* no inline pass runs after this */

@@ -82,7 +82,12 @@ void switch_write_stats(inagg_switch_t *sw, FILE *out, int json);
  * handled. Only the attached thread calls it. */
 int switch_dataplane_pass(void *sw, uint32_t queue);
 
-/* Stop the threads and free everything. */
+/* Stop the threads and free everything. Members of jobs still running are drained first:
+ * each gets SHUTDOWN <reason> (its library fails its calls with "switch shutting down"), and
+ * their connections close once the line is sent, within SWITCH_DRAIN_MS. */
+#define SWITCH_DRAIN_MS 2000
+void switch_stop_because(inagg_switch_t *sw, const char *reason);
+/* switch_stop_because(sw, "the switch is stopping"). */
 void switch_stop(inagg_switch_t *sw);
 
 #endif /* INAGG_SWITCH_SWITCH_H */

@@ -176,6 +176,9 @@ static void watch(upjob_t *u)
         if (rc != 0)
             up_fail(u, "lost the control connection to the upstream switch at %s (%s)",
                     u->sw->cfg.upstream, rc == -ECONNRESET ? "closed" : strerror(-rc));
+        else if (wire_shutdown_parse(line))
+            up_fail(u, "the upstream switch at %s is shutting down: %s", u->sw->cfg.upstream,
+                    wire_shutdown_parse(line));
         else if (wire_verb_of(line) == WIRE_VERB_FAILED)
             up_fail(u, "the upstream switch's job failed: %s", ctl_rest(line));
     }

@@ -26,6 +26,7 @@ static const char *const verb_names[WIRE_VERB_COUNT] = {
     [WIRE_VERB_END] = "END",            [WIRE_VERB_HELLO] = "HELLO",
     [WIRE_VERB_CHALLENGE] = "CHALLENGE",
     [WIRE_VERB_FABRIC] = "FABRIC",      [WIRE_VERB_FABRIC_STATE] = "FABRIC_STATE",
+    [WIRE_VERB_SHUTDOWN] = "SHUTDOWN",
 };
 
 enum wire_verb wire_verb_of(const char *line)
@@ -117,6 +118,16 @@ static void protocol_list(char *buf, size_t cap)
 void wire_failed_format(const char *reason, char *line, size_t cap)
 {
     snprintf(line, cap, "FAILED %s", reason ? reason : "");
+}
+
+void wire_shutdown_format(const char *reason, char *line, size_t cap)
+{
+    snprintf(line, cap, "SHUTDOWN %s", reason && *reason ? reason : "the switch is stopping");
+}
+
+const char *wire_shutdown_parse(const char *line)
+{
+    return wire_verb_of(line) == WIRE_VERB_SHUTDOWN ? ctl_rest(line) : NULL;
 }
 
 /* ---- the optimizer ---- */

@@ -16,6 +16,7 @@
  *                                                         refused|system
  *                      FAILED <text> | BARRIER_DONE | BYE | (STATS lines, then END)
  *                      FABRIC_STATE agg_ports= add=         (the answer to FABRIC)
+ *                      SHUTDOWN <reason>   (the switch is stopping: to every member)
  *
  * The in-switch optimizer's configuration is one struct (wire_optimizer_t) with one encoder
  * and one decoder; the switch compares two joins' optimizers with wire_optimizer_equal().
@@ -47,6 +48,7 @@ enum wire_verb {
     WIRE_VERB_CHALLENGE,
     WIRE_VERB_FABRIC,       /* wire/fabricmsg.h: the L2 fabric's runtime settings */
     WIRE_VERB_FABRIC_STATE,
+    WIRE_VERB_SHUTDOWN,     /* the switch is stopping; its members' jobs end */
     WIRE_VERB_COUNT
 };
 
@@ -73,6 +75,10 @@ const char *wire_refusal_name(enum wire_refusal r);
 void wire_err_format(enum wire_refusal r, const char *text, char *line, size_t cap);
 /* "FAILED <reason>" into line. */
 void wire_failed_format(const char *reason, char *line, size_t cap);
+/* "SHUTDOWN <reason>" into line: the switch is stopping (PROTOCOL.md 5.7). */
+void wire_shutdown_format(const char *reason, char *line, size_t cap);
+/* The reason of a SHUTDOWN line ("" when it gives none); NULL if line is no SHUTDOWN. */
+const char *wire_shutdown_parse(const char *line);
 /* The refusal of an ERR line (WIRE_REFUSED for an unknown word) and a pointer to its text. */
 enum wire_refusal wire_err_parse(const char *line, const char **text);
 

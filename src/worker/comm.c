@@ -17,6 +17,7 @@
 
 #include "base/env.h"
 #include "base/errmsg.h"
+#include "base/netaddr.h"
 #include "base/util.h"
 #include "kernels/vec.h"
 #include "worker/comm.h"
@@ -236,9 +237,11 @@ inagg_result_t inagg_comm_create(inagg_comm_t **out, const char *switch_addr, co
         }
         memcpy(shard_text[nshards], a, n);
         shard_text[nshards][n] = '\0';
-        if (transport_parse_addr("udp", shard_text[nshards], &sw[nshards]) != 0) {
-            set_err(detail, detail_len, "bad switch address '%s' (expected HOST:PORT)",
-                    shard_text[nshards]);
+        int prc = transport_parse_addr("udp", shard_text[nshards], &sw[nshards]);
+        if (prc != 0) {
+            char why[160];
+            netaddr_explain(shard_text[nshards], prc, why, sizeof(why));
+            set_err(detail, detail_len, "bad switch address '%s': %s", shard_text[nshards], why);
             return INAGG_ERR_INVALID;
         }
         nshards++;
@@ -280,6 +283,7 @@ inagg_result_t inagg_comm_create(inagg_comm_t **out, const char *switch_addr, co
     c->nshards = nshards;
     for (uint32_t k = 0; k < WORKER_MAX_SHARDS; k++)
         c->ctl_fd[k] = -1;
+    c->wake_fd = -1;
     snprintf(c->job, sizeof(c->job), "%s", job);
     pthread_mutex_init(&c->mu, NULL);
     pthread_cond_init(&c->cv, NULL);

@@ -43,6 +43,7 @@ struct inagg_comm {
     uint8_t shard_bye[WORKER_MAX_SHARDS]; /* under mu: that shard answered LEAVE */
     pthread_t monitor_tid;
     int monitor_started;
+    int wake_fd;                  /* eventfd that wakes the monitor to stop (-1: none) */
     pthread_mutex_t mu;
     pthread_cond_t cv;
     uint64_t barriers_done;       /* under mu */

@@ -5,9 +5,11 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include "base/env.h"
@@ -33,7 +35,11 @@ static void monitor_line(inagg_comm_t *c, uint32_t k, int rc, const char *line)
         return;
     }
     enum wire_verb verb = wire_verb_of(line);
-    if (verb == WIRE_VERB_FAILED) {
+    if (verb == WIRE_VERB_SHUTDOWN) {
+        char d[COMM_DETAIL_MAX];
+        snprintf(d, sizeof(d), "switch shutting down: %s", wire_shutdown_parse(line));
+        comm_fail_locked(c, INAGG_ERR_CONNECTION, d);
+    } else if (verb == WIRE_VERB_FAILED) {
         char d[COMM_DETAIL_MAX];
         snprintf(d, sizeof(d), "job '%s' failed on the switch: %s", c->job, ctl_rest(line));
         comm_fail_locked(c, INAGG_ERR_JOB_FAILED, d);
@@ -50,39 +56,73 @@ static void monitor_line(inagg_comm_t *c, uint32_t k, int rc, const char *line)
     }
 }
 
+/* Read what shard k's connection holds and act on its complete lines; on EOF or an error
+ * mark it closed. Caller holds no lock. */
+static void monitor_drain(inagg_comm_t *c, uint32_t k, uint8_t *closed)
+{
+    char line[CTL_LINE_MAX];
+    for (int round = 0; round < 64 && !closed[k]; round++) { /* bounded: a line flood yields */
+        long got = ctl_fill(c->ctl_fd[k], &c->rd[k]);
+        int rc = 0;
+        if (got == 0)
+            rc = -ECONNRESET;
+        else if (got < 0 && got != -EAGAIN)
+            rc = (int)got;
+        while (rc == 0 && ctl_take_line(&c->rd[k], line, sizeof(line))) {
+            pthread_mutex_lock(&c->mu);
+            monitor_line(c, k, 0, line);
+            pthread_mutex_unlock(&c->mu);
+        }
+        if (rc != 0) {
+            closed[k] = 1;
+            pthread_mutex_lock(&c->mu);
+            monitor_line(c, k, rc, "");
+            pthread_mutex_unlock(&c->mu);
+        }
+        if (got == -EAGAIN)
+            return;
+    }
+}
+
+/* Waits in poll(2) on every shard's control connection and on the wake eventfd, which
+ * comm_close_control writes: closing a communicator never waits for a poll slice. */
 static void *monitor_main(void *arg)
 {
     inagg_comm_t *c = arg;
-    char line[CTL_LINE_MAX];
     uint8_t closed[WORKER_MAX_SHARDS] = {0};
-    int slice = (int)(100 / c->nshards) + 1; /* each connection is read at least every 100 ms */
     for (;;) {
         pthread_mutex_lock(&c->mu);
         int stopping = c->stopping;
         pthread_mutex_unlock(&c->mu);
         if (stopping)
             break;
-        uint32_t open = 0;
-        for (uint32_t k = 0; k < c->nshards; k++) {
-            if (closed[k])
-                continue;
-            open++;
-            int rc = ctl_read_line(c->ctl_fd[k], &c->rd[k], line, sizeof(line), slice);
-            if (rc == -ETIMEDOUT)
-                continue;
-            closed[k] = rc != 0;
-            pthread_mutex_lock(&c->mu);
-            monitor_line(c, k, rc, line);
-            pthread_mutex_unlock(&c->mu);
-        }
-        if (open == 0)
+        struct pollfd p[WORKER_MAX_SHARDS + 1];
+        uint32_t shard_of[WORKER_MAX_SHARDS];
+        nfds_t n = 0;
+        for (uint32_t k = 0; k < c->nshards; k++)
+            if (!closed[k]) {
+                p[n] = (struct pollfd){.fd = c->ctl_fd[k], .events = POLLIN};
+                shard_of[n++] = k;
+            }
+        if (n == 0)
             break;
+        nfds_t nshard_fds = n;
+        p[n++] = (struct pollfd){.fd = c->wake_fd, .events = POLLIN};
+        /* The timeout only bounds the wait should a wake-up be lost; the eventfd ends it. */
+        if (poll(p, n, 1000) < 0 && errno != EINTR)
+            break;
+        for (nfds_t i = 0; i < nshard_fds; i++)
+            if (p[i].revents)
+                monitor_drain(c, shard_of[i], closed);
     }
     return NULL;
 }
 
 int comm_start_monitor(inagg_comm_t *c)
 {
+    c->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (c->wake_fd < 0)
+        return -errno;
     int rc = pthread_create(&c->monitor_tid, NULL, monitor_main, c);
     if (rc != 0)
         return -rc;
@@ -96,9 +136,18 @@ void comm_close_control(inagg_comm_t *c)
     c->stopping = 1;
     pthread_cond_broadcast(&c->cv);
     pthread_mutex_unlock(&c->mu);
+    if (c->wake_fd >= 0) {
+        uint64_t one = 1;
+        if (write(c->wake_fd, &one, sizeof(one)) < 0) {
+            /* an eventfd only refuses at its maximum count: the monitor is awake anyway */
+        }
+    }
     if (c->monitor_started)
         pthread_join(c->monitor_tid, NULL);
     c->monitor_started = 0;
+    if (c->wake_fd >= 0)
+        close(c->wake_fd);
+    c->wake_fd = -1;
     for (uint32_t k = 0; k < WORKER_MAX_SHARDS; k++) {
         if (c->ctl_fd[k] >= 0)
             close(c->ctl_fd[k]);
@@ -189,6 +238,11 @@ static inagg_result_t authenticate(inagg_comm_t *c, uint32_t k, int fd, ctl_read
                 io == -ETIMEDOUT ? "timed out" : strerror(-io));
         return io == -ETIMEDOUT ? INAGG_ERR_TIMEOUT : INAGG_ERR_CONNECTION;
     }
+    if (wire_shutdown_parse(line)) {
+        set_err(detail, dlen, "switch at %s shutting down: %s", addr_text,
+                wire_shutdown_parse(line));
+        return INAGG_ERR_CONNECTION;
+    }
     uint8_t nonce[WIRE_NONCE_BYTES];
     if (wire_verb_of(line) == WIRE_VERB_ERR) { /* refused before the JOIN (a busy switch) */
         const char *text;
@@ -269,6 +323,11 @@ static inagg_result_t join_once(inagg_comm_t *c, uint32_t k, const char *addr_te
         set_err(detail, dlen, "no answer to JOIN from the switch at %s: %s", addr_text,
                 io == -ETIMEDOUT ? "timed out" : strerror(-io));
         return io == -ETIMEDOUT ? INAGG_ERR_TIMEOUT : INAGG_ERR_CONNECTION;
+    }
+    if (wire_shutdown_parse(line)) {
+        set_err(detail, dlen, "switch at %s shutting down: %s", addr_text,
+                wire_shutdown_parse(line));
+        return INAGG_ERR_CONNECTION;
     }
     if (wire_verb_of(line) == WIRE_VERB_ERR) {
         const char *text;

@@ -1,7 +1,9 @@
 /*
  * httpmetrics.c - see httpmetrics.h. One thread polls the listener and the open
  * connections; a connection reads its request into a fixed buffer, gets its whole response
- * rendered at once, and is closed when that is sent or its deadline passes.
+ * rendered at once, and is closed when that is sent or its deadline passes. When all
+ * HTTPM_MAX_CLIENTS are open, a new connection closes the oldest: clients that connect and
+ * wait hold nothing for long.
  */
 #include "switch/httpmetrics.h"
 
@@ -103,16 +105,24 @@ static void drop(httpm_t *h, int i)
     h->clients[i] = h->clients[--h->nclients];
 }
 
+/* The connection accepted first (the earliest deadline). */
+static int oldest(const httpm_t *h)
+{
+    int o = 0;
+    for (int i = 1; i < h->nclients; i++)
+        if (h->clients[i].deadline_ms < h->clients[o].deadline_ms)
+            o = i;
+    return o;
+}
+
 static void accept_clients(httpm_t *h)
 {
     for (int k = 0; k < 64; k++) { /* bounded: the loop comes back */
         int fd = accept4(h->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0)
             return;
-        if (h->nclients == HTTPM_MAX_CLIENTS) {
-            close(fd); /* full: a scraper retries at its next interval */
-            continue;
-        }
+        if (h->nclients == HTTPM_MAX_CLIENTS)
+            drop(h, oldest(h)); /* full: idle clients cannot lock a scraper out */
         httpm_client_t *c = &h->clients[h->nclients++];
         memset(c, 0, sizeof(*c));
         c->fd = fd;

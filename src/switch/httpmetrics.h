@@ -1,7 +1,7 @@
 /*
  * httpmetrics.h - a minimal HTTP/1.x server for one page, GET /metrics (the Prometheus
  * scrape), on a thread of its own. It can never be held up by its clients: sockets are
- * non-blocking, at most HTTPM_MAX_CLIENTS connections are open (more are closed at once),
+ * non-blocking, at most HTTPM_MAX_CLIENTS connections are open (a new one closes the oldest),
  * each has HTTPM_DEADLINE_MS from accept to its last byte sent, requests are at most
  * HTTPM_REQUEST_MAX bytes; one request per connection (Connection: close). Other paths get
  * 404, other methods 405, malformed requests 400.

@@ -24,6 +24,7 @@
 
 typedef struct httpm_client {
     int fd;
+    uint64_t seq; /* accept order */
     uint64_t deadline_ms;
     char req[HTTPM_REQUEST_MAX];
     size_t req_len;
@@ -40,6 +41,7 @@ struct httpm {
     _Atomic int stop;
     httpm_client_t clients[HTTPM_MAX_CLIENTS];
     int nclients;
+    uint64_t accepted;
 };
 
 static uint64_t now_ms(void) { return util_now_ns() / 1000000ull; }
@@ -105,12 +107,12 @@ static void drop(httpm_t *h, int i)
     h->clients[i] = h->clients[--h->nclients];
 }
 
-/* The connection accepted first (the earliest deadline). */
+/* The connection accepted first. */
 static int oldest(const httpm_t *h)
 {
     int o = 0;
     for (int i = 1; i < h->nclients; i++)
-        if (h->clients[i].deadline_ms < h->clients[o].deadline_ms)
+        if (h->clients[i].seq < h->clients[o].seq)
             o = i;
     return o;
 }
@@ -126,6 +128,7 @@ static void accept_clients(httpm_t *h)
         httpm_client_t *c = &h->clients[h->nclients++];
         memset(c, 0, sizeof(*c));
         c->fd = fd;
+        c->seq = h->accepted++;
         c->deadline_ms = now_ms() + HTTPM_DEADLINE_MS;
     }
 }
@@ -144,6 +147,10 @@ static int serve_read(httpm_t *h, httpm_client_t *c)
             return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? 0 : -1;
         c->req_len += (size_t)n;
         c->req[c->req_len] = 0;
+        if (memchr(c->req, 0, c->req_len)) { /* not text: no request line to read */
+            c->resp = plain("400 Bad Request", NULL, "bad request\n", &c->resp_len);
+            return c->resp ? 0 : -1;
+        }
         if (strstr(c->req, "\r\n\r\n") || strstr(c->req, "\n\n")) {
             c->resp = answer(h, c->req, &c->resp_len);
             return c->resp ? 0 : -1;

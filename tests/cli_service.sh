@@ -2,7 +2,8 @@
 # tests/cli_service.sh - the switch run as a service: /metrics (promtool clean, its HTTP
 # server's answers and limits, a real Prometheus server scraping it), the log formats, the
 # config file and its errors, SIGHUP reloading the limits without dropping a job, `inagg top`
-# under tmux, and the systemd unit (systemd-analyze verify). Loopback only; every command
+# under tmux, the L2 fabric's per-port metrics (in network namespaces it creates), and the
+# systemd unit (systemd-analyze verify). Loopback and its own namespaces only; every command
 # runs under `timeout`, and whatever it starts is killed at the end.
 # Usage: bash tests/cli_service.sh [case-substring]
 set -uo pipefail
@@ -17,8 +18,11 @@ skp()  { echo "skip    $1: $2"; skip=$((skip + 1)); }
 want() { [ -z "$only" ] || [[ $1 == *"$only"* ]]; }
 tmp=$(mktemp -d)
 tmux_sock="inagg-test-$$"
+NS=inagg-svc$$
+NS=${NS:0:14}
 cleanup() {
     tmux -L "$tmux_sock" kill-server 2>/dev/null
+    for n in sw h1 h2; do ip netns del "$NS-$n" 2>/dev/null; done
     local p
     for p in $(jobs -p); do kill "$p" 2>/dev/null; done
     wait 2>/dev/null
@@ -324,6 +328,49 @@ if ! command -v tmux >/dev/null; then skp $t "tmux missing (apt-get install tmux
         bad $t "switch gone: rc $trc, $(cat "$tmp/gone.err")"
     else ok $t; fi
 fi
+fi
+
+if want fabric; then
+t=fabric_metrics_per_port
+SUB=10.79.$(( $$ % 200 + 20 ))
+fab_up() {
+    ip netns add "$NS-sw" && ip -n "$NS-sw" link set lo up &&
+    ip netns exec "$NS-sw" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 || return 1
+    for i in 1 2; do
+        ip netns add "$NS-h$i" &&
+        ip -n "$NS-sw" link add p$i type veth peer name tb0 netns "$NS-h$i" &&
+        ip -n "$NS-sw" link set p$i up &&
+        ip netns exec "$NS-h$i" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 &&
+        ip -n "$NS-h$i" addr add $SUB.$i/24 dev tb0 &&
+        ip -n "$NS-h$i" link set tb0 up || return 1
+    done
+}
+if [ "$(id -u)" != 0 ] || ! fab_up 2>"$tmp/ns.err"; then
+    skp $t "cannot build network namespaces here: $(cat "$tmp/ns.err" 2>/dev/null)"
+else
+    ip netns exec "$NS-sw" timeout 120 "$INAGG" switch --l2 p1,p2 --listen $SUB.254:7000 \
+        --metrics 127.0.0.1:0 >"$tmp/fab.out" 2>"$tmp/fab.err" &
+    fpid=$!
+    fport=""
+    for _ in $(seq 100); do
+        fport=$(sed -n 's|.*metrics at http://[0-9.]*:\([0-9]*\)/metrics.*|\1|p' "$tmp/fab.err")
+        [ -n "$fport" ] && break; sleep 0.05
+    done
+    timeout 20 ip netns exec "$NS-h1" ping -c 3 -i 0.2 -W 2 $SUB.2 >"$tmp/ping" 2>&1; prc=$?
+    timeout 10 ip netns exec "$NS-sw" curl -s -m 5 "http://127.0.0.1:$fport/metrics" >"$tmp/fab.txt"
+    kill "$fpid" 2>/dev/null; wait "$fpid" 2>/dev/null
+    rx1=$(metric "$tmp/fab.txt" 'inagg_fabric_port_received_frames_total{port="p1"}')
+    tx2=$(metric "$tmp/fab.txt" 'inagg_fabric_port_sent_frames_total{port="p2"}')
+    fwd=$(metric "$tmp/fab.txt" 'inagg_fabric_frames_total{event="forwarded"}')
+    if [ -z "$fport" ]; then bad $t "fabric switch did not start: $(cat "$tmp/fab.err")"
+    elif [ $prc -ne 0 ]; then bad $t "ping through the fabric failed: $(tail -n 2 "$tmp/ping")"
+    elif command -v promtool >/dev/null && ! promtool check metrics <"$tmp/fab.txt" >"$tmp/fpt" 2>&1; then
+        bad $t "promtool: $(head -n 5 "$tmp/fpt")"
+    elif [ "${rx1:-0}" -lt 3 ] || [ "${tx2:-0}" -lt 3 ] || [ "${fwd:-0}" -lt 3 ]; then
+        bad $t "per-port counters: p1 rx '$rx1', p2 tx '$tx2', forwarded '$fwd'"
+    else ok $t; fi
+fi
+for n in sw h1 h2; do ip netns del "$NS-$n" 2>/dev/null; done
 fi
 
 if want systemd; then

@@ -5,10 +5,10 @@
 # under tmux, the L2 fabric's per-port metrics (in network namespaces it creates), and the
 # systemd unit (systemd-analyze verify). Loopback and its own namespaces only; every command
 # runs under `timeout`, and whatever it starts is killed at the end.
-# Usage: bash tests/cli_service.sh [case-substring]
+# Usage: bash tests/cli_service.sh [case-substring]   (INAGG=build-san/inagg ... for ASan)
 set -uo pipefail
 cd "$(dirname "$0")/.."
-INAGG=$PWD/build/inagg
+INAGG=${INAGG:-$PWD/build/inagg}  # INAGG=$PWD/build-san/inagg: under the sanitizers
 PY=/usr/bin/python3
 only=${1:-}
 pass=0 fail=0 skip=0

@@ -157,7 +157,7 @@ EOF
     up=""
     for _ in $(seq 60); do up=$(query 'up{job="inagg-switch"}'); [ "$up" = 1 ] && break; sleep 0.5; done
     # A job while Prometheus scrapes; then, traffic stopped, its value must reach STATS's.
-    bench "$port" 200000 20; brc=$?
+    bench "$port" 200000 400; brc=$?
     stats_in=$(timeout 5 "$INAGG" switch --stats "127.0.0.1:$port" | sed -n 's/^packets in=\([0-9]*\) .*/\1/p')
     got=""
     for _ in $(seq 40); do
@@ -165,14 +165,18 @@ EOF
         [ -n "$got" ] && [ "$got" = "$stats_in" ] && break
         sleep 0.5
     done
+    # A job's own series exist only while it runs: a sample of one was scraped during it.
+    during=$(query 'max(max_over_time(inagg_switch_job_rounds_total[5m]))')
     max_rate=$(query 'max_over_time(rate(inagg_switch_packets_received_total[3s])[1m:1s])')
     kill "$prompid" 2>/dev/null; wait "$prompid" 2>/dev/null
     stop_switch
     if [ "$up" != 1 ]; then bad $t "Prometheus never scraped the switch: $(tail -n 5 "$tmp/prom/log")"
     elif [ $brc -ne 0 ]; then bad $t "bench failed: $(tail -n 3 "$tmp/bench.err")"
+    elif [ -z "$during" ] || [ "${during%.*}" -le 0 ]; then
+        bad $t "no scrape landed during the job (job rounds '$during')"
     elif [ -z "$stats_in" ] || [ "$got" != "$stats_in" ]; then
         bad $t "Prometheus has packets_received_total '$got', STATS says '$stats_in'"
-    else ok $t; echo "        (packets $got; peak scraped rate ${max_rate:-?} packets/s)"; fi
+    else ok $t; echo "        (packets $got; during the job: $during rounds; peak rate ${max_rate:-?} packets/s)"; fi
 fi
 fi
 

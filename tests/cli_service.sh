@@ -10,6 +10,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 INAGG=${INAGG:-$PWD/build/inagg}  # INAGG=$PWD/build-san/inagg: under the sanitizers
 PY=/usr/bin/python3
+export INAGG_LOG=info  # the cases read the switch's info lines (metrics address, jobs, reloads)
 only=${1:-}
 pass=0 fail=0 skip=0
 ok()   { echo "ok      $1"; pass=$((pass + 1)); }
@@ -299,7 +300,7 @@ if want top; then
 t=top_under_tmux_shows_the_job_and_quits_on_q
 if ! command -v tmux >/dev/null; then skp $t "tmux missing (apt-get install tmux)"; else
     start_switch top
-    bench "$port" 200000 1000 &
+    bench "$port" 500000 1000 &  # long enough to be running under load; stopped below
     bpid=$!
     for _ in $(seq 100); do grep -q "active" "$tmp/top.err" && break; sleep 0.05; done
     tmux -L "$tmux_sock" new-session -d -s top -x 140 -y 30 \

@@ -36,7 +36,7 @@ endif
 CFLAGS_BASE := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes \
                -Wmissing-prototypes -Wno-missing-field-initializers -fno-strict-aliasing -pthread -Iinclude -Isrc
 CFLAGS  := $(CFLAGS_BASE) $(OPT) $(EXTRA_CFLAGS)
-LDFLAGS := -pthread $(LDSAN)
+LDFLAGS := -pthread $(LDSAN) $(EXTRA_LDFLAGS)
 LDLIBS  := -lzfp -lisal -lsodium -lm
 
 VERSION_MAJOR := $(shell sed -n 's/^\#define INAGG_VERSION_MAJOR \([0-9]*\)/\1/p' include/inagg/version.h)

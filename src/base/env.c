@@ -13,6 +13,8 @@
 static const env_var_t vars[ENV_COUNT] = {
     [ENV_LOG] = {"INAGG_LOG", "level", "error (the inagg command: info)",
                  "log level of the library's messages on stderr: error, warn, info or debug"},
+    [ENV_LOG_FORMAT] = {"INAGG_LOG_FORMAT", "string", "text",
+                        "form of each log line: text, kv (key=value) or json (one object)"},
     [ENV_TRANSPORT] = {"INAGG_TRANSPORT", "string", "udp",
                        "the workers' transport when inagg_options_t.transport is NULL: udp or "
                        "roce"},

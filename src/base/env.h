@@ -12,6 +12,7 @@
 
 typedef enum env_id {
     ENV_LOG,
+    ENV_LOG_FORMAT,
     ENV_TRANSPORT,
     ENV_FAULTS,
     ENV_JOB_SECRET,

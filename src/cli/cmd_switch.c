@@ -1,6 +1,8 @@
 /*
  * cmd_switch.c - `inagg switch`: run the aggregation switch daemon until SIGINT/SIGTERM, or
- * with --stats read the counters of a running one.
+ * with --stats read the counters of a running one. Its options may come from a config file
+ * (--config, cli/switch_conf.h; SIGHUP re-reads its limits) and it can serve its counters to
+ * Prometheus (--metrics, switch/httpmetrics.h).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -12,10 +14,12 @@
 
 #include "cli/commands.h"
 #include "cli/output.h"
+#include "cli/switch_conf.h"
 #include "base/log.h"
 #include "base/netaddr.h"
 #include "control/ctl.h"
 #include "fabric/fabric.h"
+#include "switch/httpmetrics.h"
 #include "switch/switch.h"
 #include "wire/fabricmsg.h"
 
@@ -30,9 +34,17 @@ static void usage(FILE *out)
             "counters) and UDP dataplane ports PORT..PORT+threads-1 where workers' packets\n"
             "are summed slot by slot (switchml protocol). Serves many jobs at once; each\n"
             "reserves slots from the shared pool. SIGINT/SIGTERM stop it and print its\n"
-            "counters; SIGUSR1 prints them and carries on.\n"
+            "counters; SIGUSR1 prints them and carries on; SIGHUP reads the --config file's\n"
+            "limits (request-timeout, idle-timeout, max-*) again, keeping every job.\n"
             "\n"
             "options:\n"
+            "  --config FILE           read options from FILE first: 'key = value' lines, the\n"
+            "                          keys being these long options without dashes (flags\n"
+            "                          take true or false); the command line's win\n"
+            "  --metrics HOST:PORT     serve the counters to Prometheus at\n"
+            "                          http://HOST:PORT/metrics (port 0 = any, logged)\n"
+            "  --log-format F          log lines as text (default), kv (key=value) or json\n"
+            "                          (one object per line); also INAGG_LOG_FORMAT\n"
             "  --listen HOST:PORT      address to bind (default 127.0.0.1:7000; use\n"
             "                          0.0.0.0:7000 to serve other hosts; port 0 = any)\n"
             "  --threads N             dataplane threads, one UDP port each (default 1)\n"
@@ -250,6 +262,7 @@ static int start_fabric(fabric_config_t *fc, switch_config_t *cfg, int inline_ag
     cfg->transport.opener = fabric_port_opener(*out);
     cfg->extra_text = fabric_write_text;
     cfg->extra_json = fabric_write_json;
+    cfg->extra_metrics = fabric_write_metrics;
     cfg->extra_ctl = fabric_control;
     cfg->extra_ctx = *out;
     if (inline_agg) {
@@ -259,7 +272,18 @@ static int start_fabric(fabric_config_t *fc, switch_config_t *cfg, int inline_ag
     return 0;
 }
 
-int cmd_switch(int argc, char **argv)
+/* Set once the options are parsed: a usage error before that may be the config file's. */
+static int options_parsed;
+static const char *conf_path; /* --config, for SIGHUP */
+static int cli_argc;          /* the command line as given, whose limits beat the file's */
+static char **cli_argv;
+/* Long options that are no setting of the daemon, refused in the file. */
+static const char *const conf_refused[] = {"config", "stats", "fabric-ctl", "json", "help",
+                                           "ready-fd", NULL};
+
+static void serve_metrics(void *sw, FILE *out) { switch_write_metrics(sw, out); }
+
+static int run_switch(int argc, char **argv, const struct option **opts_out)
 {
     switch_config_t cfg = SWITCH_CONFIG_INIT;
     cfg.listen = "127.0.0.1:7000";
@@ -292,7 +316,13 @@ int cmd_switch(int argc, char **argv)
         {"max-addr-slots", required_argument, 0, 1005}, {"require-secret", no_argument, 0, 1006},
         {"upstream", required_argument, 0, 1020}, {"leaf-index", required_argument, 0, 1021},
         {"leaves", required_argument, 0, 1022},
+        {"config", required_argument, 0, 1030}, {"metrics", required_argument, 0, 1031},
+        {"log-format", required_argument, 0, 1032},
         {0, 0, 0, 0}};
+    const char *metrics_addr = NULL;
+    *opts_out = longopts;
+    if (!argv) /* asked for the option table only */
+        return 0;
     optind = 1;
     int c;
     opterr = 0; /* cli_bad_option says it, in the one wording */
@@ -377,10 +407,20 @@ int cmd_switch(int argc, char **argv)
         case 1020: cfg.upstream = optarg; break;
         case 1021: if (parse_u32("--leaf-index", optarg, &cfg.upstream_rank)) return 2; break;
         case 1022: if (parse_u32("--leaves", optarg, &cfg.upstream_world)) return 2; break;
+        case 1030: break; /* read before (cmd_switch) */
+        case 1031: metrics_addr = optarg; break;
+        case 1032:
+            if (log_set_format(optarg) != 0) {
+                fprintf(stderr, "inagg switch: --log-format is text, kv or json, got '%s'\n",
+                        optarg);
+                return 2;
+            }
+            break;
         case 'h': usage(stdout); return 0;
         default: return cli_bad_option("inagg switch", c, argv);
         }
     }
+    options_parsed = 1;
     if (cli_no_extra_args("inagg switch", argc, argv, optind))
         return 2;
     if (stats_addr && ctl_addr) {
@@ -402,6 +442,7 @@ int cmd_switch(int argc, char **argv)
     sigaddset(&set, SIGINT);
     sigaddset(&set, SIGTERM);
     sigaddset(&set, SIGUSR1);
+    sigaddset(&set, SIGHUP);
     pthread_sigmask(SIG_BLOCK, &set, NULL);
     signal(SIGPIPE, SIG_IGN);
 
@@ -445,6 +486,17 @@ int cmd_switch(int argc, char **argv)
     LOG_I("switch listening on port %u (TCP control, UDP %u..%u), %u thread%s, %u slots",
           switch_port(sw), switch_port(sw), switch_port(sw) + cfg.threads - 1, cfg.threads,
           cfg.threads > 1 ? "s" : "", cfg.total_slots);
+    httpm_t *metrics = NULL;
+    if (metrics_addr && httpm_start(metrics_addr, serve_metrics, sw, &metrics, err,
+                                    sizeof(err)) != 0) {
+        fprintf(stderr, "inagg switch: %s\n", err);
+        switch_stop(sw);
+        fabric_stop(fab);
+        return 1;
+    }
+    if (metrics)
+        LOG_I("metrics at http://%.*s:%u/metrics", (int)strcspn(metrics_addr, ":"),
+              metrics_addr, httpm_port(metrics));
     if (ready_fd >= 0) {
         char buf[16];
         int n = snprintf(buf, sizeof(buf), "%u\n", switch_port(sw));
@@ -456,6 +508,10 @@ int cmd_switch(int argc, char **argv)
     for (;;) {
         if (sigwait(&set, &sig) != 0)
             continue;
+        if (sig == SIGHUP) {
+            switch_conf_reload(sw, conf_path, longopts, conf_refused, cli_argc, cli_argv);
+            continue;
+        }
         switch_write_stats(sw, stdout, 0);
         fflush(stdout);
         if (sig != SIGUSR1) {
@@ -463,7 +519,54 @@ int cmd_switch(int argc, char **argv)
             break;
         }
     }
+    httpm_stop(metrics);
     switch_stop_because(sw, sig == SIGTERM ? "stopped by SIGTERM" : "stopped by SIGINT");
     fabric_stop(fab);
     return 0;
+}
+
+/* --config FILE (or --config=FILE) on the command line, or NULL. */
+static const char *config_arg(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--") == 0)
+            break;
+        if (strcmp(argv[i], "--config") == 0 && i + 1 < argc)
+            return argv[i + 1];
+        if (strncmp(argv[i], "--config=", 9) == 0)
+            return argv[i] + 9;
+    }
+    return NULL;
+}
+
+int cmd_switch(int argc, char **argv)
+{
+    const struct option *opts;
+    options_parsed = 0;
+    cli_argc = argc, cli_argv = argv;
+    conf_path = config_arg(argc, argv);
+    if (!conf_path)
+        return run_switch(argc, argv, &opts);
+    run_switch(0, NULL, &opts);
+    switch_conf_t conf;
+    char err[512];
+    if (switch_conf_read(conf_path, opts, conf_refused, &conf, err, sizeof(err)) != 0) {
+        fprintf(stderr, "inagg switch: %s\n", err);
+        return 2;
+    }
+    int n, *line_of = NULL;
+    char **all = switch_conf_argv(&conf, argc, argv, &n, &line_of);
+    int rc = 2;
+    if (!all) {
+        fprintf(stderr, "inagg switch: out of memory\n");
+    } else {
+        rc = run_switch(n, all, &opts);
+        int at = optind - 1; /* getopt stopped past the option that failed */
+        if (rc == 2 && !options_parsed && at > 0 && at < n && line_of[at])
+            fprintf(stderr, "inagg switch: (that is %s:%d)\n", conf_path, line_of[at]);
+    }
+    free(all);
+    free(line_of);
+    switch_conf_free(&conf);
+    return rc;
 }

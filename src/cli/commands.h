@@ -14,5 +14,6 @@ int cmd_bench_latency(int argc, char **argv);   /* inagg bench latency: small al
 int cmd_bench_optimizer(int argc, char **argv); /* inagg bench optimizer: in-switch optimizer */
 int cmd_bench_compress(int argc, char **argv);  /* inagg bench compress: the codec grid */
 int cmd_model(int argc, char **argv);           /* inagg model: argv[0] is the subcommand */
+int cmd_top(int argc, char **argv);             /* inagg top: a live view of a switch */
 
 #endif /* INAGG_CLI_COMMANDS_H */

@@ -20,6 +20,7 @@ static void usage(FILE *out)
             "  switch            run the aggregation switch daemon (UDP dataplane, TCP control)\n"
             "  switch --stats HOST:PORT\n"
             "                    print the counters of a running switch\n"
+            "  top HOST:PORT     a live view of a running switch: jobs, rates, drops, slots\n"
             "  bench allreduce   allreduce throughput: embedded switch + N local workers,\n"
             "                    verified results, optional OpenMPI baseline in the same run\n"
             "  bench latency     small-allreduce latency (p50/p99/p99.9), P4SGD's Fig. 8,\n"
@@ -76,6 +77,8 @@ int main(int argc, char **argv)
     }
     if (strcmp(cmd, "switch") == 0)
         return cmd_switch(argc - 1, argv + 1);
+    if (strcmp(cmd, "top") == 0)
+        return cmd_top(argc - 1, argv + 1);
     if (strcmp(cmd, "train") == 0)
         return cmd_train(argc - 1, argv + 1);
     if (strcmp(cmd, "model") == 0)

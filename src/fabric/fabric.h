@@ -61,6 +61,8 @@ const char *fabric_ip_text(const fabric_t *f);
  * fabric (these fit switch_config_t.extra_text / extra_json). */
 void fabric_write_text(void *f, FILE *out);
 void fabric_write_json(void *f, struct json_writer *w);
+/* The fabric's counters as Prometheus text families (inagg_fabric_...). */
+void fabric_write_metrics(void *f, FILE *out);
 
 /* A FABRIC control line (wire/fabricmsg.h) from a client at peer (IPv4-mapped IPv6): apply
  * it and write the answer (FABRIC_STATE, or ERR invalid / refused) into reply. Changes are

@@ -1,7 +1,7 @@
 /*
  * fstats.c - the fabric's counters and latency histograms, written as text lines or as the
- * "fabric" member of the switch's JSON stats. Every counter is named once, in the tables
- * below; docs/FABRIC.md explains them.
+ * "fabric" member of the switch's JSON stats, or as Prometheus families (/metrics). Every
+ * counter is named once, in the tables below; docs/FABRIC.md explains them.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -9,6 +9,7 @@
 #include "base/util.h"
 #include "fabric/fabric_int.h"
 #include "json/json.h"
+#include "json/promtext.h"
 #include "wire/fabricmsg.h"
 
 static const char *const global_names[FG_COUNT] = {
@@ -37,6 +38,13 @@ static const char *const port_names[FP_COUNT] = {
     [FP_RX] = "rx", [FP_RX_BYTES] = "rx_bytes", [FP_TX] = "tx", [FP_TX_BYTES] = "tx_bytes",
     [FP_TX_DROPS] = "tx_drops", [FP_DELAY_DROPS] = "delay_drops",
     [FP_LOSS_DROPS] = "loss_drops",
+};
+
+/* A port counter's Prometheus name: inagg_fabric_port_<name>_total. */
+static const char *const port_metric_names[FP_COUNT] = {
+    [FP_RX] = "received_frames", [FP_RX_BYTES] = "received_bytes", [FP_TX] = "sent_frames",
+    [FP_TX_BYTES] = "sent_bytes", [FP_TX_DROPS] = "transmit_drops",
+    [FP_DELAY_DROPS] = "delay_drops", [FP_LOSS_DROPS] = "loss_drops",
 };
 
 /* The pipeline's stages with their counters (name=index into f->st); the aggregation and
@@ -258,4 +266,29 @@ void fabric_write_json(void *ctx, struct json_writer *w)
     json_end_object(w);
     roce_steer_write_json(f, w);
     json_end_object(w);
+}
+
+void fabric_write_metrics(void *ctx, FILE *out)
+{
+    struct fabric *f = ctx;
+    prom_family(out, "inagg_fabric_frames_total", "counter",
+                "L2 fabric frames by what happened to them (docs/FABRIC.md, the frames line)");
+    for (int i = 0; i < FG_COUNT; i++) {
+        char l[64];
+        prom_labels(l, sizeof(l), "event", global_names[i], NULL);
+        prom_u64(out, "inagg_fabric_frames_total", l, gval(f, i));
+    }
+    prom_family(out, "inagg_fabric_mac_entries", "gauge", "MAC table entries");
+    prom_u64(out, "inagg_fabric_mac_entries", NULL, mactable_count(&f->mt, util_now_ns()));
+    for (int i = 0; i < FP_COUNT; i++) {
+        char name[80], help[96];
+        snprintf(name, sizeof(name), "inagg_fabric_port_%s_total", port_metric_names[i]);
+        snprintf(help, sizeof(help), "per fabric port: %s", port_names[i]);
+        prom_family(out, name, "counter", help);
+        for (uint32_t p = 0; p < f->nports; p++) {
+            char l[96];
+            prom_labels(l, sizeof(l), "port", f->ports[p].name, NULL);
+            prom_u64(out, name, l, atomic_load_explicit(&f->ports[p].c[i], memory_order_relaxed));
+        }
+    }
 }

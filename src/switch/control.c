@@ -636,22 +636,16 @@ static void drain(control_t *ctl)
           SWITCH_DRAIN_MS);
 }
 
-static uint32_t or_default(uint32_t v, uint32_t def) { return v ? v : def; }
-
 static control_t *control_create(struct inagg_switch *sw)
 {
     control_t *ctl = calloc(1, sizeof(*ctl));
     if (!ctl)
         return NULL;
     const switch_config_t *c = &sw->cfg;
-    uint32_t half = c->total_slots / 2 ? c->total_slots / 2 : 1;
-    uint32_t three_quarters = (uint32_t)((uint64_t)c->total_slots * 3 / 4);
     ctl->sw = sw;
-    ctl->request_ms = or_default(c->request_ms, 10000);
-    ctl->idle_ms = or_default(c->idle_ms, 60000);
-    ctl->max_conns_per_addr = or_default(c->max_conns_per_addr, 128);
-    ctl->max_job_slots = or_default(c->max_job_slots, half);
-    ctl->max_addr_slots = or_default(c->max_addr_slots, three_quarters ? three_quarters : 1);
+    switch_limits_t l = {c->request_ms, c->idle_ms, c->max_conns_per_addr, c->max_job_slots,
+                         c->max_addr_slots};
+    control_use_limits(ctl, &l, NULL);
     ctl->by_fd_cap = 65536; /* descriptors above this are refused */
     ctl->by_fd = calloc((size_t)ctl->by_fd_cap, sizeof(*ctl->by_fd));
     ctl->retiring = calloc(SWITCH_MAX_JOBS, sizeof(*ctl->retiring));
@@ -687,6 +681,7 @@ void *control_main(void *arg)
     }
     uint64_t last_check = 0;
     while (!atomic_load(&sw->stop)) {
+        control_take_limits(ctl); /* a reload (SIGHUP) */
         short listen_ev = server_now_ms() < ctl->accept_paused_until ? 0 : POLLIN;
         pfds[0] = (struct pollfd){.fd = sw->listen_fd, .events = listen_ev};
         int pending = 0;

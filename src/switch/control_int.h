@@ -2,7 +2,7 @@
  * control_int.h - what the control thread's two files share (control.c: connections, the
  * loop, barriers, failures, retirement, STATS; admit.c: JOIN with its limits and job
  * secrets): the connection and the control thread's state, and the few helpers admit.c
- * calls. Only src/switch/control.c and admit.c include this.
+ * calls. Only src/switch/control.c, admit.c and limits.c include this.
  */
 #ifndef INAGG_SWITCH_CONTROL_INT_H
 #define INAGG_SWITCH_CONTROL_INT_H
@@ -65,6 +65,11 @@ typedef struct control {
     uint64_t accept_paused_until; /* ms: out of descriptors, the listener rests until then */
     int draining;                 /* the switch stops: closing members fail no job */
 } control_t;
+
+/* limits.c: put limits l (0: default) in force, publish them for switch_get_limits, and
+ * log them when `why` is not NULL; and take limits set by switch_set_limits (1) or not (0). */
+void control_use_limits(control_t *ctl, const switch_limits_t *l, const char *why);
+int control_take_limits(control_t *ctl);
 
 /* Count a refusal under "control" in the stats. */
 void control_count(struct inagg_switch *sw, enum ctl_stat s);

@@ -61,6 +61,9 @@ struct inagg_switch {
     pthread_mutex_t stats_lock; /* serialises stats printing against job retirement */
     retired_job_t retired[SWITCH_RETIRED_KEEP]; /* the last jobs to retire (under stats_lock) */
     uint64_t nretired;
+    /* Every retired job's counters summed (under stats_lock): with the live jobs' they make
+     * the switch-wide per-job totals that /metrics shows, which never go down. */
+    uint64_t retired_sum[STAT_COUNT];
     _Atomic uint64_t ctl_counts[CTL_STAT_COUNT]; /* the control plane's refusals (stats.h) */
     _Atomic uint32_t ctl_connections;           /* open control connections */
     /* A leaf switch: the local job that is member of upstream job id i (written by the
@@ -68,6 +71,11 @@ struct inagg_switch {
      * still running (upstream.c). */
     _Atomic(job_t *) up_jobs[SWITCH_MAX_JOBS];
     _Atomic uint32_t up_threads;
+    /* Limits (limits.c): new ones waiting for the control thread, and those in force. */
+    pthread_mutex_t limits_lock;
+    switch_limits_t limits_pending;
+    _Atomic int limits_changed;
+    _Atomic uint32_t limits_now[SWITCH_LIMIT_COUNT];
 };
 
 void *dataplane_main(void *arg);

@@ -383,6 +383,8 @@ uint64_t stats_retire(inagg_switch_t *sw, const job_t *j)
     *r = (retired_job_t){.id = j->id, .proto = j->proto, .world = j->world};
     snprintf(r->name, sizeof(r->name), "%s", j->name);
     job_totals(j, r->v);
+    for (int s = 0; s < STAT_COUNT; s++)
+        sw->retired_sum[s] += r->v[s];
     return k;
 }
 
@@ -390,8 +392,12 @@ void stats_retire_final(inagg_switch_t *sw, const job_t *j, uint64_t k)
 {
     uint64_t v[STAT_COUNT];
     job_totals(j, v);
-    if (k >= retired_first(sw))
-        memcpy(sw->retired[k % SWITCH_RETIRED_KEEP].v, v, sizeof(v));
+    if (k >= retired_first(sw)) { /* what came in since stats_retire joins the sum */
+        uint64_t *kept = sw->retired[k % SWITCH_RETIRED_KEEP].v;
+        for (int s = 0; s < STAT_COUNT; s++)
+            sw->retired_sum[s] += v[s] - kept[s];
+        memcpy(kept, v, sizeof(v));
+    }
     char summary[512];
     log_summary(j->proto, v, summary, sizeof(summary));
     LOG_I("job '%s' (id %u) retired: %s", j->name, j->id, summary);

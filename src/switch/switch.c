@@ -167,6 +167,7 @@ int switch_start(const switch_config_t *cfg, inagg_switch_t **out, char *err, si
     sw->start_ms = server_now_ms();
     snprintf(sw->listen_text, sizeof(sw->listen_text), "%s", cfg->listen);
     pthread_mutex_init(&sw->stats_lock, NULL);
+    pthread_mutex_init(&sw->limits_lock, NULL);
     for (uint32_t t = 0; t < cfg->threads; t++) {
         dp_thread_t *th = &sw->threads[t];
         th->sw = sw;
@@ -247,6 +248,7 @@ void switch_stop_because(inagg_switch_t *sw, const char *reason)
     }
     close_endpoints(sw);
     pthread_mutex_destroy(&sw->stats_lock);
+    pthread_mutex_destroy(&sw->limits_lock);
     free(sw->threads);
     free(sw);
 }

@@ -30,6 +30,7 @@ typedef struct switch_config {
      * switch's own: text lines, or members of the switch's JSON object. NULL: none. */
     void (*extra_text)(void *ctx, FILE *out);
     void (*extra_json)(void *ctx, struct json_writer *w);
+    void (*extra_metrics)(void *ctx, FILE *out); /* Prometheus text families */
     void *extra_ctx;
     /* Admission (PROTOCOL.md "Admission"); 0 picks the default in brackets. */
     uint32_t request_ms;         /* a request line, or its reply, must be done within [10000] */
@@ -81,6 +82,26 @@ void switch_write_stats(inagg_switch_t *sw, FILE *out, int json);
  * without waiting (receive what is queued, aggregate, send the results): the packets
  * handled. Only the attached thread calls it. */
 int switch_dataplane_pass(void *sw, uint32_t queue);
+
+/* The control plane's admission limits (PROTOCOL.md "Admission"); 0 picks the default, as
+ * in switch_config_t. */
+typedef struct switch_limits {
+    uint32_t request_ms, idle_ms, max_conns_per_addr, max_job_slots, max_addr_slots;
+} switch_limits_t;
+#define SWITCH_LIMIT_COUNT 5
+
+/* Replace the limits of a running switch (SIGHUP after the config file was read again): the
+ * control thread takes them at its next pass (within 50 ms) and logs them; jobs and
+ * connections stay, and the new limits apply to what comes next (a connection over the new
+ * per-address cap is not closed, a further one is refused). */
+void switch_set_limits(inagg_switch_t *sw, const switch_limits_t *l);
+/* The limits in force (defaults resolved), as the control thread last published them. */
+void switch_get_limits(inagg_switch_t *sw, switch_limits_t *l);
+/* Their names in the log and in /metrics, in struct order ("request_timeout_ms", ...). */
+extern const char *const switch_limit_names[SWITCH_LIMIT_COUNT];
+
+/* Counters in the Prometheus text exposition format (switch/metrics.c). */
+void switch_write_metrics(inagg_switch_t *sw, FILE *out);
 
 /* Stop the threads and free everything. Members of jobs still running are drained first:
  * each gets SHUTDOWN <reason> (its library fails its calls with "switch shutting down"), and

@@ -17,8 +17,9 @@ by `inagg switch`, which runs in the testbed's switch namespace (the fabric's ow
 use torch.distributed's backend "inagg" when it is registered, else inagg.torch's DDP hook
 over a Gloo group ("mechanism" in the report).
 
---testbed N builds the testbed b<PID> (tools/testbed up N --link-rate R --mtu M) for the
-invocation and takes it down at the end or on INT/TERM/HUP. Without --testbed, --workers N
+--testbed N builds a testbed trXXXXXXXX (random hex; tools/testbed up N --link-rate R --mtu M)
+for the invocation and takes it down at the end or on INT, TERM or HUP (after a SIGKILL:
+`tools/testbed down NAME`, the name is in the progress). Without --testbed, --workers N
 ranks run on loopback with a switch on 127.0.0.1 (no link limit: a functional run).
 
 Report (--json): one object with "runs" (per backend: label, backend, compress, mechanism,
@@ -52,6 +53,11 @@ PY = "/usr/bin/python3"  # Debian's, which has python3-torch
 PROG = "inagg bench train"
 COMPRESS_RE = re.compile(r"^(none|fp16|zfp:(rate|precision|accuracy)=[0-9.eE+-]+|zfp:reversible)$")
 DEFAULT_THRESHOLD = {"cnn": 0.89, "large": 0.85}  # = inagg.models.DEFAULT_THRESHOLD
+# inagg's packets on a testbed (as src/cli/bench_allreduce_args.c): one frame each, a window
+# of about 3 ms of the link, retransmission timeouts that tolerate a queue behind the link.
+WIRE_HEADER, IP_UDP = 36, 28
+WINDOW_TIME_S, WINDOW_MIN, WINDOW_MAX = 0.003, 4, 64
+RTO_MIN_US, RTO_MAX_US = 20000, 500000
 
 
 class Usage(Exception):
@@ -132,7 +138,11 @@ def parse(argv):
                     help="test accuracy for time_to_accuracy_s (default cnn 0.89, large 0.85)")
     ap.add_argument("--data", help="Fashion-MNIST's directory (default $INAGG_FMNIST_DIR or "
                     "/usr/share/datasets/fashion-mnist)")
-    ap.add_argument("--switch-threads", type=int, default=1)
+    ap.add_argument("--switch-threads", type=int, default=1,
+                    help="threads of the switch this command starts (not the fabric's)")
+    ap.add_argument("--window", type=int, metavar="S",
+                    help="inagg on a testbed: packets in flight per rank (default about 3 ms "
+                    "of the link, 4..64)")
     ap.add_argument("--timeout-s", type=float, default=3600.0,
                     help="a run that takes longer is stopped and failed (default 3600)")
     ap.add_argument("--plot", metavar="FILE.png")
@@ -150,9 +160,10 @@ def parse(argv):
     if a.testbed is None and not 1 <= a.workers <= 16:
         raise Usage("--workers must be 1..16")
     if a.epochs < 1 or a.epochs > 1000 or a.batch < 1 or a.train_samples < 1 or \
-            a.test_samples < 1 or a.switch_threads < 1 or a.timeout_s <= 0:
-        raise Usage("--epochs, --batch, --train-samples, --test-samples, --switch-threads and "
-                    "--timeout-s must be positive")
+            a.test_samples < 1 or a.switch_threads < 1 or a.timeout_s <= 0 or \
+            (a.window is not None and not 1 <= a.window <= 1024):
+        raise Usage("--epochs, --batch, --train-samples, --test-samples, --switch-threads, "
+                    "--timeout-s and --window (up to 1024) must be positive")
     if not COMPRESS_RE.match(a.compress):
         raise Usage("--compress: unknown mode '%s' (none, fp16, zfp:rate=R, ...)" % a.compress)
     if a.target_accuracy is None:
@@ -228,7 +239,9 @@ class Place:
             self.ifname = "lo"
             return
         self.world = a.testbed
-        name = "b%d" % os.getpid()
+        # Not b<PID>: `inagg bench allreduce --testbed` takes testbeds of that name down when
+        # no process PID runs, and a process in another PID namespace may share the testbeds.
+        name = "tr" + os.urandom(4).hex()
         cmd = [TESTBED, "up", str(a.testbed), "--name", name, "--link-rate", a.link_rate,
                "--mtu", str(a.mtu), "--json"]
         if a.fabric:
@@ -274,6 +287,32 @@ class Place:
         port = wait_ready(r, p, "inagg switch")
         self.switch = "%s:%d" % (listen.rsplit(":", 1)[0], port)
         return self.switch
+
+    def inagg_options(self, compress):
+        """Packet options of inagg's ranks on a testbed, as `inagg bench allreduce --testbed`
+        chooses them: one datagram per frame (no IP fragments: the inagg fabric drops them),
+        a window of about 3 ms of the link, a retransmission floor above queueing delays."""
+        if self.testbed is None:
+            return []
+        a = self.a
+        fit = max(1, (a.mtu - WIRE_HEADER - IP_UDP) // 4)
+        elems = 1
+        while elems * 2 <= fit:
+            elems *= 2
+        per_elem = 4.0
+        if compress == "fp16":
+            per_elem = 2.0
+        elif compress.startswith("zfp:rate="):
+            per_elem = max(0.125, float(compress.split("=", 1)[1]) / 8)
+        if a.window:
+            window = a.window
+        else:
+            bps = self.info.get("link_rate_bps") or 0
+            pkt = elems * per_elem + WIRE_HEADER
+            window = int(-(-bps / 8 * WINDOW_TIME_S // pkt)) if bps else 16
+            window = max(WINDOW_MIN, min(WINDOW_MAX, window))
+        return ["--packet-elems", str(elems), "--slots", str(window),
+                "--rto-min-us", str(RTO_MIN_US), "--rto-max-us", str(RTO_MAX_US)]
 
     def master(self, run_index):
         if self.testbed is None:
@@ -329,7 +368,9 @@ class Rank(threading.Thread):
         self._errt.join(timeout=5)
 
     def stderr_tail(self):
-        return "".join(self.err[-8:]).strip()
+        """The rank's own error line if it printed one, else the end of its stderr."""
+        own = [x for x in self.err if x.startswith("inagg.train:")]
+        return own[-1].strip() if own else "".join(self.err[-8:]).strip()
 
 
 def run_one(a, place, index, label, backend, compress):
@@ -346,7 +387,7 @@ def run_one(a, place, index, label, backend, compress):
     if a.data:
         common += ["--data", os.path.abspath(a.data)]
     if backend == "inagg":
-        common += ["--switch", place.start_switch()]
+        common += ["--switch", place.start_switch()] + place.inagg_options(compress)
     env = dict(os.environ)
     env["PYTHONPATH"] = os.path.join(ROOT, "python") + (
         os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")

@@ -6,8 +6,9 @@
         [--epochs E] [--train-samples S] [--test-samples T] [--batch B] [--lr LR] [--seed S]
 
 The process group: dist.init_process_group(BACKEND, init_method="env://") with MASTER_ADDR and
-MASTER_PORT from --master. For backend inagg the switch is passed as $INAGG_SWITCH and the
-compression as $INAGG_COMPRESS. When torch.distributed has no backend "inagg" registered
+MASTER_PORT from --master. For backend inagg the switch is passed as $INAGG_SWITCH, the
+compression as $INAGG_COMPRESS, and the packet options as $INAGG_PACKET_ELEMS, $INAGG_SLOTS,
+$INAGG_RTO_MIN_US and $INAGG_RTO_MAX_US. When torch.distributed has no backend "inagg" registered
 (inagg.torch does not provide one), the run falls back to the DDP communication hook
 inagg.torch.allreduce_hook over a Gloo group (State joins the same switch with the same
 compression); the report names the mechanism: "backend" or "hook".
@@ -118,6 +119,11 @@ def parse(argv):
                     help="inagg: the registered backend, the DDP hook, or whichever exists")
     ap.add_argument("--switch", help="the inagg switch HOST:PORT (default $INAGG_SWITCH)")
     ap.add_argument("--ifname", help="the interface Gloo uses (GLOO_SOCKET_IFNAME)")
+    ap.add_argument("--packet-elems", type=int, help="inagg: elements per packet (default "
+                    "the library's; on a testbed one frame's worth)")
+    ap.add_argument("--slots", type=int, help="inagg: packets in flight per rank")
+    ap.add_argument("--rto-min-us", type=int, help="inagg: retransmission timeout floor")
+    ap.add_argument("--rto-max-us", type=int, help="inagg: retransmission timeout ceiling")
     ap.add_argument("--model", choices=["cnn", "large"], default="cnn")
     ap.add_argument("--epochs", type=int, default=2)
     ap.add_argument("--train-samples", type=int, default=60000)
@@ -180,6 +186,7 @@ def run(a):
     switch = a.switch or os.environ.get("INAGG_SWITCH")
     mechanism = None
     backend = a.backend
+    comm_options = {}
     if a.backend == "inagg":
         if not switch:
             print("inagg.train: backend inagg needs --switch or $INAGG_SWITCH", file=sys.stderr)
@@ -192,6 +199,10 @@ def run(a):
                   "register one); use --mechanism hook", file=sys.stderr)
             return 2
         os.environ["INAGG_SWITCH"] = switch
+        for name in ("packet_elems", "slots", "rto_min_us", "rto_max_us"):
+            if getattr(a, name) is not None:
+                os.environ["INAGG_" + name.upper()] = str(getattr(a, name))
+                comm_options[name] = getattr(a, name)
         if a.compress != "none":
             os.environ["INAGG_COMPRESS"] = a.compress
         else:
@@ -212,7 +223,8 @@ def run(a):
     if mechanism == "hook":
         import inagg.torch
         state = inagg.torch.State(switch=switch, compress=None if a.compress == "none"
-                                  else a.compress, timeout_ms=int(a.timeout_s * 1000))
+                                  else a.compress, timeout_ms=int(a.timeout_s * 1000),
+                                  **comm_options)
         model.register_comm_hook(state, timer.wrap(inagg.torch.allreduce_hook))
     else:
         model.register_comm_hook(None, timer.wrap(default_hooks.allreduce_hook))

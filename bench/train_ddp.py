@@ -58,6 +58,10 @@ DEFAULT_THRESHOLD = {"cnn": 0.89, "large": 0.85}  # = inagg.models.DEFAULT_THRES
 WIRE_HEADER, IP_UDP = 36, 28
 WINDOW_TIME_S, WINDOW_MIN, WINDOW_MAX = 0.003, 4, 64
 RTO_MIN_US, RTO_MAX_US = 20000, 500000
+# Debian's torch calls the system's libblas.so.3, by default the reference BLAS, which is
+# 5-10x slower than OpenBLAS for the Linear layers; the ranks load OpenBLAS from here when
+# libopenblas0-pthread is installed (--blas), without changing the system's choice.
+OPENBLAS_DIR = "/usr/lib/x86_64-linux-gnu/openblas-pthread"
 
 
 class Usage(Exception):
@@ -145,6 +149,9 @@ def parse(argv):
                     "of the link, 4..64)")
     ap.add_argument("--timeout-s", type=float, default=3600.0,
                     help="a run that takes longer is stopped and failed (default 3600)")
+    ap.add_argument("--blas", choices=["auto", "system", "openblas"], default="auto",
+                    help="the ranks' BLAS: OpenBLAS from libopenblas0-pthread (auto: when "
+                    "installed) or the system's libblas.so.3")
     ap.add_argument("--plot", metavar="FILE.png")
     ap.add_argument("--json", metavar="FILE|-")
     try:
@@ -174,6 +181,12 @@ def parse(argv):
     if a.train_samples < world * a.batch:
         raise Usage("--train-samples %d is less than one global batch (%d ranks x %d)"
                     % (a.train_samples, world, a.batch))
+    if a.blas == "auto":
+        a.blas = "openblas" if os.path.exists(os.path.join(OPENBLAS_DIR, "libblas.so.3")) \
+            else "system"
+    elif a.blas == "openblas" and not os.path.exists(os.path.join(OPENBLAS_DIR, "libblas.so.3")):
+        raise Usage("--blas openblas: %s/libblas.so.3 is missing (apt-get install "
+                    "libopenblas0-pthread)" % OPENBLAS_DIR)
     a.runs = parse_backends(a.backend, a.compress)
     return a
 
@@ -391,6 +404,10 @@ def run_one(a, place, index, label, backend, compress):
     env = dict(os.environ)
     env["PYTHONPATH"] = os.path.join(ROOT, "python") + (
         os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    if a.blas == "openblas":
+        env["LD_LIBRARY_PATH"] = OPENBLAS_DIR + (
+            os.pathsep + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
+        env["OPENBLAS_NUM_THREADS"] = "1"  # one core per rank, as torch.set_num_threads(1)
     procs, readers = [], []
     t0 = time.time()
     try:
@@ -453,7 +470,7 @@ def summarize(a, label, backend, compress, readers):
         "buckets_per_rank": ends[0]["buckets"],
         "params": start["params"], "grad_bytes": start["grad_bytes"],
         "steps_per_epoch": start["steps_per_epoch"], "lr": start["lr"],
-        "torch": start["torch"],
+        "torch": start["torch"], "blas": start["blas"],
     }
 
 
@@ -556,7 +573,7 @@ def main(argv):
         "mtu": a.mtu if a.testbed is not None else None,
         "fabric": (place.info or {}).get("fabric"),
         "epochs": a.epochs, "train_samples": a.train_samples, "test_samples": a.test_samples,
-        "batch_per_rank": a.batch, "seed": a.seed, "target_accuracy": a.target_accuracy,
+        "batch_per_rank": a.batch, "seed": a.seed, "blas": runs[0]["blas"], "target_accuracy": a.target_accuracy,
         "runs": runs,
         "speedup_vs_gloo": {r["label"]: gloo["epoch_s"] / r["epoch_s"] for r in runs} if gloo
         else {},

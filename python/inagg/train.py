@@ -145,6 +145,18 @@ def parse(argv):
     return a
 
 
+def blas_in_use():
+    """The BLAS library this process mapped: "openblas", or the file name of another."""
+    try:
+        with open("/proc/self/maps") as f:
+            libs = {line.split()[-1] for line in f if "blas" in line.rsplit("/", 1)[-1]}
+    except OSError:
+        return "unknown"
+    if any("openblas" in x for x in libs):
+        return "openblas"
+    return ",".join(sorted(x.rsplit("/", 1)[-1] for x in libs)) or "none"
+
+
 def param_digest(model):
     """sha256 of every parameter's bytes: replicas that DDP kept in step agree exactly."""
     h = hashlib.sha256()
@@ -238,7 +250,8 @@ def run(a):
               % (a.train_samples, a.world, a.batch), file=sys.stderr)
         return 2
     if a.rank == 0:
-        emit({"event": "start", "backend": a.backend, "mechanism": mechanism or "gloo",
+        torch.mm(torch.ones(2, 2), torch.ones(2, 2))  # BLAS is loaded by now
+        emit({"event": "start", "blas": blas_in_use(), "backend": a.backend, "mechanism": mechanism or "gloo",
               "compress": a.compress, "model": a.model, "params": sum(
                   p.numel() for p in net.parameters()), "grad_bytes": models.grad_bytes(net),
               "world": a.world, "batch_per_rank": a.batch, "steps_per_epoch": steps, "lr": lr,

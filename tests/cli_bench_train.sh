@@ -165,5 +165,26 @@ assert z["compress"] == "zfp:rate=8" and z["replicas_agree"] and z["epochs"][0][
 assert set(r["speedup_vs_gloo"]) == {"gloo", "inagg:zfp:rate=8"}
 EOF
     then ok $t; else bad $t "rc $rc, $left namespaces left: $(tail -n 3 "$tmp/check") $(tail -n 3 "$tmp/tberr")"; fi
+
+    # SIGTERM in the middle of a run: the ranks end, the testbed goes down, exit 130.
+    t=bench_train_testbed_sigterm_cleans_up
+    timeout 300 $INAGG bench train --testbed 2 --link-rate 200mbit $TINY --epochs 50 \
+        --backend gloo >/dev/null 2>"$tmp/sigerr" &
+    run=$!
+    for _ in $(seq 1 600); do
+        grep -q "epoch 1/50" "$tmp/sigerr" && break
+        kill -0 $run 2>/dev/null || break
+        sleep 0.2
+    done
+    name=$(grep -o "building testbed tr[0-9a-f]*" "$tmp/sigerr" | grep -o "tr[0-9a-f]*$")
+    kill -TERM $run 2>/dev/null
+    wait $run; rc=$?
+    left=$(ip netns list 2>/dev/null | grep -c "inagg-tb-${name:-none}-")
+    ranks=$(pgrep -f "inagg.train --rank .* --epochs 50 " | wc -l)
+    if [ $rc -eq 130 ] && [ -n "$name" ] && [ "$left" = 0 ] && [ "$ranks" = 0 ]; then ok $t
+    else
+        bad $t "rc $rc, testbed '${name}', $left namespaces and $ranks ranks left: $(tail -n 2 "$tmp/sigerr")"
+        [ -z "$name" ] || timeout 60 tools/testbed down "$name" >/dev/null 2>&1
+    fi
 fi
 finish

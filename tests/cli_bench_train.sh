@@ -140,6 +140,33 @@ then
     else bad $t "no progress on stderr"; fi
 else bad $t "rc $rc: $(tail -n 4 "$tmp/check") $(tail -n 3 "$tmp/err")"; fi
 
+# A registered torch.distributed backend "inagg" is used as such ("mechanism": "backend"),
+# with the switch and the compression in its environment. A stand-in registered from
+# sitecustomize (a Gloo group that records what it was given) takes the place of the real one.
+t=bench_train_registered_backend_is_used
+mkdir -p "$tmp/site"
+cat >"$tmp/site/sitecustomize.py" <<'EOF'
+import json, os
+if os.environ.get("INAGG_TEST_BACKEND_LOG"):
+    import torch.distributed as dist
+    def _make(store, rank, world, timeout):
+        with open("%s.%d" % (os.environ["INAGG_TEST_BACKEND_LOG"], rank), "w") as f:
+            json.dump({k: os.environ.get(k) for k in ("INAGG_SWITCH", "INAGG_COMPRESS")}, f)
+        return dist.ProcessGroupGloo(store, rank, world, timeout)
+    dist.Backend.register_backend("inagg", _make)
+EOF
+PYTHONPATH="$tmp/site" INAGG_TEST_BACKEND_LOG="$tmp/backend" timeout 300 $INAGG bench train \
+    --workers 2 $TINY --epochs 1 --backend inagg:fp16 --json - >"$tmp/bk" 2>"$tmp/bkerr"; rc=$?
+if [ $rc -eq 0 ] && $PY - "$tmp/bk" "$tmp/backend" <<'EOF' 2>"$tmp/check"
+import json, sys
+r = json.loads(open(sys.argv[1]).read())
+assert r["runs"][0]["mechanism"] == "backend", r["runs"][0]["mechanism"]
+for rank in (0, 1):
+    env = json.load(open("%s.%d" % (sys.argv[2], rank)))
+    assert env["INAGG_COMPRESS"] == "fp16" and env["INAGG_SWITCH"].startswith("127.0.0.1:"), env
+EOF
+then ok $t; else bad $t "rc $rc: $(tail -n 3 "$tmp/check") $(tail -n 3 "$tmp/bkerr")"; fi
+
 t=bench_train_plot
 if ! command -v gnuplot >/dev/null; then skp $t "gnuplot is not installed"
 elif [ -s "$tmp/acc.png" ] && [ "$(head -c 4 "$tmp/acc.png" | tail -c 3)" = PNG ]; then ok $t

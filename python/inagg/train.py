@@ -29,8 +29,8 @@ the time the network part of the step took, not only the part the step waited fo
 the last future done, is reported beside it).
 
 Output: JSON lines on stdout (rank 0: "start", one "epoch" per epoch, "end"; other ranks only
-"end"), progress on nothing else. Exit 0, 1 on a failure during training (the message on
-stderr), 2 bad usage, 3 dataset or torch missing.
+"end"); errors on stderr, one line starting "inagg.train:". Exit 0, 1 on a failure during
+training, 2 bad usage, 3 dataset or torch missing.
 """
 import argparse
 import datetime

@@ -29,6 +29,9 @@ static void usage(FILE *out)
             "                    verified against torch.optim or an independent reference\n"
             "  bench udp         the kernel's UDP ceiling: one sender, one receiver, loopback\n"
             "  bench compress    ZFP/fp16 codec grid: ratio, GB/s, error vs libzfp (GCOW)\n"
+            "  bench train       PyTorch DDP on Fashion-MNIST through Gloo and inagg, on\n"
+            "                    loopback or a testbed with rate-limited links (epoch time,\n"
+            "                    accuracy, time to accuracy)\n"
             "  model             the performance model: calibrate, predict (up to 1024 workers,\n"
             "                    INA / ring / tree / parameter server), validate on the testbed\n"
             "  train             distributed training of a linear model (P4SGD): embedded switch,\n"
@@ -56,7 +59,9 @@ static void bench_usage(FILE *out)
             "  latency     small-allreduce latency (p50/p99/p99.9), P4SGD's Fig. 8\n"
             "  optimizer   the in-switch optimizer against allreduce + a local step\n"
             "  udp         the kernel's UDP ceiling: one sender, one receiver, loopback\n"
-            "  compress    ZFP/fp16 codec grid: ratio, GB/s, error vs libzfp (GCOW)\n");
+            "  compress    ZFP/fp16 codec grid: ratio, GB/s, error vs libzfp (GCOW)\n"
+            "  train       PyTorch DDP on Fashion-MNIST through Gloo and inagg (epoch time,\n"
+            "              accuracy, time to accuracy), loopback or a testbed\n");
 }
 
 int main(int argc, char **argv)
@@ -94,6 +99,8 @@ int main(int argc, char **argv)
             return cmd_bench_optimizer(argc - 2, argv + 2);
         if (argc >= 3 && strcmp(argv[2], "compress") == 0)
             return cmd_bench_compress(argc - 2, argv + 2);
+        if (argc >= 3 && strcmp(argv[2], "train") == 0)
+            return cmd_bench_train(argc - 2, argv + 2);
         if (argc >= 3 && (strcmp(argv[2], "--help") == 0 || strcmp(argv[2], "-h") == 0 ||
                           strcmp(argv[2], "help") == 0)) {
             bench_usage(stdout);

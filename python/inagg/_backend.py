@@ -183,6 +183,7 @@ def register():
         return
     import inspect
     _leave_on_destroy()
+    _monitored_barrier_via_gloo()
     params = inspect.signature(dist.Backend.register_backend).parameters
     if "extended_api" in params:  # torch 1.13 and later: group name and pg_options reach us
         dist.Backend.register_backend("inagg", _create_extended, extended_api=True)
@@ -211,6 +212,28 @@ def _leave_on_destroy():
     destroy_process_group._inagg_leaves_jobs = True
     c10d.destroy_process_group = destroy_process_group
     dist.destroy_process_group = destroy_process_group
+
+
+def _monitored_barrier_via_gloo():
+    """torch's monitored_barrier refuses every backend but Gloo by name; on an inagg group it
+    is served by the group's Gloo (ProcessGroupInagg::monitoredBarrier, counted)."""
+    c10d = dist.distributed_c10d
+    original = c10d.monitored_barrier
+    if getattr(original, "_inagg_serves", False):
+        return
+
+    def monitored_barrier(group=None, timeout=None, wait_all_ranks=False):
+        pg = group if group is not None else dist.group.WORLD
+        if pg is None or pg not in _GROUPS or c10d._rank_not_in_group(group):
+            return original(group, timeout, wait_all_ranks)
+        if timeout is None:
+            timeout = c10d.default_pg_timeout
+        return pg.monitored_barrier(timeout, wait_all_ranks=wait_all_ranks)
+
+    monitored_barrier.__doc__ = original.__doc__
+    monitored_barrier._inagg_serves = True
+    c10d.monitored_barrier = monitored_barrier
+    dist.monitored_barrier = monitored_barrier
 
 
 def backend_stats(group=None):

@@ -17,7 +17,8 @@
 #include "cli/output.h"
 #include "wire/wire.h"
 
-#define HEADER_BYTES 32u      /* inagg's packet header */
+#define HEADER_BYTES WIRE_HEADER_MAX /* inagg's packet header and its MAC (a job with a
+                                       secret, as every bench job has by default) */
 #define IP_UDP_BYTES 28u      /* IPv4 + UDP headers in the frame's MTU */
 #define WINDOW_TIME_S 0.003   /* the window holds this much of the link's rate */
 #define WINDOW_MIN 4u
@@ -611,7 +612,7 @@ int ar_parse(int argc, char **argv, ar_opts_t *o)
                        "(use zfp:reversible, or --dtype float32)", o->compress);
         if (o->dtype_float)
             o->float_mode = INAGG_FLOAT_NATIVE; /* coded chunks are summed in float */
-        size_t fit = codec_max_elems(&cs, WIRE_MAX_DATAGRAM - WIRE_HEADER_SIZE);
+        size_t fit = codec_max_elems(&cs, WIRE_MAX_DATAGRAM - WIRE_HEADER_MAX);
         if (o->packet_elems > fit) {
             if (o->given & AR_GIVEN_PACKET)
                 return bad("--compress %s: a packet of %u values may not fit a datagram "

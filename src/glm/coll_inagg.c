@@ -212,7 +212,7 @@ int glm_coll_inagg_create(glm_coll_t **out, const char *switch_addr, const char 
     if (compress && codec_parse(compress, &cs, NULL, 0) == 0 && cs.mode != CODEC_NONE) {
         opts.compress = compress;
         opts.no_error_feedback = no_feedback != 0;
-        size_t fit = codec_max_elems(&cs, WIRE_MAX_DATAGRAM - WIRE_HEADER_SIZE);
+        size_t fit = codec_max_elems(&cs, WIRE_MAX_DATAGRAM - WIRE_HEADER_MAX); /* with a MAC */
         if (!packet_elems && opts.packet_elems > fit)
             opts.packet_elems = (uint32_t)fit;
     }

@@ -93,8 +93,8 @@ static inagg_result_t check_options(const inagg_options_t *o, char *detail, size
                     "can compress");
             return INAGG_ERR_INVALID;
         }
-        if (s.mode != CODEC_NONE &&
-            WIRE_HEADER_SIZE + codec_max_bytes(&s, o->packet_elems) > WIRE_MAX_DATAGRAM) {
+        if (s.mode != CODEC_NONE && /* fits with the dataplane MAC too */
+            WIRE_HEADER_MAX + codec_max_bytes(&s, o->packet_elems) > WIRE_MAX_DATAGRAM) {
             set_err(detail, len, "compress: a packet of %u values in %s may take %zu bytes, "
                     "more than a datagram: use fewer packet_elems", o->packet_elems,
                     o->compress, codec_max_bytes(&s, o->packet_elems));

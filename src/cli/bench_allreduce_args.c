@@ -14,7 +14,8 @@
 
 #include "cli/bench_allreduce.h"
 #include "codec/codec.h"
-#include "cli/output.h"
+#include "bench/harness.h"
+#include "cli/flags.h"
 #include "wire/wire.h"
 
 #define HEADER_BYTES 32u      /* inagg's packet header */
@@ -635,7 +636,7 @@ int ar_parse(int argc, char **argv, ar_opts_t *o)
     if (o->rto_min_us && o->rto_max_us && o->rto_min_us > o->rto_max_us)
         return bad("--rto-min-us cannot exceed --rto-max-us");
     if (!o->testbed)
-        o->faults = cli_worker_faults(o->faults, o->loss, o->seed, o->faults_buf,
-                                      sizeof(o->faults_buf));
+        o->faults = bench_worker_faults(o->faults, o->loss, o->seed, o->faults_buf,
+                                        sizeof(o->faults_buf));
     return 0;
 }

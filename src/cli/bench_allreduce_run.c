@@ -32,7 +32,7 @@
 #include "cli/bench_allreduce_ctx.h"
 #include "cli/bench_pcap.h"
 #include "cli/cpu_sampler.h"
-#include "cli/output.h"
+#include "bench/harness.h"
 #include "mpi/baseline_mpi.h"
 #include "base/util.h"
 
@@ -89,7 +89,7 @@ static void run_inagg_local(ctx_t *c, ar_sys_result_t *r)
 {
     const ar_opts_t *o = &c->so;
     char job[64], err[256];
-    local_rank_ctx_t lc = {o, c->sw_addr, cli_job_name("bench", job, sizeof(job)),
+    local_rank_ctx_t lc = {o, c->sw_addr, bench_job_name("bench", job, sizeof(job)),
                            (const char(*)[64])c->leaf_addr};
     ar_rank_report_t *reps = calloc(o->workers, sizeof(*reps));
     size_t *got = calloc(o->workers, sizeof(size_t));
@@ -543,7 +543,7 @@ static void run_size(ctx_t *c, ar_size_result_t *s)
     c->so.iters = s->iters;
     c->so.warmup = s->warmup;
     char job[64];
-    c->so.job = cli_job_name("bench", job, sizeof(job));
+    c->so.job = bench_job_name("bench", job, sizeof(job));
     for (int k = 0; k < AR_NSYS; k++)
         ar_result_init(&s->sys[k]);
     if (run->o->nsizes)
@@ -695,9 +695,9 @@ int ar_run(const ar_opts_t *o, ar_run_t *run)
                 run->switch_cpu_s[run->nswitch_cpu++] = ar_process_cpu_s(c->more_pids[k]);
         }
         for (int k = 0; k < c->nmore; k++)
-            cli_switch_end(c->more_pids[k]);
+            bench_switch_end(c->more_pids[k]);
         if (c->sw_pid > 0)
-            cli_switch_end(c->sw_pid);
+            bench_switch_end(c->sw_pid);
         ar_uncap_switches(c);
     }
     free(c->sampler.s);

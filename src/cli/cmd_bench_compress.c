@@ -23,6 +23,8 @@
 
 #include "base/util.h"
 #include "cli/commands.h"
+#include "bench/samples.h"
+#include "cli/flags.h"
 #include "cli/output.h"
 #include "codec/codec.h"
 #include "json/json.h"
@@ -231,7 +233,7 @@ static double run_coders(job_t *base, uint32_t nthreads, int decode)
 
 static double median(double *v, uint32_t n)
 {
-    cli_sort(v, n);
+    bench_sort(v, n);
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 

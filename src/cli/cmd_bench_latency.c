@@ -30,6 +30,9 @@
 #include <unistd.h>
 
 #include "cli/commands.h"
+#include "bench/harness.h"
+#include "bench/samples.h"
+#include "cli/flags.h"
 #include "cli/output.h"
 #include "mpi/baseline_mpi.h"
 #include "bench/benchdata.h"
@@ -334,8 +337,8 @@ static int parse_args(int argc, char **argv, lat_opts_t *o)
         fprintf(stderr, "inagg bench latency: %s\n", why);
         return 2;
     }
-    o->faults = cli_worker_faults(o->faults, o->loss, o->seed, o->faults_buf,
-                                  sizeof(o->faults_buf));
+    o->faults = bench_worker_faults(o->faults, o->loss, o->seed, o->faults_buf,
+                                    sizeof(o->faults_buf));
     return 0;
 }
 
@@ -369,11 +372,11 @@ static int take_report(const lat_opts_t *o, int fd, uint32_t r, double *slowest,
                        inagg_stats_t *total, int *got)
 {
     lat_report_t rep;
-    *got = fd >= 0 && cli_read_full(fd, &rep, sizeof(rep)) == 0;
+    *got = fd >= 0 && bench_read_full(fd, &rep, sizeof(rep)) == 0;
     if (!*got)
         return 0;
     int ok = 1;
-    if (rep.iters == o->iters && cli_read_full(fd, mine, o->iters * sizeof(double)) == 0) {
+    if (rep.iters == o->iters && bench_read_full(fd, mine, o->iters * sizeof(double)) == 0) {
         for (uint32_t i = 0; i < o->iters; i++)
             if (mine[i] > slowest[i])
                 slowest[i] = mine[i];
@@ -397,7 +400,7 @@ static int run_workers(const lat_opts_t *o, const char *addr, double *slowest, d
                        inagg_stats_t *total)
 {
     char job[64], err[256];
-    rank_ctx_t ctx = {o, addr, cli_job_name("latency", job, sizeof(job))};
+    rank_ctx_t ctx = {o, addr, bench_job_name("latency", job, sizeof(job))};
     launch_ranks_t g;
     if (launch_ranks_start(&g, o->workers, rank_main, &ctx, LAUNCH_PIPE, err, sizeof(err)) != 0) {
         fprintf(stderr, "inagg bench latency: %s\n", err);
@@ -463,7 +466,7 @@ static int run_workers_testbed(const lat_opts_t *o, const launch_tbjob_t *j, dou
                 strerror(errno));
         return 0;
     }
-    cli_job_name("latency", job, sizeof(job));
+    bench_job_name("latency", job, sizeof(job));
     launch_group_t *g = malloc(sizeof(*g));
     rank_args_t *store = calloc(o->workers, sizeof(*store));
     char (*reports)[PATH_MAX] = calloc(o->workers, PATH_MAX);
@@ -521,8 +524,8 @@ static int run(const lat_opts_t *o, launch_tbjob_t *j, lat_result_t *res)
     char addr[128];
     pid_t switch_pid = 0;
     if (!j) {
-        switch_pid = cli_switch_begin("inagg bench latency", o->switch_addr, 1, o->timeout_ms,
-                                      addr, sizeof(addr));
+        switch_pid = bench_switch_begin("inagg bench latency", o->switch_addr, 1, o->timeout_ms,
+                                        addr, sizeof(addr));
         if (switch_pid < 0)
             return -1;
     }
@@ -535,18 +538,18 @@ static int run(const lat_opts_t *o, launch_tbjob_t *j, lat_result_t *res)
                     (j ? run_workers_testbed(o, j, slowest, mine, &res->total)
                        : run_workers(o, addr, slowest, mine, &res->total));
     free(mine);
-    cli_switch_end(switch_pid);
+    bench_switch_end(switch_pid);
     uint32_t n = res->verified ? o->iters : 0;
     if (n) {
         for (uint32_t i = 0; i < n; i++)
             res->mean += slowest[i];
         res->mean /= n;
-        cli_sort(slowest, n);
+        bench_sort(slowest, n);
     }
     res->n = n;
-    res->p50 = cli_percentile(slowest, n, 0.50);
-    res->p99 = cli_percentile(slowest, n, 0.99);
-    res->p999 = cli_percentile(slowest, n, 0.999);
+    res->p50 = bench_percentile(slowest, n, 0.50);
+    res->p99 = bench_percentile(slowest, n, 0.99);
+    res->p999 = bench_percentile(slowest, n, 0.999);
     free(slowest);
 
     if (strcmp(o->baseline, "mpi") == 0) {

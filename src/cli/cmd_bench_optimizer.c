@@ -39,6 +39,8 @@
 #include <unistd.h>
 
 #include "cli/commands.h"
+#include "bench/harness.h"
+#include "cli/flags.h"
 #include "cli/output.h"
 #include "bench/benchdata.h"
 #include "json/json.h"
@@ -341,7 +343,7 @@ static int run_job(const optb_opts_t *o, enum optb_run run, const char *addr, op
 {
     char prefix[64], job[96];
     snprintf(prefix, sizeof(prefix), "opt-%s", run_names[run]);
-    rank_ctx_t ctx = {o, run, addr, cli_job_name(prefix, job, sizeof(job)), sh, ns};
+    rank_ctx_t ctx = {o, run, addr, bench_job_name(prefix, job, sizeof(job)), sh, ns};
     launch_ranks_t g;
     if (launch_ranks_start(&g, o->workers, rank_main, &ctx, 0, NULL, 0) != 0)
         return -1;
@@ -530,8 +532,8 @@ static int parse_args(int argc, char **argv, optb_opts_t *o)
         fprintf(stderr, "inagg bench optimizer: %s\n", why);
         return 2;
     }
-    o->faults = cli_worker_faults(o->faults, o->loss, o->seed, o->faults_buf,
-                                  sizeof(o->faults_buf));
+    o->faults = bench_worker_faults(o->faults, o->loss, o->seed, o->faults_buf,
+                                    sizeof(o->faults_buf));
     return 0;
 }
 
@@ -637,8 +639,8 @@ static int run(const optb_opts_t *o, optb_result_t *res)
         return -1;
     }
     char addr[128];
-    pid_t switch_pid = cli_switch_begin("inagg bench optimizer", o->switch_addr, 1,
-                                        o->timeout_ms, addr, sizeof(addr));
+    pid_t switch_pid = bench_switch_begin("inagg bench optimizer", o->switch_addr, 1,
+                                          o->timeout_ms, addr, sizeof(addr));
     if (switch_pid < 0) {
         munmap(sh, sizeof(*sh));
         return -1;
@@ -655,7 +657,7 @@ static int run(const optb_opts_t *o, optb_result_t *res)
             res->verified = 0;
         }
     }
-    cli_switch_end(switch_pid);
+    bench_switch_end(switch_pid);
     for (int run = 0; run < RUN_COUNT; run++) {
         double s = slowest(sh, (enum optb_run)run, o->workers);
         res->pps[run] = res->verified && run < res->nruns && s > 0

@@ -23,6 +23,8 @@
 #include <unistd.h>
 
 #include "cli/commands.h"
+#include "bench/samples.h"
+#include "cli/flags.h"
 #include "cli/output.h"
 #include "json/json.h"
 #include "launch/launch.h"
@@ -437,7 +439,7 @@ static double median_of(const struct udp_run *runs, unsigned n, size_t field_off
     double v[UDP_MAX_REPEATS];
     for (unsigned i = 0; i < n; i++)
         memcpy(&v[i], (const char *)&runs[i] + field_offset, sizeof(double));
-    return cli_median(v, n);
+    return bench_median(v, n);
 }
 
 /* ---- render --------------------------------------------------------------------------------- */

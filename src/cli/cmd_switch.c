@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "cli/commands.h"
-#include "cli/output.h"
+#include "cli/flags.h"
 #include "cli/switch_conf.h"
 #include "base/log.h"
 #include "base/netaddr.h"

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "cli/model_cli.h"
+#include "cli/flags.h"
 #include "cli/output.h"
 #include "json/json.h"
 #include "launch/launch.h"

@@ -13,7 +13,7 @@
 
 #include "base/util.h"
 #include "codec/codec.h"
-#include "cli/output.h"
+#include "cli/flags.h"
 #include "cli/train.h"
 #include "glm/objective.h"
 #include "inagg.h"

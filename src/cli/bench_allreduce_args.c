@@ -12,7 +12,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "cli/bench_allreduce.h"
+#include "bench/bench_allreduce.h"
 #include "codec/codec.h"
 #include "bench/harness.h"
 #include "cli/flags.h"

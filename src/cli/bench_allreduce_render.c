@@ -16,7 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cli/bench_allreduce.h"
+#include "bench/bench_allreduce.h"
 #include "netio/roce_frame.h"
 #include "wire/wire.h"
 #include "cli/output.h"

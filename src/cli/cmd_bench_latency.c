@@ -34,7 +34,7 @@
 #include "bench/samples.h"
 #include "cli/flags.h"
 #include "cli/output.h"
-#include "mpi/baseline_mpi.h"
+#include "bench/baseline_mpi.h"
 #include "bench/benchdata.h"
 #include "json/json.h"
 #include "launch/launch.h"

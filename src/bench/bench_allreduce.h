@@ -5,8 +5,8 @@
  * loopback ranks, or a testbed of namespaces; bench_allreduce_rank.c: one rank; the baselines),
  * render (bench_allreduce_render.c: text, JSON, the bus-bandwidth plot).
  */
-#ifndef INAGG_CLI_BENCH_ALLREDUCE_H
-#define INAGG_CLI_BENCH_ALLREDUCE_H
+#ifndef INAGG_BENCH_BENCH_ALLREDUCE_H
+#define INAGG_BENCH_BENCH_ALLREDUCE_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -198,4 +198,4 @@ int ar_render_plot(const ar_run_t *run, const char *path);
 /* Whether the run as a whole succeeded: every system measured and verified. */
 int ar_run_ok(const ar_run_t *run);
 
-#endif /* INAGG_CLI_BENCH_ALLREDUCE_H */
+#endif /* INAGG_BENCH_BENCH_ALLREDUCE_H */

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/bench_allreduce.h"
+#include "bench/bench_allreduce.h"
 #include "bench/samples.h"
 
 void ar_result_init(ar_sys_result_t *r)

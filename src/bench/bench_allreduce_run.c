@@ -28,12 +28,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cli/bench_allreduce.h"
-#include "cli/bench_allreduce_ctx.h"
-#include "cli/bench_pcap.h"
-#include "cli/cpu_sampler.h"
+#include "bench/bench_allreduce.h"
+#include "bench/bench_allreduce_ctx.h"
+#include "bench/bench_pcap.h"
+#include "bench/cpu_sampler.h"
 #include "bench/harness.h"
-#include "mpi/baseline_mpi.h"
+#include "bench/baseline_mpi.h"
 #include "base/util.h"
 
 #define GLOO_PORT 29500

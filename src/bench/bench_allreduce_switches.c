@@ -17,7 +17,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "cli/bench_allreduce_ctx.h"
+#include "bench/bench_allreduce_ctx.h"
 #include "bench/harness.h"
 #include "launch/launch.h"
 #include "switch/switch.h"

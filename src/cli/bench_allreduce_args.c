@@ -1,7 +1,6 @@
 /*
  * bench_allreduce_args.c - `inagg bench allreduce`'s flags: the help text, parsing with
- * messages that name the flag and what it allows, and the testbed's link-aware defaults
- * (packet size from the MTU, window from the link rate, retransmission floor for queueing).
+ * messages that name the flag and what it allows.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -12,25 +11,14 @@
 #include <string.h>
 #include <strings.h>
 
-#include "bench/bench_allreduce.h"
+#include "cli/bench_allreduce_cli.h"
 #include "codec/codec.h"
 #include "bench/harness.h"
 #include "cli/flags.h"
 #include "wire/wire.h"
 
-#define HEADER_BYTES 32u      /* inagg's packet header */
-#define IP_UDP_BYTES 28u      /* IPv4 + UDP headers in the frame's MTU */
-#define WINDOW_TIME_S 0.003   /* the window holds this much of the link's rate */
-#define WINDOW_MIN 4u
-#define WINDOW_MAX 64u
-#define TESTBED_RTO_MIN_US 20000u
-#define TESTBED_RTO_MAX_US 500000u
-#define TESTBED_SWITCH_THREADS 2u
 #define TESTBED_ITERS 5u
 #define TESTBED_WARMUP 1u
-
-const char *const ar_system_name[AR_NSYS] = {"inagg", "mpi", "mpi-ring", "gloo"};
-const char *const ar_system_key[AR_NSYS] = {"inagg", "mpi", "mpi_ring", "gloo"};
 
 /* The default --sizes sweep: 4 KiB .. 256 MiB per rank, powers of 4. */
 static const uint64_t default_sizes[] = {4ull << 10, 16ull << 10, 64ull << 10, 256ull << 10,
@@ -148,9 +136,9 @@ static void usage(FILE *out)
             "it is verified (the run must then report verified=false and exit 1);\n"
             "INAGG_BENCH_STALL=R makes rank R silent before its first allreduce for longer\n"
             "than --timeout-ms (the summary must then name rank R as where the failure began).\n",
-            AR_MAX_ITERS, INAGG_MAX_PACKET_ELEMS, def.packet_elems, def.slots, WINDOW_MIN,
-            WINDOW_MAX, TESTBED_SWITCH_THREADS, def.rto_min_us, TESTBED_RTO_MIN_US,
-            def.rto_max_us, TESTBED_RTO_MAX_US);
+            AR_MAX_ITERS, INAGG_MAX_PACKET_ELEMS, def.packet_elems, def.slots, AR_TESTBED_WINDOW_MIN,
+            AR_TESTBED_WINDOW_MAX, AR_TESTBED_SWITCH_THREADS, def.rto_min_us, AR_TESTBED_RTO_MIN_US,
+            def.rto_max_us, AR_TESTBED_RTO_MAX_US);
 }
 
 /* A usage error: the message after the command's name. Returns 2. */
@@ -288,48 +276,6 @@ static int parse_baselines(const char *text, ar_opts_t *o)
         p = comma + 1;
     }
     return 0;
-}
-
-void ar_link_defaults(ar_opts_t *o, uint32_t mtu, uint64_t link_bps, char *note, size_t len)
-{
-    if (!(o->given & AR_GIVEN_PACKET)) {
-        /* one datagram per frame: no IP fragments, so a lost frame loses one packet */
-        uint32_t fit = mtu > HEADER_BYTES + IP_UDP_BYTES + 4 ?
-                       (mtu - HEADER_BYTES - IP_UDP_BYTES) / 4 : 1;
-        if (fit > INAGG_MAX_PACKET_ELEMS)
-            fit = INAGG_MAX_PACKET_ELEMS;
-        uint32_t p = 1;
-        while (p * 2 <= fit)
-            p *= 2;
-        o->packet_elems = p;
-    }
-    if (!(o->given & AR_GIVEN_WINDOW)) {
-        /* about the bandwidth-delay product: more only queues the worker's own packets
-         * behind the link, which the retransmission timer then mistakes for loss */
-        double pkt = (double)o->packet_elems * 4 + HEADER_BYTES;
-        double w = link_bps ? ceil((double)link_bps / 8 * WINDOW_TIME_S / pkt) : 16;
-        o->window = (uint32_t)(w < WINDOW_MIN ? WINDOW_MIN : w > WINDOW_MAX ? WINDOW_MAX : w);
-        if (o->window < o->threads)
-            o->window = o->threads;
-    }
-    if (!(o->given & AR_GIVEN_RTO_MIN))
-        o->rto_min_us = TESTBED_RTO_MIN_US;
-    if (!(o->given & AR_GIVEN_RTO_MAX))
-        o->rto_max_us = TESTBED_RTO_MAX_US;
-    if (o->rto_min_us > o->rto_max_us)
-        o->rto_min_us = o->rto_max_us;
-    if (!(o->given & AR_GIVEN_SWITCH_THREADS))
-        o->switch_threads = TESTBED_SWITCH_THREADS;
-    snprintf(note, len,
-             "packet %u elements (%u B datagrams%s), window %u (%s), retransmission floor "
-             "%.0f ms, switch threads %u",
-             o->packet_elems, o->packet_elems * 4 + HEADER_BYTES,
-             o->packet_elems * 4 + HEADER_BYTES + IP_UDP_BYTES <= mtu ? ": one frame each"
-                                                                       : ", fragmented",
-             o->window,
-             o->given & AR_GIVEN_WINDOW ? "as given"
-             : link_bps ? "about 3 ms of the link" : "no rate limit",
-             o->rto_min_us / 1000.0, o->switch_threads);
 }
 
 int ar_parse(int argc, char **argv, ar_opts_t *o)

@@ -33,7 +33,9 @@ void ar_link_defaults(ar_opts_t *o, uint32_t mtu, uint64_t link_bps, char *note,
          * behind the link, which the retransmission timer then mistakes for loss */
         double pkt = (double)o->packet_elems * 4 + HEADER_BYTES;
         double w = link_bps ? ceil((double)link_bps / 8 * WINDOW_TIME_S / pkt) : 16;
-        o->window = (uint32_t)(w < AR_TESTBED_WINDOW_MIN ? AR_TESTBED_WINDOW_MIN : w > AR_TESTBED_WINDOW_MAX ? AR_TESTBED_WINDOW_MAX : w);
+        o->window = (uint32_t)(w < AR_TESTBED_WINDOW_MIN   ? AR_TESTBED_WINDOW_MIN
+                               : w > AR_TESTBED_WINDOW_MAX ? AR_TESTBED_WINDOW_MAX
+                                                           : w);
         if (o->window < o->threads)
             o->window = o->threads;
     }

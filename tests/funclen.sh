@@ -12,13 +12,14 @@ max=${2:-120}
 
 # Functions that are data, not steps: "path:function".
 allowed=(
+    "src/cli/train_args.c:usage" # the help text of `inagg train`: one printf of its flags
 )
 
 passed=0 failed=0
 while IFS=' ' read -r rel line name len; do
     key="$rel:$name"
     ok=0
-    for a in "${allowed[@]}"; do [ "$a" = "$key" ] && ok=1; done
+    for a in ${allowed[@]+"${allowed[@]}"}; do [ "$a" = "$key" ] && ok=1; done
     if [ "$len" -gt "$max" ] && [ "$ok" = 0 ]; then
         echo "FAIL $rel:$line $name: $len lines (at most $max)"
         failed=$((failed + 1))

@@ -32,6 +32,7 @@
 #include "bench/bench_allreduce_ctx.h"
 #include "bench/bench_pcap.h"
 #include "bench/cpu_sampler.h"
+#include "bench/ranks.h"
 #include "bench/harness.h"
 #include "bench/baseline_mpi.h"
 #include "base/util.h"
@@ -105,32 +106,8 @@ static void run_inagg_local(ctx_t *c, ar_sys_result_t *r)
         goto out;
     }
     uint64_t deadline = util_now_ns() + (uint64_t)time_limit_s(c) * 1000000000ull;
-    uint32_t open_fds = o->workers;
-    while (open_fds > 0 && util_now_ns() < deadline) {
-        struct pollfd pfd[LAUNCH_MAX_RANKS];
-        uint32_t idx[LAUNCH_MAX_RANKS], n = 0;
-        for (uint32_t k = 0; k < o->workers; k++) {
-            if (g->fd[k] >= 0) {
-                pfd[n] = (struct pollfd){g->fd[k], POLLIN, 0};
-                idx[n++] = k;
-            }
-        }
-        int pr = poll(pfd, n, (int)SAMPLE_MS);
-        sampler_tick(&c->sampler);
-        for (uint32_t i = 0; pr > 0 && i < n; i++) {
-            if (!(pfd[i].revents & (POLLIN | POLLHUP | POLLERR)))
-                continue;
-            uint32_t k = idx[i];
-            ssize_t m = read(g->fd[k], (char *)&reps[k] + got[k], sizeof(reps[k]) - got[k]);
-            if (m > 0)
-                got[k] += (size_t)m;
-            if ((m <= 0 && !(m < 0 && errno == EINTR)) || got[k] == sizeof(reps[k])) {
-                close(g->fd[k]);
-                g->fd[k] = -1;
-                open_fds--;
-            }
-        }
-    }
+    uint32_t open_fds = bench_ranks_collect(g, o->workers, reps, sizeof(*reps), got, deadline,
+                                            (int)SAMPLE_MS, sampler_tick, &c->sampler);
     int timed_out = open_fds > 0;
     for (uint32_t k = 0; k < o->workers; k++)
         launch_ranks_wait_one(g, k, timed_out ? 0 : 30000);

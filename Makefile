@@ -46,7 +46,7 @@ SONAME        := libinagg.so.$(VERSION_MAJOR)
 WORKER_SRC := $(wildcard src/base/*.c src/kernels/*.c src/wire/*.c src/netio/*.c src/transport/*.c \
                          src/control/*.c src/worker/*.c src/codec/*.c)
 SWITCH_SRC := $(wildcard src/switch/*.c src/json/*.c src/fabric/*.c)
-APPS_SRC   := $(wildcard src/glm/*.c src/launch/*.c src/bench/*.c src/model/*.c) src/mpi/baseline_mpi.c
+APPS_SRC   := $(wildcard src/glm/*.c src/launch/*.c src/bench/*.c src/model/*.c)
 CLI_SRC    := $(wildcard src/cli/*.c)
 TEST_SRC   := $(wildcard tests/test_*.c) tests/harness.c tests/testutil.c
 

@@ -1,6 +1,6 @@
 /*
  * test_baseline.c - the benchmark's tensor contents (bench/benchdata.h) and the MPI
- * baseline runner (mpi/baseline_mpi.c): a real mpirun run when OpenMPI and
+ * baseline runner (bench/baseline_mpi.c): a real mpirun run when OpenMPI and
  * inagg-mpi-bench are there, and the failure paths (missing program, timeout, non-zero exit,
  * garbage output) that must end with a clear message instead of a hang.
  */
@@ -13,7 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "mpi/baseline_mpi.h"
+#include "bench/baseline_mpi.h"
 #include "bench/benchdata.h"
 #include "base/util.h"
 #include "launch/launch.h"

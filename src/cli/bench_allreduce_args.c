@@ -1,7 +1,6 @@
 /*
  * bench_allreduce_args.c - `inagg bench allreduce`'s flags: the help text, parsing with
- * messages that name the flag and what it allows, and the testbed's link-aware defaults
- * (packet size from the MTU, window from the link rate, retransmission floor for queueing).
+ * messages that name the flag and what it allows.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -12,25 +11,14 @@
 #include <string.h>
 #include <strings.h>
 
-#include "cli/bench_allreduce.h"
+#include "cli/bench_allreduce_cli.h"
 #include "codec/codec.h"
-#include "cli/output.h"
+#include "bench/harness.h"
+#include "cli/flags.h"
 #include "wire/wire.h"
 
-#define HEADER_BYTES WIRE_HEADER_MAX /* inagg's packet header and its MAC (a job with a
-                                       secret, as every bench job has by default) */
-#define IP_UDP_BYTES 28u      /* IPv4 + UDP headers in the frame's MTU */
-#define WINDOW_TIME_S 0.003   /* the window holds this much of the link's rate */
-#define WINDOW_MIN 4u
-#define WINDOW_MAX 64u
-#define TESTBED_RTO_MIN_US 20000u
-#define TESTBED_RTO_MAX_US 500000u
-#define TESTBED_SWITCH_THREADS 2u
 #define TESTBED_ITERS 5u
 #define TESTBED_WARMUP 1u
-
-const char *const ar_system_name[AR_NSYS] = {"inagg", "mpi", "mpi-ring", "gloo"};
-const char *const ar_system_key[AR_NSYS] = {"inagg", "mpi", "mpi_ring", "gloo"};
 
 /* The default --sizes sweep: 4 KiB .. 256 MiB per rank, powers of 4. */
 static const uint64_t default_sizes[] = {4ull << 10, 16ull << 10, 64ull << 10, 256ull << 10,
@@ -148,9 +136,9 @@ static void usage(FILE *out)
             "it is verified (the run must then report verified=false and exit 1);\n"
             "INAGG_BENCH_STALL=R makes rank R silent before its first allreduce for longer\n"
             "than --timeout-ms (the summary must then name rank R as where the failure began).\n",
-            AR_MAX_ITERS, INAGG_MAX_PACKET_ELEMS, def.packet_elems, def.slots, WINDOW_MIN,
-            WINDOW_MAX, TESTBED_SWITCH_THREADS, def.rto_min_us, TESTBED_RTO_MIN_US,
-            def.rto_max_us, TESTBED_RTO_MAX_US);
+            AR_MAX_ITERS, INAGG_MAX_PACKET_ELEMS, def.packet_elems, def.slots, AR_TESTBED_WINDOW_MIN,
+            AR_TESTBED_WINDOW_MAX, AR_TESTBED_SWITCH_THREADS, def.rto_min_us, AR_TESTBED_RTO_MIN_US,
+            def.rto_max_us, AR_TESTBED_RTO_MAX_US);
 }
 
 /* A usage error: the message after the command's name. Returns 2. */
@@ -290,248 +278,191 @@ static int parse_baselines(const char *text, ar_opts_t *o)
     return 0;
 }
 
-void ar_link_defaults(ar_opts_t *o, uint32_t mtu, uint64_t link_bps, char *note, size_t len)
+/* Flags whose presence matters after parsing: which combinations go together. */
+typedef struct ar_seen {
+    int world, rate, mtu, plot, elems;
+} ar_seen_t;
+
+/* A flag of the job itself (size, iterations, protocol, windows, timeouts, loss, rank,
+ * outputs). 0 taken, 2 refused (said), -1 not one of these. */
+static int parse_job_flag(ar_opts_t *o, ar_seen_t *seen, int c)
 {
-    if (!(o->given & AR_GIVEN_PACKET)) {
-        /* one datagram per frame: no IP fragments, so a lost frame loses one packet */
-        uint32_t fit = mtu > HEADER_BYTES + IP_UDP_BYTES + 4 ?
-                       (mtu - HEADER_BYTES - IP_UDP_BYTES) / 4 : 1;
-        if (fit > INAGG_MAX_PACKET_ELEMS)
-            fit = INAGG_MAX_PACKET_ELEMS;
-        uint32_t p = 1;
-        while (p * 2 <= fit)
-            p *= 2;
-        o->packet_elems = p;
+    uint64_t v;
+    switch (c) {
+    case 'n':
+        if (cli_parse_u64(AR_CMD, "--workers", optarg, 1, INAGG_MAX_WORLD, &v)) return 2;
+        o->workers = (uint32_t)v;
+        o->given |= AR_GIVEN_WORKERS;
+        break;
+    case 'w':
+        if (cli_parse_u64(AR_CMD, "--world", optarg, 1, INAGG_MAX_WORLD, &v)) return 2;
+        o->workers = (uint32_t)v;
+        seen->world = 1;
+        break;
+    case 'e':
+        if (cli_parse_u64(AR_CMD, "--elems", optarg, 1, 1ull << 32, &v)) return 2;
+        o->elems = v;
+        seen->elems = 1;
+        break;
+    case 'k':
+        if (cli_parse_u64(AR_CMD, "--iters", optarg, 1, AR_MAX_ITERS, &v)) return 2;
+        o->iters = (uint32_t)v;
+        o->given |= AR_GIVEN_ITERS;
+        break;
+    case 'W':
+        if (cli_parse_u64(AR_CMD, "--warmup", optarg, 0, 1000, &v)) return 2;
+        o->warmup = (uint32_t)v;
+        o->given |= AR_GIVEN_WARMUP;
+        break;
+    case 'p':
+        if (cli_parse_u64(AR_CMD, "--packet-elems", optarg, 1, INAGG_MAX_PACKET_ELEMS, &v))
+            return 2;
+        o->packet_elems = (uint32_t)v;
+        o->given |= AR_GIVEN_PACKET;
+        break;
+    case 's':
+        if (cli_parse_u64(AR_CMD, "--window", optarg, 1, 1u << 20, &v)) return 2;
+        o->window = (uint32_t)v;
+        o->given |= AR_GIVEN_WINDOW;
+        break;
+    case 't':
+        if (cli_parse_u64(AR_CMD, "--threads", optarg, 1, 64, &v)) return 2;
+        o->threads = (uint32_t)v;
+        break;
+    case 'T':
+        if (cli_parse_u64(AR_CMD, "--switch-threads", optarg, 1, 64, &v)) return 2;
+        o->switch_threads = (uint32_t)v;
+        o->given |= AR_GIVEN_SWITCH_THREADS;
+        break;
+    case 'o':
+        if (cli_parse_u64(AR_CMD, "--timeout-ms", optarg, 100, 3600000, &v)) return 2;
+        o->timeout_ms = (uint32_t)v;
+        break;
+    case 'm':
+        if (cli_parse_u64(AR_CMD, "--rto-min-us", optarg, 100, 60000000, &v)) return 2;
+        o->rto_min_us = (uint32_t)v;
+        o->given |= AR_GIVEN_RTO_MIN;
+        break;
+    case 'M':
+        if (cli_parse_u64(AR_CMD, "--rto-max-us", optarg, 1000, 60000000, &v)) return 2;
+        o->rto_max_us = (uint32_t)v;
+        o->given |= AR_GIVEN_RTO_MAX;
+        break;
+    case 'r':
+        if (cli_parse_u64(AR_CMD, "--seed", optarg, 0, UINT64_MAX, &v)) return 2;
+        o->seed = v;
+        break;
+    case 'R':
+        if (cli_parse_u64(AR_CMD, "--rank", optarg, 0, INAGG_MAX_WORLD - 1, &v)) return 2;
+        o->rank = (uint32_t)v;
+        o->single = 1;
+        break;
+    case 'C': {
+        codec_spec_t cs;
+        char why[256];
+        if (codec_parse(optarg, &cs, why, sizeof why) != 0)
+            return bad("--compress: %s", why);
+        o->compress = cs.mode == CODEC_NONE ? NULL : optarg;
+        break;
     }
-    if (!(o->given & AR_GIVEN_WINDOW)) {
-        /* about the bandwidth-delay product: more only queues the worker's own packets
-         * behind the link, which the retransmission timer then mistakes for loss */
-        double pkt = (double)o->packet_elems * 4 + HEADER_BYTES;
-        double w = link_bps ? ceil((double)link_bps / 8 * WINDOW_TIME_S / pkt) : 16;
-        o->window = (uint32_t)(w < WINDOW_MIN ? WINDOW_MIN : w > WINDOW_MAX ? WINDOW_MAX : w);
-        if (o->window < o->threads)
-            o->window = o->threads;
+    case 'd':
+        if (strcmp(optarg, "int32") == 0) o->dtype_float = 0;
+        else if (strcmp(optarg, "float32") == 0) o->dtype_float = 1;
+        else return bad("--dtype must be int32 or float32, got '%s'", optarg);
+        o->given |= AR_GIVEN_DTYPE;
+        break;
+    case 'F':
+        if (strcmp(optarg, "fixed") == 0) o->float_mode = INAGG_FLOAT_FIXED;
+        else if (strcmp(optarg, "native") == 0) o->float_mode = INAGG_FLOAT_NATIVE;
+        else return bad("--float-mode must be fixed or native, got '%s'", optarg);
+        break;
+    case 'P': if (cli_parse_protocol(AR_CMD, optarg, &o->protocol)) return 2; break;
+    case 'l': if (cli_parse_loss(AR_CMD, optarg, &o->loss)) return 2; break;
+    case 'f': o->faults = optarg; break;
+    case 'b': if (parse_baselines(optarg, o)) return 2; break;
+    case 'S': o->switch_addr = optarg; break;
+    case 'J': o->job = optarg; break;
+    case 'j': o->json_path = optarg; break;
+    default: return -1;
     }
-    if (!(o->given & AR_GIVEN_RTO_MIN))
-        o->rto_min_us = TESTBED_RTO_MIN_US;
-    if (!(o->given & AR_GIVEN_RTO_MAX))
-        o->rto_max_us = TESTBED_RTO_MAX_US;
-    if (o->rto_min_us > o->rto_max_us)
-        o->rto_min_us = o->rto_max_us;
-    if (!(o->given & AR_GIVEN_SWITCH_THREADS))
-        o->switch_threads = TESTBED_SWITCH_THREADS;
-    snprintf(note, len,
-             "packet %u elements (%u B datagrams%s), window %u (%s), retransmission floor "
-             "%.0f ms, switch threads %u",
-             o->packet_elems, o->packet_elems * 4 + HEADER_BYTES,
-             o->packet_elems * 4 + HEADER_BYTES + IP_UDP_BYTES <= mtu ? ": one frame each"
-                                                                       : ", fragmented",
-             o->window,
-             o->given & AR_GIVEN_WINDOW ? "as given"
-             : link_bps ? "about 3 ms of the link" : "no rate limit",
-             o->rto_min_us / 1000.0, o->switch_threads);
+    return 0;
 }
 
-int ar_parse(int argc, char **argv, ar_opts_t *o)
+/* A flag of where the job runs (testbed, links, fabric, transport, capture, leaves and
+ * shards, switch processes) or of the --sizes sweep. 0 taken, 2 refused (said), -1 not one of
+ * these. */
+static int parse_place_flag(ar_opts_t *o, ar_seen_t *seen, int c)
 {
-    const inagg_options_t def = INAGG_OPTIONS_INIT;
-    *o = (ar_opts_t){.workers = 4, .iters = 10, .warmup = 2, .packet_elems = def.packet_elems,
-                     .window = def.slots, .threads = 1, .switch_threads = 1,
-                     .elems = 4000000, .seed = 1, .dtype_float = 1,
-                     .float_mode = INAGG_FLOAT_FIXED, .timeout_ms = 30000,
-                     .link_rate = "100mbit", .link_bps = 100000000, .mtu = 9000,
-                     .plot_path = "allreduce-sizes.png"};
-    static const struct option longopts[] = {
-        {"workers", required_argument, 0, 'n'},      {"elems", required_argument, 0, 'e'},
-        {"dtype", required_argument, 0, 'd'},        {"float-mode", required_argument, 0, 'F'},
-        {"iters", required_argument, 0, 'k'},        {"warmup", required_argument, 0, 'W'},
-        {"protocol", required_argument, 0, 'P'},     {"packet-elems", required_argument, 0, 'p'},
-        {"window", required_argument, 0, 's'},       {"threads", required_argument, 0, 't'},
-        {"switch-threads", required_argument, 0, 'T'}, {"loss", required_argument, 0, 'l'},
-        {"faults", required_argument, 0, 'f'},       {"baseline", required_argument, 0, 'b'},
-        {"switch", required_argument, 0, 'S'},       {"timeout-ms", required_argument, 0, 'o'},
-        {"seed", required_argument, 0, 'r'},         {"json", required_argument, 0, 'j'},
-        {"rto-min-us", required_argument, 0, 'm'},   {"rto-max-us", required_argument, 0, 'M'},
-        {"rank", required_argument, 0, 'R'},         {"world", required_argument, 0, 'w'},
-        {"job", required_argument, 0, 'J'},          {"testbed", required_argument, 0, 'B'},
-        {"link-rate", required_argument, 0, 'L'},    {"mtu", required_argument, 0, 'U'},
-        {"fabric", required_argument, 0, 'Y'},       {"link-delay", required_argument, 0, 'Q'},
-        {"sizes", optional_argument, 0, 'z'},        {"plot", required_argument, 0, 'G'},
-        {"compress", required_argument, 0, 'C'},
-        {"leaves", required_argument, 0, 1101},     {"hosts-per-leaf", required_argument, 0, 1102},
-        {"shards", required_argument, 0, 1103},     {"pin-switches", no_argument, 0, 1104},
-        {"switch-cpu-share", required_argument, 0, 1105},
-        {"transport", required_argument, 0, 'x'},   {"pcap", required_argument, 0, 'a'},
-        {"roce-psn", required_argument, 0, 'N'},    {"no-dataplane-auth", no_argument, 0, 1106},
-        {"help", no_argument, 0, 'h'},               {0, 0, 0, 0}};
     uint64_t v;
-    int c, have_world = 0, have_rate = 0, have_mtu = 0, have_plot = 0, have_elems = 0;
-    optind = 1;
-    opterr = 0; /* cli_bad_option says it, in the one wording */
-    while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
-        switch (c) {
-        case 'n':
-            if (cli_parse_u64(AR_CMD, "--workers", optarg, 1, INAGG_MAX_WORLD, &v)) return 2;
-            o->workers = (uint32_t)v;
-            o->given |= AR_GIVEN_WORKERS;
-            break;
-        case 'w':
-            if (cli_parse_u64(AR_CMD, "--world", optarg, 1, INAGG_MAX_WORLD, &v)) return 2;
-            o->workers = (uint32_t)v;
-            have_world = 1;
-            break;
-        case 'e':
-            if (cli_parse_u64(AR_CMD, "--elems", optarg, 1, 1ull << 32, &v)) return 2;
-            o->elems = v;
-            have_elems = 1;
-            break;
-        case 'k':
-            if (cli_parse_u64(AR_CMD, "--iters", optarg, 1, AR_MAX_ITERS, &v)) return 2;
-            o->iters = (uint32_t)v;
-            o->given |= AR_GIVEN_ITERS;
-            break;
-        case 'W':
-            if (cli_parse_u64(AR_CMD, "--warmup", optarg, 0, 1000, &v)) return 2;
-            o->warmup = (uint32_t)v;
-            o->given |= AR_GIVEN_WARMUP;
-            break;
-        case 'p':
-            if (cli_parse_u64(AR_CMD, "--packet-elems", optarg, 1, INAGG_MAX_PACKET_ELEMS, &v))
-                return 2;
-            o->packet_elems = (uint32_t)v;
-            o->given |= AR_GIVEN_PACKET;
-            break;
-        case 's':
-            if (cli_parse_u64(AR_CMD, "--window", optarg, 1, 1u << 20, &v)) return 2;
-            o->window = (uint32_t)v;
-            o->given |= AR_GIVEN_WINDOW;
-            break;
-        case 't':
-            if (cli_parse_u64(AR_CMD, "--threads", optarg, 1, 64, &v)) return 2;
-            o->threads = (uint32_t)v;
-            break;
-        case 'T':
-            if (cli_parse_u64(AR_CMD, "--switch-threads", optarg, 1, 64, &v)) return 2;
-            o->switch_threads = (uint32_t)v;
-            o->given |= AR_GIVEN_SWITCH_THREADS;
-            break;
-        case 'o':
-            if (cli_parse_u64(AR_CMD, "--timeout-ms", optarg, 100, 3600000, &v)) return 2;
-            o->timeout_ms = (uint32_t)v;
-            break;
-        case 'm':
-            if (cli_parse_u64(AR_CMD, "--rto-min-us", optarg, 100, 60000000, &v)) return 2;
-            o->rto_min_us = (uint32_t)v;
-            o->given |= AR_GIVEN_RTO_MIN;
-            break;
-        case 'M':
-            if (cli_parse_u64(AR_CMD, "--rto-max-us", optarg, 1000, 60000000, &v)) return 2;
-            o->rto_max_us = (uint32_t)v;
-            o->given |= AR_GIVEN_RTO_MAX;
-            break;
-        case 'r':
-            if (cli_parse_u64(AR_CMD, "--seed", optarg, 0, UINT64_MAX, &v)) return 2;
-            o->seed = v;
-            break;
-        case 'R':
-            if (cli_parse_u64(AR_CMD, "--rank", optarg, 0, INAGG_MAX_WORLD - 1, &v)) return 2;
-            o->rank = (uint32_t)v;
-            o->single = 1;
-            break;
-        case 'B':
-            if (cli_parse_u64(AR_CMD, "--testbed", optarg, 1, LAUNCH_TESTBED_MAX_HOSTS, &v))
-                return 2;
-            o->testbed = (uint32_t)v;
-            break;
-        case 'L':
-            if (parse_rate(optarg, &o->link_bps) != 0)
-                return bad("--link-rate needs a rate such as 100mbit, 1gbit, 500kbit, a number "
-                           "of Mbit/s, or none; got '%s'", optarg);
-            o->link_rate = optarg;
-            have_rate = 1;
-            break;
-        case 'Y':
-            if (strcmp(optarg, "bridge") != 0 && strcmp(optarg, "inagg") != 0)
-                return bad("--fabric is bridge or inagg, got '%s'", optarg);
-            o->fabric = optarg;
-            have_rate = 1;
-            break;
-        case 'Q': o->link_delay = optarg; have_rate = 1; break;
-        case 'U':
-            if (cli_parse_u64(AR_CMD, "--mtu", optarg, 576, 65000, &v)) return 2;
-            o->mtu = (uint32_t)v;
-            have_mtu = 1;
-            break;
-        case 'z':
-            if (parse_sizes(optarg, o) != 0) return 2;
-            break;
-        case 'G': o->plot_path = optarg; have_plot = 1; break;
-        case 'x':
-            if (strcmp(optarg, "udp") != 0 && strcmp(optarg, "roce") != 0)
-                return bad("--transport is udp or roce, got '%s'", optarg);
-            o->transport = optarg;
-            break;
-        case 'a': o->pcap = optarg; break;
-        case 'N':
-            if (cli_parse_u64(AR_CMD, "--roce-psn", optarg, 0, 0xffffff, &v)) return 2;
-            o->roce_psn = optarg;
-            break;
-        case 'C': {
-            codec_spec_t cs;
-            char why[256];
-            if (codec_parse(optarg, &cs, why, sizeof why) != 0)
-                return bad("--compress: %s", why);
-            o->compress = cs.mode == CODEC_NONE ? NULL : optarg;
-            break;
-        }
-        case 'd':
-            if (strcmp(optarg, "int32") == 0) o->dtype_float = 0;
-            else if (strcmp(optarg, "float32") == 0) o->dtype_float = 1;
-            else return bad("--dtype must be int32 or float32, got '%s'", optarg);
-            o->given |= AR_GIVEN_DTYPE;
-            break;
-        case 'F':
-            if (strcmp(optarg, "fixed") == 0) o->float_mode = INAGG_FLOAT_FIXED;
-            else if (strcmp(optarg, "native") == 0) o->float_mode = INAGG_FLOAT_NATIVE;
-            else return bad("--float-mode must be fixed or native, got '%s'", optarg);
-            break;
-        case 'P': if (cli_parse_protocol(AR_CMD, optarg, &o->protocol)) return 2; break;
-        case 'l': if (cli_parse_loss(AR_CMD, optarg, &o->loss)) return 2; break;
-        case 'f': o->faults = optarg; break;
-        case 'b': if (parse_baselines(optarg, o)) return 2; break;
-        case 'S': o->switch_addr = optarg; break;
-        case 1101:
-            if (cli_parse_u64(AR_CMD, "--leaves", optarg, 1, AR_MAX_LEAVES, &v)) return 2;
-            o->leaves = (uint32_t)v;
-            break;
-        case 1102:
-            if (cli_parse_u64(AR_CMD, "--hosts-per-leaf", optarg, 1, INAGG_MAX_WORLD, &v))
-                return 2;
-            o->hosts_per_leaf = (uint32_t)v;
-            break;
-        case 1103:
-            if (cli_parse_u64(AR_CMD, "--shards", optarg, 1, AR_MAX_SHARDS, &v)) return 2;
-            o->shards = (uint32_t)v;
-            break;
-        case 1104: o->pin_switches = 1; break;
-        case 1106: o->no_dataplane_auth = 1; break;
-        case 1105:
-            if (cli_parse_u64(AR_CMD, "--switch-cpu-share", optarg, 1, 100, &v)) return 2;
-            o->switch_cpu_share = (uint32_t)v;
-            break;
-        case 'J': o->job = optarg; break;
-        case 'j': o->json_path = optarg; break;
-        case 'h': usage(stdout); return 1;
-        default: return cli_bad_option(AR_CMD, c, argv);
-        }
+    switch (c) {
+    case 'B':
+        if (cli_parse_u64(AR_CMD, "--testbed", optarg, 1, LAUNCH_TESTBED_MAX_HOSTS, &v))
+            return 2;
+        o->testbed = (uint32_t)v;
+        break;
+    case 'L':
+        if (parse_rate(optarg, &o->link_bps) != 0)
+            return bad("--link-rate needs a rate such as 100mbit, 1gbit, 500kbit, a number "
+                       "of Mbit/s, or none; got '%s'", optarg);
+        o->link_rate = optarg;
+        seen->rate = 1;
+        break;
+    case 'Y':
+        if (strcmp(optarg, "bridge") != 0 && strcmp(optarg, "inagg") != 0)
+            return bad("--fabric is bridge or inagg, got '%s'", optarg);
+        o->fabric = optarg;
+        seen->rate = 1;
+        break;
+    case 'Q': o->link_delay = optarg; seen->rate = 1; break;
+    case 'U':
+        if (cli_parse_u64(AR_CMD, "--mtu", optarg, 576, 65000, &v)) return 2;
+        o->mtu = (uint32_t)v;
+        seen->mtu = 1;
+        break;
+    case 'z':
+        if (parse_sizes(optarg, o) != 0) return 2;
+        break;
+    case 'G': o->plot_path = optarg; seen->plot = 1; break;
+    case 'x':
+        if (strcmp(optarg, "udp") != 0 && strcmp(optarg, "roce") != 0)
+            return bad("--transport is udp or roce, got '%s'", optarg);
+        o->transport = optarg;
+        break;
+    case 'a': o->pcap = optarg; break;
+    case 'N':
+        if (cli_parse_u64(AR_CMD, "--roce-psn", optarg, 0, 0xffffff, &v)) return 2;
+        o->roce_psn = optarg;
+        break;
+    case 1101:
+        if (cli_parse_u64(AR_CMD, "--leaves", optarg, 1, AR_MAX_LEAVES, &v)) return 2;
+        o->leaves = (uint32_t)v;
+        break;
+    case 1102:
+        if (cli_parse_u64(AR_CMD, "--hosts-per-leaf", optarg, 1, INAGG_MAX_WORLD, &v))
+            return 2;
+        o->hosts_per_leaf = (uint32_t)v;
+        break;
+    case 1103:
+        if (cli_parse_u64(AR_CMD, "--shards", optarg, 1, AR_MAX_SHARDS, &v)) return 2;
+        o->shards = (uint32_t)v;
+        break;
+    case 1104: o->pin_switches = 1; break;
+    case 1106: o->no_dataplane_auth = 1; break;
+    case 1105:
+        if (cli_parse_u64(AR_CMD, "--switch-cpu-share", optarg, 1, 100, &v)) return 2;
+        o->switch_cpu_share = (uint32_t)v;
+        break;
+    default: return -1;
     }
-    if (optind < argc && optind > 1 && strcmp(argv[optind - 1], "--sizes") == 0)
-        return bad("--sizes takes its list after '=' (--sizes=64K,1M), got '%s' after it",
-                   argv[optind]);
-    if (cli_no_extra_args(AR_CMD, argc, argv, optind))
-        return 2;
+    return 0;
+}
+
+/* What goes with --rank (one rank of a job), --leaves, --shards and the switch processes'
+ * flags. 0, or 2 after a message. */
+static int check_rank_and_switches(ar_opts_t *o, const ar_seen_t *seen)
+{
     if (o->single) {
-        if (!o->switch_addr || !have_world || !o->job)
+        if (!o->switch_addr || !seen->world || !o->job)
             return bad("--rank runs one rank of a job: it needs --switch HOST:PORT, "
                        "--world W and --job NAME");
         if (o->rank >= o->workers)
@@ -539,7 +470,7 @@ int ar_parse(int argc, char **argv, ar_opts_t *o)
         if (o->testbed || o->nbase || o->nsizes || (o->given & AR_GIVEN_WORKERS))
             return bad("--rank runs one rank: --testbed, --baseline, --sizes and --workers "
                        "do not apply");
-    } else if (have_world || o->job) {
+    } else if (seen->world || o->job) {
         return bad("--world and --job go with --rank (one rank of a job)");
     }
     if (!o->leaves != !o->hosts_per_leaf)
@@ -575,6 +506,13 @@ int ar_parse(int argc, char **argv, ar_opts_t *o)
         return bad("--pin-switches pins the loopback run's switch processes");
     if (o->switch_cpu_share && (o->testbed || o->switch_addr || o->single))
         return bad("--switch-cpu-share caps the switch processes a loopback run starts itself");
+    return 0;
+}
+
+/* What goes with --testbed and the --sizes sweep; the testbed's own defaults. 0, or 2 after a
+ * message. */
+static int check_testbed(ar_opts_t *o, const ar_seen_t *seen)
+{
     if (o->testbed) {
         if (o->switch_addr)
             return bad("--testbed starts its own switch in the switch namespace; --switch "
@@ -590,16 +528,23 @@ int ar_parse(int argc, char **argv, ar_opts_t *o)
             o->iters = TESTBED_ITERS;
         if (!(o->given & AR_GIVEN_WARMUP))
             o->warmup = TESTBED_WARMUP;
-    } else if (have_rate || have_mtu) {
+    } else if (seen->rate || seen->mtu) {
         return bad("--link-rate, --mtu, --fabric and --link-delay describe the testbed: they "
                    "go with --testbed N");
     }
-    if (have_plot && !o->nsizes)
+    if (seen->plot && !o->nsizes)
         return bad("--plot draws the --sizes sweep: give --sizes too");
-    if (o->nsizes && have_elems)
+    if (o->nsizes && seen->elems)
         return bad("--sizes sweeps the tensor size; --elems does not apply");
     if (o->threads > o->window)
         return bad("--threads cannot exceed --window");
+    return 0;
+}
+
+/* What goes with the protocol, --compress and --transport roce; the environment the ranks
+ * inherit; the workers' fault spec. 0, or 2 after a message. */
+static int check_data_path(ar_opts_t *o)
+{
     if (o->protocol == INAGG_PROTO_P4SGD)
         o->float_mode = INAGG_FLOAT_NATIVE; /* p4sgd carries float32 natively */
     if (o->compress) {
@@ -636,7 +581,70 @@ int ar_parse(int argc, char **argv, ar_opts_t *o)
     if (o->rto_min_us && o->rto_max_us && o->rto_min_us > o->rto_max_us)
         return bad("--rto-min-us cannot exceed --rto-max-us");
     if (!o->testbed)
-        o->faults = cli_worker_faults(o->faults, o->loss, o->seed, o->faults_buf,
-                                      sizeof(o->faults_buf));
+        o->faults = bench_worker_faults(o->faults, o->loss, o->seed, o->faults_buf,
+                                        sizeof(o->faults_buf));
     return 0;
+}
+
+int ar_parse(int argc, char **argv, ar_opts_t *o)
+{
+    const inagg_options_t def = INAGG_OPTIONS_INIT;
+    *o = (ar_opts_t){.workers = 4, .iters = 10, .warmup = 2, .packet_elems = def.packet_elems,
+                     .window = def.slots, .threads = 1, .switch_threads = 1,
+                     .elems = 4000000, .seed = 1, .dtype_float = 1,
+                     .float_mode = INAGG_FLOAT_FIXED, .timeout_ms = 30000,
+                     .link_rate = "100mbit", .link_bps = 100000000, .mtu = 9000,
+                     .plot_path = "allreduce-sizes.png"};
+    static const struct option longopts[] = {
+        {"workers", required_argument, 0, 'n'},      {"elems", required_argument, 0, 'e'},
+        {"dtype", required_argument, 0, 'd'},        {"float-mode", required_argument, 0, 'F'},
+        {"iters", required_argument, 0, 'k'},        {"warmup", required_argument, 0, 'W'},
+        {"protocol", required_argument, 0, 'P'},     {"packet-elems", required_argument, 0, 'p'},
+        {"window", required_argument, 0, 's'},       {"threads", required_argument, 0, 't'},
+        {"switch-threads", required_argument, 0, 'T'}, {"loss", required_argument, 0, 'l'},
+        {"faults", required_argument, 0, 'f'},       {"baseline", required_argument, 0, 'b'},
+        {"switch", required_argument, 0, 'S'},       {"timeout-ms", required_argument, 0, 'o'},
+        {"seed", required_argument, 0, 'r'},         {"json", required_argument, 0, 'j'},
+        {"rto-min-us", required_argument, 0, 'm'},   {"rto-max-us", required_argument, 0, 'M'},
+        {"rank", required_argument, 0, 'R'},         {"world", required_argument, 0, 'w'},
+        {"job", required_argument, 0, 'J'},          {"testbed", required_argument, 0, 'B'},
+        {"link-rate", required_argument, 0, 'L'},    {"mtu", required_argument, 0, 'U'},
+        {"fabric", required_argument, 0, 'Y'},       {"link-delay", required_argument, 0, 'Q'},
+        {"sizes", optional_argument, 0, 'z'},        {"plot", required_argument, 0, 'G'},
+        {"compress", required_argument, 0, 'C'},
+        {"leaves", required_argument, 0, 1101},     {"hosts-per-leaf", required_argument, 0, 1102},
+        {"shards", required_argument, 0, 1103},     {"pin-switches", no_argument, 0, 1104},
+        {"switch-cpu-share", required_argument, 0, 1105},
+        {"transport", required_argument, 0, 'x'},   {"pcap", required_argument, 0, 'a'},
+        {"roce-psn", required_argument, 0, 'N'},    {"no-dataplane-auth", no_argument, 0, 1106},
+        {"help", no_argument, 0, 'h'},               {0, 0, 0, 0}};
+    int c;
+    ar_seen_t seen = {0};
+    optind = 1;
+    opterr = 0; /* cli_bad_option says it, in the one wording */
+    while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+        int rc = parse_job_flag(o, &seen, c);
+        if (rc < 0)
+            rc = parse_place_flag(o, &seen, c);
+        if (rc >= 0) {
+            if (rc)
+                return rc;
+            continue;
+        }
+        switch (c) {
+        case 'h': usage(stdout); return 1;
+        default: return cli_bad_option(AR_CMD, c, argv);
+        }
+    }
+    if (optind < argc && optind > 1 && strcmp(argv[optind - 1], "--sizes") == 0)
+        return bad("--sizes takes its list after '=' (--sizes=64K,1M), got '%s' after it",
+                   argv[optind]);
+    if (cli_no_extra_args(AR_CMD, argc, argv, optind))
+        return 2;
+    int rc = check_rank_and_switches(o, &seen);
+    if (rc == 0)
+        rc = check_testbed(o, &seen);
+    if (rc == 0)
+        rc = check_data_path(o);
+    return rc;
 }

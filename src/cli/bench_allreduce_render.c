@@ -16,7 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cli/bench_allreduce.h"
+#include "cli/bench_allreduce_cli.h"
 #include "netio/roce_frame.h"
 #include "wire/wire.h"
 #include "cli/output.h"

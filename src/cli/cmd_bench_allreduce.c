@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/bench_allreduce.h"
+#include "cli/bench_allreduce_cli.h"
 #include "cli/commands.h"
 
 static int single_rank(const ar_opts_t *o)

@@ -23,6 +23,8 @@
 
 #include "base/util.h"
 #include "cli/commands.h"
+#include "bench/samples.h"
+#include "cli/flags.h"
 #include "cli/output.h"
 #include "codec/codec.h"
 #include "json/json.h"
@@ -231,7 +233,7 @@ static double run_coders(job_t *base, uint32_t nthreads, int decode)
 
 static double median(double *v, uint32_t n)
 {
-    cli_sort(v, n);
+    bench_sort(v, n);
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
@@ -500,10 +502,12 @@ static void usage(FILE *out)
             BC_MAX_THREADS);
 }
 
-int cmd_bench_compress(int argc, char **argv)
+/* The options (defaults, then argv) into o; *data_given: --data was named. 0 to run, 1 after
+ * --help, 2 after a usage error (said). */
+static int parse_args(int argc, char **argv, bc_opts_t *o, int *data_given)
 {
-    bc_opts_t o = {.elems = 2097152, .chunk = 4096, .threads = 2, .repeats = 3, .seed = 1,
-                   .data_mask = 3};
+    *o = (bc_opts_t){.elems = 2097152, .chunk = 4096, .threads = 2, .repeats = 3,
+                      .seed = 1, .data_mask = 3};
     static const struct option longopts[] = {
         {"elems", required_argument, 0, 'e'},   {"chunk", required_argument, 0, 'c'},
         {"threads", required_argument, 0, 't'}, {"repeats", required_argument, 0, 'k'},
@@ -511,7 +515,7 @@ int cmd_bench_compress(int argc, char **argv)
         {"json", required_argument, 0, 'j'},    {"plot", required_argument, 0, 'p'},
         {"input", required_argument, 0, 'i'},   {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
-    int data_given = 0;
+    *data_given = 0;
     int c;
     uint64_t v;
     optind = 1;
@@ -520,7 +524,7 @@ int cmd_bench_compress(int argc, char **argv)
         switch (c) {
         case 'e':
             if (cli_parse_u64(BC_CMD, "--elems", optarg, 1048576, 1ull << 28, &v)) return 2;
-            o.elems = (size_t)v;
+            o->elems = (size_t)v;
             break;
         case 'c':
             if (cli_parse_u64(BC_CMD, "--chunk", optarg, 4, CODEC_MAX_ELEMS, &v)) return 2;
@@ -528,28 +532,28 @@ int cmd_bench_compress(int argc, char **argv)
                 fprintf(stderr, BC_CMD ": --chunk must be a multiple of 4 (ZFP's block)\n");
                 return 2;
             }
-            o.chunk = (size_t)v;
+            o->chunk = (size_t)v;
             break;
         case 't':
             if (cli_parse_u64(BC_CMD, "--threads", optarg, 1, BC_MAX_THREADS, &v)) return 2;
-            o.threads = (uint32_t)v;
+            o->threads = (uint32_t)v;
             break;
         case 'k':
             if (cli_parse_u64(BC_CMD, "--repeats", optarg, 1, 64, &v)) return 2;
-            o.repeats = (uint32_t)v;
+            o->repeats = (uint32_t)v;
             break;
         case 'i':
-            if (o.ninputs == BC_MAX_INPUTS) {
+            if (o->ninputs == BC_MAX_INPUTS) {
                 fprintf(stderr, BC_CMD ": at most %d --input files\n", BC_MAX_INPUTS);
                 return 2;
             }
-            o.inputs[o.ninputs++] = optarg;
+            o->inputs[o->ninputs++] = optarg;
             break;
         case 'd':
-            data_given = 1;
-            if (strcmp(optarg, "normal") == 0) o.data_mask = 1;
-            else if (strcmp(optarg, "exponential") == 0) o.data_mask = 2;
-            else if (strcmp(optarg, "both") == 0) o.data_mask = 3;
+            *data_given = 1;
+            if (strcmp(optarg, "normal") == 0) o->data_mask = 1;
+            else if (strcmp(optarg, "exponential") == 0) o->data_mask = 2;
+            else if (strcmp(optarg, "both") == 0) o->data_mask = 3;
             else {
                 fprintf(stderr, BC_CMD ": --data must be normal, exponential or both\n");
                 return 2;
@@ -557,16 +561,26 @@ int cmd_bench_compress(int argc, char **argv)
             break;
         case 's':
             if (cli_parse_u64(BC_CMD, "--seed", optarg, 0, UINT64_MAX, &v)) return 2;
-            o.seed = v;
+            o->seed = v;
             break;
-        case 'j': o.json_path = optarg; break;
-        case 'p': o.plot_path = optarg; break;
-        case 'h': usage(stdout); return 0;
+        case 'j': o->json_path = optarg; break;
+        case 'p': o->plot_path = optarg; break;
+        case 'h': usage(stdout); return 1;
         default: return cli_bad_option(BC_CMD, c, argv);
         }
     }
     if (cli_no_extra_args(BC_CMD, argc, argv, optind))
         return 2;
+    return 0;
+}
+
+int cmd_bench_compress(int argc, char **argv)
+{
+    bc_opts_t o;
+    int data_given;
+    int prc = parse_args(argc, argv, &o, &data_given);
+    if (prc)
+        return prc == 1 ? 0 : prc;
     float *cap = NULL;
     if (o.ninputs) {
         if (!(cap = read_inputs(&o, &o.captured)))

@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "cli/commands.h"
-#include "cli/output.h"
+#include "cli/flags.h"
 #include "cli/switch_conf.h"
 #include "base/log.h"
 #include "base/netaddr.h"
@@ -283,139 +283,229 @@ static const char *const conf_refused[] = {"config", "stats", "fabric-ctl", "jso
 
 static void serve_metrics(void *sw, FILE *out) { switch_write_metrics(sw, out); }
 
+/* The daemon's flags (also what --config FILE may set, less conf_refused). */
+static const struct option switch_longopts[] = {
+    {"listen", required_argument, 0, 'l'},   {"threads", required_argument, 0, 't'},
+    {"slots", required_argument, 0, 's'},    {"worker-timeout", required_argument, 0, 'w'},
+    {"batch", required_argument, 0, 'b'},    {"socket-buffer", required_argument, 0, 'B'},
+    {"faults-in", required_argument, 0, 'i'}, {"faults-out", required_argument, 0, 'o'},
+    {"ready-fd", required_argument, 0, 'r'}, {"stats", required_argument, 0, 'S'},
+    {"json", no_argument, 0, 'j'},           {"help", no_argument, 0, 'h'},
+    {"l2", required_argument, 0, 'L'},       {"l2-ip", required_argument, 0, 'I'},
+    {"l2-mac", required_argument, 0, 'M'},   {"l2-stack-port", required_argument, 0, 'P'},
+    {"link-delay", required_argument, 0, 'D'}, {"link-jitter", required_argument, 0, 'J'},
+    {"mac-age", required_argument, 0, 'A'},  {"afpacket", required_argument, 0, 'K'},
+    {"link-loss", required_argument, 0, 1010}, {"loss-seed", required_argument, 0, 1011},
+    {"agg-ports", required_argument, 0, 1012}, {"add-mode", required_argument, 0, 1013},
+    {"fabric-ctl", required_argument, 0, 1014},
+    {"fabric-threads", required_argument, 0, 1015},
+    {"aggregation-threads", no_argument, 0, 1017},
+    {"roce-result-buffer", required_argument, 0, 1016},
+    {"request-timeout", required_argument, 0, 1001},
+    {"idle-timeout", required_argument, 0, 1002},
+    {"max-conns-per-addr", required_argument, 0, 1003},
+    {"max-job-slots", required_argument, 0, 1004},
+    {"max-addr-slots", required_argument, 0, 1005}, {"require-secret", no_argument, 0, 1006},
+    {"upstream", required_argument, 0, 1020}, {"leaf-index", required_argument, 0, 1021},
+    {"leaves", required_argument, 0, 1022},
+    {"config", required_argument, 0, 1030}, {"metrics", required_argument, 0, 1031},
+    {"log-format", required_argument, 0, 1032},
+    {0, 0, 0, 0}};
+
+/* What the daemon's flags say: its configuration, its fabric's, and what else to do. */
+typedef struct switch_args {
+    switch_config_t cfg;
+    fabric_config_t fcfg;
+    const char *stats_addr, *ctl_addr, *metrics_addr;
+    int json, ready_fd;
+    int loss_seed_given, resbuf_given, agg_threads;
+} switch_args_t;
+
+/* A flag of the daemon: listening, threads, slots, timeouts, transport, limits, upstream,
+ * outputs. 0 taken, 2 refused (said), -1 not one of these. */
+static int parse_daemon_flag(switch_args_t *a, int c)
+{
+    uint32_t v;
+    switch (c) {
+    case 'l': a->cfg.listen = optarg; break;
+    case 't': if (parse_u32("--threads", optarg, &a->cfg.threads)) return 2; break;
+    case 's': if (parse_u32("--slots", optarg, &a->cfg.total_slots)) return 2; break;
+    case 'w': if (parse_u32("--worker-timeout", optarg, &a->cfg.worker_timeout_ms)) return 2; break;
+    case 'b': if (parse_u32("--batch", optarg, &a->cfg.batch)) return 2; break;
+    case 'B':
+        if (parse_u32("--socket-buffer", optarg, &v)) return 2;
+        a->cfg.transport.buffer_bytes = (int)v;
+        break;
+    case 'i': a->cfg.transport.faults_in = optarg; break;
+    case 'o': a->cfg.transport.faults_out = optarg; break;
+    case 'r':
+        if (parse_u32("--ready-fd", optarg, &v)) return 2;
+        a->ready_fd = (int)v;
+        break;
+    case 'S': a->stats_addr = optarg; break;
+    case 'j': a->json = 1; break;
+    case 1014: a->ctl_addr = optarg; break;
+    case 'K': a->cfg.transport.kind = "afpacket"; a->cfg.transport.afpacket.iface = optarg; break;
+    case 1001:
+        if (parse_u32("--request-timeout", optarg, &a->cfg.request_ms)) return 2;
+        break;
+    case 1002: if (parse_u32("--idle-timeout", optarg, &a->cfg.idle_ms)) return 2; break;
+    case 1003:
+        if (parse_u32("--max-conns-per-addr", optarg, &a->cfg.max_conns_per_addr)) return 2;
+        break;
+    case 1004: if (parse_u32("--max-job-slots", optarg, &a->cfg.max_job_slots)) return 2; break;
+    case 1005: if (parse_u32("--max-addr-slots", optarg, &a->cfg.max_addr_slots)) return 2; break;
+    case 1006: a->cfg.require_secret = 1; break;
+    case 1020: a->cfg.upstream = optarg; break;
+    case 1021: if (parse_u32("--leaf-index", optarg, &a->cfg.upstream_rank)) return 2; break;
+    case 1022: if (parse_u32("--leaves", optarg, &a->cfg.upstream_world)) return 2; break;
+    case 1030: break; /* read before (cmd_switch) */
+    case 1031: a->metrics_addr = optarg; break;
+    case 1032:
+        if (log_set_format(optarg) != 0) {
+            fprintf(stderr, "inagg switch: --log-format is text, kv or json, got '%s'\n",
+                    optarg);
+            return 2;
+        }
+        break;
+    default: return -1;
+    }
+    return 0;
+}
+/* A flag of the L2 fabric (--l2 and what goes with it). 0 taken, 2 refused (said), -1 not
+ * one of these. */
+static int parse_fabric_flag(switch_args_t *a, int c)
+{
+    switch (c) {
+    case 'L': a->fcfg.ports = optarg; break;
+    case 'I': a->fcfg.ip = optarg; break;
+    case 'M': a->fcfg.mac = optarg; break;
+    case 'P': a->fcfg.cpu_port = optarg; break;
+    case 'D': a->fcfg.delay = optarg; break;
+    case 'J': a->fcfg.jitter = optarg; break;
+    case 1010: a->fcfg.loss = optarg; break;
+    case 1012: a->fcfg.agg_ports = optarg; break;
+    case 1013: a->fcfg.add_mode = optarg; break;
+    case 1015:
+        if (parse_u32("--fabric-threads", optarg, &a->fcfg.threads)) return 2;
+        if (a->fcfg.threads < 1 || a->fcfg.threads > 2) {
+            fprintf(stderr, "inagg switch: --fabric-threads is 1 or 2, got '%s'\n", optarg);
+            return 2;
+        }
+        break;
+    case 1017: a->agg_threads = 1; break;
+    case 1016:
+        if (strcmp(optarg, "off") == 0) {
+            a->fcfg.roce_resbuf_rows = 0, a->fcfg.roce_resbuf_depth = 1;
+        } else {
+            unsigned fl = 0, fr = 0;
+            char tail = 0;
+            if (sscanf(optarg, "%ux%u%c", &fl, &fr, &tail) != 2 || fl < 1 || fr < 1 ||
+                fr > 65535 || (uint64_t)fl * fr > 65536) {
+                fprintf(stderr, "inagg switch: --roce-result-buffer is FLOWSxFRAMES (e.g. "
+                        "4x128, at most 65536 frames in all) or off, got '%s'\n", optarg);
+                return 2;
+            }
+            a->fcfg.roce_resbuf_rows = fl, a->fcfg.roce_resbuf_depth = fr;
+        }
+        a->resbuf_given = 1;
+        break;
+    case 1011: {
+        char *end;
+        errno = 0;
+        unsigned long long s = strtoull(optarg, &end, 10);
+        if (errno || end == optarg || *end || optarg[0] == '-') {
+            fprintf(stderr, "inagg switch: --loss-seed needs a non-negative integer, got "
+                    "'%s'\n", optarg);
+            return 2;
+        }
+        a->fcfg.loss_seed = s;
+        a->loss_seed_given = 1;
+        break;
+    }
+    case 'A': if (parse_u32("--mac-age", optarg, &a->fcfg.mac_age_ms)) return 2; break;
+    default: return -1;
+    }
+    return 0;
+}
+
+/* The modes that exclude each other (leaf switch, --l2, --afpacket), and the fabric's flags
+ * without --l2; starts the fabric for --l2 into *fab. 0, or the exit status after a message. */
+static int check_modes_start_fabric(switch_args_t *a, fabric_t **fab, char *listen_buf,
+                                    size_t cap)
+{
+    if (!a->cfg.upstream != !a->cfg.upstream_world) {
+        fprintf(stderr, "inagg switch: --upstream and --leaves go together (a leaf switch "
+                        "needs both)\n");
+        return 2;
+    }
+    if (a->cfg.upstream && (a->fcfg.ports || a->cfg.transport.afpacket.iface)) {
+        fprintf(stderr, "inagg switch: a leaf switch (--upstream) runs over UDP sockets: "
+                        "not with --l2 or --afpacket\n");
+        return 2;
+    }
+    if (a->fcfg.ports && a->cfg.transport.afpacket.iface) {
+        fprintf(stderr, "inagg switch: --afpacket and --l2 exclude each other (the fabric "
+                        "owns its ports)\n");
+        return 2;
+    }
+    if (a->fcfg.ports) {
+        int rc = start_fabric(&a->fcfg, &a->cfg, !a->agg_threads, fab, listen_buf, cap);
+        if (rc != 0)
+            return rc;
+    } else if (a->fcfg.ip || a->fcfg.mac || a->fcfg.cpu_port || a->fcfg.delay || a->fcfg.jitter ||
+               a->fcfg.mac_age_ms || a->fcfg.loss || a->loss_seed_given || a->fcfg.agg_ports ||
+               a->fcfg.add_mode || a->fcfg.threads || a->resbuf_given || a->agg_threads) {
+        fprintf(stderr, "inagg switch: --l2-ip, --l2-mac, --l2-stack-port, --link-delay, "
+                        "--link-jitter, --link-loss, --loss-seed, --mac-age, --agg-ports, "
+                        "--add-mode, --fabric-threads, --aggregation-threads and "
+                        "--roce-result-buffer need --l2 (or --fabric-ctl)\n");
+        return 2;
+    }
+    return 0;
+}
+
+/* Until SIGINT or SIGTERM: SIGUSR1 prints the stats, SIGHUP reloads --config's limits. */
+static int serve_until_signal(inagg_switch_t *sw, sigset_t *set)
+{
+    int sig = 0;
+    for (;;) {
+        if (sigwait(set, &sig) != 0)
+            continue;
+        if (sig == SIGHUP) {
+            switch_conf_reload(sw, conf_path, switch_longopts, conf_refused, cli_argc, cli_argv);
+            continue;
+        }
+        switch_write_stats(sw, stdout, 0);
+        fflush(stdout);
+        if (sig != SIGUSR1) {
+            LOG_I("stopping on signal %d", sig);
+            break;
+        }
+    }
+    return sig;
+}
+
 static int run_switch(int argc, char **argv, const struct option **opts_out)
 {
-    switch_config_t cfg = SWITCH_CONFIG_INIT;
-    cfg.listen = "127.0.0.1:7000";
-    const char *stats_addr = NULL, *ctl_addr = NULL;
-    int json = 0, ready_fd = -1;
-    fabric_config_t fcfg = {.loss_seed = 1};
-    int loss_seed_given = 0, resbuf_given = 0, agg_threads = 0;
-    uint32_t v;
-    static const struct option longopts[] = {
-        {"listen", required_argument, 0, 'l'},   {"threads", required_argument, 0, 't'},
-        {"slots", required_argument, 0, 's'},    {"worker-timeout", required_argument, 0, 'w'},
-        {"batch", required_argument, 0, 'b'},    {"socket-buffer", required_argument, 0, 'B'},
-        {"faults-in", required_argument, 0, 'i'}, {"faults-out", required_argument, 0, 'o'},
-        {"ready-fd", required_argument, 0, 'r'}, {"stats", required_argument, 0, 'S'},
-        {"json", no_argument, 0, 'j'},           {"help", no_argument, 0, 'h'},
-        {"l2", required_argument, 0, 'L'},       {"l2-ip", required_argument, 0, 'I'},
-        {"l2-mac", required_argument, 0, 'M'},   {"l2-stack-port", required_argument, 0, 'P'},
-        {"link-delay", required_argument, 0, 'D'}, {"link-jitter", required_argument, 0, 'J'},
-        {"mac-age", required_argument, 0, 'A'},  {"afpacket", required_argument, 0, 'K'},
-        {"link-loss", required_argument, 0, 1010}, {"loss-seed", required_argument, 0, 1011},
-        {"agg-ports", required_argument, 0, 1012}, {"add-mode", required_argument, 0, 1013},
-        {"fabric-ctl", required_argument, 0, 1014},
-        {"fabric-threads", required_argument, 0, 1015},
-        {"aggregation-threads", no_argument, 0, 1017},
-        {"roce-result-buffer", required_argument, 0, 1016},
-        {"request-timeout", required_argument, 0, 1001},
-        {"idle-timeout", required_argument, 0, 1002},
-        {"max-conns-per-addr", required_argument, 0, 1003},
-        {"max-job-slots", required_argument, 0, 1004},
-        {"max-addr-slots", required_argument, 0, 1005}, {"require-secret", no_argument, 0, 1006},
-        {"upstream", required_argument, 0, 1020}, {"leaf-index", required_argument, 0, 1021},
-        {"leaves", required_argument, 0, 1022},
-        {"config", required_argument, 0, 1030}, {"metrics", required_argument, 0, 1031},
-        {"log-format", required_argument, 0, 1032},
-        {0, 0, 0, 0}};
-    const char *metrics_addr = NULL;
-    *opts_out = longopts;
+    switch_args_t args = {.cfg = SWITCH_CONFIG_INIT, .fcfg = {.loss_seed = 1}, .ready_fd = -1};
+    switch_args_t *a = &args;
+    a->cfg.listen = "127.0.0.1:7000";
+    *opts_out = switch_longopts;
     if (!argv) /* asked for the option table only */
         return 0;
     optind = 1;
     int c;
     opterr = 0; /* cli_bad_option says it, in the one wording */
-    while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":h", switch_longopts, NULL)) != -1) {
+        int rc = parse_daemon_flag(a, c);
+        if (rc < 0)
+            rc = parse_fabric_flag(a, c);
+        if (rc > 0)
+            return rc;
+        if (rc == 0)
+            continue;
         switch (c) {
-        case 'l': cfg.listen = optarg; break;
-        case 't': if (parse_u32("--threads", optarg, &cfg.threads)) return 2; break;
-        case 's': if (parse_u32("--slots", optarg, &cfg.total_slots)) return 2; break;
-        case 'w': if (parse_u32("--worker-timeout", optarg, &cfg.worker_timeout_ms)) return 2; break;
-        case 'b': if (parse_u32("--batch", optarg, &cfg.batch)) return 2; break;
-        case 'B':
-            if (parse_u32("--socket-buffer", optarg, &v)) return 2;
-            cfg.transport.buffer_bytes = (int)v;
-            break;
-        case 'i': cfg.transport.faults_in = optarg; break;
-        case 'o': cfg.transport.faults_out = optarg; break;
-        case 'r':
-            if (parse_u32("--ready-fd", optarg, &v)) return 2;
-            ready_fd = (int)v;
-            break;
-        case 'S': stats_addr = optarg; break;
-        case 'j': json = 1; break;
-        case 'L': fcfg.ports = optarg; break;
-        case 'I': fcfg.ip = optarg; break;
-        case 'M': fcfg.mac = optarg; break;
-        case 'P': fcfg.cpu_port = optarg; break;
-        case 'D': fcfg.delay = optarg; break;
-        case 'J': fcfg.jitter = optarg; break;
-        case 1010: fcfg.loss = optarg; break;
-        case 1012: fcfg.agg_ports = optarg; break;
-        case 1013: fcfg.add_mode = optarg; break;
-        case 1014: ctl_addr = optarg; break;
-        case 1015:
-            if (parse_u32("--fabric-threads", optarg, &fcfg.threads)) return 2;
-            if (fcfg.threads < 1 || fcfg.threads > 2) {
-                fprintf(stderr, "inagg switch: --fabric-threads is 1 or 2, got '%s'\n", optarg);
-                return 2;
-            }
-            break;
-        case 1017: agg_threads = 1; break;
-        case 1016:
-            if (strcmp(optarg, "off") == 0) {
-                fcfg.roce_resbuf_rows = 0, fcfg.roce_resbuf_depth = 1;
-            } else {
-                unsigned fl = 0, fr = 0;
-                char tail = 0;
-                if (sscanf(optarg, "%ux%u%c", &fl, &fr, &tail) != 2 || fl < 1 || fr < 1 ||
-                    fr > 65535 || (uint64_t)fl * fr > 65536) {
-                    fprintf(stderr, "inagg switch: --roce-result-buffer is FLOWSxFRAMES (e.g. "
-                            "4x128, at most 65536 frames in all) or off, got '%s'\n", optarg);
-                    return 2;
-                }
-                fcfg.roce_resbuf_rows = fl, fcfg.roce_resbuf_depth = fr;
-            }
-            resbuf_given = 1;
-            break;
-        case 1011: {
-            char *end;
-            errno = 0;
-            unsigned long long s = strtoull(optarg, &end, 10);
-            if (errno || end == optarg || *end || optarg[0] == '-') {
-                fprintf(stderr, "inagg switch: --loss-seed needs a non-negative integer, got "
-                        "'%s'\n", optarg);
-                return 2;
-            }
-            fcfg.loss_seed = s;
-            loss_seed_given = 1;
-            break;
-        }
-        case 'A': if (parse_u32("--mac-age", optarg, &fcfg.mac_age_ms)) return 2; break;
-        case 'K': cfg.transport.kind = "afpacket"; cfg.transport.afpacket.iface = optarg; break;
-        case 1001:
-            if (parse_u32("--request-timeout", optarg, &cfg.request_ms)) return 2;
-            break;
-        case 1002: if (parse_u32("--idle-timeout", optarg, &cfg.idle_ms)) return 2; break;
-        case 1003:
-            if (parse_u32("--max-conns-per-addr", optarg, &cfg.max_conns_per_addr)) return 2;
-            break;
-        case 1004: if (parse_u32("--max-job-slots", optarg, &cfg.max_job_slots)) return 2; break;
-        case 1005: if (parse_u32("--max-addr-slots", optarg, &cfg.max_addr_slots)) return 2; break;
-        case 1006: cfg.require_secret = 1; break;
-        case 1020: cfg.upstream = optarg; break;
-        case 1021: if (parse_u32("--leaf-index", optarg, &cfg.upstream_rank)) return 2; break;
-        case 1022: if (parse_u32("--leaves", optarg, &cfg.upstream_world)) return 2; break;
-        case 1030: break; /* read before (cmd_switch) */
-        case 1031: metrics_addr = optarg; break;
-        case 1032:
-            if (log_set_format(optarg) != 0) {
-                fprintf(stderr, "inagg switch: --log-format is text, kv or json, got '%s'\n",
-                        optarg);
-                return 2;
-            }
-            break;
         case 'h': usage(stdout); return 0;
         default: return cli_bad_option("inagg switch", c, argv);
         }
@@ -423,15 +513,15 @@ static int run_switch(int argc, char **argv, const struct option **opts_out)
     options_parsed = 1;
     if (cli_no_extra_args("inagg switch", argc, argv, optind))
         return 2;
-    if (stats_addr && ctl_addr) {
+    if (a->stats_addr && a->ctl_addr) {
         fprintf(stderr, "inagg switch: --stats and --fabric-ctl exclude each other\n");
         return 2;
     }
-    if (stats_addr)
-        return print_remote_stats(stats_addr, json);
-    if (ctl_addr)
-        return fabric_ctl(ctl_addr, fcfg.agg_ports, fcfg.add_mode);
-    if (cfg.worker_timeout_ms == 0) {
+    if (a->stats_addr)
+        return print_remote_stats(a->stats_addr, a->json);
+    if (a->ctl_addr)
+        return fabric_ctl(a->ctl_addr, a->fcfg.agg_ports, a->fcfg.add_mode);
+    if (a->cfg.worker_timeout_ms == 0) {
         fprintf(stderr, "inagg switch: --worker-timeout must be at least 1 ms\n");
         return 2;
     }
@@ -450,75 +540,36 @@ static int run_switch(int argc, char **argv, const struct option **opts_out)
     char err[256];
     fabric_t *fab = NULL;
     char listen_buf[64];
-    if (!cfg.upstream != !cfg.upstream_world) {
-        fprintf(stderr, "inagg switch: --upstream and --leaves go together (a leaf switch "
-                        "needs both)\n");
-        return 2;
-    }
-    if (cfg.upstream && (fcfg.ports || cfg.transport.afpacket.iface)) {
-        fprintf(stderr, "inagg switch: a leaf switch (--upstream) runs over UDP sockets: "
-                        "not with --l2 or --afpacket\n");
-        return 2;
-    }
-    if (fcfg.ports && cfg.transport.afpacket.iface) {
-        fprintf(stderr, "inagg switch: --afpacket and --l2 exclude each other (the fabric "
-                        "owns its ports)\n");
-        return 2;
-    }
-    if (fcfg.ports) {
-        int rc = start_fabric(&fcfg, &cfg, !agg_threads, &fab, listen_buf, sizeof(listen_buf));
-        if (rc != 0)
-            return rc;
-    } else if (fcfg.ip || fcfg.mac || fcfg.cpu_port || fcfg.delay || fcfg.jitter ||
-               fcfg.mac_age_ms || fcfg.loss || loss_seed_given || fcfg.agg_ports ||
-               fcfg.add_mode || fcfg.threads || resbuf_given || agg_threads) {
-        fprintf(stderr, "inagg switch: --l2-ip, --l2-mac, --l2-stack-port, --link-delay, "
-                        "--link-jitter, --link-loss, --loss-seed, --mac-age, --agg-ports, "
-                        "--add-mode, --fabric-threads, --aggregation-threads and "
-                        "--roce-result-buffer need --l2 (or --fabric-ctl)\n");
-        return 2;
-    }
-    if (switch_start(&cfg, &sw, err, sizeof(err)) != 0) {
+    int mrc = check_modes_start_fabric(a, &fab, listen_buf, sizeof(listen_buf));
+    if (mrc != 0)
+        return mrc;
+    if (switch_start(&a->cfg, &sw, err, sizeof(err)) != 0) {
         fprintf(stderr, "inagg switch: %s\n", err);
         fabric_stop(fab);
         return 1;
     }
     LOG_I("switch listening on port %u (TCP control, UDP %u..%u), %u thread%s, %u slots",
-          switch_port(sw), switch_port(sw), switch_port(sw) + cfg.threads - 1, cfg.threads,
-          cfg.threads > 1 ? "s" : "", cfg.total_slots);
+          switch_port(sw), switch_port(sw), switch_port(sw) + a->cfg.threads - 1, a->cfg.threads,
+          a->cfg.threads > 1 ? "s" : "", a->cfg.total_slots);
     httpm_t *metrics = NULL;
-    if (metrics_addr && httpm_start(metrics_addr, serve_metrics, sw, &metrics, err,
-                                    sizeof(err)) != 0) {
+    if (a->metrics_addr && httpm_start(a->metrics_addr, serve_metrics, sw, &metrics, err,
+                                       sizeof(err)) != 0) {
         fprintf(stderr, "inagg switch: %s\n", err);
         switch_stop(sw);
         fabric_stop(fab);
         return 1;
     }
     if (metrics)
-        LOG_I("metrics at http://%.*s:%u/metrics", (int)strcspn(metrics_addr, ":"),
-              metrics_addr, httpm_port(metrics));
-    if (ready_fd >= 0) {
+        LOG_I("metrics at http://%.*s:%u/metrics", (int)strcspn(a->metrics_addr, ":"),
+              a->metrics_addr, httpm_port(metrics));
+    if (a->ready_fd >= 0) {
         char buf[16];
         int n = snprintf(buf, sizeof(buf), "%u\n", switch_port(sw));
-        if (write(ready_fd, buf, (size_t)n) != n)
-            LOG_W("could not write to --ready-fd %d", ready_fd);
-        close(ready_fd);
+        if (write(a->ready_fd, buf, (size_t)n) != n)
+            LOG_W("could not write to --ready-fd %d", a->ready_fd);
+        close(a->ready_fd);
     }
-    int sig = 0;
-    for (;;) {
-        if (sigwait(&set, &sig) != 0)
-            continue;
-        if (sig == SIGHUP) {
-            switch_conf_reload(sw, conf_path, longopts, conf_refused, cli_argc, cli_argv);
-            continue;
-        }
-        switch_write_stats(sw, stdout, 0);
-        fflush(stdout);
-        if (sig != SIGUSR1) {
-            LOG_I("stopping on signal %d", sig);
-            break;
-        }
-    }
+    int sig = serve_until_signal(sw, &set);
     httpm_stop(metrics);
     switch_stop_because(sw, sig == SIGTERM ? "stopped by SIGTERM" : "stopped by SIGINT");
     fabric_stop(fab);

@@ -16,7 +16,6 @@
 #include <unistd.h>
 
 #include "cli/commands.h"
-#include "cli/output.h"
 #include "cli/top_stats.h"
 
 static volatile sig_atomic_t g_quit;

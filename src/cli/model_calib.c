@@ -17,6 +17,7 @@
 
 #include "base/errmsg.h"
 #include "cli/model_cli.h"
+#include "cli/flags.h"
 #include "cli/output.h"
 #include "json/json.h"
 #include "launch/launch.h"

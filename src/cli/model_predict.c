@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "cli/model_cli.h"
+#include "cli/flags.h"
 #include "cli/output.h"
 #include "json/json.h"
 #include "launch/launch.h"
@@ -333,16 +334,266 @@ static int parse_systems(const char *text, int *mask)
     return *mask ? 0 : -1;
 }
 
+/* The flags that become model parameters once the calibration is known. */
+typedef struct pred_flags {
+    double link, slow, ratio, codec_gbs, compute_ms;
+    uint64_t levels, fanout, threads, packet, overhead, slots, buckets;
+    const char *agg;
+    int overlap, have_link;
+} pred_flags_t;
+
+/* A flag of the workload and the network (workers, size, links, levels, the switch). 0
+ * taken, 2 refused (said), -1 not one of these. */
+static int parse_workload_flag(pred_opts_t *o, pred_flags_t *f, int ch)
+{
+    uint64_t v;
+    const char *cmd = MODEL_CMD " " SUB;
+    switch (ch) {
+    case 'w':
+        if (cli_parse_u64(cmd, "--workers", optarg, 1, MODEL_MAX_WORKERS, &v) != 0)
+            return 2;
+        o->w_lo = o->w_hi = (uint32_t)v;
+        o->have_workers = 1;
+        break;
+    case 'W': {
+        unsigned a, b;
+        char tail;
+        if (sscanf(optarg, "%u-%u%c", &a, &b, &tail) != 2 || a < 2 || b <= a ||
+            b > MODEL_MAX_WORKERS)
+            return model_bad(SUB, "--workers-range is A-B with 2 <= A < B <= %u, got '%s'",
+                             MODEL_MAX_WORKERS, optarg);
+        o->w_lo = a;
+        o->w_hi = b;
+        o->have_workers = 2;
+        break;
+    }
+    case 's':
+        if (model_parse_bytes(optarg, &o->bytes) != 0)
+            return model_bad(SUB, "--size is bytes per worker with K/M/G (4 .. 1e12), got "
+                             "'%s'", optarg);
+        o->have_size = 1;
+        break;
+    case 'r':
+        if (model_parse_rate(optarg, &f->link) != 0)
+            return model_bad(SUB, "--link-rate is a rate like 100mbit, 10gbit or 25g, got "
+                             "'%s'", optarg);
+        f->have_link = 1;
+        break;
+    case 'S':
+        if (model_parse_rate(optarg, &f->slow) != 0)
+            return model_bad(SUB, "--slow-link is a rate like 50mbit, got '%s'", optarg);
+        break;
+    case 'L':
+        if (cli_parse_u64(cmd, "--levels", optarg, 1, MODEL_MAX_LEVELS, &f->levels) != 0)
+            return 2;
+        break;
+    case 'f':
+        if (cli_parse_u64(cmd, "--fanout", optarg, 2, MODEL_MAX_WORKERS, &f->fanout) != 0)
+            return 2;
+        break;
+    case 't':
+        if (cli_parse_u64(cmd, "--switch-threads", optarg, 1, 64, &f->threads) != 0)
+            return 2;
+        break;
+    case 'k':
+        if (cli_parse_u64(cmd, "--packet-elems", optarg, 1, 1 << 20, &f->packet) != 0)
+            return 2;
+        break;
+    case 'H':
+        if (cli_parse_u64(cmd, "--overhead-bytes", optarg, 0, 65536, &f->overhead) != 0)
+            return 2;
+        break;
+    case 'n':
+        if (cli_parse_u64(cmd, "--slots", optarg, 1, 1 << 20, &f->slots) != 0)
+            return 2;
+        break;
+    default: return -1;
+    }
+    return 0;
+}
+
+/* A flag of compression, overlap, compute, the systems compared, the calibration, outputs,
+ * presets. 0 taken, 2 refused (said), -1 not one of these. */
+static int parse_cost_flag(pred_opts_t *o, pred_flags_t *f, int ch)
+{
+    const char *cmd = MODEL_CMD " " SUB;
+    switch (ch) {
+    case 'c': o->compress = optarg; break;
+    case 'R':
+        f->ratio = strtod(optarg, NULL);
+        if (!(f->ratio >= 0.01 && f->ratio <= 1e4))
+            return model_bad(SUB, "--ratio is a compression ratio in 0.01..10000, got '%s'",
+                             optarg);
+        break;
+    case 'g':
+        f->codec_gbs = strtod(optarg, NULL);
+        if (!(f->codec_gbs > 0 && f->codec_gbs < 1e6))
+            return model_bad(SUB, "--codec-gbs is a positive rate in GB/s, got '%s'", optarg);
+        break;
+    case 'a':
+        if (strcmp(optarg, "free") && strcmp(optarg, "worker"))
+            return model_bad(SUB, "--agg-codec is free or worker, got '%s'", optarg);
+        f->agg = optarg;
+        break;
+    case 'o':
+        if (!strcmp(optarg, "yes") || !strcmp(optarg, "on"))
+            f->overlap = 1;
+        else if (!strcmp(optarg, "no") || !strcmp(optarg, "off"))
+            f->overlap = 0;
+        else
+            return model_bad(SUB, "--overlap is yes or no, got '%s'", optarg);
+        break;
+    case 'C':
+        f->compute_ms = strtod(optarg, NULL);
+        if (!(f->compute_ms > 0 && f->compute_ms < 1e7))
+            return model_bad(SUB, "--compute-ms is a positive time in ms, got '%s'", optarg);
+        break;
+    case 'b':
+        if (cli_parse_u64(cmd, "--buckets", optarg, 1, 1024, &f->buckets) != 0)
+            return 2;
+        break;
+    case 'y':
+        if (parse_systems(optarg, &o->sys_mask) != 0)
+            return model_bad(SUB, "--systems is a list of ina,ring,tree,ps,ca, got '%s'",
+                             optarg);
+        break;
+    case 'p': o->params_path = optarg; break;
+    case 'j': o->json_path = optarg; break;
+    case 'P': o->plot_path = optarg; break;
+    case 'x': o->preset = optarg; break;
+    default: return -1;
+    }
+    return 0;
+}
+
+/* --preset: the papers' comparisons, which set workers, size and link rate themselves. */
+static int run_preset(pred_opts_t *o, const pred_flags_t *f)
+{
+    if (o->have_workers || o->have_size || f->have_link)
+        return model_bad(SUB, "--preset sets workers, size and link rate itself");
+    if (!strcmp(o->preset, "gcow-resnet50"))
+        return model_preset_gcow(o, 0);
+    if (!strcmp(o->preset, "gcow-vit"))
+        return model_preset_gcow(o, 1);
+    if (!strcmp(o->preset, "switchml"))
+        return model_preset_switchml(o);
+    return model_bad(SUB, "--preset is gcow-resnet50, gcow-vit or switchml, got '%s'",
+                     o->preset);
+}
+
+/* What a prediction needs and what goes together. 0, or 2 after a message. */
+static int check_prediction(const pred_opts_t *o, const pred_flags_t *f)
+{
+    if (!o->have_workers)
+        return model_bad(SUB, "give --workers N or --workers-range A-B");
+    if (!o->have_size)
+        return model_bad(SUB, "give --size BYTES (bytes per worker, e.g. 16M)");
+    if (o->plot_path && o->have_workers != 2)
+        return model_bad(SUB, "--plot draws against workers: give --workers-range A-B");
+    if (o->compress && (f->ratio > 0 || f->codec_gbs > 0))
+        return model_bad(SUB, "give --compress MODE or --ratio/--codec-gbs, not both");
+    if (f->slow > 0 && f->slow >= f->link)
+        return model_bad(SUB, "--slow-link must be below --link-rate");
+
+    return 0;
+}
+
+/* The model's parameters: the calibration (--params, else the default file when it exists,
+ * else ideal costs) and the flags over it. *pp: the calibration file used, or NULL. 0, or the
+ * exit status after a message. */
+static int set_params(pred_opts_t *o, const pred_flags_t *f, const char **pp_out)
+{
+    const char *cmd = MODEL_CMD " " SUB;
+    /* the calibration: --params, else the default file when it exists, else ideal costs */
+    model_calib_t cal;
+    char err[512];
+    const char *pp = o->params_path;
+    *pp_out = NULL;
+    if (!pp && access(MODEL_DEFAULT_PARAMS, R_OK) == 0)
+        pp = MODEL_DEFAULT_PARAMS;
+    if (pp && !strcmp(pp, "none"))
+        pp = NULL;
+    if (pp) {
+        if (model_calib_read(pp, &cal, err, sizeof(err)) != 0) {
+            fprintf(stderr, "%s: %s\n", cmd, err);
+            return 1;
+        }
+        if (model_calib_params(&cal, f->link, o->compress, &o->p, err, sizeof(err)) != 0)
+            return model_bad(SUB, "%s", err);
+        snprintf(o->note, sizeof(o->note), "costs from %s (switch %.2f us/packet x %u threads, "
+                 "worker %.2f ns/element, hop %.1f us)", pp, o->p.switch_pkt_s * 1e6,
+                 o->p.switch_threads, o->p.worker_elem_s * 1e9, o->p.hop_s * 1e6);
+    } else {
+        if (o->compress && strcmp(o->compress, "none") != 0)
+            return model_bad(SUB, "--compress MODE needs a calibration (inagg model calibrate); "
+                             "or give --ratio and --codec-gbs");
+        o->p.link_bps = f->link;
+        snprintf(o->note, sizeof(o->note), "no calibration: an ideal machine (no CPU cost, 1 us "
+                 "per hop, 5 us per message)");
+        o->p.msg_s = 5e-6;
+    }
+    if (f->ratio > 0) {
+        o->p.ratio = f->ratio;
+        o->p.enc_Bps = o->p.dec_Bps = f->codec_gbs * 1e9;
+        o->p.agg_value_s = 0;
+    }
+    if (f->agg && !strcmp(f->agg, "free"))
+        o->p.agg_value_s = 0;
+    else if (f->agg && !strcmp(f->agg, "worker") && o->p.dec_Bps > 0)
+        o->p.agg_value_s = 2.0 / o->p.dec_Bps + 2.0 / o->p.enc_Bps;
+    o->p.slow_bps = f->slow;
+    o->p.levels = (uint32_t)f->levels;
+    o->p.fanout = (uint32_t)f->fanout;
+    if (f->threads)
+        o->p.switch_threads = (uint32_t)f->threads;
+    if (f->packet)
+        o->p.packet_elems = (uint32_t)f->packet;
+    if (f->overhead)
+        o->p.overhead_bytes = (uint32_t)f->overhead;
+    o->p.slots = (uint32_t)f->slots;
+    o->p.code_overlap = f->overlap;
+    o->p.overlap = f->overlap;
+    o->p.compute_s = f->compute_ms / 1e3;
+    o->p.buckets = (uint32_t)f->buckets;
+    if (model_params_check(&o->p, err, sizeof(err)) != 0)
+        return model_bad(SUB, "%s", err);
+    *pp_out = pp;
+    return 0;
+}
+
+/* The rows over the workers, as text, JSON and a plot. 0 or 1. */
+static int predict_and_render(pred_opts_t *o, const char *pp)
+{
+    const char *cmd = MODEL_CMD " " SUB;
+    uint32_t pts[MAX_POINTS];
+    int npts = o->have_workers == 2 ? worker_points(o->w_lo, o->w_hi, pts) : (pts[0] = o->w_lo, 1);
+    static pred_row_t rows[MAX_POINTS];
+    compute_rows(o, pts, npts, rows);
+    FILE *out = o->json_path && !strcmp(o->json_path, "-") ? stderr : stdout;
+    render_text(out, o, rows, npts);
+    if (o->json_path) {
+        json_writer_t w;
+        json_init(&w);
+        json_begin_object(&w, NULL);
+        json_number(&w, "bytes", o->bytes);
+        json_string(&w, "calibration", pp ? pp : "none");
+        json_params(&w, &o->p);
+        json_rows(&w, o, rows, npts);
+        json_end_object(&w);
+        if (cli_emit_json(&w, o->json_path, cmd) != 0)
+            return 1;
+    }
+    if (o->plot_path && plot_rows(o, rows, npts) != 0)
+        return 1;
+    return 0;
+}
+
 int model_predict_main(int argc, char **argv)
 {
     pred_opts_t o = {0};
     model_params_default(&o.p);
     o.sys_mask = (1 << MODEL_NSYS) - 1;
-    double link = 100e9, slow = 0, ratio = 0, codec_gbs = 0, compute_ms = 0;
-    uint64_t levels = 1, fanout = 0, threads = 0, packet = 0, overhead = 0, slots = 0,
-             buckets = 1;
-    const char *agg = NULL;
-    int overlap = 1, have_link = 0;
+    pred_flags_t f = {.link = 100e9, .levels = 1, .buckets = 1, .overlap = 1};
     static const struct option longopts[] = {
         {"workers", required_argument, 0, 'w'}, {"workers-range", required_argument, 0, 'W'},
         {"size", required_argument, 0, 's'}, {"link-rate", required_argument, 0, 'r'},
@@ -359,111 +610,15 @@ int model_predict_main(int argc, char **argv)
     optind = 1;
     opterr = 0;
     int ch;
-    const char *cmd = MODEL_CMD " " SUB;
     while ((ch = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
-        uint64_t v;
+        int rc = parse_workload_flag(&o, &f, ch);
+        if (rc < 0)
+            rc = parse_cost_flag(&o, &f, ch);
+        if (rc > 0)
+            return rc;
+        if (rc == 0)
+            continue;
         switch (ch) {
-        case 'w':
-            if (cli_parse_u64(cmd, "--workers", optarg, 1, MODEL_MAX_WORKERS, &v) != 0)
-                return 2;
-            o.w_lo = o.w_hi = (uint32_t)v;
-            o.have_workers = 1;
-            break;
-        case 'W': {
-            unsigned a, b;
-            char tail;
-            if (sscanf(optarg, "%u-%u%c", &a, &b, &tail) != 2 || a < 2 || b <= a ||
-                b > MODEL_MAX_WORKERS)
-                return model_bad(SUB, "--workers-range is A-B with 2 <= A < B <= %u, got '%s'",
-                                 MODEL_MAX_WORKERS, optarg);
-            o.w_lo = a;
-            o.w_hi = b;
-            o.have_workers = 2;
-            break;
-        }
-        case 's':
-            if (model_parse_bytes(optarg, &o.bytes) != 0)
-                return model_bad(SUB, "--size is bytes per worker with K/M/G (4 .. 1e12), got "
-                                 "'%s'", optarg);
-            o.have_size = 1;
-            break;
-        case 'r':
-            if (model_parse_rate(optarg, &link) != 0)
-                return model_bad(SUB, "--link-rate is a rate like 100mbit, 10gbit or 25g, got "
-                                 "'%s'", optarg);
-            have_link = 1;
-            break;
-        case 'S':
-            if (model_parse_rate(optarg, &slow) != 0)
-                return model_bad(SUB, "--slow-link is a rate like 50mbit, got '%s'", optarg);
-            break;
-        case 'L':
-            if (cli_parse_u64(cmd, "--levels", optarg, 1, MODEL_MAX_LEVELS, &levels) != 0)
-                return 2;
-            break;
-        case 'f':
-            if (cli_parse_u64(cmd, "--fanout", optarg, 2, MODEL_MAX_WORKERS, &fanout) != 0)
-                return 2;
-            break;
-        case 't':
-            if (cli_parse_u64(cmd, "--switch-threads", optarg, 1, 64, &threads) != 0)
-                return 2;
-            break;
-        case 'k':
-            if (cli_parse_u64(cmd, "--packet-elems", optarg, 1, 1 << 20, &packet) != 0)
-                return 2;
-            break;
-        case 'H':
-            if (cli_parse_u64(cmd, "--overhead-bytes", optarg, 0, 65536, &overhead) != 0)
-                return 2;
-            break;
-        case 'n':
-            if (cli_parse_u64(cmd, "--slots", optarg, 1, 1 << 20, &slots) != 0)
-                return 2;
-            break;
-        case 'c': o.compress = optarg; break;
-        case 'R':
-            ratio = strtod(optarg, NULL);
-            if (!(ratio >= 0.01 && ratio <= 1e4))
-                return model_bad(SUB, "--ratio is a compression ratio in 0.01..10000, got '%s'",
-                                 optarg);
-            break;
-        case 'g':
-            codec_gbs = strtod(optarg, NULL);
-            if (!(codec_gbs > 0 && codec_gbs < 1e6))
-                return model_bad(SUB, "--codec-gbs is a positive rate in GB/s, got '%s'", optarg);
-            break;
-        case 'a':
-            if (strcmp(optarg, "free") && strcmp(optarg, "worker"))
-                return model_bad(SUB, "--agg-codec is free or worker, got '%s'", optarg);
-            agg = optarg;
-            break;
-        case 'o':
-            if (!strcmp(optarg, "yes") || !strcmp(optarg, "on"))
-                overlap = 1;
-            else if (!strcmp(optarg, "no") || !strcmp(optarg, "off"))
-                overlap = 0;
-            else
-                return model_bad(SUB, "--overlap is yes or no, got '%s'", optarg);
-            break;
-        case 'C':
-            compute_ms = strtod(optarg, NULL);
-            if (!(compute_ms > 0 && compute_ms < 1e7))
-                return model_bad(SUB, "--compute-ms is a positive time in ms, got '%s'", optarg);
-            break;
-        case 'b':
-            if (cli_parse_u64(cmd, "--buckets", optarg, 1, 1024, &buckets) != 0)
-                return 2;
-            break;
-        case 'y':
-            if (parse_systems(optarg, &o.sys_mask) != 0)
-                return model_bad(SUB, "--systems is a list of ina,ring,tree,ps,ca, got '%s'",
-                                 optarg);
-            break;
-        case 'p': o.params_path = optarg; break;
-        case 'j': o.json_path = optarg; break;
-        case 'P': o.plot_path = optarg; break;
-        case 'x': o.preset = optarg; break;
         case 'h': usage(stdout); return 0;
         default:
             return cli_bad_option(MODEL_CMD " " SUB, ch, argv);
@@ -471,101 +626,11 @@ int model_predict_main(int argc, char **argv)
     }
     if (optind < argc)
         return model_bad(SUB, "unexpected argument '%s'", argv[optind]);
-    if (o.preset) {
-        if (o.have_workers || o.have_size || have_link)
-            return model_bad(SUB, "--preset sets workers, size and link rate itself");
-        if (!strcmp(o.preset, "gcow-resnet50"))
-            return model_preset_gcow(&o, 0);
-        if (!strcmp(o.preset, "gcow-vit"))
-            return model_preset_gcow(&o, 1);
-        if (!strcmp(o.preset, "switchml"))
-            return model_preset_switchml(&o);
-        return model_bad(SUB, "--preset is gcow-resnet50, gcow-vit or switchml, got '%s'",
-                         o.preset);
-    }
-    if (!o.have_workers)
-        return model_bad(SUB, "give --workers N or --workers-range A-B");
-    if (!o.have_size)
-        return model_bad(SUB, "give --size BYTES (bytes per worker, e.g. 16M)");
-    if (o.plot_path && o.have_workers != 2)
-        return model_bad(SUB, "--plot draws against workers: give --workers-range A-B");
-    if (o.compress && (ratio > 0 || codec_gbs > 0))
-        return model_bad(SUB, "give --compress MODE or --ratio/--codec-gbs, not both");
-    if (slow > 0 && slow >= link)
-        return model_bad(SUB, "--slow-link must be below --link-rate");
-
-    /* the calibration: --params, else the default file when it exists, else ideal costs */
-    model_calib_t cal;
-    char err[512];
-    const char *pp = o.params_path;
-    if (!pp && access(MODEL_DEFAULT_PARAMS, R_OK) == 0)
-        pp = MODEL_DEFAULT_PARAMS;
-    if (pp && !strcmp(pp, "none"))
-        pp = NULL;
-    if (pp) {
-        if (model_calib_read(pp, &cal, err, sizeof(err)) != 0) {
-            fprintf(stderr, "%s: %s\n", cmd, err);
-            return 1;
-        }
-        if (model_calib_params(&cal, link, o.compress, &o.p, err, sizeof(err)) != 0)
-            return model_bad(SUB, "%s", err);
-        snprintf(o.note, sizeof(o.note), "costs from %s (switch %.2f us/packet x %u threads, "
-                 "worker %.2f ns/element, hop %.1f us)", pp, o.p.switch_pkt_s * 1e6,
-                 o.p.switch_threads, o.p.worker_elem_s * 1e9, o.p.hop_s * 1e6);
-    } else {
-        if (o.compress && strcmp(o.compress, "none") != 0)
-            return model_bad(SUB, "--compress MODE needs a calibration (inagg model calibrate); "
-                             "or give --ratio and --codec-gbs");
-        o.p.link_bps = link;
-        snprintf(o.note, sizeof(o.note), "no calibration: an ideal machine (no CPU cost, 1 us "
-                 "per hop, 5 us per message)");
-        o.p.msg_s = 5e-6;
-    }
-    if (ratio > 0) {
-        o.p.ratio = ratio;
-        o.p.enc_Bps = o.p.dec_Bps = codec_gbs * 1e9;
-        o.p.agg_value_s = 0;
-    }
-    if (agg && !strcmp(agg, "free"))
-        o.p.agg_value_s = 0;
-    else if (agg && !strcmp(agg, "worker") && o.p.dec_Bps > 0)
-        o.p.agg_value_s = 2.0 / o.p.dec_Bps + 2.0 / o.p.enc_Bps;
-    o.p.slow_bps = slow;
-    o.p.levels = (uint32_t)levels;
-    o.p.fanout = (uint32_t)fanout;
-    if (threads)
-        o.p.switch_threads = (uint32_t)threads;
-    if (packet)
-        o.p.packet_elems = (uint32_t)packet;
-    if (overhead)
-        o.p.overhead_bytes = (uint32_t)overhead;
-    o.p.slots = (uint32_t)slots;
-    o.p.code_overlap = overlap;
-    o.p.overlap = overlap;
-    o.p.compute_s = compute_ms / 1e3;
-    o.p.buckets = (uint32_t)buckets;
-    if (model_params_check(&o.p, err, sizeof(err)) != 0)
-        return model_bad(SUB, "%s", err);
-
-    uint32_t pts[MAX_POINTS];
-    int npts = o.have_workers == 2 ? worker_points(o.w_lo, o.w_hi, pts) : (pts[0] = o.w_lo, 1);
-    static pred_row_t rows[MAX_POINTS];
-    compute_rows(&o, pts, npts, rows);
-    FILE *out = o.json_path && !strcmp(o.json_path, "-") ? stderr : stdout;
-    render_text(out, &o, rows, npts);
-    if (o.json_path) {
-        json_writer_t w;
-        json_init(&w);
-        json_begin_object(&w, NULL);
-        json_number(&w, "bytes", o.bytes);
-        json_string(&w, "calibration", pp ? pp : "none");
-        json_params(&w, &o.p);
-        json_rows(&w, &o, rows, npts);
-        json_end_object(&w);
-        if (cli_emit_json(&w, o.json_path, cmd) != 0)
-            return 1;
-    }
-    if (o.plot_path && plot_rows(&o, rows, npts) != 0)
-        return 1;
-    return 0;
+    if (o.preset)
+        return run_preset(&o, &f);
+    int rc = check_prediction(&o, &f);
+    const char *pp = NULL;
+    if (rc == 0)
+        rc = set_params(&o, &f, &pp);
+    return rc != 0 ? rc : predict_and_render(&o, pp);
 }

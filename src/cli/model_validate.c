@@ -17,6 +17,7 @@
 
 #include "base/errmsg.h"
 #include "cli/model_cli.h"
+#include "cli/flags.h"
 #include "cli/output.h"
 #include "json/json.h"
 
@@ -315,6 +316,123 @@ static int run_case(const vcase_t *c, int quick, const char *dir, const model_ca
     return ok ? 0 : -1;
 }
 
+/* Remove the runs' files and dir itself (without --keep). */
+static void remove_run_files(const char *dir)
+{
+    for (size_t i = 0; i < NCASES; i++) {
+        char f[4300];
+        snprintf(f, sizeof(f), "%s/%s.json", dir, CASES[i].name);
+        unlink(f);
+        strncat(f, ".log", sizeof(f) - strlen(f) - 1);
+        unlink(f);
+        snprintf(f, sizeof(f), "%s/%s.png", dir, CASES[i].name);
+        unlink(f);
+    }
+    char f[4300];
+    snprintf(f, sizeof(f), "%s/help", dir);
+    unlink(f);
+    rmdir(dir);
+}
+
+/* The worst relative errors over the measured rows. */
+typedef struct vsummary {
+    double maxrel, maxrel_ina;
+    int measured;
+} vsummary_t;
+
+static vsummary_t summarize(const vrow_t *rows, int nrows)
+{
+    vsummary_t s = {0, 0, 0};
+    for (int i = 0; i < nrows; i++)
+        if (!rows[i].skipped) {
+            s.measured++;
+            if (rows[i].rel > s.maxrel)
+                s.maxrel = rows[i].rel;
+            if (!strcmp(rows[i].sys, "inagg") && rows[i].rel > s.maxrel_ina)
+                s.maxrel_ina = rows[i].rel;
+        }
+    return s;
+}
+
+/* The table of rows and the verdict, as text. */
+static void render_text(FILE *out, const vrow_t *rows, int nrows, const vsummary_t *s, int rc,
+                        time_t t0)
+{
+    fprintf(out, "%-22s %-5s %5s %8s %8s %11s %11s %9s %8s  %s\n", "case", "sys", "hosts",
+            "link", "MB", "predicted s", "measured s", "rel_error", "machine", "model bound");
+    for (int i = 0; i < nrows; i++) {
+        const vrow_t *r = &rows[i];
+        if (r->skipped) {
+            fprintf(out, "%-22s %-5s %5u %8s %8s %11s %11s %9s %8s  skipped: %s\n",
+                    r->c->name, r->sys, r->c->hosts, r->c->rate, "-", "-", "-", "-", "-", r->why);
+            continue;
+        }
+        char busy[16] = "-";
+        if (isfinite(r->machine_pct))
+            snprintf(busy, sizeof(busy), "%.0f%%", r->machine_pct);
+        fprintf(out, "%-22s %-5s %5u %8s %8.2f %11.3f %11.3f %8.1f%% %8s  %s%s\n", r->c->name,
+                r->sys, r->c->hosts, r->c->rate, r->bytes / 1e6, r->pred_s, r->meas_s,
+                r->rel * 100, busy, r->bound,
+                r->machine_pct >= 90 ? " (this machine's CPUs were the limit: outside the model)"
+                                     : "");
+    }
+    if (s->measured) {
+        fprintf(out, "max_rel_error %.3f over %d measured rows (target %.2f): %s; %lds\n",
+                s->maxrel, s->measured, TARGET, s->maxrel <= TARGET ? "within" : "NOT within",
+                (long)(time(NULL) - t0));
+        fprintf(out, "max_rel_error of the inagg rows alone %.3f\n", s->maxrel_ina);
+    } else {
+        fprintf(out, "max_rel_error: no row was measured%s; %lds\n",
+                rc ? " (a case failed: see above)" : "", (long)(time(NULL) - t0));
+    }
+    if (rc)
+        fprintf(out, "incomplete: a case failed, the cases after it did not run\n");
+}
+
+/* The --json object. 0, or -1 when it could not be written. */
+static int render_json(const char *json_path, const char *params, const model_calib_t *cal,
+                       int quick, const vrow_t *rows, int nrows, const vsummary_t *s)
+{
+    json_writer_t w;
+    json_init(&w);
+    json_begin_object(&w, NULL);
+    json_string(&w, "params", params);
+    json_number(&w, "load1_calibrated", cal->load1);
+    json_bool(&w, "quick", quick);
+    json_begin_array(&w, "rows");
+    for (int i = 0; i < nrows; i++) {
+        const vrow_t *r = &rows[i];
+        json_begin_object(&w, NULL);
+        json_string(&w, "case", r->c->name);
+        json_string(&w, "system", r->sys);
+        json_int(&w, "hosts", r->c->hosts);
+        json_int(&w, "levels", r->c->leaves ? 2 : 1);
+        json_string(&w, "link_rate", r->c->rate);
+        json_string(&w, "compress", r->c->compress ? r->c->compress : "none");
+        json_bool(&w, "encoder_helper", r->c->compress && !r->c->no_helper);
+        json_string(&w, "slow_host", r->c->slow ? r->c->slow : "");
+        json_bool(&w, "skipped", r->skipped);
+        if (r->skipped) {
+            json_string(&w, "reason", r->why);
+        } else {
+            json_number(&w, "bytes", r->bytes);
+            json_number(&w, "predicted_s", r->pred_s);
+            json_number(&w, "measured_s", r->meas_s);
+            json_number(&w, "rel_error", r->rel);
+            json_string(&w, "bound", r->bound);
+            json_number(&w, "machine_cpu_pct", r->machine_pct);
+        }
+        json_end_object(&w);
+    }
+    json_end_array(&w);
+    json_number(&w, "max_rel_error", s->measured ? s->maxrel : NAN);
+    json_number(&w, "max_rel_error_inagg", s->measured ? s->maxrel_ina : NAN);
+    json_number(&w, "target", TARGET);
+    json_int(&w, "measured_rows", s->measured);
+    json_end_object(&w);
+    return cli_emit_json(&w, json_path, MODEL_CMD " " SUB) != 0 ? -1 : 0;
+}
+
 int model_validate_main(int argc, char **argv)
 {
     const char *params = MODEL_DEFAULT_PARAMS, *json_path = NULL, *keep = NULL;
@@ -389,103 +507,13 @@ int model_validate_main(int argc, char **argv)
                 (long)(time(NULL) - t0));
         rc = run_case(c, quick, dir, &cal, has_leaves, rows, &nrows);
     }
-    if (!keep) { /* remove the runs' files */
-        for (size_t i = 0; i < NCASES; i++) {
-            char f[4300];
-            snprintf(f, sizeof(f), "%s/%s.json", dir, CASES[i].name);
-            unlink(f);
-            strncat(f, ".log", sizeof(f) - strlen(f) - 1);
-            unlink(f);
-            snprintf(f, sizeof(f), "%s/%s.png", dir, CASES[i].name);
-            unlink(f);
-        }
-        char f[4300];
-        snprintf(f, sizeof(f), "%s/help", dir);
-        unlink(f);
-        rmdir(dir);
-    }
+    if (!keep)
+        remove_run_files(dir);
     if (rc == -3)
         return 3;
-    double maxrel = 0, maxrel_ina = 0;
-    int measured = 0;
-    for (int i = 0; i < nrows; i++)
-        if (!rows[i].skipped) {
-            measured++;
-            if (rows[i].rel > maxrel)
-                maxrel = rows[i].rel;
-            if (!strcmp(rows[i].sys, "inagg") && rows[i].rel > maxrel_ina)
-                maxrel_ina = rows[i].rel;
-        }
-    FILE *out = json_path && !strcmp(json_path, "-") ? stderr : stdout;
-    fprintf(out, "%-22s %-5s %5s %8s %8s %11s %11s %9s %8s  %s\n", "case", "sys", "hosts",
-            "link", "MB", "predicted s", "measured s", "rel_error", "machine", "model bound");
-    for (int i = 0; i < nrows; i++) {
-        const vrow_t *r = &rows[i];
-        if (r->skipped) {
-            fprintf(out, "%-22s %-5s %5u %8s %8s %11s %11s %9s %8s  skipped: %s\n",
-                    r->c->name, r->sys, r->c->hosts, r->c->rate, "-", "-", "-", "-", "-", r->why);
-            continue;
-        }
-        char busy[16] = "-";
-        if (isfinite(r->machine_pct))
-            snprintf(busy, sizeof(busy), "%.0f%%", r->machine_pct);
-        fprintf(out, "%-22s %-5s %5u %8s %8.2f %11.3f %11.3f %8.1f%% %8s  %s%s\n", r->c->name,
-                r->sys, r->c->hosts, r->c->rate, r->bytes / 1e6, r->pred_s, r->meas_s,
-                r->rel * 100, busy, r->bound,
-                r->machine_pct >= 90 ? " (this machine's CPUs were the limit: outside the model)"
-                                     : "");
-    }
-    if (measured) {
-        fprintf(out, "max_rel_error %.3f over %d measured rows (target %.2f): %s; %lds\n",
-                maxrel, measured, TARGET, maxrel <= TARGET ? "within" : "NOT within",
-                (long)(time(NULL) - t0));
-        fprintf(out, "max_rel_error of the inagg rows alone %.3f\n", maxrel_ina);
-    } else {
-        fprintf(out, "max_rel_error: no row was measured%s; %lds\n",
-                rc ? " (a case failed: see above)" : "", (long)(time(NULL) - t0));
-    }
-    if (rc)
-        fprintf(out, "incomplete: a case failed, the cases after it did not run\n");
-    if (json_path) {
-        json_writer_t w;
-        json_init(&w);
-        json_begin_object(&w, NULL);
-        json_string(&w, "params", params);
-        json_number(&w, "load1_calibrated", cal.load1);
-        json_bool(&w, "quick", quick);
-        json_begin_array(&w, "rows");
-        for (int i = 0; i < nrows; i++) {
-            const vrow_t *r = &rows[i];
-            json_begin_object(&w, NULL);
-            json_string(&w, "case", r->c->name);
-            json_string(&w, "system", r->sys);
-            json_int(&w, "hosts", r->c->hosts);
-            json_int(&w, "levels", r->c->leaves ? 2 : 1);
-            json_string(&w, "link_rate", r->c->rate);
-            json_string(&w, "compress", r->c->compress ? r->c->compress : "none");
-            json_bool(&w, "encoder_helper", r->c->compress && !r->c->no_helper);
-            json_string(&w, "slow_host", r->c->slow ? r->c->slow : "");
-            json_bool(&w, "skipped", r->skipped);
-            if (r->skipped) {
-                json_string(&w, "reason", r->why);
-            } else {
-                json_number(&w, "bytes", r->bytes);
-                json_number(&w, "predicted_s", r->pred_s);
-                json_number(&w, "measured_s", r->meas_s);
-                json_number(&w, "rel_error", r->rel);
-                json_string(&w, "bound", r->bound);
-                json_number(&w, "machine_cpu_pct", r->machine_pct);
-            }
-            json_end_object(&w);
-        }
-        json_end_array(&w);
-        json_number(&w, "max_rel_error", measured ? maxrel : NAN);
-        json_number(&w, "max_rel_error_inagg", measured ? maxrel_ina : NAN);
-        json_number(&w, "target", TARGET);
-        json_int(&w, "measured_rows", measured);
-        json_end_object(&w);
-        if (cli_emit_json(&w, json_path, MODEL_CMD " " SUB) != 0)
-            return 1;
-    }
+    vsummary_t s = summarize(rows, nrows);
+    render_text(json_path && !strcmp(json_path, "-") ? stderr : stdout, rows, nrows, &s, rc, t0);
+    if (json_path && render_json(json_path, params, &cal, quick, rows, nrows, &s) != 0)
+        return 1;
     return rc == 0 ? 0 : 1;
 }

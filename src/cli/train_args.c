@@ -13,7 +13,7 @@
 
 #include "base/util.h"
 #include "codec/codec.h"
-#include "cli/output.h"
+#include "cli/flags.h"
 #include "cli/train.h"
 #include "glm/objective.h"
 #include "inagg.h"
@@ -214,6 +214,285 @@ static int env_rank(long *rank, long *world)
     return -1;
 }
 
+/* Flags whose presence matters after parsing. */
+typedef struct train_seen {
+    int micro_batch, pipeline, capture_steps;
+} train_seen_t;
+
+/* A flag of what is trained and how (data, objective, batch, step size, optimizer,
+ * averaging). 0 taken, 2 refused (said), -1 not one of these. */
+static int parse_training_flag(train_opts_t *o, train_seen_t *seen, int c)
+{
+    uint64_t v = 0;
+    double d = 0;
+    switch (c) {
+    case 'd': o->data = optarg; break;
+    case 'y': o->synthetic = optarg; break;
+    case 't': o->test = optarg; break;
+    case 'm':
+        if (glm_mode_parse(optarg, &o->cfg.mode) != 0)
+            return bad_usage("--mode must be model, data or single, got '%s'", optarg);
+        break;
+    case 'o':
+        if (glm_objective_parse(optarg, &o->cfg.objective) != 0)
+            return bad_usage("--objective must be logistic, squared or hinge, got '%s'",
+                             optarg);
+        break;
+    case 'b':
+        if (parse_u64("--batch", optarg, 1, 1u << 20, &v)) return 2;
+        o->cfg.batch = (size_t)v;
+        break;
+    case 'u':
+        if (parse_u64("--micro-batch", optarg, 1, INAGG_MAX_PACKET_ELEMS, &v)) return 2;
+        o->cfg.micro_batch = (size_t)v;
+        seen->micro_batch = 1;
+        break;
+    case 'e':
+        if (parse_u64("--epochs", optarg, 1, 100000, &v)) return 2;
+        o->cfg.epochs = (uint32_t)v;
+        break;
+    case 'g':
+        if (parse_double("--lr", optarg, 0, &d)) return 2;
+        if (d <= 0) return bad_usage("--lr must be positive");
+        o->cfg.lr = d;
+        o->lr_given = 1;
+        break;
+    case 'S':
+        if (strcmp(optarg, "sqrt") == 0) o->cfg.schedule = GLM_LR_SQRT;
+        else if (strcmp(optarg, "const") == 0) o->cfg.schedule = GLM_LR_CONST;
+        else return bad_usage("--lr-schedule must be sqrt or const, got '%s'", optarg);
+        break;
+    case 'Q':
+        if (strcmp(optarg, "diag") == 0) o->cfg.precondition = GLM_PRECOND_DIAG;
+        else if (strcmp(optarg, "none") == 0) o->cfg.precondition = GLM_PRECOND_NONE;
+        else return bad_usage("--precondition must be diag or none, got '%s'", optarg);
+        break;
+    case 'V':
+        if (strcmp(optarg, "tail") == 0) o->cfg.average = GLM_AVG_TAIL;
+        else if (strcmp(optarg, "none") == 0) o->cfg.average = GLM_AVG_NONE;
+        else return bad_usage("--average must be tail or none, got '%s'", optarg);
+        break;
+    case 'l':
+        if (parse_double("--l2", optarg, 0, &d)) return 2;
+        o->cfg.l2 = d;
+        o->l2_given = 1;
+        break;
+    case 's':
+        if (parse_u64("--seed", optarg, 0, UINT64_MAX, &v)) return 2;
+        o->cfg.seed = v;
+        break;
+    case 'O': {
+        optim_kind_t k;
+        if (optim_parse_kind(optarg, &k) != 0)
+            return bad_usage("--optimizer must be sgd, adagrad, adam or smorms3, got '%s'",
+                             optarg);
+        o->cfg.optimizer = 1 + (int)k;
+        break;
+    }
+    case 'I': o->cfg.in_switch = 1; break;
+    case 'E':
+        if (strcmp(optarg, "inside") == 0) o->cfg.eps_outside = 0;
+        else if (strcmp(optarg, "outside") == 0) o->cfg.eps_outside = 1;
+        else return bad_usage("--eps-place must be inside or outside, got '%s'", optarg);
+        break;
+    default: return -1;
+    }
+    return 0;
+}
+
+/* A flag of the job that trains (workers, backend, protocol, precision, compression, capture,
+ * outputs, switch, rank, testbed). 0 taken, 2 refused (said), -1 not one of these. */
+static int parse_job_flag(train_opts_t *o, train_seen_t *seen, int c)
+{
+    uint64_t v = 0;
+    switch (c) {
+    case 'n':
+        if (parse_u64("--workers", optarg, 1, INAGG_MAX_WORLD, &v)) return 2;
+        o->workers = (uint32_t)v;
+        o->workers_given = 1;
+        break;
+    case 'B':
+        if (strcmp(optarg, "inagg") == 0) o->backend_mpi = 0;
+        else if (strcmp(optarg, "mpi") == 0) o->backend_mpi = 1;
+        else return bad_usage("--backend must be inagg or mpi, got '%s'", optarg);
+        break;
+    case 'P':
+        if (strcmp(optarg, "p4sgd") == 0) o->protocol = 1;
+        else if (strcmp(optarg, "switchml") == 0) o->protocol = 0;
+        else return bad_usage("--protocol must be p4sgd or switchml, got '%s'", optarg);
+        break;
+    case 'N': o->cfg.pipeline = 0; seen->pipeline = 1; break;
+    case 'p':
+        if (strcmp(optarg, "32") == 0) o->precision = 32;
+        else if (strcmp(optarg, "8") == 0) o->precision = 8;
+        else if (strcmp(optarg, "4") == 0) o->precision = 4;
+        else return bad_usage("--precision must be 32, 8 or 4, got '%s'", optarg);
+        break;
+    case 'Z': {
+        codec_spec_t cs;
+        char why[256];
+        if (codec_parse(optarg, &cs, why, sizeof why) != 0)
+            return bad_usage("--compress: %s", why);
+        o->compress = cs.mode == CODEC_NONE ? NULL : optarg;
+        break;
+    }
+    case 'X': o->no_feedback = 1; break;
+    case 'C':
+        if (!optarg[0])
+            return bad_usage("--capture-gradients needs a file name prefix");
+        o->capture_prefix = optarg;
+        break;
+    case 'Y':
+        if (parse_u64("--capture-steps", optarg, 1, 1000000, &v)) return 2;
+        o->cfg.capture_steps = (uint32_t)v;
+        seen->capture_steps = 1;
+        break;
+    case 'j': o->json_path = optarg; break;
+    case 'G': o->plot_path = optarg; break;
+    case 'W': o->switch_addr = optarg; break;
+    case 'r':
+        if (parse_u64("--rank", optarg, 0, INAGG_MAX_WORLD - 1, &v)) return 2;
+        o->rank = (long)v;
+        break;
+    case 'w':
+        if (parse_u64("--world", optarg, 1, INAGG_MAX_WORLD, &v)) return 2;
+        o->world = (long)v;
+        break;
+    case 'T':
+        if (parse_u64("--timeout", optarg, 100, 3600000, &v)) return 2;
+        o->timeout_ms = (uint32_t)v;
+        break;
+    case 'H':
+        if (parse_u64("--switch-threads", optarg, 1, 64, &v)) return 2;
+        o->switch_threads = (uint32_t)v;
+        break;
+    case 'J':
+        if (!*optarg || strlen(optarg) > 48)
+            return bad_usage("--job needs a name of 1..48 characters");
+        o->job = optarg;
+        break;
+    case 'K':
+        if (parse_u64("--testbed", optarg, 1, LAUNCH_TESTBED_MAX_HOSTS, &v)) return 2;
+        o->testbed = (uint32_t)v;
+        break;
+    case 'F':
+        if (strcmp(optarg, "bridge") != 0 && strcmp(optarg, "inagg") != 0)
+            return bad_usage("--fabric is bridge or inagg, got '%s'", optarg);
+        o->fabric = optarg;
+        break;
+    case 'D': o->link_delay = optarg; break;
+    case 'R': o->link_rate = optarg; break;
+    case 'L': o->report_lines = 1; break;
+    default: return -1;
+    }
+    return 0;
+}
+
+/* The data, the batch and where the job runs (single process, testbed). 0, or 2 after a
+ * message. */
+static int check_data_and_placement(train_opts_t *o, const train_seen_t *seen)
+{
+    if (o->data && o->synthetic)
+        return bad_usage("give --data or --synthetic, not both");
+    if (!o->data && !o->synthetic)
+        o->synthetic = DEFAULT_SYNTHETIC;
+    if (o->cfg.micro_batch > o->cfg.batch) {
+        if (seen->micro_batch)
+            return bad_usage("--micro-batch (%zu) cannot exceed --batch (%zu)",
+                             o->cfg.micro_batch, o->cfg.batch);
+        o->cfg.micro_batch = o->cfg.batch;
+    }
+    if (o->cfg.mode == GLM_MODE_SINGLE) {
+        if (o->workers_given && o->workers != 1)
+            return bad_usage("--mode single runs one process (got --workers %u)", o->workers);
+        if (o->backend_mpi || o->protocol >= 0 || o->switch_addr)
+            return bad_usage("--mode single uses no switch and no MPI (drop --backend, "
+                             "--protocol, --switch)");
+        o->workers = 1;
+    }
+    if (o->testbed) {
+        if (o->switch_addr || o->cfg.mode == GLM_MODE_SINGLE)
+            return bad_usage("--testbed runs one rank per host with its own switch (not with "
+                             "--switch or --mode single)");
+        if (o->workers_given)
+            return bad_usage("--testbed runs one worker per host; --workers does not apply");
+        o->workers = o->testbed;
+    } else if (o->fabric || o->link_delay || o->link_rate) {
+        return bad_usage("--fabric, --link-delay and --link-rate describe the testbed: they go "
+                         "with --testbed N");
+    }
+    return 0;
+}
+
+/* What goes with the optimizer, the backend, the protocol, compression and capture; the
+ * defaults they imply. 0, or 2 after a message. */
+static int check_training_and_backend(train_opts_t *o, const train_seen_t *seen)
+{
+    if (o->report_lines && !o->switch_addr)
+        return bad_usage("--report-lines goes with --switch (one rank of a job)");
+    if (o->cfg.optimizer && o->cfg.mode != GLM_MODE_DATA)
+        return bad_usage("--optimizer applies to --mode data (model mode updates each worker's "
+                         "slice with plain SGD)");
+    if (o->cfg.in_switch && !o->cfg.optimizer)
+        return bad_usage("--in-switch needs --optimizer");
+    if (o->cfg.in_switch && o->backend_mpi)
+        return bad_usage("--in-switch needs the inagg backend (MPI has no switch)");
+    if (o->cfg.mode == GLM_MODE_DATA && seen->pipeline)
+        return bad_usage("--no-pipeline applies to model mode");
+    if (o->backend_mpi && o->protocol >= 0)
+        return bad_usage("--protocol applies to the inagg backend, not --backend mpi");
+    if (o->backend_mpi && o->switch_addr)
+        return bad_usage("--switch applies to the inagg backend, not --backend mpi");
+    if (o->switch_threads && (o->switch_addr || o->backend_mpi || o->cfg.mode == GLM_MODE_SINGLE))
+        return bad_usage("--switch-threads applies to the embedded switch (not with --switch, "
+                         "--backend mpi or --mode single)");
+    if (!o->switch_addr && !o->backend_mpi && o->cfg.mode != GLM_MODE_SINGLE &&
+        !o->switch_threads)
+        o->switch_threads = default_switch_threads();
+    if (o->protocol < 0)
+        o->protocol = o->cfg.mode == GLM_MODE_DATA ? 0 : 1;
+    if (o->compress && (o->backend_mpi || o->protocol != 0 || o->cfg.mode != GLM_MODE_DATA ||
+                        o->cfg.in_switch))
+        return bad_usage("--compress applies to --mode data over the switchml protocol "
+                         "(inagg backend, no --in-switch)");
+    if (o->no_feedback && !o->compress)
+        return bad_usage("--no-error-feedback goes with --compress");
+    if (seen->capture_steps && !o->capture_prefix)
+        return bad_usage("--capture-steps goes with --capture-gradients");
+    if (o->capture_prefix && (o->cfg.mode != GLM_MODE_DATA || o->backend_mpi))
+        return bad_usage("--capture-gradients applies to --mode data with the inagg backend "
+                         "(model mode sends activations, not gradients)");
+    if (o->capture_prefix && !o->cfg.capture_steps)
+        o->cfg.capture_steps = 10;
+    return 0;
+}
+
+/* --switch runs one rank of a job: its rank and world (from the flags or a launcher's
+ * environment). 0, or 2 after a message. */
+static int check_rank_of_job(train_opts_t *o)
+{
+    if (o->switch_addr) {
+        if (o->rank < 0 || o->world < 0) {
+            long r = -1, w = -1;
+            if (env_rank(&r, &w) != 0 && (o->rank < 0 || o->world < 0))
+                return bad_usage("--switch needs --rank and --world (or run under mpirun / "
+                                 "srun, which set them in the environment)");
+            if (o->rank < 0) o->rank = r;
+            if (o->world < 0) o->world = w;
+        }
+        if (o->world < 1 || o->world > (long)INAGG_MAX_WORLD || o->rank < 0 ||
+            o->rank >= o->world)
+            return bad_usage("rank %ld of world %ld is out of range (world 1..%u)", o->rank,
+                             o->world, INAGG_MAX_WORLD);
+        if (o->workers_given && o->workers != (uint32_t)o->world)
+            return bad_usage("--workers %u disagrees with --world %ld", o->workers, o->world);
+        o->workers = (uint32_t)o->world;
+    } else if (o->rank >= 0 || o->world >= 0 || o->job) {
+        return bad_usage("--rank, --world and --job go with --switch HOST:PORT");
+    }
+    return 0;
+}
+
 int train_parse_args(int argc, char **argv, train_opts_t *o)
 {
     memset(o, 0, sizeof(*o));
@@ -248,159 +527,20 @@ int train_parse_args(int argc, char **argv, train_opts_t *o)
         {"precondition", required_argument, 0, 'Q'},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
-    uint64_t v = 0;
-    double d = 0;
-    int c, mb_given = 0, pipeline_given = 0, capture_steps_given = 0;
+    int c;
+    train_seen_t seen = {0};
     optind = 1;
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+        int rc = parse_training_flag(o, &seen, c);
+        if (rc < 0)
+            rc = parse_job_flag(o, &seen, c);
+        if (rc >= 0) {
+            if (rc)
+                return rc;
+            continue;
+        }
         switch (c) {
-        case 'd': o->data = optarg; break;
-        case 'y': o->synthetic = optarg; break;
-        case 't': o->test = optarg; break;
-        case 'n':
-            if (parse_u64("--workers", optarg, 1, INAGG_MAX_WORLD, &v)) return 2;
-            o->workers = (uint32_t)v;
-            o->workers_given = 1;
-            break;
-        case 'm':
-            if (glm_mode_parse(optarg, &o->cfg.mode) != 0)
-                return bad_usage("--mode must be model, data or single, got '%s'", optarg);
-            break;
-        case 'o':
-            if (glm_objective_parse(optarg, &o->cfg.objective) != 0)
-                return bad_usage("--objective must be logistic, squared or hinge, got '%s'",
-                                 optarg);
-            break;
-        case 'b':
-            if (parse_u64("--batch", optarg, 1, 1u << 20, &v)) return 2;
-            o->cfg.batch = (size_t)v;
-            break;
-        case 'u':
-            if (parse_u64("--micro-batch", optarg, 1, INAGG_MAX_PACKET_ELEMS, &v)) return 2;
-            o->cfg.micro_batch = (size_t)v;
-            mb_given = 1;
-            break;
-        case 'e':
-            if (parse_u64("--epochs", optarg, 1, 100000, &v)) return 2;
-            o->cfg.epochs = (uint32_t)v;
-            break;
-        case 'g':
-            if (parse_double("--lr", optarg, 0, &d)) return 2;
-            if (d <= 0) return bad_usage("--lr must be positive");
-            o->cfg.lr = d;
-            o->lr_given = 1;
-            break;
-        case 'S':
-            if (strcmp(optarg, "sqrt") == 0) o->cfg.schedule = GLM_LR_SQRT;
-            else if (strcmp(optarg, "const") == 0) o->cfg.schedule = GLM_LR_CONST;
-            else return bad_usage("--lr-schedule must be sqrt or const, got '%s'", optarg);
-            break;
-        case 'Q':
-            if (strcmp(optarg, "diag") == 0) o->cfg.precondition = GLM_PRECOND_DIAG;
-            else if (strcmp(optarg, "none") == 0) o->cfg.precondition = GLM_PRECOND_NONE;
-            else return bad_usage("--precondition must be diag or none, got '%s'", optarg);
-            break;
-        case 'V':
-            if (strcmp(optarg, "tail") == 0) o->cfg.average = GLM_AVG_TAIL;
-            else if (strcmp(optarg, "none") == 0) o->cfg.average = GLM_AVG_NONE;
-            else return bad_usage("--average must be tail or none, got '%s'", optarg);
-            break;
-        case 'l':
-            if (parse_double("--l2", optarg, 0, &d)) return 2;
-            o->cfg.l2 = d;
-            o->l2_given = 1;
-            break;
-        case 'B':
-            if (strcmp(optarg, "inagg") == 0) o->backend_mpi = 0;
-            else if (strcmp(optarg, "mpi") == 0) o->backend_mpi = 1;
-            else return bad_usage("--backend must be inagg or mpi, got '%s'", optarg);
-            break;
-        case 'P':
-            if (strcmp(optarg, "p4sgd") == 0) o->protocol = 1;
-            else if (strcmp(optarg, "switchml") == 0) o->protocol = 0;
-            else return bad_usage("--protocol must be p4sgd or switchml, got '%s'", optarg);
-            break;
-        case 'N': o->cfg.pipeline = 0; pipeline_given = 1; break;
-        case 'p':
-            if (strcmp(optarg, "32") == 0) o->precision = 32;
-            else if (strcmp(optarg, "8") == 0) o->precision = 8;
-            else if (strcmp(optarg, "4") == 0) o->precision = 4;
-            else return bad_usage("--precision must be 32, 8 or 4, got '%s'", optarg);
-            break;
-        case 'Z': {
-            codec_spec_t cs;
-            char why[256];
-            if (codec_parse(optarg, &cs, why, sizeof why) != 0)
-                return bad_usage("--compress: %s", why);
-            o->compress = cs.mode == CODEC_NONE ? NULL : optarg;
-            break;
-        }
-        case 'X': o->no_feedback = 1; break;
-        case 'C':
-            if (!optarg[0])
-                return bad_usage("--capture-gradients needs a file name prefix");
-            o->capture_prefix = optarg;
-            break;
-        case 'Y':
-            if (parse_u64("--capture-steps", optarg, 1, 1000000, &v)) return 2;
-            o->cfg.capture_steps = (uint32_t)v;
-            capture_steps_given = 1;
-            break;
-        case 's':
-            if (parse_u64("--seed", optarg, 0, UINT64_MAX, &v)) return 2;
-            o->cfg.seed = v;
-            break;
-        case 'j': o->json_path = optarg; break;
-        case 'G': o->plot_path = optarg; break;
-        case 'W': o->switch_addr = optarg; break;
-        case 'r':
-            if (parse_u64("--rank", optarg, 0, INAGG_MAX_WORLD - 1, &v)) return 2;
-            o->rank = (long)v;
-            break;
-        case 'w':
-            if (parse_u64("--world", optarg, 1, INAGG_MAX_WORLD, &v)) return 2;
-            o->world = (long)v;
-            break;
-        case 'T':
-            if (parse_u64("--timeout", optarg, 100, 3600000, &v)) return 2;
-            o->timeout_ms = (uint32_t)v;
-            break;
-        case 'H':
-            if (parse_u64("--switch-threads", optarg, 1, 64, &v)) return 2;
-            o->switch_threads = (uint32_t)v;
-            break;
-        case 'J':
-            if (!*optarg || strlen(optarg) > 48)
-                return bad_usage("--job needs a name of 1..48 characters");
-            o->job = optarg;
-            break;
-        case 'O': {
-            optim_kind_t k;
-            if (optim_parse_kind(optarg, &k) != 0)
-                return bad_usage("--optimizer must be sgd, adagrad, adam or smorms3, got '%s'",
-                                 optarg);
-            o->cfg.optimizer = 1 + (int)k;
-            break;
-        }
-        case 'I': o->cfg.in_switch = 1; break;
-        case 'E':
-            if (strcmp(optarg, "inside") == 0) o->cfg.eps_outside = 0;
-            else if (strcmp(optarg, "outside") == 0) o->cfg.eps_outside = 1;
-            else return bad_usage("--eps-place must be inside or outside, got '%s'", optarg);
-            break;
-        case 'K':
-            if (parse_u64("--testbed", optarg, 1, LAUNCH_TESTBED_MAX_HOSTS, &v)) return 2;
-            o->testbed = (uint32_t)v;
-            break;
-        case 'F':
-            if (strcmp(optarg, "bridge") != 0 && strcmp(optarg, "inagg") != 0)
-                return bad_usage("--fabric is bridge or inagg, got '%s'", optarg);
-            o->fabric = optarg;
-            break;
-        case 'D': o->link_delay = optarg; break;
-        case 'R': o->link_rate = optarg; break;
-        case 'L': o->report_lines = 1; break;
         case 'h': usage(stdout); return 1;
         default:
             return cli_bad_option("inagg train", c, argv);
@@ -408,91 +548,12 @@ int train_parse_args(int argc, char **argv, train_opts_t *o)
     }
     if (optind < argc)
         return bad_usage("unexpected argument '%s'", argv[optind]);
-    if (o->data && o->synthetic)
-        return bad_usage("give --data or --synthetic, not both");
-    if (!o->data && !o->synthetic)
-        o->synthetic = DEFAULT_SYNTHETIC;
-    if (o->cfg.micro_batch > o->cfg.batch) {
-        if (mb_given)
-            return bad_usage("--micro-batch (%zu) cannot exceed --batch (%zu)",
-                             o->cfg.micro_batch, o->cfg.batch);
-        o->cfg.micro_batch = o->cfg.batch;
-    }
-    if (o->cfg.mode == GLM_MODE_SINGLE) {
-        if (o->workers_given && o->workers != 1)
-            return bad_usage("--mode single runs one process (got --workers %u)", o->workers);
-        if (o->backend_mpi || o->protocol >= 0 || o->switch_addr)
-            return bad_usage("--mode single uses no switch and no MPI (drop --backend, "
-                             "--protocol, --switch)");
-        o->workers = 1;
-    }
-    if (o->testbed) {
-        if (o->switch_addr || o->cfg.mode == GLM_MODE_SINGLE)
-            return bad_usage("--testbed runs one rank per host with its own switch (not with "
-                             "--switch or --mode single)");
-        if (o->workers_given)
-            return bad_usage("--testbed runs one worker per host; --workers does not apply");
-        o->workers = o->testbed;
-    } else if (o->fabric || o->link_delay || o->link_rate) {
-        return bad_usage("--fabric, --link-delay and --link-rate describe the testbed: they go "
-                         "with --testbed N");
-    }
-    if (o->report_lines && !o->switch_addr)
-        return bad_usage("--report-lines goes with --switch (one rank of a job)");
     o->argc = argc;
     o->argv = argv;
-    if (o->cfg.optimizer && o->cfg.mode != GLM_MODE_DATA)
-        return bad_usage("--optimizer applies to --mode data (model mode updates each worker's "
-                         "slice with plain SGD)");
-    if (o->cfg.in_switch && !o->cfg.optimizer)
-        return bad_usage("--in-switch needs --optimizer");
-    if (o->cfg.in_switch && o->backend_mpi)
-        return bad_usage("--in-switch needs the inagg backend (MPI has no switch)");
-    if (o->cfg.mode == GLM_MODE_DATA && pipeline_given)
-        return bad_usage("--no-pipeline applies to model mode");
-    if (o->backend_mpi && o->protocol >= 0)
-        return bad_usage("--protocol applies to the inagg backend, not --backend mpi");
-    if (o->backend_mpi && o->switch_addr)
-        return bad_usage("--switch applies to the inagg backend, not --backend mpi");
-    if (o->switch_threads && (o->switch_addr || o->backend_mpi || o->cfg.mode == GLM_MODE_SINGLE))
-        return bad_usage("--switch-threads applies to the embedded switch (not with --switch, "
-                         "--backend mpi or --mode single)");
-    if (!o->switch_addr && !o->backend_mpi && o->cfg.mode != GLM_MODE_SINGLE &&
-        !o->switch_threads)
-        o->switch_threads = default_switch_threads();
-    if (o->protocol < 0)
-        o->protocol = o->cfg.mode == GLM_MODE_DATA ? 0 : 1;
-    if (o->compress && (o->backend_mpi || o->protocol != 0 || o->cfg.mode != GLM_MODE_DATA ||
-                        o->cfg.in_switch))
-        return bad_usage("--compress applies to --mode data over the switchml protocol "
-                         "(inagg backend, no --in-switch)");
-    if (o->no_feedback && !o->compress)
-        return bad_usage("--no-error-feedback goes with --compress");
-    if (capture_steps_given && !o->capture_prefix)
-        return bad_usage("--capture-steps goes with --capture-gradients");
-    if (o->capture_prefix && (o->cfg.mode != GLM_MODE_DATA || o->backend_mpi))
-        return bad_usage("--capture-gradients applies to --mode data with the inagg backend "
-                         "(model mode sends activations, not gradients)");
-    if (o->capture_prefix && !o->cfg.capture_steps)
-        o->cfg.capture_steps = 10;
-    if (o->switch_addr) {
-        if (o->rank < 0 || o->world < 0) {
-            long r = -1, w = -1;
-            if (env_rank(&r, &w) != 0 && (o->rank < 0 || o->world < 0))
-                return bad_usage("--switch needs --rank and --world (or run under mpirun / "
-                                 "srun, which set them in the environment)");
-            if (o->rank < 0) o->rank = r;
-            if (o->world < 0) o->world = w;
-        }
-        if (o->world < 1 || o->world > (long)INAGG_MAX_WORLD || o->rank < 0 ||
-            o->rank >= o->world)
-            return bad_usage("rank %ld of world %ld is out of range (world 1..%u)", o->rank,
-                             o->world, INAGG_MAX_WORLD);
-        if (o->workers_given && o->workers != (uint32_t)o->world)
-            return bad_usage("--workers %u disagrees with --world %ld", o->workers, o->world);
-        o->workers = (uint32_t)o->world;
-    } else if (o->rank >= 0 || o->world >= 0 || o->job) {
-        return bad_usage("--rank, --world and --job go with --switch HOST:PORT");
-    }
-    return 0;
+    int rc = check_data_and_placement(o, &seen);
+    if (rc == 0)
+        rc = check_training_and_backend(o, &seen);
+    if (rc == 0)
+        rc = check_rank_of_job(o);
+    return rc;
 }

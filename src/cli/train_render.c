@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "base/util.h"
+#include "bench/samples.h"
 #include "cli/output.h"
 #include "cli/train.h"
 #include "glm/objective.h"
@@ -207,7 +208,7 @@ void train_summary(run_t *r, double total_s)
         if (secs)
             secs[i] = r->epochs[i].seconds;
     }
-    double med = secs ? cli_median(secs, r->nepochs) : NAN;
+    double med = secs ? bench_median(secs, r->nepochs) : NAN;
     free(secs);
     FILE *h = r->human;
     fprintf(h, "summary\n");

@@ -32,7 +32,7 @@
 #include "base/log.h"
 #include "base/util.h"
 #include "cli/commands.h"
-#include "cli/output.h"
+#include "bench/harness.h"
 #include "cli/train.h"
 #include "glm/collective.h"
 #include "glm/dataset.h"
@@ -378,7 +378,7 @@ static int run_local(const train_opts_t *given, run_t *run)
     }
     char addr[64], job[64];
     snprintf(addr, sizeof(addr), "127.0.0.1:%u", port);
-    rank_ctx_t ctx = {o, addr, cli_job_name("train", job, sizeof(job)), &pre};
+    rank_ctx_t ctx = {o, addr, bench_job_name("train", job, sizeof(job)), &pre};
     child_t *ch = calloc(o->workers, sizeof(child_t));
     launch_ranks_t *g = calloc(1, sizeof(*g));
     if (!ch || !g) {
@@ -629,7 +629,7 @@ static int run_testbed(const train_opts_t *o, run_t *run)
         snprintf(run->error, sizeof(run->error), "%s", err);
         goto fail;
     }
-    cli_job_name("train", job, sizeof(job));
+    bench_job_name("train", job, sizeof(job));
     g->n = o->workers;
     for (uint32_t r = 0; r < o->workers; r++) {
         g->fd[r] = -1;

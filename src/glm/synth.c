@@ -288,6 +288,39 @@ static void sample_columns(struct column_sampler *cs, util_rng_t *r, uint64_t k,
     sort_u32(out, (size_t)k);
 }
 
+/* A dense row: every column, normal values scaled by 1/sqrt(D). */
+static void dense_row(util_rng_t *row_rng, uint64_t D, double sqrt_d, uint32_t *col, float *val)
+{
+    util_rng_t rng = *row_rng; /* a copy the compiler can keep in registers */
+    for (uint64_t j = 0; j < D; j++) {
+        col[j] = (uint32_t)j;
+        val[j] = (float)(normal_draw(&rng) / sqrt_d);
+    }
+    *row_rng = rng;
+}
+
+/* A sparse row of k0 +- jitter distinct columns, positive values of unit norm. Returns k. */
+static uint64_t sparse_row(struct column_sampler *cs, util_rng_t *row_rng, uint64_t k0,
+                           uint64_t jitter, uint64_t D, uint32_t *col, float *val)
+{
+    uint64_t k = k0 - jitter + uniform_below(row_rng, 2 * jitter + 1);
+    if (k < 1)
+        k = 1;
+    if (k > D)
+        k = D;
+    sample_columns(cs, row_rng, k, col);
+    double raw_sq = 0.0;
+    for (uint64_t j = 0; j < k; j++) {
+        double u = positive_uniform(row_rng);
+        val[j] = (float)u;
+        raw_sq += u * u;
+    }
+    const double norm = sqrt(raw_sq);
+    for (uint64_t j = 0; j < k; j++)
+        val[j] = (float)((double)val[j] / norm);
+    return k;
+}
+
 int glm_synthetic(const char *spec, uint64_t seed, enum glm_label_kind kind, glm_dataset_t *out,
                   char *err, size_t errlen)
 {
@@ -359,28 +392,9 @@ int glm_synthetic(const char *spec, uint64_t seed, enum glm_label_kind kind, glm
         uint64_t k;
         if (dense) {
             k = D;
-            util_rng_t rng = row_rng; /* a copy the compiler can keep in registers */
-            for (uint64_t j = 0; j < D; j++) {
-                col[j] = (uint32_t)j;
-                val[j] = (float)(normal_draw(&rng) / sqrt_d);
-            }
-            row_rng = rng;
+            dense_row(&row_rng, D, sqrt_d, col, val);
         } else {
-            k = k0 - jitter + uniform_below(&row_rng, 2 * jitter + 1);
-            if (k < 1)
-                k = 1;
-            if (k > D)
-                k = D;
-            sample_columns(&cs, &row_rng, k, col);
-            double raw_sq = 0.0;
-            for (uint64_t j = 0; j < k; j++) {
-                double u = positive_uniform(&row_rng);
-                val[j] = (float)u;
-                raw_sq += u * u;
-            }
-            const double norm = sqrt(raw_sq);
-            for (uint64_t j = 0; j < k; j++)
-                val[j] = (float)((double)val[j] / norm);
+            k = sparse_row(&cs, &row_rng, k0, jitter, D, col, val);
         }
         double m = 0.0;
         for (uint64_t j = 0; j < k; j++)

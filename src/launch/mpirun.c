@@ -2,7 +2,7 @@
  * mpirun.c - see launch.h: the mpirun command line (flags that keep MPI on TCP over loopback,
  * or one rank per host of a testbed or cluster over its network; the environment OpenMPI
  * needs to run as root and oversubscribed) and running it with its output captured, for the
- * MPI baseline (mpi/baseline_mpi.c) and the MPI trainer.
+ * MPI baseline (bench/baseline_mpi.c) and the MPI trainer.
  */
 #include "launch/launch.h"
 

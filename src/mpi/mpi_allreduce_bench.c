@@ -3,7 +3,7 @@
  * Every rank fills its tensor with the same deterministic values the inagg benchmark uses
  * (bench/benchdata.h), runs warmup + timed MPI_Allreduce(MPI_SUM) calls, verifies the
  * result, and rank 0 prints one line of JSON. Run under mpirun; `inagg bench allreduce
- * --baseline mpi` does that (mpi/baseline_mpi.c). Exit: 0 verified, 1 not, 2 bad usage.
+ * --baseline mpi` does that (bench/baseline_mpi.c). Exit: 0 verified, 1 not, 2 bad usage.
  */
 #include <errno.h>
 #include <getopt.h>

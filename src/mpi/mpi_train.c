@@ -5,7 +5,7 @@
  * model parallelism. Every rank loads (or generates) the same data; rank 0 prints the report
  * lines of glm/train.h on stdout (one per line, flushed), which `inagg train --backend mpi`
  * parses; a rank that fails prints an error line and aborts the job. Run under mpirun:
- * `inagg train --backend mpi` does that (mpi/baseline_mpi.c) with flags that keep MPI on
+ * `inagg train --backend mpi` does that (bench/baseline_mpi.c) with flags that keep MPI on
  * TCP over loopback. Links the glm sources, never libinagg. Exit: 0, 1 failure, 2 bad usage.
  */
 #include <errno.h>

@@ -609,18 +609,18 @@ static void scan_timers(engine_t *e, uint64_t now, uint64_t *next_deadline)
 
 /* Run this engine's share of call r: 0, -EOVERFLOW / -EDOM (delivered, see proto.h), or a
  * failure with a reason in detail. */
-int sml_engine_run(engine_t *e, const worker_call_t *r, char *detail, size_t dlen)
+/* What call r needs of this engine: chunks, wire type, the residual of error feedback. */
+static void run_setup(engine_t *e, const worker_call_t *r, run_t *run)
 {
-    run_t run = {.r = r};
-    run.nchunks = (r->count + e->p.elems - 1) / e->p.elems;
-    run.coded = r->dtype == INAGG_FLOAT32 && e->codec != NULL;
-    run.fixed = !run.coded && r->dtype == INAGG_FLOAT32 && e->p.float_mode == INAGG_FLOAT_FIXED;
-    run.wire_dtype = r->dtype == INAGG_INT32 ? WIRE_INT32
-                     : run.coded             ? WIRE_CODED
-                     : run.fixed             ? WIRE_FIXED32
-                                             : WIRE_FLOAT32;
+    run->nchunks = (r->count + e->p.elems - 1) / e->p.elems;
+    run->coded = r->dtype == INAGG_FLOAT32 && e->codec != NULL;
+    run->fixed = !run->coded && r->dtype == INAGG_FLOAT32 && e->p.float_mode == INAGG_FLOAT_FIXED;
+    run->wire_dtype = r->dtype == INAGG_INT32 ? WIRE_INT32
+                      : run->coded            ? WIRE_CODED
+                      : run->fixed            ? WIRE_FIXED32
+                                              : WIRE_FLOAT32;
 
-    if (run.coded && e->p.error_feedback && r->count > 0) {
+    if (run->coded && e->p.error_feedback && r->count > 0) {
         if (e->resid_len != r->count) { /* a new tensor shape: start from no residual */
             float *nr = calloc(r->count, sizeof(float));
             if (nr) {
@@ -629,9 +629,53 @@ int sml_engine_run(engine_t *e, const worker_call_t *r, char *detail, size_t dle
                 e->resid_len = r->count;
             }
         }
-        run.resid = e->resid_len == r->count;
+        run->resid = e->resid_len == r->count;
     }
+}
 
+/* The n results just received: each answered slot sends its next chunk or goes idle.
+ * Returns the slots that went idle; *last_progress: now when any result was accepted. */
+static uint32_t take_results(engine_t *e, run_t *run, int n, uint64_t now,
+                             uint64_t *last_progress)
+{
+    uint32_t finished = 0;
+    for (int i = 0; i < n; i++) {
+        const uint8_t *buf = e->rx[i].data;
+        size_t len = e->rx[i].len;
+        wire_header_t h;
+        int k = accept_result(e, run, buf, len, &h);
+        if (k < 0)
+            continue;
+        wslot_t *w = &e->ws[k];
+        worker_count_received(&e->c, len);
+        worker_timer_answered(&w->tm, now, &e->c, &e->rto);
+        answered(e, w);
+        *last_progress = now;
+        const uint32_t *payload = (const uint32_t *)(const void *)(buf + worker_hdr_bytes(&e->p));
+        w->round++;
+        if (w->phase == PHASE_PROBE) {
+            w->exp = h.next_exp;
+            w->phase = PHASE_DATA;
+            send_current(e, run, w);
+            continue;
+        }
+        deliver(e, run, w, &h, payload);
+        w->chunk += e->p.slots;
+        if (w->chunk < run->nchunks) {
+            w->exp = h.next_exp;
+            send_current(e, run, w);
+        } else {
+            w->phase = PHASE_IDLE;
+            finished++;
+        }
+    }
+    return finished;
+}
+
+int sml_engine_run(engine_t *e, const worker_call_t *r, char *detail, size_t dlen)
+{
+    run_t run = {.r = r};
+    run_setup(e, r, &run);
     if (run.coded)
         helper_attach(e, &run);
     uint64_t now = util_now_ns();
@@ -673,36 +717,7 @@ int sml_engine_run(engine_t *e, const worker_call_t *r, char *detail, size_t dle
             break;
         }
         now = util_now_ns();
-        for (int i = 0; i < n; i++) {
-            const uint8_t *buf = e->rx[i].data;
-            size_t len = e->rx[i].len;
-            wire_header_t h;
-            int k = accept_result(e, &run, buf, len, &h);
-            if (k < 0)
-                continue;
-            wslot_t *w = &e->ws[k];
-            worker_count_received(&e->c, len);
-            worker_timer_answered(&w->tm, now, &e->c, &e->rto);
-            answered(e, w);
-            last_progress = now;
-            const uint32_t *payload = (const uint32_t *)(const void *)(buf + worker_hdr_bytes(&e->p));
-            w->round++;
-            if (w->phase == PHASE_PROBE) {
-                w->exp = h.next_exp;
-                w->phase = PHASE_DATA;
-                send_current(e, &run, w);
-                continue;
-            }
-            deliver(e, &run, w, &h, payload);
-            w->chunk += e->p.slots;
-            if (w->chunk < run.nchunks) {
-                w->exp = h.next_exp;
-                send_current(e, &run, w);
-            } else {
-                w->phase = PHASE_IDLE;
-                active--;
-            }
-        }
+        active -= take_results(e, &run, n, now, &last_progress);
         /* A full batch means more results may wait unread (answers that came while this
          * thread was coding): read them before any timer may fire. */
         if ((now >= next_deadline || e->tx.n == 0) && n < 2 * ENGINE_RX_BATCH)

@@ -3,12 +3,12 @@
  * (/proc/stat) sampled every SAMPLE_MS, and their use over the ranks' timed window
  * interpolated from the samples (bench allreduce's CPU columns).
  */
-#ifndef INAGG_CLI_CPU_SAMPLER_H
-#define INAGG_CLI_CPU_SAMPLER_H
+#ifndef INAGG_BENCH_CPU_SAMPLER_H
+#define INAGG_BENCH_CPU_SAMPLER_H
 
 #include <sys/types.h>
 
-#include "cli/bench_allreduce.h"
+#include "bench/bench_allreduce.h"
 
 #define SAMPLE_MS 100u
 

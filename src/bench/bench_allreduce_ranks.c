@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/bench_allreduce.h"
-#include "cli/output.h"
+#include "bench/bench_allreduce.h"
+#include "bench/samples.h"
 
 void ar_result_init(ar_sys_result_t *r)
 {
@@ -127,7 +127,7 @@ void ar_summarize_ranks(const ar_rank_report_t *reps, uint32_t n, uint32_t iters
             tat[i] = reps[k].times_s[i] > tat[i] ? reps[k].times_s[i] : tat[i];
     }
     r->iters = iters;
-    r->tat_median_s = cli_median(tat, iters); /* sorts */
+    r->tat_median_s = bench_median(tat, iters); /* sorts */
     r->tat_min_s = tat[0];
     r->tat_max_s = tat[iters - 1];
     free(tat);

@@ -10,7 +10,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include "cli/cpu_sampler.h"
+#include "bench/cpu_sampler.h"
 
 static double wall_now(void)
 {

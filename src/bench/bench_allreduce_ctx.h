@@ -3,14 +3,14 @@
  * shares with the code that starts its switches (bench_allreduce_switches.c): the run's
  * state. Only those two files include this.
  */
-#ifndef INAGG_CLI_BENCH_ALLREDUCE_CTX_H
-#define INAGG_CLI_BENCH_ALLREDUCE_CTX_H
+#ifndef INAGG_BENCH_BENCH_ALLREDUCE_CTX_H
+#define INAGG_BENCH_BENCH_ALLREDUCE_CTX_H
 
 #include <limits.h>
 #include <sys/types.h>
 
-#include "cli/bench_allreduce.h"
-#include "cli/cpu_sampler.h"
+#include "bench/bench_allreduce.h"
+#include "bench/cpu_sampler.h"
 
 #define SWITCH_PORT 7000
 #define SWITCH_READY_MS 15000
@@ -47,4 +47,4 @@ void ar_uncap_switches(ctx_t *c);
 /* CPU seconds (user + system) process pid has used, or NAN. */
 double ar_process_cpu_s(pid_t pid);
 
-#endif /* INAGG_CLI_BENCH_ALLREDUCE_CTX_H */
+#endif /* INAGG_BENCH_BENCH_ALLREDUCE_CTX_H */

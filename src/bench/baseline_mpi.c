@@ -3,7 +3,7 @@
  * launch/'s (launch_mpirun); this file names the program, passes the benchmark's parameters
  * and reads the report line.
  */
-#include "mpi/baseline_mpi.h"
+#include "bench/baseline_mpi.h"
 
 #include <errno.h>
 #include <limits.h>

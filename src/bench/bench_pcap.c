@@ -3,7 +3,7 @@
  * thread enters the switch namespace (setns affects only the calling thread), opens one
  * AF_PACKET socket per port, and writes each frame with its time until told to stop.
  */
-#include "cli/bench_pcap.h"
+#include "bench/bench_pcap.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

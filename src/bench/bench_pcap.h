@@ -3,8 +3,8 @@
  * (both directions) of a testbed into a pcap file, from a thread that enters the testbed's
  * switch namespace. Bounded in frames and bytes; frames beyond the bound are counted.
  */
-#ifndef INAGG_CLI_BENCH_PCAP_H
-#define INAGG_CLI_BENCH_PCAP_H
+#ifndef INAGG_BENCH_BENCH_PCAP_H
+#define INAGG_BENCH_BENCH_PCAP_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -19,4 +19,4 @@ int bench_pcap_start(const char *netns, unsigned nports, const char *path, bench
 /* Stop, flush and close; the frames written and those past the bound. */
 void bench_pcap_stop(bench_pcap_t *p, uint64_t *written, uint64_t *skipped);
 
-#endif /* INAGG_CLI_BENCH_PCAP_H */
+#endif /* INAGG_BENCH_BENCH_PCAP_H */

@@ -1,12 +1,13 @@
 /*
- * bench_allreduce.h - `inagg bench allreduce`, inside src/cli: its options, what one rank
- * reports, what a run measures per tensor size and per system, and the pieces that produce
- * them. The command reads as parse (bench_allreduce_args.c), run (bench_allreduce_run.c:
- * loopback ranks, or a testbed of namespaces; bench_allreduce_rank.c: one rank; the baselines),
- * render (bench_allreduce_render.c: text, JSON, the bus-bandwidth plot).
+ * bench_allreduce.h - the run of `inagg bench allreduce`: its options, what one rank reports,
+ * what a run measures per tensor size and per system, and the pieces that produce them: run
+ * (bench_allreduce_run.c: loopback ranks, or a testbed of namespaces; the baselines), one rank
+ * (bench_allreduce_rank.c), the ranks' summary (bench_allreduce_ranks.c), the switches
+ * (bench_allreduce_switches.c) and the link-aware defaults (bench_allreduce_defaults.c). The
+ * command's parsing and rendering are cli/bench_allreduce_cli.h.
  */
-#ifndef INAGG_CLI_BENCH_ALLREDUCE_H
-#define INAGG_CLI_BENCH_ALLREDUCE_H
+#ifndef INAGG_BENCH_BENCH_ALLREDUCE_H
+#define INAGG_BENCH_BENCH_ALLREDUCE_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -22,6 +23,12 @@
 #define AR_MAX_SAMPLES 65536
 #define AR_MAX_LEAVES 8
 #define AR_MAX_SHARDS 8
+/* The testbed's defaults: window bounds, retransmission floor and ceiling, switch threads. */
+#define AR_TESTBED_WINDOW_MIN 4u
+#define AR_TESTBED_WINDOW_MAX 64u
+#define AR_TESTBED_RTO_MIN_US 20000u
+#define AR_TESTBED_RTO_MAX_US 500000u
+#define AR_TESTBED_SWITCH_THREADS 2u
 
 /* The systems a run measures: inagg, then the baselines in the order --baseline names them. */
 typedef enum ar_system { AR_INAGG, AR_MPI, AR_MPI_RING, AR_GLOO, AR_NSYS } ar_system_t;
@@ -136,14 +143,14 @@ typedef struct ar_run {
     double switch_cpu_s[AR_MAX_SHARDS + AR_MAX_LEAVES];
 } ar_run_t;
 
-/* ---- parse (bench_allreduce_args.c) ---- */
-
-/* Options with their defaults, then argv's. 0, 1 after --help, 2 after a usage error (said). */
-int ar_parse(int argc, char **argv, ar_opts_t *o);
+/* ---- link-aware defaults (bench_allreduce_defaults.c) ---- */
 
 /* The testbed's link-aware defaults for what was not given; a sentence saying what was
  * chosen and why into note. */
 void ar_link_defaults(ar_opts_t *o, uint32_t mtu, uint64_t link_bps, char *note, size_t len);
+
+/* Bytes per rank of one size. */
+static inline uint64_t ar_bytes(const ar_size_result_t *s) { return s->elems * 4u; }
 
 /* ---- one rank (bench_allreduce_rank.c) ---- */
 
@@ -178,24 +185,4 @@ void ar_result_init(ar_sys_result_t *r);
  * iterations. */
 void ar_ranks_window(const ar_rank_report_t *reps, uint32_t n, double *t0, double *t1);
 
-/* ---- render (bench_allreduce_render.c) ---- */
-
-/* Bytes per rank of one size. */
-static inline uint64_t ar_bytes(const ar_size_result_t *s) { return s->elems * 4u; }
-
-/* algBw (bits per second of the tensor), busBw = algBw * 2(n-1)/n (nccl-tests), goodput
- * fraction (algBw over the link rate, NaN without one) and the speedup of inagg over sys. */
-double ar_alg_bw_gbps(const ar_size_result_t *s, ar_system_t sys);
-double ar_bus_bw_gbps(const ar_run_t *run, const ar_size_result_t *s, ar_system_t sys);
-double ar_goodput_fraction(const ar_run_t *run, const ar_size_result_t *s, ar_system_t sys);
-double ar_speedup(const ar_size_result_t *s, ar_system_t sys);
-double ar_theory_ratio(const ar_run_t *run);
-
-void ar_render_text(FILE *out, const ar_run_t *run);
-int ar_render_json(const ar_run_t *run);
-int ar_render_plot(const ar_run_t *run, const char *path);
-
-/* Whether the run as a whole succeeded: every system measured and verified. */
-int ar_run_ok(const ar_run_t *run);
-
-#endif /* INAGG_CLI_BENCH_ALLREDUCE_H */
+#endif /* INAGG_BENCH_BENCH_ALLREDUCE_H */

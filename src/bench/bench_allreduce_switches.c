@@ -17,8 +17,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "cli/bench_allreduce_ctx.h"
-#include "cli/output.h"
+#include "bench/bench_allreduce_ctx.h"
+#include "bench/harness.h"
 #include "launch/launch.h"
 #include "switch/switch.h"
 
@@ -218,8 +218,8 @@ int ar_local_switches(ctx_t *c, const ar_opts_t *o)
         }
         return 0;
     }
-    pid_t pid = cli_switch_begin(AR_CMD, o->switch_addr, o->switch_threads, o->timeout_ms,
-                                 c->sw_addr, sizeof(c->sw_addr));
+    pid_t pid = bench_switch_begin(AR_CMD, o->switch_addr, o->switch_threads, o->timeout_ms,
+                                   c->sw_addr, sizeof(c->sw_addr));
     c->sw_pid = pid > 0 ? pid : 0;
     if (pid > 0 && o->pin_switches)
         pin(pid, 0);

@@ -28,12 +28,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cli/bench_allreduce.h"
-#include "cli/bench_allreduce_ctx.h"
-#include "cli/bench_pcap.h"
-#include "cli/cpu_sampler.h"
-#include "cli/output.h"
-#include "mpi/baseline_mpi.h"
+#include "bench/bench_allreduce.h"
+#include "bench/bench_allreduce_ctx.h"
+#include "bench/bench_pcap.h"
+#include "bench/cpu_sampler.h"
+#include "bench/ranks.h"
+#include "bench/harness.h"
+#include "bench/baseline_mpi.h"
 #include "base/util.h"
 
 #define GLOO_PORT 29500
@@ -89,7 +90,7 @@ static void run_inagg_local(ctx_t *c, ar_sys_result_t *r)
 {
     const ar_opts_t *o = &c->so;
     char job[64], err[256];
-    local_rank_ctx_t lc = {o, c->sw_addr, cli_job_name("bench", job, sizeof(job)),
+    local_rank_ctx_t lc = {o, c->sw_addr, bench_job_name("bench", job, sizeof(job)),
                            (const char(*)[64])c->leaf_addr};
     ar_rank_report_t *reps = calloc(o->workers, sizeof(*reps));
     size_t *got = calloc(o->workers, sizeof(size_t));
@@ -105,32 +106,8 @@ static void run_inagg_local(ctx_t *c, ar_sys_result_t *r)
         goto out;
     }
     uint64_t deadline = util_now_ns() + (uint64_t)time_limit_s(c) * 1000000000ull;
-    uint32_t open_fds = o->workers;
-    while (open_fds > 0 && util_now_ns() < deadline) {
-        struct pollfd pfd[LAUNCH_MAX_RANKS];
-        uint32_t idx[LAUNCH_MAX_RANKS], n = 0;
-        for (uint32_t k = 0; k < o->workers; k++) {
-            if (g->fd[k] >= 0) {
-                pfd[n] = (struct pollfd){g->fd[k], POLLIN, 0};
-                idx[n++] = k;
-            }
-        }
-        int pr = poll(pfd, n, (int)SAMPLE_MS);
-        sampler_tick(&c->sampler);
-        for (uint32_t i = 0; pr > 0 && i < n; i++) {
-            if (!(pfd[i].revents & (POLLIN | POLLHUP | POLLERR)))
-                continue;
-            uint32_t k = idx[i];
-            ssize_t m = read(g->fd[k], (char *)&reps[k] + got[k], sizeof(reps[k]) - got[k]);
-            if (m > 0)
-                got[k] += (size_t)m;
-            if ((m <= 0 && !(m < 0 && errno == EINTR)) || got[k] == sizeof(reps[k])) {
-                close(g->fd[k]);
-                g->fd[k] = -1;
-                open_fds--;
-            }
-        }
-    }
+    uint32_t open_fds = bench_ranks_collect(g, o->workers, reps, sizeof(*reps), got, deadline,
+                                            (int)SAMPLE_MS, sampler_tick, &c->sampler);
     int timed_out = open_fds > 0;
     for (uint32_t k = 0; k < o->workers; k++)
         launch_ranks_wait_one(g, k, timed_out ? 0 : 30000);
@@ -543,7 +520,7 @@ static void run_size(ctx_t *c, ar_size_result_t *s)
     c->so.iters = s->iters;
     c->so.warmup = s->warmup;
     char job[64];
-    c->so.job = cli_job_name("bench", job, sizeof(job));
+    c->so.job = bench_job_name("bench", job, sizeof(job));
     for (int k = 0; k < AR_NSYS; k++)
         ar_result_init(&s->sys[k]);
     if (run->o->nsizes)
@@ -695,9 +672,9 @@ int ar_run(const ar_opts_t *o, ar_run_t *run)
                 run->switch_cpu_s[run->nswitch_cpu++] = ar_process_cpu_s(c->more_pids[k]);
         }
         for (int k = 0; k < c->nmore; k++)
-            cli_switch_end(c->more_pids[k]);
+            bench_switch_end(c->more_pids[k]);
         if (c->sw_pid > 0)
-            cli_switch_end(c->sw_pid);
+            bench_switch_end(c->sw_pid);
         ar_uncap_switches(c);
     }
     free(c->sampler.s);

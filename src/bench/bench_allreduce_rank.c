@@ -16,7 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cli/bench_allreduce.h"
+#include "bench/bench_allreduce.h"
 #include "bench/benchdata.h"
 #include "base/util.h"
 #include "json/json.h"

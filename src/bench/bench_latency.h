@@ -1,0 +1,67 @@
+/*
+ * bench_latency.h - the run of `inagg bench latency`: its options, what a worker reports to
+ * the parent, what a run measures, and the steps the command calls (bench_latency.c). The
+ * command's parsing and rendering are cli/cmd_bench_latency.c.
+ */
+#ifndef INAGG_BENCH_BENCH_LATENCY_H
+#define INAGG_BENCH_BENCH_LATENCY_H
+
+#include <stdint.h>
+
+#include "bench/baseline_mpi.h"
+#include "inagg.h"
+#include "launch/launch.h"
+
+#define LAT_MAX_ITERS 1000000u
+#define LAT_MAX_ELEMS 1024u
+
+typedef struct lat_opts {
+    uint32_t workers, elems, iters, warmup, slots, timeout_ms;
+    int dtype_float;
+    inagg_protocol_t protocol;
+    double loss;
+    uint64_t seed;
+    const char *faults, *switch_addr, *json_path, *baseline;
+    char faults_buf[160]; /* the spec --loss stands for */
+    uint32_t testbed;     /* hosts of a testbed to build, 0: loopback */
+    const char *link_rate, *fabric, *link_delay; /* tools/testbed's (NULL: its defaults) */
+    int single;           /* one rank of a job (--rank): its report into report_file */
+    uint32_t rank;
+    const char *job, *report_file;
+} lat_opts_t;
+
+/* What a worker sends back before its `iters` latencies (doubles, microseconds). */
+typedef struct lat_report {
+    int32_t rank;
+    int32_t rc;
+    int32_t verified;
+    uint32_t iters;
+    inagg_stats_t stats;
+    char error[512];
+} lat_report_t;
+
+typedef struct lat_result {
+    int verified;
+    uint32_t n;               /* operations measured (0 when the run failed) */
+    double p50, p99, p999, mean;
+    inagg_stats_t total;      /* summed over the workers */
+    int have_base;
+    struct baseline_mpi_result base;
+    double speedup;
+} lat_result_t;
+
+/* "switchml" or "p4sgd". */
+const char *lat_proto_name(const lat_opts_t *o);
+
+/* Every iteration on the local ranks (j NULL) or the testbed's, then the MPI baseline when
+ * asked. 0 with res filled, or -1 after a message. */
+int lat_run(const lat_opts_t *o, launch_tbjob_t *j, lat_result_t *res);
+
+/* --rank: one worker against --switch, its report into --report-file. 0 or 1. */
+int lat_run_single(const lat_opts_t *o);
+
+/* Build the testbed and start its switch into *out (freed by the caller after
+ * launch_tbjob_down). 0; 3 when testbeds cannot be built here; 1 on another failure. */
+int lat_testbed_up(const lat_opts_t *o, launch_tbjob_t **out);
+
+#endif /* INAGG_BENCH_BENCH_LATENCY_H */

@@ -5,7 +5,9 @@
 # in the switch namespace with verified results and Open MPI (default and ring) and Gloo
 # across the same namespaces; loss on the links with a bit-identical int32 result; a --sizes
 # sweep with its plot; `inagg bench latency` and `inagg train` (inagg and the MPI backend)
-# through the inagg fabric with a link delay (and their usage errors); a run interrupted with SIGTERM; and that nothing of any testbed is left
+# through the inagg fabric with a link delay (and their usage errors); a real Prometheus in the
+# switch namespace scraping the testbed switch's /metrics during a run, its packet counter
+# equal to the switch's STATS; a run interrupted with SIGTERM; and that nothing of any testbed is left
 # behind. Skips, saying why, where testbeds cannot be built (exit 3: not root, no network
 # namespaces). Every command runs under `timeout`; about 3 minutes.
 set -uo pipefail
@@ -236,6 +238,85 @@ if [ $rc -ne 0 ]; then bad $t "exit $rc: $(tail -n 5 "$tmp/err")"
 elif [ $mrc -ne 0 ]; then bad $t "--backend mpi exit $mrc: $(tail -n 5 "$tmp/err_mpi")"
 elif [ -n "$check" ]; then bad $t "$check"
 else ok $t; fi
+
+# A real Prometheus in the switch namespace (the testbed subnet exists only there) scrapes the
+# testbed switch's --metrics ($INAGG_TESTBED_SWITCH_METRICS) every 200 ms during a 2-host run;
+# a scrape taken mid-run passes promtool, and once the run printed the switch's STATS
+# ($INAGG_BENCH_SWITCH_STATS) the query API's packet counter equals STATS' "packets in" (the
+# switch lingers, $INAGG_TESTBED_SWITCH_LINGER_MS, for the last scrapes).
+t=prometheus_scrapes_the_testbed_switch_and_agrees_with_stats
+if ! command -v prometheus >/dev/null || ! command -v promtool >/dev/null ||
+    ! command -v curl >/dev/null; then
+    if [ "${CI:-}" = true ]; then bad $t "prometheus, promtool or curl is not installed"
+    else skp $t "prometheus, promtool or curl is not installed (apt-get install prometheus curl)"; fi
+else
+    INAGG_TESTBED_SWITCH_METRICS=9464 INAGG_TESTBED_SWITCH_LINGER_MS=6000 INAGG_BENCH_SWITCH_STATS=1 \
+        timeout 150 $INAGG bench allreduce --testbed 2 --fabric bridge --link-rate 20mbit \
+        --elems 1000000 --dtype int32 --iters 3 --warmup 1 >"$tmp/pm.out" 2>"$tmp/pm.err" &
+    runner=$!
+    why="" ns="" swip="" prom="" mid=""
+    for _ in $(seq 1 300); do # the switch namespace of this run and its address on br0
+        child=$(pgrep -P $runner | head -n 1)
+        [ -n "$child" ] && ns=inagg-tb-b$child-sw &&
+            swip=$(ip -n "$ns" -4 -o addr show br0 2>/dev/null | awk '{print $4}' | cut -d/ -f1)
+        [ -n "$swip" ] && break
+        sleep 0.1
+    done
+    if [ -z "$swip" ]; then why="the testbed's switch namespace never came up"
+    else
+        for _ in $(seq 1 200); do # the switch's metrics listener
+            ip netns exec "$ns" curl -sf -m 1 "http://$swip:9464/metrics" >/dev/null 2>&1 && break
+            sleep 0.1
+        done
+        if ! ip netns exec "$ns" curl -sf -m 1 "http://$swip:9464/metrics" >/dev/null 2>&1; then
+            why="no /metrics on the testbed switch ($swip:9464)"
+        else
+            cat >"$tmp/prom.yml" <<YML
+global: {scrape_interval: 200ms, scrape_timeout: 150ms}
+scrape_configs: [{job_name: testbed-switch, static_configs: [{targets: ['$swip:9464']}]}]
+YML
+            ip netns exec "$ns" prometheus --config.file="$tmp/prom.yml" \
+                --storage.tsdb.path="$tmp/promdata" --web.listen-address="$swip:9090" \
+                >"$tmp/prom.log" 2>&1 &
+            prom=$!
+        fi
+    fi
+    q() { ip netns exec "$ns" curl -sf -m 2 "http://$swip:9090/api/v1/query" --data-urlencode "query=$1" |
+        "$PY" -c 'import json,sys; r=json.load(sys.stdin)["data"]["result"]; print(r[0]["value"][1] if r else "")'; }
+    if [ -z "$why" ]; then # mid-run: packets flowing, STATS not yet printed
+        for _ in $(seq 1 300); do
+            grep -q "counters at the end of the run" "$tmp/pm.err" && break
+            ip netns exec "$ns" curl -sf -m 1 "http://$swip:9464/metrics" >"$tmp/scrape.txt" 2>/dev/null &&
+                n=$(awk '$1 == "inagg_switch_packets_received_total" {print $2}' "$tmp/scrape.txt") &&
+                [ "${n:-0}" -gt 0 ] 2>/dev/null && ! grep -q "counters at the end" "$tmp/pm.err" &&
+                mid=$n && break
+            sleep 0.1
+        done
+        [ -n "$mid" ] || why="no scrape showed packets before the run ended"
+    fi
+    if [ -z "$why" ]; then # the run is over and the switch lingers: Prometheus against STATS
+        for _ in $(seq 1 900); do
+            grep -q "keeping the testbed switch up" "$tmp/pm.err" && break
+            kill -0 $runner 2>/dev/null || break
+            sleep 0.1
+        done
+        stats=$(sed -n 's/^packets in=\([0-9]*\) .*/\1/p' "$tmp/pm.err" | head -n 1)
+        sleep 1 # five scrapes after the last packet
+        got=$(q inagg_switch_packets_received_total 2>/dev/null)
+        up=$(q 'up{job="testbed-switch"}' 2>/dev/null)
+        if [ -z "$stats" ]; then why="no STATS at the end of the run: $(tail -n 3 "$tmp/pm.err")"
+        elif [ "$up" != 1 ]; then why="Prometheus's up is '$up': $(tail -n 3 "$tmp/prom.log")"
+        elif [ "$got" != "$stats" ]; then why="Prometheus says $got packets, STATS $stats"
+        elif ! lint=$(promtool check metrics <"$tmp/scrape.txt" 2>&1); then why="promtool: $lint"
+        fi
+    fi
+    [ -n "$prom" ] && kill $prom 2>/dev/null && wait $prom 2>/dev/null
+    wait $runner
+    rc=$?
+    if [ -n "$why" ]; then bad $t "$why"
+    elif [ $rc -ne 0 ]; then bad $t "exit $rc: $(tail -n 5 "$tmp/pm.err")"
+    else echo "        mid-run scrape: $mid packets; Prometheus = STATS = $got"; ok $t; fi
+fi
 
 t=sigterm_takes_the_testbed_down
 timeout 60 $INAGG bench allreduce --testbed 2 --link-rate 10mbit --elems 4000000 --dtype int32 \

@@ -633,6 +633,8 @@ static int run_testbed(ar_run_t *run, ctx_t *c)
     for (int i = 0; rc == 0 && i < run->nsizes; i++)
         run_size(c, &run->size[i]);
     testbed_switch_stats(c, tb);
+    if (c->sw_pid > 0)
+        launch_testbed_linger();
     for (int k = 0; k < c->nmore; k++)
         launch_stop(c->more_pids[k], SIGTERM, 10000, NULL);
     if (c->sw_pid > 0)

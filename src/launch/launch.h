@@ -333,7 +333,9 @@ void launch_switch_stop(pid_t pid);
 int launch_read_ready(int fd, int timeout_ms);
 
 /* `self switch --listen LISTEN --threads T --ready-fd FD EXTRA...` (self: this inagg binary,
- * extra NULL-terminated or NULL) in testbed host `ns`, ready once it wrote its port. Its
+ * extra NULL-terminated or NULL) in testbed host `ns`, ready once it wrote its port. In "sw"
+ * with $INAGG_TESTBED_SWITCH_METRICS set (PORT, on LISTEN's host, or HOST:PORT) it also gets
+ * `--metrics` with that address. Its
  * stderr goes to err_fd (a memfd: what it said is quoted in err when it fails to start), or
  * is inherited when err_fd < 0. Its pid with "HOST:PORT" in addr, or -errno with the reason
  * in err (the child is killed). */
@@ -381,7 +383,13 @@ int launch_tbjob_up(launch_tbjob_t *j, unsigned hosts, const char *rate, unsigne
 int launch_tbjob_switch(launch_tbjob_t *j, const char *self, unsigned threads, char *err,
                         size_t errlen);
 
-/* Stop the switch started here, take the testbed down, drop the signal guard. */
+/* $INAGG_TESTBED_SWITCH_LINGER_MS set (0..60000): say so and wait that long, so that a
+ * Prometheus scraping the testbed switch's --metrics ($INAGG_TESTBED_SWITCH_METRICS, see
+ * launch_ns_switch) sees its final counters before the switch stops. */
+void launch_testbed_linger(void);
+
+/* Stop the switch started here (after launch_testbed_linger), take the testbed down, drop
+ * the signal guard. */
 void launch_tbjob_down(launch_tbjob_t *j);
 
 #endif /* INAGG_LAUNCH_H */

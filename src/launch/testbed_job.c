@@ -15,12 +15,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/errmsg.h"
 
 #define TBJOB_SWITCH_PORT 7000
 #define TBJOB_SWITCH_READY_MS 15000
+#define TBJOB_LINGER_MAX_MS 60000
 
 int launch_tbjob_up(launch_tbjob_t *j, unsigned hosts, const char *rate, unsigned mtu,
                     double loss, char *err, size_t errlen)
@@ -89,6 +91,43 @@ int launch_tbjob_switch(launch_tbjob_t *j, const char *self, unsigned threads, c
     return 0;
 }
 
+/* $INAGG_TESTBED_SWITCH_METRICS: PORT (on the switch's own testbed address, the host of
+ * `listen`) or HOST:PORT for the switch's --metrics. 1 with it in out; 0 when unset. A bad
+ * value is passed on as it is: the switch refuses it, naming it, and does not start. */
+static int ns_switch_metrics(const char *listen, char *out, size_t len)
+{
+    const char *v = getenv("INAGG_TESTBED_SWITCH_METRICS");
+    if (!v || !v[0])
+        return 0;
+    if (strspn(v, "0123456789") == strlen(v)) {
+        const char *colon = strrchr(listen, ':');
+        int host_len = colon ? (int)(colon - listen) : (int)strlen(listen);
+        snprintf(out, len, "%.*s:%s", host_len, listen, v);
+    } else {
+        snprintf(out, len, "%s", v);
+    }
+    return 1;
+}
+
+void launch_testbed_linger(void)
+{
+    const char *v = getenv("INAGG_TESTBED_SWITCH_LINGER_MS");
+    if (!v || !v[0])
+        return;
+    char *end;
+    errno = 0;
+    long ms = strtol(v, &end, 10);
+    if (errno || *end || ms < 0 || ms > TBJOB_LINGER_MAX_MS) {
+        fprintf(stderr, "inagg: INAGG_TESTBED_SWITCH_LINGER_MS='%s' is not 0..%d (ms); "
+                "not lingering\n", v, TBJOB_LINGER_MAX_MS);
+        return;
+    }
+    fprintf(stderr, "inagg: keeping the testbed switch up %ld ms more "
+            "(INAGG_TESTBED_SWITCH_LINGER_MS)\n", ms);
+    struct timespec left = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&left, NULL); /* a signal cuts it short: the teardown follows */
+}
+
 pid_t launch_ns_switch(const launch_testbed_t *tb, const char *ns, const char *self,
                        const char *listen, unsigned threads, char *const *extra, int err_fd,
                        int timeout_ms, char *addr, size_t len, char *err, size_t errlen)
@@ -105,6 +144,11 @@ pid_t launch_ns_switch(const launch_testbed_t *tb, const char *ns, const char *s
     char *cmd[24] = {(char *)self, "switch", "--listen", (char *)listen, "--threads", nthreads,
                      "--ready-fd", fd};
     int n_cmd = 8;
+    char metrics[64];
+    if (strcmp(ns, "sw") == 0 && ns_switch_metrics(listen, metrics, sizeof(metrics))) {
+        cmd[n_cmd++] = "--metrics";
+        cmd[n_cmd++] = metrics;
+    }
     for (int k = 0; extra && extra[k] && n_cmd < 23; k++)
         cmd[n_cmd++] = extra[k];
     cmd[n_cmd] = NULL;
@@ -143,6 +187,8 @@ pid_t launch_ns_switch(const launch_testbed_t *tb, const char *ns, const char *s
 
 void launch_tbjob_down(launch_tbjob_t *j)
 {
+    if (j->sw_pid > 0)
+        launch_testbed_linger();
     if (j->sw_pid > 0)
         launch_stop(j->sw_pid, SIGTERM, 10000, NULL);
     j->sw_pid = 0;

@@ -29,6 +29,7 @@
 #include <limits.h>
 #include <unistd.h>
 
+#include "cli/bench_floor.h"
 #include "cli/commands.h"
 #include "cli/output.h"
 #include "mpi/baseline_mpi.h"
@@ -37,6 +38,7 @@
 #include "launch/launch.h"
 #include "base/util.h"
 #include "inagg.h"
+#include "wire/wire.h"
 
 #define LAT_MAX_ITERS 1000000u
 #define LAT_MAX_ELEMS 1024u
@@ -103,12 +105,17 @@ static void usage(FILE *out)
             "                       bridge\n"
             "  --link-delay D       with --testbed --fabric inagg: one-way delay per link (25us)\n"
             "  --link-rate R        with --testbed: every link's rate (1gbit; default none)\n"
+            "                       --testbed also measures the medium's floor in the same run:\n"
+            "                       a UDP ping-pong of inagg's packet size from each host to\n"
+            "                       the switch namespace (floor_us, floor_ratio_p50)\n"
             "  --timeout-ms MS      per-call progress timeout (default 30000)\n"
             "  --seed S             contents (default 1)\n"
             "  --json FILE|-        also write one JSON object (- for stdout; the table then\n"
             "                       goes to stderr): workers, elems, protocol, iters, verified,\n"
             "                       latency_us {p50, p99, p999, mean}, and with a baseline\n"
-            "                       baseline {name, latency_us {p50, p99, p999}}, speedup_p50\n"
+            "                       baseline {name, latency_us {p50, p99, p999}}, speedup_p50;\n"
+            "                       with --testbed floor_us {p50, p99, samples, lost} and\n"
+            "                       floor_ratio_p50 = inagg p50 / floor p50\n"
             "  -h, --help           this text\n"
             "\n"
             "example:\n"
@@ -349,6 +356,9 @@ typedef struct lat_result {
     int have_base;
     struct baseline_mpi_result base;
     double speedup;
+    int have_floor;           /* with --testbed: the raw UDP ping-pong (cli/bench_floor.h) */
+    bench_floor_result_t floor;
+    double floor_ratio;       /* inagg p50 / floor p50 */
 } lat_result_t;
 
 typedef struct rank_ctx {
@@ -512,6 +522,27 @@ out:
     return verified;
 }
 
+/* The medium's floor on testbed j: a UDP ping-pong from every host to the switch namespace
+ * with datagrams of inagg's packet size (header, MAC and the elements). 0, or -1 after a
+ * message: a testbed run without its floor fails. */
+static int measure_floor(const lat_opts_t *o, const launch_tbjob_t *j, lat_result_t *res)
+{
+    char self[PATH_MAX], err[1024];
+    ssize_t sl = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    self[sl > 0 ? sl : 0] = '\0';
+    uint32_t size = WIRE_HEADER_MAX + o->elems * 4u;
+    fprintf(stderr, "inagg bench latency: measuring the floor (UDP ping-pong of %u bytes from "
+            "each host to the switch namespace)...\n", size);
+    if (bench_floor_measure(j, self, size, o->iters, o->warmup, &res->floor, err,
+                            sizeof(err)) != 0) {
+        fprintf(stderr, "inagg bench latency: the floor could not be measured: %s\n", err);
+        return -1;
+    }
+    res->have_floor = 1;
+    res->floor_ratio = res->p50 / res->floor.p50_us;
+    return 0;
+}
+
 /* Switch, workers, percentiles, the MPI baseline (placed by mpi: NULL on loopback). With j
  * the testbed is up and j's switch runs. 0, or -1 when nothing could be run. */
 static int run(const lat_opts_t *o, launch_tbjob_t *j, lat_result_t *res)
@@ -548,6 +579,8 @@ static int run(const lat_opts_t *o, launch_tbjob_t *j, lat_result_t *res)
     res->p99 = cli_percentile(slowest, n, 0.99);
     res->p999 = cli_percentile(slowest, n, 0.999);
     free(slowest);
+    if (j && res->verified && measure_floor(o, j, res) != 0)
+        res->verified = 0;
 
     if (strcmp(o->baseline, "mpi") == 0) {
         fprintf(stderr, "inagg bench latency: running the MPI baseline...\n");
@@ -589,6 +622,10 @@ static void render_text(FILE *table, const lat_opts_t *o, const lat_result_t *r)
     fprintf(table, "  packets        %llu sent, %llu retransmitted\n",
             (unsigned long long)r->total.packets_sent,
             (unsigned long long)r->total.retransmissions);
+    if (r->have_floor)
+        fprintf(table, "  floor (UDP)    p50 %.1f us  p99 %.1f us  (%u round trips, %u lost) "
+                "-> inagg p50 / floor p50 %.2fx\n", r->floor.p50_us, r->floor.p99_us,
+                r->floor.samples, r->floor.lost, r->floor_ratio);
     if (r->have_base)
         fprintf(table, "  MPI_Allreduce  p50 %.1f us  p99 %.1f us  p99.9 %.1f us  -> speedup "
                 "(p50) %.2fx\n", r->base.lat_p50_us, r->base.lat_p99_us, r->base.lat_p999_us,
@@ -624,6 +661,15 @@ static int render_json(const lat_opts_t *o, const lat_result_t *r)
     json_end_object(&w);
     json_int(&w, "packets", (int64_t)r->total.packets_sent);
     json_int(&w, "retransmissions", (int64_t)r->total.retransmissions);
+    if (r->have_floor) {
+        json_begin_object(&w, "floor_us");
+        json_number(&w, "p50", r->floor.p50_us);
+        json_number(&w, "p99", r->floor.p99_us);
+        json_int(&w, "samples", r->floor.samples);
+        json_int(&w, "lost", r->floor.lost);
+        json_end_object(&w);
+        json_number(&w, "floor_ratio_p50", r->floor_ratio);
+    }
     if (r->have_base) {
         json_begin_object(&w, "baseline");
         json_string(&w, "name", "mpi");
@@ -691,6 +737,8 @@ static int testbed_up(const lat_opts_t *o, launch_tbjob_t **out)
 
 int cmd_bench_latency(int argc, char **argv)
 {
+    if (bench_floor_is_role(argc, argv))
+        return bench_floor_role_main(argc, argv);
     lat_opts_t o;
     int prc = parse_args(argc, argv, &o);
     if (prc)

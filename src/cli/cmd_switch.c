@@ -52,6 +52,13 @@ static void usage(FILE *out)
             "  --worker-timeout MS     a rank silent this long while others wait fails its\n"
             "                          job (default 30000; jobs may ask for less)\n"
             "  --batch N               packets per recvmmsg/sendmmsg (default 64)\n"
+            "  --poll MODE             how the dataplane threads wait for packets: sleep\n"
+            "                          (default: in the kernel until one comes), busy (own\n"
+            "                          the core, never wait) or adaptive[:US] (busy for US\n"
+            "                          microseconds after the last packet, default 50, then\n"
+            "                          sleep); docs/PERFORMANCE.md \"Polling\"\n"
+            "  --cpu LIST              pin dataplane thread t to the t-th CPU of LIST (mod its\n"
+            "                          length), e.g. 1 or 0,2-3\n"
             "  --socket-buffer BYTES   UDP socket buffers (default 33554432)\n"
             "  --faults-in SPEC        inject faults on receive, e.g. drop=0.01,dup=0.01,\n"
             "                          reorder=0.01,seed=7 (testing only)\n"
@@ -290,7 +297,8 @@ static int run_switch(int argc, char **argv, const struct option **opts_out)
     const char *stats_addr = NULL, *ctl_addr = NULL;
     int json = 0, ready_fd = -1;
     fabric_config_t fcfg = {.loss_seed = 1};
-    int loss_seed_given = 0, resbuf_given = 0, agg_threads = 0;
+    int loss_seed_given = 0, resbuf_given = 0, agg_threads = 0, poll_given = 0;
+    char perr[200];
     uint32_t v;
     static const struct option longopts[] = {
         {"listen", required_argument, 0, 'l'},   {"threads", required_argument, 0, 't'},
@@ -318,6 +326,7 @@ static int run_switch(int argc, char **argv, const struct option **opts_out)
         {"leaves", required_argument, 0, 1022},
         {"config", required_argument, 0, 1030}, {"metrics", required_argument, 0, 1031},
         {"log-format", required_argument, 0, 1032},
+        {"poll", required_argument, 0, 1040}, {"cpu", required_argument, 0, 1041},
         {0, 0, 0, 0}};
     const char *metrics_addr = NULL;
     *opts_out = longopts;
@@ -336,6 +345,20 @@ static int run_switch(int argc, char **argv, const struct option **opts_out)
         case 'B':
             if (parse_u32("--socket-buffer", optarg, &v)) return 2;
             cfg.transport.buffer_bytes = (int)v;
+            break;
+        case 1040:
+            if (switch_poll_parse(optarg, &cfg.poll, &cfg.poll_spin_us, perr, sizeof(perr))) {
+                fprintf(stderr, "inagg switch: --poll: %s\n", perr);
+                return 2;
+            }
+            poll_given = 1;
+            break;
+        case 1041:
+            if (switch_cpu_list_parse(optarg, cfg.cpus, &cfg.n_cpus, perr, sizeof(perr))) {
+                fprintf(stderr, "inagg switch: --cpu: %s\n", perr);
+                return 2;
+            }
+            poll_given = 1;
             break;
         case 'i': cfg.transport.faults_in = optarg; break;
         case 'o': cfg.transport.faults_out = optarg; break;
@@ -463,6 +486,12 @@ static int run_switch(int argc, char **argv, const struct option **opts_out)
     if (fcfg.ports && cfg.transport.afpacket.iface) {
         fprintf(stderr, "inagg switch: --afpacket and --l2 exclude each other (the fabric "
                         "owns its ports)\n");
+        return 2;
+    }
+    if (fcfg.ports && poll_given && !agg_threads) {
+        fprintf(stderr, "inagg switch: --poll and --cpu set the switch's dataplane threads; "
+                        "with --l2 the fabric's thread runs the aggregation unless "
+                        "--aggregation-threads is given\n");
         return 2;
     }
     if (fcfg.ports) {

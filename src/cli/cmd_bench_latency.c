@@ -38,6 +38,7 @@
 #include "launch/launch.h"
 #include "base/util.h"
 #include "inagg.h"
+#include "switch/pollmode.h"
 #include "wire/wire.h"
 
 #define LAT_MAX_ITERS 1000000u
@@ -57,6 +58,7 @@ typedef struct lat_opts {
     int single;           /* one rank of a job (--rank): its report into report_file */
     uint32_t rank;
     const char *job, *report_file;
+    const char *switch_poll; /* --switch-poll: the testbed switch's --poll (NULL: default) */
 } lat_opts_t;
 
 /* What a worker sends back before its `iters` latencies (doubles, microseconds). */
@@ -105,6 +107,8 @@ static void usage(FILE *out)
             "                       bridge\n"
             "  --link-delay D       with --testbed --fabric inagg: one-way delay per link (25us)\n"
             "  --link-rate R        with --testbed: every link's rate (1gbit; default none)\n"
+            "  --switch-poll MODE   with --testbed --fabric bridge: the switch's --poll\n"
+            "                       (sleep, busy, adaptive[:US]; `inagg switch --help`)\n"
             "                       --testbed also measures the medium's floor in the same run:\n"
             "                       a UDP ping-pong of inagg's packet size from each host to\n"
             "                       the switch namespace (floor_us, floor_ratio_p50)\n"
@@ -269,6 +273,7 @@ static int parse_args(int argc, char **argv, lat_opts_t *o)
         {"fabric", required_argument, 0, 'Y'},    {"link-delay", required_argument, 0, 'Q'},
         {"rank", required_argument, 0, 'R'},      {"job", required_argument, 0, 'J'},
         {"report-file", required_argument, 0, 'F'},
+        {"switch-poll", required_argument, 0, 'G'},
         {"help", no_argument, 0, 'h'},            {0, 0, 0, 0}};
     uint64_t v;
     int c, workers_given = 0, link_given = 0;
@@ -290,6 +295,7 @@ static int parse_args(int argc, char **argv, lat_opts_t *o)
             link_given = 1;
             break;
         case 'J': o->job = optarg; break;
+        case 'G': o->switch_poll = optarg; break;
         case 'F': o->report_file = optarg; break;
         case 'e': if (parse_u64("--elems", optarg, 1, LAT_MAX_ELEMS, &v)) return 2; o->elems = (uint32_t)v; break;
         case 'k': if (parse_u64("--iters", optarg, 1, LAT_MAX_ITERS, &v)) return 2; o->iters = (uint32_t)v; break;
@@ -333,6 +339,9 @@ static int parse_args(int argc, char **argv, lat_opts_t *o)
         else if (workers_given)
             why = "--testbed runs one worker per host; --workers does not apply";
         o->workers = o->testbed;
+    } else if (!why && o->switch_poll) {
+        why = "--switch-poll sets the testbed's switch: it goes with --testbed N --fabric "
+              "bridge (a switch of your own: `inagg switch --poll`)";
     } else if (!why && link_given) {
         why = "--link-rate, --fabric and --link-delay describe the testbed: they go with "
               "--testbed N";
@@ -340,6 +349,22 @@ static int parse_args(int argc, char **argv, lat_opts_t *o)
     if (why) {
         fprintf(stderr, "inagg bench latency: %s\n", why);
         return 2;
+    }
+    if (!why && o->switch_poll) {
+        switch_poll_t m;
+        uint32_t spin;
+        char perr[160];
+        if (!o->fabric || strcmp(o->fabric, "bridge") != 0)
+            why = "--switch-poll needs --fabric bridge (with the inagg fabric, the fabric's "
+                  "own thread aggregates)";
+        else if (switch_poll_parse(o->switch_poll, &m, &spin, perr, sizeof(perr)) != 0) {
+            fprintf(stderr, "inagg bench latency: --switch-poll: %s\n", perr);
+            return 2;
+        }
+        if (why) {
+            fprintf(stderr, "inagg bench latency: %s\n", why);
+            return 2;
+        }
     }
     o->faults = cli_worker_faults(o->faults, o->loss, o->seed, o->faults_buf,
                                   sizeof(o->faults_buf));
@@ -616,6 +641,8 @@ static void render_text(FILE *table, const lat_opts_t *o, const lat_result_t *r)
                 o->testbed, o->fabric ? o->fabric : "(tools/testbed's default)",
                 o->link_delay ? o->link_delay : "none", o->link_rate ? o->link_rate : "not "
                 "rate-limited");
+    if (o->switch_poll)
+        fprintf(table, "  switch poll    %s\n", o->switch_poll);
     fprintf(table, "  verified       %s (%u operations)\n", r->verified ? "yes" : "NO", r->n);
     fprintf(table, "  latency        p50 %.1f us  p99 %.1f us  p99.9 %.1f us  mean %.1f us\n",
             r->p50, r->p99, r->p999, r->mean);
@@ -651,6 +678,7 @@ static int render_json(const lat_opts_t *o, const lat_result_t *r)
         json_string(&w, "fabric", o->fabric ? o->fabric : "default");
         json_string(&w, "link_delay", o->link_delay ? o->link_delay : "0");
         json_string(&w, "link_rate", o->link_rate ? o->link_rate : "none");
+        json_string(&w, "switch_poll", o->switch_poll ? o->switch_poll : "default");
         json_end_object(&w);
     }
     json_begin_object(&w, "latency_us");
@@ -712,6 +740,7 @@ static int testbed_up(const lat_opts_t *o, launch_tbjob_t **out)
     }
     j->tb.fabric = o->fabric;
     j->tb.link_delay = o->link_delay;
+    j->switch_poll = o->switch_poll;
     fprintf(stderr, "inagg bench latency: building a testbed of %u hosts (links %s%s%s%s%s)\n",
             o->testbed, o->link_rate ? o->link_rate : "not rate-limited",
             o->fabric ? ", fabric " : "", o->fabric ? o->fabric : "",

@@ -38,7 +38,7 @@
 #include "launch/launch.h"
 #include "base/util.h"
 #include "inagg.h"
-#include "switch/pollmode.h"
+#include "base/pollmode.h"
 #include "wire/wire.h"
 
 #define LAT_MAX_ITERS 1000000u
@@ -59,6 +59,8 @@ typedef struct lat_opts {
     uint32_t rank;
     const char *job, *report_file;
     const char *switch_poll; /* --switch-poll: the testbed switch's --poll (NULL: default) */
+    const char *poll;        /* --poll: the workers' wait (options.poll_us; NULL: default) */
+    uint32_t poll_us;
 } lat_opts_t;
 
 /* What a worker sends back before its `iters` latencies (doubles, microseconds). */
@@ -107,6 +109,8 @@ static void usage(FILE *out)
             "                       bridge\n"
             "  --link-delay D       with --testbed --fabric inagg: one-way delay per link (25us)\n"
             "  --link-rate R        with --testbed: every link's rate (1gbit; default none)\n"
+            "  --poll MODE          how the workers wait for a result: sleep (default), busy\n"
+            "                       or adaptive[:US] (options.poll_us, INAGG_POLL)\n"
             "  --switch-poll MODE   with --testbed --fabric bridge: the switch's --poll\n"
             "                       (sleep, busy, adaptive[:US]; `inagg switch --help`)\n"
             "                       --testbed also measures the medium's floor in the same run:\n"
@@ -191,6 +195,7 @@ static int worker_main(const lat_opts_t *o, uint32_t rank, const char *addr, con
     opts.float_mode = INAGG_FLOAT_NATIVE; /* same arithmetic for both protocols */
     opts.timeout_ms = o->timeout_ms;
     opts.faults = o->faults;
+    opts.poll_us = o->poll_us;
     char detail[256];
     rc = inagg_comm_create(&comm, addr, job, rank, o->workers, &opts, detail, sizeof(detail));
     if (rc != INAGG_OK) {
@@ -274,6 +279,7 @@ static int parse_args(int argc, char **argv, lat_opts_t *o)
         {"rank", required_argument, 0, 'R'},      {"job", required_argument, 0, 'J'},
         {"report-file", required_argument, 0, 'F'},
         {"switch-poll", required_argument, 0, 'G'},
+        {"poll", required_argument, 0, 'p'},
         {"help", no_argument, 0, 'h'},            {0, 0, 0, 0}};
     uint64_t v;
     int c, workers_given = 0, link_given = 0;
@@ -296,6 +302,18 @@ static int parse_args(int argc, char **argv, lat_opts_t *o)
             break;
         case 'J': o->job = optarg; break;
         case 'G': o->switch_poll = optarg; break;
+        case 'p': {
+            switch_poll_t m;
+            uint32_t spin;
+            char perr[160];
+            if (switch_poll_parse(optarg, &m, &spin, perr, sizeof(perr)) != 0) {
+                fprintf(stderr, "inagg bench latency: --poll: %s\n", perr);
+                return 2;
+            }
+            o->poll = optarg;
+            o->poll_us = switch_poll_worker_us(m, spin);
+            break;
+        }
         case 'F': o->report_file = optarg; break;
         case 'e': if (parse_u64("--elems", optarg, 1, LAT_MAX_ELEMS, &v)) return 2; o->elems = (uint32_t)v; break;
         case 'k': if (parse_u64("--iters", optarg, 1, LAT_MAX_ITERS, &v)) return 2; o->iters = (uint32_t)v; break;
@@ -482,6 +500,7 @@ static int testbed_rank_argv(const lat_opts_t *o, const launch_tbjob_t *j, const
                    "--dtype", o->dtype_float ? "float32" : "int32", "--slots", t->slots,
                    "--seed", t->seed, "--timeout-ms", t->timeout,
                    "--protocol", (char *)proto_name(o), "--report-file", (char *)report,
+                   "--poll", o->poll ? (char *)o->poll : "sleep",
                    o->faults ? "--faults" : NULL, (char *)o->faults, NULL};
     return launch_testbed_argv(&j->tb, t->host, cmd, argv, cap) ? 0 : -1;
 }
@@ -641,8 +660,9 @@ static void render_text(FILE *table, const lat_opts_t *o, const lat_result_t *r)
                 o->testbed, o->fabric ? o->fabric : "(tools/testbed's default)",
                 o->link_delay ? o->link_delay : "none", o->link_rate ? o->link_rate : "not "
                 "rate-limited");
-    if (o->switch_poll)
-        fprintf(table, "  switch poll    %s\n", o->switch_poll);
+    if (o->switch_poll || o->poll)
+        fprintf(table, "  poll           switch %s, workers %s\n",
+                o->switch_poll ? o->switch_poll : "default", o->poll ? o->poll : "default");
     fprintf(table, "  verified       %s (%u operations)\n", r->verified ? "yes" : "NO", r->n);
     fprintf(table, "  latency        p50 %.1f us  p99 %.1f us  p99.9 %.1f us  mean %.1f us\n",
             r->p50, r->p99, r->p999, r->mean);
@@ -679,6 +699,7 @@ static int render_json(const lat_opts_t *o, const lat_result_t *r)
         json_string(&w, "link_delay", o->link_delay ? o->link_delay : "0");
         json_string(&w, "link_rate", o->link_rate ? o->link_rate : "none");
         json_string(&w, "switch_poll", o->switch_poll ? o->switch_poll : "default");
+        json_string(&w, "worker_poll", o->poll ? o->poll : "default");
         json_end_object(&w);
     }
     json_begin_object(&w, "latency_us");

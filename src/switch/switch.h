@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#include "switch/pollmode.h"
+#include "base/pollmode.h"
 #include "transport/transport.h"
 
 struct json_writer;

@@ -1,7 +1,7 @@
 /*
  * pollmode.c - see pollmode.h: parsing the poll mode and the CPU list, pinning a thread.
  */
-#include "switch/pollmode.h"
+#include "base/pollmode.h"
 
 #include <errno.h>
 #include <pthread.h>

@@ -1,8 +1,9 @@
 /*
- * pollmode.h - how a switch dataplane thread waits for packets: it sleeps in the kernel
- * between batches (sleep), owns its core and asks again at once (busy, as a hardware switch's
- * pipeline does), or spins for a bounded time after the last traffic and then sleeps
- * (adaptive). Also the CPU list its threads are pinned to (`inagg switch --cpu LIST`).
+ * pollmode.h - how a thread waiting for packets waits (a switch dataplane thread, or a
+ * worker waiting for a result): it sleeps in the kernel until one comes (sleep), owns its core
+ * and asks again at once (busy, as a hardware switch's pipeline does), or spins for a bounded
+ * time after the last traffic and then sleeps (adaptive). Also the CPU list the switch's
+ * threads are pinned to (`inagg switch --cpu LIST`).
  */
 #ifndef INAGG_SWITCH_POLLMODE_H
 #define INAGG_SWITCH_POLLMODE_H
@@ -25,6 +26,13 @@ typedef enum switch_poll {
  * err. */
 int switch_poll_parse(const char *text, switch_poll_t *mode, uint32_t *spin_us, char *err,
                       size_t errlen);
+
+/* The worker's form of a mode (inagg_options_t.poll_us): 0 for sleep, UINT32_MAX for busy,
+ * spin_us for adaptive. */
+static inline uint32_t switch_poll_worker_us(switch_poll_t mode, uint32_t spin_us)
+{
+    return mode == SWITCH_POLL_SLEEP ? 0u : mode == SWITCH_POLL_BUSY ? UINT32_MAX : spin_us;
+}
 
 /* The mode's name ("sleep", "busy", "adaptive"). */
 const char *switch_poll_name(switch_poll_t mode);

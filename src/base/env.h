@@ -22,6 +22,7 @@ typedef enum env_id {
     ENV_CODEC_HELPER,
     ENV_NO_DATAPLANE_AUTH,
     ENV_POLL,
+    ENV_UDP_GSO,
     ENV_COUNT
 } env_id_t;
 

@@ -5,6 +5,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/udp.h>
 #include <fcntl.h>
 #include <netdb.h>
 #include <poll.h>
@@ -13,7 +14,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/env.h"
 #include "base/errmsg.h"
+#include "base/log.h"
 #include "base/netaddr.h"
 #include "transport/transport.h"
 
@@ -131,6 +134,19 @@ int udp_recv_batch_blocking(int fd, struct mmsghdr *msgs, int n)
 
 #define UDP_ADDR_KIND 1u
 #define UDP_TX_BATCH 64
+#define UDP_GSO_MAX_SEGS 64u     /* segments of one UDP_SEGMENT send (the kernel's oldest cap) */
+#define UDP_GSO_MAX_BYTES 65000u /* payload of one UDP_SEGMENT send, under 64 KB */
+
+/* The UDP transport's own counters (transport_counters), named by udp_counter_name. */
+enum {
+    UDP_C_GSO_AVAILABLE, /* 1 when sends use UDP_SEGMENT (kernel has it, not turned off) */
+    UDP_C_GSO_SENDS,     /* datagrams handed to the kernel as one UDP_SEGMENT send */
+    UDP_C_GSO_SEGMENTS,  /* packets that travelled inside those */
+    UDP_C_GSO_FALLBACKS, /* UDP_SEGMENT sends refused (e.g. segment above the MTU): GSO off */
+    UDP_C_COUNT
+};
+static const char *const udp_counter_names[UDP_C_COUNT] = {
+    "gso_available", "gso_sends", "gso_segments", "gso_fallbacks"};
 
 typedef struct udp_endpoint {
     transport_t base;
@@ -143,6 +159,13 @@ typedef struct udp_endpoint {
     struct sockaddr_in *rx_from;
     struct mmsghdr tx[UDP_TX_BATCH];
     struct iovec tx_iov[UDP_TX_BATCH][2];
+    int gso;           /* group same-destination, same-size packets into UDP_SEGMENT sends */
+    struct iovec gso_iov[UDP_TX_BATCH * 2];
+    union {
+        char buf[CMSG_SPACE(sizeof(uint16_t))];
+        struct cmsghdr align;
+    } gso_ctl[UDP_TX_BATCH];
+    uint64_t c[UDP_C_COUNT];
 } udp_endpoint_t;
 
 static struct sockaddr_in *sin_of(transport_addr_t *a) { return (struct sockaddr_in *)(void *)a->u.bytes; }
@@ -159,9 +182,90 @@ static void addr_from_sin(transport_addr_t *a, const struct sockaddr_in *s)
     memcpy(a->u.bytes, s, sizeof(*s));
 }
 
+static size_t tx_len(const transport_tx_t *p) { return p->head_len + p->body_len; }
+
+static int same_dest(const transport_tx_t *a, const transport_tx_t *b)
+{
+    const struct sockaddr_in *x = csin_of(&a->to), *y = csin_of(&b->to);
+    return x->sin_addr.s_addr == y->sin_addr.s_addr && x->sin_port == y->sin_port;
+}
+
+/* pkts[0..n) as UDP_SEGMENT sends: each run of consecutive packets to one destination with
+ * one size (at most UDP_GSO_MAX_SEGS, UDP_GSO_MAX_BYTES) is one datagram the kernel cuts
+ * into those packets; a run of one is an ordinary datagram. The packets sent (n, or fewer
+ * when a send timed out: retransmission recovers them), or -errno; -EINVAL or -EIO when
+ * the kernel refused a UDP_SEGMENT send (the caller sends them without). */
+static int udp_send_gso(udp_endpoint_t *e, const transport_tx_t *pkts, int n, int timeout_ms)
+{
+    int done = 0;
+    while (done < n) {
+        int msgs = 0, used_iov = 0, first = done;
+        int seg_of[UDP_TX_BATCH];
+        while (done < n && msgs < UDP_TX_BATCH && used_iov + 2 <= UDP_TX_BATCH * 2) {
+            const transport_tx_t *p = &pkts[done];
+            size_t len = tx_len(p);
+            int k = 1;
+            while (done + k < n && (uint32_t)k < UDP_GSO_MAX_SEGS &&
+                   used_iov + 2 * (k + 1) <= UDP_TX_BATCH * 2 && len > 0 &&
+                   (k + 1) * len <= UDP_GSO_MAX_BYTES && tx_len(&pkts[done + k]) == len &&
+                   same_dest(&pkts[done + k], p))
+                k++;
+            struct msghdr *h = &e->tx[msgs].msg_hdr;
+            memset(h, 0, sizeof(*h));
+            h->msg_iov = &e->gso_iov[used_iov];
+            for (int s = 0; s < k; s++) {
+                const transport_tx_t *q = &pkts[done + s];
+                if (q->head_len)
+                    e->gso_iov[used_iov++] = (struct iovec){(void *)(uintptr_t)q->head,
+                                                            q->head_len};
+                if (q->body_len)
+                    e->gso_iov[used_iov++] = (struct iovec){(void *)(uintptr_t)q->body,
+                                                            q->body_len};
+            }
+            h->msg_iovlen = (size_t)(&e->gso_iov[used_iov] - h->msg_iov);
+            h->msg_name = (void *)(uintptr_t)p->to.u.bytes;
+            h->msg_namelen = sizeof(struct sockaddr_in);
+            if (k > 1) {
+                h->msg_control = e->gso_ctl[msgs].buf;
+                h->msg_controllen = sizeof(e->gso_ctl[msgs].buf);
+                struct cmsghdr *cm = CMSG_FIRSTHDR(h);
+                cm->cmsg_level = SOL_UDP;
+                cm->cmsg_type = UDP_SEGMENT;
+                cm->cmsg_len = CMSG_LEN(sizeof(uint16_t));
+                uint16_t gso_size = (uint16_t)len;
+                memcpy(CMSG_DATA(cm), &gso_size, sizeof(gso_size));
+            }
+            seg_of[msgs++] = k;
+            done += k;
+        }
+        int sent = udp_send_batch(e->fd, e->tx, msgs, timeout_ms);
+        if (sent < 0)
+            return first > 0 ? first : sent;
+        for (int m = 0; m < sent; m++) {
+            if (seg_of[m] > 1) {
+                e->c[UDP_C_GSO_SENDS]++;
+                e->c[UDP_C_GSO_SEGMENTS] += (uint64_t)seg_of[m];
+            }
+        }
+    }
+    return n;
+}
+
 static int udp_tp_send(transport_t *t, const transport_tx_t *pkts, int n, int timeout_ms)
 {
     udp_endpoint_t *e = (udp_endpoint_t *)t;
+    if (e->gso) {
+        int r = udp_send_gso(e, pkts, n, timeout_ms);
+        if (r != -EINVAL && r != -EIO && r != -EMSGSIZE)
+            return r;
+        /* the kernel refused a UDP_SEGMENT send: send this batch (duplicates of what already
+         * went are harmless: the protocols drop repeats) and the rest without */
+        e->gso = 0;
+        e->c[UDP_C_GSO_AVAILABLE] = 0;
+        e->c[UDP_C_GSO_FALLBACKS]++;
+        LOG_W("udp: the kernel refused a UDP_SEGMENT send (%s): sending without GSO",
+              strerror(-r));
+    }
     int done = 0;
     while (done < n) {
         int m = n - done < UDP_TX_BATCH ? n - done : UDP_TX_BATCH;
@@ -207,6 +311,20 @@ static int udp_tp_recv(transport_t *t, transport_rx_t *out, int max, int timeout
     return n;
 }
 
+static uint32_t udp_tp_counters(const transport_t *t, uint64_t *acc, uint32_t max)
+{
+    const udp_endpoint_t *e = (const udp_endpoint_t *)t;
+    uint32_t n = max < UDP_C_COUNT ? max : UDP_C_COUNT;
+    for (uint32_t i = 0; i < n; i++)
+        acc[i] += e->c[i];
+    return n;
+}
+
+static const char *udp_counter_name(uint32_t i)
+{
+    return i < UDP_C_COUNT ? udp_counter_names[i] : NULL;
+}
+
 static int udp_tp_pollfd(const transport_t *t) { return ((const udp_endpoint_t *)t)->fd; }
 
 static int udp_tp_local_addr(const transport_t *t, transport_addr_t *out)
@@ -250,6 +368,7 @@ static const transport_ops_t udp_ops = {
     .local_addr = udp_tp_local_addr,
     .queue_addr = udp_tp_queue_addr,
     .fault_counts = NULL,
+    .counters = udp_tp_counters,
     .close = udp_tp_close,
 };
 
@@ -304,6 +423,13 @@ static int udp_tp_open(const transport_config_t *cfg, transport_t **out, char *e
     }
     if (cfg->sleep_ms > 0)
         e->sleeps = udp_set_receive_timeout(e->fd, cfg->sleep_ms) == 0;
+    /* GSO where the kernel has UDP_SEGMENT (Linux 4.18) unless INAGG_UDP_GSO=0: detected
+     * once per endpoint, said in the counters (gso_available) */
+    int seg = 0;
+    socklen_t seg_len = sizeof(seg);
+    e->gso = env_flag(ENV_UDP_GSO) &&
+             getsockopt(e->fd, SOL_UDP, UDP_SEGMENT, &seg, &seg_len) == 0;
+    e->c[UDP_C_GSO_AVAILABLE] = (uint64_t)e->gso;
     *out = &e->base;
     return 0;
 }
@@ -338,4 +464,5 @@ const transport_kind_t transport_kind_udp = {
     .addr_format = udp_tp_addr_format,
     .addr_port = udp_tp_addr_port,
     .addr_set_port = udp_tp_addr_set_port,
+    .counter_name = udp_counter_name,
 };

@@ -143,10 +143,15 @@ enum {
     UDP_C_GSO_SENDS,     /* datagrams handed to the kernel as one UDP_SEGMENT send */
     UDP_C_GSO_SEGMENTS,  /* packets that travelled inside those */
     UDP_C_GSO_FALLBACKS, /* UDP_SEGMENT sends refused (e.g. segment above the MTU): GSO off */
+    UDP_C_GRO_AVAILABLE, /* 1 when the socket takes coalesced datagrams (UDP_GRO) */
+    UDP_C_GRO_RECEIVES,  /* datagrams received holding more than one packet */
+    UDP_C_GRO_SEGMENTS,  /* packets split out of those */
     UDP_C_COUNT
 };
 static const char *const udp_counter_names[UDP_C_COUNT] = {
-    "gso_available", "gso_sends", "gso_segments", "gso_fallbacks"};
+    "gso_available", "gso_sends", "gso_segments", "gso_fallbacks",
+    "gro_available", "gro_receives", "gro_segments"};
+#define UDP_GRO_MIN_CAP 65536u /* receive buffers that hold any coalesced datagram */
 
 typedef struct udp_endpoint {
     transport_t base;
@@ -166,6 +171,16 @@ typedef struct udp_endpoint {
         struct cmsghdr align;
     } gso_ctl[UDP_TX_BATCH];
     uint64_t c[UDP_C_COUNT];
+    /* UDP_GRO: a received datagram may hold several packets of gso_size bytes (the last
+     * shorter); they are handed out one by one, over several receives if need be */
+    int gro;
+    union {
+        char buf[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr align;
+    } *rx_ctl;
+    uint32_t *rx_seg;  /* per received datagram: its packets' size (its length: one) */
+    int pend_n, pend_msg; /* datagrams of the last recvmmsg, the next to hand out */
+    uint32_t pend_off;    /* bytes of pend_msg already handed out */
 } udp_endpoint_t;
 
 static struct sockaddr_in *sin_of(transport_addr_t *a) { return (struct sockaddr_in *)(void *)a->u.bytes; }
@@ -291,18 +306,76 @@ static int udp_tp_send(transport_t *t, const transport_tx_t *pkts, int n, int ti
     return n;
 }
 
+/* The packet size of received datagram i: UDP_GRO's gso_size when it coalesced several,
+ * else its length. */
+static uint32_t gro_segment_size(udp_endpoint_t *e, int i)
+{
+    struct msghdr *h = &e->rx[i].msg_hdr;
+    for (struct cmsghdr *cm = CMSG_FIRSTHDR(h); cm; cm = CMSG_NXTHDR(h, cm)) {
+        if (cm->cmsg_level == SOL_UDP && cm->cmsg_type == UDP_GRO &&
+            cm->cmsg_len >= CMSG_LEN(sizeof(int))) {
+            int gso_size;
+            memcpy(&gso_size, CMSG_DATA(cm), sizeof(gso_size));
+            if (gso_size > 0 && (uint32_t)gso_size < e->rx[i].msg_len)
+                return (uint32_t)gso_size;
+        }
+    }
+    return e->rx[i].msg_len;
+}
+
+/* Hand out up to max packets of the datagrams received last (GRO: split by gso_size). */
+static int gro_hand_out(udp_endpoint_t *e, transport_rx_t *out, int max)
+{
+    int k = 0;
+    while (k < max && e->pend_msg < e->pend_n) {
+        int i = e->pend_msg;
+        uint32_t len = e->rx[i].msg_len, seg = e->rx_seg[i];
+        uint32_t take = len - e->pend_off < seg ? len - e->pend_off : seg;
+        out[k].data = (const uint8_t *)e->rx_iov[i].iov_base + e->pend_off;
+        out[k].len = take;
+        addr_from_sin(&out[k].from, &e->rx_from[i]);
+        k++;
+        e->pend_off += take;
+        if (e->pend_off >= len) {
+            e->pend_msg++;
+            e->pend_off = 0;
+        }
+    }
+    return k;
+}
+
 static int udp_tp_recv(transport_t *t, transport_rx_t *out, int max, int timeout_ms)
 {
     udp_endpoint_t *e = (udp_endpoint_t *)t;
+    if (e->gro && max > 0 && e->pend_msg < e->pend_n)
+        return gro_hand_out(e, out, max); /* packets of datagrams already received */
     int want = max < (int)e->batch ? max : (int)e->batch;
     if (want <= 0)
         return 0;
     for (int i = 0; i < want; i++) {
         e->rx[i].msg_hdr.msg_name = &e->rx_from[i];
         e->rx[i].msg_hdr.msg_namelen = sizeof(e->rx_from[i]);
+        if (e->gro) {
+            e->rx[i].msg_hdr.msg_control = e->rx_ctl[i].buf;
+            e->rx[i].msg_hdr.msg_controllen = sizeof(e->rx_ctl[i].buf);
+        }
     }
     int n = e->sleeps && timeout_ms > 0 ? udp_recv_batch_blocking(e->fd, e->rx, want)
                                         : udp_recv_batch(e->fd, e->rx, want, timeout_ms);
+    if (e->gro && n > 0) {
+        for (int i = 0; i < n; i++) {
+            e->rx_seg[i] = gro_segment_size(e, i);
+            if (e->rx_seg[i] < e->rx[i].msg_len) {
+                e->c[UDP_C_GRO_RECEIVES]++;
+                e->c[UDP_C_GRO_SEGMENTS] += (e->rx[i].msg_len + e->rx_seg[i] - 1) /
+                                            e->rx_seg[i];
+            }
+        }
+        e->pend_n = n;
+        e->pend_msg = 0;
+        e->pend_off = 0;
+        return gro_hand_out(e, out, max);
+    }
     for (int i = 0; i < n; i++) {
         out[i].data = (const uint8_t *)e->rx_iov[i].iov_base;
         out[i].len = e->rx[i].msg_len;
@@ -357,6 +430,8 @@ static void udp_tp_close(transport_t *t)
     free(e->rx);
     free(e->rx_iov);
     free(e->rx_from);
+    free(e->rx_ctl);
+    free(e->rx_seg);
     free(e);
 }
 
@@ -430,6 +505,15 @@ static int udp_tp_open(const transport_config_t *cfg, transport_t **out, char *e
     e->gso = env_flag(ENV_UDP_GSO) &&
              getsockopt(e->fd, SOL_UDP, UDP_SEGMENT, &seg, &seg_len) == 0;
     e->c[UDP_C_GSO_AVAILABLE] = (uint64_t)e->gso;
+    /* GRO where every receive buffer holds a coalesced datagram (the switch's 64 KB) */
+    int one = 1;
+    if (env_flag(ENV_UDP_GSO) && e->cap >= UDP_GRO_MIN_CAP) {
+        e->rx_ctl = calloc(e->batch, sizeof(*e->rx_ctl));
+        e->rx_seg = calloc(e->batch, sizeof(*e->rx_seg));
+        e->gro = e->rx_ctl && e->rx_seg &&
+                 setsockopt(e->fd, SOL_UDP, UDP_GRO, &one, sizeof(one)) == 0;
+    }
+    e->c[UDP_C_GRO_AVAILABLE] = (uint64_t)e->gro;
     *out = &e->base;
     return 0;
 }

@@ -1,9 +1,11 @@
 /*
- * test_udp_gso.c - UDP GSO on the send path: consecutive packets to one destination with one
- * size leave as one UDP_SEGMENT send and arrive as the same packets, in order, byte for byte
- * (a run of another size or destination starts a new send); INAGG_UDP_GSO=0 sends each
- * packet alone; an allreduce under injected loss is exact with GSO on and off, and the
- * counters show which one ran.
+ * test_udp_gso.c - UDP GSO and GRO: with INAGG_UDP_GSO=1, consecutive packets to one
+ * destination with one size leave as one UDP_SEGMENT send, a receiver with 64 KB buffers
+ * takes them coalesced (UDP_GRO) and splits them back, and they arrive as the same packets,
+ * in order, byte for byte, across several receives (a run of another size or destination
+ * starts a new send); by default and with INAGG_UDP_GSO=0 each packet leaves alone; an
+ * allreduce under injected loss is exact with GSO on and off, and the counters show which
+ * one ran.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -92,7 +94,7 @@ static void send_and_check(uint64_t *cnt, uint64_t *rcnt)
 
 TEST(udp_gso_groups_same_size_same_destination, 20)
 {
-    unsetenv("INAGG_UDP_GSO");
+    setenv("INAGG_UDP_GSO", "1", 1);
     uint64_t cnt[C_COUNT], rcnt[C_COUNT];
     send_and_check(cnt, rcnt);
     if (!cnt[C_AVAILABLE]) {
@@ -107,16 +109,22 @@ TEST(udp_gso_groups_same_size_same_destination, 20)
     CHECK_MSG(rcnt[C_GRO_AVAILABLE] == 1 && rcnt[C_GRO_RECEIVES] >= 1 &&
               rcnt[C_GRO_SEGMENTS] >= 40, "gro receives %llu segments %llu",
               (unsigned long long)rcnt[C_GRO_RECEIVES], (unsigned long long)rcnt[C_GRO_SEGMENTS]);
+    unsetenv("INAGG_UDP_GSO");
 }
 
-TEST(udp_gso_off_by_environment, 20)
+TEST(udp_gso_off_by_default_and_by_environment, 20)
 {
-    setenv("INAGG_UDP_GSO", "0", 1);
-    uint64_t cnt[C_COUNT], rcnt[C_COUNT];
-    send_and_check(cnt, rcnt);
+    for (int k = 0; k < 2; k++) {
+        if (k)
+            setenv("INAGG_UDP_GSO", "0", 1);
+        else
+            unsetenv("INAGG_UDP_GSO");
+        uint64_t cnt[C_COUNT], rcnt[C_COUNT];
+        send_and_check(cnt, rcnt);
+        CHECK(cnt[C_AVAILABLE] == 0 && cnt[C_SENDS] == 0 && cnt[C_SEGMENTS] == 0);
+        CHECK(rcnt[C_GRO_RECEIVES] == 0); /* nothing coalesced arrives */
+    }
     unsetenv("INAGG_UDP_GSO");
-    CHECK(cnt[C_AVAILABLE] == 0 && cnt[C_SENDS] == 0 && cnt[C_SEGMENTS] == 0);
-    CHECK(rcnt[C_GRO_AVAILABLE] == 0 && rcnt[C_GRO_RECEIVES] == 0);
 }
 
 /* One rank's int32 allreduce of n values under 10% loss each way: exact; its udp counters
@@ -135,7 +143,7 @@ static void lossy_allreduce(const char *job, uint64_t *cnt)
     inagg_comm_t *c = NULL;
     char d[256] = "";
     CHECK_EQ_INT(inagg_comm_create(&c, ts.addr, job, 0, 1, &o, d, sizeof(d)), INAGG_OK);
-    memset(cnt, 0, 4 * sizeof(*cnt));
+    memset(cnt, 0, C_COUNT * sizeof(*cnt));
     if (c) {
         enum { N = 1 << 15 };
         int32_t *in = malloc(N * sizeof(int32_t)), *out = malloc(N * sizeof(int32_t));
@@ -148,7 +156,7 @@ static void lossy_allreduce(const char *job, uint64_t *cnt)
         CHECK_EQ_INT(inagg_get_transport_stats(c, &st), INAGG_OK);
         CHECK(st.fault_dropped > 0);
         CHECK_EQ_INT(st.ncounters, C_COUNT); /* the fault transport passes udp's on */
-        for (uint32_t i = 0; i < 4 && i < st.ncounters; i++)
+        for (uint32_t i = 0; i < C_COUNT && i < st.ncounters; i++)
             cnt[i] = st.counters[i];
         free(in);
         free(out);
@@ -159,8 +167,8 @@ static void lossy_allreduce(const char *job, uint64_t *cnt)
 
 TEST(udp_gso_allreduce_exact_under_loss_on_and_off, 60)
 {
-    uint64_t on[4], off[4];
-    unsetenv("INAGG_UDP_GSO");
+    uint64_t on[C_COUNT], off[C_COUNT];
+    setenv("INAGG_UDP_GSO", "1", 1);
     lossy_allreduce("gso-on", on);
     setenv("INAGG_UDP_GSO", "0", 1);
     lossy_allreduce("gso-off", off);

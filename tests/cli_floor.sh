@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # tests/cli_floor.sh - the medium's floor of `inagg bench latency --testbed N`: its UDP echo
 # and ping roles on loopback (a real echo verifies; an echo server that changes one byte, or
-# none at all, fails the ping with a clear error), then a 2-host testbed through the bridge
-# whose report carries floor_us {p50, p99} and floor_ratio_p50 = inagg p50 / floor p50.
+# none at all, fails the ping with a clear error), then a 2-host testbed
+# through the bridge and one through the inagg fabric, whose reports carry floor_us {p50, p99}
+# and floor_ratio_p50 = inagg p50 / floor p50.
 # The testbed part skips, saying why, where testbeds cannot be built (exit 3). Every command
 # runs under `timeout`; about 30 seconds.
 set -uo pipefail
@@ -61,8 +62,9 @@ rc=$?
 if [ $rc -eq 1 ] && grep -q "did not answer" "$tmp/err" && [ $(( $(date +%s) - start )) -lt 30 ]; then ok $t
 else bad $t "exit $rc: $(cat "$tmp/err")"; fi
 
-t=testbed_latency_reports_the_floor
-timeout 300 $INAGG bench latency --testbed 2 --fabric bridge --iters 300 --warmup 50 --json - \
+for fabric in bridge inagg; do
+t=testbed_latency_reports_the_floor_$fabric
+timeout 300 $INAGG bench latency --testbed 2 --fabric $fabric --iters 300 --warmup 50 --json - \
     >"$tmp/out" 2>"$tmp/err"
 rc=$?
 if [ $rc -eq 3 ]; then skp $t "testbeds cannot be built here: $(tail -n 1 "$tmp/err")"
@@ -78,4 +80,5 @@ else
         ok $t
     else bad $t "floor p50 '$f50' p99 '$f99' samples '$fn' ratio '$ratio' inagg p50 '$p50'"; fi
 fi
+done
 finish

@@ -165,7 +165,14 @@ typedef struct inagg_options {
                                  JOIN (forged or changed packets are dropped and counted);
                                  1 (or $INAGG_NO_DATAPLANE_AUTH=1): only JOIN is
                                  authenticated. The rank that registers the job decides */
+    uint32_t poll_us;         /* how a rank waits for the switch's answer (p4sgd): 0 sleeps in
+                                 the kernel until a packet comes (default; $INAGG_POLL when
+                                 0); N asks the kernel without waiting for up to N
+                                 microseconds of each wait before sleeping (adaptive);
+                                 INAGG_POLL_BUSY never sleeps (owns a core) */
 } inagg_options_t;
+
+#define INAGG_POLL_BUSY 0xffffffffu
 
 #define INAGG_MAX_PACKET_ELEMS 16360u /* (65507 - 36 - 28) / 4: one UDP datagram, with the
                                          dataplane MAC (28 bytes) of a job with a secret */
@@ -175,7 +182,7 @@ typedef struct inagg_options {
     {                                                                                           \
         sizeof(inagg_options_t), 16u, INAGG_MAX_PACKET_ELEMS, 1u, INAGG_FLOAT_FIXED,            \
             INAGG_PROTO_SWITCHML, 2000u, 1000u, 50000u, 30000u, 0u, NULL, NULL, NULL, 0u, NULL, NULL, \
-            NULL, 0u                                                                            \
+            NULL, 0u, 0u                                                                        \
     }
 
 typedef struct inagg_comm inagg_comm_t;

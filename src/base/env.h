@@ -21,6 +21,8 @@ typedef enum env_id {
     ENV_ROCE_REPLAY,
     ENV_CODEC_HELPER,
     ENV_NO_DATAPLANE_AUTH,
+    ENV_POLL,
+    ENV_UDP_GSO,
     ENV_COUNT
 } env_id_t;
 

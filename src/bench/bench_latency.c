@@ -34,6 +34,7 @@
 #include "bench/samples.h"
 #include "launch/launch.h"
 #include "base/util.h"
+#include "wire/wire.h"
 
 #define WORKER_EXIT_MS 30000 /* a worker that sent its report exits within this */
 
@@ -95,6 +96,7 @@ static int worker_main(const lat_opts_t *o, uint32_t rank, const char *addr, con
     opts.float_mode = INAGG_FLOAT_NATIVE; /* same arithmetic for both protocols */
     opts.timeout_ms = o->timeout_ms;
     opts.faults = o->faults;
+    opts.poll_us = o->poll_us;
     char detail[256];
     rc = inagg_comm_create(&comm, addr, job, rank, o->workers, &opts, detail, sizeof(detail));
     if (rc != INAGG_OK) {
@@ -254,6 +256,7 @@ static int testbed_rank_argv(const lat_opts_t *o, const launch_tbjob_t *j, const
                    "--dtype", o->dtype_float ? "float32" : "int32", "--slots", t->slots,
                    "--seed", t->seed, "--timeout-ms", t->timeout,
                    "--protocol", (char *)lat_proto_name(o), "--report-file", (char *)report,
+                   "--poll", o->poll ? (char *)o->poll : "sleep",
                    o->faults ? "--faults" : NULL, (char *)o->faults, NULL};
     return launch_testbed_argv(&j->tb, t->host, cmd, argv, cap) ? 0 : -1;
 }
@@ -319,6 +322,27 @@ out:
     return verified;
 }
 
+/* The medium's floor on testbed j: a UDP ping-pong from every host to the switch namespace
+ * with datagrams of inagg's packet size (header, MAC and the elements). 0, or -1 after a
+ * message: a testbed run without its floor fails. */
+static int measure_floor(const lat_opts_t *o, const launch_tbjob_t *j, lat_result_t *res)
+{
+    char self[PATH_MAX], err[1024];
+    ssize_t sl = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    self[sl > 0 ? sl : 0] = '\0';
+    uint32_t size = WIRE_HEADER_MAX + o->elems * 4u;
+    fprintf(stderr, "inagg bench latency: measuring the floor (UDP ping-pong of %u bytes from "
+            "each host to the switch namespace)...\n", size);
+    if (bench_floor_measure(j, self, size, o->iters, o->warmup, &res->floor, err,
+                            sizeof(err)) != 0) {
+        fprintf(stderr, "inagg bench latency: the floor could not be measured: %s\n", err);
+        return -1;
+    }
+    res->have_floor = 1;
+    res->floor_ratio = res->p50 / res->floor.p50_us;
+    return 0;
+}
+
 /* Switch, workers, percentiles, the MPI baseline (placed by mpi: NULL on loopback). With j
  * the testbed is up and j's switch runs. 0, or -1 when nothing could be run. */
 int lat_run(const lat_opts_t *o, launch_tbjob_t *j, lat_result_t *res)
@@ -355,6 +379,8 @@ int lat_run(const lat_opts_t *o, launch_tbjob_t *j, lat_result_t *res)
     res->p99 = bench_percentile(slowest, n, 0.99);
     res->p999 = bench_percentile(slowest, n, 0.999);
     free(slowest);
+    if (j && res->verified && measure_floor(o, j, res) != 0)
+        res->verified = 0;
 
     if (strcmp(o->baseline, "mpi") == 0) {
         fprintf(stderr, "inagg bench latency: running the MPI baseline...\n");
@@ -404,6 +430,7 @@ int lat_testbed_up(const lat_opts_t *o, launch_tbjob_t **out)
     }
     j->tb.fabric = o->fabric;
     j->tb.link_delay = o->link_delay;
+    j->switch_poll = o->switch_poll;
     fprintf(stderr, "inagg bench latency: building a testbed of %u hosts (links %s%s%s%s%s)\n",
             o->testbed, o->link_rate ? o->link_rate : "not rate-limited",
             o->fabric ? ", fabric " : "", o->fabric ? o->fabric : "",

@@ -8,6 +8,7 @@
 
 #include <stdint.h>
 
+#include "bench/bench_floor.h"
 #include "bench/baseline_mpi.h"
 #include "inagg.h"
 #include "launch/launch.h"
@@ -28,6 +29,9 @@ typedef struct lat_opts {
     int single;           /* one rank of a job (--rank): its report into report_file */
     uint32_t rank;
     const char *job, *report_file;
+    const char *switch_poll; /* --switch-poll: the testbed switch's --poll (NULL: default) */
+    const char *poll;        /* --poll: the workers' wait (options.poll_us; NULL: default) */
+    uint32_t poll_us;
 } lat_opts_t;
 
 /* What a worker sends back before its `iters` latencies (doubles, microseconds). */
@@ -48,6 +52,9 @@ typedef struct lat_result {
     int have_base;
     struct baseline_mpi_result base;
     double speedup;
+    int have_floor;           /* with --testbed: the raw UDP ping-pong (bench/bench_floor.h) */
+    bench_floor_result_t floor;
+    double floor_ratio;       /* inagg p50 / floor p50 */
 } lat_result_t;
 
 /* "switchml" or "p4sgd". */

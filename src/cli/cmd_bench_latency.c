@@ -25,6 +25,7 @@
 
 #include "bench/bench_latency.h"
 #include "bench/harness.h"
+#include "base/pollmode.h"
 #include "cli/commands.h"
 #include "cli/flags.h"
 #include "cli/output.h"
@@ -66,12 +67,21 @@ static void usage(FILE *out)
             "                       bridge\n"
             "  --link-delay D       with --testbed --fabric inagg: one-way delay per link (25us)\n"
             "  --link-rate R        with --testbed: every link's rate (1gbit; default none)\n"
+            "  --poll MODE          how the workers wait for a result: sleep (default), busy\n"
+            "                       or adaptive[:US] (options.poll_us, INAGG_POLL)\n"
+            "  --switch-poll MODE   with --testbed --fabric bridge: the switch's --poll\n"
+            "                       (sleep, busy, adaptive[:US]; `inagg switch --help`)\n"
+            "                       --testbed also measures the medium's floor in the same run:\n"
+            "                       a UDP ping-pong of inagg's packet size from each host to\n"
+            "                       the switch namespace (floor_us, floor_ratio_p50)\n"
             "  --timeout-ms MS      per-call progress timeout (default 30000)\n"
             "  --seed S             contents (default 1)\n"
             "  --json FILE|-        also write one JSON object (- for stdout; the table then\n"
             "                       goes to stderr): workers, elems, protocol, iters, verified,\n"
             "                       latency_us {p50, p99, p999, mean}, and with a baseline\n"
-            "                       baseline {name, latency_us {p50, p99, p999}}, speedup_p50\n"
+            "                       baseline {name, latency_us {p50, p99, p999}}, speedup_p50;\n"
+            "                       with --testbed floor_us {p50, p99, samples, lost} and\n"
+            "                       floor_ratio_p50 = inagg p50 / floor p50\n"
             "  -h, --help           this text\n"
             "\n"
             "example:\n"
@@ -89,6 +99,40 @@ static int parse_u64(const char *flag, const char *v, uint64_t lo, uint64_t hi, 
 
 /* The options with their defaults, then argv's. 0, 1 after --help, 2 after a usage error
  * (its message printed). */
+/* --poll MODE: the workers' wait (options.poll_us). 0, or 2 after a message. */
+static int parse_worker_poll(const char *text, lat_opts_t *o)
+{
+    switch_poll_t m;
+    uint32_t spin;
+    char perr[160];
+    if (switch_poll_parse(text, &m, &spin, perr, sizeof(perr)) != 0) {
+        fprintf(stderr, "inagg bench latency: --poll: %s\n", perr);
+        return 2;
+    }
+    o->poll = text;
+    o->poll_us = switch_poll_worker_us(m, spin);
+    return 0;
+}
+
+/* --switch-poll MODE with --testbed: only the bridge fabric runs the switch's own threads.
+ * 0, or 2 after a message. */
+static int check_switch_poll(const lat_opts_t *o)
+{
+    switch_poll_t m;
+    uint32_t spin;
+    char perr[160];
+    if (!o->fabric || strcmp(o->fabric, "bridge") != 0) {
+        fprintf(stderr, "inagg bench latency: --switch-poll needs --fabric bridge (with the "
+                        "inagg fabric, the fabric's own thread aggregates)\n");
+        return 2;
+    }
+    if (switch_poll_parse(o->switch_poll, &m, &spin, perr, sizeof(perr)) != 0) {
+        fprintf(stderr, "inagg bench latency: --switch-poll: %s\n", perr);
+        return 2;
+    }
+    return 0;
+}
+
 static int parse_args(int argc, char **argv, lat_opts_t *o)
 {
     *o = (lat_opts_t){.workers = 4, .elems = 8, .iters = 5000, .warmup = 200, .slots = 16,
@@ -106,6 +150,8 @@ static int parse_args(int argc, char **argv, lat_opts_t *o)
         {"fabric", required_argument, 0, 'Y'},    {"link-delay", required_argument, 0, 'Q'},
         {"rank", required_argument, 0, 'R'},      {"job", required_argument, 0, 'J'},
         {"report-file", required_argument, 0, 'F'},
+        {"switch-poll", required_argument, 0, 'G'},
+        {"poll", required_argument, 0, 'p'},
         {"help", no_argument, 0, 'h'},            {0, 0, 0, 0}};
     uint64_t v;
     int c, workers_given = 0, link_given = 0;
@@ -127,6 +173,8 @@ static int parse_args(int argc, char **argv, lat_opts_t *o)
             link_given = 1;
             break;
         case 'J': o->job = optarg; break;
+        case 'G': o->switch_poll = optarg; break;
+        case 'p': if (parse_worker_poll(optarg, o)) return 2; break;
         case 'F': o->report_file = optarg; break;
         case 'e': if (parse_u64("--elems", optarg, 1, LAT_MAX_ELEMS, &v)) return 2; o->elems = (uint32_t)v; break;
         case 'k': if (parse_u64("--iters", optarg, 1, LAT_MAX_ITERS, &v)) return 2; o->iters = (uint32_t)v; break;
@@ -170,6 +218,9 @@ static int parse_args(int argc, char **argv, lat_opts_t *o)
         else if (workers_given)
             why = "--testbed runs one worker per host; --workers does not apply";
         o->workers = o->testbed;
+    } else if (!why && o->switch_poll) {
+        why = "--switch-poll sets the testbed's switch: it goes with --testbed N --fabric "
+              "bridge (a switch of your own: `inagg switch --poll`)";
     } else if (!why && link_given) {
         why = "--link-rate, --fabric and --link-delay describe the testbed: they go with "
               "--testbed N";
@@ -178,6 +229,8 @@ static int parse_args(int argc, char **argv, lat_opts_t *o)
         fprintf(stderr, "inagg bench latency: %s\n", why);
         return 2;
     }
+    if (o->switch_poll && check_switch_poll(o) != 0)
+        return 2;
     o->faults = bench_worker_faults(o->faults, o->loss, o->seed, o->faults_buf,
                                     sizeof(o->faults_buf));
     return 0;
@@ -195,12 +248,19 @@ static void render_text(FILE *table, const lat_opts_t *o, const lat_result_t *r)
                 o->testbed, o->fabric ? o->fabric : "(tools/testbed's default)",
                 o->link_delay ? o->link_delay : "none", o->link_rate ? o->link_rate : "not "
                 "rate-limited");
+    if (o->switch_poll || o->poll)
+        fprintf(table, "  poll           switch %s, workers %s\n",
+                o->switch_poll ? o->switch_poll : "default", o->poll ? o->poll : "default");
     fprintf(table, "  verified       %s (%u operations)\n", r->verified ? "yes" : "NO", r->n);
     fprintf(table, "  latency        p50 %.1f us  p99 %.1f us  p99.9 %.1f us  mean %.1f us\n",
             r->p50, r->p99, r->p999, r->mean);
     fprintf(table, "  packets        %llu sent, %llu retransmitted\n",
             (unsigned long long)r->total.packets_sent,
             (unsigned long long)r->total.retransmissions);
+    if (r->have_floor)
+        fprintf(table, "  floor (UDP)    p50 %.1f us  p99 %.1f us  (%u round trips, %u lost) "
+                "-> inagg p50 / floor p50 %.2fx\n", r->floor.p50_us, r->floor.p99_us,
+                r->floor.samples, r->floor.lost, r->floor_ratio);
     if (r->have_base)
         fprintf(table, "  MPI_Allreduce  p50 %.1f us  p99 %.1f us  p99.9 %.1f us  -> speedup "
                 "(p50) %.2fx\n", r->base.lat_p50_us, r->base.lat_p99_us, r->base.lat_p999_us,
@@ -226,6 +286,8 @@ static int render_json(const lat_opts_t *o, const lat_result_t *r)
         json_string(&w, "fabric", o->fabric ? o->fabric : "default");
         json_string(&w, "link_delay", o->link_delay ? o->link_delay : "0");
         json_string(&w, "link_rate", o->link_rate ? o->link_rate : "none");
+        json_string(&w, "switch_poll", o->switch_poll ? o->switch_poll : "default");
+        json_string(&w, "worker_poll", o->poll ? o->poll : "default");
         json_end_object(&w);
     }
     json_begin_object(&w, "latency_us");
@@ -236,6 +298,15 @@ static int render_json(const lat_opts_t *o, const lat_result_t *r)
     json_end_object(&w);
     json_int(&w, "packets", (int64_t)r->total.packets_sent);
     json_int(&w, "retransmissions", (int64_t)r->total.retransmissions);
+    if (r->have_floor) {
+        json_begin_object(&w, "floor_us");
+        json_number(&w, "p50", r->floor.p50_us);
+        json_number(&w, "p99", r->floor.p99_us);
+        json_int(&w, "samples", r->floor.samples);
+        json_int(&w, "lost", r->floor.lost);
+        json_end_object(&w);
+        json_number(&w, "floor_ratio_p50", r->floor_ratio);
+    }
     if (r->have_base) {
         json_begin_object(&w, "baseline");
         json_string(&w, "name", "mpi");
@@ -254,6 +325,8 @@ static int render_json(const lat_opts_t *o, const lat_result_t *r)
 
 int cmd_bench_latency(int argc, char **argv)
 {
+    if (bench_floor_is_role(argc, argv))
+        return bench_floor_role_main(argc, argv);
     lat_opts_t o;
     int prc = parse_args(argc, argv, &o);
     if (prc)

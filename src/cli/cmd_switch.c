@@ -52,6 +52,13 @@ static void usage(FILE *out)
             "  --worker-timeout MS     a rank silent this long while others wait fails its\n"
             "                          job (default 30000; jobs may ask for less)\n"
             "  --batch N               packets per recvmmsg/sendmmsg (default 64)\n"
+            "  --poll MODE             how the dataplane threads wait for packets: sleep\n"
+            "                          (default: in the kernel until one comes), busy (own\n"
+            "                          the core, never wait) or adaptive[:US] (busy for US\n"
+            "                          microseconds after the last packet, default 50, then\n"
+            "                          sleep); docs/PERFORMANCE.md \"Polling\"\n"
+            "  --cpu LIST              pin dataplane thread t to the t-th CPU of LIST (mod its\n"
+            "                          length), e.g. 1 or 0,2-3\n"
             "  --socket-buffer BYTES   UDP socket buffers (default 33554432)\n"
             "  --faults-in SPEC        inject faults on receive, e.g. drop=0.01,dup=0.01,\n"
             "                          reorder=0.01,seed=7 (testing only)\n"
@@ -310,6 +317,7 @@ static const struct option switch_longopts[] = {
     {"leaves", required_argument, 0, 1022},
     {"config", required_argument, 0, 1030}, {"metrics", required_argument, 0, 1031},
     {"log-format", required_argument, 0, 1032},
+    {"poll", required_argument, 0, 1040}, {"cpu", required_argument, 0, 1041},
     {0, 0, 0, 0}};
 
 /* What the daemon's flags say: its configuration, its fabric's, and what else to do. */
@@ -318,7 +326,7 @@ typedef struct switch_args {
     fabric_config_t fcfg;
     const char *stats_addr, *ctl_addr, *metrics_addr;
     int json, ready_fd;
-    int loss_seed_given, resbuf_given, agg_threads;
+    int loss_seed_given, resbuf_given, agg_threads, poll_given;
 } switch_args_t;
 
 /* A flag of the daemon: listening, threads, slots, timeouts, transport, limits, upstream,
@@ -326,6 +334,7 @@ typedef struct switch_args {
 static int parse_daemon_flag(switch_args_t *a, int c)
 {
     uint32_t v;
+    char perr[200];
     switch (c) {
     case 'l': a->cfg.listen = optarg; break;
     case 't': if (parse_u32("--threads", optarg, &a->cfg.threads)) return 2; break;
@@ -367,6 +376,20 @@ static int parse_daemon_flag(switch_args_t *a, int c)
                     optarg);
             return 2;
         }
+        break;
+    case 1040:
+        if (switch_poll_parse(optarg, &a->cfg.poll, &a->cfg.poll_spin_us, perr, sizeof(perr))) {
+            fprintf(stderr, "inagg switch: --poll: %s\n", perr);
+            return 2;
+        }
+        a->poll_given = 1;
+        break;
+    case 1041:
+        if (switch_cpu_list_parse(optarg, a->cfg.cpus, &a->cfg.n_cpus, perr, sizeof(perr))) {
+            fprintf(stderr, "inagg switch: --cpu: %s\n", perr);
+            return 2;
+        }
+        a->poll_given = 1;
         break;
     default: return -1;
     }
@@ -447,6 +470,12 @@ static int check_modes_start_fabric(switch_args_t *a, fabric_t **fab, char *list
     if (a->fcfg.ports && a->cfg.transport.afpacket.iface) {
         fprintf(stderr, "inagg switch: --afpacket and --l2 exclude each other (the fabric "
                         "owns its ports)\n");
+        return 2;
+    }
+    if (a->fcfg.ports && a->poll_given && !a->agg_threads) {
+        fprintf(stderr, "inagg switch: --poll and --cpu set the switch's dataplane threads; "
+                        "with --l2 the fabric's thread runs the aggregation unless "
+                        "--aggregation-threads is given\n");
         return 2;
     }
     if (a->fcfg.ports) {

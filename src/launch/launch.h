@@ -369,6 +369,7 @@ typedef struct launch_tbjob {
     launch_mpirun_cfg_t mpi;   /* one rank per host over the testbed's subnet */
     pid_t sw_pid;              /* `inagg switch` in the switch namespace, 0: none */
     char sw_addr[64];          /* the aggregation switch's HOST:PORT */
+    const char *switch_poll;   /* in: that switch's --poll MODE (NULL: its default) */
 } launch_tbjob_t;
 
 /* Find tools/testbed and its rsh agent, remove testbeds of runs that are gone, guard against

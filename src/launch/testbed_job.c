@@ -80,7 +80,9 @@ int launch_tbjob_switch(launch_tbjob_t *j, const char *self, unsigned threads, c
     int err_fd = memfd_create("inagg-switch-stderr", MFD_CLOEXEC);
     char listen[48];
     snprintf(listen, sizeof(listen), "%s:%d", tb->switch_addr, TBJOB_SWITCH_PORT);
-    pid_t pid = launch_ns_switch(tb, "sw", self, listen, threads ? threads : 1, NULL, err_fd,
+    char *extra[] = {"--poll", (char *)j->switch_poll, NULL};
+    pid_t pid = launch_ns_switch(tb, "sw", self, listen, threads ? threads : 1,
+                                 j->switch_poll ? extra : NULL, err_fd,
                                  TBJOB_SWITCH_READY_MS, j->sw_addr, sizeof(j->sw_addr), err,
                                  errlen);
     if (err_fd >= 0)

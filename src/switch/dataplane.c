@@ -427,10 +427,25 @@ void *dataplane_main(void *arg)
         return NULL;
     }
     uint32_t to_switch = proto_accepts_any();
-    /* One system call per wake-up: the receive sleeps until a packet comes (at most 50 ms,
-     * so the stop flag is seen). */
-    while (!atomic_load_explicit(&sw->stop, memory_order_acquire))
-        dataplane_pass(t, to_switch, 50);
+    const switch_config_t *cfg = &sw->cfg;
+    if (cfg->n_cpus) {
+        uint32_t cpu = cfg->cpus[t->index % cfg->n_cpus];
+        int prc = switch_pin_self(cpu);
+        if (prc != 0)
+            LOG_W("dataplane thread %u: pinning to CPU %u: %s", t->index, cpu, strerror(-prc));
+    }
+    /* Sleeping: one system call per wake-up, the receive sleeps until a packet comes (at
+     * most 50 ms, so the stop flag is seen). Busy or within an adaptive spin: the receive
+     * does not wait, and a pass that found nothing is counted (empty_polls). */
+    uint64_t last_traffic = 0;
+    while (!atomic_load_explicit(&sw->stop, memory_order_acquire)) {
+        uint64_t now = cfg->poll == SWITCH_POLL_SLEEP ? 0 : util_now_ns();
+        int wait_ms = switch_poll_timeout(cfg->poll, cfg->poll_spin_us, now, last_traffic, 50);
+        if (dataplane_pass(t, to_switch, wait_ms) > 0)
+            last_traffic = cfg->poll == SWITCH_POLL_SLEEP ? 0 : util_now_ns();
+        else if (wait_ms == 0)
+            STAT_ADD(t->c.v[STAT_POLLS_EMPTY], 1);
+    }
     dataplane_teardown(t);
     atomic_store(&t->running, 0);
     return NULL;

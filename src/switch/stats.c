@@ -69,6 +69,9 @@ const stat_info_t stat_table[STAT_COUNT] = {
     [STAT_INJECTED_REORDERS] = {"injected_reorders", "packets held back by fault injection "
                                 "and let out after later ones, both ways",
                                 STAT_SWITCH | STAT_JSON},
+    [STAT_POLLS_EMPTY] = {"empty_polls", "receives that did not wait and found nothing "
+                          "(--poll busy, or adaptive within its spin)",
+                          STAT_SWITCH | STAT_JSON},
     [STAT_CONTRIBUTIONS] = {"contributions", "contributions accepted into a round", JOBWIDE},
     [STAT_ROUNDS] = {"rounds", "rounds completed", JOBWIDE | STAT_LOG, "rounds"},
     [STAT_RESULTS_SENT] = {"results_sent", "result packets: world per round, one per resend",
@@ -231,6 +234,8 @@ static void write_text(inagg_switch_t *sw, FILE *out)
             " injected_duplicates=%" PRIu64 " injected_reorders=%" PRIu64 "\n",
             v[STAT_PACKETS_IN], v[STAT_PACKETS_OUT], v[STAT_INJECTED_DROPS],
             v[STAT_INJECTED_DUPS], v[STAT_INJECTED_REORDERS]);
+    fprintf(out, "poll mode=%s spin_us=%u empty_polls=%" PRIu64 "\n",
+            switch_poll_name(sw->cfg.poll), sw->cfg.poll_spin_us, v[STAT_POLLS_EMPTY]);
     fprintf(out, "dropped before any job:");
     text_drops(out, v);
     fprintf(out, "control connections=%u", atomic_load(&sw->ctl_connections));

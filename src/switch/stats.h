@@ -49,6 +49,7 @@ enum stat_id {
     STAT_INJECTED_DROPS,
     STAT_INJECTED_DUPS,
     STAT_INJECTED_REORDERS,
+    STAT_POLLS_EMPTY,
     /* ... and per job. */
     STAT_CONTRIBUTIONS,
     STAT_ROUNDS,

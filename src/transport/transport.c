@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "base/errmsg.h"
+#include "base/util.h"
 
 static const transport_kind_t *const kinds[] = {
     &transport_kind_udp,
@@ -115,6 +116,28 @@ int transport_wait_ready(transport_t *const *ts, int n, int timeout_ms)
         if (p[i].revents)
             mask |= 1 << idx[i];
     return mask;
+}
+
+int transport_wait_ready_spin(transport_t *const *ts, int n, int timeout_ms, uint32_t spin_us,
+                              uint64_t *empty_polls)
+{
+    if (spin_us == 0 || timeout_ms <= 0)
+        return transport_wait_ready(ts, n, timeout_ms);
+    uint64_t start = util_now_ns(), wait_ns = (uint64_t)timeout_ms * 1000000u;
+    uint64_t spin_ns = spin_us == UINT32_MAX ? wait_ns : (uint64_t)spin_us * 1000u;
+    if (spin_ns > wait_ns)
+        spin_ns = wait_ns;
+    uint64_t now = start;
+    while (now - start < spin_ns) {
+        int r = transport_wait_ready(ts, n, 0);
+        if (r != 0)
+            return r;
+        if (empty_polls)
+            (*empty_polls)++;
+        now = util_now_ns();
+    }
+    uint64_t left_ns = now - start >= wait_ns ? 0 : wait_ns - (now - start);
+    return transport_wait_ready(ts, n, (int)((left_ns + 999999u) / 1000000u));
 }
 
 uint32_t transport_counters(const transport_t *t, uint64_t *acc, uint32_t max)

@@ -162,6 +162,13 @@ void transport_close(transport_t *t);
  * some, and then there is no wait), 0 on timeout, -errno on error. NULL entries are skipped. */
 int transport_wait_ready(transport_t *const *ts, int n, int timeout_ms);
 
+/* As transport_wait_ready, but for the first spin_us microseconds of the wait (at most
+ * timeout_ms) the endpoints are asked without sleeping, again and again (UINT32_MAX: the
+ * whole wait); only then does it sleep for the rest. spin_us 0 is transport_wait_ready. The
+ * asks that found nothing are added to *empty_polls (may be NULL). */
+int transport_wait_ready_spin(transport_t *const *ts, int n, int timeout_ms, uint32_t spin_us,
+                              uint64_t *empty_polls);
+
 /* Add the endpoint's own counters to acc[0..n) (see transport_ops_t.counters): n. */
 uint32_t transport_counters(const transport_t *t, uint64_t *acc, uint32_t max);
 /* The name of counter i of transport `kind` (NULL: udp), or NULL past its last. */

@@ -5,6 +5,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/udp.h>
 #include <fcntl.h>
 #include <netdb.h>
 #include <poll.h>
@@ -13,7 +14,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/env.h"
 #include "base/errmsg.h"
+#include "base/log.h"
 #include "base/netaddr.h"
 #include "transport/transport.h"
 
@@ -131,6 +134,24 @@ int udp_recv_batch_blocking(int fd, struct mmsghdr *msgs, int n)
 
 #define UDP_ADDR_KIND 1u
 #define UDP_TX_BATCH 64
+#define UDP_GSO_MAX_SEGS 64u     /* segments of one UDP_SEGMENT send (the kernel's oldest cap) */
+#define UDP_GSO_MAX_BYTES 65000u /* payload of one UDP_SEGMENT send, under 64 KB */
+
+/* The UDP transport's own counters (transport_counters), named by udp_counter_name. */
+enum {
+    UDP_C_GSO_AVAILABLE, /* 1 when sends use UDP_SEGMENT (kernel has it, not turned off) */
+    UDP_C_GSO_SENDS,     /* datagrams handed to the kernel as one UDP_SEGMENT send */
+    UDP_C_GSO_SEGMENTS,  /* packets that travelled inside those */
+    UDP_C_GSO_FALLBACKS, /* UDP_SEGMENT sends refused (e.g. segment above the MTU): GSO off */
+    UDP_C_GRO_AVAILABLE, /* 1 when the socket takes coalesced datagrams (UDP_GRO) */
+    UDP_C_GRO_RECEIVES,  /* datagrams received holding more than one packet */
+    UDP_C_GRO_SEGMENTS,  /* packets split out of those */
+    UDP_C_COUNT
+};
+static const char *const udp_counter_names[UDP_C_COUNT] = {
+    "gso_available", "gso_sends", "gso_segments", "gso_fallbacks",
+    "gro_available", "gro_receives", "gro_segments"};
+#define UDP_GRO_MIN_CAP 65536u /* receive buffers that hold any coalesced datagram */
 
 typedef struct udp_endpoint {
     transport_t base;
@@ -143,6 +164,23 @@ typedef struct udp_endpoint {
     struct sockaddr_in *rx_from;
     struct mmsghdr tx[UDP_TX_BATCH];
     struct iovec tx_iov[UDP_TX_BATCH][2];
+    int gso;           /* group same-destination, same-size packets into UDP_SEGMENT sends */
+    struct iovec gso_iov[UDP_TX_BATCH * 2];
+    union {
+        char buf[CMSG_SPACE(sizeof(uint16_t))];
+        struct cmsghdr align;
+    } gso_ctl[UDP_TX_BATCH];
+    uint64_t c[UDP_C_COUNT];
+    /* UDP_GRO: a received datagram may hold several packets of gso_size bytes (the last
+     * shorter); they are handed out one by one, over several receives if need be */
+    int gro;
+    union {
+        char buf[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr align;
+    } *rx_ctl;
+    uint32_t *rx_seg;  /* per received datagram: its packets' size (its length: one) */
+    int pend_n, pend_msg; /* datagrams of the last recvmmsg, the next to hand out */
+    uint32_t pend_off;    /* bytes of pend_msg already handed out */
 } udp_endpoint_t;
 
 static struct sockaddr_in *sin_of(transport_addr_t *a) { return (struct sockaddr_in *)(void *)a->u.bytes; }
@@ -159,9 +197,90 @@ static void addr_from_sin(transport_addr_t *a, const struct sockaddr_in *s)
     memcpy(a->u.bytes, s, sizeof(*s));
 }
 
+static size_t tx_len(const transport_tx_t *p) { return p->head_len + p->body_len; }
+
+static int same_dest(const transport_tx_t *a, const transport_tx_t *b)
+{
+    const struct sockaddr_in *x = csin_of(&a->to), *y = csin_of(&b->to);
+    return x->sin_addr.s_addr == y->sin_addr.s_addr && x->sin_port == y->sin_port;
+}
+
+/* pkts[0..n) as UDP_SEGMENT sends: each run of consecutive packets to one destination with
+ * one size (at most UDP_GSO_MAX_SEGS, UDP_GSO_MAX_BYTES) is one datagram the kernel cuts
+ * into those packets; a run of one is an ordinary datagram. The packets sent (n, or fewer
+ * when a send timed out: retransmission recovers them), or -errno; -EINVAL or -EIO when
+ * the kernel refused a UDP_SEGMENT send (the caller sends them without). */
+static int udp_send_gso(udp_endpoint_t *e, const transport_tx_t *pkts, int n, int timeout_ms)
+{
+    int done = 0;
+    while (done < n) {
+        int msgs = 0, used_iov = 0, first = done;
+        int seg_of[UDP_TX_BATCH];
+        while (done < n && msgs < UDP_TX_BATCH && used_iov + 2 <= UDP_TX_BATCH * 2) {
+            const transport_tx_t *p = &pkts[done];
+            size_t len = tx_len(p);
+            int k = 1;
+            while (done + k < n && (uint32_t)k < UDP_GSO_MAX_SEGS &&
+                   used_iov + 2 * (k + 1) <= UDP_TX_BATCH * 2 && len > 0 &&
+                   (k + 1) * len <= UDP_GSO_MAX_BYTES && tx_len(&pkts[done + k]) == len &&
+                   same_dest(&pkts[done + k], p))
+                k++;
+            struct msghdr *h = &e->tx[msgs].msg_hdr;
+            memset(h, 0, sizeof(*h));
+            h->msg_iov = &e->gso_iov[used_iov];
+            for (int s = 0; s < k; s++) {
+                const transport_tx_t *q = &pkts[done + s];
+                if (q->head_len)
+                    e->gso_iov[used_iov++] = (struct iovec){(void *)(uintptr_t)q->head,
+                                                            q->head_len};
+                if (q->body_len)
+                    e->gso_iov[used_iov++] = (struct iovec){(void *)(uintptr_t)q->body,
+                                                            q->body_len};
+            }
+            h->msg_iovlen = (size_t)(&e->gso_iov[used_iov] - h->msg_iov);
+            h->msg_name = (void *)(uintptr_t)p->to.u.bytes;
+            h->msg_namelen = sizeof(struct sockaddr_in);
+            if (k > 1) {
+                h->msg_control = e->gso_ctl[msgs].buf;
+                h->msg_controllen = sizeof(e->gso_ctl[msgs].buf);
+                struct cmsghdr *cm = CMSG_FIRSTHDR(h);
+                cm->cmsg_level = SOL_UDP;
+                cm->cmsg_type = UDP_SEGMENT;
+                cm->cmsg_len = CMSG_LEN(sizeof(uint16_t));
+                uint16_t gso_size = (uint16_t)len;
+                memcpy(CMSG_DATA(cm), &gso_size, sizeof(gso_size));
+            }
+            seg_of[msgs++] = k;
+            done += k;
+        }
+        int sent = udp_send_batch(e->fd, e->tx, msgs, timeout_ms);
+        if (sent < 0)
+            return first > 0 ? first : sent;
+        for (int m = 0; m < sent; m++) {
+            if (seg_of[m] > 1) {
+                e->c[UDP_C_GSO_SENDS]++;
+                e->c[UDP_C_GSO_SEGMENTS] += (uint64_t)seg_of[m];
+            }
+        }
+    }
+    return n;
+}
+
 static int udp_tp_send(transport_t *t, const transport_tx_t *pkts, int n, int timeout_ms)
 {
     udp_endpoint_t *e = (udp_endpoint_t *)t;
+    if (e->gso) {
+        int r = udp_send_gso(e, pkts, n, timeout_ms);
+        if (r != -EINVAL && r != -EIO && r != -EMSGSIZE)
+            return r;
+        /* the kernel refused a UDP_SEGMENT send: send this batch (duplicates of what already
+         * went are harmless: the protocols drop repeats) and the rest without */
+        e->gso = 0;
+        e->c[UDP_C_GSO_AVAILABLE] = 0;
+        e->c[UDP_C_GSO_FALLBACKS]++;
+        LOG_W("udp: the kernel refused a UDP_SEGMENT send (%s): sending without GSO",
+              strerror(-r));
+    }
     int done = 0;
     while (done < n) {
         int m = n - done < UDP_TX_BATCH ? n - done : UDP_TX_BATCH;
@@ -187,24 +306,96 @@ static int udp_tp_send(transport_t *t, const transport_tx_t *pkts, int n, int ti
     return n;
 }
 
+/* The packet size of received datagram i: UDP_GRO's gso_size when it coalesced several,
+ * else its length. */
+static uint32_t gro_segment_size(udp_endpoint_t *e, int i)
+{
+    struct msghdr *h = &e->rx[i].msg_hdr;
+    for (struct cmsghdr *cm = CMSG_FIRSTHDR(h); cm; cm = CMSG_NXTHDR(h, cm)) {
+        if (cm->cmsg_level == SOL_UDP && cm->cmsg_type == UDP_GRO &&
+            cm->cmsg_len >= CMSG_LEN(sizeof(int))) {
+            int gso_size;
+            memcpy(&gso_size, CMSG_DATA(cm), sizeof(gso_size));
+            if (gso_size > 0 && (uint32_t)gso_size < e->rx[i].msg_len)
+                return (uint32_t)gso_size;
+        }
+    }
+    return e->rx[i].msg_len;
+}
+
+/* Hand out up to max packets of the datagrams received last (GRO: split by gso_size). */
+static int gro_hand_out(udp_endpoint_t *e, transport_rx_t *out, int max)
+{
+    int k = 0;
+    while (k < max && e->pend_msg < e->pend_n) {
+        int i = e->pend_msg;
+        uint32_t len = e->rx[i].msg_len, seg = e->rx_seg[i];
+        uint32_t take = len - e->pend_off < seg ? len - e->pend_off : seg;
+        out[k].data = (const uint8_t *)e->rx_iov[i].iov_base + e->pend_off;
+        out[k].len = take;
+        addr_from_sin(&out[k].from, &e->rx_from[i]);
+        k++;
+        e->pend_off += take;
+        if (e->pend_off >= len) {
+            e->pend_msg++;
+            e->pend_off = 0;
+        }
+    }
+    return k;
+}
+
 static int udp_tp_recv(transport_t *t, transport_rx_t *out, int max, int timeout_ms)
 {
     udp_endpoint_t *e = (udp_endpoint_t *)t;
+    if (e->gro && max > 0 && e->pend_msg < e->pend_n)
+        return gro_hand_out(e, out, max); /* packets of datagrams already received */
     int want = max < (int)e->batch ? max : (int)e->batch;
     if (want <= 0)
         return 0;
     for (int i = 0; i < want; i++) {
         e->rx[i].msg_hdr.msg_name = &e->rx_from[i];
         e->rx[i].msg_hdr.msg_namelen = sizeof(e->rx_from[i]);
+        if (e->gro) {
+            e->rx[i].msg_hdr.msg_control = e->rx_ctl[i].buf;
+            e->rx[i].msg_hdr.msg_controllen = sizeof(e->rx_ctl[i].buf);
+        }
     }
     int n = e->sleeps && timeout_ms > 0 ? udp_recv_batch_blocking(e->fd, e->rx, want)
                                         : udp_recv_batch(e->fd, e->rx, want, timeout_ms);
+    if (e->gro && n > 0) {
+        for (int i = 0; i < n; i++) {
+            e->rx_seg[i] = gro_segment_size(e, i);
+            if (e->rx_seg[i] < e->rx[i].msg_len) {
+                e->c[UDP_C_GRO_RECEIVES]++;
+                e->c[UDP_C_GRO_SEGMENTS] += (e->rx[i].msg_len + e->rx_seg[i] - 1) /
+                                            e->rx_seg[i];
+            }
+        }
+        e->pend_n = n;
+        e->pend_msg = 0;
+        e->pend_off = 0;
+        return gro_hand_out(e, out, max);
+    }
     for (int i = 0; i < n; i++) {
         out[i].data = (const uint8_t *)e->rx_iov[i].iov_base;
         out[i].len = e->rx[i].msg_len;
         addr_from_sin(&out[i].from, &e->rx_from[i]);
     }
     return n;
+}
+
+static uint32_t udp_tp_counters(const transport_t *t, uint64_t *acc, uint32_t max)
+{
+    const udp_endpoint_t *e = (const udp_endpoint_t *)t;
+    uint32_t n = max < UDP_C_COUNT ? max : UDP_C_COUNT;
+    for (uint32_t i = 0; i < n; i++)
+        acc[i] += e->c[i];
+    return n;
+}
+
+static const char *udp_counter_name(uint32_t i)
+{
+    return i < UDP_C_COUNT ? udp_counter_names[i] : NULL;
 }
 
 static int udp_tp_pollfd(const transport_t *t) { return ((const udp_endpoint_t *)t)->fd; }
@@ -239,6 +430,8 @@ static void udp_tp_close(transport_t *t)
     free(e->rx);
     free(e->rx_iov);
     free(e->rx_from);
+    free(e->rx_ctl);
+    free(e->rx_seg);
     free(e);
 }
 
@@ -250,6 +443,7 @@ static const transport_ops_t udp_ops = {
     .local_addr = udp_tp_local_addr,
     .queue_addr = udp_tp_queue_addr,
     .fault_counts = NULL,
+    .counters = udp_tp_counters,
     .close = udp_tp_close,
 };
 
@@ -304,6 +498,25 @@ static int udp_tp_open(const transport_config_t *cfg, transport_t **out, char *e
     }
     if (cfg->sleep_ms > 0)
         e->sleeps = udp_set_receive_timeout(e->fd, cfg->sleep_ms) == 0;
+    /* GSO with INAGG_UDP_GSO=1 where the kernel has UDP_SEGMENT (Linux 4.18): detected once
+     * per endpoint, said in the counters (gso_available). Not the default: the inagg L2
+     * fabric's AF_PACKET ports see a GSO send as one oversized frame and drop it. */
+    int seg = 0;
+    socklen_t seg_len = sizeof(seg);
+    const char *gso_env = env_get(ENV_UDP_GSO);
+    e->gso = gso_env && strcmp(gso_env, "1") == 0 &&
+             getsockopt(e->fd, SOL_UDP, UDP_SEGMENT, &seg, &seg_len) == 0;
+    e->c[UDP_C_GSO_AVAILABLE] = (uint64_t)e->gso;
+    /* GRO where every receive buffer holds a coalesced datagram (the switch's 64 KB): it
+     * only changes anything when senders use GSO */
+    int one = 1;
+    if (e->cap >= UDP_GRO_MIN_CAP) {
+        e->rx_ctl = calloc(e->batch, sizeof(*e->rx_ctl));
+        e->rx_seg = calloc(e->batch, sizeof(*e->rx_seg));
+        e->gro = e->rx_ctl && e->rx_seg &&
+                 setsockopt(e->fd, SOL_UDP, UDP_GRO, &one, sizeof(one)) == 0;
+    }
+    e->c[UDP_C_GRO_AVAILABLE] = (uint64_t)e->gro;
     *out = &e->base;
     return 0;
 }
@@ -338,4 +551,5 @@ const transport_kind_t transport_kind_udp = {
     .addr_format = udp_tp_addr_format,
     .addr_port = udp_tp_addr_port,
     .addr_set_port = udp_tp_addr_set_port,
+    .counter_name = udp_counter_name,
 };

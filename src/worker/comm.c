@@ -18,6 +18,7 @@
 #include "base/env.h"
 #include "base/errmsg.h"
 #include "base/netaddr.h"
+#include "base/pollmode.h"
 #include "base/util.h"
 #include "kernels/vec.h"
 #include "worker/comm.h"
@@ -162,6 +163,7 @@ static inagg_result_t start_protocol(inagg_comm_t *c, const transport_addr_t *sw
         .rto_min_us = o->rto_min_us,
         .rto_max_us = o->rto_max_us,
         .timeout_ms = o->timeout_ms + 1000, /* let the switch's verdict come first */
+        .poll_us = o->poll_us,
         .socket_buffer = o->socket_buffer ? (int)o->socket_buffer : 4 << 20,
         .faults = o->faults,
         .transport = o->transport,
@@ -291,6 +293,18 @@ inagg_result_t inagg_comm_create(inagg_comm_t **out, const char *switch_addr, co
         c->opts.faults = env_get(ENV_FAULTS);
     if (!c->opts.transport)
         c->opts.transport = env_get(ENV_TRANSPORT);
+    const char *poll_env = env_get(ENV_POLL);
+    if (!c->opts.poll_us && poll_env && *poll_env) {
+        switch_poll_t mode;
+        uint32_t spin;
+        char why[160];
+        if (switch_poll_parse(poll_env, &mode, &spin, why, sizeof(why)) != 0) {
+            set_err(detail, detail_len, "INAGG_POLL: %s", why);
+            comm_free(c);
+            return INAGG_ERR_INVALID;
+        }
+        c->opts.poll_us = switch_poll_worker_us(mode, spin);
+    }
 
     /* Every rank joins the shards in the same order, so each shard's join completes. */
     wire_joined_t j[WORKER_MAX_SHARDS];

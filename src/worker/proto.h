@@ -66,6 +66,7 @@ typedef struct worker_params {
     int dp_auth;                      /* every packet carries a MAC (JOINED dpauth=1) */
     worker_shard_t shard[WORKER_MAX_SHARDS];
     uint32_t rto_us, rto_min_us, rto_max_us, timeout_ms;
+    uint32_t poll_us;                 /* waiting: poll this long first (options.poll_us) */
     int socket_buffer;
     const char *faults;               /* fault spec for both directions, or NULL */
     const char *transport;            /* "udp" (NULL) or "roce" (options.transport, else

@@ -421,7 +421,7 @@ static int p4engine_progress(p4engine_t *e, int block, char *detail, size_t dlen
         int ready = -1;
         if (wait_ms > 0) {
             transport_t *const ts[2] = {e->ack_tp, e->tp};
-            ready = transport_wait_ready(ts, 2, wait_ms);
+            ready = transport_wait_ready_spin(ts, 2, wait_ms, e->p.poll_us, NULL);
             if (ready < 0)
                 return fail_with(e, -EIO, detail, dlen, "waiting failed: %s", strerror(-ready));
         }

@@ -1,0 +1,107 @@
+/*
+ * pollmode.c - see pollmode.h: parsing the poll mode and the CPU list, pinning a thread.
+ */
+#include "base/pollmode.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/errmsg.h"
+
+int switch_poll_parse(const char *text, switch_poll_t *mode, uint32_t *spin_us, char *err,
+                      size_t errlen)
+{
+    *spin_us = 0;
+    if (strcmp(text, "sleep") == 0) {
+        *mode = SWITCH_POLL_SLEEP;
+        return 0;
+    }
+    if (strcmp(text, "busy") == 0) {
+        *mode = SWITCH_POLL_BUSY;
+        return 0;
+    }
+    if (strncmp(text, "adaptive", 8) == 0 && (text[8] == '\0' || text[8] == ':')) {
+        *mode = SWITCH_POLL_ADAPTIVE;
+        *spin_us = SWITCH_POLL_SPIN_US_DEFAULT;
+        if (text[8] == '\0')
+            return 0;
+        char *end;
+        errno = 0;
+        unsigned long v = strtoul(text + 9, &end, 10);
+        if (text[9] >= '0' && text[9] <= '9' && *end == '\0' && errno == 0 && v >= 1 &&
+            v <= SWITCH_POLL_SPIN_US_MAX) {
+            *spin_us = (uint32_t)v;
+            return 0;
+        }
+        set_err(err, errlen, "adaptive:US needs microseconds in 1..%u, got '%s'",
+                SWITCH_POLL_SPIN_US_MAX, text + 9);
+        return -1;
+    }
+    set_err(err, errlen, "the poll mode is busy, sleep or adaptive[:US], got '%s'", text);
+    return -1;
+}
+
+const char *switch_poll_name(switch_poll_t mode)
+{
+    return mode == SWITCH_POLL_BUSY ? "busy" : mode == SWITCH_POLL_ADAPTIVE ? "adaptive"
+                                                                            : "sleep";
+}
+
+/* A CPU number at *p (advanced past it). 0, or -1. */
+static int cpu_number(const char **p, uint32_t *out)
+{
+    if (**p < '0' || **p > '9')
+        return -1;
+    char *end;
+    unsigned long v = strtoul(*p, &end, 10);
+    if (v >= SWITCH_MAX_CPUS)
+        return -1;
+    *out = (uint32_t)v;
+    *p = end;
+    return 0;
+}
+
+int switch_cpu_list_parse(const char *text, uint32_t *cpus, uint32_t *n, char *err,
+                          size_t errlen)
+{
+    uint64_t seen = 0;
+    const char *p = text;
+    *n = 0;
+    for (;;) {
+        uint32_t lo, hi;
+        if (cpu_number(&p, &lo) != 0)
+            goto bad;
+        hi = lo;
+        if (*p == '-') {
+            p++;
+            if (cpu_number(&p, &hi) != 0 || hi < lo)
+                goto bad;
+        }
+        for (uint32_t c = lo; c <= hi; c++) {
+            if (seen & (1ull << c))
+                goto bad;
+            seen |= 1ull << c;
+            cpus[(*n)++] = c;
+        }
+        if (*p == '\0')
+            return 0;
+        if (*p++ != ',')
+            goto bad;
+    }
+bad:
+    set_err(err, errlen, "a CPU list is numbers 0..%u and ranges A-B, comma-separated, each "
+            "CPU once (e.g. 0,2-3), got '%s'", SWITCH_MAX_CPUS - 1, text);
+    return -1;
+}
+
+int switch_pin_self(uint32_t cpu)
+{
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    return -pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+}

@@ -1,0 +1,127 @@
+/*
+ * test_pollmode.c - polling modes: parsing `busy|sleep|adaptive[:US]` and CPU lists, the
+ * dataplane's choice of receive timeout, and a worker's spinning wait over loopback UDP
+ * (asks without sleeping for its spin, then sleeps; wakes on a packet meanwhile), and
+ * INAGG_POLL refused with a clear error when it is not a mode.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "harness.h"
+#include "base/pollmode.h"
+#include "base/util.h"
+#include "inagg.h"
+#include "transport/transport.h"
+
+TEST(pollmode_parse_modes_and_errors, 5)
+{
+    switch_poll_t m;
+    uint32_t us;
+    char err[160];
+    CHECK(switch_poll_parse("sleep", &m, &us, err, sizeof(err)) == 0 && m == SWITCH_POLL_SLEEP);
+    CHECK(switch_poll_parse("busy", &m, &us, err, sizeof(err)) == 0 && m == SWITCH_POLL_BUSY);
+    CHECK(switch_poll_parse("adaptive", &m, &us, err, sizeof(err)) == 0 &&
+          m == SWITCH_POLL_ADAPTIVE && us == SWITCH_POLL_SPIN_US_DEFAULT);
+    CHECK(switch_poll_parse("adaptive:7", &m, &us, err, sizeof(err)) == 0 && us == 7);
+    const char *bad[] = {"", "Busy", "adaptive:", "adaptive:0", "adaptive:-1", "adaptive:5x",
+                         "adaptive:1000001", "adaptivex", "sleep:3"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        err[0] = '\0';
+        CHECK_MSG(switch_poll_parse(bad[i], &m, &us, err, sizeof(err)) != 0 && err[0],
+                  "'%s' accepted", bad[i]);
+    }
+    CHECK(switch_poll_worker_us(SWITCH_POLL_SLEEP, 0) == 0);
+    CHECK(switch_poll_worker_us(SWITCH_POLL_BUSY, 0) == INAGG_POLL_BUSY);
+    CHECK(switch_poll_worker_us(SWITCH_POLL_ADAPTIVE, 9) == 9);
+
+    uint32_t cpus[SWITCH_MAX_CPUS], n;
+    CHECK(switch_cpu_list_parse("0,2-4", cpus, &n, err, sizeof(err)) == 0 && n == 4 &&
+          cpus[0] == 0 && cpus[1] == 2 && cpus[3] == 4);
+    const char *badc[] = {"", "64", "3-1", "1,1", "0-2,2", "a", "1,", ",1", "-1", "1-"};
+    for (size_t i = 0; i < sizeof(badc) / sizeof(badc[0]); i++)
+        CHECK_MSG(switch_cpu_list_parse(badc[i], cpus, &n, err, sizeof(err)) != 0,
+                  "CPU list '%s' accepted", badc[i]);
+}
+
+TEST(pollmode_dataplane_timeout, 5)
+{
+    uint64_t ms = 1000000u;
+    CHECK_EQ_INT(switch_poll_timeout(SWITCH_POLL_SLEEP, 0, 5 * ms, 5 * ms, 50), 50);
+    CHECK_EQ_INT(switch_poll_timeout(SWITCH_POLL_BUSY, 0, 900 * ms, 0, 50), 0);
+    /* adaptive:100 spins within 100 us of the last traffic, then sleeps */
+    CHECK_EQ_INT(switch_poll_timeout(SWITCH_POLL_ADAPTIVE, 100, 5 * ms + 99000, 5 * ms, 50), 0);
+    CHECK_EQ_INT(switch_poll_timeout(SWITCH_POLL_ADAPTIVE, 100, 5 * ms + 101000, 5 * ms, 50),
+                 50);
+}
+
+static double thread_cpu_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static transport_t *open_udp(void)
+{
+    transport_config_t cfg = {.kind = "udp", .bind = "127.0.0.1:0", .buffer_bytes = 1 << 20};
+    transport_t *t = NULL;
+    char err[160] = "";
+    int rc = transport_open(&cfg, &t, err, sizeof(err));
+    CHECK_MSG(rc == 0 && t, "transport_open: %d %s", rc, err);
+    return t;
+}
+
+TEST(pollmode_worker_wait_spins_then_sleeps, 20)
+{
+    transport_t *a = open_udp(), *b = open_udp();
+    transport_t *const only_b[1] = {b};
+    /* sleeping: a 60 ms wait costs next to no CPU and asks once */
+    uint64_t empty = 0;
+    double c0 = thread_cpu_ms();
+    CHECK_EQ_INT(transport_wait_ready_spin(only_b, 1, 60, 0, &empty), 0);
+    double slept_cpu = thread_cpu_ms() - c0;
+    CHECK_MSG(empty == 0 && slept_cpu < 20.0, "sleeping wait: %llu empty asks, %.1f ms CPU",
+              (unsigned long long)empty, slept_cpu);
+    /* adaptive 40 ms within a 60 ms wait: asks many times (spinning), then sleeps the rest */
+    uint64_t t0 = util_now_ns();
+    CHECK_EQ_INT(transport_wait_ready_spin(only_b, 1, 60, 40000, &empty), 0);
+    uint64_t waited = util_now_ns() - t0;
+    CHECK_MSG(empty > 10 && waited >= 55000000ull, "spinning wait: %llu empty asks in %llu ns",
+              (unsigned long long)empty, (unsigned long long)waited);
+    /* busy: the whole wait is asks; a packet already there returns at once */
+    empty = 0;
+    CHECK_EQ_INT(transport_wait_ready_spin(only_b, 1, 20, INAGG_POLL_BUSY, &empty), 0);
+    CHECK(empty > 10);
+    transport_addr_t ab, to;
+    CHECK(transport_local_addr(b, &ab) == 0);
+    CHECK(transport_parse_addr("udp", "127.0.0.1:1", &to) == 0);
+    transport_addr_set_port(&to, transport_addr_port(&ab));
+    transport_tx_t p = {.head = "x", .head_len = 1, .to = to};
+    CHECK_EQ_INT(transport_send(a, &p, 1, 100), 1);
+    t0 = util_now_ns();
+    CHECK_EQ_INT(transport_wait_ready_spin(only_b, 1, 1000, INAGG_POLL_BUSY, NULL), 1);
+    CHECK(util_now_ns() - t0 < 500000000ull);
+    transport_close(a);
+    transport_close(b);
+}
+
+TEST(pollmode_bad_inagg_poll_is_refused, 10)
+{
+    char *old = getenv("INAGG_POLL") ? strdup(getenv("INAGG_POLL")) : NULL;
+    setenv("INAGG_POLL", "spin-forever", 1);
+    inagg_options_t o = INAGG_OPTIONS_INIT;
+    o.protocol = INAGG_PROTO_P4SGD;
+    o.timeout_ms = 500;
+    inagg_comm_t *c = NULL;
+    char detail[256] = "";
+    /* no switch listens on port 1: the option is refused before any connection */
+    inagg_result_t rc = inagg_comm_create(&c, "127.0.0.1:1", "pollenv", 0, 1, &o, detail,
+                                          sizeof(detail));
+    CHECK_MSG(rc == INAGG_ERR_INVALID && strstr(detail, "INAGG_POLL"), "rc %d: %s", rc, detail);
+    if (old)
+        setenv("INAGG_POLL", old, 1);
+    else
+        unsetenv("INAGG_POLL");
+    free(old);
+}

@@ -1,0 +1,181 @@
+/*
+ * test_udp_gso.c - UDP GSO and GRO: with INAGG_UDP_GSO=1, consecutive packets to one
+ * destination with one size leave as one UDP_SEGMENT send, a receiver with 64 KB buffers
+ * takes them coalesced (UDP_GRO) and splits them back, and they arrive as the same packets,
+ * in order, byte for byte, across several receives (a run of another size or destination
+ * starts a new send); by default and with INAGG_UDP_GSO=0 each packet leaves alone; an
+ * allreduce under injected loss is exact with GSO on and off, and the counters show which
+ * one ran.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "testutil.h"
+#include "base/util.h"
+#include "inagg.h"
+#include "transport/transport.h"
+
+enum { C_AVAILABLE, C_SENDS, C_SEGMENTS, C_FALLBACKS, C_GRO_AVAILABLE, C_GRO_RECEIVES,
+       C_GRO_SEGMENTS, C_COUNT };
+
+static transport_t *open_udp(void)
+{
+    transport_config_t cfg = {.kind = "udp", .bind = "127.0.0.1:0", .buffer_bytes = 4 << 20};
+    transport_t *t = NULL;
+    char err[160] = "";
+    int rc = transport_open(&cfg, &t, err, sizeof(err));
+    CHECK_MSG(rc == 0 && t, "transport_open: %d %s", rc, err);
+    return t;
+}
+
+static transport_addr_t addr_of(transport_t *t)
+{
+    transport_addr_t a, to;
+    CHECK(transport_local_addr(t, &a) == 0);
+    CHECK(transport_parse_addr("udp", "127.0.0.1:1", &to) == 0);
+    transport_addr_set_port(&to, transport_addr_port(&a));
+    return to;
+}
+
+#define NPKT 48
+/* Packet i: a 16-byte head and a body of size(i) bytes, every byte a function of i. */
+static size_t body_size(int i) { return i < 40 ? 300 : i < 44 ? 120 : 300; }
+
+/* Send the NPKT packets from a (40 of one size to b, 4 smaller to b, 4 to c), receive them
+ * at b and c (64 KB buffers: GRO where the kernel has it) in batches of 7, so a coalesced
+ * datagram is handed out over several receives, and check each; the counters of a into
+ * cnt[C_COUNT], b's into rcnt[C_COUNT]. */
+static void send_and_check(uint64_t *cnt, uint64_t *rcnt)
+{
+    transport_t *a = open_udp(), *b = open_udp(), *c = open_udp();
+    static uint8_t heads[NPKT][16], bodies[NPKT][300];
+    transport_tx_t tx[NPKT];
+    transport_addr_t tb = addr_of(b), tc = addr_of(c);
+    for (int i = 0; i < NPKT; i++) {
+        memset(heads[i], i, 16);
+        for (size_t k = 0; k < body_size(i); k++)
+            bodies[i][k] = (uint8_t)(i * 7 + k);
+        tx[i] = (transport_tx_t){.head = heads[i], .head_len = 16, .body = bodies[i],
+                                 .body_len = body_size(i), .to = i < 44 ? tb : tc};
+    }
+    CHECK_EQ_INT(transport_send(a, tx, NPKT, 1000), NPKT);
+    int got_b = 0, got_c = 0;
+    uint64_t end = util_now_ns() + 3000000000ull;
+    while ((got_b < 44 || got_c < 4) && util_now_ns() < end) {
+        transport_t *eps[2] = {b, c};
+        for (int e = 0; e < 2; e++) {
+            transport_rx_t rx[7];
+            int n = transport_recv(eps[e], rx, 7, 10);
+            CHECK(n >= 0);
+            for (int j = 0; j < n; j++) {
+                int i = e == 0 ? got_b++ : 44 + got_c++;
+                CHECK_MSG(i < NPKT && rx[j].len == 16 + body_size(i), "packet %d: %u bytes", i,
+                          (unsigned)rx[j].len);
+                if (i >= NPKT || rx[j].len != 16 + body_size(i))
+                    continue;
+                CHECK_MSG(memcmp(rx[j].data, heads[i], 16) == 0 &&
+                          memcmp(rx[j].data + 16, bodies[i], body_size(i)) == 0,
+                          "packet %d: bytes differ", i);
+            }
+        }
+    }
+    CHECK_MSG(got_b == 44 && got_c == 4, "received %d and %d", got_b, got_c);
+    memset(cnt, 0, C_COUNT * sizeof(*cnt));
+    memset(rcnt, 0, C_COUNT * sizeof(*rcnt));
+    CHECK_EQ_INT(transport_counters(a, cnt, C_COUNT), C_COUNT);
+    CHECK_EQ_INT(transport_counters(b, rcnt, C_COUNT), C_COUNT);
+    CHECK(strcmp(transport_counter_name("udp", C_GRO_SEGMENTS), "gro_segments") == 0);
+    CHECK(strcmp(transport_counter_name("udp", C_SEGMENTS), "gso_segments") == 0);
+    transport_close(a);
+    transport_close(b);
+    transport_close(c);
+}
+
+TEST(udp_gso_groups_same_size_same_destination, 20)
+{
+    setenv("INAGG_UDP_GSO", "1", 1);
+    uint64_t cnt[C_COUNT], rcnt[C_COUNT];
+    send_and_check(cnt, rcnt);
+    if (!cnt[C_AVAILABLE]) {
+        CHECK_EQ_INT((int)cnt[C_SENDS], 0);
+        SKIP("the kernel has no UDP_SEGMENT");
+    }
+    /* 40 of one size to b, then 4 of another to b, then 4 to c: three sends, 48 segments */
+    CHECK_MSG(cnt[C_SENDS] == 3 && cnt[C_SEGMENTS] == 48 && cnt[C_FALLBACKS] == 0,
+              "sends %llu segments %llu fallbacks %llu", (unsigned long long)cnt[C_SENDS],
+              (unsigned long long)cnt[C_SEGMENTS], (unsigned long long)cnt[C_FALLBACKS]);
+    /* the receiver took them coalesced (GRO) and split them back: at least the run of 40 */
+    CHECK_MSG(rcnt[C_GRO_AVAILABLE] == 1 && rcnt[C_GRO_RECEIVES] >= 1 &&
+              rcnt[C_GRO_SEGMENTS] >= 40, "gro receives %llu segments %llu",
+              (unsigned long long)rcnt[C_GRO_RECEIVES], (unsigned long long)rcnt[C_GRO_SEGMENTS]);
+    unsetenv("INAGG_UDP_GSO");
+}
+
+TEST(udp_gso_off_by_default_and_by_environment, 20)
+{
+    for (int k = 0; k < 2; k++) {
+        if (k)
+            setenv("INAGG_UDP_GSO", "0", 1);
+        else
+            unsetenv("INAGG_UDP_GSO");
+        uint64_t cnt[C_COUNT], rcnt[C_COUNT];
+        send_and_check(cnt, rcnt);
+        CHECK(cnt[C_AVAILABLE] == 0 && cnt[C_SENDS] == 0 && cnt[C_SEGMENTS] == 0);
+        CHECK(rcnt[C_GRO_RECEIVES] == 0); /* nothing coalesced arrives */
+    }
+    unsetenv("INAGG_UDP_GSO");
+}
+
+/* One rank's int32 allreduce of n values under 10% loss each way: exact; its udp counters
+ * into cnt[4]. */
+static void lossy_allreduce(const char *job, uint64_t *cnt)
+{
+    switch_config_t cfg = SWITCH_CONFIG_INIT;
+    test_switch_t ts;
+    ts_start(&ts, &cfg);
+    inagg_options_t o = INAGG_OPTIONS_INIT;
+    o.timeout_ms = 10000;
+    o.packet_elems = 64;
+    o.slots = 64;
+    o.faults = "drop=0.1,seed=3";
+    o.rto_us = o.rto_min_us = 1000;
+    inagg_comm_t *c = NULL;
+    char d[256] = "";
+    CHECK_EQ_INT(inagg_comm_create(&c, ts.addr, job, 0, 1, &o, d, sizeof(d)), INAGG_OK);
+    memset(cnt, 0, C_COUNT * sizeof(*cnt));
+    if (c) {
+        enum { N = 1 << 15 };
+        int32_t *in = malloc(N * sizeof(int32_t)), *out = malloc(N * sizeof(int32_t));
+        for (int i = 0; i < N; i++)
+            in[i] = i * 3 - 7;
+        CHECK_EQ_INT(inagg_allreduce(c, in, out, N, INAGG_INT32, INAGG_SUM), INAGG_OK);
+        CHECK(memcmp(in, out, N * sizeof(int32_t)) == 0);
+        inagg_transport_stats_t st;
+        st.struct_size = sizeof(st);
+        CHECK_EQ_INT(inagg_get_transport_stats(c, &st), INAGG_OK);
+        CHECK(st.fault_dropped > 0);
+        CHECK_EQ_INT(st.ncounters, C_COUNT); /* the fault transport passes udp's on */
+        for (uint32_t i = 0; i < C_COUNT && i < st.ncounters; i++)
+            cnt[i] = st.counters[i];
+        free(in);
+        free(out);
+        inagg_comm_destroy(c);
+    }
+    ts_stop(&ts);
+}
+
+TEST(udp_gso_allreduce_exact_under_loss_on_and_off, 60)
+{
+    uint64_t on[C_COUNT], off[C_COUNT];
+    setenv("INAGG_UDP_GSO", "1", 1);
+    lossy_allreduce("gso-on", on);
+    setenv("INAGG_UDP_GSO", "0", 1);
+    lossy_allreduce("gso-off", off);
+    unsetenv("INAGG_UDP_GSO");
+    CHECK(off[C_AVAILABLE] == 0 && off[C_SENDS] == 0);
+    if (!on[C_AVAILABLE])
+        SKIP("the kernel has no UDP_SEGMENT");
+    CHECK_MSG(on[C_SENDS] > 0 && on[C_SEGMENTS] > on[C_SENDS], "sends %llu segments %llu",
+                  (unsigned long long)on[C_SENDS], (unsigned long long)on[C_SEGMENTS]);
+}

@@ -201,6 +201,24 @@ static inagg_result_t start_protocol(inagg_comm_t *c, const transport_addr_t *sw
     return INAGG_OK;
 }
 
+/* $INAGG_POLL as options.poll_us: *poll_us set when it is given; 0, or -1 with the reason
+ * in detail. */
+static int poll_from_env(uint32_t *poll_us, char *detail, size_t detail_len)
+{
+    const char *poll_env = env_get(ENV_POLL);
+    if (!poll_env || !*poll_env)
+        return 0;
+    switch_poll_t mode;
+    uint32_t spin;
+    char why[160];
+    if (switch_poll_parse(poll_env, &mode, &spin, why, sizeof(why)) != 0) {
+        set_err(detail, detail_len, "INAGG_POLL: %s", why);
+        return -1;
+    }
+    *poll_us = switch_poll_worker_us(mode, spin);
+    return 0;
+}
+
 inagg_result_t inagg_comm_create(inagg_comm_t **out, const char *switch_addr, const char *job,
                                  uint32_t rank, uint32_t world, const inagg_options_t *opts,
                                  char *detail, size_t detail_len)
@@ -293,17 +311,9 @@ inagg_result_t inagg_comm_create(inagg_comm_t **out, const char *switch_addr, co
         c->opts.faults = env_get(ENV_FAULTS);
     if (!c->opts.transport)
         c->opts.transport = env_get(ENV_TRANSPORT);
-    const char *poll_env = env_get(ENV_POLL);
-    if (!c->opts.poll_us && poll_env && *poll_env) {
-        switch_poll_t mode;
-        uint32_t spin;
-        char why[160];
-        if (switch_poll_parse(poll_env, &mode, &spin, why, sizeof(why)) != 0) {
-            set_err(detail, detail_len, "INAGG_POLL: %s", why);
-            comm_free(c);
-            return INAGG_ERR_INVALID;
-        }
-        c->opts.poll_us = switch_poll_worker_us(mode, spin);
+    if (!c->opts.poll_us && poll_from_env(&c->opts.poll_us, detail, detail_len) != 0) {
+        comm_free(c);
+        return INAGG_ERR_INVALID;
     }
 
     /* Every rank joins the shards in the same order, so each shard's join completes. */

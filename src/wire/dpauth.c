@@ -6,8 +6,10 @@
 #include <stdatomic.h>
 #include <string.h>
 
-#define DPAUTH_CONTEXT "inaggdp3" /* crypto_kdf's 8-byte context */
-enum { DPAUTH_SUBKEY_UP = 1, DPAUTH_SUBKEY_DOWN = 2 };
+#define DPAUTH_CONTEXT "inaggdp4" /* crypto_kdf's 8-byte context */
+enum { DPAUTH_SUBKEY_UP = 1 };
+#define DPAUTH_TYPE_AT 3u /* the type's and the rank field's offsets in the encoded header */
+#define DPAUTH_RANK_AT 6u
 
 /* The packet nonce: 32 random bits of this process, then a 64-bit counter. */
 static _Atomic uint32_t nonce_prefix;
@@ -54,10 +56,24 @@ void dpauth_derive(const uint8_t verifier[32], const uint8_t nonce[16], const ch
     crypto_generichash_final(&st, master, sizeof(master));
     crypto_kdf_derive_from_key(out->up, sizeof(out->up), DPAUTH_SUBKEY_UP, DPAUTH_CONTEXT,
                                master);
-    crypto_kdf_derive_from_key(out->down, sizeof(out->down), DPAUTH_SUBKEY_DOWN, DPAUTH_CONTEXT,
-                               master);
+    static const char down_label[] = "inagg dataplane down key";
+    crypto_generichash_init(&st, verifier, 32, sizeof(out->down_base));
+    crypto_generichash_update(&st, (const uint8_t *)down_label, sizeof(down_label) - 1);
+    crypto_generichash_update(&st, (const uint8_t *)job, strlen(job));
+    crypto_generichash_update(&st, &zero, 1);
+    crypto_generichash_final(&st, out->down_base, sizeof(out->down_base));
+    memset(out->down, 0, sizeof(out->down));
     sodium_memzero(master, sizeof(master));
     sodium_memzero(&st, sizeof(st));
+}
+
+void dpauth_bind_job(dpauth_keys_t *keys, uint64_t token)
+{
+    uint8_t token_be[8];
+    for (int i = 0; i < 8; i++)
+        token_be[i] = (uint8_t)(token >> (56 - 8 * i));
+    crypto_generichash(keys->down, sizeof(keys->down), token_be, sizeof(token_be),
+                       keys->down_base, sizeof(keys->down_base));
 }
 
 /* The tag of header + nonce (hdr, WIRE_HEADER_SIZE + DPAUTH_NONCE_BYTES bytes) and payload
@@ -76,17 +92,55 @@ static void tag_of(const uint8_t key[DPAUTH_KEY_BYTES], const uint8_t *hdr, cons
     sodium_memzero(otk, sizeof(otk));
 }
 
-void dpauth_seal(const uint8_t key[DPAUTH_KEY_BYTES], uint8_t *hdr, const void *payload,
-                 size_t len)
+static void next_nonce(uint8_t *n)
 {
-    uint8_t *n = hdr + WIRE_HEADER_SIZE;
     uint32_t p = atomic_load_explicit(&nonce_prefix, memory_order_relaxed);
     uint64_t c = atomic_fetch_add_explicit(&nonce_counter, 1, memory_order_relaxed);
     for (int i = 0; i < 4; i++)
         n[i] = (uint8_t)(p >> (24 - 8 * i));
     for (int i = 0; i < 8; i++)
         n[4 + i] = (uint8_t)(c >> (56 - 8 * i));
+}
+
+void dpauth_seal(const uint8_t key[DPAUTH_KEY_BYTES], uint8_t *hdr, const void *payload,
+                 size_t len)
+{
+    next_nonce(hdr + WIRE_HEADER_SIZE);
     tag_of(key, hdr, payload, len, hdr + WIRE_HEADER_SIZE + DPAUTH_NONCE_BYTES);
+}
+
+void dpauth_down_header(const uint8_t *hdr, uint8_t out[WIRE_HEADER_SIZE])
+{
+    memcpy(out, hdr, WIRE_HEADER_SIZE);
+    if (hdr[DPAUTH_TYPE_AT] != WIRE_RESULT)
+        return; /* a confirmation is one rank's: its rank stays under the MAC */
+    out[DPAUTH_RANK_AT] = 0;
+    out[DPAUTH_RANK_AT + 1] = 0;
+}
+
+/* hdr's header and nonce as a down MAC covers them. */
+static void down_bytes(const uint8_t *hdr, uint8_t out[WIRE_HEADER_SIZE + DPAUTH_NONCE_BYTES])
+{
+    dpauth_down_header(hdr, out);
+    memcpy(out + WIRE_HEADER_SIZE, hdr + WIRE_HEADER_SIZE, DPAUTH_NONCE_BYTES);
+}
+
+void dpauth_seal_down(const uint8_t key[DPAUTH_KEY_BYTES], uint8_t *hdr, const void *payload,
+                      size_t len)
+{
+    uint8_t covered[WIRE_HEADER_SIZE + DPAUTH_NONCE_BYTES];
+    next_nonce(hdr + WIRE_HEADER_SIZE);
+    down_bytes(hdr, covered);
+    tag_of(key, covered, payload, len, hdr + WIRE_HEADER_SIZE + DPAUTH_NONCE_BYTES);
+}
+
+int dpauth_check_down(const uint8_t key[DPAUTH_KEY_BYTES], const uint8_t *pkt,
+                      size_t payload_len)
+{
+    uint8_t covered[WIRE_HEADER_SIZE + DPAUTH_NONCE_BYTES], tag[DPAUTH_TAG_BYTES];
+    down_bytes(pkt, covered);
+    tag_of(key, covered, pkt + WIRE_HEADER_MAX, payload_len, tag);
+    return crypto_verify_16(tag, pkt + WIRE_HEADER_SIZE + DPAUTH_NONCE_BYTES) == 0;
 }
 
 void dpauth_seal_packet(const uint8_t key[DPAUTH_KEY_BYTES], uint8_t *pkt, size_t payload_len)

@@ -388,7 +388,8 @@ typedef struct rf_seen {
     uint8_t mac[WIRE_MAC_BYTES];
 } rf_seen_t;
 
-/* A result p (MAC'd, len bytes) captured: is the other rank's copy of it sealed alike? */
+/* A result p (MAC'd) captured: is the other rank's copy of it sealed alike? A result sent
+ * to the same rank again (a resend, sealed anew) is not compared. */
 static void rf_compare_seals(rf_seen_t seen[2], const uint8_t *p, result_forgery_t *sh)
 {
     uint32_t rank = (uint32_t)p[6] << 8 | p[7];
@@ -396,7 +397,11 @@ static void rf_compare_seals(rf_seen_t seen[2], const uint8_t *p, result_forgery
         return;
     rf_seen_t *mine = &seen[rank];
     const rf_seen_t *theirs = &seen[1 - rank];
-    dpauth_down_header(p, mine->covered);
+    uint8_t covered[WIRE_HEADER_SIZE];
+    dpauth_down_header(p, covered);
+    if (mine->valid && memcmp(mine->covered, covered, sizeof(covered)) == 0)
+        return;
+    memcpy(mine->covered, covered, sizeof(covered));
     memcpy(mine->mac, p + WIRE_HEADER_SIZE, WIRE_MAC_BYTES);
     mine->valid = 1;
     if (theirs->valid && memcmp(theirs->covered, mine->covered, WIRE_HEADER_SIZE) == 0) {

@@ -22,6 +22,7 @@
 #include <netinet/ip.h>
 #include <netinet/udp.h>
 #include <poll.h>
+#include <sodium.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -71,6 +72,14 @@ TEST(dpauth_keys_differ_and_every_flipped_bit_fails, 10)
         pkt[WIRE_HEADER_MAX + i] = (uint8_t)i;
     wire_encode_header(&h, pkt);
     dpauth_seal_packet(a.up, pkt, 32);
+    { /* the tag is PROTOCOL.md 1.4's, whichever library computed it: libsodium's reference */
+        uint8_t otk[32], want[16], msg[WIRE_HEADER_SIZE + DPAUTH_NONCE_BYTES + 32];
+        crypto_stream_chacha20_ietf(otk, sizeof(otk), pkt + WIRE_HEADER_SIZE, a.up);
+        memcpy(msg, pkt, WIRE_HEADER_SIZE + DPAUTH_NONCE_BYTES);
+        memcpy(msg + WIRE_HEADER_SIZE + DPAUTH_NONCE_BYTES, pkt + WIRE_HEADER_MAX, 32);
+        crypto_onetimeauth(want, msg, sizeof(msg), otk);
+        CHECK(memcmp(want, pkt + WIRE_HEADER_SIZE + DPAUTH_NONCE_BYTES, 16) == 0);
+    }
     wire_header_t got;
     CHECK(wire_decode(pkt, sizeof(pkt), &got) == WIRE_OK);
     CHECK(dpauth_check(a.up, pkt, 32));

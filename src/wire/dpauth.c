@@ -1,6 +1,10 @@
-/* dpauth.c - per-packet MACs and their keys with libsodium (see dpauth.h). */
+/* dpauth.c - per-packet MACs and their keys with libsodium (see dpauth.h). Poly1305 itself
+ * runs in OpenSSL's libcrypto when it offers it (its AVX2/AVX-512 code, measured 2.7 times
+ * libsodium 1.0.18's SSE2 Poly1305 on this machine's 8 KiB packets: PERFORMANCE.md); the
+ * tag is the same either way. */
 #include "wire/dpauth.h"
 
+#include <openssl/evp.h>
 #include <pthread.h>
 #include <sodium.h>
 #include <stdatomic.h>
@@ -17,6 +21,31 @@ static _Atomic uint64_t nonce_counter;
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static int init_rc = -1;
 
+/* OpenSSL's Poly1305 (NULL: libsodium's), and each thread's context of it. */
+static EVP_MAC *poly1305;
+static pthread_key_t poly1305_ctx_key;
+
+static void free_poly1305_ctx(void *ctx)
+{
+    EVP_MAC_CTX_free(ctx);
+}
+
+/* This thread's Poly1305 context, or NULL (then libsodium computes the tag). */
+static EVP_MAC_CTX *thread_poly1305(void)
+{
+    if (!poly1305)
+        return NULL;
+    EVP_MAC_CTX *ctx = pthread_getspecific(poly1305_ctx_key);
+    if (ctx)
+        return ctx;
+    ctx = EVP_MAC_CTX_new(poly1305);
+    if (ctx && pthread_setspecific(poly1305_ctx_key, ctx) != 0) {
+        EVP_MAC_CTX_free(ctx);
+        ctx = NULL;
+    }
+    return ctx;
+}
+
 static void new_prefix(void)
 {
     atomic_store(&nonce_prefix, randombytes_random());
@@ -27,6 +56,8 @@ static void init_process(void)
 {
     if (sodium_init() < 0)
         return;
+    if (pthread_key_create(&poly1305_ctx_key, free_poly1305_ctx) == 0)
+        poly1305 = EVP_MAC_fetch(NULL, "POLY1305", NULL); /* NULL: not offered, libsodium's */
     new_prefix();
     /* a forked child seals under keys of its own, but never with its parent's nonces */
     init_rc = pthread_atfork(NULL, NULL, new_prefix) == 0 ? 0 : -1;
@@ -83,6 +114,16 @@ static void tag_of(const uint8_t key[DPAUTH_KEY_BYTES], const uint8_t *hdr, cons
 {
     uint8_t otk[crypto_onetimeauth_KEYBYTES];
     crypto_stream_chacha20_ietf(otk, sizeof(otk), hdr + WIRE_HEADER_SIZE, key);
+    EVP_MAC_CTX *ctx = thread_poly1305();
+    size_t tag_len = 0;
+    if (ctx && EVP_MAC_init(ctx, otk, sizeof(otk), NULL) == 1 &&
+        EVP_MAC_update(ctx, hdr, WIRE_HEADER_SIZE + DPAUTH_NONCE_BYTES) == 1 &&
+        (len == 0 || EVP_MAC_update(ctx, payload, len) == 1) &&
+        EVP_MAC_final(ctx, tag, &tag_len, DPAUTH_TAG_BYTES) == 1 &&
+        tag_len == DPAUTH_TAG_BYTES) {
+        sodium_memzero(otk, sizeof(otk));
+        return;
+    }
     crypto_onetimeauth_state st;
     crypto_onetimeauth_init(&st, otk);
     crypto_onetimeauth_update(&st, hdr, WIRE_HEADER_SIZE + DPAUTH_NONCE_BYTES);

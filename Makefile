@@ -37,7 +37,7 @@ CFLAGS_BASE := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wshadow -Wstrict-pr
                -Wmissing-prototypes -Wno-missing-field-initializers -fno-strict-aliasing -pthread -Iinclude -Isrc
 CFLAGS  := $(CFLAGS_BASE) $(OPT) $(EXTRA_CFLAGS)
 LDFLAGS := -pthread $(LDSAN) $(EXTRA_LDFLAGS)
-LDLIBS  := -lzfp -lisal -lsodium -lm
+LDLIBS  := -lzfp -lisal -lsodium -lcrypto -lm
 
 VERSION_MAJOR := $(shell sed -n 's/^\#define INAGG_VERSION_MAJOR \([0-9]*\)/\1/p' include/inagg/version.h)
 VERSION       := $(shell sed -n 's/^\#define INAGG_VERSION_STRING "\(.*\)"/\1/p' include/inagg/version.h)

@@ -11,7 +11,7 @@
  * and the int32 sums stay exact. Toward the workers: a process captures the switch's results
  * on lo (root) and sends each of the first ones back to its rank with a payload bit flipped
  * or the MAC flag cleared; every rank counts exactly those as invalid and its results stay
- * exact. A job without a secret still works and counts a MAC it does not expect; a job with
+ * exact, and the two ranks' copies of one result carry one seal (the job's down key). A job without a secret still works and counts a MAC it does not expect; a job with
  * a secret and no_dataplane_auth goes without MACs.
  */
 #include <arpa/inet.h>
@@ -22,6 +22,7 @@
 #include <netinet/ip.h>
 #include <netinet/udp.h>
 #include <poll.h>
+#include <sodium.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,6 +58,7 @@ TEST(dpauth_keys_differ_and_every_flipped_bit_fails, 10)
     dpauth_derive(v, n, "jobs", 1, &d);
     n[0] ^= 1;
     dpauth_derive(v, n, "job", 1, &e);
+    dpauth_bind_job(&a, 0x1122334455667788ull);
     CHECK(memcmp(a.up, a.down, sizeof(a.up)) != 0);
     CHECK(memcmp(a.up, c.up, sizeof(a.up)) != 0);
     CHECK(memcmp(a.up, d.up, sizeof(a.up)) != 0);
@@ -70,6 +72,14 @@ TEST(dpauth_keys_differ_and_every_flipped_bit_fails, 10)
         pkt[WIRE_HEADER_MAX + i] = (uint8_t)i;
     wire_encode_header(&h, pkt);
     dpauth_seal_packet(a.up, pkt, 32);
+    { /* the tag is PROTOCOL.md 1.4's, whichever library computed it: libsodium's reference */
+        uint8_t otk[32], want[16], msg[WIRE_HEADER_SIZE + DPAUTH_NONCE_BYTES + 32];
+        crypto_stream_chacha20_ietf(otk, sizeof(otk), pkt + WIRE_HEADER_SIZE, a.up);
+        memcpy(msg, pkt, WIRE_HEADER_SIZE + DPAUTH_NONCE_BYTES);
+        memcpy(msg + WIRE_HEADER_SIZE + DPAUTH_NONCE_BYTES, pkt + WIRE_HEADER_MAX, 32);
+        crypto_onetimeauth(want, msg, sizeof(msg), otk);
+        CHECK(memcmp(want, pkt + WIRE_HEADER_SIZE + DPAUTH_NONCE_BYTES, 16) == 0);
+    }
     wire_header_t got;
     CHECK(wire_decode(pkt, sizeof(pkt), &got) == WIRE_OK);
     CHECK(dpauth_check(a.up, pkt, 32));
@@ -81,6 +91,94 @@ TEST(dpauth_keys_differ_and_every_flipped_bit_fails, 10)
         pkt[bit / 8] ^= (uint8_t)(1u << (bit % 8));
     }
     CHECK(dpauth_check(a.up, pkt, 32));
+}
+
+/* The job-wide down key: the same for every rank of one job instance (its token), another
+ * for another token, job name or verifier; a RESULT sealed once verifies for every rank (its
+ * rank field is outside the MAC), every other bit flipped fails, and a confirmation keeps its
+ * rank under the MAC. A member holds the down key and its own up key: with neither can it
+ * make a contribution in another member's name, nor a result with its up key. */
+TEST(dpauth_down_key_shared_results_verify_for_every_rank_up_keys_stay_apart, 10)
+{
+    CHECK(dpauth_init() == 0);
+    uint8_t v[32], n1[16], n2[16];
+    for (int i = 0; i < 32; i++)
+        v[i] = (uint8_t)(i * 3 + 2);
+    for (int i = 0; i < 16; i++) {
+        n1[i] = (uint8_t)(i * 17 + 1);
+        n2[i] = (uint8_t)(i * 29 + 9);
+    }
+    const uint64_t token = 0x0102030405060708ull;
+    dpauth_keys_t r1, r2, other_token, other_job, other_v;
+    dpauth_derive(v, n1, "job", 1, &r1);
+    dpauth_derive(v, n2, "job", 2, &r2);
+    dpauth_bind_job(&r1, token);
+    dpauth_bind_job(&r2, token);
+    CHECK(memcmp(r1.down, r2.down, sizeof(r1.down)) == 0); /* one key for the job */
+    CHECK(memcmp(r1.up, r2.up, sizeof(r1.up)) != 0);       /* one per rank */
+    dpauth_derive(v, n1, "job", 1, &other_token);
+    dpauth_bind_job(&other_token, token + 1);
+    dpauth_derive(v, n1, "jobs", 1, &other_job);
+    dpauth_bind_job(&other_job, token);
+    v[5] ^= 0x40;
+    dpauth_derive(v, n1, "job", 1, &other_v);
+    dpauth_bind_job(&other_v, token);
+    CHECK(memcmp(r1.down, other_token.down, sizeof(r1.down)) != 0);
+    CHECK(memcmp(r1.down, other_job.down, sizeof(r1.down)) != 0);
+    CHECK(memcmp(r1.down, other_v.down, sizeof(r1.down)) != 0);
+
+    /* a result sealed once, for rank 1; every rank's copy differs in the rank field only */
+    wire_header_t h = {.version = INAGG_PROTOCOL_VERSION, .type = WIRE_RESULT, .job = 3,
+                       .rank = 1, .token = token, .slot = 5, .round = 9, .count = 8,
+                       .flags = WIRE_FLAG_VER | WIRE_FLAG_MAC, .dtype = WIRE_INT32};
+    uint8_t pkt[WIRE_HEADER_MAX + 32];
+    for (int i = 0; i < 32; i++)
+        pkt[WIRE_HEADER_MAX + i] = (uint8_t)(i * 9);
+    wire_encode_header(&h, pkt);
+    dpauth_seal_down(r1.down, pkt, pkt + WIRE_HEADER_MAX, 32);
+    for (uint16_t rank = 0; rank < 300; rank++) {
+        h.rank = rank;
+        wire_encode_header(&h, pkt); /* the MAC bytes after the header stay */
+        CHECK_MSG(dpauth_check_down(r2.down, pkt, 32), "rank %u's copy fails", rank);
+    }
+    CHECK(!dpauth_check_down(r1.up, pkt, 32));
+    CHECK(!dpauth_check_down(other_token.down, pkt, 32)); /* a result of another instance */
+    for (size_t bit = 0; bit < sizeof(pkt) * 8; bit++) {
+        if (bit / 8 == 6 || bit / 8 == 7)
+            continue; /* the rank field */
+        pkt[bit / 8] ^= (uint8_t)(1u << (bit % 8));
+        CHECK_MSG(!dpauth_check_down(r2.down, pkt, 32), "result bit %zu flipped passes", bit);
+        pkt[bit / 8] ^= (uint8_t)(1u << (bit % 8));
+    }
+
+    /* a confirmation is one rank's: its rank field is under the MAC */
+    wire_header_t cf = {.version = INAGG_PROTOCOL_VERSION, .type = WIRE_CONFIRM, .job = 3,
+                        .rank = 1, .token = token, .slot = 5, .round = 9};
+    uint8_t cpkt[WIRE_HEADER_MAX];
+    cf.flags = WIRE_FLAG_MAC;
+    wire_encode_header(&cf, cpkt);
+    dpauth_seal_down(r1.down, cpkt, NULL, 0);
+    CHECK(dpauth_check_down(r2.down, cpkt, 0));
+    cpkt[7] ^= 0x03; /* rank 1 -> 2 */
+    CHECK(!dpauth_check_down(r2.down, cpkt, 0));
+
+    /* rank 1 forges a contribution in rank 2's name with each key it holds; the switch
+     * checks rank 2's contributions with r2.up */
+    wire_header_t ct = {.version = INAGG_PROTOCOL_VERSION, .type = WIRE_CONTRIB, .job = 3,
+                        .rank = 2, .token = token, .slot = 5, .round = 9, .count = 8,
+                        .flags = WIRE_FLAG_VER | WIRE_FLAG_MAC, .dtype = WIRE_INT32};
+    wire_encode_header(&ct, pkt);
+    dpauth_seal_packet(r2.up, pkt, 32);
+    CHECK(dpauth_check(r2.up, pkt, 32)); /* rank 2's own passes */
+    const uint8_t *held[] = {r1.up, r1.down, r1.down_base};
+    for (size_t k = 0; k < sizeof(held) / sizeof(held[0]); k++) {
+        wire_encode_header(&ct, pkt);
+        dpauth_seal_packet(held[k], pkt, 32);
+        CHECK_MSG(!dpauth_check(r2.up, pkt, 32), "rank 1's key %zu forges rank 2", k);
+        wire_encode_header(&ct, pkt);
+        dpauth_seal_down(held[k], pkt, pkt + WIRE_HEADER_MAX, 32);
+        CHECK_MSG(!dpauth_check(r2.up, pkt, 32), "rank 1's down seal %zu forges rank 2", k);
+    }
 }
 
 /* ---- forgery toward the switch ---------------------------------------------------------- */
@@ -288,7 +386,40 @@ typedef struct result_forgery {
     _Atomic uint32_t forged;
     uint64_t invalid[2]; /* each rank's invalid_dropped at the end */
     int bad[2];          /* wrong elements per rank */
+    uint32_t seal_shared, seal_apart; /* captured result pairs (one round, both ranks) whose
+                                         nonce and tag agree, and those whose do not */
 } result_forgery_t;
+
+/* The last captured result per rank, to compare the two ranks' copies of one round. */
+typedef struct rf_seen {
+    int valid;
+    uint8_t covered[WIRE_HEADER_SIZE];
+    uint8_t mac[WIRE_MAC_BYTES];
+} rf_seen_t;
+
+/* A result p (MAC'd) captured: is the other rank's copy of it sealed alike? A result sent
+ * to the same rank again (a resend, sealed anew) is not compared. */
+static void rf_compare_seals(rf_seen_t seen[2], const uint8_t *p, result_forgery_t *sh)
+{
+    uint32_t rank = (uint32_t)p[6] << 8 | p[7];
+    if (rank > 1)
+        return;
+    rf_seen_t *mine = &seen[rank];
+    const rf_seen_t *theirs = &seen[1 - rank];
+    uint8_t covered[WIRE_HEADER_SIZE];
+    dpauth_down_header(p, covered);
+    if (mine->valid && memcmp(mine->covered, covered, sizeof(covered)) == 0)
+        return;
+    memcpy(mine->covered, covered, sizeof(covered));
+    memcpy(mine->mac, p + WIRE_HEADER_SIZE, WIRE_MAC_BYTES);
+    mine->valid = 1;
+    if (theirs->valid && memcmp(theirs->covered, mine->covered, WIRE_HEADER_SIZE) == 0) {
+        if (memcmp(theirs->mac, mine->mac, WIRE_MAC_BYTES) == 0)
+            sh->seal_shared++;
+        else
+            sh->seal_apart++;
+    }
+}
 
 typedef struct rf_spec {
     const char *addr;
@@ -347,6 +478,7 @@ static int rf_forger(uint16_t port0, uint32_t nports, result_forgery_t *sh)
         return 10;
     atomic_store(&sh->ready, 1);
     static uint8_t f[65536];
+    rf_seen_t seen[2] = {{0}};
     uint64_t deadline = util_now_ns() + 60ull * 1000000000ull;
     while (!atomic_load(&sh->stop) && atomic_load(&sh->forged) < R_FORGE &&
            util_now_ns() < deadline) {
@@ -368,6 +500,7 @@ static int rf_forger(uint16_t port0, uint32_t nports, result_forgery_t *sh)
         if (sport < port0 || sport >= port0 + nports || len < WIRE_HEADER_MAX ||
             ihl + sizeof(*u) + len > (size_t)n || p[3] != WIRE_RESULT || !(p[30] & WIRE_FLAG_MAC))
             continue;
+        rf_compare_seals(seen, p, sh);
         uint32_t k = atomic_load(&sh->forged);
         size_t send_len = len;
         if (k % 2 == 0) {
@@ -416,4 +549,8 @@ TEST(dpauth_forged_and_flipped_results_counted_by_workers, 90)
               sh->bad[1]);
     CHECK_MSG(sh->invalid[0] + sh->invalid[1] == R_FORGE, "invalid %llu + %llu, forged %u",
               (unsigned long long)sh->invalid[0], (unsigned long long)sh->invalid[1], R_FORGE);
+    /* one seal per round: both ranks' copies of a result carry the same nonce and tag */
+    printf("    result pairs sealed once: %u, apart: %u\n", sh->seal_shared, sh->seal_apart);
+    CHECK_MSG(sh->seal_shared > 0 && sh->seal_apart == 0, "seals shared %u, apart %u",
+              sh->seal_shared, sh->seal_apart);
 }

@@ -10,6 +10,6 @@
 #define INAGG_VERSION_STRING "0.1.0"
 
 /* Version of the wire format and control protocol; a mismatch is refused at join. */
-#define INAGG_PROTOCOL_VERSION 3
+#define INAGG_PROTOCOL_VERSION 4
 
 #endif /* INAGG_VERSION_H */

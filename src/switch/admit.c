@@ -416,8 +416,10 @@ int admit_join(control_t *ctl, client_t *cl, const char *line)
     if (j ? join_matches(ctl, cl, j, &jn, ops, float_mode) != 0
           : !(j = register_job(ctl, cl, &jn, ops, float_mode, &codec, feedback)))
         return -1;
-    if (j->dp_auth)
+    if (j->dp_auth) {
         dpauth_derive(j->verifier, nonce, j->name, jn.rank, &j->keys[jn.rank]);
+        dpauth_bind_job(&j->keys[jn.rank], j->token); /* the same down key for every rank */
+    }
     explicit_bzero(nonce, sizeof(nonce));
     j->member_fd[jn.rank] = cl->fd;
     j->contrib[jn.rank] = jn.contributors ? jn.contributors : 1;

@@ -55,9 +55,41 @@ static void tx_flush(dp_thread_t *t)
     q->n = 0;
 }
 
-/* Queue one packet; with `key`, sealed with its MAC (wire/dpauth.h). */
+/* One round's result to every rank: under the job's down key a result's MAC leaves the rank
+ * field out (wire/dpauth.h), so the copies whose other header bytes agree (all of them, but
+ * for a P4SGD confirmation riding on one) share one seal. Valid for one payload only: a
+ * seal is never reused for other bytes (that would reuse a one-time key). */
+typedef struct seal_once {
+    int valid;
+    uint8_t covered[WIRE_HEADER_SIZE]; /* dpauth_down_header of the sealed copy */
+    uint8_t mac[WIRE_MAC_BYTES];       /* its nonce and tag */
+} seal_once_t;
+
+/* Seal the packet in hdr toward the ranks, or take the seal of an identical copy in *once. */
+static void seal_down(const uint8_t *key, uint8_t *hdr, const uint32_t *payload, size_t len,
+                      seal_once_t *once)
+{
+    uint8_t covered[WIRE_HEADER_SIZE];
+    if (once) {
+        dpauth_down_header(hdr, covered);
+        if (once->valid && memcmp(covered, once->covered, sizeof(covered)) == 0) {
+            memcpy(hdr + WIRE_HEADER_SIZE, once->mac, WIRE_MAC_BYTES);
+            return;
+        }
+    }
+    dpauth_seal_down(key, hdr, payload, len);
+    if (once) { /* the latest seal serves the copies like it that follow */
+        memcpy(once->covered, covered, sizeof(covered));
+        memcpy(once->mac, hdr + WIRE_HEADER_SIZE, WIRE_MAC_BYTES);
+        once->valid = 1;
+    }
+}
+
+/* Queue one packet; with `key`, sealed with its MAC (wire/dpauth.h): `down` for what goes to
+ * the ranks (the job's key, sealed once per `once` when given), else a contribution upstream. */
 static void queue_packet(proto_ctx_t *x, const wire_header_t *h, const uint32_t *payload,
-                         const transport_addr_t *to, const uint8_t *key)
+                         const transport_addr_t *to, const uint8_t *key, int down,
+                         seal_once_t *once)
 {
     struct dp_txq *q = x->dp->txq;
     if (q->n == DP_TX_CAP)
@@ -67,7 +99,9 @@ static void queue_packet(proto_ctx_t *x, const wire_header_t *h, const uint32_t 
     if (key)
         sealed.flags |= WIRE_FLAG_MAC;
     wire_encode_header(&sealed, q->hdr[k]);
-    if (key)
+    if (key && down)
+        seal_down(key, q->hdr[k], payload, (size_t)h->count * 4u, once);
+    else if (key)
         dpauth_seal(key, q->hdr[k], payload, (size_t)h->count * 4u);
     q->pkts[k] = (transport_tx_t){
         .head = q->hdr[k],
@@ -78,16 +112,23 @@ static void queue_packet(proto_ctx_t *x, const wire_header_t *h, const uint32_t 
     };
 }
 
+/* A packet to a rank; the seal of an identical copy in *once (NULL: none) is reused. */
+static void send_down(proto_ctx_t *x, const wire_header_t *h, const uint32_t *payload,
+                      const transport_addr_t *to, seal_once_t *once)
+{
+    const job_t *j = x->job;
+    queue_packet(x, h, payload, to, j->dp_auth ? j->keys[h->rank].down : NULL, 1, once);
+}
+
 void dp_send(proto_ctx_t *x, const wire_header_t *h, const uint32_t *payload,
              const transport_addr_t *to)
 {
-    const job_t *j = x->job;
-    queue_packet(x, h, payload, to, j->dp_auth ? j->keys[h->rank].down : NULL);
+    send_down(x, h, payload, to, NULL);
 }
 
-/* One result packet of outcome o to `rank`. */
+/* One result packet of outcome o to `rank` (the seal shared through *once, or NULL). */
 static void send_result(proto_ctx_t *x, const proto_outcome_t *o, uint32_t slot, uint32_t rank,
-                        const transport_addr_t *to)
+                        const transport_addr_t *to, seal_once_t *once)
 {
     const job_t *j = x->job;
     wire_header_t h = o->result;
@@ -99,7 +140,7 @@ static void send_result(proto_ctx_t *x, const proto_outcome_t *o, uint32_t slot,
     h.rank = (uint16_t)rank;
     if (j->proto->result_header)
         j->proto->result_header(x, &h);
-    dp_send(x, &h, o->data, to);
+    send_down(x, &h, o->data, to, once);
 }
 
 void dp_send_upstream(proto_ctx_t *x, wire_header_t *h, const uint32_t *payload)
@@ -113,7 +154,7 @@ void dp_send_upstream(proto_ctx_t *x, wire_header_t *h, const uint32_t *payload)
     if (transport_queue_addr(x->dp->tp, &up->queue0,
                              transport_slot_queue(up->base, up->queues, h->slot), &to) != 0)
         return; /* cannot happen: a udp queue's address is its port */
-    queue_packet(x, h, payload, &to, up->auth ? up->keys.up : NULL);
+    queue_packet(x, h, payload, &to, up->auth ? up->keys.up : NULL, 0, NULL);
     STAT_ADD(x->c->v[STAT_BYTES_OUT], WIRE_HEADER_SIZE + (up->auth ? WIRE_MAC_BYTES : 0u) +
                                           (uint64_t)h->count * 4u);
 }
@@ -134,8 +175,9 @@ static void send_all(proto_ctx_t *x, const proto_outcome_t *o, uint32_t slot)
 {
     const job_t *j = x->job;
     uint64_t result_bytes = job_header_bytes(j) + (uint64_t)o->result.count * 4u;
+    seal_once_t once = {.valid = 0};
     for (uint32_t r = 0; r < j->world; r++)
-        send_result(x, o, slot, r, &j->addrs[(size_t)slot * j->world + r]);
+        send_result(x, o, slot, r, &j->addrs[(size_t)slot * j->world + r], &once);
     STAT_ADD(x->c->v[STAT_RESULTS_SENT], j->world);
     STAT_ADD(x->c->v[STAT_BYTES_OUT], result_bytes * j->world);
 }
@@ -184,7 +226,8 @@ static void act(proto_ctx_t *x, const wire_header_t *h, const proto_outcome_t *o
         send_all(x, o, h->slot);
         break;
     case PROTO_RESEND: /* to where the rank's accepted contribution came from */
-        send_result(x, o, h->slot, h->rank, &j->addrs[(size_t)h->slot * j->world + h->rank]);
+        send_result(x, o, h->slot, h->rank, &j->addrs[(size_t)h->slot * j->world + h->rank],
+                    NULL);
         result_bytes = job_header_bytes(j) + (uint64_t)o->result.count * 4u;
         STAT_ADD(c->v[STAT_RESENDS], 1);
         STAT_ADD(c->v[STAT_RESULTS_SENT], 1);
@@ -240,16 +283,18 @@ static int check(const dp_thread_t *t, const job_t *j, const wire_header_t *h)
 }
 
 /* The MAC check of a packet of a job (PROTOCOL.md 1.4): a drop reason, or -1. `auth` and
- * `key` are the job's (or, for what comes from an upstream switch, its membership's). On
+ * `key` are the job's (or, for what comes from an upstream switch, its membership's), `down`
+ * for what a switch sent (wire/dpauth.h: dpauth_check_down). On
  * success the MAC flag is cleared from *h: the protocols see the packet as sent. */
-static int check_mac(int auth, const uint8_t *key, wire_header_t *h, const uint8_t *buf)
+static int check_mac(int auth, const uint8_t *key, int down, wire_header_t *h,
+                     const uint8_t *buf)
 {
     int has = (h->flags & WIRE_FLAG_MAC) != 0;
     if (!auth)
         return has ? DROP_UNEXPECTED_MAC : -1;
     if (!has)
         return DROP_MISSING_MAC;
-    if (!dpauth_check(key, buf, (size_t)h->count * 4u))
+    if (!(down ? dpauth_check_down : dpauth_check)(key, buf, (size_t)h->count * 4u))
         return DROP_BAD_MAC;
     h->flags &= (uint8_t)~WIRE_FLAG_MAC;
     return -1;
@@ -286,7 +331,7 @@ static void handle_upstream(dp_thread_t *t, wire_header_t *h, const uint8_t *buf
     else if (h->count > j->elems)
         reason = DROP_BAD_COUNT;
     else
-        reason = check_mac(j->up.auth, j->up.keys.down, h, buf);
+        reason = check_mac(j->up.auth, j->up.keys.down, 1, h, buf);
     if (reason >= 0) {
         STAT_ADD(x.c->v[reason], 1);
         return;
@@ -352,7 +397,7 @@ static void handle_packet(dp_thread_t *t, uint32_t to_switch, const uint8_t *buf
                      .c = &j->threads[t->index].c, .from = from};
     int reason = check(t, j, &h);
     if (reason < 0) /* the rank is in range now, and the keys published (job active) */
-        reason = check_mac(j->dp_auth, j->keys[h.rank].up, &h, buf);
+        reason = check_mac(j->dp_auth, j->keys[h.rank].up, 0, &h, buf);
     if (reason >= 0) {
         STAT_ADD(x.c->v[reason], 1);
         return;

@@ -158,8 +158,10 @@ static int join_upstream(upjob_t *u)
         up_fail(u, "upstream switch %s authenticates a job that has no secret here", addr);
         return -1;
     }
-    if (u->joined.dpauth)
+    if (u->joined.dpauth) {
         dpauth_derive(u->verifier, u->nonce, u->name, cfg->upstream_rank, &u->keys);
+        dpauth_bind_job(&u->keys, u->joined.token);
+    }
     atomic_store_explicit(&u->state, UPJ_READY, memory_order_release);
     return 0;
 }

@@ -31,8 +31,8 @@
  *   34   2   next_exp  look-ahead: exponent of the next chunk on this slot (contribution),
  *                      or the maximum over all workers (result)
  *   36  28   mac       only with flag bit 3: the packet's nonce (12) and tag (16) under the
- *                      sender's key for this rank and direction (wire/dpauth.h), over
- *                      bytes 0..47 and the payload
+ *                      rank's up key or the job's down key (wire/dpauth.h), over bytes
+ *                      0..47 (a RESULT's rank as zero) and the payload
  *
  * In a p4sgd job, `chunk`, `exp` and `next_exp` of contributions and results carry a
  * piggybacked acknowledgement (worker->switch) or confirmation (switch->worker) instead:

@@ -344,6 +344,8 @@ static inagg_result_t join_once(inagg_comm_t *c, uint32_t k, const char *addr_te
                 addr_text, c->job);
         return INAGG_ERR_PROTOCOL;
     }
+    if (c->dp_keyed)
+        dpauth_bind_job(&c->dp_keys[k], out->token); /* the job's down key (wire/dpauth.h) */
     return INAGG_OK;
 }
 

@@ -185,7 +185,7 @@ int worker_open_packet(const worker_params_t *p, const uint8_t *buf, size_t len,
     int has = (h->flags & WIRE_FLAG_MAC) != 0;
     if (has != (p->dp_auth != 0))
         return -1;
-    if (has && !dpauth_check(worker_shard_of(p, h->slot)->keys.down, buf, (size_t)h->count * 4u))
+    if (has && !dpauth_check_down(worker_shard_of(p, h->slot)->keys.down, buf, (size_t)h->count * 4u))
         return -1;
     h->flags &= (uint8_t)~WIRE_FLAG_MAC;
     return 0;

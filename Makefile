@@ -188,7 +188,7 @@ uninstall:
 # nothing but itself under LD_PRELOAD and cannot clash with a libinagg the program links.
 pmpi: $(BUILD)/libinagg-pmpi.so
 
-PMPI_PIC := $(BUILD)/mpi/pmpi.pic.o $(BUILD)/mpi/pmpi_fortran.pic.o
+PMPI_PIC := $(BUILD)/mpi/pmpi.pic.o $(BUILD)/mpi/pmpi_c.pic.o $(BUILD)/mpi/pmpi_fortran.pic.o
 
 $(BUILD)/mpi/%.pic.o: src/mpi/%.c src/mpi/pmpi_int.h include/inagg.h include/inagg/version.h
 	@mkdir -p $(dir $@)

@@ -1,7 +1,8 @@
 /*
- * pmpi_int.h - what the interposer's C side (pmpi.c: joining, tracking communicators, the
- * accelerated allreduces) offers its Fortran bindings (pmpi_fortran.c). Internal: the version
- * script (pmpi.map) keeps these symbols out of libinagg-pmpi.so's exports.
+ * pmpi_int.h - what the interposer's core (pmpi.c: joining, tracking communicators, the
+ * accelerated allreduces) offers its C and Fortran bindings (pmpi_c.c, pmpi_fortran.c).
+ * Internal: the version script (pmpi.map) keeps these symbols out of libinagg-pmpi.so's
+ * exports.
  */
 #ifndef INAGG_PMPI_INT_H
 #define INAGG_PMPI_INT_H

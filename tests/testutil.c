@@ -189,7 +189,7 @@ static char *read_text_file(const char *path, char *err, size_t errlen)
 {
     FILE *f = fopen(path, "rb");
     if (!f) {
-        set_err(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        set_err_msg(err, errlen, "%s: cannot open: %s", path, strerror(errno));
         return NULL;
     }
     size_t cap = 65536, len = 0;
@@ -214,7 +214,7 @@ static char *read_text_file(const char *path, char *err, size_t errlen)
     fclose(f);
     if (bad) {
         free(buf);
-        set_err(err, errlen, "%s: cannot read", path);
+        set_err_msg(err, errlen, "%s: cannot read", path);
         return NULL;
     }
     buf[len] = '\0';
@@ -229,7 +229,7 @@ int liblinear_reference(const char *data_path, double C, double eps, int timeout
     *n_weights = 0;
     *objective = NAN;
     if (!(C > 0) || !isfinite(C) || !(eps > 0) || !isfinite(eps)) {
-        set_err(err, errlen, "liblinear: C (%g) and eps (%g) must be positive", C, eps);
+        set_err_msg(err, errlen, "liblinear: C (%g) and eps (%g) must be positive", C, eps);
         return -1;
     }
     glm_dataset_t data;
@@ -240,7 +240,7 @@ int liblinear_reference(const char *data_path, double C, double eps, int timeout
     char dir[1024], model[1100];
     snprintf(dir, sizeof(dir), "%s/inagg-liblinear-XXXXXX", tmp && *tmp ? tmp : "/tmp");
     if (!mkdtemp(dir)) {
-        set_err(err, errlen, "liblinear: cannot create a temp dir %s: %s", dir, strerror(errno));
+        set_err_msg(err, errlen, "liblinear: cannot create a temp dir %s: %s", dir, strerror(errno));
         glm_dataset_free(&data);
         return -1;
     }
@@ -254,7 +254,7 @@ int liblinear_reference(const char *data_path, double C, double eps, int timeout
     launch_spec_t spec = {argv, NULL, LAUNCH_DEVNULL, LAUNCH_DEVNULL, LAUNCH_TO_OUT, 0};
     int rc = launch_find_in_path(LIBLINEAR_TRAIN, prog, sizeof(prog));
     if (rc != 0)
-        set_err(err, errlen, "%s: not installed", LIBLINEAR_TRAIN);
+        set_err_msg(err, errlen, "%s: not installed", LIBLINEAR_TRAIN);
     else
         rc = launch_run(&spec, (timeout_s > 0 ? timeout_s : 1) * 1000, err, errlen);
     char *text = NULL;

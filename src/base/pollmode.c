@@ -37,11 +37,11 @@ int switch_poll_parse(const char *text, switch_poll_t *mode, uint32_t *spin_us, 
             *spin_us = (uint32_t)v;
             return 0;
         }
-        set_err(err, errlen, "adaptive:US needs microseconds in 1..%u, got '%s'",
+        set_err_msg(err, errlen, "adaptive:US needs microseconds in 1..%u, got '%s'",
                 SWITCH_POLL_SPIN_US_MAX, text + 9);
         return -1;
     }
-    set_err(err, errlen, "the poll mode is busy, sleep or adaptive[:US], got '%s'", text);
+    set_err_msg(err, errlen, "the poll mode is busy, sleep or adaptive[:US], got '%s'", text);
     return -1;
 }
 
@@ -93,7 +93,7 @@ int switch_cpu_list_parse(const char *text, uint32_t *cpus, uint32_t *n, char *e
             goto bad;
     }
 bad:
-    set_err(err, errlen, "a CPU list is numbers 0..%u and ranges A-B, comma-separated, each "
+    set_err_msg(err, errlen, "a CPU list is numbers 0..%u and ranges A-B, comma-separated, each "
             "CPU once (e.g. 0,2-3), got '%s'", SWITCH_MAX_CPUS - 1, text);
     return -1;
 }

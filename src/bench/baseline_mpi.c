@@ -68,15 +68,15 @@ static int find_report(char *text, struct baseline_mpi_result *out)
 int baseline_mpi_run(const struct baseline_mpi_params *p, struct baseline_mpi_result *out,
                      char *err, size_t errlen)
 {
-    set_err(err, errlen, "%s", "");
+    set_err_msg(err, errlen, "%s", "");
     if (!p || !out) {
-        set_err(err, errlen, "baseline_mpi_run: null argument");
+        set_err_msg(err, errlen, "baseline_mpi_run: null argument");
         return -1;
     }
     memset(out, 0, sizeof(*out));
     if (p->workers < 1 || p->workers > BASELINE_MAX_WORKERS || p->elems < 1 ||
         p->elems > (size_t)INT_MAX || p->iters < 1) {
-        set_err(err, errlen,
+        set_err_msg(err, errlen,
                 "MPI baseline: invalid parameters (workers %u: 1..%u, elems %zu: 1..%d, "
                 "iters %u: >= 1)",
                 p->workers, BASELINE_MAX_WORKERS, p->elems, INT_MAX, p->iters);
@@ -84,7 +84,7 @@ int baseline_mpi_run(const struct baseline_mpi_params *p, struct baseline_mpi_re
     }
     char prog[PATH_MAX];
     if (baseline_mpi_find_program(prog, sizeof(prog)) != 0) {
-        set_err(err, errlen,
+        set_err_msg(err, errlen,
                 "MPI baseline program '%s' is missing or not executable (it is built by "
                 "`make` when mpicc is installed; $INAGG_MPI_BENCH overrides the path)",
                 prog[0] ? prog : PROGRAM_NAME);
@@ -103,7 +103,7 @@ int baseline_mpi_run(const struct baseline_mpi_params *p, struct baseline_mpi_re
     unsigned timeout_s = p->timeout_s ? p->timeout_s : BASELINE_MPI_DEFAULT_TIMEOUT_S;
     launch_capture_t *cap = calloc(1, sizeof(*cap));
     if (!cap) {
-        set_err(err, errlen, "MPI baseline: out of memory");
+        set_err_msg(err, errlen, "MPI baseline: out of memory");
         return -1;
     }
     int lrc = launch_mpirun_cfg(p->placement, p->workers, prog, args, timeout_s, cap, err,
@@ -117,25 +117,25 @@ int baseline_mpi_run(const struct baseline_mpi_params *p, struct baseline_mpi_re
     int have_report = lrc != -ETIMEDOUT && find_report(cap->out, out) == 0;
     int exited = WIFEXITED(status), code = exited ? WEXITSTATUS(status) : -1;
     if (lrc == -ETIMEDOUT) {
-        set_err(err, errlen, "mpirun timed out after %u s (%u ranks, %zu elements) and was "
+        set_err_msg(err, errlen, "mpirun timed out after %u s (%u ranks, %zu elements) and was "
                              "killed; stderr: ",
                 timeout_s, p->workers, p->elems);
         launch_append_tail(err, errlen, cap->tail_len ? cap->tail : "(empty)");
     } else if (have_report && (!out->verified || code == 0)) {
         rc = 0;
         if (!out->verified) {
-            set_err(err, errlen, "MPI_Allreduce result did not verify: ");
+            set_err_msg(err, errlen, "MPI_Allreduce result did not verify: ");
             launch_append_tail(err, errlen, cap->tail);
         }
     } else if (!exited || code != 0) {
         if (exited)
-            set_err(err, errlen, "mpirun exited with status %d; stderr: ", code);
+            set_err_msg(err, errlen, "mpirun exited with status %d; stderr: ", code);
         else
-            set_err(err, errlen, "mpirun was killed by signal %d; stderr: ",
+            set_err_msg(err, errlen, "mpirun was killed by signal %d; stderr: ",
                     WIFSIGNALED(status) ? WTERMSIG(status) : 0);
         launch_append_tail(err, errlen, cap->tail_len ? cap->tail : "(empty)");
     } else {
-        set_err(err, errlen, "unparsable output from %s (expected one JSON line); stdout: ",
+        set_err_msg(err, errlen, "unparsable output from %s (expected one JSON line); stdout: ",
                 prog);
         if (cap->out_len > 256) /* the head is enough to see what came out */
             cap->out[256] = '\0';

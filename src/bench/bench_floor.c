@@ -301,7 +301,7 @@ static int take_ping_report(const char *path, uint32_t iters, double *rtt, uint3
     if (fd >= 0)
         close(fd);
     if (!ok) {
-        set_err(err, errlen, "the floor's client in h%u left no complete report", k);
+        set_err_msg(err, errlen, "the floor's client in h%u left no complete report", k);
         return -1;
     }
     *n += iters;
@@ -319,7 +319,7 @@ int bench_floor_measure(const launch_tbjob_t *j, const char *self, uint32_t size
     snprintf(listen, sizeof(listen), "%s:%d", tb->switch_addr, BENCH_FLOOR_PORT);
     memset(out, 0, sizeof(*out));
     if (!mkdtemp(dir)) {
-        set_err(err, errlen, "a directory for the floor's reports: %s", strerror(errno));
+        set_err_msg(err, errlen, "a directory for the floor's reports: %s", strerror(errno));
         return -1;
     }
     int rc = -1, started = 0, err_fd = memfd_create("inagg-floor-echo", MFD_CLOEXEC);
@@ -329,7 +329,7 @@ int bench_floor_measure(const launch_tbjob_t *j, const char *self, uint32_t size
     char (*reports)[PATH_MAX] = calloc(hosts, PATH_MAX);
     double *rtt = calloc((size_t)hosts * iters, sizeof(double));
     if (!g || !args || !reports || !rtt) {
-        set_err(err, errlen, "out of memory");
+        set_err_msg(err, errlen, "out of memory");
         goto out;
     }
     char *echo_cmd[] = {(char *)self, "bench", "latency", "--floor-echo", listen, NULL};
@@ -356,7 +356,7 @@ int bench_floor_measure(const launch_tbjob_t *j, const char *self, uint32_t size
         char e[256];
         if (launch_testbed_argv(tb, a->host, cmd, argv, 40) == 0 ||
             launch_group_add(g, argv, NULL, e, sizeof(e)) < 0) {
-            set_err(err, errlen, "the floor's client in %s could not start", a->host);
+            set_err_msg(err, errlen, "the floor's client in %s could not start", a->host);
             goto out;
         }
     }
@@ -369,7 +369,7 @@ int bench_floor_measure(const launch_tbjob_t *j, const char *self, uint32_t size
         if (wrc == 0 && launch_exit_code(g->p[k - 1].status) == 0 &&
             take_ping_report(reports[k - 1], iters, rtt, &n, &out->lost, k, err, errlen) == 0)
             continue;
-        set_err(err, errlen, "the floor's client in h%u %s: ", k, wrc == -ETIMEDOUT ?
+        set_err_msg(err, errlen, "the floor's client in h%u %s: ", k, wrc == -ETIMEDOUT ?
                 "was killed after the time limit" :
                 launch_status_text(g->p[k - 1].status, st, sizeof(st)));
         launch_append_tail(err, errlen, g->p[k - 1].tail_len ? g->p[k - 1].tail :

@@ -83,7 +83,7 @@ int model_run_inagg(char *const *args, const char *json_path, unsigned timeout_s
     char self[4096];
     ssize_t sl = readlink("/proc/self/exe", self, sizeof(self) - 1);
     if (sl <= 0)
-        return set_err(err, errlen, "cannot find this binary (/proc/self/exe)"), -1;
+        return set_err_msg(err, errlen, "cannot find this binary (/proc/self/exe)"), -1;
     self[sl] = '\0';
     /* rebuilt while running: the path now names the new binary */
     const char *del = " (deleted)";
@@ -99,7 +99,7 @@ int model_run_inagg(char *const *args, const char *json_path, unsigned timeout_s
     snprintf(logp, sizeof(logp), "%s.log", json_path);
     int fd = open(logp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0)
-        return set_err(err, errlen, "cannot write %s: %s", logp, strerror(errno)), -1;
+        return set_err_msg(err, errlen, "cannot write %s: %s", logp, strerror(errno)), -1;
     launch_spec_t spec = {argv, NULL, LAUNCH_DEVNULL, fd, fd, 1, 0};
     char why[256];
     int rc = launch_run(&spec, (int)timeout_s * 1000, why, sizeof(why));
@@ -116,7 +116,7 @@ int model_run_inagg(char *const *args, const char *json_path, unsigned timeout_s
         snprintf(last, sizeof(last), "%s", nl ? nl + 1 : text);
         free(text);
     }
-    set_err(err, errlen, "%s%s%s", why, last[0] ? ": " : "", last);
+    set_err_msg(err, errlen, "%s%s%s", why, last[0] ? ": " : "", last);
     return rc == -ETIMEDOUT ? -2 : -1;
 }
 
@@ -182,7 +182,7 @@ static int cal_allreduce(const char *dir, model_calib_t *c, char *err, size_t er
         return -1;
     char *text = NULL;
     if (model_read_file(json, &text) != 0)
-        return set_err(err, errlen, "no report from bench allreduce"), -1;
+        return set_err_msg(err, errlen, "no report from bench allreduce"), -1;
     double tat, sw = NAN, wkr = NAN, retx;
     int rc = 0;
     const char *cpu = strstr(text, "\"cpu\"");
@@ -192,7 +192,7 @@ static int cal_allreduce(const char *dir, model_calib_t *c, char *err, size_t er
     }
     if (num(text, "tat_s", &tat) ||
         num(text, "retransmissions", &retx) || !(tat > 0) || !(sw > 0) || !(wkr > 0)) {
-        set_err(err, errlen, "bench allreduce's report lacks tat_s or cpu");
+        set_err_msg(err, errlen, "bench allreduce's report lacks tat_s or cpu");
         rc = -1;
     } else {
         /* cpu.* is percent of one core over the timed iterations (about iters x TAT) */
@@ -237,7 +237,7 @@ static int cal_latency(const char *dir, int testbed, model_calib_t *c, char *err
     }
     char *text = NULL;
     if (model_read_file(json, &text) != 0)
-        return set_err(err, errlen, "no report from bench latency"), -1;
+        return set_err_msg(err, errlen, "no report from bench latency"), -1;
     /* the first p50 is inagg's, the one after "baseline" MPI's */
     double p50 = NAN, mpi = NAN;
     num(text, "p50", &p50);
@@ -246,7 +246,7 @@ static int cal_latency(const char *dir, int testbed, model_calib_t *c, char *err
         num(b, "p50", &mpi);
     free(text);
     if (!(p50 > 0) || !(mpi > 0))
-        return set_err(err, errlen, "bench latency's report lacks p50"), -1;
+        return set_err_msg(err, errlen, "bench latency's report lacks p50"), -1;
     c->hop_s = p50 * 1e-6 / 2.0;
     c->msg_s = mpi * 1e-6;
     fprintf(stderr, MODEL_CMD " " SUB ":   inagg p50 %.0f us (hop %.0f us), MPI p50 %.0f us "
@@ -264,7 +264,7 @@ static int cal_codec(const char *dir, model_calib_t *c, char *err, size_t errlen
         return -1;
     char *text = NULL;
     if (model_read_file(json, &text) != 0)
-        return set_err(err, errlen, "no report from bench compress"), -1;
+        return set_err_msg(err, errlen, "no report from bench compress"), -1;
     c->ncodec = 0;
     for (size_t i = 0; i < sizeof(CAL_CODECS) / sizeof(CAL_CODECS[0]); i++) {
         char key[64];
@@ -288,7 +288,7 @@ static int cal_codec(const char *dir, model_calib_t *c, char *err, size_t errlen
     }
     free(text);
     if (c->ncodec == 0)
-        return set_err(err, errlen, "bench compress reported none of the codec modes"), -1;
+        return set_err_msg(err, errlen, "bench compress reported none of the codec modes"), -1;
     return 0;
 }
 
@@ -326,7 +326,7 @@ int model_calib_read(const char *path, model_calib_t *c, char *err, size_t errle
 {
     char *text = NULL;
     if (model_read_file(path, &text) != 0)
-        return set_err(err, errlen, "cannot read %s: %s (run `inagg model calibrate` first)",
+        return set_err_msg(err, errlen, "cannot read %s: %s (run `inagg model calibrate` first)",
                        path, strerror(errno ? errno : EINVAL)), -1;
     memset(c, 0, sizeof(*c));
     double v[8];
@@ -334,7 +334,7 @@ int model_calib_read(const char *path, model_calib_t *c, char *err, size_t errle
                           "stream_eff", "packet_elems", "overhead_bytes"};
     for (int i = 0; i < 8; i++)
         if (num(text, keys[i], &v[i]) != 0 || !(v[i] > 0) || !isfinite(v[i])) {
-            set_err(err, errlen, "%s: no valid \"%s\" (a file written by inagg model "
+            set_err_msg(err, errlen, "%s: no valid \"%s\" (a file written by inagg model "
                     "calibrate?)", path, keys[i]);
             free(text);
             return -1;
@@ -391,7 +391,7 @@ int model_calib_params(const model_calib_t *c, double link_bps, const char *comp
                 p->agg_value_s = 2.0 / c->codec[i].dec_Bps + 2.0 / c->codec[i].enc_Bps;
                 return 0;
             }
-        return set_err(err, errlen, "the parameters have no codec '%s' (calibrated: %s%s)",
+        return set_err_msg(err, errlen, "the parameters have no codec '%s' (calibrated: %s%s)",
                        compress, c->ncodec ? c->codec[0].mode : "none",
                        c->ncodec > 1 ? ", ..." : ""), -1;
     }

@@ -171,7 +171,7 @@ static double predict(const model_calib_t *cal, const vcase_t *c, const char *re
 {
     double link;
     if (model_parse_rate(c->rate, &link) != 0)
-        return set_err(err, errlen, "bad rate %s", c->rate), NAN;
+        return set_err_msg(err, errlen, "bad rate %s", c->rate), NAN;
     model_params_t p;
     if (model_calib_params(cal, link, c->compress, &p, err, errlen) != 0)
         return NAN;
@@ -185,7 +185,7 @@ static double predict(const model_calib_t *cal, const vcase_t *c, const char *re
     if (c->slow) {
         const char *r = strchr(c->slow, ':');
         if (!r || model_parse_rate(r + 1, &p.slow_bps) != 0)
-            return set_err(err, errlen, "bad slow host %s", c->slow), NAN;
+            return set_err_msg(err, errlen, "bad slow host %s", c->slow), NAN;
     }
     if (c->leaves) {
         p.levels = 2;

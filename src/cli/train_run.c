@@ -149,12 +149,12 @@ static FILE *capture_open(const char *prefix, uint32_t rank, char *err, size_t e
 {
     char path[4096];
     if ((size_t)snprintf(path, sizeof(path), "%s.rank%u.f32", prefix, rank) >= sizeof(path)) {
-        set_err(err, errlen, "--capture-gradients: the prefix is too long");
+        set_err_msg(err, errlen, "--capture-gradients: the prefix is too long");
         return NULL;
     }
     FILE *f = fopen(path, "wb");
     if (!f)
-        set_err(err, errlen, "--capture-gradients: cannot create %s: %s", path, strerror(errno));
+        set_err_msg(err, errlen, "--capture-gradients: cannot create %s: %s", path, strerror(errno));
     return f;
 }
 
@@ -220,7 +220,7 @@ static int worker_main(const train_opts_t *o, uint32_t rank, uint32_t world, con
                        err, sizeof(err));
     }
     if (cap && fclose(cap) != 0 && rc == 0) {
-        set_err(err, sizeof(err), "--capture-gradients: writing rank %u's file failed: %s",
+        set_err_msg(err, sizeof(err), "--capture-gradients: writing rank %u's file failed: %s",
                 rank, strerror(errno));
         rc = -1;
     }
@@ -543,7 +543,7 @@ static int start_testbed_rank(const train_opts_t *o, const launch_tbjob_t *j, co
     char host[16], rank[16], world[16];
     int rc = -ENOMEM, p[2] = {-1, -1};
     if (!cmd || !argv) {
-        set_err(err, errlen, "out of memory");
+        set_err_msg(err, errlen, "out of memory");
         goto out;
     }
     snprintf(host, sizeof(host), "h%u", r + 1);
@@ -569,12 +569,12 @@ static int start_testbed_rank(const train_opts_t *o, const launch_tbjob_t *j, co
     cmd[n] = NULL;
     if (launch_testbed_argv(&j->tb, host, cmd, argv, cap + 8) == 0) {
         rc = -E2BIG;
-        set_err(err, errlen, "rank %u's command line is too long", r);
+        set_err_msg(err, errlen, "rank %u's command line is too long", r);
         goto out;
     }
     if (pipe2(p, O_CLOEXEC) != 0) {
         rc = -errno;
-        set_err(err, errlen, "pipe: %s", strerror(errno));
+        set_err_msg(err, errlen, "pipe: %s", strerror(errno));
         goto out;
     }
     launch_spec_t spec = {argv, NULL, LAUNCH_DEVNULL, p[1], LAUNCH_INHERIT, 1, 0};

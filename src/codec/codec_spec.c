@@ -33,7 +33,7 @@ int codec_parse(const char *text, codec_spec_t *out, char *err, size_t errlen)
 {
     codec_spec_t s = {CODEC_NONE, 0.0};
     if (!text || !out) {
-        set_err(err, errlen, "no compression mode given");
+        set_err_msg(err, errlen, "no compression mode given");
         return -EINVAL;
     }
     if (strcmp(text, "none") == 0) {
@@ -62,13 +62,13 @@ int codec_parse(const char *text, codec_spec_t *out, char *err, size_t errlen)
             goto bad_value;
         s.param = a;
     } else {
-        set_err(err, errlen, "unknown compression mode '%s' (expected %s)", text, SPELLINGS);
+        set_err_msg(err, errlen, "unknown compression mode '%s' (expected %s)", text, SPELLINGS);
         return -EINVAL;
     }
     *out = s;
     return 0;
 bad_value:
-    set_err(err, errlen, "bad value in compression mode '%s' (expected %s)", text, SPELLINGS);
+    set_err_msg(err, errlen, "bad value in compression mode '%s' (expected %s)", text, SPELLINGS);
     return -EINVAL;
 }
 

@@ -79,7 +79,7 @@ static int apply_link_spec(struct fabric *f, const char *spec, int which, char *
         return 0;
     char buf[1024];
     if (strlen(spec) >= sizeof(buf)) {
-        set_err(err, errlen, "link spec too long");
+        set_err_msg(err, errlen, "link spec too long");
         return -EINVAL;
     }
     const char *what = which == 0 ? "delay" : which == 1 ? "jitter" : "loss";
@@ -88,7 +88,7 @@ static int apply_link_spec(struct fabric *f, const char *spec, int which, char *
     if (!strchr(buf, '=')) {
         uint64_t ns;
         if (parse_link_value(which, buf, &ns) != 0) {
-            set_err(err, errlen, "bad %s '%s' (expected e.g. %s)", what, spec, example);
+            set_err_msg(err, errlen, "bad %s '%s' (expected e.g. %s)", what, spec, example);
             return -EINVAL;
         }
         for (uint32_t p = 0; p < f->cpu; p++)
@@ -100,7 +100,7 @@ static int apply_link_spec(struct fabric *f, const char *spec, int which, char *
         char *eq = strchr(item, '=');
         uint64_t ns;
         if (!eq || parse_link_value(which, eq + 1, &ns) != 0) {
-            set_err(err, errlen, "bad %s item '%s' (expected IF=V, e.g. p1=%s)", what, item,
+            set_err_msg(err, errlen, "bad %s item '%s' (expected IF=V, e.g. p1=%s)", what, item,
                     which < 2 ? "25us" : "0.01");
             return -EINVAL;
         }
@@ -109,7 +109,7 @@ static int apply_link_spec(struct fabric *f, const char *spec, int which, char *
         while (p < f->cpu && strcmp(f->ports[p].name, item) != 0)
             p++;
         if (p == f->cpu) {
-            set_err(err, errlen, "%s for '%s', which is not a port", what, item);
+            set_err_msg(err, errlen, "%s for '%s', which is not a port", what, item);
             return -EINVAL;
         }
         *link_field(&f->ports[p], which) = ns;
@@ -136,7 +136,7 @@ static int parse_config(struct fabric *f, const fabric_config_t *c, char *err, s
 {
     char ip[64];
     if (!c->ip || strlen(c->ip) >= sizeof(ip)) {
-        set_err(err, errlen, "the fabric needs the switch's IP address (--l2-ip A.B.C.D/P)");
+        set_err_msg(err, errlen, "the fabric needs the switch's IP address (--l2-ip A.B.C.D/P)");
         return -EINVAL;
     }
     snprintf(ip, sizeof(ip), "%s", c->ip);
@@ -146,7 +146,7 @@ static int parse_config(struct fabric *f, const fabric_config_t *c, char *err, s
         char *end;
         long p = strtol(slash + 1, &end, 10);
         if (*end || end == slash + 1 || p < 1 || p > 32) {
-            set_err(err, errlen, "bad prefix length in '%s'", c->ip);
+            set_err_msg(err, errlen, "bad prefix length in '%s'", c->ip);
             return -EINVAL;
         }
         f->prefix = (int)p;
@@ -154,14 +154,14 @@ static int parse_config(struct fabric *f, const fabric_config_t *c, char *err, s
     }
     struct in_addr a;
     if (inet_pton(AF_INET, ip, &a) != 1 || a.s_addr == 0) {
-        set_err(err, errlen, "bad switch IP '%s' (expected A.B.C.D[/PREFIX])", c->ip);
+        set_err_msg(err, errlen, "bad switch IP '%s' (expected A.B.C.D[/PREFIX])", c->ip);
         return -EINVAL;
     }
     f->ip = a.s_addr;
     inet_ntop(AF_INET, &a, f->ip_text, sizeof(f->ip_text));
     if (c->mac) {
         if (parse_mac(c->mac, f->mac) != 0) {
-            set_err(err, errlen, "bad switch MAC '%s' (expected a unicast xx:xx:xx:xx:xx:xx)",
+            set_err_msg(err, errlen, "bad switch MAC '%s' (expected a unicast xx:xx:xx:xx:xx:xx)",
                     c->mac);
             return -EINVAL;
         }
@@ -171,38 +171,38 @@ static int parse_config(struct fabric *f, const fabric_config_t *c, char *err, s
         memcpy(f->mac, m, 6);
     }
     if (c->queues == 0 || c->queues > FABRIC_LINK_MAX_QUEUES) {
-        set_err(err, errlen, "the fabric serves 1..%u aggregation queues", FABRIC_LINK_MAX_QUEUES);
+        set_err_msg(err, errlen, "the fabric serves 1..%u aggregation queues", FABRIC_LINK_MAX_QUEUES);
         return -EINVAL;
     }
     if (c->agg_port == 0 || (uint32_t)c->agg_port + c->queues > 65536) {
-        set_err(err, errlen, "the fabric needs a fixed UDP port for aggregation (not 0)");
+        set_err_msg(err, errlen, "the fabric needs a fixed UDP port for aggregation (not 0)");
         return -EINVAL;
     }
     char list[1024];
     if (!c->ports || !*c->ports || strlen(c->ports) >= sizeof(list)) {
-        set_err(err, errlen, "no ports given (--l2 IF1,IF2,...)");
+        set_err_msg(err, errlen, "no ports given (--l2 IF1,IF2,...)");
         return -EINVAL;
     }
     snprintf(list, sizeof(list), "%s", c->ports);
     char *save = NULL;
     for (char *n = strtok_r(list, ",", &save); n; n = strtok_r(NULL, ",", &save)) {
         if (f->nports + 1 >= FABRIC_MAX_PORTS) {
-            set_err(err, errlen, "at most %d ports", FABRIC_MAX_PORTS - 1);
+            set_err_msg(err, errlen, "at most %d ports", FABRIC_MAX_PORTS - 1);
             return -EINVAL;
         }
         if (strlen(n) >= IFNAMSIZ) {
-            set_err(err, errlen, "bad interface name '%s'", n);
+            set_err_msg(err, errlen, "bad interface name '%s'", n);
             return -EINVAL;
         }
         for (uint32_t p = 0; p < f->nports; p++)
             if (strcmp(f->ports[p].name, n) == 0) {
-                set_err(err, errlen, "port '%s' given twice", n);
+                set_err_msg(err, errlen, "port '%s' given twice", n);
                 return -EINVAL;
             }
         snprintf(f->ports[f->nports++].name, IFNAMSIZ, "%s", n);
     }
     if (f->nports == 0) {
-        set_err(err, errlen, "no ports given (--l2 IF1,IF2,...)");
+        set_err_msg(err, errlen, "no ports given (--l2 IF1,IF2,...)");
         return -EINVAL;
     }
     f->cpu = f->nports++;
@@ -219,7 +219,7 @@ static int parse_config(struct fabric *f, const fabric_config_t *c, char *err, s
     atomic_store(&f->agg_ports, mask);
     uint32_t add = WIRE_ADD_ANY;
     if (c->add_mode && wire_add_mode_parse(c->add_mode, &add) != 0) {
-        set_err(err, errlen, "bad add mode '%s' (expected any, fixed or float)", c->add_mode);
+        set_err_msg(err, errlen, "bad add mode '%s' (expected any, fixed or float)", c->add_mode);
         return -EINVAL;
     }
     atomic_store(&f->add_mode, add);
@@ -230,7 +230,7 @@ static int parse_config(struct fabric *f, const fabric_config_t *c, char *err, s
     }
     f->threads = c->threads ? c->threads : 1;
     if (f->threads > 2) {
-        set_err(err, errlen, "the fabric runs on 1 or 2 threads (--fabric-threads), not %u",
+        set_err_msg(err, errlen, "the fabric runs on 1 or 2 threads (--fabric-threads), not %u",
                 f->threads);
         return -EINVAL;
     }
@@ -273,7 +273,7 @@ int fabric_start(const fabric_config_t *c, fabric_t **out, char *err, size_t err
         err[0] = 0;
     struct fabric *f = calloc(1, sizeof(*f));
     if (!f) {
-        set_err(err, errlen, "out of memory");
+        set_err_msg(err, errlen, "out of memory");
         return -ENOMEM;
     }
     f->link.tx_efd = -1;
@@ -308,7 +308,7 @@ int fabric_start(const fabric_config_t *c, fabric_t **out, char *err, size_t err
                     port->agg_fd[k] = rc;
                     rc = 0;
                 } else {
-                    set_err(err, errlen, "port %s: a send socket for results: %s",
+                    set_err_msg(err, errlen, "port %s: a send socket for results: %s",
                             port->name, strerror(-rc));
                 }
             }
@@ -361,7 +361,7 @@ int fabric_start(const fabric_config_t *c, fabric_t **out, char *err, size_t err
     }
     if (rc != 0) {
         if (!err[0])
-            set_err(err, errlen, "starting the fabric: %s", strerror(-rc));
+            set_err_msg(err, errlen, "starting the fabric: %s", strerror(-rc));
         fabric_stop(f);
         return rc;
     }

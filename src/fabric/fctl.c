@@ -32,7 +32,7 @@ int fabric_ports_mask(const struct fabric *f, const char *spec, uint64_t *mask, 
     }
     char buf[WIRE_FABRIC_PORTS_MAX];
     if (!*spec || strlen(spec) >= sizeof(buf)) {
-        set_err(err, errlen, "bad aggregation port list (expected IF,IF,..., all or none)");
+        set_err_msg(err, errlen, "bad aggregation port list (expected IF,IF,..., all or none)");
         return -EINVAL;
     }
     snprintf(buf, sizeof(buf), "%s", spec);
@@ -43,7 +43,7 @@ int fabric_ports_mask(const struct fabric *f, const char *spec, uint64_t *mask, 
         while (p < f->cpu && strcmp(f->ports[p].name, n) != 0)
             p++;
         if (p == f->cpu) {
-            set_err(err, errlen, "aggregation port '%.20s' is not one of the fabric's ports", n);
+            set_err_msg(err, errlen, "aggregation port '%.20s' is not one of the fabric's ports", n);
             return -EINVAL;
         }
         m |= 1ull << p;

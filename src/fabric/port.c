@@ -387,13 +387,13 @@ int fabric_port_open(const fabric_port_config_t *pc, const transport_config_t *c
 {
     fabric_link_t *link = pc->link;
     if (!link || cfg->queue >= link->nqueues) {
-        set_err(err, errlen, "fabric port: queue %u beyond the fabric's %u", cfg->queue,
+        set_err_msg(err, errlen, "fabric port: queue %u beyond the fabric's %u", cfg->queue,
                 link ? link->nqueues : 0);
         return -EINVAL;
     }
     port_endpoint_t *e = calloc(1, sizeof(*e));
     if (!e) {
-        set_err(err, errlen, "out of memory");
+        set_err_msg(err, errlen, "out of memory");
         return -ENOMEM;
     }
     e->base.ops = &port_ops;
@@ -409,7 +409,7 @@ int fabric_port_open(const fabric_port_config_t *pc, const transport_config_t *c
     e->flows = calloc(PORT_FLOWS, sizeof(flow_ent_t));
     int rc = 0;
     if (!e->arena || !e->bufs || !e->flows) {
-        set_err(err, errlen, "out of memory");
+        set_err_msg(err, errlen, "out of memory");
         rc = -ENOMEM;
     } else {
         uint32_t rows = pc->resbuf_rows, depth = pc->resbuf_depth;
@@ -417,7 +417,7 @@ int fabric_port_open(const fabric_port_config_t *pc, const transport_config_t *c
             rows = ROCE_RESBUF_ROWS, depth = ROCE_RESBUF_DEPTH;
         rc = roce_resbuf_init(&e->resbuf, rows, depth);
         if (rc != 0)
-            set_err(err, errlen, "roce: a result buffer of %u x %u frames: %s", rows, depth,
+            set_err_msg(err, errlen, "roce: a result buffer of %u x %u frames: %s", rows, depth,
                     rc == -EINVAL ? "too large" : "out of memory");
     }
     if (rc != 0) {

@@ -20,7 +20,7 @@
 static int fail(int fd, int sock, int e, char *err, size_t errlen, const char *name,
                 const char *what)
 {
-    set_err(err, errlen, "internal port %s: %s: %s", name, what, strerror(e));
+    set_err_msg(err, errlen, "internal port %s: %s: %s", name, what, strerror(e));
     if (fd >= 0)
         close(fd);
     if (sock >= 0)
@@ -32,7 +32,7 @@ int tapdev_open(const char *name, const uint8_t mac[6], uint32_t ip, int prefix,
                 char *err, size_t errlen)
 {
     if (!name || !*name || strlen(name) >= IFNAMSIZ) {
-        set_err(err, errlen, "bad internal port name '%s'", name ? name : "");
+        set_err_msg(err, errlen, "bad internal port name '%s'", name ? name : "");
         return -EINVAL;
     }
     int fd = open("/dev/net/tun", O_RDWR | O_NONBLOCK | O_CLOEXEC);

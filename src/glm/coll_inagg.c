@@ -29,7 +29,7 @@ static int local_start(glm_coll_t *c, float *buf, size_t n, size_t h)
 {
     (void)buf, (void)n;
     if (h >= c->max_inflight) {
-        set_err(c->err, sizeof(c->err), "local collective: handle %zu out of range", h);
+        set_err_msg(c->err, sizeof(c->err), "local collective: handle %zu out of range", h);
         return -1;
     }
     return 0;
@@ -50,7 +50,7 @@ int glm_coll_local_create(glm_coll_t **out, char *err, size_t errlen)
 {
     glm_coll_t *c = calloc(1, sizeof(*c));
     if (!c) {
-        set_err(err, errlen, "out of memory");
+        set_err_msg(err, errlen, "out of memory");
         return -1;
     }
     c->ops = &local_ops;
@@ -78,11 +78,11 @@ static int fail(glm_coll_t *c, const char *what, inagg_result_t rc)
 {
     inagg_impl_t *im = c->impl;
     const char *detail = inagg_last_error(im->comm);
-    set_err(c->err, sizeof(c->err), "rank %u: %s: %s%s%s%s", c->rank, what, inagg_strerror(rc),
+    set_err_msg(c->err, sizeof(c->err), "rank %u: %s: %s%s%s%s", c->rank, what, inagg_strerror(rc),
             detail[0] ? " (" : "", detail, detail[0] ? ")" : "");
     if (rc == INAGG_ERR_NONFINITE) {
         size_t len = strlen(c->err);
-        set_err(c->err + len, sizeof(c->err) - len,
+        set_err_msg(c->err + len, sizeof(c->err) - len,
                 "; the model diverged to NaN/Inf: lower --lr");
     }
     return -1;
@@ -106,7 +106,7 @@ static int inagg_coll_allreduce_exact(glm_coll_t *c, float *buf, size_t n)
         return 0;
     inagg_result_t rc = inagg_allreduce(im->exact, buf, buf, n, INAGG_FLOAT32, INAGG_SUM);
     if (rc != INAGG_OK)
-        set_err(c->err, sizeof(c->err), "rank %u: uncompressed allreduce: %s (%s)", c->rank,
+        set_err_msg(c->err, sizeof(c->err), "rank %u: uncompressed allreduce: %s (%s)", c->rank,
                 inagg_strerror(rc), inagg_last_error(im->exact));
     return rc == INAGG_OK ? 0 : -1;
 }
@@ -115,7 +115,7 @@ static int inagg_coll_start(glm_coll_t *c, float *buf, size_t n, size_t h)
 {
     inagg_impl_t *im = c->impl;
     if (h >= c->max_inflight || im->reqs[h] || n > c->max_small || n == 0) {
-        set_err(c->err, sizeof(c->err),
+        set_err_msg(c->err, sizeof(c->err),
                 "rank %u: small allreduce of %zu elements on handle %zu: invalid (handles "
                 "0..%zu, at most %zu elements, handle %s)",
                 c->rank, n, h, c->max_inflight - 1, c->max_small,
@@ -137,7 +137,7 @@ static int inagg_coll_wait(glm_coll_t *c, size_t h)
 {
     inagg_impl_t *im = c->impl;
     if (h >= c->max_inflight || !im->reqs[h]) {
-        set_err(c->err, sizeof(c->err), "rank %u: wait on handle %zu that was not started",
+        set_err_msg(c->err, sizeof(c->err), "rank %u: wait on handle %zu that was not started",
                 c->rank, h);
         return -1;
     }
@@ -198,7 +198,7 @@ int glm_coll_inagg_create(glm_coll_t **out, const char *switch_addr, const char 
     if (!c || !im || !(im->reqs = calloc(slots, sizeof(*im->reqs)))) {
         free(im);
         free(c);
-        set_err(err, errlen, "rank %u: out of memory", rank);
+        set_err_msg(err, errlen, "rank %u: out of memory", rank);
         return -1;
     }
     inagg_options_t opts = INAGG_OPTIONS_INIT;
@@ -233,7 +233,7 @@ int glm_coll_inagg_create(glm_coll_t **out, const char *switch_addr, const char 
     inagg_result_t rc =
         inagg_comm_create(&im->comm, switch_addr, job, rank, world, &opts, detail, sizeof(detail));
     if (rc != INAGG_OK) {
-        set_err(err, errlen, "rank %u: joining job %s on the switch at %s (%s): %s%s%s", rank,
+        set_err_msg(err, errlen, "rank %u: joining job %s on the switch at %s (%s): %s%s%s", rank,
                 job, switch_addr, p4sgd ? "p4sgd" : "switchml", inagg_strerror(rc),
                 detail[0] ? ": " : "", detail);
         free(im->reqs);
@@ -251,7 +251,7 @@ int glm_coll_inagg_create(glm_coll_t **out, const char *switch_addr, const char 
         rc = inagg_comm_create(&im->exact, switch_addr, xjob, rank, world, &xo, detail,
                                sizeof(detail));
         if (rc != INAGG_OK) {
-            set_err(err, errlen, "rank %u: joining job %s on the switch at %s: %s%s%s", rank,
+            set_err_msg(err, errlen, "rank %u: joining job %s on the switch at %s: %s%s%s", rank,
                     xjob, switch_addr, inagg_strerror(rc), detail[0] ? ": " : "", detail);
             inagg_comm_destroy(im->comm);
             free(im->reqs);

@@ -112,7 +112,7 @@ static int parse_error(struct parser *p, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(what, sizeof(what), fmt, ap);
     va_end(ap);
-    set_err(p->err, p->errlen, "%s:%zu: %s%s", p->name, p->line_no, what,
+    set_err_msg(p->err, p->errlen, "%s:%zu: %s%s", p->name, p->line_no, what,
             p->last_line_unterminated ? " (truncated last line? the file ends without a newline)"
                                       : "");
     return -1;
@@ -386,14 +386,14 @@ static int parser_finish(struct parser *p, glm_dataset_t *out)
     char *err = p->err;
     size_t errlen = p->errlen;
     if (p->rows == 0) {
-        set_err(err, errlen, "%s:%zu: empty file (no samples)", p->name,
+        set_err_msg(err, errlen, "%s:%zu: empty file (no samples)", p->name,
                 p->line_no ? p->line_no : 1);
         parser_release(p);
         return -1;
     }
     uint64_t limit = glm_feature_limit(&p->limits, p->nnz);
     if ((uint64_t)p->max_index > limit) {
-        set_err(err, errlen,
+        set_err_msg(err, errlen,
                 "%s: feature index %zu is past the limit of %llu features for %zu nonzeros "
                 "(the model has one weight per index up to the largest; renumber the features "
                 "densely, or set INAGG_MAX_FEATURES to allow more)",
@@ -421,7 +421,7 @@ static int parser_finish(struct parser *p, glm_dataset_t *out)
         out->col = p->col ? p->col : malloc(sizeof(uint32_t));
         out->val = p->val ? p->val : malloc(sizeof(float));
         if (!out->col || !out->val) {
-            set_err(err, errlen, "%s: out of memory", p->name);
+            set_err_msg(err, errlen, "%s: out of memory", p->name);
             free(out->col);
             free(out->val);
             free(out->row_ptr);
@@ -442,7 +442,7 @@ int glm_parse_libsvm_limited(const char *buf, size_t len, const char *name,
         .name = name ? name : "(buffer)", .kind = kind, .err = err, .errlen = errlen};
     p.limits = limits ? *limits : glm_read_limits_default();
     if ((uint64_t)len > p.limits.max_input_bytes) {
-        set_err(err, errlen, "%s: %zu bytes is more than the limit of %llu (INAGG_MAX_INPUT_BYTES)",
+        set_err_msg(err, errlen, "%s: %zu bytes is more than the limit of %llu (INAGG_MAX_INPUT_BYTES)",
                 p.name, len, (unsigned long long)p.limits.max_input_bytes);
         return -1;
     }
@@ -481,7 +481,7 @@ static int parse_fd(struct parser *p, int fd, const char *path)
     uint64_t total = 0;
     int rc = -1;
     if (!chunk) {
-        set_err(p->err, p->errlen, "%s: out of memory", path);
+        set_err_msg(p->err, p->errlen, "%s: out of memory", path);
         return -1;
     }
     for (;;) {
@@ -489,7 +489,7 @@ static int parse_fd(struct parser *p, int fd, const char *path)
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0) {
-            set_err(p->err, p->errlen, "%s: cannot read after %zu lines: %s", path, p->line_no,
+            set_err_msg(p->err, p->errlen, "%s: cannot read after %zu lines: %s", path, p->line_no,
                     strerror(errno));
             goto out;
         }
@@ -497,7 +497,7 @@ static int parse_fd(struct parser *p, int fd, const char *path)
             break;
         total += (uint64_t)n;
         if (total > p->limits.max_input_bytes) {
-            set_err(p->err, p->errlen,
+            set_err_msg(p->err, p->errlen,
                     "%s: more than %llu bytes (stopped at line %zu; set INAGG_MAX_INPUT_BYTES "
                     "to read more)",
                     path, (unsigned long long)p->limits.max_input_bytes, p->line_no + 1);
@@ -521,7 +521,7 @@ static int parse_fd(struct parser *p, int fd, const char *path)
                     goto out;
                 }
                 if (grow((void **)&pend, &pend_cap, pend_len + seg, 1, 0) != 0) {
-                    set_err(p->err, p->errlen, "%s: out of memory", path);
+                    set_err_msg(p->err, p->errlen, "%s: out of memory", path);
                     goto out;
                 }
                 memcpy(pend + pend_len, pos, seg);
@@ -553,17 +553,17 @@ int glm_load_libsvm_limited(const char *path, enum glm_label_kind kind,
     memset(out, 0, sizeof(*out));
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
-        set_err(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        set_err_msg(err, errlen, "%s: cannot open: %s", path, strerror(errno));
         return -1;
     }
     struct stat st;
     if (fstat(fd, &st) != 0) {
-        set_err(err, errlen, "%s: cannot stat: %s", path, strerror(errno));
+        set_err_msg(err, errlen, "%s: cannot stat: %s", path, strerror(errno));
         close(fd);
         return -1;
     }
     if (S_ISDIR(st.st_mode)) {
-        set_err(err, errlen, "%s: cannot read: is a directory", path);
+        set_err_msg(err, errlen, "%s: cannot read: is a directory", path);
         close(fd);
         return -1;
     }

@@ -107,7 +107,7 @@ int glm_dataset_column_slice(const glm_dataset_t *src, size_t c0, size_t c1, glm
 {
     memset(out, 0, sizeof(*out));
     if (c0 > c1 || c1 > src->cols) {
-        set_err(err, errlen, "column slice [%zu, %zu) is not within [0, %zu)", c0, c1, src->cols);
+        set_err_msg(err, errlen, "column slice [%zu, %zu) is not within [0, %zu)", c0, c1, src->cols);
         return -1;
     }
     size_t nnz = 0;
@@ -117,7 +117,7 @@ int glm_dataset_column_slice(const glm_dataset_t *src, size_t c0, size_t c1, glm
         nnz += b - a;
     }
     if (alloc_like(src, src->rows, nnz, out) != 0) {
-        set_err(err, errlen, "column slice [%zu, %zu): out of memory", c0, c1);
+        set_err_msg(err, errlen, "column slice [%zu, %zu): out of memory", c0, c1);
         return -1;
     }
     size_t k = 0;
@@ -142,12 +142,12 @@ int glm_dataset_row_slice(const glm_dataset_t *src, size_t r0, size_t r1, glm_da
 {
     memset(out, 0, sizeof(*out));
     if (r0 > r1 || r1 > src->rows) {
-        set_err(err, errlen, "row slice [%zu, %zu) is not within [0, %zu)", r0, r1, src->rows);
+        set_err_msg(err, errlen, "row slice [%zu, %zu) is not within [0, %zu)", r0, r1, src->rows);
         return -1;
     }
     size_t base = src->row_ptr[r0], nnz = src->row_ptr[r1] - base;
     if (alloc_like(src, r1 - r0, nnz, out) != 0) {
-        set_err(err, errlen, "row slice [%zu, %zu): out of memory", r0, r1);
+        set_err_msg(err, errlen, "row slice [%zu, %zu): out of memory", r0, r1);
         return -1;
     }
     for (size_t r = r0; r <= r1; r++)
@@ -168,7 +168,7 @@ int glm_dataset_row_slice(const glm_dataset_t *src, size_t r0, size_t r1, glm_da
 int glm_dataset_quantize(glm_dataset_t *d, int bits, char *err, size_t errlen)
 {
     if (bits != 8 && bits != 4) {
-        set_err(err, errlen, "quantize: %d bits is not supported (expected 8 or 4)", bits);
+        set_err_msg(err, errlen, "quantize: %d bits is not supported (expected 8 or 4)", bits);
         return -1;
     }
     const int qmax = (1 << (bits - 1)) - 1;
@@ -177,7 +177,7 @@ int glm_dataset_quantize(glm_dataset_t *d, int bits, char *err, size_t errlen)
     if (!qval || !scale) {
         free(qval);
         free(scale);
-        set_err(err, errlen, "quantize: out of memory");
+        set_err_msg(err, errlen, "quantize: out of memory");
         return -1;
     }
     for (size_t c = 0; c < d->cols; c++)

@@ -106,29 +106,29 @@ static int parse_spec(const char *spec, struct shape *sh, char *err, size_t errl
         dense = 0;
         p = spec + 7;
     } else {
-        set_err(err, errlen, "synthetic spec '%s': unknown name (%s)", spec, expected);
+        set_err_msg(err, errlen, "synthetic spec '%s': unknown name (%s)", spec, expected);
         return -1;
     }
     const char *form = dense ? "dense:SxD" : "sparse:SxD:DENSITY";
     if (parse_count(&p, &sh->samples) != 0 || *p != 'x') {
-        set_err(err, errlen, "synthetic spec '%s': expected %s with S a sample count", spec, form);
+        set_err_msg(err, errlen, "synthetic spec '%s': expected %s with S a sample count", spec, form);
         return -1;
     }
     p++;
     if (parse_count(&p, &sh->features) != 0) {
-        set_err(err, errlen, "synthetic spec '%s': expected %s with D a feature count", spec,
+        set_err_msg(err, errlen, "synthetic spec '%s': expected %s with D a feature count", spec,
                 form);
         return -1;
     }
     if (dense) {
         if (*p != '\0') {
-            set_err(err, errlen, "synthetic spec '%s': unexpected '%s' after dense:SxD", spec, p);
+            set_err_msg(err, errlen, "synthetic spec '%s': unexpected '%s' after dense:SxD", spec, p);
             return -1;
         }
         sh->density = 0.0;
     } else {
         if (*p != ':') {
-            set_err(err, errlen, "synthetic spec '%s': expected sparse:SxD:DENSITY", spec);
+            set_err_msg(err, errlen, "synthetic spec '%s': expected sparse:SxD:DENSITY", spec);
             return -1;
         }
         p++;
@@ -136,18 +136,18 @@ static int parse_spec(const char *spec, struct shape *sh, char *err, size_t errl
         double dens = (*p >= '0' && *p <= '9') || *p == '.' ? strtod(p, &end) : 0.0;
         if (!((*p >= '0' && *p <= '9') || *p == '.') || *end != '\0' || !(dens > 0.0) ||
             !(dens <= 1.0)) {
-            set_err(err, errlen, "synthetic spec '%s': density '%s' must be a number in (0, 1]",
+            set_err_msg(err, errlen, "synthetic spec '%s': density '%s' must be a number in (0, 1]",
                     spec, p);
             return -1;
         }
         sh->density = dens;
     }
     if (sh->samples == 0 || sh->features == 0) {
-        set_err(err, errlen, "synthetic spec '%s': S and D must be at least 1", spec);
+        set_err_msg(err, errlen, "synthetic spec '%s': S and D must be at least 1", spec);
         return -1;
     }
     if (sh->features > UINT32_MAX) {
-        set_err(err, errlen, "synthetic spec '%s': at most %u features", spec,
+        set_err_msg(err, errlen, "synthetic spec '%s': at most %u features", spec,
                 (unsigned)UINT32_MAX);
         return -1;
     }
@@ -326,7 +326,7 @@ int glm_synthetic(const char *spec, uint64_t seed, enum glm_label_kind kind, glm
 {
     memset(out, 0, sizeof(*out));
     if (!spec) {
-        set_err(err, errlen, "synthetic spec is missing");
+        set_err_msg(err, errlen, "synthetic spec is missing");
         return -1;
     }
     struct shape sh;
@@ -346,7 +346,7 @@ int glm_synthetic(const char *spec, uint64_t seed, enum glm_label_kind kind, glm
     }
     const uint64_t k_max = k0 + jitter < D ? k0 + jitter : D;
     if (k_max > SYNTH_MAX_NNZ || S > SYNTH_MAX_NNZ / k_max) {
-        set_err(err, errlen,
+        set_err_msg(err, errlen,
                 "synthetic spec '%s': %llu x %llu nonzeros is more than the limit of %llu", spec,
                 (unsigned long long)S, (unsigned long long)k_max,
                 (unsigned long long)SYNTH_MAX_NNZ);
@@ -366,7 +366,7 @@ int glm_synthetic(const char *spec, uint64_t seed, enum glm_label_kind kind, glm
     int sampler_ok = dense ? 1 : sampler_init(&cs, D, k_max) == 0;
     if (!out->row_ptr || !out->label || !out->col || !out->val || !w_star || !margin ||
         !sampler_ok) {
-        set_err(err, errlen, "synthetic spec '%s': out of memory", spec);
+        set_err_msg(err, errlen, "synthetic spec '%s': out of memory", spec);
         free(w_star);
         free(margin);
         if (!dense && sampler_ok)
@@ -435,11 +435,11 @@ int glm_split_tail(const glm_dataset_t *src, double test_fraction, glm_dataset_t
     memset(train, 0, sizeof(*train));
     memset(test, 0, sizeof(*test));
     if (!(test_fraction > 0.0 && test_fraction < 1.0)) {
-        set_err(err, errlen, "test fraction %g is not in (0, 1)", test_fraction);
+        set_err_msg(err, errlen, "test fraction %g is not in (0, 1)", test_fraction);
         return -1;
     }
     if (src->rows < 2) {
-        set_err(err, errlen, "cannot split %zu rows into train and test", src->rows);
+        set_err_msg(err, errlen, "cannot split %zu rows into train and test", src->rows);
         return -1;
     }
     size_t n_test = (size_t)nearbyint(test_fraction * (double)src->rows);

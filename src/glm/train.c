@@ -69,47 +69,47 @@ double glm_epoch_lr(double lr, glm_lr_schedule_t s, uint32_t e)
 int glm_train_check(const glm_train_config_t *cfg, size_t world, char *err, size_t errlen)
 {
     if (cfg->batch < 1) {
-        set_err(err, errlen, "the mini-batch size must be at least 1");
+        set_err_msg(err, errlen, "the mini-batch size must be at least 1");
         return -1;
     }
     if (cfg->micro_batch < 1 || cfg->micro_batch > cfg->batch) {
-        set_err(err, errlen, "the micro-batch size (%zu) must be in 1..batch (%zu)",
+        set_err_msg(err, errlen, "the micro-batch size (%zu) must be in 1..batch (%zu)",
                 cfg->micro_batch, cfg->batch);
         return -1;
     }
     if (cfg->epochs < 1) {
-        set_err(err, errlen, "at least one epoch is needed");
+        set_err_msg(err, errlen, "at least one epoch is needed");
         return -1;
     }
     if (!(cfg->lr >= 0) || !isfinite(cfg->lr) || !isfinite(cfg->l2)) {
-        set_err(err, errlen, "the learning rate and l2 must be finite, the rate >= 0");
+        set_err_msg(err, errlen, "the learning rate and l2 must be finite, the rate >= 0");
         return -1;
     }
     if (cfg->optimizer < 0 || cfg->optimizer > 1 + OPTIM_SMORMS3) {
-        set_err(err, errlen, "unknown optimizer %d", cfg->optimizer);
+        set_err_msg(err, errlen, "unknown optimizer %d", cfg->optimizer);
         return -1;
     }
     if (cfg->optimizer && cfg->mode != GLM_MODE_DATA) {
-        set_err(err, errlen, "an optimizer (--optimizer) applies to data mode: model mode "
+        set_err_msg(err, errlen, "an optimizer (--optimizer) applies to data mode: model mode "
                 "updates each worker's slice with plain SGD");
         return -1;
     }
     if (cfg->in_switch && !cfg->optimizer) {
-        set_err(err, errlen, "--in-switch needs --optimizer");
+        set_err_msg(err, errlen, "--in-switch needs --optimizer");
         return -1;
     }
     if (cfg->mode == GLM_MODE_SINGLE && world != 1) {
-        set_err(err, errlen, "single mode runs on one process (world %zu)", world);
+        set_err_msg(err, errlen, "single mode runs on one process (world %zu)", world);
         return -1;
     }
     if (cfg->mode != GLM_MODE_SINGLE && cfg->mode != GLM_MODE_MODEL &&
         cfg->mode != GLM_MODE_DATA) {
-        set_err(err, errlen, "unknown training mode %d", (int)cfg->mode);
+        set_err_msg(err, errlen, "unknown training mode %d", (int)cfg->mode);
         return -1;
     }
     if (cfg->objective != GLM_OBJ_LOGISTIC && cfg->objective != GLM_OBJ_SQUARED &&
         cfg->objective != GLM_OBJ_HINGE) {
-        set_err(err, errlen, "unknown objective %d", (int)cfg->objective);
+        set_err_msg(err, errlen, "unknown objective %d", (int)cfg->objective);
         return -1;
     }
     return 0;
@@ -123,11 +123,11 @@ int glm_load_inputs(const char *data_path, const char *synthetic, const char *te
     memset(test, 0, sizeof(*test));
     enum glm_label_kind kind = o == GLM_OBJ_SQUARED ? GLM_LABELS_REAL : GLM_LABELS_BINARY;
     if ((data_path != NULL) == (synthetic != NULL)) {
-        set_err(err, errlen, "give exactly one of a data file and a synthetic spec");
+        set_err_msg(err, errlen, "give exactly one of a data file and a synthetic spec");
         return -1;
     }
     if (precision != 32 && precision != 8 && precision != 4) {
-        set_err(err, errlen, "precision must be 32, 8 or 4 bits (got %d)", precision);
+        set_err_msg(err, errlen, "precision must be 32, 8 or 4 bits (got %d)", precision);
         return -1;
     }
     int rc = data_path ? glm_load_libsvm(data_path, kind, train, err, errlen)
@@ -148,7 +148,7 @@ int glm_load_inputs(const char *data_path, const char *synthetic, const char *te
         glm_dataset_set_cols(train, cols);
         glm_dataset_set_cols(test, cols);
         if (train->cols != cols || test->cols != cols) {
-            set_err(err, errlen, "out of memory matching the test set's features");
+            set_err_msg(err, errlen, "out of memory matching the test set's features");
             glm_dataset_free(train);
             glm_dataset_free(test);
             return -1;
@@ -176,7 +176,7 @@ static int prepare(trainer_t *t)
     if (cfg->mode == GLM_MODE_MODEL && W > 1) {
         size_t *bounds = calloc(W + 1, sizeof(size_t));
         if (!bounds) {
-            set_err(t->err, t->errlen, "rank %u: out of memory", r);
+            set_err_msg(t->err, t->errlen, "rank %u: out of memory", r);
             return -1;
         }
         glm_partition_columns(full, (int)W, bounds);
@@ -187,7 +187,7 @@ static int prepare(trainer_t *t)
         if (glm_dataset_column_slice(full, t->c0, t->c1, &t->own, e, sizeof(e)) != 0 ||
             (t->test &&
              glm_dataset_column_slice(t->test, t->c0, t->c1, &t->own_test, e, sizeof(e)) != 0)) {
-            set_err(t->err, t->errlen, "rank %u: slicing features: %s", r, e);
+            set_err_msg(t->err, t->errlen, "rank %u: slicing features: %s", r, e);
             return -1;
         }
         t->d = &t->own;
@@ -201,7 +201,7 @@ static int prepare(trainer_t *t)
         if (glm_dataset_row_slice(full, t->r0, t->r1, &t->own, e, sizeof(e)) != 0 ||
             (t->test &&
              glm_dataset_row_slice(t->test, t->t0, t->t1, &t->own_test, e, sizeof(e)) != 0)) {
-            set_err(t->err, t->errlen, "rank %u: slicing samples: %s", r, e);
+            set_err_msg(t->err, t->errlen, "rank %u: slicing samples: %s", r, e);
             return -1;
         }
         t->d = &t->own;
@@ -228,14 +228,14 @@ static int prepare(trainer_t *t)
             t->ocfg = oc;
             char why[160];
             if (optim_check(&oc, why, sizeof(why)) != 0) {
-                set_err(t->err, t->errlen, "optimizer: %s", why);
+                set_err_msg(t->err, t->errlen, "optimizer: %s", why);
                 return -1;
             }
             unsigned words = optim_state_words(&oc);
             if (!cfg->in_switch && words) {
                 t->ostate = malloc(nx * words * sizeof(float));
                 if (!t->ostate) {
-                    set_err(t->err, t->errlen, "rank %u: out of memory", r);
+                    set_err_msg(t->err, t->errlen, "rank %u: out of memory", r);
                     return -1;
                 }
                 optim_state_init(&oc, t->ostate, nx);
@@ -247,15 +247,15 @@ static int prepare(trainer_t *t)
     }
     t->ev = calloc(t->nev, sizeof(float));
     if (trainer_pc_setup(t) != 0) {
-        set_err(t->err, t->errlen, "rank %u: out of memory for the step scaling", r);
+        set_err_msg(t->err, t->errlen, "rank %u: out of memory for the step scaling", r);
         return -1;
     }
     if (trainer_avg_setup(t) != 0) {
-        set_err(t->err, t->errlen, "rank %u: out of memory for the averaged model", r);
+        set_err_msg(t->err, t->errlen, "rank %u: out of memory for the averaged model", r);
         return -1;
     }
     if (!t->x || !t->g || !t->perm || !t->ev || (cfg->mode == GLM_MODE_DATA ? !t->gf : !t->act)) {
-        set_err(t->err, t->errlen, "rank %u: out of memory for %zu features, %zu samples", r,
+        set_err_msg(t->err, t->errlen, "rank %u: out of memory for %zu features, %zu samples", r,
                 D, S);
         return -1;
     }
@@ -307,32 +307,32 @@ int glm_train(const glm_train_config_t *cfg, glm_coll_t *coll, const glm_dataset
     if (final_weights)
         *final_weights = NULL;
     if (!cfg || !coll || !train) {
-        set_err(err, errlen, "glm_train: null argument");
+        set_err_msg(err, errlen, "glm_train: null argument");
         return -1;
     }
     if (glm_train_check(cfg, coll->world, err, errlen) != 0)
         return -1;
     if (train->rows == 0 || train->cols == 0) {
-        set_err(err, errlen, "the training set is empty (%zu samples, %zu features)",
+        set_err_msg(err, errlen, "the training set is empty (%zu samples, %zu features)",
                 train->rows, train->cols);
         return -1;
     }
     if (train->rows > UINT32_MAX) {
-        set_err(err, errlen, "too many samples (%zu)", train->rows);
+        set_err_msg(err, errlen, "too many samples (%zu)", train->rows);
         return -1;
     }
     if (cfg->mode == GLM_MODE_MODEL && train->cols < coll->world) {
-        set_err(err, errlen, "model parallelism needs at least one feature per worker (%zu "
+        set_err_msg(err, errlen, "model parallelism needs at least one feature per worker (%zu "
                 "features, %u workers)", train->cols, coll->world);
         return -1;
     }
     if (test && test->cols != train->cols) {
-        set_err(err, errlen, "the test set has %zu features, the training set %zu", test->cols,
+        set_err_msg(err, errlen, "the test set has %zu features, the training set %zu", test->cols,
                 train->cols);
         return -1;
     }
     if (cfg->mode != GLM_MODE_DATA && cfg->micro_batch > coll->max_small) {
-        set_err(err, errlen, "micro-batch %zu exceeds what one small allreduce carries (%zu)",
+        set_err_msg(err, errlen, "micro-batch %zu exceeds what one small allreduce carries (%zu)",
                 cfg->micro_batch, coll->max_small);
         return -1;
     }
@@ -363,7 +363,7 @@ int glm_train(const glm_train_config_t *cfg, glm_coll_t *coll, const glm_dataset
         su.slice_cols = t.nx;
         su.slice_rows = t.r1 - t.r0;
         if (on_setup(&su, arg) != 0) {
-            set_err(err, errlen, "training stopped by the caller before the first epoch");
+            set_err_msg(err, errlen, "training stopped by the caller before the first epoch");
             goto out;
         }
     }
@@ -398,14 +398,14 @@ int glm_train(const glm_train_config_t *cfg, glm_coll_t *coll, const glm_dataset
             goto out;
         rec.eval_seconds = (double)(util_now_ns() - t1) / 1e9;
         if (on_epoch && on_epoch(&rec, arg) != 0) {
-            set_err(err, errlen, "training stopped by the caller after epoch %u", e);
+            set_err_msg(err, errlen, "training stopped by the caller after epoch %u", e);
             goto out;
         }
     }
     if (final_weights) {
         float *w = calloc(train->cols, sizeof(float));
         if (!w) {
-            set_err(err, errlen, "out of memory");
+            set_err_msg(err, errlen, "out of memory");
             goto out;
         }
         trainer_avg_saved_t saved;

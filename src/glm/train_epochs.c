@@ -15,7 +15,7 @@
 
 static int coll_fail(trainer_t *t)
 {
-    set_err(t->err, t->errlen, "%s", t->coll->err[0] ? t->coll->err : "collective failed");
+    set_err_msg(t->err, t->errlen, "%s", t->coll->err[0] ? t->coll->err : "collective failed");
     return -1;
 }
 
@@ -28,7 +28,7 @@ static int capture(trainer_t *t)
         return 0;
     t->captured++;
     if (cfg->capture(t->gf, t->nx, cfg->capture_arg) != 0) {
-        set_err(t->err, t->errlen, "gradient capture failed (step %u)", t->captured);
+        set_err_msg(t->err, t->errlen, "gradient capture failed (step %u)", t->captured);
         return -1;
     }
     return 0;
@@ -59,7 +59,7 @@ static int progress(trainer_t *t, uint32_t epoch, double fraction)
         return 0;
     t->next_progress_ns = now + (uint64_t)(cfg->progress_ms ? cfg->progress_ms : 200) * 1000000u;
     if (cfg->progress(epoch, fraction, cfg->progress_arg) != 0) {
-        set_err(t->err, t->errlen, "training stopped by the caller");
+        set_err_msg(t->err, t->errlen, "training stopped by the caller");
         return -1;
     }
     return 0;

@@ -138,7 +138,7 @@ int launch_capture(char *const argv[], char *const envp[], unsigned timeout_s,
     cap->status = 0;
     if (pipe2(outp, O_CLOEXEC) != 0 || pipe2(errp, O_CLOEXEC) != 0) {
         int e = errno;
-        set_err(err, errlen, "%s: pipe: %s", what, strerror(e));
+        set_err_msg(err, errlen, "%s: pipe: %s", what, strerror(e));
         for (int i = 0; i < 2; i++)
             if (outp[i] >= 0)
                 close(outp[i]);
@@ -152,7 +152,7 @@ int launch_capture(char *const argv[], char *const envp[], unsigned timeout_s,
     if (pid < 0) {
         close(outp[0]);
         close(errp[0]);
-        set_err(err, errlen, "%s: %s", what, why);
+        set_err_msg(err, errlen, "%s: %s", what, why);
         return (int)pid;
     }
 

@@ -29,7 +29,7 @@ int launch_group_add(launch_group_t *g, char *const argv[], char *const envp[], 
                      size_t errlen)
 {
     if (g->n >= LAUNCH_MAX_RANKS) {
-        set_err(err, errlen, "launch: more than %u processes in one group", LAUNCH_MAX_RANKS);
+        set_err_msg(err, errlen, "launch: more than %u processes in one group", LAUNCH_MAX_RANKS);
         return -EINVAL;
     }
     launch_proc_t *p = &g->p[g->n];
@@ -41,7 +41,7 @@ int launch_group_add(launch_group_t *g, char *const argv[], char *const envp[], 
     int outp[2] = {-1, -1}, errp[2] = {-1, -1};
     if (pipe2(outp, O_CLOEXEC) != 0 || pipe2(errp, O_CLOEXEC) != 0) {
         int e = errno;
-        set_err(err, errlen, "launch: pipe: %s", strerror(e));
+        set_err_msg(err, errlen, "launch: pipe: %s", strerror(e));
         for (int i = 0; i < 2; i++) {
             if (outp[i] >= 0)
                 close(outp[i]);

@@ -84,16 +84,16 @@ int launch_mpirun_cfg(const launch_mpirun_cfg_t *cfg, unsigned np, const char *p
                       const char *const *args, unsigned timeout_s, launch_capture_t *cap,
                       char *err, size_t errlen)
 {
-    set_err(err, errlen, "%s", "");
+    set_err_msg(err, errlen, "%s", "");
     cap->status = 0;
     if (!program || np < 1 || np > MPIRUN_MAX_RANKS) {
-        set_err(err, errlen, "mpirun: invalid parameters (1..%u ranks and a program are "
+        set_err_msg(err, errlen, "mpirun: invalid parameters (1..%u ranks and a program are "
                              "needed)", MPIRUN_MAX_RANKS);
         return -EINVAL;
     }
     char mpirun[PATH_MAX];
     if (launch_find_mpirun(mpirun, sizeof(mpirun)) != 0) {
-        set_err(err, errlen,
+        set_err_msg(err, errlen,
                 "mpirun not found in $PATH: OpenMPI is not installed (e.g. apt-get install "
                 "openmpi-bin libopenmpi-dev)");
         return -ENOENT;
@@ -108,7 +108,7 @@ int launch_mpirun_cfg(const launch_mpirun_cfg_t *cfg, unsigned np, const char *p
     if (!argv || !env) {
         free(argv);
         free(env);
-        set_err(err, errlen, "mpirun: out of memory");
+        set_err_msg(err, errlen, "mpirun: out of memory");
         return -ENOMEM;
     }
     char nps[16];
@@ -165,16 +165,16 @@ int launch_mpirun_cfg(const launch_mpirun_cfg_t *cfg, unsigned np, const char *p
     free(env);
     int status = cap->status;
     if (rc == -ETIMEDOUT) {
-        set_err(err, errlen, "mpirun timed out after %u s (%u ranks) and was killed; stderr: ",
+        set_err_msg(err, errlen, "mpirun timed out after %u s (%u ranks) and was killed; stderr: ",
                 timeout_s, np);
         launch_append_tail(err, errlen, cap->tail_len ? cap->tail : "(empty)");
     } else if (rc == -ECANCELED) {
-        set_err(err, errlen, "stopped by the caller");
+        set_err_msg(err, errlen, "stopped by the caller");
     } else if (rc == 0 && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
         if (WIFEXITED(status))
-            set_err(err, errlen, "mpirun exited with status %d; stderr: ", WEXITSTATUS(status));
+            set_err_msg(err, errlen, "mpirun exited with status %d; stderr: ", WEXITSTATUS(status));
         else
-            set_err(err, errlen, "mpirun was killed by signal %d; stderr: ",
+            set_err_msg(err, errlen, "mpirun was killed by signal %d; stderr: ",
                     WIFSIGNALED(status) ? WTERMSIG(status) : 0);
         launch_append_tail(err, errlen, cap->tail_len ? cap->tail : "(empty)");
         rc = -ECHILD;

@@ -112,7 +112,7 @@ static int redirect(posix_spawn_file_actions_t *fa, int target, int how)
 pid_t launch_spawn(const launch_spec_t *s, char *err, size_t errlen)
 {
     if (!s || !s->argv || !s->argv[0] || s->in == LAUNCH_TO_OUT || s->out == LAUNCH_TO_OUT) {
-        set_err(err, errlen, "launch: invalid program specification");
+        set_err_msg(err, errlen, "launch: invalid program specification");
         return -EINVAL;
     }
     const char *prog = s->argv[0];
@@ -120,7 +120,7 @@ pid_t launch_spawn(const launch_spec_t *s, char *err, size_t errlen)
     posix_spawnattr_t attr;
     int rc = posix_spawn_file_actions_init(&fa);
     if (rc != 0) {
-        set_err(err, errlen, "%s: cannot set up the child process: %s", prog, strerror(rc));
+        set_err_msg(err, errlen, "%s: cannot set up the child process: %s", prog, strerror(rc));
         return -rc;
     }
     posix_spawnattr_init(&attr);
@@ -154,7 +154,7 @@ pid_t launch_spawn(const launch_spec_t *s, char *err, size_t errlen)
     posix_spawn_file_actions_destroy(&fa);
     posix_spawnattr_destroy(&attr);
     if (rc != 0) {
-        set_err(err, errlen, "cannot start %s: %s", prog, strerror(rc));
+        set_err_msg(err, errlen, "cannot start %s: %s", prog, strerror(rc));
         return -rc;
     }
     return pid;
@@ -169,18 +169,18 @@ int launch_run(const launch_spec_t *s, int timeout_ms, char *err, size_t errlen)
     int rc = launch_wait(pid, timeout_ms, &status);
     const char *prog = s->argv[0];
     if (rc == -ETIMEDOUT) {
-        set_err(err, errlen, "%s: killed after the time limit of %d s", prog,
+        set_err_msg(err, errlen, "%s: killed after the time limit of %d s", prog,
                 (timeout_ms + 999) / 1000);
         return rc;
     }
     if (rc != 0) {
-        set_err(err, errlen, "%s: wait: %s", prog, strerror(-rc));
+        set_err_msg(err, errlen, "%s: wait: %s", prog, strerror(-rc));
         return rc;
     }
     if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
         return 0;
     char what[96];
-    set_err(err, errlen, "%s: %s", prog, launch_status_text(status, what, sizeof(what)));
+    set_err_msg(err, errlen, "%s: %s", prog, launch_status_text(status, what, sizeof(what)));
     return -ECHILD;
 }
 
@@ -287,7 +287,7 @@ int launch_ranks_start(launch_ranks_t *g, uint32_t n, launch_rank_fn fn, void *a
     for (uint32_t r = 0; r < LAUNCH_MAX_RANKS; r++)
         g->fd[r] = -1;
     if (n < 1 || n > LAUNCH_MAX_RANKS) {
-        set_err(err, errlen, "launch: %u ranks (1..%u)", n, LAUNCH_MAX_RANKS);
+        set_err_msg(err, errlen, "launch: %u ranks (1..%u)", n, LAUNCH_MAX_RANKS);
         return -EINVAL;
     }
     int src = launch_job_secret(err, errlen);
@@ -299,7 +299,7 @@ int launch_ranks_start(launch_ranks_t *g, uint32_t n, launch_rank_fn fn, void *a
         int p[2] = {-1, -1};
         if ((flags & LAUNCH_PIPE) && pipe2(p, O_CLOEXEC) != 0) {
             int e = errno;
-            set_err(err, errlen, "pipe: %s", strerror(e));
+            set_err_msg(err, errlen, "pipe: %s", strerror(e));
             launch_ranks_kill(g);
             return -e;
         }
@@ -323,7 +323,7 @@ int launch_ranks_start(launch_ranks_t *g, uint32_t n, launch_rank_fn fn, void *a
         if (pid < 0) {
             if (p[0] >= 0)
                 close(p[0]);
-            set_err(err, errlen, "fork: %s", strerror(e));
+            set_err_msg(err, errlen, "fork: %s", strerror(e));
             launch_ranks_kill(g);
             return -e;
         }

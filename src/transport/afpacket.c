@@ -167,18 +167,18 @@ static int afp_open(const transport_config_t *cfg, transport_t **out, char *err,
 {
     transport_addr_t at;
     if (!cfg->bind || afp_parse_addr(cfg->bind, &at) != 0) {
-        set_err(err, errlen, "afpacket: bad address '%s' (expected IP:PORT)",
+        set_err_msg(err, errlen, "afpacket: bad address '%s' (expected IP:PORT)",
                 cfg->bind ? cfg->bind : "");
         return -EINVAL;
     }
     const char *iface = cfg->afpacket.iface;
     if (!iface || !*iface) {
-        set_err(err, errlen, "afpacket: no interface given");
+        set_err_msg(err, errlen, "afpacket: no interface given");
         return -EINVAL;
     }
     afp_endpoint_t *e = calloc(1, sizeof(*e));
     if (!e) {
-        set_err(err, errlen, "out of memory");
+        set_err_msg(err, errlen, "out of memory");
         return -ENOMEM;
     }
     e->base.ops = &afp_ops;

@@ -113,13 +113,13 @@ int transport_faulty_wrap(transport_t *inner, const char *spec_in, const char *s
 {
     faulty_t *f = calloc(1, sizeof(*f));
     if (!f) {
-        set_err(err, errlen, "out of memory");
+        set_err_msg(err, errlen, "out of memory");
         return -ENOMEM;
     }
     char why[128] = "";
     if (faults_parse(&f->in, spec_in, why, sizeof(why)) != 0 ||
         faults_parse(&f->out, spec_out, why, sizeof(why)) != 0) {
-        set_err(err, errlen, "bad fault spec: %s", why);
+        set_err_msg(err, errlen, "bad fault spec: %s", why);
         faults_free(&f->in);
         free(f);
         return -EINVAL;

@@ -285,7 +285,7 @@ static int roce_open(const transport_config_t *cfg, transport_t **out, char *err
 {
     roce_endpoint_t *e = calloc(1, sizeof(*e));
     if (!e) {
-        set_err(err, errlen, "out of memory");
+        set_err_msg(err, errlen, "out of memory");
         return -ENOMEM;
     }
     e->base.ops = &roce_ops;
@@ -299,7 +299,7 @@ static int roce_open(const transport_config_t *cfg, transport_t **out, char *err
     if (rc == 0)
         rc = roce_worker_open(e, cfg, err, errlen);
     else
-        set_err(err, errlen, "out of memory");
+        set_err_msg(err, errlen, "out of memory");
     if (rc != 0) {
         roce_close(&e->base);
         return rc;

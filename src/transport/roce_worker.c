@@ -193,7 +193,7 @@ int roce_worker_open(roce_endpoint_t *e, const transport_config_t *cfg, char *er
     uint32_t ip;
     uint16_t port;
     if (!cfg->roce.peer || roce_ip_port_of(cfg->roce.peer, &ip, &port) != 0) {
-        set_err(err, errlen, "roce: a worker endpoint needs the switch's address");
+        set_err_msg(err, errlen, "roce: a worker endpoint needs the switch's address");
         return -EINVAL;
     }
     char ifname[16];
@@ -201,7 +201,7 @@ int roce_worker_open(roce_endpoint_t *e, const transport_config_t *cfg, char *er
     struct in_addr in = {.s_addr = ip};
     inet_ntop(AF_INET, &in, ipt, sizeof(ipt));
     if (roce_neighbour(ip, ifname, e->peer_mac) != 0) {
-        set_err(err, errlen,
+        set_err_msg(err, errlen,
                 "roce: the kernel's neighbour table has no MAC for the switch %s (RoCE v1 "
                 "needs the switch on this host's Ethernet segment)", ipt);
         return -EHOSTUNREACH;
@@ -226,7 +226,7 @@ int roce_worker_open(roce_endpoint_t *e, const transport_config_t *cfg, char *er
     e->replay_on = !cfg->roce.no_replay;
     e->replay = calloc(ROCE_MAX_QUEUES, sizeof(*e->replay));
     if (!e->replay) {
-        set_err(err, errlen, "out of memory");
+        set_err_msg(err, errlen, "out of memory");
         return -ENOMEM;
     }
     e->st = &e->stats;

@@ -42,7 +42,7 @@ int transport_open(const transport_config_t *cfg, transport_t **out, char *err, 
     *out = NULL;
     const transport_kind_t *k = cfg->opener ? NULL : kind_by_name(cfg->kind);
     if (!k && !cfg->opener) {
-        set_err(err, errlen, "unknown transport '%s'", cfg->kind);
+        set_err_msg(err, errlen, "unknown transport '%s'", cfg->kind);
         return -EINVAL;
     }
     transport_t *t = NULL;

@@ -452,7 +452,7 @@ static int udp_tp_open(const transport_config_t *cfg, transport_t **out, char *e
 {
     udp_endpoint_t *e = calloc(1, sizeof(*e));
     if (!e) {
-        set_err(err, errlen, "out of memory");
+        set_err_msg(err, errlen, "out of memory");
         return -ENOMEM;
     }
     e->base.ops = &udp_ops;
@@ -465,7 +465,7 @@ static int udp_tp_open(const transport_config_t *cfg, transport_t **out, char *e
     e->rx_from = calloc(e->batch, sizeof(*e->rx_from));
     if (!e->arena || !e->rx || !e->rx_iov || !e->rx_from) {
         udp_tp_close(&e->base);
-        set_err(err, errlen, "out of memory for %u receive buffers of %u bytes", e->batch,
+        set_err_msg(err, errlen, "out of memory for %u receive buffers of %u bytes", e->batch,
                 e->cap);
         return -ENOMEM;
     }
@@ -481,7 +481,7 @@ static int udp_tp_open(const transport_config_t *cfg, transport_t **out, char *e
         if (rc != 0 || (cfg->queue > 0 && ntohs(a.sin_port) == 0) ||
             cfg->queue > 65535u - ntohs(a.sin_port)) {
             udp_tp_close(&e->base);
-            set_err(err, errlen, "bad address '%s' for queue %u (expected HOST:PORT)", cfg->bind,
+            set_err_msg(err, errlen, "bad address '%s' for queue %u (expected HOST:PORT)", cfg->bind,
                     cfg->queue);
             return -EINVAL;
         }
@@ -492,7 +492,7 @@ static int udp_tp_open(const transport_config_t *cfg, transport_t **out, char *e
         int rc = e->fd;
         char text[64];
         netaddr_format(&a, text, sizeof(text));
-        set_err(err, errlen, "cannot bind UDP %s: %s", text, strerror(-rc));
+        set_err_msg(err, errlen, "cannot bind UDP %s: %s", text, strerror(-rc));
         udp_tp_close(&e->base);
         return rc;
     }

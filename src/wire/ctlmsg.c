@@ -168,12 +168,12 @@ static int parse_optimizer(const char *line, wire_optimizer_t *o, char *why, siz
         return 0;
     optim_config_t c = OPTIM_CONFIG_INIT;
     if (optim_parse_kind(v, &c.kind) != 0) {
-        set_err(why, cap, "unknown optimizer '%s' (sgd, adagrad, adam, smorms3)", v);
+        set_err_msg(why, cap, "unknown optimizer '%s' (sgd, adagrad, adam, smorms3)", v);
         return -1;
     }
     if (ctl_get_u64(line, "params", &o->params) != 0 || o->params == 0 ||
         o->params > (1ull << 32)) {
-        set_err(why, cap, "params= must be 1..%llu", 1ull << 32);
+        set_err_msg(why, cap, "params= must be 1..%llu", 1ull << 32);
         return -1;
     }
     static const char *const keys[] = {"lr", "beta1", "beta2", "eps", "momentum", "wd"};
@@ -184,25 +184,25 @@ static int parse_optimizer(const char *line, wire_optimizer_t *o, char *why, siz
         char *end;
         double d = strtod(v, &end);
         if (end == v || *end) {
-            set_err(why, cap, "%s=%s is not a number", keys[k], v);
+            set_err_msg(why, cap, "%s=%s is not a number", keys[k], v);
             return -1;
         }
         *fields[k] = (float)d;
     }
     if (ctl_get(line, "eps_place", v, sizeof(v)) == 0 && optim_parse_eps(v, &c.eps_placement)) {
-        set_err(why, cap, "eps_place must be inside or outside");
+        set_err_msg(why, cap, "eps_place must be inside or outside");
         return -1;
     }
     if (ctl_get(line, "init", v, sizeof(v)) == 0) {
         if (strcmp(v, "zero") != 0 && strcmp(v, "seeded") != 0) {
-            set_err(why, cap, "init must be zero or seeded");
+            set_err_msg(why, cap, "init must be zero or seeded");
             return -1;
         }
         o->seeded = strcmp(v, "seeded") == 0;
     }
     int seed_rc = ctl_get_u64(line, "seed", &o->seed);
     if (seed_rc != 0 && seed_rc != -ENOENT) {
-        set_err(why, cap, "seed= must be an unsigned integer");
+        set_err_msg(why, cap, "seed= must be an unsigned integer");
         return -1;
     }
     if (optim_check(&c, why, cap) != 0)
@@ -272,44 +272,44 @@ int wire_join_parse(const char *line, wire_join_t *j, enum wire_refusal *refusal
     *refusal = WIRE_REFUSED_INVALID;
     if (ctl_get_u32(line, "version", &j->version) != 0 || j->version != INAGG_PROTOCOL_VERSION) {
         *refusal = WIRE_REFUSED_VERSION;
-        set_err(why, cap, "switch speaks protocol %d, worker sent %u", INAGG_PROTOCOL_VERSION,
+        set_err_msg(why, cap, "switch speaks protocol %d, worker sent %u", INAGG_PROTOCOL_VERSION,
                 j->version);
         return -1;
     }
     if (ctl_get(line, "job", j->job, sizeof(j->job)) != 0 || ctl_get_u32(line, "rank", &j->rank) ||
         ctl_get_u32(line, "world", &j->world) || ctl_get_u32(line, "slots", &j->slots) ||
         ctl_get_u32(line, "elems", &j->elems)) {
-        set_err(why, cap, "JOIN needs job, rank, world, slots and elems");
+        set_err_msg(why, cap, "JOIN needs job, rank, world, slots and elems");
         return -1;
     }
     if (!job_name_ok(j->job)) {
-        set_err(why, cap, "job name must be 1..%d characters without spaces or '='",
+        set_err_msg(why, cap, "job name must be 1..%d characters without spaces or '='",
                 WIRE_JOB_NAME_MAX - 1);
         return -1;
     }
     char fmode[16] = "fixed", proto[16] = "switchml";
     if (ctl_get(line, "float", fmode, sizeof(fmode)) == -ENOSPC ||
         ctl_get(line, "protocol", proto, sizeof(proto)) == -ENOSPC) {
-        set_err(why, cap, "float= or protocol= too long");
+        set_err_msg(why, cap, "float= or protocol= too long");
         return -1;
     }
     int trc = ctl_get_u32(line, "timeout", &j->timeout_ms);
     if (trc != 0 && trc != -ENOENT) {
-        set_err(why, cap, "timeout= must be a number of milliseconds");
+        set_err_msg(why, cap, "timeout= must be a number of milliseconds");
         return -1;
     }
     int crc = ctl_get_u32(line, "contributors", &j->contributors);
     if ((crc != 0 && crc != -ENOENT) || j->contributors > WIRE_MAX_CONTRIBUTORS) {
-        set_err(why, cap, "contributors= must be 1..%u", WIRE_MAX_CONTRIBUTORS);
+        set_err_msg(why, cap, "contributors= must be 1..%u", WIRE_MAX_CONTRIBUTORS);
         return -1;
     }
     if (j->world == 0 || j->world > INAGG_MAX_WORLD || j->rank >= j->world) {
-        set_err(why, cap, "rank %u / world %u (world must be 1..%u, rank < world)", j->rank,
+        set_err_msg(why, cap, "rank %u / world %u (world must be 1..%u, rank < world)", j->rank,
                 j->world, INAGG_MAX_WORLD);
         return -1;
     }
     if (j->slots == 0 || j->elems == 0 || j->elems > WIRE_MAX_ELEMS) {
-        set_err(why, cap, "slots %u / elems %u (elems must be 1..%u)", j->slots, j->elems,
+        set_err_msg(why, cap, "slots %u / elems %u (elems must be 1..%u)", j->slots, j->elems,
                 WIRE_MAX_ELEMS);
         return -1;
     }
@@ -318,31 +318,31 @@ int wire_join_parse(const char *line, wire_join_t *j, enum wire_refusal *refusal
     } else if (strcmp(fmode, "native") == 0) {
         j->float_mode = INAGG_FLOAT_NATIVE;
     } else {
-        set_err(why, cap, "float mode '%s' (fixed or native)", fmode);
+        set_err_msg(why, cap, "float mode '%s' (fixed or native)", fmode);
         return -1;
     }
     if (wire_protocol_parse(proto, &j->protocol) != 0) {
         *refusal = WIRE_REFUSED_UNSUPPORTED;
         char list[128];
         protocol_list(list, sizeof(list));
-        set_err(why, cap, "protocol '%s' (this switch serves %s)", proto, list);
+        set_err_msg(why, cap, "protocol '%s' (this switch serves %s)", proto, list);
         return -1;
     }
     if (ctl_get(line, "compress", j->compress, sizeof(j->compress)) == -ENOSPC) {
-        set_err(why, cap, "compress= too long");
+        set_err_msg(why, cap, "compress= too long");
         return -1;
     }
     uint32_t feedback = 1;
     int frc = ctl_get_u32(line, "feedback", &feedback);
     if ((frc != 0 && frc != -ENOENT) || feedback > 1) {
-        set_err(why, cap, "feedback= must be 0 or 1");
+        set_err_msg(why, cap, "feedback= must be 0 or 1");
         return -1;
     }
     j->no_feedback = feedback == 0;
     char owhy[160];
     if (parse_optimizer(line, &j->opt, owhy, sizeof(owhy)) != 0) {
         /* optim_check's reasons already start with "optimizer: " */
-        set_err(why, cap, "%s%s", strncmp(owhy, "optimizer: ", 11) == 0 ? "" : "optimizer: ",
+        set_err_msg(why, cap, "%s%s", strncmp(owhy, "optimizer: ", 11) == 0 ? "" : "optimizer: ",
                 owhy);
         return -1;
     }
@@ -353,11 +353,11 @@ int wire_join_parse(const char *line, wire_join_t *j, enum wire_refusal *refusal
         if (rc == -ENOENT)
             continue;
         if (j->auth != WIRE_AUTH_NONE) {
-            set_err(why, cap, "JOIN carries both verifier= and proof=");
+            set_err_msg(why, cap, "JOIN carries both verifier= and proof=");
             return -1;
         }
         if (rc != 0 || hex_decode(hex, j->mac, SHA256_BYTES) != 0) {
-            set_err(why, cap, "%s= must be %d hex digits", auth_keys[a], 2 * SHA256_BYTES);
+            set_err_msg(why, cap, "%s= must be %d hex digits", auth_keys[a], 2 * SHA256_BYTES);
             return -1;
         }
         j->auth = a;
@@ -365,7 +365,7 @@ int wire_join_parse(const char *line, wire_join_t *j, enum wire_refusal *refusal
     uint32_t dpauth = 1;
     int drc = ctl_get_u32(line, "dpauth", &dpauth);
     if ((drc != 0 && drc != -ENOENT) || dpauth > 1) {
-        set_err(why, cap, "dpauth= must be 0 or 1");
+        set_err_msg(why, cap, "dpauth= must be 0 or 1");
         return -1;
     }
     j->no_dpauth = dpauth == 0;
@@ -398,7 +398,7 @@ int wire_joined_parse(const char *line, wire_joined_t *j, char *why, size_t cap)
         ctl_get_u32(line, "port", &j->port) || ctl_get_u32(line, "base", &j->base) ||
         j->threads == 0 || j->id > UINT16_MAX || j->port > UINT16_MAX ||
         j->base >= j->threads) {
-        set_err(why, cap, "unexpected answer from the switch: '%.100s'", line);
+        set_err_msg(why, cap, "unexpected answer from the switch: '%.100s'", line);
         return -1;
     }
     ctl_get_u32(line, "slots", &j->slots);
@@ -407,17 +407,17 @@ int wire_joined_parse(const char *line, wire_joined_t *j, char *why, size_t cap)
     ctl_get(line, "protocol", proto, sizeof(proto));
     int crc = ctl_get_u32(line, "contributors", &j->contributors);
     if ((crc != 0 && crc != -ENOENT) || j->contributors > WIRE_MAX_CONTRIBUTORS) {
-        set_err(why, cap, "bad contributors= in the switch's answer: '%.100s'", line);
+        set_err_msg(why, cap, "bad contributors= in the switch's answer: '%.100s'", line);
         return -1;
     }
     int drc = ctl_get_u32(line, "dpauth", &j->dpauth);
     if ((drc != 0 && drc != -ENOENT) || j->dpauth > 1) {
-        set_err(why, cap, "bad dpauth= in the switch's answer: '%.100s'", line);
+        set_err_msg(why, cap, "bad dpauth= in the switch's answer: '%.100s'", line);
         return -1;
     }
     j->float_mode = strcmp(fmode, "native") == 0 ? INAGG_FLOAT_NATIVE : INAGG_FLOAT_FIXED;
     if (wire_protocol_parse(proto, &j->protocol) != 0) {
-        set_err(why, cap, "unexpected protocol in the switch's answer: '%.100s'", line);
+        set_err_msg(why, cap, "unexpected protocol in the switch's answer: '%.100s'", line);
         return -1;
     }
     return 0;

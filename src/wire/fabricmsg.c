@@ -63,13 +63,13 @@ int wire_fabric_parse(const char *line, wire_fabric_t *m, char *why, size_t why_
     memset(m, 0, sizeof(*m));
     enum wire_verb verb = wire_verb_of(line);
     if (verb != WIRE_VERB_FABRIC && verb != WIRE_VERB_FABRIC_STATE) {
-        set_err(why, why_cap, "not a FABRIC line: '%.60s'", line);
+        set_err_msg(why, why_cap, "not a FABRIC line: '%.60s'", line);
         return -1;
     }
     const char *p = line + strlen(wire_verb_name(verb));
     for (int words = 0; *p; words++) {
         if (*p != ' ' || words >= 8) {
-            set_err(why, why_cap, "expected FABRIC [agg_ports=IF,IF,...|all|none] "
+            set_err_msg(why, why_cap, "expected FABRIC [agg_ports=IF,IF,...|all|none] "
                                   "[add=any|fixed|float]");
             return -1;
         }
@@ -80,18 +80,18 @@ int wire_fabric_parse(const char *line, wire_fabric_t *m, char *why, size_t why_
         size_t vlen = eq ? len - klen - 1 : 0;
         char val[WIRE_FABRIC_PORTS_MAX];
         if (!eq || vlen == 0 || vlen >= sizeof(val)) {
-            set_err(why, why_cap, "bad item '%.*s' (expected key=value)", (int)(len > 60 ? 60 : len), p);
+            set_err_msg(why, why_cap, "bad item '%.*s' (expected key=value)", (int)(len > 60 ? 60 : len), p);
             return -1;
         }
         memcpy(val, eq + 1, vlen);
         val[vlen] = '\0';
         if (klen == 9 && strncmp(p, "agg_ports", 9) == 0) {
             if (m->has_ports) {
-                set_err(why, why_cap, "agg_ports given twice");
+                set_err_msg(why, why_cap, "agg_ports given twice");
                 return -1;
             }
             if (!ports_ok(val)) {
-                set_err(why, why_cap, "bad agg_ports '%.60s' (expected IF,IF,... of interface "
+                set_err_msg(why, why_cap, "bad agg_ports '%.60s' (expected IF,IF,... of interface "
                                       "names, all or none)", val);
                 return -1;
             }
@@ -99,23 +99,23 @@ int wire_fabric_parse(const char *line, wire_fabric_t *m, char *why, size_t why_
             memcpy(m->ports, val, vlen + 1);
         } else if (klen == 3 && strncmp(p, "add", 3) == 0) {
             if (m->has_add) {
-                set_err(why, why_cap, "add given twice");
+                set_err_msg(why, why_cap, "add given twice");
                 return -1;
             }
             if (wire_add_mode_parse(val, &m->add) != 0) {
-                set_err(why, why_cap, "bad add '%.20s' (expected any, fixed or float)", val);
+                set_err_msg(why, why_cap, "bad add '%.20s' (expected any, fixed or float)", val);
                 return -1;
             }
             m->has_add = 1;
         } else {
-            set_err(why, why_cap, "unknown key '%.*s' (FABRIC takes agg_ports= and add=)",
+            set_err_msg(why, why_cap, "unknown key '%.*s' (FABRIC takes agg_ports= and add=)",
                     (int)(klen > 30 ? 30 : klen), p);
             return -1;
         }
         p += len;
     }
     if (verb == WIRE_VERB_FABRIC_STATE && (!m->has_ports || !m->has_add)) {
-        set_err(why, why_cap, "FABRIC_STATE without agg_ports= or add=");
+        set_err_msg(why, why_cap, "FABRIC_STATE without agg_ports= or add=");
         return -1;
     }
     return 0;

@@ -44,31 +44,31 @@ static inagg_result_t check_options(const inagg_options_t *o, char *detail, size
     /* Options of callers built before the compression and secret fields existed are taken,
      * without them (they read as zero). */
     if (o->struct_size < offsetof(inagg_options_t, compress)) {
-        set_err(detail, len, "options.struct_size %u is smaller than this library's %zu: "
+        set_err_msg(detail, len, "options.struct_size %u is smaller than this library's %zu: "
                 "initialise options with INAGG_OPTIONS_INIT", o->struct_size,
                 sizeof(inagg_options_t));
         return INAGG_ERR_INVALID;
     }
     if (o->packet_elems == 0 || o->packet_elems > INAGG_MAX_PACKET_ELEMS) {
-        set_err(detail, len, "packet_elems %u must be 1..%u", o->packet_elems,
+        set_err_msg(detail, len, "packet_elems %u must be 1..%u", o->packet_elems,
                 INAGG_MAX_PACKET_ELEMS);
         return INAGG_ERR_INVALID;
     }
     if (o->slots == 0 || o->slots > 1u << 20) {
-        set_err(detail, len, "slots %u must be 1..%u", o->slots, 1u << 20);
+        set_err_msg(detail, len, "slots %u must be 1..%u", o->slots, 1u << 20);
         return INAGG_ERR_INVALID;
     }
     if (o->threads == 0 || o->threads > WORKER_MAX_THREADS || o->threads > o->slots) {
-        set_err(detail, len, "threads %u must be 1..%u and at most slots (%u)", o->threads,
+        set_err_msg(detail, len, "threads %u must be 1..%u and at most slots (%u)", o->threads,
                 WORKER_MAX_THREADS, o->slots);
         return INAGG_ERR_INVALID;
     }
     if (o->float_mode != INAGG_FLOAT_FIXED && o->float_mode != INAGG_FLOAT_NATIVE) {
-        set_err(detail, len, "float_mode %d is not a valid inagg_float_mode_t", o->float_mode);
+        set_err_msg(detail, len, "float_mode %d is not a valid inagg_float_mode_t", o->float_mode);
         return INAGG_ERR_INVALID;
     }
     if (!worker_proto_find(o->protocol)) {
-        set_err(detail, len, "protocol %d is not INAGG_PROTO_SWITCHML or INAGG_PROTO_P4SGD",
+        set_err_msg(detail, len, "protocol %d is not INAGG_PROTO_SWITCHML or INAGG_PROTO_P4SGD",
                 o->protocol);
         return INAGG_ERR_INVALID;
     }
@@ -77,7 +77,7 @@ static inagg_result_t check_options(const inagg_options_t *o, char *detail, size
         if ((unsigned)z->kind > INAGG_OPT_SMORMS3 || z->params == 0 ||
             z->params > (1ull << 32) ||
             (z->init != INAGG_INIT_ZERO && z->init != INAGG_INIT_SEEDED)) {
-            set_err(detail, len, "optimizer: kind must be an inagg_optimizer_kind_t, params "
+            set_err_msg(detail, len, "optimizer: kind must be an inagg_optimizer_kind_t, params "
                     "1..2^32, init INAGG_INIT_ZERO or INAGG_INIT_SEEDED");
             return INAGG_ERR_INVALID;
         }
@@ -86,24 +86,24 @@ static inagg_result_t check_options(const inagg_options_t *o, char *detail, size
         codec_spec_t s;
         char why[200];
         if (codec_parse(o->compress, &s, why, sizeof why) != 0) {
-            set_err(detail, len, "compress: %s", why);
+            set_err_msg(detail, len, "compress: %s", why);
             return INAGG_ERR_INVALID;
         }
         if (s.mode != CODEC_NONE && (o->protocol != INAGG_PROTO_SWITCHML || o->optimizer)) {
-            set_err(detail, len, "compress: only switchml jobs without an in-switch optimizer "
+            set_err_msg(detail, len, "compress: only switchml jobs without an in-switch optimizer "
                     "can compress");
             return INAGG_ERR_INVALID;
         }
         if (s.mode != CODEC_NONE && /* fits with the dataplane MAC too */
             WIRE_HEADER_MAX + codec_max_bytes(&s, o->packet_elems) > WIRE_MAX_DATAGRAM) {
-            set_err(detail, len, "compress: a packet of %u values in %s may take %zu bytes, "
+            set_err_msg(detail, len, "compress: a packet of %u values in %s may take %zu bytes, "
                     "more than a datagram: use fewer packet_elems", o->packet_elems,
                     o->compress, codec_max_bytes(&s, o->packet_elems));
             return INAGG_ERR_INVALID;
         }
     }
     if (o->rto_min_us == 0 || o->rto_min_us > o->rto_max_us || o->timeout_ms == 0) {
-        set_err(detail, len, "need 0 < rto_min_us <= rto_max_us and timeout_ms > 0");
+        set_err_msg(detail, len, "need 0 < rto_min_us <= rto_max_us and timeout_ms > 0");
         return INAGG_ERR_INVALID;
     }
     return INAGG_OK;
@@ -140,7 +140,7 @@ static inagg_result_t start_protocol(inagg_comm_t *c, const transport_addr_t *sw
     for (uint32_t k = 1; k < c->nshards; k++)
         if (j[k].protocol != j[0].protocol || j[k].slots != j[0].slots ||
             j[k].elems != j[0].elems || j[k].float_mode != j[0].float_mode) {
-            set_err(detail, dlen, "shard %u admitted the job with other parameters than "
+            set_err_msg(detail, dlen, "shard %u admitted the job with other parameters than "
                     "shard 0", k);
             return INAGG_ERR_PROTOCOL;
         }
@@ -179,7 +179,7 @@ static inagg_result_t start_protocol(inagg_comm_t *c, const transport_addr_t *sw
     p.dp_auth = (int)j[0].dpauth;
     for (uint32_t k = 0; k < c->nshards; k++) {
         if (j[k].dpauth != j[0].dpauth) {
-            set_err(detail, dlen, "the shards disagree on dataplane authentication (shard %u)",
+            set_err_msg(detail, dlen, "the shards disagree on dataplane authentication (shard %u)",
                     k);
             return INAGG_ERR_PROTOCOL;
         }
@@ -212,7 +212,7 @@ static int poll_from_env(uint32_t *poll_us, char *detail, size_t detail_len)
     uint32_t spin;
     char why[160];
     if (switch_poll_parse(poll_env, &mode, &spin, why, sizeof(why)) != 0) {
-        set_err(detail, detail_len, "INAGG_POLL: %s", why);
+        set_err_msg(detail, detail_len, "INAGG_POLL: %s", why);
         return -1;
     }
     *poll_us = switch_poll_worker_us(mode, spin);
@@ -225,18 +225,18 @@ inagg_result_t inagg_comm_create(inagg_comm_t **out, const char *switch_addr, co
 {
     if (out)
         *out = NULL;
-    set_err(detail, detail_len, "%s", "");
+    set_err_msg(detail, detail_len, "%s", "");
     if (!out || !switch_addr || !job || !opts) {
-        set_err(detail, detail_len, "out, switch_addr, job and opts must not be NULL");
+        set_err_msg(detail, detail_len, "out, switch_addr, job and opts must not be NULL");
         return INAGG_ERR_INVALID;
     }
     size_t jlen = strlen(job);
     if (jlen == 0 || jlen >= 64 || strpbrk(job, " \t\r\n=")) {
-        set_err(detail, detail_len, "job name must be 1..63 characters without spaces or '='");
+        set_err_msg(detail, detail_len, "job name must be 1..63 characters without spaces or '='");
         return INAGG_ERR_INVALID;
     }
     if (world == 0 || world > INAGG_MAX_WORLD || rank >= world) {
-        set_err(detail, detail_len, "rank %u / world %u: world must be 1..%u and rank < world",
+        set_err_msg(detail, detail_len, "rank %u / world %u: world must be 1..%u and rank < world",
                 rank, world, INAGG_MAX_WORLD);
         return INAGG_ERR_INVALID;
     }
@@ -250,7 +250,7 @@ inagg_result_t inagg_comm_create(inagg_comm_t **out, const char *switch_addr, co
     for (const char *a = switch_addr; *a;) {
         size_t n = strcspn(a, ",");
         if (nshards == WORKER_MAX_SHARDS || n == 0 || n >= sizeof(shard_text[0])) {
-            set_err(detail, detail_len, "bad switch address '%s' (expected HOST:PORT, or up to "
+            set_err_msg(detail, detail_len, "bad switch address '%s' (expected HOST:PORT, or up to "
                     "%u of them separated by commas for a sharded job)", switch_addr,
                     WORKER_MAX_SHARDS);
             return INAGG_ERR_INVALID;
@@ -261,7 +261,7 @@ inagg_result_t inagg_comm_create(inagg_comm_t **out, const char *switch_addr, co
         if (prc != 0) {
             char why[160];
             netaddr_explain(shard_text[nshards], prc, why, sizeof(why));
-            set_err(detail, detail_len, "bad switch address '%s': %s", shard_text[nshards], why);
+            set_err_msg(detail, detail_len, "bad switch address '%s': %s", shard_text[nshards], why);
             return INAGG_ERR_INVALID;
         }
         nshards++;
@@ -270,20 +270,20 @@ inagg_result_t inagg_comm_create(inagg_comm_t **out, const char *switch_addr, co
             nshards = WORKER_MAX_SHARDS + 1; /* a trailing comma */
     }
     if (nshards > WORKER_MAX_SHARDS) {
-        set_err(detail, detail_len, "bad switch address '%s' (a trailing comma)", switch_addr);
+        set_err_msg(detail, detail_len, "bad switch address '%s' (a trailing comma)", switch_addr);
         return INAGG_ERR_INVALID;
     }
     if (nshards == 0) {
-        set_err(detail, detail_len, "empty switch address");
+        set_err_msg(detail, detail_len, "empty switch address");
         return INAGG_ERR_INVALID;
     }
     if (dpauth_init() != 0) {
-        set_err(detail, detail_len, "libsodium failed to initialise");
+        set_err_msg(detail, detail_len, "libsodium failed to initialise");
         return INAGG_ERR_SYSTEM;
     }
     inagg_comm_t *c = calloc(1, sizeof(*c));
     if (!c) {
-        set_err(detail, detail_len, "out of memory");
+        set_err_msg(detail, detail_len, "out of memory");
         return INAGG_ERR_NOMEM;
     }
     c->rank = rank;
@@ -330,7 +330,7 @@ inagg_result_t inagg_comm_create(inagg_comm_t **out, const char *switch_addr, co
         rc = start_protocol(c, sw, j, detail, detail_len);
     }
     if (rc == INAGG_OK && comm_start_monitor(c) != 0) {
-        set_err(detail, detail_len, "cannot start the monitor thread");
+        set_err_msg(detail, detail_len, "cannot start the monitor thread");
         rc = INAGG_ERR_SYSTEM;
     }
     if (rc != INAGG_OK) {

@@ -176,7 +176,7 @@ static int job_verifier(const inagg_comm_t *c, uint8_t v[SHA256_BYTES], char *de
     if (s) {
         size_t n = strlen(s);
         if (n == 0 || n > WIRE_SECRET_MAX) {
-            set_err(detail, dlen, "the job secret must be 1..%d bytes", WIRE_SECRET_MAX);
+            set_err_msg(detail, dlen, "the job secret must be 1..%d bytes", WIRE_SECRET_MAX);
             return -1;
         }
         wire_auth_verifier(s, n, c->job, v);
@@ -188,7 +188,7 @@ static int job_verifier(const inagg_comm_t *c, uint8_t v[SHA256_BYTES], char *de
     char buf[WIRE_SECRET_MAX + 2];
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) {
-        set_err(detail, dlen, "cannot open the job secret file %s: %s", path, strerror(errno));
+        set_err_msg(detail, dlen, "cannot open the job secret file %s: %s", path, strerror(errno));
         return -1;
     }
     ssize_t n = read(fd, buf, sizeof(buf)); /* bounded: at most one secret's worth */
@@ -196,7 +196,7 @@ static int job_verifier(const inagg_comm_t *c, uint8_t v[SHA256_BYTES], char *de
     while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
         n--;
     if (n <= 0 || n > WIRE_SECRET_MAX) {
-        set_err(detail, dlen, "the job secret file %s must hold 1..%d bytes", path,
+        set_err_msg(detail, dlen, "the job secret file %s must hold 1..%d bytes", path,
                 WIRE_SECRET_MAX);
         explicit_bzero(buf, sizeof(buf));
         return -1;
@@ -234,12 +234,12 @@ static inagg_result_t authenticate(inagg_comm_t *c, uint32_t k, int fd, ctl_read
     if (io == 0)
         io = ctl_read_line(fd, rd, line, sizeof(line), timeout_ms + 1000);
     if (io != 0) {
-        set_err(detail, dlen, "no answer to HELLO from the switch at %s: %s", addr_text,
+        set_err_msg(detail, dlen, "no answer to HELLO from the switch at %s: %s", addr_text,
                 io == -ETIMEDOUT ? "timed out" : strerror(-io));
         return io == -ETIMEDOUT ? INAGG_ERR_TIMEOUT : INAGG_ERR_CONNECTION;
     }
     if (wire_shutdown_parse(line)) {
-        set_err(detail, dlen, "switch at %s shutting down: %s", addr_text,
+        set_err_msg(detail, dlen, "switch at %s shutting down: %s", addr_text,
                 wire_shutdown_parse(line));
         return INAGG_ERR_CONNECTION;
     }
@@ -247,7 +247,7 @@ static inagg_result_t authenticate(inagg_comm_t *c, uint32_t k, int fd, ctl_read
     if (wire_verb_of(line) == WIRE_VERB_ERR) { /* refused before the JOIN (a busy switch) */
         const char *text;
         enum wire_refusal r = wire_err_parse(line, &text);
-        set_err(detail, dlen, "switch at %s: %s %s", addr_text, wire_refusal_name(r), text);
+        set_err_msg(detail, dlen, "switch at %s: %s %s", addr_text, wire_refusal_name(r), text);
         *transient = r == WIRE_REFUSED_BUSY || r == WIRE_REFUSED_SYSTEM;
         explicit_bzero(v, sizeof(v));
         return refusal_results[r];
@@ -256,7 +256,7 @@ static inagg_result_t authenticate(inagg_comm_t *c, uint32_t k, int fd, ctl_read
         ctl_get(line, "nonce", nonce_hex, sizeof(nonce_hex)) != 0 ||
         hex_decode(nonce_hex, nonce, sizeof(nonce)) != 0 ||
         ctl_get(line, "job", exists, sizeof(exists)) != 0) {
-        set_err(detail, dlen, "unexpected answer to HELLO from the switch at %s: '%.100s'",
+        set_err_msg(detail, dlen, "unexpected answer to HELLO from the switch at %s: '%.100s'",
                 addr_text, line);
         return INAGG_ERR_PROTOCOL;
     }
@@ -286,7 +286,7 @@ static inagg_result_t join_once(inagg_comm_t *c, uint32_t k, const char *addr_te
     c->rd[k].len = 0;
     int fd = ctl_connect_to(addr_text, timeout_ms);
     if (fd < 0) {
-        set_err(detail, dlen, "cannot connect to the switch at %s: %s", addr_text,
+        set_err_msg(detail, dlen, "cannot connect to the switch at %s: %s", addr_text,
                 strerror(-fd));
         return fd == -ETIMEDOUT ? INAGG_ERR_TIMEOUT : INAGG_ERR_CONNECTION;
     }
@@ -313,33 +313,33 @@ static inagg_result_t join_once(inagg_comm_t *c, uint32_t k, const char *addr_te
         return arc;
     char line[CTL_LINE_MAX];
     if (wire_join_format(&j, line, sizeof(line)) != 0) {
-        set_err(detail, dlen, "the JOIN line does not fit in %d bytes", CTL_LINE_MAX);
+        set_err_msg(detail, dlen, "the JOIN line does not fit in %d bytes", CTL_LINE_MAX);
         return INAGG_ERR_INVALID;
     }
     int io = ctl_write_line(fd, line, timeout_ms);
     if (io == 0)
         io = ctl_read_line(fd, rd, line, sizeof(line), timeout_ms + 1000);
     if (io != 0) {
-        set_err(detail, dlen, "no answer to JOIN from the switch at %s: %s", addr_text,
+        set_err_msg(detail, dlen, "no answer to JOIN from the switch at %s: %s", addr_text,
                 io == -ETIMEDOUT ? "timed out" : strerror(-io));
         return io == -ETIMEDOUT ? INAGG_ERR_TIMEOUT : INAGG_ERR_CONNECTION;
     }
     if (wire_shutdown_parse(line)) {
-        set_err(detail, dlen, "switch at %s shutting down: %s", addr_text,
+        set_err_msg(detail, dlen, "switch at %s shutting down: %s", addr_text,
                 wire_shutdown_parse(line));
         return INAGG_ERR_CONNECTION;
     }
     if (wire_verb_of(line) == WIRE_VERB_ERR) {
         const char *text;
         enum wire_refusal r = wire_err_parse(line, &text);
-        set_err(detail, dlen, "switch at %s: %s %s", addr_text, wire_refusal_name(r), text);
+        set_err_msg(detail, dlen, "switch at %s: %s %s", addr_text, wire_refusal_name(r), text);
         *transient = r == WIRE_REFUSED_BUSY || r == WIRE_REFUSED_SYSTEM;
         return refusal_results[r];
     }
     if (wire_joined_parse(line, out, detail, dlen) != 0)
         return INAGG_ERR_PROTOCOL;
     if (out->dpauth && !c->dp_keyed) {
-        set_err(detail, dlen, "switch at %s: job '%s' authenticates its dataplane but this rank "
+        set_err_msg(detail, dlen, "switch at %s: job '%s' authenticates its dataplane but this rank "
                 "has no keys for it (no secret, or dataplane authentication turned off)",
                 addr_text, c->job);
         return INAGG_ERR_PROTOCOL;

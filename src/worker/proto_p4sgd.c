@@ -98,7 +98,7 @@ static int p4engine_create(const worker_params_t *p, p4engine_t **out, char *err
 {
     p4engine_t *e = calloc(1, sizeof(*e));
     if (!e) {
-        set_err(err, errlen, "out of memory");
+        set_err_msg(err, errlen, "out of memory");
         return -ENOMEM;
     }
     e->p = *p;
@@ -108,7 +108,7 @@ static int p4engine_create(const worker_params_t *p, p4engine_t **out, char *err
     e->pkt_arena = malloc((size_t)p->slots * e->pkt_cap);
     int rc = 0;
     if (!e->ws || !e->pkt_arena) {
-        set_err(err, errlen, "out of memory for %u slots of %u elements", p->slots, p->elems);
+        set_err_msg(err, errlen, "out of memory for %u slots of %u elements", p->slots, p->elems);
         rc = -ENOMEM;
         goto fail;
     }
@@ -125,7 +125,7 @@ static int p4engine_create(const worker_params_t *p, p4engine_t **out, char *err
         goto fail;
     if (worker_txq_init(&e->tx, e->tp, 2 * (int)p->slots + 1) != 0 ||
         worker_txq_init(&e->acks, e->ack_tp, 2 * (int)p->slots + 1) != 0) {
-        set_err(err, errlen, "out of memory");
+        set_err_msg(err, errlen, "out of memory");
         rc = -ENOMEM;
     }
     for (uint32_t k = 0; k < p->slots && rc == 0; k++) {
@@ -134,7 +134,7 @@ static int p4engine_create(const worker_params_t *p, p4engine_t **out, char *err
         w->pkt = e->pkt_arena + (size_t)k * e->pkt_cap;
         rc = worker_slot_addr(p, e->tp, k, &w->dst);
         if (rc != 0)
-            set_err(err, errlen, "no address for the switch queue of slot %u", k);
+            set_err_msg(err, errlen, "no address for the switch queue of slot %u", k);
     }
     if (rc != 0)
         goto fail;
@@ -388,7 +388,7 @@ static int receive(p4engine_t *e, transport_t *tp)
 static int p4engine_progress(p4engine_t *e, int block, char *detail, size_t dlen)
 {
     if (e->failed) {
-        set_err(detail, dlen, "the communicator failed earlier");
+        set_err_msg(detail, dlen, "the communicator failed earlier");
         return -ECANCELED;
     }
     if (atomic_load_explicit(e->p.abort_flag, memory_order_acquire))
@@ -493,7 +493,7 @@ static int p4engine_allreduce(p4engine_t *e, const worker_call_t *r, char *detai
     uint32_t ring = e->p.slots;
     p4_op_t *ops = calloc(ring, sizeof(p4_op_t));
     if (!ops) {
-        set_err(detail, dlen, "out of memory");
+        set_err_msg(detail, dlen, "out of memory");
         return -ENOMEM;
     }
     int rc = 0, delivered = 0;
@@ -524,7 +524,7 @@ static int p4engine_allreduce(p4engine_t *e, const worker_call_t *r, char *detai
     if (rc != 0)
         return rc;
     if (delivered == -EOVERFLOW)
-        set_err(detail, dlen, "int32 sum wrapped around in at least one element");
+        set_err_msg(detail, dlen, "int32 sum wrapped around in at least one element");
     return delivered;
 }
 
@@ -533,7 +533,7 @@ static int p4engine_drain(p4engine_t *e, uint32_t timeout_ms, char *detail, size
     uint64_t deadline = util_now_ns() + (uint64_t)timeout_ms * 1000000ull;
     while (e->busy > 0 && !e->failed) {
         if (util_now_ns() > deadline) {
-            set_err(detail, dlen, "%u slots still unconfirmed after %u ms", e->busy, timeout_ms);
+            set_err_msg(detail, dlen, "%u slots still unconfirmed after %u ms", e->busy, timeout_ms);
             return -ETIMEDOUT;
         }
         int rc = p4engine_progress(e, 1, detail, dlen);
@@ -574,7 +574,7 @@ static int p4_create(const worker_params_t *p, void **state, char *err, size_t e
     p4engine_t *e = NULL;
     int rc = p4engine_create(p, &e, why, sizeof(why));
     if (rc != 0) {
-        set_err(err, errlen, "small-message engine: %s", why);
+        set_err_msg(err, errlen, "small-message engine: %s", why);
         return rc;
     }
     *state = e;
@@ -588,7 +588,7 @@ static int p4_start_small(void *state, inagg_comm_t *comm, const worker_call_t *
 {
     p4_request_t *rq = calloc(1, sizeof(*rq));
     if (!rq) {
-        set_err(detail, dlen, "out of memory");
+        set_err_msg(detail, dlen, "out of memory");
         return -ENOMEM;
     }
     rq->base.comm = comm;
@@ -612,9 +612,9 @@ static int p4_wait(void *state, inagg_request_t *req, char *detail, size_t dlen)
     if (rq->op.done) { /* else the engine failed before the result came */
         rc = rq->op.result;
         if (rc == -EOVERFLOW)
-            set_err(detail, dlen, "int32 sum wrapped around in at least one element");
+            set_err_msg(detail, dlen, "int32 sum wrapped around in at least one element");
         else if (rc != 0)
-            set_err(detail, dlen, "the small allreduce failed");
+            set_err_msg(detail, dlen, "the small allreduce failed");
     }
     free(rq);
     return rc;

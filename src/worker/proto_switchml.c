@@ -148,7 +148,7 @@ int sml_engine_create(const worker_params_t *p, uint32_t index, engine_t **out, 
 {
     engine_t *e = calloc(1, sizeof(*e));
     if (!e) {
-        set_err(err, errlen, "out of memory");
+        set_err_msg(err, errlen, "out of memory");
         return -ENOMEM;
     }
     e->p = *p;
@@ -164,7 +164,7 @@ int sml_engine_create(const worker_params_t *p, uint32_t index, engine_t **out, 
     e->pkt_arena = malloc((e->nlocal ? e->nlocal : 1) * e->pkt_cap);
     int rc = 0;
     if (!e->ws || !e->pkt_arena) {
-        set_err(err, errlen, "out of memory for %u slots of %u elements", e->nlocal, p->elems);
+        set_err_msg(err, errlen, "out of memory for %u slots of %u elements", e->nlocal, p->elems);
         rc = -ENOMEM;
         goto fail;
     }
@@ -180,7 +180,7 @@ int sml_engine_create(const worker_params_t *p, uint32_t index, engine_t **out, 
         e->spare_arena = malloc((e->nlocal ? e->nlocal : 1) * e->pkt_cap);
         if (rc == 0 && (!e->dec || !e->xbuf || !e->hcd.dec || !e->hcd.xbuf ||
                         !e->spare_arena)) {
-            set_err(err, errlen, "out of memory");
+            set_err_msg(err, errlen, "out of memory");
             rc = -ENOMEM;
         }
         if (rc != 0)
@@ -188,7 +188,7 @@ int sml_engine_create(const worker_params_t *p, uint32_t index, engine_t **out, 
     }
     rc = worker_open_endpoint(p, p->socket_buffer, index, &e->tp, err, errlen);
     if (rc == 0 && worker_txq_init(&e->tx, e->tp, (int)e->nlocal + 1) != 0) {
-        set_err(err, errlen, "out of memory");
+        set_err_msg(err, errlen, "out of memory");
         rc = -ENOMEM;
     }
     for (uint32_t k = 0; k < e->nlocal && rc == 0; k++) {
@@ -199,14 +199,14 @@ int sml_engine_create(const worker_params_t *p, uint32_t index, engine_t **out, 
         w->want = NO_CHUNK;
         rc = worker_slot_addr(p, e->tp, w->slot, &w->dst);
         if (rc != 0)
-            set_err(err, errlen, "no address for the switch queue of slot %u", w->slot);
+            set_err_msg(err, errlen, "no address for the switch queue of slot %u", w->slot);
     }
     /* INAGG_CODEC_HELPER=0 runs without the helper (every chunk coded on the engine thread,
      * nothing overlapped): to measure what the overlap is worth (inagg model validate). */
     if (rc == 0 && e->codec && !p->codec_no_helper) {
         rc = -pthread_create(&e->helper, NULL, helper_main, e);
         if (rc != 0)
-            set_err(err, errlen, "cannot start the encoder helper thread");
+            set_err_msg(err, errlen, "cannot start the encoder helper thread");
         else
             e->helper_started = 1;
     }
@@ -694,7 +694,7 @@ int sml_engine_run(engine_t *e, const worker_call_t *r, char *detail, size_t dle
     int rc = worker_txq_flush(&e->tx);
     arm_sent(e);
     if (rc < 0) {
-        set_err(detail, dlen, "send failed: %s", strerror(-rc));
+        set_err_msg(detail, dlen, "send failed: %s", strerror(-rc));
         rc = -EIO;
     }
     now = util_now_ns();
@@ -702,7 +702,7 @@ int sml_engine_run(engine_t *e, const worker_call_t *r, char *detail, size_t dle
     uint64_t timeout_ns = (uint64_t)e->p.timeout_ms * 1000000ull;
     while (active > 0 && rc == 0) {
         if (atomic_load_explicit(e->p.abort_flag, memory_order_acquire)) {
-            set_err(detail, dlen, "aborted: the job failed");
+            set_err_msg(detail, dlen, "aborted: the job failed");
             rc = -ECANCELED;
             break;
         }
@@ -712,7 +712,7 @@ int sml_engine_run(engine_t *e, const worker_call_t *r, char *detail, size_t dle
             wait_ms = (int)util_min_u64((next_deadline - now) / 1000000ull + 1, ENGINE_POLL_MS);
         int n = transport_recv(e->tp, e->rx, 2 * ENGINE_RX_BATCH, wait_ms);
         if (n < 0) {
-            set_err(detail, dlen, "receive failed: %s", strerror(-n));
+            set_err_msg(detail, dlen, "receive failed: %s", strerror(-n));
             rc = -EIO;
             break;
         }
@@ -725,12 +725,12 @@ int sml_engine_run(engine_t *e, const worker_call_t *r, char *detail, size_t dle
         int frc = worker_txq_flush(&e->tx);
         arm_sent(e);
         if (frc < 0) {
-            set_err(detail, dlen, "send failed: %s", strerror(-frc));
+            set_err_msg(detail, dlen, "send failed: %s", strerror(-frc));
             rc = -EIO;
             break;
         }
         if (now - last_progress > timeout_ns) {
-            set_err(detail, dlen,
+            set_err_msg(detail, dlen,
                      "no result from the switch for %u ms (%u of this thread's slots waiting)",
                      e->p.timeout_ms, active);
             rc = -ETIMEDOUT;
@@ -749,11 +749,11 @@ int sml_engine_run(engine_t *e, const worker_call_t *r, char *detail, size_t dle
         return rc;
     }
     if (run.overflow) {
-        set_err(detail, dlen, "int32 sum wrapped around in at least one element");
+        set_err_msg(detail, dlen, "int32 sum wrapped around in at least one element");
         return -EOVERFLOW;
     }
     if (run.nonfinite) {
-        set_err(detail, dlen, "a float32 input held NaN or Inf; affected chunks are NaN");
+        set_err_msg(detail, dlen, "a float32 input held NaN or Inf; affected chunks are NaN");
         return -EDOM;
     }
     return 0;

@@ -106,7 +106,7 @@ static int sml_create(const worker_params_t *p, void **state, char *err, size_t 
 {
     sml_t *s = calloc(1, sizeof(*s));
     if (!s) {
-        set_err(err, errlen, "out of memory");
+        set_err_msg(err, errlen, "out of memory");
         return -ENOMEM;
     }
     s->p = *p;
@@ -115,7 +115,7 @@ static int sml_create(const worker_params_t *p, void **state, char *err, size_t 
     for (uint32_t i = 0; i < p->threads && rc == 0; i++) {
         rc = sml_engine_create(p, i, &s->engines[i], why, sizeof(why));
         if (rc != 0)
-            set_err(err, errlen, "engine thread %u: %s", i, why);
+            set_err_msg(err, errlen, "engine thread %u: %s", i, why);
         else
             s->nengines++;
     }
@@ -123,7 +123,7 @@ static int sml_create(const worker_params_t *p, void **state, char *err, size_t 
         s->th[i] = (sml_thread_t){.s = s, .e = s->engines[i]};
         rc = -pthread_create(&s->tids[i], NULL, engine_main, &s->th[i]);
         if (rc != 0)
-            set_err(err, errlen, "cannot start engine thread %u", i);
+            set_err_msg(err, errlen, "cannot start engine thread %u", i);
         else
             s->started++;
     }
@@ -156,7 +156,7 @@ static int sml_start(void *state, inagg_comm_t *comm, const worker_call_t *call,
 {
     sml_request_t *rq = calloc(1, sizeof(*rq));
     if (!rq) {
-        set_err(detail, dlen, "out of memory");
+        set_err_msg(detail, dlen, "out of memory");
         return -ENOMEM;
     }
     enqueue(state, comm, rq, call);
@@ -171,7 +171,7 @@ static int await(sml_t *s, sml_request_t *rq, char *detail, size_t dlen)
     while (!rq->done)
         pthread_cond_wait(s->p.cv, s->p.mu);
     pthread_mutex_unlock(s->p.mu);
-    set_err(detail, dlen, "%s", rq->detail);
+    set_err_msg(detail, dlen, "%s", rq->detail);
     return rq->result;
 }
 

@@ -44,6 +44,8 @@ static int set_noarp(const char *ifname, int off, int *was_off)
 int portarp_quiet(const char *ifname, int *was_off, char *err, size_t errlen)
 {
     int rc = set_noarp(ifname, 1, was_off);
+    if (rc == -ENODEV)
+        return set_err(err, errlen, rc, "port %s: no such interface", ifname);
     if (rc < 0)
         return set_err(err, errlen, rc, "port %s: turning the host's ARP off on it (else the "
                        "kernel answers for the switch's address with the port's MAC): %s",

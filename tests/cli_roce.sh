@@ -6,7 +6,9 @@
 # int32 results bit-identical and the switch's answers from its result buffer counted (and,
 # with a buffer too small to keep a result, its evictions counted and recovered from); a run
 # whose PSNs start just below the 24-bit wrap; each case of the fabric's Table VI
-# classification (tests/roce_frames.py) counted; float32 over roce. Skips, saying why, where testbeds cannot be
+# classification (tests/roce_frames.py) counted; a switched port that does not answer ARP for
+# the switch's address itself (a host that learned the port's MAC never got its RoCE frames
+# aggregated); float32 over roce. Skips, saying why, where testbeds cannot be
 # built; the tshark check skips (the ICRC check does not) when tshark is absent (Debian:
 # apt-get install tshark). About 2 minutes.
 set -uo pipefail
@@ -170,6 +172,35 @@ print(t)" "$tmp"/l?.json 2>/dev/null)
     [ "$a" -ge $((b + 3)) ] || why+=" forwarded cases did not reach the switch's stack ($b->$a);"
     grep -q "sent 5" "$tmp/rf.out" || why+=" sender: $(cat "$tmp/rf.out");"
     [ -z "$why" ] && ok $t || bad $t "$why"
+
+    # The switch's namespace owns the switch's address (on inagg0), and Linux answers ARP for
+    # it on any interface: from a switched port pN itself, with pN's MAC, ahead of inagg0's
+    # answer through the fabric. A host that kept that answer reaches the TCP listener anyway
+    # but its RoCE frames (to pN's MAC) were never aggregated: "rank 0 sent nothing". The
+    # fabric turns ARP off on its ports (portarp.h). Here p1 has it on again and the fabric
+    # restarts, and h1 resolves the switch's address while the switch already knows h1 (the
+    # order in which the kernel's own answer from p1 used to win every time).
+    t=switched_port_does_not_answer_arp_and_float32_job_verifies
+    tools/testbed exec "$TB" sw -- ip link set p1 arp on
+    timeout 60 tools/testbed loss "$TB" 0 >/dev/null 2>&1 # restarts the fabric
+    for _ in $(seq 50); do
+        timeout 5 tools/testbed exec "$TB" sw -- $INAGG switch --stats "$SW:7000" >/dev/null 2>&1 && break
+        sleep 0.1
+    done
+    tools/testbed exec "$TB" sw -- ping -c 1 -W 1 "${SW%.*}.1" >/dev/null 2>&1 # the switch knows h1
+    tools/testbed exec "$TB" h1 -- ip neigh flush all
+    tools/testbed exec "$TB" h1 -- bash -c "exec 3<>/dev/tcp/$SW/9" 2>/dev/null
+    h1sees=$(tools/testbed exec "$TB" h1 -- ip neigh show "$SW" | sed -n 's/.* lladdr \([0-9a-f:]*\).*/\1/p')
+    p1flags=$(tools/testbed exec "$TB" sw -- ip link show p1 | head -n 1)
+    for r in 0 1; do
+        INAGG_LOG=warn timeout 60 tools/testbed exec "$TB" h$((r + 1)) -- $INAGG bench allreduce \
+            --switch "$SW:7000" --rank $r --world 2 --job arp$$ --elems 30000 --dtype float32 \
+            --iters 2 --timeout-ms 5000 --transport roce >"$tmp/arp$r.json" 2>&1 &
+    done
+    wait
+    nver=$(cat "$tmp"/arp?.json | grep -c '"verified":true')
+    if [ "$h1sees" = "$swmac" ] && [ "$nver" -eq 2 ] && [[ "$p1flags" == *NOARP* ]]; then ok $t
+    else bad $t "h1 resolves the switch ($SW) to '$h1sees' (the switch's MAC is $swmac); p1: $p1flags; verified $nver/2: $(grep -ho '"error":"[^"]*"' "$tmp"/arp?.json | head -n 1)"; fi
 
     # a result buffer too small for any message (1 flow x 4 frames; a 2048-element result is 9
     # frames, the tensor's short last packet 7): every repeat finds its result evicted, is counted and dropped, and the workers' next timeout

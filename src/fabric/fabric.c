@@ -14,6 +14,7 @@
 #include "base/errmsg.h"
 #include "base/util.h"
 #include "fabric/fabric_int.h"
+#include "fabric/portarp.h"
 #include "fabric/tapdev.h"
 #include "wire/fabricmsg.h"
 
@@ -246,6 +247,8 @@ static void free_all(struct fabric *f)
                 close(port->tap_fd);
         } else {
             pktsock_close(&port->ps);
+            if (port->arp_quieted)
+                portarp_restore(port->name, port->arp_was_off);
         }
         for (int k = 0; k < 2; k++)
             if (port->agg_fd[k] >= 0)
@@ -298,7 +301,11 @@ int fabric_start(const fabric_config_t *c, fabric_t **out, char *err, size_t err
     for (uint32_t p = 0; rc == 0 && p < f->nports; p++) {
         fport_t *port = &f->ports[p];
         if (!port->is_cpu) {
-            rc = pktsock_open(&port->ps, port->name, 0, err, errlen);
+            /* before any frame is switched: no host may learn the port's MAC for ours */
+            rc = portarp_quiet(port->name, &port->arp_was_off, err, errlen);
+            port->arp_quieted = rc == 0;
+            if (rc == 0)
+                rc = pktsock_open(&port->ps, port->name, 0, err, errlen);
             if (rc == 0 && port->ps.mtu < mtu)
                 mtu = port->ps.mtu;
             for (int k = 0; rc == 0 && k < 2; k++) {

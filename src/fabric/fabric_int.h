@@ -78,6 +78,8 @@ typedef struct fport {
     int is_cpu;
     int tap_fd;            /* the internal port */
     pktsock_t ps;          /* the others */
+    int arp_quieted;       /* the host's ARP was turned off on it (portarp.h) ... */
+    int arp_was_off;       /* ... and whether it was off before */
     int agg_fd[2];         /* send-only sockets on the same interface for results and for
                               resends, whose frames carry FABRIC_PRIO_RESULT / _RESEND as their
                               priority: an arbitrating qdisc on the port (tools/testbed

@@ -38,19 +38,17 @@ TEST(bench_testbed_packet_fits_one_frame_with_macs_at_every_mtu, 20)
         uint32_t with_mac = datagram_bytes(o.packet_elems, 1);
         CHECK_MSG(with_mac + IPV4_UDP_BYTES <= mtu,
                   "MTU %u: %u elements make %u-byte datagrams with their MAC, %u with the IP "
-                  "and UDP headers: fragmented", mtu, o.packet_elems, with_mac,
-                  with_mac + IPV4_UDP_BYTES);
+                  "and UDP headers: fragmented",
+                  mtu, o.packet_elems, with_mac, with_mac + IPV4_UDP_BYTES);
         CHECK_MSG(datagram_bytes(o.packet_elems, 0) < with_mac,
                   "MTU %u: the MAC adds no bytes to the datagram", mtu);
-        CHECK_MSG(strstr(note, "one frame each") != NULL, "MTU %u: the note says '%s'", mtu,
-                  note);
+        CHECK_MSG(strstr(note, "one frame each") != NULL, "MTU %u: the note says '%s'", mtu, note);
         /* the largest power of two that fits: twice as many would not */
         uint32_t twice = 2 * o.packet_elems;
-        CHECK_MSG((o.packet_elems & (o.packet_elems - 1)) == 0 &&
-                      (twice > INAGG_MAX_PACKET_ELEMS ||
-                       datagram_bytes(twice, 1) + IPV4_UDP_BYTES > mtu),
-                  "MTU %u: %u elements, but %u would fit one frame too", mtu, o.packet_elems,
-                  twice);
+        CHECK_MSG(
+            (o.packet_elems & (o.packet_elems - 1)) == 0 &&
+                (twice > INAGG_MAX_PACKET_ELEMS || datagram_bytes(twice, 1) + IPV4_UDP_BYTES > mtu),
+            "MTU %u: %u elements, but %u would fit one frame too", mtu, o.packet_elems, twice);
         checked++;
     }
     CHECK(checked == 65000 - 576 + 1);

@@ -1,0 +1,67 @@
+/*
+ * test_bench_defaults.c - ar_link_defaults (bench/bench_allreduce_defaults.c), the testbed's
+ * link-aware choice of packet size: with MACs on (every bench job has a secret) a datagram,
+ * as the worker builds it, still fits one frame of the link's MTU at every MTU, so no packet
+ * of a MAC'd run is ever an IP fragment pair; and the packet is the largest power of two that
+ * fits, so the MAC's 28 bytes never halve it where they need not.
+ */
+#include <stdint.h>
+#include <string.h>
+
+#include "bench/bench_allreduce.h"
+#include "harness.h"
+#include "inagg.h"
+#include "wire/wire.h"
+#include "worker/proto.h"
+
+#define IPV4_UDP_BYTES 28u /* what the frame's MTU holds besides the datagram */
+
+/* The bytes of the datagram a worker sends for a packet of `elems` elements. */
+static uint32_t datagram_bytes(uint32_t elems, int dp_auth)
+{
+    worker_params_t p;
+    memset(&p, 0, sizeof(p));
+    p.dp_auth = dp_auth;
+    p.elems = elems;
+    return worker_hdr_bytes(&p) + (uint32_t)worker_payload_cap(&p);
+}
+
+TEST(bench_testbed_packet_fits_one_frame_with_macs_at_every_mtu, 20)
+{
+    uint32_t checked = 0;
+    for (uint32_t mtu = 576; mtu <= 65000; mtu++) {
+        ar_opts_t o;
+        memset(&o, 0, sizeof(o));
+        o.threads = 1;
+        char note[512];
+        ar_link_defaults(&o, mtu, 1000000000ull, note, sizeof(note));
+        uint32_t with_mac = datagram_bytes(o.packet_elems, 1);
+        CHECK_MSG(with_mac + IPV4_UDP_BYTES <= mtu,
+                  "MTU %u: %u elements make %u-byte datagrams with their MAC, %u with the IP "
+                  "and UDP headers: fragmented",
+                  mtu, o.packet_elems, with_mac, with_mac + IPV4_UDP_BYTES);
+        CHECK_MSG(datagram_bytes(o.packet_elems, 0) < with_mac,
+                  "MTU %u: the MAC adds no bytes to the datagram", mtu);
+        CHECK_MSG(strstr(note, "one frame each") != NULL, "MTU %u: the note says '%s'", mtu, note);
+        /* the largest power of two that fits: twice as many would not */
+        uint32_t twice = 2 * o.packet_elems;
+        CHECK_MSG(
+            (o.packet_elems & (o.packet_elems - 1)) == 0 &&
+                (twice > INAGG_MAX_PACKET_ELEMS || datagram_bytes(twice, 1) + IPV4_UDP_BYTES > mtu),
+            "MTU %u: %u elements, but %u would fit one frame too", mtu, o.packet_elems, twice);
+        checked++;
+    }
+    CHECK(checked == 65000 - 576 + 1);
+}
+
+TEST(bench_testbed_9000_mtu_sends_2048_elements_in_8256_byte_datagrams, 5)
+{
+    ar_opts_t o;
+    memset(&o, 0, sizeof(o));
+    o.threads = 1;
+    char note[512];
+    ar_link_defaults(&o, 9000, 1000000000ull, note, sizeof(note));
+    CHECK_EQ_INT(o.packet_elems, 2048);
+    CHECK_EQ_INT(datagram_bytes(o.packet_elems, 1), 8256); /* 36 header + 28 MAC + 8192 */
+    CHECK(strstr(note, "8256 B datagrams: one frame each") != NULL);
+}

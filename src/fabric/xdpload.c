@@ -1,6 +1,6 @@
 /*
  * xdpload.c - the fabric's XDP program on one interface (see xdpload.h): open the embedded
- * object, fill its config map, load it, attach it through a bpf_link in driver mode.
+ * object, load it, fill its config map; attach it through a bpf_link in driver mode.
  */
 #include "fabric/xdpload.h"
 
@@ -24,11 +24,11 @@ static int quiet(enum libbpf_print_level level, const char *fmt, va_list ap)
     return 0;
 }
 
-int xdpload_attach(xdpload_t *x, const char *ifname, int ifindex, const struct steer_conf *conf,
-                   char *err, size_t errlen)
+int xdpload_load(xdpload_t *x, const char *ifname, const struct steer_conf *conf, char *err,
+                 size_t errlen)
 {
     memset(x, 0, sizeof(*x));
-    x->link_fd = x->xsks_fd = x->stats_fd = -1;
+    x->prog_fd = x->link_fd = x->xsks_fd = x->stats_fd = -1;
     libbpf_set_print(quiet);
     size_t len = 0;
     const void *blob = xdpblob_steer(&len);
@@ -63,8 +63,14 @@ int xdpload_attach(xdpload_t *x, const char *ifname, int ifindex, const struct s
     }
     x->xsks_fd = bpf_object__find_map_fd_by_name(x->obj, "xsks");
     x->stats_fd = bpf_object__find_map_fd_by_name(x->obj, "stats");
+    x->prog_fd = bpf_program__fd(prog);
+    return 0;
+}
+
+int xdpload_attach(xdpload_t *x, const char *ifname, int ifindex, char *err, size_t errlen)
+{
     LIBBPF_OPTS(bpf_link_create_opts, lo, .flags = XDP_FLAGS_DRV_MODE);
-    x->link_fd = bpf_link_create(bpf_program__fd(prog), ifindex, BPF_XDP, &lo);
+    x->link_fd = bpf_link_create(x->prog_fd, ifindex, BPF_XDP, &lo);
     if (x->link_fd < 0) {
         int e = errno;
         x->link_fd = -1;
@@ -99,5 +105,5 @@ void xdpload_detach(xdpload_t *x)
     if (x->obj)
         bpf_object__close(x->obj); /* closes the maps' descriptors too */
     x->obj = NULL;
-    x->xsks_fd = x->stats_fd = -1;
+    x->prog_fd = x->xsks_fd = x->stats_fd = -1;
 }

@@ -18,15 +18,20 @@ struct bpf_object;
 
 typedef struct xdpload {
     struct bpf_object *obj;
+    int prog_fd; /* the loaded program */
     int link_fd; /* the attachment: closing it detaches the program */
     int xsks_fd; /* the XSKMAP: rx queue -> socket */
     int stats_fd; /* per-CPU counters (enum steer_stat) */
 } xdpload_t;
 
-/* Load the program with configuration conf and attach it to ifindex (named ifname, for the
- * messages) in native mode; 0 or -errno (-EOPNOTSUPP: the driver has no native XDP). */
-int xdpload_attach(xdpload_t *x, const char *ifname, int ifindex, const struct steer_conf *conf,
-                   char *err, size_t errlen);
+/* Load the program with configuration conf, for interface ifname (named in the messages);
+ * attached nowhere yet. 0 or -errno. */
+int xdpload_load(xdpload_t *x, const char *ifname, const struct steer_conf *conf, char *err,
+                 size_t errlen);
+
+/* Attach the loaded program to ifindex in native (driver) mode; 0 or -errno (-EOPNOTSUPP: the
+ * driver has no native XDP). */
+int xdpload_attach(xdpload_t *x, const char *ifname, int ifindex, char *err, size_t errlen);
 
 /* The program's counter `which` summed over CPUs (0 when unreadable). */
 uint64_t xdpload_stat(const xdpload_t *x, enum steer_stat which);

@@ -60,14 +60,17 @@ int xskport_open(xskport_t **out, const char *ifname, int ifindex, const xskport
     xskport_t *x = calloc(1, sizeof(*x));
     if (!x)
         return set_err(err, errlen, -ENOMEM, "out of memory");
-    x->prog.link_fd = x->prog.xsks_fd = x->prog.stats_fd = -1;
+    x->prog.prog_fd = x->prog.link_fd = x->prog.xsks_fd = x->prog.stats_fd = -1;
     struct steer_conf sc = {.port_lo = conf->port_lo,
                             .port_hi = conf->port_hi,
                             .ip = conf->ip,
                             .max_frame = XSKPORT_MAX_FRAME};
     memcpy(sc.mac, conf->mac, 6);
-    int rc = xdpload_attach(&x->prog, ifname, ifindex, &sc, err, errlen);
+    int rc = xdpload_load(&x->prog, ifname, &sc, err, errlen);
+    if (rc == 0)
+        rc = xdpload_attach(&x->prog, ifname, ifindex, err, errlen);
     if (rc < 0) {
+        xdpload_detach(&x->prog);
         free(x);
         return rc;
     }

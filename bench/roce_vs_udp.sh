@@ -70,7 +70,7 @@ print(statistics.median(meds), 100 * cpu / (t1 - t0), cpu / (4 * n * 4 * iters /
 EOF
 }
 
-echo "testbed $NAME: 4 hosts, fabric inagg, link $RATE, MTU 9000; $ELEMS int32 x $ITERS iterations, packets of $PE elements; load: $(uptime | sed 's/.*load average: //')"
+echo "testbed $NAME: 4 hosts, fabric inagg (--xdp $XDP), link $RATE, MTU 9000; $ELEMS int32 x $ITERS iterations, packets of $PE elements; load: $(uptime | sed 's/.*load average: //')"
 declare -a U R UC RC
 for i in $(seq "$REPS"); do
     ul=$(run udp "u$i") || { echo "udp run $i failed: $ul" >&2; exit 1; }

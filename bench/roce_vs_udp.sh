@@ -9,7 +9,9 @@
 # uses (a shared machine's scheduling stalls otherwise cause spurious resends).
 # Each run also reports the fabric switch's CPU (its process's user + system time, from
 # /proc): in % of one core over the run, and in CPU seconds per GB of contributions summed
-# (4 ranks x ELEMS x 4 bytes x ITERS). --xdp is the fabric's receive path (tools/testbed --xdp:
+# (4 ranks x ELEMS x 4 bytes x ITERS), and the hosts' CPU per GB (the ranks' own cpu_s over
+# their timed iterations, summed: on a veth the kernel's receive work at the fabric's port,
+# AF_PACKET or XDP, runs in the sending host's context and is charged to it). --xdp is the fabric's receive path (tools/testbed --xdp:
 # off = AF_PACKET, on = AF_XDP for the RoCE and aggregation UDP frames that fit a chunk).
 #
 # Usage: bench/roce_vs_udp.sh [--name NAME] [--rate R] [--elems N] [--iters K] [--reps R]
@@ -61,26 +63,29 @@ import json, statistics, sys
 ticks, hz, t0, t1, n, iters = int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]), float(sys.argv[5]), int(sys.argv[6]), int(sys.argv[7])
 cpu = ticks / hz
 meds = []
+hosts_cpu = 0.0
 for r in range(4):
     d = json.load(open('%s.%d' % (sys.argv[1], r)))
+    hosts_cpu += d.get('cpu_s', 0.0)
     if not d['verified']:
         sys.exit('rank %d not verified: %s' % (r, d.get('error')))
     meds.append(statistics.median(d['times_s']))
-print(statistics.median(meds), 100 * cpu / (t1 - t0), cpu / (4 * n * 4 * iters / 1e9))
+gb = 4 * n * 4 * iters / 1e9
+print(statistics.median(meds), 100 * cpu / (t1 - t0), cpu / gb, hosts_cpu / gb)
 EOF
 }
 
 echo "testbed $NAME: 4 hosts, fabric inagg (--xdp $XDP), link $RATE, MTU 9000; $ELEMS int32 x $ITERS iterations, packets of $PE elements; load: $(uptime | sed 's/.*load average: //')"
-declare -a U R UC RC
+declare -a U R UC RC UH RH
 for i in $(seq "$REPS"); do
     ul=$(run udp "u$i") || { echo "udp run $i failed: $ul" >&2; exit 1; }
     rl=$(run roce "r$i") || { echo "roce run $i failed: $rl" >&2; exit 1; }
-    read -r u ucpu ugb <<<"$ul"
-    read -r r rcpu rgb <<<"$rl"
-    U+=("$u") R+=("$r") UC+=("$ugb") RC+=("$rgb")
+    read -r u ucpu ugb uh <<<"$ul"
+    read -r r rcpu rgb rh <<<"$rl"
+    U+=("$u") R+=("$r") UC+=("$ugb") RC+=("$rgb") UH+=("$uh") RH+=("$rh")
     $PY -c "import sys; u, r, n = float(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3]); print('run %d: udp %.2f ms (%.3f Gbit/s), roce %.2f ms (%.3f Gbit/s); fabric CPU udp %.0f%% (%.2f s/GB), roce %.0f%% (%.2f s/GB)' % (int(sys.argv[4]), u * 1e3, n * 32 / u / 1e9, r * 1e3, n * 32 / r / 1e9, float(sys.argv[5]), float(sys.argv[6]), float(sys.argv[7]), float(sys.argv[8])))" "$u" "$r" "$ELEMS" "$i" "$ucpu" "$ugb" "$rcpu" "$rgb"
 done
-$PY -c "import statistics, sys; print('fabric CPU per GB of contributions (median): udp %.2f s, roce %.2f s' % (statistics.median(map(float, sys.argv[1].split())), statistics.median(map(float, sys.argv[2].split()))))" "${UC[*]}" "${RC[*]}"
+$PY -c "import statistics, sys; m = [statistics.median(map(float, a.split())) for a in sys.argv[1:]]; print('CPU per GB of contributions (median): fabric udp %.2f s, roce %.2f s; hosts udp %.2f s, roce %.2f s' % tuple(m))" "${UC[*]}" "${RC[*]}" "${UH[*]}" "${RH[*]}"
 $PY - "$ELEMS" "${U[*]}" "${R[*]}" <<'EOF'
 import statistics, sys
 n = int(sys.argv[1])

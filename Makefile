@@ -41,6 +41,8 @@ CFLAGS_BASE := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wshadow -Wstrict-pr
 CFLAGS  := $(CFLAGS_BASE) $(OPT) $(EXTRA_CFLAGS)
 LDFLAGS := -pthread $(LDSAN) $(EXTRA_LDFLAGS)
 LDLIBS  := -lzfp -lisal -lsodium -lcrypto -lm
+# the switch side's own: AF_XDP sockets (libxdp) and the XDP program's loader (libbpf)
+SWITCH_LDLIBS := -lxdp -lbpf
 
 VERSION_MAJOR := $(shell sed -n 's/^\#define INAGG_VERSION_MAJOR \([0-9]*\)/\1/p' include/inagg/version.h)
 VERSION       := $(shell sed -n 's/^\#define INAGG_VERSION_STRING "\(.*\)"/\1/p' include/inagg/version.h)
@@ -113,10 +115,20 @@ $(BUILD)/internal/libapps.a: $(APPS_OBJ)
 	ar rcs $@ $^
 
 $(BUILD)/inagg: $(CLI_OBJ) $(LIBS_INTERNAL)
-	$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) $(LIBS_INTERNAL) $(LDLIBS)
+	$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) $(LIBS_INTERNAL) $(SWITCH_LDLIBS) $(LDLIBS)
 
 $(BUILD)/inagg-tests: $(TEST_OBJ) $(LIBS_INTERNAL)
-	$(CC) $(LDFLAGS) -o $@ $(TEST_OBJ) $(LIBS_INTERNAL) $(LDLIBS)
+	$(CC) $(LDFLAGS) -o $@ $(TEST_OBJ) $(LIBS_INTERNAL) $(SWITCH_LDLIBS) $(LDLIBS)
+
+# The fabric's XDP program (docs/FABRIC.md, "AF_XDP ports"): compiled for the BPF target and
+# embedded in the switch library by xdpblob.c (.incbin), so the binary needs no file beside it.
+BPF_CFLAGS := -O2 -g -target bpf -Wall -Werror -Isrc -I/usr/include/$(shell $(CC) -print-multiarch)
+$(BUILD)/bpf/steer.bpf.o: src/fabric/xdp/steer.bpf.c src/fabric/xdp/steer_conf.h
+	@mkdir -p $(dir $@)
+	clang $(BPF_CFLAGS) -c $< -o $@
+
+$(BUILD)/src/fabric/xdpblob.o: $(BUILD)/bpf/steer.bpf.o
+$(BUILD)/src/fabric/xdpblob.o: CFLAGS += -DINAGG_STEER_BPF_OBJ='"$(BUILD)/bpf/steer.bpf.o"'
 
 # The MPI programs link OpenMPI, which the library never does.
 $(BUILD)/inagg-mpi-bench: src/mpi/mpi_allreduce_bench.c src/json/json.c src/json/json.h

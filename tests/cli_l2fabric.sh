@@ -5,13 +5,16 @@
 # allreduce aggregated in the fabric with verified results; aggregation ports and the add
 # mode changed while it runs (FABRIC control lines); malformed and foreign frames
 # forwarded or counted and dropped; the per-port link delay seen by ping (300us, and 25us
-# against a fabric without delay). Skips, saying
+# against a fabric without delay); --xdp on refused and auto falling back on a port
+# without XDP. INAGG_FABRIC_XDP=on|auto|off (default off) is the fabric's --xdp for every
+# case; with it on, the fast path's frames are seen arriving through AF_XDP. Skips, saying
 # why, where network namespaces cannot be made. Every command runs under `timeout`; about
 # 90 seconds.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 INAGG=${INAGG:-build/inagg}  # INAGG=build-san/inagg runs it under the sanitizers
 PY=/usr/bin/python3
+XDP=${INAGG_FABRIC_XDP:-off}
 pass=0 fail=0 skip=0
 ok()  { echo "ok      $1"; pass=$((pass + 1)); }
 bad() { echo "FAIL    $1: $2"; fail=$((fail + 1)); }
@@ -25,7 +28,7 @@ SW_IP=$SUB.254
 swpid=""
 cleanup() {
     [ -n "$swpid" ] && kill "$swpid" 2>/dev/null && wait "$swpid" 2>/dev/null
-    for n in sw h1 h2 h3; do ip netns del "$P-$n" 2>/dev/null; done
+    for n in sw h1 h2 h3 nx; do ip netns del "$P-$n" 2>/dev/null; done
     rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -42,7 +45,8 @@ for args in "--l2 p1 --listen 127.0.0.1:7000" "--l2 p1 --listen 10.0.0.1:0" \
     "--l2 lo --l2-ip 10.0.0.1 --fabric-threads 3" "--fabric-threads 2" "--aggregation-threads" \
     "--l2 lo --l2-ip 10.0.0.1 --agg-ports p7" "--l2 lo --l2-ip 10.0.0.1 --add-mode double" \
     "--l2 lo --l2-ip 10.0.0.1 --roce-result-buffer 4x" "--l2 lo --l2-ip 10.0.0.1 --roce-result-buffer 0x8" \
-    "--l2 lo --l2-ip 10.0.0.1 --roce-result-buffer 1000x1000" "--roce-result-buffer 4x128"; do
+    "--l2 lo --l2-ip 10.0.0.1 --roce-result-buffer 1000x1000" "--roce-result-buffer 4x128" \
+    "--xdp on" "--l2 lo --l2-ip 10.0.0.1 --xdp maybe"; do
     timeout 10 $INAGG switch $args >/dev/null 2>"$tmp/err"
     rc=$?
     { [ $rc -eq 1 ] || [ $rc -eq 2 ]; } || rcs+=" [$args]=$rc"
@@ -85,7 +89,7 @@ inh() { local h=$1; shift; timeout 30 ip netns exec "$P-$h" "$@"; }
 start_switch() { # extra args
     [ -n "$swpid" ] && kill "$swpid" 2>/dev/null && wait "$swpid" 2>/dev/null
     ip netns exec "$P-sw" timeout 600 $INAGG switch --l2 p1,p2,p3 --listen $SW_IP:7000 \
-        --threads 2 "$@" >"$tmp/sw.out" 2>"$tmp/sw.err" &
+        --threads 2 --xdp "$XDP" "$@" >"$tmp/sw.out" 2>"$tmp/sw.err" &
     swpid=$!
     for _ in $(seq 50); do
         inh sw $INAGG switch --stats $SW_IP:7000 >/dev/null 2>&1 && return 0
@@ -98,10 +102,10 @@ start_switch() { # extra args
 # OUT SUFFIX; rank r's JSON goes to OUT<r>SUFFIX. Waits for the ranks' own pids (`jobs -p` in
 # a pipeline may see an empty job table).
 allreduce3() {
-    local job=$1 elems=$2 dt=$3 iters=$4 out=$5 sfx=${6:-} r ranks=""
+    local job=$1 elems=$2 dt=$3 iters=$4 out=$5 sfx=${6:-} pkt=${7:-2048} r ranks=""
     for r in 0 1 2; do
         inh h$((r + 1)) $INAGG bench allreduce --switch $SW_IP:7000 --rank $r --world 3 \
-            --job "$job" --elems "$elems" --packet-elems 2048 --dtype "$dt" --iters "$iters" \
+            --job "$job" --elems "$elems" --packet-elems "$pkt" --dtype "$dt" --iters "$iters" \
             --rto-min-us 20000 >"$out$r$sfx" 2>&1 &
         ranks+=" $!"
     done
@@ -110,6 +114,34 @@ allreduce3() {
 stats() { inh sw $INAGG switch --stats $SW_IP:7000 --json; }
 # fabric counter K of the last stats (or a python expression on d)
 fget() { $PY -c "import json,sys; d=json.load(open(sys.argv[1])); f=d['fabric']; print(eval(sys.argv[2]))" "$tmp/st.json" "$1"; }
+
+t=xdp_on_refused_and_auto_falls_back_without_xdp
+# a bridge device has no native XDP: --xdp on names the cause and exits; auto logs one line
+# and the port receives through AF_PACKET (its own namespace, so no other fabric is near)
+why=""
+if ip netns add "$P-nx" && ip -n "$P-nx" link set lo up &&
+    ip -n "$P-nx" link add brx type bridge && ip -n "$P-nx" link set brx up; then
+    ip netns exec "$P-nx" timeout 10 $INAGG switch --l2 brx --listen $SUB.250:7000 --xdp on \
+        >/dev/null 2>"$tmp/xon.err"
+    rc=$?
+    { [ $rc -eq 1 ] && grep -q "port brx: --xdp on: no XDP support on brx: " "$tmp/xon.err"; } ||
+        why+=" [--xdp on: exit $rc: $(head -c 200 "$tmp/xon.err")]"
+    ip netns exec "$P-nx" timeout 60 $INAGG switch --l2 brx --listen $SUB.250:7000 --xdp auto \
+        >/dev/null 2>"$tmp/xauto.err" &
+    xpid=$!
+    for _ in $(seq 50); do
+        timeout 5 ip netns exec "$P-nx" $INAGG switch --stats $SUB.250:7000 >"$tmp/xauto.st" 2>&1 && break
+        sleep 0.1
+    done
+    kill $xpid 2>/dev/null; wait $xpid 2>/dev/null
+    [ "$(grep -c "fabric: port brx receives through AF_PACKET: no XDP support on brx: " "$tmp/xauto.err")" = 1 ] ||
+        why+=" [--xdp auto: no one log line: $(head -c 200 "$tmp/xauto.err")]"
+    grep -q "^fabric port brx path: af_packet (no XDP support on brx: " "$tmp/xauto.st" ||
+        why+=" [--xdp auto: stats: $(grep path "$tmp/xauto.st")]"
+else
+    why="cannot build a bridge in a namespace"
+fi
+[ -z "$why" ] && ok $t || bad $t "$why"
 
 t=switch_starts_and_answers_on_its_address
 if start_switch --mac-age 400 >"$tmp/why"; then ok $t; else bad $t "$(cat "$tmp/why")"; finish; fi
@@ -157,6 +189,23 @@ where=$(fget "f['aggregation']")
 if [ "$nver" -eq 6 ] && [ "$aggin" -gt 0 ] && [ "$aggout" -gt 0 ] && [ "$pin" -ge "$aggin" ] &&
     [ "$where" = inline ]; then ok $t
 else bad $t "verified ranks $nver/6, agg_in=$aggin agg_out=$aggout switch packets_in=$pin aggregation=$where: $(head -c 300 "$tmp/r0.int32")"; fi
+
+t=fast_path_frames_arrive_through_af_xdp
+# INAGG_FABRIC_XDP=on: every port receives through AF_XDP, and frames that fit a UMEM chunk
+# (--packet-elems 512: 2 KiB datagrams) are steered there (redirected), results verified;
+# the 8 KiB datagrams above were larger than a chunk and went to AF_PACKET (too_big)
+if [ "$XDP" = on ]; then
+    xsum() { fget "sum(p.get('$1', 0) for p in f['port_paths'])"; }
+    paths=$(fget "','.join(sorted(set(p['path'] for p in f['port_paths'])))")
+    big=$(xsum too_big); red0=$(xsum redirected); in0=$(fget "f['agg_in']")
+    allreduce3 tx 50000 int32 3 "$tmp/x" .int32 512
+    stats >"$tmp/st.json"
+    nver=$(cat "$tmp"/x?.int32 | grep -c '"verified":true')
+    red=$(( $(xsum redirected) - red0 )); aggin=$(( $(fget "f['agg_in']") - in0 ))
+    if [ "$paths" = af_xdp ] && [ "$nver" -eq 3 ] && [ "$aggin" -gt 0 ] && [ "$red" -ge "$aggin" ] &&
+        [ "$big" -gt 0 ]; then ok $t
+    else bad $t "paths=$paths verified $nver/3 redirected=$red agg_in=$aggin too_big=$big: $(head -c 300 "$tmp/x0.int32")"; fi
+fi
 
 t=aggregation_on_dataplane_threads
 # --aggregation-threads: the slot protocols on the switch's own threads, fed by queues (the

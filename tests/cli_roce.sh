@@ -10,7 +10,9 @@
 # the switch's address itself (a host that learned the port's MAC never got its RoCE frames
 # aggregated); float32 over roce. Skips, saying why, where testbeds cannot be
 # built; the tshark check skips (the ICRC check does not) when tshark is absent (Debian:
-# apt-get install tshark). About 2 minutes.
+# apt-get install tshark). INAGG_FABRIC_XDP=on|auto|off (default off) is the fabric's --xdp
+# on every testbed; with it on, the RoCE frames are seen arriving through AF_XDP. About 2
+# minutes.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 INAGG=${INAGG:-build/inagg}
@@ -148,6 +150,14 @@ print(t)" "$tmp"/l?.json 2>/dev/null)
     if [ "$nver" -eq 4 ] && [ "$sums" -eq 1 ] && [ "${answered:-0}" -gt 0 ] && [ "${lost:-0}" -gt 0 ] &&
         [ "${replayed:-0}" -ge "${answered:-0}" ]; then ok $t
     else bad $t "verified $nver/4, checksums $sums, answered ${answered:-0}, replayed ${replayed:-?}, lost ${lost:-?}: $(head -c 300 "$tmp/l0.json") $(head -c 400 "$tmp/l.stats")"; fi
+    if [ "${INAGG_FABRIC_XDP:-off}" = on ]; then
+        t=roce_frames_arrive_through_af_xdp
+        paths=$(sed -n 's/^fabric port p[0-9]* path: \([a-z_]*\).*/\1/p' "$tmp/l.stats" | sort -u | tr '\n' ' ')
+        red=$(sed -n 's/^fabric port p[0-9]* path: af_xdp.* redirected=\([0-9]*\).*/\1/p' "$tmp/l.stats" | awk '{s += $1} END {print s + 0}')
+        steered=$(sed -n 's/^fabric roce: .* steered=\([0-9]*\).*/\1/p' "$tmp/l.stats")
+        if [ "$paths" = "af_xdp " ] && [ "$red" -ge "${steered:-1}" ]; then ok $t
+        else bad $t "paths '$paths', redirected $red, RoCE frames steered ${steered:-?}"; fi
+    fi
     t=table_vi_cases_forwarded_or_dropped_and_counted
     timeout 60 tools/testbed loss "$TB" 0 >/dev/null 2>&1 # no frame of these may be lost
     for _ in $(seq 50); do

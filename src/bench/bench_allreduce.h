@@ -71,6 +71,8 @@ typedef struct ar_opts {
                                   CPU (a switch of fixed capacity; 0: uncapped) */
     const char *link_rate;     /* as given (tc syntax), passed to tools/testbed */
     const char *fabric;        /* tools/testbed --fabric (NULL: its default) */
+    const char *xdp;           /* tools/testbed --xdp: the inagg fabric's ports on AF_XDP
+                                  (auto|on|off; NULL: the tool's default) */
     const char *transport;     /* --transport udp|roce (NULL: udp) */
     const char *pcap;          /* --pcap FILE: the fabric's frames (testbed) */
     const char *roce_psn;      /* --roce-psn N: every RoCE QP's first PSN (NULL: random) */

@@ -598,6 +598,7 @@ static int run_testbed(ar_run_t *run, ctx_t *c)
     snprintf(tb->name, sizeof(tb->name), "%s", name);
     tb->fabric = run->o->fabric;
     tb->link_delay = run->o->link_delay;
+    tb->xdp = run->o->xdp;
     tb->leaves = run->o->leaves;
     tb->hosts_per_leaf = run->o->hosts_per_leaf;
     launch_testbed_guard(tb);

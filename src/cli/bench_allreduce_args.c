@@ -73,6 +73,8 @@ static void usage(FILE *out)
             "                       docs/FABRIC.md) or bridge (a Linux bridge)\n"
             "  --link-delay D       with --testbed --fabric inagg: one-way delay per link,\n"
             "                       each way (25us, 1ms)\n"
+            "  --xdp auto|on|off    with --testbed --fabric inagg: its ports receive RoCE and\n"
+            "                       aggregation UDP through AF_XDP (inagg switch --xdp)\n"
             "  --rank R --world W   run one rank of a job on a running switch (--switch, --job)\n"
             "                       and print its report as one JSON line: times_s, t_start,\n"
             "                       t_end, cpu_s, verified, checksum, counters\n"
@@ -414,6 +416,12 @@ static int parse_place_flag(ar_opts_t *o, ar_seen_t *seen, int c)
         seen->rate = 1;
         break;
     case 'Q': o->link_delay = optarg; seen->rate = 1; break;
+    case 1090:
+        if (strcmp(optarg, "auto") != 0 && strcmp(optarg, "on") != 0 && strcmp(optarg, "off") != 0)
+            return bad("--xdp is auto, on or off, got '%s'", optarg);
+        o->xdp = optarg;
+        seen->rate = 1;
+        break;
     case 'U':
         if (cli_parse_u64(AR_CMD, "--mtu", optarg, 576, 65000, &v)) return 2;
         o->mtu = (uint32_t)v;
@@ -529,7 +537,7 @@ static int check_testbed(ar_opts_t *o, const ar_seen_t *seen)
         if (!(o->given & AR_GIVEN_WARMUP))
             o->warmup = TESTBED_WARMUP;
     } else if (seen->rate || seen->mtu) {
-        return bad("--link-rate, --mtu, --fabric and --link-delay describe the testbed: they "
+        return bad("--link-rate, --mtu, --fabric, --link-delay and --xdp describe the testbed: they "
                    "go with --testbed N");
     }
     if (seen->plot && !o->nsizes)
@@ -610,6 +618,7 @@ int ar_parse(int argc, char **argv, ar_opts_t *o)
         {"job", required_argument, 0, 'J'},          {"testbed", required_argument, 0, 'B'},
         {"link-rate", required_argument, 0, 'L'},    {"mtu", required_argument, 0, 'U'},
         {"fabric", required_argument, 0, 'Y'},       {"link-delay", required_argument, 0, 'Q'},
+        {"xdp", required_argument, 0, 1090},
         {"sizes", optional_argument, 0, 'z'},        {"plot", required_argument, 0, 'G'},
         {"compress", required_argument, 0, 'C'},
         {"leaves", required_argument, 0, 1101},     {"hosts-per-leaf", required_argument, 0, 1102},

@@ -120,6 +120,12 @@ static void usage(FILE *out)
             "                          every queue, so a packet is summed and its result\n"
             "                          sent without a hand-off between threads (lower\n"
             "                          latency and less CPU where cores are few)\n"
+            "  --xdp auto|on|off       receive the fast-path frames (RoCE v1, UDP to the\n"
+            "                          aggregation ports) through AF_XDP: an XDP program\n"
+            "                          steers them into each port's XSK, the rest go to\n"
+            "                          AF_PACKET; on: fail if a port cannot; auto: fall\n"
+            "                          back to AF_PACKET, logging why; off (default):\n"
+            "                          AF_PACKET only. Sending stays AF_PACKET (qdiscs)\n"
             "  --fabric-ctl HOST:PORT  change a running fabric: send it --agg-ports and\n"
             "                          --add-mode (either, both, or neither to ask) and print\n"
             "                          its settings; changes are taken only from the switch's\n"
@@ -306,7 +312,7 @@ static const struct option switch_longopts[] = {
     {"agg-ports", required_argument, 0, 1012}, {"add-mode", required_argument, 0, 1013},
     {"fabric-ctl", required_argument, 0, 1014},
     {"fabric-threads", required_argument, 0, 1015},
-    {"aggregation-threads", no_argument, 0, 1017},
+    {"aggregation-threads", no_argument, 0, 1017}, {"xdp", required_argument, 0, 1018},
     {"roce-result-buffer", required_argument, 0, 1016},
     {"request-timeout", required_argument, 0, 1001},
     {"idle-timeout", required_argument, 0, 1002},
@@ -417,6 +423,15 @@ static int parse_fabric_flag(switch_args_t *a, int c)
         }
         break;
     case 1017: a->agg_threads = 1; break;
+    case 1018: {
+        int mode;
+        if (fabric_xdp_parse(optarg, &mode) != 0) {
+            fprintf(stderr, "inagg switch: --xdp is auto, on or off, got '%s'\n", optarg);
+            return 2;
+        }
+        a->fcfg.xdp = optarg;
+        break;
+    }
     case 1016:
         if (strcmp(optarg, "off") == 0) {
             a->fcfg.roce_resbuf_rows = 0, a->fcfg.roce_resbuf_depth = 1;
@@ -484,10 +499,11 @@ static int check_modes_start_fabric(switch_args_t *a, fabric_t **fab, char *list
             return rc;
     } else if (a->fcfg.ip || a->fcfg.mac || a->fcfg.cpu_port || a->fcfg.delay || a->fcfg.jitter ||
                a->fcfg.mac_age_ms || a->fcfg.loss || a->loss_seed_given || a->fcfg.agg_ports ||
-               a->fcfg.add_mode || a->fcfg.threads || a->resbuf_given || a->agg_threads) {
+               a->fcfg.add_mode || a->fcfg.threads || a->resbuf_given || a->agg_threads ||
+               a->fcfg.xdp) {
         fprintf(stderr, "inagg switch: --l2-ip, --l2-mac, --l2-stack-port, --link-delay, "
                         "--link-jitter, --link-loss, --loss-seed, --mac-age, --agg-ports, "
-                        "--add-mode, --fabric-threads, --aggregation-threads and "
+                        "--add-mode, --fabric-threads, --aggregation-threads, --xdp and "
                         "--roce-result-buffer need --l2 (or --fabric-ctl)\n");
         return 2;
     }

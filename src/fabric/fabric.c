@@ -229,6 +229,8 @@ static int parse_config(struct fabric *f, const fabric_config_t *c, char *err, s
         f->ports[p].loss_rng[0] = util_splitmix64(&s);
         f->ports[p].loss_rng[1] = util_splitmix64(&s);
     }
+    if (fabric_xdp_parse(c->xdp, &f->xdp_mode) != 0)
+        return set_err(err, errlen, -EINVAL, "bad --xdp '%s' (expected auto, on or off)", c->xdp);
     f->threads = c->threads ? c->threads : 1;
     if (f->threads > 2) {
         set_err_msg(err, errlen, "the fabric runs on 1 or 2 threads (--fabric-threads), not %u",
@@ -240,6 +242,7 @@ static int parse_config(struct fabric *f, const fabric_config_t *c, char *err, s
 
 static void free_all(struct fabric *f)
 {
+    fabric_xdp_close(f);
     for (uint32_t p = 0; p < f->nports; p++) {
         fport_t *port = &f->ports[p];
         if (port->is_cpu) {
@@ -327,6 +330,11 @@ int fabric_start(const fabric_config_t *c, fabric_t **out, char *err, size_t err
                 rc = delayline_init(&port->out, DELAY_LINE_BYTES, port->delay_ns,
                                     port->jitter_ns, 2 * p + 2);
         }
+    }
+    if (rc == 0) { /* the XDP program matches the aggregation queues' UDP ports */
+        f->link.nqueues = c->queues;
+        f->link.port0 = c->agg_port;
+        rc = fabric_xdp_open(f, f->xdp_mode, err, errlen);
     }
     if (rc == 0) {
         fport_t *cpu = &f->ports[f->cpu];

@@ -42,7 +42,15 @@ typedef struct fabric_config {
     uint32_t roce_resbuf_rows;  /* RoCE result buffer per queue: flows x frames (0 x 0: the
                                    default 4 x 128; 0 x 1: none) */
     uint32_t roce_resbuf_depth;
+    const char *xdp;        /* how ports receive: "off" (NULL: AF_PACKET), "on" (AF_XDP for
+                               the fast-path frames, or fail), "auto" (AF_XDP where it loads,
+                               else AF_PACKET with a log line saying why) */
 } fabric_config_t;
+
+enum fabric_xdp_mode { FABRIC_XDP_OFF, FABRIC_XDP_AUTO, FABRIC_XDP_ON };
+
+/* "off", "auto" or "on" (NULL: off) into *mode; 0 or -EINVAL. */
+int fabric_xdp_parse(const char *text, int *mode);
 
 typedef struct fabric fabric_t;
 

@@ -26,6 +26,9 @@
 #include "fabric/roce_agg.h"
 #include "netio/pktsock.h"
 
+struct xskport;
+struct json_writer;
+
 #define FABRIC_MAX_PORTS 64 /* the internal port included */
 #define FABRIC_BURST 64     /* frames taken from one port per pass */
 #define FABRIC_TAPBUF (65536 + 64)
@@ -80,6 +83,9 @@ typedef struct fport {
     pktsock_t ps;          /* the others */
     int arp_quieted;       /* the host's ARP was turned off on it (portarp.h) ... */
     int arp_was_off;       /* ... and whether it was off before */
+    struct xskport *xsk;   /* the AF_XDP socket its fast-path frames arrive on (xdpports.c),
+                              or NULL: everything through ps */
+    char xdp_why[192];     /* --xdp auto without AF_XDP: the reason */
     int agg_fd[2];         /* send-only sockets on the same interface for results and for
                               resends, whose frames carry FABRIC_PRIO_RESULT / _RESEND as their
                               priority: an arbitrating qdisc on the port (tools/testbed
@@ -144,6 +150,7 @@ struct fabric {
     int (*_Atomic agg_pass)(void *sw, uint32_t queue);
     void *_Atomic agg_arg;
     _Atomic uint64_t loop_seq;  /* thread 0's loop heads, so a detach can wait out a pass */
+    int xdp_mode;               /* enum fabric_xdp_mode */
 };
 
 static inline void fstat_add(_Atomic uint64_t *c, uint64_t v)
@@ -196,6 +203,14 @@ uint64_t fabric_all_ports(const struct fabric *f);
 int fabric_ports_mask(const struct fabric *f, const char *spec, uint64_t *mask, char *err,
                       size_t errlen);
 void fabric_settings_text(const struct fabric *f, char *ports, size_t cap, const char **add);
+
+/* xdpports.c: open every port's AF_XDP socket per mode (fabric_xdp_parse; auto: a port
+ * that cannot is logged and stays on AF_PACKET; on: its error), close them, their stats. */
+int fabric_xdp_open(struct fabric *f, int mode, char *err, size_t errlen);
+void fabric_xdp_close(struct fabric *f);
+void fabric_xdp_write_text(const struct fabric *f, FILE *out);
+void fabric_xdp_write_json(const struct fabric *f, struct json_writer *w);
+void fabric_xdp_write_metrics(const struct fabric *f, FILE *out);
 
 /* fstats.c */
 void lathist_add(lathist_t *h, uint64_t ns);

@@ -185,6 +185,7 @@ void fabric_write_text(void *ctx, FILE *out)
                 lat_names[k], n, (double)p50 / 1e3, (double)p99 / 1e3);
     }
     roce_steer_write_text(f, out);
+    fabric_xdp_write_text(f, out);
 }
 
 void fabric_write_json(void *ctx, struct json_writer *w)
@@ -265,6 +266,7 @@ void fabric_write_json(void *ctx, struct json_writer *w)
     }
     json_end_object(w);
     roce_steer_write_json(f, w);
+    fabric_xdp_write_json(f, w);
     json_end_object(w);
 }
 
@@ -291,4 +293,5 @@ void fabric_write_metrics(void *ctx, FILE *out)
             prom_u64(out, name, l, atomic_load_explicit(&f->ports[p].c[i], memory_order_relaxed));
         }
     }
+    fabric_xdp_write_metrics(f, out);
 }

@@ -15,6 +15,7 @@
 
 #include "base/util.h"
 #include "fabric/fabric_int.h"
+#include "fabric/xskport.h"
 
 #define SPIN_NS 150000ull      /* closer than this to a release: spin, do not sleep */
 #define IDLE_SLEEP_MS 20
@@ -39,7 +40,8 @@ static void rx_port(struct fabric *f, uint32_t p, int *work)
     for (int k = 0; k < FABRIC_BURST; k++) {
         const uint8_t *frame;
         uint32_t len;
-        const struct virtio_net_hdr *vh;
+        const struct virtio_net_hdr *vh = NULL;
+        int from_xsk = 0;
         if (port->is_cpu) {
             ssize_t r = read(port->tap_fd, f->tapbuf, FABRIC_TAPBUF);
             if (r <= (ssize_t)sizeof(struct virtio_net_hdr))
@@ -47,6 +49,8 @@ static void rx_port(struct fabric *f, uint32_t p, int *work)
             vh = (const struct virtio_net_hdr *)(const void *)f->tapbuf;
             frame = f->tapbuf + sizeof(*vh);
             len = (uint32_t)r - (uint32_t)sizeof(*vh);
+        } else if (port->xsk && xskport_peek(port->xsk, &frame, &len)) {
+            from_xsk = 1; /* the fast path (AF_XDP): no virtio-net header */
         } else if (!pktsock_peek(&port->ps, &frame, &len, &vh)) {
             return;
         }
@@ -64,7 +68,9 @@ static void rx_port(struct fabric *f, uint32_t p, int *work)
         } else {
             fabric_frame_in(f, p, vh, frame, len, now);
         }
-        if (!port->is_cpu)
+        if (from_xsk)
+            xskport_done(port->xsk);
+        else if (!port->is_cpu)
             pktsock_done(&port->ps);
         (*work)++;
     }
@@ -110,12 +116,15 @@ static void rx_idle_wait(struct fabric *f, uint64_t next_release, uint64_t last_
         sched_yield(); /* spinning: a host process woken on this core runs now */
         return;
     }
-    struct pollfd pf[FABRIC_MAX_PORTS + 1];
+    struct pollfd pf[2 * FABRIC_MAX_PORTS + 1];
     nfds_t n = 0;
-    for (uint32_t p = 0; p < f->nports; p++)
+    for (uint32_t p = 0; p < f->nports; p++) {
         pf[n++] = (struct pollfd){.fd = f->ports[p].is_cpu ? f->ports[p].tap_fd
                                                            : f->ports[p].ps.fd,
                                   .events = POLLIN};
+        if (f->ports[p].xsk)
+            pf[n++] = (struct pollfd){.fd = xskport_fd(f->ports[p].xsk), .events = POLLIN};
+    }
     if (with_tx)
         pf[n++] = (struct pollfd){.fd = f->link.tx_efd, .events = POLLIN};
     struct timespec ts = {(time_t)(wait_ns / 1000000000ull), (long)(wait_ns % 1000000000ull)};

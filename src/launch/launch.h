@@ -267,6 +267,8 @@ typedef struct launch_testbed {
     int is_up;
     const char *fabric;     /* in: tools/testbed --fabric (NULL: its default, inagg) */
     const char *link_delay; /* in: --link-delay (NULL: none) */
+    const char *xdp;        /* in: --xdp auto|on|off, the inagg fabric's (NULL: the tool's
+                               default, $INAGG_FABRIC_XDP or off) */
     unsigned fabric_port;   /* out: the fabric's own aggregation switch port (0: bridge) */
     pid_t fabric_pid;       /* out: the fabric's process (its CPU is the switch's), 0: unknown */
     unsigned leaves, hosts_per_leaf; /* in: two levels (tools/testbed --leaves L

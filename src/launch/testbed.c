@@ -200,6 +200,10 @@ int launch_testbed_up(launch_testbed_t *tb, unsigned hosts, const char *name, co
         argv[a++] = "--link-delay";
         argv[a++] = (char *)tb->link_delay;
     }
+    if (tb->xdp) {
+        argv[a++] = "--xdp";
+        argv[a++] = (char *)tb->xdp;
+    }
     char leaves[16], hpl[16];
     if (tb->leaves) {
         snprintf(leaves, sizeof(leaves), "%u", tb->leaves);

@@ -1,6 +1,7 @@
 /* sha256.c - see sha256.h. */
 #include "base/sha256.h"
 
+#include <errno.h>
 #include <string.h>
 
 static const uint32_t K[64] = {
@@ -156,11 +157,11 @@ static int hexval(char c)
 int hex_decode(const char *in, uint8_t *out, size_t n)
 {
     if (strlen(in) != 2 * n)
-        return -1;
+        return -EINVAL;
     for (size_t i = 0; i < n; i++) {
         int hi = hexval(in[2 * i]), lo = hexval(in[2 * i + 1]);
         if (hi < 0 || lo < 0)
-            return -1;
+            return -EINVAL;
         out[i] = (uint8_t)(hi << 4 | lo);
     }
     return 0;

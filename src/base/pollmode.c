@@ -38,9 +38,10 @@ int switch_poll_parse(const char *text, switch_poll_t *mode, uint32_t *spin_us, 
             return 0;
         }
         return set_err(err, errlen, -EINVAL, "adaptive:US needs microseconds in 1..%u, got '%s'",
-                SWITCH_POLL_SPIN_US_MAX, text + 9);
+                       SWITCH_POLL_SPIN_US_MAX, text + 9);
     }
-    return set_err(err, errlen, -EINVAL, "the poll mode is busy, sleep or adaptive[:US], got '%s'", text);
+    return set_err(err, errlen, -EINVAL, "the poll mode is busy, sleep or adaptive[:US], got '%s'",
+                   text);
 }
 
 const char *switch_poll_name(switch_poll_t mode)
@@ -91,8 +92,10 @@ int switch_cpu_list_parse(const char *text, uint32_t *cpus, uint32_t *n, char *e
             goto bad;
     }
 bad:
-    return set_err(err, errlen, -EINVAL, "a CPU list is numbers 0..%u and ranges A-B, comma-separated, each "
-            "CPU once (e.g. 0,2-3), got '%s'", SWITCH_MAX_CPUS - 1, text);
+    return set_err(err, errlen, -EINVAL,
+                   "a CPU list is numbers 0..%u and ranges A-B, comma-separated, each "
+                   "CPU once (e.g. 0,2-3), got '%s'",
+                   SWITCH_MAX_CPUS - 1, text);
 }
 
 int switch_pin_self(uint32_t cpu)

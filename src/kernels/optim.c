@@ -16,10 +16,13 @@
 
 #include "kernels/optim.h"
 
+#include <errno.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <strings.h>
+
+#include "base/errmsg.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #define OPTIM_HAVE_AVX2 1
@@ -35,14 +38,14 @@ static const char *const k_kind_names[OPTIM_KIND_COUNT] = {"sgd", "adagrad", "ad
 int optim_parse_kind(const char *name, optim_kind_t *out)
 {
     if (name == NULL)
-        return -1;
+        return -EINVAL;
     for (int k = 0; k < OPTIM_KIND_COUNT; k++) {
         if (strcasecmp(name, k_kind_names[k]) == 0) {
             *out = (optim_kind_t)k;
             return 0;
         }
     }
-    return -1;
+    return -EINVAL;
 }
 
 const char *optim_kind_name(optim_kind_t k)
@@ -53,7 +56,7 @@ const char *optim_kind_name(optim_kind_t k)
 int optim_parse_eps(const char *name, optim_eps_t *out)
 {
     if (name == NULL)
-        return -1;
+        return -EINVAL;
     if (strcasecmp(name, "inside") == 0) {
         *out = OPTIM_EPS_INSIDE;
         return 0;
@@ -62,7 +65,7 @@ int optim_parse_eps(const char *name, optim_eps_t *out)
         *out = OPTIM_EPS_OUTSIDE;
         return 0;
     }
-    return -1;
+    return -EINVAL;
 }
 
 const char *optim_eps_name(optim_eps_t e)
@@ -76,12 +79,7 @@ const char *optim_eps_name(optim_eps_t e)
     return "unknown";
 }
 
-#define CHECK_FAIL(...)                                                                         \
-    do {                                                                                        \
-        if (err != NULL && errlen > 0)                                                          \
-            snprintf(err, errlen, __VA_ARGS__);                                                 \
-        return -1;                                                                              \
-    } while (0)
+#define CHECK_FAIL(...) return set_err(err, errlen, -EINVAL, __VA_ARGS__)
 
 int optim_check(const optim_config_t *c, char *err, size_t errlen)
 {

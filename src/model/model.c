@@ -33,27 +33,26 @@ void model_params_default(model_params_t *p)
 int model_params_check(const model_params_t *p, char *err, size_t errlen)
 {
     if (!(p->link_bps > 0) || !isfinite(p->link_bps))
-        return set_err_msg(err, errlen, "the link rate must be positive"), -EINVAL;
+        return set_err(err, errlen, -EINVAL, "the link rate must be positive");
     if (p->slow_bps < 0 || !isfinite(p->slow_bps))
-        return set_err_msg(err, errlen, "the slow link's rate must be positive"), -EINVAL;
+        return set_err(err, errlen, -EINVAL, "the slow link's rate must be positive");
     if (p->packet_elems == 0 || p->elem_bytes == 0)
-        return set_err_msg(err, errlen, "packets must hold at least one element"), -EINVAL;
+        return set_err(err, errlen, -EINVAL, "packets must hold at least one element");
     if (!(p->ratio >= 1e-3) || !isfinite(p->ratio))
-        return set_err_msg(err, errlen, "the compression ratio must be positive"), -EINVAL;
+        return set_err(err, errlen, -EINVAL, "the compression ratio must be positive");
     if (p->levels < 1 || p->levels > MODEL_MAX_LEVELS)
-        return set_err_msg(err, errlen, "levels must be 1..%u", MODEL_MAX_LEVELS), -EINVAL;
+        return set_err(err, errlen, -EINVAL, "levels must be 1..%u", MODEL_MAX_LEVELS);
     if (p->switch_threads < 1)
-        return set_err_msg(err, errlen, "the switch needs at least one thread"), -EINVAL;
+        return set_err(err, errlen, -EINVAL, "the switch needs at least one thread");
     if (p->buckets < 1)
-        return set_err_msg(err, errlen, "at least one gradient bucket"), -EINVAL;
+        return set_err(err, errlen, -EINVAL, "at least one gradient bucket");
     if (!(p->stream_eff > 0) || p->stream_eff > 1)
-        return set_err_msg(err, errlen, "the stream efficiency is a share in (0, 1]"), -EINVAL;
+        return set_err(err, errlen, -EINVAL, "the stream efficiency is a share in (0, 1]");
     const double nonneg[] = {p->hop_s, p->switch_pkt_s, p->worker_elem_s, p->msg_s, p->enc_Bps,
                              p->dec_Bps, p->agg_value_s, p->compute_s};
     for (unsigned i = 0; i < sizeof(nonneg) / sizeof(nonneg[0]); i++)
         if (!(nonneg[i] >= 0) || !isfinite(nonneg[i]))
-            return set_err_msg(err, errlen, "times and rates must be finite and not negative"),
-                   -EINVAL;
+            return set_err(err, errlen, -EINVAL, "times and rates must be finite and not negative");
     return 0;
 }
 

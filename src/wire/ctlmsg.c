@@ -168,7 +168,8 @@ static int parse_optimizer(const char *line, wire_optimizer_t *o, char *why, siz
         return 0;
     optim_config_t c = OPTIM_CONFIG_INIT;
     if (optim_parse_kind(v, &c.kind) != 0) {
-        return set_err(why, cap, -EPROTO, "unknown optimizer '%s' (sgd, adagrad, adam, smorms3)", v);
+        return set_err(why, cap, -EPROTO, "unknown optimizer '%s' (sgd, adagrad, adam, smorms3)",
+                       v);
     }
     if (ctl_get_u64(line, "params", &o->params) != 0 || o->params == 0 ||
         o->params > (1ull << 32)) {
@@ -267,8 +268,8 @@ int wire_join_parse(const char *line, wire_join_t *j, enum wire_refusal *refusal
     *refusal = WIRE_REFUSED_INVALID;
     if (ctl_get_u32(line, "version", &j->version) != 0 || j->version != INAGG_PROTOCOL_VERSION) {
         *refusal = WIRE_REFUSED_VERSION;
-        return set_err(why, cap, -EPROTONOSUPPORT, "switch speaks protocol %d, worker sent %u", INAGG_PROTOCOL_VERSION,
-                j->version);
+        return set_err(why, cap, -EPROTONOSUPPORT, "switch speaks protocol %d, worker sent %u",
+                       INAGG_PROTOCOL_VERSION, j->version);
     }
     if (ctl_get(line, "job", j->job, sizeof(j->job)) != 0 || ctl_get_u32(line, "rank", &j->rank) ||
         ctl_get_u32(line, "world", &j->world) || ctl_get_u32(line, "slots", &j->slots) ||
@@ -277,7 +278,7 @@ int wire_join_parse(const char *line, wire_join_t *j, enum wire_refusal *refusal
     }
     if (!job_name_ok(j->job)) {
         return set_err(why, cap, -EPROTO, "job name must be 1..%d characters without spaces or '='",
-                WIRE_JOB_NAME_MAX - 1);
+                       WIRE_JOB_NAME_MAX - 1);
     }
     char fmode[16] = "fixed", proto[16] = "switchml";
     if (ctl_get(line, "float", fmode, sizeof(fmode)) == -ENOSPC ||
@@ -293,12 +294,12 @@ int wire_join_parse(const char *line, wire_join_t *j, enum wire_refusal *refusal
         return set_err(why, cap, -EPROTO, "contributors= must be 1..%u", WIRE_MAX_CONTRIBUTORS);
     }
     if (j->world == 0 || j->world > INAGG_MAX_WORLD || j->rank >= j->world) {
-        return set_err(why, cap, -EPROTO, "rank %u / world %u (world must be 1..%u, rank < world)", j->rank,
-                j->world, INAGG_MAX_WORLD);
+        return set_err(why, cap, -EPROTO, "rank %u / world %u (world must be 1..%u, rank < world)",
+                       j->rank, j->world, INAGG_MAX_WORLD);
     }
     if (j->slots == 0 || j->elems == 0 || j->elems > WIRE_MAX_ELEMS) {
-        return set_err(why, cap, -EPROTO, "slots %u / elems %u (elems must be 1..%u)", j->slots, j->elems,
-                WIRE_MAX_ELEMS);
+        return set_err(why, cap, -EPROTO, "slots %u / elems %u (elems must be 1..%u)", j->slots,
+                       j->elems, WIRE_MAX_ELEMS);
     }
     if (strcmp(fmode, "fixed") == 0) {
         j->float_mode = INAGG_FLOAT_FIXED;
@@ -311,7 +312,8 @@ int wire_join_parse(const char *line, wire_join_t *j, enum wire_refusal *refusal
         *refusal = WIRE_REFUSED_UNSUPPORTED;
         char list[128];
         protocol_list(list, sizeof(list));
-        return set_err(why, cap, -EPROTONOSUPPORT, "protocol '%s' (this switch serves %s)", proto, list);
+        return set_err(why, cap, -EPROTONOSUPPORT, "protocol '%s' (this switch serves %s)", proto,
+                       list);
     }
     if (ctl_get(line, "compress", j->compress, sizeof(j->compress)) == -ENOSPC) {
         return set_err(why, cap, -EPROTO, "compress= too long");
@@ -325,8 +327,8 @@ int wire_join_parse(const char *line, wire_join_t *j, enum wire_refusal *refusal
     char owhy[160];
     if (parse_optimizer(line, &j->opt, owhy, sizeof(owhy)) != 0) {
         /* optim_check's reasons already start with "optimizer: " */
-        return set_err(why, cap, -EPROTO, "%s%s", strncmp(owhy, "optimizer: ", 11) == 0 ? "" : "optimizer: ",
-                owhy);
+        return set_err(why, cap, -EPROTO, "%s%s",
+                       strncmp(owhy, "optimizer: ", 11) == 0 ? "" : "optimizer: ", owhy);
     }
     char hex[2 * SHA256_BYTES + 2];
     static const char *const auth_keys[] = {NULL, "verifier", "proof"};
@@ -338,7 +340,8 @@ int wire_join_parse(const char *line, wire_join_t *j, enum wire_refusal *refusal
             return set_err(why, cap, -EPROTO, "JOIN carries both verifier= and proof=");
         }
         if (rc != 0 || hex_decode(hex, j->mac, SHA256_BYTES) < 0) {
-            return set_err(why, cap, -EPROTO, "%s= must be %d hex digits", auth_keys[a], 2 * SHA256_BYTES);
+            return set_err(why, cap, -EPROTO, "%s= must be %d hex digits", auth_keys[a],
+                           2 * SHA256_BYTES);
         }
         j->auth = a;
     }
@@ -385,7 +388,8 @@ int wire_joined_parse(const char *line, wire_joined_t *j, char *why, size_t cap)
     ctl_get(line, "protocol", proto, sizeof(proto));
     int crc = ctl_get_u32(line, "contributors", &j->contributors);
     if ((crc != 0 && crc != -ENOENT) || j->contributors > WIRE_MAX_CONTRIBUTORS) {
-        return set_err(why, cap, -EPROTO, "bad contributors= in the switch's answer: '%.100s'", line);
+        return set_err(why, cap, -EPROTO, "bad contributors= in the switch's answer: '%.100s'",
+                       line);
     }
     int drc = ctl_get_u32(line, "dpauth", &j->dpauth);
     if ((drc != 0 && drc != -ENOENT) || j->dpauth > 1) {
@@ -393,7 +397,8 @@ int wire_joined_parse(const char *line, wire_joined_t *j, char *why, size_t cap)
     }
     j->float_mode = strcmp(fmode, "native") == 0 ? INAGG_FLOAT_NATIVE : INAGG_FLOAT_FIXED;
     if (wire_protocol_parse(proto, &j->protocol) != 0) {
-        return set_err(why, cap, -EPROTO, "unexpected protocol in the switch's answer: '%.100s'", line);
+        return set_err(why, cap, -EPROTO, "unexpected protocol in the switch's answer: '%.100s'",
+                       line);
     }
     return 0;
 }

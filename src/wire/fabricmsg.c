@@ -69,8 +69,9 @@ int wire_fabric_parse(const char *line, wire_fabric_t *m, char *why, size_t why_
     const char *p = line + strlen(wire_verb_name(verb));
     for (int words = 0; *p; words++) {
         if (*p != ' ' || words >= 8) {
-            return set_err(why, why_cap, -EPROTO, "expected FABRIC [agg_ports=IF,IF,...|all|none] "
-                                  "[add=any|fixed|float]");
+            return set_err(why, why_cap, -EPROTO,
+                           "expected FABRIC [agg_ports=IF,IF,...|all|none] "
+                           "[add=any|fixed|float]");
         }
         p++;
         size_t len = strcspn(p, " ");
@@ -79,7 +80,8 @@ int wire_fabric_parse(const char *line, wire_fabric_t *m, char *why, size_t why_
         size_t vlen = eq ? len - klen - 1 : 0;
         char val[WIRE_FABRIC_PORTS_MAX];
         if (!eq || vlen == 0 || vlen >= sizeof(val)) {
-            return set_err(why, why_cap, -EPROTO, "bad item '%.*s' (expected key=value)", (int)(len > 60 ? 60 : len), p);
+            return set_err(why, why_cap, -EPROTO, "bad item '%.*s' (expected key=value)",
+                           (int)(len > 60 ? 60 : len), p);
         }
         memcpy(val, eq + 1, vlen);
         val[vlen] = '\0';
@@ -88,8 +90,10 @@ int wire_fabric_parse(const char *line, wire_fabric_t *m, char *why, size_t why_
                 return set_err(why, why_cap, -EPROTO, "agg_ports given twice");
             }
             if (!ports_ok(val)) {
-                return set_err(why, why_cap, -EPROTO, "bad agg_ports '%.60s' (expected IF,IF,... of interface "
-                                      "names, all or none)", val);
+                return set_err(why, why_cap, -EPROTO,
+                               "bad agg_ports '%.60s' (expected IF,IF,... of interface "
+                               "names, all or none)",
+                               val);
             }
             m->has_ports = 1;
             memcpy(m->ports, val, vlen + 1);
@@ -98,12 +102,14 @@ int wire_fabric_parse(const char *line, wire_fabric_t *m, char *why, size_t why_
                 return set_err(why, why_cap, -EPROTO, "add given twice");
             }
             if (wire_add_mode_parse(val, &m->add) != 0) {
-                return set_err(why, why_cap, -EPROTO, "bad add '%.20s' (expected any, fixed or float)", val);
+                return set_err(why, why_cap, -EPROTO,
+                               "bad add '%.20s' (expected any, fixed or float)", val);
             }
             m->has_add = 1;
         } else {
-            return set_err(why, why_cap, -EPROTO, "unknown key '%.*s' (FABRIC takes agg_ports= and add=)",
-                    (int)(klen > 30 ? 30 : klen), p);
+            return set_err(why, why_cap, -EPROTO,
+                           "unknown key '%.*s' (FABRIC takes agg_ports= and add=)",
+                           (int)(klen > 30 ? 30 : klen), p);
         }
         p += len;
     }

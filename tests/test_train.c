@@ -624,7 +624,7 @@ TEST(train_report_lines_roundtrip, 10)
 
     CHECK_EQ_INT(glm_line_parse("hello", &back), GLM_LINE_NONE);
     CHECK_EQ_INT(glm_line_parse("{\"type\":\"epochs\"}", &back), GLM_LINE_NONE);
-    CHECK_EQ_INT(glm_line_format(&l, buf, 10), -1); /* too small */
+    CHECK_EQ_INT(glm_line_format(&l, buf, 10), -ENOSPC); /* too small */
 }
 
 TEST(train_config_checks_and_defaults, 10)
@@ -633,17 +633,17 @@ TEST(train_config_checks_and_defaults, 10)
     glm_train_config_t c = GLM_TRAIN_CONFIG_INIT;
     CHECK_EQ_INT(glm_train_check(&c, 4, err, sizeof(err)), 0);
     c.micro_batch = c.batch + 1;
-    CHECK_EQ_INT(glm_train_check(&c, 4, err, sizeof(err)), -1);
+    CHECK_EQ_INT(glm_train_check(&c, 4, err, sizeof(err)), -EINVAL);
     CHECK_MSG(strstr(err, "micro-batch"), "%s", err);
     c = (glm_train_config_t)GLM_TRAIN_CONFIG_INIT;
     c.mode = GLM_MODE_SINGLE;
-    CHECK_EQ_INT(glm_train_check(&c, 2, err, sizeof(err)), -1);
+    CHECK_EQ_INT(glm_train_check(&c, 2, err, sizeof(err)), -EINVAL);
     c = (glm_train_config_t)GLM_TRAIN_CONFIG_INIT;
     c.epochs = 0;
-    CHECK_EQ_INT(glm_train_check(&c, 1, err, sizeof(err)), -1);
+    CHECK_EQ_INT(glm_train_check(&c, 1, err, sizeof(err)), -EINVAL);
     c = (glm_train_config_t)GLM_TRAIN_CONFIG_INIT;
     c.lr = NAN;
-    CHECK_EQ_INT(glm_train_check(&c, 1, err, sizeof(err)), -1);
+    CHECK_EQ_INT(glm_train_check(&c, 1, err, sizeof(err)), -EINVAL);
 
     /* Default rate: GLM_LR_SCALE / (beta mean ||a||^2). Two rows of squared norms 4 and 2. */
     glm_dataset_t d;
@@ -661,7 +661,7 @@ TEST(train_config_checks_and_defaults, 10)
     c.epochs = 2;
     glm_dataset_t t;
     CHECK(glm_parse_libsvm("1 1:1 3:1\n", 10, "t", GLM_LABELS_BINARY, &t, err, sizeof(err)) == 0);
-    CHECK_EQ_INT(glm_train(&c, lc, &d, &t, NULL, NULL, NULL, NULL, err, sizeof(err)), -1);
+    CHECK_EQ_INT(glm_train(&c, lc, &d, &t, NULL, NULL, NULL, NULL, err, sizeof(err)), -EINVAL);
     CHECK_MSG(strstr(err, "test set"), "%s", err);
     glm_dataset_set_cols(&t, d.cols);
     glm_dataset_set_cols(&d, t.cols);

@@ -62,7 +62,7 @@ void glm_partition_columns(const glm_dataset_t *d, int parts, size_t *bounds)
     free(hist);
 }
 
-/* Allocate out's arrays for rows/nnz and copy the scales; zeroed on failure. */
+/* Allocate out's arrays for rows/nnz and copy the scales: 0, or -ENOMEM (out zeroed). */
 static int alloc_like(const glm_dataset_t *src, size_t rows, size_t nnz, glm_dataset_t *out)
 {
     memset(out, 0, sizeof(*out));
@@ -84,7 +84,7 @@ static int alloc_like(const glm_dataset_t *src, size_t rows, size_t nnz, glm_dat
     }
     if (!ok) {
         glm_dataset_free(out);
-        return -1;
+        return -ENOMEM;
     }
     return 0;
 }
@@ -107,8 +107,8 @@ int glm_dataset_column_slice(const glm_dataset_t *src, size_t c0, size_t c1, glm
 {
     memset(out, 0, sizeof(*out));
     if (c0 > c1 || c1 > src->cols) {
-        set_err_msg(err, errlen, "column slice [%zu, %zu) is not within [0, %zu)", c0, c1, src->cols);
-        return -1;
+        return set_err(err, errlen, -EINVAL, "column slice [%zu, %zu) is not within [0, %zu)", c0,
+                       c1, src->cols);
     }
     size_t nnz = 0;
     for (size_t r = 0; r < src->rows; r++) {
@@ -117,8 +117,7 @@ int glm_dataset_column_slice(const glm_dataset_t *src, size_t c0, size_t c1, glm
         nnz += b - a;
     }
     if (alloc_like(src, src->rows, nnz, out) != 0) {
-        set_err_msg(err, errlen, "column slice [%zu, %zu): out of memory", c0, c1);
-        return -1;
+        return set_err(err, errlen, -ENOMEM, "column slice [%zu, %zu): out of memory", c0, c1);
     }
     size_t k = 0;
     for (size_t r = 0; r < src->rows; r++) {
@@ -142,13 +141,12 @@ int glm_dataset_row_slice(const glm_dataset_t *src, size_t r0, size_t r1, glm_da
 {
     memset(out, 0, sizeof(*out));
     if (r0 > r1 || r1 > src->rows) {
-        set_err_msg(err, errlen, "row slice [%zu, %zu) is not within [0, %zu)", r0, r1, src->rows);
-        return -1;
+        return set_err(err, errlen, -EINVAL, "row slice [%zu, %zu) is not within [0, %zu)", r0, r1,
+                       src->rows);
     }
     size_t base = src->row_ptr[r0], nnz = src->row_ptr[r1] - base;
     if (alloc_like(src, r1 - r0, nnz, out) != 0) {
-        set_err_msg(err, errlen, "row slice [%zu, %zu): out of memory", r0, r1);
-        return -1;
+        return set_err(err, errlen, -ENOMEM, "row slice [%zu, %zu): out of memory", r0, r1);
     }
     for (size_t r = r0; r <= r1; r++)
         out->row_ptr[r - r0] = src->row_ptr[r] - base;
@@ -168,8 +166,8 @@ int glm_dataset_row_slice(const glm_dataset_t *src, size_t r0, size_t r1, glm_da
 int glm_dataset_quantize(glm_dataset_t *d, int bits, char *err, size_t errlen)
 {
     if (bits != 8 && bits != 4) {
-        set_err_msg(err, errlen, "quantize: %d bits is not supported (expected 8 or 4)", bits);
-        return -1;
+        return set_err(err, errlen, -EINVAL, "quantize: %d bits is not supported (expected 8 or 4)",
+                       bits);
     }
     const int qmax = (1 << (bits - 1)) - 1;
     int8_t *qval = malloc(d->nnz ? d->nnz : 1);
@@ -177,8 +175,7 @@ int glm_dataset_quantize(glm_dataset_t *d, int bits, char *err, size_t errlen)
     if (!qval || !scale) {
         free(qval);
         free(scale);
-        set_err_msg(err, errlen, "quantize: out of memory");
-        return -1;
+        return set_err(err, errlen, -ENOMEM, "quantize: out of memory");
     }
     for (size_t c = 0; c < d->cols; c++)
         scale[c] = 0.0f;

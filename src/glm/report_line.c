@@ -5,6 +5,7 @@
  */
 #include "glm/train.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -23,7 +24,7 @@ void glm_line_init(glm_line_t *l, glm_line_type_t type, int rank)
 int glm_line_format(const glm_line_t *l, char *buf, size_t len)
 {
     if (!buf || len == 0 || l->type <= GLM_LINE_NONE || l->type > GLM_LINE_ERROR)
-        return -1;
+        return -EINVAL;
     json_writer_t w;
     json_init(&w);
     json_begin_object(&w, NULL);
@@ -70,7 +71,7 @@ int glm_line_format(const glm_line_t *l, char *buf, size_t len)
     json_end_object(&w);
     const char *text = json_text(&w);
     size_t n = text ? strlen(text) : 0;
-    int rc = text && n < len ? (int)n : -1;
+    int rc = !text ? -ENOMEM : n < len ? (int)n : -ENOSPC;
     if (rc >= 0)
         memcpy(buf, text, n + 1);
     json_free(&w);

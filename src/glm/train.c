@@ -286,6 +286,28 @@ double glm_resolved_l2(const glm_train_config_t *cfg, const glm_dataset_t *d)
     return cfg->l2 >= 0 ? cfg->l2 : 1.0 / (double)d->rows;
 }
 
+/* The run's facts to on_setup (when given) once the trainer is prepared: 0, or -ECANCELED
+ * when it asks to stop. */
+static int announce_setup(const trainer_t *t, glm_setup_fn on_setup, void *arg)
+{
+    if (!on_setup)
+        return 0;
+    glm_setup_record_t su;
+    memset(&su, 0, sizeof(su));
+    su.rows = t->full->rows;
+    su.cols = t->full->cols;
+    su.nnz = t->full->nnz;
+    su.test_rows = t->test ? t->test->rows : 0;
+    su.lr = t->lr;
+    su.l2 = t->cfg->l2;
+    su.slice_cols = t->nx;
+    su.slice_rows = t->r1 - t->r0;
+    if (on_setup(&su, arg) != 0)
+        return set_err(t->err, t->errlen, -ECANCELED,
+                       "training stopped by the caller before the first epoch");
+    return 0;
+}
+
 int glm_train(const glm_train_config_t *cfg, glm_coll_t *coll, const glm_dataset_t *train,
               const glm_dataset_t *test, glm_setup_fn on_setup, glm_epoch_fn on_epoch,
               void *arg, float **final_weights, char *err, size_t errlen)
@@ -336,23 +358,9 @@ int glm_train(const glm_train_config_t *cfg, glm_coll_t *coll, const glm_dataset
     rc = prepare(&t);
     if (rc < 0)
         goto out;
-    if (on_setup) {
-        glm_setup_record_t su;
-        memset(&su, 0, sizeof(su));
-        su.rows = train->rows;
-        su.cols = train->cols;
-        su.nnz = train->nnz;
-        su.test_rows = t.test ? t.test->rows : 0;
-        su.lr = t.lr;
-        su.l2 = cfg->l2;
-        su.slice_cols = t.nx;
-        su.slice_rows = t.r1 - t.r0;
-        if (on_setup(&su, arg) != 0) {
-            rc = set_err(err, errlen, -ECANCELED,
-                         "training stopped by the caller before the first epoch");
-            goto out;
-        }
-    }
+    rc = announce_setup(&t, on_setup, arg);
+    if (rc < 0)
+        goto out;
     for (uint32_t e = 1; e <= cfg->epochs; e++) {
         glm_epoch_record_t rec;
         memset(&rec, 0, sizeof(rec));

@@ -148,6 +148,7 @@ void hex_encode(const uint8_t *in, size_t n, char *out)
     out[2 * n] = '\0';
 }
 
+/* The value of one hex digit, or -1 when c is none (a value, not an errno). */
 static int hexval(char c)
 {
     return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10

@@ -239,21 +239,35 @@ static void scalar_smorms3(const struct prep *k, float *p, float *mem, float *g1
     }
 }
 
-static void scalar_step(const optim_config_t *c, const struct prep *k, float *params,
-                        float *state, const float *g, size_t n)
+/* One family of kernels (scalar or AVX2), one per optimizer kind. */
+struct optim_kernels {
+    void (*sgd)(const struct prep *k, float *p, float *buf, const float *g, size_t n);
+    void (*adagrad)(const struct prep *k, float *p, float *acc, const float *g, size_t n);
+    void (*adam)(const struct prep *k, float *p, float *m, float *v, const float *g, size_t n);
+    void (*smorms3)(const struct prep *k, float *p, float *mem, float *g1, float *g2,
+                    const float *g, size_t n);
+};
+
+static const struct optim_kernels scalar_kernels = {scalar_sgd, scalar_adagrad, scalar_adam,
+                                                    scalar_smorms3};
+
+/* One step with the family's kernel for c's kind; the state words are laid out per kind
+ * (optim_state_words: momentum; accumulator; m, v; mem, g1, g2), n floats each. */
+static void run_step(const struct optim_kernels *kt, const optim_config_t *c,
+                     const struct prep *k, float *params, float *state, const float *g, size_t n)
 {
     switch (c->kind) {
     case OPTIM_SGD:
-        scalar_sgd(k, params, k->has_mom ? state : NULL, g, n);
+        kt->sgd(k, params, k->has_mom ? state : NULL, g, n);
         break;
     case OPTIM_ADAGRAD:
-        scalar_adagrad(k, params, state, g, n);
+        kt->adagrad(k, params, state, g, n);
         break;
     case OPTIM_ADAM:
-        scalar_adam(k, params, state, state + n, g, n);
+        kt->adam(k, params, state, state + n, g, n);
         break;
     case OPTIM_SMORMS3:
-        scalar_smorms3(k, params, state, state + n, state + 2 * n, g, n);
+        kt->smorms3(k, params, state, state + n, state + 2 * n, g, n);
         break;
     }
 }
@@ -365,24 +379,8 @@ AVX2_FN static void avx2_smorms3(const struct prep *k, float *p, float *mem, flo
         scalar_smorms3(k, p + i, mem + i, g1 + i, g2 + i, g + i, n - i);
 }
 
-static void avx2_step(const optim_config_t *c, const struct prep *k, float *params, float *state,
-                      const float *g, size_t n)
-{
-    switch (c->kind) {
-    case OPTIM_SGD:
-        avx2_sgd(k, params, k->has_mom ? state : NULL, g, n);
-        break;
-    case OPTIM_ADAGRAD:
-        avx2_adagrad(k, params, state, g, n);
-        break;
-    case OPTIM_ADAM:
-        avx2_adam(k, params, state, state + n, g, n);
-        break;
-    case OPTIM_SMORMS3:
-        avx2_smorms3(k, params, state, state + n, state + 2 * n, g, n);
-        break;
-    }
-}
+static const struct optim_kernels avx2_kernels = {avx2_sgd, avx2_adagrad, avx2_adam,
+                                                  avx2_smorms3};
 #endif /* OPTIM_HAVE_AVX2 */
 
 /* ---- dispatch ---- */
@@ -411,7 +409,7 @@ void optim_step_scalar(const optim_config_t *c, float *params, float *state, con
 {
     struct prep k;
     prepare(c, step, &k);
-    scalar_step(c, &k, params, state, g, n);
+    run_step(&scalar_kernels, c, &k, params, state, g, n);
 }
 
 void optim_step(const optim_config_t *c, float *params, float *state, const float *g, size_t n,
@@ -421,9 +419,9 @@ void optim_step(const optim_config_t *c, float *params, float *state, const floa
     prepare(c, step, &k);
 #if OPTIM_HAVE_AVX2
     if (use_avx2()) {
-        avx2_step(c, &k, params, state, g, n);
+        run_step(&avx2_kernels, c, &k, params, state, g, n);
         return;
     }
 #endif
-    scalar_step(c, &k, params, state, g, n);
+    run_step(&scalar_kernels, c, &k, params, state, g, n);
 }

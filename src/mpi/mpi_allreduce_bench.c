@@ -286,7 +286,7 @@ static int report(const struct opts *o, int world, int verified, double *times,
         fflush(stdout);
     } else {
         fprintf(stderr, "inagg-mpi-bench: out of memory writing the report\n");
-        rc = -1;
+        rc = -ENOMEM;
     }
     json_free(&w);
     return rc;

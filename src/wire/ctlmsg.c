@@ -367,7 +367,7 @@ int wire_joined_format(const wire_joined_t *j, char *line, size_t cap)
         n += snprintf(line + n, cap - (size_t)n, " contributors=%u", j->contributors);
     if (n >= 0 && (size_t)n < cap && j->dpauth)
         n += snprintf(line + n, cap - (size_t)n, " dpauth=1");
-    return n < 0 || (size_t)n >= cap ? -1 : 0;
+    return n < 0 || (size_t)n >= cap ? -ENOSPC : 0;
 }
 
 int wire_joined_parse(const char *line, wire_joined_t *j, char *why, size_t cap)

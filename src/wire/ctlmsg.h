@@ -141,6 +141,7 @@ typedef struct wire_joined {
                               keys from this JOIN (wire/dpauth.h) */
 } wire_joined_t;
 
+/* Encode a JOINED line. -ENOSPC if it does not fit in cap. */
 int wire_joined_format(const wire_joined_t *j, char *line, size_t cap);
 int wire_joined_parse(const char *line, wire_joined_t *j, char *why, size_t why_cap);
 

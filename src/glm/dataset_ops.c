@@ -102,23 +102,41 @@ static size_t lower_bound_col(const uint32_t *col, size_t lo, size_t hi, size_t 
     return lo;
 }
 
+/* A `what` ("row", "column") slice [lo, hi) lies within [0, limit): 0, or -EINVAL. */
+static int check_slice(const char *what, size_t lo, size_t hi, size_t limit, char *err,
+                       size_t errlen)
+{
+    if (lo > hi || hi > limit)
+        return set_err(err, errlen, -EINVAL, "%s slice [%zu, %zu) is not within [0, %zu)", what, lo,
+                       hi, limit);
+    return 0;
+}
+
+/* alloc_like for the `what` slice [lo, hi): 0, or -ENOMEM with the reason. */
+static int alloc_slice(const glm_dataset_t *src, size_t rows, size_t nnz, glm_dataset_t *out,
+                       const char *what, size_t lo, size_t hi, char *err, size_t errlen)
+{
+    if (alloc_like(src, rows, nnz, out) < 0)
+        return set_err(err, errlen, -ENOMEM, "%s slice [%zu, %zu): out of memory", what, lo, hi);
+    return 0;
+}
+
 int glm_dataset_column_slice(const glm_dataset_t *src, size_t c0, size_t c1, glm_dataset_t *out,
                              char *err, size_t errlen)
 {
     memset(out, 0, sizeof(*out));
-    if (c0 > c1 || c1 > src->cols) {
-        return set_err(err, errlen, -EINVAL, "column slice [%zu, %zu) is not within [0, %zu)", c0,
-                       c1, src->cols);
-    }
+    int rc = check_slice("column", c0, c1, src->cols, err, errlen);
+    if (rc < 0)
+        return rc;
     size_t nnz = 0;
     for (size_t r = 0; r < src->rows; r++) {
         size_t a = lower_bound_col(src->col, src->row_ptr[r], src->row_ptr[r + 1], c0);
         size_t b = lower_bound_col(src->col, a, src->row_ptr[r + 1], c1);
         nnz += b - a;
     }
-    if (alloc_like(src, src->rows, nnz, out) != 0) {
-        return set_err(err, errlen, -ENOMEM, "column slice [%zu, %zu): out of memory", c0, c1);
-    }
+    rc = alloc_slice(src, src->rows, nnz, out, "column", c0, c1, err, errlen);
+    if (rc < 0)
+        return rc;
     size_t k = 0;
     for (size_t r = 0; r < src->rows; r++) {
         size_t a = lower_bound_col(src->col, src->row_ptr[r], src->row_ptr[r + 1], c0);
@@ -140,14 +158,13 @@ int glm_dataset_row_slice(const glm_dataset_t *src, size_t r0, size_t r1, glm_da
                           char *err, size_t errlen)
 {
     memset(out, 0, sizeof(*out));
-    if (r0 > r1 || r1 > src->rows) {
-        return set_err(err, errlen, -EINVAL, "row slice [%zu, %zu) is not within [0, %zu)", r0, r1,
-                       src->rows);
-    }
+    int rc = check_slice("row", r0, r1, src->rows, err, errlen);
+    if (rc < 0)
+        return rc;
     size_t base = src->row_ptr[r0], nnz = src->row_ptr[r1] - base;
-    if (alloc_like(src, r1 - r0, nnz, out) != 0) {
-        return set_err(err, errlen, -ENOMEM, "row slice [%zu, %zu): out of memory", r0, r1);
-    }
+    rc = alloc_slice(src, r1 - r0, nnz, out, "row", r0, r1, err, errlen);
+    if (rc < 0)
+        return rc;
     for (size_t r = r0; r <= r1; r++)
         out->row_ptr[r - r0] = src->row_ptr[r] - base;
     if (nnz) {

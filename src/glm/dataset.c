@@ -135,34 +135,35 @@ static int grow(void **ptr, size_t *cap, size_t need, size_t elem, size_t extra)
     return 0;
 }
 
-static int reserve_rows(struct parser *p, size_t need)
+/* Grow the array *a (of a_elem-byte elements, `extra` spare ones past the end) and its float
+ * companion *b to hold need elements each; *cap is their shared capacity. 0, or -ENOMEM. */
+static int grow_with_floats(void **a, size_t a_elem, size_t extra, float **b, size_t *cap,
+                            size_t need)
 {
-    if (need <= p->row_cap)
+    if (need <= *cap)
         return 0;
-    size_t cap = p->row_cap;
-    if (grow((void **)&p->row_ptr, &cap, need, sizeof(size_t), 1) != 0)
+    size_t ncap = *cap;
+    if (grow(a, &ncap, need, a_elem, extra) != 0)
         return -ENOMEM;
-    float *nl = realloc(p->label, cap * sizeof(float));
-    if (!nl)
+    float *nb = realloc(*b, ncap * sizeof(float));
+    if (!nb)
         return -ENOMEM;
-    p->label = nl;
-    p->row_cap = cap;
+    *b = nb;
+    *cap = ncap;
     return 0;
 }
 
+/* Room for need rows (row_ptr has one more) and their labels. */
+static int reserve_rows(struct parser *p, size_t need)
+{
+    return grow_with_floats((void **)&p->row_ptr, sizeof(size_t), 1, &p->label, &p->row_cap,
+                            need);
+}
+
+/* Room for need nonzeros: their columns and values. */
 static int reserve_nnz(struct parser *p, size_t need)
 {
-    if (need <= p->nnz_cap)
-        return 0;
-    size_t cap = p->nnz_cap;
-    if (grow((void **)&p->col, &cap, need, sizeof(uint32_t), 0) != 0)
-        return -ENOMEM;
-    float *nv = realloc(p->val, cap * sizeof(float));
-    if (!nv)
-        return -ENOMEM;
-    p->val = nv;
-    p->nnz_cap = cap;
-    return 0;
+    return grow_with_floats((void **)&p->col, sizeof(uint32_t), 0, &p->val, &p->nnz_cap, need);
 }
 
 static int is_space(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f'; }

@@ -8,6 +8,8 @@
 #include <math.h>
 #include <string.h>
 
+#include "base/util.h"
+
 static const char *const k_names[] = {"logistic", "squared", "hinge"};
 
 int glm_objective_parse(const char *name, glm_objective_t *out)
@@ -25,7 +27,7 @@ int glm_objective_parse(const char *name, glm_objective_t *out)
 
 const char *glm_objective_name(glm_objective_t o)
 {
-    return (unsigned)o < 3u ? k_names[o] : "unknown";
+    return util_name_of(k_names, INAGG_ARRAY_LEN(k_names), (unsigned)o);
 }
 
 double glm_loss(glm_objective_t o, double z, double y)

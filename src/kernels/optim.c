@@ -23,6 +23,7 @@
 #include <strings.h>
 
 #include "base/errmsg.h"
+#include "base/util.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #define OPTIM_HAVE_AVX2 1
@@ -50,7 +51,7 @@ int optim_parse_kind(const char *name, optim_kind_t *out)
 
 const char *optim_kind_name(optim_kind_t k)
 {
-    return (unsigned)k < OPTIM_KIND_COUNT ? k_kind_names[k] : "unknown";
+    return util_name_of(k_kind_names, OPTIM_KIND_COUNT, (unsigned)k);
 }
 
 int optim_parse_eps(const char *name, optim_eps_t *out)

@@ -100,6 +100,20 @@ static double bmin_of(const model_params_t *p)
     return (p->slow_bps > 0 && p->slow_bps < p->link_bps) ? p->slow_bps : p->link_bps;
 }
 
+/* Seconds for `bytes` of gradient (compressed by p->ratio) over the slowest host link. */
+static double host_link_s(const model_params_t *p, double bytes)
+{
+    return (bytes / p->ratio) * 8.0 / (bmin_of(p) * p->stream_eff);
+}
+
+/* A collective of one worker: nothing moves, and only (zero) latency bounds it. */
+static model_time_t alone(void)
+{
+    model_time_t t = {0};
+    t.bound = "latency";
+    return t;
+}
+
 uint32_t model_fanout(const model_params_t *p, uint32_t n)
 {
     if (p->fanout >= 2)
@@ -212,14 +226,12 @@ static model_time_t ina_time(const model_params_t *p, uint32_t n, double bytes)
  * what it sends and decodes what it receives. */
 static model_time_t ring_time(const model_params_t *p, uint32_t n, double bytes)
 {
+    if (n < 2)
+        return alone();
     model_time_t t = {0};
-    if (n < 2) {
-        t.bound = "latency";
-        return t;
-    }
     double steps = 2.0 * (n - 1);
     double chunk = bytes / n;
-    t.link_s = steps * (chunk / p->ratio) * 8.0 / (bmin_of(p) * p->stream_eff);
+    t.link_s = steps * host_link_s(p, chunk);
     t.code_s = steps * (code_bytes_s(chunk, p->enc_Bps) + code_bytes_s(chunk, p->dec_Bps));
     t.latency_s = steps * p->msg_s;
     settle(&t, 0, 0, p->code_overlap, "worker");
@@ -232,14 +244,12 @@ static model_time_t ring_time(const model_params_t *p, uint32_t n, double bytes)
  * on the way up; the way down is decoded once. */
 static model_time_t tree_time(const model_params_t *p, uint32_t n, double bytes)
 {
+    if (n < 2)
+        return alone();
     model_time_t t = {0};
-    if (n < 2) {
-        t.bound = "latency";
-        return t;
-    }
     uint32_t m = p->fanout >= 2 ? p->fanout : 2;
     double depth = ceil(log((double)n) / log((double)m) - 1e-9);
-    t.link_s = 2.0 * (bytes / p->ratio) * 8.0 / (bmin_of(p) * p->stream_eff);
+    t.link_s = 2.0 * host_link_s(p, bytes);
     t.code_s = code_bytes_s(bytes * (m + 1), p->dec_Bps) + code_bytes_s(bytes, p->enc_Bps);
     t.latency_s = 2.0 * depth * p->msg_s;
     settle(&t, 0, 0, p->code_overlap, "worker");
@@ -252,7 +262,7 @@ static model_time_t ps_time(const model_params_t *p, uint32_t n, double bytes)
 {
     model_time_t t = {0};
     double server = (double)n * (bytes / p->ratio) * 8.0 / (p->link_bps * p->stream_eff);
-    double host = (bytes / p->ratio) * 8.0 / (bmin_of(p) * p->stream_eff);
+    double host = host_link_s(p, bytes);
     t.link_s = server > host ? server : host;
     t.code_s = code_bytes_s(bytes, p->enc_Bps) + code_bytes_s(bytes, p->dec_Bps);
     double agg = (double)(n + 1) * (bytes / p->elem_bytes) * p->agg_value_s;
@@ -268,7 +278,7 @@ static model_time_t ca_time(const model_params_t *p, uint32_t n, double bytes)
 {
     model_time_t t = {0};
     double m = (double)(n - 1);
-    t.link_s = m * (bytes / p->ratio) * 8.0 / (bmin_of(p) * p->stream_eff);
+    t.link_s = m * host_link_s(p, bytes);
     t.code_s = code_bytes_s(bytes, p->enc_Bps) + code_bytes_s(m * bytes, p->dec_Bps);
     t.latency_s = p->msg_s;
     settle(&t, 0, 0, p->code_overlap, "worker");

@@ -102,6 +102,14 @@ static size_t lower_bound_col(const uint32_t *col, size_t lo, size_t hi, size_t 
     return lo;
 }
 
+/* Row r's nonzeros whose columns lie in [c0, c1): positions [*a, *b) of col and val. */
+static void column_span(const glm_dataset_t *src, size_t r, size_t c0, size_t c1, size_t *a,
+                        size_t *b)
+{
+    *a = lower_bound_col(src->col, src->row_ptr[r], src->row_ptr[r + 1], c0);
+    *b = lower_bound_col(src->col, *a, src->row_ptr[r + 1], c1);
+}
+
 /* A `what` ("row", "column") slice [lo, hi) lies within [0, limit): 0, or -EINVAL. */
 static int check_slice(const char *what, size_t lo, size_t hi, size_t limit, char *err,
                        size_t errlen)
@@ -128,10 +136,9 @@ int glm_dataset_column_slice(const glm_dataset_t *src, size_t c0, size_t c1, glm
     int rc = check_slice("column", c0, c1, src->cols, err, errlen);
     if (rc < 0)
         return rc;
-    size_t nnz = 0;
+    size_t nnz = 0, a, b;
     for (size_t r = 0; r < src->rows; r++) {
-        size_t a = lower_bound_col(src->col, src->row_ptr[r], src->row_ptr[r + 1], c0);
-        size_t b = lower_bound_col(src->col, a, src->row_ptr[r + 1], c1);
+        column_span(src, r, c0, c1, &a, &b);
         nnz += b - a;
     }
     rc = alloc_slice(src, src->rows, nnz, out, "column", c0, c1, err, errlen);
@@ -139,8 +146,7 @@ int glm_dataset_column_slice(const glm_dataset_t *src, size_t c0, size_t c1, glm
         return rc;
     size_t k = 0;
     for (size_t r = 0; r < src->rows; r++) {
-        size_t a = lower_bound_col(src->col, src->row_ptr[r], src->row_ptr[r + 1], c0);
-        size_t b = lower_bound_col(src->col, a, src->row_ptr[r + 1], c1);
+        column_span(src, r, c0, c1, &a, &b);
         out->row_ptr[r] = k;
         memcpy(out->col + k, src->col + a, (b - a) * sizeof(uint32_t));
         memcpy(out->val + k, src->val + a, (b - a) * sizeof(float));

@@ -3,7 +3,8 @@
  * parallelism over inagg's p4sgd protocol follows the single-process trajectory within a
  * derived float-rounding bound, pipelined == unpipelined bit for bit, data parallelism over
  * switchml follows within the fixed-point bound, the a9a result against liblinear, the MPI
- * backend, the report lines, and a failing worker's message through `inagg train`.
+ * backend, the report lines, a failing worker's message through `inagg train`, and a diverged
+ * run's error code (the collective's own, -EDOM).
  *
  * The tolerance (also in docs/TRAINING.md). Single and W-rank model training see the same
  * samples in the same order and run the same update expression; they differ only in how an
@@ -698,4 +699,33 @@ TEST(train_average_rules, 10)
     glm_dataset_set_cols(&d, 1000);
     CHECK_EQ_INT((int)glm_average_period(&d, 2), 334);
     glm_dataset_free(&d);
+}
+
+/* A run that diverges: the rank's allreduce refuses the Inf gradient (INAGG_ERR_NONFINITE),
+ * and glm_train returns the collective's own code, -EDOM, with the hint to lower --lr. */
+TEST(train_diverged_run_returns_the_collectives_code, 30)
+{
+    switch_config_t scfg = SWITCH_CONFIG_INIT;
+    test_switch_t ts;
+    ts_start(&ts, &scfg);
+    glm_dataset_t d;
+    char err[512] = "";
+    CHECK(glm_synthetic("dense:64x8", 1, GLM_LABELS_REAL, &d, err, sizeof(err)) == 0);
+    char job[64];
+    snprintf(job, sizeof(job), "diverge-%d", (int)getpid());
+    glm_coll_t *c = NULL;
+    int rc = glm_coll_inagg_create(&c, ts.addr, job, 0, 1, 0, 4, 0, 10000, NULL, NULL, 0, err,
+                                   sizeof(err));
+    CHECK_MSG(rc == 0, "%s", err);
+    glm_train_config_t cfg = GLM_TRAIN_CONFIG_INIT;
+    cfg.mode = GLM_MODE_DATA;
+    cfg.objective = GLM_OBJ_SQUARED;
+    cfg.schedule = GLM_LR_CONST;
+    cfg.lr = 1e30;
+    cfg.epochs = 3;
+    rc = glm_train(&cfg, c, &d, NULL, NULL, NULL, NULL, NULL, err, sizeof(err));
+    CHECK_MSG(rc == -EDOM && strstr(err, "lower --lr"), "%d: %s", rc, err);
+    glm_coll_destroy(c);
+    glm_dataset_free(&d);
+    ts_stop(&ts);
 }

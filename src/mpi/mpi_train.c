@@ -116,7 +116,8 @@ static int parse_pair(const char *arg, const char *first, const char *second, in
     return 0;
 }
 
-/* A flag with a named value into o: NULL, or the flag's name when the value is bad. */
+/* A flag with a value into o (the named ones here, numbers through parse_number_flag): NULL,
+ * or the flag's name when the value is bad. */
 static const char *parse_choice_flag(int c, const char *arg, struct opts *o)
 {
     int second;

@@ -3,6 +3,7 @@
  * every field of JOIN, JOINED and the optimizer round-trips, every refusal is told apart,
  * and malformed requests are refused with the right kind and a reason.
  */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -78,7 +79,7 @@ TEST(ctlmsg_join_roundtrips_every_field, 5)
         char *buf = malloc(cap);
         CHECK(buf);
         int rc = wire_join_format(&a, buf, cap);
-        CHECK_MSG(rc == (cap >= need ? 0 : -1), "cap %zu (need %zu): %d", cap, need, rc);
+        CHECK_MSG(rc == (cap >= need ? 0 : -ENOSPC), "cap %zu (need %zu): %d", cap, need, rc);
         if (rc == 0)
             CHECK(strcmp(buf, full) == 0);
         free(buf);
@@ -90,7 +91,9 @@ static void refused(const char *line, enum wire_refusal kind, const char *reason
     wire_join_t j;
     enum wire_refusal r = WIRE_REFUSED;
     char why[200] = "";
-    CHECK_MSG(wire_join_parse(line, &j, &r, why, sizeof(why)) == -1, "accepted '%s'", line);
+    int want = kind == WIRE_REFUSED_INVALID ? -EPROTO : -EPROTONOSUPPORT;
+    int rc = wire_join_parse(line, &j, &r, why, sizeof(why));
+    CHECK_MSG(rc == want, "'%s': %d, want %d", line, rc, want);
     CHECK_MSG(r == kind, "'%s': refusal %s, want %s", line, wire_refusal_name(r),
               wire_refusal_name(kind));
     CHECK_MSG(strstr(why, reason) != NULL, "'%s': reason '%s' lacks '%s'", line, why, reason);
@@ -126,7 +129,7 @@ TEST(ctlmsg_join_auth_fields, 5)
                  INAGG_PROTOCOL_VERSION, bad[k]);
         wire_join_t b;
         enum wire_refusal r;
-        CHECK_MSG(wire_join_parse(line, &b, &r, why, sizeof(why)) == -1, "%s", line);
+        CHECK_MSG(wire_join_parse(line, &b, &r, why, sizeof(why)) == -EPROTO, "%s", line);
         CHECK_EQ_INT(r, WIRE_REFUSED_INVALID);
     }
 }
@@ -196,14 +199,14 @@ TEST(ctlmsg_joined_err_and_verbs, 5)
     CHECK(wire_joined_parse(line, &b, why, sizeof(why)) == 0);
     CHECK(memcmp(&a, &b, sizeof(a)) == 0);
     CHECK(wire_joined_parse("JOINED id=1 token=2 threads=0 port=1 base=0", &b, why,
-                            sizeof(why)) == -1);
+                            sizeof(why)) == -EPROTO);
     CHECK(wire_joined_parse("JOINED id=1 token=2 threads=2 port=1 base=2", &b, why,
-                            sizeof(why)) == -1);
+                            sizeof(why)) == -EPROTO);
     CHECK(wire_joined_parse("JOINED id=70000 token=2 threads=2 port=1 base=0", &b, why,
-                            sizeof(why)) == -1);
+                            sizeof(why)) == -EPROTO);
     CHECK(wire_joined_parse("JOINED id=1 token=0 threads=2 port=1 base=0", &b, why,
-                            sizeof(why)) == -1); /* a token is never 0 */
-    CHECK(wire_joined_parse("HELLO", &b, why, sizeof(why)) == -1);
+                            sizeof(why)) == -EPROTO); /* a token is never 0 */
+    CHECK(wire_joined_parse("HELLO", &b, why, sizeof(why)) == -EPROTO);
     CHECK(strstr(why, "unexpected answer") != NULL);
 
     for (int r = 0; r < WIRE_REFUSAL_COUNT; r++) {
@@ -275,10 +278,16 @@ TEST(ctlmsg_contributors, 5)
     CHECK_EQ_INT(b.contributors, 12);
     a.contributors = 1; /* a worker's: not written */
     CHECK(wire_join_format(&a, line, sizeof(line)) == 0 && !strstr(line, "contributors"));
-    CHECK(wire_join_parse("JOIN version=2 job=j rank=0 world=1 slots=1 elems=1 "
-                          "contributors=70000", &b, &r, why, sizeof(why)) == -1);
-    CHECK(wire_join_parse("JOIN version=2 job=j rank=0 world=1 slots=1 elems=1 "
-                          "contributors=x", &b, &r, why, sizeof(why)) == -1);
+    /* the current version, so that contributors= is what is refused */
+    const char *bad_contributors[] = {"70000", "x"};
+    for (int k = 0; k < 2; k++) {
+        snprintf(line, sizeof(line),
+                 "JOIN version=%d job=j rank=0 world=1 slots=1 elems=1 contributors=%s",
+                 INAGG_PROTOCOL_VERSION, bad_contributors[k]);
+        CHECK_MSG(wire_join_parse(line, &b, &r, why, sizeof(why)) == -EPROTO &&
+                      strstr(why, "contributors="),
+                  "%s: %s", line, why);
+    }
     wire_joined_t c = {.id = 3, .token = 9, .threads = 2, .port = 7000, .base = 1, .slots = 4,
                        .elems = 8, .contributors = 8},
                   d;
@@ -287,5 +296,5 @@ TEST(ctlmsg_contributors, 5)
     CHECK(wire_joined_parse("JOINED id=1 token=2 threads=2 port=1 base=0", &d, why,
                             sizeof(why)) == 0 && d.contributors == 0);
     CHECK(wire_joined_parse("JOINED id=1 token=2 threads=2 port=1 base=0 contributors=70000",
-                            &d, why, sizeof(why)) == -1);
+                            &d, why, sizeof(why)) == -EPROTO);
 }

@@ -397,7 +397,7 @@ TEST(fabric_control_line, 5)
     CHECK_MSG(strcmp(line, "FABRIC agg_ports=p1,p2 add=fixed") == 0, "%s", line);
     CHECK_EQ_INT(wire_fabric_parse("FABRIC add=float", &m, why, sizeof(why)), 0);
     CHECK(!m.has_ports && m.add == WIRE_ADD_FLOAT);
-    CHECK_EQ_INT(wire_fabric_format(WIRE_VERB_FABRIC_STATE, &m, line, sizeof(line)), -1);
+    CHECK_EQ_INT(wire_fabric_format(WIRE_VERB_FABRIC_STATE, &m, line, sizeof(line)), -EINVAL);
     static const char *const bad[] = {
         "FABRIC add=double", "FABRIC agg_ports=", "FABRIC agg_ports=p1,,p2",
         "FABRIC agg_ports=p1 agg_ports=p2", "FABRIC add=any add=fixed", "FABRIC speed=9",
@@ -406,7 +406,7 @@ TEST(fabric_control_line, 5)
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         why[0] = 0;
-        CHECK_MSG(wire_fabric_parse(bad[i], &m, why, sizeof(why)) == -1, "%s", bad[i]);
+        CHECK_MSG(wire_fabric_parse(bad[i], &m, why, sizeof(why)) == -EPROTO, "%s", bad[i]);
         CHECK_MSG(why[0] != 0, "no reason for %s", bad[i]);
     }
     CHECK_EQ_INT(wire_fabric_parse("FABRIC_STATE agg_ports=none add=any", &m, why, sizeof(why)), 0);

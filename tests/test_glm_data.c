@@ -4,6 +4,7 @@
  * nnz-balanced column partitions and slices that reproduce the full dot products, row slices,
  * 8/4-bit quantization, and the seeded synthetic generator (shapes, determinism, bad specs).
  */
+#include <errno.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -33,7 +34,7 @@ static void expect_error(const char *text, enum glm_label_kind kind, size_t line
     glm_dataset_t d;
     char err[256] = "";
     int rc = glm_parse_libsvm(text, strlen(text), "t", kind, &d, err, sizeof(err));
-    CHECK_MSG(rc == -1, "'%s' was accepted", text);
+    CHECK_MSG(rc == -EINVAL, "'%s' was accepted (%d)", text, rc);
     char where[32];
     snprintf(where, sizeof(where), "t:%zu:", line);
     CHECK_MSG(strncmp(err, where, strlen(where)) == 0, "'%s': message '%s' lacks '%s'", text, err,
@@ -161,7 +162,7 @@ TEST(glm_parse_errors, 10)
     /* A NUL byte is not text. */
     glm_dataset_t e;
     char err[256];
-    CHECK(glm_parse_libsvm("1 1:1\n1 2\0:1\n", 12, "t", B, &e, err, sizeof(err)) == -1);
+    CHECK(glm_parse_libsvm("1 1:1\n1 2\0:1\n", 12, "t", B, &e, err, sizeof(err)) == -EINVAL);
     CHECK_MSG(strstr(err, "t:2:") != NULL, "%s", err);
 }
 
@@ -253,15 +254,16 @@ TEST(glm_load_files, 10)
     CHECK_EQ_INT(rows, 3);
     CHECK_EQ_INT(cols, 4);
     CHECK_EQ_INT(nnz, 4);
-    CHECK(rc_empty == -1 && strstr(err_empty, empty) && strstr(err_empty, "empty"));
-    CHECK_MSG(rc_comments == -1 && strstr(err_comments, "empty"), "%s", err_comments);
+    CHECK(rc_empty == -EINVAL && strstr(err_empty, empty) && strstr(err_empty, "empty"));
+    CHECK_MSG(rc_comments == -EINVAL && strstr(err_comments, "empty"), "%s", err_comments);
     char where[160];
     snprintf(where, sizeof(where), "%s:3:", bad);
-    CHECK_MSG(rc_bad == -1 && strstr(err_bad, where) && strstr(err_bad, "increasing"), "%s",
+    CHECK_MSG(rc_bad == -EINVAL && strstr(err_bad, where) && strstr(err_bad, "increasing"), "%s",
               err_bad);
-    CHECK_MSG(rc_missing == -1 && strstr(err_missing, missing) && strstr(err_missing, "cannot"),
+    CHECK_MSG(rc_missing == -ENOENT && strstr(err_missing, missing) &&
+                  strstr(err_missing, "cannot"),
               "%s", err_missing);
-    CHECK_MSG(rc_dir == -1 && strstr(err_dir, "directory"), "%s", err_dir);
+    CHECK_MSG(rc_dir == -EISDIR && strstr(err_dir, "directory"), "%s", err_dir);
 }
 
 TEST(glm_a9a_load, 20)
@@ -459,8 +461,8 @@ TEST(glm_partition_balanced, 20)
     CHECK_EQ_INT(tb[1], 1);
     char err[128];
     glm_dataset_t bad;
-    CHECK(glm_dataset_column_slice(&skew, 3, 2, &bad, err, sizeof(err)) == -1);
-    CHECK(glm_dataset_column_slice(&skew, 0, 6, &bad, err, sizeof(err)) == -1);
+    CHECK(glm_dataset_column_slice(&skew, 3, 2, &bad, err, sizeof(err)) == -EINVAL);
+    CHECK(glm_dataset_column_slice(&skew, 0, 6, &bad, err, sizeof(err)) == -EINVAL);
     glm_dataset_free(&skew);
     glm_dataset_free(&tiny);
     glm_dataset_free(&d);
@@ -505,8 +507,8 @@ TEST(glm_row_slice, 10)
     CHECK(glm_dataset_row_slice(&d, 7, 7, &s, err, sizeof(err)) == 0);
     CHECK(s.rows == 0 && s.nnz == 0 && s.row_ptr[0] == 0);
     glm_dataset_free(&s);
-    CHECK(glm_dataset_row_slice(&d, 5, 4, &s, err, sizeof(err)) == -1);
-    CHECK(glm_dataset_row_slice(&d, 0, 301, &s, err, sizeof(err)) == -1);
+    CHECK(glm_dataset_row_slice(&d, 5, 4, &s, err, sizeof(err)) == -EINVAL);
+    CHECK(glm_dataset_row_slice(&d, 0, 301, &s, err, sizeof(err)) == -EINVAL);
     CHECK_MSG(strstr(err, "301") != NULL, "%s", err);
 
     /* The tail split is two row slices. */
@@ -518,7 +520,7 @@ TEST(glm_row_slice, 10)
     CHECK(test.label[74] == d.label[299]);
     glm_dataset_free(&train);
     glm_dataset_free(&test);
-    CHECK(glm_split_tail(&d, 1.0, &train, &test, err, sizeof(err)) == -1);
+    CHECK(glm_split_tail(&d, 1.0, &train, &test, err, sizeof(err)) == -EINVAL);
     glm_dataset_free(&d);
 }
 
@@ -576,7 +578,7 @@ TEST(glm_quantize, 10)
     check_quantized(&s, 4);
     glm_dataset_free(&s);
 
-    CHECK(glm_dataset_quantize(&d, 3, err, sizeof(err)) == -1);
+    CHECK(glm_dataset_quantize(&d, 3, err, sizeof(err)) == -EINVAL);
     CHECK_MSG(strstr(err, "3") && strstr(err, "8 or 4"), "%s", err);
     CHECK_EQ_INT(d.precision_bits, 8);
     glm_dataset_free(&d);
@@ -741,7 +743,7 @@ TEST(glm_synth_bad_specs, 10)
         glm_dataset_t d;
         char err[256] = "";
         int rc = glm_synthetic(bad[i], 1, GLM_LABELS_BINARY, &d, err, sizeof(err));
-        CHECK_MSG(rc == -1, "spec '%s' was accepted", bad[i]);
+        CHECK_MSG(rc == -EINVAL, "spec '%s' was accepted (%d)", bad[i], rc);
         char quoted[64];
         snprintf(quoted, sizeof(quoted), "'%s'", bad[i]);
         CHECK_MSG(strstr(err, quoted) != NULL, "'%s': message '%s' does not name it", bad[i], err);
@@ -749,8 +751,9 @@ TEST(glm_synth_bad_specs, 10)
     }
     char err[256] = "";
     glm_dataset_t d;
-    CHECK(glm_synthetic("sparse:10x10:2", 1, GLM_LABELS_BINARY, &d, err, sizeof(err)) == -1);
+    CHECK(glm_synthetic("sparse:10x10:2", 1, GLM_LABELS_BINARY, &d, err, sizeof(err)) == -EINVAL);
     CHECK_MSG(strstr(err, "(0, 1]") != NULL, "%s", err);
-    CHECK(glm_synthetic("dense:100000x100000", 1, GLM_LABELS_BINARY, &d, err, sizeof(err)) == -1);
+    CHECK(glm_synthetic("dense:100000x100000", 1, GLM_LABELS_BINARY, &d, err, sizeof(err)) ==
+          -EINVAL);
     CHECK_MSG(strstr(err, "limit") != NULL, "%s", err);
 }

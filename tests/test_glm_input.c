@@ -5,6 +5,7 @@
  * named by its line number (in memory and streamed from a file, across read boundaries), and
  * truncated files are reported as such. The limits come from the environment (INAGG_MAX_*).
  */
+#include <errno.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -61,10 +62,11 @@ TEST(glm_input_huge_feature_index, 20)
     int rc2 = glm_load_inputs(path, NULL, NULL, 1, GLM_OBJ_LOGISTIC, 32, &tr, &te, err2,
                               sizeof(err2));
     long grew_kib = maxrss_kib() - rss0;
-    CHECK_MSG(rc == -1, "a 27-byte file with feature 2000000000 was accepted (cols %zu)", d.cols);
+    CHECK_MSG(rc == -EFBIG, "a 27-byte file with feature 2000000000 was accepted (cols %zu)",
+              d.cols);
     CHECK_MSG(strstr(err, path) && strstr(err, "2000000000") && strstr(err, "INAGG_MAX_FEATURES"),
               "%s", err);
-    CHECK_MSG(rc2 == -1 && strstr(err2, "INAGG_MAX_FEATURES"), "%s", err2);
+    CHECK_MSG(rc2 == -EFBIG && strstr(err2, "INAGG_MAX_FEATURES"), "%s", err2);
     CHECK_MSG(grew_kib < 64 * 1024, "reading 27 bytes grew the process by %ld KiB", grew_kib);
 
     /* An explicit limit lets it through (nothing of size cols is allocated by the reader). */
@@ -95,11 +97,11 @@ TEST(glm_input_dev_zero, 20)
     glm_dataset_t d;
     char err[512] = "";
     int rc = glm_load_libsvm("/dev/zero", GLM_LABELS_BINARY, &d, err, sizeof(err));
-    CHECK(rc == -1);
+    CHECK(rc == -EINVAL);
     CHECK_MSG(strstr(err, "/dev/zero:1:") && strstr(err, "NUL"), "%s", err);
     /* Random bytes: refused, and the message carries no raw byte of them. */
     rc = glm_load_libsvm("/dev/urandom", GLM_LABELS_BINARY, &d, err, sizeof(err));
-    CHECK(rc == -1);
+    CHECK(rc == -EINVAL);
     CHECK_MSG(strncmp(err, "/dev/urandom:", 13) == 0 && printable(err), "%s", err);
 }
 
@@ -129,7 +131,7 @@ TEST(glm_input_endless_pipe, 30)
     close(fds[0]);
     int status = 0;
     CHECK(waitpid(pid, &status, 0) == pid);
-    CHECK_MSG(rc == -1, "an endless pipe was read to the end (%zu rows)", d.rows);
+    CHECK_MSG(rc == -EFBIG, "an endless pipe was read to the end (%zu rows)", d.rows);
     CHECK_MSG(strstr(err, "more than 4000000 bytes") && strstr(err, "INAGG_MAX_INPUT_BYTES"),
               "%s", err);
     CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0, "writer status %d", status);
@@ -148,7 +150,7 @@ TEST(glm_input_escaped_bytes, 10)
         char err[512] = "";
         int rc = glm_parse_libsvm(bad[i], strlen(bad[i]), "t", GLM_LABELS_BINARY, &d, err,
                                   sizeof(err));
-        CHECK_MSG(rc == -1, "case %zu accepted", i);
+        CHECK_MSG(rc == -EINVAL, "case %zu accepted", i);
         CHECK_MSG(strncmp(err, "t:1:", 4) == 0, "case %zu: %s", i, err);
         CHECK_MSG(printable(err), "case %zu: raw bytes in the message", i);
         CHECK_MSG(strstr(err, "\\x"), "case %zu: %s", i, err);
@@ -168,7 +170,7 @@ TEST(glm_input_long_lines, 30)
     glm_dataset_t d;
     char err[512] = "";
     int rc = glm_parse_libsvm(text, len, "t", GLM_LABELS_BINARY, &d, err, sizeof(err));
-    CHECK_MSG(rc == -1 && strncmp(err, "t:2:", 4) == 0 && strstr(err, "longer than 1048576"),
+    CHECK_MSG(rc == -EINVAL && strncmp(err, "t:2:", 4) == 0 && strstr(err, "longer than 1048576"),
               "%s", err);
 
     /* From a file (the streamed path): the same line as line 3, after a line that itself spans
@@ -202,11 +204,11 @@ TEST(glm_input_long_lines, 30)
     rc = glm_load_libsvm(path, GLM_LABELS_BINARY, &d, err, sizeof(err));
     char where[96];
     snprintf(where, sizeof(where), "%s:3:", path);
-    CHECK_MSG(rc == -1 && strstr(err, where) && strstr(err, "longer than 1048576"), "%s", err);
+    CHECK_MSG(rc == -EINVAL && strstr(err, where) && strstr(err, "longer than 1048576"), "%s", err);
     /* The limit is configurable. */
     setenv("INAGG_MAX_LINE_BYTES", "4000000", 1);
     rc = glm_load_libsvm(path, GLM_LABELS_BINARY, &d, err, sizeof(err));
-    CHECK_MSG(rc == -1 && strstr(err, where) && strstr(err, "no ':'"), "%s", err);
+    CHECK_MSG(rc == -EINVAL && strstr(err, where) && strstr(err, "no ':'"), "%s", err);
     unsetenv("INAGG_MAX_LINE_BYTES");
     free(file);
     free(text);
@@ -227,8 +229,8 @@ TEST(glm_input_truncated, 10)
         int rc = glm_load_libsvm(path, GLM_LABELS_BINARY, &d, err, sizeof(err));
         char where[96];
         snprintf(where, sizeof(where), "%s:2:", path);
-        CHECK_MSG(rc == -1 && strstr(err, where) && strstr(err, "truncated"), "case %zu: %s", i,
-                  err);
+        CHECK_MSG(rc == -EINVAL && strstr(err, where) && strstr(err, "truncated"), "case %zu: %s",
+                  i, err);
     }
     /* A complete last line without its '\n' is fine. */
     write_bytes(path, "1 1:1\n-1 3:0.5", 14);

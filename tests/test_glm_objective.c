@@ -4,6 +4,7 @@
  * parser, and liblinear on a9a as a real optimum: its objective is reproduced independently,
  * beats w = 0 and is stationary.
  */
+#include <errno.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -66,8 +67,8 @@ TEST(glm_loss_values, 10)
         CHECK(glm_objective_parse(glm_objective_name((glm_objective_t)i), &o) == 0);
         CHECK_EQ_INT(o, i);
     }
-    CHECK(glm_objective_parse("Logistic", &o) == -1);
-    CHECK(glm_objective_parse("", &o) == -1);
+    CHECK(glm_objective_parse("Logistic", &o) == -EINVAL);
+    CHECK(glm_objective_parse("", &o) == -EINVAL);
     CHECK(strcmp(glm_objective_name(GLM_OBJ_HINGE), "hinge") == 0);
 }
 
@@ -162,13 +163,13 @@ TEST(glm_liblinear_model_parse, 10)
     free(w);
 
     const char *shortw = "nr_class 2\nlabel 1 -1\nnr_feature 3\nbias -1\nw\n2\n-3\n";
-    CHECK(glm_liblinear_parse_model(shortw, "m", &w, &n, err, sizeof(err)) == -1);
+    CHECK(glm_liblinear_parse_model(shortw, "m", &w, &n, err, sizeof(err)) == -EINVAL);
     CHECK_MSG(strstr(err, "m:8:") && strstr(err, "weight 3"), "%s", err);
     const char *bias = "nr_class 2\nlabel 1 -1\nnr_feature 1\nbias 1\nw\n2\n1\n";
-    CHECK(glm_liblinear_parse_model(bias, "m", &w, &n, err, sizeof(err)) == -1);
+    CHECK(glm_liblinear_parse_model(bias, "m", &w, &n, err, sizeof(err)) == -EINVAL);
     CHECK_MSG(strstr(err, "m:4:") && strstr(err, "bias"), "%s", err);
     const char *multi = "nr_class 3\nlabel 1 2 3\nnr_feature 1\nbias -1\nw\n1 2 3\n";
-    CHECK(glm_liblinear_parse_model(multi, "m", &w, &n, err, sizeof(err)) == -1);
+    CHECK(glm_liblinear_parse_model(multi, "m", &w, &n, err, sizeof(err)) == -EINVAL);
     CHECK_MSG(strstr(err, "nr_class 2"), "%s", err);
 }
 
@@ -236,6 +237,6 @@ TEST(glm_liblinear_a9a, 60)
 
     /* A missing data file is an error, not a crash. */
     CHECK(liblinear_reference("/nonexistent/a9a", C, 1e-4, 10, &w, &n, &objective, err,
-                                  sizeof(err)) == -1);
+                              sizeof(err)) == -ENOENT);
     CHECK(w == NULL);
 }

@@ -2,7 +2,7 @@
  * test_launch.c - launch_group_wait (launch/group.c): it collects a group's output and exits
  * while sleeping, with or without a tick, so a benchmark's parent process does not take a
  * core from the ranks it waits for; a switch's readiness line and the Python lookup that
- * every launcher shares.
+ * every launcher shares; launch_run's failures as negative errnos with their reasons.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -93,4 +93,32 @@ TEST(launch_find_python_order, 10)
     int rc = launch_find_python(buf, sizeof(buf));
     if (launch_is_executable("/usr/bin/python3"))
         CHECK_MSG(rc == 0 && strcmp(buf, "/usr/bin/python3") == 0, "%d %s", rc, buf);
+}
+
+/* launch_run's failures each come back as their own negative errno, with a sentence naming
+ * the program: a missing program, a non-zero exit, and the time limit. */
+TEST(launch_run_errors_are_errnos_with_reasons, 10)
+{
+    char err[256] = "";
+    char *const missing[] = {"/nonexistent/inagg-no-such-program", NULL};
+    launch_spec_t s = {missing, NULL, LAUNCH_DEVNULL, LAUNCH_DEVNULL, LAUNCH_DEVNULL, 0};
+    int rc = launch_run(&s, 5000, err, sizeof(err));
+    CHECK_MSG(rc == -ENOENT && strstr(err, "inagg-no-such-program"), "%d: %s", rc, err);
+
+    char *const exit3[] = {"/bin/sh", "-c", "exit 3", NULL};
+    s.argv = exit3;
+    err[0] = '\0';
+    rc = launch_run(&s, 5000, err, sizeof(err));
+    CHECK_MSG(rc == -ECHILD && strstr(err, "/bin/sh") && strstr(err, "3"), "%d: %s", rc, err);
+
+    char *const sleeper[] = {"/bin/sh", "-c", "exec sleep 30", NULL};
+    s.argv = sleeper;
+    err[0] = '\0';
+    rc = launch_run(&s, 200, err, sizeof(err));
+    CHECK_MSG(rc == -ETIMEDOUT && strstr(err, "time limit"), "%d: %s", rc, err);
+
+    char path[256];
+    err[0] = '\0';
+    rc = launch_cpucap(getpid(), 0, 0, path, sizeof(path), err, sizeof(err));
+    CHECK_MSG(rc == -EINVAL && strstr(err, "1 to 100 percent"), "%d: %s", rc, err);
 }

@@ -8,6 +8,7 @@
  * no FMA contraction; config validation, name parsing, state size and initial values.
  * OPTIM_TEST_VERBOSE=1 prints the measured errors per configuration.
  */
+#include <errno.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -537,9 +538,9 @@ TEST(optim_smorms3_hand, 5)
 static void expect_bad(const optim_config_t *c, const char *word)
 {
     char err[128] = "";
-    CHECK(optim_check(c, err, sizeof(err)) == -1);
+    CHECK(optim_check(c, err, sizeof(err)) == -EINVAL);
     CHECK_MSG(strstr(err, word) != NULL, "message \"%s\" does not name %s", err, word);
-    CHECK(optim_check(c, NULL, 0) == -1);
+    CHECK(optim_check(c, NULL, 0) == -EINVAL);
 }
 
 TEST(optim_check_rejects, 5)
@@ -590,7 +591,7 @@ TEST(optim_check_rejects, 5)
     char tiny[4] = {'x', 'x', 'x', 'x'};
     c = good;
     c.lr = -1.0f;
-    CHECK(optim_check(&c, tiny, 3) == -1);
+    CHECK(optim_check(&c, tiny, 3) == -EINVAL);
     CHECK(tiny[2] == '\0' && tiny[3] == 'x');
 }
 
@@ -606,18 +607,18 @@ TEST(optim_parse_names, 5)
     optim_kind_t kk = OPTIM_ADAM;
     CHECK(optim_parse_kind("ADAM", &kk) == 0 && kk == OPTIM_ADAM);
     kk = OPTIM_SMORMS3;
-    CHECK(optim_parse_kind("rmsprop", &kk) == -1);
-    CHECK(optim_parse_kind("", &kk) == -1);
-    CHECK(optim_parse_kind("adam ", &kk) == -1);
-    CHECK(optim_parse_kind(NULL, &kk) == -1);
+    CHECK(optim_parse_kind("rmsprop", &kk) == -EINVAL);
+    CHECK(optim_parse_kind("", &kk) == -EINVAL);
+    CHECK(optim_parse_kind("adam ", &kk) == -EINVAL);
+    CHECK(optim_parse_kind(NULL, &kk) == -EINVAL);
     CHECK_EQ_INT(kk, OPTIM_SMORMS3); /* untouched on failure */
     CHECK(strcmp(optim_kind_name((optim_kind_t)9), "unknown") == 0);
 
     optim_eps_t e = OPTIM_EPS_OUTSIDE;
     CHECK(optim_parse_eps("inside", &e) == 0 && e == OPTIM_EPS_INSIDE);
     CHECK(optim_parse_eps("outside", &e) == 0 && e == OPTIM_EPS_OUTSIDE);
-    CHECK(optim_parse_eps("middle", &e) == -1 && e == OPTIM_EPS_OUTSIDE);
-    CHECK(optim_parse_eps(NULL, &e) == -1);
+    CHECK(optim_parse_eps("middle", &e) == -EINVAL && e == OPTIM_EPS_OUTSIDE);
+    CHECK(optim_parse_eps(NULL, &e) == -EINVAL);
     CHECK(strcmp(optim_eps_name(OPTIM_EPS_INSIDE), "inside") == 0);
     CHECK(strcmp(optim_eps_name(OPTIM_EPS_OUTSIDE), "outside") == 0);
 }

@@ -429,7 +429,7 @@ TEST(roce_result_buffer_keeps_rows_cyclically_and_evicts, 10)
         uint32_t n = inagg_packet(pkt, WIRE_RESULT, 7, m, 2, (uint8_t)m);
         CHECK_EQ_INT(roce_msg_key(pkt, n, &k[m]), 0);
     }
-    CHECK_EQ_INT(roce_msg_key(pkt, 20, &k[0]) == 0, 0); /* not a whole header */
+    CHECK_EQ_INT(roce_msg_key(pkt, 20, &k[0]), -EPROTO); /* not a whole header */
     uint8_t fr[3][100];
     /* flow 0 (row 0): message 0 of 3 frames; flow 1 (row 1): message 1 of 3 frames */
     for (uint32_t f = 0; f < 2; f++) {

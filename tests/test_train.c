@@ -3,7 +3,8 @@
  * parallelism over inagg's p4sgd protocol follows the single-process trajectory within a
  * derived float-rounding bound, pipelined == unpipelined bit for bit, data parallelism over
  * switchml follows within the fixed-point bound, the a9a result against liblinear, the MPI
- * backend, the report lines, and a failing worker's message through `inagg train`.
+ * backend, the report lines, a failing worker's message through `inagg train`, and a diverged
+ * run's error code (the collective's own, -EDOM).
  *
  * The tolerance (also in docs/TRAINING.md). Single and W-rank model training see the same
  * samples in the same order and run the same update expression; they differ only in how an
@@ -624,7 +625,7 @@ TEST(train_report_lines_roundtrip, 10)
 
     CHECK_EQ_INT(glm_line_parse("hello", &back), GLM_LINE_NONE);
     CHECK_EQ_INT(glm_line_parse("{\"type\":\"epochs\"}", &back), GLM_LINE_NONE);
-    CHECK_EQ_INT(glm_line_format(&l, buf, 10), -1); /* too small */
+    CHECK_EQ_INT(glm_line_format(&l, buf, 10), -ENOSPC); /* too small */
 }
 
 TEST(train_config_checks_and_defaults, 10)
@@ -633,17 +634,17 @@ TEST(train_config_checks_and_defaults, 10)
     glm_train_config_t c = GLM_TRAIN_CONFIG_INIT;
     CHECK_EQ_INT(glm_train_check(&c, 4, err, sizeof(err)), 0);
     c.micro_batch = c.batch + 1;
-    CHECK_EQ_INT(glm_train_check(&c, 4, err, sizeof(err)), -1);
+    CHECK_EQ_INT(glm_train_check(&c, 4, err, sizeof(err)), -EINVAL);
     CHECK_MSG(strstr(err, "micro-batch"), "%s", err);
     c = (glm_train_config_t)GLM_TRAIN_CONFIG_INIT;
     c.mode = GLM_MODE_SINGLE;
-    CHECK_EQ_INT(glm_train_check(&c, 2, err, sizeof(err)), -1);
+    CHECK_EQ_INT(glm_train_check(&c, 2, err, sizeof(err)), -EINVAL);
     c = (glm_train_config_t)GLM_TRAIN_CONFIG_INIT;
     c.epochs = 0;
-    CHECK_EQ_INT(glm_train_check(&c, 1, err, sizeof(err)), -1);
+    CHECK_EQ_INT(glm_train_check(&c, 1, err, sizeof(err)), -EINVAL);
     c = (glm_train_config_t)GLM_TRAIN_CONFIG_INIT;
     c.lr = NAN;
-    CHECK_EQ_INT(glm_train_check(&c, 1, err, sizeof(err)), -1);
+    CHECK_EQ_INT(glm_train_check(&c, 1, err, sizeof(err)), -EINVAL);
 
     /* Default rate: GLM_LR_SCALE / (beta mean ||a||^2). Two rows of squared norms 4 and 2. */
     glm_dataset_t d;
@@ -661,7 +662,7 @@ TEST(train_config_checks_and_defaults, 10)
     c.epochs = 2;
     glm_dataset_t t;
     CHECK(glm_parse_libsvm("1 1:1 3:1\n", 10, "t", GLM_LABELS_BINARY, &t, err, sizeof(err)) == 0);
-    CHECK_EQ_INT(glm_train(&c, lc, &d, &t, NULL, NULL, NULL, NULL, err, sizeof(err)), -1);
+    CHECK_EQ_INT(glm_train(&c, lc, &d, &t, NULL, NULL, NULL, NULL, err, sizeof(err)), -EINVAL);
     CHECK_MSG(strstr(err, "test set"), "%s", err);
     glm_dataset_set_cols(&t, d.cols);
     glm_dataset_set_cols(&d, t.cols);
@@ -698,4 +699,33 @@ TEST(train_average_rules, 10)
     glm_dataset_set_cols(&d, 1000);
     CHECK_EQ_INT((int)glm_average_period(&d, 2), 334);
     glm_dataset_free(&d);
+}
+
+/* A run that diverges: the rank's allreduce refuses the Inf gradient (INAGG_ERR_NONFINITE),
+ * and glm_train returns the collective's own code, -EDOM, with the hint to lower --lr. */
+TEST(train_diverged_run_returns_the_collectives_code, 30)
+{
+    switch_config_t scfg = SWITCH_CONFIG_INIT;
+    test_switch_t ts;
+    ts_start(&ts, &scfg);
+    glm_dataset_t d;
+    char err[512] = "";
+    CHECK(glm_synthetic("dense:64x8", 1, GLM_LABELS_REAL, &d, err, sizeof(err)) == 0);
+    char job[64];
+    snprintf(job, sizeof(job), "diverge-%d", (int)getpid());
+    glm_coll_t *c = NULL;
+    int rc = glm_coll_inagg_create(&c, ts.addr, job, 0, 1, 0, 4, 0, 10000, NULL, NULL, 0, err,
+                                   sizeof(err));
+    CHECK_MSG(rc == 0, "%s", err);
+    glm_train_config_t cfg = GLM_TRAIN_CONFIG_INIT;
+    cfg.mode = GLM_MODE_DATA;
+    cfg.objective = GLM_OBJ_SQUARED;
+    cfg.schedule = GLM_LR_CONST;
+    cfg.lr = 1e30;
+    cfg.epochs = 3;
+    rc = glm_train(&cfg, c, &d, NULL, NULL, NULL, NULL, NULL, err, sizeof(err));
+    CHECK_MSG(rc == -EDOM && strstr(err, "lower --lr"), "%d: %s", rc, err);
+    glm_coll_destroy(c);
+    glm_dataset_free(&d);
+    ts_stop(&ts);
 }

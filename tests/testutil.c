@@ -97,9 +97,8 @@ void spawn_workers(uint32_t n, worker_fn fn, void *arg, pid_t *pids)
 int wait_pid(pid_t pid, int timeout_s)
 {
     int status = 0;
-    if (launch_wait(pid, timeout_s * 1000, &status) != 0)
-        return -1;
-    return launch_exit_code(status);
+    int rc = launch_wait(pid, timeout_s * 1000, &status);
+    return rc < 0 ? rc : launch_exit_code(status);
 }
 
 int run_workers(uint32_t n, worker_fn fn, void *arg, int timeout_s)
@@ -189,7 +188,7 @@ static char *read_text_file(const char *path, char *err, size_t errlen)
 {
     FILE *f = fopen(path, "rb");
     if (!f) {
-        set_err_msg(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        set_err(err, errlen, -errno, "%s: cannot open: %s", path, strerror(errno));
         return NULL;
     }
     size_t cap = 65536, len = 0;
@@ -214,7 +213,7 @@ static char *read_text_file(const char *path, char *err, size_t errlen)
     fclose(f);
     if (bad) {
         free(buf);
-        set_err_msg(err, errlen, "%s: cannot read", path);
+        set_err(err, errlen, -EIO, "%s: cannot read", path);
         return NULL;
     }
     buf[len] = '\0';
@@ -229,20 +228,22 @@ int liblinear_reference(const char *data_path, double C, double eps, int timeout
     *n_weights = 0;
     *objective = NAN;
     if (!(C > 0) || !isfinite(C) || !(eps > 0) || !isfinite(eps)) {
-        set_err_msg(err, errlen, "liblinear: C (%g) and eps (%g) must be positive", C, eps);
-        return -1;
+        return set_err(err, errlen, -EINVAL, "liblinear: C (%g) and eps (%g) must be positive", C,
+                       eps);
     }
     glm_dataset_t data;
-    if (glm_load_libsvm(data_path, GLM_LABELS_BINARY, &data, err, errlen) != 0)
-        return -1;
+    int rc = glm_load_libsvm(data_path, GLM_LABELS_BINARY, &data, err, errlen);
+    if (rc < 0)
+        return rc;
 
     const char *tmp = getenv("TMPDIR");
     char dir[1024], model[1100];
     snprintf(dir, sizeof(dir), "%s/inagg-liblinear-XXXXXX", tmp && *tmp ? tmp : "/tmp");
     if (!mkdtemp(dir)) {
-        set_err_msg(err, errlen, "liblinear: cannot create a temp dir %s: %s", dir, strerror(errno));
+        int e = errno;
         glm_dataset_free(&data);
-        return -1;
+        return set_err(err, errlen, -e, "liblinear: cannot create a temp dir %s: %s", dir,
+                       strerror(e));
     }
     snprintf(model, sizeof(model), "%s/model", dir);
     char c_arg[64], e_arg[64];
@@ -252,15 +253,15 @@ int liblinear_reference(const char *data_path, double C, double eps, int timeout
     char *argv[] = {prog, "-s", "0", "-c", c_arg, "-e", e_arg, "-q", (char *)data_path, model,
                     NULL};
     launch_spec_t spec = {argv, NULL, LAUNCH_DEVNULL, LAUNCH_DEVNULL, LAUNCH_TO_OUT, 0};
-    int rc = launch_find_in_path(LIBLINEAR_TRAIN, prog, sizeof(prog));
-    if (rc != 0)
-        set_err_msg(err, errlen, "%s: not installed", LIBLINEAR_TRAIN);
+    rc = launch_find_in_path(LIBLINEAR_TRAIN, prog, sizeof(prog));
+    if (rc < 0)
+        rc = set_err(err, errlen, rc, "%s: not installed", LIBLINEAR_TRAIN);
     else
         rc = launch_run(&spec, (timeout_s > 0 ? timeout_s : 1) * 1000, err, errlen);
     char *text = NULL;
     if (rc == 0) {
         text = read_text_file(model, err, errlen);
-        rc = text ? 0 : -1;
+        rc = text ? 0 : -EIO;
     }
     if (rc == 0)
         rc = glm_liblinear_parse_model(text, model, weights, n_weights, err, errlen);

@@ -33,7 +33,8 @@ typedef int (*worker_fn)(uint32_t rank, void *arg);
 int run_workers(uint32_t n, worker_fn fn, void *arg, int timeout_s);
 /* Fork without waiting: pids[r] for each rank. */
 void spawn_workers(uint32_t n, worker_fn fn, void *arg, pid_t *pids);
-/* Wait for one pid with a deadline; returns its exit code, or -1 if killed / timed out. */
+/* Wait for one pid with a deadline; returns its exit code, -1 if a signal ended it (as
+ * launch_exit_code), or launch_wait's -ETIMEDOUT (then killed) or -ECHILD. */
 int wait_pid(pid_t pid, int timeout_s);
 
 /* Real loss on loopback: an nftables table (named after this process and `tag`) that drops
@@ -61,7 +62,8 @@ int liblinear_available(void);
  * return its weights (malloc'd, *n_weights = nr_feature) and their objective in the trainers'
  * normalisation: mean logistic loss over the data + l2/2 ||w||^2 with l2 = 1/(C * S)
  * (liblinear minimises C * sum loss + 1/2 ||w||^2, the same problem scaled by C * S). Temp
- * files are removed. 0, or -1 with the reason in err. */
+ * files are removed. 0, or a negative errno with the reason in err (the reader's, -ENOENT
+ * when liblinear-train is not installed, launch_run's when it fails). */
 int liblinear_reference(const char *data_path, double C, double eps, int timeout_s,
                         double **weights, size_t *n_weights, double *objective, char *err,
                         size_t errlen);

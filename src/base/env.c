@@ -73,10 +73,9 @@ int env_u32(env_id_t id, uint32_t max, uint32_t *out, char *err, size_t errlen)
     char *end;
     errno = 0;
     unsigned long long x = strtoull(v, &end, 0);
-    if (errno || *end || v[0] == '-' || x > max) {
-        set_err_msg(err, errlen, "%s='%s' is not a number of 0..%u", vars[id].name, v, max);
-        return -EINVAL;
-    }
+    if (errno || *end || v[0] == '-' || x > max)
+        return set_err(err, errlen, -EINVAL, "%s='%s' is not a number of 0..%u", vars[id].name, v,
+                       max);
     *out = (uint32_t)x;
     return 1;
 }

@@ -1,6 +1,7 @@
 /* log.c - see log.h. One write(2) per message so lines from several processes do not mix. */
 #include "base/log.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,7 +26,7 @@ int log_set_format(const char *name)
             g_format = (enum log_format)i;
             return 0;
         }
-    return -1;
+    return -EINVAL;
 }
 
 void log_init(enum log_level default_level, const char *program)

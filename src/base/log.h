@@ -16,7 +16,7 @@ enum log_level { LOG_ERROR = 0, LOG_WARN = 1, LOG_INFO = 2, LOG_DEBUG = 3 };
 /* Set the default level; INAGG_LOG in the environment overrides it. */
 void log_init(enum log_level default_level, const char *program);
 int log_enabled(enum log_level level);
-/* "text", "kv" or "json": 0, or -1 (unchanged) for another name. */
+/* "text", "kv" or "json": 0, or -EINVAL (unchanged) for another name. */
 int log_set_format(const char *name);
 void log_write(enum log_level level, const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));

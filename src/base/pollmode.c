@@ -37,12 +37,11 @@ int switch_poll_parse(const char *text, switch_poll_t *mode, uint32_t *spin_us, 
             *spin_us = (uint32_t)v;
             return 0;
         }
-        set_err_msg(err, errlen, "adaptive:US needs microseconds in 1..%u, got '%s'",
-                SWITCH_POLL_SPIN_US_MAX, text + 9);
-        return -1;
+        return set_err(err, errlen, -EINVAL, "adaptive:US needs microseconds in 1..%u, got '%s'",
+                       SWITCH_POLL_SPIN_US_MAX, text + 9);
     }
-    set_err_msg(err, errlen, "the poll mode is busy, sleep or adaptive[:US], got '%s'", text);
-    return -1;
+    return set_err(err, errlen, -EINVAL, "the poll mode is busy, sleep or adaptive[:US], got '%s'",
+                   text);
 }
 
 const char *switch_poll_name(switch_poll_t mode)
@@ -51,15 +50,15 @@ const char *switch_poll_name(switch_poll_t mode)
                                                                             : "sleep";
 }
 
-/* A CPU number at *p (advanced past it). 0, or -1. */
+/* A CPU number at *p (advanced past it). 0, or -EINVAL. */
 static int cpu_number(const char **p, uint32_t *out)
 {
     if (**p < '0' || **p > '9')
-        return -1;
+        return -EINVAL;
     char *end;
     unsigned long v = strtoul(*p, &end, 10);
     if (v >= SWITCH_MAX_CPUS)
-        return -1;
+        return -EINVAL;
     *out = (uint32_t)v;
     *p = end;
     return 0;
@@ -93,9 +92,10 @@ int switch_cpu_list_parse(const char *text, uint32_t *cpus, uint32_t *n, char *e
             goto bad;
     }
 bad:
-    set_err_msg(err, errlen, "a CPU list is numbers 0..%u and ranges A-B, comma-separated, each "
-            "CPU once (e.g. 0,2-3), got '%s'", SWITCH_MAX_CPUS - 1, text);
-    return -1;
+    return set_err(err, errlen, -EINVAL,
+                   "a CPU list is numbers 0..%u and ranges A-B, comma-separated, each "
+                   "CPU once (e.g. 0,2-3), got '%s'",
+                   SWITCH_MAX_CPUS - 1, text);
 }
 
 int switch_pin_self(uint32_t cpu)

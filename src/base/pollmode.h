@@ -22,7 +22,7 @@ typedef enum switch_poll {
 #define SWITCH_MAX_CPUS 64u
 
 /* "busy", "sleep" or "adaptive[:US]" into *mode and *spin_us (US 1..SWITCH_POLL_SPIN_US_MAX,
- * default SWITCH_POLL_SPIN_US_DEFAULT; 0 for the other modes). 0, or -1 with the reason in
+ * default SWITCH_POLL_SPIN_US_DEFAULT; 0 for the other modes). 0, or -EINVAL with the reason in
  * err. */
 int switch_poll_parse(const char *text, switch_poll_t *mode, uint32_t *spin_us, char *err,
                       size_t errlen);
@@ -38,7 +38,7 @@ static inline uint32_t switch_poll_worker_us(switch_poll_t mode, uint32_t spin_u
 const char *switch_poll_name(switch_poll_t mode);
 
 /* A CPU list ("0", "0,2", "1-3", "0,2-3") into cpus[SWITCH_MAX_CPUS] (each below
- * SWITCH_MAX_CPUS, no repeats), their number into *n. 0, or -1 with the reason in err. */
+ * SWITCH_MAX_CPUS, no repeats), their number into *n. 0, or -EINVAL with the reason in err. */
 int switch_cpu_list_parse(const char *text, uint32_t *cpus, uint32_t *n, char *err,
                           size_t errlen);
 

@@ -1,6 +1,7 @@
 /* sha256.c - see sha256.h. */
 #include "base/sha256.h"
 
+#include <errno.h>
 #include <string.h>
 
 static const uint32_t K[64] = {
@@ -147,6 +148,7 @@ void hex_encode(const uint8_t *in, size_t n, char *out)
     out[2 * n] = '\0';
 }
 
+/* The value of one hex digit, or -1 when c is none (a value, not an errno). */
 static int hexval(char c)
 {
     return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
@@ -156,11 +158,11 @@ static int hexval(char c)
 int hex_decode(const char *in, uint8_t *out, size_t n)
 {
     if (strlen(in) != 2 * n)
-        return -1;
+        return -EINVAL;
     for (size_t i = 0; i < n; i++) {
         int hi = hexval(in[2 * i]), lo = hexval(in[2 * i + 1]);
         if (hi < 0 || lo < 0)
-            return -1;
+            return -EINVAL;
         out[i] = (uint8_t)(hi << 4 | lo);
     }
     return 0;

@@ -18,7 +18,7 @@ void hmac_sha256(const void *key, size_t keylen, const void *msg, size_t msglen,
 int mem_equal_ct(const void *a, const void *b, size_t n);
 /* Lower-case hex of n bytes into out (2n + 1 bytes with the NUL). */
 void hex_encode(const uint8_t *in, size_t n, char *out);
-/* Exactly 2n hex digits into n bytes: 0, or -1. */
+/* Exactly 2n hex digits into n bytes: 0, or -EINVAL. */
 int hex_decode(const char *in, uint8_t *out, size_t n);
 
 #endif /* INAGG_BASE_SHA256_H */

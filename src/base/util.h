@@ -5,6 +5,7 @@
 #ifndef INAGG_UTIL_H
 #define INAGG_UTIL_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <time.h>
 
@@ -13,6 +14,12 @@
 #define INAGG_CACHELINE 64
 #define INAGG_ALIGNED __attribute__((aligned(INAGG_CACHELINE)))
 #define INAGG_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+/* names[v] of a table of n names, "unknown" for a value past it: an enum's name. */
+static inline const char *util_name_of(const char *const *names, size_t n, unsigned v)
+{
+    return v < n ? names[v] : "unknown";
+}
 
 static inline uint64_t util_min_u64(uint64_t a, uint64_t b) { return a < b ? a : b; }
 static inline uint64_t util_max_u64(uint64_t a, uint64_t b) { return a > b ? a : b; }

@@ -73,9 +73,8 @@ int codec_ctx_open(const codec_spec_t *s, size_t max_elems, codec_ctx_t **out, c
     *out = NULL;
     if (s->mode <= CODEC_NONE || s->mode >= CODEC_MODE_COUNT || max_elems == 0 ||
         max_elems > CODEC_MAX_ELEMS) {
-        set_err_msg(err, errlen, "codec: no mode, or chunks of %zu values (1..%u)", max_elems,
-                CODEC_MAX_ELEMS);
-        return -EINVAL;
+        return set_err(err, errlen, -EINVAL, "codec: no mode, or chunks of %zu values (1..%u)",
+                       max_elems, CODEC_MAX_ELEMS);
     }
     codec_ctx_t *c = calloc(1, sizeof(*c));
     if (!c)
@@ -107,8 +106,7 @@ int codec_ctx_open(const codec_spec_t *s, size_t max_elems, codec_ctx_t **out, c
     return 0;
 nomem:
     codec_ctx_close(c);
-    set_err_msg(err, errlen, "codec: out of memory");
-    return -ENOMEM;
+    return set_err(err, errlen, -ENOMEM, "codec: out of memory");
 }
 
 void codec_ctx_close(codec_ctx_t *c)
@@ -229,37 +227,32 @@ int codec_decode(codec_ctx_t *c, const void *src, size_t len, float *dst, size_t
 {
     const uint8_t *p = src;
     if (len < CODEC_HEADER_SIZE || len % 4u) {
-        set_err_msg(err, errlen, "chunk of %zu bytes: shorter than its header or not whole words",
-                len);
-        return -EBADMSG;
+        return set_err(err, errlen, -EBADMSG,
+                       "chunk of %zu bytes: shorter than its header or not whole words", len);
     }
     if (p[0] != (uint8_t)c->spec.mode || p[1] != param_tag(&c->spec)) {
-        set_err_msg(err, errlen, "chunk coded in mode %u/%u, the job's is %u/%u", p[0], p[1],
-                (unsigned)c->spec.mode, param_tag(&c->spec));
-        return -EBADMSG;
+        return set_err(err, errlen, -EBADMSG, "chunk coded in mode %u/%u, the job's is %u/%u", p[0],
+                       p[1], (unsigned)c->spec.mode, param_tag(&c->spec));
     }
     size_t elems = codec_chunk_elems(p, len);
     uint32_t bits = (uint32_t)p[4] << 24 | (uint32_t)p[5] << 16 | (uint32_t)p[6] << 8 | p[7];
     if (elems != n || n == 0 || n > c->max_elems) {
-        set_err_msg(err, errlen, "chunk claims %zu values, %zu expected", elems, n);
-        return -EBADMSG;
+        return set_err(err, errlen, -EBADMSG, "chunk claims %zu values, %zu expected", elems, n);
     }
     size_t body = ((size_t)bits + 7u) / 8u;
     if (len > codec_max_bytes(&c->spec, n) || CODEC_HEADER_SIZE + body > len ||
         len - CODEC_HEADER_SIZE - body > 3u) {
-        set_err_msg(err, errlen, "chunk of %zu bytes claims %u bits of %zu values", len, bits, n);
-        return -EBADMSG;
+        return set_err(err, errlen, -EBADMSG, "chunk of %zu bytes claims %u bits of %zu values",
+                       len, bits, n);
     }
     if (c->spec.mode == CODEC_FP16) {
         if (body != 2u * n || bits % 8u) {
-            set_err_msg(err, errlen, "fp16 chunk of %u bits for %zu values", bits, n);
-            return -EBADMSG;
+            return set_err(err, errlen, -EBADMSG, "fp16 chunk of %u bits for %zu values", bits, n);
         }
         for (size_t i = 0; i < n; i++) {
             uint16_t h = (uint16_t)(p[CODEC_HEADER_SIZE + 2 * i] << 8 | p[CODEC_HEADER_SIZE + 2 * i + 1]);
             if ((h & 0x7c00u) == 0x7c00u) {
-                set_err_msg(err, errlen, "fp16 chunk holds an infinity or NaN");
-                return -EBADMSG;
+                return set_err(err, errlen, -EBADMSG, "fp16 chunk holds an infinity or NaN");
             }
             dst[i] = f16_to_f32(h);
         }
@@ -279,9 +272,8 @@ int codec_decode(codec_ctx_t *c, const void *src, size_t len, float *dst, size_t
             break;
     }
     if (used != bits) {
-        set_err_msg(err, errlen, "chunk claims %u bits, its blocks take %s%zu", bits,
-                used > bits ? "more than " : "", used);
-        return -EBADMSG;
+        return set_err(err, errlen, -EBADMSG, "chunk claims %u bits, its blocks take %s%zu", bits,
+                       used > bits ? "more than " : "", used);
     }
     int saturated = 0; /* a block near FLT_MAX may decode just past it */
     for (size_t i = 0; i < n; i++)

@@ -15,16 +15,16 @@
 #define SPELLINGS "none, fp16, zfp:rate=R, zfp:precision=P (R, P integers 1..32), " \
                   "zfp:accuracy=A (2^-126 <= A <= 2^30) or zfp:reversible"
 
-/* An integer 1..32 after `key=`. */
+/* An integer 1..32 after `key=`: 0, or -EINVAL. */
 static int parse_int_param(const char *v, double *out)
 {
     char *end = NULL;
     if (*v < '0' || *v > '9')
-        return -1;
+        return -EINVAL;
     errno = 0;
     long x = strtol(v, &end, 10);
     if (errno || end == v || *end != '\0' || x < 1 || x > 32)
-        return -1;
+        return -EINVAL;
     *out = (double)x;
     return 0;
 }
@@ -33,8 +33,7 @@ int codec_parse(const char *text, codec_spec_t *out, char *err, size_t errlen)
 {
     codec_spec_t s = {CODEC_NONE, 0.0};
     if (!text || !out) {
-        set_err_msg(err, errlen, "no compression mode given");
-        return -EINVAL;
+        return set_err(err, errlen, -EINVAL, "no compression mode given");
     }
     if (strcmp(text, "none") == 0) {
         s.mode = CODEC_NONE;
@@ -62,14 +61,14 @@ int codec_parse(const char *text, codec_spec_t *out, char *err, size_t errlen)
             goto bad_value;
         s.param = a;
     } else {
-        set_err_msg(err, errlen, "unknown compression mode '%s' (expected %s)", text, SPELLINGS);
-        return -EINVAL;
+        return set_err(err, errlen, -EINVAL, "unknown compression mode '%s' (expected %s)", text,
+                       SPELLINGS);
     }
     *out = s;
     return 0;
 bad_value:
-    set_err_msg(err, errlen, "bad value in compression mode '%s' (expected %s)", text, SPELLINGS);
-    return -EINVAL;
+    return set_err(err, errlen, -EINVAL, "bad value in compression mode '%s' (expected %s)", text,
+                   SPELLINGS);
 }
 
 void codec_format(const codec_spec_t *s, char *buf, size_t cap)

@@ -12,6 +12,7 @@
  * pass over the rank's coordinates, so it is done every glm_average_period mini-batches: about
  * as often as a mini-batch's nonzeros cover the model, keeping its cost near an update's.
  */
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,7 +50,7 @@ int trainer_avg_setup(trainer_t *t)
     t->avg_period = glm_average_period(t->full, t->cfg->batch);
     t->avg_tick = 0;
     t->avg_n = 0;
-    return t->xa && t->xe ? 0 : -1;
+    return t->xa && t->xe ? 0 : -ENOMEM;
 }
 
 void trainer_avg_release(trainer_t *t)

@@ -8,6 +8,7 @@
 #include "wire/wire.h"
 #include "glm/collective.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,8 +30,8 @@ static int local_start(glm_coll_t *c, float *buf, size_t n, size_t h)
 {
     (void)buf, (void)n;
     if (h >= c->max_inflight) {
-        set_err_msg(c->err, sizeof(c->err), "local collective: handle %zu out of range", h);
-        return -1;
+        return set_err(c->err, sizeof(c->err), -EINVAL, "local collective: handle %zu out of range",
+                       h);
     }
     return 0;
 }
@@ -50,8 +51,7 @@ int glm_coll_local_create(glm_coll_t **out, char *err, size_t errlen)
 {
     glm_coll_t *c = calloc(1, sizeof(*c));
     if (!c) {
-        set_err_msg(err, errlen, "out of memory");
-        return -1;
+        return set_err(err, errlen, -ENOMEM, "out of memory");
     }
     c->ops = &local_ops;
     c->rank = 0;
@@ -74,18 +74,36 @@ typedef struct inagg_impl {
     int p4sgd;
 } inagg_impl_t;
 
+/* The negative errno that stands for an inagg_result_t failure. */
+static int errno_of(inagg_result_t rc)
+{
+    switch (rc) {
+        case INAGG_OK: return 0;
+        case INAGG_ERR_INVALID: return -EINVAL;
+        case INAGG_ERR_NOMEM: return -ENOMEM;
+        case INAGG_ERR_TIMEOUT: return -ETIMEDOUT;
+        case INAGG_ERR_REFUSED: return -ECONNREFUSED;
+        case INAGG_ERR_VERSION: return -EPROTONOSUPPORT;
+        case INAGG_ERR_CONNECTION: return -ECONNRESET;
+        case INAGG_ERR_PROTOCOL: return -EPROTO;
+        case INAGG_ERR_OVERFLOW: return -EOVERFLOW;
+        case INAGG_ERR_NONFINITE: return -EDOM;
+        case INAGG_ERR_UNSUPPORTED: return -EOPNOTSUPP;
+        case INAGG_ERR_SYSTEM:
+        case INAGG_ERR_JOB_FAILED: break;
+    }
+    return -EIO;
+}
+
 static int fail(glm_coll_t *c, const char *what, inagg_result_t rc)
 {
     inagg_impl_t *im = c->impl;
     const char *detail = inagg_last_error(im->comm);
-    set_err_msg(c->err, sizeof(c->err), "rank %u: %s: %s%s%s%s", c->rank, what, inagg_strerror(rc),
-            detail[0] ? " (" : "", detail, detail[0] ? ")" : "");
-    if (rc == INAGG_ERR_NONFINITE) {
-        size_t len = strlen(c->err);
-        set_err_msg(c->err + len, sizeof(c->err) - len,
-                "; the model diverged to NaN/Inf: lower --lr");
-    }
-    return -1;
+    const char *diverged =
+        rc == INAGG_ERR_NONFINITE ? "; the model diverged to NaN/Inf: lower --lr" : "";
+    return set_err(c->err, sizeof(c->err), errno_of(rc), "rank %u: %s: %s%s%s%s%s", c->rank, what,
+                   inagg_strerror(rc), detail[0] ? " (" : "", detail, detail[0] ? ")" : "",
+                   diverged);
 }
 
 static int inagg_coll_allreduce(glm_coll_t *c, float *buf, size_t n)
@@ -106,21 +124,21 @@ static int inagg_coll_allreduce_exact(glm_coll_t *c, float *buf, size_t n)
         return 0;
     inagg_result_t rc = inagg_allreduce(im->exact, buf, buf, n, INAGG_FLOAT32, INAGG_SUM);
     if (rc != INAGG_OK)
-        set_err_msg(c->err, sizeof(c->err), "rank %u: uncompressed allreduce: %s (%s)", c->rank,
-                inagg_strerror(rc), inagg_last_error(im->exact));
-    return rc == INAGG_OK ? 0 : -1;
+        return set_err(c->err, sizeof(c->err), errno_of(rc),
+                       "rank %u: uncompressed allreduce: %s (%s)", c->rank, inagg_strerror(rc),
+                       inagg_last_error(im->exact));
+    return 0;
 }
 
 static int inagg_coll_start(glm_coll_t *c, float *buf, size_t n, size_t h)
 {
     inagg_impl_t *im = c->impl;
     if (h >= c->max_inflight || im->reqs[h] || n > c->max_small || n == 0) {
-        set_err_msg(c->err, sizeof(c->err),
-                "rank %u: small allreduce of %zu elements on handle %zu: invalid (handles "
-                "0..%zu, at most %zu elements, handle %s)",
-                c->rank, n, h, c->max_inflight - 1, c->max_small,
-                h < c->max_inflight && im->reqs[h] ? "busy" : "free");
-        return -1;
+        return set_err(c->err, sizeof(c->err), -EINVAL,
+                       "rank %u: small allreduce of %zu elements on handle %zu: invalid (handles "
+                       "0..%zu, at most %zu elements, handle %s)",
+                       c->rank, n, h, c->max_inflight - 1, c->max_small,
+                       h < c->max_inflight && im->reqs[h] ? "busy" : "free");
     }
     inagg_result_t rc =
         im->p4sgd
@@ -137,9 +155,8 @@ static int inagg_coll_wait(glm_coll_t *c, size_t h)
 {
     inagg_impl_t *im = c->impl;
     if (h >= c->max_inflight || !im->reqs[h]) {
-        set_err_msg(c->err, sizeof(c->err), "rank %u: wait on handle %zu that was not started",
-                c->rank, h);
-        return -1;
+        return set_err(c->err, sizeof(c->err), -EINVAL,
+                       "rank %u: wait on handle %zu that was not started", c->rank, h);
     }
     inagg_result_t rc = inagg_wait(im->reqs[h]);
     im->reqs[h] = NULL;
@@ -198,8 +215,7 @@ int glm_coll_inagg_create(glm_coll_t **out, const char *switch_addr, const char 
     if (!c || !im || !(im->reqs = calloc(slots, sizeof(*im->reqs)))) {
         free(im);
         free(c);
-        set_err_msg(err, errlen, "rank %u: out of memory", rank);
-        return -1;
+        return set_err(err, errlen, -ENOMEM, "rank %u: out of memory", rank);
     }
     inagg_options_t opts = INAGG_OPTIONS_INIT;
     opts.slots = slots;
@@ -233,13 +249,13 @@ int glm_coll_inagg_create(glm_coll_t **out, const char *switch_addr, const char 
     inagg_result_t rc =
         inagg_comm_create(&im->comm, switch_addr, job, rank, world, &opts, detail, sizeof(detail));
     if (rc != INAGG_OK) {
-        set_err_msg(err, errlen, "rank %u: joining job %s on the switch at %s (%s): %s%s%s", rank,
-                job, switch_addr, p4sgd ? "p4sgd" : "switchml", inagg_strerror(rc),
-                detail[0] ? ": " : "", detail);
         free(im->reqs);
         free(im);
         free(c);
-        return -1;
+        return set_err(err, errlen, errno_of(rc),
+                       "rank %u: joining job %s on the switch at %s (%s): %s%s%s", rank, job,
+                       switch_addr, p4sgd ? "p4sgd" : "switchml", inagg_strerror(rc),
+                       detail[0] ? ": " : "", detail);
     }
     if (opts.compress) {
         char xjob[64];
@@ -251,13 +267,13 @@ int glm_coll_inagg_create(glm_coll_t **out, const char *switch_addr, const char 
         rc = inagg_comm_create(&im->exact, switch_addr, xjob, rank, world, &xo, detail,
                                sizeof(detail));
         if (rc != INAGG_OK) {
-            set_err_msg(err, errlen, "rank %u: joining job %s on the switch at %s: %s%s%s", rank,
-                    xjob, switch_addr, inagg_strerror(rc), detail[0] ? ": " : "", detail);
             inagg_comm_destroy(im->comm);
             free(im->reqs);
             free(im);
             free(c);
-            return -1;
+            return set_err(err, errlen, errno_of(rc),
+                           "rank %u: joining job %s on the switch at %s: %s%s%s", rank, xjob,
+                           switch_addr, inagg_strerror(rc), detail[0] ? ": " : "", detail);
         }
     }
     im->p4sgd = p4sgd;

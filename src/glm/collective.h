@@ -11,8 +11,8 @@
  *     P4SGD Algorithm 1); several may be in flight, each is waited for by its handle.
  * The wrappers time every call: wait_ns accumulates the time the caller was blocked in
  * communication (a start that blocks on a full window counts too), payload_bytes the float
- * payload this rank contributed. Errors: -1 with a message in c->err; a failed collective
- * leaves the group unusable (destroy it).
+ * payload this rank contributed. Errors: a negative errno with a message in c->err; a failed
+ * collective leaves the group unusable (destroy it).
  *
  * This header does not include inagg.h or mpi.h: the MPI program links the trainers without
  * libinagg, and libinagg's users never see MPI.
@@ -20,10 +20,11 @@
 #ifndef INAGG_GLM_COLLECTIVE_H
 #define INAGG_GLM_COLLECTIVE_H
 
+#include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <stdio.h>
 
+#include "base/errmsg.h"
 #include "base/util.h"
 
 typedef struct glm_coll glm_coll_t;
@@ -63,7 +64,7 @@ struct glm_coll {
     char err[512];
 };
 
-/* Timed wrappers around c->ops; 0 or -1 (message in c->err). */
+/* Timed wrappers around c->ops; 0 or a negative errno (message in c->err). */
 static inline int glm_coll_allreduce(glm_coll_t *c, float *buf, size_t n)
 {
     uint64_t t0 = util_now_ns();
@@ -104,10 +105,9 @@ static inline int glm_coll_wait(glm_coll_t *c, size_t h)
 
 static inline int glm_coll_push_pull(glm_coll_t *c, const float *grad, float *params, size_t n)
 {
-    if (!c->ops->push_pull) {
-        snprintf(c->err, sizeof(c->err), "the %s backend has no in-switch optimizer", c->backend);
-        return -1;
-    }
+    if (!c->ops->push_pull)
+        return set_err(c->err, sizeof(c->err), -EOPNOTSUPP,
+                       "the %s backend has no in-switch optimizer", c->backend);
     uint64_t t0 = util_now_ns();
     int rc = c->ops->push_pull(c, grad, params, n);
     c->wait_ns += util_now_ns() - t0;

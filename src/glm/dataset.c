@@ -102,20 +102,19 @@ static const char *show(char *buf, size_t cap, const char *s, size_t n)
 #define SHOW_CAP (SHOW_MAX * 4 + 8)
 #define SHOWN(tok, n) show((char[SHOW_CAP]){0}, SHOW_CAP, (tok), (size_t)(n))
 
-static int parse_error(struct parser *p, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+static int parse_error(struct parser *p, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
-static int parse_error(struct parser *p, const char *fmt, ...)
+static int parse_error(struct parser *p, int code, const char *fmt, ...)
 {
     char what[512];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(what, sizeof(what), fmt, ap);
     va_end(ap);
-    set_err_msg(p->err, p->errlen, "%s:%zu: %s%s", p->name, p->line_no, what,
-            p->last_line_unterminated ? " (truncated last line? the file ends without a newline)"
-                                      : "");
-    return -1;
+    return set_err(
+        p->err, p->errlen, code, "%s:%zu: %s%s", p->name, p->line_no, what,
+        p->last_line_unterminated ? " (truncated last line? the file ends without a newline)" : "");
 }
 
 static int grow(void **ptr, size_t *cap, size_t need, size_t elem, size_t extra)
@@ -125,45 +124,46 @@ static int grow(void **ptr, size_t *cap, size_t need, size_t elem, size_t extra)
     size_t ncap = *cap ? *cap : 1024;
     while (ncap < need) {
         if (ncap > (SIZE_MAX / 2) / elem)
-            return -1;
+            return -ENOMEM;
         ncap *= 2;
     }
     void *np = realloc(*ptr, (ncap + extra) * elem);
     if (!np)
-        return -1;
+        return -ENOMEM;
     *ptr = np;
     *cap = ncap;
     return 0;
 }
 
-static int reserve_rows(struct parser *p, size_t need)
+/* Grow the array *a (of a_elem-byte elements, `extra` spare ones past the end) and its float
+ * companion *b to hold need elements each; *cap is their shared capacity. 0, or -ENOMEM. */
+static int grow_with_floats(void **a, size_t a_elem, size_t extra, float **b, size_t *cap,
+                            size_t need)
 {
-    if (need <= p->row_cap)
+    if (need <= *cap)
         return 0;
-    size_t cap = p->row_cap;
-    if (grow((void **)&p->row_ptr, &cap, need, sizeof(size_t), 1) != 0)
-        return -1;
-    float *nl = realloc(p->label, cap * sizeof(float));
-    if (!nl)
-        return -1;
-    p->label = nl;
-    p->row_cap = cap;
+    size_t ncap = *cap;
+    if (grow(a, &ncap, need, a_elem, extra) != 0)
+        return -ENOMEM;
+    float *nb = realloc(*b, ncap * sizeof(float));
+    if (!nb)
+        return -ENOMEM;
+    *b = nb;
+    *cap = ncap;
     return 0;
 }
 
+/* Room for need rows (row_ptr has one more) and their labels. */
+static int reserve_rows(struct parser *p, size_t need)
+{
+    return grow_with_floats((void **)&p->row_ptr, sizeof(size_t), 1, &p->label, &p->row_cap,
+                            need);
+}
+
+/* Room for need nonzeros: their columns and values. */
 static int reserve_nnz(struct parser *p, size_t need)
 {
-    if (need <= p->nnz_cap)
-        return 0;
-    size_t cap = p->nnz_cap;
-    if (grow((void **)&p->col, &cap, need, sizeof(uint32_t), 0) != 0)
-        return -1;
-    float *nv = realloc(p->val, cap * sizeof(float));
-    if (!nv)
-        return -1;
-    p->val = nv;
-    p->nnz_cap = cap;
-    return 0;
+    return grow_with_floats((void **)&p->col, sizeof(uint32_t), 0, &p->val, &p->nnz_cap, need);
 }
 
 static int is_space(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f'; }
@@ -227,16 +227,16 @@ static int parse_label(struct parser *p, const char *tok, const char *end)
     int r = parse_float(tok, end, &v);
     size_t n = (size_t)(end - tok);
     if (r == 1 || r == 2)
-        return parse_error(p, "label '%s' is not a number", SHOWN(tok, n));
+        return parse_error(p, -EINVAL, "label '%s' is not a number", SHOWN(tok, n));
     if (r == 3)
-        return parse_error(p, "label '%s' is not a finite number", SHOWN(tok, n));
+        return parse_error(p, -EINVAL, "label '%s' is not a finite number", SHOWN(tok, n));
     if (p->kind == GLM_LABELS_BINARY) {
         if (v == 1.0f)
             v = 1.0f;
         else if (v == -1.0f || v == 0.0f)
             v = -1.0f;
         else
-            return parse_error(p, "label '%s' is not binary (expected -1, +1, 0 or 1)",
+            return parse_error(p, -EINVAL, "label '%s' is not binary (expected -1, +1, 0 or 1)",
                                SHOWN(tok, n));
     }
     p->label[p->rows] = v;
@@ -249,41 +249,42 @@ static int parse_feature(struct parser *p, const char *tok, const char *end, uin
     const size_t n = (size_t)(end - tok);
     const char *colon = memchr(tok, ':', n);
     if (!colon)
-        return parse_error(p, "feature '%s' has no ':' (expected index:value)", SHOWN(tok, n));
+        return parse_error(p, -EINVAL, "feature '%s' has no ':' (expected index:value)",
+                           SHOWN(tok, n));
     if (colon == tok)
-        return parse_error(p, "feature '%s' has no index", SHOWN(tok, n));
+        return parse_error(p, -EINVAL, "feature '%s' has no index", SHOWN(tok, n));
     const size_t index_len = (size_t)(colon - tok);
     if (*tok == '-')
-        return parse_error(p, "index %s is negative (indices are 1-based)",
+        return parse_error(p, -EINVAL, "index %s is negative (indices are 1-based)",
                            SHOWN(tok, index_len));
     uint64_t index = 0;
     for (const char *c = tok; c < colon; c++) {
         if (*c < '0' || *c > '9')
-            return parse_error(p, "index '%s' is not an integer", SHOWN(tok, index_len));
+            return parse_error(p, -EINVAL, "index '%s' is not an integer", SHOWN(tok, index_len));
         index = index * 10 + (uint64_t)(*c - '0');
         if (index > UINT32_MAX)
-            return parse_error(p, "index '%s' is too large (at most %u)", SHOWN(tok, index_len),
-                               (unsigned)UINT32_MAX);
+            return parse_error(p, -EINVAL, "index '%s' is too large (at most %u)",
+                               SHOWN(tok, index_len), (unsigned)UINT32_MAX);
     }
     if (index == 0)
-        return parse_error(p, "index 0 (indices are 1-based)");
+        return parse_error(p, -EINVAL, "index 0 (indices are 1-based)");
     if (index <= *prev)
-        return parse_error(p,
+        return parse_error(p, -EINVAL,
                            "index %llu after index %llu (indices must be strictly increasing)",
                            (unsigned long long)index, (unsigned long long)*prev);
     const char *vs = colon + 1;
     if (vs == end)
-        return parse_error(p, "feature '%s' has no value", SHOWN(tok, n));
+        return parse_error(p, -EINVAL, "feature '%s' has no value", SHOWN(tok, n));
     float v = 0;
     int r = parse_float(vs, end, &v);
     if (r == 1)
-        return parse_error(p, "value '%s' is not a number", SHOWN(vs, end - vs));
+        return parse_error(p, -EINVAL, "value '%s' is not a number", SHOWN(vs, end - vs));
     if (r == 2)
-        return parse_error(p, "garbage after the value in '%s'", SHOWN(tok, n));
+        return parse_error(p, -EINVAL, "garbage after the value in '%s'", SHOWN(tok, n));
     if (r == 3)
-        return parse_error(p, "value '%s' is not a finite number", SHOWN(vs, end - vs));
+        return parse_error(p, -EINVAL, "value '%s' is not a finite number", SHOWN(vs, end - vs));
     if (reserve_nnz(p, p->nnz + 1) != 0)
-        return parse_error(p, "out of memory");
+        return parse_error(p, -ENOMEM, "out of memory");
     p->col[p->nnz] = (uint32_t)(index - 1);
     p->val[p->nnz] = v;
     p->nnz++;
@@ -305,14 +306,15 @@ static int parse_line(struct parser *p)
     if (*s == '\0')
         return 0; /* blank or comment only */
     if (reserve_rows(p, p->rows + 1) != 0)
-        return parse_error(p, "out of memory");
+        return parse_error(p, -ENOMEM, "out of memory");
     char *end = s;
     while (*end && !is_space(*end))
         end++;
     char saved = *end;
     *end = '\0';
-    if (parse_label(p, s, end) != 0)
-        return -1;
+    int rc = parse_label(p, s, end);
+    if (rc < 0)
+        return rc;
     s = saved ? end + 1 : end;
     size_t row_start = p->nnz;
     uint64_t prev = 0;
@@ -326,8 +328,9 @@ static int parse_line(struct parser *p)
             end++;
         saved = *end;
         *end = '\0';
-        if (parse_feature(p, s, end, &prev) != 0)
-            return -1;
+        rc = parse_feature(p, s, end, &prev);
+        if (rc < 0)
+            return rc;
         s = saved ? end + 1 : end;
     }
     p->row_ptr[p->rows] = row_start;
@@ -339,7 +342,7 @@ static int parse_line(struct parser *p)
 /* The error for a line longer than the limit (p->line_no is that line). */
 static int line_too_long(struct parser *p)
 {
-    return parse_error(p,
+    return parse_error(p, -EINVAL,
                        "line longer than %llu bytes (malformed or not LIBSVM text? set "
                        "INAGG_MAX_LINE_BYTES to allow longer lines)",
                        (unsigned long long)p->limits.max_line_bytes);
@@ -347,7 +350,7 @@ static int line_too_long(struct parser *p)
 
 static int nul_byte(struct parser *p)
 {
-    return parse_error(p, "NUL byte in the line (not a text file?)");
+    return parse_error(p, -EINVAL, "NUL byte in the line (not a text file?)");
 }
 
 /* One whole line [s, s + n) without its '\n' (the next line number); last_unterminated: the
@@ -363,7 +366,7 @@ static int feed_line(struct parser *p, const char *s, size_t n, int last_untermi
     if (n + 1 > p->line_cap) {
         size_t cap = p->line_cap;
         if (grow((void **)&p->line, &cap, n + 1, 1, 0) != 0)
-            return parse_error(p, "out of memory");
+            return parse_error(p, -ENOMEM, "out of memory");
         p->line_cap = cap;
     }
     memcpy(p->line, s, n);
@@ -386,20 +389,18 @@ static int parser_finish(struct parser *p, glm_dataset_t *out)
     char *err = p->err;
     size_t errlen = p->errlen;
     if (p->rows == 0) {
-        set_err_msg(err, errlen, "%s:%zu: empty file (no samples)", p->name,
-                p->line_no ? p->line_no : 1);
         parser_release(p);
-        return -1;
+        return set_err(err, errlen, -EINVAL, "%s:%zu: empty file (no samples)", p->name,
+                       p->line_no ? p->line_no : 1);
     }
     uint64_t limit = glm_feature_limit(&p->limits, p->nnz);
     if ((uint64_t)p->max_index > limit) {
-        set_err_msg(err, errlen,
-                "%s: feature index %zu is past the limit of %llu features for %zu nonzeros "
-                "(the model has one weight per index up to the largest; renumber the features "
-                "densely, or set INAGG_MAX_FEATURES to allow more)",
-                p->name, p->max_index, (unsigned long long)limit, p->nnz);
         parser_release(p);
-        return -1;
+        return set_err(err, errlen, -EFBIG,
+                       "%s: feature index %zu is past the limit of %llu features for %zu "
+                       "nonzeros (the model has one weight per index up to the largest; "
+                       "renumber the features densely, or set INAGG_MAX_FEATURES to allow more)",
+                       p->name, p->max_index, (unsigned long long)limit, p->nnz);
     }
     free(p->line);
     p->line = NULL;
@@ -421,13 +422,12 @@ static int parser_finish(struct parser *p, glm_dataset_t *out)
         out->col = p->col ? p->col : malloc(sizeof(uint32_t));
         out->val = p->val ? p->val : malloc(sizeof(float));
         if (!out->col || !out->val) {
-            set_err_msg(err, errlen, "%s: out of memory", p->name);
             free(out->col);
             free(out->val);
             free(out->row_ptr);
             free(out->label);
             memset(out, 0, sizeof(*out));
-            return -1;
+            return set_err(err, errlen, -ENOMEM, "%s: out of memory", p->name);
         }
     }
     return 0;
@@ -442,18 +442,19 @@ int glm_parse_libsvm_limited(const char *buf, size_t len, const char *name,
         .name = name ? name : "(buffer)", .kind = kind, .err = err, .errlen = errlen};
     p.limits = limits ? *limits : glm_read_limits_default();
     if ((uint64_t)len > p.limits.max_input_bytes) {
-        set_err_msg(err, errlen, "%s: %zu bytes is more than the limit of %llu (INAGG_MAX_INPUT_BYTES)",
-                p.name, len, (unsigned long long)p.limits.max_input_bytes);
-        return -1;
+        return set_err(err, errlen, -EFBIG,
+                       "%s: %zu bytes is more than the limit of %llu (INAGG_MAX_INPUT_BYTES)",
+                       p.name, len, (unsigned long long)p.limits.max_input_bytes);
     }
     const char *pos = buf, *end = buf + len;
     while (pos < end) {
         const char *nl = memchr(pos, '\n', (size_t)(end - pos));
         const char *line_end = nl ? nl : end;
-        if (feed_line(&p, pos, (size_t)(line_end - pos), nl == NULL) != 0) {
+        int rc = feed_line(&p, pos, (size_t)(line_end - pos), nl == NULL);
+        if (rc < 0) {
             parser_release(&p);
             memset(out, 0, sizeof(*out));
-            return -1;
+            return rc;
         }
         pos = nl ? nl + 1 : end;
     }
@@ -479,28 +480,26 @@ static int parse_fd(struct parser *p, int fd, const char *path)
     char *pend = NULL; /* the start of a line that spans chunks */
     size_t pend_len = 0, pend_cap = 0;
     uint64_t total = 0;
-    int rc = -1;
-    if (!chunk) {
-        set_err_msg(p->err, p->errlen, "%s: out of memory", path);
-        return -1;
-    }
+    int rc = 0;
+    if (!chunk)
+        return set_err(p->err, p->errlen, -ENOMEM, "%s: out of memory", path);
     for (;;) {
         ssize_t n = read(fd, chunk, READ_CHUNK);
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0) {
-            set_err_msg(p->err, p->errlen, "%s: cannot read after %zu lines: %s", path, p->line_no,
-                    strerror(errno));
+            rc = set_err(p->err, p->errlen, -errno, "%s: cannot read after %zu lines: %s", path,
+                         p->line_no, strerror(errno));
             goto out;
         }
         if (n == 0)
             break;
         total += (uint64_t)n;
         if (total > p->limits.max_input_bytes) {
-            set_err_msg(p->err, p->errlen,
-                    "%s: more than %llu bytes (stopped at line %zu; set INAGG_MAX_INPUT_BYTES "
-                    "to read more)",
-                    path, (unsigned long long)p->limits.max_input_bytes, p->line_no + 1);
+            rc = set_err(p->err, p->errlen, -EFBIG,
+                         "%s: more than %llu bytes (stopped at line %zu; set "
+                         "INAGG_MAX_INPUT_BYTES to read more)",
+                         path, (unsigned long long)p->limits.max_input_bytes, p->line_no + 1);
             goto out;
         }
         const char *pos = chunk, *end = chunk + n;
@@ -512,34 +511,34 @@ static int parse_fd(struct parser *p, int fd, const char *path)
                 /* Carry the partial line, checking it as it grows. */
                 if (memchr(pos, '\0', seg)) {
                     p->line_no++;
-                    nul_byte(p);
+                    rc = nul_byte(p);
                     goto out;
                 }
                 if (pend_len + seg > p->limits.max_line_bytes) {
                     p->line_no++;
-                    line_too_long(p);
+                    rc = line_too_long(p);
                     goto out;
                 }
                 if (grow((void **)&pend, &pend_cap, pend_len + seg, 1, 0) != 0) {
-                    set_err_msg(p->err, p->errlen, "%s: out of memory", path);
+                    rc = set_err(p->err, p->errlen, -ENOMEM, "%s: out of memory", path);
                     goto out;
                 }
                 memcpy(pend + pend_len, pos, seg);
                 pend_len += seg;
                 if (nl) {
-                    if (feed_line(p, pend, pend_len, 0) != 0)
+                    rc = feed_line(p, pend, pend_len, 0);
+                    if (rc < 0)
                         goto out;
                     pend_len = 0;
                 }
-            } else if (feed_line(p, pos, seg, 0) != 0) {
+            } else if ((rc = feed_line(p, pos, seg, 0)) < 0) {
                 goto out;
             }
             pos = nl ? nl + 1 : end;
         }
     }
-    if (pend_len && feed_line(p, pend, pend_len, 1) != 0)
-        goto out;
-    rc = 0;
+    if (pend_len)
+        rc = feed_line(p, pend, pend_len, 1);
 out:
     free(chunk);
     free(pend);
@@ -553,19 +552,17 @@ int glm_load_libsvm_limited(const char *path, enum glm_label_kind kind,
     memset(out, 0, sizeof(*out));
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
-        set_err_msg(err, errlen, "%s: cannot open: %s", path, strerror(errno));
-        return -1;
+        return set_err(err, errlen, -errno, "%s: cannot open: %s", path, strerror(errno));
     }
     struct stat st;
     if (fstat(fd, &st) != 0) {
-        set_err_msg(err, errlen, "%s: cannot stat: %s", path, strerror(errno));
+        int e = errno;
         close(fd);
-        return -1;
+        return set_err(err, errlen, -e, "%s: cannot stat: %s", path, strerror(e));
     }
     if (S_ISDIR(st.st_mode)) {
-        set_err_msg(err, errlen, "%s: cannot read: is a directory", path);
         close(fd);
-        return -1;
+        return set_err(err, errlen, -EISDIR, "%s: cannot read: is a directory", path);
     }
     if (S_ISREG(st.st_mode))
         posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
@@ -573,10 +570,10 @@ int glm_load_libsvm_limited(const char *path, enum glm_label_kind kind,
     p.limits = limits ? *limits : glm_read_limits_default();
     int rc = parse_fd(&p, fd, path);
     close(fd);
-    if (rc != 0) {
+    if (rc < 0) {
         parser_release(&p);
         memset(out, 0, sizeof(*out));
-        return -1;
+        return rc;
     }
     return parser_finish(&p, out);
 }

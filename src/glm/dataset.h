@@ -3,7 +3,10 @@
  * with one label per sample, the LIBSVM reader, row/column slicing for data and model
  * parallelism, low-precision (8/4-bit) features, and the row kernels the trainers run.
  *
- * Errors: functions return 0 on success, -1 on failure with a message "file:line: what" in err.
+ * Errors: functions return 0 on success, a negative errno on failure with a message
+ * "file:line: what" in err: -EINVAL for malformed input or a bad argument, -EFBIG past a size
+ * limit (INAGG_MAX_INPUT_BYTES, INAGG_MAX_FEATURES), -ENOMEM, or the system's code for a file
+ * that cannot be opened or read (-ENOENT, -EISDIR, -EIO, ...).
  */
 #ifndef INAGG_GLM_DATASET_H
 #define INAGG_GLM_DATASET_H

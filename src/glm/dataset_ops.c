@@ -62,7 +62,7 @@ void glm_partition_columns(const glm_dataset_t *d, int parts, size_t *bounds)
     free(hist);
 }
 
-/* Allocate out's arrays for rows/nnz and copy the scales; zeroed on failure. */
+/* Allocate out's arrays for rows/nnz and copy the scales: 0, or -ENOMEM (out zeroed). */
 static int alloc_like(const glm_dataset_t *src, size_t rows, size_t nnz, glm_dataset_t *out)
 {
     memset(out, 0, sizeof(*out));
@@ -84,7 +84,7 @@ static int alloc_like(const glm_dataset_t *src, size_t rows, size_t nnz, glm_dat
     }
     if (!ok) {
         glm_dataset_free(out);
-        return -1;
+        return -ENOMEM;
     }
     return 0;
 }
@@ -102,28 +102,51 @@ static size_t lower_bound_col(const uint32_t *col, size_t lo, size_t hi, size_t 
     return lo;
 }
 
+/* Row r's nonzeros whose columns lie in [c0, c1): positions [*a, *b) of col and val. */
+static void column_span(const glm_dataset_t *src, size_t r, size_t c0, size_t c1, size_t *a,
+                        size_t *b)
+{
+    *a = lower_bound_col(src->col, src->row_ptr[r], src->row_ptr[r + 1], c0);
+    *b = lower_bound_col(src->col, *a, src->row_ptr[r + 1], c1);
+}
+
+/* A `what` ("row", "column") slice [lo, hi) lies within [0, limit): 0, or -EINVAL. */
+static int check_slice(const char *what, size_t lo, size_t hi, size_t limit, char *err,
+                       size_t errlen)
+{
+    if (lo > hi || hi > limit)
+        return set_err(err, errlen, -EINVAL, "%s slice [%zu, %zu) is not within [0, %zu)", what, lo,
+                       hi, limit);
+    return 0;
+}
+
+/* alloc_like for the `what` slice [lo, hi): 0, or -ENOMEM with the reason. */
+static int alloc_slice(const glm_dataset_t *src, size_t rows, size_t nnz, glm_dataset_t *out,
+                       const char *what, size_t lo, size_t hi, char *err, size_t errlen)
+{
+    if (alloc_like(src, rows, nnz, out) < 0)
+        return set_err(err, errlen, -ENOMEM, "%s slice [%zu, %zu): out of memory", what, lo, hi);
+    return 0;
+}
+
 int glm_dataset_column_slice(const glm_dataset_t *src, size_t c0, size_t c1, glm_dataset_t *out,
                              char *err, size_t errlen)
 {
     memset(out, 0, sizeof(*out));
-    if (c0 > c1 || c1 > src->cols) {
-        set_err_msg(err, errlen, "column slice [%zu, %zu) is not within [0, %zu)", c0, c1, src->cols);
-        return -1;
-    }
-    size_t nnz = 0;
+    int rc = check_slice("column", c0, c1, src->cols, err, errlen);
+    if (rc < 0)
+        return rc;
+    size_t nnz = 0, a, b;
     for (size_t r = 0; r < src->rows; r++) {
-        size_t a = lower_bound_col(src->col, src->row_ptr[r], src->row_ptr[r + 1], c0);
-        size_t b = lower_bound_col(src->col, a, src->row_ptr[r + 1], c1);
+        column_span(src, r, c0, c1, &a, &b);
         nnz += b - a;
     }
-    if (alloc_like(src, src->rows, nnz, out) != 0) {
-        set_err_msg(err, errlen, "column slice [%zu, %zu): out of memory", c0, c1);
-        return -1;
-    }
+    rc = alloc_slice(src, src->rows, nnz, out, "column", c0, c1, err, errlen);
+    if (rc < 0)
+        return rc;
     size_t k = 0;
     for (size_t r = 0; r < src->rows; r++) {
-        size_t a = lower_bound_col(src->col, src->row_ptr[r], src->row_ptr[r + 1], c0);
-        size_t b = lower_bound_col(src->col, a, src->row_ptr[r + 1], c1);
+        column_span(src, r, c0, c1, &a, &b);
         out->row_ptr[r] = k;
         memcpy(out->col + k, src->col + a, (b - a) * sizeof(uint32_t));
         memcpy(out->val + k, src->val + a, (b - a) * sizeof(float));
@@ -141,15 +164,13 @@ int glm_dataset_row_slice(const glm_dataset_t *src, size_t r0, size_t r1, glm_da
                           char *err, size_t errlen)
 {
     memset(out, 0, sizeof(*out));
-    if (r0 > r1 || r1 > src->rows) {
-        set_err_msg(err, errlen, "row slice [%zu, %zu) is not within [0, %zu)", r0, r1, src->rows);
-        return -1;
-    }
+    int rc = check_slice("row", r0, r1, src->rows, err, errlen);
+    if (rc < 0)
+        return rc;
     size_t base = src->row_ptr[r0], nnz = src->row_ptr[r1] - base;
-    if (alloc_like(src, r1 - r0, nnz, out) != 0) {
-        set_err_msg(err, errlen, "row slice [%zu, %zu): out of memory", r0, r1);
-        return -1;
-    }
+    rc = alloc_slice(src, r1 - r0, nnz, out, "row", r0, r1, err, errlen);
+    if (rc < 0)
+        return rc;
     for (size_t r = r0; r <= r1; r++)
         out->row_ptr[r - r0] = src->row_ptr[r] - base;
     if (nnz) {
@@ -168,8 +189,8 @@ int glm_dataset_row_slice(const glm_dataset_t *src, size_t r0, size_t r1, glm_da
 int glm_dataset_quantize(glm_dataset_t *d, int bits, char *err, size_t errlen)
 {
     if (bits != 8 && bits != 4) {
-        set_err_msg(err, errlen, "quantize: %d bits is not supported (expected 8 or 4)", bits);
-        return -1;
+        return set_err(err, errlen, -EINVAL, "quantize: %d bits is not supported (expected 8 or 4)",
+                       bits);
     }
     const int qmax = (1 << (bits - 1)) - 1;
     int8_t *qval = malloc(d->nnz ? d->nnz : 1);
@@ -177,8 +198,7 @@ int glm_dataset_quantize(glm_dataset_t *d, int bits, char *err, size_t errlen)
     if (!qval || !scale) {
         free(qval);
         free(scale);
-        set_err_msg(err, errlen, "quantize: out of memory");
-        return -1;
+        return set_err(err, errlen, -ENOMEM, "quantize: out of memory");
     }
     for (size_t c = 0; c < d->cols; c++)
         scale[c] = 0.0f;

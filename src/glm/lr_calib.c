@@ -122,6 +122,24 @@ static double trial(const glm_dataset_t *d, glm_objective_t o, const uint32_t *i
     return isfinite(obj) ? obj : INFINITY;
 }
 
+/* The trials' arrays: the sample's order, the model, a batch's margins, and (when asked for)
+ * the averaged model and the step scaling with its last-update steps. */
+struct calib_scratch {
+    uint32_t *idx;
+    double *x, *z, *xa, *pc;
+    uint32_t *last;
+};
+
+static void scratch_free(struct calib_scratch *s)
+{
+    free(s->idx);
+    free(s->x);
+    free(s->z);
+    free(s->xa);
+    free(s->pc);
+    free(s->last);
+}
+
 double glm_calibrated_lr(const glm_dataset_t *d, glm_objective_t o, size_t batch,
                          glm_lr_schedule_t sched, double l2, uint64_t seed, int average,
                          int precondition)
@@ -130,20 +148,18 @@ double glm_calibrated_lr(const glm_dataset_t *d, glm_objective_t o, size_t batch
     if (d->rows == 0 || d->cols == 0 || batch == 0)
         return base;
     size_t n = d->rows < CALIB_SAMPLE ? d->rows : CALIB_SAMPLE;
-    uint32_t *idx = malloc(n * sizeof(uint32_t));
-    double *x = malloc(d->cols * sizeof(double));
-    double *z = malloc(batch * sizeof(double));
-    double *xa = average ? malloc(d->cols * sizeof(double)) : NULL;
-    double *pc = precondition ? malloc(d->cols * sizeof(double)) : NULL;
-    uint32_t *last = precondition ? malloc(d->cols * sizeof(uint32_t)) : NULL;
-    if (!idx || !x || !z || (average && !xa) || (precondition && (!pc || !last)) ||
-        (pc && glm_precond_compute(d, 0, d->cols, pc) != 0)) {
-        free(idx);
-        free(x);
-        free(z);
-        free(xa);
-        free(pc);
-        free(last);
+    struct calib_scratch s = {
+        .idx = malloc(n * sizeof(uint32_t)),
+        .x = malloc(d->cols * sizeof(double)),
+        .z = malloc(batch * sizeof(double)),
+        .xa = average ? malloc(d->cols * sizeof(double)) : NULL,
+        .pc = precondition ? malloc(d->cols * sizeof(double)) : NULL,
+        .last = precondition ? malloc(d->cols * sizeof(uint32_t)) : NULL,
+    };
+    uint32_t *idx = s.idx;
+    if (!idx || !s.x || !s.z || (average && !s.xa) || (precondition && (!s.pc || !s.last)) ||
+        (s.pc && glm_precond_compute(d, 0, d->cols, s.pc) != 0)) {
+        scratch_free(&s);
         return base; /* no memory for the trial: the bound alone */
     }
     /* A seeded sample without replacement, in random order (files are often sorted). */
@@ -166,7 +182,8 @@ double glm_calibrated_lr(const glm_dataset_t *d, glm_objective_t o, size_t batch
     int worse = 0;
     for (int k = CALIB_K_MIN; k <= CALIB_K_MAX && worse < 2; k++) {
         double lr = ldexp(base, k);
-        double obj = trial(d, o, idx, n, batch, lr, sched, l2, x, z, xa, period, pc, last);
+        double obj =
+            trial(d, o, idx, n, batch, lr, sched, l2, s.x, s.z, s.xa, period, s.pc, s.last);
         if (obj < best) {
             best = obj;
             best_lr = lr;
@@ -175,11 +192,6 @@ double glm_calibrated_lr(const glm_dataset_t *d, glm_objective_t o, size_t batch
             worse++;
         }
     }
-    free(idx);
-    free(x);
-    free(z);
-    free(xa);
-    free(pc);
-    free(last);
+    scratch_free(&s);
     return best_lr;
 }

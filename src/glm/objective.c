@@ -4,27 +4,30 @@
  */
 #include "glm/objective.h"
 
+#include <errno.h>
 #include <math.h>
 #include <string.h>
+
+#include "base/util.h"
 
 static const char *const k_names[] = {"logistic", "squared", "hinge"};
 
 int glm_objective_parse(const char *name, glm_objective_t *out)
 {
     if (!name)
-        return -1;
+        return -EINVAL;
     for (int i = 0; i < 3; i++) {
         if (strcmp(name, k_names[i]) == 0) {
             *out = (glm_objective_t)i;
             return 0;
         }
     }
-    return -1;
+    return -EINVAL;
 }
 
 const char *glm_objective_name(glm_objective_t o)
 {
-    return (unsigned)o < 3u ? k_names[o] : "unknown";
+    return util_name_of(k_names, INAGG_ARRAY_LEN(k_names), (unsigned)o);
 }
 
 double glm_loss(glm_objective_t o, double z, double y)

@@ -12,7 +12,7 @@
 
 typedef enum { GLM_OBJ_LOGISTIC = 0, GLM_OBJ_SQUARED = 1, GLM_OBJ_HINGE = 2 } glm_objective_t;
 
-/* "logistic" | "squared" | "hinge" -> 0 and *out; -1 for anything else. */
+/* "logistic" | "squared" | "hinge" -> 0 and *out; -EINVAL for anything else. */
 int glm_objective_parse(const char *name, glm_objective_t *out);
 /* The name glm_objective_parse accepts; "unknown" for an invalid value. */
 const char *glm_objective_name(glm_objective_t o);

@@ -13,6 +13,7 @@
  * (1 - lr l2 p_c)^k when read or written; within an epoch the rate is constant, and every
  * coordinate is caught up at the epoch's end (and before an averaged iterate is summed).
  */
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,7 +24,7 @@ int glm_precond_compute(const glm_dataset_t *d, size_t c0, size_t c1, double *p)
 {
     double *m = calloc(d->cols ? d->cols : 1, sizeof(double));
     if (!m)
-        return -1;
+        return -ENOMEM;
     for (size_t k = 0; k < d->nnz; k++)
         m[d->col[k]] += (double)d->val[k] * (double)d->val[k];
     double sum_m = 0, sum_pm = 0;
@@ -48,7 +49,7 @@ int trainer_pc_setup(trainer_t *t)
     t->pc = malloc(nx * sizeof(double));
     t->pc_last = calloc(nx, sizeof(uint32_t));
     if (!t->pc || !t->pc_last || glm_precond_compute(t->full, t->c0, t->c1, t->pc) != 0)
-        return -1;
+        return -ENOMEM;
     t->pc_step = 0;
     return 0;
 }

@@ -32,8 +32,7 @@ int glm_liblinear_parse_model(const char *text, const char *name, double **weigh
         size_t n = nl ? (size_t)(nl - p) : strlen(p);
         char line[256];
         if (n >= sizeof(line)) {
-            set_err_msg(err, errlen, "%s:%zu: header line too long", name, line_no);
-            return -1;
+            return set_err(err, errlen, -EINVAL, "%s:%zu: header line too long", name, line_no);
         }
         memcpy(line, p, n);
         line[n] = '\0';
@@ -46,42 +45,41 @@ int glm_liblinear_parse_model(const char *text, const char *name, double **weigh
         } else if (strncmp(line, "nr_class ", 9) == 0) {
             nr_class = strtol(line + 9, &rest, 10);
             if (*rest != '\0' || nr_class != 2) {
-                set_err_msg(err, errlen, "%s:%zu: '%s': expected a binary model (nr_class 2)", name,
-                        line_no, line);
-                return -1;
+                return set_err(err, errlen, -EINVAL,
+                               "%s:%zu: '%s': expected a binary model (nr_class 2)", name, line_no,
+                               line);
             }
         } else if (strncmp(line, "label ", 6) == 0) {
             first_label = strtod(line + 6, &rest);
             if (rest == line + 6 || !isfinite(first_label)) {
-                set_err_msg(err, errlen, "%s:%zu: '%s': bad label line", name, line_no, line);
-                return -1;
+                return set_err(err, errlen, -EINVAL, "%s:%zu: '%s': bad label line", name, line_no,
+                               line);
             }
         } else if (strncmp(line, "nr_feature ", 11) == 0) {
             nr_feature = strtoll(line + 11, &rest, 10);
             if (*rest != '\0' || nr_feature < 0 || nr_feature > 1000000000LL) {
-                set_err_msg(err, errlen, "%s:%zu: '%s': bad feature count", name, line_no, line);
-                return -1;
+                return set_err(err, errlen, -EINVAL, "%s:%zu: '%s': bad feature count", name,
+                               line_no, line);
             }
         } else if (strncmp(line, "bias ", 5) == 0) {
             bias = strtod(line + 5, &rest);
             if (*rest != '\0' || !(bias < 0)) {
-                set_err_msg(err, errlen, "%s:%zu: '%s': expected no bias term (bias -1)", name,
-                        line_no, line);
-                return -1;
+                return set_err(err, errlen, -EINVAL,
+                               "%s:%zu: '%s': expected no bias term (bias -1)", name, line_no,
+                               line);
             }
         }
         /* Other header lines (solver_type, ...) carry nothing needed here. */
     }
     if (!in_weights || nr_class != 2 || nr_feature < 0 || isnan(first_label) || isnan(bias)) {
-        set_err_msg(err, errlen,
-                "%s:%zu: incomplete header (need nr_class 2, label, nr_feature, bias, then w)",
-                name, line_no);
-        return -1;
+        return set_err(
+            err, errlen, -EINVAL,
+            "%s:%zu: incomplete header (need nr_class 2, label, nr_feature, bias, then w)", name,
+            line_no);
     }
     double *w = malloc((size_t)(nr_feature ? nr_feature : 1) * sizeof(double));
     if (!w) {
-        set_err_msg(err, errlen, "%s: out of memory", name);
-        return -1;
+        return set_err(err, errlen, -ENOMEM, "%s: out of memory", name);
     }
     const double sign = first_label > 0 ? 1.0 : -1.0;
     for (long long j = 0; j < nr_feature; j++) {
@@ -90,10 +88,10 @@ int glm_liblinear_parse_model(const char *text, const char *name, double **weigh
         errno = 0;
         double v = strtod(p, &end);
         if (end == p || !isfinite(v)) {
-            set_err_msg(err, errlen, "%s:%zu: weight %lld of %lld missing or not a number", name,
-                    line_no, j + 1, nr_feature);
             free(w);
-            return -1;
+            return set_err(err, errlen, -EINVAL,
+                           "%s:%zu: weight %lld of %lld missing or not a number", name, line_no,
+                           j + 1, nr_feature);
         }
         w[j] = sign * v;
         p = end;
@@ -102,9 +100,9 @@ int glm_liblinear_parse_model(const char *text, const char *name, double **weigh
         if (*p == '\n')
             p++;
         else if (*p != '\0' || j + 1 < nr_feature) {
-            set_err_msg(err, errlen, "%s:%zu: expected one weight per line", name, line_no);
             free(w);
-            return -1;
+            return set_err(err, errlen, -EINVAL, "%s:%zu: expected one weight per line", name,
+                           line_no);
         }
     }
     *weights = w;

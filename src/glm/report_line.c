@@ -5,13 +5,40 @@
  */
 #include "glm/train.h"
 
+#include <errno.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "json/json.h"
 
 static const char *const line_names[] = {"", "setup", "epoch", "progress", "done", "error"};
+
+/* {key, offset} of a double field of the epoch record (a field of another type does not
+ * compile). */
+#define REAL_FIELD(f)                                                                           \
+    {#f, offsetof(glm_epoch_record_t, f) +                                                      \
+             0 * sizeof(_Generic(((glm_epoch_record_t *)0)->f, double: 1))}
+
+/* The epoch record's real-valued fields in line order: one table for writing and reading. */
+static const struct {
+    const char *key;
+    size_t off; /* of a double in glm_epoch_record_t */
+} epoch_reals[] = {
+    REAL_FIELD(objective),
+    REAL_FIELD(mean_loss),
+    REAL_FIELD(accuracy),
+    REAL_FIELD(test_accuracy),
+    REAL_FIELD(weight_norm),
+    REAL_FIELD(lr),
+    REAL_FIELD(seconds),
+    REAL_FIELD(comm_seconds),
+    REAL_FIELD(comm_share),
+    REAL_FIELD(eval_seconds),
+    REAL_FIELD(payload_bytes_per_sample),
+    REAL_FIELD(wire_bytes_per_sample),
+};
 
 void glm_line_init(glm_line_t *l, glm_line_type_t type, int rank)
 {
@@ -23,7 +50,7 @@ void glm_line_init(glm_line_t *l, glm_line_type_t type, int rank)
 int glm_line_format(const glm_line_t *l, char *buf, size_t len)
 {
     if (!buf || len == 0 || l->type <= GLM_LINE_NONE || l->type > GLM_LINE_ERROR)
-        return -1;
+        return -EINVAL;
     json_writer_t w;
     json_init(&w);
     json_begin_object(&w, NULL);
@@ -43,18 +70,9 @@ int glm_line_format(const glm_line_t *l, char *buf, size_t len)
     case GLM_LINE_EPOCH: {
         const glm_epoch_record_t *e = &l->epoch;
         json_number_exact(&w, "epoch", e->epoch);
-        json_number_exact(&w, "objective", e->objective);
-        json_number_exact(&w, "mean_loss", e->mean_loss);
-        json_number_exact(&w, "accuracy", e->accuracy);
-        json_number_exact(&w, "test_accuracy", e->test_accuracy);
-        json_number_exact(&w, "weight_norm", e->weight_norm);
-        json_number_exact(&w, "lr", e->lr);
-        json_number_exact(&w, "seconds", e->seconds);
-        json_number_exact(&w, "comm_seconds", e->comm_seconds);
-        json_number_exact(&w, "comm_share", e->comm_share);
-        json_number_exact(&w, "eval_seconds", e->eval_seconds);
-        json_number_exact(&w, "payload_bytes_per_sample", e->payload_bytes_per_sample);
-        json_number_exact(&w, "wire_bytes_per_sample", e->wire_bytes_per_sample);
+        for (size_t i = 0; i < sizeof(epoch_reals) / sizeof(epoch_reals[0]); i++)
+            json_number_exact(&w, epoch_reals[i].key,
+                              *(const double *)((const char *)e + epoch_reals[i].off));
         break;
     }
     case GLM_LINE_PROGRESS:
@@ -70,7 +88,7 @@ int glm_line_format(const glm_line_t *l, char *buf, size_t len)
     json_end_object(&w);
     const char *text = json_text(&w);
     size_t n = text ? strlen(text) : 0;
-    int rc = text && n < len ? (int)n : -1;
+    int rc = !text ? -ENOMEM : n < len ? (int)n : -ENOSPC;
     if (rc >= 0)
         memcpy(buf, text, n + 1);
     json_free(&w);
@@ -127,18 +145,8 @@ glm_line_type_t glm_line_parse(const char *text, glm_line_t *l)
         glm_epoch_record_t *e = &l->epoch;
         double ep = num_or_nan(p, "epoch");
         e->epoch = isfinite(ep) && ep >= 0 ? (uint32_t)ep : 0;
-        e->objective = num_or_nan(p, "objective");
-        e->mean_loss = num_or_nan(p, "mean_loss");
-        e->accuracy = num_or_nan(p, "accuracy");
-        e->test_accuracy = num_or_nan(p, "test_accuracy");
-        e->weight_norm = num_or_nan(p, "weight_norm");
-        e->lr = num_or_nan(p, "lr");
-        e->seconds = num_or_nan(p, "seconds");
-        e->comm_seconds = num_or_nan(p, "comm_seconds");
-        e->comm_share = num_or_nan(p, "comm_share");
-        e->eval_seconds = num_or_nan(p, "eval_seconds");
-        e->payload_bytes_per_sample = num_or_nan(p, "payload_bytes_per_sample");
-        e->wire_bytes_per_sample = num_or_nan(p, "wire_bytes_per_sample");
+        for (size_t i = 0; i < sizeof(epoch_reals) / sizeof(epoch_reals[0]); i++)
+            *(double *)((char *)e + epoch_reals[i].off) = num_or_nan(p, epoch_reals[i].key);
         break;
     }
     case GLM_LINE_PROGRESS: {

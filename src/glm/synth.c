@@ -12,6 +12,7 @@
 
 #include "glm/synth.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -62,17 +63,18 @@ struct shape {
     double density; /* 0 = dense */
 };
 
-/* Decimal digits at *s into *out; advances *s. -1 when there are none or the value is huge. */
+/* Decimal digits at *s into *out; advances *s. -EINVAL when there are none, -ERANGE when the
+ * value is huge. */
 static int parse_count(const char **s, uint64_t *out)
 {
     const char *p = *s;
     uint64_t v = 0;
     if (*p < '0' || *p > '9')
-        return -1;
+        return -EINVAL;
     while (*p >= '0' && *p <= '9') {
         v = v * 10 + (uint64_t)(*p - '0');
         if (v > 1000000000000ull)
-            return -1;
+            return -ERANGE;
         p++;
     }
     *s = p;
@@ -106,50 +108,47 @@ static int parse_spec(const char *spec, struct shape *sh, char *err, size_t errl
         dense = 0;
         p = spec + 7;
     } else {
-        set_err_msg(err, errlen, "synthetic spec '%s': unknown name (%s)", spec, expected);
-        return -1;
+        return set_err(err, errlen, -EINVAL, "synthetic spec '%s': unknown name (%s)", spec,
+                       expected);
     }
     const char *form = dense ? "dense:SxD" : "sparse:SxD:DENSITY";
     if (parse_count(&p, &sh->samples) != 0 || *p != 'x') {
-        set_err_msg(err, errlen, "synthetic spec '%s': expected %s with S a sample count", spec, form);
-        return -1;
+        return set_err(err, errlen, -EINVAL,
+                       "synthetic spec '%s': expected %s with S a sample count", spec, form);
     }
     p++;
     if (parse_count(&p, &sh->features) != 0) {
-        set_err_msg(err, errlen, "synthetic spec '%s': expected %s with D a feature count", spec,
-                form);
-        return -1;
+        return set_err(err, errlen, -EINVAL,
+                       "synthetic spec '%s': expected %s with D a feature count", spec, form);
     }
     if (dense) {
         if (*p != '\0') {
-            set_err_msg(err, errlen, "synthetic spec '%s': unexpected '%s' after dense:SxD", spec, p);
-            return -1;
+            return set_err(err, errlen, -EINVAL,
+                           "synthetic spec '%s': unexpected '%s' after dense:SxD", spec, p);
         }
         sh->density = 0.0;
     } else {
         if (*p != ':') {
-            set_err_msg(err, errlen, "synthetic spec '%s': expected sparse:SxD:DENSITY", spec);
-            return -1;
+            return set_err(err, errlen, -EINVAL, "synthetic spec '%s': expected sparse:SxD:DENSITY",
+                           spec);
         }
         p++;
         char *end;
         double dens = (*p >= '0' && *p <= '9') || *p == '.' ? strtod(p, &end) : 0.0;
         if (!((*p >= '0' && *p <= '9') || *p == '.') || *end != '\0' || !(dens > 0.0) ||
             !(dens <= 1.0)) {
-            set_err_msg(err, errlen, "synthetic spec '%s': density '%s' must be a number in (0, 1]",
-                    spec, p);
-            return -1;
+            return set_err(err, errlen, -EINVAL,
+                           "synthetic spec '%s': density '%s' must be a number in (0, 1]", spec, p);
         }
         sh->density = dens;
     }
     if (sh->samples == 0 || sh->features == 0) {
-        set_err_msg(err, errlen, "synthetic spec '%s': S and D must be at least 1", spec);
-        return -1;
+        return set_err(err, errlen, -EINVAL, "synthetic spec '%s': S and D must be at least 1",
+                       spec);
     }
     if (sh->features > UINT32_MAX) {
-        set_err_msg(err, errlen, "synthetic spec '%s': at most %u features", spec,
-                (unsigned)UINT32_MAX);
-        return -1;
+        return set_err(err, errlen, -EINVAL, "synthetic spec '%s': at most %u features", spec,
+                       (unsigned)UINT32_MAX);
     }
     return 0;
 }
@@ -216,7 +215,7 @@ static int sampler_init(struct column_sampler *cs, uint64_t features, uint64_t k
     if (k_max * 16 >= features) {
         cs->mark = calloc((size_t)features, 1);
         if (!cs->mark)
-            return -1;
+            return -ENOMEM;
     }
     size_t cap = 16;
     while (cap < 2 * k_max)
@@ -224,7 +223,7 @@ static int sampler_init(struct column_sampler *cs, uint64_t features, uint64_t k
     cs->hash = malloc(cap * sizeof(uint32_t));
     if (!cs->hash) {
         free(cs->mark);
-        return -1;
+        return -ENOMEM;
     }
     cs->hash_cap = cap;
     return 0;
@@ -326,12 +325,12 @@ int glm_synthetic(const char *spec, uint64_t seed, enum glm_label_kind kind, glm
 {
     memset(out, 0, sizeof(*out));
     if (!spec) {
-        set_err_msg(err, errlen, "synthetic spec is missing");
-        return -1;
+        return set_err(err, errlen, -EINVAL, "synthetic spec is missing");
     }
     struct shape sh;
-    if (parse_spec(spec, &sh, err, errlen) != 0)
-        return -1;
+    int rc = parse_spec(spec, &sh, err, errlen);
+    if (rc < 0)
+        return rc;
     const int dense = sh.density == 0.0;
     const uint64_t S = sh.samples, D = sh.features;
     uint64_t k0 = D, jitter = 0;
@@ -346,11 +345,10 @@ int glm_synthetic(const char *spec, uint64_t seed, enum glm_label_kind kind, glm
     }
     const uint64_t k_max = k0 + jitter < D ? k0 + jitter : D;
     if (k_max > SYNTH_MAX_NNZ || S > SYNTH_MAX_NNZ / k_max) {
-        set_err_msg(err, errlen,
-                "synthetic spec '%s': %llu x %llu nonzeros is more than the limit of %llu", spec,
-                (unsigned long long)S, (unsigned long long)k_max,
-                (unsigned long long)SYNTH_MAX_NNZ);
-        return -1;
+        return set_err(err, errlen, -EINVAL,
+                       "synthetic spec '%s': %llu x %llu nonzeros is more than the limit of %llu",
+                       spec, (unsigned long long)S, (unsigned long long)k_max,
+                       (unsigned long long)SYNTH_MAX_NNZ);
     }
     const size_t cap = (size_t)(S * k_max);
 
@@ -366,13 +364,12 @@ int glm_synthetic(const char *spec, uint64_t seed, enum glm_label_kind kind, glm
     int sampler_ok = dense ? 1 : sampler_init(&cs, D, k_max) == 0;
     if (!out->row_ptr || !out->label || !out->col || !out->val || !w_star || !margin ||
         !sampler_ok) {
-        set_err_msg(err, errlen, "synthetic spec '%s': out of memory", spec);
         free(w_star);
         free(margin);
         if (!dense && sampler_ok)
             sampler_free(&cs);
         glm_dataset_free(out);
-        return -1;
+        return set_err(err, errlen, -ENOMEM, "synthetic spec '%s': out of memory", spec);
     }
 
     util_rng_t model_rng, row_rng, noise_rng;
@@ -435,12 +432,11 @@ int glm_split_tail(const glm_dataset_t *src, double test_fraction, glm_dataset_t
     memset(train, 0, sizeof(*train));
     memset(test, 0, sizeof(*test));
     if (!(test_fraction > 0.0 && test_fraction < 1.0)) {
-        set_err_msg(err, errlen, "test fraction %g is not in (0, 1)", test_fraction);
-        return -1;
+        return set_err(err, errlen, -EINVAL, "test fraction %g is not in (0, 1)", test_fraction);
     }
     if (src->rows < 2) {
-        set_err_msg(err, errlen, "cannot split %zu rows into train and test", src->rows);
-        return -1;
+        return set_err(err, errlen, -EINVAL, "cannot split %zu rows into train and test",
+                       src->rows);
     }
     size_t n_test = (size_t)nearbyint(test_fraction * (double)src->rows);
     if (n_test < 1)
@@ -448,11 +444,11 @@ int glm_split_tail(const glm_dataset_t *src, double test_fraction, glm_dataset_t
     if (n_test > src->rows - 1)
         n_test = src->rows - 1;
     size_t cut = src->rows - n_test;
-    if (glm_dataset_row_slice(src, 0, cut, train, err, errlen) != 0)
-        return -1;
-    if (glm_dataset_row_slice(src, cut, src->rows, test, err, errlen) != 0) {
+    int rc = glm_dataset_row_slice(src, 0, cut, train, err, errlen);
+    if (rc < 0)
+        return rc;
+    rc = glm_dataset_row_slice(src, cut, src->rows, test, err, errlen);
+    if (rc < 0)
         glm_dataset_free(train);
-        return -1;
-    }
-    return 0;
+    return rc;
 }

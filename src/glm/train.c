@@ -18,6 +18,7 @@
  */
 #include "glm/trainer.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,7 +49,7 @@ int glm_mode_parse(const char *name, glm_mode_t *out)
             return 0;
         }
     }
-    return -1;
+    return -EINVAL;
 }
 
 double glm_default_lr(const glm_dataset_t *d, glm_objective_t o)
@@ -69,48 +70,40 @@ double glm_epoch_lr(double lr, glm_lr_schedule_t s, uint32_t e)
 int glm_train_check(const glm_train_config_t *cfg, size_t world, char *err, size_t errlen)
 {
     if (cfg->batch < 1) {
-        set_err_msg(err, errlen, "the mini-batch size must be at least 1");
-        return -1;
+        return set_err(err, errlen, -EINVAL, "the mini-batch size must be at least 1");
     }
     if (cfg->micro_batch < 1 || cfg->micro_batch > cfg->batch) {
-        set_err_msg(err, errlen, "the micro-batch size (%zu) must be in 1..batch (%zu)",
-                cfg->micro_batch, cfg->batch);
-        return -1;
+        return set_err(err, errlen, -EINVAL, "the micro-batch size (%zu) must be in 1..batch (%zu)",
+                       cfg->micro_batch, cfg->batch);
     }
     if (cfg->epochs < 1) {
-        set_err_msg(err, errlen, "at least one epoch is needed");
-        return -1;
+        return set_err(err, errlen, -EINVAL, "at least one epoch is needed");
     }
     if (!(cfg->lr >= 0) || !isfinite(cfg->lr) || !isfinite(cfg->l2)) {
-        set_err_msg(err, errlen, "the learning rate and l2 must be finite, the rate >= 0");
-        return -1;
+        return set_err(err, errlen, -EINVAL,
+                       "the learning rate and l2 must be finite, the rate >= 0");
     }
     if (cfg->optimizer < 0 || cfg->optimizer > 1 + OPTIM_SMORMS3) {
-        set_err_msg(err, errlen, "unknown optimizer %d", cfg->optimizer);
-        return -1;
+        return set_err(err, errlen, -EINVAL, "unknown optimizer %d", cfg->optimizer);
     }
     if (cfg->optimizer && cfg->mode != GLM_MODE_DATA) {
-        set_err_msg(err, errlen, "an optimizer (--optimizer) applies to data mode: model mode "
-                "updates each worker's slice with plain SGD");
-        return -1;
+        return set_err(err, errlen, -EINVAL,
+                       "an optimizer (--optimizer) applies to data mode: model mode "
+                       "updates each worker's slice with plain SGD");
     }
     if (cfg->in_switch && !cfg->optimizer) {
-        set_err_msg(err, errlen, "--in-switch needs --optimizer");
-        return -1;
+        return set_err(err, errlen, -EINVAL, "--in-switch needs --optimizer");
     }
     if (cfg->mode == GLM_MODE_SINGLE && world != 1) {
-        set_err_msg(err, errlen, "single mode runs on one process (world %zu)", world);
-        return -1;
+        return set_err(err, errlen, -EINVAL, "single mode runs on one process (world %zu)", world);
     }
     if (cfg->mode != GLM_MODE_SINGLE && cfg->mode != GLM_MODE_MODEL &&
         cfg->mode != GLM_MODE_DATA) {
-        set_err_msg(err, errlen, "unknown training mode %d", (int)cfg->mode);
-        return -1;
+        return set_err(err, errlen, -EINVAL, "unknown training mode %d", (int)cfg->mode);
     }
     if (cfg->objective != GLM_OBJ_LOGISTIC && cfg->objective != GLM_OBJ_SQUARED &&
         cfg->objective != GLM_OBJ_HINGE) {
-        set_err_msg(err, errlen, "unknown objective %d", (int)cfg->objective);
-        return -1;
+        return set_err(err, errlen, -EINVAL, "unknown objective %d", (int)cfg->objective);
     }
     return 0;
 }
@@ -123,35 +116,34 @@ int glm_load_inputs(const char *data_path, const char *synthetic, const char *te
     memset(test, 0, sizeof(*test));
     enum glm_label_kind kind = o == GLM_OBJ_SQUARED ? GLM_LABELS_REAL : GLM_LABELS_BINARY;
     if ((data_path != NULL) == (synthetic != NULL)) {
-        set_err_msg(err, errlen, "give exactly one of a data file and a synthetic spec");
-        return -1;
+        return set_err(err, errlen, -EINVAL,
+                       "give exactly one of a data file and a synthetic spec");
     }
     if (precision != 32 && precision != 8 && precision != 4) {
-        set_err_msg(err, errlen, "precision must be 32, 8 or 4 bits (got %d)", precision);
-        return -1;
+        return set_err(err, errlen, -EINVAL, "precision must be 32, 8 or 4 bits (got %d)",
+                       precision);
     }
     int rc = data_path ? glm_load_libsvm(data_path, kind, train, err, errlen)
                        : glm_synthetic(synthetic, seed, kind, train, err, errlen);
-    if (rc != 0)
-        return -1;
-    if (test_path && glm_load_libsvm(test_path, kind, test, err, errlen) != 0) {
+    if (rc < 0)
+        return rc;
+    if (test_path && (rc = glm_load_libsvm(test_path, kind, test, err, errlen)) < 0) {
         glm_dataset_free(train);
-        return -1;
+        return rc;
     }
-    if (precision != 32 && glm_dataset_quantize(train, precision, err, errlen) != 0) {
+    if (precision != 32 && (rc = glm_dataset_quantize(train, precision, err, errlen)) < 0) {
         glm_dataset_free(train);
         glm_dataset_free(test);
-        return -1;
+        return rc;
     }
     if (test_path) {
         size_t cols = util_max_u64(train->cols, test->cols);
         glm_dataset_set_cols(train, cols);
         glm_dataset_set_cols(test, cols);
         if (train->cols != cols || test->cols != cols) {
-            set_err_msg(err, errlen, "out of memory matching the test set's features");
             glm_dataset_free(train);
             glm_dataset_free(test);
-            return -1;
+            return set_err(err, errlen, -ENOMEM, "out of memory matching the test set's features");
         }
     }
     return 0;
@@ -176,20 +168,18 @@ static int prepare(trainer_t *t)
     if (cfg->mode == GLM_MODE_MODEL && W > 1) {
         size_t *bounds = calloc(W + 1, sizeof(size_t));
         if (!bounds) {
-            set_err_msg(t->err, t->errlen, "rank %u: out of memory", r);
-            return -1;
+            return set_err(t->err, t->errlen, -ENOMEM, "rank %u: out of memory", r);
         }
         glm_partition_columns(full, (int)W, bounds);
         t->c0 = bounds[r];
         t->c1 = bounds[r + 1];
         free(bounds);
         char e[512];
-        if (glm_dataset_column_slice(full, t->c0, t->c1, &t->own, e, sizeof(e)) != 0 ||
-            (t->test &&
-             glm_dataset_column_slice(t->test, t->c0, t->c1, &t->own_test, e, sizeof(e)) != 0)) {
-            set_err_msg(t->err, t->errlen, "rank %u: slicing features: %s", r, e);
-            return -1;
-        }
+        int rc = glm_dataset_column_slice(full, t->c0, t->c1, &t->own, e, sizeof(e));
+        if (rc == 0 && t->test)
+            rc = glm_dataset_column_slice(t->test, t->c0, t->c1, &t->own_test, e, sizeof(e));
+        if (rc < 0)
+            return set_err(t->err, t->errlen, rc, "rank %u: slicing features: %s", r, e);
         t->d = &t->own;
         t->t = t->test ? &t->own_test : NULL;
     } else if (cfg->mode == GLM_MODE_DATA && W > 1) {
@@ -198,12 +188,11 @@ static int prepare(trainer_t *t)
         t->t0 = (size_t)((uint64_t)T * r / W);
         t->t1 = (size_t)((uint64_t)T * (r + 1) / W);
         char e[512];
-        if (glm_dataset_row_slice(full, t->r0, t->r1, &t->own, e, sizeof(e)) != 0 ||
-            (t->test &&
-             glm_dataset_row_slice(t->test, t->t0, t->t1, &t->own_test, e, sizeof(e)) != 0)) {
-            set_err_msg(t->err, t->errlen, "rank %u: slicing samples: %s", r, e);
-            return -1;
-        }
+        int rc = glm_dataset_row_slice(full, t->r0, t->r1, &t->own, e, sizeof(e));
+        if (rc == 0 && t->test)
+            rc = glm_dataset_row_slice(t->test, t->t0, t->t1, &t->own_test, e, sizeof(e));
+        if (rc < 0)
+            return set_err(t->err, t->errlen, rc, "rank %u: slicing samples: %s", r, e);
         t->d = &t->own;
         t->t = t->test ? &t->own_test : NULL;
     }
@@ -228,15 +217,13 @@ static int prepare(trainer_t *t)
             t->ocfg = oc;
             char why[160];
             if (optim_check(&oc, why, sizeof(why)) != 0) {
-                set_err_msg(t->err, t->errlen, "optimizer: %s", why);
-                return -1;
+                return set_err(t->err, t->errlen, -EINVAL, "optimizer: %s", why);
             }
             unsigned words = optim_state_words(&oc);
             if (!cfg->in_switch && words) {
                 t->ostate = malloc(nx * words * sizeof(float));
                 if (!t->ostate) {
-                    set_err_msg(t->err, t->errlen, "rank %u: out of memory", r);
-                    return -1;
+                    return set_err(t->err, t->errlen, -ENOMEM, "rank %u: out of memory", r);
                 }
                 optim_state_init(&oc, t->ostate, nx);
             }
@@ -247,17 +234,16 @@ static int prepare(trainer_t *t)
     }
     t->ev = calloc(t->nev, sizeof(float));
     if (trainer_pc_setup(t) != 0) {
-        set_err_msg(t->err, t->errlen, "rank %u: out of memory for the step scaling", r);
-        return -1;
+        return set_err(t->err, t->errlen, -ENOMEM, "rank %u: out of memory for the step scaling",
+                       r);
     }
     if (trainer_avg_setup(t) != 0) {
-        set_err_msg(t->err, t->errlen, "rank %u: out of memory for the averaged model", r);
-        return -1;
+        return set_err(t->err, t->errlen, -ENOMEM, "rank %u: out of memory for the averaged model",
+                       r);
     }
     if (!t->x || !t->g || !t->perm || !t->ev || (cfg->mode == GLM_MODE_DATA ? !t->gf : !t->act)) {
-        set_err_msg(t->err, t->errlen, "rank %u: out of memory for %zu features, %zu samples", r,
-                D, S);
-        return -1;
+        return set_err(t->err, t->errlen, -ENOMEM,
+                       "rank %u: out of memory for %zu features, %zu samples", r, D, S);
     }
     return 0;
 }
@@ -300,6 +286,28 @@ double glm_resolved_l2(const glm_train_config_t *cfg, const glm_dataset_t *d)
     return cfg->l2 >= 0 ? cfg->l2 : 1.0 / (double)d->rows;
 }
 
+/* The run's facts to on_setup (when given) once the trainer is prepared: 0, or -ECANCELED
+ * when it asks to stop. */
+static int announce_setup(const trainer_t *t, glm_setup_fn on_setup, void *arg)
+{
+    if (!on_setup)
+        return 0;
+    glm_setup_record_t su;
+    memset(&su, 0, sizeof(su));
+    su.rows = t->full->rows;
+    su.cols = t->full->cols;
+    su.nnz = t->full->nnz;
+    su.test_rows = t->test ? t->test->rows : 0;
+    su.lr = t->lr;
+    su.l2 = t->cfg->l2;
+    su.slice_cols = t->nx;
+    su.slice_rows = t->r1 - t->r0;
+    if (on_setup(&su, arg) != 0)
+        return set_err(t->err, t->errlen, -ECANCELED,
+                       "training stopped by the caller before the first epoch");
+    return 0;
+}
+
 int glm_train(const glm_train_config_t *cfg, glm_coll_t *coll, const glm_dataset_t *train,
               const glm_dataset_t *test, glm_setup_fn on_setup, glm_epoch_fn on_epoch,
               void *arg, float **final_weights, char *err, size_t errlen)
@@ -307,34 +315,33 @@ int glm_train(const glm_train_config_t *cfg, glm_coll_t *coll, const glm_dataset
     if (final_weights)
         *final_weights = NULL;
     if (!cfg || !coll || !train) {
-        set_err_msg(err, errlen, "glm_train: null argument");
-        return -1;
+        return set_err(err, errlen, -EINVAL, "glm_train: null argument");
     }
-    if (glm_train_check(cfg, coll->world, err, errlen) != 0)
-        return -1;
+    int rc = glm_train_check(cfg, coll->world, err, errlen);
+    if (rc < 0)
+        return rc;
     if (train->rows == 0 || train->cols == 0) {
-        set_err_msg(err, errlen, "the training set is empty (%zu samples, %zu features)",
-                train->rows, train->cols);
-        return -1;
+        return set_err(err, errlen, -EINVAL,
+                       "the training set is empty (%zu samples, %zu features)", train->rows,
+                       train->cols);
     }
     if (train->rows > UINT32_MAX) {
-        set_err_msg(err, errlen, "too many samples (%zu)", train->rows);
-        return -1;
+        return set_err(err, errlen, -EINVAL, "too many samples (%zu)", train->rows);
     }
     if (cfg->mode == GLM_MODE_MODEL && train->cols < coll->world) {
-        set_err_msg(err, errlen, "model parallelism needs at least one feature per worker (%zu "
-                "features, %u workers)", train->cols, coll->world);
-        return -1;
+        return set_err(err, errlen, -EINVAL,
+                       "model parallelism needs at least one feature per worker (%zu "
+                       "features, %u workers)",
+                       train->cols, coll->world);
     }
     if (test && test->cols != train->cols) {
-        set_err_msg(err, errlen, "the test set has %zu features, the training set %zu", test->cols,
-                train->cols);
-        return -1;
+        return set_err(err, errlen, -EINVAL, "the test set has %zu features, the training set %zu",
+                       test->cols, train->cols);
     }
     if (cfg->mode != GLM_MODE_DATA && cfg->micro_batch > coll->max_small) {
-        set_err_msg(err, errlen, "micro-batch %zu exceeds what one small allreduce carries (%zu)",
-                cfg->micro_batch, coll->max_small);
-        return -1;
+        return set_err(err, errlen, -EINVAL,
+                       "micro-batch %zu exceeds what one small allreduce carries (%zu)",
+                       cfg->micro_batch, coll->max_small);
     }
     trainer_t t;
     memset(&t, 0, sizeof(t));
@@ -348,25 +355,12 @@ int glm_train(const glm_train_config_t *cfg, glm_coll_t *coll, const glm_dataset
     glm_train_config_t resolved = *cfg;
     resolved.l2 = glm_resolved_l2(cfg, train);
     t.cfg = cfg = &resolved;
-    int rc = -1;
-    if (prepare(&t) != 0)
+    rc = prepare(&t);
+    if (rc < 0)
         goto out;
-    if (on_setup) {
-        glm_setup_record_t su;
-        memset(&su, 0, sizeof(su));
-        su.rows = train->rows;
-        su.cols = train->cols;
-        su.nnz = train->nnz;
-        su.test_rows = t.test ? t.test->rows : 0;
-        su.lr = t.lr;
-        su.l2 = cfg->l2;
-        su.slice_cols = t.nx;
-        su.slice_rows = t.r1 - t.r0;
-        if (on_setup(&su, arg) != 0) {
-            set_err_msg(err, errlen, "training stopped by the caller before the first epoch");
-            goto out;
-        }
-    }
+    rc = announce_setup(&t, on_setup, arg);
+    if (rc < 0)
+        goto out;
     for (uint32_t e = 1; e <= cfg->epochs; e++) {
         glm_epoch_record_t rec;
         memset(&rec, 0, sizeof(rec));
@@ -378,8 +372,9 @@ int glm_train(const glm_train_config_t *cfg, glm_coll_t *coll, const glm_dataset
         uint64_t t0 = util_now_ns();
         if (t.pc)
             trainer_pc_begin_epoch(&t, rec.lr);
-        if ((cfg->mode == GLM_MODE_DATA ? trainer_data_epoch(&t, e, rec.lr)
-                                        : trainer_model_epoch(&t, e, rec.lr)) != 0)
+        rc = cfg->mode == GLM_MODE_DATA ? trainer_data_epoch(&t, e, rec.lr)
+                                        : trainer_model_epoch(&t, e, rec.lr);
+        if (rc < 0)
             goto out;
         if (t.pc)
             trainer_pc_catch_up_all(&t); /* every coordinate at the epoch's end */
@@ -392,20 +387,21 @@ int glm_train(const glm_train_config_t *cfg, glm_coll_t *coll, const glm_dataset
         rec.wire_bytes_per_sample = wire1 >= wire0 ? (double)(wire1 - wire0) / (double)train->rows : 0;
         trainer_avg_saved_t saved;
         trainer_avg_swap(&t, &saved); /* the averaged model is the one evaluated */
-        int erc = trainer_evaluate(&t, &rec);
+        rc = trainer_evaluate(&t, &rec);
         trainer_avg_restore(&t, &saved);
-        if (erc != 0)
+        if (rc < 0)
             goto out;
         rec.eval_seconds = (double)(util_now_ns() - t1) / 1e9;
         if (on_epoch && on_epoch(&rec, arg) != 0) {
-            set_err_msg(err, errlen, "training stopped by the caller after epoch %u", e);
+            rc = set_err(err, errlen, -ECANCELED, "training stopped by the caller after epoch %u",
+                         e);
             goto out;
         }
     }
     if (final_weights) {
         float *w = calloc(train->cols, sizeof(float));
         if (!w) {
-            set_err_msg(err, errlen, "out of memory");
+            rc = set_err(err, errlen, -ENOMEM, "out of memory");
             goto out;
         }
         trainer_avg_saved_t saved;

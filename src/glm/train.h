@@ -130,7 +130,7 @@ typedef struct glm_epoch_record {
 } glm_epoch_record_t;
 
 /* Callbacks: the run's facts once before the first epoch, then each epoch's record; a non-zero
- * return stops training (glm_train returns -1). */
+ * return stops training (glm_train returns -ECANCELED). */
 typedef int (*glm_setup_fn)(const glm_setup_record_t *setup, void *arg);
 typedef int (*glm_epoch_fn)(const glm_epoch_record_t *rec, void *arg);
 
@@ -156,7 +156,7 @@ double glm_resolved_l2(const glm_train_config_t *cfg, const glm_dataset_t *d);
  * and the mini-batches between two summed iterates for data d and batch b (>= 1, about
  * cols / (nonzeros of a mini-batch), the same in every mode). */
 uint32_t glm_average_start(uint32_t epochs);
-/* The step scaling p_c of columns c0..c1 of d into p[0..c1-c0) (precond.c). -1: no memory. */
+/* The step scaling p_c of columns c0..c1 of d into p[0..c1-c0) (precond.c). -ENOMEM: no memory. */
 int glm_precond_compute(const glm_dataset_t *d, size_t c0, size_t c1, double *p);
 #define GLM_AVG_ETA 3.0
 /* The weight of the n-th (1-based) summed iterate in the running mean: the mean becomes
@@ -175,7 +175,8 @@ double glm_epoch_lr(double lr, glm_lr_schedule_t s, uint32_t e);
  * NULL) each epoch's record, on every rank (the records agree across ranks except timings).
  * final_weights (may be NULL): a malloc'd cols-float vector with this rank's part of the final
  * model (model mode: its feature slice, zeros elsewhere; single and data modes: all of it).
- * 0, or -1 with a message in err (a collective failure carries the backend's message).
+ * 0, or a negative errno with a message in err (a collective failure carries the backend's
+ * code and message; -ECANCELED when a callback stopped it).
  */
 int glm_train(const glm_train_config_t *cfg, glm_coll_t *coll, const glm_dataset_t *train,
               const glm_dataset_t *test, glm_setup_fn on_setup, glm_epoch_fn on_epoch,
@@ -187,14 +188,14 @@ int glm_train(const glm_train_config_t *cfg, glm_coll_t *coll, const glm_dataset
  * binary (-1/+1) for logistic and hinge, real for squared; features quantized to `precision`
  * bits (32: not at all; 8 or 4: glm_dataset_quantize) for training (the test set keeps full
  * precision); train and test given the same number of features (the larger). Every rank
- * calls this with the same arguments and gets the same data. Errors: the reader's message
- * as is ("file:line: what"), or what else failed. *train and *test are zeroed first.
+ * calls this with the same arguments and gets the same data. Errors: the reader's negative
+ * errno and message as they are ("file:line: what"), or what else failed. *train and *test are zeroed first.
  */
 int glm_load_inputs(const char *data_path, const char *synthetic, const char *test_path,
                     uint64_t seed, glm_objective_t o, int precision, glm_dataset_t *train,
                     glm_dataset_t *test, char *err, size_t errlen);
 
-/* Check a configuration against a dataset shape; 0 or -1 with the reason. */
+/* Check a configuration against a dataset shape; 0 or -EINVAL with the reason. */
 int glm_train_check(const glm_train_config_t *cfg, size_t world, char *err, size_t errlen);
 
 const char *glm_mode_name(glm_mode_t m);
@@ -204,7 +205,7 @@ int glm_mode_parse(const char *name, glm_mode_t *out);
  * One-line text form of the reports a worker sends to the command that renders them (over a
  * pipe, or on an MPI program's stdout): a flat JSON object on one line with a "type" key,
  * numbers with 17 significant digits (exact doubles). No newline is written; returns the
- * length, or -1 if buf is too small.
+ * length, or -ENOSPC if buf is too small (-EINVAL for a line of no known type, -ENOMEM).
  *   {"type":"setup","rank":R,...}    {"type":"epoch","rank":R,...}
  *   {"type":"progress","rank":R,"epoch":E,"fraction":F}
  *   {"type":"done","rank":R}         {"type":"error","rank":R,"message":"..."}

@@ -6,6 +6,7 @@
  */
 #include "glm/trainer.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,14 +14,15 @@
 #include "base/errmsg.h"
 #include "base/util.h"
 
-static int coll_fail(trainer_t *t)
+/* A collective's failure rc (negative) as this trainer's, with the collective's message. */
+static int coll_fail(trainer_t *t, int rc)
 {
-    set_err_msg(t->err, t->errlen, "%s", t->coll->err[0] ? t->coll->err : "collective failed");
-    return -1;
+    return set_err(t->err, t->errlen, rc < 0 ? rc : -EIO, "%s",
+                   t->coll->err[0] ? t->coll->err : "collective failed");
 }
 
 /* Data mode: hand the gradient about to be sent to the capture callback, for the first
- * capture_steps steps. 0, or -1 (err set). */
+ * capture_steps steps. 0, or -ECANCELED when the callback refuses (err set). */
 static int capture(trainer_t *t)
 {
     const glm_train_config_t *cfg = t->cfg;
@@ -28,8 +30,8 @@ static int capture(trainer_t *t)
         return 0;
     t->captured++;
     if (cfg->capture(t->gf, t->nx, cfg->capture_arg) != 0) {
-        set_err_msg(t->err, t->errlen, "gradient capture failed (step %u)", t->captured);
-        return -1;
+        return set_err(t->err, t->errlen, -ECANCELED, "gradient capture failed (step %u)",
+                       t->captured);
     }
     return 0;
 }
@@ -59,8 +61,7 @@ static int progress(trainer_t *t, uint32_t epoch, double fraction)
         return 0;
     t->next_progress_ns = now + (uint64_t)(cfg->progress_ms ? cfg->progress_ms : 200) * 1000000u;
     if (cfg->progress(epoch, fraction, cfg->progress_arg) != 0) {
-        set_err_msg(t->err, t->errlen, "training stopped by the caller");
-        return -1;
+        return set_err(t->err, t->errlen, -ECANCELED, "training stopped by the caller");
     }
     return 0;
 }
@@ -143,6 +144,7 @@ static void backward(trainer_t *t, size_t first, size_t n, const float *z)
 int trainer_model_epoch(trainer_t *t, uint32_t epoch, double lr)
 {
     const glm_train_config_t *cfg = t->cfg;
+    int rc;
     size_t S = t->full->rows, B = cfg->batch, MB = cfg->micro_batch;
     size_t window = t->coll->max_inflight < 1 ? 1 : t->coll->max_inflight;
     for (size_t i = 0; i < S; i += B) {
@@ -159,12 +161,12 @@ int trainer_model_epoch(trainer_t *t, uint32_t epoch, double lr)
                     size_t first = i + started * MB, n = util_min_u64(MB, bb - started * MB);
                     float *a = t->act + started * MB;
                     forward(t, first, n, a);
-                    if (glm_coll_start(t->coll, a, n, started % w) != 0)
-                        return coll_fail(t);
+                    if ((rc = glm_coll_start(t->coll, a, n, started % w)) < 0)
+                        return coll_fail(t, rc);
                     started++;
                 }
-                if (glm_coll_wait(t->coll, j % w) != 0)
-                    return coll_fail(t);
+                if ((rc = glm_coll_wait(t->coll, j % w)) < 0)
+                    return coll_fail(t, rc);
                 size_t first = i + j * MB, n = util_min_u64(MB, bb - j * MB);
                 backward(t, first, n, t->act + j * MB);
             }
@@ -174,8 +176,9 @@ int trainer_model_epoch(trainer_t *t, uint32_t epoch, double lr)
                 size_t first = i + j * MB, n = util_min_u64(MB, bb - j * MB);
                 float *a = t->act + j * MB;
                 forward(t, first, n, a);
-                if (glm_coll_start(t->coll, a, n, 0) != 0 || glm_coll_wait(t->coll, 0) != 0)
-                    return coll_fail(t);
+                if ((rc = glm_coll_start(t->coll, a, n, 0)) < 0 ||
+                    (rc = glm_coll_wait(t->coll, 0)) < 0)
+                    return coll_fail(t, rc);
                 backward(t, first, n, a);
             }
         }
@@ -184,8 +187,8 @@ int trainer_model_epoch(trainer_t *t, uint32_t epoch, double lr)
         else
             update_sparse(t, i, bb, lr);
         trainer_avg_step(t, epoch, i + bb >= S);
-        if (progress(t, epoch, (double)(i + bb) / (double)S) != 0)
-            return -1;
+        if ((rc = progress(t, epoch, (double)(i + bb) / (double)S)) < 0)
+            return rc;
     }
     return 0;
 }
@@ -195,6 +198,7 @@ int trainer_model_epoch(trainer_t *t, uint32_t epoch, double lr)
 int trainer_data_epoch(trainer_t *t, uint32_t epoch, double lr)
 {
     const glm_train_config_t *cfg = t->cfg;
+    int rc;
     glm_objective_t o = cfg->objective;
     size_t S = t->full->rows, B = cfg->batch;
     for (size_t i = 0; i < S; i += B) {
@@ -216,17 +220,17 @@ int trainer_data_epoch(trainer_t *t, uint32_t epoch, double lr)
             double k = (double)t->coll->world / (double)bb;
             for (size_t c = 0; c < t->nx; c++)
                 t->gf[c] = (float)(t->g[c] * k);
-            if (capture(t) != 0)
-                return -1;
-            if (glm_coll_push_pull(t->coll, t->gf, t->x, t->nx) != 0)
-                return coll_fail(t);
+            if ((rc = capture(t)) < 0)
+                return rc;
+            if ((rc = glm_coll_push_pull(t->coll, t->gf, t->x, t->nx)) < 0)
+                return coll_fail(t, rc);
         } else {
             for (size_t c = 0; c < t->nx; c++)
                 t->gf[c] = (float)t->g[c];
-            if (capture(t) != 0)
-                return -1;
-            if (glm_coll_allreduce(t->coll, t->gf, t->nx) != 0)
-                return coll_fail(t);
+            if ((rc = capture(t)) < 0)
+                return rc;
+            if ((rc = glm_coll_allreduce(t->coll, t->gf, t->nx)) < 0)
+                return coll_fail(t, rc);
             if (cfg->optimizer) {
                 for (size_t c = 0; c < t->nx; c++)
                     t->gf[c] = (float)((double)t->gf[c] / (double)bb);
@@ -239,8 +243,8 @@ int trainer_data_epoch(trainer_t *t, uint32_t epoch, double lr)
                 trainer_avg_step(t, epoch, i + bb >= S);
             }
         }
-        if (progress(t, epoch, (double)(i + bb) / (double)S) != 0)
-            return -1;
+        if ((rc = progress(t, epoch, (double)(i + bb) / (double)S)) < 0)
+            return rc;
     }
     return 0;
 }
@@ -258,6 +262,7 @@ static double sq_norm(const float *x, size_t n)
 int trainer_evaluate(trainer_t *t, glm_epoch_record_t *rec)
 {
     const glm_train_config_t *cfg = t->cfg;
+    int rc;
     glm_objective_t o = cfg->objective;
     size_t S = t->full->rows, T = t->test ? t->test->rows : 0;
     double loss = 0, correct = 0, tcorrect = 0, wsq;
@@ -270,8 +275,8 @@ int trainer_evaluate(trainer_t *t, glm_epoch_record_t *rec)
         for (size_t s = 0; s < T; s++)
             ev[S + s] = (float)activation(t, t->t, s, t->c0);
         ev[S + T] = (float)(t->xs * t->xs * sq_norm(t->x, t->nx));
-        if (glm_coll_allreduce(t->coll, ev, S + T + 1) != 0)
-            return coll_fail(t);
+        if ((rc = glm_coll_allreduce(t->coll, ev, S + T + 1)) < 0)
+            return coll_fail(t, rc);
         glm_eval_partial(o, ev, t->full->label, S, &loss, &correct);
         if (T) {
             double tloss = 0;
@@ -308,8 +313,8 @@ int trainer_evaluate(trainer_t *t, glm_epoch_record_t *rec)
             glm_eval_partial(o, zb, t->t->label, nt, &dummy, &tc);
         }
         float sums[3] = {(float)l, (float)c, (float)tc};
-        if (glm_coll_allreduce_exact(t->coll, sums, 3) != 0)
-            return coll_fail(t);
+        if ((rc = glm_coll_allreduce_exact(t->coll, sums, 3)) < 0)
+            return coll_fail(t, rc);
         loss = sums[0];
         correct = floor((double)sums[1] + 0.5); /* counts: fixed-point error is far below 0.5 */
         tcorrect = floor((double)sums[2] + 0.5);

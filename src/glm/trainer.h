@@ -56,16 +56,16 @@ typedef struct trainer {
 /* A new permutation of the samples for epoch `epoch` (the same on every rank). */
 void trainer_shuffle(trainer_t *t, uint32_t epoch);
 
-/* One epoch at rate lr: model parallel (and single), or data parallel. 0, or -1 with the
- * reason in t->err. */
+/* One epoch at rate lr: model parallel (and single), or data parallel. 0, or a negative errno
+ * with the reason in t->err (a collective's own code; -ECANCELED when a callback stops it). */
 int trainer_model_epoch(trainer_t *t, uint32_t epoch, double lr);
 int trainer_data_epoch(trainer_t *t, uint32_t epoch, double lr);
 
 /* Objective, accuracy and test accuracy of the current model on the whole sets into rec.
- * 0, or -1 with the reason in t->err. */
+ * 0, or a collective's negative errno with the reason in t->err. */
 int trainer_evaluate(trainer_t *t, glm_epoch_record_t *rec);
 
-/* Tail averaging (average.c). setup: -1 when out of memory. step: after every update of
+/* Tail averaging (average.c). setup: -ENOMEM when out of memory. step: after every update of
  * epoch `epoch`, last_of_epoch on the epoch's last mini-batch. swap: point t->x / t->xs at the
  * mean of the averaged iterates (1), or leave them (0: nothing averaged yet); restore undoes
  * it before training goes on. */
@@ -73,7 +73,7 @@ typedef struct trainer_avg_saved {
     float *x;
     double xs;
 } trainer_avg_saved_t;
-/* Diagonal step scaling (precond.c): setup (-1: out of memory), the epoch's start at rate lr,
+/* Diagonal step scaling (precond.c): setup (-ENOMEM: out of memory), the epoch's start at rate lr,
  * bringing the coordinates of a mini-batch's rows (before its forward pass) or all of them up
  * to date, and the two updates (model mode: the mini-batch's coordinates; data mode: all). */
 int trainer_pc_setup(trainer_t *t);

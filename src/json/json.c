@@ -1,6 +1,7 @@
 /* json.c - see json.h. Strings are escaped per RFC 8259; numbers use %.17g or %lld. */
 #include "json/json.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -161,11 +162,11 @@ int json_find_number(const char *text, const char *key, double *out)
 {
     const char *q = find_value(text, key);
     if (!q)
-        return -1;
+        return -ENOENT;
     char *end;
     double v = strtod(q, &end);
     if (end == q)
-        return -1;
+        return -EINVAL;
     *out = v;
     return 0;
 }
@@ -178,15 +179,17 @@ int json_find_bool(const char *text, const char *key, int *out)
     else if (q && strncmp(q, "false", 5) == 0)
         *out = 0;
     else
-        return -1;
+        return q ? -EINVAL : -ENOENT;
     return 0;
 }
 
 int json_find_string(const char *text, const char *key, char *out, size_t len)
 {
     const char *p = find_value(text, key);
-    if (!p || *p != '"' || len == 0)
-        return -1;
+    if (!p)
+        return -ENOENT;
+    if (*p != '"' || len == 0)
+        return -EINVAL;
     p++;
     size_t n = 0;
     while (*p && *p != '"') {

@@ -41,15 +41,17 @@ void json_newline(json_writer_t *w);
 /* The text so far (NUL-terminated), or NULL if the writer failed. */
 const char *json_text(const json_writer_t *w);
 
-/* Find "key": <number> anywhere in `text` (first match) and store it. 0 on success, -1 if
- * absent or not a number. Only for flat, trusted reports such as the baseline's. */
+/* Find "key": <number> anywhere in `text` (first match) and store it. 0 on success, -ENOENT if
+ * absent, -EINVAL if not a number. Only for flat, trusted reports such as the baseline's. */
 int json_find_number(const char *text, const char *key, double *out);
 
-/* The same for "key": true|false (*out 1 or 0). 0, or -1 if absent or not a boolean. */
+/* The same for "key": true|false (*out 1 or 0). 0, -ENOENT if absent,
+ * -EINVAL if not a boolean. */
 int json_find_bool(const char *text, const char *key, int *out);
 
 /* The same for "key": "string", its escapes undone (\uXXXX beyond ASCII becomes '?'), cut to
- * fit len. 0, or -1 if absent or not a string. */
+ * fit len. 0, -ENOENT if absent, -EINVAL if
+ * not a string (or len is 0). */
 int json_find_string(const char *text, const char *key, char *out, size_t len);
 
 #endif /* INAGG_JSON_H */

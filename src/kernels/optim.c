@@ -16,10 +16,14 @@
 
 #include "kernels/optim.h"
 
+#include <errno.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <strings.h>
+
+#include "base/errmsg.h"
+#include "base/util.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #define OPTIM_HAVE_AVX2 1
@@ -35,25 +39,25 @@ static const char *const k_kind_names[OPTIM_KIND_COUNT] = {"sgd", "adagrad", "ad
 int optim_parse_kind(const char *name, optim_kind_t *out)
 {
     if (name == NULL)
-        return -1;
+        return -EINVAL;
     for (int k = 0; k < OPTIM_KIND_COUNT; k++) {
         if (strcasecmp(name, k_kind_names[k]) == 0) {
             *out = (optim_kind_t)k;
             return 0;
         }
     }
-    return -1;
+    return -EINVAL;
 }
 
 const char *optim_kind_name(optim_kind_t k)
 {
-    return (unsigned)k < OPTIM_KIND_COUNT ? k_kind_names[k] : "unknown";
+    return util_name_of(k_kind_names, OPTIM_KIND_COUNT, (unsigned)k);
 }
 
 int optim_parse_eps(const char *name, optim_eps_t *out)
 {
     if (name == NULL)
-        return -1;
+        return -EINVAL;
     if (strcasecmp(name, "inside") == 0) {
         *out = OPTIM_EPS_INSIDE;
         return 0;
@@ -62,7 +66,7 @@ int optim_parse_eps(const char *name, optim_eps_t *out)
         *out = OPTIM_EPS_OUTSIDE;
         return 0;
     }
-    return -1;
+    return -EINVAL;
 }
 
 const char *optim_eps_name(optim_eps_t e)
@@ -76,12 +80,7 @@ const char *optim_eps_name(optim_eps_t e)
     return "unknown";
 }
 
-#define CHECK_FAIL(...)                                                                         \
-    do {                                                                                        \
-        if (err != NULL && errlen > 0)                                                          \
-            snprintf(err, errlen, __VA_ARGS__);                                                 \
-        return -1;                                                                              \
-    } while (0)
+#define CHECK_FAIL(...) return set_err(err, errlen, -EINVAL, __VA_ARGS__)
 
 int optim_check(const optim_config_t *c, char *err, size_t errlen)
 {
@@ -241,21 +240,35 @@ static void scalar_smorms3(const struct prep *k, float *p, float *mem, float *g1
     }
 }
 
-static void scalar_step(const optim_config_t *c, const struct prep *k, float *params,
-                        float *state, const float *g, size_t n)
+/* One family of kernels (scalar or AVX2), one per optimizer kind. */
+struct optim_kernels {
+    void (*sgd)(const struct prep *k, float *p, float *buf, const float *g, size_t n);
+    void (*adagrad)(const struct prep *k, float *p, float *acc, const float *g, size_t n);
+    void (*adam)(const struct prep *k, float *p, float *m, float *v, const float *g, size_t n);
+    void (*smorms3)(const struct prep *k, float *p, float *mem, float *g1, float *g2,
+                    const float *g, size_t n);
+};
+
+static const struct optim_kernels scalar_kernels = {scalar_sgd, scalar_adagrad, scalar_adam,
+                                                    scalar_smorms3};
+
+/* One step with the family's kernel for c's kind; the state words are laid out per kind
+ * (optim_state_words: momentum; accumulator; m, v; mem, g1, g2), n floats each. */
+static void run_step(const struct optim_kernels *kt, const optim_config_t *c,
+                     const struct prep *k, float *params, float *state, const float *g, size_t n)
 {
     switch (c->kind) {
     case OPTIM_SGD:
-        scalar_sgd(k, params, k->has_mom ? state : NULL, g, n);
+        kt->sgd(k, params, k->has_mom ? state : NULL, g, n);
         break;
     case OPTIM_ADAGRAD:
-        scalar_adagrad(k, params, state, g, n);
+        kt->adagrad(k, params, state, g, n);
         break;
     case OPTIM_ADAM:
-        scalar_adam(k, params, state, state + n, g, n);
+        kt->adam(k, params, state, state + n, g, n);
         break;
     case OPTIM_SMORMS3:
-        scalar_smorms3(k, params, state, state + n, state + 2 * n, g, n);
+        kt->smorms3(k, params, state, state + n, state + 2 * n, g, n);
         break;
     }
 }
@@ -367,24 +380,8 @@ AVX2_FN static void avx2_smorms3(const struct prep *k, float *p, float *mem, flo
         scalar_smorms3(k, p + i, mem + i, g1 + i, g2 + i, g + i, n - i);
 }
 
-static void avx2_step(const optim_config_t *c, const struct prep *k, float *params, float *state,
-                      const float *g, size_t n)
-{
-    switch (c->kind) {
-    case OPTIM_SGD:
-        avx2_sgd(k, params, k->has_mom ? state : NULL, g, n);
-        break;
-    case OPTIM_ADAGRAD:
-        avx2_adagrad(k, params, state, g, n);
-        break;
-    case OPTIM_ADAM:
-        avx2_adam(k, params, state, state + n, g, n);
-        break;
-    case OPTIM_SMORMS3:
-        avx2_smorms3(k, params, state, state + n, state + 2 * n, g, n);
-        break;
-    }
-}
+static const struct optim_kernels avx2_kernels = {avx2_sgd, avx2_adagrad, avx2_adam,
+                                                  avx2_smorms3};
 #endif /* OPTIM_HAVE_AVX2 */
 
 /* ---- dispatch ---- */
@@ -413,7 +410,7 @@ void optim_step_scalar(const optim_config_t *c, float *params, float *state, con
 {
     struct prep k;
     prepare(c, step, &k);
-    scalar_step(c, &k, params, state, g, n);
+    run_step(&scalar_kernels, c, &k, params, state, g, n);
 }
 
 void optim_step(const optim_config_t *c, float *params, float *state, const float *g, size_t n,
@@ -423,9 +420,9 @@ void optim_step(const optim_config_t *c, float *params, float *state, const floa
     prepare(c, step, &k);
 #if OPTIM_HAVE_AVX2
     if (use_avx2()) {
-        avx2_step(c, &k, params, state, g, n);
+        run_step(&avx2_kernels, c, &k, params, state, g, n);
         return;
     }
 #endif
-    scalar_step(c, &k, params, state, g, n);
+    run_step(&scalar_kernels, c, &k, params, state, g, n);
 }

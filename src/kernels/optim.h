@@ -102,16 +102,16 @@ typedef struct optim_config {
     {.kind = OPTIM_SGD, .lr = 0.01f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f,              \
      .eps_placement = OPTIM_EPS_INSIDE}
 
-/* "sgd" | "adagrad" | "adam" | "smorms3" (case-insensitive). 0, or -1 (and *out untouched). */
+/* "sgd" | "adagrad" | "adam" | "smorms3" (case-insensitive). 0, or -EINVAL (and *out untouched). */
 int optim_parse_kind(const char *name, optim_kind_t *out);
 /* The name optim_parse_kind accepts for k; "unknown" for a value out of range. */
 const char *optim_kind_name(optim_kind_t k);
-/* "inside" | "outside" (case-insensitive). 0, or -1 (and *out untouched). */
+/* "inside" | "outside" (case-insensitive). 0, or -EINVAL (and *out untouched). */
 int optim_parse_eps(const char *name, optim_eps_t *out);
 /* "inside" or "outside"; "unknown" for a value out of range. */
 const char *optim_eps_name(optim_eps_t e);
 
-/* Validate a config: 0, or -1 with a message in err (when err != NULL and errlen > 0).
+/* Validate a config: 0, or -EINVAL with a message in err (when err != NULL and errlen > 0).
    Rules: kind and eps_placement known; lr > 0 and finite; eps > 0 and finite;
    0 <= beta1, beta2 < 1; 0 <= momentum < 1; weight_decay >= 0 and finite;
    initial_accumulator >= 0 and finite. Betas are checked for every kind, momentum too. */

@@ -46,24 +46,24 @@ static inline void st_u32(void *p, size_t i, uint32_t v)
     memcpy((unsigned char *)p + 4 * i, &v, sizeof(v));
 }
 
-static inline float ld_f32(const void *p, size_t i)
-{
-    float v;
-    memcpy(&v, (const unsigned char *)p + 4 * i, sizeof(v));
-    return v;
-}
-
-static inline void st_f32(void *p, size_t i, float v)
-{
-    memcpy((unsigned char *)p + 4 * i, &v, sizeof(v));
-}
-
 static inline float bits_to_f32(uint32_t u)
 {
     float f;
     memcpy(&f, &u, sizeof(f));
     return f;
 }
+
+static inline uint32_t f32_to_bits(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof(u));
+    return u;
+}
+
+/* A float element: the same bytes as a word (memcpy's both ways compile to one move). */
+static inline float ld_f32(const void *p, size_t i) { return bits_to_f32(ld_u32(p, i)); }
+
+static inline void st_f32(void *p, size_t i, float v) { st_u32(p, i, f32_to_bits(v)); }
 
 /* ---- scalar implementations ---- */
 

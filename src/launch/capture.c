@@ -138,11 +138,10 @@ int launch_capture(char *const argv[], char *const envp[], unsigned timeout_s,
     cap->status = 0;
     if (pipe2(outp, O_CLOEXEC) != 0 || pipe2(errp, O_CLOEXEC) != 0) {
         int e = errno;
-        set_err_msg(err, errlen, "%s: pipe: %s", what, strerror(e));
         for (int i = 0; i < 2; i++)
             if (outp[i] >= 0)
                 close(outp[i]);
-        return -e;
+        return set_err(err, errlen, -e, "%s: pipe: %s", what, strerror(e));
     }
     launch_spec_t spec = {argv, envp, LAUNCH_DEVNULL, outp[1], errp[1], 1};
     char why[512];
@@ -152,8 +151,7 @@ int launch_capture(char *const argv[], char *const envp[], unsigned timeout_s,
     if (pid < 0) {
         close(outp[0]);
         close(errp[0]);
-        set_err_msg(err, errlen, "%s: %s", what, why);
-        return (int)pid;
+        return set_err(err, errlen, (int)pid, "%s: %s", what, why);
     }
 
     if (cap->running)

@@ -50,8 +50,8 @@ int launch_cpucap(pid_t pid, unsigned index, unsigned share_pct, char *path, siz
                   char *err, size_t errlen)
 {
     if (share_pct < 1 || share_pct > 100) {
-        set_err_msg(err, errlen, "a CPU share is 1 to 100 percent of one CPU, not %u", share_pct);
-        return -EINVAL;
+        return set_err(err, errlen, -EINVAL, "a CPU share is 1 to 100 percent of one CPU, not %u",
+                       share_pct);
     }
     /* a period of 10 ms: short, so that a capped switch stalls at most a few ms at a time,
      * and still a few scheduler ticks long (a 4 ms tick overran shorter periods' quotas by
@@ -60,17 +60,17 @@ int launch_cpucap(pid_t pid, unsigned index, unsigned share_pct, char *path, siz
     unsigned quota_us = period_us * share_pct / 100;
     int v2 = v2_has_cpu();
     if (!v2 && access(CPUCAP_V1 "/cgroup.procs", W_OK) != 0) {
-        set_err_msg(err, errlen,
-                "no CPU cgroup to cap a switch with: neither %s (cgroup v2 with the cpu "
-                "controller) nor %s (v1) is writable (needs root)", CPUCAP_V2, CPUCAP_V1);
-        return -ENOTSUP;
+        return set_err(err, errlen, -ENOTSUP,
+                       "no CPU cgroup to cap a switch with: neither %s (cgroup v2 with the cpu "
+                       "controller) nor %s (v1) is writable (needs root)",
+                       CPUCAP_V2, CPUCAP_V1);
     }
     snprintf(path, len, "%s/inagg-cap-%d-%u", v2 ? CPUCAP_V2 : CPUCAP_V1, (int)getpid(), index);
     if (mkdir(path, 0755) != 0 && errno != EEXIST) {
         int e = errno;
-        set_err_msg(err, errlen, "creating the CPU cgroup %s: %s", path, strerror(e));
+        int rc = set_err(err, errlen, -e, "creating the CPU cgroup %s: %s", path, strerror(e));
         path[0] = '\0';
-        return -e;
+        return rc;
     }
     char q[64], p[32];
     int e;
@@ -89,7 +89,7 @@ int launch_cpucap(pid_t pid, unsigned index, unsigned share_pct, char *path, siz
         e = write_text(path, "cgroup.procs", p);
     }
     if (e != 0) {
-        set_err_msg(err, errlen, "capping process %d in %s: %s", (int)pid, path, strerror(-e));
+        set_err(err, errlen, e, "capping process %d in %s: %s", (int)pid, path, strerror(-e));
         launch_cpucap_remove(path);
         return e;
     }

@@ -29,8 +29,8 @@ int launch_group_add(launch_group_t *g, char *const argv[], char *const envp[], 
                      size_t errlen)
 {
     if (g->n >= LAUNCH_MAX_RANKS) {
-        set_err_msg(err, errlen, "launch: more than %u processes in one group", LAUNCH_MAX_RANKS);
-        return -EINVAL;
+        return set_err(err, errlen, -EINVAL, "launch: more than %u processes in one group",
+                       LAUNCH_MAX_RANKS);
     }
     launch_proc_t *p = &g->p[g->n];
     p->pid = 0;
@@ -41,12 +41,11 @@ int launch_group_add(launch_group_t *g, char *const argv[], char *const envp[], 
     int outp[2] = {-1, -1}, errp[2] = {-1, -1};
     if (pipe2(outp, O_CLOEXEC) != 0 || pipe2(errp, O_CLOEXEC) != 0) {
         int e = errno;
-        set_err_msg(err, errlen, "launch: pipe: %s", strerror(e));
         for (int i = 0; i < 2; i++) {
             if (outp[i] >= 0)
                 close(outp[i]);
         }
-        return -e;
+        return set_err(err, errlen, -e, "launch: pipe: %s", strerror(e));
     }
     launch_spec_t spec = {argv, envp, LAUNCH_DEVNULL, outp[1], errp[1], 1, 0};
     pid_t pid = launch_spawn(&spec, err, errlen);

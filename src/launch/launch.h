@@ -78,7 +78,7 @@ int launch_stop(pid_t pid, int sig, int grace_ms, int *status);
  * Returns buf. */
 const char *launch_status_text(int status, char *buf, size_t len);
 
-/* The exit code of a wait status, or -1 when it did not exit. */
+/* The exit code of a wait status, or -1 when it did not exit (an exit code, not an errno). */
 int launch_exit_code(int status);
 
 /* ---- forked functions and local ranks --------------------------------------------------- */

@@ -84,19 +84,20 @@ int launch_mpirun_cfg(const launch_mpirun_cfg_t *cfg, unsigned np, const char *p
                       const char *const *args, unsigned timeout_s, launch_capture_t *cap,
                       char *err, size_t errlen)
 {
-    set_err_msg(err, errlen, "%s", "");
+    if (err && errlen)
+        err[0] = '\0';
     cap->status = 0;
     if (!program || np < 1 || np > MPIRUN_MAX_RANKS) {
-        set_err_msg(err, errlen, "mpirun: invalid parameters (1..%u ranks and a program are "
-                             "needed)", MPIRUN_MAX_RANKS);
-        return -EINVAL;
+        return set_err(err, errlen, -EINVAL,
+                       "mpirun: invalid parameters (1..%u ranks and a program are "
+                       "needed)",
+                       MPIRUN_MAX_RANKS);
     }
     char mpirun[PATH_MAX];
     if (launch_find_mpirun(mpirun, sizeof(mpirun)) != 0) {
-        set_err_msg(err, errlen,
-                "mpirun not found in $PATH: OpenMPI is not installed (e.g. apt-get install "
-                "openmpi-bin libopenmpi-dev)");
-        return -ENOENT;
+        return set_err(err, errlen, -ENOENT,
+                       "mpirun not found in $PATH: OpenMPI is not installed (e.g. apt-get install "
+                       "openmpi-bin libopenmpi-dev)");
     }
     int remote = cfg && cfg->hosts;
     const char *ifinc = cfg && cfg->if_include ? cfg->if_include : "lo";
@@ -108,8 +109,7 @@ int launch_mpirun_cfg(const launch_mpirun_cfg_t *cfg, unsigned np, const char *p
     if (!argv || !env) {
         free(argv);
         free(env);
-        set_err_msg(err, errlen, "mpirun: out of memory");
-        return -ENOMEM;
+        return set_err(err, errlen, -ENOMEM, "mpirun: out of memory");
     }
     char nps[16];
     snprintf(nps, sizeof(nps), "%u", np);
@@ -165,19 +165,20 @@ int launch_mpirun_cfg(const launch_mpirun_cfg_t *cfg, unsigned np, const char *p
     free(env);
     int status = cap->status;
     if (rc == -ETIMEDOUT) {
-        set_err_msg(err, errlen, "mpirun timed out after %u s (%u ranks) and was killed; stderr: ",
-                timeout_s, np);
+        rc = set_err(err, errlen, rc,
+                     "mpirun timed out after %u s (%u ranks) and was killed; stderr: ", timeout_s,
+                     np);
         launch_append_tail(err, errlen, cap->tail_len ? cap->tail : "(empty)");
     } else if (rc == -ECANCELED) {
-        set_err_msg(err, errlen, "stopped by the caller");
+        rc = set_err(err, errlen, rc, "stopped by the caller");
     } else if (rc == 0 && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
         if (WIFEXITED(status))
-            set_err_msg(err, errlen, "mpirun exited with status %d; stderr: ", WEXITSTATUS(status));
+            rc = set_err(err, errlen, -ECHILD, "mpirun exited with status %d; stderr: ",
+                         WEXITSTATUS(status));
         else
-            set_err_msg(err, errlen, "mpirun was killed by signal %d; stderr: ",
-                    WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+            rc = set_err(err, errlen, -ECHILD, "mpirun was killed by signal %d; stderr: ",
+                         WIFSIGNALED(status) ? WTERMSIG(status) : 0);
         launch_append_tail(err, errlen, cap->tail_len ? cap->tail : "(empty)");
-        rc = -ECHILD;
     }
     return rc;
 }

@@ -112,16 +112,15 @@ static int redirect(posix_spawn_file_actions_t *fa, int target, int how)
 pid_t launch_spawn(const launch_spec_t *s, char *err, size_t errlen)
 {
     if (!s || !s->argv || !s->argv[0] || s->in == LAUNCH_TO_OUT || s->out == LAUNCH_TO_OUT) {
-        set_err_msg(err, errlen, "launch: invalid program specification");
-        return -EINVAL;
+        return set_err(err, errlen, -EINVAL, "launch: invalid program specification");
     }
     const char *prog = s->argv[0];
     posix_spawn_file_actions_t fa;
     posix_spawnattr_t attr;
     int rc = posix_spawn_file_actions_init(&fa);
     if (rc != 0) {
-        set_err_msg(err, errlen, "%s: cannot set up the child process: %s", prog, strerror(rc));
-        return -rc;
+        return set_err(err, errlen, -rc, "%s: cannot set up the child process: %s", prog,
+                       strerror(rc));
     }
     posix_spawnattr_init(&attr);
     if (rc == 0)
@@ -154,8 +153,7 @@ pid_t launch_spawn(const launch_spec_t *s, char *err, size_t errlen)
     posix_spawn_file_actions_destroy(&fa);
     posix_spawnattr_destroy(&attr);
     if (rc != 0) {
-        set_err_msg(err, errlen, "cannot start %s: %s", prog, strerror(rc));
-        return -rc;
+        return set_err(err, errlen, -rc, "cannot start %s: %s", prog, strerror(rc));
     }
     return pid;
 }
@@ -168,20 +166,16 @@ int launch_run(const launch_spec_t *s, int timeout_ms, char *err, size_t errlen)
     int status = 0;
     int rc = launch_wait(pid, timeout_ms, &status);
     const char *prog = s->argv[0];
-    if (rc == -ETIMEDOUT) {
-        set_err_msg(err, errlen, "%s: killed after the time limit of %d s", prog,
-                (timeout_ms + 999) / 1000);
-        return rc;
-    }
-    if (rc != 0) {
-        set_err_msg(err, errlen, "%s: wait: %s", prog, strerror(-rc));
-        return rc;
-    }
+    if (rc == -ETIMEDOUT)
+        return set_err(err, errlen, rc, "%s: killed after the time limit of %d s", prog,
+                       (timeout_ms + 999) / 1000);
+    if (rc != 0)
+        return set_err(err, errlen, rc, "%s: wait: %s", prog, strerror(-rc));
     if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
         return 0;
     char what[96];
-    set_err_msg(err, errlen, "%s: %s", prog, launch_status_text(status, what, sizeof(what)));
-    return -ECHILD;
+    return set_err(err, errlen, -ECHILD, "%s: %s", prog,
+                   launch_status_text(status, what, sizeof(what)));
 }
 
 /* ---- waiting and ending ------------------------------------------------------------------ */
@@ -249,13 +243,13 @@ int launch_exit_code(int status) { return WIFEXITED(status) ? WEXITSTATUS(status
 
 /* ---- forked functions and local ranks --------------------------------------------------- */
 
-/* In a fresh child: follow `flags`. 0, or -1 when the parent is already gone. */
+/* In a fresh child: follow `flags`. 0, or -ESRCH when the parent is already gone. */
 static int child_setup(int flags, pid_t parent)
 {
     if (flags & LAUNCH_DIE_WITH_PARENT) {
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         if (getppid() != parent)
-            return -1;
+            return -ESRCH;
     }
     return 0;
 }
@@ -287,8 +281,7 @@ int launch_ranks_start(launch_ranks_t *g, uint32_t n, launch_rank_fn fn, void *a
     for (uint32_t r = 0; r < LAUNCH_MAX_RANKS; r++)
         g->fd[r] = -1;
     if (n < 1 || n > LAUNCH_MAX_RANKS) {
-        set_err_msg(err, errlen, "launch: %u ranks (1..%u)", n, LAUNCH_MAX_RANKS);
-        return -EINVAL;
+        return set_err(err, errlen, -EINVAL, "launch: %u ranks (1..%u)", n, LAUNCH_MAX_RANKS);
     }
     int src = launch_job_secret(err, errlen);
     if (src != 0)
@@ -299,9 +292,8 @@ int launch_ranks_start(launch_ranks_t *g, uint32_t n, launch_rank_fn fn, void *a
         int p[2] = {-1, -1};
         if ((flags & LAUNCH_PIPE) && pipe2(p, O_CLOEXEC) != 0) {
             int e = errno;
-            set_err_msg(err, errlen, "pipe: %s", strerror(e));
             launch_ranks_kill(g);
-            return -e;
+            return set_err(err, errlen, -e, "pipe: %s", strerror(e));
         }
         pid_t pid = fork();
         if (pid == 0) {
@@ -323,9 +315,8 @@ int launch_ranks_start(launch_ranks_t *g, uint32_t n, launch_rank_fn fn, void *a
         if (pid < 0) {
             if (p[0] >= 0)
                 close(p[0]);
-            set_err_msg(err, errlen, "fork: %s", strerror(e));
             launch_ranks_kill(g);
-            return -e;
+            return set_err(err, errlen, -e, "fork: %s", strerror(e));
         }
         g->pid[r] = pid;
         g->fd[r] = p[0];

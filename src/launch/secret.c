@@ -21,14 +21,13 @@ int launch_job_secret(char *err, size_t errlen)
     char hex[2 * sizeof(raw) + 1];
     if (getrandom(raw, sizeof(raw), 0) != (ssize_t)sizeof(raw)) {
         int e = errno ? errno : EIO;
-        set_err_msg(err, errlen, "no random numbers for the job secret: %s", strerror(e));
-        return -e;
+        return set_err(err, errlen, -e, "no random numbers for the job secret: %s", strerror(e));
     }
     hex_encode(raw, sizeof(raw), hex);
     explicit_bzero(raw, sizeof(raw));
     int rc = setenv("INAGG_JOB_SECRET", hex, 0) == 0 ? 0 : -errno;
     explicit_bzero(hex, sizeof(hex));
     if (rc != 0)
-        set_err_msg(err, errlen, "cannot set INAGG_JOB_SECRET: %s", strerror(-rc));
-    return rc;
+        return set_err(err, errlen, rc, "cannot set INAGG_JOB_SECRET: %s", strerror(-rc));
+    return 0;
 }

@@ -59,16 +59,14 @@ pid_t launch_switch(const switch_config_t *cfg, uint16_t *port, char *err, size_
     int p[2];
     if (pipe2(p, O_CLOEXEC) != 0) {
         int e = errno;
-        set_err_msg(err, errlen, "pipe: %s", strerror(e));
-        return -e;
+        return set_err(err, errlen, -e, "pipe: %s", strerror(e));
     }
     struct child_args a = {cfg, p[1]};
     pid_t pid = launch_fork(child_main, &a, 0);
     close(p[1]);
     if (pid < 0) {
         close(p[0]);
-        set_err_msg(err, errlen, "fork: %s", strerror((int)-pid));
-        return pid;
+        return set_err(err, errlen, (int)pid, "fork: %s", strerror((int)-pid));
     }
     int ready = launch_read_ready(p[0], READY_TIMEOUT_MS);
     close(p[0]);
@@ -76,11 +74,9 @@ pid_t launch_switch(const switch_config_t *cfg, uint16_t *port, char *err, size_
         int status = 0;
         int rc = launch_stop(pid, SIGKILL, STOP_GRACE_MS, &status);
         if (ready == 0)
-            set_err_msg(err, errlen, "the switch process ended before it was ready");
-        else
-            set_err_msg(err, errlen, "the switch did not report its port within %d s",
-                    READY_TIMEOUT_MS / 1000);
-        return ready == 0 ? -ECHILD : rc == 0 ? -ETIMEDOUT : rc;
+            return set_err(err, errlen, -ECHILD, "the switch process ended before it was ready");
+        return set_err(err, errlen, rc == 0 ? -ETIMEDOUT : rc,
+                       "the switch did not report its port within %d s", READY_TIMEOUT_MS / 1000);
     }
     *port = (uint16_t)ready;
     return pid;

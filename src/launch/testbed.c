@@ -217,8 +217,7 @@ int launch_testbed_up(launch_testbed_t *tb, unsigned hosts, const char *name, co
     argv[a] = NULL;
     launch_capture_t *cap = calloc(1, sizeof(*cap));
     if (!cap) {
-        set_err_msg(err, errlen, "testbed: out of memory");
-        return -ENOMEM;
+        return set_err(err, errlen, -ENOMEM, "testbed: out of memory");
     }
     cap->running = &guard_building;
     int rc = launch_capture(argv, NULL, UP_TIMEOUT_S(hosts), cap, "tools/testbed up", err,
@@ -227,20 +226,21 @@ int launch_testbed_up(launch_testbed_t *tb, unsigned hosts, const char *name, co
     if (rc == 0 && code == LAUNCH_TESTBED_CANNOT) {
         char why[512];
         last_line(cap->tail, why, sizeof(why));
-        set_err_msg(err, errlen, "%s", why[0] ? why : "testbeds cannot be built here");
         free(cap);
-        return -EOPNOTSUPP;
+        return set_err(err, errlen, -EOPNOTSUPP, "%s",
+                       why[0] ? why : "testbeds cannot be built here");
     }
     if (rc == 0 && code != 0) {
-        set_err_msg(err, errlen, "tools/testbed up failed (%s): ",
-                code < 0 ? "killed" : "exit status");
+        rc = set_err(err, errlen, -ECHILD, "tools/testbed up failed (%s): ",
+                     code < 0 ? "killed" : "exit status");
         launch_append_tail(err, errlen, cap->tail_len ? cap->tail : "(no message)");
         free(cap);
-        return -ECHILD;
+        return rc;
     }
     if (rc != 0) {
         if (rc == -ETIMEDOUT)
-            set_err_msg(err, errlen, "tools/testbed up did not finish in %u s", UP_TIMEOUT_S(hosts));
+            rc = set_err(err, errlen, rc, "tools/testbed up did not finish in %u s",
+                         UP_TIMEOUT_S(hosts));
         free(cap);
         launch_testbed_down(tb); /* whatever it left when it was killed */
         return rc;
@@ -252,11 +252,11 @@ int launch_testbed_up(launch_testbed_t *tb, unsigned hosts, const char *name, co
         json_find_string(j, "iface", tb->iface, sizeof(tb->iface)) != 0 ||
         json_find_string(j, "addr", tb->switch_addr, sizeof(tb->switch_addr)) != 0 ||
         json_find_number(j, "mtu", &v) != 0) {
-        set_err_msg(err, errlen, "tools/testbed up: unexpected report: ");
+        rc = set_err(err, errlen, -EPROTO, "tools/testbed up: unexpected report: ");
         launch_append_tail(err, errlen, cap->out_len ? cap->out : "(empty)");
         free(cap);
         launch_testbed_down(tb);
-        return -EPROTO;
+        return rc;
     }
     tb->mtu = (unsigned)v;
     tb->link_bps = json_find_number(j, "link_rate_bps", &v) == 0 && v > 0 ? (uint64_t)v : 0;

@@ -31,13 +31,12 @@ int launch_tbjob_up(launch_tbjob_t *j, unsigned hosts, const char *rate, unsigne
     j->sw_pid = 0;
     j->sw_addr[0] = '\0';
     if (launch_testbed_find(tb->tool, sizeof(tb->tool)) != 0) {
-        set_err_msg(err, errlen, "tools/testbed not found (tried %s; set INAGG_TESTBED_TOOL)",
-                tb->tool[0] ? tb->tool : "../tools/testbed beside the binary");
-        return -ENOENT;
+        return set_err(err, errlen, -ENOENT,
+                       "tools/testbed not found (tried %s; set INAGG_TESTBED_TOOL)",
+                       tb->tool[0] ? tb->tool : "../tools/testbed beside the binary");
     }
     if (launch_testbed_sibling(tb, "testbed-rsh", j->rsh, sizeof(j->rsh)) != 0) {
-        set_err_msg(err, errlen, "tools/testbed-rsh is missing beside %s", tb->tool);
-        return -ENOENT;
+        return set_err(err, errlen, -ENOENT, "tools/testbed-rsh is missing beside %s", tb->tool);
     }
     launch_testbed_reap_stale(tb->tool);
     char name[16];
@@ -137,8 +136,7 @@ pid_t launch_ns_switch(const launch_testbed_t *tb, const char *ns, const char *s
     int p[2];
     if (pipe2(p, O_CLOEXEC) != 0) {
         int e = errno;
-        set_err_msg(err, errlen, "pipe: %s", strerror(e));
-        return -e;
+        return set_err(err, errlen, -e, "pipe: %s", strerror(e));
     }
     char nthreads[16], fd[16];
     snprintf(nthreads, sizeof(nthreads), "%u", threads);
@@ -172,11 +170,11 @@ pid_t launch_ns_switch(const launch_testbed_t *tb, const char *ns, const char *s
             ssize_t m = pread(err_fd, why, sizeof(why) - 1, 0);
             why[m > 0 ? m : 0] = '\0';
         }
-        set_err_msg(err, errlen, "inagg switch did not start in namespace %s: ", ns);
+        int rc = set_err(err, errlen, -ECHILD, "inagg switch did not start in namespace %s: ", ns);
         launch_append_tail(err, errlen, why[0] ? why : port == 0 ? "it ended" :
                            "no port reported in time");
         launch_stop(pid, SIGKILL, 5000, NULL);
-        return -ECHILD;
+        return rc;
     }
     char host[48];
     snprintf(host, sizeof(host), "%s", listen);

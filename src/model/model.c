@@ -33,27 +33,26 @@ void model_params_default(model_params_t *p)
 int model_params_check(const model_params_t *p, char *err, size_t errlen)
 {
     if (!(p->link_bps > 0) || !isfinite(p->link_bps))
-        return set_err_msg(err, errlen, "the link rate must be positive"), -EINVAL;
+        return set_err(err, errlen, -EINVAL, "the link rate must be positive");
     if (p->slow_bps < 0 || !isfinite(p->slow_bps))
-        return set_err_msg(err, errlen, "the slow link's rate must be positive"), -EINVAL;
+        return set_err(err, errlen, -EINVAL, "the slow link's rate must be positive");
     if (p->packet_elems == 0 || p->elem_bytes == 0)
-        return set_err_msg(err, errlen, "packets must hold at least one element"), -EINVAL;
+        return set_err(err, errlen, -EINVAL, "packets must hold at least one element");
     if (!(p->ratio >= 1e-3) || !isfinite(p->ratio))
-        return set_err_msg(err, errlen, "the compression ratio must be positive"), -EINVAL;
+        return set_err(err, errlen, -EINVAL, "the compression ratio must be positive");
     if (p->levels < 1 || p->levels > MODEL_MAX_LEVELS)
-        return set_err_msg(err, errlen, "levels must be 1..%u", MODEL_MAX_LEVELS), -EINVAL;
+        return set_err(err, errlen, -EINVAL, "levels must be 1..%u", MODEL_MAX_LEVELS);
     if (p->switch_threads < 1)
-        return set_err_msg(err, errlen, "the switch needs at least one thread"), -EINVAL;
+        return set_err(err, errlen, -EINVAL, "the switch needs at least one thread");
     if (p->buckets < 1)
-        return set_err_msg(err, errlen, "at least one gradient bucket"), -EINVAL;
+        return set_err(err, errlen, -EINVAL, "at least one gradient bucket");
     if (!(p->stream_eff > 0) || p->stream_eff > 1)
-        return set_err_msg(err, errlen, "the stream efficiency is a share in (0, 1]"), -EINVAL;
+        return set_err(err, errlen, -EINVAL, "the stream efficiency is a share in (0, 1]");
     const double nonneg[] = {p->hop_s, p->switch_pkt_s, p->worker_elem_s, p->msg_s, p->enc_Bps,
                              p->dec_Bps, p->agg_value_s, p->compute_s};
     for (unsigned i = 0; i < sizeof(nonneg) / sizeof(nonneg[0]); i++)
         if (!(nonneg[i] >= 0) || !isfinite(nonneg[i]))
-            return set_err_msg(err, errlen, "times and rates must be finite and not negative"),
-                   -EINVAL;
+            return set_err(err, errlen, -EINVAL, "times and rates must be finite and not negative");
     return 0;
 }
 
@@ -99,6 +98,20 @@ double model_ring_bytes_each_way(uint32_t n, double u)
 static double bmin_of(const model_params_t *p)
 {
     return (p->slow_bps > 0 && p->slow_bps < p->link_bps) ? p->slow_bps : p->link_bps;
+}
+
+/* Seconds for `bytes` of gradient (compressed by p->ratio) over the slowest host link. */
+static double host_link_s(const model_params_t *p, double bytes)
+{
+    return (bytes / p->ratio) * 8.0 / (bmin_of(p) * p->stream_eff);
+}
+
+/* A collective of one worker: nothing moves, and only (zero) latency bounds it. */
+static model_time_t alone(void)
+{
+    model_time_t t = {0};
+    t.bound = "latency";
+    return t;
 }
 
 uint32_t model_fanout(const model_params_t *p, uint32_t n)
@@ -213,14 +226,12 @@ static model_time_t ina_time(const model_params_t *p, uint32_t n, double bytes)
  * what it sends and decodes what it receives. */
 static model_time_t ring_time(const model_params_t *p, uint32_t n, double bytes)
 {
+    if (n < 2)
+        return alone();
     model_time_t t = {0};
-    if (n < 2) {
-        t.bound = "latency";
-        return t;
-    }
     double steps = 2.0 * (n - 1);
     double chunk = bytes / n;
-    t.link_s = steps * (chunk / p->ratio) * 8.0 / (bmin_of(p) * p->stream_eff);
+    t.link_s = steps * host_link_s(p, chunk);
     t.code_s = steps * (code_bytes_s(chunk, p->enc_Bps) + code_bytes_s(chunk, p->dec_Bps));
     t.latency_s = steps * p->msg_s;
     settle(&t, 0, 0, p->code_overlap, "worker");
@@ -233,14 +244,12 @@ static model_time_t ring_time(const model_params_t *p, uint32_t n, double bytes)
  * on the way up; the way down is decoded once. */
 static model_time_t tree_time(const model_params_t *p, uint32_t n, double bytes)
 {
+    if (n < 2)
+        return alone();
     model_time_t t = {0};
-    if (n < 2) {
-        t.bound = "latency";
-        return t;
-    }
     uint32_t m = p->fanout >= 2 ? p->fanout : 2;
     double depth = ceil(log((double)n) / log((double)m) - 1e-9);
-    t.link_s = 2.0 * (bytes / p->ratio) * 8.0 / (bmin_of(p) * p->stream_eff);
+    t.link_s = 2.0 * host_link_s(p, bytes);
     t.code_s = code_bytes_s(bytes * (m + 1), p->dec_Bps) + code_bytes_s(bytes, p->enc_Bps);
     t.latency_s = 2.0 * depth * p->msg_s;
     settle(&t, 0, 0, p->code_overlap, "worker");
@@ -253,7 +262,7 @@ static model_time_t ps_time(const model_params_t *p, uint32_t n, double bytes)
 {
     model_time_t t = {0};
     double server = (double)n * (bytes / p->ratio) * 8.0 / (p->link_bps * p->stream_eff);
-    double host = (bytes / p->ratio) * 8.0 / (bmin_of(p) * p->stream_eff);
+    double host = host_link_s(p, bytes);
     t.link_s = server > host ? server : host;
     t.code_s = code_bytes_s(bytes, p->enc_Bps) + code_bytes_s(bytes, p->dec_Bps);
     double agg = (double)(n + 1) * (bytes / p->elem_bytes) * p->agg_value_s;
@@ -269,7 +278,7 @@ static model_time_t ca_time(const model_params_t *p, uint32_t n, double bytes)
 {
     model_time_t t = {0};
     double m = (double)(n - 1);
-    t.link_s = m * (bytes / p->ratio) * 8.0 / (bmin_of(p) * p->stream_eff);
+    t.link_s = m * host_link_s(p, bytes);
     t.code_s = code_bytes_s(bytes, p->enc_Bps) + code_bytes_s(m * bytes, p->dec_Bps);
     t.latency_s = p->msg_s;
     settle(&t, 0, 0, p->code_overlap, "worker");

@@ -53,20 +53,21 @@ static void usage(FILE *out)
             INT_MAX, MAX_ITERS, MAX_WARMUP);
 }
 
+/* An unsigned number in [lo, hi] (the whole string): 0, or -EINVAL. */
 static int parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
 {
     if (!s || !*s || *s == '-' || *s == '+')
-        return -1;
+        return -EINVAL;
     errno = 0;
     char *end;
     unsigned long long v = strtoull(s, &end, 0);
     if (errno || *end || v < lo || v > hi)
-        return -1;
+        return -EINVAL;
     *out = (uint64_t)v;
     return 0;
 }
 
-/* 0 parsed, 1 help was asked for, -1 bad usage (explained on stderr by rank 0). */
+/* 0 parsed, 1 help was asked for, -EINVAL bad usage (explained on stderr by rank 0). */
 static int parse_args(int argc, char **argv, struct opts *o, int quiet)
 {
     static const struct option longopts[] = {
@@ -128,12 +129,12 @@ static int parse_args(int argc, char **argv, struct opts *o, int quiet)
         default:
             if (!quiet)
                 usage(stderr);
-            return -1;
+            return -EINVAL;
         }
         if (bad) {
             if (!quiet)
                 fprintf(stderr, "inagg-mpi-bench: invalid value '%s' for %s\n", optarg, bad);
-            return -1;
+            return -EINVAL;
         }
     }
     if (optind < argc || o->elems == 0 || o->dtype_float < 0) {
@@ -144,7 +145,7 @@ static int parse_args(int argc, char **argv, struct opts *o, int quiet)
                 fprintf(stderr, "inagg-mpi-bench: --elems and --dtype are required\n");
             usage(stderr);
         }
-        return -1;
+        return -EINVAL;
     }
     return 0;
 }
@@ -285,7 +286,7 @@ static int report(const struct opts *o, int world, int verified, double *times,
         fflush(stdout);
     } else {
         fprintf(stderr, "inagg-mpi-bench: out of memory writing the report\n");
-        rc = -1;
+        rc = -ENOMEM;
     }
     json_free(&w);
     return rc;

@@ -43,19 +43,118 @@ static void usage(FILE *out)
             "`inagg train --help`). Rank 0 prints one JSON line per report on stdout.\n");
 }
 
+/* A number in [lo, hi] (the whole string): 0, or -EINVAL. */
 static int parse_num(const char *s, double lo, double hi, double *out)
 {
     if (!s || !*s)
-        return -1;
+        return -EINVAL;
     errno = 0;
     char *end;
     double v = strtod(s, &end);
     if (errno || *end || !(v >= lo && v <= hi))
-        return -1;
+        return -EINVAL;
     *out = v;
     return 0;
 }
 
+/* A whole number in [lo, hi]: 0, or -EINVAL. */
+static int parse_whole(const char *s, double lo, double hi, double *out)
+{
+    return parse_num(s, lo, hi, out) == 0 && *out == floor(*out) ? 0 : -EINVAL;
+}
+
+/* A flag with a numeric value into o: NULL, or the flag's name when the value is bad. */
+static const char *parse_number_flag(int c, const char *arg, struct opts *o)
+{
+    double v;
+    switch (c) {
+        case 'b':
+            if (parse_whole(arg, 1, 1 << 20, &v) < 0)
+                return "--batch";
+            o->cfg.batch = (size_t)v;
+            return NULL;
+        case 'u':
+            if (parse_whole(arg, 1, 1 << 20, &v) < 0)
+                return "--micro-batch";
+            o->cfg.micro_batch = (size_t)v;
+            return NULL;
+        case 'e':
+            if (parse_whole(arg, 1, 1000000, &v) < 0)
+                return "--epochs";
+            o->cfg.epochs = (uint32_t)v;
+            return NULL;
+        case 'g':
+            if (parse_num(arg, 0, 1e9, &v) < 0)
+                return "--lr";
+            o->cfg.lr = v;
+            return NULL;
+        case 'l':
+            if (parse_num(arg, 0, 1e9, &v) < 0)
+                return "--l2";
+            o->cfg.l2 = v;
+            return NULL;
+        case 'p':
+            if (parse_num(arg, 4, 32, &v) < 0 || (v != 32 && v != 8 && v != 4))
+                return "--precision";
+            o->precision = (int)v;
+            return NULL;
+        case 's':
+            if (parse_num(arg, 0, 18446744073709551615.0, &v) < 0)
+                return "--seed";
+            o->cfg.seed = strtoull(arg, NULL, 10);
+            return NULL;
+    }
+    return "an unknown flag";
+}
+
+/* arg as one of two names (0 for the first, 1 for the second): 0, or -EINVAL. */
+static int parse_pair(const char *arg, const char *first, const char *second, int *out)
+{
+    if (strcmp(arg, first) != 0 && strcmp(arg, second) != 0)
+        return -EINVAL;
+    *out = strcmp(arg, second) == 0;
+    return 0;
+}
+
+/* A flag with a value into o (the named ones here, numbers through parse_number_flag): NULL,
+ * or the flag's name when the value is bad. */
+static const char *parse_choice_flag(int c, const char *arg, struct opts *o)
+{
+    int second;
+    optim_kind_t k;
+    switch (c) {
+        case 'm': return glm_mode_parse(arg, &o->cfg.mode) < 0 ? "--mode" : NULL;
+        case 'o': return glm_objective_parse(arg, &o->cfg.objective) < 0 ? "--objective" : NULL;
+        case 'S':
+            if (parse_pair(arg, "sqrt", "const", &second) < 0)
+                return "--lr-schedule";
+            o->cfg.schedule = second ? GLM_LR_CONST : GLM_LR_SQRT;
+            return NULL;
+        case 'K':
+            if (parse_pair(arg, "diag", "none", &second) < 0)
+                return "--precondition";
+            o->cfg.precondition = second ? GLM_PRECOND_NONE : GLM_PRECOND_DIAG;
+            return NULL;
+        case 'V':
+            if (parse_pair(arg, "tail", "none", &second) < 0)
+                return "--average";
+            o->cfg.average = second ? GLM_AVG_NONE : GLM_AVG_TAIL;
+            return NULL;
+        case 'O':
+            if (optim_parse_kind(arg, &k) < 0)
+                return "--optimizer";
+            o->cfg.optimizer = 1 + (int)k;
+            return NULL;
+        case 'E':
+            if (parse_pair(arg, "inside", "outside", &second) < 0)
+                return "--eps-place";
+            o->cfg.eps_outside = second;
+            return NULL;
+    }
+    return parse_number_flag(c, arg, o);
+}
+
+/* The command line into o: 0, 1 after --help, or -EINVAL (said on stderr unless quiet). */
 static int parse_args(int argc, char **argv, struct opts *o, int quiet)
 {
     static const struct option longopts[] = {
@@ -75,65 +174,30 @@ static int parse_args(int argc, char **argv, struct opts *o, int quiet)
     o->precision = 32;
     opterr = !quiet;
     int c;
-    double v;
     while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
         const char *bad = NULL;
         switch (c) {
         case 'd': o->data = optarg; break;
         case 'y': o->synthetic = optarg; break;
         case 't': o->test = optarg; break;
-        case 'm': if (glm_mode_parse(optarg, &o->cfg.mode) != 0) bad = "--mode"; break;
-        case 'o': if (glm_objective_parse(optarg, &o->cfg.objective) != 0) bad = "--objective"; break;
-        case 'b': if (parse_num(optarg, 1, 1 << 20, &v) || v != floor(v)) bad = "--batch"; else o->cfg.batch = (size_t)v; break;
-        case 'u': if (parse_num(optarg, 1, 1 << 20, &v) || v != floor(v)) bad = "--micro-batch"; else o->cfg.micro_batch = (size_t)v; break;
-        case 'e': if (parse_num(optarg, 1, 1000000, &v) || v != floor(v)) bad = "--epochs"; else o->cfg.epochs = (uint32_t)v; break;
-        case 'g': if (parse_num(optarg, 0, 1e9, &v)) bad = "--lr"; else o->cfg.lr = v; break;
-        case 'S':
-            if (strcmp(optarg, "sqrt") == 0) o->cfg.schedule = GLM_LR_SQRT;
-            else if (strcmp(optarg, "const") == 0) o->cfg.schedule = GLM_LR_CONST;
-            else bad = "--lr-schedule";
-            break;
-        case 'l': if (parse_num(optarg, 0, 1e9, &v)) bad = "--l2"; else o->cfg.l2 = v; break;
         case 'P': o->cfg.pipeline = 0; break;
-        case 'K':
-            if (strcmp(optarg, "diag") == 0) o->cfg.precondition = GLM_PRECOND_DIAG;
-            else if (strcmp(optarg, "none") == 0) o->cfg.precondition = GLM_PRECOND_NONE;
-            else bad = "--precondition";
-            break;
-        case 'V':
-            if (strcmp(optarg, "tail") == 0) o->cfg.average = GLM_AVG_TAIL;
-            else if (strcmp(optarg, "none") == 0) o->cfg.average = GLM_AVG_NONE;
-            else bad = "--average";
-            break;
-        case 'p':
-            if (parse_num(optarg, 4, 32, &v) || (v != 32 && v != 8 && v != 4)) bad = "--precision";
-            else o->precision = (int)v;
-            break;
-        case 's': if (parse_num(optarg, 0, 18446744073709551615.0, &v)) bad = "--seed"; else o->cfg.seed = strtoull(optarg, NULL, 10); break;
-        case 'O': {
-            optim_kind_t k;
-            if (optim_parse_kind(optarg, &k) != 0) bad = "--optimizer";
-            else o->cfg.optimizer = 1 + (int)k;
-            break;
-        }
-        case 'E':
-            if (strcmp(optarg, "inside") == 0) o->cfg.eps_outside = 0;
-            else if (strcmp(optarg, "outside") == 0) o->cfg.eps_outside = 1;
-            else bad = "--eps-place";
-            break;
-        case 'h': if (!quiet) usage(stdout); return 1;
-        default: return -1;
+        case 'h':
+            if (!quiet)
+                usage(stdout);
+            return 1;
+        case '?': return -EINVAL; /* getopt said why */
+        default: bad = parse_choice_flag(c, optarg, o); break;
         }
         if (bad) {
             if (!quiet)
                 fprintf(stderr, "inagg-mpi-train: bad value for %s: '%s'\n", bad, optarg);
-            return -1;
+            return -EINVAL;
         }
     }
     if (optind < argc || (o->data != NULL) == (o->synthetic != NULL)) {
         if (!quiet)
             fprintf(stderr, "inagg-mpi-train: give exactly one of --data and --synthetic\n");
-        return -1;
+        return -EINVAL;
     }
     return 0;
 }
@@ -144,25 +208,23 @@ typedef struct mpi_impl {
     MPI_Request *reqs;
 } mpi_impl_t;
 
+/* An MPI call's failure: -EIO (MPI's codes are not errnos), its text in c->err. */
 static int mpi_fail(glm_coll_t *c, const char *what, int rc)
 {
     char msg[MPI_MAX_ERROR_STRING];
     int len = 0;
     if (MPI_Error_string(rc, msg, &len) != MPI_SUCCESS)
         snprintf(msg, sizeof(msg), "error %d", rc);
-    snprintf(c->err, sizeof(c->err), "rank %u: %s: %s", c->rank, what, msg);
-    return -1;
+    return set_err(c->err, sizeof(c->err), -EIO, "rank %u: %s: %s", c->rank, what, msg);
 }
 
 static int mpi_allreduce(glm_coll_t *c, float *buf, size_t n)
 {
     if (n == 0)
         return 0;
-    if (n > INT_MAX) {
-        snprintf(c->err, sizeof(c->err), "rank %u: allreduce of %zu elements is too large",
-                 c->rank, n);
-        return -1;
-    }
+    if (n > INT_MAX)
+        return set_err(c->err, sizeof(c->err), -EOVERFLOW,
+                       "rank %u: allreduce of %zu elements is too large", c->rank, n);
     int rc = MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
     return rc == MPI_SUCCESS ? 0 : mpi_fail(c, "MPI_Allreduce", rc);
 }
@@ -170,10 +232,9 @@ static int mpi_allreduce(glm_coll_t *c, float *buf, size_t n)
 static int mpi_start(glm_coll_t *c, float *buf, size_t n, size_t h)
 {
     mpi_impl_t *im = c->impl;
-    if (h >= c->max_inflight || im->reqs[h] != MPI_REQUEST_NULL || n > INT_MAX) {
-        snprintf(c->err, sizeof(c->err), "rank %u: bad small allreduce (handle %zu)", c->rank, h);
-        return -1;
-    }
+    if (h >= c->max_inflight || im->reqs[h] != MPI_REQUEST_NULL || n > INT_MAX)
+        return set_err(c->err, sizeof(c->err), -EINVAL, "rank %u: bad small allreduce (handle %zu)",
+                       c->rank, h);
     int rc = MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD,
                             &im->reqs[h]);
     return rc == MPI_SUCCESS ? 0 : mpi_fail(c, "MPI_Iallreduce", rc);
@@ -182,10 +243,9 @@ static int mpi_start(glm_coll_t *c, float *buf, size_t n, size_t h)
 static int mpi_wait(glm_coll_t *c, size_t h)
 {
     mpi_impl_t *im = c->impl;
-    if (h >= c->max_inflight || im->reqs[h] == MPI_REQUEST_NULL) {
-        snprintf(c->err, sizeof(c->err), "rank %u: wait on idle handle %zu", c->rank, h);
-        return -1;
-    }
+    if (h >= c->max_inflight || im->reqs[h] == MPI_REQUEST_NULL)
+        return set_err(c->err, sizeof(c->err), -EINVAL, "rank %u: wait on idle handle %zu", c->rank,
+                       h);
     int rc = MPI_Wait(&im->reqs[h], MPI_STATUS_IGNORE);
     return rc == MPI_SUCCESS ? 0 : mpi_fail(c, "MPI_Wait", rc);
 }

@@ -53,36 +53,32 @@ int MPI_Iallreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype d
     return PMPI_Iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request);
 }
 
-int MPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm)
+/* After a call that made *newcomm: track it when the call succeeded; the call's code. */
+static int tracked_new(int rc, MPI_Comm *newcomm)
 {
-    int rc = PMPI_Comm_dup(comm, newcomm);
     if (rc == MPI_SUCCESS)
         after_new_comm(*newcomm);
     return rc;
+}
+
+int MPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm)
+{
+    return tracked_new(PMPI_Comm_dup(comm, newcomm), newcomm);
 }
 
 int MPI_Comm_dup_with_info(MPI_Comm comm, MPI_Info info, MPI_Comm *newcomm)
 {
-    int rc = PMPI_Comm_dup_with_info(comm, info, newcomm);
-    if (rc == MPI_SUCCESS)
-        after_new_comm(*newcomm);
-    return rc;
+    return tracked_new(PMPI_Comm_dup_with_info(comm, info, newcomm), newcomm);
 }
 
 int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm *newcomm)
 {
-    int rc = PMPI_Comm_split(comm, color, key, newcomm);
-    if (rc == MPI_SUCCESS)
-        after_new_comm(*newcomm);
-    return rc;
+    return tracked_new(PMPI_Comm_split(comm, color, key, newcomm), newcomm);
 }
 
 int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm *newcomm)
 {
-    int rc = PMPI_Comm_create(comm, group, newcomm);
-    if (rc == MPI_SUCCESS)
-        after_new_comm(*newcomm);
-    return rc;
+    return tracked_new(PMPI_Comm_create(comm, group, newcomm), newcomm);
 }
 
 int MPI_Comm_free(MPI_Comm *comm)

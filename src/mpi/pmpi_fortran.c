@@ -96,21 +96,36 @@ static void f_finalize(const char *name, MPI_Fint *ierr)
     next(ierr);
 }
 
+/* A Fortran allreduce's arguments in C terms, when inagg takes it. */
+struct f_accel {
+    tracked_t *t;      /* the communicator's inagg state */
+    void *s;           /* the send buffer, MPI_IN_PLACE for Fortran's */
+    MPI_Comm c;
+    inagg_dtype_t idt;
+};
+
+/* Does inagg take this Fortran allreduce (joined, and accelerable())? 1 with *a filled, or 0. */
+static int f_accelerable(void *sb, void *rb, MPI_Fint *count, MPI_Fint *dt, MPI_Fint *op,
+                         MPI_Fint *comm, struct f_accel *a)
+{
+    if (!pmpi_joined())
+        return 0;
+    a->c = PMPI_Comm_f2c(*comm);
+    a->s = fortran_in_place(sb) ? MPI_IN_PLACE : sb;
+    a->t = accelerable(a->s, rb, *count, PMPI_Type_f2c(*dt), PMPI_Op_f2c(*op), a->c, &a->idt);
+    return a->t != NULL;
+}
+
 static void f_allreduce(const char *name, void *sb, void *rb, MPI_Fint *count, MPI_Fint *dt,
                         MPI_Fint *op, MPI_Fint *comm, MPI_Fint *ierr)
 {
     static f_allreduce_t next;
-    if (pmpi_joined()) {
-        MPI_Comm c = PMPI_Comm_f2c(*comm);
-        void *s = fortran_in_place(sb) ? MPI_IN_PLACE : sb;
-        inagg_dtype_t idt;
-        tracked_t *t = accelerable(s, rb, *count, PMPI_Type_f2c(*dt), PMPI_Op_f2c(*op), c, &idt);
-        if (t) {
-            int rc = accel_allreduce(t, s, rb, *count, idt, c);
-            if (ierr)
-                *ierr = rc;
-            return;
-        }
+    struct f_accel a;
+    if (f_accelerable(sb, rb, count, dt, op, comm, &a)) {
+        int rc = accel_allreduce(a.t, a.s, rb, *count, a.idt, a.c);
+        if (ierr)
+            *ierr = rc;
+        return;
     }
     NEXT(next, "ompi_allreduce_f", name);
     if (!next)
@@ -123,20 +138,15 @@ static void f_iallreduce(const char *name, void *sb, void *rb, MPI_Fint *count, 
                          MPI_Fint *op, MPI_Fint *comm, MPI_Fint *request, MPI_Fint *ierr)
 {
     static f_iallreduce_t next;
-    if (pmpi_joined()) {
-        MPI_Comm c = PMPI_Comm_f2c(*comm);
-        void *s = fortran_in_place(sb) ? MPI_IN_PLACE : sb;
-        inagg_dtype_t idt;
-        tracked_t *t = accelerable(s, rb, *count, PMPI_Type_f2c(*dt), PMPI_Op_f2c(*op), c, &idt);
-        if (t) {
-            MPI_Request r = MPI_REQUEST_NULL;
-            int rc = accel_iallreduce(t, s, rb, *count, idt, c, &r);
-            if (rc == MPI_SUCCESS)
-                *request = PMPI_Request_c2f(r);
-            if (ierr)
-                *ierr = rc;
-            return;
-        }
+    struct f_accel a;
+    if (f_accelerable(sb, rb, count, dt, op, comm, &a)) {
+        MPI_Request r = MPI_REQUEST_NULL;
+        int rc = accel_iallreduce(a.t, a.s, rb, *count, a.idt, a.c, &r);
+        if (rc == MPI_SUCCESS)
+            *request = PMPI_Request_c2f(r);
+        if (ierr)
+            *ierr = rc;
+        return;
     }
     NEXT(next, "ompi_iallreduce_f", name);
     if (!next)

@@ -23,9 +23,8 @@
 static int fail(pktsock_t *s, int e, char *err, size_t errlen, const char *what,
                 const char *ifname)
 {
-    set_err_msg(err, errlen, "interface %s: %s: %s", ifname, what, strerror(e));
     pktsock_close(s);
-    return -e;
+    return set_err(err, errlen, -e, "interface %s: %s: %s", ifname, what, strerror(e));
 }
 
 int pktsock_open(pktsock_t *s, const char *ifname, size_t ring_bytes, char *err, size_t errlen)
@@ -39,8 +38,7 @@ int pktsock_open_frames(pktsock_t *s, const char *ifname, size_t ring_bytes, uin
     memset(s, 0, sizeof(*s));
     s->fd = -1;
     if (!ifname || !*ifname || strlen(ifname) >= IFNAMSIZ) {
-        set_err_msg(err, errlen, "bad interface name '%s'", ifname ? ifname : "");
-        return -EINVAL;
+        return set_err(err, errlen, -EINVAL, "bad interface name '%s'", ifname ? ifname : "");
     }
     s->fd = socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC | SOCK_NONBLOCK, htons(ETH_P_ALL));
     if (s->fd < 0)

@@ -5,6 +5,8 @@
 
 #include <string.h>
 
+#include "base/util.h"
+
 static void abandon(roce_rx_flow_t *fl)
 {
     if (fl->assembling)
@@ -83,5 +85,5 @@ const char *roce_rx_verdict_name(enum roce_rx_verdict v)
     static const char *const names[ROCE_RX_VERDICT_COUNT] = {
         "more", "done", "psn_duplicate", "psn_gap", "psn_window", "no_first", "too_big",
         "length", "repeat"};
-    return (unsigned)v < ROCE_RX_VERDICT_COUNT ? names[v] : "unknown";
+    return util_name_of(names, ROCE_RX_VERDICT_COUNT, (unsigned)v);
 }

@@ -7,6 +7,8 @@
 #include <isa-l/crc.h>
 #include <string.h>
 
+#include "base/util.h"
+
 /* ISA-L's crc32_gzip_refl is the reflected CRC-32 of zlib and of the ICRC, folded with
  * carry-less multiplies (about 15x the table-driven loop this file had: the ICRC was a fifth
  * of the fabric's time at 1 Gbit/s). It takes and returns the value after the final
@@ -203,7 +205,7 @@ const char *roce_reason_name(enum roce_reason r)
     static const char *const names[ROCE_REASON_COUNT] = {
         "ok", "not_roce", "truncated", "bad_grh", "bad_length", "bad_bth", "not_write",
         "bad_payload", "bad_icrc"};
-    return (unsigned)r < ROCE_REASON_COUNT ? names[r] : "unknown";
+    return util_name_of(names, ROCE_REASON_COUNT, (unsigned)r);
 }
 
 const char *roce_opcode_name(uint8_t op)

@@ -16,7 +16,7 @@ typedef struct roce_msg_key {
 } roce_msg_key_t;
 
 /* The key of a message of len bytes starting with its inagg header at msg (at least the
- * header's bytes there). 0, or -1 when the bytes are not a valid inagg header. */
+ * header's bytes there). 0, or -EPROTO when the bytes are not a valid inagg header. */
 int roce_msg_key(const uint8_t *msg, uint32_t len, roce_msg_key_t *k);
 
 static inline int roce_key_eq(const roce_msg_key_t *a, const roce_msg_key_t *b)

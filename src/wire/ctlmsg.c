@@ -101,7 +101,7 @@ int wire_protocol_parse(const char *name, uint32_t *protocol)
             *protocol = protocols[i].id;
             return 0;
         }
-    return -1;
+    return -EINVAL;
 }
 
 /* "switchml and p4sgd": the protocols this build serves, for messages. */
@@ -168,13 +168,12 @@ static int parse_optimizer(const char *line, wire_optimizer_t *o, char *why, siz
         return 0;
     optim_config_t c = OPTIM_CONFIG_INIT;
     if (optim_parse_kind(v, &c.kind) != 0) {
-        set_err_msg(why, cap, "unknown optimizer '%s' (sgd, adagrad, adam, smorms3)", v);
-        return -1;
+        return set_err(why, cap, -EPROTO, "unknown optimizer '%s' (sgd, adagrad, adam, smorms3)",
+                       v);
     }
     if (ctl_get_u64(line, "params", &o->params) != 0 || o->params == 0 ||
         o->params > (1ull << 32)) {
-        set_err_msg(why, cap, "params= must be 1..%llu", 1ull << 32);
-        return -1;
+        return set_err(why, cap, -EPROTO, "params= must be 1..%llu", 1ull << 32);
     }
     static const char *const keys[] = {"lr", "beta1", "beta2", "eps", "momentum", "wd"};
     float *fields[] = {&c.lr, &c.beta1, &c.beta2, &c.eps, &c.momentum, &c.weight_decay};
@@ -184,29 +183,26 @@ static int parse_optimizer(const char *line, wire_optimizer_t *o, char *why, siz
         char *end;
         double d = strtod(v, &end);
         if (end == v || *end) {
-            set_err_msg(why, cap, "%s=%s is not a number", keys[k], v);
-            return -1;
+            return set_err(why, cap, -EPROTO, "%s=%s is not a number", keys[k], v);
         }
         *fields[k] = (float)d;
     }
     if (ctl_get(line, "eps_place", v, sizeof(v)) == 0 && optim_parse_eps(v, &c.eps_placement)) {
-        set_err_msg(why, cap, "eps_place must be inside or outside");
-        return -1;
+        return set_err(why, cap, -EPROTO, "eps_place must be inside or outside");
     }
     if (ctl_get(line, "init", v, sizeof(v)) == 0) {
         if (strcmp(v, "zero") != 0 && strcmp(v, "seeded") != 0) {
-            set_err_msg(why, cap, "init must be zero or seeded");
-            return -1;
+            return set_err(why, cap, -EPROTO, "init must be zero or seeded");
         }
         o->seeded = strcmp(v, "seeded") == 0;
     }
     int seed_rc = ctl_get_u64(line, "seed", &o->seed);
     if (seed_rc != 0 && seed_rc != -ENOENT) {
-        set_err_msg(why, cap, "seed= must be an unsigned integer");
-        return -1;
+        return set_err(why, cap, -EPROTO, "seed= must be an unsigned integer");
     }
-    if (optim_check(&c, why, cap) != 0)
-        return -1;
+    int crc = optim_check(&c, why, cap);
+    if (crc < 0)
+        return crc;
     o->step = c;
     o->present = 1;
     return 0;
@@ -223,13 +219,13 @@ int wire_join_format(const wire_join_t *j, char *line, size_t cap)
                      wire_float_mode_name(j->float_mode), wire_protocol_name(j->protocol),
                      j->timeout_ms);
     if (n < 0 || (size_t)n >= cap)
-        return -1;
+        return -ENOSPC;
     if (j->opt.present) {
         char opt[CTL_LINE_MAX];
         wire_optimizer_format(&j->opt, opt, sizeof(opt));
         size_t m = strlen(opt);
         if ((size_t)n + 1 + m >= cap)
-            return -1;
+            return -ENOSPC;
         line[n] = ' ';
         memcpy(line + n + 1, opt, m + 1);
         n += (int)(1 + m);
@@ -238,13 +234,13 @@ int wire_join_format(const wire_join_t *j, char *line, size_t cap)
         int k = snprintf(line + n, cap - (size_t)n, " compress=%s%s", j->compress,
                          j->no_feedback ? " feedback=0" : "");
         if (k < 0 || (size_t)k >= cap - (size_t)n)
-            return -1;
+            return -ENOSPC;
         n += k;
     }
     if (j->contributors > 1) {
         int k = snprintf(line + n, cap - (size_t)n, " contributors=%u", j->contributors);
         if (k < 0 || (size_t)k >= cap - (size_t)n)
-            return -1;
+            return -ENOSPC;
         n += k;
     }
     if (j->auth != WIRE_AUTH_NONE) {
@@ -254,7 +250,7 @@ int wire_join_format(const wire_join_t *j, char *line, size_t cap)
                          j->auth == WIRE_AUTH_VERIFIER ? "verifier" : "proof", hex,
                          j->no_dpauth ? " dpauth=0" : "");
         if (k < 0 || (size_t)k >= cap - (size_t)n)
-            return -1;
+            return -ENOSPC;
     }
     return 0;
 }
@@ -272,79 +268,67 @@ int wire_join_parse(const char *line, wire_join_t *j, enum wire_refusal *refusal
     *refusal = WIRE_REFUSED_INVALID;
     if (ctl_get_u32(line, "version", &j->version) != 0 || j->version != INAGG_PROTOCOL_VERSION) {
         *refusal = WIRE_REFUSED_VERSION;
-        set_err_msg(why, cap, "switch speaks protocol %d, worker sent %u", INAGG_PROTOCOL_VERSION,
-                j->version);
-        return -1;
+        return set_err(why, cap, -EPROTONOSUPPORT, "switch speaks protocol %d, worker sent %u",
+                       INAGG_PROTOCOL_VERSION, j->version);
     }
     if (ctl_get(line, "job", j->job, sizeof(j->job)) != 0 || ctl_get_u32(line, "rank", &j->rank) ||
         ctl_get_u32(line, "world", &j->world) || ctl_get_u32(line, "slots", &j->slots) ||
         ctl_get_u32(line, "elems", &j->elems)) {
-        set_err_msg(why, cap, "JOIN needs job, rank, world, slots and elems");
-        return -1;
+        return set_err(why, cap, -EPROTO, "JOIN needs job, rank, world, slots and elems");
     }
     if (!job_name_ok(j->job)) {
-        set_err_msg(why, cap, "job name must be 1..%d characters without spaces or '='",
-                WIRE_JOB_NAME_MAX - 1);
-        return -1;
+        return set_err(why, cap, -EPROTO, "job name must be 1..%d characters without spaces or '='",
+                       WIRE_JOB_NAME_MAX - 1);
     }
     char fmode[16] = "fixed", proto[16] = "switchml";
     if (ctl_get(line, "float", fmode, sizeof(fmode)) == -ENOSPC ||
         ctl_get(line, "protocol", proto, sizeof(proto)) == -ENOSPC) {
-        set_err_msg(why, cap, "float= or protocol= too long");
-        return -1;
+        return set_err(why, cap, -EPROTO, "float= or protocol= too long");
     }
     int trc = ctl_get_u32(line, "timeout", &j->timeout_ms);
     if (trc != 0 && trc != -ENOENT) {
-        set_err_msg(why, cap, "timeout= must be a number of milliseconds");
-        return -1;
+        return set_err(why, cap, -EPROTO, "timeout= must be a number of milliseconds");
     }
     int crc = ctl_get_u32(line, "contributors", &j->contributors);
     if ((crc != 0 && crc != -ENOENT) || j->contributors > WIRE_MAX_CONTRIBUTORS) {
-        set_err_msg(why, cap, "contributors= must be 1..%u", WIRE_MAX_CONTRIBUTORS);
-        return -1;
+        return set_err(why, cap, -EPROTO, "contributors= must be 1..%u", WIRE_MAX_CONTRIBUTORS);
     }
     if (j->world == 0 || j->world > INAGG_MAX_WORLD || j->rank >= j->world) {
-        set_err_msg(why, cap, "rank %u / world %u (world must be 1..%u, rank < world)", j->rank,
-                j->world, INAGG_MAX_WORLD);
-        return -1;
+        return set_err(why, cap, -EPROTO, "rank %u / world %u (world must be 1..%u, rank < world)",
+                       j->rank, j->world, INAGG_MAX_WORLD);
     }
     if (j->slots == 0 || j->elems == 0 || j->elems > WIRE_MAX_ELEMS) {
-        set_err_msg(why, cap, "slots %u / elems %u (elems must be 1..%u)", j->slots, j->elems,
-                WIRE_MAX_ELEMS);
-        return -1;
+        return set_err(why, cap, -EPROTO, "slots %u / elems %u (elems must be 1..%u)", j->slots,
+                       j->elems, WIRE_MAX_ELEMS);
     }
     if (strcmp(fmode, "fixed") == 0) {
         j->float_mode = INAGG_FLOAT_FIXED;
     } else if (strcmp(fmode, "native") == 0) {
         j->float_mode = INAGG_FLOAT_NATIVE;
     } else {
-        set_err_msg(why, cap, "float mode '%s' (fixed or native)", fmode);
-        return -1;
+        return set_err(why, cap, -EPROTO, "float mode '%s' (fixed or native)", fmode);
     }
     if (wire_protocol_parse(proto, &j->protocol) != 0) {
         *refusal = WIRE_REFUSED_UNSUPPORTED;
         char list[128];
         protocol_list(list, sizeof(list));
-        set_err_msg(why, cap, "protocol '%s' (this switch serves %s)", proto, list);
-        return -1;
+        return set_err(why, cap, -EPROTONOSUPPORT, "protocol '%s' (this switch serves %s)", proto,
+                       list);
     }
     if (ctl_get(line, "compress", j->compress, sizeof(j->compress)) == -ENOSPC) {
-        set_err_msg(why, cap, "compress= too long");
-        return -1;
+        return set_err(why, cap, -EPROTO, "compress= too long");
     }
     uint32_t feedback = 1;
     int frc = ctl_get_u32(line, "feedback", &feedback);
     if ((frc != 0 && frc != -ENOENT) || feedback > 1) {
-        set_err_msg(why, cap, "feedback= must be 0 or 1");
-        return -1;
+        return set_err(why, cap, -EPROTO, "feedback= must be 0 or 1");
     }
     j->no_feedback = feedback == 0;
     char owhy[160];
     if (parse_optimizer(line, &j->opt, owhy, sizeof(owhy)) != 0) {
         /* optim_check's reasons already start with "optimizer: " */
-        set_err_msg(why, cap, "%s%s", strncmp(owhy, "optimizer: ", 11) == 0 ? "" : "optimizer: ",
-                owhy);
-        return -1;
+        return set_err(why, cap, -EPROTO, "%s%s",
+                       strncmp(owhy, "optimizer: ", 11) == 0 ? "" : "optimizer: ", owhy);
     }
     char hex[2 * SHA256_BYTES + 2];
     static const char *const auth_keys[] = {NULL, "verifier", "proof"};
@@ -353,20 +337,18 @@ int wire_join_parse(const char *line, wire_join_t *j, enum wire_refusal *refusal
         if (rc == -ENOENT)
             continue;
         if (j->auth != WIRE_AUTH_NONE) {
-            set_err_msg(why, cap, "JOIN carries both verifier= and proof=");
-            return -1;
+            return set_err(why, cap, -EPROTO, "JOIN carries both verifier= and proof=");
         }
-        if (rc != 0 || hex_decode(hex, j->mac, SHA256_BYTES) != 0) {
-            set_err_msg(why, cap, "%s= must be %d hex digits", auth_keys[a], 2 * SHA256_BYTES);
-            return -1;
+        if (rc != 0 || hex_decode(hex, j->mac, SHA256_BYTES) < 0) {
+            return set_err(why, cap, -EPROTO, "%s= must be %d hex digits", auth_keys[a],
+                           2 * SHA256_BYTES);
         }
         j->auth = a;
     }
     uint32_t dpauth = 1;
     int drc = ctl_get_u32(line, "dpauth", &dpauth);
     if ((drc != 0 && drc != -ENOENT) || dpauth > 1) {
-        set_err_msg(why, cap, "dpauth= must be 0 or 1");
-        return -1;
+        return set_err(why, cap, -EPROTO, "dpauth= must be 0 or 1");
     }
     j->no_dpauth = dpauth == 0;
     return 0;
@@ -385,7 +367,7 @@ int wire_joined_format(const wire_joined_t *j, char *line, size_t cap)
         n += snprintf(line + n, cap - (size_t)n, " contributors=%u", j->contributors);
     if (n >= 0 && (size_t)n < cap && j->dpauth)
         n += snprintf(line + n, cap - (size_t)n, " dpauth=1");
-    return n < 0 || (size_t)n >= cap ? -1 : 0;
+    return n < 0 || (size_t)n >= cap ? -ENOSPC : 0;
 }
 
 int wire_joined_parse(const char *line, wire_joined_t *j, char *why, size_t cap)
@@ -398,8 +380,7 @@ int wire_joined_parse(const char *line, wire_joined_t *j, char *why, size_t cap)
         ctl_get_u32(line, "port", &j->port) || ctl_get_u32(line, "base", &j->base) ||
         j->threads == 0 || j->id > UINT16_MAX || j->port > UINT16_MAX ||
         j->base >= j->threads) {
-        set_err_msg(why, cap, "unexpected answer from the switch: '%.100s'", line);
-        return -1;
+        return set_err(why, cap, -EPROTO, "unexpected answer from the switch: '%.100s'", line);
     }
     ctl_get_u32(line, "slots", &j->slots);
     ctl_get_u32(line, "elems", &j->elems);
@@ -407,18 +388,17 @@ int wire_joined_parse(const char *line, wire_joined_t *j, char *why, size_t cap)
     ctl_get(line, "protocol", proto, sizeof(proto));
     int crc = ctl_get_u32(line, "contributors", &j->contributors);
     if ((crc != 0 && crc != -ENOENT) || j->contributors > WIRE_MAX_CONTRIBUTORS) {
-        set_err_msg(why, cap, "bad contributors= in the switch's answer: '%.100s'", line);
-        return -1;
+        return set_err(why, cap, -EPROTO, "bad contributors= in the switch's answer: '%.100s'",
+                       line);
     }
     int drc = ctl_get_u32(line, "dpauth", &j->dpauth);
     if ((drc != 0 && drc != -ENOENT) || j->dpauth > 1) {
-        set_err_msg(why, cap, "bad dpauth= in the switch's answer: '%.100s'", line);
-        return -1;
+        return set_err(why, cap, -EPROTO, "bad dpauth= in the switch's answer: '%.100s'", line);
     }
     j->float_mode = strcmp(fmode, "native") == 0 ? INAGG_FLOAT_NATIVE : INAGG_FLOAT_FIXED;
     if (wire_protocol_parse(proto, &j->protocol) != 0) {
-        set_err_msg(why, cap, "unexpected protocol in the switch's answer: '%.100s'", line);
-        return -1;
+        return set_err(why, cap, -EPROTO, "unexpected protocol in the switch's answer: '%.100s'",
+                       line);
     }
     return 0;
 }

@@ -20,7 +20,9 @@
  *
  * The in-switch optimizer's configuration is one struct (wire_optimizer_t) with one encoder
  * and one decoder; the switch compares two joins' optimizers with wire_optimizer_equal().
- * Functions return 0, or -1 with a reason in the caller's buffer.
+ * Functions return 0, or a negative errno with a reason in the caller's buffer: -EPROTO for a
+ * malformed line, -EPROTONOSUPPORT for another protocol version or an unserved protocol,
+ * -ENOSPC when an encoded line does not fit.
  */
 #ifndef INAGG_WIRE_CTLMSG_H
 #define INAGG_WIRE_CTLMSG_H
@@ -119,7 +121,7 @@ typedef struct wire_join {
 
 enum wire_auth { WIRE_AUTH_NONE = 0, WIRE_AUTH_VERIFIER, WIRE_AUTH_PROOF };
 
-/* Encode a JOIN line. -1 if it does not fit in cap. */
+/* Encode a JOIN line. -ENOSPC if it does not fit in cap. */
 int wire_join_format(const wire_join_t *j, char *line, size_t cap);
 /* Decode a JOIN line: every field checked for syntax and range (job name 1..63 characters
  * without spaces or '='; world 1..INAGG_MAX_WORLD; rank < world; slots >= 1; elems
@@ -139,13 +141,14 @@ typedef struct wire_joined {
                               keys from this JOIN (wire/dpauth.h) */
 } wire_joined_t;
 
+/* Encode a JOINED line. -ENOSPC if it does not fit in cap. */
 int wire_joined_format(const wire_joined_t *j, char *line, size_t cap);
 int wire_joined_parse(const char *line, wire_joined_t *j, char *why, size_t why_cap);
 
 /* "fixed"/"native" and "switchml"/"p4sgd": the spellings of the JOIN and JOINED lines. */
 const char *wire_float_mode_name(uint32_t float_mode);
 const char *wire_protocol_name(uint32_t protocol);
-/* 0 and the value, or -1 for an unknown name. */
+/* 0 and the value, or -EINVAL for an unknown name. */
 int wire_protocol_parse(const char *name, uint32_t *protocol);
 
 #endif /* INAGG_WIRE_CTLMSG_H */

@@ -4,6 +4,7 @@
  * tag is the same either way. */
 #include "wire/dpauth.h"
 
+#include <errno.h>
 #include <openssl/evp.h>
 #include <pthread.h>
 #include <sodium.h>
@@ -19,7 +20,7 @@ enum { DPAUTH_SUBKEY_UP = 1 };
 static _Atomic uint32_t nonce_prefix;
 static _Atomic uint64_t nonce_counter;
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
-static int init_rc = -1;
+static int init_rc = -EIO; /* until sodium_init succeeds */
 
 /* OpenSSL's Poly1305 (NULL: libsodium's), and each thread's context of it. */
 static EVP_MAC *poly1305;
@@ -60,7 +61,7 @@ static void init_process(void)
         poly1305 = EVP_MAC_fetch(NULL, "POLY1305", NULL); /* NULL: not offered, libsodium's */
     new_prefix();
     /* a forked child seals under keys of its own, but never with its parent's nonces */
-    init_rc = pthread_atfork(NULL, NULL, new_prefix) == 0 ? 0 : -1;
+    init_rc = -pthread_atfork(NULL, NULL, new_prefix);
 }
 
 int dpauth_init(void)

@@ -47,7 +47,8 @@ typedef struct dpauth_keys {
 } dpauth_keys_t;
 
 /* libsodium's initialisation and the nonce counter's random prefix (once per process; safe
- * to call again, and from several threads). 0 or -1. */
+ * to call again, and from several threads). 0, or -EIO when libsodium cannot start, or
+ * -ENOMEM. */
 int dpauth_init(void);
 
 /* The keys of `rank` of job `job` from the job's verifier and the rank's JOIN nonce: `up`

@@ -4,6 +4,7 @@
  */
 #include "wire/fabricmsg.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -20,7 +21,7 @@ int wire_add_mode_parse(const char *name, uint32_t *add)
             *add = a;
             return 0;
         }
-    return -1;
+    return -EINVAL;
 }
 
 /* "all", "none", or 1..63 comma-separated interface names of 1..15 characters [A-Za-z0-9._@-] */
@@ -51,11 +52,11 @@ int wire_fabric_format(enum wire_verb verb, const wire_fabric_t *m, char *line, 
     if ((verb != WIRE_VERB_FABRIC && verb != WIRE_VERB_FABRIC_STATE) ||
         (verb == WIRE_VERB_FABRIC_STATE && (!m->has_ports || !m->has_add)) ||
         (m->has_ports && !ports_ok(m->ports)) || (m->has_add && m->add >= WIRE_ADD_COUNT))
-        return -1;
+        return -EINVAL;
     int n = snprintf(line, cap, "%s%s%s%s%s", wire_verb_name(verb),
                      m->has_ports ? " agg_ports=" : "", m->has_ports ? m->ports : "",
                      m->has_add ? " add=" : "", m->has_add ? wire_add_mode_name(m->add) : "");
-    return n < 0 || (size_t)n >= cap ? -1 : 0;
+    return n < 0 || (size_t)n >= cap ? -ENOSPC : 0;
 }
 
 int wire_fabric_parse(const char *line, wire_fabric_t *m, char *why, size_t why_cap)
@@ -63,15 +64,14 @@ int wire_fabric_parse(const char *line, wire_fabric_t *m, char *why, size_t why_
     memset(m, 0, sizeof(*m));
     enum wire_verb verb = wire_verb_of(line);
     if (verb != WIRE_VERB_FABRIC && verb != WIRE_VERB_FABRIC_STATE) {
-        set_err_msg(why, why_cap, "not a FABRIC line: '%.60s'", line);
-        return -1;
+        return set_err(why, why_cap, -EPROTO, "not a FABRIC line: '%.60s'", line);
     }
     const char *p = line + strlen(wire_verb_name(verb));
     for (int words = 0; *p; words++) {
         if (*p != ' ' || words >= 8) {
-            set_err_msg(why, why_cap, "expected FABRIC [agg_ports=IF,IF,...|all|none] "
-                                  "[add=any|fixed|float]");
-            return -1;
+            return set_err(why, why_cap, -EPROTO,
+                           "expected FABRIC [agg_ports=IF,IF,...|all|none] "
+                           "[add=any|fixed|float]");
         }
         p++;
         size_t len = strcspn(p, " ");
@@ -80,43 +80,41 @@ int wire_fabric_parse(const char *line, wire_fabric_t *m, char *why, size_t why_
         size_t vlen = eq ? len - klen - 1 : 0;
         char val[WIRE_FABRIC_PORTS_MAX];
         if (!eq || vlen == 0 || vlen >= sizeof(val)) {
-            set_err_msg(why, why_cap, "bad item '%.*s' (expected key=value)", (int)(len > 60 ? 60 : len), p);
-            return -1;
+            return set_err(why, why_cap, -EPROTO, "bad item '%.*s' (expected key=value)",
+                           (int)(len > 60 ? 60 : len), p);
         }
         memcpy(val, eq + 1, vlen);
         val[vlen] = '\0';
         if (klen == 9 && strncmp(p, "agg_ports", 9) == 0) {
             if (m->has_ports) {
-                set_err_msg(why, why_cap, "agg_ports given twice");
-                return -1;
+                return set_err(why, why_cap, -EPROTO, "agg_ports given twice");
             }
             if (!ports_ok(val)) {
-                set_err_msg(why, why_cap, "bad agg_ports '%.60s' (expected IF,IF,... of interface "
-                                      "names, all or none)", val);
-                return -1;
+                return set_err(why, why_cap, -EPROTO,
+                               "bad agg_ports '%.60s' (expected IF,IF,... of interface "
+                               "names, all or none)",
+                               val);
             }
             m->has_ports = 1;
             memcpy(m->ports, val, vlen + 1);
         } else if (klen == 3 && strncmp(p, "add", 3) == 0) {
             if (m->has_add) {
-                set_err_msg(why, why_cap, "add given twice");
-                return -1;
+                return set_err(why, why_cap, -EPROTO, "add given twice");
             }
             if (wire_add_mode_parse(val, &m->add) != 0) {
-                set_err_msg(why, why_cap, "bad add '%.20s' (expected any, fixed or float)", val);
-                return -1;
+                return set_err(why, why_cap, -EPROTO,
+                               "bad add '%.20s' (expected any, fixed or float)", val);
             }
             m->has_add = 1;
         } else {
-            set_err_msg(why, why_cap, "unknown key '%.*s' (FABRIC takes agg_ports= and add=)",
-                    (int)(klen > 30 ? 30 : klen), p);
-            return -1;
+            return set_err(why, why_cap, -EPROTO,
+                           "unknown key '%.*s' (FABRIC takes agg_ports= and add=)",
+                           (int)(klen > 30 ? 30 : klen), p);
         }
         p += len;
     }
     if (verb == WIRE_VERB_FABRIC_STATE && (!m->has_ports || !m->has_add)) {
-        set_err_msg(why, why_cap, "FABRIC_STATE without agg_ports= or add=");
-        return -1;
+        return set_err(why, why_cap, -EPROTO, "FABRIC_STATE without agg_ports= or add=");
     }
     return 0;
 }

@@ -31,15 +31,15 @@ typedef struct wire_fabric {
     uint32_t add;                       /* enum wire_add_mode */
 } wire_fabric_t;
 
-/* "any" / "fixed" / "float", and back (0, or -1 for an unknown name). */
+/* "any" / "fixed" / "float", and back (0, or -EINVAL for an unknown name). */
 const char *wire_add_mode_name(uint32_t add);
 int wire_add_mode_parse(const char *name, uint32_t *add);
 
 /* Encode a FABRIC (verb WIRE_VERB_FABRIC: only the keys present) or FABRIC_STATE line (both
- * keys required). -1 if it does not fit in cap or a key is missing. */
+ * keys required). -ENOSPC if it does not fit in cap, -EINVAL if a key is missing. */
 int wire_fabric_format(enum wire_verb verb, const wire_fabric_t *m, char *line, size_t cap);
 /* Decode a FABRIC or FABRIC_STATE line: known keys only, each at most once, values checked
- * for syntax; a FABRIC_STATE line must carry both. 0, or -1 with the reason in why. */
+ * for syntax; a FABRIC_STATE line must carry both. 0, or -EPROTO with the reason in why. */
 int wire_fabric_parse(const char *line, wire_fabric_t *m, char *why, size_t why_cap);
 
 #endif /* INAGG_WIRE_FABRICMSG_H */

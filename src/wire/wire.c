@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 #include <string.h>
 
+#include "base/util.h"
 #include "inagg/version.h"
 
 static const char *const status_names[WIRE_STATUS_COUNT] = {
@@ -19,7 +20,7 @@ static const char *const status_names[WIRE_STATUS_COUNT] = {
 
 const char *wire_status_name(enum wire_status s)
 {
-    return (unsigned)s < WIRE_STATUS_COUNT ? status_names[s] : "unknown";
+    return util_name_of(status_names, WIRE_STATUS_COUNT, (unsigned)s);
 }
 
 static void put16(uint8_t *p, uint16_t v)

@@ -108,12 +108,12 @@ static void check_join(const char *line)
     CHECK(wire_join_parse(out, &again, &why_kind, why, sizeof(why)) == 0);
     CHECK(join_equal(&j, &again));
 
-    /* "-1 if it does not fit in cap": into heap buffers of exactly 1 .. len + 1 bytes. */
+    /* "-ENOSPC if it does not fit in cap": into heap buffers of exactly 1 .. len + 1 bytes. */
     for (size_t cap = 1; cap <= len + 1; cap++) {
         char *b = malloc(cap);
         CHECK(b != NULL);
         int rc = wire_join_format(&j, b, cap);
-        CHECK(rc == (cap > len ? 0 : -1));
+        CHECK(rc == (cap > len ? 0 : -ENOSPC));
         if (rc == 0)
             CHECK(strcmp(b, out) == 0);
         free(b);

@@ -22,6 +22,7 @@
 #include <zfp.h>
 
 #include "base/util.h"
+#include "cli/bench_opts.h"
 #include "cli/commands.h"
 #include "bench/samples.h"
 #include "cli/flags.h"
@@ -502,76 +503,84 @@ static void usage(FILE *out)
             BC_MAX_THREADS);
 }
 
-/* The options (defaults, then argv) into o; *data_given: --data was named. 0 to run, 1 after
- * --help, 2 after a usage error (said). */
+/* What the own-flag parser writes to. */
+typedef struct bc_parse_ctx {
+    bc_opts_t *o;
+    int data_given;
+} bc_parse_ctx_t;
+
+/* --data: normal, exponential or both. 0, or 2 after a message. */
+static int parse_data(const char *text, bc_parse_ctx_t *pc)
+{
+    static const char *const names[] = {"normal", "exponential", "both"};
+    for (unsigned i = 0; i < 3; i++) {
+        if (strcmp(text, names[i]) == 0) {
+            pc->o->data_mask = i + 1;
+            pc->data_given = 1;
+            return 0;
+        }
+    }
+    fprintf(stderr, BC_CMD ": --data must be normal, exponential or both\n");
+    return 2;
+}
+
+/* The compression benchmark's own flags (bench_own_flag_fn). */
+static int parse_own_flag(void *ctx, int c)
+{
+    bc_parse_ctx_t *pc = ctx;
+    bc_opts_t *o = pc->o;
+    uint64_t v;
+    switch (c) {
+    case 'e':
+        if (cli_parse_u64(BC_CMD, "--elems", optarg, 1048576, 1ull << 28, &v) < 0) return 2;
+        o->elems = (size_t)v;
+        return 0;
+    case 'c':
+        if (cli_parse_u64(BC_CMD, "--chunk", optarg, 4, CODEC_MAX_ELEMS, &v) < 0) return 2;
+        if (v % 4) {
+            fprintf(stderr, BC_CMD ": --chunk must be a multiple of 4 (ZFP's block)\n");
+            return 2;
+        }
+        o->chunk = (size_t)v;
+        return 0;
+    case 't':
+        if (cli_parse_u64(BC_CMD, "--threads", optarg, 1, BC_MAX_THREADS, &v) < 0) return 2;
+        o->threads = (uint32_t)v;
+        return 0;
+    case 'k':
+        if (cli_parse_u64(BC_CMD, "--repeats", optarg, 1, 64, &v) < 0) return 2;
+        o->repeats = (uint32_t)v;
+        return 0;
+    case 'i':
+        if (o->ninputs == BC_MAX_INPUTS) {
+            fprintf(stderr, BC_CMD ": at most %d --input files\n", BC_MAX_INPUTS);
+            return 2;
+        }
+        o->inputs[o->ninputs++] = optarg;
+        return 0;
+    case 'd': return parse_data(optarg, pc);
+    default: return -1;
+    }
+}
+
+/* The options with their defaults, then argv's. 0, 1 after --help, 2 after a usage error. */
 static int parse_args(int argc, char **argv, bc_opts_t *o, int *data_given)
 {
     *o = (bc_opts_t){.elems = 2097152, .chunk = 4096, .threads = 2, .repeats = 3,
                       .seed = 1, .data_mask = 3};
-    static const struct option longopts[] = {
+    static const struct option own[] = {
         {"elems", required_argument, 0, 'e'},   {"chunk", required_argument, 0, 'c'},
         {"threads", required_argument, 0, 't'}, {"repeats", required_argument, 0, 'k'},
-        {"data", required_argument, 0, 'd'},    {"seed", required_argument, 0, 's'},
-        {"json", required_argument, 0, 'j'},    {"plot", required_argument, 0, 'p'},
-        {"input", required_argument, 0, 'i'},   {"help", no_argument, 0, 'h'},
+        {"data", required_argument, 0, 'd'},    {"input", required_argument, 0, 'i'},
         {0, 0, 0, 0}};
-    *data_given = 0;
-    int c;
-    uint64_t v;
-    optind = 1;
-    opterr = 0; /* cli_bad_option says it, in the one wording */
-    while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
-        switch (c) {
-        case 'e':
-            if (cli_parse_u64(BC_CMD, "--elems", optarg, 1048576, 1ull << 28, &v)) return 2;
-            o->elems = (size_t)v;
-            break;
-        case 'c':
-            if (cli_parse_u64(BC_CMD, "--chunk", optarg, 4, CODEC_MAX_ELEMS, &v)) return 2;
-            if (v % 4) {
-                fprintf(stderr, BC_CMD ": --chunk must be a multiple of 4 (ZFP's block)\n");
-                return 2;
-            }
-            o->chunk = (size_t)v;
-            break;
-        case 't':
-            if (cli_parse_u64(BC_CMD, "--threads", optarg, 1, BC_MAX_THREADS, &v)) return 2;
-            o->threads = (uint32_t)v;
-            break;
-        case 'k':
-            if (cli_parse_u64(BC_CMD, "--repeats", optarg, 1, 64, &v)) return 2;
-            o->repeats = (uint32_t)v;
-            break;
-        case 'i':
-            if (o->ninputs == BC_MAX_INPUTS) {
-                fprintf(stderr, BC_CMD ": at most %d --input files\n", BC_MAX_INPUTS);
-                return 2;
-            }
-            o->inputs[o->ninputs++] = optarg;
-            break;
-        case 'd':
-            *data_given = 1;
-            if (strcmp(optarg, "normal") == 0) o->data_mask = 1;
-            else if (strcmp(optarg, "exponential") == 0) o->data_mask = 2;
-            else if (strcmp(optarg, "both") == 0) o->data_mask = 3;
-            else {
-                fprintf(stderr, BC_CMD ": --data must be normal, exponential or both\n");
-                return 2;
-            }
-            break;
-        case 's':
-            if (cli_parse_u64(BC_CMD, "--seed", optarg, 0, UINT64_MAX, &v)) return 2;
-            o->seed = v;
-            break;
-        case 'j': o->json_path = optarg; break;
-        case 'p': o->plot_path = optarg; break;
-        case 'h': usage(stdout); return 1;
-        default: return cli_bad_option(BC_CMD, c, argv);
-        }
-    }
-    if (cli_no_extra_args(BC_CMD, argc, argv, optind))
-        return 2;
-    return 0;
+    bench_opts_t b = {.cmd = BC_CMD, .seed = &o->seed, .json_path = &o->json_path,
+                      .plot_path = &o->plot_path};
+    bc_parse_ctx_t pc = {.o = o};
+    int rc = bench_opts_parse(&b, argc, argv, own, parse_own_flag, &pc, usage);
+    if (rc == 0 && cli_no_extra_args(BC_CMD, argc, argv, optind) < 0)
+        rc = 2;
+    *data_given = pc.data_given;
+    return rc;
 }
 
 int cmd_bench_compress(int argc, char **argv)

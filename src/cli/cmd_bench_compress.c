@@ -23,6 +23,7 @@
 #include "cli/commands.h"
 #include "cli/flags.h"
 #include "cli/output.h"
+#include "cli/plot.h"
 #include "codec/codec.h"
 #include "json/json.h"
 #include "launch/launch.h"
@@ -97,66 +98,36 @@ static int render_json(const bc_opts_t *o, const bc_result_t *r, size_t n)
 /* Ratio against RMS error, one series per data set and mode family (gnuplot). */
 static int render_plot(const bc_opts_t *o, const bc_result_t *r, size_t n)
 {
-    char gnuplot[4096];
-    if (launch_find_in_path("gnuplot", gnuplot, sizeof(gnuplot)) != 0) {
-        fprintf(stderr, BC_CMD ": --plot needs gnuplot (apt-get install gnuplot-nox)\n");
-        return -1;
-    }
-    char dir[] = "/tmp/inagg-bcplot-XXXXXX";
-    if (!mkdtemp(dir))
-        return -1;
-    char data[64], script[64];
-    snprintf(data, sizeof(data), "%s/data", dir);
-    snprintf(script, sizeof(script), "%s/plot.gp", dir);
     static const char *const fam[] = {"zfp:rate", "zfp:precision", "zfp:accuracy",
                                       "zfp:reversible", "fp16"};
-    FILE *f = fopen(data, "w");
-    FILE *g = f ? fopen(script, "w") : NULL;
-    int rc = -1, series = 0;
-    if (f && g) {
-        fprintf(g, "set terminal pngcairo size 900,560 font ',10'\nset output \"%s\"\n"
-                   "set title \"compression ratio against RMS error, chunks of %zu values\"\n"
-                   "set logscale x 10\nset logscale y 2\nset grid\nset key outside right\n"
-                   "set xlabel \"RMS error (generated data at scale 1e-3; captured data as sent)\"\n"
-                   "set ylabel \"ratio\"\nplot ",
-                o->plot_path, o->chunk);
-        for (size_t d = 0; d < BC_N_DATA; d++)
-            for (size_t m = 0; m < sizeof fam / sizeof *fam; m++) {
-                int any = 0;
-                for (size_t i = 0; i < n; i++)
-                    if (strcmp(r[i].data, bc_data[d]) == 0 &&
-                        strncmp(r[i].mode, fam[m], strlen(fam[m])) == 0) {
-                        fprintf(f, "%.6g %.6g\n", r[i].rms_err > 0 ? r[i].rms_err : 1e-12,
-                                r[i].ratio);
-                        any = 1;
-                    }
-                if (!any)
-                    continue;
-                fprintf(f, "\n\n");
-                fprintf(g, "%s\"%s\" index %d with linespoints title \"%s %s\"",
-                        series ? ", " : "", data, series, bc_data[d], fam[m]);
-                series++;
-            }
-        fprintf(g, "\n");
-        fclose(f);
-        fclose(g);
-        f = g = NULL;
-        char *argv[] = {gnuplot, script, NULL};
-        launch_spec_t s = {.argv = argv, .in = LAUNCH_DEVNULL, .out = LAUNCH_INHERIT,
-                           .err = LAUNCH_INHERIT};
-        char err[256];
-        rc = launch_run(&s, 30000, err, sizeof(err));
-        if (rc != 0)
-            fprintf(stderr, BC_CMD ": gnuplot: %s\n", err);
-    }
-    if (f)
-        fclose(f);
-    if (g)
-        fclose(g);
-    unlink(data);
-    unlink(script);
-    rmdir(dir);
-    return rc;
+    cli_plot_t p;
+    int rc = cli_plot_open(&p, BC_CMD), series = 0;
+    if (rc < 0)
+        return rc;
+    fprintf(p.scriptf, "set terminal pngcairo size 900,560 font ',10'\nset output \"%s\"\n"
+            "set title \"compression ratio against RMS error, chunks of %zu values\"\n"
+            "set logscale x 10\nset logscale y 2\nset grid\nset key outside right\n"
+            "set xlabel \"RMS error (generated data at scale 1e-3; captured data as sent)\"\n"
+            "set ylabel \"ratio\"\nplot ", o->plot_path, o->chunk);
+    for (size_t d = 0; d < BC_N_DATA; d++)
+        for (size_t m = 0; m < sizeof fam / sizeof *fam; m++) {
+            int any = 0;
+            for (size_t i = 0; i < n; i++)
+                if (strcmp(r[i].data, bc_data[d]) == 0 &&
+                    strncmp(r[i].mode, fam[m], strlen(fam[m])) == 0) {
+                    fprintf(p.dataf, "%.6g %.6g\n", r[i].rms_err > 0 ? r[i].rms_err : 1e-12,
+                            r[i].ratio);
+                    any = 1;
+                }
+            if (!any)
+                continue;
+            fprintf(p.dataf, "\n\n");
+            fprintf(p.scriptf, "%s\"%s\" index %d with linespoints title \"%s %s\"",
+                    series ? ", " : "", p.data, series, bc_data[d], fam[m]);
+            series++;
+        }
+    fprintf(p.scriptf, "\n");
+    return cli_plot_run(&p, o->plot_path);
 }
 
 /* ---- the command ------------------------------------------------------------------------ */

@@ -88,7 +88,4 @@ void train_summary(run_t *r, double total_s);
 int train_write_json(run_t *r, double total_s);
 int train_write_plot(run_t *r);
 
-/* Where gnuplot is, into buf. 0, or -1 after a message that it is not installed. */
-int train_find_gnuplot(char *buf, size_t len);
-
 #endif /* INAGG_CLI_TRAIN_H */

@@ -33,6 +33,7 @@
 #include "base/util.h"
 #include "cli/commands.h"
 #include "bench/harness.h"
+#include "cli/plot.h"
 #include "cli/train.h"
 #include "glm/collective.h"
 #include "glm/dataset.h"
@@ -683,11 +684,8 @@ int cmd_train(int argc, char **argv)
     int is_rank0 = !o.switch_addr || o.rank == 0;
     run.tty = isatty(STDERR_FILENO) && is_rank0;
 
-    if (o.plot_path) {
-        char g[4096];
-        if (train_find_gnuplot(g, sizeof(g)) != 0)
-            return 1;
-    }
+    if (o.plot_path && cli_plot_available("inagg train") < 0)
+        return 1;
     if (o.report_lines) {
         /* One rank of a testbed run: report lines on stdout for the parent to render. */
         worker_ctx_t w = {NULL, STDOUT_FILENO, (uint32_t)o.rank, 0};

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "base/errmsg.h"
+#include "bench/subrun.h"
 #include "cli/model_cli.h"
 #include "cli/flags.h"
 #include "cli/output.h"
@@ -25,10 +26,6 @@
 #define TARGET 0.15
 #define MAX_ROWS 64
 #define CASE_TIMEOUT_S 420u
-
-int model_read_file(const char *path, char **text);
-int model_run_inagg(char *const *args, const char *json_path, unsigned timeout_s,
-                    char *err, size_t errlen);
 
 /* One testbed run: its hosts, links, sizes, and what it varies. */
 typedef struct vcase {
@@ -115,12 +112,12 @@ static int bench_has_leaves(const char *dir)
     snprintf(json, sizeof(json), "%s/help", dir);
     char *args[] = {"inagg", "bench", "allreduce", "--help", NULL};
     char err[256];
-    if (model_run_inagg(args, json, 30, err, sizeof(err)) != 0)
+    if (bench_run_self(args, json, 30, err, sizeof(err)) < 0)
         return 0;
     char logp[4300], *text = NULL;
     snprintf(logp, sizeof(logp), "%s.log", json);
     int has = 0;
-    if (model_read_file(logp, &text) == 0) {
+    if (bench_read_file(logp, &text) >= 0) {
         has = strstr(text, "--leaves") != NULL && strstr(text, "--hosts-per-leaf") != NULL;
         free(text);
     }
@@ -270,7 +267,7 @@ static int run_case(const vcase_t *c, int quick, const char *dir, const model_ca
     if (c->slow)
         setenv("INAGG_TESTBED_SLOW_HOST", c->slow, 1);
     char err[600];
-    int rc = model_run_inagg(args, json, CASE_TIMEOUT_S, err, sizeof(err));
+    int rc = bench_run_self(args, json, CASE_TIMEOUT_S, err, sizeof(err));
     unsetenv("INAGG_CODEC_HELPER");
     unsetenv("INAGG_TESTBED_SLOW_HOST");
     if (rc != 0) {
@@ -278,7 +275,7 @@ static int run_case(const vcase_t *c, int quick, const char *dir, const model_ca
         return strstr(err, "cannot build testbeds") || strstr(err, "status 3") ? -3 : -1;
     }
     char *text = NULL;
-    if (model_read_file(json, &text) != 0) {
+    if (bench_read_file(json, &text) < 0) {
         fprintf(stderr, MODEL_CMD " " SUB ": %s: no report\n", c->name);
         return -1;
     }

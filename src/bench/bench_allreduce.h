@@ -165,14 +165,14 @@ void ar_effective_rto(const ar_opts_t *o, uint32_t *rto_us, uint32_t *min_us, ui
 /* rep as one JSON line on stdout (single-rank mode). */
 void ar_rank_print(const ar_opts_t *o, const ar_rank_report_t *rep);
 
-/* A rank's JSON line (inagg's or tools/gloo_allreduce.py's) into rep. 0, or -1. */
+/* A rank's JSON line (inagg's or tools/gloo_allreduce.py's) into rep. 0, or -EINVAL. */
 int ar_rank_parse(const char *text, ar_rank_report_t *rep);
 
 /* ---- run (bench_allreduce_run.c) ---- */
 
 /* Every size, every system, locally or on a testbed built and taken down here. 0 when the run
- * produced results (each system's own success is in its result), -1 when it could not run,
- * -3 when the testbed cannot be built on this machine (said on stderr). */
+ * produced results (each system's own success is in its result), else a negative errno after
+ * a message: -EOPNOTSUPP when the testbed cannot be built on this machine. */
 int ar_run(const ar_opts_t *o, ar_run_t *run);
 
 /* The slowest rank's time per iteration into r (median, min, max), verification, checksums,

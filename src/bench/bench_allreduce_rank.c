@@ -40,7 +40,7 @@ static int build_expected(const ar_opts_t *o, expected_t *ex)
     if (!o->dtype_float) {
         ex->i32 = malloc(n * sizeof(int32_t));
         if (!ex->i32)
-            return -1;
+            return -ENOMEM;
         for (uint64_t i = 0; i < n; i++)
             ex->i32[i] = bench_expected_i32(o->seed, o->workers, i);
         return 0;
@@ -52,7 +52,7 @@ static int build_expected(const ar_opts_t *o, expected_t *ex)
     float *tmp = malloc(o->packet_elems * sizeof(float));
     if (!ex->f64 || !ex->abs || !ex->exp || !tmp) {
         free(tmp);
-        return -1;
+        return -ENOMEM;
     }
     for (uint64_t i = 0; i < n; i++) {
         double a;
@@ -100,7 +100,7 @@ static int next_order(uint32_t *p, uint32_t w)
 }
 
 /* The chunk's sum of the decoded contributions y (w rows of len) in rank order p, coded and
- * decoded as the switch does, into out. 0 or -1. */
+ * decoded as the switch does, into out. 0, or -EIO. */
 static int code_sum(codec_ctx_t *c, const float *y, uint32_t w, const uint32_t *p, size_t len,
                     float *out, uint8_t *buf, size_t cap)
 {
@@ -109,7 +109,7 @@ static int code_sum(codec_ctx_t *c, const float *y, uint32_t w, const uint32_t *
         for (size_t k = 0; k < len; k++)
             out[k] += y[(size_t)p[r] * len + k];
     long l = codec_encode(c, out, len, buf, cap);
-    return l < 0 || codec_decode(c, buf, (size_t)l, out, len, NULL, 0) != 0 ? -1 : 0;
+    return l < 0 || codec_decode(c, buf, (size_t)l, out, len, NULL, 0) != 0 ? -EIO : 0;
 }
 
 /* A compressed job's offline reference and the error allowed per element, chunk by chunk as
@@ -126,7 +126,7 @@ static int build_reference(const ar_opts_t *o, expected_t *ex)
 {
     codec_spec_t s;
     if (codec_parse(o->compress, &s, NULL, 0) != 0)
-        return -1;
+        return -EINVAL;
     const uint32_t w = o->workers, pe = o->packet_elems;
     uint64_t n = o->elems, nchunks = (n + pe - 1) / pe;
     size_t cap = codec_max_bytes(&s, pe);
@@ -393,7 +393,7 @@ done:
     free(send);
     free(recv);
     free_expected(&ex);
-    return rc == INAGG_OK && rep->verified ? 0 : -1;
+    return rc == INAGG_OK && rep->verified ? 0 : -EIO;
 }
 
 void ar_rank_print(const ar_opts_t *o, const ar_rank_report_t *rep)
@@ -451,19 +451,20 @@ void ar_rank_print(const ar_opts_t *o, const ar_rank_report_t *rep)
     json_free(&w);
 }
 
-/* "key":[n, n, ...] from text into v[max]; the count, or -1 when the key is absent. */
+/* "key":[n, n, ...] from text into v[max]; the count, or -ENOENT when the key is absent
+ * (-EINVAL: not a list of numbers). */
 static int find_number_array(const char *text, const char *key, double *v, uint32_t max)
 {
     char pat[64];
     snprintf(pat, sizeof(pat), "\"%s\"", key);
     const char *p = strstr(text, pat);
     if (!p)
-        return -1;
+        return -ENOENT;
     p += strlen(pat);
     while (*p == ' ' || *p == ':')
         p++;
     if (*p != '[')
-        return -1;
+        return -EINVAL;
     p++;
     int n = 0;
     for (;;) {
@@ -474,7 +475,7 @@ static int find_number_array(const char *text, const char *key, double *v, uint3
         char *end;
         double x = strtod(p, &end);
         if (end == p)
-            return -1;
+            return -EINVAL;
         if ((uint32_t)n < max)
             v[n++] = x;
         p = end;
@@ -488,19 +489,19 @@ int ar_rank_parse(const char *text, ar_rank_report_t *rep)
     double v;
     char sum[32];
     if (json_find_number(text, "rank", &v) != 0)
-        return -1;
+        return -EINVAL;
     rep->rank = (int32_t)v;
     int verified = 0;
     if (json_find_bool(text, "verified", &verified) != 0)
-        return -1;
+        return -EINVAL;
     rep->verified = verified;
     int n = find_number_array(text, "times_s", rep->times_s, AR_MAX_ITERS);
     if (n < 0)
-        return -1;
+        return n;
     rep->iters = (uint32_t)n;
     if (json_find_number(text, "t_start", &rep->t_start) != 0 ||
         json_find_number(text, "t_end", &rep->t_end) != 0)
-        return -1;
+        return -EINVAL;
     if (json_find_number(text, "t_fail", &rep->t_fail) != 0)
         rep->t_fail = 0;
     if (json_find_number(text, "cpu_s", &rep->cpu_s) != 0)

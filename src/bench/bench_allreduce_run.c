@@ -135,7 +135,7 @@ out:
 
 /* Run one command per rank, rank k in host h(k+1) of the testbed (or locally when argv_of
  * builds local command lines), and parse each one's JSON report. The ranks' common window is
- * in t0/t1. 0, or -1 with r->error set. */
+ * in t0/t1. 0, or a negative errno with r->error set. */
 typedef int (*argv_fn)(ctx_t *c, uint32_t rank, char **argv, size_t cap, char *store,
                        size_t store_len);
 
@@ -299,7 +299,7 @@ static int inagg_rank_argv(ctx_t *c, uint32_t rank, char **argv, size_t cap, cha
         arg(&b, "--roce-psn");
         arg(&b, "%s", o->roce_psn);
     }
-    return b.full ? -1 : 0;
+    return b.full ? -E2BIG : 0;
 }
 
 static void run_inagg_testbed(ctx_t *c, ar_sys_result_t *r)
@@ -374,7 +374,7 @@ static int gloo_rank_argv(ctx_t *c, uint32_t rank, char **argv, size_t cap, char
     arg(&b, "%llu", (unsigned long long)o->seed);
     arg(&b, "--timeout-s");
     arg(&b, "%u", time_limit_s(c));
-    return b.full ? -1 : 0;
+    return b.full ? -E2BIG : 0;
 }
 
 /* A TCP port free on loopback now (for the local TCPStore), or GLOO_PORT. */
@@ -586,11 +586,11 @@ static int run_testbed(ar_run_t *run, ctx_t *c)
     if (launch_testbed_find(tb->tool, sizeof(tb->tool)) != 0) {
         fprintf(stderr, AR_CMD ": tools/testbed not found (tried %s; set INAGG_TESTBED_TOOL)\n",
                 tb->tool[0] ? tb->tool : "../tools/testbed beside the binary");
-        return -1;
+        return -ENOENT;
     }
     if (launch_testbed_sibling(tb, "testbed-rsh", c->rsh, sizeof(c->rsh)) != 0) {
         fprintf(stderr, AR_CMD ": tools/testbed-rsh is missing beside %s\n", tb->tool);
-        return -1;
+        return -ENOENT;
     }
     launch_testbed_reap_stale(tb->tool);
     char name[16], err[1024];
@@ -610,12 +610,8 @@ static int run_testbed(ar_run_t *run, ctx_t *c)
                                run->o->loss, err, sizeof(err));
     if (rc != 0) {
         launch_testbed_unguard();
-        if (rc == -EOPNOTSUPP) {
-            fprintf(stderr, AR_CMD ": %s\n", err);
-            return -3;
-        }
         fprintf(stderr, AR_CMD ": %s\n", err);
-        return -1;
+        return rc == -EOPNOTSUPP ? rc : -EIO;
     }
     run->on_testbed = 1;
     ar_link_defaults(&run->opts, tb->mtu, tb->link_bps, run->defaults_note,
@@ -654,7 +650,7 @@ int ar_run(const ar_opts_t *o, ar_run_t *run)
     run->world = o->workers;
     ctx_t *c = calloc(1, sizeof(*c));
     if (!c)
-        return -1;
+        return -ENOMEM;
     c->run = run;
     c->sw_err_fd = -1;
     ssize_t n = readlink("/proc/self/exe", c->self, sizeof(c->self) - 1);

@@ -170,7 +170,8 @@ static void *coder(void *arg)
     return NULL;
 }
 
-/* Encode (decode = 0) or decode every chunk on nthreads threads: seconds, or -1. */
+/* Encode (decode = 0) or decode every chunk on nthreads threads: seconds, or -1 (a time, not an error code:
+ * a coder failed). */
 static double run_coders(job_t *base, uint32_t nthreads, int decode)
 {
     job_t jobs[BC_MAX_THREADS];
@@ -192,7 +193,7 @@ static double run_coders(job_t *base, uint32_t nthreads, int decode)
     return failed ? -1 : (double)(util_now_ns() - t0) * 1e-9;
 }
 
-/* libzfp's own round trip of the whole array in the same mode into ref. 0 or -1. */
+/* libzfp's own round trip of the whole array in the same mode into ref. 0, or -EIO. */
 static int offline_zfp(const codec_spec_t *s, const float *x, size_t n, float *ref)
 {
     zfp_field *f = zfp_field_1d((void *)x, zfp_type_float, n);
@@ -214,7 +215,7 @@ static int offline_zfp(const codec_spec_t *s, const float *x, size_t n, float *r
         zfp_stream_set_bit_stream(z, bs);
         if (zfp_compress(z, f) > 0) {
             zfp_stream_rewind(z);
-            rc = zfp_decompress(z, g) > 0 ? 0 : -1;
+            rc = zfp_decompress(z, g) > 0 ? 0 : -EIO;
         }
         stream_close(bs);
     }
@@ -238,7 +239,7 @@ static int measure(const bc_opts_t *o, const char *mode, const char *data, const
     res->values = o->elems;
     job_t j = {.o = o, .x = x, .y = y};
     if (codec_parse(mode, &j.spec, NULL, 0) != 0)
-        return -1;
+        return -EINVAL;
     j.nchunks = (o->elems + o->chunk - 1) / o->chunk;
     j.cap = codec_max_bytes(&j.spec, o->chunk);
     j.buf = malloc(j.nchunks * j.cap);
@@ -246,13 +247,13 @@ static int measure(const bc_opts_t *o, const char *mode, const char *data, const
     if (!j.buf || !j.len) {
         free(j.buf);
         free(j.len);
-        return -1;
+        return -ENOMEM;
     }
     /* One untimed pass each way (first touch of the buffers), which also sizes the timed runs:
      * enough passes over the data set for at least 0.2 s on one thread each way. */
     j.passes = 1;
     double t_enc = run_coders(&j, 1, 0), t_dec = t_enc > 0 ? run_coders(&j, 1, 1) : -1;
-    int rc = t_enc > 0 && t_dec > 0 ? 0 : -1;
+    int rc = t_enc > 0 && t_dec > 0 ? 0 : -EIO;
     double once = t_enc < t_dec ? t_enc : t_dec;
     j.passes = once > 0 && once < 0.2 ? (uint32_t)(0.2 / once) + 1 : 1;
     if (j.passes > 1000)
@@ -265,7 +266,7 @@ static int measure(const bc_opts_t *o, const char *mode, const char *data, const
             enc[t][k] = run_coders(&j, tcount[t], 0);
             dec[t][k] = run_coders(&j, tcount[t], 1);
             if (enc[t][k] <= 0 || dec[t][k] <= 0)
-                rc = -1;
+                rc = -EIO;
         }
     for (int t = 0; t < 2 && rc == 0; t++) {
         double bytes = (double)o->elems * 4.0 * j.passes;

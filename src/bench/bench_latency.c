@@ -258,7 +258,7 @@ static int testbed_rank_argv(const lat_opts_t *o, const launch_tbjob_t *j, const
                    "--protocol", (char *)lat_proto_name(o), "--report-file", (char *)report,
                    "--poll", o->poll ? (char *)o->poll : "sleep",
                    o->faults ? "--faults" : NULL, (char *)o->faults, NULL};
-    return launch_testbed_argv(&j->tb, t->host, cmd, argv, cap) ? 0 : -1;
+    return launch_testbed_argv(&j->tb, t->host, cmd, argv, cap) ? 0 : -E2BIG;
 }
 
 /* The workers, one per host of the testbed, against j's switch; as run_workers. */
@@ -323,7 +323,7 @@ out:
 }
 
 /* The medium's floor on testbed j: a UDP ping-pong from every host to the switch namespace
- * with datagrams of inagg's packet size (header, MAC and the elements). 0, or -1 after a
+ * with datagrams of inagg's packet size (header, MAC and the elements). 0, or -EIO after a
  * message: a testbed run without its floor fails. */
 static int measure_floor(const lat_opts_t *o, const launch_tbjob_t *j, lat_result_t *res)
 {
@@ -336,7 +336,7 @@ static int measure_floor(const lat_opts_t *o, const launch_tbjob_t *j, lat_resul
     if (bench_floor_measure(j, self, size, o->iters, o->warmup, &res->floor, err,
                             sizeof(err)) != 0) {
         fprintf(stderr, "inagg bench latency: the floor could not be measured: %s\n", err);
-        return -1;
+        return -EIO;
     }
     res->have_floor = 1;
     res->floor_ratio = res->p50 / res->floor.p50_us;
@@ -344,7 +344,7 @@ static int measure_floor(const lat_opts_t *o, const launch_tbjob_t *j, lat_resul
 }
 
 /* Switch, workers, percentiles, the MPI baseline (placed by mpi: NULL on loopback). With j
- * the testbed is up and j's switch runs. 0, or -1 when nothing could be run. */
+ * the testbed is up and j's switch runs. 0, or -EIO when nothing could be run. */
 int lat_run(const lat_opts_t *o, launch_tbjob_t *j, lat_result_t *res)
 {
     memset(res, 0, sizeof(*res));
@@ -355,7 +355,7 @@ int lat_run(const lat_opts_t *o, launch_tbjob_t *j, lat_result_t *res)
         switch_pid = bench_switch_begin("inagg bench latency", o->switch_addr, 1, o->timeout_ms,
                                         addr, sizeof(addr));
         if (switch_pid < 0)
-            return -1;
+            return -EIO;
     }
     fprintf(stderr, "inagg bench latency: %u workers, %u %s elements, %s, %u operations%s%s...\n",
             o->workers, o->elems, o->dtype_float ? "float32" : "int32", lat_proto_name(o),
@@ -404,29 +404,27 @@ int lat_run(const lat_opts_t *o, launch_tbjob_t *j, lat_result_t *res)
     return 0;
 }
 
-/* --rank: one worker against --switch, its report into --report-file. 0 or 1. */
 int lat_run_single(const lat_opts_t *o)
 {
     int fd = open(o->report_file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (fd < 0) {
-        fprintf(stderr, "inagg bench latency: %s: %s\n", o->report_file, strerror(errno));
-        return 1;
+        int e = errno;
+        fprintf(stderr, "inagg bench latency: %s: %s\n", o->report_file, strerror(e));
+        return -e;
     }
     int rc = worker_main(o, o->rank, o->switch_addr, o->job, fd);
     if (close(fd) != 0)
         rc = 1;
-    return rc;
+    return rc == 0 ? 0 : -EIO;
 }
 
-/* Build the testbed and start its switch into *out (freed by the caller after
- * launch_tbjob_down). 0; 3 when testbeds cannot be built here; 1 on another failure. */
 int lat_testbed_up(const lat_opts_t *o, launch_tbjob_t **out)
 {
     launch_tbjob_t *j = calloc(1, sizeof(*j));
     char err[1024], self[PATH_MAX];
     if (!j) {
         fprintf(stderr, "inagg bench latency: out of memory\n");
-        return 1;
+        return -ENOMEM;
     }
     j->tb.fabric = o->fabric;
     j->tb.link_delay = o->link_delay;
@@ -440,7 +438,7 @@ int lat_testbed_up(const lat_opts_t *o, launch_tbjob_t **out)
     if (rc != 0) {
         fprintf(stderr, "inagg bench latency: %s\n", err);
         free(j);
-        return rc == -EOPNOTSUPP ? 3 : 1;
+        return rc < 0 ? rc : -EIO;
     }
     ssize_t sl = readlink("/proc/self/exe", self, sizeof(self) - 1);
     self[sl > 0 ? sl : 0] = '\0';
@@ -448,7 +446,7 @@ int lat_testbed_up(const lat_opts_t *o, launch_tbjob_t **out)
         fprintf(stderr, "inagg bench latency: %s\n", err);
         launch_tbjob_down(j);
         free(j);
-        return 1;
+        return -EIO;
     }
     *out = j;
     return 0;

@@ -61,14 +61,16 @@ typedef struct lat_result {
 const char *lat_proto_name(const lat_opts_t *o);
 
 /* Every iteration on the local ranks (j NULL) or the testbed's, then the MPI baseline when
- * asked. 0 with res filled, or -1 after a message. */
+ * asked. 0 with res filled, or a negative errno after a message. */
 int lat_run(const lat_opts_t *o, launch_tbjob_t *j, lat_result_t *res);
 
-/* --rank: one worker against --switch, its report into --report-file. 0 or 1. */
+/* --rank: one worker against --switch, its report into --report-file. 0, or a negative
+ * errno after a message (-EIO: the worker failed; its report says why). */
 int lat_run_single(const lat_opts_t *o);
 
 /* Build the testbed and start its switch into *out (freed by the caller after
- * launch_tbjob_down). 0; 3 when testbeds cannot be built here; 1 on another failure. */
+ * launch_tbjob_down). 0, or a negative errno after a message: -EOPNOTSUPP when testbeds
+ * cannot be built here (no root, no network namespaces). */
 int lat_testbed_up(const lat_opts_t *o, launch_tbjob_t **out);
 
 #endif /* INAGG_BENCH_BENCH_LATENCY_H */

@@ -13,6 +13,7 @@
  * cannot be built on this machine (not root, no network namespaces).
  */
 #include <signal.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,7 +53,7 @@ int cmd_bench_allreduce(int argc, char **argv)
     int rc = ar_run(&o, run);
     if (rc != 0) {
         free(run);
-        return rc == -3 ? 3 : 1;
+        return rc == -EOPNOTSUPP ? 3 : 1; /* 3: testbeds cannot be built here */
     }
     ar_render_text(o.json_path && strcmp(o.json_path, "-") == 0 ? stderr : stdout, run);
     int ok = ar_run_ok(run);

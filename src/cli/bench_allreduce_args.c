@@ -155,19 +155,19 @@ static int bad(const char *fmt, ...)
     return 2;
 }
 
-/* A size with an optional K/M/G suffix (powers of 1024), a multiple of 4 bytes. 0, or -1. */
+/* A size with an optional K/M/G suffix (powers of 1024), a multiple of 4 bytes. 0, or -EINVAL. */
 static int parse_size(const char *text, size_t len, uint64_t *bytes)
 {
     char buf[32];
     if (len == 0 || len >= sizeof(buf))
-        return -1;
+        return -EINVAL;
     memcpy(buf, text, len);
     buf[len] = '\0';
     char *end;
     errno = 0;
     unsigned long long v = strtoull(buf, &end, 10);
     if (end == buf || errno || buf[0] == '-')
-        return -1;
+        return -EINVAL;
     uint64_t mul = 1;
     if (*end == 'K' || *end == 'k')
         mul = 1ull << 10;
@@ -180,9 +180,9 @@ static int parse_size(const char *text, size_t len, uint64_t *bytes)
     if (*end == 'B' || *end == 'b')
         end++;
     if (*end || v == 0 || v > (16ull << 30) / mul)
-        return -1;
+        return -EINVAL;
     *bytes = v * mul;
-    return *bytes % 4 == 0 ? 0 : -1;
+    return *bytes % 4 == 0 ? 0 : -EINVAL;
 }
 
 static int cmp_u64(const void *a, const void *b)
@@ -207,7 +207,7 @@ static int parse_sizes(const char *text, ar_opts_t *o)
             fprintf(stderr, AR_CMD ": --sizes takes up to %d sizes in bytes per rank, each a "
                     "multiple of 4 with an optional K/M/G, e.g. --sizes=64K,1M,16M; got '%s'\n",
                     AR_MAX_SIZES, text);
-            return -1;
+            return -EINVAL;
         }
         o->sizes[o->nsizes++] = b;
         if (!comma)
@@ -241,7 +241,7 @@ static int parse_baselines(const char *text, ar_opts_t *o)
         if (found < 0) {
             fprintf(stderr, AR_CMD ": --baseline is none or a comma-separated list of mpi, "
                     "mpi-ring and gloo (each once), got '%s'\n", text);
-            return -1;
+            return -EINVAL;
         }
         o->base[o->nbase++] = (ar_system_t)found;
         if (!comma)

@@ -246,7 +246,7 @@ static void render_text(FILE *table, const lat_opts_t *o, const lat_result_t *r)
                 r->speedup);
 }
 
-/* The --json object. 0, or -1 when it could not be written. */
+/* The --json object. 0, or a negative errno when it could not be written. */
 static int render_json(const lat_opts_t *o, const lat_result_t *r)
 {
     json_writer_t w;

@@ -203,7 +203,7 @@ static void render_text(FILE *table, const optb_opts_t *o, const optb_result_t *
             optb_run_names[r->base_run]);
 }
 
-/* The --json object. 0, or -1 when it could not be written. */
+/* The --json object. 0, or a negative errno when it could not be written. */
 static int render_json(const optb_opts_t *o, const optb_result_t *r)
 {
     json_writer_t w;

@@ -62,12 +62,12 @@ static void usage(FILE *out)
 static int parse_uint(const char *s, unsigned long lo, unsigned long hi, unsigned long *out)
 {
     if (!s || !*s || *s == '-' || *s == '+')
-        return -1;
+        return -EINVAL;
     errno = 0;
     char *end;
     unsigned long v = strtoul(s, &end, 10);
     if (errno || *end || v < lo || v > hi)
-        return -1;
+        return -EINVAL;
     *out = v;
     return 0;
 }
@@ -150,7 +150,7 @@ static void render_row(const char *label, const struct udp_run *r)
     fflush(stdout);
 }
 
-/* The --json object of the medians. 0, or -1 when it could not be written. */
+/* The --json object of the medians. 0, or a negative errno when it could not be written. */
 static int render_json(const struct udp_opts *o, const struct udp_run *med, int rcvbuf,
                        int sndbuf)
 {

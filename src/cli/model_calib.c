@@ -92,13 +92,13 @@ static int cal_allreduce(const char *dir, model_calib_t *c, char *err, size_t er
     char *args[] = {"inagg", "bench", "allreduce", "--workers", wk, "--elems", elems,
                     "--dtype", "int32", "--packet-elems", pk, "--iters", it, "--warmup", "1",
                     "--switch-threads", st, "--json", json, NULL};
-    if (bench_run_self(args, json, 120, err, errlen) < 0)
-        return -1;
+    int rc = bench_run_self(args, json, 120, err, errlen);
+    if (rc < 0)
+        return rc;
     char *text = NULL;
     if (bench_read_file(json, &text) < 0)
-        return set_err_msg(err, errlen, "no report from bench allreduce"), -1;
+        return set_err(err, errlen, -EPROTO, "no report from bench allreduce");
     double tat, sw = NAN, wkr = NAN, retx;
-    int rc = 0;
     const char *cpu = strstr(text, "\"cpu\"");
     if (cpu) {
         num(cpu, "switch", &sw);
@@ -106,8 +106,7 @@ static int cal_allreduce(const char *dir, model_calib_t *c, char *err, size_t er
     }
     if (num(text, "tat_s", &tat) ||
         num(text, "retransmissions", &retx) || !(tat > 0) || !(sw > 0) || !(wkr > 0)) {
-        set_err_msg(err, errlen, "bench allreduce's report lacks tat_s or cpu");
-        rc = -1;
+        rc = set_err(err, errlen, -EPROTO, "bench allreduce's report lacks tat_s or cpu");
     } else {
         /* cpu.* is percent of one core over the timed iterations (about iters x TAT) */
         double window = tat * CAL_ITERS;
@@ -145,13 +144,13 @@ static int cal_latency(const char *dir, int testbed, model_calib_t *c, char *err
     }
     if (rc != 0) {
         rc = bench_run_self(lo_args, json, 120, err, errlen);
-        if (rc != 0)
-            return -1;
+        if (rc < 0)
+            return rc;
         snprintf(c->where, sizeof(c->where), "loopback");
     }
     char *text = NULL;
     if (bench_read_file(json, &text) < 0)
-        return set_err_msg(err, errlen, "no report from bench latency"), -1;
+        return set_err(err, errlen, -EPROTO, "no report from bench latency");
     /* the first p50 is inagg's, the one after "baseline" MPI's */
     double p50 = NAN, mpi = NAN;
     num(text, "p50", &p50);
@@ -160,7 +159,7 @@ static int cal_latency(const char *dir, int testbed, model_calib_t *c, char *err
         num(b, "p50", &mpi);
     free(text);
     if (!(p50 > 0) || !(mpi > 0))
-        return set_err_msg(err, errlen, "bench latency's report lacks p50"), -1;
+        return set_err(err, errlen, -EPROTO, "bench latency's report lacks p50");
     c->hop_s = p50 * 1e-6 / 2.0;
     c->msg_s = mpi * 1e-6;
     fprintf(stderr, MODEL_CMD " " SUB ":   inagg p50 %.0f us (hop %.0f us), MPI p50 %.0f us "
@@ -174,11 +173,12 @@ static int cal_codec(const char *dir, model_calib_t *c, char *err, size_t errlen
     snprintf(json, sizeof(json), "%s/compress.json", dir);
     char *args[] = {"inagg", "bench", "compress", "--elems", "1048576", "--repeats", "3",
                     "--data", "normal", "--threads", "1", "--json", json, NULL};
-    if (bench_run_self(args, json, 180, err, errlen) < 0)
-        return -1;
+    int rc = bench_run_self(args, json, 180, err, errlen);
+    if (rc < 0)
+        return rc;
     char *text = NULL;
     if (bench_read_file(json, &text) < 0)
-        return set_err_msg(err, errlen, "no report from bench compress"), -1;
+        return set_err(err, errlen, -EPROTO, "no report from bench compress");
     c->ncodec = 0;
     for (size_t i = 0; i < sizeof(CAL_CODECS) / sizeof(CAL_CODECS[0]); i++) {
         char key[64];
@@ -202,7 +202,7 @@ static int cal_codec(const char *dir, model_calib_t *c, char *err, size_t errlen
     }
     free(text);
     if (c->ncodec == 0)
-        return set_err_msg(err, errlen, "bench compress reported none of the codec modes"), -1;
+        return set_err(err, errlen, -EPROTO, "bench compress reported none of the codec modes");
     return 0;
 }
 
@@ -239,19 +239,19 @@ static int write_calib(const model_calib_t *c, const char *path)
 int model_calib_read(const char *path, model_calib_t *c, char *err, size_t errlen)
 {
     char *text = NULL;
-    if (bench_read_file(path, &text) < 0)
-        return set_err_msg(err, errlen, "cannot read %s: %s (run `inagg model calibrate` first)",
-                       path, strerror(errno ? errno : EINVAL)), -1;
+    int rc = bench_read_file(path, &text);
+    if (rc < 0)
+        return set_err(err, errlen, rc, "cannot read %s: %s (run `inagg model calibrate` first)",
+                       path, strerror(-rc));
     memset(c, 0, sizeof(*c));
     double v[8];
     const char *keys[] = {"switch_pkt_s", "switch_threads", "worker_elem_s", "hop_s", "msg_s",
                           "stream_eff", "packet_elems", "overhead_bytes"};
     for (int i = 0; i < 8; i++)
         if (num(text, keys[i], &v[i]) != 0 || !(v[i] > 0) || !isfinite(v[i])) {
-            set_err_msg(err, errlen, "%s: no valid \"%s\" (a file written by inagg model "
-                    "calibrate?)", path, keys[i]);
             free(text);
-            return -1;
+            return set_err(err, errlen, -EINVAL, "%s: no valid \"%s\" (a file written by "
+                           "inagg model calibrate?)", path, keys[i]);
         }
     c->switch_pkt_s = v[0];
     c->switch_threads = (uint32_t)v[1];
@@ -305,9 +305,9 @@ int model_calib_params(const model_calib_t *c, double link_bps, const char *comp
                 p->agg_value_s = 2.0 / c->codec[i].dec_Bps + 2.0 / c->codec[i].enc_Bps;
                 return 0;
             }
-        return set_err_msg(err, errlen, "the parameters have no codec '%s' (calibrated: %s%s)",
-                       compress, c->ncodec ? c->codec[0].mode : "none",
-                       c->ncodec > 1 ? ", ..." : ""), -1;
+        return set_err(err, errlen, -ENOENT, "the parameters have no codec '%s' (calibrated: "
+                       "%s%s)", compress, c->ncodec ? c->codec[0].mode : "none",
+                       c->ncodec > 1 ? ", ..." : "");
     }
     return 0;
 }

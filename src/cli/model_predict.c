@@ -285,9 +285,9 @@ static int parse_systems(const char *text, int *mask)
                 found = 1;
             }
         if (!found)
-            return -1;
+            return -EINVAL;
     }
-    return *mask ? 0 : -1;
+    return *mask ? 0 : -EINVAL;
 }
 
 /* The flags that become model parameters once the calibration is known. */

@@ -168,7 +168,7 @@ static double predict(const model_calib_t *cal, const vcase_t *c, const char *re
 {
     double link;
     if (model_parse_rate(c->rate, &link) != 0)
-        return set_err_msg(err, errlen, "bad rate %s", c->rate), NAN;
+        return (void)set_err(err, errlen, -EINVAL, "bad rate %s", c->rate), NAN;
     model_params_t p;
     if (model_calib_params(cal, link, c->compress, &p, err, errlen) != 0)
         return NAN;
@@ -182,7 +182,7 @@ static double predict(const model_calib_t *cal, const vcase_t *c, const char *re
     if (c->slow) {
         const char *r = strchr(c->slow, ':');
         if (!r || model_parse_rate(r + 1, &p.slow_bps) != 0)
-            return set_err_msg(err, errlen, "bad slow host %s", c->slow), NAN;
+            return (void)set_err(err, errlen, -EINVAL, "bad slow host %s", c->slow), NAN;
     }
     if (c->leaves) {
         p.levels = 2;
@@ -272,12 +272,13 @@ static int run_case(const vcase_t *c, int quick, const char *dir, const model_ca
     unsetenv("INAGG_TESTBED_SLOW_HOST");
     if (rc != 0) {
         fprintf(stderr, MODEL_CMD " " SUB ": %s failed: %s\n", c->name, err);
-        return strstr(err, "cannot build testbeds") || strstr(err, "status 3") ? -3 : -1;
+        return strstr(err, "cannot build testbeds") || strstr(err, "status 3") ? -EOPNOTSUPP
+                                                                               : rc;
     }
     char *text = NULL;
     if (bench_read_file(json, &text) < 0) {
         fprintf(stderr, MODEL_CMD " " SUB ": %s: no report\n", c->name);
-        return -1;
+        return -EPROTO;
     }
     int ok = 0;
     const char *at = strstr(text, "\"sizes\"");
@@ -300,7 +301,7 @@ static int run_case(const vcase_t *c, int quick, const char *dir, const model_ca
                 fprintf(stderr, MODEL_CMD " " SUB ": %s: no measurement or prediction for %s "
                         "(%s)\n", c->name, r->sys, err);
                 free(text);
-                return -1;
+                return -EPROTO;
             }
             fprintf(stderr, MODEL_CMD " " SUB ":   %-5s %5.1f MB: predicted %.3f s, measured "
                     "%.3f s, error %.1f%%\n", r->sys, bytes / 1e6, r->pred_s, r->meas_s,
@@ -310,7 +311,7 @@ static int run_case(const vcase_t *c, int quick, const char *dir, const model_ca
         at = b + 7;
     }
     free(text);
-    return ok ? 0 : -1;
+    return ok ? 0 : -EPROTO;
 }
 
 /* Remove the runs' files and dir itself (without --keep). */
@@ -386,7 +387,7 @@ static void render_text(FILE *out, const vrow_t *rows, int nrows, const vsummary
         fprintf(out, "incomplete: a case failed, the cases after it did not run\n");
 }
 
-/* The --json object. 0, or -1 when it could not be written. */
+/* The --json object. 0, or a negative errno when it could not be written. */
 static int render_json(const char *json_path, const char *params, const model_calib_t *cal,
                        int quick, const vrow_t *rows, int nrows, const vsummary_t *s)
 {
@@ -427,7 +428,7 @@ static int render_json(const char *json_path, const char *params, const model_ca
     json_number(&w, "target", TARGET);
     json_int(&w, "measured_rows", s->measured);
     json_end_object(&w);
-    return cli_emit_json(&w, json_path, MODEL_CMD " " SUB) != 0 ? -1 : 0;
+    return cli_emit_json(&w, json_path, MODEL_CMD " " SUB);
 }
 
 int model_validate_main(int argc, char **argv)
@@ -506,7 +507,7 @@ int model_validate_main(int argc, char **argv)
     }
     if (!keep)
         remove_run_files(dir);
-    if (rc == -3)
+    if (rc == -EOPNOTSUPP)
         return 3;
     vsummary_t s = summarize(rows, nrows);
     render_text(json_path && !strcmp(json_path, "-") ? stderr : stdout, rows, nrows, &s, rc, t0);

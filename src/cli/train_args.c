@@ -212,7 +212,7 @@ static int env_rank(long *rank, long *world)
             return 0;
         }
     }
-    return -1;
+    return -ENOENT;
 }
 
 /* Flags whose presence matters after parsing. */

@@ -135,7 +135,7 @@ static void print_epoch_line(run_t *r, const glm_epoch_record_t *e)
     fflush(r->human);
 }
 
-/* Feed one report; 0 to carry on, -1 once the run has failed. */
+/* Feed one report; 0 to carry on, a negative errno once the run has failed. */
 int train_handle_line(run_t *r, const glm_line_t *l, int from_rank)
 {
     int rank = from_rank >= 0 ? from_rank : l->rank;
@@ -153,7 +153,7 @@ int train_handle_line(run_t *r, const glm_line_t *l, int from_rank)
         if (!grown) {
             r->failed = 1;
             snprintf(r->error, sizeof(r->error), "out of memory");
-            return -1;
+            return -ENOMEM;
         }
         r->epochs = grown;
         r->epochs[r->nepochs++] = l->epoch;
@@ -183,11 +183,11 @@ int train_handle_line(run_t *r, const glm_line_t *l, int from_rank)
             snprintf(r->error, sizeof(r->error), "%s", l->message);
             (void)rank;
         }
-        return -1;
+        return -EIO;
     default:
         break;
     }
-    return r->failed ? -1 : 0;
+    return r->failed ? -EIO : 0;
 }
 
 void train_summary(run_t *r, double total_s)

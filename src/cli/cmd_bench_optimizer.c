@@ -76,6 +76,7 @@ static void usage(FILE *out)
             "                       allreduce + the C kernels and the reference is the\n"
             "                       double-precision implementation\n"
             "  --switch HOST:PORT   use a running switch\n"
+            "  --timeout-ms MS      per-call progress timeout (default 30000)\n"
             "  --seed S             gradients (default 1)\n"
             "  --json FILE|-        one JSON object: optimizer, elems, workers, steps, verified,\n"
             "                       reference, max_rel_err, params_per_s, baseline {name,\n"

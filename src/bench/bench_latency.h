@@ -1,7 +1,7 @@
 /*
- * bench_latency.h - the run of `inagg bench latency`: its options, what a worker reports to
- * the parent, what a run measures, and the steps the command calls (bench_latency.c). The
- * command's parsing and rendering are cli/cmd_bench_latency.c.
+ * bench_latency.h - the run of `inagg bench latency`: its options, what a run measures and
+ * the steps the command calls (bench_latency.c); each rank reports to the parent through
+ * bench/rank_report.h. The command's parsing and rendering are cli/cmd_bench_latency.c.
  */
 #ifndef INAGG_BENCH_BENCH_LATENCY_H
 #define INAGG_BENCH_BENCH_LATENCY_H
@@ -33,16 +33,6 @@ typedef struct lat_opts {
     const char *poll;        /* --poll: the workers' wait (options.poll_us; NULL: default) */
     uint32_t poll_us;
 } lat_opts_t;
-
-/* What a worker sends back before its `iters` latencies (doubles, microseconds). */
-typedef struct lat_report {
-    int32_t rank;
-    int32_t rc;
-    int32_t verified;
-    uint32_t iters;
-    inagg_stats_t stats;
-    char error[512];
-} lat_report_t;
 
 typedef struct lat_result {
     int verified;

@@ -17,19 +17,23 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/bench_allreduce_cli.h"
 #include "cli/commands.h"
 
 static int single_rank(const ar_opts_t *o)
 {
-    ar_rank_report_t *rep = malloc(sizeof(*rep));
+    ar_rank_report_t *rep = bench_rank_reports_new(1, AR_MAX_ITERS);
     if (!rep) {
         fprintf(stderr, AR_CMD ": out of memory\n");
         return 1;
     }
     int rc = ar_rank_run(o, o->rank, o->switch_addr, o->job, rep);
-    ar_rank_print(o, rep);
+    bench_rank_meta_t meta = ar_rank_meta(o);
+    fflush(stdout);
+    if (bench_rank_report_write(STDOUT_FILENO, rep, &meta) < 0)
+        rc = -EIO;
     if (rc != 0)
         fprintf(stderr, AR_CMD ": %s\n", rep->error[0] ? rep->error : "rank failed");
     free(rep);

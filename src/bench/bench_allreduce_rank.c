@@ -286,11 +286,7 @@ void ar_effective_rto(const ar_opts_t *o, uint32_t *rto_us, uint32_t *min_us, ui
 int ar_rank_run(const ar_opts_t *o, uint32_t rank, const char *addr, const char *job,
                 ar_rank_report_t *rep)
 {
-    double *times = rep->times_s;
-    uint32_t cap = rep->cap;
-    memset(rep, 0, sizeof(*rep));
-    rep->times_s = times;
-    rep->cap = cap;
+    bench_rank_report_reset(rep);
     rep->rank = (int32_t)rank;
     size_t bytes = o->elems * 4;
     void *send = malloc(bytes ? bytes : 4), *recv = malloc(bytes ? bytes : 4);

@@ -170,8 +170,8 @@ static void *coder(void *arg)
     return NULL;
 }
 
-/* Encode (decode = 0) or decode every chunk on nthreads threads: seconds, or -1 (a time, not an error code:
- * a coder failed). */
+/* Encode (decode = 0) or decode every chunk on nthreads threads: seconds, or -1 when a coder
+ * failed (a time, not an error code). */
 static double run_coders(job_t *base, uint32_t nthreads, int decode)
 {
     job_t jobs[BC_MAX_THREADS];

@@ -81,7 +81,8 @@ static void *capture(void *arg)
     snprintf(path, sizeof(path), "/var/run/netns/%s", p->netns);
     int nsfd = open(path, O_RDONLY | O_CLOEXEC);
     if (nsfd < 0 || setns(nsfd, CLONE_NEWNET) != 0) {
-        set_err(p->why, sizeof(p->why), -errno, "entering namespace %s: %s", p->netns, strerror(errno));
+        set_err(p->why, sizeof(p->why), -errno, "entering namespace %s: %s", p->netns,
+                strerror(errno));
         if (nsfd >= 0)
             close(nsfd);
         ready(p, -1);

@@ -23,6 +23,15 @@ bench_rank_report_t *bench_rank_reports_new(uint32_t n, uint32_t cap)
     return r;
 }
 
+void bench_rank_report_reset(bench_rank_report_t *r)
+{
+    double *times = r->times_s;
+    uint32_t cap = r->cap;
+    memset(r, 0, sizeof(*r));
+    r->times_s = times;
+    r->cap = cap;
+}
+
 /* The counters, after the samples. */
 static void encode_counters(json_writer_t *w, const bench_rank_report_t *r)
 {
@@ -173,11 +182,7 @@ static void decode_counters(const char *text, bench_rank_report_t *r)
 
 int bench_rank_report_decode(const char *text, bench_rank_report_t *r)
 {
-    double *times = r->times_s;
-    uint32_t cap = r->cap;
-    memset(r, 0, sizeof(*r));
-    r->times_s = times;
-    r->cap = cap;
+    bench_rank_report_reset(r);
     text = strchr(text, '{');
     double v;
     int verified = 0;
@@ -186,7 +191,7 @@ int bench_rank_report_decode(const char *text, bench_rank_report_t *r)
         return -EINVAL;
     r->rank = (int32_t)v;
     r->verified = verified;
-    int n = find_number_array(text, "times_s", times, cap);
+    int n = find_number_array(text, "times_s", r->times_s, r->cap);
     if (n < 0)
         return n;
     r->iters = (uint32_t)n;

@@ -45,6 +45,9 @@ typedef struct bench_rank_report {
  * caller frees with free(); NULL when out of memory. */
 bench_rank_report_t *bench_rank_reports_new(uint32_t n, uint32_t cap);
 
+/* Zero r but for its times_s and cap. */
+void bench_rank_report_reset(bench_rank_report_t *r);
+
 /* The report as one JSON line ending in a newline, in a new buffer (the caller frees it), or
  * NULL when out of memory. */
 char *bench_rank_report_encode(const bench_rank_report_t *r, const bench_rank_meta_t *m);

@@ -262,14 +262,10 @@ typedef struct ar_parse_ctx {
     ar_seen_t seen;
 } ar_parse_ctx_t;
 
-/* Parse optarg as an integer in lo..hi into *out (a uint32_t). 0, or 2 after a message. */
-static int parse_u32(const char *flag, uint64_t lo, uint64_t hi, uint32_t *out)
+/* Parse optarg as an integer in lo..hi into *out. 0, or 2 after a message. */
+static int parse_u32(const char *flag, uint32_t lo, uint32_t hi, uint32_t *out)
 {
-    uint64_t v;
-    if (cli_parse_u64(AR_CMD, flag, optarg, lo, hi, &v) < 0)
-        return 2;
-    *out = (uint32_t)v;
-    return 0;
+    return cli_parse_u32(AR_CMD, flag, optarg, lo, hi, out) < 0 ? 2 : 0;
 }
 
 /* A flag of the tensor and the data path (size, type, codec, packets, windows, timeouts,

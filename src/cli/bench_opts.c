@@ -55,7 +55,8 @@ static const char *opt_name(const bench_opts_t *b, bench_opt_id_t id)
 }
 
 /* A usage error: the command, then the message. Returns 2. */
-static int refuse(const bench_opts_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int refuse(const bench_opts_t *b, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 static int refuse(const bench_opts_t *b, const char *fmt, ...)
 {
     va_list ap;

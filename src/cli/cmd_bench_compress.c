@@ -197,13 +197,9 @@ static int parse_own_flag(void *ctx, int c)
         o->chunk = (size_t)v;
         return 0;
     case 't':
-        if (cli_parse_u64(BC_CMD, "--threads", optarg, 1, BC_MAX_THREADS, &v) < 0) return 2;
-        o->threads = (uint32_t)v;
-        return 0;
-    case 'k':
-        if (cli_parse_u64(BC_CMD, "--repeats", optarg, 1, 64, &v) < 0) return 2;
-        o->repeats = (uint32_t)v;
-        return 0;
+        return cli_parse_u32(BC_CMD, "--threads", optarg, 1, BC_MAX_THREADS, &o->threads) < 0 ? 2
+                                                                                         : 0;
+    case 'k': return cli_parse_u32(BC_CMD, "--repeats", optarg, 1, 64, &o->repeats) < 0 ? 2 : 0;
     case 'i':
         if (o->ninputs == BC_MAX_INPUTS) {
             fprintf(stderr, BC_CMD ": at most %d --input files\n", BC_MAX_INPUTS);

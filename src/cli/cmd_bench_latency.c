@@ -122,18 +122,10 @@ static int check_switch_poll(const lat_opts_t *o)
 static int parse_own_flag(void *ctx, int c)
 {
     lat_opts_t *o = ctx;
-    uint64_t v;
     switch (c) {
     case 'e':
-        if (cli_parse_u64(LAT_CMD, "--elems", optarg, 1, LAT_MAX_ELEMS, &v) < 0)
-            return 2;
-        o->elems = (uint32_t)v;
-        return 0;
-    case 's':
-        if (cli_parse_u64(LAT_CMD, "--slots", optarg, 1, 4096, &v) < 0)
-            return 2;
-        o->slots = (uint32_t)v;
-        return 0;
+        return cli_parse_u32(LAT_CMD, "--elems", optarg, 1, LAT_MAX_ELEMS, &o->elems) < 0 ? 2 : 0;
+    case 's': return cli_parse_u32(LAT_CMD, "--slots", optarg, 1, 4096, &o->slots) < 0 ? 2 : 0;
     case 'd':
         if (strcmp(optarg, "int32") != 0 && strcmp(optarg, "float32") != 0) {
             fprintf(stderr, LAT_CMD ": --dtype must be int32 or float32\n");

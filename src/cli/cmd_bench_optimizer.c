@@ -124,26 +124,16 @@ static int parse_own_flag(void *ctx, int c)
         }
         return 0;
     case 'g': return parse_lr(optarg, o);
-    case 'k':
-        if (cli_parse_u64(OPTB_CMD, "--steps", optarg, 1, 100000, &v) < 0)
-            return 2;
-        o->steps = (uint32_t)v;
-        return 0;
+    case 'k': return cli_parse_u32(OPTB_CMD, "--steps", optarg, 1, 100000, &o->steps) < 0 ? 2 : 0;
     case 'e':
         if (cli_parse_u64(OPTB_CMD, "--elems", optarg, 1, 1ull << 30, &v) < 0)
             return 2;
         o->elems = v;
         return 0;
     case 'p':
-        if (cli_parse_u64(OPTB_CMD, "--packet-elems", optarg, 1, INAGG_MAX_PACKET_ELEMS, &v) < 0)
-            return 2;
-        o->packet_elems = (uint32_t)v;
-        return 0;
-    case 's':
-        if (cli_parse_u64(OPTB_CMD, "--window", optarg, 1, 4096, &v) < 0)
-            return 2;
-        o->window = (uint32_t)v;
-        return 0;
+        return cli_parse_u32(OPTB_CMD, "--packet-elems", optarg, 1, INAGG_MAX_PACKET_ELEMS,
+                             &o->packet_elems) < 0 ? 2 : 0;
+    case 's': return cli_parse_u32(OPTB_CMD, "--window", optarg, 1, 4096, &o->window) < 0 ? 2 : 0;
     default: return -1;
     }
 }

@@ -23,6 +23,16 @@ int cli_parse_u64(const char *cmd, const char *flag, const char *text, uint64_t 
     return 0;
 }
 
+int cli_parse_u32(const char *cmd, const char *flag, const char *text, uint32_t lo, uint32_t hi,
+                  uint32_t *out)
+{
+    uint64_t v;
+    int rc = cli_parse_u64(cmd, flag, text, lo, hi, &v);
+    if (rc == 0)
+        *out = (uint32_t)v;
+    return rc;
+}
+
 int cli_parse_protocol(const char *cmd, const char *text, inagg_protocol_t *out)
 {
     if (strcmp(text, "switchml") == 0) {

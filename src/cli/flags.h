@@ -14,6 +14,10 @@
 int cli_parse_u64(const char *cmd, const char *flag, const char *text, uint64_t lo, uint64_t hi,
                   uint64_t *out);
 
+/* The same into a uint32_t (hi at most UINT32_MAX). */
+int cli_parse_u32(const char *cmd, const char *flag, const char *text, uint32_t lo, uint32_t hi,
+                  uint32_t *out);
+
 /* "switchml" or "p4sgd". 0, or -EINVAL after a message naming cmd. */
 int cli_parse_protocol(const char *cmd, const char *text, inagg_protocol_t *out);
 

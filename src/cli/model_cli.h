@@ -74,7 +74,8 @@ int model_preset_switchml(const pred_opts_t *o);
 int model_validate_main(int argc, char **argv);
 
 /* ---- shared (cmd_model.c) ---- */
-/* "100mbit", "10gbit", "25G", a number of bit/s or of Mbit/s ("100") -> bit/s; 0 ok, -EINVAL bad. */
+/* "100mbit", "10gbit", "25G", a number of bit/s or of Mbit/s ("100") -> bit/s; 0 ok, -EINVAL
+ * bad. */
 int model_parse_rate(const char *text, double *bps);
 /* Bytes with K/M/G (powers of 1024) -> bytes; 0 ok, -EINVAL bad. */
 int model_parse_bytes(const char *text, double *bytes);

@@ -23,7 +23,8 @@ typedef struct switch_conf {
 } switch_conf_t;
 
 /* Read path, checking every key against opts (an option without an argument takes true or
- * false; false entries are left out). 0, or a negative errno with "FILE:LINE: why" (or "FILE: why") in err. */
+ * false; false entries are left out). 0, or a negative errno with "FILE:LINE: why" (or
+ * "FILE: why") in err. */
 int switch_conf_read(const char *path, const struct option *opts, const char *const *refused,
                      switch_conf_t *conf, char *err, size_t errlen);
 void switch_conf_free(switch_conf_t *conf);

@@ -4,7 +4,8 @@
 # takes exactly the shared flags it lists (a valid value is accepted, a bad one refused with
 # exit 2 and a message naming the command and the flag, one it does not take refused as an
 # unknown option), teaches each in --help, and a shared flag is refused in the same words by
-# every command. Parsing only: nothing runs. A few seconds.
+# every command; a stray argument is refused by each. Parsing only: nothing runs. A few
+# seconds.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 INAGG=./build/inagg
@@ -88,6 +89,20 @@ for args in "--fabric x" "--link-rate 5x" "--testbed 0" "--rank x" "--job="; do
         [ "$got" = "$want" ] || errs+=" [$cmd $args: '$got' != '$want']"
     done
 done
+[ -z "$errs" ] && ok $t || bad $t "$errs"
+
+t=stray_arguments_refused
+errs=""
+for cmd in "${!takes[@]}"; do
+    timeout 10 $INAGG $cmd stray >/dev/null 2>"$tmp/err"
+    rc=$?
+    [ $rc -eq 2 ] && grep -q "^inagg $cmd: unexpected argument 'stray'" "$tmp/err" ||
+        errs+=" [$cmd stray: rc $rc]"
+done
+timeout 10 $INAGG bench allreduce --sizes 64K >/dev/null 2>"$tmp/err"
+rc=$?
+[ $rc -eq 2 ] && grep -q "\-\-sizes takes its value after '=' (--sizes=VALUE), got '64K'" "$tmp/err" ||
+    errs+=" [--sizes 64K: rc $rc: $(cat "$tmp/err")]"
 [ -z "$errs" ] && ok $t || bad $t "$errs"
 
 t=checks_between_shared_flags_still_apply

@@ -523,11 +523,6 @@ int ar_parse(int argc, char **argv, ar_opts_t *o)
     if (rc)
         return rc;
     note_given(&b, o, &pc.seen, world);
-    if (optind < argc && optind > 1 && strcmp(argv[optind - 1], "--sizes") == 0)
-        return bad("--sizes takes its list after '=' (--sizes=64K,1M), got '%s' after it",
-                   argv[optind]);
-    if (cli_no_extra_args(AR_CMD, argc, argv, optind) < 0)
-        return 2;
     rc = check_rank_and_switches(o, &pc.seen);
     if (rc == 0)
         rc = check_testbed(o, &pc.seen);

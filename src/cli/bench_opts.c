@@ -219,6 +219,22 @@ static int build_table(const bench_opts_t *b, const struct option *own, struct o
     return n;
 }
 
+/* After parsing: an argument left over is refused, with a hint when it follows a flag whose
+ * value is optional (getopt took it for an argument). 0, or 2 after a message. */
+static int refuse_strays(const bench_opts_t *b, int argc, char **argv,
+                         const struct option *table)
+{
+    if (optind >= argc)
+        return 0;
+    const char *prev = optind > 1 ? argv[optind - 1] : "";
+    for (const struct option *t = table; t->name; t++)
+        if (t->has_arg == optional_argument && strncmp(prev, "--", 2) == 0 &&
+            strcmp(prev + 2, t->name) == 0)
+            return refuse(b, "--%s takes its value after '=' (--%s=VALUE), got '%s' after it",
+                          t->name, t->name, argv[optind]);
+    return cli_no_extra_args(b->cmd, argc, argv, optind) < 0 ? 2 : 0;
+}
+
 int bench_opts_parse(bench_opts_t *b, int argc, char **argv, const struct option *own,
                      bench_own_flag_fn own_flag, void *ctx, void (*usage)(FILE *out))
 {
@@ -241,5 +257,5 @@ int bench_opts_parse(bench_opts_t *b, int argc, char **argv, const struct option
         if (rc)
             return rc;
     }
-    return 0;
+    return refuse_strays(b, argc, argv, table);
 }

@@ -72,9 +72,9 @@ typedef struct bench_opts {
 typedef int (*bench_own_flag_fn)(void *ctx, int c);
 
 /* Parse argv: the shared flags into b's fields, the command's own (`own`, ending with a zero
- * entry, values below BENCH_OPT_CODE) through own_flag(ctx, c), -h/--help through usage.
- * 0 parsed (optind: the first argument that is not an option; the caller refuses strays),
- * 1 help printed, 2 a usage error said. */
+ * entry, values below BENCH_OPT_CODE) through own_flag(ctx, c), -h/--help through usage; an
+ * argument that is no option is refused (after a flag with an optional value: saying that
+ * the value goes after '='). 0 parsed, 1 help printed, 2 a usage error said. */
 int bench_opts_parse(bench_opts_t *b, int argc, char **argv, const struct option *own,
                      bench_own_flag_fn own_flag, void *ctx, void (*usage)(FILE *out));
 

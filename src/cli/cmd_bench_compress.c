@@ -226,8 +226,6 @@ static int parse_args(int argc, char **argv, bc_opts_t *o, int *data_given)
                       .plot_path = &o->plot_path};
     bc_parse_ctx_t pc = {.o = o};
     int rc = bench_opts_parse(&b, argc, argv, own, parse_own_flag, &pc, usage);
-    if (rc == 0 && cli_no_extra_args(BC_CMD, argc, argv, optind) < 0)
-        rc = 2;
     *data_given = pc.data_given;
     return rc;
 }

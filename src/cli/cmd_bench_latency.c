@@ -195,8 +195,6 @@ static int parse_args(int argc, char **argv, lat_opts_t *o)
     int rc = bench_opts_parse(&b, argc, argv, own, parse_own_flag, o, usage);
     if (rc)
         return rc;
-    if (cli_no_extra_args(LAT_CMD, argc, argv, optind) < 0)
-        return 2;
     o->single = bench_opts_given(&b, BOPT_RANK);
     const char *why = check_placement(o, &b);
     if (why) {

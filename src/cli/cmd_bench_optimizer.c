@@ -165,8 +165,6 @@ static int parse_args(int argc, char **argv, optb_opts_t *o)
     int rc = bench_opts_parse(&b, argc, argv, own, parse_own_flag, o, usage);
     if (rc)
         return rc;
-    if (cli_no_extra_args(OPTB_CMD, argc, argv, optind) < 0)
-        return 2;
     char why[160];
     if (optim_check(&o->oc, why, sizeof(why)) != 0) {
         fprintf(stderr, OPTB_CMD ": %s\n", why);

@@ -124,10 +124,7 @@ static int parse_args(int argc, char **argv, struct udp_opts *o)
         {"sockbuf", required_argument, NULL, 'B'}, {NULL, 0, NULL, 0}};
     *o = (struct udp_opts){4132, 2.0, 32, 3, 8 << 20, NULL};
     bench_opts_t b = {.cmd = "inagg bench udp", .json_path = &o->json};
-    int rc = bench_opts_parse(&b, argc, argv, own, parse_own_flag, o, usage);
-    if (rc == 0 && cli_no_extra_args("inagg bench udp", argc, argv, optind) < 0)
-        rc = 2;
-    return rc;
+    return bench_opts_parse(&b, argc, argv, own, parse_own_flag, o, usage);
 }
 
 /* Ask for `bytes` of socket buffer: the FORCE option (root, beyond rmem_max) first. Returns

@@ -508,8 +508,6 @@ int train_parse_args(int argc, char **argv, train_opts_t *o)
     int rc = bench_opts_parse(&b, argc, argv, own, parse_own_flag, &pc, usage);
     if (rc)
         return rc;
-    if (optind < argc)
-        return bad_usage("unexpected argument '%s'", argv[optind]);
     o->workers_given = bench_opts_given(&b, BOPT_WORKERS);
     if (bench_opts_given(&b, BOPT_RANK))
         o->rank = t.rank;

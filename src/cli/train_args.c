@@ -135,6 +135,8 @@ static void usage(FILE *out)
         "  --fabric F           with --testbed: bridge or inagg (docs/FABRIC.md)\n"
         "  --link-delay D       with --testbed --fabric inagg: one-way delay per link (25us)\n"
         "  --link-rate R        with --testbed: every link's rate (1gbit; default none)\n"
+        "  --report-lines       with --switch: this rank's report lines on stdout for a parent\n"
+        "                       to render (what --testbed runs on each host)\n"
         "\n"
         "output:\n"
         "  a progress bar on a terminal, else one line per epoch; then a summary\n"

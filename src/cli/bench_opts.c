@@ -200,7 +200,7 @@ static int parse_shared_flag(bench_opts_t *b, bench_opt_id_t id, const char *arg
 }
 
 /* The shared flags b takes, then the command's own, then --help, into table. The number of
- * entries, or -E2BIG. */
+ * entries, or -E2BIG (too many), or -EEXIST (an own flag is also a shared one b takes). */
 static int build_table(const bench_opts_t *b, const struct option *own, struct option *table)
 {
     int n = 0;
@@ -209,9 +209,13 @@ static int build_table(const bench_opts_t *b, const struct option *own, struct o
             table[n++] = (struct option){opt_name(b, (bench_opt_id_t)id), required_argument,
                                          NULL, BENCH_OPT_CODE + id};
     }
+    int shared = n;
     for (; own && own->name; own++) {
         if (n >= MAX_LONGOPTS - 2)
             return -E2BIG;
+        for (int k = 0; k < shared; k++)
+            if (strcmp(table[k].name, own->name) == 0)
+                return -EEXIST;
         table[n++] = *own;
     }
     table[n++] = (struct option){"help", no_argument, NULL, 'h'};
@@ -239,8 +243,10 @@ int bench_opts_parse(bench_opts_t *b, int argc, char **argv, const struct option
                      bench_own_flag_fn own_flag, void *ctx, void (*usage)(FILE *out))
 {
     struct option table[MAX_LONGOPTS];
-    if (build_table(b, own, table) < 0)
-        return refuse(b, "too many options for one table (at most %d)", MAX_LONGOPTS - 2);
+    int n = build_table(b, own, table);
+    if (n < 0)
+        return refuse(b, "%s", n == -EEXIST ? "a flag of its own is also a shared one"
+                                            : "too many options for one table");
     b->given = 0;
     optind = 1;
     opterr = 0; /* cli_bad_option says it, in the one wording */

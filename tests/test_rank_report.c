@@ -18,8 +18,12 @@
 
 #define SAMPLES 2000u
 
-static const bench_rank_meta_t meta = {.name = "inagg", .world = 3, .elems = 1000,
-                                       .dtype = "float32", .packet_elems = 256, .window = 8};
+static const bench_rank_meta_t meta = {.name = "inagg",
+                                       .world = 3,
+                                       .elems = 1000,
+                                       .dtype = "float32",
+                                       .packet_elems = 256,
+                                       .window = 8};
 
 /* A report of rank `rank` with SAMPLES distinct samples and every counter set. */
 static void fill(bench_rank_report_t *r, uint32_t rank)

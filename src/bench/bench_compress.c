@@ -19,11 +19,13 @@
 #include "bench/samples.h"
 #include "codec/codec.h"
 
-const char *const bc_modes[BC_N_MODES] = {
-    "zfp:rate=4", "zfp:rate=8", "zfp:rate=16", "zfp:rate=32",
-    "zfp:precision=4", "zfp:precision=8", "zfp:precision=16", "zfp:precision=32",
-    "zfp:accuracy=1e-1", "zfp:accuracy=1e-3", "zfp:accuracy=1e-6", "zfp:accuracy=1e-9",
-    "zfp:reversible", "fp16"};
+const char *const bc_modes[BC_N_MODES] = {"zfp:rate=4",        "zfp:rate=8",
+                                          "zfp:rate=16",       "zfp:rate=32",
+                                          "zfp:precision=4",   "zfp:precision=8",
+                                          "zfp:precision=16",  "zfp:precision=32",
+                                          "zfp:accuracy=1e-1", "zfp:accuracy=1e-3",
+                                          "zfp:accuracy=1e-6", "zfp:accuracy=1e-9",
+                                          "zfp:reversible",    "fp16"};
 const char *const bc_data[BC_N_DATA] = {"normal", "exponential", "captured"};
 
 /* ---- data ------------------------------------------------------------------------------- */
@@ -77,8 +79,10 @@ static float *read_inputs(const bc_opts_t *o, size_t *n)
                     ncap = BC_MAX_VALUES + 2;
                 float *nx = ncap > cap ? realloc(x, ncap * sizeof(float)) : NULL;
                 if (!nx) {
-                    fprintf(stderr, BC_CMD ": --input: more than %llu values in all, or out of "
-                            "memory\n", (unsigned long long)BC_MAX_VALUES);
+                    fprintf(stderr,
+                            BC_CMD ": --input: more than %llu values in all, or out of "
+                                   "memory\n",
+                            (unsigned long long)BC_MAX_VALUES);
                     bad = 1;
                     break;
                 }
@@ -98,8 +102,10 @@ static float *read_inputs(const bc_opts_t *o, size_t *n)
         }
         fclose(f);
         if (!bad && bytes % sizeof(float)) {
-            fprintf(stderr, BC_CMD ": --input %s: %zu bytes is not a whole number of float32 "
-                    "values\n", path, bytes);
+            fprintf(stderr,
+                    BC_CMD ": --input %s: %zu bytes is not a whole number of float32 "
+                           "values\n",
+                    path, bytes);
             bad = 1;
         }
         for (size_t i = 0; !bad && i < bytes / sizeof(float); i++)
@@ -135,10 +141,10 @@ typedef struct job {
     codec_spec_t spec;
     const float *x;
     float *y;
-    uint8_t *buf;    /* [nchunks * cap] */
-    size_t *len;     /* [nchunks] */
+    uint8_t *buf; /* [nchunks * cap] */
+    size_t *len; /* [nchunks] */
     size_t cap, nchunks;
-    uint32_t passes;  /* over every chunk per timed run (short runs would time thread start-up) */
+    uint32_t passes; /* over every chunk per timed run (short runs would time thread start-up) */
     uint32_t nthreads, index;
     int decode, failed;
 } job_t;
@@ -203,10 +209,10 @@ static int offline_zfp(const codec_spec_t *s, const float *x, size_t n, float *r
     if (!f || !g || !z)
         goto out;
     switch (s->mode) {
-    case CODEC_ZFP_RATE: zfp_stream_set_rate(z, s->param, zfp_type_float, 1, zfp_false); break;
-    case CODEC_ZFP_PRECISION: zfp_stream_set_precision(z, (uint)s->param); break;
-    case CODEC_ZFP_ACCURACY: zfp_stream_set_accuracy(z, s->param); break;
-    default: zfp_stream_set_reversible(z); break;
+        case CODEC_ZFP_RATE: zfp_stream_set_rate(z, s->param, zfp_type_float, 1, zfp_false); break;
+        case CODEC_ZFP_PRECISION: zfp_stream_set_precision(z, (uint)s->param); break;
+        case CODEC_ZFP_ACCURACY: zfp_stream_set_accuracy(z, s->param); break;
+        default: zfp_stream_set_reversible(z); break;
     }
     size_t cap = zfp_stream_maximum_size(z, f);
     void *mem = malloc(cap);
@@ -230,8 +236,8 @@ out:
     return rc;
 }
 
-static int measure(const bc_opts_t *o, const char *mode, const char *data, const float *x,
-                   float *y, float *ref, bc_result_t *res)
+static int measure(const bc_opts_t *o, const char *mode, const char *data, const float *x, float *y,
+                   float *ref, bc_result_t *res)
 {
     memset(res, 0, sizeof(*res));
     res->mode = mode;
@@ -311,8 +317,10 @@ static int measure_set(const bc_opts_t *o, size_t d, const float *src, float *y,
         }
         (*n)++;
         if (!(res[*n - 1].ref_max_diff == 0) && !isnan(res[*n - 1].ref_max_diff)) {
-            fprintf(stderr, BC_CMD ": %s on %s data: differs from libzfp's round trip by "
-                    "up to %g\n", bc_modes[m], bc_data[d], res[*n - 1].ref_max_diff);
+            fprintf(stderr,
+                    BC_CMD ": %s on %s data: differs from libzfp's round trip by "
+                           "up to %g\n",
+                    bc_modes[m], bc_data[d], res[*n - 1].ref_max_diff);
             return -EIO;
         }
     }

@@ -39,7 +39,7 @@ typedef struct bc_result {
     size_t values;
     double ratio, bits_per_value;
     double enc_gbs[2], dec_gbs[2]; /* [0] one thread, [1] --threads */
-    double max_err, rms_err;       /* against the original */
+    double max_err, rms_err; /* against the original */
     double ref_max_diff, ref_rms_diff; /* against the offline libzfp round trip (NaN: fp16) */
 } bc_result_t;
 

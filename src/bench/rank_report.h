@@ -24,18 +24,18 @@ typedef struct bench_rank_meta {
 
 typedef struct bench_rank_report {
     int32_t rank;
-    int32_t rc;                /* inagg_result_t of the first failure, or 0 */
-    int32_t verified;          /* every checked result was right */
-    uint32_t iters;            /* timed samples in times_s */
-    uint32_t cap;              /* decoding: room in times_s (set by the caller) */
-    double *times_s;           /* this rank's time per timed iteration, seconds */
-    double t_start, t_end;     /* wall clock (CLOCK_REALTIME) around the timed iterations */
-    double t_fail;             /* wall clock when it failed (0: it did not) */
-    double cpu_s;              /* this process's CPU time over them (NaN: not measured) */
-    double max_err;            /* float32: largest error relative to its bound */
-    uint64_t wrong, checksum;  /* wrong elements; bench_checksum of the last result */
+    int32_t rc; /* inagg_result_t of the first failure, or 0 */
+    int32_t verified; /* every checked result was right */
+    uint32_t iters; /* timed samples in times_s */
+    uint32_t cap; /* decoding: room in times_s (set by the caller) */
+    double *times_s; /* this rank's time per timed iteration, seconds */
+    double t_start, t_end; /* wall clock (CLOCK_REALTIME) around the timed iterations */
+    double t_fail; /* wall clock when it failed (0: it did not) */
+    double cpu_s; /* this process's CPU time over them (NaN: not measured) */
+    double max_err; /* float32: largest error relative to its bound */
+    uint64_t wrong, checksum; /* wrong elements; bench_checksum of the last result */
     inagg_stats_t stats;
-    inagg_codec_stats_t codec;  /* compressed runs: coding time and its overlap */
+    inagg_codec_stats_t codec; /* compressed runs: coding time and its overlap */
     inagg_transport_stats_t transport; /* the endpoints' own counters (RoCE's) */
     const char *transport_names[INAGG_TRANSPORT_COUNTERS_MAX]; /* their names */
     char error[640];

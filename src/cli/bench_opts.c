@@ -17,17 +17,17 @@
 
 /* The shared flags' names, by id. */
 static const char *const opt_names[BOPT_COUNT] = {
-    [BOPT_WORKERS] = "workers",       [BOPT_WORLD] = "world",
-    [BOPT_RANK] = "rank",             [BOPT_JOB] = "job",
-    [BOPT_SWITCH] = "switch",         [BOPT_ITERS] = "iters",
-    [BOPT_WARMUP] = "warmup",         [BOPT_SEED] = "seed",
-    [BOPT_TIMEOUT] = "timeout-ms",    [BOPT_JSON] = "json",
-    [BOPT_PLOT] = "plot",             [BOPT_PROTOCOL] = "protocol",
-    [BOPT_LOSS] = "loss",             [BOPT_FAULTS] = "faults",
-    [BOPT_BASELINE] = "baseline",     [BOPT_TESTBED] = "testbed",
-    [BOPT_LINK_RATE] = "link-rate",   [BOPT_LINK_DELAY] = "link-delay",
-    [BOPT_FABRIC] = "fabric",         [BOPT_SWITCH_THREADS] = "switch-threads",
-    [BOPT_POLL] = "poll",             [BOPT_TRANSPORT] = "transport",
+    [BOPT_WORKERS] = "workers",     [BOPT_WORLD] = "world",
+    [BOPT_RANK] = "rank",           [BOPT_JOB] = "job",
+    [BOPT_SWITCH] = "switch",       [BOPT_ITERS] = "iters",
+    [BOPT_WARMUP] = "warmup",       [BOPT_SEED] = "seed",
+    [BOPT_TIMEOUT] = "timeout-ms",  [BOPT_JSON] = "json",
+    [BOPT_PLOT] = "plot",           [BOPT_PROTOCOL] = "protocol",
+    [BOPT_LOSS] = "loss",           [BOPT_FAULTS] = "faults",
+    [BOPT_BASELINE] = "baseline",   [BOPT_TESTBED] = "testbed",
+    [BOPT_LINK_RATE] = "link-rate", [BOPT_LINK_DELAY] = "link-delay",
+    [BOPT_FABRIC] = "fabric",       [BOPT_SWITCH_THREADS] = "switch-threads",
+    [BOPT_POLL] = "poll",           [BOPT_TRANSPORT] = "transport",
 };
 
 /* Where flag id's value goes (NULL: the command does not take it). */
@@ -82,8 +82,8 @@ int bench_parse_rate(const char *text, uint64_t *bps)
     static const struct {
         const char *unit;
         double mul;
-    } units[] = {{"", 1e6}, {"bit", 1}, {"kbit", 1e3}, {"mbit", 1e6},
-                 {"gbit", 1e9}, {"k", 1e3}, {"m", 1e6}, {"g", 1e9}};
+    } units[] = {{"", 1e6},     {"bit", 1}, {"kbit", 1e3}, {"mbit", 1e6},
+                 {"gbit", 1e9}, {"k", 1e3}, {"m", 1e6},    {"g", 1e9}};
     for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
         if (strcasecmp(end, units[i].unit) == 0) {
             double bits = v * units[i].mul;
@@ -102,19 +102,36 @@ static int parse_u32_flag(bench_opts_t *b, bench_opt_id_t id, const char *arg)
     uint32_t *field;
     uint64_t lo = 1, hi = INAGG_MAX_WORLD, v;
     switch (id) {
-    case BOPT_WORKERS: field = b->workers; break;
-    case BOPT_WORLD: field = b->world; break;
-    case BOPT_RANK: field = b->rank; lo = 0; hi = INAGG_MAX_WORLD - 1; break;
-    case BOPT_ITERS: field = b->iters; hi = b->iters_max ? b->iters_max : 1000000; break;
-    case BOPT_WARMUP: field = b->warmup; lo = 0; hi = b->warmup_max ? b->warmup_max : 1000; break;
-    case BOPT_TIMEOUT:
-        field = b->timeout_ms;
-        lo = b->timeout_min ? b->timeout_min : 1;
-        hi = 3600000;
-        break;
-    case BOPT_TESTBED: field = b->testbed; hi = LAUNCH_TESTBED_MAX_HOSTS; break;
-    case BOPT_SWITCH_THREADS: field = b->switch_threads; hi = 64; break;
-    default: return -1;
+        case BOPT_WORKERS: field = b->workers; break;
+        case BOPT_WORLD: field = b->world; break;
+        case BOPT_RANK:
+            field = b->rank;
+            lo = 0;
+            hi = INAGG_MAX_WORLD - 1;
+            break;
+        case BOPT_ITERS:
+            field = b->iters;
+            hi = b->iters_max ? b->iters_max : 1000000;
+            break;
+        case BOPT_WARMUP:
+            field = b->warmup;
+            lo = 0;
+            hi = b->warmup_max ? b->warmup_max : 1000;
+            break;
+        case BOPT_TIMEOUT:
+            field = b->timeout_ms;
+            lo = b->timeout_min ? b->timeout_min : 1;
+            hi = 3600000;
+            break;
+        case BOPT_TESTBED:
+            field = b->testbed;
+            hi = LAUNCH_TESTBED_MAX_HOSTS;
+            break;
+        case BOPT_SWITCH_THREADS:
+            field = b->switch_threads;
+            hi = 64;
+            break;
+        default: return -1;
     }
     char flag[40];
     snprintf(flag, sizeof(flag), "--%s", opt_name(b, id));
@@ -129,47 +146,49 @@ static int parse_u32_flag(bench_opts_t *b, bench_opt_id_t id, const char *arg)
 static int parse_word_flag(bench_opts_t *b, bench_opt_id_t id, const char *arg)
 {
     switch (id) {
-    case BOPT_PROTOCOL: return cli_parse_protocol(b->cmd, arg, b->protocol) < 0 ? 2 : 0;
-    case BOPT_LOSS: return cli_parse_loss(b->cmd, arg, b->loss) < 0 ? 2 : 0;
-    case BOPT_BASELINE:
-        return cli_parse_baseline(b->cmd, arg, b->baseline_name, b->baseline) < 0 ? 2 : 0;
-    case BOPT_FABRIC:
-        if (strcmp(arg, "bridge") != 0 && strcmp(arg, "inagg") != 0)
-            return refuse(b, "--fabric is bridge or inagg, got '%s'", arg);
-        *b->fabric = arg;
-        return 0;
-    case BOPT_TRANSPORT:
-        if (strcmp(arg, "udp") != 0 && strcmp(arg, "roce") != 0)
-            return refuse(b, "--transport is udp or roce, got '%s'", arg);
-        *b->transport = arg;
-        return 0;
-    case BOPT_LINK_RATE: {
-        uint64_t bps;
-        if (bench_parse_rate(arg, &bps) < 0)
-            return refuse(b, "--link-rate needs a rate such as 100mbit, 1gbit, 500kbit, a "
-                             "number of Mbit/s, or none; got '%s'", arg);
-        *b->link_rate = arg;
-        if (b->link_bps)
-            *b->link_bps = bps;
-        return 0;
-    }
-    case BOPT_POLL: {
-        switch_poll_t mode;
-        uint32_t spin;
-        char why[160];
-        if (switch_poll_parse(arg, &mode, &spin, why, sizeof(why)) != 0)
-            return refuse(b, "--poll: %s", why);
-        *b->poll = arg;
-        if (b->poll_us)
-            *b->poll_us = switch_poll_worker_us(mode, spin);
-        return 0;
-    }
-    case BOPT_JOB:
-        if (!*arg || strlen(arg) > JOB_NAME_MAX)
-            return refuse(b, "--job needs a name of 1..%d characters", JOB_NAME_MAX);
-        *b->job = arg;
-        return 0;
-    default: return -1;
+        case BOPT_PROTOCOL: return cli_parse_protocol(b->cmd, arg, b->protocol) < 0 ? 2 : 0;
+        case BOPT_LOSS: return cli_parse_loss(b->cmd, arg, b->loss) < 0 ? 2 : 0;
+        case BOPT_BASELINE:
+            return cli_parse_baseline(b->cmd, arg, b->baseline_name, b->baseline) < 0 ? 2 : 0;
+        case BOPT_FABRIC:
+            if (strcmp(arg, "bridge") != 0 && strcmp(arg, "inagg") != 0)
+                return refuse(b, "--fabric is bridge or inagg, got '%s'", arg);
+            *b->fabric = arg;
+            return 0;
+        case BOPT_TRANSPORT:
+            if (strcmp(arg, "udp") != 0 && strcmp(arg, "roce") != 0)
+                return refuse(b, "--transport is udp or roce, got '%s'", arg);
+            *b->transport = arg;
+            return 0;
+        case BOPT_LINK_RATE: {
+            uint64_t bps;
+            if (bench_parse_rate(arg, &bps) < 0)
+                return refuse(b,
+                              "--link-rate needs a rate such as 100mbit, 1gbit, 500kbit, a "
+                              "number of Mbit/s, or none; got '%s'",
+                              arg);
+            *b->link_rate = arg;
+            if (b->link_bps)
+                *b->link_bps = bps;
+            return 0;
+        }
+        case BOPT_POLL: {
+            switch_poll_t mode;
+            uint32_t spin;
+            char why[160];
+            if (switch_poll_parse(arg, &mode, &spin, why, sizeof(why)) != 0)
+                return refuse(b, "--poll: %s", why);
+            *b->poll = arg;
+            if (b->poll_us)
+                *b->poll_us = switch_poll_worker_us(mode, spin);
+            return 0;
+        }
+        case BOPT_JOB:
+            if (!*arg || strlen(arg) > JOB_NAME_MAX)
+                return refuse(b, "--job needs a name of 1..%d characters", JOB_NAME_MAX);
+            *b->job = arg;
+            return 0;
+        default: return -1;
     }
 }
 
@@ -184,18 +203,18 @@ static int parse_shared_flag(bench_opts_t *b, bench_opt_id_t id, const char *arg
         return rc;
     uint64_t v;
     switch (id) {
-    case BOPT_SEED:
-        if (cli_parse_u64(b->cmd, "--seed", arg, 0, b->seed_max ? b->seed_max : UINT64_MAX,
-                          &v) < 0)
-            return 2;
-        *b->seed = v;
-        return 0;
-    case BOPT_SWITCH: *b->switch_addr = arg; return 0;
-    case BOPT_JSON: *b->json_path = arg; return 0;
-    case BOPT_PLOT: *b->plot_path = arg; return 0;
-    case BOPT_FAULTS: *b->faults = arg; return 0;
-    case BOPT_LINK_DELAY: *b->link_delay = arg; return 0;
-    default: return refuse(b, "--%s is not handled", opt_name(b, id));
+        case BOPT_SEED:
+            if (cli_parse_u64(b->cmd, "--seed", arg, 0, b->seed_max ? b->seed_max : UINT64_MAX,
+                              &v) < 0)
+                return 2;
+            *b->seed = v;
+            return 0;
+        case BOPT_SWITCH: *b->switch_addr = arg; return 0;
+        case BOPT_JSON: *b->json_path = arg; return 0;
+        case BOPT_PLOT: *b->plot_path = arg; return 0;
+        case BOPT_FAULTS: *b->faults = arg; return 0;
+        case BOPT_LINK_DELAY: *b->link_delay = arg; return 0;
+        default: return refuse(b, "--%s is not handled", opt_name(b, id));
     }
 }
 
@@ -206,8 +225,8 @@ static int build_table(const bench_opts_t *b, const struct option *own, struct o
     int n = 0;
     for (int id = 0; id < BOPT_COUNT; id++) {
         if (opt_target(b, (bench_opt_id_t)id))
-            table[n++] = (struct option){opt_name(b, (bench_opt_id_t)id), required_argument,
-                                         NULL, BENCH_OPT_CODE + id};
+            table[n++] = (struct option){opt_name(b, (bench_opt_id_t)id), required_argument, NULL,
+                                         BENCH_OPT_CODE + id};
     }
     int shared = n;
     for (; own && own->name; own++) {
@@ -225,8 +244,7 @@ static int build_table(const bench_opts_t *b, const struct option *own, struct o
 
 /* After parsing: an argument left over is refused, with a hint when it follows a flag whose
  * value is optional (getopt took it for an argument). 0, or 2 after a message. */
-static int refuse_strays(const bench_opts_t *b, int argc, char **argv,
-                         const struct option *table)
+static int refuse_strays(const bench_opts_t *b, int argc, char **argv, const struct option *table)
 {
     if (optind >= argc)
         return 0;
@@ -245,8 +263,9 @@ int bench_opts_parse(bench_opts_t *b, int argc, char **argv, const struct option
     struct option table[MAX_LONGOPTS];
     int n = build_table(b, own, table);
     if (n < 0)
-        return refuse(b, "%s", n == -EEXIST ? "a flag of its own is also a shared one"
-                                            : "too many options for one table");
+        return refuse(b, "%s",
+                      n == -EEXIST ? "a flag of its own is also a shared one"
+                                   : "too many options for one table");
     b->given = 0;
     optind = 1;
     opterr = 0; /* cli_bad_option says it, in the one wording */

@@ -59,13 +59,13 @@ typedef struct bench_opts {
     const char **job, **switch_addr, **json_path, **plot_path, **faults, **baseline;
     const char **link_rate, **link_delay, **fabric, **transport, **poll;
     uint64_t *link_bps; /* with link_rate: the rate in bit/s (0: not limited) */
-    uint32_t *poll_us;  /* with poll: the workers' options.poll_us */
+    uint32_t *poll_us; /* with poll: the workers' options.poll_us */
     /* Limits where the command's differ from the defaults (0: the default). */
     uint32_t iters_max, warmup_max, timeout_min;
     uint64_t seed_max;
-    const char *timeout_name;  /* the flag's name without "--" (default "timeout-ms") */
+    const char *timeout_name; /* the flag's name without "--" (default "timeout-ms") */
     const char *baseline_name; /* the one baseline --baseline takes besides none */
-    uint32_t given;            /* out: BOPT_BIT(id) of each shared flag given */
+    uint32_t given; /* out: BOPT_BIT(id) of each shared flag given */
 } bench_opts_t;
 
 /* A command's own flag c (its value in optarg): 0 taken, 2 refused (said), -1 not its own. */

@@ -32,8 +32,10 @@ static int find_gnuplot(const char *cmd, char *path, size_t len)
 {
     if (launch_find_in_path("gnuplot", path, len) == 0)
         return 0;
-    fprintf(stderr, "%s: --plot needs gnuplot, which is not installed (e.g. apt-get install "
-                    "gnuplot-nox)\n", cmd);
+    fprintf(stderr,
+            "%s: --plot needs gnuplot, which is not installed (e.g. apt-get install "
+            "gnuplot-nox)\n",
+            cmd);
     return -ENOENT;
 }
 
@@ -77,16 +79,18 @@ int cli_plot_run(cli_plot_t *p, const char *png)
     int rc = -EIO;
     if (!bad) {
         char *argv[] = {p->gnuplot, p->script, NULL};
-        launch_spec_t spec = {.argv = argv, .in = LAUNCH_DEVNULL, .out = LAUNCH_DEVNULL,
-                              .err = LAUNCH_INHERIT};
+        launch_spec_t spec = {
+            .argv = argv, .in = LAUNCH_DEVNULL, .out = LAUNCH_DEVNULL, .err = LAUNCH_INHERIT};
         struct stat st;
         if (launch_run(&spec, GNUPLOT_TIMEOUT_MS, NULL, 0) == 0 && stat(png, &st) == 0 &&
             st.st_size > 0)
             rc = 0;
     }
     if (rc < 0)
-        fprintf(stderr, "%s: gnuplot could not write %s (no pngcairo terminal, or the path is "
-                        "not writable)\n", p->cmd, png);
+        fprintf(stderr,
+                "%s: gnuplot could not write %s (no pngcairo terminal, or the path is "
+                "not writable)\n",
+                p->cmd, png);
     else
         fprintf(stderr, "%s: plot written to %s\n", p->cmd, png);
     cli_plot_discard(p);

@@ -9,7 +9,7 @@
 #include <stdio.h>
 
 typedef struct cli_plot {
-    const char *cmd;   /* every message starts with it */
+    const char *cmd; /* every message starts with it */
     char gnuplot[4096]; /* gnuplot's path */
     char dir[64], data[80], script[80];
     FILE *dataf, *scriptf; /* open for writing after cli_plot_open */

@@ -283,6 +283,25 @@ void ar_effective_rto(const ar_opts_t *o, uint32_t *rto_us, uint32_t *min_us, ui
     *max_us = hi;
 }
 
+/* The communicator's options of a rank of o: its window, packets, protocol, codec, timeouts,
+ * faults and transport over the library's defaults. */
+static inagg_options_t rank_options(const ar_opts_t *o)
+{
+    inagg_options_t opts = INAGG_OPTIONS_INIT;
+    opts.slots = o->window;
+    opts.packet_elems = o->packet_elems;
+    opts.threads = o->threads;
+    opts.float_mode = o->float_mode;
+    opts.protocol = o->protocol;
+    opts.compress = o->compress;
+    opts.no_error_feedback = 1; /* each result is checked against one fixed reference */
+    opts.timeout_ms = o->timeout_ms;
+    opts.faults = o->faults;
+    opts.transport = o->transport;
+    ar_effective_rto(o, &opts.rto_us, &opts.rto_min_us, &opts.rto_max_us);
+    return opts;
+}
+
 int ar_rank_run(const ar_opts_t *o, uint32_t rank, const char *addr, const char *job,
                 ar_rank_report_t *rep)
 {
@@ -305,18 +324,7 @@ int ar_rank_run(const ar_opts_t *o, uint32_t rank, const char *addr, const char 
         else
             ((int32_t *)send)[i] = bench_value_i32(o->seed, rank, i);
     }
-    inagg_options_t opts = INAGG_OPTIONS_INIT;
-    opts.slots = o->window;
-    opts.packet_elems = o->packet_elems;
-    opts.threads = o->threads;
-    opts.float_mode = o->float_mode;
-    opts.protocol = o->protocol;
-    opts.compress = o->compress;
-    opts.no_error_feedback = 1; /* each result is checked against one fixed reference */
-    opts.timeout_ms = o->timeout_ms;
-    opts.faults = o->faults;
-    opts.transport = o->transport;
-    ar_effective_rto(o, &opts.rto_us, &opts.rto_min_us, &opts.rto_max_us);
+    inagg_options_t opts = rank_options(o);
     char detail[256];
     /* Two levels: this rank joins its leaf's job of hosts_per_leaf ranks; its data and the
      * check are those of global rank `rank` of o->workers. */

@@ -319,6 +319,37 @@ static void json_size(json_writer_t *w, const ar_run_t *run, const ar_size_resul
     json_end_object(w);
 }
 
+/* How much of each RoCE frame and of one packet's frames is payload (--transport roce). */
+static void json_roce_efficiency(json_writer_t *w, const ar_opts_t *o)
+{
+    uint32_t nf;
+    double pe = roce_message_efficiency(WIRE_HEADER_SIZE + 4 * o->packet_elems,
+                                        4 * o->packet_elems, &nf);
+    json_begin_object(w, "roce_payload_efficiency");
+    static const uint8_t ops[] = {ROCE_WRITE_FIRST, ROCE_WRITE_MIDDLE, ROCE_WRITE_LAST,
+                                  ROCE_WRITE_LAST_IMM};
+    for (size_t i = 0; i < sizeof(ops); i++)
+        json_number(w, roce_opcode_name(ops[i]), roce_payload_efficiency(ops[i], WIRE_HEADER_SIZE));
+    json_int(w, "packet_frames", nf);
+    json_number(w, "packet", pe);
+    json_end_object(w);
+}
+
+/* The testbed a run was on. */
+static void json_testbed(json_writer_t *w, const ar_run_t *run)
+{
+    json_begin_object(w, "testbed");
+    json_string(w, "name", run->tb.name);
+    json_int(w, "hosts", run->world);
+    json_string(w, "link_rate", run->o->link_rate);
+    json_int(w, "link_rate_bps", (int64_t)run->o->link_bps);
+    json_int(w, "mtu", run->tb.mtu);
+    json_number(w, "loss", run->tb.loss);
+    json_string(w, "subnet", run->tb.subnet);
+    json_string(w, "defaults", run->defaults_note);
+    json_end_object(w);
+}
+
 int ar_render_json(const ar_run_t *run)
 {
     const ar_opts_t *o = run->o;
@@ -374,20 +405,8 @@ int ar_render_json(const ar_run_t *run)
     json_int(&w, "retransmissions", (int64_t)r->retransmissions);
     json_int(&w, "duplicate_results", (int64_t)r->duplicates);
     json_string(&w, "transport", o->transport ? o->transport : "udp");
-    if (o->transport && strcmp(o->transport, "roce") == 0) {
-        uint32_t nf;
-        double pe = roce_message_efficiency(WIRE_HEADER_SIZE + 4 * o->packet_elems,
-                                            4 * o->packet_elems, &nf);
-        json_begin_object(&w, "roce_payload_efficiency");
-        static const uint8_t ops[] = {ROCE_WRITE_FIRST, ROCE_WRITE_MIDDLE, ROCE_WRITE_LAST,
-                                      ROCE_WRITE_LAST_IMM};
-        for (size_t i = 0; i < sizeof(ops); i++)
-            json_number(&w, roce_opcode_name(ops[i]),
-                        roce_payload_efficiency(ops[i], WIRE_HEADER_SIZE));
-        json_int(&w, "packet_frames", nf);
-        json_number(&w, "packet", pe);
-        json_end_object(&w);
-    }
+    if (o->transport && strcmp(o->transport, "roce") == 0)
+        json_roce_efficiency(&w, o);
     json_int(&w, "encode_ns", (int64_t)r->encode_ns);
     json_int(&w, "decode_ns", (int64_t)r->decode_ns);
     json_int(&w, "overlap_ns", (int64_t)r->overlap_ns);
@@ -397,18 +416,8 @@ int ar_render_json(const ar_run_t *run)
     json_string(&w, "checksum", r->checksum);
     json_bool(&w, "checksums_agree", r->checksums_agree);
     json_cpu(&w, r);
-    if (run->on_testbed) {
-        json_begin_object(&w, "testbed");
-        json_string(&w, "name", run->tb.name);
-        json_int(&w, "hosts", run->world);
-        json_string(&w, "link_rate", o->link_rate);
-        json_int(&w, "link_rate_bps", (int64_t)o->link_bps);
-        json_int(&w, "mtu", run->tb.mtu);
-        json_number(&w, "loss", run->tb.loss);
-        json_string(&w, "subnet", run->tb.subnet);
-        json_string(&w, "defaults", run->defaults_note);
-        json_end_object(&w);
-    }
+    if (run->on_testbed)
+        json_testbed(&w, run);
     if (o->nbase) {
         ar_system_t b = o->base[0];
         json_system(&w, "baseline", run, s, b);

@@ -4,6 +4,7 @@
  * inagg-mpi-bench are there, and the failure paths (missing program, timeout, non-zero exit,
  * garbage output) that must end with a clear message instead of a hang.
  */
+#include <errno.h>
 #include <limits.h>
 #include <math.h>
 #include <stdint.h>
@@ -146,11 +147,11 @@ TEST(baseline_mpi_missing_program_fails_clearly, 10)
     struct baseline_mpi_params p = {.workers = 2, .elems = 1000, .iters = 1, .timeout_s = 5};
     struct baseline_mpi_result r;
     char err[512];
-    CHECK_EQ_INT(baseline_mpi_run(&p, &r, err, sizeof(err)), -1);
+    CHECK_EQ_INT(baseline_mpi_run(&p, &r, err, sizeof(err)), -ENOENT);
     CHECK_MSG(strstr(err, "/nonexistent") && strstr(err, "missing"), "message: %s", err);
     CHECK(r.verified == 0);
     p.workers = 0;
-    CHECK_EQ_INT(baseline_mpi_run(&p, &r, err, sizeof(err)), -1);
+    CHECK_EQ_INT(baseline_mpi_run(&p, &r, err, sizeof(err)), -EINVAL);
     CHECK_MSG(strstr(err, "invalid"), "message: %s", err);
 }
 
@@ -184,7 +185,7 @@ TEST(baseline_mpi_timeout_kills_the_run, 30)
         SKIP("mpirun not installed");
     char err[512];
     uint64_t t0 = util_now_ns();
-    CHECK_EQ_INT(run_fake("echo started >&2; exec sleep 60", 2, err, sizeof(err)), -1);
+    CHECK_EQ_INT(run_fake("echo started >&2; exec sleep 60", 2, err, sizeof(err)), -ETIMEDOUT);
     double s = (double)(util_now_ns() - t0) / 1e9;
     CHECK_MSG(strstr(err, "timed out"), "message: %s", err);
     CHECK_MSG(s >= 1.9 && s < 10, "took %.2f s", s);
@@ -197,11 +198,11 @@ TEST(baseline_mpi_failure_and_garbage_are_reported, 30)
         SKIP("mpirun not installed");
     char err[1024];
     CHECK_EQ_INT(run_fake("echo 'rank failed: no memory' >&2; exit 3", 20, err, sizeof(err)),
-                 -1);
+                 -EIO);
     CHECK_MSG(strstr(err, "status") && strstr(err, "no memory"), "message: %s", err);
-    CHECK_EQ_INT(run_fake("echo hello world", 20, err, sizeof(err)), -1);
+    CHECK_EQ_INT(run_fake("echo hello world", 20, err, sizeof(err)), -EPROTO);
     CHECK_MSG(strstr(err, "unparsable") && strstr(err, "hello"), "message: %s", err);
     CHECK_EQ_INT(run_fake("echo '{\"name\":\"mpi\",\"verified\":true}'", 20, err, sizeof(err)),
-                 -1);
+                 -EPROTO);
     CHECK_MSG(strstr(err, "unparsable"), "message: %s", err);
 }

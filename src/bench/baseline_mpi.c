@@ -23,10 +23,10 @@
 
 int baseline_mpi_find_program(char *buf, size_t len)
 {
-    return launch_find_program(PROGRAM_NAME, "INAGG_MPI_BENCH", buf, len) == 0 ? 0 : -1;
+    return launch_find_program(PROGRAM_NAME, "INAGG_MPI_BENCH", buf, len) == 0 ? 0 : -ENOENT;
 }
 
-/* The report: the line whose "name" is "mpi", with every number and "verified". 0 or -1. */
+/* The report: the line whose "name" is "mpi", with every number and "verified". 0, or -EINVAL. */
 static int parse_report(const char *line, struct baseline_mpi_result *out)
 {
     static const char *const keys[] = {"median", "min", "max", "ate_per_s", "p50", "p99",
@@ -35,10 +35,10 @@ static int parse_report(const char *line, struct baseline_mpi_result *out)
                      &out->lat_p50_us,    &out->lat_p99_us, &out->lat_p999_us};
     char name[16];
     if (json_find_string(line, "name", name, sizeof(name)) != 0 || strcmp(name, "mpi") != 0)
-        return -1;
+        return -EINVAL;
     for (size_t i = 0; i < INAGG_ARRAY_LEN(keys); i++)
         if (json_find_number(line, keys[i], dst[i]) != 0)
-            return -1;
+            return -EINVAL;
     if (json_find_number(line, "cpu_workers_pct", &out->cpu_workers_pct) != 0)
         out->cpu_workers_pct = NAN;
     if (json_find_number(line, "cpu_workers_max_pct", &out->cpu_workers_max_pct) != 0)
@@ -48,7 +48,7 @@ static int parse_report(const char *line, struct baseline_mpi_result *out)
     return json_find_bool(line, "verified", &out->verified);
 }
 
-/* The first line of text that parses as the report into out. 0, or -1 when none does. */
+/* The first line of text that parses as the report into out. 0, or -EINVAL when none does. */
 static int find_report(char *text, struct baseline_mpi_result *out)
 {
     for (char *line = text; line && *line;) {
@@ -62,33 +62,30 @@ static int find_report(char *text, struct baseline_mpi_result *out)
             return 0;
         line = nl ? nl + 1 : NULL;
     }
-    return -1;
+    return -EINVAL;
 }
 
 int baseline_mpi_run(const struct baseline_mpi_params *p, struct baseline_mpi_result *out,
                      char *err, size_t errlen)
 {
-    set_err_msg(err, errlen, "%s", "");
-    if (!p || !out) {
-        set_err_msg(err, errlen, "baseline_mpi_run: null argument");
-        return -1;
-    }
+    if (err && errlen)
+        err[0] = '\0';
+    if (!p || !out)
+        return set_err(err, errlen, -EINVAL, "baseline_mpi_run: null argument");
     memset(out, 0, sizeof(*out));
     if (p->workers < 1 || p->workers > BASELINE_MAX_WORKERS || p->elems < 1 ||
         p->elems > (size_t)INT_MAX || p->iters < 1) {
-        set_err_msg(err, errlen,
+        return set_err(err, errlen, -EINVAL,
                 "MPI baseline: invalid parameters (workers %u: 1..%u, elems %zu: 1..%d, "
                 "iters %u: >= 1)",
                 p->workers, BASELINE_MAX_WORKERS, p->elems, INT_MAX, p->iters);
-        return -1;
     }
     char prog[PATH_MAX];
     if (baseline_mpi_find_program(prog, sizeof(prog)) != 0) {
-        set_err_msg(err, errlen,
+        return set_err(err, errlen, -ENOENT,
                 "MPI baseline program '%s' is missing or not executable (it is built by "
                 "`make` when mpicc is installed; $INAGG_MPI_BENCH overrides the path)",
                 prog[0] ? prog : PROGRAM_NAME);
-        return -1;
     }
 
     char elems[32], iters[16], warmup[16], seed[32];
@@ -102,41 +99,38 @@ int baseline_mpi_run(const struct baseline_mpi_params *p, struct baseline_mpi_re
                           "--seed", seed, NULL};
     unsigned timeout_s = p->timeout_s ? p->timeout_s : BASELINE_MPI_DEFAULT_TIMEOUT_S;
     launch_capture_t *cap = calloc(1, sizeof(*cap));
-    if (!cap) {
-        set_err_msg(err, errlen, "MPI baseline: out of memory");
-        return -1;
-    }
+    if (!cap)
+        return set_err(err, errlen, -ENOMEM, "MPI baseline: out of memory");
     int lrc = launch_mpirun_cfg(p->placement, p->workers, prog, args, timeout_s, cap, err,
                                 errlen);
     if (lrc != 0 && lrc != -ETIMEDOUT && lrc != -ECHILD) { /* mpirun missing, cannot start */
         free(cap);
-        return -1;
+        return lrc < 0 ? lrc : -EIO;
     }
     int status = cap->status;
-    int rc = -1;
+    int rc = -EIO;
     int have_report = lrc != -ETIMEDOUT && find_report(cap->out, out) == 0;
     int exited = WIFEXITED(status), code = exited ? WEXITSTATUS(status) : -1;
     if (lrc == -ETIMEDOUT) {
-        set_err_msg(err, errlen, "mpirun timed out after %u s (%u ranks, %zu elements) and was "
-                             "killed; stderr: ",
-                timeout_s, p->workers, p->elems);
+        rc = set_err(err, errlen, -ETIMEDOUT, "mpirun timed out after %u s (%u ranks, %zu "
+                     "elements) and was killed; stderr: ", timeout_s, p->workers, p->elems);
         launch_append_tail(err, errlen, cap->tail_len ? cap->tail : "(empty)");
     } else if (have_report && (!out->verified || code == 0)) {
         rc = 0;
         if (!out->verified) {
-            set_err_msg(err, errlen, "MPI_Allreduce result did not verify: ");
+            set_err(err, errlen, 0, "MPI_Allreduce result did not verify: ");
             launch_append_tail(err, errlen, cap->tail);
         }
     } else if (!exited || code != 0) {
         if (exited)
-            set_err_msg(err, errlen, "mpirun exited with status %d; stderr: ", code);
+            set_err(err, errlen, 0, "mpirun exited with status %d; stderr: ", code);
         else
-            set_err_msg(err, errlen, "mpirun was killed by signal %d; stderr: ",
+            set_err(err, errlen, 0, "mpirun was killed by signal %d; stderr: ",
                     WIFSIGNALED(status) ? WTERMSIG(status) : 0);
         launch_append_tail(err, errlen, cap->tail_len ? cap->tail : "(empty)");
     } else {
-        set_err_msg(err, errlen, "unparsable output from %s (expected one JSON line); stdout: ",
-                prog);
+        rc = set_err(err, errlen, -EPROTO, "unparsable output from %s (expected one JSON line); "
+                     "stdout: ", prog);
         if (cap->out_len > 256) /* the head is enough to see what came out */
             cap->out[256] = '\0';
         launch_append_tail(err, errlen, cap->out_len ? cap->out : "(empty)");

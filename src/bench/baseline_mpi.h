@@ -45,7 +45,8 @@ struct baseline_mpi_result {
 int baseline_mpi_find_program(char *buf, size_t len);
 
 /*
- * Runs mpirun on inagg-mpi-bench, returns 0 or -1 with a clear reason in err (mpirun not
+ * Runs mpirun on inagg-mpi-bench, returns 0, or a negative errno (-ENOENT, -ETIMEDOUT, -EIO,
+ * -EPROTO, ...) with a clear reason in err (mpirun not
  * installed, program missing, timed out, non-zero exit with its stderr tail, unparsable
  * output). A run whose result was wrong returns 0 with out->verified = 0. On timeout the
  * whole process group is sent SIGTERM, then SIGKILL. The caller's process must not reap

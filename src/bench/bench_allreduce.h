@@ -15,6 +15,7 @@
 #include <sys/types.h>
 
 #include "inagg.h"
+#include "bench/rank_report.h"
 #include "launch/launch.h"
 
 #define AR_CMD "inagg bench allreduce"
@@ -84,25 +85,13 @@ typedef struct ar_opts {
     unsigned given;
 } ar_opts_t;
 
-/* What one rank measured: through a pipe from a forked rank, or parsed from the JSON line of a
- * rank on another host (inagg's single-rank mode, tools/gloo_allreduce.py). */
-typedef struct ar_rank_report {
-    int32_t rank;
-    int32_t rc;                /* inagg_result_t of the first failure, or 0 */
-    int32_t verified;          /* every checked result was right */
-    uint32_t iters;
-    double times_s[AR_MAX_ITERS]; /* this rank's time per timed iteration */
-    double t_start, t_end;     /* wall clock (CLOCK_REALTIME) around the timed iterations */
-    double t_fail;             /* wall clock when it failed (0: it did not) */
-    double cpu_s;              /* this process's CPU time over them */
-    double max_err;            /* float32: largest error relative to its bound */
-    uint64_t wrong, checksum;  /* wrong elements; bench_checksum of the last result */
-    inagg_stats_t stats;
-    inagg_codec_stats_t codec;  /* compressed runs: coding time and its overlap */
-    inagg_transport_stats_t transport; /* the endpoints' own counters (RoCE's) */
-    const char *transport_names[INAGG_TRANSPORT_COUNTERS_MAX]; /* their names */
-    char error[640];
-} ar_rank_report_t;
+/* What one rank measured (bench/rank_report.h): one JSON line through a pipe from a forked
+ * rank, from a rank on another host (inagg's single-rank mode, tools/gloo_allreduce.py), or
+ * printed by `--rank`; room for AR_MAX_ITERS samples (bench_rank_reports_new). */
+typedef bench_rank_report_t ar_rank_report_t;
+
+/* The longest report line of a rank: AR_MAX_ITERS samples and the rest. */
+#define AR_REPORT_LINE_MAX (AR_MAX_ITERS * 32u + 16384u)
 
 /* One system at one size. Percentages are of one core (machine: of all cores); NaN absent. */
 typedef struct ar_sys_result {
@@ -157,24 +146,22 @@ static inline uint64_t ar_bytes(const ar_size_result_t *s) { return s->elems * 4
 /* ---- one rank (bench_allreduce_rank.c) ---- */
 
 /* Run rank `rank` of o->workers against the switch at addr, job `job`: fill, join, warmup
- * and timed allreduces, verify every result. Fills rep; 0 when every result verified. */
+ * and timed allreduces, verify every result. Fills rep (its times_s and cap kept: room for
+ * o->iters samples); 0 when every result verified, else a negative errno. */
 int ar_rank_run(const ar_opts_t *o, uint32_t rank, const char *addr, const char *job,
                 ar_rank_report_t *rep);
 
 /* The retransmission timeouts a rank runs with: the options' or the library's defaults. */
 void ar_effective_rto(const ar_opts_t *o, uint32_t *rto_us, uint32_t *min_us, uint32_t *max_us);
 
-/* rep as one JSON line on stdout (single-rank mode). */
-void ar_rank_print(const ar_opts_t *o, const ar_rank_report_t *rep);
-
-/* A rank's JSON line (inagg's or tools/gloo_allreduce.py's) into rep. 0, or -1. */
-int ar_rank_parse(const char *text, ar_rank_report_t *rep);
+/* What a report line says about the job of o. */
+bench_rank_meta_t ar_rank_meta(const ar_opts_t *o);
 
 /* ---- run (bench_allreduce_run.c) ---- */
 
 /* Every size, every system, locally or on a testbed built and taken down here. 0 when the run
- * produced results (each system's own success is in its result), -1 when it could not run,
- * -3 when the testbed cannot be built on this machine (said on stderr). */
+ * produced results (each system's own success is in its result), else a negative errno after
+ * a message: -EOPNOTSUPP when the testbed cannot be built on this machine. */
 int ar_run(const ar_opts_t *o, ar_run_t *run);
 
 /* The slowest rank's time per iteration into r (median, min, max), verification, checksums,

@@ -40,7 +40,7 @@ static int build_expected(const ar_opts_t *o, expected_t *ex)
     if (!o->dtype_float) {
         ex->i32 = malloc(n * sizeof(int32_t));
         if (!ex->i32)
-            return -1;
+            return -ENOMEM;
         for (uint64_t i = 0; i < n; i++)
             ex->i32[i] = bench_expected_i32(o->seed, o->workers, i);
         return 0;
@@ -52,7 +52,7 @@ static int build_expected(const ar_opts_t *o, expected_t *ex)
     float *tmp = malloc(o->packet_elems * sizeof(float));
     if (!ex->f64 || !ex->abs || !ex->exp || !tmp) {
         free(tmp);
-        return -1;
+        return -ENOMEM;
     }
     for (uint64_t i = 0; i < n; i++) {
         double a;
@@ -100,7 +100,7 @@ static int next_order(uint32_t *p, uint32_t w)
 }
 
 /* The chunk's sum of the decoded contributions y (w rows of len) in rank order p, coded and
- * decoded as the switch does, into out. 0 or -1. */
+ * decoded as the switch does, into out. 0, or -EIO. */
 static int code_sum(codec_ctx_t *c, const float *y, uint32_t w, const uint32_t *p, size_t len,
                     float *out, uint8_t *buf, size_t cap)
 {
@@ -109,7 +109,7 @@ static int code_sum(codec_ctx_t *c, const float *y, uint32_t w, const uint32_t *
         for (size_t k = 0; k < len; k++)
             out[k] += y[(size_t)p[r] * len + k];
     long l = codec_encode(c, out, len, buf, cap);
-    return l < 0 || codec_decode(c, buf, (size_t)l, out, len, NULL, 0) != 0 ? -1 : 0;
+    return l < 0 || codec_decode(c, buf, (size_t)l, out, len, NULL, 0) != 0 ? -EIO : 0;
 }
 
 /* A compressed job's offline reference and the error allowed per element, chunk by chunk as
@@ -126,7 +126,7 @@ static int build_reference(const ar_opts_t *o, expected_t *ex)
 {
     codec_spec_t s;
     if (codec_parse(o->compress, &s, NULL, 0) != 0)
-        return -1;
+        return -EINVAL;
     const uint32_t w = o->workers, pe = o->packet_elems;
     uint64_t n = o->elems, nchunks = (n + pe - 1) / pe;
     size_t cap = codec_max_bytes(&s, pe);
@@ -283,10 +283,29 @@ void ar_effective_rto(const ar_opts_t *o, uint32_t *rto_us, uint32_t *min_us, ui
     *max_us = hi;
 }
 
+/* The communicator's options of a rank of o: its window, packets, protocol, codec, timeouts,
+ * faults and transport over the library's defaults. */
+static inagg_options_t rank_options(const ar_opts_t *o)
+{
+    inagg_options_t opts = INAGG_OPTIONS_INIT;
+    opts.slots = o->window;
+    opts.packet_elems = o->packet_elems;
+    opts.threads = o->threads;
+    opts.float_mode = o->float_mode;
+    opts.protocol = o->protocol;
+    opts.compress = o->compress;
+    opts.no_error_feedback = 1; /* each result is checked against one fixed reference */
+    opts.timeout_ms = o->timeout_ms;
+    opts.faults = o->faults;
+    opts.transport = o->transport;
+    ar_effective_rto(o, &opts.rto_us, &opts.rto_min_us, &opts.rto_max_us);
+    return opts;
+}
+
 int ar_rank_run(const ar_opts_t *o, uint32_t rank, const char *addr, const char *job,
                 ar_rank_report_t *rep)
 {
-    memset(rep, 0, sizeof(*rep));
+    bench_rank_report_reset(rep);
     rep->rank = (int32_t)rank;
     size_t bytes = o->elems * 4;
     void *send = malloc(bytes ? bytes : 4), *recv = malloc(bytes ? bytes : 4);
@@ -305,18 +324,7 @@ int ar_rank_run(const ar_opts_t *o, uint32_t rank, const char *addr, const char 
         else
             ((int32_t *)send)[i] = bench_value_i32(o->seed, rank, i);
     }
-    inagg_options_t opts = INAGG_OPTIONS_INIT;
-    opts.slots = o->window;
-    opts.packet_elems = o->packet_elems;
-    opts.threads = o->threads;
-    opts.float_mode = o->float_mode;
-    opts.protocol = o->protocol;
-    opts.compress = o->compress;
-    opts.no_error_feedback = 1; /* each result is checked against one fixed reference */
-    opts.timeout_ms = o->timeout_ms;
-    opts.faults = o->faults;
-    opts.transport = o->transport;
-    ar_effective_rto(o, &opts.rto_us, &opts.rto_min_us, &opts.rto_max_us);
+    inagg_options_t opts = rank_options(o);
     char detail[256];
     /* Two levels: this rank joins its leaf's job of hosts_per_leaf ranks; its data and the
      * check are those of global rank `rank` of o->workers. */
@@ -345,7 +353,7 @@ int ar_rank_run(const ar_opts_t *o, uint32_t rank, const char *addr, const char 
             uint64_t t0 = util_now_ns();
             rc = inagg_allreduce(comm, send, recv, o->elems, dt, INAGG_SUM);
             uint64_t t1 = util_now_ns();
-            if (it >= o->warmup)
+            if (it >= o->warmup && rep->iters < rep->cap)
                 rep->times_s[rep->iters++] = (double)(t1 - t0) / 1e9;
             if (it + 1 == o->warmup + o->iters) {
                 rep->t_end = now_real();
@@ -393,146 +401,12 @@ done:
     free(send);
     free(recv);
     free_expected(&ex);
-    return rc == INAGG_OK && rep->verified ? 0 : -1;
+    return rc == INAGG_OK && rep->verified ? 0 : -EIO;
 }
 
-void ar_rank_print(const ar_opts_t *o, const ar_rank_report_t *rep)
+bench_rank_meta_t ar_rank_meta(const ar_opts_t *o)
 {
-    json_writer_t w;
-    json_init(&w);
-    json_begin_object(&w, NULL);
-    json_string(&w, "name", "inagg");
-    json_int(&w, "rank", rep->rank);
-    json_int(&w, "world", o->workers);
-    json_int(&w, "elems", (int64_t)o->elems);
-    json_string(&w, "dtype", o->dtype_float ? "float32" : "int32");
-    json_int(&w, "packet_elems", o->packet_elems);
-    json_int(&w, "window", o->window);
-    json_bool(&w, "verified", rep->rc == INAGG_OK && rep->verified);
-    json_int(&w, "wrong", (int64_t)rep->wrong);
-    json_number(&w, "max_err", rep->max_err);
-    char sum[24];
-    snprintf(sum, sizeof(sum), "%016llx", (unsigned long long)rep->checksum);
-    json_string(&w, "checksum", sum);
-    json_number_exact(&w, "t_start", rep->t_start);
-    json_number_exact(&w, "t_end", rep->t_end);
-    json_number_exact(&w, "t_fail", rep->t_fail);
-    json_number(&w, "cpu_s", rep->cpu_s);
-    json_begin_array(&w, "times_s");
-    for (uint32_t i = 0; i < rep->iters; i++)
-        json_number_exact(&w, NULL, rep->times_s[i]);
-    json_end_array(&w);
-    json_int(&w, "packets_sent", (int64_t)rep->stats.packets_sent);
-    json_int(&w, "retransmissions", (int64_t)rep->stats.retransmissions);
-    json_int(&w, "duplicates_ignored", (int64_t)rep->stats.duplicates_ignored);
-    json_int(&w, "bytes_sent", (int64_t)rep->stats.bytes_sent);
-    json_int(&w, "bytes_received", (int64_t)rep->stats.bytes_received);
-    json_int(&w, "srtt_us", rep->stats.srtt_us);
-    json_int(&w, "encode_ns", (int64_t)rep->codec.encode_ns);
-    json_int(&w, "decode_ns", (int64_t)rep->codec.decode_ns);
-    json_int(&w, "overlap_ns", (int64_t)rep->codec.overlap_ns);
-    json_int(&w, "chunks_encoded", (int64_t)rep->codec.chunks_encoded);
-    json_int(&w, "chunks_ahead", (int64_t)rep->codec.chunks_ahead);
-    json_int(&w, "rto_code_floor_us", rep->codec.rto_code_floor_us);
-    json_int(&w, "rc", rep->rc);
-    json_string(&w, "error", rep->error);
-    if (strcmp(rep->transport.transport, "roce") == 0) { /* the rank's RoCE endpoints */
-        json_begin_object(&w, "roce");
-        for (uint32_t i = 0; i < rep->transport.ncounters; i++)
-            if (rep->transport_names[i])
-                json_int(&w, rep->transport_names[i], (int64_t)rep->transport.counters[i]);
-        json_end_object(&w);
-    }
-    json_end_object(&w);
-    const char *text = json_text(&w);
-    if (text)
-        printf("%s\n", text);
-    fflush(stdout);
-    json_free(&w);
-}
-
-/* "key":[n, n, ...] from text into v[max]; the count, or -1 when the key is absent. */
-static int find_number_array(const char *text, const char *key, double *v, uint32_t max)
-{
-    char pat[64];
-    snprintf(pat, sizeof(pat), "\"%s\"", key);
-    const char *p = strstr(text, pat);
-    if (!p)
-        return -1;
-    p += strlen(pat);
-    while (*p == ' ' || *p == ':')
-        p++;
-    if (*p != '[')
-        return -1;
-    p++;
-    int n = 0;
-    for (;;) {
-        while (*p == ' ' || *p == ',')
-            p++;
-        if (*p == ']' || !*p)
-            break;
-        char *end;
-        double x = strtod(p, &end);
-        if (end == p)
-            return -1;
-        if ((uint32_t)n < max)
-            v[n++] = x;
-        p = end;
-    }
-    return n;
-}
-
-int ar_rank_parse(const char *text, ar_rank_report_t *rep)
-{
-    memset(rep, 0, sizeof(*rep));
-    double v;
-    char sum[32];
-    if (json_find_number(text, "rank", &v) != 0)
-        return -1;
-    rep->rank = (int32_t)v;
-    int verified = 0;
-    if (json_find_bool(text, "verified", &verified) != 0)
-        return -1;
-    rep->verified = verified;
-    int n = find_number_array(text, "times_s", rep->times_s, AR_MAX_ITERS);
-    if (n < 0)
-        return -1;
-    rep->iters = (uint32_t)n;
-    if (json_find_number(text, "t_start", &rep->t_start) != 0 ||
-        json_find_number(text, "t_end", &rep->t_end) != 0)
-        return -1;
-    if (json_find_number(text, "t_fail", &rep->t_fail) != 0)
-        rep->t_fail = 0;
-    if (json_find_number(text, "cpu_s", &rep->cpu_s) != 0)
-        rep->cpu_s = NAN;
-    if (json_find_number(text, "max_err", &rep->max_err) != 0)
-        rep->max_err = 0;
-    if (json_find_number(text, "wrong", &v) == 0)
-        rep->wrong = (uint64_t)v;
-    if (json_find_string(text, "checksum", sum, sizeof(sum)) == 0)
-        rep->checksum = strtoull(sum, NULL, 16);
-    if (json_find_number(text, "packets_sent", &v) == 0)
-        rep->stats.packets_sent = (uint64_t)v;
-    if (json_find_number(text, "retransmissions", &v) == 0)
-        rep->stats.retransmissions = (uint64_t)v;
-    if (json_find_number(text, "duplicates_ignored", &v) == 0)
-        rep->stats.duplicates_ignored = (uint64_t)v;
-    if (json_find_number(text, "bytes_sent", &v) == 0)
-        rep->stats.bytes_sent = (uint64_t)v;
-    if (json_find_number(text, "encode_ns", &v) == 0)
-        rep->codec.encode_ns = (uint64_t)v;
-    if (json_find_number(text, "decode_ns", &v) == 0)
-        rep->codec.decode_ns = (uint64_t)v;
-    if (json_find_number(text, "overlap_ns", &v) == 0)
-        rep->codec.overlap_ns = (uint64_t)v;
-    if (json_find_number(text, "chunks_encoded", &v) == 0)
-        rep->codec.chunks_encoded = (uint64_t)v;
-    if (json_find_number(text, "chunks_ahead", &v) == 0)
-        rep->codec.chunks_ahead = (uint64_t)v;
-    if (json_find_number(text, "rto_code_floor_us", &v) == 0)
-        rep->codec.rto_code_floor_us = (uint32_t)v;
-    if (json_find_number(text, "rc", &v) == 0)
-        rep->rc = (int32_t)v;
-    json_find_string(text, "error", rep->error, sizeof(rep->error));
-    return 0;
+    return (bench_rank_meta_t){.name = "inagg", .world = o->workers, .elems = o->elems,
+                               .dtype = o->dtype_float ? "float32" : "int32",
+                               .packet_elems = o->packet_elems, .window = o->window};
 }

@@ -20,7 +20,8 @@ void ar_result_init(ar_sys_result_t *r)
 }
 
 /* The rank a failure verdict of the switch names ("rank 3 sent nothing ...", "ranks 1,4 sent
- * nothing ...", "rank 2 disconnected ..."): the first one, or -1. */
+ * nothing ...", "rank 2 disconnected ..."): the first one, or -1 when none is named (a rank
+ * number, not an error code). */
 static long named_rank(const char *error)
 {
     static const char *const verdicts[] = {"failed on the switch: rank ", "failed on the switch: ranks "};

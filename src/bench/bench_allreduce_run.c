@@ -66,24 +66,15 @@ typedef struct local_rank_ctx {
 static int local_rank_main(uint32_t rank, int fd, void *arg)
 {
     const local_rank_ctx_t *c = arg;
-    ar_rank_report_t *rep = malloc(sizeof(*rep));
+    ar_rank_report_t *rep = bench_rank_reports_new(1, AR_MAX_ITERS);
     if (!rep)
         return 1;
     const char *addr = c->o->leaves ? c->leaf_addr[rank / c->o->hosts_per_leaf] : c->addr;
     int rc = ar_rank_run(c->o, rank, addr, c->job, rep);
-    const char *p = (const char *)rep;
-    size_t left = sizeof(*rep);
-    while (left > 0) {
-        ssize_t w = write(fd, p, left);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            break;
-        p += w;
-        left -= (size_t)w;
-    }
+    bench_rank_meta_t meta = ar_rank_meta(c->o);
+    int wrc = bench_rank_report_write(fd, rep, &meta);
     free(rep);
-    return left == 0 && rc == 0 ? 0 : 1;
+    return wrc == 0 && rc == 0 ? 0 : 1;
 }
 
 static void run_inagg_local(ctx_t *c, ar_sys_result_t *r)
@@ -92,8 +83,8 @@ static void run_inagg_local(ctx_t *c, ar_sys_result_t *r)
     char job[64], err[256];
     local_rank_ctx_t lc = {o, c->sw_addr, bench_job_name("bench", job, sizeof(job)),
                            (const char(*)[64])c->leaf_addr};
-    ar_rank_report_t *reps = calloc(o->workers, sizeof(*reps));
-    size_t *got = calloc(o->workers, sizeof(size_t));
+    ar_rank_report_t *reps = bench_rank_reports_new(o->workers, AR_MAX_ITERS);
+    int *got = calloc(o->workers, sizeof(int));
     launch_ranks_t *g = calloc(1, sizeof(*g));
     if (!reps || !got || !g) {
         snprintf(r->error, sizeof(r->error), "out of memory");
@@ -106,14 +97,20 @@ static void run_inagg_local(ctx_t *c, ar_sys_result_t *r)
         goto out;
     }
     uint64_t deadline = util_now_ns() + (uint64_t)time_limit_s(c) * 1000000000ull;
-    uint32_t open_fds = bench_ranks_collect(g, o->workers, reps, sizeof(*reps), got, deadline,
-                                            (int)SAMPLE_MS, sampler_tick, &c->sampler);
+    int open_fds = bench_ranks_collect_reports(g, o->workers, reps, AR_REPORT_LINE_MAX, got,
+                                               deadline, (int)SAMPLE_MS, sampler_tick,
+                                               &c->sampler);
+    if (open_fds < 0) {
+        launch_ranks_kill(g);
+        snprintf(r->error, sizeof(r->error), "out of memory for the workers' reports");
+        goto out;
+    }
     int timed_out = open_fds > 0;
     for (uint32_t k = 0; k < o->workers; k++)
         launch_ranks_wait_one(g, k, timed_out ? 0 : 30000);
     r->ran = 1;
     for (uint32_t k = 0; k < o->workers; k++) {
-        if (got[k] != sizeof(reps[k])) {
+        if (!got[k]) {
             char st[96];
             snprintf(r->error, sizeof(r->error), "worker %u %s without a report", k,
                      timed_out ? "was killed at the time limit"
@@ -135,7 +132,7 @@ out:
 
 /* Run one command per rank, rank k in host h(k+1) of the testbed (or locally when argv_of
  * builds local command lines), and parse each one's JSON report. The ranks' common window is
- * in t0/t1. 0, or -1 with r->error set. */
+ * in t0/t1. 0, or a negative errno with r->error set. */
 typedef int (*argv_fn)(ctx_t *c, uint32_t rank, char **argv, size_t cap, char *store,
                        size_t store_len);
 
@@ -173,7 +170,7 @@ static int run_rank_group(ctx_t *c, const char *what, argv_fn build, ar_rank_rep
             if (*q == '{')
                 last = q;
         }
-        if (!last || ar_rank_parse(last, &reps[k]) != 0) {
+        if (!last || bench_rank_report_decode(last, &reps[k]) < 0) {
             char st[96];
             int code = launch_exit_code(p->status);
             snprintf(r->error, sizeof(r->error), "%s rank %u (h%u) %s without a report%s: ",
@@ -299,13 +296,13 @@ static int inagg_rank_argv(ctx_t *c, uint32_t rank, char **argv, size_t cap, cha
         arg(&b, "--roce-psn");
         arg(&b, "%s", o->roce_psn);
     }
-    return b.full ? -1 : 0;
+    return b.full ? -E2BIG : 0;
 }
 
 static void run_inagg_testbed(ctx_t *c, ar_sys_result_t *r)
 {
     const ar_opts_t *o = &c->so;
-    ar_rank_report_t *reps = calloc(o->workers, sizeof(*reps));
+    ar_rank_report_t *reps = bench_rank_reports_new(o->workers, AR_MAX_ITERS);
     if (!reps || launch_job_secret(r->error, sizeof(r->error)) != 0) {
         if (!reps)
             snprintf(r->error, sizeof(r->error), "out of memory");
@@ -374,7 +371,7 @@ static int gloo_rank_argv(ctx_t *c, uint32_t rank, char **argv, size_t cap, char
     arg(&b, "%llu", (unsigned long long)o->seed);
     arg(&b, "--timeout-s");
     arg(&b, "%u", time_limit_s(c));
-    return b.full ? -1 : 0;
+    return b.full ? -E2BIG : 0;
 }
 
 /* A TCP port free on loopback now (for the local TCPStore), or GLOO_PORT. */
@@ -413,7 +410,7 @@ static void run_gloo(ctx_t *c, ar_sys_result_t *r)
         }
     }
     c->gloo_port = c->run->on_testbed ? c->gloo_port + 1 : free_port();
-    ar_rank_report_t *reps = calloc(o->workers, sizeof(*reps));
+    ar_rank_report_t *reps = bench_rank_reports_new(o->workers, AR_MAX_ITERS);
     if (!reps) {
         snprintf(r->error, sizeof(r->error), "out of memory");
         return;
@@ -586,11 +583,11 @@ static int run_testbed(ar_run_t *run, ctx_t *c)
     if (launch_testbed_find(tb->tool, sizeof(tb->tool)) != 0) {
         fprintf(stderr, AR_CMD ": tools/testbed not found (tried %s; set INAGG_TESTBED_TOOL)\n",
                 tb->tool[0] ? tb->tool : "../tools/testbed beside the binary");
-        return -1;
+        return -ENOENT;
     }
     if (launch_testbed_sibling(tb, "testbed-rsh", c->rsh, sizeof(c->rsh)) != 0) {
         fprintf(stderr, AR_CMD ": tools/testbed-rsh is missing beside %s\n", tb->tool);
-        return -1;
+        return -ENOENT;
     }
     launch_testbed_reap_stale(tb->tool);
     char name[16], err[1024];
@@ -611,12 +608,8 @@ static int run_testbed(ar_run_t *run, ctx_t *c)
                                run->o->loss, err, sizeof(err));
     if (rc != 0) {
         launch_testbed_unguard();
-        if (rc == -EOPNOTSUPP) {
-            fprintf(stderr, AR_CMD ": %s\n", err);
-            return -3;
-        }
         fprintf(stderr, AR_CMD ": %s\n", err);
-        return -1;
+        return rc == -EOPNOTSUPP ? rc : -EIO;
     }
     run->on_testbed = 1;
     ar_link_defaults(&run->opts, tb->mtu, tb->link_bps, run->defaults_note,
@@ -655,7 +648,7 @@ int ar_run(const ar_opts_t *o, ar_run_t *run)
     run->world = o->workers;
     ctx_t *c = calloc(1, sizeof(*c));
     if (!c)
-        return -1;
+        return -ENOMEM;
     c->run = run;
     c->sw_err_fd = -1;
     ssize_t n = readlink("/proc/self/exe", c->self, sizeof(c->self) - 1);

@@ -26,7 +26,7 @@
 
 /* `inagg switch` in testbed namespace `ns` listening on `listen`, with extra arguments
  * `extra` (NULL-terminated, or NULL); ready once it wrote its port to the readiness pipe.
- * Its pid and "HOST:PORT" into addr, or -1 after a message. */
+ * Its pid and "HOST:PORT" into addr, or -EIO after a message. */
 static pid_t ns_switch_start(ctx_t *c, const char *ns, const char *listen, char *const *extra,
                              char *addr, size_t len)
 {
@@ -37,14 +37,14 @@ static pid_t ns_switch_start(ctx_t *c, const char *ns, const char *listen, char 
                                  c->sw_err_fd, SWITCH_READY_MS, addr, len, err, sizeof(err));
     if (pid < 0) {
         fprintf(stderr, AR_CMD ": %s\n", err);
-        return -1;
+        return -EIO;
     }
     return pid;
 }
 
 /* The switches of a testbed run: `inagg switch` in the switch namespace on the bridge's
  * address (with --shards, K of them on ports 7000, 7100, ...); with --leaves, that one is the
- * spine and each leaf namespace runs a leaf switch pointing at it. 0, or -1 after a
+ * spine and each leaf namespace runs a leaf switch pointing at it. 0, or -EIO after a
  * message. */
 int ar_testbed_switches(ctx_t *c)
 {
@@ -61,7 +61,7 @@ int ar_testbed_switches(ctx_t *c)
     c->sw_pid = ns_switch_start(c, "sw", listen, NULL, c->sw_addr, sizeof(c->sw_addr));
     if (c->sw_pid < 0) {
         c->sw_pid = 0;
-        return -1;
+        return -EIO;
     }
     size_t used = strlen(c->sw_addr);
     for (uint32_t k = 1; k < o->shards; k++) {
@@ -69,7 +69,7 @@ int ar_testbed_switches(ctx_t *c)
         snprintf(listen, sizeof(listen), "%s:%u", tb->switch_addr, SWITCH_PORT + 100 * k);
         pid_t p = ns_switch_start(c, "sw", listen, NULL, one, sizeof(one));
         if (p < 0)
-            return -1;
+            return -EIO;
         c->more_pids[c->nmore++] = p;
         used += (size_t)snprintf(c->sw_addr + used, sizeof(c->sw_addr) - used, ",%s", one);
     }
@@ -84,14 +84,14 @@ int ar_testbed_switches(ctx_t *c)
                          NULL};
         pid_t p = ns_switch_start(c, ns, listen, extra, c->leaf_addr[l], sizeof(c->leaf_addr[l]));
         if (p < 0)
-            return -1;
+            return -EIO;
         c->more_pids[c->nmore++] = p;
     }
     return 0;
 }
 
 /* One embedded switch on loopback, as cfg says (listen forced to 127.0.0.1:0); its pid and
- * HOST:PORT, or -1 after a message. */
+ * HOST:PORT, or -EIO after a message. */
 static pid_t local_switch(const ar_opts_t *o, switch_config_t *cfg, char *addr, size_t len)
 {
     cfg->listen = "127.0.0.1:0";
@@ -102,7 +102,7 @@ static pid_t local_switch(const ar_opts_t *o, switch_config_t *cfg, char *addr, 
     pid_t pid = launch_switch(cfg, &port, err, sizeof(err));
     if (pid < 0) {
         fprintf(stderr, AR_CMD ": an embedded switch did not start: %s\n", err);
-        return -1;
+        return -EIO;
     }
     snprintf(addr, len, "127.0.0.1:%u", port);
     return pid;
@@ -148,7 +148,7 @@ static void pin(pid_t pid, int k)
     }
 }
 
-/* --switch-cpu-share: cap switch process pid at that share of a CPU. 0, or -1 after a
+/* --switch-cpu-share: cap switch process pid at that share of a CPU. 0, or -EIO after a
  * message. */
 static int cap(ctx_t *c, const ar_opts_t *o, pid_t pid)
 {
@@ -161,7 +161,7 @@ static int cap(ctx_t *c, const ar_opts_t *o, pid_t pid)
     if (launch_cpucap(pid, (unsigned)c->ncap, o->switch_cpu_share, path, sizeof(c->cap_path[0]),
                       err, sizeof(err)) != 0) {
         fprintf(stderr, AR_CMD ": --switch-cpu-share: %s\n", err);
-        return -1;
+        return -EIO;
     }
     c->ncap++;
     return 0;
@@ -175,14 +175,14 @@ void ar_uncap_switches(ctx_t *c)
 }
 
 /* Loopback: the spine and the leaves (--leaves), or K shards (--shards), or the one
- * embedded switch (or the --switch given). 0, or -1 after a message. */
+ * embedded switch (or the --switch given). 0, or -EIO after a message. */
 int ar_local_switches(ctx_t *c, const ar_opts_t *o)
 {
     if (o->leaves) {
         switch_config_t sc = SWITCH_CONFIG_INIT;
         c->sw_pid = local_switch(o, &sc, c->sw_addr, sizeof(c->sw_addr));
         if (c->sw_pid < 0 || cap(c, o, c->sw_pid) != 0)
-            return -1;
+            return -EIO;
         for (uint32_t l = 0; l < o->leaves; l++) {
             switch_config_t lc = SWITCH_CONFIG_INIT;
             lc.upstream = c->sw_addr;
@@ -190,10 +190,10 @@ int ar_local_switches(ctx_t *c, const ar_opts_t *o)
             lc.upstream_world = o->leaves;
             pid_t p = local_switch(o, &lc, c->leaf_addr[l], sizeof(c->leaf_addr[l]));
             if (p < 0)
-                return -1;
+                return -EIO;
             c->more_pids[c->nmore++] = p;
             if (cap(c, o, p) != 0)
-                return -1;
+                return -EIO;
         }
         return 0;
     }
@@ -204,7 +204,7 @@ int ar_local_switches(ctx_t *c, const ar_opts_t *o)
             char one[48];
             pid_t p = local_switch(o, &cfg, one, sizeof(one));
             if (p < 0)
-                return -1;
+                return -EIO;
             if (k == 0)
                 c->sw_pid = p;
             else
@@ -212,7 +212,7 @@ int ar_local_switches(ctx_t *c, const ar_opts_t *o)
             if (o->pin_switches)
                 pin(p, (int)k);
             if (cap(c, o, p) != 0)
-                return -1;
+                return -EIO;
             used += (size_t)snprintf(c->sw_addr + used, sizeof(c->sw_addr) - used, "%s%s",
                                      k ? "," : "", one);
         }
@@ -224,7 +224,7 @@ int ar_local_switches(ctx_t *c, const ar_opts_t *o)
     if (pid > 0 && o->pin_switches)
         pin(pid, 0);
     if (pid > 0 && cap(c, o, pid) != 0)
-        return -1;
-    return pid < 0 ? -1 : 0;
+        return -EIO;
+    return pid < 0 ? -EIO : 0;
 }
 

@@ -101,7 +101,8 @@ typedef struct ping_state {
     uint64_t start_deadline;
 } ping_state_t;
 
-/* One round trip of ping seq: its time in microseconds (> 0), or -1 after a message. A ping
+/* One round trip of ping seq: its time in microseconds (> 0), or a negative errno after a
+ * message (-ETIMEDOUT: unanswered, -EPROTO: a wrong echo). A ping
  * unanswered in FLOOR_PING_TIMEOUT_MS is counted lost and sent again; an echo whose bytes
  * differ from the ping's is an error. */
 static double one_round_trip(ping_state_t *s, uint32_t seq)
@@ -113,7 +114,7 @@ static double one_round_trip(ping_state_t *s, uint32_t seq)
         int refused = sent < 0 && errno == ECONNREFUSED;
         if (sent < 0 && !refused) {
             fprintf(stderr, "inagg bench latency: floor ping: send: %s\n", strerror(errno));
-            return -1;
+            return -EIO;
         }
         uint64_t wait_end = t0 + (uint64_t)FLOOR_PING_TIMEOUT_MS * 1000000u;
         while (!refused) {
@@ -131,7 +132,7 @@ static double one_round_trip(ping_state_t *s, uint32_t seq)
                 if (!refused && errno != EAGAIN && errno != EINTR) {
                     fprintf(stderr, "inagg bench latency: floor ping: recv: %s\n",
                             strerror(errno));
-                    return -1;
+                    return -EIO;
                 }
                 continue;
             }
@@ -140,7 +141,7 @@ static double one_round_trip(ping_state_t *s, uint32_t seq)
             if (n != (ssize_t)s->size || memcmp(s->rx, s->tx, s->size) != 0) {
                 fprintf(stderr, "inagg bench latency: floor ping %u: the echo differs from "
                         "the ping (%zd bytes back of %u sent)\n", seq, n, s->size);
-                return -1;
+                return -EPROTO;
             }
             s->answered = 1;
             return (double)(t1 - t0) / 1e3;
@@ -149,7 +150,7 @@ static double one_round_trip(ping_state_t *s, uint32_t seq)
             if (util_now_ns() >= s->start_deadline) {
                 fprintf(stderr, "inagg bench latency: floor ping: the echo server did not "
                         "answer within %d ms\n", FLOOR_START_MS);
-                return -1;
+                return -ETIMEDOUT;
             }
             if (refused)
                 nanosleep(&(struct timespec){0, FLOOR_NOT_READY_SLEEP_NS}, NULL);
@@ -158,7 +159,7 @@ static double one_round_trip(ping_state_t *s, uint32_t seq)
         if (++s->lost > s->max_lost) {
             fprintf(stderr, "inagg bench latency: floor ping: %u pings lost, giving up\n",
                     s->lost);
-            return -1;
+            return -ETIMEDOUT;
         }
     }
 }
@@ -208,7 +209,7 @@ out:
 
 /* ---- the roles' command line ------------------------------------------------------------ */
 
-/* A hidden role's number flag: an integer in lo..hi, or a message and -1. */
+/* A hidden role's number flag: an integer in lo..hi, or a message and -EINVAL. */
 static int parse_u64_in(const char *flag, const char *text, uint64_t lo, uint64_t hi,
                         uint64_t *out)
 {
@@ -218,7 +219,7 @@ static int parse_u64_in(const char *flag, const char *text, uint64_t lo, uint64_
     if (end == text || *end || errno || x < lo || x > hi || text[0] == '-') {
         fprintf(stderr, "inagg bench latency: %s needs an integer in %llu..%llu, got '%s'\n",
                 flag, (unsigned long long)lo, (unsigned long long)hi, text);
-        return -1;
+        return -EINVAL;
     }
     *out = x;
     return 0;
@@ -290,7 +291,7 @@ typedef struct ping_args {
     char host[16], hostno[16], size[16], iters[16], warmup[16];
 } ping_args_t;
 
-/* Read client k's report into rtt (its samples appended at *n). 0, or -1 with err set. */
+/* Read client k's report into rtt (its samples appended at *n). 0, or -EPROTO with err set. */
 static int take_ping_report(const char *path, uint32_t iters, double *rtt, uint32_t *n,
                             uint32_t *lost, unsigned k, char *err, size_t errlen)
 {
@@ -301,8 +302,8 @@ static int take_ping_report(const char *path, uint32_t iters, double *rtt, uint3
     if (fd >= 0)
         close(fd);
     if (!ok) {
-        set_err_msg(err, errlen, "the floor's client in h%u left no complete report", k);
-        return -1;
+        return set_err(err, errlen, -EPROTO, "the floor's client in h%u left no complete "
+                       "report", k);
     }
     *n += iters;
     *lost += rep.lost;
@@ -319,17 +320,17 @@ int bench_floor_measure(const launch_tbjob_t *j, const char *self, uint32_t size
     snprintf(listen, sizeof(listen), "%s:%d", tb->switch_addr, BENCH_FLOOR_PORT);
     memset(out, 0, sizeof(*out));
     if (!mkdtemp(dir)) {
-        set_err_msg(err, errlen, "a directory for the floor's reports: %s", strerror(errno));
-        return -1;
+        return set_err(err, errlen, -errno, "a directory for the floor's reports: %s",
+                       strerror(errno));
     }
-    int rc = -1, started = 0, err_fd = memfd_create("inagg-floor-echo", MFD_CLOEXEC);
+    int rc = -EIO, started = 0, err_fd = memfd_create("inagg-floor-echo", MFD_CLOEXEC);
     pid_t echo = -1;
     launch_group_t *g = malloc(sizeof(*g));
     ping_args_t *args = calloc(hosts, sizeof(*args));
     char (*reports)[PATH_MAX] = calloc(hosts, PATH_MAX);
     double *rtt = calloc((size_t)hosts * iters, sizeof(double));
     if (!g || !args || !reports || !rtt) {
-        set_err_msg(err, errlen, "out of memory");
+        rc = set_err(err, errlen, -ENOMEM, "out of memory");
         goto out;
     }
     char *echo_cmd[] = {(char *)self, "bench", "latency", "--floor-echo", listen, NULL};
@@ -356,7 +357,7 @@ int bench_floor_measure(const launch_tbjob_t *j, const char *self, uint32_t size
         char e[256];
         if (launch_testbed_argv(tb, a->host, cmd, argv, 40) == 0 ||
             launch_group_add(g, argv, NULL, e, sizeof(e)) < 0) {
-            set_err_msg(err, errlen, "the floor's client in %s could not start", a->host);
+            set_err(err, errlen, -ECHILD, "the floor's client in %s could not start", a->host);
             goto out;
         }
     }
@@ -369,7 +370,8 @@ int bench_floor_measure(const launch_tbjob_t *j, const char *self, uint32_t size
         if (wrc == 0 && launch_exit_code(g->p[k - 1].status) == 0 &&
             take_ping_report(reports[k - 1], iters, rtt, &n, &out->lost, k, err, errlen) == 0)
             continue;
-        set_err_msg(err, errlen, "the floor's client in h%u %s: ", k, wrc == -ETIMEDOUT ?
+        rc = set_err(err, errlen, wrc == -ETIMEDOUT ? -ETIMEDOUT : -EIO,
+                     "the floor's client in h%u %s: ", k, wrc == -ETIMEDOUT ?
                 "was killed after the time limit" :
                 launch_status_text(g->p[k - 1].status, st, sizeof(st)));
         launch_append_tail(err, errlen, g->p[k - 1].tail_len ? g->p[k - 1].tail :

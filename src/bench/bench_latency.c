@@ -31,6 +31,9 @@
 #include "bench/bench_latency.h"
 #include "bench/benchdata.h"
 #include "bench/harness.h"
+#include "bench/ranks.h"
+#include "bench/rank_report.h"
+#include "bench/subrun.h"
 #include "bench/samples.h"
 #include "launch/launch.h"
 #include "base/util.h"
@@ -79,16 +82,13 @@ static int verify(const lat_opts_t *o, uint64_t it, const void *recv)
 static int worker_main(const lat_opts_t *o, uint32_t rank, const char *addr, const char *job,
                        int out_fd)
 {
-    lat_report_t rep = {.rank = (int32_t)rank};
-    double *lat = calloc(o->iters, sizeof(double));
+    bench_rank_report_t *rep = bench_rank_reports_new(1, o->iters);
     uint32_t send[LAT_MAX_ELEMS], recv[LAT_MAX_ELEMS], token = 1, token_sum;
     inagg_comm_t *comm = NULL;
     inagg_result_t rc = INAGG_OK;
-    if (!lat) {
-        rc = INAGG_ERR_NOMEM;
-        snprintf(rep.error, sizeof(rep.error), "rank %u: out of memory", rank);
-        goto done;
-    }
+    if (!rep)
+        return 1; /* no report: the parent says the rank ended without one */
+    rep->rank = (int32_t)rank;
     inagg_options_t opts = INAGG_OPTIONS_INIT;
     opts.protocol = o->protocol;
     opts.slots = o->slots;
@@ -100,13 +100,14 @@ static int worker_main(const lat_opts_t *o, uint32_t rank, const char *addr, con
     char detail[256];
     rc = inagg_comm_create(&comm, addr, job, rank, o->workers, &opts, detail, sizeof(detail));
     if (rc != INAGG_OK) {
-        snprintf(rep.error, sizeof(rep.error), "rank %u: joining: %s: %s", rank,
+        snprintf(rep->error, sizeof(rep->error), "rank %u: joining: %s: %s", rank,
                  inagg_strerror(rc), detail);
         goto done;
     }
     lat_opts_t align = *o;
     align.dtype_float = 0; /* the aligning allreduce is one int32 */
-    rep.verified = 1;
+    rep->verified = 1;
+    rep->t_start = util_now_ns() * 1e-9;
     for (uint64_t it = 0; it < (uint64_t)o->warmup + o->iters && rc == INAGG_OK; it++) {
         for (uint32_t k = 0; k < o->elems; k++) {
             uint64_t idx = it * o->elems + k;
@@ -126,36 +127,33 @@ static int worker_main(const lat_opts_t *o, uint32_t rank, const char *addr, con
         uint64_t t1 = util_now_ns();
         if (rc != INAGG_OK)
             break;
-        if (it >= o->warmup)
-            lat[rep.iters++] = (double)(t1 - t0) / 1e3;
+        if (it >= o->warmup && rep->iters < rep->cap)
+            rep->times_s[rep->iters++] = (double)(t1 - t0) / 1e9;
         if (!verify(o, it, recv) || token_sum != o->workers) {
-            rep.verified = 0;
-            snprintf(rep.error, sizeof(rep.error), "rank %u, operation %llu: wrong result",
+            rep->verified = 0;
+            snprintf(rep->error, sizeof(rep->error), "rank %u, operation %llu: wrong result",
                      rank, (unsigned long long)it);
             break;
         }
     }
     if (rc != INAGG_OK) {
-        rep.verified = 0;
-        snprintf(rep.error, sizeof(rep.error), "rank %u: %s: %s", rank, inagg_strerror(rc),
+        rep->verified = 0;
+        snprintf(rep->error, sizeof(rep->error), "rank %u: %s: %s", rank, inagg_strerror(rc),
                  inagg_last_error(comm));
     }
-    inagg_get_stats(comm, &rep.stats);
+    inagg_get_stats(comm, &rep->stats);
+    rep->t_end = util_now_ns() * 1e-9;
 done:
-    rep.rc = rc;
+    rep->rc = rc;
     if (comm)
         inagg_comm_destroy(comm);
-    int ok = write(out_fd, &rep, sizeof(rep)) == (ssize_t)sizeof(rep);
-    size_t bytes = rep.iters * sizeof(double), off = 0;
-    while (ok && off < bytes) {
-        ssize_t n = write(out_fd, (const char *)lat + off, bytes - off);
-        if (n <= 0)
-            ok = 0;
-        else
-            off += (size_t)n;
-    }
-    free(lat);
-    return ok && rc == INAGG_OK && rep.verified ? 0 : 1;
+    bench_rank_meta_t meta = {.name = "inagg", .world = o->workers, .elems = o->elems,
+                              .dtype = o->dtype_float ? "float32" : "int32",
+                              .packet_elems = LAT_MAX_ELEMS, .window = o->slots};
+    int ok = bench_rank_report_write(out_fd, rep, &meta) == 0 && rc == INAGG_OK &&
+             rep->verified;
+    free(rep);
+    return ok ? 0 : 1;
 }
 
 /* ---- run ---------------------------------------------------------------------------------- */
@@ -171,60 +169,83 @@ static int rank_main(uint32_t rank, int fd, void *arg)
     return worker_main(c->o, rank, c->addr, c->job, fd);
 }
 
-/* One rank's report from fd (its pipe, or its report file): its latencies folded into
- * slowest[]. 1 when it came and verified, else 0 after a message (said_why: set when the
- * report itself explained the failure). *got: whether a report header came at all. */
-static int take_report(const lat_opts_t *o, int fd, uint32_t r, double *slowest, double *mine,
-                       inagg_stats_t *total, int *got)
+/* Rank r's decoded report: its latencies (microseconds) folded into slowest[]. 1 when it
+ * verified with every operation, else 0 after a message (the report's own error when it has
+ * one). */
+static int take_report(const lat_opts_t *o, const bench_rank_report_t *rep, uint32_t r,
+                       double *slowest, inagg_stats_t *total)
 {
-    lat_report_t rep;
-    *got = fd >= 0 && bench_read_full(fd, &rep, sizeof(rep)) == 0;
-    if (!*got)
-        return 0;
     int ok = 1;
-    if (rep.iters == o->iters && bench_read_full(fd, mine, o->iters * sizeof(double)) == 0) {
+    if (rep->iters == o->iters) {
         for (uint32_t i = 0; i < o->iters; i++)
-            if (mine[i] > slowest[i])
-                slowest[i] = mine[i];
-    } else if (rep.verified) {
+            if (rep->times_s[i] * 1e6 > slowest[i])
+                slowest[i] = rep->times_s[i] * 1e6;
+    } else if (rep->verified) {
         ok = 0;
         fprintf(stderr, "inagg bench latency: rank %u sent a short report\n", r);
     }
-    if (!rep.verified || rep.rc != INAGG_OK) {
+    if (!rep->verified || rep->rc != INAGG_OK) {
         ok = 0;
-        rep.error[sizeof(rep.error) - 1] = '\0';
-        fprintf(stderr, "inagg bench latency: %s\n", rep.error);
+        fprintf(stderr, "inagg bench latency: %s\n", rep->error);
     }
-    total->packets_sent += rep.stats.packets_sent;
-    total->retransmissions += rep.stats.retransmissions;
+    total->packets_sent += rep->stats.packets_sent;
+    total->retransmissions += rep->stats.retransmissions;
     return ok;
+}
+
+/* How long the workers may take: joining, then two allreduces per operation at most a few
+ * ms each (generous). */
+static unsigned workers_limit_ms(const lat_opts_t *o)
+{
+    return 120000u + (o->warmup + o->iters) * 10u;
+}
+
+/* The longest report line of a rank: its samples and the rest. */
+static size_t line_max(const lat_opts_t *o)
+{
+    return (size_t)o->iters * 32u + 16384u;
 }
 
 /* The workers against the switch at addr; the slowest rank's latency of each operation into
  * slowest[iters] (zeroed by the caller). 1 if every report came and verified, else 0. */
-static int run_workers(const lat_opts_t *o, const char *addr, double *slowest, double *mine,
+static int run_workers(const lat_opts_t *o, const char *addr, double *slowest,
                        inagg_stats_t *total)
 {
     char job[64], err[256];
     rank_ctx_t ctx = {o, addr, bench_job_name("latency", job, sizeof(job))};
     launch_ranks_t g;
-    if (launch_ranks_start(&g, o->workers, rank_main, &ctx, LAUNCH_PIPE, err, sizeof(err)) != 0) {
-        fprintf(stderr, "inagg bench latency: %s\n", err);
+    bench_rank_report_t *reps = bench_rank_reports_new(o->workers, o->iters);
+    int *got = calloc(o->workers, sizeof(int));
+    if (!reps || !got) {
+        fprintf(stderr, "inagg bench latency: out of memory for the reports\n");
+        free(reps);
+        free(got);
         return 0;
     }
-    int verified = 1;
+    if (launch_ranks_start(&g, o->workers, rank_main, &ctx, LAUNCH_PIPE, err, sizeof(err)) != 0) {
+        fprintf(stderr, "inagg bench latency: %s\n", err);
+        free(reps);
+        free(got);
+        return 0;
+    }
+    uint64_t deadline = util_now_ns() + (uint64_t)workers_limit_ms(o) * 1000000ull;
+    int open_fds = bench_ranks_collect_reports(&g, o->workers, reps, line_max(o), got,
+                                               deadline, 1000, NULL, NULL);
+    int verified = open_fds == 0;
     for (uint32_t r = 0; r < o->workers; r++) {
-        int got;
-        if (!take_report(o, g.fd[r], r, slowest, mine, total, &got))
+        if (got[r] && !take_report(o, &reps[r], r, slowest, total))
             verified = 0;
-        launch_ranks_wait_one(&g, r, WORKER_EXIT_MS);
-        if (!got) {
+        launch_ranks_wait_one(&g, r, open_fds == 0 ? WORKER_EXIT_MS : 0);
+        if (!got[r]) {
+            verified = 0;
             int st = g.status[r];
             fprintf(stderr, "inagg bench latency: worker %u died without a report (%s %d)\n", r,
                     WIFSIGNALED(st) ? "signal" : "exit",
                     WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
         }
     }
+    free(reps);
+    free(got);
     return verified;
 }
 
@@ -258,12 +279,12 @@ static int testbed_rank_argv(const lat_opts_t *o, const launch_tbjob_t *j, const
                    "--protocol", (char *)lat_proto_name(o), "--report-file", (char *)report,
                    "--poll", o->poll ? (char *)o->poll : "sleep",
                    o->faults ? "--faults" : NULL, (char *)o->faults, NULL};
-    return launch_testbed_argv(&j->tb, t->host, cmd, argv, cap) ? 0 : -1;
+    return launch_testbed_argv(&j->tb, t->host, cmd, argv, cap) ? 0 : -E2BIG;
 }
 
 /* The workers, one per host of the testbed, against j's switch; as run_workers. */
 static int run_workers_testbed(const lat_opts_t *o, const launch_tbjob_t *j, double *slowest,
-                               double *mine, inagg_stats_t *total)
+                               inagg_stats_t *total)
 {
     char self[PATH_MAX], dir[] = "/tmp/inagg-latency-XXXXXX", job[64], err[512];
     ssize_t sl = readlink("/proc/self/exe", self, sizeof(self) - 1);
@@ -277,9 +298,11 @@ static int run_workers_testbed(const lat_opts_t *o, const launch_tbjob_t *j, dou
     launch_group_t *g = malloc(sizeof(*g));
     rank_args_t *store = calloc(o->workers, sizeof(*store));
     char (*reports)[PATH_MAX] = calloc(o->workers, PATH_MAX);
+    bench_rank_report_t *rep = bench_rank_reports_new(1, o->iters);
     int verified = 0, started = 0;
-    if (!g || !store || !reports || launch_job_secret(err, sizeof(err)) != 0) {
-        fprintf(stderr, "inagg bench latency: %s\n", g && store && reports ? err : "out of memory");
+    if (!g || !store || !reports || !rep || launch_job_secret(err, sizeof(err)) != 0) {
+        fprintf(stderr, "inagg bench latency: %s\n",
+                g && store && reports && rep ? err : "out of memory");
         goto out;
     }
     launch_group_init(g);
@@ -293,17 +316,16 @@ static int run_workers_testbed(const lat_opts_t *o, const launch_tbjob_t *j, dou
             goto out;
         }
     }
-    /* generous: joining, then two allreduces per operation at most a few ms each */
-    unsigned limit_ms = 120000u + (o->warmup + o->iters) * 10u;
-    int wrc = launch_group_wait(g, limit_ms, NULL, NULL, 0);
+    int wrc = launch_group_wait(g, workers_limit_ms(o), NULL, NULL, 0);
     verified = 1;
     for (uint32_t r = 0; r < o->workers; r++) {
-        int fd = open(reports[r], O_RDONLY | O_CLOEXEC), got;
-        if (!take_report(o, fd, r, slowest, mine, total, &got))
-            verified = 0;
-        if (fd >= 0)
-            close(fd);
+        char *text = NULL;
+        int got = bench_read_file(reports[r], &text) == 0 &&
+                  bench_rank_report_decode(text, rep) == 0;
+        free(text);
         unlink(reports[r]);
+        if (!got || !take_report(o, rep, r, slowest, total))
+            verified = 0;
         if (!got) {
             char st[96], why[700] = "";
             launch_append_tail(why, sizeof(why), g->p[r].tail_len ? g->p[r].tail : "(no stderr)");
@@ -316,6 +338,7 @@ out:
     if (g && started)
         launch_group_end(g);
     rmdir(dir);
+    free(rep);
     free(reports);
     free(store);
     free(g);
@@ -323,7 +346,7 @@ out:
 }
 
 /* The medium's floor on testbed j: a UDP ping-pong from every host to the switch namespace
- * with datagrams of inagg's packet size (header, MAC and the elements). 0, or -1 after a
+ * with datagrams of inagg's packet size (header, MAC and the elements). 0, or -EIO after a
  * message: a testbed run without its floor fails. */
 static int measure_floor(const lat_opts_t *o, const launch_tbjob_t *j, lat_result_t *res)
 {
@@ -336,7 +359,7 @@ static int measure_floor(const lat_opts_t *o, const launch_tbjob_t *j, lat_resul
     if (bench_floor_measure(j, self, size, o->iters, o->warmup, &res->floor, err,
                             sizeof(err)) != 0) {
         fprintf(stderr, "inagg bench latency: the floor could not be measured: %s\n", err);
-        return -1;
+        return -EIO;
     }
     res->have_floor = 1;
     res->floor_ratio = res->p50 / res->floor.p50_us;
@@ -344,7 +367,7 @@ static int measure_floor(const lat_opts_t *o, const launch_tbjob_t *j, lat_resul
 }
 
 /* Switch, workers, percentiles, the MPI baseline (placed by mpi: NULL on loopback). With j
- * the testbed is up and j's switch runs. 0, or -1 when nothing could be run. */
+ * the testbed is up and j's switch runs. 0, or -EIO when nothing could be run. */
 int lat_run(const lat_opts_t *o, launch_tbjob_t *j, lat_result_t *res)
 {
     memset(res, 0, sizeof(*res));
@@ -355,17 +378,14 @@ int lat_run(const lat_opts_t *o, launch_tbjob_t *j, lat_result_t *res)
         switch_pid = bench_switch_begin("inagg bench latency", o->switch_addr, 1, o->timeout_ms,
                                         addr, sizeof(addr));
         if (switch_pid < 0)
-            return -1;
+            return -EIO;
     }
     fprintf(stderr, "inagg bench latency: %u workers, %u %s elements, %s, %u operations%s%s...\n",
             o->workers, o->elems, o->dtype_float ? "float32" : "int32", lat_proto_name(o),
             o->iters, j ? ", switch at " : "", j ? j->sw_addr : "");
     double *slowest = calloc(o->iters, sizeof(double));
-    double *mine = calloc(o->iters, sizeof(double));
-    res->verified = slowest && mine &&
-                    (j ? run_workers_testbed(o, j, slowest, mine, &res->total)
-                       : run_workers(o, addr, slowest, mine, &res->total));
-    free(mine);
+    res->verified = slowest && (j ? run_workers_testbed(o, j, slowest, &res->total)
+                                  : run_workers(o, addr, slowest, &res->total));
     bench_switch_end(switch_pid);
     uint32_t n = res->verified ? o->iters : 0;
     if (n) {
@@ -404,29 +424,27 @@ int lat_run(const lat_opts_t *o, launch_tbjob_t *j, lat_result_t *res)
     return 0;
 }
 
-/* --rank: one worker against --switch, its report into --report-file. 0 or 1. */
 int lat_run_single(const lat_opts_t *o)
 {
     int fd = open(o->report_file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (fd < 0) {
-        fprintf(stderr, "inagg bench latency: %s: %s\n", o->report_file, strerror(errno));
-        return 1;
+        int e = errno;
+        fprintf(stderr, "inagg bench latency: %s: %s\n", o->report_file, strerror(e));
+        return -e;
     }
     int rc = worker_main(o, o->rank, o->switch_addr, o->job, fd);
     if (close(fd) != 0)
         rc = 1;
-    return rc;
+    return rc == 0 ? 0 : -EIO;
 }
 
-/* Build the testbed and start its switch into *out (freed by the caller after
- * launch_tbjob_down). 0; 3 when testbeds cannot be built here; 1 on another failure. */
 int lat_testbed_up(const lat_opts_t *o, launch_tbjob_t **out)
 {
     launch_tbjob_t *j = calloc(1, sizeof(*j));
     char err[1024], self[PATH_MAX];
     if (!j) {
         fprintf(stderr, "inagg bench latency: out of memory\n");
-        return 1;
+        return -ENOMEM;
     }
     j->tb.fabric = o->fabric;
     j->tb.link_delay = o->link_delay;
@@ -440,7 +458,7 @@ int lat_testbed_up(const lat_opts_t *o, launch_tbjob_t **out)
     if (rc != 0) {
         fprintf(stderr, "inagg bench latency: %s\n", err);
         free(j);
-        return rc == -EOPNOTSUPP ? 3 : 1;
+        return rc < 0 ? rc : -EIO;
     }
     ssize_t sl = readlink("/proc/self/exe", self, sizeof(self) - 1);
     self[sl > 0 ? sl : 0] = '\0';
@@ -448,7 +466,7 @@ int lat_testbed_up(const lat_opts_t *o, launch_tbjob_t **out)
         fprintf(stderr, "inagg bench latency: %s\n", err);
         launch_tbjob_down(j);
         free(j);
-        return 1;
+        return -EIO;
     }
     *out = j;
     return 0;

@@ -1,7 +1,7 @@
 /*
- * bench_latency.h - the run of `inagg bench latency`: its options, what a worker reports to
- * the parent, what a run measures, and the steps the command calls (bench_latency.c). The
- * command's parsing and rendering are cli/cmd_bench_latency.c.
+ * bench_latency.h - the run of `inagg bench latency`: its options, what a run measures and
+ * the steps the command calls (bench_latency.c); each rank reports to the parent through
+ * bench/rank_report.h. The command's parsing and rendering are cli/cmd_bench_latency.c.
  */
 #ifndef INAGG_BENCH_BENCH_LATENCY_H
 #define INAGG_BENCH_BENCH_LATENCY_H
@@ -34,16 +34,6 @@ typedef struct lat_opts {
     uint32_t poll_us;
 } lat_opts_t;
 
-/* What a worker sends back before its `iters` latencies (doubles, microseconds). */
-typedef struct lat_report {
-    int32_t rank;
-    int32_t rc;
-    int32_t verified;
-    uint32_t iters;
-    inagg_stats_t stats;
-    char error[512];
-} lat_report_t;
-
 typedef struct lat_result {
     int verified;
     uint32_t n;               /* operations measured (0 when the run failed) */
@@ -61,14 +51,16 @@ typedef struct lat_result {
 const char *lat_proto_name(const lat_opts_t *o);
 
 /* Every iteration on the local ranks (j NULL) or the testbed's, then the MPI baseline when
- * asked. 0 with res filled, or -1 after a message. */
+ * asked. 0 with res filled, or a negative errno after a message. */
 int lat_run(const lat_opts_t *o, launch_tbjob_t *j, lat_result_t *res);
 
-/* --rank: one worker against --switch, its report into --report-file. 0 or 1. */
+/* --rank: one worker against --switch, its report into --report-file. 0, or a negative
+ * errno after a message (-EIO: the worker failed; its report says why). */
 int lat_run_single(const lat_opts_t *o);
 
 /* Build the testbed and start its switch into *out (freed by the caller after
- * launch_tbjob_down). 0; 3 when testbeds cannot be built here; 1 on another failure. */
+ * launch_tbjob_down). 0, or a negative errno after a message: -EOPNOTSUPP when testbeds
+ * cannot be built here (no root, no network namespaces). */
 int lat_testbed_up(const lat_opts_t *o, launch_tbjob_t **out);
 
 #endif /* INAGG_BENCH_BENCH_LATENCY_H */

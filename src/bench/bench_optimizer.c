@@ -76,7 +76,7 @@ static int find_tool(const char *name, char *buf, size_t len)
     char rel[128];
     snprintf(rel, sizeof(rel), "../tools/%s", name);
     if (launch_beside_self(rel, buf, len) != 0)
-        return -1;
+        return -ENOENT;
     return access(buf, R_OK);
 }
 
@@ -95,32 +95,33 @@ static void torch_stop(torch_helper_t *t)
         munmap(t->region, t->bytes);
 }
 
-/* Start the helper; 0 once it said ready, -1 otherwise (torch missing, ...). */
+/* Start the helper; 0 once it said ready, else a negative errno (-ENOENT: torch or the
+ * script missing, -EIO: it did not start). */
 static int torch_start(torch_helper_t *t, const optb_opts_t *o)
 {
     *t = (torch_helper_t){.to = -1, .from = -1};
     char script[PATH_MAX], py[PATH_MAX];
     if (find_tool("torch_worker.py", script, sizeof(script)) != 0 ||
         launch_find_python(py, sizeof(py)) != 0)
-        return -1;
+        return -ENOENT;
     t->bytes = (size_t)o->elems * 8u;
     int fd = memfd_create("inagg-torch", 0); /* inherited by the helper: no CLOEXEC */
     if (fd < 0 || ftruncate(fd, (off_t)t->bytes) != 0) {
         if (fd >= 0)
             close(fd);
-        return -1;
+        return -EIO;
     }
     t->region = mmap(NULL, t->bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     int in[2], out[2];
     if (t->region == MAP_FAILED || pipe2(in, O_CLOEXEC) != 0) {
         close(fd);
-        return -1;
+        return -EIO;
     }
     if (pipe2(out, O_CLOEXEC) != 0) {
         close(in[0]);
         close(in[1]);
         close(fd);
-        return -1;
+        return -EIO;
     }
     char fds[16], ns[32], lr[32], b1[32], b2[32], eps[32];
     snprintf(fds, sizeof(fds), "%d", fd);
@@ -143,7 +144,7 @@ static int torch_start(torch_helper_t *t, const optb_opts_t *o)
     struct pollfd pf = {.fd = t->from, .events = POLLIN};
     if (pid < 0 || poll(&pf, 1, 120000) != 1 || read(t->from, &c, 1) != 1 || c != 'r') {
         torch_stop(t);
-        return -1;
+        return -EIO;
     }
     return 0;
 }
@@ -155,7 +156,7 @@ static int torch_step(torch_helper_t *t, uint32_t timeout_ms)
     struct pollfd pf = {.fd = t->from, .events = POLLIN};
     if (write(t->to, "s", 1) != 1 || poll(&pf, 1, (int)timeout_ms) != 1 ||
         read(t->from, &c, 1) != 1 || c != 'd')
-        return -1;
+        return -EIO;
     return 0;
 }
 
@@ -267,7 +268,7 @@ static int rank_main(uint32_t rank, int fd, void *arg)
 }
 
 /* Fork the workers of one run and wait for them, bounded: every step may take the per-call
- * timeout, and the torch helper two minutes to start. 0, or -1 when one failed. */
+ * timeout, and the torch helper two minutes to start. 0, or a negative errno when one failed. */
 static int run_job(const optb_opts_t *o, enum optb_run run, const char *addr, optb_shared_t *sh,
                    uint32_t ns)
 {
@@ -276,9 +277,9 @@ static int run_job(const optb_opts_t *o, enum optb_run run, const char *addr, op
     rank_ctx_t ctx = {o, run, addr, bench_job_name(prefix, job, sizeof(job)), sh, ns};
     launch_ranks_t g;
     if (launch_ranks_start(&g, o->workers, rank_main, &ctx, 0, NULL, 0) != 0)
-        return -1;
+        return -ECHILD;
     uint64_t ms = (uint64_t)o->timeout_ms * (o->warmup + o->steps + 4u) + 180000u;
-    return launch_ranks_wait(&g, ms > INT_MAX ? INT_MAX : (int)ms) == 0 ? 0 : -1;
+    return launch_ranks_wait(&g, ms > INT_MAX ? INT_MAX : (int)ms) == 0 ? 0 : -EIO;
 }
 
 /* ---- verification --------------------------------------------------------------------- */
@@ -295,7 +296,7 @@ static int find_reference(char *buf, size_t len)
 }
 
 /* Run the reference on the sampled parameters; fills ref[ns]. *name: "torch" or
- * "independent". 0, or -1 with a reason. */
+ * "independent". 0, or a negative errno with a reason. */
 static int run_reference(const optb_opts_t *o, uint32_t ns, float *ref, const char **name,
                          char *err, size_t errlen)
 {
@@ -303,12 +304,12 @@ static int run_reference(const optb_opts_t *o, uint32_t ns, float *ref, const ch
     char script[PATH_MAX + 64];
     if (find_reference(script, sizeof(script)) != 0) {
         snprintf(err, errlen, "tools/optim_reference.py not found (set INAGG_OPTIM_REF)");
-        return -1;
+        return -ENOENT;
     }
     char dir[] = "/tmp/inagg-optref-XXXXXX";
     if (!mkdtemp(dir)) {
         snprintf(err, errlen, "mkdtemp: %s", strerror(errno));
-        return -1;
+        return -EIO;
     }
     char in[PATH_MAX], out[PATH_MAX];
     snprintf(in, sizeof(in), "%s/in.bin", dir);
@@ -470,14 +471,14 @@ int optb_run(const optb_opts_t *o, optb_result_t *res)
                              MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (sh == MAP_FAILED) {
         perror("inagg bench optimizer: mmap");
-        return -1;
+        return -ENOMEM;
     }
     char addr[128];
     pid_t switch_pid = bench_switch_begin("inagg bench optimizer", o->switch_addr, 1,
                                           o->timeout_ms, addr, sizeof(addr));
     if (switch_pid < 0) {
         munmap(sh, sizeof(*sh));
-        return -1;
+        return -EIO;
     }
     res->verified = 1;
     int torch_run = torch_usable(o);

@@ -81,7 +81,8 @@ static void *capture(void *arg)
     snprintf(path, sizeof(path), "/var/run/netns/%s", p->netns);
     int nsfd = open(path, O_RDONLY | O_CLOEXEC);
     if (nsfd < 0 || setns(nsfd, CLONE_NEWNET) != 0) {
-        set_err_msg(p->why, sizeof(p->why), "entering namespace %s: %s", p->netns, strerror(errno));
+        set_err(p->why, sizeof(p->why), -errno, "entering namespace %s: %s", p->netns,
+                strerror(errno));
         if (nsfd >= 0)
             close(nsfd);
         ready(p, -1);
@@ -100,7 +101,7 @@ static void *capture(void *arg)
         if (fd >= 0)
             (void)setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &big, sizeof(big));
         if (fd < 0 || ll.sll_ifindex == 0 || bind(fd, (struct sockaddr *)&ll, sizeof(ll)) != 0) {
-            set_err_msg(p->why, sizeof(p->why), "capturing on %s in %s: %s", ifn, p->netns,
+            set_err(p->why, sizeof(p->why), -errno, "capturing on %s in %s: %s", ifn, p->netns,
                     strerror(errno));
             if (fd >= 0)
                 close(fd);
@@ -136,22 +137,18 @@ int bench_pcap_start(const char *netns, unsigned nports, const char *path, bench
 {
     *out = NULL;
     if (nports == 0 || nports > PCAP_MAX_PORTS || strlen(netns) >= 100) {
-        set_err_msg(err, errlen, "pcap: bad namespace or port count");
-        return -EINVAL;
+        return set_err(err, errlen, -EINVAL, "pcap: bad namespace or port count");
     }
     bench_pcap_t *p = calloc(1, sizeof(*p));
-    if (!p) {
-        set_err_msg(err, errlen, "out of memory");
-        return -ENOMEM;
-    }
+    if (!p)
+        return set_err(err, errlen, -ENOMEM, "out of memory");
     snprintf(p->netns, sizeof(p->netns), "%s", netns);
     p->nports = nports;
     p->out = fopen(path, "wb");
     if (!p->out) {
         int e = errno;
-        set_err_msg(err, errlen, "--pcap %s: %s", path, strerror(e));
         free(p);
-        return -e;
+        return set_err(err, errlen, -e, "--pcap %s: %s", path, strerror(e));
     }
     put_header(p->out);
     pthread_mutex_init(&p->mu, NULL);
@@ -159,15 +156,14 @@ int bench_pcap_start(const char *netns, unsigned nports, const char *path, bench
     if (pthread_create(&p->tid, NULL, capture, p) != 0) {
         fclose(p->out);
         free(p);
-        set_err_msg(err, errlen, "pcap: cannot start the capture thread");
-        return -EAGAIN;
+        return set_err(err, errlen, -EAGAIN, "pcap: cannot start the capture thread");
     }
     pthread_mutex_lock(&p->mu);
     while (!p->started)
         pthread_cond_wait(&p->cv, &p->mu);
     pthread_mutex_unlock(&p->mu);
     if (p->ready_rc != 0) {
-        set_err_msg(err, errlen, "%s", p->why);
+        set_err(err, errlen, -EIO, "%s", p->why);
         pthread_join(p->tid, NULL);
         fclose(p->out);
         free(p);

@@ -141,7 +141,7 @@ static int run_receiver(const struct udp_opts *o, int fd, uint64_t deadline, str
         free(iov);
         free(msgs);
         fprintf(stderr, "inagg bench udp: out of memory for %u receive buffers\n", o->batch);
-        return -1;
+        return -ENOMEM;
     }
     for (unsigned i = 0; i < o->batch; i++) {
         iov[i] = (struct iovec){bufs + (size_t)i * bufsz, bufsz};
@@ -218,7 +218,7 @@ int udp_run_once(const struct udp_opts *o, struct udp_run *res)
     int rx = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     if (rx < 0) {
         fprintf(stderr, "inagg bench udp: socket: %s\n", strerror(errno));
-        return -1;
+        return -EIO;
     }
     res->rcvbuf = set_sockbuf(rx, SO_RCVBUFFORCE, SO_RCVBUF, o->sockbuf);
     struct timeval tv = {0, RECV_POLL_MS * 1000};
@@ -231,7 +231,7 @@ int udp_run_once(const struct udp_opts *o, struct udp_run *res)
         getsockname(rx, (struct sockaddr *)&addr, &alen) != 0 || pipe2(pfd, O_CLOEXEC) != 0) {
         fprintf(stderr, "inagg bench udp: setting up the receiver: %s\n", strerror(errno));
         close(rx);
-        return -1;
+        return -EIO;
     }
     uint64_t start = util_now_ns();
     struct sender_args sa = {o, ntohs(addr.sin_port), rx, pfd[0], pfd[1]};
@@ -241,7 +241,7 @@ int udp_run_once(const struct udp_opts *o, struct udp_run *res)
         close(rx);
         close(pfd[0]);
         close(pfd[1]);
-        return -1;
+        return -EIO;
     }
     close(pfd[1]);
     uint64_t deadline = start + (uint64_t)((o->seconds + 1.0) * 1e9);
@@ -266,11 +266,11 @@ int udp_run_once(const struct udp_opts *o, struct udp_run *res)
     launch_wait(pid, got ? SENDER_EXIT_MS : 0, NULL); /* killed at once when it did not report */
     if (!got) {
         fprintf(stderr, "inagg bench udp: the sender process did not report\n");
-        return -1;
+        return -EIO;
     }
     if (rep.err) {
         fprintf(stderr, "inagg bench udp: sender: %s\n", strerror(rep.err));
-        return -1;
+        return -EIO;
     }
     res->sent = rep.sent;
     res->sndbuf = rep.sndbuf;

@@ -2,6 +2,7 @@
  * cpu_sampler.c - samples the switch process's CPU ticks and the machine's busy, total and
  * softirq jiffies while ranks run, and interpolates their use over a time window.
  */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,11 +25,11 @@ static int read_small(const char *path, char *buf, size_t len)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
-        return -1;
+        return -errno;
     ssize_t n = read(fd, buf, len - 1);
     close(fd);
     if (n <= 0)
-        return -1;
+        return -EIO;
     buf[n] = '\0';
     return 0;
 }

@@ -34,7 +34,7 @@ pid_t bench_switch_begin(const char *cmd, const char *given, uint32_t threads,
     pid_t pid = launch_switch(&cfg, &port, err, sizeof(err));
     if (pid < 0) {
         fprintf(stderr, "%s: the embedded switch did not start\n", cmd);
-        return -1;
+        return -EIO;
     }
     snprintf(addr, len, "127.0.0.1:%u", port);
     return pid;
@@ -57,7 +57,7 @@ int bench_read_full(int fd, void *buf, size_t len)
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0)
-            return -1;
+            return -EIO;
         got += (size_t)n;
     }
     return 0;

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include "base/util.h"
@@ -45,4 +46,30 @@ uint32_t bench_ranks_collect(launch_ranks_t *g, uint32_t n, void *reports, size_
         }
     }
     return open_fds;
+}
+
+int bench_ranks_collect_reports(launch_ranks_t *g, uint32_t n, bench_rank_report_t *reps,
+                                size_t line_max, int *ok, uint64_t deadline_ns, int poll_ms,
+                                void (*tick)(void *ctx), void *ctx)
+{
+    char *text = malloc((size_t)n * line_max);
+    size_t *got = calloc(n, sizeof(size_t));
+    if (!text || !got) {
+        free(text);
+        free(got);
+        return -ENOMEM;
+    }
+    uint32_t open_fds = bench_ranks_collect(g, n, text, line_max, got, deadline_ns, poll_ms,
+                                            tick, ctx);
+    for (uint32_t k = 0; k < n; k++) {
+        char *line = text + (size_t)k * line_max;
+        ok[k] = got[k] > 0 && got[k] < line_max; /* a full buffer: the line did not fit */
+        if (ok[k]) {
+            line[got[k]] = '\0';
+            ok[k] = bench_rank_report_decode(line, &reps[k]) == 0;
+        }
+    }
+    free(text);
+    free(got);
+    return (int)open_fds;
 }

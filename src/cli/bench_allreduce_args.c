@@ -14,6 +14,7 @@
 #include "cli/bench_allreduce_cli.h"
 #include "codec/codec.h"
 #include "bench/harness.h"
+#include "cli/bench_opts.h"
 #include "cli/flags.h"
 #include "wire/wire.h"
 
@@ -156,47 +157,19 @@ static int bad(const char *fmt, ...)
     return 2;
 }
 
-/* tc's rate syntax (100mbit, 1gbit, 500kbit, 2.5g) or a bare number of Mbit/s; none/0:
- * unlimited. bits per second into *bps. 0, or -1. */
-static int parse_rate(const char *text, uint64_t *bps)
-{
-    if (!strcasecmp(text, "none") || !strcasecmp(text, "unlimited") || !strcmp(text, "0")) {
-        *bps = 0;
-        return 0;
-    }
-    char *end;
-    errno = 0;
-    double v = strtod(text, &end);
-    if (end == text || errno || !(v > 0) || text[0] == '-' || text[0] == '+' || isinf(v))
-        return -1;
-    static const struct { const char *unit; double mul; } units[] = {
-        {"", 1e6},       {"bit", 1},   {"kbit", 1e3}, {"mbit", 1e6}, {"gbit", 1e9},
-        {"k", 1e3},      {"m", 1e6},   {"g", 1e9}};
-    for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
-        if (strcasecmp(end, units[i].unit) == 0) {
-            double b = v * units[i].mul;
-            if (b < 1000 || b > 1e12) /* tbf's useful range; 1 kbit/s .. 1 Tbit/s */
-                return -1;
-            *bps = (uint64_t)b;
-            return 0;
-        }
-    }
-    return -1;
-}
-
-/* A size with an optional K/M/G suffix (powers of 1024), a multiple of 4 bytes. 0, or -1. */
+/* A size with an optional K/M/G suffix (powers of 1024), a multiple of 4 bytes. 0, or -EINVAL. */
 static int parse_size(const char *text, size_t len, uint64_t *bytes)
 {
     char buf[32];
     if (len == 0 || len >= sizeof(buf))
-        return -1;
+        return -EINVAL;
     memcpy(buf, text, len);
     buf[len] = '\0';
     char *end;
     errno = 0;
     unsigned long long v = strtoull(buf, &end, 10);
     if (end == buf || errno || buf[0] == '-')
-        return -1;
+        return -EINVAL;
     uint64_t mul = 1;
     if (*end == 'K' || *end == 'k')
         mul = 1ull << 10;
@@ -209,9 +182,9 @@ static int parse_size(const char *text, size_t len, uint64_t *bytes)
     if (*end == 'B' || *end == 'b')
         end++;
     if (*end || v == 0 || v > (16ull << 30) / mul)
-        return -1;
+        return -EINVAL;
     *bytes = v * mul;
-    return *bytes % 4 == 0 ? 0 : -1;
+    return *bytes % 4 == 0 ? 0 : -EINVAL;
 }
 
 static int cmp_u64(const void *a, const void *b)
@@ -236,7 +209,7 @@ static int parse_sizes(const char *text, ar_opts_t *o)
             fprintf(stderr, AR_CMD ": --sizes takes up to %d sizes in bytes per rank, each a "
                     "multiple of 4 with an optional K/M/G, e.g. --sizes=64K,1M,16M; got '%s'\n",
                     AR_MAX_SIZES, text);
-            return -1;
+            return -EINVAL;
         }
         o->sizes[o->nsizes++] = b;
         if (!comma)
@@ -270,7 +243,7 @@ static int parse_baselines(const char *text, ar_opts_t *o)
         if (found < 0) {
             fprintf(stderr, AR_CMD ": --baseline is none or a comma-separated list of mpi, "
                     "mpi-ring and gloo (each once), got '%s'\n", text);
-            return -1;
+            return -EINVAL;
         }
         o->base[o->nbase++] = (ar_system_t)found;
         if (!comma)
@@ -285,184 +258,94 @@ typedef struct ar_seen {
     int world, rate, mtu, plot, elems;
 } ar_seen_t;
 
-/* A flag of the job itself (size, iterations, protocol, windows, timeouts, loss, rank,
- * outputs). 0 taken, 2 refused (said), -1 not one of these. */
-static int parse_job_flag(ar_opts_t *o, ar_seen_t *seen, int c)
+/* What the own-flag parser writes to. */
+typedef struct ar_parse_ctx {
+    ar_opts_t *o;
+    ar_seen_t seen;
+} ar_parse_ctx_t;
+
+/* Parse optarg as an integer in lo..hi into *out. 0, or 2 after a message. */
+static int parse_u32(const char *flag, uint32_t lo, uint32_t hi, uint32_t *out)
 {
-    uint64_t v;
+    return cli_parse_u32(AR_CMD, flag, optarg, lo, hi, out) < 0 ? 2 : 0;
+}
+
+/* A flag of the tensor and the data path (size, type, codec, packets, windows, timeouts,
+ * baselines). 0 taken, 2 refused (said), -1 not one of these. */
+static int parse_data_flag(ar_opts_t *o, ar_seen_t *seen, int c)
+{
     switch (c) {
-    case 'n':
-        if (cli_parse_u64(AR_CMD, "--workers", optarg, 1, INAGG_MAX_WORLD, &v)) return 2;
-        o->workers = (uint32_t)v;
-        o->given |= AR_GIVEN_WORKERS;
-        break;
-    case 'w':
-        if (cli_parse_u64(AR_CMD, "--world", optarg, 1, INAGG_MAX_WORLD, &v)) return 2;
-        o->workers = (uint32_t)v;
-        seen->world = 1;
-        break;
     case 'e':
-        if (cli_parse_u64(AR_CMD, "--elems", optarg, 1, 1ull << 32, &v)) return 2;
-        o->elems = v;
-        seen->elems = 1;
-        break;
-    case 'k':
-        if (cli_parse_u64(AR_CMD, "--iters", optarg, 1, AR_MAX_ITERS, &v)) return 2;
-        o->iters = (uint32_t)v;
-        o->given |= AR_GIVEN_ITERS;
-        break;
-    case 'W':
-        if (cli_parse_u64(AR_CMD, "--warmup", optarg, 0, 1000, &v)) return 2;
-        o->warmup = (uint32_t)v;
-        o->given |= AR_GIVEN_WARMUP;
-        break;
-    case 'p':
-        if (cli_parse_u64(AR_CMD, "--packet-elems", optarg, 1, INAGG_MAX_PACKET_ELEMS, &v))
+        if (cli_parse_u64(AR_CMD, "--elems", optarg, 1, 1ull << 32, &o->elems) < 0)
             return 2;
-        o->packet_elems = (uint32_t)v;
-        o->given |= AR_GIVEN_PACKET;
-        break;
-    case 's':
-        if (cli_parse_u64(AR_CMD, "--window", optarg, 1, 1u << 20, &v)) return 2;
-        o->window = (uint32_t)v;
-        o->given |= AR_GIVEN_WINDOW;
-        break;
-    case 't':
-        if (cli_parse_u64(AR_CMD, "--threads", optarg, 1, 64, &v)) return 2;
-        o->threads = (uint32_t)v;
-        break;
-    case 'T':
-        if (cli_parse_u64(AR_CMD, "--switch-threads", optarg, 1, 64, &v)) return 2;
-        o->switch_threads = (uint32_t)v;
-        o->given |= AR_GIVEN_SWITCH_THREADS;
-        break;
-    case 'o':
-        if (cli_parse_u64(AR_CMD, "--timeout-ms", optarg, 100, 3600000, &v)) return 2;
-        o->timeout_ms = (uint32_t)v;
-        break;
-    case 'm':
-        if (cli_parse_u64(AR_CMD, "--rto-min-us", optarg, 100, 60000000, &v)) return 2;
-        o->rto_min_us = (uint32_t)v;
-        o->given |= AR_GIVEN_RTO_MIN;
-        break;
-    case 'M':
-        if (cli_parse_u64(AR_CMD, "--rto-max-us", optarg, 1000, 60000000, &v)) return 2;
-        o->rto_max_us = (uint32_t)v;
-        o->given |= AR_GIVEN_RTO_MAX;
-        break;
-    case 'r':
-        if (cli_parse_u64(AR_CMD, "--seed", optarg, 0, UINT64_MAX, &v)) return 2;
-        o->seed = v;
-        break;
-    case 'R':
-        if (cli_parse_u64(AR_CMD, "--rank", optarg, 0, INAGG_MAX_WORLD - 1, &v)) return 2;
-        o->rank = (uint32_t)v;
-        o->single = 1;
-        break;
+        seen->elems = 1;
+        return 0;
+    case 'p': o->given |= AR_GIVEN_PACKET;
+        return parse_u32("--packet-elems", 1, INAGG_MAX_PACKET_ELEMS, &o->packet_elems);
+    case 's': o->given |= AR_GIVEN_WINDOW; return parse_u32("--window", 1, 1u << 20, &o->window);
+    case 't': return parse_u32("--threads", 1, 64, &o->threads);
+    case 'm': o->given |= AR_GIVEN_RTO_MIN;
+        return parse_u32("--rto-min-us", 100, 60000000, &o->rto_min_us);
+    case 'M': o->given |= AR_GIVEN_RTO_MAX;
+        return parse_u32("--rto-max-us", 1000, 60000000, &o->rto_max_us);
     case 'C': {
         codec_spec_t cs;
         char why[256];
         if (codec_parse(optarg, &cs, why, sizeof why) != 0)
             return bad("--compress: %s", why);
         o->compress = cs.mode == CODEC_NONE ? NULL : optarg;
-        break;
+        return 0;
     }
     case 'd':
-        if (strcmp(optarg, "int32") == 0) o->dtype_float = 0;
-        else if (strcmp(optarg, "float32") == 0) o->dtype_float = 1;
-        else return bad("--dtype must be int32 or float32, got '%s'", optarg);
+        if (strcmp(optarg, "int32") != 0 && strcmp(optarg, "float32") != 0)
+            return bad("--dtype must be int32 or float32, got '%s'", optarg);
+        o->dtype_float = strcmp(optarg, "float32") == 0;
         o->given |= AR_GIVEN_DTYPE;
-        break;
+        return 0;
     case 'F':
-        if (strcmp(optarg, "fixed") == 0) o->float_mode = INAGG_FLOAT_FIXED;
-        else if (strcmp(optarg, "native") == 0) o->float_mode = INAGG_FLOAT_NATIVE;
-        else return bad("--float-mode must be fixed or native, got '%s'", optarg);
-        break;
-    case 'P': if (cli_parse_protocol(AR_CMD, optarg, &o->protocol)) return 2; break;
-    case 'l': if (cli_parse_loss(AR_CMD, optarg, &o->loss)) return 2; break;
-    case 'f': o->faults = optarg; break;
-    case 'b': if (parse_baselines(optarg, o)) return 2; break;
-    case 'S': o->switch_addr = optarg; break;
-    case 'J': o->job = optarg; break;
-    case 'j': o->json_path = optarg; break;
+        if (strcmp(optarg, "fixed") != 0 && strcmp(optarg, "native") != 0)
+            return bad("--float-mode must be fixed or native, got '%s'", optarg);
+        o->float_mode = strcmp(optarg, "fixed") == 0 ? INAGG_FLOAT_FIXED : INAGG_FLOAT_NATIVE;
+        return 0;
+    case 'b': return parse_baselines(optarg, o) < 0 ? 2 : 0;
+    case 'z': return parse_sizes(optarg, o) < 0 ? 2 : 0;
     default: return -1;
     }
-    return 0;
 }
 
-/* A flag of where the job runs (testbed, links, fabric, transport, capture, leaves and
- * shards, switch processes) or of the --sizes sweep. 0 taken, 2 refused (said), -1 not one of
- * these. */
-static int parse_place_flag(ar_opts_t *o, ar_seen_t *seen, int c)
+/* A flag of where the job runs (MTU, capture, RoCE, leaves and shards, switch processes).
+ * 0 taken, 2 refused (said), -1 not one of these (bench_own_flag_fn). */
+static int parse_own_flag(void *ctx, int c)
 {
+    ar_parse_ctx_t *pc = ctx;
+    ar_opts_t *o = pc->o;
     uint64_t v;
+    int rc = parse_data_flag(o, &pc->seen, c);
+    if (rc >= 0)
+        return rc;
     switch (c) {
-    case 'B':
-        if (cli_parse_u64(AR_CMD, "--testbed", optarg, 1, LAUNCH_TESTBED_MAX_HOSTS, &v))
-            return 2;
-        o->testbed = (uint32_t)v;
-        break;
-    case 'L':
-        if (parse_rate(optarg, &o->link_bps) != 0)
-            return bad("--link-rate needs a rate such as 100mbit, 1gbit, 500kbit, a number "
-                       "of Mbit/s, or none; got '%s'", optarg);
-        o->link_rate = optarg;
-        seen->rate = 1;
-        break;
-    case 'Y':
-        if (strcmp(optarg, "bridge") != 0 && strcmp(optarg, "inagg") != 0)
-            return bad("--fabric is bridge or inagg, got '%s'", optarg);
-        o->fabric = optarg;
-        seen->rate = 1;
-        break;
-    case 'Q': o->link_delay = optarg; seen->rate = 1; break;
+    case 'U': pc->seen.mtu = 1; return parse_u32("--mtu", 576, 65000, &o->mtu);
+    case 'G': o->plot_path = optarg; pc->seen.plot = 1; return 0;
+    case 'a': o->pcap = optarg; return 0;
     case 1090:
         if (strcmp(optarg, "auto") != 0 && strcmp(optarg, "on") != 0 && strcmp(optarg, "off") != 0)
             return bad("--xdp is auto, on or off, got '%s'", optarg);
         o->xdp = optarg;
-        seen->rate = 1;
-        break;
-    case 'U':
-        if (cli_parse_u64(AR_CMD, "--mtu", optarg, 576, 65000, &v)) return 2;
-        o->mtu = (uint32_t)v;
-        seen->mtu = 1;
-        break;
-    case 'z':
-        if (parse_sizes(optarg, o) != 0) return 2;
-        break;
-    case 'G': o->plot_path = optarg; seen->plot = 1; break;
-    case 'x':
-        if (strcmp(optarg, "udp") != 0 && strcmp(optarg, "roce") != 0)
-            return bad("--transport is udp or roce, got '%s'", optarg);
-        o->transport = optarg;
-        break;
-    case 'a': o->pcap = optarg; break;
+        pc->seen.rate = 1;
+        return 0;
     case 'N':
-        if (cli_parse_u64(AR_CMD, "--roce-psn", optarg, 0, 0xffffff, &v)) return 2;
-        o->roce_psn = optarg;
-        break;
-    case 1101:
-        if (cli_parse_u64(AR_CMD, "--leaves", optarg, 1, AR_MAX_LEAVES, &v)) return 2;
-        o->leaves = (uint32_t)v;
-        break;
-    case 1102:
-        if (cli_parse_u64(AR_CMD, "--hosts-per-leaf", optarg, 1, INAGG_MAX_WORLD, &v))
+        if (cli_parse_u64(AR_CMD, "--roce-psn", optarg, 0, 0xffffff, &v) < 0)
             return 2;
-        o->hosts_per_leaf = (uint32_t)v;
-        break;
-    case 1103:
-        if (cli_parse_u64(AR_CMD, "--shards", optarg, 1, AR_MAX_SHARDS, &v)) return 2;
-        o->shards = (uint32_t)v;
-        break;
-    case 1104: o->pin_switches = 1; break;
-    case 1106: o->no_dataplane_auth = 1; break;
-    case 1105:
-        if (cli_parse_u64(AR_CMD, "--switch-cpu-share", optarg, 1, 100, &v)) return 2;
-        o->switch_cpu_share = (uint32_t)v;
-        break;
+        o->roce_psn = optarg;
+        return 0;
+    case 1101: return parse_u32("--leaves", 1, AR_MAX_LEAVES, &o->leaves);
+    case 1102: return parse_u32("--hosts-per-leaf", 1, INAGG_MAX_WORLD, &o->hosts_per_leaf);
+    case 1103: return parse_u32("--shards", 1, AR_MAX_SHARDS, &o->shards);
+    case 1104: o->pin_switches = 1; return 0;
+    case 1105: return parse_u32("--switch-cpu-share", 1, 100, &o->switch_cpu_share);
+    case 1106: o->no_dataplane_auth = 1; return 0;
     default: return -1;
     }
-    return 0;
 }
 
 /* What goes with --rank (one rank of a job), --leaves, --shards and the switch processes'
@@ -594,6 +477,23 @@ static int check_data_path(ar_opts_t *o)
     return 0;
 }
 
+/* The shared flags' given bits as the checks read them. */
+static void note_given(const bench_opts_t *b, ar_opts_t *o, ar_seen_t *seen, uint32_t world)
+{
+    static const struct { bench_opt_id_t id; unsigned bit; } bits[] = {
+        {BOPT_WORKERS, AR_GIVEN_WORKERS}, {BOPT_ITERS, AR_GIVEN_ITERS},
+        {BOPT_WARMUP, AR_GIVEN_WARMUP},   {BOPT_SWITCH_THREADS, AR_GIVEN_SWITCH_THREADS}};
+    for (size_t i = 0; i < sizeof(bits) / sizeof(bits[0]); i++)
+        if (bench_opts_given(b, bits[i].id))
+            o->given |= bits[i].bit;
+    o->single = bench_opts_given(b, BOPT_RANK);
+    seen->world = bench_opts_given(b, BOPT_WORLD);
+    if (seen->world)
+        o->workers = world;
+    seen->rate = (b->given & (BOPT_BIT(BOPT_LINK_RATE) | BOPT_BIT(BOPT_LINK_DELAY) |
+                              BOPT_BIT(BOPT_FABRIC))) != 0;
+}
+
 int ar_parse(int argc, char **argv, ar_opts_t *o)
 {
     const inagg_options_t def = INAGG_OPTIONS_INIT;
@@ -603,56 +503,38 @@ int ar_parse(int argc, char **argv, ar_opts_t *o)
                      .float_mode = INAGG_FLOAT_FIXED, .timeout_ms = 30000,
                      .link_rate = "100mbit", .link_bps = 100000000, .mtu = 9000,
                      .plot_path = "allreduce-sizes.png"};
-    static const struct option longopts[] = {
-        {"workers", required_argument, 0, 'n'},      {"elems", required_argument, 0, 'e'},
-        {"dtype", required_argument, 0, 'd'},        {"float-mode", required_argument, 0, 'F'},
-        {"iters", required_argument, 0, 'k'},        {"warmup", required_argument, 0, 'W'},
-        {"protocol", required_argument, 0, 'P'},     {"packet-elems", required_argument, 0, 'p'},
+    uint32_t world = 0;
+    bench_opts_t b = {
+        .cmd = AR_CMD, .workers = &o->workers, .world = &world, .rank = &o->rank,
+        .job = &o->job, .switch_addr = &o->switch_addr, .iters = &o->iters,
+        .iters_max = AR_MAX_ITERS, .warmup = &o->warmup, .seed = &o->seed,
+        .timeout_ms = &o->timeout_ms, .timeout_min = 100, .json_path = &o->json_path,
+        .protocol = &o->protocol, .loss = &o->loss, .faults = &o->faults,
+        .testbed = &o->testbed, .link_rate = &o->link_rate, .link_bps = &o->link_bps,
+        .link_delay = &o->link_delay, .fabric = &o->fabric,
+        .switch_threads = &o->switch_threads, .transport = &o->transport};
+    static const struct option own[] = {
+        {"elems", required_argument, 0, 'e'},        {"dtype", required_argument, 0, 'd'},
+        {"float-mode", required_argument, 0, 'F'},   {"packet-elems", required_argument, 0, 'p'},
         {"window", required_argument, 0, 's'},       {"threads", required_argument, 0, 't'},
-        {"switch-threads", required_argument, 0, 'T'}, {"loss", required_argument, 0, 'l'},
-        {"faults", required_argument, 0, 'f'},       {"baseline", required_argument, 0, 'b'},
-        {"switch", required_argument, 0, 'S'},       {"timeout-ms", required_argument, 0, 'o'},
-        {"seed", required_argument, 0, 'r'},         {"json", required_argument, 0, 'j'},
-        {"rto-min-us", required_argument, 0, 'm'},   {"rto-max-us", required_argument, 0, 'M'},
-        {"rank", required_argument, 0, 'R'},         {"world", required_argument, 0, 'w'},
-        {"job", required_argument, 0, 'J'},          {"testbed", required_argument, 0, 'B'},
-        {"link-rate", required_argument, 0, 'L'},    {"mtu", required_argument, 0, 'U'},
-        {"fabric", required_argument, 0, 'Y'},       {"link-delay", required_argument, 0, 'Q'},
-        {"xdp", required_argument, 0, 1090},
+        {"baseline", required_argument, 0, 'b'},     {"rto-min-us", required_argument, 0, 'm'},
+        {"rto-max-us", required_argument, 0, 'M'},   {"mtu", required_argument, 0, 'U'},
         {"sizes", optional_argument, 0, 'z'},        {"plot", required_argument, 0, 'G'},
-        {"compress", required_argument, 0, 'C'},
-        {"leaves", required_argument, 0, 1101},     {"hosts-per-leaf", required_argument, 0, 1102},
-        {"shards", required_argument, 0, 1103},     {"pin-switches", no_argument, 0, 1104},
+        {"compress", required_argument, 0, 'C'},     {"leaves", required_argument, 0, 1101},
+        {"hosts-per-leaf", required_argument, 0, 1102},
+        {"shards", required_argument, 0, 1103},      {"pin-switches", no_argument, 0, 1104},
         {"switch-cpu-share", required_argument, 0, 1105},
-        {"transport", required_argument, 0, 'x'},   {"pcap", required_argument, 0, 'a'},
-        {"roce-psn", required_argument, 0, 'N'},    {"no-dataplane-auth", no_argument, 0, 1106},
-        {"help", no_argument, 0, 'h'},               {0, 0, 0, 0}};
-    int c;
-    ar_seen_t seen = {0};
-    optind = 1;
-    opterr = 0; /* cli_bad_option says it, in the one wording */
-    while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
-        int rc = parse_job_flag(o, &seen, c);
-        if (rc < 0)
-            rc = parse_place_flag(o, &seen, c);
-        if (rc >= 0) {
-            if (rc)
-                return rc;
-            continue;
-        }
-        switch (c) {
-        case 'h': usage(stdout); return 1;
-        default: return cli_bad_option(AR_CMD, c, argv);
-        }
-    }
-    if (optind < argc && optind > 1 && strcmp(argv[optind - 1], "--sizes") == 0)
-        return bad("--sizes takes its list after '=' (--sizes=64K,1M), got '%s' after it",
-                   argv[optind]);
-    if (cli_no_extra_args(AR_CMD, argc, argv, optind))
-        return 2;
-    int rc = check_rank_and_switches(o, &seen);
+        {"pcap", required_argument, 0, 'a'},         {"roce-psn", required_argument, 0, 'N'},
+        {"no-dataplane-auth", no_argument, 0, 1106}, {"xdp", required_argument, 0, 1090},
+        {0, 0, 0, 0}};
+    ar_parse_ctx_t pc = {.o = o};
+    int rc = bench_opts_parse(&b, argc, argv, own, parse_own_flag, &pc, usage);
+    if (rc)
+        return rc;
+    note_given(&b, o, &pc.seen, world);
+    rc = check_rank_and_switches(o, &pc.seen);
     if (rc == 0)
-        rc = check_testbed(o, &seen);
+        rc = check_testbed(o, &pc.seen);
     if (rc == 0)
         rc = check_data_path(o);
     return rc;

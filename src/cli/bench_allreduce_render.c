@@ -20,9 +20,9 @@
 #include "netio/roce_frame.h"
 #include "wire/wire.h"
 #include "cli/output.h"
+#include "cli/plot.h"
 #include "json/json.h"
 
-#define GNUPLOT_TIMEOUT_MS 60000
 
 static const ar_size_result_t *last_size(const ar_run_t *run)
 {
@@ -319,6 +319,37 @@ static void json_size(json_writer_t *w, const ar_run_t *run, const ar_size_resul
     json_end_object(w);
 }
 
+/* How much of each RoCE frame and of one packet's frames is payload (--transport roce). */
+static void json_roce_efficiency(json_writer_t *w, const ar_opts_t *o)
+{
+    uint32_t nf;
+    double pe = roce_message_efficiency(WIRE_HEADER_SIZE + 4 * o->packet_elems,
+                                        4 * o->packet_elems, &nf);
+    json_begin_object(w, "roce_payload_efficiency");
+    static const uint8_t ops[] = {ROCE_WRITE_FIRST, ROCE_WRITE_MIDDLE, ROCE_WRITE_LAST,
+                                  ROCE_WRITE_LAST_IMM};
+    for (size_t i = 0; i < sizeof(ops); i++)
+        json_number(w, roce_opcode_name(ops[i]), roce_payload_efficiency(ops[i], WIRE_HEADER_SIZE));
+    json_int(w, "packet_frames", nf);
+    json_number(w, "packet", pe);
+    json_end_object(w);
+}
+
+/* The testbed a run was on. */
+static void json_testbed(json_writer_t *w, const ar_run_t *run)
+{
+    json_begin_object(w, "testbed");
+    json_string(w, "name", run->tb.name);
+    json_int(w, "hosts", run->world);
+    json_string(w, "link_rate", run->o->link_rate);
+    json_int(w, "link_rate_bps", (int64_t)run->o->link_bps);
+    json_int(w, "mtu", run->tb.mtu);
+    json_number(w, "loss", run->tb.loss);
+    json_string(w, "subnet", run->tb.subnet);
+    json_string(w, "defaults", run->defaults_note);
+    json_end_object(w);
+}
+
 int ar_render_json(const ar_run_t *run)
 {
     const ar_opts_t *o = run->o;
@@ -374,20 +405,8 @@ int ar_render_json(const ar_run_t *run)
     json_int(&w, "retransmissions", (int64_t)r->retransmissions);
     json_int(&w, "duplicate_results", (int64_t)r->duplicates);
     json_string(&w, "transport", o->transport ? o->transport : "udp");
-    if (o->transport && strcmp(o->transport, "roce") == 0) {
-        uint32_t nf;
-        double pe = roce_message_efficiency(WIRE_HEADER_SIZE + 4 * o->packet_elems,
-                                            4 * o->packet_elems, &nf);
-        json_begin_object(&w, "roce_payload_efficiency");
-        static const uint8_t ops[] = {ROCE_WRITE_FIRST, ROCE_WRITE_MIDDLE, ROCE_WRITE_LAST,
-                                      ROCE_WRITE_LAST_IMM};
-        for (size_t i = 0; i < sizeof(ops); i++)
-            json_number(&w, roce_opcode_name(ops[i]),
-                        roce_payload_efficiency(ops[i], WIRE_HEADER_SIZE));
-        json_int(&w, "packet_frames", nf);
-        json_number(&w, "packet", pe);
-        json_end_object(&w);
-    }
+    if (o->transport && strcmp(o->transport, "roce") == 0)
+        json_roce_efficiency(&w, o);
     json_int(&w, "encode_ns", (int64_t)r->encode_ns);
     json_int(&w, "decode_ns", (int64_t)r->decode_ns);
     json_int(&w, "overlap_ns", (int64_t)r->overlap_ns);
@@ -397,18 +416,8 @@ int ar_render_json(const ar_run_t *run)
     json_string(&w, "checksum", r->checksum);
     json_bool(&w, "checksums_agree", r->checksums_agree);
     json_cpu(&w, r);
-    if (run->on_testbed) {
-        json_begin_object(&w, "testbed");
-        json_string(&w, "name", run->tb.name);
-        json_int(&w, "hosts", run->world);
-        json_string(&w, "link_rate", o->link_rate);
-        json_int(&w, "link_rate_bps", (int64_t)o->link_bps);
-        json_int(&w, "mtu", run->tb.mtu);
-        json_number(&w, "loss", run->tb.loss);
-        json_string(&w, "subnet", run->tb.subnet);
-        json_string(&w, "defaults", run->defaults_note);
-        json_end_object(&w);
-    }
+    if (run->on_testbed)
+        json_testbed(&w, run);
     if (o->nbase) {
         ar_system_t b = o->base[0];
         json_system(&w, "baseline", run, s, b);
@@ -435,93 +444,55 @@ int ar_render_json(const ar_run_t *run)
 int ar_render_plot(const ar_run_t *run, const char *path)
 {
     const ar_opts_t *o = run->o;
-    char gnuplot[4096];
-    if (launch_find_in_path("gnuplot", gnuplot, sizeof(gnuplot)) != 0) {
-        fprintf(stderr, AR_CMD ": the --sizes plot needs gnuplot, which is not installed (e.g. "
-                "apt-get install gnuplot-nox)\n");
-        return -1;
-    }
-    char dir[] = "/tmp/inagg-plot-XXXXXX";
-    if (!mkdtemp(dir)) {
-        fprintf(stderr, AR_CMD ": plot: mkdtemp: %s\n", strerror(errno));
-        return -1;
-    }
-    char data[64], script[64];
-    snprintf(data, sizeof(data), "%s/data", dir);
-    snprintf(script, sizeof(script), "%s/plot.gp", dir);
-    int nsys = o->nbase + 1, rc = -1;
-    FILE *f = fopen(data, "w");
-    FILE *g = f ? fopen(script, "w") : NULL;
-    if (f && g) {
-        fprintf(f, "# bytes busBw_gbps per system:");
-        for (int k = 0; k < nsys; k++)
-            fprintf(f, " %s", ar_system_name[k == 0 ? AR_INAGG : o->base[k - 1]]);
+    cli_plot_t p;
+    int rc = cli_plot_open(&p, AR_CMD);
+    if (rc < 0)
+        return rc;
+    FILE *f = p.dataf, *g = p.scriptf;
+    int nsys = o->nbase + 1;
+    fprintf(f, "# bytes busBw_gbps per system:");
+    for (int k = 0; k < nsys; k++)
+        fprintf(f, " %s", ar_system_name[k == 0 ? AR_INAGG : o->base[k - 1]]);
+    fprintf(f, "\n");
+    for (int i = 0; i < run->nsizes; i++) {
+        const ar_size_result_t *s = &run->size[i];
+        fprintf(f, "%llu", (unsigned long long)ar_bytes(s));
+        for (int k = 0; k < nsys; k++) {
+            double b = ar_bus_bw_gbps(run, s, k == 0 ? AR_INAGG : o->base[k - 1]);
+            if (isfinite(b))
+                fprintf(f, " %.6g", b);
+            else
+                fprintf(f, " NaN");
+        }
         fprintf(f, "\n");
-        for (int i = 0; i < run->nsizes; i++) {
-            const ar_size_result_t *s = &run->size[i];
-            fprintf(f, "%llu", (unsigned long long)ar_bytes(s));
-            for (int k = 0; k < nsys; k++) {
-                double b = ar_bus_bw_gbps(run, s, k == 0 ? AR_INAGG : o->base[k - 1]);
-                if (isfinite(b))
-                    fprintf(f, " %.6g", b);
-                else
-                    fprintf(f, " NaN");
-            }
-            fprintf(f, "\n");
-        }
-        char title[256];
-        if (run->on_testbed)
-            snprintf(title, sizeof(title), "allreduce bus bandwidth, %u hosts, %s links, "
-                     "MTU %u, %s", run->world, o->link_rate, run->tb.mtu,
-                     o->dtype_float ? "float32" : "int32");
-        else
-            snprintf(title, sizeof(title), "allreduce bus bandwidth, %u workers on loopback, "
-                     "%s", run->world, o->dtype_float ? "float32" : "int32");
-        fprintf(g, "set terminal pngcairo size 900,560 font ',10'\n"
-                   "set output \"%s\"\n"
-                   "set title \"%s\"\n"
-                   "set logscale x 2\nset grid\nset key top left\n"
-                   "set xlabel \"tensor size per rank\"\n"
-                   "set ylabel \"busBw (Gbit/s) = size / TAT * 2(n-1)/n\"\n"
-                   "set xtics (", path, title);
-        for (int i = 0; i < run->nsizes; i++) {
-            char sz[32];
-            fprintf(g, "%s\"%s\" %llu", i ? ", " : "", size_text(ar_bytes(&run->size[i]), sz,
-                                                                sizeof(sz)),
-                    (unsigned long long)ar_bytes(&run->size[i]));
-        }
-        fprintf(g, ")\nset datafile missing \"NaN\"\nplot ");
-        for (int k = 0; k < nsys; k++)
-            fprintf(g, "%s\"%s\" using 1:%d with linespoints lw 2 pt 7 ps 0.8 title \"%s\"",
-                    k ? ", " : "", data, k + 2,
-                    ar_system_name[k == 0 ? AR_INAGG : o->base[k - 1]]);
-        if (run->on_testbed && o->link_bps)
-            fprintf(g, ", %.6g with lines dt 2 lc rgb \"gray40\" title \"link rate\"",
-                    (double)o->link_bps / 1e9);
-        fprintf(g, "\n");
-        fclose(g);
-        g = NULL;
-        fclose(f);
-        f = NULL;
-        char *argv[] = {gnuplot, script, NULL};
-        launch_spec_t spec = {argv, NULL, LAUNCH_DEVNULL, LAUNCH_DEVNULL, LAUNCH_INHERIT, 0, 0};
-        char err[256];
-        rc = launch_run(&spec, GNUPLOT_TIMEOUT_MS, err, sizeof(err));
-        struct stat st;
-        if (rc == 0 && (stat(path, &st) != 0 || st.st_size == 0))
-            rc = -1;
     }
-    if (g)
-        fclose(g);
-    if (f)
-        fclose(f);
-    if (rc != 0)
-        fprintf(stderr, AR_CMD ": gnuplot could not write %s (no pngcairo terminal, or the "
-                "path is not writable)\n", path);
+    char title[256];
+    if (run->on_testbed)
+        snprintf(title, sizeof(title), "allreduce bus bandwidth, %u hosts, %s links, MTU %u, %s",
+                 run->world, o->link_rate, run->tb.mtu, o->dtype_float ? "float32" : "int32");
     else
-        fprintf(stderr, AR_CMD ": plot written to %s\n", path);
-    unlink(data);
-    unlink(script);
-    rmdir(dir);
-    return rc == 0 ? 0 : -1;
+        snprintf(title, sizeof(title), "allreduce bus bandwidth, %u workers on loopback, %s",
+                 run->world, o->dtype_float ? "float32" : "int32");
+    fprintf(g, "set terminal pngcairo size 900,560 font ',10'\n"
+               "set output \"%s\"\n"
+               "set title \"%s\"\n"
+               "set logscale x 2\nset grid\nset key top left\n"
+               "set xlabel \"tensor size per rank\"\n"
+               "set ylabel \"busBw (Gbit/s) = size / TAT * 2(n-1)/n\"\n"
+               "set xtics (", path, title);
+    for (int i = 0; i < run->nsizes; i++) {
+        char sz[32];
+        fprintf(g, "%s\"%s\" %llu", i ? ", " : "",
+                size_text(ar_bytes(&run->size[i]), sz, sizeof(sz)),
+                (unsigned long long)ar_bytes(&run->size[i]));
+    }
+    fprintf(g, ")\nset datafile missing \"NaN\"\nplot ");
+    for (int k = 0; k < nsys; k++)
+        fprintf(g, "%s\"%s\" using 1:%d with linespoints lw 2 pt 7 ps 0.8 title \"%s\"",
+                k ? ", " : "", p.data, k + 2, ar_system_name[k == 0 ? AR_INAGG : o->base[k - 1]]);
+    if (run->on_testbed && o->link_bps)
+        fprintf(g, ", %.6g with lines dt 2 lc rgb \"gray40\" title \"link rate\"",
+                (double)o->link_bps / 1e9);
+    fprintf(g, "\n");
+    return cli_plot_run(&p, path);
 }

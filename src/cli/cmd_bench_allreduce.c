@@ -13,22 +13,27 @@
  * cannot be built on this machine (not root, no network namespaces).
  */
 #include <signal.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/bench_allreduce_cli.h"
 #include "cli/commands.h"
 
 static int single_rank(const ar_opts_t *o)
 {
-    ar_rank_report_t *rep = malloc(sizeof(*rep));
+    ar_rank_report_t *rep = bench_rank_reports_new(1, AR_MAX_ITERS);
     if (!rep) {
         fprintf(stderr, AR_CMD ": out of memory\n");
         return 1;
     }
     int rc = ar_rank_run(o, o->rank, o->switch_addr, o->job, rep);
-    ar_rank_print(o, rep);
+    bench_rank_meta_t meta = ar_rank_meta(o);
+    fflush(stdout);
+    if (bench_rank_report_write(STDOUT_FILENO, rep, &meta) < 0)
+        rc = -EIO;
     if (rc != 0)
         fprintf(stderr, AR_CMD ": %s\n", rep->error[0] ? rep->error : "rank failed");
     free(rep);
@@ -52,7 +57,7 @@ int cmd_bench_allreduce(int argc, char **argv)
     int rc = ar_run(&o, run);
     if (rc != 0) {
         free(run);
-        return rc == -3 ? 3 : 1;
+        return rc == -EOPNOTSUPP ? 3 : 1; /* 3: testbeds cannot be built here */
     }
     ar_render_text(o.json_path && strcmp(o.json_path, "-") == 0 ? stderr : stdout, run);
     int ok = ar_run_ok(run);

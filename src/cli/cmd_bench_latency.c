@@ -17,6 +17,7 @@
  * file: the namespaces share the file system), and the MPI baseline through mpirun in h1 with
  * one rank per host, so both cross the same links and the same fabric.
  */
+#include <errno.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
@@ -26,6 +27,7 @@
 #include "bench/bench_latency.h"
 #include "bench/harness.h"
 #include "base/pollmode.h"
+#include "cli/bench_opts.h"
 #include "cli/commands.h"
 #include "cli/flags.h"
 #include "cli/output.h"
@@ -57,6 +59,9 @@ static void usage(FILE *out)
             "  --faults SPEC        full fault spec for the workers (drop=,dup=,reorder=,seed=)\n"
             "  --baseline B         mpi or none (default none)\n"
             "  --switch HOST:PORT   use a running switch instead of the embedded one\n"
+            "  --rank R --job NAME --report-file PATH\n"
+            "                       run one rank (of --workers) of job NAME on --switch and\n"
+            "                       write its report to PATH (what --testbed runs on each host)\n"
             "  --testbed N          run across a testbed of N host namespaces (tools/testbed,\n"
             "                       root): the switch in the switch namespace, one worker per\n"
             "                       host, the MPI baseline one rank per host over the same\n"
@@ -90,29 +95,9 @@ static void usage(FILE *out)
             LAT_MAX_ELEMS);
 }
 
-static int parse_u64(const char *flag, const char *v, uint64_t lo, uint64_t hi, uint64_t *out)
-{
-    return cli_parse_u64("inagg bench latency", flag, v, lo, hi, out);
-}
+#define LAT_CMD "inagg bench latency"
 
 /* ---- parse ------------------------------------------------------------------------------ */
-
-/* The options with their defaults, then argv's. 0, 1 after --help, 2 after a usage error
- * (its message printed). */
-/* --poll MODE: the workers' wait (options.poll_us). 0, or 2 after a message. */
-static int parse_worker_poll(const char *text, lat_opts_t *o)
-{
-    switch_poll_t m;
-    uint32_t spin;
-    char perr[160];
-    if (switch_poll_parse(text, &m, &spin, perr, sizeof(perr)) != 0) {
-        fprintf(stderr, "inagg bench latency: --poll: %s\n", perr);
-        return 2;
-    }
-    o->poll = text;
-    o->poll_us = switch_poll_worker_us(m, spin);
-    return 0;
-}
 
 /* --switch-poll MODE with --testbed: only the bridge fabric runs the switch's own threads.
  * 0, or 2 after a message. */
@@ -122,111 +107,98 @@ static int check_switch_poll(const lat_opts_t *o)
     uint32_t spin;
     char perr[160];
     if (!o->fabric || strcmp(o->fabric, "bridge") != 0) {
-        fprintf(stderr, "inagg bench latency: --switch-poll needs --fabric bridge (with the "
-                        "inagg fabric, the fabric's own thread aggregates)\n");
+        fprintf(stderr, LAT_CMD ": --switch-poll needs --fabric bridge (with the inagg fabric, "
+                                "the fabric's own thread aggregates)\n");
         return 2;
     }
     if (switch_poll_parse(o->switch_poll, &m, &spin, perr, sizeof(perr)) != 0) {
-        fprintf(stderr, "inagg bench latency: --switch-poll: %s\n", perr);
+        fprintf(stderr, LAT_CMD ": --switch-poll: %s\n", perr);
         return 2;
     }
     return 0;
 }
 
+/* Latency's own flags (bench_own_flag_fn). */
+static int parse_own_flag(void *ctx, int c)
+{
+    lat_opts_t *o = ctx;
+    switch (c) {
+    case 'e':
+        return cli_parse_u32(LAT_CMD, "--elems", optarg, 1, LAT_MAX_ELEMS, &o->elems) < 0 ? 2 : 0;
+    case 's': return cli_parse_u32(LAT_CMD, "--slots", optarg, 1, 4096, &o->slots) < 0 ? 2 : 0;
+    case 'd':
+        if (strcmp(optarg, "int32") != 0 && strcmp(optarg, "float32") != 0) {
+            fprintf(stderr, LAT_CMD ": --dtype must be int32 or float32\n");
+            return 2;
+        }
+        o->dtype_float = strcmp(optarg, "float32") == 0;
+        return 0;
+    case 'F': o->report_file = optarg; return 0;
+    case 'G': o->switch_poll = optarg; return 0;
+    default: return -1;
+    }
+}
+
+/* What goes with --rank (one rank of a job), --testbed and its links. The message, or NULL. */
+static const char *check_placement(lat_opts_t *o, const bench_opts_t *b)
+{
+    int workers_given = bench_opts_given(b, BOPT_WORKERS);
+    if (o->single) {
+        if (!o->switch_addr || !o->job || !o->report_file || !workers_given)
+            return "--rank runs one rank of a job: it needs --switch HOST:PORT, --workers W "
+                   "(the world), --job NAME and --report-file PATH";
+        if (o->rank >= o->workers)
+            return "--rank must be below --workers";
+        if (o->testbed || strcmp(o->baseline, "none") != 0)
+            return "--rank runs one rank: --testbed and --baseline do not apply";
+    } else if (o->job || o->report_file) {
+        return "--job and --report-file go with --rank (one rank of a job)";
+    }
+    if (o->testbed) {
+        if (o->switch_addr)
+            return "--testbed starts its own switch in the switch namespace; --switch does "
+                   "not apply";
+        if (workers_given)
+            return "--testbed runs one worker per host; --workers does not apply";
+        o->workers = o->testbed;
+    } else if (o->switch_poll) {
+        return "--switch-poll sets the testbed's switch: it goes with --testbed N --fabric "
+               "bridge (a switch of your own: `inagg switch --poll`)";
+    } else if (b->given & (BOPT_BIT(BOPT_LINK_RATE) | BOPT_BIT(BOPT_LINK_DELAY) |
+                           BOPT_BIT(BOPT_FABRIC))) {
+        return "--link-rate, --fabric and --link-delay describe the testbed: they go with "
+               "--testbed N";
+    }
+    return NULL;
+}
+
+/* The options with their defaults, then argv's. 0, 1 after --help, 2 after a usage error
+ * (its message printed). */
 static int parse_args(int argc, char **argv, lat_opts_t *o)
 {
     *o = (lat_opts_t){.workers = 4, .elems = 8, .iters = 5000, .warmup = 200, .slots = 16,
                       .timeout_ms = 30000, .dtype_float = 1, .protocol = INAGG_PROTO_P4SGD,
                       .seed = 1, .baseline = "none"};
-    static const struct option longopts[] = {
-        {"workers", required_argument, 0, 'n'},   {"elems", required_argument, 0, 'e'},
-        {"dtype", required_argument, 0, 'd'},     {"iters", required_argument, 0, 'k'},
-        {"warmup", required_argument, 0, 'W'},    {"protocol", required_argument, 0, 'P'},
-        {"slots", required_argument, 0, 's'},     {"loss", required_argument, 0, 'l'},
-        {"faults", required_argument, 0, 'f'},    {"baseline", required_argument, 0, 'b'},
-        {"switch", required_argument, 0, 'S'},    {"timeout-ms", required_argument, 0, 'o'},
-        {"seed", required_argument, 0, 'r'},      {"json", required_argument, 0, 'j'},
-        {"testbed", required_argument, 0, 'B'},   {"link-rate", required_argument, 0, 'L'},
-        {"fabric", required_argument, 0, 'Y'},    {"link-delay", required_argument, 0, 'Q'},
-        {"rank", required_argument, 0, 'R'},      {"job", required_argument, 0, 'J'},
-        {"report-file", required_argument, 0, 'F'},
-        {"switch-poll", required_argument, 0, 'G'},
-        {"poll", required_argument, 0, 'p'},
-        {"help", no_argument, 0, 'h'},            {0, 0, 0, 0}};
-    uint64_t v;
-    int c, workers_given = 0, link_given = 0;
-    optind = 1;
-    opterr = 0; /* cli_bad_option says it, in the one wording */
-    while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
-        switch (c) {
-        case 'n': if (parse_u64("--workers", optarg, 1, INAGG_MAX_WORLD, &v)) return 2; o->workers = (uint32_t)v; workers_given = 1; break;
-        case 'B': if (parse_u64("--testbed", optarg, 1, LAUNCH_TESTBED_MAX_HOSTS, &v)) return 2; o->testbed = (uint32_t)v; break;
-        case 'R': if (parse_u64("--rank", optarg, 0, INAGG_MAX_WORLD - 1, &v)) return 2; o->rank = (uint32_t)v; o->single = 1; break;
-        case 'L': o->link_rate = optarg; link_given = 1; break;
-        case 'Q': o->link_delay = optarg; link_given = 1; break;
-        case 'Y':
-            if (strcmp(optarg, "bridge") != 0 && strcmp(optarg, "inagg") != 0) {
-                fprintf(stderr, "inagg bench latency: --fabric is bridge or inagg, got '%s'\n", optarg);
-                return 2;
-            }
-            o->fabric = optarg;
-            link_given = 1;
-            break;
-        case 'J': o->job = optarg; break;
-        case 'G': o->switch_poll = optarg; break;
-        case 'p': if (parse_worker_poll(optarg, o)) return 2; break;
-        case 'F': o->report_file = optarg; break;
-        case 'e': if (parse_u64("--elems", optarg, 1, LAT_MAX_ELEMS, &v)) return 2; o->elems = (uint32_t)v; break;
-        case 'k': if (parse_u64("--iters", optarg, 1, LAT_MAX_ITERS, &v)) return 2; o->iters = (uint32_t)v; break;
-        case 'W': if (parse_u64("--warmup", optarg, 0, LAT_MAX_ITERS, &v)) return 2; o->warmup = (uint32_t)v; break;
-        case 's': if (parse_u64("--slots", optarg, 1, 4096, &v)) return 2; o->slots = (uint32_t)v; break;
-        case 'o': if (parse_u64("--timeout-ms", optarg, 1, 3600000, &v)) return 2; o->timeout_ms = (uint32_t)v; break;
-        case 'r': if (parse_u64("--seed", optarg, 0, UINT64_MAX, &v)) return 2; o->seed = v; break;
-        case 'd':
-            if (strcmp(optarg, "int32") == 0) o->dtype_float = 0;
-            else if (strcmp(optarg, "float32") == 0) o->dtype_float = 1;
-            else { fprintf(stderr, "inagg bench latency: --dtype must be int32 or float32\n"); return 2; }
-            break;
-        case 'P': if (cli_parse_protocol("inagg bench latency", optarg, &o->protocol)) return 2; break;
-        case 'l': if (cli_parse_loss("inagg bench latency", optarg, &o->loss)) return 2; break;
-        case 'f': o->faults = optarg; break;
-        case 'b': if (cli_parse_baseline("inagg bench latency", optarg, "mpi", &o->baseline)) return 2; break;
-        case 'S': o->switch_addr = optarg; break;
-        case 'j': o->json_path = optarg; break;
-        case 'h': usage(stdout); return 1;
-        default: return cli_bad_option("inagg bench latency", c, argv);
-        }
-    }
-    if (cli_no_extra_args("inagg bench latency", argc, argv, optind))
-        return 2;
-    const char *why = NULL;
-    if (o->single) {
-        if (!o->switch_addr || !o->job || !o->report_file || !workers_given)
-            why = "--rank runs one rank of a job: it needs --switch HOST:PORT, --workers W "
-                  "(the world), --job NAME and --report-file PATH";
-        else if (o->rank >= o->workers)
-            why = "--rank must be below --workers";
-        else if (o->testbed || strcmp(o->baseline, "none") != 0)
-            why = "--rank runs one rank: --testbed and --baseline do not apply";
-    } else if (o->job || o->report_file) {
-        why = "--job and --report-file go with --rank (one rank of a job)";
-    }
-    if (!why && o->testbed) {
-        if (o->switch_addr)
-            why = "--testbed starts its own switch in the switch namespace; --switch does not "
-                  "apply";
-        else if (workers_given)
-            why = "--testbed runs one worker per host; --workers does not apply";
-        o->workers = o->testbed;
-    } else if (!why && o->switch_poll) {
-        why = "--switch-poll sets the testbed's switch: it goes with --testbed N --fabric "
-              "bridge (a switch of your own: `inagg switch --poll`)";
-    } else if (!why && link_given) {
-        why = "--link-rate, --fabric and --link-delay describe the testbed: they go with "
-              "--testbed N";
-    }
+    bench_opts_t b = {
+        .cmd = LAT_CMD, .workers = &o->workers, .rank = &o->rank, .job = &o->job,
+        .switch_addr = &o->switch_addr, .iters = &o->iters, .warmup = &o->warmup,
+        .seed = &o->seed, .timeout_ms = &o->timeout_ms, .json_path = &o->json_path,
+        .protocol = &o->protocol, .loss = &o->loss, .faults = &o->faults,
+        .baseline = &o->baseline, .baseline_name = "mpi", .testbed = &o->testbed,
+        .link_rate = &o->link_rate, .link_delay = &o->link_delay, .fabric = &o->fabric,
+        .poll = &o->poll, .poll_us = &o->poll_us, .iters_max = LAT_MAX_ITERS,
+        .warmup_max = LAT_MAX_ITERS};
+    static const struct option own[] = {
+        {"elems", required_argument, 0, 'e'},       {"dtype", required_argument, 0, 'd'},
+        {"slots", required_argument, 0, 's'},       {"report-file", required_argument, 0, 'F'},
+        {"switch-poll", required_argument, 0, 'G'}, {0, 0, 0, 0}};
+    int rc = bench_opts_parse(&b, argc, argv, own, parse_own_flag, o, usage);
+    if (rc)
+        return rc;
+    o->single = bench_opts_given(&b, BOPT_RANK);
+    const char *why = check_placement(o, &b);
     if (why) {
-        fprintf(stderr, "inagg bench latency: %s\n", why);
+        fprintf(stderr, LAT_CMD ": %s\n", why);
         return 2;
     }
     if (o->switch_poll && check_switch_poll(o) != 0)
@@ -267,7 +239,7 @@ static void render_text(FILE *table, const lat_opts_t *o, const lat_result_t *r)
                 r->speedup);
 }
 
-/* The --json object. 0, or -1 when it could not be written. */
+/* The --json object. 0, or a negative errno when it could not be written. */
 static int render_json(const lat_opts_t *o, const lat_result_t *r)
 {
     json_writer_t w;
@@ -320,7 +292,7 @@ static int render_json(const lat_opts_t *o, const lat_result_t *r)
         json_number(&w, "speedup_p50", r->speedup);
     }
     json_end_object(&w);
-    return cli_emit_json(&w, o->json_path, "inagg bench latency");
+    return cli_emit_json(&w, o->json_path, LAT_CMD);
 }
 
 int cmd_bench_latency(int argc, char **argv)
@@ -333,13 +305,13 @@ int cmd_bench_latency(int argc, char **argv)
         return prc == 1 ? 0 : prc;
     signal(SIGPIPE, SIG_IGN);
     if (o.single)
-        return lat_run_single(&o);
+        return lat_run_single(&o) < 0 ? 1 : 0;
     lat_result_t res;
     launch_tbjob_t *j = NULL;
     if (o.testbed) {
         int rc = lat_testbed_up(&o, &j);
-        if (rc)
-            return rc;
+        if (rc < 0)
+            return rc == -EOPNOTSUPP ? 3 : 1; /* 3: testbeds cannot be built here */
     }
     int rrc = lat_run(&o, j, &res);
     if (j) {

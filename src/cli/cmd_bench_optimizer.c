@@ -34,6 +34,7 @@
 
 #include "bench/bench_optimizer.h"
 #include "bench/harness.h"
+#include "cli/bench_opts.h"
 #include "cli/commands.h"
 #include "cli/flags.h"
 #include "cli/output.h"
@@ -75,6 +76,7 @@ static void usage(FILE *out)
             "                       allreduce + the C kernels and the reference is the\n"
             "                       double-precision implementation\n"
             "  --switch HOST:PORT   use a running switch\n"
+            "  --timeout-ms MS      per-call progress timeout (default 30000)\n"
             "  --seed S             gradients (default 1)\n"
             "  --json FILE|-        one JSON object: optimizer, elems, workers, steps, verified,\n"
             "                       reference, max_rel_err, params_per_s, baseline {name,\n"
@@ -86,12 +88,55 @@ static void usage(FILE *out)
             "  inagg bench optimizer --optimizer adam --elems 1000000 --workers 4 --baseline torch --json -\n");
 }
 
-static int parse_u64(const char *flag, const char *v, uint64_t lo, uint64_t hi, uint64_t *out)
-{
-    return cli_parse_u64("inagg bench optimizer", flag, v, lo, hi, out);
-}
+#define OPTB_CMD "inagg bench optimizer"
 
 /* ---- parse ------------------------------------------------------------------------------ */
+
+/* --lr: a positive number. 0, or 2 after a message. */
+static int parse_lr(const char *text, optb_opts_t *o)
+{
+    char *end;
+    double d = strtod(text, &end);
+    if (end == text || *end || !(d > 0) || !isfinite(d)) {
+        fprintf(stderr, OPTB_CMD ": --lr needs a positive number\n");
+        return 2;
+    }
+    o->oc.lr = (float)d;
+    return 0;
+}
+
+/* The optimizer benchmark's own flags (bench_own_flag_fn). */
+static int parse_own_flag(void *ctx, int c)
+{
+    optb_opts_t *o = ctx;
+    uint64_t v;
+    switch (c) {
+    case 'O':
+        if (optim_parse_kind(optarg, &o->oc.kind) != 0) {
+            fprintf(stderr, OPTB_CMD ": --optimizer must be sgd, adagrad, adam or smorms3\n");
+            return 2;
+        }
+        return 0;
+    case 'E':
+        if (optim_parse_eps(optarg, &o->oc.eps_placement) != 0) {
+            fprintf(stderr, OPTB_CMD ": --eps-place must be inside or outside\n");
+            return 2;
+        }
+        return 0;
+    case 'g': return parse_lr(optarg, o);
+    case 'k': return cli_parse_u32(OPTB_CMD, "--steps", optarg, 1, 100000, &o->steps) < 0 ? 2 : 0;
+    case 'e':
+        if (cli_parse_u64(OPTB_CMD, "--elems", optarg, 1, 1ull << 30, &v) < 0)
+            return 2;
+        o->elems = v;
+        return 0;
+    case 'p':
+        return cli_parse_u32(OPTB_CMD, "--packet-elems", optarg, 1, INAGG_MAX_PACKET_ELEMS,
+                             &o->packet_elems) < 0 ? 2 : 0;
+    case 's': return cli_parse_u32(OPTB_CMD, "--window", optarg, 1, 4096, &o->window) < 0 ? 2 : 0;
+    default: return -1;
+    }
+}
 
 /* The options with their defaults, then argv's. 0, 1 after --help, 2 after a usage error
  * (its message printed). */
@@ -106,69 +151,23 @@ static int parse_args(int argc, char **argv, optb_opts_t *o)
     o->oc.kind = OPTIM_ADAM;
     o->oc.lr = 0.001f;
     o->oc.eps_placement = OPTIM_EPS_OUTSIDE;
-    static const struct option longopts[] = {
-        {"optimizer", required_argument, 0, 'O'}, {"elems", required_argument, 0, 'e'},
-        {"workers", required_argument, 0, 'n'},   {"steps", required_argument, 0, 'k'},
-        {"warmup", required_argument, 0, 'W'},    {"lr", required_argument, 0, 'g'},
-        {"eps-place", required_argument, 0, 'E'}, {"protocol", required_argument, 0, 'P'},
-        {"packet-elems", required_argument, 0, 'p'}, {"window", required_argument, 0, 's'},
-        {"loss", required_argument, 0, 'l'},      {"faults", required_argument, 0, 'f'},
-        {"baseline", required_argument, 0, 'b'},  {"switch", required_argument, 0, 'S'},
-        {"seed", required_argument, 0, 'r'},      {"json", required_argument, 0, 'j'},
-        {"timeout-ms", required_argument, 0, 'o'}, {"help", no_argument, 0, 'h'},
-        {0, 0, 0, 0}};
-    uint64_t v;
-    int c;
-    optind = 1;
-    opterr = 0; /* cli_bad_option says it, in the one wording */
-    while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
-        switch (c) {
-        case 'O':
-            if (optim_parse_kind(optarg, &o->oc.kind) != 0) {
-                fprintf(stderr, "inagg bench optimizer: --optimizer must be sgd, adagrad, adam "
-                                "or smorms3\n");
-                return 2;
-            }
-            break;
-        case 'e': if (parse_u64("--elems", optarg, 1, 1ull << 30, &v)) return 2; o->elems = v; break;
-        case 'n': if (parse_u64("--workers", optarg, 1, INAGG_MAX_WORLD, &v)) return 2; o->workers = (uint32_t)v; break;
-        case 'k': if (parse_u64("--steps", optarg, 1, 100000, &v)) return 2; o->steps = (uint32_t)v; break;
-        case 'W': if (parse_u64("--warmup", optarg, 0, 100000, &v)) return 2; o->warmup = (uint32_t)v; break;
-        case 'p': if (parse_u64("--packet-elems", optarg, 1, INAGG_MAX_PACKET_ELEMS, &v)) return 2; o->packet_elems = (uint32_t)v; break;
-        case 's': if (parse_u64("--window", optarg, 1, 4096, &v)) return 2; o->window = (uint32_t)v; break;
-        case 'o': if (parse_u64("--timeout-ms", optarg, 1, 3600000, &v)) return 2; o->timeout_ms = (uint32_t)v; break;
-        case 'r': if (parse_u64("--seed", optarg, 0, UINT32_MAX, &v)) return 2; o->seed = v; break;
-        case 'g': {
-            char *end;
-            double d = strtod(optarg, &end);
-            if (end == optarg || *end || !(d > 0) || !isfinite(d)) {
-                fprintf(stderr, "inagg bench optimizer: --lr needs a positive number\n");
-                return 2;
-            }
-            o->oc.lr = (float)d;
-            break;
-        }
-        case 'E':
-            if (optim_parse_eps(optarg, &o->oc.eps_placement) != 0) {
-                fprintf(stderr, "inagg bench optimizer: --eps-place must be inside or outside\n");
-                return 2;
-            }
-            break;
-        case 'P': if (cli_parse_protocol("inagg bench optimizer", optarg, &o->protocol)) return 2; break;
-        case 'l': if (cli_parse_loss("inagg bench optimizer", optarg, &o->loss)) return 2; break;
-        case 'f': o->faults = optarg; break;
-        case 'b': if (cli_parse_baseline("inagg bench optimizer", optarg, "torch", &o->baseline)) return 2; break;
-        case 'S': o->switch_addr = optarg; break;
-        case 'j': o->json_path = optarg; break;
-        case 'h': usage(stdout); return 1;
-        default: return cli_bad_option("inagg bench optimizer", c, argv);
-        }
-    }
-    if (cli_no_extra_args("inagg bench optimizer", argc, argv, optind))
-        return 2;
+    bench_opts_t b = {.cmd = OPTB_CMD, .workers = &o->workers, .warmup = &o->warmup,
+                      .warmup_max = 100000, .seed = &o->seed, .seed_max = UINT32_MAX,
+                      .timeout_ms = &o->timeout_ms, .json_path = &o->json_path,
+                      .switch_addr = &o->switch_addr, .protocol = &o->protocol,
+                      .loss = &o->loss, .faults = &o->faults, .baseline = &o->baseline,
+                      .baseline_name = "torch"};
+    static const struct option own[] = {
+        {"optimizer", required_argument, 0, 'O'},    {"elems", required_argument, 0, 'e'},
+        {"steps", required_argument, 0, 'k'},        {"lr", required_argument, 0, 'g'},
+        {"eps-place", required_argument, 0, 'E'},    {"packet-elems", required_argument, 0, 'p'},
+        {"window", required_argument, 0, 's'},       {0, 0, 0, 0}};
+    int rc = bench_opts_parse(&b, argc, argv, own, parse_own_flag, o, usage);
+    if (rc)
+        return rc;
     char why[160];
     if (optim_check(&o->oc, why, sizeof(why)) != 0) {
-        fprintf(stderr, "inagg bench optimizer: %s\n", why);
+        fprintf(stderr, OPTB_CMD ": %s\n", why);
         return 2;
     }
     o->faults = bench_worker_faults(o->faults, o->loss, o->seed, o->faults_buf,
@@ -193,7 +192,7 @@ static void render_text(FILE *table, const optb_opts_t *o, const optb_result_t *
             optb_run_names[r->base_run]);
 }
 
-/* The --json object. 0, or -1 when it could not be written. */
+/* The --json object. 0, or a negative errno when it could not be written. */
 static int render_json(const optb_opts_t *o, const optb_result_t *r)
 {
     json_writer_t w;

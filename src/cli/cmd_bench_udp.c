@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "bench/bench_udp.h"
+#include "cli/bench_opts.h"
 #include "cli/commands.h"
 #include "cli/flags.h"
 #include "cli/output.h"
@@ -61,85 +62,69 @@ static void usage(FILE *out)
 static int parse_uint(const char *s, unsigned long lo, unsigned long hi, unsigned long *out)
 {
     if (!s || !*s || *s == '-' || *s == '+')
-        return -1;
+        return -EINVAL;
     errno = 0;
     char *end;
     unsigned long v = strtoul(s, &end, 10);
     if (errno || *end || v < lo || v > hi)
-        return -1;
+        return -EINVAL;
     *out = v;
     return 0;
 }
 
-/* 0 parsed, 1 help printed, -1 bad usage (explained on stderr). */
+/* --seconds: 0.1..600. 0, or -EINVAL. */
+static int parse_seconds(const char *text, double *out)
+{
+    char *end;
+    errno = 0;
+    double s = strtod(text, &end);
+    if (errno || end == text || *end || !(s >= 0.1 && s <= 600))
+        return -EINVAL;
+    *out = s;
+    return 0;
+}
+
+/* The UDP benchmark's own flags (bench_own_flag_fn). */
+static int parse_own_flag(void *ctx, int c)
+{
+    struct udp_opts *o = ctx;
+    unsigned long v = 0;
+    const char *flag;
+    int rc;
+    switch (c) {
+    case 's': flag = "--size"; rc = parse_uint(optarg, UDP_MIN_SIZE, UDP_MAX_SIZE, &v); break;
+    case 't': flag = "--seconds"; rc = parse_seconds(optarg, &o->seconds); break;
+    case 'b': flag = "--batch"; rc = parse_uint(optarg, 1, UDP_MAX_BATCH, &v); break;
+    case 'r': flag = "--repeats"; rc = parse_uint(optarg, 1, UDP_MAX_REPEATS, &v); break;
+    case 'B': flag = "--sockbuf"; rc = parse_uint(optarg, 0, 1u << 30, &v); break;
+    default: return -1;
+    }
+    if (rc < 0) {
+        fprintf(stderr, "inagg bench udp: invalid value '%s' for %s (see --help)\n", optarg,
+                flag);
+        return 2;
+    }
+    if (c == 's')
+        o->size = (unsigned)v;
+    else if (c == 'b')
+        o->batch = (unsigned)v;
+    else if (c == 'r')
+        o->repeats = (unsigned)v;
+    else if (c == 'B')
+        o->sockbuf = (int)v;
+    return 0;
+}
+
+/* 0 parsed, 1 help printed, 2 bad usage (explained on stderr). */
 static int parse_args(int argc, char **argv, struct udp_opts *o)
 {
-    static const struct option longopts[] = {
-        {"size", required_argument, NULL, 's'},    {"seconds", required_argument, NULL, 't'},
-        {"batch", required_argument, NULL, 'b'},   {"repeats", required_argument, NULL, 'r'},
-        {"sockbuf", required_argument, NULL, 'B'}, {"json", required_argument, NULL, 'j'},
-        {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0}};
+    static const struct option own[] = {
+        {"size", required_argument, NULL, 's'},  {"seconds", required_argument, NULL, 't'},
+        {"batch", required_argument, NULL, 'b'}, {"repeats", required_argument, NULL, 'r'},
+        {"sockbuf", required_argument, NULL, 'B'}, {NULL, 0, NULL, 0}};
     *o = (struct udp_opts){4132, 2.0, 32, 3, 8 << 20, NULL};
-    optind = 1;
-    opterr = 0;
-    unsigned long v;
-    int c;
-    while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
-        const char *bad = NULL;
-        switch (c) {
-        case 's':
-            if (parse_uint(optarg, UDP_MIN_SIZE, UDP_MAX_SIZE, &v) == 0)
-                o->size = (unsigned)v;
-            else
-                bad = "--size";
-            break;
-        case 't': {
-            char *end;
-            errno = 0;
-            double s = strtod(optarg, &end);
-            if (errno || end == optarg || *end || !(s >= 0.1 && s <= 600))
-                bad = "--seconds";
-            else
-                o->seconds = s;
-            break;
-        }
-        case 'b':
-            if (parse_uint(optarg, 1, UDP_MAX_BATCH, &v) == 0)
-                o->batch = (unsigned)v;
-            else
-                bad = "--batch";
-            break;
-        case 'r':
-            if (parse_uint(optarg, 1, UDP_MAX_REPEATS, &v) == 0)
-                o->repeats = (unsigned)v;
-            else
-                bad = "--repeats";
-            break;
-        case 'B':
-            if (parse_uint(optarg, 0, 1u << 30, &v) == 0)
-                o->sockbuf = (int)v;
-            else
-                bad = "--sockbuf";
-            break;
-        case 'j':
-            o->json = optarg;
-            break;
-        case 'h':
-            usage(stdout);
-            return 1;
-        default:
-            cli_bad_option("inagg bench udp", c, argv);
-            return -1;
-        }
-        if (bad) {
-            fprintf(stderr, "inagg bench udp: invalid value '%s' for %s (see --help)\n", optarg,
-                    bad);
-            return -1;
-        }
-    }
-    if (cli_no_extra_args("inagg bench udp", argc, argv, optind))
-        return -1;
-    return 0;
+    bench_opts_t b = {.cmd = "inagg bench udp", .json_path = &o->json};
+    return bench_opts_parse(&b, argc, argv, own, parse_own_flag, o, usage);
 }
 
 /* Ask for `bytes` of socket buffer: the FORCE option (root, beyond rmem_max) first. Returns
@@ -162,7 +147,7 @@ static void render_row(const char *label, const struct udp_run *r)
     fflush(stdout);
 }
 
-/* The --json object of the medians. 0, or -1 when it could not be written. */
+/* The --json object of the medians. 0, or a negative errno when it could not be written. */
 static int render_json(const struct udp_opts *o, const struct udp_run *med, int rcvbuf,
                        int sndbuf)
 {
@@ -188,7 +173,7 @@ int cmd_bench_udp(int argc, char **argv)
     struct udp_opts o;
     int prc = parse_args(argc, argv, &o);
     if (prc != 0)
-        return prc > 0 ? 0 : 2;
+        return prc == 1 ? 0 : prc;
     int table = !(o.json && strcmp(o.json, "-") == 0);
     struct udp_run runs[UDP_MAX_REPEATS];
     if (table)

@@ -2,6 +2,7 @@
  * cmd_model.c - `inagg model calibrate|predict|validate`: dispatch, the overview help, and
  * the parsers the three share (rates, sizes, usage errors).
  */
+#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -56,7 +57,7 @@ int model_parse_rate(const char *text, double *bps)
     char *end;
     double v = strtod(text, &end);
     if (end == text || !(v > 0) || !isfinite(v))
-        return -1;
+        return -EINVAL;
     double mul;
     if (*end == '\0')
         mul = 1e6; /* a bare number: Mbit/s, as tools/testbed reads it */
@@ -69,9 +70,9 @@ int model_parse_rate(const char *text, double *bps)
     else if (!strcasecmp(end, "gbit") || !strcasecmp(end, "g"))
         mul = 1e9;
     else
-        return -1;
+        return -EINVAL;
     *bps = v * mul;
-    return *bps >= 1e3 && *bps <= 1e13 ? 0 : -1;
+    return *bps >= 1e3 && *bps <= 1e13 ? 0 : -EINVAL;
 }
 
 int model_parse_bytes(const char *text, double *bytes)
@@ -79,23 +80,23 @@ int model_parse_bytes(const char *text, double *bytes)
     char *end;
     double v = strtod(text, &end);
     if (end == text || !(v > 0) || !isfinite(v))
-        return -1;
+        return -EINVAL;
     double mul = 1;
     if (*end) {
         switch (*end) {
         case 'k': case 'K': mul = 1024.0; break;
         case 'm': case 'M': mul = 1024.0 * 1024; break;
         case 'g': case 'G': mul = 1024.0 * 1024 * 1024; break;
-        default: return -1;
+        default: return -EINVAL;
         }
         end++;
         if (*end == 'B' || *end == 'b' || (*end == 'i' && end[1] == 'B' && (end++, 1)))
             end++;
         if (*end)
-            return -1;
+            return -EINVAL;
     }
     *bytes = v * mul;
-    return *bytes >= 4 && *bytes <= 1e12 ? 0 : -1;
+    return *bytes >= 4 && *bytes <= 1e12 ? 0 : -EINVAL;
 }
 
 int cmd_model(int argc, char **argv)

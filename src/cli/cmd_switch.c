@@ -234,7 +234,7 @@ static int parse_u32(const char *flag, const char *v, uint32_t *out)
     unsigned long x = strtoul(v, &end, 10);
     if (end == v || *end || errno || x > UINT32_MAX || v[0] == '-') {
         fprintf(stderr, "inagg switch: %s needs a non-negative integer, got '%s'\n", flag, v);
-        return -1;
+        return -EINVAL;
     }
     *out = (uint32_t)x;
     return 0;

@@ -17,10 +17,20 @@ int cli_parse_u64(const char *cmd, const char *flag, const char *text, uint64_t 
     if (end == text || *end || errno || x < lo || x > hi || text[0] == '-') {
         fprintf(stderr, "%s: %s needs an integer in %llu..%llu, got '%s'\n", cmd, flag,
                 (unsigned long long)lo, (unsigned long long)hi, text);
-        return -1;
+        return -EINVAL;
     }
     *out = x;
     return 0;
+}
+
+int cli_parse_u32(const char *cmd, const char *flag, const char *text, uint32_t lo, uint32_t hi,
+                  uint32_t *out)
+{
+    uint64_t v;
+    int rc = cli_parse_u64(cmd, flag, text, lo, hi, &v);
+    if (rc == 0)
+        *out = (uint32_t)v;
+    return rc;
 }
 
 int cli_parse_protocol(const char *cmd, const char *text, inagg_protocol_t *out)
@@ -31,7 +41,7 @@ int cli_parse_protocol(const char *cmd, const char *text, inagg_protocol_t *out)
         *out = INAGG_PROTO_P4SGD;
     } else {
         fprintf(stderr, "%s: --protocol must be switchml or p4sgd, got '%s'\n", cmd, text);
-        return -1;
+        return -EINVAL;
     }
     return 0;
 }
@@ -42,7 +52,7 @@ int cli_parse_loss(const char *cmd, const char *text, double *out)
     double p = strtod(text, &end);
     if (end == text || *end || !(p >= 0 && p < 1)) {
         fprintf(stderr, "%s: --loss needs a probability in [0, 1), got '%s'\n", cmd, text);
-        return -1;
+        return -EINVAL;
     }
     *out = p;
     return 0;
@@ -52,7 +62,7 @@ int cli_parse_baseline(const char *cmd, const char *text, const char *name, cons
 {
     if (strcmp(text, name) != 0 && strcmp(text, "none") != 0) {
         fprintf(stderr, "%s: --baseline must be %s or none\n", cmd, name);
-        return -1;
+        return -EINVAL;
     }
     *out = text;
     return 0;
@@ -81,7 +91,7 @@ int cli_no_extra_args(const char *cmd, int argc, char **argv, int first)
 {
     if (first < argc) {
         fprintf(stderr, "%s: unexpected argument '%s'\n", cmd, argv[first]);
-        return -1;
+        return -EINVAL;
     }
     return 0;
 }

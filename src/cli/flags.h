@@ -10,17 +10,21 @@
 
 #include "inagg.h"
 
-/* Parse an unsigned integer in lo..hi. 0, or -1 after a message naming cmd and flag. */
+/* Parse an unsigned integer in lo..hi. 0, or -EINVAL after a message naming cmd and flag. */
 int cli_parse_u64(const char *cmd, const char *flag, const char *text, uint64_t lo, uint64_t hi,
                   uint64_t *out);
 
-/* "switchml" or "p4sgd". 0, or -1 after a message naming cmd. */
+/* The same into a uint32_t (hi at most UINT32_MAX). */
+int cli_parse_u32(const char *cmd, const char *flag, const char *text, uint32_t lo, uint32_t hi,
+                  uint32_t *out);
+
+/* "switchml" or "p4sgd". 0, or -EINVAL after a message naming cmd. */
 int cli_parse_protocol(const char *cmd, const char *text, inagg_protocol_t *out);
 
-/* A probability in [0, 1) for --loss. 0, or -1 after a message naming cmd. */
+/* A probability in [0, 1) for --loss. 0, or -EINVAL after a message naming cmd. */
 int cli_parse_loss(const char *cmd, const char *text, double *out);
 
-/* --baseline: `name` (the one baseline the command has) or "none"; *out = text. 0, or -1
+/* --baseline: `name` (the one baseline the command has) or "none"; *out = text. 0, or -EINVAL
  * after a message naming cmd. */
 int cli_parse_baseline(const char *cmd, const char *text, const char *name, const char **out);
 
@@ -31,7 +35,7 @@ int cli_parse_baseline(const char *cmd, const char *text, const char *name, cons
  * Returns 2, the exit status of bad usage. */
 int cli_bad_option(const char *cmd, int c, char **argv);
 
-/* 0 when argv[first..argc) is empty (getopt's optind), else -1 after a message naming cmd and
+/* 0 when argv[first..argc) is empty (getopt's optind), else -EINVAL after a message naming cmd and
  * the first stray argument. */
 int cli_no_extra_args(const char *cmd, int argc, char **argv, int first);
 

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "base/errmsg.h"
+#include "bench/subrun.h"
 #include "cli/model_cli.h"
 #include "cli/flags.h"
 #include "cli/output.h"
@@ -32,93 +33,6 @@
 #define TCP_IP_HEADERS 52.0  /* TCP with timestamps 32 + IPv4 20 */
 #define ETH_HEADER 14.0
 static const char *const CAL_CODECS[] = {"zfp:rate=8", "fp16"};
-
-int model_read_file(const char *path, char **text);
-int model_run_inagg(char *const *args, const char *json_path, unsigned timeout_s,
-                    char *err, size_t errlen);
-
-/* The whole file into a NUL-terminated buffer (at most 4 MiB). 0, or -1. */
-int model_read_file(const char *path, char **text)
-{
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return -1;
-    size_t cap = 1 << 16, len = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        size_t n = fread(buf + len, 1, cap - len - 1, f);
-        len += n;
-        if (n == 0)
-            break;
-        if (len + 1 == cap) {
-            if (cap >= (4u << 20)) {
-                free(buf);
-                buf = NULL;
-                break;
-            }
-            char *nb = realloc(buf, cap * 2);
-            if (!nb) {
-                free(buf);
-                buf = NULL;
-                break;
-            }
-            buf = nb;
-            cap *= 2;
-        }
-    }
-    fclose(f);
-    if (!buf)
-        return -1;
-    buf[len] = '\0';
-    *text = buf;
-    return 0;
-}
-
-/* Run this binary with args (args[0] is replaced by the binary), its --json going to
- * json_path, its messages to json_path.log. 0 when it exited 0; else -1 with its last
- * message in err. */
-int model_run_inagg(char *const *args, const char *json_path, unsigned timeout_s, char *err,
-                    size_t errlen)
-{
-    char self[4096];
-    ssize_t sl = readlink("/proc/self/exe", self, sizeof(self) - 1);
-    if (sl <= 0)
-        return set_err_msg(err, errlen, "cannot find this binary (/proc/self/exe)"), -1;
-    self[sl] = '\0';
-    /* rebuilt while running: the path now names the new binary */
-    const char *del = " (deleted)";
-    if (sl > (ssize_t)strlen(del) && !strcmp(self + sl - strlen(del), del))
-        self[sl - strlen(del)] = '\0';
-    char *argv[64];
-    int a = 0;
-    argv[a++] = self;
-    for (int i = 1; args[i] && a < 63; i++)
-        argv[a++] = args[i];
-    argv[a] = NULL;
-    char logp[4200];
-    snprintf(logp, sizeof(logp), "%s.log", json_path);
-    int fd = open(logp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0)
-        return set_err_msg(err, errlen, "cannot write %s: %s", logp, strerror(errno)), -1;
-    launch_spec_t spec = {argv, NULL, LAUNCH_DEVNULL, fd, fd, 1, 0};
-    char why[256];
-    int rc = launch_run(&spec, (int)timeout_s * 1000, why, sizeof(why));
-    close(fd);
-    if (rc == 0)
-        return 0;
-    /* its last line says why */
-    char *text = NULL, last[400] = "";
-    if (model_read_file(logp, &text) == 0) {
-        size_t n = strlen(text);
-        while (n && (text[n - 1] == '\n' || text[n - 1] == ' '))
-            text[--n] = '\0';
-        char *nl = strrchr(text, '\n');
-        snprintf(last, sizeof(last), "%s", nl ? nl + 1 : text);
-        free(text);
-    }
-    set_err_msg(err, errlen, "%s%s%s", why, last[0] ? ": " : "", last);
-    return rc == -ETIMEDOUT ? -2 : -1;
-}
 
 static void usage(FILE *out)
 {
@@ -178,13 +92,13 @@ static int cal_allreduce(const char *dir, model_calib_t *c, char *err, size_t er
     char *args[] = {"inagg", "bench", "allreduce", "--workers", wk, "--elems", elems,
                     "--dtype", "int32", "--packet-elems", pk, "--iters", it, "--warmup", "1",
                     "--switch-threads", st, "--json", json, NULL};
-    if (model_run_inagg(args, json, 120, err, errlen) != 0)
-        return -1;
+    int rc = bench_run_self(args, json, 120, err, errlen);
+    if (rc < 0)
+        return rc;
     char *text = NULL;
-    if (model_read_file(json, &text) != 0)
-        return set_err_msg(err, errlen, "no report from bench allreduce"), -1;
+    if (bench_read_file(json, &text) < 0)
+        return set_err(err, errlen, -EPROTO, "no report from bench allreduce");
     double tat, sw = NAN, wkr = NAN, retx;
-    int rc = 0;
     const char *cpu = strstr(text, "\"cpu\"");
     if (cpu) {
         num(cpu, "switch", &sw);
@@ -192,8 +106,7 @@ static int cal_allreduce(const char *dir, model_calib_t *c, char *err, size_t er
     }
     if (num(text, "tat_s", &tat) ||
         num(text, "retransmissions", &retx) || !(tat > 0) || !(sw > 0) || !(wkr > 0)) {
-        set_err_msg(err, errlen, "bench allreduce's report lacks tat_s or cpu");
-        rc = -1;
+        rc = set_err(err, errlen, -EPROTO, "bench allreduce's report lacks tat_s or cpu");
     } else {
         /* cpu.* is percent of one core over the timed iterations (about iters x TAT) */
         double window = tat * CAL_ITERS;
@@ -222,7 +135,7 @@ static int cal_latency(const char *dir, int testbed, model_calib_t *c, char *err
                        NULL};
     int rc = -1;
     if (testbed) {
-        rc = model_run_inagg(tb_args, json, 120, err, errlen);
+        rc = bench_run_self(tb_args, json, 120, err, errlen);
         if (rc == 0)
             snprintf(c->where, sizeof(c->where), "testbed (2 hosts, bridge)");
         else
@@ -230,14 +143,14 @@ static int cal_latency(const char *dir, int testbed, model_calib_t *c, char *err
                     "instead\n", err);
     }
     if (rc != 0) {
-        rc = model_run_inagg(lo_args, json, 120, err, errlen);
-        if (rc != 0)
-            return -1;
+        rc = bench_run_self(lo_args, json, 120, err, errlen);
+        if (rc < 0)
+            return rc;
         snprintf(c->where, sizeof(c->where), "loopback");
     }
     char *text = NULL;
-    if (model_read_file(json, &text) != 0)
-        return set_err_msg(err, errlen, "no report from bench latency"), -1;
+    if (bench_read_file(json, &text) < 0)
+        return set_err(err, errlen, -EPROTO, "no report from bench latency");
     /* the first p50 is inagg's, the one after "baseline" MPI's */
     double p50 = NAN, mpi = NAN;
     num(text, "p50", &p50);
@@ -246,7 +159,7 @@ static int cal_latency(const char *dir, int testbed, model_calib_t *c, char *err
         num(b, "p50", &mpi);
     free(text);
     if (!(p50 > 0) || !(mpi > 0))
-        return set_err_msg(err, errlen, "bench latency's report lacks p50"), -1;
+        return set_err(err, errlen, -EPROTO, "bench latency's report lacks p50");
     c->hop_s = p50 * 1e-6 / 2.0;
     c->msg_s = mpi * 1e-6;
     fprintf(stderr, MODEL_CMD " " SUB ":   inagg p50 %.0f us (hop %.0f us), MPI p50 %.0f us "
@@ -260,11 +173,12 @@ static int cal_codec(const char *dir, model_calib_t *c, char *err, size_t errlen
     snprintf(json, sizeof(json), "%s/compress.json", dir);
     char *args[] = {"inagg", "bench", "compress", "--elems", "1048576", "--repeats", "3",
                     "--data", "normal", "--threads", "1", "--json", json, NULL};
-    if (model_run_inagg(args, json, 180, err, errlen) != 0)
-        return -1;
+    int rc = bench_run_self(args, json, 180, err, errlen);
+    if (rc < 0)
+        return rc;
     char *text = NULL;
-    if (model_read_file(json, &text) != 0)
-        return set_err_msg(err, errlen, "no report from bench compress"), -1;
+    if (bench_read_file(json, &text) < 0)
+        return set_err(err, errlen, -EPROTO, "no report from bench compress");
     c->ncodec = 0;
     for (size_t i = 0; i < sizeof(CAL_CODECS) / sizeof(CAL_CODECS[0]); i++) {
         char key[64];
@@ -288,7 +202,7 @@ static int cal_codec(const char *dir, model_calib_t *c, char *err, size_t errlen
     }
     free(text);
     if (c->ncodec == 0)
-        return set_err_msg(err, errlen, "bench compress reported none of the codec modes"), -1;
+        return set_err(err, errlen, -EPROTO, "bench compress reported none of the codec modes");
     return 0;
 }
 
@@ -325,19 +239,19 @@ static int write_calib(const model_calib_t *c, const char *path)
 int model_calib_read(const char *path, model_calib_t *c, char *err, size_t errlen)
 {
     char *text = NULL;
-    if (model_read_file(path, &text) != 0)
-        return set_err_msg(err, errlen, "cannot read %s: %s (run `inagg model calibrate` first)",
-                       path, strerror(errno ? errno : EINVAL)), -1;
+    int rc = bench_read_file(path, &text);
+    if (rc < 0)
+        return set_err(err, errlen, rc, "cannot read %s: %s (run `inagg model calibrate` first)",
+                       path, strerror(-rc));
     memset(c, 0, sizeof(*c));
     double v[8];
     const char *keys[] = {"switch_pkt_s", "switch_threads", "worker_elem_s", "hop_s", "msg_s",
                           "stream_eff", "packet_elems", "overhead_bytes"};
     for (int i = 0; i < 8; i++)
         if (num(text, keys[i], &v[i]) != 0 || !(v[i] > 0) || !isfinite(v[i])) {
-            set_err_msg(err, errlen, "%s: no valid \"%s\" (a file written by inagg model "
-                    "calibrate?)", path, keys[i]);
             free(text);
-            return -1;
+            return set_err(err, errlen, -EINVAL, "%s: no valid \"%s\" (a file written by "
+                           "inagg model calibrate?)", path, keys[i]);
         }
     c->switch_pkt_s = v[0];
     c->switch_threads = (uint32_t)v[1];
@@ -391,9 +305,9 @@ int model_calib_params(const model_calib_t *c, double link_bps, const char *comp
                 p->agg_value_s = 2.0 / c->codec[i].dec_Bps + 2.0 / c->codec[i].enc_Bps;
                 return 0;
             }
-        return set_err_msg(err, errlen, "the parameters have no codec '%s' (calibrated: %s%s)",
-                       compress, c->ncodec ? c->codec[0].mode : "none",
-                       c->ncodec > 1 ? ", ..." : ""), -1;
+        return set_err(err, errlen, -ENOENT, "the parameters have no codec '%s' (calibrated: "
+                       "%s%s)", compress, c->ncodec ? c->codec[0].mode : "none",
+                       c->ncodec > 1 ? ", ..." : "");
     }
     return 0;
 }

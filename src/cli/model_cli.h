@@ -38,7 +38,7 @@ typedef struct model_calib {
 
 /* ---- model_calib.c ---- */
 int model_calibrate_main(int argc, char **argv);
-/* Read a parameters file written by calibrate. 0, or -1 with the reason in err. */
+/* Read a parameters file written by calibrate. 0, or a negative errno with the reason in err. */
 int model_calib_read(const char *path, model_calib_t *c, char *err, size_t errlen);
 /* Params for a testbed of link_bps (bit/s) from the calibration, compression mode or NULL. */
 int model_calib_params(const model_calib_t *c, double link_bps, const char *compress,
@@ -60,7 +60,7 @@ typedef struct pred_opts {
 } pred_opts_t;
 
 /* A PNG of ncol series of vals against the worker counts pts (gnuplot), and below it a panel
- * of the speedups against series ref (speedlabel); 0, or -1 (reported). */
+ * of the speedups against series ref (speedlabel); 0, or a negative errno (reported). */
 int model_plot_series(const char *path, const char *title, const char *ylabel,
                       const char *const *names, int ncol, const uint32_t *pts, int npts,
                       const double *vals /* [npts][ncol] */, int ref, const char *speedlabel);
@@ -74,9 +74,10 @@ int model_preset_switchml(const pred_opts_t *o);
 int model_validate_main(int argc, char **argv);
 
 /* ---- shared (cmd_model.c) ---- */
-/* "100mbit", "10gbit", "25G", a number of bit/s or of Mbit/s ("100") -> bit/s; 0 ok, -1 bad. */
+/* "100mbit", "10gbit", "25G", a number of bit/s or of Mbit/s ("100") -> bit/s; 0 ok, -EINVAL
+ * bad. */
 int model_parse_rate(const char *text, double *bps);
-/* Bytes with K/M/G (powers of 1024) -> bytes; 0 ok, -1 bad. */
+/* Bytes with K/M/G (powers of 1024) -> bytes; 0 ok, -EINVAL bad. */
 int model_parse_bytes(const char *text, double *bytes);
 /* A usage error: "inagg model SUB: message" on stderr; returns 2. */
 int model_bad(const char *sub, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

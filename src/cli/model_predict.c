@@ -15,11 +15,11 @@
 #include "cli/model_cli.h"
 #include "cli/flags.h"
 #include "cli/output.h"
+#include "cli/plot.h"
 #include "json/json.h"
 #include "launch/launch.h"
 
 #define SUB "predict"
-#define GNUPLOT_TIMEOUT_MS 60000
 
 
 static void usage(FILE *out)
@@ -207,87 +207,43 @@ static void json_rows(json_writer_t *w, const pred_opts_t *o, const pred_row_t *
 
 /* ---- plots ---------------------------------------------------------------------------------- */
 
-/* Run gnuplot on script; 0 when path was written. */
-static int run_gnuplot(const char *script, const char *path)
-{
-    char gnuplot[4096];
-    if (launch_find_in_path("gnuplot", gnuplot, sizeof(gnuplot)) != 0) {
-        fprintf(stderr, MODEL_CMD " " SUB ": --plot needs gnuplot, which is not installed (e.g. "
-                "apt-get install gnuplot-nox)\n");
-        return -1;
-    }
-    char *argv[] = {gnuplot, (char *)script, NULL};
-    launch_spec_t spec = {argv, NULL, LAUNCH_DEVNULL, LAUNCH_DEVNULL, LAUNCH_INHERIT, 0, 0};
-    char err[256];
-    int rc = launch_run(&spec, GNUPLOT_TIMEOUT_MS, err, sizeof(err));
-    struct stat st;
-    if (rc == 0 && (stat(path, &st) != 0 || st.st_size == 0))
-        rc = -1;
-    if (rc != 0)
-        fprintf(stderr, MODEL_CMD " " SUB ": gnuplot could not write %s (no pngcairo terminal, "
-                "or the path is not writable)\n", path);
-    else
-        fprintf(stderr, MODEL_CMD " " SUB ": plot written to %s\n", path);
-    return rc == 0 ? 0 : -1;
-}
-
 /* A data file of `ncol` series against workers and a two-panel PNG: time (log-log) and the
  * ratio of each series to the reference column ref (speedup = series / ref). */
 int model_plot_series(const char *path, const char *title, const char *ylabel,
                       const char *const *names, int ncol, const uint32_t *pts, int npts,
                       const double *vals /* [npts][ncol] */, int ref, const char *speedlabel)
 {
-    char dir[] = "/tmp/inagg-model-plot-XXXXXX";
-    if (!mkdtemp(dir)) {
-        fprintf(stderr, MODEL_CMD " " SUB ": plot: mkdtemp: %s\n", strerror(errno));
-        return -1;
-    }
-    char data[64], script[64];
-    snprintf(data, sizeof(data), "%s/data", dir);
-    snprintf(script, sizeof(script), "%s/plot.gp", dir);
-    int rc = -1;
-    FILE *f = fopen(data, "w");
-    FILE *g = f ? fopen(script, "w") : NULL;
-    if (f && g) {
-        for (int i = 0; i < npts; i++) {
-            fprintf(f, "%u", pts[i]);
-            for (int c = 0; c < ncol; c++)
-                fprintf(f, " %.6g", vals[i * ncol + c]);
-            fprintf(f, "\n");
-        }
-        fclose(f);
-        f = NULL;
-        fprintf(g, "set terminal pngcairo size 1000,820 font ',10'\n"
-                   "set output \"%s\"\n"
-                   "set multiplot layout 2,1 title \"%s\"\n"
-                   "set logscale x 2\nset grid\nset key outside right\n"
-                   "set xlabel \"workers\"\nset logscale y\nset ylabel \"%s\"\nplot ",
-                path, title, ylabel);
+    cli_plot_t p;
+    int rc = cli_plot_open(&p, MODEL_CMD " " SUB);
+    if (rc < 0)
+        return rc;
+    FILE *f = p.dataf, *g = p.scriptf;
+    for (int i = 0; i < npts; i++) {
+        fprintf(f, "%u", pts[i]);
         for (int c = 0; c < ncol; c++)
-            fprintf(g, "%s\"%s\" using 1:%d with linespoints lw 2 pt 7 ps 0.6 title \"%s\"",
-                    c ? ", " : "", data, c + 2, names[c]);
-        fprintf(g, "\nunset logscale y\nset ylabel \"%s\"\nplot ", speedlabel);
-        int first = 1;
-        for (int c = 0; c < ncol; c++) {
-            if (c == ref)
-                continue;
-            fprintf(g, "%s\"%s\" using 1:($%d/$%d) with linespoints lw 2 pt 7 ps 0.6 title \"%s\"",
-                    first ? "" : ", ", data, c + 2, ref + 2, names[c]);
-            first = 0;
-        }
-        fprintf(g, "\nunset multiplot\n");
-        fclose(g);
-        g = NULL;
-        rc = run_gnuplot(script, path);
+            fprintf(f, " %.6g", vals[i * ncol + c]);
+        fprintf(f, "\n");
     }
-    if (g)
-        fclose(g);
-    if (f)
-        fclose(f);
-    unlink(data);
-    unlink(script);
-    rmdir(dir);
-    return rc;
+    fprintf(g, "set terminal pngcairo size 1000,820 font ',10'\n"
+               "set output \"%s\"\n"
+               "set multiplot layout 2,1 title \"%s\"\n"
+               "set logscale x 2\nset grid\nset key outside right\n"
+               "set xlabel \"workers\"\nset logscale y\nset ylabel \"%s\"\nplot ",
+            path, title, ylabel);
+    for (int c = 0; c < ncol; c++)
+        fprintf(g, "%s\"%s\" using 1:%d with linespoints lw 2 pt 7 ps 0.6 title \"%s\"",
+                c ? ", " : "", p.data, c + 2, names[c]);
+    fprintf(g, "\nunset logscale y\nset ylabel \"%s\"\nplot ", speedlabel);
+    int first = 1;
+    for (int c = 0; c < ncol; c++) {
+        if (c == ref)
+            continue;
+        fprintf(g, "%s\"%s\" using 1:($%d/$%d) with linespoints lw 2 pt 7 ps 0.6 title \"%s\"",
+                first ? "" : ", ", p.data, c + 2, ref + 2, names[c]);
+        first = 0;
+    }
+    fprintf(g, "\nunset multiplot\n");
+    return cli_plot_run(&p, path);
 }
 
 static int plot_rows(const pred_opts_t *o, const pred_row_t *rows, int n)
@@ -329,9 +285,9 @@ static int parse_systems(const char *text, int *mask)
                 found = 1;
             }
         if (!found)
-            return -1;
+            return -EINVAL;
     }
-    return *mask ? 0 : -1;
+    return *mask ? 0 : -EINVAL;
 }
 
 /* The flags that become model parameters once the calibration is known. */

@@ -79,7 +79,7 @@ static int gcow_json(const pred_opts_t *o, const model_gcow_t *g)
     json_number(&w, "thesis_overlap", g->paper_overlap);
     json_end_object(&w);
     json_end_object(&w);
-    return cli_emit_json(&w, o->json_path, MODEL_CMD " " SUB) != 0 ? -1 : 0;
+    return cli_emit_json(&w, o->json_path, MODEL_CMD " " SUB);
 }
 
 static int gcow_plot(const pred_opts_t *o, const model_gcow_t *g)
@@ -96,7 +96,7 @@ static int gcow_plot(const pred_opts_t *o, const model_gcow_t *g)
              "ratio 50", g->model);
     /* speedup panel: each series against the uncompressed PS (the first column) */
     return model_plot_series(o->plot_path, title, "iteration time (s)", names, 8, g->pts,
-                             g->npts, vals, 0, "uncompressed PS time / time") != 0 ? -1 : 0;
+                             g->npts, vals, 0, "uncompressed PS time / time");
 }
 
 /* GCOW Table 4.2 and section 4.4: iteration time of PS, CA and RA, with and without
@@ -175,7 +175,7 @@ static int switchml_json(const pred_opts_t *o, const model_switchml_t *s)
     }
     json_end_array(&w);
     json_end_object(&w);
-    return cli_emit_json(&w, o->json_path, MODEL_CMD " " SUB) != 0 ? -1 : 0;
+    return cli_emit_json(&w, o->json_path, MODEL_CMD " " SUB);
 }
 
 /* SwitchML: goodput per packet size (s5: 32, 64, 256 elements give 63%, 77%, 93%), the pool

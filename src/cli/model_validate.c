@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "base/errmsg.h"
+#include "bench/subrun.h"
 #include "cli/model_cli.h"
 #include "cli/flags.h"
 #include "cli/output.h"
@@ -25,10 +26,6 @@
 #define TARGET 0.15
 #define MAX_ROWS 64
 #define CASE_TIMEOUT_S 420u
-
-int model_read_file(const char *path, char **text);
-int model_run_inagg(char *const *args, const char *json_path, unsigned timeout_s,
-                    char *err, size_t errlen);
 
 /* One testbed run: its hosts, links, sizes, and what it varies. */
 typedef struct vcase {
@@ -115,12 +112,12 @@ static int bench_has_leaves(const char *dir)
     snprintf(json, sizeof(json), "%s/help", dir);
     char *args[] = {"inagg", "bench", "allreduce", "--help", NULL};
     char err[256];
-    if (model_run_inagg(args, json, 30, err, sizeof(err)) != 0)
+    if (bench_run_self(args, json, 30, err, sizeof(err)) < 0)
         return 0;
     char logp[4300], *text = NULL;
     snprintf(logp, sizeof(logp), "%s.log", json);
     int has = 0;
-    if (model_read_file(logp, &text) == 0) {
+    if (bench_read_file(logp, &text) >= 0) {
         has = strstr(text, "--leaves") != NULL && strstr(text, "--hosts-per-leaf") != NULL;
         free(text);
     }
@@ -171,7 +168,7 @@ static double predict(const model_calib_t *cal, const vcase_t *c, const char *re
 {
     double link;
     if (model_parse_rate(c->rate, &link) != 0)
-        return set_err_msg(err, errlen, "bad rate %s", c->rate), NAN;
+        return (void)set_err(err, errlen, -EINVAL, "bad rate %s", c->rate), NAN;
     model_params_t p;
     if (model_calib_params(cal, link, c->compress, &p, err, errlen) != 0)
         return NAN;
@@ -185,7 +182,7 @@ static double predict(const model_calib_t *cal, const vcase_t *c, const char *re
     if (c->slow) {
         const char *r = strchr(c->slow, ':');
         if (!r || model_parse_rate(r + 1, &p.slow_bps) != 0)
-            return set_err_msg(err, errlen, "bad slow host %s", c->slow), NAN;
+            return (void)set_err(err, errlen, -EINVAL, "bad slow host %s", c->slow), NAN;
     }
     if (c->leaves) {
         p.levels = 2;
@@ -200,88 +197,55 @@ static double predict(const model_calib_t *cal, const vcase_t *c, const char *re
     return t.total_s;
 }
 
-static int run_case(const vcase_t *c, int quick, const char *dir, const model_calib_t *cal,
-                    int has_leaves, vrow_t *rows, int *nrows)
-{
-    const char *sizes = c->sizes;
-    char small[32];
-    if (quick) { /* the first size only */
-        snprintf(small, sizeof(small), "%s", c->sizes);
-        char *comma = strchr(small, ',');
-        if (comma)
-            *comma = '\0';
-        sizes = small;
-    }
-    char sizes_arg[64];
-    snprintf(sizes_arg, sizeof(sizes_arg), "--sizes=%s", sizes);
-    if (c->leaves && !has_leaves) {
-        vrow_t *r = &rows[(*nrows)++];
-        *r = (vrow_t){.c = c, .sys = "inagg", .skipped = 1, .pred_s = NAN, .meas_s = NAN,
-                      .rel = NAN};
-        snprintf(r->why, sizeof(r->why), "this build's `inagg bench allreduce` has no "
-                 "--leaves/--hosts-per-leaf (the two-level testbed)");
-        fprintf(stderr, MODEL_CMD " " SUB ":   skipped: %s\n", r->why);
-        return 0;
-    }
-    char json[4200], hosts[16], leaves[16], per[16];
-    snprintf(json, sizeof(json), "%s/%s.json", dir, c->name);
-    snprintf(hosts, sizeof(hosts), "%u", c->hosts);
-    snprintf(leaves, sizeof(leaves), "%u", c->leaves);
-    snprintf(per, sizeof(per), "%u", c->per_leaf);
+/* One case's `inagg bench allreduce` command line and the buffers its arguments live in. */
+typedef struct case_cmd {
     char *args[40];
+    char sizes_arg[64], json[4200], png[4300], hosts[16], leaves[16], per[16];
+} case_cmd_t;
+
+static void case_command(const vcase_t *c, int quick, const char *dir, case_cmd_t *k)
+{
+    char sizes[32];
+    snprintf(sizes, sizeof(sizes), "%s", c->sizes);
+    char *comma = strchr(sizes, ',');
+    if (quick && comma) /* the first size only */
+        *comma = '\0';
+    snprintf(k->sizes_arg, sizeof(k->sizes_arg), "--sizes=%s", quick ? sizes : c->sizes);
+    snprintf(k->json, sizeof(k->json), "%s/%s.json", dir, c->name);
+    /* the sweep's plot goes with the run's files, not into the cwd */
+    snprintf(k->png, sizeof(k->png), "%s/%s.png", dir, c->name);
+    snprintf(k->hosts, sizeof(k->hosts), "%u", c->hosts);
+    snprintf(k->leaves, sizeof(k->leaves), "%u", c->leaves);
+    snprintf(k->per, sizeof(k->per), "%u", c->per_leaf);
+    char **args = k->args;
     int a = 0;
-    args[a++] = "inagg";
-    args[a++] = "bench";
-    args[a++] = "allreduce";
-    args[a++] = "--testbed";
-    args[a++] = hosts;
-    args[a++] = "--fabric";
-    args[a++] = "bridge";
-    args[a++] = "--link-rate";
-    args[a++] = (char *)c->rate;
-    args[a++] = sizes_arg;
-    args[a++] = "--iters";
-    args[a++] = "3";
-    args[a++] = "--warmup";
-    args[a++] = "1";
-    args[a++] = "--dtype";
-    args[a++] = c->compress ? "float32" : "int32";
+    char *fixed[] = {"inagg", "bench", "allreduce", "--testbed", k->hosts, "--fabric", "bridge",
+                     "--link-rate", (char *)c->rate, k->sizes_arg, "--iters", "3", "--warmup",
+                     "1", "--dtype", c->compress ? "float32" : "int32"};
+    for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++)
+        args[a++] = fixed[i];
     if (c->compress) {
         args[a++] = "--compress";
         args[a++] = (char *)c->compress;
     }
     if (c->leaves) {
         args[a++] = "--leaves";
-        args[a++] = leaves;
+        args[a++] = k->leaves;
         args[a++] = "--hosts-per-leaf";
-        args[a++] = per;
+        args[a++] = k->per;
     }
-    args[a++] = "--baseline";
-    args[a++] = c->ring ? "mpi-ring" : "none";
-    args[a++] = "--json";
-    args[a++] = json;
-    char png[4300]; /* the sweep's plot goes with the run's files, not into the cwd */
-    snprintf(png, sizeof(png), "%s/%s.png", dir, c->name);
-    args[a++] = "--plot";
-    args[a++] = png;
-    args[a] = NULL;
-    if (c->no_helper)
-        setenv("INAGG_CODEC_HELPER", "0", 1);
-    if (c->slow)
-        setenv("INAGG_TESTBED_SLOW_HOST", c->slow, 1);
-    char err[600];
-    int rc = model_run_inagg(args, json, CASE_TIMEOUT_S, err, sizeof(err));
-    unsetenv("INAGG_CODEC_HELPER");
-    unsetenv("INAGG_TESTBED_SLOW_HOST");
-    if (rc != 0) {
-        fprintf(stderr, MODEL_CMD " " SUB ": %s failed: %s\n", c->name, err);
-        return strstr(err, "cannot build testbeds") || strstr(err, "status 3") ? -3 : -1;
-    }
-    char *text = NULL;
-    if (model_read_file(json, &text) != 0) {
-        fprintf(stderr, MODEL_CMD " " SUB ": %s: no report\n", c->name);
-        return -1;
-    }
+    char *tail[] = {"--baseline", c->ring ? "mpi-ring" : "none", "--json", k->json, "--plot",
+                    k->png, NULL};
+    for (size_t i = 0; i < sizeof(tail) / sizeof(tail[0]); i++)
+        args[a++] = tail[i];
+}
+
+/* The rows of one case's report text: predicted against measured per size (and ring). 0, or
+ * -EPROTO when a row has no measurement or prediction, or none came. */
+static int case_rows(const vcase_t *c, const model_calib_t *cal, const char *text,
+                     vrow_t *rows, int *nrows)
+{
+    char err[600] = "";
     int ok = 0;
     const char *at = strstr(text, "\"sizes\"");
     while (at && *nrows < MAX_ROWS - 2) {
@@ -302,8 +266,7 @@ static int run_case(const vcase_t *c, int quick, const char *dir, const model_ca
             if (!isfinite(r->rel)) {
                 fprintf(stderr, MODEL_CMD " " SUB ": %s: no measurement or prediction for %s "
                         "(%s)\n", c->name, r->sys, err);
-                free(text);
-                return -1;
+                return -EPROTO;
             }
             fprintf(stderr, MODEL_CMD " " SUB ":   %-5s %5.1f MB: predicted %.3f s, measured "
                     "%.3f s, error %.1f%%\n", r->sys, bytes / 1e6, r->pred_s, r->meas_s,
@@ -312,8 +275,44 @@ static int run_case(const vcase_t *c, int quick, const char *dir, const model_ca
         }
         at = b + 7;
     }
+    return ok ? 0 : -EPROTO;
+}
+
+static int run_case(const vcase_t *c, int quick, const char *dir, const model_calib_t *cal,
+                    int has_leaves, vrow_t *rows, int *nrows)
+{
+    if (c->leaves && !has_leaves) {
+        vrow_t *r = &rows[(*nrows)++];
+        *r = (vrow_t){.c = c, .sys = "inagg", .skipped = 1, .pred_s = NAN, .meas_s = NAN,
+                      .rel = NAN};
+        snprintf(r->why, sizeof(r->why), "this build's `inagg bench allreduce` has no "
+                 "--leaves/--hosts-per-leaf (the two-level testbed)");
+        fprintf(stderr, MODEL_CMD " " SUB ":   skipped: %s\n", r->why);
+        return 0;
+    }
+    case_cmd_t k;
+    case_command(c, quick, dir, &k);
+    if (c->no_helper)
+        setenv("INAGG_CODEC_HELPER", "0", 1);
+    if (c->slow)
+        setenv("INAGG_TESTBED_SLOW_HOST", c->slow, 1);
+    char err[600];
+    int rc = bench_run_self(k.args, k.json, CASE_TIMEOUT_S, err, sizeof(err));
+    unsetenv("INAGG_CODEC_HELPER");
+    unsetenv("INAGG_TESTBED_SLOW_HOST");
+    if (rc < 0) {
+        fprintf(stderr, MODEL_CMD " " SUB ": %s failed: %s\n", c->name, err);
+        return strstr(err, "cannot build testbeds") || strstr(err, "status 3") ? -EOPNOTSUPP
+                                                                               : rc;
+    }
+    char *text = NULL;
+    if (bench_read_file(k.json, &text) < 0) {
+        fprintf(stderr, MODEL_CMD " " SUB ": %s: no report\n", c->name);
+        return -EPROTO;
+    }
+    rc = case_rows(c, cal, text, rows, nrows);
     free(text);
-    return ok ? 0 : -1;
+    return rc;
 }
 
 /* Remove the runs' files and dir itself (without --keep). */
@@ -389,7 +388,7 @@ static void render_text(FILE *out, const vrow_t *rows, int nrows, const vsummary
         fprintf(out, "incomplete: a case failed, the cases after it did not run\n");
 }
 
-/* The --json object. 0, or -1 when it could not be written. */
+/* The --json object. 0, or a negative errno when it could not be written. */
 static int render_json(const char *json_path, const char *params, const model_calib_t *cal,
                        int quick, const vrow_t *rows, int nrows, const vsummary_t *s)
 {
@@ -430,7 +429,7 @@ static int render_json(const char *json_path, const char *params, const model_ca
     json_number(&w, "target", TARGET);
     json_int(&w, "measured_rows", s->measured);
     json_end_object(&w);
-    return cli_emit_json(&w, json_path, MODEL_CMD " " SUB) != 0 ? -1 : 0;
+    return cli_emit_json(&w, json_path, MODEL_CMD " " SUB);
 }
 
 int model_validate_main(int argc, char **argv)
@@ -509,7 +508,7 @@ int model_validate_main(int argc, char **argv)
     }
     if (!keep)
         remove_run_files(dir);
-    if (rc == -3)
+    if (rc == -EOPNOTSUPP)
         return 3;
     vsummary_t s = summarize(rows, nrows);
     render_text(json_path && !strcmp(json_path, "-") ? stderr : stdout, rows, nrows, &s, rc, t0);

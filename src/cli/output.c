@@ -11,13 +11,15 @@ int cli_emit_json(json_writer_t *w, const char *path, const char *cmd)
     FILE *f = strcmp(path, "-") == 0 ? stdout : fopen(path, "w");
     int rc = 0;
     if (!f || !text) {
+        rc = f ? -ENOMEM : -errno;
         fprintf(stderr, "%s: cannot write %s%s%s\n", cmd, path, f ? "" : ": ",
-                f ? "" : strerror(errno));
-        rc = -1;
+                f ? "" : strerror(-rc));
+        if (f && f != stdout)
+            fclose(f);
     } else {
         fprintf(f, "%s\n", text);
         if (f != stdout && fclose(f) != 0)
-            rc = -1;
+            rc = -EIO;
     }
     json_free(w);
     return rc;

@@ -1,6 +1,7 @@
 /* switch_conf.c - see switch_conf.h. */
 #include "cli/switch_conf.h"
 
+#include "base/errmsg.h"
 #include "base/log.h"
 
 #include <ctype.h>
@@ -38,7 +39,8 @@ void switch_conf_free(switch_conf_t *conf)
     conf->n = 0;
 }
 
-/* One line's entry into conf; 0, or -1 with the reason (no file or line) in why. */
+/* One line's entry into conf; 0, or a negative errno (-EINVAL, -E2BIG, -ENOMEM) with the
+ * reason (no file or line) in why. */
 static int take_line(char *text, const struct option *opts, const char *const *refused,
                      switch_conf_t *conf, char *why, size_t cap)
 {
@@ -51,39 +53,39 @@ static int take_line(char *text, const struct option *opts, const char *const *r
     char *eq = strchr(s, '=');
     if (!eq) {
         snprintf(why, cap, "expected 'key = value', got '%s'", s);
-        return -1;
+        return -EINVAL;
     }
     *eq = 0;
     char *key = trim(s), *value = trim(eq + 1);
     if (key[0] == '-') {
         snprintf(why, cap, "keys are written without dashes: '%s'", key + strspn(key, "-"));
-        return -1;
+        return -EINVAL;
     }
     const struct option *o = find_opt(opts, key);
     for (int i = 0; o && refused && refused[i]; i++)
         if (strcmp(refused[i], key) == 0) {
             snprintf(why, cap, "'%s' is not a setting of the daemon", key);
-            return -1;
+            return -EINVAL;
         }
     if (!o) {
         snprintf(why, cap, "unknown key '%s' (the keys are the long options of "
                  "`inagg switch`, see inagg switch --help)", key);
-        return -1;
+        return -EINVAL;
     }
     int is_flag = o->has_arg == no_argument;
     if (is_flag && strcmp(value, "true") != 0 && strcmp(value, "false") != 0) {
         snprintf(why, cap, "'%s' is true or false, got '%s'", key, value);
-        return -1;
+        return -EINVAL;
     }
     if (!is_flag && !*value) {
         snprintf(why, cap, "'%s' needs a value", key);
-        return -1;
+        return -EINVAL;
     }
     if (is_flag && strcmp(value, "false") == 0)
         return 0;
     if (conf->n == SWITCH_CONF_MAX_ENTRIES) {
         snprintf(why, cap, "more than %d settings", SWITCH_CONF_MAX_ENTRIES);
-        return -1;
+        return -E2BIG;
     }
     conf->key[conf->n] = malloc(strlen(key) + 3);
     if (conf->key[conf->n])
@@ -91,7 +93,7 @@ static int take_line(char *text, const struct option *opts, const char *const *r
     conf->value[conf->n] = is_flag ? NULL : strdup(value);
     if (!conf->key[conf->n] || (!is_flag && !conf->value[conf->n])) {
         snprintf(why, cap, "out of memory");
-        return -1;
+        return -ENOMEM;
     }
     conf->n++;
     return 0;
@@ -103,8 +105,7 @@ int switch_conf_read(const char *path, const struct option *opts, const char *co
     memset(conf, 0, sizeof(*conf));
     FILE *f = fopen(path, "r");
     if (!f) {
-        snprintf(err, errlen, "%s: %s", path, strerror(errno));
-        return -1;
+        return set_err(err, errlen, -errno, "%s: %s", path, strerror(errno));
     }
     char text[LINE_MAX_LEN + 2], why[256];
     int lineno = 0, rc = 0;
@@ -181,7 +182,7 @@ static int parse_limit(const char *v, uint32_t *out)
     errno = 0;
     unsigned long x = strtoul(v, &end, 10);
     if (end == v || *end || errno || x > UINT32_MAX || v[0] == '-')
-        return -1;
+        return -EINVAL;
     *out = (uint32_t)x;
     return 0;
 }
@@ -196,7 +197,7 @@ int switch_conf_limits(const char *path, const switch_conf_t *conf, int argc, ch
                 parse_limit(conf->value[i], limit_field(l, k)) != 0) {
                 snprintf(err, errlen, "%s:%d: '%s' needs a non-negative integer, got '%s'",
                          path, conf->line[i], limit_keys[k], conf->value[i]);
-                return -1;
+                return -EINVAL;
             }
     /* The command line was checked when the switch started: "--key V" or "--key=V". */
     for (int i = 1; i < argc; i++)
@@ -221,17 +222,17 @@ int switch_conf_reload(inagg_switch_t *sw, const char *path, const struct option
     char err[512];
     if (!path) {
         LOG_W("SIGHUP: no --config file to reload; limits unchanged");
-        return -1;
+        return -ENOENT;
     }
     if (switch_conf_read(path, opts, refused, &conf, err, sizeof(err)) != 0) {
         LOG_E("reload: %s; limits unchanged", err);
-        return -1;
+        return -EINVAL;
     }
     int rc = switch_conf_limits(path, &conf, argc, argv, &l, err, sizeof(err));
     switch_conf_free(&conf);
     if (rc != 0) {
         LOG_E("reload: %s; limits unchanged", err);
-        return -1;
+        return -EINVAL;
     }
     LOG_I("reload: read %s", path);
     switch_set_limits(sw, &l);

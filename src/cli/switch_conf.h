@@ -23,7 +23,8 @@ typedef struct switch_conf {
 } switch_conf_t;
 
 /* Read path, checking every key against opts (an option without an argument takes true or
- * false; false entries are left out). 0, or -1 with "FILE:LINE: why" (or "FILE: why") in err. */
+ * false; false entries are left out). 0, or a negative errno with "FILE:LINE: why" (or
+ * "FILE: why") in err. */
 int switch_conf_read(const char *path, const struct option *opts, const char *const *refused,
                      switch_conf_t *conf, char *err, size_t errlen);
 void switch_conf_free(switch_conf_t *conf);
@@ -35,13 +36,14 @@ char **switch_conf_argv(const switch_conf_t *conf, int argc, char **argv, int *n
                         int **argv_line);
 
 /* The limits (switch_limits_t) the file sets, then those argv sets (later wins); unset ones
- * 0 (the default). 0, or -1 with "FILE:LINE: why" in err for a value that is not a
+ * 0 (the default). 0, or -EINVAL with "FILE:LINE: why" in err for a value that is not a
  * non-negative integer. */
 int switch_conf_limits(const char *path, const switch_conf_t *conf, int argc, char **argv,
                        switch_limits_t *l, char *err, size_t errlen);
 
 /* SIGHUP: read path again and hand the switch its limits (the command line's still win);
- * logged. A file that no longer parses changes nothing (the error is logged). 0 or -1. */
+ * logged. A file that no longer parses changes nothing (the error is logged). 0, or a
+ * negative errno. */
 int switch_conf_reload(inagg_switch_t *sw, const char *path, const struct option *opts,
                        const char *const *refused, int argc, char **argv);
 

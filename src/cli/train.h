@@ -73,7 +73,7 @@ const char *train_backend_name(const train_opts_t *o);
 const char *train_protocol_name(const train_opts_t *o);
 
 /* Feed one report line of rank from_rank (-1: the line's own); renders it. 0 to carry on,
- * -1 once the run has failed (r->error says why). */
+ * a negative errno once the run has failed (r->error says why). */
 int train_handle_line(run_t *r, const glm_line_t *l, int from_rank);
 
 /* Take a progress bar off the terminal, if one is drawn. */
@@ -83,12 +83,9 @@ void train_clear_bar(run_t *r);
 void train_print_header(run_t *r);
 
 /* After a successful run: the summary; the JSON object (--json) and the plot (--plot). The
- * latter two 0, or -1 after a message. */
+ * latter two 0, or a negative errno after a message. */
 void train_summary(run_t *r, double total_s);
 int train_write_json(run_t *r, double total_s);
 int train_write_plot(run_t *r);
-
-/* Where gnuplot is, into buf. 0, or -1 after a message that it is not installed. */
-int train_find_gnuplot(char *buf, size_t len);
 
 #endif /* INAGG_CLI_TRAIN_H */

@@ -13,6 +13,7 @@
 
 #include "base/util.h"
 #include "codec/codec.h"
+#include "cli/bench_opts.h"
 #include "cli/flags.h"
 #include "cli/train.h"
 #include "glm/objective.h"
@@ -134,6 +135,8 @@ static void usage(FILE *out)
         "  --fabric F           with --testbed: bridge or inagg (docs/FABRIC.md)\n"
         "  --link-delay D       with --testbed --fabric inagg: one-way delay per link (25us)\n"
         "  --link-rate R        with --testbed: every link's rate (1gbit; default none)\n"
+        "  --report-lines       with --switch: this rank's report lines on stdout for a parent\n"
+        "                       to render (what --testbed runs on each host)\n"
         "\n"
         "output:\n"
         "  a progress bar on a terminal, else one line per epoch; then a summary\n"
@@ -211,7 +214,7 @@ static int env_rank(long *rank, long *world)
             return 0;
         }
     }
-    return -1;
+    return -ENOENT;
 }
 
 /* Flags whose presence matters after parsing. */
@@ -277,10 +280,6 @@ static int parse_training_flag(train_opts_t *o, train_seen_t *seen, int c)
         o->cfg.l2 = d;
         o->l2_given = 1;
         break;
-    case 's':
-        if (parse_u64("--seed", optarg, 0, UINT64_MAX, &v)) return 2;
-        o->cfg.seed = v;
-        break;
     case 'O': {
         optim_kind_t k;
         if (optim_parse_kind(optarg, &k) != 0)
@@ -300,26 +299,16 @@ static int parse_training_flag(train_opts_t *o, train_seen_t *seen, int c)
     return 0;
 }
 
-/* A flag of the job that trains (workers, backend, protocol, precision, compression, capture,
- * outputs, switch, rank, testbed). 0 taken, 2 refused (said), -1 not one of these. */
+/* A flag of the job that trains (backend, pipelining, precision, compression, capture, report
+ * lines). 0 taken, 2 refused (said), -1 not one of these. */
 static int parse_job_flag(train_opts_t *o, train_seen_t *seen, int c)
 {
     uint64_t v = 0;
     switch (c) {
-    case 'n':
-        if (parse_u64("--workers", optarg, 1, INAGG_MAX_WORLD, &v)) return 2;
-        o->workers = (uint32_t)v;
-        o->workers_given = 1;
-        break;
     case 'B':
         if (strcmp(optarg, "inagg") == 0) o->backend_mpi = 0;
         else if (strcmp(optarg, "mpi") == 0) o->backend_mpi = 1;
         else return bad_usage("--backend must be inagg or mpi, got '%s'", optarg);
-        break;
-    case 'P':
-        if (strcmp(optarg, "p4sgd") == 0) o->protocol = 1;
-        else if (strcmp(optarg, "switchml") == 0) o->protocol = 0;
-        else return bad_usage("--protocol must be p4sgd or switchml, got '%s'", optarg);
         break;
     case 'N': o->cfg.pipeline = 0; seen->pipeline = 1; break;
     case 'p':
@@ -347,41 +336,6 @@ static int parse_job_flag(train_opts_t *o, train_seen_t *seen, int c)
         o->cfg.capture_steps = (uint32_t)v;
         seen->capture_steps = 1;
         break;
-    case 'j': o->json_path = optarg; break;
-    case 'G': o->plot_path = optarg; break;
-    case 'W': o->switch_addr = optarg; break;
-    case 'r':
-        if (parse_u64("--rank", optarg, 0, INAGG_MAX_WORLD - 1, &v)) return 2;
-        o->rank = (long)v;
-        break;
-    case 'w':
-        if (parse_u64("--world", optarg, 1, INAGG_MAX_WORLD, &v)) return 2;
-        o->world = (long)v;
-        break;
-    case 'T':
-        if (parse_u64("--timeout", optarg, 100, 3600000, &v)) return 2;
-        o->timeout_ms = (uint32_t)v;
-        break;
-    case 'H':
-        if (parse_u64("--switch-threads", optarg, 1, 64, &v)) return 2;
-        o->switch_threads = (uint32_t)v;
-        break;
-    case 'J':
-        if (!*optarg || strlen(optarg) > 48)
-            return bad_usage("--job needs a name of 1..48 characters");
-        o->job = optarg;
-        break;
-    case 'K':
-        if (parse_u64("--testbed", optarg, 1, LAUNCH_TESTBED_MAX_HOSTS, &v)) return 2;
-        o->testbed = (uint32_t)v;
-        break;
-    case 'F':
-        if (strcmp(optarg, "bridge") != 0 && strcmp(optarg, "inagg") != 0)
-            return bad_usage("--fabric is bridge or inagg, got '%s'", optarg);
-        o->fabric = optarg;
-        break;
-    case 'D': o->link_delay = optarg; break;
-    case 'R': o->link_rate = optarg; break;
     case 'L': o->report_lines = 1; break;
     default: return -1;
     }
@@ -493,6 +447,38 @@ static int check_rank_of_job(train_opts_t *o)
     return 0;
 }
 
+/* What the own-flag parser writes to. */
+typedef struct train_parse_ctx {
+    train_opts_t *o;
+    train_seen_t seen;
+} train_parse_ctx_t;
+
+/* `inagg train`'s own flags (bench_own_flag_fn). */
+static int parse_own_flag(void *ctx, int c)
+{
+    train_parse_ctx_t *pc = ctx;
+    int rc = parse_training_flag(pc->o, &pc->seen, c);
+    return rc >= 0 ? rc : parse_job_flag(pc->o, &pc->seen, c);
+}
+
+/* The shared flags bound to o, into b; rank, world and protocol through the temporaries in
+ * shared (o keeps -1 for "not given"). */
+typedef struct train_shared {
+    uint32_t rank, world;
+    inagg_protocol_t protocol;
+} train_shared_t;
+
+static bench_opts_t shared_flags(train_opts_t *o, train_shared_t *t)
+{
+    return (bench_opts_t){
+        .cmd = "inagg train", .workers = &o->workers, .world = &t->world, .rank = &t->rank,
+        .job = &o->job, .switch_addr = &o->switch_addr, .seed = &o->cfg.seed,
+        .timeout_ms = &o->timeout_ms, .timeout_name = "timeout", .timeout_min = 100,
+        .json_path = &o->json_path, .plot_path = &o->plot_path, .protocol = &t->protocol,
+        .testbed = &o->testbed, .link_rate = &o->link_rate, .link_delay = &o->link_delay,
+        .fabric = &o->fabric, .switch_threads = &o->switch_threads};
+}
+
 int train_parse_args(int argc, char **argv, train_opts_t *o)
 {
     memset(o, 0, sizeof(*o));
@@ -503,56 +489,39 @@ int train_parse_args(int argc, char **argv, train_opts_t *o)
     o->precision = 32;
     o->rank = o->world = -1;
     o->timeout_ms = DEFAULT_TIMEOUT_MS;
-    static const struct option longopts[] = {
+    static const struct option own[] = {
         {"data", required_argument, 0, 'd'},        {"synthetic", required_argument, 0, 'y'},
-        {"test-data", required_argument, 0, 't'},   {"workers", required_argument, 0, 'n'},
-        {"mode", required_argument, 0, 'm'},        {"objective", required_argument, 0, 'o'},
-        {"batch", required_argument, 0, 'b'},       {"micro-batch", required_argument, 0, 'u'},
-        {"epochs", required_argument, 0, 'e'},      {"lr", required_argument, 0, 'g'},
-        {"lr-schedule", required_argument, 0, 'S'}, {"l2", required_argument, 0, 'l'},
-        {"backend", required_argument, 0, 'B'},     {"protocol", required_argument, 0, 'P'},
+        {"test-data", required_argument, 0, 't'},   {"mode", required_argument, 0, 'm'},
+        {"objective", required_argument, 0, 'o'},   {"batch", required_argument, 0, 'b'},
+        {"micro-batch", required_argument, 0, 'u'}, {"epochs", required_argument, 0, 'e'},
+        {"lr", required_argument, 0, 'g'},          {"lr-schedule", required_argument, 0, 'S'},
+        {"l2", required_argument, 0, 'l'},          {"backend", required_argument, 0, 'B'},
         {"no-pipeline", no_argument, 0, 'N'},       {"precision", required_argument, 0, 'p'},
-        {"compress", required_argument, 0, 'Z'},  {"no-error-feedback", no_argument, 0, 'X'},
+        {"compress", required_argument, 0, 'Z'},    {"no-error-feedback", no_argument, 0, 'X'},
         {"capture-gradients", required_argument, 0, 'C'},
         {"capture-steps", required_argument, 0, 'Y'},
-        {"seed", required_argument, 0, 's'},        {"json", required_argument, 0, 'j'},
-        {"plot", required_argument, 0, 'G'},        {"switch", required_argument, 0, 'W'},
-        {"rank", required_argument, 0, 'r'},        {"world", required_argument, 0, 'w'},
-        {"timeout", required_argument, 0, 'T'},     {"job", required_argument, 0, 'J'},
         {"optimizer", required_argument, 0, 'O'},   {"in-switch", no_argument, 0, 'I'},
-        {"eps-place", required_argument, 0, 'E'},  {"switch-threads", required_argument, 0, 'H'},
-        {"testbed", required_argument, 0, 'K'},    {"fabric", required_argument, 0, 'F'},
-        {"link-delay", required_argument, 0, 'D'}, {"link-rate", required_argument, 0, 'R'},
-        {"report-lines", no_argument, 0, 'L'},     {"average", required_argument, 0, 'V'},
-        {"precondition", required_argument, 0, 'Q'},
-        {"help", no_argument, 0, 'h'},
+        {"eps-place", required_argument, 0, 'E'},   {"report-lines", no_argument, 0, 'L'},
+        {"average", required_argument, 0, 'V'},     {"precondition", required_argument, 0, 'Q'},
         {0, 0, 0, 0}};
-    int c;
-    train_seen_t seen = {0};
-    optind = 1;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
-        int rc = parse_training_flag(o, &seen, c);
-        if (rc < 0)
-            rc = parse_job_flag(o, &seen, c);
-        if (rc >= 0) {
-            if (rc)
-                return rc;
-            continue;
-        }
-        switch (c) {
-        case 'h': usage(stdout); return 1;
-        default:
-            return cli_bad_option("inagg train", c, argv);
-        }
-    }
-    if (optind < argc)
-        return bad_usage("unexpected argument '%s'", argv[optind]);
+    train_shared_t t = {0};
+    bench_opts_t b = shared_flags(o, &t);
+    train_parse_ctx_t pc = {.o = o};
+    int rc = bench_opts_parse(&b, argc, argv, own, parse_own_flag, &pc, usage);
+    if (rc)
+        return rc;
+    o->workers_given = bench_opts_given(&b, BOPT_WORKERS);
+    if (bench_opts_given(&b, BOPT_RANK))
+        o->rank = t.rank;
+    if (bench_opts_given(&b, BOPT_WORLD))
+        o->world = t.world;
+    if (bench_opts_given(&b, BOPT_PROTOCOL))
+        o->protocol = t.protocol == INAGG_PROTO_P4SGD;
     o->argc = argc;
     o->argv = argv;
-    int rc = check_data_and_placement(o, &seen);
+    rc = check_data_and_placement(o, &pc.seen);
     if (rc == 0)
-        rc = check_training_and_backend(o, &seen);
+        rc = check_training_and_backend(o, &pc.seen);
     if (rc == 0)
         rc = check_rank_of_job(o);
     return rc;

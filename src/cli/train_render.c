@@ -14,6 +14,7 @@
 #include "base/util.h"
 #include "bench/samples.h"
 #include "cli/output.h"
+#include "cli/plot.h"
 #include "cli/train.h"
 #include "glm/objective.h"
 #include "json/json.h"
@@ -134,7 +135,7 @@ static void print_epoch_line(run_t *r, const glm_epoch_record_t *e)
     fflush(r->human);
 }
 
-/* Feed one report; 0 to carry on, -1 once the run has failed. */
+/* Feed one report; 0 to carry on, a negative errno once the run has failed. */
 int train_handle_line(run_t *r, const glm_line_t *l, int from_rank)
 {
     int rank = from_rank >= 0 ? from_rank : l->rank;
@@ -152,7 +153,7 @@ int train_handle_line(run_t *r, const glm_line_t *l, int from_rank)
         if (!grown) {
             r->failed = 1;
             snprintf(r->error, sizeof(r->error), "out of memory");
-            return -1;
+            return -ENOMEM;
         }
         r->epochs = grown;
         r->epochs[r->nepochs++] = l->epoch;
@@ -182,11 +183,11 @@ int train_handle_line(run_t *r, const glm_line_t *l, int from_rank)
             snprintf(r->error, sizeof(r->error), "%s", l->message);
             (void)rank;
         }
-        return -1;
+        return -EIO;
     default:
         break;
     }
-    return r->failed ? -1 : 0;
+    return r->failed ? -EIO : 0;
 }
 
 void train_summary(run_t *r, double total_s)
@@ -317,78 +318,37 @@ int train_write_json(run_t *r, double total_s)
 
 /* ---- the plot ------------------------------------------------------------------------------ */
 
-int train_find_gnuplot(char *buf, size_t len)
-{
-    if (launch_find_in_path("gnuplot", buf, len) == 0)
-        return 0;
-    fprintf(stderr, "inagg train: --plot needs gnuplot, which is not installed (e.g. "
-                    "apt-get install gnuplot-nox)\n");
-    return -1;
-}
-
 int train_write_plot(run_t *r)
 {
     const train_opts_t *o = r->o;
-    char gnuplot[4096];
-    if (train_find_gnuplot(gnuplot, sizeof(gnuplot)) != 0)
-        return -1;
-    char dir[] = "/tmp/inagg-plot-XXXXXX";
-    if (!mkdtemp(dir)) {
-        fprintf(stderr, "inagg train: --plot: mkdtemp: %s\n", strerror(errno));
-        return -1;
+    cli_plot_t p;
+    int rc = cli_plot_open(&p, "inagg train");
+    if (rc < 0)
+        return rc;
+    double t = 0;
+    fprintf(p.dataf, "# epoch training_seconds objective\n");
+    for (uint32_t i = 0; i < r->nepochs; i++) {
+        t += r->epochs[i].seconds;
+        fprintf(p.dataf, "%u %.9g %.12g\n", r->epochs[i].epoch, t, r->epochs[i].objective);
     }
-    char datafile[64], script[64];
-    snprintf(datafile, sizeof(datafile), "%s/data", dir);
-    snprintf(script, sizeof(script), "%s/plot.gp", dir);
-    int rc = -1;
-    FILE *f = fopen(datafile, "w");
-    if (f) {
-        double t = 0;
-        fprintf(f, "# epoch training_seconds objective\n");
-        for (uint32_t i = 0; i < r->nepochs; i++) {
-            t += r->epochs[i].seconds;
-            fprintf(f, "%u %.9g %.12g\n", r->epochs[i].epoch, t, r->epochs[i].objective);
-        }
-        fclose(f);
-        const char *terms[] = {"pngcairo size 1100,450 font ',10'", "png size 1100,450"};
-        for (size_t k = 0; k < INAGG_ARRAY_LEN(terms) && rc != 0; k++) {
-            FILE *s = fopen(script, "w");
-            if (!s)
-                break;
-            char title[512];
-            snprintf(title, sizeof(title), "%s %s, %s, %u worker%s, %s/%s, B=%zu MB=%zu",
-                     glm_mode_name(o->cfg.mode), glm_objective_name(o->cfg.objective),
-                     o->data ? o->data : o->synthetic, r->world, r->world == 1 ? "" : "s",
-                     train_backend_name(o), train_protocol_name(o), o->cfg.batch,
-                     o->cfg.micro_batch);
-            for (char *p = title; *p; p++)
-                if (*p == '"' || *p == '\\')
-                    *p = '\'';
-            fprintf(s,
-                    "set terminal %s\n"
-                    "set output \"%s\"\n"
-                    "set multiplot layout 1,2 title \"%s\"\n"
-                    "set grid\nset key off\n"
-                    "set xlabel \"epoch\"\nset ylabel \"objective\"\n"
-                    "plot \"%s\" using 1:3 with linespoints pt 7 ps 0.6\n"
-                    "set xlabel \"training time (s)\"\n"
-                    "plot \"%s\" using 2:3 with linespoints pt 7 ps 0.6\n"
-                    "unset multiplot\n",
-                    terms[k], o->plot_path, title, datafile, datafile);
-            fclose(s);
-            char *argv[] = {gnuplot, script, NULL};
-            launch_spec_t spec = {argv, NULL, LAUNCH_INHERIT, LAUNCH_DEVNULL, LAUNCH_DEVNULL, 0};
-            rc = launch_run(&spec, GNUPLOT_TIMEOUT_MS, NULL, 0);
-        }
-        struct stat st;
-        if (rc == 0 && (stat(o->plot_path, &st) != 0 || st.st_size == 0))
-            rc = -1;
-    }
-    if (rc != 0)
-        fprintf(stderr, "inagg train: gnuplot could not write %s (no png terminal, or the "
-                        "path is not writable)\n", o->plot_path);
-    unlink(datafile);
-    unlink(script);
-    rmdir(dir);
-    return rc == 0 ? 0 : -1;
+    char title[512];
+    snprintf(title, sizeof(title), "%s %s, %s, %u worker%s, %s/%s, B=%zu MB=%zu",
+             glm_mode_name(o->cfg.mode), glm_objective_name(o->cfg.objective),
+             o->data ? o->data : o->synthetic, r->world, r->world == 1 ? "" : "s",
+             train_backend_name(o), train_protocol_name(o), o->cfg.batch, o->cfg.micro_batch);
+    for (char *c = title; *c; c++)
+        if (*c == '"' || *c == '\\')
+            *c = '\'';
+    fprintf(p.scriptf,
+            "set terminal pngcairo size 1100,450 font ',10'\n"
+            "set output \"%s\"\n"
+            "set multiplot layout 1,2 title \"%s\"\n"
+            "set grid\nset key off\n"
+            "set xlabel \"epoch\"\nset ylabel \"objective\"\n"
+            "plot \"%s\" using 1:3 with linespoints pt 7 ps 0.6\n"
+            "set xlabel \"training time (s)\"\n"
+            "plot \"%s\" using 2:3 with linespoints pt 7 ps 0.6\n"
+            "unset multiplot\n",
+            o->plot_path, title, p.data, p.data);
+    return cli_plot_run(&p, o->plot_path);
 }

@@ -33,6 +33,7 @@
 #include "base/util.h"
 #include "cli/commands.h"
 #include "bench/harness.h"
+#include "cli/plot.h"
 #include "cli/train.h"
 #include "glm/collective.h"
 #include "glm/dataset.h"
@@ -59,7 +60,7 @@ static int emit(worker_ctx_t *w, glm_line_t *l)
     l->rank = (int)w->rank;
     if (w->run) {
         int rc = train_handle_line(w->run, l, (int)w->rank);
-        return rc == 0 || l->type == GLM_LINE_ERROR ? 0 : -1;
+        return rc == 0 || l->type == GLM_LINE_ERROR ? 0 : -EIO;
     }
     char buf[LINE_MAX_LEN];
     int n = glm_line_format(l, buf, sizeof(buf) - 1);
@@ -73,7 +74,7 @@ static int emit(worker_ctx_t *w, glm_line_t *l)
             continue;
         if (k <= 0) {
             w->write_failed = 1;
-            return -1; /* the parent is gone: stop */
+            return -EPIPE; /* the parent is gone: stop */
         }
         off += (size_t)k;
     }
@@ -141,7 +142,7 @@ static uint32_t packet_elems(const train_opts_t *o)
 /* --capture-gradients: one step's gradient appended to this rank's file. */
 static int capture_write(const float *g, size_t n, void *arg)
 {
-    return fwrite(g, sizeof(float), n, (FILE *)arg) == n ? 0 : -1;
+    return fwrite(g, sizeof(float), n, (FILE *)arg) == n ? 0 : -EIO;
 }
 
 /* Opens PREFIX.rankR.f32 for the capture (err set on failure). */
@@ -149,12 +150,13 @@ static FILE *capture_open(const char *prefix, uint32_t rank, char *err, size_t e
 {
     char path[4096];
     if ((size_t)snprintf(path, sizeof(path), "%s.rank%u.f32", prefix, rank) >= sizeof(path)) {
-        set_err_msg(err, errlen, "--capture-gradients: the prefix is too long");
+        set_err(err, errlen, -ENAMETOOLONG, "--capture-gradients: the prefix is too long");
         return NULL;
     }
     FILE *f = fopen(path, "wb");
     if (!f)
-        set_err_msg(err, errlen, "--capture-gradients: cannot create %s: %s", path, strerror(errno));
+        set_err(err, errlen, -errno, "--capture-gradients: cannot create %s: %s", path,
+                strerror(errno));
     return f;
 }
 
@@ -208,7 +210,7 @@ static int worker_main(const train_opts_t *o, uint32_t rank, uint32_t world, con
     FILE *cap = NULL;
     if (rc == 0 && o->capture_prefix && !(cap = capture_open(o->capture_prefix, rank, err,
                                                              sizeof(err))))
-        rc = -1;
+        rc = -EIO;
     if (rc == 0) {
         glm_train_config_t cfg = o->cfg;
         cfg.progress = w_progress;
@@ -220,9 +222,8 @@ static int worker_main(const train_opts_t *o, uint32_t rank, uint32_t world, con
                        err, sizeof(err));
     }
     if (cap && fclose(cap) != 0 && rc == 0) {
-        set_err_msg(err, sizeof(err), "--capture-gradients: writing rank %u's file failed: %s",
-                rank, strerror(errno));
-        rc = -1;
+        rc = set_err(err, sizeof(err), -EIO, "--capture-gradients: writing rank %u's file "
+                     "failed: %s", rank, strerror(errno));
     }
     if (rc != 0 && !w->write_failed && !(w->run && w->run->failed))
         w_error(w, err);
@@ -361,7 +362,7 @@ static int run_local(const train_opts_t *given, run_t *run)
                         o->precision, &pre.train, &pre.test, lerr, sizeof(lerr)) != 0) {
         snprintf(run->error, sizeof(run->error), "%s", lerr);
         run->failed = 1;
-        return -1;
+        return -EIO;
     }
     local.cfg.lr = glm_resolved_lr(&local.cfg, &pre.train); /* lr_given stays as it was */
     uint16_t port = 0;
@@ -374,7 +375,7 @@ static int run_local(const train_opts_t *given, run_t *run)
     if (sw < 0) {
         snprintf(run->error, sizeof(run->error), "the embedded switch did not start");
         run->failed = 1;
-        return -1;
+        return -EIO;
     }
     char addr[64], job[64];
     snprintf(addr, sizeof(addr), "127.0.0.1:%u", port);
@@ -397,7 +398,7 @@ static int run_local(const train_opts_t *given, run_t *run)
     launch_switch_stop(sw);
     glm_dataset_free(&pre.train);
     glm_dataset_free(&pre.test);
-    return run->failed ? -1 : 0;
+    return run->failed ? -EIO : 0;
 }
 
 /* ---- the MPI backend ---------------------------------------------------------------------- */
@@ -424,7 +425,7 @@ static int run_mpi(const train_opts_t *o, run_t *run, const launch_mpirun_cfg_t 
                  "libopenmpi-dev; $INAGG_MPI_TRAIN overrides the path)",
                  prog[0] ? prog : "inagg-mpi-train");
         run->failed = 1;
-        return -1;
+        return -ENOENT;
     }
     char batch[32], mb[32], epochs[32], lr[64], l2[64], prec[16], seed[32];
     snprintf(batch, sizeof(batch), "%zu", o->cfg.batch);
@@ -487,7 +488,7 @@ static int run_mpi(const train_opts_t *o, run_t *run, const launch_mpirun_cfg_t 
     if (!cap) {
         snprintf(run->error, sizeof(run->error), "out of memory");
         run->failed = 1;
-        return -1;
+        return -ENOMEM;
     }
     cap->on_line = mpi_line;
     cap->arg = run;
@@ -496,18 +497,18 @@ static int run_mpi(const train_opts_t *o, run_t *run, const launch_mpirun_cfg_t 
                                sizeof(err));
     free(cap);
     if (run->failed)
-        return -1; /* a rank's own error line says more than mpirun's stderr */
+        return -EIO; /* a rank's own error line says more than mpirun's stderr */
     if (rc != 0) {
         run->failed = 1;
         snprintf(run->error, sizeof(run->error), "MPI run failed: %s", err);
-        return -1;
+        return -EIO;
     }
     if (run->done == 0) {
         run->failed = 1;
         snprintf(run->error, sizeof(run->error),
                  "the MPI run ended without its final report (%u of %u epochs)", run->nepochs,
                  o->cfg.epochs);
-        return -1;
+        return -EPROTO;
     }
     return 0;
 }
@@ -543,7 +544,7 @@ static int start_testbed_rank(const train_opts_t *o, const launch_tbjob_t *j, co
     char host[16], rank[16], world[16];
     int rc = -ENOMEM, p[2] = {-1, -1};
     if (!cmd || !argv) {
-        set_err_msg(err, errlen, "out of memory");
+        set_err(err, errlen, rc, "out of memory");
         goto out;
     }
     snprintf(host, sizeof(host), "h%u", r + 1);
@@ -568,13 +569,11 @@ static int start_testbed_rank(const train_opts_t *o, const launch_tbjob_t *j, co
         cmd[n++] = (char *)tail[k];
     cmd[n] = NULL;
     if (launch_testbed_argv(&j->tb, host, cmd, argv, cap + 8) == 0) {
-        rc = -E2BIG;
-        set_err_msg(err, errlen, "rank %u's command line is too long", r);
+        rc = set_err(err, errlen, -E2BIG, "rank %u's command line is too long", r);
         goto out;
     }
     if (pipe2(p, O_CLOEXEC) != 0) {
-        rc = -errno;
-        set_err_msg(err, errlen, "pipe: %s", strerror(errno));
+        rc = set_err(err, errlen, -errno, "pipe: %s", strerror(errno));
         goto out;
     }
     launch_spec_t spec = {argv, NULL, LAUNCH_DEVNULL, p[1], LAUNCH_INHERIT, 1, 0};
@@ -645,7 +644,7 @@ static int run_testbed(const train_opts_t *o, run_t *run)
     if (!run->failed)
         watch_ranks(o, run, g, ch);
     launch_ranks_kill(g); /* the first failure ends the others */
-    rc = run->failed ? -1 : 0;
+    rc = run->failed ? -EIO : 0;
 done:
     launch_tbjob_down(j);
     free(j);
@@ -659,7 +658,7 @@ fail:
     free(j);
     free(ch);
     free(g);
-    return -1;
+    return -EIO;
 }
 
 /* ---- the command: parse, run, render -------------------------------------------------------- */
@@ -683,11 +682,8 @@ int cmd_train(int argc, char **argv)
     int is_rank0 = !o.switch_addr || o.rank == 0;
     run.tty = isatty(STDERR_FILENO) && is_rank0;
 
-    if (o.plot_path) {
-        char g[4096];
-        if (train_find_gnuplot(g, sizeof(g)) != 0)
-            return 1;
-    }
+    if (o.plot_path && cli_plot_available("inagg train") < 0)
+        return 1;
     if (o.report_lines) {
         /* One rank of a testbed run: report lines on stdout for the parent to render. */
         worker_ctx_t w = {NULL, STDOUT_FILENO, (uint32_t)o.rank, 0};
@@ -700,7 +696,7 @@ int cmd_train(int argc, char **argv)
     int rc;
     if (o.cfg.mode == GLM_MODE_SINGLE) {
         worker_ctx_t w = {&run, -1, 0, 0};
-        rc = worker_main(&o, 0, 1, NULL, NULL, &w, NULL) == 0 && !run.failed ? 0 : -1;
+        rc = worker_main(&o, 0, 1, NULL, NULL, &w, NULL) == 0 && !run.failed ? 0 : -EIO;
     } else if (o.testbed) {
         rc = run_testbed(&o, &run);
     } else if (o.backend_mpi) {
@@ -713,10 +709,8 @@ int cmd_train(int argc, char **argv)
             run.human = stderr;
         worker_ctx_t w = {&run, -1, (uint32_t)o.rank, 0};
         rc = worker_main(&o, (uint32_t)o.rank, (uint32_t)o.world, o.switch_addr,
-                         o.job ? o.job : "train", &w, NULL) ==
-                     0 && !run.failed
-                 ? 0
-                 : -1;
+                         o.job ? o.job : "train", &w, NULL);
+        rc = rc == 0 && !run.failed ? 0 : -EIO;
     } else {
         rc = run_local(&o, &run);
     }

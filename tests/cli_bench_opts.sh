@@ -109,6 +109,7 @@ t=checks_between_shared_flags_still_apply
 errs=""
 for c in "bench latency --link-delay 1ms:describe the testbed" \
     "bench allreduce --fabric inagg:describe the testbed" \
+    "bench allreduce --xdp on:describe the testbed" \
     "train --link-rate 1gbit:describe the testbed" \
     "bench latency --testbed 2 --workers 2:--workers does not apply" \
     "bench allreduce --rank 0:--rank runs one rank of a job" \

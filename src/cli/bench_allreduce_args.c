@@ -490,8 +490,8 @@ static void note_given(const bench_opts_t *b, ar_opts_t *o, ar_seen_t *seen, uin
     seen->world = bench_opts_given(b, BOPT_WORLD);
     if (seen->world)
         o->workers = world;
-    seen->rate = (b->given & (BOPT_BIT(BOPT_LINK_RATE) | BOPT_BIT(BOPT_LINK_DELAY) |
-                              BOPT_BIT(BOPT_FABRIC))) != 0;
+    seen->rate |= (b->given & (BOPT_BIT(BOPT_LINK_RATE) | BOPT_BIT(BOPT_LINK_DELAY) |
+                               BOPT_BIT(BOPT_FABRIC))) != 0; /* |=: --xdp is an own flag */
 }
 
 int ar_parse(int argc, char **argv, ar_opts_t *o)

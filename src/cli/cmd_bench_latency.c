@@ -253,11 +253,7 @@ static int render_json(const lat_opts_t *o, const lat_result_t *r)
     json_number(&w, "loss", o->loss);
     json_bool(&w, "verified", r->verified);
     if (o->testbed) {
-        json_begin_object(&w, "testbed");
-        json_int(&w, "hosts", o->testbed);
-        json_string(&w, "fabric", o->fabric ? o->fabric : "default");
-        json_string(&w, "link_delay", o->link_delay ? o->link_delay : "0");
-        json_string(&w, "link_rate", o->link_rate ? o->link_rate : "none");
+        cli_json_testbed_begin(&w, o->testbed, o->fabric, o->link_delay, o->link_rate);
         json_string(&w, "switch_poll", o->switch_poll ? o->switch_poll : "default");
         json_string(&w, "worker_poll", o->poll ? o->poll : "default");
         json_end_object(&w);

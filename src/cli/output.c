@@ -24,3 +24,13 @@ int cli_emit_json(json_writer_t *w, const char *path, const char *cmd)
     json_free(w);
     return rc;
 }
+
+void cli_json_testbed_begin(json_writer_t *w, uint32_t hosts, const char *fabric,
+                            const char *link_delay, const char *link_rate)
+{
+    json_begin_object(w, "testbed");
+    json_int(w, "hosts", hosts);
+    json_string(w, "fabric", fabric ? fabric : "default");
+    json_string(w, "link_delay", link_delay ? link_delay : "0");
+    json_string(w, "link_rate", link_rate ? link_rate : "none");
+}

@@ -10,4 +10,10 @@
  * naming cmd. */
 int cli_emit_json(json_writer_t *w, const char *path, const char *cmd);
 
+/* Begin the "testbed" object of a run on `hosts` testbed hosts with the fields every bench
+ * shares (the fabric, link delay and rate as given, or their defaults' names); the caller
+ * adds its own and ends the object. */
+void cli_json_testbed_begin(json_writer_t *w, uint32_t hosts, const char *fabric,
+                            const char *link_delay, const char *link_rate);
+
 #endif /* INAGG_CLI_OUTPUT_H */

@@ -248,11 +248,7 @@ int train_write_json(run_t *r, double total_s)
     json_int(&w, "workers", r->world);
     json_string(&w, "backend", train_backend_name(o));
     if (o->testbed) {
-        json_begin_object(&w, "testbed");
-        json_int(&w, "hosts", o->testbed);
-        json_string(&w, "fabric", o->fabric ? o->fabric : "default");
-        json_string(&w, "link_delay", o->link_delay ? o->link_delay : "0");
-        json_string(&w, "link_rate", o->link_rate ? o->link_rate : "none");
+        cli_json_testbed_begin(&w, o->testbed, o->fabric, o->link_delay, o->link_rate);
         json_end_object(&w);
     }
     json_string(&w, "protocol", train_protocol_name(o));

@@ -6,6 +6,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stddef.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -32,21 +33,57 @@ void bench_rank_report_reset(bench_rank_report_t *r)
     r->cap = cap;
 }
 
+/* The counters a report carries: one table that the encoder and the decoder both walk, so
+ * the two cannot drift. Each is a uint64_t or uint32_t field of the report. */
+#define COUNTER64(key, field) {key, offsetof(bench_rank_report_t, field), 8}
+#define COUNTER32(key, field) {key, offsetof(bench_rank_report_t, field), 4}
+static const struct {
+    const char *key;
+    size_t offset, size;
+} counters[] = {
+    COUNTER64("packets_sent", stats.packets_sent),
+    COUNTER64("retransmissions", stats.retransmissions),
+    COUNTER64("duplicates_ignored", stats.duplicates_ignored),
+    COUNTER64("bytes_sent", stats.bytes_sent),
+    COUNTER64("bytes_received", stats.bytes_received),
+    COUNTER32("srtt_us", stats.srtt_us),
+    COUNTER64("encode_ns", codec.encode_ns),
+    COUNTER64("decode_ns", codec.decode_ns),
+    COUNTER64("overlap_ns", codec.overlap_ns),
+    COUNTER64("chunks_encoded", codec.chunks_encoded),
+    COUNTER64("chunks_ahead", codec.chunks_ahead),
+    COUNTER32("rto_code_floor_us", codec.rto_code_floor_us),
+};
+
+static uint64_t counter_get(const bench_rank_report_t *r, size_t i)
+{
+    const char *at = (const char *)r + counters[i].offset;
+    if (counters[i].size == 4) {
+        uint32_t v;
+        memcpy(&v, at, 4);
+        return v;
+    }
+    uint64_t v;
+    memcpy(&v, at, 8);
+    return v;
+}
+
+static void counter_set(bench_rank_report_t *r, size_t i, uint64_t v)
+{
+    char *at = (char *)r + counters[i].offset;
+    if (counters[i].size == 4) {
+        uint32_t v32 = (uint32_t)v;
+        memcpy(at, &v32, 4);
+    } else {
+        memcpy(at, &v, 8);
+    }
+}
+
 /* The counters, after the samples. */
 static void encode_counters(json_writer_t *w, const bench_rank_report_t *r)
 {
-    json_int(w, "packets_sent", (int64_t)r->stats.packets_sent);
-    json_int(w, "retransmissions", (int64_t)r->stats.retransmissions);
-    json_int(w, "duplicates_ignored", (int64_t)r->stats.duplicates_ignored);
-    json_int(w, "bytes_sent", (int64_t)r->stats.bytes_sent);
-    json_int(w, "bytes_received", (int64_t)r->stats.bytes_received);
-    json_int(w, "srtt_us", r->stats.srtt_us);
-    json_int(w, "encode_ns", (int64_t)r->codec.encode_ns);
-    json_int(w, "decode_ns", (int64_t)r->codec.decode_ns);
-    json_int(w, "overlap_ns", (int64_t)r->codec.overlap_ns);
-    json_int(w, "chunks_encoded", (int64_t)r->codec.chunks_encoded);
-    json_int(w, "chunks_ahead", (int64_t)r->codec.chunks_ahead);
-    json_int(w, "rto_code_floor_us", r->codec.rto_code_floor_us);
+    for (size_t i = 0; i < sizeof(counters) / sizeof(counters[0]); i++)
+        json_int(w, counters[i].key, (int64_t)counter_get(r, i));
     if (strcmp(r->transport.transport, "roce") == 0) { /* the rank's RoCE endpoints */
         json_begin_object(w, "roce");
         for (uint32_t i = 0; i < r->transport.ncounters; i++)
@@ -162,22 +199,11 @@ static void find_u64(const char *text, const char *key, uint64_t *out)
 
 static void decode_counters(const char *text, bench_rank_report_t *r)
 {
-    find_u64(text, "packets_sent", &r->stats.packets_sent);
-    find_u64(text, "retransmissions", &r->stats.retransmissions);
-    find_u64(text, "duplicates_ignored", &r->stats.duplicates_ignored);
-    find_u64(text, "bytes_sent", &r->stats.bytes_sent);
-    find_u64(text, "bytes_received", &r->stats.bytes_received);
-    find_u64(text, "encode_ns", &r->codec.encode_ns);
-    find_u64(text, "decode_ns", &r->codec.decode_ns);
-    find_u64(text, "overlap_ns", &r->codec.overlap_ns);
-    find_u64(text, "chunks_encoded", &r->codec.chunks_encoded);
-    find_u64(text, "chunks_ahead", &r->codec.chunks_ahead);
-    uint64_t v = 0;
-    find_u64(text, "srtt_us", &v);
-    r->stats.srtt_us = (uint32_t)v;
-    v = 0;
-    find_u64(text, "rto_code_floor_us", &v);
-    r->codec.rto_code_floor_us = (uint32_t)v;
+    for (size_t i = 0; i < sizeof(counters) / sizeof(counters[0]); i++) {
+        uint64_t v = 0;
+        find_u64(text, counters[i].key, &v);
+        counter_set(r, i, v);
+    }
 }
 
 int bench_rank_report_decode(const char *text, bench_rank_report_t *r)

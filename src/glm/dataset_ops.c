@@ -129,6 +129,19 @@ static int alloc_slice(const glm_dataset_t *src, size_t rows, size_t nnz, glm_da
     return 0;
 }
 
+/* Copy n entries (column index, value, quantized value) from src's entry `from` to out's
+ * entry `to`. */
+static void copy_entries(glm_dataset_t *out, size_t to, const glm_dataset_t *src, size_t from,
+                         size_t n)
+{
+    if (n == 0)
+        return;
+    memcpy(out->col + to, src->col + from, n * sizeof(uint32_t));
+    memcpy(out->val + to, src->val + from, n * sizeof(float));
+    if (src->qval)
+        memcpy(out->qval + to, src->qval + from, n);
+}
+
 int glm_dataset_column_slice(const glm_dataset_t *src, size_t c0, size_t c1, glm_dataset_t *out,
                              char *err, size_t errlen)
 {
@@ -148,10 +161,7 @@ int glm_dataset_column_slice(const glm_dataset_t *src, size_t c0, size_t c1, glm
     for (size_t r = 0; r < src->rows; r++) {
         column_span(src, r, c0, c1, &a, &b);
         out->row_ptr[r] = k;
-        memcpy(out->col + k, src->col + a, (b - a) * sizeof(uint32_t));
-        memcpy(out->val + k, src->val + a, (b - a) * sizeof(float));
-        if (src->qval)
-            memcpy(out->qval + k, src->qval + a, b - a);
+        copy_entries(out, k, src, a, b - a);
         k += b - a;
     }
     out->row_ptr[src->rows] = k;
@@ -173,12 +183,7 @@ int glm_dataset_row_slice(const glm_dataset_t *src, size_t r0, size_t r1, glm_da
         return rc;
     for (size_t r = r0; r <= r1; r++)
         out->row_ptr[r - r0] = src->row_ptr[r] - base;
-    if (nnz) {
-        memcpy(out->col, src->col + base, nnz * sizeof(uint32_t));
-        memcpy(out->val, src->val + base, nnz * sizeof(float));
-        if (src->qval)
-            memcpy(out->qval, src->qval + base, nnz);
-    }
+    copy_entries(out, 0, src, base, nnz);
     if (r1 > r0)
         memcpy(out->label, src->label + r0, (r1 - r0) * sizeof(float));
     return 0;

@@ -9,7 +9,7 @@
 # What goes where (sources are found by directory, so a new file needs no edit here):
 #   build/libinagg.a, build/libinagg.so   what a worker links, nothing else: the API and
 #                                         protocol engines (worker/), transport/, wire/,
-#                                         control/ (line I/O), base/, kernels/
+#                                         control/ (line I/O, the JOIN client), base/, kernels/
 #   build/internal/libswitch.a            the switch daemon (switch/) and the JSON writer
 #   build/internal/libapps.a              trainer (glm/), launch/, bench/, the MPI runner
 #   build/inagg                           cli/ + the three above

@@ -386,16 +386,12 @@ int fabric_port_open(const fabric_port_config_t *pc, const transport_config_t *c
                      transport_t **out, char *err, size_t errlen)
 {
     fabric_link_t *link = pc->link;
-    if (!link || cfg->queue >= link->nqueues) {
-        set_err_msg(err, errlen, "fabric port: queue %u beyond the fabric's %u", cfg->queue,
-                link ? link->nqueues : 0);
-        return -EINVAL;
-    }
+    if (!link || cfg->queue >= link->nqueues)
+        return set_err(err, errlen, -EINVAL, "fabric port: queue %u beyond the fabric's %u",
+                       cfg->queue, link ? link->nqueues : 0);
     port_endpoint_t *e = calloc(1, sizeof(*e));
-    if (!e) {
-        set_err_msg(err, errlen, "out of memory");
-        return -ENOMEM;
-    }
+    if (!e)
+        return set_err(err, errlen, -ENOMEM, "out of memory");
     e->base.ops = &port_ops;
     e->link = link;
     e->queue = cfg->queue;
@@ -409,16 +405,15 @@ int fabric_port_open(const fabric_port_config_t *pc, const transport_config_t *c
     e->flows = calloc(PORT_FLOWS, sizeof(flow_ent_t));
     int rc = 0;
     if (!e->arena || !e->bufs || !e->flows) {
-        set_err_msg(err, errlen, "out of memory");
-        rc = -ENOMEM;
+        rc = set_err(err, errlen, -ENOMEM, "out of memory");
     } else {
         uint32_t rows = pc->resbuf_rows, depth = pc->resbuf_depth;
         if (rows == 0 && depth == 0)
             rows = ROCE_RESBUF_ROWS, depth = ROCE_RESBUF_DEPTH;
         rc = roce_resbuf_init(&e->resbuf, rows, depth);
         if (rc != 0)
-            set_err_msg(err, errlen, "roce: a result buffer of %u x %u frames: %s", rows, depth,
-                    rc == -EINVAL ? "too large" : "out of memory");
+            rc = set_err(err, errlen, rc, "roce: a result buffer of %u x %u frames: %s", rows,
+                         depth, rc == -EINVAL ? "too large" : "out of memory");
     }
     if (rc != 0) {
         port_close(&e->base);

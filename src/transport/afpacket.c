@@ -166,21 +166,15 @@ static int afp_parse_addr(const char *text, transport_addr_t *out)
 static int afp_open(const transport_config_t *cfg, transport_t **out, char *err, size_t errlen)
 {
     transport_addr_t at;
-    if (!cfg->bind || afp_parse_addr(cfg->bind, &at) != 0) {
-        set_err_msg(err, errlen, "afpacket: bad address '%s' (expected IP:PORT)",
-                cfg->bind ? cfg->bind : "");
-        return -EINVAL;
-    }
+    if (!cfg->bind || afp_parse_addr(cfg->bind, &at) != 0)
+        return set_err(err, errlen, -EINVAL, "afpacket: bad address '%s' (expected IP:PORT)",
+                       cfg->bind ? cfg->bind : "");
     const char *iface = cfg->afpacket.iface;
-    if (!iface || !*iface) {
-        set_err_msg(err, errlen, "afpacket: no interface given");
-        return -EINVAL;
-    }
+    if (!iface || !*iface)
+        return set_err(err, errlen, -EINVAL, "afpacket: no interface given");
     afp_endpoint_t *e = calloc(1, sizeof(*e));
-    if (!e) {
-        set_err_msg(err, errlen, "out of memory");
-        return -ENOMEM;
-    }
+    if (!e)
+        return set_err(err, errlen, -ENOMEM, "out of memory");
     e->base.ops = &afp_ops;
     e->batch = cfg->batch ? cfg->batch : 64;
     e->ps.fd = -1;

@@ -151,7 +151,7 @@ int upstream_begin(control_t *ctl, job_t *j)
     upjob_t *u = calloc(1, sizeof(*u));
     if (!u) {
         control_refuse_joining(ctl, j, WIRE_REFUSED_SYSTEM, "out of memory for the upstream");
-        return -1;
+        return -ENOMEM;
     }
     u->sw = sw;
     u->fd = -1;
@@ -167,11 +167,12 @@ int upstream_begin(control_t *ctl, job_t *j)
     u->no_dpauth = j->has_verifier && !j->dp_auth;
     pthread_t tid;
     atomic_fetch_add(&sw->up_threads, 1);
-    if (pthread_create(&tid, NULL, up_main, u) != 0) {
+    int rc = pthread_create(&tid, NULL, up_main, u);
+    if (rc != 0) {
         atomic_fetch_sub(&sw->up_threads, 1);
         free(u);
         control_refuse_joining(ctl, j, WIRE_REFUSED_SYSTEM, "cannot start the upstream thread");
-        return -1;
+        return -rc;
     }
     pthread_detach(tid);
     j->upj = u;

@@ -71,19 +71,6 @@ void fabric_link_kick(fabric_link_t *l)
     (void)r;
 }
 
-static void make_udp_addr(transport_addr_t *a, const uint8_t *mac, uint16_t ifport, uint32_t ip,
-                          uint16_t port)
-{
-    memset(a, 0, sizeof(*a));
-    a->kind = AFP_ADDR_KIND;
-    a->len = sizeof(afp_addr_t);
-    afp_addr_t *x = (afp_addr_t *)(void *)a->u.bytes;
-    memcpy(x->mac, mac, 6);
-    x->ifport = ifport;
-    x->ip = ip;
-    x->port = port;
-}
-
 static uint32_t answered_slot(const roce_msg_key_t *k)
 {
     return (uint32_t)(((k->slot_round ^ k->job) * 0x9e3779b97f4a7c15ull) >> 40) % PORT_ANSWERED;
@@ -323,7 +310,7 @@ static int port_recv(transport_t *t, transport_rx_t *out, int max, int timeout_m
                 continue; /* the fabric queues only parsed UDP frames */
             out[got].data = u.payload;
             out[got].len = u.payload_len;
-            make_udp_addr(&out[got].from, u.src_mac, s->port, u.src_ip, u.src_port);
+            afp_addr_make(&out[got].from, u.src_mac, s->port, u.src_ip, u.src_port);
             got++;
             continue;
         }
@@ -343,7 +330,7 @@ static int port_pollfd(const transport_t *t)
 static int port_local_addr(const transport_t *t, transport_addr_t *out)
 {
     const port_endpoint_t *e = (const port_endpoint_t *)t;
-    make_udp_addr(out, e->mac, 0, e->ip, e->port);
+    afp_addr_make(out, e->mac, 0, e->ip, e->port);
     return 0;
 }
 
@@ -351,12 +338,7 @@ static int port_queue_addr(const transport_t *t, const transport_addr_t *q0, uin
                            transport_addr_t *out)
 {
     (void)t;
-    if (q0->kind != AFP_ADDR_KIND)
-        return -EINVAL;
-    *out = *q0;
-    afp_addr_t *x = (afp_addr_t *)(void *)out->u.bytes;
-    x->port = (uint16_t)(x->port + queue);
-    return 0;
+    return afp_addr_queue(q0, queue, out);
 }
 
 static void port_close(transport_t *t)

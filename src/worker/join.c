@@ -1,7 +1,8 @@
 /*
- * join.c - the communicator's control connection to the switch (control/ctl.h): JOIN and its
- * answer, the monitor thread that reads barrier completions, the switch's verdict that the
- * job failed and the connection dropping, inagg_barrier, and LEAVE.
+ * join.c - the communicator's control connection to the switch (control/ctl.h): joining
+ * through the one JOIN client (control/join_client.h) with this rank's JOIN line, job secret
+ * and result codes, the monitor thread that reads barrier completions, the switch's verdict
+ * that the job failed and the connection dropping, inagg_barrier, and LEAVE.
  */
 #include <errno.h>
 #include <fcntl.h>

@@ -9,7 +9,10 @@
 # What goes where (sources are found by directory, so a new file needs no edit here):
 #   build/libinagg.a, build/libinagg.so   what a worker links, nothing else: the API and
 #                                         protocol engines (worker/), transport/, wire/,
-#                                         control/ (line I/O, the JOIN client), base/, kernels/
+#                                         control/ (line I/O, the JOIN client), base/,
+#                                         kernels/; both export only the public API (inagg_*)
+#   build/internal/libworker.a            the same objects with their internal symbols
+#                                         visible, for the programs and tests built here
 #   build/internal/libswitch.a            the switch daemon (switch/) and the JSON writer
 #   build/internal/libapps.a              trainer (glm/), launch/, bench/, the MPI runner
 #   build/inagg                           cli/ + the three above
@@ -57,7 +60,7 @@ APPS_OBJ   := $(APPS_SRC:%.c=$(BUILD)/%.o)
 CLI_OBJ    := $(CLI_SRC:%.c=$(BUILD)/%.o)
 TEST_OBJ   := $(TEST_SRC:%.c=$(BUILD)/%.o)
 
-LIBS_INTERNAL := $(BUILD)/internal/libapps.a $(BUILD)/internal/libswitch.a $(BUILD)/libinagg.a
+LIBS_INTERNAL := $(BUILD)/internal/libapps.a $(BUILD)/internal/libswitch.a $(BUILD)/internal/libworker.a
 
 MPICC := $(shell command -v mpicc 2>/dev/null)
 
@@ -74,7 +77,19 @@ $(BUILD)/pic/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -fPIC -MMD -MP -c $< -o $@
 
+# The installed static library is one relocatable object (ld -r) in which every symbol but the
+# public API is made local (objcopy), as the shared library's version script does for it: an
+# application linking libinagg.a sees inagg_* and nothing else, so no internal name of ours
+# (ctl_*, udp_*, sha256 ...) can clash with one of its own. tests/symbols.sh checks it.
 $(BUILD)/libinagg.a: $(WORKER_OBJ)
+	@rm -f $@ $(BUILD)/libinagg.o
+	ld -r -o $(BUILD)/libinagg.o $^
+	objcopy --wildcard --keep-global-symbol='inagg_*' $(BUILD)/libinagg.o
+	ar rcs $@ $(BUILD)/libinagg.o
+	@rm -f $(BUILD)/libinagg.o
+
+$(BUILD)/internal/libworker.a: $(WORKER_OBJ)
+	@mkdir -p $(dir $@)
 	@rm -f $@
 	ar rcs $@ $^
 

@@ -388,6 +388,7 @@ typedef struct result_forgery {
     int bad[2];          /* wrong elements per rank */
     uint32_t seal_shared, seal_apart; /* captured result pairs (one round, both ranks) whose
                                          nonce and tag agree, and those whose do not */
+    uint32_t capture_drops; /* frames the capture socket lost (PACKET_STATISTICS) */
 } result_forgery_t;
 
 /* The last captured result per rank, to compare the two ranks' copies of one round. */
@@ -515,6 +516,10 @@ static int rf_forger(uint16_t port0, uint32_t nports, result_forgery_t *sh)
         if (sendto(out, p, send_len, 0, (struct sockaddr *)&to, sizeof(to)) == (ssize_t)send_len)
             atomic_fetch_add(&sh->forged, 1);
     }
+    struct tpacket_stats ps = {0};
+    socklen_t psl = sizeof(ps);
+    if (getsockopt(cap, SOL_PACKET, PACKET_STATISTICS, &ps, &psl) == 0)
+        sh->capture_drops = ps.tp_drops;
     close(cap);
     close(out);
     return 0;
@@ -549,8 +554,13 @@ TEST(dpauth_forged_and_flipped_results_counted_by_workers, 90)
               sh->bad[1]);
     CHECK_MSG(sh->invalid[0] + sh->invalid[1] == R_FORGE, "invalid %llu + %llu, forged %u",
               (unsigned long long)sh->invalid[0], (unsigned long long)sh->invalid[1], R_FORGE);
-    /* one seal per round: both ranks' copies of a result carry the same nonce and tag */
-    printf("    result pairs sealed once: %u, apart: %u\n", sh->seal_shared, sh->seal_apart);
-    CHECK_MSG(sh->seal_shared > 0 && sh->seal_apart == 0, "seals shared %u, apart %u",
-              sh->seal_shared, sh->seal_apart);
+    /* One seal per round: both ranks' copies of a result carry the same nonce and tag. A
+     * resend is sealed anew, so when the capture lost a rank's first copy (a slow, sanitized
+     * run overflows the capture socket) its resend is paired with the other rank's first copy
+     * and differs: at most one such pair per frame the capture lost. */
+    printf("    result pairs sealed once: %u, apart: %u (capture lost %u frames)\n",
+           sh->seal_shared, sh->seal_apart, sh->capture_drops);
+    CHECK_MSG(sh->seal_shared > 0 && sh->seal_apart <= sh->capture_drops,
+              "seals shared %u, apart %u, capture lost %u", sh->seal_shared, sh->seal_apart,
+              sh->capture_drops);
 }

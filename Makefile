@@ -9,8 +9,8 @@
 # What goes where (sources are found by directory, so a new file needs no edit here):
 #   build/libinagg.a, build/libinagg.so   what a worker links, nothing else: the API and
 #                                         protocol engines (worker/), transport/, wire/,
-#                                         control/ (line I/O), base/, kernels/; both export
-#                                         only the public API (inagg_*)
+#                                         control/ (line I/O, the JOIN client), base/,
+#                                         kernels/; both export only the public API (inagg_*)
 #   build/internal/libworker.a            the same objects with their internal symbols
 #                                         visible, for the programs and tests built here
 #   build/internal/libswitch.a            the switch daemon (switch/) and the JSON writer

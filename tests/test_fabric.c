@@ -79,13 +79,13 @@ TEST(mactable_learn_move_age, 5)
 {
     mactable_t t;
     CHECK_EQ_INT(mactable_init(&t, 64, 1000), 0);
-    CHECK_EQ_INT(mactable_lookup(&t, MAC_A, 0), -1);
+    CHECK_EQ_INT(mactable_lookup(&t, MAC_A, 0), -ENOENT);
     mactable_learn(&t, MAC_A, 3, 100);
     CHECK_EQ_INT(mactable_lookup(&t, MAC_A, 200), 3);
     mactable_learn(&t, MAC_A, 5, 300); /* moved */
     CHECK_EQ_INT(mactable_lookup(&t, MAC_A, 400), 5);
     CHECK(t.moved == 1 && t.learned == 1);
-    CHECK_EQ_INT(mactable_lookup(&t, MAC_A, 300 + 1001), -1); /* aged out */
+    CHECK_EQ_INT(mactable_lookup(&t, MAC_A, 300 + 1001), -ENOENT); /* aged out */
     CHECK(t.aged == 1);
     mactable_fix(&t, MAC_B, 9);
     mactable_learn(&t, MAC_B, 1, 10); /* a fixed entry does not move */

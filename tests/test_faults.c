@@ -6,6 +6,7 @@
  * processing order (a permutation with drops and duplicates).
  */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <math.h>
 #include <string.h>
 
@@ -25,7 +26,7 @@ static void parse_bad(const char *spec)
     faults_t f;
     char err[256] = "";
     int rc = faults_parse(&f, spec, err, sizeof(err));
-    CHECK_MSG(rc == -1, "faults_parse(\"%s\") accepted", spec);
+    CHECK_MSG(rc == -EINVAL, "faults_parse(\"%s\") = %d, want -EINVAL", spec, rc);
     CHECK_MSG(err[0] != '\0', "faults_parse(\"%s\") gave no reason", spec);
     CHECK(!f.enabled);
     faults_free(&f);
@@ -105,7 +106,7 @@ TEST(faults_parse_rejects, 5)
     /* A refused spec leaves nothing enabled and nothing allocated. */
     faults_t f;
     char err[128];
-    CHECK_EQ_INT(faults_parse(&f, "reorder=0.5,drop=7", err, sizeof(err)), -1);
+    CHECK_EQ_INT(faults_parse(&f, "reorder=0.5,drop=7", err, sizeof(err)), -EINVAL);
     CHECK(!f.enabled);
     faults_free(&f);
 }

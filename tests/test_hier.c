@@ -3,7 +3,8 @@
  * (--upstream), and worker children that join their leaf. Proves that both slot protocols
  * stay exactly-once across levels: int32 results bit-identical to the exact sum with loss,
  * duplication and reordering on the host-leaf path and on the leaf-spine path; that a leaf
- * whose spine is unreachable refuses its job with a clear reason at once; and that a leaf
+ * whose spine is unreachable refuses its job with a clear reason at once; that a leaf turned
+ * away by a busy spine asks again with backoff and gets in; and that a leaf
  * refuses what it cannot forward (compression, an in-switch optimizer); and that a leaf drops
  * upstream results that carry another job's token or another member's rank.
  */
@@ -243,6 +244,73 @@ TEST(hier_spine_join_timeout_reaches_hosts, 30)
     CHECK_MSG(secs < 6.0, "refused after %.1f s", secs);
     if (comm)
         inagg_comm_destroy(comm);
+}
+
+/* A spine that turns the leaf away for a limit that frees up ("busy": here the address's slot
+ * quota, held by another job) is asked again with backoff, as a worker asks its switch
+ * (PROTOCOL.md 5.10): the leaf's host joins once the other job leaves, and its data goes
+ * through both levels. */
+static void *spine_hog_main(void *arg)
+{
+    const char *addr = arg;
+    inagg_options_t o = INAGG_OPTIONS_INIT;
+    o.slots = 4;
+    o.packet_elems = 16;
+    inagg_comm_t *c = NULL;
+    char d[256];
+    if (inagg_comm_create(&c, addr, "hog", 0, 1, &o, d, sizeof(d)) == INAGG_OK) {
+        usleep(1000000);
+        inagg_comm_destroy(c);
+    }
+    return NULL;
+}
+
+TEST(hier_leaf_retries_a_busy_spine, 40)
+{
+    test_switch_t spine, leaf;
+    switch_config_t sc = SWITCH_CONFIG_INIT;
+    sc.total_slots = 8; /* a job 4, an address 6: the hog's 4 and the leaf's 4 do not fit */
+    ts_start(&spine, &sc);
+    switch_config_t lc = SWITCH_CONFIG_INIT;
+    lc.upstream = spine.addr;
+    lc.upstream_rank = 0;
+    lc.upstream_world = 1;
+    ts_start(&leaf, &lc);
+    pthread_t hog;
+    CHECK(pthread_create(&hog, NULL, spine_hog_main, spine.addr) == 0);
+    char stats[8192];
+    for (int i = 0; i < 200; i++) { /* until the hog holds its slots */
+        ts_stats_json(&spine, stats, sizeof(stats));
+        if (ts_number(stats, "slots_used") >= 4)
+            break;
+        usleep(10000);
+    }
+    inagg_options_t o = INAGG_OPTIONS_INIT;
+    o.slots = 4;
+    o.packet_elems = 16;
+    o.timeout_ms = 10000;
+    inagg_comm_t *comm = NULL;
+    char detail[256] = "";
+    uint64_t t0 = util_now_ns();
+    inagg_result_t rc = inagg_comm_create(&comm, leaf.addr, "late", 0, 1, &o, detail,
+                                          sizeof(detail));
+    double secs = (double)(util_now_ns() - t0) / 1e9;
+    pthread_join(hog, NULL);
+    int32_t in[64], out[64];
+    for (int i = 0; i < 64; i++)
+        in[i] = i * 7 - 100;
+    inagg_result_t arc = rc == INAGG_OK ? inagg_allreduce(comm, in, out, 64, INAGG_INT32, INAGG_SUM)
+                                        : rc;
+    ts_stats_json(&spine, stats, sizeof(stats));
+    if (comm)
+        inagg_comm_destroy(comm);
+    ts_stop(&leaf);
+    ts_stop(&spine);
+    CHECK_MSG(rc == INAGG_OK, "the leaf's host was refused: %s", detail);
+    CHECK_MSG(secs > 0.5, "joined after %.2f s: the spine's quota was not held", secs);
+    CHECK_MSG(ts_number(stats, "addr_slot_quota") >= 1, "the spine never said busy: %s", stats);
+    CHECK_MSG(arc == INAGG_OK && memcmp(in, out, sizeof(in)) == 0, "allreduce: %s",
+              inagg_strerror(arc));
 }
 
 TEST(hier_leaf_refuses_compression, 20)

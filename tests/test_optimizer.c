@@ -8,6 +8,7 @@
  * parameter upload; the step counters; and refusals.
  */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -97,8 +98,9 @@ TEST(optimizer_switch_store_matches_whole_vector_step, 20)
     for (int kind = OPTIM_SGD; kind <= OPTIM_SMORMS3; kind++) {
         optim_config_t c = config_for((optim_kind_t)kind);
         char err[160];
-        optjob_t *o = optjob_create(&c, n, elems, OPTJOB_INIT_SEEDED, 42, err, sizeof(err));
-        CHECK_MSG(o != NULL, "%s", err);
+        optjob_t *o;
+        int rc = optjob_create(&c, n, elems, OPTJOB_INIT_SEEDED, 42, &o, err, sizeof(err));
+        CHECK_MSG(rc == 0 && o != NULL, "%s", err);
         CHECK_EQ_INT(o->nchunks, 3);
         CHECK_EQ_INT(optjob_chunk_len(o, 2), 500);
         CHECK_EQ_INT(optjob_chunk_len(o, 3), 0);
@@ -135,8 +137,8 @@ TEST(optimizer_switch_store_matches_whole_vector_step, 20)
         CHECK_EQ_INT(o->steps[0], 20);
         CHECK_EQ_INT(o->steps[2], 20);
         /* A round of the wrong length, or of no chunk, touches nothing. */
-        CHECK_EQ_INT(optjob_complete(o, 2, be, 499, world, 0, scratch), -1);
-        CHECK_EQ_INT(optjob_complete(o, 3, be, 500, world, 0, scratch), -1);
+        CHECK_EQ_INT(optjob_complete(o, 2, be, 499, world, 0, scratch), -EINVAL);
+        CHECK_EQ_INT(optjob_complete(o, 3, be, 500, world, 0, scratch), -EINVAL);
         CHECK_EQ_INT(o->steps[2], 20);
         /* An upload round sets the parameters and takes no step. */
         for (uint32_t i = 0; i < 500; i++) {
@@ -155,7 +157,9 @@ TEST(optimizer_switch_store_matches_whole_vector_step, 20)
     optim_config_t bad = OPTIM_CONFIG_INIT;
     bad.lr = -1;
     char err[160];
-    CHECK(optjob_create(&bad, 10, 4, OPTJOB_INIT_ZERO, 0, err, sizeof(err)) == NULL);
+    optjob_t *o;
+    CHECK(optjob_create(&bad, 10, 4, OPTJOB_INIT_ZERO, 0, &o, err, sizeof(err)) == -EINVAL);
+    CHECK(o == NULL);
     CHECK(strstr(err, "lr") != NULL);
 }
 

@@ -10,7 +10,8 @@
  * the control plane easy to watch and to poke with nc; it is never on the packet path.
  *
  * This module offers: a buffered line reader for non-blocking sockets, blocking helpers with
- * deadlines for clients, and key=value lookups. Functions return 0 or -errno.
+ * deadlines for clients, a bounded output queue, connecting and listening. A line's grammar
+ * (key=value lookups) is wire/ctlline.h, included here. Functions return 0 or -errno.
  */
 #ifndef INAGG_CONTROL_CTL_H
 #define INAGG_CONTROL_CTL_H
@@ -18,7 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define CTL_LINE_MAX 1024
+#include "wire/ctlline.h"
 
 typedef struct ctl_reader {
     char buf[4 * CTL_LINE_MAX];
@@ -63,18 +64,5 @@ int ctl_connect_to(const char *host_port, int timeout_ms);
 
 /* A non-blocking TCP listener on "HOST:PORT" (port 0: the kernel picks); fd or -errno. */
 int ctl_listen(const char *host_port);
-
-/* The verb (first word) of a line compared with `verb`. */
-int ctl_is(const char *line, const char *verb);
-
-/* Look up key=value in a line; copies the value. 0, -ENOENT if absent, -ENOSPC if the
- * value does not fit in cap. The numeric lookups give -EINVAL for a non-number or a value
- * too long, -ERANGE past the type's range. */
-int ctl_get(const char *line, const char *key, char *out, size_t cap);
-int ctl_get_u32(const char *line, const char *key, uint32_t *out);
-int ctl_get_u64(const char *line, const char *key, uint64_t *out);
-
-/* The free text after the first word ("ERR <text>"). */
-const char *ctl_rest(const char *line);
 
 #endif /* INAGG_CONTROL_CTL_H */

@@ -79,19 +79,16 @@ static int apply_link_spec(struct fabric *f, const char *spec, int which, char *
     if (!spec || !*spec)
         return 0;
     char buf[1024];
-    if (strlen(spec) >= sizeof(buf)) {
-        set_err_msg(err, errlen, "link spec too long");
-        return -EINVAL;
-    }
+    if (strlen(spec) >= sizeof(buf))
+        return set_err(err, errlen, -EINVAL, "link spec too long");
     const char *what = which == 0 ? "delay" : which == 1 ? "jitter" : "loss";
     const char *example = which < 2 ? "25us, 1ms, 0" : "0.01, 1%, 0";
     snprintf(buf, sizeof(buf), "%s", spec);
     if (!strchr(buf, '=')) {
         uint64_t ns;
-        if (parse_link_value(which, buf, &ns) != 0) {
-            set_err_msg(err, errlen, "bad %s '%s' (expected e.g. %s)", what, spec, example);
-            return -EINVAL;
-        }
+        if (parse_link_value(which, buf, &ns) != 0)
+            return set_err(err, errlen, -EINVAL, "bad %s '%s' (expected e.g. %s)", what, spec,
+                           example);
         for (uint32_t p = 0; p < f->cpu; p++)
             *link_field(&f->ports[p], which) = ns;
         return 0;
@@ -100,19 +97,15 @@ static int apply_link_spec(struct fabric *f, const char *spec, int which, char *
     for (char *item = strtok_r(buf, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
         char *eq = strchr(item, '=');
         uint64_t ns;
-        if (!eq || parse_link_value(which, eq + 1, &ns) != 0) {
-            set_err_msg(err, errlen, "bad %s item '%s' (expected IF=V, e.g. p1=%s)", what, item,
-                    which < 2 ? "25us" : "0.01");
-            return -EINVAL;
-        }
+        if (!eq || parse_link_value(which, eq + 1, &ns) != 0)
+            return set_err(err, errlen, -EINVAL, "bad %s item '%s' (expected IF=V, e.g. p1=%s)",
+                           what, item, which < 2 ? "25us" : "0.01");
         *eq = 0;
         uint32_t p = 0;
         while (p < f->cpu && strcmp(f->ports[p].name, item) != 0)
             p++;
-        if (p == f->cpu) {
-            set_err_msg(err, errlen, "%s for '%s', which is not a port", what, item);
-            return -EINVAL;
-        }
+        if (p == f->cpu)
+            return set_err(err, errlen, -EINVAL, "%s for '%s', which is not a port", what, item);
         *link_field(&f->ports[p], which) = ns;
     }
     return 0;
@@ -136,76 +129,58 @@ static int parse_mac(const char *s, uint8_t mac[6])
 static int parse_config(struct fabric *f, const fabric_config_t *c, char *err, size_t errlen)
 {
     char ip[64];
-    if (!c->ip || strlen(c->ip) >= sizeof(ip)) {
-        set_err_msg(err, errlen, "the fabric needs the switch's IP address (--l2-ip A.B.C.D/P)");
-        return -EINVAL;
-    }
+    if (!c->ip || strlen(c->ip) >= sizeof(ip))
+        return set_err(err, errlen, -EINVAL,
+                       "the fabric needs the switch's IP address (--l2-ip A.B.C.D/P)");
     snprintf(ip, sizeof(ip), "%s", c->ip);
     f->prefix = 24;
     char *slash = strchr(ip, '/');
     if (slash) {
         char *end;
         long p = strtol(slash + 1, &end, 10);
-        if (*end || end == slash + 1 || p < 1 || p > 32) {
-            set_err_msg(err, errlen, "bad prefix length in '%s'", c->ip);
-            return -EINVAL;
-        }
+        if (*end || end == slash + 1 || p < 1 || p > 32)
+            return set_err(err, errlen, -EINVAL, "bad prefix length in '%s'", c->ip);
         f->prefix = (int)p;
         *slash = 0;
     }
     struct in_addr a;
-    if (inet_pton(AF_INET, ip, &a) != 1 || a.s_addr == 0) {
-        set_err_msg(err, errlen, "bad switch IP '%s' (expected A.B.C.D[/PREFIX])", c->ip);
-        return -EINVAL;
-    }
+    if (inet_pton(AF_INET, ip, &a) != 1 || a.s_addr == 0)
+        return set_err(err, errlen, -EINVAL, "bad switch IP '%s' (expected A.B.C.D[/PREFIX])",
+                       c->ip);
     f->ip = a.s_addr;
     inet_ntop(AF_INET, &a, f->ip_text, sizeof(f->ip_text));
     if (c->mac) {
-        if (parse_mac(c->mac, f->mac) != 0) {
-            set_err_msg(err, errlen, "bad switch MAC '%s' (expected a unicast xx:xx:xx:xx:xx:xx)",
-                    c->mac);
-            return -EINVAL;
-        }
+        if (parse_mac(c->mac, f->mac) != 0)
+            return set_err(err, errlen, -EINVAL,
+                           "bad switch MAC '%s' (expected a unicast xx:xx:xx:xx:xx:xx)", c->mac);
     } else {
         const uint8_t *b = (const uint8_t *)&f->ip;
         uint8_t m[6] = {0x02, 0x69, 0x61, b[1], b[2], b[3]};
         memcpy(f->mac, m, 6);
     }
-    if (c->queues == 0 || c->queues > FABRIC_LINK_MAX_QUEUES) {
-        set_err_msg(err, errlen, "the fabric serves 1..%u aggregation queues", FABRIC_LINK_MAX_QUEUES);
-        return -EINVAL;
-    }
-    if (c->agg_port == 0 || (uint32_t)c->agg_port + c->queues > 65536) {
-        set_err_msg(err, errlen, "the fabric needs a fixed UDP port for aggregation (not 0)");
-        return -EINVAL;
-    }
+    if (c->queues == 0 || c->queues > FABRIC_LINK_MAX_QUEUES)
+        return set_err(err, errlen, -EINVAL, "the fabric serves 1..%u aggregation queues",
+                       FABRIC_LINK_MAX_QUEUES);
+    if (c->agg_port == 0 || (uint32_t)c->agg_port + c->queues > 65536)
+        return set_err(err, errlen, -EINVAL,
+                       "the fabric needs a fixed UDP port for aggregation (not 0)");
     char list[1024];
-    if (!c->ports || !*c->ports || strlen(c->ports) >= sizeof(list)) {
-        set_err_msg(err, errlen, "no ports given (--l2 IF1,IF2,...)");
-        return -EINVAL;
-    }
+    if (!c->ports || !*c->ports || strlen(c->ports) >= sizeof(list))
+        return set_err(err, errlen, -EINVAL, "no ports given (--l2 IF1,IF2,...)");
     snprintf(list, sizeof(list), "%s", c->ports);
     char *save = NULL;
     for (char *n = strtok_r(list, ",", &save); n; n = strtok_r(NULL, ",", &save)) {
-        if (f->nports + 1 >= FABRIC_MAX_PORTS) {
-            set_err_msg(err, errlen, "at most %d ports", FABRIC_MAX_PORTS - 1);
-            return -EINVAL;
-        }
-        if (strlen(n) >= IFNAMSIZ) {
-            set_err_msg(err, errlen, "bad interface name '%s'", n);
-            return -EINVAL;
-        }
+        if (f->nports + 1 >= FABRIC_MAX_PORTS)
+            return set_err(err, errlen, -EINVAL, "at most %d ports", FABRIC_MAX_PORTS - 1);
+        if (strlen(n) >= IFNAMSIZ)
+            return set_err(err, errlen, -EINVAL, "bad interface name '%s'", n);
         for (uint32_t p = 0; p < f->nports; p++)
-            if (strcmp(f->ports[p].name, n) == 0) {
-                set_err_msg(err, errlen, "port '%s' given twice", n);
-                return -EINVAL;
-            }
+            if (strcmp(f->ports[p].name, n) == 0)
+                return set_err(err, errlen, -EINVAL, "port '%s' given twice", n);
         snprintf(f->ports[f->nports++].name, IFNAMSIZ, "%s", n);
     }
-    if (f->nports == 0) {
-        set_err_msg(err, errlen, "no ports given (--l2 IF1,IF2,...)");
-        return -EINVAL;
-    }
+    if (f->nports == 0)
+        return set_err(err, errlen, -EINVAL, "no ports given (--l2 IF1,IF2,...)");
     f->cpu = f->nports++;
     fport_t *cpu = &f->ports[f->cpu];
     snprintf(cpu->name, IFNAMSIZ, "%s", c->cpu_port ? c->cpu_port : "inagg0");
@@ -219,10 +194,9 @@ static int parse_config(struct fabric *f, const fabric_config_t *c, char *err, s
         return -EINVAL;
     atomic_store(&f->agg_ports, mask);
     uint32_t add = WIRE_ADD_ANY;
-    if (c->add_mode && wire_add_mode_parse(c->add_mode, &add) != 0) {
-        set_err_msg(err, errlen, "bad add mode '%s' (expected any, fixed or float)", c->add_mode);
-        return -EINVAL;
-    }
+    if (c->add_mode && wire_add_mode_parse(c->add_mode, &add) != 0)
+        return set_err(err, errlen, -EINVAL, "bad add mode '%s' (expected any, fixed or float)",
+                       c->add_mode);
     atomic_store(&f->add_mode, add);
     for (uint32_t p = 0; p < f->nports; p++) { /* two streams per port, from the seed */
         uint64_t s = c->loss_seed ^ (0x9e3779b97f4a7c15ull * (p + 1));
@@ -232,11 +206,9 @@ static int parse_config(struct fabric *f, const fabric_config_t *c, char *err, s
     if (fabric_xdp_parse(c->xdp, &f->xdp_mode) != 0)
         return set_err(err, errlen, -EINVAL, "bad --xdp '%s' (expected auto, on or off)", c->xdp);
     f->threads = c->threads ? c->threads : 1;
-    if (f->threads > 2) {
-        set_err_msg(err, errlen, "the fabric runs on 1 or 2 threads (--fabric-threads), not %u",
-                f->threads);
-        return -EINVAL;
-    }
+    if (f->threads > 2)
+        return set_err(err, errlen, -EINVAL,
+                       "the fabric runs on 1 or 2 threads (--fabric-threads), not %u", f->threads);
     return 0;
 }
 
@@ -278,10 +250,8 @@ int fabric_start(const fabric_config_t *c, fabric_t **out, char *err, size_t err
     if (err && errlen)
         err[0] = 0;
     struct fabric *f = calloc(1, sizeof(*f));
-    if (!f) {
-        set_err_msg(err, errlen, "out of memory");
-        return -ENOMEM;
-    }
+    if (!f)
+        return set_err(err, errlen, -ENOMEM, "out of memory");
     f->link.tx_efd = -1;
     f->txq.efd = -1;
     for (uint32_t q = 0; q < FABRIC_LINK_MAX_QUEUES; q++)
@@ -318,8 +288,8 @@ int fabric_start(const fabric_config_t *c, fabric_t **out, char *err, size_t err
                     port->agg_fd[k] = rc;
                     rc = 0;
                 } else {
-                    set_err_msg(err, errlen, "port %s: a send socket for results: %s",
-                            port->name, strerror(-rc));
+                    rc = set_err(err, errlen, rc, "port %s: a send socket for results: %s",
+                                 port->name, strerror(-rc));
                 }
             }
         }
@@ -376,7 +346,7 @@ int fabric_start(const fabric_config_t *c, fabric_t **out, char *err, size_t err
     }
     if (rc != 0) {
         if (!err[0])
-            set_err_msg(err, errlen, "starting the fabric: %s", strerror(-rc));
+            (void)set_err(err, errlen, rc, "starting the fabric: %s", strerror(-rc));
         fabric_stop(f);
         return rc;
     }

@@ -18,6 +18,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
+#include "base/util.h"
 #include "fabric/bytering.h"
 #include "fabric/delayline.h"
 #include "fabric/fabric.h"
@@ -214,5 +215,34 @@ void fabric_xdp_write_metrics(const struct fabric *f, FILE *out);
 
 /* fstats.c */
 void lathist_add(lathist_t *h, uint64_t ns);
+
+/* Release what is due by `now` on one direction's delay line of every delayed port (at most
+ * 256 records a port a pass) through release(f, port, record, t), counting each record's
+ * lateness and each release in *work; the earliest release still pending. The ingress and
+ * egress stages differ only in `egress` and `release`, which inlining makes direct calls. */
+static inline uint64_t fabric_run_delays(struct fabric *f, int egress, uint64_t now, int *work,
+                                         void (*release)(struct fabric *f, uint32_t port,
+                                                         const delay_rec_t *r, uint64_t t))
+{
+    uint64_t next = UINT64_MAX;
+    for (uint32_t p = 0; p < f->nports; p++) {
+        fport_t *port = &f->ports[p];
+        if (!port->delay_ns && !port->jitter_ns)
+            continue;
+        delayline_t *line = egress ? &port->out : &port->in;
+        const delay_rec_t *r;
+        for (int k = 0; k < 256 && (r = delayline_due(line, now)); k++) {
+            uint64_t t = util_now_ns();
+            lathist_add(&f->lat[LAT_DELAY_LATE], t - r->release_ns);
+            release(f, p, r, t);
+            delayline_pop(line);
+            (*work)++;
+        }
+        uint64_t due = delayline_next(line);
+        if (due < next)
+            next = due;
+    }
+    return next;
+}
 
 #endif /* INAGG_FABRIC_FABRIC_INT_H */

@@ -31,10 +31,9 @@ int fabric_ports_mask(const struct fabric *f, const char *spec, uint64_t *mask, 
         return 0;
     }
     char buf[WIRE_FABRIC_PORTS_MAX];
-    if (!*spec || strlen(spec) >= sizeof(buf)) {
-        set_err_msg(err, errlen, "bad aggregation port list (expected IF,IF,..., all or none)");
-        return -EINVAL;
-    }
+    if (!*spec || strlen(spec) >= sizeof(buf))
+        return set_err(err, errlen, -EINVAL,
+                       "bad aggregation port list (expected IF,IF,..., all or none)");
     snprintf(buf, sizeof(buf), "%s", spec);
     uint64_t m = 0;
     char *save = NULL;
@@ -42,10 +41,9 @@ int fabric_ports_mask(const struct fabric *f, const char *spec, uint64_t *mask, 
         uint32_t p = 0;
         while (p < f->cpu && strcmp(f->ports[p].name, n) != 0)
             p++;
-        if (p == f->cpu) {
-            set_err_msg(err, errlen, "aggregation port '%.20s' is not one of the fabric's ports", n);
-            return -EINVAL;
-        }
+        if (p == f->cpu)
+            return set_err(err, errlen, -EINVAL,
+                           "aggregation port '%.20s' is not one of the fabric's ports", n);
         m |= 1ull << p;
     }
     *mask = m;

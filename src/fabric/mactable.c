@@ -92,12 +92,12 @@ int mactable_lookup(mactable_t *t, const uint8_t *mac, uint64_t now_ns)
             if (expired(t, e, now_ns)) {
                 e->key = 0;
                 t->aged++;
-                return -1;
+                return -ENOENT;
             }
             return e->port;
         }
     }
-    return -1;
+    return -ENOENT;
 }
 
 uint32_t mactable_count(const mactable_t *t, uint64_t now_ns)

@@ -29,7 +29,7 @@ void mactable_free(mactable_t *t);
 void mactable_learn(mactable_t *t, const uint8_t *mac, uint16_t port, uint64_t now_ns);
 /* A permanent entry. */
 void mactable_fix(mactable_t *t, const uint8_t *mac, uint16_t port);
-/* The port of `mac`, or -1 when unknown or aged out (then the entry is removed). */
+/* The port of `mac`, or -ENOENT when unknown or aged out (then the entry is removed). */
 int mactable_lookup(mactable_t *t, const uint8_t *mac, uint64_t now_ns);
 /* Entries in use (for stats; walks the table). */
 uint32_t mactable_count(const mactable_t *t, uint64_t now_ns);

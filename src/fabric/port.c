@@ -71,19 +71,6 @@ void fabric_link_kick(fabric_link_t *l)
     (void)r;
 }
 
-static void make_udp_addr(transport_addr_t *a, const uint8_t *mac, uint16_t ifport, uint32_t ip,
-                          uint16_t port)
-{
-    memset(a, 0, sizeof(*a));
-    a->kind = AFP_ADDR_KIND;
-    a->len = sizeof(afp_addr_t);
-    afp_addr_t *x = (afp_addr_t *)(void *)a->u.bytes;
-    memcpy(x->mac, mac, 6);
-    x->ifport = ifport;
-    x->ip = ip;
-    x->port = port;
-}
-
 static uint32_t answered_slot(const roce_msg_key_t *k)
 {
     return (uint32_t)(((k->slot_round ^ k->job) * 0x9e3779b97f4a7c15ull) >> 40) % PORT_ANSWERED;
@@ -323,7 +310,7 @@ static int port_recv(transport_t *t, transport_rx_t *out, int max, int timeout_m
                 continue; /* the fabric queues only parsed UDP frames */
             out[got].data = u.payload;
             out[got].len = u.payload_len;
-            make_udp_addr(&out[got].from, u.src_mac, s->port, u.src_ip, u.src_port);
+            afp_addr_make(&out[got].from, u.src_mac, s->port, u.src_ip, u.src_port);
             got++;
             continue;
         }
@@ -343,7 +330,7 @@ static int port_pollfd(const transport_t *t)
 static int port_local_addr(const transport_t *t, transport_addr_t *out)
 {
     const port_endpoint_t *e = (const port_endpoint_t *)t;
-    make_udp_addr(out, e->mac, 0, e->ip, e->port);
+    afp_addr_make(out, e->mac, 0, e->ip, e->port);
     return 0;
 }
 
@@ -351,12 +338,7 @@ static int port_queue_addr(const transport_t *t, const transport_addr_t *q0, uin
                            transport_addr_t *out)
 {
     (void)t;
-    if (q0->kind != AFP_ADDR_KIND)
-        return -EINVAL;
-    *out = *q0;
-    afp_addr_t *x = (afp_addr_t *)(void *)out->u.bytes;
-    x->port = (uint16_t)(x->port + queue);
-    return 0;
+    return afp_addr_queue(q0, queue, out);
 }
 
 static void port_close(transport_t *t)
@@ -386,16 +368,12 @@ int fabric_port_open(const fabric_port_config_t *pc, const transport_config_t *c
                      transport_t **out, char *err, size_t errlen)
 {
     fabric_link_t *link = pc->link;
-    if (!link || cfg->queue >= link->nqueues) {
-        set_err_msg(err, errlen, "fabric port: queue %u beyond the fabric's %u", cfg->queue,
-                link ? link->nqueues : 0);
-        return -EINVAL;
-    }
+    if (!link || cfg->queue >= link->nqueues)
+        return set_err(err, errlen, -EINVAL, "fabric port: queue %u beyond the fabric's %u",
+                       cfg->queue, link ? link->nqueues : 0);
     port_endpoint_t *e = calloc(1, sizeof(*e));
-    if (!e) {
-        set_err_msg(err, errlen, "out of memory");
-        return -ENOMEM;
-    }
+    if (!e)
+        return set_err(err, errlen, -ENOMEM, "out of memory");
     e->base.ops = &port_ops;
     e->link = link;
     e->queue = cfg->queue;
@@ -409,16 +387,15 @@ int fabric_port_open(const fabric_port_config_t *pc, const transport_config_t *c
     e->flows = calloc(PORT_FLOWS, sizeof(flow_ent_t));
     int rc = 0;
     if (!e->arena || !e->bufs || !e->flows) {
-        set_err_msg(err, errlen, "out of memory");
-        rc = -ENOMEM;
+        rc = set_err(err, errlen, -ENOMEM, "out of memory");
     } else {
         uint32_t rows = pc->resbuf_rows, depth = pc->resbuf_depth;
         if (rows == 0 && depth == 0)
             rows = ROCE_RESBUF_ROWS, depth = ROCE_RESBUF_DEPTH;
         rc = roce_resbuf_init(&e->resbuf, rows, depth);
         if (rc != 0)
-            set_err_msg(err, errlen, "roce: a result buffer of %u x %u frames: %s", rows, depth,
-                    rc == -EINVAL ? "too large" : "out of memory");
+            rc = set_err(err, errlen, rc, "roce: a result buffer of %u x %u frames: %s", rows,
+                         depth, rc == -EINVAL ? "too large" : "out of memory");
     }
     if (rc != 0) {
         port_close(&e->base);

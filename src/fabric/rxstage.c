@@ -76,28 +76,10 @@ static void rx_port(struct fabric *f, uint32_t p, int *work)
     }
 }
 
-/* Release what is due on every ingress delay line into the classify stage; the earliest
- * release still pending. */
-static uint64_t run_ingress_delays(struct fabric *f, uint64_t now, int *work)
+/* A record due on an ingress delay line enters the classify stage. */
+static void release_ingress(struct fabric *f, uint32_t port, const delay_rec_t *r, uint64_t t)
 {
-    uint64_t next = UINT64_MAX;
-    for (uint32_t p = 0; p < f->nports; p++) {
-        fport_t *port = &f->ports[p];
-        if (!port->delay_ns && !port->jitter_ns)
-            continue;
-        const delay_rec_t *r;
-        for (int k = 0; k < 256 && (r = delayline_due(&port->in, now)); k++) {
-            uint64_t t = util_now_ns();
-            lathist_add(&f->lat[LAT_DELAY_LATE], t - r->release_ns);
-            fabric_frame_in(f, p, &r->vh, r->data, r->len, t);
-            delayline_pop(&port->in);
-            (*work)++;
-        }
-        uint64_t a = delayline_next(&port->in);
-        if (a < next)
-            next = a;
-    }
-    return next;
+    fabric_frame_in(f, port, &r->vh, r->data, r->len, t);
 }
 
 static void rx_idle_wait(struct fabric *f, uint64_t next_release, uint64_t last_work)
@@ -142,7 +124,7 @@ void *fabric_rx_main(void *arg)
         int work = 0;
         for (uint32_t p = 0; p < f->nports; p++)
             rx_port(f, p, &work);
-        uint64_t next = run_ingress_delays(f, util_now_ns(), &work);
+        uint64_t next = fabric_run_delays(f, 0, util_now_ns(), &work, release_ingress);
         int (*pass)(void *, uint32_t) = atomic_load(&f->agg_pass);
         if (pass) {
             void *sw = atomic_load_explicit(&f->agg_arg, memory_order_relaxed);

@@ -20,21 +20,18 @@
 static int fail(int fd, int sock, int e, char *err, size_t errlen, const char *name,
                 const char *what)
 {
-    set_err_msg(err, errlen, "internal port %s: %s: %s", name, what, strerror(e));
     if (fd >= 0)
         close(fd);
     if (sock >= 0)
         close(sock);
-    return -e;
+    return set_err(err, errlen, -e, "internal port %s: %s: %s", name, what, strerror(e));
 }
 
 int tapdev_open(const char *name, const uint8_t mac[6], uint32_t ip, int prefix, uint32_t mtu,
                 char *err, size_t errlen)
 {
-    if (!name || !*name || strlen(name) >= IFNAMSIZ) {
-        set_err_msg(err, errlen, "bad internal port name '%s'", name ? name : "");
-        return -EINVAL;
-    }
+    if (!name || !*name || strlen(name) >= IFNAMSIZ)
+        return set_err(err, errlen, -EINVAL, "bad internal port name '%s'", name ? name : "");
     int fd = open("/dev/net/tun", O_RDWR | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0)
         return fail(-1, -1, errno, err, errlen, name, "opening /dev/net/tun");

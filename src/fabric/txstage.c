@@ -200,26 +200,11 @@ int fabric_drain_results(struct fabric *f)
     return work;
 }
 
-/* Release what is due on every egress delay line; the earliest release still pending. */
-static uint64_t run_egress_delays(struct fabric *f, uint64_t now, int *work)
+/* A record due on an egress delay line goes out of its port. */
+static void release_egress(struct fabric *f, uint32_t port, const delay_rec_t *r, uint64_t t)
 {
-    uint64_t next = UINT64_MAX;
-    for (uint32_t p = 0; p < f->nports; p++) {
-        fport_t *port = &f->ports[p];
-        if (!port->delay_ns && !port->jitter_ns)
-            continue;
-        const delay_rec_t *r;
-        for (int k = 0; k < 256 && (r = delayline_due(&port->out, now)); k++) {
-            lathist_add(&f->lat[LAT_DELAY_LATE], util_now_ns() - r->release_ns);
-            fabric_transmit(f, p, &r->vh, r->data, r->len, r->kind);
-            delayline_pop(&port->out);
-            (*work)++;
-        }
-        uint64_t b = delayline_next(&port->out);
-        if (b < next)
-            next = b;
-    }
-    return next;
+    (void)t;
+    fabric_transmit(f, port, &r->vh, r->data, r->len, r->kind);
 }
 
 uint64_t fabric_tx_pass(struct fabric *f, int *work)
@@ -227,7 +212,7 @@ uint64_t fabric_tx_pass(struct fabric *f, int *work)
     if (f->threads > 1)
         *work += drain_ring(f);
     *work += fabric_drain_results(f);
-    return run_egress_delays(f, util_now_ns(), work);
+    return fabric_run_delays(f, 1, util_now_ns(), work, release_egress);
 }
 
 /* The transmit thread's sleep: on the ring's and the results' eventfds, until the next

@@ -17,6 +17,7 @@
 #include "switch/control_int.h"
 #include "switch/upstream.h"
 
+/* The next job id not in use (never 0), or -ENOSPC when every one is. */
 static int free_job_id(struct inagg_switch *sw)
 {
     for (uint32_t k = 0; k < SWITCH_MAX_JOBS; k++) {
@@ -28,7 +29,7 @@ static int free_job_id(struct inagg_switch *sw)
             return id;
         }
     }
-    return -1;
+    return -ENOSPC;
 }
 
 uint32_t admit_contributors(const job_t *j)
@@ -60,49 +61,42 @@ void admit_activate(control_t *ctl, job_t *j)
           j->proto->name);
 }
 
-/* A JOIN for job j, which is still joining: does it match? 0, or -1 after refusing it. */
+/* A JOIN for job j, which is still joining: does it match? 0, or -ECONNREFUSED after
+ * refusing it. */
 static int join_matches(control_t *ctl, const client_t *cl, const job_t *j, const wire_join_t *jn,
                         const switch_proto_ops_t *ops, uint32_t float_mode)
 {
-    if (atomic_load(&j->state) != JOB_JOINING) {
-        control_send_err(ctl, cl->fd, WIRE_REFUSED, "job '%s' is already %s; use a new job name",
-                         jn->job,
-                         atomic_load(&j->state) == JOB_ACTIVE ? "running" : "failed and retiring");
-        return -1;
-    }
-    if (j->world != jn->world) {
-        control_send_err(ctl, cl->fd, WIRE_REFUSED,
-                         "world-size mismatch: job '%s' has world %u, rank %u "
-                         "asked for %u",
-                         jn->job, j->world, jn->rank, jn->world);
-        return -1;
-    }
+    if (atomic_load(&j->state) != JOB_JOINING)
+        return control_send_err(
+            ctl, cl->fd, WIRE_REFUSED, "job '%s' is already %s; use a new job name", jn->job,
+            atomic_load(&j->state) == JOB_ACTIVE ? "running" : "failed and retiring");
+    if (j->world != jn->world)
+        return control_send_err(ctl, cl->fd, WIRE_REFUSED,
+                                "world-size mismatch: job '%s' has world %u, rank %u "
+                                "asked for %u",
+                                jn->job, j->world, jn->rank, jn->world);
     if (j->nslots != jn->slots || j->elems != jn->elems || j->float_mode != float_mode ||
         j->proto != ops) {
-        control_send_err(ctl, cl->fd, WIRE_REFUSED,
-                         "parameter mismatch: job '%s' has slots=%u elems=%u "
-                         "float=%s protocol=%s, rank %u asked for slots=%u elems=%u float=%s "
-                         "protocol=%s",
-                         jn->job, j->nslots, j->elems, wire_float_mode_name(j->float_mode),
-                         j->proto->name, jn->rank, jn->slots, jn->elems,
-                         wire_float_mode_name(float_mode), ops->name);
-        return -1;
+        return control_send_err(
+            ctl, cl->fd, WIRE_REFUSED,
+            "parameter mismatch: job '%s' has slots=%u elems=%u "
+            "float=%s protocol=%s, rank %u asked for slots=%u elems=%u float=%s "
+            "protocol=%s",
+            jn->job, j->nslots, j->elems, wire_float_mode_name(j->float_mode), j->proto->name,
+            jn->rank, jn->slots, jn->elems, wire_float_mode_name(float_mode), ops->name);
     }
     if (!wire_optimizer_equal(&j->opt_cfg, &jn->opt)) {
         char has[256], asked[256];
         wire_optimizer_format(&j->opt_cfg, has, sizeof(has));
         wire_optimizer_format(&jn->opt, asked, sizeof(asked));
-        control_send_err(ctl, cl->fd, WIRE_REFUSED,
-                         "parameter mismatch: job '%s' has optimizer '%s', rank "
-                         "%u asked for '%s'",
-                         jn->job, has, jn->rank, asked);
-        return -1;
+        return control_send_err(ctl, cl->fd, WIRE_REFUSED,
+                                "parameter mismatch: job '%s' has optimizer '%s', rank "
+                                "%u asked for '%s'",
+                                jn->job, has, jn->rank, asked);
     }
-    if (j->member_fd[jn->rank] >= 0 || j->left[jn->rank]) {
-        control_send_err(ctl, cl->fd, WIRE_REFUSED, "duplicate rank %u in job '%s'", jn->rank,
-                         jn->job);
-        return -1;
-    }
+    if (j->member_fd[jn->rank] >= 0 || j->left[jn->rank])
+        return control_send_err(ctl, cl->fd, WIRE_REFUSED, "duplicate rank %u in job '%s'",
+                                jn->rank, jn->job);
     return 0;
 }
 
@@ -181,13 +175,13 @@ static job_t *register_job(control_t *ctl, const client_t *cl, const wire_join_t
     }
     if (jn->opt.present) {
         char err[160];
-        j->opt = optjob_create(&jn->opt.step, jn->opt.params, jn->elems,
-                               jn->opt.seeded ? OPTJOB_INIT_SEEDED : OPTJOB_INIT_ZERO,
-                               jn->opt.seed, err, sizeof(err));
+        int orc = optjob_create(&jn->opt.step, jn->opt.params, jn->elems,
+                                jn->opt.seeded ? OPTJOB_INIT_SEEDED : OPTJOB_INIT_ZERO,
+                                jn->opt.seed, &j->opt, err, sizeof(err));
         j->opt_scratch = calloc((size_t)sw->cfg.threads * jn->elems, sizeof(float));
-        if (!j->opt || !j->opt_scratch) {
+        if (orc < 0 || !j->opt_scratch) {
             control_send_err(ctl, cl->fd, WIRE_REFUSED, "optimizer: %s",
-                             j->opt ? "out of memory" : err);
+                             orc < 0 ? err : "out of memory");
             job_free(j);
             return NULL;
         }
@@ -243,13 +237,13 @@ static int auth_failed(control_t *ctl, const client_t *cl, const wire_join_t *jn
     peers_format(p, who, sizeof(who));
     LOG_W("control: JOIN of job '%s' rank %u from %s: authentication failed (%s)", jn->job,
           jn->rank, who, why);
-    control_send_err(ctl, cl->fd, WIRE_REFUSED, "authentication failed for job '%s' rank %u: %s",
-                     jn->job, jn->rank, why);
-    return -1;
+    return control_send_err(ctl, cl->fd, WIRE_REFUSED,
+                            "authentication failed for job '%s' rank %u: %s", jn->job, jn->rank,
+                            why);
 }
 
 /* Does the JOIN prove the job's secret (PROTOCOL.md "Authentication")? j is the job of that
- * name, NULL if it is new. 0, or -1 after refusing. */
+ * name, NULL if it is new. 0, or -ECONNREFUSED after refusing. */
 static int authenticate(control_t *ctl, client_t *cl, const job_t *j, const wire_join_t *jn)
 {
     int had_nonce = cl->has_nonce;
@@ -257,20 +251,17 @@ static int authenticate(control_t *ctl, client_t *cl, const job_t *j, const wire
     uint64_t locked = authlimit_locked_ms(&ctl->auth, cl->peer->addr, jn->job, server_now_ms());
     if (locked) {
         control_count(ctl->sw, CTL_AUTH_LIMITED);
-        control_send_err(ctl, cl->fd, WIRE_REFUSED_BUSY,
-                         "too many failed authentications from this address for job '%s'; "
-                         "try again in %llu ms",
-                         jn->job, (unsigned long long)locked);
-        return -1;
+        return control_send_err(ctl, cl->fd, WIRE_REFUSED_BUSY,
+                                "too many failed authentications from this address for job '%s'; "
+                                "try again in %llu ms",
+                                jn->job, (unsigned long long)locked);
     }
     if (!j) {
-        if (jn->auth == WIRE_AUTH_PROOF) {
-            control_send_err(ctl, cl->fd, WIRE_REFUSED,
-                             "job '%s' is not registered (any more); join "
-                             "again",
-                             jn->job);
-            return -1;
-        }
+        if (jn->auth == WIRE_AUTH_PROOF)
+            return control_send_err(ctl, cl->fd, WIRE_REFUSED,
+                                    "job '%s' is not registered (any more); join "
+                                    "again",
+                                    jn->job);
         if (jn->auth == WIRE_AUTH_NONE && ctl->sw->cfg.require_secret)
             return auth_failed(ctl, cl, jn, "this switch admits only jobs with a secret "
                                "(INAGG_JOB_SECRET)");
@@ -324,18 +315,15 @@ int admit_join(control_t *ctl, client_t *cl, const char *line)
     wire_join_t jn;
     enum wire_refusal refusal;
     char why[CTL_LINE_MAX - 32];
-    if (wire_join_parse(line, &jn, &refusal, why, sizeof(why)) != 0) {
-        control_send_err(ctl, cl->fd, refusal, "%s", why);
-        return -1;
-    }
+    if (wire_join_parse(line, &jn, &refusal, why, sizeof(why)) != 0)
+        return control_send_err(ctl, cl->fd, refusal, "%s", why);
     const switch_proto_ops_t *ops = proto_find(jn.protocol);
     if (!ops) {
         char served[128];
         proto_list(served, sizeof(served));
-        control_send_err(ctl, cl->fd, WIRE_REFUSED_UNSUPPORTED,
-                         "protocol '%s' (this switch serves %s)", wire_protocol_name(jn.protocol),
-                         served);
-        return -1;
+        return control_send_err(ctl, cl->fd, WIRE_REFUSED_UNSUPPORTED,
+                                "protocol '%s' (this switch serves %s)",
+                                wire_protocol_name(jn.protocol), served);
     }
     /* Native float32 when the protocol adds it so, or the optimizer's gradients and
      * parameters travel as float32. */
@@ -344,51 +332,43 @@ int admit_join(control_t *ctl, client_t *cl, const char *line)
     uint64_t pool_bytes = job_pool_bytes(ops, jn.world, jn.slots, jn.elems, sw->cfg.threads) +
                           (jn.opt.present ? optjob_bytes(&jn.opt.step, jn.opt.params, jn.elems)
                                           : 0);
-    if (pool_bytes > SWITCH_MAX_POOL_BYTES) {
-        control_send_err(ctl, cl->fd, WIRE_REFUSED,
-                         "job '%s' would need %llu MiB of slot memory (limit %llu "
-                         "MiB): ask for fewer slots or elements per packet",
-                         jn.job, (unsigned long long)(pool_bytes >> 20),
-                         (unsigned long long)(SWITCH_MAX_POOL_BYTES >> 20));
-        return -1;
-    }
+    if (pool_bytes > SWITCH_MAX_POOL_BYTES)
+        return control_send_err(ctl, cl->fd, WIRE_REFUSED,
+                                "job '%s' would need %llu MiB of slot memory (limit %llu "
+                                "MiB): ask for fewer slots or elements per packet",
+                                jn.job, (unsigned long long)(pool_bytes >> 20),
+                                (unsigned long long)(SWITCH_MAX_POOL_BYTES >> 20));
     codec_spec_t codec = {CODEC_NONE, 0};
     if (jn.compress[0]) {
         char cwhy[200];
-        if (codec_parse(jn.compress, &codec, cwhy, sizeof(cwhy)) != 0) {
-            control_send_err(ctl, cl->fd, WIRE_REFUSED_INVALID, "%s", cwhy);
-            return -1;
-        }
-        if (codec.mode != CODEC_NONE && (ops->id != INAGG_PROTO_SWITCHML || jn.opt.present)) {
-            control_send_err(ctl, cl->fd, WIRE_REFUSED_UNSUPPORTED,
-                             "compress=%s: only switchml jobs without an optimizer compress",
-                             jn.compress);
-            return -1;
-        }
+        if (codec_parse(jn.compress, &codec, cwhy, sizeof(cwhy)) != 0)
+            return control_send_err(ctl, cl->fd, WIRE_REFUSED_INVALID, "%s", cwhy);
+        if (codec.mode != CODEC_NONE && (ops->id != INAGG_PROTO_SWITCHML || jn.opt.present))
+            return control_send_err(ctl, cl->fd, WIRE_REFUSED_UNSUPPORTED,
+                                    "compress=%s: only switchml jobs without an optimizer compress",
+                                    jn.compress);
         if (codec.mode != CODEC_NONE &&
             WIRE_HEADER_SIZE + codec_max_bytes(&codec, jn.elems) > WIRE_MAX_DATAGRAM) {
-            control_send_err(ctl, cl->fd, WIRE_REFUSED_INVALID,
-                             "compress=%s: %u values per packet may not fit a datagram",
-                             jn.compress, jn.elems);
-            return -1;
+            return control_send_err(ctl, cl->fd, WIRE_REFUSED_INVALID,
+                                    "compress=%s: %u values per packet may not fit a datagram",
+                                    jn.compress, jn.elems);
         }
         if (codec.mode != CODEC_NONE)
             float_mode = INAGG_FLOAT_NATIVE;
     }
-    if (sw->cfg.upstream && (codec.mode != CODEC_NONE || jn.opt.present)) {
-        control_send_err(ctl, cl->fd, WIRE_REFUSED_UNSUPPORTED,
-                         "this is a leaf switch (--upstream): it aggregates plain int32 and "
-                         "float32 jobs, without compression or an in-switch optimizer");
-        return -1;
-    }
+    if (sw->cfg.upstream && (codec.mode != CODEC_NONE || jn.opt.present))
+        return control_send_err(ctl, cl->fd, WIRE_REFUSED_UNSUPPORTED,
+                                "this is a leaf switch (--upstream): it aggregates plain int32 and "
+                                "float32 jobs, without compression or an in-switch optimizer");
     int feedback = codec_is_lossy(&codec) && !jn.no_feedback;
     job_t *j = control_find_job(sw, jn.job);
     /* The dataplane keys come from this connection's CHALLENGE nonce (wire/dpauth.h). */
     uint8_t nonce[WIRE_NONCE_BYTES];
     int had_nonce = cl->has_nonce;
     memcpy(nonce, cl->nonce, sizeof(nonce));
-    if (authenticate(ctl, cl, j, &jn) != 0)
-        return -1;
+    int rc = authenticate(ctl, cl, j, &jn);
+    if (rc < 0)
+        return rc;
     /* A job registered with its verifier but without a CHALLENGE (no HELLO first) has no
      * nonce to derive keys from: its dataplane goes without MACs, as with dpauth=0. */
     if (!j && jn.auth == WIRE_AUTH_VERIFIER && !had_nonce)
@@ -397,25 +377,25 @@ int admit_join(control_t *ctl, client_t *cl, const char *line)
     if (dp_auth && (jn.elems > WIRE_MAX_ELEMS_AUTH ||
                     (codec.mode != CODEC_NONE &&
                      WIRE_HEADER_MAX + codec_max_bytes(&codec, jn.elems) > WIRE_MAX_DATAGRAM))) {
-        control_send_err(ctl, cl->fd, WIRE_REFUSED_INVALID, "elems %u: with the dataplane MAC "
-                         "(%u bytes) the packets may not fit a datagram", jn.elems,
-                         WIRE_MAC_BYTES);
-        return -1;
+        return control_send_err(ctl, cl->fd, WIRE_REFUSED_INVALID,
+                                "elems %u: with the dataplane MAC "
+                                "(%u bytes) the packets may not fit a datagram",
+                                jn.elems, WIRE_MAC_BYTES);
     }
     if (j && (j->codec.mode != codec.mode || j->codec.param != codec.param ||
               j->codec_feedback != feedback)) {
         char have[CODEC_SPEC_MAX];
         codec_format(&j->codec, have, sizeof(have));
-        control_send_err(ctl, cl->fd, WIRE_REFUSED,
-                         "parameter mismatch: job '%s' compresses with %s%s, rank %u asked "
-                         "for %s%s", jn.job, have, j->codec_feedback ? "" : " (no feedback)",
-                         jn.rank, jn.compress[0] ? jn.compress : "none",
-                         feedback ? "" : " (no feedback)");
-        return -1;
+        return control_send_err(ctl, cl->fd, WIRE_REFUSED,
+                                "parameter mismatch: job '%s' compresses with %s%s, rank %u asked "
+                                "for %s%s",
+                                jn.job, have, j->codec_feedback ? "" : " (no feedback)", jn.rank,
+                                jn.compress[0] ? jn.compress : "none",
+                                feedback ? "" : " (no feedback)");
     }
     if (j ? join_matches(ctl, cl, j, &jn, ops, float_mode) != 0
           : !(j = register_job(ctl, cl, &jn, ops, float_mode, &codec, feedback)))
-        return -1;
+        return -ECONNREFUSED; /* refused with the reason */
     if (j->dp_auth) {
         dpauth_derive(j->verifier, nonce, j->name, jn.rank, &j->keys[jn.rank]);
         dpauth_bind_job(&j->keys[jn.rank], j->token); /* the same down key for every rank */

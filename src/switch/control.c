@@ -64,7 +64,7 @@ void control_send_line(control_t *ctl, int fd, const char *line)
 }
 
 /* "ERR <refusal> <text>" to fd. */
-void control_send_err(control_t *ctl, int fd, enum wire_refusal r, const char *fmt, ...)
+int control_send_err(control_t *ctl, int fd, enum wire_refusal r, const char *fmt, ...)
 {
     char text[CTL_LINE_MAX - 32], line[CTL_LINE_MAX];
     va_list ap;
@@ -73,6 +73,7 @@ void control_send_err(control_t *ctl, int fd, enum wire_refusal r, const char *f
     va_end(ap);
     wire_err_format(r, text, line, sizeof(line));
     control_send_line(ctl, fd, line);
+    return -ECONNREFUSED;
 }
 
 /* The job's failure to rank `rank` (on fd): a rank that failed it by its silence is told so
@@ -349,7 +350,8 @@ static int has_request(const client_t *cl)
 }
 
 /* Read what cl sent and serve up to CTL_LINES_PER_PASS requests, so that no client takes
- * the thread from the others. Returns -1 if the client must be dropped. */
+ * the thread from the others. 0, or a negative errno if the client must be dropped
+ * (-ECONNREFUSED: its JOIN was refused; the connection's error, or -ECONNRESET: it is gone). */
 static int serve_client(control_t *ctl, client_t *cl)
 {
     long got = ctl_fill(cl->fd, &cl->rd);
@@ -364,10 +366,12 @@ static int serve_client(control_t *ctl, client_t *cl)
                          ctl_take_line(&cl->rd, line, sizeof(line));
          served++) {
         switch (wire_verb_of(line)) {
-        case WIRE_VERB_JOIN:
-            if (admit_join(ctl, cl, line) != 0)
-                return -1;
-            break;
+            case WIRE_VERB_JOIN: {
+                int rc = admit_join(ctl, cl, line);
+                if (rc < 0)
+                    return rc;
+                break;
+            }
         case WIRE_VERB_BARRIER:
             handle_barrier(ctl, cl);
             break;
@@ -394,7 +398,7 @@ static int serve_client(control_t *ctl, client_t *cl)
         cl->partial_since_ms = 0;
     else if (cl->partial_since_ms == 0)
         cl->partial_since_ms = now;
-    return gone ? -1 : 0;
+    return !gone ? 0 : got < 0 ? (int)got : -ECONNRESET;
 }
 
 /* The deadlines: a request line or its reply not done within request_ms, and a connection

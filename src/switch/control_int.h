@@ -75,8 +75,9 @@ int control_take_limits(control_t *ctl);
 void control_count(struct inagg_switch *sw, enum ctl_stat s);
 /* Queue a line for fd's client (a client whose replies pile up is closed, never waited for). */
 void control_send_line(control_t *ctl, int fd, const char *line);
-/* "ERR <refusal> <text>" to fd. */
-void control_send_err(control_t *ctl, int fd, enum wire_refusal r, const char *fmt, ...)
+/* "ERR <refusal> <text>" to fd. Returns -ECONNREFUSED, so a refusing function can
+ * `return control_send_err(...)` as set_err is returned (base/errmsg.h). */
+int control_send_err(control_t *ctl, int fd, enum wire_refusal r, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 /* A line to every connected member of j. */
 void control_broadcast(control_t *ctl, job_t *j, const char *line);
@@ -97,7 +98,8 @@ void admit_activate(control_t *ctl, job_t *j);
 uint32_t admit_contributors(const job_t *j);
 
 /* admit.c: HELLO (a challenge for the connection's next JOIN) and JOIN; admit_join returns
- * 0 if the client stays, -1 if it must be closed after the reply. */
+ * 0 if the client stays, -ECONNREFUSED if it was refused and must be closed after the
+ * reply. */
 void admit_hello(control_t *ctl, client_t *cl, const char *line);
 int admit_join(control_t *ctl, client_t *cl, const char *line);
 

@@ -18,6 +18,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "base/errmsg.h"
 #include "base/log.h"
 #include "base/util.h"
 #include "control/ctl.h"
@@ -133,39 +134,40 @@ static void accept_clients(httpm_t *h)
     }
 }
 
-/* Read what is there; once the head is complete, prepare the response. -1: close it. */
+/* Read what is there; once the head is complete, prepare the response. 0, or a negative
+ * errno: close it. */
 static int serve_read(httpm_t *h, httpm_client_t *c)
 {
     for (;;) {
         size_t room = sizeof(c->req) - 1 - c->req_len;
         if (room == 0)
-            return -1; /* head longer than HTTPM_REQUEST_MAX */
+            return -EMSGSIZE; /* head longer than HTTPM_REQUEST_MAX */
         ssize_t n = recv(c->fd, c->req + c->req_len, room, 0);
         if (n == 0)
-            return -1;
+            return -ECONNRESET;
         if (n < 0)
-            return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? 0 : -1;
+            return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? 0 : -errno;
         c->req_len += (size_t)n;
         c->req[c->req_len] = 0;
         if (memchr(c->req, 0, c->req_len)) { /* not text: no request line to read */
             c->resp = plain("400 Bad Request", NULL, "bad request\n", &c->resp_len);
-            return c->resp ? 0 : -1;
+            return c->resp ? 0 : -ENOMEM;
         }
         if (strstr(c->req, "\r\n\r\n") || strstr(c->req, "\n\n")) {
             c->resp = answer(h, c->req, &c->resp_len);
-            return c->resp ? 0 : -1;
+            return c->resp ? 0 : -ENOMEM;
         }
     }
 }
 
-/* Send what the socket takes: 1 when all is sent, 0 more to come, -1 failed. */
+/* Send what the socket takes: 1 when all is sent, 0 more to come, or a negative errno. */
 static int serve_write(httpm_client_t *c)
 {
     while (c->resp_sent < c->resp_len) {
         ssize_t n = send(c->fd, c->resp + c->resp_sent, c->resp_len - c->resp_sent,
                          MSG_NOSIGNAL);
         if (n < 0)
-            return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? 0 : -1;
+            return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? 0 : -errno;
         c->resp_sent += (size_t)n;
     }
     return 1;
@@ -190,7 +192,7 @@ static void *httpm_main(void *arg)
             short re = pr > 0 ? pfds[i + 1].revents : 0;
             int rc = 0;
             if (re & (POLLIN | POLLHUP | POLLERR))
-                rc = c->resp ? -1 : serve_read(h, c);
+                rc = c->resp ? -ECONNRESET : serve_read(h, c); /* no second request */
             if (rc == 0 && c->resp) /* non-blocking: takes what the socket takes */
                 rc = serve_write(c);
             if (rc != 0 || now > c->deadline_ms)
@@ -208,19 +210,18 @@ int httpm_start(const char *host_port, void (*render)(void *ctx, FILE *out), voi
                 httpm_t **out, char *err, size_t errlen)
 {
     int fd = ctl_listen(host_port);
-    if (fd < 0) {
-        snprintf(err, errlen, "metrics address '%s': %s", host_port,
-                 fd == -EINVAL ? "expected HOST:PORT" : strerror(-fd));
-        return -1;
-    }
+    if (fd < 0)
+        return set_err(err, errlen, fd, "metrics address '%s': %s", host_port,
+                       fd == -EINVAL ? "expected HOST:PORT" : strerror(-fd));
     httpm_t *h = calloc(1, sizeof(*h));
     struct sockaddr_in a;
     socklen_t alen = sizeof(a);
     if (!h || getsockname(fd, (struct sockaddr *)&a, &alen) != 0) {
-        snprintf(err, errlen, "metrics: %s", h ? strerror(errno) : "out of memory");
+        int rc = set_err(err, errlen, h ? -errno : -ENOMEM, "metrics: %s",
+                         h ? strerror(errno) : "out of memory");
         free(h);
         close(fd);
-        return -1;
+        return rc;
     }
     h->listen_fd = fd;
     h->port = ntohs(a.sin_port);
@@ -228,10 +229,9 @@ int httpm_start(const char *host_port, void (*render)(void *ctx, FILE *out), voi
     h->ctx = ctx;
     int rc = pthread_create(&h->tid, NULL, httpm_main, h);
     if (rc != 0) {
-        snprintf(err, errlen, "metrics thread: %s", strerror(rc));
         close(fd);
         free(h);
-        return -1;
+        return set_err(err, errlen, -rc, "metrics thread: %s", strerror(rc));
     }
     *out = h;
     return 0;

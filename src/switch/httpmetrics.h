@@ -20,7 +20,7 @@
 typedef struct httpm httpm_t;
 
 /* Listen on "HOST:PORT" (port 0: any) and serve render(ctx, out)'s text at /metrics.
- * 0, or -1 with the reason in err. */
+ * 0, or a negative errno with the reason in err. */
 int httpm_start(const char *host_port, void (*render)(void *ctx, FILE *out), void *ctx,
                 httpm_t **out, char *err, size_t errlen);
 uint16_t httpm_port(const httpm_t *h);

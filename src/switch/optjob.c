@@ -2,10 +2,12 @@
 #include "switch/optjob.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/errmsg.h"
 #include "base/util.h"
 #include "kernels/vec.h"
 
@@ -30,20 +32,17 @@ uint32_t optjob_chunk_len(const optjob_t *o, uint64_t chunk)
     return left < o->elems ? (uint32_t)left : o->elems;
 }
 
-optjob_t *optjob_create(const optim_config_t *c, uint64_t nparams, uint32_t elems,
-                        enum optjob_init init, uint64_t seed, char *err, size_t errlen)
+int optjob_create(const optim_config_t *c, uint64_t nparams, uint32_t elems, enum optjob_init init,
+                  uint64_t seed, optjob_t **out, char *err, size_t errlen)
 {
+    *out = NULL;
     if (optim_check(c, err, errlen) != 0)
-        return NULL;
-    if (nparams == 0 || elems == 0) {
-        snprintf(err, errlen, "the optimizer needs at least one parameter");
-        return NULL;
-    }
+        return -EINVAL; /* optim_check wrote the reason */
+    if (nparams == 0 || elems == 0)
+        return set_err(err, errlen, -EINVAL, "the optimizer needs at least one parameter");
     optjob_t *o = calloc(1, sizeof(*o));
-    if (!o) {
-        snprintf(err, errlen, "out of memory");
-        return NULL;
-    }
+    if (!o)
+        return set_err(err, errlen, -ENOMEM, "out of memory");
     o->cfg = *c;
     o->nparams = nparams;
     o->elems = elems;
@@ -53,16 +52,17 @@ optjob_t *optjob_create(const optim_config_t *c, uint64_t nparams, uint32_t elem
     o->state = o->words ? malloc(nparams * o->words * sizeof(float)) : NULL;
     o->steps = calloc(o->nchunks, sizeof(uint64_t));
     if (!o->params || (o->words && !o->state) || !o->steps) {
-        snprintf(err, errlen, "out of memory for %llu parameters and their optimizer state",
-                 (unsigned long long)nparams);
         optjob_free(o);
-        return NULL;
+        return set_err(err, errlen, -ENOMEM,
+                       "out of memory for %llu parameters and their optimizer state",
+                       (unsigned long long)nparams);
     }
     for (uint64_t i = 0; i < nparams; i++)
         o->params[i] = init == OPTJOB_INIT_SEEDED ? optjob_seeded_value(seed, i) : 0.0f;
     for (uint64_t c2 = 0; c2 < o->nchunks && o->words; c2++)
         optim_state_init(c, o->state + c2 * o->elems * o->words, optjob_chunk_len(o, c2));
-    return o;
+    *out = o;
+    return 0;
 }
 
 void optjob_free(optjob_t *o)
@@ -79,7 +79,7 @@ int optjob_complete(optjob_t *o, uint64_t chunk, uint32_t *sum_be, uint32_t n, u
                     int set, float *scratch)
 {
     if (n == 0 || n != optjob_chunk_len(o, chunk) || world == 0)
-        return -1;
+        return -EINVAL;
     float *p = o->params + chunk * o->elems;
     vec_be_to_f32(sum_be, scratch, n);
     if (set) {

@@ -45,9 +45,10 @@ uint64_t optjob_bytes(const optim_config_t *c, uint64_t nparams, uint32_t elems)
  * [-0.05, 0.05), a function of (seed, i) only, so a worker can compute it too. */
 float optjob_seeded_value(uint64_t seed, uint64_t i);
 
-/* Allocate and initialise. NULL with a reason in err (bad config, out of memory). */
-optjob_t *optjob_create(const optim_config_t *c, uint64_t nparams, uint32_t elems,
-                        enum optjob_init init, uint64_t seed, char *err, size_t errlen);
+/* Allocate and initialise into *out: 0, or -EINVAL (bad config) or -ENOMEM with a reason in
+ * err (*out NULL). */
+int optjob_create(const optim_config_t *c, uint64_t nparams, uint32_t elems, enum optjob_init init,
+                  uint64_t seed, optjob_t **out, char *err, size_t errlen);
 void optjob_free(optjob_t *o);
 
 /* Elements a round of chunk `chunk` must carry, or 0 if there is no such chunk. */
@@ -56,7 +57,7 @@ uint32_t optjob_chunk_len(const optjob_t *o, uint64_t chunk);
 /* A round of `chunk` completed with `sum_be` (n float32 in network order, n ==
  * optjob_chunk_len) summed over `world` ranks. Applies the step (or the upload when `set`)
  * and overwrites sum_be with the chunk's parameters in network order. scratch holds n floats.
- * Returns 0, or -1 if chunk/n do not match (nothing touched). */
+ * Returns 0, or -EINVAL if chunk/n do not match (nothing touched). */
 int optjob_complete(optjob_t *o, uint64_t chunk, uint32_t *sum_be, uint32_t n, uint32_t world,
                     int set, float *scratch);
 

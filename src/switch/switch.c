@@ -11,12 +11,13 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "base/errmsg.h"
 #include "base/log.h"
 #include "base/netaddr.h"
 #include "control/ctl.h"
-#include "wire/dpauth.h"
 #include "switch/server.h"
 #include "switch/upstream.h"
+#include "wire/dpauth.h"
 
 void server_epochs(struct inagg_switch *sw, uint64_t *seen)
 {
@@ -81,7 +82,7 @@ static int bind_all(struct inagg_switch *sw, const transport_addr_t *want, char 
     for (int attempt = 0; attempt < 32; attempt++) {
         rc = open_queue(sw, 0, sw->cfg.listen, err, errlen);
         if (rc == -EINVAL)
-            return -1; /* a bad fault spec: the transport said why */
+            return rc; /* a bad fault spec: the transport said why */
         if (rc < 0)
             break;
         transport_addr_t q0;
@@ -104,61 +105,50 @@ static int bind_all(struct inagg_switch *sw, const transport_addr_t *want, char 
         if (transport_addr_port(want) != 0 || rc != -EADDRINUSE)
             break;
     }
-    snprintf(err, errlen, "cannot bind %s (TCP and %u UDP port%s): %s", sw->listen_text,
-             sw->cfg.threads, sw->cfg.threads > 1 ? "s" : "", strerror(-rc));
-    return -1;
+    return set_err(err, errlen, rc, "cannot bind %s (TCP and %u UDP port%s): %s", sw->listen_text,
+                   sw->cfg.threads, sw->cfg.threads > 1 ? "s" : "", strerror(-rc));
 }
 
 int switch_start(const switch_config_t *cfg, inagg_switch_t **out, char *err, size_t errlen)
 {
     *out = NULL;
-    if (cfg->threads == 0 || cfg->threads > SWITCH_MAX_THREADS) {
-        snprintf(err, errlen, "threads must be 1..%u", SWITCH_MAX_THREADS);
-        return -1;
-    }
-    if (cfg->total_slots == 0) {
-        snprintf(err, errlen, "slots must be at least 1");
-        return -1;
-    }
-    if (dpauth_init() != 0) {
-        snprintf(err, errlen, "libsodium failed to initialise (dataplane MACs)");
-        return -1;
-    }
+    if (cfg->threads == 0 || cfg->threads > SWITCH_MAX_THREADS)
+        return set_err(err, errlen, -EINVAL, "threads must be 1..%u", SWITCH_MAX_THREADS);
+    if (cfg->total_slots == 0)
+        return set_err(err, errlen, -EINVAL, "slots must be at least 1");
+    if (dpauth_init() != 0)
+        return set_err(err, errlen, -EIO, "libsodium failed to initialise (dataplane MACs)");
     if (cfg->upstream) {
         transport_addr_t up;
         int prc = transport_parse_addr("udp", cfg->upstream, &up);
         if (prc != 0) {
             char why[160];
             netaddr_explain(cfg->upstream, prc, why, sizeof(why));
-            snprintf(err, errlen, "bad upstream address '%s': %s", cfg->upstream, why);
-            return -1;
+            return set_err(err, errlen, -EINVAL, "bad upstream address '%s': %s", cfg->upstream,
+                           why);
         }
         if (cfg->upstream_world == 0 || cfg->upstream_world > INAGG_MAX_WORLD ||
-            cfg->upstream_rank >= cfg->upstream_world) {
-            snprintf(err, errlen, "upstream rank %u of %u: need 1..%u leaves and rank < leaves",
-                     cfg->upstream_rank, cfg->upstream_world, INAGG_MAX_WORLD);
-            return -1;
-        }
+            cfg->upstream_rank >= cfg->upstream_world)
+            return set_err(err, errlen, -EINVAL,
+                           "upstream rank %u of %u: need 1..%u leaves and rank < leaves",
+                           cfg->upstream_rank, cfg->upstream_world, INAGG_MAX_WORLD);
         if (cfg->transport.opener ||
-            (cfg->transport.kind && strcmp(cfg->transport.kind, "udp") != 0)) {
-            snprintf(err, errlen, "a leaf switch (upstream) runs its dataplane over udp only");
-            return -1;
-        }
+            (cfg->transport.kind && strcmp(cfg->transport.kind, "udp") != 0))
+            return set_err(err, errlen, -EINVAL,
+                           "a leaf switch (upstream) runs its dataplane over udp only");
     }
     transport_addr_t addr;
     int lrc = transport_parse_addr("udp", cfg->listen, &addr);
     if (lrc != 0) {
         char why[160];
         netaddr_explain(cfg->listen, lrc, why, sizeof(why));
-        snprintf(err, errlen, "bad listen address '%s': %s", cfg->listen, why);
-        return -1;
+        return set_err(err, errlen, -EINVAL, "bad listen address '%s': %s", cfg->listen, why);
     }
     struct inagg_switch *sw = calloc(1, sizeof(*sw));
     if (!sw || posix_memalign((void **)&sw->threads, INAGG_CACHELINE,
                               cfg->threads * sizeof(dp_thread_t)) != 0) {
         free(sw);
-        snprintf(err, errlen, "out of memory");
-        return -1;
+        return set_err(err, errlen, -ENOMEM, "out of memory");
     }
     memset(sw->threads, 0, cfg->threads * sizeof(dp_thread_t));
     sw->cfg = *cfg;
@@ -173,15 +163,15 @@ int switch_start(const switch_config_t *cfg, inagg_switch_t **out, char *err, si
         th->sw = sw;
         th->index = t;
     }
-    if (bind_all(sw, &addr, err, errlen) != 0) {
+    int rc = bind_all(sw, &addr, err, errlen);
+    if (rc < 0) {
         switch_stop(sw);
-        return -1;
+        return rc;
     }
     for (uint32_t t = 0; t < cfg->threads && cfg->inline_attach; t++) {
         if (dataplane_setup(&sw->threads[t]) != 0) {
-            snprintf(err, errlen, "out of memory");
             switch_stop(sw);
-            return -1;
+            return set_err(err, errlen, -ENOMEM, "out of memory");
         }
         atomic_store(&sw->threads[t].running, 1);
     }
@@ -191,17 +181,18 @@ int switch_start(const switch_config_t *cfg, inagg_switch_t **out, char *err, si
     }
     for (uint32_t t = 0; t < cfg->threads && !cfg->inline_attach; t++) {
         atomic_store(&sw->threads[t].running, 1);
-        if (pthread_create(&sw->threads[t].tid, NULL, dataplane_main, &sw->threads[t]) != 0) {
+        rc = pthread_create(&sw->threads[t].tid, NULL, dataplane_main, &sw->threads[t]);
+        if (rc != 0) {
             atomic_store(&sw->threads[t].running, 0);
-            snprintf(err, errlen, "cannot start dataplane thread %u", t);
             switch_stop(sw);
-            return -1;
+            return set_err(err, errlen, -rc, "cannot start dataplane thread %u: %s", t,
+                           strerror(rc));
         }
     }
-    if (pthread_create(&sw->control_tid, NULL, control_main, sw) != 0) {
-        snprintf(err, errlen, "cannot start the control thread");
+    rc = pthread_create(&sw->control_tid, NULL, control_main, sw);
+    if (rc != 0) {
         switch_stop(sw);
-        return -1;
+        return set_err(err, errlen, -rc, "cannot start the control thread: %s", strerror(rc));
     }
     sw->control_running = 1;
     *out = sw;

@@ -75,8 +75,8 @@ typedef struct switch_config {
 
 typedef struct inagg_switch inagg_switch_t;
 
-/* Bind the TCP control port and the dataplane's transport queues and start the threads. 0 or -1 with a
- * reason in err. */
+/* Bind the TCP control port and the dataplane's transport queues and start the threads. 0, or
+ * a negative errno with a reason in err. */
 int switch_start(const switch_config_t *cfg, inagg_switch_t **out, char *err, size_t errlen);
 
 /* The port (TCP control, and UDP of dataplane thread 0). */

@@ -13,6 +13,7 @@
 
 #include "base/log.h"
 #include "base/sha256.h"
+#include "control/join_client.h"
 #include "switch/upstream.h"
 
 enum { UPJ_JOINING = 0, UPJ_READY, UPJ_FAILED };
@@ -29,10 +30,9 @@ typedef struct upjob {
     int has_verifier;
     uint8_t verifier[32];
     int no_dpauth;        /* the local job's dataplane goes without MACs: so does this one's */
-    uint8_t nonce[WIRE_NONCE_BYTES]; /* the upstream's CHALLENGE: the dataplane keys' */
     dpauth_keys_t keys;   /* UPJ_READY with joined.dpauth: this switch's keys upstream */
     _Atomic int state;   /* UPJ_*: written by the thread, read by the control thread */
-    _Atomic int stop;    /* set once by the control thread: the thread ends and frees this */
+    atomic_int stop;     /* set once by the control thread: the thread ends and frees this */
     _Atomic int leave;   /* with stop: send LEAVE first */
     wire_joined_t joined; /* UPJ_READY: the upstream job */
     char reason[300];     /* UPJ_FAILED: why */
@@ -55,112 +55,50 @@ static int block_ms(const upjob_t *u)
     return u->timeout_ms < UP_BLOCK_MS ? (int)u->timeout_ms : UP_BLOCK_MS;
 }
 
-/* Read one line within timeout_ms, in slices so a stop is seen within 100 ms. 0, -ECANCELED
- * (stopped), or ctl_read_line's error. */
-static int read_line(upjob_t *u, char *line, size_t cap, int timeout_ms)
-{
-    uint64_t deadline = util_now_ns() + (uint64_t)timeout_ms * 1000000ull;
-    for (;;) {
-        if (atomic_load(&u->stop))
-            return -ECANCELED;
-        int rc = ctl_read_line(u->fd, &u->rd, line, cap, 100);
-        if (rc != -ETIMEDOUT || util_now_ns() >= deadline)
-            return rc;
-    }
-}
-
-/* HELLO and the proof (or the verifier, for a job the upstream does not have yet), as a
- * worker does (PROTOCOL.md 5.8): the verifier is all a proof needs. 0 or -1 (failed). */
-static int authenticate(upjob_t *u, const char *addr, uint32_t rank, wire_join_t *jn)
-{
-    char line[CTL_LINE_MAX], hex[2 * WIRE_NONCE_BYTES + 2], exists[16] = "";
-    snprintf(line, sizeof(line), "%s job=%s", wire_verb_name(WIRE_VERB_HELLO), u->name);
-    int io = ctl_write_line(u->fd, line, block_ms(u));
-    if (io == 0)
-        io = read_line(u, line, sizeof(line), (int)u->timeout_ms + 1000);
-    uint8_t nonce[WIRE_NONCE_BYTES];
-    if (io != 0 || wire_verb_of(line) != WIRE_VERB_CHALLENGE ||
-        ctl_get(line, "nonce", hex, sizeof(hex)) != 0 ||
-        hex_decode(hex, nonce, sizeof(nonce)) != 0 ||
-        ctl_get(line, "job", exists, sizeof(exists)) != 0) {
-        up_fail(u, "upstream switch %s: no challenge for the job secret (%s)", addr,
-                io ? strerror(-io) : line);
-        return -1;
-    }
-    memcpy(u->nonce, nonce, sizeof(u->nonce));
-    jn->no_dpauth = (uint32_t)u->no_dpauth;
-    if (strcmp(exists, "exists") == 0) {
-        jn->auth = WIRE_AUTH_PROOF;
-        wire_auth_proof(u->verifier, nonce, u->name, rank, jn->mac);
-    } else {
-        jn->auth = WIRE_AUTH_VERIFIER;
-        memcpy(jn->mac, u->verifier, sizeof(jn->mac));
-    }
-    return 0;
-}
-
-/* Join the upstream job: 0 with u->joined set, or -1 with UPJ_FAILED. */
+/* Join the upstream job with the one JOIN client (control/join_client.h), retrying its
+ * transient refusals for the job's timeout: 0 with u->joined set, or -errno with
+ * UPJ_FAILED (-ECANCELED: stopped, no failure to report). */
 static int join_upstream(upjob_t *u)
 {
     const switch_config_t *cfg = &u->sw->cfg;
     const char *addr = cfg->upstream;
-    u->fd = ctl_connect_to(addr, block_ms(u));
-    if (u->fd < 0) {
-        up_fail(u, "cannot connect to the upstream switch at %s: %s", addr, strerror(-u->fd));
-        return -1;
-    }
-    wire_join_t jn = {
-        .version = INAGG_PROTOCOL_VERSION,
-        .rank = cfg->upstream_rank,
-        .world = cfg->upstream_world,
-        .slots = u->slots,
-        .elems = u->elems,
-        .float_mode = u->float_mode,
-        .protocol = u->protocol,
-        .timeout_ms = u->timeout_ms,
-        .contributors = u->contributors,
+    join_request_t rq = {
+        .addr = addr,
+        .join = {
+            .version = INAGG_PROTOCOL_VERSION,
+            .rank = cfg->upstream_rank,
+            .world = cfg->upstream_world,
+            .slots = u->slots,
+            .elems = u->elems,
+            .float_mode = u->float_mode,
+            .protocol = u->protocol,
+            .timeout_ms = u->timeout_ms,
+            .contributors = u->contributors,
+            .no_dpauth = (uint32_t)u->no_dpauth,
+        },
+        .verifier = u->has_verifier ? u->verifier : NULL,
+        .block_ms = block_ms(u),
+        .answer_ms = (int)u->timeout_ms + 1000,
+        .retry_ms = u->timeout_ms,
+        .stop = &u->stop,
     };
-    snprintf(jn.job, sizeof(jn.job), "%s", u->name);
-    if (u->has_verifier && authenticate(u, addr, cfg->upstream_rank, &jn) != 0)
-        return -1;
-    char line[CTL_LINE_MAX];
-    if (wire_join_format(&jn, line, sizeof(line)) != 0) {
-        up_fail(u, "the upstream JOIN line does not fit");
-        return -1;
+    snprintf(rq.join.job, sizeof(rq.join.job), "%s", u->name);
+    join_answer_t a;
+    char why[sizeof(u->reason) - 20];
+    int rc = join_client_run(&rq, &u->rd, &a, why, sizeof(why));
+    if (rc == -ECANCELED)
+        return rc;
+    if (rc < 0) {
+        up_fail(u, "upstream switch: %s", why);
+        return rc;
     }
-    int io = ctl_write_line(u->fd, line, block_ms(u));
-    if (io == 0) /* the upstream answers once every leaf joined, or refuses */
-        io = read_line(u, line, sizeof(line), (int)u->timeout_ms + 1000);
-    if (io == -ECANCELED)
-        return -1;
-    if (io != 0) {
-        up_fail(u, "no answer to JOIN from the upstream switch at %s: %s", addr,
-                io == -ETIMEDOUT ? "timed out" : strerror(-io));
-        return -1;
-    }
-    if (wire_verb_of(line) == WIRE_VERB_ERR) {
-        const char *text;
-        enum wire_refusal r = wire_err_parse(line, &text);
-        up_fail(u, "upstream switch %s: %s %s", addr, wire_refusal_name(r), text);
-        return -1;
-    }
-    char why[160];
-    if (wire_joined_parse(line, &u->joined, why, sizeof(why)) != 0) {
-        up_fail(u, "upstream switch %s: bad JOINED (%s)", addr, why);
-        return -1;
-    }
+    u->fd = a.fd;
+    u->joined = a.joined;
+    u->keys = a.keys;
     if (u->joined.slots != u->slots || u->joined.elems != u->elems ||
         u->joined.protocol != u->protocol || u->joined.threads == 0) {
         up_fail(u, "upstream switch %s gave the job other parameters", addr);
-        return -1;
-    }
-    if (u->joined.dpauth && !u->has_verifier) {
-        up_fail(u, "upstream switch %s authenticates a job that has no secret here", addr);
-        return -1;
-    }
-    if (u->joined.dpauth) {
-        dpauth_derive(u->verifier, u->nonce, u->name, cfg->upstream_rank, &u->keys);
-        dpauth_bind_job(&u->keys, u->joined.token);
+        return -EPROTO;
     }
     atomic_store_explicit(&u->state, UPJ_READY, memory_order_release);
     return 0;
@@ -213,7 +151,7 @@ int upstream_begin(control_t *ctl, job_t *j)
     upjob_t *u = calloc(1, sizeof(*u));
     if (!u) {
         control_refuse_joining(ctl, j, WIRE_REFUSED_SYSTEM, "out of memory for the upstream");
-        return -1;
+        return -ENOMEM;
     }
     u->sw = sw;
     u->fd = -1;
@@ -229,11 +167,12 @@ int upstream_begin(control_t *ctl, job_t *j)
     u->no_dpauth = j->has_verifier && !j->dp_auth;
     pthread_t tid;
     atomic_fetch_add(&sw->up_threads, 1);
-    if (pthread_create(&tid, NULL, up_main, u) != 0) {
+    int rc = pthread_create(&tid, NULL, up_main, u);
+    if (rc != 0) {
         atomic_fetch_sub(&sw->up_threads, 1);
         free(u);
         control_refuse_joining(ctl, j, WIRE_REFUSED_SYSTEM, "cannot start the upstream thread");
-        return -1;
+        return -rc;
     }
     pthread_detach(tid);
     j->upj = u;

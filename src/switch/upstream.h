@@ -18,8 +18,8 @@
 
 #include "switch/control_int.h"
 
-/* Start the upstream thread of job j (every local rank joined). 0, or -1 after failing the
- * job with the reason. */
+/* Start the upstream thread of job j (every local rank joined). 0, or -ENOMEM (or
+ * pthread_create's error) after failing the job with the reason. */
 int upstream_begin(control_t *ctl, job_t *j);
 /* Each tick, for a job with an upstream thread: activate it when the upstream job is joined,
  * fail it when the upstream failed. */

@@ -34,20 +34,6 @@ static const afp_addr_t *caa(const transport_addr_t *a)
     return (const afp_addr_t *)(const void *)a->u.bytes;
 }
 
-static void make_addr(transport_addr_t *a, const uint8_t *mac, uint16_t ifport, uint32_t ip,
-                      uint16_t port)
-{
-    memset(a, 0, sizeof(*a));
-    a->kind = AFP_ADDR_KIND;
-    a->len = sizeof(afp_addr_t);
-    afp_addr_t *x = aa(a);
-    if (mac)
-        memcpy(x->mac, mac, 6);
-    x->ifport = ifport;
-    x->ip = ip;
-    x->port = port;
-}
-
 static int afp_send(transport_t *t, const transport_tx_t *pkts, int n, int timeout_ms)
 {
     afp_endpoint_t *e = (afp_endpoint_t *)t;
@@ -96,7 +82,7 @@ static int afp_recv_standalone(afp_endpoint_t *e, transport_rx_t *out, int max, 
             memcpy(dst, u.payload, u.payload_len);
             out[got].data = dst;
             out[got].len = u.payload_len;
-            make_addr(&out[got].from, u.src_mac, 0, u.src_ip, u.src_port);
+            afp_addr_make(&out[got].from, u.src_mac, 0, u.src_ip, u.src_port);
             got++;
         }
         pktsock_done(&e->ps);
@@ -121,7 +107,7 @@ static int afp_pollfd(const transport_t *t)
 static int afp_local_addr(const transport_t *t, transport_addr_t *out)
 {
     const afp_endpoint_t *e = (const afp_endpoint_t *)t;
-    make_addr(out, e->mac, 0, e->ip, e->port);
+    afp_addr_make(out, e->mac, 0, e->ip, e->port);
     return 0;
 }
 
@@ -129,9 +115,7 @@ static int afp_queue_addr(const transport_t *t, const transport_addr_t *q0, uint
                           transport_addr_t *out)
 {
     (void)t;
-    *out = *q0;
-    aa(out)->port = (uint16_t)(caa(q0)->port + queue);
-    return 0;
+    return afp_addr_queue(q0, queue, out);
 }
 
 static void afp_close(transport_t *t)
@@ -159,28 +143,22 @@ static int afp_parse_addr(const char *text, transport_addr_t *out)
     int rc = netaddr_parse(text, 0, &sin);
     if (rc != 0)
         return rc;
-    make_addr(out, NULL, 0, sin.sin_addr.s_addr, ntohs(sin.sin_port));
+    afp_addr_make(out, NULL, 0, sin.sin_addr.s_addr, ntohs(sin.sin_port));
     return 0;
 }
 
 static int afp_open(const transport_config_t *cfg, transport_t **out, char *err, size_t errlen)
 {
     transport_addr_t at;
-    if (!cfg->bind || afp_parse_addr(cfg->bind, &at) != 0) {
-        set_err_msg(err, errlen, "afpacket: bad address '%s' (expected IP:PORT)",
-                cfg->bind ? cfg->bind : "");
-        return -EINVAL;
-    }
+    if (!cfg->bind || afp_parse_addr(cfg->bind, &at) != 0)
+        return set_err(err, errlen, -EINVAL, "afpacket: bad address '%s' (expected IP:PORT)",
+                       cfg->bind ? cfg->bind : "");
     const char *iface = cfg->afpacket.iface;
-    if (!iface || !*iface) {
-        set_err_msg(err, errlen, "afpacket: no interface given");
-        return -EINVAL;
-    }
+    if (!iface || !*iface)
+        return set_err(err, errlen, -EINVAL, "afpacket: no interface given");
     afp_endpoint_t *e = calloc(1, sizeof(*e));
-    if (!e) {
-        set_err_msg(err, errlen, "out of memory");
-        return -ENOMEM;
-    }
+    if (!e)
+        return set_err(err, errlen, -ENOMEM, "out of memory");
     e->base.ops = &afp_ops;
     e->batch = cfg->batch ? cfg->batch : 64;
     e->ps.fd = -1;

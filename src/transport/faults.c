@@ -1,16 +1,19 @@
 /* faults.c - see faults.h. */
 #include "transport/faults.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "base/errmsg.h"
 
 static int parse_prob(const char *val, double *out)
 {
     char *end;
     double p = strtod(val, &end);
     if (end == val || *end != '\0' || !(p >= 0.0 && p <= 1.0))
-        return -1;
+        return -EINVAL;
     *out = p;
     return 0;
 }
@@ -25,18 +28,14 @@ int faults_parse(faults_t *f, const char *spec, char *err, size_t errlen)
         return 0;
     }
     char buf[256];
-    if (strlen(spec) >= sizeof(buf)) {
-        snprintf(err, errlen, "fault spec too long");
-        return -1;
-    }
+    if (strlen(spec) >= sizeof(buf))
+        return set_err(err, errlen, -EINVAL, "fault spec too long");
     strcpy(buf, spec);
     char *save = NULL;
     for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         char *eq = strchr(tok, '=');
-        if (!eq) {
-            snprintf(err, errlen, "fault spec item '%s' is not key=value", tok);
-            return -1;
-        }
+        if (!eq)
+            return set_err(err, errlen, -EINVAL, "fault spec item '%s' is not key=value", tok);
         *eq = '\0';
         const char *key = tok, *val = eq + 1;
         int bad = 0;
@@ -51,14 +50,13 @@ int faults_parse(faults_t *f, const char *spec, char *err, size_t errlen)
             f->seed = strtoull(val, &end, 10);
             bad = (end == val || *end != '\0');
         } else {
-            snprintf(err, errlen, "unknown fault '%s' (expected drop, dup, reorder, seed)", key);
-            return -1;
+            return set_err(err, errlen, -EINVAL,
+                           "unknown fault '%s' (expected drop, dup, reorder, seed)", key);
         }
-        if (bad) {
-            snprintf(err, errlen, "fault '%s' needs %s, got '%s'", key,
-                     strcmp(key, "seed") == 0 ? "an integer" : "a probability in [0, 1]", val);
-            return -1;
-        }
+        if (bad)
+            return set_err(err, errlen, -EINVAL, "fault '%s' needs %s, got '%s'", key,
+                           strcmp(key, "seed") == 0 ? "an integer" : "a probability in [0, 1]",
+                           val);
     }
     util_rng_seed(&f->rng, f->seed);
     f->enabled = f->drop > 0 || f->dup > 0 || f->reorder > 0;
@@ -66,9 +64,8 @@ int faults_parse(faults_t *f, const char *spec, char *err, size_t errlen)
         for (int i = 0; i < 2; i++) {
             f->held[i] = malloc(FAULTS_MAX_PACKET);
             if (!f->held[i]) {
-                snprintf(err, errlen, "out of memory");
                 faults_free(f);
-                return -1;
+                return set_err(err, errlen, -ENOMEM, "out of memory");
             }
         }
     }

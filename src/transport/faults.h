@@ -34,7 +34,7 @@ typedef struct faults {
     uint8_t *held[2]; /* FAULTS_MAX_PACKET bytes each, allocated when reorder > 0 */
 } faults_t;
 
-/* Parse spec into f (zeroed first). Returns 0, or -1 with a reason in err. */
+/* Parse spec into f (zeroed first). Returns 0, or -EINVAL (-ENOMEM) with a reason in err. */
 int faults_parse(faults_t *f, const char *spec, char *err, size_t errlen);
 void faults_free(faults_t *f);
 

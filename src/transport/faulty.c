@@ -112,17 +112,14 @@ int transport_faulty_wrap(transport_t *inner, const char *spec_in, const char *s
                           uint64_t stream, transport_t **out, char *err, size_t errlen)
 {
     faulty_t *f = calloc(1, sizeof(*f));
-    if (!f) {
-        set_err_msg(err, errlen, "out of memory");
-        return -ENOMEM;
-    }
+    if (!f)
+        return set_err(err, errlen, -ENOMEM, "out of memory");
     char why[128] = "";
     if (faults_parse(&f->in, spec_in, why, sizeof(why)) != 0 ||
         faults_parse(&f->out, spec_out, why, sizeof(why)) != 0) {
-        set_err_msg(err, errlen, "bad fault spec: %s", why);
         faults_free(&f->in);
         free(f);
-        return -EINVAL;
+        return set_err(err, errlen, -EINVAL, "bad fault spec: %s", why);
     }
     /* Each endpoint and direction draws its own decisions from the spec's seed. */
     util_rng_seed(&f->in.rng, f->in.seed * 1000003u + stream * 131u);

@@ -111,11 +111,11 @@ uint32_t roce_frames_of(uint32_t len)
     return len <= ROCE_PMTU ? 1 : (len + ROCE_PMTU - 1) / ROCE_PMTU;
 }
 
-/* The key of packet p of len bytes (its header may span head and body). 0 or -1. */
+/* The key of packet p of len bytes (its header may span head and body). 0 or -EINVAL. */
 int roce_tx_key(const transport_tx_t *p, uint32_t len, roce_msg_key_t *k)
 {
     if (len < WIRE_HEADER_SIZE)
-        return -1;
+        return -EINVAL;
     uint8_t h[WIRE_HEADER_SIZE];
     const void *a, *b;
     uint32_t alen, blen;
@@ -284,10 +284,8 @@ static const transport_ops_t roce_ops = {
 static int roce_open(const transport_config_t *cfg, transport_t **out, char *err, size_t errlen)
 {
     roce_endpoint_t *e = calloc(1, sizeof(*e));
-    if (!e) {
-        set_err_msg(err, errlen, "out of memory");
-        return -ENOMEM;
-    }
+    if (!e)
+        return set_err(err, errlen, -ENOMEM, "out of memory");
     e->base.ops = &roce_ops;
     e->batch = cfg->batch ? cfg->batch : 64;
     e->cap = cfg->max_packet ? cfg->max_packet : ROCE_DEFAULT_MAX;
@@ -299,7 +297,7 @@ static int roce_open(const transport_config_t *cfg, transport_t **out, char *err
     if (rc == 0)
         rc = roce_worker_open(e, cfg, err, errlen);
     else
-        set_err_msg(err, errlen, "out of memory");
+        rc = set_err(err, errlen, rc, "out of memory");
     if (rc != 0) {
         roce_close(&e->base);
         return rc;

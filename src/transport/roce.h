@@ -95,7 +95,7 @@ uint32_t roce_build_frame(uint8_t *buf, const transport_tx_t *p, uint32_t len, u
                           uint32_t psn, uint32_t queue);
 /* The frames of a message of len bytes. */
 uint32_t roce_frames_of(uint32_t len);
-/* The key of packet p of len bytes (its header may span head and body). 0 or -1. */
+/* The key of packet p of len bytes (its header may span head and body). 0 or -EINVAL. */
 int roce_tx_key(const transport_tx_t *p, uint32_t len, roce_msg_key_t *k);
 /* One received RoCE frame on flow fl: counted in st, its verdict in *vout; 1 when it
  * completed a message, which is then copied to dst (its length in *len). */

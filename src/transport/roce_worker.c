@@ -192,20 +192,17 @@ int roce_worker_open(roce_endpoint_t *e, const transport_config_t *cfg, char *er
 {
     uint32_t ip;
     uint16_t port;
-    if (!cfg->roce.peer || roce_ip_port_of(cfg->roce.peer, &ip, &port) != 0) {
-        set_err_msg(err, errlen, "roce: a worker endpoint needs the switch's address");
-        return -EINVAL;
-    }
+    if (!cfg->roce.peer || roce_ip_port_of(cfg->roce.peer, &ip, &port) != 0)
+        return set_err(err, errlen, -EINVAL, "roce: a worker endpoint needs the switch's address");
     char ifname[16];
     char ipt[INET_ADDRSTRLEN];
     struct in_addr in = {.s_addr = ip};
     inet_ntop(AF_INET, &in, ipt, sizeof(ipt));
-    if (roce_neighbour(ip, ifname, e->peer_mac) != 0) {
-        set_err_msg(err, errlen,
-                "roce: the kernel's neighbour table has no MAC for the switch %s (RoCE v1 "
-                "needs the switch on this host's Ethernet segment)", ipt);
-        return -EHOSTUNREACH;
-    }
+    if (roce_neighbour(ip, ifname, e->peer_mac) != 0)
+        return set_err(err, errlen, -EHOSTUNREACH,
+                       "roce: the kernel's neighbour table has no MAC for the switch %s (RoCE v1 "
+                       "needs the switch on this host's Ethernet segment)",
+                       ipt);
     if (cfg->roce.iface && *cfg->roce.iface)
         snprintf(ifname, sizeof(ifname), "%s", cfg->roce.iface);
     int rc = pktsock_open_frames(&e->ps, ifname, 8u << 20, ROCE_MAX_FRAME, err, errlen);
@@ -225,10 +222,8 @@ int roce_worker_open(roce_endpoint_t *e, const transport_config_t *cfg, char *er
     }
     e->replay_on = !cfg->roce.no_replay;
     e->replay = calloc(ROCE_MAX_QUEUES, sizeof(*e->replay));
-    if (!e->replay) {
-        set_err_msg(err, errlen, "out of memory");
-        return -ENOMEM;
-    }
+    if (!e->replay)
+        return set_err(err, errlen, -ENOMEM, "out of memory");
     e->st = &e->stats;
     return 0;
 }

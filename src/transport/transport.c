@@ -41,10 +41,8 @@ int transport_open(const transport_config_t *cfg, transport_t **out, char *err, 
 {
     *out = NULL;
     const transport_kind_t *k = cfg->opener ? NULL : kind_by_name(cfg->kind);
-    if (!k && !cfg->opener) {
-        set_err_msg(err, errlen, "unknown transport '%s'", cfg->kind);
-        return -EINVAL;
-    }
+    if (!k && !cfg->opener)
+        return set_err(err, errlen, -EINVAL, "unknown transport '%s'", cfg->kind);
     transport_t *t = NULL;
     int rc = k ? k->open(cfg, &t, err, errlen) : cfg->opener->open(cfg->opener, cfg, &t, err,
                                                                     errlen);

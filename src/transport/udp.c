@@ -451,10 +451,8 @@ static int udp_tp_open(const transport_config_t *cfg, transport_t **out, char *e
                        size_t errlen)
 {
     udp_endpoint_t *e = calloc(1, sizeof(*e));
-    if (!e) {
-        set_err_msg(err, errlen, "out of memory");
-        return -ENOMEM;
-    }
+    if (!e)
+        return set_err(err, errlen, -ENOMEM, "out of memory");
     e->base.ops = &udp_ops;
     e->fd = -1;
     e->batch = cfg->batch ? cfg->batch : 64;
@@ -465,9 +463,8 @@ static int udp_tp_open(const transport_config_t *cfg, transport_t **out, char *e
     e->rx_from = calloc(e->batch, sizeof(*e->rx_from));
     if (!e->arena || !e->rx || !e->rx_iov || !e->rx_from) {
         udp_tp_close(&e->base);
-        set_err_msg(err, errlen, "out of memory for %u receive buffers of %u bytes", e->batch,
-                e->cap);
-        return -ENOMEM;
+        return set_err(err, errlen, -ENOMEM, "out of memory for %u receive buffers of %u bytes",
+                       e->batch, e->cap);
     }
     for (uint32_t i = 0; i < e->batch; i++) {
         e->rx_iov[i] = (struct iovec){e->arena + (size_t)i * e->cap, e->cap};
@@ -481,9 +478,9 @@ static int udp_tp_open(const transport_config_t *cfg, transport_t **out, char *e
         if (rc != 0 || (cfg->queue > 0 && ntohs(a.sin_port) == 0) ||
             cfg->queue > 65535u - ntohs(a.sin_port)) {
             udp_tp_close(&e->base);
-            set_err_msg(err, errlen, "bad address '%s' for queue %u (expected HOST:PORT)", cfg->bind,
-                    cfg->queue);
-            return -EINVAL;
+            return set_err(err, errlen, -EINVAL,
+                           "bad address '%s' for queue %u (expected HOST:PORT)", cfg->bind,
+                           cfg->queue);
         }
         a.sin_port = htons((uint16_t)(ntohs(a.sin_port) + cfg->queue));
     }
@@ -492,9 +489,8 @@ static int udp_tp_open(const transport_config_t *cfg, transport_t **out, char *e
         int rc = e->fd;
         char text[64];
         netaddr_format(&a, text, sizeof(text));
-        set_err_msg(err, errlen, "cannot bind UDP %s: %s", text, strerror(-rc));
         udp_tp_close(&e->base);
-        return rc;
+        return set_err(err, errlen, rc, "cannot bind UDP %s: %s", text, strerror(-rc));
     }
     if (cfg->sleep_ms > 0)
         e->sleeps = udp_set_receive_timeout(e->fd, cfg->sleep_ms) == 0;

@@ -1,6 +1,6 @@
 /*
  * ctlmsg.c - encode and decode the control messages (see ctlmsg.h for the lines). The key
- * lookups come from control/ctl.h; everything about which keys a message has, their ranges
+ * lookups come from wire/ctlline.h; everything about which keys a message has, their ranges
  * and their spellings is here.
  */
 #include "wire/ctlmsg.h"
@@ -13,8 +13,8 @@
 
 #include "base/errmsg.h"
 #include "base/sha256.h"
-#include "control/ctl.h"
 #include "inagg.h"
+#include "wire/ctlline.h"
 #include "wire/wire.h"
 
 static const char *const verb_names[WIRE_VERB_COUNT] = {

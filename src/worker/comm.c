@@ -39,74 +39,60 @@ static void comm_free(inagg_comm_t *c)
     free(c);
 }
 
-static inagg_result_t check_options(const inagg_options_t *o, char *detail, size_t len)
+static int check_options(const inagg_options_t *o, char *detail, size_t len)
 {
     /* Options of callers built before the compression and secret fields existed are taken,
      * without them (they read as zero). */
-    if (o->struct_size < offsetof(inagg_options_t, compress)) {
-        set_err_msg(detail, len, "options.struct_size %u is smaller than this library's %zu: "
-                "initialise options with INAGG_OPTIONS_INIT", o->struct_size,
-                sizeof(inagg_options_t));
-        return INAGG_ERR_INVALID;
-    }
-    if (o->packet_elems == 0 || o->packet_elems > INAGG_MAX_PACKET_ELEMS) {
-        set_err_msg(detail, len, "packet_elems %u must be 1..%u", o->packet_elems,
-                INAGG_MAX_PACKET_ELEMS);
-        return INAGG_ERR_INVALID;
-    }
-    if (o->slots == 0 || o->slots > 1u << 20) {
-        set_err_msg(detail, len, "slots %u must be 1..%u", o->slots, 1u << 20);
-        return INAGG_ERR_INVALID;
-    }
-    if (o->threads == 0 || o->threads > WORKER_MAX_THREADS || o->threads > o->slots) {
-        set_err_msg(detail, len, "threads %u must be 1..%u and at most slots (%u)", o->threads,
-                WORKER_MAX_THREADS, o->slots);
-        return INAGG_ERR_INVALID;
-    }
-    if (o->float_mode != INAGG_FLOAT_FIXED && o->float_mode != INAGG_FLOAT_NATIVE) {
-        set_err_msg(detail, len, "float_mode %d is not a valid inagg_float_mode_t", o->float_mode);
-        return INAGG_ERR_INVALID;
-    }
-    if (!worker_proto_find(o->protocol)) {
-        set_err_msg(detail, len, "protocol %d is not INAGG_PROTO_SWITCHML or INAGG_PROTO_P4SGD",
-                o->protocol);
-        return INAGG_ERR_INVALID;
-    }
+    if (o->struct_size < offsetof(inagg_options_t, compress))
+        return set_err(detail, len, -EINVAL,
+                       "options.struct_size %u is smaller than this library's %zu: "
+                       "initialise options with INAGG_OPTIONS_INIT",
+                       o->struct_size, sizeof(inagg_options_t));
+    if (o->packet_elems == 0 || o->packet_elems > INAGG_MAX_PACKET_ELEMS)
+        return set_err(detail, len, -EINVAL, "packet_elems %u must be 1..%u", o->packet_elems,
+                       INAGG_MAX_PACKET_ELEMS);
+    if (o->slots == 0 || o->slots > 1u << 20)
+        return set_err(detail, len, -EINVAL, "slots %u must be 1..%u", o->slots, 1u << 20);
+    if (o->threads == 0 || o->threads > WORKER_MAX_THREADS || o->threads > o->slots)
+        return set_err(detail, len, -EINVAL, "threads %u must be 1..%u and at most slots (%u)",
+                       o->threads, WORKER_MAX_THREADS, o->slots);
+    if (o->float_mode != INAGG_FLOAT_FIXED && o->float_mode != INAGG_FLOAT_NATIVE)
+        return set_err(detail, len, -EINVAL, "float_mode %d is not a valid inagg_float_mode_t",
+                       o->float_mode);
+    if (!worker_proto_find(o->protocol))
+        return set_err(detail, len, -EINVAL,
+                       "protocol %d is not INAGG_PROTO_SWITCHML or INAGG_PROTO_P4SGD", o->protocol);
     if (o->optimizer) {
         const inagg_optimizer_t *z = o->optimizer;
         if ((unsigned)z->kind > INAGG_OPT_SMORMS3 || z->params == 0 ||
             z->params > (1ull << 32) ||
             (z->init != INAGG_INIT_ZERO && z->init != INAGG_INIT_SEEDED)) {
-            set_err_msg(detail, len, "optimizer: kind must be an inagg_optimizer_kind_t, params "
-                    "1..2^32, init INAGG_INIT_ZERO or INAGG_INIT_SEEDED");
-            return INAGG_ERR_INVALID;
+            return set_err(detail, len, -EINVAL,
+                           "optimizer: kind must be an inagg_optimizer_kind_t, params "
+                           "1..2^32, init INAGG_INIT_ZERO or INAGG_INIT_SEEDED");
         }
     }
     if (o->compress) {
         codec_spec_t s;
         char why[200];
-        if (codec_parse(o->compress, &s, why, sizeof why) != 0) {
-            set_err_msg(detail, len, "compress: %s", why);
-            return INAGG_ERR_INVALID;
-        }
-        if (s.mode != CODEC_NONE && (o->protocol != INAGG_PROTO_SWITCHML || o->optimizer)) {
-            set_err_msg(detail, len, "compress: only switchml jobs without an in-switch optimizer "
-                    "can compress");
-            return INAGG_ERR_INVALID;
-        }
+        if (codec_parse(o->compress, &s, why, sizeof why) != 0)
+            return set_err(detail, len, -EINVAL, "compress: %s", why);
+        if (s.mode != CODEC_NONE && (o->protocol != INAGG_PROTO_SWITCHML || o->optimizer))
+            return set_err(detail, len, -EINVAL,
+                           "compress: only switchml jobs without an in-switch optimizer "
+                           "can compress");
         if (s.mode != CODEC_NONE && /* fits with the dataplane MAC too */
             WIRE_HEADER_MAX + codec_max_bytes(&s, o->packet_elems) > WIRE_MAX_DATAGRAM) {
-            set_err_msg(detail, len, "compress: a packet of %u values in %s may take %zu bytes, "
-                    "more than a datagram: use fewer packet_elems", o->packet_elems,
-                    o->compress, codec_max_bytes(&s, o->packet_elems));
-            return INAGG_ERR_INVALID;
+            return set_err(detail, len, -EINVAL,
+                           "compress: a packet of %u values in %s may take %zu bytes, "
+                           "more than a datagram: use fewer packet_elems",
+                           o->packet_elems, o->compress, codec_max_bytes(&s, o->packet_elems));
         }
     }
-    if (o->rto_min_us == 0 || o->rto_min_us > o->rto_max_us || o->timeout_ms == 0) {
-        set_err_msg(detail, len, "need 0 < rto_min_us <= rto_max_us and timeout_ms > 0");
-        return INAGG_ERR_INVALID;
-    }
-    return INAGG_OK;
+    if (o->rto_min_us == 0 || o->rto_min_us > o->rto_max_us || o->timeout_ms == 0)
+        return set_err(detail, len, -EINVAL,
+                       "need 0 < rto_min_us <= rto_max_us and timeout_ms > 0");
+    return 0;
 }
 
 /* The optimizer as JOIN carries it, built once from the public struct (checked already). */
@@ -133,16 +119,17 @@ static wire_optimizer_t optimizer_of(const inagg_optimizer_t *z)
 
 /* Create the protocol's state for the job the switches admitted us to: sw[k] is shard k's
  * queue 0, j[k] its JOINED. */
-static inagg_result_t start_protocol(inagg_comm_t *c, const transport_addr_t *sw,
-                                     const wire_joined_t *j, char *detail, size_t dlen)
+static int start_protocol(inagg_comm_t *c, const transport_addr_t *sw, const wire_joined_t *j,
+                          char *detail, size_t dlen)
 {
     const inagg_options_t *o = &c->opts;
     for (uint32_t k = 1; k < c->nshards; k++)
         if (j[k].protocol != j[0].protocol || j[k].slots != j[0].slots ||
             j[k].elems != j[0].elems || j[k].float_mode != j[0].float_mode) {
-            set_err_msg(detail, dlen, "shard %u admitted the job with other parameters than "
-                    "shard 0", k);
-            return INAGG_ERR_PROTOCOL;
+            return set_err(detail, dlen, -EPROTO,
+                           "shard %u admitted the job with other parameters than "
+                           "shard 0",
+                           k);
         }
     worker_params_t p = {
         .rank = c->rank,
@@ -178,31 +165,29 @@ static inagg_result_t start_protocol(inagg_comm_t *c, const transport_addr_t *sw
      * one says for all whether packets carry MACs. */
     p.dp_auth = (int)j[0].dpauth;
     for (uint32_t k = 0; k < c->nshards; k++) {
-        if (j[k].dpauth != j[0].dpauth) {
-            set_err_msg(detail, dlen, "the shards disagree on dataplane authentication (shard %u)",
-                    k);
-            return INAGG_ERR_PROTOCOL;
-        }
+        if (j[k].dpauth != j[0].dpauth)
+            return set_err(detail, dlen, -EPROTO,
+                           "the shards disagree on dataplane authentication (shard %u)", k);
         p.shard[k] = (worker_shard_t){.job = (uint16_t)j[k].id, .token = j[k].token,
                                       .queue0 = sw[k], .queues = j[k].threads,
                                       .base = j[k].base, .keys = c->dp_keys[k]};
     }
     int set = env_u32(ENV_ROCE_PSN, 0xffffff, &p.roce_psn0, detail, dlen);
     if (set < 0)
-        return INAGG_ERR_INVALID;
+        return -EINVAL; /* env_u32 wrote the reason */
     p.roce_psn0_set = set;
     p.roce_no_replay = !env_flag(ENV_ROCE_REPLAY);
     p.codec_no_helper = !env_flag(ENV_CODEC_HELPER);
     int rc = c->proto->create(&p, &c->ps, detail, dlen);
     if (rc != 0) {
         c->ps = NULL;
-        return comm_result_of_errno(rc);
+        return rc;
     }
-    return INAGG_OK;
+    return 0;
 }
 
-/* $INAGG_POLL as options.poll_us: *poll_us set when it is given; 0, or -1 with the reason
- * in detail. */
+/* $INAGG_POLL as options.poll_us: *poll_us set when it is given; 0, or -EINVAL with the
+ * reason in detail. */
 static int poll_from_env(uint32_t *poll_us, char *detail, size_t detail_len)
 {
     const char *poll_env = env_get(ENV_POLL);
@@ -211,12 +196,62 @@ static int poll_from_env(uint32_t *poll_us, char *detail, size_t detail_len)
     switch_poll_t mode;
     uint32_t spin;
     char why[160];
-    if (switch_poll_parse(poll_env, &mode, &spin, why, sizeof(why)) != 0) {
-        set_err_msg(detail, detail_len, "INAGG_POLL: %s", why);
-        return -1;
-    }
+    if (switch_poll_parse(poll_env, &mode, &spin, why, sizeof(why)) != 0)
+        return set_err(detail, detail_len, -EINVAL, "INAGG_POLL: %s", why);
     *poll_us = switch_poll_worker_us(mode, spin);
     return 0;
+}
+
+/* The arguments of inagg_comm_create other than the options: 0 or -EINVAL with the reason. */
+static int check_identity(inagg_comm_t **out, const char *switch_addr, const char *job,
+                          uint32_t rank, uint32_t world, const inagg_options_t *opts, char *detail,
+                          size_t detail_len)
+{
+    if (!out || !switch_addr || !job || !opts)
+        return set_err(detail, detail_len, -EINVAL,
+                       "out, switch_addr, job and opts must not be NULL");
+    size_t jlen = strlen(job);
+    if (jlen == 0 || jlen >= 64 || strpbrk(job, " \t\r\n="))
+        return set_err(detail, detail_len, -EINVAL,
+                       "job name must be 1..63 characters without spaces or '='");
+    if (world == 0 || world > INAGG_MAX_WORLD || rank >= world)
+        return set_err(detail, detail_len, -EINVAL,
+                       "rank %u / world %u: world must be 1..%u and rank < world", rank, world,
+                       INAGG_MAX_WORLD);
+    return 0;
+}
+
+/* "HOST:PORT", or the shards' "HOST:PORT,HOST:PORT,...": the number of shards, with each
+ * one's address and text, or -EINVAL with the reason. */
+static int parse_shards(const char *switch_addr, transport_addr_t sw[WORKER_MAX_SHARDS],
+                        char shard_text[WORKER_MAX_SHARDS][64], char *detail, size_t detail_len)
+{
+    uint32_t nshards = 0;
+    for (const char *a = switch_addr; *a;) {
+        size_t n = strcspn(a, ",");
+        if (nshards == WORKER_MAX_SHARDS || n == 0 || n >= sizeof(shard_text[0]))
+            return set_err(detail, detail_len, -EINVAL,
+                           "bad switch address '%s' (expected HOST:PORT, or up to %u of them "
+                           "separated by commas for a sharded job)",
+                           switch_addr, WORKER_MAX_SHARDS);
+        memcpy(shard_text[nshards], a, n);
+        shard_text[nshards][n] = '\0';
+        int prc = transport_parse_addr("udp", shard_text[nshards], &sw[nshards]);
+        if (prc != 0) {
+            char why[160];
+            netaddr_explain(shard_text[nshards], prc, why, sizeof(why));
+            return set_err(detail, detail_len, -EINVAL, "bad switch address '%s': %s",
+                           shard_text[nshards], why);
+        }
+        nshards++;
+        a += n;
+        if (*a == ',' && *++a == '\0')
+            return set_err(detail, detail_len, -EINVAL,
+                           "bad switch address '%s' (a trailing comma)", switch_addr);
+    }
+    if (nshards == 0)
+        return set_err(detail, detail_len, -EINVAL, "empty switch address");
+    return (int)nshards;
 }
 
 inagg_result_t inagg_comm_create(inagg_comm_t **out, const char *switch_addr, const char *job,
@@ -225,67 +260,24 @@ inagg_result_t inagg_comm_create(inagg_comm_t **out, const char *switch_addr, co
 {
     if (out)
         *out = NULL;
-    set_err_msg(detail, detail_len, "%s", "");
-    if (!out || !switch_addr || !job || !opts) {
-        set_err_msg(detail, detail_len, "out, switch_addr, job and opts must not be NULL");
-        return INAGG_ERR_INVALID;
-    }
-    size_t jlen = strlen(job);
-    if (jlen == 0 || jlen >= 64 || strpbrk(job, " \t\r\n=")) {
-        set_err_msg(detail, detail_len, "job name must be 1..63 characters without spaces or '='");
-        return INAGG_ERR_INVALID;
-    }
-    if (world == 0 || world > INAGG_MAX_WORLD || rank >= world) {
-        set_err_msg(detail, detail_len, "rank %u / world %u: world must be 1..%u and rank < world",
-                rank, world, INAGG_MAX_WORLD);
-        return INAGG_ERR_INVALID;
-    }
-    inagg_result_t rc = check_options(opts, detail, detail_len);
-    if (rc != INAGG_OK)
-        return rc;
-    /* "HOST:PORT", or the shards' "HOST:PORT,HOST:PORT,..." */
+    if (detail && detail_len)
+        detail[0] = '\0';
     transport_addr_t sw[WORKER_MAX_SHARDS];
     char shard_text[WORKER_MAX_SHARDS][64];
-    uint32_t nshards = 0;
-    for (const char *a = switch_addr; *a;) {
-        size_t n = strcspn(a, ",");
-        if (nshards == WORKER_MAX_SHARDS || n == 0 || n >= sizeof(shard_text[0])) {
-            set_err_msg(detail, detail_len, "bad switch address '%s' (expected HOST:PORT, or up to "
-                    "%u of them separated by commas for a sharded job)", switch_addr,
-                    WORKER_MAX_SHARDS);
-            return INAGG_ERR_INVALID;
-        }
-        memcpy(shard_text[nshards], a, n);
-        shard_text[nshards][n] = '\0';
-        int prc = transport_parse_addr("udp", shard_text[nshards], &sw[nshards]);
-        if (prc != 0) {
-            char why[160];
-            netaddr_explain(shard_text[nshards], prc, why, sizeof(why));
-            set_err_msg(detail, detail_len, "bad switch address '%s': %s", shard_text[nshards], why);
-            return INAGG_ERR_INVALID;
-        }
-        nshards++;
-        a += n;
-        if (*a == ',' && *++a == '\0')
-            nshards = WORKER_MAX_SHARDS + 1; /* a trailing comma */
-    }
-    if (nshards > WORKER_MAX_SHARDS) {
-        set_err_msg(detail, detail_len, "bad switch address '%s' (a trailing comma)", switch_addr);
+    int checked = check_identity(out, switch_addr, job, rank, world, opts, detail, detail_len);
+    if (checked == 0)
+        checked = check_options(opts, detail, detail_len);
+    if (checked == 0)
+        checked = parse_shards(switch_addr, sw, shard_text, detail, detail_len);
+    if (checked < 0)
         return INAGG_ERR_INVALID;
-    }
-    if (nshards == 0) {
-        set_err_msg(detail, detail_len, "empty switch address");
-        return INAGG_ERR_INVALID;
-    }
-    if (dpauth_init() != 0) {
-        set_err_msg(detail, detail_len, "libsodium failed to initialise");
-        return INAGG_ERR_SYSTEM;
-    }
+    uint32_t nshards = (uint32_t)checked;
+    if (dpauth_init() != 0)
+        return comm_result_of_errno(
+            set_err(detail, detail_len, -EIO, "libsodium failed to initialise"));
     inagg_comm_t *c = calloc(1, sizeof(*c));
-    if (!c) {
-        set_err_msg(detail, detail_len, "out of memory");
-        return INAGG_ERR_NOMEM;
-    }
+    if (!c)
+        return comm_result_of_errno(set_err(detail, detail_len, -ENOMEM, "out of memory"));
     c->rank = rank;
     c->world = world;
     memcpy(&c->opts, opts, opts->struct_size < sizeof(c->opts) ? opts->struct_size
@@ -311,14 +303,14 @@ inagg_result_t inagg_comm_create(inagg_comm_t **out, const char *switch_addr, co
         c->opts.faults = env_get(ENV_FAULTS);
     if (!c->opts.transport)
         c->opts.transport = env_get(ENV_TRANSPORT);
-    if (!c->opts.poll_us && poll_from_env(&c->opts.poll_us, detail, detail_len) != 0) {
+    if (!c->opts.poll_us && poll_from_env(&c->opts.poll_us, detail, detail_len) < 0) {
         comm_free(c);
         return INAGG_ERR_INVALID;
     }
 
     /* Every rank joins the shards in the same order, so each shard's join completes. */
     wire_joined_t j[WORKER_MAX_SHARDS];
-    rc = INAGG_OK;
+    inagg_result_t rc = INAGG_OK;
     for (uint32_t k = 0; k < nshards && rc == INAGG_OK; k++) {
         rc = comm_join(c, k, shard_text[k], &j[k], detail, detail_len);
         if (rc == INAGG_OK)
@@ -327,12 +319,12 @@ inagg_result_t inagg_comm_create(inagg_comm_t **out, const char *switch_addr, co
     if (rc == INAGG_OK) {
         c->job_id = (uint16_t)j[0].id;
         c->token = j[0].token;
-        rc = start_protocol(c, sw, j, detail, detail_len);
+        rc = comm_result_of_errno(start_protocol(c, sw, j, detail, detail_len));
     }
-    if (rc == INAGG_OK && comm_start_monitor(c) != 0) {
-        set_err_msg(detail, detail_len, "cannot start the monitor thread");
-        rc = INAGG_ERR_SYSTEM;
-    }
+    int mrc = rc == INAGG_OK ? comm_start_monitor(c) : 0;
+    if (mrc < 0)
+        rc = comm_result_of_errno(set_err(detail, detail_len, mrc,
+                                          "cannot start the monitor thread: %s", strerror(-mrc)));
     if (rc != INAGG_OK) {
         comm_free(c);
         return rc;

@@ -74,8 +74,9 @@ inagg_result_t comm_settle(inagg_comm_t *c, int neg_errno, const char *detail);
 
 /* ---- join.c ---- */
 
-/* Connect to shard k's switch at addr_text (its control port), send JOIN, read JOINED into
- * *out (the connection is c->ctl_fd[k]). A refusal (ERR) maps to its result code here. */
+/* Join through shard k's switch at addr_text (its control port) with control/join_client.h:
+ * JOINED into *out, the connection in c->ctl_fd[k], the dataplane keys in c->dp_keys[k]. A
+ * refusal (ERR) maps to its result code here, after the client's retries of busy/system. */
 inagg_result_t comm_join(inagg_comm_t *c, uint32_t k, const char *addr_text,
                          wire_joined_t *out, char *detail, size_t dlen);
 /* Start the thread that reads the control connection. 0 or -errno. */

@@ -77,6 +77,7 @@ inagg_result_t comm_result_of_errno(int neg_errno)
     case -ECANCELED: return INAGG_ERR_JOB_FAILED;
     case -EOVERFLOW: return INAGG_ERR_OVERFLOW;
     case -EDOM: return INAGG_ERR_NONFINITE;
+    case -EPROTO: return INAGG_ERR_PROTOCOL;
     default: return INAGG_ERR_SYSTEM;
     }
 }

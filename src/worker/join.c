@@ -1,7 +1,8 @@
 /*
- * join.c - the communicator's control connection to the switch (control/ctl.h): JOIN and its
- * answer, the monitor thread that reads barrier completions, the switch's verdict that the
- * job failed and the connection dropping, inagg_barrier, and LEAVE.
+ * join.c - the communicator's control connection to the switch (control/ctl.h): joining
+ * through the one JOIN client (control/join_client.h) with this rank's JOIN line, job secret
+ * and result codes, the monitor thread that reads barrier completions, the switch's verdict
+ * that the job failed and the connection dropping, inagg_barrier, and LEAVE.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -15,8 +16,8 @@
 #include "base/env.h"
 #include "base/errmsg.h"
 #include "base/util.h"
+#include "control/join_client.h"
 #include "wire/auth.h"
-#include "wire/dpauth.h"
 #include "worker/comm.h"
 
 /* One line from shard k's control connection (or its closing): what it means for the
@@ -167,8 +168,8 @@ static const inagg_result_t refusal_results[WIRE_REFUSAL_COUNT] = {
 };
 
 /* The job's verifier from the secret of the options, $INAGG_JOB_SECRET, the secret file or
- * $INAGG_JOB_SECRET_FILE (in that order). 1 with *v set, 0 when there is no secret, or -1
- * with a reason (which never quotes the secret). The secret is wiped after use. */
+ * $INAGG_JOB_SECRET_FILE (in that order). 1 with *v set, 0 when there is no secret, or
+ * -EINVAL (or the file's -errno) with a reason (which never quotes the secret). The secret is wiped after use. */
 static int job_verifier(const inagg_comm_t *c, uint8_t v[SHA256_BYTES], char *detail,
                         size_t dlen)
 {
@@ -176,8 +177,8 @@ static int job_verifier(const inagg_comm_t *c, uint8_t v[SHA256_BYTES], char *de
     if (s) {
         size_t n = strlen(s);
         if (n == 0 || n > WIRE_SECRET_MAX) {
-            set_err_msg(detail, dlen, "the job secret must be 1..%d bytes", WIRE_SECRET_MAX);
-            return -1;
+            return set_err(detail, dlen, -EINVAL, "the job secret must be 1..%d bytes",
+                           WIRE_SECRET_MAX);
         }
         wire_auth_verifier(s, n, c->job, v);
         return 1;
@@ -187,19 +188,17 @@ static int job_verifier(const inagg_comm_t *c, uint8_t v[SHA256_BYTES], char *de
         return 0;
     char buf[WIRE_SECRET_MAX + 2];
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    if (fd < 0) {
-        set_err_msg(detail, dlen, "cannot open the job secret file %s: %s", path, strerror(errno));
-        return -1;
-    }
+    if (fd < 0)
+        return set_err(detail, dlen, -errno, "cannot open the job secret file %s: %s", path,
+                       strerror(errno));
     ssize_t n = read(fd, buf, sizeof(buf)); /* bounded: at most one secret's worth */
     close(fd);
     while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
         n--;
     if (n <= 0 || n > WIRE_SECRET_MAX) {
-        set_err_msg(detail, dlen, "the job secret file %s must hold 1..%d bytes", path,
-                WIRE_SECRET_MAX);
         explicit_bzero(buf, sizeof(buf));
-        return -1;
+        return set_err(detail, dlen, -EINVAL, "the job secret file %s must hold 1..%d bytes",
+                       path, WIRE_SECRET_MAX);
     }
     wire_auth_verifier(buf, (size_t)n, c->job, v);
     explicit_bzero(buf, sizeof(buf));
@@ -214,84 +213,9 @@ static int wants_dpauth(const inagg_comm_t *c)
     return !c->opts.no_dataplane_auth && !(env && strcmp(env, "1") == 0);
 }
 
-/* With a secret: HELLO, then the JOIN carries the verifier (a new job) or the proof for the
- * switch's nonce (a job that exists), and the dataplane keys of shard k come from the
- * verifier and that nonce (wire/dpauth.h). 0, or an inagg result with the reason in
- * detail; *transient says a refusal may pass if the JOIN is tried again. */
-static inagg_result_t authenticate(inagg_comm_t *c, uint32_t k, int fd, ctl_reader_t *rd,
-                                   wire_join_t *j, const char *addr_text, int *transient,
-                                   char *detail,
-                                   size_t dlen)
+/* The JOIN this rank sends (its secret's fields are the join client's). */
+static wire_join_t join_line_of(const inagg_comm_t *c)
 {
-    uint8_t v[SHA256_BYTES];
-    int has = job_verifier(c, v, detail, dlen);
-    if (has <= 0)
-        return has < 0 ? INAGG_ERR_INVALID : INAGG_OK;
-    int timeout_ms = (int)c->opts.timeout_ms;
-    char line[CTL_LINE_MAX], nonce_hex[2 * WIRE_NONCE_BYTES + 2], exists[16] = "";
-    snprintf(line, sizeof(line), "%s job=%s", wire_verb_name(WIRE_VERB_HELLO), c->job);
-    int io = ctl_write_line(fd, line, timeout_ms);
-    if (io == 0)
-        io = ctl_read_line(fd, rd, line, sizeof(line), timeout_ms + 1000);
-    if (io != 0) {
-        set_err_msg(detail, dlen, "no answer to HELLO from the switch at %s: %s", addr_text,
-                io == -ETIMEDOUT ? "timed out" : strerror(-io));
-        return io == -ETIMEDOUT ? INAGG_ERR_TIMEOUT : INAGG_ERR_CONNECTION;
-    }
-    if (wire_shutdown_parse(line)) {
-        set_err_msg(detail, dlen, "switch at %s shutting down: %s", addr_text,
-                wire_shutdown_parse(line));
-        return INAGG_ERR_CONNECTION;
-    }
-    uint8_t nonce[WIRE_NONCE_BYTES];
-    if (wire_verb_of(line) == WIRE_VERB_ERR) { /* refused before the JOIN (a busy switch) */
-        const char *text;
-        enum wire_refusal r = wire_err_parse(line, &text);
-        set_err_msg(detail, dlen, "switch at %s: %s %s", addr_text, wire_refusal_name(r), text);
-        *transient = r == WIRE_REFUSED_BUSY || r == WIRE_REFUSED_SYSTEM;
-        explicit_bzero(v, sizeof(v));
-        return refusal_results[r];
-    }
-    if (wire_verb_of(line) != WIRE_VERB_CHALLENGE ||
-        ctl_get(line, "nonce", nonce_hex, sizeof(nonce_hex)) != 0 ||
-        hex_decode(nonce_hex, nonce, sizeof(nonce)) != 0 ||
-        ctl_get(line, "job", exists, sizeof(exists)) != 0) {
-        set_err_msg(detail, dlen, "unexpected answer to HELLO from the switch at %s: '%.100s'",
-                addr_text, line);
-        return INAGG_ERR_PROTOCOL;
-    }
-    if (strcmp(exists, "exists") == 0) {
-        j->auth = WIRE_AUTH_PROOF;
-        wire_auth_proof(v, nonce, c->job, c->rank, j->mac);
-    } else {
-        j->auth = WIRE_AUTH_VERIFIER;
-        memcpy(j->mac, v, sizeof(v));
-    }
-    j->no_dpauth = !wants_dpauth(c);
-    if (!j->no_dpauth) {
-        dpauth_derive(v, nonce, c->job, c->rank, &c->dp_keys[k]);
-        c->dp_keyed = 1;
-    }
-    explicit_bzero(v, sizeof(v));
-    return INAGG_OK;
-}
-
-/* One attempt at joining through shard k's switch. *transient is set when the switch
- * refused with "busy" or "system" (a limit that frees up, a resource it ran short of). */
-static inagg_result_t join_once(inagg_comm_t *c, uint32_t k, const char *addr_text,
-                                wire_joined_t *out, int *transient, char *detail, size_t dlen)
-{
-    int timeout_ms = (int)c->opts.timeout_ms;
-    *transient = 0;
-    c->rd[k].len = 0;
-    int fd = ctl_connect_to(addr_text, timeout_ms);
-    if (fd < 0) {
-        set_err_msg(detail, dlen, "cannot connect to the switch at %s: %s", addr_text,
-                strerror(-fd));
-        return fd == -ETIMEDOUT ? INAGG_ERR_TIMEOUT : INAGG_ERR_CONNECTION;
-    }
-    c->ctl_fd[k] = fd;
-    ctl_reader_t *rd = &c->rd[k];
     wire_join_t j = {
         .version = INAGG_PROTOCOL_VERSION,
         .rank = c->rank,
@@ -308,81 +232,58 @@ static inagg_result_t join_once(inagg_comm_t *c, uint32_t k, const char *addr_te
         codec_format(&c->codec, j.compress, sizeof(j.compress));
         j.no_feedback = c->opts.no_error_feedback != 0;
     }
-    inagg_result_t arc = authenticate(c, k, fd, rd, &j, addr_text, transient, detail, dlen);
-    if (arc != INAGG_OK)
-        return arc;
-    char line[CTL_LINE_MAX];
-    if (wire_join_format(&j, line, sizeof(line)) != 0) {
-        set_err_msg(detail, dlen, "the JOIN line does not fit in %d bytes", CTL_LINE_MAX);
-        return INAGG_ERR_INVALID;
-    }
-    int io = ctl_write_line(fd, line, timeout_ms);
-    if (io == 0)
-        io = ctl_read_line(fd, rd, line, sizeof(line), timeout_ms + 1000);
-    if (io != 0) {
-        set_err_msg(detail, dlen, "no answer to JOIN from the switch at %s: %s", addr_text,
-                io == -ETIMEDOUT ? "timed out" : strerror(-io));
-        return io == -ETIMEDOUT ? INAGG_ERR_TIMEOUT : INAGG_ERR_CONNECTION;
-    }
-    if (wire_shutdown_parse(line)) {
-        set_err_msg(detail, dlen, "switch at %s shutting down: %s", addr_text,
-                wire_shutdown_parse(line));
-        return INAGG_ERR_CONNECTION;
-    }
-    if (wire_verb_of(line) == WIRE_VERB_ERR) {
-        const char *text;
-        enum wire_refusal r = wire_err_parse(line, &text);
-        set_err_msg(detail, dlen, "switch at %s: %s %s", addr_text, wire_refusal_name(r), text);
-        *transient = r == WIRE_REFUSED_BUSY || r == WIRE_REFUSED_SYSTEM;
-        return refusal_results[r];
-    }
-    if (wire_joined_parse(line, out, detail, dlen) != 0)
-        return INAGG_ERR_PROTOCOL;
-    if (out->dpauth && !c->dp_keyed) {
-        set_err_msg(detail, dlen, "switch at %s: job '%s' authenticates its dataplane but this rank "
-                "has no keys for it (no secret, or dataplane authentication turned off)",
-                addr_text, c->job);
-        return INAGG_ERR_PROTOCOL;
-    }
-    if (c->dp_keyed)
-        dpauth_bind_job(&c->dp_keys[k], out->token); /* the job's down key (wire/dpauth.h) */
-    return INAGG_OK;
+    return j;
 }
 
-/* Join, retrying transient refusals ("busy", "system": PROTOCOL.md 5.10) on a new connection
- * after a backoff that starts at JOIN_BACKOFF_MIN_MS and doubles up to JOIN_BACKOFF_MAX_MS
- * (each wait drawn from its upper half, so ranks turned away together come back apart),
- * until the join timeout (opts.timeout_ms from the first attempt) has passed. Every other
- * refusal is final at once. */
-#define JOIN_BACKOFF_MIN_MS 20u
-#define JOIN_BACKOFF_MAX_MS 1000u
+/* The inagg result of a failed join (control/join_client.h's codes). */
+static inagg_result_t join_result(int rc, const join_answer_t *a)
+{
+    if (a->refusal >= 0 && a->refusal < WIRE_REFUSAL_COUNT)
+        return refusal_results[a->refusal];
+    switch (rc) {
+    case -ETIMEDOUT:
+        return INAGG_ERR_TIMEOUT;
+    case -EPROTO:
+        return INAGG_ERR_PROTOCOL;
+    case -EINVAL:
+        return INAGG_ERR_INVALID;
+    default:
+        return INAGG_ERR_CONNECTION;
+    }
+}
 
+/* Join through shard k's switch with the one JOIN client, which retries transient refusals
+ * ("busy", "system": PROTOCOL.md 5.10) until the join timeout has passed. */
 inagg_result_t comm_join(inagg_comm_t *c, uint32_t k, const char *addr_text,
                          wire_joined_t *out, char *detail, size_t dlen)
 {
-    uint64_t deadline = util_now_ns() + (uint64_t)c->opts.timeout_ms * 1000000ull;
-    uint64_t rng = util_now_ns() ^ ((uint64_t)c->rank << 32) ^ (uint64_t)getpid();
-    uint32_t backoff = JOIN_BACKOFF_MIN_MS, tries = 0;
-    for (;;) {
-        int transient;
-        inagg_result_t rc = join_once(c, k, addr_text, out, &transient, detail, dlen);
-        tries++;
-        if (rc == INAGG_OK || !transient)
-            return rc;
-        close(c->ctl_fd[k]);
-        c->ctl_fd[k] = -1;
-        uint64_t wait_ms = backoff / 2 + util_splitmix64(&rng) % (backoff / 2 + 1);
-        uint64_t now = util_now_ns();
-        if (now + wait_ms * 1000000ull >= deadline) {
-            size_t n = strlen(detail);
-            if (n + 1 < dlen)
-                snprintf(detail + n, dlen - n, " (still refused after %u attempts within the "
-                         "join timeout of %u ms)", tries, c->opts.timeout_ms);
-            return rc;
-        }
-        usleep((useconds_t)(wait_ms * 1000u));
-        backoff = backoff * 2 > JOIN_BACKOFF_MAX_MS ? JOIN_BACKOFF_MAX_MS : backoff * 2;
+    uint8_t v[SHA256_BYTES];
+    int has = job_verifier(c, v, detail, dlen);
+    if (has < 0)
+        return INAGG_ERR_INVALID;
+    join_request_t rq = {
+        .addr = addr_text,
+        .join = join_line_of(c),
+        .verifier = has ? v : NULL,
+        .block_ms = (int)c->opts.timeout_ms,
+        .answer_ms = (int)c->opts.timeout_ms + 1000,
+        .retry_ms = c->opts.timeout_ms,
+    };
+    rq.join.no_dpauth = has && !wants_dpauth(c);
+    join_answer_t a;
+    int rc = join_client_run(&rq, &c->rd[k], &a, detail, dlen);
+    explicit_bzero(v, sizeof(v));
+    explicit_bzero(&rq.join.mac, sizeof(rq.join.mac));
+    if (rc < 0)
+        return join_result(rc, &a);
+    c->ctl_fd[k] = a.fd;
+    *out = a.joined;
+    if (a.keyed) {
+        c->dp_keys[k] = a.keys;
+        c->dp_keyed = 1;
     }
+    explicit_bzero(&a.keys, sizeof(a.keys));
+    return INAGG_OK;
 }
 
 int comm_wait_until(inagg_comm_t *c, uint64_t deadline_ns)

@@ -181,12 +181,12 @@ int worker_open_packet(const worker_params_t *p, const uint8_t *buf, size_t len,
                        wire_header_t *h)
 {
     if (wire_decode(buf, len, h) != WIRE_OK)
-        return -1;
+        return -EBADMSG;
     int has = (h->flags & WIRE_FLAG_MAC) != 0;
     if (has != (p->dp_auth != 0))
-        return -1;
+        return -EBADMSG;
     if (has && !dpauth_check_down(worker_shard_of(p, h->slot)->keys.down, buf, (size_t)h->count * 4u))
-        return -1;
+        return -EBADMSG;
     h->flags &= (uint8_t)~WIRE_FLAG_MAC;
     return 0;
 }

@@ -290,7 +290,7 @@ static inline uint32_t worker_hdr_bytes(const worker_params_t *p)
 uint32_t worker_seal(const worker_params_t *p, wire_header_t *h, uint8_t *pkt);
 
 /* Decode a datagram from the switch and, in an authenticated job, check its MAC under this
- * rank's key for the slot's switch (the MAC flag then cleared from *h). 0, or -1: not a
+ * rank's key for the slot's switch (the MAC flag then cleared from *h). 0, or -EBADMSG: not a
  * packet of ours (malformed, or a MAC missing, unexpected or wrong: forged or changed),
  * which the caller counts as invalid and drops. Its payload is at buf + worker_hdr_bytes. */
 int worker_open_packet(const worker_params_t *p, const uint8_t *buf, size_t len,

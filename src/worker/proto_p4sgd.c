@@ -97,10 +97,8 @@ struct p4engine {
 static int p4engine_create(const worker_params_t *p, p4engine_t **out, char *err, size_t errlen)
 {
     p4engine_t *e = calloc(1, sizeof(*e));
-    if (!e) {
-        set_err_msg(err, errlen, "out of memory");
-        return -ENOMEM;
-    }
+    if (!e)
+        return set_err(err, errlen, -ENOMEM, "out of memory");
     e->p = *p;
     worker_counters_init(&e->c, &e->rto, p);
     e->pkt_cap = worker_hdr_bytes(p) + (size_t)p->elems * 4u;
@@ -108,8 +106,8 @@ static int p4engine_create(const worker_params_t *p, p4engine_t **out, char *err
     e->pkt_arena = malloc((size_t)p->slots * e->pkt_cap);
     int rc = 0;
     if (!e->ws || !e->pkt_arena) {
-        set_err_msg(err, errlen, "out of memory for %u slots of %u elements", p->slots, p->elems);
-        rc = -ENOMEM;
+        rc = set_err(err, errlen, -ENOMEM, "out of memory for %u slots of %u elements", p->slots,
+                     p->elems);
         goto fail;
     }
     /* streams 17 and 18: decisions of their own, apart from the switchml engines' (0..) */
@@ -125,8 +123,7 @@ static int p4engine_create(const worker_params_t *p, p4engine_t **out, char *err
         goto fail;
     if (worker_txq_init(&e->tx, e->tp, 2 * (int)p->slots + 1) != 0 ||
         worker_txq_init(&e->acks, e->ack_tp, 2 * (int)p->slots + 1) != 0) {
-        set_err_msg(err, errlen, "out of memory");
-        rc = -ENOMEM;
+        rc = set_err(err, errlen, -ENOMEM, "out of memory");
     }
     for (uint32_t k = 0; k < p->slots && rc == 0; k++) {
         p4wslot_t *w = &e->ws[k];
@@ -134,7 +131,7 @@ static int p4engine_create(const worker_params_t *p, p4engine_t **out, char *err
         w->pkt = e->pkt_arena + (size_t)k * e->pkt_cap;
         rc = worker_slot_addr(p, e->tp, k, &w->dst);
         if (rc != 0)
-            set_err_msg(err, errlen, "no address for the switch queue of slot %u", k);
+            rc = set_err(err, errlen, rc, "no address for the switch queue of slot %u", k);
     }
     if (rc != 0)
         goto fail;
@@ -387,10 +384,8 @@ static int receive(p4engine_t *e, transport_t *tp)
 
 static int p4engine_progress(p4engine_t *e, int block, char *detail, size_t dlen)
 {
-    if (e->failed) {
-        set_err_msg(detail, dlen, "the communicator failed earlier");
-        return -ECANCELED;
-    }
+    if (e->failed)
+        return set_err(detail, dlen, -ECANCELED, "the communicator failed earlier");
     if (atomic_load_explicit(e->p.abort_flag, memory_order_acquire))
         return fail_with(e, -ECANCELED, detail, dlen, "aborted: the job failed");
     uint64_t start = util_now_ns();
@@ -492,10 +487,8 @@ static int p4engine_allreduce(p4engine_t *e, const worker_call_t *r, char *detai
     size_t nchunks = (r->count + elems - 1) / elems;
     uint32_t ring = e->p.slots;
     p4_op_t *ops = calloc(ring, sizeof(p4_op_t));
-    if (!ops) {
-        set_err_msg(detail, dlen, "out of memory");
-        return -ENOMEM;
-    }
+    if (!ops)
+        return set_err(detail, dlen, -ENOMEM, "out of memory");
     int rc = 0, delivered = 0;
     size_t started = 0, finished = 0;
     while (finished < nchunks && rc == 0) {
@@ -524,7 +517,7 @@ static int p4engine_allreduce(p4engine_t *e, const worker_call_t *r, char *detai
     if (rc != 0)
         return rc;
     if (delivered == -EOVERFLOW)
-        set_err_msg(detail, dlen, "int32 sum wrapped around in at least one element");
+        return set_err(detail, dlen, delivered, "int32 sum wrapped around in at least one element");
     return delivered;
 }
 
@@ -532,10 +525,9 @@ static int p4engine_drain(p4engine_t *e, uint32_t timeout_ms, char *detail, size
 {
     uint64_t deadline = util_now_ns() + (uint64_t)timeout_ms * 1000000ull;
     while (e->busy > 0 && !e->failed) {
-        if (util_now_ns() > deadline) {
-            set_err_msg(detail, dlen, "%u slots still unconfirmed after %u ms", e->busy, timeout_ms);
-            return -ETIMEDOUT;
-        }
+        if (util_now_ns() > deadline)
+            return set_err(detail, dlen, -ETIMEDOUT, "%u slots still unconfirmed after %u ms",
+                           e->busy, timeout_ms);
         int rc = p4engine_progress(e, 1, detail, dlen);
         if (rc != 0)
             return rc;
@@ -573,10 +565,8 @@ static int p4_create(const worker_params_t *p, void **state, char *err, size_t e
     char why[160];
     p4engine_t *e = NULL;
     int rc = p4engine_create(p, &e, why, sizeof(why));
-    if (rc != 0) {
-        set_err_msg(err, errlen, "small-message engine: %s", why);
-        return rc;
-    }
+    if (rc != 0)
+        return set_err(err, errlen, rc, "small-message engine: %s", why);
     *state = e;
     return 0;
 }
@@ -587,10 +577,8 @@ static int p4_start_small(void *state, inagg_comm_t *comm, const worker_call_t *
                           inagg_request_t **req, char *detail, size_t dlen)
 {
     p4_request_t *rq = calloc(1, sizeof(*rq));
-    if (!rq) {
-        set_err_msg(detail, dlen, "out of memory");
-        return -ENOMEM;
-    }
+    if (!rq)
+        return set_err(detail, dlen, -ENOMEM, "out of memory");
     rq->base.comm = comm;
     rq->op = (p4_op_t){call->send, call->recv, (uint32_t)call->count, call->dtype, call->op, 0,
                        0, 0, 0};
@@ -612,9 +600,9 @@ static int p4_wait(void *state, inagg_request_t *req, char *detail, size_t dlen)
     if (rq->op.done) { /* else the engine failed before the result came */
         rc = rq->op.result;
         if (rc == -EOVERFLOW)
-            set_err_msg(detail, dlen, "int32 sum wrapped around in at least one element");
+            rc = set_err(detail, dlen, rc, "int32 sum wrapped around in at least one element");
         else if (rc != 0)
-            set_err_msg(detail, dlen, "the small allreduce failed");
+            rc = set_err(detail, dlen, rc, "the small allreduce failed");
     }
     free(rq);
     return rc;

@@ -147,10 +147,8 @@ int sml_engine_create(const worker_params_t *p, uint32_t index, engine_t **out, 
                          size_t errlen)
 {
     engine_t *e = calloc(1, sizeof(*e));
-    if (!e) {
-        set_err_msg(err, errlen, "out of memory");
-        return -ENOMEM;
-    }
+    if (!e)
+        return set_err(err, errlen, -ENOMEM, "out of memory");
     e->p = *p;
     pthread_mutex_init(&e->hmu, NULL);
     pthread_cond_init(&e->hcv, NULL);
@@ -164,8 +162,8 @@ int sml_engine_create(const worker_params_t *p, uint32_t index, engine_t **out, 
     e->pkt_arena = malloc((e->nlocal ? e->nlocal : 1) * e->pkt_cap);
     int rc = 0;
     if (!e->ws || !e->pkt_arena) {
-        set_err_msg(err, errlen, "out of memory for %u slots of %u elements", e->nlocal, p->elems);
-        rc = -ENOMEM;
+        rc = set_err(err, errlen, -ENOMEM, "out of memory for %u slots of %u elements", e->nlocal,
+                     p->elems);
         goto fail;
     }
     if (p->codec.mode != CODEC_NONE) {
@@ -180,17 +178,14 @@ int sml_engine_create(const worker_params_t *p, uint32_t index, engine_t **out, 
         e->spare_arena = malloc((e->nlocal ? e->nlocal : 1) * e->pkt_cap);
         if (rc == 0 && (!e->dec || !e->xbuf || !e->hcd.dec || !e->hcd.xbuf ||
                         !e->spare_arena)) {
-            set_err_msg(err, errlen, "out of memory");
-            rc = -ENOMEM;
+            rc = set_err(err, errlen, -ENOMEM, "out of memory");
         }
         if (rc != 0)
             goto fail;
     }
     rc = worker_open_endpoint(p, p->socket_buffer, index, &e->tp, err, errlen);
-    if (rc == 0 && worker_txq_init(&e->tx, e->tp, (int)e->nlocal + 1) != 0) {
-        set_err_msg(err, errlen, "out of memory");
-        rc = -ENOMEM;
-    }
+    if (rc == 0 && worker_txq_init(&e->tx, e->tp, (int)e->nlocal + 1) != 0)
+        rc = set_err(err, errlen, -ENOMEM, "out of memory");
     for (uint32_t k = 0; k < e->nlocal && rc == 0; k++) {
         wslot_t *w = &e->ws[k];
         w->slot = index + k * e->nthreads;
@@ -199,14 +194,14 @@ int sml_engine_create(const worker_params_t *p, uint32_t index, engine_t **out, 
         w->want = NO_CHUNK;
         rc = worker_slot_addr(p, e->tp, w->slot, &w->dst);
         if (rc != 0)
-            set_err_msg(err, errlen, "no address for the switch queue of slot %u", w->slot);
+            rc = set_err(err, errlen, rc, "no address for the switch queue of slot %u", w->slot);
     }
     /* INAGG_CODEC_HELPER=0 runs without the helper (every chunk coded on the engine thread,
      * nothing overlapped): to measure what the overlap is worth (inagg model validate). */
     if (rc == 0 && e->codec && !p->codec_no_helper) {
         rc = -pthread_create(&e->helper, NULL, helper_main, e);
         if (rc != 0)
-            set_err_msg(err, errlen, "cannot start the encoder helper thread");
+            rc = set_err(err, errlen, rc, "cannot start the encoder helper thread");
         else
             e->helper_started = 1;
     }
@@ -534,20 +529,21 @@ static void deliver(engine_t *e, run_t *run, const wslot_t *w, const wire_header
         vec_f32_scale(out, len, 1.0f / (float)e->p.world);
 }
 
-/* Check a received datagram; returns the local slot it is for, or -1 (counted). */
+/* Check a received datagram; returns the local slot it is for, or (counted) -EBADMSG for one
+ * that is not a valid result for this engine, -EALREADY for an answer to a round that is over. */
 static int accept_result(engine_t *e, const run_t *run, const uint8_t *buf, size_t len,
                          wire_header_t *h)
 {
     if (worker_open_packet(&e->p, buf, len, h) != 0 || h->type != WIRE_RESULT ||
         !worker_packet_ours(&e->p, h) || h->slot % e->nthreads != e->index) {
         WORKER_CNT_ADD(e->c.invalid, 1);
-        return -1;
+        return -EBADMSG;
     }
     int k = (int)(h->slot / e->nthreads);
     const wslot_t *w = &e->ws[k];
     if (w->phase == PHASE_IDLE || h->round != w->round) {
         WORKER_CNT_ADD(e->c.duplicates, 1);
-        return -1;
+        return -EALREADY;
     }
     size_t want = w->phase == PHASE_PROBE ? 0 : chunk_len(e, run, w->chunk);
     if (run->coded) { /* a chunk of exactly `want` values that decodes cleanly */
@@ -562,7 +558,7 @@ static int accept_result(engine_t *e, const run_t *run, const uint8_t *buf, size
         }
         if (rc < 0) {
             WORKER_CNT_ADD(e->c.invalid, 1);
-            return -1;
+            return -EBADMSG;
         }
         if (rc == 1) /* clamped at the float range: delivered, reported as non-finite */
             h->flags |= WIRE_FLAG_OVERFLOW;
@@ -571,14 +567,14 @@ static int accept_result(engine_t *e, const run_t *run, const uint8_t *buf, size
     if (h->count != want || h->dtype != run->wire_dtype ||
         (w->phase == PHASE_DATA && run->fixed && h->exp != w->exp)) {
         WORKER_CNT_ADD(e->c.invalid, 1);
-        return -1;
+        return -EBADMSG;
     }
     /* The agreed exponent is the maximum of everyone's, so at least ours, and encodable. */
     if (run->fixed && h->next_exp != QUANT_EXP_ZERO && h->next_exp != QUANT_EXP_NONFINITE &&
         (h->next_exp < QUANT_EXP_MIN || h->next_exp > QUANT_EXP_MAX ||
          h->next_exp < w->sent_next_exp)) {
         WORKER_CNT_ADD(e->c.invalid, 1);
-        return -1;
+        return -EBADMSG;
     }
     return k;
 }
@@ -693,17 +689,14 @@ int sml_engine_run(engine_t *e, const worker_call_t *r, char *detail, size_t dle
     }
     int rc = worker_txq_flush(&e->tx);
     arm_sent(e);
-    if (rc < 0) {
-        set_err_msg(detail, dlen, "send failed: %s", strerror(-rc));
-        rc = -EIO;
-    }
+    if (rc < 0)
+        rc = set_err(detail, dlen, -EIO, "send failed: %s", strerror(-rc));
     now = util_now_ns();
     uint64_t last_progress = now, next_deadline = now;
     uint64_t timeout_ns = (uint64_t)e->p.timeout_ms * 1000000ull;
     while (active > 0 && rc == 0) {
         if (atomic_load_explicit(e->p.abort_flag, memory_order_acquire)) {
-            set_err_msg(detail, dlen, "aborted: the job failed");
-            rc = -ECANCELED;
+            rc = set_err(detail, dlen, -ECANCELED, "aborted: the job failed");
             break;
         }
         now = util_now_ns();
@@ -712,8 +705,7 @@ int sml_engine_run(engine_t *e, const worker_call_t *r, char *detail, size_t dle
             wait_ms = (int)util_min_u64((next_deadline - now) / 1000000ull + 1, ENGINE_POLL_MS);
         int n = transport_recv(e->tp, e->rx, 2 * ENGINE_RX_BATCH, wait_ms);
         if (n < 0) {
-            set_err_msg(detail, dlen, "receive failed: %s", strerror(-n));
-            rc = -EIO;
+            rc = set_err(detail, dlen, -EIO, "receive failed: %s", strerror(-n));
             break;
         }
         now = util_now_ns();
@@ -725,15 +717,13 @@ int sml_engine_run(engine_t *e, const worker_call_t *r, char *detail, size_t dle
         int frc = worker_txq_flush(&e->tx);
         arm_sent(e);
         if (frc < 0) {
-            set_err_msg(detail, dlen, "send failed: %s", strerror(-frc));
-            rc = -EIO;
+            rc = set_err(detail, dlen, -EIO, "send failed: %s", strerror(-frc));
             break;
         }
         if (now - last_progress > timeout_ns) {
-            set_err_msg(detail, dlen,
-                     "no result from the switch for %u ms (%u of this thread's slots waiting)",
-                     e->p.timeout_ms, active);
-            rc = -ETIMEDOUT;
+            rc = set_err(detail, dlen, -ETIMEDOUT,
+                         "no result from the switch for %u ms (%u of this thread's slots waiting)",
+                         e->p.timeout_ms, active);
             break;
         }
     }
@@ -748,13 +738,12 @@ int sml_engine_run(engine_t *e, const worker_call_t *r, char *detail, size_t dle
         e->onwire = 0;
         return rc;
     }
-    if (run.overflow) {
-        set_err_msg(detail, dlen, "int32 sum wrapped around in at least one element");
-        return -EOVERFLOW;
-    }
+    if (run.overflow)
+        return set_err(detail, dlen, -EOVERFLOW,
+                       "int32 sum wrapped around in at least one element");
     if (run.nonfinite) {
-        set_err_msg(detail, dlen, "a float32 input held NaN or Inf; affected chunks are NaN");
-        return -EDOM;
+        return set_err(detail, dlen, -EDOM,
+                       "a float32 input held NaN or Inf; affected chunks are NaN");
     }
     return 0;
 }

@@ -105,17 +105,15 @@ static void sml_destroy(void *state)
 static int sml_create(const worker_params_t *p, void **state, char *err, size_t errlen)
 {
     sml_t *s = calloc(1, sizeof(*s));
-    if (!s) {
-        set_err_msg(err, errlen, "out of memory");
-        return -ENOMEM;
-    }
+    if (!s)
+        return set_err(err, errlen, -ENOMEM, "out of memory");
     s->p = *p;
     int rc = 0;
     char why[160];
     for (uint32_t i = 0; i < p->threads && rc == 0; i++) {
         rc = sml_engine_create(p, i, &s->engines[i], why, sizeof(why));
         if (rc != 0)
-            set_err_msg(err, errlen, "engine thread %u: %s", i, why);
+            rc = set_err(err, errlen, rc, "engine thread %u: %s", i, why);
         else
             s->nengines++;
     }
@@ -123,7 +121,7 @@ static int sml_create(const worker_params_t *p, void **state, char *err, size_t 
         s->th[i] = (sml_thread_t){.s = s, .e = s->engines[i]};
         rc = -pthread_create(&s->tids[i], NULL, engine_main, &s->th[i]);
         if (rc != 0)
-            set_err_msg(err, errlen, "cannot start engine thread %u", i);
+            rc = set_err(err, errlen, rc, "cannot start engine thread %u", i);
         else
             s->started++;
     }
@@ -155,10 +153,8 @@ static int sml_start(void *state, inagg_comm_t *comm, const worker_call_t *call,
                      inagg_request_t **req, char *detail, size_t dlen)
 {
     sml_request_t *rq = calloc(1, sizeof(*rq));
-    if (!rq) {
-        set_err_msg(detail, dlen, "out of memory");
-        return -ENOMEM;
-    }
+    if (!rq)
+        return set_err(detail, dlen, -ENOMEM, "out of memory");
     enqueue(state, comm, rq, call);
     *req = &rq->base;
     return 0;
@@ -171,8 +167,7 @@ static int await(sml_t *s, sml_request_t *rq, char *detail, size_t dlen)
     while (!rq->done)
         pthread_cond_wait(s->p.cv, s->p.mu);
     pthread_mutex_unlock(s->p.mu);
-    set_err_msg(detail, dlen, "%s", rq->detail);
-    return rq->result;
+    return set_err(detail, dlen, rq->result, "%s", rq->detail);
 }
 
 static int sml_wait(void *state, inagg_request_t *req, char *detail, size_t dlen)

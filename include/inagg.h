@@ -33,27 +33,24 @@ extern "C" {
 /* Result codes. New codes are only ever appended. */
 typedef enum inagg_result {
     INAGG_OK = 0,
-    INAGG_ERR_INVALID = -1,     /* an argument is invalid (null pointer, bad dtype, ...) */
-    INAGG_ERR_SYSTEM = -2,      /* a system call failed; the detail names it and errno */
-    INAGG_ERR_NOMEM = -3,       /* out of memory */
-    INAGG_ERR_TIMEOUT = -4,     /* no progress within the configured time */
-    INAGG_ERR_REFUSED = -5,     /* the switch refused the job (pool exhausted, duplicate
+    INAGG_ERR_INVALID = -1, /* an argument is invalid (null pointer, bad dtype, ...) */
+    INAGG_ERR_SYSTEM = -2, /* a system call failed; the detail names it and errno */
+    INAGG_ERR_NOMEM = -3, /* out of memory */
+    INAGG_ERR_TIMEOUT = -4, /* no progress within the configured time */
+    INAGG_ERR_REFUSED = -5, /* the switch refused the job (pool exhausted, duplicate
                                    rank, world-size or parameter mismatch) */
-    INAGG_ERR_VERSION = -6,     /* the switch speaks another protocol version */
-    INAGG_ERR_JOB_FAILED = -7,  /* the job failed: a rank vanished or stopped sending */
-    INAGG_ERR_CONNECTION = -8,  /* the connection to the switch was lost */
-    INAGG_ERR_PROTOCOL = -9,    /* the switch sent something this library cannot parse */
-    INAGG_ERR_OVERFLOW = -10,   /* int32 sum wrapped around in at least one element; the
+    INAGG_ERR_VERSION = -6, /* the switch speaks another protocol version */
+    INAGG_ERR_JOB_FAILED = -7, /* the job failed: a rank vanished or stopped sending */
+    INAGG_ERR_CONNECTION = -8, /* the connection to the switch was lost */
+    INAGG_ERR_PROTOCOL = -9, /* the switch sent something this library cannot parse */
+    INAGG_ERR_OVERFLOW = -10, /* int32 sum wrapped around in at least one element; the
                                    wrapped result was delivered */
-    INAGG_ERR_NONFINITE = -11,  /* a float32 input held NaN or Inf; the chunks that held one
+    INAGG_ERR_NONFINITE = -11, /* a float32 input held NaN or Inf; the chunks that held one
                                    are NaN in the result on every rank */
     INAGG_ERR_UNSUPPORTED = -12 /* valid request this build or job cannot serve */
 } inagg_result_t;
 
-typedef enum inagg_dtype {
-    INAGG_INT32 = 0,
-    INAGG_FLOAT32 = 1
-} inagg_dtype_t;
+typedef enum inagg_dtype { INAGG_INT32 = 0, INAGG_FLOAT32 = 1 } inagg_dtype_t;
 
 typedef enum inagg_op {
     INAGG_SUM = 0,
@@ -78,7 +75,7 @@ typedef enum inagg_float_mode {
 typedef enum inagg_protocol {
     INAGG_PROTO_SWITCHML = 0, /* throughput-centric: two copies per slot, self-clocked window
                                  (SwitchML); for large tensors */
-    INAGG_PROTO_P4SGD = 1     /* latency-centric: one copy per slot, result sent on the last
+    INAGG_PROTO_P4SGD = 1 /* latency-centric: one copy per slot, result sent on the last
                                  contribution, acknowledged off the critical path (P4SGD); for
                                  many small allreduces in flight. float32 travels natively and
                                  the switch adds it in rank order (reproducible), so float_mode
@@ -88,31 +85,31 @@ typedef enum inagg_protocol {
 /* In-switch optimizer (see inagg_push_pull): the switch keeps the job's parameters and
  * optimizer state and applies one step per chunk as soon as the chunk's gradients are summed. */
 typedef enum inagg_optimizer_kind {
-    INAGG_OPT_SGD = 0,     /* p -= lr * g (with momentum: torch.optim.SGD's buffer) */
+    INAGG_OPT_SGD = 0, /* p -= lr * g (with momentum: torch.optim.SGD's buffer) */
     INAGG_OPT_ADAGRAD = 1, /* acc += g^2; p -= lr * g / D */
-    INAGG_OPT_ADAM = 2,    /* bias-corrected moments; p -= lr * m_hat / D */
-    INAGG_OPT_SMORMS3 = 3  /* Funk's SMORMS3 (the paper's Algorithm 4) */
+    INAGG_OPT_ADAM = 2, /* bias-corrected moments; p -= lr * m_hat / D */
+    INAGG_OPT_SMORMS3 = 3 /* Funk's SMORMS3 (the paper's Algorithm 4) */
 } inagg_optimizer_kind_t;
 
 typedef enum inagg_param_init {
-    INAGG_INIT_ZERO = 0,   /* every parameter starts at 0 (inagg_params_upload may follow) */
-    INAGG_INIT_SEEDED = 1  /* uniform in [-0.05, 0.05) from `seed` */
+    INAGG_INIT_ZERO = 0, /* every parameter starts at 0 (inagg_params_upload may follow) */
+    INAGG_INIT_SEEDED = 1 /* uniform in [-0.05, 0.05) from `seed` */
 } inagg_param_init_t;
 
 typedef struct inagg_optimizer {
     inagg_optimizer_kind_t kind;
-    uint64_t params;       /* parameters the switch holds; every push is this long */
+    uint64_t params; /* parameters the switch holds; every push is this long */
     float lr, beta1, beta2, eps;
-    int eps_outside;       /* 0: D = sqrt(v + eps), the paper's; 1: sqrt(v) + eps, PyTorch's */
-    float momentum;        /* SGD only; 0 = none */
-    float weight_decay;    /* added to the gradient as wd * p (PyTorch's L2); 0 = none */
+    int eps_outside; /* 0: D = sqrt(v + eps), the paper's; 1: sqrt(v) + eps, PyTorch's */
+    float momentum; /* SGD only; 0 = none */
+    float weight_decay; /* added to the gradient as wd * p (PyTorch's L2); 0 = none */
     inagg_param_init_t init;
     uint64_t seed;
 } inagg_optimizer_t;
 
-#define INAGG_OPTIMIZER_INIT                                                                    \
-    {                                                                                           \
-        INAGG_OPT_SGD, 0u, 0.01f, 0.9f, 0.999f, 1e-8f, 0, 0.0f, 0.0f, INAGG_INIT_ZERO, 0u       \
+#define INAGG_OPTIMIZER_INIT                                                                       \
+    {                                                                                              \
+        INAGG_OPT_SGD, 0u, 0.01f, 0.9f, 0.999f, 1e-8f, 0, 0.0f, 0.0f, INAGG_INIT_ZERO, 0u          \
     }
 
 /*
@@ -120,27 +117,27 @@ typedef struct inagg_optimizer {
  * The struct only ever grows at the end; `struct_size` lets the library tell versions apart.
  */
 typedef struct inagg_options {
-    uint32_t struct_size;     /* sizeof(inagg_options_t), set by the initializer */
-    uint32_t slots;           /* slots (window) the job reserves on the switch */
-    uint32_t packet_elems;    /* elements per packet: 64 and 256 as in hardware, up to
+    uint32_t struct_size; /* sizeof(inagg_options_t), set by the initializer */
+    uint32_t slots; /* slots (window) the job reserves on the switch */
+    uint32_t packet_elems; /* elements per packet: 64 and 256 as in hardware, up to
                                  INAGG_MAX_PACKET_ELEMS for software */
-    uint32_t threads;         /* engine threads per worker, each with its own socket */
+    uint32_t threads; /* engine threads per worker, each with its own socket */
     inagg_float_mode_t float_mode;
     inagg_protocol_t protocol;
-    uint32_t rto_us;          /* initial retransmission timeout; adapted to measured RTT */
-    uint32_t rto_min_us;      /* lower bound of the adaptive timeout */
-    uint32_t rto_max_us;      /* upper bound, also the cap of exponential backoff */
-    uint32_t timeout_ms;      /* a rank silent this long while others wait fails the job (the
+    uint32_t rto_us; /* initial retransmission timeout; adapted to measured RTT */
+    uint32_t rto_min_us; /* lower bound of the adaptive timeout */
+    uint32_t rto_max_us; /* upper bound, also the cap of exponential backoff */
+    uint32_t timeout_ms; /* a rank silent this long while others wait fails the job (the
                                  switch caps it at its --worker-timeout); a call with no
                                  progress fails at the latest 1 s later; also bounds join
                                  and barrier */
-    uint32_t socket_buffer;   /* SO_RCVBUF/SO_SNDBUF bytes per engine socket (0: library
+    uint32_t socket_buffer; /* SO_RCVBUF/SO_SNDBUF bytes per engine socket (0: library
                                  default) */
-    const char *faults;       /* fault injection spec, e.g. "drop=0.01,dup=0.01,reorder=0.01,
+    const char *faults; /* fault injection spec, e.g. "drop=0.01,dup=0.01,reorder=0.01,
                                  seed=7" (NULL: taken from $INAGG_FAULTS, if set) */
     const inagg_optimizer_t *optimizer; /* non-NULL: the switch holds the parameters and runs
                                  this optimizer (float32 native; gradients averaged) */
-    const char *compress;     /* NULL or "none": float32 travels uncompressed. Else the job's
+    const char *compress; /* NULL or "none": float32 travels uncompressed. Else the job's
                                  codec: "zfp:rate=R", "zfp:precision=P", "zfp:accuracy=A",
                                  "zfp:reversible" or "fp16". Workers encode each packet, the
                                  switch decodes, sums in float and re-encodes the result.
@@ -151,12 +148,12 @@ typedef struct inagg_options {
                                  adds it to element i of the next one (error feedback: meant
                                  for a communicator that reduces the same tensor each step);
                                  1: no residual */
-    const char *secret;       /* the job secret its ranks share (NULL: $INAGG_JOB_SECRET, else
+    const char *secret; /* the job secret its ranks share (NULL: $INAGG_JOB_SECRET, else
                                  the file secret_file names); a job registered with one admits
                                  only ranks that prove it. It never crosses the wire */
-    const char *secret_file;  /* a file holding the secret (trailing newline ignored; NULL:
+    const char *secret_file; /* a file holding the secret (trailing newline ignored; NULL:
                                  $INAGG_JOB_SECRET_FILE) */
-    const char *transport;    /* how packets travel: "udp", or "roce" (RoCE v1 RDMA Writes on
+    const char *transport; /* how packets travel: "udp", or "roce" (RoCE v1 RDMA Writes on
                                  the Ethernet segment of an `inagg switch --l2`). NULL:
                                  $INAGG_TRANSPORT, else udp. A caller built against an older
                                  inagg.h (smaller struct_size) gets that default */
@@ -165,7 +162,7 @@ typedef struct inagg_options {
                                  JOIN (forged or changed packets are dropped and counted);
                                  1 (or $INAGG_NO_DATAPLANE_AUTH=1): only JOIN is
                                  authenticated. The rank that registers the job decides */
-    uint32_t poll_us;         /* how a rank waits for the switch's answer (p4sgd): 0 sleeps in
+    uint32_t poll_us; /* how a rank waits for the switch's answer (p4sgd): 0 sleeps in
                                  the kernel until a packet comes (default; $INAGG_POLL when
                                  0); N asks the kernel without waiting for up to N
                                  microseconds of each wait before sleeping (adaptive);
@@ -174,15 +171,16 @@ typedef struct inagg_options {
 
 #define INAGG_POLL_BUSY 0xffffffffu
 
-#define INAGG_MAX_PACKET_ELEMS 16360u /* (65507 - 36 - 28) / 4: one UDP datagram, with the
+#define INAGG_MAX_PACKET_ELEMS                                                                     \
+    16360u /* (65507 - 36 - 28) / 4: one UDP datagram, with the
                                          dataplane MAC (28 bytes) of a job with a secret */
 #define INAGG_MAX_WORLD 64u
 
-#define INAGG_OPTIONS_INIT                                                                      \
-    {                                                                                           \
-        sizeof(inagg_options_t), 16u, INAGG_MAX_PACKET_ELEMS, 1u, INAGG_FLOAT_FIXED,            \
-            INAGG_PROTO_SWITCHML, 2000u, 1000u, 50000u, 30000u, 0u, NULL, NULL, NULL, 0u, NULL, NULL, \
-            NULL, 0u, 0u                                                                        \
+#define INAGG_OPTIONS_INIT                                                                         \
+    {                                                                                              \
+        sizeof(inagg_options_t), 16u, INAGG_MAX_PACKET_ELEMS, 1u, INAGG_FLOAT_FIXED,               \
+            INAGG_PROTO_SWITCHML, 2000u, 1000u, 50000u, 30000u, 0u, NULL, NULL, NULL, 0u, NULL,    \
+            NULL, NULL, 0u, 0u                                                                     \
     }
 
 typedef struct inagg_comm inagg_comm_t;
@@ -190,15 +188,15 @@ typedef struct inagg_request inagg_request_t;
 
 /* Per-communicator counters since creation. */
 typedef struct inagg_stats {
-    uint64_t packets_sent;       /* contributions sent, first transmissions and retransmits */
-    uint64_t packets_received;   /* results accepted */
-    uint64_t retransmissions;    /* contributions sent again after a timeout */
+    uint64_t packets_sent; /* contributions sent, first transmissions and retransmits */
+    uint64_t packets_received; /* results accepted */
+    uint64_t retransmissions; /* contributions sent again after a timeout */
     uint64_t duplicates_ignored; /* results for a round already completed, dropped */
-    uint64_t invalid_dropped;    /* malformed or foreign packets dropped */
-    uint64_t bytes_sent;         /* UDP payload bytes sent */
-    uint64_t bytes_received;     /* UDP payload bytes received */
-    uint32_t srtt_us;            /* smoothed round-trip time */
-    uint32_t rto_us;             /* current retransmission timeout */
+    uint64_t invalid_dropped; /* malformed or foreign packets dropped */
+    uint64_t bytes_sent; /* UDP payload bytes sent */
+    uint64_t bytes_received; /* UDP payload bytes received */
+    uint32_t srtt_us; /* smoothed round-trip time */
+    uint32_t rto_us; /* current retransmission timeout */
 } inagg_stats_t;
 
 /*
@@ -267,8 +265,7 @@ inagg_result_t inagg_waitany(inagg_request_t **reqs, size_t n, size_t *index);
  * new parameters to every rank; a retransmission gets the same parameters back, so each step
  * is applied exactly once whatever is lost. `params` may equal `grad`.
  */
-inagg_result_t inagg_push_pull(inagg_comm_t *comm, const float *grad, float *params,
-                               size_t count);
+inagg_result_t inagg_push_pull(inagg_comm_t *comm, const float *grad, float *params, size_t count);
 
 /*
  * Set the switch's parameters (collective): rank 0's `values` (count = optimizer.params)
@@ -297,20 +294,20 @@ inagg_result_t inagg_get_stats(const inagg_comm_t *comm, inagg_stats_t *out);
  * the engine's packets was on the wire: coding overlapped with communication.
  */
 typedef struct inagg_codec_stats {
-    uint32_t size;              /* in: sizeof(inagg_codec_stats_t); out: bytes filled */
+    uint32_t size; /* in: sizeof(inagg_codec_stats_t); out: bytes filled */
     uint32_t rto_code_floor_us; /* the retransmission timeout's floor for coding time */
-    uint64_t chunks_encoded;    /* chunks encoded (first transmissions; error feedback's
+    uint64_t chunks_encoded; /* chunks encoded (first transmissions; error feedback's
                                    check decode is counted in decode) */
-    uint64_t chunks_decoded;    /* result chunks decoded (and feedback checks) */
-    uint64_t encode_ns;         /* time spent encoding, summed over engine threads */
-    uint64_t decode_ns;         /* time spent decoding, summed over engine threads */
-    uint64_t overlap_ns;        /* of encode_ns + decode_ns: while a packet was in flight */
-    uint64_t chunks_ahead;      /* of chunks_encoded: by an encoder helper thread, before the
+    uint64_t chunks_decoded; /* result chunks decoded (and feedback checks) */
+    uint64_t encode_ns; /* time spent encoding, summed over engine threads */
+    uint64_t decode_ns; /* time spent decoding, summed over engine threads */
+    uint64_t overlap_ns; /* of encode_ns + decode_ns: while a packet was in flight */
+    uint64_t chunks_ahead; /* of chunks_encoded: by an encoder helper thread, before the
                                    engine needed them (encode overlapped with the engine's
                                    sending, receiving and decoding) */
-    uint32_t codec_threads;     /* threads that code: each engine thread and its encoder
+    uint32_t codec_threads; /* threads that code: each engine thread and its encoder
                                    helper (2 x options.threads) */
-    uint32_t reserved;          /* zero */
+    uint32_t reserved; /* zero */
 } inagg_codec_stats_t;
 
 /* Copy the coding counters (see inagg_codec_stats_t). INAGG_ERR_INVALID when out is NULL
@@ -326,10 +323,10 @@ inagg_result_t inagg_get_codec_stats(const inagg_comm_t *comm, inagg_codec_stats
  */
 #define INAGG_TRANSPORT_COUNTERS_MAX 32u
 typedef struct inagg_transport_stats {
-    uint32_t struct_size;       /* in: sizeof(inagg_transport_stats_t); out: bytes filled */
-    uint32_t ncounters;         /* entries of counters[] the transport has */
-    char transport[16];         /* its name: "udp", "afpacket" or "roce" */
-    uint64_t fault_dropped;     /* fault injection's decisions (options.faults) */
+    uint32_t struct_size; /* in: sizeof(inagg_transport_stats_t); out: bytes filled */
+    uint32_t ncounters; /* entries of counters[] the transport has */
+    char transport[16]; /* its name: "udp", "afpacket" or "roce" */
+    uint64_t fault_dropped; /* fault injection's decisions (options.faults) */
     uint64_t fault_duplicated;
     uint64_t fault_reordered;
     uint64_t counters[INAGG_TRANSPORT_COUNTERS_MAX];

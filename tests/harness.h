@@ -24,31 +24,31 @@ const char *harness_build_dir(void);
 /* Path of ../shared/datasets/NAME relative to the source tree, or NULL if it is absent. */
 const char *harness_dataset(const char *name);
 
-#define TEST(name, timeout_s)                                                                   \
-    static void test_##name(void);                                                              \
-    __attribute__((constructor)) static void register_##name(void)                              \
-    {                                                                                           \
-        harness_register(#name, test_##name, timeout_s, __FILE__);                              \
-    }                                                                                           \
+#define TEST(name, timeout_s)                                                                      \
+    static void test_##name(void);                                                                 \
+    __attribute__((constructor)) static void register_##name(void)                                 \
+    {                                                                                              \
+        harness_register(#name, test_##name, timeout_s, __FILE__);                                 \
+    }                                                                                              \
     static void test_##name(void)
 
-#define CHECK(cond)                                                                             \
-    do {                                                                                        \
-        if (!(cond))                                                                            \
-            harness_fail(__FILE__, __LINE__, "CHECK(%s)", #cond);                               \
+#define CHECK(cond)                                                                                \
+    do {                                                                                           \
+        if (!(cond))                                                                               \
+            harness_fail(__FILE__, __LINE__, "CHECK(%s)", #cond);                                  \
     } while (0)
 
-#define CHECK_MSG(cond, ...)                                                                    \
-    do {                                                                                        \
-        if (!(cond))                                                                            \
-            harness_fail(__FILE__, __LINE__, __VA_ARGS__);                                      \
+#define CHECK_MSG(cond, ...)                                                                       \
+    do {                                                                                           \
+        if (!(cond))                                                                               \
+            harness_fail(__FILE__, __LINE__, __VA_ARGS__);                                         \
     } while (0)
 
-#define CHECK_EQ_INT(a, b)                                                                      \
-    do {                                                                                        \
-        long long a_ = (long long)(a), b_ = (long long)(b);                                     \
-        if (a_ != b_)                                                                           \
-            harness_fail(__FILE__, __LINE__, "%s == %s: %lld != %lld", #a, #b, a_, b_);         \
+#define CHECK_EQ_INT(a, b)                                                                         \
+    do {                                                                                           \
+        long long a_ = (long long)(a), b_ = (long long)(b);                                        \
+        if (a_ != b_)                                                                              \
+            harness_fail(__FILE__, __LINE__, "%s == %s: %lld != %lld", #a, #b, a_, b_);            \
     } while (0)
 
 #define SKIP(why) harness_skip(why)

@@ -14,11 +14,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/util.h"
 #include "bench/baseline_mpi.h"
 #include "bench/benchdata.h"
-#include "base/util.h"
-#include "launch/launch.h"
 #include "harness.h"
+#include "launch/launch.h"
 
 TEST(benchdata_int32_range_and_determinism, 10)
 {
@@ -124,17 +124,27 @@ TEST(baseline_mpi_runs_and_verifies, 120)
 {
     require_mpi();
     for (int f = 0; f < 2; f++) {
-        struct baseline_mpi_params p = {.workers = 2, .elems = 100000, .dtype_float = f,
-                                        .iters = 3, .warmup = 1, .seed = 11, .timeout_s = 50};
+        struct baseline_mpi_params p = {.workers = 2,
+                                        .elems = 100000,
+                                        .dtype_float = f,
+                                        .iters = 3,
+                                        .warmup = 1,
+                                        .seed = 11,
+                                        .timeout_s = 50};
         struct baseline_mpi_result r;
         char err[512];
         int rc = baseline_mpi_run(&p, &r, err, sizeof(err));
         CHECK_MSG(rc == 0, "%s: %s", f ? "float32" : "int32", err);
         check_sane(&r, p.elems);
     }
-    struct baseline_mpi_params lat = {.workers = 3, .elems = 256, .dtype_float = 1,
-                                      .iters = 50, .warmup = 5, .latency_mode = 1,
-                                      .seed = 2, .timeout_s = 50};
+    struct baseline_mpi_params lat = {.workers = 3,
+                                      .elems = 256,
+                                      .dtype_float = 1,
+                                      .iters = 50,
+                                      .warmup = 5,
+                                      .latency_mode = 1,
+                                      .seed = 2,
+                                      .timeout_s = 50};
     struct baseline_mpi_result r;
     char err[512];
     CHECK_MSG(baseline_mpi_run(&lat, &r, err, sizeof(err)) == 0, "latency: %s", err);
@@ -169,8 +179,8 @@ static int run_fake(const char *body, unsigned timeout_s, char *err, size_t errl
     CHECK(fclose(f) == 0);
     CHECK(chmod(path, 0755) == 0);
     setenv("INAGG_MPI_BENCH", path, 1);
-    struct baseline_mpi_params p = {.workers = 2, .elems = 1000, .iters = 1,
-                                    .timeout_s = timeout_s};
+    struct baseline_mpi_params p = {
+        .workers = 2, .elems = 1000, .iters = 1, .timeout_s = timeout_s};
     struct baseline_mpi_result r;
     int rc = baseline_mpi_run(&p, &r, err, errlen);
     unlink(path);
@@ -197,8 +207,7 @@ TEST(baseline_mpi_failure_and_garbage_are_reported, 30)
     if (launch_find_mpirun(path, sizeof(path)) != 0)
         SKIP("mpirun not installed");
     char err[1024];
-    CHECK_EQ_INT(run_fake("echo 'rank failed: no memory' >&2; exit 3", 20, err, sizeof(err)),
-                 -EIO);
+    CHECK_EQ_INT(run_fake("echo 'rank failed: no memory' >&2; exit 3", 20, err, sizeof(err)), -EIO);
     CHECK_MSG(strstr(err, "status") && strstr(err, "no memory"), "message: %s", err);
     CHECK_EQ_INT(run_fake("echo hello world", 20, err, sizeof(err)), -EPROTO);
     CHECK_MSG(strstr(err, "unparsable") && strstr(err, "hello"), "message: %s", err);

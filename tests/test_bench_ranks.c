@@ -49,8 +49,8 @@ TEST(bench_ranks_collect_whole_short_and_silent, 20)
     size_t got[3];
     int ticks = 0;
     uint64_t t0 = util_now_ns();
-    uint32_t open = bench_ranks_collect(&g, 3, reports, REPORT_BYTES, got,
-                                        t0 + 500000000ull, 50, count_tick, &ticks);
+    uint32_t open = bench_ranks_collect(&g, 3, reports, REPORT_BYTES, got, t0 + 500000000ull, 50,
+                                        count_tick, &ticks);
     double waited = (double)(util_now_ns() - t0) / 1e9;
     CHECK_EQ_INT(open, 1);
     CHECK_EQ_INT(got[0], REPORT_BYTES);

@@ -41,8 +41,14 @@ static codec_spec_t spec_of(const char *text)
 
 TEST(codec_parse_spellings, 5)
 {
-    const char *good[] = {"none", "fp16", "zfp:rate=8", "zfp:rate=1", "zfp:rate=32",
-                          "zfp:precision=16", "zfp:accuracy=0.001", "zfp:accuracy=1e-09",
+    const char *good[] = {"none",
+                          "fp16",
+                          "zfp:rate=8",
+                          "zfp:rate=1",
+                          "zfp:rate=32",
+                          "zfp:precision=16",
+                          "zfp:accuracy=0.001",
+                          "zfp:accuracy=1e-09",
                           "zfp:reversible"};
     for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
         codec_spec_t s = spec_of(good[i]), t;
@@ -51,10 +57,22 @@ TEST(codec_parse_spellings, 5)
         CHECK(codec_parse(buf, &t, NULL, 0) == 0);
         CHECK(t.mode == s.mode && t.param == s.param);
     }
-    const char *bad[] = {"", "zfp", "zfp:rate", "zfp:rate=0", "zfp:rate=33", "zfp:rate=8.5",
-                         "zfp:rate=8x", "zfp:precision=-1", "zfp:accuracy=0",
-                         "zfp:accuracy=nan", "zfp:accuracy=inf", "zfp:accuracy=-1",
-                         "zfp:reversible=1", "fp32", "ZFP:rate=8", "zfp:rate= 8"};
+    const char *bad[] = {"",
+                         "zfp",
+                         "zfp:rate",
+                         "zfp:rate=0",
+                         "zfp:rate=33",
+                         "zfp:rate=8.5",
+                         "zfp:rate=8x",
+                         "zfp:precision=-1",
+                         "zfp:accuracy=0",
+                         "zfp:accuracy=nan",
+                         "zfp:accuracy=inf",
+                         "zfp:accuracy=-1",
+                         "zfp:reversible=1",
+                         "fp32",
+                         "ZFP:rate=8",
+                         "zfp:rate= 8"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         codec_spec_t s;
         char err[256] = "";
@@ -67,12 +85,12 @@ TEST(codec_parse_spellings, 5)
 }
 
 /* Encode and decode x[0..n) in mode text; returns the chunk length. */
-static long roundtrip(codec_ctx_t *c, const float *x, float *y, size_t n, uint8_t *buf,
-                      size_t cap)
+static long roundtrip(codec_ctx_t *c, const float *x, float *y, size_t n, uint8_t *buf, size_t cap)
 {
     long len = codec_encode(c, x, n, buf, cap);
     CHECK_MSG(len > 0 && len % 4 == 0, "encode: %ld", len);
-    CHECK_MSG((size_t)len <= codec_max_bytes(codec_ctx_spec(c), n), "n=%zu len=%ld max=%zu", n, len, codec_max_bytes(codec_ctx_spec(c), n));
+    CHECK_MSG((size_t)len <= codec_max_bytes(codec_ctx_spec(c), n), "n=%zu len=%ld max=%zu", n, len,
+              codec_max_bytes(codec_ctx_spec(c), n));
     CHECK(codec_chunk_elems(buf, (size_t)len) == n);
     char err[256] = "";
     int rc = codec_decode(c, buf, (size_t)len, y, n, err, sizeof err);
@@ -107,18 +125,22 @@ static void check_mode(const char *text, int random_bits)
         long len = roundtrip(c, x, y, n, buf, cap);
         for (size_t i = 0; i < n; i++) {
             switch (s.mode) {
-            case CODEC_ZFP_REVERSIBLE:
-                CHECK_MSG(memcmp(&x[i], &y[i], 4) == 0, "n=%zu i=%zu %a != %a", n, i, x[i], y[i]);
-                break;
-            case CODEC_ZFP_ACCURACY: CHECK(fabs((double)x[i] - y[i]) <= s.param); break;
-            case CODEC_FP16:
-                CHECK(fabs((double)x[i] - y[i]) <= fmax(fabs(x[i]) * ldexp(1, -11), ldexp(1, -25)));
-                break;
-            default: break;
+                case CODEC_ZFP_REVERSIBLE:
+                    CHECK_MSG(memcmp(&x[i], &y[i], 4) == 0, "n=%zu i=%zu %a != %a", n, i, x[i],
+                              y[i]);
+                    break;
+                case CODEC_ZFP_ACCURACY: CHECK(fabs((double)x[i] - y[i]) <= s.param); break;
+                case CODEC_FP16:
+                    CHECK(fabs((double)x[i] - y[i]) <=
+                          fmax(fabs(x[i]) * ldexp(1, -11), ldexp(1, -25)));
+                    break;
+                default: break;
             }
         }
         if (s.mode == CODEC_ZFP_RATE) /* exactly R bits per value in whole blocks */
-            CHECK_EQ_INT(len, 8 + (((n + 3) / 4 * (s.param < 3 ? 9 : 4 * (size_t)s.param) + 7) / 8 + 3) / 4 * 4);
+            CHECK_EQ_INT(len,
+                         8 + (((n + 3) / 4 * (s.param < 3 ? 9 : 4 * (size_t)s.param) + 7) / 8 + 3) /
+                                 4 * 4);
     }
     free(x);
     free(y);
@@ -205,8 +227,8 @@ static int decode_rc(codec_ctx_t *c, const uint8_t *chunk, size_t len, size_t n)
 
 TEST(codec_hostile_chunks_rejected, 30)
 {
-    const char *modes[] = {"zfp:rate=8", "zfp:precision=16", "zfp:accuracy=0.001",
-                           "zfp:reversible", "fp16"};
+    const char *modes[] = {"zfp:rate=8", "zfp:precision=16", "zfp:accuracy=0.001", "zfp:reversible",
+                           "fp16"};
     util_rng_t r;
     util_rng_seed(&r, 99);
     for (size_t m = 0; m < 5; m++) {
@@ -238,8 +260,8 @@ TEST(codec_hostile_chunks_rejected, 30)
         memset(good + len, 0, 64);
         CHECK(decode_rc(c, good, (size_t)len + 4, n) == -EBADMSG);
         /* bit counts: one more, one less, the largest */
-        uint32_t bits = (uint32_t)good[4] << 24 | (uint32_t)good[5] << 16 |
-                        (uint32_t)good[6] << 8 | good[7];
+        uint32_t bits =
+            (uint32_t)good[4] << 24 | (uint32_t)good[5] << 16 | (uint32_t)good[6] << 8 | good[7];
         const uint32_t tries[] = {bits + 1, bits - 1, bits + 32, 0, 0xffffffffu};
         for (size_t t = 0; t < 5; t++) {
             memcpy(bad, good, (size_t)len);
@@ -255,7 +277,8 @@ TEST(codec_hostile_chunks_rejected, 30)
             memcpy(bad, good, (size_t)len);
             int flips = 1 + (int)(util_rng_next(&r) % 8);
             for (int f = 0; f < flips; f++) {
-                size_t at = CODEC_HEADER_SIZE + util_rng_next(&r) % ((size_t)len - CODEC_HEADER_SIZE);
+                size_t at =
+                    CODEC_HEADER_SIZE + util_rng_next(&r) % ((size_t)len - CODEC_HEADER_SIZE);
                 bad[at] = (uint8_t)util_rng_next(&r);
             }
             (void)decode_rc(c, bad, (size_t)len, n);

@@ -16,8 +16,8 @@
 
 #include "codec/codec.h"
 #include "harness.h"
-#include "switch/codecjob.h"
 #include "inagg.h"
+#include "switch/codecjob.h"
 #include "testutil.h"
 #include "worker/rto.h"
 
@@ -27,11 +27,11 @@
 
 typedef struct cjob {
     const char *addr, *mode, *faults;
-    int ef;       /* error feedback on (the library's default for lossy modes) */
+    int ef; /* error feedback on (the library's default for lossy modes) */
     uint32_t threads; /* engine threads per rank (0: 1) */
-    float *out;   /* shared: WORLD * ELEMS */
-    int32_t *rc;  /* shared: WORLD */
-    char *msg;    /* shared: WORLD * 256 */
+    float *out; /* shared: WORLD * ELEMS */
+    int32_t *rc; /* shared: WORLD */
+    char *msg; /* shared: WORLD * 256 */
 } cjob_t;
 
 /* Rank r's gradient: normal-looking values of mixed magnitude (integers / 64 in reversible
@@ -58,8 +58,8 @@ static int cworker(uint32_t rank, void *arg)
     o.rto_min_us = 1000;
     inagg_comm_t *comm;
     char detail[256];
-    inagg_result_t rc = inagg_comm_create(&comm, j->addr, "c", rank, WORLD, &o, detail,
-                                          sizeof detail);
+    inagg_result_t rc =
+        inagg_comm_create(&comm, j->addr, "c", rank, WORLD, &o, detail, sizeof detail);
     if (rc != INAGG_OK) {
         snprintf(j->msg + rank * 256, 256, "%s", detail);
         j->rc[rank] = rc;
@@ -225,8 +225,7 @@ static int mismatch_worker(uint32_t rank, void *arg)
     o.timeout_ms = 3000;
     inagg_comm_t *comm;
     char detail[256];
-    inagg_result_t rc = inagg_comm_create(&comm, j->addr, "m", rank, 2, &o, detail,
-                                          sizeof detail);
+    inagg_result_t rc = inagg_comm_create(&comm, j->addr, "m", rank, 2, &o, detail, sizeof detail);
     j->rc[rank] = rc;
     snprintf(j->msg + rank * 256, 256, "%s", detail);
     if (rc == INAGG_OK)
@@ -308,10 +307,10 @@ TEST(compress_rto_code_floor, 5)
     CHECK_EQ_INT(rto_code_floor_us(1000, 2000, 4, 16, 2, 1000000), 144);
     CHECK_EQ_INT(rto_code_floor_us(1000, 0, 4, 16, 2, 1000000), 80); /* decode as encode */
     CHECK_EQ_INT(rto_code_floor_us(0, 2000, 4, 16, 2, 1000000), 160);
-    CHECK_EQ_INT(rto_code_floor_us(0, 0, 4, 16, 2, 1000000), 0);      /* nothing measured */
+    CHECK_EQ_INT(rto_code_floor_us(0, 0, 4, 16, 2, 1000000), 0); /* nothing measured */
     CHECK_EQ_INT(rto_code_floor_us(1000, 2000, 4, 17, 2, 1000000), 162); /* 9 slots ahead */
     CHECK_EQ_INT(rto_code_floor_us(1000, 2000, 4, 16, 0, 1000000), 288); /* no queues: 1 */
-    CHECK_EQ_INT(rto_code_floor_us(1e9, 1e9, 64, 64, 1, 70000), 70000);  /* capped */
+    CHECK_EQ_INT(rto_code_floor_us(1e9, 1e9, 64, 64, 1, 70000), 70000); /* capped */
     double m = 0;
     rto_code_mean(&m, 800);
     CHECK(m == 800);
@@ -330,8 +329,7 @@ static int stats_worker(uint32_t rank, void *arg)
     char detail[256];
     const char *job = rank < WORLD ? "s" : "u";
     uint32_t r = rank < WORLD ? rank : rank - WORLD;
-    inagg_result_t rc = inagg_comm_create(&comm, j->addr, job, r, WORLD, &o, detail,
-                                          sizeof detail);
+    inagg_result_t rc = inagg_comm_create(&comm, j->addr, job, r, WORLD, &o, detail, sizeof detail);
     if (rc != INAGG_OK) {
         snprintf(j->msg + rank * 256, 256, "join: %.240s", detail);
         return 1;
@@ -355,17 +353,17 @@ static int stats_worker(uint32_t rank, void *arg)
                                cs.rto_code_floor_us || cs.reserved))
         snprintf(m, 256, "uncompressed job reports coding");
     else if (rank < WORLD &&
-             (cs.chunks_encoded != chunks || cs.chunks_decoded != 2 * chunks ||
-              cs.encode_ns == 0 || cs.decode_ns == 0 ||
-              cs.overlap_ns > cs.encode_ns + cs.decode_ns || cs.codec_threads != 2 ||
-              cs.chunks_ahead > cs.chunks_encoded ||
+             (cs.chunks_encoded != chunks || cs.chunks_decoded != 2 * chunks || cs.encode_ns == 0 ||
+              cs.decode_ns == 0 || cs.overlap_ns > cs.encode_ns + cs.decode_ns ||
+              cs.codec_threads != 2 || cs.chunks_ahead > cs.chunks_encoded ||
               cs.rto_code_floor_us == 0 || cs.reserved != 0))
-        snprintf(m, 256, "counters: enc %llu dec %llu (want %llu, %llu) ns %llu %llu ov %llu "
-                 "threads %u floor %u", (unsigned long long)cs.chunks_encoded,
-                 (unsigned long long)cs.chunks_decoded, (unsigned long long)chunks,
-                 (unsigned long long)(2 * chunks), (unsigned long long)cs.encode_ns,
-                 (unsigned long long)cs.decode_ns, (unsigned long long)cs.overlap_ns,
-                 cs.codec_threads, cs.rto_code_floor_us);
+        snprintf(m, 256,
+                 "counters: enc %llu dec %llu (want %llu, %llu) ns %llu %llu ov %llu "
+                 "threads %u floor %u",
+                 (unsigned long long)cs.chunks_encoded, (unsigned long long)cs.chunks_decoded,
+                 (unsigned long long)chunks, (unsigned long long)(2 * chunks),
+                 (unsigned long long)cs.encode_ns, (unsigned long long)cs.decode_ns,
+                 (unsigned long long)cs.overlap_ns, cs.codec_threads, cs.rto_code_floor_us);
     if (!m[0]) { /* an older caller's smaller struct: only the fields that fit are written */
         inagg_codec_stats_t small;
         memset(&small, 0xa5, sizeof small);

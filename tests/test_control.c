@@ -27,10 +27,10 @@
 #include "control/ctl.h"
 #include "harness.h"
 #include "inagg.h"
-#include "json/json.h"
 #include "switch/control_int.h"
 #include "switch/switch.h"
 #include "wire/auth.h"
+#include "json/json.h"
 
 /* An in-process switch on a free loopback port. */
 static inagg_switch_t *start_switch(switch_config_t *cfg, char *addr, size_t cap)
@@ -101,10 +101,13 @@ TEST(switch_stats_race_free_while_jobs_come_and_go, 60)
     for (int i = 0; i < 40; i++) {
         int fd = connect_to(addr);
         ctl_reader_t rd = {0};
-        snprintf(line, sizeof(line), "JOIN version=%u job=race%d rank=0 world=1 slots=4 elems=16 "
-                 "float=fixed protocol=switchml timeout=2000", INAGG_PROTOCOL_VERSION, i);
+        snprintf(line, sizeof(line),
+                 "JOIN version=%u job=race%d rank=0 world=1 slots=4 elems=16 "
+                 "float=fixed protocol=switchml timeout=2000",
+                 INAGG_PROTOCOL_VERSION, i);
         CHECK_MSG(request(fd, &rd, line, reply, sizeof(reply)) == 0 &&
-                      strncmp(reply, "JOINED", 6) == 0, "%s", reply);
+                      strncmp(reply, "JOINED", 6) == 0,
+                  "%s", reply);
         close(fd); /* the job's only member leaves: it fails and retires */
     }
     atomic_store(&stats_stop, 1);
@@ -117,8 +120,10 @@ TEST(switch_stats_race_free_while_jobs_come_and_go, 60)
 static void join_line(char *line, size_t cap, const char *job, uint32_t rank, uint32_t world,
                       uint32_t slots)
 {
-    snprintf(line, cap, "JOIN version=%u job=%s rank=%u world=%u slots=%u elems=16 float=fixed "
-             "protocol=switchml timeout=5000", INAGG_PROTOCOL_VERSION, job, rank, world, slots);
+    snprintf(line, cap,
+             "JOIN version=%u job=%s rank=%u world=%u slots=%u elems=16 float=fixed "
+             "protocol=switchml timeout=5000",
+             INAGG_PROTOCOL_VERSION, job, rank, world, slots);
 }
 
 /* Connect, JOIN, and return the connection (kept open: it holds the rank) with the reply. */
@@ -208,8 +213,10 @@ TEST(control_slow_reader_does_not_stall_joins, 60)
     double worst = attacked[0];
     for (int i = 1; i < 5; i++)
         worst = attacked[i] > worst ? attacked[i] : worst;
-    fprintf(stderr, "    JOIN latency, median of 5: %.3f ms quiet, %.3f ms with a client not "
-            "reading (worst %.3f ms)\n", median5(quiet), median5(attacked), worst);
+    fprintf(stderr,
+            "    JOIN latency, median of 5: %.3f ms quiet, %.3f ms with a client not "
+            "reading (worst %.3f ms)\n",
+            median5(quiet), median5(attacked), worst);
     CHECK_MSG(worst < 500, "a JOIN took %.0f ms while a client did not read", worst);
     CHECK(closed_within(slow, 15000));
     CHECK(stat_of(sw, "output_full") + stat_of(sw, "request_timeout") >= 1);
@@ -283,8 +290,7 @@ TEST(control_connections_limited_per_address, 30)
     int extra = connect_to(addr);
     ctl_reader_t rd = {0};
     CHECK(ctl_read_line(extra, &rd, line, sizeof(line), 2000) == 0);
-    CHECK_MSG(strstr(line, "ERR busy too many control connections from this address"), "%s",
-              line);
+    CHECK_MSG(strstr(line, "ERR busy too many control connections from this address"), "%s", line);
     CHECK_EQ_INT(stat_of(sw, "conn_per_addr"), 1);
     close(extra);
     for (int m = 0; m < 8; m++)
@@ -307,7 +313,8 @@ TEST(control_slot_quotas_per_job_and_address, 30)
     for (int i = 0; i < 20; i++) {
         int fd = join_raw(addr, "greedy", 0, 2, 5000, reply, sizeof(reply));
         CHECK_MSG(strstr(reply, "ERR refused slot quota: job 'greedy' asks 5000 slots, one job "
-                         "may hold at most 50"), "%s", reply);
+                                "may hold at most 50"),
+                  "%s", reply);
         close(fd);
     }
     CHECK_EQ_INT(stat_of(sw, "job_slot_quota"), 20);
@@ -349,8 +356,8 @@ static void *lib_join_main(void *arg)
     o.timeout_ms = 10000;
     o.secret = a->secret;
     inagg_comm_t *c = NULL;
-    a->rc = inagg_comm_create(&c, a->addr, a->job, a->rank, a->world, &o, a->detail,
-                              sizeof(a->detail));
+    a->rc =
+        inagg_comm_create(&c, a->addr, a->job, a->rank, a->world, &o, a->detail, sizeof(a->detail));
     if (a->rc == INAGG_OK) {
         int32_t x = 1, y = 0;
         a->rc = inagg_allreduce(c, &x, &y, 1, INAGG_INT32, INAGG_SUM);
@@ -384,8 +391,8 @@ static void wait_joining(inagg_switch_t *sw, const char *name)
 
 /* A raw JOIN of rank 1 of job `job` (world 2) on a fresh connection, proving `secret` the
  * way `mode` says: "none", "verifier" or "proof"; the first reply line. */
-static void raw_secret_join(const char *addr, const char *job, const char *secret,
-                            const char *mode, char *reply, size_t cap)
+static void raw_secret_join(const char *addr, const char *job, const char *secret, const char *mode,
+                            char *reply, size_t cap)
 {
     int fd = connect_to(addr);
     ctl_reader_t rd = {0};
@@ -418,22 +425,23 @@ TEST(control_job_secret_admits_only_ranks_that_prove_it, 60)
     switch_config_t cfg = SWITCH_CONFIG_INIT;
     char addr[64], reply[CTL_LINE_MAX];
     inagg_switch_t *sw = start_switch(&cfg, addr, sizeof(addr));
-    lib_join_t r0 = {.addr = addr, .job = "guarded", .secret = "correct horse", .rank = 0,
-                     .world = 2};
+    lib_join_t r0 = {
+        .addr = addr, .job = "guarded", .secret = "correct horse", .rank = 0, .world = 2};
     pthread_t t0;
     CHECK(pthread_create(&t0, NULL, lib_join_main, &r0) == 0);
     wait_joining(sw, "guarded");
     raw_secret_join(addr, "guarded", "", "none", reply, sizeof(reply));
     CHECK_MSG(strstr(reply, "ERR refused authentication failed for job 'guarded' rank 1: the "
-                     "job has a secret and this rank gave none"), "%s", reply);
+                            "job has a secret and this rank gave none"),
+              "%s", reply);
     raw_secret_join(addr, "guarded", "battery staple", "proof", reply, sizeof(reply));
     CHECK_MSG(strstr(reply, "wrong job secret"), "%s", reply);
     raw_secret_join(addr, "guarded", "battery staple", "verifier", reply, sizeof(reply));
     CHECK_MSG(strstr(reply, "wrong job secret"), "%s", reply);
     CHECK_EQ_INT(stat_of(sw, "auth_failed"), 3);
     /* The right secret through the library (HELLO, CHALLENGE, proof). */
-    lib_join_t r1 = {.addr = addr, .job = "guarded", .secret = "correct horse", .rank = 1,
-                     .world = 2};
+    lib_join_t r1 = {
+        .addr = addr, .job = "guarded", .secret = "correct horse", .rank = 1, .world = 2};
     lib_join_main(&r1);
     pthread_join(t0, NULL);
     CHECK_MSG(r0.rc == INAGG_OK, "rank 0: %s", r0.detail);
@@ -474,7 +482,8 @@ TEST(control_failed_authentications_are_rate_limited, 60)
     }
     raw_secret_join(addr, "target", "s", "proof", reply, sizeof(reply));
     CHECK_MSG(strstr(reply, "too many failed authentications from this address for job "
-                            "'target'"), "%s", reply);
+                            "'target'"),
+              "%s", reply);
     CHECK_EQ_INT(stat_of(sw, "auth_failed"), 6); /* 5 guesses + the open job */
     CHECK(stat_of(sw, "auth_rate_limited") >= 1);
     /* the same address's other job, with its own secret: not locked out */
@@ -536,7 +545,7 @@ TEST(control_secret_and_token_stay_out_of_stats_and_logs, 30)
     CHECK(n > 0);
     logtext[n] = '\0';
     CHECK_MSG(strstr(logtext, "authentication failed"), "%s", logtext); /* the log works */
-    CHECK(strstr(text, "leaky") != NULL);                              /* and the stats */
+    CHECK(strstr(text, "leaky") != NULL); /* and the stats */
     const char *secrets[] = {secret, vhex, token};
     for (size_t k = 0; k < 3; k++) {
         CHECK_MSG(!strstr(text, secrets[k]), "'%s' in the stats", secrets[k]);
@@ -744,8 +753,8 @@ TEST(control_jobs_never_complete_capped_per_address, 30)
     int removed = 0;
     for (int i = 0; i < STALE; i++) {
         ctl_reader_t rd = {0};
-        if (ctl_read_line(fds[i], &rd, line, sizeof(line), i < STALE - CTL_MAX_JOINING_PER_ADDR
-                                                             ? 2000 : 20) == 0 &&
+        if (ctl_read_line(fds[i], &rd, line, sizeof(line),
+                          i < STALE - CTL_MAX_JOINING_PER_ADDR ? 2000 : 20) == 0 &&
             strstr(line, "ERR refused job 'stale") && strstr(line, "still waiting for their ranks"))
             removed++;
     }

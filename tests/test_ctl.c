@@ -10,8 +10,8 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <stdio.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -47,11 +47,11 @@ TEST(ctl_get_values, 5)
     get_is(joined, "elems", "1024"); /* last pair, no trailing space */
     get_is(joined, "port", "7000");
     get_missing(joined, "world");
-    get_missing(joined, "JOINED");  /* the verb is not a key */
-    get_missing(joined, "i");       /* a prefix of a key is not that key */
+    get_missing(joined, "JOINED"); /* the verb is not a key */
+    get_missing(joined, "i"); /* a prefix of a key is not that key */
     get_missing(joined, "slot");
-    get_missing(joined, "lots");    /* nor a suffix */
-    get_missing(joined, "3");       /* nor a value */
+    get_missing(joined, "lots"); /* nor a suffix */
+    get_missing(joined, "3"); /* nor a value */
     get_missing(joined, "");
     /* A key that is a prefix of an earlier key, or has it as a suffix. */
     get_is("X slotsx=5 slots=7", "slots", "7");
@@ -61,10 +61,10 @@ TEST(ctl_get_values, 5)
     get_is("X k=", "k", "");
     get_is("X  double=space", "double", "space");
     get_is("X k=first k=second", "k", "first");
-    get_missing("id=3", "id");     /* only words after the verb */
+    get_missing("id=3", "id"); /* only words after the verb */
     get_missing("VERB", "id");
     get_missing("", "id");
-    get_missing("X id", "id");     /* no '=' */
+    get_missing("X id", "id"); /* no '=' */
     get_missing("X id =3", "id");
     /* ERR free text: keys may appear but the text is found by ctl_rest. */
     get_is("JOIN version=1 job=bench rank=0 world=4 slots=128 elems=1024 float=fixed "
@@ -208,10 +208,7 @@ TEST(ctl_take_line_partial_buffers, 5)
 
 static double now_ms(void) { return (double)util_now_ns() / 1e6; }
 
-static void pair(int sv[2])
-{
-    CHECK_EQ_INT(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
-}
+static void pair(int sv[2]) { CHECK_EQ_INT(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0); }
 
 static void raw_send(int fd, const char *s)
 {

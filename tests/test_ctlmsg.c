@@ -7,17 +7,22 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "harness.h"
 #include "control/ctl.h"
+#include "harness.h"
 #include "inagg.h"
 #include "wire/ctlmsg.h"
 #include "wire/wire.h"
 
 static wire_join_t sample_join(int with_optimizer)
 {
-    wire_join_t j = {.version = INAGG_PROTOCOL_VERSION, .rank = 3, .world = 7, .slots = 33,
-                     .elems = 1234, .float_mode = INAGG_FLOAT_NATIVE,
-                     .protocol = INAGG_PROTO_P4SGD, .timeout_ms = 4321};
+    wire_join_t j = {.version = INAGG_PROTOCOL_VERSION,
+                     .rank = 3,
+                     .world = 7,
+                     .slots = 33,
+                     .elems = 1234,
+                     .float_mode = INAGG_FLOAT_NATIVE,
+                     .protocol = INAGG_PROTO_P4SGD,
+                     .timeout_ms = 4321};
     snprintf(j.job, sizeof(j.job), "job-%d", with_optimizer);
     if (with_optimizer) {
         j.opt.present = 1;
@@ -146,21 +151,22 @@ TEST(ctlmsg_join_refusals, 5)
     refused(J("job=x rank=0 world=1 slots=1"), WIRE_REFUSED_INVALID, "needs job");
     refused(J("job= rank=0 world=1 slots=1 elems=1"), WIRE_REFUSED_INVALID, "job name");
     refused(J("job=aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa rank=0 "
-              "world=1 slots=1 elems=1"), WIRE_REFUSED_INVALID, "needs job");
+              "world=1 slots=1 elems=1"),
+            WIRE_REFUSED_INVALID, "needs job");
     refused(J("job=x rank=2 world=2 slots=1 elems=1"), WIRE_REFUSED_INVALID, "rank < world");
     refused(J("job=x rank=0 world=65 slots=1 elems=1"), WIRE_REFUSED_INVALID, "world");
     refused(J("job=x rank=0 world=1 slots=0 elems=1"), WIRE_REFUSED_INVALID, "slots 0");
     refused(J("job=x rank=0 world=1 slots=1 elems=99999"), WIRE_REFUSED_INVALID, "elems");
     refused(J("job=x rank=0 world=1 slots=1 elems=1 float=half"), WIRE_REFUSED_INVALID,
             "float mode 'half'");
-    refused(J("job=x rank=0 world=1 slots=1 elems=1 protocol=ring"),
-            WIRE_REFUSED_UNSUPPORTED, "protocol 'ring'");
+    refused(J("job=x rank=0 world=1 slots=1 elems=1 protocol=ring"), WIRE_REFUSED_UNSUPPORTED,
+            "protocol 'ring'");
     refused(J("job=x rank=0 world=1 slots=1 elems=1 timeout=soon"), WIRE_REFUSED_INVALID,
             "timeout");
     refused(J("job=x rank=0 world=1 slots=1 elems=1 optimizer=rmsprop params=3"),
             WIRE_REFUSED_INVALID, "unknown optimizer");
-    refused(J("job=x rank=0 world=1 slots=1 elems=1 optimizer=sgd params=0"),
-            WIRE_REFUSED_INVALID, "params=");
+    refused(J("job=x rank=0 world=1 slots=1 elems=1 optimizer=sgd params=0"), WIRE_REFUSED_INVALID,
+            "params=");
     refused(J("job=x rank=0 world=1 slots=1 elems=1 optimizer=sgd params=3 lr=-1"),
             WIRE_REFUSED_INVALID, "lr");
     refused(J("job=x rank=0 world=1 slots=1 elems=1 optimizer=sgd params=3 seed=x"),
@@ -169,8 +175,8 @@ TEST(ctlmsg_join_refusals, 5)
     wire_join_t j;
     enum wire_refusal r;
     char why[100];
-    CHECK(wire_join_parse(J("job=x rank=0 world=1 slots=1 elems=1"), &j, &r, why,
-                          sizeof(why)) == 0);
+    CHECK(wire_join_parse(J("job=x rank=0 world=1 slots=1 elems=1"), &j, &r, why, sizeof(why)) ==
+          0);
     CHECK(j.float_mode == INAGG_FLOAT_FIXED && j.protocol == INAGG_PROTO_SWITCHML);
     CHECK(j.timeout_ms == 0 && !j.opt.present);
     /* Each limit exactly: the largest value in range is taken, one more is refused. */
@@ -182,30 +188,36 @@ TEST(ctlmsg_join_refusals, 5)
     refused(L(), WIRE_REFUSED_INVALID, "elems");
     snprintf(lim, sizeof(lim), "job=x rank=%u world=%u slots=1 elems=1", INAGG_MAX_WORLD - 1,
              INAGG_MAX_WORLD);
-    CHECK(wire_join_parse(L(), &j, &r, why, sizeof(why)) == 0 &&
-          j.world == INAGG_MAX_WORLD && j.rank == INAGG_MAX_WORLD - 1);
+    CHECK(wire_join_parse(L(), &j, &r, why, sizeof(why)) == 0 && j.world == INAGG_MAX_WORLD &&
+          j.rank == INAGG_MAX_WORLD - 1);
 #undef L
 #undef J
 }
 
 TEST(ctlmsg_joined_err_and_verbs, 5)
 {
-    wire_joined_t a = {.id = 65535, .token = 0xfedcba9876543210ull, .threads = 4, .port = 65000,
-                       .base = 3, .slots = 16, .elems = 16368, .float_mode = INAGG_FLOAT_NATIVE,
+    wire_joined_t a = {.id = 65535,
+                       .token = 0xfedcba9876543210ull,
+                       .threads = 4,
+                       .port = 65000,
+                       .base = 3,
+                       .slots = 16,
+                       .elems = 16368,
+                       .float_mode = INAGG_FLOAT_NATIVE,
                        .protocol = INAGG_PROTO_P4SGD},
                   b;
     char line[CTL_LINE_MAX], why[200];
     CHECK(wire_joined_format(&a, line, sizeof(line)) == 0);
     CHECK(wire_joined_parse(line, &b, why, sizeof(why)) == 0);
     CHECK(memcmp(&a, &b, sizeof(a)) == 0);
-    CHECK(wire_joined_parse("JOINED id=1 token=2 threads=0 port=1 base=0", &b, why,
-                            sizeof(why)) == -EPROTO);
-    CHECK(wire_joined_parse("JOINED id=1 token=2 threads=2 port=1 base=2", &b, why,
-                            sizeof(why)) == -EPROTO);
+    CHECK(wire_joined_parse("JOINED id=1 token=2 threads=0 port=1 base=0", &b, why, sizeof(why)) ==
+          -EPROTO);
+    CHECK(wire_joined_parse("JOINED id=1 token=2 threads=2 port=1 base=2", &b, why, sizeof(why)) ==
+          -EPROTO);
     CHECK(wire_joined_parse("JOINED id=70000 token=2 threads=2 port=1 base=0", &b, why,
                             sizeof(why)) == -EPROTO);
-    CHECK(wire_joined_parse("JOINED id=1 token=0 threads=2 port=1 base=0", &b, why,
-                            sizeof(why)) == -EPROTO); /* a token is never 0 */
+    CHECK(wire_joined_parse("JOINED id=1 token=0 threads=2 port=1 base=0", &b, why, sizeof(why)) ==
+          -EPROTO); /* a token is never 0 */
     CHECK(wire_joined_parse("HELLO", &b, why, sizeof(why)) == -EPROTO);
     CHECK(strstr(why, "unexpected answer") != NULL);
 
@@ -247,8 +259,12 @@ TEST(ctlmsg_piggyback_through_the_header, 5)
     const uint32_t rounds[] = {0, 1, 0xffffu, 0x10000u, 0xdeadbeefu, 0xffffffffu};
     for (size_t i = 0; i < sizeof(slots) / sizeof(slots[0]); i++)
         for (size_t k = 0; k < sizeof(rounds) / sizeof(rounds[0]); k++) {
-            wire_header_t h = {.version = INAGG_PROTOCOL_VERSION, .type = WIRE_CONTRIB,
-                               .slot = 5, .round = 8, .dtype = WIRE_FLOAT32}, d;
+            wire_header_t h = {.version = INAGG_PROTOCOL_VERSION,
+                               .type = WIRE_CONTRIB,
+                               .slot = 5,
+                               .round = 8,
+                               .dtype = WIRE_FLOAT32},
+                          d;
             wire_put_piggyback(&h, slots[i], rounds[k]);
             uint8_t buf[WIRE_HEADER_SIZE];
             wire_encode_header(&h, buf);
@@ -267,8 +283,13 @@ TEST(ctlmsg_piggyback_through_the_header, 5)
  * both ways, absent means 0 (the world), out of range refused. */
 TEST(ctlmsg_contributors, 5)
 {
-    wire_join_t a = {.version = INAGG_PROTOCOL_VERSION, .job = "j", .rank = 1, .world = 2,
-                     .slots = 4, .elems = 8, .contributors = 12},
+    wire_join_t a = {.version = INAGG_PROTOCOL_VERSION,
+                     .job = "j",
+                     .rank = 1,
+                     .world = 2,
+                     .slots = 4,
+                     .elems = 8,
+                     .contributors = 12},
                 b;
     enum wire_refusal r;
     char line[CTL_LINE_MAX], why[200];
@@ -288,13 +309,20 @@ TEST(ctlmsg_contributors, 5)
                       strstr(why, "contributors="),
                   "%s: %s", line, why);
     }
-    wire_joined_t c = {.id = 3, .token = 9, .threads = 2, .port = 7000, .base = 1, .slots = 4,
-                       .elems = 8, .contributors = 8},
+    wire_joined_t c = {.id = 3,
+                       .token = 9,
+                       .threads = 2,
+                       .port = 7000,
+                       .base = 1,
+                       .slots = 4,
+                       .elems = 8,
+                       .contributors = 8},
                   d;
     CHECK(wire_joined_format(&c, line, sizeof(line)) == 0);
     CHECK(wire_joined_parse(line, &d, why, sizeof(why)) == 0 && d.contributors == 8);
-    CHECK(wire_joined_parse("JOINED id=1 token=2 threads=2 port=1 base=0", &d, why,
-                            sizeof(why)) == 0 && d.contributors == 0);
-    CHECK(wire_joined_parse("JOINED id=1 token=2 threads=2 port=1 base=0 contributors=70000",
-                            &d, why, sizeof(why)) == -EPROTO);
+    CHECK(wire_joined_parse("JOINED id=1 token=2 threads=2 port=1 base=0", &d, why, sizeof(why)) ==
+              0 &&
+          d.contributors == 0);
+    CHECK(wire_joined_parse("JOINED id=1 token=2 threads=2 port=1 base=0 contributors=70000", &d,
+                            why, sizeof(why)) == -EPROTO);
 }

@@ -64,9 +64,16 @@ TEST(dpauth_keys_differ_and_every_flipped_bit_fails, 10)
     CHECK(memcmp(a.up, d.up, sizeof(a.up)) != 0);
     CHECK(memcmp(a.up, e.up, sizeof(a.up)) != 0);
 
-    wire_header_t h = {.version = INAGG_PROTOCOL_VERSION, .type = WIRE_CONTRIB, .job = 3,
-                       .rank = 1, .token = 0x1122334455667788ull, .slot = 5, .round = 9,
-                       .count = 8, .flags = WIRE_FLAG_VER | WIRE_FLAG_MAC, .dtype = WIRE_INT32};
+    wire_header_t h = {.version = INAGG_PROTOCOL_VERSION,
+                       .type = WIRE_CONTRIB,
+                       .job = 3,
+                       .rank = 1,
+                       .token = 0x1122334455667788ull,
+                       .slot = 5,
+                       .round = 9,
+                       .count = 8,
+                       .flags = WIRE_FLAG_VER | WIRE_FLAG_MAC,
+                       .dtype = WIRE_INT32};
     uint8_t pkt[WIRE_HEADER_MAX + 32];
     for (int i = 0; i < 32; i++)
         pkt[WIRE_HEADER_MAX + i] = (uint8_t)i;
@@ -84,7 +91,7 @@ TEST(dpauth_keys_differ_and_every_flipped_bit_fails, 10)
     CHECK(wire_decode(pkt, sizeof(pkt), &got) == WIRE_OK);
     CHECK(dpauth_check(a.up, pkt, 32));
     CHECK(!dpauth_check(a.down, pkt, 32)); /* the other direction's key */
-    CHECK(!dpauth_check(c.up, pkt, 32));   /* another rank's */
+    CHECK(!dpauth_check(c.up, pkt, 32)); /* another rank's */
     for (size_t bit = 0; bit < sizeof(pkt) * 8; bit++) {
         pkt[bit / 8] ^= (uint8_t)(1u << (bit % 8));
         CHECK_MSG(!dpauth_check(a.up, pkt, 32), "bit %zu flipped still passes", bit);
@@ -115,7 +122,7 @@ TEST(dpauth_down_key_shared_results_verify_for_every_rank_up_keys_stay_apart, 10
     dpauth_bind_job(&r1, token);
     dpauth_bind_job(&r2, token);
     CHECK(memcmp(r1.down, r2.down, sizeof(r1.down)) == 0); /* one key for the job */
-    CHECK(memcmp(r1.up, r2.up, sizeof(r1.up)) != 0);       /* one per rank */
+    CHECK(memcmp(r1.up, r2.up, sizeof(r1.up)) != 0); /* one per rank */
     dpauth_derive(v, n1, "job", 1, &other_token);
     dpauth_bind_job(&other_token, token + 1);
     dpauth_derive(v, n1, "jobs", 1, &other_job);
@@ -128,9 +135,16 @@ TEST(dpauth_down_key_shared_results_verify_for_every_rank_up_keys_stay_apart, 10
     CHECK(memcmp(r1.down, other_v.down, sizeof(r1.down)) != 0);
 
     /* a result sealed once, for rank 1; every rank's copy differs in the rank field only */
-    wire_header_t h = {.version = INAGG_PROTOCOL_VERSION, .type = WIRE_RESULT, .job = 3,
-                       .rank = 1, .token = token, .slot = 5, .round = 9, .count = 8,
-                       .flags = WIRE_FLAG_VER | WIRE_FLAG_MAC, .dtype = WIRE_INT32};
+    wire_header_t h = {.version = INAGG_PROTOCOL_VERSION,
+                       .type = WIRE_RESULT,
+                       .job = 3,
+                       .rank = 1,
+                       .token = token,
+                       .slot = 5,
+                       .round = 9,
+                       .count = 8,
+                       .flags = WIRE_FLAG_VER | WIRE_FLAG_MAC,
+                       .dtype = WIRE_INT32};
     uint8_t pkt[WIRE_HEADER_MAX + 32];
     for (int i = 0; i < 32; i++)
         pkt[WIRE_HEADER_MAX + i] = (uint8_t)(i * 9);
@@ -152,8 +166,13 @@ TEST(dpauth_down_key_shared_results_verify_for_every_rank_up_keys_stay_apart, 10
     }
 
     /* a confirmation is one rank's: its rank field is under the MAC */
-    wire_header_t cf = {.version = INAGG_PROTOCOL_VERSION, .type = WIRE_CONFIRM, .job = 3,
-                        .rank = 1, .token = token, .slot = 5, .round = 9};
+    wire_header_t cf = {.version = INAGG_PROTOCOL_VERSION,
+                        .type = WIRE_CONFIRM,
+                        .job = 3,
+                        .rank = 1,
+                        .token = token,
+                        .slot = 5,
+                        .round = 9};
     uint8_t cpkt[WIRE_HEADER_MAX];
     cf.flags = WIRE_FLAG_MAC;
     wire_encode_header(&cf, cpkt);
@@ -164,9 +183,16 @@ TEST(dpauth_down_key_shared_results_verify_for_every_rank_up_keys_stay_apart, 10
 
     /* rank 1 forges a contribution in rank 2's name with each key it holds; the switch
      * checks rank 2's contributions with r2.up */
-    wire_header_t ct = {.version = INAGG_PROTOCOL_VERSION, .type = WIRE_CONTRIB, .job = 3,
-                        .rank = 2, .token = token, .slot = 5, .round = 9, .count = 8,
-                        .flags = WIRE_FLAG_VER | WIRE_FLAG_MAC, .dtype = WIRE_INT32};
+    wire_header_t ct = {.version = INAGG_PROTOCOL_VERSION,
+                        .type = WIRE_CONTRIB,
+                        .job = 3,
+                        .rank = 2,
+                        .token = token,
+                        .slot = 5,
+                        .round = 9,
+                        .count = 8,
+                        .flags = WIRE_FLAG_VER | WIRE_FLAG_MAC,
+                        .dtype = WIRE_INT32};
     wire_encode_header(&ct, pkt);
     dpauth_seal_packet(r2.up, pkt, 32);
     CHECK(dpauth_check(r2.up, pkt, 32)); /* rank 2's own passes */
@@ -184,17 +210,17 @@ TEST(dpauth_down_key_shared_results_verify_for_every_rank_up_keys_stay_apart, 10
 /* ---- forgery toward the switch ---------------------------------------------------------- */
 
 #define F_ELEMS 4096u /* one allreduce: 16 packets of 256 */
-#define F_EACH 20u    /* forged packets of each kind per slot round */
+#define F_EACH 20u /* forged packets of each kind per slot round */
 
 typedef struct forge_spec {
     const char *addr;
     const char *job;
-    const char *secret;      /* NULL: a job without a secret */
-    int no_dpauth;           /* options.no_dataplane_auth */
+    const char *secret; /* NULL: a job without a secret */
+    int no_dpauth; /* options.no_dataplane_auth */
     inagg_protocol_t protocol;
-    int32_t *out;            /* [2][F_ELEMS], shared */
-    uint32_t *sent;          /* [3]: forged with a made-up MAC, without one, bit-flipped */
-    int *dp_auth;            /* what the job said (rank 0) */
+    int32_t *out; /* [2][F_ELEMS], shared */
+    uint32_t *sent; /* [3]: forged with a made-up MAC, without one, bit-flipped */
+    int *dp_auth; /* what the job said (rank 0) */
 } forge_spec_t;
 
 static int32_t forge_value(uint32_t rank, uint32_t i)
@@ -210,8 +236,8 @@ static int send_to_slot(int fd, const worker_params_t *p, uint32_t slot, const v
     memcpy(&q0, p->sw_queue0.u.bytes, sizeof(q0));
     struct sockaddr_in to = {
         .sin_family = AF_INET,
-        .sin_port = htons((uint16_t)(ntohs(q0.sin_port) +
-                                     transport_slot_queue(p->sw_base, p->sw_queues, slot))),
+        .sin_port = htons(
+            (uint16_t)(ntohs(q0.sin_port) + transport_slot_queue(p->sw_base, p->sw_queues, slot))),
         .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     return sendto(fd, buf, len, 0, (struct sockaddr *)&to, sizeof(to)) == (ssize_t)len ? 0 : -1;
 }
@@ -342,8 +368,8 @@ static void forgery_test(inagg_protocol_t protocol)
     CHECK_MSG(*s.dp_auth == 1, "a job with a secret joined without dataplane MACs");
     CHECK(s.sent[0] > 0 && s.sent[1] > 0 && s.sent[2] > 0);
     CHECK_MSG(reason_count(stats, "bad_mac") == s.sent[0] + s.sent[2],
-              "bad_mac %g, forged %u + flipped %u\n%s", reason_count(stats, "bad_mac"),
-              s.sent[0], s.sent[2], stats);
+              "bad_mac %g, forged %u + flipped %u\n%s", reason_count(stats, "bad_mac"), s.sent[0],
+              s.sent[2], stats);
     CHECK_MSG(reason_count(stats, "missing_mac") == s.sent[1], "missing_mac %g, sent %u\n%s",
               reason_count(stats, "missing_mac"), s.sent[1], stats);
 }
@@ -352,24 +378,22 @@ TEST(dpauth_forged_and_flipped_contributions_counted_switchml, 60)
 {
     forgery_test(INAGG_PROTO_SWITCHML);
 }
-TEST(dpauth_forged_and_flipped_contributions_counted_p4sgd, 60)
-{
-    forgery_test(INAGG_PROTO_P4SGD);
-}
+TEST(dpauth_forged_and_flipped_contributions_counted_p4sgd, 60) { forgery_test(INAGG_PROTO_P4SGD); }
 
 /* A job without MACs (no secret; or a secret and no_dataplane_auth) works, and a packet
  * that carries a MAC is counted and dropped (it would have changed the sum). */
 static void plain_test(const char *secret)
 {
     char stats[32768];
-    forge_spec_t s = {.job = "plain", .secret = secret, .no_dpauth = secret != NULL,
+    forge_spec_t s = {.job = "plain",
+                      .secret = secret,
+                      .no_dpauth = secret != NULL,
                       .protocol = INAGG_PROTO_SWITCHML};
     forge_run(&s, stats, sizeof(stats));
     CHECK_MSG(*s.dp_auth == 0, "the job authenticates its dataplane");
     CHECK(s.sent[0] > 0 && s.sent[1] == 0 && s.sent[2] == 0);
-    CHECK_MSG(reason_count(stats, "unexpected_mac") == s.sent[0],
-              "unexpected_mac %g, sent %u\n%s", reason_count(stats, "unexpected_mac"),
-              s.sent[0], stats);
+    CHECK_MSG(reason_count(stats, "unexpected_mac") == s.sent[0], "unexpected_mac %g, sent %u\n%s",
+              reason_count(stats, "unexpected_mac"), s.sent[0], stats);
 }
 
 TEST(dpauth_job_without_secret_works_and_counts_a_mac, 60) { plain_test(NULL); }
@@ -379,13 +403,13 @@ TEST(dpauth_turned_off_with_a_secret_works_without_macs, 60) { plain_test("a sec
 
 #define R_ELEMS 65536u /* one allreduce: 256 results per rank */
 #define R_ITERS 12u
-#define R_FORGE 200u   /* results forged (the first ones captured) */
+#define R_FORGE 200u /* results forged (the first ones captured) */
 
 typedef struct result_forgery {
     _Atomic int stop, ready;
     _Atomic uint32_t forged;
     uint64_t invalid[2]; /* each rank's invalid_dropped at the end */
-    int bad[2];          /* wrong elements per rank */
+    int bad[2]; /* wrong elements per rank */
     uint32_t seal_shared, seal_apart; /* captured result pairs (one round, both ranks) whose
                                          nonce and tag agree, and those whose do not */
     uint32_t capture_drops; /* frames the capture socket lost (PACKET_STATISTICS) */
@@ -473,7 +497,8 @@ static int rf_forger(uint16_t port0, uint32_t nports, result_forgery_t *sh)
 {
     int cap = socket(AF_PACKET, SOCK_DGRAM | SOCK_NONBLOCK, htons(ETH_P_IP));
     int out = socket(AF_INET, SOCK_DGRAM, 0);
-    struct sockaddr_ll ll = {.sll_family = AF_PACKET, .sll_protocol = htons(ETH_P_IP),
+    struct sockaddr_ll ll = {.sll_family = AF_PACKET,
+                             .sll_protocol = htons(ETH_P_IP),
                              .sll_ifindex = (int)if_nametoindex("lo")};
     if (cap < 0 || out < 0 || bind(cap, (struct sockaddr *)&ll, sizeof(ll)) != 0)
         return 10;
@@ -511,8 +536,8 @@ static int rf_forger(uint16_t port0, uint32_t nports, result_forgery_t *sh)
             memmove(p + WIRE_HEADER_SIZE, p + WIRE_HEADER_MAX, len - WIRE_HEADER_MAX);
             send_len = len - WIRE_MAC_BYTES;
         }
-        struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = u->dest,
-                                 .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        struct sockaddr_in to = {
+            .sin_family = AF_INET, .sin_port = u->dest, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
         if (sendto(out, p, send_len, 0, (struct sockaddr *)&to, sizeof(to)) == (ssize_t)send_len)
             atomic_fetch_add(&sh->forged, 1);
     }
@@ -546,12 +571,10 @@ TEST(dpauth_forged_and_flipped_results_counted_by_workers, 90)
     CHECK_EQ_INT(wait_pid(fp, 10), 0);
     ts_stop(&ts);
     CHECK_EQ_INT(rc, 0);
-    printf("    forged %u results; ranks counted %llu and %llu invalid\n",
-           atomic_load(&sh->forged), (unsigned long long)sh->invalid[0],
-           (unsigned long long)sh->invalid[1]);
+    printf("    forged %u results; ranks counted %llu and %llu invalid\n", atomic_load(&sh->forged),
+           (unsigned long long)sh->invalid[0], (unsigned long long)sh->invalid[1]);
     CHECK_MSG(atomic_load(&sh->forged) == R_FORGE, "forged only %u", atomic_load(&sh->forged));
-    CHECK_MSG(sh->bad[0] == 0 && sh->bad[1] == 0, "wrong elements: %d, %d", sh->bad[0],
-              sh->bad[1]);
+    CHECK_MSG(sh->bad[0] == 0 && sh->bad[1] == 0, "wrong elements: %d, %d", sh->bad[0], sh->bad[1]);
     CHECK_MSG(sh->invalid[0] + sh->invalid[1] == R_FORGE, "invalid %llu + %llu, forged %u",
               (unsigned long long)sh->invalid[0], (unsigned long long)sh->invalid[1], R_FORGE);
     /* One seal per round: both ranks' copies of a result carry the same nonce and tag. A

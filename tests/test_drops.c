@@ -21,7 +21,7 @@
 #include "worker/comm.h"
 #include "worker/proto.h"
 
-#define ROUNDS 25u  /* packets of each kind */
+#define ROUNDS 25u /* packets of each kind */
 #define ELEMS 4096u /* the allreduce's length */
 
 typedef struct drop_spec {
@@ -31,7 +31,7 @@ typedef struct drop_spec {
 } drop_spec_t;
 
 enum { K_RANK, K_SLOT, K_THREAD, K_COUNT, K_TYPE, K_DTYPE, K_KINDS };
-static const char *const k_reason[K_KINDS] = {"bad_rank", "bad_slot", "wrong_thread",
+static const char *const k_reason[K_KINDS] = {"bad_rank",  "bad_slot",       "wrong_thread",
                                               "bad_count", "wrong_protocol", "dtype_not_allowed"};
 
 /* Send ROUNDS packets of each kind with the job's id and token. Both protocols' engine states
@@ -60,25 +60,31 @@ static int spray(const inagg_comm_t *c)
         for (int k = 0; k < K_KINDS; k++) {
             if (k == K_TYPE && c->opts.protocol == INAGG_PROTO_P4SGD)
                 continue; /* p4sgd takes both packet types a worker sends */
-            wire_header_t h = {.version = INAGG_PROTOCOL_VERSION, .type = WIRE_CONTRIB,
-                               .job = c->job_id, .token = c->token, .rank = 0, .slot = 0,
-                               .round = 0, .count = 4, .dtype = WIRE_INT32};
+            wire_header_t h = {.version = INAGG_PROTOCOL_VERSION,
+                               .type = WIRE_CONTRIB,
+                               .job = c->job_id,
+                               .token = c->token,
+                               .rank = 0,
+                               .slot = 0,
+                               .round = 0,
+                               .count = 4,
+                               .dtype = WIRE_INT32};
             uint32_t queue = owner0;
             switch (k) {
-            case K_RANK: h.rank = c->world; break;
-            case K_SLOT:
-                h.slot = p->slots;
-                queue = transport_slot_queue(p->sw_base, p->sw_queues, p->slots);
-                break;
-            case K_THREAD: queue = (owner0 + 1) % p->sw_queues; break;
-            case K_COUNT: h.count = p->elems + 1; break;
-            case K_TYPE: /* p4sgd's acknowledgement, which a switchml job does not take */
-                h.type = WIRE_ACK;
-                h.count = 0;
-                break;
-            case K_DTYPE: /* the float encoding the job did not agree on */
-                h.dtype = p->float_mode == INAGG_FLOAT_NATIVE ? WIRE_FIXED32 : WIRE_FLOAT32;
-                break;
+                case K_RANK: h.rank = c->world; break;
+                case K_SLOT:
+                    h.slot = p->slots;
+                    queue = transport_slot_queue(p->sw_base, p->sw_queues, p->slots);
+                    break;
+                case K_THREAD: queue = (owner0 + 1) % p->sw_queues; break;
+                case K_COUNT: h.count = p->elems + 1; break;
+                case K_TYPE: /* p4sgd's acknowledgement, which a switchml job does not take */
+                    h.type = WIRE_ACK;
+                    h.count = 0;
+                    break;
+                case K_DTYPE: /* the float encoding the job did not agree on */
+                    h.dtype = p->float_mode == INAGG_FLOAT_NATIVE ? WIRE_FIXED32 : WIRE_FLOAT32;
+                    break;
             }
             size_t len = WIRE_HEADER_SIZE + 4u * h.count;
             memset(buf, 0, len);
@@ -151,8 +157,8 @@ static void drops_test(inagg_protocol_t protocol)
     cfg.threads = 2;
     test_switch_t ts;
     ts_start(&ts, &cfg);
-    drop_spec_t s = {.addr = ts.addr, .protocol = protocol,
-                     .out = shared_alloc(2 * ELEMS * sizeof(int32_t))};
+    drop_spec_t s = {
+        .addr = ts.addr, .protocol = protocol, .out = shared_alloc(2 * ELEMS * sizeof(int32_t))};
     int rc = run_workers(2, drop_worker, &s, 60);
     char stats[32768];
     ts_stats_json(&ts, stats, sizeof(stats));

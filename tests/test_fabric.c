@@ -12,19 +12,19 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "harness.h"
 #include "control/ctl.h"
 #include "fabric/bytering.h"
 #include "fabric/delayline.h"
 #include "fabric/fabric.h"
 #include "fabric/fabric_int.h"
+#include "fabric/frameq.h"
 #include "fabric/mactable.h"
 #include "fabric/port.h"
-#include "transport/afpacket.h"
-#include "netio/ethframe.h"
-#include "fabric/frameq.h"
+#include "harness.h"
 #include "inagg/version.h"
+#include "netio/ethframe.h"
 #include "netio/roce_frame.h"
+#include "transport/afpacket.h"
 #include "transport/transport.h"
 #include "wire/fabricmsg.h"
 #include "wire/wire.h"
@@ -352,8 +352,8 @@ TEST(fabric_port_udp, 10)
     transport_addr_format(&rx[0].from, text, sizeof(text));
     CHECK_MSG(strcmp(text, "10.9.0.1:41000") == 0, "%s", text);
     /* a reply to it: a frame from the switch's MAC/IP/port to the sender, out of port 3 */
-    transport_tx_t p = {.head = "HEAD", .head_len = 4, .body = "body", .body_len = 4,
-                        .to = rx[0].from};
+    transport_tx_t p = {
+        .head = "HEAD", .head_len = 4, .body = "body", .body_len = 4, .to = rx[0].from};
     CHECK_EQ_INT(transport_send(t, &p, 1, 0), 1);
     CHECK_EQ_INT(frameq_ready(&link.tx[1]), 1);
     frameq_slot_t *o = frameq_at(&link.tx[1], 0);
@@ -399,10 +399,19 @@ TEST(fabric_control_line, 5)
     CHECK(!m.has_ports && m.add == WIRE_ADD_FLOAT);
     CHECK_EQ_INT(wire_fabric_format(WIRE_VERB_FABRIC_STATE, &m, line, sizeof(line)), -EINVAL);
     static const char *const bad[] = {
-        "FABRIC add=double", "FABRIC agg_ports=", "FABRIC agg_ports=p1,,p2",
-        "FABRIC agg_ports=p1 agg_ports=p2", "FABRIC add=any add=fixed", "FABRIC speed=9",
-        "FABRIC agg_ports=a_name_longer_than_15", "FABRIC agg_ports=p1;rm", "FABRIC  add=any",
-        "FABRIC add", "FABRIC_STATE add=any", "STATS", "FABRICX add=any",
+        "FABRIC add=double",
+        "FABRIC agg_ports=",
+        "FABRIC agg_ports=p1,,p2",
+        "FABRIC agg_ports=p1 agg_ports=p2",
+        "FABRIC add=any add=fixed",
+        "FABRIC speed=9",
+        "FABRIC agg_ports=a_name_longer_than_15",
+        "FABRIC agg_ports=p1;rm",
+        "FABRIC  add=any",
+        "FABRIC add",
+        "FABRIC_STATE add=any",
+        "STATS",
+        "FABRICX add=any",
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         why[0] = 0;
@@ -425,8 +434,13 @@ TEST(fabric_result_class_reads_the_header, 5)
     static resend_ent_t tab[RESEND_SLOTS];
     memset(tab, 0, sizeof(tab));
     uint8_t b[WIRE_HEADER_SIZE];
-    wire_header_t h = {.version = 2, .type = WIRE_RESULT, .job = 3, .rank = 1,
-                       .token = 0x1122334455667788ull, .slot = 5, .round = 9,
+    wire_header_t h = {.version = 2,
+                       .type = WIRE_RESULT,
+                       .job = 3,
+                       .rank = 1,
+                       .token = 0x1122334455667788ull,
+                       .slot = 5,
+                       .round = 9,
                        .dtype = WIRE_FLOAT32};
     wire_encode_header(&h, b);
     CHECK_EQ_INT(fabric_result_class(tab, b), LAT_AGG_FLOAT);

@@ -10,9 +10,9 @@
 #include <math.h>
 #include <string.h>
 
+#include "harness.h"
 #include "transport/faults.h"
 #include "transport/transport.h"
-#include "harness.h"
 
 static void parse_ok(faults_t *f, const char *spec)
 {
@@ -135,8 +135,8 @@ static void msgs_make(msgs_t *ms, int n)
     CHECK(ms->m && ms->buf);
     for (int i = 0; i < n; i++) {
         snprintf((char *)ms->buf[i], sizeof(ms->buf[i]), "#%d", i);
-        ms->m[i] = (transport_tx_t){.head = ms->buf[i], .head_len = sizeof(ms->buf[i]),
-                                    .to = addr_of(i)};
+        ms->m[i] =
+            (transport_tx_t){.head = ms->buf[i], .head_len = sizeof(ms->buf[i]), .to = addr_of(i)};
     }
 }
 
@@ -211,8 +211,8 @@ TEST(faults_same_seed_same_decisions, 10)
 static void check_freq(unsigned long hits, unsigned long n, double p, const char *what)
 {
     double mean = (double)n * p, sd = sqrt((double)n * p * (1.0 - p));
-    CHECK_MSG(fabs((double)hits - mean) <= 5.0 * sd + 1.0,
-              "%s: %lu of %lu, expected %.0f +- %.0f", what, hits, n, mean, sd);
+    CHECK_MSG(fabs((double)hits - mean) <= 5.0 * sd + 1.0, "%s: %lu of %lu, expected %.0f +- %.0f",
+              what, hits, n, mean, sd);
 }
 
 TEST(faults_frequencies_recv, 20)
@@ -397,8 +397,7 @@ TEST(faults_send_reorder_stream, 20)
         msgs_free(&ms);
         next += n;
     }
-    CHECK_EQ_INT(emitted_held + (f.held_len[0] >= 0 || f.held_len[1] >= 0),
-                 (long long)f.reordered);
+    CHECK_EQ_INT(emitted_held + (f.held_len[0] >= 0 || f.held_len[1] >= 0), (long long)f.reordered);
     unsigned long zeros = 0, twos = 0;
     for (int i = 0; i < next; i++) {
         CHECK(count[i] <= 2);
@@ -427,8 +426,10 @@ TEST(faults_send_reorder_within_batch, 10)
     transport_tx_t out[9];
     int k = faults_on_send(&f, ms.m, 4, out);
     CHECK_EQ_INT(f.reordered, 1);
-    CHECK_MSG(k == 4, "batch of 4 with one held gave %d messages (held one not sent after the "
-                      "next packet of the batch)", k);
+    CHECK_MSG(k == 4,
+              "batch of 4 with one held gave %d messages (held one not sent after the "
+              "next packet of the batch)",
+              k);
     CHECK_EQ_INT(msg_index(&ms, &out[0]), 1);
     CHECK_EQ_INT(msg_index(&ms, &out[1]), -1);
     CHECK_EQ_INT(held_index(&out[1]), 0);

@@ -72,8 +72,7 @@ static void check_rows(const glm_dataset_t *d, size_t stride)
         CHECK(d->row_ptr[r] <= d->row_ptr[r + 1]);
         for (size_t k = d->row_ptr[r]; k < d->row_ptr[r + 1]; k++) {
             CHECK_MSG(d->col[k] < d->cols, "row %zu col %u >= cols %zu", r, d->col[k], d->cols);
-            CHECK_MSG(k == d->row_ptr[r] || d->col[k] > d->col[k - 1], "row %zu not increasing",
-                      r);
+            CHECK_MSG(k == d->row_ptr[r] || d->col[k] > d->col[k - 1], "row %zu not increasing", r);
             CHECK(isfinite(d->val[k]));
         }
     }
@@ -170,10 +169,10 @@ TEST(glm_parse_errors, 10)
  * decimals, which must agree bit for bit). */
 TEST(glm_parse_values_exact, 10)
 {
-    static const char *const fixed[] = {"0",     "-0",      "1.",          ".5",     "+.25",
-                                        "16777216", "16777217", "0.1",     "3.14159265",
-                                        "0.0000000001", "0.00000000001", "1e-3", "-2.5E+2",
-                                        "123456.789", "0x1p-3", "9.999999999", "16777215.5"};
+    static const char *const fixed[] = {
+        "0",        "-0",         "1.",         ".5",           "+.25",          "16777216",
+        "16777217", "0.1",        "3.14159265", "0.0000000001", "0.00000000001", "1e-3",
+        "-2.5E+2",  "123456.789", "0x1p-3",     "9.999999999",  "16777215.5"};
     util_rng_t rng;
     util_rng_seed(&rng, 21);
     char text[64];
@@ -197,9 +196,9 @@ TEST(glm_parse_values_exact, 10)
         snprintf(line, sizeof(line), "1 1:%s\n", num);
         glm_dataset_t d;
         char err[256] = "";
-        CHECK_MSG(glm_parse_libsvm(line, strlen(line), "t", GLM_LABELS_BINARY, &d, err,
-                                   sizeof(err)) == 0,
-                  "'%s': %s", num, err);
+        CHECK_MSG(
+            glm_parse_libsvm(line, strlen(line), "t", GLM_LABELS_BINARY, &d, err, sizeof(err)) == 0,
+            "'%s': %s", num, err);
         float want = strtof(num, NULL);
         CHECK_MSG(memcmp(&d.val[0], &want, sizeof(float)) == 0, "'%s' -> %.9g, strtof %.9g", num,
                   d.val[0], want);
@@ -404,9 +403,9 @@ static void check_slices_reproduce(const glm_dataset_t *d, int parts, const size
     *max_part_nnz = 0;
     for (int p = 0; p < parts; p++) {
         char err[256] = "";
-        CHECK_MSG(glm_dataset_column_slice(d, bounds[p], bounds[p + 1], &slice[p], err,
-                                           sizeof(err)) == 0,
-                  "%s", err);
+        CHECK_MSG(
+            glm_dataset_column_slice(d, bounds[p], bounds[p + 1], &slice[p], err, sizeof(err)) == 0,
+            "%s", err);
         CHECK_EQ_INT(slice[p].rows, d->rows);
         check_valid(&slice[p]);
         for (size_t k = 0; k < slice[p].nnz; k++)
@@ -423,8 +422,7 @@ static void check_slices_reproduce(const glm_dataset_t *d, int parts, const size
             sum += glm_row_dot(&slice[p], r, x + bounds[p], bounds[p]);
         for (size_t k = d->row_ptr[r]; k < d->row_ptr[r + 1]; k++)
             mag += fabs((double)d->val[k] * x[d->col[k]]);
-        CHECK_MSG(fabs(sum - full) <= 1e-9 * mag + 1e-300, "row %zu: %.17g vs %.17g", r, sum,
-                  full);
+        CHECK_MSG(fabs(sum - full) <= 1e-9 * mag + 1e-300, "row %zu: %.17g vs %.17g", r, sum, full);
     }
     for (int p = 0; p < parts; p++)
         glm_dataset_free(&slice[p]);
@@ -442,8 +440,7 @@ TEST(glm_partition_balanced, 20)
     check_slices_reproduce(&d, 4, bounds, &max_nnz);
     double ideal = (double)d.nnz / 4;
     CHECK_MSG((double)max_nnz <= 1.5 * ideal, "largest part %zu nnz, ideal %.0f", max_nnz, ideal);
-    CHECK_MSG((double)max_nnz <= 1.05 * ideal, "largest part %zu nnz, ideal %.0f", max_nnz,
-              ideal);
+    CHECK_MSG((double)max_nnz <= 1.05 * ideal, "largest part %zu nnz, ideal %.0f", max_nnz, ideal);
 
     /* More parts than columns: valid, possibly empty parts. */
     glm_dataset_t tiny = parse_ok("1 1:1 3:1\n-1 2:1\n", GLM_LABELS_BINARY);
@@ -455,8 +452,8 @@ TEST(glm_partition_balanced, 20)
     CHECK(tb[0] == 0 && tb[1] == 3);
 
     /* One heavy column: it gets a part of its own, the rest share the others. */
-    glm_dataset_t skew = parse_ok("1 1:1 2:1\n1 1:1 3:1\n1 1:1 4:1\n1 1:1 5:1\n1 1:1\n1 1:1\n",
-                                  GLM_LABELS_BINARY);
+    glm_dataset_t skew =
+        parse_ok("1 1:1 2:1\n1 1:1 3:1\n1 1:1 4:1\n1 1:1 5:1\n1 1:1\n1 1:1\n", GLM_LABELS_BINARY);
     glm_partition_columns(&skew, 2, tb);
     CHECK_EQ_INT(tb[1], 1);
     char err[128];
@@ -715,8 +712,7 @@ TEST(glm_synth_deterministic, 20)
     glm_dataset_free(&s);
     glm_dataset_free(&d);
     CHECK_MSG(hs == 0x56c8492852ed3d01ull && hd == 0xd5e4d1d2dd02968cull,
-              "checksums sparse %#llx dense %#llx",
-              (unsigned long long)hs, (unsigned long long)hd);
+              "checksums sparse %#llx dense %#llx", (unsigned long long)hs, (unsigned long long)hd);
 }
 
 TEST(glm_synth_bad_specs, 10)

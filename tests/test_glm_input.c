@@ -59,8 +59,8 @@ TEST(glm_input_huge_feature_index, 20)
     /* The trainer's loader (what `inagg train --data` runs) refuses it too. */
     glm_dataset_t tr, te;
     char err2[512] = "";
-    int rc2 = glm_load_inputs(path, NULL, NULL, 1, GLM_OBJ_LOGISTIC, 32, &tr, &te, err2,
-                              sizeof(err2));
+    int rc2 =
+        glm_load_inputs(path, NULL, NULL, 1, GLM_OBJ_LOGISTIC, 32, &tr, &te, err2, sizeof(err2));
     long grew_kib = maxrss_kib() - rss0;
     CHECK_MSG(rc == -EFBIG, "a 27-byte file with feature 2000000000 was accepted (cols %zu)",
               d.cols);
@@ -82,8 +82,8 @@ TEST(glm_input_huge_feature_index, 20)
     char *big = malloc(cap);
     CHECK(big != NULL);
     for (int r = 0; r < 2000; r++)
-        len += (size_t)snprintf(big + len, cap - len, "%d %d:1 %d:0.5\n", r % 2 ? 1 : -1,
-                                1 + r * 7, 900000 - r * 11);
+        len += (size_t)snprintf(big + len, cap - len, "%d %d:1 %d:0.5\n", r % 2 ? 1 : -1, 1 + r * 7,
+                                900000 - r * 11);
     rc = glm_parse_libsvm(big, len, "sparse", GLM_LABELS_BINARY, &d, err, sizeof(err));
     free(big);
     CHECK_MSG(rc == 0, "%s", err);
@@ -132,24 +132,24 @@ TEST(glm_input_endless_pipe, 30)
     int status = 0;
     CHECK(waitpid(pid, &status, 0) == pid);
     CHECK_MSG(rc == -EFBIG, "an endless pipe was read to the end (%zu rows)", d.rows);
-    CHECK_MSG(strstr(err, "more than 4000000 bytes") && strstr(err, "INAGG_MAX_INPUT_BYTES"),
-              "%s", err);
+    CHECK_MSG(strstr(err, "more than 4000000 bytes") && strstr(err, "INAGG_MAX_INPUT_BYTES"), "%s",
+              err);
     CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0, "writer status %d", status);
 }
 
 TEST(glm_input_escaped_bytes, 10)
 {
     static const char *const bad[] = {
-        "1 1:\x1b[2J\x07\n",          /* a terminal escape as a value */
-        "\xff\xfe 1:1\n",             /* bytes that are no text as a label */
-        "1 \x1b]0;owned\x07:1\n",     /* as an index */
-        "1 1:1 \x01\x02\x03\n",       /* a feature without ':' */
+        "1 1:\x1b[2J\x07\n", /* a terminal escape as a value */
+        "\xff\xfe 1:1\n", /* bytes that are no text as a label */
+        "1 \x1b]0;owned\x07:1\n", /* as an index */
+        "1 1:1 \x01\x02\x03\n", /* a feature without ':' */
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         glm_dataset_t d;
         char err[512] = "";
-        int rc = glm_parse_libsvm(bad[i], strlen(bad[i]), "t", GLM_LABELS_BINARY, &d, err,
-                                  sizeof(err));
+        int rc =
+            glm_parse_libsvm(bad[i], strlen(bad[i]), "t", GLM_LABELS_BINARY, &d, err, sizeof(err));
         CHECK_MSG(rc == -EINVAL, "case %zu accepted", i);
         CHECK_MSG(strncmp(err, "t:1:", 4) == 0, "case %zu: %s", i, err);
         CHECK_MSG(printable(err), "case %zu: raw bytes in the message", i);

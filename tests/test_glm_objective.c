@@ -16,10 +16,10 @@
 #include "harness.h"
 #include "testutil.h"
 
-#define CHECK_NEAR(a, b, tol)                                                                   \
-    do {                                                                                        \
-        double a__ = (a), b__ = (b);                                                            \
-        CHECK_MSG(fabs(a__ - b__) <= (tol), "%s = %.17g, expected %.17g", #a, a__, b__);        \
+#define CHECK_NEAR(a, b, tol)                                                                      \
+    do {                                                                                           \
+        double a__ = (a), b__ = (b);                                                               \
+        CHECK_MSG(fabs(a__ - b__) <= (tol), "%s = %.17g, expected %.17g", #a, a__, b__);           \
     } while (0)
 
 TEST(glm_loss_values, 10)
@@ -184,8 +184,7 @@ TEST(glm_liblinear_a9a, 60)
     size_t n = 0;
     char err[512] = "";
     const double C = 1.0;
-    CHECK_MSG(liblinear_reference(path, C, 1e-4, 30, &w, &n, &objective, err, sizeof(err)) ==
-                  0,
+    CHECK_MSG(liblinear_reference(path, C, 1e-4, 30, &w, &n, &objective, err, sizeof(err)) == 0,
               "%s", err);
     CHECK_EQ_INT(n, 123);
     CHECK_MSG(isfinite(objective) && objective > 0, "objective %g", objective);

@@ -60,10 +60,7 @@ TEST(harness_catches_a_leaking_worker, 30)
 
 /* ---- tests that must fail: run only with INAGG_HARNESS_SELFTEST set, by the test below ---- */
 
-TEST(selftest_exits_early, 10)
-{
-    exit(0); /* as a helper that returns into the test body would */
-}
+TEST(selftest_exits_early, 10) { exit(0); /* as a helper that returns into the test body would */ }
 
 TEST(selftest_leaves_a_child_running, 10)
 {
@@ -106,12 +103,15 @@ TEST(harness_fails_early_exits_children_and_bad_switches, 60)
     out[n] = '\0';
     int status = pclose(p);
     CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 1, "status %d:\n%s", status, out);
-    static const char *const want[] = {
-        "FAIL    selftest_exits_early", "exited 0 before the end of the test",
-        "FAIL    selftest_leaves_a_child_running", "left a child process running",
-        "FAIL    selftest_leaves_a_child_unwaited", "left a child process unwaited",
-        "FAIL    selftest_switch_dies_before_the_end", "did not stop cleanly",
-        "0 passed, 4 failed"};
+    static const char *const want[] = {"FAIL    selftest_exits_early",
+                                       "exited 0 before the end of the test",
+                                       "FAIL    selftest_leaves_a_child_running",
+                                       "left a child process running",
+                                       "FAIL    selftest_leaves_a_child_unwaited",
+                                       "left a child process unwaited",
+                                       "FAIL    selftest_switch_dies_before_the_end",
+                                       "did not stop cleanly",
+                                       "0 passed, 4 failed"};
     for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
         CHECK_MSG(strstr(out, want[i]) != NULL, "no '%s' in:\n%s", want[i], out);
 }

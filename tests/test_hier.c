@@ -20,9 +20,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "base/util.h"
 #include "bench/benchdata.h"
 #include "control/ctl.h"
-#include "base/util.h"
 #include "harness.h"
 #include "inagg.h"
 #include "testutil.h"
@@ -32,19 +32,19 @@
 #define MAX_LEAVES 4
 
 typedef struct hier_spec {
-    uint32_t leaves, hosts;          /* hosts per leaf */
+    uint32_t leaves, hosts; /* hosts per leaf */
     char leaf_addr[MAX_LEAVES][32];
     const char *job;
     inagg_protocol_t protocol;
     size_t elems;
     uint32_t iters, slots, packet_elems;
-    const char *faults;              /* the hosts' fault spec */
+    const char *faults; /* the hosts' fault spec */
     uint64_t seed;
-    uint32_t *out;                   /* shared: leaves * hosts * elems words */
-    int32_t *codes;                  /* shared: one per host */
-    uint64_t *retransmits;           /* shared: one per host */
-    char (*errors)[256];             /* shared: one per host */
-    double up_resends, up_stale;     /* leaf 0's counters after the run */
+    uint32_t *out; /* shared: leaves * hosts * elems words */
+    int32_t *codes; /* shared: one per host */
+    uint64_t *retransmits; /* shared: one per host */
+    char (*errors)[256]; /* shared: one per host */
+    double up_resends, up_stale; /* leaf 0's counters after the run */
 } hier_spec_t;
 
 /* Global rank g is host g % hosts of leaf g / hosts; its data is bench rank g's. */
@@ -140,8 +140,15 @@ static void run_hier(hier_spec_t *s, const char *spine_faults, const char *leaf_
 
 static void hier_lossless(inagg_protocol_t proto)
 {
-    hier_spec_t s = {.leaves = 2, .hosts = 2, .job = "hier", .protocol = proto,
-                     .elems = 100000, .iters = 3, .slots = 32, .packet_elems = 512, .seed = 5};
+    hier_spec_t s = {.leaves = 2,
+                     .hosts = 2,
+                     .job = "hier",
+                     .protocol = proto,
+                     .elems = 100000,
+                     .iters = 3,
+                     .slots = 32,
+                     .packet_elems = 512,
+                     .seed = 5};
     run_hier(&s, NULL, NULL, 60);
 }
 
@@ -156,16 +163,23 @@ static void hier_lossy(inagg_protocol_t proto, uint64_t seed)
     lossy_fault_specs(0.02, seed, wf, sf, sizeof(wf));
     snprintf(lf, sizeof(lf), "drop=0.01,dup=0.01,reorder=0.01,seed=%llu",
              (unsigned long long)seed + 7);
-    hier_spec_t s = {.leaves = 2, .hosts = 2, .job = "hier-lossy", .protocol = proto,
-                     .elems = 60000, .iters = 3, .slots = 32, .packet_elems = 256,
-                     .faults = wf, .seed = seed};
+    hier_spec_t s = {.leaves = 2,
+                     .hosts = 2,
+                     .job = "hier-lossy",
+                     .protocol = proto,
+                     .elems = 60000,
+                     .iters = 3,
+                     .slots = 32,
+                     .packet_elems = 256,
+                     .faults = wf,
+                     .seed = seed};
     run_hier(&s, sf, lf, 150);
     uint64_t rt = 0;
     for (uint32_t g = 0; g < 4; g++)
         rt += s.retransmits[g];
     CHECK_MSG(rt > 0, "loss injected but nothing was retransmitted");
     CHECK_MSG(s.up_resends > 0, "no partial sum was sent upstream again: the leaf-spine "
-              "recovery path did not run");
+                                "recovery path did not run");
 }
 
 TEST(hier_switchml_2x2_exact_under_loss_at_every_level, 180)
@@ -177,8 +191,15 @@ TEST(hier_p4sgd_2x2_exact_under_loss_at_every_level, 180) { hier_lossy(INAGG_PRO
 /* Three leaves of one host each, the middle one with two: uneven leaves sum correctly. */
 TEST(hier_three_leaves_of_one_host, 90)
 {
-    hier_spec_t s = {.leaves = 3, .hosts = 1, .job = "hier3", .protocol = INAGG_PROTO_SWITCHML,
-                     .elems = 50000, .iters = 2, .slots = 16, .packet_elems = 1024, .seed = 8};
+    hier_spec_t s = {.leaves = 3,
+                     .hosts = 1,
+                     .job = "hier3",
+                     .protocol = INAGG_PROTO_SWITCHML,
+                     .elems = 50000,
+                     .iters = 2,
+                     .slots = 16,
+                     .packet_elems = 1024,
+                     .seed = 8};
     run_hier(&s, NULL, NULL, 60);
 }
 
@@ -205,8 +226,8 @@ TEST(hier_unreachable_spine_refuses_with_reason, 30)
     inagg_comm_t *comm = NULL;
     char detail[256] = "";
     uint64_t t0 = util_now_ns();
-    inagg_result_t rc = inagg_comm_create(&comm, leaf.addr, "orphan", 0, 1, &o, detail,
-                                          sizeof(detail));
+    inagg_result_t rc =
+        inagg_comm_create(&comm, leaf.addr, "orphan", 0, 1, &o, detail, sizeof(detail));
     double secs = (double)(util_now_ns() - t0) / 1e9;
     ts_stop(&leaf);
     CHECK_MSG(rc == INAGG_ERR_REFUSED, "got %s: %s", inagg_strerror(rc), detail);
@@ -234,8 +255,8 @@ TEST(hier_spine_join_timeout_reaches_hosts, 30)
     inagg_comm_t *comm = NULL;
     char detail[256] = "";
     uint64_t t0 = util_now_ns();
-    inagg_result_t rc = inagg_comm_create(&comm, leaf.addr, "alone", 0, 1, &o, detail,
-                                          sizeof(detail));
+    inagg_result_t rc =
+        inagg_comm_create(&comm, leaf.addr, "alone", 0, 1, &o, detail, sizeof(detail));
     double secs = (double)(util_now_ns() - t0) / 1e9;
     ts_stop(&leaf);
     ts_stop(&spine);
@@ -292,15 +313,15 @@ TEST(hier_leaf_retries_a_busy_spine, 40)
     inagg_comm_t *comm = NULL;
     char detail[256] = "";
     uint64_t t0 = util_now_ns();
-    inagg_result_t rc = inagg_comm_create(&comm, leaf.addr, "late", 0, 1, &o, detail,
-                                          sizeof(detail));
+    inagg_result_t rc =
+        inagg_comm_create(&comm, leaf.addr, "late", 0, 1, &o, detail, sizeof(detail));
     double secs = (double)(util_now_ns() - t0) / 1e9;
     pthread_join(hog, NULL);
     int32_t in[64], out[64];
     for (int i = 0; i < 64; i++)
         in[i] = i * 7 - 100;
-    inagg_result_t arc = rc == INAGG_OK ? inagg_allreduce(comm, in, out, 64, INAGG_INT32, INAGG_SUM)
-                                        : rc;
+    inagg_result_t arc =
+        rc == INAGG_OK ? inagg_allreduce(comm, in, out, 64, INAGG_INT32, INAGG_SUM) : rc;
     ts_stats_json(&spine, stats, sizeof(stats));
     if (comm)
         inagg_comm_destroy(comm);
@@ -324,8 +345,8 @@ TEST(hier_leaf_refuses_compression, 20)
     o.compress = "fp16";
     inagg_comm_t *comm = NULL;
     char detail[256] = "";
-    inagg_result_t rc = inagg_comm_create(&comm, leaf.addr, "coded", 0, 1, &o, detail,
-                                          sizeof(detail));
+    inagg_result_t rc =
+        inagg_comm_create(&comm, leaf.addr, "coded", 0, 1, &o, detail, sizeof(detail));
     ts_stop(&leaf);
     CHECK_MSG(rc == INAGG_ERR_UNSUPPORTED, "got %s: %s", inagg_strerror(rc), detail);
     CHECK_MSG(strstr(detail, "leaf switch") != NULL, "reason: %s", detail);
@@ -338,9 +359,9 @@ TEST(hier_leaf_refuses_compression, 20)
  * host's values would overflow) and INAGG_AVG divides by all of them. */
 typedef struct avg_spec {
     char leaf_addr[2][32];
-    float *fout;     /* shared: 4 * elems */
-    int32_t *iout;   /* shared: 4 * elems */
-    int32_t *codes;  /* shared: 4 */
+    float *fout; /* shared: 4 * elems */
+    int32_t *iout; /* shared: 4 * elems */
+    int32_t *codes; /* shared: 4 */
     size_t elems;
 } avg_spec_t;
 
@@ -353,8 +374,8 @@ static int avg_worker(uint32_t g, void *arg)
     o.timeout_ms = 10000;
     inagg_comm_t *comm;
     char detail[256];
-    inagg_result_t rc = inagg_comm_create(&comm, s->leaf_addr[g / 2], "avg", g % 2, 2, &o,
-                                          detail, sizeof(detail));
+    inagg_result_t rc =
+        inagg_comm_create(&comm, s->leaf_addr[g / 2], "avg", g % 2, 2, &o, detail, sizeof(detail));
     if (rc != INAGG_OK) {
         s->codes[g] = rc;
         return 1;
@@ -409,11 +430,13 @@ TEST(hier_fixed_point_and_average_count_every_host, 60)
             if (err > worst)
                 worst = err;
             int32_t iw = bench_expected_i32(9, 4, i) / 4;
-            CHECK_MSG(s.iout[g * s.elems + i] == iw, "host %u element %zu: average %d, want %d",
-                      g, i, s.iout[g * s.elems + i], iw);
+            CHECK_MSG(s.iout[g * s.elems + i] == iw, "host %u element %zu: average %d, want %d", g,
+                      i, s.iout[g * s.elems + i], iw);
         }
-    CHECK_MSG(worst < 1e-6, "float32 sum relative error %g (fixed point scaled for too few "
-              "ranks?)", worst);
+    CHECK_MSG(worst < 1e-6,
+              "float32 sum relative error %g (fixed point scaled for too few "
+              "ranks?)",
+              worst);
 }
 
 /* A leaf whose upstream is this test (a spine of one member that echoes each partial sum
@@ -456,11 +479,16 @@ static void fake_spine_join(fake_spine_t *f)
         snprintf(f->why, sizeof(f->why), "no JOIN from the leaf: %.150s", f->cfd < 0 ? "" : line);
         return;
     }
-    wire_joined_t jd = {.token = f->token, .id = FAKE_UP_JOB, .threads = 1, .port = f->udp_port,
-                        .base = 0, .slots = jn.slots, .elems = jn.elems,
-                        .float_mode = jn.float_mode, .protocol = jn.protocol};
-    if (wire_joined_format(&jd, line, sizeof(line)) != 0 ||
-        ctl_write_line(f->cfd, line, 2000) != 0)
+    wire_joined_t jd = {.token = f->token,
+                        .id = FAKE_UP_JOB,
+                        .threads = 1,
+                        .port = f->udp_port,
+                        .base = 0,
+                        .slots = jn.slots,
+                        .elems = jn.elems,
+                        .float_mode = jn.float_mode,
+                        .protocol = jn.protocol};
+    if (wire_joined_format(&jd, line, sizeof(line)) != 0 || ctl_write_line(f->cfd, line, 2000) != 0)
         snprintf(f->why, sizeof(f->why), "cannot answer JOINED");
 }
 
@@ -533,8 +561,8 @@ static int forged_worker(uint32_t rank, void *arg)
     int32_t in[FORGED_ELEMS];
     for (uint32_t i = 0; i < FORGED_ELEMS; i++)
         in[i] = (int32_t)(i * 13u + rank * 100003u) - 7000;
-    inagg_result_t r = inagg_allreduce(c, in, s->out + (size_t)rank * FORGED_ELEMS,
-                                       FORGED_ELEMS, INAGG_INT32, INAGG_SUM);
+    inagg_result_t r = inagg_allreduce(c, in, s->out + (size_t)rank * FORGED_ELEMS, FORGED_ELEMS,
+                                       INAGG_INT32, INAGG_SUM);
     if (r != INAGG_OK)
         fprintf(stderr, "    rank %u: %s: %s\n", rank, inagg_strerror(r), inagg_last_error(c));
     inagg_comm_destroy(c);

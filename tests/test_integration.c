@@ -8,20 +8,20 @@
 #include <arpa/inet.h>
 #include <math.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <stddef.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "bench/benchdata.h"
+#include "base/netaddr.h"
 #include "base/util.h"
+#include "bench/benchdata.h"
 #include "control/ctl.h"
 #include "harness.h"
 #include "inagg.h"
 #include "testutil.h"
-#include "base/netaddr.h"
 #include "wire/wire.h"
 #include "worker/quant.h"
 
@@ -37,9 +37,9 @@ typedef struct job_spec {
     uint32_t slots, packet_elems, threads, timeout_ms;
     const char *faults;
     uint64_t seed;
-    uint32_t *out;          /* shared: world * elems words, each rank's last result */
-    uint64_t *retransmits;  /* shared: world counters */
-    int32_t *codes;         /* shared: world result codes */
+    uint32_t *out; /* shared: world * elems words, each rank's last result */
+    uint64_t *retransmits; /* shared: world counters */
+    int32_t *codes; /* shared: world result codes */
 } job_spec_t;
 
 static inagg_options_t spec_options(const job_spec_t *s)
@@ -76,8 +76,8 @@ static inagg_comm_t *spec_join(const job_spec_t *s, uint32_t rank)
     inagg_options_t o = spec_options(s);
     inagg_comm_t *comm;
     char detail[256];
-    inagg_result_t rc = inagg_comm_create(&comm, s->addr, s->job, rank, s->world, &o, detail,
-                                          sizeof(detail));
+    inagg_result_t rc =
+        inagg_comm_create(&comm, s->addr, s->job, rank, s->world, &o, detail, sizeof(detail));
     if (rc == INAGG_OK)
         return comm;
     fprintf(stderr, "    rank %u: join: %s: %s\n", rank, inagg_strerror(rc), detail);
@@ -168,8 +168,14 @@ static void run_spec(job_spec_t *s, const switch_config_t *cfg, int timeout_s)
 TEST(int32_lossless_matches_exact_sum, 60)
 {
     switch_config_t cfg = SWITCH_CONFIG_INIT;
-    job_spec_t s = {.job = "lossless", .world = 4, .elems = 300000, .dtype = INAGG_INT32,
-                    .iters = 3, .seed = 11, .packet_elems = 1024, .slots = 64};
+    job_spec_t s = {.job = "lossless",
+                    .world = 4,
+                    .elems = 300000,
+                    .dtype = INAGG_INT32,
+                    .iters = 3,
+                    .seed = 11,
+                    .packet_elems = 1024,
+                    .slots = 64};
     alloc_outputs(&s);
     run_spec(&s, &cfg, 50);
     check_int32_exact(&s);
@@ -184,8 +190,14 @@ static void lossy_int32(double p, uint64_t seed)
     switch_config_t cfg = SWITCH_CONFIG_INIT;
     cfg.transport.faults_in = sf;
     cfg.transport.faults_out = sf;
-    job_spec_t lossless = {.job = "ref", .world = 4, .elems = 200000, .dtype = INAGG_INT32,
-                           .iters = 1, .seed = seed, .slots = 32, .packet_elems = 256};
+    job_spec_t lossless = {.job = "ref",
+                           .world = 4,
+                           .elems = 200000,
+                           .dtype = INAGG_INT32,
+                           .iters = 1,
+                           .seed = seed,
+                           .slots = 32,
+                           .packet_elems = 256};
     alloc_outputs(&lossless);
     switch_config_t clean = SWITCH_CONFIG_INIT;
     run_spec(&lossless, &clean, 50);
@@ -240,9 +252,16 @@ TEST(float32_fixed_bit_identical_run_to_run_under_reordering, 120)
         char faults[96];
         snprintf(faults, sizeof(faults), "drop=0.01,reorder=0.3,seed=%d", 40 + run);
         switch_config_t cfg = SWITCH_CONFIG_INIT;
-        job_spec_t s = {.job = run ? "fixed-b" : "fixed-a", .world = 4, .elems = 60000,
-                        .dtype = INAGG_FLOAT32, .float_mode = INAGG_FLOAT_FIXED, .iters = 1,
-                        .seed = 33, .slots = 32, .packet_elems = 256, .faults = faults};
+        job_spec_t s = {.job = run ? "fixed-b" : "fixed-a",
+                        .world = 4,
+                        .elems = 60000,
+                        .dtype = INAGG_FLOAT32,
+                        .float_mode = INAGG_FLOAT_FIXED,
+                        .iters = 1,
+                        .seed = 33,
+                        .slots = 32,
+                        .packet_elems = 256,
+                        .faults = faults};
         alloc_outputs(&s);
         run_spec(&s, &cfg, 100);
         bytes = (size_t)s.world * s.elems * 4;
@@ -254,8 +273,14 @@ TEST(float32_fixed_bit_identical_run_to_run_under_reordering, 120)
 TEST(float32_fixed_point_within_bound_under_loss, 120)
 {
     switch_config_t cfg = SWITCH_CONFIG_INIT;
-    job_spec_t s = {.job = "float", .world = 3, .elems = 100000, .dtype = INAGG_FLOAT32,
-                    .iters = 2, .seed = 31, .slots = 32, .packet_elems = 512,
+    job_spec_t s = {.job = "float",
+                    .world = 3,
+                    .elems = 100000,
+                    .dtype = INAGG_FLOAT32,
+                    .iters = 2,
+                    .seed = 31,
+                    .slots = 32,
+                    .packet_elems = 512,
                     .faults = "drop=0.02,dup=0.02,reorder=0.02,seed=4"};
     alloc_outputs(&s);
     run_spec(&s, &cfg, 100);
@@ -295,7 +320,10 @@ static int native_worker(uint32_t rank, void *arg)
 TEST(float32_native_exact_in_place, 60)
 {
     switch_config_t cfg = SWITCH_CONFIG_INIT;
-    job_spec_t s = {.job = "native", .world = 4, .elems = 50000, .float_mode = INAGG_FLOAT_NATIVE,
+    job_spec_t s = {.job = "native",
+                    .world = 4,
+                    .elems = 50000,
+                    .float_mode = INAGG_FLOAT_NATIVE,
                     .faults = "drop=0.01,seed=9"};
     test_switch_t ts;
     ts_start(&ts, &cfg);
@@ -308,9 +336,17 @@ TEST(int32_average_and_threads, 90)
 {
     switch_config_t cfg = SWITCH_CONFIG_INIT;
     cfg.threads = 2;
-    job_spec_t s = {.job = "avg", .world = 3, .elems = 123457, .dtype = INAGG_INT32,
-                    .op = INAGG_AVG, .iters = 2, .seed = 5, .threads = 2, .slots = 16,
-                    .packet_elems = 1000, .faults = "drop=0.01,seed=3"};
+    job_spec_t s = {.job = "avg",
+                    .world = 3,
+                    .elems = 123457,
+                    .dtype = INAGG_INT32,
+                    .op = INAGG_AVG,
+                    .iters = 2,
+                    .seed = 5,
+                    .threads = 2,
+                    .slots = 16,
+                    .packet_elems = 1000,
+                    .faults = "drop=0.01,seed=3"};
     alloc_outputs(&s);
     run_spec(&s, &cfg, 80);
     check_int32_exact(&s);
@@ -322,10 +358,22 @@ TEST(two_concurrent_jobs_are_isolated, 90)
     switch_config_t cfg = SWITCH_CONFIG_INIT;
     test_switch_t ts;
     ts_start(&ts, &cfg);
-    job_spec_t a = {.addr = ts.addr, .job = "job-a", .world = 2, .elems = 100000,
-                    .dtype = INAGG_INT32, .iters = 4, .seed = 100, .slots = 32};
-    job_spec_t b = {.addr = ts.addr, .job = "job-b", .world = 3, .elems = 70000,
-                    .dtype = INAGG_INT32, .iters = 4, .seed = 200, .slots = 32,
+    job_spec_t a = {.addr = ts.addr,
+                    .job = "job-a",
+                    .world = 2,
+                    .elems = 100000,
+                    .dtype = INAGG_INT32,
+                    .iters = 4,
+                    .seed = 100,
+                    .slots = 32};
+    job_spec_t b = {.addr = ts.addr,
+                    .job = "job-b",
+                    .world = 3,
+                    .elems = 70000,
+                    .dtype = INAGG_INT32,
+                    .iters = 4,
+                    .seed = 200,
+                    .slots = 32,
                     .packet_elems = 256};
     alloc_outputs(&a);
     alloc_outputs(&b);
@@ -405,7 +453,7 @@ static int victim_worker(uint32_t rank, void *arg)
     if (rank == s->world - 1) {
         if (s->iters == 1)
             raise(SIGKILL); /* dies: its connection closes */
-        raise(SIGSTOP);     /* hangs: alive but silent */
+        raise(SIGSTOP); /* hangs: alive but silent */
         /* resumed after the others gave up and left: it is told that it was the silent one
          * and the job failed, not that another rank left */
         inagg_result_t rc = inagg_allreduce(comm, x, y, 1000, INAGG_INT32, INAGG_SUM);
@@ -424,8 +472,8 @@ static int victim_worker(uint32_t rank, void *arg)
     int ok = rc == INAGG_ERR_JOB_FAILED && strstr(why, "rank 2") != NULL &&
              (s->iters == 1 || strstr(why, "while ranks 0,1 were waiting on it") != NULL);
     if (!ok)
-        fprintf(stderr, "    rank %u: got %s (%s) after %.2f s\n", rank, inagg_strerror(rc),
-                why, secs);
+        fprintf(stderr, "    rank %u: got %s (%s) after %.2f s\n", rank, inagg_strerror(rc), why,
+                secs);
     if (ok && secs > (s->iters == 1 ? 3.0 : s->timeout_ms / 1000.0 + 3.0)) {
         fprintf(stderr, "    rank %u: failure took %.2f s\n", rank, secs);
         ok = 0;
@@ -442,8 +490,12 @@ static void victim_test(int stop_instead_of_kill)
     switch_config_t cfg = SWITCH_CONFIG_INIT;
     test_switch_t ts;
     ts_start(&ts, &cfg);
-    job_spec_t s = {.addr = ts.addr, .job = "victim", .world = 3,
-                    .iters = stop_instead_of_kill ? 2 : 1, .timeout_ms = 1500, .slots = 4};
+    job_spec_t s = {.addr = ts.addr,
+                    .job = "victim",
+                    .world = 3,
+                    .iters = stop_instead_of_kill ? 2 : 1,
+                    .timeout_ms = 1500,
+                    .slots = 4};
     pid_t p[3];
     spawn_workers(3, victim_worker, &s, p);
     CHECK_EQ_INT(wait_pid(p[0], 30), 0);
@@ -456,8 +508,12 @@ static void victim_test(int stop_instead_of_kill)
         wait_pid(p[2], 5);
     }
     /* The switch carries on: a new job on it still works. */
-    job_spec_t after = {.addr = ts.addr, .job = "after", .world = 2, .elems = 1000,
-                        .dtype = INAGG_INT32, .seed = 1};
+    job_spec_t after = {.addr = ts.addr,
+                        .job = "after",
+                        .world = 2,
+                        .elems = 1000,
+                        .dtype = INAGG_INT32,
+                        .seed = 1};
     alloc_outputs(&after);
     CHECK_EQ_INT(run_workers(2, spec_worker, &after, 30), 0);
     check_int32_exact(&after);
@@ -532,8 +588,7 @@ TEST(resumed_rank_not_told_a_rank_that_left_was_silent, 30)
     switch_config_t cfg = SWITCH_CONFIG_INIT;
     test_switch_t ts;
     ts_start(&ts, &cfg);
-    job_spec_t s = {.addr = ts.addr, .job = "leftover", .world = 2, .timeout_ms = 1500,
-                    .slots = 4};
+    job_spec_t s = {.addr = ts.addr, .job = "leftover", .world = 2, .timeout_ms = 1500, .slots = 4};
     pid_t p[2];
     spawn_workers(2, leftover_worker, &s, p);
     CHECK_EQ_INT(wait_pid(p[0], 20), 0);
@@ -564,22 +619,28 @@ static int spray_worker(uint32_t rank, void *arg)
     util_rng_seed(&rng, 77);
     uint8_t buf[2048];
     for (int i = 0; i < 3000; i++) {
-        wire_header_t h = {.version = INAGG_PROTOCOL_VERSION, .type = WIRE_CONTRIB, .job = 1,
-                           .rank = 0, .token = 12345, .slot = 0, .round = 0, .count = 4};
+        wire_header_t h = {.version = INAGG_PROTOCOL_VERSION,
+                           .type = WIRE_CONTRIB,
+                           .job = 1,
+                           .rank = 0,
+                           .token = 12345,
+                           .slot = 0,
+                           .round = 0,
+                           .count = 4};
         size_t len = WIRE_HEADER_SIZE + 16;
         memset(buf, 0, sizeof(buf));
         switch (i % 6) {
-        case 0: /* random bytes */
-            for (size_t k = 0; k < 100; k++)
-                buf[k] = (uint8_t)util_rng_next(&rng);
-            len = 1 + util_rng_next(&rng) % 100;
-            send_raw(fd, &to, buf, len);
-            continue;
-        case 1: h.job = 999; break;                 /* unknown job */
-        case 2: break;                              /* job 1 exists; wrong token */
-        case 3: h.count = 100; break;               /* length disagrees with count */
-        case 4: h.type = 7; break;                  /* bad type */
-        case 5: h.flags = 0x80; break;              /* unknown flag */
+            case 0: /* random bytes */
+                for (size_t k = 0; k < 100; k++)
+                    buf[k] = (uint8_t)util_rng_next(&rng);
+                len = 1 + util_rng_next(&rng) % 100;
+                send_raw(fd, &to, buf, len);
+                continue;
+            case 1: h.job = 999; break; /* unknown job */
+            case 2: break; /* job 1 exists; wrong token */
+            case 3: h.count = 100; break; /* length disagrees with count */
+            case 4: h.type = 7; break; /* bad type */
+            case 5: h.flags = 0x80; break; /* unknown flag */
         }
         wire_encode_header(&h, buf);
         send_raw(fd, &to, buf, len);
@@ -595,8 +656,14 @@ TEST(foreign_and_malformed_packets_are_counted_and_dropped, 90)
     switch_config_t cfg = SWITCH_CONFIG_INIT;
     test_switch_t ts;
     ts_start(&ts, &cfg);
-    job_spec_t s = {.addr = ts.addr, .job = "target", .world = 2, .elems = 200000,
-                    .dtype = INAGG_INT32, .iters = 5, .seed = 8, .slots = 16};
+    job_spec_t s = {.addr = ts.addr,
+                    .job = "target",
+                    .world = 2,
+                    .elems = 200000,
+                    .dtype = INAGG_INT32,
+                    .iters = 5,
+                    .seed = 8,
+                    .slots = 16};
     alloc_outputs(&s);
     pid_t workers[2], spray;
     spawn_workers(2, spec_worker, &s, workers);
@@ -668,8 +735,10 @@ TEST(admission_refusals_have_reasons, 60)
     }
     CHECK(strstr(stats, "holder") != NULL);
     CHECK_EQ_INT(join_expect(ts.addr, "holder", 0, 2, 100, INAGG_ERR_REFUSED, "duplicate rank"), 0);
-    CHECK_EQ_INT(join_expect(ts.addr, "holder", 1, 3, 100, INAGG_ERR_REFUSED, "world-size mismatch"), 0);
-    CHECK_EQ_INT(join_expect(ts.addr, "holder", 1, 2, 64, INAGG_ERR_REFUSED, "parameter mismatch"), 0);
+    CHECK_EQ_INT(
+        join_expect(ts.addr, "holder", 1, 3, 100, INAGG_ERR_REFUSED, "world-size mismatch"), 0);
+    CHECK_EQ_INT(join_expect(ts.addr, "holder", 1, 2, 64, INAGG_ERR_REFUSED, "parameter mismatch"),
+                 0);
     CHECK_EQ_INT(join_expect(ts.addr, "big", 0, 1, 100, INAGG_ERR_REFUSED, "pool exhausted"), 0);
     CHECK_EQ_INT(join_expect(ts.addr, "ok", 0, 1, 50, INAGG_OK, NULL), 0);
     /* A worker of another protocol version. */
@@ -723,18 +792,24 @@ TEST(api_rejects_bad_arguments, 20)
     inagg_options_t o = INAGG_OPTIONS_INIT;
     inagg_comm_t *c;
     char d[256];
-    CHECK_EQ_INT(inagg_comm_create(NULL, "127.0.0.1:1", "x", 0, 1, &o, d, sizeof(d)), INAGG_ERR_INVALID);
-    CHECK_EQ_INT(inagg_comm_create(&c, "127.0.0.1:1", "x", 2, 2, &o, d, sizeof(d)), INAGG_ERR_INVALID);
-    CHECK_EQ_INT(inagg_comm_create(&c, "127.0.0.1:1", "has space", 0, 1, &o, d, sizeof(d)), INAGG_ERR_INVALID);
+    CHECK_EQ_INT(inagg_comm_create(NULL, "127.0.0.1:1", "x", 0, 1, &o, d, sizeof(d)),
+                 INAGG_ERR_INVALID);
+    CHECK_EQ_INT(inagg_comm_create(&c, "127.0.0.1:1", "x", 2, 2, &o, d, sizeof(d)),
+                 INAGG_ERR_INVALID);
+    CHECK_EQ_INT(inagg_comm_create(&c, "127.0.0.1:1", "has space", 0, 1, &o, d, sizeof(d)),
+                 INAGG_ERR_INVALID);
     CHECK_EQ_INT(inagg_comm_create(&c, "no-port", "x", 0, 1, &o, d, sizeof(d)), INAGG_ERR_INVALID);
     inagg_options_t bad = o;
     bad.packet_elems = INAGG_MAX_PACKET_ELEMS + 1;
-    CHECK_EQ_INT(inagg_comm_create(&c, "127.0.0.1:1", "x", 0, 1, &bad, d, sizeof(d)), INAGG_ERR_INVALID);
+    CHECK_EQ_INT(inagg_comm_create(&c, "127.0.0.1:1", "x", 0, 1, &bad, d, sizeof(d)),
+                 INAGG_ERR_INVALID);
     CHECK(strstr(d, "packet_elems") != NULL);
     bad = o;
     bad.struct_size = 8;
-    CHECK_EQ_INT(inagg_comm_create(&c, "127.0.0.1:1", "x", 0, 1, &bad, d, sizeof(d)), INAGG_ERR_INVALID);
-    CHECK_EQ_INT(inagg_iallreduce(NULL, NULL, NULL, 1, INAGG_INT32, INAGG_SUM, NULL), INAGG_ERR_INVALID);
+    CHECK_EQ_INT(inagg_comm_create(&c, "127.0.0.1:1", "x", 0, 1, &bad, d, sizeof(d)),
+                 INAGG_ERR_INVALID);
+    CHECK_EQ_INT(inagg_iallreduce(NULL, NULL, NULL, 1, INAGG_INT32, INAGG_SUM, NULL),
+                 INAGG_ERR_INVALID);
     CHECK_EQ_INT(inagg_wait(NULL), INAGG_ERR_INVALID);
     for (int code = 0; code >= -12; code--)
         CHECK(strcmp(inagg_strerror((inagg_result_t)code), "unknown result code") != 0);
@@ -839,8 +914,14 @@ TEST(int32_exact_under_nftables_loss, 150)
     ts_start(&ts, &cfg);
     nft_loss_t nft;
     nft_loss_start(&nft, "test", ts.port, 3, &ts);
-    job_spec_t s = {.addr = ts.addr, .job = "nft", .world = 3, .elems = 200000,
-                    .dtype = INAGG_INT32, .iters = 3, .seed = 44, .slots = 32,
+    job_spec_t s = {.addr = ts.addr,
+                    .job = "nft",
+                    .world = 3,
+                    .elems = 200000,
+                    .dtype = INAGG_INT32,
+                    .iters = 3,
+                    .seed = 44,
+                    .slots = 32,
                     .packet_elems = 512};
     alloc_outputs(&s);
     int failed = run_workers(3, spec_worker, &s, 120);
@@ -896,8 +977,15 @@ TEST(int32_exact_under_loss_with_three_switch_threads, 150)
     cfg.threads = 3;
     cfg.transport.faults_in = sf;
     cfg.transport.faults_out = sf;
-    job_spec_t s = {.job = "threads3", .world = 4, .elems = 200000, .dtype = INAGG_INT32,
-                    .iters = 3, .seed = 41, .slots = 33, .packet_elems = 256, .threads = 2,
+    job_spec_t s = {.job = "threads3",
+                    .world = 4,
+                    .elems = 200000,
+                    .dtype = INAGG_INT32,
+                    .iters = 3,
+                    .seed = 41,
+                    .slots = 33,
+                    .packet_elems = 256,
+                    .threads = 2,
                     .faults = wf};
     alloc_outputs(&s);
     test_switch_t ts;
@@ -931,9 +1019,16 @@ static void wide_world(uint32_t world, uint64_t seed)
     cfg.threads = 2;
     cfg.transport.faults_in = sf;
     cfg.transport.faults_out = sf;
-    job_spec_t s = {.job = "wide", .world = world, .elems = 20000, .dtype = INAGG_INT32,
-                    .iters = 2, .seed = seed, .slots = 16, .packet_elems = 256,
-                    .timeout_ms = 30000, .faults = wf};
+    job_spec_t s = {.job = "wide",
+                    .world = world,
+                    .elems = 20000,
+                    .dtype = INAGG_INT32,
+                    .iters = 2,
+                    .seed = seed,
+                    .slots = 16,
+                    .packet_elems = 256,
+                    .timeout_ms = 30000,
+                    .faults = wf};
     alloc_outputs(&s);
     run_spec(&s, &cfg, 200);
     check_int32_exact(&s);

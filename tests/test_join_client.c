@@ -6,13 +6,13 @@
  * verifier in the JOIN, the dataplane keys once JOINED says dpauth=1).
  */
 #include <errno.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
-#include <netinet/in.h>
 
 #include "base/util.h"
 #include "control/join_client.h"
@@ -92,8 +92,14 @@ static void fake_stop(fake_switch_t *fs)
 static const char *joined_line(int dpauth)
 {
     static char line[CTL_LINE_MAX];
-    wire_joined_t j = {.token = 77, .id = 3, .threads = 1, .port = 7000, .base = 0,
-                       .slots = 4, .elems = 64, .dpauth = (uint32_t)dpauth};
+    wire_joined_t j = {.token = 77,
+                       .id = 3,
+                       .threads = 1,
+                       .port = 7000,
+                       .base = 0,
+                       .slots = 4,
+                       .elems = 64,
+                       .dpauth = (uint32_t)dpauth};
     CHECK(wire_joined_format(&j, line, sizeof(line)) == 0);
     return line;
 }
@@ -102,8 +108,12 @@ static join_request_t request(const char *addr, uint32_t retry_ms)
 {
     join_request_t rq = {
         .addr = addr,
-        .join = {.version = INAGG_PROTOCOL_VERSION, .rank = 0, .world = 1, .slots = 4,
-                 .elems = 64, .timeout_ms = 2000},
+        .join = {.version = INAGG_PROTOCOL_VERSION,
+                 .rank = 0,
+                 .world = 1,
+                 .slots = 4,
+                 .elems = 64,
+                 .timeout_ms = 2000},
         .block_ms = 2000,
         .answer_ms = 2000,
         .retry_ms = retry_ms,

@@ -42,8 +42,8 @@ TEST(lifecycle_comm_destroy_is_immediate, 60)
         inagg_comm_t *c;
         char d[256], job[32];
         snprintf(job, sizeof(job), "life%d", i);
-        CHECK_MSG(inagg_comm_create(&c, addr, job, 0, 1, &o, d, sizeof(d)) == INAGG_OK,
-                  "join: %s", d);
+        CHECK_MSG(inagg_comm_create(&c, addr, job, 0, 1, &o, d, sizeof(d)) == INAGG_OK, "join: %s",
+                  d);
         int32_t v = 7;
         CHECK_EQ_INT(inagg_allreduce(c, &v, &v, 1, INAGG_INT32, INAGG_SUM), INAGG_OK);
         CHECK_EQ_INT(v, 7);
@@ -64,10 +64,10 @@ TEST(lifecycle_comm_destroy_is_immediate, 60)
 typedef struct drain_rank {
     const char *addr;
     uint32_t rank;
-    int blocked_call;          /* rank 0: its second allreduce is in flight at the stop */
+    int blocked_call; /* rank 0: its second allreduce is in flight at the stop */
     inagg_result_t first, second;
     char error[512];
-    uint64_t failed_ns;        /* when the second call returned */
+    uint64_t failed_ns; /* when the second call returned */
 } drain_rank_t;
 
 static void *drain_rank_main(void *arg)
@@ -114,8 +114,7 @@ TEST(lifecycle_switch_stop_drains_members_with_shutdown, 60)
     switch_config_t cfg = SWITCH_CONFIG_INIT;
     char addr[64];
     inagg_switch_t *sw = start_switch(&cfg, addr, sizeof(addr));
-    drain_rank_t d[2] = {{.addr = addr, .rank = 0, .blocked_call = 1},
-                         {.addr = addr, .rank = 1}};
+    drain_rank_t d[2] = {{.addr = addr, .rank = 0, .blocked_call = 1}, {.addr = addr, .rank = 1}};
     pthread_t t[2];
     for (int r = 0; r < 2; r++)
         CHECK(pthread_create(&t[r], NULL, drain_rank_main, &d[r]) == 0);
@@ -140,12 +139,14 @@ TEST(lifecycle_switch_stop_drains_members_with_shutdown, 60)
         CHECK_MSG(d[r].first == INAGG_OK, "rank %d's first call: %d (%s)", r, d[r].first,
                   d[r].error);
         CHECK_EQ_INT(d[r].second, INAGG_ERR_CONNECTION);
-        CHECK_MSG(strstr(d[r].error, "switch shutting down: maintenance window"),
-                  "rank %d: '%s'", r, d[r].error);
+        CHECK_MSG(strstr(d[r].error, "switch shutting down: maintenance window"), "rank %d: '%s'",
+                  r, d[r].error);
         CHECK_MSG(!strstr(d[r].error, "disconnected"), "rank %d: '%s'", r, d[r].error);
     }
-    CHECK_MSG(d[0].failed_ns - stop_ns < 1000000000ull, "the call in flight failed %.0f ms "
-              "after the stop", (d[0].failed_ns - stop_ns) / 1e6);
+    CHECK_MSG(d[0].failed_ns - stop_ns < 1000000000ull,
+              "the call in flight failed %.0f ms "
+              "after the stop",
+              (d[0].failed_ns - stop_ns) / 1e6);
     CHECK_MSG(stopped_ns - stop_ns < (SWITCH_DRAIN_MS + 1000) * 1000000ull,
               "switch_stop took %.0f ms", (stopped_ns - stop_ns) / 1e6);
     CHECK_MSG(strstr(log, "draining") && strstr(log, "maintenance window"), "log: %s", log);
@@ -166,7 +167,8 @@ TEST(lifecycle_unresolvable_host_is_not_a_malformed_address, 30)
                  INAGG_ERR_INVALID);
     printf("    %s\n", d);
     CHECK_MSG(strstr(d, "host 'no-such-host.invalid' could not be resolved: ") &&
-              !strstr(d, "expected HOST:PORT"), "'%s'", d);
+                  !strstr(d, "expected HOST:PORT"),
+              "'%s'", d);
     const char *malformed[] = {"127.0.0.1:abc", "127.0.0.1:70000", ":7000", "127.0.0.1:"};
     for (size_t i = 0; i < sizeof(malformed) / sizeof(malformed[0]); i++) {
         CHECK_EQ_INT(inagg_comm_create(&c, malformed[i], "x", 0, 1, &o, d, sizeof(d)),

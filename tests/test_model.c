@@ -13,8 +13,8 @@
 #include "model/model.h"
 
 #define NEAR(a, b) (fabs((a) - (b)) <= 1e-9 + 1e-9 * fabs(b))
-#define CHECK_NEAR(a, b) CHECK_MSG(NEAR((a), (b)), "%s = %.12g, want %.12g", #a, (double)(a), \
-                                   (double)(b))
+#define CHECK_NEAR(a, b)                                                                           \
+    CHECK_MSG(NEAR((a), (b)), "%s = %.12g, want %.12g", #a, (double)(a), (double)(b))
 
 TEST(model_pool_size_bdp, 5)
 {
@@ -74,8 +74,8 @@ TEST(model_ina_bounds, 5)
     double rtt = 2 * (50e-6 + 8266 * 8 / 100e6) + 10e-6;
     CHECK_NEAR(model_ina_rtt(&p), rtt);
     model_time_t t = model_allreduce(MODEL_INA, &p, 4, bytes);
-    CHECK_NEAR(t.link_s, (bytes + 100 * 74) * 8 / 100e6);        /* 66.128 ms */
-    CHECK_NEAR(t.proc_s, 4 * 100 * 10e-6 / 2);                   /* 2 ms */
+    CHECK_NEAR(t.link_s, (bytes + 100 * 74) * 8 / 100e6); /* 66.128 ms */
+    CHECK_NEAR(t.proc_s, 4 * 100 * 10e-6 / 2); /* 2 ms */
     CHECK_NEAR(t.window_s, 100 * rtt / 4);
     CHECK_NEAR(t.total_s, t.link_s + rtt);
     CHECK(strcmp(t.bound, "link") == 0);
@@ -131,7 +131,7 @@ TEST(model_compression_overlap, 5)
     p.enc_Bps = p.dec_Bps = 1e8;
     double bytes = 2048.0 * 4 * 100;
     double link = (bytes / 4 + 7400) * 8 / 100e6; /* 16.976 ms */
-    double code = 2 * bytes / 1e8;                /* 16.384 ms: encode + decode */
+    double code = 2 * bytes / 1e8; /* 16.384 ms: encode + decode */
     double rtt = model_ina_rtt(&p);
     model_time_t t = model_allreduce(MODEL_INA, &p, 4, bytes);
     CHECK_NEAR(t.link_s, link);
@@ -200,8 +200,8 @@ TEST(model_iteration_buckets, 5)
 
 TEST(model_p4sgd_equations, 5)
 {
-    CHECK_NEAR(model_p4sgd_dp(1, 2, 4, 100, 10, 0.5), 1 + 0.5 + 10 + 0.5);      /* eq. 1 */
-    CHECK_NEAR(model_p4sgd_mp(1, 2, 8, 4, 0.5), 1 + 2 + 2 + 0.5);               /* eq. 2 */
+    CHECK_NEAR(model_p4sgd_dp(1, 2, 4, 100, 10, 0.5), 1 + 0.5 + 10 + 0.5); /* eq. 1 */
+    CHECK_NEAR(model_p4sgd_mp(1, 2, 8, 4, 0.5), 1 + 2 + 2 + 0.5); /* eq. 2 */
     CHECK_NEAR(model_p4sgd_mp_pipelined(4, 2, 64, 8, 8, 4, 0.5), 0.5 + 2 + 2 + 0.5); /* eq. 3 */
 }
 

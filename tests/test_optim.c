@@ -15,9 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/optim.h"
 #include "base/util.h"
 #include "harness.h"
+#include "kernels/optim.h"
 
 #define NSTEPS 100
 
@@ -33,20 +33,14 @@ static optim_config_t make_cfg(optim_kind_t kind, optim_eps_t eps, float momentu
     c.momentum = kind == OPTIM_SGD ? momentum : 0.0f;
     c.weight_decay = wd;
     switch (kind) {
-    case OPTIM_SGD:
-        c.lr = 0.05f;
-        break;
-    case OPTIM_ADAGRAD:
-        c.lr = 0.05f;
-        c.eps = 1e-10f;
-        c.initial_accumulator = wd != 0.0f ? 0.1f : 0.0f;
-        break;
-    case OPTIM_ADAM:
-        c.lr = 0.01f;
-        break;
-    case OPTIM_SMORMS3:
-        c.lr = 0.01f;
-        break;
+        case OPTIM_SGD: c.lr = 0.05f; break;
+        case OPTIM_ADAGRAD:
+            c.lr = 0.05f;
+            c.eps = 1e-10f;
+            c.initial_accumulator = wd != 0.0f ? 0.1f : 0.0f;
+            break;
+        case OPTIM_ADAM: c.lr = 0.01f; break;
+        case OPTIM_SMORMS3: c.lr = 0.01f; break;
     }
     return c;
 }
@@ -145,10 +139,10 @@ TEST(optim_avx2_matches_scalar, 20)
             for (size_t i = 0; i < n && bad == n; i++)
                 if (memcmp(&p1[i], &p2[i], 4) != 0)
                     bad = i;
-            CHECK_MSG(bad == n, "%s n=%zu: param %zu differs: avx2 %.9g scalar %.9g", name, n,
-                      bad, bad < n ? (double)p1[bad] : 0.0, bad < n ? (double)p2[bad] : 0.0);
-            CHECK_MSG(memcmp(s1, s2, (size_t)words * n * 4) == 0, "%s n=%zu: state differs",
-                      name, n);
+            CHECK_MSG(bad == n, "%s n=%zu: param %zu differs: avx2 %.9g scalar %.9g", name, n, bad,
+                      bad < n ? (double)p1[bad] : 0.0, bad < n ? (double)p2[bad] : 0.0);
+            CHECK_MSG(memcmp(s1, s2, (size_t)words * n * 4) == 0, "%s n=%zu: state differs", name,
+                      n);
             for (size_t i = 0; i < n; i++)
                 CHECK_MSG(isfinite(p1[i]), "%s n=%zu: param %zu not finite", name, n, i);
         }
@@ -171,41 +165,41 @@ static void ref_step(const optim_config_t *c, double *p, double *s, const float 
     for (size_t i = 0; i < n; i++) {
         double g = (double)gf[i] + wd * p[i];
         switch (c->kind) {
-        case OPTIM_SGD:
-            if (mom != 0.0) {
-                s[i] = (t == 1) ? g : mom * s[i] + g;
-                p[i] -= lr * s[i];
-            } else {
-                p[i] -= lr * g;
+            case OPTIM_SGD:
+                if (mom != 0.0) {
+                    s[i] = (t == 1) ? g : mom * s[i] + g;
+                    p[i] -= lr * s[i];
+                } else {
+                    p[i] -= lr * g;
+                }
+                break;
+            case OPTIM_ADAGRAD: {
+                s[i] += g * g;
+                double d = inside ? sqrt(s[i] + eps) : sqrt(s[i]) + eps;
+                p[i] -= lr * g / d;
+                break;
             }
-            break;
-        case OPTIM_ADAGRAD: {
-            s[i] += g * g;
-            double d = inside ? sqrt(s[i] + eps) : sqrt(s[i]) + eps;
-            p[i] -= lr * g / d;
-            break;
-        }
-        case OPTIM_ADAM: {
-            double *m = s, *v = s + n;
-            m[i] = b1 * m[i] + (1.0 - b1) * g;
-            v[i] = b2 * v[i] + (1.0 - b2) * g * g;
-            double mh = m[i] / (1.0 - pow(b1, (double)t));
-            double vh = v[i] / (1.0 - pow(b2, (double)t));
-            double d = inside ? sqrt(vh + eps) : sqrt(vh) + eps;
-            p[i] -= lr * mh / d;
-            break;
-        }
-        case OPTIM_SMORMS3: {
-            double *mem = s, *g1 = s + n, *g2 = s + 2 * n;
-            double rho = 1.0 / (mem[i] + 1.0);
-            g1[i] = (1.0 - rho) * g1[i] + rho * g;
-            g2[i] = (1.0 - rho) * g2[i] + rho * g * g;
-            double x = g1[i] * g1[i] / (g2[i] + eps);
-            double d = inside ? sqrt(g2[i] + eps) : sqrt(g2[i]) + eps;
-            p[i] -= fmin(lr, x) / d * g;
-            mem[i] = 1.0 + (1.0 - x) * mem[i];
-            break;
-        }
+            case OPTIM_ADAM: {
+                double *m = s, *v = s + n;
+                m[i] = b1 * m[i] + (1.0 - b1) * g;
+                v[i] = b2 * v[i] + (1.0 - b2) * g * g;
+                double mh = m[i] / (1.0 - pow(b1, (double)t));
+                double vh = v[i] / (1.0 - pow(b2, (double)t));
+                double d = inside ? sqrt(vh + eps) : sqrt(vh) + eps;
+                p[i] -= lr * mh / d;
+                break;
+            }
+            case OPTIM_SMORMS3: {
+                double *mem = s, *g1 = s + n, *g2 = s + 2 * n;
+                double rho = 1.0 / (mem[i] + 1.0);
+                g1[i] = (1.0 - rho) * g1[i] + rho * g;
+                g2[i] = (1.0 - rho) * g2[i] + rho * g * g;
+                double x = g1[i] * g1[i] / (g2[i] + eps);
+                double d = inside ? sqrt(g2[i] + eps) : sqrt(g2[i]) + eps;
+                p[i] -= fmin(lr, x) / d * g;
+                mem[i] = 1.0 + (1.0 - x) * mem[i];
+                break;
+            }
         }
     }
 }
@@ -223,10 +217,10 @@ static void ref_init(const optim_config_t *c, double *s, size_t n)
 }
 
 struct ref_result {
-    double rel;     /* max |p - p_ref| / max(|p_ref|, 1e-3): the acceptance metric */
+    double rel; /* max |p - p_ref| / max(|p_ref|, 1e-3): the acceptance metric */
     double eps_max; /* max |p - p_ref| / (2^-24 * max over the steps of |p_ref|) */
-    double moved;   /* max |p_ref - p0| */
-    size_t worst;   /* element of rel */
+    double moved; /* max |p_ref - p0| */
+    size_t worst; /* element of rel */
 };
 
 /* 100 steps of c on n parameters in float (optim_step) and in double (ref_step). */
@@ -325,11 +319,11 @@ TEST(optim_error_bounded_through_zero, 20)
 /* ---- hand-computed steps: exact decimal values worked out below ---- */
 
 /* |got - want| within a few float roundings of the exact value. */
-#define CHECK_NEAR(got, want)                                                                  \
-    do {                                                                                        \
-        double g_ = (double)(got), w_ = (want);                                                 \
-        CHECK_MSG(fabs(g_ - w_) <= 2e-6 * fmax(1.0, fabs(w_)), "%s = %.9g, want %.9g", #got,   \
-                  g_, w_);                                                                      \
+#define CHECK_NEAR(got, want)                                                                      \
+    do {                                                                                           \
+        double g_ = (double)(got), w_ = (want);                                                    \
+        CHECK_MSG(fabs(g_ - w_) <= 2e-6 * fmax(1.0, fabs(w_)), "%s = %.9g, want %.9g", #got, g_,   \
+                  w_);                                                                             \
     } while (0)
 
 /* Runs one step on a single parameter through both paths (n = 1 is all tail, so also n = 8
@@ -549,11 +543,11 @@ TEST(optim_check_rejects, 5)
     char err[128];
     CHECK(optim_check(&good, err, sizeof(err)) == 0);
     optim_config_t c;
-#define BAD(field, value, word)                                                                 \
-    do {                                                                                        \
-        c = good;                                                                               \
-        c.field = value;                                                                        \
-        expect_bad(&c, word);                                                                   \
+#define BAD(field, value, word)                                                                    \
+    do {                                                                                           \
+        c = good;                                                                                  \
+        c.field = value;                                                                           \
+        expect_bad(&c, word);                                                                      \
     } while (0)
     BAD(lr, 0.0f, "lr");
     BAD(lr, -0.1f, "lr");

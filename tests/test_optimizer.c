@@ -15,14 +15,14 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/netaddr.h"
 #include "bench/benchdata.h"
-#include "kernels/optim.h"
 #include "control/ctl.h"
 #include "harness.h"
 #include "inagg.h"
+#include "kernels/optim.h"
 #include "switch/optjob.h"
 #include "testutil.h"
-#include "base/netaddr.h"
 
 /* Rank r's gradient element i at step k: a multiple of 1/8 in [-8, 8). */
 static float grad_value(uint32_t r, uint64_t k, uint64_t i)
@@ -171,7 +171,7 @@ typedef struct push_spec {
     inagg_optimizer_kind_t kind;
     uint32_t world, steps;
     size_t n;
-    int upload;           /* rank 0 uploads seeded values first */
+    int upload; /* rank 0 uploads seeded values first */
     int32_t *codes;
     uint32_t *mismatches; /* per rank: steps whose parameters differed from the reference */
 } push_spec_t;
@@ -198,8 +198,8 @@ static int push_worker(uint32_t rank, void *arg)
     o.rto_min_us = 1000;
     inagg_comm_t *comm;
     char detail[256];
-    inagg_result_t rc = inagg_comm_create(&comm, s->addr, s->job, rank, s->world, &o, detail,
-                                          sizeof(detail));
+    inagg_result_t rc =
+        inagg_comm_create(&comm, s->addr, s->job, rank, s->world, &o, detail, sizeof(detail));
     if (rc != INAGG_OK) {
         fprintf(stderr, "    rank %u: join: %s\n", rank, detail);
         s->codes[rank] = rc;
@@ -257,30 +257,47 @@ static void run_push(push_spec_t *s, const char *switch_faults, int timeout_s)
 
 TEST(optimizer_adam_in_switch_switchml, 60)
 {
-    push_spec_t s = {.job = "opt-adam", .protocol = INAGG_PROTO_SWITCHML, .kind = INAGG_OPT_ADAM,
-                     .world = 3, .steps = 30, .n = 5003};
+    push_spec_t s = {.job = "opt-adam",
+                     .protocol = INAGG_PROTO_SWITCHML,
+                     .kind = INAGG_OPT_ADAM,
+                     .world = 3,
+                     .steps = 30,
+                     .n = 5003};
     run_push(&s, NULL, 50);
 }
 
 TEST(optimizer_smorms3_in_switch_p4sgd_with_upload, 60)
 {
-    push_spec_t s = {.job = "opt-smorms3", .protocol = INAGG_PROTO_P4SGD,
-                     .kind = INAGG_OPT_SMORMS3, .world = 3, .steps = 30, .n = 5003, .upload = 1};
+    push_spec_t s = {.job = "opt-smorms3",
+                     .protocol = INAGG_PROTO_P4SGD,
+                     .kind = INAGG_OPT_SMORMS3,
+                     .world = 3,
+                     .steps = 30,
+                     .n = 5003,
+                     .upload = 1};
     run_push(&s, NULL, 50);
 }
 
 TEST(optimizer_exactly_once_under_5pct_loss_switchml, 120)
 {
-    push_spec_t s = {.job = "opt-lossy", .protocol = INAGG_PROTO_SWITCHML,
-                     .kind = INAGG_OPT_SGD, .world = 3, .steps = 40, .n = 8000,
+    push_spec_t s = {.job = "opt-lossy",
+                     .protocol = INAGG_PROTO_SWITCHML,
+                     .kind = INAGG_OPT_SGD,
+                     .world = 3,
+                     .steps = 40,
+                     .n = 8000,
                      .faults = "drop=0.05,dup=0.05,reorder=0.05,seed=5"};
     run_push(&s, "drop=0.02,dup=0.02,reorder=0.02,seed=6", 100);
 }
 
 TEST(optimizer_exactly_once_under_5pct_loss_p4sgd, 120)
 {
-    push_spec_t s = {.job = "opt-lossy-p4", .protocol = INAGG_PROTO_P4SGD,
-                     .kind = INAGG_OPT_ADAGRAD, .world = 3, .steps = 40, .n = 8000,
+    push_spec_t s = {.job = "opt-lossy-p4",
+                     .protocol = INAGG_PROTO_P4SGD,
+                     .kind = INAGG_OPT_ADAGRAD,
+                     .world = 3,
+                     .steps = 40,
+                     .n = 8000,
                      .faults = "drop=0.05,dup=0.05,reorder=0.05,seed=7"};
     run_push(&s, "drop=0.02,dup=0.02,reorder=0.02,seed=8", 100);
 }

@@ -19,8 +19,8 @@
 typedef struct ov_spec {
     const char *addr;
     inagg_protocol_t protocol;
-    int32_t *out;  /* [WORLD][2][N], shared */
-    int *rcs;      /* [WORLD][2] */
+    int32_t *out; /* [WORLD][2][N], shared */
+    int *rcs; /* [WORLD][2] */
 } ov_spec_t;
 
 static int32_t value(uint32_t rank, uint32_t i, int second)
@@ -63,7 +63,8 @@ static void overflow_test(inagg_protocol_t protocol)
     switch_config_t cfg = SWITCH_CONFIG_INIT;
     test_switch_t ts;
     ts_start(&ts, &cfg);
-    ov_spec_t s = {.addr = ts.addr, .protocol = protocol,
+    ov_spec_t s = {.addr = ts.addr,
+                   .protocol = protocol,
                    .out = shared_alloc(WORLD * 2 * N * sizeof(int32_t)),
                    .rcs = shared_alloc(WORLD * 2 * sizeof(int))};
     int rc = run_workers(WORLD, ov_worker, &s, 60);
@@ -80,8 +81,8 @@ static void overflow_test(inagg_protocol_t protocol)
                 for (uint32_t q = 0; q < WORLD; q++)
                     want += (uint32_t)value(q, i, k);
                 int32_t got = s.out[((size_t)r * 2 + k) * N + i];
-                CHECK_MSG((uint32_t)got == want, "rank %u call %d elem %u: %d != %d", r, k, i,
-                          got, (int32_t)want);
+                CHECK_MSG((uint32_t)got == want, "rank %u call %d elem %u: %d != %d", r, k, i, got,
+                          (int32_t)want);
             }
     }
 }

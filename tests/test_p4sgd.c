@@ -27,12 +27,12 @@ typedef struct small_spec {
     uint32_t world, ops, elems, inflight, slots;
     inagg_dtype_t dtype;
     uint64_t seed;
-    int victim;          /* rank that exits after half its operations (-1: none) */
-    int32_t *codes;      /* shared: per rank result code */
-    uint64_t *wrong;     /* shared: per rank results that differ from the exact sum */
+    int victim; /* rank that exits after half its operations (-1: none) */
+    int32_t *codes; /* shared: per rank result code */
+    uint64_t *wrong; /* shared: per rank results that differ from the exact sum */
     uint64_t *retransmits;
-    uint32_t *digest;    /* shared: per rank, a hash of every result's bits (float runs) */
-    char *errors;        /* shared: per rank 256 bytes */
+    uint32_t *digest; /* shared: per rank, a hash of every result's bits (float runs) */
+    char *errors; /* shared: per rank 256 bytes */
 } small_spec_t;
 
 static inagg_comm_t *join_p4(const small_spec_t *s, uint32_t rank)
@@ -47,8 +47,8 @@ static inagg_comm_t *join_p4(const small_spec_t *s, uint32_t rank)
     o.faults = s->faults;
     inagg_comm_t *comm;
     char detail[256];
-    inagg_result_t rc = inagg_comm_create(&comm, s->addr, s->job, rank, s->world, &o, detail,
-                                          sizeof(detail));
+    inagg_result_t rc =
+        inagg_comm_create(&comm, s->addr, s->job, rank, s->world, &o, detail, sizeof(detail));
     if (rc != INAGG_OK) {
         snprintf(s->errors + rank * 256, 256, "join: %s: %.200s", inagg_strerror(rc), detail);
         s->codes[rank] = rc;
@@ -108,8 +108,8 @@ static int small_worker(uint32_t rank, void *arg)
                     memcpy(&f[e].send[k], &v, 4);
                 }
             }
-            rc = inagg_iallreduce_small(comm, f[e].send, f[e].recv, s->elems, s->dtype,
-                                        INAGG_SUM, &reqs[e]);
+            rc = inagg_iallreduce_small(comm, f[e].send, f[e].recv, s->elems, s->dtype, INAGG_SUM,
+                                        &reqs[e]);
             next++;
             continue;
         }
@@ -121,8 +121,7 @@ static int small_worker(uint32_t rank, void *arg)
         }
     }
     if (rc != INAGG_OK)
-        snprintf(s->errors + rank * 256, 256, "%s: %s", inagg_strerror(rc),
-                 inagg_last_error(comm));
+        snprintf(s->errors + rank * 256, 256, "%s: %s", inagg_strerror(rc), inagg_last_error(comm));
     s->codes[rank] = rc;
     inagg_stats_t st;
     inagg_get_stats(comm, &st);
@@ -177,8 +176,14 @@ static void run_small(small_spec_t *s, const switch_config_t *cfg, int timeout_s
 TEST(p4sgd_small_allreduces_exact_and_acknowledged, 60)
 {
     switch_config_t cfg = SWITCH_CONFIG_INIT;
-    small_spec_t s = {.job = "p4", .world = 4, .ops = 3000, .elems = 8, .inflight = 16,
-                      .dtype = INAGG_INT32, .seed = 5, .victim = -1};
+    small_spec_t s = {.job = "p4",
+                      .world = 4,
+                      .ops = 3000,
+                      .elems = 8,
+                      .inflight = 16,
+                      .dtype = INAGG_INT32,
+                      .seed = 5,
+                      .victim = -1};
     alloc_small(&s);
     char stats[32768];
     run_small(&s, &cfg, 50, stats, sizeof(stats));
@@ -196,8 +201,15 @@ TEST(p4sgd_acknowledgements_ride_on_data_packets, 60)
     switch_config_t cfg = SWITCH_CONFIG_INIT;
     test_switch_t ts;
     ts_start(&ts, &cfg);
-    small_spec_t s = {.addr = ts.addr, .job = "p4ride", .world = 3, .ops = 2000, .elems = 8,
-                      .inflight = 8, .dtype = INAGG_INT32, .seed = 6, .victim = -1};
+    small_spec_t s = {.addr = ts.addr,
+                      .job = "p4ride",
+                      .world = 3,
+                      .ops = 2000,
+                      .elems = 8,
+                      .inflight = 8,
+                      .dtype = INAGG_INT32,
+                      .seed = 6,
+                      .victim = -1};
     alloc_small(&s);
     int failed = run_workers(3, small_worker, &s, 50);
     char stats[32768];
@@ -221,8 +233,15 @@ static void lossy_small(double p, uint64_t seed)
     switch_config_t cfg = SWITCH_CONFIG_INIT;
     cfg.transport.faults_in = sf;
     cfg.transport.faults_out = sf;
-    small_spec_t s = {.job = "p4lossy", .world = 4, .ops = 2000, .elems = 8, .inflight = 16,
-                      .dtype = INAGG_INT32, .seed = seed, .victim = -1, .faults = wf};
+    small_spec_t s = {.job = "p4lossy",
+                      .world = 4,
+                      .ops = 2000,
+                      .elems = 8,
+                      .inflight = 16,
+                      .dtype = INAGG_INT32,
+                      .seed = seed,
+                      .victim = -1,
+                      .faults = wf};
     alloc_small(&s);
     char stats[32768];
     run_small(&s, &cfg, 100, stats, sizeof(stats));
@@ -288,8 +307,15 @@ TEST(p4sgd_exact_with_inline_aggregation_under_loss, 120)
     inline_owner.queues = cfg.threads;
     cfg.inline_attach = inline_owner_attach;
     cfg.attach_ctx = &inline_owner;
-    small_spec_t s = {.job = "p4inline", .world = 4, .ops = 2000, .elems = 8, .inflight = 16,
-                      .dtype = INAGG_INT32, .seed = 41, .victim = -1, .faults = wf};
+    small_spec_t s = {.job = "p4inline",
+                      .world = 4,
+                      .ops = 2000,
+                      .elems = 8,
+                      .inflight = 16,
+                      .dtype = INAGG_INT32,
+                      .seed = 41,
+                      .victim = -1,
+                      .faults = wf};
     alloc_small(&s);
     char stats[32768];
     /* run_small also stops the switch and fails unless it exits cleanly: the detach joins
@@ -308,8 +334,14 @@ TEST(p4sgd_float_results_reproducible, 60)
         char faults[64];
         snprintf(faults, sizeof(faults), "reorder=0.2,seed=%d", run + 1);
         switch_config_t cfg = SWITCH_CONFIG_INIT;
-        small_spec_t s = {.job = "p4float", .world = 3, .ops = 500, .elems = 8,
-                          .inflight = 8, .dtype = INAGG_FLOAT32, .seed = 9, .victim = -1,
+        small_spec_t s = {.job = "p4float",
+                          .world = 3,
+                          .ops = 500,
+                          .elems = 8,
+                          .inflight = 8,
+                          .dtype = INAGG_FLOAT32,
+                          .seed = 9,
+                          .victim = -1,
                           .faults = faults};
         alloc_small(&s);
         run_small(&s, &cfg, 50, NULL, 0);
@@ -327,8 +359,15 @@ TEST(p4sgd_exact_under_nftables_loss, 150)
     ts_start(&ts, &cfg);
     nft_loss_t nft;
     nft_loss_start(&nft, "p4", ts.port, 3, &ts);
-    small_spec_t s = {.addr = ts.addr, .job = "p4nft", .world = 3, .ops = 1500, .elems = 8,
-                      .inflight = 16, .dtype = INAGG_INT32, .seed = 45, .victim = -1};
+    small_spec_t s = {.addr = ts.addr,
+                      .job = "p4nft",
+                      .world = 3,
+                      .ops = 1500,
+                      .elems = 8,
+                      .inflight = 16,
+                      .dtype = INAGG_INT32,
+                      .seed = 45,
+                      .victim = -1};
     alloc_small(&s);
     int failed = run_workers(3, small_worker, &s, 120);
     int dropped = nft_loss_dropped(&nft);
@@ -347,8 +386,15 @@ TEST(p4sgd_dead_rank_fails_job, 60)
     switch_config_t cfg = SWITCH_CONFIG_INIT;
     test_switch_t ts;
     ts_start(&ts, &cfg);
-    small_spec_t s = {.addr = ts.addr, .job = "p4dead", .world = 3, .ops = 2000, .elems = 8,
-                      .inflight = 8, .dtype = INAGG_INT32, .seed = 3, .victim = 1};
+    small_spec_t s = {.addr = ts.addr,
+                      .job = "p4dead",
+                      .world = 3,
+                      .ops = 2000,
+                      .elems = 8,
+                      .inflight = 8,
+                      .dtype = INAGG_INT32,
+                      .seed = 3,
+                      .victim = 1};
     alloc_small(&s);
     pid_t pids[3];
     spawn_workers(3, small_worker, &s, pids);
@@ -381,8 +427,8 @@ static int big_worker(uint32_t rank, void *arg)
     o.faults = "drop=0.02,dup=0.02,reorder=0.02,seed=8";
     inagg_comm_t *comm;
     char detail[256];
-    inagg_result_t rc = inagg_comm_create(&comm, b->addr, "p4big", rank, b->world, &o, detail,
-                                          sizeof(detail));
+    inagg_result_t rc =
+        inagg_comm_create(&comm, b->addr, "p4big", rank, b->world, &o, detail, sizeof(detail));
     if (rc != INAGG_OK) {
         fprintf(stderr, "    join: %s\n", detail);
         return 1;
@@ -392,13 +438,12 @@ static int big_worker(uint32_t rank, void *arg)
         x[i] = bench_value_i32(77, rank, i);
     /* Refusals: no async large allreduce, no oversized small one. */
     inagg_request_t *req = NULL;
-    int refusals_ok = inagg_iallreduce(comm, x, x, 10, INAGG_INT32, INAGG_SUM, &req) ==
-                          INAGG_ERR_UNSUPPORTED &&
-                      req == NULL &&
-                      inagg_iallreduce_small(comm, x, x, 1001, INAGG_INT32, INAGG_SUM, &req) ==
-                          INAGG_ERR_INVALID &&
-                      inagg_iallreduce_small(comm, x, x, 0, INAGG_INT32, INAGG_SUM, &req) ==
-                          INAGG_ERR_INVALID;
+    int refusals_ok =
+        inagg_iallreduce(comm, x, x, 10, INAGG_INT32, INAGG_SUM, &req) == INAGG_ERR_UNSUPPORTED &&
+        req == NULL &&
+        inagg_iallreduce_small(comm, x, x, 1001, INAGG_INT32, INAGG_SUM, &req) ==
+            INAGG_ERR_INVALID &&
+        inagg_iallreduce_small(comm, x, x, 0, INAGG_INT32, INAGG_SUM, &req) == INAGG_ERR_INVALID;
     for (int it = 0; it < 2 && rc == INAGG_OK; it++) {
         for (size_t i = 0; i < b->elems; i++)
             x[i] = bench_value_i32(77, rank, i);
@@ -469,8 +514,8 @@ TEST(p4sgd_protocol_mismatch_and_wrong_call_refused, 30)
     p4.protocol = INAGG_PROTO_P4SGD;
     p4.timeout_ms = 3000;
     inagg_comm_t *comm = NULL;
-    inagg_result_t rc = inagg_comm_create(&comm, ts.addr, "mixed", 1, 2, &p4, detail,
-                                          sizeof(detail));
+    inagg_result_t rc =
+        inagg_comm_create(&comm, ts.addr, "mixed", 1, 2, &p4, detail, sizeof(detail));
     kill(holder, SIGKILL);
     wait_pid(holder, 5);
     ts_stop(&ts);

@@ -32,8 +32,7 @@ static void fx_init(fixture_t *f, uint32_t world)
     p4slot_init(&f->s, f->rows, f->result);
 }
 
-static wire_header_t hdr(uint8_t type, uint16_t rank, uint32_t round, uint16_t count,
-                         uint8_t dtype)
+static wire_header_t hdr(uint8_t type, uint16_t rank, uint32_t round, uint16_t count, uint8_t dtype)
 {
     wire_header_t h = {0};
     h.version = INAGG_PROTOCOL_VERSION;

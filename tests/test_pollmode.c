@@ -9,9 +9,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "harness.h"
 #include "base/pollmode.h"
 #include "base/util.h"
+#include "harness.h"
 #include "inagg.h"
 #include "transport/transport.h"
 
@@ -25,8 +25,15 @@ TEST(pollmode_parse_modes_and_errors, 5)
     CHECK(switch_poll_parse("adaptive", &m, &us, err, sizeof(err)) == 0 &&
           m == SWITCH_POLL_ADAPTIVE && us == SWITCH_POLL_SPIN_US_DEFAULT);
     CHECK(switch_poll_parse("adaptive:7", &m, &us, err, sizeof(err)) == 0 && us == 7);
-    const char *bad[] = {"", "Busy", "adaptive:", "adaptive:0", "adaptive:-1", "adaptive:5x",
-                         "adaptive:1000001", "adaptivex", "sleep:3"};
+    const char *bad[] = {"",
+                         "Busy",
+                         "adaptive:",
+                         "adaptive:0",
+                         "adaptive:-1",
+                         "adaptive:5x",
+                         "adaptive:1000001",
+                         "adaptivex",
+                         "sleep:3"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         err[0] = '\0';
         CHECK_MSG(switch_poll_parse(bad[i], &m, &us, err, sizeof(err)) == -EINVAL && err[0],
@@ -52,8 +59,7 @@ TEST(pollmode_dataplane_timeout, 5)
     CHECK_EQ_INT(switch_poll_timeout(SWITCH_POLL_BUSY, 0, 900 * ms, 0, 50), 0);
     /* adaptive:100 spins within 100 us of the last traffic, then sleeps */
     CHECK_EQ_INT(switch_poll_timeout(SWITCH_POLL_ADAPTIVE, 100, 5 * ms + 99000, 5 * ms, 50), 0);
-    CHECK_EQ_INT(switch_poll_timeout(SWITCH_POLL_ADAPTIVE, 100, 5 * ms + 101000, 5 * ms, 50),
-                 50);
+    CHECK_EQ_INT(switch_poll_timeout(SWITCH_POLL_ADAPTIVE, 100, 5 * ms + 101000, 5 * ms, 50), 50);
 }
 
 static double thread_cpu_ms(void)
@@ -117,8 +123,8 @@ TEST(pollmode_bad_inagg_poll_is_refused, 10)
     inagg_comm_t *c = NULL;
     char detail[256] = "";
     /* no switch listens on port 1: the option is refused before any connection */
-    inagg_result_t rc = inagg_comm_create(&c, "127.0.0.1:1", "pollenv", 0, 1, &o, detail,
-                                          sizeof(detail));
+    inagg_result_t rc =
+        inagg_comm_create(&c, "127.0.0.1:1", "pollenv", 0, 1, &o, detail, sizeof(detail));
     CHECK_MSG(rc == INAGG_ERR_INVALID && strstr(detail, "INAGG_POLL"), "rc %d: %s", rc, detail);
     if (old)
         setenv("INAGG_POLL", old, 1);

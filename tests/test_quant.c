@@ -11,25 +11,25 @@
 #include <string.h>
 
 #include "base/util.h"
-#include "kernels/vec.h"
 #include "harness.h"
+#include "kernels/vec.h"
 #include "worker/quant.h"
 
 static const uint32_t k_worlds[] = {1, 2, 3, 4, 8, 16, 64};
 static const size_t k_sizes[] = {1, 9, 256, 367};
 
 enum regime {
-    R_UNIFORM,    /* uniform in [-1, 1] */
-    R_MIXED,      /* magnitudes spanning 2^-30 .. 2^30 within one block */
-    R_ALL_MAX,    /* every value of every worker is the same largest float below 2^e */
-    R_POW2,       /* exact powers of two */
-    R_DENORMAL,   /* denormals only: the exponent is clamped to QUANT_EXP_MIN */
-    R_TINY_HUGE,  /* denormals and tiny values next to a few large ones */
-    R_HUGE,       /* around 1e38: sums may pass the float range */
+    R_UNIFORM, /* uniform in [-1, 1] */
+    R_MIXED, /* magnitudes spanning 2^-30 .. 2^30 within one block */
+    R_ALL_MAX, /* every value of every worker is the same largest float below 2^e */
+    R_POW2, /* exact powers of two */
+    R_DENORMAL, /* denormals only: the exponent is clamped to QUANT_EXP_MIN */
+    R_TINY_HUGE, /* denormals and tiny values next to a few large ones */
+    R_HUGE, /* around 1e38: sums may pass the float range */
     R_COUNT
 };
 
-static const char *const k_regime_names[R_COUNT] = {"uniform", "mixed", "all_max", "pow2",
+static const char *const k_regime_names[R_COUNT] = {"uniform",  "mixed",     "all_max", "pow2",
                                                     "denormal", "tiny_huge", "huge"};
 
 static uint32_t f2u(float f)
@@ -66,22 +66,22 @@ static void fill_block(enum regime g, float *x, size_t n, util_rng_t *r, float c
 {
     for (size_t i = 0; i < n; i++) {
         switch (g) {
-        case R_UNIFORM: x[i] = (float)(util_rng_double(r) * 2.0 - 1.0); break;
-        case R_MIXED: x[i] = rand_float(r, -30, 29); break;
-        case R_ALL_MAX: x[i] = common; break;
-        case R_POW2:
-            x[i] = (float)ldexp(1.0, (int)(util_rng_next(r) % 41) - 20) * (coin(r) ? -1 : 1);
-            break;
-        case R_DENORMAL: x[i] = rand_denormal(r); break;
-        case R_TINY_HUGE:
-            x[i] = util_rng_next(r) % 16 == 0 ? rand_float(r, 0, 20)
-                   : coin(r)                  ? rand_denormal(r)
-                                              : rand_float(r, -126, -100);
-            break;
-        case R_HUGE:
-            x[i] = (float)((1.0 + util_rng_double(r) * 2.4) * 1e38) * (coin(r) ? -1.0f : 1.0f);
-            break;
-        case R_COUNT: break;
+            case R_UNIFORM: x[i] = (float)(util_rng_double(r) * 2.0 - 1.0); break;
+            case R_MIXED: x[i] = rand_float(r, -30, 29); break;
+            case R_ALL_MAX: x[i] = common; break;
+            case R_POW2:
+                x[i] = (float)ldexp(1.0, (int)(util_rng_next(r) % 41) - 20) * (coin(r) ? -1 : 1);
+                break;
+            case R_DENORMAL: x[i] = rand_denormal(r); break;
+            case R_TINY_HUGE:
+                x[i] = util_rng_next(r) % 16 == 0 ? rand_float(r, 0, 20)
+                       : coin(r)                  ? rand_denormal(r)
+                                                  : rand_float(r, -126, -100);
+                break;
+            case R_HUGE:
+                x[i] = (float)((1.0 + util_rng_double(r) * 2.4) * 1e38) * (coin(r) ? -1.0f : 1.0f);
+                break;
+            case R_COUNT: break;
         }
     }
 }
@@ -98,8 +98,8 @@ static void check_element(float got, double exact, int16_t m, uint32_t w, const 
     double bound = quant_error_bound(m, w, fabs(exact));
     if (isfinite(bound)) {
         CHECK_MSG(isfinite(got) && fabs((double)got - exact) <= bound,
-                  "%s w=%u m=%d [%zu]: got %.9g exact %.17g err %.3g > bound %.3g", what, w, m,
-                  i, (double)got, exact, fabs((double)got - exact), bound);
+                  "%s w=%u m=%d [%zu]: got %.9g exact %.17g err %.3g > bound %.3g", what, w, m, i,
+                  (double)got, exact, fabs((double)got - exact), bound);
         return;
     }
     /* The sum may round past the float range: +-Inf is then the right answer. */
@@ -146,8 +146,8 @@ static int16_t simulate(enum regime g, uint32_t w, size_t n, util_rng_t *r)
         int64_t s = 0;
         for (uint32_t k = 0; k < w; k++) {
             int32_t v = (int32_t)ntohl(enc[(size_t)k * n + i]);
-            CHECK_MSG(v <= limit && v >= -limit, "%s w=%u: word %d past %lld",
-                      k_regime_names[g], w, v, (long long)limit);
+            CHECK_MSG(v <= limit && v >= -limit, "%s w=%u: word %d past %lld", k_regime_names[g], w,
+                      v, (long long)limit);
             s += v;
         }
         CHECK_MSG(s <= INT32_MAX && s >= -(int64_t)INT32_MAX, "%s w=%u m=%d: sum %lld overflows",

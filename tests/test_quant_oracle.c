@@ -87,10 +87,9 @@ static void one_round(util_rng_t *r, uint32_t w)
         float want = (float)((long double)osum / f);
         /* the library may round x*f in double first: a word off by one at most per worker */
         long double slack = (long double)w / f;
-        CHECK_MSG(fabsl((long double)dec[i] - (long double)want) <=
-                      (long double)ulp_of(want) + slack,
-                  "w=%u m=%d [%zu]: library %.9g, oracle %.9g", w, m, i, (double)dec[i],
-                  (double)want);
+        CHECK_MSG(
+            fabsl((long double)dec[i] - (long double)want) <= (long double)ulp_of(want) + slack,
+            "w=%u m=%d [%zu]: library %.9g, oracle %.9g", w, m, i, (double)dec[i], (double)want);
         long double allowed = (long double)w * 0.5L / f * (1 + 0x1p-19L) +
                               0.5L * (long double)ulp_of(dec[i]) + 0x1p-149L;
         CHECK_MSG(fabsl((long double)dec[i] - exact) <= allowed,

@@ -35,20 +35,20 @@
 #include "wire/wire.h"
 
 #define R_WORLD 2u
-#define R_ELEMS 65536u  /* elements of one allreduce */
-#define R_ITERS 96u     /* allreduces per run */
-#define R_RING 256u     /* captured packets kept for replay (the most recent) */
+#define R_ELEMS 65536u /* elements of one allreduce */
+#define R_ITERS 96u /* allreduces per run */
+#define R_RING 256u /* captured packets kept for replay (the most recent) */
 #define R_PKT_MAX 2048u /* bytes of a captured datagram kept (the job's packets are smaller) */
 
 typedef struct replay_shared {
-    _Atomic int stop;          /* the ranks are done: the replayer ends */
-    _Atomic int ready;         /* the replayer's sockets are open */
+    _Atomic int stop; /* the ranks are done: the replayer ends */
+    _Atomic int ready; /* the replayer's sockets are open */
     _Atomic uint64_t captured; /* the job's packets seen on lo */
     _Atomic uint64_t replayed; /* ... and sent again from the replayer's socket */
     _Atomic uint64_t answered; /* datagrams that reached the replayer's socket */
     _Atomic uint64_t answered_bytes;
-    int bad[R_WORLD];          /* elements of wrong results per rank */
-    double seconds[R_WORLD];   /* each rank's time for its allreduces */
+    int bad[R_WORLD]; /* elements of wrong results per rank */
+    double seconds[R_WORLD]; /* each rank's time for its allreduces */
 } replay_shared_t;
 
 typedef struct replay_spec {
@@ -118,8 +118,8 @@ static const uint8_t *job_packet(const uint8_t *f, size_t n, uint16_t port0, uin
     const struct udphdr *u = (const void *)(f + ihl);
     uint16_t port = ntohs(u->dest);
     size_t ulen = ntohs(u->len);
-    if (port < port0 || port >= port0 + nports || ntohs(u->source) == own_port || ulen < sizeof(*u) + WIRE_HEADER_SIZE ||
-        ihl + ulen > n)
+    if (port < port0 || port >= port0 + nports || ntohs(u->source) == own_port ||
+        ulen < sizeof(*u) + WIRE_HEADER_SIZE || ihl + ulen > n)
         return NULL;
     const uint8_t *p = f + ihl + sizeof(*u);
     if (p[0] != (WIRE_MAGIC >> 8) || p[1] != (WIRE_MAGIC & 0xff) ||
@@ -139,7 +139,8 @@ static int replayer(uint16_t port0, uint32_t nports, replay_shared_t *sh)
     int out = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK, 0);
     if (cap < 0 || out < 0)
         return 10;
-    struct sockaddr_ll ll = {.sll_family = AF_PACKET, .sll_protocol = htons(ETH_P_IP),
+    struct sockaddr_ll ll = {.sll_family = AF_PACKET,
+                             .sll_protocol = htons(ETH_P_IP),
                              .sll_ifindex = (int)if_nametoindex("lo")};
     if (ll.sll_ifindex == 0 || bind(cap, (struct sockaddr *)&ll, sizeof(ll)) != 0)
         return 11;
@@ -184,7 +185,8 @@ static int replayer(uint16_t port0, uint32_t nports, replay_shared_t *sh)
         for (uint32_t k = 0; k < 2 * fresh && filled > 0; k++) { /* replay recent ones */
             uint32_t i = (head + R_RING - 1 - next % filled) % R_RING;
             next++;
-            struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons(ring_port[i]),
+            struct sockaddr_in to = {.sin_family = AF_INET,
+                                     .sin_port = htons(ring_port[i]),
                                      .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
             if (sendto(out, ring[i], ring_len[i], 0, (struct sockaddr *)&to, sizeof(to)) > 0)
                 atomic_fetch_add(&sh->replayed, 1);
@@ -207,8 +209,8 @@ static double replay_run(const test_switch_t *ts, inagg_protocol_t protocol, int
                          replay_shared_t *sh)
 {
     memset(sh, 0, sizeof(*sh));
-    replay_spec_t spec = {.addr = ts->addr, .protocol = protocol,
-                          .job = replay ? "replayed" : "quiet", .sh = sh};
+    replay_spec_t spec = {
+        .addr = ts->addr, .protocol = protocol, .job = replay ? "replayed" : "quiet", .sh = sh};
     pid_t rp = -1;
     if (replay) {
         rp = fork();
@@ -258,8 +260,8 @@ static void replay_test(inagg_protocol_t protocol)
               (unsigned long long)sh->answered, (unsigned long long)sh->answered_bytes);
     /* Generous for a shared machine (the replayer doubles the packets to handle on the same
      * cores): a redirected rank would wait out its timeouts on every slot it lost. */
-    CHECK_MSG(replayed < 3.0 * quiet + 2.0, "%.2f s under replay against %.2f s quiet",
-              replayed, quiet);
+    CHECK_MSG(replayed < 3.0 * quiet + 2.0, "%.2f s under replay against %.2f s quiet", replayed,
+              quiet);
 }
 
 TEST(replayed_packets_redirect_nothing_switchml, 120) { replay_test(INAGG_PROTO_SWITCHML); }
@@ -271,7 +273,7 @@ typedef struct silent_shared {
     _Atomic int stop, ready;
     _Atomic uint64_t replayed;
     int failed_right; /* rank 0 got JOB_FAILED naming rank 1 */
-    double seconds;   /* ... after this long */
+    double seconds; /* ... after this long */
 } silent_shared_t;
 
 typedef struct silent_spec {
@@ -295,7 +297,7 @@ static int silent_rank(uint32_t rank, void *arg)
         return 2;
     if (rank == 1) {
         usleep(300 * 1000); /* its packets are captured and replayed from now on */
-        raise(SIGSTOP);     /* alive but silent */
+        raise(SIGSTOP); /* alive but silent */
     }
     uint64_t t0 = util_now_ns();
     inagg_result_t rc = inagg_allreduce(c, x, y, 2048, INAGG_INT32, INAGG_SUM);
@@ -313,7 +315,8 @@ static int silent_replayer(uint16_t port0, uint32_t nports, silent_shared_t *sh)
 {
     int cap = socket(AF_PACKET, SOCK_DGRAM | SOCK_NONBLOCK, htons(ETH_P_IP));
     int out = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK, 0);
-    struct sockaddr_ll ll = {.sll_family = AF_PACKET, .sll_protocol = htons(ETH_P_IP),
+    struct sockaddr_ll ll = {.sll_family = AF_PACKET,
+                             .sll_protocol = htons(ETH_P_IP),
                              .sll_ifindex = (int)if_nametoindex("lo")};
     struct sockaddr_in self = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     socklen_t sl = sizeof(self);
@@ -353,7 +356,8 @@ static int silent_replayer(uint16_t port0, uint32_t nports, silent_shared_t *sh)
         if (filled == 0)
             continue;
         uint32_t i = next++ % filled;
-        struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons(ring_port[i]),
+        struct sockaddr_in to = {.sin_family = AF_INET,
+                                 .sin_port = htons(ring_port[i]),
                                  .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
         if (sendto(out, ring[i], ring_len[i], 0, (struct sockaddr *)&to, sizeof(to)) > 0)
             atomic_fetch_add(&sh->replayed, 1);

@@ -32,7 +32,7 @@ TEST(ring_records_commit_order_gap_full, 5)
         return;
     memset(b, 0xb2, 80);
     ring_commit(&r);
-    CHECK(ring_reserve(&r, 20) == NULL);  /* 48 does not fit in the 32 left */
+    CHECK(ring_reserve(&r, 20) == NULL); /* 48 does not fit in the 32 left */
     CHECK(ring_reserve(&r, 300) == NULL); /* never fits */
     CHECK_EQ_INT(ring_used(&r), 224);
     uint8_t *p = ring_peek(&r, &len);

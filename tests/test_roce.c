@@ -11,15 +11,15 @@
 #include <string.h>
 
 #include "base/util.h"
-#include "harness.h"
-#include "inagg/version.h"
-#include "transport/afpacket.h"
-#include "netio/ethframe.h"
-#include "transport/roce.h"
-#include "netio/roce_flow.h"
-#include "netio/roce_frame.h"
 #include "fabric/port.h"
 #include "fabric/roce_resbuf.h"
+#include "harness.h"
+#include "inagg/version.h"
+#include "netio/ethframe.h"
+#include "netio/roce_flow.h"
+#include "netio/roce_frame.h"
+#include "transport/afpacket.h"
+#include "transport/roce.h"
 #include "transport/roce_replay.h"
 #include "transport/transport.h"
 #include "wire/wire.h"
@@ -37,8 +37,8 @@ typedef struct {
 
 static uint32_t frames_for(uint32_t len, uint32_t i, uint32_t nf, roce_hdr_t *h)
 {
-    h->opcode = nf == 1 ? ROCE_WRITE_ONLY
-                : i == 0 ? ROCE_WRITE_FIRST
+    h->opcode = nf == 1       ? ROCE_WRITE_ONLY
+                : i == 0      ? ROCE_WRITE_FIRST
                 : i + 1 == nf ? ROCE_WRITE_LAST
                               : ROCE_WRITE_MIDDLE;
     uint32_t off = i * ROCE_PMTU;
@@ -55,8 +55,9 @@ TEST(roce_messages_survive_loss_duplication_reordering_corruption, 30)
     uint64_t rng = 77;
     for (int m = 0; m < NMSG; m++) {
         uint32_t nf = 1 + (uint32_t)(util_splitmix64(&rng) % MAXF);
-        mlen[m] = nf == 1 ? 4 + (uint32_t)(util_splitmix64(&rng) % (ROCE_PMTU - 3))
-                          : (nf - 1) * ROCE_PMTU + 1 + (uint32_t)(util_splitmix64(&rng) % ROCE_PMTU);
+        mlen[m] = nf == 1
+                      ? 4 + (uint32_t)(util_splitmix64(&rng) % (ROCE_PMTU - 3))
+                      : (nf - 1) * ROCE_PMTU + 1 + (uint32_t)(util_splitmix64(&rng) % ROCE_PMTU);
         for (uint32_t i = 0; i < mlen[m]; i++)
             msg[m][i] = (uint8_t)util_splitmix64(&rng);
         memcpy(msg[m], &m, sizeof(m)); /* the message's id in its first bytes */
@@ -88,8 +89,8 @@ TEST(roce_messages_survive_loss_duplication_reordering_corruption, 30)
                 uint64_t d = util_splitmix64(&rng) % 100;
                 if (d < 5)
                     continue; /* lost */
-                chan[n].len = roce_write_frame(chan[n].data, &h, msg[m] + i * ROCE_PMTU, pay,
-                                               NULL, 0);
+                chan[n].len =
+                    roce_write_frame(chan[n].data, &h, msg[m] + i * ROCE_PMTU, pay, NULL, 0);
                 if (d < 7) /* corrupted in flight */
                     chan[n].data[20 + util_splitmix64(&rng) % (chan[n].len - 24)] ^= 0x10;
                 n++;
@@ -135,8 +136,7 @@ TEST(roce_messages_survive_loss_duplication_reordering_corruption, 30)
 }
 
 /* An empty flow reassembling into buf (cap bytes), and a frame whose payload is pay. */
-static void new_flow(roce_rx_flow_t *fl, uint8_t *buf, uint32_t cap, roce_frame_t *f,
-                     uint8_t *pay)
+static void new_flow(roce_rx_flow_t *fl, uint8_t *buf, uint32_t cap, roce_frame_t *f, uint8_t *pay)
 {
     memset(fl, 0, sizeof(*fl));
     fl->buf = buf;
@@ -265,8 +265,7 @@ TEST(roce_linked_endpoint_answers_on_the_senders_qp, 10)
     link.port0 = 7000;
     fabric_port_config_t pc;
     fabric_port_config_init(&pc, &link, 0, 0);
-    transport_config_t cfg = {.kind = "roce", .opener = &pc.opener, .queue = 1,
-                              .max_packet = 8192};
+    transport_config_t cfg = {.kind = "roce", .opener = &pc.opener, .queue = 1, .max_packet = 8192};
     transport_t *t = NULL;
     char err[160] = "";
     CHECK_MSG(transport_open(&cfg, &t, err, sizeof(err)) == 0, "%s", err);
@@ -314,8 +313,11 @@ TEST(roce_linked_endpoint_answers_on_the_senders_qp, 10)
     CHECK_EQ_INT(atomic_load(&link.roce.c[RS_MESSAGES_IN]), 1);
 
     /* the answer: three frames to the worker's MAC and QP, out of port 3, PSNs from psn0 */
-    transport_tx_t p = {.head = msg, .head_len = 36, .body = msg + 36,
-                        .body_len = sizeof(msg) - 36, .to = rx[0].from};
+    transport_tx_t p = {.head = msg,
+                        .head_len = 36,
+                        .body = msg + 36,
+                        .body_len = sizeof(msg) - 36,
+                        .to = rx[0].from};
     CHECK_EQ_INT(transport_send(t, &p, 1, 0), 1);
     CHECK_EQ_INT(frameq_ready(&link.tx[1]), 3);
     static uint8_t back[sizeof(msg)];
@@ -368,8 +370,7 @@ TEST(roce_linked_endpoint_recycles_its_oldest_flows, 10)
     link.port0 = 7000;
     fabric_port_config_t pc;
     fabric_port_config_init(&pc, &link, 0, 0);
-    transport_config_t cfg = {.kind = "roce", .opener = &pc.opener, .queue = 0,
-                              .max_packet = 8192};
+    transport_config_t cfg = {.kind = "roce", .opener = &pc.opener, .queue = 0, .max_packet = 8192};
     transport_t *t = NULL;
     char err[160] = "";
     CHECK_MSG(transport_open(&cfg, &t, err, sizeof(err)) == 0, "%s", err);
@@ -501,8 +502,7 @@ TEST(roce_linked_endpoint_answers_repeats_from_its_result_buffer, 10)
     /* one flow x 4 frames: room for one 3-frame result */
     fabric_port_config_t pc;
     fabric_port_config_init(&pc, &link, 1, 4);
-    transport_config_t cfg = {.kind = "roce", .opener = &pc.opener, .queue = 0,
-                              .max_packet = 8192};
+    transport_config_t cfg = {.kind = "roce", .opener = &pc.opener, .queue = 0, .max_packet = 8192};
     transport_t *t = NULL;
     char err[160] = "";
     CHECK_MSG(transport_open(&cfg, &t, err, sizeof(err)) == 0, "%s", err);
@@ -520,11 +520,11 @@ TEST(roce_linked_endpoint_answers_repeats_from_its_result_buffer, 10)
     h.dma_len = clen;
     const uint8_t ops[3] = {ROCE_WRITE_FIRST, ROCE_WRITE_MIDDLE, ROCE_WRITE_LAST};
     /* contribution m at PSNs 10 + 3m .. 12 + 3m; `skip` leaves out its Last (lost) */
-#define SEND_CONTRIB(m, skip)                                                                   \
-    for (uint32_t i = 0; i < ((skip) ? 2u : 3u); i++) {                                         \
-        h.opcode = ops[i];                                                                      \
-        h.psn = 10 + 3 * (m) + i;                                                               \
-        push(&link.rx[0], &h, c[m] + i * ROCE_PMTU, i < 2 ? ROCE_PMTU : clen - 2 * ROCE_PMTU, 2); \
+#define SEND_CONTRIB(m, skip)                                                                      \
+    for (uint32_t i = 0; i < ((skip) ? 2u : 3u); i++) {                                            \
+        h.opcode = ops[i];                                                                         \
+        h.psn = 10 + 3 * (m) + i;                                                                  \
+        push(&link.rx[0], &h, c[m] + i * ROCE_PMTU, i < 2 ? ROCE_PMTU : clen - 2 * ROCE_PMTU, 2);  \
     }
     transport_rx_t rx[8];
     SEND_CONTRIB(0, 0);
@@ -538,8 +538,11 @@ TEST(roce_linked_endpoint_answers_repeats_from_its_result_buffer, 10)
     CHECK_EQ_INT(atomic_load(&link.roce.c[RS_REPEATS]), 1);
     CHECK_EQ_INT(atomic_load(&link.roce.c[RS_REPEAT_OPEN]), 1);
     /* results 0 and then 2 go back (2 overwrites 0 in the 4-frame row) */
-    transport_tx_t p = {.head = r[0], .head_len = WIRE_HEADER_SIZE, .body = r[0] + WIRE_HEADER_SIZE,
-                        .body_len = rlen - WIRE_HEADER_SIZE, .to = w};
+    transport_tx_t p = {.head = r[0],
+                        .head_len = WIRE_HEADER_SIZE,
+                        .body = r[0] + WIRE_HEADER_SIZE,
+                        .body_len = rlen - WIRE_HEADER_SIZE,
+                        .to = w};
     CHECK_EQ_INT(transport_send(t, &p, 1, 0), 1);
     frameq_release(&link.tx[0], frameq_ready(&link.tx[0]));
     /* contribution 0 again: answered from the buffer, on the flow's next PSNs */

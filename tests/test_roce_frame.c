@@ -70,9 +70,9 @@ static uint32_t ref_icrc(const uint8_t *frame, uint32_t len)
     memcpy(buf + 8, frame + 14, n);
     uint8_t *g = buf + 8;
     g[0] = (uint8_t)(0x60 | 0x0f); /* version 6, traffic class ones */
-    g[1] = g[2] = g[3] = 0xff;     /* traffic class, flow label */
-    g[7] = 0xff;                   /* hop limit */
-    g[40 + 4] = 0xff;              /* BTH resv8a */
+    g[1] = g[2] = g[3] = 0xff; /* traffic class, flow label */
+    g[7] = 0xff; /* hop limit */
+    g[40 + 4] = 0xff; /* BTH resv8a */
     return ~ref_crc_bitwise(buf, 8 + n, 0xffffffffu);
 }
 
@@ -101,7 +101,12 @@ TEST(roce_icrc_known_answer, 10)
     /* the variant fields do not change the ICRC: a router may rewrite them */
     uint8_t v[sizeof(kat)];
     memcpy(v, kat, sizeof(kat));
-    v[14] = 0x6f; v[15] = 0xff; v[16] = 0x00; v[17] = 0x00; v[21] = 1; v[58] = 0xc0;
+    v[14] = 0x6f;
+    v[15] = 0xff;
+    v[16] = 0x00;
+    v[17] = 0x00;
+    v[21] = 1;
+    v[58] = 0xc0;
     CHECK_EQ_INT(roce_parse(v, sizeof(v), 1, &f), ROCE_OK);
     /* an invariant one does */
     memcpy(v, kat, sizeof(kat));
@@ -113,8 +118,8 @@ TEST(roce_icrc_known_answer, 10)
 TEST(roce_icrc_agrees_with_bitwise_reference, 20)
 {
     uint64_t rng = 0x5eed;
-    static const uint8_t ops[] = {ROCE_WRITE_FIRST, ROCE_WRITE_MIDDLE, ROCE_WRITE_LAST,
-                                  ROCE_WRITE_LAST_IMM, ROCE_WRITE_ONLY, ROCE_WRITE_ONLY_IMM};
+    static const uint8_t ops[] = {ROCE_WRITE_FIRST,    ROCE_WRITE_MIDDLE, ROCE_WRITE_LAST,
+                                  ROCE_WRITE_LAST_IMM, ROCE_WRITE_ONLY,   ROCE_WRITE_ONLY_IMM};
     static uint8_t pay[ROCE_PMTU];
     uint8_t buf[ROCE_MAX_FRAME];
     for (int it = 0; it < 3000; it++) {
@@ -173,11 +178,16 @@ TEST(roce_every_opcode_and_sizes, 10)
         uint32_t len;
         enum roce_reason want;
     } cases[] = {
-        {ROCE_WRITE_FIRST, ROCE_PMTU, ROCE_OK},      {ROCE_WRITE_FIRST, 1000, ROCE_BAD_PAYLOAD},
-        {ROCE_WRITE_MIDDLE, ROCE_PMTU, ROCE_OK},     {ROCE_WRITE_MIDDLE, 4, ROCE_BAD_PAYLOAD},
-        {ROCE_WRITE_LAST, 1, ROCE_OK},               {ROCE_WRITE_LAST, ROCE_PMTU, ROCE_OK},
-        {ROCE_WRITE_LAST, 0, ROCE_BAD_PAYLOAD},      {ROCE_WRITE_LAST_IMM, 333, ROCE_OK},
-        {ROCE_WRITE_ONLY, 0, ROCE_OK},               {ROCE_WRITE_ONLY, 1021, ROCE_OK},
+        {ROCE_WRITE_FIRST, ROCE_PMTU, ROCE_OK},
+        {ROCE_WRITE_FIRST, 1000, ROCE_BAD_PAYLOAD},
+        {ROCE_WRITE_MIDDLE, ROCE_PMTU, ROCE_OK},
+        {ROCE_WRITE_MIDDLE, 4, ROCE_BAD_PAYLOAD},
+        {ROCE_WRITE_LAST, 1, ROCE_OK},
+        {ROCE_WRITE_LAST, ROCE_PMTU, ROCE_OK},
+        {ROCE_WRITE_LAST, 0, ROCE_BAD_PAYLOAD},
+        {ROCE_WRITE_LAST_IMM, 333, ROCE_OK},
+        {ROCE_WRITE_ONLY, 0, ROCE_OK},
+        {ROCE_WRITE_ONLY, 1021, ROCE_OK},
         {ROCE_WRITE_ONLY_IMM, ROCE_PMTU, ROCE_OK},
     };
     for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {

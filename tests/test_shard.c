@@ -26,8 +26,8 @@ typedef struct shard_spec {
     uint32_t iters, slots, packet_elems, threads;
     const char *faults;
     uint64_t seed;
-    uint32_t *out;       /* shared: world * elems */
-    int32_t *codes;      /* shared */
+    uint32_t *out; /* shared: world * elems */
+    int32_t *codes; /* shared */
     char (*errors)[256]; /* shared */
 } shard_spec_t;
 
@@ -45,8 +45,8 @@ static int shard_worker(uint32_t rank, void *arg)
     o.timeout_ms = 5000;
     inagg_comm_t *comm;
     char detail[256];
-    inagg_result_t rc = inagg_comm_create(&comm, s->addr, "sharded", rank, s->world, &o, detail,
-                                          sizeof(detail));
+    inagg_result_t rc =
+        inagg_comm_create(&comm, s->addr, "sharded", rank, s->world, &o, detail, sizeof(detail));
     s->codes[rank] = rc;
     if (rc != INAGG_OK) {
         snprintf(s->errors[rank], sizeof(s->errors[rank]), "%s", detail);
@@ -110,22 +110,38 @@ static void run_sharded(shard_spec_t *s, uint32_t k, const char *sw_faults, int 
 
 TEST(shard_2_switchml_exact, 60)
 {
-    shard_spec_t s = {.world = 3, .protocol = INAGG_PROTO_SWITCHML, .elems = 200000, .iters = 3,
-                      .slots = 32, .packet_elems = 1024, .threads = 2, .seed = 3};
+    shard_spec_t s = {.world = 3,
+                      .protocol = INAGG_PROTO_SWITCHML,
+                      .elems = 200000,
+                      .iters = 3,
+                      .slots = 32,
+                      .packet_elems = 1024,
+                      .threads = 2,
+                      .seed = 3};
     run_sharded(&s, 2, NULL, 50);
 }
 
 TEST(shard_3_switchml_exact, 60)
 {
-    shard_spec_t s = {.world = 4, .protocol = INAGG_PROTO_SWITCHML, .elems = 150000, .iters = 2,
-                      .slots = 30, .packet_elems = 700, .seed = 4};
+    shard_spec_t s = {.world = 4,
+                      .protocol = INAGG_PROTO_SWITCHML,
+                      .elems = 150000,
+                      .iters = 2,
+                      .slots = 30,
+                      .packet_elems = 700,
+                      .seed = 4};
     run_sharded(&s, 3, NULL, 50);
 }
 
 TEST(shard_2_p4sgd_exact, 60)
 {
-    shard_spec_t s = {.world = 3, .protocol = INAGG_PROTO_P4SGD, .elems = 50000, .iters = 2,
-                      .slots = 16, .packet_elems = 512, .seed = 5};
+    shard_spec_t s = {.world = 3,
+                      .protocol = INAGG_PROTO_P4SGD,
+                      .elems = 50000,
+                      .iters = 2,
+                      .slots = 16,
+                      .packet_elems = 512,
+                      .seed = 5};
     run_sharded(&s, 2, NULL, 50);
 }
 
@@ -133,8 +149,14 @@ static void shard_lossy(uint32_t k, inagg_protocol_t proto, uint64_t seed)
 {
     char wf[128], sf[128];
     lossy_fault_specs(0.02, seed, wf, sf, sizeof(wf));
-    shard_spec_t s = {.world = 3, .protocol = proto, .elems = 60000, .iters = 3, .slots = 24,
-                      .packet_elems = 256, .faults = wf, .seed = seed};
+    shard_spec_t s = {.world = 3,
+                      .protocol = proto,
+                      .elems = 60000,
+                      .iters = 3,
+                      .slots = 24,
+                      .packet_elems = 256,
+                      .faults = wf,
+                      .seed = seed};
     run_sharded(&s, k, sf, 120);
 }
 
@@ -152,8 +174,8 @@ static int dead_shard_worker(uint32_t rank, void *arg)
     o.timeout_ms = 1500;
     inagg_comm_t *comm;
     char detail[256];
-    inagg_result_t rc = inagg_comm_create(&comm, s->addr, "dies", rank, s->world, &o, detail,
-                                          sizeof(detail));
+    inagg_result_t rc =
+        inagg_comm_create(&comm, s->addr, "dies", rank, s->world, &o, detail, sizeof(detail));
     if (rc != INAGG_OK)
         return 1;
     int32_t *buf = calloc(s->elems, 4);
@@ -207,8 +229,7 @@ TEST(shard_bad_address_lists_refused, 10)
         inagg_options_t o = INAGG_OPTIONS_INIT;
         inagg_comm_t *comm = NULL;
         char detail[256] = "";
-        inagg_result_t rc = inagg_comm_create(&comm, bad[i], "j", 0, 1, &o, detail,
-                                              sizeof(detail));
+        inagg_result_t rc = inagg_comm_create(&comm, bad[i], "j", 0, 1, &o, detail, sizeof(detail));
         CHECK_MSG(rc == INAGG_ERR_INVALID, "'%s': %s", bad[i], inagg_strerror(rc));
         CHECK_MSG(strstr(detail, "address") != NULL, "'%s': reason %s", bad[i], detail);
     }

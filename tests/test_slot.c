@@ -32,8 +32,8 @@ static void fx_init(fixture_t *f, uint32_t world)
     slot_init(&f->s, world, f->d0, f->d1);
 }
 
-static wire_header_t hdr(uint16_t rank, uint32_t round, uint16_t count, uint8_t dtype,
-                         int16_t exp, int16_t next_exp)
+static wire_header_t hdr(uint16_t rank, uint32_t round, uint16_t count, uint8_t dtype, int16_t exp,
+                         int16_t next_exp)
 {
     wire_header_t h = {0};
     h.version = INAGG_PROTOCOL_VERSION;
@@ -138,11 +138,11 @@ static void check_partial(const fixture_t *f, uint32_t round, const uint16_t *ra
     }
 }
 
-#define EXPECT(expr, verdict)                                                                   \
-    do {                                                                                        \
-        enum slot_verdict v_ = (expr);                                                          \
-        CHECK_MSG(v_ == (verdict), "%s: got %s, want %s", #expr, slot_verdict_name(v_),         \
-                  slot_verdict_name(verdict));                                                  \
+#define EXPECT(expr, verdict)                                                                      \
+    do {                                                                                           \
+        enum slot_verdict v_ = (expr);                                                             \
+        CHECK_MSG(v_ == (verdict), "%s: got %s, want %s", #expr, slot_verdict_name(v_),            \
+                  slot_verdict_name(verdict));                                                     \
     } while (0)
 
 TEST(slot_verdict_names, 5)
@@ -880,8 +880,7 @@ static void model_check(uint32_t world, uint64_t seed, double loss, double dup, 
         h.exp = q->exp;
         h.next_exp = q->next_exp;
         enum slot_verdict v = slot_contribute(&slots[q->slot], world, &h, q->words);
-        CHECK_MSG(v == SLOT_STALE || v == SLOT_RESEND, "late packet got %s",
-                  slot_verdict_name(v));
+        CHECK_MSG(v == SLOT_STALE || v == SLOT_RESEND, "late packet got %s", slot_verdict_name(v));
     }
     free(net.q);
 }
@@ -893,8 +892,8 @@ TEST(slot_model_check_loss_dup_reorder, 120)
     memset(&st, 0, sizeof(st));
     for (size_t wi = 0; wi < INAGG_ARRAY_LEN(worlds); wi++) {
         for (uint64_t seed = 1; seed <= 36; seed++) {
-            double loss = (double)(seed % 4) * 0.1;        /* 0, 0.1, 0.2, 0.3 */
-            double dup = (double)((seed / 4) % 3) * 0.1;   /* 0, 0.1, 0.2 */
+            double loss = (double)(seed % 4) * 0.1; /* 0, 0.1, 0.2, 0.3 */
+            double dup = (double)((seed / 4) % 3) * 0.1; /* 0, 0.1, 0.2 */
             model_check(worlds[wi], seed * 1000003u + worlds[wi], loss, dup, 0.03, &st, NULL);
         }
     }

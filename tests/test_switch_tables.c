@@ -61,8 +61,13 @@ TEST(switch_protocol_table_finds_both_protocols, 10)
 
 static wire_header_t contribution(uint16_t rank, uint32_t round, uint16_t count, uint8_t dtype)
 {
-    wire_header_t h = {.version = 1, .type = WIRE_CONTRIB, .rank = rank, .round = round,
-                       .chunk = 7, .count = count, .flags = (uint8_t)(round & 1u),
+    wire_header_t h = {.version = 1,
+                       .type = WIRE_CONTRIB,
+                       .rank = rank,
+                       .round = round,
+                       .chunk = 7,
+                       .count = count,
+                       .flags = (uint8_t)(round & 1u),
                        .dtype = dtype};
     return h;
 }

@@ -36,7 +36,6 @@
 #include <unistd.h>
 
 #include "base/util.h"
-#include "launch/launch.h"
 #include "glm/collective.h"
 #include "glm/dataset.h"
 #include "glm/objective.h"
@@ -44,6 +43,7 @@
 #include "glm/synth.h"
 #include "glm/train.h"
 #include "harness.h"
+#include "launch/launch.h"
 #include "testutil.h"
 
 #define MAX_EPOCHS 32
@@ -60,7 +60,7 @@ typedef struct run_out {
 } run_out_t;
 
 typedef struct job {
-    const char *spec, *path;     /* synthetic spec or LIBSVM file */
+    const char *spec, *path; /* synthetic spec or LIBSVM file */
     uint64_t seed;
     glm_train_config_t cfg;
     uint32_t world;
@@ -69,8 +69,8 @@ typedef struct job {
     const char *addr;
     char name[64];
     /* shared with the forked ranks */
-    run_out_t *out;              /* rank 0's records */
-    float *weights;              /* world x cols */
+    run_out_t *out; /* rank 0's records */
+    float *weights; /* world x cols */
     size_t cols;
     char (*err)[512];
 } job_t;
@@ -94,8 +94,8 @@ static void load(const job_t *j, glm_dataset_t *d)
 {
     glm_dataset_t test;
     char err[512];
-    int rc = glm_load_inputs(j->path, j->path ? NULL : j->spec, NULL, j->seed, j->cfg.objective,
-                             32, d, &test, err, sizeof(err));
+    int rc = glm_load_inputs(j->path, j->path ? NULL : j->spec, NULL, j->seed, j->cfg.objective, 32,
+                             d, &test, err, sizeof(err));
     CHECK_MSG(rc == 0, "loading: %s", err);
 }
 
@@ -117,11 +117,12 @@ static void run_single(const job_t *j, run_out_t *out, float **w)
         double *wd = malloc(d.cols * sizeof(double));
         for (size_t k = 0; k < d.cols; k++)
             wd[k] = (*w)[k];
-        double obj = glm_objective_of_weights(cfg.objective, &d, wd, d.cols,
-                                              out->setup.l2);
+        double obj = glm_objective_of_weights(cfg.objective, &d, wd, d.cols, out->setup.l2);
         double last = out->rec[out->nrec - 1].objective;
-        CHECK_MSG(fabs(obj - last) <= 1e-5 * fabs(last), "final weights give objective %.9g, "
-                  "the last epoch reported %.9g", obj, last);
+        CHECK_MSG(fabs(obj - last) <= 1e-5 * fabs(last),
+                  "final weights give objective %.9g, "
+                  "the last epoch reported %.9g",
+                  obj, last);
         free(wd);
     }
     glm_coll_destroy(c);
@@ -133,15 +134,14 @@ static int rank_main(uint32_t rank, void *arg)
     job_t *j = arg;
     glm_dataset_t d;
     char err[512];
-    enum glm_label_kind kind = j->cfg.objective == GLM_OBJ_SQUARED ? GLM_LABELS_REAL
-                                                                   : GLM_LABELS_BINARY;
+    enum glm_label_kind kind =
+        j->cfg.objective == GLM_OBJ_SQUARED ? GLM_LABELS_REAL : GLM_LABELS_BINARY;
     int rc = j->path ? glm_load_libsvm(j->path, kind, &d, err, sizeof(err))
                      : glm_synthetic(j->spec, j->seed, kind, &d, err, sizeof(err));
     glm_coll_t *c = NULL;
     if (rc == 0)
         rc = glm_coll_inagg_create(&c, j->addr, j->name, rank, j->world, j->p4sgd, j->slots,
-                                   j->p4sgd ? 1024 : 0, 20000, NULL, NULL, 0, err,
-                                   sizeof(err));
+                                   j->p4sgd ? 1024 : 0, 20000, NULL, NULL, 0, err, sizeof(err));
     float *w = NULL;
     run_out_t local;
     memset(&local, 0, sizeof(local));
@@ -268,9 +268,10 @@ TEST(train_model_parallel_follows_single, 120)
             double dx = U32 * X * sum;
             double tol = (A + l2 * X) * dx + U32 * (W + 1) * A * X + l2 * W * U32 * X * X;
             double diff = fabs(got.rec[e].objective - ref.rec[e].objective);
-            CHECK_MSG(diff <= tol, "W=%u epoch %u: objective %.12g vs single %.12g (diff %.3g > "
-                      "bound %.3g)", W, e + 1, got.rec[e].objective, ref.rec[e].objective, diff,
-                      tol);
+            CHECK_MSG(diff <= tol,
+                      "W=%u epoch %u: objective %.12g vs single %.12g (diff %.3g > "
+                      "bound %.3g)",
+                      W, e + 1, got.rec[e].objective, ref.rec[e].objective, diff, tol);
             CHECK_MSG(got.rec[e].accuracy == ref.rec[e].accuracy ||
                           fabs(got.rec[e].accuracy - ref.rec[e].accuracy) <= 2.5 / S,
                       "W=%u epoch %u: accuracy %g vs %g", W, e + 1, got.rec[e].accuracy,
@@ -355,8 +356,8 @@ TEST(train_data_parallel_converges_like_single, 120)
     for (size_t c = 0; c < D; c++)
         w[c] /= (float)W; /* every rank holds the whole model */
     CHECK_EQ_INT(got.nrec, ref.nrec);
-    double per = sqrt((double)D) * amax * (W * W * ldexp(1.0, -30) * (1 + ldexp(1.0, -19)) +
-                                           (W + 1) * U32);
+    double per =
+        sqrt((double)D) * amax * (W * W * ldexp(1.0, -30) * (1 + ldexp(1.0, -19)) + (W + 1) * U32);
     double dx = 0;
     for (uint32_t e = 0; e < got.nrec; e++)
         dx += steps(S, j.cfg.batch) * (ref.rec[e].lr * per + U32 * X);
@@ -403,8 +404,7 @@ TEST(train_a9a_logistic_within_1pct_of_liblinear, 240)
     CHECK_EQ_INT(got.nrec, 20);
     const glm_epoch_record_t *last = &got.rec[19];
     printf("    a9a: objective %.6f vs liblinear %.6f (+%.3f%%), accuracy %.4f, %.3f s/epoch\n",
-           last->objective, ref, 100 * (last->objective / ref - 1), last->accuracy,
-           last->seconds);
+           last->objective, ref, 100 * (last->objective / ref - 1), last->accuracy, last->seconds);
     CHECK_MSG(last->objective <= 1.01 * ref, "objective %.6f is not within 1%% of %.6f",
               last->objective, ref);
     CHECK_MSG(last->accuracy >= 0.84, "training accuracy %.4f < 0.84", last->accuracy);
@@ -457,14 +457,14 @@ static int on_mpi_line(const char *line, void *arg)
     mpi_lines_t *m = arg;
     glm_line_t l;
     switch (glm_line_parse(line, &l)) {
-    case GLM_LINE_SETUP: m->out.setup = l.setup; break;
-    case GLM_LINE_EPOCH: rec_epoch(&l.epoch, &m->out); break;
-    case GLM_LINE_DONE: m->done++; break;
-    case GLM_LINE_ERROR:
-        m->errors++;
-        snprintf(m->error, sizeof(m->error), "%s", l.message);
-        break;
-    default: break;
+        case GLM_LINE_SETUP: m->out.setup = l.setup; break;
+        case GLM_LINE_EPOCH: rec_epoch(&l.epoch, &m->out); break;
+        case GLM_LINE_DONE: m->done++; break;
+        case GLM_LINE_ERROR:
+            m->errors++;
+            snprintf(m->error, sizeof(m->error), "%s", l.message);
+            break;
+        default: break;
     }
     return 0;
 }
@@ -495,8 +495,8 @@ TEST(train_mpi_model_parallel_follows_single, 180)
     free(w_ref);
     char seed[16];
     snprintf(seed, sizeof(seed), "%d", SMALL_SEED);
-    const char *args[] = {"--synthetic", SMALL_SPEC, "--seed", seed, "--mode", "model",
-                          "--epochs", "3", "--lr", lr_arg, NULL};
+    const char *args[] = {"--synthetic", SMALL_SPEC, "--seed", seed,   "--mode", "model",
+                          "--epochs",    "3",        "--lr",   lr_arg, NULL};
     mpi_lines_t *m = calloc(1, sizeof(*m));
     launch_capture_t *cap = calloc(1, sizeof(*cap));
     CHECK(m && cap);
@@ -564,8 +564,8 @@ TEST(train_failing_worker_reports_reader_message, 60)
     fprintf(f, "+1 1:0.5 3:1\n-1 2:1 4:0.25\n+1 1:1 5:"); /* cut in the middle of line 3 */
     fclose(f);
     char err[4096];
-    const char *args[] = {"train", "--data", path, "--workers", "3", "--epochs", "1",
-                          "--timeout", "5000", NULL};
+    const char *args[] = {"train",    "--data", path,        "--workers", "3",
+                          "--epochs", "1",      "--timeout", "5000",      NULL};
     uint64_t t0 = util_now_ns();
     int rc = run_cli(args, err, sizeof(err), 50);
     double s = (double)(util_now_ns() - t0) / 1e9;

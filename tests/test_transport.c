@@ -6,14 +6,18 @@
 #include <errno.h>
 #include <string.h>
 
-#include "harness.h"
 #include "base/util.h"
+#include "harness.h"
 #include "transport/transport.h"
 
 static transport_t *open_ep(const char *bind, uint32_t queue, const char *faults)
 {
-    transport_config_t cfg = {.kind = "udp", .bind = bind, .queue = queue,
-                              .buffer_bytes = 1 << 20, .faults = faults, .fault_stream = 3};
+    transport_config_t cfg = {.kind = "udp",
+                              .bind = bind,
+                              .queue = queue,
+                              .buffer_bytes = 1 << 20,
+                              .faults = faults,
+                              .fault_stream = 3};
     transport_t *t = NULL;
     char err[160] = "";
     int rc = transport_open(&cfg, &t, err, sizeof(err));
@@ -54,8 +58,11 @@ TEST(transport_udp_gather_batches_and_sources, 10)
     const char body[] = "payload";
     for (int i = 0; i < N; i++) {
         memcpy(heads[i], &i, 4);
-        tx[i] = (transport_tx_t){.head = heads[i], .head_len = 4, .body = body,
-                                 .body_len = (uint32_t)(i % 2 ? sizeof(body) : 0), .to = q0};
+        tx[i] = (transport_tx_t){.head = heads[i],
+                                 .head_len = 4,
+                                 .body = body,
+                                 .body_len = (uint32_t)(i % 2 ? sizeof(body) : 0),
+                                 .to = q0};
     }
     CHECK_EQ_INT(transport_send(wk, tx, N, 100), N);
     static transport_rx_t rx[N];
@@ -78,8 +85,8 @@ TEST(transport_udp_gather_batches_and_sources, 10)
     uint8_t c1[1][64];
     CHECK_EQ_INT(recv_all(wk, r1, c1, 1), 1);
     CHECK(memcmp(c1[0], "ok", 2) == 0);
-    CHECK(transport_addr_equal(&r1[0].from, &q0) || transport_addr_port(&r1[0].from) ==
-                                                        transport_addr_port(&q0));
+    CHECK(transport_addr_equal(&r1[0].from, &q0) ||
+          transport_addr_port(&r1[0].from) == transport_addr_port(&q0));
     /* Nothing more: a zero timeout returns at once. */
     CHECK_EQ_INT(transport_recv(wk, r1, 1, 0), 0);
     transport_close(sw);

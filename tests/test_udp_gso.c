@@ -10,14 +10,22 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "harness.h"
-#include "testutil.h"
 #include "base/util.h"
+#include "harness.h"
 #include "inagg.h"
+#include "testutil.h"
 #include "transport/transport.h"
 
-enum { C_AVAILABLE, C_SENDS, C_SEGMENTS, C_FALLBACKS, C_GRO_AVAILABLE, C_GRO_RECEIVES,
-       C_GRO_SEGMENTS, C_COUNT };
+enum {
+    C_AVAILABLE,
+    C_SENDS,
+    C_SEGMENTS,
+    C_FALLBACKS,
+    C_GRO_AVAILABLE,
+    C_GRO_RECEIVES,
+    C_GRO_SEGMENTS,
+    C_COUNT
+};
 
 static transport_t *open_udp(void)
 {
@@ -56,8 +64,11 @@ static void send_and_check(uint64_t *cnt, uint64_t *rcnt)
         memset(heads[i], i, 16);
         for (size_t k = 0; k < body_size(i); k++)
             bodies[i][k] = (uint8_t)(i * 7 + k);
-        tx[i] = (transport_tx_t){.head = heads[i], .head_len = 16, .body = bodies[i],
-                                 .body_len = body_size(i), .to = i < 44 ? tb : tc};
+        tx[i] = (transport_tx_t){.head = heads[i],
+                                 .head_len = 16,
+                                 .body = bodies[i],
+                                 .body_len = body_size(i),
+                                 .to = i < 44 ? tb : tc};
     }
     CHECK_EQ_INT(transport_send(a, tx, NPKT, 1000), NPKT);
     int got_b = 0, got_c = 0;
@@ -75,7 +86,7 @@ static void send_and_check(uint64_t *cnt, uint64_t *rcnt)
                 if (i >= NPKT || rx[j].len != 16 + body_size(i))
                     continue;
                 CHECK_MSG(memcmp(rx[j].data, heads[i], 16) == 0 &&
-                          memcmp(rx[j].data + 16, bodies[i], body_size(i)) == 0,
+                              memcmp(rx[j].data + 16, bodies[i], body_size(i)) == 0,
                           "packet %d: bytes differ", i);
             }
         }
@@ -106,9 +117,9 @@ TEST(udp_gso_groups_same_size_same_destination, 20)
               "sends %llu segments %llu fallbacks %llu", (unsigned long long)cnt[C_SENDS],
               (unsigned long long)cnt[C_SEGMENTS], (unsigned long long)cnt[C_FALLBACKS]);
     /* the receiver took them coalesced (GRO) and split them back: at least the run of 40 */
-    CHECK_MSG(rcnt[C_GRO_AVAILABLE] == 1 && rcnt[C_GRO_RECEIVES] >= 1 &&
-              rcnt[C_GRO_SEGMENTS] >= 40, "gro receives %llu segments %llu",
-              (unsigned long long)rcnt[C_GRO_RECEIVES], (unsigned long long)rcnt[C_GRO_SEGMENTS]);
+    CHECK_MSG(rcnt[C_GRO_AVAILABLE] == 1 && rcnt[C_GRO_RECEIVES] >= 1 && rcnt[C_GRO_SEGMENTS] >= 40,
+              "gro receives %llu segments %llu", (unsigned long long)rcnt[C_GRO_RECEIVES],
+              (unsigned long long)rcnt[C_GRO_SEGMENTS]);
     unsetenv("INAGG_UDP_GSO");
 }
 
@@ -177,5 +188,5 @@ TEST(udp_gso_allreduce_exact_under_loss_on_and_off, 60)
     if (!on[C_AVAILABLE])
         SKIP("the kernel has no UDP_SEGMENT");
     CHECK_MSG(on[C_SENDS] > 0 && on[C_SEGMENTS] > on[C_SENDS], "sends %llu segments %llu",
-                  (unsigned long long)on[C_SENDS], (unsigned long long)on[C_SEGMENTS]);
+              (unsigned long long)on[C_SENDS], (unsigned long long)on[C_SEGMENTS]);
 }

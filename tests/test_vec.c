@@ -10,8 +10,8 @@
 #include <string.h>
 
 #include "base/util.h"
-#include "kernels/vec.h"
 #include "harness.h"
+#include "kernels/vec.h"
 
 static const size_t k_lens[] = {0, 1, 7, 8, 9, 15, 16, 17, 31, 1000, 4097};
 /* Byte offsets from a 64-byte aligned base: aligned, off by whole words, and off by bytes. */
@@ -147,8 +147,8 @@ TEST(vec_fixed_rounding_half_even, 5)
 {
     /* Ties go to even; the product is taken in double (a float product would round 2^30-ish
        values to a multiple of 64 or 128 before the integer rounding). */
-    const float in[10] = {0.5f, 1.5f, 2.5f, -0.5f, -1.5f, -2.5f, 3.49999976f, -0.0f,
-                          1073741760.0f, -1073741760.0f};
+    const float in[10] = {0.5f,  1.5f,        2.5f,  -0.5f,         -1.5f,
+                          -2.5f, 3.49999976f, -0.0f, 1073741760.0f, -1073741760.0f};
     const int32_t want1[10] = {0, 2, 2, 0, -2, -2, 3, 0, 1073741760, -1073741760};
     const double scale2 = 1.9999999;
     for (int path = 0; path < NPATH; path++) {
@@ -171,8 +171,8 @@ TEST(vec_fixed_rounding_half_even, 5)
 
 TEST(vec_f32_to_fixed_paths_agree, 20)
 {
-    static const double scales[] = {1.0, 3.0, 0.5, 1e-3, 715827882.0, 2147483647.0,
-                                    2147483647.0 / 3.0, 0x1p100};
+    static const double scales[] = {
+        1.0, 3.0, 0.5, 1e-3, 715827882.0, 2147483647.0, 2147483647.0 / 3.0, 0x1p100};
     util_rng_t r;
     util_rng_seed(&r, 11);
     for (size_t li = 0; li < INAGG_ARRAY_LEN(k_lens); li++) {
@@ -187,14 +187,15 @@ TEST(vec_f32_to_fixed_paths_agree, 20)
                 for (size_t i = 0; i < n; i++) {
                     double v;
                     switch (util_rng_next(&r) % 4) {
-                    case 0: v = (util_rng_double(&r) * 2 - 1) * lim; break;
-                    case 1:
-                        v = ldexp(util_rng_double(&r) - 0.5, -(int)(util_rng_next(&r) % 40)) * lim;
-                        break;
-                    case 2: /* ties when the scale is a power of two */
-                        v = ((double)((int64_t)(util_rng_next(&r) % 200) - 100) + 0.5) / scale;
-                        break;
-                    default: v = rand_float(&r, -149, -100); break;
+                        case 0: v = (util_rng_double(&r) * 2 - 1) * lim; break;
+                        case 1:
+                            v = ldexp(util_rng_double(&r) - 0.5, -(int)(util_rng_next(&r) % 40)) *
+                                lim;
+                            break;
+                        case 2: /* ties when the scale is a power of two */
+                            v = ((double)((int64_t)(util_rng_next(&r) % 200) - 100) + 0.5) / scale;
+                            break;
+                        default: v = rand_float(&r, -149, -100); break;
                     }
                     float f = (float)v;
                     if (fabs((double)f * scale) > 2147483647.0)
@@ -221,8 +222,8 @@ TEST(vec_f32_to_fixed_paths_agree, 20)
 
 TEST(vec_fixed_to_f32_paths_agree, 20)
 {
-    static const double inv[] = {1.0, 1.0 / 3.0, 0x1p-31, 1e30 / 2147483647.0, 0x1p100,
-                                 0x1p-140, 1.0 / 715827882.0};
+    static const double inv[] = {1.0,     1.0 / 3.0, 0x1p-31,          1e30 / 2147483647.0,
+                                 0x1p100, 0x1p-140,  1.0 / 715827882.0};
     util_rng_t r;
     util_rng_seed(&r, 12);
     for (size_t li = 0; li < INAGG_ARRAY_LEN(k_lens); li++) {
@@ -328,15 +329,15 @@ enum swap_kind { SW_I32_TO_BE, SW_BE_TO_I32, SW_LOAD, SW_F32_TO_BE, SW_BE_TO_F32
 static void run_swap(enum swap_kind k, const void *in, void *out, size_t n)
 {
     switch (k) {
-    case SW_I32_TO_BE: vec_i32_to_be(in, out, n); break;
-    case SW_BE_TO_I32: vec_be_to_i32(in, out, n); break;
-    case SW_LOAD: vec_be_load_i32(out, in, n); break;
-    case SW_F32_TO_BE: vec_f32_to_be(in, out, n); break;
-    case SW_BE_TO_F32: vec_be_to_f32(in, out, n); break;
-    case SW_INPLACE:
-        memcpy(out, in, n * 4);
-        vec_bswap32_inplace(out, n);
-        break;
+        case SW_I32_TO_BE: vec_i32_to_be(in, out, n); break;
+        case SW_BE_TO_I32: vec_be_to_i32(in, out, n); break;
+        case SW_LOAD: vec_be_load_i32(out, in, n); break;
+        case SW_F32_TO_BE: vec_f32_to_be(in, out, n); break;
+        case SW_BE_TO_F32: vec_be_to_f32(in, out, n); break;
+        case SW_INPLACE:
+            memcpy(out, in, n * 4);
+            vec_bswap32_inplace(out, n);
+            break;
     }
 }
 
@@ -433,10 +434,14 @@ TEST(vec_add_i32_overflow_flag, 20)
     static const int32_t ov_pairs[][2] = {{INT32_MAX, 1},           {INT32_MIN, -1},
                                           {INT32_MAX, INT32_MAX},   {INT32_MIN, INT32_MIN},
                                           {1073741824, 1073741824}, {-1073741825, -1073741824}};
-    static const int32_t ok_pairs[][2] = {{INT32_MAX, 0},         {INT32_MAX, -1},
-                                          {INT32_MIN, 1},         {INT32_MIN, INT32_MAX},
-                                          {INT32_MIN, 0},         {1073741823, 1073741824},
-                                          {-1073741824, -1073741824}, {-1, 1}};
+    static const int32_t ok_pairs[][2] = {{INT32_MAX, 0},
+                                          {INT32_MAX, -1},
+                                          {INT32_MIN, 1},
+                                          {INT32_MIN, INT32_MAX},
+                                          {INT32_MIN, 0},
+                                          {1073741823, 1073741824},
+                                          {-1073741824, -1073741824},
+                                          {-1, 1}};
     for (size_t li = 0; li < INAGG_ARRAY_LEN(k_lens); li++) {
         size_t n = k_lens[li];
         if (n == 0)

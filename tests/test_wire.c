@@ -115,7 +115,7 @@ TEST(wire_layout_offsets_network_order, 5)
     h.count = 0x1617;
     h.flags = WIRE_FLAG_VER | WIRE_FLAG_OVERFLOW;
     h.dtype = WIRE_FLOAT32;
-    h.exp = (int16_t)-2;      /* 0xfffe */
+    h.exp = (int16_t)-2; /* 0xfffe */
     h.next_exp = (int16_t)0x191a;
     uint8_t b[WIRE_HEADER_SIZE];
     memset(b, 0xcc, sizeof(b));
@@ -186,8 +186,8 @@ TEST(wire_roundtrip_every_field, 10)
                     h.dtype = dt;
                     h.type = ty;
                     h.round = round + (round >= 4 ? 0xfffffff0u : 0u);
-                    h.flags = (uint8_t)(wire_ver_of_round(h.round) |
-                                        (ovf ? WIRE_FLAG_OVERFLOW : 0u));
+                    h.flags =
+                        (uint8_t)(wire_ver_of_round(h.round) | (ovf ? WIRE_FLAG_OVERFLOW : 0u));
                     roundtrip(&h);
                 }
     CHECK_EQ_INT(wire_ver_of_round(0), 0);
@@ -253,8 +253,7 @@ TEST(wire_bad_magic_version_type_dtype, 5)
     q[31] = 200;
     expect_status(q, len - 1, WIRE_BAD_MAGIC, "magic first");
 
-    const uint8_t versions[] = {0, INAGG_PROTOCOL_VERSION + 1, 0x80 | INAGG_PROTOCOL_VERSION,
-                                255};
+    const uint8_t versions[] = {0, INAGG_PROTOCOL_VERSION + 1, 0x80 | INAGG_PROTOCOL_VERSION, 255};
     for (size_t i = 0; i < INAGG_ARRAY_LEN(versions); i++) {
         memcpy(q, p, len);
         q[2] = versions[i];
@@ -418,7 +417,8 @@ TEST(wire_fuzz_decode, 60)
             wire_encode_header(&h, b);
             int flips = (int)(util_rng_next(&rng) % 3u);
             for (int k = 0; k < flips; k++)
-                b[util_rng_next(&rng) % WIRE_HEADER_SIZE] ^= (uint8_t)(1u << (util_rng_next(&rng) % 8u));
+                b[util_rng_next(&rng) % WIRE_HEADER_SIZE] ^=
+                    (uint8_t)(1u << (util_rng_next(&rng) % 8u));
         }
         wire_header_t d;
         enum wire_status st = wire_decode(b, len, &d);
@@ -444,7 +444,8 @@ TEST(wire_fuzz_decode, 60)
     }
     /* The generator reached every outcome, acceptance included. */
     for (int s = 0; s < WIRE_STATUS_COUNT; s++)
-        CHECK_MSG(by_status[s] > 0, "fuzz never produced %s", wire_status_name((enum wire_status)s));
+        CHECK_MSG(by_status[s] > 0, "fuzz never produced %s",
+                  wire_status_name((enum wire_status)s));
     CHECK(accepted > 1000);
 }
 

@@ -13,12 +13,12 @@
 #include <unistd.h>
 
 #include "base/errmsg.h"
-#include "glm/reference.h"
-#include "json/json.h"
-#include "launch/launch.h"
-#include "control/ctl.h"
-#include "harness.h"
 #include "base/netaddr.h"
+#include "control/ctl.h"
+#include "glm/reference.h"
+#include "harness.h"
+#include "launch/launch.h"
+#include "json/json.h"
 
 void ts_start(test_switch_t *ts, const switch_config_t *cfg)
 {
@@ -154,8 +154,10 @@ void nft_loss_start(nft_loss_t *n, const char *tag, uint16_t port, int percent,
 int nft_loss_dropped(const nft_loss_t *n)
 {
     char cmd[256];
-    snprintf(cmd, sizeof(cmd), "nft list table inet %s | grep -o 'packets [0-9]*' | "
-             "awk '{s+=$2} END {exit s > 0 ? 0 : 1}'", n->table);
+    snprintf(cmd, sizeof(cmd),
+             "nft list table inet %s | grep -o 'packets [0-9]*' | "
+             "awk '{s+=$2} END {exit s > 0 ? 0 : 1}'",
+             n->table);
     return system(cmd) == 0;
 }
 
@@ -250,8 +252,8 @@ int liblinear_reference(const char *data_path, double C, double eps, int timeout
     snprintf(c_arg, sizeof(c_arg), "%.17g", C);
     snprintf(e_arg, sizeof(e_arg), "%.17g", eps);
     char prog[PATH_MAX];
-    char *argv[] = {prog, "-s", "0", "-c", c_arg, "-e", e_arg, "-q", (char *)data_path, model,
-                    NULL};
+    char *argv[] = {prog,  "-s", "0", "-c", c_arg, "-e", e_arg, "-q", (char *)data_path,
+                    model, NULL};
     launch_spec_t spec = {argv, NULL, LAUNCH_DEVNULL, LAUNCH_DEVNULL, LAUNCH_TO_OUT, 0};
     rc = launch_find_in_path(LIBLINEAR_TRAIN, prog, sizeof(prog));
     if (rc < 0)

@@ -5,7 +5,7 @@
 #define INAGG_VERSION_MAJOR 0
 #define INAGG_VERSION_MINOR 1
 #define INAGG_VERSION_PATCH 0
-#define INAGG_VERSION_NUMBER                                                                     \
+#define INAGG_VERSION_NUMBER                                                                       \
     ((INAGG_VERSION_MAJOR * 10000u) + (INAGG_VERSION_MINOR * 100u) + INAGG_VERSION_PATCH)
 #define INAGG_VERSION_STRING "0.1.0"
 

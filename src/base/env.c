@@ -49,15 +49,9 @@ static const env_var_t vars[ENV_COUNT] = {
                      "drop coalesced frames"},
 };
 
-const env_var_t *env_var(env_id_t id)
-{
-    return (unsigned)id < ENV_COUNT ? &vars[id] : NULL;
-}
+const env_var_t *env_var(env_id_t id) { return (unsigned)id < ENV_COUNT ? &vars[id] : NULL; }
 
-const char *env_get(env_id_t id)
-{
-    return (unsigned)id < ENV_COUNT ? getenv(vars[id].name) : NULL;
-}
+const char *env_get(env_id_t id) { return (unsigned)id < ENV_COUNT ? getenv(vars[id].name) : NULL; }
 
 int env_flag(env_id_t id)
 {

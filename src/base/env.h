@@ -27,10 +27,10 @@ typedef enum env_id {
 } env_id_t;
 
 typedef struct env_var {
-    const char *name;  /* "INAGG_..." */
-    const char *type;  /* how its value is read: "string", "0|1", "level", "24-bit number" */
-    const char *def;   /* what applies when it is unset */
-    const char *doc;   /* what it does, one sentence */
+    const char *name; /* "INAGG_..." */
+    const char *type; /* how its value is read: "string", "0|1", "level", "24-bit number" */
+    const char *def; /* what applies when it is unset */
+    const char *doc; /* what it does, one sentence */
 } env_var_t;
 
 /* Row id of the table (NULL past the end). */

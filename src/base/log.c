@@ -97,13 +97,13 @@ void log_write(enum log_level level, const char *file, int line, const char *fmt
     snprintf(where, sizeof(where), "%s:%d", file, line);
     size_t n = 0, cap = sizeof(buf) - 2;
     if (g_format == LOG_FORMAT_TEXT) {
-        n = (size_t)snprintf(buf, cap, "%s[%d] %s: %s%s%s%s", g_program, (int)getpid(),
-                             tags[level], msg, level == LOG_DEBUG ? " (" : "",
-                             level == LOG_DEBUG ? where : "", level == LOG_DEBUG ? ")" : "");
+        n = (size_t)snprintf(buf, cap, "%s[%d] %s: %s%s%s%s", g_program, (int)getpid(), tags[level],
+                             msg, level == LOG_DEBUG ? " (" : "", level == LOG_DEBUG ? where : "",
+                             level == LOG_DEBUG ? ")" : "");
     } else if (g_format == LOG_FORMAT_KV) {
         timestamp(ts, sizeof(ts));
-        n = (size_t)snprintf(buf, cap, "ts=%s level=%s program=%s pid=%d msg=", ts,
-                             tags[level], g_program, (int)getpid());
+        n = (size_t)snprintf(buf, cap, "ts=%s level=%s program=%s pid=%d msg=", ts, tags[level],
+                             g_program, (int)getpid());
         put_quoted(buf, cap, &n, msg);
         if (level == LOG_DEBUG && n < cap)
             n += (size_t)snprintf(buf + n, cap - n, " src=%s", where);

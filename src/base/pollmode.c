@@ -46,8 +46,7 @@ int switch_poll_parse(const char *text, switch_poll_t *mode, uint32_t *spin_us, 
 
 const char *switch_poll_name(switch_poll_t mode)
 {
-    return mode == SWITCH_POLL_BUSY ? "busy" : mode == SWITCH_POLL_ADAPTIVE ? "adaptive"
-                                                                            : "sleep";
+    return mode == SWITCH_POLL_BUSY ? "busy" : mode == SWITCH_POLL_ADAPTIVE ? "adaptive" : "sleep";
 }
 
 /* A CPU number at *p (advanced past it). 0, or -EINVAL. */
@@ -64,8 +63,7 @@ static int cpu_number(const char **p, uint32_t *out)
     return 0;
 }
 
-int switch_cpu_list_parse(const char *text, uint32_t *cpus, uint32_t *n, char *err,
-                          size_t errlen)
+int switch_cpu_list_parse(const char *text, uint32_t *cpus, uint32_t *n, char *err, size_t errlen)
 {
     uint64_t seen = 0;
     const char *p = text;

@@ -13,11 +13,11 @@
 
 typedef enum switch_poll {
     SWITCH_POLL_SLEEP = 0, /* block in the receive until a packet comes */
-    SWITCH_POLL_BUSY,      /* never block: receive without waiting, again and again */
-    SWITCH_POLL_ADAPTIVE,  /* never block within spin_us of the last packet, else sleep */
+    SWITCH_POLL_BUSY, /* never block: receive without waiting, again and again */
+    SWITCH_POLL_ADAPTIVE, /* never block within spin_us of the last packet, else sleep */
 } switch_poll_t;
 
-#define SWITCH_POLL_SPIN_US_DEFAULT 50u  /* adaptive without :US */
+#define SWITCH_POLL_SPIN_US_DEFAULT 50u /* adaptive without :US */
 #define SWITCH_POLL_SPIN_US_MAX 1000000u
 #define SWITCH_MAX_CPUS 64u
 
@@ -39,8 +39,7 @@ const char *switch_poll_name(switch_poll_t mode);
 
 /* A CPU list ("0", "0,2", "1-3", "0,2-3") into cpus[SWITCH_MAX_CPUS] (each below
  * SWITCH_MAX_CPUS, no repeats), their number into *n. 0, or -EINVAL with the reason in err. */
-int switch_cpu_list_parse(const char *text, uint32_t *cpus, uint32_t *n, char *err,
-                          size_t errlen);
+int switch_cpu_list_parse(const char *text, uint32_t *cpus, uint32_t *n, char *err, size_t errlen);
 
 /* Pin the calling thread to one CPU. 0, or -errno. */
 int switch_pin_self(uint32_t cpu);

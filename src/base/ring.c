@@ -12,7 +12,7 @@
 
 typedef struct ring_hdr {
     uint32_t size; /* bytes of the record in the ring; 0: a gap to the buffer's end */
-    uint32_t len;  /* the caller's bytes */
+    uint32_t len; /* the caller's bytes */
     uint64_t pad_;
 } ring_hdr_t;
 _Static_assert(sizeof(ring_hdr_t) == RING_ALIGN, "the header keeps records aligned");

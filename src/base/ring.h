@@ -25,7 +25,7 @@
 typedef struct ring_pos {
     _Atomic uint64_t head INAGG_ALIGNED; /* units ever published (producer) */
     _Atomic uint64_t tail INAGG_ALIGNED; /* units ever released (consumer) */
-    uint64_t cap INAGG_ALIGNED;          /* units the ring holds */
+    uint64_t cap INAGG_ALIGNED; /* units the ring holds */
 } ring_pos_t;
 
 /* Producer: the units free now, and making n more visible. */

@@ -15,8 +15,8 @@
 
 #include "base/errmsg.h"
 #include "base/util.h"
-#include "json/json.h"
 #include "launch/launch.h"
+#include "json/json.h"
 
 #define BASELINE_MAX_WORKERS 64u /* the int32 tensor values are bounded for 64 ranks */
 #define PROGRAM_NAME "inagg-mpi-bench"
@@ -29,8 +29,7 @@ int baseline_mpi_find_program(char *buf, size_t len)
 /* The report: the line whose "name" is "mpi", with every number and "verified". 0, or -EINVAL. */
 static int parse_report(const char *line, struct baseline_mpi_result *out)
 {
-    static const char *const keys[] = {"median", "min", "max", "ate_per_s", "p50", "p99",
-                                       "p999"};
+    static const char *const keys[] = {"median", "min", "max", "ate_per_s", "p50", "p99", "p999"};
     double *dst[] = {&out->tat_median_ms, &out->tat_min_ms, &out->tat_max_ms, &out->ate_per_s,
                      &out->lat_p50_us,    &out->lat_p99_us, &out->lat_p999_us};
     char name[16];
@@ -76,16 +75,16 @@ int baseline_mpi_run(const struct baseline_mpi_params *p, struct baseline_mpi_re
     if (p->workers < 1 || p->workers > BASELINE_MAX_WORKERS || p->elems < 1 ||
         p->elems > (size_t)INT_MAX || p->iters < 1) {
         return set_err(err, errlen, -EINVAL,
-                "MPI baseline: invalid parameters (workers %u: 1..%u, elems %zu: 1..%d, "
-                "iters %u: >= 1)",
-                p->workers, BASELINE_MAX_WORKERS, p->elems, INT_MAX, p->iters);
+                       "MPI baseline: invalid parameters (workers %u: 1..%u, elems %zu: 1..%d, "
+                       "iters %u: >= 1)",
+                       p->workers, BASELINE_MAX_WORKERS, p->elems, INT_MAX, p->iters);
     }
     char prog[PATH_MAX];
     if (baseline_mpi_find_program(prog, sizeof(prog)) != 0) {
         return set_err(err, errlen, -ENOENT,
-                "MPI baseline program '%s' is missing or not executable (it is built by "
-                "`make` when mpicc is installed; $INAGG_MPI_BENCH overrides the path)",
-                prog[0] ? prog : PROGRAM_NAME);
+                       "MPI baseline program '%s' is missing or not executable (it is built by "
+                       "`make` when mpicc is installed; $INAGG_MPI_BENCH overrides the path)",
+                       prog[0] ? prog : PROGRAM_NAME);
     }
 
     char elems[32], iters[16], warmup[16], seed[32];
@@ -93,16 +92,15 @@ int baseline_mpi_run(const struct baseline_mpi_params *p, struct baseline_mpi_re
     snprintf(iters, sizeof(iters), "%u", p->iters);
     snprintf(warmup, sizeof(warmup), "%u", p->warmup);
     snprintf(seed, sizeof(seed), "%llu", (unsigned long long)p->seed);
-    const char *args[] = {"--elems", elems, "--dtype", p->dtype_float ? "float32" : "int32",
-                          "--iters", iters, "--warmup", warmup,
-                          "--mode", p->latency_mode ? "latency" : "bench",
-                          "--seed", seed, NULL};
+    const char *args[] = {
+        "--elems",  elems,  "--dtype", p->dtype_float ? "float32" : "int32",  "--iters", iters,
+        "--warmup", warmup, "--mode",  p->latency_mode ? "latency" : "bench", "--seed",  seed,
+        NULL};
     unsigned timeout_s = p->timeout_s ? p->timeout_s : BASELINE_MPI_DEFAULT_TIMEOUT_S;
     launch_capture_t *cap = calloc(1, sizeof(*cap));
     if (!cap)
         return set_err(err, errlen, -ENOMEM, "MPI baseline: out of memory");
-    int lrc = launch_mpirun_cfg(p->placement, p->workers, prog, args, timeout_s, cap, err,
-                                errlen);
+    int lrc = launch_mpirun_cfg(p->placement, p->workers, prog, args, timeout_s, cap, err, errlen);
     if (lrc != 0 && lrc != -ETIMEDOUT && lrc != -ECHILD) { /* mpirun missing, cannot start */
         free(cap);
         return lrc < 0 ? lrc : -EIO;
@@ -112,8 +110,10 @@ int baseline_mpi_run(const struct baseline_mpi_params *p, struct baseline_mpi_re
     int have_report = lrc != -ETIMEDOUT && find_report(cap->out, out) == 0;
     int exited = WIFEXITED(status), code = exited ? WEXITSTATUS(status) : -1;
     if (lrc == -ETIMEDOUT) {
-        rc = set_err(err, errlen, -ETIMEDOUT, "mpirun timed out after %u s (%u ranks, %zu "
-                     "elements) and was killed; stderr: ", timeout_s, p->workers, p->elems);
+        rc = set_err(err, errlen, -ETIMEDOUT,
+                     "mpirun timed out after %u s (%u ranks, %zu "
+                     "elements) and was killed; stderr: ",
+                     timeout_s, p->workers, p->elems);
         launch_append_tail(err, errlen, cap->tail_len ? cap->tail : "(empty)");
     } else if (have_report && (!out->verified || code == 0)) {
         rc = 0;
@@ -129,8 +129,10 @@ int baseline_mpi_run(const struct baseline_mpi_params *p, struct baseline_mpi_re
                     WIFSIGNALED(status) ? WTERMSIG(status) : 0);
         launch_append_tail(err, errlen, cap->tail_len ? cap->tail : "(empty)");
     } else {
-        rc = set_err(err, errlen, -EPROTO, "unparsable output from %s (expected one JSON line); "
-                     "stdout: ", prog);
+        rc = set_err(err, errlen, -EPROTO,
+                     "unparsable output from %s (expected one JSON line); "
+                     "stdout: ",
+                     prog);
         if (cap->out_len > 256) /* the head is enough to see what came out */
             cap->out[256] = '\0';
         launch_append_tail(err, errlen, cap->out_len ? cap->out : "(empty)");

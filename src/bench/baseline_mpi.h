@@ -15,13 +15,13 @@
 #include "launch/launch.h"
 
 struct baseline_mpi_params {
-    unsigned workers;   /* MPI ranks, 1..64 */
-    size_t elems;       /* elements per rank, 1..INT_MAX */
-    int dtype_float;    /* 0 int32, 1 float32 */
-    unsigned iters;     /* timed iterations, >= 1 */
-    unsigned warmup;    /* untimed iterations first */
-    int latency_mode;   /* 1: verify every iteration (--mode latency) */
-    uint64_t seed;      /* tensor contents, see bench/benchdata.h */
+    unsigned workers; /* MPI ranks, 1..64 */
+    size_t elems; /* elements per rank, 1..INT_MAX */
+    int dtype_float; /* 0 int32, 1 float32 */
+    unsigned iters; /* timed iterations, >= 1 */
+    unsigned warmup; /* untimed iterations first */
+    int latency_mode; /* 1: verify every iteration (--mode latency) */
+    uint64_t seed; /* tensor contents, see bench/benchdata.h */
     unsigned timeout_s; /* the whole mpirun run, 0: BASELINE_MPI_DEFAULT_TIMEOUT_S */
     const launch_mpirun_cfg_t *placement; /* hosts, prefix, rsh agent, MCA settings (e.g. the
                                              forced ring); NULL: all ranks on loopback */
@@ -30,11 +30,11 @@ struct baseline_mpi_params {
 struct baseline_mpi_result {
     int verified;
     double tat_median_ms, tat_min_ms, tat_max_ms; /* per iteration, slowest rank */
-    double ate_per_s;                             /* elems / median seconds */
-    double lat_p50_us, lat_p99_us, lat_p999_us;   /* nearest-rank over timed iterations */
-    double cpu_workers_pct, cpu_workers_max_pct;  /* mean and busiest rank over the timed
+    double ate_per_s; /* elems / median seconds */
+    double lat_p50_us, lat_p99_us, lat_p999_us; /* nearest-rank over timed iterations */
+    double cpu_workers_pct, cpu_workers_max_pct; /* mean and busiest rank over the timed
                                                      iterations, % of a core; NaN if absent */
-    char checksum[24];                            /* bench_checksum of rank 0's last result */
+    char checksum[24]; /* bench_checksum of rank 0's last result */
 };
 
 #define BASELINE_MPI_DEFAULT_TIMEOUT_S 600u

@@ -14,8 +14,8 @@
 #include <stdio.h>
 #include <sys/types.h>
 
-#include "inagg.h"
 #include "bench/rank_report.h"
+#include "inagg.h"
 #include "launch/launch.h"
 
 #define AR_CMD "inagg bench allreduce"
@@ -34,14 +34,20 @@
 /* The systems a run measures: inagg, then the baselines in the order --baseline names them. */
 typedef enum ar_system { AR_INAGG, AR_MPI, AR_MPI_RING, AR_GLOO, AR_NSYS } ar_system_t;
 extern const char *const ar_system_name[AR_NSYS]; /* inagg, mpi, mpi-ring, gloo */
-extern const char *const ar_system_key[AR_NSYS];  /* JSON: inagg, mpi, mpi_ring, gloo */
+extern const char *const ar_system_key[AR_NSYS]; /* JSON: inagg, mpi, mpi_ring, gloo */
 
 /* Options given on the command line (AR_GIVEN_*): the testbed's link-aware defaults apply to
  * the others only. */
 enum {
-    AR_GIVEN_PACKET = 1, AR_GIVEN_WINDOW = 2, AR_GIVEN_RTO_MIN = 4, AR_GIVEN_RTO_MAX = 8,
-    AR_GIVEN_SWITCH_THREADS = 16, AR_GIVEN_ITERS = 32, AR_GIVEN_WARMUP = 64,
-    AR_GIVEN_WORKERS = 128, AR_GIVEN_DTYPE = 256,
+    AR_GIVEN_PACKET = 1,
+    AR_GIVEN_WINDOW = 2,
+    AR_GIVEN_RTO_MIN = 4,
+    AR_GIVEN_RTO_MAX = 8,
+    AR_GIVEN_SWITCH_THREADS = 16,
+    AR_GIVEN_ITERS = 32,
+    AR_GIVEN_WARMUP = 64,
+    AR_GIVEN_WORKERS = 128,
+    AR_GIVEN_DTYPE = 256,
 };
 
 typedef struct ar_opts {
@@ -52,35 +58,35 @@ typedef struct ar_opts {
     int dtype_float;
     inagg_float_mode_t float_mode;
     inagg_protocol_t protocol;
-    const char *compress;      /* --compress MODE (NULL: none), checked by codec_parse */
-    double loss;               /* loopback: injected in the workers; testbed: on the links */
+    const char *compress; /* --compress MODE (NULL: none), checked by codec_parse */
+    double loss; /* loopback: injected in the workers; testbed: on the links */
     const char *faults, *switch_addr, *json_path, *plot_path, *job;
     char faults_buf[160];
-    int nbase;                 /* baselines, in the order given; base[0] is `the` baseline */
+    int nbase; /* baselines, in the order given; base[0] is `the` baseline */
     ar_system_t base[AR_NSYS];
-    int single;                /* one rank of a job (--rank): print its report, no switch */
+    int single; /* one rank of a job (--rank): print its report, no switch */
     uint32_t rank;
-    uint32_t testbed;          /* hosts of a testbed to build, 0: loopback */
+    uint32_t testbed; /* hosts of a testbed to build, 0: loopback */
     uint32_t leaves, hosts_per_leaf; /* two levels: leaf switches of hosts_per_leaf ranks each
                                   under a spine (0: one switch); a rank joins its leaf as rank
                                   rank % hosts_per_leaf, its data and check are global */
-    uint32_t shards;           /* switches the job's slots are spread over (0, 1: one) */
-    int pin_switches;          /* loopback: pin switch process k to CPU k (mod the CPUs) */
-    int no_dataplane_auth;     /* the ranks' packets go without MACs (only JOIN proves the
+    uint32_t shards; /* switches the job's slots are spread over (0, 1: one) */
+    int pin_switches; /* loopback: pin switch process k to CPU k (mod the CPUs) */
+    int no_dataplane_auth; /* the ranks' packets go without MACs (only JOIN proves the
                                   launcher's secret): for measuring what the MACs cost */
     uint32_t switch_cpu_share; /* loopback: each switch process capped at this percent of one
                                   CPU (a switch of fixed capacity; 0: uncapped) */
-    const char *link_rate;     /* as given (tc syntax), passed to tools/testbed */
-    const char *fabric;        /* tools/testbed --fabric (NULL: its default) */
-    const char *xdp;           /* tools/testbed --xdp: the inagg fabric's ports on AF_XDP
+    const char *link_rate; /* as given (tc syntax), passed to tools/testbed */
+    const char *fabric; /* tools/testbed --fabric (NULL: its default) */
+    const char *xdp; /* tools/testbed --xdp: the inagg fabric's ports on AF_XDP
                                   (auto|on|off; NULL: the tool's default) */
-    const char *transport;     /* --transport udp|roce (NULL: udp) */
-    const char *pcap;          /* --pcap FILE: the fabric's frames (testbed) */
-    const char *roce_psn;      /* --roce-psn N: every RoCE QP's first PSN (NULL: random) */
-    const char *link_delay;    /* tools/testbed --link-delay (NULL: none) */
-    uint64_t link_bps;         /* 0: unlimited */
+    const char *transport; /* --transport udp|roce (NULL: udp) */
+    const char *pcap; /* --pcap FILE: the fabric's frames (testbed) */
+    const char *roce_psn; /* --roce-psn N: every RoCE QP's first PSN (NULL: random) */
+    const char *link_delay; /* tools/testbed --link-delay (NULL: none) */
+    uint64_t link_bps; /* 0: unlimited */
     uint32_t mtu;
-    int nsizes;                /* 0: the one size --elems */
+    int nsizes; /* 0: the one size --elems */
     uint64_t sizes[AR_MAX_SIZES]; /* bytes per rank, ascending */
     unsigned given;
 } ar_opts_t;
@@ -96,7 +102,7 @@ typedef bench_rank_report_t ar_rank_report_t;
 /* One system at one size. Percentages are of one core (machine: of all cores); NaN absent. */
 typedef struct ar_sys_result {
     int ran, verified;
-    int completed;             /* every rank ran every iteration without an error (verified or
+    int completed; /* every rank ran every iteration without an error (verified or
                                   not); 0: it failed (join, a call, a process), no numbers */
     uint32_t iters;
     double tat_median_s, tat_min_s, tat_max_s;
@@ -105,9 +111,9 @@ typedef struct ar_sys_result {
     int checksums_agree;
     uint64_t packets, retransmissions, duplicates;
     uint64_t encode_ns, decode_ns, overlap_ns; /* coding, summed over the ranks */
-    uint64_t chunks_encoded, chunks_ahead;     /* ... and chunks (ahead: by the helpers) */
-    uint32_t code_floor_us;    /* the largest timeout floor for coding time */
-    double worst;              /* float32: largest error relative to its bound */
+    uint64_t chunks_encoded, chunks_ahead; /* ... and chunks (ahead: by the helpers) */
+    uint32_t code_floor_us; /* the largest timeout floor for coding time */
+    double worst; /* float32: largest error relative to its bound */
     char error[768];
 } ar_sys_result_t;
 
@@ -118,17 +124,17 @@ typedef struct ar_size_result {
 } ar_size_result_t;
 
 typedef struct ar_run {
-    ar_opts_t opts;            /* as given, with the testbed's link-aware defaults applied */
-    const ar_opts_t *o;        /* &opts */
-    uint32_t world;            /* ranks: --workers, or the testbed's hosts */
+    ar_opts_t opts; /* as given, with the testbed's link-aware defaults applied */
+    const ar_opts_t *o; /* &opts */
+    uint32_t world; /* ranks: --workers, or the testbed's hosts */
     int nsizes;
     ar_size_result_t size[AR_MAX_SIZES];
     int on_testbed;
     launch_testbed_t tb;
-    char defaults_note[512];   /* the link-aware choices, said once */
-    double busy_before;        /* the machine's busy share (all cores, %) in the second before
+    char defaults_note[512]; /* the link-aware choices, said once */
+    double busy_before; /* the machine's busy share (all cores, %) in the second before
                                   the first measurement: other users' load on a shared box */
-    uint32_t nswitch_cpu;      /* loopback: CPU seconds each switch process used over the whole
+    uint32_t nswitch_cpu; /* loopback: CPU seconds each switch process used over the whole
                                   run (shard 0 or the spine first, then the other shards or
                                   the leaves): a sharded job's per-switch load */
     double switch_cpu_s[AR_MAX_SHARDS + AR_MAX_LEAVES];

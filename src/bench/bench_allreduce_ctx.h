@@ -19,18 +19,18 @@
 
 typedef struct ctx {
     ar_run_t *run;
-    ar_opts_t so;              /* the options of the size being run */
+    ar_opts_t so; /* the options of the size being run */
     sampler_t sampler;
-    pid_t sw_pid;              /* the switch process: embedded, or in the switch namespace */
+    pid_t sw_pid; /* the switch process: embedded, or in the switch namespace */
     char sw_addr[AR_MAX_SHARDS * 32]; /* HOST:PORT of its control port (shards: A,B,...) */
     pid_t more_pids[AR_MAX_SHARDS + AR_MAX_LEAVES]; /* the other shards, or the leaves */
     int nmore;
     char leaf_addr[AR_MAX_LEAVES][64]; /* two levels: each leaf's HOST:PORT */
-    int sw_err_fd;             /* its stderr (a memfd), testbed only */
+    int sw_err_fd; /* its stderr (a memfd), testbed only */
     char cap_path[AR_MAX_SHARDS + AR_MAX_LEAVES + 1][96]; /* --switch-cpu-share: the CPU
                                   cgroups of the loopback switches (removed at the end) */
     int ncap;
-    char self[PATH_MAX];       /* this binary */
+    char self[PATH_MAX]; /* this binary */
     char python[PATH_MAX], gloo[PATH_MAX];
     char rsh[PATH_MAX];
     char hosts_list[LAUNCH_TESTBED_MAX_HOSTS * 16];

@@ -9,10 +9,11 @@
 #include "bench/bench_allreduce.h"
 #include "wire/wire.h"
 
-#define HEADER_BYTES WIRE_HEADER_MAX /* inagg's packet header and its MAC (a job with a
+#define HEADER_BYTES                                                                               \
+    WIRE_HEADER_MAX /* inagg's packet header and its MAC (a job with a
                                        secret, as every bench job has by default) */
-#define IP_UDP_BYTES 28u      /* IPv4 + UDP headers in the frame's MTU */
-#define WINDOW_TIME_S 0.003   /* the window holds this much of the link's rate */
+#define IP_UDP_BYTES 28u /* IPv4 + UDP headers in the frame's MTU */
+#define WINDOW_TIME_S 0.003 /* the window holds this much of the link's rate */
 
 const char *const ar_system_name[AR_NSYS] = {"inagg", "mpi", "mpi-ring", "gloo"};
 const char *const ar_system_key[AR_NSYS] = {"inagg", "mpi", "mpi_ring", "gloo"};
@@ -21,8 +22,8 @@ void ar_link_defaults(ar_opts_t *o, uint32_t mtu, uint64_t link_bps, char *note,
 {
     if (!(o->given & AR_GIVEN_PACKET)) {
         /* one datagram per frame: no IP fragments, so a lost frame loses one packet */
-        uint32_t fit = mtu > HEADER_BYTES + IP_UDP_BYTES + 4 ?
-                       (mtu - HEADER_BYTES - IP_UDP_BYTES) / 4 : 1;
+        uint32_t fit =
+            mtu > HEADER_BYTES + IP_UDP_BYTES + 4 ? (mtu - HEADER_BYTES - IP_UDP_BYTES) / 4 : 1;
         if (fit > INAGG_MAX_PACKET_ELEMS)
             fit = INAGG_MAX_PACKET_ELEMS;
         uint32_t p = 1;
@@ -54,9 +55,10 @@ void ar_link_defaults(ar_opts_t *o, uint32_t mtu, uint64_t link_bps, char *note,
              "%.0f ms, switch threads %u",
              o->packet_elems, o->packet_elems * 4 + HEADER_BYTES,
              o->packet_elems * 4 + HEADER_BYTES + IP_UDP_BYTES <= mtu ? ": one frame each"
-                                                                       : ", fragmented",
+                                                                      : ", fragmented",
              o->window,
              o->given & AR_GIVEN_WINDOW ? "as given"
-             : link_bps ? "about 3 ms of the link" : "no rate limit",
+             : link_bps                 ? "about 3 ms of the link"
+                                        : "no rate limit",
              o->rto_min_us / 1000.0, o->switch_threads);
 }

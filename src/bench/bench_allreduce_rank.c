@@ -16,19 +16,19 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/util.h"
 #include "bench/bench_allreduce.h"
 #include "bench/benchdata.h"
-#include "base/util.h"
-#include "json/json.h"
 #include "codec/codec.h"
 #include "worker/quant.h"
+#include "json/json.h"
 
 typedef struct expected {
-    float *ref;   /* compressed: the offline reference (build_reference) */
-    float *tol;   /* compressed: per element, the error allowed against it */
+    float *ref; /* compressed: the offline reference (build_reference) */
+    float *tol; /* compressed: per element, the error allowed against it */
     int32_t *i32;
-    double *f64;  /* exact sum */
-    float *abs;   /* sum of magnitudes (native float bound) */
+    double *f64; /* exact sum */
+    float *abs; /* sum of magnitudes (native float bound) */
     int16_t *exp; /* per chunk: the exponent every rank will agree on (fixed point) */
 } expected_t;
 
@@ -176,8 +176,8 @@ static int build_reference(const ar_opts_t *o, expected_t *ex)
             for (size_t k = b; k < e; k++)
                 dev = fmax(dev, fabs((double)ref[k] - ex->f64[off + k]));
             for (size_t k = b; k < e; k++)
-                tol[k] = (float)(2.0 * dev + 2.0 * w * ldexp((double)ex->abs[off + k], -24) +
-                                 1e-30);
+                tol[k] =
+                    (float)(2.0 * dev + 2.0 * w * ldexp((double)ex->abs[off + k], -24) + 1e-30);
         }
     }
     rc = 0;
@@ -202,8 +202,7 @@ static void free_expected(expected_t *ex)
 }
 
 /* Check one result; returns the number of wrong elements (0: verified). */
-static uint64_t verify(const ar_opts_t *o, const expected_t *ex, const void *recv,
-                       double *worst)
+static uint64_t verify(const ar_opts_t *o, const expected_t *ex, const void *recv, double *worst)
 {
     uint64_t bad = 0;
     if (!o->dtype_float) {
@@ -314,8 +313,8 @@ int ar_rank_run(const ar_opts_t *o, uint32_t rank, const char *addr, const char 
     inagg_result_t rc = INAGG_OK;
     if (!send || !recv || build_expected(o, &ex) != 0) {
         rc = INAGG_ERR_NOMEM;
-        snprintf(rep->error, sizeof(rep->error), "rank %u: out of memory for %llu elements",
-                 rank, (unsigned long long)o->elems);
+        snprintf(rep->error, sizeof(rep->error), "rank %u: out of memory for %llu elements", rank,
+                 (unsigned long long)o->elems);
         goto done;
     }
     for (uint64_t i = 0; i < o->elems; i++) {
@@ -332,8 +331,8 @@ int ar_rank_run(const ar_opts_t *o, uint32_t rank, const char *addr, const char 
     uint32_t jworld = o->hosts_per_leaf ? o->hosts_per_leaf : o->workers;
     rc = inagg_comm_create(&comm, addr, job, jrank, jworld, &opts, detail, sizeof(detail));
     if (rc != INAGG_OK) {
-        snprintf(rep->error, sizeof(rep->error), "rank %u: joining job %s at %s: %s: %s", rank,
-                 job, addr, inagg_strerror(rc), detail);
+        snprintf(rep->error, sizeof(rep->error), "rank %u: joining job %s at %s: %s: %s", rank, job,
+                 addr, inagg_strerror(rc), detail);
         goto done;
     }
     inagg_dtype_t dt = o->dtype_float ? INAGG_FLOAT32 : INAGG_INT32;
@@ -406,7 +405,10 @@ done:
 
 bench_rank_meta_t ar_rank_meta(const ar_opts_t *o)
 {
-    return (bench_rank_meta_t){.name = "inagg", .world = o->workers, .elems = o->elems,
+    return (bench_rank_meta_t){.name = "inagg",
+                               .world = o->workers,
+                               .elems = o->elems,
                                .dtype = o->dtype_float ? "float32" : "int32",
-                               .packet_elems = o->packet_elems, .window = o->window};
+                               .packet_elems = o->packet_elems,
+                               .window = o->window};
 }

@@ -24,7 +24,8 @@ void ar_result_init(ar_sys_result_t *r)
  * number, not an error code). */
 static long named_rank(const char *error)
 {
-    static const char *const verdicts[] = {"failed on the switch: rank ", "failed on the switch: ranks "};
+    static const char *const verdicts[] = {"failed on the switch: rank ",
+                                           "failed on the switch: ranks "};
     for (size_t v = 0; v < sizeof(verdicts) / sizeof(verdicts[0]); v++) {
         const char *p = strstr(error, verdicts[v]);
         if (p) {
@@ -54,8 +55,7 @@ static int root_cause_rank(const ar_rank_report_t *reps, uint32_t n, uint32_t it
         if (x->verified && x->rc == 0 && x->iters == iters)
             continue;
         long named = x->error[0] ? named_rank(x->error) : -1;
-        if (named >= 0 && (uint32_t)named < n && reps[named].error[0] &&
-            own_failure(&reps[named]))
+        if (named >= 0 && (uint32_t)named < n && reps[named].error[0] && own_failure(&reps[named]))
             return (int)named;
         double t = x->t_fail > 0 ? x->t_fail : INFINITY;
         if (best < 0 || t < (reps[best].t_fail > 0 ? reps[best].t_fail : INFINITY))
@@ -83,8 +83,10 @@ void ar_summarize_ranks(const ar_rank_report_t *reps, uint32_t n, uint32_t iters
             r->verified = 0;
             if (!r->error[0] && (int)k == root_cause_rank(reps, n, iters))
                 snprintf(r->error, sizeof(r->error), "%s",
-                         x->error[0] ? x->error : x->iters != iters ? "a rank reported too "
-                         "few iterations" : "a rank's result did not verify");
+                         x->error[0]         ? x->error
+                         : x->iters != iters ? "a rank reported too "
+                                               "few iterations"
+                                             : "a rank's result did not verify");
         }
         if (x->checksum != reps[0].checksum)
             r->checksums_agree = 0;

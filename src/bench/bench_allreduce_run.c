@@ -28,14 +28,14 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/util.h"
+#include "bench/baseline_mpi.h"
 #include "bench/bench_allreduce.h"
 #include "bench/bench_allreduce_ctx.h"
 #include "bench/bench_pcap.h"
 #include "bench/cpu_sampler.h"
-#include "bench/ranks.h"
 #include "bench/harness.h"
-#include "bench/baseline_mpi.h"
-#include "base/util.h"
+#include "bench/ranks.h"
 
 #define GLOO_PORT 29500
 #define LOOPBACK_BPS 2e9 /* a guess at loopback's allreduce rate, for time estimates only */
@@ -91,15 +91,14 @@ static void run_inagg_local(ctx_t *c, ar_sys_result_t *r)
         goto out;
     }
     sampler_begin(&c->sampler, c->sw_pid);
-    if (launch_ranks_start(g, o->workers, local_rank_main, &lc, LAUNCH_PIPE, err,
-                           sizeof(err)) != 0) {
+    if (launch_ranks_start(g, o->workers, local_rank_main, &lc, LAUNCH_PIPE, err, sizeof(err)) !=
+        0) {
         snprintf(r->error, sizeof(r->error), "starting the workers: %s", err);
         goto out;
     }
     uint64_t deadline = util_now_ns() + (uint64_t)time_limit_s(c) * 1000000000ull;
     int open_fds = bench_ranks_collect_reports(g, o->workers, reps, AR_REPORT_LINE_MAX, got,
-                                               deadline, (int)SAMPLE_MS, sampler_tick,
-                                               &c->sampler);
+                                               deadline, (int)SAMPLE_MS, sampler_tick, &c->sampler);
     if (open_fds < 0) {
         launch_ranks_kill(g);
         snprintf(r->error, sizeof(r->error), "out of memory for the workers' reports");
@@ -158,8 +157,7 @@ static int run_rank_group(ctx_t *c, const char *what, argv_fn build, ar_rank_rep
             goto out;
         }
     }
-    int wrc = launch_group_wait(g, time_limit_s(c) * 1000u, sampler_tick, &c->sampler,
-                                SAMPLE_MS);
+    int wrc = launch_group_wait(g, time_limit_s(c) * 1000u, sampler_tick, &c->sampler, SAMPLE_MS);
     launch_group_end(g);
     r->ran = 1;
     for (uint32_t k = 0; k < o->workers; k++) {
@@ -173,9 +171,10 @@ static int run_rank_group(ctx_t *c, const char *what, argv_fn build, ar_rank_rep
         if (!last || bench_rank_report_decode(last, &reps[k]) < 0) {
             char st[96];
             int code = launch_exit_code(p->status);
-            snprintf(r->error, sizeof(r->error), "%s rank %u (h%u) %s without a report%s: ",
-                     what, k, k + 1, wrc == -ETIMEDOUT ? "was killed after the time limit"
-                     : launch_status_text(p->status, st, sizeof(st)),
+            snprintf(r->error, sizeof(r->error), "%s rank %u (h%u) %s without a report%s: ", what,
+                     k, k + 1,
+                     wrc == -ETIMEDOUT ? "was killed after the time limit"
+                                       : launch_status_text(p->status, st, sizeof(st)),
                      code == 3 ? " (python3-torch with Gloo is not installed?)" : "");
             launch_append_tail(r->error, sizeof(r->error), p->tail_len ? p->tail : "(no stderr)");
             goto out;
@@ -337,8 +336,7 @@ static void run_inagg_testbed(ctx_t *c, ar_sys_result_t *r)
 
 /* ---- Gloo ---------------------------------------------------------------------------------- */
 
-static int gloo_rank_argv(ctx_t *c, uint32_t rank, char **argv, size_t cap, char *store,
-                          size_t len)
+static int gloo_rank_argv(ctx_t *c, uint32_t rank, char **argv, size_t cap, char *store, size_t len)
 {
     const ar_opts_t *o = &c->so;
     argb_t b = {argv, 0, cap, store, 0, len, 0};
@@ -403,8 +401,10 @@ static void run_gloo(ctx_t *c, ar_sys_result_t *r)
         else if (launch_beside_self("../tools/gloo_allreduce.py", c->gloo, sizeof(c->gloo)))
             c->gloo[0] = '\0';
         if (!c->gloo[0] || access(c->gloo, R_OK) != 0) {
-            snprintf(r->error, sizeof(r->error), "tools/gloo_allreduce.py not found beside the "
-                     "build (%.300s; set INAGG_GLOO_SCRIPT)", c->gloo);
+            snprintf(r->error, sizeof(r->error),
+                     "tools/gloo_allreduce.py not found beside the "
+                     "build (%.300s; set INAGG_GLOO_SCRIPT)",
+                     c->gloo);
             c->gloo[0] = '\0';
             return;
         }
@@ -446,10 +446,14 @@ static void run_mpi(ctx_t *c, int ring, ar_sys_result_t *r)
         cfg.if_include = tb->subnet;
         cfg.rsh_agent = c->rsh;
     }
-    struct baseline_mpi_params bp = {.workers = o->workers, .elems = o->elems,
-                                     .dtype_float = o->dtype_float, .iters = o->iters,
-                                     .warmup = o->warmup, .seed = o->seed,
-                                     .timeout_s = time_limit_s(c), .placement = &cfg};
+    struct baseline_mpi_params bp = {.workers = o->workers,
+                                     .elems = o->elems,
+                                     .dtype_float = o->dtype_float,
+                                     .iters = o->iters,
+                                     .warmup = o->warmup,
+                                     .seed = o->seed,
+                                     .timeout_s = time_limit_s(c),
+                                     .placement = &cfg};
     struct baseline_mpi_result base;
     char err[768];
     r->ran = 1;
@@ -505,8 +509,8 @@ static void size_iters(const ar_run_t *run, uint64_t bytes, uint32_t *iters, uin
 static void say_failure(const char *sys, const ar_size_result_t *s, const ar_sys_result_t *r)
 {
     if (!r->verified)
-        fprintf(stderr, AR_CMD ": %s at %llu elements: %s\n", sys,
-                (unsigned long long)s->elems, r->error[0] ? r->error : "did not verify");
+        fprintf(stderr, AR_CMD ": %s at %llu elements: %s\n", sys, (unsigned long long)s->elems,
+                r->error[0] ? r->error : "did not verify");
 }
 
 static void run_size(ctx_t *c, ar_size_result_t *s)
@@ -554,7 +558,6 @@ static void plan_sizes(ar_run_t *run)
     }
 }
 
-
 /* INAGG_BENCH_SWITCH_STATS set: the testbed switch's counters (with the fabric's: its RoCE
  * steering and endpoints, ports, drops) to stderr before the testbed goes, so that a failed
  * run leaves its evidence (bench/roce_stress.sh keeps it). */
@@ -569,8 +572,8 @@ static void testbed_switch_stats(ctx_t *c, const launch_testbed_t *tb)
     if (launch_testbed_argv(tb, "sw", cmd, argv, 16) == 0)
         return;
     fprintf(stderr, AR_CMD ": the switch's counters at the end of the run:\n");
-    launch_spec_t s = {.argv = argv, .in = LAUNCH_DEVNULL, .out = STDERR_FILENO,
-                       .err = LAUNCH_INHERIT};
+    launch_spec_t s = {
+        .argv = argv, .in = LAUNCH_DEVNULL, .out = STDERR_FILENO, .err = LAUNCH_INHERIT};
     if (launch_run(&s, 10000, err, sizeof(err)) != 0)
         fprintf(stderr, AR_CMD ": the switch's counters: %s\n", err);
 }
@@ -599,11 +602,10 @@ static int run_testbed(ar_run_t *run, ctx_t *c)
     tb->leaves = run->o->leaves;
     tb->hosts_per_leaf = run->o->hosts_per_leaf;
     launch_testbed_guard(tb);
-    fprintf(stderr, AR_CMD ": building testbed %s: %u hosts, links %s, MTU %u%s%s%s%s%s\n",
-            name, run->o->testbed, run->o->link_rate, run->o->mtu,
-            run->o->loss > 0 ? ", with loss" : "", tb->fabric ? ", fabric " : "",
-            tb->fabric ? tb->fabric : "", tb->link_delay ? ", link delay " : "",
-            tb->link_delay ? tb->link_delay : "");
+    fprintf(stderr, AR_CMD ": building testbed %s: %u hosts, links %s, MTU %u%s%s%s%s%s\n", name,
+            run->o->testbed, run->o->link_rate, run->o->mtu, run->o->loss > 0 ? ", with loss" : "",
+            tb->fabric ? ", fabric " : "", tb->fabric ? tb->fabric : "",
+            tb->link_delay ? ", link delay " : "", tb->link_delay ? tb->link_delay : "");
     int rc = launch_testbed_up(tb, run->o->testbed, name, run->o->link_rate, run->o->mtu,
                                run->o->loss, err, sizeof(err));
     if (rc != 0) {

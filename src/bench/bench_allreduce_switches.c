@@ -80,8 +80,7 @@ int ar_testbed_switches(ctx_t *c)
                  SWITCH_PORT);
         snprintf(index, sizeof(index), "%u", l);
         snprintf(leaves, sizeof(leaves), "%u", o->leaves);
-        char *extra[] = {"--upstream", c->sw_addr, "--leaf-index", index, "--leaves", leaves,
-                         NULL};
+        char *extra[] = {"--upstream", c->sw_addr, "--leaf-index", index, "--leaves", leaves, NULL};
         pid_t p = ns_switch_start(c, ns, listen, extra, c->leaf_addr[l], sizeof(c->leaf_addr[l]));
         if (p < 0)
             return -EIO;
@@ -123,8 +122,8 @@ double ar_process_cpu_s(pid_t pid)
     buf[n] = '\0';
     const char *p = strrchr(buf, ')'); /* the command name may hold spaces */
     unsigned long long ut = 0, st = 0;
-    if (!p || sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut,
-                     &st) != 2)
+    if (!p ||
+        sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
         return NAN;
     return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
 }
@@ -227,4 +226,3 @@ int ar_local_switches(ctx_t *c, const ar_opts_t *o)
         return -EIO;
     return pid < 0 ? -EIO : 0;
 }
-

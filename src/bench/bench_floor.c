@@ -27,12 +27,12 @@
 #include "bench/harness.h"
 #include "bench/samples.h"
 
-#define FLOOR_MAGIC 0x666c6f72u      /* "flor": the first word of every ping */
-#define FLOOR_MIN_SIZE 12u           /* magic, host, sequence number */
-#define FLOOR_MAX_SIZE 65507u        /* largest UDP payload over IPv4 */
+#define FLOOR_MAGIC 0x666c6f72u /* "flor": the first word of every ping */
+#define FLOOR_MIN_SIZE 12u /* magic, host, sequence number */
+#define FLOOR_MAX_SIZE 65507u /* largest UDP payload over IPv4 */
 #define FLOOR_MAX_ITERS 1000000u
-#define FLOOR_PING_TIMEOUT_MS 200    /* a ping unanswered this long is sent again (lost) */
-#define FLOOR_START_MS 15000         /* the echo server must answer within this */
+#define FLOOR_PING_TIMEOUT_MS 200 /* a ping unanswered this long is sent again (lost) */
+#define FLOOR_START_MS 15000 /* the echo server must answer within this */
 #define FLOOR_SERVER_LIFE_MS 3600000 /* the echo server ends by itself after this */
 #define FLOOR_NOT_READY_SLEEP_NS 5000000L
 
@@ -42,8 +42,8 @@ typedef struct floor_report {
 
 int bench_floor_is_role(int argc, char **argv)
 {
-    return argc >= 2 && (strcmp(argv[1], "--floor-echo") == 0 ||
-                         strcmp(argv[1], "--floor-ping") == 0);
+    return argc >= 2 &&
+           (strcmp(argv[1], "--floor-echo") == 0 || strcmp(argv[1], "--floor-ping") == 0);
 }
 
 /* ---- the echo server ---------------------------------------------------------------------- */
@@ -130,8 +130,7 @@ static double one_round_trip(ping_state_t *s, uint32_t seq)
             if (n < 0) {
                 refused = errno == ECONNREFUSED; /* the server is not bound yet */
                 if (!refused && errno != EAGAIN && errno != EINTR) {
-                    fprintf(stderr, "inagg bench latency: floor ping: recv: %s\n",
-                            strerror(errno));
+                    fprintf(stderr, "inagg bench latency: floor ping: recv: %s\n", strerror(errno));
                     return -EIO;
                 }
                 continue;
@@ -139,8 +138,10 @@ static double one_round_trip(ping_state_t *s, uint32_t seq)
             if (n >= (ssize_t)FLOOR_MIN_SIZE && ping_seq(s->rx) != seq)
                 continue; /* the late echo of a ping sent again */
             if (n != (ssize_t)s->size || memcmp(s->rx, s->tx, s->size) != 0) {
-                fprintf(stderr, "inagg bench latency: floor ping %u: the echo differs from "
-                        "the ping (%zd bytes back of %u sent)\n", seq, n, s->size);
+                fprintf(stderr,
+                        "inagg bench latency: floor ping %u: the echo differs from "
+                        "the ping (%zd bytes back of %u sent)\n",
+                        seq, n, s->size);
                 return -EPROTO;
             }
             s->answered = 1;
@@ -148,8 +149,10 @@ static double one_round_trip(ping_state_t *s, uint32_t seq)
         }
         if (!s->answered) { /* starting: not counted lost, bounded by the start deadline */
             if (util_now_ns() >= s->start_deadline) {
-                fprintf(stderr, "inagg bench latency: floor ping: the echo server did not "
-                        "answer within %d ms\n", FLOOR_START_MS);
+                fprintf(stderr,
+                        "inagg bench latency: floor ping: the echo server did not "
+                        "answer within %d ms\n",
+                        FLOOR_START_MS);
                 return -ETIMEDOUT;
             }
             if (refused)
@@ -157,8 +160,7 @@ static double one_round_trip(ping_state_t *s, uint32_t seq)
             continue;
         }
         if (++s->lost > s->max_lost) {
-            fprintf(stderr, "inagg bench latency: floor ping: %u pings lost, giving up\n",
-                    s->lost);
+            fprintf(stderr, "inagg bench latency: floor ping: %u pings lost, giving up\n", s->lost);
             return -ETIMEDOUT;
         }
     }
@@ -191,8 +193,7 @@ static int ping_main(const struct sockaddr_in *to, uint32_t host, uint32_t size,
     floor_report_t rep = {iters, s.lost};
     if (out < 0 || write(out, &rep, sizeof(rep)) != (ssize_t)sizeof(rep) ||
         write(out, rtt, iters * sizeof(double)) != (ssize_t)(iters * sizeof(double))) {
-        fprintf(stderr, "inagg bench latency: floor ping: %s: %s\n", report_file,
-                strerror(errno));
+        fprintf(stderr, "inagg bench latency: floor ping: %s: %s\n", report_file, strerror(errno));
         goto out;
     }
     rc = 0;
@@ -210,15 +211,14 @@ out:
 /* ---- the roles' command line ------------------------------------------------------------ */
 
 /* A hidden role's number flag: an integer in lo..hi, or a message and -EINVAL. */
-static int parse_u64_in(const char *flag, const char *text, uint64_t lo, uint64_t hi,
-                        uint64_t *out)
+static int parse_u64_in(const char *flag, const char *text, uint64_t lo, uint64_t hi, uint64_t *out)
 {
     char *end;
     errno = 0;
     unsigned long long x = strtoull(text, &end, 10);
     if (end == text || *end || errno || x < lo || x > hi || text[0] == '-') {
-        fprintf(stderr, "inagg bench latency: %s needs an integer in %llu..%llu, got '%s'\n",
-                flag, (unsigned long long)lo, (unsigned long long)hi, text);
+        fprintf(stderr, "inagg bench latency: %s needs an integer in %llu..%llu, got '%s'\n", flag,
+                (unsigned long long)lo, (unsigned long long)hi, text);
         return -EINVAL;
     }
     *out = x;
@@ -227,21 +227,26 @@ static int parse_u64_in(const char *flag, const char *text, uint64_t lo, uint64_
 
 static int role_usage(const char *why)
 {
-    fprintf(stderr, "inagg bench latency: %s\n"
+    fprintf(stderr,
+            "inagg bench latency: %s\n"
             "usage: inagg bench latency --floor-echo HOST:PORT [--floor-life-ms MS]\n"
             "       inagg bench latency --floor-ping HOST:PORT --floor-size B --floor-host K\n"
-            "                           --iters N --warmup W --report-file PATH\n", why);
+            "                           --iters N --warmup W --report-file PATH\n",
+            why);
     return 2;
 }
 
 int bench_floor_role_main(int argc, char **argv)
 {
-    static const struct option longopts[] = {
-        {"floor-echo", required_argument, 0, 'E'}, {"floor-ping", required_argument, 0, 'P'},
-        {"floor-size", required_argument, 0, 's'}, {"floor-host", required_argument, 0, 'H'},
-        {"floor-life-ms", required_argument, 0, 'l'}, {"iters", required_argument, 0, 'k'},
-        {"warmup", required_argument, 0, 'W'},     {"report-file", required_argument, 0, 'F'},
-        {0, 0, 0, 0}};
+    static const struct option longopts[] = {{"floor-echo", required_argument, 0, 'E'},
+                                             {"floor-ping", required_argument, 0, 'P'},
+                                             {"floor-size", required_argument, 0, 's'},
+                                             {"floor-host", required_argument, 0, 'H'},
+                                             {"floor-life-ms", required_argument, 0, 'l'},
+                                             {"iters", required_argument, 0, 'k'},
+                                             {"warmup", required_argument, 0, 'W'},
+                                             {"report-file", required_argument, 0, 'F'},
+                                             {0, 0, 0, 0}};
     const char *echo = NULL, *ping = NULL, *report = NULL;
     uint64_t size = 0, host = 0, iters = 0, warmup = 0, life = FLOOR_SERVER_LIFE_MS;
     int c;
@@ -251,15 +256,40 @@ int bench_floor_role_main(int argc, char **argv)
         const char *f = NULL;
         uint64_t *v = NULL, lo = 0, hi = 0;
         switch (c) {
-        case 'E': echo = optarg; break;
-        case 'P': ping = optarg; break;
-        case 'F': report = optarg; break;
-        case 's': f = "--floor-size"; v = &size; lo = FLOOR_MIN_SIZE; hi = FLOOR_MAX_SIZE; break;
-        case 'H': f = "--floor-host"; v = &host; lo = 0; hi = UINT32_MAX; break;
-        case 'l': f = "--floor-life-ms"; v = &life; lo = 1; hi = FLOOR_SERVER_LIFE_MS; break;
-        case 'k': f = "--iters"; v = &iters; lo = 1; hi = FLOOR_MAX_ITERS; break;
-        case 'W': f = "--warmup"; v = &warmup; lo = 0; hi = FLOOR_MAX_ITERS; break;
-        default: return role_usage("unknown or incomplete option for the floor's roles");
+            case 'E': echo = optarg; break;
+            case 'P': ping = optarg; break;
+            case 'F': report = optarg; break;
+            case 's':
+                f = "--floor-size";
+                v = &size;
+                lo = FLOOR_MIN_SIZE;
+                hi = FLOOR_MAX_SIZE;
+                break;
+            case 'H':
+                f = "--floor-host";
+                v = &host;
+                lo = 0;
+                hi = UINT32_MAX;
+                break;
+            case 'l':
+                f = "--floor-life-ms";
+                v = &life;
+                lo = 1;
+                hi = FLOOR_SERVER_LIFE_MS;
+                break;
+            case 'k':
+                f = "--iters";
+                v = &iters;
+                lo = 1;
+                hi = FLOOR_MAX_ITERS;
+                break;
+            case 'W':
+                f = "--warmup";
+                v = &warmup;
+                lo = 0;
+                hi = FLOOR_MAX_ITERS;
+                break;
+            default: return role_usage("unknown or incomplete option for the floor's roles");
         }
         if (f && parse_u64_in(f, optarg, lo, hi, v))
             return 2;
@@ -280,8 +310,7 @@ int bench_floor_role_main(int argc, char **argv)
     if (!size || !iters || !report)
         return role_usage("--floor-ping needs --floor-size, --iters and --report-file");
     signal(SIGPIPE, SIG_IGN);
-    return ping_main(&a, (uint32_t)host, (uint32_t)size, (uint32_t)iters, (uint32_t)warmup,
-                     report);
+    return ping_main(&a, (uint32_t)host, (uint32_t)size, (uint32_t)iters, (uint32_t)warmup, report);
 }
 
 /* ---- the parent ---------------------------------------------------------------------------- */
@@ -302,17 +331,18 @@ static int take_ping_report(const char *path, uint32_t iters, double *rtt, uint3
     if (fd >= 0)
         close(fd);
     if (!ok) {
-        return set_err(err, errlen, -EPROTO, "the floor's client in h%u left no complete "
-                       "report", k);
+        return set_err(err, errlen, -EPROTO,
+                       "the floor's client in h%u left no complete "
+                       "report",
+                       k);
     }
     *n += iters;
     *lost += rep.lost;
     return 0;
 }
 
-int bench_floor_measure(const launch_tbjob_t *j, const char *self, uint32_t size,
-                        uint32_t iters, uint32_t warmup, bench_floor_result_t *out, char *err,
-                        size_t errlen)
+int bench_floor_measure(const launch_tbjob_t *j, const char *self, uint32_t size, uint32_t iters,
+                        uint32_t warmup, bench_floor_result_t *out, char *err, size_t errlen)
 {
     const launch_testbed_t *tb = &j->tb;
     unsigned hosts = tb->hosts;
@@ -327,7 +357,7 @@ int bench_floor_measure(const launch_tbjob_t *j, const char *self, uint32_t size
     pid_t echo = -1;
     launch_group_t *g = malloc(sizeof(*g));
     ping_args_t *args = calloc(hosts, sizeof(*args));
-    char (*reports)[PATH_MAX] = calloc(hosts, PATH_MAX);
+    char(*reports)[PATH_MAX] = calloc(hosts, PATH_MAX);
     double *rtt = calloc((size_t)hosts * iters, sizeof(double));
     if (!g || !args || !reports || !rtt) {
         rc = set_err(err, errlen, -ENOMEM, "out of memory");
@@ -336,8 +366,8 @@ int bench_floor_measure(const launch_tbjob_t *j, const char *self, uint32_t size
     char *echo_cmd[] = {(char *)self, "bench", "latency", "--floor-echo", listen, NULL};
     char *argv[40];
     launch_testbed_argv(tb, "sw", echo_cmd, argv, 40);
-    launch_spec_t spec = {argv, NULL, LAUNCH_DEVNULL, LAUNCH_DEVNULL,
-                          err_fd >= 0 ? err_fd : LAUNCH_INHERIT, 1, 0};
+    launch_spec_t spec = {
+        argv, NULL, LAUNCH_DEVNULL, LAUNCH_DEVNULL, err_fd >= 0 ? err_fd : LAUNCH_INHERIT, 1, 0};
     echo = launch_spawn(&spec, err, errlen);
     if (echo < 0)
         goto out;
@@ -351,9 +381,10 @@ int bench_floor_measure(const launch_tbjob_t *j, const char *self, uint32_t size
         snprintf(a->iters, sizeof(a->iters), "%u", iters);
         snprintf(a->warmup, sizeof(a->warmup), "%u", warmup);
         snprintf(reports[k - 1], PATH_MAX, "%s/h%u", dir, k);
-        char *cmd[] = {(char *)self, "bench", "latency", "--floor-ping", listen,
-                       "--floor-host", a->hostno, "--floor-size", a->size, "--iters", a->iters,
-                       "--warmup", a->warmup, "--report-file", reports[k - 1], NULL};
+        char *cmd[] = {(char *)self, "bench",         "latency",      "--floor-ping",
+                       listen,       "--floor-host",  a->hostno,      "--floor-size",
+                       a->size,      "--iters",       a->iters,       "--warmup",
+                       a->warmup,    "--report-file", reports[k - 1], NULL};
         char e[256];
         if (launch_testbed_argv(tb, a->host, cmd, argv, 40) == 0 ||
             launch_group_add(g, argv, NULL, e, sizeof(e)) < 0) {
@@ -371,11 +402,10 @@ int bench_floor_measure(const launch_tbjob_t *j, const char *self, uint32_t size
             take_ping_report(reports[k - 1], iters, rtt, &n, &out->lost, k, err, errlen) == 0)
             continue;
         rc = set_err(err, errlen, wrc == -ETIMEDOUT ? -ETIMEDOUT : -EIO,
-                     "the floor's client in h%u %s: ", k, wrc == -ETIMEDOUT ?
-                "was killed after the time limit" :
-                launch_status_text(g->p[k - 1].status, st, sizeof(st)));
-        launch_append_tail(err, errlen, g->p[k - 1].tail_len ? g->p[k - 1].tail :
-                           "(no stderr)");
+                     "the floor's client in h%u %s: ", k,
+                     wrc == -ETIMEDOUT ? "was killed after the time limit"
+                                       : launch_status_text(g->p[k - 1].status, st, sizeof(st)));
+        launch_append_tail(err, errlen, g->p[k - 1].tail_len ? g->p[k - 1].tail : "(no stderr)");
         if (err_fd >= 0) {
             char why[512];
             ssize_t m = pread(err_fd, why, sizeof(why) - 1, 0);

@@ -17,12 +17,13 @@
 
 #include "launch/launch.h"
 
-#define BENCH_FLOOR_PORT 7400 /* the echo server's port in the switch namespace: clear of the
+#define BENCH_FLOOR_PORT                                                                           \
+    7400 /* the echo server's port in the switch namespace: clear of the
                                  switch's (and the inagg fabric's) UDP queues from 7000 */
 
 typedef struct bench_floor_result {
     uint32_t samples; /* round trips measured, over all hosts */
-    uint32_t lost;    /* pings that timed out and were sent again */
+    uint32_t lost; /* pings that timed out and were sent again */
     double p50_us, p99_us;
 } bench_floor_result_t;
 
@@ -39,8 +40,7 @@ int bench_floor_role_main(int argc, char **argv);
  * at once, each `iters` timed round trips of `size`-byte datagrams after `warmup` untimed
  * ones; every echoed byte is checked. self: this inagg binary. 0 with *out filled, or -1 with
  * the reason in err (the server and clients are stopped either way). */
-int bench_floor_measure(const launch_tbjob_t *j, const char *self, uint32_t size,
-                        uint32_t iters, uint32_t warmup, bench_floor_result_t *out, char *err,
-                        size_t errlen);
+int bench_floor_measure(const launch_tbjob_t *j, const char *self, uint32_t size, uint32_t iters,
+                        uint32_t warmup, bench_floor_result_t *out, char *err, size_t errlen);
 
 #endif /* INAGG_CLI_BENCH_FLOOR_H */

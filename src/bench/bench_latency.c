@@ -28,15 +28,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "base/util.h"
 #include "bench/bench_latency.h"
 #include "bench/benchdata.h"
 #include "bench/harness.h"
-#include "bench/ranks.h"
 #include "bench/rank_report.h"
-#include "bench/subrun.h"
+#include "bench/ranks.h"
 #include "bench/samples.h"
+#include "bench/subrun.h"
 #include "launch/launch.h"
-#include "base/util.h"
 #include "wire/wire.h"
 
 #define WORKER_EXIT_MS 30000 /* a worker that sent its report exits within this */
@@ -131,8 +131,8 @@ static int worker_main(const lat_opts_t *o, uint32_t rank, const char *addr, con
             rep->times_s[rep->iters++] = (double)(t1 - t0) / 1e9;
         if (!verify(o, it, recv) || token_sum != o->workers) {
             rep->verified = 0;
-            snprintf(rep->error, sizeof(rep->error), "rank %u, operation %llu: wrong result",
-                     rank, (unsigned long long)it);
+            snprintf(rep->error, sizeof(rep->error), "rank %u, operation %llu: wrong result", rank,
+                     (unsigned long long)it);
             break;
         }
     }
@@ -147,11 +147,13 @@ done:
     rep->rc = rc;
     if (comm)
         inagg_comm_destroy(comm);
-    bench_rank_meta_t meta = {.name = "inagg", .world = o->workers, .elems = o->elems,
+    bench_rank_meta_t meta = {.name = "inagg",
+                              .world = o->workers,
+                              .elems = o->elems,
                               .dtype = o->dtype_float ? "float32" : "int32",
-                              .packet_elems = LAT_MAX_ELEMS, .window = o->slots};
-    int ok = bench_rank_report_write(out_fd, rep, &meta) == 0 && rc == INAGG_OK &&
-             rep->verified;
+                              .packet_elems = LAT_MAX_ELEMS,
+                              .window = o->slots};
+    int ok = bench_rank_report_write(out_fd, rep, &meta) == 0 && rc == INAGG_OK && rep->verified;
     free(rep);
     return ok ? 0 : 1;
 }
@@ -201,15 +203,11 @@ static unsigned workers_limit_ms(const lat_opts_t *o)
 }
 
 /* The longest report line of a rank: its samples and the rest. */
-static size_t line_max(const lat_opts_t *o)
-{
-    return (size_t)o->iters * 32u + 16384u;
-}
+static size_t line_max(const lat_opts_t *o) { return (size_t)o->iters * 32u + 16384u; }
 
 /* The workers against the switch at addr; the slowest rank's latency of each operation into
  * slowest[iters] (zeroed by the caller). 1 if every report came and verified, else 0. */
-static int run_workers(const lat_opts_t *o, const char *addr, double *slowest,
-                       inagg_stats_t *total)
+static int run_workers(const lat_opts_t *o, const char *addr, double *slowest, inagg_stats_t *total)
 {
     char job[64], err[256];
     rank_ctx_t ctx = {o, addr, bench_job_name("latency", job, sizeof(job))};
@@ -229,8 +227,8 @@ static int run_workers(const lat_opts_t *o, const char *addr, double *slowest,
         return 0;
     }
     uint64_t deadline = util_now_ns() + (uint64_t)workers_limit_ms(o) * 1000000ull;
-    int open_fds = bench_ranks_collect_reports(&g, o->workers, reps, line_max(o), got,
-                                               deadline, 1000, NULL, NULL);
+    int open_fds = bench_ranks_collect_reports(&g, o->workers, reps, line_max(o), got, deadline,
+                                               1000, NULL, NULL);
     int verified = open_fds == 0;
     for (uint32_t r = 0; r < o->workers; r++) {
         if (got[r] && !take_report(o, &reps[r], r, slowest, total))
@@ -271,14 +269,40 @@ static int testbed_rank_argv(const lat_opts_t *o, const launch_tbjob_t *j, const
     snprintf(t->slots, sizeof(t->slots), "%u", o->slots);
     snprintf(t->seed, sizeof(t->seed), "%llu", (unsigned long long)o->seed);
     snprintf(t->timeout, sizeof(t->timeout), "%u", o->timeout_ms);
-    char *cmd[] = {(char *)self, "bench", "latency", "--switch", (char *)j->sw_addr,
-                   "--job", (char *)job, "--rank", t->rank, "--workers", t->world,
-                   "--elems", t->elems, "--iters", t->iters, "--warmup", t->warmup,
-                   "--dtype", o->dtype_float ? "float32" : "int32", "--slots", t->slots,
-                   "--seed", t->seed, "--timeout-ms", t->timeout,
-                   "--protocol", (char *)lat_proto_name(o), "--report-file", (char *)report,
-                   "--poll", o->poll ? (char *)o->poll : "sleep",
-                   o->faults ? "--faults" : NULL, (char *)o->faults, NULL};
+    char *cmd[] = {(char *)self,
+                   "bench",
+                   "latency",
+                   "--switch",
+                   (char *)j->sw_addr,
+                   "--job",
+                   (char *)job,
+                   "--rank",
+                   t->rank,
+                   "--workers",
+                   t->world,
+                   "--elems",
+                   t->elems,
+                   "--iters",
+                   t->iters,
+                   "--warmup",
+                   t->warmup,
+                   "--dtype",
+                   o->dtype_float ? "float32" : "int32",
+                   "--slots",
+                   t->slots,
+                   "--seed",
+                   t->seed,
+                   "--timeout-ms",
+                   t->timeout,
+                   "--protocol",
+                   (char *)lat_proto_name(o),
+                   "--report-file",
+                   (char *)report,
+                   "--poll",
+                   o->poll ? (char *)o->poll : "sleep",
+                   o->faults ? "--faults" : NULL,
+                   (char *)o->faults,
+                   NULL};
     return launch_testbed_argv(&j->tb, t->host, cmd, argv, cap) ? 0 : -E2BIG;
 }
 
@@ -290,14 +314,13 @@ static int run_workers_testbed(const lat_opts_t *o, const launch_tbjob_t *j, dou
     ssize_t sl = readlink("/proc/self/exe", self, sizeof(self) - 1);
     self[sl > 0 ? sl : 0] = '\0';
     if (!mkdtemp(dir)) {
-        fprintf(stderr, "inagg bench latency: a directory for the reports: %s\n",
-                strerror(errno));
+        fprintf(stderr, "inagg bench latency: a directory for the reports: %s\n", strerror(errno));
         return 0;
     }
     bench_job_name("latency", job, sizeof(job));
     launch_group_t *g = malloc(sizeof(*g));
     rank_args_t *store = calloc(o->workers, sizeof(*store));
-    char (*reports)[PATH_MAX] = calloc(o->workers, PATH_MAX);
+    char(*reports)[PATH_MAX] = calloc(o->workers, PATH_MAX);
     bench_rank_report_t *rep = bench_rank_reports_new(1, o->iters);
     int verified = 0, started = 0;
     if (!g || !store || !reports || !rep || launch_job_secret(err, sizeof(err)) != 0) {
@@ -320,8 +343,8 @@ static int run_workers_testbed(const lat_opts_t *o, const launch_tbjob_t *j, dou
     verified = 1;
     for (uint32_t r = 0; r < o->workers; r++) {
         char *text = NULL;
-        int got = bench_read_file(reports[r], &text) == 0 &&
-                  bench_rank_report_decode(text, rep) == 0;
+        int got =
+            bench_read_file(reports[r], &text) == 0 && bench_rank_report_decode(text, rep) == 0;
         free(text);
         unlink(reports[r]);
         if (!got || !take_report(o, rep, r, slowest, total))
@@ -330,8 +353,10 @@ static int run_workers_testbed(const lat_opts_t *o, const launch_tbjob_t *j, dou
             char st[96], why[700] = "";
             launch_append_tail(why, sizeof(why), g->p[r].tail_len ? g->p[r].tail : "(no stderr)");
             fprintf(stderr, "inagg bench latency: rank %u (h%u) %s without a report: %s\n", r,
-                    r + 1, wrc == -ETIMEDOUT ? "was killed after the time limit"
-                    : launch_status_text(g->p[r].status, st, sizeof(st)), why);
+                    r + 1,
+                    wrc == -ETIMEDOUT ? "was killed after the time limit"
+                                      : launch_status_text(g->p[r].status, st, sizeof(st)),
+                    why);
         }
     }
 out:
@@ -354,10 +379,12 @@ static int measure_floor(const lat_opts_t *o, const launch_tbjob_t *j, lat_resul
     ssize_t sl = readlink("/proc/self/exe", self, sizeof(self) - 1);
     self[sl > 0 ? sl : 0] = '\0';
     uint32_t size = WIRE_HEADER_MAX + o->elems * 4u;
-    fprintf(stderr, "inagg bench latency: measuring the floor (UDP ping-pong of %u bytes from "
-            "each host to the switch namespace)...\n", size);
-    if (bench_floor_measure(j, self, size, o->iters, o->warmup, &res->floor, err,
-                            sizeof(err)) != 0) {
+    fprintf(stderr,
+            "inagg bench latency: measuring the floor (UDP ping-pong of %u bytes from "
+            "each host to the switch namespace)...\n",
+            size);
+    if (bench_floor_measure(j, self, size, o->iters, o->warmup, &res->floor, err, sizeof(err)) !=
+        0) {
         fprintf(stderr, "inagg bench latency: the floor could not be measured: %s\n", err);
         return -EIO;
     }
@@ -381,8 +408,8 @@ int lat_run(const lat_opts_t *o, launch_tbjob_t *j, lat_result_t *res)
             return -EIO;
     }
     fprintf(stderr, "inagg bench latency: %u workers, %u %s elements, %s, %u operations%s%s...\n",
-            o->workers, o->elems, o->dtype_float ? "float32" : "int32", lat_proto_name(o),
-            o->iters, j ? ", switch at " : "", j ? j->sw_addr : "");
+            o->workers, o->elems, o->dtype_float ? "float32" : "int32", lat_proto_name(o), o->iters,
+            j ? ", switch at " : "", j ? j->sw_addr : "");
     double *slowest = calloc(o->iters, sizeof(double));
     res->verified = slowest && (j ? run_workers_testbed(o, j, slowest, &res->total)
                                   : run_workers(o, addr, slowest, &res->total));
@@ -404,10 +431,14 @@ int lat_run(const lat_opts_t *o, launch_tbjob_t *j, lat_result_t *res)
 
     if (strcmp(o->baseline, "mpi") == 0) {
         fprintf(stderr, "inagg bench latency: running the MPI baseline...\n");
-        struct baseline_mpi_params bp = {.workers = o->workers, .elems = o->elems,
-                                         .dtype_float = o->dtype_float, .iters = o->iters,
-                                         .warmup = o->warmup, .latency_mode = 1,
-                                         .seed = o->seed, .placement = j ? &j->mpi : NULL};
+        struct baseline_mpi_params bp = {.workers = o->workers,
+                                         .elems = o->elems,
+                                         .dtype_float = o->dtype_float,
+                                         .iters = o->iters,
+                                         .warmup = o->warmup,
+                                         .latency_mode = 1,
+                                         .seed = o->seed,
+                                         .placement = j ? &j->mpi : NULL};
         char err[512];
         if (baseline_mpi_run(&bp, &res->base, err, sizeof(err)) != 0) {
             fprintf(stderr, "inagg bench latency: MPI baseline failed: %s\n", err);

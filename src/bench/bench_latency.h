@@ -8,8 +8,8 @@
 
 #include <stdint.h>
 
-#include "bench/bench_floor.h"
 #include "bench/baseline_mpi.h"
+#include "bench/bench_floor.h"
 #include "inagg.h"
 #include "launch/launch.h"
 
@@ -24,27 +24,27 @@ typedef struct lat_opts {
     uint64_t seed;
     const char *faults, *switch_addr, *json_path, *baseline;
     char faults_buf[160]; /* the spec --loss stands for */
-    uint32_t testbed;     /* hosts of a testbed to build, 0: loopback */
+    uint32_t testbed; /* hosts of a testbed to build, 0: loopback */
     const char *link_rate, *fabric, *link_delay; /* tools/testbed's (NULL: its defaults) */
-    int single;           /* one rank of a job (--rank): its report into report_file */
+    int single; /* one rank of a job (--rank): its report into report_file */
     uint32_t rank;
     const char *job, *report_file;
     const char *switch_poll; /* --switch-poll: the testbed switch's --poll (NULL: default) */
-    const char *poll;        /* --poll: the workers' wait (options.poll_us; NULL: default) */
+    const char *poll; /* --poll: the workers' wait (options.poll_us; NULL: default) */
     uint32_t poll_us;
 } lat_opts_t;
 
 typedef struct lat_result {
     int verified;
-    uint32_t n;               /* operations measured (0 when the run failed) */
+    uint32_t n; /* operations measured (0 when the run failed) */
     double p50, p99, p999, mean;
-    inagg_stats_t total;      /* summed over the workers */
+    inagg_stats_t total; /* summed over the workers */
     int have_base;
     struct baseline_mpi_result base;
     double speedup;
-    int have_floor;           /* with --testbed: the raw UDP ping-pong (bench/bench_floor.h) */
+    int have_floor; /* with --testbed: the raw UDP ping-pong (bench/bench_floor.h) */
     bench_floor_result_t floor;
-    double floor_ratio;       /* inagg p50 / floor p50 */
+    double floor_ratio; /* inagg p50 / floor p50 */
 } lat_result_t;
 
 /* "switchml" or "p4sgd". */

@@ -30,21 +30,21 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <math.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <poll.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "base/util.h"
 #include "bench/bench_optimizer.h"
 #include "bench/benchdata.h"
 #include "bench/harness.h"
 #include "launch/launch.h"
-#include "base/util.h"
 
 const char *const optb_run_names[RUN_COUNT] = {"in-switch", "allreduce+local", "sum-only",
-                                                 "allreduce+torch.optim"};
+                                               "allreduce+torch.optim"};
 
 #define REFERENCE_TIMEOUT_MS 600000 /* a reference run, or the torch probe */
 
@@ -130,8 +130,8 @@ static int torch_start(torch_helper_t *t, const optb_opts_t *o)
     snprintf(b1, sizeof(b1), "%.9g", (double)o->oc.beta1);
     snprintf(b2, sizeof(b2), "%.9g", (double)o->oc.beta2);
     snprintf(eps, sizeof(eps), "%.9g", (double)o->oc.eps);
-    char *argv[] = {py, script, fds, ns, (char *)optim_kind_name(o->oc.kind), lr, b1, b2, eps,
-                    NULL};
+    char *argv[] = {py, script, fds, ns,  (char *)optim_kind_name(o->oc.kind),
+                    lr, b1,     b2,  eps, NULL};
     launch_spec_t spec = {argv, NULL, in[0], out[1], LAUNCH_INHERIT, 0};
     pid_t pid = launch_spawn(&spec, NULL, 0);
     t->pid = pid > 0 ? pid : 0;
@@ -168,8 +168,8 @@ static void sample_params(const optb_opts_t *o, const float *p, float *out, uint
         out[j] = p[(uint64_t)j * o->elems / ns];
 }
 
-static int worker_main(const optb_opts_t *o, enum optb_run run, uint32_t rank,
-                       const char *addr, const char *job, optb_shared_t *sh, uint32_t ns)
+static int worker_main(const optb_opts_t *o, enum optb_run run, uint32_t rank, const char *addr,
+                       const char *job, optb_shared_t *sh, uint32_t ns)
 {
     inagg_optimizer_t z = INAGG_OPTIMIZER_INIT;
     z.kind = (inagg_optimizer_kind_t)o->oc.kind;
@@ -192,8 +192,10 @@ static int worker_main(const optb_opts_t *o, enum optb_run run, uint32_t rank,
     torch_helper_t th = {.to = -1, .from = -1};
     if (run == RUN_TORCH && torch_start(&th, o) != 0) {
         sh->rc[run][rank] = INAGG_ERR_UNSUPPORTED;
-        snprintf(sh->error[run], sizeof(sh->error[run]), "rank %u: torch_worker.py did not "
-                 "start (python3-torch missing?)", rank);
+        snprintf(sh->error[run], sizeof(sh->error[run]),
+                 "rank %u: torch_worker.py did not "
+                 "start (python3-torch missing?)",
+                 rank);
         return 1;
     }
     float *g = run == RUN_TORCH ? th.region + n : malloc(n * sizeof(float));
@@ -348,10 +350,24 @@ static int run_reference(const optb_opts_t *o, uint32_t ns, float *ref, const ch
     snprintf(eps, sizeof(eps), "%.9g", (double)o->oc.eps);
     int rc = -1;
     for (int attempt = 0; wrote && attempt < 2 && rc != 0; attempt++) {
-        char *argv[] = {py, script, in, "--optim", (char *)optim_kind_name(o->oc.kind),
-                        "--impl", use_torch ? "torch" : "pure", "--lr", lr, "--beta1", b1,
-                        "--beta2", b2, "--eps", eps, "--eps-placement",
-                        (char *)optim_eps_name(o->oc.eps_placement), NULL};
+        char *argv[] = {py,
+                        script,
+                        in,
+                        "--optim",
+                        (char *)optim_kind_name(o->oc.kind),
+                        "--impl",
+                        use_torch ? "torch" : "pure",
+                        "--lr",
+                        lr,
+                        "--beta1",
+                        b1,
+                        "--beta2",
+                        b2,
+                        "--eps",
+                        eps,
+                        "--eps-placement",
+                        (char *)optim_eps_name(o->oc.eps_placement),
+                        NULL};
         int ofd = open(out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
         launch_spec_t spec = {argv, NULL, LAUNCH_INHERIT, ofd, LAUNCH_DEVNULL, 0};
         int ran = ofd >= 0 ? launch_run(&spec, REFERENCE_TIMEOUT_MS, NULL, 0) : -1;
@@ -404,7 +420,8 @@ static int torch_usable(const optb_opts_t *o)
     char py[PATH_MAX];
     char *argv[] = {py, "-c", "import torch", NULL};
     launch_spec_t spec = {argv, NULL, LAUNCH_INHERIT, LAUNCH_DEVNULL, LAUNCH_DEVNULL, 0};
-    if (launch_find_python(py, sizeof(py)) != 0 || launch_run(&spec, REFERENCE_TIMEOUT_MS, NULL, 0) != 0) {
+    if (launch_find_python(py, sizeof(py)) != 0 ||
+        launch_run(&spec, REFERENCE_TIMEOUT_MS, NULL, 0) != 0) {
         fprintf(stderr, "inagg bench optimizer: python3-torch is not installed: the baseline is "
                         "allreduce + the C kernels\n");
         return 0;
@@ -414,8 +431,7 @@ static int torch_usable(const optb_opts_t *o)
 
 /* The final parameters: in-switch == allreduce+local bit for bit, torch's close, and all
  * against the reference run. 1 if they check out (res->ref_name, max_rel set), else 0. */
-static int verify(const optb_opts_t *o, const optb_shared_t *sh, int torch_run,
-                  optb_result_t *res)
+static int verify(const optb_opts_t *o, const optb_shared_t *sh, int torch_run, optb_result_t *res)
 {
     uint32_t ns = res->ns;
     /* The two ways of running the optimizer must agree bit for bit (exact gradient sums). */
@@ -432,8 +448,10 @@ static int verify(const optb_opts_t *o, const optb_shared_t *sh, int torch_run,
                                          (double)sh->sample[RUN_IN_SWITCH][j]));
         }
         if (!(maxdiff <= 1e-5 * (maxabs > 0 ? maxabs : 1))) {
-            fprintf(stderr, "inagg bench optimizer: the torch.optim workers' parameters differ "
-                    "from the switch's by %.3g\n", maxdiff);
+            fprintf(stderr,
+                    "inagg bench optimizer: the torch.optim workers' parameters differ "
+                    "from the switch's by %.3g\n",
+                    maxdiff);
             return 0;
         }
     }
@@ -451,8 +469,10 @@ static int verify(const optb_opts_t *o, const optb_shared_t *sh, int torch_run,
         }
         res->max_rel = maxabs > 0 ? maxdiff / maxabs : maxdiff;
         if (!(res->max_rel <= 1e-5)) {
-            fprintf(stderr, "inagg bench optimizer: parameters differ from the %s reference "
-                    "by %.3g (relative to the largest)\n", res->ref_name, res->max_rel);
+            fprintf(stderr,
+                    "inagg bench optimizer: parameters differ from the %s reference "
+                    "by %.3g (relative to the largest)\n",
+                    res->ref_name, res->max_rel);
             ok = 0;
         }
     }
@@ -467,15 +487,15 @@ int optb_run(const optb_opts_t *o, optb_result_t *res)
     res->ref_name = "none";
     res->max_rel = NAN;
     res->ns = o->elems < OPTB_MAX_SAMPLE ? (uint32_t)o->elems : OPTB_MAX_SAMPLE;
-    optb_shared_t *sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE,
-                             MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    optb_shared_t *sh =
+        mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (sh == MAP_FAILED) {
         perror("inagg bench optimizer: mmap");
         return -ENOMEM;
     }
     char addr[128];
-    pid_t switch_pid = bench_switch_begin("inagg bench optimizer", o->switch_addr, 1,
-                                          o->timeout_ms, addr, sizeof(addr));
+    pid_t switch_pid = bench_switch_begin("inagg bench optimizer", o->switch_addr, 1, o->timeout_ms,
+                                          addr, sizeof(addr));
     if (switch_pid < 0) {
         munmap(sh, sizeof(*sh));
         return -EIO;
@@ -495,9 +515,8 @@ int optb_run(const optb_opts_t *o, optb_result_t *res)
     bench_switch_end(switch_pid);
     for (int run = 0; run < RUN_COUNT; run++) {
         double s = slowest(sh, (enum optb_run)run, o->workers);
-        res->pps[run] = res->verified && run < res->nruns && s > 0
-                            ? (double)o->elems * o->steps / s
-                            : NAN;
+        res->pps[run] =
+            res->verified && run < res->nruns && s > 0 ? (double)o->elems * o->steps / s : NAN;
     }
     res->base_run = torch_run ? RUN_TORCH : RUN_LOCAL;
     if (res->verified)

@@ -28,13 +28,13 @@ typedef struct optb_opts {
 
 typedef struct optb_result {
     int verified;
-    int nruns;                /* runs made: RUN_TORCH, or RUN_COUNT with the torch baseline */
-    enum optb_run base_run;   /* the speedup's baseline */
-    double pps[RUN_COUNT];    /* updated parameters per second */
+    int nruns; /* runs made: RUN_TORCH, or RUN_COUNT with the torch baseline */
+    enum optb_run base_run; /* the speedup's baseline */
+    double pps[RUN_COUNT]; /* updated parameters per second */
     double speedup;
-    const char *ref_name;     /* the reference verified against, or "none" */
+    const char *ref_name; /* the reference verified against, or "none" */
     double max_rel;
-    uint32_t ns;              /* parameters checked */
+    uint32_t ns; /* parameters checked */
 } optb_result_t;
 
 /* The three jobs (four with --baseline torch) in turn, then the verification. 0 with res

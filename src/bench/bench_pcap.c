@@ -95,7 +95,8 @@ static void *capture(void *arg)
         char ifn[IFNAMSIZ];
         snprintf(ifn, sizeof(ifn), "p%u", i + 1);
         int fd = socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC | SOCK_NONBLOCK, htons(ETH_P_ALL));
-        struct sockaddr_ll ll = {.sll_family = AF_PACKET, .sll_protocol = htons(ETH_P_ALL),
+        struct sockaddr_ll ll = {.sll_family = AF_PACKET,
+                                 .sll_protocol = htons(ETH_P_ALL),
                                  .sll_ifindex = (int)if_nametoindex(ifn)};
         int big = 16 << 20;
         if (fd >= 0)

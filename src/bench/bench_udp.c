@@ -22,15 +22,15 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/util.h"
 #include "bench/bench_udp.h"
 #include "bench/samples.h"
 #include "launch/launch.h"
-#include "base/util.h"
 
 #define UDP_MAGIC 0x696e6167u /* "inag" */
 #define KIND_DATA 0u
 #define KIND_END 1u
-#define RECV_POLL_MS 100        /* receive timeout, so the deadline is checked */
+#define RECV_POLL_MS 100 /* receive timeout, so the deadline is checked */
 #define END_MARKER_WINDOW_NS 1000000000ull /* sender keeps sending end markers this long */
 #define SENDER_EXIT_MS 10000 /* a sender that reported exits within this */
 
@@ -46,7 +46,7 @@ struct sender_report {
     uint64_t sent;
     uint64_t elapsed_ns;
     int sndbuf; /* effective SO_SNDBUF */
-    int err;    /* errno of a fatal send error, 0 if none */
+    int err; /* errno of a fatal send error, 0 if none */
 };
 
 static int set_sockbuf(int fd, int force_opt, int opt, int bytes)
@@ -183,9 +183,9 @@ static int run_receiver(const struct udp_opts *o, int fd, uint64_t deadline, str
     }
     res->received = received;
     /* Datagrams after the first batch over the time since it: the receive rate. */
-    res->recv_per_s = last_ns > first_ns ? (double)(received - first_batch) /
-                                               ((double)(last_ns - first_ns) / 1e9)
-                                         : 0.0;
+    res->recv_per_s = last_ns > first_ns
+                          ? (double)(received - first_batch) / ((double)(last_ns - first_ns) / 1e9)
+                          : 0.0;
     res->gbps = res->recv_per_s * o->size * 8.0 / 1e9;
     free(msgs);
     free(iov);

@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define UDP_MIN_SIZE 16u    /* room for the datagram header below */
+#define UDP_MIN_SIZE 16u /* room for the datagram header below */
 #define UDP_MAX_SIZE 65507u /* largest UDP payload over IPv4 */
 #define UDP_MAX_BATCH 1024u /* UIO_MAXIOV: the kernel's limit for one sendmmsg/recvmmsg */
 #define UDP_MAX_REPEATS 100u

@@ -13,8 +13,8 @@
 #include "base/util.h"
 
 #define BENCH_I32_BOUND (1 << 24) /* int32 values lie in [-BENCH_I32_BOUND, BENCH_I32_BOUND) */
-#define BENCH_F32_BLOCK 1024u     /* float32 elements that share one magnitude range */
-#define BENCH_F32_EXP_MIN (-20)   /* block exponents lie in [EXP_MIN, EXP_MAX] */
+#define BENCH_F32_BLOCK 1024u /* float32 elements that share one magnitude range */
+#define BENCH_F32_EXP_MIN (-20) /* block exponents lie in [EXP_MIN, EXP_MAX] */
 #define BENCH_F32_EXP_MAX 20
 #define BENCH_F32_EXP_SPREAD 8 /* elements of a block lie up to this many binades below it */
 
@@ -63,8 +63,7 @@ static inline int32_t bench_expected_i32(uint64_t seed, uint32_t world, uint64_t
 
 /* The sum over ranks of element i in double (exact to ~1e-16), and the sum of magnitudes in
  * *abs_sum: a float32 sum in any order is within (world-1) * 2^-24 * abs_sum of it. */
-static inline double bench_expected_f32(uint64_t seed, uint32_t world, uint64_t i,
-                                        double *abs_sum)
+static inline double bench_expected_f32(uint64_t seed, uint32_t world, uint64_t i, double *abs_sum)
 {
     double sum = 0, mag = 0;
     for (uint32_t r = 0; r < world; r++) {

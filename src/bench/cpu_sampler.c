@@ -3,12 +3,12 @@
  * softirq jiffies while ranks run, and interpolates their use over a time window.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <fcntl.h>
 #include <unistd.h>
 
 #include "bench/cpu_sampler.h"
@@ -54,14 +54,14 @@ void sampler_tick(void *arg)
     }
     if (read_small("/proc/stat", buf, sizeof(buf)) == 0) {
         unsigned long long v[8] = {0};
-        if (sscanf(buf, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2],
-                   &v[3], &v[4], &v[5], &v[6], &v[7]) == 8) {
+        if (sscanf(buf, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3],
+                   &v[4], &v[5], &v[6], &v[7]) == 8) {
             double total = 0;
             for (int i = 0; i < 8; i++)
                 total += (double)v[i];
             x.total = total;
             x.busy = total - (double)(v[3] + v[4]); /* minus idle and iowait */
-            x.soft = (double)(v[5] + v[6]);         /* irq + softirq */
+            x.soft = (double)(v[5] + v[6]); /* irq + softirq */
         }
     }
     sp->s[sp->n++] = x;
@@ -108,13 +108,14 @@ void sampler_window(const sampler_t *sp, double t0, double t1, ar_sys_result_t *
                    value_at(sp, offsetof(sample_t, sw_ticks), t0);
         r->cpu_switch = d / hz / (t1 - t0) * 100.0;
     }
-    double tot = value_at(sp, offsetof(sample_t, total), t1) -
-                 value_at(sp, offsetof(sample_t, total), t0);
+    double tot =
+        value_at(sp, offsetof(sample_t, total), t1) - value_at(sp, offsetof(sample_t, total), t0);
     if (tot > 0) {
         r->cpu_machine = (value_at(sp, offsetof(sample_t, busy), t1) -
-                          value_at(sp, offsetof(sample_t, busy), t0)) / tot * 100.0;
+                          value_at(sp, offsetof(sample_t, busy), t0)) /
+                         tot * 100.0;
         r->cpu_softirq = (value_at(sp, offsetof(sample_t, soft), t1) -
-                          value_at(sp, offsetof(sample_t, soft), t0)) / tot * 100.0;
+                          value_at(sp, offsetof(sample_t, soft), t0)) /
+                         tot * 100.0;
     }
 }
-

@@ -13,15 +13,15 @@
 #define SAMPLE_MS 100u
 
 typedef struct sample {
-    double t;                   /* wall clock */
-    double sw_ticks;            /* the switch process's utime + stime */
-    double busy, total, soft;   /* the machine's, all cores (jiffies) */
+    double t; /* wall clock */
+    double sw_ticks; /* the switch process's utime + stime */
+    double busy, total, soft; /* the machine's, all cores (jiffies) */
 } sample_t;
 
 typedef struct sampler {
-    pid_t sw;                   /* 0: no switch to sample */
+    pid_t sw; /* 0: no switch to sample */
     uint32_t n;
-    sample_t *s;                /* AR_MAX_SAMPLES */
+    sample_t *s; /* AR_MAX_SAMPLES */
 } sampler_t;
 
 /* Start sampling (sw 0: no switch process to sample); takes the first sample. */

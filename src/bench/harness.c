@@ -19,7 +19,7 @@ const char *bench_worker_faults(const char *faults, double loss, uint64_t seed, 
 }
 
 pid_t bench_switch_begin(const char *cmd, const char *given, uint32_t threads,
-                           uint32_t worker_timeout_ms, char *addr, size_t len)
+                         uint32_t worker_timeout_ms, char *addr, size_t len)
 {
     if (given) {
         snprintf(addr, len, "%s", given);

@@ -19,7 +19,7 @@ const char *bench_worker_faults(const char *faults, double loss, uint64_t seed, 
  * forked on 127.0.0.1 with `threads` dataplane threads. Writes its address to addr and returns
  * the embedded switch's pid, 0 when `given` is used, or -1 after a message naming cmd. */
 pid_t bench_switch_begin(const char *cmd, const char *given, uint32_t threads,
-                           uint32_t worker_timeout_ms, char *addr, size_t len);
+                         uint32_t worker_timeout_ms, char *addr, size_t len);
 
 /* Stop what bench_switch_begin started (nothing for pid <= 0). */
 void bench_switch_end(pid_t pid);

@@ -4,9 +4,9 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <stddef.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -35,8 +35,14 @@ void bench_rank_report_reset(bench_rank_report_t *r)
 
 /* The counters a report carries: one table that the encoder and the decoder both walk, so
  * the two cannot drift. Each is a uint64_t or uint32_t field of the report. */
-#define COUNTER64(key, field) {key, offsetof(bench_rank_report_t, field), 8}
-#define COUNTER32(key, field) {key, offsetof(bench_rank_report_t, field), 4}
+#define COUNTER64(key, field)                                                                      \
+    {                                                                                              \
+        key, offsetof(bench_rank_report_t, field), 8                                               \
+    }
+#define COUNTER32(key, field)                                                                      \
+    {                                                                                              \
+        key, offsetof(bench_rank_report_t, field), 4                                               \
+    }
 static const struct {
     const char *key;
     size_t offset, size;

@@ -8,9 +8,8 @@
 
 #include "base/util.h"
 
-uint32_t bench_ranks_collect(launch_ranks_t *g, uint32_t n, void *reports, size_t size,
-                             size_t *got, uint64_t deadline_ns, int poll_ms,
-                             void (*tick)(void *ctx), void *ctx)
+uint32_t bench_ranks_collect(launch_ranks_t *g, uint32_t n, void *reports, size_t size, size_t *got,
+                             uint64_t deadline_ns, int poll_ms, void (*tick)(void *ctx), void *ctx)
 {
     uint32_t open_fds = 0;
     for (uint32_t k = 0; k < n; k++) {
@@ -59,8 +58,8 @@ int bench_ranks_collect_reports(launch_ranks_t *g, uint32_t n, bench_rank_report
         free(got);
         return -ENOMEM;
     }
-    uint32_t open_fds = bench_ranks_collect(g, n, text, line_max, got, deadline_ns, poll_ms,
-                                            tick, ctx);
+    uint32_t open_fds =
+        bench_ranks_collect(g, n, text, line_max, got, deadline_ns, poll_ms, tick, ctx);
     for (uint32_t k = 0; k < n; k++) {
         char *line = text + (size_t)k * line_max;
         ok[k] = got[k] > 0 && got[k] < line_max; /* a full buffer: the line did not fit */

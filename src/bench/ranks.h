@@ -18,9 +18,8 @@
  * (util_now_ns) passes. tick(ctx), when not NULL, runs between polls, at least every
  * poll_ms. got[k]: the bytes rank k gave. Closes the pipes it finished with. Returns how many
  * ranks were still open at the deadline (0: every report is in or its rank closed early). */
-uint32_t bench_ranks_collect(launch_ranks_t *g, uint32_t n, void *reports, size_t size,
-                             size_t *got, uint64_t deadline_ns, int poll_ms,
-                             void (*tick)(void *ctx), void *ctx);
+uint32_t bench_ranks_collect(launch_ranks_t *g, uint32_t n, void *reports, size_t size, size_t *got,
+                             uint64_t deadline_ns, int poll_ms, void (*tick)(void *ctx), void *ctx);
 
 /* Every rank's report line from its pipe (bench_ranks_collect, lines up to line_max bytes),
  * each decoded into reps[k] (times_s and cap set by the caller); ok[k]: 1 when rank k's line

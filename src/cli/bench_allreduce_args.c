@@ -11,20 +11,20 @@
 #include <string.h>
 #include <strings.h>
 
-#include "cli/bench_allreduce_cli.h"
-#include "codec/codec.h"
 #include "bench/harness.h"
+#include "cli/bench_allreduce_cli.h"
 #include "cli/bench_opts.h"
 #include "cli/flags.h"
+#include "codec/codec.h"
 #include "wire/wire.h"
 
 #define TESTBED_ITERS 5u
 #define TESTBED_WARMUP 1u
 
 /* The default --sizes sweep: 4 KiB .. 256 MiB per rank, powers of 4. */
-static const uint64_t default_sizes[] = {4ull << 10, 16ull << 10, 64ull << 10, 256ull << 10,
-                                         1ull << 20,  4ull << 20,  16ull << 20, 64ull << 20,
-                                         256ull << 20};
+static const uint64_t default_sizes[] = {4ull << 10,   16ull << 10, 64ull << 10,
+                                         256ull << 10, 1ull << 20,  4ull << 20,
+                                         16ull << 20,  64ull << 20, 256ull << 20};
 
 static void usage(FILE *out)
 {
@@ -139,9 +139,9 @@ static void usage(FILE *out)
             "it is verified (the run must then report verified=false and exit 1);\n"
             "INAGG_BENCH_STALL=R makes rank R silent before its first allreduce for longer\n"
             "than --timeout-ms (the summary must then name rank R as where the failure began).\n",
-            AR_MAX_ITERS, INAGG_MAX_PACKET_ELEMS, def.packet_elems, def.slots, AR_TESTBED_WINDOW_MIN,
-            AR_TESTBED_WINDOW_MAX, AR_TESTBED_SWITCH_THREADS, def.rto_min_us, AR_TESTBED_RTO_MIN_US,
-            def.rto_max_us, AR_TESTBED_RTO_MAX_US);
+            AR_MAX_ITERS, INAGG_MAX_PACKET_ELEMS, def.packet_elems, def.slots,
+            AR_TESTBED_WINDOW_MIN, AR_TESTBED_WINDOW_MAX, AR_TESTBED_SWITCH_THREADS, def.rto_min_us,
+            AR_TESTBED_RTO_MIN_US, def.rto_max_us, AR_TESTBED_RTO_MAX_US);
 }
 
 /* A usage error: the message after the command's name. Returns 2. */
@@ -206,7 +206,9 @@ static int parse_sizes(const char *text, ar_opts_t *o)
         size_t len = comma ? (size_t)(comma - p) : strlen(p);
         uint64_t b;
         if (o->nsizes == AR_MAX_SIZES || parse_size(p, len, &b) != 0) {
-            fprintf(stderr, AR_CMD ": --sizes takes up to %d sizes in bytes per rank, each a "
+            fprintf(stderr,
+                    AR_CMD
+                    ": --sizes takes up to %d sizes in bytes per rank, each a "
                     "multiple of 4 with an optional K/M/G, e.g. --sizes=64K,1M,16M; got '%s'\n",
                     AR_MAX_SIZES, text);
             return -EINVAL;
@@ -241,8 +243,10 @@ static int parse_baselines(const char *text, ar_opts_t *o)
                 found = -2; /* named twice */
         }
         if (found < 0) {
-            fprintf(stderr, AR_CMD ": --baseline is none or a comma-separated list of mpi, "
-                    "mpi-ring and gloo (each once), got '%s'\n", text);
+            fprintf(stderr,
+                    AR_CMD ": --baseline is none or a comma-separated list of mpi, "
+                           "mpi-ring and gloo (each once), got '%s'\n",
+                    text);
             return -EINVAL;
         }
         o->base[o->nbase++] = (ar_system_t)found;
@@ -275,41 +279,46 @@ static int parse_u32(const char *flag, uint32_t lo, uint32_t hi, uint32_t *out)
 static int parse_data_flag(ar_opts_t *o, ar_seen_t *seen, int c)
 {
     switch (c) {
-    case 'e':
-        if (cli_parse_u64(AR_CMD, "--elems", optarg, 1, 1ull << 32, &o->elems) < 0)
-            return 2;
-        seen->elems = 1;
-        return 0;
-    case 'p': o->given |= AR_GIVEN_PACKET;
-        return parse_u32("--packet-elems", 1, INAGG_MAX_PACKET_ELEMS, &o->packet_elems);
-    case 's': o->given |= AR_GIVEN_WINDOW; return parse_u32("--window", 1, 1u << 20, &o->window);
-    case 't': return parse_u32("--threads", 1, 64, &o->threads);
-    case 'm': o->given |= AR_GIVEN_RTO_MIN;
-        return parse_u32("--rto-min-us", 100, 60000000, &o->rto_min_us);
-    case 'M': o->given |= AR_GIVEN_RTO_MAX;
-        return parse_u32("--rto-max-us", 1000, 60000000, &o->rto_max_us);
-    case 'C': {
-        codec_spec_t cs;
-        char why[256];
-        if (codec_parse(optarg, &cs, why, sizeof why) != 0)
-            return bad("--compress: %s", why);
-        o->compress = cs.mode == CODEC_NONE ? NULL : optarg;
-        return 0;
-    }
-    case 'd':
-        if (strcmp(optarg, "int32") != 0 && strcmp(optarg, "float32") != 0)
-            return bad("--dtype must be int32 or float32, got '%s'", optarg);
-        o->dtype_float = strcmp(optarg, "float32") == 0;
-        o->given |= AR_GIVEN_DTYPE;
-        return 0;
-    case 'F':
-        if (strcmp(optarg, "fixed") != 0 && strcmp(optarg, "native") != 0)
-            return bad("--float-mode must be fixed or native, got '%s'", optarg);
-        o->float_mode = strcmp(optarg, "fixed") == 0 ? INAGG_FLOAT_FIXED : INAGG_FLOAT_NATIVE;
-        return 0;
-    case 'b': return parse_baselines(optarg, o) < 0 ? 2 : 0;
-    case 'z': return parse_sizes(optarg, o) < 0 ? 2 : 0;
-    default: return -1;
+        case 'e':
+            if (cli_parse_u64(AR_CMD, "--elems", optarg, 1, 1ull << 32, &o->elems) < 0)
+                return 2;
+            seen->elems = 1;
+            return 0;
+        case 'p':
+            o->given |= AR_GIVEN_PACKET;
+            return parse_u32("--packet-elems", 1, INAGG_MAX_PACKET_ELEMS, &o->packet_elems);
+        case 's':
+            o->given |= AR_GIVEN_WINDOW;
+            return parse_u32("--window", 1, 1u << 20, &o->window);
+        case 't': return parse_u32("--threads", 1, 64, &o->threads);
+        case 'm':
+            o->given |= AR_GIVEN_RTO_MIN;
+            return parse_u32("--rto-min-us", 100, 60000000, &o->rto_min_us);
+        case 'M':
+            o->given |= AR_GIVEN_RTO_MAX;
+            return parse_u32("--rto-max-us", 1000, 60000000, &o->rto_max_us);
+        case 'C': {
+            codec_spec_t cs;
+            char why[256];
+            if (codec_parse(optarg, &cs, why, sizeof why) != 0)
+                return bad("--compress: %s", why);
+            o->compress = cs.mode == CODEC_NONE ? NULL : optarg;
+            return 0;
+        }
+        case 'd':
+            if (strcmp(optarg, "int32") != 0 && strcmp(optarg, "float32") != 0)
+                return bad("--dtype must be int32 or float32, got '%s'", optarg);
+            o->dtype_float = strcmp(optarg, "float32") == 0;
+            o->given |= AR_GIVEN_DTYPE;
+            return 0;
+        case 'F':
+            if (strcmp(optarg, "fixed") != 0 && strcmp(optarg, "native") != 0)
+                return bad("--float-mode must be fixed or native, got '%s'", optarg);
+            o->float_mode = strcmp(optarg, "fixed") == 0 ? INAGG_FLOAT_FIXED : INAGG_FLOAT_NATIVE;
+            return 0;
+        case 'b': return parse_baselines(optarg, o) < 0 ? 2 : 0;
+        case 'z': return parse_sizes(optarg, o) < 0 ? 2 : 0;
+        default: return -1;
     }
 }
 
@@ -324,27 +333,31 @@ static int parse_own_flag(void *ctx, int c)
     if (rc >= 0)
         return rc;
     switch (c) {
-    case 'U': pc->seen.mtu = 1; return parse_u32("--mtu", 576, 65000, &o->mtu);
-    case 'G': o->plot_path = optarg; pc->seen.plot = 1; return 0;
-    case 'a': o->pcap = optarg; return 0;
-    case 1090:
-        if (strcmp(optarg, "auto") != 0 && strcmp(optarg, "on") != 0 && strcmp(optarg, "off") != 0)
-            return bad("--xdp is auto, on or off, got '%s'", optarg);
-        o->xdp = optarg;
-        pc->seen.rate = 1;
-        return 0;
-    case 'N':
-        if (cli_parse_u64(AR_CMD, "--roce-psn", optarg, 0, 0xffffff, &v) < 0)
-            return 2;
-        o->roce_psn = optarg;
-        return 0;
-    case 1101: return parse_u32("--leaves", 1, AR_MAX_LEAVES, &o->leaves);
-    case 1102: return parse_u32("--hosts-per-leaf", 1, INAGG_MAX_WORLD, &o->hosts_per_leaf);
-    case 1103: return parse_u32("--shards", 1, AR_MAX_SHARDS, &o->shards);
-    case 1104: o->pin_switches = 1; return 0;
-    case 1105: return parse_u32("--switch-cpu-share", 1, 100, &o->switch_cpu_share);
-    case 1106: o->no_dataplane_auth = 1; return 0;
-    default: return -1;
+        case 'U': pc->seen.mtu = 1; return parse_u32("--mtu", 576, 65000, &o->mtu);
+        case 'G':
+            o->plot_path = optarg;
+            pc->seen.plot = 1;
+            return 0;
+        case 'a': o->pcap = optarg; return 0;
+        case 1090:
+            if (strcmp(optarg, "auto") != 0 && strcmp(optarg, "on") != 0 &&
+                strcmp(optarg, "off") != 0)
+                return bad("--xdp is auto, on or off, got '%s'", optarg);
+            o->xdp = optarg;
+            pc->seen.rate = 1;
+            return 0;
+        case 'N':
+            if (cli_parse_u64(AR_CMD, "--roce-psn", optarg, 0, 0xffffff, &v) < 0)
+                return 2;
+            o->roce_psn = optarg;
+            return 0;
+        case 1101: return parse_u32("--leaves", 1, AR_MAX_LEAVES, &o->leaves);
+        case 1102: return parse_u32("--hosts-per-leaf", 1, INAGG_MAX_WORLD, &o->hosts_per_leaf);
+        case 1103: return parse_u32("--shards", 1, AR_MAX_SHARDS, &o->shards);
+        case 1104: o->pin_switches = 1; return 0;
+        case 1105: return parse_u32("--switch-cpu-share", 1, 100, &o->switch_cpu_share);
+        case 1106: o->no_dataplane_auth = 1; return 0;
+        default: return -1;
     }
 }
 
@@ -420,8 +433,9 @@ static int check_testbed(ar_opts_t *o, const ar_seen_t *seen)
         if (!(o->given & AR_GIVEN_WARMUP))
             o->warmup = TESTBED_WARMUP;
     } else if (seen->rate || seen->mtu) {
-        return bad("--link-rate, --mtu, --fabric, --link-delay and --xdp describe the testbed: they "
-                   "go with --testbed N");
+        return bad(
+            "--link-rate, --mtu, --fabric, --link-delay and --xdp describe the testbed: they "
+            "go with --testbed N");
     }
     if (seen->plot && !o->nsizes)
         return bad("--plot draws the --sizes sweep: give --sizes too");
@@ -445,14 +459,16 @@ static int check_data_path(ar_opts_t *o)
             return bad("--compress works with --protocol switchml only");
         if (!o->dtype_float && codec_is_lossy(&cs))
             return bad("--compress %s may change values: int32 jobs refuse lossy compression "
-                       "(use zfp:reversible, or --dtype float32)", o->compress);
+                       "(use zfp:reversible, or --dtype float32)",
+                       o->compress);
         if (o->dtype_float)
             o->float_mode = INAGG_FLOAT_NATIVE; /* coded chunks are summed in float */
         size_t fit = codec_max_elems(&cs, WIRE_MAX_DATAGRAM - WIRE_HEADER_MAX);
         if (o->packet_elems > fit) {
             if (o->given & AR_GIVEN_PACKET)
                 return bad("--compress %s: a packet of %u values may not fit a datagram "
-                           "(at most %zu)", o->compress, o->packet_elems, fit);
+                           "(at most %zu)",
+                           o->compress, o->packet_elems, fit);
             o->packet_elems = (uint32_t)fit;
         }
     }
@@ -472,17 +488,21 @@ static int check_data_path(ar_opts_t *o)
     if (o->rto_min_us && o->rto_max_us && o->rto_min_us > o->rto_max_us)
         return bad("--rto-min-us cannot exceed --rto-max-us");
     if (!o->testbed)
-        o->faults = bench_worker_faults(o->faults, o->loss, o->seed, o->faults_buf,
-                                        sizeof(o->faults_buf));
+        o->faults =
+            bench_worker_faults(o->faults, o->loss, o->seed, o->faults_buf, sizeof(o->faults_buf));
     return 0;
 }
 
 /* The shared flags' given bits as the checks read them. */
 static void note_given(const bench_opts_t *b, ar_opts_t *o, ar_seen_t *seen, uint32_t world)
 {
-    static const struct { bench_opt_id_t id; unsigned bit; } bits[] = {
-        {BOPT_WORKERS, AR_GIVEN_WORKERS}, {BOPT_ITERS, AR_GIVEN_ITERS},
-        {BOPT_WARMUP, AR_GIVEN_WARMUP},   {BOPT_SWITCH_THREADS, AR_GIVEN_SWITCH_THREADS}};
+    static const struct {
+        bench_opt_id_t id;
+        unsigned bit;
+    } bits[] = {{BOPT_WORKERS, AR_GIVEN_WORKERS},
+                {BOPT_ITERS, AR_GIVEN_ITERS},
+                {BOPT_WARMUP, AR_GIVEN_WARMUP},
+                {BOPT_SWITCH_THREADS, AR_GIVEN_SWITCH_THREADS}};
     for (size_t i = 0; i < sizeof(bits) / sizeof(bits[0]); i++)
         if (bench_opts_given(b, bits[i].id))
             o->given |= bits[i].bit;
@@ -497,36 +517,69 @@ static void note_given(const bench_opts_t *b, ar_opts_t *o, ar_seen_t *seen, uin
 int ar_parse(int argc, char **argv, ar_opts_t *o)
 {
     const inagg_options_t def = INAGG_OPTIONS_INIT;
-    *o = (ar_opts_t){.workers = 4, .iters = 10, .warmup = 2, .packet_elems = def.packet_elems,
-                     .window = def.slots, .threads = 1, .switch_threads = 1,
-                     .elems = 4000000, .seed = 1, .dtype_float = 1,
-                     .float_mode = INAGG_FLOAT_FIXED, .timeout_ms = 30000,
-                     .link_rate = "100mbit", .link_bps = 100000000, .mtu = 9000,
+    *o = (ar_opts_t){.workers = 4,
+                     .iters = 10,
+                     .warmup = 2,
+                     .packet_elems = def.packet_elems,
+                     .window = def.slots,
+                     .threads = 1,
+                     .switch_threads = 1,
+                     .elems = 4000000,
+                     .seed = 1,
+                     .dtype_float = 1,
+                     .float_mode = INAGG_FLOAT_FIXED,
+                     .timeout_ms = 30000,
+                     .link_rate = "100mbit",
+                     .link_bps = 100000000,
+                     .mtu = 9000,
                      .plot_path = "allreduce-sizes.png"};
     uint32_t world = 0;
-    bench_opts_t b = {
-        .cmd = AR_CMD, .workers = &o->workers, .world = &world, .rank = &o->rank,
-        .job = &o->job, .switch_addr = &o->switch_addr, .iters = &o->iters,
-        .iters_max = AR_MAX_ITERS, .warmup = &o->warmup, .seed = &o->seed,
-        .timeout_ms = &o->timeout_ms, .timeout_min = 100, .json_path = &o->json_path,
-        .protocol = &o->protocol, .loss = &o->loss, .faults = &o->faults,
-        .testbed = &o->testbed, .link_rate = &o->link_rate, .link_bps = &o->link_bps,
-        .link_delay = &o->link_delay, .fabric = &o->fabric,
-        .switch_threads = &o->switch_threads, .transport = &o->transport};
-    static const struct option own[] = {
-        {"elems", required_argument, 0, 'e'},        {"dtype", required_argument, 0, 'd'},
-        {"float-mode", required_argument, 0, 'F'},   {"packet-elems", required_argument, 0, 'p'},
-        {"window", required_argument, 0, 's'},       {"threads", required_argument, 0, 't'},
-        {"baseline", required_argument, 0, 'b'},     {"rto-min-us", required_argument, 0, 'm'},
-        {"rto-max-us", required_argument, 0, 'M'},   {"mtu", required_argument, 0, 'U'},
-        {"sizes", optional_argument, 0, 'z'},        {"plot", required_argument, 0, 'G'},
-        {"compress", required_argument, 0, 'C'},     {"leaves", required_argument, 0, 1101},
-        {"hosts-per-leaf", required_argument, 0, 1102},
-        {"shards", required_argument, 0, 1103},      {"pin-switches", no_argument, 0, 1104},
-        {"switch-cpu-share", required_argument, 0, 1105},
-        {"pcap", required_argument, 0, 'a'},         {"roce-psn", required_argument, 0, 'N'},
-        {"no-dataplane-auth", no_argument, 0, 1106}, {"xdp", required_argument, 0, 1090},
-        {0, 0, 0, 0}};
+    bench_opts_t b = {.cmd = AR_CMD,
+                      .workers = &o->workers,
+                      .world = &world,
+                      .rank = &o->rank,
+                      .job = &o->job,
+                      .switch_addr = &o->switch_addr,
+                      .iters = &o->iters,
+                      .iters_max = AR_MAX_ITERS,
+                      .warmup = &o->warmup,
+                      .seed = &o->seed,
+                      .timeout_ms = &o->timeout_ms,
+                      .timeout_min = 100,
+                      .json_path = &o->json_path,
+                      .protocol = &o->protocol,
+                      .loss = &o->loss,
+                      .faults = &o->faults,
+                      .testbed = &o->testbed,
+                      .link_rate = &o->link_rate,
+                      .link_bps = &o->link_bps,
+                      .link_delay = &o->link_delay,
+                      .fabric = &o->fabric,
+                      .switch_threads = &o->switch_threads,
+                      .transport = &o->transport};
+    static const struct option own[] = {{"elems", required_argument, 0, 'e'},
+                                        {"dtype", required_argument, 0, 'd'},
+                                        {"float-mode", required_argument, 0, 'F'},
+                                        {"packet-elems", required_argument, 0, 'p'},
+                                        {"window", required_argument, 0, 's'},
+                                        {"threads", required_argument, 0, 't'},
+                                        {"baseline", required_argument, 0, 'b'},
+                                        {"rto-min-us", required_argument, 0, 'm'},
+                                        {"rto-max-us", required_argument, 0, 'M'},
+                                        {"mtu", required_argument, 0, 'U'},
+                                        {"sizes", optional_argument, 0, 'z'},
+                                        {"plot", required_argument, 0, 'G'},
+                                        {"compress", required_argument, 0, 'C'},
+                                        {"leaves", required_argument, 0, 1101},
+                                        {"hosts-per-leaf", required_argument, 0, 1102},
+                                        {"shards", required_argument, 0, 1103},
+                                        {"pin-switches", no_argument, 0, 1104},
+                                        {"switch-cpu-share", required_argument, 0, 1105},
+                                        {"pcap", required_argument, 0, 'a'},
+                                        {"roce-psn", required_argument, 0, 'N'},
+                                        {"no-dataplane-auth", no_argument, 0, 1106},
+                                        {"xdp", required_argument, 0, 1090},
+                                        {0, 0, 0, 0}};
     ar_parse_ctx_t pc = {.o = o};
     int rc = bench_opts_parse(&b, argc, argv, own, parse_own_flag, &pc, usage);
     if (rc)

@@ -15,9 +15,7 @@
 /* Options with their defaults, then argv's. 0, 1 after --help, 2 after a usage error (said). */
 int ar_parse(int argc, char **argv, ar_opts_t *o);
 
-
 /* ---- render (bench_allreduce_render.c) ---- */
-
 
 /* algBw (bits per second of the tensor), busBw = algBw * 2(n-1)/n (nccl-tests), goodput
  * fraction (algBw over the link rate, NaN without one) and the speedup of inagg over sys. */

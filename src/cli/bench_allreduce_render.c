@@ -17,12 +17,11 @@
 #include <unistd.h>
 
 #include "cli/bench_allreduce_cli.h"
-#include "netio/roce_frame.h"
-#include "wire/wire.h"
 #include "cli/output.h"
 #include "cli/plot.h"
+#include "netio/roce_frame.h"
+#include "wire/wire.h"
 #include "json/json.h"
-
 
 static const ar_size_result_t *last_size(const ar_run_t *run)
 {
@@ -35,10 +34,7 @@ double ar_alg_bw_gbps(const ar_size_result_t *s, ar_system_t sys)
     return r->verified ? (double)ar_bytes(s) * 8 / r->tat_median_s / 1e9 : NAN;
 }
 
-double ar_theory_ratio(const ar_run_t *run)
-{
-    return 2.0 * (run->world - 1) / run->world;
-}
+double ar_theory_ratio(const ar_run_t *run) { return 2.0 * (run->world - 1) / run->world; }
 
 double ar_bus_bw_gbps(const ar_run_t *run, const ar_size_result_t *s, ar_system_t sys)
 {
@@ -110,8 +106,9 @@ static void render_summary(FILE *out, const ar_run_t *run, const ar_size_result_
             o->dtype_float ? (o->float_mode == INAGG_FLOAT_FIXED ? " (fixed point)" : " (native)")
                            : "",
             o->packet_elems, o->window,
-            o->faults ? o->faults : run->on_testbed && o->loss > 0 ? "loss on the links"
-                                                                   : "no loss");
+            o->faults                        ? o->faults
+            : run->on_testbed && o->loss > 0 ? "loss on the links"
+                                             : "no loss");
     if (o->compress)
         fprintf(out, "  compressed     %s (checked against an offline codec round trip)\n",
                 o->compress);
@@ -146,11 +143,12 @@ static void render_summary(FILE *out, const ar_run_t *run, const ar_size_result_
         uint32_t nf;
         double pe = roce_message_efficiency(WIRE_HEADER_SIZE + 4 * o->packet_elems,
                                             4 * o->packet_elems, &nf);
-        fprintf(out, "  roce frames    payload efficiency (AllReduce-Switch Table IV; a %u B "
+        fprintf(out,
+                "  roce frames    payload efficiency (AllReduce-Switch Table IV; a %u B "
                 "aggregation header in First): First %.1f%%, Middle %.1f%%, Last %.1f%%, "
                 "Last with Immediate %.1f%%; a packet of %u elements: %u frames, %.1f%% "
-                "(UDP: %.1f%%)\n", WIRE_HEADER_SIZE,
-                100 * roce_payload_efficiency(ROCE_WRITE_FIRST, WIRE_HEADER_SIZE),
+                "(UDP: %.1f%%)\n",
+                WIRE_HEADER_SIZE, 100 * roce_payload_efficiency(ROCE_WRITE_FIRST, WIRE_HEADER_SIZE),
                 100 * roce_payload_efficiency(ROCE_WRITE_MIDDLE, WIRE_HEADER_SIZE),
                 100 * roce_payload_efficiency(ROCE_WRITE_LAST, WIRE_HEADER_SIZE),
                 100 * roce_payload_efficiency(ROCE_WRITE_LAST_IMM, WIRE_HEADER_SIZE),
@@ -158,7 +156,8 @@ static void render_summary(FILE *out, const ar_run_t *run, const ar_size_result_
                 100.0 * 4 * o->packet_elems / (42.0 + WIRE_HEADER_SIZE + 4 * o->packet_elems));
     }
     if (o->compress && r->encode_ns + r->decode_ns > 0)
-        fprintf(out, "  coding         %.1f ms encode, %.1f ms decode (all ranks), %.0f%% "
+        fprintf(out,
+                "  coding         %.1f ms encode, %.1f ms decode (all ranks), %.0f%% "
                 "overlapped with packets in flight; %llu of %llu chunks encoded ahead by "
                 "helper threads; timeout floor %u us\n",
                 (double)r->encode_ns / 1e6, (double)r->decode_ns / 1e6,
@@ -171,9 +170,10 @@ static void render_summary(FILE *out, const ar_run_t *run, const ar_size_result_
         const ar_sys_result_t *x = &s->sys[b];
         if (x->verified)
             fprintf(out, "  %-14s median %.3f ms  ATE/s %.4g  -> speedup %.2fx\n",
-                    b == AR_MPI ? "MPI_Allreduce" : b == AR_MPI_RING ? "MPI ring" : "Gloo",
-                    x->tat_median_s * 1e3, (double)s->elems / x->tat_median_s,
-                    ar_speedup(s, b));
+                    b == AR_MPI        ? "MPI_Allreduce"
+                    : b == AR_MPI_RING ? "MPI ring"
+                                       : "Gloo",
+                    x->tat_median_s * 1e3, (double)s->elems / x->tat_median_s, ar_speedup(s, b));
         else
             fprintf(out, "  %-14s FAILED: %s\n", ar_system_name[b], x->error);
     }
@@ -183,16 +183,18 @@ static void render_table(FILE *out, const ar_run_t *run)
 {
     const ar_opts_t *o = run->o;
     if (run->on_testbed)
-        fprintf(out, "testbed %s: %u hosts, links %s (%.0f Mbit/s each way), MTU %u, loss %g, "
-                "subnet %s\n  %s\n", run->tb.name, run->world, o->link_rate,
-                (double)o->link_bps / 1e6, run->tb.mtu, run->tb.loss, run->tb.subnet,
-                run->defaults_note);
-    fprintf(out, "  the machine was %.0f%% busy (all cores) in the second before the run; CPU%% "
+        fprintf(out,
+                "testbed %s: %u hosts, links %s (%.0f Mbit/s each way), MTU %u, loss %g, "
+                "subnet %s\n  %s\n",
+                run->tb.name, run->world, o->link_rate, (double)o->link_bps / 1e6, run->tb.mtu,
+                run->tb.loss, run->tb.subnet, run->defaults_note);
+    fprintf(out,
+            "  the machine was %.0f%% busy (all cores) in the second before the run; CPU%% "
             "below: switch and mean worker in %% of one core, box in %% of all cores\n",
             run->busy_before);
-    fprintf(out, "%-10s %-9s %10s %10s %10s %8s %14s %8s %6s %s\n", "size/rank", "system",
-            "TAT s", "algBw Gb/s", "busBw Gb/s", "goodput", "CPU% sw/wk/box", "speedup",
-            "theory", "verified");
+    fprintf(out, "%-10s %-9s %10s %10s %10s %8s %14s %8s %6s %s\n", "size/rank", "system", "TAT s",
+            "algBw Gb/s", "busBw Gb/s", "goodput", "CPU% sw/wk/box", "speedup", "theory",
+            "verified");
     for (int i = 0; i < run->nsizes; i++) {
         const ar_size_result_t *s = &run->size[i];
         char sz[32];
@@ -201,8 +203,8 @@ static void render_table(FILE *out, const ar_run_t *run)
             ar_system_t sys = k == 0 ? AR_INAGG : o->base[k - 1];
             const ar_sys_result_t *r = &s->sys[sys];
             if (!r->completed) {
-                fprintf(out, "%-10s %-9s failed: %.200s\n", k == 0 ? sz : "",
-                        ar_system_name[sys], r->error[0] ? r->error : "no report");
+                fprintf(out, "%-10s %-9s failed: %.200s\n", k == 0 ? sz : "", ar_system_name[sys],
+                        r->error[0] ? r->error : "no report");
                 continue;
             }
             char a[16], b[16], c[16], cpu[48], sp[16];
@@ -212,10 +214,10 @@ static void render_table(FILE *out, const ar_run_t *run)
             double g = ar_goodput_fraction(run, s, sys), x = ar_speedup(s, sys);
             snprintf(sp, sizeof(sp), k == 0 ? "-" : "%.2f", x);
             fprintf(out, "%-10s %-9s %10.4g %10.4g %10.4g %8s %14s %8s %6.2f %s\n",
-                    k == 0 ? sz : "", ar_system_name[sys], r->tat_median_s,
-                    ar_alg_bw_gbps(s, sys), ar_bus_bw_gbps(run, s, sys),
-                    isfinite(g) ? (snprintf(a, sizeof(a), "%.3f", g), a) : "-",
-                    cpu, sp, ar_theory_ratio(run), r->verified ? "yes" : "NO");
+                    k == 0 ? sz : "", ar_system_name[sys], r->tat_median_s, ar_alg_bw_gbps(s, sys),
+                    ar_bus_bw_gbps(run, s, sys),
+                    isfinite(g) ? (snprintf(a, sizeof(a), "%.3f", g), a) : "-", cpu, sp,
+                    ar_theory_ratio(run), r->verified ? "yes" : "NO");
         }
     }
 }
@@ -323,8 +325,8 @@ static void json_size(json_writer_t *w, const ar_run_t *run, const ar_size_resul
 static void json_roce_efficiency(json_writer_t *w, const ar_opts_t *o)
 {
     uint32_t nf;
-    double pe = roce_message_efficiency(WIRE_HEADER_SIZE + 4 * o->packet_elems,
-                                        4 * o->packet_elems, &nf);
+    double pe =
+        roce_message_efficiency(WIRE_HEADER_SIZE + 4 * o->packet_elems, 4 * o->packet_elems, &nf);
     json_begin_object(w, "roce_payload_efficiency");
     static const uint8_t ops[] = {ROCE_WRITE_FIRST, ROCE_WRITE_MIDDLE, ROCE_WRITE_LAST,
                                   ROCE_WRITE_LAST_IMM};
@@ -473,13 +475,15 @@ int ar_render_plot(const ar_run_t *run, const char *path)
     else
         snprintf(title, sizeof(title), "allreduce bus bandwidth, %u workers on loopback, %s",
                  run->world, o->dtype_float ? "float32" : "int32");
-    fprintf(g, "set terminal pngcairo size 900,560 font ',10'\n"
-               "set output \"%s\"\n"
-               "set title \"%s\"\n"
-               "set logscale x 2\nset grid\nset key top left\n"
-               "set xlabel \"tensor size per rank\"\n"
-               "set ylabel \"busBw (Gbit/s) = size / TAT * 2(n-1)/n\"\n"
-               "set xtics (", path, title);
+    fprintf(g,
+            "set terminal pngcairo size 900,560 font ',10'\n"
+            "set output \"%s\"\n"
+            "set title \"%s\"\n"
+            "set logscale x 2\nset grid\nset key top left\n"
+            "set xlabel \"tensor size per rank\"\n"
+            "set ylabel \"busBw (Gbit/s) = size / TAT * 2(n-1)/n\"\n"
+            "set xtics (",
+            path, title);
     for (int i = 0; i < run->nsizes; i++) {
         char sz[32];
         fprintf(g, "%s\"%s\" %llu", i ? ", " : "",

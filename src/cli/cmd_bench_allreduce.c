@@ -12,8 +12,8 @@
  * Exit: 0 every result verified, 1 a run failed or did not verify, 2 bad usage, 3 a testbed
  * cannot be built on this machine (not root, no network namespaces).
  */
-#include <signal.h>
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

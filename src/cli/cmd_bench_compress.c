@@ -25,34 +25,37 @@
 #include "cli/output.h"
 #include "cli/plot.h"
 #include "codec/codec.h"
-#include "json/json.h"
 #include "launch/launch.h"
+#include "json/json.h"
 
 /* ---- output ----------------------------------------------------------------------------- */
 
 static void render_text(FILE *out, const bc_opts_t *o, const bc_result_t *r, size_t n)
 {
     if (o->data_mask & 3)
-        fprintf(out, "inagg bench compress: %zu values per generated data set (gradient-like, "
-                "scale 1e-3)", o->elems);
+        fprintf(out,
+                "inagg bench compress: %zu values per generated data set (gradient-like, "
+                "scale 1e-3)",
+                o->elems);
     else
         fprintf(out, "inagg bench compress:");
     if (o->data_mask & 4)
         fprintf(out, "%s%zu captured values from %u file(s)", o->data_mask & 3 ? "; " : " ",
                 o->captured, o->ninputs);
-    fprintf(out, ", chunks of %zu values, %u codec thread(s) against 1, median of %u\n",
-            o->chunk, o->threads, o->repeats);
+    fprintf(out, ", chunks of %zu values, %u codec thread(s) against 1, median of %u\n", o->chunk,
+            o->threads, o->repeats);
     fprintf(out, "%-12s %-20s %7s %6s %9s %9s %9s %9s %10s %10s %10s\n", "data", "mode", "ratio",
-           "bits", "enc GB/s", "dec GB/s", "enc xT", "dec xT", "max err", "rms err",
-           "vs libzfp");
+            "bits", "enc GB/s", "dec GB/s", "enc xT", "dec xT", "max err", "rms err", "vs libzfp");
     for (size_t i = 0; i < n; i++)
         fprintf(out, "%-12s %-20s %7.2f %6.2f %9.3f %9.3f %8.2fx %8.2fx %10.3g %10.3g %10.3g\n",
-               r[i].data, r[i].mode, r[i].ratio, r[i].bits_per_value, r[i].enc_gbs[0],
-               r[i].dec_gbs[0], r[i].enc_gbs[1] / r[i].enc_gbs[0],
-               r[i].dec_gbs[1] / r[i].dec_gbs[0], r[i].max_err, r[i].rms_err, r[i].ref_max_diff);
-    fprintf(out, "(enc/dec GB/s: float32 bytes per second on one thread; xT: speedup with %u "
-           "threads; vs libzfp: largest difference from libzfp's own round trip of the whole "
-           "array, which must be 0; fp16 has none)\n", o->threads);
+                r[i].data, r[i].mode, r[i].ratio, r[i].bits_per_value, r[i].enc_gbs[0],
+                r[i].dec_gbs[0], r[i].enc_gbs[1] / r[i].enc_gbs[0],
+                r[i].dec_gbs[1] / r[i].dec_gbs[0], r[i].max_err, r[i].rms_err, r[i].ref_max_diff);
+    fprintf(out,
+            "(enc/dec GB/s: float32 bytes per second on one thread; xT: speedup with %u "
+            "threads; vs libzfp: largest difference from libzfp's own round trip of the whole "
+            "array, which must be 0; fp16 has none)\n",
+            o->threads);
 }
 
 static int render_json(const bc_opts_t *o, const bc_result_t *r, size_t n)
@@ -65,7 +68,8 @@ static int render_json(const bc_opts_t *o, const bc_result_t *r, size_t n)
     json_int(&w, "threads", o->threads);
     json_int(&w, "repeats", o->repeats);
     json_int(&w, "seed", (int64_t)o->seed);
-    json_string(&w, "data_source", "generated (normal; zero-free exponential magnitudes, random "
+    json_string(&w, "data_source",
+                "generated (normal; zero-free exponential magnitudes, random "
                 "sign), scale 1e-3; captured: the --input files");
     json_begin_array(&w, "inputs");
     for (uint32_t k = 0; k < o->ninputs; k++)
@@ -98,17 +102,19 @@ static int render_json(const bc_opts_t *o, const bc_result_t *r, size_t n)
 /* Ratio against RMS error, one series per data set and mode family (gnuplot). */
 static int render_plot(const bc_opts_t *o, const bc_result_t *r, size_t n)
 {
-    static const char *const fam[] = {"zfp:rate", "zfp:precision", "zfp:accuracy",
-                                      "zfp:reversible", "fp16"};
+    static const char *const fam[] = {"zfp:rate", "zfp:precision", "zfp:accuracy", "zfp:reversible",
+                                      "fp16"};
     cli_plot_t p;
     int rc = cli_plot_open(&p, BC_CMD), series = 0;
     if (rc < 0)
         return rc;
-    fprintf(p.scriptf, "set terminal pngcairo size 900,560 font ',10'\nset output \"%s\"\n"
+    fprintf(p.scriptf,
+            "set terminal pngcairo size 900,560 font ',10'\nset output \"%s\"\n"
             "set title \"compression ratio against RMS error, chunks of %zu values\"\n"
             "set logscale x 10\nset logscale y 2\nset grid\nset key outside right\n"
             "set xlabel \"RMS error (generated data at scale 1e-3; captured data as sent)\"\n"
-            "set ylabel \"ratio\"\nplot ", o->plot_path, o->chunk);
+            "set ylabel \"ratio\"\nplot ",
+            o->plot_path, o->chunk);
     for (size_t d = 0; d < BC_N_DATA; d++)
         for (size_t m = 0; m < sizeof fam / sizeof *fam; m++) {
             int any = 0;
@@ -184,46 +190,51 @@ static int parse_own_flag(void *ctx, int c)
     bc_opts_t *o = pc->o;
     uint64_t v;
     switch (c) {
-    case 'e':
-        if (cli_parse_u64(BC_CMD, "--elems", optarg, 1048576, 1ull << 28, &v) < 0) return 2;
-        o->elems = (size_t)v;
-        return 0;
-    case 'c':
-        if (cli_parse_u64(BC_CMD, "--chunk", optarg, 4, CODEC_MAX_ELEMS, &v) < 0) return 2;
-        if (v % 4) {
-            fprintf(stderr, BC_CMD ": --chunk must be a multiple of 4 (ZFP's block)\n");
-            return 2;
-        }
-        o->chunk = (size_t)v;
-        return 0;
-    case 't':
-        return cli_parse_u32(BC_CMD, "--threads", optarg, 1, BC_MAX_THREADS, &o->threads) < 0 ? 2
-                                                                                         : 0;
-    case 'k': return cli_parse_u32(BC_CMD, "--repeats", optarg, 1, 64, &o->repeats) < 0 ? 2 : 0;
-    case 'i':
-        if (o->ninputs == BC_MAX_INPUTS) {
-            fprintf(stderr, BC_CMD ": at most %d --input files\n", BC_MAX_INPUTS);
-            return 2;
-        }
-        o->inputs[o->ninputs++] = optarg;
-        return 0;
-    case 'd': return parse_data(optarg, pc);
-    default: return -1;
+        case 'e':
+            if (cli_parse_u64(BC_CMD, "--elems", optarg, 1048576, 1ull << 28, &v) < 0)
+                return 2;
+            o->elems = (size_t)v;
+            return 0;
+        case 'c':
+            if (cli_parse_u64(BC_CMD, "--chunk", optarg, 4, CODEC_MAX_ELEMS, &v) < 0)
+                return 2;
+            if (v % 4) {
+                fprintf(stderr, BC_CMD ": --chunk must be a multiple of 4 (ZFP's block)\n");
+                return 2;
+            }
+            o->chunk = (size_t)v;
+            return 0;
+        case 't':
+            return cli_parse_u32(BC_CMD, "--threads", optarg, 1, BC_MAX_THREADS, &o->threads) < 0
+                       ? 2
+                       : 0;
+        case 'k': return cli_parse_u32(BC_CMD, "--repeats", optarg, 1, 64, &o->repeats) < 0 ? 2 : 0;
+        case 'i':
+            if (o->ninputs == BC_MAX_INPUTS) {
+                fprintf(stderr, BC_CMD ": at most %d --input files\n", BC_MAX_INPUTS);
+                return 2;
+            }
+            o->inputs[o->ninputs++] = optarg;
+            return 0;
+        case 'd': return parse_data(optarg, pc);
+        default: return -1;
     }
 }
 
 /* The options with their defaults, then argv's. 0, 1 after --help, 2 after a usage error. */
 static int parse_args(int argc, char **argv, bc_opts_t *o, int *data_given)
 {
-    *o = (bc_opts_t){.elems = 2097152, .chunk = 4096, .threads = 2, .repeats = 3,
-                      .seed = 1, .data_mask = 3};
-    static const struct option own[] = {
-        {"elems", required_argument, 0, 'e'},   {"chunk", required_argument, 0, 'c'},
-        {"threads", required_argument, 0, 't'}, {"repeats", required_argument, 0, 'k'},
-        {"data", required_argument, 0, 'd'},    {"input", required_argument, 0, 'i'},
-        {0, 0, 0, 0}};
-    bench_opts_t b = {.cmd = BC_CMD, .seed = &o->seed, .json_path = &o->json_path,
-                      .plot_path = &o->plot_path};
+    *o = (bc_opts_t){
+        .elems = 2097152, .chunk = 4096, .threads = 2, .repeats = 3, .seed = 1, .data_mask = 3};
+    static const struct option own[] = {{"elems", required_argument, 0, 'e'},
+                                        {"chunk", required_argument, 0, 'c'},
+                                        {"threads", required_argument, 0, 't'},
+                                        {"repeats", required_argument, 0, 'k'},
+                                        {"data", required_argument, 0, 'd'},
+                                        {"input", required_argument, 0, 'i'},
+                                        {0, 0, 0, 0}};
+    bench_opts_t b = {
+        .cmd = BC_CMD, .seed = &o->seed, .json_path = &o->json_path, .plot_path = &o->plot_path};
     bc_parse_ctx_t pc = {.o = o};
     int rc = bench_opts_parse(&b, argc, argv, own, parse_own_flag, &pc, usage);
     *data_given = pc.data_given;

@@ -24,9 +24,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/pollmode.h"
 #include "bench/bench_latency.h"
 #include "bench/harness.h"
-#include "base/pollmode.h"
 #include "cli/bench_opts.h"
 #include "cli/commands.h"
 #include "cli/flags.h"
@@ -35,64 +35,65 @@
 
 static void usage(FILE *out)
 {
-    fprintf(out,
-            "usage: inagg bench latency [options]\n"
-            "\n"
-            "Latency of small allreduces through the aggregation switch, as in the P4SGD\n"
-            "paper's Fig. 8: N local worker processes and an embedded switch (or --switch)\n"
-            "allreduce --elems values, one operation at a time, and every result is verified.\n"
-            "Each timed operation follows an untimed 1-element allreduce that lines the ranks\n"
-            "up; its latency is the slowest rank's. Prints p50 / p99 / p99.9 (microseconds).\n"
-            "--baseline mpi runs OpenMPI's MPI_Allreduce (TCP over loopback, an MPI_Barrier\n"
-            "before each) with the same N and size in the same invocation and prints\n"
-            "speedup_p50 = MPI p50 / inagg p50.\n"
-            "\n"
-            "options:\n"
-            "  --workers N          worker processes (default 4)\n"
-            "  --elems E            elements per allreduce, 1..%u (default 8, P4SGD's micro-batch)\n"
-            "  --dtype T            float32 (default) or int32\n"
-            "  --iters K            timed operations (default 5000)\n"
-            "  --warmup W           untimed operations first (default 200)\n"
-            "  --protocol P         p4sgd (default; latency-centric) or switchml\n"
-            "  --slots S            slots of the job (default 16)\n"
-            "  --loss P             drop each packet with probability P in the workers (seeded)\n"
-            "  --faults SPEC        full fault spec for the workers (drop=,dup=,reorder=,seed=)\n"
-            "  --baseline B         mpi or none (default none)\n"
-            "  --switch HOST:PORT   use a running switch instead of the embedded one\n"
-            "  --rank R --job NAME --report-file PATH\n"
-            "                       run one rank (of --workers) of job NAME on --switch and\n"
-            "                       write its report to PATH (what --testbed runs on each host)\n"
-            "  --testbed N          run across a testbed of N host namespaces (tools/testbed,\n"
-            "                       root): the switch in the switch namespace, one worker per\n"
-            "                       host, the MPI baseline one rank per host over the same\n"
-            "                       links; taken down at the end. Exit 3: testbeds cannot be\n"
-            "                       built here\n"
-            "  --fabric F           with --testbed: inagg (tools/testbed's default: `inagg\n"
-            "                       switch --l2`, which also aggregates; docs/FABRIC.md) or\n"
-            "                       bridge\n"
-            "  --link-delay D       with --testbed --fabric inagg: one-way delay per link (25us)\n"
-            "  --link-rate R        with --testbed: every link's rate (1gbit; default none)\n"
-            "  --poll MODE          how the workers wait for a result: sleep (default), busy\n"
-            "                       or adaptive[:US] (options.poll_us, INAGG_POLL)\n"
-            "  --switch-poll MODE   with --testbed --fabric bridge: the switch's --poll\n"
-            "                       (sleep, busy, adaptive[:US]; `inagg switch --help`)\n"
-            "                       --testbed also measures the medium's floor in the same run:\n"
-            "                       a UDP ping-pong of inagg's packet size from each host to\n"
-            "                       the switch namespace (floor_us, floor_ratio_p50)\n"
-            "  --timeout-ms MS      per-call progress timeout (default 30000)\n"
-            "  --seed S             contents (default 1)\n"
-            "  --json FILE|-        also write one JSON object (- for stdout; the table then\n"
-            "                       goes to stderr): workers, elems, protocol, iters, verified,\n"
-            "                       latency_us {p50, p99, p999, mean}, and with a baseline\n"
-            "                       baseline {name, latency_us {p50, p99, p999}}, speedup_p50;\n"
-            "                       with --testbed floor_us {p50, p99, samples, lost} and\n"
-            "                       floor_ratio_p50 = inagg p50 / floor p50\n"
-            "  -h, --help           this text\n"
-            "\n"
-            "example:\n"
-            "  inagg bench latency --workers 4 --baseline mpi --json -\n"
-            "  inagg bench latency --testbed 4 --fabric inagg --link-delay 25us --baseline mpi\n",
-            LAT_MAX_ELEMS);
+    fprintf(
+        out,
+        "usage: inagg bench latency [options]\n"
+        "\n"
+        "Latency of small allreduces through the aggregation switch, as in the P4SGD\n"
+        "paper's Fig. 8: N local worker processes and an embedded switch (or --switch)\n"
+        "allreduce --elems values, one operation at a time, and every result is verified.\n"
+        "Each timed operation follows an untimed 1-element allreduce that lines the ranks\n"
+        "up; its latency is the slowest rank's. Prints p50 / p99 / p99.9 (microseconds).\n"
+        "--baseline mpi runs OpenMPI's MPI_Allreduce (TCP over loopback, an MPI_Barrier\n"
+        "before each) with the same N and size in the same invocation and prints\n"
+        "speedup_p50 = MPI p50 / inagg p50.\n"
+        "\n"
+        "options:\n"
+        "  --workers N          worker processes (default 4)\n"
+        "  --elems E            elements per allreduce, 1..%u (default 8, P4SGD's micro-batch)\n"
+        "  --dtype T            float32 (default) or int32\n"
+        "  --iters K            timed operations (default 5000)\n"
+        "  --warmup W           untimed operations first (default 200)\n"
+        "  --protocol P         p4sgd (default; latency-centric) or switchml\n"
+        "  --slots S            slots of the job (default 16)\n"
+        "  --loss P             drop each packet with probability P in the workers (seeded)\n"
+        "  --faults SPEC        full fault spec for the workers (drop=,dup=,reorder=,seed=)\n"
+        "  --baseline B         mpi or none (default none)\n"
+        "  --switch HOST:PORT   use a running switch instead of the embedded one\n"
+        "  --rank R --job NAME --report-file PATH\n"
+        "                       run one rank (of --workers) of job NAME on --switch and\n"
+        "                       write its report to PATH (what --testbed runs on each host)\n"
+        "  --testbed N          run across a testbed of N host namespaces (tools/testbed,\n"
+        "                       root): the switch in the switch namespace, one worker per\n"
+        "                       host, the MPI baseline one rank per host over the same\n"
+        "                       links; taken down at the end. Exit 3: testbeds cannot be\n"
+        "                       built here\n"
+        "  --fabric F           with --testbed: inagg (tools/testbed's default: `inagg\n"
+        "                       switch --l2`, which also aggregates; docs/FABRIC.md) or\n"
+        "                       bridge\n"
+        "  --link-delay D       with --testbed --fabric inagg: one-way delay per link (25us)\n"
+        "  --link-rate R        with --testbed: every link's rate (1gbit; default none)\n"
+        "  --poll MODE          how the workers wait for a result: sleep (default), busy\n"
+        "                       or adaptive[:US] (options.poll_us, INAGG_POLL)\n"
+        "  --switch-poll MODE   with --testbed --fabric bridge: the switch's --poll\n"
+        "                       (sleep, busy, adaptive[:US]; `inagg switch --help`)\n"
+        "                       --testbed also measures the medium's floor in the same run:\n"
+        "                       a UDP ping-pong of inagg's packet size from each host to\n"
+        "                       the switch namespace (floor_us, floor_ratio_p50)\n"
+        "  --timeout-ms MS      per-call progress timeout (default 30000)\n"
+        "  --seed S             contents (default 1)\n"
+        "  --json FILE|-        also write one JSON object (- for stdout; the table then\n"
+        "                       goes to stderr): workers, elems, protocol, iters, verified,\n"
+        "                       latency_us {p50, p99, p999, mean}, and with a baseline\n"
+        "                       baseline {name, latency_us {p50, p99, p999}}, speedup_p50;\n"
+        "                       with --testbed floor_us {p50, p99, samples, lost} and\n"
+        "                       floor_ratio_p50 = inagg p50 / floor p50\n"
+        "  -h, --help           this text\n"
+        "\n"
+        "example:\n"
+        "  inagg bench latency --workers 4 --baseline mpi --json -\n"
+        "  inagg bench latency --testbed 4 --fabric inagg --link-delay 25us --baseline mpi\n",
+        LAT_MAX_ELEMS);
 }
 
 #define LAT_CMD "inagg bench latency"
@@ -123,19 +124,20 @@ static int parse_own_flag(void *ctx, int c)
 {
     lat_opts_t *o = ctx;
     switch (c) {
-    case 'e':
-        return cli_parse_u32(LAT_CMD, "--elems", optarg, 1, LAT_MAX_ELEMS, &o->elems) < 0 ? 2 : 0;
-    case 's': return cli_parse_u32(LAT_CMD, "--slots", optarg, 1, 4096, &o->slots) < 0 ? 2 : 0;
-    case 'd':
-        if (strcmp(optarg, "int32") != 0 && strcmp(optarg, "float32") != 0) {
-            fprintf(stderr, LAT_CMD ": --dtype must be int32 or float32\n");
-            return 2;
-        }
-        o->dtype_float = strcmp(optarg, "float32") == 0;
-        return 0;
-    case 'F': o->report_file = optarg; return 0;
-    case 'G': o->switch_poll = optarg; return 0;
-    default: return -1;
+        case 'e':
+            return cli_parse_u32(LAT_CMD, "--elems", optarg, 1, LAT_MAX_ELEMS, &o->elems) < 0 ? 2
+                                                                                              : 0;
+        case 's': return cli_parse_u32(LAT_CMD, "--slots", optarg, 1, 4096, &o->slots) < 0 ? 2 : 0;
+        case 'd':
+            if (strcmp(optarg, "int32") != 0 && strcmp(optarg, "float32") != 0) {
+                fprintf(stderr, LAT_CMD ": --dtype must be int32 or float32\n");
+                return 2;
+            }
+            o->dtype_float = strcmp(optarg, "float32") == 0;
+            return 0;
+        case 'F': o->report_file = optarg; return 0;
+        case 'G': o->switch_poll = optarg; return 0;
+        default: return -1;
     }
 }
 
@@ -164,8 +166,8 @@ static const char *check_placement(lat_opts_t *o, const bench_opts_t *b)
     } else if (o->switch_poll) {
         return "--switch-poll sets the testbed's switch: it goes with --testbed N --fabric "
                "bridge (a switch of your own: `inagg switch --poll`)";
-    } else if (b->given & (BOPT_BIT(BOPT_LINK_RATE) | BOPT_BIT(BOPT_LINK_DELAY) |
-                           BOPT_BIT(BOPT_FABRIC))) {
+    } else if (b->given &
+               (BOPT_BIT(BOPT_LINK_RATE) | BOPT_BIT(BOPT_LINK_DELAY) | BOPT_BIT(BOPT_FABRIC))) {
         return "--link-rate, --fabric and --link-delay describe the testbed: they go with "
                "--testbed N";
     }
@@ -176,18 +178,39 @@ static const char *check_placement(lat_opts_t *o, const bench_opts_t *b)
  * (its message printed). */
 static int parse_args(int argc, char **argv, lat_opts_t *o)
 {
-    *o = (lat_opts_t){.workers = 4, .elems = 8, .iters = 5000, .warmup = 200, .slots = 16,
-                      .timeout_ms = 30000, .dtype_float = 1, .protocol = INAGG_PROTO_P4SGD,
-                      .seed = 1, .baseline = "none"};
-    bench_opts_t b = {
-        .cmd = LAT_CMD, .workers = &o->workers, .rank = &o->rank, .job = &o->job,
-        .switch_addr = &o->switch_addr, .iters = &o->iters, .warmup = &o->warmup,
-        .seed = &o->seed, .timeout_ms = &o->timeout_ms, .json_path = &o->json_path,
-        .protocol = &o->protocol, .loss = &o->loss, .faults = &o->faults,
-        .baseline = &o->baseline, .baseline_name = "mpi", .testbed = &o->testbed,
-        .link_rate = &o->link_rate, .link_delay = &o->link_delay, .fabric = &o->fabric,
-        .poll = &o->poll, .poll_us = &o->poll_us, .iters_max = LAT_MAX_ITERS,
-        .warmup_max = LAT_MAX_ITERS};
+    *o = (lat_opts_t){.workers = 4,
+                      .elems = 8,
+                      .iters = 5000,
+                      .warmup = 200,
+                      .slots = 16,
+                      .timeout_ms = 30000,
+                      .dtype_float = 1,
+                      .protocol = INAGG_PROTO_P4SGD,
+                      .seed = 1,
+                      .baseline = "none"};
+    bench_opts_t b = {.cmd = LAT_CMD,
+                      .workers = &o->workers,
+                      .rank = &o->rank,
+                      .job = &o->job,
+                      .switch_addr = &o->switch_addr,
+                      .iters = &o->iters,
+                      .warmup = &o->warmup,
+                      .seed = &o->seed,
+                      .timeout_ms = &o->timeout_ms,
+                      .json_path = &o->json_path,
+                      .protocol = &o->protocol,
+                      .loss = &o->loss,
+                      .faults = &o->faults,
+                      .baseline = &o->baseline,
+                      .baseline_name = "mpi",
+                      .testbed = &o->testbed,
+                      .link_rate = &o->link_rate,
+                      .link_delay = &o->link_delay,
+                      .fabric = &o->fabric,
+                      .poll = &o->poll,
+                      .poll_us = &o->poll_us,
+                      .iters_max = LAT_MAX_ITERS,
+                      .warmup_max = LAT_MAX_ITERS};
     static const struct option own[] = {
         {"elems", required_argument, 0, 'e'},       {"dtype", required_argument, 0, 'd'},
         {"slots", required_argument, 0, 's'},       {"report-file", required_argument, 0, 'F'},
@@ -203,8 +226,8 @@ static int parse_args(int argc, char **argv, lat_opts_t *o)
     }
     if (o->switch_poll && check_switch_poll(o) != 0)
         return 2;
-    o->faults = bench_worker_faults(o->faults, o->loss, o->seed, o->faults_buf,
-                                    sizeof(o->faults_buf));
+    o->faults =
+        bench_worker_faults(o->faults, o->loss, o->seed, o->faults_buf, sizeof(o->faults_buf));
     return 0;
 }
 
@@ -218,8 +241,10 @@ static void render_text(FILE *table, const lat_opts_t *o, const lat_result_t *r)
     if (o->testbed)
         fprintf(table, "  testbed        %u hosts, fabric %s, link delay %s, links %s\n",
                 o->testbed, o->fabric ? o->fabric : "(tools/testbed's default)",
-                o->link_delay ? o->link_delay : "none", o->link_rate ? o->link_rate : "not "
-                "rate-limited");
+                o->link_delay ? o->link_delay : "none",
+                o->link_rate ? o->link_rate
+                             : "not "
+                               "rate-limited");
     if (o->switch_poll || o->poll)
         fprintf(table, "  poll           switch %s, workers %s\n",
                 o->switch_poll ? o->switch_poll : "default", o->poll ? o->poll : "default");
@@ -230,13 +255,15 @@ static void render_text(FILE *table, const lat_opts_t *o, const lat_result_t *r)
             (unsigned long long)r->total.packets_sent,
             (unsigned long long)r->total.retransmissions);
     if (r->have_floor)
-        fprintf(table, "  floor (UDP)    p50 %.1f us  p99 %.1f us  (%u round trips, %u lost) "
-                "-> inagg p50 / floor p50 %.2fx\n", r->floor.p50_us, r->floor.p99_us,
-                r->floor.samples, r->floor.lost, r->floor_ratio);
+        fprintf(table,
+                "  floor (UDP)    p50 %.1f us  p99 %.1f us  (%u round trips, %u lost) "
+                "-> inagg p50 / floor p50 %.2fx\n",
+                r->floor.p50_us, r->floor.p99_us, r->floor.samples, r->floor.lost, r->floor_ratio);
     if (r->have_base)
-        fprintf(table, "  MPI_Allreduce  p50 %.1f us  p99 %.1f us  p99.9 %.1f us  -> speedup "
-                "(p50) %.2fx\n", r->base.lat_p50_us, r->base.lat_p99_us, r->base.lat_p999_us,
-                r->speedup);
+        fprintf(table,
+                "  MPI_Allreduce  p50 %.1f us  p99 %.1f us  p99.9 %.1f us  -> speedup "
+                "(p50) %.2fx\n",
+                r->base.lat_p50_us, r->base.lat_p99_us, r->base.lat_p999_us, r->speedup);
 }
 
 /* The --json object. 0, or a negative errno when it could not be written. */

@@ -85,7 +85,8 @@ static void usage(FILE *out)
             "  -h, --help           this text\n"
             "\n"
             "example:\n"
-            "  inagg bench optimizer --optimizer adam --elems 1000000 --workers 4 --baseline torch --json -\n");
+            "  inagg bench optimizer --optimizer adam --elems 1000000 --workers 4 --baseline torch "
+            "--json -\n");
 }
 
 #define OPTB_CMD "inagg bench optimizer"
@@ -111,30 +112,34 @@ static int parse_own_flag(void *ctx, int c)
     optb_opts_t *o = ctx;
     uint64_t v;
     switch (c) {
-    case 'O':
-        if (optim_parse_kind(optarg, &o->oc.kind) != 0) {
-            fprintf(stderr, OPTB_CMD ": --optimizer must be sgd, adagrad, adam or smorms3\n");
-            return 2;
-        }
-        return 0;
-    case 'E':
-        if (optim_parse_eps(optarg, &o->oc.eps_placement) != 0) {
-            fprintf(stderr, OPTB_CMD ": --eps-place must be inside or outside\n");
-            return 2;
-        }
-        return 0;
-    case 'g': return parse_lr(optarg, o);
-    case 'k': return cli_parse_u32(OPTB_CMD, "--steps", optarg, 1, 100000, &o->steps) < 0 ? 2 : 0;
-    case 'e':
-        if (cli_parse_u64(OPTB_CMD, "--elems", optarg, 1, 1ull << 30, &v) < 0)
-            return 2;
-        o->elems = v;
-        return 0;
-    case 'p':
-        return cli_parse_u32(OPTB_CMD, "--packet-elems", optarg, 1, INAGG_MAX_PACKET_ELEMS,
-                             &o->packet_elems) < 0 ? 2 : 0;
-    case 's': return cli_parse_u32(OPTB_CMD, "--window", optarg, 1, 4096, &o->window) < 0 ? 2 : 0;
-    default: return -1;
+        case 'O':
+            if (optim_parse_kind(optarg, &o->oc.kind) != 0) {
+                fprintf(stderr, OPTB_CMD ": --optimizer must be sgd, adagrad, adam or smorms3\n");
+                return 2;
+            }
+            return 0;
+        case 'E':
+            if (optim_parse_eps(optarg, &o->oc.eps_placement) != 0) {
+                fprintf(stderr, OPTB_CMD ": --eps-place must be inside or outside\n");
+                return 2;
+            }
+            return 0;
+        case 'g': return parse_lr(optarg, o);
+        case 'k':
+            return cli_parse_u32(OPTB_CMD, "--steps", optarg, 1, 100000, &o->steps) < 0 ? 2 : 0;
+        case 'e':
+            if (cli_parse_u64(OPTB_CMD, "--elems", optarg, 1, 1ull << 30, &v) < 0)
+                return 2;
+            o->elems = v;
+            return 0;
+        case 'p':
+            return cli_parse_u32(OPTB_CMD, "--packet-elems", optarg, 1, INAGG_MAX_PACKET_ELEMS,
+                                 &o->packet_elems) < 0
+                       ? 2
+                       : 0;
+        case 's':
+            return cli_parse_u32(OPTB_CMD, "--window", optarg, 1, 4096, &o->window) < 0 ? 2 : 0;
+        default: return -1;
     }
 }
 
@@ -142,26 +147,40 @@ static int parse_own_flag(void *ctx, int c)
  * (its message printed). */
 static int parse_args(int argc, char **argv, optb_opts_t *o)
 {
-    *o = (optb_opts_t){.workers = 4, .steps = 10, .warmup = 1,
-                       .packet_elems = INAGG_MAX_PACKET_ELEMS, .window = 16,
-                       .timeout_ms = 30000, .elems = 1000000, .seed = 1,
-                       .protocol = INAGG_PROTO_SWITCHML, .baseline = "none"};
+    *o = (optb_opts_t){.workers = 4,
+                       .steps = 10,
+                       .warmup = 1,
+                       .packet_elems = INAGG_MAX_PACKET_ELEMS,
+                       .window = 16,
+                       .timeout_ms = 30000,
+                       .elems = 1000000,
+                       .seed = 1,
+                       .protocol = INAGG_PROTO_SWITCHML,
+                       .baseline = "none"};
     optim_config_t dflt = OPTIM_CONFIG_INIT;
     o->oc = dflt;
     o->oc.kind = OPTIM_ADAM;
     o->oc.lr = 0.001f;
     o->oc.eps_placement = OPTIM_EPS_OUTSIDE;
-    bench_opts_t b = {.cmd = OPTB_CMD, .workers = &o->workers, .warmup = &o->warmup,
-                      .warmup_max = 100000, .seed = &o->seed, .seed_max = UINT32_MAX,
-                      .timeout_ms = &o->timeout_ms, .json_path = &o->json_path,
-                      .switch_addr = &o->switch_addr, .protocol = &o->protocol,
-                      .loss = &o->loss, .faults = &o->faults, .baseline = &o->baseline,
+    bench_opts_t b = {.cmd = OPTB_CMD,
+                      .workers = &o->workers,
+                      .warmup = &o->warmup,
+                      .warmup_max = 100000,
+                      .seed = &o->seed,
+                      .seed_max = UINT32_MAX,
+                      .timeout_ms = &o->timeout_ms,
+                      .json_path = &o->json_path,
+                      .switch_addr = &o->switch_addr,
+                      .protocol = &o->protocol,
+                      .loss = &o->loss,
+                      .faults = &o->faults,
+                      .baseline = &o->baseline,
                       .baseline_name = "torch"};
     static const struct option own[] = {
-        {"optimizer", required_argument, 0, 'O'},    {"elems", required_argument, 0, 'e'},
-        {"steps", required_argument, 0, 'k'},        {"lr", required_argument, 0, 'g'},
-        {"eps-place", required_argument, 0, 'E'},    {"packet-elems", required_argument, 0, 'p'},
-        {"window", required_argument, 0, 's'},       {0, 0, 0, 0}};
+        {"optimizer", required_argument, 0, 'O'}, {"elems", required_argument, 0, 'e'},
+        {"steps", required_argument, 0, 'k'},     {"lr", required_argument, 0, 'g'},
+        {"eps-place", required_argument, 0, 'E'}, {"packet-elems", required_argument, 0, 'p'},
+        {"window", required_argument, 0, 's'},    {0, 0, 0, 0}};
     int rc = bench_opts_parse(&b, argc, argv, own, parse_own_flag, o, usage);
     if (rc)
         return rc;
@@ -170,8 +189,8 @@ static int parse_args(int argc, char **argv, optb_opts_t *o)
         fprintf(stderr, OPTB_CMD ": %s\n", why);
         return 2;
     }
-    o->faults = bench_worker_faults(o->faults, o->loss, o->seed, o->faults_buf,
-                                    sizeof(o->faults_buf));
+    o->faults =
+        bench_worker_faults(o->faults, o->loss, o->seed, o->faults_buf, sizeof(o->faults_buf));
     return 0;
 }
 
@@ -179,13 +198,17 @@ static int parse_args(int argc, char **argv, optb_opts_t *o)
 
 static void render_text(FILE *table, const optb_opts_t *o, const optb_result_t *r)
 {
-    fprintf(table, "inagg optimizer: %s (eps %s), %llu parameters, %u workers, %u steps, %s, "
-            "%s\n", optim_kind_name(o->oc.kind), optim_eps_name(o->oc.eps_placement),
+    fprintf(table,
+            "inagg optimizer: %s (eps %s), %llu parameters, %u workers, %u steps, %s, "
+            "%s\n",
+            optim_kind_name(o->oc.kind), optim_eps_name(o->oc.eps_placement),
             (unsigned long long)o->elems, o->workers, o->steps,
             o->protocol == INAGG_PROTO_P4SGD ? "p4sgd" : "switchml",
             o->faults ? o->faults : "no loss");
-    fprintf(table, "  verified         %s (reference %s, max relative error %.3g, %u parameters "
-            "checked)\n", r->verified ? "yes" : "NO", r->ref_name, r->max_rel, r->ns);
+    fprintf(table,
+            "  verified         %s (reference %s, max relative error %.3g, %u parameters "
+            "checked)\n",
+            r->verified ? "yes" : "NO", r->ref_name, r->max_rel, r->ns);
     for (int run = 0; run < r->nruns; run++)
         fprintf(table, "  %-22s %.4g parameters/s\n", optb_run_names[run], r->pps[run]);
     fprintf(table, "  speedup                %.2fx (in-switch / %s)\n", r->speedup,

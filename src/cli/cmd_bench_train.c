@@ -36,16 +36,16 @@ int cmd_bench_train(int argc, char **argv)
         return 3;
     }
     if (access(script, R_OK) != 0) {
-        fprintf(stderr, TRAIN_CMD ": %s: %s (set INAGG_TRAIN_SCRIPT)\n", script,
-                strerror(errno));
+        fprintf(stderr, TRAIN_CMD ": %s: %s (set INAGG_TRAIN_SCRIPT)\n", script, strerror(errno));
         return 3;
     }
     const char *python = getenv("INAGG_PYTHON");
     if (!python || !*python)
         python = "/usr/bin/python3";
     if (!launch_is_executable(python)) {
-        fprintf(stderr, TRAIN_CMD ": %s is not an executable Python interpreter (apt-get "
-                                  "install python3 python3-torch, or set INAGG_PYTHON)\n",
+        fprintf(stderr,
+                TRAIN_CMD ": %s is not an executable Python interpreter (apt-get "
+                          "install python3 python3-torch, or set INAGG_PYTHON)\n",
                 python);
         return 3;
     }

@@ -92,16 +92,30 @@ static int parse_own_flag(void *ctx, int c)
     const char *flag;
     int rc;
     switch (c) {
-    case 's': flag = "--size"; rc = parse_uint(optarg, UDP_MIN_SIZE, UDP_MAX_SIZE, &v); break;
-    case 't': flag = "--seconds"; rc = parse_seconds(optarg, &o->seconds); break;
-    case 'b': flag = "--batch"; rc = parse_uint(optarg, 1, UDP_MAX_BATCH, &v); break;
-    case 'r': flag = "--repeats"; rc = parse_uint(optarg, 1, UDP_MAX_REPEATS, &v); break;
-    case 'B': flag = "--sockbuf"; rc = parse_uint(optarg, 0, 1u << 30, &v); break;
-    default: return -1;
+        case 's':
+            flag = "--size";
+            rc = parse_uint(optarg, UDP_MIN_SIZE, UDP_MAX_SIZE, &v);
+            break;
+        case 't':
+            flag = "--seconds";
+            rc = parse_seconds(optarg, &o->seconds);
+            break;
+        case 'b':
+            flag = "--batch";
+            rc = parse_uint(optarg, 1, UDP_MAX_BATCH, &v);
+            break;
+        case 'r':
+            flag = "--repeats";
+            rc = parse_uint(optarg, 1, UDP_MAX_REPEATS, &v);
+            break;
+        case 'B':
+            flag = "--sockbuf";
+            rc = parse_uint(optarg, 0, 1u << 30, &v);
+            break;
+        default: return -1;
     }
     if (rc < 0) {
-        fprintf(stderr, "inagg bench udp: invalid value '%s' for %s (see --help)\n", optarg,
-                flag);
+        fprintf(stderr, "inagg bench udp: invalid value '%s' for %s (see --help)\n", optarg, flag);
         return 2;
     }
     if (c == 's')
@@ -119,8 +133,8 @@ static int parse_own_flag(void *ctx, int c)
 static int parse_args(int argc, char **argv, struct udp_opts *o)
 {
     static const struct option own[] = {
-        {"size", required_argument, NULL, 's'},  {"seconds", required_argument, NULL, 't'},
-        {"batch", required_argument, NULL, 'b'}, {"repeats", required_argument, NULL, 'r'},
+        {"size", required_argument, NULL, 's'},    {"seconds", required_argument, NULL, 't'},
+        {"batch", required_argument, NULL, 'b'},   {"repeats", required_argument, NULL, 'r'},
         {"sockbuf", required_argument, NULL, 'B'}, {NULL, 0, NULL, 0}};
     *o = (struct udp_opts){4132, 2.0, 32, 3, 8 << 20, NULL};
     bench_opts_t b = {.cmd = "inagg bench udp", .json_path = &o->json};
@@ -148,8 +162,7 @@ static void render_row(const char *label, const struct udp_run *r)
 }
 
 /* The --json object of the medians. 0, or a negative errno when it could not be written. */
-static int render_json(const struct udp_opts *o, const struct udp_run *med, int rcvbuf,
-                       int sndbuf)
+static int render_json(const struct udp_opts *o, const struct udp_run *med, int rcvbuf, int sndbuf)
 {
     json_writer_t w;
     json_init(&w);

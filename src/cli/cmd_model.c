@@ -84,10 +84,13 @@ int model_parse_bytes(const char *text, double *bytes)
     double mul = 1;
     if (*end) {
         switch (*end) {
-        case 'k': case 'K': mul = 1024.0; break;
-        case 'm': case 'M': mul = 1024.0 * 1024; break;
-        case 'g': case 'G': mul = 1024.0 * 1024 * 1024; break;
-        default: return -EINVAL;
+            case 'k':
+            case 'K': mul = 1024.0; break;
+            case 'm':
+            case 'M': mul = 1024.0 * 1024; break;
+            case 'g':
+            case 'G': mul = 1024.0 * 1024 * 1024; break;
+            default: return -EINVAL;
         }
         end++;
         if (*end == 'B' || *end == 'b' || (*end == 'i' && end[1] == 'B' && (end++, 1)))
@@ -117,11 +120,13 @@ int cmd_model(int argc, char **argv)
     if (!strcmp(sub, "validate"))
         return model_validate_main(argc, argv);
     if (sub[0] == '-') {
-        fprintf(stderr, MODEL_CMD ": unknown option '%.*s' (see --help)\n",
-                (int)strcspn(sub, "="), sub);
+        fprintf(stderr, MODEL_CMD ": unknown option '%.*s' (see --help)\n", (int)strcspn(sub, "="),
+                sub);
         return 2;
     }
-    fprintf(stderr, MODEL_CMD ": unknown subcommand '%s': calibrate, predict or validate "
-            "(inagg model --help)\n", sub);
+    fprintf(stderr,
+            MODEL_CMD ": unknown subcommand '%s': calibrate, predict or validate "
+                      "(inagg model --help)\n",
+            sub);
     return 2;
 }

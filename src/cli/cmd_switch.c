@@ -12,11 +12,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/log.h"
+#include "base/netaddr.h"
 #include "cli/commands.h"
 #include "cli/flags.h"
 #include "cli/switch_conf.h"
-#include "base/log.h"
-#include "base/netaddr.h"
 #include "control/ctl.h"
 #include "fabric/fabric.h"
 #include "switch/httpmetrics.h"
@@ -175,8 +175,7 @@ static int print_remote_stats(const char *addr_text, int json)
     free(rd);
     close(fd);
     if (rc != 0) {
-        fprintf(stderr, "inagg switch: reading counters from %s: %s\n", addr_text,
-                strerror(-rc));
+        fprintf(stderr, "inagg switch: reading counters from %s: %s\n", addr_text, strerror(-rc));
         return 1;
     }
     return 0;
@@ -242,8 +241,8 @@ static int parse_u32(const char *flag, const char *v, uint32_t *out)
 
 /* --l2: start the fabric on the switch's IP and UDP port, and point the switch's dataplane
  * at it. 0, or the exit status. */
-static int start_fabric(fabric_config_t *fc, switch_config_t *cfg, int inline_agg,
-                        fabric_t **out, char *listen_buf, size_t cap)
+static int start_fabric(fabric_config_t *fc, switch_config_t *cfg, int inline_agg, fabric_t **out,
+                        char *listen_buf, size_t cap)
 {
     char host[64];
     const char *colon = strrchr(cfg->listen, ':');
@@ -288,43 +287,59 @@ static int start_fabric(fabric_config_t *fc, switch_config_t *cfg, int inline_ag
 /* Set once the options are parsed: a usage error before that may be the config file's. */
 static int options_parsed;
 static const char *conf_path; /* --config, for SIGHUP */
-static int cli_argc;          /* the command line as given, whose limits beat the file's */
+static int cli_argc; /* the command line as given, whose limits beat the file's */
 static char **cli_argv;
 /* Long options that are no setting of the daemon, refused in the file. */
-static const char *const conf_refused[] = {"config", "stats", "fabric-ctl", "json", "help",
-                                           "ready-fd", NULL};
+static const char *const conf_refused[] = {"config", "stats",    "fabric-ctl", "json",
+                                           "help",   "ready-fd", NULL};
 
 static void serve_metrics(void *sw, FILE *out) { switch_write_metrics(sw, out); }
 
 /* The daemon's flags (also what --config FILE may set, less conf_refused). */
-static const struct option switch_longopts[] = {
-    {"listen", required_argument, 0, 'l'},   {"threads", required_argument, 0, 't'},
-    {"slots", required_argument, 0, 's'},    {"worker-timeout", required_argument, 0, 'w'},
-    {"batch", required_argument, 0, 'b'},    {"socket-buffer", required_argument, 0, 'B'},
-    {"faults-in", required_argument, 0, 'i'}, {"faults-out", required_argument, 0, 'o'},
-    {"ready-fd", required_argument, 0, 'r'}, {"stats", required_argument, 0, 'S'},
-    {"json", no_argument, 0, 'j'},           {"help", no_argument, 0, 'h'},
-    {"l2", required_argument, 0, 'L'},       {"l2-ip", required_argument, 0, 'I'},
-    {"l2-mac", required_argument, 0, 'M'},   {"l2-stack-port", required_argument, 0, 'P'},
-    {"link-delay", required_argument, 0, 'D'}, {"link-jitter", required_argument, 0, 'J'},
-    {"mac-age", required_argument, 0, 'A'},  {"afpacket", required_argument, 0, 'K'},
-    {"link-loss", required_argument, 0, 1010}, {"loss-seed", required_argument, 0, 1011},
-    {"agg-ports", required_argument, 0, 1012}, {"add-mode", required_argument, 0, 1013},
-    {"fabric-ctl", required_argument, 0, 1014},
-    {"fabric-threads", required_argument, 0, 1015},
-    {"aggregation-threads", no_argument, 0, 1017}, {"xdp", required_argument, 0, 1018},
-    {"roce-result-buffer", required_argument, 0, 1016},
-    {"request-timeout", required_argument, 0, 1001},
-    {"idle-timeout", required_argument, 0, 1002},
-    {"max-conns-per-addr", required_argument, 0, 1003},
-    {"max-job-slots", required_argument, 0, 1004},
-    {"max-addr-slots", required_argument, 0, 1005}, {"require-secret", no_argument, 0, 1006},
-    {"upstream", required_argument, 0, 1020}, {"leaf-index", required_argument, 0, 1021},
-    {"leaves", required_argument, 0, 1022},
-    {"config", required_argument, 0, 1030}, {"metrics", required_argument, 0, 1031},
-    {"log-format", required_argument, 0, 1032},
-    {"poll", required_argument, 0, 1040}, {"cpu", required_argument, 0, 1041},
-    {0, 0, 0, 0}};
+static const struct option switch_longopts[] = {{"listen", required_argument, 0, 'l'},
+                                                {"threads", required_argument, 0, 't'},
+                                                {"slots", required_argument, 0, 's'},
+                                                {"worker-timeout", required_argument, 0, 'w'},
+                                                {"batch", required_argument, 0, 'b'},
+                                                {"socket-buffer", required_argument, 0, 'B'},
+                                                {"faults-in", required_argument, 0, 'i'},
+                                                {"faults-out", required_argument, 0, 'o'},
+                                                {"ready-fd", required_argument, 0, 'r'},
+                                                {"stats", required_argument, 0, 'S'},
+                                                {"json", no_argument, 0, 'j'},
+                                                {"help", no_argument, 0, 'h'},
+                                                {"l2", required_argument, 0, 'L'},
+                                                {"l2-ip", required_argument, 0, 'I'},
+                                                {"l2-mac", required_argument, 0, 'M'},
+                                                {"l2-stack-port", required_argument, 0, 'P'},
+                                                {"link-delay", required_argument, 0, 'D'},
+                                                {"link-jitter", required_argument, 0, 'J'},
+                                                {"mac-age", required_argument, 0, 'A'},
+                                                {"afpacket", required_argument, 0, 'K'},
+                                                {"link-loss", required_argument, 0, 1010},
+                                                {"loss-seed", required_argument, 0, 1011},
+                                                {"agg-ports", required_argument, 0, 1012},
+                                                {"add-mode", required_argument, 0, 1013},
+                                                {"fabric-ctl", required_argument, 0, 1014},
+                                                {"fabric-threads", required_argument, 0, 1015},
+                                                {"aggregation-threads", no_argument, 0, 1017},
+                                                {"xdp", required_argument, 0, 1018},
+                                                {"roce-result-buffer", required_argument, 0, 1016},
+                                                {"request-timeout", required_argument, 0, 1001},
+                                                {"idle-timeout", required_argument, 0, 1002},
+                                                {"max-conns-per-addr", required_argument, 0, 1003},
+                                                {"max-job-slots", required_argument, 0, 1004},
+                                                {"max-addr-slots", required_argument, 0, 1005},
+                                                {"require-secret", no_argument, 0, 1006},
+                                                {"upstream", required_argument, 0, 1020},
+                                                {"leaf-index", required_argument, 0, 1021},
+                                                {"leaves", required_argument, 0, 1022},
+                                                {"config", required_argument, 0, 1030},
+                                                {"metrics", required_argument, 0, 1031},
+                                                {"log-format", required_argument, 0, 1032},
+                                                {"poll", required_argument, 0, 1040},
+                                                {"cpu", required_argument, 0, 1041},
+                                                {0, 0, 0, 0}};
 
 /* What the daemon's flags say: its configuration, its fabric's, and what else to do. */
 typedef struct switch_args {
@@ -342,62 +357,96 @@ static int parse_daemon_flag(switch_args_t *a, int c)
     uint32_t v;
     char perr[200];
     switch (c) {
-    case 'l': a->cfg.listen = optarg; break;
-    case 't': if (parse_u32("--threads", optarg, &a->cfg.threads)) return 2; break;
-    case 's': if (parse_u32("--slots", optarg, &a->cfg.total_slots)) return 2; break;
-    case 'w': if (parse_u32("--worker-timeout", optarg, &a->cfg.worker_timeout_ms)) return 2; break;
-    case 'b': if (parse_u32("--batch", optarg, &a->cfg.batch)) return 2; break;
-    case 'B':
-        if (parse_u32("--socket-buffer", optarg, &v)) return 2;
-        a->cfg.transport.buffer_bytes = (int)v;
-        break;
-    case 'i': a->cfg.transport.faults_in = optarg; break;
-    case 'o': a->cfg.transport.faults_out = optarg; break;
-    case 'r':
-        if (parse_u32("--ready-fd", optarg, &v)) return 2;
-        a->ready_fd = (int)v;
-        break;
-    case 'S': a->stats_addr = optarg; break;
-    case 'j': a->json = 1; break;
-    case 1014: a->ctl_addr = optarg; break;
-    case 'K': a->cfg.transport.kind = "afpacket"; a->cfg.transport.afpacket.iface = optarg; break;
-    case 1001:
-        if (parse_u32("--request-timeout", optarg, &a->cfg.request_ms)) return 2;
-        break;
-    case 1002: if (parse_u32("--idle-timeout", optarg, &a->cfg.idle_ms)) return 2; break;
-    case 1003:
-        if (parse_u32("--max-conns-per-addr", optarg, &a->cfg.max_conns_per_addr)) return 2;
-        break;
-    case 1004: if (parse_u32("--max-job-slots", optarg, &a->cfg.max_job_slots)) return 2; break;
-    case 1005: if (parse_u32("--max-addr-slots", optarg, &a->cfg.max_addr_slots)) return 2; break;
-    case 1006: a->cfg.require_secret = 1; break;
-    case 1020: a->cfg.upstream = optarg; break;
-    case 1021: if (parse_u32("--leaf-index", optarg, &a->cfg.upstream_rank)) return 2; break;
-    case 1022: if (parse_u32("--leaves", optarg, &a->cfg.upstream_world)) return 2; break;
-    case 1030: break; /* read before (cmd_switch) */
-    case 1031: a->metrics_addr = optarg; break;
-    case 1032:
-        if (log_set_format(optarg) != 0) {
-            fprintf(stderr, "inagg switch: --log-format is text, kv or json, got '%s'\n",
-                    optarg);
-            return 2;
-        }
-        break;
-    case 1040:
-        if (switch_poll_parse(optarg, &a->cfg.poll, &a->cfg.poll_spin_us, perr, sizeof(perr))) {
-            fprintf(stderr, "inagg switch: --poll: %s\n", perr);
-            return 2;
-        }
-        a->poll_given = 1;
-        break;
-    case 1041:
-        if (switch_cpu_list_parse(optarg, a->cfg.cpus, &a->cfg.n_cpus, perr, sizeof(perr))) {
-            fprintf(stderr, "inagg switch: --cpu: %s\n", perr);
-            return 2;
-        }
-        a->poll_given = 1;
-        break;
-    default: return -1;
+        case 'l': a->cfg.listen = optarg; break;
+        case 't':
+            if (parse_u32("--threads", optarg, &a->cfg.threads))
+                return 2;
+            break;
+        case 's':
+            if (parse_u32("--slots", optarg, &a->cfg.total_slots))
+                return 2;
+            break;
+        case 'w':
+            if (parse_u32("--worker-timeout", optarg, &a->cfg.worker_timeout_ms))
+                return 2;
+            break;
+        case 'b':
+            if (parse_u32("--batch", optarg, &a->cfg.batch))
+                return 2;
+            break;
+        case 'B':
+            if (parse_u32("--socket-buffer", optarg, &v))
+                return 2;
+            a->cfg.transport.buffer_bytes = (int)v;
+            break;
+        case 'i': a->cfg.transport.faults_in = optarg; break;
+        case 'o': a->cfg.transport.faults_out = optarg; break;
+        case 'r':
+            if (parse_u32("--ready-fd", optarg, &v))
+                return 2;
+            a->ready_fd = (int)v;
+            break;
+        case 'S': a->stats_addr = optarg; break;
+        case 'j': a->json = 1; break;
+        case 1014: a->ctl_addr = optarg; break;
+        case 'K':
+            a->cfg.transport.kind = "afpacket";
+            a->cfg.transport.afpacket.iface = optarg;
+            break;
+        case 1001:
+            if (parse_u32("--request-timeout", optarg, &a->cfg.request_ms))
+                return 2;
+            break;
+        case 1002:
+            if (parse_u32("--idle-timeout", optarg, &a->cfg.idle_ms))
+                return 2;
+            break;
+        case 1003:
+            if (parse_u32("--max-conns-per-addr", optarg, &a->cfg.max_conns_per_addr))
+                return 2;
+            break;
+        case 1004:
+            if (parse_u32("--max-job-slots", optarg, &a->cfg.max_job_slots))
+                return 2;
+            break;
+        case 1005:
+            if (parse_u32("--max-addr-slots", optarg, &a->cfg.max_addr_slots))
+                return 2;
+            break;
+        case 1006: a->cfg.require_secret = 1; break;
+        case 1020: a->cfg.upstream = optarg; break;
+        case 1021:
+            if (parse_u32("--leaf-index", optarg, &a->cfg.upstream_rank))
+                return 2;
+            break;
+        case 1022:
+            if (parse_u32("--leaves", optarg, &a->cfg.upstream_world))
+                return 2;
+            break;
+        case 1030: break; /* read before (cmd_switch) */
+        case 1031: a->metrics_addr = optarg; break;
+        case 1032:
+            if (log_set_format(optarg) != 0) {
+                fprintf(stderr, "inagg switch: --log-format is text, kv or json, got '%s'\n",
+                        optarg);
+                return 2;
+            }
+            break;
+        case 1040:
+            if (switch_poll_parse(optarg, &a->cfg.poll, &a->cfg.poll_spin_us, perr, sizeof(perr))) {
+                fprintf(stderr, "inagg switch: --poll: %s\n", perr);
+                return 2;
+            }
+            a->poll_given = 1;
+            break;
+        case 1041:
+            if (switch_cpu_list_parse(optarg, a->cfg.cpus, &a->cfg.n_cpus, perr, sizeof(perr))) {
+                fprintf(stderr, "inagg switch: --cpu: %s\n", perr);
+                return 2;
+            }
+            a->poll_given = 1;
+            break;
+        default: return -1;
     }
     return 0;
 }
@@ -406,71 +455,78 @@ static int parse_daemon_flag(switch_args_t *a, int c)
 static int parse_fabric_flag(switch_args_t *a, int c)
 {
     switch (c) {
-    case 'L': a->fcfg.ports = optarg; break;
-    case 'I': a->fcfg.ip = optarg; break;
-    case 'M': a->fcfg.mac = optarg; break;
-    case 'P': a->fcfg.cpu_port = optarg; break;
-    case 'D': a->fcfg.delay = optarg; break;
-    case 'J': a->fcfg.jitter = optarg; break;
-    case 1010: a->fcfg.loss = optarg; break;
-    case 1012: a->fcfg.agg_ports = optarg; break;
-    case 1013: a->fcfg.add_mode = optarg; break;
-    case 1015:
-        if (parse_u32("--fabric-threads", optarg, &a->fcfg.threads)) return 2;
-        if (a->fcfg.threads < 1 || a->fcfg.threads > 2) {
-            fprintf(stderr, "inagg switch: --fabric-threads is 1 or 2, got '%s'\n", optarg);
-            return 2;
-        }
-        break;
-    case 1017: a->agg_threads = 1; break;
-    case 1018: {
-        int mode;
-        if (fabric_xdp_parse(optarg, &mode) != 0) {
-            fprintf(stderr, "inagg switch: --xdp is auto, on or off, got '%s'\n", optarg);
-            return 2;
-        }
-        a->fcfg.xdp = optarg;
-        break;
-    }
-    case 1016:
-        if (strcmp(optarg, "off") == 0) {
-            a->fcfg.roce_resbuf_rows = 0, a->fcfg.roce_resbuf_depth = 1;
-        } else {
-            unsigned fl = 0, fr = 0;
-            char tail = 0;
-            if (sscanf(optarg, "%ux%u%c", &fl, &fr, &tail) != 2 || fl < 1 || fr < 1 ||
-                fr > 65535 || (uint64_t)fl * fr > 65536) {
-                fprintf(stderr, "inagg switch: --roce-result-buffer is FLOWSxFRAMES (e.g. "
-                        "4x128, at most 65536 frames in all) or off, got '%s'\n", optarg);
+        case 'L': a->fcfg.ports = optarg; break;
+        case 'I': a->fcfg.ip = optarg; break;
+        case 'M': a->fcfg.mac = optarg; break;
+        case 'P': a->fcfg.cpu_port = optarg; break;
+        case 'D': a->fcfg.delay = optarg; break;
+        case 'J': a->fcfg.jitter = optarg; break;
+        case 1010: a->fcfg.loss = optarg; break;
+        case 1012: a->fcfg.agg_ports = optarg; break;
+        case 1013: a->fcfg.add_mode = optarg; break;
+        case 1015:
+            if (parse_u32("--fabric-threads", optarg, &a->fcfg.threads))
+                return 2;
+            if (a->fcfg.threads < 1 || a->fcfg.threads > 2) {
+                fprintf(stderr, "inagg switch: --fabric-threads is 1 or 2, got '%s'\n", optarg);
                 return 2;
             }
-            a->fcfg.roce_resbuf_rows = fl, a->fcfg.roce_resbuf_depth = fr;
+            break;
+        case 1017: a->agg_threads = 1; break;
+        case 1018: {
+            int mode;
+            if (fabric_xdp_parse(optarg, &mode) != 0) {
+                fprintf(stderr, "inagg switch: --xdp is auto, on or off, got '%s'\n", optarg);
+                return 2;
+            }
+            a->fcfg.xdp = optarg;
+            break;
         }
-        a->resbuf_given = 1;
-        break;
-    case 1011: {
-        char *end;
-        errno = 0;
-        unsigned long long s = strtoull(optarg, &end, 10);
-        if (errno || end == optarg || *end || optarg[0] == '-') {
-            fprintf(stderr, "inagg switch: --loss-seed needs a non-negative integer, got "
-                    "'%s'\n", optarg);
-            return 2;
+        case 1016:
+            if (strcmp(optarg, "off") == 0) {
+                a->fcfg.roce_resbuf_rows = 0, a->fcfg.roce_resbuf_depth = 1;
+            } else {
+                unsigned fl = 0, fr = 0;
+                char tail = 0;
+                if (sscanf(optarg, "%ux%u%c", &fl, &fr, &tail) != 2 || fl < 1 || fr < 1 ||
+                    fr > 65535 || (uint64_t)fl * fr > 65536) {
+                    fprintf(stderr,
+                            "inagg switch: --roce-result-buffer is FLOWSxFRAMES (e.g. "
+                            "4x128, at most 65536 frames in all) or off, got '%s'\n",
+                            optarg);
+                    return 2;
+                }
+                a->fcfg.roce_resbuf_rows = fl, a->fcfg.roce_resbuf_depth = fr;
+            }
+            a->resbuf_given = 1;
+            break;
+        case 1011: {
+            char *end;
+            errno = 0;
+            unsigned long long s = strtoull(optarg, &end, 10);
+            if (errno || end == optarg || *end || optarg[0] == '-') {
+                fprintf(stderr,
+                        "inagg switch: --loss-seed needs a non-negative integer, got "
+                        "'%s'\n",
+                        optarg);
+                return 2;
+            }
+            a->fcfg.loss_seed = s;
+            a->loss_seed_given = 1;
+            break;
         }
-        a->fcfg.loss_seed = s;
-        a->loss_seed_given = 1;
-        break;
-    }
-    case 'A': if (parse_u32("--mac-age", optarg, &a->fcfg.mac_age_ms)) return 2; break;
-    default: return -1;
+        case 'A':
+            if (parse_u32("--mac-age", optarg, &a->fcfg.mac_age_ms))
+                return 2;
+            break;
+        default: return -1;
     }
     return 0;
 }
 
 /* The modes that exclude each other (leaf switch, --l2, --afpacket), and the fabric's flags
  * without --l2; starts the fabric for --l2 into *fab. 0, or the exit status after a message. */
-static int check_modes_start_fabric(switch_args_t *a, fabric_t **fab, char *listen_buf,
-                                    size_t cap)
+static int check_modes_start_fabric(switch_args_t *a, fabric_t **fab, char *listen_buf, size_t cap)
 {
     if (!a->cfg.upstream != !a->cfg.upstream_world) {
         fprintf(stderr, "inagg switch: --upstream and --leaves go together (a leaf switch "
@@ -551,8 +607,8 @@ static int run_switch(int argc, char **argv, const struct option **opts_out)
         if (rc == 0)
             continue;
         switch (c) {
-        case 'h': usage(stdout); return 0;
-        default: return cli_bad_option("inagg switch", c, argv);
+            case 'h': usage(stdout); return 0;
+            default: return cli_bad_option("inagg switch", c, argv);
         }
     }
     options_parsed = 1;
@@ -597,8 +653,8 @@ static int run_switch(int argc, char **argv, const struct option **opts_out)
           switch_port(sw), switch_port(sw), switch_port(sw) + a->cfg.threads - 1, a->cfg.threads,
           a->cfg.threads > 1 ? "s" : "", a->cfg.total_slots);
     httpm_t *metrics = NULL;
-    if (a->metrics_addr && httpm_start(a->metrics_addr, serve_metrics, sw, &metrics, err,
-                                       sizeof(err)) != 0) {
+    if (a->metrics_addr &&
+        httpm_start(a->metrics_addr, serve_metrics, sw, &metrics, err, sizeof(err)) != 0) {
         fprintf(stderr, "inagg switch: %s\n", err);
         switch_stop(sw);
         fabric_stop(fab);

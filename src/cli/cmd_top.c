@@ -51,17 +51,16 @@ static void tty_restore(void)
 
 static void usage(FILE *out)
 {
-    fprintf(out,
-            "usage: inagg top HOST:PORT [--interval MS] [--once]\n"
-            "\n"
-            "A live view of the switch at HOST:PORT (its control port), refreshed every\n"
-            "second: packets in and out per second, drops, slots in use, control-plane\n"
-            "limits hit, and per job its state, rounds/s, packets/s, MB/s in and drops.\n"
-            "q or Ctrl-C quits; it exits (status 1) when the switch goes away.\n"
-            "\n"
-            "  --interval MS   time between frames (default 1000)\n"
-            "  --once          print one frame (rates over one interval) and exit\n"
-            "  -h, --help      this text\n");
+    fprintf(out, "usage: inagg top HOST:PORT [--interval MS] [--once]\n"
+                 "\n"
+                 "A live view of the switch at HOST:PORT (its control port), refreshed every\n"
+                 "second: packets in and out per second, drops, slots in use, control-plane\n"
+                 "limits hit, and per job its state, rounds/s, packets/s, MB/s in and drops.\n"
+                 "q or Ctrl-C quits; it exits (status 1) when the switch goes away.\n"
+                 "\n"
+                 "  --interval MS   time between frames (default 1000)\n"
+                 "  --once          print one frame (rates over one interval) and exit\n"
+                 "  -h, --help      this text\n");
 }
 
 static void human_bytes(double bps, char *out, size_t cap)
@@ -84,11 +83,10 @@ static void render(FILE *out, const char *addr, const top_snapshot_t *p, const t
             c->uptime_s, c->threads, ansi ? "q quits" : "");
     fprintf(out, "packets in %.0f/s  out %.0f/s   slots %u/%u used   jobs %d (%d retired kept)\n",
             top_rate(p->packets_in, c->packets_in, a, b),
-            top_rate(p->packets_out, c->packets_out, a, b), c->slots_used, c->slots_total,
-            c->njobs, c->retired);
+            top_rate(p->packets_out, c->packets_out, a, b), c->slots_used, c->slots_total, c->njobs,
+            c->retired);
     fprintf(out, "drops before any job %llu   control connections %u   control limits hit %llu\n",
-            (unsigned long long)c->drops_pre_job, c->connections,
-            (unsigned long long)c->refusals);
+            (unsigned long long)c->drops_pre_job, c->connections, (unsigned long long)c->refusals);
     fprintf(out, "\n%5s %-24s %-8s %-8s %5s %6s %10s %10s %12s %8s %8s\n", "ID", "JOB", "STATE",
             "PROTO", "WORLD", "SLOTS", "ROUNDS/S", "PKTS/S", "IN", "DROPS", "DROPS/S");
     for (int i = 0; i < c->njobs; i++) {
@@ -141,19 +139,19 @@ int cmd_top(int argc, char **argv)
     int c;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
-        case 'i': {
-            char *end;
-            unsigned long v = strtoul(optarg, &end, 10);
-            if (end == optarg || *end || v < 100 || v > 60000 || optarg[0] == '-') {
-                fprintf(stderr, "inagg top: --interval is 100..60000 ms, got '%s'\n", optarg);
-                return 2;
+            case 'i': {
+                char *end;
+                unsigned long v = strtoul(optarg, &end, 10);
+                if (end == optarg || *end || v < 100 || v > 60000 || optarg[0] == '-') {
+                    fprintf(stderr, "inagg top: --interval is 100..60000 ms, got '%s'\n", optarg);
+                    return 2;
+                }
+                interval = (uint32_t)v;
+                break;
             }
-            interval = (uint32_t)v;
-            break;
-        }
-        case 'o': once = 1; break;
-        case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
+            case 'o': once = 1; break;
+            case 'h': usage(stdout); return 0;
+            default: usage(stderr); return 2;
         }
     }
     if (optind != argc - 1) {

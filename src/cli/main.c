@@ -42,26 +42,24 @@ static void usage(FILE *out)
             INAGG_VERSION_STRING);
     for (int i = 0; i < ENV_COUNT; i++) {
         const env_var_t *v = env_var((env_id_t)i);
-        fprintf(out, "  %-22s %s, default %s\n  %-22s %s\n", v->name, v->type, v->def, "",
-                v->doc);
+        fprintf(out, "  %-22s %s, default %s\n  %-22s %s\n", v->name, v->type, v->def, "", v->doc);
     }
 }
 
 /* `inagg bench`: its subcommands, every one. */
 static void bench_usage(FILE *out)
 {
-    fprintf(out,
-            "usage: inagg bench <benchmark> [options]   (inagg bench <benchmark> --help)\n"
-            "\n"
-            "benchmarks:\n"
-            "  allreduce   allreduce throughput: embedded switch + N local workers (or a\n"
-            "              testbed), verified results, MPI/Gloo baselines in the same run\n"
-            "  latency     small-allreduce latency (p50/p99/p99.9), P4SGD's Fig. 8\n"
-            "  optimizer   the in-switch optimizer against allreduce + a local step\n"
-            "  udp         the kernel's UDP ceiling: one sender, one receiver, loopback\n"
-            "  compress    ZFP/fp16 codec grid: ratio, GB/s, error vs libzfp (GCOW)\n"
-            "  train       PyTorch DDP on Fashion-MNIST through Gloo and inagg (epoch time,\n"
-            "              accuracy, time to accuracy), loopback or a testbed\n");
+    fprintf(out, "usage: inagg bench <benchmark> [options]   (inagg bench <benchmark> --help)\n"
+                 "\n"
+                 "benchmarks:\n"
+                 "  allreduce   allreduce throughput: embedded switch + N local workers (or a\n"
+                 "              testbed), verified results, MPI/Gloo baselines in the same run\n"
+                 "  latency     small-allreduce latency (p50/p99/p99.9), P4SGD's Fig. 8\n"
+                 "  optimizer   the in-switch optimizer against allreduce + a local step\n"
+                 "  udp         the kernel's UDP ceiling: one sender, one receiver, loopback\n"
+                 "  compress    ZFP/fp16 codec grid: ratio, GB/s, error vs libzfp (GCOW)\n"
+                 "  train       PyTorch DDP on Fashion-MNIST through Gloo and inagg (epoch time,\n"
+                 "              accuracy, time to accuracy), loopback or a testbed\n");
 }
 
 int main(int argc, char **argv)
@@ -116,8 +114,7 @@ int main(int argc, char **argv)
         return 2;
     }
     if (cmd[0] == '-') {
-        fprintf(stderr, "inagg: unknown option '%.*s' (see --help)\n", (int)strcspn(cmd, "="),
-                cmd);
+        fprintf(stderr, "inagg: unknown option '%.*s' (see --help)\n", (int)strcspn(cmd, "="), cmd);
         return 2;
     }
     fprintf(stderr, "inagg: unknown command '%s'\n\n", cmd);

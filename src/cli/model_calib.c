@@ -17,20 +17,20 @@
 
 #include "base/errmsg.h"
 #include "bench/subrun.h"
-#include "cli/model_cli.h"
 #include "cli/flags.h"
+#include "cli/model_cli.h"
 #include "cli/output.h"
-#include "json/json.h"
 #include "launch/launch.h"
+#include "json/json.h"
 
 #define SUB "calibrate"
-#define CAL_ELEMS 2000000u   /* loopback allreduce: 8 MB per worker */
+#define CAL_ELEMS 2000000u /* loopback allreduce: 8 MB per worker */
 #define CAL_WORKERS 2u
 #define CAL_ITERS 5u
-#define CAL_PACKET 2048u     /* the testbed's packet at MTU 9000 */
+#define CAL_PACKET 2048u /* the testbed's packet at MTU 9000 */
 #define CAL_SWITCH_THREADS 2u
 #define TESTBED_MTU 9000.0
-#define TCP_IP_HEADERS 52.0  /* TCP with timestamps 32 + IPv4 20 */
+#define TCP_IP_HEADERS 52.0 /* TCP with timestamps 32 + IPv4 20 */
 #define ETH_HEADER 14.0
 static const char *const CAL_CODECS[] = {"zfp:rate=8", "fp16"};
 
@@ -89,9 +89,10 @@ static int cal_allreduce(const char *dir, model_calib_t *c, char *err, size_t er
     snprintf(it, sizeof(it), "%u", CAL_ITERS);
     snprintf(wk, sizeof(wk), "%u", CAL_WORKERS);
     snprintf(st, sizeof(st), "%u", CAL_SWITCH_THREADS);
-    char *args[] = {"inagg", "bench", "allreduce", "--workers", wk, "--elems", elems,
-                    "--dtype", "int32", "--packet-elems", pk, "--iters", it, "--warmup", "1",
-                    "--switch-threads", st, "--json", json, NULL};
+    char *args[] = {"inagg", "bench",    "allreduce", "--workers",        wk, "--elems",
+                    elems,   "--dtype",  "int32",     "--packet-elems",   pk, "--iters",
+                    it,      "--warmup", "1",         "--switch-threads", st, "--json",
+                    json,    NULL};
     int rc = bench_run_self(args, json, 120, err, errlen);
     if (rc < 0)
         return rc;
@@ -104,8 +105,8 @@ static int cal_allreduce(const char *dir, model_calib_t *c, char *err, size_t er
         num(cpu, "switch", &sw);
         num(cpu, "workers", &wkr);
     }
-    if (num(text, "tat_s", &tat) ||
-        num(text, "retransmissions", &retx) || !(tat > 0) || !(sw > 0) || !(wkr > 0)) {
+    if (num(text, "tat_s", &tat) || num(text, "retransmissions", &retx) || !(tat > 0) ||
+        !(sw > 0) || !(wkr > 0)) {
         rc = set_err(err, errlen, -EPROTO, "bench allreduce's report lacks tat_s or cpu");
     } else {
         /* cpu.* is percent of one core over the timed iterations (about iters x TAT) */
@@ -114,8 +115,10 @@ static int cal_allreduce(const char *dir, model_calib_t *c, char *err, size_t er
         c->switch_pkt_s = sw / 100.0 * window / pkts;
         c->switch_threads = CAL_SWITCH_THREADS;
         c->worker_elem_s = wkr / 100.0 * window / ((double)CAL_ELEMS * CAL_ITERS);
-        fprintf(stderr, MODEL_CMD " " SUB ":   TAT %.1f ms, switch %.0f%% and each worker "
-                "%.0f%% of a core, %.0f retransmissions\n", tat * 1e3, sw, wkr, retx);
+        fprintf(stderr,
+                MODEL_CMD " " SUB ":   TAT %.1f ms, switch %.0f%% and each worker "
+                          "%.0f%% of a core, %.0f retransmissions\n",
+                tat * 1e3, sw, wkr, retx);
     }
     free(text);
     return rc;
@@ -127,20 +130,22 @@ static int cal_latency(const char *dir, int testbed, model_calib_t *c, char *err
 {
     char json[4200];
     snprintf(json, sizeof(json), "%s/latency.json", dir);
-    char *tb_args[] = {"inagg", "bench", "latency", "--testbed", "2", "--fabric", "bridge",
-                       "--protocol", "switchml", "--iters", "400", "--warmup", "50",
-                       "--baseline", "mpi", "--json", json, NULL};
-    char *lo_args[] = {"inagg", "bench", "latency", "--workers", "2", "--protocol", "switchml",
-                       "--iters", "400", "--warmup", "50", "--baseline", "mpi", "--json", json,
-                       NULL};
+    char *tb_args[] = {"inagg",  "bench",      "latency",  "--testbed", "2",   "--fabric",
+                       "bridge", "--protocol", "switchml", "--iters",   "400", "--warmup",
+                       "50",     "--baseline", "mpi",      "--json",    json,  NULL};
+    char *lo_args[] = {"inagg",    "bench",   "latency", "--workers", "2",  "--protocol",
+                       "switchml", "--iters", "400",     "--warmup",  "50", "--baseline",
+                       "mpi",      "--json",  json,      NULL};
     int rc = -1;
     if (testbed) {
         rc = bench_run_self(tb_args, json, 120, err, errlen);
         if (rc == 0)
             snprintf(c->where, sizeof(c->where), "testbed (2 hosts, bridge)");
         else
-            fprintf(stderr, MODEL_CMD " " SUB ":   testbed latency failed (%s); loopback "
-                    "instead\n", err);
+            fprintf(stderr,
+                    MODEL_CMD " " SUB ":   testbed latency failed (%s); loopback "
+                              "instead\n",
+                    err);
     }
     if (rc != 0) {
         rc = bench_run_self(lo_args, json, 120, err, errlen);
@@ -162,8 +167,10 @@ static int cal_latency(const char *dir, int testbed, model_calib_t *c, char *err
         return set_err(err, errlen, -EPROTO, "bench latency's report lacks p50");
     c->hop_s = p50 * 1e-6 / 2.0;
     c->msg_s = mpi * 1e-6;
-    fprintf(stderr, MODEL_CMD " " SUB ":   inagg p50 %.0f us (hop %.0f us), MPI p50 %.0f us "
-            "(%s)\n", p50, p50 / 2, mpi, c->where);
+    fprintf(stderr,
+            MODEL_CMD " " SUB ":   inagg p50 %.0f us (hop %.0f us), MPI p50 %.0f us "
+                      "(%s)\n",
+            p50, p50 / 2, mpi, c->where);
     return 0;
 }
 
@@ -171,8 +178,8 @@ static int cal_codec(const char *dir, model_calib_t *c, char *err, size_t errlen
 {
     char json[4200];
     snprintf(json, sizeof(json), "%s/compress.json", dir);
-    char *args[] = {"inagg", "bench", "compress", "--elems", "1048576", "--repeats", "3",
-                    "--data", "normal", "--threads", "1", "--json", json, NULL};
+    char *args[] = {"inagg",  "bench",  "compress",  "--elems", "1048576", "--repeats", "3",
+                    "--data", "normal", "--threads", "1",       "--json",  json,        NULL};
     int rc = bench_run_self(args, json, 180, err, errlen);
     if (rc < 0)
         return rc;
@@ -197,8 +204,10 @@ static int cal_codec(const char *dir, model_calib_t *c, char *err, size_t errlen
         c->codec[k].ratio = r;
         c->codec[k].enc_Bps = e * 1e9;
         c->codec[k].dec_Bps = d * 1e9;
-        fprintf(stderr, MODEL_CMD " " SUB ":   %s: ratio %.2f, encode %.3f GB/s, decode %.3f "
-                "GB/s\n", CAL_CODECS[i], r, e, d);
+        fprintf(stderr,
+                MODEL_CMD " " SUB ":   %s: ratio %.2f, encode %.3f GB/s, decode %.3f "
+                          "GB/s\n",
+                CAL_CODECS[i], r, e, d);
     }
     free(text);
     if (c->ncodec == 0)
@@ -245,13 +254,15 @@ int model_calib_read(const char *path, model_calib_t *c, char *err, size_t errle
                        path, strerror(-rc));
     memset(c, 0, sizeof(*c));
     double v[8];
-    const char *keys[] = {"switch_pkt_s", "switch_threads", "worker_elem_s", "hop_s", "msg_s",
-                          "stream_eff", "packet_elems", "overhead_bytes"};
+    const char *keys[] = {"switch_pkt_s", "switch_threads", "worker_elem_s", "hop_s",
+                          "msg_s",        "stream_eff",     "packet_elems",  "overhead_bytes"};
     for (int i = 0; i < 8; i++)
         if (num(text, keys[i], &v[i]) != 0 || !(v[i] > 0) || !isfinite(v[i])) {
             free(text);
-            return set_err(err, errlen, -EINVAL, "%s: no valid \"%s\" (a file written by "
-                           "inagg model calibrate?)", path, keys[i]);
+            return set_err(err, errlen, -EINVAL,
+                           "%s: no valid \"%s\" (a file written by "
+                           "inagg model calibrate?)",
+                           path, keys[i]);
         }
     c->switch_pkt_s = v[0];
     c->switch_threads = (uint32_t)v[1];
@@ -270,7 +281,8 @@ int model_calib_read(const char *path, model_calib_t *c, char *err, size_t errle
             break;
         int k = c->ncodec;
         if (json_find_string(m, "mode", c->codec[k].mode, sizeof(c->codec[k].mode)) == 0 &&
-            num(m, "ratio", &c->codec[k].ratio) == 0 && num(m, "enc_Bps", &c->codec[k].enc_Bps) == 0 &&
+            num(m, "ratio", &c->codec[k].ratio) == 0 &&
+            num(m, "enc_Bps", &c->codec[k].enc_Bps) == 0 &&
             num(m, "dec_Bps", &c->codec[k].dec_Bps) == 0 && c->codec[k].ratio > 0 &&
             c->codec[k].enc_Bps > 0 && c->codec[k].dec_Bps > 0)
             c->ncodec++;
@@ -305,8 +317,10 @@ int model_calib_params(const model_calib_t *c, double link_bps, const char *comp
                 p->agg_value_s = 2.0 / c->codec[i].dec_Bps + 2.0 / c->codec[i].enc_Bps;
                 return 0;
             }
-        return set_err(err, errlen, -ENOENT, "the parameters have no codec '%s' (calibrated: "
-                       "%s%s)", compress, c->ncodec ? c->codec[0].mode : "none",
+        return set_err(err, errlen, -ENOENT,
+                       "the parameters have no codec '%s' (calibrated: "
+                       "%s%s)",
+                       compress, c->ncodec ? c->codec[0].mode : "none",
                        c->ncodec > 1 ? ", ..." : "");
     }
     return 0;
@@ -316,19 +330,19 @@ int model_calibrate_main(int argc, char **argv)
 {
     const char *out = MODEL_DEFAULT_PARAMS;
     int testbed = 1;
-    static const struct option longopts[] = {
-        {"out", required_argument, 0, 'o'}, {"no-testbed", no_argument, 0, 'n'},
-        {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+    static const struct option longopts[] = {{"out", required_argument, 0, 'o'},
+                                             {"no-testbed", no_argument, 0, 'n'},
+                                             {"help", no_argument, 0, 'h'},
+                                             {0, 0, 0, 0}};
     optind = 1;
     opterr = 0;
     int ch;
     while ((ch = getopt_long(argc, argv, ":o:h", longopts, NULL)) != -1) {
         switch (ch) {
-        case 'o': out = optarg; break;
-        case 'n': testbed = 0; break;
-        case 'h': usage(stdout); return 0;
-        default:
-            return cli_bad_option(MODEL_CMD " " SUB, ch, argv);
+            case 'o': out = optarg; break;
+            case 'n': testbed = 0; break;
+            case 'h': usage(stdout); return 0;
+            default: return cli_bad_option(MODEL_CMD " " SUB, ch, argv);
         }
     }
     if (optind < argc)
@@ -348,8 +362,10 @@ int model_calibrate_main(int argc, char **argv)
     c.stream_eff = (TESTBED_MTU - TCP_IP_HEADERS) / (TESTBED_MTU + ETH_HEADER);
     char err[600];
     int rc = 0;
-    fprintf(stderr, MODEL_CMD " " SUB ": 1/3 switch and worker costs (bench allreduce, "
-            "loopback, %u workers)\n", CAL_WORKERS);
+    fprintf(stderr,
+            MODEL_CMD " " SUB ": 1/3 switch and worker costs (bench allreduce, "
+                      "loopback, %u workers)\n",
+            CAL_WORKERS);
     if (cal_allreduce(dir, &c, err, sizeof(err)) != 0) {
         fprintf(stderr, MODEL_CMD " " SUB ": bench allreduce failed: %s\n", err);
         rc = 1;
@@ -380,8 +396,10 @@ int model_calibrate_main(int argc, char **argv)
     rmdir(dir);
     if (rc != 0)
         return rc;
-    fprintf(stderr, MODEL_CMD " " SUB ": switch %.2f us/packet (%u threads), worker %.2f "
-            "ns/element, hop %.1f us, MPI step %.1f us -> %s\n", c.switch_pkt_s * 1e6,
-            c.switch_threads, c.worker_elem_s * 1e9, c.hop_s * 1e6, c.msg_s * 1e6, out);
+    fprintf(stderr,
+            MODEL_CMD " " SUB ": switch %.2f us/packet (%u threads), worker %.2f "
+                      "ns/element, hop %.1f us, MPI step %.1f us -> %s\n",
+            c.switch_pkt_s * 1e6, c.switch_threads, c.worker_elem_s * 1e9, c.hop_s * 1e6,
+            c.msg_s * 1e6, out);
     return write_calib(&c, out) == 0 ? 0 : 1;
 }

@@ -18,13 +18,13 @@
 
 /* What `inagg model calibrate` measured: this implementation's costs. */
 typedef struct model_calib {
-    int have;                  /* read from a file or measured */
-    double switch_pkt_s;       /* switch CPU per contribution packet */
-    uint32_t switch_threads;   /* the dataplane threads the testbed's switch runs */
-    double worker_elem_s;      /* worker CPU per element */
-    double hop_s;              /* one-way latency of one hop (worker to switch) */
-    double msg_s;              /* one message step between two hosts (MPI) */
-    double stream_eff;         /* payload share of a TCP stream at MTU 9000 */
+    int have; /* read from a file or measured */
+    double switch_pkt_s; /* switch CPU per contribution packet */
+    uint32_t switch_threads; /* the dataplane threads the testbed's switch runs */
+    double worker_elem_s; /* worker CPU per element */
+    double hop_s; /* one-way latency of one hop (worker to switch) */
+    double msg_s; /* one message step between two hosts (MPI) */
+    double stream_eff; /* payload share of a TCP stream at MTU 9000 */
     uint32_t packet_elems, overhead_bytes;
     /* the codec, per mode measured */
     int ncodec;
@@ -32,8 +32,8 @@ typedef struct model_calib {
         char mode[32];
         double ratio, enc_Bps, dec_Bps;
     } codec[4];
-    char where[64];            /* "testbed" or "loopback" for the latency */
-    double load1;              /* load average when calibrated */
+    char where[64]; /* "testbed" or "loopback" for the latency */
+    double load1; /* load average when calibrated */
 } model_calib_t;
 
 /* ---- model_calib.c ---- */

@@ -12,69 +12,69 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cli/model_cli.h"
 #include "cli/flags.h"
+#include "cli/model_cli.h"
 #include "cli/output.h"
 #include "cli/plot.h"
-#include "json/json.h"
 #include "launch/launch.h"
+#include "json/json.h"
 
 #define SUB "predict"
 
-
 static void usage(FILE *out)
 {
-    fprintf(out,
-            "usage: inagg model predict (--workers N | --workers-range A-B) --size BYTES [options]\n"
-            "       inagg model predict --preset gcow-resnet50|gcow-vit|switchml [--plot F.png]\n"
-            "\n"
-            "Predicts one allreduce of --size bytes per worker (or, with --compute-ms, one\n"
-            "training iteration) for in-network aggregation (ina), ring, tree, parameter\n"
-            "server (ps) and concurrent allreduce (ca), and INA's speedup over each. The\n"
-            "costs come from --params (default %s when it exists, else an\n"
-            "ideal machine: no CPU cost, 1 us per hop). Equations: docs/MODEL.md.\n"
-            "\n"
-            "  --workers N          one worker count, 1..%u\n"
-            "  --workers-range A-B  powers of two from A to B (and B), 2..%u\n"
-            "  --size BYTES         bytes per worker (K/M/G: powers of 1024), e.g. 100M\n"
-            "  --link-rate R        each host link, each way: 100mbit, 10gbit, 100g (default\n"
-            "                       100gbit)\n"
-            "  --slow-link R        one host's slower link (B_min: a ring runs at its\n"
-            "                       slowest link, AllReduce-Switch)\n"
-            "  --levels L           switch levels 1..%u (default 1); with --fanout F children\n"
-            "                       per switch (default the L-th root of the workers)\n"
-            "  --switch-threads T   the switch's dataplane threads (default the calibration's)\n"
-            "  --packet-elems K     elements per packet (default the calibration's, 2048)\n"
-            "  --overhead-bytes H   header bytes per packet on the wire (default 74)\n"
-            "  --slots S            packets in flight per worker (default: the pool size from\n"
-            "                       the bandwidth-delay product, SwitchML appendix C)\n"
-            "  --compress MODE      a calibrated codec (zfp:rate=8, fp16) or none; or give\n"
-            "  --ratio X --codec-gbs G   a ratio and a codec rate (GB/s of uncompressed data)\n"
-            "  --agg-codec free|worker   the aggregator (switch, server) codes for free (a\n"
-            "                       codec at line rate, GCOW's) or at the workers' rate\n"
-            "                       (default: free with --codec-gbs, worker's with --compress)\n"
-            "  --overlap yes|no     coding pipelined with the wire and, with --compute-ms,\n"
-            "                       communication overlapped with the backward pass (default yes)\n"
-            "  --compute-ms MS      compute time of an iteration: predict the iteration\n"
-            "  --buckets K          gradient buckets (default 1)\n"
-            "  --systems LIST       any of ina,ring,tree,ps,ca (default all)\n"
-            "  --params FILE|none   calibration (inagg model calibrate); none: the ideal machine\n"
-            "  --json FILE|-        one JSON object (- for stdout; the table goes to stderr)\n"
-            "  --plot FILE.png      time and speedup against workers (gnuplot; needs a range)\n"
-            "  --preset P           gcow-resnet50, gcow-vit (GCOW Table 4.2: 100 Gbit/s, ratio\n"
-            "                       50, codec 10 GiB/s, ResNet50 97.5 MB 300 ms 4 buckets,\n"
-            "                       ViT-H/14 2.5 GB 800 ms 11 buckets; 2..1024 workers) or\n"
-            "                       switchml (goodput per packet size, pool size, 100 MB TAT\n"
-            "                       against workers at 10 and 100 Gbit/s); with the papers'\n"
-            "                       numbers beside\n"
-            "  -h, --help           this text\n"
-            "\n"
-            "examples:\n"
-            "  inagg model predict --workers-range 2-1024 --size 100M --link-rate 100gbit \\\n"
-            "      --levels 2 --plot scaling.png\n"
-            "  inagg model predict --workers 8 --size 16M --link-rate 100mbit --json -\n"
-            "  inagg model predict --preset gcow-vit --plot gcow-vit.png\n",
-            MODEL_DEFAULT_PARAMS, MODEL_MAX_WORKERS, MODEL_MAX_WORKERS, MODEL_MAX_LEVELS);
+    fprintf(
+        out,
+        "usage: inagg model predict (--workers N | --workers-range A-B) --size BYTES [options]\n"
+        "       inagg model predict --preset gcow-resnet50|gcow-vit|switchml [--plot F.png]\n"
+        "\n"
+        "Predicts one allreduce of --size bytes per worker (or, with --compute-ms, one\n"
+        "training iteration) for in-network aggregation (ina), ring, tree, parameter\n"
+        "server (ps) and concurrent allreduce (ca), and INA's speedup over each. The\n"
+        "costs come from --params (default %s when it exists, else an\n"
+        "ideal machine: no CPU cost, 1 us per hop). Equations: docs/MODEL.md.\n"
+        "\n"
+        "  --workers N          one worker count, 1..%u\n"
+        "  --workers-range A-B  powers of two from A to B (and B), 2..%u\n"
+        "  --size BYTES         bytes per worker (K/M/G: powers of 1024), e.g. 100M\n"
+        "  --link-rate R        each host link, each way: 100mbit, 10gbit, 100g (default\n"
+        "                       100gbit)\n"
+        "  --slow-link R        one host's slower link (B_min: a ring runs at its\n"
+        "                       slowest link, AllReduce-Switch)\n"
+        "  --levels L           switch levels 1..%u (default 1); with --fanout F children\n"
+        "                       per switch (default the L-th root of the workers)\n"
+        "  --switch-threads T   the switch's dataplane threads (default the calibration's)\n"
+        "  --packet-elems K     elements per packet (default the calibration's, 2048)\n"
+        "  --overhead-bytes H   header bytes per packet on the wire (default 74)\n"
+        "  --slots S            packets in flight per worker (default: the pool size from\n"
+        "                       the bandwidth-delay product, SwitchML appendix C)\n"
+        "  --compress MODE      a calibrated codec (zfp:rate=8, fp16) or none; or give\n"
+        "  --ratio X --codec-gbs G   a ratio and a codec rate (GB/s of uncompressed data)\n"
+        "  --agg-codec free|worker   the aggregator (switch, server) codes for free (a\n"
+        "                       codec at line rate, GCOW's) or at the workers' rate\n"
+        "                       (default: free with --codec-gbs, worker's with --compress)\n"
+        "  --overlap yes|no     coding pipelined with the wire and, with --compute-ms,\n"
+        "                       communication overlapped with the backward pass (default yes)\n"
+        "  --compute-ms MS      compute time of an iteration: predict the iteration\n"
+        "  --buckets K          gradient buckets (default 1)\n"
+        "  --systems LIST       any of ina,ring,tree,ps,ca (default all)\n"
+        "  --params FILE|none   calibration (inagg model calibrate); none: the ideal machine\n"
+        "  --json FILE|-        one JSON object (- for stdout; the table goes to stderr)\n"
+        "  --plot FILE.png      time and speedup against workers (gnuplot; needs a range)\n"
+        "  --preset P           gcow-resnet50, gcow-vit (GCOW Table 4.2: 100 Gbit/s, ratio\n"
+        "                       50, codec 10 GiB/s, ResNet50 97.5 MB 300 ms 4 buckets,\n"
+        "                       ViT-H/14 2.5 GB 800 ms 11 buckets; 2..1024 workers) or\n"
+        "                       switchml (goodput per packet size, pool size, 100 MB TAT\n"
+        "                       against workers at 10 and 100 Gbit/s); with the papers'\n"
+        "                       numbers beside\n"
+        "  -h, --help           this text\n"
+        "\n"
+        "examples:\n"
+        "  inagg model predict --workers-range 2-1024 --size 100M --link-rate 100gbit \\\n"
+        "      --levels 2 --plot scaling.png\n"
+        "  inagg model predict --workers 8 --size 16M --link-rate 100mbit --json -\n"
+        "  inagg model predict --preset gcow-vit --plot gcow-vit.png\n",
+        MODEL_DEFAULT_PARAMS, MODEL_MAX_WORKERS, MODEL_MAX_WORKERS, MODEL_MAX_LEVELS);
 }
 
 /* Worker counts of [lo, hi]: powers of two from lo, and hi. */
@@ -123,8 +123,10 @@ static void render_text(FILE *out, const pred_opts_t *o, const pred_row_t *rows,
             it ? "iteration" : "allreduce", o->bytes / 1e6, o->p.link_bps / 1e9,
             o->p.slow_bps > 0 ? " (one slower)" : "", o->p.levels, o->p.levels > 1 ? "s" : "",
             o->p.ratio != 1 ? "compressed" : "uncompressed",
-            o->p.ratio != 1 ? (o->p.code_overlap ? " (coding overlapped)" : " (coding not "
-                                                                            "overlapped)") : "");
+            o->p.ratio != 1 ? (o->p.code_overlap ? " (coding overlapped)"
+                                                 : " (coding not "
+                                                   "overlapped)")
+                            : "");
     if (o->note[0])
         fprintf(out, "%s\n", o->note);
     fprintf(out, "workers");
@@ -197,7 +199,8 @@ static void json_rows(json_writer_t *w, const pred_opts_t *o, const pred_row_t *
             json_number(w, "latency_s", t->latency_s);
             json_string(w, "bound", t->bound);
             if (s != MODEL_INA && (o->sys_mask & 1))
-                json_number(w, "ina_speedup", row_time(&rows[i], s, it) / row_time(&rows[i], 0, it));
+                json_number(w, "ina_speedup",
+                            row_time(&rows[i], s, it) / row_time(&rows[i], 0, it));
             json_end_object(w);
         }
         json_end_object(w);
@@ -224,11 +227,12 @@ int model_plot_series(const char *path, const char *title, const char *ylabel,
             fprintf(f, " %.6g", vals[i * ncol + c]);
         fprintf(f, "\n");
     }
-    fprintf(g, "set terminal pngcairo size 1000,820 font ',10'\n"
-               "set output \"%s\"\n"
-               "set multiplot layout 2,1 title \"%s\"\n"
-               "set logscale x 2\nset grid\nset key outside right\n"
-               "set xlabel \"workers\"\nset logscale y\nset ylabel \"%s\"\nplot ",
+    fprintf(g,
+            "set terminal pngcairo size 1000,820 font ',10'\n"
+            "set output \"%s\"\n"
+            "set multiplot layout 2,1 title \"%s\"\n"
+            "set logscale x 2\nset grid\nset key outside right\n"
+            "set xlabel \"workers\"\nset logscale y\nset ylabel \"%s\"\nplot ",
             path, title, ylabel);
     for (int c = 0; c < ncol; c++)
         fprintf(g, "%s\"%s\" using 1:%d with linespoints lw 2 pt 7 ps 0.6 title \"%s\"",
@@ -267,7 +271,7 @@ static int plot_rows(const pred_opts_t *o, const pred_row_t *rows, int n)
              it ? "iteration" : "allreduce", o->bytes / 1e6, o->p.link_bps / 1e9, o->p.levels,
              o->p.ratio != 1 ? ", compressed" : "");
     return model_plot_series(o->plot_path, title, it ? "iteration time (s)" : "allreduce time (s)",
-                       names, ncol, pts, n, vals, 0, "time / INA time (INA's speedup)");
+                             names, ncol, pts, n, vals, 0, "time / INA time (INA's speedup)");
 }
 
 /* ---- parsing -------------------------------------------------------------------------------- */
@@ -305,65 +309,69 @@ static int parse_workload_flag(pred_opts_t *o, pred_flags_t *f, int ch)
     uint64_t v;
     const char *cmd = MODEL_CMD " " SUB;
     switch (ch) {
-    case 'w':
-        if (cli_parse_u64(cmd, "--workers", optarg, 1, MODEL_MAX_WORKERS, &v) != 0)
-            return 2;
-        o->w_lo = o->w_hi = (uint32_t)v;
-        o->have_workers = 1;
-        break;
-    case 'W': {
-        unsigned a, b;
-        char tail;
-        if (sscanf(optarg, "%u-%u%c", &a, &b, &tail) != 2 || a < 2 || b <= a ||
-            b > MODEL_MAX_WORKERS)
-            return model_bad(SUB, "--workers-range is A-B with 2 <= A < B <= %u, got '%s'",
-                             MODEL_MAX_WORKERS, optarg);
-        o->w_lo = a;
-        o->w_hi = b;
-        o->have_workers = 2;
-        break;
-    }
-    case 's':
-        if (model_parse_bytes(optarg, &o->bytes) != 0)
-            return model_bad(SUB, "--size is bytes per worker with K/M/G (4 .. 1e12), got "
-                             "'%s'", optarg);
-        o->have_size = 1;
-        break;
-    case 'r':
-        if (model_parse_rate(optarg, &f->link) != 0)
-            return model_bad(SUB, "--link-rate is a rate like 100mbit, 10gbit or 25g, got "
-                             "'%s'", optarg);
-        f->have_link = 1;
-        break;
-    case 'S':
-        if (model_parse_rate(optarg, &f->slow) != 0)
-            return model_bad(SUB, "--slow-link is a rate like 50mbit, got '%s'", optarg);
-        break;
-    case 'L':
-        if (cli_parse_u64(cmd, "--levels", optarg, 1, MODEL_MAX_LEVELS, &f->levels) != 0)
-            return 2;
-        break;
-    case 'f':
-        if (cli_parse_u64(cmd, "--fanout", optarg, 2, MODEL_MAX_WORKERS, &f->fanout) != 0)
-            return 2;
-        break;
-    case 't':
-        if (cli_parse_u64(cmd, "--switch-threads", optarg, 1, 64, &f->threads) != 0)
-            return 2;
-        break;
-    case 'k':
-        if (cli_parse_u64(cmd, "--packet-elems", optarg, 1, 1 << 20, &f->packet) != 0)
-            return 2;
-        break;
-    case 'H':
-        if (cli_parse_u64(cmd, "--overhead-bytes", optarg, 0, 65536, &f->overhead) != 0)
-            return 2;
-        break;
-    case 'n':
-        if (cli_parse_u64(cmd, "--slots", optarg, 1, 1 << 20, &f->slots) != 0)
-            return 2;
-        break;
-    default: return -1;
+        case 'w':
+            if (cli_parse_u64(cmd, "--workers", optarg, 1, MODEL_MAX_WORKERS, &v) != 0)
+                return 2;
+            o->w_lo = o->w_hi = (uint32_t)v;
+            o->have_workers = 1;
+            break;
+        case 'W': {
+            unsigned a, b;
+            char tail;
+            if (sscanf(optarg, "%u-%u%c", &a, &b, &tail) != 2 || a < 2 || b <= a ||
+                b > MODEL_MAX_WORKERS)
+                return model_bad(SUB, "--workers-range is A-B with 2 <= A < B <= %u, got '%s'",
+                                 MODEL_MAX_WORKERS, optarg);
+            o->w_lo = a;
+            o->w_hi = b;
+            o->have_workers = 2;
+            break;
+        }
+        case 's':
+            if (model_parse_bytes(optarg, &o->bytes) != 0)
+                return model_bad(SUB,
+                                 "--size is bytes per worker with K/M/G (4 .. 1e12), got "
+                                 "'%s'",
+                                 optarg);
+            o->have_size = 1;
+            break;
+        case 'r':
+            if (model_parse_rate(optarg, &f->link) != 0)
+                return model_bad(SUB,
+                                 "--link-rate is a rate like 100mbit, 10gbit or 25g, got "
+                                 "'%s'",
+                                 optarg);
+            f->have_link = 1;
+            break;
+        case 'S':
+            if (model_parse_rate(optarg, &f->slow) != 0)
+                return model_bad(SUB, "--slow-link is a rate like 50mbit, got '%s'", optarg);
+            break;
+        case 'L':
+            if (cli_parse_u64(cmd, "--levels", optarg, 1, MODEL_MAX_LEVELS, &f->levels) != 0)
+                return 2;
+            break;
+        case 'f':
+            if (cli_parse_u64(cmd, "--fanout", optarg, 2, MODEL_MAX_WORKERS, &f->fanout) != 0)
+                return 2;
+            break;
+        case 't':
+            if (cli_parse_u64(cmd, "--switch-threads", optarg, 1, 64, &f->threads) != 0)
+                return 2;
+            break;
+        case 'k':
+            if (cli_parse_u64(cmd, "--packet-elems", optarg, 1, 1 << 20, &f->packet) != 0)
+                return 2;
+            break;
+        case 'H':
+            if (cli_parse_u64(cmd, "--overhead-bytes", optarg, 0, 65536, &f->overhead) != 0)
+                return 2;
+            break;
+        case 'n':
+            if (cli_parse_u64(cmd, "--slots", optarg, 1, 1 << 20, &f->slots) != 0)
+                return 2;
+            break;
+        default: return -1;
     }
     return 0;
 }
@@ -374,50 +382,50 @@ static int parse_cost_flag(pred_opts_t *o, pred_flags_t *f, int ch)
 {
     const char *cmd = MODEL_CMD " " SUB;
     switch (ch) {
-    case 'c': o->compress = optarg; break;
-    case 'R':
-        f->ratio = strtod(optarg, NULL);
-        if (!(f->ratio >= 0.01 && f->ratio <= 1e4))
-            return model_bad(SUB, "--ratio is a compression ratio in 0.01..10000, got '%s'",
-                             optarg);
-        break;
-    case 'g':
-        f->codec_gbs = strtod(optarg, NULL);
-        if (!(f->codec_gbs > 0 && f->codec_gbs < 1e6))
-            return model_bad(SUB, "--codec-gbs is a positive rate in GB/s, got '%s'", optarg);
-        break;
-    case 'a':
-        if (strcmp(optarg, "free") && strcmp(optarg, "worker"))
-            return model_bad(SUB, "--agg-codec is free or worker, got '%s'", optarg);
-        f->agg = optarg;
-        break;
-    case 'o':
-        if (!strcmp(optarg, "yes") || !strcmp(optarg, "on"))
-            f->overlap = 1;
-        else if (!strcmp(optarg, "no") || !strcmp(optarg, "off"))
-            f->overlap = 0;
-        else
-            return model_bad(SUB, "--overlap is yes or no, got '%s'", optarg);
-        break;
-    case 'C':
-        f->compute_ms = strtod(optarg, NULL);
-        if (!(f->compute_ms > 0 && f->compute_ms < 1e7))
-            return model_bad(SUB, "--compute-ms is a positive time in ms, got '%s'", optarg);
-        break;
-    case 'b':
-        if (cli_parse_u64(cmd, "--buckets", optarg, 1, 1024, &f->buckets) != 0)
-            return 2;
-        break;
-    case 'y':
-        if (parse_systems(optarg, &o->sys_mask) != 0)
-            return model_bad(SUB, "--systems is a list of ina,ring,tree,ps,ca, got '%s'",
-                             optarg);
-        break;
-    case 'p': o->params_path = optarg; break;
-    case 'j': o->json_path = optarg; break;
-    case 'P': o->plot_path = optarg; break;
-    case 'x': o->preset = optarg; break;
-    default: return -1;
+        case 'c': o->compress = optarg; break;
+        case 'R':
+            f->ratio = strtod(optarg, NULL);
+            if (!(f->ratio >= 0.01 && f->ratio <= 1e4))
+                return model_bad(SUB, "--ratio is a compression ratio in 0.01..10000, got '%s'",
+                                 optarg);
+            break;
+        case 'g':
+            f->codec_gbs = strtod(optarg, NULL);
+            if (!(f->codec_gbs > 0 && f->codec_gbs < 1e6))
+                return model_bad(SUB, "--codec-gbs is a positive rate in GB/s, got '%s'", optarg);
+            break;
+        case 'a':
+            if (strcmp(optarg, "free") && strcmp(optarg, "worker"))
+                return model_bad(SUB, "--agg-codec is free or worker, got '%s'", optarg);
+            f->agg = optarg;
+            break;
+        case 'o':
+            if (!strcmp(optarg, "yes") || !strcmp(optarg, "on"))
+                f->overlap = 1;
+            else if (!strcmp(optarg, "no") || !strcmp(optarg, "off"))
+                f->overlap = 0;
+            else
+                return model_bad(SUB, "--overlap is yes or no, got '%s'", optarg);
+            break;
+        case 'C':
+            f->compute_ms = strtod(optarg, NULL);
+            if (!(f->compute_ms > 0 && f->compute_ms < 1e7))
+                return model_bad(SUB, "--compute-ms is a positive time in ms, got '%s'", optarg);
+            break;
+        case 'b':
+            if (cli_parse_u64(cmd, "--buckets", optarg, 1, 1024, &f->buckets) != 0)
+                return 2;
+            break;
+        case 'y':
+            if (parse_systems(optarg, &o->sys_mask) != 0)
+                return model_bad(SUB, "--systems is a list of ina,ring,tree,ps,ca, got '%s'",
+                                 optarg);
+            break;
+        case 'p': o->params_path = optarg; break;
+        case 'j': o->json_path = optarg; break;
+        case 'P': o->plot_path = optarg; break;
+        case 'x': o->preset = optarg; break;
+        default: return -1;
     }
     return 0;
 }
@@ -433,8 +441,7 @@ static int run_preset(pred_opts_t *o, const pred_flags_t *f)
         return model_preset_gcow(o, 1);
     if (!strcmp(o->preset, "switchml"))
         return model_preset_switchml(o);
-    return model_bad(SUB, "--preset is gcow-resnet50, gcow-vit or switchml, got '%s'",
-                     o->preset);
+    return model_bad(SUB, "--preset is gcow-resnet50, gcow-vit or switchml, got '%s'", o->preset);
 }
 
 /* What a prediction needs and what goes together. 0, or 2 after a message. */
@@ -476,15 +483,18 @@ static int set_params(pred_opts_t *o, const pred_flags_t *f, const char **pp_out
         }
         if (model_calib_params(&cal, f->link, o->compress, &o->p, err, sizeof(err)) != 0)
             return model_bad(SUB, "%s", err);
-        snprintf(o->note, sizeof(o->note), "costs from %s (switch %.2f us/packet x %u threads, "
-                 "worker %.2f ns/element, hop %.1f us)", pp, o->p.switch_pkt_s * 1e6,
-                 o->p.switch_threads, o->p.worker_elem_s * 1e9, o->p.hop_s * 1e6);
+        snprintf(o->note, sizeof(o->note),
+                 "costs from %s (switch %.2f us/packet x %u threads, "
+                 "worker %.2f ns/element, hop %.1f us)",
+                 pp, o->p.switch_pkt_s * 1e6, o->p.switch_threads, o->p.worker_elem_s * 1e9,
+                 o->p.hop_s * 1e6);
     } else {
         if (o->compress && strcmp(o->compress, "none") != 0)
             return model_bad(SUB, "--compress MODE needs a calibration (inagg model calibrate); "
-                             "or give --ratio and --codec-gbs");
+                                  "or give --ratio and --codec-gbs");
         o->p.link_bps = f->link;
-        snprintf(o->note, sizeof(o->note), "no calibration: an ideal machine (no CPU cost, 1 us "
+        snprintf(o->note, sizeof(o->note),
+                 "no calibration: an ideal machine (no CPU cost, 1 us "
                  "per hop, 5 us per message)");
         o->p.msg_s = 5e-6;
     }
@@ -550,19 +560,31 @@ int model_predict_main(int argc, char **argv)
     model_params_default(&o.p);
     o.sys_mask = (1 << MODEL_NSYS) - 1;
     pred_flags_t f = {.link = 100e9, .levels = 1, .buckets = 1, .overlap = 1};
-    static const struct option longopts[] = {
-        {"workers", required_argument, 0, 'w'}, {"workers-range", required_argument, 0, 'W'},
-        {"size", required_argument, 0, 's'}, {"link-rate", required_argument, 0, 'r'},
-        {"slow-link", required_argument, 0, 'S'}, {"levels", required_argument, 0, 'L'},
-        {"fanout", required_argument, 0, 'f'}, {"switch-threads", required_argument, 0, 't'},
-        {"packet-elems", required_argument, 0, 'k'}, {"overhead-bytes", required_argument, 0, 'H'},
-        {"slots", required_argument, 0, 'n'}, {"compress", required_argument, 0, 'c'},
-        {"ratio", required_argument, 0, 'R'}, {"codec-gbs", required_argument, 0, 'g'},
-        {"agg-codec", required_argument, 0, 'a'}, {"overlap", required_argument, 0, 'o'},
-        {"compute-ms", required_argument, 0, 'C'}, {"buckets", required_argument, 0, 'b'},
-        {"systems", required_argument, 0, 'y'}, {"params", required_argument, 0, 'p'},
-        {"json", required_argument, 0, 'j'}, {"plot", required_argument, 0, 'P'},
-        {"preset", required_argument, 0, 'x'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+    static const struct option longopts[] = {{"workers", required_argument, 0, 'w'},
+                                             {"workers-range", required_argument, 0, 'W'},
+                                             {"size", required_argument, 0, 's'},
+                                             {"link-rate", required_argument, 0, 'r'},
+                                             {"slow-link", required_argument, 0, 'S'},
+                                             {"levels", required_argument, 0, 'L'},
+                                             {"fanout", required_argument, 0, 'f'},
+                                             {"switch-threads", required_argument, 0, 't'},
+                                             {"packet-elems", required_argument, 0, 'k'},
+                                             {"overhead-bytes", required_argument, 0, 'H'},
+                                             {"slots", required_argument, 0, 'n'},
+                                             {"compress", required_argument, 0, 'c'},
+                                             {"ratio", required_argument, 0, 'R'},
+                                             {"codec-gbs", required_argument, 0, 'g'},
+                                             {"agg-codec", required_argument, 0, 'a'},
+                                             {"overlap", required_argument, 0, 'o'},
+                                             {"compute-ms", required_argument, 0, 'C'},
+                                             {"buckets", required_argument, 0, 'b'},
+                                             {"systems", required_argument, 0, 'y'},
+                                             {"params", required_argument, 0, 'p'},
+                                             {"json", required_argument, 0, 'j'},
+                                             {"plot", required_argument, 0, 'P'},
+                                             {"preset", required_argument, 0, 'x'},
+                                             {"help", no_argument, 0, 'h'},
+                                             {0, 0, 0, 0}};
     optind = 1;
     opterr = 0;
     int ch;
@@ -575,9 +597,8 @@ int model_predict_main(int argc, char **argv)
         if (rc == 0)
             continue;
         switch (ch) {
-        case 'h': usage(stdout); return 0;
-        default:
-            return cli_bad_option(MODEL_CMD " " SUB, ch, argv);
+            case 'h': usage(stdout); return 0;
+            default: return cli_bad_option(MODEL_CMD " " SUB, ch, argv);
         }
     }
     if (optind < argc)

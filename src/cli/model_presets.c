@@ -11,8 +11,8 @@
 
 #include "cli/model_cli.h"
 #include "cli/output.h"
-#include "json/json.h"
 #include "model/presets.h"
+#include "json/json.h"
 
 #define SUB "predict"
 
@@ -20,11 +20,13 @@ static const char *const gcow_sname[4] = {"PS", "CA", "RA", "INA"};
 
 static void gcow_text(FILE *out, const model_gcow_t *g)
 {
-    fprintf(out, "GCOW Fig. 4.4 re-drawn: %s (%.4g MB gradient, compute %.0f ms, %u buckets),\n"
+    fprintf(out,
+            "GCOW Fig. 4.4 re-drawn: %s (%.4g MB gradient, compute %.0f ms, %u buckets),\n"
             "100 Gbit/s links, compression ratio 50, codec 10 GiB/s on the NIC (Table 4.2).\n"
-            "Iteration time (s):\n", g->model, g->bytes / 1e6, g->compute_s * 1e3, g->buckets);
+            "Iteration time (s):\n",
+            g->model, g->bytes / 1e6, g->compute_s * 1e3, g->buckets);
     fprintf(out, "workers   PS  none/ov  comp/ov |  CA  none/ov  comp/ov |  RA  none/ov  comp/ov"
-            " | INA none/ov  comp/ov\n");
+                 " | INA none/ov  comp/ov\n");
     for (int i = 0; i < g->npts; i++) {
         fprintf(out, "%7u", g->pts[i]);
         for (int s = 0; s < 4; s++)
@@ -84,19 +86,21 @@ static int gcow_json(const pred_opts_t *o, const model_gcow_t *g)
 
 static int gcow_plot(const pred_opts_t *o, const model_gcow_t *g)
 {
-    const char *names[8] = {"PS", "PS compressed", "CA", "CA compressed", "RA",
-                            "RA compressed", "INA", "INA compressed"};
+    const char *names[8] = {"PS", "PS compressed", "CA",  "CA compressed",
+                            "RA", "RA compressed", "INA", "INA compressed"};
     static double vals[MODEL_PRESET_MAX_POINTS * 8];
     for (int i = 0; i < g->npts; i++)
         for (int s = 0; s < 4; s++)
             for (int c = 0; c < 2; c++)
                 vals[i * 8 + s * 2 + c] = g->t[i][s][c][1];
     char title[200];
-    snprintf(title, sizeof(title), "GCOW Fig. 4.4 from the model: %s, overlap, 100 Gbit/s, "
-             "ratio 50", g->model);
+    snprintf(title, sizeof(title),
+             "GCOW Fig. 4.4 from the model: %s, overlap, 100 Gbit/s, "
+             "ratio 50",
+             g->model);
     /* speedup panel: each series against the uncompressed PS (the first column) */
-    return model_plot_series(o->plot_path, title, "iteration time (s)", names, 8, g->pts,
-                             g->npts, vals, 0, "uncompressed PS time / time");
+    return model_plot_series(o->plot_path, title, "iteration time (s)", names, 8, g->pts, g->npts,
+                             vals, 0, "uncompressed PS time / time");
 }
 
 /* GCOW Table 4.2 and section 4.4: iteration time of PS, CA and RA, with and without
@@ -118,15 +122,17 @@ static void switchml_text(FILE *out, const model_switchml_t *s)
     fprintf(out, "SwitchML s5: goodput per packet size (%.0f B of headers per packet)\n",
             s->overhead);
     for (int i = 0; i < 3; i++)
-        fprintf(out, "  %3u elements (%4u B): model %.1f%%, paper %.0f%%\n", s->ks[i],
-                s->ks[i] * 4, s->gp[i] * 100, s->paper_gp[i] * 100);
+        fprintf(out, "  %3u elements (%4u B): model %.1f%%, paper %.0f%%\n", s->ks[i], s->ks[i] * 4,
+                s->gp[i] * 100, s->paper_gp[i] * 100);
     fprintf(out, "SwitchML appendix C: pool size s = 2^ceil(log2(ceil(rate x RTT / 1100 B)))\n");
     for (int i = 0; i < 2; i++)
-        fprintf(out, "  %3.0f Gbit/s: paper %u slots <=> RTT in (%.1f, %.1f] us; at 50 us the "
-                "rule gives %u\n", s->rates[i] / 1e9, s->paper_pool[i], s->rtt_lo[i] * 1e6,
-                s->rtt_hi[i] * 1e6, s->pool_at_50us[i]);
+        fprintf(out,
+                "  %3.0f Gbit/s: paper %u slots <=> RTT in (%.1f, %.1f] us; at 50 us the "
+                "rule gives %u\n",
+                s->rates[i] / 1e9, s->paper_pool[i], s->rtt_lo[i] * 1e6, s->rtt_hi[i] * 1e6,
+                s->pool_at_50us[i]);
     fprintf(out, "SwitchML Fig. 3 re-drawn: 100 MB TAT (ms) and aggregated tensor elements per "
-            "second (ATE/s, 1e9)\n");
+                 "second (ATE/s, 1e9)\n");
     fprintf(out, "workers  INA 10G  ring 10G  INA 100G  ring 100G   ATE/s INA 10G  100G\n");
     for (int i = 0; i < s->npts; i++) {
         const double *v = s->tat[i];
@@ -135,7 +141,7 @@ static void switchml_text(FILE *out, const model_switchml_t *s)
                 s->bytes / 4 / v[2] / 1e9);
     }
     fprintf(out, "  paper: INA within 2%% of the maximum goodput with 256-element packets, its "
-            "ATE/s the same at 4, 8 and 16 workers\n");
+                 "ATE/s the same at 4, 8 and 16 workers\n");
 }
 
 static int switchml_json(const pred_opts_t *o, const model_switchml_t *s)
@@ -190,9 +196,9 @@ int model_preset_switchml(const pred_opts_t *o)
         return 1;
     const char *names[4] = {"INA 10G", "ring 10G", "INA 100G", "ring 100G"};
     if (o->plot_path &&
-        model_plot_series(o->plot_path, "SwitchML Fig. 3 from the model: 100 MB, 256-element packets",
-                    "TAT (s)", names, 4, s.pts, s.npts, &s.tat[0][0], 2,
-                    "time / INA 100G time") != 0)
+        model_plot_series(o->plot_path,
+                          "SwitchML Fig. 3 from the model: 100 MB, 256-element packets", "TAT (s)",
+                          names, 4, s.pts, s.npts, &s.tat[0][0], 2, "time / INA 100G time") != 0)
         return 1;
     return 0;
 }

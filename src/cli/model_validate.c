@@ -17,8 +17,8 @@
 
 #include "base/errmsg.h"
 #include "bench/subrun.h"
-#include "cli/model_cli.h"
 #include "cli/flags.h"
+#include "cli/model_cli.h"
 #include "cli/output.h"
 #include "json/json.h"
 
@@ -31,14 +31,14 @@
 typedef struct vcase {
     const char *name;
     uint32_t hosts, leaves, per_leaf; /* leaves > 0: two-level */
-    const char *rate;                 /* tools/testbed syntax */
-    const char *sizes;                /* --sizes list */
-    const char *compress;             /* NULL: int32 uncompressed */
-    int no_helper;                    /* INAGG_CODEC_HELPER=0: the worker codes on its
+    const char *rate; /* tools/testbed syntax */
+    const char *sizes; /* --sizes list */
+    const char *compress; /* NULL: int32 uncompressed */
+    int no_helper; /* INAGG_CODEC_HELPER=0: the worker codes on its
                                          protocol thread (still pipelined with the wire) */
-    const char *slow;                 /* INAGG_TESTBED_SLOW_HOST, e.g. "h2:50mbit" */
-    int ring;                         /* also the MPI ring */
-    int quick;                        /* part of --quick */
+    const char *slow; /* INAGG_TESTBED_SLOW_HOST, e.g. "h2:50mbit" */
+    int ring; /* also the MPI ring */
+    int quick; /* part of --quick */
 } vcase_t;
 
 static const vcase_t CASES[] = {
@@ -58,7 +58,7 @@ static const vcase_t CASES[] = {
 
 typedef struct vrow {
     const vcase_t *c;
-    const char *sys;    /* "inagg" or "ring" */
+    const char *sys; /* "inagg" or "ring" */
     double bytes, pred_s, meas_s, rel;
     double machine_pct; /* the whole machine's CPU during the run (NAN: not reported) */
     const char *bound;
@@ -82,8 +82,8 @@ static void usage(FILE *out)
         fprintf(out, "  %-22s %u hosts%s, %s, sizes %s%s%s%s%s%s\n", c->name, c->hosts,
                 c->leaves ? " (2 leaves x 4 + a spine)" : "", c->rate, c->sizes,
                 c->compress ? ", float32 " : ", int32", c->compress ? c->compress : "",
-                c->no_helper ? " without the encoder helper" : "",
-                c->slow ? ", slow link " : "", c->slow ? c->slow : "");
+                c->no_helper ? " without the encoder helper" : "", c->slow ? ", slow link " : "",
+                c->slow ? c->slow : "");
     }
     fprintf(out,
             "\n"
@@ -139,8 +139,8 @@ static const char *system_in(const char *at, const char *end, const char *key)
 }
 
 /* The number `name` inside the member `member` of system `key`'s object, or NAN. */
-static double system_number(const char *at, const char *end, const char *key,
-                            const char *member, const char *name)
+static double system_number(const char *at, const char *end, const char *key, const char *member,
+                            const char *name)
 {
     const char *p = system_in(at, end, key);
     const char *m = p ? strstr(p, member) : NULL;
@@ -219,9 +219,10 @@ static void case_command(const vcase_t *c, int quick, const char *dir, case_cmd_
     snprintf(k->per, sizeof(k->per), "%u", c->per_leaf);
     char **args = k->args;
     int a = 0;
-    char *fixed[] = {"inagg", "bench", "allreduce", "--testbed", k->hosts, "--fabric", "bridge",
-                     "--link-rate", (char *)c->rate, k->sizes_arg, "--iters", "3", "--warmup",
-                     "1", "--dtype", c->compress ? "float32" : "int32"};
+    char *fixed[] = {"inagg",         "bench",      "allreduce", "--testbed",
+                     k->hosts,        "--fabric",   "bridge",    "--link-rate",
+                     (char *)c->rate, k->sizes_arg, "--iters",   "3",
+                     "--warmup",      "1",          "--dtype",   c->compress ? "float32" : "int32"};
     for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++)
         args[a++] = fixed[i];
     if (c->compress) {
@@ -234,16 +235,16 @@ static void case_command(const vcase_t *c, int quick, const char *dir, case_cmd_
         args[a++] = "--hosts-per-leaf";
         args[a++] = k->per;
     }
-    char *tail[] = {"--baseline", c->ring ? "mpi-ring" : "none", "--json", k->json, "--plot",
-                    k->png, NULL};
+    char *tail[] = {
+        "--baseline", c->ring ? "mpi-ring" : "none", "--json", k->json, "--plot", k->png, NULL};
     for (size_t i = 0; i < sizeof(tail) / sizeof(tail[0]); i++)
         args[a++] = tail[i];
 }
 
 /* The rows of one case's report text: predicted against measured per size (and ring). 0, or
  * -EPROTO when a row has no measurement or prediction, or none came. */
-static int case_rows(const vcase_t *c, const model_calib_t *cal, const char *text,
-                     vrow_t *rows, int *nrows)
+static int case_rows(const vcase_t *c, const model_calib_t *cal, const char *text, vrow_t *rows,
+                     int *nrows)
 {
     char err[600] = "";
     int ok = 0;
@@ -264,13 +265,16 @@ static int case_rows(const vcase_t *c, const model_calib_t *cal, const char *tex
             r->pred_s = predict(cal, c, text, ring, bytes, &r->bound, err, sizeof(err));
             r->rel = fabs(r->pred_s - r->meas_s) / r->meas_s;
             if (!isfinite(r->rel)) {
-                fprintf(stderr, MODEL_CMD " " SUB ": %s: no measurement or prediction for %s "
-                        "(%s)\n", c->name, r->sys, err);
+                fprintf(stderr,
+                        MODEL_CMD " " SUB ": %s: no measurement or prediction for %s "
+                                  "(%s)\n",
+                        c->name, r->sys, err);
                 return -EPROTO;
             }
-            fprintf(stderr, MODEL_CMD " " SUB ":   %-5s %5.1f MB: predicted %.3f s, measured "
-                    "%.3f s, error %.1f%%\n", r->sys, bytes / 1e6, r->pred_s, r->meas_s,
-                    r->rel * 100);
+            fprintf(stderr,
+                    MODEL_CMD " " SUB ":   %-5s %5.1f MB: predicted %.3f s, measured "
+                              "%.3f s, error %.1f%%\n",
+                    r->sys, bytes / 1e6, r->pred_s, r->meas_s, r->rel * 100);
             ok++;
         }
         at = b + 7;
@@ -283,9 +287,10 @@ static int run_case(const vcase_t *c, int quick, const char *dir, const model_ca
 {
     if (c->leaves && !has_leaves) {
         vrow_t *r = &rows[(*nrows)++];
-        *r = (vrow_t){.c = c, .sys = "inagg", .skipped = 1, .pred_s = NAN, .meas_s = NAN,
-                      .rel = NAN};
-        snprintf(r->why, sizeof(r->why), "this build's `inagg bench allreduce` has no "
+        *r = (vrow_t){
+            .c = c, .sys = "inagg", .skipped = 1, .pred_s = NAN, .meas_s = NAN, .rel = NAN};
+        snprintf(r->why, sizeof(r->why),
+                 "this build's `inagg bench allreduce` has no "
                  "--leaves/--hosts-per-leaf (the two-level testbed)");
         fprintf(stderr, MODEL_CMD " " SUB ":   skipped: %s\n", r->why);
         return 0;
@@ -302,8 +307,7 @@ static int run_case(const vcase_t *c, int quick, const char *dir, const model_ca
     unsetenv("INAGG_TESTBED_SLOW_HOST");
     if (rc < 0) {
         fprintf(stderr, MODEL_CMD " " SUB ": %s failed: %s\n", c->name, err);
-        return strstr(err, "cannot build testbeds") || strstr(err, "status 3") ? -EOPNOTSUPP
-                                                                               : rc;
+        return strstr(err, "cannot build testbeds") || strstr(err, "status 3") ? -EOPNOTSUPP : rc;
     }
     char *text = NULL;
     if (bench_read_file(k.json, &text) < 0) {
@@ -357,21 +361,21 @@ static vsummary_t summarize(const vrow_t *rows, int nrows)
 static void render_text(FILE *out, const vrow_t *rows, int nrows, const vsummary_t *s, int rc,
                         time_t t0)
 {
-    fprintf(out, "%-22s %-5s %5s %8s %8s %11s %11s %9s %8s  %s\n", "case", "sys", "hosts",
-            "link", "MB", "predicted s", "measured s", "rel_error", "machine", "model bound");
+    fprintf(out, "%-22s %-5s %5s %8s %8s %11s %11s %9s %8s  %s\n", "case", "sys", "hosts", "link",
+            "MB", "predicted s", "measured s", "rel_error", "machine", "model bound");
     for (int i = 0; i < nrows; i++) {
         const vrow_t *r = &rows[i];
         if (r->skipped) {
-            fprintf(out, "%-22s %-5s %5u %8s %8s %11s %11s %9s %8s  skipped: %s\n",
-                    r->c->name, r->sys, r->c->hosts, r->c->rate, "-", "-", "-", "-", "-", r->why);
+            fprintf(out, "%-22s %-5s %5u %8s %8s %11s %11s %9s %8s  skipped: %s\n", r->c->name,
+                    r->sys, r->c->hosts, r->c->rate, "-", "-", "-", "-", "-", r->why);
             continue;
         }
         char busy[16] = "-";
         if (isfinite(r->machine_pct))
             snprintf(busy, sizeof(busy), "%.0f%%", r->machine_pct);
         fprintf(out, "%-22s %-5s %5u %8s %8.2f %11.3f %11.3f %8.1f%% %8s  %s%s\n", r->c->name,
-                r->sys, r->c->hosts, r->c->rate, r->bytes / 1e6, r->pred_s, r->meas_s,
-                r->rel * 100, busy, r->bound,
+                r->sys, r->c->hosts, r->c->rate, r->bytes / 1e6, r->pred_s, r->meas_s, r->rel * 100,
+                busy, r->bound,
                 r->machine_pct >= 90 ? " (this machine's CPUs were the limit: outside the model)"
                                      : "");
     }
@@ -438,32 +442,33 @@ int model_validate_main(int argc, char **argv)
     int quick = 0;
     static const struct option longopts[] = {
         {"params", required_argument, 0, 'p'}, {"quick", no_argument, 0, 'q'},
-        {"json", required_argument, 0, 'j'}, {"keep", required_argument, 0, 'k'},
-        {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+        {"json", required_argument, 0, 'j'},   {"keep", required_argument, 0, 'k'},
+        {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
     optind = 1;
     opterr = 0;
     int ch;
     while ((ch = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
         switch (ch) {
-        case 'p': params = optarg; break;
-        case 'q': quick = 1; break;
-        case 'j': json_path = optarg; break;
-        case 'k': keep = optarg; break;
-        case 'h': usage(stdout); return 0;
-        default:
-            return cli_bad_option(MODEL_CMD " " SUB, ch, argv);
+            case 'p': params = optarg; break;
+            case 'q': quick = 1; break;
+            case 'j': json_path = optarg; break;
+            case 'k': keep = optarg; break;
+            case 'h': usage(stdout); return 0;
+            default: return cli_bad_option(MODEL_CMD " " SUB, ch, argv);
         }
     }
     if (optind < argc)
         return model_bad(SUB, "unexpected argument '%s'", argv[optind]);
     if (geteuid() != 0) {
         fprintf(stderr, MODEL_CMD " " SUB ": cannot build testbeds here: needs root (network "
-                "namespaces)\n");
+                                  "namespaces)\n");
         return 3;
     }
     if (access(params, F_OK) != 0 && errno == ENOENT) { /* a fresh tree: calibrate first */
-        fprintf(stderr, MODEL_CMD " " SUB ": no calibration at %s: calibrating first (" MODEL_CMD
-                " calibrate --out %s)\n", params, params);
+        fprintf(stderr,
+                MODEL_CMD " " SUB ": no calibration at %s: calibrating first (" MODEL_CMD
+                          " calibrate --out %s)\n",
+                params, params);
         char *cal_argv[] = {"calibrate", "--out", (char *)params, NULL};
         int crc = model_calibrate_main(3, cal_argv);
         if (crc != 0) {

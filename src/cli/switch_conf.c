@@ -68,8 +68,10 @@ static int take_line(char *text, const struct option *opts, const char *const *r
             return -EINVAL;
         }
     if (!o) {
-        snprintf(why, cap, "unknown key '%s' (the keys are the long options of "
-                 "`inagg switch`, see inagg switch --help)", key);
+        snprintf(why, cap,
+                 "unknown key '%s' (the keys are the long options of "
+                 "`inagg switch`, see inagg switch --help)",
+                 key);
         return -EINVAL;
     }
     int is_flag = o->has_arg == no_argument;
@@ -113,8 +115,7 @@ int switch_conf_read(const char *path, const struct option *opts, const char *co
         lineno++;
         size_t len = strlen(text);
         if (len > LINE_MAX_LEN && text[len - 1] != '\n') {
-            snprintf(err, errlen, "%s:%d: line longer than %d bytes", path, lineno,
-                     LINE_MAX_LEN);
+            snprintf(err, errlen, "%s:%d: line longer than %d bytes", path, lineno, LINE_MAX_LEN);
             rc = -1;
             break;
         }
@@ -195,8 +196,8 @@ int switch_conf_limits(const char *path, const switch_conf_t *conf, int argc, ch
         for (int k = 0; k < SWITCH_LIMIT_COUNT; k++)
             if (strcmp(conf->key[i] + 2, limit_keys[k]) == 0 &&
                 parse_limit(conf->value[i], limit_field(l, k)) != 0) {
-                snprintf(err, errlen, "%s:%d: '%s' needs a non-negative integer, got '%s'",
-                         path, conf->line[i], limit_keys[k], conf->value[i]);
+                snprintf(err, errlen, "%s:%d: '%s' needs a non-negative integer, got '%s'", path,
+                         conf->line[i], limit_keys[k], conf->value[i]);
                 return -EINVAL;
             }
     /* The command line was checked when the switch started: "--key V" or "--key=V". */

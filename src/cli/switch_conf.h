@@ -16,8 +16,8 @@
 #define SWITCH_CONF_MAX_ENTRIES 128
 
 typedef struct switch_conf {
-    int n;                               /* entries */
-    char *key[SWITCH_CONF_MAX_ENTRIES];  /* "--threads" */
+    int n; /* entries */
+    char *key[SWITCH_CONF_MAX_ENTRIES]; /* "--threads" */
     char *value[SWITCH_CONF_MAX_ENTRIES]; /* "2"; NULL for a flag set to true */
     int line[SWITCH_CONF_MAX_ENTRIES];
 } switch_conf_t;

@@ -30,7 +30,7 @@ typedef struct train_opts {
     int protocol; /* -1: by mode; 0 switchml; 1 p4sgd */
     int precision;
     const char *compress; /* --compress MODE (NULL: none): the job's codec */
-    int no_feedback;      /* --no-error-feedback */
+    int no_feedback; /* --no-error-feedback */
     const char *capture_prefix; /* --capture-gradients PREFIX: PREFIX.rankR.f32 (NULL: none) */
     const char *json_path, *plot_path;
     const char *switch_addr, *job;
@@ -38,10 +38,10 @@ typedef struct train_opts {
     uint32_t timeout_ms;
     uint32_t switch_threads; /* the embedded switch's threads; 0 when there is none */
     int lr_given, l2_given;
-    uint32_t testbed;     /* hosts of a testbed to build and run on, one rank each; 0: none */
+    uint32_t testbed; /* hosts of a testbed to build and run on, one rank each; 0: none */
     const char *link_rate, *fabric, *link_delay; /* tools/testbed's (NULL: its defaults) */
-    int report_lines;     /* --report-lines: one rank writes its report lines to stdout */
-    int argc;             /* the command line, forwarded to the ranks of a testbed run */
+    int report_lines; /* --report-lines: one rank writes its report lines to stdout */
+    int argc; /* the command line, forwarded to the ranks of a testbed run */
     char **argv;
 } train_opts_t;
 
@@ -53,16 +53,16 @@ int train_parse_args(int argc, char **argv, train_opts_t *o);
 
 typedef struct run {
     const train_opts_t *o;
-    FILE *human;   /* summary and per-epoch lines */
-    int tty;       /* progress bar on stderr */
+    FILE *human; /* summary and per-epoch lines */
+    int tty; /* progress bar on stderr */
     uint32_t world;
     glm_setup_record_t setup;
     int have_setup;
     glm_epoch_record_t *epochs;
     uint32_t nepochs;
-    uint32_t done;         /* ranks that finished */
+    uint32_t done; /* ranks that finished */
     int failed;
-    int cannot;            /* a testbed cannot be built on this machine (exit 3) */
+    int cannot; /* a testbed cannot be built on this machine (exit 3) */
     char error[1400];
     uint64_t t_start;
     int bar_drawn;

@@ -12,10 +12,10 @@
 #include <unistd.h>
 
 #include "base/util.h"
-#include "codec/codec.h"
 #include "cli/bench_opts.h"
 #include "cli/flags.h"
 #include "cli/train.h"
+#include "codec/codec.h"
 #include "glm/objective.h"
 #include "inagg.h"
 #include "kernels/optim.h"
@@ -29,7 +29,8 @@ static uint32_t default_switch_threads(void)
 
 static void usage(FILE *out)
 {
-    fprintf(out,
+    fprintf(
+        out,
         "usage: inagg train [--data FILE | --synthetic SPEC] [--test-data FILE]\n"
         "                   [--workers N] [--mode model|data|single]\n"
         "                   [--objective logistic|squared|hinge] [--batch B] [--micro-batch MB]\n"
@@ -38,7 +39,8 @@ static void usage(FILE *out)
         "                   [--precision 32|8|4] [--seed S] [--json FILE|-] [--plot FILE.png]\n"
         "                   [--switch HOST:PORT --rank R --world W [--job NAME]]\n"
         "                   [--switch-threads N] [--timeout MS]\n"
-        "                   [--testbed N [--fabric inagg|bridge] [--link-delay D] [--link-rate R]]\n"
+        "                   [--testbed N [--fabric inagg|bridge] [--link-delay D] [--link-rate "
+        "R]]\n"
         "\n"
         "Trains an L2-regularised linear model (objective = mean loss + L/2 ||w||^2, no bias,\n"
         "w starts at 0) with synchronous mini-batch SGD, distributed through the aggregation\n"
@@ -229,72 +231,90 @@ static int parse_training_flag(train_opts_t *o, train_seen_t *seen, int c)
     uint64_t v = 0;
     double d = 0;
     switch (c) {
-    case 'd': o->data = optarg; break;
-    case 'y': o->synthetic = optarg; break;
-    case 't': o->test = optarg; break;
-    case 'm':
-        if (glm_mode_parse(optarg, &o->cfg.mode) != 0)
-            return bad_usage("--mode must be model, data or single, got '%s'", optarg);
-        break;
-    case 'o':
-        if (glm_objective_parse(optarg, &o->cfg.objective) != 0)
-            return bad_usage("--objective must be logistic, squared or hinge, got '%s'",
-                             optarg);
-        break;
-    case 'b':
-        if (parse_u64("--batch", optarg, 1, 1u << 20, &v)) return 2;
-        o->cfg.batch = (size_t)v;
-        break;
-    case 'u':
-        if (parse_u64("--micro-batch", optarg, 1, INAGG_MAX_PACKET_ELEMS, &v)) return 2;
-        o->cfg.micro_batch = (size_t)v;
-        seen->micro_batch = 1;
-        break;
-    case 'e':
-        if (parse_u64("--epochs", optarg, 1, 100000, &v)) return 2;
-        o->cfg.epochs = (uint32_t)v;
-        break;
-    case 'g':
-        if (parse_double("--lr", optarg, 0, &d)) return 2;
-        if (d <= 0) return bad_usage("--lr must be positive");
-        o->cfg.lr = d;
-        o->lr_given = 1;
-        break;
-    case 'S':
-        if (strcmp(optarg, "sqrt") == 0) o->cfg.schedule = GLM_LR_SQRT;
-        else if (strcmp(optarg, "const") == 0) o->cfg.schedule = GLM_LR_CONST;
-        else return bad_usage("--lr-schedule must be sqrt or const, got '%s'", optarg);
-        break;
-    case 'Q':
-        if (strcmp(optarg, "diag") == 0) o->cfg.precondition = GLM_PRECOND_DIAG;
-        else if (strcmp(optarg, "none") == 0) o->cfg.precondition = GLM_PRECOND_NONE;
-        else return bad_usage("--precondition must be diag or none, got '%s'", optarg);
-        break;
-    case 'V':
-        if (strcmp(optarg, "tail") == 0) o->cfg.average = GLM_AVG_TAIL;
-        else if (strcmp(optarg, "none") == 0) o->cfg.average = GLM_AVG_NONE;
-        else return bad_usage("--average must be tail or none, got '%s'", optarg);
-        break;
-    case 'l':
-        if (parse_double("--l2", optarg, 0, &d)) return 2;
-        o->cfg.l2 = d;
-        o->l2_given = 1;
-        break;
-    case 'O': {
-        optim_kind_t k;
-        if (optim_parse_kind(optarg, &k) != 0)
-            return bad_usage("--optimizer must be sgd, adagrad, adam or smorms3, got '%s'",
-                             optarg);
-        o->cfg.optimizer = 1 + (int)k;
-        break;
-    }
-    case 'I': o->cfg.in_switch = 1; break;
-    case 'E':
-        if (strcmp(optarg, "inside") == 0) o->cfg.eps_outside = 0;
-        else if (strcmp(optarg, "outside") == 0) o->cfg.eps_outside = 1;
-        else return bad_usage("--eps-place must be inside or outside, got '%s'", optarg);
-        break;
-    default: return -1;
+        case 'd': o->data = optarg; break;
+        case 'y': o->synthetic = optarg; break;
+        case 't': o->test = optarg; break;
+        case 'm':
+            if (glm_mode_parse(optarg, &o->cfg.mode) != 0)
+                return bad_usage("--mode must be model, data or single, got '%s'", optarg);
+            break;
+        case 'o':
+            if (glm_objective_parse(optarg, &o->cfg.objective) != 0)
+                return bad_usage("--objective must be logistic, squared or hinge, got '%s'",
+                                 optarg);
+            break;
+        case 'b':
+            if (parse_u64("--batch", optarg, 1, 1u << 20, &v))
+                return 2;
+            o->cfg.batch = (size_t)v;
+            break;
+        case 'u':
+            if (parse_u64("--micro-batch", optarg, 1, INAGG_MAX_PACKET_ELEMS, &v))
+                return 2;
+            o->cfg.micro_batch = (size_t)v;
+            seen->micro_batch = 1;
+            break;
+        case 'e':
+            if (parse_u64("--epochs", optarg, 1, 100000, &v))
+                return 2;
+            o->cfg.epochs = (uint32_t)v;
+            break;
+        case 'g':
+            if (parse_double("--lr", optarg, 0, &d))
+                return 2;
+            if (d <= 0)
+                return bad_usage("--lr must be positive");
+            o->cfg.lr = d;
+            o->lr_given = 1;
+            break;
+        case 'S':
+            if (strcmp(optarg, "sqrt") == 0)
+                o->cfg.schedule = GLM_LR_SQRT;
+            else if (strcmp(optarg, "const") == 0)
+                o->cfg.schedule = GLM_LR_CONST;
+            else
+                return bad_usage("--lr-schedule must be sqrt or const, got '%s'", optarg);
+            break;
+        case 'Q':
+            if (strcmp(optarg, "diag") == 0)
+                o->cfg.precondition = GLM_PRECOND_DIAG;
+            else if (strcmp(optarg, "none") == 0)
+                o->cfg.precondition = GLM_PRECOND_NONE;
+            else
+                return bad_usage("--precondition must be diag or none, got '%s'", optarg);
+            break;
+        case 'V':
+            if (strcmp(optarg, "tail") == 0)
+                o->cfg.average = GLM_AVG_TAIL;
+            else if (strcmp(optarg, "none") == 0)
+                o->cfg.average = GLM_AVG_NONE;
+            else
+                return bad_usage("--average must be tail or none, got '%s'", optarg);
+            break;
+        case 'l':
+            if (parse_double("--l2", optarg, 0, &d))
+                return 2;
+            o->cfg.l2 = d;
+            o->l2_given = 1;
+            break;
+        case 'O': {
+            optim_kind_t k;
+            if (optim_parse_kind(optarg, &k) != 0)
+                return bad_usage("--optimizer must be sgd, adagrad, adam or smorms3, got '%s'",
+                                 optarg);
+            o->cfg.optimizer = 1 + (int)k;
+            break;
+        }
+        case 'I': o->cfg.in_switch = 1; break;
+        case 'E':
+            if (strcmp(optarg, "inside") == 0)
+                o->cfg.eps_outside = 0;
+            else if (strcmp(optarg, "outside") == 0)
+                o->cfg.eps_outside = 1;
+            else
+                return bad_usage("--eps-place must be inside or outside, got '%s'", optarg);
+            break;
+        default: return -1;
     }
     return 0;
 }
@@ -305,39 +325,50 @@ static int parse_job_flag(train_opts_t *o, train_seen_t *seen, int c)
 {
     uint64_t v = 0;
     switch (c) {
-    case 'B':
-        if (strcmp(optarg, "inagg") == 0) o->backend_mpi = 0;
-        else if (strcmp(optarg, "mpi") == 0) o->backend_mpi = 1;
-        else return bad_usage("--backend must be inagg or mpi, got '%s'", optarg);
-        break;
-    case 'N': o->cfg.pipeline = 0; seen->pipeline = 1; break;
-    case 'p':
-        if (strcmp(optarg, "32") == 0) o->precision = 32;
-        else if (strcmp(optarg, "8") == 0) o->precision = 8;
-        else if (strcmp(optarg, "4") == 0) o->precision = 4;
-        else return bad_usage("--precision must be 32, 8 or 4, got '%s'", optarg);
-        break;
-    case 'Z': {
-        codec_spec_t cs;
-        char why[256];
-        if (codec_parse(optarg, &cs, why, sizeof why) != 0)
-            return bad_usage("--compress: %s", why);
-        o->compress = cs.mode == CODEC_NONE ? NULL : optarg;
-        break;
-    }
-    case 'X': o->no_feedback = 1; break;
-    case 'C':
-        if (!optarg[0])
-            return bad_usage("--capture-gradients needs a file name prefix");
-        o->capture_prefix = optarg;
-        break;
-    case 'Y':
-        if (parse_u64("--capture-steps", optarg, 1, 1000000, &v)) return 2;
-        o->cfg.capture_steps = (uint32_t)v;
-        seen->capture_steps = 1;
-        break;
-    case 'L': o->report_lines = 1; break;
-    default: return -1;
+        case 'B':
+            if (strcmp(optarg, "inagg") == 0)
+                o->backend_mpi = 0;
+            else if (strcmp(optarg, "mpi") == 0)
+                o->backend_mpi = 1;
+            else
+                return bad_usage("--backend must be inagg or mpi, got '%s'", optarg);
+            break;
+        case 'N':
+            o->cfg.pipeline = 0;
+            seen->pipeline = 1;
+            break;
+        case 'p':
+            if (strcmp(optarg, "32") == 0)
+                o->precision = 32;
+            else if (strcmp(optarg, "8") == 0)
+                o->precision = 8;
+            else if (strcmp(optarg, "4") == 0)
+                o->precision = 4;
+            else
+                return bad_usage("--precision must be 32, 8 or 4, got '%s'", optarg);
+            break;
+        case 'Z': {
+            codec_spec_t cs;
+            char why[256];
+            if (codec_parse(optarg, &cs, why, sizeof why) != 0)
+                return bad_usage("--compress: %s", why);
+            o->compress = cs.mode == CODEC_NONE ? NULL : optarg;
+            break;
+        }
+        case 'X': o->no_feedback = 1; break;
+        case 'C':
+            if (!optarg[0])
+                return bad_usage("--capture-gradients needs a file name prefix");
+            o->capture_prefix = optarg;
+            break;
+        case 'Y':
+            if (parse_u64("--capture-steps", optarg, 1, 1000000, &v))
+                return 2;
+            o->cfg.capture_steps = (uint32_t)v;
+            seen->capture_steps = 1;
+            break;
+        case 'L': o->report_lines = 1; break;
+        default: return -1;
     }
     return 0;
 }
@@ -352,8 +383,8 @@ static int check_data_and_placement(train_opts_t *o, const train_seen_t *seen)
         o->synthetic = DEFAULT_SYNTHETIC;
     if (o->cfg.micro_batch > o->cfg.batch) {
         if (seen->micro_batch)
-            return bad_usage("--micro-batch (%zu) cannot exceed --batch (%zu)",
-                             o->cfg.micro_batch, o->cfg.batch);
+            return bad_usage("--micro-batch (%zu) cannot exceed --batch (%zu)", o->cfg.micro_batch,
+                             o->cfg.batch);
         o->cfg.micro_batch = o->cfg.batch;
     }
     if (o->cfg.mode == GLM_MODE_SINGLE) {
@@ -400,13 +431,12 @@ static int check_training_and_backend(train_opts_t *o, const train_seen_t *seen)
     if (o->switch_threads && (o->switch_addr || o->backend_mpi || o->cfg.mode == GLM_MODE_SINGLE))
         return bad_usage("--switch-threads applies to the embedded switch (not with --switch, "
                          "--backend mpi or --mode single)");
-    if (!o->switch_addr && !o->backend_mpi && o->cfg.mode != GLM_MODE_SINGLE &&
-        !o->switch_threads)
+    if (!o->switch_addr && !o->backend_mpi && o->cfg.mode != GLM_MODE_SINGLE && !o->switch_threads)
         o->switch_threads = default_switch_threads();
     if (o->protocol < 0)
         o->protocol = o->cfg.mode == GLM_MODE_DATA ? 0 : 1;
-    if (o->compress && (o->backend_mpi || o->protocol != 0 || o->cfg.mode != GLM_MODE_DATA ||
-                        o->cfg.in_switch))
+    if (o->compress &&
+        (o->backend_mpi || o->protocol != 0 || o->cfg.mode != GLM_MODE_DATA || o->cfg.in_switch))
         return bad_usage("--compress applies to --mode data over the switchml protocol "
                          "(inagg backend, no --in-switch)");
     if (o->no_feedback && !o->compress)
@@ -431,11 +461,12 @@ static int check_rank_of_job(train_opts_t *o)
             if (env_rank(&r, &w) != 0 && (o->rank < 0 || o->world < 0))
                 return bad_usage("--switch needs --rank and --world (or run under mpirun / "
                                  "srun, which set them in the environment)");
-            if (o->rank < 0) o->rank = r;
-            if (o->world < 0) o->world = w;
+            if (o->rank < 0)
+                o->rank = r;
+            if (o->world < 0)
+                o->world = w;
         }
-        if (o->world < 1 || o->world > (long)INAGG_MAX_WORLD || o->rank < 0 ||
-            o->rank >= o->world)
+        if (o->world < 1 || o->world > (long)INAGG_MAX_WORLD || o->rank < 0 || o->rank >= o->world)
             return bad_usage("rank %ld of world %ld is out of range (world 1..%u)", o->rank,
                              o->world, INAGG_MAX_WORLD);
         if (o->workers_given && o->workers != (uint32_t)o->world)
@@ -470,13 +501,24 @@ typedef struct train_shared {
 
 static bench_opts_t shared_flags(train_opts_t *o, train_shared_t *t)
 {
-    return (bench_opts_t){
-        .cmd = "inagg train", .workers = &o->workers, .world = &t->world, .rank = &t->rank,
-        .job = &o->job, .switch_addr = &o->switch_addr, .seed = &o->cfg.seed,
-        .timeout_ms = &o->timeout_ms, .timeout_name = "timeout", .timeout_min = 100,
-        .json_path = &o->json_path, .plot_path = &o->plot_path, .protocol = &t->protocol,
-        .testbed = &o->testbed, .link_rate = &o->link_rate, .link_delay = &o->link_delay,
-        .fabric = &o->fabric, .switch_threads = &o->switch_threads};
+    return (bench_opts_t){.cmd = "inagg train",
+                          .workers = &o->workers,
+                          .world = &t->world,
+                          .rank = &t->rank,
+                          .job = &o->job,
+                          .switch_addr = &o->switch_addr,
+                          .seed = &o->cfg.seed,
+                          .timeout_ms = &o->timeout_ms,
+                          .timeout_name = "timeout",
+                          .timeout_min = 100,
+                          .json_path = &o->json_path,
+                          .plot_path = &o->plot_path,
+                          .protocol = &t->protocol,
+                          .testbed = &o->testbed,
+                          .link_rate = &o->link_rate,
+                          .link_delay = &o->link_delay,
+                          .fabric = &o->fabric,
+                          .switch_threads = &o->switch_threads};
 }
 
 int train_parse_args(int argc, char **argv, train_opts_t *o)
@@ -489,21 +531,31 @@ int train_parse_args(int argc, char **argv, train_opts_t *o)
     o->precision = 32;
     o->rank = o->world = -1;
     o->timeout_ms = DEFAULT_TIMEOUT_MS;
-    static const struct option own[] = {
-        {"data", required_argument, 0, 'd'},        {"synthetic", required_argument, 0, 'y'},
-        {"test-data", required_argument, 0, 't'},   {"mode", required_argument, 0, 'm'},
-        {"objective", required_argument, 0, 'o'},   {"batch", required_argument, 0, 'b'},
-        {"micro-batch", required_argument, 0, 'u'}, {"epochs", required_argument, 0, 'e'},
-        {"lr", required_argument, 0, 'g'},          {"lr-schedule", required_argument, 0, 'S'},
-        {"l2", required_argument, 0, 'l'},          {"backend", required_argument, 0, 'B'},
-        {"no-pipeline", no_argument, 0, 'N'},       {"precision", required_argument, 0, 'p'},
-        {"compress", required_argument, 0, 'Z'},    {"no-error-feedback", no_argument, 0, 'X'},
-        {"capture-gradients", required_argument, 0, 'C'},
-        {"capture-steps", required_argument, 0, 'Y'},
-        {"optimizer", required_argument, 0, 'O'},   {"in-switch", no_argument, 0, 'I'},
-        {"eps-place", required_argument, 0, 'E'},   {"report-lines", no_argument, 0, 'L'},
-        {"average", required_argument, 0, 'V'},     {"precondition", required_argument, 0, 'Q'},
-        {0, 0, 0, 0}};
+    static const struct option own[] = {{"data", required_argument, 0, 'd'},
+                                        {"synthetic", required_argument, 0, 'y'},
+                                        {"test-data", required_argument, 0, 't'},
+                                        {"mode", required_argument, 0, 'm'},
+                                        {"objective", required_argument, 0, 'o'},
+                                        {"batch", required_argument, 0, 'b'},
+                                        {"micro-batch", required_argument, 0, 'u'},
+                                        {"epochs", required_argument, 0, 'e'},
+                                        {"lr", required_argument, 0, 'g'},
+                                        {"lr-schedule", required_argument, 0, 'S'},
+                                        {"l2", required_argument, 0, 'l'},
+                                        {"backend", required_argument, 0, 'B'},
+                                        {"no-pipeline", no_argument, 0, 'N'},
+                                        {"precision", required_argument, 0, 'p'},
+                                        {"compress", required_argument, 0, 'Z'},
+                                        {"no-error-feedback", no_argument, 0, 'X'},
+                                        {"capture-gradients", required_argument, 0, 'C'},
+                                        {"capture-steps", required_argument, 0, 'Y'},
+                                        {"optimizer", required_argument, 0, 'O'},
+                                        {"in-switch", no_argument, 0, 'I'},
+                                        {"eps-place", required_argument, 0, 'E'},
+                                        {"report-lines", no_argument, 0, 'L'},
+                                        {"average", required_argument, 0, 'V'},
+                                        {"precondition", required_argument, 0, 'Q'},
+                                        {0, 0, 0, 0}};
     train_shared_t t = {0};
     bench_opts_t b = shared_flags(o, &t);
     train_parse_ctx_t pc = {.o = o};

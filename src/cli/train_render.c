@@ -17,9 +17,9 @@
 #include "cli/plot.h"
 #include "cli/train.h"
 #include "glm/objective.h"
-#include "json/json.h"
 #include "kernels/optim.h"
 #include "launch/launch.h"
+#include "json/json.h"
 
 #define GNUPLOT_TIMEOUT_MS 30000
 
@@ -59,8 +59,7 @@ static void draw_bar(run_t *r, double epochs_done, const glm_epoch_record_t *las
         bar[i] = i < fill ? '#' : '.';
     bar[width] = '\0';
     fprintf(stderr, "\r  [%s] epoch %u/%u", bar,
-            (uint32_t)util_min_u64((uint64_t)floor(epochs_done) + (epochs_done < E ? 1 : 0), E),
-            E);
+            (uint32_t)util_min_u64((uint64_t)floor(epochs_done) + (epochs_done < E ? 1 : 0), E), E);
     if (last)
         fprintf(stderr, "  objective %.6f  accuracy %.2f%%  %.2f s/epoch  comm %.0f%%",
                 last->objective, 100 * last->accuracy, last->seconds, 100 * last->comm_share);
@@ -81,12 +80,14 @@ void train_print_header(run_t *r)
     else
         fprintf(r->human, "%u workers over %s%s%s%s", r->world, train_backend_name(o),
                 o->backend_mpi ? "" : " (", o->backend_mpi ? "" : train_protocol_name(o),
-                o->backend_mpi ? "" : o->switch_addr ? " protocol, switch " : " protocol)");
+                o->backend_mpi   ? ""
+                : o->switch_addr ? " protocol, switch "
+                                 : " protocol)");
     if (o->switch_addr && !o->backend_mpi)
         fprintf(r->human, "%s)", o->switch_addr);
     if (o->testbed)
-        fprintf(r->human, ", across a testbed of %u hosts (fabric %s, link delay %s)",
-                o->testbed, o->fabric ? o->fabric : "tools/testbed's default",
+        fprintf(r->human, ", across a testbed of %u hosts (fabric %s, link delay %s)", o->testbed,
+                o->fabric ? o->fabric : "tools/testbed's default",
                 o->link_delay ? o->link_delay : "none");
     else if (o->switch_threads)
         fprintf(r->human, ", embedded switch with %u thread%s", o->switch_threads,
@@ -100,8 +101,7 @@ static void print_setup(run_t *r)
     const glm_setup_record_t *s = &r->setup;
     fprintf(r->human, "  data      %s%s: %llu samples x %llu features, %llu nonzeros",
             o->data ? o->data : "synthetic ", o->data ? "" : o->synthetic,
-            (unsigned long long)s->rows, (unsigned long long)s->cols,
-            (unsigned long long)s->nnz);
+            (unsigned long long)s->rows, (unsigned long long)s->cols, (unsigned long long)s->nnz);
     if (o->precision != 32)
         fprintf(r->human, ", %d-bit features", o->precision);
     if (s->test_rows)
@@ -110,15 +110,17 @@ static void print_setup(run_t *r)
     if (o->cfg.mode != GLM_MODE_DATA)
         fprintf(r->human, ", micro-batch %zu%s", o->cfg.micro_batch,
                 o->cfg.mode == GLM_MODE_SINGLE ? ""
-                : o->cfg.pipeline             ? " (pipelined)"
-                                              : " (not pipelined)");
+                : o->cfg.pipeline              ? " (pipelined)"
+                                               : " (not pipelined)");
     fprintf(r->human, ", lr %.4g%s%s, l2 %.4g%s, seed %llu\n", s->lr,
             o->cfg.schedule == GLM_LR_SQRT ? "/sqrt(epoch)" : " constant",
             o->lr_given ? "" : " (default)", s->l2, o->l2_given ? "" : " (1/S)",
             (unsigned long long)o->cfg.seed);
     if (!o->cfg.optimizer && o->cfg.average == GLM_AVG_TAIL)
-        fprintf(r->human, "  averaging the iterates from epoch %u on (the model reported is "
-                "their weighted mean)\n", glm_average_start(o->cfg.epochs));
+        fprintf(r->human,
+                "  averaging the iterates from epoch %u on (the model reported is "
+                "their weighted mean)\n",
+                glm_average_start(o->cfg.epochs));
     fflush(r->human);
 }
 
@@ -140,52 +142,49 @@ int train_handle_line(run_t *r, const glm_line_t *l, int from_rank)
 {
     int rank = from_rank >= 0 ? from_rank : l->rank;
     switch (l->type) {
-    case GLM_LINE_SETUP:
-        if (!r->have_setup) {
-            r->setup = l->setup;
-            r->have_setup = 1;
-            print_setup(r);
-        }
-        break;
-    case GLM_LINE_EPOCH: {
-        glm_epoch_record_t *grown =
-            realloc(r->epochs, (r->nepochs + 1) * sizeof(glm_epoch_record_t));
-        if (!grown) {
-            r->failed = 1;
-            snprintf(r->error, sizeof(r->error), "out of memory");
-            return -ENOMEM;
-        }
-        r->epochs = grown;
-        r->epochs[r->nepochs++] = l->epoch;
-        if (r->tty) {
-            draw_bar(r, l->epoch.epoch, &l->epoch);
-        } else {
-            print_epoch_line(r, &l->epoch);
-        }
-        break;
-    }
-    case GLM_LINE_PROGRESS:
-        if (r->tty && rank == 0 && l->progress_epoch >= 1) {
-            uint64_t now = util_now_ns();
-            if (now - r->last_bar_ns > 100000000ull) {
-                r->last_bar_ns = now;
-                draw_bar(r, l->progress_epoch - 1 + l->progress_fraction,
-                         r->nepochs ? &r->epochs[r->nepochs - 1] : NULL);
+        case GLM_LINE_SETUP:
+            if (!r->have_setup) {
+                r->setup = l->setup;
+                r->have_setup = 1;
+                print_setup(r);
             }
+            break;
+        case GLM_LINE_EPOCH: {
+            glm_epoch_record_t *grown =
+                realloc(r->epochs, (r->nepochs + 1) * sizeof(glm_epoch_record_t));
+            if (!grown) {
+                r->failed = 1;
+                snprintf(r->error, sizeof(r->error), "out of memory");
+                return -ENOMEM;
+            }
+            r->epochs = grown;
+            r->epochs[r->nepochs++] = l->epoch;
+            if (r->tty) {
+                draw_bar(r, l->epoch.epoch, &l->epoch);
+            } else {
+                print_epoch_line(r, &l->epoch);
+            }
+            break;
         }
-        break;
-    case GLM_LINE_DONE:
-        r->done++;
-        break;
-    case GLM_LINE_ERROR:
-        if (!r->failed) {
-            r->failed = 1;
-            snprintf(r->error, sizeof(r->error), "%s", l->message);
-            (void)rank;
-        }
-        return -EIO;
-    default:
-        break;
+        case GLM_LINE_PROGRESS:
+            if (r->tty && rank == 0 && l->progress_epoch >= 1) {
+                uint64_t now = util_now_ns();
+                if (now - r->last_bar_ns > 100000000ull) {
+                    r->last_bar_ns = now;
+                    draw_bar(r, l->progress_epoch - 1 + l->progress_fraction,
+                             r->nepochs ? &r->epochs[r->nepochs - 1] : NULL);
+                }
+            }
+            break;
+        case GLM_LINE_DONE: r->done++; break;
+        case GLM_LINE_ERROR:
+            if (!r->failed) {
+                r->failed = 1;
+                snprintf(r->error, sizeof(r->error), "%s", l->message);
+                (void)rank;
+            }
+            return -EIO;
+        default: break;
     }
     return r->failed ? -EIO : 0;
 }
@@ -218,22 +217,28 @@ void train_summary(run_t *r, double total_s)
     fprintf(h, "  training accuracy  %.2f%%\n", 100 * last->accuracy);
     if (isfinite(last->test_accuracy))
         fprintf(h, "  test accuracy      %.2f%%\n", 100 * last->test_accuracy);
-    fprintf(h, "  total time         %.2f s  (training %.2f s, evaluation %.2f s, the rest "
-               "setup and data)\n", total_s, train_s, eval_s);
+    fprintf(h,
+            "  total time         %.2f s  (training %.2f s, evaluation %.2f s, the rest "
+            "setup and data)\n",
+            total_s, train_s, eval_s);
     fprintf(h, "  epoch time         mean %.3f s, median %.3f s\n", train_s / r->nepochs, med);
     if (o->cfg.mode != GLM_MODE_SINGLE)
         fprintf(h, "  comm share         %.1f%% of training time blocked in communication\n",
                 train_s > 0 ? 100 * comm_s / train_s : 0.0);
     if (o->cfg.mode == GLM_MODE_MODEL) {
-        fprintf(h, "  communication      %.3g B/sample payload per worker (one float32 partial "
-                   "activation)", last->payload_bytes_per_sample);
+        fprintf(h,
+                "  communication      %.3g B/sample payload per worker (one float32 partial "
+                "activation)",
+                last->payload_bytes_per_sample);
         if (last->wire_bytes_per_sample > 0)
-            fprintf(h, ", %.3g B/sample sent on the wire with headers", last->wire_bytes_per_sample);
+            fprintf(h, ", %.3g B/sample sent on the wire with headers",
+                    last->wire_bytes_per_sample);
         fprintf(h, "\n");
     } else if (o->cfg.mode == GLM_MODE_DATA) {
-        fprintf(h, "  communication      %.4g B/sample payload per worker (the gradient, %llu "
-                   "floats per mini-batch)\n", last->payload_bytes_per_sample,
-                (unsigned long long)r->setup.cols);
+        fprintf(h,
+                "  communication      %.4g B/sample payload per worker (the gradient, %llu "
+                "floats per mini-batch)\n",
+                last->payload_bytes_per_sample, (unsigned long long)r->setup.cols);
     }
     fflush(h);
 }
@@ -256,9 +261,9 @@ int train_write_json(run_t *r, double total_s)
     json_int(&w, "batch", (int64_t)o->cfg.batch);
     json_int(&w, "micro_batch", (int64_t)o->cfg.micro_batch);
     json_bool(&w, "pipeline", o->cfg.mode != GLM_MODE_DATA && o->cfg.pipeline);
-    json_string(&w, "optimizer", o->cfg.optimizer
-                                     ? optim_kind_name((optim_kind_t)(o->cfg.optimizer - 1))
-                                     : "sgd-plain");
+    json_string(&w, "optimizer",
+                o->cfg.optimizer ? optim_kind_name((optim_kind_t)(o->cfg.optimizer - 1))
+                                 : "sgd-plain");
     json_bool(&w, "in_switch", o->cfg.in_switch);
     if (o->switch_threads)
         json_int(&w, "switch_threads", o->switch_threads);
@@ -270,10 +275,14 @@ int train_write_json(run_t *r, double total_s)
     json_int(&w, "precision", o->precision);
     json_number(&w, "lr", r->setup.lr);
     json_string(&w, "lr_schedule", o->cfg.schedule == GLM_LR_SQRT ? "sqrt" : "const");
-    json_string(&w, "precondition", o->cfg.optimizer ? "none"
-                               : o->cfg.precondition == GLM_PRECOND_DIAG ? "diag" : "none");
-    json_string(&w, "average", o->cfg.optimizer ? "none"
-                               : o->cfg.average == GLM_AVG_TAIL ? "tail" : "none");
+    json_string(&w, "precondition",
+                o->cfg.optimizer                          ? "none"
+                : o->cfg.precondition == GLM_PRECOND_DIAG ? "diag"
+                                                          : "none");
+    json_string(&w, "average",
+                o->cfg.optimizer                 ? "none"
+                : o->cfg.average == GLM_AVG_TAIL ? "tail"
+                                                 : "none");
     json_number(&w, "l2", r->setup.l2);
     json_int(&w, "seed", (int64_t)o->cfg.seed);
     json_begin_array(&w, "epochs");

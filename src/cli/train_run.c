@@ -31,8 +31,8 @@
 #include "base/errmsg.h"
 #include "base/log.h"
 #include "base/util.h"
-#include "cli/commands.h"
 #include "bench/harness.h"
+#include "cli/commands.h"
 #include "cli/plot.h"
 #include "cli/train.h"
 #include "glm/collective.h"
@@ -49,8 +49,8 @@
 #define RANK_EXIT_MS 10000 /* a rank whose pipe closed exits within this */
 
 typedef struct worker_ctx {
-    run_t *run;     /* in-process: render directly */
-    int fd;         /* forked: write report lines here */
+    run_t *run; /* in-process: render directly */
+    int fd; /* forked: write report lines here */
     uint32_t rank;
     int write_failed;
 } worker_ctx_t;
@@ -199,17 +199,15 @@ static int worker_main(const train_opts_t *o, uint32_t rank, uint32_t world, con
             opt.weight_decay = (float)glm_resolved_l2(&o->cfg, &train);
             opt.eps_outside = o->cfg.eps_outside;
         }
-        rc = glm_coll_inagg_create(&coll, addr, job, rank, world, o->protocol == 1,
-                                   o->protocol == 1 || o->cfg.mode == GLM_MODE_MODEL
-                                       ? p4sgd_slots(o)
-                                       : 16,
-                                   packet_elems(o), o->timeout_ms,
-                                   o->cfg.in_switch ? &opt : NULL, o->compress,
-                                   o->no_feedback, err, sizeof(err));
+        rc = glm_coll_inagg_create(
+            &coll, addr, job, rank, world, o->protocol == 1,
+            o->protocol == 1 || o->cfg.mode == GLM_MODE_MODEL ? p4sgd_slots(o) : 16,
+            packet_elems(o), o->timeout_ms, o->cfg.in_switch ? &opt : NULL, o->compress,
+            o->no_feedback, err, sizeof(err));
     }
     FILE *cap = NULL;
-    if (rc == 0 && o->capture_prefix && !(cap = capture_open(o->capture_prefix, rank, err,
-                                                             sizeof(err))))
+    if (rc == 0 && o->capture_prefix &&
+        !(cap = capture_open(o->capture_prefix, rank, err, sizeof(err))))
         rc = -EIO;
     if (rc == 0) {
         glm_train_config_t cfg = o->cfg;
@@ -218,12 +216,14 @@ static int worker_main(const train_opts_t *o, uint32_t rank, uint32_t world, con
         cfg.progress_ms = w->run ? 100 : 250;
         cfg.capture = cap ? capture_write : NULL;
         cfg.capture_arg = cap;
-        rc = glm_train(&cfg, coll, &train, o->test ? &test : NULL, w_setup, w_epoch, w, NULL,
-                       err, sizeof(err));
+        rc = glm_train(&cfg, coll, &train, o->test ? &test : NULL, w_setup, w_epoch, w, NULL, err,
+                       sizeof(err));
     }
     if (cap && fclose(cap) != 0 && rc == 0) {
-        rc = set_err(err, sizeof(err), -EIO, "--capture-gradients: writing rank %u's file "
-                     "failed: %s", rank, strerror(errno));
+        rc = set_err(err, sizeof(err), -EIO,
+                     "--capture-gradients: writing rank %u's file "
+                     "failed: %s",
+                     rank, strerror(errno));
     }
     if (rc != 0 && !w->write_failed && !(w->run && w->run->failed))
         w_error(w, err);
@@ -299,8 +299,8 @@ static void read_rank(run_t *run, launch_ranks_t *g, child_t *c, uint32_t r, uin
         run->failed = 1;
         if (WIFSIGNALED(status))
             snprintf(run->error, sizeof(run->error),
-                     "rank %u was killed by signal %d (%s) without a report", r,
-                     WTERMSIG(status), strsignal(WTERMSIG(status)));
+                     "rank %u was killed by signal %d (%s) without a report", r, WTERMSIG(status),
+                     strsignal(WTERMSIG(status)));
         else
             snprintf(run->error, sizeof(run->error),
                      "rank %u exited with status %d without a report", r, WEXITSTATUS(status));
@@ -341,9 +341,8 @@ static void watch_ranks(const train_opts_t *o, run_t *run, launch_ranks_t *g, ch
                 read_rank(run, g, &ch[r], r, now);
             } else if (now - ch[r].last_heard_ns > idle_limit_ns) {
                 run->failed = 1;
-                snprintf(run->error, sizeof(run->error),
-                         "rank %u said nothing for %.0f s: killed", r,
-                         (double)(now - ch[r].last_heard_ns) / 1e9);
+                snprintf(run->error, sizeof(run->error), "rank %u said nothing for %.0f s: killed",
+                         r, (double)(now - ch[r].last_heard_ns) / 1e9);
             }
         }
     }
@@ -358,8 +357,8 @@ static int run_local(const train_opts_t *given, run_t *run)
     train_opts_t local = *given;
     const train_opts_t *o = &local;
     char lerr[1024];
-    if (glm_load_inputs(o->data, o->synthetic, o->test, o->cfg.seed, o->cfg.objective,
-                        o->precision, &pre.train, &pre.test, lerr, sizeof(lerr)) != 0) {
+    if (glm_load_inputs(o->data, o->synthetic, o->test, o->cfg.seed, o->cfg.objective, o->precision,
+                        &pre.train, &pre.test, lerr, sizeof(lerr)) != 0) {
         snprintf(run->error, sizeof(run->error), "%s", lerr);
         run->failed = 1;
         return -EIO;
@@ -419,11 +418,12 @@ static int run_mpi(const train_opts_t *o, run_t *run, const launch_mpirun_cfg_t 
 {
     char prog[4096];
     if (launch_find_program("inagg-mpi-train", "INAGG_MPI_TRAIN", prog, sizeof(prog)) != 0) {
-        snprintf(run->error, sizeof(run->error),
-                 "--backend mpi needs the program '%.1000s', which is missing or not executable (it "
-                 "is built by `make` when mpicc is installed: apt-get install openmpi-bin "
-                 "libopenmpi-dev; $INAGG_MPI_TRAIN overrides the path)",
-                 prog[0] ? prog : "inagg-mpi-train");
+        snprintf(
+            run->error, sizeof(run->error),
+            "--backend mpi needs the program '%.1000s', which is missing or not executable (it "
+            "is built by `make` when mpicc is installed: apt-get install openmpi-bin "
+            "libopenmpi-dev; $INAGG_MPI_TRAIN overrides the path)",
+            prog[0] ? prog : "inagg-mpi-train");
         run->failed = 1;
         return -ENOENT;
     }
@@ -520,8 +520,8 @@ static int run_mpi(const train_opts_t *o, run_t *run, const launch_mpirun_cfg_t 
  * value. */
 static int parent_only(const char *a, int *takes)
 {
-    static const char *const names[] = {"--testbed", "--fabric", "--link-delay", "--link-rate",
-                                        "--json", "--plot", "--switch-threads", NULL};
+    static const char *const names[] = {"--testbed", "--fabric", "--link-delay",     "--link-rate",
+                                        "--json",    "--plot",   "--switch-threads", NULL};
     *takes = 0;
     for (int k = 0; names[k]; k++) {
         size_t n = strlen(names[k]);
@@ -563,8 +563,8 @@ static int start_testbed_rank(const train_opts_t *o, const launch_tbjob_t *j, co
         }
         cmd[n++] = o->argv[i];
     }
-    const char *tail[] = {"--switch", j->sw_addr, "--rank", rank, "--world", world, "--job", job,
-                          "--report-lines", NULL};
+    const char *tail[] = {"--switch", j->sw_addr, "--rank",         rank, "--world", world,
+                          "--job",    job,        "--report-lines", NULL};
     for (int k = 0; tail[k]; k++)
         cmd[n++] = (char *)tail[k];
     cmd[n] = NULL;
@@ -736,4 +736,3 @@ int cmd_train(int argc, char **argv)
     free(run.epochs);
     return out;
 }
-

@@ -20,7 +20,8 @@
 #include "base/errmsg.h"
 #include "codec/codec.h"
 
-#define SCRATCH_SLACK 64u /* zero bytes after a chunk: > one block (CODEC_ZFP_BLOCK_BITS) + a word */
+#define SCRATCH_SLACK                                                                              \
+    64u /* zero bytes after a chunk: > one block (CODEC_ZFP_BLOCK_BITS) + a word */
 
 struct codec_ctx {
     codec_spec_t spec;
@@ -29,7 +30,7 @@ struct codec_ctx {
     bitstream *bs;
     uint8_t *scratch; /* 8-byte aligned, scratch_cap bytes, ending at a guard page */
     size_t scratch_cap;
-    void *map;        /* the mapping that holds scratch and, after it, the guard page */
+    void *map; /* the mapping that holds scratch and, after it, the guard page */
     size_t map_len;
 };
 
@@ -54,10 +55,10 @@ static int scratch_alloc(codec_ctx_t *c)
 static uint8_t param_tag(const codec_spec_t *s)
 {
     switch (s->mode) {
-    case CODEC_ZFP_RATE:
-    case CODEC_ZFP_PRECISION: return (uint8_t)(int)s->param;
-    case CODEC_ZFP_ACCURACY: return (uint8_t)(int8_t)ilogb(s->param);
-    default: return 0;
+        case CODEC_ZFP_RATE:
+        case CODEC_ZFP_PRECISION: return (uint8_t)(int)s->param;
+        case CODEC_ZFP_ACCURACY: return (uint8_t)(int8_t)ilogb(s->param);
+        default: return 0;
     }
 }
 
@@ -90,10 +91,12 @@ int codec_ctx_open(const codec_spec_t *s, size_t max_elems, codec_ctx_t **out, c
         if (!c->bs || !c->zfp)
             goto nomem;
         switch (s->mode) {
-        case CODEC_ZFP_RATE: zfp_stream_set_rate(c->zfp, s->param, zfp_type_float, 1, zfp_false); break;
-        case CODEC_ZFP_PRECISION: zfp_stream_set_precision(c->zfp, (uint)s->param); break;
-        case CODEC_ZFP_ACCURACY: zfp_stream_set_accuracy(c->zfp, s->param); break;
-        default: zfp_stream_set_reversible(c->zfp); break;
+            case CODEC_ZFP_RATE:
+                zfp_stream_set_rate(c->zfp, s->param, zfp_type_float, 1, zfp_false);
+                break;
+            case CODEC_ZFP_PRECISION: zfp_stream_set_precision(c->zfp, (uint)s->param); break;
+            case CODEC_ZFP_ACCURACY: zfp_stream_set_accuracy(c->zfp, s->param); break;
+            default: zfp_stream_set_reversible(c->zfp); break;
         }
         if (s->mode != CODEC_ZFP_RATE) {
             uint minbits, maxbits, maxprec;
@@ -250,7 +253,8 @@ int codec_decode(codec_ctx_t *c, const void *src, size_t len, float *dst, size_t
             return set_err(err, errlen, -EBADMSG, "fp16 chunk of %u bits for %zu values", bits, n);
         }
         for (size_t i = 0; i < n; i++) {
-            uint16_t h = (uint16_t)(p[CODEC_HEADER_SIZE + 2 * i] << 8 | p[CODEC_HEADER_SIZE + 2 * i + 1]);
+            uint16_t h =
+                (uint16_t)(p[CODEC_HEADER_SIZE + 2 * i] << 8 | p[CODEC_HEADER_SIZE + 2 * i + 1]);
             if ((h & 0x7c00u) == 0x7c00u) {
                 return set_err(err, errlen, -EBADMSG, "fp16 chunk holds an infinity or NaN");
             }

@@ -31,12 +31,12 @@
 #include <stdint.h>
 
 typedef enum codec_mode {
-    CODEC_NONE = 0,          /* no compression */
-    CODEC_ZFP_RATE = 1,      /* zfp:rate=R: R bits per value, no error bound */
+    CODEC_NONE = 0, /* no compression */
+    CODEC_ZFP_RATE = 1, /* zfp:rate=R: R bits per value, no error bound */
     CODEC_ZFP_PRECISION = 2, /* zfp:precision=P: P bit planes per block */
-    CODEC_ZFP_ACCURACY = 3,  /* zfp:accuracy=A: absolute error at most A */
+    CODEC_ZFP_ACCURACY = 3, /* zfp:accuracy=A: absolute error at most A */
     CODEC_ZFP_REVERSIBLE = 4, /* zfp:reversible: lossless */
-    CODEC_FP16 = 5,          /* fp16: IEEE binary16, round to nearest even */
+    CODEC_FP16 = 5, /* fp16: IEEE binary16, round to nearest even */
     CODEC_MODE_COUNT
 } codec_mode_t;
 

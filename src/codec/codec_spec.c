@@ -12,8 +12,9 @@
 #include "base/errmsg.h"
 #include "codec/codec.h"
 
-#define SPELLINGS "none, fp16, zfp:rate=R, zfp:precision=P (R, P integers 1..32), " \
-                  "zfp:accuracy=A (2^-126 <= A <= 2^30) or zfp:reversible"
+#define SPELLINGS                                                                                  \
+    "none, fp16, zfp:rate=R, zfp:precision=P (R, P integers 1..32), "                              \
+    "zfp:accuracy=A (2^-126 <= A <= 2^30) or zfp:reversible"
 
 /* An integer 1..32 after `key=`: 0, or -EINVAL. */
 static int parse_int_param(const char *v, double *out)
@@ -74,12 +75,12 @@ bad_value:
 void codec_format(const codec_spec_t *s, char *buf, size_t cap)
 {
     switch (s->mode) {
-    case CODEC_ZFP_RATE: snprintf(buf, cap, "zfp:rate=%d", (int)s->param); break;
-    case CODEC_ZFP_PRECISION: snprintf(buf, cap, "zfp:precision=%d", (int)s->param); break;
-    case CODEC_ZFP_ACCURACY: snprintf(buf, cap, "zfp:accuracy=%.17g", s->param); break;
-    case CODEC_ZFP_REVERSIBLE: snprintf(buf, cap, "zfp:reversible"); break;
-    case CODEC_FP16: snprintf(buf, cap, "fp16"); break;
-    default: snprintf(buf, cap, "none"); break;
+        case CODEC_ZFP_RATE: snprintf(buf, cap, "zfp:rate=%d", (int)s->param); break;
+        case CODEC_ZFP_PRECISION: snprintf(buf, cap, "zfp:precision=%d", (int)s->param); break;
+        case CODEC_ZFP_ACCURACY: snprintf(buf, cap, "zfp:accuracy=%.17g", s->param); break;
+        case CODEC_ZFP_REVERSIBLE: snprintf(buf, cap, "zfp:reversible"); break;
+        case CODEC_FP16: snprintf(buf, cap, "fp16"); break;
+        default: snprintf(buf, cap, "none"); break;
     }
 }
 
@@ -99,12 +100,14 @@ size_t codec_max_bytes(const codec_spec_t *s, size_t n)
 {
     size_t body;
     switch (s->mode) {
-    case CODEC_FP16: body = 2u * n; break;
-    case CODEC_ZFP_RATE:
-    case CODEC_ZFP_PRECISION:
-    case CODEC_ZFP_ACCURACY:
-    case CODEC_ZFP_REVERSIBLE: body = ((n + 3u) / 4u * codec_zfp_block_bits(s) + 7u) / 8u; break;
-    default: return 4u * n;
+        case CODEC_FP16: body = 2u * n; break;
+        case CODEC_ZFP_RATE:
+        case CODEC_ZFP_PRECISION:
+        case CODEC_ZFP_ACCURACY:
+        case CODEC_ZFP_REVERSIBLE:
+            body = ((n + 3u) / 4u * codec_zfp_block_bits(s) + 7u) / 8u;
+            break;
+        default: return 4u * n;
     }
     return CODEC_HEADER_SIZE + (body + 3u) / 4u * 4u;
 }

@@ -14,8 +14,7 @@
 
 /* Read one line within the answer time, in 100 ms slices when a stop flag can end the wait.
  * 0, -ECANCELED (stopped), or ctl_read_line's error. */
-static int read_answer(const join_request_t *rq, int fd, ctl_reader_t *rd, char *line,
-                       size_t cap)
+static int read_answer(const join_request_t *rq, int fd, ctl_reader_t *rd, char *line, size_t cap)
 {
     int timeout_ms = rq->answer_ms;
     if (!rq->stop)
@@ -40,19 +39,18 @@ static int exchange(const join_request_t *rq, int fd, ctl_reader_t *rd, const ch
     if (io == -ECANCELED)
         return set_err(err, errlen, io, "stopped while joining the switch at %s", rq->addr);
     if (io != 0)
-        return set_err(err, errlen, io, "no answer to %s from the switch at %s: %s", what,
-                       rq->addr, io == -ETIMEDOUT ? "timed out" : strerror(-io));
+        return set_err(err, errlen, io, "no answer to %s from the switch at %s: %s", what, rq->addr,
+                       io == -ETIMEDOUT ? "timed out" : strerror(-io));
     return 0;
 }
 
 /* An answer that is not the one hoped for: SHUTDOWN or ERR. 0 when it is neither. */
-static int refusal_of(const join_request_t *rq, const char *line, join_answer_t *out,
-                      char *err, size_t errlen)
+static int refusal_of(const join_request_t *rq, const char *line, join_answer_t *out, char *err,
+                      size_t errlen)
 {
     const char *reason = wire_shutdown_parse(line);
     if (reason)
-        return set_err(err, errlen, -ESHUTDOWN, "switch at %s shutting down: %s", rq->addr,
-                       reason);
+        return set_err(err, errlen, -ESHUTDOWN, "switch at %s shutting down: %s", rq->addr, reason);
     if (wire_verb_of(line) != WIRE_VERB_ERR)
         return 0;
     const char *text;
@@ -65,8 +63,8 @@ static int refusal_of(const join_request_t *rq, const char *line, join_answer_t 
 /* HELLO and its CHALLENGE: the JOIN then carries the verifier (a new job) or the proof for
  * the switch's nonce (a job that exists), and the dataplane keys come from the verifier and
  * that nonce (wire/dpauth.h). 0 or -errno with the reason. */
-static int authenticate(join_request_t *rq, int fd, ctl_reader_t *rd, join_answer_t *out,
-                        char *err, size_t errlen)
+static int authenticate(join_request_t *rq, int fd, ctl_reader_t *rd, join_answer_t *out, char *err,
+                        size_t errlen)
 {
     wire_join_t *j = &rq->join;
     char line[CTL_LINE_MAX], nonce_hex[2 * WIRE_NONCE_BYTES + 2], exists[16] = "";
@@ -98,8 +96,8 @@ static int authenticate(join_request_t *rq, int fd, ctl_reader_t *rd, join_answe
 }
 
 /* JOIN on the connection fd and its answer. 0 with out->joined, or -errno. */
-static int join_on(join_request_t *rq, int fd, ctl_reader_t *rd, join_answer_t *out,
-                   char *err, size_t errlen)
+static int join_on(join_request_t *rq, int fd, ctl_reader_t *rd, join_answer_t *out, char *err,
+                   size_t errlen)
 {
     if (rq->verifier) {
         int rc = authenticate(rq, fd, rd, out, err, errlen);
@@ -182,8 +180,10 @@ int join_client_run(join_request_t *rq, ctl_reader_t *rd, join_answer_t *out, ch
         if (util_now_ns() + wait_ms * 1000000ull >= deadline) {
             size_t n = err ? strnlen(err, errlen) : 0;
             if (rq->retry_ms && n + 1 < errlen)
-                snprintf(err + n, errlen - n, " (still refused after %u attempts within the "
-                         "join timeout of %u ms)", out->attempts, rq->retry_ms);
+                snprintf(err + n, errlen - n,
+                         " (still refused after %u attempts within the "
+                         "join timeout of %u ms)",
+                         out->attempts, rq->retry_ms);
             return rc;
         }
         if (backoff_sleep(rq, wait_ms) < 0)

@@ -28,23 +28,23 @@
 #define JOIN_BACKOFF_MAX_MS 1000u
 
 typedef struct join_request {
-    const char *addr;          /* the switch's control address, "HOST:PORT" */
-    wire_join_t join;          /* the JOIN to send; auth and mac are filled in here */
-    const uint8_t *verifier;   /* the job's verifier (SHA256_BYTES), or NULL: no secret */
-    int block_ms;              /* the longest a connect or a write may block */
-    int answer_ms;             /* the longest wait for CHALLENGE or JOINED */
-    uint32_t retry_ms;         /* transient refusals are retried this long; 0: never */
-    const atomic_int *stop;    /* optional: set, the client gives up within 100 ms */
+    const char *addr; /* the switch's control address, "HOST:PORT" */
+    wire_join_t join; /* the JOIN to send; auth and mac are filled in here */
+    const uint8_t *verifier; /* the job's verifier (SHA256_BYTES), or NULL: no secret */
+    int block_ms; /* the longest a connect or a write may block */
+    int answer_ms; /* the longest wait for CHALLENGE or JOINED */
+    uint32_t retry_ms; /* transient refusals are retried this long; 0: never */
+    const atomic_int *stop; /* optional: set, the client gives up within 100 ms */
 } join_request_t;
 
 typedef struct join_answer {
-    int fd;                    /* the control connection on success, else -1 */
-    wire_joined_t joined;      /* on success: the job */
-    int keyed;                 /* the dataplane keys below are set (a verifier, and dataplane
+    int fd; /* the control connection on success, else -1 */
+    wire_joined_t joined; /* on success: the job */
+    int keyed; /* the dataplane keys below are set (a verifier, and dataplane
                                   authentication not turned off by join.no_dpauth) */
-    dpauth_keys_t keys;        /* keyed: this client's up key and the job's down key */
-    int refusal;               /* an ERR answer's enum wire_refusal, else -1 */
-    uint32_t attempts;         /* JOINs tried (more than one after transient refusals) */
+    dpauth_keys_t keys; /* keyed: this client's up key and the job's down key */
+    int refusal; /* an ERR answer's enum wire_refusal, else -1 */
+    uint32_t attempts; /* JOINs tried (more than one after transient refusals) */
 } join_answer_t;
 
 /* Join: 0 with *out set and out->fd open. On failure the connection is closed and the reason

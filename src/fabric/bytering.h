@@ -17,10 +17,10 @@
 #include "base/ring.h"
 
 typedef struct ring_rec {
-    uint64_t ports;     /* the output ports: bit p for port p */
-    uint64_t t_ns;      /* when the frame entered the fabric (latency accounting) */
-    uint32_t len;       /* frame bytes */
-    uint8_t kind;       /* latency class (fabric_int.h LAT_*) or LAT_NONE */
+    uint64_t ports; /* the output ports: bit p for port p */
+    uint64_t t_ns; /* when the frame entered the fabric (latency accounting) */
+    uint32_t len; /* frame bytes */
+    uint8_t kind; /* latency class (fabric_int.h LAT_*) or LAT_NONE */
     uint8_t has_vh;
     uint8_t pad_[2];
     struct virtio_net_hdr vh;

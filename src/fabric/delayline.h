@@ -17,10 +17,10 @@
 
 typedef struct delay_rec {
     uint64_t release_ns;
-    uint64_t t_ns;      /* when the frame entered the fabric (latency accounting) */
-    uint32_t len;       /* frame bytes */
-    uint16_t port;      /* where it goes (egress) or came from (ingress) */
-    uint8_t kind;       /* the caller's classification */
+    uint64_t t_ns; /* when the frame entered the fabric (latency accounting) */
+    uint32_t len; /* frame bytes */
+    uint16_t port; /* where it goes (egress) or came from (ingress) */
+    uint8_t kind; /* the caller's classification */
     uint8_t pad_[5];
     struct virtio_net_hdr vh;
     uint8_t data[];
@@ -29,8 +29,8 @@ typedef struct delay_rec {
 typedef struct delayline {
     ring_t ring;
     uint64_t delay_ns, jitter_ns, last_release_ns;
-    util_rng_t rng;     /* the jitter */
-    uint64_t overflow;  /* frames dropped: the line was full */
+    util_rng_t rng; /* the jitter */
+    uint64_t overflow; /* frames dropped: the line was full */
 } delayline_t;
 
 int delayline_init(delayline_t *d, size_t bytes, uint64_t delay_ns, uint64_t jitter_ns,

@@ -73,8 +73,7 @@ static uint64_t *link_field(fport_t *p, int which)
 
 /* "V" for every port, or "IF=V,IF=V": into delay_ns (which = 0), jitter_ns (1) or
  * loss_thresh (2). */
-static int apply_link_spec(struct fabric *f, const char *spec, int which, char *err,
-                           size_t errlen)
+static int apply_link_spec(struct fabric *f, const char *spec, int which, char *err, size_t errlen)
 {
     if (!spec || !*spec)
         return 0;
@@ -122,8 +121,7 @@ static int parse_mac(const char *s, uint8_t mac[6])
             return -EINVAL;
         mac[i] = (uint8_t)v[i];
     }
-    return (mac[0] & 1) || (mac[0] | mac[1] | mac[2] | mac[3] | mac[4] | mac[5]) == 0 ? -EINVAL
-                                                                                       : 0;
+    return (mac[0] & 1) || (mac[0] | mac[1] | mac[2] | mac[3] | mac[4] | mac[5]) == 0 ? -EINVAL : 0;
 }
 
 static int parse_config(struct fabric *f, const fabric_config_t *c, char *err, size_t errlen)
@@ -282,8 +280,7 @@ int fabric_start(const fabric_config_t *c, fabric_t **out, char *err, size_t err
             if (rc == 0 && port->ps.mtu < mtu)
                 mtu = port->ps.mtu;
             for (int k = 0; rc == 0 && k < 2; k++) {
-                rc = pktsock_open_tx(port->ps.ifindex,
-                                     k ? FABRIC_PRIO_RESEND : FABRIC_PRIO_RESULT);
+                rc = pktsock_open_tx(port->ps.ifindex, k ? FABRIC_PRIO_RESEND : FABRIC_PRIO_RESULT);
                 if (rc >= 0) {
                     port->agg_fd[k] = rc;
                     rc = 0;
@@ -297,8 +294,8 @@ int fabric_start(const fabric_config_t *c, fabric_t **out, char *err, size_t err
             rc = delayline_init(&port->in, DELAY_LINE_BYTES, port->delay_ns, port->jitter_ns,
                                 2 * p + 1);
             if (rc == 0)
-                rc = delayline_init(&port->out, DELAY_LINE_BYTES, port->delay_ns,
-                                    port->jitter_ns, 2 * p + 2);
+                rc = delayline_init(&port->out, DELAY_LINE_BYTES, port->delay_ns, port->jitter_ns,
+                                    2 * p + 2);
         }
     }
     if (rc == 0) { /* the XDP program matches the aggregation queues' UDP ports */

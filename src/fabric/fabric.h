@@ -20,29 +20,29 @@
 struct json_writer;
 
 typedef struct fabric_config {
-    const char *ports;      /* "IF1,IF2,...": the interfaces to switch between */
-    const char *ip;         /* the switch's address "A.B.C.D[/PREFIX]" (prefix default 24) */
-    const char *mac;        /* "xx:xx:xx:xx:xx:xx", or NULL: 02:69:61 + the IP's low 3 bytes */
-    const char *cpu_port;   /* the internal TAP port's name (NULL: "inagg0") */
-    uint16_t agg_port;      /* UDP port of aggregation queue 0 */
-    uint32_t queues;        /* aggregation queues (the switch's dataplane threads) */
-    const char *delay;      /* one-way delay of each link: "D" for all, or "IF=D,IF=D,...";
+    const char *ports; /* "IF1,IF2,...": the interfaces to switch between */
+    const char *ip; /* the switch's address "A.B.C.D[/PREFIX]" (prefix default 24) */
+    const char *mac; /* "xx:xx:xx:xx:xx:xx", or NULL: 02:69:61 + the IP's low 3 bytes */
+    const char *cpu_port; /* the internal TAP port's name (NULL: "inagg0") */
+    uint16_t agg_port; /* UDP port of aggregation queue 0 */
+    uint32_t queues; /* aggregation queues (the switch's dataplane threads) */
+    const char *delay; /* one-way delay of each link: "D" for all, or "IF=D,IF=D,...";
                                D is a number with ns, us, ms or s (NULL: none) */
-    const char *jitter;     /* uniform extra delay 0..J per frame, same syntax (NULL: none) */
-    const char *loss;       /* drop probability of each IPv4 frame on each link, each way: "P"
+    const char *jitter; /* uniform extra delay 0..J per frame, same syntax (NULL: none) */
+    const char *loss; /* drop probability of each IPv4 frame on each link, each way: "P"
                                (0.01 or 1%) for all, or "IF=P,IF=P,..." (NULL: none); ARP and
                                other frames are never dropped */
-    uint64_t loss_seed;     /* the drops' random stream (per port: seeded by it and the port) */
-    uint32_t mac_age_ms;    /* an entry not refreshed this long is forgotten (0: 300000) */
-    const char *agg_ports;  /* ports whose aggregation frames are aggregated: "IF,IF,...",
+    uint64_t loss_seed; /* the drops' random stream (per port: seeded by it and the port) */
+    uint32_t mac_age_ms; /* an entry not refreshed this long is forgotten (0: 300000) */
+    const char *agg_ports; /* ports whose aggregation frames are aggregated: "IF,IF,...",
                                "all" or "none" (NULL: all); changeable (fabric_control) */
-    const char *add_mode;   /* "any" (NULL), "fixed" or "float"; changeable */
-    uint32_t threads;       /* the pipeline's threads: 1 (0 too) receive, classify and
+    const char *add_mode; /* "any" (NULL), "fixed" or "float"; changeable */
+    uint32_t threads; /* the pipeline's threads: 1 (0 too) receive, classify and
                                transmit on one; 2: transmit on its own */
-    uint32_t roce_resbuf_rows;  /* RoCE result buffer per queue: flows x frames (0 x 0: the
+    uint32_t roce_resbuf_rows; /* RoCE result buffer per queue: flows x frames (0 x 0: the
                                    default 4 x 128; 0 x 1: none) */
     uint32_t roce_resbuf_depth;
-    const char *xdp;        /* how ports receive: "off" (NULL: AF_PACKET), "on" (AF_XDP for
+    const char *xdp; /* how ports receive: "off" (NULL: AF_PACKET), "on" (AF_XDP for
                                the fast-path frames, or fail), "auto" (AF_XDP where it loads,
                                else AF_PACKET with a log line saying why) */
 } fabric_config_t;
@@ -75,8 +75,7 @@ void fabric_write_metrics(void *f, FILE *out);
 /* A FABRIC control line (wire/fabricmsg.h) from a client at peer (IPv4-mapped IPv6): apply
  * it and write the answer (FABRIC_STATE, or ERR invalid / refused) into reply. Changes are
  * taken only from the switch's own address or loopback. Fits switch_config_t.extra_ctl. */
-void fabric_control(void *f, const char *line, const uint8_t peer[16], char *reply,
-                    size_t cap);
+void fabric_control(void *f, const char *line, const uint8_t peer[16], char *reply, size_t cap);
 
 /* Inline aggregation (switch_config_t.inline_attach; the ctx is the fabric): the receive
  * thread runs pass(sw, q) for every aggregation queue on each turn of its loop, after the

@@ -31,7 +31,7 @@ struct xskport;
 struct json_writer;
 
 #define FABRIC_MAX_PORTS 64 /* the internal port included */
-#define FABRIC_BURST 64     /* frames taken from one port per pass */
+#define FABRIC_BURST 64 /* frames taken from one port per pass */
 #define FABRIC_TAPBUF (65536 + 64)
 /* skb priorities of the frames the fabric sends for the aggregation switch: the class ids
  * 1:11 and 1:12 of an HTB qdisc with handle 1: (forwarded frames keep priority 0) */
@@ -39,29 +39,36 @@ struct json_writer;
 #define FABRIC_PRIO_RESEND 0x10012u
 
 enum fport_stat {
-    FP_RX, FP_RX_BYTES, FP_TX, FP_TX_BYTES, FP_TX_DROPS, FP_DELAY_DROPS, FP_LOSS_DROPS, FP_COUNT
+    FP_RX,
+    FP_RX_BYTES,
+    FP_TX,
+    FP_TX_BYTES,
+    FP_TX_DROPS,
+    FP_DELAY_DROPS,
+    FP_LOSS_DROPS,
+    FP_COUNT
 };
 
 enum fabric_stat {
-    FG_FORWARDED,       /* unicast frames sent to the one port their MAC was learned on */
-    FG_FLOODED,         /* broadcast / multicast frames sent to every other port */
+    FG_FORWARDED, /* unicast frames sent to the one port their MAC was learned on */
+    FG_FLOODED, /* broadcast / multicast frames sent to every other port */
     FG_UNKNOWN_FLOODED, /* unicast frames to an unknown (or aged) MAC, flooded */
-    FG_FILTERED,        /* unicast frames whose destination is on the port they came from */
-    FG_TO_CPU,          /* frames for the switch's MAC that are not aggregation: to the stack */
-    FG_FROM_CPU,        /* frames the switch's stack sent (ARP replies, TCP) */
-    FG_AGG_IN,          /* aggregation frames handed to a dataplane queue */
-    FG_AGG_OUT,         /* result frames the dataplane sent */
-    FG_AGG_QUEUE_FULL,  /* aggregation frames dropped: the dataplane queue was full */
-    FG_AGG_TOO_BIG,     /* aggregation frames dropped: larger than a queue slot, or GSO */
-    FG_AGG_FRAGMENT,    /* IPv4 fragments to the switch's IP, dropped (aggregation packets
+    FG_FILTERED, /* unicast frames whose destination is on the port they came from */
+    FG_TO_CPU, /* frames for the switch's MAC that are not aggregation: to the stack */
+    FG_FROM_CPU, /* frames the switch's stack sent (ARP replies, TCP) */
+    FG_AGG_IN, /* aggregation frames handed to a dataplane queue */
+    FG_AGG_OUT, /* result frames the dataplane sent */
+    FG_AGG_QUEUE_FULL, /* aggregation frames dropped: the dataplane queue was full */
+    FG_AGG_TOO_BIG, /* aggregation frames dropped: larger than a queue slot, or GSO */
+    FG_AGG_FRAGMENT, /* IPv4 fragments to the switch's IP, dropped (aggregation packets
                            must fit a frame) */
-    FG_AGG_BAD_PORT,    /* result frames naming a port that does not exist, dropped */
-    FG_MALFORMED,       /* frames for the switch's MAC with a bad IPv4/UDP header, dropped */
-    FG_RUNT,            /* frames shorter than an Ethernet header, dropped */
-    FG_BAD_SOURCE,      /* frames with a multicast or zero source MAC, dropped */
-    FG_RING_TRUNCATED,  /* frames larger than a ring frame, dropped by the packet socket */
-    FG_AGG_PORT_OFF,    /* aggregation frames from a port that does not aggregate, dropped */
-    FG_AGG_ADD_OFF,     /* contributions of a dtype whose adder is off (add mode), dropped */
+    FG_AGG_BAD_PORT, /* result frames naming a port that does not exist, dropped */
+    FG_MALFORMED, /* frames for the switch's MAC with a bad IPv4/UDP header, dropped */
+    FG_RUNT, /* frames shorter than an Ethernet header, dropped */
+    FG_BAD_SOURCE, /* frames with a multicast or zero source MAC, dropped */
+    FG_RING_TRUNCATED, /* frames larger than a ring frame, dropped by the packet socket */
+    FG_AGG_PORT_OFF, /* aggregation frames from a port that does not aggregate, dropped */
+    FG_AGG_ADD_OFF, /* contributions of a dtype whose adder is off (add mode), dropped */
     FG_SETTINGS_CHANGED, /* FABRIC lines that changed the aggregation ports or add mode */
     FG_COUNT
 };
@@ -80,37 +87,39 @@ typedef struct lathist {
 typedef struct fport {
     char name[IFNAMSIZ];
     int is_cpu;
-    int tap_fd;            /* the internal port */
-    pktsock_t ps;          /* the others */
-    int arp_quieted;       /* the host's ARP was turned off on it (portarp.h) ... */
-    int arp_was_off;       /* ... and whether it was off before */
-    struct xskport *xsk;   /* the AF_XDP socket its fast-path frames arrive on (xdpports.c),
+    int tap_fd; /* the internal port */
+    pktsock_t ps; /* the others */
+    int arp_quieted; /* the host's ARP was turned off on it (portarp.h) ... */
+    int arp_was_off; /* ... and whether it was off before */
+    struct xskport *xsk; /* the AF_XDP socket its fast-path frames arrive on (xdpports.c),
                               or NULL: everything through ps */
-    char xdp_why[192];     /* --xdp auto without AF_XDP: the reason */
-    int agg_fd[2];         /* send-only sockets on the same interface for results and for
+    char xdp_why[192]; /* --xdp auto without AF_XDP: the reason */
+    int agg_fd[2]; /* send-only sockets on the same interface for results and for
                               resends, whose frames carry FABRIC_PRIO_RESULT / _RESEND as their
                               priority: an arbitrating qdisc on the port (tools/testbed
                               --arbitration) tells them from forwarded frames by it */
     uint64_t delay_ns, jitter_ns;
-    uint64_t loss_thresh;  /* an IPv4 frame is dropped when a 32-bit draw is below this */
-    uint64_t loss_rng[2];  /* splitmix64 states of the port's drops in and out (the two
+    uint64_t loss_thresh; /* an IPv4 frame is dropped when a 32-bit draw is below this */
+    uint64_t loss_rng[2]; /* splitmix64 states of the port's drops in and out (the two
                               directions may run on different threads) */
-    delayline_t in, out;   /* used when delay_ns or jitter_ns is set */
+    delayline_t in, out; /* used when delay_ns or jitter_ns is set */
     _Atomic uint64_t c[FP_COUNT];
 } fport_t;
 
 /* Per-stage and per-thread counters of the pipeline. */
 enum fabric_stage_stat {
-    ST_RX_FRAMES,        /* receive: frames taken off the ports */
-    ST_RX_DELAYED,       /* receive: of those, queued in an ingress delay line */
-    ST_CL_FRAMES,        /* classify: frames classified (after any ingress delay) */
-    ST_CL_TO_TX,         /* classify: frames handed to the transmit stage */
-    ST_CL_QUEUE_FULL,    /* classify: frames dropped, the transmit ring was full */
-    ST_TX_FRAMES,        /* transmit: frames taken from the classify stage */
-    ST_TX_RESULTS,       /* transmit: result frames taken from the aggregation stage */
-    ST_TX_QUEUE_MAX,     /* transmit: deepest the ring was (bytes) */
-    ST_THREAD0_PASSES, ST_THREAD0_SLEEPS, /* passes of the loop that did work; sleeps */
-    ST_THREAD1_PASSES, ST_THREAD1_SLEEPS,
+    ST_RX_FRAMES, /* receive: frames taken off the ports */
+    ST_RX_DELAYED, /* receive: of those, queued in an ingress delay line */
+    ST_CL_FRAMES, /* classify: frames classified (after any ingress delay) */
+    ST_CL_TO_TX, /* classify: frames handed to the transmit stage */
+    ST_CL_QUEUE_FULL, /* classify: frames dropped, the transmit ring was full */
+    ST_TX_FRAMES, /* transmit: frames taken from the classify stage */
+    ST_TX_RESULTS, /* transmit: result frames taken from the aggregation stage */
+    ST_TX_QUEUE_MAX, /* transmit: deepest the ring was (bytes) */
+    ST_THREAD0_PASSES,
+    ST_THREAD0_SLEEPS, /* passes of the loop that did work; sleeps */
+    ST_THREAD1_PASSES,
+    ST_THREAD1_SLEEPS,
     ST_COUNT
 };
 
@@ -121,21 +130,21 @@ typedef struct resend_ent {
 
 struct fabric {
     fport_t ports[FABRIC_MAX_PORTS];
-    uint32_t nports;       /* the internal port is the last */
+    uint32_t nports; /* the internal port is the last */
     uint32_t cpu;
     uint8_t mac[6];
-    uint32_t ip;           /* network order */
+    uint32_t ip; /* network order */
     int prefix;
     char ip_text[16];
     mactable_t mt;
-    fabric_link_t link;     /* the aggregation port's frame queues (port.h) */
+    fabric_link_t link; /* the aggregation port's frame queues (port.h) */
     fabric_port_config_t port; /* what the switch opens its endpoints with */
-    uint32_t kick;         /* aggregation queues that got frames this pass */
-    resend_ent_t *resend;  /* (job, slot, rank) -> last result round sent */
+    uint32_t kick; /* aggregation queues that got frames this pass */
+    resend_ent_t *resend; /* (job, slot, rank) -> last result round sent */
     uint8_t *tapbuf;
-    uint32_t threads;      /* 1: every stage on thread 0; 2: transmit on thread 1 */
-    bytering_t txq;        /* classify -> transmit, when threads = 2 */
-    int txq_pushed;        /* thread 0: records pushed this pass (kick the consumer) */
+    uint32_t threads; /* 1: every stage on thread 0; 2: transmit on thread 1 */
+    bytering_t txq; /* classify -> transmit, when threads = 2 */
+    int txq_pushed; /* thread 0: records pushed this pass (kick the consumer) */
     _Atomic int tx_sleeping; /* thread 1 is (about to be) asleep: kick it */
     pthread_t tid, tx_tid;
     int running, tx_running;
@@ -143,15 +152,15 @@ struct fabric {
     _Atomic uint64_t g[FG_COUNT];
     _Atomic uint64_t st[ST_COUNT];
     lathist_t lat[LAT_COUNT];
-    roce_steer_t roce;     /* RoCE aggregation flows and their counters (roce_agg.c) */
+    roce_steer_t roce; /* RoCE aggregation flows and their counters (roce_agg.c) */
     /* changed while running (fctl.c): read per frame by the forwarding thread */
     _Atomic uint64_t agg_ports; /* bit p: port p's aggregation frames are aggregated */
-    _Atomic uint32_t add_mode;  /* enum wire_add_mode */
+    _Atomic uint32_t add_mode; /* enum wire_add_mode */
     /* inline aggregation (fabric_attach_aggregation): thread 0 runs each queue's pass */
     int (*_Atomic agg_pass)(void *sw, uint32_t queue);
     void *_Atomic agg_arg;
-    _Atomic uint64_t loop_seq;  /* thread 0's loop heads, so a detach can wait out a pass */
-    int xdp_mode;               /* enum fabric_xdp_mode */
+    _Atomic uint64_t loop_seq; /* thread 0's loop heads, so a detach can wait out a pass */
+    int xdp_mode; /* enum fabric_xdp_mode */
 };
 
 static inline void fstat_add(_Atomic uint64_t *c, uint64_t v)

@@ -102,8 +102,10 @@ void fabric_control(void *ctx, const char *line, const uint8_t peer[16], char *r
         return;
     }
     if ((m.has_ports || m.has_add) && !peer_is_local(f, peer)) {
-        wire_err_format(WIRE_REFUSED, "FABRIC changes are taken only from the switch's own "
-                        "host (its address or loopback)", reply, cap);
+        wire_err_format(WIRE_REFUSED,
+                        "FABRIC changes are taken only from the switch's own "
+                        "host (its address or loopback)",
+                        reply, cap);
         return;
     }
     if (m.has_ports)

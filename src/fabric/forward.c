@@ -31,10 +31,7 @@ static uint32_t be32(const uint8_t *p)
     return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
 }
 
-static int is_zero_mac(const uint8_t *m)
-{
-    return (m[0] | m[1] | m[2] | m[3] | m[4] | m[5]) == 0;
-}
+static int is_zero_mac(const uint8_t *m) { return (m[0] | m[1] | m[2] | m[3] | m[4] | m[5]) == 0; }
 
 int fabric_link_loses(struct fabric *f, uint32_t p, int out, const uint8_t *frame, uint32_t len)
 {
@@ -120,8 +117,7 @@ void fabric_frame_in(struct fabric *f, uint32_t pin, const struct virtio_net_hdr
             if (k == ETHF_UDP && u.dst_ip == f->ip && u.dst_port >= f->link.port0 &&
                 u.dst_port < f->link.port0 + f->link.nqueues) {
                 /* aggregation: never learned from, never flooded */
-                if (!(atomic_load_explicit(&f->agg_ports, memory_order_relaxed) &
-                      (1ull << pin))) {
+                if (!(atomic_load_explicit(&f->agg_ports, memory_order_relaxed) & (1ull << pin))) {
                     fstat_add(&f->g[FG_AGG_PORT_OFF], 1);
                     return;
                 }
@@ -189,5 +185,5 @@ uint8_t fabric_result_class(resend_ent_t *resend, const uint8_t *h)
     e->tag = tag;
     e->round = round;
     return h[WIRE_OFF_DTYPE] == WIRE_FLOAT32 || h[WIRE_OFF_DTYPE] == WIRE_CODED ? LAT_AGG_FLOAT
-                                                                                 : LAT_AGG_INT;
+                                                                                : LAT_AGG_INT;
 }

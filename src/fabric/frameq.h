@@ -17,16 +17,16 @@
 
 typedef struct frameq_slot {
     uint32_t len;
-    uint16_t port;  /* the fabric port it came from / goes to */
+    uint16_t port; /* the fabric port it came from / goes to */
     uint16_t pad_;
-    uint64_t t_ns;  /* when it entered the fabric (for per-kind latency) */
+    uint64_t t_ns; /* when it entered the fabric (for per-kind latency) */
     uint8_t data[FRAMEQ_DATA];
 } frameq_slot_t;
 
 typedef struct frameq {
-    ring_pos_t pos;       /* in slots; pos.cap is a power of two */
-    uint32_t cap;         /* pos.cap */
-    int efd;              /* eventfd: the producer published something */
+    ring_pos_t pos; /* in slots; pos.cap is a power of two */
+    uint32_t cap; /* pos.cap */
+    int efd; /* eventfd: the producer published something */
     frameq_slot_t *slots;
 } frameq_t;
 
@@ -37,8 +37,7 @@ void frameq_free(frameq_t *q);
 /* Producer: the slot to fill next, or NULL when the queue is full. */
 static inline frameq_slot_t *frameq_reserve(frameq_t *q)
 {
-    return ring_pos_room(&q->pos) == 0 ? NULL
-                                       : &q->slots[ring_pos_head(&q->pos) & (q->cap - 1)];
+    return ring_pos_room(&q->pos) == 0 ? NULL : &q->slots[ring_pos_head(&q->pos) & (q->cap - 1)];
 }
 static inline void frameq_publish(frameq_t *q) { ring_pos_publish(&q->pos, 1); }
 

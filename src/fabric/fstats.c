@@ -8,9 +8,9 @@
 
 #include "base/util.h"
 #include "fabric/fabric_int.h"
+#include "wire/fabricmsg.h"
 #include "json/json.h"
 #include "json/promtext.h"
-#include "wire/fabricmsg.h"
 
 static const char *const global_names[FG_COUNT] = {
     [FG_FORWARDED] = "forwarded",
@@ -35,16 +35,21 @@ static const char *const global_names[FG_COUNT] = {
 };
 
 static const char *const port_names[FP_COUNT] = {
-    [FP_RX] = "rx", [FP_RX_BYTES] = "rx_bytes", [FP_TX] = "tx", [FP_TX_BYTES] = "tx_bytes",
-    [FP_TX_DROPS] = "tx_drops", [FP_DELAY_DROPS] = "delay_drops",
+    [FP_RX] = "rx",
+    [FP_RX_BYTES] = "rx_bytes",
+    [FP_TX] = "tx",
+    [FP_TX_BYTES] = "tx_bytes",
+    [FP_TX_DROPS] = "tx_drops",
+    [FP_DELAY_DROPS] = "delay_drops",
     [FP_LOSS_DROPS] = "loss_drops",
 };
 
 /* A port counter's Prometheus name: inagg_fabric_port_<name>_total. */
 static const char *const port_metric_names[FP_COUNT] = {
-    [FP_RX] = "received_frames", [FP_RX_BYTES] = "received_bytes", [FP_TX] = "sent_frames",
-    [FP_TX_BYTES] = "sent_bytes", [FP_TX_DROPS] = "transmit_drops",
-    [FP_DELAY_DROPS] = "delay_drops", [FP_LOSS_DROPS] = "loss_drops",
+    [FP_RX] = "received_frames",      [FP_RX_BYTES] = "received_bytes",
+    [FP_TX] = "sent_frames",          [FP_TX_BYTES] = "sent_bytes",
+    [FP_TX_DROPS] = "transmit_drops", [FP_DELAY_DROPS] = "delay_drops",
+    [FP_LOSS_DROPS] = "loss_drops",
 };
 
 /* The pipeline's stages with their counters (name=index into f->st); the aggregation and
@@ -57,9 +62,13 @@ static const struct {
     int idx[4];
 } stages[] = {
     {"receive", 0, {"frames", "delayed"}, {ST_RX_FRAMES, ST_RX_DELAYED, -1, -1}},
-    {"classify", 0, {"frames", "to_transmit", "to_aggregate", "transmit_queue_full"},
+    {"classify",
+     0,
+     {"frames", "to_transmit", "to_aggregate", "transmit_queue_full"},
      {ST_CL_FRAMES, ST_CL_TO_TX, -2, ST_CL_QUEUE_FULL}},
-    {"transmit", -1, {"frames", "results", "queue_max_bytes"},
+    {"transmit",
+     -1,
+     {"frames", "results", "queue_max_bytes"},
      {ST_TX_FRAMES, ST_TX_RESULTS, ST_TX_QUEUE_MAX, -1}},
 };
 
@@ -75,8 +84,10 @@ static int stage_thread(const struct fabric *f, int k)
 }
 
 static const char *const lat_names[LAT_COUNT] = {
-    [LAT_FORWARD] = "forward", [LAT_AGG_INT] = "aggregate_int32",
-    [LAT_AGG_FLOAT] = "aggregate_float32", [LAT_RESEND] = "resend",
+    [LAT_FORWARD] = "forward",
+    [LAT_AGG_INT] = "aggregate_int32",
+    [LAT_AGG_FLOAT] = "aggregate_float32",
+    [LAT_RESEND] = "resend",
     [LAT_DELAY_LATE] = "delay_release_late",
 };
 
@@ -142,12 +153,13 @@ void fabric_write_text(void *ctx, FILE *out)
 {
     struct fabric *f = ctx;
     uint64_t now = util_now_ns();
-    fprintf(out, "fabric ip=%s/%d mac=%02x:%02x:%02x:%02x:%02x:%02x ports=%u mac_entries=%u "
+    fprintf(out,
+            "fabric ip=%s/%d mac=%02x:%02x:%02x:%02x:%02x:%02x ports=%u mac_entries=%u "
             "mac_learned=%" PRIu64 " mac_moved=%" PRIu64 " mac_aged=%" PRIu64
             " mac_table_full=%" PRIu64 "\n",
-            f->ip_text, f->prefix, f->mac[0], f->mac[1], f->mac[2], f->mac[3], f->mac[4],
-            f->mac[5], f->nports, mactable_count(&f->mt, now), f->mt.learned, f->mt.moved,
-            f->mt.aged, f->mt.full);
+            f->ip_text, f->prefix, f->mac[0], f->mac[1], f->mac[2], f->mac[3], f->mac[4], f->mac[5],
+            f->nports, mactable_count(&f->mt, now), f->mt.learned, f->mt.moved, f->mt.aged,
+            f->mt.full);
     char ports[WIRE_FABRIC_PORTS_MAX];
     const char *add;
     fabric_settings_text(f, ports, sizeof(ports), &add);
@@ -181,8 +193,8 @@ void fabric_write_text(void *ctx, FILE *out)
                 atomic_load(&f->st[t ? ST_THREAD1_SLEEPS : ST_THREAD0_SLEEPS]));
     for (int k = 0; k < LAT_COUNT; k++) {
         uint64_t p50, p99, n = lat_summary(&f->lat[k], &p50, &p99);
-        fprintf(out, "fabric latency %s: n=%" PRIu64 " p50_us=%.2f p99_us=%.2f\n",
-                lat_names[k], n, (double)p50 / 1e3, (double)p99 / 1e3);
+        fprintf(out, "fabric latency %s: n=%" PRIu64 " p50_us=%.2f p99_us=%.2f\n", lat_names[k], n,
+                (double)p50 / 1e3, (double)p99 / 1e3);
     }
     roce_steer_write_text(f, out);
     fabric_xdp_write_text(f, out);
@@ -193,8 +205,8 @@ void fabric_write_json(void *ctx, struct json_writer *w)
     struct fabric *f = ctx;
     uint64_t now = util_now_ns();
     char mac[24];
-    snprintf(mac, sizeof(mac), "%02x:%02x:%02x:%02x:%02x:%02x", f->mac[0], f->mac[1],
-             f->mac[2], f->mac[3], f->mac[4], f->mac[5]);
+    snprintf(mac, sizeof(mac), "%02x:%02x:%02x:%02x:%02x:%02x", f->mac[0], f->mac[1], f->mac[2],
+             f->mac[3], f->mac[4], f->mac[5]);
     /* lines stay shorter than a control line (CTL_LINE_MAX): a newline between groups */
     json_newline(w);
     json_begin_object(w, "fabric");
@@ -250,7 +262,8 @@ void fabric_write_json(void *ctx, struct json_writer *w)
         json_begin_object(w, NULL);
         json_int(w, "busy_passes",
                  (int64_t)atomic_load(&f->st[t ? ST_THREAD1_PASSES : ST_THREAD0_PASSES]));
-        json_int(w, "sleeps", (int64_t)atomic_load(&f->st[t ? ST_THREAD1_SLEEPS : ST_THREAD0_SLEEPS]));
+        json_int(w, "sleeps",
+                 (int64_t)atomic_load(&f->st[t ? ST_THREAD1_SLEEPS : ST_THREAD0_SLEEPS]));
         json_end_object(w);
     }
     json_end_array(w);

@@ -9,15 +9,15 @@
 #include <stdint.h>
 
 typedef struct mac_entry {
-    uint64_t key;       /* the MAC in the low 48 bits, bit 63 set when in use */
-    uint64_t seen_ns;   /* last time a frame came from it */
+    uint64_t key; /* the MAC in the low 48 bits, bit 63 set when in use */
+    uint64_t seen_ns; /* last time a frame came from it */
     uint16_t port;
-    uint8_t fixed;      /* never ages (the switch's own MAC) */
+    uint8_t fixed; /* never ages (the switch's own MAC) */
 } mac_entry_t;
 
 typedef struct mactable {
     mac_entry_t *e;
-    uint32_t cap;       /* a power of two */
+    uint32_t cap; /* a power of two */
     uint64_t age_ns;
     uint64_t learned, moved, aged, full;
 } mactable_t;

@@ -21,7 +21,7 @@
 #include "transport/afpacket.h"
 #include "wire/wire.h"
 
-#define PORT_FLOWS 256u       /* RoCE flows one endpoint tracks (a power of two) */
+#define PORT_FLOWS 256u /* RoCE flows one endpoint tracks (a power of two) */
 #define PORT_DEFAULT_MAX 65536u
 #define PORT_SPIN_NS 50000ull /* wait this long for the next frame of a message */
 #define PORT_ANSWERED 256u
@@ -36,7 +36,7 @@ typedef struct flow_ent {
     uint64_t last_rx; /* the endpoint's frame count when this flow last sent one */
     roce_rx_flow_t rx;
     roce_msg_key_t done_key[ROCE_RX_DONE_SLOTS]; /* the key of each message rx remembers */
-    roce_msg_key_t answered[PORT_ANSWERED];      /* results sent (by key hash): a repeat whose
+    roce_msg_key_t answered[PORT_ANSWERED]; /* results sent (by key hash): a repeat whose
                                                     result is not in the buffer was evicted */
 } flow_ent_t;
 
@@ -44,19 +44,19 @@ typedef struct port_endpoint {
     transport_t base;
     fabric_link_t *link;
     uint32_t queue;
-    uint32_t held;       /* rx slots handed out by the last receive */
+    uint32_t held; /* rx slots handed out by the last receive */
     uint64_t last_rx_ns; /* when the newest frame of the last receive entered the fabric; the
                             results sent next are its consequence (latency) */
-    uint8_t mac[6];      /* the switch's */
+    uint8_t mac[6]; /* the switch's */
     uint32_t ip;
-    uint16_t port;       /* the UDP port of this queue */
-    flow_ent_t *flows;   /* PORT_FLOWS entries */
+    uint16_t port; /* the UDP port of this queue */
+    flow_ent_t *flows; /* PORT_FLOWS entries */
     uint32_t nflows;
-    uint64_t rx_frames;  /* RoCE frames taken, the clock of the flows' last_rx */
-    uint32_t cap;        /* largest message */
+    uint64_t rx_frames; /* RoCE frames taken, the clock of the flows' last_rx */
+    uint32_t cap; /* largest message */
     uint32_t batch;
-    uint8_t *arena;      /* batch completed messages, cap bytes each */
-    uint8_t *bufs;       /* reassembly buffers, one per flow */
+    uint8_t *arena; /* batch completed messages, cap bytes each */
+    uint8_t *bufs; /* reassembly buffers, one per flow */
     roce_resbuf_t resbuf; /* the results sent, to answer repeats from */
 } port_endpoint_t;
 
@@ -95,11 +95,11 @@ static flow_ent_t *flow_init(port_endpoint_t *e, uint32_t i, uint16_t port, cons
 /* The flow (port, mac, qp), created if absent when `create`. Entries are never emptied (a
  * job's flows are not told to go when it ends), so a table full of them gives a new flow the
  * entry of the flow heard from least recently, in place (every lookup still probes past it). */
-static flow_ent_t *flow_find(port_endpoint_t *e, uint16_t port, const uint8_t *mac,
-                             uint32_t qp, int create)
+static flow_ent_t *flow_find(port_endpoint_t *e, uint16_t port, const uint8_t *mac, uint32_t qp,
+                             int create)
 {
-    uint32_t hsh = (qp * 0x9e3779b1u) ^ ((uint32_t)port * 0x85ebca6bu) ^
-                   ((uint32_t)mac[5] << 8 | mac[4]);
+    uint32_t hsh =
+        (qp * 0x9e3779b1u) ^ ((uint32_t)port * 0x85ebca6bu) ^ ((uint32_t)mac[5] << 8 | mac[4]);
     for (uint32_t k = 0; k < PORT_FLOWS; k++) {
         uint32_t i = (hsh + k) & (PORT_FLOWS - 1);
         flow_ent_t *f = &e->flows[i];
@@ -171,8 +171,8 @@ static int send_roce(port_endpoint_t *e, const transport_tx_t *p)
     uint64_t t = e->last_rx_ns ? e->last_rx_ns : util_now_ns();
     for (uint32_t i = 0; i < nf; i++) {
         frameq_slot_t *s = frameq_reserve(q); /* room was checked above */
-        s->len = roce_build_frame(s->data, p, len, nf, i, e->mac, to->mac, to->qp, f->tx_psn,
-                                  to->queue);
+        s->len =
+            roce_build_frame(s->data, p, len, nf, i, e->mac, to->mac, to->qp, f->tx_psn, to->queue);
         if (seq)
             roce_resbuf_put(&e->resbuf, f->ordinal, &key, seq, i, nf, s->data, s->len);
         s->port = to->ifport;
@@ -217,7 +217,7 @@ static void answer_repeat(port_endpoint_t *e, flow_ent_t *fe)
     uint32_t n = roce_resbuf_find(&e->resbuf, fe->ordinal, &rk, fr, sizeof(fr) / sizeof(fr[0]));
     if (n == 0) {
         stat(e, roce_key_eq(&fe->answered[answered_slot(&rk)], &rk) ? RS_RESBUF_EVICTED
-                                                                     : RS_REPEAT_OPEN);
+                                                                    : RS_REPEAT_OPEN);
         return;
     }
     frameq_t *q = &e->link->tx[e->queue];
@@ -243,8 +243,7 @@ static void answer_repeat(port_endpoint_t *e, flow_ent_t *fe)
 }
 
 /* One RoCE frame from fabric port `ifport`: 1 when it completed a message, in out. */
-static int take_roce(port_endpoint_t *e, const frameq_slot_t *s, transport_rx_t *out,
-                     uint32_t slot)
+static int take_roce(port_endpoint_t *e, const frameq_slot_t *s, transport_rx_t *out, uint32_t slot)
 {
     stat(e, RS_FRAMES_IN);
     roce_frame_t f;

@@ -25,15 +25,15 @@ typedef struct fabric_link {
     uint32_t nqueues;
     frameq_t rx[FABRIC_LINK_MAX_QUEUES]; /* fabric -> endpoint of queue q: frames for it */
     frameq_t tx[FABRIC_LINK_MAX_QUEUES]; /* endpoint of queue q -> fabric: frames to send */
-    int tx_efd;                  /* eventfd the endpoints write after queueing frames */
-    _Atomic int tx_no_wake;      /* the endpoints run on the fabric's transmitting thread
+    int tx_efd; /* eventfd the endpoints write after queueing frames */
+    _Atomic int tx_no_wake; /* the endpoints run on the fabric's transmitting thread
                                     (inline aggregation): no eventfd write needed */
-    uint8_t mac[6];              /* the switch's MAC and IP (network order): the source of */
-    uint32_t ip;                 /* every frame an endpoint sends */
-    uint16_t port0;              /* queue q is UDP port port0 + q */
-    _Atomic uint64_t tx_full;    /* frames an endpoint dropped: its tx queue was full */
+    uint8_t mac[6]; /* the switch's MAC and IP (network order): the source of */
+    uint32_t ip; /* every frame an endpoint sends */
+    uint16_t port0; /* queue q is UDP port port0 + q */
+    _Atomic uint64_t tx_full; /* frames an endpoint dropped: its tx queue was full */
     _Atomic uint64_t tx_too_big; /* ... larger than a frame slot */
-    roce_stats_t roce;           /* the RoCE counters of all the link's endpoints */
+    roce_stats_t roce; /* the RoCE counters of all the link's endpoints */
 } fabric_link_t;
 
 /* An endpoint queued frames in tx[]: wake the fabric's transmitting thread through tx_efd

@@ -47,7 +47,8 @@ int portarp_quiet(const char *ifname, int *was_off, char *err, size_t errlen)
     if (rc == -ENODEV)
         return set_err(err, errlen, rc, "port %s: no such interface", ifname);
     if (rc < 0)
-        return set_err(err, errlen, rc, "port %s: turning the host's ARP off on it (else the "
+        return set_err(err, errlen, rc,
+                       "port %s: turning the host's ARP off on it (else the "
                        "kernel answers for the switch's address with the port's MAC): %s",
                        ifname ? ifname : "", strerror(-rc));
     return 0;

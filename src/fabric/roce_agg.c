@@ -9,15 +9,12 @@
 
 #include "fabric/fabric_int.h"
 #include "inagg/version.h"
-#include "json/json.h"
-#include "transport/roce.h"
 #include "netio/roce_frame.h"
+#include "transport/roce.h"
 #include "wire/wire.h"
+#include "json/json.h"
 
-static void count(roce_steer_t *s, int i)
-{
-    fstat_add(&s->c[i], 1);
-}
+static void count(roce_steer_t *s, int i) { fstat_add(&s->c[i], 1); }
 
 /* The flow (pin, qp), created if absent when `create`. Entries are never emptied, so a probe
  * window full of flows gives a new one the entry of the flow that had a frame least recently
@@ -107,9 +104,9 @@ int fabric_roce_in(struct fabric *f, uint32_t pin, const struct virtio_net_hdr *
     return 1;
 }
 
-static const char *const names[RG_COUNT] = {"first", "steered", "not_write", "no_match",
-                                            "no_flow", "malformed", "flow_table_full",
-                                            "flows_recycled"};
+static const char *const names[RG_COUNT] = {"first",           "steered",       "not_write",
+                                            "no_match",        "no_flow",       "malformed",
+                                            "flow_table_full", "flows_recycled"};
 
 void roce_steer_write_text(struct fabric *f, FILE *out)
 {

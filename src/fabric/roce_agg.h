@@ -26,28 +26,28 @@
 #define ROCE_STEER_FLOWS 4096u
 
 enum roce_steer_stat {
-    RG_FIRST,        /* First / Only frames that opened or continued an aggregation flow */
-    RG_STEERED,      /* Middle / Last frames of a recorded flow, to its queue */
-    RG_NOT_WRITE,    /* RoCE frames to the switch that are not RDMA Writes: forwarded */
-    RG_NO_MATCH,     /* First / Only frames whose aggregation header does not match */
-    RG_NO_FLOW,      /* Middle / Last frames of no recorded flow: forwarded */
-    RG_MALFORMED,    /* too short for a BTH, or a First / Only that does not parse: dropped */
-    RG_TABLE_FULL,   /* First frames of a new flow with the flow table full: forwarded */
-    RG_RECYCLED,     /* new flows that took the entry of the least recently used flow in
+    RG_FIRST, /* First / Only frames that opened or continued an aggregation flow */
+    RG_STEERED, /* Middle / Last frames of a recorded flow, to its queue */
+    RG_NOT_WRITE, /* RoCE frames to the switch that are not RDMA Writes: forwarded */
+    RG_NO_MATCH, /* First / Only frames whose aggregation header does not match */
+    RG_NO_FLOW, /* Middle / Last frames of no recorded flow: forwarded */
+    RG_MALFORMED, /* too short for a BTH, or a First / Only that does not parse: dropped */
+    RG_TABLE_FULL, /* First frames of a new flow with the flow table full: forwarded */
+    RG_RECYCLED, /* new flows that took the entry of the least recently used flow in
                         their probe window (flows of ended jobs are never told to go) */
     RG_COUNT
 };
 
 typedef struct roce_steer_ent {
-    uint32_t qp;      /* 0: empty */
+    uint32_t qp; /* 0: empty */
     uint16_t port;
     uint16_t queue;
-    uint64_t last;    /* the steer's clock when the flow last had a frame */
+    uint64_t last; /* the steer's clock when the flow last had a frame */
 } roce_steer_ent_t;
 
 typedef struct roce_steer {
     roce_steer_ent_t t[ROCE_STEER_FLOWS];
-    uint64_t clock;   /* frames looked up (thread 0 only) */
+    uint64_t clock; /* frames looked up (thread 0 only) */
     _Atomic uint64_t c[RG_COUNT];
 } roce_steer_t;
 

@@ -27,8 +27,8 @@
 #define ROCE_RESBUF_MAX_FRAMES (1u << 16) /* rows x depth at most */
 
 typedef struct roce_resbuf_ent {
-    uint32_t flow;  /* the owner flow + 1 (0: empty) */
-    uint32_t seq;   /* the buffer's message number: frames of one message share it */
+    uint32_t flow; /* the owner flow + 1 (0: empty) */
+    uint32_t seq; /* the buffer's message number: frames of one message share it */
     roce_msg_key_t key;
     uint16_t idx, nf; /* this frame's place in its message, the message's frames */
     uint16_t len;
@@ -37,7 +37,7 @@ typedef struct roce_resbuf_ent {
 
 typedef struct roce_resbuf {
     uint32_t rows, depth;
-    uint32_t *head;         /* per row: the next entry to write */
+    uint32_t *head; /* per row: the next entry to write */
     uint32_t next_seq;
     roce_resbuf_ent_t *ent; /* rows x depth */
 } roce_resbuf_t;

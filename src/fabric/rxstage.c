@@ -17,9 +17,9 @@
 #include "fabric/fabric_int.h"
 #include "fabric/xskport.h"
 
-#define SPIN_NS 150000ull      /* closer than this to a release: spin, do not sleep */
+#define SPIN_NS 150000ull /* closer than this to a release: spin, do not sleep */
 #define IDLE_SLEEP_MS 20
-#define IDLE_SPIN_NS 20000ull  /* after the last frame: spin this long before sleeping */
+#define IDLE_SPIN_NS 20000ull /* after the last frame: spin this long before sleeping */
 
 uint64_t fabric_idle_ns(uint64_t next_release, uint64_t last_work)
 {
@@ -101,8 +101,7 @@ static void rx_idle_wait(struct fabric *f, uint64_t next_release, uint64_t last_
     struct pollfd pf[2 * FABRIC_MAX_PORTS + 1];
     nfds_t n = 0;
     for (uint32_t p = 0; p < f->nports; p++) {
-        pf[n++] = (struct pollfd){.fd = f->ports[p].is_cpu ? f->ports[p].tap_fd
-                                                           : f->ports[p].ps.fd,
+        pf[n++] = (struct pollfd){.fd = f->ports[p].is_cpu ? f->ports[p].tap_fd : f->ports[p].ps.fd,
                                   .events = POLLIN};
         if (f->ports[p].xsk)
             pf[n++] = (struct pollfd){.fd = xskport_fd(f->ports[p].xsk), .events = POLLIN};

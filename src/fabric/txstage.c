@@ -101,8 +101,7 @@ static int drain_ring(struct fabric *f)
         uint64_t ports = r->ports;
         for (uint32_t p = 0; ports && p < f->nports; p++, ports >>= 1)
             if (ports & 1)
-                fabric_egress(f, p, r->has_vh ? &r->vh : NULL, r->data, r->len, r->t_ns,
-                              r->kind);
+                fabric_egress(f, p, r->has_vh ? &r->vh : NULL, r->data, r->len, r->t_ns, r->kind);
         bytering_pop(&f->txq);
     }
     return n;

@@ -19,15 +19,9 @@
 
 #include "glm/trainer.h"
 
-uint32_t glm_average_start(uint32_t epochs)
-{
-    return epochs / 2 + 1;
-}
+uint32_t glm_average_start(uint32_t epochs) { return epochs / 2 + 1; }
 
-double glm_average_weight(uint64_t n)
-{
-    return (GLM_AVG_ETA + 1.0) / ((double)n + GLM_AVG_ETA);
-}
+double glm_average_weight(uint64_t n) { return (GLM_AVG_ETA + 1.0) / ((double)n + GLM_AVG_ETA); }
 
 size_t glm_average_period(const glm_dataset_t *d, size_t batch)
 {

@@ -5,8 +5,8 @@
  * switchml one the data-parallel trainer (one large gradient per step, inagg_allreduce).
  */
 #include "codec/codec.h"
-#include "wire/wire.h"
 #include "glm/collective.h"
+#include "wire/wire.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -16,7 +16,6 @@
 
 #include "base/errmsg.h"
 #include "inagg.h"
-
 
 /* ---- local: world 1 ------------------------------------------------------------------- */
 
@@ -68,7 +67,7 @@ int glm_coll_local_create(glm_coll_t **out, char *err, size_t errlen)
 
 typedef struct inagg_impl {
     inagg_comm_t *comm;
-    inagg_comm_t *exact;    /* compressed jobs: an uncompressed communicator for the numbers
+    inagg_comm_t *exact; /* compressed jobs: an uncompressed communicator for the numbers
                                that are reported (job "<job>.exact"), else NULL */
     inagg_request_t **reqs; /* max_inflight handles */
     int p4sgd;
@@ -196,16 +195,14 @@ static void inagg_coll_destroy(glm_coll_t *c)
     free(c);
 }
 
-static const glm_coll_ops_t inagg_ops = {inagg_coll_allreduce, inagg_coll_start,
-                                         inagg_coll_wait, inagg_coll_wire_bytes,
-                                         inagg_coll_destroy, inagg_coll_push_pull,
-                                         inagg_coll_allreduce_exact};
+static const glm_coll_ops_t inagg_ops = {
+    inagg_coll_allreduce, inagg_coll_start,     inagg_coll_wait,           inagg_coll_wire_bytes,
+    inagg_coll_destroy,   inagg_coll_push_pull, inagg_coll_allreduce_exact};
 
-int glm_coll_inagg_create(glm_coll_t **out, const char *switch_addr, const char *job,
-                          uint32_t rank, uint32_t world, int p4sgd, uint32_t slots,
-                          uint32_t packet_elems, uint32_t timeout_ms,
-                          const glm_coll_optimizer_t *opt, const char *compress,
-                          int no_feedback, char *err, size_t errlen)
+int glm_coll_inagg_create(glm_coll_t **out, const char *switch_addr, const char *job, uint32_t rank,
+                          uint32_t world, int p4sgd, uint32_t slots, uint32_t packet_elems,
+                          uint32_t timeout_ms, const glm_coll_optimizer_t *opt,
+                          const char *compress, int no_feedback, char *err, size_t errlen)
 {
     *out = NULL;
     glm_coll_t *c = calloc(1, sizeof(*c));

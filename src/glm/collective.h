@@ -45,21 +45,21 @@ typedef struct glm_coll_ops {
 
 /* The optimizer the switch runs for the data-parallel trainer (--in-switch). */
 typedef struct glm_coll_optimizer {
-    int kind;             /* optim_kind_t (kernels/optim.h) */
-    uint64_t params;      /* the model's length */
+    int kind; /* optim_kind_t (kernels/optim.h) */
+    uint64_t params; /* the model's length */
     float lr, beta1, beta2, eps, momentum, weight_decay;
-    int eps_outside;      /* 0: sqrt(v + eps), the paper's; 1: sqrt(v) + eps, PyTorch's */
+    int eps_outside; /* 0: sqrt(v + eps), the paper's; 1: sqrt(v) + eps, PyTorch's */
 } glm_coll_optimizer_t;
 
 struct glm_coll {
     const glm_coll_ops_t *ops;
-    void *impl;             /* the backend's state */
+    void *impl; /* the backend's state */
     uint32_t rank, world;
-    size_t max_inflight;    /* handles of glm_coll_start: 0..max_inflight-1 */
-    size_t max_small;       /* elements of one glm_coll_start */
-    const char *backend;    /* "inagg", "mpi", "local" */
-    const char *protocol;   /* "p4sgd", "switchml", "none" */
-    uint64_t wait_ns;       /* time blocked inside the collective calls */
+    size_t max_inflight; /* handles of glm_coll_start: 0..max_inflight-1 */
+    size_t max_small; /* elements of one glm_coll_start */
+    const char *backend; /* "inagg", "mpi", "local" */
+    const char *protocol; /* "p4sgd", "switchml", "none" */
+    uint64_t wait_ns; /* time blocked inside the collective calls */
     uint64_t payload_bytes; /* float payload contributed by this rank */
     char err[512];
 };
@@ -139,10 +139,9 @@ int glm_coll_local_create(glm_coll_t **out, char *err, size_t errlen);
  * packet_elems 0 the packet is then the largest a datagram always holds in that mode.
  * no_feedback: inagg_options_t.no_error_feedback.
  */
-int glm_coll_inagg_create(glm_coll_t **out, const char *switch_addr, const char *job,
-                          uint32_t rank, uint32_t world, int p4sgd, uint32_t slots,
-                          uint32_t packet_elems, uint32_t timeout_ms,
-                          const glm_coll_optimizer_t *opt, const char *compress,
-                          int no_feedback, char *err, size_t errlen);
+int glm_coll_inagg_create(glm_coll_t **out, const char *switch_addr, const char *job, uint32_t rank,
+                          uint32_t world, int p4sgd, uint32_t slots, uint32_t packet_elems,
+                          uint32_t timeout_ms, const glm_coll_optimizer_t *opt,
+                          const char *compress, int no_feedback, char *err, size_t errlen);
 
 #endif /* INAGG_GLM_COLLECTIVE_H */

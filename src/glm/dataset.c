@@ -67,7 +67,7 @@ struct parser {
     char *err;
     size_t errlen;
 
-    char *line;      /* NUL-terminated copy of the current line */
+    char *line; /* NUL-terminated copy of the current line */
     size_t line_cap;
 
     size_t rows, nnz, row_cap, nnz_cap;
@@ -156,8 +156,7 @@ static int grow_with_floats(void **a, size_t a_elem, size_t extra, float **b, si
 /* Room for need rows (row_ptr has one more) and their labels. */
 static int reserve_rows(struct parser *p, size_t need)
 {
-    return grow_with_floats((void **)&p->row_ptr, sizeof(size_t), 1, &p->label, &p->row_cap,
-                            need);
+    return grow_with_floats((void **)&p->row_ptr, sizeof(size_t), 1, &p->label, &p->row_cap, need);
 }
 
 /* Room for need nonzeros: their columns and values. */

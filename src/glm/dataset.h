@@ -15,16 +15,16 @@
 #include <stdint.h>
 
 typedef struct glm_dataset {
-    size_t rows;          /* samples */
-    size_t cols;          /* features (largest index seen, or set by caller / generator) */
+    size_t rows; /* samples */
+    size_t cols; /* features (largest index seen, or set by caller / generator) */
     size_t nnz;
-    size_t *row_ptr;      /* rows + 1 offsets into col/val */
-    uint32_t *col;        /* 0-based feature index, strictly increasing within a row */
-    float *val;           /* feature values (always present; the dequantized ones when quantized) */
-    float *label;         /* per sample: -1/+1 for classification, any finite value (regression) */
-    int precision_bits;   /* 0 = float32 features; 8 or 4 after glm_dataset_quantize */
-    int8_t *qval;         /* quantized codes (NULL unless quantized), parallel to val */
-    float *col_scale;     /* per-feature scale (cols entries; NULL unless quantized):
+    size_t *row_ptr; /* rows + 1 offsets into col/val */
+    uint32_t *col; /* 0-based feature index, strictly increasing within a row */
+    float *val; /* feature values (always present; the dequantized ones when quantized) */
+    float *label; /* per sample: -1/+1 for classification, any finite value (regression) */
+    int precision_bits; /* 0 = float32 features; 8 or 4 after glm_dataset_quantize */
+    int8_t *qval; /* quantized codes (NULL unless quantized), parallel to val */
+    float *col_scale; /* per-feature scale (cols entries; NULL unless quantized):
                              val[k] == (float)qval[k] * col_scale[col[k]] exactly */
 } glm_dataset_t;
 
@@ -48,7 +48,8 @@ typedef struct glm_read_limits {
 
 #define GLM_MIN_FEATURE_LIMIT (1ull << 20)
 #define GLM_FEATURES_PER_NONZERO 16ull
-#define GLM_DEFAULT_MAX_LINE_BYTES (1ull << 20) /* 1 MiB; max_input_bytes defaults to half the RAM */
+#define GLM_DEFAULT_MAX_LINE_BYTES                                                                 \
+    (1ull << 20) /* 1 MiB; max_input_bytes defaults to half the RAM */
 
 glm_read_limits_t glm_read_limits_default(void);
 /* The largest feature index the limits allow for a set of nnz nonzeros. */

@@ -3,6 +3,7 @@
  * column partitions (model parallelism), column and row slices (one worker's share), low
  * precision values, and the row kernels the trainers use.
  */
+#include "base/errmsg.h"
 #include "glm/dataset.h"
 #include <errno.h>
 #include <fcntl.h>
@@ -13,7 +14,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include "base/errmsg.h"
 
 /* ---- partitions and slices ------------------------------------------------------------- */
 

@@ -33,18 +33,18 @@ const char *glm_objective_name(glm_objective_t o)
 double glm_loss(glm_objective_t o, double z, double y)
 {
     switch (o) {
-    case GLM_OBJ_LOGISTIC: {
-        double m = y * z;
-        return m > 0.0 ? log1p(exp(-m)) : -m + log1p(exp(m));
-    }
-    case GLM_OBJ_SQUARED: {
-        double r = z - y;
-        return 0.5 * r * r;
-    }
-    case GLM_OBJ_HINGE: {
-        double h = 1.0 - y * z;
-        return h > 0.0 ? h : 0.0;
-    }
+        case GLM_OBJ_LOGISTIC: {
+            double m = y * z;
+            return m > 0.0 ? log1p(exp(-m)) : -m + log1p(exp(m));
+        }
+        case GLM_OBJ_SQUARED: {
+            double r = z - y;
+            return 0.5 * r * r;
+        }
+        case GLM_OBJ_HINGE: {
+            double h = 1.0 - y * z;
+            return h > 0.0 ? h : 0.0;
+        }
     }
     return NAN;
 }
@@ -52,17 +52,17 @@ double glm_loss(glm_objective_t o, double z, double y)
 double glm_dloss(glm_objective_t o, double z, double y)
 {
     switch (o) {
-    case GLM_OBJ_LOGISTIC: {
-        /* -y * sigmoid(-y z), in the form that neither overflows nor loses precision. */
-        double m = y * z;
-        if (m > 0.0) {
-            double e = exp(-m);
-            return -y * e / (1.0 + e);
+        case GLM_OBJ_LOGISTIC: {
+            /* -y * sigmoid(-y z), in the form that neither overflows nor loses precision. */
+            double m = y * z;
+            if (m > 0.0) {
+                double e = exp(-m);
+                return -y * e / (1.0 + e);
+            }
+            return -y / (1.0 + exp(m));
         }
-        return -y / (1.0 + exp(m));
-    }
-    case GLM_OBJ_SQUARED: return z - y;
-    case GLM_OBJ_HINGE: return y * z < 1.0 ? -y : 0.0;
+        case GLM_OBJ_SQUARED: return z - y;
+        case GLM_OBJ_HINGE: return y * z < 1.0 ? -y : 0.0;
     }
     return NAN;
 }
@@ -81,8 +81,8 @@ void glm_eval_partial(glm_objective_t o, const float *z, const float *labels, si
     *correct += right;
 }
 
-glm_eval_t glm_evaluate(glm_objective_t o, const float *z, const float *labels, size_t n,
-                        double l2, double w_sq_norm)
+glm_eval_t glm_evaluate(glm_objective_t o, const float *z, const float *labels, size_t n, double l2,
+                        double w_sq_norm)
 {
     double loss = 0.0, right = 0.0;
     glm_eval_partial(o, z, labels, n, &loss, &right);

@@ -26,15 +26,15 @@ double glm_dloss(glm_objective_t o, double z, double y);
 int glm_correct(double z, double y);
 
 typedef struct glm_eval {
-    double objective;  /* mean_loss + l2/2 ||w||^2 */
+    double objective; /* mean_loss + l2/2 ||w||^2 */
     double mean_loss;
-    double accuracy;   /* fraction of samples with glm_correct */
+    double accuracy; /* fraction of samples with glm_correct */
 } glm_eval_t;
 
 /* Given activations z[i] for all n samples: mean loss, accuracy, and the objective with
  * l2/2 * ||w||^2 (pass w_sq_norm = ||w||^2). n == 0 gives zero loss and accuracy. */
-glm_eval_t glm_evaluate(glm_objective_t o, const float *z, const float *labels, size_t n,
-                        double l2, double w_sq_norm);
+glm_eval_t glm_evaluate(glm_objective_t o, const float *z, const float *labels, size_t n, double l2,
+                        double w_sq_norm);
 /* Sum of the losses and count of correct predictions over n samples (added to *loss_sum and
  * *correct), for distributed evaluation where each worker owns some samples. */
 void glm_eval_partial(glm_objective_t o, const float *z, const float *labels, size_t n,

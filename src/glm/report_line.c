@@ -17,9 +17,11 @@ static const char *const line_names[] = {"", "setup", "epoch", "progress", "done
 
 /* {key, offset} of a double field of the epoch record (a field of another type does not
  * compile). */
-#define REAL_FIELD(f)                                                                           \
-    {#f, offsetof(glm_epoch_record_t, f) +                                                      \
-             0 * sizeof(_Generic(((glm_epoch_record_t *)0)->f, double: 1))}
+#define REAL_FIELD(f)                                                                              \
+    {                                                                                              \
+#f, offsetof(glm_epoch_record_t, f) +                                                      \
+                0 * sizeof(_Generic(((glm_epoch_record_t *)0)->f, double : 1))                     \
+    }
 
 /* The epoch record's real-valued fields in line order: one table for writing and reading. */
 static const struct {
@@ -57,33 +59,30 @@ int glm_line_format(const glm_line_t *l, char *buf, size_t len)
     json_string(&w, "type", line_names[l->type]);
     json_int(&w, "rank", l->rank);
     switch (l->type) {
-    case GLM_LINE_SETUP:
-        json_number_exact(&w, "rows", (double)l->setup.rows);
-        json_number_exact(&w, "cols", (double)l->setup.cols);
-        json_number_exact(&w, "nnz", (double)l->setup.nnz);
-        json_number_exact(&w, "test_rows", (double)l->setup.test_rows);
-        json_number_exact(&w, "lr", l->setup.lr);
-        json_number_exact(&w, "l2", l->setup.l2);
-        json_number_exact(&w, "slice_cols", (double)l->setup.slice_cols);
-        json_number_exact(&w, "slice_rows", (double)l->setup.slice_rows);
-        break;
-    case GLM_LINE_EPOCH: {
-        const glm_epoch_record_t *e = &l->epoch;
-        json_number_exact(&w, "epoch", e->epoch);
-        for (size_t i = 0; i < sizeof(epoch_reals) / sizeof(epoch_reals[0]); i++)
-            json_number_exact(&w, epoch_reals[i].key,
-                              *(const double *)((const char *)e + epoch_reals[i].off));
-        break;
-    }
-    case GLM_LINE_PROGRESS:
-        json_number_exact(&w, "epoch", l->progress_epoch);
-        json_number_exact(&w, "fraction", l->progress_fraction);
-        break;
-    case GLM_LINE_ERROR:
-        json_string(&w, "message", l->message);
-        break;
-    default:
-        break;
+        case GLM_LINE_SETUP:
+            json_number_exact(&w, "rows", (double)l->setup.rows);
+            json_number_exact(&w, "cols", (double)l->setup.cols);
+            json_number_exact(&w, "nnz", (double)l->setup.nnz);
+            json_number_exact(&w, "test_rows", (double)l->setup.test_rows);
+            json_number_exact(&w, "lr", l->setup.lr);
+            json_number_exact(&w, "l2", l->setup.l2);
+            json_number_exact(&w, "slice_cols", (double)l->setup.slice_cols);
+            json_number_exact(&w, "slice_rows", (double)l->setup.slice_rows);
+            break;
+        case GLM_LINE_EPOCH: {
+            const glm_epoch_record_t *e = &l->epoch;
+            json_number_exact(&w, "epoch", e->epoch);
+            for (size_t i = 0; i < sizeof(epoch_reals) / sizeof(epoch_reals[0]); i++)
+                json_number_exact(&w, epoch_reals[i].key,
+                                  *(const double *)((const char *)e + epoch_reals[i].off));
+            break;
+        }
+        case GLM_LINE_PROGRESS:
+            json_number_exact(&w, "epoch", l->progress_epoch);
+            json_number_exact(&w, "fraction", l->progress_fraction);
+            break;
+        case GLM_LINE_ERROR: json_string(&w, "message", l->message); break;
+        default: break;
     }
     json_end_object(&w);
     const char *text = json_text(&w);
@@ -131,36 +130,35 @@ glm_line_type_t glm_line_parse(const char *text, glm_line_t *l)
     double rank = num_or_nan(p, "rank");
     l->rank = isfinite(rank) ? (int)rank : -1;
     switch (type) {
-    case GLM_LINE_SETUP:
-        l->setup.rows = count_or_zero(p, "rows");
-        l->setup.cols = count_or_zero(p, "cols");
-        l->setup.nnz = count_or_zero(p, "nnz");
-        l->setup.test_rows = count_or_zero(p, "test_rows");
-        l->setup.lr = num_or_nan(p, "lr");
-        l->setup.l2 = num_or_nan(p, "l2");
-        l->setup.slice_cols = count_or_zero(p, "slice_cols");
-        l->setup.slice_rows = count_or_zero(p, "slice_rows");
-        break;
-    case GLM_LINE_EPOCH: {
-        glm_epoch_record_t *e = &l->epoch;
-        double ep = num_or_nan(p, "epoch");
-        e->epoch = isfinite(ep) && ep >= 0 ? (uint32_t)ep : 0;
-        for (size_t i = 0; i < sizeof(epoch_reals) / sizeof(epoch_reals[0]); i++)
-            *(double *)((char *)e + epoch_reals[i].off) = num_or_nan(p, epoch_reals[i].key);
-        break;
-    }
-    case GLM_LINE_PROGRESS: {
-        double ep = num_or_nan(p, "epoch");
-        l->progress_epoch = isfinite(ep) && ep >= 0 ? (uint32_t)ep : 0;
-        l->progress_fraction = num_or_nan(p, "fraction");
-        break;
-    }
-    case GLM_LINE_ERROR:
-        if (json_find_string(p, "message", l->message, sizeof(l->message)) != 0)
-            snprintf(l->message, sizeof(l->message), "(no message)");
-        break;
-    default:
-        break;
+        case GLM_LINE_SETUP:
+            l->setup.rows = count_or_zero(p, "rows");
+            l->setup.cols = count_or_zero(p, "cols");
+            l->setup.nnz = count_or_zero(p, "nnz");
+            l->setup.test_rows = count_or_zero(p, "test_rows");
+            l->setup.lr = num_or_nan(p, "lr");
+            l->setup.l2 = num_or_nan(p, "l2");
+            l->setup.slice_cols = count_or_zero(p, "slice_cols");
+            l->setup.slice_rows = count_or_zero(p, "slice_rows");
+            break;
+        case GLM_LINE_EPOCH: {
+            glm_epoch_record_t *e = &l->epoch;
+            double ep = num_or_nan(p, "epoch");
+            e->epoch = isfinite(ep) && ep >= 0 ? (uint32_t)ep : 0;
+            for (size_t i = 0; i < sizeof(epoch_reals) / sizeof(epoch_reals[0]); i++)
+                *(double *)((char *)e + epoch_reals[i].off) = num_or_nan(p, epoch_reals[i].key);
+            break;
+        }
+        case GLM_LINE_PROGRESS: {
+            double ep = num_or_nan(p, "epoch");
+            l->progress_epoch = isfinite(ep) && ep >= 0 ? (uint32_t)ep : 0;
+            l->progress_fraction = num_or_nan(p, "fraction");
+            break;
+        }
+        case GLM_LINE_ERROR:
+            if (json_find_string(p, "message", l->message, sizeof(l->message)) != 0)
+                snprintf(l->message, sizeof(l->message), "(no message)");
+            break;
+        default: break;
     }
     return type;
 }

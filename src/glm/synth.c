@@ -27,9 +27,8 @@
 
 /* Independent streams derived from the user's seed. */
 #define STREAM_MODEL 0x6d6f64656cull /* "model" */
-#define STREAM_ROWS 0x726f7773ull    /* "rows" */
+#define STREAM_ROWS 0x726f7773ull /* "rows" */
 #define STREAM_NOISE 0x6e6f697365ull /* "noise" */
-
 
 /* Approximately N(0,1): a sum of 12 uniform 16-bit integers, centred and scaled by 2^-16
  * (exact in double). Range +-6. */
@@ -203,7 +202,7 @@ static void sort_u32(uint32_t *a, size_t n)
  * small hash set (sparse rows: then sorted). */
 struct column_sampler {
     uint64_t features;
-    uint8_t *mark;  /* features bytes, or NULL */
+    uint8_t *mark; /* features bytes, or NULL */
     uint32_t *hash; /* hash_cap slots, UINT32_MAX = empty */
     size_t hash_cap;
 };

@@ -25,17 +25,16 @@
 #include <string.h>
 
 #include "base/errmsg.h"
-#include "kernels/optim.h"
 #include "base/util.h"
 #include "glm/synth.h"
-
+#include "kernels/optim.h"
 
 const char *glm_mode_name(glm_mode_t m)
 {
     switch (m) {
-    case GLM_MODE_SINGLE: return "single";
-    case GLM_MODE_MODEL: return "model";
-    case GLM_MODE_DATA: return "data";
+        case GLM_MODE_SINGLE: return "single";
+        case GLM_MODE_MODEL: return "model";
+        case GLM_MODE_DATA: return "data";
     }
     return "unknown";
 }
@@ -97,8 +96,7 @@ int glm_train_check(const glm_train_config_t *cfg, size_t world, char *err, size
     if (cfg->mode == GLM_MODE_SINGLE && world != 1) {
         return set_err(err, errlen, -EINVAL, "single mode runs on one process (world %zu)", world);
     }
-    if (cfg->mode != GLM_MODE_SINGLE && cfg->mode != GLM_MODE_MODEL &&
-        cfg->mode != GLM_MODE_DATA) {
+    if (cfg->mode != GLM_MODE_SINGLE && cfg->mode != GLM_MODE_MODEL && cfg->mode != GLM_MODE_DATA) {
         return set_err(err, errlen, -EINVAL, "unknown training mode %d", (int)cfg->mode);
     }
     if (cfg->objective != GLM_OBJ_LOGISTIC && cfg->objective != GLM_OBJ_SQUARED &&
@@ -268,16 +266,13 @@ double glm_resolved_lr(const glm_train_config_t *cfg, const glm_dataset_t *d)
     if (cfg->lr > 0)
         return cfg->lr;
     switch (cfg->optimizer) {
-    case 1 + OPTIM_ADAGRAD:
-        return 0.1;
-    case 1 + OPTIM_ADAM:
-    case 1 + OPTIM_SMORMS3:
-        return 0.01;
-    default:
-        return glm_calibrated_lr(d, cfg->objective, cfg->batch, cfg->schedule,
-                                 glm_resolved_l2(cfg, d), cfg->seed,
-                                 cfg->average == GLM_AVG_TAIL,
-                                 cfg->precondition == GLM_PRECOND_DIAG);
+        case 1 + OPTIM_ADAGRAD: return 0.1;
+        case 1 + OPTIM_ADAM:
+        case 1 + OPTIM_SMORMS3: return 0.01;
+        default:
+            return glm_calibrated_lr(
+                d, cfg->objective, cfg->batch, cfg->schedule, glm_resolved_l2(cfg, d), cfg->seed,
+                cfg->average == GLM_AVG_TAIL, cfg->precondition == GLM_PRECOND_DIAG);
     }
 }
 
@@ -309,8 +304,8 @@ static int announce_setup(const trainer_t *t, glm_setup_fn on_setup, void *arg)
 }
 
 int glm_train(const glm_train_config_t *cfg, glm_coll_t *coll, const glm_dataset_t *train,
-              const glm_dataset_t *test, glm_setup_fn on_setup, glm_epoch_fn on_epoch,
-              void *arg, float **final_weights, char *err, size_t errlen)
+              const glm_dataset_t *test, glm_setup_fn on_setup, glm_epoch_fn on_epoch, void *arg,
+              float **final_weights, char *err, size_t errlen)
 {
     if (final_weights)
         *final_weights = NULL;
@@ -384,7 +379,8 @@ int glm_train(const glm_train_config_t *cfg, glm_coll_t *coll, const glm_dataset
         rec.comm_share = rec.seconds > 0 ? rec.comm_seconds / rec.seconds : 0;
         rec.payload_bytes_per_sample = (double)(coll->payload_bytes - pay0) / (double)train->rows;
         uint64_t wire1 = glm_coll_wire_bytes(coll);
-        rec.wire_bytes_per_sample = wire1 >= wire0 ? (double)(wire1 - wire0) / (double)train->rows : 0;
+        rec.wire_bytes_per_sample =
+            wire1 >= wire0 ? (double)(wire1 - wire0) / (double)train->rows : 0;
         trainer_avg_saved_t saved;
         trainer_avg_swap(&t, &saved); /* the averaged model is the one evaluated */
         rc = trainer_evaluate(&t, &rec);

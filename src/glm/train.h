@@ -54,29 +54,23 @@ typedef enum glm_lr_schedule {
 
 /* Plain SGD's reported model: the mean of the iterates of the last half of the epochs
  * (average.c; the default), or the last iterate. */
-typedef enum glm_average {
-    GLM_AVG_TAIL = 0,
-    GLM_AVG_NONE = 1
-} glm_average_t;
+typedef enum glm_average { GLM_AVG_TAIL = 0, GLM_AVG_NONE = 1 } glm_average_t;
 
 /* Plain SGD's per-coordinate step scaling (precond.c): none (the default: one rate for all
  * features), or p_c = 1/sqrt(mean a_c^2), normalised. */
-typedef enum glm_precond {
-    GLM_PRECOND_NONE = 0,
-    GLM_PRECOND_DIAG = 1
-} glm_precond_t;
+typedef enum glm_precond { GLM_PRECOND_NONE = 0, GLM_PRECOND_DIAG = 1 } glm_precond_t;
 
 typedef struct glm_train_config {
     glm_mode_t mode;
     glm_objective_t objective;
-    size_t batch;               /* B >= 1 */
-    size_t micro_batch;         /* MB in 1..B (model and single modes) */
-    uint32_t epochs;            /* >= 1 */
-    double lr;                  /* > 0, or 0 for the default from the data (glm_default_lr) */
+    size_t batch; /* B >= 1 */
+    size_t micro_batch; /* MB in 1..B (model and single modes) */
+    uint32_t epochs; /* >= 1 */
+    double lr; /* > 0, or 0 for the default from the data (glm_default_lr) */
     glm_lr_schedule_t schedule;
-    double l2;                  /* >= 0, or < 0 for the default 1/S (liblinear's C = 1) */
-    int pipeline;               /* model/single: start all micro-batches before waiting */
-    uint64_t seed;              /* shuffle */
+    double l2; /* >= 0, or < 0 for the default 1/S (liblinear's C = 1) */
+    int pipeline; /* model/single: start all micro-batches before waiting */
+    uint64_t seed; /* shuffle */
     /* Optional: called about every progress_ms during an epoch (heartbeat / progress bar);
      * a non-zero return stops training with an error. */
     int (*progress)(uint32_t epoch, double fraction, void *arg);
@@ -88,8 +82,8 @@ typedef struct glm_train_config {
      * push_pull: the switch averages, so each rank pushes W times its share of the mean). */
     int optimizer;
     int in_switch;
-    int eps_outside;            /* 0: sqrt(v + eps) (the paper's), 1: sqrt(v) + eps (PyTorch's) */
-    glm_average_t average;      /* plain SGD: tail averaging (default) or none */
+    int eps_outside; /* 0: sqrt(v + eps) (the paper's), 1: sqrt(v) + eps (PyTorch's) */
+    glm_average_t average; /* plain SGD: tail averaging (default) or none */
     glm_precond_t precondition; /* plain SGD: none (default) or diagonal step scaling */
     /* Optional, data mode: called with this rank's gradient as it goes to the allreduce (the
      * values a codec would see) for each of the first capture_steps steps; a non-zero return
@@ -99,34 +93,36 @@ typedef struct glm_train_config {
     void *capture_arg;
 } glm_train_config_t;
 
-#define GLM_TRAIN_CONFIG_INIT                                                                   \
-    {.mode = GLM_MODE_MODEL, .objective = GLM_OBJ_LOGISTIC, .batch = GLM_DEFAULT_BATCH,          \
-     .micro_batch = GLM_DEFAULT_MICRO_BATCH, .epochs = GLM_DEFAULT_EPOCHS, .lr = 0.0,            \
-     .schedule = GLM_LR_SQRT, .l2 = -1.0, .pipeline = 1, .seed = GLM_DEFAULT_SEED}
+#define GLM_TRAIN_CONFIG_INIT                                                                      \
+    {                                                                                              \
+        .mode = GLM_MODE_MODEL, .objective = GLM_OBJ_LOGISTIC, .batch = GLM_DEFAULT_BATCH,         \
+        .micro_batch = GLM_DEFAULT_MICRO_BATCH, .epochs = GLM_DEFAULT_EPOCHS, .lr = 0.0,           \
+        .schedule = GLM_LR_SQRT, .l2 = -1.0, .pipeline = 1, .seed = GLM_DEFAULT_SEED               \
+    }
 
 /* Facts about a run, known before the first epoch (rank 0 reports them). */
 typedef struct glm_setup_record {
     uint64_t rows, cols, nnz, test_rows;
-    double lr;              /* the base rate in use (after the default was resolved) */
-    double l2;              /* the regularisation in use (after the default was resolved) */
-    uint64_t slice_cols;    /* this rank's features (model) or all (data/single) */
-    uint64_t slice_rows;    /* this rank's samples (data) or all (model/single) */
+    double lr; /* the base rate in use (after the default was resolved) */
+    double l2; /* the regularisation in use (after the default was resolved) */
+    uint64_t slice_cols; /* this rank's features (model) or all (data/single) */
+    uint64_t slice_rows; /* this rank's samples (data) or all (model/single) */
 } glm_setup_record_t;
 
 typedef struct glm_epoch_record {
-    uint32_t epoch;         /* 1-based */
-    double objective;       /* over the whole training set, after the epoch */
+    uint32_t epoch; /* 1-based */
+    double objective; /* over the whole training set, after the epoch */
     double mean_loss;
-    double accuracy;        /* training accuracy */
-    double test_accuracy;   /* NaN without a test set */
-    double weight_norm;     /* ||w|| after the epoch */
-    double lr;              /* the rate used this epoch */
-    double seconds;         /* training time of the epoch (evaluation excluded) */
-    double comm_seconds;    /* of which blocked in communication */
-    double comm_share;      /* comm_seconds / seconds */
-    double eval_seconds;    /* the evaluation after the epoch */
+    double accuracy; /* training accuracy */
+    double test_accuracy; /* NaN without a test set */
+    double weight_norm; /* ||w|| after the epoch */
+    double lr; /* the rate used this epoch */
+    double seconds; /* training time of the epoch (evaluation excluded) */
+    double comm_seconds; /* of which blocked in communication */
+    double comm_share; /* comm_seconds / seconds */
+    double eval_seconds; /* the evaluation after the epoch */
     double payload_bytes_per_sample; /* float payload this rank sent per training sample */
-    double wire_bytes_per_sample;    /* UDP bytes this rank sent per sample (0: unknown) */
+    double wire_bytes_per_sample; /* UDP bytes this rank sent per sample (0: unknown) */
 } glm_epoch_record_t;
 
 /* Callbacks: the run's facts once before the first epoch, then each epoch's record; a non-zero
@@ -179,8 +175,8 @@ double glm_epoch_lr(double lr, glm_lr_schedule_t s, uint32_t e);
  * code and message; -ECANCELED when a callback stopped it).
  */
 int glm_train(const glm_train_config_t *cfg, glm_coll_t *coll, const glm_dataset_t *train,
-              const glm_dataset_t *test, glm_setup_fn on_setup, glm_epoch_fn on_epoch,
-              void *arg, float **final_weights, char *err, size_t errlen);
+              const glm_dataset_t *test, glm_setup_fn on_setup, glm_epoch_fn on_epoch, void *arg,
+              float **final_weights, char *err, size_t errlen);
 
 /*
  * The inputs of a run as the command line names them: a LIBSVM file (data_path) or a

@@ -17,41 +17,40 @@ typedef struct trainer {
     glm_coll_t *coll;
     const glm_dataset_t *full, *test;
     glm_dataset_t own, own_test; /* the slices when a rank owns part of the data */
-    const glm_dataset_t *d, *t;  /* what this rank trains / evaluates on */
-    size_t c0, c1;               /* features of this rank's model slice */
-    size_t r0, r1;               /* data mode: rows of this rank (global indices) */
-    size_t t0, t1;               /* data mode: test rows of this rank */
-    size_t nx;                   /* c1 - c0 */
-    float *x;                    /* the model is xs * x */
+    const glm_dataset_t *d, *t; /* what this rank trains / evaluates on */
+    size_t c0, c1; /* features of this rank's model slice */
+    size_t r0, r1; /* data mode: rows of this rank (global indices) */
+    size_t t0, t1; /* data mode: test rows of this rank */
+    size_t nx; /* c1 - c0 */
+    float *x; /* the model is xs * x */
     double xs;
-    optim_config_t ocfg;         /* data mode with an optimizer */
-    float *ostate;               /* its state when the workers run it */
+    optim_config_t ocfg; /* data mode with an optimizer */
+    float *ostate; /* its state when the workers run it */
     uint64_t ostep;
     double *g;
-    float *gf;                   /* data mode: the gradient as sent */
-    uint32_t captured;           /* data mode: steps handed to cfg->capture so far */
+    float *gf; /* data mode: the gradient as sent */
+    uint32_t captured; /* data mode: steps handed to cfg->capture so far */
     uint32_t *perm;
-    float *act;                  /* model mode: activations of one mini-batch */
-    float *ev;                   /* evaluation buffer */
+    float *act; /* model mode: activations of one mini-batch */
+    float *ev; /* evaluation buffer */
     size_t nev;
     double lr;
     /* tail averaging (average.c) */
     int avg_on;
-    double *xa;                  /* the running weighted mean of the iterates (xs folded in) */
-    float *xe;                   /* their mean, as the model evaluated and returned */
-    uint32_t avg_from;           /* the first epoch averaged */
-    size_t avg_period;           /* mini-batches between two summed iterates */
+    double *xa; /* the running weighted mean of the iterates (xs folded in) */
+    float *xe; /* their mean, as the model evaluated and returned */
+    uint32_t avg_from; /* the first epoch averaged */
+    size_t avg_period; /* mini-batches between two summed iterates */
     uint64_t avg_tick, avg_n;
     /* diagonal step scaling (precond.c); pc NULL when off */
-    double *pc;                  /* p_c of this rank's coordinates */
-    uint32_t *pc_last;           /* the step of the epoch each coordinate is up to date at */
-    uint32_t pc_step;            /* steps taken this epoch */
-    double pc_lr;                /* the epoch's rate */
+    double *pc; /* p_c of this rank's coordinates */
+    uint32_t *pc_last; /* the step of the epoch each coordinate is up to date at */
+    uint32_t pc_step; /* steps taken this epoch */
+    double pc_lr; /* the epoch's rate */
     uint64_t next_progress_ns;
     char *err;
     size_t errlen;
 } trainer_t;
-
 
 /* A new permutation of the samples for epoch `epoch` (the same on every rank). */
 void trainer_shuffle(trainer_t *t, uint32_t epoch);

@@ -20,7 +20,7 @@ typedef struct json_writer {
     size_t len, cap;
     int depth;
     int count[JSON_MAX_DEPTH]; /* values written at each depth, to place commas */
-    int failed;                /* out of memory or nesting too deep */
+    int failed; /* out of memory or nesting too deep */
 } json_writer_t;
 
 void json_init(json_writer_t *w);

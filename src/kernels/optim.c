@@ -72,10 +72,8 @@ int optim_parse_eps(const char *name, optim_eps_t *out)
 const char *optim_eps_name(optim_eps_t e)
 {
     switch (e) {
-    case OPTIM_EPS_INSIDE:
-        return "inside";
-    case OPTIM_EPS_OUTSIDE:
-        return "outside";
+        case OPTIM_EPS_INSIDE: return "inside";
+        case OPTIM_EPS_OUTSIDE: return "outside";
     }
     return "unknown";
 }
@@ -113,14 +111,10 @@ int optim_check(const optim_config_t *c, char *err, size_t errlen)
 unsigned optim_state_words(const optim_config_t *c)
 {
     switch (c->kind) {
-    case OPTIM_SGD:
-        return c->momentum != 0.0f ? 1u : 0u;
-    case OPTIM_ADAGRAD:
-        return 1;
-    case OPTIM_ADAM:
-        return 2;
-    case OPTIM_SMORMS3:
-        return 3;
+        case OPTIM_SGD: return c->momentum != 0.0f ? 1u : 0u;
+        case OPTIM_ADAGRAD: return 1;
+        case OPTIM_ADAM: return 2;
+        case OPTIM_SMORMS3: return 3;
     }
     return 0;
 }
@@ -144,7 +138,7 @@ void optim_state_init(const optim_config_t *c, float *state, size_t n)
 struct prep {
     float lr, eps, wd, mom;
     float b1, omb1, b2, omb2; /* beta and 1 - beta (exact in float for beta in [0.5, 1)) */
-    float bc1, bc2;           /* Adam: 1 - beta^t, in double then rounded once */
+    float bc1, bc2; /* Adam: 1 - beta^t, in double then rounded once */
     int has_wd, has_mom, first, inside;
 };
 
@@ -254,22 +248,14 @@ static const struct optim_kernels scalar_kernels = {scalar_sgd, scalar_adagrad, 
 
 /* One step with the family's kernel for c's kind; the state words are laid out per kind
  * (optim_state_words: momentum; accumulator; m, v; mem, g1, g2), n floats each. */
-static void run_step(const struct optim_kernels *kt, const optim_config_t *c,
-                     const struct prep *k, float *params, float *state, const float *g, size_t n)
+static void run_step(const struct optim_kernels *kt, const optim_config_t *c, const struct prep *k,
+                     float *params, float *state, const float *g, size_t n)
 {
     switch (c->kind) {
-    case OPTIM_SGD:
-        kt->sgd(k, params, k->has_mom ? state : NULL, g, n);
-        break;
-    case OPTIM_ADAGRAD:
-        kt->adagrad(k, params, state, g, n);
-        break;
-    case OPTIM_ADAM:
-        kt->adam(k, params, state, state + n, g, n);
-        break;
-    case OPTIM_SMORMS3:
-        kt->smorms3(k, params, state, state + n, state + 2 * n, g, n);
-        break;
+        case OPTIM_SGD: kt->sgd(k, params, k->has_mom ? state : NULL, g, n); break;
+        case OPTIM_ADAGRAD: kt->adagrad(k, params, state, g, n); break;
+        case OPTIM_ADAM: kt->adam(k, params, state, state + n, g, n); break;
+        case OPTIM_SMORMS3: kt->smorms3(k, params, state, state + n, state + 2 * n, g, n); break;
     }
 }
 
@@ -338,8 +324,8 @@ AVX2_FN static void avx2_adam(const struct prep *k, float *p, float *m, float *v
     for (; i + 8 <= n; i += 8) {
         __m256 pi = _mm256_loadu_ps(p + i);
         __m256 gi = avx2_grad(k, _mm256_loadu_ps(g + i), pi, vwd);
-        __m256 mi = _mm256_add_ps(_mm256_mul_ps(vb1, _mm256_loadu_ps(m + i)),
-                                  _mm256_mul_ps(vomb1, gi));
+        __m256 mi =
+            _mm256_add_ps(_mm256_mul_ps(vb1, _mm256_loadu_ps(m + i)), _mm256_mul_ps(vomb1, gi));
         __m256 vi = _mm256_add_ps(_mm256_mul_ps(vb2, _mm256_loadu_ps(v + i)),
                                   _mm256_mul_ps(vomb2, _mm256_mul_ps(gi, gi)));
         _mm256_storeu_ps(m + i, mi);
@@ -380,8 +366,7 @@ AVX2_FN static void avx2_smorms3(const struct prep *k, float *p, float *mem, flo
         scalar_smorms3(k, p + i, mem + i, g1 + i, g2 + i, g + i, n - i);
 }
 
-static const struct optim_kernels avx2_kernels = {avx2_sgd, avx2_adagrad, avx2_adam,
-                                                  avx2_smorms3};
+static const struct optim_kernels avx2_kernels = {avx2_sgd, avx2_adagrad, avx2_adam, avx2_smorms3};
 #endif /* OPTIM_HAVE_AVX2 */
 
 /* ---- dispatch ---- */

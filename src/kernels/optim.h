@@ -84,23 +84,25 @@ typedef enum { OPTIM_SGD = 0, OPTIM_ADAGRAD, OPTIM_ADAM, OPTIM_SMORMS3 } optim_k
 
 typedef enum {
     OPTIM_EPS_INSIDE = 0, /* the paper: sqrt(v + eps) */
-    OPTIM_EPS_OUTSIDE     /* PyTorch (and Chainer's SMORMS3): sqrt(v) + eps */
+    OPTIM_EPS_OUTSIDE /* PyTorch (and Chainer's SMORMS3): sqrt(v) + eps */
 } optim_eps_t;
 
 typedef struct optim_config {
     optim_kind_t kind;
-    float lr;                  /* learning rate */
-    float beta1, beta2;        /* Adam */
+    float lr; /* learning rate */
+    float beta1, beta2; /* Adam */
     float eps;
     optim_eps_t eps_placement; /* default OPTIM_EPS_INSIDE (the paper's) */
-    float momentum;            /* SGD, torch semantics (see above); 0 = none */
-    float weight_decay;        /* g += wd * p (L2, torch style) for every optimizer; 0 = none */
+    float momentum; /* SGD, torch semantics (see above); 0 = none */
+    float weight_decay; /* g += wd * p (L2, torch style) for every optimizer; 0 = none */
     float initial_accumulator; /* Adagrad's starting acc, default 0 */
 } optim_config_t;
 
-#define OPTIM_CONFIG_INIT                                                                       \
-    {.kind = OPTIM_SGD, .lr = 0.01f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f,              \
-     .eps_placement = OPTIM_EPS_INSIDE}
+#define OPTIM_CONFIG_INIT                                                                          \
+    {                                                                                              \
+        .kind = OPTIM_SGD, .lr = 0.01f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f,              \
+        .eps_placement = OPTIM_EPS_INSIDE                                                          \
+    }
 
 /* "sgd" | "adagrad" | "adam" | "smorms3" (case-insensitive). 0, or -EINVAL (and *out untouched). */
 int optim_parse_kind(const char *name, optim_kind_t *out);

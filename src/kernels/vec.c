@@ -164,8 +164,8 @@ static const struct vec_ops g_scalar_ops = {
 
 AVX2_FN static inline __m256i avx2_bswap_mask(void)
 {
-    return _mm256_setr_epi8(3, 2, 1, 0, 7, 6, 5, 4, 11, 10, 9, 8, 15, 14, 13, 12, 3, 2, 1, 0, 7,
-                            6, 5, 4, 11, 10, 9, 8, 15, 14, 13, 12);
+    return _mm256_setr_epi8(3, 2, 1, 0, 7, 6, 5, 4, 11, 10, 9, 8, 15, 14, 13, 12, 3, 2, 1, 0, 7, 6,
+                            5, 4, 11, 10, 9, 8, 15, 14, 13, 12);
 }
 
 AVX2_FN static inline __m256i avx2_load(const void *p, size_t i)
@@ -325,7 +325,7 @@ static const struct vec_ops g_avx2_ops = {
 
 static pthread_once_t g_detect_once = PTHREAD_ONCE_INIT;
 static const struct vec_ops *g_best_ops = &g_scalar_ops; /* written once, under g_detect_once */
-static _Atomic(const struct vec_ops *) g_ops;          /* NULL until first use */
+static _Atomic(const struct vec_ops *) g_ops; /* NULL until first use */
 
 static void vec_detect(void)
 {
@@ -360,10 +360,7 @@ static inline const struct vec_ops *vec_current(void)
     return o;
 }
 
-void vec_force_scalar(int on)
-{
-    atomic_store(&g_ops, on ? &g_scalar_ops : vec_best());
-}
+void vec_force_scalar(int on) { atomic_store(&g_ops, on ? &g_scalar_ops : vec_best()); }
 
 const char *vec_impl_name(void) { return vec_current()->name; }
 

@@ -46,8 +46,8 @@ static int v2_has_cpu(void)
     return 0;
 }
 
-int launch_cpucap(pid_t pid, unsigned index, unsigned share_pct, char *path, size_t len,
-                  char *err, size_t errlen)
+int launch_cpucap(pid_t pid, unsigned index, unsigned share_pct, char *path, size_t len, char *err,
+                  size_t errlen)
 {
     if (share_pct < 1 || share_pct > 100) {
         return set_err(err, errlen, -EINVAL, "a CPU share is 1 to 100 percent of one CPU, not %u",

@@ -20,10 +20,7 @@
 
 #define GRACE_MS 3000u
 
-void launch_group_init(launch_group_t *g)
-{
-    g->n = 0;
-}
+void launch_group_init(launch_group_t *g) { g->n = 0; }
 
 int launch_group_add(launch_group_t *g, char *const argv[], char *const envp[], char *err,
                      size_t errlen)
@@ -110,8 +107,8 @@ static unsigned reap(launch_group_t *g)
     return left;
 }
 
-int launch_group_wait(launch_group_t *g, unsigned timeout_ms, void (*tick)(void *arg),
-                      void *arg, unsigned tick_ms)
+int launch_group_wait(launch_group_t *g, unsigned timeout_ms, void (*tick)(void *arg), void *arg,
+                      unsigned tick_ms)
 {
     uint64_t start = util_now_ns(), deadline = start + (uint64_t)timeout_ms * 1000000ull;
     uint64_t next_tick = tick ? start : UINT64_MAX; /* without a tick, sleep until output,

@@ -44,15 +44,15 @@ int launch_find_program(const char *name, const char *env_var, char *buf, size_t
 
 #define LAUNCH_INHERIT (-1) /* the stream is this process's */
 #define LAUNCH_DEVNULL (-2) /* /dev/null */
-#define LAUNCH_TO_OUT (-3)  /* (stderr only) wherever stdout goes */
+#define LAUNCH_TO_OUT (-3) /* (stderr only) wherever stdout goes */
 
 typedef struct launch_spec {
-    char *const *argv;  /* argv[0]: the program's path (no PATH search: launch_find_in_path) */
-    char *const *envp;  /* NULL: this process's environment */
-    int in, out, err;   /* the child's 0, 1, 2: LAUNCH_INHERIT, LAUNCH_DEVNULL, LAUNCH_TO_OUT or
+    char *const *argv; /* argv[0]: the program's path (no PATH search: launch_find_in_path) */
+    char *const *envp; /* NULL: this process's environment */
+    int in, out, err; /* the child's 0, 1, 2: LAUNCH_INHERIT, LAUNCH_DEVNULL, LAUNCH_TO_OUT or
                            an fd of this process (open it O_CLOEXEC; the child gets a copy) */
-    int new_group;      /* its own process group (pgid = its pid), to end a whole tree */
-    int keep_fd;        /* an fd > 2 of this process the child gets at the same number (a
+    int new_group; /* its own process group (pgid = its pid), to end a whole tree */
+    int keep_fd; /* an fd > 2 of this process the child gets at the same number (a
                            readiness pipe, e.g. `inagg switch --ready-fd N`); 0: none */
 } launch_spec_t;
 
@@ -86,7 +86,7 @@ int launch_exit_code(int status);
 #define LAUNCH_MAX_RANKS 64
 
 enum {
-    LAUNCH_PIPE = 1,            /* a pipe from each rank: its write end is the fd passed to fn */
+    LAUNCH_PIPE = 1, /* a pipe from each rank: its write end is the fd passed to fn */
     LAUNCH_DIE_WITH_PARENT = 2, /* SIGKILL the child when this process dies */
 };
 
@@ -103,7 +103,7 @@ typedef int (*launch_rank_fn)(uint32_t rank, int fd, void *arg);
 typedef struct launch_ranks {
     uint32_t n;
     pid_t pid[LAUNCH_MAX_RANKS];
-    int fd[LAUNCH_MAX_RANKS];     /* with LAUNCH_PIPE: the read end of rank r's pipe, else -1 */
+    int fd[LAUNCH_MAX_RANKS]; /* with LAUNCH_PIPE: the read end of rank r's pipe, else -1 */
     int status[LAUNCH_MAX_RANKS]; /* wait status once reaped */
     int reaped[LAUNCH_MAX_RANKS];
 } launch_ranks_t;
@@ -135,8 +135,8 @@ void launch_ranks_kill(launch_ranks_t *g);
 /* ---- running a program with its output ---------------------------------------------------- */
 
 #define LAUNCH_OUT_MAX (64u * 1024u) /* stdout kept when not streamed */
-#define LAUNCH_TAIL_MAX 4096u        /* the last bytes of stderr kept */
-#define LAUNCH_LINE_MAX 8192u        /* a streamed stdout line longer than this is cut */
+#define LAUNCH_TAIL_MAX 4096u /* the last bytes of stderr kept */
+#define LAUNCH_LINE_MAX 8192u /* a streamed stdout line longer than this is cut */
 
 typedef struct launch_capture {
     /* In: each stdout line as it arrives, without its newline; a non-zero return stops the
@@ -150,7 +150,7 @@ typedef struct launch_capture {
     size_t out_len;
     char tail[2 * LAUNCH_TAIL_MAX + 1]; /* the last bytes of stderr */
     size_t tail_len;
-    int status;                   /* wait status */
+    int status; /* wait status */
     /* Internal */
     char line[LAUNCH_LINE_MAX + 1];
     size_t line_len;
@@ -168,13 +168,13 @@ int launch_capture(char *const argv[], char *const envp[], unsigned timeout_s,
 /* ---- several programs at once ------------------------------------------------------------ */
 
 typedef struct launch_proc {
-    pid_t pid;                    /* its own process group */
-    int out_fd, err_fd;           /* read ends of its stdout and stderr, -1 once at EOF */
+    pid_t pid; /* its own process group */
+    int out_fd, err_fd; /* read ends of its stdout and stderr, -1 once at EOF */
     char out[LAUNCH_OUT_MAX + 1]; /* the first LAUNCH_OUT_MAX bytes of stdout, NUL-terminated */
     size_t out_len;
     char tail[2 * LAUNCH_TAIL_MAX + 1]; /* the last bytes of stderr */
     size_t tail_len;
-    int status, reaped;           /* wait status once reaped */
+    int status, reaped; /* wait status once reaped */
 } launch_proc_t;
 
 typedef struct launch_group { /* ~4.5 MiB: allocate it */
@@ -195,8 +195,8 @@ int launch_group_add(launch_group_t *g, char *const argv[], char *const envp[], 
  * passes; meanwhile tick(arg) runs about every tick_ms (tick may be NULL). On the deadline each
  * member still running gets SIGTERM on its group, then SIGKILL after a grace period. 0 once all
  * exited (any status: p[i].status), -ETIMEDOUT. */
-int launch_group_wait(launch_group_t *g, unsigned timeout_ms, void (*tick)(void *arg),
-                      void *arg, unsigned tick_ms);
+int launch_group_wait(launch_group_t *g, unsigned timeout_ms, void (*tick)(void *arg), void *arg,
+                      unsigned tick_ms);
 
 /* End what is still running (SIGTERM to its group, SIGKILL after a grace period), reap it and
  * close every pipe; what was read stays in p[i]. Also after launch_group_wait timed out. */
@@ -216,11 +216,11 @@ extern const char *const launch_mpirun_flags[];
 typedef struct launch_mpirun_cfg {
     const char *const *prefix; /* argv mpirun runs under, NULL-terminated (e.g. `tools/testbed
                                   exec NAME h1 --`: mpirun on a cluster's first node); NULL */
-    const char *hosts;         /* --host list, one rank per host (--map-by node); NULL: local */
-    const char *if_include;    /* btl_tcp_if_include and oob_tcp_if_include: an interface or a
+    const char *hosts; /* --host list, one rank per host (--map-by node); NULL: local */
+    const char *if_include; /* btl_tcp_if_include and oob_tcp_if_include: an interface or a
                                   subnet; NULL: lo */
-    const char *rsh_agent;     /* plm_rsh_agent, the launcher's ssh (e.g. tools/testbed-rsh) */
-    const char *const *mca;    /* more MCA settings: {NAME, VALUE, ..., NULL}; NULL: none */
+    const char *rsh_agent; /* plm_rsh_agent, the launcher's ssh (e.g. tools/testbed-rsh) */
+    const char *const *mca; /* more MCA settings: {NAME, VALUE, ..., NULL}; NULL: none */
 } launch_mpirun_cfg_t;
 
 /* The mpirun in $PATH into buf. 0, or -ENOENT. */
@@ -245,8 +245,8 @@ int launch_mpirun(unsigned np, const char *program, const char *const *args, uns
  * and would busy-poll on every core); then cfg->mca. The whole line runs under cfg->prefix.
  */
 int launch_mpirun_cfg(const launch_mpirun_cfg_t *cfg, unsigned np, const char *program,
-                      const char *const *args, unsigned timeout_s, launch_capture_t *cap,
-                      char *err, size_t errlen);
+                      const char *const *args, unsigned timeout_s, launch_capture_t *cap, char *err,
+                      size_t errlen);
 
 /* ---- the testbed (tools/testbed) ---------------------------------------------------------- */
 
@@ -254,23 +254,23 @@ int launch_mpirun_cfg(const launch_mpirun_cfg_t *cfg, unsigned np, const char *p
 #define LAUNCH_TESTBED_CANNOT 3 /* tools/testbed's exit status: testbeds cannot be built here */
 
 typedef struct launch_testbed {
-    char tool[4096];     /* tools/testbed */
-    char name[16];       /* 1-12 of [a-z0-9] */
-    unsigned hosts;      /* h1..hN */
+    char tool[4096]; /* tools/testbed */
+    char name[16]; /* 1-12 of [a-z0-9] */
+    unsigned hosts; /* h1..hN */
     unsigned mtu;
-    uint64_t link_bps;   /* 0: links not rate-limited */
+    uint64_t link_bps; /* 0: links not rate-limited */
     double loss;
-    char subnet[32];     /* "10.77.C.0/24" */
-    char net3[32];       /* "10.77.C": host K is net3.K */
-    char switch_addr[24];/* the bridge's address in the switch namespace */
-    char iface[16];      /* the hosts' interface (tb0) */
+    char subnet[32]; /* "10.77.C.0/24" */
+    char net3[32]; /* "10.77.C": host K is net3.K */
+    char switch_addr[24]; /* the bridge's address in the switch namespace */
+    char iface[16]; /* the hosts' interface (tb0) */
     int is_up;
-    const char *fabric;     /* in: tools/testbed --fabric (NULL: its default, inagg) */
+    const char *fabric; /* in: tools/testbed --fabric (NULL: its default, inagg) */
     const char *link_delay; /* in: --link-delay (NULL: none) */
-    const char *xdp;        /* in: --xdp auto|on|off, the inagg fabric's (NULL: the tool's
+    const char *xdp; /* in: --xdp auto|on|off, the inagg fabric's (NULL: the tool's
                                default, $INAGG_FABRIC_XDP or off) */
-    unsigned fabric_port;   /* out: the fabric's own aggregation switch port (0: bridge) */
-    pid_t fabric_pid;       /* out: the fabric's process (its CPU is the switch's), 0: unknown */
+    unsigned fabric_port; /* out: the fabric's own aggregation switch port (0: bridge) */
+    pid_t fabric_pid; /* out: the fabric's process (its CPU is the switch's), 0: unknown */
     unsigned leaves, hosts_per_leaf; /* in: two levels (tools/testbed --leaves L
                                         --hosts-per-leaf H): leaf namespaces l1..lL, leaf K
                                         at net3.(200+K), its hosts h((K-1)H+1)..h(KH); the
@@ -302,8 +302,7 @@ void launch_testbed_down(launch_testbed_t *tb);
 void launch_testbed_reap_stale(const char *tool);
 
 /* The address of host k (1..hosts) into buf. Returns buf. */
-const char *launch_testbed_host_addr(const launch_testbed_t *tb, unsigned k, char *buf,
-                                     size_t len);
+const char *launch_testbed_host_addr(const launch_testbed_t *tb, unsigned k, char *buf, size_t len);
 
 /* argv for running cmd (NULL-terminated) in host `host` ("h1".."hN" or "sw"):
  * {tools/testbed, exec, NAME, HOST, --, cmd..., NULL} into out[cap]. The number of entries
@@ -355,8 +354,8 @@ int launch_find_python(char *buf, size_t len);
  * run share_pct percent (1..100) of one CPU, in periods of a few ms; the group's directory
  * into path (index tells this process's groups apart). 0, or -errno with the reason in err
  * (-ENOTSUP: no writable CPU cgroup; needs root). */
-int launch_cpucap(pid_t pid, unsigned index, unsigned share_pct, char *path, size_t len,
-                  char *err, size_t errlen);
+int launch_cpucap(pid_t pid, unsigned index, unsigned share_pct, char *path, size_t len, char *err,
+                  size_t errlen);
 
 /* Remove a group made by launch_cpucap once its process has exited (path becomes ""). */
 void launch_cpucap_remove(char *path);
@@ -364,21 +363,21 @@ void launch_cpucap_remove(char *path);
 /* ---- one job across a testbed (testbed_job.c) ---------------------------------------------- */
 
 typedef struct launch_tbjob {
-    launch_testbed_t tb;       /* in: tb.fabric, tb.link_delay; the rest filled by up */
-    char rsh[4096];            /* tools/testbed-rsh, Open MPI's launch agent */
+    launch_testbed_t tb; /* in: tb.fabric, tb.link_delay; the rest filled by up */
+    char rsh[4096]; /* tools/testbed-rsh, Open MPI's launch agent */
     char hosts_list[LAUNCH_TESTBED_MAX_HOSTS * 16]; /* "net3.1,net3.2,...": one rank per host */
-    char *mpi_prefix[6];       /* tools/testbed exec NAME h1 --: where mpirun runs */
-    launch_mpirun_cfg_t mpi;   /* one rank per host over the testbed's subnet */
-    pid_t sw_pid;              /* `inagg switch` in the switch namespace, 0: none */
-    char sw_addr[64];          /* the aggregation switch's HOST:PORT */
-    const char *switch_poll;   /* in: that switch's --poll MODE (NULL: its default) */
+    char *mpi_prefix[6]; /* tools/testbed exec NAME h1 --: where mpirun runs */
+    launch_mpirun_cfg_t mpi; /* one rank per host over the testbed's subnet */
+    pid_t sw_pid; /* `inagg switch` in the switch namespace, 0: none */
+    char sw_addr[64]; /* the aggregation switch's HOST:PORT */
+    const char *switch_poll; /* in: that switch's --poll MODE (NULL: its default) */
 } launch_tbjob_t;
 
 /* Find tools/testbed and its rsh agent, remove testbeds of runs that are gone, guard against
  * signals and build testbed b<PID> (launch_testbed_up's arguments). 0; -EOPNOTSUPP when
  * testbeds cannot be built here; else -errno; err says why. Nothing is left up on failure. */
-int launch_tbjob_up(launch_tbjob_t *j, unsigned hosts, const char *rate, unsigned mtu,
-                    double loss, char *err, size_t errlen);
+int launch_tbjob_up(launch_tbjob_t *j, unsigned hosts, const char *rate, unsigned mtu, double loss,
+                    char *err, size_t errlen);
 
 /* The aggregation switch into j->sw_addr: the fabric's own (--fabric inagg), or `self switch`
  * (self: this inagg binary) with `threads` threads started in the switch namespace and ready

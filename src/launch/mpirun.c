@@ -19,14 +19,23 @@ extern char **environ;
 
 #define MPIRUN_MAX_RANKS 64u
 
-const char *const launch_mpirun_flags[] = {
-    "--allow-run-as-root", "--oversubscribe",
-    "--bind-to", "none",
-    "--mca", "pml", "ob1",                   /* point-to-point over BTLs, not UCX/OFI */
-    "--mca", "btl", "tcp,self",              /* no shared memory (vader), no RDMA */
-    "--mca", "btl_tcp_if_include", "lo",     /* data over loopback */
-    "--mca", "oob_tcp_if_include", "lo",     /* and the runtime's control channel */
-    NULL};
+const char *const launch_mpirun_flags[] = {"--allow-run-as-root",
+                                           "--oversubscribe",
+                                           "--bind-to",
+                                           "none",
+                                           "--mca",
+                                           "pml",
+                                           "ob1", /* point-to-point over BTLs, not UCX/OFI */
+                                           "--mca",
+                                           "btl",
+                                           "tcp,self", /* no shared memory (vader), no RDMA */
+                                           "--mca",
+                                           "btl_tcp_if_include",
+                                           "lo", /* data over loopback */
+                                           "--mca",
+                                           "oob_tcp_if_include",
+                                           "lo", /* and the runtime's control channel */
+                                           NULL};
 
 /* Environment entries set for mpirun, replacing any the caller has. */
 static const char *const extra_env[] = {"OMPI_MCA_rmaps_base_oversubscribe=1",
@@ -81,8 +90,8 @@ int launch_mpirun(unsigned np, const char *program, const char *const *args, uns
 }
 
 int launch_mpirun_cfg(const launch_mpirun_cfg_t *cfg, unsigned np, const char *program,
-                      const char *const *args, unsigned timeout_s, launch_capture_t *cap,
-                      char *err, size_t errlen)
+                      const char *const *args, unsigned timeout_s, launch_capture_t *cap, char *err,
+                      size_t errlen)
 {
     if (err && errlen)
         err[0] = '\0';
@@ -120,24 +129,22 @@ int launch_mpirun_cfg(const launch_mpirun_cfg_t *cfg, unsigned np, const char *p
     if (!remote) {
         append(argv, &a, launch_mpirun_flags);
         if (cfg && cfg->if_include) { /* the flags say lo; a later --mca of the name wins */
-            const char *const inc[] = {"--mca", "btl_tcp_if_include", ifinc,
-                                       "--mca", "oob_tcp_if_include", ifinc, NULL};
+            const char *const inc[] = {
+                "--mca", "btl_tcp_if_include", ifinc, "--mca", "oob_tcp_if_include", ifinc, NULL};
             append(argv, &a, inc);
         }
     } else {
         const char *const flags[] = {
-            "--allow-run-as-root", "--host", cfg->hosts, "--map-by", "node",
-            "--bind-to", "none",
-            "--mca", "pml", "ob1",             /* point-to-point over BTLs, not UCX/OFI */
-            "--mca", "btl", "tcp,self",        /* TCP between hosts, no RDMA */
-            "--mca", "btl_tcp_if_include", ifinc,  /* data on the cluster's network only */
-            "--mca", "oob_tcp_if_include", ifinc,  /* and the runtime's control channel */
+            "--allow-run-as-root", "--host", cfg->hosts, "--map-by", "node", "--bind-to", "none",
+            "--mca", "pml", "ob1", /* point-to-point over BTLs, not UCX/OFI */
+            "--mca", "btl", "tcp,self", /* TCP between hosts, no RDMA */
+            "--mca", "btl_tcp_if_include", ifinc, /* data on the cluster's network only */
+            "--mca", "oob_tcp_if_include", ifinc, /* and the runtime's control channel */
             /* the TCP BTL's flags without "put": large messages go as pipelined send/receive
              * fragments, not by ob1's emulated-RDMA pipeline, with which a 2-rank ring
              * allreduce on a testbed ran at 2/3 of the link for 1-8 MiB (PERFORMANCE.md,
              * "The MPI baseline on the testbed") */
-            "--mca", "btl_tcp_flags", "send,inplace,need-ack,need-csum,hetero-rdma",
-            NULL};
+            "--mca", "btl_tcp_flags", "send,inplace,need-ack,need-csum,hetero-rdma", NULL};
         append(argv, &a, flags);
     }
     if (cfg && cfg->rsh_agent) {
@@ -173,8 +180,8 @@ int launch_mpirun_cfg(const launch_mpirun_cfg_t *cfg, unsigned np, const char *p
         rc = set_err(err, errlen, rc, "stopped by the caller");
     } else if (rc == 0 && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
         if (WIFEXITED(status))
-            rc = set_err(err, errlen, -ECHILD, "mpirun exited with status %d; stderr: ",
-                         WEXITSTATUS(status));
+            rc = set_err(err, errlen, -ECHILD,
+                         "mpirun exited with status %d; stderr: ", WEXITSTATUS(status));
         else
             rc = set_err(err, errlen, -ECHILD, "mpirun was killed by signal %d; stderr: ",
                          WIFSIGNALED(status) ? WTERMSIG(status) : 0);

@@ -48,8 +48,7 @@ int launch_testbed_sibling(const launch_testbed_t *tb, const char *file, char *b
     return access(buf, R_OK) == 0 ? 0 : -ENOENT;
 }
 
-const char *launch_testbed_host_addr(const launch_testbed_t *tb, unsigned k, char *buf,
-                                     size_t len)
+const char *launch_testbed_host_addr(const launch_testbed_t *tb, unsigned k, char *buf, size_t len)
 {
     snprintf(buf, len, "%s.%u", tb->net3, k);
     return buf;
@@ -220,8 +219,7 @@ int launch_testbed_up(launch_testbed_t *tb, unsigned hosts, const char *name, co
         return set_err(err, errlen, -ENOMEM, "testbed: out of memory");
     }
     cap->running = &guard_building;
-    int rc = launch_capture(argv, NULL, UP_TIMEOUT_S(hosts), cap, "tools/testbed up", err,
-                            errlen);
+    int rc = launch_capture(argv, NULL, UP_TIMEOUT_S(hosts), cap, "tools/testbed up", err, errlen);
     int code = launch_exit_code(cap->status);
     if (rc == 0 && code == LAUNCH_TESTBED_CANNOT) {
         char why[512];
@@ -231,8 +229,8 @@ int launch_testbed_up(launch_testbed_t *tb, unsigned hosts, const char *name, co
                        why[0] ? why : "testbeds cannot be built here");
     }
     if (rc == 0 && code != 0) {
-        rc = set_err(err, errlen, -ECHILD, "tools/testbed up failed (%s): ",
-                     code < 0 ? "killed" : "exit status");
+        rc = set_err(err, errlen, -ECHILD,
+                     "tools/testbed up failed (%s): ", code < 0 ? "killed" : "exit status");
         launch_append_tail(err, errlen, cap->tail_len ? cap->tail : "(no message)");
         free(cap);
         return rc;
@@ -320,8 +318,7 @@ void launch_testbed_reap_stale(const char *tool)
             memset(&old, 0, sizeof(old));
             snprintf(old.tool, sizeof(old.tool), "%s", tool);
             snprintf(old.name, sizeof(old.name), "b%ld", pid);
-            fprintf(stderr, "inagg: removing testbed %s, left by a run that is gone\n",
-                    old.name);
+            fprintf(stderr, "inagg: removing testbed %s, left by a run that is gone\n", old.name);
             launch_testbed_down(&old);
         }
     }

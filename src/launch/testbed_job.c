@@ -24,8 +24,8 @@
 #define TBJOB_SWITCH_READY_MS 15000
 #define TBJOB_LINGER_MAX_MS 60000
 
-int launch_tbjob_up(launch_tbjob_t *j, unsigned hosts, const char *rate, unsigned mtu,
-                    double loss, char *err, size_t errlen)
+int launch_tbjob_up(launch_tbjob_t *j, unsigned hosts, const char *rate, unsigned mtu, double loss,
+                    char *err, size_t errlen)
 {
     launch_testbed_t *tb = &j->tb;
     j->sw_pid = 0;
@@ -81,9 +81,8 @@ int launch_tbjob_switch(launch_tbjob_t *j, const char *self, unsigned threads, c
     snprintf(listen, sizeof(listen), "%s:%d", tb->switch_addr, TBJOB_SWITCH_PORT);
     char *extra[] = {"--poll", (char *)j->switch_poll, NULL};
     pid_t pid = launch_ns_switch(tb, "sw", self, listen, threads ? threads : 1,
-                                 j->switch_poll ? extra : NULL, err_fd,
-                                 TBJOB_SWITCH_READY_MS, j->sw_addr, sizeof(j->sw_addr), err,
-                                 errlen);
+                                 j->switch_poll ? extra : NULL, err_fd, TBJOB_SWITCH_READY_MS,
+                                 j->sw_addr, sizeof(j->sw_addr), err, errlen);
     if (err_fd >= 0)
         close(err_fd);
     if (pid < 0)
@@ -119,12 +118,16 @@ void launch_testbed_linger(void)
     errno = 0;
     long ms = strtol(v, &end, 10);
     if (errno || *end || ms < 0 || ms > TBJOB_LINGER_MAX_MS) {
-        fprintf(stderr, "inagg: INAGG_TESTBED_SWITCH_LINGER_MS='%s' is not 0..%d (ms); "
-                "not lingering\n", v, TBJOB_LINGER_MAX_MS);
+        fprintf(stderr,
+                "inagg: INAGG_TESTBED_SWITCH_LINGER_MS='%s' is not 0..%d (ms); "
+                "not lingering\n",
+                v, TBJOB_LINGER_MAX_MS);
         return;
     }
-    fprintf(stderr, "inagg: keeping the testbed switch up %ld ms more "
-            "(INAGG_TESTBED_SWITCH_LINGER_MS)\n", ms);
+    fprintf(stderr,
+            "inagg: keeping the testbed switch up %ld ms more "
+            "(INAGG_TESTBED_SWITCH_LINGER_MS)\n",
+            ms);
     struct timespec left = {ms / 1000, (ms % 1000) * 1000000L};
     nanosleep(&left, NULL); /* a signal cuts it short: the teardown follows */
 }
@@ -141,8 +144,8 @@ pid_t launch_ns_switch(const launch_testbed_t *tb, const char *ns, const char *s
     char nthreads[16], fd[16];
     snprintf(nthreads, sizeof(nthreads), "%u", threads);
     snprintf(fd, sizeof(fd), "%d", p[1]);
-    char *cmd[24] = {(char *)self, "switch", "--listen", (char *)listen, "--threads", nthreads,
-                     "--ready-fd", fd};
+    char *cmd[24] = {(char *)self, "switch", "--listen",   (char *)listen,
+                     "--threads",  nthreads, "--ready-fd", fd};
     int n_cmd = 8;
     char metrics[64];
     if (strcmp(ns, "sw") == 0 && ns_switch_metrics(listen, metrics, sizeof(metrics))) {
@@ -154,8 +157,8 @@ pid_t launch_ns_switch(const launch_testbed_t *tb, const char *ns, const char *s
     cmd[n_cmd] = NULL;
     char *argv[40];
     launch_testbed_argv(tb, ns, cmd, argv, 40);
-    launch_spec_t spec = {argv, NULL, LAUNCH_DEVNULL, LAUNCH_DEVNULL,
-                          err_fd >= 0 ? err_fd : LAUNCH_INHERIT, 1, p[1]};
+    launch_spec_t spec = {
+        argv, NULL, LAUNCH_DEVNULL, LAUNCH_DEVNULL, err_fd >= 0 ? err_fd : LAUNCH_INHERIT, 1, p[1]};
     pid_t pid = launch_spawn(&spec, err, errlen);
     close(p[1]);
     if (pid < 0) {
@@ -171,8 +174,10 @@ pid_t launch_ns_switch(const launch_testbed_t *tb, const char *ns, const char *s
             why[m > 0 ? m : 0] = '\0';
         }
         int rc = set_err(err, errlen, -ECHILD, "inagg switch did not start in namespace %s: ", ns);
-        launch_append_tail(err, errlen, why[0] ? why : port == 0 ? "it ended" :
-                           "no port reported in time");
+        launch_append_tail(err, errlen,
+                           why[0]      ? why
+                           : port == 0 ? "it ended"
+                                       : "no port reported in time");
         launch_stop(pid, SIGKILL, 5000, NULL);
         return rc;
     }

@@ -48,8 +48,8 @@ int model_params_check(const model_params_t *p, char *err, size_t errlen)
         return set_err(err, errlen, -EINVAL, "at least one gradient bucket");
     if (!(p->stream_eff > 0) || p->stream_eff > 1)
         return set_err(err, errlen, -EINVAL, "the stream efficiency is a share in (0, 1]");
-    const double nonneg[] = {p->hop_s, p->switch_pkt_s, p->worker_elem_s, p->msg_s, p->enc_Bps,
-                             p->dec_Bps, p->agg_value_s, p->compute_s};
+    const double nonneg[] = {p->hop_s,   p->switch_pkt_s, p->worker_elem_s, p->msg_s,
+                             p->enc_Bps, p->dec_Bps,      p->agg_value_s,   p->compute_s};
     for (unsigned i = 0; i < sizeof(nonneg) / sizeof(nonneg[0]); i++)
         if (!(nonneg[i] >= 0) || !isfinite(nonneg[i]))
             return set_err(err, errlen, -EINVAL, "times and rates must be finite and not negative");
@@ -161,8 +161,13 @@ static double code_bytes_s(double bytes, double rate_Bps)
 static void settle(model_time_t *t, double worker_s, double agg_code_s, int code_overlap,
                    const char *proc_name)
 {
-    struct { double v; const char *name; } st[] = {
-        {t->link_s, "link"}, {t->proc_s, proc_name}, {t->window_s, "window"},
+    struct {
+        double v;
+        const char *name;
+    } st[] = {
+        {t->link_s, "link"},
+        {t->proc_s, proc_name},
+        {t->window_s, "window"},
         {worker_s, "worker"},
     };
     double stream = 0;
@@ -288,12 +293,12 @@ static model_time_t ca_time(const model_params_t *p, uint32_t n, double bytes)
 model_time_t model_allreduce(model_sys_t sys, const model_params_t *p, uint32_t n, double bytes)
 {
     switch (sys) {
-    case MODEL_INA: return ina_time(p, n, bytes);
-    case MODEL_RING: return ring_time(p, n, bytes);
-    case MODEL_TREE: return tree_time(p, n, bytes);
-    case MODEL_PS: return ps_time(p, n, bytes);
-    case MODEL_CA: return ca_time(p, n, bytes);
-    default: break;
+        case MODEL_INA: return ina_time(p, n, bytes);
+        case MODEL_RING: return ring_time(p, n, bytes);
+        case MODEL_TREE: return tree_time(p, n, bytes);
+        case MODEL_PS: return ps_time(p, n, bytes);
+        case MODEL_CA: return ca_time(p, n, bytes);
+        default: break;
     }
     model_time_t t = {.total_s = NAN, .bound = "unknown"};
     return t;

@@ -23,51 +23,51 @@
 
 /* The systems the model compares. */
 typedef enum model_sys {
-    MODEL_INA,  /* in-network aggregation: SwitchML's streaming pool, a switch per level */
+    MODEL_INA, /* in-network aggregation: SwitchML's streaming pool, a switch per level */
     MODEL_RING, /* ring allreduce: reduce-scatter then allgather, 2(n-1) steps */
     MODEL_TREE, /* tree allreduce: reduce up a tree of fan-out m, broadcast down */
-    MODEL_PS,   /* one parameter server (GCOW's PS): every worker pushes, the server sends */
-    MODEL_CA,   /* concurrent allreduce (GCOW's CA): an allgather, each worker sums N copies */
+    MODEL_PS, /* one parameter server (GCOW's PS): every worker pushes, the server sends */
+    MODEL_CA, /* concurrent allreduce (GCOW's CA): an allgather, each worker sums N copies */
     MODEL_NSYS
 } model_sys_t;
 extern const char *const model_sys_name[MODEL_NSYS]; /* ina, ring, tree, ps, ca */
 
 typedef struct model_params {
     /* links */
-    double link_bps;       /* B: each host link's rate, each way (bit/s) */
-    double slow_bps;       /* the slowest host link (B_min); 0: every link at link_bps */
-    double hop_s;          /* tau: one-way latency of one hop, processing included (s) */
+    double link_bps; /* B: each host link's rate, each way (bit/s) */
+    double slow_bps; /* the slowest host link (B_min); 0: every link at link_bps */
+    double hop_s; /* tau: one-way latency of one hop, processing included (s) */
     /* packets (in-network aggregation) */
     uint32_t packet_elems; /* k: elements per packet */
-    uint32_t elem_bytes;   /* bytes per element (4) */
+    uint32_t elem_bytes; /* bytes per element (4) */
     uint32_t overhead_bytes; /* bytes per packet on the wire beyond the payload (headers) */
-    uint32_t slots;        /* s: packets in flight per worker; 0: the pool size from the BDP */
+    uint32_t slots; /* s: packets in flight per worker; 0: the pool size from the BDP */
     /* processing */
-    double switch_pkt_s;   /* switch CPU per contribution packet (receive, check, add, send) */
+    double switch_pkt_s; /* switch CPU per contribution packet (receive, check, add, send) */
     uint32_t switch_threads; /* dataplane threads sharing that work */
-    double worker_elem_s;  /* worker CPU per element (convert out and back in) */
+    double worker_elem_s; /* worker CPU per element (convert out and back in) */
     /* host-to-host transport (ring, tree, PS, CA) */
-    double msg_s;          /* alpha: fixed cost of one message step between two hosts (s) */
-    double stream_eff;     /* share of a link one host-to-host stream carries (TCP: ~0.99) */
+    double msg_s; /* alpha: fixed cost of one message step between two hosts (s) */
+    double stream_eff; /* share of a link one host-to-host stream carries (TCP: ~0.99) */
     /* compression */
-    double ratio;          /* uncompressed over compressed bytes; 1: none */
+    double ratio; /* uncompressed over compressed bytes; 1: none */
     double enc_Bps, dec_Bps; /* a worker's codec: uncompressed bytes per second; 0: free */
-    double agg_value_s;    /* aggregator's coding per value (n decodes + 1 encode counted per
+    double agg_value_s; /* aggregator's coding per value (n decodes + 1 encode counted per
                               value coded); 0: free (a codec at line rate on the aggregator) */
-    int code_overlap;      /* coding pipelined with the wire (inagg: always, packet by
+    int code_overlap; /* coding pipelined with the wire (inagg: always, packet by
                               packet within the window; GCOW: the codec on the NIC), else
                               added to it (GCOW: a bucket coded whole before it is sent) */
-    int code_inline;       /* INA with code_overlap: the worker's coding runs on its protocol
+    int code_inline; /* INA with code_overlap: the worker's coding runs on its protocol
                               thread (inagg without the encoder helper), so it adds to the
                               worker's per-element work instead of running beside it */
-    int overlap;           /* with compute_s: the backward pass of bucket i+1 overlapped
+    int overlap; /* with compute_s: the backward pass of bucket i+1 overlapped
                               with the communication of bucket i (GCOW Fig. 2.2) */
     /* topology */
-    uint32_t levels;       /* switch levels (1: one switch); tree depth for MODEL_TREE */
-    uint32_t fanout;       /* children per switch (levels > 1) and the tree's m; 0: n^(1/L) */
+    uint32_t levels; /* switch levels (1: one switch); tree depth for MODEL_TREE */
+    uint32_t fanout; /* children per switch (levels > 1) and the tree's m; 0: n^(1/L) */
     /* a training iteration (GCOW section 4.4) */
-    double compute_s;      /* forward + backward time of one iteration; 0: allreduce only */
-    uint32_t buckets;      /* gradient buckets the backward pass emits (>= 1) */
+    double compute_s; /* forward + backward time of one iteration; 0: allreduce only */
+    uint32_t buckets; /* gradient buckets the backward pass emits (>= 1) */
 } model_params_t;
 
 /* Defaults: 100 Gbit/s, 2048-element packets, 74 B of headers, no compression, one level. */
@@ -107,16 +107,15 @@ double model_ina_rtt(const model_params_t *p);
 /* The time one allreduce takes, with its parts (what bounds it). */
 typedef struct model_time {
     double total_s;
-    double link_s;     /* the busiest link's bytes over its rate */
-    double proc_s;     /* the busiest processor (switch, server, worker) */
-    double window_s;   /* in-network: s packets per round trip (SwitchML appendix C) */
-    double code_s;     /* coding time on the critical path's processor */
-    double latency_s;  /* fixed: round trips, message steps */
+    double link_s; /* the busiest link's bytes over its rate */
+    double proc_s; /* the busiest processor (switch, server, worker) */
+    double window_s; /* in-network: s packets per round trip (SwitchML appendix C) */
+    double code_s; /* coding time on the critical path's processor */
+    double latency_s; /* fixed: round trips, message steps */
     const char *bound; /* "link", "switch", "window", "codec", "worker", "latency", "server" */
 } model_time_t;
 
-model_time_t model_allreduce(model_sys_t sys, const model_params_t *p, uint32_t n,
-                             double bytes);
+model_time_t model_allreduce(model_sys_t sys, const model_params_t *p, uint32_t n, double bytes);
 
 /* ---- a training iteration (GCOW section 4.4, P4SGD section II) ---------------------------- */
 

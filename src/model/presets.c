@@ -20,9 +20,9 @@ static void gcow_setup(int vit, model_gcow_t *g)
     memset(g, 0, sizeof(*g));
     g->model = vit ? "ViT-H/14" : "ResNet50";
     g->preset = vit ? "gcow-vit" : "gcow-resnet50";
-    g->bytes = vit ? 2.5e9 : 97.5e6;          /* GCOW s1 / s3.1: 97.5 MB, 2.5 GB */
-    g->compute_s = vit ? 0.800 : 0.300;       /* Table 4.2 */
-    g->buckets = vit ? 11 : 4;                /* Table 4.2 */
+    g->bytes = vit ? 2.5e9 : 97.5e6; /* GCOW s1 / s3.1: 97.5 MB, 2.5 GB */
+    g->compute_s = vit ? 0.800 : 0.300; /* Table 4.2 */
+    g->buckets = vit ? 11 : 4; /* Table 4.2 */
     /* the thesis's reported average speedups (s4.4): compression for PS, CA, RA; overlap */
     g->paper_comp[0] = vit ? 14.8 : 7.5;
     g->paper_comp[1] = vit ? 22.0 : 18.0;
@@ -38,12 +38,12 @@ void model_preset_gcow_compute(int vit, model_gcow_t *g)
     gcow_setup(vit, g);
     model_params_t p;
     model_params_default(&p);
-    p.link_bps = 100e9;             /* the SmartNIC's 100 Gbit/s (GCOW Fig. 1.1, s4.2) */
+    p.link_bps = 100e9; /* the SmartNIC's 100 Gbit/s (GCOW Fig. 1.1, s4.2) */
     p.hop_s = 1e-6;
     p.msg_s = 5e-6;
     p.compute_s = g->compute_s;
     p.buckets = g->buckets;
-    p.code_overlap = 1;             /* the codec is on the NIC, on the wire */
+    p.code_overlap = 1; /* the codec is on the NIC, on the wire */
     p.switch_threads = 1;
     for (int i = 0; i < g->npts; i++)
         for (int s = 0; s < 4; s++)
@@ -51,7 +51,7 @@ void model_preset_gcow_compute(int vit, model_gcow_t *g)
                 for (int v = 0; v < 2; v++) {
                     model_params_t q = p;
                     if (c) {
-                        q.ratio = 50;                          /* Table 4.2 */
+                        q.ratio = 50; /* Table 4.2 */
                         q.enc_Bps = q.dec_Bps = 10.0 * (1u << 30); /* 10 GiB/s, Table 4.2 */
                     }
                     q.overlap = v;

@@ -17,20 +17,20 @@
  * and without compression and overlap, 2..1024 workers. */
 typedef struct model_gcow {
     /* the thesis's setup (Table 4.2, s1, s3.1) */
-    const char *model;      /* "ResNet50" or "ViT-H/14" */
-    const char *preset;     /* "gcow-resnet50" or "gcow-vit" */
+    const char *model; /* "ResNet50" or "ViT-H/14" */
+    const char *preset; /* "gcow-resnet50" or "gcow-vit" */
     double bytes, compute_s;
     uint32_t buckets;
-    double paper_comp[3];   /* reported average compression speedups of PS, CA, RA (s4.4) */
-    double paper_overlap;   /* reported average overlap speedup (s4.4) */
-    model_sys_t sys[4];     /* PS, CA, RA, INA */
+    double paper_comp[3]; /* reported average compression speedups of PS, CA, RA (s4.4) */
+    double paper_overlap; /* reported average overlap speedup (s4.4) */
+    model_sys_t sys[4]; /* PS, CA, RA, INA */
     /* the model's numbers */
     uint32_t pts[MODEL_PRESET_MAX_POINTS];
     int npts;
     double t[MODEL_PRESET_MAX_POINTS][4][2][2]; /* [point][system][compressed][overlap], s */
-    double avg_comp[4][2];  /* [system][overlap]: mean compression speedup over the points */
-    double avg_ov[4];       /* [system]: mean overlap speedup of the compressed job */
-    double ov3;             /* mean overlap speedup of PS, CA and RA */
+    double avg_comp[4][2]; /* [system][overlap]: mean compression speedup over the points */
+    double avg_ov[4]; /* [system]: mean overlap speedup of the compressed job */
+    double ov3; /* mean overlap speedup of PS, CA and RA */
 } model_gcow_t;
 
 /* The GCOW preset for ResNet50 (vit = 0) or ViT-H/14 (vit = 1) into g. */
@@ -40,12 +40,12 @@ void model_preset_gcow_compute(int vit, model_gcow_t *g);
  * a 100 MB tensor against workers (Fig. 3). */
 typedef struct model_switchml {
     /* the paper's setup and reported numbers */
-    double overhead;        /* header bytes per packet the three goodputs of s5 imply */
-    uint32_t ks[3];         /* packet sizes, elements */
-    double paper_gp[3];     /* reported goodputs */
-    double rates[2];        /* 10 and 100 Gbit/s */
+    double overhead; /* header bytes per packet the three goodputs of s5 imply */
+    uint32_t ks[3]; /* packet sizes, elements */
+    double paper_gp[3]; /* reported goodputs */
+    double rates[2]; /* 10 and 100 Gbit/s */
     uint32_t paper_pool[2]; /* reported pool sizes at those rates */
-    double bytes;           /* Fig. 3's tensor */
+    double bytes; /* Fig. 3's tensor */
     /* the model's numbers */
     double gp[3];
     double rtt_lo[2], rtt_hi[2]; /* the RTTs for which the rule gives the paper's pool */

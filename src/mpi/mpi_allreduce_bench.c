@@ -82,54 +82,54 @@ static int parse_args(int argc, char **argv, struct opts *o, int quiet)
     while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
         const char *bad = NULL;
         switch (c) {
-        case 'e':
-            if (parse_u64(optarg, 1, INT_MAX, &v) == 0)
-                o->elems = (size_t)v;
-            else
-                bad = "--elems";
-            break;
-        case 'd':
-            if (strcmp(optarg, "int32") == 0)
-                o->dtype_float = 0;
-            else if (strcmp(optarg, "float32") == 0)
-                o->dtype_float = 1;
-            else
-                bad = "--dtype";
-            break;
-        case 'k':
-            if (parse_u64(optarg, 1, MAX_ITERS, &v) == 0)
-                o->iters = (unsigned)v;
-            else
-                bad = "--iters";
-            break;
-        case 'w':
-            if (parse_u64(optarg, 0, MAX_WARMUP, &v) == 0)
-                o->warmup = (unsigned)v;
-            else
-                bad = "--warmup";
-            break;
-        case 'm':
-            if (strcmp(optarg, "bench") == 0)
-                o->latency_mode = 0;
-            else if (strcmp(optarg, "latency") == 0)
-                o->latency_mode = 1;
-            else
-                bad = "--mode";
-            break;
-        case 's':
-            if (parse_u64(optarg, 0, UINT64_MAX, &v) == 0)
-                o->seed = v;
-            else
-                bad = "--seed";
-            break;
-        case 'h':
-            if (!quiet)
-                usage(stdout);
-            return 1;
-        default:
-            if (!quiet)
-                usage(stderr);
-            return -EINVAL;
+            case 'e':
+                if (parse_u64(optarg, 1, INT_MAX, &v) == 0)
+                    o->elems = (size_t)v;
+                else
+                    bad = "--elems";
+                break;
+            case 'd':
+                if (strcmp(optarg, "int32") == 0)
+                    o->dtype_float = 0;
+                else if (strcmp(optarg, "float32") == 0)
+                    o->dtype_float = 1;
+                else
+                    bad = "--dtype";
+                break;
+            case 'k':
+                if (parse_u64(optarg, 1, MAX_ITERS, &v) == 0)
+                    o->iters = (unsigned)v;
+                else
+                    bad = "--iters";
+                break;
+            case 'w':
+                if (parse_u64(optarg, 0, MAX_WARMUP, &v) == 0)
+                    o->warmup = (unsigned)v;
+                else
+                    bad = "--warmup";
+                break;
+            case 'm':
+                if (strcmp(optarg, "bench") == 0)
+                    o->latency_mode = 0;
+                else if (strcmp(optarg, "latency") == 0)
+                    o->latency_mode = 1;
+                else
+                    bad = "--mode";
+                break;
+            case 's':
+                if (parse_u64(optarg, 0, UINT64_MAX, &v) == 0)
+                    o->seed = v;
+                else
+                    bad = "--seed";
+                break;
+            case 'h':
+                if (!quiet)
+                    usage(stdout);
+                return 1;
+            default:
+                if (!quiet)
+                    usage(stderr);
+                return -EINVAL;
         }
         if (bad) {
             if (!quiet)
@@ -154,8 +154,8 @@ static void *alloc_or_abort(size_t bytes, const char *what, int rank)
 {
     void *p = malloc(bytes ? bytes : 1);
     if (!p) {
-        fprintf(stderr, "inagg-mpi-bench: rank %d: cannot allocate %zu bytes for %s\n", rank,
-                bytes, what);
+        fprintf(stderr, "inagg-mpi-bench: rank %d: cannot allocate %zu bytes for %s\n", rank, bytes,
+                what);
         fflush(stderr);
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
@@ -200,8 +200,8 @@ static size_t verify(const struct opts *o, uint32_t world, int rank, const void 
             if (got == exact)
                 continue;
             if (bad < MAX_MISMATCH_REPORTS)
-                fprintf(stderr, "inagg-mpi-bench: rank %d: element %zu is %d, expected %d\n",
-                        rank, i, (int)got, (int)exact);
+                fprintf(stderr, "inagg-mpi-bench: rank %d: element %zu is %d, expected %d\n", rank,
+                        i, (int)got, (int)exact);
         }
         bad++;
     }
@@ -307,8 +307,9 @@ int main(int argc, char **argv)
     }
     if (o.dtype_float == 0 && world > 64) {
         if (rank == 0)
-            fprintf(stderr, "inagg-mpi-bench: int32 values are bounded for at most 64 ranks "
-                            "(got %d)\n",
+            fprintf(stderr,
+                    "inagg-mpi-bench: int32 values are bounded for at most 64 ranks "
+                    "(got %d)\n",
                     world);
         MPI_Finalize();
         return 2;
@@ -318,8 +319,8 @@ int main(int argc, char **argv)
     void *send = alloc_or_abort(bytes, "the send buffer", rank);
     void *recv = alloc_or_abort(bytes, "the receive buffer", rank);
     double *times = alloc_or_abort(o.iters * sizeof(double), "the timings", rank);
-    double *slowest = rank == 0 ? alloc_or_abort(o.iters * sizeof(double), "the timings", rank)
-                                : NULL;
+    double *slowest =
+        rank == 0 ? alloc_or_abort(o.iters * sizeof(double), "the timings", rank) : NULL;
     fill_send(&o, (uint32_t)rank, send);
     memset(recv, 0, bytes);
 

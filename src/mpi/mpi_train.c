@@ -18,11 +18,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/optim.h"
 #include "glm/collective.h"
 #include "glm/dataset.h"
 #include "glm/objective.h"
 #include "glm/train.h"
+#include "kernels/optim.h"
 
 struct opts {
     const char *data, *synthetic, *test;
@@ -32,15 +32,15 @@ struct opts {
 
 static void usage(FILE *out)
 {
-    fprintf(out,
-            "usage: mpirun -np N inagg-mpi-train (--data FILE | --synthetic SPEC)\n"
-            "           [--test-data FILE] [--mode model|data|single]\n"
-            "           [--objective logistic|squared|hinge] [--batch B] [--micro-batch MB]\n"
-            "           [--epochs E] [--lr G] [--lr-schedule sqrt|const] [--l2 L]\n"
-            "           [--no-pipeline] [--average tail|none] [--precondition diag|none] [--precision 32|8|4] [--seed S]\n"
-            "\n"
-            "The MPI baseline of `inagg train` (same algorithms, same defaults; see\n"
-            "`inagg train --help`). Rank 0 prints one JSON line per report on stdout.\n");
+    fprintf(out, "usage: mpirun -np N inagg-mpi-train (--data FILE | --synthetic SPEC)\n"
+                 "           [--test-data FILE] [--mode model|data|single]\n"
+                 "           [--objective logistic|squared|hinge] [--batch B] [--micro-batch MB]\n"
+                 "           [--epochs E] [--lr G] [--lr-schedule sqrt|const] [--l2 L]\n"
+                 "           [--no-pipeline] [--average tail|none] [--precondition diag|none] "
+                 "[--precision 32|8|4] [--seed S]\n"
+                 "\n"
+                 "The MPI baseline of `inagg train` (same algorithms, same defaults; see\n"
+                 "`inagg train --help`). Rank 0 prints one JSON line per report on stdout.\n");
 }
 
 /* A number in [lo, hi] (the whole string): 0, or -EINVAL. */
@@ -157,18 +157,26 @@ static const char *parse_choice_flag(int c, const char *arg, struct opts *o)
 /* The command line into o: 0, 1 after --help, or -EINVAL (said on stderr unless quiet). */
 static int parse_args(int argc, char **argv, struct opts *o, int quiet)
 {
-    static const struct option longopts[] = {
-        {"data", required_argument, NULL, 'd'},        {"synthetic", required_argument, NULL, 'y'},
-        {"test-data", required_argument, NULL, 't'},   {"mode", required_argument, NULL, 'm'},
-        {"objective", required_argument, NULL, 'o'},   {"batch", required_argument, NULL, 'b'},
-        {"micro-batch", required_argument, NULL, 'u'}, {"epochs", required_argument, NULL, 'e'},
-        {"lr", required_argument, NULL, 'g'},          {"lr-schedule", required_argument, NULL, 'S'},
-        {"l2", required_argument, NULL, 'l'},          {"no-pipeline", no_argument, NULL, 'P'},
-        {"average", required_argument, NULL, 'V'},
-        {"precondition", required_argument, NULL, 'K'},
-        {"precision", required_argument, NULL, 'p'},   {"seed", required_argument, NULL, 's'},
-        {"optimizer", required_argument, NULL, 'O'},   {"eps-place", required_argument, NULL, 'E'},
-        {"help", no_argument, NULL, 'h'},              {NULL, 0, NULL, 0}};
+    static const struct option longopts[] = {{"data", required_argument, NULL, 'd'},
+                                             {"synthetic", required_argument, NULL, 'y'},
+                                             {"test-data", required_argument, NULL, 't'},
+                                             {"mode", required_argument, NULL, 'm'},
+                                             {"objective", required_argument, NULL, 'o'},
+                                             {"batch", required_argument, NULL, 'b'},
+                                             {"micro-batch", required_argument, NULL, 'u'},
+                                             {"epochs", required_argument, NULL, 'e'},
+                                             {"lr", required_argument, NULL, 'g'},
+                                             {"lr-schedule", required_argument, NULL, 'S'},
+                                             {"l2", required_argument, NULL, 'l'},
+                                             {"no-pipeline", no_argument, NULL, 'P'},
+                                             {"average", required_argument, NULL, 'V'},
+                                             {"precondition", required_argument, NULL, 'K'},
+                                             {"precision", required_argument, NULL, 'p'},
+                                             {"seed", required_argument, NULL, 's'},
+                                             {"optimizer", required_argument, NULL, 'O'},
+                                             {"eps-place", required_argument, NULL, 'E'},
+                                             {"help", no_argument, NULL, 'h'},
+                                             {NULL, 0, NULL, 0}};
     glm_train_config_t def = GLM_TRAIN_CONFIG_INIT;
     o->cfg = def;
     o->precision = 32;
@@ -177,16 +185,16 @@ static int parse_args(int argc, char **argv, struct opts *o, int quiet)
     while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
         const char *bad = NULL;
         switch (c) {
-        case 'd': o->data = optarg; break;
-        case 'y': o->synthetic = optarg; break;
-        case 't': o->test = optarg; break;
-        case 'P': o->cfg.pipeline = 0; break;
-        case 'h':
-            if (!quiet)
-                usage(stdout);
-            return 1;
-        case '?': return -EINVAL; /* getopt said why */
-        default: bad = parse_choice_flag(c, optarg, o); break;
+            case 'd': o->data = optarg; break;
+            case 'y': o->synthetic = optarg; break;
+            case 't': o->test = optarg; break;
+            case 'P': o->cfg.pipeline = 0; break;
+            case 'h':
+                if (!quiet)
+                    usage(stdout);
+                return 1;
+            case '?': return -EINVAL; /* getopt said why */
+            default: bad = parse_choice_flag(c, optarg, o); break;
         }
         if (bad) {
             if (!quiet)
@@ -235,8 +243,8 @@ static int mpi_start(glm_coll_t *c, float *buf, size_t n, size_t h)
     if (h >= c->max_inflight || im->reqs[h] != MPI_REQUEST_NULL || n > INT_MAX)
         return set_err(c->err, sizeof(c->err), -EINVAL, "rank %u: bad small allreduce (handle %zu)",
                        c->rank, h);
-    int rc = MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD,
-                            &im->reqs[h]);
+    int rc =
+        MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &im->reqs[h]);
     return rc == MPI_SUCCESS ? 0 : mpi_fail(c, "MPI_Iallreduce", rc);
 }
 
@@ -377,8 +385,8 @@ int main(int argc, char **argv)
     glm_coll_t *coll = mpi_coll_create(rank, world, inflight < 16 ? 16 : inflight);
     if (!coll)
         return fail_abort(rank, "out of memory");
-    int rc = glm_train(&o.cfg, coll, &train, o.test ? &test : NULL, on_setup, on_epoch, &rank,
-                       NULL, err, sizeof(err));
+    int rc = glm_train(&o.cfg, coll, &train, o.test ? &test : NULL, on_setup, on_epoch, &rank, NULL,
+                       err, sizeof(err));
     if (rc != 0) {
         char msg[1100];
         snprintf(msg, sizeof(msg), "%s", err);

@@ -82,7 +82,7 @@ typedef int (*progress_cb_t)(void);
 typedef int (*progress_reg_t)(progress_cb_t);
 
 static struct {
-    int joined;     /* the base job exists: accelerate */
+    int joined; /* the base job exists: accelerate */
     int verbose;
     int rank, world;
     int min_count;
@@ -136,8 +136,8 @@ static long ms_left(const struct timespec *deadline)
 {
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC, &now);
-    long ms = (deadline->tv_sec - now.tv_sec) * 1000L +
-              (deadline->tv_nsec - now.tv_nsec) / 1000000L;
+    long ms =
+        (deadline->tv_sec - now.tv_sec) * 1000L + (deadline->tv_nsec - now.tv_nsec) / 1000000L;
     return ms > 0 ? ms : 0;
 }
 
@@ -199,8 +199,10 @@ static int probe_switch(const char *addr, int ms, char *why, size_t len)
         if (ready && getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &elen) == 0 && err == 0)
             connected = 1;
         else
-            snprintf(why, len, "cannot connect to %.100s within %d ms (INAGG_PMPI_CONNECT_MS): "
-                     "%.60s", addr, ms, ready ? strerror(err ? err : errno) : "timed out");
+            snprintf(why, len,
+                     "cannot connect to %.100s within %d ms (INAGG_PMPI_CONNECT_MS): "
+                     "%.60s",
+                     addr, ms, ready ? strerror(err ? err : errno) : "timed out");
     }
     if (connected) {
         static const char stats[] = "STATS\n";
@@ -223,8 +225,10 @@ static int probe_switch(const char *addr, int ms, char *why, size_t len)
         else if (got > 0)
             snprintf(why, len, "the switch at %.100s refused: %.100s", addr, line);
         else
-            snprintf(why, len, "%.80s accepted the connection but did not answer within %d ms "
-                     "(INAGG_PMPI_CONNECT_MS): not an inagg switch, or a stuck one", addr, ms);
+            snprintf(why, len,
+                     "%.80s accepted the connection but did not answer within %d ms "
+                     "(INAGG_PMPI_CONNECT_MS): not an inagg switch, or a stuck one",
+                     addr, ms);
     }
     if (fd >= 0)
         close(fd);
@@ -239,8 +243,8 @@ static int probe_switch(const char *addr, int ms, char *why, size_t len)
  * otherwise. Then `why` gets, on every rank, the first failing rank's reason: its join error,
  * or, without `try_join`, its own `why` if `my_ok` is 0.
  */
-static inagg_comm_t *agree_join(MPI_Comm comm, const char *job, int try_join, int my_ok,
-                                char *why, size_t len, int *bad_rank)
+static inagg_comm_t *agree_join(MPI_Comm comm, const char *job, int try_join, int my_ok, char *why,
+                                size_t len, int *bad_rank)
 {
     int rank = 0, size = 1;
     PMPI_Comm_rank(comm, &rank);
@@ -303,8 +307,10 @@ static int finish_code(tracked_t *t, inagg_result_t rc)
         return MPI_SUCCESS;
     if (rc == INAGG_ERR_NONFINITE) {
         if (!G.nonfinite_warned++)
-            fprintf(stderr, TAG "rank %d: a float input held NaN or Inf; its chunk is NaN in "
-                    "the result (INAGG_FLOAT_MODE=native adds them as MPI does)\n", G.rank);
+            fprintf(stderr,
+                    TAG "rank %d: a float input held NaN or Inf; its chunk is NaN in "
+                        "the result (INAGG_FLOAT_MODE=native adds them as MPI does)\n",
+                    G.rank);
         return MPI_SUCCESS;
     }
     fprintf(stderr, TAG "rank %d: allreduce through the switch failed: %s: %s\n", G.rank,
@@ -454,8 +460,7 @@ void after_init(void)
         snprintf(why, sizeof(why), "%d ranks: a job holds at most %u", G.world, INAGG_MAX_WORLD);
         reach = 0;
     } else {
-        reach = probe_switch(G.sw, (int)env_long("INAGG_PMPI_CONNECT_MS", 3000), why,
-                             sizeof(why));
+        reach = probe_switch(G.sw, (int)env_long("INAGG_PMPI_CONNECT_MS", 3000), why, sizeof(why));
     }
     /* First agree that every rank reaches the switch, so nobody waits for a join that cannot
      * happen; then join and agree that every join succeeded. */
@@ -476,8 +481,8 @@ void after_init(void)
         G.hooked = 1;
     G.joined = 1;
     if (G.verbose >= 2 && G.rank == 0)
-        fprintf(stderr, TAG "job %s on switch %s: %d ranks, float %s%s\n", G.job, G.sw,
-                G.world, o.float_mode == INAGG_FLOAT_NATIVE ? "native" : "fixed",
+        fprintf(stderr, TAG "job %s on switch %s: %d ranks, float %s%s\n", G.job, G.sw, G.world,
+                o.float_mode == INAGG_FLOAT_NATIVE ? "native" : "fixed",
                 G.hooked ? "" : ", nonblocking allreduces complete at once");
 }
 
@@ -559,15 +564,9 @@ void before_finalize(void)
 
 /* ------------------------------- for the Fortran bindings -------------------------------- */
 
-int pmpi_joined(void)
-{
-    return G.joined;
-}
+int pmpi_joined(void) { return G.joined; }
 
-void count_passed(void)
-{
-    atomic_fetch_add(&n_passed, 1);
-}
+void count_passed(void) { atomic_fetch_add(&n_passed, 1); }
 
 /* ------------------------------------- the allreduces ------------------------------------- */
 
@@ -584,13 +583,13 @@ static void log_route(int count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm, cons
         PMPI_Comm_get_name(comm, cname, &len);
     fprintf(stderr, TAG "rank %d: allreduce of %d %s (%s) on %s -> %s%s%s\n", G.rank, count,
             tname[0] ? tname : "(unnamed type)", op == MPI_SUM ? "sum" : "not sum",
-            cname[0] ? cname : "a derived communicator", why ? "MPI (" : "inagg",
-            why ? why : "", why ? ")" : "");
+            cname[0] ? cname : "a derived communicator", why ? "MPI (" : "inagg", why ? why : "",
+            why ? ")" : "");
 }
 
 /* The tracked communicator when this allreduce goes through the switch, else NULL. */
-tracked_t *accelerable(const void *sb, const void *rb, int count, MPI_Datatype dt,
-                       MPI_Op op, MPI_Comm comm, inagg_dtype_t *idt)
+tracked_t *accelerable(const void *sb, const void *rb, int count, MPI_Datatype dt, MPI_Op op,
+                       MPI_Comm comm, inagg_dtype_t *idt)
 {
     char why[160];
     const char *no = NULL;
@@ -602,8 +601,7 @@ tracked_t *accelerable(const void *sb, const void *rb, int count, MPI_Datatype d
     } else if (op != MPI_SUM) {
         no = "the op is not MPI_SUM";
     } else if (count < G.min_count) {
-        snprintf(why, sizeof(why), "count %d is below INAGG_PMPI_MIN_COUNT=%d", count,
-                 G.min_count);
+        snprintf(why, sizeof(why), "count %d is below INAGG_PMPI_MIN_COUNT=%d", count, G.min_count);
         no = why;
     } else if (!rb) {
         no = "no receive buffer";
@@ -675,16 +673,17 @@ static void verify(const void *input, const void *result, int count, inagg_dtype
         else
             snprintf(buf, sizeof(buf), "%.9g, MPI %.9g", (double)((const float *)result)[first],
                      (double)((const float *)want)[first]);
-        fprintf(stderr, TAG "rank %d: VERIFY: %ld of %d %s elements differ from MPI's; first [%ld]: "
-                "switch %s\n", G.rank, bad, count, idt == INAGG_INT32 ? "int" : "float", first,
-                buf);
+        fprintf(stderr,
+                TAG "rank %d: VERIFY: %ld of %d %s elements differ from MPI's; first [%ld]: "
+                    "switch %s\n",
+                G.rank, bad, count, idt == INAGG_INT32 ? "int" : "float", first, buf);
     }
     free(want);
     free(mag);
 }
 
-int accel_allreduce(tracked_t *t, const void *sb, void *rb, int count,
-                    inagg_dtype_t idt, MPI_Comm comm)
+int accel_allreduce(tracked_t *t, const void *sb, void *rb, int count, inagg_dtype_t idt,
+                    MPI_Comm comm)
 {
     const void *send = sb == MPI_IN_PLACE ? rb : sb;
     void *copy = NULL;
@@ -701,8 +700,8 @@ int accel_allreduce(tracked_t *t, const void *sb, void *rb, int count,
     PMPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, comm, &flag, MPI_STATUS_IGNORE);
     if (copy) {
         if (send != rb && memcmp(copy, send, (size_t)count * 4) != 0)
-            fprintf(stderr, TAG "rank %d: VERIFY: the send buffer of %d elements changed\n",
-                    G.rank, count);
+            fprintf(stderr, TAG "rank %d: VERIFY: the send buffer of %d elements changed\n", G.rank,
+                    count);
         if (code == MPI_SUCCESS)
             verify(copy, rb, count, idt, comm);
         free(copy);
@@ -710,8 +709,8 @@ int accel_allreduce(tracked_t *t, const void *sb, void *rb, int count,
     return code == MPI_SUCCESS ? code : raise_error(comm, code);
 }
 
-int accel_iallreduce(tracked_t *t, const void *sb, void *rb, int count,
-                     inagg_dtype_t idt, MPI_Comm comm, MPI_Request *request)
+int accel_iallreduce(tracked_t *t, const void *sb, void *rb, int count, inagg_dtype_t idt,
+                     MPI_Comm comm, MPI_Request *request)
 {
     const void *send = sb == MPI_IN_PLACE ? rb : sb;
     pend_t *p = calloc(1, sizeof(*p));

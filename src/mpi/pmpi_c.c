@@ -30,8 +30,8 @@ int MPI_Finalize(void)
     return PMPI_Finalize();
 }
 
-int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype,
-                  MPI_Op op, MPI_Comm comm)
+int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
+                  MPI_Comm comm)
 {
     inagg_dtype_t idt;
     tracked_t *t = accelerable(sendbuf, recvbuf, count, datatype, op, comm, &idt);
@@ -41,12 +41,11 @@ int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype da
     return PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm);
 }
 
-int MPI_Iallreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype,
-                   MPI_Op op, MPI_Comm comm, MPI_Request *request)
+int MPI_Iallreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
+                   MPI_Comm comm, MPI_Request *request)
 {
     inagg_dtype_t idt;
-    tracked_t *t = request ? accelerable(sendbuf, recvbuf, count, datatype, op, comm, &idt)
-                           : NULL;
+    tracked_t *t = request ? accelerable(sendbuf, recvbuf, count, datatype, op, comm, &idt) : NULL;
     if (t)
         return accel_iallreduce(t, sendbuf, recvbuf, count, idt, comm, request);
     count_passed();

@@ -21,10 +21,10 @@ static void *next_fortran(const char *backend, const char *name)
     return f ? f : dlsym(RTLD_NEXT, name);
 }
 
-#define NEXT(var, backend, name)                                                              \
-    do {                                                                                       \
-        if (!(var))                                                                            \
-            *(void **)&(var) = next_fortran(backend, name);                                    \
+#define NEXT(var, backend, name)                                                                   \
+    do {                                                                                           \
+        if (!(var))                                                                                \
+            *(void **)&(var) = next_fortran(backend, name);                                        \
     } while (0)
 
 static void missing(const char *name, MPI_Fint *ierr)
@@ -74,8 +74,7 @@ static void f_init(const char *name, MPI_Fint *ierr)
         after_init();
 }
 
-static void f_init_thread(const char *name, MPI_Fint *required, MPI_Fint *provided,
-                          MPI_Fint *ierr)
+static void f_init_thread(const char *name, MPI_Fint *required, MPI_Fint *provided, MPI_Fint *ierr)
 {
     static f_init_thread_t next;
     NEXT(next, "ompi_init_thread_f", name);
@@ -98,8 +97,8 @@ static void f_finalize(const char *name, MPI_Fint *ierr)
 
 /* A Fortran allreduce's arguments in C terms, when inagg takes it. */
 struct f_accel {
-    tracked_t *t;      /* the communicator's inagg state */
-    void *s;           /* the send buffer, MPI_IN_PLACE for Fortran's */
+    tracked_t *t; /* the communicator's inagg state */
+    void *s; /* the send buffer, MPI_IN_PLACE for Fortran's */
     MPI_Comm c;
     inagg_dtype_t idt;
 };
@@ -201,69 +200,72 @@ static void f_comm_free(const char *name, MPI_Fint *comm, MPI_Fint *ierr)
 }
 
 /* Every Fortran name a compiler may use for an entry point, plus Open MPI's back end. */
-#define FORTRAN_NAMES(X, lower, upper, backend)                                               \
+#define FORTRAN_NAMES(X, lower, upper, backend)                                                    \
     X(lower) X(lower##_) X(lower##__) X(upper) X(backend)
 
-#define DEF_INIT(n)                                                                            \
-    void n(MPI_Fint *ierr);                                                                    \
+#define DEF_INIT(n)                                                                                \
+    void n(MPI_Fint *ierr);                                                                        \
     void n(MPI_Fint *ierr) { f_init(#n, ierr); }
 FORTRAN_NAMES(DEF_INIT, mpi_init, MPI_INIT, ompi_init_f)
 
-#define DEF_INIT_THREAD(n)                                                                     \
-    void n(MPI_Fint *required, MPI_Fint *provided, MPI_Fint *ierr);                            \
-    void n(MPI_Fint *required, MPI_Fint *provided, MPI_Fint *ierr)                             \
-    {                                                                                          \
-        f_init_thread(#n, required, provided, ierr);                                           \
+#define DEF_INIT_THREAD(n)                                                                         \
+    void n(MPI_Fint *required, MPI_Fint *provided, MPI_Fint *ierr);                                \
+    void n(MPI_Fint *required, MPI_Fint *provided, MPI_Fint *ierr)                                 \
+    {                                                                                              \
+        f_init_thread(#n, required, provided, ierr);                                               \
     }
 FORTRAN_NAMES(DEF_INIT_THREAD, mpi_init_thread, MPI_INIT_THREAD, ompi_init_thread_f)
 
-#define DEF_FINALIZE(n)                                                                        \
-    void n(MPI_Fint *ierr);                                                                    \
+#define DEF_FINALIZE(n)                                                                            \
+    void n(MPI_Fint *ierr);                                                                        \
     void n(MPI_Fint *ierr) { f_finalize(#n, ierr); }
 FORTRAN_NAMES(DEF_FINALIZE, mpi_finalize, MPI_FINALIZE, ompi_finalize_f)
 
-#define DEF_ALLREDUCE(n)                                                                       \
-    void n(void *sb, void *rb, MPI_Fint *count, MPI_Fint *dt, MPI_Fint *op, MPI_Fint *comm,    \
-           MPI_Fint *ierr);                                                                    \
-    void n(void *sb, void *rb, MPI_Fint *count, MPI_Fint *dt, MPI_Fint *op, MPI_Fint *comm,    \
-           MPI_Fint *ierr)                                                                     \
-    {                                                                                          \
-        f_allreduce(#n, sb, rb, count, dt, op, comm, ierr);                                    \
+#define DEF_ALLREDUCE(n)                                                                           \
+    void n(void *sb, void *rb, MPI_Fint *count, MPI_Fint *dt, MPI_Fint *op, MPI_Fint *comm,        \
+           MPI_Fint *ierr);                                                                        \
+    void n(void *sb, void *rb, MPI_Fint *count, MPI_Fint *dt, MPI_Fint *op, MPI_Fint *comm,        \
+           MPI_Fint *ierr)                                                                         \
+    {                                                                                              \
+        f_allreduce(#n, sb, rb, count, dt, op, comm, ierr);                                        \
     }
 FORTRAN_NAMES(DEF_ALLREDUCE, mpi_allreduce, MPI_ALLREDUCE, ompi_allreduce_f)
 
-#define DEF_IALLREDUCE(n)                                                                      \
-    void n(void *sb, void *rb, MPI_Fint *count, MPI_Fint *dt, MPI_Fint *op, MPI_Fint *comm,    \
-           MPI_Fint *request, MPI_Fint *ierr);                                                 \
-    void n(void *sb, void *rb, MPI_Fint *count, MPI_Fint *dt, MPI_Fint *op, MPI_Fint *comm,    \
-           MPI_Fint *request, MPI_Fint *ierr)                                                  \
-    {                                                                                          \
-        f_iallreduce(#n, sb, rb, count, dt, op, comm, request, ierr);                          \
+#define DEF_IALLREDUCE(n)                                                                          \
+    void n(void *sb, void *rb, MPI_Fint *count, MPI_Fint *dt, MPI_Fint *op, MPI_Fint *comm,        \
+           MPI_Fint *request, MPI_Fint *ierr);                                                     \
+    void n(void *sb, void *rb, MPI_Fint *count, MPI_Fint *dt, MPI_Fint *op, MPI_Fint *comm,        \
+           MPI_Fint *request, MPI_Fint *ierr)                                                      \
+    {                                                                                              \
+        f_iallreduce(#n, sb, rb, count, dt, op, comm, request, ierr);                              \
     }
 FORTRAN_NAMES(DEF_IALLREDUCE, mpi_iallreduce, MPI_IALLREDUCE, ompi_iallreduce_f)
 
-#define DEF_DUP(n)                                                                             \
-    void n(MPI_Fint *comm, MPI_Fint *newcomm, MPI_Fint *ierr);                                 \
-    void n(MPI_Fint *comm, MPI_Fint *newcomm, MPI_Fint *ierr) { f_comm_dup(#n, comm, newcomm, ierr); }
+#define DEF_DUP(n)                                                                                 \
+    void n(MPI_Fint *comm, MPI_Fint *newcomm, MPI_Fint *ierr);                                     \
+    void n(MPI_Fint *comm, MPI_Fint *newcomm, MPI_Fint *ierr)                                      \
+    {                                                                                              \
+        f_comm_dup(#n, comm, newcomm, ierr);                                                       \
+    }
 FORTRAN_NAMES(DEF_DUP, mpi_comm_dup, MPI_COMM_DUP, ompi_comm_dup_f)
 
-#define DEF_SPLIT(n)                                                                           \
-    void n(MPI_Fint *comm, MPI_Fint *color, MPI_Fint *key, MPI_Fint *newcomm, MPI_Fint *ierr); \
-    void n(MPI_Fint *comm, MPI_Fint *color, MPI_Fint *key, MPI_Fint *newcomm, MPI_Fint *ierr)  \
-    {                                                                                          \
-        f_comm_split(#n, comm, color, key, newcomm, ierr);                                     \
+#define DEF_SPLIT(n)                                                                               \
+    void n(MPI_Fint *comm, MPI_Fint *color, MPI_Fint *key, MPI_Fint *newcomm, MPI_Fint *ierr);     \
+    void n(MPI_Fint *comm, MPI_Fint *color, MPI_Fint *key, MPI_Fint *newcomm, MPI_Fint *ierr)      \
+    {                                                                                              \
+        f_comm_split(#n, comm, color, key, newcomm, ierr);                                         \
     }
 FORTRAN_NAMES(DEF_SPLIT, mpi_comm_split, MPI_COMM_SPLIT, ompi_comm_split_f)
 
-#define DEF_CREATE(n)                                                                          \
-    void n(MPI_Fint *comm, MPI_Fint *group, MPI_Fint *newcomm, MPI_Fint *ierr);                \
-    void n(MPI_Fint *comm, MPI_Fint *group, MPI_Fint *newcomm, MPI_Fint *ierr)                 \
-    {                                                                                          \
-        f_comm_create(#n, comm, group, newcomm, ierr);                                         \
+#define DEF_CREATE(n)                                                                              \
+    void n(MPI_Fint *comm, MPI_Fint *group, MPI_Fint *newcomm, MPI_Fint *ierr);                    \
+    void n(MPI_Fint *comm, MPI_Fint *group, MPI_Fint *newcomm, MPI_Fint *ierr)                     \
+    {                                                                                              \
+        f_comm_create(#n, comm, group, newcomm, ierr);                                             \
     }
 FORTRAN_NAMES(DEF_CREATE, mpi_comm_create, MPI_COMM_CREATE, ompi_comm_create_f)
 
-#define DEF_FREE(n)                                                                            \
-    void n(MPI_Fint *comm, MPI_Fint *ierr);                                                    \
+#define DEF_FREE(n)                                                                                \
+    void n(MPI_Fint *comm, MPI_Fint *ierr);                                                        \
     void n(MPI_Fint *comm, MPI_Fint *ierr) { f_comm_free(#n, comm, ierr); }
 FORTRAN_NAMES(DEF_FREE, mpi_comm_free, MPI_COMM_FREE, ompi_comm_free_f)

@@ -58,9 +58,8 @@ static uint16_t ip_checksum(const uint8_t *h, uint32_t len)
     return (uint16_t)~s;
 }
 
-void ethf_write_udp(uint8_t *b, const uint8_t src_mac[6], const uint8_t dst_mac[6],
-                    uint32_t src_ip, uint32_t dst_ip, uint16_t src_port, uint16_t dst_port,
-                    uint32_t payload_len)
+void ethf_write_udp(uint8_t *b, const uint8_t src_mac[6], const uint8_t dst_mac[6], uint32_t src_ip,
+                    uint32_t dst_ip, uint16_t src_port, uint16_t dst_port, uint32_t payload_len)
 {
     memcpy(b, dst_mac, 6);
     memcpy(b + 6, src_mac, 6);

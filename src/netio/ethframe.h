@@ -16,7 +16,7 @@
 
 typedef struct ethf_udp {
     uint8_t dst_mac[6], src_mac[6];
-    uint32_t src_ip, dst_ip;     /* network order */
+    uint32_t src_ip, dst_ip; /* network order */
     uint16_t src_port, dst_port; /* host order */
     const uint8_t *payload;
     uint32_t payload_len;
@@ -24,9 +24,9 @@ typedef struct ethf_udp {
 
 /* What a frame is, as far as the classifier needs it. */
 enum {
-    ETHF_UDP = 0,       /* an unfragmented IPv4 UDP datagram: *out filled */
-    ETHF_OTHER = 1,     /* any other well-formed frame (ARP, ICMP, TCP, IPv6, ...) */
-    ETHF_FRAGMENT = 2,  /* an IPv4 fragment (UDP or not): addresses filled, no payload */
+    ETHF_UDP = 0, /* an unfragmented IPv4 UDP datagram: *out filled */
+    ETHF_OTHER = 1, /* any other well-formed frame (ARP, ICMP, TCP, IPv6, ...) */
+    ETHF_FRAGMENT = 2, /* an IPv4 fragment (UDP or not): addresses filled, no payload */
     ETHF_MALFORMED = -1 /* shorter than its headers say, a bad IPv4 header, a runt */
 };
 

@@ -20,8 +20,7 @@
 
 #define PKTSOCK_FRAME (17u * 4096u) /* a 64 KiB GSO frame, the headers and the vnet header */
 
-static int fail(pktsock_t *s, int e, char *err, size_t errlen, const char *what,
-                const char *ifname)
+static int fail(pktsock_t *s, int e, char *err, size_t errlen, const char *what, const char *ifname)
 {
     pktsock_close(s);
     return set_err(err, errlen, -e, "interface %s: %s: %s", ifname, what, strerror(e));
@@ -82,7 +81,8 @@ int pktsock_open_frames(pktsock_t *s, const char *ifname, size_t ring_bytes, uin
         s->nframes = 8 * per_block;
     struct tpacket_req req = {.tp_block_size = fs * per_block,
                               .tp_block_nr = s->nframes / per_block,
-                              .tp_frame_size = fs, .tp_frame_nr = s->nframes};
+                              .tp_frame_size = fs,
+                              .tp_frame_nr = s->nframes};
     if (setsockopt(s->fd, SOL_PACKET, PACKET_RX_RING, &req, sizeof(req)) != 0)
         return fail(s, errno, err, errlen, "PACKET_RX_RING", ifname);
     s->ring_len = (size_t)s->nframes * fs;
@@ -92,8 +92,8 @@ int pktsock_open_frames(pktsock_t *s, const char *ifname, size_t ring_bytes, uin
         return fail(s, errno, err, errlen, "mapping the ring", ifname);
     }
     s->ring = m;
-    struct sockaddr_ll ll = {.sll_family = AF_PACKET, .sll_protocol = htons(ETH_P_ALL),
-                             .sll_ifindex = s->ifindex};
+    struct sockaddr_ll ll = {
+        .sll_family = AF_PACKET, .sll_protocol = htons(ETH_P_ALL), .sll_ifindex = s->ifindex};
     if (bind(s->fd, (struct sockaddr *)&ll, sizeof(ll)) != 0)
         return fail(s, errno, err, errlen, "bind", ifname);
     struct packet_mreq mr = {.mr_ifindex = s->ifindex, .mr_type = PACKET_MR_PROMISC};

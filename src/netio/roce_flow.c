@@ -83,7 +83,7 @@ enum roce_rx_verdict roce_rx_frame(roce_rx_flow_t *fl, const roce_frame_t *f)
 const char *roce_rx_verdict_name(enum roce_rx_verdict v)
 {
     static const char *const names[ROCE_RX_VERDICT_COUNT] = {
-        "more", "done", "psn_duplicate", "psn_gap", "psn_window", "no_first", "too_big",
-        "length", "repeat"};
+        "more",     "done",    "psn_duplicate", "psn_gap", "psn_window",
+        "no_first", "too_big", "length",        "repeat"};
     return util_name_of(names, ROCE_RX_VERDICT_COUNT, (unsigned)v);
 }

@@ -33,32 +33,32 @@
 #define ROCE_RX_DONE_SLOTS 256u /* delivered messages remembered by their first PSN */
 
 enum roce_rx_verdict {
-    ROCE_RX_MORE = 0,   /* accepted; the message is not complete yet */
-    ROCE_RX_DONE,       /* accepted; the message is complete in buf[0..len) */
-    ROCE_RX_DUP,        /* PSN behind the expected one: a duplicate */
-    ROCE_RX_GAP,        /* a Middle or Last ahead of the expected PSN: frames were lost */
-    ROCE_RX_WINDOW,     /* PSN further than ROCE_PSN_WINDOW from the expected one */
-    ROCE_RX_NO_FIRST,   /* a Middle or Last with no message in assembly */
-    ROCE_RX_TOO_BIG,    /* a First whose DMA length exceeds the flow's capacity */
-    ROCE_RX_LENGTH,     /* frames overrun the DMA length, or the Last ends short of it */
-    ROCE_RX_REPEAT,     /* the First of a message delivered before, at its old PSN (repeat_psn) */
+    ROCE_RX_MORE = 0, /* accepted; the message is not complete yet */
+    ROCE_RX_DONE, /* accepted; the message is complete in buf[0..len) */
+    ROCE_RX_DUP, /* PSN behind the expected one: a duplicate */
+    ROCE_RX_GAP, /* a Middle or Last ahead of the expected PSN: frames were lost */
+    ROCE_RX_WINDOW, /* PSN further than ROCE_PSN_WINDOW from the expected one */
+    ROCE_RX_NO_FIRST, /* a Middle or Last with no message in assembly */
+    ROCE_RX_TOO_BIG, /* a First whose DMA length exceeds the flow's capacity */
+    ROCE_RX_LENGTH, /* frames overrun the DMA length, or the Last ends short of it */
+    ROCE_RX_REPEAT, /* the First of a message delivered before, at its old PSN (repeat_psn) */
     ROCE_RX_VERDICT_COUNT
 };
 
 typedef struct roce_rx_flow {
     uint32_t epsn;
-    uint8_t synced;     /* epsn is set */
+    uint8_t synced; /* epsn is set */
     uint8_t assembling; /* a message is in buf */
     uint32_t want, got; /* its DMA length and the bytes so far */
-    uint32_t anext;     /* the PSN its next frame must have */
-    uint32_t msg_psn;   /* the PSN of its first frame */
-    uint8_t resent;     /* it started behind epsn: a retransmission of a lost message */
+    uint32_t anext; /* the PSN its next frame must have */
+    uint32_t msg_psn; /* the PSN of its first frame */
+    uint8_t resent; /* it started behind epsn: a retransmission of a lost message */
     uint32_t repeat_psn; /* ROCE_RX_REPEAT: the repeated message's first PSN */
     uint32_t done_psn[ROCE_RX_DONE_SLOTS]; /* first PSN + 1 of delivered messages (0: none),
                                               at first PSN % ROCE_RX_DONE_SLOTS */
     uint32_t first_psn; /* the PSN of the first frame ever accepted (the flow's start) */
     uint64_t abandoned; /* messages started and never completed */
-    uint8_t *buf;       /* cap bytes, the caller's */
+    uint8_t *buf; /* cap bytes, the caller's */
     uint32_t cap;
 } roce_rx_flow_t;
 

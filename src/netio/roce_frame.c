@@ -26,10 +26,10 @@ uint32_t roce_icrc(const uint8_t *grh, uint32_t len)
     memcpy(m, grh, n);
     if (n == sizeof(m)) {
         m[0] |= 0x0f; /* traffic class (high nibble of byte 0 is the version) */
-        m[1] = 0xff;  /* traffic class low nibble, flow label */
+        m[1] = 0xff; /* traffic class low nibble, flow label */
         m[2] = 0xff;
         m[3] = 0xff;
-        m[7] = 0xff;  /* hop limit */
+        m[7] = 0xff; /* hop limit */
         m[ROCE_GRH_LEN + 4] = 0xff; /* BTH resv8a */
     }
     uint32_t crc = roce_crc32_update(0xffffffffu, lrh, sizeof(lrh));
@@ -190,8 +190,8 @@ enum roce_reason roce_parse(const uint8_t *f, uint32_t len, int check_icrc, roce
         return ROCE_BAD_PAYLOAD;
     if (check_icrc) {
         const uint8_t *ic = g + ROCE_GRH_LEN + paylen - ROCE_ICRC_LEN;
-        uint32_t want = (uint32_t)ic[0] | (uint32_t)ic[1] << 8 | (uint32_t)ic[2] << 16 |
-                        (uint32_t)ic[3] << 24;
+        uint32_t want =
+            (uint32_t)ic[0] | (uint32_t)ic[1] << 8 | (uint32_t)ic[2] << 16 | (uint32_t)ic[3] << 24;
         if (roce_icrc(g, (uint32_t)(ic - g)) != want)
             return ROCE_BAD_ICRC;
     }
@@ -202,22 +202,22 @@ enum roce_reason roce_parse(const uint8_t *f, uint32_t len, int check_icrc, roce
 
 const char *roce_reason_name(enum roce_reason r)
 {
-    static const char *const names[ROCE_REASON_COUNT] = {
-        "ok", "not_roce", "truncated", "bad_grh", "bad_length", "bad_bth", "not_write",
-        "bad_payload", "bad_icrc"};
+    static const char *const names[ROCE_REASON_COUNT] = {"ok",        "not_roce",    "truncated",
+                                                         "bad_grh",   "bad_length",  "bad_bth",
+                                                         "not_write", "bad_payload", "bad_icrc"};
     return util_name_of(names, ROCE_REASON_COUNT, (unsigned)r);
 }
 
 const char *roce_opcode_name(uint8_t op)
 {
     switch (op) {
-    case ROCE_WRITE_FIRST: return "write_first";
-    case ROCE_WRITE_MIDDLE: return "write_middle";
-    case ROCE_WRITE_LAST: return "write_last";
-    case ROCE_WRITE_LAST_IMM: return "write_last_imm";
-    case ROCE_WRITE_ONLY: return "write_only";
-    case ROCE_WRITE_ONLY_IMM: return "write_only_imm";
-    default: return "other";
+        case ROCE_WRITE_FIRST: return "write_first";
+        case ROCE_WRITE_MIDDLE: return "write_middle";
+        case ROCE_WRITE_LAST: return "write_last";
+        case ROCE_WRITE_LAST_IMM: return "write_last_imm";
+        case ROCE_WRITE_ONLY: return "write_only";
+        case ROCE_WRITE_ONLY_IMM: return "write_only_imm";
+        default: return "other";
     }
 }
 
@@ -232,8 +232,8 @@ double roce_message_efficiency(uint32_t msg_len, uint32_t data_bytes, uint32_t *
     uint32_t nf = msg_len <= ROCE_PMTU ? 1 : (msg_len + ROCE_PMTU - 1) / ROCE_PMTU;
     uint64_t total = 0;
     for (uint32_t i = 0; i < nf; i++) {
-        uint8_t op = nf == 1 ? ROCE_WRITE_ONLY
-                     : i == 0 ? ROCE_WRITE_FIRST
+        uint8_t op = nf == 1       ? ROCE_WRITE_ONLY
+                     : i == 0      ? ROCE_WRITE_FIRST
                      : i + 1 == nf ? ROCE_WRITE_LAST
                                    : ROCE_WRITE_MIDDLE;
         uint32_t pay = msg_len - i * ROCE_PMTU < ROCE_PMTU ? msg_len - i * ROCE_PMTU : ROCE_PMTU;

@@ -25,13 +25,14 @@
 #define ROCE_IMM_LEN 4u
 #define ROCE_ICRC_LEN 4u
 #define ROCE_GRH_NEXT_HDR 0x1Bu /* IBA transport: a BTH follows */
-#define ROCE_PMTU 1024u         /* payload bytes of every First and Middle frame */
+#define ROCE_PMTU 1024u /* payload bytes of every First and Middle frame */
 #define ROCE_PSN_MASK 0xffffffu
 #define ROCE_QP_MASK 0xffffffu
 #define ROCE_DEFAULT_PKEY 0xffffu
 /* the largest frame this module writes: headers, a full payload, ICRC */
-#define ROCE_MAX_FRAME (ROCE_ETH_LEN + ROCE_GRH_LEN + ROCE_BTH_LEN + ROCE_RETH_LEN + \
-                        ROCE_IMM_LEN + ROCE_PMTU + ROCE_ICRC_LEN)
+#define ROCE_MAX_FRAME                                                                             \
+    (ROCE_ETH_LEN + ROCE_GRH_LEN + ROCE_BTH_LEN + ROCE_RETH_LEN + ROCE_IMM_LEN + ROCE_PMTU +       \
+     ROCE_ICRC_LEN)
 
 /* BTH opcodes of the Reliable Connected transport that carry RDMA Writes. */
 enum roce_opcode {
@@ -46,15 +47,15 @@ enum roce_opcode {
 /* Why a frame was rejected (counters name them with roce_reason_name). ROCE_OK is 0. */
 enum roce_reason {
     ROCE_OK = 0,
-    ROCE_NOT_ROCE,      /* another Ethernet type */
-    ROCE_TRUNCATED,     /* shorter than its headers, or than the GRH payload length says */
-    ROCE_BAD_GRH,       /* IP version not 6, or next header not 0x1B */
-    ROCE_BAD_LENGTH,    /* longer than the GRH payload length says */
-    ROCE_BAD_BTH,       /* transport header version not 0 */
-    ROCE_NOT_WRITE,     /* a well-formed RoCE frame whose opcode is not an RC RDMA Write */
-    ROCE_BAD_PAYLOAD,   /* payload length wrong for the opcode (First/Middle: exactly
+    ROCE_NOT_ROCE, /* another Ethernet type */
+    ROCE_TRUNCATED, /* shorter than its headers, or than the GRH payload length says */
+    ROCE_BAD_GRH, /* IP version not 6, or next header not 0x1B */
+    ROCE_BAD_LENGTH, /* longer than the GRH payload length says */
+    ROCE_BAD_BTH, /* transport header version not 0 */
+    ROCE_NOT_WRITE, /* a well-formed RoCE frame whose opcode is not an RC RDMA Write */
+    ROCE_BAD_PAYLOAD, /* payload length wrong for the opcode (First/Middle: exactly
                            ROCE_PMTU; Last: 1..ROCE_PMTU; Only: 0..ROCE_PMTU) or pad > 3 */
-    ROCE_BAD_ICRC,      /* the invariant CRC does not match */
+    ROCE_BAD_ICRC, /* the invariant CRC does not match */
     ROCE_REASON_COUNT
 };
 
@@ -80,18 +81,18 @@ static inline int roce_op_is_write(uint8_t op) { return op >= 0x06 && op <= 0x0b
 typedef struct roce_hdr {
     uint8_t dst_mac[6], src_mac[6];
     uint8_t sgid[16], dgid[16];
-    uint8_t tclass;     /* GRH traffic class (masked in the ICRC) */
-    uint32_t flow;      /* GRH flow label, 20 bits (masked) */
-    uint8_t hop_limit;  /* GRH hop limit (masked) */
+    uint8_t tclass; /* GRH traffic class (masked in the ICRC) */
+    uint32_t flow; /* GRH flow label, 20 bits (masked) */
+    uint8_t hop_limit; /* GRH hop limit (masked) */
     uint8_t opcode;
     uint16_t pkey;
-    uint32_t qp;        /* destination QP, 24 bits */
-    uint32_t psn;       /* 24 bits */
-    uint8_t ack_req;    /* BTH A bit */
-    uint64_t va;        /* RETH (First / Only): virtual address, key, DMA length */
+    uint32_t qp; /* destination QP, 24 bits */
+    uint32_t psn; /* 24 bits */
+    uint8_t ack_req; /* BTH A bit */
+    uint64_t va; /* RETH (First / Only): virtual address, key, DMA length */
     uint32_t rkey;
     uint32_t dma_len;
-    uint32_t imm;       /* immediate data (... with Immediate) */
+    uint32_t imm; /* immediate data (... with Immediate) */
 } roce_hdr_t;
 
 /* A parsed frame: its header fields and where its payload is. */

@@ -12,7 +12,7 @@
 typedef struct roce_msg_key {
     uint64_t slot_round; /* slot << 32 | round */
     uint16_t job;
-    uint8_t type;        /* enum wire_type */
+    uint8_t type; /* enum wire_type */
 } roce_msg_key_t;
 
 /* The key of a message of len bytes starting with its inagg header at msg (at least the

@@ -45,10 +45,16 @@ void admit_activate(control_t *ctl, job_t *j)
     struct inagg_switch *sw = ctl->sw;
     j->activated_ms = server_now_ms();
     atomic_store_explicit(&j->state, JOB_ACTIVE, memory_order_release);
-    wire_joined_t jd = {.id = j->id, .token = j->token, .threads = j->nthreads,
-                        .port = sw->port, .base = j->base, .slots = j->nslots,
-                        .elems = j->elems, .float_mode = j->float_mode,
-                        .protocol = j->proto->id, .dpauth = (uint32_t)j->dp_auth};
+    wire_joined_t jd = {.id = j->id,
+                        .token = j->token,
+                        .threads = j->nthreads,
+                        .port = sw->port,
+                        .base = j->base,
+                        .slots = j->nslots,
+                        .elems = j->elems,
+                        .float_mode = j->float_mode,
+                        .protocol = j->proto->id,
+                        .dpauth = (uint32_t)j->dp_auth};
     /* Whose data a result sums, when not just the members': a leaf's results are the
      * spine's, a spine's sum its leaves' hosts. */
     uint32_t sum = admit_contributors(j);
@@ -120,9 +126,11 @@ static void make_room_to_join(control_t *ctl, const peer_t *p)
     if (n < CTL_MAX_JOINING_PER_ADDR || !oldest)
         return;
     char text[CTL_LINE_MAX - 64];
-    snprintf(text, sizeof(text), "job '%s' removed: its address registered %u jobs that are "
+    snprintf(text, sizeof(text),
+             "job '%s' removed: its address registered %u jobs that are "
              "still waiting for their ranks, the most one address may hold, and this was the "
-             "oldest (%u of %u ranks joined)", oldest->name, n, oldest->joined, oldest->world);
+             "oldest (%u of %u ranks joined)",
+             oldest->name, n, oldest->joined, oldest->world);
     control_count(sw, CTL_JOINING_EVICTED);
     control_refuse_joining(ctl, oldest, WIRE_REFUSED, text);
 }
@@ -190,8 +198,8 @@ static job_t *register_job(control_t *ctl, const client_t *cl, const wire_join_t
     j->codec = *codec;
     j->codec_feedback = feedback;
     if (codec->mode != CODEC_NONE &&
-        !(j->codec_state = codecjob_create(codec, feedback, sw->cfg.threads, jn->slots,
-                                           jn->elems))) {
+        !(j->codec_state =
+              codecjob_create(codec, feedback, sw->cfg.threads, jn->slots, jn->elems))) {
         control_send_err(ctl, cl->fd, WIRE_REFUSED_SYSTEM, "out of memory for compression state");
         job_free(j);
         return NULL;
@@ -263,7 +271,8 @@ static int authenticate(control_t *ctl, client_t *cl, const job_t *j, const wire
                                     "again",
                                     jn->job);
         if (jn->auth == WIRE_AUTH_NONE && ctl->sw->cfg.require_secret)
-            return auth_failed(ctl, cl, jn, "this switch admits only jobs with a secret "
+            return auth_failed(ctl, cl, jn,
+                               "this switch admits only jobs with a secret "
                                "(INAGG_JOB_SECRET)");
         return 0;
     }
@@ -327,11 +336,10 @@ int admit_join(control_t *ctl, client_t *cl, const char *line)
     }
     /* Native float32 when the protocol adds it so, or the optimizer's gradients and
      * parameters travel as float32. */
-    uint32_t float_mode = ops->float_native || jn.opt.present ? INAGG_FLOAT_NATIVE
-                                                               : jn.float_mode;
-    uint64_t pool_bytes = job_pool_bytes(ops, jn.world, jn.slots, jn.elems, sw->cfg.threads) +
-                          (jn.opt.present ? optjob_bytes(&jn.opt.step, jn.opt.params, jn.elems)
-                                          : 0);
+    uint32_t float_mode = ops->float_native || jn.opt.present ? INAGG_FLOAT_NATIVE : jn.float_mode;
+    uint64_t pool_bytes =
+        job_pool_bytes(ops, jn.world, jn.slots, jn.elems, sw->cfg.threads) +
+        (jn.opt.present ? optjob_bytes(&jn.opt.step, jn.opt.params, jn.elems) : 0);
     if (pool_bytes > SWITCH_MAX_POOL_BYTES)
         return control_send_err(ctl, cl->fd, WIRE_REFUSED,
                                 "job '%s' would need %llu MiB of slot memory (limit %llu "

@@ -13,16 +13,16 @@
 #include <stdint.h>
 
 typedef struct auth_ent {
-    uint8_t addr[16];     /* peers.h's key of the address */
-    uint64_t job;         /* hash of the job name */
-    uint32_t fails;       /* 0: free */
-    uint64_t window_ms;   /* when the first failure of the current window happened */
+    uint8_t addr[16]; /* peers.h's key of the address */
+    uint64_t job; /* hash of the job name */
+    uint32_t fails; /* 0: free */
+    uint64_t window_ms; /* when the first failure of the current window happened */
 } auth_ent_t;
 
 typedef struct auth_limit {
     auth_ent_t *e;
     uint32_t cap;
-    uint32_t limit;       /* failures allowed per window */
+    uint32_t limit; /* failures allowed per window */
     uint64_t window_ms;
 } auth_limit_t;
 

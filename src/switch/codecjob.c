@@ -12,8 +12,8 @@
 
 typedef struct cj_thread {
     codec_ctx_t *ctx;
-    float *f;     /* [elems] */
-    float *g;     /* [elems]: the result decoded again (feedback) */
+    float *f; /* [elems] */
+    float *g; /* [elems]: the result decoded again (feedback) */
     uint32_t *be; /* [elems] */
 } cj_thread_t;
 
@@ -21,12 +21,12 @@ struct codecjob {
     codec_spec_t spec;
     uint32_t nthreads, nslots, elems;
     size_t res_words; /* words per copy's result buffer */
-    cj_thread_t *t;   /* [nthreads] */
-    uint32_t *res;    /* [nslots * 2 * res_words] */
+    cj_thread_t *t; /* [nthreads] */
+    uint32_t *res; /* [nslots * 2 * res_words] */
     uint32_t *res_len; /* [nslots * 2]: words of the last result */
-    float *resid;      /* feedback: [nslots * elems], what slot s's last encoding dropped */
+    float *resid; /* feedback: [nslots * elems], what slot s's last encoding dropped */
     uint32_t *resid_chunk; /* [nslots]: the chunk that residual belongs to (+1; 0: none) */
-    uint32_t *resid_n;     /* [nslots]: its length */
+    uint32_t *resid_n; /* [nslots]: its length */
 };
 
 static size_t result_words(const codec_spec_t *s, uint32_t elems)
@@ -34,8 +34,7 @@ static size_t result_words(const codec_spec_t *s, uint32_t elems)
     return (codec_max_bytes(s, elems) + 3u) / 4u;
 }
 
-uint64_t codecjob_bytes(const codec_spec_t *s, uint32_t nthreads, uint32_t nslots,
-                        uint32_t elems)
+uint64_t codecjob_bytes(const codec_spec_t *s, uint32_t nthreads, uint32_t nslots, uint32_t elems)
 {
     return (uint64_t)nslots * 2u * (result_words(s, elems) + 1u) * 4u + 4u * (uint64_t)elems +
            (uint64_t)nslots * ((uint64_t)elems * 4u + 8u) +
@@ -61,8 +60,8 @@ void codecjob_free(codecjob_t *cj)
     free(cj);
 }
 
-codecjob_t *codecjob_create(const codec_spec_t *s, int feedback, uint32_t nthreads,
-                            uint32_t nslots, uint32_t elems)
+codecjob_t *codecjob_create(const codec_spec_t *s, int feedback, uint32_t nthreads, uint32_t nslots,
+                            uint32_t elems)
 {
     codecjob_t *cj = calloc(1, sizeof(*cj));
     if (!cj)
@@ -88,7 +87,8 @@ codecjob_t *codecjob_create(const codec_spec_t *s, int feedback, uint32_t nthrea
         cj->t[i].f = malloc((size_t)elems * sizeof(float));
         cj->t[i].g = malloc((size_t)elems * sizeof(float));
         cj->t[i].be = malloc((size_t)elems * sizeof(uint32_t));
-        if (!cj->t[i].f || !cj->t[i].g || !cj->t[i].be || codec_ctx_open(s, elems, &cj->t[i].ctx, NULL, 0) != 0)
+        if (!cj->t[i].f || !cj->t[i].g || !cj->t[i].be ||
+            codec_ctx_open(s, elems, &cj->t[i].ctx, NULL, 0) != 0)
             goto fail;
     }
     return cj;

@@ -29,12 +29,11 @@ typedef struct codecjob codecjob_t;
 
 /* State for nthreads dataplane threads and nslots slots (two copies each) of chunks of at
  * most elems values. NULL when out of memory. */
-codecjob_t *codecjob_create(const codec_spec_t *s, int feedback, uint32_t nthreads,
-                            uint32_t nslots, uint32_t elems);
+codecjob_t *codecjob_create(const codec_spec_t *s, int feedback, uint32_t nthreads, uint32_t nslots,
+                            uint32_t elems);
 void codecjob_free(codecjob_t *cj);
 /* Bytes codecjob_create allocates. */
-uint64_t codecjob_bytes(const codec_spec_t *s, uint32_t nthreads, uint32_t nslots,
-                        uint32_t elems);
+uint64_t codecjob_bytes(const codec_spec_t *s, uint32_t nthreads, uint32_t nslots, uint32_t elems);
 
 /* Decode a coded contribution (words 32-bit words) on dataplane thread `thread` into that
  * thread's scratch as network-order float32 words: the element count, or 0 (a bad chunk);

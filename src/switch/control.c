@@ -307,8 +307,10 @@ static void drop_client(control_t *ctl, int idx)
             if (atomic_load(&j->state) == JOB_JOINING) {
                 j->joined--; /* a rank that gave up joining may come back */
             } else if (!ctl->draining) { /* draining: SHUTDOWN told the members why */
-                fail_job(ctl, j, "rank %u disconnected (its control connection closed: "
-                         "the process exited or crashed)", cl->rank);
+                fail_job(ctl, j,
+                         "rank %u disconnected (its control connection closed: "
+                         "the process exited or crashed)",
+                         cl->rank);
             }
         }
         if (!job_has_members(j))
@@ -372,26 +374,19 @@ static int serve_client(control_t *ctl, client_t *cl)
                     return rc;
                 break;
             }
-        case WIRE_VERB_BARRIER:
-            handle_barrier(ctl, cl);
-            break;
-        case WIRE_VERB_LEAVE:
-            if (cl->job)
-                cl->job->left[cl->rank] = 1;
-            control_send_line(ctl, cl->fd, wire_verb_name(WIRE_VERB_BYE));
-            break;
-        case WIRE_VERB_STATS:
-            handle_stats(ctl, cl, line);
-            break;
-        case WIRE_VERB_HELLO:
-            admit_hello(ctl, cl, line);
-            break;
-        case WIRE_VERB_FABRIC:
-            handle_fabric(ctl, cl, line);
-            break;
-        default:
-            control_send_err(ctl, cl->fd, WIRE_REFUSED_INVALID, "unknown request '%.40s'", line);
-            break;
+            case WIRE_VERB_BARRIER: handle_barrier(ctl, cl); break;
+            case WIRE_VERB_LEAVE:
+                if (cl->job)
+                    cl->job->left[cl->rank] = 1;
+                control_send_line(ctl, cl->fd, wire_verb_name(WIRE_VERB_BYE));
+                break;
+            case WIRE_VERB_STATS: handle_stats(ctl, cl, line); break;
+            case WIRE_VERB_HELLO: admit_hello(ctl, cl, line); break;
+            case WIRE_VERB_FABRIC: handle_fabric(ctl, cl, line); break;
+            default:
+                control_send_err(ctl, cl->fd, WIRE_REFUSED_INVALID, "unknown request '%.40s'",
+                                 line);
+                break;
         }
     }
     if (cl->rd.len == 0)
@@ -432,8 +427,14 @@ static int check_barrier(control_t *ctl, job_t *j, uint64_t now)
     uint32_t nleft = format_ranks(missing, j->world, gone, sizeof(gone));
     fail_job(ctl, j, "barrier: rank%s %s did not arrive within %u ms (%u of %u ranks did)%s%s%s%s",
              n == 1 ? "" : "s", list, j->timeout_ms, j->barrier_count, j->world,
-             nleft ? "; rank" : "", nleft > 1 ? "s " : nleft ? " " : "", gone,
-             nleft == 1 ? " had left the job" : nleft ? " had left the job" : "");
+             nleft ? "; rank" : "",
+             nleft > 1 ? "s "
+             : nleft   ? " "
+                       : "",
+             gone,
+             nleft == 1 ? " had left the job"
+             : nleft    ? " had left the job"
+                        : "");
     return 1;
 }
 
@@ -480,12 +481,14 @@ static void check_silence(control_t *ctl, job_t *j, uint64_t now)
         j->silent_ms[r] = silent[r] ? now - seen[r] : 0;
     snprintf(j->silent_reason, sizeof(j->silent_reason),
              "(longer than the worker timeout, %u ms) while rank%s %s %s waiting on it: the job "
-             "failed and this rank is no longer part of it", j->timeout_ms, several ? "s" : "",
-             wl, several ? "were" : "was");
-    fail_job(ctl, j, "rank%s %s sent nothing for %s%llu ms while rank%s %s %s waiting on %s "
-             "(worker timeout %u ms)", nsilent == 1 ? "" : "s", sl, nsilent == 1 ? "" : "up to ",
-             (unsigned long long)longest, several ? "s" : "", wl, several ? "were" : "was",
-             nsilent == 1 ? "it" : "them", j->timeout_ms);
+             "failed and this rank is no longer part of it",
+             j->timeout_ms, several ? "s" : "", wl, several ? "were" : "was");
+    fail_job(ctl, j,
+             "rank%s %s sent nothing for %s%llu ms while rank%s %s %s waiting on %s "
+             "(worker timeout %u ms)",
+             nsilent == 1 ? "" : "s", sl, nsilent == 1 ? "" : "up to ", (unsigned long long)longest,
+             several ? "s" : "", wl, several ? "were" : "was", nsilent == 1 ? "it" : "them",
+             j->timeout_ms);
 }
 
 static void check_jobs(control_t *ctl)
@@ -508,8 +511,10 @@ static void check_jobs(control_t *ctl)
                     off += (size_t)snprintf(missing + off, sizeof(missing) - off, "%s%u",
                                             off ? "," : "", r);
             char text[CTL_LINE_MAX - 32];
-            snprintf(text, sizeof(text), "only %u of %u ranks joined job '%s' within %u ms; "
-                     "missing ranks: %s", j->joined, j->world, j->name, j->timeout_ms, missing);
+            snprintf(text, sizeof(text),
+                     "only %u of %u ranks joined job '%s' within %u ms; "
+                     "missing ranks: %s",
+                     j->joined, j->world, j->name, j->timeout_ms, missing);
             control_refuse_joining(ctl, j, WIRE_REFUSED_TIMEOUT, text);
             continue;
         }
@@ -554,8 +559,7 @@ static void accept_clients(control_t *ctl)
         struct sockaddr_storage ss;
         socklen_t sl = sizeof(ss);
         int fd = accept4(sw->listen_fd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (fd < 0 && (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
-                       errno == ENOMEM)) {
+        if (fd < 0 && (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)) {
             /* Out of descriptors: the connection stays queued and the listener readable, so
              * stop polling it for a tick rather than spin. */
             control_count(sw, CTL_CONN_LIMIT);
@@ -566,8 +570,8 @@ static void accept_clients(control_t *ctl)
         peer_t *p = NULL;
         client_t *cl = NULL;
         const char *why = NULL;
-        if ((ctl->nclients >= CTL_MAX_CLIENTS && !evict_idle(ctl, NULL)) ||
-            fd >= ctl->by_fd_cap || !(p = peers_get(&ctl->peers, &ss))) {
+        if ((ctl->nclients >= CTL_MAX_CLIENTS && !evict_idle(ctl, NULL)) || fd >= ctl->by_fd_cap ||
+            !(p = peers_get(&ctl->peers, &ss))) {
             control_count(sw, CTL_CONN_LIMIT);
             why = "ERR busy too many control connections\n";
         } else if (p->conns >= ctl->max_conns_per_addr &&
@@ -584,8 +588,8 @@ static void accept_clients(control_t *ctl)
             peers_release(p);
             continue;
         }
-        *cl = (client_t){.fd = fd, .peer = p, .last_in_ms = server_now_ms(),
-                         .wr = {.max = CTL_OUTPUT_MAX}};
+        *cl = (client_t){
+            .fd = fd, .peer = p, .last_in_ms = server_now_ms(), .wr = {.max = CTL_OUTPUT_MAX}};
         p->conns++;
         ctl->by_fd[fd] = cl;
         ctl->clients[ctl->nclients++] = cl;
@@ -611,8 +615,8 @@ static void drain(control_t *ctl)
     }
     if (members == 0)
         return;
-    LOG_I("draining: told %u member connection%s that the switch is shutting down (%s)",
-          members, members == 1 ? "" : "s", ctl_rest(line));
+    LOG_I("draining: told %u member connection%s that the switch is shutting down (%s)", members,
+          members == 1 ? "" : "s", ctl_rest(line));
     struct pollfd p[CTL_MAX_CLIENTS];
     uint64_t deadline = server_now_ms() + SWITCH_DRAIN_MS;
     for (uint64_t now = server_now_ms(); now < deadline; now = server_now_ms()) {

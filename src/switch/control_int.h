@@ -17,18 +17,20 @@
 #include "wire/ctlmsg.h"
 
 #define CTL_MAX_CLIENTS 1024
-#define CTL_MAX_JOINING_PER_ADDR 32 /* jobs one address registered that are still waiting for
+#define CTL_MAX_JOINING_PER_ADDR                                                                   \
+    32 /* jobs one address registered that are still waiting for
                                        their ranks; one more removes the oldest of them */
 #define CTL_TICK_MS 50
-#define CTL_ACCEPT_BURST 64                /* connections accepted per pass */
-#define CTL_OUTPUT_MAX (4u << 20)          /* bytes of replies queued per connection */
-#define CTL_OUTPUT_HIGH (64u << 10)        /* past this, a connection's requests wait */
-#define CTL_LINES_PER_PASS 16              /* requests served per connection per pass */
+#define CTL_ACCEPT_BURST 64 /* connections accepted per pass */
+#define CTL_OUTPUT_MAX (4u << 20) /* bytes of replies queued per connection */
+#define CTL_OUTPUT_HIGH (64u << 10) /* past this, a connection's requests wait */
+#define CTL_LINES_PER_PASS 16 /* requests served per connection per pass */
 #define SWITCH_MAX_POOL_BYTES (1ull << 30) /* per job */
-#define AUTH_WINDOW_MS 10000               /* failed authentications are counted over this */
-#define AUTH_FAIL_LIMIT 5                  /* ... per address and job, and past this many,
+#define AUTH_WINDOW_MS 10000 /* failed authentications are counted over this */
+#define AUTH_FAIL_LIMIT                                                                            \
+    5 /* ... per address and job, and past this many,
                                               that address's JOINs of that job are refused */
-#define AUTH_TABLE 4096                    /* (address, job) pairs with failures tracked */
+#define AUTH_TABLE 4096 /* (address, job) pairs with failures tracked */
 
 typedef struct client {
     int fd;
@@ -37,10 +39,10 @@ typedef struct client {
     peer_t *peer;
     job_t *job; /* NULL until JOIN succeeded */
     uint32_t rank;
-    uint64_t last_in_ms;       /* when bytes last arrived */
+    uint64_t last_in_ms; /* when bytes last arrived */
     uint64_t partial_since_ms; /* an incomplete line has waited since (0: none) */
-    int doomed;                /* close at the end of this pass */
-    int has_nonce;             /* a CHALLENGE was sent and not yet used */
+    int doomed; /* close at the end of this pass */
+    int has_nonce; /* a CHALLENGE was sent and not yet used */
     uint8_t nonce[WIRE_NONCE_BYTES];
 } client_t;
 
@@ -63,7 +65,7 @@ typedef struct control {
     auth_limit_t auth;
     uint32_t request_ms, idle_ms, max_conns_per_addr, max_job_slots, max_addr_slots;
     uint64_t accept_paused_until; /* ms: out of descriptors, the listener rests until then */
-    int draining;                 /* the switch stops: closing members fail no job */
+    int draining; /* the switch stops: closing members fail no job */
 } control_t;
 
 /* limits.c: put limits l (0: default) in force, publish them for switch_get_limits, and

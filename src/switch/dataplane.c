@@ -62,7 +62,7 @@ static void tx_flush(dp_thread_t *t)
 typedef struct seal_once {
     int valid;
     uint8_t covered[WIRE_HEADER_SIZE]; /* dpauth_down_header of the sealed copy */
-    uint8_t mac[WIRE_MAC_BYTES];       /* its nonce and tag */
+    uint8_t mac[WIRE_MAC_BYTES]; /* its nonce and tag */
 } seal_once_t;
 
 /* Seal the packet in hdr toward the ranks, or take the seal of an identical copy in *once. */
@@ -155,8 +155,8 @@ void dp_send_upstream(proto_ctx_t *x, wire_header_t *h, const uint32_t *payload)
                              transport_slot_queue(up->base, up->queues, h->slot), &to) != 0)
         return; /* cannot happen: a udp queue's address is its port */
     queue_packet(x, h, payload, &to, up->auth ? up->keys.up : NULL, 0, NULL);
-    STAT_ADD(x->c->v[STAT_BYTES_OUT], WIRE_HEADER_SIZE + (up->auth ? WIRE_MAC_BYTES : 0u) +
-                                          (uint64_t)h->count * 4u);
+    STAT_ADD(x->c->v[STAT_BYTES_OUT],
+             WIRE_HEADER_SIZE + (up->auth ? WIRE_MAC_BYTES : 0u) + (uint64_t)h->count * 4u);
 }
 
 /* A leaf switch: the round's partial sum (outcome o) to the upstream switch, as this
@@ -188,8 +188,7 @@ static void apply_optimizer(proto_ctx_t *x, const proto_outcome_t *o)
 {
     const job_t *j = x->job;
     float *scratch = j->opt_scratch + (size_t)x->thread * j->elems;
-    if (optjob_complete(j->opt, o->chunk, o->data, o->result.count, j->world, o->set,
-                        scratch) != 0)
+    if (optjob_complete(j->opt, o->chunk, o->data, o->result.count, j->world, o->set, scratch) != 0)
         return; /* cannot happen: every contribution's chunk and length were checked */
     STAT_ADD(x->c->v[o->set ? STAT_OPT_UPLOADS : STAT_OPT_STEPS], 1);
 }
@@ -201,43 +200,38 @@ static void act(proto_ctx_t *x, const wire_header_t *h, const proto_outcome_t *o
     stat_counters_t *c = x->c;
     uint64_t result_bytes;
     switch (o->action) {
-    case PROTO_PARTIAL:
-        STAT_ADD(c->v[STAT_CONTRIBUTIONS], 1);
-        break;
-    case PROTO_COMPLETE:
-        STAT_ADD(c->v[STAT_CONTRIBUTIONS], 1);
-        STAT_ADD(c->v[STAT_ROUNDS], 1);
-        if (j->opt)
-            apply_optimizer(x, o);
-        send_all(x, o, h->slot);
-        break;
-    case PROTO_UP_SEND:
-        STAT_ADD(c->v[STAT_CONTRIBUTIONS], 1);
-        STAT_ADD(c->v[STAT_UP_SENT], 1);
-        send_upstream(x, o, h->slot);
-        break;
-    case PROTO_UP_AGAIN:
-        STAT_ADD(c->v[STAT_UP_RESENT], 1);
-        send_upstream(x, o, h->slot);
-        break;
-    case PROTO_UP_DONE:
-        STAT_ADD(c->v[STAT_ROUNDS], 1);
-        STAT_ADD(c->v[STAT_UP_RESULTS], 1);
-        send_all(x, o, h->slot);
-        break;
-    case PROTO_RESEND: /* to where the rank's accepted contribution came from */
-        send_result(x, o, h->slot, h->rank, &j->addrs[(size_t)h->slot * j->world + h->rank],
-                    NULL);
-        result_bytes = job_header_bytes(j) + (uint64_t)o->result.count * 4u;
-        STAT_ADD(c->v[STAT_RESENDS], 1);
-        STAT_ADD(c->v[STAT_RESULTS_SENT], 1);
-        STAT_ADD(c->v[STAT_BYTES_OUT], result_bytes);
-        break;
-    case PROTO_DROP:
-        STAT_ADD(c->v[o->drop], 1);
-        break;
-    default:
-        break;
+        case PROTO_PARTIAL: STAT_ADD(c->v[STAT_CONTRIBUTIONS], 1); break;
+        case PROTO_COMPLETE:
+            STAT_ADD(c->v[STAT_CONTRIBUTIONS], 1);
+            STAT_ADD(c->v[STAT_ROUNDS], 1);
+            if (j->opt)
+                apply_optimizer(x, o);
+            send_all(x, o, h->slot);
+            break;
+        case PROTO_UP_SEND:
+            STAT_ADD(c->v[STAT_CONTRIBUTIONS], 1);
+            STAT_ADD(c->v[STAT_UP_SENT], 1);
+            send_upstream(x, o, h->slot);
+            break;
+        case PROTO_UP_AGAIN:
+            STAT_ADD(c->v[STAT_UP_RESENT], 1);
+            send_upstream(x, o, h->slot);
+            break;
+        case PROTO_UP_DONE:
+            STAT_ADD(c->v[STAT_ROUNDS], 1);
+            STAT_ADD(c->v[STAT_UP_RESULTS], 1);
+            send_all(x, o, h->slot);
+            break;
+        case PROTO_RESEND: /* to where the rank's accepted contribution came from */
+            send_result(x, o, h->slot, h->rank, &j->addrs[(size_t)h->slot * j->world + h->rank],
+                        NULL);
+            result_bytes = job_header_bytes(j) + (uint64_t)o->result.count * 4u;
+            STAT_ADD(c->v[STAT_RESENDS], 1);
+            STAT_ADD(c->v[STAT_RESULTS_SENT], 1);
+            STAT_ADD(c->v[STAT_BYTES_OUT], result_bytes);
+            break;
+        case PROTO_DROP: STAT_ADD(c->v[o->drop], 1); break;
+        default: break;
     }
 }
 
@@ -286,8 +280,7 @@ static int check(const dp_thread_t *t, const job_t *j, const wire_header_t *h)
  * `key` are the job's (or, for what comes from an upstream switch, its membership's), `down`
  * for what a switch sent (wire/dpauth.h: dpauth_check_down). On
  * success the MAC flag is cleared from *h: the protocols see the packet as sent. */
-static int check_mac(int auth, const uint8_t *key, int down, wire_header_t *h,
-                     const uint8_t *buf)
+static int check_mac(int auth, const uint8_t *key, int down, wire_header_t *h, const uint8_t *buf)
 {
     int has = (h->flags & WIRE_FLAG_MAC) != 0;
     if (!auth)
@@ -302,8 +295,8 @@ static int check_mac(int auth, const uint8_t *key, int down, wire_header_t *h,
 
 /* A leaf switch: a result or confirmation from the upstream switch. Checked against the
  * local job that is member of that upstream job, then handed to its protocol. */
-static void handle_upstream(dp_thread_t *t, wire_header_t *h, const uint8_t *buf,
-                            size_t len, const transport_addr_t *from, uint64_t now_ms)
+static void handle_upstream(dp_thread_t *t, wire_header_t *h, const uint8_t *buf, size_t len,
+                            const transport_addr_t *from, uint64_t now_ms)
 {
     (void)now_ms;
     job_t *j = h->job < SWITCH_MAX_JOBS
@@ -317,8 +310,12 @@ static void handle_upstream(dp_thread_t *t, wire_header_t *h, const uint8_t *buf
         STAT_ADD(t->c.v[DROP_BAD_TOKEN], 1);
         return;
     }
-    proto_ctx_t x = {.dp = t, .job = j, .state = j->proto_state, .thread = t->index,
-                     .c = &j->threads[t->index].c, .from = from};
+    proto_ctx_t x = {.dp = t,
+                     .job = j,
+                     .state = j->proto_state,
+                     .thread = t->index,
+                     .c = &j->threads[t->index].c,
+                     .from = from};
     int reason = -1;
     if (atomic_load_explicit(&j->state, memory_order_acquire) != JOB_ACTIVE)
         reason = DROP_JOB_NOT_ACTIVE;
@@ -393,8 +390,12 @@ static void handle_packet(dp_thread_t *t, uint32_t to_switch, const uint8_t *buf
         STAT_ADD(t->c.v[DROP_BAD_TOKEN], 1);
         return;
     }
-    proto_ctx_t x = {.dp = t, .job = j, .state = j->proto_state, .thread = t->index,
-                     .c = &j->threads[t->index].c, .from = from};
+    proto_ctx_t x = {.dp = t,
+                     .job = j,
+                     .state = j->proto_state,
+                     .thread = t->index,
+                     .c = &j->threads[t->index].c,
+                     .from = from};
     int reason = check(t, j, &h);
     if (reason < 0) /* the rank is in range now, and the keys published (job active) */
         reason = check_mac(j->dp_auth, j->keys[h.rank].up, 0, &h, buf);

@@ -47,15 +47,17 @@ struct httpm {
 
 static uint64_t now_ms(void) { return util_now_ns() / 1000000ull; }
 
-static char *response(const char *status, const char *type, const char *extra,
-                      const char *body, size_t body_len, size_t *len)
+static char *response(const char *status, const char *type, const char *extra, const char *body,
+                      size_t body_len, size_t *len)
 {
     char *text = NULL;
     FILE *m = open_memstream(&text, len);
     if (!m)
         return NULL;
-    fprintf(m, "HTTP/1.1 %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n%s"
-            "Connection: close\r\n\r\n", status, type, body_len, extra ? extra : "");
+    fprintf(m,
+            "HTTP/1.1 %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n%s"
+            "Connection: close\r\n\r\n",
+            status, type, body_len, extra ? extra : "");
     fwrite(body, 1, body_len, m);
     if (fclose(m) != 0) {
         free(text);
@@ -92,8 +94,8 @@ static char *answer(httpm_t *h, const char *req, size_t *len)
     h->render(h->ctx, m);
     char *r = NULL;
     if (fclose(m) == 0) {
-        r = response("200 OK", "text/plain; version=0.0.4; charset=utf-8", NULL, body,
-                     body_len, len);
+        r = response("200 OK", "text/plain; version=0.0.4; charset=utf-8", NULL, body, body_len,
+                     len);
         if (r && head) /* the head alone, Content-Length as for GET */
             *len -= body_len;
     }
@@ -164,8 +166,7 @@ static int serve_read(httpm_t *h, httpm_client_t *c)
 static int serve_write(httpm_client_t *c)
 {
     while (c->resp_sent < c->resp_len) {
-        ssize_t n = send(c->fd, c->resp + c->resp_sent, c->resp_len - c->resp_sent,
-                         MSG_NOSIGNAL);
+        ssize_t n = send(c->fd, c->resp + c->resp_sent, c->resp_len - c->resp_sent, MSG_NOSIGNAL);
         if (n < 0)
             return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? 0 : -errno;
         c->resp_sent += (size_t)n;

@@ -9,9 +9,9 @@
 #ifndef INAGG_SWITCH_HTTPMETRICS_H
 #define INAGG_SWITCH_HTTPMETRICS_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
-#include <stddef.h>
 
 #define HTTPM_MAX_CLIENTS 8
 #define HTTPM_DEADLINE_MS 5000

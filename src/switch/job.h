@@ -16,8 +16,8 @@
 #include <stdint.h>
 
 #include "base/util.h"
-#include "inagg.h"
 #include "codec/codec.h"
+#include "inagg.h"
 #include "switch/optjob.h"
 #include "switch/proto.h"
 #include "switch/stats.h"
@@ -44,13 +44,13 @@ enum job_state { JOB_JOINING = 0, JOB_ACTIVE, JOB_FAILED };
  * by the control thread before the job is activated; read-only afterwards. */
 typedef struct job_up {
     int on;
-    uint16_t job;             /* the upstream job's id and token */
+    uint16_t job; /* the upstream job's id and token */
     uint64_t token;
-    uint32_t rank;            /* this switch's rank there */
-    uint32_t contributors;    /* the hosts under the spine (its JOINED), 0: not said */
-    uint32_t queues, base;    /* the upstream switch's dataplane queues and the job's first */
-    transport_addr_t queue0;  /* its queue 0 */
-    int auth;                 /* the upstream job authenticates its dataplane: this switch's
+    uint32_t rank; /* this switch's rank there */
+    uint32_t contributors; /* the hosts under the spine (its JOINED), 0: not said */
+    uint32_t queues, base; /* the upstream switch's dataplane queues and the job's first */
+    transport_addr_t queue0; /* its queue 0 */
+    int auth; /* the upstream job authenticates its dataplane: this switch's
                                  keys there (from its JOIN upstream, wire/dpauth.h) */
     dpauth_keys_t keys;
 } job_up_t;
@@ -63,38 +63,38 @@ typedef struct job {
     uint32_t world, nslots, elems;
     uint32_t float_mode; /* inagg_float_mode_t */
     const switch_proto_ops_t *proto;
-    void *proto_state;   /* the protocol's (proto.h) */
-    uint32_t base;       /* slot i is served by thread job_slot_owner(i) */
+    void *proto_state; /* the protocol's (proto.h) */
+    uint32_t base; /* slot i is served by thread job_slot_owner(i) */
     uint32_t nthreads;
     uint32_t timeout_ms; /* a rank silent this long while others wait fails the job */
     transport_addr_t *addrs; /* [slot * world + rank]: where results go (the source of the
                                 rank's last accepted contribution on that slot) */
-    job_thread_t *threads;   /* [nthreads] */
-    optjob_t *opt;           /* in-switch optimizer, or NULL (set before publication) */
-    float *opt_scratch;      /* [nthreads * elems]: each thread's decoded gradient */
+    job_thread_t *threads; /* [nthreads] */
+    optjob_t *opt; /* in-switch optimizer, or NULL (set before publication) */
+    float *opt_scratch; /* [nthreads * elems]: each thread's decoded gradient */
     wire_optimizer_t opt_cfg; /* the optimizer as joined, for the parameter-mismatch check */
-    codec_spec_t codec;      /* the job's compression (CODEC_NONE: none) */
-    int codec_feedback;      /* error feedback on the switch's re-encoding (codecjob.h) */
+    codec_spec_t codec; /* the job's compression (CODEC_NONE: none) */
+    int codec_feedback; /* error feedback on the switch's re-encoding (codecjob.h) */
     struct codecjob *codec_state; /* its state (codecjob.h), or NULL (set before publication) */
-    _Atomic int state;       /* enum job_state */
-    job_up_t up;             /* a leaf switch's upstream membership (up.on), before activation */
+    _Atomic int state; /* enum job_state */
+    job_up_t up; /* a leaf switch's upstream membership (up.on), before activation */
     /* control thread only */
-    struct upjob *upj;       /* a leaf switch: the thread holding the upstream membership */
-    struct peer *owner;      /* the address that registered it: holds its slots (peers.h) */
-    int dp_auth;             /* every dataplane packet carries a MAC (wire/dpauth.h) under
+    struct upjob *upj; /* a leaf switch: the thread holding the upstream membership */
+    struct peer *owner; /* the address that registered it: holds its slots (peers.h) */
+    int dp_auth; /* every dataplane packet carries a MAC (wire/dpauth.h) under
                                 keys[rank]: a job with a secret, unless its registering rank
                                 said dpauth=0 (set before activation) */
     dpauth_keys_t keys[INAGG_MAX_WORLD]; /* each rank's, from its JOIN */
-    int has_verifier;        /* registered with a job secret: every rank must prove it */
-    uint8_t verifier[32];    /* HMAC-SHA256(secret, job name) (PROTOCOL.md "Authentication") */
+    int has_verifier; /* registered with a job secret: every rank must prove it */
+    uint8_t verifier[32]; /* HMAC-SHA256(secret, job name) (PROTOCOL.md "Authentication") */
     uint64_t created_ms, activated_ms;
     int member_fd[INAGG_MAX_WORLD]; /* -1: not connected */
-    uint8_t left[INAGG_MAX_WORLD];  /* left cleanly with LEAVE */
+    uint8_t left[INAGG_MAX_WORLD]; /* left cleanly with LEAVE */
     uint8_t in_barrier[INAGG_MAX_WORLD];
     uint32_t contrib[INAGG_MAX_WORLD]; /* the ranks whose data each member sums (JOIN's
                                           contributors=, 1 for a worker) */
     uint32_t joined, barrier_count, barrier_epoch;
-    uint64_t barrier_since_ms;      /* when the open barrier's first rank arrived */
+    uint64_t barrier_since_ms; /* when the open barrier's first rank arrived */
     char fail_reason[256];
     /* a job failed for silence: how long each silent rank was silent (0: it was not) and the
        rest of what it is told (it may have been stopped, and learn only when it runs again) */

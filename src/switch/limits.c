@@ -8,8 +8,8 @@
 #include "switch/control_int.h"
 
 const char *const switch_limit_names[SWITCH_LIMIT_COUNT] = {
-    "request_timeout_ms", "idle_timeout_ms", "max_conns_per_addr", "max_job_slots",
-    "max_addr_slots",
+    "request_timeout_ms", "idle_timeout_ms", "max_conns_per_addr",
+    "max_job_slots",      "max_addr_slots",
 };
 
 static uint32_t or_default(uint32_t v, uint32_t def) { return v ? v : def; }
@@ -32,7 +32,8 @@ void control_use_limits(control_t *ctl, const switch_limits_t *l, const char *wh
         atomic_store(&sw->limits_now[i], now[i]);
     if (why)
         LOG_I("limits %s: request_timeout_ms=%u idle_timeout_ms=%u max_conns_per_addr=%u "
-              "max_job_slots=%u max_addr_slots=%u", why, now[0], now[1], now[2], now[3], now[4]);
+              "max_job_slots=%u max_addr_slots=%u",
+              why, now[0], now[1], now[2], now[3], now[4]);
 }
 
 int control_take_limits(control_t *ctl)

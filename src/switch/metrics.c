@@ -20,8 +20,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "json/promtext.h"
 #include "switch/server.h"
+#include "json/promtext.h"
 
 /* A counter's metric name where the table's name is not one (a unit, or a clearer word). */
 static const struct {
@@ -74,8 +74,7 @@ static int collect_jobs(inagg_switch_t *sw, live_job_t **out)
         char id[16];
         snprintf(id, sizeof(id), "%u", j->id);
         lj[n].j = j;
-        prom_labels(lj[n].labels, sizeof(lj[n].labels), "job_name", j->name, "job_id", id,
-                    NULL);
+        prom_labels(lj[n].labels, sizeof(lj[n].labels), "job_name", j->name, "job_id", id, NULL);
         for (int s = 0; s < STAT_COUNT; s++)
             lj[n].v[s] = per_job(s) ? job_sum(j, s) : 0;
         n++;
@@ -110,7 +109,8 @@ static void write_gauges(inagg_switch_t *sw, FILE *out, const live_job_t *lj, in
         prom_labels(l, sizeof(l), "state", state_name(states[k]), NULL);
         prom_u64(out, "inagg_switch_jobs", l, c);
     }
-    prom_family(out, "inagg_switch_jobs_retired_total", "counter", "jobs that finished or failed and were removed");
+    prom_family(out, "inagg_switch_jobs_retired_total", "counter",
+                "jobs that finished or failed and were removed");
     prom_u64(out, "inagg_switch_jobs_retired_total", NULL, sw->nretired);
     prom_family(out, "inagg_switch_control_connections", "gauge", "open control connections");
     prom_u64(out, "inagg_switch_control_connections", NULL, atomic_load(&sw->ctl_connections));

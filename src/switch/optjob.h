@@ -30,12 +30,12 @@ enum optjob_init { OPTJOB_INIT_ZERO = 0, OPTJOB_INIT_SEEDED = 1 };
 typedef struct optjob {
     optim_config_t cfg;
     uint64_t nparams;
-    uint32_t elems;      /* parameters per chunk (the job's elements per packet) */
+    uint32_t elems; /* parameters per chunk (the job's elements per packet) */
     uint64_t nchunks;
-    unsigned words;      /* optimizer state words per parameter */
-    float *params;       /* [nparams] */
-    float *state;        /* chunk c's block at c * elems * words */
-    uint64_t *steps;     /* [nchunks] optimizer steps applied to each chunk */
+    unsigned words; /* optimizer state words per parameter */
+    float *params; /* [nparams] */
+    float *state; /* chunk c's block at c * elems * words */
+    uint64_t *steps; /* [nchunks] optimizer steps applied to each chunk */
 } optjob_t;
 
 /* Bytes optjob_create would allocate. */

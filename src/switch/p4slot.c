@@ -157,5 +157,3 @@ enum p4slot_verdict p4slot_upstream_confirm(p4slot_t *s, uint32_t world, const w
     next_round(s);
     return P4V_CONFIRMED;
 }
-
-

@@ -36,35 +36,35 @@ enum p4slot_phase {
 };
 
 typedef struct p4slot {
-    uint32_t round;     /* round this slot serves */
-    uint8_t phase;      /* enum p4slot_phase */
-    uint8_t dtype;      /* enum wire_dtype of this round (set by its first contribution) */
-    uint8_t overflow;   /* an int32 add wrapped around */
-    uint8_t set;        /* an upload round (WIRE_FLAG_SET), in-switch optimizer jobs */
-    uint8_t up_wait;    /* a leaf switch in P4_ACKING: the upstream switch has not confirmed
+    uint32_t round; /* round this slot serves */
+    uint8_t phase; /* enum p4slot_phase */
+    uint8_t dtype; /* enum wire_dtype of this round (set by its first contribution) */
+    uint8_t overflow; /* an int32 add wrapped around */
+    uint8_t set; /* an upload round (WIRE_FLAG_SET), in-switch optimizer jobs */
+    uint8_t up_wait; /* a leaf switch in P4_ACKING: the upstream switch has not confirmed
                            the round yet, so the slot may not move on */
-    uint16_t n_elems;   /* elements in this round */
-    uint32_t chunk;     /* echoed back in the result */
+    uint16_t n_elems; /* elements in this round */
+    uint32_t chunk; /* echoed back in the result */
     uint32_t agg_count, ack_count;
     uint64_t agg_bm, ack_bm;
-    uint32_t *rows;     /* [world][elems] contributions, host order */
-    uint32_t *result;   /* [elems] the sum in network order, valid in P4_ACKING */
+    uint32_t *rows; /* [world][elems] contributions, host order */
+    uint32_t *result; /* [elems] the sum in network order, valid in P4_ACKING */
 } p4slot_t;
 
 enum p4slot_verdict {
-    P4V_PARTIAL = 0,     /* contribution accepted; the round is still open */
-    P4V_COMPLETE,        /* contribution accepted and the round is complete: result to all */
-    P4V_RESEND_RESULT,   /* contribution for a complete round: result to the sender */
-    P4V_DUP_OPEN,        /* duplicate contribution to an open round: ignore */
-    P4V_ACKED,           /* acknowledgement accepted; others still missing */
-    P4V_CONFIRMED,       /* last acknowledgement: confirmation to all, slot moved on */
-    P4V_RESEND_CONFIRM,  /* acknowledgement of the round just confirmed: confirm to sender */
-    P4V_DUP_ACK,         /* duplicate acknowledgement of an unconfirmed round: ignore */
-    P4V_STALE,           /* a round already finished: ignore */
-    P4V_AHEAD,           /* a round or phase that cannot come yet (protocol violation) */
-    P4V_MISMATCH,        /* element count, dtype or upload flag differ within a round */
-    P4V_HELD,            /* a leaf's round waiting upstream, repeated: send it upstream again */
-    P4V_UP_ACK_AGAIN,    /* a leaf's round waiting for the upstream confirmation, repeated
+    P4V_PARTIAL = 0, /* contribution accepted; the round is still open */
+    P4V_COMPLETE, /* contribution accepted and the round is complete: result to all */
+    P4V_RESEND_RESULT, /* contribution for a complete round: result to the sender */
+    P4V_DUP_OPEN, /* duplicate contribution to an open round: ignore */
+    P4V_ACKED, /* acknowledgement accepted; others still missing */
+    P4V_CONFIRMED, /* last acknowledgement: confirmation to all, slot moved on */
+    P4V_RESEND_CONFIRM, /* acknowledgement of the round just confirmed: confirm to sender */
+    P4V_DUP_ACK, /* duplicate acknowledgement of an unconfirmed round: ignore */
+    P4V_STALE, /* a round already finished: ignore */
+    P4V_AHEAD, /* a round or phase that cannot come yet (protocol violation) */
+    P4V_MISMATCH, /* element count, dtype or upload flag differ within a round */
+    P4V_HELD, /* a leaf's round waiting upstream, repeated: send it upstream again */
+    P4V_UP_ACK_AGAIN, /* a leaf's round waiting for the upstream confirmation, repeated
                             acknowledgement: acknowledge upstream again */
     P4V_VERDICT_COUNT
 };

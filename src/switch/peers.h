@@ -12,9 +12,9 @@
 
 typedef struct peer {
     int used;
-    uint8_t addr[16];       /* IPv4 as IPv4-mapped IPv6 */
-    uint32_t conns;         /* open control connections */
-    uint32_t slots;         /* slots held by jobs this address registered */
+    uint8_t addr[16]; /* IPv4 as IPv4-mapped IPv6 */
+    uint32_t conns; /* open control connections */
+    uint32_t slots; /* slots held by jobs this address registered */
 } peer_t;
 
 typedef struct peer_table {

@@ -30,5 +30,8 @@ void proto_list(char *buf, size_t cap)
     buf[0] = '\0';
     for (size_t i = 0; i < n && off < cap; i++)
         off += (size_t)snprintf(buf + off, cap - off, "%s%s",
-                                i == 0 ? "" : i + 1 == n ? " and " : ", ", protocols[i]->name);
+                                i == 0       ? ""
+                                : i + 1 == n ? " and "
+                                             : ", ",
+                                protocols[i]->name);
 }

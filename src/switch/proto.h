@@ -34,17 +34,17 @@ struct dp_thread;
 /* What follows from one packet, for the dataplane to act on (dp_outcome in dataplane.c). */
 enum proto_action {
     PROTO_DONE = 0, /* nothing more (the protocol did and counted what there was) */
-    PROTO_PARTIAL,  /* contribution accepted, the round is still open */
+    PROTO_PARTIAL, /* contribution accepted, the round is still open */
     PROTO_COMPLETE, /* contribution accepted, the round is complete: optimizer step (if the
                        job has one), then the result to every rank */
-    PROTO_RESEND,   /* the completed round's result again, to the sender */
-    PROTO_DROP,     /* dropped, counted under `drop` */
+    PROTO_RESEND, /* the completed round's result again, to the sender */
+    PROTO_DROP, /* dropped, counted under `drop` */
     /* A leaf switch (a job with an upstream switch, PROTOCOL.md "Hierarchy"): */
-    PROTO_UP_SEND,  /* contribution accepted, the round is complete here: its partial sum
+    PROTO_UP_SEND, /* contribution accepted, the round is complete here: its partial sum
                        (result, data) goes upstream as this switch's contribution */
     PROTO_UP_AGAIN, /* a rank repeated its contribution to a round waiting upstream: the
                        partial sum goes upstream again */
-    PROTO_UP_DONE,  /* the upstream result of a held round arrived and is now the round's
+    PROTO_UP_DONE, /* the upstream result of a held round arrived and is now the round's
                        result: to every rank */
 };
 
@@ -55,25 +55,25 @@ enum proto_action {
  * that the rank is alive; a silent rank has nothing in the open round to repeat. */
 enum proto_seen {
     PROTO_SEEN_NONE = 0, /* nothing (stale, ahead, mismatch, a completed round's repeat) */
-    PROTO_SEEN_WAITING,  /* the rank's repeat for a round still open: alive, waiting */
+    PROTO_SEEN_WAITING, /* the rank's repeat for a round still open: alive, waiting */
     PROTO_SEEN_ACCEPTED, /* accepted: alive, and the source is where its results go */
 };
 
 /* A protocol's verdict in the shared terms: a table indexed by its own verdicts. */
 typedef struct proto_verdict {
     uint8_t action; /* enum proto_action */
-    uint8_t drop;   /* PROTO_DROP: enum stat_id */
-    uint8_t seen;   /* enum proto_seen */
+    uint8_t drop; /* PROTO_DROP: enum stat_id */
+    uint8_t seen; /* enum proto_seen */
 } proto_verdict_t;
 
 typedef struct proto_outcome {
     uint8_t action; /* enum proto_action */
-    uint8_t drop;   /* PROTO_DROP: enum stat_id */
-    uint8_t seen;   /* enum proto_seen: what the dataplane learns about the sender */
-    uint8_t set;    /* PROTO_COMPLETE: an upload round (in-switch optimizer) */
+    uint8_t drop; /* PROTO_DROP: enum stat_id */
+    uint8_t seen; /* enum proto_seen: what the dataplane learns about the sender */
+    uint8_t set; /* PROTO_COMPLETE: an upload round (in-switch optimizer) */
     uint32_t chunk; /* PROTO_COMPLETE: the round's chunk (in-switch optimizer) */
     wire_header_t result; /* COMPLETE, RESEND: the result's header; rank is set per packet */
-    uint32_t *data;       /* ... and its payload, result.count words in network order, which
+    uint32_t *data; /* ... and its payload, result.count words in network order, which
                              stay put until the next packet on the slot */
 } proto_outcome_t;
 
@@ -89,19 +89,19 @@ static inline void proto_verdict(proto_outcome_t *o, const proto_verdict_t *v)
 typedef struct proto_ctx {
     struct dp_thread *dp;
     struct job *job;
-    void *state;             /* the job's protocol state (create's) */
-    uint32_t thread;         /* the dataplane thread's index */
-    stat_counters_t *c;      /* that thread's counters of this job */
+    void *state; /* the job's protocol state (create's) */
+    uint32_t thread; /* the dataplane thread's index */
+    stat_counters_t *c; /* that thread's counters of this job */
     const transport_addr_t *from;
 } proto_ctx_t;
 
 typedef struct switch_proto_ops {
-    const char *name;  /* as JOIN and JOINED spell it */
-    uint32_t id;       /* inagg_protocol_t */
-    uint32_t accepts;  /* packet types its jobs take: bits (1u << enum wire_type); any other
+    const char *name; /* as JOIN and JOINED spell it */
+    uint32_t id; /* inagg_protocol_t */
+    uint32_t accepts; /* packet types its jobs take: bits (1u << enum wire_type); any other
                           type to switch is dropped as wrong_protocol */
-    int float_native;  /* 1: its jobs add float32 natively whatever JOIN asked */
-    uint64_t stats;    /* its own counters (bits 1ull << enum stat_id, flagged STAT_PROTOCOL)
+    int float_native; /* 1: its jobs add float32 natively whatever JOIN asked */
+    uint64_t stats; /* its own counters (bits 1ull << enum stat_id, flagged STAT_PROTOCOL)
                           in its jobs' retiring log line */
     /* Bytes a job's state takes (the switch refuses jobs that ask too much). */
     uint64_t (*pool_bytes)(uint32_t world, uint32_t nslots, uint32_t elems, uint32_t nthreads);

@@ -23,23 +23,22 @@ typedef struct p4_confirm_ring {
 } p4_confirm_ring_t;
 
 typedef struct p4sgd_job {
-    p4slot_t *slots;                  /* [nslots] */
-    uint32_t *arena;                  /* nslots * (world + 1) * elems words: a row per rank
+    p4slot_t *slots; /* [nslots] */
+    uint32_t *arena; /* nslots * (world + 1) * elems words: a row per rank
                                          and the result */
-    transport_addr_t *ack_addrs;      /* [slot * world + rank]: where confirmations go (the
+    transport_addr_t *ack_addrs; /* [slot * world + rank]: where confirmations go (the
                                          source of the last acknowledgement), so they need
                                          not wake a worker that waits for a result on its
                                          other endpoint */
     p4_confirm_ring_t *confirm_rings; /* [thread * world + rank] */
-    p4_confirm_t *confirm_items;      /* [(thread * world + rank) * nslots + i] */
+    p4_confirm_t *confirm_items; /* [(thread * world + rank) * nslots + i] */
 } p4sgd_job_t;
 
-static uint64_t p4sgd_pool_bytes(uint32_t world, uint32_t nslots, uint32_t elems,
-                                 uint32_t nthreads)
+static uint64_t p4sgd_pool_bytes(uint32_t world, uint32_t nslots, uint32_t elems, uint32_t nthreads)
 {
-    return (uint64_t)nslots *
-           (sizeof(p4slot_t) + ((uint64_t)world + 1u) * elems * 4u +
-            (uint64_t)world * (sizeof(transport_addr_t) + (uint64_t)nthreads * sizeof(p4_confirm_t)));
+    return (uint64_t)nslots * (sizeof(p4slot_t) + ((uint64_t)world + 1u) * elems * 4u +
+                               (uint64_t)world * (sizeof(transport_addr_t) +
+                                                  (uint64_t)nthreads * sizeof(p4_confirm_t)));
 }
 
 static void p4sgd_destroy(void *state)

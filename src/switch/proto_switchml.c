@@ -13,7 +13,7 @@
 #include "switch/slot.h"
 
 typedef struct switchml_job {
-    slot_t *slots;   /* [nslots] */
+    slot_t *slots; /* [nslots] */
     uint32_t *arena; /* the copies' sums: nslots * 2 * elems words */
 } switchml_job_t;
 
@@ -135,11 +135,11 @@ static void switchml_handle(proto_ctx_t *x, const wire_header_t *h, const uint32
         int saturated = 0;
         const uint32_t *coded;
         uint64_t t0 = util_now_ns();
-        uint32_t words = out->action == PROTO_COMPLETE
-                             ? codecjob_encode_result(cj, x->thread, h->slot, h->round & 1u,
-                                                      c->chunk, c->data, c->n_elems, &coded,
-                                                      &saturated)
-                             : codecjob_result(cj, h->slot, h->round & 1u, &coded);
+        uint32_t words =
+            out->action == PROTO_COMPLETE
+                ? codecjob_encode_result(cj, x->thread, h->slot, h->round & 1u, c->chunk, c->data,
+                                         c->n_elems, &coded, &saturated)
+                : codecjob_result(cj, h->slot, h->round & 1u, &coded);
         if (out->action == PROTO_COMPLETE) {
             STAT_ADD(x->c->v[STAT_CODEC_NS], util_now_ns() - t0);
             STAT_ADD(x->c->v[STAT_CODEC_VALUES], c->n_elems);

@@ -20,13 +20,13 @@
 typedef struct dp_thread {
     struct inagg_switch *sw;
     uint32_t index;
-    transport_t *tp;        /* the transport queue this thread serves */
+    transport_t *tp; /* the transport queue this thread serves */
     pthread_t tid;
     _Atomic uint64_t epoch; /* bumped at every loop head */
     _Atomic int running;
-    stat_counters_t c;      /* the STAT_SWITCH counters (stats.h) */
-    struct dp_txq *txq;     /* packets queued while a batch is handled (dataplane.c) */
-    transport_rx_t *rx;     /* a received batch (dataplane.c) */
+    stat_counters_t c; /* the STAT_SWITCH counters (stats.h) */
+    struct dp_txq *txq; /* packets queued while a batch is handled (dataplane.c) */
+    transport_rx_t *rx; /* a received batch (dataplane.c) */
     int rx_max;
     /* the transport's fault counts, last seen */
     uint64_t fault_dropped, fault_duplicated, fault_reordered;
@@ -50,8 +50,8 @@ struct inagg_switch {
     _Atomic uint32_t slots_used; /* written by the control thread, read by stats anywhere */
     int listen_fd;
     _Atomic int stop;
-    char stop_reason[128];       /* set before stop: what SHUTDOWN tells the members */
-    int attached;                /* inline aggregation: the pass is attached (switch.h) */
+    char stop_reason[128]; /* set before stop: what SHUTDOWN tells the members */
+    int attached; /* inline aggregation: the pass is attached (switch.h) */
     uint64_t start_ms;
     pthread_t control_tid;
     int control_running;
@@ -65,7 +65,7 @@ struct inagg_switch {
      * the switch-wide per-job totals that /metrics shows, which never go down. */
     uint64_t retired_sum[STAT_COUNT];
     _Atomic uint64_t ctl_counts[CTL_STAT_COUNT]; /* the control plane's refusals (stats.h) */
-    _Atomic uint32_t ctl_connections;           /* open control connections */
+    _Atomic uint32_t ctl_connections; /* open control connections */
     /* A leaf switch: the local job that is member of upstream job id i (written by the
      * control thread, read by the dataplane for upstream packets), and the upstream threads
      * still running (upstream.c). */

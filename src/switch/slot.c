@@ -116,8 +116,7 @@ enum slot_verdict slot_contribute(slot_t *s, uint32_t world, const wire_header_t
     } else {
         /* Next use of this copy: its last round and the round before this one (held by the
          * other copy) must both be complete, or the sender skipped ahead. */
-        if (ahead != 2 || !done(c, world) || other->round != h->round - 1u ||
-            !done(other, world))
+        if (ahead != 2 || !done(c, world) || other->round != h->round - 1u || !done(other, world))
             return SLOT_AHEAD;
         start_round(c, h, payload_be);
     }

@@ -23,19 +23,19 @@
 #include "wire/wire.h"
 
 typedef struct slot_copy {
-    uint32_t round;    /* round this copy holds */
-    uint32_t count;    /* contributions received; == world when complete */
-    uint64_t seen;     /* bit r set: rank r contributed to this round */
-    uint32_t chunk;    /* echoed back in the result */
-    uint16_t n_elems;  /* elements in this round */
-    uint8_t dtype;     /* enum wire_dtype of this round */
-    uint8_t overflow;  /* an int32 add wrapped around */
-    uint8_t set;       /* an upload round (WIRE_FLAG_SET), in-switch optimizer jobs */
-    uint8_t held;      /* a leaf switch's round: complete here, its partial sum sent upstream,
+    uint32_t round; /* round this copy holds */
+    uint32_t count; /* contributions received; == world when complete */
+    uint64_t seen; /* bit r set: rank r contributed to this round */
+    uint32_t chunk; /* echoed back in the result */
+    uint16_t n_elems; /* elements in this round */
+    uint8_t dtype; /* enum wire_dtype of this round */
+    uint8_t overflow; /* an int32 add wrapped around */
+    uint8_t set; /* an upload round (WIRE_FLAG_SET), in-switch optimizer jobs */
+    uint8_t held; /* a leaf switch's round: complete here, its partial sum sent upstream,
                           the upstream result not yet in (slot_upstream_result) */
-    int16_t exp;       /* block exponent every contribution must carry (fixed point) */
-    int16_t next_exp;  /* max of the contributions' look-ahead exponents */
-    uint32_t *data;    /* the sum: host order while open, network order once complete */
+    int16_t exp; /* block exponent every contribution must carry (fixed point) */
+    int16_t next_exp; /* max of the contributions' look-ahead exponents */
+    uint32_t *data; /* the sum: host order while open, network order once complete */
 } slot_copy_t;
 
 typedef struct slot {
@@ -44,14 +44,14 @@ typedef struct slot {
 
 enum slot_verdict {
     SLOT_PARTIAL = 0, /* accepted; the round is still open */
-    SLOT_COMPLETE,    /* accepted and the round is now complete: send the result to all */
-    SLOT_RESEND,      /* duplicate for a complete round: send the result to the sender */
-    SLOT_DUP_OPEN,    /* duplicate for an open round: ignore */
-    SLOT_STALE,       /* a round older than the copy holds: ignore */
-    SLOT_AHEAD,       /* a round that cannot come yet (protocol violation): ignore */
-    SLOT_MISMATCH,    /* element count, dtype, exponent or upload flag differ within a round:
+    SLOT_COMPLETE, /* accepted and the round is now complete: send the result to all */
+    SLOT_RESEND, /* duplicate for a complete round: send the result to the sender */
+    SLOT_DUP_OPEN, /* duplicate for an open round: ignore */
+    SLOT_STALE, /* a round older than the copy holds: ignore */
+    SLOT_AHEAD, /* a round that cannot come yet (protocol violation): ignore */
+    SLOT_MISMATCH, /* element count, dtype, exponent or upload flag differ within a round:
                          ignore */
-    SLOT_HELD,        /* duplicate for a round held for its upstream result: send the partial
+    SLOT_HELD, /* duplicate for a round held for its upstream result: send the partial
                          sum upstream again (the sender's retransmission drives the leaf's) */
     SLOT_VERDICT_COUNT
 };

@@ -11,8 +11,8 @@
 #include <string.h>
 
 #include "base/log.h"
-#include "json/json.h"
 #include "switch/server.h"
+#include "json/json.h"
 
 #define JOBWIDE (STAT_TEXT | STAT_JSON | STAT_RETIRED_TEXT | STAT_RETIRED_JSON)
 #define PRE_JOB (STAT_DROP | STAT_SWITCH) /* before a packet has a job */
@@ -39,88 +39,122 @@ const stat_info_t stat_table[STAT_COUNT] = {
     [DROP_WRONG_THREAD] = {"wrong_thread", "the slot is served by another dataplane thread",
                            IN_JOB},
     [DROP_BAD_COUNT] = {"bad_count", "more elements than the job's elements per packet", IN_JOB},
-    [DROP_DTYPE_NOT_ALLOWED] = {"dtype_not_allowed", "an element type the job's float mode "
-                                "(or its optimizer) excludes", IN_JOB},
+    [DROP_DTYPE_NOT_ALLOWED] = {"dtype_not_allowed",
+                                "an element type the job's float mode "
+                                "(or its optimizer) excludes",
+                                IN_JOB},
     [DROP_DUP_OPEN] = {"dup_open_round", "duplicate contribution to an open round", IN_JOB},
     [DROP_STALE] = {"stale_round", "a round older than the slot holds", IN_JOB},
     [DROP_AHEAD] = {"round_ahead", "a round (or phase) that cannot come yet", IN_JOB},
-    [DROP_MISMATCH] = {"round_mismatch", "count, dtype, exponent or upload flag differ within "
-                       "a round", IN_JOB},
+    [DROP_MISMATCH] = {"round_mismatch",
+                       "count, dtype, exponent or upload flag differ within "
+                       "a round",
+                       IN_JOB},
     [DROP_WRONG_PROTOCOL] = {"wrong_protocol", "a packet type the job's protocol does not take",
                              IN_JOB},
     [DROP_DUP_ACK] = {"dup_ack", "a repeated acknowledgement of an unconfirmed round (p4sgd)",
                       IN_JOB},
     [DROP_BAD_CHUNK] = {"bad_chunk", "optimizer job: no such chunk, or not its length", IN_JOB},
-    [DROP_BAD_CODE] = {"bad_chunk_code", "compressed job: a chunk in another mode, with wrong "
-                       "lengths or bit counts, or that does not decode", IN_JOB},
-    [DROP_UP_STALE] = {"upstream_stale", "leaf switch: an upstream result or confirmation for "
-                       "a round not waiting for one (a repeat, or late)", IN_JOB},
-    [DROP_BAD_MAC] = {"bad_mac", "authenticated job: the MAC is not the rank's (forged, or "
-                      "changed on the way)", IN_JOB},
+    [DROP_BAD_CODE] = {"bad_chunk_code",
+                       "compressed job: a chunk in another mode, with wrong "
+                       "lengths or bit counts, or that does not decode",
+                       IN_JOB},
+    [DROP_UP_STALE] = {"upstream_stale",
+                       "leaf switch: an upstream result or confirmation for "
+                       "a round not waiting for one (a repeat, or late)",
+                       IN_JOB},
+    [DROP_BAD_MAC] = {"bad_mac",
+                      "authenticated job: the MAC is not the rank's (forged, or "
+                      "changed on the way)",
+                      IN_JOB},
     [DROP_MISSING_MAC] = {"missing_mac", "authenticated job: a packet without a MAC", IN_JOB},
-    [DROP_UNEXPECTED_MAC] = {"unexpected_mac", "a MAC on a packet of a job without an "
-                             "authenticated dataplane", IN_JOB},
+    [DROP_UNEXPECTED_MAC] = {"unexpected_mac",
+                             "a MAC on a packet of a job without an "
+                             "authenticated dataplane",
+                             IN_JOB},
     [STAT_PACKETS_IN] = {"packets_in", "datagrams received", STAT_SWITCH | STAT_JSON},
     [STAT_PACKETS_OUT] = {"packets_out", "datagrams sent", STAT_SWITCH | STAT_JSON},
     [STAT_INJECTED_DROPS] = {"injected_drops", "packets dropped by fault injection, both ways",
                              STAT_SWITCH | STAT_JSON},
-    [STAT_INJECTED_DUPS] = {"injected_duplicates", "packets duplicated by fault injection, "
-                            "both ways", STAT_SWITCH | STAT_JSON},
-    [STAT_INJECTED_REORDERS] = {"injected_reorders", "packets held back by fault injection "
+    [STAT_INJECTED_DUPS] = {"injected_duplicates",
+                            "packets duplicated by fault injection, "
+                            "both ways",
+                            STAT_SWITCH | STAT_JSON},
+    [STAT_INJECTED_REORDERS] = {"injected_reorders",
+                                "packets held back by fault injection "
                                 "and let out after later ones, both ways",
                                 STAT_SWITCH | STAT_JSON},
-    [STAT_POLLS_EMPTY] = {"empty_polls", "receives that did not wait and found nothing "
+    [STAT_POLLS_EMPTY] = {"empty_polls",
+                          "receives that did not wait and found nothing "
                           "(--poll busy, or adaptive within its spin)",
                           STAT_SWITCH | STAT_JSON},
     [STAT_CONTRIBUTIONS] = {"contributions", "contributions accepted into a round", JOBWIDE},
     [STAT_ROUNDS] = {"rounds", "rounds completed", JOBWIDE | STAT_LOG, "rounds"},
     [STAT_RESULTS_SENT] = {"results_sent", "result packets: world per round, one per resend",
                            STAT_TEXT | STAT_JSON | STAT_RETIRED_JSON},
-    [STAT_RESENDS] = {"resends", "results re-sent to one rank for a duplicate",
-                      JOBWIDE | STAT_LOG, "result resends"},
-    [STAT_ACKS] = {"acks", "acknowledgements accepted (p4sgd)",
-                   JOBWIDE | STAT_LOG | STAT_PROTOCOL, "acks"},
-    [STAT_CONFIRMS_SENT] = {"confirms_sent", "confirmations sent, on their own or on results "
-                            "(p4sgd)", JOBWIDE | STAT_LOG | STAT_PROTOCOL, "confirmations"},
-    [STAT_CONFIRMS_PIGGYBACKED] = {"confirms_piggybacked", "of confirms_sent, those that rode "
-                                   "on a result (p4sgd)", STAT_JSON | STAT_LOG | STAT_PROTOCOL,
-                                   "on results", STAT_CONFIRMS_SENT},
-    [STAT_CONFIRM_RESENDS] = {"confirm_resends", "confirmations re-sent for a repeated "
-                              "acknowledgement (p4sgd)", JOBWIDE | STAT_LOG | STAT_PROTOCOL,
-                              "re-sent", STAT_CONFIRMS_SENT},
+    [STAT_RESENDS] = {"resends", "results re-sent to one rank for a duplicate", JOBWIDE | STAT_LOG,
+                      "result resends"},
+    [STAT_ACKS] = {"acks", "acknowledgements accepted (p4sgd)", JOBWIDE | STAT_LOG | STAT_PROTOCOL,
+                   "acks"},
+    [STAT_CONFIRMS_SENT] = {"confirms_sent",
+                            "confirmations sent, on their own or on results "
+                            "(p4sgd)",
+                            JOBWIDE | STAT_LOG | STAT_PROTOCOL, "confirmations"},
+    [STAT_CONFIRMS_PIGGYBACKED] = {"confirms_piggybacked",
+                                   "of confirms_sent, those that rode "
+                                   "on a result (p4sgd)",
+                                   STAT_JSON | STAT_LOG | STAT_PROTOCOL, "on results",
+                                   STAT_CONFIRMS_SENT},
+    [STAT_CONFIRM_RESENDS] = {"confirm_resends",
+                              "confirmations re-sent for a repeated "
+                              "acknowledgement (p4sgd)",
+                              JOBWIDE | STAT_LOG | STAT_PROTOCOL, "re-sent", STAT_CONFIRMS_SENT},
     [STAT_OPT_STEPS] = {"optimizer_steps", "in-switch optimizer: chunk steps applied",
                         STAT_TEXT | STAT_JSON | STAT_RETIRED_JSON},
-    [STAT_OPT_UPLOADS] = {"parameter_uploads", "in-switch optimizer: chunks of parameters "
-                          "uploaded", STAT_JSON},
+    [STAT_OPT_UPLOADS] = {"parameter_uploads",
+                          "in-switch optimizer: chunks of parameters "
+                          "uploaded",
+                          STAT_JSON},
     [STAT_BYTES_IN] = {"bytes_in", "bytes of packets that passed the checks",
                        STAT_TEXT | STAT_JSON},
-    [STAT_BYTES_OUT] = {"bytes_out", "bytes of packets queued for sending",
-                        STAT_TEXT | STAT_JSON},
-    [STAT_CODEC_NS] = {"codec_ns", "compressed jobs: nanoseconds the dataplane spent decoding "
-                       "contributions and re-encoding sums", STAT_TEXT | STAT_JSON |
-                       STAT_RETIRED_JSON},
-    [STAT_CODEC_VALUES] = {"codec_values", "compressed jobs: values decoded plus values "
+    [STAT_BYTES_OUT] = {"bytes_out", "bytes of packets queued for sending", STAT_TEXT | STAT_JSON},
+    [STAT_CODEC_NS] = {"codec_ns",
+                       "compressed jobs: nanoseconds the dataplane spent decoding "
+                       "contributions and re-encoding sums",
+                       STAT_TEXT | STAT_JSON | STAT_RETIRED_JSON},
+    [STAT_CODEC_VALUES] = {"codec_values",
+                           "compressed jobs: values decoded plus values "
                            "encoded (codec_ns / codec_values: the switch's cost per value)",
                            STAT_TEXT | STAT_JSON | STAT_RETIRED_JSON},
-    [STAT_UP_SENT] = {"upstream_contributions", "leaf switch: rounds complete here whose "
-                      "partial sum went upstream", STAT_JSON | STAT_RETIRED_JSON},
-    [STAT_UP_RESENT] = {"upstream_resends", "leaf switch: partial sums sent upstream again for "
-                        "a rank's repeated contribution", STAT_JSON | STAT_RETIRED_JSON},
-    [STAT_UP_RESULTS] = {"upstream_results", "leaf switch: upstream results that completed a "
-                         "held round", STAT_JSON | STAT_RETIRED_JSON},
-    [STAT_UP_ACKS] = {"upstream_acks", "leaf switch: acknowledgements sent upstream, first and "
-                      "repeated (p4sgd)", STAT_JSON},
-    [STAT_UP_CONFIRMS] = {"upstream_confirms", "leaf switch: upstream confirmations taken "
-                          "(p4sgd)", STAT_JSON},
+    [STAT_UP_SENT] = {"upstream_contributions",
+                      "leaf switch: rounds complete here whose "
+                      "partial sum went upstream",
+                      STAT_JSON | STAT_RETIRED_JSON},
+    [STAT_UP_RESENT] = {"upstream_resends",
+                        "leaf switch: partial sums sent upstream again for "
+                        "a rank's repeated contribution",
+                        STAT_JSON | STAT_RETIRED_JSON},
+    [STAT_UP_RESULTS] = {"upstream_results",
+                         "leaf switch: upstream results that completed a "
+                         "held round",
+                         STAT_JSON | STAT_RETIRED_JSON},
+    [STAT_UP_ACKS] = {"upstream_acks",
+                      "leaf switch: acknowledgements sent upstream, first and "
+                      "repeated (p4sgd)",
+                      STAT_JSON},
+    [STAT_UP_CONFIRMS] = {"upstream_confirms",
+                          "leaf switch: upstream confirmations taken "
+                          "(p4sgd)",
+                          STAT_JSON},
 };
 
 const char *const ctl_stat_names[CTL_STAT_COUNT] = {
-    [CTL_CONN_LIMIT] = "conn_limit",         [CTL_CONN_PER_ADDR] = "conn_per_addr",
-    [CTL_IDLE_CLOSED] = "idle_closed",       [CTL_REQUEST_TIMEOUT] = "request_timeout",
-    [CTL_CONN_EVICTED] = "conn_evicted",    [CTL_JOINING_EVICTED] = "joining_evicted",
-    [CTL_OUTPUT_FULL] = "output_full",       [CTL_LINE_TOO_LONG] = "line_too_long",
-    [CTL_JOB_QUOTA] = "job_slot_quota",      [CTL_ADDR_QUOTA] = "addr_slot_quota",
-    [CTL_POOL_FULL] = "pool_exhausted",      [CTL_AUTH_FAILED] = "auth_failed",
+    [CTL_CONN_LIMIT] = "conn_limit",          [CTL_CONN_PER_ADDR] = "conn_per_addr",
+    [CTL_IDLE_CLOSED] = "idle_closed",        [CTL_REQUEST_TIMEOUT] = "request_timeout",
+    [CTL_CONN_EVICTED] = "conn_evicted",      [CTL_JOINING_EVICTED] = "joining_evicted",
+    [CTL_OUTPUT_FULL] = "output_full",        [CTL_LINE_TOO_LONG] = "line_too_long",
+    [CTL_JOB_QUOTA] = "job_slot_quota",       [CTL_ADDR_QUOTA] = "addr_slot_quota",
+    [CTL_POOL_FULL] = "pool_exhausted",       [CTL_AUTH_FAILED] = "auth_failed",
     [CTL_AUTH_LIMITED] = "auth_rate_limited",
 };
 
@@ -230,10 +264,11 @@ static void write_text(inagg_switch_t *sw, FILE *out)
     fprintf(out, "switch %s threads=%u slots_used=%u/%u uptime_s=%.1f\n", sw->listen_text,
             sw->cfg.threads, atomic_load(&sw->slots_used), sw->cfg.total_slots,
             (double)(server_now_ms() - sw->start_ms) / 1000.0);
-    fprintf(out, "packets in=%" PRIu64 " out=%" PRIu64 " injected_drops=%" PRIu64
+    fprintf(out,
+            "packets in=%" PRIu64 " out=%" PRIu64 " injected_drops=%" PRIu64
             " injected_duplicates=%" PRIu64 " injected_reorders=%" PRIu64 "\n",
-            v[STAT_PACKETS_IN], v[STAT_PACKETS_OUT], v[STAT_INJECTED_DROPS],
-            v[STAT_INJECTED_DUPS], v[STAT_INJECTED_REORDERS]);
+            v[STAT_PACKETS_IN], v[STAT_PACKETS_OUT], v[STAT_INJECTED_DROPS], v[STAT_INJECTED_DUPS],
+            v[STAT_INJECTED_REORDERS]);
     fprintf(out, "poll mode=%s spin_us=%u empty_polls=%" PRIu64 "\n",
             switch_poll_name(sw->cfg.poll), sw->cfg.poll_spin_us, v[STAT_POLLS_EMPTY]);
     fprintf(out, "dropped before any job:");
@@ -247,18 +282,19 @@ static void write_text(inagg_switch_t *sw, FILE *out)
         if (!j)
             continue;
         job_totals(j, v);
-        fprintf(out, "job %u name=%s state=%s protocol=%s world=%u slots=%u elems=%u float=%s "
-                "optimizer=%s", j->id, j->name, state_name(atomic_load(&j->state)),
-                j->proto->name, j->world, j->nslots, j->elems, float_name(j->float_mode),
-                optimizer_name(j));
+        fprintf(out,
+                "job %u name=%s state=%s protocol=%s world=%u slots=%u elems=%u float=%s "
+                "optimizer=%s",
+                j->id, j->name, state_name(atomic_load(&j->state)), j->proto->name, j->world,
+                j->nslots, j->elems, float_name(j->float_mode), optimizer_name(j));
         text_counters(out, v, STAT_TEXT);
         fprintf(out, " drops:");
         text_drops(out, v);
     }
     for (uint64_t k = retired_first(sw); k < sw->nretired; k++) {
         const retired_job_t *r = retired_at(sw, k);
-        fprintf(out, "retired job %u name=%s protocol=%s world=%u", r->id, r->name,
-                r->proto->name, r->world);
+        fprintf(out, "retired job %u name=%s protocol=%s world=%u", r->id, r->name, r->proto->name,
+                r->world);
         text_counters(out, r->v, STAT_RETIRED_TEXT);
         fprintf(out, " drops=%" PRIu64 "\n", drops_total(r->v));
     }

@@ -39,7 +39,8 @@ void server_quiesce(struct inagg_switch *sw)
     for (uint32_t t = 0; t < sw->cfg.threads; t++)
         seen[t] = atomic_load(&sw->threads[t].epoch);
     for (uint32_t t = 0; t < sw->cfg.threads; t++)
-        while (atomic_load(&sw->threads[t].running) && atomic_load(&sw->threads[t].epoch) == seen[t])
+        while (atomic_load(&sw->threads[t].running) &&
+               atomic_load(&sw->threads[t].epoch) == seen[t])
             sched_yield();
 }
 
@@ -75,8 +76,7 @@ static int open_queue(struct inagg_switch *sw, uint32_t t, const char *bind, cha
 /* Queue 0 (at the requested port, or one the kernel picks), the TCP control port on the
  * same port, then queues 1.. on the ports after it; retried when a neighbour port is taken
  * and the kernel picked. */
-static int bind_all(struct inagg_switch *sw, const transport_addr_t *want, char *err,
-                    size_t errlen)
+static int bind_all(struct inagg_switch *sw, const transport_addr_t *want, char *err, size_t errlen)
 {
     int rc = 0;
     for (int attempt = 0; attempt < 32; attempt++) {

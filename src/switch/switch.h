@@ -6,8 +6,8 @@
 #ifndef INAGG_SWITCH_SWITCH_H
 #define INAGG_SWITCH_SWITCH_H
 
-#include <stdint.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "base/pollmode.h"
@@ -16,12 +16,12 @@
 struct json_writer;
 
 typedef struct switch_config {
-    const char *listen;          /* "HOST:PORT"; port 0 picks a free one */
-    uint32_t threads;            /* dataplane threads, transport queues 0 .. threads-1 (UDP:
+    const char *listen; /* "HOST:PORT"; port 0 picks a free one */
+    uint32_t threads; /* dataplane threads, transport queues 0 .. threads-1 (UDP:
                                     ports PORT .. PORT+threads-1) */
-    uint32_t total_slots;        /* slot budget shared by all jobs */
-    uint32_t worker_timeout_ms;  /* upper bound of a job's silent-rank timeout */
-    uint32_t batch;              /* packets per receive (1..256) */
+    uint32_t total_slots; /* slot budget shared by all jobs */
+    uint32_t worker_timeout_ms; /* upper bound of a job's silent-rank timeout */
+    uint32_t batch; /* packets per receive (1..256) */
     /* The template of every dataplane endpoint: its kind (NULL: "udp") or opener (the L2
      * fabric's aggregation port), socket buffers (buffer_bytes), fault specs (faults_in,
      * faults_out; NULL: none) and the kind's own settings (afpacket.iface). The switch sets
@@ -34,13 +34,13 @@ typedef struct switch_config {
     void (*extra_metrics)(void *ctx, FILE *out); /* Prometheus text families */
     void *extra_ctx;
     /* Admission (PROTOCOL.md "Admission"); 0 picks the default in brackets. */
-    uint32_t request_ms;         /* a request line, or its reply, must be done within [10000] */
-    uint32_t idle_ms;            /* a connection without a job silent this long is closed [60000] */
+    uint32_t request_ms; /* a request line, or its reply, must be done within [10000] */
+    uint32_t idle_ms; /* a connection without a job silent this long is closed [60000] */
     uint32_t max_conns_per_addr; /* open control connections per client address [128] */
-    uint32_t max_job_slots;      /* slots one job may hold [total_slots / 2] */
-    uint32_t max_addr_slots;     /* slots the jobs registered from one address may hold
+    uint32_t max_job_slots; /* slots one job may hold [total_slots / 2] */
+    uint32_t max_addr_slots; /* slots the jobs registered from one address may hold
                                     [three quarters of total_slots] */
-    int require_secret;          /* refuse jobs registered without a job secret */
+    int require_secret; /* refuse jobs registered without a job secret */
     /* Hierarchy (PROTOCOL.md "Hierarchy"): a leaf switch sends each round's partial sum to
      * the upstream switch at "HOST:PORT" as rank upstream_rank of a job of the same name with
      * upstream_world ranks, and gives its own ranks the upstream result. NULL: none. */
@@ -49,8 +49,7 @@ typedef struct switch_config {
     /* A FABRIC control line (wire/fabricmsg.h) from a client at peer (IPv4 as IPv4-mapped
      * IPv6): its one answer line into reply (FABRIC_STATE or ERR). Its ctx is extra_ctx.
      * NULL: such lines are answered ERR unsupported. */
-    void (*extra_ctl)(void *ctx, const char *line, const uint8_t peer[16], char *reply,
-                      size_t cap);
+    void (*extra_ctl)(void *ctx, const char *line, const uint8_t peer[16], char *reply, size_t cap);
     /* Inline aggregation: no dataplane threads are started; whoever owns the linked transport
      * (the L2 fabric) runs the aggregation stage on its own thread. switch_start hands it the
      * pass (attach(attach_ctx, switch_dataplane_pass, sw)), and switch_stop takes it back
@@ -64,14 +63,18 @@ typedef struct switch_config {
     /* How the dataplane threads wait for packets (base/pollmode.h; default sleep) and, with
      * n_cpus > 0, the CPUs they are pinned to (thread t on cpus[t % n_cpus]). */
     switch_poll_t poll;
-    uint32_t poll_spin_us;       /* adaptive: spin this long after the last packet */
+    uint32_t poll_spin_us; /* adaptive: spin this long after the last packet */
     uint32_t cpus[SWITCH_MAX_CPUS];
     uint32_t n_cpus;
 } switch_config_t;
 
-#define SWITCH_CONFIG_INIT                                                                    \
-    {.listen = "127.0.0.1:0", .threads = 1, .total_slots = 8192, .worker_timeout_ms = 30000,    \
-     .batch = 64, .transport = {.buffer_bytes = 32 << 20}}
+#define SWITCH_CONFIG_INIT                                                                         \
+    {                                                                                              \
+        .listen = "127.0.0.1:0", .threads = 1, .total_slots = 8192, .worker_timeout_ms = 30000,    \
+        .batch = 64, .transport = {                                                                \
+            .buffer_bytes = 32 << 20                                                               \
+        }                                                                                          \
+    }
 
 typedef struct inagg_switch inagg_switch_t;
 

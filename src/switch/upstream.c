@@ -29,13 +29,13 @@ typedef struct upjob {
     uint32_t contributors; /* the local job's hosts (and theirs, for a leaf of a leaf) */
     int has_verifier;
     uint8_t verifier[32];
-    int no_dpauth;        /* the local job's dataplane goes without MACs: so does this one's */
-    dpauth_keys_t keys;   /* UPJ_READY with joined.dpauth: this switch's keys upstream */
-    _Atomic int state;   /* UPJ_*: written by the thread, read by the control thread */
-    atomic_int stop;     /* set once by the control thread: the thread ends and frees this */
-    _Atomic int leave;   /* with stop: send LEAVE first */
+    int no_dpauth; /* the local job's dataplane goes without MACs: so does this one's */
+    dpauth_keys_t keys; /* UPJ_READY with joined.dpauth: this switch's keys upstream */
+    _Atomic int state; /* UPJ_*: written by the thread, read by the control thread */
+    atomic_int stop; /* set once by the control thread: the thread ends and frees this */
+    _Atomic int leave; /* with stop: send LEAVE first */
     wire_joined_t joined; /* UPJ_READY: the upstream job */
-    char reason[300];     /* UPJ_FAILED: why */
+    char reason[300]; /* UPJ_FAILED: why */
     int fd;
     ctl_reader_t rd;
 } upjob_t;
@@ -64,18 +64,19 @@ static int join_upstream(upjob_t *u)
     const char *addr = cfg->upstream;
     join_request_t rq = {
         .addr = addr,
-        .join = {
-            .version = INAGG_PROTOCOL_VERSION,
-            .rank = cfg->upstream_rank,
-            .world = cfg->upstream_world,
-            .slots = u->slots,
-            .elems = u->elems,
-            .float_mode = u->float_mode,
-            .protocol = u->protocol,
-            .timeout_ms = u->timeout_ms,
-            .contributors = u->contributors,
-            .no_dpauth = (uint32_t)u->no_dpauth,
-        },
+        .join =
+            {
+                .version = INAGG_PROTOCOL_VERSION,
+                .rank = cfg->upstream_rank,
+                .world = cfg->upstream_world,
+                .slots = u->slots,
+                .elems = u->elems,
+                .float_mode = u->float_mode,
+                .protocol = u->protocol,
+                .timeout_ms = u->timeout_ms,
+                .contributors = u->contributors,
+                .no_dpauth = (uint32_t)u->no_dpauth,
+            },
         .verifier = u->has_verifier ? u->verifier : NULL,
         .block_ms = block_ms(u),
         .answer_ms = (int)u->timeout_ms + 1000,
@@ -207,10 +208,16 @@ void upstream_poll(control_t *ctl, job_t *j)
         return;
     }
     transport_addr_set_port(&q0, (uint16_t)jd->port);
-    j->up = (job_up_t){.on = 1, .job = (uint16_t)jd->id, .token = jd->token,
-                       .rank = sw->cfg.upstream_rank, .contributors = jd->contributors,
-                       .queues = jd->threads, .base = jd->base, .queue0 = q0,
-                       .auth = jd->dpauth && u->has_verifier, .keys = u->keys};
+    j->up = (job_up_t){.on = 1,
+                       .job = (uint16_t)jd->id,
+                       .token = jd->token,
+                       .rank = sw->cfg.upstream_rank,
+                       .contributors = jd->contributors,
+                       .queues = jd->threads,
+                       .base = jd->base,
+                       .queue0 = q0,
+                       .auth = jd->dpauth && u->has_verifier,
+                       .keys = u->keys};
     if (jd->id < SWITCH_MAX_JOBS)
         atomic_store_explicit(&sw->up_jobs[jd->id], j, memory_order_release);
     LOG_I("job '%s' (id %u) joined upstream job %u at %s", j->name, j->id, jd->id,

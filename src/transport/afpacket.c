@@ -24,7 +24,7 @@ typedef struct afp_endpoint {
     uint32_t ip;
     uint16_t port;
     uint32_t batch;
-    uint8_t *arena;   /* batch copies of received payloads */
+    uint8_t *arena; /* batch copies of received payloads */
     uint8_t txbuf[ETHF_UDP_HDR_LEN];
 } afp_endpoint_t;
 
@@ -49,8 +49,8 @@ static int afp_send(transport_t *t, const transport_tx_t *pkts, int n, int timeo
             return -EINVAL;
         ethf_write_udp(hdr, e->mac, to->mac, e->ip, to->ip, e->port, to->port, plen);
         memcpy(hdr + ETHF_UDP_HDR_LEN, p->head, p->head_len);
-        int rc = pktsock_send(&e->ps, NULL, hdr, ETHF_UDP_HDR_LEN + p->head_len, p->body,
-                              p->body_len);
+        int rc =
+            pktsock_send(&e->ps, NULL, hdr, ETHF_UDP_HDR_LEN + p->head_len, p->body, p->body_len);
         if (rc == 0)
             queued++;
         else if (rc != -EAGAIN && rc != -EMSGSIZE)

@@ -25,8 +25,8 @@
 typedef struct afp_addr {
     uint8_t mac[6];
     uint16_t ifport; /* the fabric port to send by (the fabric's aggregation port) */
-    uint32_t ip;     /* network order */
-    uint16_t port;   /* host order */
+    uint32_t ip; /* network order */
+    uint16_t port; /* host order */
 } afp_addr_t;
 
 /* An AFP_ADDR_KIND address (mac NULL: zeros). Inline: the receive paths of this transport
@@ -47,8 +47,7 @@ static inline void afp_addr_make(transport_addr_t *a, const uint8_t *mac, uint16
 
 /* The address of queue `queue` from queue 0's: the same MAC and IP, the port after it by
  * `queue`. 0, or -EINVAL for an address of another kind. */
-static inline int afp_addr_queue(const transport_addr_t *q0, uint32_t queue,
-                                 transport_addr_t *out)
+static inline int afp_addr_queue(const transport_addr_t *q0, uint32_t queue, transport_addr_t *out)
 {
     if (q0->kind != AFP_ADDR_KIND)
         return -EINVAL;

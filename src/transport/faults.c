@@ -99,8 +99,8 @@ static int hold(faults_t *f, const transport_tx_t *m)
 
 static void emit_held(faults_t *f, int b, transport_tx_t *out)
 {
-    *out = (transport_tx_t){.head = f->held[b], .head_len = (uint32_t)f->held_len[b],
-                            .to = f->held_to[b]};
+    *out = (transport_tx_t){
+        .head = f->held[b], .head_len = (uint32_t)f->held_len[b], .to = f->held_to[b]};
     f->held_len[b] = -1; /* the buffer stays valid until the next hold into it */
 }
 
@@ -119,8 +119,7 @@ int faults_on_send(faults_t *f, const transport_tx_t *in, int n, transport_tx_t 
             f->dropped++;
             continue;
         }
-        if (!held_now && pending < 0 && util_rng_double(&f->rng) < f->reorder &&
-            hold(f, &in[i])) {
+        if (!held_now && pending < 0 && util_rng_double(&f->rng) < f->reorder && hold(f, &in[i])) {
             held_now = 1;
             pending = f->held_cur ^ 1; /* goes out right after the next packet */
             f->reordered++;

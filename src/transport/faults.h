@@ -28,8 +28,8 @@ typedef struct faults {
     uint64_t seed;
     util_rng_t rng;
     uint64_t dropped, duplicated, reordered; /* decisions taken */
-    int held_len[2];                         /* bytes held in each buffer (-1: empty) */
-    int held_cur;                            /* buffer the next held packet goes to */
+    int held_len[2]; /* bytes held in each buffer (-1: empty) */
+    int held_cur; /* buffer the next held packet goes to */
     transport_addr_t held_to[2];
     uint8_t *held[2]; /* FAULTS_MAX_PACKET bytes each, allocated when reorder > 0 */
 } faults_t;

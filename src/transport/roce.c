@@ -21,8 +21,8 @@
 #include "base/errmsg.h"
 #include "base/netaddr.h"
 #include "base/util.h"
-#include "transport/afpacket.h"
 #include "netio/ethframe.h"
+#include "transport/afpacket.h"
 #include "transport/transport.h"
 #include "wire/wire.h"
 
@@ -42,7 +42,6 @@ void roce_make_addr(transport_addr_t *a, const uint8_t *mac, uint16_t ifport, ui
     x->queue = queue;
 }
 
-
 /* A link-local GID from a MAC (modified EUI-64), as RoCE v1 NICs make their default GID. */
 static void gid_of_mac(uint8_t gid[16], const uint8_t *mac)
 {
@@ -60,8 +59,8 @@ static void gid_of_mac(uint8_t gid[16], const uint8_t *mac)
 }
 
 /* Bytes [off, off+n) of the message head ++ body into two spans. */
-static void span(const transport_tx_t *p, uint32_t off, uint32_t n, const void **a,
-                 uint32_t *alen, const void **b, uint32_t *blen)
+static void span(const transport_tx_t *p, uint32_t off, uint32_t n, const void **a, uint32_t *alen,
+                 const void **b, uint32_t *blen)
 {
     *a = *b = NULL;
     *alen = *blen = 0;
@@ -90,8 +89,8 @@ uint32_t roce_build_frame(uint8_t *buf, const transport_tx_t *p, uint32_t len, u
     gid_of_mac(h.dgid, dst);
     h.hop_limit = 1;
     h.pkey = ROCE_DEFAULT_PKEY;
-    h.opcode = nf == 1 ? ROCE_WRITE_ONLY
-               : i == 0 ? ROCE_WRITE_FIRST
+    h.opcode = nf == 1       ? ROCE_WRITE_ONLY
+               : i == 0      ? ROCE_WRITE_FIRST
                : i + 1 == nf ? ROCE_WRITE_LAST
                              : ROCE_WRITE_MIDDLE;
     h.qp = qp;
@@ -176,9 +175,9 @@ int roce_take_frame(roce_stats_t *st, roce_rx_flow_t *fl, const roce_frame_t *f,
 void roce_count_reason(roce_stats_t *st, enum roce_reason r)
 {
     static const int of_reason[ROCE_REASON_COUNT] = {
-        [ROCE_TRUNCATED] = RS_TRUNCATED, [ROCE_BAD_GRH] = RS_BAD_GRH,
+        [ROCE_TRUNCATED] = RS_TRUNCATED,   [ROCE_BAD_GRH] = RS_BAD_GRH,
         [ROCE_BAD_LENGTH] = RS_BAD_LENGTH, [ROCE_BAD_BTH] = RS_BAD_BTH,
-        [ROCE_NOT_WRITE] = RS_NOT_WRITE, [ROCE_BAD_PAYLOAD] = RS_BAD_PAYLOAD,
+        [ROCE_NOT_WRITE] = RS_NOT_WRITE,   [ROCE_BAD_PAYLOAD] = RS_BAD_PAYLOAD,
         [ROCE_BAD_ICRC] = RS_BAD_ICRC};
     if (r > ROCE_NOT_ROCE && r < ROCE_REASON_COUNT)
         roce_stat(st, of_reason[r]);
@@ -240,7 +239,7 @@ static int roce_queue_addr(const transport_t *t, const transport_addr_t *q0, uin
     if (queue >= ROCE_MAX_QUEUES || roce_ip_port_of(q0, &ip, &port) != 0)
         return -EINVAL;
     roce_make_addr(out, e->peer_mac, 0, ip, e->qp_base + queue, (uint16_t)(port + queue),
-              (uint16_t)queue);
+                   (uint16_t)queue);
     return 0;
 }
 
@@ -343,11 +342,12 @@ const transport_kind_t transport_kind_roce = {
 const char *roce_stat_name(int i)
 {
     static const char *const names[RS_COUNT] = {
-        "frames_in", "frames_out", "messages_in", "messages_out", "truncated", "bad_grh",
-        "bad_length", "bad_bth", "not_write", "bad_payload", "bad_icrc", "psn_duplicate",
-        "psn_gap", "psn_window", "no_first", "too_big", "length", "abandoned",
-        "flow_table_full", "tx_dropped", "repeats", "resbuf_answered", "resbuf_evicted",
-        "repeat_round_open", "resent_taken", "replayed", "flows_recycled"};
+        "frames_in", "frames_out",      "messages_in",    "messages_out",      "truncated",
+        "bad_grh",   "bad_length",      "bad_bth",        "not_write",         "bad_payload",
+        "bad_icrc",  "psn_duplicate",   "psn_gap",        "psn_window",        "no_first",
+        "too_big",   "length",          "abandoned",      "flow_table_full",   "tx_dropped",
+        "repeats",   "resbuf_answered", "resbuf_evicted", "repeat_round_open", "resent_taken",
+        "replayed",  "flows_recycled"};
     return i >= 0 && i < RS_COUNT ? names[i] : "unknown";
 }
 

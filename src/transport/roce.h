@@ -37,21 +37,34 @@
 /* What the transport counts: frames and messages each way, and every reason a frame is
  * dropped (the first block mirrors enum roce_reason, the second enum roce_rx_verdict). */
 enum roce_stat {
-    RS_FRAMES_IN, RS_FRAMES_OUT, RS_MESSAGES_IN, RS_MESSAGES_OUT,
-    RS_TRUNCATED, RS_BAD_GRH, RS_BAD_LENGTH, RS_BAD_BTH, RS_NOT_WRITE, RS_BAD_PAYLOAD,
+    RS_FRAMES_IN,
+    RS_FRAMES_OUT,
+    RS_MESSAGES_IN,
+    RS_MESSAGES_OUT,
+    RS_TRUNCATED,
+    RS_BAD_GRH,
+    RS_BAD_LENGTH,
+    RS_BAD_BTH,
+    RS_NOT_WRITE,
+    RS_BAD_PAYLOAD,
     RS_BAD_ICRC,
-    RS_PSN_DUPLICATE, RS_PSN_GAP, RS_PSN_WINDOW, RS_NO_FIRST, RS_TOO_BIG, RS_LENGTH,
-    RS_ABANDONED,       /* messages started and never completed (a frame of them lost) */
+    RS_PSN_DUPLICATE,
+    RS_PSN_GAP,
+    RS_PSN_WINDOW,
+    RS_NO_FIRST,
+    RS_TOO_BIG,
+    RS_LENGTH,
+    RS_ABANDONED, /* messages started and never completed (a frame of them lost) */
     RS_FLOW_TABLE_FULL, /* frames of a new flow when the endpoint's flow table was full */
-    RS_TX_DROPPED,      /* messages not (entirely) sent: the device or queue was full */
+    RS_TX_DROPPED, /* messages not (entirely) sent: the device or queue was full */
     /* retransmissions at their old PSNs (go-back-N, roce_resbuf.h) */
-    RS_REPEATS,         /* first frames of delivered messages seen again at their PSNs */
+    RS_REPEATS, /* first frames of delivered messages seen again at their PSNs */
     RS_RESBUF_ANSWERED, /* of those, answered from the result buffer */
-    RS_RESBUF_EVICTED,  /* ... whose result had been overwritten in it (dropped) */
-    RS_REPEAT_OPEN,     /* ... whose result was not sent yet, the round open (dropped) */
-    RS_RESENT_TAKEN,    /* messages lost on their way, taken when resent at their PSNs */
-    RS_REPLAYED,        /* worker: retransmissions sent at their first sending's PSNs */
-    RS_FLOWS_RECYCLED,  /* new flows that took the entry of the flow heard from least recently
+    RS_RESBUF_EVICTED, /* ... whose result had been overwritten in it (dropped) */
+    RS_REPEAT_OPEN, /* ... whose result was not sent yet, the round open (dropped) */
+    RS_RESENT_TAKEN, /* messages lost on their way, taken when resent at their PSNs */
+    RS_REPLAYED, /* worker: retransmissions sent at their first sending's PSNs */
+    RS_FLOWS_RECYCLED, /* new flows that took the entry of the flow heard from least recently
                            (the table was full: flows of ended jobs are never told to go) */
     RS_COUNT
 };
@@ -73,10 +86,10 @@ void roce_stats_write_text(const roce_stats_t *s, const char *prefix, FILE *out)
 typedef struct roce_addr {
     uint8_t mac[6];
     uint16_t ifport; /* the fabric port to send by (the fabric's aggregation port) */
-    uint32_t ip;     /* network order: the peer's IP where known (for printing) */
-    uint32_t qp;     /* the connection's QP number */
-    uint16_t port;   /* the UDP port this queue stands for (printing, port get/set) */
-    uint16_t queue;  /* the switch queue */
+    uint32_t ip; /* network order: the peer's IP where known (for printing) */
+    uint32_t qp; /* the connection's QP number */
+    uint16_t port; /* the UDP port this queue stands for (printing, port get/set) */
+    uint16_t queue; /* the switch queue */
 } roce_addr_t;
 
 /* The interface and MAC the kernel's neighbour table holds for IPv4 address ip (network

@@ -17,31 +17,31 @@
 #include "transport/transport.h"
 
 #define ROCE_DEFAULT_MAX 65536u
-#define ROCE_TX_BATCH 64u     /* worker frames per sendmmsg */
-#define ROCE_TX_SLOT 1280u    /* room for one frame */
+#define ROCE_TX_BATCH 64u /* worker frames per sendmmsg */
+#define ROCE_TX_SLOT 1280u /* room for one frame */
 _Static_assert(ROCE_TX_SLOT >= ROCE_MAX_FRAME, "a frame fits a worker tx slot");
 #define ROCE_SPIN_NS 50000ull /* wait this long for the next frame of a message */
 
 typedef struct roce_endpoint {
     transport_t base;
     roce_stats_t stats; /* this endpoint's counters (transport_counters) */
-    roce_stats_t *st;   /* &stats */
+    roce_stats_t *st; /* &stats */
     pktsock_t ps;
     uint8_t mac[6];
-    uint32_t ip;      /* the switch's (the peer's) */
-    uint16_t port;    /* the switch's queue 0 port */
+    uint32_t ip; /* the switch's (the peer's) */
+    uint16_t port; /* the switch's queue 0 port */
     uint8_t peer_mac[6];
-    int partial;      /* the last frame taken left a message unfinished */
+    int partial; /* the last frame taken left a message unfinished */
     uint32_t qp_base; /* QP of switch queue q is qp_base + q */
-    uint32_t tx_psn[ROCE_MAX_QUEUES];  /* next PSN per queue */
+    uint32_t tx_psn[ROCE_MAX_QUEUES]; /* next PSN per queue */
     roce_rx_flow_t wrx[ROCE_MAX_QUEUES]; /* the switch's flow on each QP */
-    uint32_t cap;      /* largest message */
+    uint32_t cap; /* largest message */
     uint32_t batch;
-    uint8_t *arena;    /* batch completed messages, cap bytes each */
-    uint8_t *bufs;     /* reassembly buffers: ROCE_MAX_QUEUES */
+    uint8_t *arena; /* batch completed messages, cap bytes each */
+    uint8_t *bufs; /* reassembly buffers: ROCE_MAX_QUEUES */
     roce_replay_t *replay; /* per queue, the PSNs contributions went out with */
-    int replay_on;     /* first retransmissions reuse their PSNs */
-    uint8_t *txq;      /* frames waiting for one sendmmsg */
+    int replay_on; /* first retransmissions reuse their PSNs */
+    uint8_t *txq; /* frames waiting for one sendmmsg */
     uint32_t txlen[ROCE_TX_BATCH];
     uint32_t txn;
 } roce_endpoint_t;
@@ -56,8 +56,7 @@ static inline const roce_addr_t *cra(const transport_addr_t *a)
 
 /* roce_worker.c: the worker endpoint's opening (its packet socket, QPs, first PSNs), sending
  * (frames batched for one sendmmsg, flushed by roce_worker_flush) and receiving. */
-int roce_worker_open(roce_endpoint_t *e, const transport_config_t *cfg, char *err,
-                     size_t errlen);
+int roce_worker_open(roce_endpoint_t *e, const transport_config_t *cfg, char *err, size_t errlen);
 int roce_worker_send(roce_endpoint_t *e, const transport_tx_t *p);
 int roce_worker_flush(roce_endpoint_t *e);
 int roce_worker_recv(roce_endpoint_t *e, transport_rx_t *out, int max, int timeout_ms);

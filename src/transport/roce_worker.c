@@ -80,7 +80,7 @@ int roce_worker_send(roce_endpoint_t *e, const transport_tx_t *p)
                 return rc;
         }
         e->txlen[e->txn] = roce_build_frame(e->txq + (size_t)e->txn * ROCE_TX_SLOT, p, len, nf, i,
-                                       e->mac, to->mac, to->qp, psn, to->queue);
+                                            e->mac, to->mac, to->qp, psn, to->queue);
         e->txn++;
         psn = roce_psn_add(psn, 1);
     }
@@ -119,8 +119,8 @@ int roce_worker_recv(roce_endpoint_t *e, transport_rx_t *out, int max, int timeo
         }
         /* only RoCE frames to this MAC and one of this endpoint's QPs are ours (the socket
          * also sees the other ranks' frames on this host) */
-        if (len >= ROCE_ETH_LEN + ROCE_GRH_LEN + ROCE_BTH_LEN && fr[12] == 0x89 &&
-            fr[13] == 0x15 && memcmp(fr, e->mac, 6) == 0) {
+        if (len >= ROCE_ETH_LEN + ROCE_GRH_LEN + ROCE_BTH_LEN && fr[12] == 0x89 && fr[13] == 0x15 &&
+            memcmp(fr, e->mac, 6) == 0) {
             uint32_t qp = (uint32_t)fr[59] << 16 | (uint32_t)fr[60] << 8 | fr[61];
             if (qp - e->qp_base < ROCE_MAX_QUEUES) {
                 stat(e, RS_FRAMES_IN);
@@ -138,7 +138,7 @@ int roce_worker_recv(roce_endpoint_t *e, transport_rx_t *out, int max, int timeo
                     out[got].len = mlen;
                     uint16_t qn = (uint16_t)(qp - e->qp_base);
                     roce_make_addr(&out[got].from, f.h.src_mac, 0, e->ip, qp,
-                              (uint16_t)(e->port + qn), qn);
+                                   (uint16_t)(e->port + qn), qn);
                     got++;
                 }
             }
@@ -159,8 +159,7 @@ int roce_neighbour(uint32_t ip, char ifname[16], uint8_t mac[6])
     for (int k = 0; k < 65536 && fgets(line, sizeof(line), fp); k++) {
         char ipt[64], hw[64], dev[64], mask[64];
         unsigned type, flags, m[6];
-        if (sscanf(line, "%63s 0x%x 0x%x %63s %63s %63s", ipt, &type, &flags, hw, mask, dev) !=
-            6)
+        if (sscanf(line, "%63s 0x%x 0x%x %63s %63s %63s", ipt, &type, &flags, hw, mask, dev) != 6)
             continue;
         struct in_addr a;
         if (inet_pton(AF_INET, ipt, &a) != 1 || a.s_addr != ip || !(flags & 0x2) ||
@@ -187,8 +186,7 @@ static uint32_t random24(void)
     return v & ROCE_PSN_MASK;
 }
 
-int roce_worker_open(roce_endpoint_t *e, const transport_config_t *cfg, char *err,
-                     size_t errlen)
+int roce_worker_open(roce_endpoint_t *e, const transport_config_t *cfg, char *err, size_t errlen)
 {
     uint32_t ip;
     uint16_t port;

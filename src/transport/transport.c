@@ -44,8 +44,8 @@ int transport_open(const transport_config_t *cfg, transport_t **out, char *err, 
     if (!k && !cfg->opener)
         return set_err(err, errlen, -EINVAL, "unknown transport '%s'", cfg->kind);
     transport_t *t = NULL;
-    int rc = k ? k->open(cfg, &t, err, errlen) : cfg->opener->open(cfg->opener, cfg, &t, err,
-                                                                    errlen);
+    int rc =
+        k ? k->open(cfg, &t, err, errlen) : cfg->opener->open(cfg->opener, cfg, &t, err, errlen);
     if (rc != 0)
         return rc;
     const char *in = cfg->faults ? cfg->faults : cfg->faults_in;

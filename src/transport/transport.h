@@ -92,39 +92,39 @@ typedef struct transport_config transport_config_t;
 typedef struct transport_opener transport_opener_t;
 struct transport_opener {
     const char *name;
-    int (*open)(const transport_opener_t *self, const transport_config_t *cfg,
-                transport_t **out, char *err, size_t errlen);
+    int (*open)(const transport_opener_t *self, const transport_config_t *cfg, transport_t **out,
+                char *err, size_t errlen);
 };
 
 /* The settings of one kind, each used by that kind only. */
 typedef struct transport_afpacket_config {
-    const char *iface;      /* the interface to open */
+    const char *iface; /* the interface to open */
 } transport_afpacket_config_t;
 
 typedef struct transport_roce_config {
     const struct transport_addr *peer; /* the switch's queue 0 ("IP:PORT") */
-    const char *iface;      /* the interface towards it (NULL: the neighbour table's) */
-    uint32_t psn0;          /* the first PSN of every QP, when psn0_set (else random) */
+    const char *iface; /* the interface towards it (NULL: the neighbour table's) */
+    uint32_t psn0; /* the first PSN of every QP, when psn0_set (else random) */
     int psn0_set;
-    int no_replay;          /* retransmissions always take new PSNs */
+    int no_replay; /* retransmissions always take new PSNs */
 } transport_roce_config_t;
 
 struct transport_config {
-    const char *kind;       /* "udp", "afpacket" or "roce" (NULL: "udp") */
-    const char *bind;       /* switch: "HOST:PORT" of queue 0 (port 0: the kernel picks);
+    const char *kind; /* "udp", "afpacket" or "roce" (NULL: "udp") */
+    const char *bind; /* switch: "HOST:PORT" of queue 0 (port 0: the kernel picks);
                                worker: NULL, any address and a free port */
-    uint32_t queue;         /* switch: the queue this endpoint serves (UDP: port + queue) */
-    int buffer_bytes;       /* socket buffers (0: the system's default) */
-    uint32_t batch;         /* most packets one receive returns (0: 64) */
-    uint32_t max_packet;    /* largest packet received, bytes (0: 65536) */
-    int sleep_ms;           /* > 0: a receive that waits sleeps inside one system call, woken
+    uint32_t queue; /* switch: the queue this endpoint serves (UDP: port + queue) */
+    int buffer_bytes; /* socket buffers (0: the system's default) */
+    uint32_t batch; /* most packets one receive returns (0: 64) */
+    uint32_t max_packet; /* largest packet received, bytes (0: 65536) */
+    int sleep_ms; /* > 0: a receive that waits sleeps inside one system call, woken
                                by the first packet or after this many ms (whatever its own
                                timeout): one system call per wake-up for a busy receiver */
-    const char *faults;     /* fault spec (transport/faults.h) for both directions, or NULL:
+    const char *faults; /* fault spec (transport/faults.h) for both directions, or NULL:
                                the endpoint is wrapped in the faulty transport */
-    const char *faults_in;  /* ... or a separate spec per direction (used when faults is NULL) */
+    const char *faults_in; /* ... or a separate spec per direction (used when faults is NULL) */
     const char *faults_out;
-    uint64_t fault_stream;  /* each endpoint of a run draws its own decisions from the seed */
+    uint64_t fault_stream; /* each endpoint of a run draws its own decisions from the seed */
     transport_afpacket_config_t afpacket;
     transport_roce_config_t roce;
     const transport_opener_t *opener; /* non-NULL: open through it instead of `kind` */
@@ -188,8 +188,8 @@ void transport_addr_format(const transport_addr_t *a, char *buf, size_t len);
 
 /* For transport implementations: what transport.c's table holds for each kind. */
 typedef struct transport_kind {
-    const char *name;     /* the spelling of transport_config_t.kind and --transport */
-    uint32_t addr_kind;   /* the transport_addr_t.kind of its addresses (non-zero) */
+    const char *name; /* the spelling of transport_config_t.kind and --transport */
+    uint32_t addr_kind; /* the transport_addr_t.kind of its addresses (non-zero) */
     int (*open)(const transport_config_t *cfg, transport_t **out, char *err, size_t errlen);
     int (*parse_addr)(const char *text, transport_addr_t *out);
     void (*addr_format)(const transport_addr_t *a, char *buf, size_t len);

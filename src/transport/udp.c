@@ -5,9 +5,9 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
-#include <netinet/udp.h>
 #include <fcntl.h>
 #include <netdb.h>
+#include <netinet/udp.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -128,43 +128,42 @@ int udp_recv_batch_blocking(int fd, struct mmsghdr *msgs, int n)
     return -errno;
 }
 
-
 /* ---- The UDP transport (transport.h): one socket per endpoint, batches of sendmmsg and
  * recvmmsg, queue q of a switch at port + q. ---- */
 
 #define UDP_ADDR_KIND 1u
 #define UDP_TX_BATCH 64
-#define UDP_GSO_MAX_SEGS 64u     /* segments of one UDP_SEGMENT send (the kernel's oldest cap) */
+#define UDP_GSO_MAX_SEGS 64u /* segments of one UDP_SEGMENT send (the kernel's oldest cap) */
 #define UDP_GSO_MAX_BYTES 65000u /* payload of one UDP_SEGMENT send, under 64 KB */
 
 /* The UDP transport's own counters (transport_counters), named by udp_counter_name. */
 enum {
     UDP_C_GSO_AVAILABLE, /* 1 when sends use UDP_SEGMENT (kernel has it, not turned off) */
-    UDP_C_GSO_SENDS,     /* datagrams handed to the kernel as one UDP_SEGMENT send */
-    UDP_C_GSO_SEGMENTS,  /* packets that travelled inside those */
+    UDP_C_GSO_SENDS, /* datagrams handed to the kernel as one UDP_SEGMENT send */
+    UDP_C_GSO_SEGMENTS, /* packets that travelled inside those */
     UDP_C_GSO_FALLBACKS, /* UDP_SEGMENT sends refused (e.g. segment above the MTU): GSO off */
     UDP_C_GRO_AVAILABLE, /* 1 when the socket takes coalesced datagrams (UDP_GRO) */
-    UDP_C_GRO_RECEIVES,  /* datagrams received holding more than one packet */
-    UDP_C_GRO_SEGMENTS,  /* packets split out of those */
+    UDP_C_GRO_RECEIVES, /* datagrams received holding more than one packet */
+    UDP_C_GRO_SEGMENTS, /* packets split out of those */
     UDP_C_COUNT
 };
 static const char *const udp_counter_names[UDP_C_COUNT] = {
-    "gso_available", "gso_sends", "gso_segments", "gso_fallbacks",
+    "gso_available", "gso_sends",    "gso_segments", "gso_fallbacks",
     "gro_available", "gro_receives", "gro_segments"};
 #define UDP_GRO_MIN_CAP 65536u /* receive buffers that hold any coalesced datagram */
 
 typedef struct udp_endpoint {
     transport_t base;
     int fd;
-    int sleeps;        /* the socket blocks in recvmmsg up to its SO_RCVTIMEO */
+    int sleeps; /* the socket blocks in recvmmsg up to its SO_RCVTIMEO */
     uint32_t batch, cap;
-    uint8_t *arena;    /* batch * cap bytes of receive buffers */
+    uint8_t *arena; /* batch * cap bytes of receive buffers */
     struct mmsghdr *rx;
     struct iovec *rx_iov;
     struct sockaddr_in *rx_from;
     struct mmsghdr tx[UDP_TX_BATCH];
     struct iovec tx_iov[UDP_TX_BATCH][2];
-    int gso;           /* group same-destination, same-size packets into UDP_SEGMENT sends */
+    int gso; /* group same-destination, same-size packets into UDP_SEGMENT sends */
     struct iovec gso_iov[UDP_TX_BATCH * 2];
     union {
         char buf[CMSG_SPACE(sizeof(uint16_t))];
@@ -177,13 +176,16 @@ typedef struct udp_endpoint {
     union {
         char buf[CMSG_SPACE(sizeof(int))];
         struct cmsghdr align;
-    } *rx_ctl;
-    uint32_t *rx_seg;  /* per received datagram: its packets' size (its length: one) */
+    } * rx_ctl;
+    uint32_t *rx_seg; /* per received datagram: its packets' size (its length: one) */
     int pend_n, pend_msg; /* datagrams of the last recvmmsg, the next to hand out */
-    uint32_t pend_off;    /* bytes of pend_msg already handed out */
+    uint32_t pend_off; /* bytes of pend_msg already handed out */
 } udp_endpoint_t;
 
-static struct sockaddr_in *sin_of(transport_addr_t *a) { return (struct sockaddr_in *)(void *)a->u.bytes; }
+static struct sockaddr_in *sin_of(transport_addr_t *a)
+{
+    return (struct sockaddr_in *)(void *)a->u.bytes;
+}
 static const struct sockaddr_in *csin_of(const transport_addr_t *a)
 {
     return (const struct sockaddr_in *)(const void *)a->u.bytes;
@@ -231,11 +233,11 @@ static int udp_send_gso(udp_endpoint_t *e, const transport_tx_t *pkts, int n, in
             for (int s = 0; s < k; s++) {
                 const transport_tx_t *q = &pkts[done + s];
                 if (q->head_len)
-                    e->gso_iov[used_iov++] = (struct iovec){(void *)(uintptr_t)q->head,
-                                                            q->head_len};
+                    e->gso_iov[used_iov++] =
+                        (struct iovec){(void *)(uintptr_t)q->head, q->head_len};
                 if (q->body_len)
-                    e->gso_iov[used_iov++] = (struct iovec){(void *)(uintptr_t)q->body,
-                                                            q->body_len};
+                    e->gso_iov[used_iov++] =
+                        (struct iovec){(void *)(uintptr_t)q->body, q->body_len};
             }
             h->msg_iovlen = (size_t)(&e->gso_iov[used_iov] - h->msg_iov);
             h->msg_name = (void *)(uintptr_t)p->to.u.bytes;
@@ -278,8 +280,7 @@ static int udp_tp_send(transport_t *t, const transport_tx_t *pkts, int n, int ti
         e->gso = 0;
         e->c[UDP_C_GSO_AVAILABLE] = 0;
         e->c[UDP_C_GSO_FALLBACKS]++;
-        LOG_W("udp: the kernel refused a UDP_SEGMENT send (%s): sending without GSO",
-              strerror(-r));
+        LOG_W("udp: the kernel refused a UDP_SEGMENT send (%s): sending without GSO", strerror(-r));
     }
     int done = 0;
     while (done < n) {
@@ -367,8 +368,7 @@ static int udp_tp_recv(transport_t *t, transport_rx_t *out, int max, int timeout
             e->rx_seg[i] = gro_segment_size(e, i);
             if (e->rx_seg[i] < e->rx[i].msg_len) {
                 e->c[UDP_C_GRO_RECEIVES]++;
-                e->c[UDP_C_GRO_SEGMENTS] += (e->rx[i].msg_len + e->rx_seg[i] - 1) /
-                                            e->rx_seg[i];
+                e->c[UDP_C_GRO_SEGMENTS] += (e->rx[i].msg_len + e->rx_seg[i] - 1) / e->rx_seg[i];
             }
         }
         e->pend_n = n;
@@ -447,8 +447,7 @@ static const transport_ops_t udp_ops = {
     .close = udp_tp_close,
 };
 
-static int udp_tp_open(const transport_config_t *cfg, transport_t **out, char *err,
-                       size_t errlen)
+static int udp_tp_open(const transport_config_t *cfg, transport_t **out, char *err, size_t errlen)
 {
     udp_endpoint_t *e = calloc(1, sizeof(*e));
     if (!e)
@@ -509,8 +508,8 @@ static int udp_tp_open(const transport_config_t *cfg, transport_t **out, char *e
     if (e->cap >= UDP_GRO_MIN_CAP) {
         e->rx_ctl = calloc(e->batch, sizeof(*e->rx_ctl));
         e->rx_seg = calloc(e->batch, sizeof(*e->rx_seg));
-        e->gro = e->rx_ctl && e->rx_seg &&
-                 setsockopt(e->fd, SOL_UDP, UDP_GRO, &one, sizeof(one)) == 0;
+        e->gro =
+            e->rx_ctl && e->rx_seg && setsockopt(e->fd, SOL_UDP, UDP_GRO, &one, sizeof(one)) == 0;
     }
     e->c[UDP_C_GRO_AVAILABLE] = (uint64_t)e->gro;
     *out = &e->base;

@@ -38,5 +38,4 @@ int udp_set_receive_timeout(int fd, int timeout_ms);
  * the socket's receive timeout passes (0 then). Returns the number received or -errno. */
 int udp_recv_batch_blocking(int fd, struct mmsghdr *msgs, int n);
 
-
 #endif /* INAGG_TRANSPORT_UDP_H */

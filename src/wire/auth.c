@@ -4,8 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-void wire_auth_verifier(const void *secret, size_t len, const char *job,
-                        uint8_t out[SHA256_BYTES])
+void wire_auth_verifier(const void *secret, size_t len, const char *job, uint8_t out[SHA256_BYTES])
 {
     char msg[160];
     int n = snprintf(msg, sizeof(msg), "inagg job verifier %s", job);

@@ -17,8 +17,7 @@
 #define WIRE_NONCE_BYTES 16
 #define WIRE_SECRET_MAX 4096 /* bytes of a secret (environment or file) */
 
-void wire_auth_verifier(const void *secret, size_t len, const char *job,
-                        uint8_t out[SHA256_BYTES]);
+void wire_auth_verifier(const void *secret, size_t len, const char *job, uint8_t out[SHA256_BYTES]);
 void wire_auth_proof(const uint8_t verifier[SHA256_BYTES], const uint8_t nonce[WIRE_NONCE_BYTES],
                      const char *job, uint32_t rank, uint8_t out[SHA256_BYTES]);
 

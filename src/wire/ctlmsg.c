@@ -18,14 +18,21 @@
 #include "wire/wire.h"
 
 static const char *const verb_names[WIRE_VERB_COUNT] = {
-    [WIRE_VERB_UNKNOWN] = "?",          [WIRE_VERB_JOIN] = "JOIN",
-    [WIRE_VERB_JOINED] = "JOINED",      [WIRE_VERB_ERR] = "ERR",
-    [WIRE_VERB_FAILED] = "FAILED",      [WIRE_VERB_BARRIER] = "BARRIER",
-    [WIRE_VERB_BARRIER_DONE] = "BARRIER_DONE", [WIRE_VERB_LEAVE] = "LEAVE",
-    [WIRE_VERB_BYE] = "BYE",            [WIRE_VERB_STATS] = "STATS",
-    [WIRE_VERB_END] = "END",            [WIRE_VERB_HELLO] = "HELLO",
+    [WIRE_VERB_UNKNOWN] = "?",
+    [WIRE_VERB_JOIN] = "JOIN",
+    [WIRE_VERB_JOINED] = "JOINED",
+    [WIRE_VERB_ERR] = "ERR",
+    [WIRE_VERB_FAILED] = "FAILED",
+    [WIRE_VERB_BARRIER] = "BARRIER",
+    [WIRE_VERB_BARRIER_DONE] = "BARRIER_DONE",
+    [WIRE_VERB_LEAVE] = "LEAVE",
+    [WIRE_VERB_BYE] = "BYE",
+    [WIRE_VERB_STATS] = "STATS",
+    [WIRE_VERB_END] = "END",
+    [WIRE_VERB_HELLO] = "HELLO",
     [WIRE_VERB_CHALLENGE] = "CHALLENGE",
-    [WIRE_VERB_FABRIC] = "FABRIC",      [WIRE_VERB_FABRIC_STATE] = "FABRIC_STATE",
+    [WIRE_VERB_FABRIC] = "FABRIC",
+    [WIRE_VERB_FABRIC_STATE] = "FABRIC_STATE",
     [WIRE_VERB_SHUTDOWN] = "SHUTDOWN",
 };
 
@@ -43,9 +50,12 @@ const char *wire_verb_name(enum wire_verb v)
 }
 
 static const char *const refusal_names[WIRE_REFUSAL_COUNT] = {
-    [WIRE_REFUSED] = "refused",         [WIRE_REFUSED_VERSION] = "version",
-    [WIRE_REFUSED_TIMEOUT] = "timeout", [WIRE_REFUSED_INVALID] = "invalid",
-    [WIRE_REFUSED_UNSUPPORTED] = "unsupported", [WIRE_REFUSED_SYSTEM] = "system",
+    [WIRE_REFUSED] = "refused",
+    [WIRE_REFUSED_VERSION] = "version",
+    [WIRE_REFUSED_TIMEOUT] = "timeout",
+    [WIRE_REFUSED_INVALID] = "invalid",
+    [WIRE_REFUSED_UNSUPPORTED] = "unsupported",
+    [WIRE_REFUSED_SYSTEM] = "system",
     [WIRE_REFUSED_BUSY] = "busy",
 };
 
@@ -75,7 +85,10 @@ enum wire_refusal wire_err_parse(const char *line, const char **text)
     return WIRE_REFUSED;
 }
 
-const char *wire_float_mode_name(uint32_t m) { return m == INAGG_FLOAT_NATIVE ? "native" : "fixed"; }
+const char *wire_float_mode_name(uint32_t m)
+{
+    return m == INAGG_FLOAT_NATIVE ? "native" : "fixed";
+}
 /* The slot protocols' spellings on the control lines: a new protocol is one line here. */
 static const struct {
     const char *name;
@@ -111,7 +124,9 @@ static void protocol_list(char *buf, size_t cap)
     buf[0] = '\0';
     for (size_t i = 0; i < NPROTOCOLS && off < cap; i++)
         off += (size_t)snprintf(buf + off, cap - off, "%s%s",
-                                i == 0 ? "" : i + 1 == NPROTOCOLS ? " and " : ", ",
+                                i == 0                ? ""
+                                : i + 1 == NPROTOCOLS ? " and "
+                                                      : ", ",
                                 protocols[i].name);
 }
 
@@ -137,10 +152,10 @@ int wire_optimizer_equal(const wire_optimizer_t *a, const wire_optimizer_t *b)
     if (!a->present || !b->present)
         return a->present == b->present;
     const optim_config_t *x = &a->step, *y = &b->step;
-    return x->kind == y->kind && x->lr == y->lr && x->beta1 == y->beta1 &&
-           x->beta2 == y->beta2 && x->eps == y->eps && x->eps_placement == y->eps_placement &&
-           x->momentum == y->momentum && x->weight_decay == y->weight_decay &&
-           a->params == b->params && a->seeded == b->seeded && a->seed == b->seed;
+    return x->kind == y->kind && x->lr == y->lr && x->beta1 == y->beta1 && x->beta2 == y->beta2 &&
+           x->eps == y->eps && x->eps_placement == y->eps_placement && x->momentum == y->momentum &&
+           x->weight_decay == y->weight_decay && a->params == b->params && a->seeded == b->seeded &&
+           a->seed == b->seed;
 }
 
 void wire_optimizer_format(const wire_optimizer_t *o, char *buf, size_t cap)
@@ -153,10 +168,9 @@ void wire_optimizer_format(const wire_optimizer_t *o, char *buf, size_t cap)
     snprintf(buf, cap,
              "optimizer=%s params=%" PRIu64 " lr=%.9g beta1=%.9g beta2=%.9g eps=%.9g "
              "eps_place=%s momentum=%.9g wd=%.9g init=%s seed=%" PRIu64,
-             optim_kind_name(c->kind), o->params, (double)c->lr, (double)c->beta1,
-             (double)c->beta2, (double)c->eps, optim_eps_name(c->eps_placement),
-             (double)c->momentum, (double)c->weight_decay, o->seeded ? "seeded" : "zero",
-             o->seed);
+             optim_kind_name(c->kind), o->params, (double)c->lr, (double)c->beta1, (double)c->beta2,
+             (double)c->eps, optim_eps_name(c->eps_placement), (double)c->momentum,
+             (double)c->weight_decay, o->seeded ? "seeded" : "zero", o->seed);
 }
 
 /* The optimizer keys of a JOIN line; no optimizer= key: none. 0, or -1 with a reason. */
@@ -376,10 +390,9 @@ int wire_joined_parse(const char *line, wire_joined_t *j, char *why, size_t cap)
     char fmode[16] = "fixed", proto[16] = "switchml";
     if (wire_verb_of(line) != WIRE_VERB_JOINED || ctl_get_u32(line, "id", &j->id) ||
         ctl_get_u64(line, "token", &j->token) || j->token == 0 ||
-        ctl_get_u32(line, "threads", &j->threads) ||
-        ctl_get_u32(line, "port", &j->port) || ctl_get_u32(line, "base", &j->base) ||
-        j->threads == 0 || j->id > UINT16_MAX || j->port > UINT16_MAX ||
-        j->base >= j->threads) {
+        ctl_get_u32(line, "threads", &j->threads) || ctl_get_u32(line, "port", &j->port) ||
+        ctl_get_u32(line, "base", &j->base) || j->threads == 0 || j->id > UINT16_MAX ||
+        j->port > UINT16_MAX || j->base >= j->threads) {
         return set_err(why, cap, -EPROTO, "unexpected answer from the switch: '%.100s'", line);
     }
     ctl_get_u32(line, "slots", &j->slots);

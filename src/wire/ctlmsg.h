@@ -48,9 +48,9 @@ enum wire_verb {
     WIRE_VERB_END,
     WIRE_VERB_HELLO,
     WIRE_VERB_CHALLENGE,
-    WIRE_VERB_FABRIC,       /* wire/fabricmsg.h: the L2 fabric's runtime settings */
+    WIRE_VERB_FABRIC, /* wire/fabricmsg.h: the L2 fabric's runtime settings */
     WIRE_VERB_FABRIC_STATE,
-    WIRE_VERB_SHUTDOWN,     /* the switch is stopping; its members' jobs end */
+    WIRE_VERB_SHUTDOWN, /* the switch is stopping; its members' jobs end */
     WIRE_VERB_COUNT
 };
 
@@ -60,13 +60,13 @@ const char *wire_verb_name(enum wire_verb v);
 
 /* Why the switch refused a request: the word after ERR. */
 enum wire_refusal {
-    WIRE_REFUSED = 0,       /* "refused": a policy said no (pool, duplicate rank, mismatch) */
-    WIRE_REFUSED_VERSION,   /* "version": another protocol version */
-    WIRE_REFUSED_TIMEOUT,   /* "timeout": not every rank joined in time */
-    WIRE_REFUSED_INVALID,   /* "invalid": a malformed or impossible request */
+    WIRE_REFUSED = 0, /* "refused": a policy said no (pool, duplicate rank, mismatch) */
+    WIRE_REFUSED_VERSION, /* "version": another protocol version */
+    WIRE_REFUSED_TIMEOUT, /* "timeout": not every rank joined in time */
+    WIRE_REFUSED_INVALID, /* "invalid": a malformed or impossible request */
     WIRE_REFUSED_UNSUPPORTED, /* "unsupported": a feature this switch lacks */
-    WIRE_REFUSED_SYSTEM,    /* "system": the switch ran out of a resource */
-    WIRE_REFUSED_BUSY,      /* "busy": not now, maybe soon: the switch is at a limit that frees
+    WIRE_REFUSED_SYSTEM, /* "system": the switch ran out of a resource */
+    WIRE_REFUSED_BUSY, /* "busy": not now, maybe soon: the switch is at a limit that frees
                                up (job ids, slots, connections) or this address is locked out
                                of this job for a while; a worker retries (PROTOCOL.md 5.10) */
     WIRE_REFUSAL_COUNT
@@ -86,10 +86,10 @@ enum wire_refusal wire_err_parse(const char *line, const char **text);
 
 /* The in-switch optimizer a job asks for. */
 typedef struct wire_optimizer {
-    int present;         /* 0: no optimizer (the other fields are ignored) */
+    int present; /* 0: no optimizer (the other fields are ignored) */
     optim_config_t step; /* kind, lr, beta1, beta2, eps and its placement, momentum, wd */
-    uint64_t params;     /* parameters the switch holds: 1 .. 2^32 */
-    int seeded;          /* initial parameters: 0 zeros, 1 drawn from `seed` */
+    uint64_t params; /* parameters the switch holds: 1 .. 2^32 */
+    int seeded; /* initial parameters: 0 zeros, 1 drawn from `seed` */
     uint64_t seed;
 } wire_optimizer_t;
 
@@ -105,17 +105,17 @@ typedef struct wire_join {
     char job[WIRE_JOB_NAME_MAX];
     uint32_t rank, world, slots, elems;
     uint32_t float_mode; /* inagg_float_mode_t */
-    uint32_t protocol;   /* inagg_protocol_t */
+    uint32_t protocol; /* inagg_protocol_t */
     uint32_t timeout_ms; /* 0: the switch's bound */
     wire_optimizer_t opt;
-    char compress[48];   /* compress=MODE (codec_parse's spelling; the switch checks it);
+    char compress[48]; /* compress=MODE (codec_parse's spelling; the switch checks it);
                             empty: none */
     uint32_t no_feedback; /* feedback=0: no error feedback in a lossy compressed job */
     uint32_t contributors; /* contributors=N: the ranks whose data this rank's contributions
                               sum (a leaf switch joining its spine); 0 or 1: itself */
-    int auth;            /* enum wire_auth: which of verifier= / proof= the line carries */
-    uint8_t mac[32];     /* its value (wire/auth.h) */
-    uint32_t no_dpauth;  /* dpauth=0: a job with a secret whose dataplane goes without MACs
+    int auth; /* enum wire_auth: which of verifier= / proof= the line carries */
+    uint8_t mac[32]; /* its value (wire/auth.h) */
+    uint32_t no_dpauth; /* dpauth=0: a job with a secret whose dataplane goes without MACs
                             (the registering rank's word holds for the job) */
 } wire_join_t;
 
@@ -137,7 +137,7 @@ typedef struct wire_joined {
     uint32_t contributors; /* contributors=N: the ranks whose data a result sums, when it is
                               not the world (a leaf's jobs: every host under the spine); 0:
                               the world. Fixed-point scaling and averages divide by it */
-    uint32_t dpauth;       /* dpauth=1: every dataplane packet carries a MAC under the rank's
+    uint32_t dpauth; /* dpauth=1: every dataplane packet carries a MAC under the rank's
                               keys from this JOIN (wire/dpauth.h) */
 } wire_joined_t;
 

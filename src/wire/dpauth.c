@@ -26,10 +26,7 @@ static int init_rc = -EIO; /* until sodium_init succeeds */
 static EVP_MAC *poly1305;
 static pthread_key_t poly1305_ctx_key;
 
-static void free_poly1305_ctx(void *ctx)
-{
-    EVP_MAC_CTX_free(ctx);
-}
+static void free_poly1305_ctx(void *ctx) { EVP_MAC_CTX_free(ctx); }
 
 /* This thread's Poly1305 context, or NULL (then libsodium computes the tag). */
 static EVP_MAC_CTX *thread_poly1305(void)
@@ -74,8 +71,7 @@ void dpauth_derive(const uint8_t verifier[32], const uint8_t nonce[16], const ch
                    uint32_t rank, dpauth_keys_t *out)
 {
     static const char label[] = "inagg dataplane key";
-    uint8_t master[crypto_kdf_KEYBYTES], rank_be[4] = {(uint8_t)(rank >> 24),
-                                                       (uint8_t)(rank >> 16),
+    uint8_t master[crypto_kdf_KEYBYTES], rank_be[4] = {(uint8_t)(rank >> 24), (uint8_t)(rank >> 16),
                                                        (uint8_t)(rank >> 8), (uint8_t)rank};
     uint8_t zero = 0;
     crypto_generichash_state st;
@@ -86,8 +82,7 @@ void dpauth_derive(const uint8_t verifier[32], const uint8_t nonce[16], const ch
     crypto_generichash_update(&st, &zero, 1); /* the name ends here */
     crypto_generichash_update(&st, rank_be, sizeof(rank_be));
     crypto_generichash_final(&st, master, sizeof(master));
-    crypto_kdf_derive_from_key(out->up, sizeof(out->up), DPAUTH_SUBKEY_UP, DPAUTH_CONTEXT,
-                               master);
+    crypto_kdf_derive_from_key(out->up, sizeof(out->up), DPAUTH_SUBKEY_UP, DPAUTH_CONTEXT, master);
     static const char down_label[] = "inagg dataplane down key";
     crypto_generichash_init(&st, verifier, 32, sizeof(out->down_base));
     crypto_generichash_update(&st, (const uint8_t *)down_label, sizeof(down_label) - 1);
@@ -104,8 +99,8 @@ void dpauth_bind_job(dpauth_keys_t *keys, uint64_t token)
     uint8_t token_be[8];
     for (int i = 0; i < 8; i++)
         token_be[i] = (uint8_t)(token >> (56 - 8 * i));
-    crypto_generichash(keys->down, sizeof(keys->down), token_be, sizeof(token_be),
-                       keys->down_base, sizeof(keys->down_base));
+    crypto_generichash(keys->down, sizeof(keys->down), token_be, sizeof(token_be), keys->down_base,
+                       sizeof(keys->down_base));
 }
 
 /* The tag of header + nonce (hdr, WIRE_HEADER_SIZE + DPAUTH_NONCE_BYTES bytes) and payload
@@ -120,8 +115,7 @@ static void tag_of(const uint8_t key[DPAUTH_KEY_BYTES], const uint8_t *hdr, cons
     if (ctx && EVP_MAC_init(ctx, otk, sizeof(otk), NULL) == 1 &&
         EVP_MAC_update(ctx, hdr, WIRE_HEADER_SIZE + DPAUTH_NONCE_BYTES) == 1 &&
         (len == 0 || EVP_MAC_update(ctx, payload, len) == 1) &&
-        EVP_MAC_final(ctx, tag, &tag_len, DPAUTH_TAG_BYTES) == 1 &&
-        tag_len == DPAUTH_TAG_BYTES) {
+        EVP_MAC_final(ctx, tag, &tag_len, DPAUTH_TAG_BYTES) == 1 && tag_len == DPAUTH_TAG_BYTES) {
         sodium_memzero(otk, sizeof(otk));
         return;
     }
@@ -144,8 +138,7 @@ static void next_nonce(uint8_t *n)
         n[4 + i] = (uint8_t)(c >> (56 - 8 * i));
 }
 
-void dpauth_seal(const uint8_t key[DPAUTH_KEY_BYTES], uint8_t *hdr, const void *payload,
-                 size_t len)
+void dpauth_seal(const uint8_t key[DPAUTH_KEY_BYTES], uint8_t *hdr, const void *payload, size_t len)
 {
     next_nonce(hdr + WIRE_HEADER_SIZE);
     tag_of(key, hdr, payload, len, hdr + WIRE_HEADER_SIZE + DPAUTH_NONCE_BYTES);
@@ -176,8 +169,7 @@ void dpauth_seal_down(const uint8_t key[DPAUTH_KEY_BYTES], uint8_t *hdr, const v
     tag_of(key, covered, payload, len, hdr + WIRE_HEADER_SIZE + DPAUTH_NONCE_BYTES);
 }
 
-int dpauth_check_down(const uint8_t key[DPAUTH_KEY_BYTES], const uint8_t *pkt,
-                      size_t payload_len)
+int dpauth_check_down(const uint8_t key[DPAUTH_KEY_BYTES], const uint8_t *pkt, size_t payload_len)
 {
     uint8_t covered[WIRE_HEADER_SIZE + DPAUTH_NONCE_BYTES], tag[DPAUTH_TAG_BYTES];
     down_bytes(pkt, covered);

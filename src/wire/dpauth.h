@@ -41,8 +41,8 @@
 
 /* One rank's keys. */
 typedef struct dpauth_keys {
-    uint8_t up[DPAUTH_KEY_BYTES];        /* rank -> switch, this rank's */
-    uint8_t down[DPAUTH_KEY_BYTES];      /* switch -> ranks, the job's (dpauth_bind_job) */
+    uint8_t up[DPAUTH_KEY_BYTES]; /* rank -> switch, this rank's */
+    uint8_t down[DPAUTH_KEY_BYTES]; /* switch -> ranks, the job's (dpauth_bind_job) */
     uint8_t down_base[DPAUTH_KEY_BYTES]; /* D: the job's name under its verifier */
 } dpauth_keys_t;
 
@@ -76,8 +76,7 @@ int dpauth_check(const uint8_t key[DPAUTH_KEY_BYTES], const uint8_t *pkt, size_t
  * header's rank field out (taken as zero), so one seal serves every rank's copy of it. */
 void dpauth_seal_down(const uint8_t key[DPAUTH_KEY_BYTES], uint8_t *hdr, const void *payload,
                       size_t len);
-int dpauth_check_down(const uint8_t key[DPAUTH_KEY_BYTES], const uint8_t *pkt,
-                      size_t payload_len);
+int dpauth_check_down(const uint8_t key[DPAUTH_KEY_BYTES], const uint8_t *pkt, size_t payload_len);
 
 /* The header bytes (WIRE_HEADER_SIZE) a down MAC covers: hdr, a RESULT's rank field zero. Two
  * packets whose down_header and payload agree carry the same valid nonce and tag. */

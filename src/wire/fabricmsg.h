@@ -24,11 +24,11 @@ enum wire_add_mode { WIRE_ADD_ANY = 0, WIRE_ADD_FIXED, WIRE_ADD_FLOAT, WIRE_ADD_
 #define WIRE_FABRIC_PORTS_MAX 768 /* "IF,IF,...": up to 63 names of up to 15 characters */
 
 typedef struct wire_fabric {
-    int has_ports;                      /* agg_ports= present */
-    char ports[WIRE_FABRIC_PORTS_MAX];  /* "all", "none" or "IF,IF,..." (names checked for
+    int has_ports; /* agg_ports= present */
+    char ports[WIRE_FABRIC_PORTS_MAX]; /* "all", "none" or "IF,IF,..." (names checked for
                                            syntax here, against the ports by the fabric) */
-    int has_add;                        /* add= present */
-    uint32_t add;                       /* enum wire_add_mode */
+    int has_add; /* add= present */
+    uint32_t add; /* enum wire_add_mode */
 } wire_fabric_t;
 
 /* "any" / "fixed" / "float", and back (0, or -EINVAL for an unknown name). */

@@ -60,8 +60,13 @@ enum wire_type { WIRE_CONTRIB = 1, WIRE_RESULT = 2, WIRE_ACK = 3, WIRE_CONFIRM =
 /* WIRE_CODED: float32 compressed in the job's codec (agreed at JOIN, src/codec/codec.h): the
  * payload is one codec chunk, `count` 32-bit words long, holding up to the job's elements per
  * packet values. */
-enum wire_dtype { WIRE_INT32 = 0, WIRE_FIXED32 = 1, WIRE_FLOAT32 = 2, WIRE_CODED = 3,
-                  WIRE_DTYPE_COUNT = 4 };
+enum wire_dtype {
+    WIRE_INT32 = 0,
+    WIRE_FIXED32 = 1,
+    WIRE_FLOAT32 = 2,
+    WIRE_CODED = 3,
+    WIRE_DTYPE_COUNT = 4
+};
 
 #define WIRE_FLAG_VER 0x01u
 #define WIRE_FLAG_OVERFLOW 0x02u
@@ -88,13 +93,13 @@ typedef struct wire_header {
 /* Why a datagram was rejected by wire_decode(). WIRE_OK is 0. */
 enum wire_status {
     WIRE_OK = 0,
-    WIRE_SHORT,       /* shorter than the header */
-    WIRE_BAD_MAGIC,   /* not an inagg packet */
+    WIRE_SHORT, /* shorter than the header */
+    WIRE_BAD_MAGIC, /* not an inagg packet */
     WIRE_BAD_VERSION, /* another protocol version */
-    WIRE_BAD_TYPE,    /* unknown packet type */
-    WIRE_BAD_DTYPE,   /* unknown element type */
-    WIRE_BAD_FLAGS,   /* unknown flag bits, or version bit disagrees with round */
-    WIRE_BAD_LENGTH,  /* datagram length != header + count * 4 */
+    WIRE_BAD_TYPE, /* unknown packet type */
+    WIRE_BAD_DTYPE, /* unknown element type */
+    WIRE_BAD_FLAGS, /* unknown flag bits, or version bit disagrees with round */
+    WIRE_BAD_LENGTH, /* datagram length != header + count * 4 */
     WIRE_STATUS_COUNT
 };
 

@@ -23,7 +23,6 @@
 #include "kernels/vec.h"
 #include "worker/comm.h"
 
-
 uint32_t inagg_version(void) { return INAGG_VERSION_NUMBER; }
 uint32_t inagg_comm_rank(const inagg_comm_t *comm) { return comm ? comm->rank : 0; }
 uint32_t inagg_comm_world(const inagg_comm_t *comm) { return comm ? comm->world : 0; }
@@ -64,8 +63,7 @@ static int check_options(const inagg_options_t *o, char *detail, size_t len)
                        "protocol %d is not INAGG_PROTO_SWITCHML or INAGG_PROTO_P4SGD", o->protocol);
     if (o->optimizer) {
         const inagg_optimizer_t *z = o->optimizer;
-        if ((unsigned)z->kind > INAGG_OPT_SMORMS3 || z->params == 0 ||
-            z->params > (1ull << 32) ||
+        if ((unsigned)z->kind > INAGG_OPT_SMORMS3 || z->params == 0 || z->params > (1ull << 32) ||
             (z->init != INAGG_INIT_ZERO && z->init != INAGG_INIT_SEEDED)) {
             return set_err(detail, len, -EINVAL,
                            "optimizer: kind must be an inagg_optimizer_kind_t, params "
@@ -168,9 +166,12 @@ static int start_protocol(inagg_comm_t *c, const transport_addr_t *sw, const wir
         if (j[k].dpauth != j[0].dpauth)
             return set_err(detail, dlen, -EPROTO,
                            "the shards disagree on dataplane authentication (shard %u)", k);
-        p.shard[k] = (worker_shard_t){.job = (uint16_t)j[k].id, .token = j[k].token,
-                                      .queue0 = sw[k], .queues = j[k].threads,
-                                      .base = j[k].base, .keys = c->dp_keys[k]};
+        p.shard[k] = (worker_shard_t){.job = (uint16_t)j[k].id,
+                                      .token = j[k].token,
+                                      .queue0 = sw[k],
+                                      .queues = j[k].threads,
+                                      .base = j[k].base,
+                                      .keys = c->dp_keys[k]};
     }
     int set = env_u32(ENV_ROCE_PSN, 0xffffff, &p.roce_psn0, detail, dlen);
     if (set < 0)
@@ -280,8 +281,8 @@ inagg_result_t inagg_comm_create(inagg_comm_t **out, const char *switch_addr, co
         return comm_result_of_errno(set_err(detail, detail_len, -ENOMEM, "out of memory"));
     c->rank = rank;
     c->world = world;
-    memcpy(&c->opts, opts, opts->struct_size < sizeof(c->opts) ? opts->struct_size
-                                                                : sizeof(c->opts));
+    memcpy(&c->opts, opts,
+           opts->struct_size < sizeof(c->opts) ? opts->struct_size : sizeof(c->opts));
     c->proto = worker_proto_find(opts->protocol);
     c->opt = optimizer_of(opts->optimizer);
     c->opts.optimizer = NULL; /* the caller's; c->opt is the copy */
@@ -334,8 +335,8 @@ inagg_result_t inagg_comm_create(inagg_comm_t **out, const char *switch_addr, co
 }
 
 /* The argument checks every allreduce shares. */
-static inagg_result_t check_buffers(inagg_comm_t *comm, const void *send, void *recv,
-                                    size_t count, inagg_dtype_t dtype, inagg_op_t op)
+static inagg_result_t check_buffers(inagg_comm_t *comm, const void *send, void *recv, size_t count,
+                                    inagg_dtype_t dtype, inagg_op_t op)
 {
     if (count > 0 && (!send || !recv))
         return comm_set_error(comm, INAGG_ERR_INVALID, "send and recv must not be NULL");
@@ -350,7 +351,8 @@ static inagg_result_t check_buffers(inagg_comm_t *comm, const void *send, void *
         codec_format(&comm->codec, mode, sizeof mode);
         return comm_set_error(comm, INAGG_ERR_INVALID,
                               "int32 allreduce refused: this communicator compresses with %s, "
-                              "which may change values (use zfp:reversible or none)", mode);
+                              "which may change values (use zfp:reversible or none)",
+                              mode);
     }
     uint64_t max_chunks = (uint64_t)UINT32_MAX;
     if (count / comm->opts.packet_elems >= max_chunks)
@@ -370,8 +372,8 @@ static inagg_result_t check_buffers(inagg_comm_t *comm, const void *send, void *
 static inagg_result_t start_call(inagg_comm_t *comm, const worker_call_t *call, int small,
                                  inagg_request_t **req)
 {
-    inagg_result_t rc = check_buffers(comm, call->send, call->recv, call->count, call->dtype,
-                                      call->op);
+    inagg_result_t rc =
+        check_buffers(comm, call->send, call->recv, call->count, call->dtype, call->op);
     if (rc == INAGG_OK)
         rc = comm_failure(comm);
     if (rc != INAGG_OK)
@@ -390,15 +392,18 @@ inagg_result_t inagg_iallreduce(inagg_comm_t *comm, const void *send, void *recv
     if (req)
         *req = NULL;
     if (comm && comm->opt.present)
-        return comm_set_error(comm, INAGG_ERR_UNSUPPORTED, "this job runs an in-switch "
+        return comm_set_error(comm, INAGG_ERR_UNSUPPORTED,
+                              "this job runs an in-switch "
                               "optimizer: use inagg_push_pull");
     if (!comm || !req)
         return comm_set_error(comm, INAGG_ERR_INVALID, "comm and req must not be NULL");
     if (!comm->proto->start)
         return comm_set_error(comm, INAGG_ERR_UNSUPPORTED,
                               "a %s communicator has no asynchronous large allreduce: use %s"
-                              "inagg_allreduce", comm->proto->name, comm->proto->start_small ?
-                              "inagg_iallreduce_small (one packet) or " : "");
+                              "inagg_allreduce",
+                              comm->proto->name,
+                              comm->proto->start_small ? "inagg_iallreduce_small (one packet) or "
+                                                       : "");
     worker_call_t call = {send, recv, count, dtype, op, 0};
     return start_call(comm, &call, 0, req);
 }
@@ -418,7 +423,8 @@ inagg_result_t inagg_iallreduce_small(inagg_comm_t *comm, const void *send, void
     if (count == 0 || count > comm->opts.packet_elems)
         return comm_set_error(comm, INAGG_ERR_INVALID,
                               "count %zu: a small allreduce carries 1..%u elements "
-                              "(packet_elems)", count, comm->opts.packet_elems);
+                              "(packet_elems)",
+                              count, comm->opts.packet_elems);
     worker_call_t call = {send, recv, count, dtype, op, 0};
     return start_call(comm, &call, 1, req);
 }
@@ -471,8 +477,8 @@ inagg_result_t inagg_waitany(inagg_request_t **reqs, size_t n, size_t *index)
     }
 }
 
-static inagg_result_t run_allreduce(inagg_comm_t *comm, const void *send, void *recv,
-                                    size_t count, inagg_dtype_t dtype, inagg_op_t op, int set)
+static inagg_result_t run_allreduce(inagg_comm_t *comm, const void *send, void *recv, size_t count,
+                                    inagg_dtype_t dtype, inagg_op_t op, int set)
 {
     if (!comm)
         return INAGG_ERR_INVALID;
@@ -491,23 +497,23 @@ inagg_result_t inagg_allreduce(inagg_comm_t *comm, const void *send, void *recv,
                                inagg_dtype_t dtype, inagg_op_t op)
 {
     if (comm && comm->opt.present)
-        return comm_set_error(comm, INAGG_ERR_UNSUPPORTED, "this job runs an in-switch "
+        return comm_set_error(comm, INAGG_ERR_UNSUPPORTED,
+                              "this job runs an in-switch "
                               "optimizer: use inagg_push_pull (gradients in, parameters out)");
     return run_allreduce(comm, send, recv, count, dtype, op, 0);
 }
 
-inagg_result_t inagg_push_pull(inagg_comm_t *comm, const float *grad, float *params,
-                               size_t count)
+inagg_result_t inagg_push_pull(inagg_comm_t *comm, const float *grad, float *params, size_t count)
 {
     if (!comm)
         return INAGG_ERR_INVALID;
     if (!comm->opt.present)
-        return comm_set_error(comm, INAGG_ERR_UNSUPPORTED, "inagg_push_pull needs a "
+        return comm_set_error(comm, INAGG_ERR_UNSUPPORTED,
+                              "inagg_push_pull needs a "
                               "communicator created with options.optimizer");
     if (count != comm->opt.params)
-        return comm_set_error(comm, INAGG_ERR_INVALID,
-                              "count %zu: the job holds %llu parameters", count,
-                              (unsigned long long)comm->opt.params);
+        return comm_set_error(comm, INAGG_ERR_INVALID, "count %zu: the job holds %llu parameters",
+                              count, (unsigned long long)comm->opt.params);
     return run_allreduce(comm, grad, params, count, INAGG_FLOAT32, INAGG_SUM, 0);
 }
 
@@ -516,12 +522,14 @@ inagg_result_t inagg_params_upload(inagg_comm_t *comm, const float *values, size
     if (!comm)
         return INAGG_ERR_INVALID;
     if (!comm->opt.present)
-        return comm_set_error(comm, INAGG_ERR_UNSUPPORTED, "inagg_params_upload needs a "
+        return comm_set_error(comm, INAGG_ERR_UNSUPPORTED,
+                              "inagg_params_upload needs a "
                               "communicator created with options.optimizer");
     if (count != comm->opt.params || (comm->rank == 0 && !values))
-        return comm_set_error(comm, INAGG_ERR_INVALID, "count %zu: the job holds %llu "
-                              "parameters (and rank 0 must pass values)", count,
-                              (unsigned long long)comm->opt.params);
+        return comm_set_error(comm, INAGG_ERR_INVALID,
+                              "count %zu: the job holds %llu "
+                              "parameters (and rank 0 must pass values)",
+                              count, (unsigned long long)comm->opt.params);
     /* Rank 0 sends the values, the others zeros: the sum is rank 0's values, exactly. */
     float *zeros = comm->rank == 0 ? NULL : calloc(count, sizeof(float));
     float *out = malloc(count * sizeof(float));
@@ -582,8 +590,7 @@ inagg_result_t inagg_get_transport_stats(const inagg_comm_t *comm, inagg_transpo
              comm->opts.transport ? comm->opts.transport : "udp");
     if (comm->proto->add_transport_stats)
         comm->proto->add_transport_stats(comm->ps, &all);
-    return copy_versioned(out, &all, sizeof(all),
-                          offsetof(inagg_transport_stats_t, fault_dropped));
+    return copy_versioned(out, &all, sizeof(all), offsetof(inagg_transport_stats_t, fault_dropped));
 }
 
 const char *inagg_transport_counter_name(const inagg_comm_t *comm, uint32_t i)

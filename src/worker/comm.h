@@ -25,32 +25,32 @@
 
 struct inagg_comm {
     uint32_t rank, world;
-    inagg_options_t opts;         /* as given, but optimizer = NULL: see opt */
-    wire_optimizer_t opt;         /* options.optimizer, as JOIN carries it (present: 0 none) */
-    codec_spec_t codec;           /* options.compress, parsed (mode CODEC_NONE: none) */
+    inagg_options_t opts; /* as given, but optimizer = NULL: see opt */
+    wire_optimizer_t opt; /* options.optimizer, as JOIN carries it (present: 0 none) */
+    codec_spec_t codec; /* options.compress, parsed (mode CODEC_NONE: none) */
     char job[64];
     uint16_t job_id;
     uint64_t token;
     const worker_proto_ops_t *proto;
-    void *ps;                     /* the protocol's state */
-    uint32_t nshards;             /* switches joined: one, or the shards of a comma-separated
+    void *ps; /* the protocol's state */
+    uint32_t nshards; /* switches joined: one, or the shards of a comma-separated
                                      address (slot s is served by shard s % nshards) */
-    int ctl_fd[WORKER_MAX_SHARDS];   /* each shard's control connection (-1: none) */
+    int ctl_fd[WORKER_MAX_SHARDS]; /* each shard's control connection (-1: none) */
     ctl_reader_t rd[WORKER_MAX_SHARDS];
-    int dp_keyed;                 /* joined with a secret asking for an authenticated
+    int dp_keyed; /* joined with a secret asking for an authenticated
                                      dataplane: each shard's keys from its JOIN */
     dpauth_keys_t dp_keys[WORKER_MAX_SHARDS];
     uint8_t shard_bye[WORKER_MAX_SHARDS]; /* under mu: that shard answered LEAVE */
     pthread_t monitor_tid;
     int monitor_started;
-    int wake_fd;                  /* eventfd that wakes the monitor to stop (-1: none) */
+    int wake_fd; /* eventfd that wakes the monitor to stop (-1: none) */
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    uint64_t barriers_done;       /* under mu */
-    int bye;                      /* under mu: every shard answered LEAVE */
-    int stopping;                 /* under mu: the monitor thread ends */
-    _Atomic int abort_flag;       /* job failed or connection lost: engines stop */
-    inagg_result_t fail_code;     /* under mu */
+    uint64_t barriers_done; /* under mu */
+    int bye; /* under mu: every shard answered LEAVE */
+    int stopping; /* under mu: the monitor thread ends */
+    _Atomic int abort_flag; /* job failed or connection lost: engines stop */
+    inagg_result_t fail_code; /* under mu */
     char fail_detail[COMM_DETAIL_MAX]; /* under mu */
     char last_error[512];
 };
@@ -77,8 +77,8 @@ inagg_result_t comm_settle(inagg_comm_t *c, int neg_errno, const char *detail);
 /* Join through shard k's switch at addr_text (its control port) with control/join_client.h:
  * JOINED into *out, the connection in c->ctl_fd[k], the dataplane keys in c->dp_keys[k]. A
  * refusal (ERR) maps to its result code here, after the client's retries of busy/system. */
-inagg_result_t comm_join(inagg_comm_t *c, uint32_t k, const char *addr_text,
-                         wire_joined_t *out, char *detail, size_t dlen);
+inagg_result_t comm_join(inagg_comm_t *c, uint32_t k, const char *addr_text, wire_joined_t *out,
+                         char *detail, size_t dlen);
 /* Start the thread that reads the control connection. 0 or -errno. */
 int comm_start_monitor(inagg_comm_t *c);
 /* Stop it and close the control connection. */

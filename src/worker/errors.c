@@ -70,15 +70,15 @@ inagg_result_t comm_failure(inagg_comm_t *c)
 inagg_result_t comm_result_of_errno(int neg_errno)
 {
     switch (neg_errno) {
-    case 0: return INAGG_OK;
-    case -EINVAL: return INAGG_ERR_INVALID;
-    case -ENOMEM: return INAGG_ERR_NOMEM;
-    case -ETIMEDOUT: return INAGG_ERR_TIMEOUT;
-    case -ECANCELED: return INAGG_ERR_JOB_FAILED;
-    case -EOVERFLOW: return INAGG_ERR_OVERFLOW;
-    case -EDOM: return INAGG_ERR_NONFINITE;
-    case -EPROTO: return INAGG_ERR_PROTOCOL;
-    default: return INAGG_ERR_SYSTEM;
+        case 0: return INAGG_OK;
+        case -EINVAL: return INAGG_ERR_INVALID;
+        case -ENOMEM: return INAGG_ERR_NOMEM;
+        case -ETIMEDOUT: return INAGG_ERR_TIMEOUT;
+        case -ECANCELED: return INAGG_ERR_JOB_FAILED;
+        case -EOVERFLOW: return INAGG_ERR_OVERFLOW;
+        case -EDOM: return INAGG_ERR_NONFINITE;
+        case -EPROTO: return INAGG_ERR_PROTOCOL;
+        default: return INAGG_ERR_SYSTEM;
     }
 }
 
@@ -91,8 +91,8 @@ inagg_result_t comm_settle(inagg_comm_t *c, int neg_errno, const char *detail)
     snprintf(d, sizeof(d), "%s", detail);
     int failed = 0;
     pthread_mutex_lock(&c->mu);
-    if (c->fail_code != INAGG_OK && (rc == INAGG_ERR_JOB_FAILED || rc == INAGG_ERR_TIMEOUT ||
-                                     rc == INAGG_ERR_CONNECTION)) {
+    if (c->fail_code != INAGG_OK &&
+        (rc == INAGG_ERR_JOB_FAILED || rc == INAGG_ERR_TIMEOUT || rc == INAGG_ERR_CONNECTION)) {
         /* The engines only saw the abort (or stalled); the reason came from the switch. */
         rc = c->fail_code;
         snprintf(d, sizeof(d), "%s", c->fail_detail);

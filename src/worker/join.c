@@ -164,14 +164,13 @@ static const inagg_result_t refusal_results[WIRE_REFUSAL_COUNT] = {
     [WIRE_REFUSED_INVALID] = INAGG_ERR_INVALID,
     [WIRE_REFUSED_UNSUPPORTED] = INAGG_ERR_UNSUPPORTED,
     [WIRE_REFUSED_SYSTEM] = INAGG_ERR_REFUSED, /* the switch ran short: it refused the job */
-    [WIRE_REFUSED_BUSY] = INAGG_ERR_REFUSED,   /* ... and still did after the retries */
+    [WIRE_REFUSED_BUSY] = INAGG_ERR_REFUSED, /* ... and still did after the retries */
 };
 
 /* The job's verifier from the secret of the options, $INAGG_JOB_SECRET, the secret file or
  * $INAGG_JOB_SECRET_FILE (in that order). 1 with *v set, 0 when there is no secret, or
  * -EINVAL (or the file's -errno) with a reason (which never quotes the secret). The secret is wiped after use. */
-static int job_verifier(const inagg_comm_t *c, uint8_t v[SHA256_BYTES], char *detail,
-                        size_t dlen)
+static int job_verifier(const inagg_comm_t *c, uint8_t v[SHA256_BYTES], char *detail, size_t dlen)
 {
     const char *s = c->opts.secret ? c->opts.secret : env_get(ENV_JOB_SECRET);
     if (s) {
@@ -197,8 +196,8 @@ static int job_verifier(const inagg_comm_t *c, uint8_t v[SHA256_BYTES], char *de
         n--;
     if (n <= 0 || n > WIRE_SECRET_MAX) {
         explicit_bzero(buf, sizeof(buf));
-        return set_err(detail, dlen, -EINVAL, "the job secret file %s must hold 1..%d bytes",
-                       path, WIRE_SECRET_MAX);
+        return set_err(detail, dlen, -EINVAL, "the job secret file %s must hold 1..%d bytes", path,
+                       WIRE_SECRET_MAX);
     }
     wire_auth_verifier(buf, (size_t)n, c->job, v);
     explicit_bzero(buf, sizeof(buf));
@@ -241,21 +240,17 @@ static inagg_result_t join_result(int rc, const join_answer_t *a)
     if (a->refusal >= 0 && a->refusal < WIRE_REFUSAL_COUNT)
         return refusal_results[a->refusal];
     switch (rc) {
-    case -ETIMEDOUT:
-        return INAGG_ERR_TIMEOUT;
-    case -EPROTO:
-        return INAGG_ERR_PROTOCOL;
-    case -EINVAL:
-        return INAGG_ERR_INVALID;
-    default:
-        return INAGG_ERR_CONNECTION;
+        case -ETIMEDOUT: return INAGG_ERR_TIMEOUT;
+        case -EPROTO: return INAGG_ERR_PROTOCOL;
+        case -EINVAL: return INAGG_ERR_INVALID;
+        default: return INAGG_ERR_CONNECTION;
     }
 }
 
 /* Join through shard k's switch with the one JOIN client, which retries transient refusals
  * ("busy", "system": PROTOCOL.md 5.10) until the join timeout has passed. */
-inagg_result_t comm_join(inagg_comm_t *c, uint32_t k, const char *addr_text,
-                         wire_joined_t *out, char *detail, size_t dlen)
+inagg_result_t comm_join(inagg_comm_t *c, uint32_t k, const char *addr_text, wire_joined_t *out,
+                         char *detail, size_t dlen)
 {
     uint8_t v[SHA256_BYTES];
     int has = job_verifier(c, v, detail, dlen);
@@ -319,8 +314,8 @@ inagg_result_t inagg_barrier(inagg_comm_t *comm)
     else if (comm->fail_code != INAGG_OK)
         rc = comm_set_error(comm, comm->fail_code, "%s", comm->fail_detail);
     else
-        rc = comm_set_error(comm, INAGG_ERR_TIMEOUT,
-                            "barrier: not every rank arrived within %u ms", comm->opts.timeout_ms);
+        rc = comm_set_error(comm, INAGG_ERR_TIMEOUT, "barrier: not every rank arrived within %u ms",
+                            comm->opts.timeout_ms);
     pthread_mutex_unlock(&comm->mu);
     return rc;
 }

@@ -152,12 +152,14 @@ void worker_transport_stats_add(const transport_t *t, inagg_transport_stats_t *a
     acc->fault_reordered += r;
 }
 
-int worker_open_endpoint(const worker_params_t *p, int buffer, uint32_t stream,
-                         transport_t **out, char *err, size_t errlen)
+int worker_open_endpoint(const worker_params_t *p, int buffer, uint32_t stream, transport_t **out,
+                         char *err, size_t errlen)
 {
     transport_config_t cfg = {
         .kind = p->transport ? p->transport : "udp",
-        .roce = {.peer = &p->sw_queue0, .psn0 = p->roce_psn0, .psn0_set = p->roce_psn0_set,
+        .roce = {.peer = &p->sw_queue0,
+                 .psn0 = p->roce_psn0,
+                 .psn0_set = p->roce_psn0_set,
                  .no_replay = p->roce_no_replay},
         .buffer_bytes = buffer,
         .max_packet = worker_hdr_bytes(p) + (uint32_t)worker_payload_cap(p),
@@ -177,15 +179,15 @@ uint32_t worker_seal(const worker_params_t *p, wire_header_t *h, uint8_t *pkt)
     return worker_hdr_bytes(p) + (uint32_t)h->count * 4u;
 }
 
-int worker_open_packet(const worker_params_t *p, const uint8_t *buf, size_t len,
-                       wire_header_t *h)
+int worker_open_packet(const worker_params_t *p, const uint8_t *buf, size_t len, wire_header_t *h)
 {
     if (wire_decode(buf, len, h) != WIRE_OK)
         return -EBADMSG;
     int has = (h->flags & WIRE_FLAG_MAC) != 0;
     if (has != (p->dp_auth != 0))
         return -EBADMSG;
-    if (has && !dpauth_check_down(worker_shard_of(p, h->slot)->keys.down, buf, (size_t)h->count * 4u))
+    if (has &&
+        !dpauth_check_down(worker_shard_of(p, h->slot)->keys.down, buf, (size_t)h->count * 4u))
         return -EBADMSG;
     h->flags &= (uint8_t)~WIRE_FLAG_MAC;
     return 0;

@@ -37,16 +37,16 @@
 #include "worker/rto.h"
 
 #define WORKER_MAX_THREADS 64u /* options.threads at most: engine threads per communicator */
-#define WORKER_MAX_SHARDS 8u   /* switches one job's slots may be spread over */
+#define WORKER_MAX_SHARDS 8u /* switches one job's slots may be spread over */
 
 /* One switch of a sharded job (a comma-separated switch address): it serves the slots
  * s % nshards == its index, as its own job with its own id and token. */
 typedef struct worker_shard {
     uint16_t job;
     uint64_t token;
-    transport_addr_t queue0;          /* its queue 0 (its JOINED port) */
-    uint32_t queues, base;            /* its queues (dataplane threads) and the job's first */
-    dpauth_keys_t keys;               /* the worker_params_t's dp_auth: this rank's keys
+    transport_addr_t queue0; /* its queue 0 (its JOINED port) */
+    uint32_t queues, base; /* its queues (dataplane threads) and the job's first */
+    dpauth_keys_t keys; /* the worker_params_t's dp_auth: this rank's keys
                                          there (its JOIN, wire/dpauth.h) */
 } worker_shard_t;
 
@@ -55,33 +55,33 @@ typedef struct worker_params {
     uint32_t rank, world;
     uint16_t job;
     uint64_t token;
-    uint32_t slots, elems;            /* the job's pool size and elements per packet */
-    uint32_t threads;                 /* engine threads asked for (switchml) */
-    inagg_float_mode_t float_mode;    /* as joined */
-    transport_addr_t sw_queue0;       /* the switch's queue 0 (the JOINED port) */
-    uint32_t sw_queues, sw_base;      /* the switch's queues (dataplane threads) and the
+    uint32_t slots, elems; /* the job's pool size and elements per packet */
+    uint32_t threads; /* engine threads asked for (switchml) */
+    inagg_float_mode_t float_mode; /* as joined */
+    transport_addr_t sw_queue0; /* the switch's queue 0 (the JOINED port) */
+    uint32_t sw_queues, sw_base; /* the switch's queues (dataplane threads) and the
                                          job's first: see worker_slot_queue */
-    uint32_t nshards;                 /* switches the slots are spread over (>= 1); the
+    uint32_t nshards; /* switches the slots are spread over (>= 1); the
                                          fields above are shard 0's */
-    int dp_auth;                      /* every packet carries a MAC (JOINED dpauth=1) */
+    int dp_auth; /* every packet carries a MAC (JOINED dpauth=1) */
     worker_shard_t shard[WORKER_MAX_SHARDS];
     uint32_t rto_us, rto_min_us, rto_max_us, timeout_ms;
-    uint32_t poll_us;                 /* waiting: poll this long first (options.poll_us) */
+    uint32_t poll_us; /* waiting: poll this long first (options.poll_us) */
     int socket_buffer;
-    const char *faults;               /* fault spec for both directions, or NULL */
-    const char *transport;            /* "udp" (NULL) or "roce" (options.transport, else
+    const char *faults; /* fault spec for both directions, or NULL */
+    const char *transport; /* "udp" (NULL) or "roce" (options.transport, else
                                          INAGG_TRANSPORT) */
-    uint32_t roce_psn0;               /* roce: every QP's first PSN when roce_psn0_set */
-    int roce_psn0_set;                /* (INAGG_ROCE_PSN), else a random one */
-    int roce_no_replay;               /* roce: retransmissions take new PSNs (INAGG_ROCE_REPLAY=0) */
-    int codec_no_helper;              /* code on the engine thread only (INAGG_CODEC_HELPER=0) */
-    int chunk_tags;                   /* `chunk` carries the chunk index (optimizer jobs), so
+    uint32_t roce_psn0; /* roce: every QP's first PSN when roce_psn0_set */
+    int roce_psn0_set; /* (INAGG_ROCE_PSN), else a random one */
+    int roce_no_replay; /* roce: retransmissions take new PSNs (INAGG_ROCE_REPLAY=0) */
+    int codec_no_helper; /* code on the engine thread only (INAGG_CODEC_HELPER=0) */
+    int chunk_tags; /* `chunk` carries the chunk index (optimizer jobs), so
                                          p4sgd acknowledgements never ride on it */
-    codec_spec_t codec;               /* the job's compression of float32 (CODEC_NONE: none) */
-    int error_feedback;               /* keep the codec's residual per element (lossy codec) */
-    _Atomic int *abort_flag;          /* non-zero: the job failed; engines stop */
-    pthread_mutex_t *mu;              /* the communicator's mutex and condition: engine */
-    pthread_cond_t *cv;               /* threads use them to take and complete requests */
+    codec_spec_t codec; /* the job's compression of float32 (CODEC_NONE: none) */
+    int error_feedback; /* keep the codec's residual per element (lossy codec) */
+    _Atomic int *abort_flag; /* non-zero: the job failed; engines stop */
+    pthread_mutex_t *mu; /* the communicator's mutex and condition: engine */
+    pthread_cond_t *cv; /* threads use them to take and complete requests */
 } worker_params_t;
 
 /* One allreduce as the API got it. */
@@ -91,7 +91,7 @@ typedef struct worker_call {
     size_t count;
     inagg_dtype_t dtype;
     inagg_op_t op;
-    int set;                          /* a parameter upload (WIRE_FLAG_SET) */
+    int set; /* a parameter upload (WIRE_FLAG_SET) */
 } worker_call_t;
 
 /* The base of every protocol's request: a protocol allocates its own request type with this
@@ -101,9 +101,9 @@ struct inagg_request {
 };
 
 typedef struct worker_proto_ops {
-    const char *name;                 /* as JOIN spells it: "switchml", "p4sgd" */
+    const char *name; /* as JOIN spells it: "switchml", "p4sgd" */
     inagg_protocol_t protocol;
-    int native_float;                 /* 1: float32 always travels natively (the JOIN asks
+    int native_float; /* 1: float32 always travels natively (the JOIN asks
                                          for float=native whatever options.float_mode says) */
 
     /* The protocol's state for a communicator that joined with p. */
@@ -111,8 +111,8 @@ typedef struct worker_proto_ops {
     void (*destroy)(void *state);
 
     /* Start an asynchronous allreduce of any size (NULL: the protocol has none). */
-    int (*start)(void *state, inagg_comm_t *comm, const worker_call_t *call,
-                 inagg_request_t **req, char *detail, size_t dlen);
+    int (*start)(void *state, inagg_comm_t *comm, const worker_call_t *call, inagg_request_t **req,
+                 char *detail, size_t dlen);
     /* Start a one-packet allreduce (count 1..elems) (NULL: the protocol has none). */
     int (*start_small)(void *state, inagg_comm_t *comm, const worker_call_t *call,
                        inagg_request_t **req, char *detail, size_t dlen);
@@ -158,8 +158,8 @@ typedef struct worker_counters {
     _Atomic uint32_t code_floor_us; /* the timeout's coding floor (rto_code_floor_us) */
 } worker_counters_t;
 
-#define WORKER_CNT_ADD(f, n)                                                                    \
-    atomic_store_explicit(&(f), atomic_load_explicit(&(f), memory_order_relaxed) + (n),         \
+#define WORKER_CNT_ADD(f, n)                                                                       \
+    atomic_store_explicit(&(f), atomic_load_explicit(&(f), memory_order_relaxed) + (n),            \
                           memory_order_relaxed)
 
 /* Counters and estimator of a new engine. */
@@ -190,8 +190,8 @@ int worker_cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, uint64_t dea
 /* The retransmission timer of one packet in flight. */
 typedef struct worker_timer {
     uint64_t sent_ns, deadline_ns;
-    uint32_t rto_us;        /* this packet's timeout, doubled on each retransmission */
-    int retransmitted;      /* Karn: no RTT sample from a retransmitted packet */
+    uint32_t rto_us; /* this packet's timeout, doubled on each retransmission */
+    int retransmitted; /* Karn: no RTT sample from a retransmitted packet */
 } worker_timer_t;
 
 /* A new packet: the engine's current timeout, and an RTT sample when it is answered. */
@@ -224,7 +224,7 @@ static inline void worker_timer_answered(const worker_timer_t *t, uint64_t now,
 /* Packets queued on one endpoint, to leave together in one send. */
 typedef struct worker_txq {
     transport_t *tp;
-    transport_tx_t *pkts;   /* [cap] */
+    transport_tx_t *pkts; /* [cap] */
     int n, cap;
 } worker_txq_t;
 
@@ -293,8 +293,7 @@ uint32_t worker_seal(const worker_params_t *p, wire_header_t *h, uint8_t *pkt);
  * rank's key for the slot's switch (the MAC flag then cleared from *h). 0, or -EBADMSG: not a
  * packet of ours (malformed, or a MAC missing, unexpected or wrong: forged or changed),
  * which the caller counts as invalid and drops. Its payload is at buf + worker_hdr_bytes. */
-int worker_open_packet(const worker_params_t *p, const uint8_t *buf, size_t len,
-                       wire_header_t *h);
+int worker_open_packet(const worker_params_t *p, const uint8_t *buf, size_t len, wire_header_t *h);
 
 /* The switch queue (dataplane thread) that serves pool slot `slot`, numbered across the
  * shards (two slots have the same number exactly when one thread of one switch serves both). */
@@ -312,8 +311,8 @@ int worker_slot_addr(const worker_params_t *p, const transport_t *t, uint32_t sl
 /* Add endpoint t's transport counters and fault decisions to *acc. */
 void worker_transport_stats_add(const transport_t *t, inagg_transport_stats_t *acc);
 
-int worker_open_endpoint(const worker_params_t *p, int buffer, uint32_t stream,
-                         transport_t **out, char *err, size_t errlen);
+int worker_open_endpoint(const worker_params_t *p, int buffer, uint32_t stream, transport_t **out,
+                         char *err, size_t errlen);
 
 /* Bytes a packet's payload may take: elems words, or a coded chunk of elems values. */
 static inline size_t worker_payload_cap(const worker_params_t *p)

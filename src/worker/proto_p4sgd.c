@@ -43,30 +43,31 @@ typedef struct p4_op {
     uint32_t count;
     inagg_dtype_t dtype;
     inagg_op_t op;
-    uint32_t chunk;         /* chunk index (carried when the engine tags chunks) */
-    int set;                /* a parameter upload (WIRE_FLAG_SET) */
-    int done;               /* set by the engine when the result was delivered */
-    int result;             /* 0 or -EOVERFLOW (delivered), or the failure (-errno) */
+    uint32_t chunk; /* chunk index (carried when the engine tags chunks) */
+    int set; /* a parameter upload (WIRE_FLAG_SET) */
+    int done; /* set by the engine when the result was delivered */
+    int result; /* 0 or -EOVERFLOW (delivered), or the failure (-errno) */
 } p4_op_t;
 
 #define P4_RX_BATCH 64
 #define P4_MAX_BLOCK_US 5000 /* longest single wait, so the abort flag is seen */
-#define P4_ACK_DELAY_US 1000 /* an acknowledgement waits this long for a contribution to ride on:
+#define P4_ACK_DELAY_US                                                                            \
+    1000 /* an acknowledgement waits this long for a contribution to ride on:
                               * a pipelined mini-batch (PROTOCOL.md 9.3) */
 
 enum p4_phase { P4W_FREE = 0, P4W_AGGREGATING, P4W_ACKNOWLEDGING };
 
 typedef struct p4wslot {
     uint32_t slot;
-    uint32_t round;        /* round in flight, or the next one when free */
+    uint32_t round; /* round in flight, or the next one when free */
     int phase;
-    p4_op_t *op;           /* while aggregating */
-    int ack_pending;       /* acknowledging, and the acknowledgement has not left yet */
-    worker_timer_t tm;     /* of the contribution or the acknowledgement in flight */
-    uint8_t *pkt;          /* the contribution, kept for retransmission */
+    p4_op_t *op; /* while aggregating */
+    int ack_pending; /* acknowledging, and the acknowledgement has not left yet */
+    worker_timer_t tm; /* of the contribution or the acknowledgement in flight */
+    uint8_t *pkt; /* the contribution, kept for retransmission */
     uint32_t pkt_len;
     uint8_t ack[WIRE_HEADER_MAX];
-    transport_addr_t dst;  /* the switch queue that serves this slot */
+    transport_addr_t dst; /* the switch queue that serves this slot */
 } p4wslot_t;
 
 typedef struct p4engine p4engine_t;
@@ -75,19 +76,19 @@ static void p4engine_fail(p4engine_t *e, int rc);
 
 struct p4engine {
     worker_params_t p;
-    transport_t *tp;        /* contributions out, results in */
-    transport_t *ack_tp;    /* acknowledgements out, confirmations in (see p4engine_create) */
-    p4wslot_t *ws;          /* [slots] */
-    uint64_t next_op;       /* operations started so far: the next uses slot next_op % slots */
-    uint32_t busy;          /* slots not free */
-    uint32_t aggregating;   /* slots waiting for a result */
+    transport_t *tp; /* contributions out, results in */
+    transport_t *ack_tp; /* acknowledgements out, confirmations in (see p4engine_create) */
+    p4wslot_t *ws; /* [slots] */
+    uint64_t next_op; /* operations started so far: the next uses slot next_op % slots */
+    uint32_t busy; /* slots not free */
+    uint32_t aggregating; /* slots waiting for a result */
     uint8_t *pkt_arena;
     size_t pkt_cap;
     transport_rx_t rx[2 * P4_RX_BATCH]; /* fault injection may duplicate a batch */
-    worker_txq_t tx;        /* contributions, sent on tp */
-    worker_txq_t acks;      /* acknowledgements, sent on ack_tp */
+    worker_txq_t tx; /* contributions, sent on tp */
+    worker_txq_t acks; /* acknowledgements, sent on ack_tp */
     rto_estimator_t rto;
-    uint64_t stall_ns;      /* time spent in progress calls since the last accepted packet */
+    uint64_t stall_ns; /* time spent in progress calls since the last accepted packet */
     int failed;
     worker_counters_t c;
 };
@@ -189,8 +190,7 @@ static p4wslot_t *pending_ack_for(p4engine_t *e, uint32_t with)
     if (e->busy == e->aggregating)
         return NULL; /* nothing is acknowledging */
     for (uint32_t k = 0; k < e->p.slots; k++)
-        if (e->ws[k].ack_pending &&
-            worker_slot_queue(&e->p, k) == worker_slot_queue(&e->p, with))
+        if (e->ws[k].ack_pending && worker_slot_queue(&e->p, k) == worker_slot_queue(&e->p, with))
             return &e->ws[k];
     return NULL;
 }
@@ -215,8 +215,8 @@ static void start_on_slot(p4engine_t *e, p4wslot_t *w, p4_op_t *op, uint64_t now
         a->ack_pending = 0;
         worker_timer_arm(&a->tm, now);
     }
-    worker_encode_plain(op->dtype, op->send,
-                        (uint32_t *)(void *)(w->pkt + worker_hdr_bytes(&e->p)), op->count);
+    worker_encode_plain(op->dtype, op->send, (uint32_t *)(void *)(w->pkt + worker_hdr_bytes(&e->p)),
+                        op->count);
     w->pkt_len = worker_seal(&e->p, &h, w->pkt);
     w->op = op;
     op->done = 0;
@@ -496,8 +496,14 @@ static int p4engine_allreduce(p4engine_t *e, const worker_call_t *r, char *detai
         while (started < nchunks && started - finished < ring && p4engine_can_start(e)) {
             p4_op_t *op = &ops[started % ring];
             size_t off = started * elems, len = r->count - off < elems ? r->count - off : elems;
-            *op = (p4_op_t){(const char *)r->send + off * 4u, (char *)r->recv + off * 4u,
-                            (uint32_t)len, r->dtype, r->op, (uint32_t)started, r->set, 0,
+            *op = (p4_op_t){(const char *)r->send + off * 4u,
+                            (char *)r->recv + off * 4u,
+                            (uint32_t)len,
+                            r->dtype,
+                            r->op,
+                            (uint32_t)started,
+                            r->set,
+                            0,
                             0};
             start_on_slot(e, &e->ws[e->next_op % e->p.slots], op, util_now_ns());
             started++;
@@ -552,7 +558,6 @@ static void p4engine_fail(p4engine_t *e, int rc)
     e->aggregating = 0;
 }
 
-
 /* ---- the protocol's ops ---------------------------------------------------------------- */
 
 typedef struct p4_request {
@@ -580,8 +585,8 @@ static int p4_start_small(void *state, inagg_comm_t *comm, const worker_call_t *
     if (!rq)
         return set_err(detail, dlen, -ENOMEM, "out of memory");
     rq->base.comm = comm;
-    rq->op = (p4_op_t){call->send, call->recv, (uint32_t)call->count, call->dtype, call->op, 0,
-                       0, 0, 0};
+    rq->op =
+        (p4_op_t){call->send, call->recv, (uint32_t)call->count, call->dtype, call->op, 0, 0, 0, 0};
     int rc = p4engine_start(state, &rq->op, detail, dlen);
     if (rc != 0) {
         free(rq);

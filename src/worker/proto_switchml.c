@@ -48,25 +48,25 @@ enum spare_state { SPARE_FREE = 0, SPARE_BUSY, SPARE_READY };
 #define NO_CHUNK UINT64_MAX
 
 typedef struct wslot {
-    uint32_t slot;          /* index in the job's pool */
-    uint32_t round;         /* round of the packet in flight, or the next one when idle */
-    uint64_t chunk;         /* chunk in flight */
+    uint32_t slot; /* index in the job's pool */
+    uint32_t round; /* round of the packet in flight, or the next one when idle */
+    uint64_t chunk; /* chunk in flight */
     int phase;
-    int16_t exp;            /* agreed exponent of the chunk in flight (fixed point) */
-    int16_t sent_next_exp;  /* look-ahead exponent this rank sent with the packet in flight */
-    worker_timer_t tm;      /* of the packet in flight */
-    int armed;              /* its packet left (flushed) and its timer runs */
+    int16_t exp; /* agreed exponent of the chunk in flight (fixed point) */
+    int16_t sent_next_exp; /* look-ahead exponent this rank sent with the packet in flight */
+    worker_timer_t tm; /* of the packet in flight */
+    int armed; /* its packet left (flushed) and its timer runs */
     /* The encoder helper's packet for the slot's next chunk; under the engine's hmu. */
     uint8_t *spare;
-    uint64_t spare_chunk;   /* the chunk spare holds or is being coded into it */
-    uint64_t want;          /* the chunk the engine sends next on this slot (NO_CHUNK: none) */
-    int spare_state;        /* SPARE_FREE, SPARE_BUSY (helper coding), SPARE_READY */
-    uint16_t spare_words;   /* payload words of the ready packet */
-    uint8_t spare_flags;    /* WIRE_FLAG_OVERFLOW: the chunk held NaN or Inf */
-    uint64_t spare_enc_ns;  /* how long its encoding took */
+    uint64_t spare_chunk; /* the chunk spare holds or is being coded into it */
+    uint64_t want; /* the chunk the engine sends next on this slot (NO_CHUNK: none) */
+    int spare_state; /* SPARE_FREE, SPARE_BUSY (helper coding), SPARE_READY */
+    uint16_t spare_words; /* payload words of the ready packet */
+    uint8_t spare_flags; /* WIRE_FLAG_OVERFLOW: the chunk held NaN or Inf */
+    uint64_t spare_enc_ns; /* how long its encoding took */
     uint8_t *pkt;
     uint32_t pkt_len;
-    transport_addr_t dst;   /* the switch queue that serves this slot */
+    transport_addr_t dst; /* the switch queue that serves this slot */
 } wslot_t;
 
 typedef struct run run_t;
@@ -74,26 +74,26 @@ typedef struct run run_t;
 /* One thread's codec: the engine's own, or its encoder helper's. */
 typedef struct coder {
     codec_ctx_t *ctx;
-    float *dec, *xbuf;      /* [elems]: scratch */
-    worker_counters_t *c;   /* where its coding is counted */
+    float *dec, *xbuf; /* [elems]: scratch */
+    worker_counters_t *c; /* where its coding is counted */
 } coder_t;
 
 struct engine {
     worker_params_t p;
     uint32_t index, nthreads; /* this engine thread and how many there are */
-    transport_t *tp;        /* this engine's endpoint */
-    uint32_t nlocal;        /* slots this engine owns */
-    wslot_t *ws;            /* [nlocal]: local k is pool slot index + k * nthreads */
+    transport_t *tp; /* this engine's endpoint */
+    uint32_t nlocal; /* slots this engine owns */
+    wslot_t *ws; /* [nlocal]: local k is pool slot index + k * nthreads */
     uint8_t *pkt_arena;
     size_t pkt_cap;
     transport_rx_t rx[2 * ENGINE_RX_BATCH]; /* fault injection may duplicate a batch */
-    worker_txq_t tx;        /* packets queued for the next send */
+    worker_txq_t tx; /* packets queued for the next send */
     rto_estimator_t rto;
     worker_counters_t c;
-    codec_ctx_t *codec;     /* the job's codec (NULL: none) */
-    float *dec;             /* [elems]: the result chunk just decoded, or scratch when sending */
-    float *xbuf;            /* [elems]: a chunk plus its residual (error feedback) */
-    float *resid;           /* error feedback: per element of the tensor, what the codec dropped
+    codec_ctx_t *codec; /* the job's codec (NULL: none) */
+    float *dec; /* [elems]: the result chunk just decoded, or scratch when sending */
+    float *xbuf; /* [elems]: a chunk plus its residual (error feedback) */
+    float *resid; /* error feedback: per element of the tensor, what the codec dropped
                                last time (only this engine's chunks are used) */
     size_t resid_len;
     _Atomic uint32_t onwire; /* slots whose packet left and has no answer yet (the helper
@@ -104,11 +104,11 @@ struct engine {
     int helper_started, hstop; /* hstop under hmu */
     pthread_mutex_t hmu;
     pthread_cond_t hcv;
-    run_t *hrun;            /* under hmu: the run the helper codes for (NULL: none) */
-    coder_t hcd;            /* the helper's codec */
-    worker_counters_t hc;   /* the helper's coding counters (one writer each) */
+    run_t *hrun; /* under hmu: the run the helper codes for (NULL: none) */
+    coder_t hcd; /* the helper's codec */
+    worker_counters_t hc; /* the helper's coding counters (one writer each) */
     uint8_t *spare_arena;
-    double enc_ns, dec_ns;  /* mean coding time per chunk (rto_code_mean) */
+    double enc_ns, dec_ns; /* mean coding time per chunk (rto_code_mean) */
     uint32_t code_floor_us; /* the timeout's floor for coding time (rto_code_floor_us) */
 };
 
@@ -144,7 +144,7 @@ void sml_engine_destroy(engine_t *e)
 
 /* Engine thread `index`: its slots, buffers and endpoint. 0, or -errno with a reason in err. */
 int sml_engine_create(const worker_params_t *p, uint32_t index, engine_t **out, char *err,
-                         size_t errlen)
+                      size_t errlen)
 {
     engine_t *e = calloc(1, sizeof(*e));
     if (!e)
@@ -176,8 +176,7 @@ int sml_engine_create(const worker_params_t *p, uint32_t index, engine_t **out, 
         e->hcd.xbuf = malloc((size_t)p->elems * sizeof(float));
         e->hcd.c = &e->hc;
         e->spare_arena = malloc((e->nlocal ? e->nlocal : 1) * e->pkt_cap);
-        if (rc == 0 && (!e->dec || !e->xbuf || !e->hcd.dec || !e->hcd.xbuf ||
-                        !e->spare_arena)) {
+        if (rc == 0 && (!e->dec || !e->xbuf || !e->hcd.dec || !e->hcd.xbuf || !e->spare_arena)) {
             rc = set_err(err, errlen, -ENOMEM, "out of memory");
         }
         if (rc != 0)
@@ -220,8 +219,8 @@ struct run {
     uint64_t nchunks;
     uint8_t wire_dtype;
     int fixed;
-    int coded;              /* float32 through the job's codec (WIRE_CODED) */
-    int resid;              /* ... with error feedback (e->resid covers the tensor) */
+    int coded; /* float32 through the job's codec (WIRE_CODED) */
+    int resid; /* ... with error feedback (e->resid covers the tensor) */
     int overflow, nonfinite;
 };
 
@@ -355,8 +354,7 @@ static void *helper_main(void *arg)
         wslot_t *w = NULL;
         for (uint32_t k = 0; e->hrun && k < e->nlocal; k++) {
             wslot_t *x = &e->ws[k];
-            if (x->spare_state == SPARE_FREE && x->want != NO_CHUNK &&
-                (!w || x->want < w->want))
+            if (x->spare_state == SPARE_FREE && x->want != NO_CHUNK && (!w || x->want < w->want))
                 w = x;
         }
         if (!w) {
@@ -371,8 +369,8 @@ static void *helper_main(void *arg)
         pthread_mutex_unlock(&e->hmu);
         uint8_t fl = 0;
         uint64_t dt = 0;
-        uint16_t words = encode_chunk(e, &e->hcd, run, chunk,
-                                      (uint32_t *)(void *)(buf + worker_hdr_bytes(&e->p)), &fl, &dt);
+        uint16_t words = encode_chunk(
+            e, &e->hcd, run, chunk, (uint32_t *)(void *)(buf + worker_hdr_bytes(&e->p)), &fl, &dt);
         pthread_mutex_lock(&e->hmu);
         w->spare_words = words;
         w->spare_flags = fl;
@@ -423,8 +421,7 @@ static void helper_detach(engine_t *e)
 /* Sending chunk w->chunk: take the helper's packet for it if it has one (waiting while it is
  * still coding that very chunk), and ask for the slot's next chunk. 1 when taken (w->pkt is
  * now the coded packet: *words and *flags set), 0 when the engine must encode it. */
-static int take_spare(engine_t *e, const run_t *run, wslot_t *w, uint16_t *words,
-                      uint8_t *flags)
+static int take_spare(engine_t *e, const run_t *run, wslot_t *w, uint16_t *words, uint8_t *flags)
 {
     if (!e->helper_started)
         return 0;
@@ -484,8 +481,7 @@ static void send_current(engine_t *e, run_t *run, wslot_t *w)
             }
             h.count = words;
         } else if (!run->fixed) {
-            worker_encode_plain(run->r->dtype, (const char *)run->r->send + off * 4u, payload,
-                                len);
+            worker_encode_plain(run->r->dtype, (const char *)run->r->send + off * 4u, payload, len);
         } else {
             h.exp = w->exp;
             h.next_exp = chunk_exponent(e, run, w->chunk + e->p.slots);
@@ -550,8 +546,8 @@ static int accept_result(engine_t *e, const run_t *run, const uint8_t *buf, size
         int rc = -1;
         if (h->dtype == WIRE_CODED) {
             uint64_t t0 = util_now_ns();
-            rc = codec_decode(e->codec, buf + worker_hdr_bytes(&e->p), (size_t)h->count * 4u, e->dec,
-                              want, NULL, 0);
+            rc = codec_decode(e->codec, buf + worker_hdr_bytes(&e->p), (size_t)h->count * 4u,
+                              e->dec, want, NULL, 0);
             uint64_t dt = util_now_ns() - t0;
             count_step(&e->c, 0, dt, atomic_load(&e->onwire) - (w->armed ? 1u : 0u));
             engine_mean(e, 0, dt);
@@ -589,8 +585,7 @@ static void scan_timers(engine_t *e, uint64_t now, uint64_t *next_deadline)
             continue;
         if (now >= w->tm.deadline_ns) {
             /* backoff up to rto_max, or up to the coding floor where that is larger */
-            uint32_t cap = e->code_floor_us > e->p.rto_max_us ? e->code_floor_us
-                                                               : e->p.rto_max_us;
+            uint32_t cap = e->code_floor_us > e->p.rto_max_us ? e->code_floor_us : e->p.rto_max_us;
             worker_timer_expired(&w->tm, cap, &e->c);
             queue_send(e, w);
             expired = 1;
@@ -631,8 +626,7 @@ static void run_setup(engine_t *e, const worker_call_t *r, run_t *run)
 
 /* The n results just received: each answered slot sends its next chunk or goes idle.
  * Returns the slots that went idle; *last_progress: now when any result was accepted. */
-static uint32_t take_results(engine_t *e, run_t *run, int n, uint64_t now,
-                             uint64_t *last_progress)
+static uint32_t take_results(engine_t *e, run_t *run, int n, uint64_t now, uint64_t *last_progress)
 {
     uint32_t finished = 0;
     for (int i = 0; i < n; i++) {
@@ -765,4 +759,3 @@ int sml_engine_add_codec_stats(const engine_t *e, inagg_codec_stats_t *acc)
     acc->chunks_ahead += atomic_load_explicit(&e->hc.chunks_encoded, memory_order_relaxed);
     return e->codec != NULL;
 }
-

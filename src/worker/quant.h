@@ -21,9 +21,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define QUANT_EXP_ZERO INT16_MIN      /* block is all zeros (or empty) */
+#define QUANT_EXP_ZERO INT16_MIN /* block is all zeros (or empty) */
 #define QUANT_EXP_NONFINITE INT16_MAX /* block holds NaN or Inf */
-#define QUANT_EXP_MIN (-96)           /* exponents are clamped to [QUANT_EXP_MIN, QUANT_EXP_MAX] */
+#define QUANT_EXP_MIN (-96) /* exponents are clamped to [QUANT_EXP_MIN, QUANT_EXP_MAX] */
 #define QUANT_EXP_MAX 128
 
 /* Smallest m in [QUANT_EXP_MIN, QUANT_EXP_MAX] with every |x[i]| < 2^m; QUANT_EXP_ZERO for an

@@ -55,7 +55,10 @@ static inline uint32_t rto_doubled(uint32_t us, uint32_t max_us)
 /* Back off the timeout for the packets sent from now on too (as TCP does per connection):
  * timeouts in a burst mostly mean a slow peer or a busy host, not many losses. The next
  * fresh sample brings the estimate back. */
-static inline void rto_backoff(rto_estimator_t *r) { r->rto_us = rto_doubled(r->rto_us, r->max_us); }
+static inline void rto_backoff(rto_estimator_t *r)
+{
+    r->rto_us = rto_doubled(r->rto_us, r->max_us);
+}
 
 /* Coding time (compressed jobs). A coded packet's answer waits for the switch to decode
  * `world` contributions and encode one sum, for every slot ahead of it on the same switch

@@ -22,9 +22,9 @@ typedef struct sml_request {
     inagg_request_t base;
     sml_t *owner;
     worker_call_t call;
-    int parts_left;         /* under mu */
-    int done;               /* under mu */
-    int result;             /* 0 or -errno (proto.h) */
+    int parts_left; /* under mu */
+    int done; /* under mu */
+    int result; /* 0 or -errno (proto.h) */
     char detail[256];
 } sml_request_t;
 
@@ -41,7 +41,7 @@ struct sml {
     pthread_t tids[WORKER_MAX_THREADS];
     sml_request_t *queue[QUEUE_CAP];
     uint64_t issued, completed; /* requests put in the ring / completed, under mu */
-    int stopping;               /* under mu */
+    int stopping; /* under mu */
 };
 
 /* Failures outrank the "delivered but" results (overflow, non-finite). */

@@ -18,19 +18,19 @@
 
 #include "codec/codec.h"
 
-#define CHECK(cond)                                                                             \
-    do {                                                                                        \
-        if (!(cond)) {                                                                          \
-            fprintf(stderr, "%s:%d: invariant violated: %s\n", __FILE__, __LINE__, #cond);     \
-            abort();                                                                            \
-        }                                                                                       \
+#define CHECK(cond)                                                                                \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "%s:%d: invariant violated: %s\n", __FILE__, __LINE__, #cond);         \
+            abort();                                                                               \
+        }                                                                                          \
     } while (0)
 
 #define MAX_N 4096u
 
 static const codec_spec_t k_specs[] = {
-    {CODEC_ZFP_RATE, 1},      {CODEC_ZFP_RATE, 8},       {CODEC_ZFP_RATE, 32},
-    {CODEC_ZFP_PRECISION, 4}, {CODEC_ZFP_PRECISION, 32}, {CODEC_ZFP_ACCURACY, 1e-3},
+    {CODEC_ZFP_RATE, 1},        {CODEC_ZFP_RATE, 8},       {CODEC_ZFP_RATE, 32},
+    {CODEC_ZFP_PRECISION, 4},   {CODEC_ZFP_PRECISION, 32}, {CODEC_ZFP_ACCURACY, 1e-3},
     {CODEC_ZFP_ACCURACY, 1e-9}, {CODEC_ZFP_REVERSIBLE, 0}, {CODEC_FP16, 0},
 };
 #define N_SPECS (sizeof k_specs / sizeof *k_specs)

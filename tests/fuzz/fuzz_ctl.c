@@ -27,17 +27,17 @@
 #include "wire/ctlmsg.h"
 #include "wire/wire.h"
 
-#define CHECK(cond)                                                                             \
-    do {                                                                                        \
-        if (!(cond)) {                                                                          \
-            fprintf(stderr, "%s:%d: invariant violated: %s\n", __FILE__, __LINE__, #cond);     \
-            abort();                                                                            \
-        }                                                                                       \
+#define CHECK(cond)                                                                                \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "%s:%d: invariant violated: %s\n", __FILE__, __LINE__, #cond);         \
+            abort();                                                                               \
+        }                                                                                          \
     } while (0)
 
-static const char *const keys[] = {"version", "job",   "rank",   "world",     "slots",
+static const char *const keys[] = {"version", "job",   "rank",    "world",     "slots",
                                    "elems",   "float", "timeout", "optimizer", "params",
-                                   "lr",      "seed",  "id",     "token",     "threads"};
+                                   "lr",      "seed",  "id",      "token",     "threads"};
 
 static void check_lookups(const char *line)
 {

@@ -17,16 +17,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fabric/roce_resbuf.h"
 #include "netio/roce_flow.h"
 #include "netio/roce_frame.h"
-#include "fabric/roce_resbuf.h"
 
-#define CHECK(cond)                                                                             \
-    do {                                                                                        \
-        if (!(cond)) {                                                                          \
-            fprintf(stderr, "%s:%d: invariant violated: %s\n", __FILE__, __LINE__, #cond);     \
-            abort();                                                                            \
-        }                                                                                       \
+#define CHECK(cond)                                                                                \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "%s:%d: invariant violated: %s\n", __FILE__, __LINE__, #cond);         \
+            abort();                                                                               \
+        }                                                                                          \
     } while (0)
 
 #define CAP (4u * ROCE_PMTU)
@@ -54,8 +54,8 @@ static void one_frame(roce_rx_flow_t *fl, const uint8_t *src, size_t len)
         /* re-written from its fields, a frame our writer could have made (no SE/M bits, no
          * reserved bits, zero pad bytes) is the same where the ICRC looks */
         uint32_t pad = (f[55] >> 4) & 3u;
-        int writable = (f[55] & 0xc0) == 0 && (f[62] & 0x7f) == 0 &&
-                       pad == ((4u - (b.payload_len & 3u)) & 3u);
+        int writable =
+            (f[55] & 0xc0) == 0 && (f[62] & 0x7f) == 0 && pad == ((4u - (b.payload_len & 3u)) & 3u);
         for (uint32_t i = 0; i < pad; i++)
             writable &= b.payload[b.payload_len + i] == 0;
         uint8_t *w = writable ? malloc(ROCE_MAX_FRAME) : NULL;

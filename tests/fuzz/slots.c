@@ -17,12 +17,12 @@
 #include "switch/p4slot.h"
 #include "switch/slot.h"
 
-#define CHECK(cond)                                                                             \
-    do {                                                                                        \
-        if (!(cond)) {                                                                          \
-            fprintf(stderr, "%s:%d: invariant violated: %s\n", __FILE__, __LINE__, #cond);     \
-            abort();                                                                            \
-        }                                                                                       \
+#define CHECK(cond)                                                                                \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "%s:%d: invariant violated: %s\n", __FILE__, __LINE__, #cond);         \
+            abort();                                                                               \
+        }                                                                                          \
     } while (0)
 
 static uint32_t g_world, g_elems;
@@ -94,10 +94,7 @@ static void sm_snap(int k, sm_snap_t *s)
     }
 }
 
-static int sm_same(const sm_snap_t *a, const sm_snap_t *b)
-{
-    return memcmp(a, b, sizeof(*a)) == 0;
-}
+static int sm_same(const sm_snap_t *a, const sm_snap_t *b) { return memcmp(a, b, sizeof(*a)) == 0; }
 
 static void sm_check_copies(int k)
 {
@@ -130,72 +127,63 @@ static void sm_feed(int k, const wire_header_t *h, const uint32_t *payload_be)
     const slot_copy_t *c = &s->copy[v];
 
     switch (verdict) {
-    case SLOT_STALE:
-        CHECK(d < 0);
-        break;
-    case SLOT_RESEND:
-        CHECK(d == 0 && (c0->seen & bit) && c0->count == g_world);
-        break;
-    case SLOT_DUP_OPEN:
-        CHECK(d == 0 && (c0->seen & bit) && c0->count < g_world);
-        break;
-    case SLOT_AHEAD:
-        CHECK(d > 0);
-        CHECK(!(d == 2 && c0->count == g_world && o0->round == h->round - 1u &&
-                o0->count == g_world));
-        break;
-    case SLOT_MISMATCH:
-        CHECK(d == 0 && !(c0->seen & bit));
-        break;
-    case SLOT_PARTIAL:
-    case SLOT_COMPLETE: {
-        const int start = d != 0;
-        if (start) {
-            /* The next use of the copy: both copies were complete, the other one holding the
-             * round just before. Nobody can still need the result overwritten here. */
-            CHECK(d == 2 && c0->count == g_world && o0->round == h->round - 1u &&
-                  o0->count == g_world);
-            CHECK(c->count == 1);
-        } else {
-            CHECK(!(c0->seen & bit) && c->count == c0->count + 1);
-        }
-        CHECK(c->round == h->round && (c->seen & bit));
-        CHECK((verdict == SLOT_COMPLETE) == (c->count == g_world));
-        CHECK(c->n_elems == h->count && c->dtype == h->dtype);
-        /* The other copy is untouched. */
-        CHECK(memcmp(&before.copy[v ^ 1], &after.copy[v ^ 1], sizeof(slot_copy_t)) == 0);
-        CHECK(memcmp(before.data[v ^ 1], after.data[v ^ 1], sizeof(before.data[0])) == 0);
-        /* The shadow sum of every contribution accepted in this round. */
-        uint32_t *sh = g_sm_shadow[k][v];
-        if (start)
-            g_sm_shadow_ovf[k][v] = 0;
-        for (uint32_t i = 0; i < h->count; i++) {
-            uint32_t x = ntohl(payload_be[i]);
+        case SLOT_STALE: CHECK(d < 0); break;
+        case SLOT_RESEND: CHECK(d == 0 && (c0->seen & bit) && c0->count == g_world); break;
+        case SLOT_DUP_OPEN: CHECK(d == 0 && (c0->seen & bit) && c0->count < g_world); break;
+        case SLOT_AHEAD:
+            CHECK(d > 0);
+            CHECK(!(d == 2 && c0->count == g_world && o0->round == h->round - 1u &&
+                    o0->count == g_world));
+            break;
+        case SLOT_MISMATCH: CHECK(d == 0 && !(c0->seen & bit)); break;
+        case SLOT_PARTIAL:
+        case SLOT_COMPLETE: {
+            const int start = d != 0;
             if (start) {
-                sh[i] = x;
-            } else if (h->dtype == WIRE_FLOAT32) {
-                sh[i] = bits_of(f32_of(sh[i]) + f32_of(x));
+                /* The next use of the copy: both copies were complete, the other one holding the
+             * round just before. Nobody can still need the result overwritten here. */
+                CHECK(d == 2 && c0->count == g_world && o0->round == h->round - 1u &&
+                      o0->count == g_world);
+                CHECK(c->count == 1);
             } else {
-                int32_t a = (int32_t)sh[i], b = (int32_t)x, r;
-                if (__builtin_add_overflow(a, b, &r))
-                    g_sm_shadow_ovf[k][v] = 1;
-                sh[i] = (uint32_t)a + (uint32_t)b;
+                CHECK(!(c0->seen & bit) && c->count == c0->count + 1);
             }
+            CHECK(c->round == h->round && (c->seen & bit));
+            CHECK((verdict == SLOT_COMPLETE) == (c->count == g_world));
+            CHECK(c->n_elems == h->count && c->dtype == h->dtype);
+            /* The other copy is untouched. */
+            CHECK(memcmp(&before.copy[v ^ 1], &after.copy[v ^ 1], sizeof(slot_copy_t)) == 0);
+            CHECK(memcmp(before.data[v ^ 1], after.data[v ^ 1], sizeof(before.data[0])) == 0);
+            /* The shadow sum of every contribution accepted in this round. */
+            uint32_t *sh = g_sm_shadow[k][v];
+            if (start)
+                g_sm_shadow_ovf[k][v] = 0;
+            for (uint32_t i = 0; i < h->count; i++) {
+                uint32_t x = ntohl(payload_be[i]);
+                if (start) {
+                    sh[i] = x;
+                } else if (h->dtype == WIRE_FLOAT32) {
+                    sh[i] = bits_of(f32_of(sh[i]) + f32_of(x));
+                } else {
+                    int32_t a = (int32_t)sh[i], b = (int32_t)x, r;
+                    if (__builtin_add_overflow(a, b, &r))
+                        g_sm_shadow_ovf[k][v] = 1;
+                    sh[i] = (uint32_t)a + (uint32_t)b;
+                }
+            }
+            for (uint32_t i = 0; i < h->count; i++) {
+                uint32_t got = verdict == SLOT_COMPLETE ? ntohl(c->data[i]) : c->data[i];
+                CHECK(same_word(h->dtype, got, sh[i]));
+            }
+            if (h->dtype != WIRE_FLOAT32)
+                CHECK(c->overflow == g_sm_shadow_ovf[k][v]);
+            /* The largest look-ahead exponent of the round. */
+            CHECK(c->next_exp >= h->next_exp);
+            CHECK(start || c->next_exp >= c0->next_exp);
+            sm_check_copies(k);
+            return;
         }
-        for (uint32_t i = 0; i < h->count; i++) {
-            uint32_t got = verdict == SLOT_COMPLETE ? ntohl(c->data[i]) : c->data[i];
-            CHECK(same_word(h->dtype, got, sh[i]));
-        }
-        if (h->dtype != WIRE_FLOAT32)
-            CHECK(c->overflow == g_sm_shadow_ovf[k][v]);
-        /* The largest look-ahead exponent of the round. */
-        CHECK(c->next_exp >= h->next_exp);
-        CHECK(start || c->next_exp >= c0->next_exp);
-        sm_check_copies(k);
-        return;
-    }
-    default:
-        CHECK(0);
+        default: CHECK(0);
     }
     /* Every other verdict drops the packet: nothing may change. */
     CHECK(sm_same(&before, &after));
@@ -243,34 +231,25 @@ static void p4_ack(int k, const wire_header_t *h)
     enum p4slot_verdict v = p4slot_ack(s, g_world, h);
     CHECK((unsigned)v < P4V_VERDICT_COUNT);
     switch (v) {
-    case P4V_RESEND_CONFIRM:
-        CHECK(d == -1);
-        break;
-    case P4V_STALE:
-        CHECK(d < -1);
-        break;
-    case P4V_AHEAD:
-        CHECK(d > 0 || (d == 0 && b->phase != P4_ACKING));
-        break;
-    case P4V_DUP_ACK:
-        CHECK(d == 0 && b->phase == P4_ACKING && (b->ack_bm & bit));
-        break;
-    case P4V_ACKED:
-        CHECK(d == 0 && b->phase == P4_ACKING && !(b->ack_bm & bit));
-        CHECK(s->round == b->round && s->phase == P4_ACKING && (s->ack_bm & bit));
-        CHECK(s->ack_count == b->ack_count + 1 && s->ack_count < g_world);
-        p4_check(k);
-        return;
-    case P4V_CONFIRMED:
-        /* Every rank acknowledged: only now does the slot move to the next round. */
-        CHECK(d == 0 && b->phase == P4_ACKING && !(b->ack_bm & bit));
-        CHECK(b->ack_count + 1 == g_world);
-        CHECK(s->round == b->round + 1u && s->phase == P4_AGGREGATING);
-        CHECK(s->agg_bm == 0 && s->agg_count == 0);
-        p4_check(k);
-        return;
-    default:
-        CHECK(0);
+        case P4V_RESEND_CONFIRM: CHECK(d == -1); break;
+        case P4V_STALE: CHECK(d < -1); break;
+        case P4V_AHEAD: CHECK(d > 0 || (d == 0 && b->phase != P4_ACKING)); break;
+        case P4V_DUP_ACK: CHECK(d == 0 && b->phase == P4_ACKING && (b->ack_bm & bit)); break;
+        case P4V_ACKED:
+            CHECK(d == 0 && b->phase == P4_ACKING && !(b->ack_bm & bit));
+            CHECK(s->round == b->round && s->phase == P4_ACKING && (s->ack_bm & bit));
+            CHECK(s->ack_count == b->ack_count + 1 && s->ack_count < g_world);
+            p4_check(k);
+            return;
+        case P4V_CONFIRMED:
+            /* Every rank acknowledged: only now does the slot move to the next round. */
+            CHECK(d == 0 && b->phase == P4_ACKING && !(b->ack_bm & bit));
+            CHECK(b->ack_count + 1 == g_world);
+            CHECK(s->round == b->round + 1u && s->phase == P4_AGGREGATING);
+            CHECK(s->agg_bm == 0 && s->agg_count == 0);
+            p4_check(k);
+            return;
+        default: CHECK(0);
     }
     p4_snap(k, &g_after);
     CHECK(memcmp(&g_before, &g_after, sizeof(g_before)) == 0);
@@ -288,61 +267,52 @@ static void p4_contribute(int k, const wire_header_t *h, const uint32_t *payload
     enum p4slot_verdict v = p4slot_contribute(s, g_world, g_elems, h, payload_be);
     CHECK((unsigned)v < P4V_VERDICT_COUNT);
     switch (v) {
-    case P4V_STALE:
-        CHECK(d < 0);
-        break;
-    case P4V_AHEAD:
-        CHECK(d > 0);
-        break;
-    case P4V_RESEND_RESULT:
-        CHECK(d == 0 && b->phase == P4_ACKING);
-        break;
-    case P4V_DUP_OPEN:
-        CHECK(d == 0 && b->phase == P4_AGGREGATING && (b->agg_bm & bit));
-        break;
-    case P4V_MISMATCH:
-        CHECK(d == 0 && b->phase == P4_AGGREGATING && !(b->agg_bm & bit) && b->agg_count > 0);
-        break;
-    case P4V_PARTIAL:
-    case P4V_COMPLETE: {
-        CHECK(d == 0 && b->phase == P4_AGGREGATING && !(b->agg_bm & bit));
-        CHECK(s->round == b->round && (s->agg_bm & bit) && s->agg_count == b->agg_count + 1);
-        CHECK(s->n_elems == h->count && s->dtype == h->dtype);
-        const uint32_t *row = g_p4_rows[k] + (size_t)h->rank * g_elems;
-        for (uint32_t i = 0; i < h->count; i++)
-            CHECK(row[i] == ntohl(payload_be[i]));
-        if (v == P4V_PARTIAL) {
-            CHECK(s->phase == P4_AGGREGATING && s->agg_count < g_world);
+        case P4V_STALE: CHECK(d < 0); break;
+        case P4V_AHEAD: CHECK(d > 0); break;
+        case P4V_RESEND_RESULT: CHECK(d == 0 && b->phase == P4_ACKING); break;
+        case P4V_DUP_OPEN: CHECK(d == 0 && b->phase == P4_AGGREGATING && (b->agg_bm & bit)); break;
+        case P4V_MISMATCH:
+            CHECK(d == 0 && b->phase == P4_AGGREGATING && !(b->agg_bm & bit) && b->agg_count > 0);
+            break;
+        case P4V_PARTIAL:
+        case P4V_COMPLETE: {
+            CHECK(d == 0 && b->phase == P4_AGGREGATING && !(b->agg_bm & bit));
+            CHECK(s->round == b->round && (s->agg_bm & bit) && s->agg_count == b->agg_count + 1);
+            CHECK(s->n_elems == h->count && s->dtype == h->dtype);
+            const uint32_t *row = g_p4_rows[k] + (size_t)h->rank * g_elems;
+            for (uint32_t i = 0; i < h->count; i++)
+                CHECK(row[i] == ntohl(payload_be[i]));
+            if (v == P4V_PARTIAL) {
+                CHECK(s->phase == P4_AGGREGATING && s->agg_count < g_world);
+                break;
+            }
+            CHECK(s->phase == P4_ACKING && s->agg_count == g_world);
+            CHECK(s->ack_bm == 0 && s->ack_count == 0);
+            /* The result: the rows summed in rank order (int32 exactly, wrapping; float32 in
+         * that order, so every run gives the same bits). */
+            int ovf = 0;
+            for (uint32_t i = 0; i < s->n_elems; i++) {
+                uint32_t want;
+                if (s->dtype == WIRE_FLOAT32) {
+                    float acc = f32_of(g_p4_rows[k][i]);
+                    for (uint32_t r = 1; r < g_world; r++)
+                        acc += f32_of(g_p4_rows[k][(size_t)r * g_elems + i]);
+                    want = bits_of(acc);
+                } else {
+                    int64_t acc = 0;
+                    for (uint32_t r = 0; r < g_world; r++)
+                        acc += (int32_t)g_p4_rows[k][(size_t)r * g_elems + i];
+                    if (acc > INT32_MAX || acc < INT32_MIN)
+                        ovf = 1;
+                    want = (uint32_t)acc;
+                }
+                CHECK(same_word(s->dtype, ntohl(g_p4_result[k][i]), want));
+            }
+            if (s->dtype != WIRE_FLOAT32)
+                CHECK(s->overflow == ovf);
             break;
         }
-        CHECK(s->phase == P4_ACKING && s->agg_count == g_world);
-        CHECK(s->ack_bm == 0 && s->ack_count == 0);
-        /* The result: the rows summed in rank order (int32 exactly, wrapping; float32 in
-         * that order, so every run gives the same bits). */
-        int ovf = 0;
-        for (uint32_t i = 0; i < s->n_elems; i++) {
-            uint32_t want;
-            if (s->dtype == WIRE_FLOAT32) {
-                float acc = f32_of(g_p4_rows[k][i]);
-                for (uint32_t r = 1; r < g_world; r++)
-                    acc += f32_of(g_p4_rows[k][(size_t)r * g_elems + i]);
-                want = bits_of(acc);
-            } else {
-                int64_t acc = 0;
-                for (uint32_t r = 0; r < g_world; r++)
-                    acc += (int32_t)g_p4_rows[k][(size_t)r * g_elems + i];
-                if (acc > INT32_MAX || acc < INT32_MIN)
-                    ovf = 1;
-                want = (uint32_t)acc;
-            }
-            CHECK(same_word(s->dtype, ntohl(g_p4_result[k][i]), want));
-        }
-        if (s->dtype != WIRE_FLOAT32)
-            CHECK(s->overflow == ovf);
-        break;
-    }
-    default:
-        CHECK(0);
+        default: CHECK(0);
     }
     if (v != P4V_PARTIAL && v != P4V_COMPLETE) {
         p4_snap(k, &g_after);

@@ -14,7 +14,7 @@
 
 #include "wire/wire.h"
 
-#define FUZZ_SLOTS 4     /* slots per machine; a packet's slot is taken modulo this */
+#define FUZZ_SLOTS 4 /* slots per machine; a packet's slot is taken modulo this */
 #define FUZZ_MAX_ELEMS 16 /* the job's elements per packet is 1..this */
 
 /* A fresh job: `world` ranks (1..64), `elems` elements per packet (1..FUZZ_MAX_ELEMS). */

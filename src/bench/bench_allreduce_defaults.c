@@ -9,9 +9,8 @@
 #include "bench/bench_allreduce.h"
 #include "wire/wire.h"
 
-#define HEADER_BYTES                                                                               \
-    WIRE_HEADER_MAX /* inagg's packet header and its MAC (a job with a
-                                       secret, as every bench job has by default) */
+/* inagg's packet header and its MAC (a job with a secret, as every bench job has by default) */
+#define HEADER_BYTES WIRE_HEADER_MAX
 #define IP_UDP_BYTES 28u /* IPv4 + UDP headers in the frame's MTU */
 #define WINDOW_TIME_S 0.003 /* the window holds this much of the link's rate */
 

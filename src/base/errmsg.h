@@ -7,9 +7,6 @@
  *
  * so the code and the message cannot drift apart. Safe with a NULL or empty buffer.
  * Header-only, so programs that link only a few modules (the MPI baselines) need nothing more.
- *
- * `set_err_msg` is the older form that writes the message only; code still using it returns -1
- * and is being moved to `set_err`.
  */
 #ifndef INAGG_ERRMSG_H
 #define INAGG_ERRMSG_H
@@ -36,17 +33,6 @@ static inline int set_err(char *err, size_t errlen, int code, const char *fmt, .
     errmsg_vformat(err, errlen, fmt, ap);
     va_end(ap);
     return code;
-}
-
-static inline void set_err_msg(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static inline void set_err_msg(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    errmsg_vformat(err, errlen, fmt, ap);
-    va_end(ap);
 }
 
 #endif /* INAGG_ERRMSG_H */

@@ -128,15 +128,23 @@ static const char *busy_twice(uint32_t conn, const char *line)
     return conn < 2 ? "ERR busy too many jobs" : joined_line(0);
 }
 
+/* Start a fake switch answering with `script` and run the client against it with `retry_ms`
+ * to retry; the client's return code, its answer in *a and its message in err. */
+static int join_fake(fake_switch_t *fs, script_fn script, uint32_t retry_ms, join_answer_t *a,
+                     char *err, size_t errlen)
+{
+    fake_start(fs, script);
+    join_request_t rq = request(fs->addr, retry_ms);
+    ctl_reader_t rd;
+    return join_client_run(&rq, &rd, a, err, errlen);
+}
+
 TEST(join_client_retries_busy_until_joined, 20)
 {
     fake_switch_t fs;
-    fake_start(&fs, busy_twice);
-    join_request_t rq = request(fs.addr, 5000);
-    ctl_reader_t rd;
     join_answer_t a;
     char err[256] = "";
-    int rc = join_client_run(&rq, &rd, &a, err, sizeof(err));
+    int rc = join_fake(&fs, busy_twice, 5000, &a, err, sizeof(err));
     CHECK_MSG(rc == 0, "rc %d: %s", rc, err);
     CHECK_EQ_INT(a.attempts, 3);
     CHECK(a.fd >= 0 && a.joined.id == 3 && a.joined.token == 77 && !a.keyed);
@@ -153,12 +161,9 @@ static const char *refused(uint32_t conn, const char *line)
 TEST(join_client_final_refusal_not_retried, 20)
 {
     fake_switch_t fs;
-    fake_start(&fs, refused);
-    join_request_t rq = request(fs.addr, 5000);
-    ctl_reader_t rd;
     join_answer_t a;
     char err[256] = "";
-    int rc = join_client_run(&rq, &rd, &a, err, sizeof(err));
+    int rc = join_fake(&fs, refused, 5000, &a, err, sizeof(err));
     CHECK_MSG(rc == -ECONNREFUSED, "rc %d: %s", rc, err);
     CHECK_EQ_INT(a.attempts, 1);
     CHECK_EQ_INT(a.refusal, WIRE_REFUSED);
@@ -175,13 +180,10 @@ static const char *always_busy(uint32_t conn, const char *line)
 TEST(join_client_busy_retries_bounded_by_retry_ms, 20)
 {
     fake_switch_t fs;
-    fake_start(&fs, always_busy);
-    join_request_t rq = request(fs.addr, 300);
-    ctl_reader_t rd;
     join_answer_t a;
     char err[256] = "";
     uint64_t t0 = util_now_ns();
-    int rc = join_client_run(&rq, &rd, &a, err, sizeof(err));
+    int rc = join_fake(&fs, always_busy, 300, &a, err, sizeof(err));
     double s = (double)(util_now_ns() - t0) / 1e9;
     CHECK_MSG(rc == -ECONNREFUSED && a.refusal == WIRE_REFUSED_BUSY, "rc %d: %s", rc, err);
     CHECK_MSG(a.attempts > 2 && s < 1.5, "%u attempts in %.2f s", a.attempts, s);

@@ -29,6 +29,7 @@
 #include "inagg.h"
 #include "switch/control_int.h"
 #include "switch/switch.h"
+#include "testutil.h"
 #include "wire/auth.h"
 #include "json/json.h"
 
@@ -776,21 +777,6 @@ TEST(control_jobs_never_complete_capped_per_address, 30)
 /* A JOIN refused for a limit that frees up ("busy": here the address's slot quota, held by
  * another job) is retried with backoff within the join timeout, and gets in once the other
  * job leaves; a refusal that retrying cannot change is final at once. */
-static void *hog_main(void *arg)
-{
-    const char *addr = arg;
-    inagg_options_t o = INAGG_OPTIONS_INIT;
-    o.slots = 4;
-    o.packet_elems = 16;
-    inagg_comm_t *c = NULL;
-    char d[256];
-    if (inagg_comm_create(&c, addr, "hog", 0, 1, &o, d, sizeof(d)) == INAGG_OK) {
-        usleep(1000000);
-        inagg_comm_destroy(c);
-    }
-    return NULL;
-}
-
 TEST(control_busy_join_retried_within_the_timeout, 30)
 {
     switch_config_t cfg = SWITCH_CONFIG_INIT;
@@ -798,7 +784,7 @@ TEST(control_busy_join_retried_within_the_timeout, 30)
     char addr[64];
     inagg_switch_t *sw = start_switch(&cfg, addr, sizeof(addr));
     pthread_t hog;
-    CHECK(pthread_create(&hog, NULL, hog_main, addr) == 0);
+    CHECK(pthread_create(&hog, NULL, hog_job_main, addr) == 0);
     for (int i = 0; i < 200 && stat_of(sw, "slots_used") < 4; i++)
         usleep(10000);
     uint64_t t0 = util_now_ns();

@@ -271,21 +271,6 @@ TEST(hier_spine_join_timeout_reaches_hosts, 30)
  * quota, held by another job) is asked again with backoff, as a worker asks its switch
  * (PROTOCOL.md 5.10): the leaf's host joins once the other job leaves, and its data goes
  * through both levels. */
-static void *spine_hog_main(void *arg)
-{
-    const char *addr = arg;
-    inagg_options_t o = INAGG_OPTIONS_INIT;
-    o.slots = 4;
-    o.packet_elems = 16;
-    inagg_comm_t *c = NULL;
-    char d[256];
-    if (inagg_comm_create(&c, addr, "hog", 0, 1, &o, d, sizeof(d)) == INAGG_OK) {
-        usleep(1000000);
-        inagg_comm_destroy(c);
-    }
-    return NULL;
-}
-
 TEST(hier_leaf_retries_a_busy_spine, 40)
 {
     test_switch_t spine, leaf;
@@ -298,7 +283,7 @@ TEST(hier_leaf_retries_a_busy_spine, 40)
     lc.upstream_world = 1;
     ts_start(&leaf, &lc);
     pthread_t hog;
-    CHECK(pthread_create(&hog, NULL, spine_hog_main, spine.addr) == 0);
+    CHECK(pthread_create(&hog, NULL, hog_job_main, spine.addr) == 0);
     char stats[8192];
     for (int i = 0; i < 200; i++) { /* until the hog holds its slots */
         ts_stats_json(&spine, stats, sizeof(stats));

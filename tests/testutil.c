@@ -17,6 +17,7 @@
 #include "control/ctl.h"
 #include "glm/reference.h"
 #include "harness.h"
+#include "inagg.h"
 #include "launch/launch.h"
 #include "json/json.h"
 
@@ -276,4 +277,19 @@ int liblinear_reference(const char *data_path, double C, double eps, int timeout
     rmdir(dir);
     glm_dataset_free(&data);
     return rc;
+}
+
+void *hog_job_main(void *arg)
+{
+    const char *addr = arg;
+    inagg_options_t o = INAGG_OPTIONS_INIT;
+    o.slots = 4;
+    o.packet_elems = 16;
+    inagg_comm_t *c = NULL;
+    char d[256];
+    if (inagg_comm_create(&c, addr, "hog", 0, 1, &o, d, sizeof(d)) == INAGG_OK) {
+        usleep(1000000);
+        inagg_comm_destroy(c);
+    }
+    return NULL;
 }

@@ -68,6 +68,11 @@ int liblinear_reference(const char *data_path, double C, double eps, int timeout
                         double **weights, size_t *n_weights, double *objective, char *err,
                         size_t errlen);
 
+/* A thread body that holds a job of 4 slots ("hog", one rank, 16 values per packet) on the
+ * switch at arg (a "host:port" string) for one second, then leaves: for tests of a JOIN
+ * refused as busy and retried. Start it with pthread_create(&t, NULL, hog_job_main, addr). */
+void *hog_job_main(void *arg);
+
 /* Anonymous shared memory that forked children can write and the parent read. */
 void *shared_alloc(size_t bytes);
 

@@ -283,12 +283,13 @@ void ar_effective_rto(const ar_opts_t *o, uint32_t *rto_us, uint32_t *min_us, ui
     *max_us = hi;
 }
 
-/* The communicator's options of a rank of o: every benchmark's, and its engine threads,
- * codec, transport and retransmission timeouts. */
+/* The communicator's options of a rank of o: every benchmark's, and its float mode, engine
+ * threads, codec, transport and retransmission timeouts. */
 static inagg_options_t rank_options(const ar_opts_t *o)
 {
-    inagg_options_t opts = bench_comm_options(o->protocol, o->window, o->packet_elems,
-                                              o->float_mode, o->timeout_ms, o->faults);
+    inagg_options_t opts =
+        bench_comm_options(o->protocol, o->window, o->packet_elems, o->timeout_ms, o->faults);
+    opts.float_mode = o->float_mode;
     opts.threads = o->threads;
     opts.compress = o->compress;
     opts.no_error_feedback = 1; /* each result is checked against one fixed reference */

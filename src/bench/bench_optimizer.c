@@ -179,8 +179,9 @@ static int worker_main(const optb_opts_t *o, enum optb_run run, uint32_t rank, c
     z.beta2 = o->oc.beta2;
     z.eps = o->oc.eps;
     z.eps_outside = o->oc.eps_placement == OPTIM_EPS_OUTSIDE;
-    inagg_options_t opts = bench_comm_options(o->protocol, o->window, o->packet_elems,
-                                              INAGG_FLOAT_NATIVE, o->timeout_ms, o->faults);
+    inagg_options_t opts =
+        bench_comm_options(o->protocol, o->window, o->packet_elems, o->timeout_ms, o->faults);
+    opts.float_mode = INAGG_FLOAT_NATIVE;
     if (run == RUN_IN_SWITCH)
         opts.optimizer = &z;
     size_t n = o->elems;

@@ -19,14 +19,12 @@ const char *bench_worker_faults(const char *faults, double loss, uint64_t seed, 
 }
 
 inagg_options_t bench_comm_options(inagg_protocol_t protocol, uint32_t slots, uint32_t packet_elems,
-                                   inagg_float_mode_t float_mode, uint32_t timeout_ms,
-                                   const char *faults)
+                                   uint32_t timeout_ms, const char *faults)
 {
     inagg_options_t opts = INAGG_OPTIONS_INIT;
     opts.protocol = protocol;
     opts.slots = slots;
     opts.packet_elems = packet_elems;
-    opts.float_mode = float_mode;
     opts.timeout_ms = timeout_ms;
     opts.faults = faults;
     return opts;

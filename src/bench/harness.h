@@ -18,11 +18,10 @@ const char *bench_worker_faults(const char *faults, double loss, uint64_t seed, 
                                 size_t len);
 
 /* The options every benchmark's rank gives its communicator: the library's defaults with the
- * run's protocol, window (slots), packet size, float mode, per-call timeout and fault spec.
- * A benchmark sets its own further options on the result. */
+ * run's protocol, window (slots), packet size, per-call timeout and fault spec. A benchmark
+ * sets its own further options (float mode, threads, ...) on the result. */
 inagg_options_t bench_comm_options(inagg_protocol_t protocol, uint32_t slots, uint32_t packet_elems,
-                                   inagg_float_mode_t float_mode, uint32_t timeout_ms,
-                                   const char *faults);
+                                   uint32_t timeout_ms, const char *faults);
 
 /* The switch a benchmark runs on: `given` (HOST:PORT) when not NULL, else an embedded one
  * forked on 127.0.0.1 with `threads` dataplane threads. Writes its address to addr and returns

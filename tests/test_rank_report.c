@@ -66,6 +66,41 @@ TEST(rank_report_round_trip_is_exact, 10)
     free(in);
 }
 
+/* Each counter goes out under its own field's name with its own value (the 32-bit ones too,
+ * beside non-zero neighbours), and comes back into that field alone. */
+TEST(rank_report_counters_keyed_by_field_with_their_values, 10)
+{
+    bench_rank_report_t *r = bench_rank_reports_new(2, SAMPLES);
+    CHECK(r != NULL);
+    fill(&r[0], 2);
+    r[0].stats.duplicates_ignored = 11;
+    r[0].stats.bytes_sent = 1ull << 40;
+    r[0].stats.bytes_received = 13;
+    r[0].stats.srtt_us = 4000000001u;
+    r[0].stats.rto_us = 77; /* not carried */
+    r[0].codec.decode_ns = 17;
+    r[0].codec.overlap_ns = 19;
+    r[0].codec.rto_code_floor_us = 23;
+    r[0].codec.chunks_encoded = 0x500000029ull;
+    r[0].codec.chunks_ahead = 31;
+    char *line = bench_rank_report_encode(&r[0], &meta);
+    CHECK(line != NULL);
+    const char *want[] = {"\"packets_sent\":12345,",    "\"retransmissions\":67,",
+                          "\"duplicates_ignored\":11,", "\"bytes_sent\":1099511627776,",
+                          "\"bytes_received\":13,",     "\"srtt_us\":4000000001,",
+                          "\"encode_ns\":890,",         "\"decode_ns\":17,",
+                          "\"overlap_ns\":19,",         "\"chunks_encoded\":21474836521,",
+                          "\"chunks_ahead\":31,",       "\"rto_code_floor_us\":23,"};
+    for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
+        CHECK_MSG(strstr(line, want[i]) != NULL, "%s not in %s", want[i], line);
+    CHECK_EQ_INT(bench_rank_report_decode(line, &r[1]), 0);
+    CHECK(r[1].stats.srtt_us == 4000000001u && r[1].stats.rto_us == 0);
+    CHECK(r[1].stats.bytes_sent == 1ull << 40 && r[1].codec.chunks_encoded == 0x500000029ull);
+    CHECK(r[1].codec.rto_code_floor_us == 23 && r[1].codec.chunks_ahead == 31);
+    free(line);
+    free(r);
+}
+
 TEST(rank_report_refuses_what_does_not_fit_or_lacks_its_window, 10)
 {
     bench_rank_report_t *r = bench_rank_reports_new(2, SAMPLES);

@@ -19,6 +19,7 @@
 #include "base/util.h"
 #include "bench/bench_allreduce.h"
 #include "bench/benchdata.h"
+#include "bench/harness.h"
 #include "codec/codec.h"
 #include "worker/quant.h"
 #include "json/json.h"
@@ -282,20 +283,16 @@ void ar_effective_rto(const ar_opts_t *o, uint32_t *rto_us, uint32_t *min_us, ui
     *max_us = hi;
 }
 
-/* The communicator's options of a rank of o: its window, packets, protocol, codec, timeouts,
- * faults and transport over the library's defaults. */
+/* The communicator's options of a rank of o: every benchmark's, and its float mode, engine
+ * threads, codec, transport and retransmission timeouts. */
 static inagg_options_t rank_options(const ar_opts_t *o)
 {
-    inagg_options_t opts = INAGG_OPTIONS_INIT;
-    opts.slots = o->window;
-    opts.packet_elems = o->packet_elems;
-    opts.threads = o->threads;
+    inagg_options_t opts =
+        bench_comm_options(o->protocol, o->window, o->packet_elems, o->timeout_ms, o->faults);
     opts.float_mode = o->float_mode;
-    opts.protocol = o->protocol;
+    opts.threads = o->threads;
     opts.compress = o->compress;
     opts.no_error_feedback = 1; /* each result is checked against one fixed reference */
-    opts.timeout_ms = o->timeout_ms;
-    opts.faults = o->faults;
     opts.transport = o->transport;
     ar_effective_rto(o, &opts.rto_us, &opts.rto_min_us, &opts.rto_max_us);
     return opts;

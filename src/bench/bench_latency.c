@@ -89,13 +89,9 @@ static int worker_main(const lat_opts_t *o, uint32_t rank, const char *addr, con
     if (!rep)
         return 1; /* no report: the parent says the rank ended without one */
     rep->rank = (int32_t)rank;
-    inagg_options_t opts = INAGG_OPTIONS_INIT;
-    opts.protocol = o->protocol;
-    opts.slots = o->slots;
-    opts.packet_elems = LAT_MAX_ELEMS;
+    inagg_options_t opts =
+        bench_comm_options(o->protocol, o->slots, LAT_MAX_ELEMS, o->timeout_ms, o->faults);
     opts.float_mode = INAGG_FLOAT_NATIVE; /* same arithmetic for both protocols */
-    opts.timeout_ms = o->timeout_ms;
-    opts.faults = o->faults;
     opts.poll_us = o->poll_us;
     char detail[256];
     rc = inagg_comm_create(&comm, addr, job, rank, o->workers, &opts, detail, sizeof(detail));

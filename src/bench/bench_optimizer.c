@@ -179,13 +179,9 @@ static int worker_main(const optb_opts_t *o, enum optb_run run, uint32_t rank, c
     z.beta2 = o->oc.beta2;
     z.eps = o->oc.eps;
     z.eps_outside = o->oc.eps_placement == OPTIM_EPS_OUTSIDE;
-    inagg_options_t opts = INAGG_OPTIONS_INIT;
-    opts.protocol = o->protocol;
-    opts.slots = o->window;
-    opts.packet_elems = o->packet_elems;
+    inagg_options_t opts =
+        bench_comm_options(o->protocol, o->window, o->packet_elems, o->timeout_ms, o->faults);
     opts.float_mode = INAGG_FLOAT_NATIVE;
-    opts.timeout_ms = o->timeout_ms;
-    opts.faults = o->faults;
     if (run == RUN_IN_SWITCH)
         opts.optimizer = &z;
     size_t n = o->elems;

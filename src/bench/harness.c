@@ -18,6 +18,18 @@ const char *bench_worker_faults(const char *faults, double loss, uint64_t seed, 
     return buf;
 }
 
+inagg_options_t bench_comm_options(inagg_protocol_t protocol, uint32_t slots, uint32_t packet_elems,
+                                   uint32_t timeout_ms, const char *faults)
+{
+    inagg_options_t opts = INAGG_OPTIONS_INIT;
+    opts.protocol = protocol;
+    opts.slots = slots;
+    opts.packet_elems = packet_elems;
+    opts.timeout_ms = timeout_ms;
+    opts.faults = faults;
+    return opts;
+}
+
 pid_t bench_switch_begin(const char *cmd, const char *given, uint32_t threads,
                          uint32_t worker_timeout_ms, char *addr, size_t len)
 {

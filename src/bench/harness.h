@@ -1,7 +1,7 @@
 /*
  * harness.h - what every benchmark's run shares: the switch it runs on (given, or embedded
- * in a child), a job name unique to the run, the workers' fault spec from --loss, and reading
- * a rank's report whole from its pipe.
+ * in a child), a job name unique to the run, the workers' fault spec from --loss, the options
+ * a rank's communicator starts from, and reading a rank's report whole from its pipe.
  */
 #ifndef INAGG_BENCH_HARNESS_H
 #define INAGG_BENCH_HARNESS_H
@@ -10,10 +10,18 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "inagg.h"
+
 /* The workers' fault spec: `faults` when given, else for loss > 0 "drop=LOSS,seed=SEED" in
  * buf, else NULL. */
 const char *bench_worker_faults(const char *faults, double loss, uint64_t seed, char *buf,
                                 size_t len);
+
+/* The options every benchmark's rank gives its communicator: the library's defaults with the
+ * run's protocol, window (slots), packet size, per-call timeout and fault spec. A benchmark
+ * sets its own further options (float mode, threads, ...) on the result. */
+inagg_options_t bench_comm_options(inagg_protocol_t protocol, uint32_t slots, uint32_t packet_elems,
+                                   uint32_t timeout_ms, const char *faults);
 
 /* The switch a benchmark runs on: `given` (HOST:PORT) when not NULL, else an embedded one
  * forked on 127.0.0.1 with `threads` dataplane threads. Writes its address to addr and returns

@@ -34,31 +34,23 @@ void bench_rank_report_reset(bench_rank_report_t *r)
 }
 
 /* The counters a report carries: one table that the encoder and the decoder both walk, so
- * the two cannot drift. Each is a uint64_t or uint32_t field of the report. */
-#define COUNTER64(key, field)                                                                      \
+ * the two cannot drift. Each is a uint64_t or uint32_t field of the report's stats (the
+ * library's inagg_stats_t) or codec (inagg_codec_stats_t), keyed by its own name. */
+#define COUNTER(group, field)                                                                      \
     {                                                                                              \
-        key, offsetof(bench_rank_report_t, field), 8                                               \
-    }
-#define COUNTER32(key, field)                                                                      \
-    {                                                                                              \
-        key, offsetof(bench_rank_report_t, field), 4                                               \
+        .key = #field, .offset = offsetof(bench_rank_report_t, group.field),                       \
+        .size = sizeof(((bench_rank_report_t *)0)->group.field)                                    \
     }
 static const struct {
     const char *key;
     size_t offset, size;
 } counters[] = {
-    COUNTER64("packets_sent", stats.packets_sent),
-    COUNTER64("retransmissions", stats.retransmissions),
-    COUNTER64("duplicates_ignored", stats.duplicates_ignored),
-    COUNTER64("bytes_sent", stats.bytes_sent),
-    COUNTER64("bytes_received", stats.bytes_received),
-    COUNTER32("srtt_us", stats.srtt_us),
-    COUNTER64("encode_ns", codec.encode_ns),
-    COUNTER64("decode_ns", codec.decode_ns),
-    COUNTER64("overlap_ns", codec.overlap_ns),
-    COUNTER64("chunks_encoded", codec.chunks_encoded),
-    COUNTER64("chunks_ahead", codec.chunks_ahead),
-    COUNTER32("rto_code_floor_us", codec.rto_code_floor_us),
+    COUNTER(stats, packets_sent),       COUNTER(stats, retransmissions),
+    COUNTER(stats, duplicates_ignored), COUNTER(stats, bytes_sent),
+    COUNTER(stats, bytes_received),     COUNTER(stats, srtt_us),
+    COUNTER(codec, encode_ns),          COUNTER(codec, decode_ns),
+    COUNTER(codec, overlap_ns),         COUNTER(codec, chunks_encoded),
+    COUNTER(codec, chunks_ahead),       COUNTER(codec, rto_code_floor_us),
 };
 
 static uint64_t counter_get(const bench_rank_report_t *r, size_t i)

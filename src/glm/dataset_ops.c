@@ -102,12 +102,17 @@ static size_t lower_bound_col(const uint32_t *col, size_t lo, size_t hi, size_t 
     return lo;
 }
 
-/* Row r's nonzeros whose columns lie in [c0, c1): positions [*a, *b) of col and val. */
+/* Row r's nonzeros whose columns lie in [c0, c1): positions [*a, *b) of col and val (the
+ * whole row, without a search, when the range is every column). */
 static void column_span(const glm_dataset_t *src, size_t r, size_t c0, size_t c1, size_t *a,
                         size_t *b)
 {
-    *a = lower_bound_col(src->col, src->row_ptr[r], src->row_ptr[r + 1], c0);
-    *b = lower_bound_col(src->col, *a, src->row_ptr[r + 1], c1);
+    *a = src->row_ptr[r];
+    *b = src->row_ptr[r + 1];
+    if (c0 > 0)
+        *a = lower_bound_col(src->col, *a, *b, c0);
+    if (c1 < src->cols)
+        *b = lower_bound_col(src->col, *a, *b, c1);
 }
 
 /* A `what` ("row", "column") slice [lo, hi) lies within [0, limit): 0, or -EINVAL. */
@@ -117,15 +122,6 @@ static int check_slice(const char *what, size_t lo, size_t hi, size_t limit, cha
     if (lo > hi || hi > limit)
         return set_err(err, errlen, -EINVAL, "%s slice [%zu, %zu) is not within [0, %zu)", what, lo,
                        hi, limit);
-    return 0;
-}
-
-/* alloc_like for the `what` slice [lo, hi): 0, or -ENOMEM with the reason. */
-static int alloc_slice(const glm_dataset_t *src, size_t rows, size_t nnz, glm_dataset_t *out,
-                       const char *what, size_t lo, size_t hi, char *err, size_t errlen)
-{
-    if (alloc_like(src, rows, nnz, out) < 0)
-        return set_err(err, errlen, -ENOMEM, "%s slice [%zu, %zu): out of memory", what, lo, hi);
     return 0;
 }
 
@@ -142,51 +138,49 @@ static void copy_entries(glm_dataset_t *out, size_t to, const glm_dataset_t *src
         memcpy(out->qval + to, src->qval + from, n);
 }
 
-int glm_dataset_column_slice(const glm_dataset_t *src, size_t c0, size_t c1, glm_dataset_t *out,
-                             char *err, size_t errlen)
+/* Rows [r0, r1) of src restricted to columns [c0, c1), column indices kept: the one slice
+ * that a column slice (every row) and a row slice (every column) both are. */
+static int slice(const glm_dataset_t *src, size_t r0, size_t r1, size_t c0, size_t c1,
+                 glm_dataset_t *out, char *err, size_t errlen)
 {
     memset(out, 0, sizeof(*out));
-    int rc = check_slice("column", c0, c1, src->cols, err, errlen);
+    int rc = check_slice("row", r0, r1, src->rows, err, errlen);
+    if (rc == 0)
+        rc = check_slice("column", c0, c1, src->cols, err, errlen);
     if (rc < 0)
         return rc;
     size_t nnz = 0, a, b;
-    for (size_t r = 0; r < src->rows; r++) {
+    for (size_t r = r0; r < r1; r++) {
         column_span(src, r, c0, c1, &a, &b);
         nnz += b - a;
     }
-    rc = alloc_slice(src, src->rows, nnz, out, "column", c0, c1, err, errlen);
-    if (rc < 0)
-        return rc;
+    if (alloc_like(src, r1 - r0, nnz, out) < 0)
+        return set_err(err, errlen, -ENOMEM,
+                       "slice of rows [%zu, %zu) and columns [%zu, %zu): out of memory", r0, r1, c0,
+                       c1);
     size_t k = 0;
-    for (size_t r = 0; r < src->rows; r++) {
+    for (size_t r = r0; r < r1; r++) {
         column_span(src, r, c0, c1, &a, &b);
-        out->row_ptr[r] = k;
+        out->row_ptr[r - r0] = k;
         copy_entries(out, k, src, a, b - a);
         k += b - a;
     }
-    out->row_ptr[src->rows] = k;
-    if (src->rows)
-        memcpy(out->label, src->label, src->rows * sizeof(float));
+    out->row_ptr[r1 - r0] = k;
+    if (r1 > r0)
+        memcpy(out->label, src->label + r0, (r1 - r0) * sizeof(float));
     return 0;
+}
+
+int glm_dataset_column_slice(const glm_dataset_t *src, size_t c0, size_t c1, glm_dataset_t *out,
+                             char *err, size_t errlen)
+{
+    return slice(src, 0, src->rows, c0, c1, out, err, errlen);
 }
 
 int glm_dataset_row_slice(const glm_dataset_t *src, size_t r0, size_t r1, glm_dataset_t *out,
                           char *err, size_t errlen)
 {
-    memset(out, 0, sizeof(*out));
-    int rc = check_slice("row", r0, r1, src->rows, err, errlen);
-    if (rc < 0)
-        return rc;
-    size_t base = src->row_ptr[r0], nnz = src->row_ptr[r1] - base;
-    rc = alloc_slice(src, r1 - r0, nnz, out, "row", r0, r1, err, errlen);
-    if (rc < 0)
-        return rc;
-    for (size_t r = r0; r <= r1; r++)
-        out->row_ptr[r - r0] = src->row_ptr[r] - base;
-    copy_entries(out, 0, src, base, nnz);
-    if (r1 > r0)
-        memcpy(out->label, src->label + r0, (r1 - r0) * sizeof(float));
-    return 0;
+    return slice(src, r0, r1, 0, src->cols, out, err, errlen);
 }
 
 /* ---- low precision ------------------------------------------------------------------------ */

@@ -2,7 +2,8 @@
  * optim.c - the optimizer kernels of optim.h (SGD, Adagrad, Adam, SMORMS3): per-call constants
  * prepared once, a scalar implementation of each kernel, an AVX2 one (compiled per function
  * with the target attribute, like vec.c) that runs the same float32 operations lane by lane
- * and hands its tail (< 8 elements) to the scalar code, and the run-time dispatch.
+ * on whole groups of 8, and the run-time dispatch, which hands the tail (< 8 elements) to the
+ * scalar kernels.
  */
 
 /* No FMA contraction anywhere in this file, whatever the build flags (-std=gnu11 and -mfma or
@@ -246,124 +247,135 @@ struct optim_kernels {
 static const struct optim_kernels scalar_kernels = {scalar_sgd, scalar_adagrad, scalar_adam,
                                                     scalar_smorms3};
 
-/* One step with the family's kernel for c's kind; the state words are laid out per kind
- * (optim_state_words: momentum; accumulator; m, v; mem, g1, g2), n floats each. */
+/* Elements [from, to) of one step with the family's kernel for c's kind; the state words are
+ * laid out per kind (optim_state_words: momentum; accumulator; m, v; mem, g1, g2), n floats
+ * each. */
 static void run_step(const struct optim_kernels *kt, const optim_config_t *c, const struct prep *k,
-                     float *params, float *state, const float *g, size_t n)
+                     float *params, float *state, const float *g, size_t n, size_t from, size_t to)
 {
+    float *p = params + from;
+    const float *gf = g + from;
+    size_t len = to - from;
     switch (c->kind) {
-        case OPTIM_SGD: kt->sgd(k, params, k->has_mom ? state : NULL, g, n); break;
-        case OPTIM_ADAGRAD: kt->adagrad(k, params, state, g, n); break;
-        case OPTIM_ADAM: kt->adam(k, params, state, state + n, g, n); break;
-        case OPTIM_SMORMS3: kt->smorms3(k, params, state, state + n, state + 2 * n, g, n); break;
+        case OPTIM_SGD: kt->sgd(k, p, k->has_mom ? state + from : NULL, gf, len); break;
+        case OPTIM_ADAGRAD: kt->adagrad(k, p, state + from, gf, len); break;
+        case OPTIM_ADAM: kt->adam(k, p, state + from, state + n + from, gf, len); break;
+        case OPTIM_SMORMS3:
+            kt->smorms3(k, p, state + from, state + n + from, state + 2 * n + from, gf, len);
+            break;
     }
 }
 
-/* ---- AVX2 kernels: 8 lanes per iteration, the same operations in the same order ---- */
+/* ---- AVX2 kernels: 8 lanes per iteration, the same operations in the same order; n is a
+ * multiple of 8 (optim_step runs the rest through the scalar kernels) ---- */
 
 #if OPTIM_HAVE_AVX2
 #define AVX2_FN __attribute__((target("avx2")))
 
-AVX2_FN static inline __m256 avx2_grad(const struct prep *k, __m256 g, __m256 p, __m256 vwd)
+/* The step's scalars in all 8 lanes, broadcast once per kernel call (a kernel's unused ones
+ * are dropped by the compiler). */
+struct lanes {
+    __m256 lr, wd, eps, mom, b1, omb1, b2, omb2, bc1, bc2, one;
+};
+
+AVX2_FN static inline struct lanes avx2_lanes(const struct prep *k)
 {
-    return k->has_wd ? _mm256_add_ps(g, _mm256_mul_ps(vwd, p)) : g;
+    return (struct lanes){.lr = _mm256_set1_ps(k->lr),
+                          .wd = _mm256_set1_ps(k->wd),
+                          .eps = _mm256_set1_ps(k->eps),
+                          .mom = _mm256_set1_ps(k->mom),
+                          .b1 = _mm256_set1_ps(k->b1),
+                          .omb1 = _mm256_set1_ps(k->omb1),
+                          .b2 = _mm256_set1_ps(k->b2),
+                          .omb2 = _mm256_set1_ps(k->omb2),
+                          .bc1 = _mm256_set1_ps(k->bc1),
+                          .bc2 = _mm256_set1_ps(k->bc2),
+                          .one = _mm256_set1_ps(1.0f)};
 }
 
-AVX2_FN static inline __m256 avx2_denom(const struct prep *k, __m256 v, __m256 veps)
+AVX2_FN static inline __m256 avx2_grad(const struct prep *k, const struct lanes *vk, __m256 g,
+                                       __m256 p)
 {
-    return k->inside ? _mm256_sqrt_ps(_mm256_add_ps(v, veps))
-                     : _mm256_add_ps(_mm256_sqrt_ps(v), veps);
+    return k->has_wd ? _mm256_add_ps(g, _mm256_mul_ps(vk->wd, p)) : g;
+}
+
+AVX2_FN static inline __m256 avx2_denom(const struct prep *k, const struct lanes *vk, __m256 v)
+{
+    return k->inside ? _mm256_sqrt_ps(_mm256_add_ps(v, vk->eps))
+                     : _mm256_add_ps(_mm256_sqrt_ps(v), vk->eps);
 }
 
 AVX2_FN static void avx2_sgd(const struct prep *k, float *p, float *buf, const float *g, size_t n)
 {
-    const __m256 vlr = _mm256_set1_ps(k->lr), vwd = _mm256_set1_ps(k->wd);
-    const __m256 vmom = _mm256_set1_ps(k->mom);
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
+    const struct lanes vk = avx2_lanes(k);
+    for (size_t i = 0; i < n; i += 8) {
         __m256 pi = _mm256_loadu_ps(p + i);
-        __m256 gi = avx2_grad(k, _mm256_loadu_ps(g + i), pi, vwd);
+        __m256 gi = avx2_grad(k, &vk, _mm256_loadu_ps(g + i), pi);
         if (k->has_mom) {
             if (!k->first)
-                gi = _mm256_add_ps(_mm256_mul_ps(vmom, _mm256_loadu_ps(buf + i)), gi);
+                gi = _mm256_add_ps(_mm256_mul_ps(vk.mom, _mm256_loadu_ps(buf + i)), gi);
             _mm256_storeu_ps(buf + i, gi);
         }
-        _mm256_storeu_ps(p + i, _mm256_sub_ps(pi, _mm256_mul_ps(vlr, gi)));
+        _mm256_storeu_ps(p + i, _mm256_sub_ps(pi, _mm256_mul_ps(vk.lr, gi)));
     }
-    if (i < n)
-        scalar_sgd(k, p + i, buf != NULL ? buf + i : NULL, g + i, n - i);
 }
 
 AVX2_FN static void avx2_adagrad(const struct prep *k, float *p, float *acc, const float *g,
                                  size_t n)
 {
-    const __m256 vlr = _mm256_set1_ps(k->lr), vwd = _mm256_set1_ps(k->wd);
-    const __m256 veps = _mm256_set1_ps(k->eps);
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
+    const struct lanes vk = avx2_lanes(k);
+    for (size_t i = 0; i < n; i += 8) {
         __m256 pi = _mm256_loadu_ps(p + i);
-        __m256 gi = avx2_grad(k, _mm256_loadu_ps(g + i), pi, vwd);
+        __m256 gi = avx2_grad(k, &vk, _mm256_loadu_ps(g + i), pi);
         __m256 a = _mm256_add_ps(_mm256_loadu_ps(acc + i), _mm256_mul_ps(gi, gi));
         _mm256_storeu_ps(acc + i, a);
-        __m256 u = _mm256_mul_ps(vlr, _mm256_div_ps(gi, avx2_denom(k, a, veps)));
+        __m256 u = _mm256_mul_ps(vk.lr, _mm256_div_ps(gi, avx2_denom(k, &vk, a)));
         _mm256_storeu_ps(p + i, _mm256_sub_ps(pi, u));
     }
-    if (i < n)
-        scalar_adagrad(k, p + i, acc + i, g + i, n - i);
 }
 
 AVX2_FN static void avx2_adam(const struct prep *k, float *p, float *m, float *v, const float *g,
                               size_t n)
 {
-    const __m256 vlr = _mm256_set1_ps(k->lr), vwd = _mm256_set1_ps(k->wd);
-    const __m256 veps = _mm256_set1_ps(k->eps);
-    const __m256 vb1 = _mm256_set1_ps(k->b1), vomb1 = _mm256_set1_ps(k->omb1);
-    const __m256 vb2 = _mm256_set1_ps(k->b2), vomb2 = _mm256_set1_ps(k->omb2);
-    const __m256 vbc1 = _mm256_set1_ps(k->bc1), vbc2 = _mm256_set1_ps(k->bc2);
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
+    const struct lanes vk = avx2_lanes(k);
+    for (size_t i = 0; i < n; i += 8) {
         __m256 pi = _mm256_loadu_ps(p + i);
-        __m256 gi = avx2_grad(k, _mm256_loadu_ps(g + i), pi, vwd);
+        __m256 gi = avx2_grad(k, &vk, _mm256_loadu_ps(g + i), pi);
         __m256 mi =
-            _mm256_add_ps(_mm256_mul_ps(vb1, _mm256_loadu_ps(m + i)), _mm256_mul_ps(vomb1, gi));
-        __m256 vi = _mm256_add_ps(_mm256_mul_ps(vb2, _mm256_loadu_ps(v + i)),
-                                  _mm256_mul_ps(vomb2, _mm256_mul_ps(gi, gi)));
+            _mm256_add_ps(_mm256_mul_ps(vk.b1, _mm256_loadu_ps(m + i)), _mm256_mul_ps(vk.omb1, gi));
+        __m256 vi = _mm256_add_ps(_mm256_mul_ps(vk.b2, _mm256_loadu_ps(v + i)),
+                                  _mm256_mul_ps(vk.omb2, _mm256_mul_ps(gi, gi)));
         _mm256_storeu_ps(m + i, mi);
         _mm256_storeu_ps(v + i, vi);
-        __m256 mh = _mm256_div_ps(mi, vbc1);
-        __m256 vh = _mm256_div_ps(vi, vbc2);
-        __m256 u = _mm256_mul_ps(vlr, _mm256_div_ps(mh, avx2_denom(k, vh, veps)));
+        __m256 mh = _mm256_div_ps(mi, vk.bc1);
+        __m256 vh = _mm256_div_ps(vi, vk.bc2);
+        __m256 u = _mm256_mul_ps(vk.lr, _mm256_div_ps(mh, avx2_denom(k, &vk, vh)));
         _mm256_storeu_ps(p + i, _mm256_sub_ps(pi, u));
     }
-    if (i < n)
-        scalar_adam(k, p + i, m + i, v + i, g + i, n - i);
 }
 
 AVX2_FN static void avx2_smorms3(const struct prep *k, float *p, float *mem, float *g1, float *g2,
                                  const float *g, size_t n)
 {
-    const __m256 vlr = _mm256_set1_ps(k->lr), vwd = _mm256_set1_ps(k->wd);
-    const __m256 veps = _mm256_set1_ps(k->eps), one = _mm256_set1_ps(1.0f);
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
+    const struct lanes vk = avx2_lanes(k);
+    const __m256 one = vk.one;
+    for (size_t i = 0; i < n; i += 8) {
         __m256 pi = _mm256_loadu_ps(p + i);
-        __m256 gi = avx2_grad(k, _mm256_loadu_ps(g + i), pi, vwd);
+        __m256 gi = avx2_grad(k, &vk, _mm256_loadu_ps(g + i), pi);
         __m256 mi = _mm256_loadu_ps(mem + i);
         __m256 r = _mm256_div_ps(one, _mm256_add_ps(mi, one));
         __m256 omr = _mm256_sub_ps(one, r);
         __m256 a = _mm256_add_ps(_mm256_mul_ps(omr, _mm256_loadu_ps(g1 + i)), _mm256_mul_ps(r, gi));
         __m256 b = _mm256_add_ps(_mm256_mul_ps(omr, _mm256_loadu_ps(g2 + i)),
                                  _mm256_mul_ps(r, _mm256_mul_ps(gi, gi)));
-        __m256 x = _mm256_div_ps(_mm256_mul_ps(a, a), _mm256_add_ps(b, veps));
-        __m256 lx = _mm256_min_ps(x, vlr); /* (x < lr) ? x : lr, per lane */
+        __m256 x = _mm256_div_ps(_mm256_mul_ps(a, a), _mm256_add_ps(b, vk.eps));
+        __m256 lx = _mm256_min_ps(x, vk.lr); /* (x < lr) ? x : lr, per lane */
         _mm256_storeu_ps(g1 + i, a);
         _mm256_storeu_ps(g2 + i, b);
-        __m256 u = _mm256_mul_ps(_mm256_div_ps(lx, avx2_denom(k, b, veps)), gi);
+        __m256 u = _mm256_mul_ps(_mm256_div_ps(lx, avx2_denom(k, &vk, b)), gi);
         _mm256_storeu_ps(p + i, _mm256_sub_ps(pi, u));
         _mm256_storeu_ps(mem + i, _mm256_add_ps(one, _mm256_mul_ps(_mm256_sub_ps(one, x), mi)));
     }
-    if (i < n)
-        scalar_smorms3(k, p + i, mem + i, g1 + i, g2 + i, g + i, n - i);
 }
 
 static const struct optim_kernels avx2_kernels = {avx2_sgd, avx2_adagrad, avx2_adam, avx2_smorms3};
@@ -395,7 +407,7 @@ void optim_step_scalar(const optim_config_t *c, float *params, float *state, con
 {
     struct prep k;
     prepare(c, step, &k);
-    run_step(&scalar_kernels, c, &k, params, state, g, n);
+    run_step(&scalar_kernels, c, &k, params, state, g, n, 0, n);
 }
 
 void optim_step(const optim_config_t *c, float *params, float *state, const float *g, size_t n,
@@ -403,11 +415,12 @@ void optim_step(const optim_config_t *c, float *params, float *state, const floa
 {
     struct prep k;
     prepare(c, step, &k);
+    size_t vec = 0; /* elements the AVX2 kernels step: whole groups of 8 */
 #if OPTIM_HAVE_AVX2
     if (use_avx2()) {
-        run_step(&avx2_kernels, c, &k, params, state, g, n);
-        return;
+        vec = n - n % 8;
+        run_step(&avx2_kernels, c, &k, params, state, g, n, 0, vec);
     }
 #endif
-    run_step(&scalar_kernels, c, &k, params, state, g, n);
+    run_step(&scalar_kernels, c, &k, params, state, g, n, vec, n);
 }

@@ -52,20 +52,22 @@ static int fortran_in_place(const void *p)
     return 0;
 }
 
-typedef void (*f_init_t)(MPI_Fint *);
-typedef void (*f_init_thread_t)(MPI_Fint *, MPI_Fint *, MPI_Fint *);
-typedef void (*f_allreduce_t)(void *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *,
-                              MPI_Fint *);
-typedef void (*f_iallreduce_t)(void *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *,
-                               MPI_Fint *, MPI_Fint *);
-typedef void (*f_dup_t)(MPI_Fint *, MPI_Fint *, MPI_Fint *);
-typedef void (*f_split_t)(MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
-typedef void (*f_create_t)(MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
-typedef void (*f_free_t)(MPI_Fint *, MPI_Fint *);
+/* Each binding's type: the entry points are declared with it and the binding below is
+ * called through it, so the two cannot disagree. */
+typedef void f_init_fn(MPI_Fint *);
+typedef void f_init_thread_fn(MPI_Fint *, MPI_Fint *, MPI_Fint *);
+typedef void f_allreduce_fn(void *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *,
+                            MPI_Fint *);
+typedef void f_iallreduce_fn(void *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *,
+                             MPI_Fint *, MPI_Fint *);
+typedef void f_dup_fn(MPI_Fint *, MPI_Fint *, MPI_Fint *);
+typedef void f_split_fn(MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+typedef void f_create_fn(MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+typedef void f_free_fn(MPI_Fint *, MPI_Fint *);
 
 static void f_init(const char *name, MPI_Fint *ierr)
 {
-    static f_init_t next;
+    static f_init_fn *next;
     NEXT(next, "ompi_init_f", name);
     if (!next)
         return missing(name, ierr);
@@ -76,7 +78,7 @@ static void f_init(const char *name, MPI_Fint *ierr)
 
 static void f_init_thread(const char *name, MPI_Fint *required, MPI_Fint *provided, MPI_Fint *ierr)
 {
-    static f_init_thread_t next;
+    static f_init_thread_fn *next;
     NEXT(next, "ompi_init_thread_f", name);
     if (!next)
         return missing(name, ierr);
@@ -87,7 +89,7 @@ static void f_init_thread(const char *name, MPI_Fint *required, MPI_Fint *provid
 
 static void f_finalize(const char *name, MPI_Fint *ierr)
 {
-    static f_init_t next;
+    static f_init_fn *next;
     NEXT(next, "ompi_finalize_f", name);
     if (!next)
         return missing(name, ierr);
@@ -118,7 +120,7 @@ static int f_accelerable(void *sb, void *rb, MPI_Fint *count, MPI_Fint *dt, MPI_
 static void f_allreduce(const char *name, void *sb, void *rb, MPI_Fint *count, MPI_Fint *dt,
                         MPI_Fint *op, MPI_Fint *comm, MPI_Fint *ierr)
 {
-    static f_allreduce_t next;
+    static f_allreduce_fn *next;
     struct f_accel a;
     if (f_accelerable(sb, rb, count, dt, op, comm, &a)) {
         int rc = accel_allreduce(a.t, a.s, rb, *count, a.idt, a.c);
@@ -136,7 +138,7 @@ static void f_allreduce(const char *name, void *sb, void *rb, MPI_Fint *count, M
 static void f_iallreduce(const char *name, void *sb, void *rb, MPI_Fint *count, MPI_Fint *dt,
                          MPI_Fint *op, MPI_Fint *comm, MPI_Fint *request, MPI_Fint *ierr)
 {
-    static f_iallreduce_t next;
+    static f_iallreduce_fn *next;
     struct f_accel a;
     if (f_accelerable(sb, rb, count, dt, op, comm, &a)) {
         MPI_Request r = MPI_REQUEST_NULL;
@@ -156,7 +158,7 @@ static void f_iallreduce(const char *name, void *sb, void *rb, MPI_Fint *count, 
 
 static void f_comm_dup(const char *name, MPI_Fint *comm, MPI_Fint *newcomm, MPI_Fint *ierr)
 {
-    static f_dup_t next;
+    static f_dup_fn *next;
     NEXT(next, "ompi_comm_dup_f", name);
     if (!next)
         return missing(name, ierr);
@@ -168,7 +170,7 @@ static void f_comm_dup(const char *name, MPI_Fint *comm, MPI_Fint *newcomm, MPI_
 static void f_comm_split(const char *name, MPI_Fint *comm, MPI_Fint *color, MPI_Fint *key,
                          MPI_Fint *newcomm, MPI_Fint *ierr)
 {
-    static f_split_t next;
+    static f_split_fn *next;
     NEXT(next, "ompi_comm_split_f", name);
     if (!next)
         return missing(name, ierr);
@@ -180,7 +182,7 @@ static void f_comm_split(const char *name, MPI_Fint *comm, MPI_Fint *color, MPI_
 static void f_comm_create(const char *name, MPI_Fint *comm, MPI_Fint *group, MPI_Fint *newcomm,
                           MPI_Fint *ierr)
 {
-    static f_create_t next;
+    static f_create_fn *next;
     NEXT(next, "ompi_comm_create_f", name);
     if (!next)
         return missing(name, ierr);
@@ -191,7 +193,7 @@ static void f_comm_create(const char *name, MPI_Fint *comm, MPI_Fint *group, MPI
 
 static void f_comm_free(const char *name, MPI_Fint *comm, MPI_Fint *ierr)
 {
-    static f_free_t next;
+    static f_free_fn *next;
     NEXT(next, "ompi_comm_free_f", name);
     if (!next)
         return missing(name, ierr);
@@ -199,73 +201,39 @@ static void f_comm_free(const char *name, MPI_Fint *comm, MPI_Fint *ierr)
     next(comm, ierr);
 }
 
-/* Every Fortran name a compiler may use for an entry point, plus Open MPI's back end. */
-#define FORTRAN_NAMES(X, lower, upper, backend)                                                    \
-    X(lower) X(lower##_) X(lower##__) X(upper) X(backend)
+/* One Fortran entry point `name` of type `type`, taking the parameters after `args` and
+ * handing `args` with its own name to `body`. */
+#define FORTRAN_ENTRY(name, type, body, args, ...)                                                 \
+    type name;                                                                                     \
+    void name(__VA_ARGS__) { body(#name, UNPAREN args); }
+#define UNPAREN(...) __VA_ARGS__
 
-#define DEF_INIT(n)                                                                                \
-    void n(MPI_Fint *ierr);                                                                        \
-    void n(MPI_Fint *ierr) { f_init(#n, ierr); }
-FORTRAN_NAMES(DEF_INIT, mpi_init, MPI_INIT, ompi_init_f)
+/* That entry point under every Fortran name a compiler may use, plus Open MPI's back end. */
+#define FORTRAN_NAMES(lower, upper, backend, ...)                                                  \
+    FORTRAN_ENTRY(lower, __VA_ARGS__)                                                              \
+    FORTRAN_ENTRY(lower##_, __VA_ARGS__)                                                           \
+    FORTRAN_ENTRY(lower##__, __VA_ARGS__)                                                          \
+    FORTRAN_ENTRY(upper, __VA_ARGS__)                                                              \
+    FORTRAN_ENTRY(backend, __VA_ARGS__)
 
-#define DEF_INIT_THREAD(n)                                                                         \
-    void n(MPI_Fint *required, MPI_Fint *provided, MPI_Fint *ierr);                                \
-    void n(MPI_Fint *required, MPI_Fint *provided, MPI_Fint *ierr)                                 \
-    {                                                                                              \
-        f_init_thread(#n, required, provided, ierr);                                               \
-    }
-FORTRAN_NAMES(DEF_INIT_THREAD, mpi_init_thread, MPI_INIT_THREAD, ompi_init_thread_f)
-
-#define DEF_FINALIZE(n)                                                                            \
-    void n(MPI_Fint *ierr);                                                                        \
-    void n(MPI_Fint *ierr) { f_finalize(#n, ierr); }
-FORTRAN_NAMES(DEF_FINALIZE, mpi_finalize, MPI_FINALIZE, ompi_finalize_f)
-
-#define DEF_ALLREDUCE(n)                                                                           \
-    void n(void *sb, void *rb, MPI_Fint *count, MPI_Fint *dt, MPI_Fint *op, MPI_Fint *comm,        \
-           MPI_Fint *ierr);                                                                        \
-    void n(void *sb, void *rb, MPI_Fint *count, MPI_Fint *dt, MPI_Fint *op, MPI_Fint *comm,        \
-           MPI_Fint *ierr)                                                                         \
-    {                                                                                              \
-        f_allreduce(#n, sb, rb, count, dt, op, comm, ierr);                                        \
-    }
-FORTRAN_NAMES(DEF_ALLREDUCE, mpi_allreduce, MPI_ALLREDUCE, ompi_allreduce_f)
-
-#define DEF_IALLREDUCE(n)                                                                          \
-    void n(void *sb, void *rb, MPI_Fint *count, MPI_Fint *dt, MPI_Fint *op, MPI_Fint *comm,        \
-           MPI_Fint *request, MPI_Fint *ierr);                                                     \
-    void n(void *sb, void *rb, MPI_Fint *count, MPI_Fint *dt, MPI_Fint *op, MPI_Fint *comm,        \
-           MPI_Fint *request, MPI_Fint *ierr)                                                      \
-    {                                                                                              \
-        f_iallreduce(#n, sb, rb, count, dt, op, comm, request, ierr);                              \
-    }
-FORTRAN_NAMES(DEF_IALLREDUCE, mpi_iallreduce, MPI_IALLREDUCE, ompi_iallreduce_f)
-
-#define DEF_DUP(n)                                                                                 \
-    void n(MPI_Fint *comm, MPI_Fint *newcomm, MPI_Fint *ierr);                                     \
-    void n(MPI_Fint *comm, MPI_Fint *newcomm, MPI_Fint *ierr)                                      \
-    {                                                                                              \
-        f_comm_dup(#n, comm, newcomm, ierr);                                                       \
-    }
-FORTRAN_NAMES(DEF_DUP, mpi_comm_dup, MPI_COMM_DUP, ompi_comm_dup_f)
-
-#define DEF_SPLIT(n)                                                                               \
-    void n(MPI_Fint *comm, MPI_Fint *color, MPI_Fint *key, MPI_Fint *newcomm, MPI_Fint *ierr);     \
-    void n(MPI_Fint *comm, MPI_Fint *color, MPI_Fint *key, MPI_Fint *newcomm, MPI_Fint *ierr)      \
-    {                                                                                              \
-        f_comm_split(#n, comm, color, key, newcomm, ierr);                                         \
-    }
-FORTRAN_NAMES(DEF_SPLIT, mpi_comm_split, MPI_COMM_SPLIT, ompi_comm_split_f)
-
-#define DEF_CREATE(n)                                                                              \
-    void n(MPI_Fint *comm, MPI_Fint *group, MPI_Fint *newcomm, MPI_Fint *ierr);                    \
-    void n(MPI_Fint *comm, MPI_Fint *group, MPI_Fint *newcomm, MPI_Fint *ierr)                     \
-    {                                                                                              \
-        f_comm_create(#n, comm, group, newcomm, ierr);                                             \
-    }
-FORTRAN_NAMES(DEF_CREATE, mpi_comm_create, MPI_COMM_CREATE, ompi_comm_create_f)
-
-#define DEF_FREE(n)                                                                                \
-    void n(MPI_Fint *comm, MPI_Fint *ierr);                                                        \
-    void n(MPI_Fint *comm, MPI_Fint *ierr) { f_comm_free(#n, comm, ierr); }
-FORTRAN_NAMES(DEF_FREE, mpi_comm_free, MPI_COMM_FREE, ompi_comm_free_f)
+FORTRAN_NAMES(mpi_init, MPI_INIT, ompi_init_f, f_init_fn, f_init, (ierr), MPI_Fint *ierr)
+FORTRAN_NAMES(mpi_init_thread, MPI_INIT_THREAD, ompi_init_thread_f, f_init_thread_fn, f_init_thread,
+              (required, provided, ierr), MPI_Fint *required, MPI_Fint *provided, MPI_Fint *ierr)
+FORTRAN_NAMES(mpi_finalize, MPI_FINALIZE, ompi_finalize_f, f_init_fn, f_finalize, (ierr),
+              MPI_Fint *ierr)
+FORTRAN_NAMES(mpi_allreduce, MPI_ALLREDUCE, ompi_allreduce_f, f_allreduce_fn, f_allreduce,
+              (sb, rb, count, dt, op, comm, ierr), void *sb, void *rb, MPI_Fint *count,
+              MPI_Fint *dt, MPI_Fint *op, MPI_Fint *comm, MPI_Fint *ierr)
+FORTRAN_NAMES(mpi_iallreduce, MPI_IALLREDUCE, ompi_iallreduce_f, f_iallreduce_fn, f_iallreduce,
+              (sb, rb, count, dt, op, comm, request, ierr), void *sb, void *rb, MPI_Fint *count,
+              MPI_Fint *dt, MPI_Fint *op, MPI_Fint *comm, MPI_Fint *request, MPI_Fint *ierr)
+FORTRAN_NAMES(mpi_comm_dup, MPI_COMM_DUP, ompi_comm_dup_f, f_dup_fn, f_comm_dup,
+              (comm, newcomm, ierr), MPI_Fint *comm, MPI_Fint *newcomm, MPI_Fint *ierr)
+FORTRAN_NAMES(mpi_comm_split, MPI_COMM_SPLIT, ompi_comm_split_f, f_split_fn, f_comm_split,
+              (comm, color, key, newcomm, ierr), MPI_Fint *comm, MPI_Fint *color, MPI_Fint *key,
+              MPI_Fint *newcomm, MPI_Fint *ierr)
+FORTRAN_NAMES(mpi_comm_create, MPI_COMM_CREATE, ompi_comm_create_f, f_create_fn, f_comm_create,
+              (comm, group, newcomm, ierr), MPI_Fint *comm, MPI_Fint *group, MPI_Fint *newcomm,
+              MPI_Fint *ierr)
+FORTRAN_NAMES(mpi_comm_free, MPI_COMM_FREE, ompi_comm_free_f, f_free_fn, f_comm_free, (comm, ierr),
+              MPI_Fint *comm, MPI_Fint *ierr)

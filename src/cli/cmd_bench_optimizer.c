@@ -30,7 +30,6 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "bench/bench_optimizer.h"
 #include "bench/harness.h"
@@ -257,9 +256,7 @@ int cmd_bench_optimizer(int argc, char **argv)
     optb_result_t res;
     if (optb_run(&o, &res) != 0)
         return 1;
-    render_text(o.json_path && strcmp(o.json_path, "-") == 0 ? stderr : stdout, &o, &res);
-    int ok = res.verified;
-    if (o.json_path && render_json(&o, &res) != 0)
-        ok = 0;
-    return ok ? 0 : 1;
+    render_text(cli_text_stream(o.json_path), &o, &res);
+    int json_rc = o.json_path ? render_json(&o, &res) : 0;
+    return res.verified && json_rc == 0 ? 0 : 1;
 }

@@ -142,6 +142,19 @@ static int parse_own_flag(void *ctx, int c)
     }
 }
 
+/* The optimizer's settings checked together, then the workers' fault spec (bench_check_fn). */
+static int check_flags(void *ctx, const bench_opts_t *b, char *why, size_t whylen)
+{
+    (void)b;
+    optb_opts_t *o = ctx;
+    int rc = optim_check(&o->oc, why, whylen);
+    if (rc < 0)
+        return rc;
+    o->faults =
+        bench_worker_faults(o->faults, o->loss, o->seed, o->faults_buf, sizeof(o->faults_buf));
+    return 0;
+}
+
 /* The options with their defaults, then argv's. 0, 1 after --help, 2 after a usage error
  * (its message printed). */
 static int parse_args(int argc, char **argv, optb_opts_t *o)
@@ -174,23 +187,14 @@ static int parse_args(int argc, char **argv, optb_opts_t *o)
                       .loss = &o->loss,
                       .faults = &o->faults,
                       .baseline = &o->baseline,
-                      .baseline_name = "torch"};
+                      .baseline_name = "torch",
+                      .check = check_flags};
     static const struct option own[] = {
         {"optimizer", required_argument, 0, 'O'}, {"elems", required_argument, 0, 'e'},
         {"steps", required_argument, 0, 'k'},     {"lr", required_argument, 0, 'g'},
         {"eps-place", required_argument, 0, 'E'}, {"packet-elems", required_argument, 0, 'p'},
         {"window", required_argument, 0, 's'},    {0, 0, 0, 0}};
-    int rc = bench_opts_parse(&b, argc, argv, own, parse_own_flag, o, usage);
-    if (rc)
-        return rc;
-    char why[160];
-    if (optim_check(&o->oc, why, sizeof(why)) != 0) {
-        fprintf(stderr, OPTB_CMD ": %s\n", why);
-        return 2;
-    }
-    o->faults =
-        bench_worker_faults(o->faults, o->loss, o->seed, o->faults_buf, sizeof(o->faults_buf));
-    return 0;
+    return bench_opts_parse(&b, argc, argv, own, parse_own_flag, o, usage);
 }
 
 /* ---- render --------------------------------------------------------------------------------- */

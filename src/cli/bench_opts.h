@@ -56,6 +56,11 @@ struct bench_opts;
  * bench_opts_parse says after the command's name (a usage error). */
 typedef int (*bench_check_fn)(void *ctx, const struct bench_opts *b, char *why, size_t whylen);
 
+/* The defaults every benchmark gives its shared flags, as designated initializers of its own
+ * options struct (a macro: each command's struct is its own type, with these fields alike):
+ * 4 workers, seed 1, a 30 s timeout. */
+#define BENCH_OPTS_DEFAULTS .workers = 4, .seed = 1, .timeout_ms = 30000
+
 typedef struct bench_opts {
     const char *cmd; /* "inagg bench latency": every message starts with it */
     /* Where each shared flag's value goes; NULL: the command does not take it. */

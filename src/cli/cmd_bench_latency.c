@@ -194,15 +194,13 @@ static int check_flags(void *ctx, const bench_opts_t *b, char *why, size_t whyle
  * (its message printed). */
 static int parse_args(int argc, char **argv, lat_opts_t *o)
 {
-    *o = (lat_opts_t){.workers = 4,
+    *o = (lat_opts_t){BENCH_OPTS_DEFAULTS,
                       .elems = 8,
                       .iters = 5000,
                       .warmup = 200,
                       .slots = 16,
-                      .timeout_ms = 30000,
                       .dtype_float = 1,
                       .protocol = INAGG_PROTO_P4SGD,
-                      .seed = 1,
                       .baseline = "none"};
     bench_opts_t b = {.cmd = LAT_CMD,
                       .workers = &o->workers,

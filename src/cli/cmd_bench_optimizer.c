@@ -159,14 +159,12 @@ static int check_flags(void *ctx, const bench_opts_t *b, char *why, size_t whyle
  * (its message printed). */
 static int parse_args(int argc, char **argv, optb_opts_t *o)
 {
-    *o = (optb_opts_t){.workers = 4,
+    *o = (optb_opts_t){BENCH_OPTS_DEFAULTS,
                        .steps = 10,
                        .warmup = 1,
                        .packet_elems = INAGG_MAX_PACKET_ELEMS,
                        .window = 16,
-                       .timeout_ms = 30000,
                        .elems = 1000000,
-                       .seed = 1,
                        .protocol = INAGG_PROTO_SWITCHML,
                        .baseline = "none"};
     optim_config_t dflt = OPTIM_CONFIG_INIT;

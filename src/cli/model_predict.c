@@ -554,6 +554,20 @@ static int predict_and_render(pred_opts_t *o, const char *pp)
     return 0;
 }
 
+/* What predict's flags parse into. */
+typedef struct pred_parse_ctx {
+    pred_opts_t *o;
+    pred_flags_t *f;
+} pred_parse_ctx_t;
+
+/* One of predict's flags (model_flags_t.flag). */
+static int parse_flag(void *ctx, int ch)
+{
+    pred_parse_ctx_t *pc = ctx;
+    int rc = parse_workload_flag(pc->o, pc->f, ch);
+    return rc < 0 ? parse_cost_flag(pc->o, pc->f, ch) : rc;
+}
+
 int model_predict_main(int argc, char **argv)
 {
     pred_opts_t o = {0};
@@ -585,24 +599,11 @@ int model_predict_main(int argc, char **argv)
                                              {"preset", required_argument, 0, 'x'},
                                              {"help", no_argument, 0, 'h'},
                                              {0, 0, 0, 0}};
-    optind = 1;
-    opterr = 0;
-    int ch;
-    while ((ch = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
-        int rc = parse_workload_flag(&o, &f, ch);
-        if (rc < 0)
-            rc = parse_cost_flag(&o, &f, ch);
-        if (rc > 0)
-            return rc;
-        if (rc == 0)
-            continue;
-        switch (ch) {
-            case 'h': usage(stdout); return 0;
-            default: return cli_bad_option(MODEL_CMD " " SUB, ch, argv);
-        }
-    }
-    if (optind < argc)
-        return model_bad(SUB, "unexpected argument '%s'", argv[optind]);
+    static const model_flags_t spec = {SUB, ":h", longopts, usage, parse_flag};
+    pred_parse_ctx_t pc = {&o, &f};
+    int prc = model_parse_flags(&spec, argc, argv, &pc);
+    if (prc)
+        return prc == 1 ? 0 : prc;
     if (o.preset)
         return run_preset(&o, &f);
     int rc = check_prediction(&o, &f);

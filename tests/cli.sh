@@ -222,6 +222,12 @@ if [ $? -eq 0 ] && [ "$(echo "$out" | json_get "['verified']")" = True ] &&
    { [[ "$args" != *mpi* ]] || [ "$(echo "$out" | json_get "['speedup_p50'] > 0 and d['baseline']['latency_us']['p50'] > 0")" = True ]; }; then ok $t
 else bad $t "$(tail -n 3 "$tmp/err") $out"; fi
 
+t=bench_latency_and_optimizer_default_to_4_workers  # BENCH_OPTS_DEFAULTS, shared
+lat=$(timeout 120 $INAGG bench latency --iters 100 --warmup 10 --json - 2>"$tmp/err")
+opt=$(timeout 120 $INAGG bench optimizer --elems 3000 --steps 5 --packet-elems 1000 --json - 2>>"$tmp/err")
+if [ "$(echo "$lat" | json_get "['workers']")" = 4 ] && [ "$(echo "$opt" | json_get "['workers']")" = 4 ]; then ok $t
+else bad $t "$(tail -n 3 "$tmp/err") $lat $opt"; fi
+
 t=bench_latency_switchml_protocol_and_loss
 out=$(timeout 120 $INAGG bench latency --workers 2 --iters 300 --protocol switchml --loss 0.02 --json - 2>"$tmp/err")
 if [ $? -eq 0 ] && [ "$(echo "$out" | json_get "['verified']")" = True ] &&

@@ -58,6 +58,10 @@ want_link = (12e6 + pk * 74) * 8 / 50e6
 assert abs(ring - want_ring) < 1e-9, (ring, want_ring)
 assert abs(r["ina"]["link_s"] - want_link) < 1e-9, (r["ina"]["link_s"], want_link)
 assert r["ina"]["bound"] == "link" and abs(r["ring"]["ina_speedup"] - ring / ina) < 1e-9
+p = d["params"]  # the parameters as used, each field under its name and as its type
+assert (p["link_bps"], p["slow_bps"], p["hop_s"], p["msg_s"]) == (1e8, 5e7, 1e-6, 5e-6), p
+assert (p["packet_elems"], p["overhead_bytes"], p["levels"], p["buckets"]) == (2048, 74, 1, 1), p
+assert p["code_overlap"] is True and p["overlap"] is True and len(p) == 21, p
 PY
 then ok $t; else bad $t "predict JSON differs from the hand-computed values"; fi
 

@@ -517,7 +517,7 @@ static void note_given(const bench_opts_t *b, ar_opts_t *o, ar_seen_t *seen, uin
 int ar_parse(int argc, char **argv, ar_opts_t *o)
 {
     const inagg_options_t def = INAGG_OPTIONS_INIT;
-    *o = (ar_opts_t){.workers = 4,
+    *o = (ar_opts_t){BENCH_OPTS_DEFAULTS,
                      .iters = 10,
                      .warmup = 2,
                      .packet_elems = def.packet_elems,
@@ -525,10 +525,8 @@ int ar_parse(int argc, char **argv, ar_opts_t *o)
                      .threads = 1,
                      .switch_threads = 1,
                      .elems = 4000000,
-                     .seed = 1,
                      .dtype_float = 1,
                      .float_mode = INAGG_FLOAT_FIXED,
-                     .timeout_ms = 30000,
                      .link_rate = "100mbit",
                      .link_bps = 100000000,
                      .mtu = 9000,

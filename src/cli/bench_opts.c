@@ -282,5 +282,9 @@ int bench_opts_parse(bench_opts_t *b, int argc, char **argv, const struct option
         if (rc)
             return rc;
     }
-    return refuse_strays(b, argc, argv, table);
+    int rc = refuse_strays(b, argc, argv, table);
+    if (rc || !b->check)
+        return rc;
+    char why[256];
+    return b->check(ctx, b, why, sizeof(why)) < 0 ? refuse(b, "%s", why) : 0;
 }

@@ -49,6 +49,18 @@ typedef enum bench_opt_id {
  * values below it. */
 #define BENCH_OPT_CODE 0x3000
 
+struct bench_opts;
+
+/* After argv: the command's checks across its flags (b->given says which shared ones were
+ * given), and what it derives from them. 0, or a negative errno with the reason in why, which
+ * bench_opts_parse says after the command's name (a usage error). */
+typedef int (*bench_check_fn)(void *ctx, const struct bench_opts *b, char *why, size_t whylen);
+
+/* The defaults every benchmark gives its shared flags, as designated initializers of its own
+ * options struct (a macro: each command's struct is its own type, with these fields alike):
+ * 4 workers, seed 1, a 30 s timeout. */
+#define BENCH_OPTS_DEFAULTS .workers = 4, .seed = 1, .timeout_ms = 30000
+
 typedef struct bench_opts {
     const char *cmd; /* "inagg bench latency": every message starts with it */
     /* Where each shared flag's value goes; NULL: the command does not take it. */
@@ -65,6 +77,7 @@ typedef struct bench_opts {
     uint64_t seed_max;
     const char *timeout_name; /* the flag's name without "--" (default "timeout-ms") */
     const char *baseline_name; /* the one baseline --baseline takes besides none */
+    bench_check_fn check; /* NULL: no checks across the flags */
     uint32_t given; /* out: BOPT_BIT(id) of each shared flag given */
 } bench_opts_t;
 
@@ -74,7 +87,8 @@ typedef int (*bench_own_flag_fn)(void *ctx, int c);
 /* Parse argv: the shared flags into b's fields, the command's own (`own`, ending with a zero
  * entry, values below BENCH_OPT_CODE) through own_flag(ctx, c), -h/--help through usage; an
  * argument that is no option is refused (after a flag with an optional value: saying that
- * the value goes after '='). 0 parsed, 1 help printed, 2 a usage error said. */
+ * the value goes after '='); then b->check(ctx, ...). 0 parsed, 1 help printed, 2 a usage
+ * error said. */
 int bench_opts_parse(bench_opts_t *b, int argc, char **argv, const struct option *own,
                      bench_own_flag_fn own_flag, void *ctx, void (*usage)(FILE *out));
 

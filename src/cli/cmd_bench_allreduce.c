@@ -16,11 +16,11 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include <unistd.h>
 
 #include "cli/bench_allreduce_cli.h"
 #include "cli/commands.h"
+#include "cli/output.h"
 
 static int single_rank(const ar_opts_t *o)
 {
@@ -59,7 +59,7 @@ int cmd_bench_allreduce(int argc, char **argv)
         free(run);
         return rc == -EOPNOTSUPP ? 3 : 1; /* 3: testbeds cannot be built here */
     }
-    ar_render_text(o.json_path && strcmp(o.json_path, "-") == 0 ? stderr : stdout, run);
+    ar_render_text(cli_text_stream(o.json_path), run);
     int ok = ar_run_ok(run);
     if (o.json_path && ar_render_json(run) != 0)
         ok = 0;

@@ -252,8 +252,7 @@ int cmd_bench_compress(int argc, char **argv)
     size_t n = 0;
     int rc = bc_run(&o, data_given, &res, &n) < 0 ? 1 : 0;
     if (n > 0) {
-        /* with --json - the table goes to stderr */
-        render_text(o.json_path && strcmp(o.json_path, "-") == 0 ? stderr : stdout, &o, res, n);
+        render_text(cli_text_stream(o.json_path), &o, res, n);
         if (o.json_path && render_json(&o, res, n) != 0)
             rc = 1;
         if (o.plot_path && render_plot(&o, res, n) != 0)

@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/errmsg.h"
 #include "base/pollmode.h"
 #include "bench/bench_latency.h"
 #include "bench/harness.h"
@@ -101,21 +102,18 @@ static void usage(FILE *out)
 /* ---- parse ------------------------------------------------------------------------------ */
 
 /* --switch-poll MODE with --testbed: only the bridge fabric runs the switch's own threads.
- * 0, or 2 after a message. */
-static int check_switch_poll(const lat_opts_t *o)
+ * 0, or -EINVAL with the reason in why. */
+static int check_switch_poll(const lat_opts_t *o, char *why, size_t whylen)
 {
     switch_poll_t m;
     uint32_t spin;
     char perr[160];
-    if (!o->fabric || strcmp(o->fabric, "bridge") != 0) {
-        fprintf(stderr, LAT_CMD ": --switch-poll needs --fabric bridge (with the inagg fabric, "
-                                "the fabric's own thread aggregates)\n");
-        return 2;
-    }
-    if (switch_poll_parse(o->switch_poll, &m, &spin, perr, sizeof(perr)) != 0) {
-        fprintf(stderr, LAT_CMD ": --switch-poll: %s\n", perr);
-        return 2;
-    }
+    if (!o->fabric || strcmp(o->fabric, "bridge") != 0)
+        return set_err(why, whylen, -EINVAL,
+                       "--switch-poll needs --fabric bridge (with the inagg fabric, the "
+                       "fabric's own thread aggregates)");
+    if (switch_poll_parse(o->switch_poll, &m, &spin, perr, sizeof(perr)) != 0)
+        return set_err(why, whylen, -EINVAL, "--switch-poll: %s", perr);
     return 0;
 }
 
@@ -174,19 +172,35 @@ static const char *check_placement(lat_opts_t *o, const bench_opts_t *b)
     return NULL;
 }
 
+/* Latency's checks across its flags, then the workers' fault spec (bench_check_fn). */
+static int check_flags(void *ctx, const bench_opts_t *b, char *why, size_t whylen)
+{
+    lat_opts_t *o = ctx;
+    o->single = bench_opts_given(b, BOPT_RANK);
+    const char *placement = check_placement(o, b);
+    if (placement)
+        return set_err(why, whylen, -EINVAL, "%s", placement);
+    if (o->switch_poll) {
+        int rc = check_switch_poll(o, why, whylen);
+        if (rc < 0)
+            return rc;
+    }
+    o->faults =
+        bench_worker_faults(o->faults, o->loss, o->seed, o->faults_buf, sizeof(o->faults_buf));
+    return 0;
+}
+
 /* The options with their defaults, then argv's. 0, 1 after --help, 2 after a usage error
  * (its message printed). */
 static int parse_args(int argc, char **argv, lat_opts_t *o)
 {
-    *o = (lat_opts_t){.workers = 4,
+    *o = (lat_opts_t){BENCH_OPTS_DEFAULTS,
                       .elems = 8,
                       .iters = 5000,
                       .warmup = 200,
                       .slots = 16,
-                      .timeout_ms = 30000,
                       .dtype_float = 1,
                       .protocol = INAGG_PROTO_P4SGD,
-                      .seed = 1,
                       .baseline = "none"};
     bench_opts_t b = {.cmd = LAT_CMD,
                       .workers = &o->workers,
@@ -210,25 +224,13 @@ static int parse_args(int argc, char **argv, lat_opts_t *o)
                       .poll = &o->poll,
                       .poll_us = &o->poll_us,
                       .iters_max = LAT_MAX_ITERS,
-                      .warmup_max = LAT_MAX_ITERS};
+                      .warmup_max = LAT_MAX_ITERS,
+                      .check = check_flags};
     static const struct option own[] = {
         {"elems", required_argument, 0, 'e'},       {"dtype", required_argument, 0, 'd'},
         {"slots", required_argument, 0, 's'},       {"report-file", required_argument, 0, 'F'},
         {"switch-poll", required_argument, 0, 'G'}, {0, 0, 0, 0}};
-    int rc = bench_opts_parse(&b, argc, argv, own, parse_own_flag, o, usage);
-    if (rc)
-        return rc;
-    o->single = bench_opts_given(&b, BOPT_RANK);
-    const char *why = check_placement(o, &b);
-    if (why) {
-        fprintf(stderr, LAT_CMD ": %s\n", why);
-        return 2;
-    }
-    if (o->switch_poll && check_switch_poll(o) != 0)
-        return 2;
-    o->faults =
-        bench_worker_faults(o->faults, o->loss, o->seed, o->faults_buf, sizeof(o->faults_buf));
-    return 0;
+    return bench_opts_parse(&b, argc, argv, own, parse_own_flag, o, usage);
 }
 
 /* ---- render --------------------------------------------------------------------------------- */
@@ -343,9 +345,7 @@ int cmd_bench_latency(int argc, char **argv)
     }
     if (rrc != 0)
         return 1;
-    render_text(o.json_path && strcmp(o.json_path, "-") == 0 ? stderr : stdout, &o, &res);
-    int ok = res.verified;
-    if (o.json_path && render_json(&o, &res) != 0)
-        ok = 0;
-    return ok ? 0 : 1;
+    render_text(cli_text_stream(o.json_path), &o, &res);
+    int json_rc = o.json_path ? render_json(&o, &res) : 0;
+    return res.verified && json_rc == 0 ? 0 : 1;
 }

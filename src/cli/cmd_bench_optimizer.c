@@ -30,7 +30,6 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "bench/bench_optimizer.h"
 #include "bench/harness.h"
@@ -143,18 +142,29 @@ static int parse_own_flag(void *ctx, int c)
     }
 }
 
+/* The optimizer's settings checked together, then the workers' fault spec (bench_check_fn). */
+static int check_flags(void *ctx, const bench_opts_t *b, char *why, size_t whylen)
+{
+    (void)b;
+    optb_opts_t *o = ctx;
+    int rc = optim_check(&o->oc, why, whylen);
+    if (rc < 0)
+        return rc;
+    o->faults =
+        bench_worker_faults(o->faults, o->loss, o->seed, o->faults_buf, sizeof(o->faults_buf));
+    return 0;
+}
+
 /* The options with their defaults, then argv's. 0, 1 after --help, 2 after a usage error
  * (its message printed). */
 static int parse_args(int argc, char **argv, optb_opts_t *o)
 {
-    *o = (optb_opts_t){.workers = 4,
+    *o = (optb_opts_t){BENCH_OPTS_DEFAULTS,
                        .steps = 10,
                        .warmup = 1,
                        .packet_elems = INAGG_MAX_PACKET_ELEMS,
                        .window = 16,
-                       .timeout_ms = 30000,
                        .elems = 1000000,
-                       .seed = 1,
                        .protocol = INAGG_PROTO_SWITCHML,
                        .baseline = "none"};
     optim_config_t dflt = OPTIM_CONFIG_INIT;
@@ -175,23 +185,14 @@ static int parse_args(int argc, char **argv, optb_opts_t *o)
                       .loss = &o->loss,
                       .faults = &o->faults,
                       .baseline = &o->baseline,
-                      .baseline_name = "torch"};
+                      .baseline_name = "torch",
+                      .check = check_flags};
     static const struct option own[] = {
         {"optimizer", required_argument, 0, 'O'}, {"elems", required_argument, 0, 'e'},
         {"steps", required_argument, 0, 'k'},     {"lr", required_argument, 0, 'g'},
         {"eps-place", required_argument, 0, 'E'}, {"packet-elems", required_argument, 0, 'p'},
         {"window", required_argument, 0, 's'},    {0, 0, 0, 0}};
-    int rc = bench_opts_parse(&b, argc, argv, own, parse_own_flag, o, usage);
-    if (rc)
-        return rc;
-    char why[160];
-    if (optim_check(&o->oc, why, sizeof(why)) != 0) {
-        fprintf(stderr, OPTB_CMD ": %s\n", why);
-        return 2;
-    }
-    o->faults =
-        bench_worker_faults(o->faults, o->loss, o->seed, o->faults_buf, sizeof(o->faults_buf));
-    return 0;
+    return bench_opts_parse(&b, argc, argv, own, parse_own_flag, o, usage);
 }
 
 /* ---- render --------------------------------------------------------------------------------- */
@@ -257,9 +258,7 @@ int cmd_bench_optimizer(int argc, char **argv)
     optb_result_t res;
     if (optb_run(&o, &res) != 0)
         return 1;
-    render_text(o.json_path && strcmp(o.json_path, "-") == 0 ? stderr : stdout, &o, &res);
-    int ok = res.verified;
-    if (o.json_path && render_json(&o, &res) != 0)
-        ok = 0;
-    return ok ? 0 : 1;
+    render_text(cli_text_stream(o.json_path), &o, &res);
+    int json_rc = o.json_path ? render_json(&o, &res) : 0;
+    return res.verified && json_rc == 0 ? 0 : 1;
 }

@@ -11,6 +11,7 @@
 #include <strings.h>
 
 #include "cli/commands.h"
+#include "cli/flags.h"
 #include "cli/model_cli.h"
 
 static void usage(FILE *out)
@@ -50,6 +51,29 @@ int model_bad(const char *sub, const char *fmt, ...)
     fprintf(stderr, "\n" MODEL_CMD " %s: see --help\n", sub);
     va_end(ap);
     return 2;
+}
+
+int model_parse_flags(const model_flags_t *spec, int argc, char **argv, void *ctx)
+{
+    char cmd[64];
+    snprintf(cmd, sizeof(cmd), MODEL_CMD " %s", spec->sub);
+    optind = 1;
+    opterr = 0; /* cli_bad_option says it, in the one wording */
+    int ch;
+    while ((ch = getopt_long(argc, argv, spec->shortopts, spec->longopts, NULL)) != -1) {
+        if (ch == 'h') {
+            spec->usage(stdout);
+            return 1;
+        }
+        int rc = ch == '?' || ch == ':' ? -1 : spec->flag(ctx, ch);
+        if (rc < 0)
+            return cli_bad_option(cmd, ch, argv);
+        if (rc > 0)
+            return rc;
+    }
+    if (optind < argc)
+        return model_bad(spec->sub, "unexpected argument '%s'", argv[optind]);
+    return 0;
 }
 
 int model_parse_rate(const char *text, double *bps)

@@ -17,7 +17,6 @@
 
 #include "base/errmsg.h"
 #include "bench/subrun.h"
-#include "cli/flags.h"
 #include "cli/model_cli.h"
 #include "cli/output.h"
 #include "launch/launch.h"
@@ -326,29 +325,35 @@ int model_calib_params(const model_calib_t *c, double link_bps, const char *comp
     return 0;
 }
 
+/* calibrate's flags */
+typedef struct cal_flags {
+    const char *out;
+    int testbed;
+} cal_flags_t;
+
+static int parse_flag(void *ctx, int ch)
+{
+    cal_flags_t *f = ctx;
+    switch (ch) {
+        case 'o': f->out = optarg; return 0;
+        case 'n': f->testbed = 0; return 0;
+        default: return -1;
+    }
+}
+
 int model_calibrate_main(int argc, char **argv)
 {
-    const char *out = MODEL_DEFAULT_PARAMS;
-    int testbed = 1;
     static const struct option longopts[] = {{"out", required_argument, 0, 'o'},
                                              {"no-testbed", no_argument, 0, 'n'},
                                              {"help", no_argument, 0, 'h'},
                                              {0, 0, 0, 0}};
-    optind = 1;
-    opterr = 0;
-    int ch;
-    while ((ch = getopt_long(argc, argv, ":o:h", longopts, NULL)) != -1) {
-        switch (ch) {
-            case 'o': out = optarg; break;
-            case 'n': testbed = 0; break;
-            case 'h': usage(stdout); return 0;
-            default: return cli_bad_option(MODEL_CMD " " SUB, ch, argv);
-        }
-    }
-    if (optind < argc)
-        return model_bad(SUB, "unexpected argument '%s'", argv[optind]);
-    if (testbed && geteuid() != 0)
-        testbed = 0;
+    static const model_flags_t spec = {SUB, ":o:h", longopts, usage, parse_flag};
+    cal_flags_t flags = {.out = MODEL_DEFAULT_PARAMS, .testbed = 1};
+    int prc = model_parse_flags(&spec, argc, argv, &flags);
+    if (prc)
+        return prc == 1 ? 0 : prc;
+    if (geteuid() != 0)
+        flags.testbed = 0;
 
     char dir[] = "/tmp/inagg-model-XXXXXX";
     if (!mkdtemp(dir)) {
@@ -372,8 +377,8 @@ int model_calibrate_main(int argc, char **argv)
     }
     if (rc == 0) {
         fprintf(stderr, MODEL_CMD " " SUB ": 2/3 latency (bench latency, %s)\n",
-                testbed ? "2-host testbed" : "loopback");
-        if (cal_latency(dir, testbed, &c, err, sizeof(err)) != 0) {
+                flags.testbed ? "2-host testbed" : "loopback");
+        if (cal_latency(dir, flags.testbed, &c, err, sizeof(err)) != 0) {
             fprintf(stderr, MODEL_CMD " " SUB ": bench latency failed: %s\n", err);
             rc = 1;
         }
@@ -400,6 +405,6 @@ int model_calibrate_main(int argc, char **argv)
             MODEL_CMD " " SUB ": switch %.2f us/packet (%u threads), worker %.2f "
                       "ns/element, hop %.1f us, MPI step %.1f us -> %s\n",
             c.switch_pkt_s * 1e6, c.switch_threads, c.worker_elem_s * 1e9, c.hop_s * 1e6,
-            c.msg_s * 1e6, out);
-    return write_calib(&c, out) == 0 ? 0 : 1;
+            c.msg_s * 1e6, flags.out);
+    return write_calib(&c, flags.out) == 0 ? 0 : 1;
 }

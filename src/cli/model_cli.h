@@ -8,6 +8,7 @@
 #ifndef INAGG_CLI_MODEL_CLI_H
 #define INAGG_CLI_MODEL_CLI_H
 
+#include <getopt.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -81,5 +82,21 @@ int model_parse_rate(const char *text, double *bps);
 int model_parse_bytes(const char *text, double *bytes);
 /* A usage error: "inagg model SUB: message" on stderr; returns 2. */
 int model_bad(const char *sub, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* A subcommand's flags, for model_parse_flags. */
+typedef struct model_flags {
+    const char *sub; /* "calibrate": refusals start "inagg model calibrate: " */
+    const char *shortopts; /* getopt's, starting with ':' (with h) */
+    const struct option *longopts; /* ending with a zero entry; --help among them as 'h' */
+    void (*usage)(FILE *out);
+    /* One of the subcommand's own flags ch, its value in optarg: 0 taken, >0 an exit status
+     * after a message, <0 not its own (refused as an unknown option). */
+    int (*flag)(void *ctx, int ch);
+} model_flags_t;
+
+/* Parse argv with spec's flags (each through spec->flag(ctx, ch)), -h/--help through
+ * spec->usage; an unknown option or a stray argument is refused. 0 parsed, 1 help printed,
+ * >1 the exit status after a message. */
+int model_parse_flags(const model_flags_t *spec, int argc, char **argv, void *ctx);
 
 #endif /* INAGG_CLI_MODEL_CLI_H */

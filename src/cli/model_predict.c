@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -151,30 +152,40 @@ static void render_text(FILE *out, const pred_opts_t *o, const pred_row_t *rows,
     }
 }
 
+/* The "params" object: model_params_t's fields under their own names, each as its type. */
+typedef enum { PARAM_NUMBER, PARAM_COUNT, PARAM_FLAG } param_kind_t; /* double, uint32_t, int */
+/* A row of param_fields: the field named once, as the key and for its offset. */
+#define PARAM(field) #field, offsetof(model_params_t, field)
+static const struct {
+    const char *key;
+    size_t offset;
+    param_kind_t kind;
+} param_fields[] = {
+    {PARAM(link_bps), PARAM_NUMBER},      {PARAM(slow_bps), PARAM_NUMBER},
+    {PARAM(hop_s), PARAM_NUMBER},         {PARAM(packet_elems), PARAM_COUNT},
+    {PARAM(overhead_bytes), PARAM_COUNT}, {PARAM(slots), PARAM_COUNT},
+    {PARAM(switch_pkt_s), PARAM_NUMBER},  {PARAM(switch_threads), PARAM_COUNT},
+    {PARAM(worker_elem_s), PARAM_NUMBER}, {PARAM(msg_s), PARAM_NUMBER},
+    {PARAM(stream_eff), PARAM_NUMBER},    {PARAM(ratio), PARAM_NUMBER},
+    {PARAM(enc_Bps), PARAM_NUMBER},       {PARAM(dec_Bps), PARAM_NUMBER},
+    {PARAM(agg_value_s), PARAM_NUMBER},   {PARAM(code_overlap), PARAM_FLAG},
+    {PARAM(overlap), PARAM_FLAG},         {PARAM(levels), PARAM_COUNT},
+    {PARAM(fanout), PARAM_COUNT},         {PARAM(compute_s), PARAM_NUMBER},
+    {PARAM(buckets), PARAM_COUNT},
+};
+#undef PARAM
+
 static void json_params(json_writer_t *w, const model_params_t *p)
 {
     json_begin_object(w, "params");
-    json_number(w, "link_bps", p->link_bps);
-    json_number(w, "slow_bps", p->slow_bps);
-    json_number(w, "hop_s", p->hop_s);
-    json_int(w, "packet_elems", p->packet_elems);
-    json_int(w, "overhead_bytes", p->overhead_bytes);
-    json_int(w, "slots", p->slots);
-    json_number(w, "switch_pkt_s", p->switch_pkt_s);
-    json_int(w, "switch_threads", p->switch_threads);
-    json_number(w, "worker_elem_s", p->worker_elem_s);
-    json_number(w, "msg_s", p->msg_s);
-    json_number(w, "stream_eff", p->stream_eff);
-    json_number(w, "ratio", p->ratio);
-    json_number(w, "enc_Bps", p->enc_Bps);
-    json_number(w, "dec_Bps", p->dec_Bps);
-    json_number(w, "agg_value_s", p->agg_value_s);
-    json_bool(w, "code_overlap", p->code_overlap);
-    json_bool(w, "overlap", p->overlap);
-    json_int(w, "levels", p->levels);
-    json_int(w, "fanout", p->fanout);
-    json_number(w, "compute_s", p->compute_s);
-    json_int(w, "buckets", p->buckets);
+    for (size_t i = 0; i < sizeof(param_fields) / sizeof(param_fields[0]); i++) {
+        const char *key = param_fields[i].key, *at = (const char *)p + param_fields[i].offset;
+        switch (param_fields[i].kind) {
+            case PARAM_NUMBER: json_number(w, key, *(const double *)at); break;
+            case PARAM_COUNT: json_int(w, key, *(const uint32_t *)at); break;
+            case PARAM_FLAG: json_bool(w, key, *(const int *)at); break;
+        }
+    }
     json_end_object(w);
 }
 
@@ -554,6 +565,20 @@ static int predict_and_render(pred_opts_t *o, const char *pp)
     return 0;
 }
 
+/* What predict's flags parse into. */
+typedef struct pred_parse_ctx {
+    pred_opts_t *o;
+    pred_flags_t *f;
+} pred_parse_ctx_t;
+
+/* One of predict's flags (model_flags_t.flag). */
+static int parse_flag(void *ctx, int ch)
+{
+    pred_parse_ctx_t *pc = ctx;
+    int rc = parse_workload_flag(pc->o, pc->f, ch);
+    return rc < 0 ? parse_cost_flag(pc->o, pc->f, ch) : rc;
+}
+
 int model_predict_main(int argc, char **argv)
 {
     pred_opts_t o = {0};
@@ -585,24 +610,11 @@ int model_predict_main(int argc, char **argv)
                                              {"preset", required_argument, 0, 'x'},
                                              {"help", no_argument, 0, 'h'},
                                              {0, 0, 0, 0}};
-    optind = 1;
-    opterr = 0;
-    int ch;
-    while ((ch = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
-        int rc = parse_workload_flag(&o, &f, ch);
-        if (rc < 0)
-            rc = parse_cost_flag(&o, &f, ch);
-        if (rc > 0)
-            return rc;
-        if (rc == 0)
-            continue;
-        switch (ch) {
-            case 'h': usage(stdout); return 0;
-            default: return cli_bad_option(MODEL_CMD " " SUB, ch, argv);
-        }
-    }
-    if (optind < argc)
-        return model_bad(SUB, "unexpected argument '%s'", argv[optind]);
+    static const model_flags_t spec = {SUB, ":h", longopts, usage, parse_flag};
+    pred_parse_ctx_t pc = {&o, &f};
+    int prc = model_parse_flags(&spec, argc, argv, &pc);
+    if (prc)
+        return prc == 1 ? 0 : prc;
     if (o.preset)
         return run_preset(&o, &f);
     int rc = check_prediction(&o, &f);

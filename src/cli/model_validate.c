@@ -17,7 +17,6 @@
 
 #include "base/errmsg.h"
 #include "bench/subrun.h"
-#include "cli/flags.h"
 #include "cli/model_cli.h"
 #include "cli/output.h"
 #include "json/json.h"
@@ -436,57 +435,63 @@ static int render_json(const char *json_path, const char *params, const model_ca
     return cli_emit_json(&w, json_path, MODEL_CMD " " SUB);
 }
 
+/* validate's flags */
+typedef struct val_flags {
+    const char *params, *json_path, *keep;
+    int quick;
+} val_flags_t;
+
+static int parse_flag(void *ctx, int ch)
+{
+    val_flags_t *f = ctx;
+    switch (ch) {
+        case 'p': f->params = optarg; return 0;
+        case 'q': f->quick = 1; return 0;
+        case 'j': f->json_path = optarg; return 0;
+        case 'k': f->keep = optarg; return 0;
+        default: return -1;
+    }
+}
+
 int model_validate_main(int argc, char **argv)
 {
-    const char *params = MODEL_DEFAULT_PARAMS, *json_path = NULL, *keep = NULL;
-    int quick = 0;
     static const struct option longopts[] = {
         {"params", required_argument, 0, 'p'}, {"quick", no_argument, 0, 'q'},
         {"json", required_argument, 0, 'j'},   {"keep", required_argument, 0, 'k'},
         {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
-    optind = 1;
-    opterr = 0;
-    int ch;
-    while ((ch = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
-        switch (ch) {
-            case 'p': params = optarg; break;
-            case 'q': quick = 1; break;
-            case 'j': json_path = optarg; break;
-            case 'k': keep = optarg; break;
-            case 'h': usage(stdout); return 0;
-            default: return cli_bad_option(MODEL_CMD " " SUB, ch, argv);
-        }
-    }
-    if (optind < argc)
-        return model_bad(SUB, "unexpected argument '%s'", argv[optind]);
+    static const model_flags_t spec = {SUB, ":h", longopts, usage, parse_flag};
+    val_flags_t f = {.params = MODEL_DEFAULT_PARAMS};
+    int prc = model_parse_flags(&spec, argc, argv, &f);
+    if (prc)
+        return prc == 1 ? 0 : prc;
     if (geteuid() != 0) {
         fprintf(stderr, MODEL_CMD " " SUB ": cannot build testbeds here: needs root (network "
                                   "namespaces)\n");
         return 3;
     }
-    if (access(params, F_OK) != 0 && errno == ENOENT) { /* a fresh tree: calibrate first */
+    if (access(f.params, F_OK) != 0 && errno == ENOENT) { /* a fresh tree: calibrate first */
         fprintf(stderr,
                 MODEL_CMD " " SUB ": no calibration at %s: calibrating first (" MODEL_CMD
                           " calibrate --out %s)\n",
-                params, params);
-        char *cal_argv[] = {"calibrate", "--out", (char *)params, NULL};
+                f.params, f.params);
+        char *cal_argv[] = {"calibrate", "--out", (char *)f.params, NULL};
         int crc = model_calibrate_main(3, cal_argv);
         if (crc != 0) {
             fprintf(stderr, MODEL_CMD " " SUB ": calibration failed (above); nothing validated\n");
             return crc;
         }
-        fprintf(stderr, MODEL_CMD " " SUB ": calibrated; now validating against %s\n", params);
+        fprintf(stderr, MODEL_CMD " " SUB ": calibrated; now validating against %s\n", f.params);
     }
     model_calib_t cal;
     char err[600];
-    if (model_calib_read(params, &cal, err, sizeof(err)) != 0) {
+    if (model_calib_read(f.params, &cal, err, sizeof(err)) != 0) {
         fprintf(stderr, MODEL_CMD " " SUB ": %s\n", err);
         return 1;
     }
     char tmp[] = "/tmp/inagg-validate-XXXXXX";
-    const char *dir = keep;
-    if (keep && mkdir(keep, 0755) != 0 && errno != EEXIST) {
-        fprintf(stderr, MODEL_CMD " " SUB ": --keep %s: %s\n", keep, strerror(errno));
+    const char *dir = f.keep;
+    if (f.keep && mkdir(f.keep, 0755) != 0 && errno != EEXIST) {
+        fprintf(stderr, MODEL_CMD " " SUB ": --keep %s: %s\n", f.keep, strerror(errno));
         return 1;
     }
     if (!dir) {
@@ -501,23 +506,23 @@ int model_validate_main(int argc, char **argv)
     int nrows = 0, rc = 0, ncases = 0;
     time_t t0 = time(NULL);
     for (size_t i = 0; i < NCASES; i++)
-        ncases += !quick || CASES[i].quick;
+        ncases += !f.quick || CASES[i].quick;
     int k = 0;
     for (size_t i = 0; i < NCASES && rc == 0; i++) {
         const vcase_t *c = &CASES[i];
-        if (quick && !c->quick)
+        if (f.quick && !c->quick)
             continue;
         fprintf(stderr, MODEL_CMD " " SUB ": %d/%d %s (%lds so far)\n", ++k, ncases, c->name,
                 (long)(time(NULL) - t0));
-        rc = run_case(c, quick, dir, &cal, has_leaves, rows, &nrows);
+        rc = run_case(c, f.quick, dir, &cal, has_leaves, rows, &nrows);
     }
-    if (!keep)
+    if (!f.keep)
         remove_run_files(dir);
     if (rc == -EOPNOTSUPP)
         return 3;
     vsummary_t s = summarize(rows, nrows);
-    render_text(json_path && !strcmp(json_path, "-") ? stderr : stdout, rows, nrows, &s, rc, t0);
-    if (json_path && render_json(json_path, params, &cal, quick, rows, nrows, &s) != 0)
+    render_text(cli_text_stream(f.json_path), rows, nrows, &s, rc, t0);
+    if (f.json_path && render_json(f.json_path, f.params, &cal, f.quick, rows, nrows, &s) != 0)
         return 1;
     return rc == 0 ? 0 : 1;
 }

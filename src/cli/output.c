@@ -25,6 +25,11 @@ int cli_emit_json(json_writer_t *w, const char *path, const char *cmd)
     return rc;
 }
 
+FILE *cli_text_stream(const char *json_path)
+{
+    return json_path && strcmp(json_path, "-") == 0 ? stderr : stdout;
+}
+
 void cli_json_testbed_begin(json_writer_t *w, uint32_t hosts, const char *fabric,
                             const char *link_delay, const char *link_rate)
 {

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "base/log.h"
+#include "base/util.h"
 #include "switch/server.h"
 #include "wire/dpauth.h"
 
@@ -435,10 +436,8 @@ int dataplane_setup(dp_thread_t *t)
 
 void dataplane_teardown(dp_thread_t *t)
 {
-    free(t->rx);
-    free(t->txq);
-    t->rx = NULL;
-    t->txq = NULL;
+    INAGG_FREE_CLEAR(t->rx);
+    INAGG_FREE_CLEAR(t->txq);
 }
 
 /* One pass: receive a batch (waiting up to timeout_ms), handle it, send what it queued. The

@@ -30,11 +30,7 @@ int ring_init(ring_t *r, size_t bytes)
     return r->buf ? 0 : -ENOMEM;
 }
 
-void ring_free(ring_t *r)
-{
-    free(r->buf);
-    r->buf = NULL;
-}
+void ring_free(ring_t *r) { INAGG_FREE_CLEAR(r->buf); }
 
 void *ring_reserve(ring_t *r, uint32_t len)
 {

@@ -1,12 +1,14 @@
 /*
  * util.h - small helpers every module uses: monotonic clock, a seeded PRNG, min/max,
- * branch hints and cache-line alignment. Header-only so the hot paths can inline them.
+ * branch hints, cache-line alignment, freeing a pointer and clearing it. Header-only so the
+ * hot paths can inline them.
  */
 #ifndef INAGG_UTIL_H
 #define INAGG_UTIL_H
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <time.h>
 
 #define INAGG_LIKELY(x) __builtin_expect(!!(x), 1)
@@ -14,6 +16,14 @@
 #define INAGG_CACHELINE 64
 #define INAGG_ALIGNED __attribute__((aligned(INAGG_CACHELINE)))
 #define INAGG_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+/* free(p), then p = NULL: an owner's pointer left safe to free or test again. A macro, since
+ * C has no other way to clear a pointer of any type in place. */
+#define INAGG_FREE_CLEAR(p)                                                                        \
+    do {                                                                                           \
+        free(p);                                                                                   \
+        (p) = NULL;                                                                                \
+    } while (0)
 
 /* names[v] of a table of n names, "unknown" for a value past it: an enum's name. */
 static inline const char *util_name_of(const char *const *names, size_t n, unsigned v)

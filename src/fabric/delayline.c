@@ -19,6 +19,19 @@ int delayline_init(delayline_t *d, size_t bytes, uint64_t delay_ns, uint64_t jit
 
 void delayline_free(delayline_t *d) { ring_free(&d->ring); }
 
+/* When a frame that arrived at now_ns leaves: after the delay and a uniform draw of the
+ * jitter, but never before the frame ahead of it (the line stays a FIFO). */
+static uint64_t release_time(delayline_t *d, uint64_t now_ns)
+{
+    uint64_t rel = now_ns + d->delay_ns;
+    if (d->jitter_ns)
+        rel += util_rng_next(&d->rng) % (d->jitter_ns + 1);
+    if (rel < d->last_release_ns)
+        rel = d->last_release_ns;
+    d->last_release_ns = rel;
+    return rel;
+}
+
 int delayline_push(delayline_t *d, uint64_t now_ns, uint64_t t_ns, uint16_t port, uint8_t kind,
                    const struct virtio_net_hdr *vh, const uint8_t *frame, uint32_t len)
 {
@@ -27,13 +40,7 @@ int delayline_push(delayline_t *d, uint64_t now_ns, uint64_t t_ns, uint16_t port
         d->overflow++;
         return -ENOBUFS;
     }
-    uint64_t rel = now_ns + d->delay_ns;
-    if (d->jitter_ns)
-        rel += util_rng_next(&d->rng) % (d->jitter_ns + 1);
-    if (rel < d->last_release_ns)
-        rel = d->last_release_ns;
-    d->last_release_ns = rel;
-    r->release_ns = rel;
+    r->release_ns = release_time(d, now_ns);
     r->t_ns = t_ns;
     r->len = len;
     r->port = port;

@@ -32,8 +32,7 @@ int frameq_init(frameq_t *q, uint32_t cap)
 
 void frameq_free(frameq_t *q)
 {
-    free(q->slots);
-    q->slots = NULL;
+    INAGG_FREE_CLEAR(q->slots);
     if (q->efd >= 0)
         close(q->efd);
     q->efd = -1;

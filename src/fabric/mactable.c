@@ -6,6 +6,8 @@
 #include <errno.h>
 #include <stdlib.h>
 
+#include "base/util.h"
+
 #define USED (1ull << 63)
 #define PROBE 16
 
@@ -27,11 +29,7 @@ int mactable_init(mactable_t *t, uint32_t capacity, uint64_t age_ns)
     return t->e ? 0 : -ENOMEM;
 }
 
-void mactable_free(mactable_t *t)
-{
-    free(t->e);
-    t->e = NULL;
-}
+void mactable_free(mactable_t *t) { INAGG_FREE_CLEAR(t->e); }
 
 static int expired(const mactable_t *t, const mac_entry_t *e, uint64_t now)
 {

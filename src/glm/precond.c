@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/util.h"
 #include "glm/trainer.h"
 
 int glm_precond_compute(const glm_dataset_t *d, size_t c0, size_t c1, double *p)
@@ -56,10 +57,8 @@ int trainer_pc_setup(trainer_t *t)
 
 void trainer_pc_release(trainer_t *t)
 {
-    free(t->pc);
-    free(t->pc_last);
-    t->pc = NULL;
-    t->pc_last = NULL;
+    INAGG_FREE_CLEAR(t->pc);
+    INAGG_FREE_CLEAR(t->pc_last);
 }
 
 static inline void catch_up(trainer_t *t, size_t c)

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/util.h"
+
 int authlimit_init(auth_limit_t *t, uint32_t cap, uint32_t limit, uint64_t window_ms)
 {
     *t = (auth_limit_t){.cap = cap, .limit = limit, .window_ms = window_ms};
@@ -14,8 +16,7 @@ int authlimit_init(auth_limit_t *t, uint32_t cap, uint32_t limit, uint64_t windo
 
 void authlimit_free(auth_limit_t *t)
 {
-    free(t->e);
-    t->e = NULL;
+    INAGG_FREE_CLEAR(t->e);
     t->cap = 0;
 }
 

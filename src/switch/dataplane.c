@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "base/log.h"
+#include "base/util.h"
 #include "switch/server.h"
 #include "wire/dpauth.h"
 
@@ -293,29 +294,53 @@ static int check_mac(int auth, const uint8_t *key, int down, wire_header_t *h, c
     return -1;
 }
 
+/* The context of a packet for its job's protocol: the job it names in `jobs` (the switch's
+ * own, or with `upstream` the memberships in upstream jobs, whose token is the upstream
+ * job's). 0 when there is no such job or the token is another, with the drop counted. */
+static inline int packet_ctx(dp_thread_t *t, _Atomic(job_t *) *jobs, const wire_header_t *h,
+                             int upstream, const transport_addr_t *from, proto_ctx_t *x)
+{
+    job_t *j =
+        h->job < SWITCH_MAX_JOBS ? atomic_load_explicit(&jobs[h->job], memory_order_acquire) : NULL;
+    if (!j) {
+        STAT_ADD(t->c.v[DROP_UNKNOWN_JOB], 1);
+        return 0;
+    }
+    if (h->token != (upstream ? j->up.token : j->token)) {
+        STAT_ADD(t->c.v[DROP_BAD_TOKEN], 1);
+        return 0;
+    }
+    *x = (proto_ctx_t){.dp = t,
+                       .job = j,
+                       .state = j->proto_state,
+                       .thread = t->index,
+                       .c = &j->threads[t->index].c,
+                       .from = from};
+    return 1;
+}
+
+/* Whether a packet of x's job goes on to its protocol: not when its checks gave a drop
+ * reason (>= 0), counted on the job; else its bytes are counted in. */
+static inline int passes(const proto_ctx_t *x, int reason, size_t len)
+{
+    if (reason >= 0) {
+        STAT_ADD(x->c->v[reason], 1);
+        return 0;
+    }
+    STAT_ADD(x->c->v[STAT_BYTES_IN], len);
+    return 1;
+}
+
 /* A leaf switch: a result or confirmation from the upstream switch. Checked against the
  * local job that is member of that upstream job, then handed to its protocol. */
 static void handle_upstream(dp_thread_t *t, wire_header_t *h, const uint8_t *buf, size_t len,
                             const transport_addr_t *from, uint64_t now_ms)
 {
     (void)now_ms;
-    job_t *j = h->job < SWITCH_MAX_JOBS
-                   ? atomic_load_explicit(&t->sw->up_jobs[h->job], memory_order_acquire)
-                   : NULL;
-    if (!j) {
-        STAT_ADD(t->c.v[DROP_UNKNOWN_JOB], 1);
+    proto_ctx_t x;
+    if (!packet_ctx(t, t->sw->up_jobs, h, 1, from, &x))
         return;
-    }
-    if (h->token != j->up.token) {
-        STAT_ADD(t->c.v[DROP_BAD_TOKEN], 1);
-        return;
-    }
-    proto_ctx_t x = {.dp = t,
-                     .job = j,
-                     .state = j->proto_state,
-                     .thread = t->index,
-                     .c = &j->threads[t->index].c,
-                     .from = from};
+    job_t *j = x.job;
     int reason = -1;
     if (atomic_load_explicit(&j->state, memory_order_acquire) != JOB_ACTIVE)
         reason = DROP_JOB_NOT_ACTIVE;
@@ -329,11 +354,8 @@ static void handle_upstream(dp_thread_t *t, wire_header_t *h, const uint8_t *buf
         reason = DROP_BAD_COUNT;
     else
         reason = check_mac(j->up.auth, j->up.keys.down, 1, h, buf);
-    if (reason >= 0) {
-        STAT_ADD(x.c->v[reason], 1);
+    if (!passes(&x, reason, len))
         return;
-    }
-    STAT_ADD(x.c->v[STAT_BYTES_IN], len);
     proto_outcome_t o;
     const uint8_t *payload = buf + (j->up.auth ? WIRE_HEADER_MAX : WIRE_HEADER_SIZE);
     j->proto->upstream(&x, h, (const uint32_t *)(const void *)payload, &o);
@@ -379,31 +401,15 @@ static void handle_packet(dp_thread_t *t, uint32_t to_switch, const uint8_t *buf
             STAT_ADD(t->c.v[DROP_NOT_RESULT_PATH], 1);
         return;
     }
-    job_t *j = h.job < SWITCH_MAX_JOBS
-                   ? atomic_load_explicit(&sw->jobs[h.job], memory_order_acquire)
-                   : NULL;
-    if (!j) {
-        STAT_ADD(t->c.v[DROP_UNKNOWN_JOB], 1);
+    proto_ctx_t x;
+    if (!packet_ctx(t, sw->jobs, &h, 0, from, &x))
         return;
-    }
-    if (h.token != j->token) {
-        STAT_ADD(t->c.v[DROP_BAD_TOKEN], 1);
-        return;
-    }
-    proto_ctx_t x = {.dp = t,
-                     .job = j,
-                     .state = j->proto_state,
-                     .thread = t->index,
-                     .c = &j->threads[t->index].c,
-                     .from = from};
+    job_t *j = x.job;
     int reason = check(t, j, &h);
     if (reason < 0) /* the rank is in range now, and the keys published (job active) */
         reason = check_mac(j->dp_auth, j->keys[h.rank].up, 0, &h, buf);
-    if (reason >= 0) {
-        STAT_ADD(x.c->v[reason], 1);
+    if (!passes(&x, reason, len))
         return;
-    }
-    STAT_ADD(x.c->v[STAT_BYTES_IN], len);
     proto_outcome_t o;
     const uint8_t *payload = buf + job_header_bytes(j);
     j->proto->handle(&x, &h, (const uint32_t *)(const void *)payload, &o);
@@ -430,10 +436,8 @@ int dataplane_setup(dp_thread_t *t)
 
 void dataplane_teardown(dp_thread_t *t)
 {
-    free(t->rx);
-    free(t->txq);
-    t->rx = NULL;
-    t->txq = NULL;
+    INAGG_FREE_CLEAR(t->rx);
+    INAGG_FREE_CLEAR(t->txq);
 }
 
 /* One pass: receive a batch (waiting up to timeout_ms), handle it, send what it queued. The

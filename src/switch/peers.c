@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/util.h"
+
 int peers_init(peer_table_t *t, uint32_t cap)
 {
     t->p = calloc(cap, sizeof(*t->p));
@@ -16,8 +18,7 @@ int peers_init(peer_table_t *t, uint32_t cap)
 
 void peers_free(peer_table_t *t)
 {
-    free(t->p);
-    t->p = NULL;
+    INAGG_FREE_CLEAR(t->p);
     t->cap = 0;
 }
 

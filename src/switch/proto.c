@@ -2,8 +2,8 @@
 #include "switch/proto.h"
 
 #include <stddef.h>
-#include <stdio.h>
 
+#include "base/textlist.h"
 #include "base/util.h"
 
 static const switch_proto_ops_t *const protocols[] = {&proto_switchml, &proto_p4sgd};
@@ -26,12 +26,8 @@ uint32_t proto_accepts_any(void)
 
 void proto_list(char *buf, size_t cap)
 {
-    size_t off = 0, n = INAGG_ARRAY_LEN(protocols);
+    size_t len = 0, n = INAGG_ARRAY_LEN(protocols);
     buf[0] = '\0';
-    for (size_t i = 0; i < n && off < cap; i++)
-        off += (size_t)snprintf(buf + off, cap - off, "%s%s",
-                                i == 0       ? ""
-                                : i + 1 == n ? " and "
-                                             : ", ",
-                                protocols[i]->name);
+    for (size_t i = 0; i < n; i++)
+        len = textlist_add(buf, cap, len, i, n, protocols[i]->name);
 }

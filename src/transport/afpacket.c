@@ -15,6 +15,7 @@
 #include "base/netaddr.h"
 #include "netio/ethframe.h"
 #include "netio/pktsock.h"
+#include "transport/pkt_wait.h"
 #include "transport/transport.h"
 
 typedef struct afp_endpoint {
@@ -68,11 +69,9 @@ static int afp_recv_standalone(afp_endpoint_t *e, transport_rx_t *out, int max, 
         uint32_t len;
         const struct virtio_net_hdr *vh;
         if (!pktsock_peek(&e->ps, &f, &len, &vh)) {
-            if (got > 0 || timeout_ms <= 0)
-                break;
-            int rc = pktsock_wait_once(&e->ps, &timeout_ms);
-            if (rc < 0)
-                return rc;
+            int rc = transport_pkt_wait(&e->ps, got, &timeout_ms);
+            if (rc <= 0)
+                return rc < 0 ? rc : got;
             continue;
         }
         ethf_udp_t u;

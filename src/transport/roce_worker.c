@@ -17,6 +17,7 @@
 
 #include "base/errmsg.h"
 #include "base/util.h"
+#include "transport/pkt_wait.h"
 #include "transport/roce_int.h"
 #include "wire/wire.h"
 
@@ -110,11 +111,9 @@ int roce_worker_recv(roce_endpoint_t *e, transport_rx_t *out, int max, int timeo
                 __builtin_ia32_pause();
                 continue;
             }
-            if (got > 0 || timeout_ms <= 0)
-                break;
-            int rc = pktsock_wait_once(&e->ps, &timeout_ms);
-            if (rc < 0)
-                return rc;
+            int rc = transport_pkt_wait(&e->ps, got, &timeout_ms);
+            if (rc <= 0)
+                return rc < 0 ? rc : got;
             continue;
         }
         /* only RoCE frames to this MAC and one of this endpoint's QPs are ours (the socket

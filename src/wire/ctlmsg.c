@@ -13,6 +13,7 @@
 
 #include "base/errmsg.h"
 #include "base/sha256.h"
+#include "base/textlist.h"
 #include "inagg.h"
 #include "wire/ctlline.h"
 #include "wire/wire.h"
@@ -120,14 +121,10 @@ int wire_protocol_parse(const char *name, uint32_t *protocol)
 /* "switchml and p4sgd": the protocols this build serves, for messages. */
 static void protocol_list(char *buf, size_t cap)
 {
-    size_t off = 0;
+    size_t len = 0;
     buf[0] = '\0';
-    for (size_t i = 0; i < NPROTOCOLS && off < cap; i++)
-        off += (size_t)snprintf(buf + off, cap - off, "%s%s",
-                                i == 0                ? ""
-                                : i + 1 == NPROTOCOLS ? " and "
-                                                      : ", ",
-                                protocols[i].name);
+    for (size_t i = 0; i < NPROTOCOLS; i++)
+        len = textlist_add(buf, cap, len, i, NPROTOCOLS, protocols[i].name);
 }
 
 void wire_failed_format(const char *reason, char *line, size_t cap)

@@ -95,11 +95,7 @@ int worker_txq_init(worker_txq_t *q, transport_t *tp, int cap)
     return q->pkts ? 0 : -ENOMEM;
 }
 
-void worker_txq_free(worker_txq_t *q)
-{
-    free(q->pkts);
-    q->pkts = NULL;
-}
+void worker_txq_free(worker_txq_t *q) { INAGG_FREE_CLEAR(q->pkts); }
 
 int worker_txq_flush(worker_txq_t *q)
 {

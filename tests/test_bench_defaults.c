@@ -65,3 +65,32 @@ TEST(bench_testbed_9000_mtu_sends_2048_elements_in_8256_byte_datagrams, 5)
     CHECK_EQ_INT(datagram_bytes(o.packet_elems, 1), 8256); /* 36 header + 28 MAC + 8192 */
     CHECK(strstr(note, "8256 B datagrams: one frame each") != NULL);
 }
+
+/* What the command line gave stays; only what it left out gets the link's defaults. */
+TEST(bench_testbed_defaults_keep_what_was_given, 5)
+{
+    ar_opts_t o;
+    memset(&o, 0, sizeof(o));
+    o.threads = 1;
+    o.packet_elems = 100;
+    o.window = 7;
+    o.rto_min_us = 1234;
+    o.rto_max_us = 999999;
+    o.switch_threads = 3;
+    o.given =
+        (ar_given_t){.packet = 1, .window = 1, .rto_min = 1, .rto_max = 1, .switch_threads = 1};
+    char note[512];
+    ar_link_defaults(&o, 9000, 1000000000ull, note, sizeof(note));
+    CHECK_MSG(o.packet_elems == 100 && o.window == 7 && o.rto_min_us == 1234 &&
+                  o.rto_max_us == 999999 && o.switch_threads == 3,
+              "given options replaced: packet %u window %u rto %u..%u switch threads %u",
+              o.packet_elems, o.window, o.rto_min_us, o.rto_max_us, o.switch_threads);
+    CHECK_MSG(strstr(note, "window 7 (as given)") != NULL, "the note says '%s'", note);
+    o.given = (ar_given_t){0};
+    ar_link_defaults(&o, 9000, 1000000000ull, note, sizeof(note));
+    CHECK_MSG(o.packet_elems == 2048 && o.window != 7 && o.rto_min_us == AR_TESTBED_RTO_MIN_US &&
+                  o.rto_max_us == AR_TESTBED_RTO_MAX_US &&
+                  o.switch_threads == AR_TESTBED_SWITCH_THREADS,
+              "defaults not applied: packet %u window %u rto %u..%u switch threads %u",
+              o.packet_elems, o.window, o.rto_min_us, o.rto_max_us, o.switch_threads);
+}

@@ -36,19 +36,11 @@ typedef enum ar_system { AR_INAGG, AR_MPI, AR_MPI_RING, AR_GLOO, AR_NSYS } ar_sy
 extern const char *const ar_system_name[AR_NSYS]; /* inagg, mpi, mpi-ring, gloo */
 extern const char *const ar_system_key[AR_NSYS]; /* JSON: inagg, mpi, mpi_ring, gloo */
 
-/* Options given on the command line (AR_GIVEN_*): the testbed's link-aware defaults apply to
- * the others only. */
-enum {
-    AR_GIVEN_PACKET = 1,
-    AR_GIVEN_WINDOW = 2,
-    AR_GIVEN_RTO_MIN = 4,
-    AR_GIVEN_RTO_MAX = 8,
-    AR_GIVEN_SWITCH_THREADS = 16,
-    AR_GIVEN_ITERS = 32,
-    AR_GIVEN_WARMUP = 64,
-    AR_GIVEN_WORKERS = 128,
-    AR_GIVEN_DTYPE = 256,
-};
+/* Which options the command line gave (1) or left to the defaults (0): the testbed's
+ * link-aware defaults apply to the others only. */
+typedef struct ar_given {
+    uint8_t packet, window, rto_min, rto_max, switch_threads, iters, warmup, workers, dtype;
+} ar_given_t;
 
 typedef struct ar_opts {
     uint32_t workers, iters, warmup, packet_elems, window, threads, switch_threads;
@@ -88,7 +80,7 @@ typedef struct ar_opts {
     uint32_t mtu;
     int nsizes; /* 0: the one size --elems */
     uint64_t sizes[AR_MAX_SIZES]; /* bytes per rank, ascending */
-    unsigned given;
+    ar_given_t given;
 } ar_opts_t;
 
 /* What one rank measured (bench/rank_report.h): one JSON line through a pipe from a forked

@@ -19,7 +19,7 @@ const char *const ar_system_key[AR_NSYS] = {"inagg", "mpi", "mpi_ring", "gloo"};
 
 void ar_link_defaults(ar_opts_t *o, uint32_t mtu, uint64_t link_bps, char *note, size_t len)
 {
-    if (!(o->given & AR_GIVEN_PACKET)) {
+    if (!o->given.packet) {
         /* one datagram per frame: no IP fragments, so a lost frame loses one packet */
         uint32_t fit =
             mtu > HEADER_BYTES + IP_UDP_BYTES + 4 ? (mtu - HEADER_BYTES - IP_UDP_BYTES) / 4 : 1;
@@ -30,7 +30,7 @@ void ar_link_defaults(ar_opts_t *o, uint32_t mtu, uint64_t link_bps, char *note,
             p *= 2;
         o->packet_elems = p;
     }
-    if (!(o->given & AR_GIVEN_WINDOW)) {
+    if (!o->given.window) {
         /* about the bandwidth-delay product: more only queues the worker's own packets
          * behind the link, which the retransmission timer then mistakes for loss */
         double pkt = (double)o->packet_elems * 4 + HEADER_BYTES;
@@ -41,13 +41,13 @@ void ar_link_defaults(ar_opts_t *o, uint32_t mtu, uint64_t link_bps, char *note,
         if (o->window < o->threads)
             o->window = o->threads;
     }
-    if (!(o->given & AR_GIVEN_RTO_MIN))
+    if (!o->given.rto_min)
         o->rto_min_us = AR_TESTBED_RTO_MIN_US;
-    if (!(o->given & AR_GIVEN_RTO_MAX))
+    if (!o->given.rto_max)
         o->rto_max_us = AR_TESTBED_RTO_MAX_US;
     if (o->rto_min_us > o->rto_max_us)
         o->rto_min_us = o->rto_max_us;
-    if (!(o->given & AR_GIVEN_SWITCH_THREADS))
+    if (!o->given.switch_threads)
         o->switch_threads = AR_TESTBED_SWITCH_THREADS;
     snprintf(note, len,
              "packet %u elements (%u B datagrams%s), window %u (%s), retransmission floor "
@@ -56,8 +56,8 @@ void ar_link_defaults(ar_opts_t *o, uint32_t mtu, uint64_t link_bps, char *note,
              o->packet_elems * 4 + HEADER_BYTES + IP_UDP_BYTES <= mtu ? ": one frame each"
                                                                       : ", fragmented",
              o->window,
-             o->given & AR_GIVEN_WINDOW ? "as given"
-             : link_bps                 ? "about 3 ms of the link"
-                                        : "no rate limit",
+             o->given.window ? "as given"
+             : link_bps      ? "about 3 ms of the link"
+                             : "no rate limit",
              o->rto_min_us / 1000.0, o->switch_threads);
 }

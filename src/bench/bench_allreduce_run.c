@@ -502,7 +502,7 @@ static void size_iters(const ar_run_t *run, uint64_t bytes, uint32_t *iters, uin
     double k = floor(8.0 / one);
     if (k < *iters)
         *iters = k < 1 ? 1 : (uint32_t)k;
-    if (one > 1.0 && !(o->given & AR_GIVEN_WARMUP))
+    if (one > 1.0 && !o->given.warmup)
         *warmup = 0;
 }
 

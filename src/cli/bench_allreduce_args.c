@@ -285,17 +285,15 @@ static int parse_data_flag(ar_opts_t *o, ar_seen_t *seen, int c)
             seen->elems = 1;
             return 0;
         case 'p':
-            o->given |= AR_GIVEN_PACKET;
+            o->given.packet = 1;
             return parse_u32("--packet-elems", 1, INAGG_MAX_PACKET_ELEMS, &o->packet_elems);
-        case 's':
-            o->given |= AR_GIVEN_WINDOW;
-            return parse_u32("--window", 1, 1u << 20, &o->window);
+        case 's': o->given.window = 1; return parse_u32("--window", 1, 1u << 20, &o->window);
         case 't': return parse_u32("--threads", 1, 64, &o->threads);
         case 'm':
-            o->given |= AR_GIVEN_RTO_MIN;
+            o->given.rto_min = 1;
             return parse_u32("--rto-min-us", 100, 60000000, &o->rto_min_us);
         case 'M':
-            o->given |= AR_GIVEN_RTO_MAX;
+            o->given.rto_max = 1;
             return parse_u32("--rto-max-us", 1000, 60000000, &o->rto_max_us);
         case 'C': {
             codec_spec_t cs;
@@ -309,7 +307,7 @@ static int parse_data_flag(ar_opts_t *o, ar_seen_t *seen, int c)
             if (strcmp(optarg, "int32") != 0 && strcmp(optarg, "float32") != 0)
                 return bad("--dtype must be int32 or float32, got '%s'", optarg);
             o->dtype_float = strcmp(optarg, "float32") == 0;
-            o->given |= AR_GIVEN_DTYPE;
+            o->given.dtype = 1;
             return 0;
         case 'F':
             if (strcmp(optarg, "fixed") != 0 && strcmp(optarg, "native") != 0)
@@ -371,7 +369,7 @@ static int check_rank_and_switches(ar_opts_t *o, const ar_seen_t *seen)
                        "--world W and --job NAME");
         if (o->rank >= o->workers)
             return bad("--rank must be below --world");
-        if (o->testbed || o->nbase || o->nsizes || (o->given & AR_GIVEN_WORKERS))
+        if (o->testbed || o->nbase || o->nsizes || o->given.workers)
             return bad("--rank runs one rank: --testbed, --baseline, --sizes and --workers "
                        "do not apply");
     } else if (seen->world || o->job) {
@@ -388,7 +386,7 @@ static int check_rank_and_switches(ar_opts_t *o, const ar_seen_t *seen)
         if (o->testbed && o->testbed != n)
             return bad("--testbed %u hosts, but --leaves %u x --hosts-per-leaf %u = %llu",
                        o->testbed, o->leaves, o->hosts_per_leaf, (unsigned long long)n);
-        if (!o->testbed && (o->given & AR_GIVEN_WORKERS) && o->workers != n)
+        if (!o->testbed && o->given.workers && o->workers != n)
             return bad("--workers %u, but --leaves %u x --hosts-per-leaf %u = %llu", o->workers,
                        o->leaves, o->hosts_per_leaf, (unsigned long long)n);
         if (o->switch_addr)
@@ -421,16 +419,16 @@ static int check_testbed(ar_opts_t *o, const ar_seen_t *seen)
         if (o->switch_addr)
             return bad("--testbed starts its own switch in the switch namespace; --switch "
                        "does not apply");
-        if (o->given & AR_GIVEN_WORKERS)
+        if (o->given.workers)
             return bad("--testbed runs one worker per host; --workers does not apply");
         if ((o->leaves || o->shards > 1) && o->fabric && strcmp(o->fabric, "inagg") == 0)
             return bad("--leaves and --shards run `inagg switch` daemons: use --fabric bridge");
         if (o->leaves || o->shards > 1)
             o->fabric = "bridge"; /* the inagg fabric would aggregate in its own switch */
         o->workers = o->testbed;
-        if (!(o->given & AR_GIVEN_ITERS))
+        if (!o->given.iters)
             o->iters = TESTBED_ITERS;
-        if (!(o->given & AR_GIVEN_WARMUP))
+        if (!o->given.warmup)
             o->warmup = TESTBED_WARMUP;
     } else if (seen->rate || seen->mtu) {
         return bad(
@@ -465,7 +463,7 @@ static int check_data_path(ar_opts_t *o)
             o->float_mode = INAGG_FLOAT_NATIVE; /* coded chunks are summed in float */
         size_t fit = codec_max_elems(&cs, WIRE_MAX_DATAGRAM - WIRE_HEADER_MAX);
         if (o->packet_elems > fit) {
-            if (o->given & AR_GIVEN_PACKET)
+            if (o->given.packet)
                 return bad("--compress %s: a packet of %u values may not fit a datagram "
                            "(at most %zu)",
                            o->compress, o->packet_elems, fit);
@@ -496,16 +494,10 @@ static int check_data_path(ar_opts_t *o)
 /* The shared flags' given bits as the checks read them. */
 static void note_given(const bench_opts_t *b, ar_opts_t *o, ar_seen_t *seen, uint32_t world)
 {
-    static const struct {
-        bench_opt_id_t id;
-        unsigned bit;
-    } bits[] = {{BOPT_WORKERS, AR_GIVEN_WORKERS},
-                {BOPT_ITERS, AR_GIVEN_ITERS},
-                {BOPT_WARMUP, AR_GIVEN_WARMUP},
-                {BOPT_SWITCH_THREADS, AR_GIVEN_SWITCH_THREADS}};
-    for (size_t i = 0; i < sizeof(bits) / sizeof(bits[0]); i++)
-        if (bench_opts_given(b, bits[i].id))
-            o->given |= bits[i].bit;
+    o->given.workers = bench_opts_given(b, BOPT_WORKERS);
+    o->given.iters = bench_opts_given(b, BOPT_ITERS);
+    o->given.warmup = bench_opts_given(b, BOPT_WARMUP);
+    o->given.switch_threads = bench_opts_given(b, BOPT_SWITCH_THREADS);
     o->single = bench_opts_given(b, BOPT_RANK);
     seen->world = bench_opts_given(b, BOPT_WORLD);
     if (seen->world)

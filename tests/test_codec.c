@@ -137,10 +137,11 @@ static void check_mode(const char *text, int random_bits)
                 default: break;
             }
         }
-        if (s.mode == CODEC_ZFP_RATE) /* exactly R bits per value in whole blocks */
-            CHECK_EQ_INT(len,
-                         8 + (((n + 3) / 4 * (s.param < 3 ? 9 : 4 * (size_t)s.param) + 7) / 8 + 3) /
-                                 4 * 4);
+        if (s.mode == CODEC_ZFP_RATE) { /* exactly R bits per value in whole blocks */
+            size_t rate = (size_t)s.param, head = n / 64 * 64;
+            size_t bits = head * rate + (n - head + 3) / 4 * (rate < 3 ? 9 : 4 * rate);
+            CHECK_EQ_INT(len, 8 + ((bits + 7) / 8 + 3) / 4 * 4);
+        }
     }
     free(x);
     free(y);
@@ -166,43 +167,109 @@ TEST(codec_roundtrip_precision_and_rate, 20)
 }
 TEST(codec_roundtrip_fp16, 10) { check_mode("fp16", 0); }
 
-/* Fixed rate: our per-block coder gives exactly what libzfp's own zfp_compress/zfp_decompress
- * round trip of the same array gives (the offline reference the benchmarks compare with). */
-TEST(codec_rate_matches_offline_libzfp, 20)
+/* libzfp's zfp_compress/zfp_decompress of a whole field (1-D of n values, or 3-D of 4 x 4 x
+ * n/16) in mode s, written here from libzfp's documented API alone. */
+static void field_round_trip(const codec_spec_t *s, int dims, const float *x, size_t n, float *ref)
+{
+    zfp_field *f = dims == 3 ? zfp_field_3d((void *)x, zfp_type_float, 4, 4, n / 16)
+                             : zfp_field_1d((void *)x, zfp_type_float, n);
+    zfp_field *g = dims == 3 ? zfp_field_3d(ref, zfp_type_float, 4, 4, n / 16)
+                             : zfp_field_1d(ref, zfp_type_float, n);
+    zfp_stream *z = zfp_stream_open(NULL);
+    if (s->mode == CODEC_ZFP_RATE)
+        zfp_stream_set_rate(z, s->param, zfp_type_float, (uint)dims, zfp_false);
+    else if (s->mode == CODEC_ZFP_PRECISION)
+        zfp_stream_set_precision(z, (uint)s->param);
+    else
+        zfp_stream_set_reversible(z);
+    size_t cap = zfp_stream_maximum_size(z, f);
+    void *mem = malloc(cap);
+    bitstream *bs = stream_open(mem, cap);
+    zfp_stream_set_bit_stream(z, bs);
+    CHECK(zfp_compress(z, f) > 0);
+    zfp_stream_rewind(z);
+    CHECK(zfp_decompress(z, g) > 0);
+    zfp_field_free(f);
+    zfp_field_free(g);
+    zfp_stream_close(z);
+    stream_close(bs);
+    free(mem);
+}
+
+/* The chunk layout (codec.h): 64 consecutive values per 3-D block, the n % 64 left as 1-D
+ * blocks. The per-block coder gives exactly libzfp's own round trip of a 4 x 4 x (n/64*4)
+ * field followed by a 1-D field of the tail, for chunks that are whole 64-value groups, that
+ * end in a partial 1-D block, that are all tail, and for the packet size the library uses. */
+TEST(codec_zfp_layout_matches_libzfp_fields, 20)
+{
+    static const size_t sizes[] = {1000, 4096, 16368, 16360, 63, 64, 65, 130};
+    static const char *modes[] = {"zfp:rate=4", "zfp:rate=8", "zfp:rate=16", "zfp:precision=8",
+                                  "zfp:reversible"};
+    float *x = malloc(16368 * 4), *y = malloc(16368 * 4), *ref = malloc(16368 * 4);
+    size_t cap = 16 + 16368 * 8;
+    uint8_t *buf = malloc(cap);
+    CHECK(x && y && ref && buf);
+    util_rng_t r;
+    util_rng_seed(&r, 7);
+    for (size_t m = 0; m < sizeof modes / sizeof *modes; m++) {
+        codec_spec_t s = spec_of(modes[m]);
+        codec_ctx_t *c;
+        CHECK(codec_ctx_open(&s, 16368, &c, NULL, 0) == 0);
+        for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++) {
+            size_t n = sizes[k], head = n / 64 * 64;
+            fill_normal(&r, x, n, 1.0f);
+            roundtrip(c, x, y, n, buf, cap);
+            if (head)
+                field_round_trip(&s, 3, x, head, ref);
+            if (head < n)
+                field_round_trip(&s, 1, x + head, n - head, ref + head);
+            CHECK_MSG(memcmp(y, ref, n * 4) == 0, "%s n=%zu", modes[m], n);
+            memset(y, 0xff, n * 4); /* the reference the bench uses says the same */
+            CHECK(codec_zfp_reference(&s, x, n, y) == 0);
+            CHECK_MSG(memcmp(y, ref, n * 4) == 0, "%s n=%zu: codec_zfp_reference", modes[m], n);
+        }
+        codec_ctx_close(c);
+    }
+    free(x);
+    free(y);
+    free(ref);
+    free(buf);
+}
+
+/* zfp:accuracy keeps the 1-D layout, whose bound holds (check_mode above): its chunks equal
+ * libzfp's 1-D round trip of the whole chunk. */
+TEST(codec_accuracy_keeps_1d_layout, 10)
 {
     const size_t n = 1000;
     float x[1000], y[1000], ref[1000];
     util_rng_t r;
-    util_rng_seed(&r, 7);
-    fill_normal(&r, x, n, 1.0f);
-    const int rates[] = {4, 8, 16};
-    for (size_t k = 0; k < 3; k++) {
-        char text[32];
-        snprintf(text, sizeof text, "zfp:rate=%d", rates[k]);
-        codec_spec_t s = spec_of(text);
-        codec_ctx_t *c;
-        CHECK(codec_ctx_open(&s, n, &c, NULL, 0) == 0);
-        uint8_t buf[8192];
-        roundtrip(c, x, y, n, buf, sizeof buf);
-        codec_ctx_close(c);
+    util_rng_seed(&r, 9);
+    fill_normal(&r, x, n, 0.01f);
+    codec_spec_t s = spec_of("zfp:accuracy=1e-09");
+    codec_ctx_t *c;
+    CHECK(codec_ctx_open(&s, n, &c, NULL, 0) == 0);
+    uint8_t buf[8192];
+    roundtrip(c, x, y, n, buf, sizeof buf);
+    codec_ctx_close(c);
+    CHECK(codec_zfp_head(&s, n) == 0);
+    CHECK(codec_zfp_reference(&s, x, n, ref) == 0);
+    CHECK(memcmp(y, ref, sizeof y) == 0);
+}
 
-        zfp_field *f = zfp_field_1d(x, zfp_type_float, n);
-        zfp_stream *z = zfp_stream_open(NULL);
-        zfp_stream_set_rate(z, rates[k], zfp_type_float, 1, zfp_false);
-        size_t cap = zfp_stream_maximum_size(z, f);
-        void *mem = malloc(cap);
-        bitstream *bs = stream_open(mem, cap);
-        zfp_stream_set_bit_stream(z, bs);
-        CHECK(zfp_compress(z, f) > 0);
-        zfp_stream_rewind(z);
-        zfp_field *g = zfp_field_1d(ref, zfp_type_float, n);
-        CHECK(zfp_decompress(z, g) > 0);
-        CHECK(memcmp(y, ref, sizeof y) == 0);
-        zfp_field_free(f);
-        zfp_field_free(g);
-        zfp_stream_close(z);
-        stream_close(bs);
-        free(mem);
+/* A smaller chunk never needs more bytes than codec_max_bytes of a larger one: a 60-value
+ * 1-D tail can outweigh the 64-value block after it (rate 1, the variable modes). */
+TEST(codec_max_bytes_bounds_shorter_chunks, 10)
+{
+    static const char *modes[] = {"zfp:rate=1",       "zfp:rate=2",     "zfp:rate=8",
+                                  "zfp:precision=32", "zfp:reversible", "zfp:accuracy=1e-3"};
+    for (size_t m = 0; m < sizeof modes / sizeof *modes; m++) {
+        codec_spec_t s = spec_of(modes[m]);
+        for (size_t n = 2; n <= 1024; n++)
+            CHECK_MSG(codec_max_bytes(&s, n - 1) <= codec_max_bytes(&s, n), "%s n=%zu", modes[m],
+                      n);
+        size_t fit = codec_max_elems(&s, 65000);
+        CHECK(fit > 0 && codec_max_bytes(&s, fit) <= 65000);
+        CHECK(fit == 65532 || codec_max_bytes(&s, fit + 4) > 65000);
     }
 }
 

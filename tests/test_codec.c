@@ -6,6 +6,7 @@
  * bit counts, random corruption) rejected without reading or writing out of bounds.
  */
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -15,6 +16,7 @@
 
 #include "base/util.h"
 #include "codec/codec.h"
+#include "codec/zfp3.h"
 #include "harness.h"
 
 static const size_t k_sizes[] = {1, 3, 4, 5, 255, 256, 1000, 16368};
@@ -399,4 +401,68 @@ TEST(codec_oversized_chunk_refused_before_copy, 10)
     CHECK_MSG(strstr(err, "9416 bytes") != NULL, "refused for another reason: %s", err);
     free(chunk);
     codec_ctx_close(c);
+}
+
+/* ---- zfp3.c against libzfp's own 3-D block coder ------------------------------------------- */
+
+/* Block kind k of 8: normal, magnitudes over 60 binades, one huge value, all zero with a
+ * signed zero, subnormals (libzfp's path), near FLT_MAX, arbitrary finite bit patterns, and
+ * a constant. */
+static void fill_block(util_rng_t *r, float *x, int kind)
+{
+    for (unsigned i = 0; i < 64; i++) {
+        uint32_t u = (uint32_t)util_rng_next(r);
+        switch (kind) {
+            case 0: x[i] = normal(r); break;
+            case 1: x[i] = ldexpf(normal(r), (int)(u % 60u) - 30); break;
+            case 2: x[i] = i == 17 ? 1e30f : normal(r) * 1e-3f; break;
+            case 3: x[i] = i == 5 ? -0.0f : 0.0f; break;
+            case 4: x[i] = ldexpf(normal(r), -135); break;
+            case 5: x[i] = (i & 1 ? -1 : 1) * (FLT_MAX - (float)(u % 7u) * 1e31f); break;
+            case 6:
+                if ((u & 0x7f800000u) == 0x7f800000u)
+                    u &= 0xbfffffffu;
+                memcpy(&x[i], &u, 4);
+                break;
+            default: x[i] = 0.375f; break;
+        }
+    }
+}
+
+/* zfp3_encode_block writes the words libzfp's zfp_encode_block_float_3 writes at the same rate
+ * (or leaves the block to it), and zfp3_decode_block gives libzfp's values for those words
+ * and for arbitrary words (what a hostile chunk carries). */
+TEST(codec_zfp3_block_equals_libzfp, 30)
+{
+    util_rng_t r;
+    util_rng_seed(&r, 21);
+    uint64_t ours[32], theirs[33];
+    float x[64], y[64], ref[64];
+    for (unsigned rate = 1; rate <= 32; rate++) {
+        bitstream *bs = stream_open(theirs, sizeof theirs);
+        zfp_stream *z = zfp_stream_open(bs);
+        zfp_stream_set_rate(z, rate, zfp_type_float, 3, zfp_false);
+        for (int t = 0; t < 400; t++) {
+            fill_block(&r, x, t % 9);
+            memset(theirs, 0, sizeof theirs);
+            zfp_stream_rewind(z);
+            CHECK(zfp_encode_block_float_3(z, x) == 64 * rate);
+            stream_flush(bs);
+            if (zfp3_encode_block(x, ours, rate) == 0)
+                CHECK_MSG(memcmp(ours, theirs, rate * 8) == 0, "rate %u kind %d", rate, t % 9);
+            else
+                CHECK_MSG(t % 9 == 4, "rate %u kind %d left to libzfp", rate, t % 9);
+            if (t % 2) /* arbitrary words */
+                for (unsigned i = 0; i < rate; i++)
+                    theirs[i] = util_rng_next(&r);
+            zfp_stream_rewind(z);
+            CHECK(zfp_decode_block_float_3(z, ref) == 64 * rate);
+            zfp3_decode_block(theirs, rate, y);
+            for (unsigned i = 0; i < 64; i++)
+                CHECK_MSG(memcmp(&y[i], &ref[i], 4) == 0 || (isnan(y[i]) && isnan(ref[i])),
+                          "rate %u kind %d value %u: %a, libzfp %a", rate, t % 9, i, y[i], ref[i]);
+        }
+        zfp_stream_close(z);
+        stream_close(bs);
+    }
 }

@@ -20,6 +20,7 @@
 
 #include "base/errmsg.h"
 #include "codec/codec.h"
+#include "codec/zfp3.h"
 
 #define SCRATCH_SLACK                                                                              \
     320u /* zero bytes after a chunk: > one block (CODEC_ZFP_BLOCK3_BITS) + a word */
@@ -200,10 +201,21 @@ static float f16_to_f32(uint16_t h)
 /* The chunk's 3-D blocks, then its 1-D tail, into the scratch: the bits written. */
 static size_t zfp_encode_chunk(codec_ctx_t *c, const float *src, size_t n)
 {
-    zfp_stream_rewind(c->zfp);
     size_t head = codec_zfp_head(&c->spec, n);
-    for (size_t i = 0; i < head; i += CODEC_ZFP_BLOCK3_VALUES)
-        zfp_encode_block_float_3(c->zfp3, src + i);
+    if (c->spec.mode == CODEC_ZFP_RATE) { /* every block R whole words: zfp3.c, or libzfp */
+        unsigned rate = (unsigned)c->spec.param;
+        uint64_t *w = (uint64_t *)(void *)c->scratch;
+        for (size_t i = 0; i < head; i += CODEC_ZFP_BLOCK3_VALUES, w += rate)
+            if (zfp3_encode_block(src + i, w, rate) < 0) {
+                stream_wseek(c->bs, (size_t)(w - (uint64_t *)(void *)c->scratch) * 64u);
+                zfp_encode_block_float_3(c->zfp3, src + i);
+            }
+        stream_wseek(c->bs, head / CODEC_ZFP_BLOCK3_VALUES * codec_zfp_block3_bits(&c->spec));
+    } else {
+        zfp_stream_rewind(c->zfp);
+        for (size_t i = 0; i < head; i += CODEC_ZFP_BLOCK3_VALUES)
+            zfp_encode_block_float_3(c->zfp3, src + i);
+    }
     size_t full = n / 4u * 4u;
     for (size_t i = head; i < full; i += 4)
         zfp_encode_block_float_1(c->zfp, src + i);
@@ -251,10 +263,20 @@ long codec_encode(codec_ctx_t *c, const float *src, size_t n, void *dst, size_t 
  * the blocks took (equal to `bits` for a sound chunk). */
 static size_t zfp_decode_chunk(codec_ctx_t *c, float *dst, size_t n, size_t bits)
 {
-    zfp_stream_rewind(c->zfp);
     size_t used = 0, head = codec_zfp_head(&c->spec, n);
-    for (size_t i = 0; i < head && used <= bits; i += CODEC_ZFP_BLOCK3_VALUES)
-        used += zfp_decode_block_float_3(c->zfp3, dst + i);
+    if (c->spec.mode == CODEC_ZFP_RATE) { /* every block R whole words: zfp3.c */
+        unsigned rate = (unsigned)c->spec.param;
+        const uint64_t *w = (const uint64_t *)(const void *)c->scratch;
+        for (size_t i = 0; i < head && used <= bits; i += CODEC_ZFP_BLOCK3_VALUES, w += rate) {
+            zfp3_decode_block(w, rate, dst + i);
+            used += 64u * rate;
+        }
+        stream_rseek(c->bs, head / CODEC_ZFP_BLOCK3_VALUES * codec_zfp_block3_bits(&c->spec));
+    } else {
+        zfp_stream_rewind(c->zfp);
+        for (size_t i = 0; i < head && used <= bits; i += CODEC_ZFP_BLOCK3_VALUES)
+            used += zfp_decode_block_float_3(c->zfp3, dst + i);
+    }
     size_t full = n / 4u * 4u;
     for (size_t i = head; i < n && used <= bits; i += 4) {
         if (i < full)

@@ -13,7 +13,9 @@
 static void set_mode(zfp_stream *z, const codec_spec_t *s, uint dims)
 {
     switch (s->mode) {
-        case CODEC_ZFP_RATE: zfp_stream_set_rate(z, s->param, zfp_type_float, dims, zfp_false); break;
+        case CODEC_ZFP_RATE:
+            zfp_stream_set_rate(z, s->param, zfp_type_float, dims, zfp_false);
+            break;
         case CODEC_ZFP_PRECISION: zfp_stream_set_precision(z, (uint)s->param); break;
         case CODEC_ZFP_ACCURACY: zfp_stream_set_accuracy(z, s->param); break;
         default: zfp_stream_set_reversible(z); break;

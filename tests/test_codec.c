@@ -182,6 +182,8 @@ static void field_round_trip(const codec_spec_t *s, int dims, const float *x, si
         zfp_stream_set_rate(z, s->param, zfp_type_float, (uint)dims, zfp_false);
     else if (s->mode == CODEC_ZFP_PRECISION)
         zfp_stream_set_precision(z, (uint)s->param);
+    else if (s->mode == CODEC_ZFP_ACCURACY)
+        zfp_stream_set_accuracy(z, s->param);
     else
         zfp_stream_set_reversible(z);
     size_t cap = zfp_stream_maximum_size(z, f);
@@ -205,7 +207,7 @@ static void field_round_trip(const codec_spec_t *s, int dims, const float *x, si
 TEST(codec_zfp_layout_matches_libzfp_fields, 20)
 {
     static const size_t sizes[] = {1000, 4096, 16368, 16360, 63, 64, 65, 130};
-    static const char *modes[] = {"zfp:rate=4", "zfp:rate=8", "zfp:rate=16", "zfp:precision=8",
+    static const char *modes[] = {"zfp:rate=4", "zfp:rate=8", "zfp:rate=16", "zfp:rate=1",
                                   "zfp:reversible"};
     float *x = malloc(16368 * 4), *y = malloc(16368 * 4), *ref = malloc(16368 * 4);
     size_t cap = 16 + 16368 * 8;
@@ -238,24 +240,28 @@ TEST(codec_zfp_layout_matches_libzfp_fields, 20)
     free(buf);
 }
 
-/* zfp:accuracy keeps the 1-D layout, whose bound holds (check_mode above): its chunks equal
- * libzfp's 1-D round trip of the whole chunk. */
-TEST(codec_accuracy_keeps_1d_layout, 10)
+/* zfp:accuracy keeps the 1-D layout, whose bound holds (check_mode above), and so does
+ * zfp:precision (P planes per 4 values): their chunks equal libzfp's 1-D round trip of the
+ * whole chunk. */
+TEST(codec_accuracy_and_precision_keep_1d_layout, 10)
 {
+    static const char *modes[] = {"zfp:accuracy=1e-09", "zfp:precision=8"};
     const size_t n = 1000;
     float x[1000], y[1000], ref[1000];
     util_rng_t r;
     util_rng_seed(&r, 9);
     fill_normal(&r, x, n, 0.01f);
-    codec_spec_t s = spec_of("zfp:accuracy=1e-09");
-    codec_ctx_t *c;
-    CHECK(codec_ctx_open(&s, n, &c, NULL, 0) == 0);
-    uint8_t buf[8192];
-    roundtrip(c, x, y, n, buf, sizeof buf);
-    codec_ctx_close(c);
-    CHECK(codec_zfp_head(&s, n) == 0);
-    CHECK(codec_zfp_reference(&s, x, n, ref) == 0);
-    CHECK(memcmp(y, ref, sizeof y) == 0);
+    for (size_t m = 0; m < 2; m++) {
+        codec_spec_t s = spec_of(modes[m]);
+        codec_ctx_t *c;
+        CHECK(codec_ctx_open(&s, n, &c, NULL, 0) == 0);
+        uint8_t buf[8192];
+        roundtrip(c, x, y, n, buf, sizeof buf);
+        codec_ctx_close(c);
+        CHECK(codec_zfp_head(&s, n) == 0);
+        field_round_trip(&s, 1, x, n, ref);
+        CHECK_MSG(memcmp(y, ref, sizeof y) == 0, "%s", modes[m]);
+    }
 }
 
 /* A smaller chunk never needs more bytes than codec_max_bytes of a larger one: a 60-value

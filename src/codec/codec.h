@@ -13,16 +13,17 @@
  *    2   2   elems   values in the chunk (big-endian), 1..CODEC_MAX_ELEMS
  *    4   4   bits    length of the coded stream in bits (big-endian)
  *
- * ZFP layout of a chunk of n values: in every ZFP mode but accuracy, the first n / 64 * 64
+ * ZFP layout of a chunk of n values: in zfp:rate and zfp:reversible, the first n / 64 * 64
  * values are libzfp's 3-D float array of 4 x 4 x (n / 64 * 4) values (x fastest), i.e. one
  * 4x4x4 block per 64 consecutive values, in order, and the last n % 64 values follow as
  * libzfp's 1-D float array (4-value blocks, the last one partial), on the same bit stream
  * right after the 3-D part's last bit. A 64-value block spends its exponent and its bit-plane
  * coding on 16 times more values than a 1-D block: coding is cheaper per value and, at a fixed
- * rate, more accurate. zfp:accuracy=A codes the whole chunk as the 1-D array: libzfp's 3-D
- * transform does not keep the bound A for tolerances near float32's own precision (1e-9 on
- * values of 0.01), and the 1-D one does. Decoded values equal libzfp's own
- * zfp_compress/zfp_decompress round trip of these arrays (codec_zfp_reference).
+ * rate, more accurate. zfp:precision and zfp:accuracy code the whole chunk as the 1-D array:
+ * precision P keeps meaning P bit planes per 4 values, and libzfp's 3-D transform does not
+ * keep the bound A for tolerances near float32's own precision (1e-9 on values of 0.01),
+ * where the 1-D one does. Decoded values equal libzfp's own zfp_compress/zfp_decompress
+ * round trip of these arrays (codec_zfp_reference).
  *
  * The decoder trusts nothing in a chunk: mode, param and elems must be what the receiver
  * expects, ceil(bits / 8) must fit in the bytes that arrived (padding at most 3 bytes, all

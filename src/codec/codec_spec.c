@@ -105,8 +105,8 @@ size_t codec_zfp_block3_bits(const codec_spec_t *s)
 
 size_t codec_zfp_head(const codec_spec_t *s, size_t n)
 {
-    if (s->mode == CODEC_ZFP_ACCURACY)
-        return 0;
+    if (s->mode != CODEC_ZFP_RATE && s->mode != CODEC_ZFP_REVERSIBLE)
+        return 0; /* precision and accuracy keep their 4-value blocks (codec.h) */
     return n / CODEC_ZFP_BLOCK3_VALUES * CODEC_ZFP_BLOCK3_VALUES;
 }
 

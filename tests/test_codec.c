@@ -472,3 +472,33 @@ TEST(codec_zfp3_block_equals_libzfp, 30)
         stream_close(bs);
     }
 }
+
+/* A zfp:rate or zfp:reversible chunk carries the 64-value layout's tag in its param byte, so
+ * a chunk from a coder of 4-value blocks only (same mode, same R, same bit count) is refused
+ * rather than decoded into other values; precision keeps its plain tag. */
+TEST(codec_layout_tag_refuses_4_value_chunks, 10)
+{
+    static const char *modes[] = {"zfp:rate=8", "zfp:reversible", "zfp:precision=8"};
+    float x[256], y[256];
+    util_rng_t r;
+    util_rng_seed(&r, 5);
+    fill_normal(&r, x, 256, 1.0f);
+    for (size_t m = 0; m < 3; m++) {
+        codec_spec_t s = spec_of(modes[m]);
+        codec_ctx_t *c;
+        CHECK(codec_ctx_open(&s, 256, &c, NULL, 0) == 0);
+        uint8_t buf[4096];
+        long len = codec_encode(c, x, 256, buf, sizeof buf);
+        CHECK(len > 0);
+        int tagged = s.mode != CODEC_ZFP_PRECISION;
+        CHECK_MSG((buf[1] & CODEC_LAYOUT64_TAG) == (tagged ? CODEC_LAYOUT64_TAG : 0), "%s",
+                  modes[m]);
+        if (tagged) {
+            buf[1] &= (uint8_t)~CODEC_LAYOUT64_TAG;
+            char err[256] = "";
+            CHECK(codec_decode(c, buf, (size_t)len, y, 256, err, sizeof err) == -EBADMSG);
+            CHECK(strstr(err, "mode") != NULL);
+        }
+        codec_ctx_close(c);
+    }
+}

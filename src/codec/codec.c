@@ -55,10 +55,13 @@ static int scratch_alloc(codec_ctx_t *c)
     return 0;
 }
 
+/* The header's param byte; bit 7 marks the 64-value layout (codec.h), so a decoder that codes
+ * 4-value blocks only refuses such a chunk instead of decoding other values from it. */
 static uint8_t param_tag(const codec_spec_t *s)
 {
     switch (s->mode) {
-        case CODEC_ZFP_RATE:
+        case CODEC_ZFP_RATE: return (uint8_t)((int)s->param | CODEC_LAYOUT64_TAG);
+        case CODEC_ZFP_REVERSIBLE: return CODEC_LAYOUT64_TAG;
         case CODEC_ZFP_PRECISION: return (uint8_t)(int)s->param;
         case CODEC_ZFP_ACCURACY: return (uint8_t)(int8_t)ilogb(s->param);
         default: return 0;

@@ -9,7 +9,8 @@
  *
  *   off size field   meaning
  *    0   1   mode    codec_mode_t of the encoder; must equal the job's
- *    1   1   param   rate or precision (1..32), accuracy's binary exponent (int8), else 0
+ *    1   1   param   rate or precision (1..32), accuracy's binary exponent (int8), else 0;
+ *                    plus 0x80 (CODEC_LAYOUT64_TAG) in zfp:rate and zfp:reversible
  *    2   2   elems   values in the chunk (big-endian), 1..CODEC_MAX_ELEMS
  *    4   4   bits    length of the coded stream in bits (big-endian)
  *
@@ -58,6 +59,7 @@ typedef struct codec_spec {
 } codec_spec_t;
 
 #define CODEC_HEADER_SIZE 8u
+#define CODEC_LAYOUT64_TAG 0x80u /* param bit: the chunk holds 64-value blocks */
 #define CODEC_MAX_ELEMS 65535u
 #define CODEC_SPEC_MAX 48 /* bytes codec_format needs at most, with the NUL */
 

@@ -6,6 +6,7 @@
  * bit counts, random corruption) rejected without reading or writing out of bounds.
  */
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -15,6 +16,7 @@
 
 #include "base/util.h"
 #include "codec/codec.h"
+#include "codec/zfp3.h"
 #include "harness.h"
 
 static const size_t k_sizes[] = {1, 3, 4, 5, 255, 256, 1000, 16368};
@@ -137,10 +139,11 @@ static void check_mode(const char *text, int random_bits)
                 default: break;
             }
         }
-        if (s.mode == CODEC_ZFP_RATE) /* exactly R bits per value in whole blocks */
-            CHECK_EQ_INT(len,
-                         8 + (((n + 3) / 4 * (s.param < 3 ? 9 : 4 * (size_t)s.param) + 7) / 8 + 3) /
-                                 4 * 4);
+        if (s.mode == CODEC_ZFP_RATE) { /* exactly R bits per value in whole blocks */
+            size_t rate = (size_t)s.param, head = n / 64 * 64;
+            size_t bits = head * rate + (n - head + 3) / 4 * (rate < 3 ? 9 : 4 * rate);
+            CHECK_EQ_INT(len, 8 + ((bits + 7) / 8 + 3) / 4 * 4);
+        }
     }
     free(x);
     free(y);
@@ -166,43 +169,115 @@ TEST(codec_roundtrip_precision_and_rate, 20)
 }
 TEST(codec_roundtrip_fp16, 10) { check_mode("fp16", 0); }
 
-/* Fixed rate: our per-block coder gives exactly what libzfp's own zfp_compress/zfp_decompress
- * round trip of the same array gives (the offline reference the benchmarks compare with). */
-TEST(codec_rate_matches_offline_libzfp, 20)
+/* libzfp's zfp_compress/zfp_decompress of a whole field (1-D of n values, or 3-D of 4 x 4 x
+ * n/16) in mode s, written here from libzfp's documented API alone. */
+static void field_round_trip(const codec_spec_t *s, int dims, const float *x, size_t n, float *ref)
 {
+    zfp_field *f = dims == 3 ? zfp_field_3d((void *)x, zfp_type_float, 4, 4, n / 16)
+                             : zfp_field_1d((void *)x, zfp_type_float, n);
+    zfp_field *g = dims == 3 ? zfp_field_3d(ref, zfp_type_float, 4, 4, n / 16)
+                             : zfp_field_1d(ref, zfp_type_float, n);
+    zfp_stream *z = zfp_stream_open(NULL);
+    if (s->mode == CODEC_ZFP_RATE)
+        zfp_stream_set_rate(z, s->param, zfp_type_float, (uint)dims, zfp_false);
+    else if (s->mode == CODEC_ZFP_PRECISION)
+        zfp_stream_set_precision(z, (uint)s->param);
+    else if (s->mode == CODEC_ZFP_ACCURACY)
+        zfp_stream_set_accuracy(z, s->param);
+    else
+        zfp_stream_set_reversible(z);
+    size_t cap = zfp_stream_maximum_size(z, f);
+    void *mem = malloc(cap);
+    bitstream *bs = stream_open(mem, cap);
+    zfp_stream_set_bit_stream(z, bs);
+    CHECK(zfp_compress(z, f) > 0);
+    zfp_stream_rewind(z);
+    CHECK(zfp_decompress(z, g) > 0);
+    zfp_field_free(f);
+    zfp_field_free(g);
+    zfp_stream_close(z);
+    stream_close(bs);
+    free(mem);
+}
+
+/* The chunk layout (codec.h): 64 consecutive values per 3-D block, the n % 64 left as 1-D
+ * blocks. The per-block coder gives exactly libzfp's own round trip of a 4 x 4 x (n/64*4)
+ * field followed by a 1-D field of the tail, for chunks that are whole 64-value groups, that
+ * end in a partial 1-D block, that are all tail, and for the packet size the library uses. */
+TEST(codec_zfp_layout_matches_libzfp_fields, 20)
+{
+    static const size_t sizes[] = {1000, 4096, 16368, 16360, 63, 64, 65, 130};
+    static const char *modes[] = {"zfp:rate=4", "zfp:rate=8", "zfp:rate=16", "zfp:rate=1",
+                                  "zfp:reversible"};
+    float *x = malloc(16368 * 4), *y = malloc(16368 * 4), *ref = malloc(16368 * 4);
+    size_t cap = 16 + 16368 * 8;
+    uint8_t *buf = malloc(cap);
+    CHECK(x && y && ref && buf);
+    util_rng_t r;
+    util_rng_seed(&r, 7);
+    for (size_t m = 0; m < sizeof modes / sizeof *modes; m++) {
+        codec_spec_t s = spec_of(modes[m]);
+        codec_ctx_t *c;
+        CHECK(codec_ctx_open(&s, 16368, &c, NULL, 0) == 0);
+        for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++) {
+            size_t n = sizes[k], head = n / 64 * 64;
+            fill_normal(&r, x, n, 1.0f);
+            roundtrip(c, x, y, n, buf, cap);
+            if (head)
+                field_round_trip(&s, 3, x, head, ref);
+            if (head < n)
+                field_round_trip(&s, 1, x + head, n - head, ref + head);
+            CHECK_MSG(memcmp(y, ref, n * 4) == 0, "%s n=%zu", modes[m], n);
+            memset(y, 0xff, n * 4); /* the reference the bench uses says the same */
+            CHECK(codec_zfp_reference(&s, x, n, y) == 0);
+            CHECK_MSG(memcmp(y, ref, n * 4) == 0, "%s n=%zu: codec_zfp_reference", modes[m], n);
+        }
+        codec_ctx_close(c);
+    }
+    free(x);
+    free(y);
+    free(ref);
+    free(buf);
+}
+
+/* zfp:accuracy keeps the 1-D layout, whose bound holds (check_mode above), and so does
+ * zfp:precision (P planes per 4 values): their chunks equal libzfp's 1-D round trip of the
+ * whole chunk. */
+TEST(codec_accuracy_and_precision_keep_1d_layout, 10)
+{
+    static const char *modes[] = {"zfp:accuracy=1e-09", "zfp:precision=8"};
     const size_t n = 1000;
     float x[1000], y[1000], ref[1000];
     util_rng_t r;
-    util_rng_seed(&r, 7);
-    fill_normal(&r, x, n, 1.0f);
-    const int rates[] = {4, 8, 16};
-    for (size_t k = 0; k < 3; k++) {
-        char text[32];
-        snprintf(text, sizeof text, "zfp:rate=%d", rates[k]);
-        codec_spec_t s = spec_of(text);
+    util_rng_seed(&r, 9);
+    fill_normal(&r, x, n, 0.01f);
+    for (size_t m = 0; m < 2; m++) {
+        codec_spec_t s = spec_of(modes[m]);
         codec_ctx_t *c;
         CHECK(codec_ctx_open(&s, n, &c, NULL, 0) == 0);
         uint8_t buf[8192];
         roundtrip(c, x, y, n, buf, sizeof buf);
         codec_ctx_close(c);
+        CHECK(codec_zfp_head(&s, n) == 0);
+        field_round_trip(&s, 1, x, n, ref);
+        CHECK_MSG(memcmp(y, ref, sizeof y) == 0, "%s", modes[m]);
+    }
+}
 
-        zfp_field *f = zfp_field_1d(x, zfp_type_float, n);
-        zfp_stream *z = zfp_stream_open(NULL);
-        zfp_stream_set_rate(z, rates[k], zfp_type_float, 1, zfp_false);
-        size_t cap = zfp_stream_maximum_size(z, f);
-        void *mem = malloc(cap);
-        bitstream *bs = stream_open(mem, cap);
-        zfp_stream_set_bit_stream(z, bs);
-        CHECK(zfp_compress(z, f) > 0);
-        zfp_stream_rewind(z);
-        zfp_field *g = zfp_field_1d(ref, zfp_type_float, n);
-        CHECK(zfp_decompress(z, g) > 0);
-        CHECK(memcmp(y, ref, sizeof y) == 0);
-        zfp_field_free(f);
-        zfp_field_free(g);
-        zfp_stream_close(z);
-        stream_close(bs);
-        free(mem);
+/* A smaller chunk never needs more bytes than codec_max_bytes of a larger one: a 60-value
+ * 1-D tail can outweigh the 64-value block after it (rate 1, the variable modes). */
+TEST(codec_max_bytes_bounds_shorter_chunks, 10)
+{
+    static const char *modes[] = {"zfp:rate=1",       "zfp:rate=2",     "zfp:rate=8",
+                                  "zfp:precision=32", "zfp:reversible", "zfp:accuracy=1e-3"};
+    for (size_t m = 0; m < sizeof modes / sizeof *modes; m++) {
+        codec_spec_t s = spec_of(modes[m]);
+        for (size_t n = 2; n <= 1024; n++)
+            CHECK_MSG(codec_max_bytes(&s, n - 1) <= codec_max_bytes(&s, n), "%s n=%zu", modes[m],
+                      n);
+        size_t fit = codec_max_elems(&s, 65000);
+        CHECK(fit > 0 && codec_max_bytes(&s, fit) <= 65000);
+        CHECK(fit == 65532 || codec_max_bytes(&s, fit + 4) > 65000);
     }
 }
 
@@ -332,4 +407,98 @@ TEST(codec_oversized_chunk_refused_before_copy, 10)
     CHECK_MSG(strstr(err, "9416 bytes") != NULL, "refused for another reason: %s", err);
     free(chunk);
     codec_ctx_close(c);
+}
+
+/* ---- zfp3.c against libzfp's own 3-D block coder ------------------------------------------- */
+
+/* Block kind k of 8: normal, magnitudes over 60 binades, one huge value, all zero with a
+ * signed zero, subnormals (libzfp's path), near FLT_MAX, arbitrary finite bit patterns, and
+ * a constant. */
+static void fill_block(util_rng_t *r, float *x, int kind)
+{
+    for (unsigned i = 0; i < 64; i++) {
+        uint32_t u = (uint32_t)util_rng_next(r);
+        switch (kind) {
+            case 0: x[i] = normal(r); break;
+            case 1: x[i] = ldexpf(normal(r), (int)(u % 60u) - 30); break;
+            case 2: x[i] = i == 17 ? 1e30f : normal(r) * 1e-3f; break;
+            case 3: x[i] = i == 5 ? -0.0f : 0.0f; break;
+            case 4: x[i] = ldexpf(normal(r), -135); break;
+            case 5: x[i] = (i & 1 ? -1 : 1) * (FLT_MAX - (float)(u % 7u) * 1e31f); break;
+            case 6:
+                if ((u & 0x7f800000u) == 0x7f800000u)
+                    u &= 0xbfffffffu;
+                memcpy(&x[i], &u, 4);
+                break;
+            default: x[i] = 0.375f; break;
+        }
+    }
+}
+
+/* zfp3_encode_block writes the words libzfp's zfp_encode_block_float_3 writes at the same rate
+ * (or leaves the block to it), and zfp3_decode_block gives libzfp's values for those words
+ * and for arbitrary words (what a hostile chunk carries). */
+TEST(codec_zfp3_block_equals_libzfp, 30)
+{
+    util_rng_t r;
+    util_rng_seed(&r, 21);
+    uint64_t ours[32], theirs[33];
+    float x[64], y[64], ref[64];
+    for (unsigned rate = 1; rate <= 32; rate++) {
+        bitstream *bs = stream_open(theirs, sizeof theirs);
+        zfp_stream *z = zfp_stream_open(bs);
+        zfp_stream_set_rate(z, rate, zfp_type_float, 3, zfp_false);
+        for (int t = 0; t < 400; t++) {
+            fill_block(&r, x, t % 9);
+            memset(theirs, 0, sizeof theirs);
+            zfp_stream_rewind(z);
+            CHECK(zfp_encode_block_float_3(z, x) == 64 * rate);
+            stream_flush(bs);
+            if (zfp3_encode_block(x, ours, rate) == 0)
+                CHECK_MSG(memcmp(ours, theirs, rate * 8) == 0, "rate %u kind %d", rate, t % 9);
+            else
+                CHECK_MSG(t % 9 == 4, "rate %u kind %d left to libzfp", rate, t % 9);
+            if (t % 2) /* arbitrary words */
+                for (unsigned i = 0; i < rate; i++)
+                    theirs[i] = util_rng_next(&r);
+            zfp_stream_rewind(z);
+            CHECK(zfp_decode_block_float_3(z, ref) == 64 * rate);
+            zfp3_decode_block(theirs, rate, y);
+            for (unsigned i = 0; i < 64; i++)
+                CHECK_MSG(memcmp(&y[i], &ref[i], 4) == 0 || (isnan(y[i]) && isnan(ref[i])),
+                          "rate %u kind %d value %u: %a, libzfp %a", rate, t % 9, i, y[i], ref[i]);
+        }
+        zfp_stream_close(z);
+        stream_close(bs);
+    }
+}
+
+/* A zfp:rate or zfp:reversible chunk carries the 64-value layout's tag in its param byte, so
+ * a chunk from a coder of 4-value blocks only (same mode, same R, same bit count) is refused
+ * rather than decoded into other values; precision keeps its plain tag. */
+TEST(codec_layout_tag_refuses_4_value_chunks, 10)
+{
+    static const char *modes[] = {"zfp:rate=8", "zfp:reversible", "zfp:precision=8"};
+    float x[256], y[256];
+    util_rng_t r;
+    util_rng_seed(&r, 5);
+    fill_normal(&r, x, 256, 1.0f);
+    for (size_t m = 0; m < 3; m++) {
+        codec_spec_t s = spec_of(modes[m]);
+        codec_ctx_t *c;
+        CHECK(codec_ctx_open(&s, 256, &c, NULL, 0) == 0);
+        uint8_t buf[4096];
+        long len = codec_encode(c, x, 256, buf, sizeof buf);
+        CHECK(len > 0);
+        int tagged = s.mode != CODEC_ZFP_PRECISION;
+        CHECK_MSG((buf[1] & CODEC_LAYOUT64_TAG) == (tagged ? CODEC_LAYOUT64_TAG : 0), "%s",
+                  modes[m]);
+        if (tagged) {
+            buf[1] &= (uint8_t)~CODEC_LAYOUT64_TAG;
+            char err[256] = "";
+            CHECK(codec_decode(c, buf, (size_t)len, y, 256, err, sizeof err) == -EBADMSG);
+            CHECK(strstr(err, "mode") != NULL);
+        }
+        codec_ctx_close(c);
+    }
 }

@@ -258,17 +258,18 @@ def run(a):
               "torch": torch.__version__})
 
     def evaluate():
+        # Every rank scores the whole test set itself, with no collective: the replicas are
+        # identical (param_digest checks it), and a compressed job's allreduce is lossy (under
+        # zfp:rate=8 the summed counts came back rounded: an accuracy of exactly 13/19 out of
+        # 10,000 samples), so counts must not pass through it.
         model.eval()
-        mine_x, mine_y = test_x[a.rank::a.world], test_y[a.rank::a.world]
         correct = 0
         with torch.no_grad():
-            for off in range(0, len(mine_x), 1000):
-                out = net(mine_x[off:off + 1000])
-                correct += int((out.argmax(1) == mine_y[off:off + 1000]).sum())
-        count = torch.tensor([float(correct), float(len(mine_x))])
-        dist.all_reduce(count)
+            for off in range(0, len(test_x), 1000):
+                out = net(test_x[off:off + 1000])
+                correct += int((out.argmax(1) == test_y[off:off + 1000]).sum())
         model.train()
-        return float(count[0]) / float(count[1])
+        return correct / len(test_x)
 
     total_train_s = 0.0
     for epoch in range(1, a.epochs + 1):

@@ -1,8 +1,8 @@
 /*
  * bench_compress.c - the run of `inagg bench compress` (see bench_compress.h): generated and
  * captured data, chunked coding on threads timed over enough passes, and the check against
- * libzfp's own round trip of the whole array (ZFP codes 4-value blocks independently, so
- * chunking must not change a single value).
+ * libzfp's own round trip of each chunk's fields (codec_zfp_reference: ZFP codes its blocks
+ * independently, so the block coder must not change a single value).
  */
 #include "bench/bench_compress.h"
 
@@ -199,41 +199,16 @@ static double run_coders(job_t *base, uint32_t nthreads, int decode)
     return failed ? -1 : (double)(util_now_ns() - t0) * 1e-9;
 }
 
-/* libzfp's own round trip of the whole array in the same mode into ref. 0, or -EIO. */
-static int offline_zfp(const codec_spec_t *s, const float *x, size_t n, float *ref)
+/* libzfp's own round trip of every chunk in the codec's layout (codec_zfp_reference) into
+ * ref: 0, or a negative errno. */
+static int offline_zfp(const codec_spec_t *s, const float *x, size_t n, size_t chunk, float *ref)
 {
-    zfp_field *f = zfp_field_1d((void *)x, zfp_type_float, n);
-    zfp_field *g = zfp_field_1d(ref, zfp_type_float, n);
-    zfp_stream *z = zfp_stream_open(NULL);
-    int rc = -1;
-    if (!f || !g || !z)
-        goto out;
-    switch (s->mode) {
-        case CODEC_ZFP_RATE: zfp_stream_set_rate(z, s->param, zfp_type_float, 1, zfp_false); break;
-        case CODEC_ZFP_PRECISION: zfp_stream_set_precision(z, (uint)s->param); break;
-        case CODEC_ZFP_ACCURACY: zfp_stream_set_accuracy(z, s->param); break;
-        default: zfp_stream_set_reversible(z); break;
+    for (size_t off = 0; off < n; off += chunk) {
+        int rc = codec_zfp_reference(s, x + off, n - off < chunk ? n - off : chunk, ref + off);
+        if (rc < 0)
+            return rc;
     }
-    size_t cap = zfp_stream_maximum_size(z, f);
-    void *mem = malloc(cap);
-    bitstream *bs = mem ? stream_open(mem, cap) : NULL;
-    if (bs) {
-        zfp_stream_set_bit_stream(z, bs);
-        if (zfp_compress(z, f) > 0) {
-            zfp_stream_rewind(z);
-            rc = zfp_decompress(z, g) > 0 ? 0 : -EIO;
-        }
-        stream_close(bs);
-    }
-    free(mem);
-out:
-    if (z)
-        zfp_stream_close(z);
-    if (f)
-        zfp_field_free(f);
-    if (g)
-        zfp_field_free(g);
-    return rc;
+    return 0;
 }
 
 static int measure(const bc_opts_t *o, const char *mode, const char *data, const float *x, float *y,
@@ -286,7 +261,8 @@ static int measure(const bc_opts_t *o, const char *mode, const char *data, const
         res->ratio = (double)o->elems * 4.0 / (double)total;
         res->bits_per_value = (double)total * 8.0 / (double)o->elems;
         double se = 0, sr = 0;
-        int have_ref = j.spec.mode != CODEC_FP16 && offline_zfp(&j.spec, x, o->elems, ref) == 0;
+        int have_ref =
+            j.spec.mode != CODEC_FP16 && offline_zfp(&j.spec, x, o->elems, o->chunk, ref) == 0;
         res->ref_max_diff = have_ref ? 0 : NAN;
         for (size_t i = 0; i < o->elems; i++) {
             double e = fabs((double)y[i] - x[i]);

@@ -1,8 +1,9 @@
 /*
  * codec.c - encoding and decoding one chunk (see codec.h for the chunk format and what the
- * decoder checks). ZFP chunks are coded block by block with libzfp's 1-D float block coder
- * into the context's scratch, so the exact bit count is known and decoding can stop at the
- * first block that runs past it; fp16 is converted here, round to nearest even.
+ * decoder checks). ZFP chunks are coded block by block with libzfp's 3-D float block coder
+ * (64 consecutive values a block) and its 1-D coder for the tail (codec.h: the layout), into the context's scratch,
+ * so the exact bit count is known and decoding can stop at the first block that runs past it;
+ * fp16 is converted here, round to nearest even.
  *
  * The coded bits are libzfp's bit stream in this machine's word order (little-endian x86-64
  * on both sides here).
@@ -19,14 +20,16 @@
 
 #include "base/errmsg.h"
 #include "codec/codec.h"
+#include "codec/zfp3.h"
 
 #define SCRATCH_SLACK                                                                              \
-    64u /* zero bytes after a chunk: > one block (CODEC_ZFP_BLOCK_BITS) + a word */
+    320u /* zero bytes after a chunk: > one block (CODEC_ZFP_BLOCK3_BITS) + a word */
 
 struct codec_ctx {
     codec_spec_t spec;
     size_t max_elems;
-    zfp_stream *zfp;
+    zfp_stream *zfp; /* 1-D blocks: the chunk's tail */
+    zfp_stream *zfp3; /* 3-D blocks of 64 values, on the same bit stream */
     bitstream *bs;
     uint8_t *scratch; /* 8-byte aligned, scratch_cap bytes, ending at a guard page */
     size_t scratch_cap;
@@ -52,10 +55,13 @@ static int scratch_alloc(codec_ctx_t *c)
     return 0;
 }
 
+/* The header's param byte; bit 7 marks the 64-value layout (codec.h), so a decoder that codes
+ * 4-value blocks only refuses such a chunk instead of decoding other values from it. */
 static uint8_t param_tag(const codec_spec_t *s)
 {
     switch (s->mode) {
-        case CODEC_ZFP_RATE:
+        case CODEC_ZFP_RATE: return (uint8_t)((int)s->param | CODEC_LAYOUT64_TAG);
+        case CODEC_ZFP_REVERSIBLE: return CODEC_LAYOUT64_TAG;
         case CODEC_ZFP_PRECISION: return (uint8_t)(int)s->param;
         case CODEC_ZFP_ACCURACY: return (uint8_t)(int8_t)ilogb(s->param);
         default: return 0;
@@ -66,6 +72,26 @@ static int is_zfp(codec_mode_t m)
 {
     return m == CODEC_ZFP_RATE || m == CODEC_ZFP_PRECISION || m == CODEC_ZFP_ACCURACY ||
            m == CODEC_ZFP_REVERSIBLE;
+}
+
+/* The mode on one of the context's streams: dims 1 or 3, maxbits as codec.h says. */
+static void set_zfp_mode(zfp_stream *z, const codec_spec_t *s, uint dims)
+{
+    switch (s->mode) {
+        case CODEC_ZFP_RATE:
+            zfp_stream_set_rate(z, s->param, zfp_type_float, dims, zfp_false);
+            break;
+        case CODEC_ZFP_PRECISION: zfp_stream_set_precision(z, (uint)s->param); break;
+        case CODEC_ZFP_ACCURACY: zfp_stream_set_accuracy(z, s->param); break;
+        default: zfp_stream_set_reversible(z); break;
+    }
+    if (s->mode != CODEC_ZFP_RATE) {
+        uint minbits, maxbits, maxprec;
+        int minexp;
+        zfp_stream_params(z, &minbits, &maxbits, &maxprec, &minexp);
+        maxbits = (uint)(dims == 3 ? codec_zfp_block3_bits(s) : codec_zfp_block_bits(s));
+        zfp_stream_set_params(z, minbits, maxbits, maxprec, minexp);
+    }
 }
 
 int codec_ctx_open(const codec_spec_t *s, size_t max_elems, codec_ctx_t **out, char *err,
@@ -88,22 +114,11 @@ int codec_ctx_open(const codec_spec_t *s, size_t max_elems, codec_ctx_t **out, c
             goto nomem;
         c->bs = stream_open(c->scratch, c->scratch_cap);
         c->zfp = zfp_stream_open(c->bs);
-        if (!c->bs || !c->zfp)
+        c->zfp3 = zfp_stream_open(c->bs);
+        if (!c->bs || !c->zfp || !c->zfp3)
             goto nomem;
-        switch (s->mode) {
-            case CODEC_ZFP_RATE:
-                zfp_stream_set_rate(c->zfp, s->param, zfp_type_float, 1, zfp_false);
-                break;
-            case CODEC_ZFP_PRECISION: zfp_stream_set_precision(c->zfp, (uint)s->param); break;
-            case CODEC_ZFP_ACCURACY: zfp_stream_set_accuracy(c->zfp, s->param); break;
-            default: zfp_stream_set_reversible(c->zfp); break;
-        }
-        if (s->mode != CODEC_ZFP_RATE) {
-            uint minbits, maxbits, maxprec;
-            int minexp;
-            zfp_stream_params(c->zfp, &minbits, &maxbits, &maxprec, &minexp);
-            zfp_stream_set_params(c->zfp, minbits, CODEC_ZFP_BLOCK_BITS, maxprec, minexp);
-        }
+        set_zfp_mode(c->zfp, s, 1);
+        set_zfp_mode(c->zfp3, s, 3);
     }
     *out = c;
     return 0;
@@ -118,6 +133,8 @@ void codec_ctx_close(codec_ctx_t *c)
         return;
     if (c->zfp)
         zfp_stream_close(c->zfp);
+    if (c->zfp3)
+        zfp_stream_close(c->zfp3);
     if (c->bs)
         stream_close(c->bs);
     if (c->map)
@@ -184,6 +201,32 @@ static float f16_to_f32(uint16_t h)
 
 /* ---- encode ----------------------------------------------------------------------------- */
 
+/* The chunk's 3-D blocks, then its 1-D tail, into the scratch: the bits written. */
+static size_t zfp_encode_chunk(codec_ctx_t *c, const float *src, size_t n)
+{
+    size_t head = codec_zfp_head(&c->spec, n);
+    if (c->spec.mode == CODEC_ZFP_RATE) { /* every block R whole words: zfp3.c, or libzfp */
+        unsigned rate = (unsigned)c->spec.param;
+        uint64_t *w = (uint64_t *)(void *)c->scratch;
+        for (size_t i = 0; i < head; i += CODEC_ZFP_BLOCK3_VALUES, w += rate)
+            if (zfp3_encode_block(src + i, w, rate) < 0) {
+                stream_wseek(c->bs, (size_t)(w - (uint64_t *)(void *)c->scratch) * 64u);
+                zfp_encode_block_float_3(c->zfp3, src + i);
+            }
+        stream_wseek(c->bs, head / CODEC_ZFP_BLOCK3_VALUES * codec_zfp_block3_bits(&c->spec));
+    } else {
+        zfp_stream_rewind(c->zfp);
+        for (size_t i = 0; i < head; i += CODEC_ZFP_BLOCK3_VALUES)
+            zfp_encode_block_float_3(c->zfp3, src + i);
+    }
+    size_t full = n / 4u * 4u;
+    for (size_t i = head; i < full; i += 4)
+        zfp_encode_block_float_1(c->zfp, src + i);
+    if (full < n)
+        zfp_encode_partial_block_strided_float_1(c->zfp, src + full, n - full, 1);
+    return stream_wtell(c->bs);
+}
+
 long codec_encode(codec_ctx_t *c, const float *src, size_t n, void *dst, size_t cap)
 {
     uint8_t *d = dst;
@@ -203,13 +246,7 @@ long codec_encode(codec_ctx_t *c, const float *src, size_t n, void *dst, size_t 
         body = 2u * n;
         bits = (uint32_t)(body * 8u);
     } else {
-        zfp_stream_rewind(c->zfp);
-        size_t full = n / 4u * 4u;
-        for (size_t i = 0; i < full; i += 4)
-            zfp_encode_block_float_1(c->zfp, src + i);
-        if (full < n)
-            zfp_encode_partial_block_strided_float_1(c->zfp, src + full, n - full, 1);
-        bits = (uint32_t)stream_wtell(c->bs);
+        bits = (uint32_t)zfp_encode_chunk(c, src, n);
         stream_flush(c->bs);
         body = (bits + 7u) / 8u;
         if (CODEC_HEADER_SIZE + body > cap)
@@ -224,6 +261,34 @@ long codec_encode(codec_ctx_t *c, const float *src, size_t n, void *dst, size_t 
 }
 
 /* ---- decode ----------------------------------------------------------------------------- */
+
+/* The chunk's blocks from the scratch, stopping at the first that ends past `bits`: the bits
+ * the blocks took (equal to `bits` for a sound chunk). */
+static size_t zfp_decode_chunk(codec_ctx_t *c, float *dst, size_t n, size_t bits)
+{
+    size_t used = 0, head = codec_zfp_head(&c->spec, n);
+    if (c->spec.mode == CODEC_ZFP_RATE) { /* every block R whole words: zfp3.c */
+        unsigned rate = (unsigned)c->spec.param;
+        const uint64_t *w = (const uint64_t *)(const void *)c->scratch;
+        for (size_t i = 0; i < head && used <= bits; i += CODEC_ZFP_BLOCK3_VALUES, w += rate) {
+            zfp3_decode_block(w, rate, dst + i);
+            used += 64u * rate;
+        }
+        stream_rseek(c->bs, head / CODEC_ZFP_BLOCK3_VALUES * codec_zfp_block3_bits(&c->spec));
+    } else {
+        zfp_stream_rewind(c->zfp);
+        for (size_t i = 0; i < head && used <= bits; i += CODEC_ZFP_BLOCK3_VALUES)
+            used += zfp_decode_block_float_3(c->zfp3, dst + i);
+    }
+    size_t full = n / 4u * 4u;
+    for (size_t i = head; i < n && used <= bits; i += 4) {
+        if (i < full)
+            used += zfp_decode_block_float_1(c->zfp, dst + i);
+        else
+            used += zfp_decode_partial_block_strided_float_1(c->zfp, dst + i, n - i, 1);
+    }
+    return used;
+}
 
 int codec_decode(codec_ctx_t *c, const void *src, size_t len, float *dst, size_t n, char *err,
                  size_t errlen)
@@ -265,16 +330,7 @@ int codec_decode(codec_ctx_t *c, const void *src, size_t len, float *dst, size_t
     /* body <= codec_max_bytes: the copy and its zero tail fit the scratch */
     memcpy(c->scratch, p + CODEC_HEADER_SIZE, body);
     memset(c->scratch + body, 0, SCRATCH_SLACK);
-    zfp_stream_rewind(c->zfp);
-    size_t used = 0, full = n / 4u * 4u;
-    for (size_t i = 0; i < n; i += 4) {
-        if (i < full)
-            used += zfp_decode_block_float_1(c->zfp, dst + i);
-        else
-            used += zfp_decode_partial_block_strided_float_1(c->zfp, dst + i, n - i, 1);
-        if (used > bits)
-            break;
-    }
+    size_t used = zfp_decode_chunk(c, dst, n, bits);
     if (used != bits) {
         return set_err(err, errlen, -EBADMSG, "chunk claims %u bits, its blocks take %s%zu", bits,
                        used > bits ? "more than " : "", used);

@@ -1,6 +1,6 @@
 /*
- * codec.h - lossy and lossless compression of float32 gradient chunks: ZFP (libzfp 1.0, 1-D,
- * fixed rate, fixed precision, fixed accuracy, reversible) and IEEE half precision.
+ * codec.h - lossy and lossless compression of float32 gradient chunks: ZFP (libzfp 1.0, fixed
+ * rate, fixed precision, fixed accuracy, reversible) and IEEE half precision.
  *
  * A job agrees one mode at join (`--compress MODE`, spelled as codec_parse reads it). Each
  * chunk is encoded on its own, so every packet is decodable without any other: a chunk is an
@@ -9,9 +9,22 @@
  *
  *   off size field   meaning
  *    0   1   mode    codec_mode_t of the encoder; must equal the job's
- *    1   1   param   rate or precision (1..32), accuracy's binary exponent (int8), else 0
+ *    1   1   param   rate or precision (1..32), accuracy's binary exponent (int8), else 0;
+ *                    plus 0x80 (CODEC_LAYOUT64_TAG) in zfp:rate and zfp:reversible
  *    2   2   elems   values in the chunk (big-endian), 1..CODEC_MAX_ELEMS
  *    4   4   bits    length of the coded stream in bits (big-endian)
+ *
+ * ZFP layout of a chunk of n values: in zfp:rate and zfp:reversible, the first n / 64 * 64
+ * values are libzfp's 3-D float array of 4 x 4 x (n / 64 * 4) values (x fastest), i.e. one
+ * 4x4x4 block per 64 consecutive values, in order, and the last n % 64 values follow as
+ * libzfp's 1-D float array (4-value blocks, the last one partial), on the same bit stream
+ * right after the 3-D part's last bit. A 64-value block spends its exponent and its bit-plane
+ * coding on 16 times more values than a 1-D block: coding is cheaper per value and, at a fixed
+ * rate, more accurate. zfp:precision and zfp:accuracy code the whole chunk as the 1-D array:
+ * precision P keeps meaning P bit planes per 4 values, and libzfp's 3-D transform does not
+ * keep the bound A for tolerances near float32's own precision (1e-9 on values of 0.01),
+ * where the 1-D one does. Decoded values equal libzfp's own zfp_compress/zfp_decompress
+ * round trip of these arrays (codec_zfp_reference).
  *
  * The decoder trusts nothing in a chunk: mode, param and elems must be what the receiver
  * expects, ceil(bits / 8) must fit in the bytes that arrived (padding at most 3 bytes, all
@@ -21,7 +34,7 @@
  * no value outside the caller's `elems`. Failures return -EBADMSG (reason in err) and the
  * caller counts the drop.
  *
- * A codec_ctx_t holds one libzfp stream and its scratch: one per thread, opened once, so
+ * A codec_ctx_t holds two libzfp streams (3-D and 1-D, on one bit stream) and its scratch: one per thread, opened once, so
  * nothing is allocated per chunk. Functions return 0 (or a byte count) or a negative errno.
  */
 #ifndef INAGG_CODEC_H
@@ -46,6 +59,7 @@ typedef struct codec_spec {
 } codec_spec_t;
 
 #define CODEC_HEADER_SIZE 8u
+#define CODEC_LAYOUT64_TAG 0x80u /* param bit: the chunk holds 64-value blocks */
 #define CODEC_MAX_ELEMS 65535u
 #define CODEC_SPEC_MAX 48 /* bytes codec_format needs at most, with the NUL */
 
@@ -57,15 +71,22 @@ int codec_parse(const char *text, codec_spec_t *out, char *err, size_t errlen);
 void codec_format(const codec_spec_t *s, char *buf, size_t cap);
 /* 1 for a mode that may change values (everything but none and zfp:reversible). */
 int codec_is_lossy(const codec_spec_t *s);
-/* Bits one 4-value ZFP block may take: 4R at fixed rate (at least 9: rates 1 and 2 take
- * 2.25 bits per value), else CODEC_ZFP_BLOCK_BITS. The stream's maxbits is set to this on
- * both sides, so libzfp neither writes nor reads more per block. It is above libzfp's own
- * worst case for a 1-D float block (zfp_stream_maximum_size: 146 bits reversible, 139
- * otherwise); the reversible round trip of arbitrary bit patterns in tests/test_codec.c
- * checks that nothing is cut. */
+/* Bits one 4-value (1-D) ZFP block may take: 4R at fixed rate (at least 9: rates 1 and 2 take
+ * 2.25 bits per value), else CODEC_ZFP_BLOCK_BITS. Bits one 64-value (3-D) block may take:
+ * 64R at fixed rate, else CODEC_ZFP_BLOCK3_BITS. The streams' maxbits are set to these on
+ * both sides, so libzfp neither writes nor reads more per block. They are above libzfp's own
+ * worst cases for a float block (1-D: 146 bits reversible, 139 otherwise; 3-D: 9 + 63 +
+ * 64 * 32 = 2120, a few more reversible); the reversible round trip of arbitrary bit patterns
+ * in tests/test_codec.c checks that nothing is cut. */
 #define CODEC_ZFP_BLOCK_BITS 152u
+#define CODEC_ZFP_BLOCK3_BITS 2176u
+#define CODEC_ZFP_BLOCK3_VALUES 64u
 size_t codec_zfp_block_bits(const codec_spec_t *s);
-/* Most bytes a chunk of n values can take in this mode, header and padding included. */
+size_t codec_zfp_block3_bits(const codec_spec_t *s);
+/* How many of a chunk's first n values are coded as 64-value blocks (see the layout above). */
+size_t codec_zfp_head(const codec_spec_t *s, size_t n);
+/* Most bytes a chunk of n values, or of any fewer values, can take in this mode, header and
+ * padding included (so a packet size that fits bounds every shorter chunk too). */
 size_t codec_max_bytes(const codec_spec_t *s, size_t n);
 
 /* The most values (a multiple of 4, at most CODEC_MAX_ELEMS) whose chunk always fits in
@@ -90,5 +111,10 @@ int codec_decode(codec_ctx_t *c, const void *src, size_t len, float *dst, size_t
                  size_t errlen);
 /* The element count a chunk claims (0 if it is shorter than its header). */
 size_t codec_chunk_elems(const void *src, size_t len);
+
+/* libzfp's own round trip (zfp_compress, zfp_decompress of whole fields) of one chunk of n
+ * values in ZFP mode s, in the layout above, into ref[0..n): what codec_decode(codec_encode(x))
+ * must equal value for value. 0, or -EINVAL (not a ZFP mode) / -ENOMEM / -EIO. */
+int codec_zfp_reference(const codec_spec_t *s, const float *x, size_t n, float *ref);
 
 #endif /* INAGG_CODEC_H */

@@ -96,6 +96,43 @@ size_t codec_zfp_block_bits(const codec_spec_t *s)
     return CODEC_ZFP_BLOCK_BITS;
 }
 
+size_t codec_zfp_block3_bits(const codec_spec_t *s)
+{
+    if (s->mode == CODEC_ZFP_RATE)
+        return CODEC_ZFP_BLOCK3_VALUES * (size_t)s->param;
+    return CODEC_ZFP_BLOCK3_BITS;
+}
+
+size_t codec_zfp_head(const codec_spec_t *s, size_t n)
+{
+    if (s->mode != CODEC_ZFP_RATE && s->mode != CODEC_ZFP_REVERSIBLE)
+        return 0; /* precision and accuracy keep their 4-value blocks (codec.h) */
+    return n / CODEC_ZFP_BLOCK3_VALUES * CODEC_ZFP_BLOCK3_VALUES;
+}
+
+/* Most bits of a ZFP chunk of exactly n values: its 3-D blocks, then its 1-D tail. */
+static size_t zfp_chunk_bits(const codec_spec_t *s, size_t n)
+{
+    size_t head = codec_zfp_head(s, n);
+    return head / CODEC_ZFP_BLOCK3_VALUES * codec_zfp_block3_bits(s) +
+           (n - head + 3u) / 4u * codec_zfp_block_bits(s);
+}
+
+/* Most bits of a ZFP chunk of n or fewer values. A 1-D tail of 60 values may take more than
+ * the 64-value block that replaces it at the next multiple of 64 (at rates 1 and 2 and in the
+ * variable modes), so the bound also covers the longest tail of the previous group. */
+static size_t zfp_chunk_bits_upto(const codec_spec_t *s, size_t n)
+{
+    size_t bits = zfp_chunk_bits(s, n);
+    size_t groups = n / CODEC_ZFP_BLOCK3_VALUES;
+    if (groups > 0) {
+        size_t prev = zfp_chunk_bits(s, groups * CODEC_ZFP_BLOCK3_VALUES - 1u);
+        if (prev > bits)
+            bits = prev;
+    }
+    return bits;
+}
+
 size_t codec_max_bytes(const codec_spec_t *s, size_t n)
 {
     size_t body;
@@ -104,9 +141,7 @@ size_t codec_max_bytes(const codec_spec_t *s, size_t n)
         case CODEC_ZFP_RATE:
         case CODEC_ZFP_PRECISION:
         case CODEC_ZFP_ACCURACY:
-        case CODEC_ZFP_REVERSIBLE:
-            body = ((n + 3u) / 4u * codec_zfp_block_bits(s) + 7u) / 8u;
-            break;
+        case CODEC_ZFP_REVERSIBLE: body = (zfp_chunk_bits_upto(s, n) + 7u) / 8u; break;
         default: return 4u * n;
     }
     return CODEC_HEADER_SIZE + (body + 3u) / 4u * 4u;

@@ -21,6 +21,7 @@
 #include "base/errmsg.h"
 #include "codec/codec.h"
 #include "codec/zfp3.h"
+#include "codec/zfp_mode.h"
 
 #define SCRATCH_SLACK                                                                              \
     320u /* zero bytes after a chunk: > one block (CODEC_ZFP_BLOCK3_BITS) + a word */
@@ -77,14 +78,7 @@ static int is_zfp(codec_mode_t m)
 /* The mode on one of the context's streams: dims 1 or 3, maxbits as codec.h says. */
 static void set_zfp_mode(zfp_stream *z, const codec_spec_t *s, uint dims)
 {
-    switch (s->mode) {
-        case CODEC_ZFP_RATE:
-            zfp_stream_set_rate(z, s->param, zfp_type_float, dims, zfp_false);
-            break;
-        case CODEC_ZFP_PRECISION: zfp_stream_set_precision(z, (uint)s->param); break;
-        case CODEC_ZFP_ACCURACY: zfp_stream_set_accuracy(z, s->param); break;
-        default: zfp_stream_set_reversible(z); break;
-    }
+    codec_zfp_stream_mode(z, s, dims);
     if (s->mode != CODEC_ZFP_RATE) {
         uint minbits, maxbits, maxprec;
         int minexp;

@@ -9,18 +9,7 @@
 #include <zfp.h>
 
 #include "codec/codec.h"
-
-static void set_mode(zfp_stream *z, const codec_spec_t *s, uint dims)
-{
-    switch (s->mode) {
-        case CODEC_ZFP_RATE:
-            zfp_stream_set_rate(z, s->param, zfp_type_float, dims, zfp_false);
-            break;
-        case CODEC_ZFP_PRECISION: zfp_stream_set_precision(z, (uint)s->param); break;
-        case CODEC_ZFP_ACCURACY: zfp_stream_set_accuracy(z, s->param); break;
-        default: zfp_stream_set_reversible(z); break;
-    }
-}
+#include "codec/zfp_mode.h"
 
 /* zfp_compress then zfp_decompress of field f into g: 0, or -ENOMEM / -EIO. */
 static int round_trip(const codec_spec_t *s, uint dims, zfp_field *f, zfp_field *g)
@@ -28,7 +17,7 @@ static int round_trip(const codec_spec_t *s, uint dims, zfp_field *f, zfp_field 
     zfp_stream *z = zfp_stream_open(NULL);
     if (!z)
         return -ENOMEM;
-    set_mode(z, s, dims);
+    codec_zfp_stream_mode(z, s, dims);
     size_t cap = zfp_stream_maximum_size(z, f);
     void *mem = malloc(cap);
     bitstream *bs = mem ? stream_open(mem, cap) : NULL;

@@ -236,6 +236,21 @@ inagg_result_t inagg_iallreduce(inagg_comm_t *comm, const void *send, void *recv
                                 inagg_dtype_t dtype, inagg_op_t op, inagg_request_t **req);
 
 /*
+ * inagg_iallreduce with the caller's own error-feedback residual for this tensor: `residual`
+ * holds `count` float32 values, zero before the first call, that belong to this tensor alone
+ * and stay valid until the request is waited for. On a job with a lossy codec the library
+ * codes send[i] + residual[i] and leaves in residual[i] what the codec dropped of it, to be
+ * sent with the next call on the same tensor. A caller that reduces several tensors in turn
+ * (DDP's gradient buckets) keeps one residual per tensor, where the communicator's own error
+ * feedback (options.no_error_feedback = 0) is one per element index and fits one tensor
+ * reduced every step. On a job without a lossy codec the residual is left as it is. NULL:
+ * exactly inagg_iallreduce. INAGG_ERR_INVALID for a residual with a dtype other than float32.
+ */
+inagg_result_t inagg_iallreduce_ef(inagg_comm_t *comm, const void *send, void *recv, size_t count,
+                                   inagg_dtype_t dtype, inagg_op_t op, float *residual,
+                                   inagg_request_t **req);
+
+/*
  * Small allreduce, asynchronous (p4sgd communicators only): `count` <= opts.packet_elems
  * elements, carried in one packet on one slot. Up to opts.slots may be in flight; they complete
  * in any order (the partial activations of a micro-batch pipeline, P4SGD Algorithm 1). Calls

@@ -389,6 +389,13 @@ static inagg_result_t start_call(inagg_comm_t *comm, const worker_call_t *call, 
 inagg_result_t inagg_iallreduce(inagg_comm_t *comm, const void *send, void *recv, size_t count,
                                 inagg_dtype_t dtype, inagg_op_t op, inagg_request_t **req)
 {
+    return inagg_iallreduce_ef(comm, send, recv, count, dtype, op, NULL, req);
+}
+
+inagg_result_t inagg_iallreduce_ef(inagg_comm_t *comm, const void *send, void *recv, size_t count,
+                                   inagg_dtype_t dtype, inagg_op_t op, float *residual,
+                                   inagg_request_t **req)
+{
     if (req)
         *req = NULL;
     if (comm && comm->opt.present)
@@ -404,7 +411,11 @@ inagg_result_t inagg_iallreduce(inagg_comm_t *comm, const void *send, void *recv
                               comm->proto->name,
                               comm->proto->start_small ? "inagg_iallreduce_small (one packet) or "
                                                        : "");
-    worker_call_t call = {send, recv, count, dtype, op, 0};
+    if (residual && dtype != INAGG_FLOAT32)
+        return comm_set_error(comm, INAGG_ERR_INVALID,
+                              "a residual is for float32 allreduces (error feedback)");
+    worker_call_t call = {
+        .send = send, .recv = recv, .count = count, .dtype = dtype, .op = op, .resid = residual};
     return start_call(comm, &call, 0, req);
 }
 
@@ -425,7 +436,7 @@ inagg_result_t inagg_iallreduce_small(inagg_comm_t *comm, const void *send, void
                               "count %zu: a small allreduce carries 1..%u elements "
                               "(packet_elems)",
                               count, comm->opts.packet_elems);
-    worker_call_t call = {send, recv, count, dtype, op, 0};
+    worker_call_t call = {.send = send, .recv = recv, .count = count, .dtype = dtype, .op = op};
     return start_call(comm, &call, 1, req);
 }
 
@@ -487,7 +498,8 @@ static inagg_result_t run_allreduce(inagg_comm_t *comm, const void *send, void *
         rc = comm_failure(comm);
     if (rc != INAGG_OK)
         return rc;
-    worker_call_t call = {send, recv, count, dtype, op, set};
+    worker_call_t call = {
+        .send = send, .recv = recv, .count = count, .dtype = dtype, .op = op, .set = set};
     char detail[COMM_DETAIL_MAX] = "";
     int err = comm->proto->allreduce(comm->ps, &call, detail, sizeof(detail));
     return comm_settle(comm, err, detail);

@@ -92,6 +92,8 @@ typedef struct worker_call {
     inagg_dtype_t dtype;
     inagg_op_t op;
     int set; /* a parameter upload (WIRE_FLAG_SET) */
+    float *resid; /* the caller's error-feedback residual of this tensor ([count]), or NULL:
+                     the engine's own (inagg_iallreduce_ef) */
 } worker_call_t;
 
 /* The base of every protocol's request: a protocol allocates its own request type with this

@@ -220,7 +220,8 @@ struct run {
     uint8_t wire_dtype;
     int fixed;
     int coded; /* float32 through the job's codec (WIRE_CODED) */
-    int resid; /* ... with error feedback (e->resid covers the tensor) */
+    float *resid; /* ... with error feedback: the tensor's residual (the caller's, or
+                     e->resid), NULL without */
     int overflow, nonfinite;
 };
 
@@ -315,7 +316,7 @@ static uint16_t encode_chunk(engine_t *e, const coder_t *cd, const run_t *run, u
     size_t off = chunk * e->p.elems, len = chunk_len(e, run, chunk);
     size_t cap = e->pkt_cap - worker_hdr_bytes(&e->p);
     const float *src = (const float *)run->r->send + off;
-    float *res = run->resid ? e->resid + off : NULL;
+    float *res = run->resid ? run->resid + off : NULL;
     if (res) { /* error feedback: send the chunk plus what was dropped last time */
         for (size_t i = 0; i < len; i++)
             cd->xbuf[i] = src[i] + res[i];
@@ -611,7 +612,10 @@ static void run_setup(engine_t *e, const worker_call_t *r, run_t *run)
                       : run->fixed            ? WIRE_FIXED32
                                               : WIRE_FLOAT32;
 
-    if (run->coded && e->p.error_feedback && r->count > 0) {
+    run->resid = NULL;
+    if (run->coded && r->resid && codec_is_lossy(&e->p.codec)) {
+        run->resid = r->resid; /* the caller keeps one per tensor */
+    } else if (run->coded && e->p.error_feedback && r->count > 0) {
         if (e->resid_len != r->count) { /* a new tensor shape: start from no residual */
             float *nr = calloc(r->count, sizeof(float));
             if (nr) {
@@ -620,7 +624,7 @@ static void run_setup(engine_t *e, const worker_call_t *r, run_t *run)
                 e->resid_len = r->count;
             }
         }
-        run->resid = e->resid_len == r->count;
+        run->resid = e->resid_len == r->count ? e->resid : NULL;
     }
 }
 

@@ -23,6 +23,7 @@ for the invocation and takes it down at the end or on INT, TERM or HUP (after a 
 ranks run on loopback with a switch on 127.0.0.1 (no link limit: a functional run).
 
 Report (--json): one object with "runs" (per backend: label, backend, compress, mechanism,
+error_feedback (a residual per gradient bucket: the backend with a lossy compress),
 epoch_s = median epoch wall time, comm_s = median time in communication per epoch,
 final_test_accuracy, time_to_accuracy_s = training time (evaluation excluded) until the test
 accuracy first reached target_accuracy (null if it never did), epochs = [{epoch, wall_s,
@@ -127,6 +128,9 @@ def parse(argv):
     ap.add_argument("--compress", default="none",
                     help="compression of `inagg` runs without their own (none, fp16, "
                     "zfp:rate=R)")
+    ap.add_argument("--no-error-feedback", action="store_true",
+                    help="lossy compression through the backend without its per-bucket error "
+                    "feedback (on by default)")
     ap.add_argument("--mechanism", choices=["auto", "backend", "hook"], default="auto",
                     help="inagg runs: torch.distributed backend 'inagg', the DDP hook, or the "
                     "backend when registered (default)")
@@ -397,6 +401,8 @@ def run_one(a, place, index, label, backend, compress):
               "--timeout-s", str(min(a.timeout_s, 600.0))]
     if a.lr is not None:
         common += ["--lr", repr(a.lr)]
+    if a.no_error_feedback:
+        common.append("--no-error-feedback")
     if a.data:
         common += ["--data", os.path.abspath(a.data)]
     if backend == "inagg":
@@ -461,6 +467,7 @@ def summarize(a, label, backend, compress, readers):
     return {
         "label": label, "backend": backend, "compress": compress,
         "mechanism": start["mechanism"],
+        "error_feedback": bool(start.get("error_feedback")),
         "epoch_s": statistics.median(e["wall_s"] for e in epochs),
         "comm_s": statistics.median(e["comm_s"] for e in epochs),
         "final_test_accuracy": epochs[-1]["test_accuracy"],

@@ -126,6 +126,8 @@ for x in runs:
 assert runs[0]["mechanism"] == "gloo"
 assert all(x["mechanism"] in ("backend", "hook") for x in runs[1:])
 assert runs[2]["compress"] == "fp16" and runs[1]["compress"] == "none"
+assert not runs[0]["error_feedback"] and not runs[1]["error_feedback"]
+assert runs[2]["error_feedback"] == (runs[2]["mechanism"] == "backend"), runs[2]
 sp = r["speedup_vs_gloo"]
 assert set(sp) == {x["label"] for x in runs}, sp
 for x in runs:
@@ -151,7 +153,8 @@ if os.environ.get("INAGG_TEST_BACKEND_LOG"):
     import torch.distributed as dist
     def _make(store, rank, world, timeout):
         with open("%s.%d" % (os.environ["INAGG_TEST_BACKEND_LOG"], rank), "w") as f:
-            json.dump({k: os.environ.get(k) for k in ("INAGG_SWITCH", "INAGG_COMPRESS")}, f)
+            json.dump({k: os.environ.get(k) for k in ("INAGG_SWITCH", "INAGG_COMPRESS",
+                                                        "INAGG_ERROR_FEEDBACK")}, f)
         return dist.ProcessGroupGloo(store, rank, world, timeout)
     dist.Backend.register_backend("inagg", _make)
 EOF
@@ -164,6 +167,8 @@ assert r["runs"][0]["mechanism"] == "backend", r["runs"][0]["mechanism"]
 for rank in (0, 1):
     env = json.load(open("%s.%d" % (sys.argv[2], rank)))
     assert env["INAGG_COMPRESS"] == "fp16" and env["INAGG_SWITCH"].startswith("127.0.0.1:"), env
+    assert env["INAGG_ERROR_FEEDBACK"] == "1", env  # lossy through the backend: per bucket
+assert r["runs"][0]["error_feedback"] is True, r["runs"][0]
 EOF
 then ok $t; else bad $t "rc $rc: $(tail -n 3 "$tmp/check") $(tail -n 3 "$tmp/bkerr")"; fi
 

@@ -60,9 +60,10 @@ else bad $t "rc $rc: $(grep -v CUDA "$tmp/coll" | tail -n 6)"; fi
 
 t=codec_bytes_on_the_wire
 res=""
-for spec in "INAGG_COMPRESS fp16 0.002 0.55" "CASE_PG_COMPRESS zfp:rate=16 0.01 0.55"; do
+for spec in "INAGG_COMPRESS fp16 0.002 0.55 0" "CASE_PG_COMPRESS zfp:rate=16 0.01 0.55 0" \
+            "INAGG_COMPRESS zfp:rate=8 0.1 0.3 1"; do
     set -- $spec
-    env "$1=$2" CASE_REL_BOUND=$3 CASE_MAX_WIRE_RATIO=$4 timeout 180 "$PY" $CASES compressed 2 file >"$tmp/comp" 2>&1; rc=$?
+    env "$1=$2" CASE_REL_BOUND=$3 CASE_MAX_WIRE_RATIO=$4 INAGG_ERROR_FEEDBACK=$5 timeout 180 "$PY" $CASES compressed 2 file >"$tmp/comp" 2>&1; rc=$?
     shift
     j=$(lastjson "$tmp/comp")
     if [ $rc -ne 0 ] || [ -z "$j" ]; then res="$res FAIL($1: rc $rc $(grep -v CUDA "$tmp/comp" | tail -n 3))"

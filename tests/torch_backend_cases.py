@@ -10,7 +10,9 @@ collectives  all_reduce SUM/AVG on float32, int32 (exact), float16/bfloat16/floa
              tensor; MIN/MAX/PRODUCT, broadcast, all_gather, reduce_scatter, barrier,
              send/recv delegated; new_group of a subset; the counters of every call
 compressed   with $INAGG_COMPRESS (or $CASE_PG_COMPRESS: pg_options=Options(compress=)) set: the result within the codec's bound and fewer bytes on
-             the wire than float32 needs
+             the wire than float32 needs; with $INAGG_ERROR_FEEDBACK=1 the same input
+             reduced twice through one tensor differs by the first call's residual (equal
+             without), and the group counts a residual per tensor
 killed       the last rank exits after init; every other rank's all_reduce raises a
              RuntimeError within the process group's timeout (TIMEOUT_S)
 stalled      the same with the last rank alive but silent
@@ -176,8 +178,22 @@ def case_compressed(rank, world):
     assert rel <= bound, (rel, bound)
     ratio = sent / (4.0 * n)
     assert ratio < float(os.environ.get("CASE_MAX_WIRE_RATIO", "0.75")), ratio
+    # Error feedback (INAGG_ERROR_FEEDBACK=1): the same input reduced twice through one
+    # tensor's storage differs the second time by what the codec dropped the first time;
+    # without, the codec is deterministic and both results are equal.
+    ef = os.environ.get("INAGG_ERROR_FEEDBACK") == "1"
+    z, y = torch.empty(n), torch.randn(n, generator=torch.Generator().manual_seed(7 + rank))
+    z.copy_(y)
+    dist.all_reduce(z)
+    first = z.clone()
+    z.copy_(y)
+    dist.all_reduce(z)
+    moved = (z - first).abs().max().item()
+    assert (moved > 0) == ef, ("error feedback", ef, "second result moved by", moved)
+    fb = inagg.torch.backend_stats()["error_feedback"]
+    assert fb == ({"tensors": 2, "untracked": 0} if ef else {"tensors": 0, "untracked": 0}), fb
     return {"compress": os.environ.get("INAGG_COMPRESS") or os.environ.get("CASE_PG_COMPRESS"),
-            "max_rel_err": rel,
+            "max_rel_err": rel, "error_feedback": ef, "feedback_moved": moved,
             "wire_bytes_per_float32_byte": round(ratio, 4)}
 
 

@@ -44,12 +44,16 @@ class Options:
     protocol    "switchml" or "p4sgd" (default $INAGG_PROTOCOL, else switchml)
     float_mode  "fixed" or "native" (default $INAGG_FLOAT_MODE, else fixed)
     slots, threads, packet_elems   the job's window, engine threads, packet size (0: default)
+    error_feedback  with a lossy compress: keep what the codec dropped of each tensor and send
+                it with that tensor's next all_reduce (one residual per tensor storage: DDP's
+                buckets; default $INAGG_ERROR_FEEDBACK, else off)
     """
 
     def __init__(self, switch=None, compress=None, protocol=None, float_mode=None, slots=0,
-                 threads=0, packet_elems=0):
+                 threads=0, packet_elems=0, error_feedback=None):
         self.switch = switch
         self.compress = compress
+        self.error_feedback = error_feedback
         self.protocol = protocol
         self.float_mode = float_mode
         self.slots = slots
@@ -132,6 +136,17 @@ def _opt(options, name, env, default=None):
     return v
 
 
+def _flag(options, name, env):
+    """An on/off option: the Options field when set, else $env ("1"/"0"), else off."""
+    v = getattr(options, name, None) if options is not None else None
+    if v is None:
+        e = os.environ.get(env, "")
+        if e not in ("", "0", "1"):
+            raise ValueError("inagg: $%s must be 0 or 1, not %r" % (env, e))
+        v = e == "1"
+    return bool(v)
+
+
 def _create(store, rank, size, timeout, group_id, options):
     global _WORLD_SWITCH
     ext = _torch_ext.load()
@@ -157,6 +172,7 @@ def _create(store, rank, size, timeout, group_id, options):
     cfg = {
         "switch": switch, "job": job, "timeout_ms": timeout_ms,
         "compress": _opt(options, "compress", "INAGG_COMPRESS", "none"),
+        "error_feedback": _flag(options, "error_feedback", "INAGG_ERROR_FEEDBACK"),
         "protocol": _opt(options, "protocol", "INAGG_PROTOCOL", "switchml"),
         "float_mode": _opt(options, "float_mode", "INAGG_FLOAT_MODE", "fixed"),
         "slots": int(_opt(options, "slots", "INAGG_SLOTS", 0) or 0),
@@ -239,7 +255,8 @@ def _monitored_barrier_via_gloo():
 def backend_stats(group=None):
     """How the calls of an inagg process group went: {"switch": n all_reduce through the
     switch, "gloo": n calls passed to Gloo, "gloo_by_op": {name: n}, "switch_address",
-    "job", "wire": libinagg's packet and byte counters}."""
+    "job", "wire": libinagg's packet and byte counters, "error_feedback": {"tensors": with a
+    residual, "untracked": calls sent without one}}."""
     pg = group if group is not None else dist.group.WORLD
     if pg is None:
         raise RuntimeError("inagg: no process group (call init_process_group first)")
@@ -247,7 +264,8 @@ def backend_stats(group=None):
         raise TypeError("inagg: %r is not an inagg process group" % (pg,))
     by_op = dict(pg.delegated_calls())
     return {"switch": pg.switch_calls(), "gloo": sum(by_op.values()), "gloo_by_op": by_op,
-            "switch_address": pg.switch_address, "job": pg.job, "wire": pg.wire_stats()}
+            "switch_address": pg.switch_address, "job": pg.job, "wire": pg.wire_stats(),
+            "error_feedback": dict(zip(("tensors", "untracked"), pg.error_feedback()))}
 
 
 def _at_exit():

@@ -115,6 +115,8 @@ def parse(argv):
     ap.add_argument("--master", required=True, help="HOST:PORT of rank 0's rendezvous")
     ap.add_argument("--backend", choices=["gloo", "inagg"], required=True)
     ap.add_argument("--compress", default="none", help="inagg: none, fp16, zfp:rate=R, ...")
+    ap.add_argument("--no-error-feedback", action="store_true",
+                    help="inagg backend, lossy --compress: no per-bucket error feedback")
     ap.add_argument("--mechanism", choices=["auto", "backend", "hook"], default="auto",
                     help="inagg: the registered backend, the DDP hook, or whichever exists")
     ap.add_argument("--switch", help="the inagg switch HOST:PORT (default $INAGG_SWITCH)")
@@ -197,6 +199,7 @@ def run(a):
 
     switch = a.switch or os.environ.get("INAGG_SWITCH")
     mechanism = None
+    error_feedback = False
     backend = a.backend
     comm_options = {}
     if a.backend == "inagg":
@@ -219,6 +222,11 @@ def run(a):
             os.environ["INAGG_COMPRESS"] = a.compress
         else:
             os.environ.pop("INAGG_COMPRESS", None)
+        # the backend keeps a residual per gradient bucket (a codec that rounds nothing
+        # leaves it untouched); the hook has no error feedback
+        error_feedback = mechanism == "backend" and a.compress not in ("none", "zfp:reversible") \
+            and not a.no_error_feedback
+        os.environ["INAGG_ERROR_FEEDBACK"] = "1" if error_feedback else "0"
         if mechanism == "hook":
             backend = "gloo"
     host, port = a.master.rsplit(":", 1)
@@ -252,7 +260,8 @@ def run(a):
     if a.rank == 0:
         torch.mm(torch.ones(2, 2), torch.ones(2, 2))  # BLAS is loaded by now
         emit({"event": "start", "blas": blas_in_use(), "backend": a.backend, "mechanism": mechanism or "gloo",
-              "compress": a.compress, "model": a.model, "params": sum(
+              "compress": a.compress, "error_feedback": error_feedback, "model": a.model,
+              "params": sum(
                   p.numel() for p in net.parameters()), "grad_bytes": models.grad_bytes(net),
               "world": a.world, "batch_per_rank": a.batch, "steps_per_epoch": steps, "lr": lr,
               "torch": torch.__version__})

@@ -25,6 +25,7 @@ SwitchConfig configFrom(const py::dict& d)
   c.address = get<std::string>(d, "switch", "");
   c.job = get<std::string>(d, "job", "");
   c.compress = get<std::string>(d, "compress", "");
+  c.error_feedback = get<bool>(d, "error_feedback", false);
   c.protocol = get<std::string>(d, "protocol", c.protocol);
   c.float_mode = get<std::string>(d, "float_mode", c.float_mode);
   c.slots = get<uint32_t>(d, "slots", 0);
@@ -54,6 +55,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m)
       .def("shutdown", &ProcessGroupInagg::shutdown, py::call_guard<py::gil_scoped_release>(),
            "leave the switch job (inagg_comm_destroy); later all_reduce calls go to Gloo")
       .def("switch_calls", &ProcessGroupInagg::switchCalls)
+      .def("error_feedback", &ProcessGroupInagg::errorFeedback,
+           "(tensors with an error-feedback residual, calls sent without one)")
       .def("delegated_calls", &ProcessGroupInagg::delegatedCalls)
       .def("gloo", &ProcessGroupInagg::gloo)
       .def_property_readonly("switch_address", &ProcessGroupInagg::address)

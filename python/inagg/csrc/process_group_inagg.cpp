@@ -57,9 +57,11 @@ ProcessGroupInagg::ProcessGroupInagg(int rank, int size,
                 cfg.float_mode, "'");
   if (!cfg.compress.empty() && cfg.compress != "none") o.compress = cfg_.compress.c_str();
   lossy_ = isLossyCodec(cfg.compress);
-  /* Error feedback keeps one residual per element index across calls: right for one
-   * gradient tensor reduced every step, wrong for a process group that reduces tensors of
-   * every shape (DDP's buckets alternate). The codec's rounding is the documented bound. */
+  /* The communicator's own error feedback keeps one residual per element index across
+   * calls: right for one tensor reduced every step, wrong for a process group that reduces
+   * tensors of every shape (DDP's buckets alternate). With error_feedback the group keeps a
+   * residual per tensor instead (inagg_iallreduce_ef); without, the codec's rounding is the
+   * documented bound. */
   o.no_error_feedback = 1;
   char detail[512] = "";
   inagg_result_t rc = inagg_comm_create(&comm_, cfg.address.c_str(), cfg.job.c_str(),
@@ -109,7 +111,20 @@ void ProcessGroupInagg::shutdown()
                  getRank(), (unsigned long long)switch_calls_.load(),
                  (unsigned long long)total, total ? " (" : "", out.str().c_str(),
                  total ? ")" : "");
+    auto ef = errorFeedback();
+    if (cfg_.error_feedback)
+      std::fprintf(stderr,
+                   "inagg-torch: rank %d: error feedback on %llu tensors, %llu calls without "
+                   "(more tensors than %zu)\n",
+                   getRank(), (unsigned long long)ef.first, (unsigned long long)ef.second,
+                   kMaxResiduals);
   }
+}
+
+std::pair<uint64_t, uint64_t> ProcessGroupInagg::errorFeedback()
+{
+  std::lock_guard<std::mutex> lk(mu_);
+  return {residuals_.size(), untracked_residuals_};
 }
 
 std::map<std::string, uint64_t> ProcessGroupInagg::delegatedCalls() const
@@ -174,6 +189,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupInagg::allreduce(std::vector<at::Tens
                 (op.user.scalar_type() == at::kFloat || is_int);
   /* float16, bfloat16 and float64 are summed as float32 and converted back */
   op.wire = direct ? op.user : op.user.to(is_int ? at::kInt : at::kFloat).contiguous();
+  if (cfg_.error_feedback && lossy_ && !is_int && !p4sgd_) op.residual = residualFor(op.user);
   op.work = c10::make_intrusive<InaggWork>(getRank(), std::vector<at::Tensor>{op.user});
   c10::intrusive_ptr<c10d::Work> result = op.work;
   switch_calls_++;
@@ -183,6 +199,22 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupInagg::allreduce(std::vector<at::Tens
   }
   cv_.notify_one();
   return result;
+}
+
+at::Tensor ProcessGroupInagg::residualFor(const at::Tensor& user)
+{
+  auto key = std::make_tuple(static_cast<const void*>(user.data_ptr()), user.numel(),
+                             static_cast<int>(user.scalar_type()));
+  std::lock_guard<std::mutex> lk(mu_);
+  auto it = residuals_.find(key);
+  if (it != residuals_.end()) return it->second;
+  if (residuals_.size() >= kMaxResiduals) { /* more tensors than buckets: no feedback */
+    untracked_residuals_++;
+    return at::Tensor();
+  }
+  at::Tensor r = at::zeros({user.numel()}, at::TensorOptions().dtype(at::kFloat));
+  residuals_.emplace(key, r);
+  return r;
 }
 
 std::exception_ptr ProcessGroupInagg::failure(const std::string& what, inagg_result_t rc)
@@ -203,7 +235,8 @@ bool ProcessGroupInagg::startOp(Op& op)
     finishOp(op, inagg_allreduce(comm_, buf, buf, n, op.dtype, op.op));
     return false;
   }
-  inagg_result_t rc = inagg_iallreduce(comm_, buf, buf, n, op.dtype, op.op, &op.req);
+  float* residual = op.residual.defined() ? op.residual.data_ptr<float>() : nullptr;
+  inagg_result_t rc = inagg_iallreduce_ef(comm_, buf, buf, n, op.dtype, op.op, residual, &op.req);
   if (rc != INAGG_OK) {
     op.req = nullptr;
     finishOp(op, rc);

@@ -19,6 +19,8 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <tuple>
+#include <utility>
 
 #include "inagg.h"
 #include "inagg_work.hpp"
@@ -30,6 +32,7 @@ struct SwitchConfig {
   std::string address;            /* "HOST:PORT[,HOST:PORT...]" */
   std::string job;                /* agreed through the store */
   std::string compress;           /* "" = none */
+  bool error_feedback = false;    /* a residual per tensor (lossy codecs) */
   std::string protocol = "switchml";
   std::string float_mode = "fixed";
   uint32_t slots = 0;             /* 0: library default */
@@ -51,6 +54,8 @@ class ProcessGroupInagg : public c10d::ProcessGroup {
 
   /* Calls that went through the switch, and per operation name those handed to Gloo. */
   uint64_t switchCalls() const { return switch_calls_.load(); }
+  /* Error feedback: tensors with a residual, and calls sent without one (past the cap). */
+  std::pair<uint64_t, uint64_t> errorFeedback();
   std::map<std::string, uint64_t> delegatedCalls() const;
   std::string address() const { return cfg_.address; }
   std::string job() const { return cfg_.job; }
@@ -116,6 +121,7 @@ class ProcessGroupInagg : public c10d::ProcessGroup {
     inagg_dtype_t dtype;
     inagg_op_t op;
     inagg_request_t* req = nullptr;
+    at::Tensor residual; /* error feedback: this tensor's residual (undefined: none) */
   };
 
   /* Why the switch cannot serve this call ("" if it can). */
@@ -131,6 +137,12 @@ class ProcessGroupInagg : public c10d::ProcessGroup {
   c10::intrusive_ptr<c10d::ProcessGroup> gloo_;
   SwitchConfig cfg_;
   bool lossy_ = false;
+  /* Error feedback: one float32 residual per tensor, keyed by its storage, element count and
+   * dtype (DDP's buckets keep their storage from step to step); at most kMaxResiduals. */
+  static constexpr size_t kMaxResiduals = 64;
+  std::map<std::tuple<const void*, int64_t, int>, at::Tensor> residuals_;
+  at::Tensor residualFor(const at::Tensor& user);
+  uint64_t untracked_residuals_ = 0; /* calls past kMaxResiduals, sent without feedback */
   bool p4sgd_ = false;
   inagg_comm_t* comm_ = nullptr;
 

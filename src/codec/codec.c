@@ -1,9 +1,10 @@
 /*
  * codec.c - encoding and decoding one chunk (see codec.h for the chunk format and what the
- * decoder checks). ZFP chunks are coded block by block with libzfp's 3-D float block coder
- * (64 consecutive values a block) and its 1-D coder for the tail (codec.h: the layout), into the context's scratch,
- * so the exact bit count is known and decoding can stop at the first block that runs past it;
- * fp16 is converted here, round to nearest even.
+ * decoder checks). ZFP chunks are coded block by block, 64 consecutive values a 3-D block and
+ * 4-value 1-D blocks for the tail (codec.h: the layout), into the context's scratch, so the
+ * exact bit count is known and decoding can stop at the first block that runs past it; fixed
+ * rate codes its 3-D blocks with zfp3.c, the rest with libzfp's block coders. fp16 is
+ * converted here, round to nearest even.
  *
  * The coded bits are libzfp's bit stream in this machine's word order (little-endian x86-64
  * on both sides here).
@@ -69,12 +70,6 @@ static uint8_t param_tag(const codec_spec_t *s)
     }
 }
 
-static int is_zfp(codec_mode_t m)
-{
-    return m == CODEC_ZFP_RATE || m == CODEC_ZFP_PRECISION || m == CODEC_ZFP_ACCURACY ||
-           m == CODEC_ZFP_REVERSIBLE;
-}
-
 /* The mode on one of the context's streams: dims 1 or 3, maxbits as codec.h says. */
 static void set_zfp_mode(zfp_stream *z, const codec_spec_t *s, uint dims)
 {
@@ -102,7 +97,7 @@ int codec_ctx_open(const codec_spec_t *s, size_t max_elems, codec_ctx_t **out, c
         goto nomem;
     c->spec = *s;
     c->max_elems = max_elems;
-    if (is_zfp(s->mode)) {
+    if (codec_is_zfp(s->mode)) {
         c->scratch_cap = (codec_max_bytes(s, max_elems) + 7u) / 8u * 8u + SCRATCH_SLACK;
         if (scratch_alloc(c) < 0)
             goto nomem;

@@ -34,8 +34,9 @@
  * no value outside the caller's `elems`. Failures return -EBADMSG (reason in err) and the
  * caller counts the drop.
  *
- * A codec_ctx_t holds two libzfp streams (3-D and 1-D, on one bit stream) and its scratch: one per thread, opened once, so
- * nothing is allocated per chunk. Functions return 0 (or a byte count) or a negative errno.
+ * A codec_ctx_t holds two libzfp streams (3-D and 1-D, on one bit stream) and its scratch:
+ * one per thread, opened once, so nothing is allocated per chunk. Functions return 0 (or a
+ * byte count) or a negative errno.
  */
 #ifndef INAGG_CODEC_H
 #define INAGG_CODEC_H
@@ -69,6 +70,8 @@ typedef struct codec_spec {
 int codec_parse(const char *text, codec_spec_t *out, char *err, size_t errlen);
 /* The spelling codec_parse reads back to the same spec. */
 void codec_format(const codec_spec_t *s, char *buf, size_t cap);
+/* 1 for the ZFP modes (rate, precision, accuracy, reversible), else 0. */
+int codec_is_zfp(codec_mode_t m);
 /* 1 for a mode that may change values (everything but none and zfp:reversible). */
 int codec_is_lossy(const codec_spec_t *s);
 /* Bits one 4-value (1-D) ZFP block may take: 4R at fixed rate (at least 9: rates 1 and 2 take

@@ -57,8 +57,7 @@ static int part(const codec_spec_t *s, uint dims, const float *x, size_t n, floa
 
 int codec_zfp_reference(const codec_spec_t *s, const float *x, size_t n, float *ref)
 {
-    if (s->mode != CODEC_ZFP_RATE && s->mode != CODEC_ZFP_PRECISION &&
-        s->mode != CODEC_ZFP_ACCURACY && s->mode != CODEC_ZFP_REVERSIBLE)
+    if (!codec_is_zfp(s->mode))
         return -EINVAL;
     size_t head = codec_zfp_head(s, n);
     int rc = head ? part(s, 3, x, head, ref) : 0;

@@ -96,6 +96,12 @@ size_t codec_zfp_block_bits(const codec_spec_t *s)
     return CODEC_ZFP_BLOCK_BITS;
 }
 
+int codec_is_zfp(codec_mode_t m)
+{
+    return m == CODEC_ZFP_RATE || m == CODEC_ZFP_PRECISION || m == CODEC_ZFP_ACCURACY ||
+           m == CODEC_ZFP_REVERSIBLE;
+}
+
 size_t codec_zfp_block3_bits(const codec_spec_t *s)
 {
     if (s->mode == CODEC_ZFP_RATE)

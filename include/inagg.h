@@ -162,14 +162,17 @@ typedef struct inagg_options {
                                  JOIN (forged or changed packets are dropped and counted);
                                  1 (or $INAGG_NO_DATAPLANE_AUTH=1): only JOIN is
                                  authenticated. The rank that registers the job decides */
-    uint32_t poll_us; /* how a rank waits for the switch's answer (p4sgd): 0 sleeps in
-                                 the kernel until a packet comes (default; $INAGG_POLL when
-                                 0); N asks the kernel without waiting for up to N
-                                 microseconds of each wait before sleeping (adaptive);
-                                 INAGG_POLL_BUSY never sleeps (owns a core) */
+    uint32_t poll_us; /* how a rank waits for the switch's answer (p4sgd): 0 is the
+                                 default ($INAGG_POLL when set, else adaptive: asks the
+                                 kernel without waiting, yielding the CPU between looks,
+                                 for the first 200 us of each wait, then sleeps); N spins
+                                 N microseconds of each wait before sleeping;
+                                 INAGG_POLL_SLEEP sleeps in the kernel until a packet
+                                 comes; INAGG_POLL_BUSY never sleeps (owns a core) */
 } inagg_options_t;
 
 #define INAGG_POLL_BUSY 0xffffffffu
+#define INAGG_POLL_SLEEP 0xfffffffeu
 
 #define INAGG_MAX_PACKET_ELEMS                                                                     \
     16360u /* (65507 - 36 - 28) / 4: one UDP datagram, with the

@@ -1,16 +1,20 @@
 /*
  * test_pollmode.c - polling modes: parsing `busy|sleep|adaptive[:US]` and CPU lists, the
  * dataplane's choice of receive timeout, and a worker's spinning wait over loopback UDP
- * (asks without sleeping for its spin, then sleeps; wakes on a packet meanwhile), and
- * INAGG_POLL refused with a clear error when it is not a mode.
+ * (asks without sleeping for its spin, then sleeps; wakes on a packet meanwhile), the
+ * default (the zero value: adaptive), the spin given up when a yield loses the core to a
+ * CPU-bound thread, and INAGG_POLL refused with a clear error when it is not a mode.
  */
 #include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "base/pollmode.h"
 #include "base/util.h"
+#include "switch/switch.h"
 #include "harness.h"
 #include "inagg.h"
 #include "transport/transport.h"
@@ -39,9 +43,10 @@ TEST(pollmode_parse_modes_and_errors, 5)
         CHECK_MSG(switch_poll_parse(bad[i], &m, &us, err, sizeof(err)) == -EINVAL && err[0],
                   "'%s' accepted", bad[i]);
     }
-    CHECK(switch_poll_worker_us(SWITCH_POLL_SLEEP, 0) == 0);
+    CHECK(switch_poll_worker_us(SWITCH_POLL_SLEEP, 0) == INAGG_POLL_SLEEP);
     CHECK(switch_poll_worker_us(SWITCH_POLL_BUSY, 0) == INAGG_POLL_BUSY);
     CHECK(switch_poll_worker_us(SWITCH_POLL_ADAPTIVE, 9) == 9);
+    CHECK(switch_poll_worker_us(SWITCH_POLL_ADAPTIVE, 0) == SWITCH_POLL_SPIN_US_DEFAULT);
 
     uint32_t cpus[SWITCH_MAX_CPUS], n;
     CHECK(switch_cpu_list_parse("0,2-4", cpus, &n, err, sizeof(err)) == 0 && n == 4 &&
@@ -60,6 +65,68 @@ TEST(pollmode_dataplane_timeout, 5)
     /* adaptive:100 spins within 100 us of the last traffic, then sleeps */
     CHECK_EQ_INT(switch_poll_timeout(SWITCH_POLL_ADAPTIVE, 100, 5 * ms + 99000, 5 * ms, 50), 0);
     CHECK_EQ_INT(switch_poll_timeout(SWITCH_POLL_ADAPTIVE, 100, 5 * ms + 101000, 5 * ms, 50), 50);
+    /* the zero value is the default: adaptive for SWITCH_POLL_SPIN_US_DEFAULT */
+    switch_config_t zero;
+    memset(&zero, 0, sizeof(zero));
+    CHECK(zero.poll == SWITCH_POLL_ADAPTIVE);
+    uint64_t spin = SWITCH_POLL_SPIN_US_DEFAULT * 1000ull;
+    CHECK_EQ_INT(switch_poll_timeout(zero.poll, zero.poll_spin_us, 5 * ms + spin - 1000, 5 * ms, 50),
+                 0);
+    CHECK_EQ_INT(switch_poll_timeout(zero.poll, zero.poll_spin_us, 5 * ms + spin + 1000, 5 * ms, 50),
+                 50);
+}
+
+/* ---- the spin ban: a yield that lost the core to a CPU-bound thread stops the spinning ---- */
+
+typedef struct ban_run {
+    _Atomic int stop;
+    int banned; /* switch_poll_idle said so */
+    int may_spin_after; /* switch_poll_may_spin right after */
+    int busy_timeout_after; /* switch_poll_timeout(BUSY) right after */
+    int pinned;
+} ban_run_t;
+
+static void *hog_main(void *arg)
+{
+    ban_run_t *r = arg;
+    if (switch_pin_self(0) != 0)
+        return NULL;
+    uint64_t end = util_now_ns() + 3000000000ull; /* bounded: 3 s */
+    while (!atomic_load(&r->stop) && util_now_ns() < end) {
+    }
+    return NULL;
+}
+
+static void *yielder_main(void *arg)
+{
+    ban_run_t *r = arg;
+    r->pinned = switch_poll_may_spin(util_now_ns()) && switch_pin_self(0) == 0;
+    uint64_t end = util_now_ns() + 2000000000ull;
+    while (r->pinned && !r->banned && util_now_ns() < end)
+        r->banned = switch_poll_idle();
+    uint64_t now = util_now_ns();
+    r->may_spin_after = switch_poll_may_spin(now);
+    r->busy_timeout_after = switch_poll_timeout(SWITCH_POLL_BUSY, 0, now, now, 50);
+    return NULL;
+}
+
+TEST(pollmode_spin_stops_when_a_yield_loses_the_core, 20)
+{
+    ban_run_t r = {0};
+    pthread_t hog, yielder;
+    CHECK(pthread_create(&hog, NULL, hog_main, &r) == 0);
+    CHECK(pthread_create(&yielder, NULL, yielder_main, &r) == 0);
+    pthread_join(yielder, NULL);
+    atomic_store(&r.stop, 1);
+    pthread_join(hog, NULL);
+    CHECK_MSG(r.pinned, "could not pin to CPU 0");
+    /* the hog holds CPU 0 whenever the yielder gives it up: a yield lasts a time slice */
+    CHECK_MSG(r.banned, "no yield lasted over %u us beside a CPU-bound thread",
+              SWITCH_POLL_YIELD_LONG_US);
+    CHECK(!r.may_spin_after);
+    CHECK_EQ_INT(r.busy_timeout_after, 50); /* even busy sleeps while banned */
+    /* the ban is the yielding thread's own: this one may still spin */
+    CHECK(switch_poll_may_spin(util_now_ns()));
 }
 
 static double thread_cpu_ms(void)
@@ -94,12 +161,14 @@ TEST(pollmode_worker_wait_spins_then_sleeps, 20)
     uint64_t t0 = util_now_ns();
     CHECK_EQ_INT(transport_wait_ready_spin(only_b, 1, 60, 40000, &empty), 0);
     uint64_t waited = util_now_ns() - t0;
-    CHECK_MSG(empty > 10 && waited >= 55000000ull, "spinning wait: %llu empty asks in %llu ns",
-              (unsigned long long)empty, (unsigned long long)waited);
+    /* (a yield that lost the core for long ends the spin early: switch_poll_may_spin) */
+    CHECK_MSG((empty > 10 || !switch_poll_may_spin(util_now_ns())) && waited >= 55000000ull,
+              "spinning wait: %llu empty asks in %llu ns", (unsigned long long)empty,
+              (unsigned long long)waited);
     /* busy: the whole wait is asks; a packet already there returns at once */
     empty = 0;
     CHECK_EQ_INT(transport_wait_ready_spin(only_b, 1, 20, INAGG_POLL_BUSY, &empty), 0);
-    CHECK(empty > 10);
+    CHECK(empty > 10 || !switch_poll_may_spin(util_now_ns()));
     transport_addr_t ab, to;
     CHECK(transport_local_addr(b, &ab) == 0);
     CHECK(transport_parse_addr("udp", "127.0.0.1:1", &to) == 0);

@@ -39,9 +39,9 @@ static const env_var_t vars[ENV_COUNT] = {
                                "1 asks for a job whose dataplane packets carry no MAC (only "
                                "JOIN is authenticated) when inagg_options_t.no_dataplane_auth "
                                "is 0; the rank that registers the job decides"},
-    [ENV_POLL] = {"INAGG_POLL", "sleep|busy|adaptive[:US]", "sleep",
+    [ENV_POLL] = {"INAGG_POLL", "sleep|busy|adaptive[:US]", "adaptive:200",
                   "how a rank waits for the switch's answer when inagg_options_t.poll_us is "
-                  "0: sleep in the kernel, busy-poll, or poll US microseconds (default 50) "
+                  "0: sleep in the kernel, busy-poll, or poll US microseconds (default 200) "
                   "of each wait, then sleep"},
     [ENV_UDP_GSO] = {"INAGG_UDP_GSO", "0|1", "0",
                      "udp: 1 groups same-destination, same-size packets of a batch into "

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "base/errmsg.h"
+#include "base/util.h"
 
 int switch_poll_parse(const char *text, switch_poll_t *mode, uint32_t *spin_us, char *err,
                       size_t errlen)
@@ -43,6 +44,23 @@ int switch_poll_parse(const char *text, switch_poll_t *mode, uint32_t *spin_us, 
     return set_err(err, errlen, -EINVAL, "the poll mode is busy, sleep or adaptive[:US], got '%s'",
                    text);
 }
+
+static __thread uint64_t spin_banned_until_ns; /* this thread sleeps, not spins, until then */
+
+int switch_poll_idle(void)
+{
+    uint64_t before = util_now_ns();
+    (void)sched_yield();
+    uint64_t after = util_now_ns();
+    if (after - before > (uint64_t)SWITCH_POLL_YIELD_LONG_US * 1000u) {
+        spin_banned_until_ns = after + (uint64_t)SWITCH_POLL_SPIN_BAN_MS * 1000000u;
+        return 1;
+    }
+    return 0;
+}
+
+int switch_poll_may_spin(uint64_t now_ns) { return now_ns >= spin_banned_until_ns; }
+
 
 const char *switch_poll_name(switch_poll_t mode)
 {

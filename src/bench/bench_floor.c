@@ -23,6 +23,7 @@
 
 #include "base/errmsg.h"
 #include "base/netaddr.h"
+#include "base/pollmode.h"
 #include "base/util.h"
 #include "bench/harness.h"
 #include "bench/samples.h"
@@ -40,6 +41,34 @@ typedef struct floor_report {
     uint32_t samples, lost;
 } floor_report_t;
 
+/* How an end of the floor waits for a datagram: as the end of inagg it stands for (the echo
+ * server as the switch's --poll, a client as the workers' --poll), so the ratio compares the
+ * same waiting. */
+typedef struct floor_poll {
+    switch_poll_t mode;
+    uint32_t spin_us;
+} floor_poll_t;
+
+/* Wait up to timeout_ms for fd to be readable; without sleeping while the mode spins
+ * (busy, or adaptive within spin_us of since_ns). poll()'s result. */
+static int floor_wait(int fd, int timeout_ms, const floor_poll_t *fp, uint64_t since_ns)
+{
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    uint64_t spin_ns = fp->mode == SWITCH_POLL_BUSY     ? (uint64_t)timeout_ms * 1000000u
+                       : fp->mode == SWITCH_POLL_SLEEP ? 0
+                                                        : switch_poll_spin_us(fp->spin_us) * 1000ull;
+    for (uint64_t now = util_now_ns(); now - since_ns < spin_ns && switch_poll_may_spin(now);
+         now = util_now_ns()) {
+        int r = poll(&p, 1, 0);
+        if (r != 0)
+            return r;
+        switch_poll_idle();
+        if (now - since_ns >= (uint64_t)timeout_ms * 1000000u)
+            return 0;
+    }
+    return poll(&p, 1, timeout_ms);
+}
+
 int bench_floor_is_role(int argc, char **argv)
 {
     return argc >= 2 &&
@@ -50,7 +79,7 @@ int bench_floor_is_role(int argc, char **argv)
 
 /* Send every datagram back to where it came from, unchanged, until life_ms passes (or a
  * signal ends the process). */
-static int echo_main(const struct sockaddr_in *listen_at, unsigned life_ms)
+static int echo_main(const struct sockaddr_in *listen_at, unsigned life_ms, const floor_poll_t *fp)
 {
     int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     if (fd < 0 || bind(fd, (const struct sockaddr *)listen_at, sizeof(*listen_at)) != 0) {
@@ -60,11 +89,11 @@ static int echo_main(const struct sockaddr_in *listen_at, unsigned life_ms)
         return 1;
     }
     static unsigned char buf[FLOOR_MAX_SIZE + 1];
-    uint64_t end = util_now_ns() + (uint64_t)life_ms * 1000000u;
+    uint64_t end = util_now_ns() + (uint64_t)life_ms * 1000000u, last = 0;
     while (util_now_ns() < end) {
-        struct pollfd p = {.fd = fd, .events = POLLIN};
-        if (poll(&p, 1, 200) <= 0)
+        if (floor_wait(fd, 200, fp, last) <= 0)
             continue;
+        last = util_now_ns();
         struct sockaddr_in from;
         socklen_t fl = sizeof(from);
         ssize_t n = recvfrom(fd, buf, sizeof(buf), MSG_DONTWAIT, (struct sockaddr *)&from, &fl);
@@ -98,6 +127,7 @@ typedef struct ping_state {
     unsigned char *tx, *rx;
     uint32_t lost, max_lost;
     int answered; /* the server has answered once */
+    floor_poll_t poll; /* how this client waits for an echo */
     uint64_t start_deadline;
 } ping_state_t;
 
@@ -121,9 +151,8 @@ static double one_round_trip(ping_state_t *s, uint32_t seq)
             uint64_t now = util_now_ns();
             if (now >= wait_end)
                 break;
-            struct pollfd p = {.fd = s->fd, .events = POLLIN};
             int left_ms = (int)((wait_end - now + 999999u) / 1000000u);
-            if (poll(&p, 1, left_ms) <= 0)
+            if (floor_wait(s->fd, left_ms, &s->poll, t0) <= 0)
                 continue;
             ssize_t n = recv(s->fd, s->rx, s->size + 1u, MSG_DONTWAIT);
             uint64_t t1 = util_now_ns();
@@ -167,10 +196,10 @@ static double one_round_trip(ping_state_t *s, uint32_t seq)
 }
 
 static int ping_main(const struct sockaddr_in *to, uint32_t host, uint32_t size, uint32_t iters,
-                     uint32_t warmup, const char *report_file)
+                     uint32_t warmup, const char *report_file, const floor_poll_t *fp)
 {
     int rc = 1, out = -1;
-    ping_state_t s = {.size = size, .host = host, .max_lost = iters / 10u + 10u};
+    ping_state_t s = {.size = size, .host = host, .max_lost = iters / 10u + 10u, .poll = *fp};
     s.fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     s.tx = malloc(size);
     s.rx = malloc(size + 1u);
@@ -230,8 +259,10 @@ static int role_usage(const char *why)
     fprintf(stderr,
             "inagg bench latency: %s\n"
             "usage: inagg bench latency --floor-echo HOST:PORT [--floor-life-ms MS]\n"
+            "                           [--floor-poll MODE]\n"
             "       inagg bench latency --floor-ping HOST:PORT --floor-size B --floor-host K\n"
-            "                           --iters N --warmup W --report-file PATH\n",
+            "                           --iters N --warmup W --report-file PATH\n"
+            "                           [--floor-poll MODE]\n",
             why);
     return 2;
 }
@@ -246,7 +277,10 @@ int bench_floor_role_main(int argc, char **argv)
                                              {"iters", required_argument, 0, 'k'},
                                              {"warmup", required_argument, 0, 'W'},
                                              {"report-file", required_argument, 0, 'F'},
+                                             {"floor-poll", required_argument, 0, 'p'},
                                              {0, 0, 0, 0}};
+    floor_poll_t fp = {SWITCH_POLL_ADAPTIVE, 0};
+    char perr[160];
     const char *echo = NULL, *ping = NULL, *report = NULL;
     uint64_t size = 0, host = 0, iters = 0, warmup = 0, life = FLOOR_SERVER_LIFE_MS;
     int c;
@@ -259,6 +293,12 @@ int bench_floor_role_main(int argc, char **argv)
             case 'E': echo = optarg; break;
             case 'P': ping = optarg; break;
             case 'F': report = optarg; break;
+            case 'p':
+                if (switch_poll_parse(optarg, &fp.mode, &fp.spin_us, perr, sizeof(perr)) != 0) {
+                    fprintf(stderr, "inagg bench latency: --floor-poll: %s\n", perr);
+                    return 2;
+                }
+                break;
             case 's':
                 f = "--floor-size";
                 v = &size;
@@ -306,11 +346,12 @@ int bench_floor_role_main(int argc, char **argv)
         return 2;
     }
     if (echo)
-        return echo_main(&a, (unsigned)life);
+        return echo_main(&a, (unsigned)life, &fp);
     if (!size || !iters || !report)
         return role_usage("--floor-ping needs --floor-size, --iters and --report-file");
     signal(SIGPIPE, SIG_IGN);
-    return ping_main(&a, (uint32_t)host, (uint32_t)size, (uint32_t)iters, (uint32_t)warmup, report);
+    return ping_main(&a, (uint32_t)host, (uint32_t)size, (uint32_t)iters, (uint32_t)warmup, report,
+                     &fp);
 }
 
 /* ---- the parent ---------------------------------------------------------------------------- */
@@ -341,9 +382,12 @@ static int take_ping_report(const char *path, uint32_t iters, double *rtt, uint3
     return 0;
 }
 
-int bench_floor_measure(const launch_tbjob_t *j, const char *self, uint32_t size, uint32_t iters,
-                        uint32_t warmup, bench_floor_result_t *out, char *err, size_t errlen)
+int bench_floor_measure(const launch_tbjob_t *j, const char *self, const bench_floor_spec_t *fs,
+                        bench_floor_result_t *out, char *err, size_t errlen)
 {
+    uint32_t size = fs->size, iters = fs->iters, warmup = fs->warmup;
+    const char *echo_poll = fs->echo_poll ? fs->echo_poll : "adaptive";
+    const char *ping_poll = fs->ping_poll ? fs->ping_poll : "adaptive";
     const launch_testbed_t *tb = &j->tb;
     unsigned hosts = tb->hosts;
     char listen[48], dir[] = "/tmp/inagg-floor-XXXXXX";
@@ -363,7 +407,8 @@ int bench_floor_measure(const launch_tbjob_t *j, const char *self, uint32_t size
         rc = set_err(err, errlen, -ENOMEM, "out of memory");
         goto out;
     }
-    char *echo_cmd[] = {(char *)self, "bench", "latency", "--floor-echo", listen, NULL};
+    char *echo_cmd[] = {(char *)self,  "bench",           "latency", "--floor-echo",
+                        listen,        "--floor-poll",    (char *)echo_poll, NULL};
     char *argv[40];
     launch_testbed_argv(tb, "sw", echo_cmd, argv, 40);
     launch_spec_t spec = {
@@ -384,7 +429,8 @@ int bench_floor_measure(const launch_tbjob_t *j, const char *self, uint32_t size
         char *cmd[] = {(char *)self, "bench",         "latency",      "--floor-ping",
                        listen,       "--floor-host",  a->hostno,      "--floor-size",
                        a->size,      "--iters",       a->iters,       "--warmup",
-                       a->warmup,    "--report-file", reports[k - 1], NULL};
+                       a->warmup,    "--report-file", reports[k - 1], "--floor-poll",
+                       (char *)ping_poll, NULL};
         char e[256];
         if (launch_testbed_argv(tb, a->host, cmd, argv, 40) == 0 ||
             launch_group_add(g, argv, NULL, e, sizeof(e)) < 0) {

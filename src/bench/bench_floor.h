@@ -36,11 +36,19 @@ int bench_floor_is_role(int argc, char **argv);
  * the reason on stderr, 2 usage). */
 int bench_floor_role_main(int argc, char **argv);
 
+/* What to measure: `iters` timed round trips of `size`-byte datagrams per host after `warmup`
+ * untimed ones; the echo server waits as echo_poll says and each client as ping_poll (poll
+ * modes as `inagg switch --poll` takes them; NULL: the default), so that the floor's ends
+ * wait as the switch and the workers they stand for. */
+typedef struct bench_floor_spec {
+    uint32_t size, iters, warmup;
+    const char *echo_poll, *ping_poll;
+} bench_floor_spec_t;
+
 /* On testbed j (up): the echo server in the switch namespace, then one client per host h1..hN
- * at once, each `iters` timed round trips of `size`-byte datagrams after `warmup` untimed
- * ones; every echoed byte is checked. self: this inagg binary. 0 with *out filled, or -1 with
- * the reason in err (the server and clients are stopped either way). */
-int bench_floor_measure(const launch_tbjob_t *j, const char *self, uint32_t size, uint32_t iters,
-                        uint32_t warmup, bench_floor_result_t *out, char *err, size_t errlen);
+ * at once, as fs says; every echoed byte is checked. self: this inagg binary. 0 with *out
+ * filled, or -1 with the reason in err (the server and clients are stopped either way). */
+int bench_floor_measure(const launch_tbjob_t *j, const char *self, const bench_floor_spec_t *fs,
+                        bench_floor_result_t *out, char *err, size_t errlen);
 
 #endif /* INAGG_CLI_BENCH_FLOOR_H */

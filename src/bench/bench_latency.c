@@ -295,7 +295,7 @@ static int testbed_rank_argv(const lat_opts_t *o, const launch_tbjob_t *j, const
                    "--report-file",
                    (char *)report,
                    "--poll",
-                   o->poll ? (char *)o->poll : "sleep",
+                   o->poll ? (char *)o->poll : "adaptive", /* the library's default */
                    o->faults ? "--faults" : NULL,
                    (char *)o->faults,
                    NULL};
@@ -379,8 +379,9 @@ static int measure_floor(const lat_opts_t *o, const launch_tbjob_t *j, lat_resul
             "inagg bench latency: measuring the floor (UDP ping-pong of %u bytes from "
             "each host to the switch namespace)...\n",
             size);
-    if (bench_floor_measure(j, self, size, o->iters, o->warmup, &res->floor, err, sizeof(err)) !=
-        0) {
+    /* the floor's ends wait as the switch (echo) and the workers (clients) do in this run */
+    bench_floor_spec_t fs = {size, o->iters, o->warmup, o->switch_poll, o->poll};
+    if (bench_floor_measure(j, self, &fs, &res->floor, err, sizeof(err)) != 0) {
         fprintf(stderr, "inagg bench latency: the floor could not be measured: %s\n", err);
         return -EIO;
     }

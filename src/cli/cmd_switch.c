@@ -52,11 +52,15 @@ static void usage(FILE *out)
             "  --worker-timeout MS     a rank silent this long while others wait fails its\n"
             "                          job (default 30000; jobs may ask for less)\n"
             "  --batch N               packets per recvmmsg/sendmmsg (default 64)\n"
-            "  --poll MODE             how the dataplane threads wait for packets: sleep\n"
-            "                          (default: in the kernel until one comes), busy (own\n"
-            "                          the core, never wait) or adaptive[:US] (busy for US\n"
-            "                          microseconds after the last packet, default 50, then\n"
-            "                          sleep); docs/PERFORMANCE.md \"Polling\"\n"
+            "  --poll MODE             how the dataplane threads (and with --l2 the fabric's)\n"
+            "                          wait for packets: adaptive[:US] (the default: busy\n"
+            "                          for US microseconds after the last packet, default\n"
+            "                          200, then sleep; without --poll the fabric spins\n"
+            "                          20 us), sleep (in the kernel until one comes) or\n"
+            "                          busy (never wait). A spin yields the CPU after each\n"
+            "                          empty look, and stops for 100 ms when a yield lost\n"
+            "                          the core to a CPU-bound thread (spin_bans);\n"
+            "                          docs/PERFORMANCE.md \"Polling\"\n"
             "  --cpu LIST              pin dataplane thread t to the t-th CPU of LIST (mod its\n"
             "                          length), e.g. 1 or 0,2-3\n"
             "  --socket-buffer BYTES   UDP socket buffers (default 33554432)\n"
@@ -347,7 +351,7 @@ typedef struct switch_args {
     fabric_config_t fcfg;
     const char *stats_addr, *ctl_addr, *metrics_addr;
     int json, ready_fd;
-    int loss_seed_given, resbuf_given, agg_threads, poll_given;
+    int loss_seed_given, resbuf_given, agg_threads, cpu_given;
 } switch_args_t;
 
 /* A flag of the daemon: listening, threads, slots, timeouts, transport, limits, upstream,
@@ -437,14 +441,16 @@ static int parse_daemon_flag(switch_args_t *a, int c)
                 fprintf(stderr, "inagg switch: --poll: %s\n", perr);
                 return 2;
             }
-            a->poll_given = 1;
+            a->fcfg.poll_set = 1;
+            a->fcfg.poll = a->cfg.poll;
+            a->fcfg.poll_spin_us = a->cfg.poll_spin_us;
             break;
         case 1041:
             if (switch_cpu_list_parse(optarg, a->cfg.cpus, &a->cfg.n_cpus, perr, sizeof(perr))) {
                 fprintf(stderr, "inagg switch: --cpu: %s\n", perr);
                 return 2;
             }
-            a->poll_given = 1;
+            a->cpu_given = 1;
             break;
         default: return -1;
     }
@@ -543,8 +549,8 @@ static int check_modes_start_fabric(switch_args_t *a, fabric_t **fab, char *list
                         "owns its ports)\n");
         return 2;
     }
-    if (a->fcfg.ports && a->poll_given && !a->agg_threads) {
-        fprintf(stderr, "inagg switch: --poll and --cpu set the switch's dataplane threads; "
+    if (a->fcfg.ports && a->cpu_given && !a->agg_threads) {
+        fprintf(stderr, "inagg switch: --cpu pins the switch's dataplane threads to CPUs; "
                         "with --l2 the fabric's thread runs the aggregation unless "
                         "--aggregation-threads is given\n");
         return 2;

@@ -11,6 +11,7 @@
 #ifndef INAGG_FABRIC_FABRIC_H
 #define INAGG_FABRIC_FABRIC_H
 
+#include "base/pollmode.h"
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -18,6 +19,8 @@
 #include "transport/transport.h"
 
 struct json_writer;
+
+#define FABRIC_IDLE_SPIN_US 20u /* without --poll: results and the next frames follow closely */
 
 typedef struct fabric_config {
     const char *ports; /* "IF1,IF2,...": the interfaces to switch between */
@@ -45,6 +48,10 @@ typedef struct fabric_config {
     const char *xdp; /* how ports receive: "off" (NULL: AF_PACKET), "on" (AF_XDP for
                                the fast-path frames, or fail), "auto" (AF_XDP where it loads,
                                else AF_PACKET with a log line saying why) */
+    int poll_set; /* poll and poll_spin_us were given (`inagg switch --poll`); else the
+                               pipeline spins FABRIC_IDLE_SPIN_US after its last frame */
+    switch_poll_t poll; /* how the pipeline's threads wait when idle */
+    uint32_t poll_spin_us; /* adaptive: spin this long after the last frame */
 } fabric_config_t;
 
 enum fabric_xdp_mode { FABRIC_XDP_OFF, FABRIC_XDP_AUTO, FABRIC_XDP_ON };

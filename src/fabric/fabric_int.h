@@ -143,6 +143,8 @@ struct fabric {
     resend_ent_t *resend; /* (job, slot, rank) -> last result round sent */
     uint8_t *tapbuf;
     uint32_t threads; /* 1: every stage on thread 0; 2: transmit on thread 1 */
+    uint64_t idle_spin_ns; /* after the last frame: spin this long before sleeping
+                               (UINT64_MAX: never sleep; --poll) */
     bytering_t txq; /* classify -> transmit, when threads = 2 */
     int txq_pushed; /* thread 0: records pushed this pass (kick the consumer) */
     _Atomic int tx_sleeping; /* thread 1 is (about to be) asleep: kick it */
@@ -197,7 +199,7 @@ const uint8_t *fabric_result_header(const uint8_t *frame, uint32_t len, uint8_t 
 /* rxstage.c (receive): thread 0's loop; how long an idle thread may sleep (0: spin) given
  * the next delayed release and the time of its last work. */
 void *fabric_rx_main(void *f);
-uint64_t fabric_idle_ns(uint64_t next_release, uint64_t last_work);
+uint64_t fabric_idle_ns(const struct fabric *f, uint64_t next_release, uint64_t last_work);
 
 /* forward.c: the latency class of a result whose wire header is h: LAT_RESEND when the same
  * (job, slot, rank) was already sent this round (remembered in resend), else its dtype's. */

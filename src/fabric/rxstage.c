@@ -5,11 +5,11 @@
  * aggregation frames to the aggregation stage (the switch's dataplane threads) and frames to
  * send to the transmit stage (txstage.c: through its ring on its own thread, or run here
  * with --fabric-threads 1), and with inline aggregation runs the aggregation stage itself
- * (fabric_attach_aggregation). Sleeps in ppoll when idle, spinning instead when a delayed frame
+ * (fabric_attach_aggregation). Sleeps in ppoll when idle (after the spin --poll asks for),
+ * spinning instead when a delayed frame
  * is due within SPIN_NS (timer wake-ups here are tens of microseconds late under load).
  */
 #include <poll.h>
-#include <sched.h>
 #include <sys/prctl.h>
 #include <unistd.h>
 
@@ -19,15 +19,15 @@
 
 #define SPIN_NS 150000ull /* closer than this to a release: spin, do not sleep */
 #define IDLE_SLEEP_MS 20
-#define IDLE_SPIN_NS 20000ull /* after the last frame: spin this long before sleeping */
 
-uint64_t fabric_idle_ns(uint64_t next_release, uint64_t last_work)
+uint64_t fabric_idle_ns(const struct fabric *f, uint64_t next_release, uint64_t last_work)
 {
     uint64_t now = util_now_ns();
     if (next_release != UINT64_MAX && next_release <= now + SPIN_NS)
         return 0; /* spin: a frame is due within microseconds */
-    if (now - last_work < IDLE_SPIN_NS)
-        return 0; /* spin a little after work: results and the next frames follow closely */
+    if ((f->idle_spin_ns == UINT64_MAX || now - last_work < f->idle_spin_ns) &&
+        switch_poll_may_spin(now))
+        return 0; /* --poll: spin after work (results and the next frames follow closely) */
     uint64_t wait_ns = (uint64_t)IDLE_SLEEP_MS * 1000000ull;
     if (next_release != UINT64_MAX && next_release - now - SPIN_NS < wait_ns)
         wait_ns = next_release - now - SPIN_NS;
@@ -93,9 +93,9 @@ static void rx_idle_wait(struct fabric *f, uint64_t next_release, uint64_t last_
             if (frameq_ready(&f->link.tx[q]))
                 return;
     }
-    uint64_t wait_ns = fabric_idle_ns(next_release, last_work);
+    uint64_t wait_ns = fabric_idle_ns(f, next_release, last_work);
     if (!wait_ns) {
-        sched_yield(); /* spinning: a host process woken on this core runs now */
+        switch_poll_idle(); /* spinning: a host process woken on this core runs now */
         return;
     }
     struct pollfd pf[2 * FABRIC_MAX_PORTS + 1];

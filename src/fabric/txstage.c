@@ -226,7 +226,7 @@ static void tx_idle_wait(struct fabric *f, uint64_t next_release, uint64_t last_
     int busy = bytering_peek(&f->txq) != NULL;
     for (uint32_t q = 0; !busy && q < f->link.nqueues; q++)
         busy = frameq_ready(&f->link.tx[q]) != 0;
-    uint64_t wait_ns = fabric_idle_ns(next_release, last_work);
+    uint64_t wait_ns = fabric_idle_ns(f, next_release, last_work);
     if (!busy && wait_ns) {
         struct pollfd pf[2] = {{.fd = f->txq.efd, .events = POLLIN},
                                {.fd = f->link.tx_efd, .events = POLLIN}};

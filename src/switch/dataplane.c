@@ -493,8 +493,11 @@ void *dataplane_main(void *arg)
         int wait_ms = switch_poll_timeout(cfg->poll, cfg->poll_spin_us, now, last_traffic, 50);
         if (dataplane_pass(t, to_switch, wait_ms) > 0)
             last_traffic = cfg->poll == SWITCH_POLL_SLEEP ? 0 : util_now_ns();
-        else if (wait_ms == 0)
+        else if (wait_ms == 0) {
             STAT_ADD(t->c.v[STAT_POLLS_EMPTY], 1);
+            if (switch_poll_idle())
+                STAT_ADD(t->c.v[STAT_SPIN_BANS], 1);
+        }
     }
     dataplane_teardown(t);
     atomic_store(&t->running, 0);

@@ -88,6 +88,10 @@ const stat_info_t stat_table[STAT_COUNT] = {
                           "receives that did not wait and found nothing "
                           "(--poll busy, or adaptive within its spin)",
                           STAT_SWITCH | STAT_JSON},
+    [STAT_SPIN_BANS] = {"spin_bans",
+                        "spins given up for 100 ms because a yield lost the core to a "
+                        "CPU-bound thread for over 500 us (the thread sleeps instead)",
+                        STAT_SWITCH | STAT_JSON},
     [STAT_CONTRIBUTIONS] = {"contributions", "contributions accepted into a round", JOBWIDE},
     [STAT_ROUNDS] = {"rounds", "rounds completed", JOBWIDE | STAT_LOG, "rounds"},
     [STAT_RESULTS_SENT] = {"results_sent", "result packets: world per round, one per resend",
@@ -269,8 +273,11 @@ static void write_text(inagg_switch_t *sw, FILE *out)
             " injected_duplicates=%" PRIu64 " injected_reorders=%" PRIu64 "\n",
             v[STAT_PACKETS_IN], v[STAT_PACKETS_OUT], v[STAT_INJECTED_DROPS], v[STAT_INJECTED_DUPS],
             v[STAT_INJECTED_REORDERS]);
-    fprintf(out, "poll mode=%s spin_us=%u empty_polls=%" PRIu64 "\n",
-            switch_poll_name(sw->cfg.poll), sw->cfg.poll_spin_us, v[STAT_POLLS_EMPTY]);
+    fprintf(out, "poll mode=%s spin_us=%u empty_polls=%" PRIu64 " spin_bans=%" PRIu64 "\n",
+            switch_poll_name(sw->cfg.poll),
+            sw->cfg.poll == SWITCH_POLL_ADAPTIVE ? switch_poll_spin_us(sw->cfg.poll_spin_us) : 0u,
+            v[STAT_POLLS_EMPTY],
+            v[STAT_SPIN_BANS]);
     fprintf(out, "dropped before any job:");
     text_drops(out, v);
     fprintf(out, "control connections=%u", atomic_load(&sw->ctl_connections));

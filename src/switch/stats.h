@@ -50,6 +50,7 @@ enum stat_id {
     STAT_INJECTED_DUPS,
     STAT_INJECTED_REORDERS,
     STAT_POLLS_EMPTY,
+    STAT_SPIN_BANS,
     /* ... and per job. */
     STAT_CONTRIBUTIONS,
     STAT_ROUNDS,

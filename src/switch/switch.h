@@ -60,10 +60,10 @@ typedef struct switch_config {
      * frees a retired job. NULL: dataplane threads of its own. */
     void (*inline_attach)(void *ctx, int (*pass)(void *sw, uint32_t queue), void *sw);
     void *attach_ctx;
-    /* How the dataplane threads wait for packets (base/pollmode.h; default sleep) and, with
+    /* How the dataplane threads wait for packets (base/pollmode.h; zero: adaptive) and, with
      * n_cpus > 0, the CPUs they are pinned to (thread t on cpus[t % n_cpus]). */
     switch_poll_t poll;
-    uint32_t poll_spin_us; /* adaptive: spin this long after the last packet */
+    uint32_t poll_spin_us; /* adaptive: spin this long after the last packet (0: default) */
     uint32_t cpus[SWITCH_MAX_CPUS];
     uint32_t n_cpus;
 } switch_config_t;

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "base/errmsg.h"
+#include "base/pollmode.h"
 #include "base/util.h"
 
 static const transport_kind_t *const kinds[] = {
@@ -126,12 +127,13 @@ int transport_wait_ready_spin(transport_t *const *ts, int n, int timeout_ms, uin
     if (spin_ns > wait_ns)
         spin_ns = wait_ns;
     uint64_t now = start;
-    while (now - start < spin_ns) {
+    while (now - start < spin_ns && switch_poll_may_spin(now)) {
         int r = transport_wait_ready(ts, n, 0);
         if (r != 0)
             return r;
         if (empty_polls)
             (*empty_polls)++;
+        switch_poll_idle();
         now = util_now_ns();
     }
     uint64_t left_ns = now - start >= wait_ns ? 0 : wait_ns - (now - start);

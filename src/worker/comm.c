@@ -115,6 +115,18 @@ static wire_optimizer_t optimizer_of(const inagg_optimizer_t *z)
     return o;
 }
 
+_Static_assert(INAGG_POLL_SLEEP == SWITCH_POLL_WORKER_SLEEP, "one encoding of sleep");
+_Static_assert(INAGG_POLL_BUSY == UINT32_MAX, "one encoding of busy");
+
+/* options.poll_us as the engine's wait uses it: 0 sleeps, UINT32_MAX never sleeps, N spins N
+ * microseconds of each wait. The options' 0 is the default (adaptive). */
+static uint32_t worker_poll_us(uint32_t poll_us)
+{
+    if (poll_us == INAGG_POLL_SLEEP)
+        return 0;
+    return poll_us ? poll_us : SWITCH_POLL_SPIN_US_DEFAULT;
+}
+
 /* Create the protocol's state for the job the switches admitted us to: sw[k] is shard k's
  * queue 0, j[k] its JOINED. */
 static int start_protocol(inagg_comm_t *c, const transport_addr_t *sw, const wire_joined_t *j,
@@ -148,7 +160,7 @@ static int start_protocol(inagg_comm_t *c, const transport_addr_t *sw, const wir
         .rto_min_us = o->rto_min_us,
         .rto_max_us = o->rto_max_us,
         .timeout_ms = o->timeout_ms + 1000, /* let the switch's verdict come first */
-        .poll_us = o->poll_us,
+        .poll_us = worker_poll_us(o->poll_us),
         .socket_buffer = o->socket_buffer ? (int)o->socket_buffer : 4 << 20,
         .faults = o->faults,
         .transport = o->transport,

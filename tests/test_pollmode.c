@@ -14,9 +14,9 @@
 
 #include "base/pollmode.h"
 #include "base/util.h"
-#include "switch/switch.h"
 #include "harness.h"
 #include "inagg.h"
+#include "switch/switch.h"
 #include "transport/transport.h"
 
 TEST(pollmode_parse_modes_and_errors, 5)
@@ -70,10 +70,10 @@ TEST(pollmode_dataplane_timeout, 5)
     memset(&zero, 0, sizeof(zero));
     CHECK(zero.poll == SWITCH_POLL_ADAPTIVE);
     uint64_t spin = SWITCH_POLL_SPIN_US_DEFAULT * 1000ull;
-    CHECK_EQ_INT(switch_poll_timeout(zero.poll, zero.poll_spin_us, 5 * ms + spin - 1000, 5 * ms, 50),
-                 0);
-    CHECK_EQ_INT(switch_poll_timeout(zero.poll, zero.poll_spin_us, 5 * ms + spin + 1000, 5 * ms, 50),
-                 50);
+    CHECK_EQ_INT(
+        switch_poll_timeout(zero.poll, zero.poll_spin_us, 5 * ms + spin - 1000, 5 * ms, 50), 0);
+    CHECK_EQ_INT(
+        switch_poll_timeout(zero.poll, zero.poll_spin_us, 5 * ms + spin + 1000, 5 * ms, 50), 50);
 }
 
 /* ---- the spin ban: a yield that lost the core to a CPU-bound thread stops the spinning ---- */

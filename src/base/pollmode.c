@@ -61,7 +61,6 @@ int switch_poll_idle(void)
 
 int switch_poll_may_spin(uint64_t now_ns) { return now_ns >= spin_banned_until_ns; }
 
-
 const char *switch_poll_name(switch_poll_t mode)
 {
     return mode == SWITCH_POLL_BUSY ? "busy" : mode == SWITCH_POLL_ADAPTIVE ? "adaptive" : "sleep";

@@ -66,7 +66,6 @@ int switch_poll_idle(void);
 /* Whether the calling thread may spin now (no long yield in the last SWITCH_POLL_SPIN_BAN_MS). */
 int switch_poll_may_spin(uint64_t now_ns);
 
-
 /* The mode's name ("sleep", "busy", "adaptive"). */
 const char *switch_poll_name(switch_poll_t mode);
 

@@ -54,9 +54,9 @@ typedef struct floor_poll {
 static int floor_wait(int fd, int timeout_ms, const floor_poll_t *fp, uint64_t since_ns)
 {
     struct pollfd p = {.fd = fd, .events = POLLIN};
-    uint64_t spin_ns = fp->mode == SWITCH_POLL_BUSY     ? (uint64_t)timeout_ms * 1000000u
+    uint64_t spin_ns = fp->mode == SWITCH_POLL_BUSY    ? (uint64_t)timeout_ms * 1000000u
                        : fp->mode == SWITCH_POLL_SLEEP ? 0
-                                                        : switch_poll_spin_us(fp->spin_us) * 1000ull;
+                                                       : switch_poll_spin_us(fp->spin_us) * 1000ull;
     for (uint64_t now = util_now_ns(); now - since_ns < spin_ns && switch_poll_may_spin(now);
          now = util_now_ns()) {
         int r = poll(&p, 1, 0);
@@ -269,16 +269,12 @@ static int role_usage(const char *why)
 
 int bench_floor_role_main(int argc, char **argv)
 {
-    static const struct option longopts[] = {{"floor-echo", required_argument, 0, 'E'},
-                                             {"floor-ping", required_argument, 0, 'P'},
-                                             {"floor-size", required_argument, 0, 's'},
-                                             {"floor-host", required_argument, 0, 'H'},
-                                             {"floor-life-ms", required_argument, 0, 'l'},
-                                             {"iters", required_argument, 0, 'k'},
-                                             {"warmup", required_argument, 0, 'W'},
-                                             {"report-file", required_argument, 0, 'F'},
-                                             {"floor-poll", required_argument, 0, 'p'},
-                                             {0, 0, 0, 0}};
+    static const struct option longopts[] = {
+        {"floor-echo", required_argument, 0, 'E'},    {"floor-ping", required_argument, 0, 'P'},
+        {"floor-size", required_argument, 0, 's'},    {"floor-host", required_argument, 0, 'H'},
+        {"floor-life-ms", required_argument, 0, 'l'}, {"iters", required_argument, 0, 'k'},
+        {"warmup", required_argument, 0, 'W'},        {"report-file", required_argument, 0, 'F'},
+        {"floor-poll", required_argument, 0, 'p'},    {0, 0, 0, 0}};
     floor_poll_t fp = {SWITCH_POLL_ADAPTIVE, 0};
     char perr[160];
     const char *echo = NULL, *ping = NULL, *report = NULL;
@@ -407,8 +403,8 @@ int bench_floor_measure(const launch_tbjob_t *j, const char *self, const bench_f
         rc = set_err(err, errlen, -ENOMEM, "out of memory");
         goto out;
     }
-    char *echo_cmd[] = {(char *)self,  "bench",           "latency", "--floor-echo",
-                        listen,        "--floor-poll",    (char *)echo_poll, NULL};
+    char *echo_cmd[] = {(char *)self, "bench",        "latency",         "--floor-echo",
+                        listen,       "--floor-poll", (char *)echo_poll, NULL};
     char *argv[40];
     launch_testbed_argv(tb, "sw", echo_cmd, argv, 40);
     launch_spec_t spec = {
@@ -426,11 +422,24 @@ int bench_floor_measure(const launch_tbjob_t *j, const char *self, const bench_f
         snprintf(a->iters, sizeof(a->iters), "%u", iters);
         snprintf(a->warmup, sizeof(a->warmup), "%u", warmup);
         snprintf(reports[k - 1], PATH_MAX, "%s/h%u", dir, k);
-        char *cmd[] = {(char *)self, "bench",         "latency",      "--floor-ping",
-                       listen,       "--floor-host",  a->hostno,      "--floor-size",
-                       a->size,      "--iters",       a->iters,       "--warmup",
-                       a->warmup,    "--report-file", reports[k - 1], "--floor-poll",
-                       (char *)ping_poll, NULL};
+        char *cmd[] = {(char *)self,
+                       "bench",
+                       "latency",
+                       "--floor-ping",
+                       listen,
+                       "--floor-host",
+                       a->hostno,
+                       "--floor-size",
+                       a->size,
+                       "--iters",
+                       a->iters,
+                       "--warmup",
+                       a->warmup,
+                       "--report-file",
+                       reports[k - 1],
+                       "--floor-poll",
+                       (char *)ping_poll,
+                       NULL};
         char e[256];
         if (launch_testbed_argv(tb, a->host, cmd, argv, 40) == 0 ||
             launch_group_add(g, argv, NULL, e, sizeof(e)) < 0) {

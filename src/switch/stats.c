@@ -276,8 +276,7 @@ static void write_text(inagg_switch_t *sw, FILE *out)
     fprintf(out, "poll mode=%s spin_us=%u empty_polls=%" PRIu64 " spin_bans=%" PRIu64 "\n",
             switch_poll_name(sw->cfg.poll),
             sw->cfg.poll == SWITCH_POLL_ADAPTIVE ? switch_poll_spin_us(sw->cfg.poll_spin_us) : 0u,
-            v[STAT_POLLS_EMPTY],
-            v[STAT_SPIN_BANS]);
+            v[STAT_POLLS_EMPTY], v[STAT_SPIN_BANS]);
     fprintf(out, "dropped before any job:");
     text_drops(out, v);
     fprintf(out, "control connections=%u", atomic_load(&sw->ctl_connections));

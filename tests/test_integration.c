@@ -1008,6 +1008,10 @@ TEST(int32_exact_under_loss_with_three_switch_threads, 150)
               stats);
     CHECK_MSG(ts_number(job, "resends") > 0, "no result was resent: %s", stats);
     CHECK_MSG(total_retransmits(&s) > 0, "nothing was retransmitted");
+    /* every rank's every element passed the checks at least once: the bytes-in counter */
+    double payload = (double)s.world * s.elems * 4.0 * s.iters;
+    CHECK_MSG(ts_number(job, "bytes_in") >= payload, "bytes_in %.0f below the payload %.0f: %s",
+              ts_number(job, "bytes_in"), payload, stats);
 }
 
 /* Worlds at the 64-rank bitmap limit, under loss, duplication and reordering. */

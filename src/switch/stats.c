@@ -119,9 +119,8 @@ const stat_info_t stat_table[STAT_COUNT] = {
                           "in-switch optimizer: chunks of parameters "
                           "uploaded",
                           STAT_JSON},
-    [STAT_BYTES_IN] = {"bytes_in", "bytes of packets that passed the checks",
-                       STAT_TEXT | STAT_JSON},
-    [STAT_BYTES_OUT] = {"bytes_out", "bytes of packets queued for sending", STAT_TEXT | STAT_JSON},
+    [STAT_BYTES_IN] = {"bytes_in", "bytes of packets that passed the checks", JOBWIDE},
+    [STAT_BYTES_OUT] = {"bytes_out", "bytes of packets queued for sending", JOBWIDE},
     [STAT_CODEC_NS] = {"codec_ns",
                        "compressed jobs: nanoseconds the dataplane spent decoding "
                        "contributions and re-encoding sums",

@@ -190,6 +190,19 @@ if [ "$nver" -eq 6 ] && [ "$aggin" -gt 0 ] && [ "$aggout" -gt 0 ] && [ "$pin" -g
     [ "$where" = inline ]; then ok $t
 else bad $t "verified ranks $nver/6, agg_in=$aggin agg_out=$aggout switch packets_in=$pin aggregation=$where: $(head -c 300 "$tmp/r0.int32")"; fi
 
+t=udp_gso_contributions_cut_into_aggregation_frames
+# INAGG_UDP_GSO=1: a worker hands the kernel runs of same-size datagrams as one UDP_SEGMENT
+# send, which veth delivers to the fabric's port as one frame; the fabric cuts it into its
+# datagrams for the aggregation (agg_gso_frames), and every result verifies (with AF_XDP on
+# the ports, veth cuts GSO sends itself before the XDP program: only the results are checked)
+g0=$(fget "f['agg_gso_frames']")
+INAGG_UDP_GSO=1 allreduce3 tg 200000 int32 3 "$tmp/g" .int32 1024
+stats >"$tmp/st.json"
+nver=$(cat "$tmp"/g?.int32 | grep -c '"verified":true')
+gso=$(( $(fget "f['agg_gso_frames']") - g0 ))
+if [ "$nver" -eq 3 ] && { [ "$XDP" = on ] || [ "$gso" -gt 0 ]; }; then ok $t
+else bad $t "verified $nver/3 agg_gso_frames=$gso: $(head -c 300 "$tmp/g0.int32")"; fi
+
 t=fast_path_frames_arrive_through_af_xdp
 # INAGG_FABRIC_XDP=on: every port receives through AF_XDP, and frames that fit a UMEM chunk
 # (--packet-elems 512: 2 KiB datagrams) are steered there (redirected), results verified;

@@ -45,8 +45,8 @@ static const env_var_t vars[ENV_COUNT] = {
                   "of each wait, then sleep"},
     [ENV_UDP_GSO] = {"INAGG_UDP_GSO", "0|1", "0",
                      "udp: 1 groups same-destination, same-size packets of a batch into "
-                     "UDP_SEGMENT (GSO) sends; not through the inagg L2 fabric, whose ports "
-                     "drop coalesced frames"},
+                     "UDP_SEGMENT (GSO) sends; the inagg L2 fabric cuts them, a switch on "
+                     "the standalone --afpacket transport does not"},
 };
 
 const env_var_t *env_var(env_id_t id) { return (unsigned)id < ENV_COUNT ? &vars[id] : NULL; }

@@ -59,7 +59,9 @@ enum fabric_stat {
     FG_AGG_IN, /* aggregation frames handed to a dataplane queue */
     FG_AGG_OUT, /* result frames the dataplane sent */
     FG_AGG_QUEUE_FULL, /* aggregation frames dropped: the dataplane queue was full */
-    FG_AGG_TOO_BIG, /* aggregation frames dropped: larger than a queue slot, or GSO */
+    FG_AGG_TOO_BIG, /* aggregation frames dropped: larger than a queue slot, or a GSO
+                           frame that is not UDP's */
+    FG_AGG_GSO, /* UDP GSO frames (a sender's UDP_SEGMENT) cut into aggregation frames */
     FG_AGG_FRAGMENT, /* IPv4 fragments to the switch's IP, dropped (aggregation packets
                            must fit a frame) */
     FG_AGG_BAD_PORT, /* result frames naming a port that does not exist, dropped */

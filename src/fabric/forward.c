@@ -17,6 +17,10 @@
 #include "wire/fabricmsg.h"
 #include "wire/wire.h"
 
+#ifndef VIRTIO_NET_HDR_GSO_UDP_L4
+#define VIRTIO_NET_HDR_GSO_UDP_L4 5 /* UDP GSO (UDP_SEGMENT); older uapi headers lack it */
+#endif
+
 /* Header fields the fabric reads (wire.h has the layout) */
 #define WIRE_OFF_TYPE 3
 #define WIRE_OFF_JOB 4
@@ -52,28 +56,70 @@ static void flood(struct fabric *f, uint32_t pin, const struct virtio_net_hdr *v
     fabric_send_ports(f, all & ~(1ull << pin), vh, frame, len, t_ns, LAT_NONE);
 }
 
-/* An aggregation frame for queue q: a copy into the queue's next slot. */
-void fabric_to_dataplane(struct fabric *f, uint32_t q, uint32_t pin,
-                         const struct virtio_net_hdr *vh, const uint8_t *frame, uint32_t len,
-                         uint64_t t_ns)
+/* One aggregation frame of len bytes into queue q's next slot: the first head bytes of
+ * frame, then body_len bytes of body (with head == len, the whole frame). 0, or -1 when the
+ * queue is full (counted). */
+static int queue_agg_frame(struct fabric *f, uint32_t q, uint32_t pin, const uint8_t *frame,
+                           uint32_t head, const uint8_t *body, uint32_t body_len, uint64_t t_ns)
 {
-    if (len > FRAMEQ_DATA || (vh && vh->gso_type != VIRTIO_NET_HDR_GSO_NONE)) {
-        fstat_add(&f->g[FG_AGG_TOO_BIG], 1);
-        return;
-    }
     frameq_t *fq = &f->link.rx[q];
     frameq_slot_t *s = frameq_reserve(fq);
     if (!s) {
         fstat_add(&f->g[FG_AGG_QUEUE_FULL], 1);
-        return;
+        return -1;
     }
-    memcpy(s->data, frame, len);
-    s->len = len;
+    memcpy(s->data, frame, head);
+    if (body_len) {
+        memcpy(s->data + head, body, body_len);
+        ethf_udp_set_payload_len(s->data, body_len);
+    }
+    s->len = head + body_len;
     s->port = (uint16_t)pin;
     s->t_ns = t_ns;
     frameq_publish(fq);
     f->kick |= 1u << q;
     fstat_add(&f->g[FG_AGG_IN], 1);
+    return 0;
+}
+
+/* A UDP GSO frame (a sender's UDP_SEGMENT, kept whole by veth: the vnet header's UDP_L4 and
+ * gso_size): one aggregation frame per gso_size bytes of its payload, as the kernel would
+ * have cut them. */
+static void gso_to_dataplane(struct fabric *f, uint32_t q, uint32_t pin,
+                             const struct virtio_net_hdr *vh, const uint8_t *frame, uint32_t len,
+                             uint64_t t_ns)
+{
+    ethf_udp_t u;
+    uint32_t seg = vh->gso_size;
+    if (ethf_parse(frame, len, &u) != ETHF_UDP || seg == 0 ||
+        (uint32_t)(u.payload - frame) + seg > FRAMEQ_DATA) {
+        fstat_add(&f->g[FG_AGG_TOO_BIG], 1);
+        return;
+    }
+    fstat_add(&f->g[FG_AGG_GSO], 1);
+    uint32_t head = (uint32_t)(u.payload - frame);
+    for (uint32_t off = 0; off < u.payload_len; off += seg) {
+        uint32_t n = u.payload_len - off < seg ? u.payload_len - off : seg;
+        if (queue_agg_frame(f, q, pin, frame, head, u.payload + off, n, t_ns) != 0)
+            return;
+    }
+}
+
+/* An aggregation frame for queue q: a copy into the queue's next slot (a UDP GSO frame: one
+ * per segment). */
+void fabric_to_dataplane(struct fabric *f, uint32_t q, uint32_t pin,
+                         const struct virtio_net_hdr *vh, const uint8_t *frame, uint32_t len,
+                         uint64_t t_ns)
+{
+    if (vh && vh->gso_type == VIRTIO_NET_HDR_GSO_UDP_L4) {
+        gso_to_dataplane(f, q, pin, vh, frame, len, t_ns);
+        return;
+    }
+    if (len > FRAMEQ_DATA || (vh && vh->gso_type != VIRTIO_NET_HDR_GSO_NONE)) {
+        fstat_add(&f->g[FG_AGG_TOO_BIG], 1);
+        return;
+    }
+    (void)queue_agg_frame(f, q, pin, frame, len, NULL, 0, t_ns);
 }
 
 /* Whether the add mode lets this aggregation payload through: only contributions carry

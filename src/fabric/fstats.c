@@ -23,6 +23,7 @@ static const char *const global_names[FG_COUNT] = {
     [FG_AGG_OUT] = "agg_out",
     [FG_AGG_QUEUE_FULL] = "agg_queue_full",
     [FG_AGG_TOO_BIG] = "agg_too_big",
+    [FG_AGG_GSO] = "agg_gso_frames",
     [FG_AGG_FRAGMENT] = "agg_fragment",
     [FG_AGG_BAD_PORT] = "agg_bad_port",
     [FG_MALFORMED] = "malformed",

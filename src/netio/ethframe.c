@@ -82,3 +82,15 @@ void ethf_write_udp(uint8_t *b, const uint8_t src_mac[6], const uint8_t dst_mac[
     put16(udp + 4, (uint16_t)(8 + payload_len));
     put16(udp + 6, 0);
 }
+
+void ethf_udp_set_payload_len(uint8_t *f, uint32_t payload_len)
+{
+    uint8_t *ip = f + ETHF_ETH_LEN;
+    uint32_t ihl = (ip[0] & 15u) * 4u;
+    put16(ip + 2, (uint16_t)(ihl + 8 + payload_len));
+    put16(ip + 10, 0);
+    put16(ip + 10, ip_checksum(ip, ihl));
+    uint8_t *udp = ip + ihl;
+    put16(udp + 4, (uint16_t)(8 + payload_len));
+    put16(udp + 6, 0);
+}

@@ -40,6 +40,11 @@ void ethf_write_udp(uint8_t *buf, const uint8_t src_mac[6], const uint8_t dst_ma
                     uint32_t src_ip, uint32_t dst_ip, uint16_t src_port, uint16_t dst_port,
                     uint32_t payload_len);
 
+/* Set the lengths of the IPv4 UDP frame f (as ethf_parse accepted it) for a payload of
+ * payload_len bytes after its headers: IPv4 total length and checksum, UDP length; the UDP
+ * checksum becomes 0 (none, which IPv4 allows). A datagram cut from a GSO frame. */
+void ethf_udp_set_payload_len(uint8_t *f, uint32_t payload_len);
+
 static inline int ethf_mac_is_multicast(const uint8_t *mac) { return mac[0] & 1; }
 
 #endif /* INAGG_NETIO_ETHFRAME_H */

@@ -112,7 +112,7 @@ for c in "bench latency --link-delay 1ms:describe the testbed" \
     "bench allreduce --xdp on:describe the testbed" \
     "train --link-rate 1gbit:describe the testbed" \
     "bench latency --testbed 2 --workers 2:--workers does not apply" \
-    "bench latency --testbed 2 --switch-poll busy:--switch-poll needs --fabric bridge" \
+    "bench latency --switch-poll busy:goes with --testbed N" \
     "bench allreduce --rank 0:--rank runs one rank of a job" \
     "train --rank 0:go with --switch"; do
     args=${c%%:*} want=${c#*:}

@@ -466,6 +466,18 @@ int lat_run_single(const lat_opts_t *o)
     return rc == 0 ? 0 : -EIO;
 }
 
+/* --switch-poll on an inagg fabric: tools/testbed starts its `inagg switch --l2` with the
+ * words of $INAGG_FABRIC_ARGS, to which `--poll MODE` is added. 0, or -E2BIG / -errno. */
+static int fabric_poll_env(const char *mode)
+{
+    const char *old = getenv("INAGG_FABRIC_ARGS");
+    char v[512];
+    int n = snprintf(v, sizeof(v), "%s%s--poll %s", old ? old : "", old && *old ? " " : "", mode);
+    if (n < 0 || (size_t)n >= sizeof(v))
+        return -E2BIG;
+    return setenv("INAGG_FABRIC_ARGS", v, 1) == 0 ? 0 : -errno;
+}
+
 int lat_testbed_up(const lat_opts_t *o, launch_tbjob_t **out)
 {
     launch_tbjob_t *j = calloc(1, sizeof(*j));
@@ -476,7 +488,12 @@ int lat_testbed_up(const lat_opts_t *o, launch_tbjob_t **out)
     }
     j->tb.fabric = o->fabric;
     j->tb.link_delay = o->link_delay;
-    j->switch_poll = o->switch_poll;
+    j->switch_poll = o->switch_poll; /* the bridge testbed's switch */
+    if (o->switch_poll && fabric_poll_env(o->switch_poll) != 0) { /* an inagg fabric's */
+        fprintf(stderr, "inagg bench latency: $INAGG_FABRIC_ARGS is too long to add --poll\n");
+        free(j);
+        return -E2BIG;
+    }
     fprintf(stderr, "inagg bench latency: building a testbed of %u hosts (links %s%s%s%s%s)\n",
             o->testbed, o->link_rate ? o->link_rate : "not rate-limited",
             o->fabric ? ", fabric " : "", o->fabric ? o->fabric : "",

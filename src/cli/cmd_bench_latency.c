@@ -76,7 +76,8 @@ static void usage(FILE *out)
         "  --link-rate R        with --testbed: every link's rate (1gbit; default none)\n"
         "  --poll MODE          how the workers wait for a result: adaptive[:US] (default\n"
         "                       adaptive:200), sleep or busy (options.poll_us, INAGG_POLL)\n"
-        "  --switch-poll MODE   with --testbed --fabric bridge: the switch's --poll\n"
+        "  --switch-poll MODE   with --testbed: the --poll of the testbed's switch (with\n"
+        "                       --fabric inagg, of the fabric's `inagg switch --l2`)\n"
         "                       (adaptive[:US] by default, sleep, busy; `inagg switch\n"
         "                       --help`)\n"
         "                       --testbed also measures the medium's floor in the same run:\n"
@@ -104,17 +105,12 @@ static void usage(FILE *out)
 
 /* ---- parse ------------------------------------------------------------------------------ */
 
-/* --switch-poll MODE with --testbed: only the bridge fabric runs the switch's own threads.
- * 0, or -EINVAL with the reason in why. */
+/* --switch-poll MODE with --testbed: a poll mode. 0, or -EINVAL with the reason in why. */
 static int check_switch_poll(const lat_opts_t *o, char *why, size_t whylen)
 {
     switch_poll_t m;
     uint32_t spin;
     char perr[160];
-    if (!o->fabric || strcmp(o->fabric, "bridge") != 0)
-        return set_err(why, whylen, -EINVAL,
-                       "--switch-poll needs --fabric bridge (with the inagg fabric, the "
-                       "fabric's own thread aggregates)");
     if (switch_poll_parse(o->switch_poll, &m, &spin, perr, sizeof(perr)) != 0)
         return set_err(why, whylen, -EINVAL, "--switch-poll: %s", perr);
     return 0;
@@ -165,8 +161,8 @@ static const char *check_placement(lat_opts_t *o, const bench_opts_t *b)
             return "--testbed runs one worker per host; --workers does not apply";
         o->workers = o->testbed;
     } else if (o->switch_poll) {
-        return "--switch-poll sets the testbed's switch: it goes with --testbed N --fabric "
-               "bridge (a switch of your own: `inagg switch --poll`)";
+        return "--switch-poll sets the testbed's switch: it goes with --testbed N (a switch "
+               "of your own: `inagg switch --poll`)";
     } else if (b->given &
                (BOPT_BIT(BOPT_LINK_RATE) | BOPT_BIT(BOPT_LINK_DELAY) | BOPT_BIT(BOPT_FABRIC))) {
         return "--link-rate, --fabric and --link-delay describe the testbed: they go with "

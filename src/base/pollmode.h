@@ -42,6 +42,15 @@ static inline uint32_t switch_poll_spin_us(uint32_t spin_us)
     return spin_us ? spin_us : SWITCH_POLL_SPIN_US_DEFAULT;
 }
 
+/* How long a thread waiting in mode spins after its last traffic before it sleeps:
+ * UINT64_MAX for busy (never sleeps), 0 for sleep, the adaptive spin (0: the default). */
+static inline uint64_t switch_poll_spin_ns(switch_poll_t mode, uint32_t spin_us)
+{
+    if (mode == SWITCH_POLL_BUSY)
+        return UINT64_MAX;
+    return mode == SWITCH_POLL_SLEEP ? 0 : (uint64_t)switch_poll_spin_us(spin_us) * 1000u;
+}
+
 /* The worker's form of a mode (inagg_options_t.poll_us): INAGG_POLL_SLEEP (0xfffffffe) for
  * sleep, INAGG_POLL_BUSY (UINT32_MAX) for busy, spin_us for adaptive. */
 #define SWITCH_POLL_WORKER_SLEEP 0xfffffffeu
@@ -85,10 +94,7 @@ static inline int switch_poll_timeout(switch_poll_t mode, uint32_t spin_us, uint
 {
     if (mode == SWITCH_POLL_SLEEP || !switch_poll_may_spin(now_ns))
         return sleep_ms;
-    if (mode == SWITCH_POLL_BUSY ||
-        now_ns - last_traffic_ns < (uint64_t)switch_poll_spin_us(spin_us) * 1000u)
-        return 0;
-    return sleep_ms;
+    return now_ns - last_traffic_ns < switch_poll_spin_ns(mode, spin_us) ? 0 : sleep_ms;
 }
 
 #endif /* INAGG_SWITCH_POLLMODE_H */

@@ -54,9 +54,9 @@ typedef struct floor_poll {
 static int floor_wait(int fd, int timeout_ms, const floor_poll_t *fp, uint64_t since_ns)
 {
     struct pollfd p = {.fd = fd, .events = POLLIN};
-    uint64_t spin_ns = fp->mode == SWITCH_POLL_BUSY    ? (uint64_t)timeout_ms * 1000000u
-                       : fp->mode == SWITCH_POLL_SLEEP ? 0
-                                                       : switch_poll_spin_us(fp->spin_us) * 1000ull;
+    uint64_t spin_ns = switch_poll_spin_ns(fp->mode, fp->spin_us);
+    if (spin_ns == UINT64_MAX) /* busy: the whole wait */
+        spin_ns = (uint64_t)timeout_ms * 1000000u;
     for (uint64_t now = util_now_ns(); now - since_ns < spin_ns && switch_poll_may_spin(now);
          now = util_now_ns()) {
         int r = poll(&p, 1, 0);

@@ -204,10 +204,8 @@ static int parse_config(struct fabric *f, const fabric_config_t *c, char *err, s
     if (fabric_xdp_parse(c->xdp, &f->xdp_mode) != 0)
         return set_err(err, errlen, -EINVAL, "bad --xdp '%s' (expected auto, on or off)", c->xdp);
     f->threads = c->threads ? c->threads : 1;
-    f->idle_spin_ns = !c->poll_set                   ? FABRIC_IDLE_SPIN_US * 1000ull
-                      : c->poll == SWITCH_POLL_BUSY  ? UINT64_MAX
-                      : c->poll == SWITCH_POLL_SLEEP ? 0
-                                                     : c->poll_spin_us * 1000ull;
+    f->idle_spin_ns =
+        c->poll_set ? switch_poll_spin_ns(c->poll, c->poll_spin_us) : FABRIC_IDLE_SPIN_US * 1000ull;
     if (f->threads > 2)
         return set_err(err, errlen, -EINVAL,
                        "the fabric runs on 1 or 2 threads (--fabric-threads), not %u", f->threads);

@@ -36,5 +36,12 @@ rc=$?
 if [ $rc -ne 0 ] && grep -q "INAGG_ROCE_PSN='zz' is not a number" "$tmp/err" "$tmp/out"; then ok $t
 else bad $t "exit $rc: $(tail -c 300 "$tmp/err")"; fi
 
+t=roce_mtu_not_an_infiniband_mtu_names_itself
+INAGG_ROCE_MTU=3000 timeout 60 $INAGG bench latency --workers 1 --iters 5 --warmup 1 \
+    >"$tmp/out" 2>"$tmp/err"
+rc=$?
+if [ $rc -ne 0 ] && grep -q "INAGG_ROCE_MTU=3000 is not one of InfiniBand's path MTUs" "$tmp/err" "$tmp/out"; then ok $t
+else bad $t "exit $rc: $(tail -c 300 "$tmp/err")"; fi
+
 echo "$pass passed, $fail failed, $skip skipped"
 [ $fail -eq 0 ]

@@ -13,7 +13,8 @@ PSN is `psn_resent` when it is byte for byte the frame seen before at that PSN, 
 Usage: roce_pcap.py FILE   prints one JSON object:
   {"frames": N, "roce": N, "bad_icrc": N, "bad_length": N, "opcodes": {"6": N, ...},
    "flows": N, "psn_gaps": N, "psn_backwards": N, "psn_resent": N, "wrapped_flows": N,
-   "qps": [...]}
+   "qps": [...], "mtus": [...]}
+where "mtus" are the distinct payload lengths of First and Middle frames: the path MTUs in use.
 """
 import json
 import struct
@@ -46,6 +47,7 @@ def icrc(frame):
 def main():
     out = {'frames': 0, 'roce': 0, 'bad_icrc': 0, 'bad_length': 0, 'opcodes': {}, 'flows': 0,
            'psn_gaps': 0, 'psn_backwards': 0, 'psn_resent': 0, 'wrapped_flows': 0, 'qps': []}
+    mtus = set()
     last = {}
     seen = {}
     wrapped = set()
@@ -64,6 +66,8 @@ def main():
         qp = int.from_bytes(bth[5:8], 'big')
         psn = int.from_bytes(bth[9:12], 'big')
         out['opcodes'][str(op)] = out['opcodes'].get(str(op), 0) + 1
+        if op in (6, 7):  # First (with its 16-byte RETH) and Middle carry one MTU, no pad
+            mtus.add(len(fr) - 14 - 40 - 12 - (16 if op == 6 else 0) - 4)
         key = (fr[6:12], qp)
         if key in last:
             d = (psn - last[key]) & 0xffffff
@@ -82,6 +86,7 @@ def main():
     out['flows'] = len(last)
     out['wrapped_flows'] = len(wrapped)
     out['qps'] = sorted({'0x%06x' % k[1] for k in last})
+    out['mtus'] = sorted(mtus)
     print(json.dumps(out))
 
 

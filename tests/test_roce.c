@@ -24,6 +24,8 @@
 #include "transport/transport.h"
 #include "wire/wire.h"
 
+#define TEST_MTU ROCE_MTU_DEFAULT /* the path MTU most cases here send in */
+
 static const uint8_t MAC_W[6] = {0x02, 0, 0, 0, 0, 0x11}, MAC_S[6] = {0x02, 0, 0, 0, 0, 0x22};
 
 #define NMSG 60
@@ -41,23 +43,22 @@ static uint32_t frames_for(uint32_t len, uint32_t i, uint32_t nf, roce_hdr_t *h)
                 : i == 0      ? ROCE_WRITE_FIRST
                 : i + 1 == nf ? ROCE_WRITE_LAST
                               : ROCE_WRITE_MIDDLE;
-    uint32_t off = i * ROCE_PMTU;
-    return len - off < ROCE_PMTU ? len - off : ROCE_PMTU;
+    uint32_t off = i * TEST_MTU;
+    return len - off < TEST_MTU ? len - off : TEST_MTU;
 }
 
 TEST(roce_messages_survive_loss_duplication_reordering_corruption, 30)
 {
-    static uint8_t msg[NMSG][MAXF * ROCE_PMTU];
+    static uint8_t msg[NMSG][MAXF * TEST_MTU];
     static uint32_t mlen[NMSG];
     static int delivered[NMSG];
     static cframe_t chan[CHAN];
-    static uint8_t rbuf[MAXF * ROCE_PMTU];
+    static uint8_t rbuf[MAXF * TEST_MTU];
     uint64_t rng = 77;
     for (int m = 0; m < NMSG; m++) {
         uint32_t nf = 1 + (uint32_t)(util_splitmix64(&rng) % MAXF);
-        mlen[m] = nf == 1
-                      ? 4 + (uint32_t)(util_splitmix64(&rng) % (ROCE_PMTU - 3))
-                      : (nf - 1) * ROCE_PMTU + 1 + (uint32_t)(util_splitmix64(&rng) % ROCE_PMTU);
+        mlen[m] = nf == 1 ? 4 + (uint32_t)(util_splitmix64(&rng) % (TEST_MTU - 3))
+                          : (nf - 1) * TEST_MTU + 1 + (uint32_t)(util_splitmix64(&rng) % TEST_MTU);
         for (uint32_t i = 0; i < mlen[m]; i++)
             msg[m][i] = (uint8_t)util_splitmix64(&rng);
         memcpy(msg[m], &m, sizeof(m)); /* the message's id in its first bytes */
@@ -75,7 +76,7 @@ TEST(roce_messages_survive_loss_duplication_reordering_corruption, 30)
         for (int m = 0; m < NMSG; m++) {
             if (delivered[m])
                 continue;
-            uint32_t nf = mlen[m] <= ROCE_PMTU ? 1 : (mlen[m] + ROCE_PMTU - 1) / ROCE_PMTU;
+            uint32_t nf = mlen[m] <= TEST_MTU ? 1 : (mlen[m] + TEST_MTU - 1) / TEST_MTU;
             for (uint32_t i = 0; i < nf && n + 2 < CHAN; i++) {
                 roce_hdr_t h;
                 memset(&h, 0, sizeof(h));
@@ -90,7 +91,7 @@ TEST(roce_messages_survive_loss_duplication_reordering_corruption, 30)
                 if (d < 5)
                     continue; /* lost */
                 chan[n].len =
-                    roce_write_frame(chan[n].data, &h, msg[m] + i * ROCE_PMTU, pay, NULL, 0);
+                    roce_write_frame(chan[n].data, &h, msg[m] + i * TEST_MTU, pay, NULL, 0);
                 if (d < 7) /* corrupted in flight */
                     chan[n].data[20 + util_splitmix64(&rng) % (chan[n].len - 24)] ^= 0x10;
                 n++;
@@ -147,23 +148,23 @@ static void new_flow(roce_rx_flow_t *fl, uint8_t *buf, uint32_t cap, roce_frame_
 
 TEST(roce_flow_window_and_length_rules, 10)
 {
-    static uint8_t buf[4 * ROCE_PMTU];
-    static uint8_t pay[ROCE_PMTU];
+    static uint8_t buf[4 * TEST_MTU];
+    static uint8_t pay[TEST_MTU];
     roce_rx_flow_t fl;
     roce_frame_t f;
     new_flow(&fl, buf, sizeof(buf), &f, pay);
     /* a Middle before any First */
     f.h.opcode = ROCE_WRITE_MIDDLE;
     f.h.psn = 5;
-    f.payload_len = ROCE_PMTU;
+    f.payload_len = TEST_MTU;
     CHECK_EQ_INT(roce_rx_frame(&fl, &f), ROCE_RX_NO_FIRST);
     /* a First larger than the capacity */
     f.h.opcode = ROCE_WRITE_FIRST;
-    f.h.dma_len = 5 * ROCE_PMTU;
+    f.h.dma_len = 5 * TEST_MTU;
     CHECK_EQ_INT(roce_rx_frame(&fl, &f), ROCE_RX_TOO_BIG);
     CHECK_EQ_INT(fl.epsn, 6);
     f.h.psn = 6;
-    f.h.dma_len = 2 * ROCE_PMTU - 10;
+    f.h.dma_len = 2 * TEST_MTU - 10;
     CHECK_EQ_INT(roce_rx_frame(&fl, &f), ROCE_RX_MORE);
     /* a Last that ends short of the DMA length */
     f.h.opcode = ROCE_WRITE_LAST;
@@ -183,7 +184,7 @@ TEST(roce_flow_window_and_length_rules, 10)
     CHECK_EQ_INT(fl.repeat_psn, 8);
     f.h.opcode = ROCE_WRITE_MIDDLE;
     f.h.psn = 7;
-    f.payload_len = ROCE_PMTU;
+    f.payload_len = TEST_MTU;
     CHECK_EQ_INT(roce_rx_frame(&fl, &f), ROCE_RX_DUP);
     CHECK_EQ_INT(fl.epsn, 9);
     /* ... and just behind epsn (the frame before the expected one, again) */
@@ -192,20 +193,75 @@ TEST(roce_flow_window_and_length_rules, 10)
     CHECK_EQ_INT(fl.epsn, 9);
 }
 
+/* The path MTU is the sender's: a message's First sets it, its other frames keep to it, and
+ * what the flow learns of it is what the switch answers in. */
+TEST(roce_flow_holds_a_message_to_its_first_frames_mtu, 10)
+{
+    static uint8_t buf[4 * ROCE_MTU_MAX];
+    static uint8_t pay[ROCE_MTU_MAX];
+    roce_rx_flow_t fl;
+    roce_frame_t f;
+    new_flow(&fl, buf, sizeof(buf), &f, pay);
+    /* a one-frame message bounds the MTU from below: 300 bytes need at least 512 */
+    f.h.opcode = ROCE_WRITE_ONLY;
+    f.h.psn = 1;
+    f.h.dma_len = f.payload_len = 300;
+    CHECK_EQ_INT(roce_rx_frame(&fl, &f), ROCE_RX_DONE);
+    CHECK_EQ_INT(fl.path_mtu, 512);
+    /* 4096-byte frames: First, Middle, Last of 10000 bytes */
+    uint32_t sizes[] = {4096, 4096, 10000 - 8192};
+    uint8_t ops[] = {ROCE_WRITE_FIRST, ROCE_WRITE_MIDDLE, ROCE_WRITE_LAST};
+    f.h.dma_len = 10000;
+    for (int i = 0; i < 3; i++) {
+        f.h.opcode = ops[i];
+        f.h.psn = 2 + (uint32_t)i;
+        f.payload_len = sizes[i];
+        CHECK_EQ_INT(roce_rx_frame(&fl, &f), i == 2 ? ROCE_RX_DONE : ROCE_RX_MORE);
+    }
+    CHECK_EQ_INT(fl.path_mtu, 4096);
+    /* a Middle of another MTU than its First's: the message cannot be reassembled */
+    f.h.opcode = ROCE_WRITE_FIRST;
+    f.h.psn = 5;
+    f.h.dma_len = 3 * 2048;
+    f.payload_len = 2048;
+    CHECK_EQ_INT(roce_rx_frame(&fl, &f), ROCE_RX_MORE);
+    f.h.opcode = ROCE_WRITE_MIDDLE;
+    f.h.psn = 6;
+    f.payload_len = 1024;
+    CHECK_EQ_INT(roce_rx_frame(&fl, &f), ROCE_RX_LENGTH);
+    CHECK_EQ_INT(fl.abandoned, 1);
+    /* a Last longer than its First's MTU, though within the DMA length */
+    f.h.opcode = ROCE_WRITE_FIRST;
+    f.h.psn = 7;
+    f.h.dma_len = 1024 + 2048;
+    f.payload_len = 1024;
+    CHECK_EQ_INT(roce_rx_frame(&fl, &f), ROCE_RX_MORE);
+    f.h.opcode = ROCE_WRITE_LAST;
+    f.h.psn = 8;
+    f.payload_len = 2048;
+    CHECK_EQ_INT(roce_rx_frame(&fl, &f), ROCE_RX_LENGTH);
+    /* a smaller one-frame message does not lower an MTU seen in a First */
+    f.h.opcode = ROCE_WRITE_ONLY;
+    f.h.psn = 9;
+    f.h.dma_len = f.payload_len = 100;
+    CHECK_EQ_INT(roce_rx_frame(&fl, &f), ROCE_RX_DONE);
+    CHECK_EQ_INT(fl.path_mtu, 4096);
+}
+
 /* A retransmission that reuses the PSNs of a message lost on its way (go-back-N): taken as
  * that message, behind epsn, which stays; once delivered, the next repeat is a repeat. */
 TEST(roce_flow_takes_a_lost_message_resent_at_its_psns, 10)
 {
-    static uint8_t buf[4 * ROCE_PMTU];
-    static uint8_t pay[ROCE_PMTU];
+    static uint8_t buf[4 * TEST_MTU];
+    static uint8_t pay[TEST_MTU];
     roce_rx_flow_t fl;
     roce_frame_t f;
     new_flow(&fl, buf, sizeof(buf), &f, pay);
     /* message A at 100..101 loses its Last; message B at 102..103 arrives whole */
     f.h.opcode = ROCE_WRITE_FIRST;
     f.h.psn = 100;
-    f.h.dma_len = 2 * ROCE_PMTU;
-    f.payload_len = ROCE_PMTU;
+    f.h.dma_len = 2 * TEST_MTU;
+    f.payload_len = TEST_MTU;
     CHECK_EQ_INT(roce_rx_frame(&fl, &f), ROCE_RX_MORE);
     f.h.psn = 102;
     CHECK_EQ_INT(roce_rx_frame(&fl, &f), ROCE_RX_MORE); /* A abandoned */
@@ -223,7 +279,7 @@ TEST(roce_flow_takes_a_lost_message_resent_at_its_psns, 10)
     f.h.psn = 101;
     CHECK_EQ_INT(roce_rx_frame(&fl, &f), ROCE_RX_DONE);
     CHECK_EQ_INT(fl.epsn, 104);
-    CHECK_EQ_INT(buf[2 * ROCE_PMTU - 1], 0xA5);
+    CHECK_EQ_INT(buf[2 * TEST_MTU - 1], 0xA5);
     /* and a third sending of A, or of B, at the same PSNs is a repeat */
     f.h.opcode = ROCE_WRITE_FIRST;
     f.h.psn = 100;
@@ -250,25 +306,38 @@ static void push(frameq_t *q, const roce_hdr_t *h, const uint8_t *pay, uint32_t 
     frameq_publish(q);
 }
 
-TEST(roce_linked_endpoint_answers_on_the_senders_qp, 10)
+/* A fabric link of nqueues frame queues with the switch's MAC and IP, and the aggregation
+ * port's RoCE endpoint on queue `queue` (a result buffer of rows x depth frames; 0 x 0: the
+ * default): NULL when it does not open (a failed check). */
+static transport_t *open_linked_endpoint(fabric_link_t *link, uint32_t nqueues, uint32_t queue,
+                                         uint32_t rows, uint32_t depth)
 {
-    static fabric_link_t link;
-    memset(&link, 0, sizeof(link));
-    link.nqueues = 2;
-    for (int q = 0; q < 2; q++) {
-        CHECK_EQ_INT(frameq_init(&link.rx[q], 64), 0);
-        CHECK_EQ_INT(frameq_init(&link.tx[q], 64), 0);
+    memset(link, 0, sizeof(*link));
+    link->nqueues = nqueues;
+    for (uint32_t q = 0; q < nqueues; q++) {
+        CHECK_EQ_INT(frameq_init(&link->rx[q], 64), 0);
+        CHECK_EQ_INT(frameq_init(&link->tx[q], 64), 0);
     }
-    link.tx_efd = link.tx[0].efd;
-    memcpy(link.mac, MAC_S, 6);
-    link.ip = inet_addr("10.9.0.254");
-    link.port0 = 7000;
+    link->tx_efd = link->tx[0].efd;
+    memcpy(link->mac, MAC_S, 6);
+    link->ip = inet_addr("10.9.0.254");
+    link->port0 = 7000;
     fabric_port_config_t pc;
-    fabric_port_config_init(&pc, &link, 0, 0);
-    transport_config_t cfg = {.kind = "roce", .opener = &pc.opener, .queue = 1, .max_packet = 8192};
+    fabric_port_config_init(&pc, link, rows, depth);
+    transport_config_t cfg = {
+        .kind = "roce", .opener = &pc.opener, .queue = queue, .max_packet = 16384};
     transport_t *t = NULL;
     char err[160] = "";
     CHECK_MSG(transport_open(&cfg, &t, err, sizeof(err)) == 0, "%s", err);
+    return t;
+}
+
+TEST(roce_linked_endpoint_answers_on_the_senders_qp, 10)
+{
+    static fabric_link_t link;
+    transport_t *t = open_linked_endpoint(&link, 2, 1, 0, 0);
+    if (!t)
+        return;
     static uint8_t msg[2500];
     for (uint32_t i = 0; i < sizeof(msg); i++)
         msg[i] = (uint8_t)(i * 13 + 1);
@@ -284,7 +353,7 @@ TEST(roce_linked_endpoint_answers_on_the_senders_qp, 10)
     for (uint32_t i = 0; i < 3; i++) {
         h.opcode = ops[i];
         h.psn = roce_psn_add(psn0, i);
-        push(&link.rx[1], &h, msg + i * ROCE_PMTU, i < 2 ? ROCE_PMTU : sizeof(msg) - 2048, 3);
+        push(&link.rx[1], &h, msg + i * TEST_MTU, i < 2 ? TEST_MTU : sizeof(msg) - 2048, 3);
     }
     /* a corrupted frame and a UDP datagram behind it */
     h.opcode = ROCE_WRITE_ONLY;
@@ -357,23 +426,70 @@ TEST(roce_linked_endpoint_answers_on_the_senders_qp, 10)
  * more flows than its table holds: 600 flows (one message each, from new QPs) are all
  * delivered, the later ones in the entries of those heard from least recently; a flow whose
  * entry was recycled is taken again as a new flow. */
+/* Each flow is answered in the path MTU its contributions came in: 4096-byte frames to one
+ * worker, 512-byte frames to another, on the same endpoint. */
+TEST(roce_linked_endpoint_answers_in_each_senders_path_mtu, 10)
+{
+    static fabric_link_t link;
+    transport_t *t = open_linked_endpoint(&link, 1, 0, 0, 0);
+    if (!t)
+        return;
+    static uint8_t msg[10000];
+    for (uint32_t i = 0; i < sizeof(msg); i++)
+        msg[i] = (uint8_t)(i * 29 + 3);
+    static const struct {
+        uint32_t qp, mtu, len;
+    } flows[2] = {{0x4440, 4096, 10000}, {0x5550, 512, 2500}};
+    roce_hdr_t h;
+    memset(&h, 0, sizeof(h));
+    memcpy(h.dst_mac, MAC_S, 6);
+    memcpy(h.src_mac, MAC_W, 6);
+    for (int k = 0; k < 2; k++) {
+        uint32_t mtu = flows[k].mtu, len = flows[k].len, nf = roce_frames_for(len, mtu);
+        h.qp = flows[k].qp;
+        h.dma_len = len;
+        for (uint32_t i = 0; i < nf; i++) {
+            h.opcode = i == 0        ? ROCE_WRITE_FIRST
+                       : i + 1 == nf ? ROCE_WRITE_LAST
+                                     : ROCE_WRITE_MIDDLE;
+            h.psn = 100 + i;
+            push(&link.rx[0], &h, msg + i * mtu, i + 1 < nf ? mtu : len - i * mtu, 2);
+        }
+    }
+    transport_rx_t rx[4];
+    CHECK_EQ_INT(transport_recv(t, rx, 4, 100), 2);
+    for (int k = 0; k < 2; k++) {
+        CHECK_EQ_INT(rx[k].len, flows[k].len);
+        CHECK(memcmp(rx[k].data, msg, flows[k].len) == 0);
+        transport_tx_t p = {.head = msg,
+                            .head_len = 36,
+                            .body = msg + 36,
+                            .body_len = flows[k].len - 36,
+                            .to = rx[k].from};
+        frameq_t *q = &link.tx[0];
+        uint32_t before = frameq_ready(q), nf = roce_frames_for(flows[k].len, flows[k].mtu);
+        CHECK_EQ_INT(transport_send(t, &p, 1, 0), 1);
+        CHECK_EQ_INT(frameq_ready(q) - before, nf);
+        for (uint32_t i = 0; i < nf && i + before < frameq_ready(q); i++) {
+            roce_frame_t f;
+            frameq_slot_t *o = frameq_at(q, before + i);
+            CHECK_EQ_INT(roce_parse(o->data, o->len, 1, &f), ROCE_OK);
+            CHECK_EQ_INT(f.h.qp, flows[k].qp);
+            if (i + 1 < nf)
+                CHECK_EQ_INT(f.payload_len, flows[k].mtu);
+        }
+    }
+    transport_close(t);
+    frameq_free(&link.rx[0]);
+    frameq_free(&link.tx[0]);
+}
+
 TEST(roce_linked_endpoint_recycles_its_oldest_flows, 10)
 {
     static fabric_link_t link;
-    memset(&link, 0, sizeof(link));
-    link.nqueues = 1;
-    CHECK_EQ_INT(frameq_init(&link.rx[0], 64), 0);
-    CHECK_EQ_INT(frameq_init(&link.tx[0], 64), 0);
-    link.tx_efd = link.tx[0].efd;
-    memcpy(link.mac, MAC_S, 6);
-    link.ip = inet_addr("10.9.0.254");
-    link.port0 = 7000;
-    fabric_port_config_t pc;
-    fabric_port_config_init(&pc, &link, 0, 0);
-    transport_config_t cfg = {.kind = "roce", .opener = &pc.opener, .queue = 0, .max_packet = 8192};
-    transport_t *t = NULL;
-    char err[160] = "";
-    CHECK_MSG(transport_open(&cfg, &t, err, sizeof(err)) == 0, "%s", err);
+    transport_t *t = open_linked_endpoint(&link, 1, 0, 0, 0);
+    if (!t)
+        return;
     roce_hdr_t h;
     memset(&h, 0, sizeof(h));
     memcpy(h.dst_mac, MAC_S, 6);
@@ -491,21 +607,10 @@ TEST(roce_replay_reuses_psns_once, 10)
 TEST(roce_linked_endpoint_answers_repeats_from_its_result_buffer, 10)
 {
     static fabric_link_t link;
-    memset(&link, 0, sizeof(link));
-    link.nqueues = 1;
-    CHECK_EQ_INT(frameq_init(&link.rx[0], 64), 0);
-    CHECK_EQ_INT(frameq_init(&link.tx[0], 64), 0);
-    link.tx_efd = link.tx[0].efd;
-    memcpy(link.mac, MAC_S, 6);
-    link.ip = inet_addr("10.9.0.254");
-    link.port0 = 7000;
     /* one flow x 4 frames: room for one 3-frame result */
-    fabric_port_config_t pc;
-    fabric_port_config_init(&pc, &link, 1, 4);
-    transport_config_t cfg = {.kind = "roce", .opener = &pc.opener, .queue = 0, .max_packet = 8192};
-    transport_t *t = NULL;
-    char err[160] = "";
-    CHECK_MSG(transport_open(&cfg, &t, err, sizeof(err)) == 0, "%s", err);
+    transport_t *t = open_linked_endpoint(&link, 1, 0, 1, 4);
+    if (!t)
+        return;
     static uint8_t c[3][2600], r[3][2600];
     uint32_t clen = 0, rlen = 0;
     for (uint32_t m = 0; m < 3; m++) {
@@ -524,7 +629,7 @@ TEST(roce_linked_endpoint_answers_repeats_from_its_result_buffer, 10)
     for (uint32_t i = 0; i < ((skip) ? 2u : 3u); i++) {                                            \
         h.opcode = ops[i];                                                                         \
         h.psn = 10 + 3 * (m) + i;                                                                  \
-        push(&link.rx[0], &h, c[m] + i * ROCE_PMTU, i < 2 ? ROCE_PMTU : clen - 2 * ROCE_PMTU, 2);  \
+        push(&link.rx[0], &h, c[m] + i * TEST_MTU, i < 2 ? TEST_MTU : clen - 2 * TEST_MTU, 2);     \
     }
     transport_rx_t rx[8];
     SEND_CONTRIB(0, 0);

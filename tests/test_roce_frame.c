@@ -11,6 +11,8 @@
 #include "harness.h"
 #include "netio/roce_frame.h"
 
+#define TEST_MTU ROCE_MTU_DEFAULT /* the path MTU most cases here frame */
+
 /* A Write Only frame (QP 0x123, PSN 0xfffffe, A bit, RETH va 0x1122334455667788 rkey
  * 0xdeadbeef length 8, payload "01234567", traffic class 0x12, flow label 0x34567, hop limit
  * 64) whose every byte, ICRC included, was computed outside this project: Python's
@@ -120,7 +122,7 @@ TEST(roce_icrc_agrees_with_bitwise_reference, 20)
     uint64_t rng = 0x5eed;
     static const uint8_t ops[] = {ROCE_WRITE_FIRST,    ROCE_WRITE_MIDDLE, ROCE_WRITE_LAST,
                                   ROCE_WRITE_LAST_IMM, ROCE_WRITE_ONLY,   ROCE_WRITE_ONLY_IMM};
-    static uint8_t pay[ROCE_PMTU];
+    static uint8_t pay[TEST_MTU];
     uint8_t buf[ROCE_MAX_FRAME];
     for (int it = 0; it < 3000; it++) {
         roce_hdr_t h;
@@ -132,11 +134,11 @@ TEST(roce_icrc_agrees_with_bitwise_reference, 20)
         h.qp &= ROCE_QP_MASK;
         h.psn &= ROCE_PSN_MASK;
         h.ack_req &= 1;
-        uint32_t len = ROCE_PMTU;
+        uint32_t len = TEST_MTU;
         if (h.opcode == ROCE_WRITE_LAST || h.opcode == ROCE_WRITE_LAST_IMM)
-            len = 1 + (uint32_t)(util_splitmix64(&rng) % ROCE_PMTU);
+            len = 1 + (uint32_t)(util_splitmix64(&rng) % TEST_MTU);
         else if (roce_op_is_last(h.opcode))
-            len = (uint32_t)(util_splitmix64(&rng) % (ROCE_PMTU + 1));
+            len = (uint32_t)(util_splitmix64(&rng) % (TEST_MTU + 1));
         for (uint32_t i = 0; i < len; i++)
             pay[i] = (uint8_t)util_splitmix64(&rng);
         uint32_t split = len ? (uint32_t)(util_splitmix64(&rng) % len) : 0;
@@ -168,27 +170,37 @@ TEST(roce_icrc_agrees_with_bitwise_reference, 20)
 
 TEST(roce_every_opcode_and_sizes, 10)
 {
-    static uint8_t pay[ROCE_PMTU];
-    for (uint32_t i = 0; i < ROCE_PMTU; i++)
+    static uint8_t pay[ROCE_MTU_MAX + 1];
+    for (uint32_t i = 0; i < sizeof(pay); i++)
         pay[i] = (uint8_t)(i * 7);
-    uint8_t buf[ROCE_MAX_FRAME];
+    uint8_t buf[ROCE_MAX_FRAME + 8];
     roce_frame_t f;
     struct {
         uint8_t op;
         uint32_t len;
         enum roce_reason want;
     } cases[] = {
-        {ROCE_WRITE_FIRST, ROCE_PMTU, ROCE_OK},
+        {ROCE_WRITE_FIRST, TEST_MTU, ROCE_OK},
         {ROCE_WRITE_FIRST, 1000, ROCE_BAD_PAYLOAD},
-        {ROCE_WRITE_MIDDLE, ROCE_PMTU, ROCE_OK},
+        {ROCE_WRITE_MIDDLE, TEST_MTU, ROCE_OK},
         {ROCE_WRITE_MIDDLE, 4, ROCE_BAD_PAYLOAD},
         {ROCE_WRITE_LAST, 1, ROCE_OK},
-        {ROCE_WRITE_LAST, ROCE_PMTU, ROCE_OK},
+        {ROCE_WRITE_LAST, TEST_MTU, ROCE_OK},
         {ROCE_WRITE_LAST, 0, ROCE_BAD_PAYLOAD},
         {ROCE_WRITE_LAST_IMM, 333, ROCE_OK},
         {ROCE_WRITE_ONLY, 0, ROCE_OK},
         {ROCE_WRITE_ONLY, 1021, ROCE_OK},
-        {ROCE_WRITE_ONLY_IMM, ROCE_PMTU, ROCE_OK},
+        {ROCE_WRITE_ONLY_IMM, TEST_MTU, ROCE_OK},
+        /* First and Middle carry one of InfiniBand's path MTUs, whichever the sender chose */
+        {ROCE_WRITE_FIRST, 256, ROCE_OK},
+        {ROCE_WRITE_FIRST, 4096, ROCE_OK},
+        {ROCE_WRITE_MIDDLE, 2048, ROCE_OK},
+        {ROCE_WRITE_FIRST, 3072, ROCE_BAD_PAYLOAD},
+        {ROCE_WRITE_MIDDLE, 128, ROCE_BAD_PAYLOAD},
+        {ROCE_WRITE_LAST, 4096, ROCE_OK},
+        {ROCE_WRITE_LAST, 4097, ROCE_BAD_PAYLOAD},
+        {ROCE_WRITE_ONLY, 4096, ROCE_OK},
+        {ROCE_WRITE_ONLY, 4097, ROCE_BAD_PAYLOAD},
     };
     for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
         roce_hdr_t h = kat_hdr();
@@ -217,12 +229,33 @@ TEST(roce_every_opcode_and_sizes, 10)
     CHECK(f.h.qp == 0x123 && f.h.psn == 0xfffffe);
     CHECK(strcmp(roce_opcode_name(ROCE_WRITE_LAST_IMM), "write_last_imm") == 0);
     /* Table IV's payload efficiency: a 20-byte header gives the paper's numbers */
-    CHECK(roce_payload_efficiency(ROCE_WRITE_FIRST, 20) > 0.904 &&
-          roce_payload_efficiency(ROCE_WRITE_FIRST, 20) < 0.906);
-    CHECK(roce_payload_efficiency(ROCE_WRITE_MIDDLE, 20) > 0.935 &&
-          roce_payload_efficiency(ROCE_WRITE_MIDDLE, 20) < 0.937);
-    CHECK(roce_payload_efficiency(ROCE_WRITE_LAST_IMM, 20) > 0.932 &&
-          roce_payload_efficiency(ROCE_WRITE_LAST_IMM, 20) < 0.934);
+    CHECK(roce_payload_efficiency(ROCE_WRITE_FIRST, TEST_MTU, 20) > 0.904 &&
+          roce_payload_efficiency(ROCE_WRITE_FIRST, TEST_MTU, 20) < 0.906);
+    CHECK(roce_payload_efficiency(ROCE_WRITE_MIDDLE, TEST_MTU, 20) > 0.935 &&
+          roce_payload_efficiency(ROCE_WRITE_MIDDLE, TEST_MTU, 20) < 0.937);
+    CHECK(roce_payload_efficiency(ROCE_WRITE_LAST_IMM, TEST_MTU, 20) > 0.932 &&
+          roce_payload_efficiency(ROCE_WRITE_LAST_IMM, TEST_MTU, 20) < 0.934);
+}
+
+TEST(roce_path_mtu_from_the_link, 10)
+{
+    /* the largest of 256..4096 whose frame (GRH 40, BTH 12, RETH 16, immediate 4, ICRC 4
+     * around the payload) fits the interface's MTU */
+    static const uint32_t cases[][2] = {{9000, 4096}, {4172, 4096}, {4171, 2048},
+                                        {1500, 1024}, {1100, 1024}, {1099, 512},
+                                        {588, 512},   {587, 256},   {68, 256}};
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+        CHECK_MSG(roce_mtu_for_link(cases[i][0]) == cases[i][1], "link MTU %u: %u, expected %u",
+                  cases[i][0], roce_mtu_for_link(cases[i][0]), cases[i][1]);
+    CHECK(roce_mtu_valid(256) && roce_mtu_valid(4096) && !roce_mtu_valid(3072) &&
+          !roce_mtu_valid(128) && !roce_mtu_valid(8192) && !roce_mtu_valid(0));
+    /* a packet of 2048 int32 and its 36-byte header: 9 frames at 1024, 3 at 4096 */
+    uint32_t nf;
+    double e1 = roce_message_efficiency(36 + 8192, 1024, 8192, &nf);
+    CHECK_EQ_INT(nf, 9);
+    double e4 = roce_message_efficiency(36 + 8192, 4096, 8192, &nf);
+    CHECK_EQ_INT(nf, 3);
+    CHECK(e4 > e1 && e4 > 0.96 && e4 < 0.98);
 }
 
 TEST(roce_truncated_and_malformed_frames, 10)
@@ -231,8 +264,8 @@ TEST(roce_truncated_and_malformed_frames, 10)
     roce_frame_t f;
     roce_hdr_t h = kat_hdr();
     h.opcode = ROCE_WRITE_FIRST;
-    static uint8_t pay[ROCE_PMTU];
-    uint32_t n = roce_write_frame(buf, &h, pay, ROCE_PMTU, NULL, 0);
+    static uint8_t pay[TEST_MTU];
+    uint32_t n = roce_write_frame(buf, &h, pay, TEST_MTU, NULL, 0);
     CHECK_EQ_INT(roce_parse(buf, n, 1, &f), ROCE_OK);
     for (uint32_t cut = 0; cut < n; cut++) {
         enum roce_reason r = roce_parse(buf, cut, 1, &f);
@@ -282,8 +315,8 @@ TEST(roce_psn_wraps, 10)
         roce_hdr_t h = kat_hdr();
         h.opcode = ROCE_WRITE_MIDDLE;
         h.psn = psn;
-        static uint8_t pay[ROCE_PMTU];
-        uint32_t n = roce_write_frame(buf, &h, pay, ROCE_PMTU, NULL, 0);
+        static uint8_t pay[TEST_MTU];
+        uint32_t n = roce_write_frame(buf, &h, pay, TEST_MTU, NULL, 0);
         CHECK_EQ_INT(roce_parse(buf, n, 1, &f), ROCE_OK);
         CHECK_EQ_INT(f.h.psn, psn);
     }

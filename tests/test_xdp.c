@@ -45,7 +45,8 @@ TEST(xdp_steers_roce_and_aggregation_udp_passes_the_rest, 20)
     struct steer_conf c = {.port_lo = 7000,
                            .port_hi = 7002,
                            .ip = inet_addr("10.9.0.254"),
-                           .max_frame = XSKPORT_MAX_FRAME};
+                           .max_frame = XSKPORT_MAX_FRAME,
+                           .roce = 1};
     memcpy(c.mac, sw_mac, 6);
     xdpload_t x;
     char err[256];
@@ -89,5 +90,20 @@ TEST(xdp_steers_roce_and_aggregation_udp_passes_the_rest, 20)
     f[12] = 0x08, f[13] = 0x00;
     CHECK_EQ_INT(steered(&x, f, 14), 0);
     CHECK_EQ_INT(xdpload_stat(&x, STEER_PASSED), 7);
+    xdpload_detach(&x);
+    /* a port whose MTU lets a RoCE frame exceed a chunk: all its RoCE frames are passed, so
+     * that a message's big and small frames do not take two paths */
+    c.roce = 0;
+    if (xdpload_load(&x, "test", &c, err, sizeof(err)) < 0) {
+        CHECK_MSG(0, "%s", err);
+        return;
+    }
+    memset(f, 0, 128);
+    memcpy(f, sw_mac, 6);
+    memcpy(f + 6, host_mac, 6);
+    f[12] = 0x89, f[13] = 0x15;
+    CHECK_EQ_INT(steered(&x, f, 128), 0);
+    udp_frame(f, sw_mac, c.ip, 7000, 64);
+    CHECK_EQ_INT(steered(&x, f, ETHF_UDP_HDR_LEN + 64), 1);
     xdpload_detach(&x);
 }

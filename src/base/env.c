@@ -32,6 +32,9 @@ static const env_var_t vars[ENV_COUNT] = {
     [ENV_ROCE_REPLAY] = {"INAGG_ROCE_REPLAY", "0|1", "1",
                          "roce: 0 sends every retransmission at new PSNs instead of its first "
                          "one at its first sending's"},
+    [ENV_ROCE_MTU] = {"INAGG_ROCE_MTU", "256|512|1024|2048|4096", "from the interface",
+                      "roce: the path MTU of the worker's messages (payload bytes per frame); "
+                      "by default the largest whose frames the interface's MTU carries"},
     [ENV_CODEC_HELPER] = {"INAGG_CODEC_HELPER", "0|1", "1",
                           "0 codes every chunk on the engine thread, without the encoder "
                           "helper thread (to measure what the overlap is worth)"},

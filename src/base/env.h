@@ -19,6 +19,7 @@ typedef enum env_id {
     ENV_JOB_SECRET_FILE,
     ENV_ROCE_PSN,
     ENV_ROCE_REPLAY,
+    ENV_ROCE_MTU,
     ENV_CODEC_HELPER,
     ENV_NO_DATAPLANE_AUTH,
     ENV_POLL,

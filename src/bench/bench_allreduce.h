@@ -75,6 +75,7 @@ typedef struct ar_opts {
     const char *transport; /* --transport udp|roce (NULL: udp) */
     const char *pcap; /* --pcap FILE: the fabric's frames (testbed) */
     const char *roce_psn; /* --roce-psn N: every RoCE QP's first PSN (NULL: random) */
+    const char *roce_mtu; /* --roce-mtu N: the RoCE path MTU (NULL: from the link's MTU) */
     const char *link_delay; /* tools/testbed --link-delay (NULL: none) */
     uint64_t link_bps; /* 0: unlimited */
     uint32_t mtu;

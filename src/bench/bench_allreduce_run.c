@@ -295,6 +295,10 @@ static int inagg_rank_argv(ctx_t *c, uint32_t rank, char **argv, size_t cap, cha
         arg(&b, "--roce-psn");
         arg(&b, "%s", o->roce_psn);
     }
+    if (o->roce_mtu) {
+        arg(&b, "--roce-mtu");
+        arg(&b, "%s", o->roce_mtu);
+    }
     return b.full ? -E2BIG : 0;
 }
 

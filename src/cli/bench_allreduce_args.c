@@ -16,6 +16,7 @@
 #include "cli/bench_opts.h"
 #include "cli/flags.h"
 #include "codec/codec.h"
+#include "netio/roce_frame.h"
 #include "wire/wire.h"
 
 #define TESTBED_ITERS 5u
@@ -121,11 +122,14 @@ static void usage(FILE *out)
             "                       every link both ways (nftables)\n"
             "  --faults SPEC        fault spec for the workers, e.g. drop=0.01,dup=0.01,seed=3\n"
             "  --transport T        udp (default) or roce: every packet as a RoCE v1 RDMA Write\n"
-            "                       message of 1024-byte frames with ICRC (docs/PROTOCOL.md);\n"
+            "                       message of path-MTU frames with ICRC (docs/PROTOCOL.md);\n"
             "                       needs an Ethernet segment to the switch: --testbed with\n"
             "                       --fabric inagg, or --switch in rank mode\n"
             "  --roce-psn N         with --transport roce: every QP's first PSN (0..16777215;\n"
             "                       default random), e.g. 16777200 to cross the 24-bit wrap\n"
+            "  --roce-mtu N         with --transport roce: the path MTU, 256, 512, 1024, 2048\n"
+            "                       or 4096 bytes of payload per frame (default: the largest\n"
+            "                       the link's MTU carries: 4096 at --mtu 9000, 1024 at 1500)\n"
             "  --pcap FILE          with --testbed --fabric inagg: write every frame on the\n"
             "                       fabric's ports, both ways, as a pcap file (Wireshark)\n"
             "  --timeout-ms MS      per-call progress timeout (default 30000)\n"
@@ -349,6 +353,15 @@ static int parse_own_flag(void *ctx, int c)
                 return 2;
             o->roce_psn = optarg;
             return 0;
+        case 1107:
+            if (cli_parse_u64(AR_CMD, "--roce-mtu", optarg, ROCE_MTU_MIN, ROCE_MTU_MAX, &v) < 0)
+                return 2;
+            if (!roce_mtu_valid((uint32_t)v))
+                return bad("--roce-mtu is one of InfiniBand's path MTUs: 256, 512, 1024, 2048 or "
+                           "4096, got '%s'",
+                           optarg);
+            o->roce_mtu = optarg;
+            return 0;
         case 1101: return parse_u32("--leaves", 1, AR_MAX_LEAVES, &o->leaves);
         case 1102: return parse_u32("--hosts-per-leaf", 1, INAGG_MAX_WORLD, &o->hosts_per_leaf);
         case 1103: return parse_u32("--shards", 1, AR_MAX_SHARDS, &o->shards);
@@ -477,10 +490,14 @@ static int check_data_path(ar_opts_t *o)
                    "it: --testbed N (with --fabric inagg), or --switch with --rank");
     if (o->roce_psn && !roce)
         return bad("--roce-psn applies to --transport roce");
+    if (o->roce_mtu && !roce)
+        return bad("--roce-mtu applies to --transport roce");
     if (o->pcap && !inagg_fabric)
         return bad("--pcap captures the fabric's ports: give --testbed N (--fabric inagg)");
     if (o->roce_psn)
         setenv("INAGG_ROCE_PSN", o->roce_psn, 1);
+    if (o->roce_mtu)
+        setenv("INAGG_ROCE_MTU", o->roce_mtu, 1);
     if (o->no_dataplane_auth) /* every rank this run starts inherits it */
         setenv("INAGG_NO_DATAPLANE_AUTH", "1", 1);
     if (o->rto_min_us && o->rto_max_us && o->rto_min_us > o->rto_max_us)
@@ -567,6 +584,7 @@ int ar_parse(int argc, char **argv, ar_opts_t *o)
                                         {"switch-cpu-share", required_argument, 0, 1105},
                                         {"pcap", required_argument, 0, 'a'},
                                         {"roce-psn", required_argument, 0, 'N'},
+                                        {"roce-mtu", required_argument, 0, 1107},
                                         {"no-dataplane-auth", no_argument, 0, 1106},
                                         {"xdp", required_argument, 0, 1090},
                                         {0, 0, 0, 0}};

@@ -95,6 +95,15 @@ static const char *pct_text(double x, char *buf, size_t len)
     return buf;
 }
 
+/* The path MTU the run's RoCE ranks use: --roce-mtu, else what the link's MTU carries (the
+ * testbed's --mtu, else Ethernet's 1500), as roce_worker_open chooses it. */
+static uint32_t ar_roce_mtu(const ar_opts_t *o)
+{
+    if (o->roce_mtu)
+        return (uint32_t)strtoul(o->roce_mtu, NULL, 10); /* checked by the parser */
+    return roce_mtu_for_link(o->mtu ? o->mtu : 1500);
+}
+
 static void render_summary(FILE *out, const ar_run_t *run, const ar_size_result_t *s)
 {
     const ar_opts_t *o = run->o;
@@ -140,18 +149,19 @@ static void render_summary(FILE *out, const ar_run_t *run, const ar_size_result_
             (unsigned long long)r->packets, (unsigned long long)r->retransmissions,
             (unsigned long long)r->duplicates);
     if (o->transport && strcmp(o->transport, "roce") == 0) {
-        uint32_t nf;
-        double pe = roce_message_efficiency(WIRE_HEADER_SIZE + 4 * o->packet_elems,
+        uint32_t nf, mtu = ar_roce_mtu(o);
+        double pe = roce_message_efficiency(WIRE_HEADER_SIZE + 4 * o->packet_elems, mtu,
                                             4 * o->packet_elems, &nf);
         fprintf(out,
-                "  roce frames    payload efficiency (AllReduce-Switch Table IV; a %u B "
-                "aggregation header in First): First %.1f%%, Middle %.1f%%, Last %.1f%%, "
+                "  roce frames    path MTU %u; payload efficiency (AllReduce-Switch Table IV; a "
+                "%u B aggregation header in First): First %.1f%%, Middle %.1f%%, Last %.1f%%, "
                 "Last with Immediate %.1f%%; a packet of %u elements: %u frames, %.1f%% "
                 "(UDP: %.1f%%)\n",
-                WIRE_HEADER_SIZE, 100 * roce_payload_efficiency(ROCE_WRITE_FIRST, WIRE_HEADER_SIZE),
-                100 * roce_payload_efficiency(ROCE_WRITE_MIDDLE, WIRE_HEADER_SIZE),
-                100 * roce_payload_efficiency(ROCE_WRITE_LAST, WIRE_HEADER_SIZE),
-                100 * roce_payload_efficiency(ROCE_WRITE_LAST_IMM, WIRE_HEADER_SIZE),
+                mtu, WIRE_HEADER_SIZE,
+                100 * roce_payload_efficiency(ROCE_WRITE_FIRST, mtu, WIRE_HEADER_SIZE),
+                100 * roce_payload_efficiency(ROCE_WRITE_MIDDLE, mtu, WIRE_HEADER_SIZE),
+                100 * roce_payload_efficiency(ROCE_WRITE_LAST, mtu, WIRE_HEADER_SIZE),
+                100 * roce_payload_efficiency(ROCE_WRITE_LAST_IMM, mtu, WIRE_HEADER_SIZE),
                 o->packet_elems, nf, 100 * pe,
                 100.0 * 4 * o->packet_elems / (42.0 + WIRE_HEADER_SIZE + 4 * o->packet_elems));
     }
@@ -324,14 +334,16 @@ static void json_size(json_writer_t *w, const ar_run_t *run, const ar_size_resul
 /* How much of each RoCE frame and of one packet's frames is payload (--transport roce). */
 static void json_roce_efficiency(json_writer_t *w, const ar_opts_t *o)
 {
-    uint32_t nf;
-    double pe =
-        roce_message_efficiency(WIRE_HEADER_SIZE + 4 * o->packet_elems, 4 * o->packet_elems, &nf);
+    uint32_t nf, mtu = ar_roce_mtu(o);
+    double pe = roce_message_efficiency(WIRE_HEADER_SIZE + 4 * o->packet_elems, mtu,
+                                        4 * o->packet_elems, &nf);
     json_begin_object(w, "roce_payload_efficiency");
+    json_int(w, "path_mtu", mtu);
     static const uint8_t ops[] = {ROCE_WRITE_FIRST, ROCE_WRITE_MIDDLE, ROCE_WRITE_LAST,
                                   ROCE_WRITE_LAST_IMM};
     for (size_t i = 0; i < sizeof(ops); i++)
-        json_number(w, roce_opcode_name(ops[i]), roce_payload_efficiency(ops[i], WIRE_HEADER_SIZE));
+        json_number(w, roce_opcode_name(ops[i]),
+                    roce_payload_efficiency(ops[i], mtu, WIRE_HEADER_SIZE));
     json_int(w, "packet_frames", nf);
     json_number(w, "packet", pe);
     json_end_object(w);

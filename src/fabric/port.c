@@ -147,15 +147,17 @@ static int send_udp(port_endpoint_t *e, const transport_tx_t *p)
 static int send_roce(port_endpoint_t *e, const transport_tx_t *p)
 {
     const roce_addr_t *to = (const roce_addr_t *)(const void *)p->to.u.bytes;
-    uint32_t len = p->head_len + p->body_len, nf = roce_frames_of(len);
-    frameq_t *q = &e->link->tx[e->queue];
-    if (len > e->cap || q->cap - frameq_ready(q) < nf) {
-        stat(e, RS_TX_DROPPED); /* all of a message or none of it: the protocols resend */
-        return 0;
-    }
     flow_ent_t *f = flow_find(e, to->ifport, to->mac, to->qp, 0);
     if (!f) {
         stat(e, RS_TX_DROPPED);
+        return 0;
+    }
+    /* results go back in the path MTU the worker's contributions came in */
+    uint32_t mtu = f->rx.path_mtu ? f->rx.path_mtu : ROCE_MTU_DEFAULT;
+    uint32_t len = p->head_len + p->body_len, nf = roce_frames_for(len, mtu);
+    frameq_t *q = &e->link->tx[e->queue];
+    if (len > e->cap || q->cap - frameq_ready(q) < nf) {
+        stat(e, RS_TX_DROPPED); /* all of a message or none of it: the protocols resend */
         return 0;
     }
     if (!f->tx_set) {
@@ -171,8 +173,8 @@ static int send_roce(port_endpoint_t *e, const transport_tx_t *p)
     uint64_t t = e->last_rx_ns ? e->last_rx_ns : util_now_ns();
     for (uint32_t i = 0; i < nf; i++) {
         frameq_slot_t *s = frameq_reserve(q); /* room was checked above */
-        s->len =
-            roce_build_frame(s->data, p, len, nf, i, e->mac, to->mac, to->qp, f->tx_psn, to->queue);
+        s->len = roce_build_frame(s->data, p, len, mtu, nf, i, e->mac, to->mac, to->qp, f->tx_psn,
+                                  to->queue);
         if (seq)
             roce_resbuf_put(&e->resbuf, f->ordinal, &key, seq, i, nf, s->data, s->len);
         s->port = to->ifport;
@@ -213,7 +215,7 @@ static void answer_repeat(port_endpoint_t *e, flow_ent_t *fe)
         return;
     }
     rk.type = WIRE_RESULT;
-    const roce_resbuf_ent_t *fr[PORT_DEFAULT_MAX / ROCE_PMTU + 2];
+    const roce_resbuf_ent_t *fr[PORT_DEFAULT_MAX / ROCE_MTU_MIN + 2];
     uint32_t n = roce_resbuf_find(&e->resbuf, fe->ordinal, &rk, fr, sizeof(fr) / sizeof(fr[0]));
     if (n == 0) {
         stat(e, roce_key_eq(&fe->answered[answered_slot(&rk)], &rk) ? RS_RESBUF_EVICTED

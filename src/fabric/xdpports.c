@@ -43,6 +43,7 @@ int fabric_xdp_open(struct fabric *f, int mode, char *err, size_t errlen)
         if (port->is_cpu)
             continue;
         char why[192];
+        c.if_mtu = port->ps.mtu;
         int rc = xskport_open(&port->xsk, port->name, port->ps.ifindex, &c, why, sizeof(why));
         if (rc == 0)
             continue;
@@ -75,10 +76,10 @@ void fabric_xdp_write_text(const struct fabric *f, FILE *out)
             xskport_stats_t s;
             xskport_stats(port->xsk, &s);
             fprintf(out,
-                    " mode=%s redirected=%" PRIu64 " passed=%" PRIu64 " too_big=%" PRIu64
+                    " mode=%s roce=%s redirected=%" PRIu64 " passed=%" PRIu64 " too_big=%" PRIu64
                     " xsk_dropped=%" PRIu64 " xsk_ring_full=%" PRIu64 " fill_empty=%" PRIu64 "\n",
-                    xskport_mode(port->xsk), s.redirected, s.passed, s.too_big, s.rx_dropped,
-                    s.rx_ring_full, s.fill_empty);
+                    xskport_mode(port->xsk), xskport_takes_roce(port->xsk) ? "xsk" : "af_packet",
+                    s.redirected, s.passed, s.too_big, s.rx_dropped, s.rx_ring_full, s.fill_empty);
         } else {
             fprintf(out, " (%s)\n", f->xdp_mode == FABRIC_XDP_OFF ? "--xdp off" : port->xdp_why);
         }
@@ -105,6 +106,7 @@ void fabric_xdp_write_json(const struct fabric *f, struct json_writer *w)
             xskport_stats_t s;
             xskport_stats(port->xsk, &s);
             json_string(w, "mode", xskport_mode(port->xsk));
+            json_bool(w, "roce_on_xsk", xskport_takes_roce(port->xsk));
             json_int(w, "redirected", (int64_t)s.redirected);
             json_int(w, "passed", (int64_t)s.passed);
             json_int(w, "too_big", (int64_t)s.too_big);

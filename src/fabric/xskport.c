@@ -28,6 +28,7 @@ struct xskport {
     uint64_t addr; /* its chunk */
     int held;
     int zerocopy;
+    int roce; /* RoCE frames are steered here (steer_conf.roce) */
 };
 
 /* Hand n chunk addresses (from addr[]) to the fill ring: all fit, the ring has room for
@@ -64,7 +65,9 @@ int xskport_open(xskport_t **out, const char *ifname, int ifindex, const xskport
     struct steer_conf sc = {.port_lo = conf->port_lo,
                             .port_hi = conf->port_hi,
                             .ip = conf->ip,
-                            .max_frame = XSKPORT_MAX_FRAME};
+                            .max_frame = XSKPORT_MAX_FRAME,
+                            .roce = conf->if_mtu + 14u <= XSKPORT_MAX_FRAME};
+    x->roce = (int)sc.roce;
     memcpy(sc.mac, conf->mac, 6);
     int rc = xdpload_load(&x->prog, ifname, &sc, err, errlen);
     if (rc == 0)
@@ -153,6 +156,8 @@ void xskport_done(xskport_t *x)
 int xskport_fd(const xskport_t *x) { return xsk_socket__fd(x->xsk); }
 
 const char *xskport_mode(const xskport_t *x) { return x->zerocopy ? "zerocopy" : "copy"; }
+
+int xskport_takes_roce(const xskport_t *x) { return x->roce; }
 
 void xskport_stats(const xskport_t *x, xskport_stats_t *s)
 {

@@ -30,6 +30,7 @@ typedef struct xskport_conf {
     uint32_t ip; /* the switch's IP, network order */
     uint16_t port_lo; /* aggregation UDP ports [port_lo, port_hi) */
     uint16_t port_hi;
+    uint32_t if_mtu; /* the interface's MTU: RoCE is steered only when its frames fit a chunk */
 } xskport_conf_t;
 
 /* Attach the program to interface ifname (index ifindex) and open a socket on its receive
@@ -49,6 +50,10 @@ int xskport_fd(const xskport_t *x);
 
 /* "zerocopy" or "copy". */
 const char *xskport_mode(const xskport_t *x);
+
+/* 1 when RoCE frames are steered into the socket (every frame of the interface's MTU fits a
+ * chunk); 0 when they are all passed to the AF_PACKET path. */
+int xskport_takes_roce(const xskport_t *x);
 
 /* The program's counters: steered into the socket, passed to the kernel, passed as too big
  * for a chunk; and the socket's drops (no fill buffer, ring full, invalid descriptors). */

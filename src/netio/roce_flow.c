@@ -20,6 +20,21 @@ static int delivered(const roce_rx_flow_t *fl, uint32_t psn)
     return fl->done_psn[psn % ROCE_RX_DONE_SLOTS] == psn + 1;
 }
 
+/* A message completed: what it tells of the sender's path MTU (roce_flow.h). */
+static void learn_path_mtu(roce_rx_flow_t *fl)
+{
+    if (fl->got > fl->mtu) {
+        fl->path_mtu = fl->mtu; /* frames of several: the First carried exactly one MTU */
+        fl->mtu_firm = 1;
+        return;
+    }
+    uint32_t m = ROCE_MTU_MIN;
+    while (m < fl->got && m < ROCE_MTU_MAX)
+        m *= 2;
+    if (!fl->mtu_firm && m > fl->path_mtu)
+        fl->path_mtu = m;
+}
+
 enum roce_rx_verdict roce_rx_frame(roce_rx_flow_t *fl, const roce_frame_t *f)
 {
     uint8_t op = f->h.opcode;
@@ -47,6 +62,7 @@ enum roce_rx_verdict roce_rx_frame(roce_rx_flow_t *fl, const roce_frame_t *f)
             return ROCE_RX_TOO_BIG;
         fl->assembling = 1;
         fl->want = f->h.dma_len;
+        fl->mtu = f->payload_len;
         fl->msg_psn = psn;
         fl->resent = d < 0;
     } else if (fl->assembling && psn == fl->anext) {
@@ -63,7 +79,9 @@ enum roce_rx_verdict roce_rx_frame(roce_rx_flow_t *fl, const roce_frame_t *f)
         return ROCE_RX_NO_FIRST;
     }
     fl->anext = roce_psn_add(psn, 1);
-    if (fl->got + f->payload_len > fl->want) {
+    int off_mtu =
+        !first && (roce_op_is_last(op) ? f->payload_len > fl->mtu : f->payload_len != fl->mtu);
+    if (off_mtu || fl->got + f->payload_len > fl->want) {
         abandon(fl);
         return ROCE_RX_LENGTH;
     }
@@ -77,6 +95,7 @@ enum roce_rx_verdict roce_rx_frame(roce_rx_flow_t *fl, const roce_frame_t *f)
     }
     fl->assembling = 0;
     fl->done_psn[fl->msg_psn % ROCE_RX_DONE_SLOTS] = fl->msg_psn + 1;
+    learn_path_mtu(fl);
     return ROCE_RX_DONE;
 }
 

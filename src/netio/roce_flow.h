@@ -20,7 +20,9 @@
  *    gap (its message can no longer complete, and is abandoned); anything further than the
  *    window either way is outside it. All three are dropped and counted by the caller.
  * Lengths: a message is the First's RETH DMA length (at most the flow's capacity); its frames
- * must fill it exactly, the Last ending at its end.
+ * must fill it exactly, the Last ending at its end. The path MTU is the First frame's payload
+ * (roce_parse admits InfiniBand's five): every Middle carries exactly that much, the Last at
+ * most that much, so a sender may pick its MTU per QP as an RC requester does.
  */
 #ifndef INAGG_NETIO_ROCE_FLOW_H
 #define INAGG_NETIO_ROCE_FLOW_H
@@ -40,7 +42,8 @@ enum roce_rx_verdict {
     ROCE_RX_WINDOW, /* PSN further than ROCE_PSN_WINDOW from the expected one */
     ROCE_RX_NO_FIRST, /* a Middle or Last with no message in assembly */
     ROCE_RX_TOO_BIG, /* a First whose DMA length exceeds the flow's capacity */
-    ROCE_RX_LENGTH, /* frames overrun the DMA length, or the Last ends short of it */
+    ROCE_RX_LENGTH, /* frames overrun the DMA length, the Last ends short of it, or a
+                       Middle / Last does not keep to its First's path MTU */
     ROCE_RX_REPEAT, /* the First of a message delivered before, at its old PSN (repeat_psn) */
     ROCE_RX_VERDICT_COUNT
 };
@@ -50,6 +53,11 @@ typedef struct roce_rx_flow {
     uint8_t synced; /* epsn is set */
     uint8_t assembling; /* a message is in buf */
     uint32_t want, got; /* its DMA length and the bytes so far */
+    uint32_t mtu; /* its path MTU: its First frame's payload */
+    uint32_t path_mtu; /* the sender's path MTU as far as its messages tell: the First's
+                          payload of its last message of several frames; before one, the
+                          smallest MTU that holds its largest one-frame message (0: none) */
+    uint8_t mtu_firm; /* path_mtu came from a message of several frames */
     uint32_t anext; /* the PSN its next frame must have */
     uint32_t msg_psn; /* the PSN of its first frame */
     uint8_t resent; /* it started behind epsn: a retransmission of a lost message */

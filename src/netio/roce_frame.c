@@ -181,11 +181,11 @@ enum roce_reason roce_parse(const uint8_t *f, uint32_t len, int check_icrc, roce
     uint8_t op = h->opcode;
     int ok;
     if (op == ROCE_WRITE_FIRST || op == ROCE_WRITE_MIDDLE)
-        ok = pay == ROCE_PMTU && pad == 0;
+        ok = roce_mtu_valid(pay) && pad == 0; /* which MTU: the flow holds a message to one */
     else if (op == ROCE_WRITE_LAST || op == ROCE_WRITE_LAST_IMM)
-        ok = pay >= 1 && pay <= ROCE_PMTU;
+        ok = pay >= 1 && pay <= ROCE_MTU_MAX;
     else
-        ok = pay <= ROCE_PMTU;
+        ok = pay <= ROCE_MTU_MAX;
     if (!ok)
         return ROCE_BAD_PAYLOAD;
     if (check_icrc) {
@@ -221,22 +221,32 @@ const char *roce_opcode_name(uint8_t op)
     }
 }
 
-double roce_payload_efficiency(uint8_t opcode, uint32_t agg_header)
+uint32_t roce_mtu_for_link(uint32_t if_mtu)
 {
-    uint32_t pay = ROCE_PMTU, data = roce_op_is_first(opcode) ? ROCE_PMTU - agg_header : pay;
+    uint32_t over = ROCE_GRH_LEN + ROCE_BTH_LEN + ROCE_RETH_LEN + ROCE_IMM_LEN + ROCE_ICRC_LEN;
+    for (uint32_t mtu = ROCE_MTU_MAX; mtu > ROCE_MTU_MIN; mtu /= 2)
+        if (mtu + over <= if_mtu)
+            return mtu;
+    return ROCE_MTU_MIN;
+}
+
+double roce_payload_efficiency(uint8_t opcode, uint32_t mtu, uint32_t agg_header)
+{
+    uint32_t pay = mtu, data = roce_op_is_first(opcode) ? mtu - agg_header : pay;
     return (double)data / (double)(roce_header_len(opcode) + pay + ROCE_ICRC_LEN);
 }
 
-double roce_message_efficiency(uint32_t msg_len, uint32_t data_bytes, uint32_t *frames)
+double roce_message_efficiency(uint32_t msg_len, uint32_t mtu, uint32_t data_bytes,
+                               uint32_t *frames)
 {
-    uint32_t nf = msg_len <= ROCE_PMTU ? 1 : (msg_len + ROCE_PMTU - 1) / ROCE_PMTU;
+    uint32_t nf = roce_frames_for(msg_len, mtu);
     uint64_t total = 0;
     for (uint32_t i = 0; i < nf; i++) {
         uint8_t op = nf == 1       ? ROCE_WRITE_ONLY
                      : i == 0      ? ROCE_WRITE_FIRST
                      : i + 1 == nf ? ROCE_WRITE_LAST
                                    : ROCE_WRITE_MIDDLE;
-        uint32_t pay = msg_len - i * ROCE_PMTU < ROCE_PMTU ? msg_len - i * ROCE_PMTU : ROCE_PMTU;
+        uint32_t pay = msg_len - i * mtu < mtu ? msg_len - i * mtu : mtu;
         total += roce_header_len(op) + pay + ((4u - (pay & 3u)) & 3u) + ROCE_ICRC_LEN;
     }
     *frames = nf;

@@ -25,13 +25,19 @@
 #define ROCE_IMM_LEN 4u
 #define ROCE_ICRC_LEN 4u
 #define ROCE_GRH_NEXT_HDR 0x1Bu /* IBA transport: a BTH follows */
-#define ROCE_PMTU 1024u /* payload bytes of every First and Middle frame */
+/* The path MTU (payload bytes of every First and Middle frame of a message) is one of
+ * InfiniBand's five, chosen by the sender per QP as an RC QP's path_mtu is (the worker: from
+ * its interface's MTU, roce_mtu_for_link); the receiver takes it from each message's First
+ * frame and holds the message's other frames to it (roce_flow.h). */
+#define ROCE_MTU_MIN 256u
+#define ROCE_MTU_MAX 4096u
+#define ROCE_MTU_DEFAULT 1024u /* where nothing says otherwise (the usual RoCE default) */
 #define ROCE_PSN_MASK 0xffffffu
 #define ROCE_QP_MASK 0xffffffu
 #define ROCE_DEFAULT_PKEY 0xffffu
 /* the largest frame this module writes: headers, a full payload, ICRC */
 #define ROCE_MAX_FRAME                                                                             \
-    (ROCE_ETH_LEN + ROCE_GRH_LEN + ROCE_BTH_LEN + ROCE_RETH_LEN + ROCE_IMM_LEN + ROCE_PMTU +       \
+    (ROCE_ETH_LEN + ROCE_GRH_LEN + ROCE_BTH_LEN + ROCE_RETH_LEN + ROCE_IMM_LEN + ROCE_MTU_MAX +    \
      ROCE_ICRC_LEN)
 
 /* BTH opcodes of the Reliable Connected transport that carry RDMA Writes. */
@@ -53,8 +59,8 @@ enum roce_reason {
     ROCE_BAD_LENGTH, /* longer than the GRH payload length says */
     ROCE_BAD_BTH, /* transport header version not 0 */
     ROCE_NOT_WRITE, /* a well-formed RoCE frame whose opcode is not an RC RDMA Write */
-    ROCE_BAD_PAYLOAD, /* payload length wrong for the opcode (First/Middle: exactly
-                           ROCE_PMTU; Last: 1..ROCE_PMTU; Only: 0..ROCE_PMTU) or pad > 3 */
+    ROCE_BAD_PAYLOAD, /* payload length wrong for the opcode (First/Middle: an InfiniBand
+                           MTU, no pad; Last: 1..ROCE_MTU_MAX; Only: 0..ROCE_MTU_MAX) */
     ROCE_BAD_ICRC, /* the invariant CRC does not match */
     ROCE_REASON_COUNT
 };
@@ -76,6 +82,23 @@ static inline int roce_op_has_imm(uint8_t op)
     return op == ROCE_WRITE_LAST_IMM || op == ROCE_WRITE_ONLY_IMM;
 }
 static inline int roce_op_is_write(uint8_t op) { return op >= 0x06 && op <= 0x0b; }
+
+/* 1 when mtu is one of InfiniBand's path MTUs: 256, 512, 1024, 2048 or 4096. */
+static inline int roce_mtu_valid(uint32_t mtu)
+{
+    return mtu >= ROCE_MTU_MIN && mtu <= ROCE_MTU_MAX && (mtu & (mtu - 1)) == 0;
+}
+
+/* The largest path MTU whose frames fit an interface of MTU if_mtu (the IP-level MTU: the
+ * frame without its Ethernet header), as a RoCE NIC derives its active MTU; ROCE_MTU_MIN when
+ * none fits. */
+uint32_t roce_mtu_for_link(uint32_t if_mtu);
+
+/* The frames of a message of msg_len bytes at path MTU mtu. */
+static inline uint32_t roce_frames_for(uint32_t msg_len, uint32_t mtu)
+{
+    return msg_len <= mtu ? 1 : (msg_len + mtu - 1) / mtu;
+}
 
 /* The fields of one frame: what roce_write_frame takes and roce_parse fills. */
 typedef struct roce_hdr {
@@ -132,13 +155,15 @@ static inline int32_t roce_psn_diff(uint32_t a, uint32_t b)
 }
 static inline uint32_t roce_psn_add(uint32_t psn, uint32_t n) { return (psn + n) & ROCE_PSN_MASK; }
 
-/* Payload efficiency of a full frame of this opcode: data bytes over the frame's bytes from
- * the Ethernet header to the ICRC (as the AllReduce-Switch paper's Table IV counts), where a
- * First / Only frame's payload also holds an aggregation header of agg_header bytes. */
-double roce_payload_efficiency(uint8_t opcode, uint32_t agg_header);
+/* Payload efficiency of a full frame of this opcode at path MTU mtu: data bytes over the
+ * frame's bytes from the Ethernet header to the ICRC (as the AllReduce-Switch paper's Table IV
+ * counts), where a First / Only frame's payload also holds an aggregation header of agg_header
+ * bytes. */
+double roce_payload_efficiency(uint8_t opcode, uint32_t mtu, uint32_t agg_header);
 
-/* A message of msg_len bytes as frames: how many (*frames), and data_bytes over the bytes of
- * all its frames from the Ethernet header to the ICRC. */
-double roce_message_efficiency(uint32_t msg_len, uint32_t data_bytes, uint32_t *frames);
+/* A message of msg_len bytes as frames at path MTU mtu: how many (*frames), and data_bytes
+ * over the bytes of all its frames from the Ethernet header to the ICRC. */
+double roce_message_efficiency(uint32_t msg_len, uint32_t mtu, uint32_t data_bytes,
+                               uint32_t *frames);
 
 #endif /* INAGG_NETIO_ROCE_FRAME_H */

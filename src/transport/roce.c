@@ -1,6 +1,6 @@
 /*
  * roce.c - the RoCE v1 transport (see roce.h): a packet becomes an RDMA Write message of
- * 1024-byte frames on its QP's PSN sequence; received frames are checked (roce_frame.c) and
+ * path-MTU-sized frames on its QP's PSN sequence; received frames are checked (roce_frame.c) and
  * reassembled per flow (roce_flow.c). This file holds what both ends share (framing, keys,
  * taking a frame, addresses, counters) and the transport's ops table and opening; the
  * worker's endpoint is roce_worker.c, the switch's end the L2 fabric's aggregation port
@@ -76,10 +76,10 @@ static void span(const transport_tx_t *p, uint32_t off, uint32_t n, const void *
     }
 }
 
-/* Frame i of a message of len bytes in nf frames into buf; its length. */
-uint32_t roce_build_frame(uint8_t *buf, const transport_tx_t *p, uint32_t len, uint32_t nf,
-                          uint32_t i, const uint8_t *src, const uint8_t *dst, uint32_t qp,
-                          uint32_t psn, uint32_t queue)
+/* Frame i of a message of len bytes in nf frames of mtu bytes into buf; its length. */
+uint32_t roce_build_frame(uint8_t *buf, const transport_tx_t *p, uint32_t len, uint32_t mtu,
+                          uint32_t nf, uint32_t i, const uint8_t *src, const uint8_t *dst,
+                          uint32_t qp, uint32_t psn, uint32_t queue)
 {
     roce_hdr_t h;
     memset(&h, 0, sizeof(h));
@@ -98,16 +98,11 @@ uint32_t roce_build_frame(uint8_t *buf, const transport_tx_t *p, uint32_t len, u
     h.ack_req = i + 1 == nf; /* as an RC requester asks at the end of a message */
     h.rkey = queue;
     h.dma_len = len;
-    uint32_t off = i * ROCE_PMTU, n = len - off < ROCE_PMTU ? len - off : ROCE_PMTU;
+    uint32_t off = i * mtu, n = len - off < mtu ? len - off : mtu;
     const void *a, *b;
     uint32_t alen, blen;
     span(p, off, n, &a, &alen, &b, &blen);
     return roce_write_frame(buf, &h, a, alen, b, blen);
-}
-
-uint32_t roce_frames_of(uint32_t len)
-{
-    return len <= ROCE_PMTU ? 1 : (len + ROCE_PMTU - 1) / ROCE_PMTU;
 }
 
 /* The key of packet p of len bytes (its header may span head and body). 0 or -EINVAL. */

@@ -1,8 +1,10 @@
 /*
  * roce.h - the RoCE v1 transport (transport kind "roce"): every packet of the slot protocols
  * (header and payload, roce_frame.h's "message") travels as one RDMA Write message, a
- * sequence of 1024-byte Write frames (First, Middle..., Last; Only for a packet of at most
- * 1024 bytes) on a Reliable Connected QP with its own 24-bit PSN sequence. The packet's inagg
+ * sequence of Write frames of the path MTU (First, Middle..., Last; Only for a packet of at
+ * most one MTU) on a Reliable Connected QP with its own 24-bit PSN sequence. The worker's MTU
+ * is the largest of InfiniBand's five (256..4096 bytes) that its interface carries, or
+ * INAGG_ROCE_MTU; the switch answers each flow in the MTU of its contributions. The packet's inagg
  * header (36 bytes, PROTOCOL.md) is the aggregation header at the start of the First frame's
  * payload; RETH carries the message length and, as its key, the switch queue it is for.
  *
@@ -101,13 +103,11 @@ int roce_neighbour(uint32_t ip, char ifname[16], uint8_t mac[6]);
 /* The address of a RoCE peer (roce_addr_t in a transport_addr_t). */
 void roce_make_addr(transport_addr_t *a, const uint8_t *mac, uint16_t ifport, uint32_t ip,
                     uint32_t qp, uint16_t port, uint16_t queue);
-/* Frame i of packet p (len bytes in nf frames) into buf, from src to dst on qp at psn, for
- * switch queue `queue` (the RETH's R_Key); its length. */
-uint32_t roce_build_frame(uint8_t *buf, const transport_tx_t *p, uint32_t len, uint32_t nf,
-                          uint32_t i, const uint8_t *src, const uint8_t *dst, uint32_t qp,
-                          uint32_t psn, uint32_t queue);
-/* The frames of a message of len bytes. */
-uint32_t roce_frames_of(uint32_t len);
+/* Frame i of packet p (len bytes in nf frames at path MTU mtu: roce_frames_for) into buf,
+ * from src to dst on qp at psn, for switch queue `queue` (the RETH's R_Key); its length. */
+uint32_t roce_build_frame(uint8_t *buf, const transport_tx_t *p, uint32_t len, uint32_t mtu,
+                          uint32_t nf, uint32_t i, const uint8_t *src, const uint8_t *dst,
+                          uint32_t qp, uint32_t psn, uint32_t queue);
 /* The key of packet p of len bytes (its header may span head and body). 0 or -EINVAL. */
 int roce_tx_key(const transport_tx_t *p, uint32_t len, roce_msg_key_t *k);
 /* One received RoCE frame on flow fl: counted in st, its verdict in *vout; 1 when it

@@ -18,7 +18,7 @@
 
 #define ROCE_DEFAULT_MAX 65536u
 #define ROCE_TX_BATCH 64u /* worker frames per sendmmsg */
-#define ROCE_TX_SLOT 1280u /* room for one frame */
+#define ROCE_TX_SLOT 4224u /* room for one frame (ROCE_MAX_FRAME, to 64 bytes) */
 _Static_assert(ROCE_TX_SLOT >= ROCE_MAX_FRAME, "a frame fits a worker tx slot");
 #define ROCE_SPIN_NS 50000ull /* wait this long for the next frame of a message */
 
@@ -32,6 +32,7 @@ typedef struct roce_endpoint {
     uint16_t port; /* the switch's queue 0 port */
     uint8_t peer_mac[6];
     int partial; /* the last frame taken left a message unfinished */
+    uint32_t mtu; /* the path MTU its messages go out in (roce_frame.h) */
     uint32_t qp_base; /* QP of switch queue q is qp_base + q */
     uint32_t tx_psn[ROCE_MAX_QUEUES]; /* next PSN per queue */
     roce_rx_flow_t wrx[ROCE_MAX_QUEUES]; /* the switch's flow on each QP */

@@ -64,7 +64,7 @@ int roce_worker_flush(roce_endpoint_t *e)
 int roce_worker_send(roce_endpoint_t *e, const transport_tx_t *p)
 {
     const roce_addr_t *to = cra(&p->to);
-    uint32_t len = p->head_len + p->body_len, nf = roce_frames_of(len);
+    uint32_t len = p->head_len + p->body_len, nf = roce_frames_for(len, e->mtu);
     if (to->queue >= ROCE_MAX_QUEUES || len > e->cap)
         return -EINVAL;
     /* a contribution's first retransmission goes out at the PSNs of its first sending, as
@@ -80,8 +80,8 @@ int roce_worker_send(roce_endpoint_t *e, const transport_tx_t *p)
             if (rc < 0)
                 return rc;
         }
-        e->txlen[e->txn] = roce_build_frame(e->txq + (size_t)e->txn * ROCE_TX_SLOT, p, len, nf, i,
-                                            e->mac, to->mac, to->qp, psn, to->queue);
+        e->txlen[e->txn] = roce_build_frame(e->txq + (size_t)e->txn * ROCE_TX_SLOT, p, len, e->mtu,
+                                            nf, i, e->mac, to->mac, to->qp, psn, to->queue);
         e->txn++;
         psn = roce_psn_add(psn, 1);
     }
@@ -206,6 +206,17 @@ int roce_worker_open(roce_endpoint_t *e, const transport_config_t *cfg, char *er
     if (rc != 0)
         return rc;
     memcpy(e->mac, e->ps.mac, 6);
+    e->mtu = cfg->roce.mtu ? cfg->roce.mtu : roce_mtu_for_link(e->ps.mtu);
+    if (!roce_mtu_valid(e->mtu))
+        return set_err(err, errlen, -EINVAL,
+                       "roce: a path MTU of %u bytes is not one of InfiniBand's (256, 512, 1024, "
+                       "2048 or 4096)",
+                       e->mtu);
+    if (e->mtu > roce_mtu_for_link(e->ps.mtu))
+        return set_err(err, errlen, -EMSGSIZE,
+                       "roce: frames of a %u-byte path MTU do not fit %s's MTU of %u bytes (the "
+                       "largest that does: %u)",
+                       e->mtu, ifname, e->ps.mtu, roce_mtu_for_link(e->ps.mtu));
     e->ip = ip;
     e->port = port;
     /* QPs 0 and 1 are the InfiniBand management QPs: start at 16 */

@@ -107,6 +107,7 @@ typedef struct transport_roce_config {
     uint32_t psn0; /* the first PSN of every QP, when psn0_set (else random) */
     int psn0_set;
     int no_replay; /* retransmissions always take new PSNs */
+    uint32_t mtu; /* the path MTU, 256..4096 (0: the largest the interface carries) */
 } transport_roce_config_t;
 
 struct transport_config {

@@ -21,6 +21,7 @@
 #include "base/pollmode.h"
 #include "base/util.h"
 #include "kernels/vec.h"
+#include "netio/roce_frame.h"
 #include "worker/comm.h"
 
 uint32_t inagg_version(void) { return INAGG_VERSION_NUMBER; }
@@ -190,6 +191,13 @@ static int start_protocol(inagg_comm_t *c, const transport_addr_t *sw, const wir
         return -EINVAL; /* env_u32 wrote the reason */
     p.roce_psn0_set = set;
     p.roce_no_replay = !env_flag(ENV_ROCE_REPLAY);
+    if (env_u32(ENV_ROCE_MTU, UINT32_MAX, &p.roce_mtu, detail, dlen) < 0)
+        return -EINVAL;
+    if (p.roce_mtu && !roce_mtu_valid(p.roce_mtu))
+        return set_err(detail, dlen, -EINVAL,
+                       "INAGG_ROCE_MTU=%u is not one of InfiniBand's path MTUs (256, 512, 1024, "
+                       "2048 or 4096)",
+                       p.roce_mtu);
     p.codec_no_helper = !env_flag(ENV_CODEC_HELPER);
     int rc = c->proto->create(&p, &c->ps, detail, dlen);
     if (rc != 0) {

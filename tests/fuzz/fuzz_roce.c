@@ -29,7 +29,7 @@
         }                                                                                          \
     } while (0)
 
-#define CAP (4u * ROCE_PMTU)
+#define CAP (4u * ROCE_MTU_MAX)
 
 static uint8_t flow_buf[CAP];
 static uint8_t shadow[CAP]; /* what the flow should hold: the accepted payloads, in order */
@@ -49,7 +49,7 @@ static void one_frame(roce_rx_flow_t *fl, const uint8_t *src, size_t len)
     CHECK(r1 == r0 || (r1 == ROCE_BAD_ICRC && r0 == ROCE_OK));
     if (r0 == ROCE_OK) {
         CHECK(b.payload >= f && b.payload + b.payload_len <= f + len);
-        CHECK(b.payload_len <= ROCE_PMTU);
+        CHECK(b.payload_len <= ROCE_MTU_MAX);
         CHECK(roce_op_is_write(b.h.opcode));
         /* re-written from its fields, a frame our writer could have made (no SE/M bits, no
          * reserved bits, zero pad bytes) is the same where the ICRC looks */

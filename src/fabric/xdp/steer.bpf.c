@@ -65,7 +65,7 @@ static __always_inline int fast_path(const struct steer_conf *c, void *data, voi
     if (!mac_eq(eth->h_dest, c->mac))
         return 0;
     if (eth->h_proto == bpf_htons(STEER_ETH_P_ROCE))
-        return 1;
+        return c->roce;
     if (eth->h_proto != bpf_htons(ETH_P_IP))
         return 0;
     struct iphdr *ip = (void *)(eth + 1);

@@ -18,6 +18,10 @@ struct steer_conf {
     __u16 pad;
     __u32 ip; /* the switch's IPv4 address, network order */
     __u32 max_frame; /* the largest frame an XSK chunk holds; larger ones are passed */
+    __u32 roce; /* 1: RoCE frames go to the socket too. Only when every frame the port's MTU
+                   allows fits a chunk: the frames of one message must not take two paths
+                   (a big First and Middle passed, a short Last steered), whose reordering
+                   would lose the message */
 };
 
 enum steer_stat { STEER_REDIRECTED, STEER_PASSED, STEER_TOO_BIG, STEER_STAT_COUNT };

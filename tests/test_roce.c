@@ -16,6 +16,7 @@
 #include "harness.h"
 #include "inagg/version.h"
 #include "netio/ethframe.h"
+#include "netio/pktsock.h"
 #include "netio/roce_flow.h"
 #include "netio/roce_frame.h"
 #include "transport/afpacket.h"
@@ -484,6 +485,55 @@ TEST(roce_linked_endpoint_answers_in_each_senders_path_mtu, 10)
     frameq_free(&link.tx[0]);
 }
 
+/* Completed messages are handed out in buffers the flows trade for spare ones, not copied:
+ * two messages of one flow completed in one receive, and a third in the next while the
+ * first two are still held, all arrive whole. */
+TEST(roce_linked_endpoint_messages_of_one_flow_do_not_share_a_buffer, 10)
+{
+    static fabric_link_t link;
+    transport_t *t = open_linked_endpoint(&link, 1, 0, 0, 0);
+    if (!t)
+        return;
+    enum { LEN = 2500, MSGS = 3 };
+    static uint8_t msg[MSGS][LEN];
+    for (uint32_t m = 0; m < MSGS; m++)
+        for (uint32_t i = 0; i < LEN; i++)
+            msg[m][i] = (uint8_t)(i * 7 + m * 101 + 1);
+    roce_hdr_t h;
+    memset(&h, 0, sizeof(h));
+    memcpy(h.dst_mac, MAC_S, 6);
+    memcpy(h.src_mac, MAC_W, 6);
+    h.qp = 0x6660;
+    h.dma_len = LEN;
+    uint32_t psn = 40, nf = roce_frames_for(LEN, TEST_MTU);
+    transport_rx_t rx[4], first[2];
+    memset(first, 0, sizeof(first));
+    for (uint32_t m = 0; m < MSGS; m++) {
+        for (uint32_t i = 0; i < nf; i++, psn++) {
+            h.opcode = i == 0        ? ROCE_WRITE_FIRST
+                       : i + 1 == nf ? ROCE_WRITE_LAST
+                                     : ROCE_WRITE_MIDDLE;
+            h.psn = psn;
+            push(&link.rx[0], &h, msg[m] + i * TEST_MTU, i + 1 < nf ? TEST_MTU : LEN - i * TEST_MTU,
+                 2);
+        }
+        if (m == 1) {
+            CHECK_EQ_INT(transport_recv(t, rx, 4, 100), 2);
+            memcpy(first, rx, sizeof(first));
+            CHECK(first[0].data != first[1].data);
+        }
+    }
+    /* the two first messages are still the caller's until it receives again */
+    for (uint32_t m = 0; m < 2; m++)
+        CHECK_MSG(first[m].len == LEN && memcmp(first[m].data, msg[m], LEN) == 0,
+                  "message %u was overwritten", m);
+    CHECK_EQ_INT(transport_recv(t, rx, 4, 100), 1);
+    CHECK(rx[0].len == LEN && memcmp(rx[0].data, msg[2], LEN) == 0);
+    transport_close(t);
+    frameq_free(&link.rx[0]);
+    frameq_free(&link.tx[0]);
+}
+
 TEST(roce_linked_endpoint_recycles_its_oldest_flows, 10)
 {
     static fabric_link_t link;
@@ -686,6 +736,24 @@ TEST(roce_linked_endpoint_answers_repeats_from_its_result_buffer, 10)
     transport_close(t);
     frameq_free(&link.rx[0]);
     frameq_free(&link.tx[0]);
+}
+
+/* The worker's receive ring is cut into slots that fit its largest frame (a 4096-byte path
+ * MTU's) with the ring's headers, many to a block: a slot of a GSO frame's size left an 8 MiB
+ * ring 120 slots, which a window of results overran. */
+TEST(roce_worker_ring_slots_fit_the_largest_frame, 10)
+{
+    pktsock_t s;
+    char err[160] = "";
+    if (pktsock_open_frames(&s, "lo", 8u << 20, ROCE_MAX_FRAME, err, sizeof(err)) != 0)
+        SKIP(err);
+    CHECK_EQ_INT(s.frame_size, 8192);
+    CHECK_EQ_INT(s.nframes, 1024);
+    pktsock_close(&s);
+    CHECK_EQ_INT(pktsock_open_frames(&s, "lo", 8u << 20, 1100, err, sizeof(err)), 0);
+    CHECK_EQ_INT(s.frame_size, 2048);
+    CHECK_EQ_INT(s.nframes, 4096);
+    pktsock_close(&s);
 }
 
 TEST(roce_worker_endpoint_needs_a_neighbour, 10)

@@ -55,8 +55,11 @@ typedef struct port_endpoint {
     uint64_t rx_frames; /* RoCE frames taken, the clock of the flows' last_rx */
     uint32_t cap; /* largest message */
     uint32_t batch;
-    uint8_t *arena; /* batch completed messages, cap bytes each */
+    uint8_t *arena; /* batch spare buffers, cap bytes each */
     uint8_t *bufs; /* reassembly buffers, one per flow */
+    uint8_t **spare; /* batch buffers: spare[k] holds the k-th message a receive completed;
+                        flows and spares trade buffers (roce_take_frame), so that the arena
+                        and bufs are one pool of buffers, each with one owner */
     roce_resbuf_t resbuf; /* the results sent, to answer repeats from */
 } port_endpoint_t;
 
@@ -81,13 +84,14 @@ static flow_ent_t *flow_init(port_endpoint_t *e, uint32_t i, uint16_t port, cons
                              uint32_t qp)
 {
     flow_ent_t *f = &e->flows[i];
+    uint8_t *buf = f->rx.buf; /* the entry's buffer stays with it (its owner) */
     memset(f, 0, sizeof(*f));
+    f->rx.buf = buf;
     f->used = 1;
     f->port = port;
     memcpy(f->mac, mac, 6);
     f->qp = qp;
     f->ordinal = e->nflows++; /* a new row in the result buffer: nothing of the old flow's */
-    f->rx.buf = e->bufs + (size_t)i * e->cap;
     f->rx.cap = e->cap;
     return f;
 }
@@ -262,9 +266,8 @@ static int take_roce(port_endpoint_t *e, const frameq_slot_t *s, transport_rx_t 
     fl->last_rx = ++e->rx_frames;
     uint32_t len;
     enum roce_rx_verdict v;
-    uint8_t *dst = e->arena + (size_t)slot * e->cap;
-    if (roce_take_frame(&e->link->roce, &fl->rx, &f, dst, &len, &v)) {
-        out->data = dst;
+    if (roce_take_frame(&e->link->roce, &fl->rx, &f, &e->spare[slot], &len, &v)) {
+        out->data = e->spare[slot];
         out->len = len;
         roce_msg_key_t *k = &fl->done_key[fl->rx.msg_psn % ROCE_RX_DONE_SLOTS];
         if (roce_msg_key(out->data, len, k) != 0)
@@ -350,6 +353,7 @@ static void port_close(transport_t *t)
     free(e->flows);
     roce_resbuf_free(&e->resbuf);
     free(e->bufs);
+    free(e->spare);
     free(e->arena);
     free(e);
 }
@@ -386,10 +390,15 @@ int fabric_port_open(const fabric_port_config_t *pc, const transport_config_t *c
     e->arena = malloc((size_t)e->batch * e->cap);
     e->bufs = malloc((size_t)PORT_FLOWS * e->cap);
     e->flows = calloc(PORT_FLOWS, sizeof(flow_ent_t));
+    e->spare = calloc(e->batch, sizeof(*e->spare));
     int rc = 0;
-    if (!e->arena || !e->bufs || !e->flows) {
+    if (!e->arena || !e->bufs || !e->flows || !e->spare) {
         rc = set_err(err, errlen, -ENOMEM, "out of memory");
     } else {
+        for (uint32_t k = 0; k < e->batch; k++)
+            e->spare[k] = e->arena + (size_t)k * e->cap;
+        for (uint32_t i = 0; i < PORT_FLOWS; i++)
+            e->flows[i].rx.buf = e->bufs + (size_t)i * e->cap;
         uint32_t rows = pc->resbuf_rows, depth = pc->resbuf_depth;
         if (rows == 0 && depth == 0)
             rows = ROCE_RESBUF_ROWS, depth = ROCE_RESBUF_DEPTH;

@@ -19,6 +19,9 @@
 #include "base/errmsg.h"
 
 #define PKTSOCK_FRAME (17u * 4096u) /* a 64 KiB GSO frame, the headers and the vnet header */
+/* what a ring slot holds before its frame: tpacket2_hdr (32), sockaddr_ll (20), alignment and
+ * the vnet header (10), with room to spare */
+#define PKTSOCK_SLOT_HEADERS 128u
 
 static int fail(pktsock_t *s, int e, char *err, size_t errlen, const char *what, const char *ifname)
 {
@@ -68,12 +71,16 @@ int pktsock_open_frames(pktsock_t *s, const char *ifname, size_t ring_bytes, uin
     (void)setsockopt(s->fd, SOL_PACKET, PACKET_IGNORE_OUTGOING, &one, sizeof(one));
     if (ring_bytes == 0)
         ring_bytes = 32u << 20; /* 480 GSO-sized frames: bursts of 1 KiB RoCE frames */
-    /* small frames: 16 to a 64 KiB block (larger frames are truncated and skipped);
-     * else one GSO-sized frame per block */
+    /* frames of a given size: the smallest power of two from 2 KiB that holds one and the
+     * ring's own headers, as many as fit a 64 KiB block (larger frames are truncated and
+     * skipped); else one GSO-sized frame per block. A slot too generous for its frames makes
+     * a ring of few slots, which a burst of them overruns. */
     uint32_t fs = PKTSOCK_FRAME, per_block = 1;
-    if (frame_bytes) {
-        fs = frame_bytes <= 4096u ? 4096u : PKTSOCK_FRAME;
-        per_block = fs == 4096u ? 16u : 1u;
+    if (frame_bytes && frame_bytes + PKTSOCK_SLOT_HEADERS <= 65536u) {
+        fs = 2048u;
+        while (fs < frame_bytes + PKTSOCK_SLOT_HEADERS)
+            fs *= 2;
+        per_block = 65536u / fs;
     }
     s->frame_size = fs;
     s->nframes = (uint32_t)(ring_bytes / fs) / per_block * per_block;

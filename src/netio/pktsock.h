@@ -38,8 +38,9 @@ int pktsock_open(pktsock_t *s, const char *ifname, size_t ring_bytes, char *err,
 int pktsock_peek(pktsock_t *s, const uint8_t **frame, uint32_t *len,
                  const struct virtio_net_hdr **vnet);
 
-/* The same with frames of frame_bytes (at most 4096: small frames, many to a ring; 0: as
- * pktsock_open): larger frames are counted in `truncated` and skipped. */
+/* The same with frames of at most frame_bytes (many to a ring: slots of the smallest power
+ * of two from 2 KiB that holds one; 0: as pktsock_open): larger frames are counted in
+ * `truncated` and skipped. */
 int pktsock_open_frames(pktsock_t *s, const char *ifname, size_t ring_bytes, uint32_t frame_bytes,
                         char *err, size_t errlen);
 

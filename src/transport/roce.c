@@ -140,7 +140,7 @@ static int roce_send(transport_t *t, const transport_tx_t *pkts, int n, int time
     return queued;
 }
 
-int roce_take_frame(roce_stats_t *st, roce_rx_flow_t *fl, const roce_frame_t *f, uint8_t *dst,
+int roce_take_frame(roce_stats_t *st, roce_rx_flow_t *fl, const roce_frame_t *f, uint8_t **spare,
                     uint32_t *len, enum roce_rx_verdict *vout)
 {
     uint64_t ab = fl->abandoned;
@@ -159,7 +159,9 @@ int roce_take_frame(roce_stats_t *st, roce_rx_flow_t *fl, const roce_frame_t *f,
     }
     if (v == ROCE_RX_MORE)
         return 0;
-    memcpy(dst, fl->buf, fl->want);
+    uint8_t *done = fl->buf;
+    fl->buf = *spare;
+    *spare = done;
     *len = fl->want;
     roce_stat(st, RS_MESSAGES_IN);
     if (fl->resent)
@@ -259,6 +261,7 @@ static void roce_close(transport_t *t)
     free(e->replay);
     free(e->txq);
     free(e->bufs);
+    free(e->spare);
     free(e->arena);
     free(e);
 }
@@ -286,8 +289,11 @@ static int roce_open(const transport_config_t *cfg, transport_t **out, char *err
     e->ps.fd = -1;
     e->arena = malloc((size_t)e->batch * e->cap);
     e->bufs = malloc((size_t)ROCE_MAX_QUEUES * e->cap);
+    e->spare = calloc(e->batch, sizeof(*e->spare));
     e->txq = malloc((size_t)ROCE_TX_BATCH * ROCE_TX_SLOT);
-    int rc = (!e->arena || !e->bufs || !e->txq) ? -ENOMEM : 0;
+    int rc = (!e->arena || !e->bufs || !e->spare || !e->txq) ? -ENOMEM : 0;
+    for (uint32_t k = 0; rc == 0 && k < e->batch; k++)
+        e->spare[k] = e->arena + (size_t)k * e->cap;
     if (rc == 0)
         rc = roce_worker_open(e, cfg, err, errlen);
     else

@@ -111,8 +111,10 @@ uint32_t roce_build_frame(uint8_t *buf, const transport_tx_t *p, uint32_t len, u
 /* The key of packet p of len bytes (its header may span head and body). 0 or -EINVAL. */
 int roce_tx_key(const transport_tx_t *p, uint32_t len, roce_msg_key_t *k);
 /* One received RoCE frame on flow fl: counted in st, its verdict in *vout; 1 when it
- * completed a message, which is then copied to dst (its length in *len). */
-int roce_take_frame(roce_stats_t *st, roce_rx_flow_t *fl, const roce_frame_t *f, uint8_t *dst,
+ * completed a message, which is then in *spare (its length in *len): the flow's buffer and
+ * *spare (a buffer of the flow's capacity) trade places, the flow assembling its next
+ * message in the one it was given, so that a message is never copied out. */
+int roce_take_frame(roce_stats_t *st, roce_rx_flow_t *fl, const roce_frame_t *f, uint8_t **spare,
                     uint32_t *len, enum roce_rx_verdict *vout);
 /* Count in st a frame that failed roce_parse for reason r. */
 void roce_count_reason(roce_stats_t *st, enum roce_reason r);

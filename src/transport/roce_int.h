@@ -38,8 +38,10 @@ typedef struct roce_endpoint {
     roce_rx_flow_t wrx[ROCE_MAX_QUEUES]; /* the switch's flow on each QP */
     uint32_t cap; /* largest message */
     uint32_t batch;
-    uint8_t *arena; /* batch completed messages, cap bytes each */
+    uint8_t *arena; /* batch spare buffers, cap bytes each */
     uint8_t *bufs; /* reassembly buffers: ROCE_MAX_QUEUES */
+    uint8_t **spare; /* batch buffers: spare[k] holds the k-th message a receive completed
+                        (flows and spares trade buffers: roce_take_frame) */
     roce_replay_t *replay; /* per queue, the PSNs contributions went out with */
     int replay_on; /* first retransmissions reuse their PSNs */
     uint8_t *txq; /* frames waiting for one sendmmsg */

@@ -130,10 +130,10 @@ int roce_worker_recv(roce_endpoint_t *e, transport_rx_t *out, int max, int timeo
                 e->partial = r == ROCE_OK && !roce_op_is_last(f.h.opcode);
                 if (r != ROCE_OK) {
                     roce_count_reason(e->st, r);
-                } else if (roce_take_frame(e->st, &e->wrx[qp - e->qp_base], &f,
-                                           e->arena + (size_t)got * e->cap, &mlen, &v)) {
+                } else if (roce_take_frame(e->st, &e->wrx[qp - e->qp_base], &f, &e->spare[got],
+                                           &mlen, &v)) {
                     e->partial = 0;
-                    out[got].data = e->arena + (size_t)got * e->cap;
+                    out[got].data = e->spare[got];
                     out[got].len = mlen;
                     uint16_t qn = (uint16_t)(qp - e->qp_base);
                     roce_make_addr(&out[got].from, f.h.src_mac, 0, e->ip, qp,

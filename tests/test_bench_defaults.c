@@ -94,3 +94,35 @@ TEST(bench_testbed_defaults_keep_what_was_given, 5)
               "defaults not applied: packet %u window %u rto %u..%u switch threads %u",
               o.packet_elems, o.window, o.rto_min_us, o.rto_max_us, o.switch_threads);
 }
+
+/* RoCE: the packet fills whole frames of the path MTU, its header and MAC included, rather
+ * than leaving a last frame of a few bytes. */
+TEST(bench_testbed_roce_packet_fills_whole_frames, 5)
+{
+    static const struct {
+        uint32_t mtu;
+        const char *roce_mtu;
+        int no_auth;
+        uint32_t want;
+    } cases[] = {
+        {9000, NULL, 0, 2032}, /* 64 + 8128 = 2 x 4096, not 3 frames for 2048 */
+        {9000, NULL, 1, 2039}, /* 36 + 8156, without the MAC */
+        {9000, "2048", 0, 2032}, /* 4 x 2048 */
+        {1500, NULL, 0, 240}, /* 256 elements would be 1088 B: 1 x 1024 instead of 2 frames */
+        {9000, "256", 0, 2032},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        ar_opts_t o;
+        memset(&o, 0, sizeof(o));
+        o.threads = 1;
+        o.transport = "roce";
+        o.roce_mtu = cases[i].roce_mtu;
+        o.no_dataplane_auth = cases[i].no_auth;
+        char note[512];
+        ar_link_defaults(&o, cases[i].mtu, 1000000000ull, note, sizeof(note));
+        CHECK_MSG(o.packet_elems == cases[i].want, "MTU %u, path MTU %s: %u elements, want %u",
+                  cases[i].mtu, cases[i].roce_mtu ? cases[i].roce_mtu : "(link)", o.packet_elems,
+                  cases[i].want);
+        CHECK_MSG(strstr(note, "B path MTU") != NULL, "the note says '%s'", note);
+    }
+}

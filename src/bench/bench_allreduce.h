@@ -138,6 +138,12 @@ typedef struct ar_run {
 /* The testbed's link-aware defaults for what was not given; a sentence saying what was
  * chosen and why into note. */
 void ar_link_defaults(ar_opts_t *o, uint32_t mtu, uint64_t link_bps, char *note, size_t len);
+/* The path MTU the run's RoCE ranks use: --roce-mtu, else what the link's MTU carries (the
+ * testbed's, else Ethernet's 1500), as the worker's endpoint chooses it. */
+uint32_t ar_roce_path_mtu(const ar_opts_t *o);
+/* The bytes before a packet's payload: inagg's header, and its MAC unless
+ * --no-dataplane-auth. */
+uint32_t ar_packet_header_bytes(const ar_opts_t *o);
 
 /* Bytes per rank of one size. */
 static inline uint64_t ar_bytes(const ar_size_result_t *s) { return s->elems * 4u; }

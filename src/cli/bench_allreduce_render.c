@@ -95,15 +95,6 @@ static const char *pct_text(double x, char *buf, size_t len)
     return buf;
 }
 
-/* The path MTU the run's RoCE ranks use: --roce-mtu, else what the link's MTU carries (the
- * testbed's --mtu, else Ethernet's 1500), as roce_worker_open chooses it. */
-static uint32_t ar_roce_mtu(const ar_opts_t *o)
-{
-    if (o->roce_mtu)
-        return (uint32_t)strtoul(o->roce_mtu, NULL, 10); /* checked by the parser */
-    return roce_mtu_for_link(o->mtu ? o->mtu : 1500);
-}
-
 static void render_summary(FILE *out, const ar_run_t *run, const ar_size_result_t *s)
 {
     const ar_opts_t *o = run->o;
@@ -149,8 +140,8 @@ static void render_summary(FILE *out, const ar_run_t *run, const ar_size_result_
             (unsigned long long)r->packets, (unsigned long long)r->retransmissions,
             (unsigned long long)r->duplicates);
     if (o->transport && strcmp(o->transport, "roce") == 0) {
-        uint32_t nf, mtu = ar_roce_mtu(o);
-        double pe = roce_message_efficiency(WIRE_HEADER_SIZE + 4 * o->packet_elems, mtu,
+        uint32_t nf, mtu = ar_roce_path_mtu(o);
+        double pe = roce_message_efficiency(ar_packet_header_bytes(o) + 4 * o->packet_elems, mtu,
                                             4 * o->packet_elems, &nf);
         fprintf(out,
                 "  roce frames    path MTU %u; payload efficiency (AllReduce-Switch Table IV; a "
@@ -334,8 +325,8 @@ static void json_size(json_writer_t *w, const ar_run_t *run, const ar_size_resul
 /* How much of each RoCE frame and of one packet's frames is payload (--transport roce). */
 static void json_roce_efficiency(json_writer_t *w, const ar_opts_t *o)
 {
-    uint32_t nf, mtu = ar_roce_mtu(o);
-    double pe = roce_message_efficiency(WIRE_HEADER_SIZE + 4 * o->packet_elems, mtu,
+    uint32_t nf, mtu = ar_roce_path_mtu(o);
+    double pe = roce_message_efficiency(ar_packet_header_bytes(o) + 4 * o->packet_elems, mtu,
                                         4 * o->packet_elems, &nf);
     json_begin_object(w, "roce_payload_efficiency");
     json_int(w, "path_mtu", mtu);

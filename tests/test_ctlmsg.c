@@ -204,12 +204,20 @@ TEST(ctlmsg_joined_err_and_verbs, 5)
                        .slots = 16,
                        .elems = 16368,
                        .float_mode = INAGG_FLOAT_NATIVE,
-                       .protocol = INAGG_PROTO_P4SGD},
+                       .protocol = INAGG_PROTO_P4SGD,
+                       .gso = 1},
                   b;
     char line[CTL_LINE_MAX], why[200];
     CHECK(wire_joined_format(&a, line, sizeof(line)) == 0);
+    CHECK(strstr(line, " gso=1") != NULL);
     CHECK(wire_joined_parse(line, &b, why, sizeof(why)) == 0);
     CHECK(memcmp(&a, &b, sizeof(a)) == 0);
+    /* a switch that does not say gso=1 (one of an earlier build) gets no GSO sends */
+    CHECK(wire_joined_parse("JOINED id=1 token=2 threads=2 port=1 base=0", &b, why, sizeof(why)) ==
+              0 &&
+          b.gso == 0);
+    CHECK(wire_joined_parse("JOINED id=1 token=2 threads=2 port=1 base=0 gso=2", &b, why,
+                            sizeof(why)) == -EPROTO);
     CHECK(wire_joined_parse("JOINED id=1 token=2 threads=0 port=1 base=0", &b, why, sizeof(why)) ==
           -EPROTO);
     CHECK(wire_joined_parse("JOINED id=1 token=2 threads=2 port=1 base=2", &b, why, sizeof(why)) ==

@@ -340,6 +340,7 @@ static double reason_count(const char *stats, const char *reason)
 /* Run the two ranks of spec (rank 0 forging) on a fresh switch: the retired job's stats. */
 static void forge_run(forge_spec_t *s, char *stats, size_t cap)
 {
+    setenv("INAGG_UDP_GSO", "0", 1); /* the forger reads and writes one datagram at a time */
     switch_config_t cfg = SWITCH_CONFIG_INIT;
     cfg.threads = 2;
     test_switch_t ts;
@@ -351,6 +352,7 @@ static void forge_run(forge_spec_t *s, char *stats, size_t cap)
     int rc = run_workers(2, forge_worker, s, 60);
     ts_stats_json(&ts, stats, cap);
     ts_stop(&ts);
+    unsetenv("INAGG_UDP_GSO");
     CHECK_EQ_INT(rc, 0);
     for (uint32_t r = 0; r < 2; r++)
         for (uint32_t i = 0; i < F_ELEMS; i++) {
@@ -415,30 +417,43 @@ typedef struct result_forgery {
     uint32_t capture_drops; /* frames the capture socket lost (PACKET_STATISTICS) */
 } result_forgery_t;
 
-/* The last captured result per rank, to compare the two ranks' copies of one round. */
-typedef struct rf_seen {
-    int valid;
+/* The results captured per rank, first copies only, to compare the two ranks' copies of one
+ * round: the switch hands its queue to the transport grouped by rank, so one rank's copies
+ * of several rounds may pass before the other rank's. */
+#define RF_SEEN 512
+typedef struct rf_copy {
     uint8_t covered[WIRE_HEADER_SIZE];
     uint8_t mac[WIRE_MAC_BYTES];
+} rf_copy_t;
+typedef struct rf_seen {
+    rf_copy_t copy[RF_SEEN]; /* a ring: the newest RF_SEEN first copies */
+    uint32_t n;
 } rf_seen_t;
 
-/* A result p (MAC'd) captured: is the other rank's copy of it sealed alike? A result sent
- * to the same rank again (a resend, sealed anew) is not compared. */
+static const rf_copy_t *rf_find(const rf_seen_t *s, const uint8_t *covered)
+{
+    for (uint32_t i = 0; i < s->n && i < RF_SEEN; i++)
+        if (memcmp(s->copy[i].covered, covered, WIRE_HEADER_SIZE) == 0)
+            return &s->copy[i];
+    return NULL;
+}
+
+/* A result p (MAC'd) captured: is the other rank's first copy of it sealed alike? A result
+ * sent to the same rank again (a resend, sealed anew) is not compared. */
 static void rf_compare_seals(rf_seen_t seen[2], const uint8_t *p, result_forgery_t *sh)
 {
     uint32_t rank = (uint32_t)p[6] << 8 | p[7];
     if (rank > 1)
         return;
-    rf_seen_t *mine = &seen[rank];
-    const rf_seen_t *theirs = &seen[1 - rank];
     uint8_t covered[WIRE_HEADER_SIZE];
     dpauth_down_header(p, covered);
-    if (mine->valid && memcmp(mine->covered, covered, sizeof(covered)) == 0)
+    if (rf_find(&seen[rank], covered))
         return;
+    rf_copy_t *mine = &seen[rank].copy[seen[rank].n++ % RF_SEEN];
     memcpy(mine->covered, covered, sizeof(covered));
     memcpy(mine->mac, p + WIRE_HEADER_SIZE, WIRE_MAC_BYTES);
-    mine->valid = 1;
-    if (theirs->valid && memcmp(theirs->covered, mine->covered, WIRE_HEADER_SIZE) == 0) {
+    const rf_copy_t *theirs = rf_find(&seen[1 - rank], covered);
+    if (theirs) {
         if (memcmp(theirs->mac, mine->mac, WIRE_MAC_BYTES) == 0)
             sh->seal_shared++;
         else
@@ -504,7 +519,8 @@ static int rf_forger(uint16_t port0, uint32_t nports, result_forgery_t *sh)
         return 10;
     atomic_store(&sh->ready, 1);
     static uint8_t f[65536];
-    rf_seen_t seen[2] = {{0}};
+    static rf_seen_t seen[2];
+    memset(seen, 0, sizeof(seen));
     uint64_t deadline = util_now_ns() + 60ull * 1000000000ull;
     while (!atomic_load(&sh->stop) && atomic_load(&sh->forged) < R_FORGE &&
            util_now_ns() < deadline) {
@@ -554,6 +570,7 @@ TEST(dpauth_forged_and_flipped_results_counted_by_workers, 90)
 {
     if (geteuid() != 0)
         SKIP("capturing on lo needs root (AF_PACKET)");
+    setenv("INAGG_UDP_GSO", "0", 1); /* the capture reads one datagram per frame */
     switch_config_t cfg = SWITCH_CONFIG_INIT;
     cfg.threads = 2;
     test_switch_t ts;
@@ -570,6 +587,7 @@ TEST(dpauth_forged_and_flipped_results_counted_by_workers, 90)
     atomic_store(&sh->stop, 1);
     CHECK_EQ_INT(wait_pid(fp, 10), 0);
     ts_stop(&ts);
+    unsetenv("INAGG_UDP_GSO");
     CHECK_EQ_INT(rc, 0);
     printf("    forged %u results; ranks counted %llu and %llu invalid\n", atomic_load(&sh->forged),
            (unsigned long long)sh->invalid[0], (unsigned long long)sh->invalid[1]);

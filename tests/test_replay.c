@@ -239,6 +239,7 @@ static void replay_test(inagg_protocol_t protocol)
 {
     if (geteuid() != 0)
         SKIP("capturing on lo needs root (AF_PACKET)");
+    setenv("INAGG_UDP_GSO", "0", 1); /* the capture reads one datagram per frame */
     switch_config_t cfg = SWITCH_CONFIG_INIT;
     cfg.threads = 2;
     test_switch_t ts;
@@ -249,6 +250,7 @@ static void replay_test(inagg_protocol_t protocol)
     char stats[32768];
     ts_stats_json(&ts, stats, sizeof(stats));
     ts_stop(&ts);
+    unsetenv("INAGG_UDP_GSO");
     printf("    %s: %.2f s quiet, %.2f s under replay; captured %llu, replayed %llu, "
            "answered %llu datagrams (%llu bytes)\n",
            protocol == INAGG_PROTO_P4SGD ? "p4sgd" : "switchml", quiet, replayed,
@@ -371,6 +373,7 @@ TEST(replayed_packets_do_not_hide_a_silent_rank, 60)
 {
     if (geteuid() != 0)
         SKIP("capturing on lo needs root (AF_PACKET)");
+    setenv("INAGG_UDP_GSO", "0", 1); /* the capture reads one datagram per frame */
     switch_config_t cfg = SWITCH_CONFIG_INIT;
     test_switch_t ts;
     ts_start(&ts, &cfg);
@@ -390,6 +393,7 @@ TEST(replayed_packets_do_not_hide_a_silent_rank, 60)
     wait_pid(p[1], 5);
     CHECK_EQ_INT(wait_pid(rp, 10), 0);
     ts_stop(&ts);
+    unsetenv("INAGG_UDP_GSO");
     CHECK_EQ_INT(rc0, 0);
     printf("    rank 1's packets replayed %llu times; rank 0 failed after %.2f s\n",
            (unsigned long long)sh->replayed, sh->seconds);

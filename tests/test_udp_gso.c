@@ -3,12 +3,17 @@
  * destination with one size leave as one UDP_SEGMENT send, a receiver with 64 KB buffers
  * takes them coalesced (UDP_GRO) and splits them back, and they arrive as the same packets,
  * in order, byte for byte, across several receives (a run of another size or destination
- * starts a new send); by default and with INAGG_UDP_GSO=0 each packet leaves alone; an
- * allreduce under injected loss is exact with GSO on and off, and the counters show which
- * one ran.
+ * starts a new send); by default GSO is on where the peer takes it (a switch's JOINED says
+ * gso=1), INAGG_UDP_GSO=0|1 overriding; an allreduce under injected loss is exact with GSO
+ * on and off, and the counters show which one ran; a worker of a switch that says gso=1
+ * sends with GSO without being told.
  */
+#include <netinet/in.h>
+#include <netinet/udp.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "base/util.h"
 #include "harness.h"
@@ -27,9 +32,14 @@ enum {
     C_COUNT
 };
 
+static int peer_takes_gso; /* what the next open_udp says of its peers */
+
 static transport_t *open_udp(void)
 {
-    transport_config_t cfg = {.kind = "udp", .bind = "127.0.0.1:0", .buffer_bytes = 4 << 20};
+    transport_config_t cfg = {.kind = "udp",
+                              .bind = "127.0.0.1:0",
+                              .buffer_bytes = 4 << 20,
+                              .peer_takes_gso = peer_takes_gso};
     transport_t *t = NULL;
     char err[160] = "";
     int rc = transport_open(&cfg, &t, err, sizeof(err));
@@ -123,17 +133,31 @@ TEST(udp_gso_groups_same_size_same_destination, 20)
     unsetenv("INAGG_UDP_GSO");
 }
 
-TEST(udp_gso_off_by_default_and_by_environment, 20)
+/* By default GSO follows what the peers take (transport_config_t.peer_takes_gso: JOINED
+ * gso=1), and INAGG_UDP_GSO=0|1 overrides it either way. */
+TEST(udp_gso_follows_the_peer_unless_the_environment_says, 20)
 {
-    for (int k = 0; k < 2; k++) {
-        if (k)
-            setenv("INAGG_UDP_GSO", "0", 1);
+    static const struct {
+        const char *env; /* NULL: unset */
+        int peer, want;
+    } cases[] = {{NULL, 0, 0}, {"0", 0, 0}, {NULL, 1, 1}, {"auto", 1, 1}, {"0", 1, 0}};
+    for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+        if (cases[k].env)
+            setenv("INAGG_UDP_GSO", cases[k].env, 1);
         else
             unsetenv("INAGG_UDP_GSO");
+        peer_takes_gso = cases[k].peer;
         uint64_t cnt[C_COUNT], rcnt[C_COUNT];
         send_and_check(cnt, rcnt);
-        CHECK(cnt[C_AVAILABLE] == 0 && cnt[C_SENDS] == 0 && cnt[C_SEGMENTS] == 0);
-        CHECK(rcnt[C_GRO_RECEIVES] == 0); /* nothing coalesced arrives */
+        peer_takes_gso = 0;
+        if (cases[k].want && !cnt[C_AVAILABLE])
+            SKIP("the kernel has no UDP_SEGMENT");
+        CHECK_MSG((int)cnt[C_AVAILABLE] == cases[k].want && (cnt[C_SENDS] > 0) == cases[k].want,
+                  "INAGG_UDP_GSO=%s, peer takes GSO %d: available %llu, sends %llu",
+                  cases[k].env ? cases[k].env : "(unset)", cases[k].peer,
+                  (unsigned long long)cnt[C_AVAILABLE], (unsigned long long)cnt[C_SENDS]);
+        if (!cases[k].want)
+            CHECK(rcnt[C_GRO_RECEIVES] == 0); /* nothing coalesced arrives */
     }
     unsetenv("INAGG_UDP_GSO");
 }
@@ -189,4 +213,24 @@ TEST(udp_gso_allreduce_exact_under_loss_on_and_off, 60)
         SKIP("the kernel has no UDP_SEGMENT");
     CHECK_MSG(on[C_SENDS] > 0 && on[C_SEGMENTS] > on[C_SENDS], "sends %llu segments %llu",
               (unsigned long long)on[C_SENDS], (unsigned long long)on[C_SEGMENTS]);
+}
+
+/* A worker of a switch that says gso=1 in JOINED (every switch of this build) sends with GSO
+ * without being told to. */
+TEST(udp_gso_on_by_default_with_a_switch_that_takes_it, 60)
+{
+    uint64_t cnt[C_COUNT];
+    unsetenv("INAGG_UDP_GSO");
+    lossy_allreduce("gso-default", cnt);
+    if (!cnt[C_AVAILABLE]) {
+        int seg = 0;
+        socklen_t len = sizeof(seg);
+        int fd = socket(AF_INET, SOCK_DGRAM, 0);
+        int kernel_has = fd >= 0 && getsockopt(fd, SOL_UDP, UDP_SEGMENT, &seg, &len) == 0;
+        if (fd >= 0)
+            close(fd);
+        CHECK_MSG(!kernel_has, "the kernel has UDP_SEGMENT, but the worker did not use it");
+        SKIP("the kernel has no UDP_SEGMENT");
+    }
+    CHECK_MSG(cnt[C_SENDS] > 0, "sends %llu", (unsigned long long)cnt[C_SENDS]);
 }

@@ -46,10 +46,10 @@ static const env_var_t vars[ENV_COUNT] = {
                   "how a rank waits for the switch's answer when inagg_options_t.poll_us is "
                   "0: sleep in the kernel, busy-poll, or poll US microseconds (default 200) "
                   "of each wait, then sleep"},
-    [ENV_UDP_GSO] = {"INAGG_UDP_GSO", "0|1", "0",
-                     "udp: 1 groups same-destination, same-size packets of a batch into "
-                     "UDP_SEGMENT (GSO) sends; the inagg L2 fabric cuts them, a switch on "
-                     "the standalone --afpacket transport does not"},
+    [ENV_UDP_GSO] = {"INAGG_UDP_GSO", "0|1|auto", "auto",
+                     "udp: same-destination, same-size packets of a batch leave as one "
+                     "UDP_SEGMENT (GSO) send; auto: where the switch says it takes them "
+                     "(JOINED gso=1), 0: never, 1: always"},
 };
 
 const env_var_t *env_var(env_id_t id) { return (unsigned)id < ENV_COUNT ? &vars[id] : NULL; }

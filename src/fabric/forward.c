@@ -17,10 +17,6 @@
 #include "wire/fabricmsg.h"
 #include "wire/wire.h"
 
-#ifndef VIRTIO_NET_HDR_GSO_UDP_L4
-#define VIRTIO_NET_HDR_GSO_UDP_L4 5 /* UDP GSO (UDP_SEGMENT); older uapi headers lack it */
-#endif
-
 /* Header fields the fabric reads (wire.h has the layout) */
 #define WIRE_OFF_TYPE 3
 #define WIRE_OFF_JOB 4

@@ -18,6 +18,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifndef VIRTIO_NET_HDR_GSO_UDP_L4
+#define VIRTIO_NET_HDR_GSO_UDP_L4 5 /* UDP GSO (UDP_SEGMENT); older uapi headers lack it */
+#endif
+
 typedef struct pktsock {
     int fd;
     int ifindex;

@@ -54,7 +54,10 @@ void admit_activate(control_t *ctl, job_t *j)
                         .elems = j->elems,
                         .float_mode = j->float_mode,
                         .protocol = j->proto->id,
-                        .dpauth = (uint32_t)j->dp_auth};
+                        .dpauth = (uint32_t)j->dp_auth,
+                        /* every receive path cuts a GSO send: the kernel's UDP socket, the
+                         * AF_PACKET transport and the L2 fabric */
+                        .gso = 1};
     /* Whose data a result sums, when not just the members': a leaf's results are the
      * spine's, a spine's sum its leaves' hosts. */
     uint32_t sum = admit_contributors(j);

@@ -15,6 +15,7 @@
 #include "base/log.h"
 #include "base/util.h"
 #include "switch/server.h"
+#include "switch/txgroup.h"
 #include "wire/dpauth.h"
 
 #define DP_MAX_BATCH 256
@@ -24,6 +25,8 @@ struct dp_txq {
     int n;
     transport_tx_t pkts[DP_TX_CAP];
     uint8_t hdr[DP_TX_CAP][WIRE_HEADER_MAX];
+    transport_tx_t grouped[DP_TX_CAP]; /* pkts by destination, for one flush (txgroup.h) */
+    uint8_t group_of[DP_TX_CAP];
 };
 
 /* Fault injection (a wrapping transport) decided since the last look: the drops go to
@@ -49,7 +52,8 @@ static void tx_flush(dp_thread_t *t)
     if (q->n == 0)
         return;
     int64_t net;
-    int sent = transport_send(t->tp, q->pkts, q->n, 100);
+    int sent = transport_send(t->tp, txgroup_by_destination(q->pkts, q->n, q->grouped, q->group_of),
+                              q->n, 100);
     fault_delta(t, &net);
     if (sent > 0 && sent + net > 0)
         STAT_ADD(t->c.v[STAT_PACKETS_OUT], (uint64_t)(sent + net));

@@ -70,6 +70,9 @@ static int open_queue(struct inagg_switch *sw, uint32_t t, const char *bind, cha
     tc.batch = c->batch == 0 ? 1 : c->batch < 256 ? c->batch : 256;
     tc.sleep_ms = 50;
     tc.fault_stream = t;
+    /* results go to workers' kernel sockets, which take a GSO send whole or cut it; a
+     * leaf's contributions go to a switch that may not (one of an earlier build) */
+    tc.peer_takes_gso = c->upstream == NULL;
     return transport_open(&tc, &sw->threads[t].tp, err, errlen);
 }
 

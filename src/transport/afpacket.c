@@ -26,6 +26,7 @@ typedef struct afp_endpoint {
     uint16_t port;
     uint32_t batch;
     uint8_t *arena; /* batch copies of received payloads */
+    uint32_t gso_off; /* a GSO frame at the ring's head handed out up to here (0: none) */
     uint8_t txbuf[ETHF_UDP_HDR_LEN];
 } afp_endpoint_t;
 
@@ -75,14 +76,28 @@ static int afp_recv_standalone(afp_endpoint_t *e, transport_rx_t *out, int max, 
             continue;
         }
         ethf_udp_t u;
-        if (ethf_parse(f, len, &u) == ETHF_UDP && u.dst_ip == e->ip && u.dst_port == e->port &&
-            u.payload_len <= ETHF_MAX_FRAME) {
-            uint8_t *dst = e->arena + (size_t)got * ETHF_MAX_FRAME;
-            memcpy(dst, u.payload, u.payload_len);
-            out[got].data = dst;
-            out[got].len = u.payload_len;
-            afp_addr_make(&out[got].from, u.src_mac, 0, u.src_ip, u.src_port);
-            got++;
+        if (ethf_parse(f, len, &u) == ETHF_UDP && u.dst_ip == e->ip && u.dst_port == e->port) {
+            /* a sender's UDP_SEGMENT send crosses a veth whole: one datagram per gso_size
+             * bytes of its payload, as the kernel would have cut it */
+            uint32_t seg = vh && vh->gso_type == VIRTIO_NET_HDR_GSO_UDP_L4 ? vh->gso_size
+                           : vh && vh->gso_type != VIRTIO_NET_HDR_GSO_NONE ? 0
+                                                                           : u.payload_len;
+            uint32_t end = seg == 0 || seg > ETHF_MAX_FRAME ? 0 : u.payload_len;
+            do {
+                if (seg == 0 || seg > ETHF_MAX_FRAME)
+                    break; /* another kind of GSO frame, or a datagram too big: dropped */
+                uint32_t n = end - e->gso_off < seg ? end - e->gso_off : seg;
+                uint8_t *dst = e->arena + (size_t)got * ETHF_MAX_FRAME;
+                memcpy(dst, u.payload + e->gso_off, n);
+                out[got].data = dst;
+                out[got].len = n;
+                afp_addr_make(&out[got].from, u.src_mac, 0, u.src_ip, u.src_port);
+                got++;
+                e->gso_off += n;
+            } while (e->gso_off < end && got < want);
+            if (e->gso_off < end)
+                return got; /* the rest of this frame's datagrams at the next receive */
+            e->gso_off = 0;
         }
         pktsock_done(&e->ps);
     }

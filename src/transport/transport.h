@@ -126,6 +126,10 @@ struct transport_config {
     const char *faults_in; /* ... or a separate spec per direction (used when faults is NULL) */
     const char *faults_out;
     uint64_t fault_stream; /* each endpoint of a run draws its own decisions from the seed */
+    int peer_takes_gso; /* udp: its peers take a UDP_SEGMENT send as its datagrams (a
+                               switch's JOINED gso=1; a switch's peers are kernel sockets),
+                               so sends use GSO where the kernel has it; INAGG_UDP_GSO=0|1
+                               overrides */
     transport_afpacket_config_t afpacket;
     transport_roce_config_t roce;
     const transport_opener_t *opener; /* non-NULL: open through it instead of `kind` */

@@ -493,14 +493,16 @@ static int udp_tp_open(const transport_config_t *cfg, transport_t **out, char *e
     }
     if (cfg->sleep_ms > 0)
         e->sleeps = udp_set_receive_timeout(e->fd, cfg->sleep_ms) == 0;
-    /* GSO with INAGG_UDP_GSO=1 where the kernel has UDP_SEGMENT (Linux 4.18): detected once
-     * per endpoint, said in the counters (gso_available). Not the default: the inagg L2
-     * fabric's AF_PACKET ports see a GSO send as one oversized frame and drop it. */
+    /* GSO where the peers take it (a switch that says gso=1 in JOINED; a switch's own
+     * peers) and the kernel has UDP_SEGMENT (Linux 4.18), or as INAGG_UDP_GSO=0|1 says:
+     * detected once per endpoint, said in the counters (gso_available) */
     int seg = 0;
     socklen_t seg_len = sizeof(seg);
     const char *gso_env = env_get(ENV_UDP_GSO);
-    e->gso = gso_env && strcmp(gso_env, "1") == 0 &&
-             getsockopt(e->fd, SOL_UDP, UDP_SEGMENT, &seg, &seg_len) == 0;
+    int want_gso = gso_env && strcmp(gso_env, "1") == 0   ? 1
+                   : gso_env && strcmp(gso_env, "0") == 0 ? 0
+                                                          : cfg->peer_takes_gso;
+    e->gso = want_gso && getsockopt(e->fd, SOL_UDP, UDP_SEGMENT, &seg, &seg_len) == 0;
     e->c[UDP_C_GSO_AVAILABLE] = (uint64_t)e->gso;
     /* GRO where every receive buffer holds a coalesced datagram (the switch's 64 KB): it
      * only changes anything when senders use GSO */

@@ -378,6 +378,8 @@ int wire_joined_format(const wire_joined_t *j, char *line, size_t cap)
         n += snprintf(line + n, cap - (size_t)n, " contributors=%u", j->contributors);
     if (n >= 0 && (size_t)n < cap && j->dpauth)
         n += snprintf(line + n, cap - (size_t)n, " dpauth=1");
+    if (n >= 0 && (size_t)n < cap && j->gso)
+        n += snprintf(line + n, cap - (size_t)n, " gso=1");
     return n < 0 || (size_t)n >= cap ? -ENOSPC : 0;
 }
 
@@ -404,6 +406,10 @@ int wire_joined_parse(const char *line, wire_joined_t *j, char *why, size_t cap)
     int drc = ctl_get_u32(line, "dpauth", &j->dpauth);
     if ((drc != 0 && drc != -ENOENT) || j->dpauth > 1) {
         return set_err(why, cap, -EPROTO, "bad dpauth= in the switch's answer: '%.100s'", line);
+    }
+    int grc = ctl_get_u32(line, "gso", &j->gso);
+    if ((grc != 0 && grc != -ENOENT) || j->gso > 1) {
+        return set_err(why, cap, -EPROTO, "bad gso= in the switch's answer: '%.100s'", line);
     }
     j->float_mode = strcmp(fmode, "native") == 0 ? INAGG_FLOAT_NATIVE : INAGG_FLOAT_FIXED;
     if (wire_protocol_parse(proto, &j->protocol) != 0) {

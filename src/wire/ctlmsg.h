@@ -139,6 +139,9 @@ typedef struct wire_joined {
                               the world. Fixed-point scaling and averages divide by it */
     uint32_t dpauth; /* dpauth=1: every dataplane packet carries a MAC under the rank's
                               keys from this JOIN (wire/dpauth.h) */
+    uint32_t gso; /* gso=1: the switch takes a UDP_SEGMENT (GSO) send as the datagrams it
+                              holds, by whatever path it receives (switches before it did not
+                              say so, and one on AF_PACKET dropped such a send) */
 } wire_joined_t;
 
 /* Encode a JOINED line. -ENOSPC if it does not fit in cap. */

@@ -175,6 +175,9 @@ static int start_protocol(inagg_comm_t *c, const transport_addr_t *sw, const wir
     /* Every shard's job was registered by the same ranks with the same secret and options:
      * one says for all whether packets carry MACs. */
     p.dp_auth = (int)j[0].dpauth;
+    p.switch_takes_gso = 1;
+    for (uint32_t k = 0; k < c->nshards; k++)
+        p.switch_takes_gso &= j[k].gso == 1;
     for (uint32_t k = 0; k < c->nshards; k++) {
         if (j[k].dpauth != j[0].dpauth)
             return set_err(detail, dlen, -EPROTO,

@@ -75,6 +75,7 @@ typedef struct worker_params {
     int roce_psn0_set; /* (INAGG_ROCE_PSN), else a random one */
     int roce_no_replay; /* roce: retransmissions take new PSNs (INAGG_ROCE_REPLAY=0) */
     uint32_t roce_mtu; /* roce: the path MTU (INAGG_ROCE_MTU; 0: from the interface) */
+    int switch_takes_gso; /* udp: every shard's JOINED said gso=1 */
     int codec_no_helper; /* code on the engine thread only (INAGG_CODEC_HELPER=0) */
     int chunk_tags; /* `chunk` carries the chunk index (optimizer jobs), so
                                          p4sgd acknowledgements never ride on it */

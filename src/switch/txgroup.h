@@ -1,0 +1,25 @@
+/*
+ * txgroup.h - the order a dataplane thread hands its queued packets to the transport in:
+ * each destination's packets together, in the order they were queued.
+ *
+ * A round's result goes to every rank one after another, so a thread's queue alternates
+ * between destinations; grouped, each rank's results of a pass are one run, which the udp
+ * transport sends as one UDP_SEGMENT datagram (transport/udp.c) and the kernel carries as
+ * one super-frame to the rank. No destination sees its own packets reordered.
+ */
+#ifndef INAGG_SWITCH_TXGROUP_H
+#define INAGG_SWITCH_TXGROUP_H
+
+#include <stdint.h>
+
+#include "transport/transport.h"
+
+#define TXGROUP_MAX_DESTINATIONS 64 /* more: the packets go as queued */
+
+/* pkts[0..n) grouped by destination into out[0..n) (room for n; scratch: n bytes), and out
+ * returned; or pkts itself when they go to one destination, or to more than
+ * TXGROUP_MAX_DESTINATIONS. */
+const transport_tx_t *txgroup_by_destination(const transport_tx_t *pkts, int n, transport_tx_t *out,
+                                             uint8_t *scratch);
+
+#endif /* INAGG_SWITCH_TXGROUP_H */

@@ -90,6 +90,21 @@ TEST(dpauth_keys_differ_and_every_flipped_bit_fails, 10)
     wire_header_t got;
     CHECK(wire_decode(pkt, sizeof(pkt), &got) == WIRE_OK);
     CHECK(dpauth_check(a.up, pkt, 32));
+    { /* a payload large enough for libcrypto's Poly1305 gets the reference tag too */
+        static uint8_t big[WIRE_HEADER_MAX + 2048],
+            msg[WIRE_HEADER_SIZE + DPAUTH_NONCE_BYTES + 2048];
+        uint8_t otk[32], want[16];
+        memcpy(big, pkt, WIRE_HEADER_SIZE);
+        for (int i = 0; i < 2048; i++)
+            big[WIRE_HEADER_MAX + i] = (uint8_t)(i * 11);
+        dpauth_seal_packet(a.up, big, 2048);
+        crypto_stream_chacha20_ietf(otk, sizeof(otk), big + WIRE_HEADER_SIZE, a.up);
+        memcpy(msg, big, WIRE_HEADER_SIZE + DPAUTH_NONCE_BYTES);
+        memcpy(msg + WIRE_HEADER_SIZE + DPAUTH_NONCE_BYTES, big + WIRE_HEADER_MAX, 2048);
+        crypto_onetimeauth(want, msg, sizeof(msg), otk);
+        CHECK(memcmp(want, big + WIRE_HEADER_SIZE + DPAUTH_NONCE_BYTES, 16) == 0);
+        CHECK(dpauth_check(a.up, big, 2048));
+    }
     CHECK(!dpauth_check(a.down, pkt, 32)); /* the other direction's key */
     CHECK(!dpauth_check(c.up, pkt, 32)); /* another rank's */
     for (size_t bit = 0; bit < sizeof(pkt) * 8; bit++) {

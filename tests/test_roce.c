@@ -333,6 +333,27 @@ static transport_t *open_linked_endpoint(fabric_link_t *link, uint32_t nqueues, 
     return t;
 }
 
+/* The endpoint of open_linked_endpoint closed and its link's queues freed. */
+static void close_linked_endpoint(fabric_link_t *link, transport_t *t)
+{
+    transport_close(t);
+    for (uint32_t q = 0; q < link->nqueues; q++) {
+        frameq_free(&link->rx[q]);
+        frameq_free(&link->tx[q]);
+    }
+}
+
+/* The header of a frame from the worker (MAC_W) to the switch (MAC_S) on QP qp. */
+static roce_hdr_t worker_hdr(uint32_t qp)
+{
+    roce_hdr_t h;
+    memset(&h, 0, sizeof(h));
+    memcpy(h.dst_mac, MAC_S, 6);
+    memcpy(h.src_mac, MAC_W, 6);
+    h.qp = qp;
+    return h;
+}
+
 TEST(roce_linked_endpoint_answers_on_the_senders_qp, 10)
 {
     static fabric_link_t link;
@@ -342,11 +363,7 @@ TEST(roce_linked_endpoint_answers_on_the_senders_qp, 10)
     static uint8_t msg[2500];
     for (uint32_t i = 0; i < sizeof(msg); i++)
         msg[i] = (uint8_t)(i * 13 + 1);
-    roce_hdr_t h;
-    memset(&h, 0, sizeof(h));
-    memcpy(h.dst_mac, MAC_S, 6);
-    memcpy(h.src_mac, MAC_W, 6);
-    h.qp = 0x1231;
+    roce_hdr_t h = worker_hdr(0x1231);
     h.rkey = 1;
     h.dma_len = sizeof(msg);
     uint32_t psn0 = 0xfffffe;
@@ -416,17 +433,9 @@ TEST(roce_linked_endpoint_answers_on_the_senders_qp, 10)
     p.to = stranger;
     CHECK_EQ_INT(transport_send(t, &p, 1, 0), 0);
     CHECK_EQ_INT(atomic_load(&link.roce.c[RS_TX_DROPPED]), 1);
-    transport_close(t);
-    for (int q = 0; q < 2; q++) {
-        frameq_free(&link.rx[q]);
-        frameq_free(&link.tx[q]);
-    }
+    close_linked_endpoint(&link, t);
 }
 
-/* Flows are never told to go (a job's ranks just stop sending), so a long-lived switch sees
- * more flows than its table holds: 600 flows (one message each, from new QPs) are all
- * delivered, the later ones in the entries of those heard from least recently; a flow whose
- * entry was recycled is taken again as a new flow. */
 /* Each flow is answered in the path MTU its contributions came in: 4096-byte frames to one
  * worker, 512-byte frames to another, on the same endpoint. */
 TEST(roce_linked_endpoint_answers_in_each_senders_path_mtu, 10)
@@ -441,10 +450,7 @@ TEST(roce_linked_endpoint_answers_in_each_senders_path_mtu, 10)
     static const struct {
         uint32_t qp, mtu, len;
     } flows[2] = {{0x4440, 4096, 10000}, {0x5550, 512, 2500}};
-    roce_hdr_t h;
-    memset(&h, 0, sizeof(h));
-    memcpy(h.dst_mac, MAC_S, 6);
-    memcpy(h.src_mac, MAC_W, 6);
+    roce_hdr_t h = worker_hdr(0);
     for (int k = 0; k < 2; k++) {
         uint32_t mtu = flows[k].mtu, len = flows[k].len, nf = roce_frames_for(len, mtu);
         h.qp = flows[k].qp;
@@ -480,9 +486,7 @@ TEST(roce_linked_endpoint_answers_in_each_senders_path_mtu, 10)
                 CHECK_EQ_INT(f.payload_len, flows[k].mtu);
         }
     }
-    transport_close(t);
-    frameq_free(&link.rx[0]);
-    frameq_free(&link.tx[0]);
+    close_linked_endpoint(&link, t);
 }
 
 /* Completed messages are handed out in buffers the flows trade for spare ones, not copied:
@@ -499,11 +503,7 @@ TEST(roce_linked_endpoint_messages_of_one_flow_do_not_share_a_buffer, 10)
     for (uint32_t m = 0; m < MSGS; m++)
         for (uint32_t i = 0; i < LEN; i++)
             msg[m][i] = (uint8_t)(i * 7 + m * 101 + 1);
-    roce_hdr_t h;
-    memset(&h, 0, sizeof(h));
-    memcpy(h.dst_mac, MAC_S, 6);
-    memcpy(h.src_mac, MAC_W, 6);
-    h.qp = 0x6660;
+    roce_hdr_t h = worker_hdr(0x6660);
     h.dma_len = LEN;
     uint32_t psn = 40, nf = roce_frames_for(LEN, TEST_MTU);
     transport_rx_t rx[4], first[2];
@@ -529,21 +529,20 @@ TEST(roce_linked_endpoint_messages_of_one_flow_do_not_share_a_buffer, 10)
                   "message %u was overwritten", m);
     CHECK_EQ_INT(transport_recv(t, rx, 4, 100), 1);
     CHECK(rx[0].len == LEN && memcmp(rx[0].data, msg[2], LEN) == 0);
-    transport_close(t);
-    frameq_free(&link.rx[0]);
-    frameq_free(&link.tx[0]);
+    close_linked_endpoint(&link, t);
 }
 
+/* Flows are never told to go (a job's ranks just stop sending), so a long-lived switch sees
+ * more flows than its table holds: 600 flows (one message each, from new QPs) are all
+ * delivered, the later ones in the entries of those heard from least recently; a flow whose
+ * entry was recycled is taken again as a new flow. */
 TEST(roce_linked_endpoint_recycles_its_oldest_flows, 10)
 {
     static fabric_link_t link;
     transport_t *t = open_linked_endpoint(&link, 1, 0, 0, 0);
     if (!t)
         return;
-    roce_hdr_t h;
-    memset(&h, 0, sizeof(h));
-    memcpy(h.dst_mac, MAC_S, 6);
-    memcpy(h.src_mac, MAC_W, 6);
+    roce_hdr_t h = worker_hdr(0);
     h.opcode = ROCE_WRITE_ONLY;
     h.dma_len = 8;
     enum { FLOWS = 600, BATCH = 32 };
@@ -563,9 +562,7 @@ TEST(roce_linked_endpoint_recycles_its_oldest_flows, 10)
     CHECK_EQ_INT(delivered, FLOWS + 1);
     CHECK_EQ_INT(atomic_load(&link.roce.c[RS_FLOW_TABLE_FULL]), 0);
     CHECK_EQ_INT(atomic_load(&link.roce.c[RS_FLOWS_RECYCLED]), FLOWS + 1 - 256);
-    transport_close(t);
-    frameq_free(&link.rx[0]);
-    frameq_free(&link.tx[0]);
+    close_linked_endpoint(&link, t);
 }
 
 /* An inagg packet of type `type` for (job 3, slot, round), count int32 elements of value v. */
@@ -667,11 +664,7 @@ TEST(roce_linked_endpoint_answers_repeats_from_its_result_buffer, 10)
         clen = inagg_packet(c[m], WIRE_CONTRIB, m, 1, 600, (uint8_t)(m + 1));
         rlen = inagg_packet(r[m], WIRE_RESULT, m, 1, 600, (uint8_t)(m + 0x41));
     }
-    roce_hdr_t h;
-    memset(&h, 0, sizeof(h));
-    memcpy(h.dst_mac, MAC_S, 6);
-    memcpy(h.src_mac, MAC_W, 6);
-    h.qp = 0x40;
+    roce_hdr_t h = worker_hdr(0x40);
     h.dma_len = clen;
     const uint8_t ops[3] = {ROCE_WRITE_FIRST, ROCE_WRITE_MIDDLE, ROCE_WRITE_LAST};
     /* contribution m at PSNs 10 + 3m .. 12 + 3m; `skip` leaves out its Last (lost) */
@@ -733,9 +726,7 @@ TEST(roce_linked_endpoint_answers_repeats_from_its_result_buffer, 10)
     CHECK(rx[0].len == clen && memcmp(rx[0].data, c[1], clen) == 0);
     CHECK_EQ_INT(atomic_load(&link.roce.c[RS_RESENT_TAKEN]), 1);
 #undef SEND_CONTRIB
-    transport_close(t);
-    frameq_free(&link.rx[0]);
-    frameq_free(&link.tx[0]);
+    close_linked_endpoint(&link, t);
 }
 
 /* The worker's receive ring is cut into slots that fit its largest frame (a 4096-byte path

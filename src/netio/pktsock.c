@@ -76,7 +76,9 @@ int pktsock_open_frames(pktsock_t *s, const char *ifname, size_t ring_bytes, uin
      * skipped); else one GSO-sized frame per block. A slot too generous for its frames makes
      * a ring of few slots, which a burst of them overruns. */
     uint32_t fs = PKTSOCK_FRAME, per_block = 1;
-    if (frame_bytes && frame_bytes + PKTSOCK_SLOT_HEADERS <= 65536u) {
+    if (frame_bytes > s->mtu + 14u)
+        frame_bytes = s->mtu + 14u; /* no frame of the interface is larger (GSO aside) */
+    if (frame_bytes && frame_bytes <= 65536u - PKTSOCK_SLOT_HEADERS) {
         fs = 2048u;
         while (fs < frame_bytes + PKTSOCK_SLOT_HEADERS)
             fs *= 2;

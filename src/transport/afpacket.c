@@ -81,7 +81,8 @@ static int afp_recv_standalone(afp_endpoint_t *e, transport_rx_t *out, int max, 
              * bytes of its payload, as the kernel would have cut it */
             uint32_t seg = vh && vh->gso_type == VIRTIO_NET_HDR_GSO_UDP_L4 ? vh->gso_size
                            : vh && vh->gso_type != VIRTIO_NET_HDR_GSO_NONE ? 0
-                                                                           : u.payload_len;
+                           : u.payload_len                                 ? u.payload_len
+                                           : 1; /* an empty datagram is one too */
             uint32_t end = seg == 0 || seg > ETHF_MAX_FRAME ? 0 : u.payload_len;
             do {
                 if (seg == 0 || seg > ETHF_MAX_FRAME)

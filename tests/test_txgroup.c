@@ -1,14 +1,14 @@
 /*
- * test_txgroup.c - a dataplane thread's queued packets grouped by destination
- * (switch/txgroup.h): results queued round by round to four ranks leave rank by rank, each
+ * test_txgroup.c - queued packets grouped by destination
+ * (transport/txgroup.h): results queued round by round to four ranks leave rank by rank, each
  * rank's in the order queued; one destination, or more than the table holds, leave as queued.
  */
 #include <stdio.h>
 #include <string.h>
 
 #include "harness.h"
-#include "switch/txgroup.h"
 #include "transport/transport.h"
+#include "transport/txgroup.h"
 
 static transport_addr_t rank_addr(int r)
 {

@@ -234,3 +234,55 @@ TEST(udp_gso_on_by_default_with_a_switch_that_takes_it, 60)
     }
     CHECK_MSG(cnt[C_SENDS] > 0, "sends %llu", (unsigned long long)cnt[C_SENDS]);
 }
+
+/* A burst of p4sgd operations on a switch with two queues: consecutive slots alternate
+ * between the queues, so the packets a flush sends are grouped by queue first
+ * (transport/txgroup.h) and leave as one UDP_SEGMENT run per queue, not one send each. */
+TEST(udp_gso_p4sgd_burst_leaves_in_one_run_per_switch_queue, 60)
+{
+    unsetenv("INAGG_UDP_GSO");
+    switch_config_t cfg = SWITCH_CONFIG_INIT;
+    cfg.threads = 2;
+    test_switch_t ts;
+    ts_start(&ts, &cfg);
+    inagg_options_t o = INAGG_OPTIONS_INIT;
+    o.protocol = INAGG_PROTO_P4SGD;
+    o.timeout_ms = 10000;
+    o.slots = 16;
+    inagg_comm_t *c = NULL;
+    char d[256] = "";
+    CHECK_EQ_INT(inagg_comm_create(&c, ts.addr, "gso-p4", 0, 1, &o, d, sizeof(d)), INAGG_OK);
+    enum { OPS = 8, N = 8, BURSTS = 20 };
+    uint64_t cnt[C_COUNT] = {0};
+    for (int b = 0; c && b < BURSTS; b++) {
+        int32_t in[OPS][N], out[OPS][N];
+        inagg_request_t *req[OPS];
+        for (int k = 0; k < OPS; k++) {
+            for (int i = 0; i < N; i++)
+                in[k][i] = b * 1000 + k * 10 + i;
+            CHECK_EQ_INT(
+                inagg_iallreduce_small(c, in[k], out[k], N, INAGG_INT32, INAGG_SUM, &req[k]),
+                INAGG_OK);
+        }
+        for (int k = 0; k < OPS; k++) {
+            CHECK_EQ_INT(inagg_wait(req[k]), INAGG_OK);
+            CHECK(memcmp(in[k], out[k], sizeof(in[k])) == 0);
+        }
+    }
+    if (c) {
+        inagg_transport_stats_t st;
+        st.struct_size = sizeof(st);
+        CHECK_EQ_INT(inagg_get_transport_stats(c, &st), INAGG_OK);
+        for (uint32_t i = 0; i < C_COUNT && i < st.ncounters; i++)
+            cnt[i] += st.counters[i];
+        inagg_comm_destroy(c);
+    }
+    ts_stop(&ts);
+    if (!cnt[C_AVAILABLE])
+        SKIP("the kernel has no UDP_SEGMENT");
+    /* per burst: the first operation leaves at once, the other seven at the first wait: three
+     * to one queue and four to the other, two runs */
+    CHECK_MSG(cnt[C_SENDS] >= BURSTS && cnt[C_SEGMENTS] >= 5u * BURSTS,
+              "sends %llu segments %llu over %d bursts", (unsigned long long)cnt[C_SENDS],
+              (unsigned long long)cnt[C_SEGMENTS], BURSTS);
+}

@@ -15,7 +15,7 @@
 #include "base/log.h"
 #include "base/util.h"
 #include "switch/server.h"
-#include "switch/txgroup.h"
+#include "transport/txgroup.h"
 #include "wire/dpauth.h"
 
 #define DP_MAX_BATCH 256

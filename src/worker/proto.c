@@ -9,6 +9,7 @@
 #include "base/errmsg.h"
 #include "base/util.h"
 #include "kernels/vec.h"
+#include "transport/txgroup.h"
 #include "wire/wire.h"
 
 extern const worker_proto_ops_t worker_proto_switchml, worker_proto_p4sgd;
@@ -92,16 +93,26 @@ int worker_txq_init(worker_txq_t *q, transport_t *tp, int cap)
     q->n = 0;
     q->cap = cap;
     q->pkts = calloc((size_t)cap, sizeof(transport_tx_t));
-    return q->pkts ? 0 : -ENOMEM;
+    q->grouped = calloc((size_t)cap, sizeof(transport_tx_t));
+    q->group_of = calloc((size_t)cap, 1);
+    return q->pkts && q->grouped && q->group_of ? 0 : -ENOMEM;
 }
 
-void worker_txq_free(worker_txq_t *q) { INAGG_FREE_CLEAR(q->pkts); }
+void worker_txq_free(worker_txq_t *q)
+{
+    INAGG_FREE_CLEAR(q->pkts);
+    INAGG_FREE_CLEAR(q->grouped);
+    INAGG_FREE_CLEAR(q->group_of);
+}
 
 int worker_txq_flush(worker_txq_t *q)
 {
     if (q->n == 0)
         return 0;
-    int rc = transport_send(q->tp, q->pkts, q->n, 50);
+    /* each switch queue's packets together: one UDP_SEGMENT run per queue, not one packet
+     * per slot (consecutive slots alternate between a switch's queues) */
+    int rc = transport_send(q->tp, txgroup_by_destination(q->pkts, q->n, q->grouped, q->group_of),
+                            q->n, 50);
     q->n = 0;
     return rc < 0 ? rc : 0;
 }

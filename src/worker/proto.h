@@ -229,6 +229,8 @@ static inline void worker_timer_answered(const worker_timer_t *t, uint64_t now,
 typedef struct worker_txq {
     transport_t *tp;
     transport_tx_t *pkts; /* [cap] */
+    transport_tx_t *grouped; /* [cap]: pkts by destination, for one flush (txgroup.h) */
+    uint8_t *group_of; /* [cap]: its scratch */
     int n, cap;
 } worker_txq_t;
 

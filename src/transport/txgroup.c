@@ -2,7 +2,7 @@
  * txgroup.c - queued packets grouped by destination (see txgroup.h): a counting sort over
  * the destinations in the order they first appear.
  */
-#include "switch/txgroup.h"
+#include "transport/txgroup.h"
 
 const transport_tx_t *txgroup_by_destination(const transport_tx_t *pkts, int n, transport_tx_t *out,
                                              uint8_t *scratch)

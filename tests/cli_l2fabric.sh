@@ -186,9 +186,11 @@ nver=$(cat "$tmp"/r*.int32 "$tmp"/r*.float32 | grep -c '"verified":true')
 aggin=$(fget "f['agg_in']"); aggout=$(fget "f['agg_out']")
 pin=$($PY -c "import json,sys; print(json.load(open(sys.argv[1]))['packets_in'])" "$tmp/st.json" 2>/dev/null || echo 0)
 where=$(fget "f['aggregation']")
+# a rank's results of a pass leave its port as one UDP GSO super-frame (tx_gso)
+txgso=$(fget "sum(p['tx_gso'] for p in f['ports'])")
 if [ "$nver" -eq 6 ] && [ "$aggin" -gt 0 ] && [ "$aggout" -gt 0 ] && [ "$pin" -ge "$aggin" ] &&
-    [ "$where" = inline ]; then ok $t
-else bad $t "verified ranks $nver/6, agg_in=$aggin agg_out=$aggout switch packets_in=$pin aggregation=$where: $(head -c 300 "$tmp/r0.int32")"; fi
+    [ "$where" = inline ] && [ "$txgso" -gt 0 ]; then ok $t
+else bad $t "verified ranks $nver/6, agg_in=$aggin agg_out=$aggout switch packets_in=$pin aggregation=$where tx_gso=$txgso: $(head -c 300 "$tmp/r0.int32")"; fi
 
 t=udp_gso_contributions_cut_into_aggregation_frames
 # INAGG_UDP_GSO=1: a worker hands the kernel runs of same-size datagrams as one UDP_SEGMENT

@@ -285,4 +285,11 @@ TEST(udp_gso_p4sgd_burst_leaves_in_one_run_per_switch_queue, 60)
     CHECK_MSG(cnt[C_SENDS] >= BURSTS && cnt[C_SEGMENTS] >= 5u * BURSTS,
               "sends %llu segments %llu over %d bursts", (unsigned long long)cnt[C_SENDS],
               (unsigned long long)cnt[C_SEGMENTS], BURSTS);
+    /* the switch groups its results to the rank the same way: the rank's sockets (results,
+     * confirmations) take them whole */
+    CHECK_MSG(cnt[C_GRO_AVAILABLE] >= 1 && cnt[C_GRO_RECEIVES] > 0 &&
+                  cnt[C_GRO_SEGMENTS] > cnt[C_GRO_RECEIVES],
+              "gro available %llu receives %llu segments %llu",
+              (unsigned long long)cnt[C_GRO_AVAILABLE], (unsigned long long)cnt[C_GRO_RECEIVES],
+              (unsigned long long)cnt[C_GRO_SEGMENTS]);
 }

@@ -16,6 +16,7 @@
 #include "fabric/fabric_int.h"
 #include "fabric/portarp.h"
 #include "fabric/tapdev.h"
+#include "netio/ethframe.h"
 #include "wire/fabricmsg.h"
 
 #define DELAY_LINE_BYTES (8u << 20)
@@ -238,6 +239,7 @@ static void free_all(struct fabric *f)
     if (f->link.tx_efd >= 0)
         close(f->link.tx_efd);
     mactable_free(&f->mt);
+    udpgso_free(&f->gso.b);
     bytering_free(&f->txq);
     free(f->resend);
     free(f->tapbuf);
@@ -270,6 +272,8 @@ int fabric_start(const fabric_config_t *c, fabric_t **out, char *err, size_t err
     f->resend = calloc(RESEND_SLOTS, sizeof(*f->resend));
     f->tapbuf = malloc(FABRIC_TAPBUF);
     rc = (!f->resend || !f->tapbuf) ? -ENOMEM : mactable_init(&f->mt, 8192, age);
+    if (rc == 0)
+        rc = udpgso_init(&f->gso.b, ETHF_ETH_LEN + 65535u);
     uint32_t mtu = 65535;
     for (uint32_t p = 0; rc == 0 && p < f->nports; p++) {
         fport_t *port = &f->ports[p];

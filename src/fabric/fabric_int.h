@@ -26,6 +26,7 @@
 #include "fabric/port.h"
 #include "fabric/roce_agg.h"
 #include "netio/pktsock.h"
+#include "netio/udpgso.h"
 
 struct xskport;
 struct json_writer;
@@ -44,6 +45,7 @@ enum fport_stat {
     FP_TX,
     FP_TX_BYTES,
     FP_TX_DROPS,
+    FP_TX_GSO, /* UDP GSO super-frames of results sent (their frames also count in FP_TX) */
     FP_DELAY_DROPS,
     FP_LOSS_DROPS,
     FP_COUNT
@@ -130,6 +132,14 @@ typedef struct resend_ent {
 } resend_ent_t;
 #define RESEND_SLOTS 65536
 
+/* The transmit stage's run of results being coalesced into one super-frame (resultgso.c). */
+typedef struct result_gso {
+    udpgso_t b;
+    uint32_t port; /* the run's port and send socket */
+    int fd;
+    int off; /* the kernel refused a super-frame: no more coalescing */
+} result_gso_t;
+
 struct fabric {
     fport_t ports[FABRIC_MAX_PORTS];
     uint32_t nports; /* the internal port is the last */
@@ -144,6 +154,8 @@ struct fabric {
     uint32_t kick; /* aggregation queues that got frames this pass */
     resend_ent_t *resend; /* (job, slot, rank) -> last result round sent */
     uint8_t *tapbuf;
+    int tap_ready; /* thread 0: the TAP has (or may have) a frame: read it next pass */
+    uint64_t tap_looked_ns; /* thread 0: its last read when it had none */
     uint32_t threads; /* 1: every stage on thread 0; 2: transmit on thread 1 */
     uint64_t idle_spin_ns; /* after the last frame: spin this long before sleeping
                                (UINT64_MAX: never sleep; --poll) */
@@ -165,6 +177,7 @@ struct fabric {
     void *_Atomic agg_arg;
     _Atomic uint64_t loop_seq; /* thread 0's loop heads, so a detach can wait out a pass */
     int xdp_mode; /* enum fabric_xdp_mode */
+    result_gso_t gso; /* the transmit stage's (one thread's) */
 };
 
 static inline void fstat_add(_Atomic uint64_t *c, uint64_t v)
@@ -186,6 +199,12 @@ void fabric_egress(struct fabric *f, uint32_t pout, const struct virtio_net_hdr 
 void fabric_transmit(struct fabric *f, uint32_t pout, const struct virtio_net_hdr *vh,
                      const uint8_t *frame, uint32_t len, uint8_t lat);
 int fabric_drain_results(struct fabric *f);
+/* resultgso.c: take a UDP result frame leaving port by send socket fd into the run being
+ * coalesced (1; counted when the run leaves), sending the run first when the frame cannot
+ * join it; 0: the frame cannot be coalesced (send it as it is, after fabric_gso_flush).
+ * fabric_gso_flush sends the run; it ends every pass of the transmit stage. */
+int fabric_gso_add(struct fabric *f, uint32_t port, int fd, const uint8_t *frame, uint32_t len);
+void fabric_gso_flush(struct fabric *f);
 /* One pass of the transmit stage (ring, results, egress delay lines): adds what it did to
  * *work, returns the earliest pending egress release (UINT64_MAX: none). */
 uint64_t fabric_tx_pass(struct fabric *f, int *work);

@@ -41,6 +41,7 @@ static const char *const port_names[FP_COUNT] = {
     [FP_TX] = "tx",
     [FP_TX_BYTES] = "tx_bytes",
     [FP_TX_DROPS] = "tx_drops",
+    [FP_TX_GSO] = "tx_gso",
     [FP_DELAY_DROPS] = "delay_drops",
     [FP_LOSS_DROPS] = "loss_drops",
 };
@@ -49,8 +50,8 @@ static const char *const port_names[FP_COUNT] = {
 static const char *const port_metric_names[FP_COUNT] = {
     [FP_RX] = "received_frames",      [FP_RX_BYTES] = "received_bytes",
     [FP_TX] = "sent_frames",          [FP_TX_BYTES] = "sent_bytes",
-    [FP_TX_DROPS] = "transmit_drops", [FP_DELAY_DROPS] = "delay_drops",
-    [FP_LOSS_DROPS] = "loss_drops",
+    [FP_TX_DROPS] = "transmit_drops", [FP_TX_GSO] = "sent_gso_frames",
+    [FP_DELAY_DROPS] = "delay_drops", [FP_LOSS_DROPS] = "loss_drops",
 };
 
 /* The pipeline's stages with their counters (name=index into f->st); the aggregation and

@@ -1,6 +1,7 @@
 /*
  * rxstage.c - the pipeline's receive stage and the fabric's first thread: takes bursts off
- * every port's receive ring (and the internal port's TAP), applies each input link's loss
+ * every port's receive ring (and the internal port's TAP, every TAP_LOOK_NS while the loop
+ * spins: a read is a system call), applies each input link's loss
  * and delay, and hands every frame to the classify stage (forward.c), which queues
  * aggregation frames to the aggregation stage (the switch's dataplane threads) and frames to
  * send to the transmit stage (txstage.c: through its ring on its own thread, or run here
@@ -19,6 +20,7 @@
 
 #define SPIN_NS 150000ull /* closer than this to a release: spin, do not sleep */
 #define IDLE_SLEEP_MS 20
+#define TAP_LOOK_NS 20000ull /* a spinning loop reads the internal port's TAP this often */
 
 uint64_t fabric_idle_ns(const struct fabric *f, uint64_t next_release, uint64_t last_work)
 {
@@ -34,9 +36,25 @@ uint64_t fabric_idle_ns(const struct fabric *f, uint64_t next_release, uint64_t 
     return wait_ns;
 }
 
+/* Whether the internal port's TAP is worth a read now: a read is a system call, and the TAP
+ * carries only the switch's own traffic (ARP, its control connections), so a spinning loop
+ * looks at most every TAP_LOOK_NS unless the last look found a frame or ppoll said so. */
+static int tap_look_now(struct fabric *f)
+{
+    if (f->tap_ready)
+        return 1;
+    uint64_t now = util_now_ns();
+    if (now - f->tap_looked_ns < TAP_LOOK_NS)
+        return 0;
+    f->tap_looked_ns = now;
+    return 1;
+}
+
 static void rx_port(struct fabric *f, uint32_t p, int *work)
 {
     fport_t *port = &f->ports[p];
+    if (port->is_cpu && !tap_look_now(f))
+        return;
     for (int k = 0; k < FABRIC_BURST; k++) {
         const uint8_t *frame;
         uint32_t len;
@@ -44,7 +62,8 @@ static void rx_port(struct fabric *f, uint32_t p, int *work)
         int from_xsk = 0;
         if (port->is_cpu) {
             ssize_t r = read(port->tap_fd, f->tapbuf, FABRIC_TAPBUF);
-            if (r <= (ssize_t)sizeof(struct virtio_net_hdr))
+            f->tap_ready = r > (ssize_t)sizeof(struct virtio_net_hdr); /* more may wait */
+            if (!f->tap_ready)
                 return;
             vh = (const struct virtio_net_hdr *)(const void *)f->tapbuf;
             frame = f->tapbuf + sizeof(*vh);
@@ -82,21 +101,31 @@ static void release_ingress(struct fabric *f, uint32_t port, const delay_rec_t *
     fabric_frame_in(f, port, &r->vh, r->data, r->len, t);
 }
 
+/* Results the dataplane threads queued for this thread to send (it also transmits). */
+static int results_waiting(struct fabric *f)
+{
+    for (uint32_t q = 0; q < f->link.nqueues; q++)
+        if (frameq_ready(&f->link.tx[q]))
+            return 1;
+    return 0;
+}
+
 static void rx_idle_wait(struct fabric *f, uint64_t next_release, uint64_t last_work)
 {
     int with_tx = f->threads == 1; /* this thread also transmits: watch the results */
-    if (with_tx) {
-        uint64_t v;
-        ssize_t r = read(f->link.tx_efd, &v, sizeof(v)); /* clear, then look */
-        (void)r;
-        for (uint32_t q = 0; q < f->link.nqueues; q++)
-            if (frameq_ready(&f->link.tx[q]))
-                return;
-    }
+    if (with_tx && results_waiting(f))
+        return;
     uint64_t wait_ns = fabric_idle_ns(f, next_release, last_work);
     if (!wait_ns) {
         switch_poll_idle(); /* spinning: a host process woken on this core runs now */
         return;
+    }
+    if (with_tx) {
+        uint64_t v;
+        ssize_t r = read(f->link.tx_efd, &v, sizeof(v)); /* clear, then look once more */
+        (void)r;
+        if (results_waiting(f))
+            return;
     }
     struct pollfd pf[2 * FABRIC_MAX_PORTS + 1];
     nfds_t n = 0;
@@ -110,7 +139,10 @@ static void rx_idle_wait(struct fabric *f, uint64_t next_release, uint64_t last_
         pf[n++] = (struct pollfd){.fd = f->link.tx_efd, .events = POLLIN};
     struct timespec ts = {(time_t)(wait_ns / 1000000000ull), (long)(wait_ns % 1000000000ull)};
     fstat_add(&f->st[ST_THREAD0_SLEEPS], 1);
-    (void)ppoll(pf, n, &ts, NULL);
+    if (ppoll(pf, n, &ts, NULL) > 0)
+        for (nfds_t i = 0; i < n; i++)
+            if (pf[i].fd == f->ports[f->cpu].tap_fd && pf[i].revents)
+                f->tap_ready = 1;
 }
 
 void *fabric_rx_main(void *arg)

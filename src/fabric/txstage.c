@@ -31,10 +31,14 @@ void fabric_transmit(struct fabric *f, uint32_t pout, const struct virtio_net_hd
 {
     fport_t *p = &f->ports[pout];
     int ok, agg = agg_class(lat);
+    static const struct virtio_net_hdr none;
     if (agg >= 0 && p->agg_fd[agg] >= 0) {
-        ok = send(p->agg_fd[agg], frame, len, MSG_DONTWAIT) == (ssize_t)len;
+        if (fabric_gso_add(f, pout, p->agg_fd[agg], frame, len))
+            return; /* a UDP result: in its run's super-frame, counted when that leaves */
+        struct iovec iov[2] = {{(void *)(uintptr_t)&none, sizeof(none)},
+                               {(void *)(uintptr_t)frame, len}};
+        ok = writev(p->agg_fd[agg], iov, 2) == (ssize_t)(sizeof(none) + len);
     } else if (p->is_cpu) {
-        static const struct virtio_net_hdr none;
         struct iovec iov[2] = {{(void *)(uintptr_t)(vh ? vh : &none), sizeof(none)},
                                {(void *)(uintptr_t)frame, len}};
         ok = writev(p->tap_fd, iov, 2) == (ssize_t)(sizeof(none) + len);
@@ -115,8 +119,10 @@ typedef struct txbatch {
     int fd;
     uint32_t port, n;
     struct mmsghdr m[TXBATCH_MAX];
-    struct iovec iov[TXBATCH_MAX];
+    struct iovec iov[TXBATCH_MAX][2]; /* the virtio-net header (none), the frame */
 } txbatch_t;
+
+static const struct virtio_net_hdr no_vnet_hdr;
 
 static void batch_flush(struct fabric *f, txbatch_t *b)
 {
@@ -128,7 +134,7 @@ static void batch_flush(struct fabric *f, txbatch_t *b)
         int r = sendmmsg(b->fd, b->m + sent, b->n - sent, MSG_DONTWAIT);
         if (r > 0) {
             for (uint32_t i = sent; i < sent + (uint32_t)r; i++)
-                fstat_add(&p->c[FP_TX_BYTES], b->iov[i].iov_len);
+                fstat_add(&p->c[FP_TX_BYTES], b->iov[i][1].iov_len);
             sent += (uint32_t)r;
         } else if (r < 0 && errno != EINTR) {
             break; /* the device queue is full (or worse): the rest are drops, as for send */
@@ -154,14 +160,19 @@ static void result_out(struct fabric *f, txbatch_t *b, uint32_t pout, const uint
     }
     if (fabric_link_loses(f, pout, 1, frame, len))
         return;
+    if (fabric_gso_add(f, pout, p->agg_fd[agg], frame, len)) {
+        lathist_add(&f->lat[lat], util_now_ns() - t_ns);
+        return; /* a UDP result: with the rest of its run, in one super-frame */
+    }
     if (b->n && (b->fd != p->agg_fd[agg] || b->n == TXBATCH_MAX))
         batch_flush(f, b);
     b->fd = p->agg_fd[agg];
     b->port = pout;
-    b->iov[b->n] = (struct iovec){(void *)(uintptr_t)frame, len};
+    b->iov[b->n][0] = (struct iovec){(void *)(uintptr_t)&no_vnet_hdr, sizeof(no_vnet_hdr)};
+    b->iov[b->n][1] = (struct iovec){(void *)(uintptr_t)frame, len};
     memset(&b->m[b->n], 0, sizeof(b->m[b->n]));
-    b->m[b->n].msg_hdr.msg_iov = &b->iov[b->n];
-    b->m[b->n].msg_hdr.msg_iovlen = 1;
+    b->m[b->n].msg_hdr.msg_iov = b->iov[b->n];
+    b->m[b->n].msg_hdr.msg_iovlen = 2;
     b->n++;
     lathist_add(&f->lat[lat], util_now_ns() - t_ns);
 }
@@ -191,6 +202,7 @@ int fabric_drain_results(struct fabric *f)
             result_out(f, &b, s->port, s->data, s->len, s->t_ns, lat);
         }
         batch_flush(f, &b); /* before the slots are given back */
+        fabric_gso_flush(f);
         if (n) {
             frameq_release(fq, n);
             work += (int)n;
@@ -211,7 +223,9 @@ uint64_t fabric_tx_pass(struct fabric *f, int *work)
     if (f->threads > 1)
         *work += drain_ring(f);
     *work += fabric_drain_results(f);
-    return fabric_run_delays(f, 1, util_now_ns(), work, release_egress);
+    uint64_t next = fabric_run_delays(f, 1, util_now_ns(), work, release_egress);
+    fabric_gso_flush(f); /* the run the delay lines and forwarded frames left */
+    return next;
 }
 
 /* The transmit thread's sleep: on the ring's and the results' eventfds, until the next

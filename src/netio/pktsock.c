@@ -182,9 +182,10 @@ int pktsock_open_tx(int ifindex, uint32_t priority)
     int fd = socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0)
         return -errno;
-    int prio = (int)priority, sndbuf = 64 << 20;
+    int prio = (int)priority, sndbuf = 64 << 20, one = 1;
     struct sockaddr_ll ll = {.sll_family = AF_PACKET, .sll_ifindex = ifindex};
     if (setsockopt(fd, SOL_SOCKET, SO_PRIORITY, &prio, sizeof(prio)) != 0 ||
+        setsockopt(fd, SOL_PACKET, PACKET_VNET_HDR, &one, sizeof(one)) != 0 ||
         bind(fd, (struct sockaddr *)&ll, sizeof(ll)) != 0) {
         int e = errno;
         close(fd);

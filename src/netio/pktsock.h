@@ -63,8 +63,9 @@ int pktsock_send(pktsock_t *s, const struct virtio_net_hdr *vnet, const void *a,
 
 void pktsock_close(pktsock_t *s);
 
-/* A send-only AF_PACKET socket on interface ifindex (no ring, no virtio-net header) whose
- * frames carry skb priority `priority` (qdiscs classify by it). The descriptor or -errno. */
+/* A send-only AF_PACKET socket on interface ifindex (no ring) whose frames carry skb priority
+ * `priority` (qdiscs classify by it). Every frame sent on it begins with a virtio-net header:
+ * zeroes for a plain frame, a GSO super-frame's (netio/udpgso.h). The descriptor or -errno. */
 int pktsock_open_tx(int ifindex, uint32_t priority);
 
 #endif /* INAGG_NETIO_PKTSOCK_H */

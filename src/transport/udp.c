@@ -447,6 +447,17 @@ static const transport_ops_t udp_ops = {
     .close = udp_tp_close,
 };
 
+/* Whether an endpoint sends with GSO (where the kernel has it) and takes coalesced datagrams:
+ * when its peers take GSO (a switch's JOINED gso=1; a switch's own peers), or as
+ * INAGG_UDP_GSO=0|1 says. */
+static int udp_want_gso(const transport_config_t *cfg)
+{
+    const char *gso_env = env_get(ENV_UDP_GSO);
+    return gso_env && strcmp(gso_env, "1") == 0   ? 1
+           : gso_env && strcmp(gso_env, "0") == 0 ? 0
+                                                  : cfg->peer_takes_gso;
+}
+
 static int udp_tp_open(const transport_config_t *cfg, transport_t **out, char *err, size_t errlen)
 {
     udp_endpoint_t *e = calloc(1, sizeof(*e));
@@ -456,6 +467,9 @@ static int udp_tp_open(const transport_config_t *cfg, transport_t **out, char *e
     e->fd = -1;
     e->batch = cfg->batch ? cfg->batch : 64;
     e->cap = cfg->max_packet ? cfg->max_packet : 65536;
+    int want_gso = udp_want_gso(cfg);
+    if (want_gso && e->cap < UDP_GRO_MIN_CAP)
+        e->cap = UDP_GRO_MIN_CAP; /* a peer that takes GSO also sends it: take it whole (GRO) */
     e->arena = malloc((size_t)e->batch * e->cap);
     e->rx = calloc(e->batch, sizeof(*e->rx));
     e->rx_iov = calloc(e->batch, sizeof(*e->rx_iov));
@@ -498,14 +512,13 @@ static int udp_tp_open(const transport_config_t *cfg, transport_t **out, char *e
      * detected once per endpoint, said in the counters (gso_available) */
     int seg = 0;
     socklen_t seg_len = sizeof(seg);
-    const char *gso_env = env_get(ENV_UDP_GSO);
-    int want_gso = gso_env && strcmp(gso_env, "1") == 0   ? 1
-                   : gso_env && strcmp(gso_env, "0") == 0 ? 0
-                                                          : cfg->peer_takes_gso;
     e->gso = want_gso && getsockopt(e->fd, SOL_UDP, UDP_SEGMENT, &seg, &seg_len) == 0;
     e->c[UDP_C_GSO_AVAILABLE] = (uint64_t)e->gso;
-    /* GRO where every receive buffer holds a coalesced datagram (the switch's 64 KB): it
-     * only changes anything when senders use GSO */
+    /* GRO where every receive buffer holds a coalesced datagram (64 KB: a switch's, and a
+     * worker's whose switch takes GSO, because such a switch sends it too: a rank's results
+     * of a pass as one UDP_SEGMENT run, or through the L2 fabric as one super-frame). Taken
+     * whole, a run is one receive and one wake-up instead of one per packet; it only changes
+     * anything when senders use GSO */
     int one = 1;
     if (e->cap >= UDP_GRO_MIN_CAP) {
         e->rx_ctl = calloc(e->batch, sizeof(*e->rx_ctl));

@@ -66,7 +66,8 @@ typedef struct p4wslot {
     worker_timer_t tm; /* of the contribution or the acknowledgement in flight */
     uint8_t *pkt; /* the contribution, kept for retransmission */
     uint32_t pkt_len;
-    uint8_t ack[WIRE_HEADER_MAX];
+    uint8_t ack[WIRE_HEADER_MAX]; /* the acknowledgement, sealed when it first leaves alone */
+    int ack_sealed; /* ack holds this round's (it rides on a contribution most often) */
     transport_addr_t dst; /* the switch queue that serves this slot */
 } p4wslot_t;
 
@@ -171,10 +172,16 @@ static int flush_sends(p4engine_t *e)
  * on the result endpoint, acknowledgements on the acknowledgement endpoint. */
 static void send_phase(p4engine_t *e, p4wslot_t *w, uint64_t now)
 {
-    if (w->phase == P4W_AGGREGATING)
+    if (w->phase == P4W_AGGREGATING) {
         worker_txq_push(&e->tx, w->pkt, w->pkt_len, &w->dst, &e->c);
-    else
+    } else {
+        if (!w->ack_sealed) { /* its first time on its own: a MAC only now */
+            wire_header_t h = worker_header(&e->p, WIRE_ACK, w->slot, w->round);
+            (void)worker_seal(&e->p, &h, w->ack);
+            w->ack_sealed = 1;
+        }
         worker_txq_push(&e->acks, w->ack, worker_hdr_bytes(&e->p), &w->dst, &e->c);
+    }
     worker_timer_arm(&w->tm, now);
 }
 
@@ -197,9 +204,8 @@ static p4wslot_t *pending_ack_for(p4engine_t *e, uint32_t with)
 
 static void start_on_slot(p4engine_t *e, p4wslot_t *w, p4_op_t *op, uint64_t now)
 {
-    wire_header_t h = worker_header(&e->p, WIRE_ACK, w->slot, w->round);
-    (void)worker_seal(&e->p, &h, w->ack);
-    h = worker_header(&e->p, WIRE_CONTRIB, w->slot, w->round);
+    w->ack_sealed = 0; /* this round's acknowledgement is made when it first leaves alone */
+    wire_header_t h = worker_header(&e->p, WIRE_CONTRIB, w->slot, w->round);
     h.count = (uint16_t)op->count;
     h.dtype = op->dtype == INAGG_INT32 ? WIRE_INT32 : WIRE_FLOAT32;
     if (op->set)

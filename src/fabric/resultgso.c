@@ -10,38 +10,19 @@
  */
 #include <errno.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/uio.h>
 
 #include "base/log.h"
 #include "fabric/fabric_int.h"
 #include "netio/ethframe.h"
 
-/* Send len bytes of frame with virtio-net header vh on fd: the bytes sent, or -errno. */
-static ssize_t send_with_vnet(int fd, const struct virtio_net_hdr *vh, const uint8_t *frame,
-                              uint32_t len)
-{
-    struct iovec iov[2] = {{(void *)(uintptr_t)vh, sizeof(*vh)}, {(void *)(uintptr_t)frame, len}};
-    struct msghdr m = {.msg_iov = iov, .msg_iovlen = 2};
-    for (int tries = 0; tries < 4; tries++) {
-        ssize_t r = sendmsg(fd, &m, MSG_DONTWAIT);
-        if (r >= 0)
-            return r - (ssize_t)sizeof(*vh);
-        if (errno != EINTR)
-            return -errno;
-    }
-    return -EINTR;
-}
-
 /* The run's frames one by one (the kernel refused the super-frame): how many went. */
 static uint32_t send_each(result_gso_t *r, uint32_t nseg)
 {
-    static const struct virtio_net_hdr none;
     uint8_t one[ETHF_UDP_HDR_LEN + 65536];
     uint32_t sent = 0;
     for (uint32_t k = 0; k < nseg; k++) {
         uint32_t len = udpgso_segment(&r->b, k, one);
-        if (send_with_vnet(r->fd, &none, one, len) == (ssize_t)len)
+        if (pktsock_send_fd(r->fd, NULL, one, len, NULL, 0) == 0)
             sent++;
     }
     return sent;
@@ -55,14 +36,14 @@ void fabric_gso_flush(struct fabric *f)
     fport_t *p = &f->ports[r->port];
     struct virtio_net_hdr vh;
     uint32_t nseg = r->b.nseg, len = udpgso_finish(&r->b, &vh), sent = 0;
-    ssize_t rc = send_with_vnet(r->fd, &vh, r->b.buf, len);
-    if (rc == (ssize_t)len) {
+    int rc = pktsock_send_fd(r->fd, &vh, r->b.buf, len, NULL, 0);
+    if (rc == 0) {
         sent = nseg;
         if (nseg > 1)
             fstat_add(&p->c[FP_TX_GSO], 1);
     } else if (nseg > 1 && (rc == -EINVAL || rc == -EOPNOTSUPP || rc == -EPROTONOSUPPORT)) {
         LOG_W("fabric: port %s refused a UDP GSO frame of results (%s): sending them one by one",
-              p->name, strerror((int)-rc));
+              p->name, strerror(-rc));
         r->off = 1;
         sent = send_each(r, nseg);
     }

@@ -31,14 +31,12 @@ void fabric_transmit(struct fabric *f, uint32_t pout, const struct virtio_net_hd
 {
     fport_t *p = &f->ports[pout];
     int ok, agg = agg_class(lat);
-    static const struct virtio_net_hdr none;
     if (agg >= 0 && p->agg_fd[agg] >= 0) {
         if (fabric_gso_add(f, pout, p->agg_fd[agg], frame, len))
             return; /* a UDP result: in its run's super-frame, counted when that leaves */
-        struct iovec iov[2] = {{(void *)(uintptr_t)&none, sizeof(none)},
-                               {(void *)(uintptr_t)frame, len}};
-        ok = writev(p->agg_fd[agg], iov, 2) == (ssize_t)(sizeof(none) + len);
+        ok = pktsock_send_fd(p->agg_fd[agg], NULL, frame, len, NULL, 0) == 0;
     } else if (p->is_cpu) {
+        static const struct virtio_net_hdr none;
         struct iovec iov[2] = {{(void *)(uintptr_t)(vh ? vh : &none), sizeof(none)},
                                {(void *)(uintptr_t)frame, len}};
         ok = writev(p->tap_fd, iov, 2) == (ssize_t)(sizeof(none) + len);

@@ -48,15 +48,17 @@ int ethf_parse(const uint8_t *f, uint32_t len, ethf_udp_t *out)
     return ETHF_UDP;
 }
 
-static uint16_t ip_checksum(const uint8_t *h, uint32_t len)
+/* s plus the 16-bit words of h[0..len) (len even), folded to 16 bits. */
+static uint32_t sum16(const uint8_t *h, uint32_t len, uint32_t s)
 {
-    uint32_t s = 0;
     for (uint32_t i = 0; i + 1 < len; i += 2)
         s += get16(h + i);
     while (s >> 16)
         s = (s & 0xffff) + (s >> 16);
-    return (uint16_t)~s;
+    return s;
 }
+
+static uint16_t ip_checksum(const uint8_t *h, uint32_t len) { return (uint16_t)~sum16(h, len, 0); }
 
 void ethf_write_udp(uint8_t *b, const uint8_t src_mac[6], const uint8_t dst_mac[6], uint32_t src_ip,
                     uint32_t dst_ip, uint16_t src_port, uint16_t dst_port, uint32_t payload_len)
@@ -93,4 +95,11 @@ void ethf_udp_set_payload_len(uint8_t *f, uint32_t payload_len)
     uint8_t *udp = ip + ihl;
     put16(udp + 4, (uint16_t)(8 + payload_len));
     put16(udp + 6, 0);
+}
+
+void ethf_udp_set_partial_csum(uint8_t *f)
+{
+    const uint8_t *ip = f + ETHF_ETH_LEN;
+    uint8_t *udp = f + ETHF_ETH_LEN + (ip[0] & 15u) * 4u;
+    put16(udp + 6, (uint16_t)sum16(ip + 12, 8, 17u + get16(udp + 4)));
 }

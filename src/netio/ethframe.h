@@ -45,6 +45,11 @@ void ethf_write_udp(uint8_t *buf, const uint8_t src_mac[6], const uint8_t dst_ma
  * checksum becomes 0 (none, which IPv4 allows). A datagram cut from a GSO frame. */
 void ethf_udp_set_payload_len(uint8_t *f, uint32_t payload_len);
 
+/* Put into the UDP checksum of the IPv4 UDP frame f (its lengths set) what a frame sent
+ * CHECKSUM_PARTIAL carries there: the pseudo-header's sum (addresses, protocol, UDP length),
+ * not complemented; whoever completes it adds the UDP header and payload. */
+void ethf_udp_set_partial_csum(uint8_t *f);
+
 static inline int ethf_mac_is_multicast(const uint8_t *mac) { return mac[0] & 1; }
 
 #endif /* INAGG_NETIO_ETHFRAME_H */

@@ -160,6 +160,12 @@ void pktsock_done(pktsock_t *s)
 int pktsock_send(pktsock_t *s, const struct virtio_net_hdr *vnet, const void *a, uint32_t alen,
                  const void *b, uint32_t blen)
 {
+    return pktsock_send_fd(s->fd, vnet, a, alen, b, blen);
+}
+
+int pktsock_send_fd(int fd, const struct virtio_net_hdr *vnet, const void *a, uint32_t alen,
+                    const void *b, uint32_t blen)
+{
     static const struct virtio_net_hdr none;
     struct iovec iov[3] = {
         {(void *)(uintptr_t)(vnet ? vnet : &none), sizeof(struct virtio_net_hdr)},
@@ -168,7 +174,7 @@ int pktsock_send(pktsock_t *s, const struct virtio_net_hdr *vnet, const void *a,
     };
     struct msghdr m = {.msg_iov = iov, .msg_iovlen = blen ? 3 : 2};
     for (int tries = 0; tries < 4; tries++) {
-        ssize_t r = sendmsg(s->fd, &m, MSG_DONTWAIT);
+        ssize_t r = sendmsg(fd, &m, MSG_DONTWAIT);
         if (r >= 0)
             return 0;
         if (errno != EINTR)

@@ -61,6 +61,10 @@ void pktsock_done(pktsock_t *s);
 int pktsock_send(pktsock_t *s, const struct virtio_net_hdr *vnet, const void *a, uint32_t alen,
                  const void *b, uint32_t blen);
 
+/* The same on any packet socket with PACKET_VNET_HDR (pktsock_open_tx's). */
+int pktsock_send_fd(int fd, const struct virtio_net_hdr *vnet, const void *a, uint32_t alen,
+                    const void *b, uint32_t blen);
+
 void pktsock_close(pktsock_t *s);
 
 /* A send-only AF_PACKET socket on interface ifindex (no ring) whose frames carry skb priority

@@ -29,23 +29,15 @@ void udpgso_free(udpgso_t *g)
     memset(g, 0, sizeof(*g));
 }
 
-static uint16_t get16(const uint8_t *p) { return (uint16_t)(p[0] << 8 | p[1]); }
-static void put16(uint8_t *p, uint32_t v)
-{
-    p[0] = (uint8_t)(v >> 8);
-    p[1] = (uint8_t)v;
-}
-
-/* The UDP payload bytes of frame f if it may join a super-frame, else 0. */
+/* The UDP payload bytes of frame f if it may join a super-frame, else 0: a UDP datagram
+ * (ethf_parse) without IP options, exactly as long as its headers say, with a payload. */
 static uint32_t joinable_payload(const uint8_t *f, uint32_t len)
 {
-    if (len <= ETHF_UDP_HDR_LEN || get16(f + 12) != ETHF_TYPE_IPV4)
+    ethf_udp_t u;
+    if (ethf_parse(f, len, &u) != ETHF_UDP || f[IP_AT] != 0x45 || u.payload_len == 0 ||
+        ETHF_UDP_HDR_LEN + u.payload_len != len)
         return 0;
-    const uint8_t *ip = f + IP_AT;
-    if (ip[0] != 0x45 || ip[9] != 17 || (get16(ip + 6) & 0x3fffu) != 0 ||
-        get16(ip + 2) != len - ETHF_ETH_LEN || get16(ip + 20 + 4) != len - UDP_AT)
-        return 0;
-    return len - ETHF_UDP_HDR_LEN;
+    return u.payload_len;
 }
 
 /* Whether frame f has the super-frame a's flow: the Ethernet header, the IP header but for
@@ -77,30 +69,13 @@ int udpgso_add(udpgso_t *g, const uint8_t *frame, uint32_t len)
     return 1;
 }
 
-/* s plus the 16-bit words of p[0..n) (n even), folded to 16 bits. */
-static uint32_t sum16(const uint8_t *p, uint32_t n, uint32_t s)
-{
-    for (uint32_t i = 0; i + 1 < n; i += 2)
-        s += get16(p + i);
-    while (s >> 16)
-        s = (s & 0xffffu) + (s >> 16);
-    return s;
-}
-
 uint32_t udpgso_finish(udpgso_t *g, struct virtio_net_hdr *vh)
 {
     memset(vh, 0, sizeof(*vh));
     if (g->nseg < 2)
         return g->len;
-    uint8_t *ip = g->buf + IP_AT, *udp = g->buf + UDP_AT;
-    uint32_t udp_len = 8u + g->nseg * g->seg;
-    put16(ip + 2, 20u + udp_len);
-    put16(ip + 10, 0);
-    put16(ip + 10, ~sum16(ip, 20, 0) & 0xffffu);
-    put16(udp + 4, udp_len);
-    /* CHECKSUM_PARTIAL: the pseudo-header's sum, not complemented; the kernel adds each
-     * segment's bytes when it cuts */
-    put16(udp + 6, sum16(ip + 12, 8, 17u + udp_len));
+    ethf_udp_set_payload_len(g->buf, g->nseg * g->seg);
+    ethf_udp_set_partial_csum(g->buf); /* the kernel adds each segment's bytes as it cuts */
     vh->flags = VIRTIO_NET_HDR_F_NEEDS_CSUM;
     vh->gso_type = VIRTIO_NET_HDR_GSO_UDP_L4;
     vh->hdr_len = ETHF_UDP_HDR_LEN;

@@ -126,3 +126,34 @@ TEST(bench_testbed_roce_packet_fills_whole_frames, 5)
         CHECK_MSG(strstr(note, "B path MTU") != NULL, "the note says '%s'", note);
     }
 }
+
+/* The window holds about 3 ms of the link for UDP, 1 ms for RoCE, whose frames wait in the
+ * link's queue one by one (PERFORMANCE.md, "RoCE's window"); bounded by the testbed's limits. */
+TEST(bench_testbed_window_is_link_time_shorter_for_roce, 5)
+{
+    static const struct {
+        const char *transport;
+        uint64_t bps;
+        uint32_t want;
+    } cases[] = {
+        {"udp", 1000000000ull, 46}, /* 375000 B / 8256 B */
+        {"roce", 1000000000ull, 16}, /* 125000 B / 8192 B */
+        {"roce", 500000000ull, 8},
+        {"roce", 2000000000ull, 31},
+        {"roce", 10000000ull, AR_TESTBED_WINDOW_MIN},
+        {"udp", 100000000000ull, AR_TESTBED_WINDOW_MAX},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        ar_opts_t o;
+        memset(&o, 0, sizeof(o));
+        o.threads = 1;
+        o.transport = cases[i].transport;
+        char note[512];
+        ar_link_defaults(&o, 9000, cases[i].bps, note, sizeof(note));
+        CHECK_MSG(o.window == cases[i].want, "%s at %llu bit/s: window %u, want %u",
+                  cases[i].transport, (unsigned long long)cases[i].bps, o.window, cases[i].want);
+        CHECK_MSG(strstr(note, strcmp(cases[i].transport, "roce") == 0 ? "about 1 ms"
+                                                                       : "about 3 ms") != NULL,
+                  "the note says '%s'", note);
+    }
+}

@@ -111,7 +111,7 @@ static void usage(FILE *out)
             "                       frame: 2048 at MTU 9000, 256 at 1500; --transport roce:\n"
             "                       that rounded down to whole path-MTU frames, 2032 at 9000)\n"
             "  --window S           slots in flight per worker (default %u; testbed: 3 ms of\n"
-            "                       the link rate in packets, %u..%u)\n"
+            "                       the link in packets, 1 ms with --transport roce, %u..%u)\n"
             "  --threads N          engine threads per worker (default 1)\n"
             "  --switch-threads N   dataplane threads of the switch it starts (default 1,\n"
             "                       testbed %u)\n"

@@ -18,8 +18,9 @@
 #define WINDOW_TIME_S 0.003 /* the window holds this much of the link's rate */
 /* RoCE's window holds less: its 4 KiB frames wait one by one in the link's queue (UDP's GSO
  * sends pass it as 64 KiB), and a frame that waits in a rate limiter costs it a timer; on the
- * testbed 3 ms of queue gave RoCE 0.35 of a 1 Gbit/s link, 1 ms 0.56 (PERFORMANCE.md, "RoCE's
- * window"). A go-back-N receiver also replays less after a loss. */
+ * testbed 3 ms of queue gave RoCE 0.36-0.38 of a 1 Gbit/s link, 1 ms 0.55 (PERFORMANCE.md,
+ * "RoCE's window, and the 2-host round's last microseconds"). A go-back-N receiver also
+ * replays less after a loss. */
 #define WINDOW_TIME_ROCE_S 0.001
 
 const char *const ar_system_name[AR_NSYS] = {"inagg", "mpi", "mpi-ring", "gloo"};

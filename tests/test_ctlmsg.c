@@ -334,3 +334,51 @@ TEST(ctlmsg_contributors, 5)
     CHECK(wire_joined_parse("JOINED id=1 token=2 threads=2 port=1 base=0 contributors=70000", &d,
                             why, sizeof(why)) == -EPROTO);
 }
+
+/* Multicast of results (PROTOCOL.md 9.6): a rank offers with mcast=1 in JOIN, and the switch
+ * names the job's group in JOINED; what is not an IPv4 multicast GROUP:PORT is refused. */
+TEST(ctlmsg_multicast_fields, 5)
+{
+    wire_join_t a = {.version = INAGG_PROTOCOL_VERSION,
+                     .job = "j",
+                     .rank = 0,
+                     .world = 2,
+                     .slots = 4,
+                     .elems = 8,
+                     .mcast = 1},
+                b;
+    enum wire_refusal r;
+    char line[CTL_LINE_MAX], why[200];
+    CHECK(wire_join_format(&a, line, sizeof(line)) == 0 && strstr(line, " mcast=1"));
+    CHECK_MSG(wire_join_parse(line, &b, &r, why, sizeof(why)) == 0 && b.mcast == 1, "%s", why);
+    a.mcast = 0; /* not offered: not written, and read as 0 */
+    CHECK(wire_join_format(&a, line, sizeof(line)) == 0 && !strstr(line, "mcast"));
+    CHECK(wire_join_parse(line, &b, &r, why, sizeof(why)) == 0 && b.mcast == 0);
+    snprintf(line, sizeof(line), "JOIN version=%d job=j rank=0 world=1 slots=1 elems=1 mcast=2",
+             INAGG_PROTOCOL_VERSION);
+    CHECK(wire_join_parse(line, &b, &r, why, sizeof(why)) == -EPROTO && strstr(why, "mcast="));
+
+    wire_joined_t c = {.id = 5,
+                       .token = 9,
+                       .threads = 1,
+                       .port = 7000,
+                       .mcast_addr = 0xef4d0005u,
+                       .mcast_port = 7399},
+                  d;
+    CHECK(wire_joined_format(&c, line, sizeof(line)) == 0 &&
+          strstr(line, " mcast=239.77.0.5:7399"));
+    CHECK_MSG(wire_joined_parse(line, &d, why, sizeof(why)) == 0 && d.mcast_addr == 0xef4d0005u &&
+                  d.mcast_port == 7399,
+              "%s: %s", line, why);
+    CHECK(wire_joined_parse("JOINED id=1 token=2 threads=2 port=1 base=0", &d, why, sizeof(why)) ==
+              0 &&
+          d.mcast_addr == 0 && d.mcast_port == 0);
+    const char *bad[] = {"10.0.0.1:7399", "239.77.0.5:0", "239.77.0.5", "240.1.1.1:7399",
+                         "mcast:1"};
+    for (int k = 0; k < 5; k++) {
+        snprintf(line, sizeof(line), "JOINED id=1 token=2 threads=2 port=1 base=0 mcast=%s",
+                 bad[k]);
+        CHECK_MSG(wire_joined_parse(line, &d, why, sizeof(why)) == -EPROTO && strstr(why, "mcast="),
+                  "%s", line);
+    }
+}

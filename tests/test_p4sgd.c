@@ -4,8 +4,10 @@
  * exactly-once results (int32 bit-identical to the exact sum) with many small allreduces in
  * flight under injected loss, duplication and reordering on both sides and under nftables
  * loss on loopback; reproducible float32 results; a large tensor pipelined over the slots;
- * that the acknowledgement phase shows in the switch's counters; the API's refusals; and that
- * a dead rank fails the job with a clear error instead of a hang.
+ * that the acknowledgement phase shows in the switch's counters; the API's refusals; that
+ * a dead rank fails the job with a clear error instead of a hang; and results sent once to a
+ * multicast group (--multicast) on loopback, exact under faults, and only when every rank
+ * offers to take them so.
  */
 #include <pthread.h>
 #include <signal.h>
@@ -28,6 +30,7 @@ typedef struct small_spec {
     inagg_dtype_t dtype;
     uint64_t seed;
     int victim; /* rank that exits after half its operations (-1: none) */
+    int decliner; /* 1 + the rank that joins with INAGG_MULTICAST=0 (0: none) */
     int32_t *codes; /* shared: per rank result code */
     uint64_t *wrong; /* shared: per rank results that differ from the exact sum */
     uint64_t *retransmits;
@@ -82,6 +85,8 @@ static void check_result(const small_spec_t *s, uint32_t rank, const inflight_t 
 static int small_worker(uint32_t rank, void *arg)
 {
     const small_spec_t *s = arg;
+    if (s->decliner == (int)rank + 1)
+        setenv("INAGG_MULTICAST", "0", 1); /* this child's own environment */
     inagg_comm_t *comm = join_p4(s, rank);
     if (!comm)
         return 1;
@@ -522,4 +527,90 @@ TEST(p4sgd_protocol_mismatch_and_wrong_call_refused, 30)
     CHECK_EQ_INT(rc, INAGG_ERR_REFUSED);
     CHECK_MSG(strstr(detail, "protocol=p4sgd") != NULL, "refusal does not say why: %s", detail);
     CHECK(comm == NULL);
+}
+
+/* ---- multicast of results (PROTOCOL.md 9.6) ------------------------------------------------ */
+
+/* A switch on loopback whose p4sgd jobs get a multicast group; its port is this run's, so
+ * that two suites running at once never hear each other's group. */
+static switch_config_t mcast_switch(void)
+{
+    switch_config_t cfg = SWITCH_CONFIG_INIT;
+    cfg.mcast_group = 0xef4d0000u; /* 239.77.0.0 */
+    cfg.mcast_port = (uint16_t)(30000 + getpid() % 20000);
+    return cfg;
+}
+
+/* One operation at a time: the ranks acknowledge in step, so every round's result, with the
+ * confirmation riding on it, is the same for every rank and leaves once. */
+TEST(p4sgd_results_multicast_once_per_round, 60)
+{
+    switch_config_t cfg = mcast_switch();
+    small_spec_t s = {.job = "p4mc",
+                      .world = 4,
+                      .ops = 2000,
+                      .elems = 8,
+                      .inflight = 1,
+                      .dtype = INAGG_INT32,
+                      .seed = 51,
+                      .victim = -1};
+    alloc_small(&s);
+    char stats[32768];
+    run_small(&s, &cfg, 50, stats, sizeof(stats));
+    double rounds = ts_number(stats, "rounds"), mc = ts_number(stats, "results_multicast");
+    double sent = ts_number(stats, "results_sent");
+    CHECK_EQ_INT(rounds, 2000);
+    CHECK_MSG(mc >= 0.95 * rounds, "%.0f of %.0f rounds multicast", mc, rounds);
+    CHECK_MSG(sent < 1.2 * rounds, "%.0f results sent for %.0f rounds: not once each", sent,
+              rounds);
+    CHECK_EQ_INT(ts_number(stats, "acks"), 4 * 2000);
+}
+
+/* The core promise with the group: loss, duplication and reordering on every endpoint (the
+ * workers' group endpoints too) and on the switch; lost multicast results come back as
+ * unicast resends. int32 results equal the exact sums. */
+TEST(p4sgd_multicast_exact_under_5pct_loss_dup_reorder, 150)
+{
+    char wf[128], sf[128];
+    lossy_fault_specs(0.05, 52, wf, sf, sizeof(wf));
+    switch_config_t cfg = mcast_switch();
+    cfg.transport.faults_in = sf;
+    cfg.transport.faults_out = sf;
+    small_spec_t s = {.job = "p4mclossy",
+                      .world = 4,
+                      .ops = 2000,
+                      .elems = 8,
+                      .inflight = 16,
+                      .dtype = INAGG_INT32,
+                      .seed = 52,
+                      .victim = -1,
+                      .faults = wf};
+    alloc_small(&s);
+    char stats[32768];
+    run_small(&s, &cfg, 130, stats, sizeof(stats));
+    CHECK_EQ_INT(ts_number(stats, "rounds"), 2000);
+    CHECK_MSG(ts_number(stats, "results_multicast") > 0, "no result went to the group");
+    CHECK_MSG(ts_number(stats, "resends") > 0, "loss injected but no result re-sent");
+    CHECK_MSG(sum_u64(s.retransmits, s.world) > 0, "loss injected but nothing retransmitted");
+}
+
+/* A rank that does not offer (INAGG_MULTICAST=0) keeps the whole job unicast. */
+TEST(p4sgd_multicast_needs_every_rank, 60)
+{
+    switch_config_t cfg = mcast_switch();
+    small_spec_t s = {.job = "p4mcno",
+                      .world = 3,
+                      .ops = 500,
+                      .elems = 8,
+                      .inflight = 1,
+                      .dtype = INAGG_INT32,
+                      .seed = 53,
+                      .victim = -1,
+                      .decliner = 2};
+    alloc_small(&s);
+    char stats[32768];
+    run_small(&s, &cfg, 50, stats, sizeof(stats));
+    CHECK_EQ_INT(ts_number(stats, "rounds"), 500);
+    CHECK_EQ_INT(ts_number(stats, "results_multicast"), 0);
+    CHECK_EQ_INT(ts_number(stats, "results_sent"), 3 * 500);
 }

@@ -50,6 +50,10 @@ static const env_var_t vars[ENV_COUNT] = {
                      "udp: same-destination, same-size packets of a batch leave as one "
                      "UDP_SEGMENT (GSO) send; auto: where the switch says it takes them "
                      "(JOINED gso=1), 0: never, 1: always"},
+    [ENV_MULTICAST] = {"INAGG_MULTICAST", "0|1", "1",
+                       "p4sgd over udp: 1 lets a switch with --multicast send this rank's "
+                       "results once to the job's multicast group (JOIN mcast=1), 0 keeps "
+                       "them addressed to the rank alone"},
 };
 
 const env_var_t *env_var(env_id_t id) { return (unsigned)id < ENV_COUNT ? &vars[id] : NULL; }

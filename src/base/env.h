@@ -24,6 +24,7 @@ typedef enum env_id {
     ENV_NO_DATAPLANE_AUTH,
     ENV_POLL,
     ENV_UDP_GSO,
+    ENV_MULTICAST,
     ENV_COUNT
 } env_id_t;
 

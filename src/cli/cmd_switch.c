@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,9 +20,12 @@
 #include "cli/switch_conf.h"
 #include "control/ctl.h"
 #include "fabric/fabric.h"
+#include "netio/mcast.h"
 #include "switch/httpmetrics.h"
 #include "switch/switch.h"
 #include "wire/fabricmsg.h"
+
+static void usage_fabric(FILE *out);
 
 static void usage(FILE *out)
 {
@@ -76,6 +80,14 @@ static void usage(FILE *out)
             "  --max-addr-slots N      slots the jobs registered from one address may hold\n"
             "                          (default: three quarters of the pool)\n"
             "  --require-secret        refuse jobs registered without a job secret\n"
+            "  --multicast GROUP[:PORT]  send a round's result once, to a multicast group,\n"
+            "                          when every rank's copy is the same (p4sgd jobs whose\n"
+            "                          ranks all offer it, as SwitchML's and P4SGD's\n"
+            "                          switches multicast): with GROUP A.B.x.y (e.g.\n"
+            "                          239.77.0.0), job i's group is A.B.0.0 + i, at PORT\n"
+            "                          (default 7399); sent from --listen's address, TTL 1:\n"
+            "                          the workers share its segment. Counted in\n"
+            "                          results_multicast; docs/PROTOCOL.md 9.6\n"
             "  --ready-fd FD           write the bound port and a newline to FD once ready\n"
             "Hierarchy (docs/PROTOCOL.md \"Hierarchy\"): a leaf switch sums its own hosts and\n"
             "sends each round's partial sum to a spine switch, as one rank of the spine's\n"
@@ -86,7 +98,14 @@ static void usage(FILE *out)
             "                          e.g. spine: inagg switch --listen 10.0.0.1:7000\n"
             "                          leaf 1 of 2: inagg switch --listen 10.1.0.1:7000\n"
             "                            --upstream 10.0.0.1:7000 --leaf-index 1 --leaves 2\n"
-            "  --stats HOST:PORT       print a running switch's counters and exit\n"
+            "  --stats HOST:PORT       print a running switch's counters and exit\n");
+    usage_fabric(out);
+}
+
+/* The L2 fabric's flags and what remains: the second half of --help. */
+static void usage_fabric(FILE *out)
+{
+    fprintf(out,
             "L2 fabric (docs/FABRIC.md): forward Ethernet between interfaces and aggregate\n"
             "the frames addressed to the switch on the way: UDP to its own IP, and RoCE v1\n"
             "RDMA Writes to its MAC from workers with INAGG_TRANSPORT=roce (PROTOCOL.md 13):\n"
@@ -343,6 +362,7 @@ static const struct option switch_longopts[] = {{"listen", required_argument, 0,
                                                 {"log-format", required_argument, 0, 1032},
                                                 {"poll", required_argument, 0, 1040},
                                                 {"cpu", required_argument, 0, 1041},
+                                                {"multicast", required_argument, 0, 1042},
                                                 {0, 0, 0, 0}};
 
 /* What the daemon's flags say: its configuration, its fabric's, and what else to do. */
@@ -353,6 +373,23 @@ typedef struct switch_args {
     int json, ready_fd;
     int loss_seed_given, resbuf_given, agg_threads, cpu_given;
 } switch_args_t;
+
+/* --multicast GROUP[:PORT] into a->cfg. 0, or 2 refused (said). */
+static int parse_multicast(switch_args_t *a, const char *text)
+{
+    struct sockaddr_in g;
+    if (netaddr_parse(text, SWITCH_MCAST_PORT_DEFAULT, &g) != 0 ||
+        !mcast_is_group(ntohl(g.sin_addr.s_addr)) || g.sin_port == 0) {
+        fprintf(stderr,
+                "inagg switch: --multicast wants an IPv4 multicast group (224.0.0.0/4, e.g. "
+                "239.77.0.0) and an optional :PORT (1..65535), got '%s'\n",
+                text);
+        return 2;
+    }
+    a->cfg.mcast_group = ntohl(g.sin_addr.s_addr);
+    a->cfg.mcast_port = ntohs(g.sin_port);
+    return 0;
+}
 
 /* A flag of the daemon: listening, threads, slots, timeouts, transport, limits, upstream,
  * outputs. 0 taken, 2 refused (said), -1 not one of these. */
@@ -452,6 +489,7 @@ static int parse_daemon_flag(switch_args_t *a, int c)
             }
             a->cpu_given = 1;
             break;
+        case 1042: return parse_multicast(a, optarg);
         default: return -1;
     }
     return 0;

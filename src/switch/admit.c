@@ -13,6 +13,7 @@
 
 #include "base/log.h"
 #include "codec/codec.h"
+#include "netio/mcast.h"
 #include "switch/codecjob.h"
 #include "switch/control_int.h"
 #include "switch/upstream.h"
@@ -40,11 +41,34 @@ uint32_t admit_contributors(const job_t *j)
     return sum > WIRE_MAX_CONTRIBUTORS ? WIRE_MAX_CONTRIBUTORS : (uint32_t)sum;
 }
 
+/* Multicast of results for job j (PROTOCOL.md 9.6): on a switch with a group, for a p4sgd
+ * job whose members are all workers (no leaf switch) that said mcast=1. Sets j->mcast_on and
+ * j->mcast_to, and jd's mcast=. */
+static void choose_mcast(const struct inagg_switch *sw, job_t *j, wire_joined_t *jd)
+{
+    if (!sw->cfg.mcast_group || j->proto->id != INAGG_PROTO_P4SGD || j->up.on ||
+        admit_contributors(j) != j->world)
+        return;
+    for (uint32_t r = 0; r < j->world; r++)
+        if (!j->mcast_asked[r])
+            return;
+    uint32_t group = mcast_job_group(sw->cfg.mcast_group, j->id);
+    char text[32];
+    snprintf(text, sizeof(text), "%u.%u.%u.%u:%u", group >> 24, (group >> 16) & 255u,
+             (group >> 8) & 255u, group & 255u, sw->cfg.mcast_port);
+    if (transport_parse_addr("udp", text, &j->mcast_to) != 0)
+        return; /* cannot happen: a dotted quad and a port */
+    j->mcast_on = 1;
+    LOG_I("job '%s' (id %u): a result every rank shares goes once, to multicast group %s", j->name,
+          j->id, text);
+    jd->mcast_addr = group;
+    jd->mcast_port = sw->cfg.mcast_port;
+}
+
 void admit_activate(control_t *ctl, job_t *j)
 {
     struct inagg_switch *sw = ctl->sw;
     j->activated_ms = server_now_ms();
-    atomic_store_explicit(&j->state, JOB_ACTIVE, memory_order_release);
     wire_joined_t jd = {.id = j->id,
                         .token = j->token,
                         .threads = j->nthreads,
@@ -58,6 +82,8 @@ void admit_activate(control_t *ctl, job_t *j)
                         /* every receive path cuts a GSO send: the kernel's UDP socket, the
                          * AF_PACKET transport and the L2 fabric */
                         .gso = 1};
+    choose_mcast(sw, j, &jd);
+    atomic_store_explicit(&j->state, JOB_ACTIVE, memory_order_release);
     /* Whose data a result sums, when not just the members': a leaf's results are the
      * spine's, a spine's sum its leaves' hosts. */
     uint32_t sum = admit_contributors(j);
@@ -414,6 +440,7 @@ int admit_join(control_t *ctl, client_t *cl, const char *line)
     explicit_bzero(nonce, sizeof(nonce));
     j->member_fd[jn.rank] = cl->fd;
     j->contrib[jn.rank] = jn.contributors ? jn.contributors : 1;
+    j->mcast_asked[jn.rank] = (uint8_t)jn.mcast;
     j->joined++;
     cl->job = j;
     cl->rank = jn.rank;

@@ -131,18 +131,26 @@ void dp_send(proto_ctx_t *x, const wire_header_t *h, const uint32_t *payload,
     send_down(x, h, payload, to, NULL);
 }
 
+/* The header of outcome o's result on `slot` to `rank` (WIRE_RANK_ALL: the job's group). */
+static wire_header_t result_header(const proto_ctx_t *x, const proto_outcome_t *o, uint32_t slot,
+                                   uint32_t rank)
+{
+    wire_header_t h = o->result;
+    h.version = INAGG_PROTOCOL_VERSION;
+    h.type = WIRE_RESULT;
+    h.job = x->job->id;
+    h.token = x->job->token;
+    h.slot = slot;
+    h.rank = (uint16_t)rank;
+    return h;
+}
+
 /* One result packet of outcome o to `rank` (the seal shared through *once, or NULL). */
 static void send_result(proto_ctx_t *x, const proto_outcome_t *o, uint32_t slot, uint32_t rank,
                         const transport_addr_t *to, seal_once_t *once)
 {
     const job_t *j = x->job;
-    wire_header_t h = o->result;
-    h.version = INAGG_PROTOCOL_VERSION;
-    h.type = WIRE_RESULT;
-    h.job = j->id;
-    h.token = j->token;
-    h.slot = slot;
-    h.rank = (uint16_t)rank;
+    wire_header_t h = result_header(x, o, slot, rank);
     if (j->proto->result_header)
         j->proto->result_header(x, &h);
     send_down(x, &h, o->data, to, once);
@@ -175,10 +183,27 @@ static void send_upstream(proto_ctx_t *x, const proto_outcome_t *o, uint32_t slo
     dp_send_upstream(x, &u, o->data);
 }
 
-/* The result of outcome o to every rank. */
+/* The result of outcome o once, to the job's multicast group (rank WIRE_RANK_ALL, under the
+ * job's down key), when every rank's copy would be the same. 1 if it went, else 0. */
+static int send_group(proto_ctx_t *x, const proto_outcome_t *o, uint32_t slot)
+{
+    const job_t *j = x->job;
+    wire_header_t h = result_header(x, o, slot, WIRE_RANK_ALL);
+    if (j->proto->result_header_shared && !j->proto->result_header_shared(x, &h))
+        return 0;
+    queue_packet(x, &h, o->data, &j->mcast_to, j->dp_auth ? j->keys[0].down : NULL, 1, NULL);
+    STAT_ADD(x->c->v[STAT_RESULTS_SENT], 1);
+    STAT_ADD(x->c->v[STAT_RESULTS_MULTICAST], 1);
+    STAT_ADD(x->c->v[STAT_BYTES_OUT], job_header_bytes(j) + (uint64_t)o->result.count * 4u);
+    return 1;
+}
+
+/* The result of outcome o to every rank: once to the job's group where it has one. */
 static void send_all(proto_ctx_t *x, const proto_outcome_t *o, uint32_t slot)
 {
     const job_t *j = x->job;
+    if (j->mcast_on && send_group(x, o, slot))
+        return;
     uint64_t result_bytes = job_header_bytes(j) + (uint64_t)o->result.count * 4u;
     seal_once_t once = {.valid = 0};
     for (uint32_t r = 0; r < j->world; r++)

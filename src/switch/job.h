@@ -78,6 +78,10 @@ typedef struct job {
     struct codecjob *codec_state; /* its state (codecjob.h), or NULL (set before publication) */
     _Atomic int state; /* enum job_state */
     job_up_t up; /* a leaf switch's upstream membership (up.on), before activation */
+    /* Multicast of results (PROTOCOL.md 9.6), set before activation: a round's result that
+     * is the same for every rank goes once to mcast_to, the job's group */
+    int mcast_on;
+    transport_addr_t mcast_to;
     /* control thread only */
     struct upjob *upj; /* a leaf switch: the thread holding the upstream membership */
     struct peer *owner; /* the address that registered it: holds its slots (peers.h) */
@@ -93,6 +97,7 @@ typedef struct job {
     uint8_t in_barrier[INAGG_MAX_WORLD];
     uint32_t contrib[INAGG_MAX_WORLD]; /* the ranks whose data each member sums (JOIN's
                                           contributors=, 1 for a worker) */
+    uint8_t mcast_asked[INAGG_MAX_WORLD]; /* the member said mcast=1 in its JOIN */
     uint32_t joined, barrier_count, barrier_epoch;
     uint64_t barrier_since_ms; /* when the open barrier's first rank arrived */
     char fail_reason[256];

@@ -114,6 +114,11 @@ typedef struct switch_proto_ops {
                    proto_outcome_t *out);
     /* May be NULL: edit each result header just before it is queued (rank is set). */
     void (*result_header)(proto_ctx_t *x, wire_header_t *h);
+    /* May be NULL (then every rank's result is alike): one result header for every rank at
+     * once (multicast, PROTOCOL.md 9.6). 1 with h edited as result_header would edit each
+     * rank's (what that took, taken for all), or 0 with nothing changed when the ranks'
+     * copies would differ (they then go one by one). */
+    int (*result_header_shared)(proto_ctx_t *x, wire_header_t *h);
     /* A leaf switch: a result or confirmation from the upstream switch for slot h->slot,
      * already checked against the job's upstream membership (job, token, rank), the slot and
      * its thread. */

@@ -113,6 +113,36 @@ static void p4sgd_result_header(proto_ctx_t *x, wire_header_t *h)
     STAT_ADD(x->c->v[STAT_CONFIRMS_PIGGYBACKED], 1);
 }
 
+/* One result for every rank (multicast): alike when no rank has a confirmation waiting on
+ * this thread, or when every rank's next is the same one (the ranks acknowledge in step). */
+static int p4sgd_result_header_shared(proto_ctx_t *x, wire_header_t *h)
+{
+    const p4sgd_job_t *s = x->state;
+    uint32_t world = x->job->world, nslots = x->job->nslots;
+    const p4_confirm_ring_t *rings = &s->confirm_rings[(size_t)x->thread * world];
+    const p4_confirm_t *first = NULL;
+    for (uint32_t r = 0; r < world; r++) {
+        if ((rings[r].count == 0) != (rings[0].count == 0))
+            return 0;
+        if (rings[r].count == 0)
+            continue;
+        const p4_confirm_t *c =
+            &s->confirm_items[((size_t)x->thread * world + r) * nslots + rings[r].head];
+        if (first && (c->slot != first->slot || c->round != first->round))
+            return 0;
+        first = first ? first : c;
+    }
+    if (!first)
+        return 1;
+    p4_confirm_t cf = *first, taken;
+    for (uint32_t r = 0; r < world; r++)
+        (void)pop_confirm(x, r, &taken);
+    wire_put_piggyback(h, cf.slot, cf.round);
+    STAT_ADD(x->c->v[STAT_CONFIRMS_SENT], world);
+    STAT_ADD(x->c->v[STAT_CONFIRMS_PIGGYBACKED], world);
+    return 1;
+}
+
 static void send_confirm(proto_ctx_t *x, const p4slot_t *s, uint32_t slot, uint32_t round,
                          uint32_t rank, const transport_addr_t *to)
 {
@@ -308,5 +338,6 @@ const switch_proto_ops_t proto_p4sgd = {
     .destroy = p4sgd_destroy,
     .handle = p4sgd_handle,
     .result_header = p4sgd_result_header,
+    .result_header_shared = p4sgd_result_header_shared,
     .upstream = p4sgd_upstream,
 };

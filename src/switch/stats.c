@@ -94,8 +94,14 @@ const stat_info_t stat_table[STAT_COUNT] = {
                         STAT_SWITCH | STAT_JSON},
     [STAT_CONTRIBUTIONS] = {"contributions", "contributions accepted into a round", JOBWIDE},
     [STAT_ROUNDS] = {"rounds", "rounds completed", JOBWIDE | STAT_LOG, "rounds"},
-    [STAT_RESULTS_SENT] = {"results_sent", "result packets: world per round, one per resend",
+    [STAT_RESULTS_SENT] = {"results_sent",
+                           "result packets: world per round (one to a multicast group), "
+                           "one per resend",
                            STAT_TEXT | STAT_JSON | STAT_RETIRED_JSON},
+    [STAT_RESULTS_MULTICAST] = {"results_multicast",
+                                "of results_sent, those sent once to the job's multicast group "
+                                "for every rank (--multicast)",
+                                JOBWIDE},
     [STAT_RESENDS] = {"resends", "results re-sent to one rank for a duplicate", JOBWIDE | STAT_LOG,
                       "result resends"},
     [STAT_ACKS] = {"acks", "acknowledgements accepted (p4sgd)", JOBWIDE | STAT_LOG | STAT_PROTOCOL,

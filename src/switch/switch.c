@@ -15,6 +15,7 @@
 #include "base/log.h"
 #include "base/netaddr.h"
 #include "control/ctl.h"
+#include "netio/mcast.h"
 #include "switch/server.h"
 #include "switch/upstream.h"
 #include "wire/dpauth.h"
@@ -73,6 +74,7 @@ static int open_queue(struct inagg_switch *sw, uint32_t t, const char *bind, cha
     /* results go to workers' kernel sockets, which take a GSO send whole or cut it; a
      * leaf's contributions go to a switch that may not (one of an earlier build) */
     tc.peer_takes_gso = c->upstream == NULL;
+    tc.udp.mcast_send = c->mcast_group != 0;
     return transport_open(&tc, &sw->threads[t].tp, err, errlen);
 }
 
@@ -140,6 +142,10 @@ int switch_start(const switch_config_t *cfg, inagg_switch_t **out, char *err, si
             return set_err(err, errlen, -EINVAL,
                            "a leaf switch (upstream) runs its dataplane over udp only");
     }
+    if (cfg->mcast_group &&
+        (cfg->transport.opener || (cfg->transport.kind && strcmp(cfg->transport.kind, "udp") != 0)))
+        return set_err(err, errlen, -EINVAL,
+                       "multicast results (--multicast) need the udp dataplane");
     transport_addr_t addr;
     int lrc = transport_parse_addr("udp", cfg->listen, &addr);
     if (lrc != 0) {
@@ -167,6 +173,11 @@ int switch_start(const switch_config_t *cfg, inagg_switch_t **out, char *err, si
         th->index = t;
     }
     int rc = bind_all(sw, &addr, err, errlen);
+    struct sockaddr_in listen_at;
+    if (rc == 0 && cfg->mcast_group && netaddr_parse(cfg->listen, 0, &listen_at) == 0)
+        /* refuse now what would lose every result later */
+        rc = mcast_check_route(listen_at.sin_addr, mcast_job_group(cfg->mcast_group, 1),
+                               cfg->mcast_port, err, errlen);
     if (rc < 0) {
         switch_stop(sw);
         return rc;

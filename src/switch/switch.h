@@ -66,7 +66,15 @@ typedef struct switch_config {
     uint32_t poll_spin_us; /* adaptive: spin this long after the last packet (0: default) */
     uint32_t cpus[SWITCH_MAX_CPUS];
     uint32_t n_cpus;
+    /* Multicast of results (PROTOCOL.md 9.6): a p4sgd job whose ranks all said mcast=1 gets
+     * the group mcast_job_group(mcast_group, id) at port mcast_port in its JOINED, and a
+     * round's result that is the same for every rank goes there once. 0: none. UDP only;
+     * sends leave from the listen address (TTL 1). */
+    uint32_t mcast_group; /* host order, in 224.0.0.0/4 */
+    uint16_t mcast_port;
 } switch_config_t;
+
+#define SWITCH_MCAST_PORT_DEFAULT 7399 /* clear of the queues from 7000 and the floor's 7400 */
 
 #define SWITCH_CONFIG_INIT                                                                         \
     {                                                                                              \

@@ -101,6 +101,17 @@ typedef struct transport_afpacket_config {
     const char *iface; /* the interface to open */
 } transport_afpacket_config_t;
 
+typedef struct transport_udp_config {
+    /* A worker's endpoint that only takes its switch's multicast results (PROTOCOL.md 9.6):
+     * bound to group:port (host order; 0: an ordinary endpoint) and joined on the interface
+     * toward mcast_peer, the switch. */
+    uint32_t mcast_group;
+    uint16_t mcast_port;
+    const struct transport_addr *mcast_peer;
+    /* A switch's queue: multicast sends leave from the bound address (TTL 1). */
+    int mcast_send;
+} transport_udp_config_t;
+
 typedef struct transport_roce_config {
     const struct transport_addr *peer; /* the switch's queue 0 ("IP:PORT") */
     const char *iface; /* the interface towards it (NULL: the neighbour table's) */
@@ -130,6 +141,7 @@ struct transport_config {
                                switch's JOINED gso=1; a switch's peers are kernel sockets),
                                so sends use GSO where the kernel has it; INAGG_UDP_GSO=0|1
                                overrides */
+    transport_udp_config_t udp;
     transport_afpacket_config_t afpacket;
     transport_roce_config_t roce;
     const transport_opener_t *opener; /* non-NULL: open through it instead of `kind` */

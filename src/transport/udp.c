@@ -18,6 +18,7 @@
 #include "base/errmsg.h"
 #include "base/log.h"
 #include "base/netaddr.h"
+#include "netio/mcast.h"
 #include "transport/transport.h"
 
 static void set_buffer(int fd, int level_force, int level, int bytes)
@@ -497,7 +498,31 @@ static int udp_tp_open(const transport_config_t *cfg, transport_t **out, char *e
         }
         a.sin_port = htons((uint16_t)(ntohs(a.sin_port) + cfg->queue));
     }
-    e->fd = udp_open(&a, cfg->buffer_bytes);
+    if (cfg->udp.mcast_group) {
+        if (!cfg->udp.mcast_peer || cfg->udp.mcast_peer->kind != UDP_ADDR_KIND) {
+            udp_tp_close(&e->base);
+            return set_err(err, errlen, -EINVAL,
+                           "a multicast endpoint needs the switch's UDP address");
+        }
+        e->fd = mcast_open_receiver(cfg->udp.mcast_group, cfg->udp.mcast_port,
+                                    csin_of(cfg->udp.mcast_peer), err, errlen);
+        if (e->fd < 0) {
+            int rc = e->fd;
+            udp_tp_close(&e->base);
+            return rc;
+        }
+        if (cfg->buffer_bytes > 0)
+            set_buffer(e->fd, SO_RCVBUFFORCE, SO_RCVBUF, cfg->buffer_bytes);
+    } else {
+        e->fd = udp_open(&a, cfg->buffer_bytes);
+    }
+    if (e->fd >= 0 && cfg->udp.mcast_send) {
+        int rc = mcast_set_sender(e->fd, a.sin_addr);
+        if (rc != 0) {
+            close(e->fd);
+            e->fd = rc;
+        }
+    }
     if (e->fd < 0) {
         int rc = e->fd;
         char text[64];

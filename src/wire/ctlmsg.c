@@ -7,11 +7,13 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/errmsg.h"
+#include "base/netaddr.h"
 #include "base/sha256.h"
 #include "base/textlist.h"
 #include "inagg.h"
@@ -254,6 +256,12 @@ int wire_join_format(const wire_join_t *j, char *line, size_t cap)
             return -ENOSPC;
         n += k;
     }
+    if (j->mcast) {
+        int k = snprintf(line + n, cap - (size_t)n, " mcast=1");
+        if (k < 0 || (size_t)k >= cap - (size_t)n)
+            return -ENOSPC;
+        n += k;
+    }
     if (j->auth != WIRE_AUTH_NONE) {
         char hex[2 * SHA256_BYTES + 1];
         hex_encode(j->mac, SHA256_BYTES, hex);
@@ -362,6 +370,10 @@ int wire_join_parse(const char *line, wire_join_t *j, enum wire_refusal *refusal
         return set_err(why, cap, -EPROTO, "dpauth= must be 0 or 1");
     }
     j->no_dpauth = dpauth == 0;
+    int mrc = ctl_get_u32(line, "mcast", &j->mcast);
+    if ((mrc != 0 && mrc != -ENOENT) || j->mcast > 1) {
+        return set_err(why, cap, -EPROTO, "mcast= must be 0 or 1");
+    }
     return 0;
 }
 
@@ -380,7 +392,30 @@ int wire_joined_format(const wire_joined_t *j, char *line, size_t cap)
         n += snprintf(line + n, cap - (size_t)n, " dpauth=1");
     if (n >= 0 && (size_t)n < cap && j->gso)
         n += snprintf(line + n, cap - (size_t)n, " gso=1");
+    if (n >= 0 && (size_t)n < cap && j->mcast_addr)
+        n += snprintf(line + n, cap - (size_t)n, " mcast=%u.%u.%u.%u:%u", j->mcast_addr >> 24,
+                      (j->mcast_addr >> 16) & 255u, (j->mcast_addr >> 8) & 255u,
+                      j->mcast_addr & 255u, j->mcast_port);
     return n < 0 || (size_t)n >= cap ? -ENOSPC : 0;
+}
+
+/* JOINED's mcast=GROUP:PORT into j (absent: none). 0, or -EINVAL when it is not an IPv4
+ * multicast address (224.0.0.0/4) and a port 1..65535. */
+static int parse_mcast(const char *line, wire_joined_t *j)
+{
+    char text[32];
+    int rc = ctl_get(line, "mcast", text, sizeof(text));
+    if (rc == -ENOENT)
+        return 0;
+    struct sockaddr_in a;
+    if (rc != 0 || netaddr_parse(text, 0, &a) != 0)
+        return -EINVAL;
+    uint32_t addr = ntohl(a.sin_addr.s_addr);
+    if ((addr >> 28) != 0xEu || a.sin_port == 0)
+        return -EINVAL;
+    j->mcast_addr = addr;
+    j->mcast_port = ntohs(a.sin_port);
+    return 0;
 }
 
 int wire_joined_parse(const char *line, wire_joined_t *j, char *why, size_t cap)
@@ -410,6 +445,12 @@ int wire_joined_parse(const char *line, wire_joined_t *j, char *why, size_t cap)
     int grc = ctl_get_u32(line, "gso", &j->gso);
     if ((grc != 0 && grc != -ENOENT) || j->gso > 1) {
         return set_err(why, cap, -EPROTO, "bad gso= in the switch's answer: '%.100s'", line);
+    }
+    if (parse_mcast(line, j) != 0) {
+        return set_err(why, cap, -EPROTO,
+                       "bad mcast= in the switch's answer (want an IPv4 multicast GROUP:PORT): "
+                       "'%.100s'",
+                       line);
     }
     j->float_mode = strcmp(fmode, "native") == 0 ? INAGG_FLOAT_NATIVE : INAGG_FLOAT_FIXED;
     if (wire_protocol_parse(proto, &j->protocol) != 0) {

@@ -117,6 +117,8 @@ typedef struct wire_join {
     uint8_t mac[32]; /* its value (wire/auth.h) */
     uint32_t no_dpauth; /* dpauth=0: a job with a secret whose dataplane goes without MACs
                             (the registering rank's word holds for the job) */
+    uint32_t mcast; /* mcast=1: this rank can take its results from the job's multicast
+                            group (JOINED mcast=), not only at its own address */
 } wire_join_t;
 
 enum wire_auth { WIRE_AUTH_NONE = 0, WIRE_AUTH_VERIFIER, WIRE_AUTH_PROOF };
@@ -142,6 +144,10 @@ typedef struct wire_joined {
     uint32_t gso; /* gso=1: the switch takes a UDP_SEGMENT (GSO) send as the datagrams it
                               holds, by whatever path it receives (switches before it did not
                               say so, and one on AF_PACKET dropped such a send) */
+    uint32_t mcast_addr; /* mcast=GROUP:PORT: the switch sends a round's result once, to this
+                              IPv4 multicast group (host order; 0: none) and port, when every
+                              rank's copy would be the same; each rank joins it */
+    uint32_t mcast_port;
 } wire_joined_t;
 
 /* Encode a JOINED line. -ENOSPC if it does not fit in cap. */

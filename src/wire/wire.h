@@ -13,7 +13,8 @@
  *                      also WIRE_ACK (worker->switch: "I have the result of this round") and
  *                      WIRE_CONFIRM (switch->worker: "every rank acknowledged; slot free")
  *    4   2   job       job id assigned by the switch at join
- *    6   2   rank      sender's rank (contribution) or receiver's rank (result)
+ *    6   2   rank      sender's rank (contribution) or receiver's rank (result;
+ *                      WIRE_RANK_ALL for one sent to the job's multicast group)
  *    8   8   token     the job's token, 64 random bits (getrandom) given at JOINED: packets
  *                      of another or an old job, or guessed by a stranger, are dropped
  *   16   4   slot      slot index inside the job's pool
@@ -49,6 +50,9 @@
 #include <stdint.h>
 
 #define WIRE_MAGIC 0x4941u
+#define WIRE_RANK_ALL                                                                              \
+    0xffffu /* a RESULT's rank when it went to the job's multicast group:
+                                 every rank's (PROTOCOL.md 9.6) */
 #define WIRE_HEADER_SIZE 36u /* the fixed header; a MAC may follow it */
 #define WIRE_MAC_BYTES 28u /* nonce (12) and tag (16): wire/dpauth.h */
 #define WIRE_HEADER_MAX (WIRE_HEADER_SIZE + WIRE_MAC_BYTES)

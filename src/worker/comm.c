@@ -178,6 +178,10 @@ static int start_protocol(inagg_comm_t *c, const transport_addr_t *sw, const wir
     p.switch_takes_gso = 1;
     for (uint32_t k = 0; k < c->nshards; k++)
         p.switch_takes_gso &= j[k].gso == 1;
+    if (c->nshards == 1) { /* a group is offered only to a JOIN that said mcast=1 */
+        p.mcast_group = j[0].mcast_addr;
+        p.mcast_port = (uint16_t)j[0].mcast_port;
+    }
     for (uint32_t k = 0; k < c->nshards; k++) {
         if (j[k].dpauth != j[0].dpauth)
             return set_err(detail, dlen, -EPROTO,

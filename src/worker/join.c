@@ -212,6 +212,16 @@ static int wants_dpauth(const inagg_comm_t *c)
     return !c->opts.no_dataplane_auth && !(env && strcmp(env, "1") == 0);
 }
 
+/* Does this rank offer to take results from the job's multicast group (PROTOCOL.md 9.6)?
+ * p4sgd over udp, with one switch, unless $INAGG_MULTICAST=0. */
+static int wants_mcast(const inagg_comm_t *c)
+{
+    const char *env = env_get(ENV_MULTICAST);
+    return c->proto->protocol == INAGG_PROTO_P4SGD && c->nshards == 1 &&
+           (!c->opts.transport || strcmp(c->opts.transport, "udp") == 0) &&
+           !(env && strcmp(env, "0") == 0);
+}
+
 /* The JOIN this rank sends (its secret's fields are the join client's). */
 static wire_join_t join_line_of(const inagg_comm_t *c)
 {
@@ -225,6 +235,7 @@ static wire_join_t join_line_of(const inagg_comm_t *c)
         .protocol = c->proto->protocol,
         .timeout_ms = c->opts.timeout_ms,
         .opt = c->opt,
+        .mcast = (uint32_t)wants_mcast(c),
     };
     snprintf(j.job, sizeof(j.job), "%s", c->job);
     if (c->codec.mode != CODEC_NONE) {

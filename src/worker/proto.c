@@ -178,6 +178,22 @@ int worker_open_endpoint(const worker_params_t *p, int buffer, uint32_t stream, 
     return transport_open(&cfg, out, err, errlen);
 }
 
+int worker_open_mcast_endpoint(const worker_params_t *p, int buffer, uint32_t stream,
+                               transport_t **out, char *err, size_t errlen)
+{
+    transport_config_t cfg = {
+        .kind = "udp",
+        .udp = {.mcast_group = p->mcast_group,
+                .mcast_port = p->mcast_port,
+                .mcast_peer = &p->sw_queue0},
+        .buffer_bytes = buffer,
+        .max_packet = worker_hdr_bytes(p) + (uint32_t)worker_payload_cap(p),
+        .faults = p->faults,
+        .fault_stream = ((uint64_t)p->rank << 16) | stream,
+    };
+    return transport_open(&cfg, out, err, errlen);
+}
+
 uint32_t worker_seal(const worker_params_t *p, wire_header_t *h, uint8_t *pkt)
 {
     if (p->dp_auth)

@@ -76,6 +76,9 @@ typedef struct worker_params {
     int roce_no_replay; /* roce: retransmissions take new PSNs (INAGG_ROCE_REPLAY=0) */
     uint32_t roce_mtu; /* roce: the path MTU (INAGG_ROCE_MTU; 0: from the interface) */
     int switch_takes_gso; /* udp: every shard's JOINED said gso=1 */
+    uint32_t mcast_group; /* p4sgd: results may come to this multicast group (host
+                                         order; JOINED mcast=, PROTOCOL.md 9.6), 0: none */
+    uint16_t mcast_port;
     int codec_no_helper; /* code on the engine thread only (INAGG_CODEC_HELPER=0) */
     int chunk_tags; /* `chunk` carries the chunk index (optimizer jobs), so
                                          p4sgd acknowledgements never ride on it */
@@ -261,7 +264,8 @@ static inline const worker_shard_t *worker_shard_of(const worker_params_t *p, ui
  * those of the shard serving that slot? */
 static inline int worker_packet_ours(const worker_params_t *p, const wire_header_t *h)
 {
-    if (h->slot >= p->slots || h->rank != p->rank)
+    if (h->slot >= p->slots ||
+        (h->rank != p->rank && !(p->mcast_group && h->rank == WIRE_RANK_ALL)))
         return 0;
     const worker_shard_t *sh = worker_shard_of(p, h->slot);
     return h->job == sh->job && h->token == sh->token;
@@ -311,14 +315,18 @@ static inline uint32_t worker_slot_queue(const worker_params_t *p, uint32_t slot
 /* The address of that queue, as endpoint t reaches it. 0 or -errno. */
 int worker_slot_addr(const worker_params_t *p, const transport_t *t, uint32_t slot,
                      transport_addr_t *out);
-/* An engine's endpoint: `buffer` bytes of socket buffers, receive buffers for the job's
- * largest packet, and the fault injection of p->faults drawing its own decisions (the rank
- * and `stream` mixed). 0, or -errno with a reason in err (-EINVAL: a bad fault spec). */
 /* Add endpoint t's transport counters and fault decisions to *acc. */
 void worker_transport_stats_add(const transport_t *t, inagg_transport_stats_t *acc);
 
+/* An engine's endpoint: `buffer` bytes of socket buffers, receive buffers for the job's
+ * largest packet, and the fault injection of p->faults drawing its own decisions (the rank
+ * and `stream` mixed). 0, or -errno with a reason in err (-EINVAL: a bad fault spec). */
 int worker_open_endpoint(const worker_params_t *p, int buffer, uint32_t stream, transport_t **out,
                          char *err, size_t errlen);
+/* A p4sgd worker's endpoint that takes the results its switch sends to the job's multicast
+ * group (p->mcast_group, PROTOCOL.md 9.6), with faults as worker_open_endpoint's. */
+int worker_open_mcast_endpoint(const worker_params_t *p, int buffer, uint32_t stream,
+                               transport_t **out, char *err, size_t errlen);
 
 /* Bytes a packet's payload may take: elems words, or a coded chunk of elems values. */
 static inline size_t worker_payload_cap(const worker_params_t *p)

@@ -79,6 +79,7 @@ struct p4engine {
     worker_params_t p;
     transport_t *tp; /* contributions out, results in */
     transport_t *ack_tp; /* acknowledgements out, confirmations in (see p4engine_create) */
+    transport_t *mc_tp; /* results sent once to the job's multicast group, or NULL */
     p4wslot_t *ws; /* [slots] */
     uint64_t next_op; /* operations started so far: the next uses slot next_op % slots */
     uint32_t busy; /* slots not free */
@@ -123,6 +124,13 @@ static int p4engine_create(const worker_params_t *p, p4engine_t **out, char *err
     rc = worker_open_endpoint(p, 1 << 20, 18u, &e->ack_tp, err, errlen);
     if (rc != 0)
         goto fail;
+    /* A third for results the switch sends once to the job's multicast group (PROTOCOL.md
+     * 9.6): bound to the group, so a rank's own results still come to `tp`. */
+    if (p->mcast_group) {
+        rc = worker_open_mcast_endpoint(p, p->socket_buffer, 19u, &e->mc_tp, err, errlen);
+        if (rc != 0)
+            goto fail;
+    }
     if (worker_txq_init(&e->tx, e->tp, 2 * (int)p->slots + 1) != 0 ||
         worker_txq_init(&e->acks, e->ack_tp, 2 * (int)p->slots + 1) != 0) {
         rc = set_err(err, errlen, -ENOMEM, "out of memory");
@@ -150,6 +158,8 @@ static void p4engine_destroy(p4engine_t *e)
         return;
     transport_close(e->tp);
     transport_close(e->ack_tp);
+    if (e->mc_tp)
+        transport_close(e->mc_tp);
     free(e->ws);
     free(e->pkt_arena);
     worker_txq_free(&e->tx);
@@ -421,12 +431,16 @@ static int p4engine_progress(p4engine_t *e, int block, char *detail, size_t dlen
          * ready (ready < 0: no wait, look at both). */
         int ready = -1;
         if (wait_ms > 0) {
-            transport_t *const ts[2] = {e->ack_tp, e->tp};
-            ready = transport_wait_ready_spin(ts, 2, wait_ms, e->p.poll_us, NULL);
+            transport_t *const ts[3] = {e->ack_tp, e->tp, e->mc_tp};
+            ready = transport_wait_ready_spin(ts, 3, wait_ms, e->p.poll_us, NULL);
             if (ready < 0)
                 return fail_with(e, -EIO, detail, dlen, "waiting failed: %s", strerror(-ready));
         }
-        n = ready < 0 || (ready & 2) ? receive(e, e->tp) : 0;
+        n = e->mc_tp && (ready < 0 || (ready & 4)) ? receive(e, e->mc_tp) : 0;
+        if (n >= 0 && (ready < 0 || (ready & 2))) {
+            int u = receive(e, e->tp);
+            n = u < 0 ? u : n + u;
+        }
         if (n >= 0 && (ready < 0 ? n == 0 || e->aggregating == 0 : (ready & 1) != 0))
             n = receive(e, e->ack_tp);
     }
@@ -646,6 +660,8 @@ static void p4_add_transport_stats(const void *state, inagg_transport_stats_t *a
     const p4engine_t *e = state;
     worker_transport_stats_add(e->tp, acc);
     worker_transport_stats_add(e->ack_tp, acc);
+    if (e->mc_tp)
+        worker_transport_stats_add(e->mc_tp, acc);
 }
 
 const worker_proto_ops_t worker_proto_p4sgd = {

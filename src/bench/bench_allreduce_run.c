@@ -562,26 +562,6 @@ static void plan_sizes(ar_run_t *run)
     }
 }
 
-/* INAGG_BENCH_SWITCH_STATS set: the testbed switch's counters (with the fabric's: its RoCE
- * steering and endpoints, ports, drops) to stderr before the testbed goes, so that a failed
- * run leaves its evidence (bench/roce_stress.sh keeps it). */
-static void testbed_switch_stats(ctx_t *c, const launch_testbed_t *tb)
-{
-    if (!getenv("INAGG_BENCH_SWITCH_STATS") || !c->sw_addr[0])
-        return;
-    char addr[sizeof(c->sw_addr)];
-    snprintf(addr, sizeof(addr), "%s", c->sw_addr);
-    addr[strcspn(addr, ",")] = 0; /* the first switch of several */
-    char *cmd[] = {c->self, "switch", "--stats", addr, NULL}, *argv[16], err[160];
-    if (launch_testbed_argv(tb, "sw", cmd, argv, 16) == 0)
-        return;
-    fprintf(stderr, AR_CMD ": the switch's counters at the end of the run:\n");
-    launch_spec_t s = {
-        .argv = argv, .in = LAUNCH_DEVNULL, .out = STDERR_FILENO, .err = LAUNCH_INHERIT};
-    if (launch_run(&s, 10000, err, sizeof(err)) != 0)
-        fprintf(stderr, AR_CMD ": the switch's counters: %s\n", err);
-}
-
 /* ---- the run ----------------------------------------------------------------------------------- */
 
 static int run_testbed(ar_run_t *run, ctx_t *c)
@@ -632,7 +612,7 @@ static int run_testbed(ar_run_t *run, ctx_t *c)
     run->busy_before = busy_over_a_second(c);
     for (int i = 0; rc == 0 && i < run->nsizes; i++)
         run_size(c, &run->size[i]);
-    testbed_switch_stats(c, tb);
+    launch_testbed_switch_stats(tb, c->self, c->sw_addr, AR_CMD);
     if (c->sw_pid > 0)
         launch_testbed_linger();
     for (int k = 0; k < c->nmore; k++)

@@ -489,6 +489,7 @@ int lat_testbed_up(const lat_opts_t *o, launch_tbjob_t **out)
     j->tb.fabric = o->fabric;
     j->tb.link_delay = o->link_delay;
     j->switch_poll = o->switch_poll; /* the bridge testbed's switch */
+    j->switch_multicast = o->switch_multicast;
     if (o->switch_poll && fabric_poll_env(o->switch_poll) != 0) { /* an inagg fabric's */
         fprintf(stderr, "inagg bench latency: $INAGG_FABRIC_ARGS is too long to add --poll\n");
         free(j);
@@ -515,4 +516,14 @@ int lat_testbed_up(const lat_opts_t *o, launch_tbjob_t **out)
     }
     *out = j;
     return 0;
+}
+
+void lat_testbed_down(launch_tbjob_t *j)
+{
+    char self[PATH_MAX];
+    ssize_t sl = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    self[sl > 0 ? sl : 0] = '\0';
+    launch_testbed_switch_stats(&j->tb, self, j->sw_addr, "inagg bench latency");
+    launch_tbjob_down(j);
+    free(j);
 }

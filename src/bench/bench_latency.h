@@ -30,6 +30,8 @@ typedef struct lat_opts {
     uint32_t rank;
     const char *job, *report_file;
     const char *switch_poll; /* --switch-poll: the testbed switch's --poll (NULL: default) */
+    const char *switch_multicast; /* --switch-multicast: the testbed switch's --multicast
+                                     GROUP or "off" (NULL: the testbed's default) */
     const char *poll; /* --poll: the workers' wait (options.poll_us; NULL: default) */
     uint32_t poll_us;
 } lat_opts_t;
@@ -62,5 +64,9 @@ int lat_run_single(const lat_opts_t *o);
  * launch_tbjob_down). 0, or a negative errno after a message: -EOPNOTSUPP when testbeds
  * cannot be built here (no root, no network namespaces). */
 int lat_testbed_up(const lat_opts_t *o, launch_tbjob_t **out);
+
+/* Take down what lat_testbed_up built, and free j; with $INAGG_BENCH_SWITCH_STATS the
+ * testbed switch's counters go to stderr first. */
+void lat_testbed_down(launch_tbjob_t *j);
 
 #endif /* INAGG_BENCH_BENCH_LATENCY_H */

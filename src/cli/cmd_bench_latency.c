@@ -19,12 +19,14 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/errmsg.h"
+#include "base/netaddr.h"
 #include "base/pollmode.h"
 #include "bench/bench_latency.h"
 #include "bench/harness.h"
@@ -32,6 +34,7 @@
 #include "cli/commands.h"
 #include "cli/flags.h"
 #include "cli/output.h"
+#include "netio/mcast.h"
 #include "json/json.h"
 
 static void usage(FILE *out)
@@ -80,6 +83,10 @@ static void usage(FILE *out)
         "                       --fabric inagg, of the fabric's `inagg switch --l2`)\n"
         "                       (adaptive[:US] by default, sleep, busy; `inagg switch\n"
         "                       --help`)\n"
+        "  --switch-multicast GROUP|off  with --testbed --fabric bridge: the testbed\n"
+        "                       switch's --multicast (default 239.77.0.0: a round's\n"
+        "                       result leaves once, to the job's group; off: once per\n"
+        "                       rank)\n"
         "                       --testbed also measures the medium's floor in the same run:\n"
         "                       a UDP ping-pong of inagg's packet size from each host to\n"
         "                       the switch namespace whose echo server waits as the switch\n"
@@ -134,6 +141,7 @@ static int parse_own_flag(void *ctx, int c)
             return 0;
         case 'F': o->report_file = optarg; return 0;
         case 'G': o->switch_poll = optarg; return 0;
+        case 'M': o->switch_multicast = optarg; return 0;
         default: return -1;
     }
 }
@@ -153,6 +161,9 @@ static const char *check_placement(lat_opts_t *o, const bench_opts_t *b)
     } else if (o->job || o->report_file) {
         return "--job and --report-file go with --rank (one rank of a job)";
     }
+    if (o->switch_multicast && (!o->testbed || !o->fabric || strcmp(o->fabric, "bridge") != 0))
+        return "--switch-multicast sets the bridge testbed's `inagg switch`: it goes with "
+               "--testbed N --fabric bridge";
     if (o->testbed) {
         if (o->switch_addr)
             return "--testbed starts its own switch in the switch namespace; --switch does "
@@ -184,6 +195,14 @@ static int check_flags(void *ctx, const bench_opts_t *b, char *why, size_t whyle
         if (rc < 0)
             return rc;
     }
+    struct sockaddr_in g;
+    if (o->switch_multicast && strcmp(o->switch_multicast, "off") != 0 &&
+        (netaddr_parse(o->switch_multicast, 1, &g) != 0 ||
+         !mcast_is_group(ntohl(g.sin_addr.s_addr)) || g.sin_port == 0))
+        return set_err(why, whylen, -EINVAL,
+                       "--switch-multicast wants off or an IPv4 multicast group (224.0.0.0/4, "
+                       "e.g. 239.77.0.0) with an optional :PORT, got '%s'",
+                       o->switch_multicast);
     o->faults =
         bench_worker_faults(o->faults, o->loss, o->seed, o->faults_buf, sizeof(o->faults_buf));
     return 0;
@@ -225,14 +244,30 @@ static int parse_args(int argc, char **argv, lat_opts_t *o)
                       .iters_max = LAT_MAX_ITERS,
                       .warmup_max = LAT_MAX_ITERS,
                       .check = check_flags};
-    static const struct option own[] = {
-        {"elems", required_argument, 0, 'e'},       {"dtype", required_argument, 0, 'd'},
-        {"slots", required_argument, 0, 's'},       {"report-file", required_argument, 0, 'F'},
-        {"switch-poll", required_argument, 0, 'G'}, {0, 0, 0, 0}};
+    static const struct option own[] = {{"elems", required_argument, 0, 'e'},
+                                        {"dtype", required_argument, 0, 'd'},
+                                        {"slots", required_argument, 0, 's'},
+                                        {"report-file", required_argument, 0, 'F'},
+                                        {"switch-poll", required_argument, 0, 'G'},
+                                        {"switch-multicast", required_argument, 0, 'M'},
+                                        {0, 0, 0, 0}};
     return bench_opts_parse(&b, argc, argv, own, parse_own_flag, o, usage);
 }
 
 /* ---- render --------------------------------------------------------------------------------- */
+
+/* Whether the testbed's aggregation switch is `inagg switch` (--fabric bridge), not the
+ * fabric's own. */
+static int testbed_switch_is_ours(const lat_opts_t *o)
+{
+    return o->fabric && strcmp(o->fabric, "bridge") == 0;
+}
+
+/* That switch's --multicast: the group, or "off". */
+static const char *lat_switch_multicast(const lat_opts_t *o)
+{
+    return o->switch_multicast ? o->switch_multicast : LAUNCH_TBJOB_MCAST_GROUP;
+}
 
 static void render_text(FILE *table, const lat_opts_t *o, const lat_result_t *r)
 {
@@ -246,6 +281,11 @@ static void render_text(FILE *table, const lat_opts_t *o, const lat_result_t *r)
                 o->link_rate ? o->link_rate
                              : "not "
                                "rate-limited");
+    if (o->testbed && testbed_switch_is_ours(o) && strcmp(lat_switch_multicast(o), "off") == 0)
+        fprintf(table, "  switch         no --multicast: a result to each rank\n");
+    else if (o->testbed && testbed_switch_is_ours(o))
+        fprintf(table, "  switch         --multicast %s: a p4sgd round's result leaves once\n",
+                lat_switch_multicast(o));
     if (o->switch_poll || o->poll)
         fprintf(table, "  poll           switch %s, workers %s\n",
                 o->switch_poll ? o->switch_poll : "default", o->poll ? o->poll : "default");
@@ -284,6 +324,8 @@ static int render_json(const lat_opts_t *o, const lat_result_t *r)
         cli_json_testbed_begin(&w, o->testbed, o->fabric, o->link_delay, o->link_rate);
         json_string(&w, "switch_poll", o->switch_poll ? o->switch_poll : "default");
         json_string(&w, "worker_poll", o->poll ? o->poll : "default");
+        if (testbed_switch_is_ours(o))
+            json_string(&w, "switch_multicast", lat_switch_multicast(o));
         json_end_object(&w);
     }
     json_begin_object(&w, "latency_us");
@@ -338,10 +380,8 @@ int cmd_bench_latency(int argc, char **argv)
             return rc == -EOPNOTSUPP ? 3 : 1; /* 3: testbeds cannot be built here */
     }
     int rrc = lat_run(&o, j, &res);
-    if (j) {
-        launch_tbjob_down(j);
-        free(j);
-    }
+    if (j)
+        lat_testbed_down(j);
     if (rrc != 0)
         return 1;
     render_text(cli_text_stream(o.json_path), &o, &res);

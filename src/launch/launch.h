@@ -362,6 +362,10 @@ void launch_cpucap_remove(char *path);
 
 /* ---- one job across a testbed (testbed_job.c) ---------------------------------------------- */
 
+/* The group a testbed's `inagg switch` multicasts results to (its hosts share one L2
+ * segment, as a rack under a switch that multicasts does; docs/TESTBED.md) */
+#define LAUNCH_TBJOB_MCAST_GROUP "239.77.0.0"
+
 typedef struct launch_tbjob {
     launch_testbed_t tb; /* in: tb.fabric, tb.link_delay; the rest filled by up */
     char rsh[4096]; /* tools/testbed-rsh, Open MPI's launch agent */
@@ -371,6 +375,8 @@ typedef struct launch_tbjob {
     pid_t sw_pid; /* `inagg switch` in the switch namespace, 0: none */
     char sw_addr[64]; /* the aggregation switch's HOST:PORT */
     const char *switch_poll; /* in: that switch's --poll MODE (NULL: its default) */
+    const char *switch_multicast; /* in: that switch's --multicast GROUP, "off" for none
+                                     (NULL: LAUNCH_TBJOB_MCAST_GROUP, one L2 segment's) */
 } launch_tbjob_t;
 
 /* Find tools/testbed and its rsh agent, remove testbeds of runs that are gone, guard against
@@ -384,6 +390,13 @@ int launch_tbjob_up(launch_tbjob_t *j, unsigned hosts, const char *rate, unsigne
  * once it wrote its port to its readiness pipe. 0, or -errno with the reason in err. */
 int launch_tbjob_switch(launch_tbjob_t *j, const char *self, unsigned threads, char *err,
                         size_t errlen);
+
+/* $INAGG_BENCH_SWITCH_STATS set: the counters of the testbed's aggregation switch at
+ * sw_addr (the first of a list; with the fabric's, when it is the fabric) to stderr, asked
+ * by `self switch --stats` in the switch namespace before the testbed goes, so that a run
+ * leaves its evidence. `cmd` names the benchmark in what is printed. */
+void launch_testbed_switch_stats(const launch_testbed_t *tb, const char *self, const char *sw_addr,
+                                 const char *cmd);
 
 /* $INAGG_TESTBED_SWITCH_LINGER_MS set (0..60000): say so and wait that long, so that a
  * Prometheus scraping the testbed switch's --metrics ($INAGG_TESTBED_SWITCH_METRICS, see

@@ -79,10 +79,21 @@ int launch_tbjob_switch(launch_tbjob_t *j, const char *self, unsigned threads, c
     int err_fd = memfd_create("inagg-switch-stderr", MFD_CLOEXEC);
     char listen[48];
     snprintf(listen, sizeof(listen), "%s:%d", tb->switch_addr, TBJOB_SWITCH_PORT);
-    char *extra[] = {"--poll", (char *)j->switch_poll, NULL};
-    pid_t pid = launch_ns_switch(tb, "sw", self, listen, threads ? threads : 1,
-                                 j->switch_poll ? extra : NULL, err_fd, TBJOB_SWITCH_READY_MS,
-                                 j->sw_addr, sizeof(j->sw_addr), err, errlen);
+    char *extra[5];
+    int n = 0;
+    if (j->switch_poll) {
+        extra[n++] = "--poll";
+        extra[n++] = (char *)j->switch_poll;
+    }
+    const char *group = j->switch_multicast ? j->switch_multicast : LAUNCH_TBJOB_MCAST_GROUP;
+    if (strcmp(group, "off") != 0) {
+        extra[n++] = "--multicast";
+        extra[n++] = (char *)group;
+    }
+    extra[n] = NULL;
+    pid_t pid =
+        launch_ns_switch(tb, "sw", self, listen, threads ? threads : 1, n ? extra : NULL, err_fd,
+                         TBJOB_SWITCH_READY_MS, j->sw_addr, sizeof(j->sw_addr), err, errlen);
     if (err_fd >= 0)
         close(err_fd);
     if (pid < 0)
@@ -107,6 +118,24 @@ static int ns_switch_metrics(const char *listen, char *out, size_t len)
         snprintf(out, len, "%s", v);
     }
     return 1;
+}
+
+void launch_testbed_switch_stats(const launch_testbed_t *tb, const char *self, const char *sw_addr,
+                                 const char *cmd)
+{
+    if (!getenv("INAGG_BENCH_SWITCH_STATS") || !sw_addr[0])
+        return;
+    char addr[64];
+    snprintf(addr, sizeof(addr), "%s", sw_addr);
+    addr[strcspn(addr, ",")] = 0; /* the first switch of several */
+    char *stats[] = {(char *)self, "switch", "--stats", addr, NULL}, *argv[16], err[160];
+    if (launch_testbed_argv(tb, "sw", stats, argv, 16) == 0)
+        return;
+    fprintf(stderr, "%s: the switch's counters at the end of the run:\n", cmd);
+    launch_spec_t sp = {
+        .argv = argv, .in = LAUNCH_DEVNULL, .out = STDERR_FILENO, .err = LAUNCH_INHERIT};
+    if (launch_run(&sp, 10000, err, sizeof(err)) != 0)
+        fprintf(stderr, "%s: the switch's counters: %s\n", cmd, err);
 }
 
 void launch_testbed_linger(void)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tests/cli_floor.sh - the medium's floor of `inagg bench latency --testbed N`: its UDP echo
 # and ping roles on loopback (a real echo verifies; an echo server that changes one byte, or
-# none at all, fails the ping with a clear error), then a 2-host testbed
+# none at all, fails the ping with a clear error), host k's rank and floor client pinned to
+# the (k-1)-th CPU (--pin-hosts, and its flags' usage errors), then a 2-host testbed
 # through the bridge and one through the inagg fabric, whose reports carry floor_us {p50, p99}
 # and floor_ratio_p50 = inagg p50 / floor p50.
 # The testbed part skips, saying why, where testbeds cannot be built (exit 3). Every command
@@ -62,6 +63,47 @@ rc=$?
 if [ $rc -eq 1 ] && grep -q "did not answer" "$tmp/err" && [ $(( $(date +%s) - start )) -lt 30 ]; then ok $t
 else bad $t "exit $rc: $(cat "$tmp/err")"; fi
 
+# --pin-hosts (default on): host k's rank and the floor's client in host k run on the
+# (k-1)-th CPU (mod their number); seen in /proc while a long run is on
+t=testbed_pins_host_k_to_the_k-1th_cpu
+timeout 300 $INAGG bench latency --testbed 2 --fabric bridge --iters 150000 --warmup 10 \
+    --json "$tmp/pin.json" >/dev/null 2>"$tmp/pin.err" &
+runner=$!
+mapfile -t cpus < <(python3 -c "import os; print('\n'.join(map(str, sorted(os.sched_getaffinity(0)))))")
+seen="" fseen=""
+# "index:CPUs" of each process of kind $1 (rank: --rank-cpu K; floor: --floor-cpu K)
+pinned() {
+    for pid in $(pgrep -f "inagg bench latency .*--$1-cpu"); do
+        k=$(tr '\0' ' ' </proc/$pid/cmdline 2>/dev/null | sed -n "s/.*--$1-cpu \([0-9]*\).*/\1/p")
+        list=$(awk '/Cpus_allowed_list/ {print $2}' /proc/$pid/status 2>/dev/null)
+        [ -n "$k" ] && [ -n "$list" ] && echo -n " $k:$list"
+    done
+}
+want0=${cpus[0]} want1=${cpus[$((1 % ${#cpus[@]}))]}
+# a process pins itself once it has read its flags: look until each was seen pinned
+all_pinned() { [[ "$1" == *" 0:$want0"* ]] && [[ "$1" == *" 1:$want1"* ]]; }
+for _ in $(seq 1 600); do
+    all_pinned "$seen" || seen+=$(pinned rank)
+    all_pinned "$fseen" || fseen+=$(pinned floor)
+    all_pinned "$seen" && all_pinned "$fseen" && break
+    kill -0 $runner 2>/dev/null || break
+    sleep 0.1
+done
+kill $runner 2>/dev/null; wait $runner 2>/dev/null
+if grep -q "cannot be built" "$tmp/pin.err"; then skp $t "testbeds cannot be built here"
+elif all_pinned "$seen" && all_pinned "$fseen"; then ok $t
+else bad $t "ranks seen as index:CPUs '$(echo $seen | tr ' ' '\n' | sort -u | tr '\n' ' ')', floor clients '$(echo $fseen | tr ' ' '\n' | sort -u | tr '\n' ' ')'; want 0:$want0 and 1:$want1"; fi
+
+t=pin_flags_usage_errors_exit_2
+rcs=""
+for args in "--pin-hosts maybe --testbed 2" "--pin-hosts on" "--rank-cpu 1" \
+    "--rank 0 --workers 2 --switch 127.0.0.1:1 --job j --report-file $tmp/r --rank-cpu x"; do
+    timeout 10 $INAGG bench latency $args >/dev/null 2>"$tmp/err"
+    rc=$?
+    [ $rc -eq 2 ] && grep -q -- "--pin-hosts\|--rank-cpu" "$tmp/err" || rcs+=" [$args]=$rc"
+done
+[ -z "$rcs" ] && ok $t || bad $t "$rcs"
+
 for fabric in bridge inagg; do
 t=testbed_latency_reports_the_floor_$fabric
 # through the inagg fabric also --switch-poll (the fabric's `inagg switch --l2 --poll`)
@@ -78,11 +120,12 @@ else
     ratio=$(json_get "['floor_ratio_p50']" <"$tmp/out")
     p50=$(json_get "['latency_us']['p50']" <"$tmp/out")
     spj=$(json_get "['testbed']['switch_poll']" <"$tmp/out")
+    pin=$(json_get "['testbed']['pin_hosts']" <"$tmp/out")
     if python3 -c "import sys; f50,f99,n,r,p=map(float,sys.argv[1:]); sys.exit(0 if 0<f50<=f99 and n==600 and abs(r-p/f50)<1e-6*r+1e-9 else 1)" \
             "$f50" "$f99" "$fn" "$ratio" "$p50" && grep -q "floor (UDP) *p50" "$tmp/err" &&
-        { [ $fabric = bridge ] || [ "$spj" = adaptive:300 ]; }; then
+        { [ $fabric = bridge ] || [ "$spj" = adaptive:300 ]; } && [ "$pin" = True ]; then
         ok $t
-    else bad $t "floor p50 '$f50' p99 '$f99' samples '$fn' ratio '$ratio' inagg p50 '$p50' switch_poll '$spj'"; fi
+    else bad $t "floor p50 '$f50' p99 '$f99' samples '$fn' ratio '$ratio' inagg p50 '$p50' switch_poll '$spj' pin_hosts '$pin'"; fi
 fi
 done
 finish

@@ -3,10 +3,12 @@
  * dataplane's choice of receive timeout, and a worker's spinning wait over loopback UDP
  * (asks without sleeping for its spin, then sleeps; wakes on a packet meanwhile), the
  * default (the zero value: adaptive), the spin given up when a yield loses the core to a
- * CPU-bound thread, and INAGG_POLL refused with a clear error when it is not a mode.
+ * CPU-bound thread, INAGG_POLL refused with a clear error when it is not a mode, and the
+ * round-robin pinning of `bench latency --pin-hosts`.
  */
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -200,4 +202,40 @@ TEST(pollmode_bad_inagg_poll_is_refused, 10)
     else
         unsetenv("INAGG_POLL");
     free(old);
+}
+
+/* switch_pin_self_spread (bench latency --pin-hosts): index k pins to the k-th CPU the thread
+ * may use, round-robin over them; the pin holds for the thread alone. */
+static void *spread_probe(void *arg)
+{
+    int *io = arg; /* in: the index; out: the CPU it pinned to, or -1 if the set is not that */
+    int cpu = switch_pin_self_spread((uint32_t)io[0]);
+    cpu_set_t now;
+    io[1] = cpu >= 0 && sched_getaffinity(0, sizeof(now), &now) == 0 && CPU_COUNT(&now) == 1 &&
+                    CPU_ISSET(cpu, &now)
+                ? cpu
+                : -1;
+    return NULL;
+}
+
+TEST(pollmode_pin_spread_round_robin, 10)
+{
+    cpu_set_t allowed;
+    CHECK(sched_getaffinity(0, sizeof(allowed), &allowed) == 0);
+    int n = CPU_COUNT(&allowed), nth[3] = {-1, -1, -1};
+    for (int cpu = 0, k = 0; cpu < CPU_SETSIZE && k < 3; cpu++)
+        if (CPU_ISSET(cpu, &allowed))
+            nth[k++] = cpu;
+    int idx[] = {0, 1, n, n + 1},
+        want[] = {nth[0], n > 1 ? nth[1] : nth[0], nth[0], n > 1 ? nth[1] : nth[0]};
+    for (int i = 0; i < 4; i++) {
+        int io[2] = {idx[i], -2};
+        pthread_t t;
+        CHECK(pthread_create(&t, NULL, spread_probe, io) == 0);
+        pthread_join(t, NULL);
+        CHECK_MSG(io[1] == want[i], "index %d of %d CPUs pinned to %d, want %d", idx[i], n, io[1],
+                  want[i]);
+    }
+    cpu_set_t after; /* the caller's own set is untouched */
+    CHECK(sched_getaffinity(0, sizeof(after), &after) == 0 && CPU_EQUAL(&after, &allowed));
 }

@@ -120,3 +120,21 @@ int switch_pin_self(uint32_t cpu)
     CPU_SET(cpu, &set);
     return -pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
 }
+
+int switch_pin_self_spread(uint32_t index)
+{
+    cpu_set_t allowed;
+    if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0)
+        return -errno;
+    int n = CPU_COUNT(&allowed);
+    if (n <= 0)
+        return -EINVAL;
+    uint32_t want = index % (uint32_t)n;
+    for (int cpu = 0; cpu < CPU_SETSIZE; cpu++) {
+        if (!CPU_ISSET(cpu, &allowed) || want-- > 0)
+            continue;
+        int rc = switch_pin_self((uint32_t)cpu);
+        return rc < 0 ? rc : cpu;
+    }
+    return -EINVAL;
+}

@@ -85,6 +85,10 @@ int switch_cpu_list_parse(const char *text, uint32_t *cpus, uint32_t *n, char *e
 /* Pin the calling thread to one CPU. 0, or -errno. */
 int switch_pin_self(uint32_t cpu);
 
+/* Pin the calling thread to the index-th CPU (modulo their number) of those it may run on:
+ * spreading processes 0, 1, 2, ... round-robin over the machine. The CPU, or -errno. */
+int switch_pin_self_spread(uint32_t index);
+
 /* The timeout for the next receive of a dataplane thread in mode (spin_us for adaptive, 0:
  * the default):
  * 0 (do not wait) while busy-polling, else sleep_ms. now_ns and last_traffic_ns: the clock

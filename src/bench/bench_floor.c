@@ -262,23 +262,30 @@ static int role_usage(const char *why)
             "                           [--floor-poll MODE]\n"
             "       inagg bench latency --floor-ping HOST:PORT --floor-size B --floor-host K\n"
             "                           --iters N --warmup W --report-file PATH\n"
-            "                           [--floor-poll MODE]\n",
+            "                           [--floor-poll MODE] [--floor-cpu K (pinned to the\n"
+            "                           K-th CPU it may use, modulo their number)]\n",
             why);
     return 2;
 }
 
 int bench_floor_role_main(int argc, char **argv)
 {
-    static const struct option longopts[] = {
-        {"floor-echo", required_argument, 0, 'E'},    {"floor-ping", required_argument, 0, 'P'},
-        {"floor-size", required_argument, 0, 's'},    {"floor-host", required_argument, 0, 'H'},
-        {"floor-life-ms", required_argument, 0, 'l'}, {"iters", required_argument, 0, 'k'},
-        {"warmup", required_argument, 0, 'W'},        {"report-file", required_argument, 0, 'F'},
-        {"floor-poll", required_argument, 0, 'p'},    {0, 0, 0, 0}};
+    static const struct option longopts[] = {{"floor-echo", required_argument, 0, 'E'},
+                                             {"floor-ping", required_argument, 0, 'P'},
+                                             {"floor-size", required_argument, 0, 's'},
+                                             {"floor-host", required_argument, 0, 'H'},
+                                             {"floor-life-ms", required_argument, 0, 'l'},
+                                             {"iters", required_argument, 0, 'k'},
+                                             {"warmup", required_argument, 0, 'W'},
+                                             {"report-file", required_argument, 0, 'F'},
+                                             {"floor-poll", required_argument, 0, 'p'},
+                                             {"floor-cpu", required_argument, 0, 'c'},
+                                             {0, 0, 0, 0}};
     floor_poll_t fp = {SWITCH_POLL_ADAPTIVE, 0};
     char perr[160];
     const char *echo = NULL, *ping = NULL, *report = NULL;
     uint64_t size = 0, host = 0, iters = 0, warmup = 0, life = FLOOR_SERVER_LIFE_MS;
+    uint64_t cpu = UINT64_MAX; /* --floor-cpu: not pinned */
     int c;
     optind = 1;
     opterr = 0;
@@ -325,6 +332,12 @@ int bench_floor_role_main(int argc, char **argv)
                 lo = 0;
                 hi = FLOOR_MAX_ITERS;
                 break;
+            case 'c':
+                f = "--floor-cpu";
+                v = &cpu;
+                lo = 0;
+                hi = UINT32_MAX;
+                break;
             default: return role_usage("unknown or incomplete option for the floor's roles");
         }
         if (f && parse_u64_in(f, optarg, lo, hi, v))
@@ -346,6 +359,12 @@ int bench_floor_role_main(int argc, char **argv)
     if (!size || !iters || !report)
         return role_usage("--floor-ping needs --floor-size, --iters and --report-file");
     signal(SIGPIPE, SIG_IGN);
+    int pinned = cpu == UINT64_MAX ? 0 : switch_pin_self_spread((uint32_t)cpu);
+    if (pinned < 0) {
+        fprintf(stderr, "inagg bench latency: floor ping: cannot pin to CPU %llu: %s\n",
+                (unsigned long long)cpu, strerror(-pinned));
+        return 1;
+    }
     return ping_main(&a, (uint32_t)host, (uint32_t)size, (uint32_t)iters, (uint32_t)warmup, report,
                      &fp);
 }
@@ -354,7 +373,7 @@ int bench_floor_role_main(int argc, char **argv)
 
 /* The numbers on client k's command line, as text. */
 typedef struct ping_args {
-    char host[16], hostno[16], size[16], iters[16], warmup[16];
+    char host[16], hostno[16], size[16], iters[16], warmup[16], cpu[16];
 } ping_args_t;
 
 /* Read client k's report into rtt (its samples appended at *n). 0, or -EPROTO with err set. */
@@ -421,6 +440,7 @@ int bench_floor_measure(const launch_tbjob_t *j, const char *self, const bench_f
         snprintf(a->size, sizeof(a->size), "%u", size);
         snprintf(a->iters, sizeof(a->iters), "%u", iters);
         snprintf(a->warmup, sizeof(a->warmup), "%u", warmup);
+        snprintf(a->cpu, sizeof(a->cpu), "%u", k - 1);
         snprintf(reports[k - 1], PATH_MAX, "%s/h%u", dir, k);
         char *cmd[] = {(char *)self,
                        "bench",
@@ -439,6 +459,8 @@ int bench_floor_measure(const launch_tbjob_t *j, const char *self, const bench_f
                        reports[k - 1],
                        "--floor-poll",
                        (char *)ping_poll,
+                       fs->pin_hosts ? "--floor-cpu" : NULL,
+                       a->cpu,
                        NULL};
         char e[256];
         if (launch_testbed_argv(tb, a->host, cmd, argv, 40) == 0 ||

@@ -43,6 +43,7 @@ int bench_floor_role_main(int argc, char **argv);
 typedef struct bench_floor_spec {
     uint32_t size, iters, warmup;
     const char *echo_poll, *ping_poll;
+    int pin_hosts; /* host k's client on the (k-1)-th CPU, as the workers (--pin-hosts) */
 } bench_floor_spec_t;
 
 /* On testbed j (up): the echo server in the switch namespace, then one client per host h1..hN

@@ -28,6 +28,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "base/pollmode.h"
 #include "base/util.h"
 #include "bench/bench_latency.h"
 #include "bench/benchdata.h"
@@ -296,9 +297,22 @@ static int testbed_rank_argv(const lat_opts_t *o, const launch_tbjob_t *j, const
                    (char *)report,
                    "--poll",
                    o->poll ? (char *)o->poll : "adaptive", /* the library's default */
-                   o->faults ? "--faults" : NULL,
-                   (char *)o->faults,
+                   NULL,
+                   NULL,
+                   NULL,
+                   NULL,
                    NULL};
+    size_t n = 0;
+    while (cmd[n])
+        n++;
+    if (o->pin_hosts) { /* host k's rank on the (k-1)-th CPU: else the kernel places it */
+        cmd[n++] = "--rank-cpu";
+        cmd[n++] = t->rank;
+    }
+    if (o->faults) {
+        cmd[n++] = "--faults";
+        cmd[n++] = (char *)o->faults;
+    }
     return launch_testbed_argv(&j->tb, t->host, cmd, argv, cap) ? 0 : -E2BIG;
 }
 
@@ -380,7 +394,7 @@ static int measure_floor(const lat_opts_t *o, const launch_tbjob_t *j, lat_resul
             "each host to the switch namespace)...\n",
             size);
     /* the floor's ends wait as the switch (echo) and the workers (clients) do in this run */
-    bench_floor_spec_t fs = {size, o->iters, o->warmup, o->switch_poll, o->poll};
+    bench_floor_spec_t fs = {size, o->iters, o->warmup, o->switch_poll, o->poll, o->pin_hosts};
     if (bench_floor_measure(j, self, &fs, &res->floor, err, sizeof(err)) != 0) {
         fprintf(stderr, "inagg bench latency: the floor could not be measured: %s\n", err);
         return -EIO;
@@ -454,6 +468,12 @@ int lat_run(const lat_opts_t *o, launch_tbjob_t *j, lat_result_t *res)
 
 int lat_run_single(const lat_opts_t *o)
 {
+    int pinned = o->rank_cpu < 0 ? 0 : switch_pin_self_spread((uint32_t)o->rank_cpu);
+    if (pinned < 0) {
+        fprintf(stderr, "inagg bench latency: rank %u cannot pin to CPU index %lld: %s\n", o->rank,
+                (long long)o->rank_cpu, strerror(-pinned));
+        return pinned;
+    }
     int fd = open(o->report_file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (fd < 0) {
         int e = errno;

@@ -34,6 +34,10 @@ typedef struct lat_opts {
                                      GROUP or "off" (NULL: the testbed's default) */
     const char *poll; /* --poll: the workers' wait (options.poll_us; NULL: default) */
     uint32_t poll_us;
+    int pin_hosts; /* --pin-hosts: with --testbed, host k's worker and floor client on the
+                      (k-1)-th CPU (default on) */
+    int pin_hosts_given;
+    int64_t rank_cpu; /* --rank-cpu: with --rank, the index of its CPU (-1: not pinned) */
 } lat_opts_t;
 
 typedef struct lat_result {

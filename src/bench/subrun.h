@@ -9,8 +9,8 @@
 
 #include <stddef.h>
 
-/* The whole file into a new NUL-terminated buffer (at most 4 MiB; the caller frees *text).
- * 0, or a negative errno (-EFBIG past 4 MiB). */
+/* The whole file into a new NUL-terminated buffer (at most 64 MiB; the caller frees *text).
+ * 0, or a negative errno (-EFBIG past 64 MiB). */
 int bench_read_file(const char *path, char **text);
 
 /* Run this binary with args (args[0] is replaced by the binary; at most 62 more), its stdout

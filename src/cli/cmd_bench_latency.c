@@ -64,9 +64,10 @@ static void usage(FILE *out)
         "  --faults SPEC        full fault spec for the workers (drop=,dup=,reorder=,seed=)\n"
         "  --baseline B         mpi or none (default none)\n"
         "  --switch HOST:PORT   use a running switch instead of the embedded one\n"
-        "  --rank R --job NAME --report-file PATH\n"
+        "  --rank R --job NAME --report-file PATH [--rank-cpu K]\n"
         "                       run one rank (of --workers) of job NAME on --switch and\n"
-        "                       write its report to PATH (what --testbed runs on each host)\n"
+        "                       write its report to PATH (what --testbed runs on each host),\n"
+        "                       pinned to the K-th CPU it may use (mod their number)\n"
         "  --testbed N          run across a testbed of N host namespaces (tools/testbed,\n"
         "                       root): the switch in the switch namespace, one worker per\n"
         "                       host, the MPI baseline one rank per host over the same\n"
@@ -83,6 +84,11 @@ static void usage(FILE *out)
         "                       --fabric inagg, of the fabric's `inagg switch --l2`)\n"
         "                       (adaptive[:US] by default, sleep, busy; `inagg switch\n"
         "                       --help`)\n"
+        "  --pin-hosts on|off   with --testbed: host k's worker (and the floor's client\n"
+        "                       there) pinned to the (k-1)-th CPU, mod their number, as\n"
+        "                       each host has CPUs of its own (default on; off: the kernel\n"
+        "                       places them, and two hosts may share a core while one\n"
+        "                       idles: a run then measures ~3 us slower at 2 hosts)\n"
         "  --switch-multicast GROUP|off  with --testbed --fabric bridge: the testbed\n"
         "                       switch's --multicast (default 239.77.0.0: a round's\n"
         "                       result leaves once, to the job's group; off: once per\n"
@@ -142,6 +148,21 @@ static int parse_own_flag(void *ctx, int c)
         case 'F': o->report_file = optarg; return 0;
         case 'G': o->switch_poll = optarg; return 0;
         case 'M': o->switch_multicast = optarg; return 0;
+        case 'P':
+            if (strcmp(optarg, "on") != 0 && strcmp(optarg, "off") != 0) {
+                fprintf(stderr, LAT_CMD ": --pin-hosts is on or off, got '%s'\n", optarg);
+                return 2;
+            }
+            o->pin_hosts = strcmp(optarg, "on") == 0;
+            o->pin_hosts_given = 1;
+            return 0;
+        case 'C': {
+            uint32_t k;
+            if (cli_parse_u32(LAT_CMD, "--rank-cpu", optarg, 0, UINT32_MAX, &k) < 0)
+                return 2;
+            o->rank_cpu = k;
+            return 0;
+        }
         default: return -1;
     }
 }
@@ -161,6 +182,10 @@ static const char *check_placement(lat_opts_t *o, const bench_opts_t *b)
     } else if (o->job || o->report_file) {
         return "--job and --report-file go with --rank (one rank of a job)";
     }
+    if (o->pin_hosts_given && !o->testbed)
+        return "--pin-hosts places the testbed's hosts on CPUs: it goes with --testbed N";
+    if (o->rank_cpu >= 0 && !o->single)
+        return "--rank-cpu pins one rank: it goes with --rank";
     if (o->switch_multicast && (!o->testbed || !o->fabric || strcmp(o->fabric, "bridge") != 0))
         return "--switch-multicast sets the bridge testbed's `inagg switch`: it goes with "
                "--testbed N --fabric bridge";
@@ -219,7 +244,9 @@ static int parse_args(int argc, char **argv, lat_opts_t *o)
                       .slots = 16,
                       .dtype_float = 1,
                       .protocol = INAGG_PROTO_P4SGD,
-                      .baseline = "none"};
+                      .baseline = "none",
+                      .pin_hosts = 1,
+                      .rank_cpu = -1};
     bench_opts_t b = {.cmd = LAT_CMD,
                       .workers = &o->workers,
                       .rank = &o->rank,
@@ -250,6 +277,8 @@ static int parse_args(int argc, char **argv, lat_opts_t *o)
                                         {"report-file", required_argument, 0, 'F'},
                                         {"switch-poll", required_argument, 0, 'G'},
                                         {"switch-multicast", required_argument, 0, 'M'},
+                                        {"pin-hosts", required_argument, 0, 'P'},
+                                        {"rank-cpu", required_argument, 0, 'C'},
                                         {0, 0, 0, 0}};
     return bench_opts_parse(&b, argc, argv, own, parse_own_flag, o, usage);
 }
@@ -286,6 +315,10 @@ static void render_text(FILE *table, const lat_opts_t *o, const lat_result_t *r)
     else if (o->testbed && testbed_switch_is_ours(o))
         fprintf(table, "  switch         --multicast %s: a p4sgd round's result leaves once\n",
                 lat_switch_multicast(o));
+    if (o->testbed)
+        fprintf(table, "  hosts' CPUs    %s\n",
+                o->pin_hosts ? "host k's worker and floor client on CPU k-1 (mod CPUs)"
+                             : "placed by the kernel (--pin-hosts off)");
     if (o->switch_poll || o->poll)
         fprintf(table, "  poll           switch %s, workers %s\n",
                 o->switch_poll ? o->switch_poll : "default", o->poll ? o->poll : "default");
@@ -326,6 +359,7 @@ static int render_json(const lat_opts_t *o, const lat_result_t *r)
         json_string(&w, "worker_poll", o->poll ? o->poll : "default");
         if (testbed_switch_is_ours(o))
             json_string(&w, "switch_multicast", lat_switch_multicast(o));
+        json_bool(&w, "pin_hosts", o->pin_hosts);
         json_end_object(&w);
     }
     json_begin_object(&w, "latency_us");

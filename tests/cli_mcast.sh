@@ -70,7 +70,8 @@ else
 fi
 
 t=loopback_results_multicast_only_when_every_rank_offers
-timeout 60 $INAGG switch --listen 127.0.0.1:$port --multicast 239.77.0.0:$gport >/dev/null 2>"$tmp/sw.err" &
+INAGG_LOG=info timeout 60 $INAGG switch --listen 127.0.0.1:$port --multicast 239.77.0.0:$gport \
+    >/dev/null 2>"$tmp/sw.err" &
 sw=$!
 for _ in $(seq 1 50); do $INAGG switch --stats 127.0.0.1:$port >/dev/null 2>&1 && break; sleep 0.1; done
 why=""

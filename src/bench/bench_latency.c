@@ -540,10 +540,7 @@ int lat_testbed_up(const lat_opts_t *o, launch_tbjob_t **out)
 
 void lat_testbed_down(launch_tbjob_t *j)
 {
-    char self[PATH_MAX];
-    ssize_t sl = readlink("/proc/self/exe", self, sizeof(self) - 1);
-    self[sl > 0 ? sl : 0] = '\0';
-    launch_testbed_switch_stats(&j->tb, self, j->sw_addr, "inagg bench latency");
+    launch_testbed_switch_stats(&j->tb, j->self, j->sw_addr, "inagg bench latency");
     launch_tbjob_down(j);
     free(j);
 }

@@ -19,14 +19,12 @@
  */
 #include <errno.h>
 #include <getopt.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/errmsg.h"
-#include "base/netaddr.h"
 #include "base/pollmode.h"
 #include "bench/bench_latency.h"
 #include "bench/harness.h"
@@ -220,10 +218,10 @@ static int check_flags(void *ctx, const bench_opts_t *b, char *why, size_t whyle
         if (rc < 0)
             return rc;
     }
-    struct sockaddr_in g;
+    uint32_t group;
+    uint16_t port;
     if (o->switch_multicast && strcmp(o->switch_multicast, "off") != 0 &&
-        (netaddr_parse(o->switch_multicast, 1, &g) != 0 ||
-         !mcast_is_group(ntohl(g.sin_addr.s_addr)) || g.sin_port == 0))
+        mcast_parse_group(o->switch_multicast, 1, &group, &port) != 0)
         return set_err(why, whylen, -EINVAL,
                        "--switch-multicast wants off or an IPv4 multicast group (224.0.0.0/4, "
                        "e.g. 239.77.0.0) with an optional :PORT, got '%s'",

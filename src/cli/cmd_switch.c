@@ -6,7 +6,6 @@
  */
 #include <errno.h>
 #include <getopt.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -377,17 +376,14 @@ typedef struct switch_args {
 /* --multicast GROUP[:PORT] into a->cfg. 0, or 2 refused (said). */
 static int parse_multicast(switch_args_t *a, const char *text)
 {
-    struct sockaddr_in g;
-    if (netaddr_parse(text, SWITCH_MCAST_PORT_DEFAULT, &g) != 0 ||
-        !mcast_is_group(ntohl(g.sin_addr.s_addr)) || g.sin_port == 0) {
+    if (mcast_parse_group(text, SWITCH_MCAST_PORT_DEFAULT, &a->cfg.mcast_group,
+                          &a->cfg.mcast_port) != 0) {
         fprintf(stderr,
                 "inagg switch: --multicast wants an IPv4 multicast group (224.0.0.0/4, e.g. "
                 "239.77.0.0) and an optional :PORT (1..65535), got '%s'\n",
                 text);
         return 2;
     }
-    a->cfg.mcast_group = ntohl(g.sin_addr.s_addr);
-    a->cfg.mcast_port = ntohs(g.sin_port);
     return 0;
 }
 

@@ -374,6 +374,7 @@ typedef struct launch_tbjob {
     launch_mpirun_cfg_t mpi; /* one rank per host over the testbed's subnet */
     pid_t sw_pid; /* `inagg switch` in the switch namespace, 0: none */
     char sw_addr[64]; /* the aggregation switch's HOST:PORT */
+    char self[4096]; /* the inagg binary launch_tbjob_switch was given */
     const char *switch_poll; /* in: that switch's --poll MODE (NULL: its default) */
     const char *switch_multicast; /* in: that switch's --multicast GROUP, "off" for none
                                      (NULL: LAUNCH_TBJOB_MCAST_GROUP, one L2 segment's) */

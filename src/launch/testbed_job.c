@@ -71,6 +71,7 @@ int launch_tbjob_switch(launch_tbjob_t *j, const char *self, unsigned threads, c
                         size_t errlen)
 {
     const launch_testbed_t *tb = &j->tb;
+    snprintf(j->self, sizeof(j->self), "%s", self);
     if (tb->fabric_port) { /* --fabric inagg: the fabric aggregates */
         snprintf(j->sw_addr, sizeof(j->sw_addr), "%s:%u", tb->switch_addr, tb->fabric_port);
         j->sw_pid = 0;

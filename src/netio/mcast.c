@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "base/errmsg.h"
+#include "base/netaddr.h"
 
 #ifndef IP_MULTICAST_ALL
 #define IP_MULTICAST_ALL 49
@@ -35,19 +36,29 @@ static int local_toward(const struct sockaddr_in *peer, struct in_addr *out)
     return rc;
 }
 
-static void group_text(uint32_t group, uint16_t port, char *buf, size_t len)
+int mcast_parse_group(const char *text, uint16_t default_port, uint32_t *group, uint16_t *port)
 {
-    struct in_addr g = {.s_addr = htonl(group)};
-    char a[INET_ADDRSTRLEN];
-    inet_ntop(AF_INET, &g, a, sizeof(a));
-    snprintf(buf, len, "%s:%u", a, port);
+    struct sockaddr_in a;
+    if (netaddr_parse(text, default_port, &a) != 0 || !mcast_is_group(ntohl(a.sin_addr.s_addr)) ||
+        a.sin_port == 0)
+        return -EINVAL;
+    *group = ntohl(a.sin_addr.s_addr);
+    *port = ntohs(a.sin_port);
+    return 0;
+}
+
+void mcast_group_format(uint32_t group, uint16_t port, char *buf, size_t len)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port)};
+    a.sin_addr.s_addr = htonl(group);
+    netaddr_format(&a, buf, len);
 }
 
 int mcast_open_receiver(uint32_t group, uint16_t port, const struct sockaddr_in *peer, char *err,
                         size_t errlen)
 {
     char gtext[32];
-    group_text(group, port, gtext, sizeof(gtext));
+    mcast_group_format(group, port, gtext, sizeof(gtext));
     if (!mcast_is_group(group))
         return set_err(err, errlen, -EINVAL, "%s is not an IPv4 multicast group", gtext);
     struct in_addr ifaddr;
@@ -103,7 +114,7 @@ int mcast_check_route(struct in_addr ifaddr, uint32_t group, uint16_t port, char
                       size_t errlen)
 {
     char gtext[32];
-    group_text(group, port, gtext, sizeof(gtext));
+    mcast_group_format(group, port, gtext, sizeof(gtext));
     if (!mcast_is_group(group))
         return set_err(err, errlen, -EINVAL, "%s is not an IPv4 multicast group", gtext);
     int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);

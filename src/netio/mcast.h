@@ -23,6 +23,13 @@ static inline uint32_t mcast_job_group(uint32_t base, uint16_t job_id)
     return (base & 0xffff0000u) | (uint32_t)job_id;
 }
 
+/* "GROUP[:PORT]" (PORT: default_port when absent) into *group (host order) and *port. 0, or
+ * -EINVAL when it is not an IPv4 multicast address with a port 1..65535. */
+int mcast_parse_group(const char *text, uint16_t default_port, uint32_t *group, uint16_t *port);
+
+/* "a.b.c.d:port" of group (host order) and port into buf, always NUL-terminated. */
+void mcast_group_format(uint32_t group, uint16_t port, char *buf, size_t len);
+
 /* A non-blocking UDP socket that receives what is sent to group:port (host order): bound to
  * that address with SO_REUSEADDR (every rank on a host binds it), joined on the interface
  * whose address the kernel would send from toward `peer`, and taking no other group's

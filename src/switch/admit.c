@@ -54,8 +54,7 @@ static void choose_mcast(const struct inagg_switch *sw, job_t *j, wire_joined_t 
             return;
     uint32_t group = mcast_job_group(sw->cfg.mcast_group, j->id);
     char text[32];
-    snprintf(text, sizeof(text), "%u.%u.%u.%u:%u", group >> 24, (group >> 16) & 255u,
-             (group >> 8) & 255u, group & 255u, sw->cfg.mcast_port);
+    mcast_group_format(group, sw->cfg.mcast_port, text, sizeof(text));
     if (transport_parse_addr("udp", text, &j->mcast_to) != 0)
         return; /* cannot happen: a dotted quad and a port */
     j->mcast_on = 1;

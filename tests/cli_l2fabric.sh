@@ -232,7 +232,7 @@ if start_switch --aggregation-threads >"$tmp/why"; then
     stats >"$tmp/st.json"
     nver=$(cat "$tmp"/d?.int32 "$tmp"/d?.float32 | grep -c '"verified":true')
     where=$(fget "f['aggregation']")
-    inh sw $INAGG switch --stats $SW_IP:7000 | grep -q "^fabric aggregation: threads" || where+=" (no text line)"
+    grep -q "^fabric aggregation: threads" <<<"$(inh sw $INAGG switch --stats $SW_IP:7000)" || where+=" (no text line)"
     if [ "$nver" -eq 6 ] && [ "$where" = threads ]; then ok $t
     else bad $t "verified ranks $nver/6, aggregation=$where: $(head -c 300 "$tmp/d0.int32")"; fi
 else bad $t "$(cat "$tmp/why")"; fi
@@ -280,7 +280,7 @@ n=$(job pe int32 h2 h3); [ "$n" -eq 2 ] || why+=" [int32 with add=fixed: $n/2 ve
 stats >"$tmp/st.json"; add1=$(fget "f['agg_add_off']"); chg=$(fget "f['settings_changed']")
 [ "$add1" -gt "$add0" ] || why+=" [agg_add_off $add0->$add1 over the int32 job under add=float]"
 [ "$chg" -eq 3 ] || why+=" [settings_changed $chg, expected 3]"
-inh sw $INAGG switch --stats $SW_IP:7000 | grep -q "^fabric settings: agg_ports=all add=fixed" ||
+grep -q "^fabric settings: agg_ports=all add=fixed" <<<"$(inh sw $INAGG switch --stats $SW_IP:7000)" ||
     why+=" [text stats lack the settings line]"
 ctl sw --add-mode any >/dev/null
 [ -z "$why" ] && ok $t || bad $t "$why"
@@ -350,7 +350,7 @@ if start_switch --fabric-threads 2 --link-delay 50us >"$tmp/why"; then
     stats >"$tmp/st.json"
     chk=$(fget "(f['threads'], f['stages']['transmit']['thread'], f['stages']['classify']['thread'], f['stages']['transmit']['frames'] > 0, f['stages']['transmit']['results'] > 0, f['stages']['classify']['transmit_queue_full'], len(f['thread_loops']))")
     [ "$chk" = "(2, 1, 0, True, True, 0, 2)" ] || why+=" [stages (threads, tx thread, classify thread, tx frames, tx results, queue full, loops): $chk]"
-    inh sw $INAGG switch --stats $SW_IP:7000 | grep -q "^fabric stage transmit: thread=1 " || why+=" [no text stage line]"
+    grep -q "^fabric stage transmit: thread=1 " <<<"$(inh sw $INAGG switch --stats $SW_IP:7000)" || why+=" [no text stage line]"
     [ -z "$why" ] && ok $t || bad $t "$why"
 else bad $t "$(cat "$tmp/why")"; fi
 

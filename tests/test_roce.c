@@ -583,6 +583,18 @@ static uint32_t inagg_packet(uint8_t *buf, uint8_t type, uint32_t slot, uint32_t
     return WIRE_HEADER_SIZE + (uint32_t)count * 4;
 }
 
+/* Keep frame idx of message seq, as the switch does when nothing sends it from the buffer. */
+static void keep_frame(roce_resbuf_t *b, uint32_t flow, const roce_msg_key_t *key, uint32_t seq,
+                       uint32_t idx, uint32_t nf, const uint8_t *frame, uint32_t len)
+{
+    roce_resbuf_ent_t *e = roce_resbuf_claim(b, flow, key, seq, idx, nf, 0, 0);
+    CHECK(e != NULL);
+    if (!e)
+        return;
+    memcpy(e->frame, frame, len);
+    e->len = (uint16_t)len;
+}
+
 TEST(roce_result_buffer_keeps_rows_cyclically_and_evicts, 10)
 {
     roce_resbuf_t b;
@@ -601,7 +613,7 @@ TEST(roce_result_buffer_keeps_rows_cyclically_and_evicts, 10)
         CHECK(seq != 0);
         for (uint32_t i = 0; i < 3; i++) {
             memset(fr[i], (int)(10 * f + i), sizeof(fr[i]));
-            roce_resbuf_put(&b, f, &k[f], seq, i, 3, fr[i], sizeof(fr[i]));
+            keep_frame(&b, f, &k[f], seq, i, 3, fr[i], sizeof(fr[i]));
         }
     }
     const roce_resbuf_ent_t *out[8];
@@ -615,7 +627,7 @@ TEST(roce_result_buffer_keeps_rows_cyclically_and_evicts, 10)
     for (uint32_t m = 2; m < 5; m++) {
         uint32_t seq = roce_resbuf_begin(&b, 3);
         for (uint32_t i = 0; i < 3; i++)
-            roce_resbuf_put(&b, 0, &k[m], seq, i, 3, fr[i], sizeof(fr[i]));
+            keep_frame(&b, 0, &k[m], seq, i, 3, fr[i], sizeof(fr[i]));
     }
     CHECK_EQ_INT(roce_resbuf_find(&b, 0, &k[0], out, 8), 0);
     CHECK_EQ_INT(roce_resbuf_find(&b, 0, &k[2], out, 8), 3);
@@ -626,6 +638,49 @@ TEST(roce_result_buffer_keeps_rows_cyclically_and_evicts, 10)
     CHECK_EQ_INT(roce_resbuf_init(&b, 0, 1), 0); /* off */
     CHECK_EQ_INT(roce_resbuf_begin(&b, 1), 0);
     CHECK_EQ_INT(roce_resbuf_init(&b, 1024, 1024), -EINVAL);
+}
+
+/* Frames built in the buffer leave from it: an entry whose frame a queue has not sent yet
+ * is not overwritten; the message that would need it is not kept (and is found evicted). */
+TEST(roce_result_buffer_never_overwrites_a_frame_still_queued, 10)
+{
+    roce_resbuf_t b;
+    CHECK_EQ_INT(roce_resbuf_init(&b, 1, 4), 0);
+    static uint8_t pkt[64];
+    roce_msg_key_t k[3];
+    for (uint32_t m = 0; m < 3; m++) {
+        uint32_t n = inagg_packet(pkt, WIRE_RESULT, 7, m, 2, (uint8_t)m);
+        CHECK_EQ_INT(roce_msg_key(pkt, n, &k[m]), 0);
+    }
+    /* messages 0 and 1, 2 frames each, sent from queue positions 0..3 (sent_at 1..4) */
+    uint64_t pos = 0;
+    for (uint32_t m = 0; m < 2; m++) {
+        uint32_t seq = roce_resbuf_begin(&b, 2);
+        for (uint32_t i = 0; i < 2; i++) {
+            roce_resbuf_ent_t *e = roce_resbuf_claim(&b, 0, &k[m], seq, i, 2, ++pos, 0);
+            CHECK(e != NULL);
+            if (e) {
+                memset(e->frame, (int)(m * 2 + i + 1), 64);
+                e->len = 64;
+            }
+        }
+    }
+    /* message 2 while the queue has released only message 0's first frame: the row's next
+     * entry (that frame's) is free, the one after is not */
+    uint32_t seq = roce_resbuf_begin(&b, 2);
+    roce_resbuf_ent_t *e0 = roce_resbuf_claim(&b, 0, &k[2], seq, 0, 2, ++pos, 1);
+    CHECK(e0 != NULL);
+    CHECK(roce_resbuf_claim(&b, 0, &k[2], seq, 1, 2, ++pos, 1) == NULL);
+    const roce_resbuf_ent_t *out[4];
+    CHECK_EQ_INT(roce_resbuf_find(&b, 0, &k[2], out, 4), 0); /* not kept whole */
+    CHECK_EQ_INT(roce_resbuf_find(&b, 0, &k[1], out, 4), 2); /* message 1 untouched */
+    CHECK(out[0]->frame[0] == 3 && out[1]->frame[63] == 4);
+    /* once the queue has released them, the entries are reused */
+    seq = roce_resbuf_begin(&b, 2);
+    CHECK(roce_resbuf_claim(&b, 0, &k[2], seq, 0, 2, ++pos, 5) != NULL);
+    CHECK(roce_resbuf_claim(&b, 0, &k[2], seq, 1, 2, ++pos, 5) != NULL);
+    CHECK_EQ_INT(roce_resbuf_find(&b, 0, &k[2], out, 4), 2);
+    roce_resbuf_free(&b);
 }
 
 TEST(roce_replay_reuses_psns_once, 10)

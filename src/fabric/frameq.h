@@ -20,8 +20,17 @@ typedef struct frameq_slot {
     uint16_t port; /* the fabric port it came from / goes to */
     uint16_t pad_;
     uint64_t t_ns; /* when it entered the fabric (for per-kind latency) */
+    const uint8_t *ext; /* NULL: the frame is in data; else the frame is there (a RoCE result
+                           built in the switch's result buffer, port.c), and stays until the
+                           consumer releases this slot */
     uint8_t data[FRAMEQ_DATA];
 } frameq_slot_t;
+
+/* The slot's frame (len bytes). */
+static inline const uint8_t *frameq_slot_frame(const frameq_slot_t *s)
+{
+    return s->ext ? s->ext : s->data;
+}
 
 typedef struct frameq {
     ring_pos_t pos; /* in slots; pos.cap is a power of two */
@@ -40,6 +49,13 @@ static inline frameq_slot_t *frameq_reserve(frameq_t *q)
     return ring_pos_room(&q->pos) == 0 ? NULL : &q->slots[ring_pos_head(&q->pos) & (q->cap - 1)];
 }
 static inline void frameq_publish(frameq_t *q) { ring_pos_publish(&q->pos, 1); }
+/* Producer: the position of the slot frameq_reserve gives (slots ever published), and the
+ * slots the consumer has released: a slot at position p is released once this exceeds p. */
+static inline uint64_t frameq_position(frameq_t *q) { return ring_pos_head(&q->pos); }
+static inline uint64_t frameq_released(frameq_t *q)
+{
+    return atomic_load_explicit(&q->pos.tail, memory_order_acquire);
+}
 
 /* Consumer: how many slots are ready, the i-th of them, and giving n back. */
 static inline uint32_t frameq_ready(frameq_t *q) { return (uint32_t)ring_pos_ready(&q->pos); }

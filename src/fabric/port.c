@@ -137,6 +137,7 @@ static int send_udp(port_endpoint_t *e, const transport_tx_t *p)
         atomic_fetch_add(&e->link->tx_full, 1); /* the protocols retransmit */
         return 0;
     }
+    s->ext = NULL;
     ethf_write_udp(s->data, e->mac, to->mac, e->ip, to->ip, e->port, to->port, plen);
     memcpy(s->data + ETHF_UDP_HDR_LEN, p->head, p->head_len);
     if (p->body_len)
@@ -177,10 +178,17 @@ static int send_roce(port_endpoint_t *e, const transport_tx_t *p)
     uint64_t t = e->last_rx_ns ? e->last_rx_ns : util_now_ns();
     for (uint32_t i = 0; i < nf; i++) {
         frameq_slot_t *s = frameq_reserve(q); /* room was checked above */
-        s->len = roce_build_frame(s->data, p, len, mtu, nf, i, e->mac, to->mac, to->qp, f->tx_psn,
+        /* a kept frame is built once, in the result buffer, and leaves from there */
+        roce_resbuf_ent_t *kept = roce_resbuf_claim(&e->resbuf, f->ordinal, &key, seq, i, nf,
+                                                    frameq_position(q) + 1, frameq_released(q));
+        if (!kept)
+            seq = 0; /* the rest of the message is not kept either */
+        uint8_t *buf = kept ? kept->frame : s->data;
+        s->len = roce_build_frame(buf, p, len, mtu, nf, i, e->mac, to->mac, to->qp, f->tx_psn,
                                   to->queue);
-        if (seq)
-            roce_resbuf_put(&e->resbuf, f->ordinal, &key, seq, i, nf, s->data, s->len);
+        s->ext = kept ? kept->frame : NULL;
+        if (kept)
+            kept->len = (uint16_t)s->len;
         s->port = to->ifport;
         s->t_ns = t;
         frameq_publish(q);
@@ -234,7 +242,8 @@ static void answer_repeat(port_endpoint_t *e, flow_ent_t *fe)
     uint64_t t = e->last_rx_ns ? e->last_rx_ns : util_now_ns();
     for (uint32_t k = 0; k < n; k++) {
         frameq_slot_t *s = frameq_reserve(q); /* room was checked above */
-        memcpy(s->data, fr[k]->frame, fr[k]->len);
+        memcpy(s->data, fr[k]->frame, fr[k]->len); /* restamped: a copy of its own */
+        s->ext = NULL;
         s->len = fr[k]->len;
         roce_restamp_psn(s->data, s->len, fe->tx_psn);
         fe->tx_psn = roce_psn_add(fe->tx_psn, 1);

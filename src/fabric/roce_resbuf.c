@@ -43,21 +43,25 @@ uint32_t roce_resbuf_begin(roce_resbuf_t *b, uint32_t nf)
     return seq;
 }
 
-void roce_resbuf_put(roce_resbuf_t *b, uint32_t flow, const roce_msg_key_t *key, uint32_t seq,
-                     uint32_t idx, uint32_t nf, const uint8_t *frame, uint32_t len)
+roce_resbuf_ent_t *roce_resbuf_claim(roce_resbuf_t *b, uint32_t flow, const roce_msg_key_t *key,
+                                     uint32_t seq, uint32_t idx, uint32_t nf, uint64_t sent_at,
+                                     uint64_t released)
 {
-    if (!seq || !b->rows || len > ROCE_MAX_FRAME)
-        return;
+    if (!seq || !b->rows)
+        return NULL;
     uint32_t row = flow % b->rows;
     roce_resbuf_ent_t *e = &b->ent[(size_t)row * b->depth + b->head[row]];
+    if (e->sent_at > released)
+        return NULL; /* its frame is still waiting to leave from here */
     b->head[row] = b->head[row] + 1 == b->depth ? 0 : b->head[row] + 1;
     e->flow = flow + 1;
     e->seq = seq;
     e->key = *key;
     e->idx = (uint16_t)idx;
     e->nf = (uint16_t)nf;
-    e->len = (uint16_t)len;
-    memcpy(e->frame, frame, len);
+    e->len = 0;
+    e->sent_at = sent_at;
+    return e;
 }
 
 uint32_t roce_resbuf_find(const roce_resbuf_t *b, uint32_t flow, const roce_msg_key_t *key,

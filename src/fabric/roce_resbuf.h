@@ -32,6 +32,9 @@ typedef struct roce_resbuf_ent {
     roce_msg_key_t key;
     uint16_t idx, nf; /* this frame's place in its message, the message's frames */
     uint16_t len;
+    uint64_t sent_at; /* the frame queue position + 1 of the slot that sends this frame from
+                         here (0: none); the entry is not reused until the queue has
+                         released that slot */
     uint8_t frame[ROCE_MAX_FRAME];
 } roce_resbuf_ent_t;
 
@@ -50,10 +53,16 @@ void roce_resbuf_free(roce_resbuf_t *b);
  * kept (no buffer, or more frames than a row). */
 uint32_t roce_resbuf_begin(roce_resbuf_t *b, uint32_t nf);
 
-/* Keep frame idx (len bytes) of the message begun as seq (the frames in order, after
- * roce_resbuf_begin). */
-void roce_resbuf_put(roce_resbuf_t *b, uint32_t flow, const roce_msg_key_t *key, uint32_t seq,
-                     uint32_t idx, uint32_t nf, const uint8_t *frame, uint32_t len);
+/* The entry that keeps frame idx of the message begun as seq (the frames in order, after
+ * roce_resbuf_begin): the caller builds the frame in its `frame` (ROCE_MAX_FRAME bytes) and
+ * sets its `len`, and may send it from there. sent_at is the position + 1 of the frame queue
+ * slot that sends it from the entry (0: none does), released the slots that queue has
+ * released. NULL when the row's next entry still holds a frame a queue has not sent
+ * (e->sent_at > released): the message is then not kept whole, and its repeats are recovered
+ * as evicted ones are. Building in place spares the copy that keeping a frame would cost. */
+roce_resbuf_ent_t *roce_resbuf_claim(roce_resbuf_t *b, uint32_t flow, const roce_msg_key_t *key,
+                                     uint32_t seq, uint32_t idx, uint32_t nf, uint64_t sent_at,
+                                     uint64_t released);
 
 /* The newest kept result of (flow, key), all its frames in order into out (room for max): the
  * number of frames, or 0 when none is kept whole (never kept, or overwritten). */

@@ -194,10 +194,11 @@ int fabric_drain_results(struct fabric *f)
             fstat_add(&f->g[FG_AGG_OUT], 1);
             fstat_add(&f->st[ST_TX_RESULTS], 1);
             uint8_t lat = LAT_NONE;
-            const uint8_t *h = fabric_result_header(s->data, s->len, &lat);
+            const uint8_t *frame = frameq_slot_frame(s);
+            const uint8_t *h = fabric_result_header(frame, s->len, &lat);
             if (h)
                 lat = fabric_result_class(f->resend, h);
-            result_out(f, &b, s->port, s->data, s->len, s->t_ns, lat);
+            result_out(f, &b, s->port, frame, s->len, s->t_ns, lat);
         }
         batch_flush(f, &b); /* before the slots are given back */
         fabric_gso_flush(f);

@@ -409,3 +409,43 @@ TEST(quant_scalar_and_avx2_agree, 20)
     }
     vec_force_scalar(0);
 }
+
+/* The bound as its formula states it, with frexp and ldexp (quant.h). */
+static double bound_by_formula(int16_t m, uint32_t w, double exact_abs)
+{
+    double quant = (double)(w ? w : 1) * (0.5 + 0x1p-20) / quant_scale(m, w);
+    double mag = (fabs(exact_abs) + quant) * (1.0 + 0x1p-48);
+    if (!(mag < QUANT_FLOAT_OVERFLOW))
+        return INFINITY;
+    int e = 0;
+    frexp(mag, &e);
+    double ulp = ldexp(1.0, e - 24 < -149 ? -149 : e - 24);
+    return quant + 0.5 * ulp + mag * 0x1p-48;
+}
+
+/* The two-step bound (a block's term once, then per element) is the formula bit for bit,
+ * over every exponent, world sizes, and magnitudes from zero and denormals to past the float
+ * range (where a wrong exponent read from the bits would double or halve the ulp term). */
+TEST(quant_bound_of_block_is_the_formula_bit_for_bit, 20)
+{
+    static const double mags[] = {0.0,  0x1p-149, 0x1p-140, 1e-30, 0x1p-24,      0.3,  0.5,
+                                  0.75, 1.0,      1.5,      3.0,   1000.0,       1e20, 0x1p100,
+                                  3e38, FLT_MAX,  1e39,     -2.5,  0x1.fffffep-1};
+    uint64_t checked = 0;
+    for (int m = QUANT_EXP_MIN; m <= QUANT_EXP_MAX; m++)
+        for (size_t wi = 0; wi < sizeof(k_worlds) / sizeof(k_worlds[0]); wi++) {
+            uint32_t w = k_worlds[wi];
+            double q = quant_block_error((int16_t)m, w);
+            for (size_t k = 0; k < sizeof(mags) / sizeof(mags[0]); k++) {
+                double want = bound_by_formula((int16_t)m, w, mags[k]);
+                double got = quant_error_bound_of_block(q, mags[k]);
+                double whole = quant_error_bound((int16_t)m, w, mags[k]);
+                CHECK(memcmp(&want, &got, sizeof(want)) == 0 &&
+                      memcmp(&want, &whole, sizeof(want)) == 0);
+                checked++;
+            }
+        }
+    CHECK(checked > 20000);
+    CHECK(quant_error_bound(QUANT_EXP_ZERO, 4, 1.0) == 0.0);
+    CHECK(isinf(quant_error_bound(QUANT_EXP_NONFINITE, 4, 1.0)));
+}

@@ -11,11 +11,6 @@
 
 #define QUANT_INT_MAX 2147483647u
 
-/* Rounding to float overflows to Inf from FLT_MAX + half an ulp of it on. */
-#define QUANT_FLOAT_OVERFLOW (0x1p128 - 0x1p103)
-
-static int quant_is_sentinel(int16_t m) { return m == QUANT_EXP_ZERO || m == QUANT_EXP_NONFINITE; }
-
 int16_t quant_block_exponent(const float *x, size_t n)
 {
     if (n == 0)
@@ -70,20 +65,39 @@ void quant_decode(const uint32_t *in_be, float *out, size_t n, int16_t m, uint32
     vec_fixed_be_to_f32(in_be, out, n, 1.0 / quant_scale(m, w));
 }
 
+double quant_block_error(int16_t m, uint32_t w)
+{
+    if (w == 0)
+        w = 1;
+    return (double)w * (0.5 + 0x1p-20) / quant_scale(m, w);
+}
+
+double quant_error_bound_of_block(double block_error, double exact_abs)
+{
+    double mag = (fabs(exact_abs) + block_error) * (1.0 + 0x1p-48);
+    if (!(mag < QUANT_FLOAT_OVERFLOW))
+        return INFINITY;
+    /* mag in [2^(e-1), 2^e): a float there has its ulp at 2^(e-24). e is frexp's exponent,
+     * read from the bits of a normal double (frexp itself for zero and subnormals). */
+    uint64_t bits;
+    memcpy(&bits, &mag, sizeof(bits));
+    int biased = (int)(bits >> 52) & 0x7ff, e = 0;
+    if (biased == 0)
+        frexp(mag, &e);
+    else
+        e = biased - 1022;
+    int ue = e - 24 < -149 ? -149 : e - 24;
+    uint64_t ub = (uint64_t)(ue + 1023) << 52;
+    double ulp;
+    memcpy(&ulp, &ub, sizeof(ulp));
+    return block_error + 0.5 * ulp + mag * 0x1p-48;
+}
+
 double quant_error_bound(int16_t m, uint32_t w, double exact_abs)
 {
     if (m == QUANT_EXP_ZERO)
         return 0.0;
     if (m == QUANT_EXP_NONFINITE)
         return INFINITY;
-    if (w == 0)
-        w = 1;
-    double quant = (double)w * (0.5 + 0x1p-20) / quant_scale(m, w);
-    double mag = (fabs(exact_abs) + quant) * (1.0 + 0x1p-48);
-    if (!(mag < QUANT_FLOAT_OVERFLOW))
-        return INFINITY;
-    int e = 0;
-    frexp(mag, &e); /* mag in [2^(e-1), 2^e): a float there has its ulp at 2^(e-24) */
-    double ulp = ldexp(1.0, e - 24 < -149 ? -149 : e - 24);
-    return quant + 0.5 * ulp + mag * 0x1p-48;
+    return quant_error_bound_of_block(quant_block_error(m, w), exact_abs);
 }

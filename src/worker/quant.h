@@ -25,6 +25,13 @@
 #define QUANT_EXP_NONFINITE INT16_MAX /* block holds NaN or Inf */
 #define QUANT_EXP_MIN (-96) /* exponents are clamped to [QUANT_EXP_MIN, QUANT_EXP_MAX] */
 #define QUANT_EXP_MAX 128
+/* An exponent that stands for a whole block (zeros, or NaN/Inf) rather than a scale. */
+static inline int quant_is_sentinel(int16_t m)
+{
+    return m == QUANT_EXP_ZERO || m == QUANT_EXP_NONFINITE;
+}
+/* Rounding to float overflows to Inf from FLT_MAX + half an ulp of it on. */
+#define QUANT_FLOAT_OVERFLOW (0x1p128 - 0x1p103)
 
 /* Smallest m in [QUANT_EXP_MIN, QUANT_EXP_MAX] with every |x[i]| < 2^m; QUANT_EXP_ZERO for an
    all-zero or empty block; QUANT_EXP_NONFINITE if any element is NaN or +-Inf. */
@@ -48,5 +55,11 @@ void quant_decode(const uint32_t *in_be, float *out, size_t n, int16_t m, uint32
    slack the double arithmetic of the decode). 0 for QUANT_EXP_ZERO; +Inf for
    QUANT_EXP_NONFINITE and where the decoded sum may round past the float range. */
 double quant_error_bound(int16_t m, uint32_t w, double exact_abs);
+/* The same bound in two steps, for a caller that checks many elements of one block (a
+   benchmark's verifier): the block's quantization term w * (0.5 + 2^-20) / f once
+   (m not a sentinel), then per element quant_error_bound_of_block(that, exact_abs), equal bit
+   for bit to quant_error_bound(m, w, exact_abs) without its per-element scalbn and frexp. */
+double quant_block_error(int16_t m, uint32_t w);
+double quant_error_bound_of_block(double block_error, double exact_abs);
 
 #endif /* INAGG_QUANT_H */

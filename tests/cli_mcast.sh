@@ -3,7 +3,8 @@
 # PROTOCOL.md 9.6): bad groups exit 2 naming the flag; a switch whose group cannot leave its
 # host, or whose dataplane is not udp, refuses to start and says why; on loopback a p4sgd job
 # gets its results from the group (results_multicast > 0) and a job whose ranks do not offer
-# it (INAGG_MULTICAST=0) does not; through a 2-host bridge testbed `bench latency` multicasts
+# it (INAGG_MULTICAST=0) does not, and so does a switchml job whose ranks run one engine
+# thread and not one whose ranks run two; through a 2-host bridge testbed `bench latency` multicasts
 # by default and not with --switch-multicast off (the switch's counters, printed with
 # $INAGG_BENCH_SWITCH_STATS). The testbed part skips, saying why, where testbeds cannot be
 # built (exit 3). Every command runs under `timeout`; about 20 seconds.
@@ -100,6 +101,37 @@ else
         why+=" [declined: results_multicast '$off', results_sent '$sent_off' for '$rounds_off' rounds]"
 fi
 grep -q "multicast group 239.77.0.1:$gport" "$tmp/sw.err" || why+=" [no log line naming the group]"
+kill $sw 2>/dev/null; wait $sw 2>/dev/null >/dev/null; sw=""
+[ -z "$why" ] && ok $t || bad $t "$why"
+
+t=loopback_switchml_results_multicast_with_one_engine
+port2=$((port + 1)) gport2=$((gport + 1))
+timeout 60 $INAGG switch --listen 127.0.0.1:$port2 --multicast 239.77.0.0:$gport2 \
+    >/dev/null 2>"$tmp/sw2.err" &
+sw=$!
+for _ in $(seq 1 50); do $INAGG switch --stats 127.0.0.1:$port2 >/dev/null 2>&1 && break; sleep 0.1; done
+why=""
+for threads in 1 2; do # two engine threads: the ranks do not offer the group
+    if ! timeout 60 $INAGG bench allreduce --switch 127.0.0.1:$port2 --workers 3 --elems 100000 \
+            --dtype int32 --iters 3 --threads $threads --json "$tmp/ar_$threads.json" \
+            >/dev/null 2>"$tmp/ar.err"; then
+        why+=" [threads $threads: bench failed: $(tail -n 2 "$tmp/ar.err")]"
+    fi
+done
+$INAGG switch --stats 127.0.0.1:$port2 --json >"$tmp/stats2.json" 2>/dev/null
+names=$(python3 -c "
+import json; d = json.load(open('$tmp/stats2.json'))
+print(' '.join(j['name'] for j in d.get('jobs', []) + d.get('retired_jobs', [])))")
+set -- $names
+if [ $# -ne 2 ]; then why+=" [jobs '$names', expected two]"
+else
+    one=$(job_stat results_multicast "$1" <"$tmp/stats2.json")
+    rounds_one=$(job_stat rounds "$1" <"$tmp/stats2.json")
+    two=$(job_stat results_multicast "$2" <"$tmp/stats2.json")
+    [ "$one" -gt 0 ] && [ "$one" -le "$rounds_one" ] 2>/dev/null ||
+        why+=" [one engine: results_multicast '$one' of '$rounds_one' rounds]"
+    [ "$two" = 0 ] || why+=" [two engines: results_multicast '$two']"
+fi
 kill $sw 2>/dev/null; wait $sw 2>/dev/null >/dev/null; sw=""
 [ -z "$why" ] && ok $t || bad $t "$why"
 

@@ -215,6 +215,108 @@ static void lossy_int32(double p, uint64_t seed)
 TEST(int32_bit_identical_under_1pct_loss_dup_reorder, 120) { lossy_int32(0.01, 21); }
 TEST(int32_bit_identical_under_5pct_loss_dup_reorder, 150) { lossy_int32(0.05, 22); }
 
+/* ---- switchml results to the job's multicast group (PROTOCOL.md 9.6) ---------------------- */
+
+/* A switch on loopback with a group for its jobs; the port is this run's, so that two suites
+ * running at once never hear each other's group. */
+static switch_config_t mcast_switch(void)
+{
+    switch_config_t cfg = SWITCH_CONFIG_INIT;
+    cfg.mcast_group = 0xef4e0000u; /* 239.78.0.0 */
+    cfg.mcast_port = (uint16_t)(30000 + getpid() % 20000);
+    return cfg;
+}
+
+/* run_spec, with the switch's counters (JSON) taken before it stops. */
+static void run_spec_stats(job_spec_t *s, const switch_config_t *cfg, int timeout_s, char *stats,
+                           size_t len)
+{
+    test_switch_t ts;
+    ts_start(&ts, cfg);
+    s->addr = ts.addr;
+    int failed = run_workers(s->world, spec_worker, s, timeout_s);
+    ts_stats_json(&ts, stats, len);
+    ts_stop(&ts);
+    CHECK_EQ_INT(failed, 0);
+}
+
+/* Every round's result leaves once, to the group, and every rank's sum is exact. */
+TEST(switchml_results_multicast_once_per_round, 60)
+{
+    switch_config_t cfg = mcast_switch();
+    job_spec_t s = {.job = "smlmc",
+                    .world = 4,
+                    .elems = 200000,
+                    .dtype = INAGG_INT32,
+                    .iters = 3,
+                    .seed = 31,
+                    .packet_elems = 1024,
+                    .slots = 32};
+    alloc_outputs(&s);
+    char stats[32768];
+    run_spec_stats(&s, &cfg, 50, stats, sizeof(stats));
+    check_int32_exact(&s);
+    double rounds = ts_number(stats, "rounds"), mc = ts_number(stats, "results_multicast");
+    double sent = ts_number(stats, "results_sent"), resends = ts_number(stats, "resends");
+    CHECK_EQ_INT(rounds, 3 * ((200000 + 1023) / 1024));
+    CHECK_MSG(mc == rounds, "%.0f of %.0f rounds multicast", mc, rounds);
+    CHECK_MSG(sent == rounds + resends, "%.0f results sent for %.0f rounds and %.0f resends", sent,
+              rounds, resends);
+    /* the ranks took them from the group: a result resent now and then (a slow rank's
+     * timeout), not one per round */
+    CHECK_MSG(resends < rounds / 2, "%.0f resends for %.0f rounds", resends, rounds);
+}
+
+/* The core promise with the group: loss, duplication and reordering on every endpoint (the
+ * group's too) and on the switch; a lost group result comes back as a unicast resend. int32
+ * results are bit-identical to the exact sums. */
+TEST(switchml_multicast_exact_under_5pct_loss_dup_reorder, 150)
+{
+    char wf[128], sf[128];
+    lossy_fault_specs(0.05, 32, wf, sf, sizeof(wf));
+    switch_config_t cfg = mcast_switch();
+    cfg.transport.faults_in = sf;
+    cfg.transport.faults_out = sf;
+    job_spec_t s = {.job = "smlmclossy",
+                    .world = 4,
+                    .elems = 200000,
+                    .dtype = INAGG_INT32,
+                    .iters = 3,
+                    .seed = 32,
+                    .packet_elems = 256,
+                    .slots = 32,
+                    .faults = wf};
+    alloc_outputs(&s);
+    char stats[32768];
+    run_spec_stats(&s, &cfg, 130, stats, sizeof(stats));
+    check_int32_exact(&s);
+    CHECK_MSG(ts_number(stats, "results_multicast") > 0, "no result went to the group");
+    CHECK_MSG(ts_number(stats, "resends") > 0, "loss injected but no result re-sent");
+    CHECK_MSG(total_retransmits(&s) > 0, "loss injected but nothing retransmitted");
+}
+
+/* A rank with two engine threads does not offer the group (each engine owns half the slots
+ * and would hear every result): the job stays unicast, and exact. */
+TEST(switchml_multicast_needs_one_engine, 60)
+{
+    switch_config_t cfg = mcast_switch();
+    job_spec_t s = {.job = "smlmc2",
+                    .world = 3,
+                    .elems = 100000,
+                    .dtype = INAGG_INT32,
+                    .iters = 2,
+                    .seed = 33,
+                    .packet_elems = 1024,
+                    .slots = 32,
+                    .threads = 2};
+    alloc_outputs(&s);
+    char stats[32768];
+    run_spec_stats(&s, &cfg, 50, stats, sizeof(stats));
+    check_int32_exact(&s);
+    CHECK_EQ_INT(ts_number(stats, "results_multicast"), 0);
+    CHECK(ts_number(stats, "rounds") > 0);
+}
+
 static void check_float_bound(const job_spec_t *s)
 {
     float *tmp = malloc(s->packet_elems * sizeof(float));

@@ -41,13 +41,12 @@ uint32_t admit_contributors(const job_t *j)
     return sum > WIRE_MAX_CONTRIBUTORS ? WIRE_MAX_CONTRIBUTORS : (uint32_t)sum;
 }
 
-/* Multicast of results for job j (PROTOCOL.md 9.6): on a switch with a group, for a p4sgd
- * job whose members are all workers (no leaf switch) that said mcast=1. Sets j->mcast_on and
- * j->mcast_to, and jd's mcast=. */
+/* Multicast of results for job j (PROTOCOL.md 9.6): on a switch with a group, for a job
+ * (p4sgd or switchml) whose members are all workers (no leaf switch) that said mcast=1. Sets
+ * j->mcast_on and j->mcast_to, and jd's mcast=. */
 static void choose_mcast(const struct inagg_switch *sw, job_t *j, wire_joined_t *jd)
 {
-    if (!sw->cfg.mcast_group || j->proto->id != INAGG_PROTO_P4SGD || j->up.on ||
-        admit_contributors(j) != j->world)
+    if (!sw->cfg.mcast_group || j->up.on || admit_contributors(j) != j->world)
         return;
     for (uint32_t r = 0; r < j->world; r++)
         if (!j->mcast_asked[r])

@@ -213,11 +213,14 @@ static int wants_dpauth(const inagg_comm_t *c)
 }
 
 /* Does this rank offer to take results from the job's multicast group (PROTOCOL.md 9.6)?
- * p4sgd over udp, with one switch, unless $INAGG_MULTICAST=0. */
+ * Over udp, with one switch, for p4sgd, and for switchml with one engine thread (whose
+ * endpoint takes every slot's results), unless $INAGG_MULTICAST=0. */
 static int wants_mcast(const inagg_comm_t *c)
 {
     const char *env = env_get(ENV_MULTICAST);
-    return c->proto->protocol == INAGG_PROTO_P4SGD && c->nshards == 1 &&
+    int proto_ok = c->proto->protocol == INAGG_PROTO_P4SGD ||
+                   (c->proto->protocol == INAGG_PROTO_SWITCHML && c->opts.threads <= 1);
+    return proto_ok && c->nshards == 1 &&
            (!c->opts.transport || strcmp(c->opts.transport, "udp") == 0) &&
            !(env && strcmp(env, "0") == 0);
 }

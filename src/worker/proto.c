@@ -186,6 +186,7 @@ int worker_open_mcast_endpoint(const worker_params_t *p, int buffer, uint32_t st
         .udp = {.mcast_group = p->mcast_group,
                 .mcast_port = p->mcast_port,
                 .mcast_peer = &p->sw_queue0},
+        .peer_takes_gso = p->switch_takes_gso,
         .buffer_bytes = buffer,
         .max_packet = worker_hdr_bytes(p) + (uint32_t)worker_payload_cap(p),
         .faults = p->faults,

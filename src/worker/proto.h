@@ -76,7 +76,7 @@ typedef struct worker_params {
     int roce_no_replay; /* roce: retransmissions take new PSNs (INAGG_ROCE_REPLAY=0) */
     uint32_t roce_mtu; /* roce: the path MTU (INAGG_ROCE_MTU; 0: from the interface) */
     int switch_takes_gso; /* udp: every shard's JOINED said gso=1 */
-    uint32_t mcast_group; /* p4sgd: results may come to this multicast group (host
+    uint32_t mcast_group; /* results may come to this multicast group (host
                                          order; JOINED mcast=, PROTOCOL.md 9.6), 0: none */
     uint16_t mcast_port;
     int codec_no_helper; /* code on the engine thread only (INAGG_CODEC_HELPER=0) */
@@ -323,8 +323,9 @@ void worker_transport_stats_add(const transport_t *t, inagg_transport_stats_t *a
  * and `stream` mixed). 0, or -errno with a reason in err (-EINVAL: a bad fault spec). */
 int worker_open_endpoint(const worker_params_t *p, int buffer, uint32_t stream, transport_t **out,
                          char *err, size_t errlen);
-/* A p4sgd worker's endpoint that takes the results its switch sends to the job's multicast
- * group (p->mcast_group, PROTOCOL.md 9.6), with faults as worker_open_endpoint's. */
+/* A worker's endpoint that takes the results its switch sends to the job's multicast group
+ * (p->mcast_group, PROTOCOL.md 9.6), with faults as worker_open_endpoint's, and coalesced
+ * datagrams taken whole where the switch sends GSO runs. */
 int worker_open_mcast_endpoint(const worker_params_t *p, int buffer, uint32_t stream,
                                transport_t **out, char *err, size_t errlen);
 

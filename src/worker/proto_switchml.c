@@ -82,6 +82,7 @@ struct engine {
     worker_params_t p;
     uint32_t index, nthreads; /* this engine thread and how many there are */
     transport_t *tp; /* this engine's endpoint */
+    transport_t *mc_tp; /* the job's multicast group's results (one engine only), or NULL */
     uint32_t nlocal; /* slots this engine owns */
     wslot_t *ws; /* [nlocal]: local k is pool slot index + k * nthreads */
     uint8_t *pkt_arena;
@@ -132,6 +133,8 @@ void sml_engine_destroy(engine_t *e)
     free(e->hcd.xbuf);
     free(e->spare_arena);
     transport_close(e->tp);
+    if (e->mc_tp)
+        transport_close(e->mc_tp);
     free(e->ws);
     free(e->pkt_arena);
     worker_txq_free(&e->tx);
@@ -183,6 +186,12 @@ int sml_engine_create(const worker_params_t *p, uint32_t index, engine_t **out, 
             goto fail;
     }
     rc = worker_open_endpoint(p, p->socket_buffer, index, &e->tp, err, errlen);
+    /* Results the switch sends once to the job's group (PROTOCOL.md 9.6) come to a second
+     * endpoint bound to it; a rank offers the group only with one engine, which owns every
+     * slot. Resends stay unicast, to tp. */
+    if (rc == 0 && p->mcast_group)
+        rc = worker_open_mcast_endpoint(p, p->socket_buffer, WORKER_MAX_THREADS, &e->mc_tp, err,
+                                        errlen);
     if (rc == 0 && worker_txq_init(&e->tx, e->tp, (int)e->nlocal + 1) != 0)
         rc = set_err(err, errlen, -ENOMEM, "out of memory");
     for (uint32_t k = 0; k < e->nlocal && rc == 0; k++) {
@@ -666,6 +675,29 @@ static uint32_t take_results(engine_t *e, run_t *run, int n, uint64_t now, uint6
     return finished;
 }
 
+/* Received packets into e->rx, waiting up to wait_ms: from the engine's endpoint, and with
+ * a group from both (after a wait, only from those it found ready). A count, or -errno. */
+static int engine_receive(engine_t *e, int wait_ms)
+{
+    if (!e->mc_tp)
+        return transport_recv(e->tp, e->rx, 2 * ENGINE_RX_BATCH, wait_ms);
+    int ready = -1;
+    if (wait_ms > 0) {
+        transport_t *const ts[2] = {e->tp, e->mc_tp};
+        ready = transport_wait_ready_spin(ts, 2, wait_ms, e->p.poll_us, NULL);
+        if (ready < 0)
+            return ready;
+    }
+    int n = 0;
+    if (ready < 0 || (ready & 2))
+        n = transport_recv(e->mc_tp, e->rx, ENGINE_RX_BATCH, 0);
+    if (n >= 0 && (ready < 0 || (ready & 1))) {
+        int u = transport_recv(e->tp, e->rx + n, 2 * ENGINE_RX_BATCH - n, 0);
+        n = u < 0 ? u : n + u;
+    }
+    return n;
+}
+
 int sml_engine_run(engine_t *e, const worker_call_t *r, char *detail, size_t dlen)
 {
     run_t run = {.r = r};
@@ -701,7 +733,7 @@ int sml_engine_run(engine_t *e, const worker_call_t *r, char *detail, size_t dle
         int wait_ms = 0;
         if (next_deadline > now)
             wait_ms = (int)util_min_u64((next_deadline - now) / 1000000ull + 1, ENGINE_POLL_MS);
-        int n = transport_recv(e->tp, e->rx, 2 * ENGINE_RX_BATCH, wait_ms);
+        int n = engine_receive(e, wait_ms);
         if (n < 0) {
             rc = set_err(detail, dlen, -EIO, "receive failed: %s", strerror(-n));
             break;
@@ -754,6 +786,8 @@ void sml_engine_add_stats(const engine_t *e, inagg_stats_t *acc)
 void sml_engine_add_transport_stats(const engine_t *e, inagg_transport_stats_t *acc)
 {
     worker_transport_stats_add(e->tp, acc);
+    if (e->mc_tp)
+        worker_transport_stats_add(e->mc_tp, acc);
 }
 
 int sml_engine_add_codec_stats(const engine_t *e, inagg_codec_stats_t *acc)

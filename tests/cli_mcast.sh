@@ -5,9 +5,10 @@
 # gets its results from the group (results_multicast > 0) and a job whose ranks do not offer
 # it (INAGG_MULTICAST=0) does not, and so does a switchml job whose ranks run one engine
 # thread and not one whose ranks run two; through a 2-host bridge testbed `bench latency` multicasts
-# by default and not with --switch-multicast off (the switch's counters, printed with
-# $INAGG_BENCH_SWITCH_STATS). The testbed part skips, saying why, where testbeds cannot be
-# built (exit 3). Every command runs under `timeout`; about 20 seconds.
+# by default and not with --switch-multicast off, and `bench allreduce` (switchml) only with
+# --switch-multicast GROUP (the switch's counters, printed with $INAGG_BENCH_SWITCH_STATS).
+# The testbed part skips, saying why, where testbeds cannot be built (exit 3). Every command
+# runs under `timeout`; about 40 seconds.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 INAGG=./build/inagg
@@ -48,6 +49,13 @@ for args in "--switch-multicast 239.77.0.0" "--testbed 2 --fabric inagg --switch
     timeout 10 $INAGG bench latency $args >/dev/null 2>"$tmp/err"
     rc=$?
     [ $rc -eq 2 ] && grep -q -- "--switch-multicast" "$tmp/err" || rcs+=" [bench latency $args]=$rc"
+done
+for args in "--switch-multicast 239.77.0.0" "--testbed 2 --switch-multicast 239.77.0.0" \
+    "--testbed 2 --fabric bridge --switch-multicast 10.0.0.1" \
+    "--testbed 4 --fabric bridge --shards 2 --switch-multicast 239.77.0.0"; do
+    timeout 10 $INAGG bench allreduce $args >/dev/null 2>"$tmp/err"
+    rc=$?
+    [ $rc -eq 2 ] && grep -q -- "--switch-multicast" "$tmp/err" || rcs+=" [bench allreduce $args]=$rc"
 done
 [ -z "$rcs" ] && ok $t || bad $t "$rcs"
 
@@ -134,6 +142,23 @@ else
 fi
 kill $sw 2>/dev/null; wait $sw 2>/dev/null >/dev/null; sw=""
 [ -z "$why" ] && ok $t || bad $t "$why"
+
+for mode in given default; do
+t=testbed_bridge_allreduce_multicast_$mode
+mc=(); [ $mode = given ] && mc=(--switch-multicast 239.77.0.0)
+INAGG_BENCH_SWITCH_STATS=1 timeout 300 $INAGG bench allreduce --testbed 2 --fabric bridge \
+    --elems 100000 --dtype int32 --iters 2 "${mc[@]}" --json "$tmp/ar.json" >/dev/null 2>"$tmp/ar.err"
+rc=$?
+if [ $rc -eq 3 ]; then skp $t "testbeds cannot be built here: $(tail -n 1 "$tmp/ar.err")"
+elif [ $rc -ne 0 ]; then bad $t "exit $rc: $(tail -n 3 "$tmp/ar.err")"
+else
+    n=$(grep -o "results_multicast=[0-9]*" "$tmp/ar.err" | head -n 1 | cut -d= -f2)
+    said=$(python3 -c "import json; print(json.load(open('$tmp/ar.json'))['testbed']['switch_multicast'])")
+    if [ $mode = given ] && [ "${n:-0}" -gt 0 ] && [ "$said" = 239.77.0.0 ]; then ok $t
+    elif [ $mode = default ] && [ "$n" = 0 ] && [ "$said" = off ]; then ok $t
+    else bad $t "results_multicast '$n', switch_multicast '$said': $(grep -i "retired\|counters" "$tmp/ar.err")"; fi
+fi
+done
 
 for mode in default off; do
 t=testbed_bridge_multicast_$mode

@@ -72,6 +72,8 @@ typedef struct ar_opts {
     const char *fabric; /* tools/testbed --fabric (NULL: its default) */
     const char *xdp; /* tools/testbed --xdp: the inagg fabric's ports on AF_XDP
                                   (auto|on|off; NULL: the tool's default) */
+    const char *switch_multicast; /* --switch-multicast: the bridge testbed's switch's
+                                  --multicast group (NULL or "off": none) */
     const char *transport; /* --transport udp|roce (NULL: udp) */
     const char *pcap; /* --pcap FILE: the fabric's frames (testbed) */
     const char *roce_psn; /* --roce-psn N: every RoCE QP's first PSN (NULL: random) */

@@ -58,7 +58,10 @@ int ar_testbed_switches(ctx_t *c)
     }
     char listen[48];
     snprintf(listen, sizeof(listen), "%s:%d", tb->switch_addr, SWITCH_PORT);
-    c->sw_pid = ns_switch_start(c, "sw", listen, NULL, c->sw_addr, sizeof(c->sw_addr));
+    char *group[] = {"--multicast", (char *)o->switch_multicast, NULL};
+    int mcast = o->switch_multicast && strcmp(o->switch_multicast, "off") != 0;
+    c->sw_pid =
+        ns_switch_start(c, "sw", listen, mcast ? group : NULL, c->sw_addr, sizeof(c->sw_addr));
     if (c->sw_pid < 0) {
         c->sw_pid = 0;
         return -EIO;

@@ -16,6 +16,7 @@
 #include "cli/bench_opts.h"
 #include "cli/flags.h"
 #include "codec/codec.h"
+#include "netio/mcast.h"
 #include "netio/roce_frame.h"
 #include "wire/wire.h"
 
@@ -27,22 +28,10 @@ static const uint64_t default_sizes[] = {4ull << 10,   16ull << 10, 64ull << 10,
                                          256ull << 10, 1ull << 20,  4ull << 20,
                                          16ull << 20,  64ull << 20, 256ull << 20};
 
-static void usage(FILE *out)
+/* The usage's "Where it runs" part. */
+static void usage_where(FILE *out)
 {
-    const inagg_options_t def = INAGG_OPTIONS_INIT;
     fprintf(out,
-            "usage: inagg bench allreduce [options]\n"
-            "       inagg bench allreduce --testbed N [--link-rate R] [--mtu M] [--loss P]\n"
-            "                             [--baseline mpi,mpi-ring,gloo] [--sizes[=LIST]] ...\n"
-            "       inagg bench allreduce --switch HOST:PORT --rank R --world W --job NAME ...\n"
-            "\n"
-            "Measures allreduce through the aggregation switch and verifies every result:\n"
-            "each rank fills its tensor with known values (src/bench/benchdata.h), runs\n"
-            "warmups and timed allreduces, each after a barrier, and checks each result\n"
-            "(int32 exactly, float32 within the fixed-point bound). An iteration's tensor\n"
-            "aggregation time (TAT) is the slowest rank's. Baselines reduce the same tensor\n"
-            "in the same invocation; speedup = baseline median TAT / inagg median TAT.\n"
-            "\n"
             "Where it runs:\n"
             "  (default)            an embedded switch and --workers local processes on loopback\n"
             "  --switch HOST:PORT   a running switch instead of the embedded one (A,B,...: a\n"
@@ -77,11 +66,37 @@ static void usage(FILE *out)
             "                       each way (25us, 1ms)\n"
             "  --xdp auto|on|off    with --testbed --fabric inagg: its ports receive RoCE and\n"
             "                       aggregation UDP through AF_XDP (inagg switch --xdp)\n"
+            "  --switch-multicast GROUP|off\n"
+            "                       with --testbed --fabric bridge: the testbed's `inagg\n"
+            "                       switch --multicast GROUP[:PORT]`, so that a round's\n"
+            "                       result leaves once, to the job's group, when the ranks\n"
+            "                       run one engine thread (default off: it took the switch's\n"
+            "                       CPU down but not the TAT where the workers bind)\n"
             "  --rank R --world W   run one rank of a job on a running switch (--switch, --job)\n"
             "                       and print its report as one JSON line: times_s, t_start,\n"
             "                       t_end, cpu_s, verified, checksum, counters\n"
             "  --job NAME           the job's name on the switch (with --rank)\n"
+            "\n");
+}
+
+static void usage(FILE *out)
+{
+    const inagg_options_t def = INAGG_OPTIONS_INIT;
+    fprintf(out,
+            "usage: inagg bench allreduce [options]\n"
+            "       inagg bench allreduce --testbed N [--link-rate R] [--mtu M] [--loss P]\n"
+            "                             [--baseline mpi,mpi-ring,gloo] [--sizes[=LIST]] ...\n"
+            "       inagg bench allreduce --switch HOST:PORT --rank R --world W --job NAME ...\n"
             "\n"
+            "Measures allreduce through the aggregation switch and verifies every result:\n"
+            "each rank fills its tensor with known values (src/bench/benchdata.h), runs\n"
+            "warmups and timed allreduces, each after a barrier, and checks each result\n"
+            "(int32 exactly, float32 within the fixed-point bound). An iteration's tensor\n"
+            "aggregation time (TAT) is the slowest rank's. Baselines reduce the same tensor\n"
+            "in the same invocation; speedup = baseline median TAT / inagg median TAT.\n"
+            "\n");
+    usage_where(out);
+    fprintf(out,
             "What it measures:\n"
             "  --workers N          worker processes on loopback (default 4)\n"
             "  --elems E            elements per tensor (default 4000000)\n"
@@ -369,6 +384,16 @@ static int parse_own_flag(void *ctx, int c)
         case 1104: o->pin_switches = 1; return 0;
         case 1105: return parse_u32("--switch-cpu-share", 1, 100, &o->switch_cpu_share);
         case 1106: o->no_dataplane_auth = 1; return 0;
+        case 1108: {
+            uint32_t group;
+            uint16_t port;
+            if (strcmp(optarg, "off") != 0 && mcast_parse_group(optarg, 1, &group, &port) != 0)
+                return bad("--switch-multicast wants off or an IPv4 multicast group "
+                           "(224.0.0.0/4, e.g. 239.77.0.0) with an optional :PORT, got '%s'",
+                           optarg);
+            o->switch_multicast = optarg;
+            return 0;
+        }
         default: return -1;
     }
 }
@@ -422,6 +447,10 @@ static int check_rank_and_switches(ar_opts_t *o, const ar_seen_t *seen)
         return bad("--pin-switches pins the loopback run's switch processes");
     if (o->switch_cpu_share && (o->testbed || o->switch_addr || o->single))
         return bad("--switch-cpu-share caps the switch processes a loopback run starts itself");
+    if (o->switch_multicast && (!o->testbed || !o->fabric || strcmp(o->fabric, "bridge") != 0 ||
+                                o->leaves || o->shards > 1))
+        return bad("--switch-multicast sets the bridge testbed's one `inagg switch`: it goes "
+                   "with --testbed N --fabric bridge, without --leaves and --shards");
     return 0;
 }
 
@@ -587,6 +616,7 @@ int ar_parse(int argc, char **argv, ar_opts_t *o)
                                         {"roce-psn", required_argument, 0, 'N'},
                                         {"roce-mtu", required_argument, 0, 1107},
                                         {"no-dataplane-auth", no_argument, 0, 1106},
+                                        {"switch-multicast", required_argument, 0, 1108},
                                         {"xdp", required_argument, 0, 1090},
                                         {0, 0, 0, 0}};
     ar_parse_ctx_t pc = {.o = o};

@@ -352,6 +352,7 @@ static void json_testbed(json_writer_t *w, const ar_run_t *run)
     json_number(w, "loss", run->tb.loss);
     json_string(w, "subnet", run->tb.subnet);
     json_string(w, "defaults", run->defaults_note);
+    json_string(w, "switch_multicast", run->o->switch_multicast ? run->o->switch_multicast : "off");
     json_end_object(w);
 }
 

@@ -217,16 +217,6 @@ TEST(int32_bit_identical_under_5pct_loss_dup_reorder, 150) { lossy_int32(0.05, 2
 
 /* ---- switchml results to the job's multicast group (PROTOCOL.md 9.6) ---------------------- */
 
-/* A switch on loopback with a group for its jobs; the port is this run's, so that two suites
- * running at once never hear each other's group. */
-static switch_config_t mcast_switch(void)
-{
-    switch_config_t cfg = SWITCH_CONFIG_INIT;
-    cfg.mcast_group = 0xef4e0000u; /* 239.78.0.0 */
-    cfg.mcast_port = (uint16_t)(30000 + getpid() % 20000);
-    return cfg;
-}
-
 /* run_spec, with the switch's counters (JSON) taken before it stops. */
 static void run_spec_stats(job_spec_t *s, const switch_config_t *cfg, int timeout_s, char *stats,
                            size_t len)
@@ -243,7 +233,7 @@ static void run_spec_stats(job_spec_t *s, const switch_config_t *cfg, int timeou
 /* Every round's result leaves once, to the group, and every rank's sum is exact. */
 TEST(switchml_results_multicast_once_per_round, 60)
 {
-    switch_config_t cfg = mcast_switch();
+    switch_config_t cfg = ts_mcast_config(78);
     job_spec_t s = {.job = "smlmc",
                     .world = 4,
                     .elems = 200000,
@@ -274,7 +264,7 @@ TEST(switchml_multicast_exact_under_5pct_loss_dup_reorder, 150)
 {
     char wf[128], sf[128];
     lossy_fault_specs(0.05, 32, wf, sf, sizeof(wf));
-    switch_config_t cfg = mcast_switch();
+    switch_config_t cfg = ts_mcast_config(78);
     cfg.transport.faults_in = sf;
     cfg.transport.faults_out = sf;
     job_spec_t s = {.job = "smlmclossy",
@@ -299,7 +289,7 @@ TEST(switchml_multicast_exact_under_5pct_loss_dup_reorder, 150)
  * and would hear every result): the job stays unicast, and exact. */
 TEST(switchml_multicast_needs_one_engine, 60)
 {
-    switch_config_t cfg = mcast_switch();
+    switch_config_t cfg = ts_mcast_config(78);
     job_spec_t s = {.job = "smlmc2",
                     .world = 3,
                     .elems = 100000,

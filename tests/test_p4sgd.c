@@ -531,21 +531,11 @@ TEST(p4sgd_protocol_mismatch_and_wrong_call_refused, 30)
 
 /* ---- multicast of results (PROTOCOL.md 9.6) ------------------------------------------------ */
 
-/* A switch on loopback whose p4sgd jobs get a multicast group; its port is this run's, so
- * that two suites running at once never hear each other's group. */
-static switch_config_t mcast_switch(void)
-{
-    switch_config_t cfg = SWITCH_CONFIG_INIT;
-    cfg.mcast_group = 0xef4d0000u; /* 239.77.0.0 */
-    cfg.mcast_port = (uint16_t)(30000 + getpid() % 20000);
-    return cfg;
-}
-
 /* One operation at a time: the ranks acknowledge in step, so every round's result, with the
  * confirmation riding on it, is the same for every rank and leaves once. */
 TEST(p4sgd_results_multicast_once_per_round, 60)
 {
-    switch_config_t cfg = mcast_switch();
+    switch_config_t cfg = ts_mcast_config(77);
     small_spec_t s = {.job = "p4mc",
                       .world = 4,
                       .ops = 2000,
@@ -573,7 +563,7 @@ TEST(p4sgd_multicast_exact_under_5pct_loss_dup_reorder, 150)
 {
     char wf[128], sf[128];
     lossy_fault_specs(0.05, 52, wf, sf, sizeof(wf));
-    switch_config_t cfg = mcast_switch();
+    switch_config_t cfg = ts_mcast_config(77);
     cfg.transport.faults_in = sf;
     cfg.transport.faults_out = sf;
     small_spec_t s = {.job = "p4mclossy",
@@ -597,7 +587,7 @@ TEST(p4sgd_multicast_exact_under_5pct_loss_dup_reorder, 150)
 /* A rank that does not offer (INAGG_MULTICAST=0) keeps the whole job unicast. */
 TEST(p4sgd_multicast_needs_every_rank, 60)
 {
-    switch_config_t cfg = mcast_switch();
+    switch_config_t cfg = ts_mcast_config(77);
     small_spec_t s = {.job = "p4mcno",
                       .world = 3,
                       .ops = 500,

@@ -68,6 +68,14 @@ double ts_number(const char *text, const char *key)
     return v;
 }
 
+switch_config_t ts_mcast_config(uint8_t b)
+{
+    switch_config_t cfg = SWITCH_CONFIG_INIT;
+    cfg.mcast_group = 0xef000000u | (uint32_t)b << 16;
+    cfg.mcast_port = (uint16_t)(30000 + getpid() % 20000);
+    return cfg;
+}
+
 /* launch_ranks' callback around a worker_fn. */
 struct worker_call {
     worker_fn fn;

@@ -26,6 +26,10 @@ void ts_stop(test_switch_t *ts);
 void ts_stats_json(const test_switch_t *ts, char *buf, size_t len);
 /* Read a number that follows "key": in text; fails the test if absent. */
 double ts_number(const char *text, const char *key);
+/* A switch configuration whose jobs get multicast group 239.B.0.<job id> (PROTOCOL.md 9.6):
+ * each suite its own B, and the port this process's, so that two suites running at once never
+ * hear each other's group. */
+switch_config_t ts_mcast_config(uint8_t b);
 
 typedef int (*worker_fn)(uint32_t rank, void *arg);
 /* Fork n workers running fn(rank, arg); wait for all (at most timeout_s); returns how many

@@ -213,8 +213,8 @@ static void check_f32(double got, double exact, double allowed, uint64_t *bad, d
 }
 
 /* Fixed point: each chunk's quantization term once, then each element's bound around it
- * (quant_error_bound, in two steps: a per-element scalbn had been most of the verifier's
- * time, which a rank spends while others still finish their timed allreduce). */
+ * (quant_error_bound in two steps: a per-element scalbn had been most of the verifier's
+ * time). */
 static uint64_t verify_fixed(const ar_opts_t *o, const expected_t *ex, const float *got,
                              double *worst)
 {

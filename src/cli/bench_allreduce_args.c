@@ -16,7 +16,6 @@
 #include "cli/bench_opts.h"
 #include "cli/flags.h"
 #include "codec/codec.h"
-#include "netio/mcast.h"
 #include "netio/roce_frame.h"
 #include "wire/wire.h"
 
@@ -385,12 +384,9 @@ static int parse_own_flag(void *ctx, int c)
         case 1105: return parse_u32("--switch-cpu-share", 1, 100, &o->switch_cpu_share);
         case 1106: o->no_dataplane_auth = 1; return 0;
         case 1108: {
-            uint32_t group;
-            uint16_t port;
-            if (strcmp(optarg, "off") != 0 && mcast_parse_group(optarg, 1, &group, &port) != 0)
-                return bad("--switch-multicast wants off or an IPv4 multicast group "
-                           "(224.0.0.0/4, e.g. 239.77.0.0) with an optional :PORT, got '%s'",
-                           optarg);
+            char why[256];
+            if (bench_check_switch_multicast(optarg, why, sizeof(why)) != 0)
+                return bad("%s", why);
             o->switch_multicast = optarg;
             return 0;
         }

@@ -11,6 +11,7 @@
 #include "base/pollmode.h"
 #include "cli/flags.h"
 #include "launch/launch.h"
+#include "netio/mcast.h"
 
 #define MAX_LONGOPTS 128
 #define JOB_NAME_MAX 48
@@ -66,6 +67,19 @@ static int refuse(const bench_opts_t *b, const char *fmt, ...)
     fputc('\n', stderr);
     va_end(ap);
     return 2;
+}
+
+int bench_check_switch_multicast(const char *value, char *why, size_t whylen)
+{
+    uint32_t group;
+    uint16_t port;
+    if (strcmp(value, "off") == 0 || mcast_parse_group(value, 1, &group, &port) == 0)
+        return 0;
+    snprintf(why, whylen,
+             "--switch-multicast wants off or an IPv4 multicast group (224.0.0.0/4, e.g. "
+             "239.77.0.0) with an optional :PORT, got '%s'",
+             value);
+    return -EINVAL;
 }
 
 int bench_parse_rate(const char *text, uint64_t *bps)

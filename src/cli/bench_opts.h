@@ -102,4 +102,8 @@ static inline int bench_opts_given(const bench_opts_t *b, bench_opt_id_t id)
  * unlimited or 0: not limited (*bps = 0). 0, or -EINVAL. */
 int bench_parse_rate(const char *text, uint64_t *bps);
 
+/* The value of a bench command's --switch-multicast: off, or GROUP[:PORT] as `inagg switch
+ * --multicast` takes it. 0, or -EINVAL with the reason (naming the flag) in why. */
+int bench_check_switch_multicast(const char *value, char *why, size_t whylen);
+
 #endif /* INAGG_CLI_BENCH_OPTS_H */

@@ -32,7 +32,6 @@
 #include "cli/commands.h"
 #include "cli/flags.h"
 #include "cli/output.h"
-#include "netio/mcast.h"
 #include "json/json.h"
 
 static void usage(FILE *out)
@@ -218,14 +217,11 @@ static int check_flags(void *ctx, const bench_opts_t *b, char *why, size_t whyle
         if (rc < 0)
             return rc;
     }
-    uint32_t group;
-    uint16_t port;
-    if (o->switch_multicast && strcmp(o->switch_multicast, "off") != 0 &&
-        mcast_parse_group(o->switch_multicast, 1, &group, &port) != 0)
-        return set_err(why, whylen, -EINVAL,
-                       "--switch-multicast wants off or an IPv4 multicast group (224.0.0.0/4, "
-                       "e.g. 239.77.0.0) with an optional :PORT, got '%s'",
-                       o->switch_multicast);
+    if (o->switch_multicast) {
+        int rc = bench_check_switch_multicast(o->switch_multicast, why, whylen);
+        if (rc < 0)
+            return rc;
+    }
     o->faults =
         bench_worker_faults(o->faults, o->loss, o->seed, o->faults_buf, sizeof(o->faults_buf));
     return 0;

@@ -64,7 +64,6 @@ static int queue_agg_frame(struct fabric *f, uint32_t q, uint32_t pin, const uin
         fstat_add(&f->g[FG_AGG_QUEUE_FULL], 1);
         return -1;
     }
-    s->ext = NULL;
     memcpy(s->data, frame, head);
     if (body_len) {
         memcpy(s->data + head, body, body_len);

@@ -43,10 +43,15 @@ typedef struct frameq {
 int frameq_init(frameq_t *q, uint32_t cap);
 void frameq_free(frameq_t *q);
 
-/* Producer: the slot to fill next, or NULL when the queue is full. */
+/* Producer: the slot to fill next (its frame in data: ext NULL), or NULL when the queue is
+ * full. */
 static inline frameq_slot_t *frameq_reserve(frameq_t *q)
 {
-    return ring_pos_room(&q->pos) == 0 ? NULL : &q->slots[ring_pos_head(&q->pos) & (q->cap - 1)];
+    if (ring_pos_room(&q->pos) == 0)
+        return NULL;
+    frameq_slot_t *s = &q->slots[ring_pos_head(&q->pos) & (q->cap - 1)];
+    s->ext = NULL;
+    return s;
 }
 static inline void frameq_publish(frameq_t *q) { ring_pos_publish(&q->pos, 1); }
 /* Producer: the position of the slot frameq_reserve gives (slots ever published), and the

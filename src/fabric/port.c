@@ -137,7 +137,6 @@ static int send_udp(port_endpoint_t *e, const transport_tx_t *p)
         atomic_fetch_add(&e->link->tx_full, 1); /* the protocols retransmit */
         return 0;
     }
-    s->ext = NULL;
     ethf_write_udp(s->data, e->mac, to->mac, e->ip, to->ip, e->port, to->port, plen);
     memcpy(s->data + ETHF_UDP_HDR_LEN, p->head, p->head_len);
     if (p->body_len)
@@ -186,9 +185,10 @@ static int send_roce(port_endpoint_t *e, const transport_tx_t *p)
         uint8_t *buf = kept ? kept->frame : s->data;
         s->len = roce_build_frame(buf, p, len, mtu, nf, i, e->mac, to->mac, to->qp, f->tx_psn,
                                   to->queue);
-        s->ext = kept ? kept->frame : NULL;
-        if (kept)
+        if (kept) {
             kept->len = (uint16_t)s->len;
+            s->ext = buf;
+        }
         s->port = to->ifport;
         s->t_ns = t;
         frameq_publish(q);
@@ -243,7 +243,6 @@ static void answer_repeat(port_endpoint_t *e, flow_ent_t *fe)
     for (uint32_t k = 0; k < n; k++) {
         frameq_slot_t *s = frameq_reserve(q); /* room was checked above */
         memcpy(s->data, fr[k]->frame, fr[k]->len); /* restamped: a copy of its own */
-        s->ext = NULL;
         s->len = fr[k]->len;
         roce_restamp_psn(s->data, s->len, fe->tx_psn);
         fe->tx_psn = roce_psn_add(fe->tx_psn, 1);

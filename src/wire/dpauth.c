@@ -106,6 +106,20 @@ void dpauth_bind_job(dpauth_keys_t *keys, uint64_t token)
                        sizeof(keys->down_base));
 }
 
+/* The tag by libsodium alone: Poly1305 under one-time key otk over header + nonce (hdr,
+ * WIRE_HEADER_SIZE + DPAUTH_NONCE_BYTES bytes) and payload. */
+static void tag_by_sodium(const uint8_t otk[crypto_onetimeauth_KEYBYTES], const uint8_t *hdr,
+                          const void *payload, size_t len, uint8_t tag[DPAUTH_TAG_BYTES])
+{
+    crypto_onetimeauth_state st;
+    crypto_onetimeauth_init(&st, otk);
+    crypto_onetimeauth_update(&st, hdr, WIRE_HEADER_SIZE + DPAUTH_NONCE_BYTES);
+    if (len)
+        crypto_onetimeauth_update(&st, payload, len);
+    crypto_onetimeauth_final(&st, tag);
+    sodium_memzero(&st, sizeof(st));
+}
+
 /* The tag of header + nonce (hdr, WIRE_HEADER_SIZE + DPAUTH_NONCE_BYTES bytes) and payload
  * under the one-time key that key and the nonce give. */
 static void tag_of(const uint8_t key[DPAUTH_KEY_BYTES], const uint8_t *hdr, const void *payload,
@@ -115,20 +129,26 @@ static void tag_of(const uint8_t key[DPAUTH_KEY_BYTES], const uint8_t *hdr, cons
     crypto_stream_chacha20_ietf(otk, sizeof(otk), hdr + WIRE_HEADER_SIZE, key);
     EVP_MAC_CTX *ctx = len > DPAUTH_SMALL_PAYLOAD ? thread_poly1305() : NULL;
     size_t tag_len = 0;
-    if (ctx && EVP_MAC_init(ctx, otk, sizeof(otk), NULL) == 1 &&
-        EVP_MAC_update(ctx, hdr, WIRE_HEADER_SIZE + DPAUTH_NONCE_BYTES) == 1 &&
-        (len == 0 || EVP_MAC_update(ctx, payload, len) == 1) &&
-        EVP_MAC_final(ctx, tag, &tag_len, DPAUTH_TAG_BYTES) == 1 && tag_len == DPAUTH_TAG_BYTES) {
-        sodium_memzero(otk, sizeof(otk));
-        return;
-    }
-    crypto_onetimeauth_state st;
-    crypto_onetimeauth_init(&st, otk);
-    crypto_onetimeauth_update(&st, hdr, WIRE_HEADER_SIZE + DPAUTH_NONCE_BYTES);
-    if (len)
-        crypto_onetimeauth_update(&st, payload, len);
-    crypto_onetimeauth_final(&st, tag);
+    if (!(ctx && EVP_MAC_init(ctx, otk, sizeof(otk), NULL) == 1 &&
+          EVP_MAC_update(ctx, hdr, WIRE_HEADER_SIZE + DPAUTH_NONCE_BYTES) == 1 &&
+          (len == 0 || EVP_MAC_update(ctx, payload, len) == 1) &&
+          EVP_MAC_final(ctx, tag, &tag_len, DPAUTH_TAG_BYTES) == 1 && tag_len == DPAUTH_TAG_BYTES))
+        tag_by_sodium(otk, hdr, payload, len, tag);
     sodium_memzero(otk, sizeof(otk));
+}
+
+void dpauth_tag_sodium(const uint8_t key[DPAUTH_KEY_BYTES], const uint8_t *pkt, size_t payload_len,
+                       uint8_t tag[DPAUTH_TAG_BYTES])
+{
+    uint8_t otk[crypto_onetimeauth_KEYBYTES];
+    crypto_stream_chacha20_ietf(otk, sizeof(otk), pkt + WIRE_HEADER_SIZE, key);
+    tag_by_sodium(otk, pkt, pkt + WIRE_HEADER_MAX, payload_len, tag);
+    sodium_memzero(otk, sizeof(otk));
+}
+
+const char *dpauth_poly1305_library(size_t payload_len)
+{
+    return payload_len > DPAUTH_SMALL_PAYLOAD && thread_poly1305() ? "libcrypto" : "libsodium";
 }
 
 static void next_nonce(uint8_t *n)

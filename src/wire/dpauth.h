@@ -78,6 +78,17 @@ void dpauth_seal_down(const uint8_t key[DPAUTH_KEY_BYTES], uint8_t *hdr, const v
                       size_t len);
 int dpauth_check_down(const uint8_t key[DPAUTH_KEY_BYTES], const uint8_t *pkt, size_t payload_len);
 
+/* The tag dpauth_seal_packet gave packet `pkt` (header, nonce, payload_len bytes of payload
+ * after WIRE_HEADER_MAX), computed by libsodium alone: PROTOCOL.md 1.4's construction
+ * without libcrypto's Poly1305. The reference and the baseline of `inagg bench mac`. */
+void dpauth_tag_sodium(const uint8_t key[DPAUTH_KEY_BYTES], const uint8_t *pkt, size_t payload_len,
+                       uint8_t tag[DPAUTH_TAG_BYTES]);
+
+/* Which library computes the Poly1305 of a payload of this many bytes in this thread:
+ * "libcrypto" (OpenSSL's, for payloads over 256 bytes where it offers one) or "libsodium".
+ * Call dpauth_init first. */
+const char *dpauth_poly1305_library(size_t payload_len);
+
 /* The header bytes (WIRE_HEADER_SIZE) a down MAC covers: hdr, a RESULT's rank field zero. Two
  * packets whose down_header and payload agree carry the same valid nonce and tag. */
 void dpauth_down_header(const uint8_t *hdr, uint8_t out[WIRE_HEADER_SIZE]);

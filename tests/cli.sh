@@ -42,13 +42,13 @@ if timeout 5 $INAGG --help | grep -c >/dev/null "bench allreduce" &&
 t=unknown_option_one_wording_everywhere
 msgs=""
 for cmd in "" "switch" "train" "model" "model calibrate" "model predict" "model validate" "bench" \
-           "bench allreduce" "bench latency" "bench optimizer" "bench udp" "bench compress"; do
+           "bench allreduce" "bench latency" "bench optimizer" "bench udp" "bench mac" "bench compress"; do
     timeout 10 $INAGG $cmd --no-such-flag=1 >"$tmp/out" 2>"$tmp/err"; rc=$?
     want="inagg${cmd:+ $cmd}: unknown option '--no-such-flag' (see --help)"
     [ $rc -eq 2 ] && [ "$(cat "$tmp/err")" = "$want" ] && [ ! -s "$tmp/out" ] ||
         msgs="$msgs [$cmd: rc $rc, '$(head -c 200 "$tmp/err")']"
 done
-for cmd in "switch --listen" "train --workers" "bench allreduce --elems" "model predict --workers" "bench udp --seconds"; do
+for cmd in "switch --listen" "train --workers" "bench allreduce --elems" "model predict --workers" "bench udp --seconds" "bench mac --sizes"; do
     timeout 10 $INAGG $cmd >/dev/null 2>"$tmp/err"; rc=$?
     want="inagg ${cmd% *}: option '${cmd##* }' needs a value (see --help)"
     [ $rc -eq 2 ] && [ "$(cat "$tmp/err")" = "$want" ] || msgs="$msgs [$cmd: rc $rc, '$(head -c 200 "$tmp/err")']"
@@ -59,7 +59,7 @@ done
 t=every_help_exits_0_and_lists_every_subcommand
 msgs=""
 for cmd in "" "switch" "train" "model" "model calibrate" "model predict" "model validate" "bench" \
-           "bench allreduce" "bench latency" "bench optimizer" "bench udp" "bench compress"; do
+           "bench allreduce" "bench latency" "bench optimizer" "bench udp" "bench mac" "bench compress"; do
     timeout 10 $INAGG $cmd --help >"$tmp/out" 2>"$tmp/err"; rc=$?
     [ $rc -eq 0 ] && [ -s "$tmp/out" ] && [ ! -s "$tmp/err" ] || msgs="$msgs [$cmd --help: rc $rc, '$(head -c 200 "$tmp/err")']"
 done
@@ -68,8 +68,8 @@ lists() { # lists CMD WORD...: `inagg CMD --help` names every WORD as a subcomma
     local text; text=$(timeout 10 $INAGG $cmd --help 2>&1)
     for w in "$@"; do echo "$text" | grep -qE "^  $w( |$)" || msgs="$msgs [$cmd --help lacks '$w']"; done
 }
-lists "" switch train model version "bench allreduce" "bench latency" "bench optimizer" "bench udp" "bench compress"
-lists bench allreduce latency optimizer udp compress
+lists "" switch train model version "bench allreduce" "bench latency" "bench optimizer" "bench udp" "bench mac" "bench compress"
+lists bench allreduce latency optimizer udp mac compress
 lists model calibrate predict validate
 [ -z "$msgs" ] && ok $t || bad $t "$msgs"
 
@@ -221,6 +221,21 @@ if [ $? -eq 0 ] && [ "$(echo "$out" | json_get "['verified']")" = True ] &&
    [ "$(echo "$out" | json_get "['latency_us']['p50'] <= d['latency_us']['p99'] <= d['latency_us']['p999']")" = True ] &&
    { [[ "$args" != *mpi* ]] || [ "$(echo "$out" | json_get "['speedup_p50'] > 0 and d['baseline']['latency_us']['p50'] > 0")" = True ]; }; then ok $t
 else bad $t "$(tail -n 3 "$tmp/err") $out"; fi
+
+t=bench_mac_verifies_every_size_and_refuses_bad_ones
+out=$(timeout 60 $INAGG bench mac --sizes 0,96,8192 --count 500 --repeats 3 --json - 2>"$tmp/err"); rc=$?
+table=$(timeout 60 $INAGG bench mac --sizes 64 --count 200 --repeats 1 2>&1)
+msgs=""
+[ $rc -eq 0 ] && [ "$(echo "$out" | json_get "['verified']")" = True ] &&
+   [ "$(echo "$out" | json_get "['sizes'] and [s['payload_bytes'] for s in d['sizes']]")" = "[0, 96, 8192]" ] &&
+   [ "$(echo "$out" | json_get "['sizes'] and all(s['verified'] and s['seal_ns'] > 0 and s['check_ns'] > 0 and s['speedup'] > 0 for s in d['sizes'])")" = True ] &&
+   [ "$(echo "$out" | json_get "['sizes'][1]['poly1305']")" = libsodium ] || msgs="$msgs [json: rc $rc, $out $(tail -n 2 "$tmp/err")]"
+echo "$table" | grep -qE "^ +64 .* yes$" || msgs="$msgs [table: $table]"
+for args in "--sizes 70000" "--sizes 32,,64" "--sizes x" "--count 0" "--repeats 100"; do
+    timeout 10 $INAGG bench mac $args >/dev/null 2>"$tmp/err"; rc=$?
+    [ $rc -eq 2 ] && grep -q "^inagg bench mac: " "$tmp/err" || msgs="$msgs [$args: rc $rc '$(head -c 200 "$tmp/err")']"
+done
+[ -z "$msgs" ] && ok $t || bad $t "$msgs"
 
 t=bench_latency_and_optimizer_default_to_4_workers  # BENCH_OPTS_DEFAULTS, shared
 lat=$(timeout 120 $INAGG bench latency --iters 100 --warmup 10 --json - 2>"$tmp/err")

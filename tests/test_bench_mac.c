@@ -80,8 +80,7 @@ TEST(bench_mac_reference_tag_and_verification, 10)
         CHECK_MSG(bench_mac_verify_packet(key, pkt, len) == 1, "%u bytes: a sealed packet refused",
                   len);
         pkt[WIRE_HEADER_SIZE + DPAUTH_NONCE_BYTES + 3] ^= 1; /* the tag */
-        CHECK_MSG(bench_mac_verify_packet(key, pkt, len) == 0, "%u bytes: a wrong tag passes",
-                  len);
+        CHECK_MSG(bench_mac_verify_packet(key, pkt, len) == 0, "%u bytes: a wrong tag passes", len);
         pkt[WIRE_HEADER_SIZE + DPAUTH_NONCE_BYTES + 3] ^= 1;
         pkt[len ? WIRE_HEADER_MAX + len - 1 : 5] ^= 0x80; /* the payload (or the header) */
         CHECK_MSG(bench_mac_verify_packet(key, pkt, len) == 0, "%u bytes: a changed packet passes",

@@ -114,13 +114,12 @@ static int measure_size(const bench_mac_opts_t *o, const uint8_t key[DPAUTH_KEY_
     for (uint32_t r = 0; r < o->repeats; r++)
         for (int op = 0; op < OP_COUNT; op++)
             ns[(size_t)op * o->repeats + r] = time_loop(op, o, key, pkt, size, &failed);
-    *row = (bench_mac_row_t){
-        .size = size,
-        .seal_ns = bench_median(ns, o->repeats),
-        .check_ns = bench_median(ns + o->repeats, o->repeats),
-        .sodium_ns = bench_median(ns + 2 * (size_t)o->repeats, o->repeats),
-        .library = dpauth_poly1305_library(size),
-        .verified = failed == 0 && bench_mac_verify_packet(key, pkt, size)};
+    *row = (bench_mac_row_t){.size = size,
+                             .seal_ns = bench_median(ns, o->repeats),
+                             .check_ns = bench_median(ns + o->repeats, o->repeats),
+                             .sodium_ns = bench_median(ns + 2 * (size_t)o->repeats, o->repeats),
+                             .library = dpauth_poly1305_library(size),
+                             .verified = failed == 0 && bench_mac_verify_packet(key, pkt, size)};
     free(pkt);
     free(ns);
     return 0;

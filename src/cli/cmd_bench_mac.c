@@ -31,7 +31,7 @@ static void usage(FILE *out)
             "              from OpenSSL's libcrypto above 256 bytes where it offers it, else\n"
             "              from libsodium: the 'poly1305' column)\n"
             "  check ns    dpauth's check of a sealed packet\n"
-            "  sodium ns   the same tag by libsodium alone (the baseline)\n"
+            "  sodium ns   the same tag by libsodium alone (the baseline; no new nonce)\n"
             "  speedup     sodium ns / seal ns\n"
             "  GB/s        payload bytes sealed per second by one core\n"
             "Every size is verified: the sealed tag equals libsodium's, the check accepts\n"
@@ -76,10 +76,9 @@ static int parse_own_flag(void *ctx, int c)
             return 0;
         case 'c':
             return cli_parse_u32(CMD, "--count", optarg, 1, BENCH_MAC_MAX_COUNT, &m->o.count) ? 2
-                                                                                                : 0;
+                                                                                              : 0;
         case 'r':
-            return cli_parse_u32(CMD, "--repeats", optarg, 1, BENCH_MAC_MAX_REPEATS,
-                                 &m->o.repeats)
+            return cli_parse_u32(CMD, "--repeats", optarg, 1, BENCH_MAC_MAX_REPEATS, &m->o.repeats)
                        ? 2
                        : 0;
         default: return -1;
@@ -166,6 +165,6 @@ int cmd_bench_mac(int argc, char **argv)
         return 1;
     if (!verified)
         fprintf(stderr, CMD ": a size did not verify: its tag is not the reference's, or the "
-                        "check accepted a forged packet\n");
+                            "check accepted a forged packet\n");
     return verified ? 0 : 1;
 }

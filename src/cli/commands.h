@@ -9,6 +9,7 @@
 int cmd_switch(int argc, char **argv); /* inagg switch */
 int cmd_bench_allreduce(int argc, char **argv); /* inagg bench allreduce */
 int cmd_bench_udp(int argc, char **argv); /* inagg bench udp: the kernel's UDP ceiling */
+int cmd_bench_mac(int argc, char **argv); /* inagg bench mac: the dataplane MACs' cost per core */
 int cmd_train(int argc, char **argv); /* inagg train: distributed GLM training */
 int cmd_bench_latency(int argc, char **argv); /* inagg bench latency: small allreduces */
 int cmd_bench_optimizer(int argc, char **argv); /* inagg bench optimizer: in-switch optimizer */

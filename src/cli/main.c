@@ -28,6 +28,8 @@ static void usage(FILE *out)
             "  bench optimizer   the in-switch optimizer against allreduce + a local step,\n"
             "                    verified against torch.optim or an independent reference\n"
             "  bench udp         the kernel's UDP ceiling: one sender, one receiver, loopback\n"
+            "  bench mac         the authenticated dataplane's MACs: seal and check per packet\n"
+            "                    size on one core, against libsodium, verified\n"
             "  bench compress    ZFP/fp16 codec grid: ratio, GB/s, error vs libzfp (GCOW)\n"
             "  bench train       PyTorch DDP on Fashion-MNIST through Gloo and inagg, on\n"
             "                    loopback or a testbed with rate-limited links (epoch time,\n"
@@ -57,6 +59,8 @@ static void bench_usage(FILE *out)
                  "  latency     small-allreduce latency (p50/p99/p99.9), P4SGD's Fig. 8\n"
                  "  optimizer   the in-switch optimizer against allreduce + a local step\n"
                  "  udp         the kernel's UDP ceiling: one sender, one receiver, loopback\n"
+                 "  mac         the authenticated dataplane's MACs: seal and check per packet\n"
+                 "              size on one core, against libsodium, verified\n"
                  "  compress    ZFP/fp16 codec grid: ratio, GB/s, error vs libzfp (GCOW)\n"
                  "  train       PyTorch DDP on Fashion-MNIST through Gloo and inagg (epoch time,\n"
                  "              accuracy, time to accuracy), loopback or a testbed\n");
@@ -91,6 +95,8 @@ int main(int argc, char **argv)
             return cmd_bench_allreduce(argc - 2, argv + 2);
         if (argc >= 3 && strcmp(argv[2], "udp") == 0)
             return cmd_bench_udp(argc - 2, argv + 2);
+        if (argc >= 3 && strcmp(argv[2], "mac") == 0)
+            return cmd_bench_mac(argc - 2, argv + 2);
         if (argc >= 3 && strcmp(argv[2], "latency") == 0)
             return cmd_bench_latency(argc - 2, argv + 2);
         if (argc >= 3 && strcmp(argv[2], "optimizer") == 0)

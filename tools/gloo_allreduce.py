@@ -12,7 +12,9 @@ ranks run on different hosts (testbed namespaces, or real machines).
 The tensor contents are src/bench/benchdata.h's (a stateless hash of seed, rank and index), so
 a Gloo run and an inagg run with the same --seed, --elems and --dtype reduce the same numbers.
 Each rank runs warmup + timed dist.all_reduce(SUM) calls, each after a barrier, and verifies
-every result: int32 exactly, float32 within W * 2^-24 * sum|x| (float additions in any order).
+the last result (every result with --verify-all; Open MPI's baseline also checks the last, and
+`inagg bench allreduce` checks every one of its own): int32 exactly, float32 within
+W * 2^-24 * sum|x| (float additions in any order).
 `checksum` is benchdata.h's bench_checksum of the last result (sum of word[i] *
 (splitmix64(i) | 1) mod 2^64 over its 32-bit words): an int32 result that is bit-identical
 to inagg's or Open MPI's has the same checksum.

@@ -92,7 +92,7 @@ TEST(bench_mac_reference_tag_and_verification, 10)
 
 TEST(bench_mac_measures_and_verifies_every_size, 20)
 {
-    bench_mac_opts_t o = {.sizes = {0, 96, 300, 8192}, .nsizes = 4, .count = 300, .repeats = 3};
+    bench_mac_opts_t o = {.sizes = {0, 96, 300, 8192}, .nsizes = 4, .count = 300, .repeats = 5};
     bench_mac_row_t rows[BENCH_MAC_MAX_SIZES];
     char err[160] = "";
     CHECK_MSG(bench_mac_measure(&o, rows, err, sizeof(err)) == 0, "%s", err);

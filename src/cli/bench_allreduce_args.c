@@ -16,6 +16,7 @@
 #include "cli/bench_opts.h"
 #include "cli/flags.h"
 #include "codec/codec.h"
+#include "launch/launch.h"
 #include "netio/roce_frame.h"
 #include "wire/wire.h"
 
@@ -69,13 +70,14 @@ static void usage_where(FILE *out)
             "                       with --testbed --fabric bridge: the testbed's `inagg\n"
             "                       switch --multicast GROUP[:PORT]`, so that a round's\n"
             "                       result leaves once, to the job's group, when the ranks\n"
-            "                       run one engine thread (default off: it took the switch's\n"
-            "                       CPU down but not the TAT where the workers bind)\n"
+            "                       run one engine thread (default %s; off: once\n"
+            "                       per rank)\n"
             "  --rank R --world W   run one rank of a job on a running switch (--switch, --job)\n"
             "                       and print its report as one JSON line: times_s, t_start,\n"
             "                       t_end, cpu_s, verified, checksum, counters\n"
             "  --job NAME           the job's name on the switch (with --rank)\n"
-            "\n");
+            "\n",
+            LAUNCH_TBJOB_MCAST_GROUP);
 }
 
 static void usage(FILE *out)
@@ -447,6 +449,12 @@ static int check_rank_and_switches(ar_opts_t *o, const ar_seen_t *seen)
                                 o->leaves || o->shards > 1))
         return bad("--switch-multicast sets the bridge testbed's one `inagg switch`: it goes "
                    "with --testbed N --fabric bridge, without --leaves and --shards");
+    /* that switch sends a round's result once, to the job's group, as bench latency's does:
+     * where the CPU binds it costs the switch less and the allreduce no more (PERFORMANCE.md
+     * "What else was tried against the three open lines") */
+    if (!o->switch_multicast && o->testbed && o->fabric && strcmp(o->fabric, "bridge") == 0 &&
+        !o->leaves && o->shards <= 1)
+        o->switch_multicast = LAUNCH_TBJOB_MCAST_GROUP;
     return 0;
 }
 

@@ -20,11 +20,10 @@
 int bench_mac_parse_sizes(const char *text, uint32_t *sizes, uint32_t *n, char *err, size_t errlen)
 {
     *n = 0;
-    const char *p = text;
-    for (uint32_t k = 0; k <= BENCH_MAC_MAX_SIZES; k++) {
-        if (k == BENCH_MAC_MAX_SIZES)
+    for (const char *p = text;; p++) { /* bounded: each pass takes a number or returns */
+        if (*n == BENCH_MAC_MAX_SIZES)
             return set_err(err, errlen, -EINVAL, "more than %u sizes", BENCH_MAC_MAX_SIZES);
-        char *end;
+        char *end = NULL;
         errno = 0;
         unsigned long v = (*p >= '0' && *p <= '9') ? strtoul(p, &end, 10) : ULONG_MAX;
         if (v == ULONG_MAX || errno || (*end != ',' && *end != '\0'))
@@ -36,9 +35,8 @@ int bench_mac_parse_sizes(const char *text, uint32_t *sizes, uint32_t *n, char *
         sizes[(*n)++] = (uint32_t)v;
         if (*end == '\0')
             return 0;
-        p = end + 1;
+        p = end;
     }
-    return -EINVAL; /* not reached: the loop returns */
 }
 
 int bench_mac_verify_packet(const uint8_t key[DPAUTH_KEY_BYTES], uint8_t *pkt, size_t payload_len)

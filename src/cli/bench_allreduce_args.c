@@ -445,15 +445,15 @@ static int check_rank_and_switches(ar_opts_t *o, const ar_seen_t *seen)
         return bad("--pin-switches pins the loopback run's switch processes");
     if (o->switch_cpu_share && (o->testbed || o->switch_addr || o->single))
         return bad("--switch-cpu-share caps the switch processes a loopback run starts itself");
-    if (o->switch_multicast && (!o->testbed || !o->fabric || strcmp(o->fabric, "bridge") != 0 ||
-                                o->leaves || o->shards > 1))
+    int one_bridge_switch =
+        o->testbed && o->fabric && strcmp(o->fabric, "bridge") == 0 && !o->leaves && o->shards <= 1;
+    if (o->switch_multicast && !one_bridge_switch)
         return bad("--switch-multicast sets the bridge testbed's one `inagg switch`: it goes "
                    "with --testbed N --fabric bridge, without --leaves and --shards");
     /* that switch sends a round's result once, to the job's group, as bench latency's does:
      * where the CPU binds it costs the switch less and the allreduce no more (PERFORMANCE.md
      * "What else was tried against the three open lines") */
-    if (!o->switch_multicast && o->testbed && o->fabric && strcmp(o->fabric, "bridge") == 0 &&
-        !o->leaves && o->shards <= 1)
+    if (!o->switch_multicast && one_bridge_switch)
         o->switch_multicast = LAUNCH_TBJOB_MCAST_GROUP;
     return 0;
 }

@@ -106,6 +106,13 @@ void dpauth_bind_job(dpauth_keys_t *keys, uint64_t token)
                        sizeof(keys->down_base));
 }
 
+/* The libcrypto context that computes the Poly1305 of a payload of len bytes in this thread,
+ * or NULL: libsodium computes it (small payloads, or libcrypto without Poly1305). */
+static EVP_MAC_CTX *poly1305_for(size_t len)
+{
+    return len > DPAUTH_SMALL_PAYLOAD ? thread_poly1305() : NULL;
+}
+
 /* The tag by libsodium alone: Poly1305 under one-time key otk over header + nonce (hdr,
  * WIRE_HEADER_SIZE + DPAUTH_NONCE_BYTES bytes) and payload. */
 static void tag_by_sodium(const uint8_t otk[crypto_onetimeauth_KEYBYTES], const uint8_t *hdr,
@@ -127,7 +134,7 @@ static void tag_of(const uint8_t key[DPAUTH_KEY_BYTES], const uint8_t *hdr, cons
 {
     uint8_t otk[crypto_onetimeauth_KEYBYTES];
     crypto_stream_chacha20_ietf(otk, sizeof(otk), hdr + WIRE_HEADER_SIZE, key);
-    EVP_MAC_CTX *ctx = len > DPAUTH_SMALL_PAYLOAD ? thread_poly1305() : NULL;
+    EVP_MAC_CTX *ctx = poly1305_for(len);
     size_t tag_len = 0;
     if (!(ctx && EVP_MAC_init(ctx, otk, sizeof(otk), NULL) == 1 &&
           EVP_MAC_update(ctx, hdr, WIRE_HEADER_SIZE + DPAUTH_NONCE_BYTES) == 1 &&
@@ -148,7 +155,7 @@ void dpauth_tag_sodium(const uint8_t key[DPAUTH_KEY_BYTES], const uint8_t *pkt, 
 
 const char *dpauth_poly1305_library(size_t payload_len)
 {
-    return payload_len > DPAUTH_SMALL_PAYLOAD && thread_poly1305() ? "libcrypto" : "libsodium";
+    return poly1305_for(payload_len) ? "libcrypto" : "libsodium";
 }
 
 static void next_nonce(uint8_t *n)

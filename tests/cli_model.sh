@@ -61,7 +61,8 @@ assert r["ina"]["bound"] == "link" and abs(r["ring"]["ina_speedup"] - ring / ina
 p = d["params"]  # the parameters as used, each field under its name and as its type
 assert (p["link_bps"], p["slow_bps"], p["hop_s"], p["msg_s"]) == (1e8, 5e7, 1e-6, 5e-6), p
 assert (p["packet_elems"], p["overhead_bytes"], p["levels"], p["buckets"]) == (2048, 74, 1, 1), p
-assert p["code_overlap"] is True and p["overlap"] is True and len(p) == 21, p
+assert p["code_overlap"] is True and p["overlap"] is True and p["ring_step_s"] == 0, p
+assert len(p) == 22, p
 PY
 then ok $t; else bad $t "predict JSON differs from the hand-computed values"; fi
 
@@ -88,6 +89,18 @@ if timeout 10 $INAGG model predict --params "$tmp/params.json" --workers 4 --siz
        --link-rate 100mbit --compress zfp:rate=8 --json - 2>/dev/null | grep -q '"ratio":4' &&
    ! timeout 10 $INAGG model predict --params "$tmp/params.json" --workers 4 --size 16M \
        --compress fp16 >/dev/null 2>&1; then ok $t; else bad $t "params file not applied"; fi
+# the ring's calibrated step: 6 steps of 4 hosts, each 5 ms more than the same file without it
+t=model_params_ring_step_read_back
+sed 's/"msg_s":1e-05,/"msg_s":1e-05,"ring_step_s":0.005,/' "$tmp/params.json" >"$tmp/step.json"
+ring_time() {
+    timeout 10 $INAGG model predict --params "$1" --workers 4 --size 12000000 \
+        --link-rate 100mbit --systems ring --json - 2>/dev/null |
+        python3 -c 'import json,sys; print(json.load(sys.stdin)["rows"][0]["ring"]["time_s"])'
+}
+without=$(ring_time "$tmp/params.json") with=$(ring_time "$tmp/step.json")
+if python3 -c "import sys; a, b = float(sys.argv[1]), float(sys.argv[2]); assert abs(b - a - 0.03) < 1e-9, (a, b)" \
+       "$without" "$with" 2>/dev/null; then ok $t
+else bad $t "ring with ring_step_s 0.005: $with s, without: $without s (want 0.03 s more)"; fi
 echo '{"switch_pkt_s":-1}' >"$tmp/bad.json"
 t=model_params_file_bad_rejected
 timeout 10 $INAGG model predict --params "$tmp/bad.json" --workers 4 --size 1M >/dev/null 2>"$tmp/err"

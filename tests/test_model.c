@@ -47,6 +47,11 @@ TEST(model_ring_slowest_link, 5)
     /* alpha per step: 6 x 10 ms more */
     p.msg_s = 0.01;
     CHECK_NEAR(model_allreduce(MODEL_RING, &p, 4, 12e6).total_s, 2.94);
+    /* the wait for the slowest host per step: 6 x 5 ms more again; 8 hosts: 14 steps */
+    p.ring_step_s = 0.005;
+    CHECK_NEAR(model_allreduce(MODEL_RING, &p, 4, 12e6).total_s, 2.97);
+    p.slow_bps = 0;
+    CHECK_NEAR(model_allreduce(MODEL_RING, &p, 8, 16e6).total_s, 14 * (2e6 * 8 / 100e6 + 0.015));
     /* traffic: INA |U| each way, ring 2|U|(n-1)/n (SwitchML s3) */
     CHECK_NEAR(model_ina_bytes_each_way(1.0), 1.0);
     CHECK_NEAR(model_ring_bytes_each_way(4, 1.0), 1.5);
@@ -222,5 +227,8 @@ TEST(model_params_rejected, 5)
     CHECK_EQ_INT(model_params_check(&p, err, sizeof(err)), -EINVAL);
     model_params_default(&p);
     p.stream_eff = 1.5;
+    CHECK_EQ_INT(model_params_check(&p, err, sizeof(err)), -EINVAL);
+    model_params_default(&p);
+    p.ring_step_s = -1e-3;
     CHECK_EQ_INT(model_params_check(&p, err, sizeof(err)), -EINVAL);
 }

@@ -2,8 +2,9 @@
  * model_calib.c - `inagg model calibrate`: this implementation's costs from short runs of the
  * existing benchmarks (`inagg bench allreduce` on loopback for the switch's CPU per packet and
  * the worker's CPU per element, `inagg bench latency` on a 2-host testbed, or loopback, for
- * the latency of a hop and of an MPI message, `inagg bench compress` for the codec), written
- * as one JSON file; and reading that file back into the model's parameters.
+ * the latency of a hop and of an MPI message, the MPI ring on a 4-host testbed for what a
+ * ring step costs beyond its bytes, `inagg bench compress` for the codec), written as one
+ * JSON file; and reading that file back into the model's parameters.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -31,6 +32,9 @@
 #define TESTBED_MTU 9000.0
 #define TCP_IP_HEADERS 52.0 /* TCP with timestamps 32 + IPv4 20 */
 #define ETH_HEADER 14.0
+#define CAL_RING_HOSTS 4u /* the ring's calibration: 4 hosts at 100 Mbit/s, 4 MiB each */
+#define CAL_RING_RATE_BPS 100e6
+#define CAL_RING_BYTES 4194304.0
 static const char *const CAL_CODECS[] = {"zfp:rate=8", "fp16"};
 
 static void usage(FILE *out)
@@ -39,7 +43,7 @@ static void usage(FILE *out)
             "usage: inagg model calibrate [--out FILE] [--no-testbed]\n"
             "\n"
             "Measures this implementation's costs with short runs of the existing benchmarks\n"
-            "(about a minute; progress on stderr) and writes them as one JSON object:\n"
+            "(about two minutes; progress on stderr) and writes them as one JSON object:\n"
             "  switch_pkt_s    the switch's CPU time per contribution packet: `inagg bench\n"
             "                  allreduce` on loopback, %u workers x %u int32, %u-element\n"
             "                  packets, %u switch threads: switch CPU / packets received\n"
@@ -48,17 +52,22 @@ static void usage(FILE *out)
             "                  step (MPI allreduce p50 of 2 ranks): `inagg bench latency` on a\n"
             "                  2-host testbed (root), or loopback with --no-testbed or\n"
             "                  where testbeds cannot be built\n"
+            "  ring_step_s     what one step of the MPI ring costs beyond its bytes and msg_s\n"
+            "                  (waiting for the slowest host): `inagg bench allreduce\n"
+            "                  --testbed %u --baseline mpi-ring`, 4 MiB at 100 Mbit/s: (ring\n"
+            "                  TAT - the model's ring without it) / 2(n-1); 0 without a testbed\n"
             "  stream_eff      a TCP stream's payload share at MTU 9000 (headers only)\n"
             "  codec_*         ratio and encode/decode bytes per second of zfp:rate=8 and fp16:\n"
             "                  `inagg bench compress` on 1M values, one thread\n"
             "\n"
             "  --out FILE      where to write it (default %s; - for stdout)\n"
-            "  --no-testbed    latency on loopback only\n"
+            "  --no-testbed    latency on loopback only, no ring step\n"
             "  -h, --help      this text\n"
             "\n"
             "Numbers depend on the machine's load (recorded as load1): calibrate on the\n"
             "machine and under the conditions you will predict for.\n",
-            CAL_WORKERS, CAL_ELEMS, CAL_PACKET, CAL_SWITCH_THREADS, MODEL_DEFAULT_PARAMS);
+            CAL_WORKERS, CAL_ELEMS, CAL_PACKET, CAL_SWITCH_THREADS, CAL_RING_HOSTS,
+            MODEL_DEFAULT_PARAMS);
 }
 
 static double load1(void)
@@ -173,6 +182,46 @@ static int cal_latency(const char *dir, int testbed, model_calib_t *c, char *err
     return 0;
 }
 
+/* The MPI ring's cost per step beyond its bytes and alpha: the ring baseline of a 4-host
+ * testbed at 100 Mbit/s against the model's ring with the calibration so far. */
+static int cal_ring(const char *dir, model_calib_t *c, char *err, size_t errlen)
+{
+    char json[4200], hosts[16], elems[32];
+    snprintf(json, sizeof(json), "%s/ring.json", dir);
+    snprintf(hosts, sizeof(hosts), "%u", CAL_RING_HOSTS);
+    snprintf(elems, sizeof(elems), "%.0f", CAL_RING_BYTES / 4);
+    char *args[] = {"inagg",    "bench",       "allreduce", "--testbed", hosts, "--fabric",
+                    "bridge",   "--link-rate", "100mbit",   "--elems",   elems, "--dtype",
+                    "int32",    "--iters",     "3",         "--warmup",  "1",   "--baseline",
+                    "mpi-ring", "--json",      json,        NULL};
+    int rc = bench_run_self(args, json, 300, err, errlen);
+    if (rc < 0)
+        return rc;
+    char *text = NULL;
+    if (bench_read_file(json, &text) < 0)
+        return set_err(err, errlen, -EPROTO, "no report from bench allreduce");
+    const char *b = strstr(text, "\"baseline\"");
+    const char *t = b ? strstr(b, "\"tat_s\"") : NULL;
+    double ring = NAN;
+    if (t)
+        num(t, "median", &ring);
+    free(text);
+    if (!(ring > 0))
+        return set_err(err, errlen, -EPROTO, "bench allreduce's report lacks the ring's tat_s");
+    model_params_t p;
+    if (model_calib_params(c, CAL_RING_RATE_BPS, NULL, &p, err, errlen) != 0)
+        return -EINVAL;
+    p.ring_step_s = 0;
+    model_time_t bare = model_allreduce(MODEL_RING, &p, CAL_RING_HOSTS, CAL_RING_BYTES);
+    double steps = 2.0 * (CAL_RING_HOSTS - 1);
+    c->ring_step_s = ring > bare.total_s ? (ring - bare.total_s) / steps : 0;
+    fprintf(stderr,
+            MODEL_CMD " " SUB ":   ring %.3f s against %.3f s from its bytes and steps: "
+                      "%.2f ms more per step\n",
+            ring, bare.total_s, c->ring_step_s * 1e3);
+    return 0;
+}
+
 static int cal_codec(const char *dir, model_calib_t *c, char *err, size_t errlen)
 {
     char json[4200];
@@ -226,6 +275,7 @@ static int write_calib(const model_calib_t *c, const char *path)
     json_number_exact(&w, "worker_elem_s", c->worker_elem_s);
     json_number_exact(&w, "hop_s", c->hop_s);
     json_number_exact(&w, "msg_s", c->msg_s);
+    json_number_exact(&w, "ring_step_s", c->ring_step_s);
     json_string(&w, "latency_measured_on", c->where);
     json_number_exact(&w, "stream_eff", c->stream_eff);
     json_int(&w, "packet_elems", c->packet_elems);
@@ -272,6 +322,9 @@ int model_calib_read(const char *path, model_calib_t *c, char *err, size_t errle
     c->packet_elems = (uint32_t)v[6];
     c->overhead_bytes = (uint32_t)v[7];
     num(text, "load1", &c->load1);
+    if (num(text, "ring_step_s", &c->ring_step_s) != 0 || !(c->ring_step_s >= 0) ||
+        !isfinite(c->ring_step_s))
+        c->ring_step_s = 0; /* a file from before the ring's step was calibrated */
     json_find_string(text, "latency_measured_on", c->where, sizeof(c->where));
     const char *at = strstr(text, "\"codecs\"");
     while (at && c->ncodec < 4) {
@@ -304,6 +357,7 @@ int model_calib_params(const model_calib_t *c, double link_bps, const char *comp
     p->switch_threads = c->switch_threads;
     p->worker_elem_s = c->worker_elem_s;
     p->msg_s = c->msg_s;
+    p->ring_step_s = c->ring_step_s;
     p->stream_eff = c->stream_eff;
     if (compress && strcmp(compress, "none") != 0) {
         for (int i = 0; i < c->ncodec; i++)
@@ -323,6 +377,14 @@ int model_calib_params(const model_calib_t *c, double link_bps, const char *comp
                        c->ncodec > 1 ? ", ..." : "");
     }
     return 0;
+}
+
+/* 1 (after saying which run failed and why) when a calibration step's result r is not 0. */
+static int step_failed(int r, const char *what, const char *err)
+{
+    if (r != 0)
+        fprintf(stderr, MODEL_CMD " " SUB ": %s failed: %s\n", what, err);
+    return r != 0;
 }
 
 /* calibrate's flags */
@@ -368,30 +430,31 @@ int model_calibrate_main(int argc, char **argv)
     char err[600];
     int rc = 0;
     fprintf(stderr,
-            MODEL_CMD " " SUB ": 1/3 switch and worker costs (bench allreduce, "
+            MODEL_CMD " " SUB ": 1/4 switch and worker costs (bench allreduce, "
                       "loopback, %u workers)\n",
             CAL_WORKERS);
-    if (cal_allreduce(dir, &c, err, sizeof(err)) != 0) {
-        fprintf(stderr, MODEL_CMD " " SUB ": bench allreduce failed: %s\n", err);
-        rc = 1;
-    }
+    rc = step_failed(cal_allreduce(dir, &c, err, sizeof(err)), "bench allreduce", err);
     if (rc == 0) {
-        fprintf(stderr, MODEL_CMD " " SUB ": 2/3 latency (bench latency, %s)\n",
+        fprintf(stderr, MODEL_CMD " " SUB ": 2/4 latency (bench latency, %s)\n",
                 flags.testbed ? "2-host testbed" : "loopback");
-        if (cal_latency(dir, flags.testbed, &c, err, sizeof(err)) != 0) {
-            fprintf(stderr, MODEL_CMD " " SUB ": bench latency failed: %s\n", err);
-            rc = 1;
-        }
+        rc = step_failed(cal_latency(dir, flags.testbed, &c, err, sizeof(err)), "bench latency",
+                         err);
+    }
+    if (rc == 0 && flags.testbed && strcmp(c.where, "loopback") != 0) {
+        fprintf(stderr,
+                MODEL_CMD " " SUB ": 3/4 the MPI ring's step (bench allreduce, %u-host "
+                          "testbed)\n",
+                CAL_RING_HOSTS);
+        rc = step_failed(cal_ring(dir, &c, err, sizeof(err)), "the ring's run", err);
+    } else if (rc == 0) {
+        fprintf(stderr, MODEL_CMD " " SUB ": 3/4 the MPI ring's step: no testbed, 0\n");
     }
     if (rc == 0) {
-        fprintf(stderr, MODEL_CMD " " SUB ": 3/3 codec (bench compress, 1M values)\n");
-        if (cal_codec(dir, &c, err, sizeof(err)) != 0) {
-            fprintf(stderr, MODEL_CMD " " SUB ": bench compress failed: %s\n", err);
-            rc = 1;
-        }
+        fprintf(stderr, MODEL_CMD " " SUB ": 4/4 codec (bench compress, 1M values)\n");
+        rc = step_failed(cal_codec(dir, &c, err, sizeof(err)), "bench compress", err);
     }
-    const char *files[] = {"allreduce.json", "latency.json", "compress.json"};
-    for (int i = 0; i < 3; i++) {
+    const char *files[] = {"allreduce.json", "latency.json", "ring.json", "compress.json"};
+    for (int i = 0; i < 4; i++) {
         char f[4300];
         snprintf(f, sizeof(f), "%s/%s", dir, files[i]);
         unlink(f);
@@ -403,8 +466,8 @@ int model_calibrate_main(int argc, char **argv)
         return rc;
     fprintf(stderr,
             MODEL_CMD " " SUB ": switch %.2f us/packet (%u threads), worker %.2f "
-                      "ns/element, hop %.1f us, MPI step %.1f us -> %s\n",
+                      "ns/element, hop %.1f us, MPI step %.1f us, ring step +%.2f ms -> %s\n",
             c.switch_pkt_s * 1e6, c.switch_threads, c.worker_elem_s * 1e9, c.hop_s * 1e6,
-            c.msg_s * 1e6, flags.out);
+            c.msg_s * 1e6, c.ring_step_s * 1e3, flags.out);
     return write_calib(&c, flags.out) == 0 ? 0 : 1;
 }

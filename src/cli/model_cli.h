@@ -25,6 +25,8 @@ typedef struct model_calib {
     double worker_elem_s; /* worker CPU per element */
     double hop_s; /* one-way latency of one hop (worker to switch) */
     double msg_s; /* one message step between two hosts (MPI) */
+    double ring_step_s; /* the MPI ring's further cost per step of a large message (0: not
+                           measured, as without a testbed or in files from before it) */
     double stream_eff; /* payload share of a TCP stream at MTU 9000 */
     uint32_t packet_elems, overhead_bytes;
     /* the codec, per mode measured */

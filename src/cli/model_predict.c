@@ -166,12 +166,12 @@ static const struct {
     {PARAM(overhead_bytes), PARAM_COUNT}, {PARAM(slots), PARAM_COUNT},
     {PARAM(switch_pkt_s), PARAM_NUMBER},  {PARAM(switch_threads), PARAM_COUNT},
     {PARAM(worker_elem_s), PARAM_NUMBER}, {PARAM(msg_s), PARAM_NUMBER},
-    {PARAM(stream_eff), PARAM_NUMBER},    {PARAM(ratio), PARAM_NUMBER},
-    {PARAM(enc_Bps), PARAM_NUMBER},       {PARAM(dec_Bps), PARAM_NUMBER},
-    {PARAM(agg_value_s), PARAM_NUMBER},   {PARAM(code_overlap), PARAM_FLAG},
-    {PARAM(overlap), PARAM_FLAG},         {PARAM(levels), PARAM_COUNT},
-    {PARAM(fanout), PARAM_COUNT},         {PARAM(compute_s), PARAM_NUMBER},
-    {PARAM(buckets), PARAM_COUNT},
+    {PARAM(ring_step_s), PARAM_NUMBER},   {PARAM(stream_eff), PARAM_NUMBER},
+    {PARAM(ratio), PARAM_NUMBER},         {PARAM(enc_Bps), PARAM_NUMBER},
+    {PARAM(dec_Bps), PARAM_NUMBER},       {PARAM(agg_value_s), PARAM_NUMBER},
+    {PARAM(code_overlap), PARAM_FLAG},    {PARAM(overlap), PARAM_FLAG},
+    {PARAM(levels), PARAM_COUNT},         {PARAM(fanout), PARAM_COUNT},
+    {PARAM(compute_s), PARAM_NUMBER},     {PARAM(buckets), PARAM_COUNT},
 };
 #undef PARAM
 

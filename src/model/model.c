@@ -48,8 +48,9 @@ int model_params_check(const model_params_t *p, char *err, size_t errlen)
         return set_err(err, errlen, -EINVAL, "at least one gradient bucket");
     if (!(p->stream_eff > 0) || p->stream_eff > 1)
         return set_err(err, errlen, -EINVAL, "the stream efficiency is a share in (0, 1]");
-    const double nonneg[] = {p->hop_s,   p->switch_pkt_s, p->worker_elem_s, p->msg_s,
-                             p->enc_Bps, p->dec_Bps,      p->agg_value_s,   p->compute_s};
+    const double nonneg[] = {p->hop_s,   p->switch_pkt_s, p->worker_elem_s,
+                             p->msg_s,   p->ring_step_s,  p->enc_Bps,
+                             p->dec_Bps, p->agg_value_s,  p->compute_s};
     for (unsigned i = 0; i < sizeof(nonneg) / sizeof(nonneg[0]); i++)
         if (!(nonneg[i] >= 0) || !isfinite(nonneg[i]))
             return set_err(err, errlen, -EINVAL, "times and rates must be finite and not negative");
@@ -227,8 +228,9 @@ static model_time_t ina_time(const model_params_t *p, uint32_t n, double bytes)
 
 /* Ring allreduce (AllReduce-Switch II-C: delay 2(n-1) tau, efficient bandwidth
  * n B_min / 2(n-1); GCOW 2.1: each of N-1 rounds moves P/N, twice): 2(n-1) steps, each a
- * message of |U|/n over the slowest link plus its fixed cost alpha. Coding: each step encodes
- * what it sends and decodes what it receives. */
+ * message of |U|/n over the slowest link plus its fixed cost alpha and the wait for the
+ * slowest host (ring_step_s). Coding: each step encodes what it sends and decodes what it
+ * receives. */
 static model_time_t ring_time(const model_params_t *p, uint32_t n, double bytes)
 {
     if (n < 2)
@@ -238,7 +240,7 @@ static model_time_t ring_time(const model_params_t *p, uint32_t n, double bytes)
     double chunk = bytes / n;
     t.link_s = steps * host_link_s(p, chunk);
     t.code_s = steps * (code_bytes_s(chunk, p->enc_Bps) + code_bytes_s(chunk, p->dec_Bps));
-    t.latency_s = steps * p->msg_s;
+    t.latency_s = steps * (p->msg_s + p->ring_step_s);
     settle(&t, 0, 0, p->code_overlap, "worker");
     return t;
 }

@@ -48,6 +48,9 @@ typedef struct model_params {
     double worker_elem_s; /* worker CPU per element (convert out and back in) */
     /* host-to-host transport (ring, tree, PS, CA) */
     double msg_s; /* alpha: fixed cost of one message step between two hosts (s) */
+    double ring_step_s; /* the ring's further cost per step of a large message: a step ends
+                              when the slowest of the n hosts has received, reduced and sent
+                              on its chunk (calibrated on the testbed; 0: none) */
     double stream_eff; /* share of a link one host-to-host stream carries (TCP: ~0.99) */
     /* compression */
     double ratio; /* uncompressed over compressed bytes; 1: none */

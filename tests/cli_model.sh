@@ -101,6 +101,14 @@ without=$(ring_time "$tmp/params.json") with=$(ring_time "$tmp/step.json")
 if python3 -c "import sys; a, b = float(sys.argv[1]), float(sys.argv[2]); assert abs(b - a - 0.03) < 1e-9, (a, b)" \
        "$without" "$with" 2>/dev/null; then ok $t
 else bad $t "ring with ring_step_s 0.005: $with s, without: $without s (want 0.03 s more)"; fi
+# validate says when its calibration lacks the ring's step (before any run: --keep fails)
+t=model_validate_notes_missing_ring_step
+timeout 10 $INAGG model validate --params "$tmp/params.json" --keep /proc/nonexistent/k >/dev/null 2>"$tmp/n1"
+rc1=$?
+timeout 10 $INAGG model validate --params "$tmp/step.json" --keep /proc/nonexistent/k >/dev/null 2>"$tmp/n2"
+if [ $rc1 -eq 3 ]; then skp $t "validate cannot build testbeds here"
+elif [ $rc1 -eq 1 ] && grep -q "has no ring_step_s" "$tmp/n1" && ! grep -q "ring_step_s" "$tmp/n2"; then ok $t
+else bad $t "rc=$rc1: $(head -n 2 "$tmp/n1")"; fi
 echo '{"switch_pkt_s":-1}' >"$tmp/bad.json"
 t=model_params_file_bad_rejected
 timeout 10 $INAGG model predict --params "$tmp/bad.json" --workers 4 --size 1M >/dev/null 2>"$tmp/err"

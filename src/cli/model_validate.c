@@ -488,6 +488,12 @@ int model_validate_main(int argc, char **argv)
         fprintf(stderr, MODEL_CMD " " SUB ": %s\n", err);
         return 1;
     }
+    if (!(cal.ring_step_s > 0))
+        fprintf(stderr,
+                MODEL_CMD " " SUB ": note: %s has no ring_step_s (calibrated without a testbed "
+                          "or before it was measured): the ring's rows are predicted without "
+                          "its wait per step; `" MODEL_CMD " calibrate --out %s` measures it\n",
+                f.params, f.params);
     char tmp[] = "/tmp/inagg-validate-XXXXXX";
     const char *dir = f.keep;
     if (f.keep && mkdir(f.keep, 0755) != 0 && errno != EEXIST) {

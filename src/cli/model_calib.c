@@ -33,7 +33,7 @@
 #define TCP_IP_HEADERS 52.0 /* TCP with timestamps 32 + IPv4 20 */
 #define ETH_HEADER 14.0
 #define CAL_RING_HOSTS 4u /* the ring's calibration: 4 hosts at 100 Mbit/s, 4 MiB each */
-#define CAL_RING_RATE_BPS 100e6
+#define CAL_RING_RATE "100mbit"
 #define CAL_RING_BYTES 4194304.0
 static const char *const CAL_CODECS[] = {"zfp:rate=8", "fp16"};
 
@@ -87,6 +87,20 @@ static int num(const char *text, const char *key, double *v)
     return json_find_number(text, key, v);
 }
 
+/* Run `args` (a benchmark writing its JSON report to `json`) within timeout_s and read that
+ * report into *text (the caller frees it). 0, or a negative errno with the reason in err. */
+static int run_report(char **args, const char *json, unsigned timeout_s, char **text, char *err,
+                      size_t errlen)
+{
+    int rc = bench_run_self(args, json, timeout_s, err, errlen);
+    if (rc < 0)
+        return rc;
+    *text = NULL;
+    if (bench_read_file(json, text) < 0)
+        return set_err(err, errlen, -EPROTO, "no report from %s %s", args[1], args[2]);
+    return 0;
+}
+
 /* The loopback allreduce: switch CPU per packet and worker CPU per element. */
 static int cal_allreduce(const char *dir, model_calib_t *c, char *err, size_t errlen)
 {
@@ -101,12 +115,10 @@ static int cal_allreduce(const char *dir, model_calib_t *c, char *err, size_t er
                     elems,   "--dtype",  "int32",     "--packet-elems",   pk, "--iters",
                     it,      "--warmup", "1",         "--switch-threads", st, "--json",
                     json,    NULL};
-    int rc = bench_run_self(args, json, 120, err, errlen);
+    char *text;
+    int rc = run_report(args, json, 120, &text, err, errlen);
     if (rc < 0)
         return rc;
-    char *text = NULL;
-    if (bench_read_file(json, &text) < 0)
-        return set_err(err, errlen, -EPROTO, "no report from bench allreduce");
     double tat, sw = NAN, wkr = NAN, retx;
     const char *cpu = strstr(text, "\"cpu\"");
     if (cpu) {
@@ -190,16 +202,14 @@ static int cal_ring(const char *dir, model_calib_t *c, char *err, size_t errlen)
     snprintf(json, sizeof(json), "%s/ring.json", dir);
     snprintf(hosts, sizeof(hosts), "%u", CAL_RING_HOSTS);
     snprintf(elems, sizeof(elems), "%.0f", CAL_RING_BYTES / 4);
-    char *args[] = {"inagg",    "bench",       "allreduce", "--testbed", hosts, "--fabric",
-                    "bridge",   "--link-rate", "100mbit",   "--elems",   elems, "--dtype",
-                    "int32",    "--iters",     "3",         "--warmup",  "1",   "--baseline",
-                    "mpi-ring", "--json",      json,        NULL};
-    int rc = bench_run_self(args, json, 300, err, errlen);
+    char *args[] = {"inagg",    "bench",       "allreduce",   "--testbed", hosts, "--fabric",
+                    "bridge",   "--link-rate", CAL_RING_RATE, "--elems",   elems, "--dtype",
+                    "int32",    "--iters",     "3",           "--warmup",  "1",   "--baseline",
+                    "mpi-ring", "--json",      json,          NULL};
+    char *text;
+    int rc = run_report(args, json, 300, &text, err, errlen);
     if (rc < 0)
         return rc;
-    char *text = NULL;
-    if (bench_read_file(json, &text) < 0)
-        return set_err(err, errlen, -EPROTO, "no report from bench allreduce");
     const char *b = strstr(text, "\"baseline\"");
     const char *t = b ? strstr(b, "\"tat_s\"") : NULL;
     double ring = NAN;
@@ -209,7 +219,9 @@ static int cal_ring(const char *dir, model_calib_t *c, char *err, size_t errlen)
     if (!(ring > 0))
         return set_err(err, errlen, -EPROTO, "bench allreduce's report lacks the ring's tat_s");
     model_params_t p;
-    if (model_calib_params(c, CAL_RING_RATE_BPS, NULL, &p, err, errlen) != 0)
+    double rate_bps;
+    if (model_parse_rate(CAL_RING_RATE, &rate_bps) != 0 ||
+        model_calib_params(c, rate_bps, NULL, &p, err, errlen) != 0)
         return -EINVAL;
     p.ring_step_s = 0;
     model_time_t bare = model_allreduce(MODEL_RING, &p, CAL_RING_HOSTS, CAL_RING_BYTES);
@@ -228,12 +240,10 @@ static int cal_codec(const char *dir, model_calib_t *c, char *err, size_t errlen
     snprintf(json, sizeof(json), "%s/compress.json", dir);
     char *args[] = {"inagg",  "bench",  "compress",  "--elems", "1048576", "--repeats", "3",
                     "--data", "normal", "--threads", "1",       "--json",  json,        NULL};
-    int rc = bench_run_self(args, json, 180, err, errlen);
+    char *text;
+    int rc = run_report(args, json, 180, &text, err, errlen);
     if (rc < 0)
         return rc;
-    char *text = NULL;
-    if (bench_read_file(json, &text) < 0)
-        return set_err(err, errlen, -EPROTO, "no report from bench compress");
     c->ncodec = 0;
     for (size_t i = 0; i < sizeof(CAL_CODECS) / sizeof(CAL_CODECS[0]); i++) {
         char key[64];

@@ -490,9 +490,11 @@ int model_validate_main(int argc, char **argv)
     }
     if (!(cal.ring_step_s > 0))
         fprintf(stderr,
-                MODEL_CMD " " SUB ": note: %s has no ring_step_s (calibrated without a testbed "
-                          "or before it was measured): the ring's rows are predicted without "
-                          "its wait per step; `" MODEL_CMD " calibrate --out %s` measures it\n",
+                MODEL_CMD
+                " " SUB ": note: %s has no ring_step_s above 0 (calibrated without a "
+                "testbed, before it was measured, or the ring measured no slower than "
+                "its bytes): the ring's rows are predicted without a wait per step; `" MODEL_CMD
+                " calibrate --out %s` measures it\n",
                 f.params, f.params);
     char tmp[] = "/tmp/inagg-validate-XXXXXX";
     const char *dir = f.keep;

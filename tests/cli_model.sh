@@ -113,6 +113,10 @@ echo '{"switch_pkt_s":-1}' >"$tmp/bad.json"
 t=model_params_file_bad_rejected
 timeout 10 $INAGG model predict --params "$tmp/bad.json" --workers 4 --size 1M >/dev/null 2>"$tmp/err"
 [ $? -eq 1 ] && grep -q "switch_pkt_s" "$tmp/err" && ok $t || bad $t "a bad params file was accepted"
+t=model_params_bad_ring_step_rejected
+sed 's/"ring_step_s":0.005/"ring_step_s":-0.005/' "$tmp/step.json" >"$tmp/badstep.json"
+timeout 10 $INAGG model predict --params "$tmp/badstep.json" --workers 4 --size 1M >/dev/null 2>"$tmp/err"
+[ $? -eq 1 ] && grep -q '"ring_step_s" must be' "$tmp/err" && ok $t || bad $t "a negative ring_step_s was accepted"
 
 t=model_validate_quick_smoke
 if [ "${INAGG_MODEL_SMOKE:-0}" != 1 ]; then

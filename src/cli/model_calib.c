@@ -332,9 +332,13 @@ int model_calib_read(const char *path, model_calib_t *c, char *err, size_t errle
     c->packet_elems = (uint32_t)v[6];
     c->overhead_bytes = (uint32_t)v[7];
     num(text, "load1", &c->load1);
-    if (num(text, "ring_step_s", &c->ring_step_s) != 0 || !(c->ring_step_s >= 0) ||
-        !isfinite(c->ring_step_s))
+    if (num(text, "ring_step_s", &c->ring_step_s) != 0) {
         c->ring_step_s = 0; /* a file from before the ring's step was calibrated */
+    } else if (!(c->ring_step_s >= 0) || !isfinite(c->ring_step_s)) {
+        free(text);
+        return set_err(err, errlen, -EINVAL,
+                       "%s: \"ring_step_s\" must be a number of seconds, 0 or more", path);
+    }
     json_find_string(text, "latency_measured_on", c->where, sizeof(c->where));
     const char *at = strstr(text, "\"codecs\"");
     while (at && c->ncodec < 4) {

@@ -357,19 +357,21 @@ static double best_parse_seconds(const char *buf, size_t len, int reps, size_t w
     return best;
 }
 
-/* 4x the input must cost about 4x the CPU time (quadratic would be 16x); best of a few runs. */
+/* 8x the input must cost about 8x the CPU time: a quadratic parse would take 64x. The line sits
+ * far from both (20x), since on a loaded machine the larger input's cache misses and page faults
+ * alone have cost it up to 1.7 times its share; best of a few runs. */
 TEST(glm_parse_linear_time, 60)
 {
     size_t small_len, big_len;
-    char *small = make_libsvm_text(25000, &small_len);
+    char *small = make_libsvm_text(12500, &small_len);
     char *big = make_libsvm_text(100000, &big_len);
-    double t_small = best_parse_seconds(small, small_len, 5, 25000);
+    double t_small = best_parse_seconds(small, small_len, 7, 12500);
     double t_big = best_parse_seconds(big, big_len, 3, 100000);
     free(small);
     free(big);
     double ratio = t_big / t_small;
     double mb_per_s = (double)big_len / 1e6 / t_big;
-    CHECK_MSG(ratio < 6.5, "4x input took %.2fx the time (%.3f s vs %.3f s)", ratio, t_big,
+    CHECK_MSG(ratio < 20.0, "8x the input took %.2fx the time (%.3f s vs %.3f s)", ratio, t_big,
               t_small);
     CHECK_MSG(mb_per_s > 5.0, "parsing at %.1f MB/s", mb_per_s);
 }

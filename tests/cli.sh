@@ -3,9 +3,6 @@
 # lifecycle and counters, and the allreduce benchmark's verified JSON (with the MPI baseline
 # when OpenMPI is installed). Every command runs under `timeout`.
 set -uo pipefail
-# grep that reads all of its input: `grep -q` stops at the first match, and under pipefail
-# the writer's SIGPIPE would then fail a pipeline whose text did match.
-grep_all() { grep "$@" >/dev/null; }
 cd "$(dirname "$0")/.."
 INAGG=./build/inagg
 pass=0 fail=0 skip=0
@@ -69,7 +66,7 @@ done
 lists() { # lists CMD WORD...: `inagg CMD --help` names every WORD as a subcommand
     local cmd=$1; shift
     local text; text=$(timeout 10 $INAGG $cmd --help 2>&1)
-    for w in "$@"; do echo "$text" | grep_all -E "^  $w( |$)" || msgs="$msgs [$cmd --help lacks '$w']"; done
+    for w in "$@"; do grep -q -E "^  $w( |$)" <<<"$text" || msgs="$msgs [$cmd --help lacks '$w']"; done
 }
 lists "" switch train model version "bench allreduce" "bench latency" "bench optimizer" "bench udp" "bench mac" "bench compress"
 lists bench allreduce latency optimizer udp mac compress
@@ -233,7 +230,7 @@ msgs=""
    [ "$(echo "$out" | json_get "['sizes'] and [s['payload_bytes'] for s in d['sizes']]")" = "[0, 96, 8192]" ] &&
    [ "$(echo "$out" | json_get "['sizes'] and all(s['verified'] and s['seal_ns'] > 0 and s['check_ns'] > 0 and s['speedup'] > 0 for s in d['sizes'])")" = True ] &&
    [ "$(echo "$out" | json_get "['sizes'][1]['poly1305']")" = libsodium ] || msgs="$msgs [json: rc $rc, $out $(tail -n 2 "$tmp/err")]"
-echo "$table" | grep_all -E "^ +64 .* yes$" || msgs="$msgs [table: $table]"
+grep -q -E "^ +64 .* yes$" <<<"$table" || msgs="$msgs [table: $table]"
 for args in "--sizes 70000" "--sizes 32,,64" "--sizes x" "--count 0" "--repeats 100"; do
     timeout 10 $INAGG bench mac $args >/dev/null 2>"$tmp/err"; rc=$?
     [ $rc -eq 2 ] && grep -q "^inagg bench mac: " "$tmp/err" || msgs="$msgs [$args: rc $rc '$(head -c 200 "$tmp/err")']"
@@ -285,7 +282,7 @@ bad_int=$($INAGG bench allreduce --dtype int32 --compress zfp:rate=8 2>&1 >/dev/
 grid=$(timeout 300 $INAGG bench compress --elems 1048576 --repeats 1 --data exponential --json - 2>"$tmp/err2")
 if [ "$(echo "$out" | json_get "['verified']")" != True ] || [ "$(echo "$out" | json_get "['compress']")" != zfp:rate=8 ]; then
     bad $t "compressed allreduce: $(tail -n 3 "$tmp/err") $out"
-elif ! echo "$bad_int" | grep_all "int32 jobs refuse lossy compression" || ! echo "$bad_int" | grep_all "rc=2"; then
+elif ! grep -q "int32 jobs refuse lossy compression" <<<"$bad_int" || ! grep -q "rc=2" <<<"$bad_int"; then
     bad $t "int32 with a lossy mode not refused: $bad_int"
 elif ! echo "$grid" | python3 -c "
 import json, sys
@@ -311,10 +308,10 @@ missing=$($INAGG bench compress --input "$tmp/cap/none.f32" 2>&1; echo "rc=$?")
 sizes="$(stat -c %s "$tmp/cap/g.rank0.f32" "$tmp/cap/g.rank1.f32" 2>/dev/null | tr '\n' ' ')"
 if [ $cap_rc -ne 0 ] || [ "$sizes" != "60000 60000 " ]; then
     bad $t "capture: rc=$cap_rc sizes '$sizes' (3 steps x 5000 floats x 4 B each): $cap_out"
-elif ! echo "$cap_model" | grep_all "applies to --mode data" || ! echo "$cap_model" | grep_all "rc=2"; then
+elif ! grep -q "applies to --mode data" <<<"$cap_model" || ! grep -q "rc=2" <<<"$cap_model"; then
     bad $t "model mode capture not refused: $cap_model"
-elif ! echo "$odd" | grep_all "not a whole number of float32" || ! echo "$nan" | grep_all "value 5000 is not finite" ||
-     ! echo "$missing" | grep_all "No such file" || [ "$(echo "$odd$nan$missing" | grep -c "rc=1")" != 3 ]; then
+elif ! grep -q "not a whole number of float32" <<<"$odd" || ! grep -q "value 5000 is not finite" <<<"$nan" ||
+     ! grep -q "No such file" <<<"$missing" || [ "$(echo "$odd$nan$missing" | grep -c "rc=1")" != 3 ]; then
     bad $t "bad inputs: $odd / $nan / $missing"
 else
     grid=$(timeout 300 $INAGG bench compress --input "$tmp/cap/g.rank0.f32" --input "$tmp/cap/g.rank1.f32" --repeats 1 --json - 2>"$tmp/err2")

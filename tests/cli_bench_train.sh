@@ -7,9 +7,6 @@
 # of network namespaces. Skips, saying why, without torch, the dataset or network namespaces.
 # Every command runs under `timeout`; about two minutes.
 set -uo pipefail
-# grep that reads all of its input: `grep -q` stops at the first match, and under pipefail
-# the writer's SIGPIPE would then fail a pipeline whose text did match.
-grep_all() { grep "$@" >/dev/null; }
 cd "$(dirname "$0")/.."
 INAGG=./build/inagg
 PY=/usr/bin/python3
@@ -25,8 +22,8 @@ TINY="--model cnn --train-samples 256 --test-samples 300 --batch 32 --epochs 2 -
 
 t=bench_train_help
 out=$(timeout 30 $INAGG bench train --help 2>&1); rc=$?
-if [ $rc -eq 0 ] && echo "$out" | grep_all -- "--backend" && echo "$out" | grep_all -- "--testbed" &&
-   echo "$out" | grep_all "speedup_vs_gloo" && timeout 5 $INAGG --help | grep_all "bench train"; then
+if [ $rc -eq 0 ] && grep -q -- "--backend" <<<"$out" && grep -q -- "--testbed" <<<"$out" &&
+   grep -q "speedup_vs_gloo" <<<"$out" && timeout 5 $INAGG --help | grep "bench train" >/dev/null; then
     ok $t; else bad $t "rc $rc or text incomplete"; fi
 
 t=bench_train_usage_errors_exit_2
@@ -95,7 +92,7 @@ try:
 except fmnist.DatasetError as e:
     print(e)
 " "$tmp/trunc" 2>&1)
-if echo "$out" | grep_all "train-labels-idx1-ubyte.gz: truncated"; then ok $t
+if grep -q "train-labels-idx1-ubyte.gz: truncated" <<<"$out"; then ok $t
 else bad $t "$out"; fi
 
 # The contract: one JSON object; runs with label, epoch_s, final_test_accuracy,

@@ -7,9 +7,6 @@
 # runs under `timeout`, and whatever it starts is killed at the end.
 # Usage: bash tests/cli_service.sh [case-substring]   (INAGG=build-san/inagg ... for ASan)
 set -uo pipefail
-# grep that reads all of its input: `grep -q` stops at the first match, and under pipefail
-# the writer's SIGPIPE would then fail a pipeline whose text did match.
-grep_all() { grep "$@" >/dev/null; }
 cd "$(dirname "$0")/.."
 INAGG=${INAGG:-$PWD/build/inagg}  # INAGG=$PWD/build-san/inagg: under the sanitizers
 PY=/usr/bin/python3
@@ -407,7 +404,7 @@ else
     # the man page it names comes with the package, not with the tree.
     sed -e "s|/usr/bin/inagg|$INAGG|g" -e "/^Documentation=man:/d" "$unit" >"$tmp/inagg-switch.service"
     if timeout 60 systemd-analyze verify "$tmp/inagg-switch.service" >"$tmp/verify" 2>&1 &&
-       ! grep -v "^$" "$tmp/verify" | grep_all -v "Failed to .*bus\|No such file or directory.*/etc/inagg"; then
+       ! grep -v "^$" "$tmp/verify" | grep -v "Failed to .*bus\|No such file or directory.*/etc/inagg" >/dev/null; then
         ok $t
     else bad $t "$(head -n 5 "$tmp/verify")"; fi
 fi

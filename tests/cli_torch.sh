@@ -7,9 +7,6 @@
 # the reason when torch, libtorch-dev or ninja are missing. Every command runs under
 # `timeout`. Ends "N passed, N failed, N skipped".
 set -uo pipefail
-# grep that reads all of its input: `grep -q` stops at the first match, and under pipefail
-# the writer's SIGPIPE would then fail a pipeline whose text did match.
-grep_all() { grep "$@" >/dev/null; }
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 pass=0 fail=0 skip=0
@@ -46,7 +43,7 @@ fi
 
 t=import_without_torch_says_what_to_install
 out=$(timeout 60 "$PY" -c "import sys; sys.modules['torch'] = None; import inagg.torch" 2>&1); rc=$?
-if [ $rc -ne 0 ] && echo "$out" | tail -n1 | grep_all "^ImportError: inagg.torch needs PyTorch.*apt-get install python3-torch"; then ok $t
+if [ $rc -ne 0 ] && echo "$out" | tail -n1 | grep "^ImportError: inagg.torch needs PyTorch.*apt-get install python3-torch" >/dev/null; then ok $t
 else bad $t "rc $rc: $(echo "$out" | tail -n 2)"; fi
 
 t=backend_builds
@@ -136,14 +133,14 @@ INAGG_SWITCH=127.0.0.1:$port timeout 300 torchrun --redirects 2 --tee 2 --nnodes
     --die-at-step 25 --die-rank 1 --json "$tmp/el.json" >"$tmp/el" 2>&1; rc=$?
 for _ in $(seq 50); do  # the switch retires a job once it has read its last rank's leave
     stats=$(timeout 30 ./build/inagg switch --stats 127.0.0.1:$port 2>&1)
-    echo "$stats" | grep_all " slots_used=0/" && break
+    grep -q " slots_used=0/" <<<"$stats" && break
     sleep 0.1
 done
 stop_switch
 retired=$(echo "$stats" | grep -c "^retired job .*name=torch-")
 if [ $rc -eq 0 ] && [ -f "$tmp/el.json" ] && [ "$(jget '["attempt"]' <"$tmp/el.json")" = 1 ] &&
    [ "$(jget '["resumed_from"]' <"$tmp/el.json")" = 20 ] && [ "$(jget '["replica_spread"]' <"$tmp/el.json")" = 0.0 ] &&
-   grep -q "rank 1 exits at step 25" "$tmp/el" && echo "$stats" | grep_all " slots_used=0/" && [ "$retired" = 2 ]; then
+   grep -q "rank 1 exits at step 25" "$tmp/el" && grep -q " slots_used=0/" <<<"$stats" && [ "$retired" = 2 ]; then
     ok "$t (attempt 1 resumed at step 20 of 60 in a new job, replicas identical; both jobs retired, no slot held)"
 else bad $t "rc $rc, $retired jobs retired: $(grep -v CUDA "$tmp/el" | grep -v '^\[' | tail -n 5) $(cat "$tmp/el.json" 2>/dev/null) $(echo "$stats" | head -n 3)"; fi
 

@@ -468,7 +468,7 @@ int model_calibrate_main(int argc, char **argv)
         rc = step_failed(cal_codec(dir, &c, err, sizeof(err)), "bench compress", err);
     }
     const char *files[] = {"allreduce.json", "latency.json", "ring.json", "compress.json"};
-    for (int i = 0; i < 4; i++) {
+    for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
         char f[4300];
         snprintf(f, sizeof(f), "%s/%s", dir, files[i]);
         unlink(f);

@@ -6,17 +6,16 @@
 #   make test       build and run the test suite (tests/run)
 #   make mutate     check that the tests catch the bugs of tests/mutate/mutations
 #
-# What goes where (sources are found by directory, so a new file needs no edit here):
-#   build/libinagg.a, build/libinagg.so   what a worker links, nothing else: the API and
-#                                         protocol engines (worker/), transport/, wire/,
-#                                         control/ (line I/O, the JOIN client), base/,
-#                                         kernels/; both export only the public API (inagg_*)
+# What goes where (src/README.md: three products, each a folder of folders):
+#   build/libinagg.a, build/libinagg.so   the worker library, src/lib/ and nothing else; both
+#                                         export only the public API (inagg_*)
 #   build/internal/libworker.a            the same objects with their internal symbols
 #                                         visible, for the programs and tests built here
-#   build/internal/libswitch.a            the switch daemon (switch/) and the JSON writer
-#   build/internal/libapps.a              trainer (glm/), launch/, bench/, the MPI runner
-#   build/inagg                           cli/ + the three above
-#   build/inagg-mpi-bench, -mpi-train     separate programs linking OpenMPI (src/mpi/)
+#   build/internal/libswitch.a            the switch daemon, src/switchd/
+#   build/internal/libapps.a              the applications, src/apps/ (trainer, launcher,
+#                                         benchmarks, model), less cli/ and mpi/
+#   build/inagg                           src/apps/cli/ + the three above
+#   build/inagg-mpi-bench, -mpi-train     separate programs linking OpenMPI (src/apps/mpi/)
 # Warnings are errors.
 
 CC      ?= cc
@@ -48,11 +47,12 @@ VERSION_MAJOR := $(shell sed -n 's/^\#define INAGG_VERSION_MAJOR \([0-9]*\)/\1/p
 VERSION       := $(shell sed -n 's/^\#define INAGG_VERSION_STRING "\(.*\)"/\1/p' include/inagg/version.h)
 SONAME        := libinagg.so.$(VERSION_MAJOR)
 
-WORKER_SRC := $(wildcard src/base/*.c src/kernels/*.c src/wire/*.c src/netio/*.c src/transport/*.c \
-                         src/control/*.c src/worker/*.c src/codec/*.c)
-SWITCH_SRC := $(wildcard src/switch/*.c src/json/*.c src/fabric/*.c)
-APPS_SRC   := $(wildcard src/glm/*.c src/launch/*.c src/bench/*.c src/model/*.c)
-CLI_SRC    := $(wildcard src/cli/*.c)
+# Sources by product (src/README.md): every .c of a product's folders, so a new file needs no
+# edit here. The MPI programs and the PMPI interposer (src/apps/mpi/) are built further down.
+WORKER_SRC := $(wildcard src/lib/*/*.c)
+SWITCH_SRC := $(wildcard src/switchd/*.c src/switchd/*/*.c)
+APPS_SRC   := $(filter-out src/apps/cli/% src/apps/mpi/%,$(wildcard src/apps/*/*.c))
+CLI_SRC    := $(wildcard src/apps/cli/*.c)
 TEST_SRC   := $(wildcard tests/test_*.c) tests/harness.c tests/testutil.c
 
 WORKER_OBJ := $(WORKER_SRC:%.c=$(BUILD)/%.o)
@@ -96,8 +96,8 @@ $(BUILD)/internal/libworker.a: $(WORKER_OBJ)
 	ar rcs $@ $^
 
 # The shared library exports the public API (inagg_*) and nothing else (libinagg.map).
-$(BUILD)/libinagg.so.$(VERSION): $(WORKER_PIC) src/worker/libinagg.map
-	$(CC) -shared -Wl,-soname,$(SONAME) -Wl,--version-script=src/worker/libinagg.map \
+$(BUILD)/libinagg.so.$(VERSION): $(WORKER_PIC) src/lib/worker/libinagg.map
+	$(CC) -shared -Wl,-soname,$(SONAME) -Wl,--version-script=src/lib/worker/libinagg.map \
 	    -Wl,--no-undefined $(LDFLAGS) -o $@ $(WORKER_PIC) $(LDLIBS)
 
 $(BUILD)/libinagg.so: $(BUILD)/libinagg.so.$(VERSION)
@@ -123,23 +123,23 @@ $(BUILD)/inagg-tests: $(TEST_OBJ) $(LIBS_INTERNAL)
 # The fabric's XDP program (docs/FABRIC.md, "AF_XDP ports"): compiled for the BPF target and
 # embedded in the switch library by xdpblob.c (.incbin), so the binary needs no file beside it.
 BPF_CFLAGS := -O2 -g -target bpf -Wall -Werror -Isrc -I/usr/include/$(shell $(CC) -print-multiarch)
-$(BUILD)/bpf/steer.bpf.o: src/fabric/xdp/steer.bpf.c src/fabric/xdp/steer_conf.h
+$(BUILD)/bpf/steer.bpf.o: src/switchd/fabric/xdp/steer.bpf.c src/switchd/fabric/xdp/steer_conf.h
 	@mkdir -p $(dir $@)
 	clang $(BPF_CFLAGS) -c $< -o $@
 
-$(BUILD)/src/fabric/xdpblob.o: $(BUILD)/bpf/steer.bpf.o
-$(BUILD)/src/fabric/xdpblob.o: CFLAGS += -DINAGG_STEER_BPF_OBJ='"$(BUILD)/bpf/steer.bpf.o"'
+$(BUILD)/src/switchd/fabric/xdpblob.o: $(BUILD)/bpf/steer.bpf.o
+$(BUILD)/src/switchd/fabric/xdpblob.o: CFLAGS += -DINAGG_STEER_BPF_OBJ='"$(BUILD)/bpf/steer.bpf.o"'
 
 # The MPI programs link OpenMPI, which the library never does.
-$(BUILD)/inagg-mpi-bench: src/mpi/mpi_allreduce_bench.c src/json/json.c src/json/json.h
+$(BUILD)/inagg-mpi-bench: src/apps/mpi/mpi_allreduce_bench.c src/lib/json/json.c src/lib/json/json.h
 	@mkdir -p $(dir $@)
-	$(MPICC) $(CFLAGS_BASE) -O3 -o $@ src/mpi/mpi_allreduce_bench.c src/json/json.c -lm
+	$(MPICC) $(CFLAGS_BASE) -O3 -o $@ src/apps/mpi/mpi_allreduce_bench.c src/lib/json/json.c -lm
 
 # The MPI trainer: the glm trainers over MPI; links the glm sources, never libinagg.
-GLM_MPI_SRC := $(filter-out src/glm/coll_inagg.c,$(wildcard src/glm/*.c))
-$(BUILD)/inagg-mpi-train: src/mpi/mpi_train.c $(GLM_MPI_SRC) $(wildcard src/glm/*.h) src/json/json.c src/json/json.h src/kernels/optim.c src/kernels/optim.h
+GLM_MPI_SRC := $(filter-out src/apps/glm/coll_inagg.c,$(wildcard src/apps/glm/*.c))
+$(BUILD)/inagg-mpi-train: src/apps/mpi/mpi_train.c $(GLM_MPI_SRC) $(wildcard src/apps/glm/*.h) src/lib/json/json.c src/lib/json/json.h src/lib/kernels/optim.c src/lib/kernels/optim.h src/lib/base/optconf.c src/lib/base/optconf.h
 	@mkdir -p $(dir $@)
-	$(MPICC) $(CFLAGS_BASE) -O3 -o $@ src/mpi/mpi_train.c $(GLM_MPI_SRC) src/json/json.c src/kernels/optim.c -lm
+	$(MPICC) $(CFLAGS_BASE) -O3 -o $@ src/apps/mpi/mpi_train.c $(GLM_MPI_SRC) src/lib/json/json.c src/lib/kernels/optim.c src/lib/base/optconf.c -lm
 
 test: all
 	bash tests/run
@@ -217,12 +217,12 @@ pmpi: $(BUILD)/libinagg-pmpi.so
 
 PMPI_PIC := $(BUILD)/mpi/pmpi.pic.o $(BUILD)/mpi/pmpi_c.pic.o $(BUILD)/mpi/pmpi_fortran.pic.o
 
-$(BUILD)/mpi/%.pic.o: src/mpi/%.c src/mpi/pmpi_int.h include/inagg.h include/inagg/version.h
+$(BUILD)/mpi/%.pic.o: src/apps/mpi/%.c src/apps/mpi/pmpi_int.h include/inagg.h include/inagg/version.h
 	@mkdir -p $(dir $@)
 	$(MPICC) $(CFLAGS_BASE) -O2 -g -fPIC -c $< -o $@
 
-$(BUILD)/libinagg-pmpi.so: $(PMPI_PIC) $(WORKER_PIC) src/mpi/pmpi.map
-	$(MPICC) -shared -Wl,--version-script=src/mpi/pmpi.map -Wl,--no-undefined $(LDFLAGS) \
+$(BUILD)/libinagg-pmpi.so: $(PMPI_PIC) $(WORKER_PIC) src/apps/mpi/pmpi.map
+	$(MPICC) -shared -Wl,--version-script=src/apps/mpi/pmpi.map -Wl,--no-undefined $(LDFLAGS) \
 	    -o $@ $(PMPI_PIC) $(WORKER_PIC) -ldl $(LDLIBS)
 
 examples: $(BUILD)/examples/allreduce

@@ -54,7 +54,7 @@ PY = "/usr/bin/python3"  # Debian's, which has python3-torch
 PROG = "inagg bench train"
 COMPRESS_RE = re.compile(r"^(none|fp16|zfp:(rate|precision|accuracy)=[0-9.eE+-]+|zfp:reversible)$")
 DEFAULT_THRESHOLD = {"cnn": 0.89, "large": 0.85}  # = inagg.models.DEFAULT_THRESHOLD
-# inagg's packets on a testbed (as src/cli/bench_allreduce_args.c): one frame each, a window
+# inagg's packets on a testbed (as src/apps/cli/bench_allreduce_args.c): one frame each, a window
 # of about 3 ms of the link, retransmission timeouts that tolerate a queue behind the link.
 WIRE_HEADER, IP_UDP = 36, 28
 WINDOW_TIME_S, WINDOW_MIN, WINDOW_MAX = 0.003, 4, 64

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tests/cli_env.sh - the library's environment variables are read in one place from one table
-# (src/base/env.c): no other source file of libinagg calls getenv; `inagg --help` lists every
+# (src/lib/base/env.c): no other source file of libinagg calls getenv; `inagg --help` lists every
 # variable of that table and docs/PROTOCOL.md's table lists the same ones; and a bad value of
 # a number variable is refused naming the variable, through the command a user runs.
 set -u
@@ -13,15 +13,14 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
 t=getenv_only_in_the_table
-# libinagg's folders, as the Makefile builds it
-folders=$(awk '/^WORKER_SRC :=/ { on = 1 } on { print } on && !/\\$/ { exit }' Makefile |
-          grep -o 'src/[a-z_]*/' | sort -u)
-others=$(grep -ln 'getenv *(' $(for f in $folders; do ls "$f"*.[ch]; done) | grep -v '^src/base/env\.c$')
-if [ -z "$others" ] && grep -q 'getenv *(' src/base/env.c; then ok $t
-else bad $t "getenv outside src/base/env.c in libinagg: $others"; fi
+# libinagg's folders: src/lib/ is the library and nothing else (src/README.md)
+folders=$(ls -d src/lib/*/)
+others=$(grep -ln 'getenv *(' $(for f in $folders; do ls "$f"*.[ch]; done) | grep -v '^src/lib/base/env\.c$')
+if [ -z "$others" ] && grep -q 'getenv *(' src/lib/base/env.c; then ok $t
+else bad $t "getenv outside src/lib/base/env.c in libinagg: $others"; fi
 
 t=help_and_docs_list_the_same_variables
-table=$(sed -n 's/^ *\[ENV_[A-Z_]*\] = {"\(INAGG_[A-Z_]*\)".*/\1/p' src/base/env.c | sort)
+table=$(sed -n 's/^ *\[ENV_[A-Z_]*\] = {"\(INAGG_[A-Z_]*\)".*/\1/p' src/lib/base/env.c | sort)
 help=$($INAGG --help | sed -n '/^environment variables/,$p' | sed -n 's/^  \(INAGG_[A-Z_]*\) .*/\1/p' | sort)
 docs=$(sed -n '/^| variable | type | default | what it does |$/,/^$/p' docs/PROTOCOL.md |
        sed -n 's/^| `\(INAGG_[A-Z_]*\)` | .*/\1/p' | sort)

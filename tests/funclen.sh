@@ -12,7 +12,7 @@ max=${2:-120}
 
 # Functions that are data, not steps: "path:function".
 allowed=(
-    "src/cli/train_args.c:usage" # the help text of `inagg train`: one printf of its flags
+    "src/apps/cli/train_args.c:usage" # the help text of `inagg train`: one printf of its flags
 )
 
 passed=0 failed=0

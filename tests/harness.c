@@ -17,7 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "launch/launch.h"
+#include "apps/launch/launch.h"
 
 #define MAX_TESTS 512
 #define EXIT_SKIP 77

@@ -1,10 +1,16 @@
 #!/usr/bin/env bash
-# layering.sh - enforces the folder order of docs/ARCHITECTURE.md ("Folders, one job each"):
-# a file in src/F/ includes only headers of F itself, of include/, and of folders listed above
-# F in that table, never another folder's internals (*_int.h); every folder of src/ is in the
-# table; and libinagg (the Makefile's WORKER_SRC) is built from exactly the folders the table
-# marks "yes". One check per source file plus the two table checks; prints each failure with
-# the file and the include, and ends with "N passed, N failed".
+# layering.sh - enforces the order of src/ (src/README.md, docs/ARCHITECTURE.md "Folders, one
+# job each"): three products, each a folder of folders, and one rule per product on what its
+# files may include:
+#   src/lib/      the worker library: include/ and src/lib/ only (never the daemon or an app);
+#   src/switchd/  the switch daemon: include/, src/lib/ and src/switchd/;
+#   src/apps/     the applications: include/, src/lib/, src/apps/, and of the daemon only its
+#                 interface, src/switchd/switchd.h (an app starts a switch through it, never
+#                 through the daemon's internals).
+# Within the products a folder uses only folders above it in ARCHITECTURE.md's table, and never
+# another folder's internals (*_int.h); every folder of src/ has a row; libinagg (the rows
+# marked "yes") is exactly src/lib/. One check per source file plus the table checks; prints
+# each failure with the file and the include, and ends with "N passed, N failed".
 #
 #   bash tests/layering.sh [ROOT]    (ROOT: the tree to check, default this one)
 set -u
@@ -13,13 +19,13 @@ doc=$root/docs/ARCHITECTURE.md
 passed=0 failed=0
 fail() { echo "FAIL $*"; failed=$((failed + 1)); }
 
-# The table's rows in order: "folder yes|no" (include/ is "include").
+# The table's rows in order: "folder yes|no", folder as "lib/base" ("include" for include/).
 mapfile -t rows < <(awk '
     /^## Folders, one job each/ { on = 1; next }
     on && /^## / { exit }
-    on && /^\| `(src\/[a-z_]+\/|include\/)`/ {
+    on && /^\| `(src\/[a-z_\/]+|include\/)`/ {
         n = split($0, cell, "|")
-        f = cell[2]; gsub(/[ `]/, "", f); sub(/^src\//, "", f); sub(/\/$/, "", f)
+        f = cell[2]; sub(/^ *`/, "", f); sub(/`.*/, "", f); sub(/^src\//, "", f); sub(/\/$/, "", f)
         lib = cell[n - 1]; gsub(/^ +/, "", lib)
         print f, (lib ~ /^yes/ ? "yes" : "no")
     }' "$doc")
@@ -35,29 +41,46 @@ for i in "${!rows[@]}"; do
     lib[$f]=$l
 done
 
-# Every folder of src/ has its row.
+# src/ holds the three products and nothing else; every folder in them has its row.
+extra=$(cd "$root/src" && ls -A | grep -vxE 'lib|switchd|apps|README\.md' | tr '\n' ' ')
+if [ -n "$extra" ]; then fail "src/: [ $extra] is not one of the products lib/, switchd/, apps/"
+else passed=$((passed + 1)); fi
 missing=""
-for d in "$root"/src/*/; do
-    f=$(basename "$d")
+for d in "$root"/src/*/ "$root"/src/*/*/; do
+    f=${d#"$root"/src/}
+    f=${f%/}
+    case "$f" in */xdp) continue ;; esac # the fabric's BPF program, a part of fabric/
+    compgen -G "$d*.[ch]" >/dev/null || continue # a product's folder of folders
     [ -n "${rank[$f]+x}" ] || missing="$missing src/$f/"
 done
 if [ -n "$missing" ]; then fail "docs/ARCHITECTURE.md: no row for$missing"; else passed=$((passed + 1)); fi
 
-# libinagg holds exactly the "yes" folders.
-worker=$(awk '/^WORKER_SRC :=/ { on = 1 } on { print } on && !/\\$/ { exit }' "$root/Makefile" |
-         grep -o 'src/[a-z_]*/' | sed 's|src/||; s|/||' | sort | tr '\n' ' ')
+# libinagg holds exactly src/lib/: the rows marked "yes" (include/ aside) are its folders.
 yes=$(for f in "${!lib[@]}"; do [ "${lib[$f]}" = yes ] && [ "$f" != include ] && echo "$f"; done |
       sort | tr '\n' ' ')
-if [ "$worker" != "$yes" ]; then
-    fail "Makefile: WORKER_SRC builds libinagg from [ $worker] but docs/ARCHITECTURE.md marks [ $yes] as in libinagg"
+inlib=$(cd "$root/src" && ls -d lib/*/ | sed 's|/$||' | sort | tr '\n' ' ')
+if [ "$yes" != "$inlib" ]; then
+    fail "docs/ARCHITECTURE.md marks [ $yes] as in libinagg, but src/lib/ holds [ $inlib]"
 else
     passed=$((passed + 1))
 fi
 
+# may_include PRODUCT INCLUDE: the product rule of the header comment.
+may_include() {
+    case "$1:$2" in
+        *:lib/*) return 0 ;;
+        switchd:switchd/*) return 0 ;;
+        apps:apps/* | apps:switchd/switchd.h) return 0 ;;
+    esac
+    return 1
+}
+
 # Each file's includes.
 while IFS= read -r file; do
     rel=${file#"$root"/}
-    f=$(echo "$rel" | cut -d/ -f2)
+    f=$(dirname "${rel#src/}")
+    product=${f%%/*}
+    f=${f%/xdp} # the fabric's BPF program is a part of fabric/
     if [ -z "${rank[$f]+x}" ]; then # its folder has no row: failed above
         continue
     fi
@@ -65,12 +88,17 @@ while IFS= read -r file; do
     while IFS= read -r inc; do
         [ -n "$inc" ] || continue
         case "$inc" in
-            inagg.h | inagg/*) d=include ;;
-            */*) d=${inc%%/*} ;;
+            inagg.h | inagg/*) continue ;; # include/: the public API, for everyone
+            */*) d=$(dirname "$inc"); d=${d%/xdp} ;;
             *) continue ;; # a header beside the file
         esac
         if [ "$d" = "$f" ]; then continue; fi
-        if [ -z "${rank[$d]+x}" ]; then
+        # a product's interface header (src/switchd/switchd.h) is its own folders' contract
+        if [ "$d" = "$product" ] && [ "${f%%/*}" = "$product" ]; then continue; fi
+        if ! may_include "$product" "$inc"; then
+            fail "$rel: #include \"$inc\": src/$product/ may not include ${d%%/*}/'s headers (tests/layering.sh's rules)"
+            bad=1
+        elif [ -z "${rank[$d]+x}" ]; then
             fail "$rel: #include \"$inc\": $d/ is not a folder of docs/ARCHITECTURE.md's table"
             bad=1
         elif [ "${rank[$d]}" -gt "${rank[$f]}" ]; then
@@ -78,9 +106,6 @@ while IFS= read -r file; do
             bad=1
         elif [[ "$inc" == *_int.h ]]; then
             fail "$rel: #include \"$inc\": another folder's internals"
-            bad=1
-        elif [ "${lib[$f]}" = yes ] && [ "${lib[$d]}" = no ]; then
-            fail "$rel: #include \"$inc\": libinagg's $f/ uses $d/, which is not in libinagg"
             bad=1
         fi
     done < <(sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$file")

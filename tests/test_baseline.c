@@ -14,11 +14,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "base/util.h"
-#include "bench/baseline_mpi.h"
-#include "bench/benchdata.h"
+#include "apps/bench/baseline_mpi.h"
+#include "apps/bench/benchdata.h"
+#include "apps/launch/launch.h"
 #include "harness.h"
-#include "launch/launch.h"
+#include "lib/base/util.h"
 
 TEST(benchdata_int32_range_and_determinism, 10)
 {

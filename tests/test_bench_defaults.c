@@ -8,11 +8,11 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "bench/bench_allreduce.h"
+#include "apps/bench/bench_allreduce.h"
 #include "harness.h"
 #include "inagg.h"
-#include "wire/wire.h"
-#include "worker/proto.h"
+#include "lib/wire/wire.h"
+#include "lib/worker/proto.h"
 
 #define IPV4_UDP_BYTES 28u /* what the frame's MTU holds besides the datagram */
 

@@ -9,8 +9,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "bench/harness.h"
-#include "bench/subrun.h"
+#include "apps/bench/harness.h"
+#include "apps/bench/subrun.h"
 #include "harness.h"
 #include "inagg.h"
 

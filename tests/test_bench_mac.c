@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bench/bench_mac.h"
+#include "apps/bench/bench_mac.h"
 #include "harness.h"
 #include "inagg/version.h"
 

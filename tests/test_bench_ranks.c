@@ -8,9 +8,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "base/util.h"
-#include "bench/ranks.h"
+#include "apps/bench/ranks.h"
 #include "harness.h"
+#include "lib/base/util.h"
 
 #define REPORT_BYTES 100000u /* more than a pipe holds: the rank blocks until it is read */
 

@@ -1,5 +1,5 @@
 /*
- * test_codec.c - the chunk codec (src/codec): the spelling of every mode, round trips against
+ * test_codec.c - the chunk codec (src/lib/codec): the spelling of every mode, round trips against
  * each mode's promise (reversible exact, accuracy within A, fp16 within half an ulp of half,
  * fixed rate bit-identical to an offline libzfp round trip of the same values), the size
  * bound on worst-case data, and hostile chunks (wrong mode or parameter, wrong lengths and
@@ -14,10 +14,10 @@
 
 #include <zfp.h>
 
-#include "base/util.h"
-#include "codec/codec.h"
-#include "codec/zfp3.h"
 #include "harness.h"
+#include "lib/base/util.h"
+#include "lib/codec/codec.h"
+#include "lib/codec/zfp3.h"
 
 static const size_t k_sizes[] = {1, 3, 4, 5, 255, 256, 1000, 16368};
 

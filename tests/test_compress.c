@@ -14,12 +14,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "codec/codec.h"
 #include "harness.h"
 #include "inagg.h"
-#include "switch/codecjob.h"
+#include "lib/codec/codec.h"
+#include "lib/worker/rto.h"
+#include "switchd/server/codecjob.h"
 #include "testutil.h"
-#include "worker/rto.h"
 
 #define WORLD 3u
 #define ELEMS 20000u

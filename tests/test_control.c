@@ -20,18 +20,18 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "base/log.h"
-#include "base/netaddr.h"
-#include "base/sha256.h"
-#include "base/util.h"
-#include "control/ctl.h"
 #include "harness.h"
 #include "inagg.h"
-#include "switch/control_int.h"
-#include "switch/switch.h"
+#include "lib/base/log.h"
+#include "lib/base/netaddr.h"
+#include "lib/base/sha256.h"
+#include "lib/base/util.h"
+#include "lib/client/ctl.h"
+#include "lib/json/json.h"
+#include "lib/wire/auth.h"
+#include "switchd/server/control_int.h"
+#include "switchd/switchd.h"
 #include "testutil.h"
-#include "wire/auth.h"
-#include "json/json.h"
 
 /* An in-process switch on a free loopback port. */
 static inagg_switch_t *start_switch(switch_config_t *cfg, char *addr, size_t cap)

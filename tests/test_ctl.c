@@ -1,5 +1,5 @@
 /*
- * test_ctl.c - the control protocol line helpers (src/control/ctl.c): key=value lookups
+ * test_ctl.c - the control protocol line helpers (src/lib/client/ctl.c): key=value lookups
  * (missing keys, keys that prefix or suffix other keys, numeric overflow and signs), the verb
  * test, the free text after the verb, line splitting across partial buffers, and the blocking
  * reader/writer over a socketpair: partial arrival, timeouts with nothing to read, peer close
@@ -17,9 +17,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "base/util.h"
-#include "control/ctl.h"
 #include "harness.h"
+#include "lib/base/util.h"
+#include "lib/client/ctl.h"
 
 static void get_is(const char *line, const char *key, const char *want)
 {

@@ -7,11 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "control/ctl.h"
 #include "harness.h"
 #include "inagg.h"
-#include "wire/ctlmsg.h"
-#include "wire/wire.h"
+#include "lib/client/ctl.h"
+#include "lib/wire/ctlmsg.h"
+#include "lib/wire/wire.h"
 
 static wire_join_t sample_join(int with_optimizer)
 {

@@ -31,14 +31,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "base/util.h"
 #include "harness.h"
 #include "inagg.h"
+#include "lib/base/util.h"
+#include "lib/wire/dpauth.h"
+#include "lib/wire/wire.h"
+#include "lib/worker/comm.h"
+#include "lib/worker/proto.h"
 #include "testutil.h"
-#include "wire/dpauth.h"
-#include "wire/wire.h"
-#include "worker/comm.h"
-#include "worker/proto.h"
 
 /* ---- the MAC ---------------------------------------------------------------------------- */
 

@@ -1,5 +1,5 @@
 /*
- * test_drops.c - the switch's per-packet range checks (PROTOCOL.md 1.3, src/switch/dataplane.c)
+ * test_drops.c - the switch's per-packet range checks (PROTOCOL.md 1.3, src/switchd/server/dataplane.c)
  * seen from a worker that holds the job's real id and token: packets with a bad rank, slot,
  * count, thread, packet type (protocol; switchml jobs, as p4sgd takes both types a worker
  * sends) and element type each pass the token check and are counted under their own reason,
@@ -13,13 +13,13 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "base/netaddr.h"
 #include "harness.h"
 #include "inagg.h"
+#include "lib/base/netaddr.h"
+#include "lib/wire/wire.h"
+#include "lib/worker/comm.h"
+#include "lib/worker/proto.h"
 #include "testutil.h"
-#include "wire/wire.h"
-#include "worker/comm.h"
-#include "worker/proto.h"
 
 #define ROUNDS 25u /* packets of each kind */
 #define ELEMS 4096u /* the allreduce's length */

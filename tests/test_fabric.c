@@ -12,22 +12,22 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "control/ctl.h"
-#include "fabric/bytering.h"
-#include "fabric/delayline.h"
-#include "fabric/fabric.h"
-#include "fabric/fabric_int.h"
-#include "fabric/frameq.h"
-#include "fabric/mactable.h"
-#include "fabric/port.h"
 #include "harness.h"
 #include "inagg/version.h"
-#include "netio/ethframe.h"
-#include "netio/roce_frame.h"
-#include "transport/afpacket.h"
-#include "transport/transport.h"
-#include "wire/fabricmsg.h"
-#include "wire/wire.h"
+#include "lib/client/ctl.h"
+#include "lib/netio/ethframe.h"
+#include "lib/netio/roce_frame.h"
+#include "lib/transport/afpacket.h"
+#include "lib/transport/transport.h"
+#include "lib/wire/fabricmsg.h"
+#include "lib/wire/wire.h"
+#include "switchd/fabric/bytering.h"
+#include "switchd/fabric/delayline.h"
+#include "switchd/fabric/fabric.h"
+#include "switchd/fabric/fabric_int.h"
+#include "switchd/fabric/frameq.h"
+#include "switchd/fabric/mactable.h"
+#include "switchd/fabric/port.h"
 
 static const uint8_t MAC_A[6] = {2, 0, 0, 0, 0, 0xa}, MAC_B[6] = {2, 0, 0, 0, 0, 0xb},
                      MAC_C[6] = {2, 0, 0, 0, 0, 0xc};

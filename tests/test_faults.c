@@ -1,5 +1,5 @@
 /*
- * test_faults.c - seeded fault injection (src/transport/faults.c): spec parsing (accepted and
+ * test_faults.c - seeded fault injection (src/lib/transport/faults.c): spec parsing (accepted and
  * refused strings), determinism per seed, measured drop/dup frequencies against the
  * configured probabilities, the send path's reordering (a held packet is copied, survives the
  * caller reusing its buffer, and goes out after the next packet), and the receive path's
@@ -11,8 +11,8 @@
 #include <string.h>
 
 #include "harness.h"
-#include "transport/faults.h"
-#include "transport/transport.h"
+#include "lib/transport/faults.h"
+#include "lib/transport/transport.h"
 
 static void parse_ok(faults_t *f, const char *spec)
 {

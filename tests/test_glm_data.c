@@ -14,10 +14,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "base/util.h"
-#include "glm/dataset.h"
-#include "glm/synth.h"
+#include "apps/glm/dataset.h"
+#include "apps/glm/synth.h"
 #include "harness.h"
+#include "lib/base/util.h"
 
 static glm_dataset_t parse_ok(const char *text, enum glm_label_kind kind)
 {

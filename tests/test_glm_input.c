@@ -16,8 +16,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "glm/dataset.h"
-#include "glm/train.h"
+#include "apps/glm/dataset.h"
+#include "apps/glm/train.h"
 #include "harness.h"
 
 static void write_bytes(const char *path, const char *buf, size_t len)

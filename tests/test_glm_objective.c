@@ -10,9 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "glm/dataset.h"
-#include "glm/objective.h"
-#include "glm/reference.h"
+#include "apps/glm/dataset.h"
+#include "apps/glm/objective.h"
+#include "apps/glm/reference.h"
 #include "harness.h"
 #include "testutil.h"
 

@@ -20,14 +20,14 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "base/util.h"
-#include "bench/benchdata.h"
-#include "control/ctl.h"
+#include "apps/bench/benchdata.h"
 #include "harness.h"
 #include "inagg.h"
+#include "lib/base/util.h"
+#include "lib/client/ctl.h"
+#include "lib/wire/ctlmsg.h"
+#include "lib/wire/wire.h"
 #include "testutil.h"
-#include "wire/ctlmsg.h"
-#include "wire/wire.h"
 
 #define MAX_LEAVES 4
 

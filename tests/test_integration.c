@@ -15,15 +15,15 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "base/netaddr.h"
-#include "base/util.h"
-#include "bench/benchdata.h"
-#include "control/ctl.h"
+#include "apps/bench/benchdata.h"
 #include "harness.h"
 #include "inagg.h"
+#include "lib/base/netaddr.h"
+#include "lib/base/util.h"
+#include "lib/client/ctl.h"
+#include "lib/wire/wire.h"
+#include "lib/worker/quant.h"
 #include "testutil.h"
-#include "wire/wire.h"
-#include "worker/quant.h"
 
 typedef struct job_spec {
     const char *addr;

@@ -1,5 +1,5 @@
 /*
- * test_join_client.c - the one JOIN client (src/control/join_client.c) against a scripted
+ * test_join_client.c - the one JOIN client (src/lib/client/join_client.c) against a scripted
  * switch on loopback: transient refusals ("busy") retried on new connections until JOINED,
  * a final refusal not retried, retries bounded by retry_ms with the attempts named, a stop
  * flag ending a wait for an answer, and the secret's handshake (HELLO, CHALLENGE, the
@@ -14,11 +14,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "base/util.h"
-#include "control/join_client.h"
 #include "harness.h"
 #include "inagg.h"
-#include "wire/auth.h"
+#include "lib/base/util.h"
+#include "lib/client/join_client.h"
+#include "lib/wire/auth.h"
 
 /* The scripted switch: for connection number `conn` (from 0) and the line it got, the answer
  * (NULL: none, the connection stays silent). */

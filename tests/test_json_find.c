@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "harness.h"
-#include "json/json.h"
+#include "lib/json/json.h"
 
 TEST(json_find_found_absent_and_mistyped, 5)
 {

@@ -11,8 +11,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "apps/launch/launch.h"
 #include "harness.h"
-#include "launch/launch.h"
 
 static uint64_t thread_cpu_ns(void)
 {

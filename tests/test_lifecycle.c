@@ -11,11 +11,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "base/log.h"
-#include "base/util.h"
 #include "harness.h"
 #include "inagg.h"
-#include "switch/switch.h"
+#include "lib/base/log.h"
+#include "lib/base/util.h"
+#include "switchd/switchd.h"
 
 static inagg_switch_t *start_switch(switch_config_t *cfg, char *addr, size_t cap)
 {

@@ -1,5 +1,5 @@
 /*
- * test_model.c - the performance model (src/model) against values computed by hand: the pool
+ * test_model.c - the performance model (src/apps/model) against values computed by hand: the pool
  * size from the bandwidth-delay product (SwitchML appendix C), the ring at its slowest link
  * (AllReduce-Switch), INA's link, switch and window bounds, a hierarchy, compression with and
  * without overlap, parameter server, concurrent and tree allreduce, a bucketed iteration, and
@@ -9,8 +9,8 @@
 #include <math.h>
 #include <string.h>
 
+#include "apps/model/model.h"
 #include "harness.h"
-#include "model/model.h"
 
 #define NEAR(a, b) (fabs((a) - (b)) <= 1e-9 + 1e-9 * fabs(b))
 #define CHECK_NEAR(a, b)                                                                           \

@@ -15,9 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/util.h"
 #include "harness.h"
-#include "kernels/optim.h"
+#include "lib/base/util.h"
+#include "lib/kernels/optim.h"
 
 #define NSTEPS 100
 

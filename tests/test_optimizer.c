@@ -1,6 +1,6 @@
 /*
  * test_optimizer.c - the in-switch optimizer: the switch's parameter store and per-chunk step
- * (src/switch/optjob.c) against the same optimizer run on the whole vector; then real
+ * (src/switchd/server/optjob.c) against the same optimizer run on the whole vector; then real
  * processes pushing gradients through the switch with both slot protocols, lossless and under
  * injected loss, duplication and reordering, where every rank's parameters after every step
  * must be bit-identical to a local reference (gradients are small multiples of 1/8, so their
@@ -15,13 +15,13 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "base/netaddr.h"
-#include "bench/benchdata.h"
-#include "control/ctl.h"
+#include "apps/bench/benchdata.h"
 #include "harness.h"
 #include "inagg.h"
-#include "kernels/optim.h"
-#include "switch/optjob.h"
+#include "lib/base/netaddr.h"
+#include "lib/client/ctl.h"
+#include "lib/kernels/optim.h"
+#include "switchd/server/optjob.h"
 #include "testutil.h"
 
 /* Rank r's gradient element i at step k: a multiple of 1/8 in [-8, 8). */

@@ -17,7 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "bench/benchdata.h"
+#include "apps/bench/benchdata.h"
 #include "harness.h"
 #include "inagg.h"
 #include "testutil.h"

@@ -1,5 +1,5 @@
 /*
- * test_p4slot.c - the p4sgd slot state machine (src/switch/p4slot.c, P4SGD Algorithm 2 with
+ * test_p4slot.c - the p4sgd slot state machine (src/switchd/server/p4slot.c, P4SGD Algorithm 2 with
  * full round numbers), driven by scripted sequences: a lossless round and its acknowledgement
  * phase; duplicates in every phase; lost results and lost confirmations; stale and early
  * packets; mismatches; int32 overflow; float32 sums independent of arrival order; round
@@ -10,11 +10,11 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "base/util.h"
 #include "harness.h"
 #include "inagg/version.h"
-#include "switch/p4slot.h"
-#include "wire/wire.h"
+#include "lib/base/util.h"
+#include "lib/wire/wire.h"
+#include "switchd/server/p4slot.h"
 
 #define MAXW 8
 #define MAXE 16

@@ -14,12 +14,12 @@
 #include <string.h>
 #include <time.h>
 
-#include "base/pollmode.h"
-#include "base/util.h"
 #include "harness.h"
 #include "inagg.h"
-#include "switch/switch.h"
-#include "transport/transport.h"
+#include "lib/base/pollmode.h"
+#include "lib/base/util.h"
+#include "lib/transport/transport.h"
+#include "switchd/switchd.h"
 
 TEST(pollmode_parse_modes_and_errors, 5)
 {

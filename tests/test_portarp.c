@@ -13,8 +13,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "fabric/portarp.h"
 #include "harness.h"
+#include "switchd/fabric/portarp.h"
 
 /* The interface's flags, or -1. */
 static int if_flags(const char *name)

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "harness.h"
-#include "json/promtext.h"
+#include "lib/json/promtext.h"
 
 static char *render(void (*fn)(FILE *))
 {

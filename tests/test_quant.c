@@ -10,10 +10,10 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "base/util.h"
 #include "harness.h"
-#include "kernels/vec.h"
-#include "worker/quant.h"
+#include "lib/base/util.h"
+#include "lib/kernels/vec.h"
+#include "lib/worker/quant.h"
 
 static const uint32_t k_worlds[] = {1, 2, 3, 4, 8, 16, 64};
 static const size_t k_sizes[] = {1, 9, 256, 367};

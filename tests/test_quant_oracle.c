@@ -13,9 +13,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "base/util.h"
 #include "harness.h"
-#include "worker/quant.h"
+#include "lib/base/util.h"
+#include "lib/worker/quant.h"
 
 #define BLOCK 256
 

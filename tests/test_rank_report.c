@@ -11,10 +11,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "base/util.h"
-#include "bench/rank_report.h"
-#include "bench/ranks.h"
+#include "apps/bench/rank_report.h"
+#include "apps/bench/ranks.h"
 #include "harness.h"
+#include "lib/base/util.h"
 
 #define SAMPLES 2000u
 

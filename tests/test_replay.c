@@ -28,11 +28,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "base/util.h"
 #include "harness.h"
 #include "inagg.h"
+#include "lib/base/util.h"
+#include "lib/wire/wire.h"
 #include "testutil.h"
-#include "wire/wire.h"
 
 #define R_WORLD 2u
 #define R_ELEMS 65536u /* elements of one allreduce */

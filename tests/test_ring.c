@@ -8,8 +8,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "base/ring.h"
 #include "harness.h"
+#include "lib/base/ring.h"
 
 TEST(ring_records_commit_order_gap_full, 5)
 {

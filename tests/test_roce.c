@@ -10,20 +10,20 @@
 #include <errno.h>
 #include <string.h>
 
-#include "base/util.h"
-#include "fabric/port.h"
-#include "fabric/roce_resbuf.h"
 #include "harness.h"
 #include "inagg/version.h"
-#include "netio/ethframe.h"
-#include "netio/pktsock.h"
-#include "netio/roce_flow.h"
-#include "netio/roce_frame.h"
-#include "transport/afpacket.h"
-#include "transport/roce.h"
-#include "transport/roce_replay.h"
-#include "transport/transport.h"
-#include "wire/wire.h"
+#include "lib/base/util.h"
+#include "lib/netio/ethframe.h"
+#include "lib/netio/pktsock.h"
+#include "lib/netio/roce_flow.h"
+#include "lib/netio/roce_frame.h"
+#include "lib/transport/afpacket.h"
+#include "lib/transport/roce.h"
+#include "lib/transport/roce_replay.h"
+#include "lib/transport/transport.h"
+#include "lib/wire/wire.h"
+#include "switchd/fabric/port.h"
+#include "switchd/fabric/roce_resbuf.h"
 
 #define TEST_MTU ROCE_MTU_DEFAULT /* the path MTU most cases here send in */
 

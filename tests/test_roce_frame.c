@@ -1,5 +1,5 @@
 /*
- * test_roce_frame.c - RoCE v1 framing (src/netio/roce_frame.c): the ICRC against a
+ * test_roce_frame.c - RoCE v1 framing (src/lib/netio/roce_frame.c): the ICRC against a
  * known-answer frame and against a bitwise CRC-32 written here from the specification (not the
  * project's function) on random frames; every opcode written and parsed back; PSN arithmetic
  * across the 24-bit wrap; truncated, padded, corrupted and foreign frames refused with their
@@ -7,9 +7,9 @@
  */
 #include <string.h>
 
-#include "base/util.h"
 #include "harness.h"
-#include "netio/roce_frame.h"
+#include "lib/base/util.h"
+#include "lib/netio/roce_frame.h"
 
 #define TEST_MTU ROCE_MTU_DEFAULT /* the path MTU most cases here frame */
 

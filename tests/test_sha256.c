@@ -5,8 +5,8 @@
 #include <errno.h>
 #include <string.h>
 
-#include "base/sha256.h"
 #include "harness.h"
+#include "lib/base/sha256.h"
 
 static void check_hex(const uint8_t d[SHA256_BYTES], const char *want)
 {

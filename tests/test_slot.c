@@ -1,5 +1,5 @@
 /*
- * test_slot.c - the switchml slot state machine (src/switch/slot.c, SwitchML Algorithm 3 with
+ * test_slot.c - the switchml slot state machine (src/switchd/server/slot.c, SwitchML Algorithm 3 with
  * full round numbers), driven by scripted contribution sequences: lossless rounds for several
  * world sizes with exact int32 sums; the SwitchML paper's Appendix A example step by step;
  * duplicates in every state (open, complete, stale after reuse); rounds that skip ahead;
@@ -11,11 +11,11 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "base/util.h"
 #include "harness.h"
 #include "inagg/version.h"
-#include "switch/slot.h"
-#include "wire/wire.h"
+#include "lib/base/util.h"
+#include "lib/wire/wire.h"
+#include "switchd/server/slot.h"
 
 #define MAXE 64 /* words per copy in these tests */
 

@@ -9,10 +9,10 @@
 
 #include "harness.h"
 #include "inagg.h"
-#include "switch/job.h"
-#include "switch/proto.h"
-#include "switch/stats.h"
-#include "wire/ctlmsg.h"
+#include "lib/wire/ctlmsg.h"
+#include "switchd/server/job.h"
+#include "switchd/server/proto.h"
+#include "switchd/server/stats.h"
 
 TEST(switch_stats_table_names_every_counter_once, 10)
 {

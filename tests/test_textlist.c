@@ -5,8 +5,8 @@
  */
 #include <string.h>
 
-#include "base/textlist.h"
 #include "harness.h"
+#include "lib/base/textlist.h"
 
 static void join(char *buf, size_t cap, const char *const *names, size_t n)
 {

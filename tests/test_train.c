@@ -35,15 +35,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "base/util.h"
-#include "glm/collective.h"
-#include "glm/dataset.h"
-#include "glm/objective.h"
-#include "glm/reference.h"
-#include "glm/synth.h"
-#include "glm/train.h"
+#include "apps/glm/collective.h"
+#include "apps/glm/dataset.h"
+#include "apps/glm/objective.h"
+#include "apps/glm/reference.h"
+#include "apps/glm/synth.h"
+#include "apps/glm/train.h"
+#include "apps/launch/launch.h"
 #include "harness.h"
-#include "launch/launch.h"
+#include "lib/base/util.h"
 #include "testutil.h"
 
 #define MAX_EPOCHS 32

@@ -6,9 +6,9 @@
 #include <errno.h>
 #include <string.h>
 
-#include "base/util.h"
 #include "harness.h"
-#include "transport/transport.h"
+#include "lib/base/util.h"
+#include "lib/transport/transport.h"
 
 static transport_t *open_ep(const char *bind, uint32_t queue, const char *faults)
 {

@@ -7,8 +7,8 @@
 #include <string.h>
 
 #include "harness.h"
-#include "transport/transport.h"
-#include "transport/txgroup.h"
+#include "lib/transport/transport.h"
+#include "lib/transport/txgroup.h"
 
 static transport_addr_t rank_addr(int r)
 {

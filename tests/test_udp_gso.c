@@ -15,11 +15,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "base/util.h"
 #include "harness.h"
 #include "inagg.h"
+#include "lib/base/util.h"
+#include "lib/transport/transport.h"
 #include "testutil.h"
-#include "transport/transport.h"
 
 enum {
     C_AVAILABLE,

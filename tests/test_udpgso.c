@@ -10,9 +10,9 @@
 #include <string.h>
 
 #include "harness.h"
-#include "netio/ethframe.h"
-#include "netio/pktsock.h"
-#include "netio/udpgso.h"
+#include "lib/netio/ethframe.h"
+#include "lib/netio/pktsock.h"
+#include "lib/netio/udpgso.h"
 
 static const uint8_t mac_a[6] = {2, 0, 0, 0, 0, 1}, mac_b[6] = {2, 0, 0, 0, 0, 2};
 

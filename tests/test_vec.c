@@ -9,9 +9,9 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "base/util.h"
 #include "harness.h"
-#include "kernels/vec.h"
+#include "lib/base/util.h"
+#include "lib/kernels/vec.h"
 
 static const size_t k_lens[] = {0, 1, 7, 8, 9, 15, 16, 17, 31, 1000, 4097};
 /* Byte offsets from a 64-byte aligned base: aligned, off by whole words, and off by bytes. */

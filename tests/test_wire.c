@@ -1,5 +1,5 @@
 /*
- * test_wire.c - the packet format (src/wire): every header field survives encode/decode at
+ * test_wire.c - the packet format (src/lib/wire): every header field survives encode/decode at
  * its extremes and lands at the documented offset in network order; every malformed datagram
  * (short, bad magic, version, type, dtype, flags, length) is refused with the right
  * enum wire_status; and a bounded seeded fuzz loop shows wire_decode never reads past the
@@ -10,10 +10,10 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "base/util.h"
 #include "harness.h"
 #include "inagg/version.h"
-#include "wire/wire.h"
+#include "lib/base/util.h"
+#include "lib/wire/wire.h"
 
 /* A header that decodes: contribution, round 6 (pool version 0), 3 elements. */
 static wire_header_t good_header(void)

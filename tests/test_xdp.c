@@ -1,5 +1,5 @@
 /*
- * test_xdp.c - the fabric's XDP program (src/fabric/xdp/steer.bpf.c) judged frame by frame
+ * test_xdp.c - the fabric's XDP program (src/switchd/fabric/xdp/steer.bpf.c) judged frame by frame
  * in the kernel (BPF_PROG_TEST_RUN, attached nowhere): which frames it steers to the port's
  * AF_XDP socket (its redirected counter) and which it passes to the AF_PACKET path. Needs
  * root (CAP_BPF); skips, saying why, where the program cannot be loaded.
@@ -10,10 +10,10 @@
 #include <linux/bpf.h>
 #include <string.h>
 
-#include "fabric/xdpload.h"
-#include "fabric/xskport.h"
 #include "harness.h"
-#include "netio/ethframe.h"
+#include "lib/netio/ethframe.h"
+#include "switchd/fabric/xdpload.h"
+#include "switchd/fabric/xskport.h"
 
 static const uint8_t sw_mac[6] = {0x02, 0x69, 0x61, 0, 0, 254};
 static const uint8_t host_mac[6] = {0x02, 0, 0, 0, 0, 1};

@@ -12,14 +12,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "base/errmsg.h"
-#include "base/netaddr.h"
-#include "control/ctl.h"
-#include "glm/reference.h"
+#include "apps/glm/reference.h"
+#include "apps/launch/launch.h"
 #include "harness.h"
 #include "inagg.h"
-#include "launch/launch.h"
-#include "json/json.h"
+#include "lib/base/errmsg.h"
+#include "lib/base/netaddr.h"
+#include "lib/client/ctl.h"
+#include "lib/json/json.h"
 
 void ts_start(test_switch_t *ts, const switch_config_t *cfg)
 {

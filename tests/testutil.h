@@ -11,7 +11,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "switch/switch.h"
+#include "switchd/switchd.h"
 
 typedef struct test_switch {
     pid_t pid;

@@ -9,7 +9,7 @@ ranks run on different hosts (testbed namespaces, or real machines).
   N local ranks on loopback, one report for the job:
     gloo_allreduce.py --workers N [options] [--json FILE|-]
 
-The tensor contents are src/bench/benchdata.h's (a stateless hash of seed, rank and index), so
+The tensor contents are src/apps/bench/benchdata.h's (a stateless hash of seed, rank and index), so
 a Gloo run and an inagg run with the same --seed, --elems and --dtype reduce the same numbers.
 Each rank runs warmup + timed dist.all_reduce(SUM) calls, each after a barrier, and verifies
 the last result (every result with --verify-all; Open MPI's baseline also checks the last, and

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""optim_reference.py - an independent reference for the optimizer kernels of src/kernels/optim.h.
+"""optim_reference.py - an independent reference for the optimizer kernels of src/lib/kernels/optim.h.
 
 Reads a file of initial parameters and per-step gradients, runs the same steps with
 torch.optim (SGD with momentum / weight decay, Adagrad, Adam) when `import torch` works, or

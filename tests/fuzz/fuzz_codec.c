@@ -1,5 +1,5 @@
 /*
- * fuzz_codec.c - the chunk decoder (src/codec/codec.c) on hostile chunks. libFuzzer entry
+ * fuzz_codec.c - the chunk decoder (src/lib/codec/codec.c) on hostile chunks. libFuzzer entry
  * point; also builds under AFL++ (afl-clang-fast -fsanitize=fuzzer).
  *
  * Input: byte 0 picks the job's mode and parameter, bytes 1-2 the values expected (1..4096,
@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "codec/codec.h"
+#include "lib/codec/codec.h"
 
 #define CHECK(cond)                                                                                \
     do {                                                                                           \

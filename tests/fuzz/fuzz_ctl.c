@@ -1,7 +1,7 @@
 /*
- * fuzz_ctl.c - the control lines: the line reader (ctl_take_line, src/control/ctl.c), the key
+ * fuzz_ctl.c - the control lines: the line reader (ctl_take_line, src/lib/client/ctl.c), the key
  * lookups (ctl_get*) and the message decoders (wire_join_parse, wire_joined_parse,
- * wire_err_parse, src/wire/ctlmsg.c). libFuzzer entry point; also builds under AFL++.
+ * wire_err_parse, src/lib/wire/ctlmsg.c). libFuzzer entry point; also builds under AFL++.
  *
  * Input: byte 0 picks a small line capacity (1..64) for a second pass of the reader; the rest
  * is what arrives on a control connection (at most one reader buffer). Checked: every line
@@ -21,11 +21,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "control/ctl.h"
 #include "inagg.h"
 #include "inagg/version.h"
-#include "wire/ctlmsg.h"
-#include "wire/wire.h"
+#include "lib/client/ctl.h"
+#include "lib/wire/ctlmsg.h"
+#include "lib/wire/wire.h"
 
 #define CHECK(cond)                                                                                \
     do {                                                                                           \

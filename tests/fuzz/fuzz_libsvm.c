@@ -1,5 +1,5 @@
 /*
- * fuzz_libsvm.c - the LIBSVM reader (glm_parse_libsvm, src/glm/dataset.c). libFuzzer entry
+ * fuzz_libsvm.c - the LIBSVM reader (glm_parse_libsvm, src/apps/glm/dataset.c). libFuzzer entry
  * point; also builds under AFL++.
  *
  * Input: the file's bytes (at most 64 KiB), given in a heap buffer of exactly that size and
@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "glm/dataset.h"
+#include "apps/glm/dataset.h"
 
 #define CHECK(cond)                                                                                \
     do {                                                                                           \

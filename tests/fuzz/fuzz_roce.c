@@ -1,6 +1,6 @@
 /*
- * fuzz_roce.c - the RoCE v1 frame parser (src/netio/roce_frame.c) and, behind it, one
- * flow's PSN check and reassembly (src/netio/roce_flow.c). libFuzzer entry point; also
+ * fuzz_roce.c - the RoCE v1 frame parser (src/lib/netio/roce_frame.c) and, behind it, one
+ * flow's PSN check and reassembly (src/lib/netio/roce_flow.c). libFuzzer entry point; also
  * builds under AFL++ (afl-clang-fast -fsanitize=fuzzer).
  *
  * Input: frames, each a little-endian 16-bit length and that many bytes (at most 512 frames).
@@ -17,9 +17,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fabric/roce_resbuf.h"
-#include "netio/roce_flow.h"
-#include "netio/roce_frame.h"
+#include "lib/netio/roce_flow.h"
+#include "lib/netio/roce_frame.h"
+#include "switchd/fabric/roce_resbuf.h"
 
 #define CHECK(cond)                                                                                \
     do {                                                                                           \

@@ -1,5 +1,5 @@
 /*
- * fuzz_wire.c - packet decode (src/wire/wire.c) and, behind it, the slot state machines
+ * fuzz_wire.c - packet decode (src/lib/wire/wire.c) and, behind it, the slot state machines
  * (slots.c). libFuzzer entry point; also builds under AFL++ (afl-clang-fast -fsanitize=fuzzer).
  *
  * Input: byte 0 picks the world (1..64), byte 1 the job's elements per packet (1..16); then
@@ -14,8 +14,8 @@
 #include <string.h>
 
 #include "inagg/version.h"
+#include "lib/wire/wire.h"
 #include "slots.h"
-#include "wire/wire.h"
 
 #define CHECK(cond)                                                                                \
     do {                                                                                           \

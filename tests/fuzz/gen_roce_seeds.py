@@ -3,7 +3,7 @@
 tests/fuzz/corpus/roce/ (the files are kept in git; rerun only to change them).
 
 Input format (fuzz_roce.c): frames, each a little-endian 16-bit length and the bytes. Frame
-layout: src/netio/roce_frame.h; the ICRC is computed here with zlib.
+layout: src/lib/netio/roce_frame.h; the ICRC is computed here with zlib.
 """
 import os
 import struct

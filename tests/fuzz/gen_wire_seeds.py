@@ -3,7 +3,7 @@
 tests/fuzz/corpus/wire/ (the files are kept in git; rerun only to change them).
 
 Input format (fuzz_wire.c): byte 0 = world - 1, byte 1 = elements per packet - 1, then
-datagrams as a little-endian 16-bit length and the bytes. Header layout: src/wire/wire.h.
+datagrams as a little-endian 16-bit length and the bytes. Header layout: src/lib/wire/wire.h.
 """
 import os
 import struct

@@ -14,8 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "switch/p4slot.h"
-#include "switch/slot.h"
+#include "switchd/server/p4slot.h"
+#include "switchd/server/slot.h"
 
 #define CHECK(cond)                                                                                \
     do {                                                                                           \

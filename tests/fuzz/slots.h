@@ -1,6 +1,6 @@
 /*
- * slots.h - drive the switch's two slot state machines (switchml: src/switch/slot.h, p4sgd:
- * src/switch/p4slot.h) with decoded packets, as the dataplane does, and check their
+ * slots.h - drive the switch's two slot state machines (switchml: src/switchd/server/slot.h, p4sgd:
+ * src/switchd/server/p4slot.h) with decoded packets, as the dataplane does, and check their
  * invariants after every packet; abort() on a violation so the fuzzer records the input.
  *
  * This file and slots.c are the only fuzzing code that knows the slot interfaces: when the
@@ -12,7 +12,7 @@
 
 #include <stdint.h>
 
-#include "wire/wire.h"
+#include "lib/wire/wire.h"
 
 #define FUZZ_SLOTS 4 /* slots per machine; a packet's slot is taken modulo this */
 #define FUZZ_MAX_ELEMS 16 /* the job's elements per packet is 1..this */

@@ -1,13 +1,13 @@
 /*
  * p4sgd.pml - the p4sgd slot protocol (docs/PROTOCOL.md section 9) as a Promela model: the
- * switch's one-copy slot of src/switch/p4slot.c (p4slot_contribute, p4slot_ack: a full round
+ * switch's one-copy slot of src/switchd/server/p4slot.c (p4slot_contribute, p4slot_ack: a full round
  * number per slot, aggregation and acknowledgement bitmaps and counters, one row per rank
  * summed on the last contribution, the result multicast then, resent to a late contributor,
  * a confirmation multicast when every rank acknowledged and resent for the round just
- * confirmed), the dataplane's piggybacking (src/switch/dataplane.c handle_p4/p4_ack: an
+ * confirmed), the dataplane's piggybacking (src/switchd/server/dataplane.c handle_p4/p4_ack: an
  * acknowledgement riding on a contribution is applied first; the confirmations it triggers
  * queue per rank, at most S, and ride on that rank's next results) and the worker of
- * src/worker/p4engine.c (operation n on slot n % S in round n / S, started in order and only
+ * src/lib/worker/p4engine.c (operation n on slot n % S in round n / S, started in order and only
  * on a free slot; a timer resends the contribution; the result is delivered at once and
  * acknowledged, the acknowledgement first waiting to ride on the next contribution; a timer
  * resends it alone; a repeated result is answered with the acknowledgement; the confirmation,

@@ -1,9 +1,9 @@
 /*
  * switchml.pml - the switchml slot protocol (docs/PROTOCOL.md sections 2 and 3) as a Promela
- * model: the switch's two-copy slot of src/switch/slot.c (slot_contribute, full round numbers
+ * model: the switch's two-copy slot of src/switchd/server/slot.c (slot_contribute, full round numbers
  * per copy, first contribution overwrites, multicast on completion, resend of a complete round
  * to the sender, a copy reused only when both its last round and the other copy's round are
- * complete) and the worker engine of src/worker/engine.c (one packet in flight per slot, chunk
+ * complete) and the worker engine of src/lib/worker/engine.c (one packet in flight per slot, chunk
  * c on slot c % S, the result's round must equal the round in flight, a timer that resends the
  * packet in flight (see TIMER_OK for when it fires), the exponent probe and the look-ahead
  * exponent of block fixed point).

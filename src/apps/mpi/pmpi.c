@@ -1,0 +1,753 @@
+/*
+ * pmpi.c - libinagg-pmpi.so, a PMPI interposer: under LD_PRELOAD, an unmodified MPI program's
+ * sum-allreduces of 32-bit integers and floats on MPI_COMM_WORLD (and on communicators congruent
+ * with it that the program creates by MPI_Comm_dup, _dup_with_info, _split or _create) go
+ * through the inagg switch named by $INAGG_SWITCH; every other call goes to MPI unchanged.
+ *
+ *   INAGG_SWITCH=HOST:PORT    the switch; unset or empty: pure pass-through, no output
+ *   INAGG_VERBOSE=1           rank 0 prints "inagg-pmpi: N allreduce accelerated, M passed
+ *                             through" at MPI_Finalize (2: also a line when the job joins, and
+ *                             every rank a line per allreduce: its route, inagg or MPI, and
+ *                             why MPI got it)
+ *   INAGG_FLOAT_MODE=native|fixed   how float32 is added in the switch (default native: float
+ *                             adds, like MPI; fixed: SwitchML's block fixed point)
+ *   INAGG_PMPI_MIN_COUNT=N    allreduces of fewer than N elements stay with MPI (default 1)
+ *   INAGG_PMPI_DTYPES=int,float   which element types go through the switch (default both)
+ *   INAGG_TIMEOUT_MS=MS       the job's timeout (inagg_options_t.timeout_ms, default 30000)
+ *   INAGG_PMPI_CONNECT_MS=MS  how long each rank tries to reach the switch in MPI_Init (3000):
+ *                             its control port must accept and answer a STATS request
+ *   INAGG_PMPI_VERIFY=1       MPI redoes every accelerated blocking allreduce and differences
+ *                             are reported (debugging)
+ *
+ * Joining (MPI_Init, MPI_Init_thread, and their Fortran bindings): rank 0 makes a job name from
+ * its pid, the time and its host and broadcasts it (PMPI_Bcast); every rank checks that the
+ * switch's control port answers, the ranks agree (PMPI_Allreduce of a flag), then each joins
+ * with inagg_comm_create and they agree again. If any rank failed, every rank leaves and the
+ * whole job stays with MPI; rank 0 prints one warning with the first failing rank's reason.
+ * A communicator congruent with MPI_COMM_WORLD gets its own inagg job when it is created (a
+ * collective call over all ranks), named after the base job and a counter every rank agrees on,
+ * so nonblocking allreduces on different communicators keep each communicator's order.
+ *
+ * MPI_Iallreduce returns an MPI generalized request. Under Open MPI a progress callback
+ * (opal_progress_register) completes it once the switch's result is in, so MPI_Wait, MPI_Test
+ * and their relatives - C, Fortran or f08 - work unchanged and overlap is kept. Without that
+ * hook (another MPI) the allreduce completes inside MPI_Iallreduce.
+ *
+ * Fortran: Open MPI's Fortran bindings call PMPI_* directly, so the Fortran entry points are
+ * wrapped too (all four manglings, and Open MPI's ompi_*_f back ends that `use mpi_f08` calls);
+ * handles are converted with PMPI_*_f2c, MPI_INTEGER and MPI_REAL of 4 bytes are accelerated
+ * like MPI_INT and MPI_FLOAT, and anything else goes to the original binding.
+ *
+ * A failed allreduce through the switch (a rank died, the switch vanished) is reported on stderr
+ * and raised through the communicator's error handler (MPI_ERR_OTHER), as MPI would report a
+ * failure; an int32 sum that wraps is delivered wrapped, as MPI does.
+ */
+#include <mpi.h>
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <netdb.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "apps/mpi/pmpi_int.h"
+#include "inagg.h"
+
+/* One MPI communicator whose allreduces go through the switch, with its own inagg job. */
+struct tracked {
+    MPI_Comm comm;
+    inagg_comm_t *ic;
+    pthread_mutex_t mu; /* an inagg communicator is used by one thread at a time */
+    struct tracked *next;
+};
+
+/* One MPI_Iallreduce in flight: an inagg request behind an MPI generalized request. */
+typedef struct pend {
+    tracked_t *t;
+    inagg_request_t *ir;
+    MPI_Request greq;
+    int mpi_rc;
+    struct pend *next;
+} pend_t;
+
+typedef int (*progress_cb_t)(void);
+typedef int (*progress_reg_t)(progress_cb_t);
+
+static struct {
+    int joined; /* the base job exists: accelerate */
+    int verbose;
+    int rank, world;
+    int min_count;
+    char sw[256];
+    char job[64];
+    unsigned derived; /* communicators tracked after the base job, the same on every rank */
+    inagg_options_t opts;
+    progress_reg_t unregister;
+    int hooked;
+    int nonfinite_warned;
+    int verify;
+} G;
+
+static atomic_ulong n_accel, n_passed;
+static atomic_int n_pending;
+static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER; /* tracked list and pending list */
+static tracked_t *g_tracked;
+static pend_t *g_pending, **g_pending_tail = &g_pending;
+
+/* Accelerated datatypes: 4-byte signed integers and 4-byte floats (C and Fortran names). */
+#define MAX_TYPES 8
+static MPI_Datatype g_types[MAX_TYPES];
+static inagg_dtype_t g_idt[MAX_TYPES];
+static int g_ntypes;
+
+/* ------------------------------------------------------------------------------------------ */
+
+static long env_long(const char *name, long dflt)
+{
+    const char *s = getenv(name);
+    if (!s || !*s)
+        return dflt;
+    char *end;
+    long v = strtol(s, &end, 10);
+    return *end ? dflt : v;
+}
+
+static void add_type(MPI_Datatype t, inagg_dtype_t idt)
+{
+    int size = 0;
+    if (t == MPI_DATATYPE_NULL || g_ntypes >= MAX_TYPES)
+        return;
+    if (PMPI_Type_size(t, &size) != MPI_SUCCESS || size != 4)
+        return;
+    g_types[g_ntypes] = t;
+    g_idt[g_ntypes] = idt;
+    g_ntypes++;
+}
+
+static long ms_left(const struct timespec *deadline)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    long ms =
+        (deadline->tv_sec - now.tv_sec) * 1000L + (deadline->tv_nsec - now.tv_nsec) / 1000000L;
+    return ms > 0 ? ms : 0;
+}
+
+/* Wait for `events` on fd until the deadline: 1 when ready, 0 when the time is up. */
+static int wait_fd(int fd, short events, const struct timespec *deadline)
+{
+    for (;;) {
+        struct pollfd pfd = {fd, events, 0};
+        int n = poll(&pfd, 1, (int)ms_left(deadline));
+        if (n > 0)
+            return 1;
+        if (n == 0 || errno != EINTR || ms_left(deadline) == 0)
+            return 0;
+    }
+}
+
+/* Does the switch answer on its control port within `ms` in all: the TCP connection, then a
+ * STATS request whose first reply line must arrive in that time too. A server that accepts
+ * and never answers is found here, within `ms`, not by a join that waits for the job's
+ * timeout. */
+static int probe_switch(const char *addr, int ms, char *why, size_t len)
+{
+    struct timespec deadline;
+    clock_gettime(CLOCK_MONOTONIC, &deadline);
+    deadline.tv_sec += ms / 1000;
+    deadline.tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (deadline.tv_nsec >= 1000000000L) {
+        deadline.tv_sec++;
+        deadline.tv_nsec -= 1000000000L;
+    }
+    char host[256];
+    snprintf(host, sizeof(host), "%s", addr);
+    char *colon = strrchr(host, ':');
+    if (!colon || colon == host || !colon[1]) {
+        snprintf(why, len, "INAGG_SWITCH='%.100s' is not HOST:PORT", addr);
+        return 0;
+    }
+    *colon = '\0';
+    struct addrinfo hints = {0}, *ai = NULL;
+    hints.ai_family = AF_INET;
+    hints.ai_socktype = SOCK_STREAM;
+    int gai = getaddrinfo(host, colon + 1, &hints, &ai);
+    if (gai != 0 || !ai) {
+        snprintf(why, len, "cannot resolve '%.100s': %.100s", addr, gai_strerror(gai));
+        return 0;
+    }
+    int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    int connected = 0, ok = 0;
+    if (fd < 0) {
+        snprintf(why, len, "socket: %s", strerror(errno));
+    } else if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0) {
+        connected = 1;
+    } else if (errno != EINPROGRESS) {
+        snprintf(why, len, "cannot connect to %.100s: %.100s", addr, strerror(errno));
+    } else {
+        int ready = wait_fd(fd, POLLOUT, &deadline);
+        int err = 0;
+        socklen_t elen = sizeof(err);
+        if (ready && getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &elen) == 0 && err == 0)
+            connected = 1;
+        else
+            snprintf(why, len,
+                     "cannot connect to %.100s within %d ms (INAGG_PMPI_CONNECT_MS): "
+                     "%.60s",
+                     addr, ms, ready ? strerror(err ? err : errno) : "timed out");
+    }
+    if (connected) {
+        static const char stats[] = "STATS\n";
+        char line[128];
+        size_t got = 0;
+        ssize_t w = send(fd, stats, sizeof(stats) - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+        while (w == (ssize_t)sizeof(stats) - 1 && got < sizeof(line) - 1 &&
+               !memchr(line, '\n', got) && wait_fd(fd, POLLIN, &deadline)) {
+            ssize_t n = recv(fd, line + got, sizeof(line) - 1 - got, MSG_DONTWAIT);
+            if (n <= 0 && !(n < 0 && (errno == EAGAIN || errno == EINTR)))
+                break;
+            got += n > 0 ? (size_t)n : 0;
+        }
+        line[got] = '\0';
+        char *nl = strchr(line, '\n');
+        if (nl)
+            *nl = '\0';
+        if (got > 0 && strncmp(line, "ERR", 3) != 0)
+            ok = 1; /* the start of the counters (a long first line need not end here) */
+        else if (got > 0)
+            snprintf(why, len, "the switch at %.100s refused: %.100s", addr, line);
+        else
+            snprintf(why, len,
+                     "%.80s accepted the connection but did not answer within %d ms "
+                     "(INAGG_PMPI_CONNECT_MS): not an inagg switch, or a stuck one",
+                     addr, ms);
+    }
+    if (fd >= 0)
+        close(fd);
+    freeaddrinfo(ai);
+    return ok;
+}
+
+/*
+ * Collective over `comm` (every rank of MPI_COMM_WORLD). When `try_join` (every rank passed the
+ * checks before), each rank joins job `job` with its rank in `comm`; then all agree. Returns
+ * the inagg communicator when every rank joined, NULL (and each rank's communicator destroyed)
+ * otherwise. Then `why` gets, on every rank, the first failing rank's reason: its join error,
+ * or, without `try_join`, its own `why` if `my_ok` is 0.
+ */
+static inagg_comm_t *agree_join(MPI_Comm comm, const char *job, int try_join, int my_ok, char *why,
+                                size_t len, int *bad_rank)
+{
+    int rank = 0, size = 1;
+    PMPI_Comm_rank(comm, &rank);
+    PMPI_Comm_size(comm, &size);
+    inagg_comm_t *ic = NULL;
+    char detail[256] = "";
+    if (try_join) {
+        char d[200] = "";
+        inagg_result_t rc = inagg_comm_create(&ic, G.sw, job, (uint32_t)rank, (uint32_t)size,
+                                              &G.opts, d, sizeof(d));
+        if (rc != INAGG_OK) {
+            ic = NULL;
+            snprintf(detail, sizeof(detail), "%s: %s", inagg_strerror(rc), d);
+        }
+    } else {
+        snprintf(detail, sizeof(detail), "%s", why);
+    }
+    int fine = try_join ? ic != NULL : my_ok;
+    int mine = fine ? size : rank, first = size;
+    PMPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, comm);
+    if (first == size)
+        return ic;
+    if (ic)
+        inagg_comm_destroy(ic);
+    PMPI_Bcast(detail, (int)sizeof(detail), MPI_CHAR, first, comm);
+    snprintf(why, len, "%s", detail);
+    *bad_rank = first;
+    return NULL;
+}
+
+static tracked_t *track(MPI_Comm comm, inagg_comm_t *ic)
+{
+    tracked_t *t = calloc(1, sizeof(*t));
+    if (!t)
+        return NULL;
+    t->comm = comm;
+    t->ic = ic;
+    pthread_mutex_init(&t->mu, NULL);
+    pthread_mutex_lock(&g_mu);
+    t->next = g_tracked;
+    g_tracked = t;
+    pthread_mutex_unlock(&g_mu);
+    return t;
+}
+
+static tracked_t *lookup(MPI_Comm comm)
+{
+    pthread_mutex_lock(&g_mu);
+    tracked_t *t = g_tracked;
+    while (t && t->comm != comm)
+        t = t->next;
+    pthread_mutex_unlock(&g_mu);
+    return t;
+}
+
+/* The result of a finished inagg allreduce as an MPI code; reports failures on stderr. */
+static int finish_code(tracked_t *t, inagg_result_t rc)
+{
+    if (rc == INAGG_OK || rc == INAGG_ERR_OVERFLOW) /* MPI delivers a wrapped int sum too */
+        return MPI_SUCCESS;
+    if (rc == INAGG_ERR_NONFINITE) {
+        if (!G.nonfinite_warned++)
+            fprintf(stderr,
+                    TAG "rank %d: a float input held NaN or Inf; its chunk is NaN in "
+                        "the result (INAGG_FLOAT_MODE=native adds them as MPI does)\n",
+                    G.rank);
+        return MPI_SUCCESS;
+    }
+    fprintf(stderr, TAG "rank %d: allreduce through the switch failed: %s: %s\n", G.rank,
+            inagg_strerror(rc), inagg_last_error(t->ic));
+    return MPI_ERR_OTHER;
+}
+
+/* ---------------------------------- asynchronous requests --------------------------------- */
+
+static int greq_query(void *extra, MPI_Status *status)
+{
+    pend_t *p = extra;
+    PMPI_Status_set_elements(status, MPI_BYTE, 0);
+    PMPI_Status_set_cancelled(status, 0);
+    status->MPI_SOURCE = MPI_ANY_SOURCE; /* the empty status, as for any collective */
+    status->MPI_TAG = MPI_ANY_TAG;
+    status->MPI_ERROR = p->mpi_rc;
+    return p->mpi_rc;
+}
+
+static int greq_free(void *extra)
+{
+    free(extra);
+    return MPI_SUCCESS;
+}
+
+static int greq_cancel(void *extra, int complete)
+{
+    (void)extra;
+    (void)complete;
+    return MPI_SUCCESS; /* an allreduce under way cannot be cancelled; it completes normally */
+}
+
+/* Take the pending requests that are done (or all of `only`'s / all, when `wait` is set) out
+ * of the list, finish them through inagg, then complete their MPI requests. */
+static int complete_pending(int wait, tracked_t *only)
+{
+    pend_t *done = NULL, **done_tail = &done;
+    if (wait)
+        pthread_mutex_lock(&g_mu);
+    else if (pthread_mutex_trylock(&g_mu) != 0)
+        return 0;
+    for (pend_t **pp = &g_pending; *pp;) {
+        pend_t *p = *pp;
+        int finished = 0;
+        if (wait && (!only || p->t == only)) {
+            pthread_mutex_lock(&p->t->mu);
+            finished = 1;
+        } else if (!wait && pthread_mutex_trylock(&p->t->mu) == 0) {
+            if (inagg_test(p->ir, &finished) != INAGG_OK)
+                finished = 1;
+            if (!finished)
+                pthread_mutex_unlock(&p->t->mu);
+        }
+        if (!finished) {
+            pp = &p->next;
+            continue;
+        }
+        p->mpi_rc = finish_code(p->t, inagg_wait(p->ir));
+        pthread_mutex_unlock(&p->t->mu);
+        *pp = p->next;
+        p->next = NULL;
+        *done_tail = p;
+        done_tail = &p->next;
+        atomic_fetch_sub(&n_pending, 1);
+    }
+    g_pending_tail = &g_pending;
+    while (*g_pending_tail)
+        g_pending_tail = &(*g_pending_tail)->next;
+    pthread_mutex_unlock(&g_mu);
+    int n = 0;
+    while (done) { /* outside the lock: completing may free the request (greq_free) */
+        pend_t *p = done;
+        done = p->next;
+        MPI_Request r = p->greq;
+        PMPI_Grequest_complete(r);
+        n++;
+    }
+    return n;
+}
+
+/* Called from inside Open MPI's progress loop (every MPI_Wait/Test spin, every blocking call). */
+static int progress_hook(void)
+{
+    if (atomic_load_explicit(&n_pending, memory_order_relaxed) == 0)
+        return 0;
+    return complete_pending(0, NULL);
+}
+
+/* ----------------------------------------- joining ---------------------------------------- */
+
+void after_init(void)
+{
+    static int done;
+    if (done++)
+        return;
+    PMPI_Comm_rank(MPI_COMM_WORLD, &G.rank);
+    PMPI_Comm_size(MPI_COMM_WORLD, &G.world);
+    G.verbose = (int)env_long("INAGG_VERBOSE", 0);
+    const char *sw = getenv("INAGG_SWITCH");
+    if (!sw || !*sw)
+        return; /* pure pass-through */
+    snprintf(G.sw, sizeof(G.sw), "%s", sw);
+
+    const char *which = getenv("INAGG_PMPI_DTYPES");
+    int ints = !which || strstr(which, "int"), floats = !which || strstr(which, "float");
+    if (ints) {
+        add_type(MPI_INT, INAGG_INT32);
+        add_type(MPI_INT32_T, INAGG_INT32);
+        add_type(MPI_INTEGER, INAGG_INT32);
+        add_type(MPI_INTEGER4, INAGG_INT32);
+    }
+    if (floats) {
+        add_type(MPI_FLOAT, INAGG_FLOAT32);
+        add_type(MPI_REAL, INAGG_FLOAT32);
+        add_type(MPI_REAL4, INAGG_FLOAT32);
+    }
+
+    inagg_options_t o = INAGG_OPTIONS_INIT;
+    const char *fm = getenv("INAGG_FLOAT_MODE");
+    o.float_mode = fm && strcmp(fm, "fixed") == 0 ? INAGG_FLOAT_FIXED : INAGG_FLOAT_NATIVE;
+    long tmo = env_long("INAGG_TIMEOUT_MS", 0);
+    if (tmo > 0)
+        o.timeout_ms = (uint32_t)tmo;
+    G.opts = o;
+    G.min_count = (int)env_long("INAGG_PMPI_MIN_COUNT", 1);
+    G.verify = (int)env_long("INAGG_PMPI_VERIFY", 0);
+    if (G.min_count < 1)
+        G.min_count = 1;
+
+    if (G.rank == 0) {
+        char host[32] = "";
+        gethostname(host, sizeof(host) - 1);
+        for (char *c = host; *c; c++)
+            if (*c == ' ' || *c == '=' || *c == '.')
+                *c = '\0';
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        snprintf(G.job, sizeof(G.job), "pmpi-%.16s-%ld-%lx", host, (long)getpid(),
+                 (unsigned long)(ts.tv_sec * 1000003L + ts.tv_nsec / 1000) & 0xffffffffUL);
+    }
+    PMPI_Bcast(G.job, (int)sizeof(G.job), MPI_CHAR, 0, MPI_COMM_WORLD);
+
+    char why[256] = "";
+    int reach = 1, bad = -1;
+    if ((unsigned)G.world > INAGG_MAX_WORLD) {
+        snprintf(why, sizeof(why), "%d ranks: a job holds at most %u", G.world, INAGG_MAX_WORLD);
+        reach = 0;
+    } else {
+        reach = probe_switch(G.sw, (int)env_long("INAGG_PMPI_CONNECT_MS", 3000), why, sizeof(why));
+    }
+    /* First agree that every rank reaches the switch, so nobody waits for a join that cannot
+     * happen; then join and agree that every join succeeded. */
+    int all = 0;
+    PMPI_Allreduce(&reach, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    inagg_comm_t *ic = agree_join(MPI_COMM_WORLD, G.job, all, reach, why, sizeof(why), &bad);
+    if (!ic) {
+        if (G.rank == 0)
+            fprintf(stderr, TAG "switch %s not usable (rank %d: %s); allreduce stays with MPI\n",
+                    G.sw, bad, why);
+        return;
+    }
+    track(MPI_COMM_WORLD, ic);
+    progress_reg_t reg = NULL;
+    *(void **)&reg = dlsym(RTLD_DEFAULT, "opal_progress_register");
+    *(void **)&G.unregister = dlsym(RTLD_DEFAULT, "opal_progress_unregister");
+    if (reg && G.unregister && reg(progress_hook) == 0)
+        G.hooked = 1;
+    G.joined = 1;
+    if (G.verbose >= 2 && G.rank == 0)
+        fprintf(stderr, TAG "job %s on switch %s: %d ranks, float %s%s\n", G.job, G.sw, G.world,
+                o.float_mode == INAGG_FLOAT_NATIVE ? "native" : "fixed",
+                G.hooked ? "" : ", nonblocking allreduces complete at once");
+}
+
+/* A new communicator: if it holds every rank of MPI_COMM_WORLD, give it its own job. */
+void after_new_comm(MPI_Comm newcomm)
+{
+    if (!G.joined || newcomm == MPI_COMM_NULL)
+        return;
+    int inter = 0, res = MPI_UNEQUAL;
+    PMPI_Comm_test_inter(newcomm, &inter);
+    if (inter || PMPI_Comm_compare(newcomm, MPI_COMM_WORLD, &res) != MPI_SUCCESS ||
+        (res != MPI_CONGRUENT && res != MPI_SIMILAR && res != MPI_IDENT))
+        return;
+    /* Every rank is here (the creation was collective over all of them): the counter and the
+     * name agree everywhere. */
+    char job[64], why[256] = "";
+    int bad = -1;
+    unsigned n = ++G.derived;
+    snprintf(job, sizeof(job), "%.50s-c%u", G.job, n);
+    inagg_comm_t *ic = agree_join(newcomm, job, 1, 1, why, sizeof(why), &bad);
+    if (!ic) {
+        int r = 0;
+        PMPI_Comm_rank(newcomm, &r);
+        if (r == 0)
+            fprintf(stderr, TAG "communicator %u stays with MPI (rank %d: %s)\n", n, bad, why);
+        return;
+    }
+    track(newcomm, ic);
+}
+
+/* Before a tracked communicator is freed: finish its requests and leave its job. */
+void before_free(MPI_Comm comm)
+{
+    if (!G.joined || comm == MPI_COMM_NULL || comm == MPI_COMM_WORLD)
+        return;
+    pthread_mutex_lock(&g_mu);
+    tracked_t **pp = &g_tracked;
+    while (*pp && (*pp)->comm != comm)
+        pp = &(*pp)->next;
+    tracked_t *t = *pp;
+    if (t)
+        *pp = t->next;
+    pthread_mutex_unlock(&g_mu);
+    if (!t)
+        return;
+    complete_pending(1, t);
+    inagg_comm_destroy(t->ic);
+    pthread_mutex_destroy(&t->mu);
+    free(t);
+}
+
+void before_finalize(void)
+{
+    static int done;
+    if (done++)
+        return;
+    if (G.joined) {
+        complete_pending(1, NULL);
+        if (G.hooked)
+            G.unregister(progress_hook);
+        G.hooked = 0;
+        G.joined = 0;
+        pthread_mutex_lock(&g_mu);
+        tracked_t *t = g_tracked;
+        g_tracked = NULL;
+        pthread_mutex_unlock(&g_mu);
+        while (t) {
+            tracked_t *next = t->next;
+            inagg_comm_destroy(t->ic);
+            pthread_mutex_destroy(&t->mu);
+            free(t);
+            t = next;
+        }
+    }
+    if (G.verbose && G.rank == 0)
+        fprintf(stderr, TAG "%lu allreduce accelerated, %lu passed through\n",
+                atomic_load(&n_accel), atomic_load(&n_passed));
+}
+
+/* ------------------------------- for the Fortran bindings -------------------------------- */
+
+int pmpi_joined(void) { return G.joined; }
+
+void count_passed(void) { atomic_fetch_add(&n_passed, 1); }
+
+/* ------------------------------------- the allreduces ------------------------------------- */
+
+/* INAGG_VERBOSE=2: one line per allreduce saying where it went, and why when MPI does it. */
+static void log_route(int count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm, const char *why)
+{
+    if (G.verbose < 2 || !G.sw[0])
+        return;
+    char tname[MPI_MAX_OBJECT_NAME] = "?", cname[MPI_MAX_OBJECT_NAME] = "";
+    int len = 0;
+    if (dt != MPI_DATATYPE_NULL)
+        PMPI_Type_get_name(dt, tname, &len);
+    if (comm != MPI_COMM_NULL)
+        PMPI_Comm_get_name(comm, cname, &len);
+    fprintf(stderr, TAG "rank %d: allreduce of %d %s (%s) on %s -> %s%s%s\n", G.rank, count,
+            tname[0] ? tname : "(unnamed type)", op == MPI_SUM ? "sum" : "not sum",
+            cname[0] ? cname : "a derived communicator", why ? "MPI (" : "inagg", why ? why : "",
+            why ? ")" : "");
+}
+
+/* The tracked communicator when this allreduce goes through the switch, else NULL. */
+tracked_t *accelerable(const void *sb, const void *rb, int count, MPI_Datatype dt, MPI_Op op,
+                       MPI_Comm comm, inagg_dtype_t *idt)
+{
+    char why[160];
+    const char *no = NULL;
+    int k = 0;
+    while (k < g_ntypes && g_types[k] != dt)
+        k++;
+    if (!G.joined) {
+        no = "no switch job: the join in MPI_Init failed, or MPI_Finalize ran";
+    } else if (op != MPI_SUM) {
+        no = "the op is not MPI_SUM";
+    } else if (count < G.min_count) {
+        snprintf(why, sizeof(why), "count %d is below INAGG_PMPI_MIN_COUNT=%d", count, G.min_count);
+        no = why;
+    } else if (!rb) {
+        no = "no receive buffer";
+    } else if (k == g_ntypes) {
+        no = "the datatype is not a 4-byte int or float, or INAGG_PMPI_DTYPES leaves it out";
+    } else if (sb != MPI_IN_PLACE) { /* aliased buffers are MPI's to refuse, as it would */
+        const char *s = sb, *r = rb;
+        size_t bytes = (size_t)count * 4;
+        if (!sb || (s < r + bytes && r < s + bytes))
+            no = "the send and receive buffers overlap";
+    }
+    tracked_t *t = NULL;
+    if (!no && !(t = lookup(comm)))
+        no = "the communicator does not hold every rank of MPI_COMM_WORLD";
+    log_route(count, dt, op, comm, no);
+    if (no)
+        return NULL;
+    *idt = g_idt[k];
+    return t;
+}
+
+static int raise_error(MPI_Comm comm, int code)
+{
+    PMPI_Comm_call_errhandler(comm, code);
+    return code;
+}
+
+/* INAGG_PMPI_VERIFY=1: MPI computes every accelerated allreduce again; differences (beyond
+ * float rounding) are reported on stderr. A debugging aid: it costs an MPI allreduce each. */
+static void verify(const void *input, const void *result, int count, inagg_dtype_t idt,
+                   MPI_Comm comm)
+{
+    size_t bytes = (size_t)count * 4;
+    void *want = malloc(bytes);
+    float *mag = idt == INAGG_FLOAT32 ? malloc(bytes) : NULL;
+    if (!want || (idt == INAGG_FLOAT32 && !mag)) {
+        free(want);
+        free(mag);
+        return;
+    }
+    PMPI_Allreduce(input, want, count, idt == INAGG_INT32 ? MPI_INT : MPI_FLOAT, MPI_SUM, comm);
+    if (mag) { /* sum of magnitudes: any summation order is within W * 2^-23 of it */
+        for (int i = 0; i < count; i++) {
+            float v = ((const float *)input)[i];
+            mag[i] = v < 0 ? -v : v;
+        }
+        PMPI_Allreduce(MPI_IN_PLACE, mag, count, MPI_FLOAT, MPI_SUM, comm);
+    }
+    int world = 1;
+    PMPI_Comm_size(comm, &world);
+    long bad = 0, first = -1;
+    for (int i = 0; i < count; i++) {
+        int diff;
+        if (idt == INAGG_INT32) {
+            diff = ((const int32_t *)want)[i] != ((const int32_t *)result)[i];
+        } else {
+            float w = ((const float *)want)[i], g = ((const float *)result)[i];
+            float tol = (float)world * 0x1p-22f * mag[i] + 1e-38f;
+            diff = !(g - w <= tol && w - g <= tol) && !(w != w && g != g);
+        }
+        if (diff && bad++ == 0)
+            first = i;
+    }
+    if (bad) {
+        char buf[96] = "";
+        if (idt == INAGG_INT32)
+            snprintf(buf, sizeof(buf), "%d, MPI %d", ((const int32_t *)result)[first],
+                     ((const int32_t *)want)[first]);
+        else
+            snprintf(buf, sizeof(buf), "%.9g, MPI %.9g", (double)((const float *)result)[first],
+                     (double)((const float *)want)[first]);
+        fprintf(stderr,
+                TAG "rank %d: VERIFY: %ld of %d %s elements differ from MPI's; first [%ld]: "
+                    "switch %s\n",
+                G.rank, bad, count, idt == INAGG_INT32 ? "int" : "float", first, buf);
+    }
+    free(want);
+    free(mag);
+}
+
+int accel_allreduce(tracked_t *t, const void *sb, void *rb, int count, inagg_dtype_t idt,
+                    MPI_Comm comm)
+{
+    const void *send = sb == MPI_IN_PLACE ? rb : sb;
+    void *copy = NULL;
+    if (G.verify && (copy = malloc((size_t)count * 4)))
+        memcpy(copy, send, (size_t)count * 4);
+    pthread_mutex_lock(&t->mu);
+    inagg_result_t rc = inagg_allreduce(t->ic, send, rb, (size_t)count, idt, INAGG_SUM);
+    int code = finish_code(t, rc);
+    pthread_mutex_unlock(&t->mu);
+    atomic_fetch_add(&n_accel, 1);
+    /* An MPI collective also advances the caller's other requests (pending sends above all);
+     * one probe gives MPI that chance, so the program's messages move as they would. */
+    int flag = 0;
+    PMPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, comm, &flag, MPI_STATUS_IGNORE);
+    if (copy) {
+        if (send != rb && memcmp(copy, send, (size_t)count * 4) != 0)
+            fprintf(stderr, TAG "rank %d: VERIFY: the send buffer of %d elements changed\n", G.rank,
+                    count);
+        if (code == MPI_SUCCESS)
+            verify(copy, rb, count, idt, comm);
+        free(copy);
+    }
+    return code == MPI_SUCCESS ? code : raise_error(comm, code);
+}
+
+int accel_iallreduce(tracked_t *t, const void *sb, void *rb, int count, inagg_dtype_t idt,
+                     MPI_Comm comm, MPI_Request *request)
+{
+    const void *send = sb == MPI_IN_PLACE ? rb : sb;
+    pend_t *p = calloc(1, sizeof(*p));
+    if (!p)
+        return raise_error(comm, MPI_ERR_NO_MEM);
+    p->t = t;
+    if (!G.hooked) { /* no way to be called back from MPI's progress: finish now */
+        p->mpi_rc = accel_allreduce(t, sb, rb, count, idt, comm);
+        int rc = PMPI_Grequest_start(greq_query, greq_free, greq_cancel, p, request);
+        if (rc != MPI_SUCCESS) {
+            free(p);
+            return raise_error(comm, rc);
+        }
+        p->greq = *request;
+        PMPI_Grequest_complete(*request);
+        return MPI_SUCCESS;
+    }
+    int rc = PMPI_Grequest_start(greq_query, greq_free, greq_cancel, p, request);
+    if (rc != MPI_SUCCESS) {
+        free(p);
+        return raise_error(comm, rc);
+    }
+    p->greq = *request;
+    atomic_fetch_add(&n_accel, 1);
+    pthread_mutex_lock(&t->mu);
+    inagg_result_t irc = inagg_iallreduce(t->ic, send, rb, (size_t)count, idt, INAGG_SUM, &p->ir);
+    int code = irc == INAGG_OK ? MPI_SUCCESS : finish_code(t, irc);
+    pthread_mutex_unlock(&t->mu);
+    if (code != MPI_SUCCESS || !p->ir) { /* nothing in flight: complete it with the error */
+        p->mpi_rc = code;
+        PMPI_Grequest_complete(*request);
+        return MPI_SUCCESS; /* the error comes out of MPI_Wait / MPI_Test */
+    }
+    pthread_mutex_lock(&g_mu);
+    *g_pending_tail = p;
+    g_pending_tail = &p->next;
+    atomic_fetch_add(&n_pending, 1);
+    pthread_mutex_unlock(&g_mu);
+    return MPI_SUCCESS;
+}

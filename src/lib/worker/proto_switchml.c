@@ -1,0 +1,799 @@
+/*
+ * proto_switchml.c - the switchml protocol on the worker side: SwitchML's throughput-centric
+ * streaming engine (Algorithm 4), one per engine thread (`threads` per communicator; the
+ * threads and the ring of requests they take in call order are sml_ring.c).
+ *
+ * Each engine thread has its own endpoint (transport.h) and owns the slots s with
+ * s % threads == its index. A tensor is cut into chunks of `elems` elements; chunk c uses slot c % slots. The
+ * engine sends the first chunk of each of its slots (the initial window), and every result
+ * that comes back clocks out the next chunk on the same slot, one round later (so in the
+ * other copy of the slot). Each outstanding packet has a timer; on expiry the same packet is
+ * sent again, with exponential backoff. The timeout adapts to the measured round-trip time
+ * (rto.h: RFC 6298, Karn's rule).
+ *
+ * float32 in block fixed point needs every rank to scale a chunk with the same exponent.
+ * Each packet carries the exponent of the next chunk on its slot (look-ahead) and the switch
+ * returns the maximum with the result; the first chunk on each slot is preceded by an
+ * exponent probe: a round with no payload whose only job is to agree on that exponent.
+ *
+ * The ring of requests and the protocol's ops table are sml_ring.c; this file is one engine.
+ *
+ * Compressed jobs: each engine thread has an encoder helper thread that encodes a slot's next
+ * chunk into the slot's spare buffer while the engine is busy with the network and with
+ * decoding results (encode overlapped with communication); the engine swaps the buffer in.
+ * A packet's timer starts when it leaves, and coded packets get a timeout floor for the
+ * switch's coding time (rto.h).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "lib/base/errmsg.h"
+#include "lib/base/util.h"
+#include "lib/kernels/vec.h"
+#include "lib/transport/transport.h"
+#include "lib/wire/wire.h"
+#include "lib/worker/proto.h"
+#include "lib/worker/quant.h"
+#include "lib/worker/rto.h"
+#include "lib/worker/sml_engine.h"
+
+#define ENGINE_RX_BATCH 64
+#define ENGINE_POLL_MS 5
+
+enum phase { PHASE_IDLE = 0, PHASE_PROBE, PHASE_DATA };
+enum spare_state { SPARE_FREE = 0, SPARE_BUSY, SPARE_READY };
+#define NO_CHUNK UINT64_MAX
+
+typedef struct wslot {
+    uint32_t slot; /* index in the job's pool */
+    uint32_t round; /* round of the packet in flight, or the next one when idle */
+    uint64_t chunk; /* chunk in flight */
+    int phase;
+    int16_t exp; /* agreed exponent of the chunk in flight (fixed point) */
+    int16_t sent_next_exp; /* look-ahead exponent this rank sent with the packet in flight */
+    worker_timer_t tm; /* of the packet in flight */
+    int armed; /* its packet left (flushed) and its timer runs */
+    /* The encoder helper's packet for the slot's next chunk; under the engine's hmu. */
+    uint8_t *spare;
+    uint64_t spare_chunk; /* the chunk spare holds or is being coded into it */
+    uint64_t want; /* the chunk the engine sends next on this slot (NO_CHUNK: none) */
+    int spare_state; /* SPARE_FREE, SPARE_BUSY (helper coding), SPARE_READY */
+    uint16_t spare_words; /* payload words of the ready packet */
+    uint8_t spare_flags; /* WIRE_FLAG_OVERFLOW: the chunk held NaN or Inf */
+    uint64_t spare_enc_ns; /* how long its encoding took */
+    uint8_t *pkt;
+    uint32_t pkt_len;
+    transport_addr_t dst; /* the switch queue that serves this slot */
+} wslot_t;
+
+typedef struct run run_t;
+
+/* One thread's codec: the engine's own, or its encoder helper's. */
+typedef struct coder {
+    codec_ctx_t *ctx;
+    float *dec, *xbuf; /* [elems]: scratch */
+    worker_counters_t *c; /* where its coding is counted */
+} coder_t;
+
+struct engine {
+    worker_params_t p;
+    uint32_t index, nthreads; /* this engine thread and how many there are */
+    transport_t *tp; /* this engine's endpoint */
+    transport_t *mc_tp; /* the job's multicast group's results (one engine only), or NULL */
+    uint32_t nlocal; /* slots this engine owns */
+    wslot_t *ws; /* [nlocal]: local k is pool slot index + k * nthreads */
+    uint8_t *pkt_arena;
+    size_t pkt_cap;
+    transport_rx_t rx[2 * ENGINE_RX_BATCH]; /* fault injection may duplicate a batch */
+    worker_txq_t tx; /* packets queued for the next send */
+    rto_estimator_t rto;
+    worker_counters_t c;
+    codec_ctx_t *codec; /* the job's codec (NULL: none) */
+    float *dec; /* [elems]: the result chunk just decoded, or scratch when sending */
+    float *xbuf; /* [elems]: a chunk plus its residual (error feedback) */
+    float *resid; /* error feedback: per element of the tensor, what the codec dropped
+                               last time (only this engine's chunks are used) */
+    size_t resid_len;
+    _Atomic uint32_t onwire; /* slots whose packet left and has no answer yet (the helper
+                                reads it for the overlap counter) */
+    /* The encoder helper (compressed jobs): a second thread that encodes each slot's next
+     * chunk into the slot's spare buffer while the engine sends, receives and decodes. */
+    pthread_t helper;
+    int helper_started, hstop; /* hstop under hmu */
+    pthread_mutex_t hmu;
+    pthread_cond_t hcv;
+    run_t *hrun; /* under hmu: the run the helper codes for (NULL: none) */
+    coder_t hcd; /* the helper's codec */
+    worker_counters_t hc; /* the helper's coding counters (one writer each) */
+    uint8_t *spare_arena;
+    double enc_ns, dec_ns; /* mean coding time per chunk (rto_code_mean) */
+    uint32_t code_floor_us; /* the timeout's floor for coding time (rto_code_floor_us) */
+};
+
+static void *helper_main(void *arg);
+
+void sml_engine_destroy(engine_t *e)
+{
+    if (!e)
+        return;
+    if (e->helper_started) {
+        pthread_mutex_lock(&e->hmu);
+        e->hstop = 1;
+        pthread_cond_broadcast(&e->hcv);
+        pthread_mutex_unlock(&e->hmu);
+        pthread_join(e->helper, NULL);
+    }
+    pthread_mutex_destroy(&e->hmu);
+    pthread_cond_destroy(&e->hcv);
+    codec_ctx_close(e->hcd.ctx);
+    free(e->hcd.dec);
+    free(e->hcd.xbuf);
+    free(e->spare_arena);
+    transport_close(e->tp);
+    if (e->mc_tp)
+        transport_close(e->mc_tp);
+    free(e->ws);
+    free(e->pkt_arena);
+    worker_txq_free(&e->tx);
+    codec_ctx_close(e->codec);
+    free(e->dec);
+    free(e->xbuf);
+    free(e->resid);
+    free(e);
+}
+
+/* Engine thread `index`: its slots, buffers and endpoint. 0, or -errno with a reason in err. */
+int sml_engine_create(const worker_params_t *p, uint32_t index, engine_t **out, char *err,
+                      size_t errlen)
+{
+    engine_t *e = calloc(1, sizeof(*e));
+    if (!e)
+        return set_err(err, errlen, -ENOMEM, "out of memory");
+    e->p = *p;
+    pthread_mutex_init(&e->hmu, NULL);
+    pthread_cond_init(&e->hcv, NULL);
+    e->index = index;
+    e->nthreads = p->threads;
+    worker_counters_init(&e->c, &e->rto, p);
+    for (uint32_t i = index; i < p->slots; i += e->nthreads)
+        e->nlocal++;
+    e->pkt_cap = worker_hdr_bytes(p) + worker_payload_cap(p);
+    e->ws = calloc(e->nlocal ? e->nlocal : 1, sizeof(wslot_t));
+    e->pkt_arena = malloc((e->nlocal ? e->nlocal : 1) * e->pkt_cap);
+    int rc = 0;
+    if (!e->ws || !e->pkt_arena) {
+        rc = set_err(err, errlen, -ENOMEM, "out of memory for %u slots of %u elements", e->nlocal,
+                     p->elems);
+        goto fail;
+    }
+    if (p->codec.mode != CODEC_NONE) {
+        rc = codec_ctx_open(&p->codec, p->elems, &e->codec, err, errlen);
+        if (rc == 0)
+            rc = codec_ctx_open(&p->codec, p->elems, &e->hcd.ctx, err, errlen);
+        e->dec = malloc((size_t)p->elems * sizeof(float));
+        e->xbuf = malloc((size_t)p->elems * sizeof(float));
+        e->hcd.dec = malloc((size_t)p->elems * sizeof(float));
+        e->hcd.xbuf = malloc((size_t)p->elems * sizeof(float));
+        e->hcd.c = &e->hc;
+        e->spare_arena = malloc((e->nlocal ? e->nlocal : 1) * e->pkt_cap);
+        if (rc == 0 && (!e->dec || !e->xbuf || !e->hcd.dec || !e->hcd.xbuf || !e->spare_arena)) {
+            rc = set_err(err, errlen, -ENOMEM, "out of memory");
+        }
+        if (rc != 0)
+            goto fail;
+    }
+    rc = worker_open_endpoint(p, p->socket_buffer, index, &e->tp, err, errlen);
+    /* Results the switch sends once to the job's group (PROTOCOL.md 9.6) come to a second
+     * endpoint bound to it; a rank offers the group only with one engine, which owns every
+     * slot. Resends stay unicast, to tp. */
+    if (rc == 0 && p->mcast_group)
+        rc = worker_open_mcast_endpoint(p, p->socket_buffer, WORKER_MAX_THREADS, &e->mc_tp, err,
+                                        errlen);
+    if (rc == 0 && worker_txq_init(&e->tx, e->tp, (int)e->nlocal + 1) != 0)
+        rc = set_err(err, errlen, -ENOMEM, "out of memory");
+    for (uint32_t k = 0; k < e->nlocal && rc == 0; k++) {
+        wslot_t *w = &e->ws[k];
+        w->slot = index + k * e->nthreads;
+        w->pkt = e->pkt_arena + (size_t)k * e->pkt_cap;
+        w->spare = e->spare_arena ? e->spare_arena + (size_t)k * e->pkt_cap : NULL;
+        w->want = NO_CHUNK;
+        rc = worker_slot_addr(p, e->tp, w->slot, &w->dst);
+        if (rc != 0)
+            rc = set_err(err, errlen, rc, "no address for the switch queue of slot %u", w->slot);
+    }
+    /* INAGG_CODEC_HELPER=0 runs without the helper (every chunk coded on the engine thread,
+     * nothing overlapped): to measure what the overlap is worth (inagg model validate). */
+    if (rc == 0 && e->codec && !p->codec_no_helper) {
+        rc = -pthread_create(&e->helper, NULL, helper_main, e);
+        if (rc != 0)
+            rc = set_err(err, errlen, rc, "cannot start the encoder helper thread");
+        else
+            e->helper_started = 1;
+    }
+    if (rc != 0)
+        goto fail;
+    *out = e;
+    return 0;
+fail:
+    sml_engine_destroy(e);
+    return rc;
+}
+
+/* The request being run, with what every chunk needs. */
+struct run {
+    const worker_call_t *r;
+    uint64_t nchunks;
+    uint8_t wire_dtype;
+    int fixed;
+    int coded; /* float32 through the job's codec (WIRE_CODED) */
+    float *resid; /* ... with error feedback: the tensor's residual (the caller's, or
+                     e->resid), NULL without */
+    int overflow, nonfinite;
+};
+
+static size_t chunk_len(const engine_t *e, const run_t *run, uint64_t chunk)
+{
+    uint64_t off = chunk * e->p.elems;
+    uint64_t left = run->r->count - off;
+    return left < e->p.elems ? (size_t)left : e->p.elems;
+}
+
+static int16_t chunk_exponent(const engine_t *e, const run_t *run, uint64_t chunk)
+{
+    if (chunk >= run->nchunks)
+        return QUANT_EXP_ZERO;
+    const float *x = (const float *)run->r->send + chunk * e->p.elems;
+    return quant_block_exponent(x, chunk_len(e, run, chunk));
+}
+
+/* Queue the slot's packet. Its timer starts when the packet leaves (arm_sent after the
+ * flush), not now: coding the rest of a batch of results may take long before the flush. */
+static void queue_send(engine_t *e, wslot_t *w)
+{
+    worker_txq_push(&e->tx, w->pkt, w->pkt_len, &w->dst, &e->c);
+    if (w->armed) {
+        w->armed = 0;
+        e->onwire--;
+    }
+}
+
+/* After a flush: the timers of the packets that just left start now. */
+static void arm_sent(engine_t *e)
+{
+    uint64_t now = util_now_ns();
+    for (uint32_t k = 0; k < e->nlocal; k++) {
+        wslot_t *w = &e->ws[k];
+        if (w->phase == PHASE_IDLE || w->armed)
+            continue;
+        worker_timer_arm(&w->tm, now);
+        w->armed = 1;
+        e->onwire++;
+    }
+}
+
+/* The slot's packet was answered: it is no longer on the wire. */
+static void answered(engine_t *e, wslot_t *w)
+{
+    if (w->armed) {
+        w->armed = 0;
+        e->onwire--;
+    }
+}
+
+/* The coding floor may pass rto_max_us (rto.h) but stays below half the progress timeout,
+ * so a lost packet is still sent again before the call gives up. */
+static uint32_t code_floor_cap_us(const worker_params_t *p)
+{
+    uint64_t cap = (uint64_t)p->timeout_ms * 500u;
+    return cap > UINT32_MAX ? UINT32_MAX : (uint32_t)cap;
+}
+
+/* Count one coding step of dt ns in c; overlapped when `others` of the engine's packets
+ * were on the wire meanwhile. */
+static void count_step(worker_counters_t *c, int encode, uint64_t dt, uint32_t others)
+{
+    if (encode) {
+        WORKER_CNT_ADD(c->chunks_encoded, 1);
+        WORKER_CNT_ADD(c->encode_ns, dt);
+    } else {
+        WORKER_CNT_ADD(c->chunks_decoded, 1);
+        WORKER_CNT_ADD(c->decode_ns, dt);
+    }
+    if (others > 0)
+        WORKER_CNT_ADD(c->overlap_ns, dt);
+}
+
+/* A coding time into the engine's mean times, and the timeout's coding floor refreshed. */
+static void engine_mean(engine_t *e, int encode, uint64_t dt)
+{
+    rto_code_mean(encode ? &e->enc_ns : &e->dec_ns, (double)dt);
+    e->code_floor_us = rto_code_floor_us(e->enc_ns, e->dec_ns, e->p.world, e->p.slots,
+                                         e->p.sw_queues, code_floor_cap_us(&e->p));
+    atomic_store_explicit(&e->c.code_floor_us, e->code_floor_us, memory_order_relaxed);
+}
+
+/* Encode chunk `chunk` of the run with cd into payload (with error feedback: the chunk plus
+ * its residual, and the residual then updated): the payload's words. A chunk holding NaN or
+ * Inf goes as coded zeros with WIRE_FLAG_OVERFLOW in *flags. *enc_ns: the encode time.
+ * Called by the engine thread or its helper, never both for one chunk. */
+static uint16_t encode_chunk(engine_t *e, const coder_t *cd, const run_t *run, uint64_t chunk,
+                             uint32_t *payload, uint8_t *flags, uint64_t *enc_ns)
+{
+    size_t off = chunk * e->p.elems, len = chunk_len(e, run, chunk);
+    size_t cap = e->pkt_cap - worker_hdr_bytes(&e->p);
+    const float *src = (const float *)run->r->send + off;
+    float *res = run->resid ? run->resid + off : NULL;
+    if (res) { /* error feedback: send the chunk plus what was dropped last time */
+        for (size_t i = 0; i < len; i++)
+            cd->xbuf[i] = src[i] + res[i];
+        src = cd->xbuf;
+    }
+    uint64_t t0 = util_now_ns();
+    long l = codec_encode(cd->ctx, src, len, payload, cap);
+    *enc_ns = util_now_ns() - t0;
+    count_step(cd->c, 1, *enc_ns, atomic_load_explicit(&e->onwire, memory_order_relaxed));
+    if (l < 0) { /* a NaN or infinity: send zeros flagged, every rank's result is */
+        memset(cd->dec, 0, len * sizeof(float));
+        l = codec_encode(cd->ctx, cd->dec, len, payload, cap);
+        *flags |= WIRE_FLAG_OVERFLOW;
+        if (res)
+            memset(res, 0, len * sizeof(float));
+    } else if (res) { /* what the codec dropped goes into the next step */
+        uint64_t t1 = util_now_ns();
+        int drc = codec_decode(cd->ctx, payload, (size_t)l, cd->dec, len, NULL, 0);
+        count_step(cd->c, 0, util_now_ns() - t1,
+                   atomic_load_explicit(&e->onwire, memory_order_relaxed));
+        if (drc >= 0)
+            for (size_t i = 0; i < len; i++)
+                res[i] = src[i] - cd->dec[i];
+        else
+            memset(res, 0, len * sizeof(float));
+    }
+    return (uint16_t)((size_t)(l < 0 ? 0 : l) / 4u);
+}
+
+/* The helper: encode each slot's next chunk (the lowest one wanted) into its spare buffer. */
+static void *helper_main(void *arg)
+{
+    engine_t *e = arg;
+    pthread_mutex_lock(&e->hmu);
+    while (!e->hstop) {
+        wslot_t *w = NULL;
+        for (uint32_t k = 0; e->hrun && k < e->nlocal; k++) {
+            wslot_t *x = &e->ws[k];
+            if (x->spare_state == SPARE_FREE && x->want != NO_CHUNK && (!w || x->want < w->want))
+                w = x;
+        }
+        if (!w) {
+            pthread_cond_wait(&e->hcv, &e->hmu);
+            continue;
+        }
+        const run_t *run = e->hrun;
+        uint64_t chunk = w->want;
+        uint8_t *buf = w->spare;
+        w->spare_state = SPARE_BUSY;
+        w->spare_chunk = chunk;
+        pthread_mutex_unlock(&e->hmu);
+        uint8_t fl = 0;
+        uint64_t dt = 0;
+        uint16_t words = encode_chunk(
+            e, &e->hcd, run, chunk, (uint32_t *)(void *)(buf + worker_hdr_bytes(&e->p)), &fl, &dt);
+        pthread_mutex_lock(&e->hmu);
+        w->spare_words = words;
+        w->spare_flags = fl;
+        w->spare_enc_ns = dt;
+        w->spare_state = SPARE_READY;
+        pthread_cond_broadcast(&e->hcv);
+    }
+    pthread_mutex_unlock(&e->hmu);
+    return NULL;
+}
+
+/* The helper starts coding for run (nothing wanted yet: send_current asks slot by slot). */
+static void helper_attach(engine_t *e, run_t *run)
+{
+    if (!e->helper_started)
+        return;
+    pthread_mutex_lock(&e->hmu);
+    for (uint32_t k = 0; k < e->nlocal; k++) {
+        e->ws[k].want = NO_CHUNK;
+        e->ws[k].spare_state = SPARE_FREE;
+    }
+    e->hrun = run;
+    pthread_mutex_unlock(&e->hmu);
+}
+
+/* The run ends: wait until the helper is done with any chunk, and forget what it coded. */
+static void helper_detach(engine_t *e)
+{
+    if (!e->helper_started)
+        return;
+    pthread_mutex_lock(&e->hmu);
+    for (uint32_t k = 0; k < e->nlocal; k++)
+        e->ws[k].want = NO_CHUNK;
+    for (;;) {
+        int busy = 0;
+        for (uint32_t k = 0; k < e->nlocal; k++)
+            busy |= e->ws[k].spare_state == SPARE_BUSY;
+        if (!busy)
+            break;
+        pthread_cond_wait(&e->hcv, &e->hmu); /* one chunk's encoding: bounded */
+    }
+    for (uint32_t k = 0; k < e->nlocal; k++)
+        e->ws[k].spare_state = SPARE_FREE;
+    e->hrun = NULL;
+    pthread_mutex_unlock(&e->hmu);
+}
+
+/* Sending chunk w->chunk: take the helper's packet for it if it has one (waiting while it is
+ * still coding that very chunk), and ask for the slot's next chunk. 1 when taken (w->pkt is
+ * now the coded packet: *words and *flags set), 0 when the engine must encode it. */
+static int take_spare(engine_t *e, const run_t *run, wslot_t *w, uint16_t *words, uint8_t *flags)
+{
+    if (!e->helper_started)
+        return 0;
+    int got = 0;
+    uint64_t dt = 0;
+    pthread_mutex_lock(&e->hmu);
+    while (w->spare_state == SPARE_BUSY && w->spare_chunk == w->chunk)
+        pthread_cond_wait(&e->hcv, &e->hmu);
+    if (w->spare_state == SPARE_READY && w->spare_chunk == w->chunk) {
+        uint8_t *t = w->pkt; /* answered: free for the helper */
+        w->pkt = w->spare;
+        w->spare = t;
+        *words = w->spare_words;
+        *flags |= w->spare_flags;
+        dt = w->spare_enc_ns;
+        got = 1;
+    }
+    if (w->spare_state == SPARE_READY)
+        w->spare_state = SPARE_FREE;
+    uint64_t next = w->chunk + e->p.slots;
+    w->want = next < run->nchunks ? next : NO_CHUNK;
+    pthread_cond_broadcast(&e->hcv);
+    pthread_mutex_unlock(&e->hmu);
+    if (got)
+        engine_mean(e, 1, dt);
+    return got;
+}
+
+/* Build the packet for the slot's current phase and chunk, and queue it. */
+static void send_current(engine_t *e, run_t *run, wslot_t *w)
+{
+    wire_header_t h = worker_header(&e->p, WIRE_CONTRIB, w->slot, w->round);
+    h.chunk = (uint32_t)w->chunk;
+    h.flags |= run->r->set ? WIRE_FLAG_SET : 0;
+    h.dtype = run->wire_dtype;
+    uint32_t *payload = (uint32_t *)(void *)(w->pkt + worker_hdr_bytes(&e->p));
+    if (w->phase == PHASE_PROBE) {
+        h.count = 0;
+        h.exp = QUANT_EXP_ZERO;
+        h.next_exp = chunk_exponent(e, run, w->chunk);
+        w->sent_next_exp = h.next_exp;
+    } else {
+        size_t off = w->chunk * e->p.elems, len = chunk_len(e, run, w->chunk);
+        h.count = (uint16_t)len;
+        if (run->coded) {
+            uint8_t fl = 0;
+            uint16_t words = 0;
+            if (!take_spare(e, run, w, &words, &fl)) {
+                coder_t self = {e->codec, e->dec, e->xbuf, &e->c};
+                uint64_t dt = 0;
+                words = encode_chunk(e, &self, run, w->chunk, payload, &fl, &dt);
+                engine_mean(e, 1, dt);
+            }
+            if (fl & WIRE_FLAG_OVERFLOW) {
+                h.flags |= WIRE_FLAG_OVERFLOW;
+                run->nonfinite = 1;
+            }
+            h.count = words;
+        } else if (!run->fixed) {
+            worker_encode_plain(run->r->dtype, (const char *)run->r->send + off * 4u, payload, len);
+        } else {
+            h.exp = w->exp;
+            h.next_exp = chunk_exponent(e, run, w->chunk + e->p.slots);
+            w->sent_next_exp = h.next_exp;
+            quant_encode((const float *)run->r->send + off, payload, len, w->exp, e->p.world);
+        }
+    }
+    w->pkt_len = worker_seal(&e->p, &h, w->pkt);
+    worker_timer_fresh(&w->tm, &e->rto);
+    if (run->coded && w->tm.rto_us < e->code_floor_us)
+        w->tm.rto_us = e->code_floor_us;
+    queue_send(e, w);
+}
+
+static void deliver(engine_t *e, run_t *run, const wslot_t *w, const wire_header_t *h,
+                    const uint32_t *payload)
+{
+    size_t off = w->chunk * e->p.elems, len = h->count;
+    if (run->coded) { /* accept_result decoded it into e->dec */
+        len = chunk_len(e, run, w->chunk);
+        float *out = (float *)run->r->recv + off;
+        memcpy(out, e->dec, len * sizeof(float));
+        if (h->flags & WIRE_FLAG_OVERFLOW) /* the sum left the float range: saturated */
+            run->nonfinite = 1;
+        if (run->r->op == INAGG_AVG)
+            vec_f32_scale(out, len, 1.0f / (float)e->p.world);
+        return;
+    }
+    if (!run->fixed) {
+        worker_decode_plain(run->r->dtype, run->r->op, e->p.world, payload,
+                            (char *)run->r->recv + off * 4u, len);
+        if (run->r->dtype == INAGG_INT32 && (h->flags & WIRE_FLAG_OVERFLOW))
+            run->overflow = 1;
+        return;
+    }
+    float *out = (float *)run->r->recv + off;
+    quant_decode(payload, out, len, h->exp, e->p.world);
+    if (h->exp == QUANT_EXP_NONFINITE)
+        run->nonfinite = 1;
+    if (run->r->op == INAGG_AVG)
+        vec_f32_scale(out, len, 1.0f / (float)e->p.world);
+}
+
+/* Check a received datagram; returns the local slot it is for, or (counted) -EBADMSG for one
+ * that is not a valid result for this engine, -EALREADY for an answer to a round that is over. */
+static int accept_result(engine_t *e, const run_t *run, const uint8_t *buf, size_t len,
+                         wire_header_t *h)
+{
+    if (worker_open_packet(&e->p, buf, len, h) != 0 || h->type != WIRE_RESULT ||
+        !worker_packet_ours(&e->p, h) || h->slot % e->nthreads != e->index) {
+        WORKER_CNT_ADD(e->c.invalid, 1);
+        return -EBADMSG;
+    }
+    int k = (int)(h->slot / e->nthreads);
+    const wslot_t *w = &e->ws[k];
+    if (w->phase == PHASE_IDLE || h->round != w->round) {
+        WORKER_CNT_ADD(e->c.duplicates, 1);
+        return -EALREADY;
+    }
+    size_t want = w->phase == PHASE_PROBE ? 0 : chunk_len(e, run, w->chunk);
+    if (run->coded) { /* a chunk of exactly `want` values that decodes cleanly */
+        int rc = -1;
+        if (h->dtype == WIRE_CODED) {
+            uint64_t t0 = util_now_ns();
+            rc = codec_decode(e->codec, buf + worker_hdr_bytes(&e->p), (size_t)h->count * 4u,
+                              e->dec, want, NULL, 0);
+            uint64_t dt = util_now_ns() - t0;
+            count_step(&e->c, 0, dt, atomic_load(&e->onwire) - (w->armed ? 1u : 0u));
+            engine_mean(e, 0, dt);
+        }
+        if (rc < 0) {
+            WORKER_CNT_ADD(e->c.invalid, 1);
+            return -EBADMSG;
+        }
+        if (rc == 1) /* clamped at the float range: delivered, reported as non-finite */
+            h->flags |= WIRE_FLAG_OVERFLOW;
+        return k;
+    }
+    if (h->count != want || h->dtype != run->wire_dtype ||
+        (w->phase == PHASE_DATA && run->fixed && h->exp != w->exp)) {
+        WORKER_CNT_ADD(e->c.invalid, 1);
+        return -EBADMSG;
+    }
+    /* The agreed exponent is the maximum of everyone's, so at least ours, and encodable. */
+    if (run->fixed && h->next_exp != QUANT_EXP_ZERO && h->next_exp != QUANT_EXP_NONFINITE &&
+        (h->next_exp < QUANT_EXP_MIN || h->next_exp > QUANT_EXP_MAX ||
+         h->next_exp < w->sent_next_exp)) {
+        WORKER_CNT_ADD(e->c.invalid, 1);
+        return -EBADMSG;
+    }
+    return k;
+}
+
+static void scan_timers(engine_t *e, uint64_t now, uint64_t *next_deadline)
+{
+    uint64_t next = UINT64_MAX;
+    int expired = 0;
+    for (uint32_t k = 0; k < e->nlocal; k++) {
+        wslot_t *w = &e->ws[k];
+        if (w->phase == PHASE_IDLE || !w->armed)
+            continue;
+        if (now >= w->tm.deadline_ns) {
+            /* backoff up to rto_max, or up to the coding floor where that is larger */
+            uint32_t cap = e->code_floor_us > e->p.rto_max_us ? e->code_floor_us : e->p.rto_max_us;
+            worker_timer_expired(&w->tm, cap, &e->c);
+            queue_send(e, w);
+            expired = 1;
+        }
+        if (w->tm.deadline_ns < next)
+            next = w->tm.deadline_ns;
+    }
+    if (expired)
+        rto_backoff(&e->rto);
+    *next_deadline = next;
+}
+
+/* Run this engine's share of call r: 0, -EOVERFLOW / -EDOM (delivered, see proto.h), or a
+ * failure with a reason in detail. */
+/* What call r needs of this engine: chunks, wire type, the residual of error feedback. */
+static void run_setup(engine_t *e, const worker_call_t *r, run_t *run)
+{
+    run->nchunks = (r->count + e->p.elems - 1) / e->p.elems;
+    run->coded = r->dtype == INAGG_FLOAT32 && e->codec != NULL;
+    run->fixed = !run->coded && r->dtype == INAGG_FLOAT32 && e->p.float_mode == INAGG_FLOAT_FIXED;
+    run->wire_dtype = r->dtype == INAGG_INT32 ? WIRE_INT32
+                      : run->coded            ? WIRE_CODED
+                      : run->fixed            ? WIRE_FIXED32
+                                              : WIRE_FLOAT32;
+
+    run->resid = NULL;
+    if (run->coded && r->resid && codec_is_lossy(&e->p.codec)) {
+        run->resid = r->resid; /* the caller keeps one per tensor */
+    } else if (run->coded && e->p.error_feedback && r->count > 0) {
+        if (e->resid_len != r->count) { /* a new tensor shape: start from no residual */
+            float *nr = calloc(r->count, sizeof(float));
+            if (nr) {
+                free(e->resid);
+                e->resid = nr;
+                e->resid_len = r->count;
+            }
+        }
+        run->resid = e->resid_len == r->count ? e->resid : NULL;
+    }
+}
+
+/* The n results just received: each answered slot sends its next chunk or goes idle.
+ * Returns the slots that went idle; *last_progress: now when any result was accepted. */
+static uint32_t take_results(engine_t *e, run_t *run, int n, uint64_t now, uint64_t *last_progress)
+{
+    uint32_t finished = 0;
+    for (int i = 0; i < n; i++) {
+        const uint8_t *buf = e->rx[i].data;
+        size_t len = e->rx[i].len;
+        wire_header_t h;
+        int k = accept_result(e, run, buf, len, &h);
+        if (k < 0)
+            continue;
+        wslot_t *w = &e->ws[k];
+        worker_count_received(&e->c, len);
+        worker_timer_answered(&w->tm, now, &e->c, &e->rto);
+        answered(e, w);
+        *last_progress = now;
+        const uint32_t *payload = (const uint32_t *)(const void *)(buf + worker_hdr_bytes(&e->p));
+        w->round++;
+        if (w->phase == PHASE_PROBE) {
+            w->exp = h.next_exp;
+            w->phase = PHASE_DATA;
+            send_current(e, run, w);
+            continue;
+        }
+        deliver(e, run, w, &h, payload);
+        w->chunk += e->p.slots;
+        if (w->chunk < run->nchunks) {
+            w->exp = h.next_exp;
+            send_current(e, run, w);
+        } else {
+            w->phase = PHASE_IDLE;
+            finished++;
+        }
+    }
+    return finished;
+}
+
+/* Received packets into e->rx, waiting up to wait_ms: from the engine's endpoint, and with
+ * a group from both (after a wait, only from those it found ready). A count, or -errno. */
+static int engine_receive(engine_t *e, int wait_ms)
+{
+    if (!e->mc_tp)
+        return transport_recv(e->tp, e->rx, 2 * ENGINE_RX_BATCH, wait_ms);
+    int ready = -1;
+    if (wait_ms > 0) {
+        transport_t *const ts[2] = {e->tp, e->mc_tp};
+        ready = transport_wait_ready_spin(ts, 2, wait_ms, e->p.poll_us, NULL);
+        if (ready < 0)
+            return ready;
+    }
+    int n = 0;
+    if (ready < 0 || (ready & 2))
+        n = transport_recv(e->mc_tp, e->rx, ENGINE_RX_BATCH, 0);
+    if (n >= 0 && (ready < 0 || (ready & 1))) {
+        int u = transport_recv(e->tp, e->rx + n, 2 * ENGINE_RX_BATCH - n, 0);
+        n = u < 0 ? u : n + u;
+    }
+    return n;
+}
+
+int sml_engine_run(engine_t *e, const worker_call_t *r, char *detail, size_t dlen)
+{
+    run_t run = {.r = r};
+    run_setup(e, r, &run);
+    if (run.coded)
+        helper_attach(e, &run);
+    uint64_t now = util_now_ns();
+    uint32_t active = 0;
+    e->onwire = 0;
+    for (uint32_t k = 0; k < e->nlocal; k++) {
+        e->ws[k].armed = 0;
+        wslot_t *w = &e->ws[k];
+        if (w->slot >= run.nchunks)
+            continue;
+        w->chunk = w->slot;
+        w->phase = run.fixed ? PHASE_PROBE : PHASE_DATA;
+        send_current(e, &run, w);
+        active++;
+    }
+    int rc = worker_txq_flush(&e->tx);
+    arm_sent(e);
+    if (rc < 0)
+        rc = set_err(detail, dlen, -EIO, "send failed: %s", strerror(-rc));
+    now = util_now_ns();
+    uint64_t last_progress = now, next_deadline = now;
+    uint64_t timeout_ns = (uint64_t)e->p.timeout_ms * 1000000ull;
+    while (active > 0 && rc == 0) {
+        if (atomic_load_explicit(e->p.abort_flag, memory_order_acquire)) {
+            rc = set_err(detail, dlen, -ECANCELED, "aborted: the job failed");
+            break;
+        }
+        now = util_now_ns();
+        int wait_ms = 0;
+        if (next_deadline > now)
+            wait_ms = (int)util_min_u64((next_deadline - now) / 1000000ull + 1, ENGINE_POLL_MS);
+        int n = engine_receive(e, wait_ms);
+        if (n < 0) {
+            rc = set_err(detail, dlen, -EIO, "receive failed: %s", strerror(-n));
+            break;
+        }
+        now = util_now_ns();
+        active -= take_results(e, &run, n, now, &last_progress);
+        /* A full batch means more results may wait unread (answers that came while this
+         * thread was coding): read them before any timer may fire. */
+        if ((now >= next_deadline || e->tx.n == 0) && n < 2 * ENGINE_RX_BATCH)
+            scan_timers(e, util_now_ns(), &next_deadline);
+        int frc = worker_txq_flush(&e->tx);
+        arm_sent(e);
+        if (frc < 0) {
+            rc = set_err(detail, dlen, -EIO, "send failed: %s", strerror(-frc));
+            break;
+        }
+        if (now - last_progress > timeout_ns) {
+            rc = set_err(detail, dlen, -ETIMEDOUT,
+                         "no result from the switch for %u ms (%u of this thread's slots waiting)",
+                         e->p.timeout_ms, active);
+            break;
+        }
+    }
+    if (run.coded) /* the helper may not read the caller's tensor once this returns */
+        helper_detach(e);
+    if (rc != 0) {
+        /* Leave the slots consistent for no one: the job is unusable after a failure. */
+        for (uint32_t k = 0; k < e->nlocal; k++) {
+            e->ws[k].phase = PHASE_IDLE;
+            e->ws[k].armed = 0;
+        }
+        e->onwire = 0;
+        return rc;
+    }
+    if (run.overflow)
+        return set_err(detail, dlen, -EOVERFLOW,
+                       "int32 sum wrapped around in at least one element");
+    if (run.nonfinite) {
+        return set_err(detail, dlen, -EDOM,
+                       "a float32 input held NaN or Inf; affected chunks are NaN");
+    }
+    return 0;
+}
+
+void sml_engine_add_stats(const engine_t *e, inagg_stats_t *acc)
+{
+    worker_counters_add(&e->c, acc);
+}
+
+void sml_engine_add_transport_stats(const engine_t *e, inagg_transport_stats_t *acc)
+{
+    worker_transport_stats_add(e->tp, acc);
+    if (e->mc_tp)
+        worker_transport_stats_add(e->mc_tp, acc);
+}
+
+int sml_engine_add_codec_stats(const engine_t *e, inagg_codec_stats_t *acc)
+{
+    worker_counters_add_codec(&e->c, acc);
+    worker_counters_add_codec(&e->hc, acc);
+    acc->chunks_ahead += atomic_load_explicit(&e->hc.chunks_encoded, memory_order_relaxed);
+    return e->codec != NULL;
+}

@@ -1,0 +1,51 @@
+/*
+ * bytering.h - a single-producer single-consumer ring of variable-length frame records, the
+ * queue between two stages of the fabric's pipeline that run on different threads (the
+ * receive/classify stage hands the transmit stage the frames to send: a 64 KiB GSO frame
+ * takes 64 KiB, a 60-byte ARP 128 bytes). A base/ring.h record ring of these records and an
+ * eventfd that lets the consumer sleep. A record that does not fit is refused (the caller
+ * counts it), never blocks.
+ */
+#ifndef INAGG_FABRIC_BYTERING_H
+#define INAGG_FABRIC_BYTERING_H
+
+#include <linux/virtio_net.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lib/base/ring.h"
+
+typedef struct ring_rec {
+    uint64_t ports; /* the output ports: bit p for port p */
+    uint64_t t_ns; /* when the frame entered the fabric (latency accounting) */
+    uint32_t len; /* frame bytes */
+    uint8_t kind; /* latency class (fabric_int.h LAT_*) or LAT_NONE */
+    uint8_t has_vh;
+    uint8_t pad_[2];
+    struct virtio_net_hdr vh;
+    uint8_t data[];
+} ring_rec_t;
+
+typedef struct bytering {
+    ring_t ring;
+    int efd; /* eventfd: the producer published records */
+} bytering_t;
+
+/* bytes is rounded up to the ring's alignment. 0 or -errno. */
+int bytering_init(bytering_t *r, size_t bytes);
+void bytering_free(bytering_t *r);
+
+/* Producer: copy a record in. 0, or -ENOBUFS when it does not fit now (or ever). */
+int bytering_push(bytering_t *r, uint64_t ports, uint64_t t_ns, uint8_t kind,
+                  const struct virtio_net_hdr *vh, const uint8_t *frame, uint32_t len);
+/* Producer: wake the consumer (after a batch of pushes). */
+void bytering_kick(bytering_t *r);
+
+/* Consumer: the oldest record or NULL, and giving it back. */
+const ring_rec_t *bytering_peek(bytering_t *r);
+void bytering_pop(bytering_t *r);
+/* Consumer: bytes waiting (for the queue-depth counter). */
+size_t bytering_used(bytering_t *r);
+
+#endif /* INAGG_FABRIC_BYTERING_H */

@@ -13,6 +13,8 @@
 # each failure with the file and the include, and ends with "N passed, N failed".
 #
 #   bash tests/layering.sh [ROOT]    (ROOT: the tree to check, default this one)
+# Checking this tree, it also shows that each product rule can fail: on a copy of src/ it plants
+# one include each rule forbids and expects that file to be named.
 set -u
 root=${1:-$(cd "$(dirname "$0")/.." && pwd)}
 doc=$root/docs/ARCHITECTURE.md
@@ -111,6 +113,29 @@ while IFS= read -r file; do
     done < <(sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$file")
     [ "$bad" = 0 ] && passed=$((passed + 1))
 done < <(find "$root/src" -name '*.[ch]' | sort)
+
+# The rules can fail: each include below, planted in a copy, must be reported against its file.
+planted() { # FILE INCLUDE: plant INCLUDE in a copy's FILE; the check must name FILE
+    local copy
+    copy=$(mktemp -d)
+    mkdir -p "$copy/docs"
+    cp -r "$root/src" "$copy/src"
+    cp "$root/docs/ARCHITECTURE.md" "$copy/docs/"
+    echo "#include \"$2\"" >>"$copy/$1"
+    if bash "$0" "$copy" | grep -F "FAIL $1: #include \"$2\"" >/dev/null; then
+        passed=$((passed + 1))
+    else
+        fail "planted: $1 including $2 was not reported"
+    fi
+    rm -rf "$copy"
+}
+if [ $# -eq 0 ]; then
+    planted src/lib/base/util.h switchd/server/job.h     # the library includes the daemon
+    planted src/lib/worker/comm.c apps/launch/launch.h    # the library includes an app
+    planted src/switchd/server/job.c apps/bench/harness.h # the daemon includes an app
+    planted src/apps/launch/switch_child.c switchd/server/server.h # an app, the daemon's insides
+    planted src/lib/wire/ctlmsg.c lib/kernels/optim.h     # the wire codec depends on a kernel
+fi
 
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]

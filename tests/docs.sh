@@ -10,9 +10,11 @@
 #   - docs/PERFORMANCE.md stays short (at most 350 lines) and every row of its headline table
 #     (under "## Headline") ends with the command that reproduces it, whose flags exist: an
 #     `./build/inagg ...` command's in that subcommand's --help, a `bash bench/...` script's in
-#     the script.
-# One check per table, per linking file and per headline row; prints each failure with what
-# is wrong, then "N passed, N failed".
+#     the script;
+#   - every `inagg CMD ... --flag` that README.md and docs/*.md write is an option of CMD
+#     (docs/perf-log/ is left as recorded: its commands are those of their day).
+# One check per table, per file (links; commands) and per headline row; prints each failure
+# with what is wrong, then "N passed, N failed".
 #
 #   bash tests/docs.sh [ROOT]    (ROOT: the tree to check, default this one; its build/inagg)
 set -u
@@ -192,6 +194,31 @@ for n, row in rows:
                 if not re.search(re.escape(flag) + r"(?![a-z0-9-])", text):
                     problems.append(f"{flag} of `{part}` is not an option of that command")
     check(f"docs/PERFORMANCE.md:{n}: headline row reproducible ({row[0][:50] if row else ''})", problems)
+
+# 4. Every `inagg CMD ... --flag` the docs write (README.md and docs/*.md; not docs/perf-log/,
+# whose commands are those of their day) names an option of that command: what its --help says.
+commands = ["bench allreduce", "bench latency", "bench optimizer", "bench udp", "bench mac",
+            "bench compress", "bench train", "model calibrate", "model predict", "model validate",
+            "switch", "train", "top"]
+helps = {}
+said = re.compile(r"\binagg ((?:bench|model) [a-z]+|switch|train|top)\b([^`|;]*)")
+for path in [os.path.join(root, "README.md")] + sorted(glob.glob(os.path.join(root, "docs", "*.md"))):
+    rel = os.path.relpath(path, root)
+    problems = []
+    text = open(path, encoding="utf-8").read().replace("\\\n", " ")  # a command continued
+    for n, line in enumerate(text.split("\n"), 1):
+        for m in said.finditer(line):
+            cmd = m.group(1)
+            if cmd not in commands:
+                problems.append(f"line {n}: `inagg {cmd}` is not a command")
+                continue
+            if cmd not in helps:
+                helps[cmd] = help_text(cmd)
+            words = re.split(r"\binagg |&&|\|\||#", m.group(2))[0]  # up to the next command
+            for flag in re.findall(r"(?<![\w-])--[a-z0-9][a-z0-9-]*", words):
+                if flag != "--help" and not re.search(re.escape(flag) + r"(?![a-z0-9-])", helps[cmd]):
+                    problems.append(f"line {n}: `inagg {cmd} {flag}`: not an option of `inagg {cmd}`")
+    check(f"{rel}: every `inagg CMD --flag` it writes is an option of CMD", problems)
 
 print(f"{passed} passed, {failed} failed")
 sys.exit(1 if failed else 0)

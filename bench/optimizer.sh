@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/optimizer.sh - the in-switch optimizer matrix of docs/PERFORMANCE.md: every optimizer,
+# bench/optimizer.sh - the in-switch optimizer matrix of docs/PERFORMANCE.md (its runs: docs/perf-log/2026-11-21-training-pipelining-optimizer.md): every optimizer,
 # 1M and 10M parameters, 0% and 1% loss, 4 workers, each run verified against torch.optim (SGD,
 # AdaGrad, Adam; python3-torch) or the independent reference (SMORMS3), with the speedup over
 # allreduce + a local step on every worker (torch.optim where torch has the optimizer, the C

@@ -229,7 +229,7 @@ fi
 # The default step size adapts to data scaled unlike a9a: on a generated text-shaped set
 # (unnormalised tf-idf values, Zipf features) the old rule ended 21% (logistic) and 10%
 # (squared) above liblinear's optimum after 20 epochs; the calibrated default must stay within
-# 5% (docs/PERFORMANCE.md has the full-size numbers).
+# 5% (docs/perf-log/2026-11-23-default-step-size.md has the full-size numbers).
 t=train_default_lr_adapts_to_data_scale
 if ! command -v liblinear-train >/dev/null; then skp $t "liblinear-train (liblinear-tools) is not installed"
 elif ! /usr/bin/python3 -c "import numpy" 2>/dev/null; then skp $t "numpy is not installed"

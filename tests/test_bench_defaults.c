@@ -128,7 +128,7 @@ TEST(bench_testbed_roce_packet_fills_whole_frames, 5)
 }
 
 /* The window holds about 3 ms of the link for UDP, 1 ms for RoCE, whose frames wait in the
- * link's queue one by one (PERFORMANCE.md, "RoCE's window"); bounded by the testbed's limits. */
+ * link's queue one by one (docs/perf-log/2026-11-27-roce-window-2host-round.md); bounded by the testbed's limits. */
 TEST(bench_testbed_window_is_link_time_shorter_for_roce, 5)
 {
     static const struct {

@@ -18,8 +18,8 @@
 #define WINDOW_TIME_S 0.003 /* the window holds this much of the link's rate */
 /* RoCE's window holds less: its 4 KiB frames wait one by one in the link's queue (UDP's GSO
  * sends pass it as 64 KiB), and a frame that waits in a rate limiter costs it a timer; on the
- * testbed 3 ms of queue gave RoCE 0.36-0.38 of a 1 Gbit/s link, 1 ms 0.55 (PERFORMANCE.md,
- * "RoCE's window, and the 2-host round's last microseconds"). A go-back-N receiver also
+ * testbed 3 ms of queue gave RoCE 0.36-0.38 of a 1 Gbit/s link, 1 ms 0.55 (docs/perf-log/
+ * 2026-11-27-roce-window-2host-round.md, "RoCE's window, and the 2-host round's last microseconds"). A go-back-N receiver also
  * replays less after a loss. */
 #define WINDOW_TIME_ROCE_S 0.001
 

@@ -451,8 +451,8 @@ static int check_rank_and_switches(ar_opts_t *o, const ar_seen_t *seen)
         return bad("--switch-multicast sets the bridge testbed's one `inagg switch`: it goes "
                    "with --testbed N --fabric bridge, without --leaves and --shards");
     /* that switch sends a round's result once, to the job's group, as bench latency's does:
-     * where the CPU binds it costs the switch less and the allreduce no more (PERFORMANCE.md
-     * "What else was tried against the three open lines") */
+     * where the CPU binds it costs the switch less and the allreduce no more (docs/perf-log/
+     * 2026-11-28-second-machine-open-lines.md, "What else was tried against the three open lines") */
     if (!o->switch_multicast && one_bridge_switch)
         o->switch_multicast = LAUNCH_TBJOB_MCAST_GROUP;
     return 0;

@@ -18,7 +18,7 @@
 #define DEFAULT_TIMEOUT_MS 30000u
 /* The embedded switch's default threads: one per online CPU up to this. On the 2-core VM
  * two threads cut a pipelined epoch by a third against one; four were slower than two
- * (docs/PERFORMANCE.md). */
+ * (docs/perf-log/2026-11-21-training-pipelining-optimizer.md). */
 #define MAX_DEFAULT_SWITCH_THREADS 4u
 
 typedef struct train_opts {

@@ -142,8 +142,8 @@ int launch_mpirun_cfg(const launch_mpirun_cfg_t *cfg, unsigned np, const char *p
             "--mca", "oob_tcp_if_include", ifinc, /* and the runtime's control channel */
             /* the TCP BTL's flags without "put": large messages go as pipelined send/receive
              * fragments, not by ob1's emulated-RDMA pipeline, with which a 2-rank ring
-             * allreduce on a testbed ran at 2/3 of the link for 1-8 MiB (PERFORMANCE.md,
-             * "The MPI baseline on the testbed") */
+             * allreduce on a testbed ran at 2/3 of the link for 1-8 MiB (docs/perf-log/
+             * 2026-11-23-testbed-against-ring-and-gloo.md, "The MPI baseline on the testbed") */
             "--mca", "btl_tcp_flags", "send,inplace,need-ack,need-csum,hetero-rdma", NULL};
         append(argv, &a, flags);
     }

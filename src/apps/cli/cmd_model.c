@@ -76,56 +76,6 @@ int model_parse_flags(const model_flags_t *spec, int argc, char **argv, void *ct
     return 0;
 }
 
-int model_parse_rate(const char *text, double *bps)
-{
-    char *end;
-    double v = strtod(text, &end);
-    if (end == text || !(v > 0) || !isfinite(v))
-        return -EINVAL;
-    double mul;
-    if (*end == '\0')
-        mul = 1e6; /* a bare number: Mbit/s, as tools/testbed reads it */
-    else if (!strcasecmp(end, "bit") || !strcasecmp(end, "bps"))
-        mul = 1;
-    else if (!strcasecmp(end, "kbit") || !strcasecmp(end, "k"))
-        mul = 1e3;
-    else if (!strcasecmp(end, "mbit") || !strcasecmp(end, "m"))
-        mul = 1e6;
-    else if (!strcasecmp(end, "gbit") || !strcasecmp(end, "g"))
-        mul = 1e9;
-    else
-        return -EINVAL;
-    *bps = v * mul;
-    return *bps >= 1e3 && *bps <= 1e13 ? 0 : -EINVAL;
-}
-
-int model_parse_bytes(const char *text, double *bytes)
-{
-    char *end;
-    double v = strtod(text, &end);
-    if (end == text || !(v > 0) || !isfinite(v))
-        return -EINVAL;
-    double mul = 1;
-    if (*end) {
-        switch (*end) {
-            case 'k':
-            case 'K': mul = 1024.0; break;
-            case 'm':
-            case 'M': mul = 1024.0 * 1024; break;
-            case 'g':
-            case 'G': mul = 1024.0 * 1024 * 1024; break;
-            default: return -EINVAL;
-        }
-        end++;
-        if (*end == 'B' || *end == 'b' || (*end == 'i' && end[1] == 'B' && (end++, 1)))
-            end++;
-        if (*end)
-            return -EINVAL;
-    }
-    *bytes = v * mul;
-    return *bytes >= 4 && *bytes <= 1e12 ? 0 : -EINVAL;
-}
-
 int cmd_model(int argc, char **argv)
 {
     if (argc < 1) {

@@ -1,41 +1,22 @@
 /*
- * model_calib.c - `inagg model calibrate`: this implementation's costs from short runs of the
- * existing benchmarks (`inagg bench allreduce` on loopback for the switch's CPU per packet and
- * the worker's CPU per element, `inagg bench latency` on a 2-host testbed, or loopback, for
- * the latency of a hop and of an MPI message, the MPI ring on a 4-host testbed for what a
- * ring step costs beyond its bytes, `inagg bench compress` for the codec), written as one
- * JSON file; and reading that file back into the model's parameters.
+ * model_calib.c - `inagg model calibrate`: its flags and help, the progress of its four runs
+ * and the parameters file it writes. The runs themselves, and the file's reader, are the
+ * benchmarks' (apps/bench/calibrate.c).
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <getopt.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "apps/bench/subrun.h"
 #include "apps/cli/model_cli.h"
 #include "apps/cli/output.h"
-#include "apps/launch/launch.h"
 #include "lib/base/errmsg.h"
 #include "lib/json/json.h"
 
 #define SUB "calibrate"
-#define CAL_ELEMS 2000000u /* loopback allreduce: 8 MB per worker */
-#define CAL_WORKERS 2u
-#define CAL_ITERS 5u
-#define CAL_PACKET 2048u /* the testbed's packet at MTU 9000 */
-#define CAL_SWITCH_THREADS 2u
-#define TESTBED_MTU 9000.0
-#define TCP_IP_HEADERS 52.0 /* TCP with timestamps 32 + IPv4 20 */
-#define ETH_HEADER 14.0
-#define CAL_RING_HOSTS 4u /* the ring's calibration: 4 hosts at 100 Mbit/s, 4 MiB each */
-#define CAL_RING_RATE "100mbit"
-#define CAL_RING_BYTES 4194304.0
-static const char *const CAL_CODECS[] = {"zfp:rate=8", "fp16"};
 
 static void usage(FILE *out)
 {
@@ -70,209 +51,6 @@ static void usage(FILE *out)
             MODEL_DEFAULT_PARAMS);
 }
 
-static double load1(void)
-{
-    double l = NAN;
-    FILE *f = fopen("/proc/loadavg", "r");
-    if (f) {
-        if (fscanf(f, "%lf", &l) != 1)
-            l = NAN;
-        fclose(f);
-    }
-    return l;
-}
-
-static int num(const char *text, const char *key, double *v)
-{
-    return json_find_number(text, key, v);
-}
-
-/* Run `args` (a benchmark writing its JSON report to `json`) within timeout_s and read that
- * report into *text (the caller frees it). 0, or a negative errno with the reason in err. */
-static int run_report(char **args, const char *json, unsigned timeout_s, char **text, char *err,
-                      size_t errlen)
-{
-    int rc = bench_run_self(args, json, timeout_s, err, errlen);
-    if (rc < 0)
-        return rc;
-    *text = NULL;
-    if (bench_read_file(json, text) < 0)
-        return set_err(err, errlen, -EPROTO, "no report from %s %s", args[1], args[2]);
-    return 0;
-}
-
-/* The loopback allreduce: switch CPU per packet and worker CPU per element. */
-static int cal_allreduce(const char *dir, model_calib_t *c, char *err, size_t errlen)
-{
-    char json[4200], elems[32], pk[32], it[32], wk[32], st[32];
-    snprintf(json, sizeof(json), "%s/allreduce.json", dir);
-    snprintf(elems, sizeof(elems), "%u", CAL_ELEMS);
-    snprintf(pk, sizeof(pk), "%u", CAL_PACKET);
-    snprintf(it, sizeof(it), "%u", CAL_ITERS);
-    snprintf(wk, sizeof(wk), "%u", CAL_WORKERS);
-    snprintf(st, sizeof(st), "%u", CAL_SWITCH_THREADS);
-    char *args[] = {"inagg", "bench",    "allreduce", "--workers",        wk, "--elems",
-                    elems,   "--dtype",  "int32",     "--packet-elems",   pk, "--iters",
-                    it,      "--warmup", "1",         "--switch-threads", st, "--json",
-                    json,    NULL};
-    char *text;
-    int rc = run_report(args, json, 120, &text, err, errlen);
-    if (rc < 0)
-        return rc;
-    double tat, sw = NAN, wkr = NAN, retx;
-    const char *cpu = strstr(text, "\"cpu\"");
-    if (cpu) {
-        num(cpu, "switch", &sw);
-        num(cpu, "workers", &wkr);
-    }
-    if (num(text, "tat_s", &tat) || num(text, "retransmissions", &retx) || !(tat > 0) ||
-        !(sw > 0) || !(wkr > 0)) {
-        rc = set_err(err, errlen, -EPROTO, "bench allreduce's report lacks tat_s or cpu");
-    } else {
-        /* cpu.* is percent of one core over the timed iterations (about iters x TAT) */
-        double window = tat * CAL_ITERS;
-        double pkts = ceil((double)CAL_ELEMS / CAL_PACKET) * CAL_WORKERS * CAL_ITERS;
-        c->switch_pkt_s = sw / 100.0 * window / pkts;
-        c->switch_threads = CAL_SWITCH_THREADS;
-        c->worker_elem_s = wkr / 100.0 * window / ((double)CAL_ELEMS * CAL_ITERS);
-        fprintf(stderr,
-                MODEL_CMD " " SUB ":   TAT %.1f ms, switch %.0f%% and each worker "
-                          "%.0f%% of a core, %.0f retransmissions\n",
-                tat * 1e3, sw, wkr, retx);
-    }
-    free(text);
-    return rc;
-}
-
-/* Latency of small allreduces: inagg (a round trip through the switch: 2 hops) and MPI (one
- * message step for 2 ranks). On a 2-host testbed when allowed, else on loopback. */
-static int cal_latency(const char *dir, int testbed, model_calib_t *c, char *err, size_t errlen)
-{
-    char json[4200];
-    snprintf(json, sizeof(json), "%s/latency.json", dir);
-    char *tb_args[] = {"inagg",  "bench",      "latency",  "--testbed", "2",   "--fabric",
-                       "bridge", "--protocol", "switchml", "--iters",   "400", "--warmup",
-                       "50",     "--baseline", "mpi",      "--json",    json,  NULL};
-    char *lo_args[] = {"inagg",    "bench",   "latency", "--workers", "2",  "--protocol",
-                       "switchml", "--iters", "400",     "--warmup",  "50", "--baseline",
-                       "mpi",      "--json",  json,      NULL};
-    int rc = -1;
-    if (testbed) {
-        rc = bench_run_self(tb_args, json, 120, err, errlen);
-        if (rc == 0)
-            snprintf(c->where, sizeof(c->where), "testbed (2 hosts, bridge)");
-        else
-            fprintf(stderr,
-                    MODEL_CMD " " SUB ":   testbed latency failed (%s); loopback "
-                              "instead\n",
-                    err);
-    }
-    if (rc != 0) {
-        rc = bench_run_self(lo_args, json, 120, err, errlen);
-        if (rc < 0)
-            return rc;
-        snprintf(c->where, sizeof(c->where), "loopback");
-    }
-    char *text = NULL;
-    if (bench_read_file(json, &text) < 0)
-        return set_err(err, errlen, -EPROTO, "no report from bench latency");
-    /* the first p50 is inagg's, the one after "baseline" MPI's */
-    double p50 = NAN, mpi = NAN;
-    num(text, "p50", &p50);
-    const char *b = strstr(text, "\"baseline\"");
-    if (b)
-        num(b, "p50", &mpi);
-    free(text);
-    if (!(p50 > 0) || !(mpi > 0))
-        return set_err(err, errlen, -EPROTO, "bench latency's report lacks p50");
-    c->hop_s = p50 * 1e-6 / 2.0;
-    c->msg_s = mpi * 1e-6;
-    fprintf(stderr,
-            MODEL_CMD " " SUB ":   inagg p50 %.0f us (hop %.0f us), MPI p50 %.0f us "
-                      "(%s)\n",
-            p50, p50 / 2, mpi, c->where);
-    return 0;
-}
-
-/* The MPI ring's cost per step beyond its bytes and alpha: the ring baseline of a 4-host
- * testbed at 100 Mbit/s against the model's ring with the calibration so far. */
-static int cal_ring(const char *dir, model_calib_t *c, char *err, size_t errlen)
-{
-    char json[4200], hosts[16], elems[32];
-    snprintf(json, sizeof(json), "%s/ring.json", dir);
-    snprintf(hosts, sizeof(hosts), "%u", CAL_RING_HOSTS);
-    snprintf(elems, sizeof(elems), "%.0f", CAL_RING_BYTES / 4);
-    char *args[] = {"inagg",    "bench",       "allreduce",   "--testbed", hosts, "--fabric",
-                    "bridge",   "--link-rate", CAL_RING_RATE, "--elems",   elems, "--dtype",
-                    "int32",    "--iters",     "3",           "--warmup",  "1",   "--baseline",
-                    "mpi-ring", "--json",      json,          NULL};
-    char *text;
-    int rc = run_report(args, json, 300, &text, err, errlen);
-    if (rc < 0)
-        return rc;
-    const char *b = strstr(text, "\"baseline\"");
-    const char *t = b ? strstr(b, "\"tat_s\"") : NULL;
-    double ring = NAN;
-    if (t)
-        num(t, "median", &ring);
-    free(text);
-    if (!(ring > 0))
-        return set_err(err, errlen, -EPROTO, "bench allreduce's report lacks the ring's tat_s");
-    model_params_t p;
-    double rate_bps;
-    if (model_parse_rate(CAL_RING_RATE, &rate_bps) != 0 ||
-        model_calib_params(c, rate_bps, NULL, &p, err, errlen) != 0)
-        return -EINVAL;
-    p.ring_step_s = 0;
-    model_time_t bare = model_allreduce(MODEL_RING, &p, CAL_RING_HOSTS, CAL_RING_BYTES);
-    double steps = 2.0 * (CAL_RING_HOSTS - 1);
-    c->ring_step_s = ring > bare.total_s ? (ring - bare.total_s) / steps : 0;
-    fprintf(stderr,
-            MODEL_CMD " " SUB ":   ring %.3f s against %.3f s from its bytes and steps: "
-                      "%.2f ms more per step\n",
-            ring, bare.total_s, c->ring_step_s * 1e3);
-    return 0;
-}
-
-static int cal_codec(const char *dir, model_calib_t *c, char *err, size_t errlen)
-{
-    char json[4200];
-    snprintf(json, sizeof(json), "%s/compress.json", dir);
-    char *args[] = {"inagg",  "bench",  "compress",  "--elems", "1048576", "--repeats", "3",
-                    "--data", "normal", "--threads", "1",       "--json",  json,        NULL};
-    char *text;
-    int rc = run_report(args, json, 180, &text, err, errlen);
-    if (rc < 0)
-        return rc;
-    c->ncodec = 0;
-    for (size_t i = 0; i < sizeof(CAL_CODECS) / sizeof(CAL_CODECS[0]); i++) {
-        char key[64];
-        snprintf(key, sizeof(key), "\"mode\": \"%s\"", CAL_CODECS[i]);
-        const char *at = strstr(text, key);
-        if (!at) {
-            snprintf(key, sizeof(key), "\"mode\":\"%s\"", CAL_CODECS[i]);
-            at = strstr(text, key);
-        }
-        double r, e, d;
-        if (!at || num(at, "ratio", &r) || num(at, "encode_gbs_1", &e) ||
-            num(at, "decode_gbs_1", &d) || !(r > 0) || !(e > 0) || !(d > 0))
-            continue;
-        int k = c->ncodec++;
-        snprintf(c->codec[k].mode, sizeof(c->codec[k].mode), "%s", CAL_CODECS[i]);
-        c->codec[k].ratio = r;
-        c->codec[k].enc_Bps = e * 1e9;
-        c->codec[k].dec_Bps = d * 1e9;
-        fprintf(stderr,
-                MODEL_CMD " " SUB ":   %s: ratio %.2f, encode %.3f GB/s, decode %.3f "
-                          "GB/s\n",
-                CAL_CODECS[i], r, e, d);
-    }
-    free(text);
-    if (c->ncodec == 0)
-        return set_err(err, errlen, -EPROTO, "bench compress reported none of the codec modes");
-    return 0;
-}
-
 static int write_calib(const model_calib_t *c, const char *path)
 {
     json_writer_t w;
@@ -302,95 +80,6 @@ static int write_calib(const model_calib_t *c, const char *path)
     json_end_array(&w);
     json_end_object(&w);
     return cli_emit_json(&w, path, MODEL_CMD " " SUB);
-}
-
-int model_calib_read(const char *path, model_calib_t *c, char *err, size_t errlen)
-{
-    char *text = NULL;
-    int rc = bench_read_file(path, &text);
-    if (rc < 0)
-        return set_err(err, errlen, rc, "cannot read %s: %s (run `inagg model calibrate` first)",
-                       path, strerror(-rc));
-    memset(c, 0, sizeof(*c));
-    double v[8];
-    const char *keys[] = {"switch_pkt_s", "switch_threads", "worker_elem_s", "hop_s",
-                          "msg_s",        "stream_eff",     "packet_elems",  "overhead_bytes"};
-    for (int i = 0; i < 8; i++)
-        if (num(text, keys[i], &v[i]) != 0 || !(v[i] > 0) || !isfinite(v[i])) {
-            free(text);
-            return set_err(err, errlen, -EINVAL,
-                           "%s: no valid \"%s\" (a file written by "
-                           "inagg model calibrate?)",
-                           path, keys[i]);
-        }
-    c->switch_pkt_s = v[0];
-    c->switch_threads = (uint32_t)v[1];
-    c->worker_elem_s = v[2];
-    c->hop_s = v[3];
-    c->msg_s = v[4];
-    c->stream_eff = v[5] > 1 ? 1 : v[5];
-    c->packet_elems = (uint32_t)v[6];
-    c->overhead_bytes = (uint32_t)v[7];
-    num(text, "load1", &c->load1);
-    if (num(text, "ring_step_s", &c->ring_step_s) != 0) {
-        c->ring_step_s = 0; /* a file from before the ring's step was calibrated */
-    } else if (!(c->ring_step_s >= 0) || !isfinite(c->ring_step_s)) {
-        free(text);
-        return set_err(err, errlen, -EINVAL,
-                       "%s: \"ring_step_s\" must be a number of seconds, 0 or more", path);
-    }
-    json_find_string(text, "latency_measured_on", c->where, sizeof(c->where));
-    const char *at = strstr(text, "\"codecs\"");
-    while (at && c->ncodec < 4) {
-        const char *m = strstr(at, "\"mode\"");
-        if (!m)
-            break;
-        int k = c->ncodec;
-        if (json_find_string(m, "mode", c->codec[k].mode, sizeof(c->codec[k].mode)) == 0 &&
-            num(m, "ratio", &c->codec[k].ratio) == 0 &&
-            num(m, "enc_Bps", &c->codec[k].enc_Bps) == 0 &&
-            num(m, "dec_Bps", &c->codec[k].dec_Bps) == 0 && c->codec[k].ratio > 0 &&
-            c->codec[k].enc_Bps > 0 && c->codec[k].dec_Bps > 0)
-            c->ncodec++;
-        at = m + 6;
-    }
-    free(text);
-    c->have = 1;
-    return 0;
-}
-
-int model_calib_params(const model_calib_t *c, double link_bps, const char *compress,
-                       model_params_t *p, char *err, size_t errlen)
-{
-    model_params_default(p);
-    p->link_bps = link_bps;
-    p->hop_s = c->hop_s;
-    p->packet_elems = c->packet_elems;
-    p->overhead_bytes = c->overhead_bytes;
-    p->switch_pkt_s = c->switch_pkt_s;
-    p->switch_threads = c->switch_threads;
-    p->worker_elem_s = c->worker_elem_s;
-    p->msg_s = c->msg_s;
-    p->ring_step_s = c->ring_step_s;
-    p->stream_eff = c->stream_eff;
-    if (compress && strcmp(compress, "none") != 0) {
-        for (int i = 0; i < c->ncodec; i++)
-            if (!strcmp(c->codec[i].mode, compress)) {
-                p->ratio = c->codec[i].ratio;
-                p->enc_Bps = c->codec[i].enc_Bps;
-                p->dec_Bps = c->codec[i].dec_Bps;
-                /* the switch decodes each contribution and encodes the sum: per value coded,
-                 * the mean of one decode and one encode (4-byte values) */
-                p->agg_value_s = 2.0 / c->codec[i].dec_Bps + 2.0 / c->codec[i].enc_Bps;
-                return 0;
-            }
-        return set_err(err, errlen, -ENOENT,
-                       "the parameters have no codec '%s' (calibrated: "
-                       "%s%s)",
-                       compress, c->ncodec ? c->codec[0].mode : "none",
-                       c->ncodec > 1 ? ", ..." : "");
-    }
-    return 0;
 }
 
 /* 1 (after saying which run failed and why) when a calibration step's result r is not 0. */
@@ -436,22 +125,19 @@ int model_calibrate_main(int argc, char **argv)
         fprintf(stderr, MODEL_CMD " " SUB ": mkdtemp: %s\n", strerror(errno));
         return 1;
     }
-    model_calib_t c = {0};
-    c.load1 = load1();
-    c.packet_elems = CAL_PACKET;
-    c.overhead_bytes = 74; /* inagg header 32 + UDP 8 + IPv4 20 + Ethernet 14 */
-    c.stream_eff = (TESTBED_MTU - TCP_IP_HEADERS) / (TESTBED_MTU + ETH_HEADER);
+    model_calib_t c;
+    calib_begin(&c);
     char err[600];
     int rc = 0;
     fprintf(stderr,
             MODEL_CMD " " SUB ": 1/4 switch and worker costs (bench allreduce, "
                       "loopback, %u workers)\n",
             CAL_WORKERS);
-    rc = step_failed(cal_allreduce(dir, &c, err, sizeof(err)), "bench allreduce", err);
+    rc = step_failed(calib_allreduce(dir, &c, err, sizeof(err)), "bench allreduce", err);
     if (rc == 0) {
         fprintf(stderr, MODEL_CMD " " SUB ": 2/4 latency (bench latency, %s)\n",
                 flags.testbed ? "2-host testbed" : "loopback");
-        rc = step_failed(cal_latency(dir, flags.testbed, &c, err, sizeof(err)), "bench latency",
+        rc = step_failed(calib_latency(dir, flags.testbed, &c, err, sizeof(err)), "bench latency",
                          err);
     }
     if (rc == 0 && flags.testbed && strcmp(c.where, "loopback") != 0) {
@@ -459,23 +145,15 @@ int model_calibrate_main(int argc, char **argv)
                 MODEL_CMD " " SUB ": 3/4 the MPI ring's step (bench allreduce, %u-host "
                           "testbed)\n",
                 CAL_RING_HOSTS);
-        rc = step_failed(cal_ring(dir, &c, err, sizeof(err)), "the ring's run", err);
+        rc = step_failed(calib_ring(dir, &c, err, sizeof(err)), "the ring's run", err);
     } else if (rc == 0) {
         fprintf(stderr, MODEL_CMD " " SUB ": 3/4 the MPI ring's step: no testbed, 0\n");
     }
     if (rc == 0) {
         fprintf(stderr, MODEL_CMD " " SUB ": 4/4 codec (bench compress, 1M values)\n");
-        rc = step_failed(cal_codec(dir, &c, err, sizeof(err)), "bench compress", err);
+        rc = step_failed(calib_codec(dir, &c, err, sizeof(err)), "bench compress", err);
     }
-    const char *files[] = {"allreduce.json", "latency.json", "ring.json", "compress.json"};
-    for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
-        char f[4300];
-        snprintf(f, sizeof(f), "%s/%s", dir, files[i]);
-        unlink(f);
-        strncat(f, ".log", sizeof(f) - strlen(f) - 1);
-        unlink(f);
-    }
-    rmdir(dir);
+    calib_clean(dir);
     if (rc != 0)
         return rc;
     fprintf(stderr,

@@ -2,7 +2,8 @@
  * model_cli.h - `inagg model`, inside src/apps/cli: calibrate (micro-benchmarks of this build into a
  * parameters file), predict (the cost models of src/apps/model for any size up to 1024 workers,
  * presets that re-draw the papers' comparisons, PNG plots) and validate (testbed runs against
- * predictions). cmd_model.c dispatches; model_calib.c measures and reads/writes the file;
+ * predictions). cmd_model.c dispatches; model_calib.c parses, shows progress and writes the file (the measuring runs and the
+ * file's reader are apps/bench/calibrate.c);
  * model_predict.c predicts and renders; model_validate.c runs the testbed and compares.
  */
 #ifndef INAGG_CLI_MODEL_CLI_H
@@ -12,40 +13,14 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "apps/bench/calibrate.h"
 #include "apps/model/model.h"
 
 #define MODEL_CMD "inagg model"
 #define MODEL_DEFAULT_PARAMS "build/model-params.json"
 
-/* What `inagg model calibrate` measured: this implementation's costs. */
-typedef struct model_calib {
-    int have; /* read from a file or measured */
-    double switch_pkt_s; /* switch CPU per contribution packet */
-    uint32_t switch_threads; /* the dataplane threads the testbed's switch runs */
-    double worker_elem_s; /* worker CPU per element */
-    double hop_s; /* one-way latency of one hop (worker to switch) */
-    double msg_s; /* one message step between two hosts (MPI) */
-    double ring_step_s; /* the MPI ring's further cost per step of a large message (0: not
-                           measured, as without a testbed or in files from before it) */
-    double stream_eff; /* payload share of a TCP stream at MTU 9000 */
-    uint32_t packet_elems, overhead_bytes;
-    /* the codec, per mode measured */
-    int ncodec;
-    struct {
-        char mode[32];
-        double ratio, enc_Bps, dec_Bps;
-    } codec[4];
-    char where[64]; /* "testbed" or "loopback" for the latency */
-    double load1; /* load average when calibrated */
-} model_calib_t;
-
-/* ---- model_calib.c ---- */
+/* ---- model_calib.c (its run: apps/bench/calibrate.c) ---- */
 int model_calibrate_main(int argc, char **argv);
-/* Read a parameters file written by calibrate. 0, or a negative errno with the reason in err. */
-int model_calib_read(const char *path, model_calib_t *c, char *err, size_t errlen);
-/* Params for a testbed of link_bps (bit/s) from the calibration, compression mode or NULL. */
-int model_calib_params(const model_calib_t *c, double link_bps, const char *compress,
-                       model_params_t *p, char *err, size_t errlen);
 
 /* ---- model_predict.c ---- */
 int model_predict_main(int argc, char **argv);
@@ -77,11 +52,6 @@ int model_preset_switchml(const pred_opts_t *o);
 int model_validate_main(int argc, char **argv);
 
 /* ---- shared (cmd_model.c) ---- */
-/* "100mbit", "10gbit", "25G", a number of bit/s or of Mbit/s ("100") -> bit/s; 0 ok, -EINVAL
- * bad. */
-int model_parse_rate(const char *text, double *bps);
-/* Bytes with K/M/G (powers of 1024) -> bytes; 0 ok, -EINVAL bad. */
-int model_parse_bytes(const char *text, double *bytes);
 /* A usage error: "inagg model SUB: message" on stderr; returns 2. */
 int model_bad(const char *sub, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

@@ -1,9 +1,8 @@
 /*
- * model_validate.c - `inagg model validate`: runs `inagg bench allreduce --testbed` at the
- * sizes this machine holds (2-8 hosts, two link rates, two tensor sizes, flat and two-level,
- * compressed with and without the coding overlap, one slow link) and prints each prediction
- * beside its measurement with the relative error and max_rel_error. A case whose options the
- * build does not accept (two-level before it exists) is reported as skipped with the reason.
+ * model_validate.c - `inagg model validate`: its flags and help, progress, and the table (or
+ * JSON) of each prediction beside its measurement with the relative error and max_rel_error.
+ * The cases and their runs (`inagg bench allreduce --testbed` at the sizes this machine holds)
+ * are the benchmarks' (apps/bench/validate.c).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -15,7 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "apps/bench/subrun.h"
+#include "apps/bench/validate.h"
 #include "apps/cli/model_cli.h"
 #include "apps/cli/output.h"
 #include "lib/base/errmsg.h"
@@ -23,47 +22,6 @@
 
 #define SUB "validate"
 #define TARGET 0.15
-#define MAX_ROWS 64
-#define CASE_TIMEOUT_S 420u
-
-/* One testbed run: its hosts, links, sizes, and what it varies. */
-typedef struct vcase {
-    const char *name;
-    uint32_t hosts, leaves, per_leaf; /* leaves > 0: two-level */
-    const char *rate; /* tools/testbed syntax */
-    const char *sizes; /* --sizes list */
-    const char *compress; /* NULL: int32 uncompressed */
-    int no_helper; /* INAGG_CODEC_HELPER=0: the worker codes on its
-                                         protocol thread (still pipelined with the wire) */
-    const char *slow; /* INAGG_TESTBED_SLOW_HOST, e.g. "h2:50mbit" */
-    int ring; /* also the MPI ring */
-    int quick; /* part of --quick */
-} vcase_t;
-
-static const vcase_t CASES[] = {
-    {"flat-2h-100", 2, 0, 0, "100mbit", "4M,16M", NULL, 0, NULL, 1, 0},
-    {"flat-4h-100", 4, 0, 0, "100mbit", "4M,16M", NULL, 0, NULL, 1, 1},
-    {"flat-4h-50", 4, 0, 0, "50mbit", "4M,16M", NULL, 0, NULL, 1, 0},
-    {"flat-8h-100", 8, 0, 0, "100mbit", "4M,16M", NULL, 0, NULL, 1, 0},
-    {"2level-8h-100", 8, 2, 4, "100mbit", "4M,16M", NULL, 0, NULL, 0, 1},
-    /* compressed at 20 Mbit/s: at 50 the four hosts' and the switch's coding (1.4-1.8 CPU
-     * seconds per allreduce) kept this 2-core machine 93-97% busy, which a model of hosts
-     * with CPUs of their own does not describe */
-    {"zfp-4h-20-helper", 4, 0, 0, "20mbit", "16M", "zfp:rate=8", 0, NULL, 0, 0},
-    {"zfp-4h-20-no-helper", 4, 0, 0, "20mbit", "16M", "zfp:rate=8", 1, NULL, 0, 0},
-    {"slow-4h-100-h2at50", 4, 0, 0, "100mbit", "16M", NULL, 0, "h2:50mbit", 1, 1},
-};
-#define NCASES (sizeof(CASES) / sizeof(CASES[0]))
-
-typedef struct vrow {
-    const vcase_t *c;
-    const char *sys; /* "inagg" or "ring" */
-    double bytes, pred_s, meas_s, rel;
-    double machine_pct; /* the whole machine's CPU during the run (NAN: not reported) */
-    const char *bound;
-    int skipped;
-    char why[200];
-} vrow_t;
 
 static void usage(FILE *out)
 {
@@ -76,8 +34,8 @@ static void usage(FILE *out)
             "prediction from the calibration (--params, default %s; when that file does not\n"
             "exist, `inagg model calibrate --out FILE` runs first):\n",
             MODEL_DEFAULT_PARAMS);
-    for (size_t i = 0; i < NCASES; i++) {
-        const vcase_t *c = &CASES[i];
+    for (size_t i = 0; i < validate_ncases; i++) {
+        const vcase_t *c = &validate_cases[i];
         fprintf(out, "  %-22s %u hosts%s, %s, sizes %s%s%s%s%s%s\n", c->name, c->hosts,
                 c->leaves ? " (2 leaves x 4 + a spine)" : "", c->rate, c->sizes,
                 c->compress ? ", float32 " : ", int32", c->compress ? c->compress : "",
@@ -102,258 +60,6 @@ static void usage(FILE *out)
             "Exit: 0 when every case ran or was skipped with a reason, 1 when a run failed,\n"
             "2 bad usage, 3 when testbeds cannot be built here.\n",
             TARGET);
-}
-
-/* Whether `inagg bench allreduce` accepts --leaves (the hierarchy). */
-static int bench_has_leaves(const char *dir)
-{
-    char json[4200];
-    snprintf(json, sizeof(json), "%s/help", dir);
-    char *args[] = {"inagg", "bench", "allreduce", "--help", NULL};
-    char err[256];
-    if (bench_run_self(args, json, 30, err, sizeof(err)) < 0)
-        return 0;
-    char logp[4300], *text = NULL;
-    snprintf(logp, sizeof(logp), "%s.log", json);
-    int has = 0;
-    if (bench_read_file(logp, &text) >= 0) {
-        has = strstr(text, "--leaves") != NULL && strstr(text, "--hosts-per-leaf") != NULL;
-        free(text);
-    }
-    unlink(logp);
-    return has;
-}
-
-/* The object of system `key` ("inagg" or "mpi_ring") in the sizes entry at `at` (its
- * entry under "speedups" does not count), or NULL when it is not before `end`. */
-static const char *system_in(const char *at, const char *end, const char *key)
-{
-    char k[40], k2[40];
-    snprintf(k, sizeof(k), "\"%s\":{", key);
-    snprintf(k2, sizeof(k2), "\"%s\": {", key);
-    const char *p = strstr(at, k);
-    if (!p)
-        p = strstr(at, k2);
-    return p && (!end || p < end) ? p : NULL;
-}
-
-/* The number `name` inside the member `member` of system `key`'s object, or NAN. */
-static double system_number(const char *at, const char *end, const char *key, const char *member,
-                            const char *name)
-{
-    const char *p = system_in(at, end, key);
-    const char *m = p ? strstr(p, member) : NULL;
-    double v = NAN;
-    if (m && (!end || m < end))
-        json_find_number(m, name, &v);
-    return v;
-}
-
-/* The median TAT of `key` in the sizes entry at `at`. */
-static double tat_of(const char *at, const char *end, const char *key)
-{
-    return system_number(at, end, key, "\"tat_s\"", "median");
-}
-
-/* How busy the whole machine was (% of all its CPUs) during `key`'s timed iterations. */
-static double machine_of(const char *at, const char *end, const char *key)
-{
-    return system_number(at, end, key, "\"cpu\"", "machine");
-}
-
-/* The prediction for one row from the calibration and the run's own settings. */
-static double predict(const model_calib_t *cal, const vcase_t *c, const char *report, int ring,
-                      double bytes, const char **bound, char *err, size_t errlen)
-{
-    double link;
-    if (model_parse_rate(c->rate, &link) != 0)
-        return (void)set_err(err, errlen, -EINVAL, "bad rate %s", c->rate), NAN;
-    model_params_t p;
-    if (model_calib_params(cal, link, c->compress, &p, err, errlen) != 0)
-        return NAN;
-    double v;
-    if (json_find_number(report, "packet_elems", &v) == 0 && v > 0)
-        p.packet_elems = (uint32_t)v;
-    if (json_find_number(report, "window", &v) == 0 && v > 0)
-        p.slots = (uint32_t)v;
-    if (json_find_number(report, "switch_threads", &v) == 0 && v > 0)
-        p.switch_threads = (uint32_t)v;
-    if (c->slow) {
-        const char *r = strchr(c->slow, ':');
-        if (!r || model_parse_rate(r + 1, &p.slow_bps) != 0)
-            return (void)set_err(err, errlen, -EINVAL, "bad slow host %s", c->slow), NAN;
-    }
-    if (c->leaves) {
-        p.levels = 2;
-        p.fanout = c->per_leaf;
-    }
-    /* inagg codes packet by packet inside the window, overlapped with the wire either way;
-     * without the encoder helper the coding shares the worker's protocol thread */
-    p.code_overlap = 1;
-    p.code_inline = c->no_helper;
-    model_time_t t = model_allreduce(ring ? MODEL_RING : MODEL_INA, &p, c->hosts, bytes);
-    *bound = t.bound;
-    return t.total_s;
-}
-
-/* One case's `inagg bench allreduce` command line and the buffers its arguments live in. */
-typedef struct case_cmd {
-    char *args[40];
-    char sizes_arg[64], json[4200], png[4300], hosts[16], leaves[16], per[16];
-} case_cmd_t;
-
-static void case_command(const vcase_t *c, int quick, const char *dir, case_cmd_t *k)
-{
-    char sizes[32];
-    snprintf(sizes, sizeof(sizes), "%s", c->sizes);
-    char *comma = strchr(sizes, ',');
-    if (quick && comma) /* the first size only */
-        *comma = '\0';
-    snprintf(k->sizes_arg, sizeof(k->sizes_arg), "--sizes=%s", quick ? sizes : c->sizes);
-    snprintf(k->json, sizeof(k->json), "%s/%s.json", dir, c->name);
-    /* the sweep's plot goes with the run's files, not into the cwd */
-    snprintf(k->png, sizeof(k->png), "%s/%s.png", dir, c->name);
-    snprintf(k->hosts, sizeof(k->hosts), "%u", c->hosts);
-    snprintf(k->leaves, sizeof(k->leaves), "%u", c->leaves);
-    snprintf(k->per, sizeof(k->per), "%u", c->per_leaf);
-    char **args = k->args;
-    int a = 0;
-    char *fixed[] = {"inagg",         "bench",      "allreduce", "--testbed",
-                     k->hosts,        "--fabric",   "bridge",    "--link-rate",
-                     (char *)c->rate, k->sizes_arg, "--iters",   "3",
-                     "--warmup",      "1",          "--dtype",   c->compress ? "float32" : "int32"};
-    for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++)
-        args[a++] = fixed[i];
-    if (c->compress) {
-        args[a++] = "--compress";
-        args[a++] = (char *)c->compress;
-    }
-    if (c->leaves) {
-        args[a++] = "--leaves";
-        args[a++] = k->leaves;
-        args[a++] = "--hosts-per-leaf";
-        args[a++] = k->per;
-    }
-    char *tail[] = {
-        "--baseline", c->ring ? "mpi-ring" : "none", "--json", k->json, "--plot", k->png, NULL};
-    for (size_t i = 0; i < sizeof(tail) / sizeof(tail[0]); i++)
-        args[a++] = tail[i];
-}
-
-/* The rows of one case's report text: predicted against measured per size (and ring). 0, or
- * -EPROTO when a row has no measurement or prediction, or none came. */
-static int case_rows(const vcase_t *c, const model_calib_t *cal, const char *text, vrow_t *rows,
-                     int *nrows)
-{
-    char err[600] = "";
-    int ok = 0;
-    const char *at = strstr(text, "\"sizes\"");
-    while (at && *nrows < MAX_ROWS - 2) {
-        const char *b = strstr(at, "\"bytes\"");
-        if (!b)
-            break;
-        const char *next = strstr(b + 7, "\"bytes\"");
-        double bytes;
-        if (json_find_number(b, "bytes", &bytes) != 0)
-            break;
-        for (int ring = 0; ring <= c->ring; ring++) {
-            vrow_t *r = &rows[(*nrows)++];
-            *r = (vrow_t){.c = c, .sys = ring ? "ring" : "inagg", .bytes = bytes};
-            r->meas_s = tat_of(b, next, ring ? "mpi_ring" : "inagg");
-            r->machine_pct = machine_of(b, next, ring ? "mpi_ring" : "inagg");
-            r->pred_s = predict(cal, c, text, ring, bytes, &r->bound, err, sizeof(err));
-            r->rel = fabs(r->pred_s - r->meas_s) / r->meas_s;
-            if (!isfinite(r->rel)) {
-                fprintf(stderr,
-                        MODEL_CMD " " SUB ": %s: no measurement or prediction for %s "
-                                  "(%s)\n",
-                        c->name, r->sys, err);
-                return -EPROTO;
-            }
-            fprintf(stderr,
-                    MODEL_CMD " " SUB ":   %-5s %5.1f MB: predicted %.3f s, measured "
-                              "%.3f s, error %.1f%%\n",
-                    r->sys, bytes / 1e6, r->pred_s, r->meas_s, r->rel * 100);
-            ok++;
-        }
-        at = b + 7;
-    }
-    return ok ? 0 : -EPROTO;
-}
-
-static int run_case(const vcase_t *c, int quick, const char *dir, const model_calib_t *cal,
-                    int has_leaves, vrow_t *rows, int *nrows)
-{
-    if (c->leaves && !has_leaves) {
-        vrow_t *r = &rows[(*nrows)++];
-        *r = (vrow_t){
-            .c = c, .sys = "inagg", .skipped = 1, .pred_s = NAN, .meas_s = NAN, .rel = NAN};
-        snprintf(r->why, sizeof(r->why),
-                 "this build's `inagg bench allreduce` has no "
-                 "--leaves/--hosts-per-leaf (the two-level testbed)");
-        fprintf(stderr, MODEL_CMD " " SUB ":   skipped: %s\n", r->why);
-        return 0;
-    }
-    case_cmd_t k;
-    case_command(c, quick, dir, &k);
-    if (c->no_helper)
-        setenv("INAGG_CODEC_HELPER", "0", 1);
-    if (c->slow)
-        setenv("INAGG_TESTBED_SLOW_HOST", c->slow, 1);
-    char err[600];
-    int rc = bench_run_self(k.args, k.json, CASE_TIMEOUT_S, err, sizeof(err));
-    unsetenv("INAGG_CODEC_HELPER");
-    unsetenv("INAGG_TESTBED_SLOW_HOST");
-    if (rc < 0) {
-        fprintf(stderr, MODEL_CMD " " SUB ": %s failed: %s\n", c->name, err);
-        return strstr(err, "cannot build testbeds") || strstr(err, "status 3") ? -EOPNOTSUPP : rc;
-    }
-    char *text = NULL;
-    if (bench_read_file(k.json, &text) < 0) {
-        fprintf(stderr, MODEL_CMD " " SUB ": %s: no report\n", c->name);
-        return -EPROTO;
-    }
-    rc = case_rows(c, cal, text, rows, nrows);
-    free(text);
-    return rc;
-}
-
-/* Remove the runs' files and dir itself (without --keep). */
-static void remove_run_files(const char *dir)
-{
-    for (size_t i = 0; i < NCASES; i++) {
-        char f[4300];
-        snprintf(f, sizeof(f), "%s/%s.json", dir, CASES[i].name);
-        unlink(f);
-        strncat(f, ".log", sizeof(f) - strlen(f) - 1);
-        unlink(f);
-        snprintf(f, sizeof(f), "%s/%s.png", dir, CASES[i].name);
-        unlink(f);
-    }
-    char f[4300];
-    snprintf(f, sizeof(f), "%s/help", dir);
-    unlink(f);
-    rmdir(dir);
-}
-
-/* The worst relative errors over the measured rows. */
-typedef struct vsummary {
-    double maxrel, maxrel_ina;
-    int measured;
-} vsummary_t;
-
-static vsummary_t summarize(const vrow_t *rows, int nrows)
-{
-    vsummary_t s = {0, 0, 0};
-    for (int i = 0; i < nrows; i++)
-        if (!rows[i].skipped) {
-            s.measured++;
-            if (rows[i].rel > s.maxrel)
-                s.maxrel = rows[i].rel;
-            if (!strcmp(rows[i].sys, "inagg") && rows[i].rel > s.maxrel_ina)
-                s.maxrel_ina = rows[i].rel;
-        }
-    return s;
 }
 
 /* The table of rows and the verdict, as text. */
@@ -509,26 +215,26 @@ int model_validate_main(int argc, char **argv)
         }
         dir = tmp;
     }
-    int has_leaves = bench_has_leaves(dir);
-    static vrow_t rows[MAX_ROWS];
+    int has_leaves = validate_has_leaves(dir);
+    static vrow_t rows[VALIDATE_MAX_ROWS];
     int nrows = 0, rc = 0, ncases = 0;
     time_t t0 = time(NULL);
-    for (size_t i = 0; i < NCASES; i++)
-        ncases += !f.quick || CASES[i].quick;
+    for (size_t i = 0; i < validate_ncases; i++)
+        ncases += !f.quick || validate_cases[i].quick;
     int k = 0;
-    for (size_t i = 0; i < NCASES && rc == 0; i++) {
-        const vcase_t *c = &CASES[i];
+    for (size_t i = 0; i < validate_ncases && rc == 0; i++) {
+        const vcase_t *c = &validate_cases[i];
         if (f.quick && !c->quick)
             continue;
         fprintf(stderr, MODEL_CMD " " SUB ": %d/%d %s (%lds so far)\n", ++k, ncases, c->name,
                 (long)(time(NULL) - t0));
-        rc = run_case(c, f.quick, dir, &cal, has_leaves, rows, &nrows);
+        rc = validate_run_case(c, f.quick, dir, &cal, has_leaves, rows, &nrows);
     }
     if (!f.keep)
-        remove_run_files(dir);
+        validate_remove_files(dir);
     if (rc == -EOPNOTSUPP)
         return 3;
-    vsummary_t s = summarize(rows, nrows);
+    vsummary_t s = validate_summarize(rows, nrows);
     render_text(cli_text_stream(f.json_path), rows, nrows, &s, rc, t0);
     if (f.json_path && render_json(f.json_path, f.params, &cal, f.quick, rows, nrows, &s) != 0)
         return 1;

@@ -7,6 +7,8 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdlib.h>
+#include <strings.h>
 
 #include "lib/base/errmsg.h"
 
@@ -336,4 +338,56 @@ double model_p4sgd_mp_pipelined(double t_fm, double t_bm, double batch, double m
                                 double mb_bytes, double bw_Bps, double t_l)
 {
     return micro / batch * t_fm + t_bm + mb_bytes / bw_Bps + t_l; /* eq. 3 */
+}
+
+/* ---- units of the command lines ---- */
+
+int model_parse_rate(const char *text, double *bps)
+{
+    char *end;
+    double v = strtod(text, &end);
+    if (end == text || !(v > 0) || !isfinite(v))
+        return -EINVAL;
+    double mul;
+    if (*end == '\0')
+        mul = 1e6; /* a bare number: Mbit/s, as tools/testbed reads it */
+    else if (!strcasecmp(end, "bit") || !strcasecmp(end, "bps"))
+        mul = 1;
+    else if (!strcasecmp(end, "kbit") || !strcasecmp(end, "k"))
+        mul = 1e3;
+    else if (!strcasecmp(end, "mbit") || !strcasecmp(end, "m"))
+        mul = 1e6;
+    else if (!strcasecmp(end, "gbit") || !strcasecmp(end, "g"))
+        mul = 1e9;
+    else
+        return -EINVAL;
+    *bps = v * mul;
+    return *bps >= 1e3 && *bps <= 1e13 ? 0 : -EINVAL;
+}
+
+int model_parse_bytes(const char *text, double *bytes)
+{
+    char *end;
+    double v = strtod(text, &end);
+    if (end == text || !(v > 0) || !isfinite(v))
+        return -EINVAL;
+    double mul = 1;
+    if (*end) {
+        switch (*end) {
+            case 'k':
+            case 'K': mul = 1024.0; break;
+            case 'm':
+            case 'M': mul = 1024.0 * 1024; break;
+            case 'g':
+            case 'G': mul = 1024.0 * 1024 * 1024; break;
+            default: return -EINVAL;
+        }
+        end++;
+        if (*end == 'B' || *end == 'b' || (*end == 'i' && end[1] == 'B' && (end++, 1)))
+            end++;
+        if (*end)
+            return -EINVAL;
+    }
+    *bytes = v * mul;
+    return *bytes >= 4 && *bytes <= 1e12 ? 0 : -EINVAL;
 }

@@ -138,4 +138,10 @@ double model_p4sgd_mp(double t_fm, double t_bm, double b_bytes, double bw_Bps, d
 double model_p4sgd_mp_pipelined(double t_fm, double t_bm, double batch, double micro,
                                 double mb_bytes, double bw_Bps, double t_l);
 
+/* "100mbit", "10gbit", "25G", a number of bit/s or of Mbit/s ("100") -> bit/s; 0 ok, -EINVAL
+ * bad. */
+int model_parse_rate(const char *text, double *bps);
+/* Bytes with K/M/G (powers of 1024) -> bytes; 0 ok, -EINVAL bad. */
+int model_parse_bytes(const char *text, double *bytes);
+
 #endif /* INAGG_MODEL_H */

@@ -2,9 +2,10 @@
  * test_lifecycle.c - a job's life, from both ends. The worker's, with the switch in this
  * process: closing a communicator is immediate (no wait for a poll slice of the monitor
  * thread), a switch that stops drains its jobs with a SHUTDOWN line that the ranks report as
- * the switch shutting down, never as a rank that vanished. The switch's: each transition of
- * lifecycle.h, one test each, driving life_apply() directly on a job whose members are socket
- * pairs, and every event a state does not take refused, counted and without effect.
+ * the switch shutting down, never as a rank that vanished, and a rank asking for another world
+ * size fails the job for every rank at once. The switch's: each transition of lifecycle.h,
+ * one test each, driving life_apply() directly on a job whose members are socket pairs, and
+ * every event a state does not take refused, counted and without effect.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -187,6 +188,72 @@ TEST(lifecycle_unresolvable_host_is_not_a_malformed_address, 30)
     char err[256];
     CHECK(switch_start(&cfg, &sw, err, sizeof(err)) != 0);
     CHECK_MSG(strstr(err, "could not be resolved"), "'%s'", err);
+}
+
+/* ---- a mismatched world size fails the joining job for every rank ---- */
+
+typedef struct mismatch_rank {
+    const char *addr;
+    uint32_t rank, world;
+    inagg_result_t rc;
+    char why[512];
+    double secs; /* how long inagg_comm_create took */
+    uint64_t done_ns; /* when it returned */
+} mismatch_rank_t;
+
+static void *mismatch_rank_main(void *arg)
+{
+    mismatch_rank_t *m = arg;
+    inagg_options_t o = INAGG_OPTIONS_INIT; /* the default timeout: 30 s */
+    o.slots = 4;
+    o.threads = 1;
+    inagg_comm_t *c = NULL;
+    uint64_t t0 = util_now_ns();
+    m->rc = inagg_comm_create(&c, m->addr, "sizes", m->rank, m->world, &o, m->why, sizeof(m->why));
+    m->done_ns = util_now_ns();
+    m->secs = (double)(m->done_ns - t0) / 1e9;
+    if (m->rc == INAGG_OK)
+        inagg_comm_destroy(c);
+    return NULL;
+}
+
+/* Rank 0 of a 2-rank job waits for rank 1, which asks for a world of 3: both fail at once
+ * (not rank 0 after the 30 s join timeout with "missing ranks: 1"), each naming the mismatch
+ * with both sizes. */
+TEST(lifecycle_world_size_mismatch_fails_every_rank_at_once, 60)
+{
+    switch_config_t cfg = SWITCH_CONFIG_INIT;
+    char addr[64];
+    inagg_switch_t *sw = start_switch(&cfg, addr, sizeof(addr));
+    mismatch_rank_t m[2] = {{.addr = addr, .rank = 0, .world = 2},
+                            {.addr = addr, .rank = 1, .world = 3}};
+    pthread_t t[2];
+    CHECK(pthread_create(&t[0], NULL, mismatch_rank_main, &m[0]) == 0);
+    char *text = NULL; /* the job registered by rank 0 before rank 1 comes */
+    for (int i = 0; i < 500 && (!text || !strstr(text, "\"sizes\"")); i++) {
+        size_t len = 0;
+        free(text);
+        FILE *f = open_memstream(&text, &len);
+        switch_write_stats(sw, f, 1);
+        fclose(f);
+        usleep(10000);
+    }
+    CHECK_MSG(strstr(text, "\"sizes\""), "job never registered: %s", text);
+    free(text);
+    CHECK(pthread_create(&t[1], NULL, mismatch_rank_main, &m[1]) == 0);
+    for (int r = 0; r < 2; r++)
+        pthread_join(t[r], NULL);
+    switch_stop(sw);
+    for (int r = 0; r < 2; r++) {
+        printf("    rank %d: %.2f s, %s: %s\n", r, m[r].secs, inagg_strerror(m[r].rc), m[r].why);
+        CHECK_EQ_INT(m[r].rc, INAGG_ERR_REFUSED);
+        CHECK_MSG(strstr(m[r].why, "world-size mismatch: job 'sizes' has world 2, rank 1 asked "
+                                   "for 3"),
+                  "rank %d: '%s'", r, m[r].why);
+    }
+    CHECK_MSG(m[1].secs < 2.0, "rank 1 refused after %.2f s", m[1].secs);
+    double after = ((double)m[0].done_ns - (double)m[1].done_ns) / 1e9;
+    CHECK_MSG(after < 2.0, "rank 0 failed %.2f s after rank 1 was refused", after);
 }
 
 /* ---- life_apply(), one transition at a time ---- */

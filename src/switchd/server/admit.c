@@ -44,19 +44,24 @@ static job_t *find_job(struct inagg_switch *sw, const char *name)
 }
 
 /* A JOIN for job j, which is still joining: does it match? 0, or -ECONNREFUSED after
- * refusing it. */
-static int join_matches(control_t *ctl, const client_t *cl, const job_t *j, const wire_join_t *jn,
+ * refusing it. A rank that asks for another world size fails the job for every rank: they
+ * could never all join it. */
+static int join_matches(control_t *ctl, const client_t *cl, job_t *j, const wire_join_t *jn,
                         const switch_proto_ops_t *ops, uint32_t float_mode)
 {
     if (!life_is_joining(atomic_load(&j->state)))
         return conn_send_err(
             ctl, cl->fd, WIRE_REFUSED, "job '%s' is already %s; use a new job name", jn->job,
             atomic_load(&j->state) == LIFE_ACTIVE ? "running" : "failed and retiring");
-    if (j->world != jn->world)
-        return conn_send_err(ctl, cl->fd, WIRE_REFUSED,
-                             "world-size mismatch: job '%s' has world %u, rank %u "
-                             "asked for %u",
-                             jn->job, j->world, jn->rank, jn->world);
+    if (j->world != jn->world) {
+        char text[CTL_LINE_MAX - 64];
+        snprintf(text, sizeof(text),
+                 "world-size mismatch: job '%s' has world %u, rank %u asked for %u", jn->job,
+                 j->world, jn->rank, jn->world);
+        life_apply(ctl, j, LIFE_JOIN_REFUSED,
+                   &(life_cause_t){.refusal = WIRE_REFUSED, .text = text});
+        return conn_send_err(ctl, cl->fd, WIRE_REFUSED, "%s", text);
+    }
     if (j->nslots != jn->slots || j->elems != jn->elems || j->float_mode != float_mode ||
         j->proto != ops) {
         return conn_send_err(ctl, cl->fd, WIRE_REFUSED,

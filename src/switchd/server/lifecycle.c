@@ -308,10 +308,9 @@ int life_apply(control_t *ctl, job_t *j, enum life_event ev, const life_cause_t 
     int from = atomic_load(&j->state);
     if (life_next((enum life_state)from, ev) < 0) {
         ctl->illegal_transitions++;
-        LOG_W("job '%s' (id %u): %s is no event for a %s job; ignored (%llu ignored so far)",
-              j->name, j->id, life_event_name(ev),
-              from == LIFE_LINKING ? "linking" : life_state_name(from),
-              (unsigned long long)ctl->illegal_transitions);
+        LOG_W("job '%s' (id %u), %s: event %s ignored, not one its state takes (%llu so far)",
+              j->name, j->id, from == LIFE_LINKING ? "linking" : life_state_name(from),
+              life_event_name(ev), (unsigned long long)ctl->illegal_transitions);
         return -EPERM;
     }
     switch (ev) {

@@ -3,7 +3,8 @@
  * secret proved (HELLO gives a connection a one-time nonce; a JOIN carries the job's
  * verifier when it registers the job, else a proof over that nonce, compared in constant
  * time; failed attempts counted and rate limited per address and job, authlimit.h), the slot quotas per job and
- * per address and the pool, and the job registered, joined and activated when complete.
+ * per address and the pool, and the job registered and joined; the last rank's JOIN completes
+ * it (lifecycle.h: JOIN_COMPLETE).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -13,10 +14,8 @@
 
 #include "lib/base/log.h"
 #include "lib/codec/codec.h"
-#include "lib/netio/mcast.h"
 #include "switchd/server/codecjob.h"
 #include "switchd/server/control_int.h"
-#include "switchd/server/upstream.h"
 
 /* The next job id not in use (never 0), or -ENOSPC when every one is. */
 static int free_job_id(struct inagg_switch *sw)
@@ -33,103 +32,58 @@ static int free_job_id(struct inagg_switch *sw)
     return -ENOSPC;
 }
 
-uint32_t admit_contributors(const job_t *j)
+/* The published job of that name, or NULL. */
+static job_t *find_job(struct inagg_switch *sw, const char *name)
 {
-    uint64_t sum = 0;
-    for (uint32_t r = 0; r < j->world; r++)
-        sum += j->contrib[r] ? j->contrib[r] : 1;
-    return sum > WIRE_MAX_CONTRIBUTORS ? WIRE_MAX_CONTRIBUTORS : (uint32_t)sum;
-}
-
-/* Multicast of results for job j (PROTOCOL.md 9.6): on a switch with a group, for a job
- * (p4sgd or switchml) whose members are all workers (no leaf switch) that said mcast=1. Sets
- * j->mcast_on and j->mcast_to, and jd's mcast=. */
-static void choose_mcast(const struct inagg_switch *sw, job_t *j, wire_joined_t *jd)
-{
-    if (!sw->cfg.mcast_group || j->up.on || admit_contributors(j) != j->world)
-        return;
-    for (uint32_t r = 0; r < j->world; r++)
-        if (!j->mcast_asked[r])
-            return;
-    uint32_t group = mcast_job_group(sw->cfg.mcast_group, j->id);
-    char text[32];
-    mcast_group_format(group, sw->cfg.mcast_port, text, sizeof(text));
-    if (transport_parse_addr("udp", text, &j->mcast_to) != 0)
-        return; /* cannot happen: a dotted quad and a port */
-    j->mcast_on = 1;
-    LOG_I("job '%s' (id %u): a result every rank shares goes once, to multicast group %s", j->name,
-          j->id, text);
-    jd->mcast_addr = group;
-    jd->mcast_port = sw->cfg.mcast_port;
-}
-
-void admit_activate(control_t *ctl, job_t *j)
-{
-    struct inagg_switch *sw = ctl->sw;
-    j->activated_ms = server_now_ms();
-    wire_joined_t jd = {.id = j->id,
-                        .token = j->token,
-                        .threads = j->nthreads,
-                        .port = sw->port,
-                        .base = j->base,
-                        .slots = j->nslots,
-                        .elems = j->elems,
-                        .float_mode = j->float_mode,
-                        .protocol = j->proto->id,
-                        .dpauth = (uint32_t)j->dp_auth,
-                        /* every receive path cuts a GSO send: the kernel's UDP socket, the
-                         * AF_PACKET transport and the L2 fabric */
-                        .gso = 1};
-    choose_mcast(sw, j, &jd);
-    atomic_store_explicit(&j->state, JOB_ACTIVE, memory_order_release);
-    /* Whose data a result sums, when not just the members': a leaf's results are the
-     * spine's, a spine's sum its leaves' hosts. */
-    uint32_t sum = admit_contributors(j);
-    jd.contributors = j->up.on ? j->up.contributors : sum != j->world ? sum : 0;
-    char line[CTL_LINE_MAX];
-    if (wire_joined_format(&jd, line, sizeof(line)) == 0)
-        control_broadcast(ctl, j, line);
-    LOG_I("job '%s' (id %u) active: world %u, %u slots of %u elements, float %s, protocol %s",
-          j->name, j->id, j->world, j->nslots, j->elems, wire_float_mode_name(j->float_mode),
-          j->proto->name);
+    for (uint32_t i = 0; i < SWITCH_MAX_JOBS; i++) {
+        job_t *j = atomic_load_explicit(&sw->jobs[i], memory_order_relaxed);
+        if (j && strcmp(j->name, name) == 0)
+            return j;
+    }
+    return NULL;
 }
 
 /* A JOIN for job j, which is still joining: does it match? 0, or -ECONNREFUSED after
- * refusing it. */
-static int join_matches(control_t *ctl, const client_t *cl, const job_t *j, const wire_join_t *jn,
+ * refusing it. A rank that asks for another world size fails the job for every rank: they
+ * could never all join it. */
+static int join_matches(control_t *ctl, const client_t *cl, job_t *j, const wire_join_t *jn,
                         const switch_proto_ops_t *ops, uint32_t float_mode)
 {
-    if (atomic_load(&j->state) != JOB_JOINING)
-        return control_send_err(
+    if (!life_is_joining(atomic_load(&j->state)))
+        return conn_send_err(
             ctl, cl->fd, WIRE_REFUSED, "job '%s' is already %s; use a new job name", jn->job,
-            atomic_load(&j->state) == JOB_ACTIVE ? "running" : "failed and retiring");
-    if (j->world != jn->world)
-        return control_send_err(ctl, cl->fd, WIRE_REFUSED,
-                                "world-size mismatch: job '%s' has world %u, rank %u "
-                                "asked for %u",
-                                jn->job, j->world, jn->rank, jn->world);
+            atomic_load(&j->state) == LIFE_ACTIVE ? "running" : "failed and retiring");
+    if (j->world != jn->world) {
+        char text[CTL_LINE_MAX - 64];
+        snprintf(text, sizeof(text),
+                 "world-size mismatch: job '%s' has world %u, rank %u asked for %u", jn->job,
+                 j->world, jn->rank, jn->world);
+        life_apply(ctl, j, LIFE_JOIN_REFUSED,
+                   &(life_cause_t){.refusal = WIRE_REFUSED, .text = text});
+        return conn_send_err(ctl, cl->fd, WIRE_REFUSED, "%s", text);
+    }
     if (j->nslots != jn->slots || j->elems != jn->elems || j->float_mode != float_mode ||
         j->proto != ops) {
-        return control_send_err(
-            ctl, cl->fd, WIRE_REFUSED,
-            "parameter mismatch: job '%s' has slots=%u elems=%u "
-            "float=%s protocol=%s, rank %u asked for slots=%u elems=%u float=%s "
-            "protocol=%s",
-            jn->job, j->nslots, j->elems, wire_float_mode_name(j->float_mode), j->proto->name,
-            jn->rank, jn->slots, jn->elems, wire_float_mode_name(float_mode), ops->name);
+        return conn_send_err(ctl, cl->fd, WIRE_REFUSED,
+                             "parameter mismatch: job '%s' has slots=%u elems=%u "
+                             "float=%s protocol=%s, rank %u asked for slots=%u elems=%u float=%s "
+                             "protocol=%s",
+                             jn->job, j->nslots, j->elems, wire_float_mode_name(j->float_mode),
+                             j->proto->name, jn->rank, jn->slots, jn->elems,
+                             wire_float_mode_name(float_mode), ops->name);
     }
     if (!wire_optimizer_equal(&j->opt_cfg, &jn->opt)) {
         char has[256], asked[256];
         wire_optimizer_format(&j->opt_cfg, has, sizeof(has));
         wire_optimizer_format(&jn->opt, asked, sizeof(asked));
-        return control_send_err(ctl, cl->fd, WIRE_REFUSED,
-                                "parameter mismatch: job '%s' has optimizer '%s', rank "
-                                "%u asked for '%s'",
-                                jn->job, has, jn->rank, asked);
+        return conn_send_err(ctl, cl->fd, WIRE_REFUSED,
+                             "parameter mismatch: job '%s' has optimizer '%s', rank "
+                             "%u asked for '%s'",
+                             jn->job, has, jn->rank, asked);
     }
     if (j->member_fd[jn->rank] >= 0 || j->left[jn->rank])
-        return control_send_err(ctl, cl->fd, WIRE_REFUSED, "duplicate rank %u in job '%s'",
-                                jn->rank, jn->job);
+        return conn_send_err(ctl, cl->fd, WIRE_REFUSED, "duplicate rank %u in job '%s'", jn->rank,
+                             jn->job);
     return 0;
 }
 
@@ -144,7 +98,7 @@ static void make_room_to_join(control_t *ctl, const peer_t *p)
     uint32_t n = 0;
     for (uint32_t id = 1; id < SWITCH_MAX_JOBS; id++) {
         job_t *j = atomic_load_explicit(&sw->jobs[id], memory_order_relaxed);
-        if (!j || j->owner != p || atomic_load(&j->state) != JOB_JOINING)
+        if (!j || j->owner != p || !life_is_joining(atomic_load(&j->state)))
             continue;
         n++;
         if (!oldest || j->created_ms < oldest->created_ms)
@@ -158,8 +112,9 @@ static void make_room_to_join(control_t *ctl, const peer_t *p)
              "still waiting for their ranks, the most one address may hold, and this was the "
              "oldest (%u of %u ranks joined)",
              oldest->name, n, oldest->joined, oldest->world);
-    control_count(sw, CTL_JOINING_EVICTED);
-    control_refuse_joining(ctl, oldest, WIRE_REFUSED, text);
+    conn_count(sw, CTL_JOINING_EVICTED);
+    life_apply(ctl, oldest, LIFE_JOIN_REFUSED,
+               &(life_cause_t){.refusal = WIRE_REFUSED, .text = text});
 }
 
 /* The first JOIN of a job: create and publish it. The job, or NULL after refusing. */
@@ -169,43 +124,43 @@ static job_t *register_job(control_t *ctl, const client_t *cl, const wire_join_t
 {
     struct inagg_switch *sw = ctl->sw;
     if (jn->slots > ctl->max_job_slots) {
-        control_count(sw, CTL_JOB_QUOTA);
-        control_send_err(ctl, cl->fd, WIRE_REFUSED,
-                         "slot quota: job '%s' asks %u slots, one job may "
-                         "hold at most %u",
-                         jn->job, jn->slots, ctl->max_job_slots);
+        conn_count(sw, CTL_JOB_QUOTA);
+        conn_send_err(ctl, cl->fd, WIRE_REFUSED,
+                      "slot quota: job '%s' asks %u slots, one job may "
+                      "hold at most %u",
+                      jn->job, jn->slots, ctl->max_job_slots);
         return NULL;
     }
     if ((uint64_t)cl->peer->slots + jn->slots > ctl->max_addr_slots) {
         char who[64];
         peers_format(cl->peer, who, sizeof(who));
-        control_count(sw, CTL_ADDR_QUOTA);
-        control_send_err(ctl, cl->fd, WIRE_REFUSED_BUSY,
-                         "slot quota: jobs registered from %s hold %u slots; "
-                         "%u more would pass the per-address quota of %u",
-                         who, cl->peer->slots, jn->slots, ctl->max_addr_slots);
+        conn_count(sw, CTL_ADDR_QUOTA);
+        conn_send_err(ctl, cl->fd, WIRE_REFUSED_BUSY,
+                      "slot quota: jobs registered from %s hold %u slots; "
+                      "%u more would pass the per-address quota of %u",
+                      who, cl->peer->slots, jn->slots, ctl->max_addr_slots);
         return NULL;
     }
     uint32_t free_slots = sw->cfg.total_slots - atomic_load(&sw->slots_used);
     if (jn->slots > free_slots) {
-        control_count(sw, CTL_POOL_FULL);
-        control_send_err(ctl, cl->fd, WIRE_REFUSED_BUSY,
-                         "pool exhausted: job '%s' asks %u slots, %u of %u "
-                         "free",
-                         jn->job, jn->slots, free_slots, sw->cfg.total_slots);
+        conn_count(sw, CTL_POOL_FULL);
+        conn_send_err(ctl, cl->fd, WIRE_REFUSED_BUSY,
+                      "pool exhausted: job '%s' asks %u slots, %u of %u "
+                      "free",
+                      jn->job, jn->slots, free_slots, sw->cfg.total_slots);
         return NULL;
     }
     make_room_to_join(ctl, cl->peer);
     int id = free_job_id(sw);
     if (id < 0) {
-        control_send_err(ctl, cl->fd, WIRE_REFUSED_BUSY, "too many jobs (%u)", SWITCH_MAX_JOBS);
+        conn_send_err(ctl, cl->fd, WIRE_REFUSED_BUSY, "too many jobs (%u)", SWITCH_MAX_JOBS);
         return NULL;
     }
     job_t *j = job_create((uint16_t)id, jn->job, ops, jn->world, jn->slots, jn->elems,
                           sw->cfg.threads, (uint32_t)id % sw->cfg.threads);
     if (!j) {
-        control_send_err(ctl, cl->fd, WIRE_REFUSED, "out of memory for %u slots of %u elements",
-                         jn->slots, jn->elems);
+        conn_send_err(ctl, cl->fd, WIRE_REFUSED, "out of memory for %u slots of %u elements",
+                      jn->slots, jn->elems);
         return NULL;
     }
     if (jn->opt.present) {
@@ -215,8 +170,8 @@ static job_t *register_job(control_t *ctl, const client_t *cl, const wire_join_t
                                 jn->opt.seed, &j->opt, err, sizeof(err));
         j->opt_scratch = calloc((size_t)sw->cfg.threads * jn->elems, sizeof(float));
         if (orc < 0 || !j->opt_scratch) {
-            control_send_err(ctl, cl->fd, WIRE_REFUSED, "optimizer: %s",
-                             orc < 0 ? err : "out of memory");
+            conn_send_err(ctl, cl->fd, WIRE_REFUSED, "optimizer: %s",
+                          orc < 0 ? err : "out of memory");
             job_free(j);
             return NULL;
         }
@@ -227,7 +182,7 @@ static job_t *register_job(control_t *ctl, const client_t *cl, const wire_join_t
     if (codec->mode != CODEC_NONE &&
         !(j->codec_state =
               codecjob_create(codec, feedback, sw->cfg.threads, jn->slots, jn->elems))) {
-        control_send_err(ctl, cl->fd, WIRE_REFUSED_SYSTEM, "out of memory for compression state");
+        conn_send_err(ctl, cl->fd, WIRE_REFUSED_SYSTEM, "out of memory for compression state");
         job_free(j);
         return NULL;
     }
@@ -241,7 +196,7 @@ static job_t *register_job(control_t *ctl, const client_t *cl, const wire_join_t
         if (getrandom(&token, sizeof(token), 0) != (ssize_t)sizeof(token))
             token = 0;
     if (token == 0) {
-        control_send_err(ctl, cl->fd, WIRE_REFUSED_SYSTEM, "no random numbers for the job's token");
+        conn_send_err(ctl, cl->fd, WIRE_REFUSED_SYSTEM, "no random numbers for the job's token");
         job_free(j);
         return NULL;
     }
@@ -254,7 +209,7 @@ static job_t *register_job(control_t *ctl, const client_t *cl, const wire_join_t
     j->owner = cl->peer;
     cl->peer->slots += jn->slots;
     atomic_fetch_add(&sw->slots_used, jn->slots);
-    atomic_store_explicit(&j->state, JOB_JOINING, memory_order_relaxed);
+    atomic_store_explicit(&j->state, LIFE_JOINING, memory_order_relaxed);
     atomic_store_explicit(&sw->jobs[id], j, memory_order_release);
     LOG_I("job '%s' (id %u) registered by rank %u: world %u", jn->job, id, jn->rank, jn->world);
     return j;
@@ -267,14 +222,13 @@ static int auth_failed(control_t *ctl, const client_t *cl, const wire_join_t *jn
 {
     peer_t *p = cl->peer;
     authlimit_fail(&ctl->auth, p->addr, jn->job, server_now_ms());
-    control_count(ctl->sw, CTL_AUTH_FAILED);
+    conn_count(ctl->sw, CTL_AUTH_FAILED);
     char who[64];
     peers_format(p, who, sizeof(who));
     LOG_W("control: JOIN of job '%s' rank %u from %s: authentication failed (%s)", jn->job,
           jn->rank, who, why);
-    return control_send_err(ctl, cl->fd, WIRE_REFUSED,
-                            "authentication failed for job '%s' rank %u: %s", jn->job, jn->rank,
-                            why);
+    return conn_send_err(ctl, cl->fd, WIRE_REFUSED,
+                         "authentication failed for job '%s' rank %u: %s", jn->job, jn->rank, why);
 }
 
 /* Does the JOIN prove the job's secret (PROTOCOL.md "Authentication")? j is the job of that
@@ -285,18 +239,18 @@ static int authenticate(control_t *ctl, client_t *cl, const job_t *j, const wire
     cl->has_nonce = 0; /* a challenge answers one JOIN */
     uint64_t locked = authlimit_locked_ms(&ctl->auth, cl->peer->addr, jn->job, server_now_ms());
     if (locked) {
-        control_count(ctl->sw, CTL_AUTH_LIMITED);
-        return control_send_err(ctl, cl->fd, WIRE_REFUSED_BUSY,
-                                "too many failed authentications from this address for job '%s'; "
-                                "try again in %llu ms",
-                                jn->job, (unsigned long long)locked);
+        conn_count(ctl->sw, CTL_AUTH_LIMITED);
+        return conn_send_err(ctl, cl->fd, WIRE_REFUSED_BUSY,
+                             "too many failed authentications from this address for job '%s'; "
+                             "try again in %llu ms",
+                             jn->job, (unsigned long long)locked);
     }
     if (!j) {
         if (jn->auth == WIRE_AUTH_PROOF)
-            return control_send_err(ctl, cl->fd, WIRE_REFUSED,
-                                    "job '%s' is not registered (any more); join "
-                                    "again",
-                                    jn->job);
+            return conn_send_err(ctl, cl->fd, WIRE_REFUSED,
+                                 "job '%s' is not registered (any more); join "
+                                 "again",
+                                 jn->job);
         if (jn->auth == WIRE_AUTH_NONE && ctl->sw->cfg.require_secret)
             return auth_failed(ctl, cl, jn,
                                "this switch admits only jobs with a secret "
@@ -329,14 +283,14 @@ void admit_hello(control_t *ctl, client_t *cl, const char *line)
     char name[WIRE_JOB_NAME_MAX] = "", hex[2 * WIRE_NONCE_BYTES + 1], out[CTL_LINE_MAX];
     ctl_get(line, "job", name, sizeof(name));
     if (getrandom(cl->nonce, sizeof(cl->nonce), 0) != (ssize_t)sizeof(cl->nonce)) {
-        control_send_err(ctl, cl->fd, WIRE_REFUSED_SYSTEM, "no random numbers for a challenge");
+        conn_send_err(ctl, cl->fd, WIRE_REFUSED_SYSTEM, "no random numbers for a challenge");
         return;
     }
     cl->has_nonce = 1;
     hex_encode(cl->nonce, sizeof(cl->nonce), hex);
     snprintf(out, sizeof(out), "%s nonce=%s job=%s", wire_verb_name(WIRE_VERB_CHALLENGE), hex,
-             name[0] && control_find_job(ctl->sw, name) ? "exists" : "new");
-    control_send_line(ctl, cl->fd, out);
+             name[0] && find_job(ctl->sw, name) ? "exists" : "new");
+    conn_send_line(ctl, cl->fd, out);
 }
 
 /* Handle JOIN; returns 0 if the client stays, -1 if it must be closed after the reply. */
@@ -344,22 +298,22 @@ int admit_join(control_t *ctl, client_t *cl, const char *line)
 {
     struct inagg_switch *sw = ctl->sw;
     if (cl->job) {
-        control_send_err(ctl, cl->fd, WIRE_REFUSED_INVALID,
-                         "this connection already joined job '%s'", cl->job->name);
+        conn_send_err(ctl, cl->fd, WIRE_REFUSED_INVALID, "this connection already joined job '%s'",
+                      cl->job->name);
         return 0;
     }
     wire_join_t jn;
     enum wire_refusal refusal;
     char why[CTL_LINE_MAX - 32];
     if (wire_join_parse(line, &jn, &refusal, why, sizeof(why)) != 0)
-        return control_send_err(ctl, cl->fd, refusal, "%s", why);
+        return conn_send_err(ctl, cl->fd, refusal, "%s", why);
     const switch_proto_ops_t *ops = proto_find(jn.protocol);
     if (!ops) {
         char served[128];
         proto_list(served, sizeof(served));
-        return control_send_err(ctl, cl->fd, WIRE_REFUSED_UNSUPPORTED,
-                                "protocol '%s' (this switch serves %s)",
-                                wire_protocol_name(jn.protocol), served);
+        return conn_send_err(ctl, cl->fd, WIRE_REFUSED_UNSUPPORTED,
+                             "protocol '%s' (this switch serves %s)",
+                             wire_protocol_name(jn.protocol), served);
     }
     /* Native float32 when the protocol adds it so, or the optimizer's gradients and
      * parameters travel as float32. */
@@ -368,35 +322,35 @@ int admit_join(control_t *ctl, client_t *cl, const char *line)
         job_pool_bytes(ops, jn.world, jn.slots, jn.elems, sw->cfg.threads) +
         (jn.opt.present ? optjob_bytes(&jn.opt.step, jn.opt.params, jn.elems) : 0);
     if (pool_bytes > SWITCH_MAX_POOL_BYTES)
-        return control_send_err(ctl, cl->fd, WIRE_REFUSED,
-                                "job '%s' would need %llu MiB of slot memory (limit %llu "
-                                "MiB): ask for fewer slots or elements per packet",
-                                jn.job, (unsigned long long)(pool_bytes >> 20),
-                                (unsigned long long)(SWITCH_MAX_POOL_BYTES >> 20));
+        return conn_send_err(ctl, cl->fd, WIRE_REFUSED,
+                             "job '%s' would need %llu MiB of slot memory (limit %llu "
+                             "MiB): ask for fewer slots or elements per packet",
+                             jn.job, (unsigned long long)(pool_bytes >> 20),
+                             (unsigned long long)(SWITCH_MAX_POOL_BYTES >> 20));
     codec_spec_t codec = {CODEC_NONE, 0};
     if (jn.compress[0]) {
         char cwhy[200];
         if (codec_parse(jn.compress, &codec, cwhy, sizeof(cwhy)) != 0)
-            return control_send_err(ctl, cl->fd, WIRE_REFUSED_INVALID, "%s", cwhy);
+            return conn_send_err(ctl, cl->fd, WIRE_REFUSED_INVALID, "%s", cwhy);
         if (codec.mode != CODEC_NONE && (ops->id != INAGG_PROTO_SWITCHML || jn.opt.present))
-            return control_send_err(ctl, cl->fd, WIRE_REFUSED_UNSUPPORTED,
-                                    "compress=%s: only switchml jobs without an optimizer compress",
-                                    jn.compress);
+            return conn_send_err(ctl, cl->fd, WIRE_REFUSED_UNSUPPORTED,
+                                 "compress=%s: only switchml jobs without an optimizer compress",
+                                 jn.compress);
         if (codec.mode != CODEC_NONE &&
             WIRE_HEADER_SIZE + codec_max_bytes(&codec, jn.elems) > WIRE_MAX_DATAGRAM) {
-            return control_send_err(ctl, cl->fd, WIRE_REFUSED_INVALID,
-                                    "compress=%s: %u values per packet may not fit a datagram",
-                                    jn.compress, jn.elems);
+            return conn_send_err(ctl, cl->fd, WIRE_REFUSED_INVALID,
+                                 "compress=%s: %u values per packet may not fit a datagram",
+                                 jn.compress, jn.elems);
         }
         if (codec.mode != CODEC_NONE)
             float_mode = INAGG_FLOAT_NATIVE;
     }
     if (sw->cfg.upstream && (codec.mode != CODEC_NONE || jn.opt.present))
-        return control_send_err(ctl, cl->fd, WIRE_REFUSED_UNSUPPORTED,
-                                "this is a leaf switch (--upstream): it aggregates plain int32 and "
-                                "float32 jobs, without compression or an in-switch optimizer");
+        return conn_send_err(ctl, cl->fd, WIRE_REFUSED_UNSUPPORTED,
+                             "this is a leaf switch (--upstream): it aggregates plain int32 and "
+                             "float32 jobs, without compression or an in-switch optimizer");
     int feedback = codec_is_lossy(&codec) && !jn.no_feedback;
-    job_t *j = control_find_job(sw, jn.job);
+    job_t *j = find_job(sw, jn.job);
     /* The dataplane keys come from this connection's CHALLENGE nonce (wire/dpauth.h). */
     uint8_t nonce[WIRE_NONCE_BYTES];
     int had_nonce = cl->has_nonce;
@@ -412,21 +366,21 @@ int admit_join(control_t *ctl, client_t *cl, const char *line)
     if (dp_auth && (jn.elems > WIRE_MAX_ELEMS_AUTH ||
                     (codec.mode != CODEC_NONE &&
                      WIRE_HEADER_MAX + codec_max_bytes(&codec, jn.elems) > WIRE_MAX_DATAGRAM))) {
-        return control_send_err(ctl, cl->fd, WIRE_REFUSED_INVALID,
-                                "elems %u: with the dataplane MAC "
-                                "(%u bytes) the packets may not fit a datagram",
-                                jn.elems, WIRE_MAC_BYTES);
+        return conn_send_err(ctl, cl->fd, WIRE_REFUSED_INVALID,
+                             "elems %u: with the dataplane MAC "
+                             "(%u bytes) the packets may not fit a datagram",
+                             jn.elems, WIRE_MAC_BYTES);
     }
     if (j && (j->codec.mode != codec.mode || j->codec.param != codec.param ||
               j->codec_feedback != feedback)) {
         char have[CODEC_SPEC_MAX];
         codec_format(&j->codec, have, sizeof(have));
-        return control_send_err(ctl, cl->fd, WIRE_REFUSED,
-                                "parameter mismatch: job '%s' compresses with %s%s, rank %u asked "
-                                "for %s%s",
-                                jn.job, have, j->codec_feedback ? "" : " (no feedback)", jn.rank,
-                                jn.compress[0] ? jn.compress : "none",
-                                feedback ? "" : " (no feedback)");
+        return conn_send_err(ctl, cl->fd, WIRE_REFUSED,
+                             "parameter mismatch: job '%s' compresses with %s%s, rank %u asked "
+                             "for %s%s",
+                             jn.job, have, j->codec_feedback ? "" : " (no feedback)", jn.rank,
+                             jn.compress[0] ? jn.compress : "none",
+                             feedback ? "" : " (no feedback)");
     }
     if (j ? join_matches(ctl, cl, j, &jn, ops, float_mode) != 0
           : !(j = register_job(ctl, cl, &jn, ops, float_mode, &codec, feedback)))
@@ -442,11 +396,7 @@ int admit_join(control_t *ctl, client_t *cl, const char *line)
     j->joined++;
     cl->job = j;
     cl->rank = jn.rank;
-    if (j->joined == j->world) {
-        if (sw->cfg.upstream)
-            (void)upstream_begin(ctl, j); /* activated once the upstream job is joined */
-        else
-            admit_activate(ctl, j);
-    }
+    if (j->joined == j->world)
+        life_apply(ctl, j, LIFE_JOIN_COMPLETE, NULL);
     return 0;
 }

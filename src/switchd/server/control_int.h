@@ -1,8 +1,10 @@
 /*
- * control_int.h - what the control thread's two files share (control.c: connections, the
- * loop, barriers, failures, retirement, STATS; admit.c: JOIN with its limits and job
- * secrets): the connection and the control thread's state, and the few helpers admit.c
- * calls. Only src/switchd/server/control.c, admit.c and limits.c include this.
+ * control_int.h - what the control thread's files share: the connection and the control
+ * thread's state, and the connections' output (conn.c). The files, each calling only those
+ * below it: control.c (the thread's loop: sockets, requests, deadlines, the drain) above
+ * admit.c (JOIN, its limits and job secrets) and watch.c (the jobs' deadlines), above
+ * lifecycle.c (a job's states, lifecycle.h), above conn.c and upstream.c; limits.c beside.
+ * Only src/switchd/server/ includes this.
  */
 #ifndef INAGG_SWITCH_CONTROL_INT_H
 #define INAGG_SWITCH_CONTROL_INT_H
@@ -13,6 +15,7 @@
 #include "lib/wire/auth.h"
 #include "lib/wire/ctlmsg.h"
 #include "switchd/server/authlimit.h"
+#include "switchd/server/lifecycle.h"
 #include "switchd/server/peers.h"
 #include "switchd/server/server.h"
 
@@ -65,7 +68,7 @@ typedef struct control {
     auth_limit_t auth;
     uint32_t request_ms, idle_ms, max_conns_per_addr, max_job_slots, max_addr_slots;
     uint64_t accept_paused_until; /* ms: out of descriptors, the listener rests until then */
-    int draining; /* the switch stops: closing members fail no job */
+    uint64_t illegal_transitions; /* events a job's state does not take (lifecycle.h) */
 } control_t;
 
 /* limits.c: put limits l (0: default) in force, publish them for switch_get_limits, and
@@ -73,31 +76,25 @@ typedef struct control {
 void control_use_limits(control_t *ctl, const switch_limits_t *l, const char *why);
 int control_take_limits(control_t *ctl);
 
-/* Count a refusal under "control" in the stats. */
-void control_count(struct inagg_switch *sw, enum ctl_stat s);
-/* Queue a line for fd's client (a client whose replies pile up is closed, never waited for). */
-void control_send_line(control_t *ctl, int fd, const char *line);
-/* "ERR <refusal> <text>" to fd. Returns -ECONNREFUSED, so a refusing function can
- * `return control_send_err(...)` as set_err is returned (base/errmsg.h). */
-int control_send_err(control_t *ctl, int fd, enum wire_refusal r, const char *fmt, ...)
+/* conn.c: count a refusal under "control" in the stats. */
+void conn_count(struct inagg_switch *sw, enum ctl_stat s);
+/* conn.c: close cl at the end of this pass, counting why (reason < 0: not a refusal). */
+void conn_doom(control_t *ctl, client_t *cl, int reason);
+/* conn.c: queue a line for fd's client (a client whose replies pile up past CTL_OUTPUT_MAX
+ * is closed, never waited for). */
+void conn_send_line(control_t *ctl, int fd, const char *line);
+/* conn.c: "ERR <refusal> <text>" to fd. Returns -ECONNREFUSED, so a refusing function can
+ * `return conn_send_err(...)` as set_err is returned (base/errmsg.h). */
+int conn_send_err(control_t *ctl, int fd, enum wire_refusal r, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
-/* A line to every connected member of j. */
-void control_broadcast(control_t *ctl, job_t *j, const char *line);
-/* The published job of that name, or NULL. */
-job_t *control_find_job(struct inagg_switch *sw, const char *name);
+/* conn.c: a line to every connected member of j. */
+void conn_broadcast(control_t *ctl, job_t *j, const char *line);
+/* conn.c: close every connection of job j at the end of this pass. */
+void conn_close_job(control_t *ctl, const job_t *j);
 
-/* Fail an active job: FAILED with the reason to every member. */
-void control_fail_job(control_t *ctl, job_t *j, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-/* Refuse a job that is still joining: ERR <r> <text> to every member that waits for JOINED,
- * the job failed, its connections closed (the last close retires it). */
-void control_refuse_joining(control_t *ctl, job_t *j, enum wire_refusal r, const char *text);
-
-/* admit.c: activate a job whose ranks all joined (JOINED to every member). */
-void admit_activate(control_t *ctl, job_t *j);
-/* admit.c: the ranks whose data the members' contributions sum (each member's JOIN
- * contributors=, 1 for a worker). */
-uint32_t admit_contributors(const job_t *j);
+/* watch.c: each tick, every job's deadlines (its join, a barrier, a silent rank) and a leaf's
+ * upstream link, applied to the job as lifecycle events. */
+void watch_jobs(control_t *ctl);
 
 /* admit.c: HELLO (a challenge for the connection's next JOIN) and JOIN; admit_join returns
  * 0 if the client stays, -ECONNREFUSED if it was refused and must be closed after the

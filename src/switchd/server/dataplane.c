@@ -281,7 +281,7 @@ static int dtype_allowed(const job_t *j, uint8_t dtype)
 /* The context checks of PROTOCOL.md 1.3 for a packet of job j: a drop reason, or -1. */
 static int check(const dp_thread_t *t, const job_t *j, const wire_header_t *h)
 {
-    if (atomic_load_explicit(&j->state, memory_order_acquire) != JOB_ACTIVE)
+    if (!job_serves(j))
         return DROP_JOB_NOT_ACTIVE;
     if (h->rank >= j->world)
         return DROP_BAD_RANK;
@@ -371,7 +371,7 @@ static void handle_upstream(dp_thread_t *t, wire_header_t *h, const uint8_t *buf
         return;
     job_t *j = x.job;
     int reason = -1;
-    if (atomic_load_explicit(&j->state, memory_order_acquire) != JOB_ACTIVE)
+    if (!job_serves(j))
         reason = DROP_JOB_NOT_ACTIVE;
     else if (h->rank != j->up.rank)
         reason = DROP_BAD_RANK;

@@ -64,3 +64,11 @@ uint64_t job_sum(const job_t *j, int stat)
         s += STAT_GET(j->threads[t].c.v[stat]);
     return s;
 }
+
+uint32_t job_contributors(const job_t *j)
+{
+    uint64_t sum = 0;
+    for (uint32_t r = 0; r < j->world; r++)
+        sum += j->contrib[r] ? j->contrib[r] : 1;
+    return sum > WIRE_MAX_CONTRIBUTORS ? WIRE_MAX_CONTRIBUTORS : (uint32_t)sum;
+}

@@ -37,8 +37,6 @@ typedef struct job_thread {
     _Atomic uint64_t last_seen_ms[INAGG_MAX_WORLD];
 } INAGG_ALIGNED job_thread_t;
 
-enum job_state { JOB_JOINING = 0, JOB_ACTIVE, JOB_FAILED };
-
 /* A leaf switch's job: its membership in the upstream switch's job of the same name, where
  * this switch is one rank whose contribution is the sum of its own ranks (upstream.h). Set
  * by the control thread before the job is activated; read-only afterwards. */
@@ -76,7 +74,7 @@ typedef struct job {
     codec_spec_t codec; /* the job's compression (CODEC_NONE: none) */
     int codec_feedback; /* error feedback on the switch's re-encoding (codecjob.h) */
     struct codecjob *codec_state; /* its state (codecjob.h), or NULL (set before publication) */
-    _Atomic int state; /* enum job_state */
+    _Atomic int state; /* enum life_state (lifecycle.h) */
     job_up_t up; /* a leaf switch's upstream membership (up.on), before activation */
     /* Multicast of results (PROTOCOL.md 9.6), set before activation: a round's result that
      * is the same for every rank goes once to mcast_to, the job's group */
@@ -125,6 +123,10 @@ static inline uint32_t job_header_bytes(const job_t *j)
 {
     return WIRE_HEADER_SIZE + (j->dp_auth ? WIRE_MAC_BYTES : 0u);
 }
+
+/* The ranks whose data the members' contributions sum (each member's JOIN contributors=, 1
+ * for a worker), at most WIRE_MAX_CONTRIBUTORS. */
+uint32_t job_contributors(const job_t *j);
 
 /* A job counter summed over the dataplane threads. */
 uint64_t job_sum(const job_t *j, int stat);

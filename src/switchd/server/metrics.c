@@ -83,11 +83,6 @@ static int collect_jobs(inagg_switch_t *sw, live_job_t **out)
     return lj ? n : -1;
 }
 
-static const char *state_name(int s)
-{
-    return s == JOB_ACTIVE ? "active" : s == JOB_JOINING ? "joining" : "failed";
-}
-
 static void write_gauges(inagg_switch_t *sw, FILE *out, const live_job_t *lj, int n)
 {
     prom_family(out, "inagg_switch_uptime_seconds", "gauge", "seconds since the switch started");
@@ -99,14 +94,14 @@ static void write_gauges(inagg_switch_t *sw, FILE *out, const live_job_t *lj, in
     prom_u64(out, "inagg_switch_slots", NULL, sw->cfg.total_slots);
     prom_family(out, "inagg_switch_slots_used", "gauge", "slots held by jobs");
     prom_u64(out, "inagg_switch_slots_used", NULL, atomic_load(&sw->slots_used));
-    static const int states[] = {JOB_JOINING, JOB_ACTIVE, JOB_FAILED};
+    static const char *const states[] = {"joining", "active", "failed"};
     prom_family(out, "inagg_switch_jobs", "gauge", "jobs on the switch by state");
     for (size_t k = 0; k < sizeof(states) / sizeof(states[0]); k++) {
         uint64_t c = 0;
         for (int i = 0; i < n; i++)
-            c += atomic_load(&lj[i].j->state) == states[k];
+            c += strcmp(life_state_name(atomic_load(&lj[i].j->state)), states[k]) == 0;
         char l[32];
-        prom_labels(l, sizeof(l), "state", state_name(states[k]), NULL);
+        prom_labels(l, sizeof(l), "state", states[k], NULL);
         prom_u64(out, "inagg_switch_jobs", l, c);
     }
     prom_family(out, "inagg_switch_jobs_retired_total", "counter",
@@ -139,7 +134,7 @@ static void write_gauges(inagg_switch_t *sw, FILE *out, const live_job_t *lj, in
         char l[320];
         snprintf(l, sizeof(l), "%s,", lj[i].labels);
         size_t off = strlen(l);
-        prom_labels(l + off, sizeof(l) - off, "state", state_name(atomic_load(&j->state)),
+        prom_labels(l + off, sizeof(l) - off, "state", life_state_name(atomic_load(&j->state)),
                     "protocol", j->proto->name, "optimizer",
                     j->opt ? optim_kind_name(j->opt->cfg.kind) : "none", NULL);
         prom_u64(out, "inagg_switch_job_info", l, 1);

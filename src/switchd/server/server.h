@@ -3,10 +3,8 @@
  * by the control thread, read by the dataplane threads), the dataplane threads, the control
  * thread. Only src/switchd/server/ includes this.
  *
- * Retiring a job: the control thread unpublishes it from the table, notes the dataplane
- * threads' epochs, and frees it once every dataplane thread has passed through its loop head
- * (its `epoch` changed), after which no thread can still hold a pointer to it (a
- * quiescent-state grace period). It does not wait for that: it checks on every pass.
+ * A dataplane thread bumps its `epoch` at every loop head: a retired job is freed once every
+ * running thread's epoch changed since it was unpublished (lifecycle.c).
  */
 #ifndef INAGG_SWITCH_SERVER_H
 #define INAGG_SWITCH_SERVER_H
@@ -15,6 +13,7 @@
 #include <stdatomic.h>
 
 #include "switchd/server/job.h"
+#include "switchd/server/lifecycle.h"
 #include "switchd/switchd.h"
 
 typedef struct dp_thread {
@@ -91,13 +90,6 @@ uint64_t stats_retire(struct inagg_switch *sw, const job_t *j);
 /* After its grace period: bring record k up to the job's final counters (if it is still
  * kept) and log them (under stats_lock). */
 void stats_retire_final(struct inagg_switch *sw, const job_t *j, uint64_t k);
-
-/* Wait for a grace period: every running dataplane thread passed its loop head. */
-void server_quiesce(struct inagg_switch *sw);
-/* The same without waiting: note the threads' epochs now (seen[threads]), and later ask
- * whether every running thread has passed its loop head since (1) or not yet (0). */
-void server_epochs(struct inagg_switch *sw, uint64_t *seen);
-int server_passed(struct inagg_switch *sw, const uint64_t *seen);
 
 static inline uint64_t server_now_ms(void) { return util_now_ns() / 1000000ull; }
 

@@ -193,10 +193,7 @@ static uint64_t drops_total(const uint64_t v[STAT_COUNT])
     return n;
 }
 
-static const char *state_name(int s)
-{
-    return s == JOB_ACTIVE ? "active" : s == JOB_JOINING ? "joining" : "failed";
-}
+static const char *state_name(int s) { return life_state_name(s); }
 
 static const char *float_name(uint32_t m) { return m == INAGG_FLOAT_NATIVE ? "native" : "fixed"; }
 

@@ -4,7 +4,6 @@
  * threads until switch_stop(). Its counters are written by stats.c.
  */
 #include <errno.h>
-#include <sched.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,31 +18,6 @@
 #include "lib/wire/dpauth.h"
 #include "switchd/server/server.h"
 #include "switchd/server/upstream.h"
-
-void server_epochs(struct inagg_switch *sw, uint64_t *seen)
-{
-    for (uint32_t t = 0; t < sw->cfg.threads; t++)
-        seen[t] = atomic_load(&sw->threads[t].epoch);
-}
-
-int server_passed(struct inagg_switch *sw, const uint64_t *seen)
-{
-    for (uint32_t t = 0; t < sw->cfg.threads; t++)
-        if (atomic_load(&sw->threads[t].running) && atomic_load(&sw->threads[t].epoch) == seen[t])
-            return 0;
-    return 1;
-}
-
-void server_quiesce(struct inagg_switch *sw)
-{
-    uint64_t seen[SWITCH_MAX_THREADS];
-    for (uint32_t t = 0; t < sw->cfg.threads; t++)
-        seen[t] = atomic_load(&sw->threads[t].epoch);
-    for (uint32_t t = 0; t < sw->cfg.threads; t++)
-        while (atomic_load(&sw->threads[t].running) &&
-               atomic_load(&sw->threads[t].epoch) == seen[t])
-            sched_yield();
-}
 
 static void close_endpoints(struct inagg_switch *sw)
 {

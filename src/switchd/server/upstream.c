@@ -1,7 +1,7 @@
 /*
  * upstream.c - a leaf switch's membership in its upstream switch's job (upstream.h): the
  * thread that joins it and watches its control connection, and the control thread's side
- * (activation, failure, leaving). The data path is in dataplane.c (dp_send_upstream, and
+ * (starting it, reading its state, the dataplane membership, ending it). The data path is in dataplane.c (dp_send_upstream, and
  * the upstream packets it hands to the job's protocol).
  */
 #include <errno.h>
@@ -16,8 +16,6 @@
 #include "lib/client/join_client.h"
 #include "switchd/server/upstream.h"
 
-enum { UPJ_JOINING = 0, UPJ_READY, UPJ_FAILED };
-
 /* The longest a connect or a write to the upstream may block: the thread must see a stop
  * soon (switch_stop waits UPSTREAM_STOP_MS at most for it). */
 #define UP_BLOCK_MS 4000
@@ -30,12 +28,12 @@ typedef struct upjob {
     int has_verifier;
     uint8_t verifier[32];
     int no_dpauth; /* the local job's dataplane goes without MACs: so does this one's */
-    dpauth_keys_t keys; /* UPJ_READY with joined.dpauth: this switch's keys upstream */
-    _Atomic int state; /* UPJ_*: written by the thread, read by the control thread */
+    dpauth_keys_t keys; /* UPSTREAM_READY with joined.dpauth: this switch's keys upstream */
+    _Atomic int state; /* enum upstream_state: written by the thread, read by the control thread */
     atomic_int stop; /* set once by the control thread: the thread ends and frees this */
     _Atomic int leave; /* with stop: send LEAVE first */
-    wire_joined_t joined; /* UPJ_READY: the upstream job */
-    char reason[300]; /* UPJ_FAILED: why */
+    wire_joined_t joined; /* UPSTREAM_READY: the upstream job */
+    char reason[300]; /* UPSTREAM_FAILED: why */
     int fd;
     ctl_reader_t rd;
 } upjob_t;
@@ -47,7 +45,7 @@ static void up_fail(upjob_t *u, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(u->reason, sizeof(u->reason), fmt, ap);
     va_end(ap);
-    atomic_store_explicit(&u->state, UPJ_FAILED, memory_order_release);
+    atomic_store_explicit(&u->state, UPSTREAM_FAILED, memory_order_release);
 }
 
 static int block_ms(const upjob_t *u)
@@ -57,7 +55,7 @@ static int block_ms(const upjob_t *u)
 
 /* Join the upstream job with the one JOIN client (control/join_client.h), retrying its
  * transient refusals for the job's timeout: 0 with u->joined set, or -errno with
- * UPJ_FAILED (-ECANCELED: stopped, no failure to report). */
+ * UPSTREAM_FAILED (-ECANCELED: stopped, no failure to report). */
 static int join_upstream(upjob_t *u)
 {
     const switch_config_t *cfg = &u->sw->cfg;
@@ -101,7 +99,7 @@ static int join_upstream(upjob_t *u)
         up_fail(u, "upstream switch %s gave the job other parameters", addr);
         return -EPROTO;
     }
-    atomic_store_explicit(&u->state, UPJ_READY, memory_order_release);
+    atomic_store_explicit(&u->state, UPSTREAM_READY, memory_order_release);
     return 0;
 }
 
@@ -110,7 +108,7 @@ static int join_upstream(upjob_t *u)
 static void watch(upjob_t *u)
 {
     char line[CTL_LINE_MAX];
-    while (!atomic_load(&u->stop) && atomic_load(&u->state) == UPJ_READY) {
+    while (!atomic_load(&u->stop) && atomic_load(&u->state) == UPSTREAM_READY) {
         int rc = ctl_read_line(u->fd, &u->rd, line, sizeof(line), 100);
         if (rc == -ETIMEDOUT)
             continue;
@@ -137,7 +135,7 @@ static void *up_main(void *arg)
         usleep(20000);
     while (!atomic_load(&u->stop))
         usleep(1000); /* switch_stop ends every job, which sets it */
-    if (u->fd >= 0 && atomic_load(&u->leave) && atomic_load(&u->state) == UPJ_READY)
+    if (u->fd >= 0 && atomic_load(&u->leave) && atomic_load(&u->state) == UPSTREAM_READY)
         (void)ctl_write_line(u->fd, wire_verb_name(WIRE_VERB_LEAVE), 1000);
     if (u->fd >= 0)
         close(u->fd);
@@ -146,14 +144,11 @@ static void *up_main(void *arg)
     return NULL;
 }
 
-int upstream_begin(control_t *ctl, job_t *j)
+int upstream_begin(struct inagg_switch *sw, job_t *j, uint32_t contributors)
 {
-    struct inagg_switch *sw = ctl->sw;
     upjob_t *u = calloc(1, sizeof(*u));
-    if (!u) {
-        control_refuse_joining(ctl, j, WIRE_REFUSED_SYSTEM, "out of memory for the upstream");
+    if (!u)
         return -ENOMEM;
-    }
     u->sw = sw;
     u->fd = -1;
     snprintf(u->name, sizeof(u->name), "%s", j->name);
@@ -162,7 +157,7 @@ int upstream_begin(control_t *ctl, job_t *j)
     u->float_mode = j->float_mode;
     u->protocol = j->proto->id;
     u->timeout_ms = j->timeout_ms;
-    u->contributors = admit_contributors(j);
+    u->contributors = contributors;
     u->has_verifier = j->has_verifier;
     memcpy(u->verifier, j->verifier, sizeof(u->verifier));
     u->no_dpauth = j->has_verifier && !j->dp_auth;
@@ -172,7 +167,6 @@ int upstream_begin(control_t *ctl, job_t *j)
     if (rc != 0) {
         atomic_fetch_sub(&sw->up_threads, 1);
         free(u);
-        control_refuse_joining(ctl, j, WIRE_REFUSED_SYSTEM, "cannot start the upstream thread");
         return -rc;
     }
     pthread_detach(tid);
@@ -182,31 +176,22 @@ int upstream_begin(control_t *ctl, job_t *j)
     return 0;
 }
 
-void upstream_poll(control_t *ctl, job_t *j)
+enum upstream_state upstream_state(const job_t *j, char *reason, size_t cap)
 {
-    struct inagg_switch *sw = ctl->sw;
-    upjob_t *u = j->upj;
+    const upjob_t *u = j->upj;
     int st = atomic_load_explicit(&u->state, memory_order_acquire);
-    int js = atomic_load(&j->state);
-    if (st == UPJ_FAILED) {
-        char reason[sizeof(u->reason)];
-        snprintf(reason, sizeof(reason), "%s", u->reason);
-        upstream_end(sw, j, 0);
-        if (js == JOB_JOINING)
-            control_refuse_joining(ctl, j, WIRE_REFUSED, reason);
-        else
-            control_fail_job(ctl, j, "%s", reason);
-        return;
-    }
-    if (st != UPJ_READY || js != JOB_JOINING || j->up.on)
-        return;
+    if (st == UPSTREAM_FAILED)
+        snprintf(reason, cap, "%s", u->reason);
+    return (enum upstream_state)st;
+}
+
+int upstream_attach(struct inagg_switch *sw, job_t *j)
+{
+    const upjob_t *u = j->upj;
     const wire_joined_t *jd = &u->joined;
     transport_addr_t q0;
-    if (transport_parse_addr("udp", sw->cfg.upstream, &q0) != 0) { /* checked at start */
-        upstream_end(sw, j, 0);
-        control_refuse_joining(ctl, j, WIRE_REFUSED, "bad upstream address");
-        return;
-    }
+    if (transport_parse_addr("udp", sw->cfg.upstream, &q0) != 0)
+        return -EINVAL;
     transport_addr_set_port(&q0, (uint16_t)jd->port);
     j->up = (job_up_t){.on = 1,
                        .job = (uint16_t)jd->id,
@@ -222,7 +207,7 @@ void upstream_poll(control_t *ctl, job_t *j)
         atomic_store_explicit(&sw->up_jobs[jd->id], j, memory_order_release);
     LOG_I("job '%s' (id %u) joined upstream job %u at %s", j->name, j->id, jd->id,
           sw->cfg.upstream);
-    admit_activate(ctl, j);
+    return 0;
 }
 
 void upstream_end(struct inagg_switch *sw, job_t *j, int leave)

@@ -216,7 +216,9 @@ static inagg_comm_t *join_job(coll_inagg_module_t *m, struct ompi_communicator_t
     if (ic)
         inagg_comm_destroy(ic);
     g_switch_gave_up = 1;
-    if (m->rank == 0 && !g_warned++)
+    int warn = m->rank == 0 && !g_warned;
+    g_warned = 1; /* on every rank: the failure was agreed, one line per job is enough */
+    if (warn)
         fprintf(stderr,
                 COLL_INAGG_TAG "switch %s not usable (rank %d: %s); allreduce stays with "
                                "MPI\n",

@@ -237,12 +237,14 @@ $(BUILD)/libinagg-pmpi.so: $(PMPI_PIC) $(WORKER_PIC) src/apps/mpi/pmpi.map
 # The Open MPI component coll/inagg (src/apps/ompi/, docs/INTEGRATIONS.md): built out of tree
 # against Open MPI's development headers (Debian: libopenmpi-dev), with its own copy of the
 # worker library and of the route, exporting only mca_coll_inagg_component (ompi_coll.map).
-# `make install` puts it in Open MPI's component directory (ompi_info's pkglibdir, or
-# OMPI_COMPONENT_DIR=...), where mpirun finds it.
+# `make install` puts it where mpirun finds it, Open MPI's component directory (ompi_info's
+# pkglibdir, under DESTDIR) when PREFIX is /usr or /usr/local; under another PREFIX in
+# $(LIBDIR)/openmpi, which --mca mca_base_component_path names (OMPI_COMPONENT_DIR=... to choose).
 OMPI_INCDIRS := $(if $(MPICC),$(shell $(MPICC) --showme:incdirs 2>/dev/null))
 OMPI_LIBDIRS := $(if $(MPICC),$(shell $(MPICC) --showme:libdirs 2>/dev/null))
 OMPI_HAVE_COLL := $(if $(OMPI_INCDIRS),$(firstword $(wildcard $(addsuffix /ompi/mca/coll/coll.h,$(OMPI_INCDIRS)))))
-OMPI_COMPONENT_DIR ?= $(if $(OMPI_HAVE_COLL),$(shell ompi_info --path pkglibdir --parsable 2>/dev/null | sed -n 's/^path:pkglibdir://p'))
+OMPI_PKGLIBDIR = $(if $(OMPI_HAVE_COLL),$(shell ompi_info --path pkglibdir --parsable 2>/dev/null | sed -n 's/^path:pkglibdir://p'))
+OMPI_COMPONENT_DIR ?= $(if $(filter /usr /usr/local,$(PREFIX)),$(OMPI_PKGLIBDIR),$(LIBDIR)/openmpi)
 OMPI_COLL_PIC := $(BUILD)/ompi/coll_inagg_component.pic.o $(BUILD)/ompi/coll_inagg_module.pic.o \
                  $(BUILD)/mpi/route.pic.o $(BUILD)/mpi/probe.pic.o
 .PHONY: ompi-coll

@@ -57,9 +57,13 @@ if grep -q 'MCA coll: inagg (MCA v2.1.0, API v2.0.0' <<<"$info" && [ -z "$absent
 else bad $t "missing:$absent: $(head -n 3 <<<"$info")"; fi
 
 t=make_install_puts_the_component_in_open_mpi_s_directory
+# a system prefix: Open MPI's own directory (under DESTDIR); another prefix: its lib/openmpi
 if timeout 300 make -s install DESTDIR="$tmp/dest" PREFIX=/usr/local >"$tmp/install.log" 2>&1 &&
-   cmp -s "$COMP" "$tmp/dest$pkglibdir/mca_coll_inagg.so"; then ok "$t ($pkglibdir)"
-else bad $t "$(tail -n 3 "$tmp/install.log"; ls "$tmp/dest$pkglibdir" 2>&1)"; fi
+   cmp -s "$COMP" "$tmp/dest$pkglibdir/mca_coll_inagg.so" &&
+   timeout 300 make -s install PREFIX="$tmp/prefix" >>"$tmp/install.log" 2>&1 &&
+   cmp -s "$COMP" "$tmp/prefix/lib/openmpi/mca_coll_inagg.so"; then
+    ok "$t ($pkglibdir; PREFIX/lib/openmpi under another prefix)"
+else bad $t "$(tail -n 3 "$tmp/install.log"; ls "$tmp/dest$pkglibdir" "$tmp/prefix/lib/openmpi" 2>&1)"; fi
 
 if ! timeout 120 mpicc -O2 -Wall -Wextra -Werror tests/ompi_check.c -o "$tmp/check" 2>"$tmp/cc.err"; then
     bad ompi_check_builds "mpicc: $(head -n 3 "$tmp/cc.err")"; finish
@@ -78,9 +82,16 @@ SW=127.0.0.1:$port
 MPIRUN=(mpirun --oversubscribe --mca mpi_yield_when_idle 1 --mca btl self,vader,tcp
         --mca btl_tcp_if_include lo -n 4 --mca coll_inagg_priority 100)
 [ "$(id -u)" = 0 ] && MPIRUN=(mpirun --allow-run-as-root "${MPIRUN[@]:1}")
-run() { # LOG MCA-ARGS...: the checked program with the component; its status
-    local log=$1; shift
-    timeout 120 "${MPIRUN[@]}" "$@" "$tmp/check" >"$log" 2>&1
+# run LOG MCA-ARGS...: the checked program with the component; its status. LOG gets each
+# rank's output whole, one rank after another (mpirun's own copy of the ranks' streams can cut
+# one rank's line with another's), or mpirun's output when no rank wrote any.
+run() {
+    local log=$1 rc; shift
+    rm -rf "$log.d"
+    timeout 120 "${MPIRUN[@]}" --output-filename "$log.d" "$@" "$tmp/check" >"$log.mpirun" 2>&1
+    rc=$?
+    cat "$log.d"/*/rank.*/std* >"$log" 2>/dev/null || cp "$log.mpirun" "$log"
+    return $rc
 }
 packets_in() { ./build/inagg switch --stats "$SW" | sed -n 's/^packets in=\([0-9]*\) .*/\1/p'; }
 summary() { grep -E '^ompi_check: [0-9]+ passed, [0-9]+ failed$' "$1" | tail -n1; }
@@ -132,8 +143,7 @@ if [ $rc -eq 0 ] && passed "$tmp/dead" && [ "$(grep -c '^coll/inagg:' "$tmp/dead
 else bad $t "rc $rc: $(head -n 5 "$tmp/dead")"; fi
 
 t=ompi_coll_without_a_switch_stays_out_silently
-env -u INAGG_SWITCH timeout 120 "${MPIRUN[@]}" --mca coll_inagg_verbose 2 "$tmp/check" >"$tmp/none" 2>&1
-rc=$?
+(unset INAGG_SWITCH; run "$tmp/none" --mca coll_inagg_verbose 2); rc=$?
 if [ $rc -eq 0 ] && passed "$tmp/none" && ! grep -q '^coll/inagg:' "$tmp/none"; then
     ok "$t ($(summary "$tmp/none"))"
 else bad $t "rc $rc: $(head -n 5 "$tmp/none")"; fi

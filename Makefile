@@ -245,7 +245,7 @@ OMPI_LIBDIRS := $(if $(MPICC),$(shell $(MPICC) --showme:libdirs 2>/dev/null))
 OMPI_HAVE_COLL := $(if $(OMPI_INCDIRS),$(firstword $(wildcard $(addsuffix /ompi/mca/coll/coll.h,$(OMPI_INCDIRS)))))
 OMPI_PKGLIBDIR = $(if $(OMPI_HAVE_COLL),$(shell ompi_info --path pkglibdir --parsable 2>/dev/null | sed -n 's/^path:pkglibdir://p'))
 OMPI_COMPONENT_DIR ?= $(if $(filter /usr /usr/local,$(PREFIX)),$(OMPI_PKGLIBDIR),$(LIBDIR)/openmpi)
-OMPI_COLL_PIC := $(BUILD)/ompi/coll_inagg_component.pic.o $(BUILD)/ompi/coll_inagg_module.pic.o \
+OMPI_COLL_PIC := $(patsubst src/apps/ompi/%.c,$(BUILD)/ompi/%.pic.o,$(wildcard src/apps/ompi/*.c)) \
                  $(BUILD)/mpi/route.pic.o $(BUILD)/mpi/probe.pic.o
 .PHONY: ompi-coll
 ompi-coll: $(BUILD)/mca_coll_inagg.so

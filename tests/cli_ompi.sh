@@ -5,8 +5,8 @@
 # component directory, and selected by `--mca coll_inagg_priority 100` under an unmodified
 # program (tests/ompi_check.c: every allreduce result checked, 1 element to 4 MiB) with a
 # switch on loopback:
-#   - the one-host rule overridden: the sums go through the switch (per-call lines, switch
-#     counters), every result right, MPI_MAX and MPI_DOUBLE with MPI;
+#   - the one-host rule overridden: the sums, blocking and MPI_Iallreduce, go through the switch
+#     (per-call lines, switch counters), every result right, MPI_MAX and MPI_DOUBLE with MPI;
 #   - the default route: four ranks on one host stay with MPI, nothing reaches the switch;
 #   - the size threshold: calls under coll_inagg_min_bytes stay with MPI, saying so;
 #   - a switch that does not answer: one warning, every result right through MPI;
@@ -97,7 +97,7 @@ packets_in() { ./build/inagg switch --stats "$SW" | sed -n 's/^packets in=\([0-9
 summary() { grep -E '^ompi_check: [0-9]+ passed, [0-9]+ failed$' "$1" | tail -n1; }
 passed() { grep -qE '^ompi_check: [1-9][0-9]* passed, 0 failed$' "$1"; }
 # per-call lines: "coll/inagg: rank R: allreduce of N TYPE (sum) on COMM -> inagg|MPI (why)"
-routes() { grep -c "^coll/inagg: rank [0-9]: allreduce of .* -> $2" "$1"; }
+routes() { grep -c "^coll/inagg: rank [0-9]: i\?allreduce of .* -> $2" "$1"; }
 
 t=ompi_coll_sums_through_the_switch_every_result_right
 before=$(packets_in)
@@ -109,6 +109,8 @@ if [ $rc -eq 0 ] && passed "$tmp/sw1" && [ "$n_inagg" -gt 0 ] &&
    [ $((after - before)) -gt "$n_inagg" ] &&
    grep -q 'allreduce of 1 MPI_INT (sum) on MPI_COMM_WORLD -> inagg$' "$tmp/sw1" &&
    grep -q 'allreduce of 1048576 MPI_FLOAT (sum) on MPI_COMM_WORLD -> inagg$' "$tmp/sw1" &&
+   grep -q 'rank 0: iallreduce of 100003 MPI_FLOAT (sum) on MPI_COMM_WORLD -> inagg$' "$tmp/sw1" &&
+   grep -q 'rank 0: iallreduce of 1 MPI_INT (not sum) on MPI_COMM_WORLD -> MPI (the op' "$tmp/sw1" &&
    grep -q 'allreduce of 1 MPI_INT (not sum) on .* -> MPI (the op is not MPI_SUM)$' "$tmp/sw1" &&
    grep -q 'MPI_DOUBLE (sum) on .* -> MPI (the datatype is not a 4-byte int or float' "$tmp/sw1" &&
    [ "$(grep -c '^coll/inagg: .*: job ompi-.* on switch '"$SW"', [24] ranks$' "$tmp/sw1")" = 4 ]; then

@@ -3,7 +3,8 @@
  * tests/cli_ompi.sh: sums of MPI_INT, MPI_INT32_T, MPI_FLOAT (and MPI_INTEGER, MPI_REAL where
  * Fortran types exist) from 1 element to 4 MiB, in place and not, on MPI_COMM_WORLD, on a
  * duplicate of it and on halves split from it, then calls the switch does not serve (MPI_MAX,
- * MPI_DOUBLE) on the same communicators. Every element is compared with the sum computed here.
+ * MPI_DOUBLE) on the same communicators, and MPI_Iallreduce finished by an MPI_Testall loop.
+ * Every element is compared with the sum computed here.
  * Floats hold small integers, so any order of adding gives the exact sum.
  *
  *   mpirun -n 4 ompi_check                   rank 0 prints "ompi_check: N passed, M failed"
@@ -93,6 +94,49 @@ static void others(MPI_Comm comm, const char *name)
     check(comm, e[1] == 1.5 * size && e[0] == -e[2], what);
 }
 
+/* Nonblocking: three MPI_Iallreduce in flight (an int sum, a float sum in place, an int max
+ * the switch does not serve), a blocking sum while they are, then a bounded MPI_Testall loop
+ * (Open MPI's progress completes them) and MPI_Waitall; every result checked. */
+static void nonblocking(MPI_Comm comm, const char *name, long n)
+{
+    int rank, size, mx = -1;
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &size);
+    int32_t *a = malloc((size_t)n * 4), *b = malloc((size_t)n * 4);
+    float *f = malloc((size_t)n * 4);
+    if (!a || !b || !f)
+        return;
+    for (long i = 0; i < n; i++) {
+        a[i] = value(rank, i);
+        b[i] = -12345;
+        f[i] = (float)value(rank, i);
+    }
+    MPI_Request req[3];
+    MPI_Iallreduce(a, b, (int)n, MPI_INT, MPI_SUM, comm, &req[0]);
+    MPI_Iallreduce(MPI_IN_PLACE, f, (int)n, MPI_FLOAT, MPI_SUM, comm, &req[1]);
+    MPI_Iallreduce(&rank, &mx, 1, MPI_INT, MPI_MAX, comm, &req[2]);
+    int between = sum_ok(comm, MPI_FLOAT, 1, n, 0);
+    int done = 0;
+    double t0 = MPI_Wtime();
+    while (!done && MPI_Wtime() - t0 < 60)
+        MPI_Testall(3, req, &done, MPI_STATUSES_IGNORE);
+    if (!done)
+        MPI_Waitall(3, req, MPI_STATUSES_IGNORE);
+    int ok = done && between && mx == size - 1;
+    for (long i = 0; i < n && ok; i++)
+        ok =
+            b[i] == expected(size, i) && f[i] == (float)expected(size, i) && a[i] == value(rank, i);
+    char what[160];
+    snprintf(what, sizeof(what),
+             "%s: %ld elements: two Iallreduce sums and a max, a blocking sum "
+             "between, Testall%s",
+             name, n, done ? "" : " (did not complete in 60 s)");
+    check(comm, ok, what);
+    free(a);
+    free(b);
+    free(f);
+}
+
 static void sums_on(MPI_Comm comm, const char *name, int max_log2)
 {
     struct {
@@ -123,6 +167,8 @@ static void sums_on(MPI_Comm comm, const char *name, int max_log2)
         }
     }
     others(comm, name);
+    nonblocking(comm, name, 7);
+    nonblocking(comm, name, 100003);
 }
 
 static int timing(long n, int iters)

@@ -12,6 +12,8 @@
 #include <mpi.h>
 #include <ompi/mca/coll/coll.h>
 
+#include <pthread.h>
+
 #include "apps/mpi/route.h"
 #include "inagg.h"
 
@@ -39,10 +41,14 @@ extern coll_inagg_component_t mca_coll_inagg_component;
 typedef struct coll_inagg_module {
     mca_coll_base_module_t super;
     inagg_comm_t *ic; /* NULL: every call goes to the previous module */
+    int failed; /* a call through the switch failed: the rest go to the previous module */
+    pthread_mutex_t mu; /* ic is used by one thread at a time (the caller, or progress) */
     route_locality_t hosts;
     struct ompi_communicator_t *comm; /* the communicator it was enabled on */
     mca_coll_base_module_allreduce_fn_t prev_allreduce;
     mca_coll_base_module_t *prev_allreduce_module;
+    mca_coll_base_module_iallreduce_fn_t prev_iallreduce;
+    mca_coll_base_module_t *prev_iallreduce_module;
     unsigned long n_switch, n_mpi; /* calls each way, for coll_inagg_verbose >= 1 */
     char name[MPI_MAX_OBJECT_NAME]; /* the communicator's name at enable time */
     int rank;
@@ -56,5 +62,25 @@ mca_coll_base_module_t *coll_inagg_comm_query(struct ompi_communicator_t *comm, 
 
 /* The routing policy from the parameters, parsed at the first use (rank `rank` warns). */
 const route_policy_t *coll_inagg_policy(int rank);
+
+/* The route of one call on module m (route.h), its line for coll_inagg_verbose=2, and the
+ * inagg element type when it goes through the switch: NULL, or why MPI keeps it. `what`
+ * names the call in that line (allreduce, iallreduce). */
+const char *coll_inagg_route(coll_inagg_module_t *m, const char *what, const void *sbuf, void *rbuf,
+                             int count, struct ompi_datatype_t *dtype, struct ompi_op_t *op,
+                             struct ompi_communicator_t *comm, inagg_dtype_t *idt, char *why,
+                             size_t len);
+/* An inagg result as an MPI code; a failure is reported on stderr and marks the module failed. */
+int coll_inagg_finish_code(coll_inagg_module_t *m, inagg_result_t rc);
+
+/* MPI_Iallreduce (coll_inagg_iallreduce.c): through the switch behind an MPI generalized
+ * request that Open MPI's progress engine completes, or the displaced module's. */
+int coll_inagg_iallreduce(const void *sbuf, void *rbuf, int count, struct ompi_datatype_t *dtype,
+                          struct ompi_op_t *op, struct ompi_communicator_t *comm,
+                          ompi_request_t **request, mca_coll_base_module_t *module);
+/* Finish every request of module m still in flight (before its job is left). */
+void coll_inagg_complete_all(coll_inagg_module_t *m);
+/* The progress callback's end, when the component closes. */
+void coll_inagg_progress_off(void);
 
 #endif

@@ -23,6 +23,7 @@
 #include <string.h>
 
 static int coll_inagg_register(void);
+static int coll_inagg_close(void);
 
 coll_inagg_component_t mca_coll_inagg_component = {
     .super =
@@ -33,6 +34,7 @@ coll_inagg_component_t mca_coll_inagg_component = {
                     .mca_component_name = "inagg",
                     MCA_BASE_MAKE_VERSION(component, INAGG_VERSION_MAJOR, INAGG_VERSION_MINOR,
                                           INAGG_VERSION_PATCH),
+                    .mca_close_component = coll_inagg_close,
                     .mca_register_component_params = coll_inagg_register,
                 },
             .collm_data = {MCA_BASE_METADATA_PARAM_NONE},
@@ -99,6 +101,13 @@ static int coll_inagg_register(void)
             &c->connect_ms, 3000);
     add_int("timeout_ms", "The switch job's timeout in milliseconds (inagg_options_t.timeout_ms)",
             &c->timeout_ms, 30000);
+    return OMPI_SUCCESS;
+}
+
+/* Before Open MPI unloads the component: its progress callback must not outlive it. */
+static int coll_inagg_close(void)
+{
+    coll_inagg_progress_off();
     return OMPI_SUCCESS;
 }
 

@@ -11,7 +11,7 @@
  *
  * Each allreduce asks the shared route (apps/mpi/route.h): a sum of 4-byte ints or floats of at
  * least coll_inagg_min_bytes, on a communicator with a job, goes through the switch; anything
- * else goes to the displaced module. MPI_Iallreduce is not served: Open MPI's own stays.
+ * else goes to the displaced module. MPI_Iallreduce the same way (coll_inagg_iallreduce.c).
  */
 #include "apps/ompi/coll_inagg.h"
 
@@ -36,9 +36,13 @@ static unsigned g_jobs; /* jobs this process named (as a rank 0), for unique nam
 static void module_construct(coll_inagg_module_t *m)
 {
     m->ic = NULL;
+    m->failed = 0;
+    pthread_mutex_init(&m->mu, NULL);
     m->hosts = ROUTE_HOSTS_UNKNOWN;
     m->prev_allreduce = NULL;
     m->prev_allreduce_module = NULL;
+    m->prev_iallreduce = NULL;
+    m->prev_iallreduce_module = NULL;
     m->comm = NULL;
     m->n_switch = m->n_mpi = 0;
     m->rank = 0;
@@ -49,12 +53,18 @@ static void module_destruct(coll_inagg_module_t *m)
     if (mca_coll_inagg_component.verbose >= 1 && m->rank == 0 && m->comm)
         fprintf(stderr, COLL_INAGG_TAG "%s: %lu allreduce through the switch, %lu with MPI\n",
                 m->name, m->n_switch, m->n_mpi);
-    if (m->ic)
+    if (m->ic) {
+        coll_inagg_complete_all(m);
         inagg_comm_destroy(m->ic);
+    }
     m->ic = NULL;
     if (m->prev_allreduce_module)
         OBJ_RELEASE(m->prev_allreduce_module);
     m->prev_allreduce_module = NULL;
+    if (m->prev_iallreduce_module)
+        OBJ_RELEASE(m->prev_iallreduce_module);
+    m->prev_iallreduce_module = NULL;
+    pthread_mutex_destroy(&m->mu);
 }
 
 OBJ_CLASS_INSTANCE(coll_inagg_module_t, mca_coll_base_module_t, module_construct, module_destruct);
@@ -83,29 +93,27 @@ static int switch_dtype(struct ompi_datatype_t *dt, inagg_dtype_t *idt)
     return 0;
 }
 
-/* An inagg result as an MPI code; failures are reported on stderr. */
-static int finish_code(coll_inagg_module_t *m, inagg_result_t rc)
+int coll_inagg_finish_code(coll_inagg_module_t *m, inagg_result_t rc)
 {
     if (rc == INAGG_OK || rc == INAGG_ERR_OVERFLOW || rc == INAGG_ERR_NONFINITE)
         return MPI_SUCCESS; /* a wrapped int sum, a NaN: delivered as MPI delivers them */
-    fprintf(stderr,
-            COLL_INAGG_TAG "rank %d: allreduce through the switch failed: %s: %s; later calls "
-                           "on %s stay with MPI\n",
-            m->rank, inagg_strerror(rc), inagg_last_error(m->ic), m->name);
-    inagg_comm_destroy(m->ic);
-    m->ic = NULL;
+    if (!m->failed)
+        fprintf(stderr,
+                COLL_INAGG_TAG "rank %d: allreduce through the switch failed: %s: %s; later "
+                               "calls on %s stay with MPI\n",
+                m->rank, inagg_strerror(rc), inagg_last_error(m->ic), m->name);
+    m->failed = 1; /* the job is left with the communicator, when nothing is in flight */
     return MPI_ERR_OTHER;
 }
 
-static int coll_inagg_allreduce(const void *sbuf, void *rbuf, int count,
-                                struct ompi_datatype_t *dtype, struct ompi_op_t *op,
-                                struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
+const char *coll_inagg_route(coll_inagg_module_t *m, const char *what, const void *sbuf, void *rbuf,
+                             int count, struct ompi_datatype_t *dtype, struct ompi_op_t *op,
+                             struct ompi_communicator_t *comm, inagg_dtype_t *idt, char *why,
+                             size_t len)
 {
-    coll_inagg_module_t *m = (coll_inagg_module_t *)module;
-    inagg_dtype_t idt = INAGG_INT32;
-    route_call_t c = {.has_job = m->ic != NULL && comm == m->comm,
+    route_call_t c = {.has_job = m->ic != NULL && !m->failed && comm == m->comm,
                       .op_is_sum = op == MPI_SUM,
-                      .dtype_ok = switch_dtype(dtype, &idt),
+                      .dtype_ok = switch_dtype(dtype, idt),
                       .count = count,
                       .elem_bytes = 4,
                       .has_recv = rbuf != NULL,
@@ -115,20 +123,34 @@ static int coll_inagg_allreduce(const void *sbuf, void *rbuf, int count,
         size_t bytes = (size_t)count * 4;
         c.buffers_overlap = !sbuf || (s < r + bytes && r < s + bytes);
     }
-    char why[160];
-    const char *no = route_decide(coll_inagg_policy(m->rank), &c, why, sizeof(why));
+    const char *no = route_decide(coll_inagg_policy(m->rank), &c, why, len);
     if (mca_coll_inagg_component.verbose >= 2)
-        fprintf(stderr, COLL_INAGG_TAG "rank %d: allreduce of %d %s (%s) on %s -> %s%s%s\n",
-                m->rank, count, dtype->name[0] ? dtype->name : "(unnamed type)",
+        fprintf(stderr, COLL_INAGG_TAG "rank %d: %s of %d %s (%s) on %s -> %s%s%s\n", m->rank, what,
+                count, dtype->name[0] ? dtype->name : "(unnamed type)",
                 c.op_is_sum ? "sum" : "not sum", comm->c_name, no ? "MPI (" : "inagg", no ? no : "",
                 no ? ")" : "");
-    if (no) {
+    if (no)
         m->n_mpi++;
+    else
+        m->n_switch++;
+    return no;
+}
+
+static int coll_inagg_allreduce(const void *sbuf, void *rbuf, int count,
+                                struct ompi_datatype_t *dtype, struct ompi_op_t *op,
+                                struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
+{
+    coll_inagg_module_t *m = (coll_inagg_module_t *)module;
+    inagg_dtype_t idt = INAGG_INT32;
+    char why[160];
+    if (coll_inagg_route(m, "allreduce", sbuf, rbuf, count, dtype, op, comm, &idt, why,
+                         sizeof(why)))
         return m->prev_allreduce(sbuf, rbuf, count, dtype, op, comm, m->prev_allreduce_module);
-    }
-    m->n_switch++;
     const void *send = sbuf == MPI_IN_PLACE ? rbuf : sbuf;
-    int code = finish_code(m, inagg_allreduce(m->ic, send, rbuf, (size_t)count, idt, INAGG_SUM));
+    pthread_mutex_lock(&m->mu);
+    inagg_result_t rc = inagg_allreduce(m->ic, send, rbuf, (size_t)count, idt, INAGG_SUM);
+    int code = coll_inagg_finish_code(m, rc);
+    pthread_mutex_unlock(&m->mu);
     opal_progress(); /* an MPI collective also moves the caller's other requests along */
     return code;
 }
@@ -241,6 +263,15 @@ static int coll_inagg_module_enable(mca_coll_base_module_t *module,
     m->prev_allreduce = comm->c_coll->coll_allreduce;
     m->prev_allreduce_module = comm->c_coll->coll_allreduce_module;
     OBJ_RETAIN(m->prev_allreduce_module);
+    m->prev_iallreduce = comm->c_coll->coll_iallreduce;
+    m->prev_iallreduce_module = comm->c_coll->coll_iallreduce_module;
+    if (m->prev_iallreduce && m->prev_iallreduce_module) {
+        OBJ_RETAIN(m->prev_iallreduce_module);
+    } else { /* nothing below serves MPI_Iallreduce: this module does not either */
+        m->prev_iallreduce = NULL;
+        m->prev_iallreduce_module = NULL;
+        m->super.coll_iallreduce = NULL; /* Open MPI installs the functions after enable */
+    }
     m->comm = comm;
     m->rank = ompi_comm_rank(comm);
     snprintf(m->name, sizeof(m->name), "%s", comm->c_name);
@@ -272,5 +303,6 @@ mca_coll_base_module_t *coll_inagg_comm_query(struct ompi_communicator_t *comm, 
     *priority = k->priority;
     m->super.coll_module_enable = coll_inagg_module_enable;
     m->super.coll_allreduce = coll_inagg_allreduce;
+    m->super.coll_iallreduce = coll_inagg_iallreduce;
     return &m->super;
 }

@@ -48,10 +48,12 @@ VERSION       := $(shell sed -n 's/^\#define INAGG_VERSION_STRING "\(.*\)"/\1/p'
 SONAME        := libinagg.so.$(VERSION_MAJOR)
 
 # Sources by product (src/README.md): every .c of a product's folders, so a new file needs no
-# edit here. The MPI programs and the PMPI interposer (src/apps/mpi/) are built further down.
+# edit here. The MPI programs, the PMPI interposer (src/apps/mpi/) and the Open MPI component
+# (src/apps/ompi/) are built further down; of them only the route, pure C, is in libapps.a.
 WORKER_SRC := $(wildcard src/lib/*/*.c)
 SWITCH_SRC := $(wildcard src/switchd/*.c src/switchd/*/*.c)
-APPS_SRC   := $(filter-out src/apps/cli/% src/apps/mpi/%,$(wildcard src/apps/*/*.c))
+APPS_SRC   := $(filter-out src/apps/cli/% src/apps/mpi/% src/apps/ompi/%,$(wildcard src/apps/*/*.c)) \
+              src/apps/mpi/route.c
 CLI_SRC    := $(wildcard src/apps/cli/*.c)
 TEST_SRC   := $(wildcard tests/test_*.c) tests/harness.c tests/testutil.c
 
@@ -167,7 +169,10 @@ clean:
 #
 #   make install PREFIX=/opt/inagg [DESTDIR=...]   lib/libinagg.so.0 (+ .so, .a), include/inagg.h,
 #                                                  lib/pkgconfig/inagg.pc, bin/inagg, and
-#                                                  lib/libinagg-pmpi.so when OpenMPI is present
+#                                                  lib/libinagg-pmpi.so when OpenMPI is present,
+#                                                  mca_coll_inagg.so in Open MPI's component
+#                                                  directory when its headers are
+#   make ompi-coll       build/mca_coll_inagg.so: the Open MPI component coll/inagg
 #   make pmpi            build/libinagg-pmpi.so: LD_PRELOAD it under an unmodified MPI program
 #   make examples        build/examples/allreduce against the build tree
 #   make test-integrations   bash tests/cli_integrations.sh
@@ -189,7 +194,7 @@ $(BUILD)/inagg.pc: inagg.pc.in include/inagg/version.h
 .PHONY: $(BUILD)/inagg.pc
 
 install: $(BUILD)/libinagg.so $(BUILD)/libinagg.a $(BUILD)/inagg $(BUILD)/inagg.pc \
-         $(if $(MPICC),$(BUILD)/libinagg-pmpi.so)
+         $(if $(MPICC),$(BUILD)/libinagg-pmpi.so) $(if $(OMPI_HAVE_COLL),$(BUILD)/mca_coll_inagg.so)
 	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR)/inagg $(DESTDIR)$(PKGCONFIGDIR) \
 	    $(DESTDIR)$(BINDIR)
 	install -m 755 $(BUILD)/libinagg.so.$(VERSION) $(DESTDIR)$(LIBDIR)/
@@ -201,6 +206,8 @@ install: $(BUILD)/libinagg.so $(BUILD)/libinagg.a $(BUILD)/inagg $(BUILD)/inagg.
 	install -m 644 $(BUILD)/inagg.pc $(DESTDIR)$(PKGCONFIGDIR)/
 	install -m 755 $(BUILD)/inagg $(DESTDIR)$(BINDIR)/
 	$(if $(MPICC),install -m 755 $(BUILD)/libinagg-pmpi.so $(DESTDIR)$(LIBDIR)/)
+	$(if $(OMPI_HAVE_COLL),install -d $(DESTDIR)$(OMPI_COMPONENT_DIR))
+	$(if $(OMPI_HAVE_COLL),install -m 644 $(BUILD)/mca_coll_inagg.so $(DESTDIR)$(OMPI_COMPONENT_DIR)/)
 
 uninstall:
 	rm -f $(DESTDIR)$(LIBDIR)/libinagg.so.$(VERSION) $(DESTDIR)$(LIBDIR)/$(SONAME) \
@@ -208,6 +215,7 @@ uninstall:
 	    $(DESTDIR)$(LIBDIR)/libinagg-pmpi.so $(DESTDIR)$(INCLUDEDIR)/inagg.h \
 	    $(DESTDIR)$(INCLUDEDIR)/inagg/version.h $(DESTDIR)$(PKGCONFIGDIR)/inagg.pc \
 	    $(DESTDIR)$(BINDIR)/inagg
+	$(if $(OMPI_HAVE_COLL),rm -f $(DESTDIR)$(OMPI_COMPONENT_DIR)/mca_coll_inagg.so)
 	-rmdir $(DESTDIR)$(INCLUDEDIR)/inagg
 
 # The interposer carries its own copy of the worker library (position-independent objects)
@@ -215,15 +223,42 @@ uninstall:
 # nothing but itself under LD_PRELOAD and cannot clash with a libinagg the program links.
 pmpi: $(BUILD)/libinagg-pmpi.so
 
-PMPI_PIC := $(BUILD)/mpi/pmpi.pic.o $(BUILD)/mpi/pmpi_c.pic.o $(BUILD)/mpi/pmpi_fortran.pic.o
+PMPI_PIC := $(BUILD)/mpi/pmpi.pic.o $(BUILD)/mpi/pmpi_c.pic.o $(BUILD)/mpi/pmpi_fortran.pic.o \
+            $(BUILD)/mpi/route.pic.o $(BUILD)/mpi/probe.pic.o
 
-$(BUILD)/mpi/%.pic.o: src/apps/mpi/%.c src/apps/mpi/pmpi_int.h include/inagg.h include/inagg/version.h
+$(BUILD)/mpi/%.pic.o: src/apps/mpi/%.c src/apps/mpi/pmpi_int.h src/apps/mpi/route.h src/apps/mpi/probe.h include/inagg.h include/inagg/version.h
 	@mkdir -p $(dir $@)
 	$(MPICC) $(CFLAGS_BASE) -O2 -g -fPIC -c $< -o $@
 
 $(BUILD)/libinagg-pmpi.so: $(PMPI_PIC) $(WORKER_PIC) src/apps/mpi/pmpi.map
 	$(MPICC) -shared -Wl,--version-script=src/apps/mpi/pmpi.map -Wl,--no-undefined $(LDFLAGS) \
 	    -o $@ $(PMPI_PIC) $(WORKER_PIC) -ldl $(LDLIBS)
+
+# The Open MPI component coll/inagg (src/apps/ompi/, docs/INTEGRATIONS.md): built out of tree
+# against Open MPI's development headers (Debian: libopenmpi-dev), with its own copy of the
+# worker library and of the route, exporting only mca_coll_inagg_component (ompi_coll.map).
+# `make install` puts it where mpirun finds it, Open MPI's component directory (ompi_info's
+# pkglibdir, under DESTDIR) when PREFIX is /usr or /usr/local; under another PREFIX in
+# $(LIBDIR)/openmpi, which --mca mca_base_component_path names (OMPI_COMPONENT_DIR=... to choose).
+OMPI_INCDIRS := $(if $(MPICC),$(shell $(MPICC) --showme:incdirs 2>/dev/null))
+OMPI_LIBDIRS := $(if $(MPICC),$(shell $(MPICC) --showme:libdirs 2>/dev/null))
+OMPI_HAVE_COLL := $(if $(OMPI_INCDIRS),$(firstword $(wildcard $(addsuffix /ompi/mca/coll/coll.h,$(OMPI_INCDIRS)))))
+OMPI_PKGLIBDIR = $(if $(OMPI_HAVE_COLL),$(shell ompi_info --path pkglibdir --parsable 2>/dev/null | sed -n 's/^path:pkglibdir://p'))
+OMPI_COMPONENT_DIR ?= $(if $(filter /usr /usr/local,$(PREFIX)),$(OMPI_PKGLIBDIR),$(LIBDIR)/openmpi)
+OMPI_COLL_PIC := $(patsubst src/apps/ompi/%.c,$(BUILD)/ompi/%.pic.o,$(wildcard src/apps/ompi/*.c)) \
+                 $(BUILD)/mpi/route.pic.o $(BUILD)/mpi/probe.pic.o
+.PHONY: ompi-coll
+ompi-coll: $(BUILD)/mca_coll_inagg.so
+all: $(if $(and $(OMPI_HAVE_COLL),$(filter 0,$(SAN))),$(BUILD)/mca_coll_inagg.so)
+
+$(BUILD)/ompi/%.pic.o: src/apps/ompi/%.c src/apps/ompi/coll_inagg.h src/apps/mpi/route.h src/apps/mpi/probe.h include/inagg.h include/inagg/version.h
+	@mkdir -p $(dir $@)
+	$(if $(OMPI_HAVE_COLL),,@echo "ompi-coll: Open MPI's development headers (ompi/mca/coll/coll.h) are not installed: apt-get install libopenmpi-dev"; exit 2)
+	$(CC) $(filter-out -std=c11,$(CFLAGS_BASE)) -std=gnu11 $(addprefix -isystem ,$(OMPI_INCDIRS)) -O2 -g -fPIC -c $< -o $@
+
+$(BUILD)/mca_coll_inagg.so: $(OMPI_COLL_PIC) $(WORKER_PIC) src/apps/ompi/ompi_coll.map
+	$(CC) -shared -Wl,--version-script=src/apps/ompi/ompi_coll.map -Wl,--no-undefined $(LDFLAGS) \
+	    -o $@ $(OMPI_COLL_PIC) $(WORKER_PIC) $(addprefix -L,$(OMPI_LIBDIRS)) -lmpi -lopen-pal $(LDLIBS)
 
 examples: $(BUILD)/examples/allreduce
 

@@ -315,6 +315,11 @@ PMPI=$ROOT/build/libinagg-pmpi.so
 have_mpi=1
 if ! command -v mpicc >/dev/null 2>&1 || ! command -v mpirun >/dev/null 2>&1; then have_mpi=0
 elif [ ! -f "$PMPI" ]; then timeout 300 make -s pmpi >/dev/null 2>&1 || have_mpi=0; fi
+# Every rank here is on one host, where the default route keeps every call with MPI's shared
+# memory: these runs send every allreduce the switch can serve through it (INAGG_ONE_HOST=switch,
+# no size threshold), as a job across hosts would.
+export INAGG_ONE_HOST=switch INAGG_MIN_BYTES=0
+MPIRUN+=(-x INAGG_ONE_HOST -x INAGG_MIN_BYTES)
 preload() { # preload LOG PROGRAM...: run under the interposer with the switch
     local log=$1; shift
     INAGG_SWITCH=$SW INAGG_VERBOSE=1 timeout 300 "${MPIRUN[@]}" -x INAGG_SWITCH -x INAGG_VERBOSE \
@@ -354,6 +359,21 @@ else
        grep -q -- '-> MPI (the communicator does not hold every rank of MPI_COMM_WORLD)$' "$tmp/v2"; then
         ok "$t ($r0 lines on rank 0 = $totals)"
     else bad $t "rc $rc, rank 0: $r0 route lines, totals '$totals': $(grep -v '^inagg-pmpi: rank' "$tmp/v2" | tail -n 5)"; fi
+fi
+
+# The default route (no INAGG_ONE_HOST, no INAGG_MIN_BYTES): four ranks on one host stay with
+# MPI's shared memory, call by call, each saying why.
+t=pmpi_default_route_keeps_one_host_with_mpi
+if [ $have_mpi = 0 ] || [ ! -x "$tmp/check_c" ]; then skp $t "OpenMPI is not installed"
+else
+    env -u INAGG_ONE_HOST -u INAGG_MIN_BYTES INAGG_SWITCH=$SW INAGG_VERBOSE=2 timeout 300 \
+        "${MPIRUN[@]:0:${#MPIRUN[@]}-4}" -x INAGG_SWITCH -x INAGG_VERBOSE -x LD_PRELOAD="$PMPI" \
+        "$tmp/check_c" >"$tmp/dr" 2>&1; rc=$?
+    if [ $rc -eq 0 ] && [ "$(accelerated "$tmp/dr")" = 0 ] &&
+       [ "$(summary "$tmp/dr")" = "$(summary "$tmp/c0")" ] &&
+       grep -q 'MPI_FLOAT (sum) on MPI_COMM_WORLD -> MPI (every rank is on one host' "$tmp/dr" &&
+       ! grep -q -- '-> inagg$' "$tmp/dr"; then ok "$t ($(summary "$tmp/dr"))"
+    else bad $t "rc $rc: $(grep -v '^inagg-pmpi: rank' "$tmp/dr" | tail -n 5)"; fi
 fi
 
 t=pmpi_unreachable_switch_falls_back_with_one_warning

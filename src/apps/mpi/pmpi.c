@@ -12,6 +12,9 @@
  *   INAGG_FLOAT_MODE=native|fixed   how float32 is added in the switch (default native: float
  *                             adds, like MPI; fixed: SwitchML's block fixed point)
  *   INAGG_PMPI_MIN_COUNT=N    allreduces of fewer than N elements stay with MPI (default 1)
+ *   INAGG_MIN_BYTES=N[K|M|G]  allreduces of fewer bytes stay with MPI (default 64K, route.h)
+ *   INAGG_ONE_HOST=mpi|switch a communicator whose ranks all share one host stays with MPI's
+ *                             shared memory (mpi, the default) or goes through the switch too
  *   INAGG_PMPI_DTYPES=int,float   which element types go through the switch (default both)
  *   INAGG_TIMEOUT_MS=MS       the job's timeout (inagg_options_t.timeout_ms, default 30000)
  *   INAGG_PMPI_CONNECT_MS=MS  how long each rank tries to reach the switch in MPI_Init (3000):
@@ -59,6 +62,8 @@
 #include <unistd.h>
 
 #include "apps/mpi/pmpi_int.h"
+#include "apps/mpi/probe.h"
+#include "apps/mpi/route.h"
 #include "inagg.h"
 
 /* One MPI communicator whose allreduces go through the switch, with its own inagg job. */
@@ -66,6 +71,7 @@ struct tracked {
     MPI_Comm comm;
     inagg_comm_t *ic;
     pthread_mutex_t mu; /* an inagg communicator is used by one thread at a time */
+    route_locality_t hosts; /* whether its ranks share one host (route.h) */
     struct tracked *next;
 };
 
@@ -132,108 +138,10 @@ static void add_type(MPI_Datatype t, inagg_dtype_t idt)
     g_ntypes++;
 }
 
-static long ms_left(const struct timespec *deadline)
-{
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    long ms =
-        (deadline->tv_sec - now.tv_sec) * 1000L + (deadline->tv_nsec - now.tv_nsec) / 1000000L;
-    return ms > 0 ? ms : 0;
-}
-
-/* Wait for `events` on fd until the deadline: 1 when ready, 0 when the time is up. */
-static int wait_fd(int fd, short events, const struct timespec *deadline)
-{
-    for (;;) {
-        struct pollfd pfd = {fd, events, 0};
-        int n = poll(&pfd, 1, (int)ms_left(deadline));
-        if (n > 0)
-            return 1;
-        if (n == 0 || errno != EINTR || ms_left(deadline) == 0)
-            return 0;
-    }
-}
-
-/* Does the switch answer on its control port within `ms` in all: the TCP connection, then a
- * STATS request whose first reply line must arrive in that time too. A server that accepts
- * and never answers is found here, within `ms`, not by a join that waits for the job's
- * timeout. */
+/* Does the switch answer on its control port within `ms` (probe.h)? */
 static int probe_switch(const char *addr, int ms, char *why, size_t len)
 {
-    struct timespec deadline;
-    clock_gettime(CLOCK_MONOTONIC, &deadline);
-    deadline.tv_sec += ms / 1000;
-    deadline.tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (deadline.tv_nsec >= 1000000000L) {
-        deadline.tv_sec++;
-        deadline.tv_nsec -= 1000000000L;
-    }
-    char host[256];
-    snprintf(host, sizeof(host), "%s", addr);
-    char *colon = strrchr(host, ':');
-    if (!colon || colon == host || !colon[1]) {
-        snprintf(why, len, "INAGG_SWITCH='%.100s' is not HOST:PORT", addr);
-        return 0;
-    }
-    *colon = '\0';
-    struct addrinfo hints = {0}, *ai = NULL;
-    hints.ai_family = AF_INET;
-    hints.ai_socktype = SOCK_STREAM;
-    int gai = getaddrinfo(host, colon + 1, &hints, &ai);
-    if (gai != 0 || !ai) {
-        snprintf(why, len, "cannot resolve '%.100s': %.100s", addr, gai_strerror(gai));
-        return 0;
-    }
-    int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    int connected = 0, ok = 0;
-    if (fd < 0) {
-        snprintf(why, len, "socket: %s", strerror(errno));
-    } else if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0) {
-        connected = 1;
-    } else if (errno != EINPROGRESS) {
-        snprintf(why, len, "cannot connect to %.100s: %.100s", addr, strerror(errno));
-    } else {
-        int ready = wait_fd(fd, POLLOUT, &deadline);
-        int err = 0;
-        socklen_t elen = sizeof(err);
-        if (ready && getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &elen) == 0 && err == 0)
-            connected = 1;
-        else
-            snprintf(why, len,
-                     "cannot connect to %.100s within %d ms (INAGG_PMPI_CONNECT_MS): "
-                     "%.60s",
-                     addr, ms, ready ? strerror(err ? err : errno) : "timed out");
-    }
-    if (connected) {
-        static const char stats[] = "STATS\n";
-        char line[128];
-        size_t got = 0;
-        ssize_t w = send(fd, stats, sizeof(stats) - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
-        while (w == (ssize_t)sizeof(stats) - 1 && got < sizeof(line) - 1 &&
-               !memchr(line, '\n', got) && wait_fd(fd, POLLIN, &deadline)) {
-            ssize_t n = recv(fd, line + got, sizeof(line) - 1 - got, MSG_DONTWAIT);
-            if (n <= 0 && !(n < 0 && (errno == EAGAIN || errno == EINTR)))
-                break;
-            got += n > 0 ? (size_t)n : 0;
-        }
-        line[got] = '\0';
-        char *nl = strchr(line, '\n');
-        if (nl)
-            *nl = '\0';
-        if (got > 0 && strncmp(line, "ERR", 3) != 0)
-            ok = 1; /* the start of the counters (a long first line need not end here) */
-        else if (got > 0)
-            snprintf(why, len, "the switch at %.100s refused: %.100s", addr, line);
-        else
-            snprintf(why, len,
-                     "%.80s accepted the connection but did not answer within %d ms "
-                     "(INAGG_PMPI_CONNECT_MS): not an inagg switch, or a stuck one",
-                     addr, ms);
-    }
-    if (fd >= 0)
-        close(fd);
-    freeaddrinfo(ai);
-    return ok;
+    return switch_probe(addr, ms, "INAGG_PMPI_CONNECT_MS", why, len);
 }
 
 /*
@@ -275,13 +183,28 @@ static inagg_comm_t *agree_join(MPI_Comm comm, const char *job, int try_join, in
     return NULL;
 }
 
+/* Collective over comm: whether its ranks all share this host (MPI_COMM_TYPE_SHARED). */
+static route_locality_t comm_locality(MPI_Comm comm)
+{
+    MPI_Comm local = MPI_COMM_NULL;
+    int size = 0, local_size = 0;
+    if (PMPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local) != MPI_SUCCESS)
+        return ROUTE_HOSTS_UNKNOWN;
+    PMPI_Comm_size(comm, &size);
+    PMPI_Comm_size(local, &local_size);
+    PMPI_Comm_free(&local);
+    return local_size == size ? ROUTE_ONE_HOST : ROUTE_MANY_HOSTS;
+}
+
 static tracked_t *track(MPI_Comm comm, inagg_comm_t *ic)
 {
+    route_locality_t hosts = comm_locality(comm); /* every rank tracks it: collective */
     tracked_t *t = calloc(1, sizeof(*t));
     if (!t)
         return NULL;
     t->comm = comm;
     t->ic = ic;
+    t->hosts = hosts;
     pthread_mutex_init(&t->mu, NULL);
     pthread_mutex_lock(&g_mu);
     t->next = g_tracked;
@@ -587,34 +510,52 @@ static void log_route(int count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm, cons
             why ? ")" : "");
 }
 
-/* The tracked communicator when this allreduce goes through the switch, else NULL. */
+static route_policy_t g_route = ROUTE_POLICY_INIT;
+static pthread_once_t g_route_once = PTHREAD_ONCE_INIT;
+
+/* The routing policy from the environment, once (rank 0 warns of a bad value, kept default). */
+static void route_from_env(void)
+{
+    char err[160];
+    const char *mb = getenv("INAGG_MIN_BYTES"), *oh = getenv("INAGG_ONE_HOST");
+    if (mb && *mb &&
+        route_parse_bytes(mb, "INAGG_MIN_BYTES", &g_route.min_bytes, err, sizeof(err)) < 0 &&
+        G.rank == 0)
+        fprintf(stderr, TAG "%s; the threshold stays %u bytes\n", err, ROUTE_MIN_BYTES_DEFAULT);
+    if (oh && *oh && strcmp(oh, "mpi") != 0 && strcmp(oh, "switch") != 0 && G.rank == 0)
+        fprintf(stderr, TAG "INAGG_ONE_HOST='%.40s' is neither mpi nor switch; mpi it is\n", oh);
+    g_route.one_host_switch = oh && strcmp(oh, "switch") == 0;
+    g_route.min_count = G.min_count;
+}
+
+/* The tracked communicator when this allreduce goes through the switch, else NULL: route.c
+ * decides, from this call's facts. */
 tracked_t *accelerable(const void *sb, const void *rb, int count, MPI_Datatype dt, MPI_Op op,
                        MPI_Comm comm, inagg_dtype_t *idt)
 {
     char why[160];
-    const char *no = NULL;
     int k = 0;
     while (k < g_ntypes && g_types[k] != dt)
         k++;
-    if (!G.joined) {
-        no = "no switch job: the join in MPI_Init failed, or MPI_Finalize ran";
-    } else if (op != MPI_SUM) {
-        no = "the op is not MPI_SUM";
-    } else if (count < G.min_count) {
-        snprintf(why, sizeof(why), "count %d is below INAGG_PMPI_MIN_COUNT=%d", count, G.min_count);
-        no = why;
-    } else if (!rb) {
-        no = "no receive buffer";
-    } else if (k == g_ntypes) {
-        no = "the datatype is not a 4-byte int or float, or INAGG_PMPI_DTYPES leaves it out";
-    } else if (sb != MPI_IN_PLACE) { /* aliased buffers are MPI's to refuse, as it would */
+    if (G.joined)
+        pthread_once(&g_route_once, route_from_env);
+    tracked_t *t = G.joined ? lookup(comm) : NULL;
+    route_call_t c = {.has_job = t != NULL,
+                      .op_is_sum = op == MPI_SUM,
+                      .dtype_ok = k < g_ntypes,
+                      .count = count,
+                      .elem_bytes = 4,
+                      .has_recv = rb != NULL,
+                      .hosts = t ? t->hosts : ROUTE_HOSTS_UNKNOWN};
+    if (sb != MPI_IN_PLACE && rb) { /* aliased buffers are MPI's to refuse, as it would */
         const char *s = sb, *r = rb;
-        size_t bytes = (size_t)count * 4;
-        if (!sb || (s < r + bytes && r < s + bytes))
-            no = "the send and receive buffers overlap";
+        size_t bytes = count > 0 ? (size_t)count * 4 : 0;
+        c.buffers_overlap = !sb || (s < r + bytes && r < s + bytes);
     }
-    tracked_t *t = NULL;
-    if (!no && !(t = lookup(comm)))
+    const char *no = route_decide(&g_route, &c, why, sizeof(why));
+    if (no && !G.joined)
+        no = "no switch job: the join in MPI_Init failed, or MPI_Finalize ran";
+    else if (no && !t)
         no = "the communicator does not hold every rank of MPI_COMM_WORLD";
     log_route(count, dt, op, comm, no);
     if (no)

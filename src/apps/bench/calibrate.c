@@ -96,7 +96,7 @@ int calib_allreduce(const char *dir, model_calib_t *c, char *err, size_t errlen)
         c->worker_elem_s = wkr / 100.0 * window / ((double)CAL_ELEMS * CAL_ITERS);
         fprintf(stderr,
                 CAL_WHO ":   TAT %.1f ms, switch %.0f%% and each worker "
-                          "%.0f%% of a core, %.0f retransmissions\n",
+                        "%.0f%% of a core, %.0f retransmissions\n",
                 tat * 1e3, sw, wkr, retx);
     }
     free(text);
@@ -123,7 +123,7 @@ int calib_latency(const char *dir, int testbed, model_calib_t *c, char *err, siz
         else
             fprintf(stderr,
                     CAL_WHO ":   testbed latency failed (%s); loopback "
-                              "instead\n",
+                            "instead\n",
                     err);
     }
     if (rc != 0) {
@@ -148,7 +148,7 @@ int calib_latency(const char *dir, int testbed, model_calib_t *c, char *err, siz
     c->msg_s = mpi * 1e-6;
     fprintf(stderr,
             CAL_WHO ":   inagg p50 %.0f us (hop %.0f us), MPI p50 %.0f us "
-                      "(%s)\n",
+                    "(%s)\n",
             p50, p50 / 2, mpi, c->where);
     return 0;
 }
@@ -186,7 +186,7 @@ int calib_ring(const char *dir, model_calib_t *c, char *err, size_t errlen)
     c->ring_step_s = ring > bare.total_s ? (ring - bare.total_s) / steps : 0;
     fprintf(stderr,
             CAL_WHO ":   ring %.3f s against %.3f s from its bytes and steps: "
-                      "%.2f ms more per step\n",
+                    "%.2f ms more per step\n",
             ring, bare.total_s, c->ring_step_s * 1e3);
     return 0;
 }
@@ -221,7 +221,7 @@ int calib_codec(const char *dir, model_calib_t *c, char *err, size_t errlen)
         c->codec[k].dec_Bps = d * 1e9;
         fprintf(stderr,
                 CAL_WHO ":   %s: ratio %.2f, encode %.3f GB/s, decode %.3f "
-                          "GB/s\n",
+                        "GB/s\n",
                 CAL_CODECS[i], r, e, d);
     }
     free(text);

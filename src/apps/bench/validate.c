@@ -196,13 +196,13 @@ static int case_rows(const vcase_t *c, const model_calib_t *cal, const char *tex
             if (!isfinite(r->rel)) {
                 fprintf(stderr,
                         VAL_WHO ": %s: no measurement or prediction for %s "
-                                  "(%s)\n",
+                                "(%s)\n",
                         c->name, r->sys, err);
                 return -EPROTO;
             }
             fprintf(stderr,
                     VAL_WHO ":   %-5s %5.1f MB: predicted %.3f s, measured "
-                              "%.3f s, error %.1f%%\n",
+                            "%.3f s, error %.1f%%\n",
                     r->sys, bytes / 1e6, r->pred_s, r->meas_s, r->rel * 100);
             ok++;
         }
@@ -212,7 +212,7 @@ static int case_rows(const vcase_t *c, const model_calib_t *cal, const char *tex
 }
 
 int validate_run_case(const vcase_t *c, int quick, const char *dir, const model_calib_t *cal,
-                    int has_leaves, vrow_t *rows, int *nrows)
+                      int has_leaves, vrow_t *rows, int *nrows)
 {
     if (c->leaves && !has_leaves) {
         vrow_t *r = &rows[(*nrows)++];

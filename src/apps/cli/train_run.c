@@ -384,8 +384,8 @@ static int run_local(const train_opts_t *given, run_t *run)
     if (!ch || !g) {
         snprintf(run->error, sizeof(run->error), "out of memory");
         run->failed = 1;
-    } else if (launch_ranks_start(g, o->workers, rank_main, &ctx,
-                                  LAUNCH_PIPE | LAUNCH_DIE_WITH_PARENT, err, sizeof(err)) != 0) {
+    } else if (launch_ranks_start(g, o->workers, rank_main, &ctx, LAUNCH_PIPE, err, sizeof(err)) !=
+               0) {
         snprintf(run->error, sizeof(run->error), "%s", err);
         run->failed = 1;
     } else {

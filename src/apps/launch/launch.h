@@ -12,6 +12,9 @@
  * -ECHILD exited with a non-zero status or a signal, else the failing call's errno); the
  * functions that take (err, errlen) also say why there (base/errmsg.h).
  * Every wait is bounded: past its deadline a process is killed (SIGKILL) and reaped.
+ * Every child goes with this process, whatever ends it (children.c): call these functions from
+ * the thread that outlives the children (the main thread), as PR_SET_PDEATHSIG fires when the
+ * thread that forked exits.
  */
 #ifndef INAGG_LAUNCH_H
 #define INAGG_LAUNCH_H
@@ -57,7 +60,8 @@ typedef struct launch_spec {
 } launch_spec_t;
 
 /* Start s->argv with the streams as given, the signal mask empty and SIGPIPE, SIGINT,
- * SIGTERM, SIGHUP and SIGCHLD at their defaults. pid, or -errno with the reason in err. */
+ * SIGTERM, SIGHUP, SIGQUIT and SIGCHLD at their defaults; it gets SIGTERM when this process
+ * dies (launch_fork_child). pid, or -errno with the reason in err (execve's included). */
 pid_t launch_spawn(const launch_spec_t *s, char *err, size_t errlen);
 
 /* Run s to the end, at most timeout_ms (then killed). 0 after exit status 0; -ECHILD after
@@ -81,18 +85,44 @@ const char *launch_status_text(int status, char *buf, size_t len);
 /* The exit code of a wait status, or -1 when it did not exit (an exit code, not an errno). */
 int launch_exit_code(int status);
 
+/* ---- children go with their parent (children.c) ----------------------------------------- */
+
+/* fork() for every child this process starts: in the child (0 returned), PR_SET_PDEATHSIG
+ * death_sig, own process group when own_group, and no handler or child of the parent; if the
+ * parent died before PR_SET_PDEATHSIG took hold the child _exits at once. In the parent the
+ * child is tracked until launch_reap reaps it, and the first child installs a handler on
+ * SIGINT, SIGTERM, SIGHUP and SIGQUIT (those still at their default) that runs
+ * launch_end_children and then dies of the signal. The ending signals are held while the
+ * child is not yet tracked. pid, or -errno. */
+pid_t launch_fork_child(int death_sig, int own_group);
+
+/* Async-signal-safe: SIGTERM to every tracked child (to its process group too when it leads
+ * one), at most 2 s for them to exit, SIGKILL to what is left, reaped within 1 s more. */
+void launch_end_children(void);
+
+/* waitpid(pid) (EINTR retried) that forgets pid once it is reaped. As waitpid; -1 for pid <=
+ * 0 (never waitpid(0) or (-1): those reap someone else's child). */
+pid_t launch_reap(pid_t pid, int *status, int options);
+
+/* The number of children tracked (started, not reaped yet). */
+unsigned launch_children(void);
+
+/* In a fresh child: PR_SET_PDEATHSIG sig, then whether `parent` is still its parent. 0, or
+ * -ESRCH when it is gone already (then no signal would come), or prctl's -errno. */
+int launch_die_with_parent(int sig, pid_t parent);
+
 /* ---- forked functions and local ranks --------------------------------------------------- */
 
 #define LAUNCH_MAX_RANKS 64
 
 enum {
     LAUNCH_PIPE = 1, /* a pipe from each rank: its write end is the fd passed to fn */
-    LAUNCH_DIE_WITH_PARENT = 2, /* SIGKILL the child when this process dies */
 };
 
-/* Fork; the child runs fn(arg) and exits with its return value (stdio flushed first, so
- * nothing buffered is written twice). pid, or -errno. */
-pid_t launch_fork(int (*fn)(void *arg), void *arg, int flags);
+/* Fork (launch_fork_child, SIGKILL at this process's death); the child runs fn(arg) and exits
+ * with its return value (stdio flushed first, so nothing buffered is written twice). pid, or
+ * -errno. */
+pid_t launch_fork(int (*fn)(void *arg), void *arg);
 /* In a forked child about to _exit in a LeakSanitizer build (ASan): run the leak check that
  * _exit would skip. 1 (and the report on stderr) when memory leaked, else 0; always 0 in
  * other builds. */
@@ -114,7 +144,7 @@ typedef struct launch_ranks {
  * 0, or -errno with the reason in err. */
 int launch_job_secret(char *err, size_t errlen);
 
-/* Fork n ranks (1..LAUNCH_MAX_RANKS); rank r runs fn(r, fd, arg) and exits with its return
+/* Fork n ranks (1..LAUNCH_MAX_RANKS) as launch_fork does; rank r runs fn(r, fd, arg) and exits with its return
  * value, fd being the write end of its pipe with LAUNCH_PIPE (else -1); a rank holds no other
  * rank's pipe. All or nothing: on failure the ranks already started are killed and reaped.
  * 0, or -errno with the reason in err. */

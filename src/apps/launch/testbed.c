@@ -90,6 +90,7 @@ static void say(const char *s)
 
 static void guard_handler(int sig)
 {
+    launch_end_children(); /* the switch, the ranks, mpirun: before their testbed goes */
     if (guard_on) {
         guard_on = 0;
         say("inagg: interrupted: taking testbed ");

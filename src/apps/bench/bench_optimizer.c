@@ -265,6 +265,14 @@ static int rank_main(uint32_t rank, int fd, void *arg)
     return worker_main(c->o, c->run, rank, c->addr, c->job, c->sh, c->ns);
 }
 
+uint64_t optb_memory_bytes(const optb_opts_t *o)
+{
+    uint64_t n = o->elems, words = optim_state_words(&o->oc);
+    uint64_t worker = n * sizeof(float) * (2 + words); /* worker_main: g, p, state */
+    uint64_t sw = o->switch_addr ? 0 : n * sizeof(float) * (1 + words);
+    return worker * o->workers + sw;
+}
+
 /* Fork the workers of one run and wait for them, bounded: every step may take the per-call
  * timeout, and the torch helper two minutes to start. 0, or a negative errno when one failed. */
 static int run_job(const optb_opts_t *o, enum optb_run run, const char *addr, optb_shared_t *sh,

@@ -378,6 +378,37 @@ pid_t launch_ns_switch(const launch_testbed_t *tb, const char *ns, const char *s
  * installs), else python3 in $PATH, into buf. 0, or -ENOENT when there is none. */
 int launch_find_python(char *buf, size_t len);
 
+/* ---- whether the processes to start fit in memory (memfit.c) ------------------------------ */
+
+typedef struct launch_mem {
+    uint64_t available; /* MemAvailable of /proc/meminfo, bytes (0: unknown) */
+    uint64_t cg_limit; /* the memory limit of this process's cgroup (or of an ancestor) that
+                          leaves the least room, bytes (0: none) */
+    uint64_t cg_usage; /* that cgroup's memory in use, bytes */
+} launch_mem_t;
+
+/* What the machine has: PROC_ROOT/meminfo and the cgroups PROC_ROOT/self/cgroup names
+ * under CGROUP_ROOT (v2 memory.max and memory.current of the cgroup and each ancestor; v1
+ * memory/.../memory.limit_in_bytes and memory.usage_in_bytes). What is missing stays 0. */
+void launch_mem_read(const char *proc_root, const char *cgroup_root, launch_mem_t *m);
+
+/* The memory a new process may use: the smaller of MemAvailable and the cgroup's room
+ * (UINT64_MAX when neither is known). */
+uint64_t launch_mem_free(const launch_mem_t *m);
+
+/* bytes as "12.3 GiB" or "45.6 MiB" into buf. Returns buf. */
+const char *launch_mem_text(uint64_t bytes, char *buf, size_t len);
+
+/* 0 when need bytes fit in launch_mem_free(m); else -ENOMEM with err "WHAT need N of memory,
+ * more than the A available (MemAvailable M; this cgroup's limit L, U of it in use)". `what`
+ * names who needs it ("2 workers of --elems 1000000000 float32"). */
+int launch_mem_fits(const launch_mem_t *m, uint64_t need, const char *what, char *err,
+                    size_t errlen);
+
+/* launch_mem_fits against this machine now (/proc, /sys/fs/cgroup): every command that
+ * allocates by a user's size asks this before it starts its processes. */
+int launch_mem_check(uint64_t need, const char *what, char *err, size_t errlen);
+
 /* ---- a process capped at a share of a CPU (cpucap.c) -------------------------------------- */
 
 /* Put process pid in a CPU cgroup of its own (cgroup v2 cpu.max, or v1 cfs quota) that lets it

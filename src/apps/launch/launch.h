@@ -340,9 +340,12 @@ const char *launch_testbed_host_addr(const launch_testbed_t *tb, unsigned k, cha
 size_t launch_testbed_argv(const launch_testbed_t *tb, const char *host, char *const *cmd,
                            char **out, size_t cap);
 
-/* From now until launch_testbed_unguard: SIGINT, SIGTERM and SIGHUP end a child that is
- * building the testbed (launch_testbed_up), run `tools/testbed down NAME` (which ends every
- * process inside its namespaces) and exit with 128 + the signal. tb must stay valid. */
+/* From now until launch_testbed_unguard: SIGINT, SIGTERM and SIGHUP end this process's
+ * children (launch_end_children, a child building the testbed among them), run `tools/testbed
+ * down NAME` (which ends every process inside its namespaces) and exit with 128 + the signal;
+ * should this process die otherwise (SIGKILL), a sentinel child it starts here runs that
+ * `down` (it waits for the end of a pipe only this process holds; unguard tells it the
+ * testbed is handled and reaps it). Call unguard once the testbed is down. */
 void launch_testbed_guard(launch_testbed_t *tb);
 void launch_testbed_unguard(void);
 

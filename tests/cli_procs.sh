@@ -129,7 +129,7 @@ print(err, end="")' "$@" 2>&1)
         bad "$t" "did not return within 30 s: $(tail -c 300 <<<"$out")"
     elif [ "$code" != 2 ] || [ $took -ge 5 ]; then
         bad "$t" "exit $code after ${took} s (want 2 within 5 s): $(tail -c 300 <<<"$out")"
-    elif ! grep -E 'need [0-9.]+ [GMT]iB of memory, more than the [0-9.]+ [GMT]iB available \(MemAvailable [0-9.]+ [GMT]iB' <<<"$out" >/dev/null; then
+    elif ! grep -E '[0-9.]+ [GMT]iB of memory needed, more than the [0-9.]+ [GMT]iB available \(MemAvailable [0-9.]+ [GMT]iB' <<<"$out" >/dev/null; then
         bad "$t" "the refusal does not name the figures: $(tail -c 300 <<<"$out")"
     elif [ "$peak" -gt 262144 ]; then
         bad "$t" "its processes used up to $peak KiB before refusing"

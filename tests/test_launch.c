@@ -287,8 +287,9 @@ TEST(launch_mem_cgroup_v2_limit_and_refusal, 10)
     CHECK(launch_mem_free(&m) == 512ull << 20);
     CHECK_EQ_INT(launch_mem_fits(&m, 100ull << 20, "the ranks", err, sizeof(err)), 0);
     CHECK_EQ_INT(launch_mem_fits(&m, 600ull << 20, "the ranks", err, sizeof(err)), -ENOMEM);
-    CHECK_MSG(strstr(err, "the ranks need 600.0 MiB") && strstr(err, "512.0 MiB available") &&
-                  strstr(err, "MemAvailable 4.0 GiB") && strstr(err, "limit 1.0 GiB"),
+    CHECK_MSG(strstr(err, "the ranks: 600.0 MiB of memory needed") &&
+                  strstr(err, "512.0 MiB available") && strstr(err, "MemAvailable 4.0 GiB") &&
+                  strstr(err, "limit 1.0 GiB"),
               "%s", err);
     char cmd[400];
     snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);

@@ -346,10 +346,14 @@ int ar_check_memory(const ar_opts_t *o, char *err, size_t errlen)
         largest.elems = o->sizes[i] / 4 > largest.elems ? o->sizes[i] / 4 : largest.elems;
     uint32_t ranks = o->single ? 1 : o->workers;
     uint64_t each = ar_rank_bytes(&largest);
-    char what[160], e[32];
-    snprintf(what, sizeof(what), "%u %s of %llu %s elements (%s each)", ranks,
+    char what[160], e[48] = "";
+    if (ranks > 1) {
+        char t[32];
+        snprintf(e, sizeof(e), " (%s each)", launch_mem_text(each, t, sizeof(t)));
+    }
+    snprintf(what, sizeof(what), "%u %s of %llu %s elements%s", ranks,
              ranks == 1 ? "rank" : "ranks", (unsigned long long)largest.elems,
-             o->dtype_float ? "float32" : "int32", launch_mem_text(each, e, sizeof(e)));
+             o->dtype_float ? "float32" : "int32", e);
     return launch_mem_check(each * ranks, what, err, errlen);
 }
 

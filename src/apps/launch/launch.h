@@ -402,9 +402,9 @@ uint64_t launch_mem_free(const launch_mem_t *m);
 /* bytes as "12.3 GiB" or "45.6 MiB" into buf. Returns buf. */
 const char *launch_mem_text(uint64_t bytes, char *buf, size_t len);
 
-/* 0 when need bytes fit in launch_mem_free(m); else -ENOMEM with err "WHAT need N of memory,
- * more than the A available (MemAvailable M; this cgroup's limit L, U of it in use)". `what`
- * names who needs it ("2 workers of --elems 1000000000 float32"). */
+/* 0 when need bytes fit in launch_mem_free(m); else -ENOMEM with err "WHAT: N of memory
+ * needed, more than the A available (MemAvailable M; this cgroup's limit L, U of it in use)".
+ * `what` names who needs it ("2 ranks of 1000000000 float32 elements"). */
 int launch_mem_fits(const launch_mem_t *m, uint64_t need, const char *what, char *err,
                     size_t errlen);
 

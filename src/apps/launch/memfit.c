@@ -133,7 +133,7 @@ int launch_mem_fits(const launch_mem_t *m, uint64_t need, const char *what, char
                  launch_mem_text(m->cg_usage, cu, sizeof(cu)));
     }
     return set_err(err, errlen, -ENOMEM,
-                   "%s need %s of memory, more than the %s available (MemAvailable %s%s)", what,
+                   "%s: %s of memory needed, more than the %s available (MemAvailable %s%s)", what,
                    launch_mem_text(need, n, sizeof(n)), launch_mem_text(avail, a, sizeof(a)),
                    m->available ? launch_mem_text(m->available, mi, sizeof(mi)) : "unknown",
                    cgroup);

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # tests/cli_procs.sh - what `inagg bench allreduce` and `inagg train` leave behind and what
 # they take: ended by SIGTERM, SIGKILL, SIGINT or SIGHUP while they run, their embedded switch
-# and their workers (found by their parent's pid before the kill) are gone within a bounded
-# time and the switch's port is free again; asked for far more memory than the machine has
-# (bench allreduce, bench optimizer, train's generated data), each refuses at once (exit 2,
-# under 5 s) naming the memory needed and what is available, having allocated nothing large.
+# and their workers, or mpirun and its ranks (found from their parent's pid before the kill),
+# are gone within a bounded time and their ports are free again; asked for far more memory
+# than the machine has (bench allreduce, bench optimizer, train's generated data), each
+# refuses at once (exit 2, under 5 s) naming the memory needed and what is available, having
+# allocated nothing large.
 # About a minute.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -18,8 +19,12 @@ trap 'for p in $inflight; do kill -9 "$p" 2>/dev/null; done; rm -rf "$tmp"' EXIT
 trap 'exit 130' INT TERM
 [ -x $INAGG ] || make -s -j2 >/dev/null || { bad build "make failed"; exit 1; }
 
-children() { # PID: its children's pids
-    cat /proc/"$1"/task/*/children 2>/dev/null | tr ' ' '\n' | grep -E '^[0-9]+$'
+children() { # PID: its children's pids, then theirs (mpirun's ranks), depth first
+    local k
+    for k in $(cat /proc/"$1"/task/*/children 2>/dev/null); do
+        echo "$k"
+        children "$k"
+    done
 }
 alive() { # PID: running (not gone, not a zombie)
     local st
@@ -33,8 +38,8 @@ ports_of() { # PID...: the UDP and TCP ports their sockets are bound to
     done | sort -u
 }
 
-# One run of "$@" in the background, ended by SIGNAL once it has `want` children: every one
-# of them gone within 10 s and their ports free.
+# One run of "$@" in the background, ended by SIGNAL once it has `want` descendants: every
+# one of them gone within 10 s and their ports free.
 kill_run() { # NAME SIGNAL WANT CMD...
     local t=$1 sig=$2 want=$3
     shift 3
@@ -48,7 +53,7 @@ kill_run() { # NAME SIGNAL WANT CMD...
         sleep 0.1
     done
     if [ "$(wc -w <<<"$kids")" -lt "$want" ]; then
-        bad "$t" "$want children never ran (had: $kids): $(tail -c 300 "$tmp/out")"
+        bad "$t" "$want descendants never ran (had: $kids): $(tail -c 300 "$tmp/out")"
         kill -9 $p 2>/dev/null
         wait $p 2>/dev/null
         inflight=""
@@ -95,6 +100,18 @@ for sig in TERM KILL; do
     kill_run "train_sig${sig,,}_takes_switch_and_workers" $sig 3 \
         $INAGG train --workers 2 --synthetic dense:4000x500 --lr 0.1 --epochs 100000
 done
+
+# train --backend mpi: mpirun and its 2 ranks; mpirun gets SIGTERM when its parent dies and
+# ends its ranks.
+if command -v mpirun >/dev/null && [ -x build/inagg-mpi-train ]; then
+    for sig in TERM KILL; do
+        kill_run "train_mpi_sig${sig,,}_takes_mpirun_and_its_ranks" $sig 3 \
+            $INAGG train --backend mpi --workers 2 --synthetic dense:4000x500 --lr 0.1 \
+            --epochs 100000
+    done
+else
+    echo "skip    train_mpi_sig*_takes_mpirun_and_its_ranks: no mpirun or build/inagg-mpi-train"
+fi
 
 # Far more memory than this machine has: refused at once, naming both figures.
 refuse() { # NAME CMD...

@@ -167,16 +167,20 @@ int launch_die_with_parent(int sig, pid_t parent)
     return getppid() == parent ? 0 : -ESRCH;
 }
 
-/* In a fresh child: forget the parent's children and its handlers. */
+/* In a fresh child: forget the parent's children and its handlers of the ending signals
+ * (ours, or a command's such as the testbed guard's, which would take the parent's testbed
+ * down from the child); an ignored signal stays ignored. */
 static void forget_parent(void)
 {
     for (unsigned i = 0; i < TRACK_MAX; i++)
         tracked[i] = 0;
     for (unsigned i = 0; i < N_END_SIGS; i++) {
-        if (handler_installed[i]) {
+        struct sigaction old;
+        if (sigaction(end_sigs[i], NULL, &old) == 0 &&
+            ((old.sa_flags & SA_SIGINFO) ||
+             (old.sa_handler != SIG_DFL && old.sa_handler != SIG_IGN)))
             signal(end_sigs[i], SIG_DFL);
-            handler_installed[i] = 0;
-        }
+        handler_installed[i] = 0;
     }
 }
 

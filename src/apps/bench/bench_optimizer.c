@@ -268,9 +268,12 @@ static int rank_main(uint32_t rank, int fd, void *arg)
 uint64_t optb_memory_bytes(const optb_opts_t *o)
 {
     uint64_t n = o->elems, words = optim_state_words(&o->oc);
-    uint64_t worker = n * sizeof(float) * (2 + words); /* worker_main: g, p, state */
-    uint64_t sw = o->switch_addr ? 0 : n * sizeof(float) * (1 + words);
-    return worker * o->workers + sw;
+    /* One job at a time: allreduce+local's workers hold g, p and the state (worker_main);
+     * the in-switch job's hold g and p, and the embedded switch the parameters and state. */
+    uint64_t local = n * sizeof(float) * (2 + words) * o->workers;
+    uint64_t in_switch =
+        n * sizeof(float) * 2 * o->workers + (o->switch_addr ? 0 : n * sizeof(float) * (1 + words));
+    return local > in_switch ? local : in_switch;
 }
 
 /* Fork the workers of one run and wait for them, bounded: every step may take the per-call

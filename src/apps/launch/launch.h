@@ -4,8 +4,9 @@
  * forking N local ranks of a function (with a pipe back from each), running a program under
  * a deadline with its output captured or streamed line by line, several programs at once with
  * their outputs, mpirun command lines (local, or one rank per host of a testbed or cluster),
- * the testbed of network namespaces (tools/testbed: up, exec, down, teardown on a signal), and
- * the aggregation switch in a child process.
+ * the testbed of network namespaces (tools/testbed: up, exec, down, teardown on a signal or
+ * by a sentinel when this process is killed), the aggregation switch in a child process, and
+ * whether the processes to start fit in memory (memfit.c).
  *
  * Error convention: a function returns 0, a count or a pid on success, or a negative errno
  * (-ENOENT not found, -ETIMEDOUT killed at its deadline, -ECANCELED stopped by a callback,
@@ -14,7 +15,9 @@
  * Every wait is bounded: past its deadline a process is killed (SIGKILL) and reaped.
  * Every child goes with this process, whatever ends it (children.c): call these functions from
  * the thread that outlives the children (the main thread), as PR_SET_PDEATHSIG fires when the
- * thread that forked exits.
+ * thread that forked exits. A program's own children go with it on a catchable signal (its
+ * whole process group is ended); on SIGKILL only if the program ends them on the SIGTERM it
+ * gets (mpirun does; `sh` does not).
  */
 #ifndef INAGG_LAUNCH_H
 #define INAGG_LAUNCH_H

@@ -7,9 +7,10 @@
 # sweep with its plot; `inagg bench latency` and `inagg train` (inagg and the MPI backend)
 # through the inagg fabric with a link delay (and their usage errors); a real Prometheus in the
 # switch namespace scraping the testbed switch's /metrics during a run, its packet counter
-# equal to the switch's STATS; a run interrupted with SIGTERM; and that nothing of any testbed is left
-# behind. Skips, saying why, where testbeds cannot be built (exit 3: not root, no network
-# namespaces). Every command runs under `timeout`; about 3 minutes.
+# equal to the switch's STATS; a run interrupted with SIGTERM, and one SIGKILLed (its sentinel
+# takes the testbed down); and that nothing of any testbed is left behind. Skips, saying why,
+# where testbeds cannot be built (exit 3: not root, no network namespaces). Every command runs
+# under `timeout`; about 3 minutes.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 INAGG=./build/inagg
@@ -339,6 +340,33 @@ if [ $busy != 1 ]; then bad $t "the run never started its ranks: $(tail -n 3 "$t
 elif [ $rc -ne 143 ]; then bad $t "exit $rc after SIGTERM (expected 143)"
 elif ! grep -q "taking testbed b[0-9]* down" "$tmp/err"; then bad $t "no message about the teardown"
 elif [ -n "$left" ]; then bad $t "left behind: $(echo "$left" | tr '\n' ';')"
+else ok $t; fi
+
+# SIGKILL, which no handler sees: the sentinel the run started takes its testbed down.
+t=sigkill_takes_the_testbed_down
+timeout 60 $INAGG bench allreduce --testbed 2 --link-rate 10mbit --elems 4000000 --dtype int32 \
+    --iters 3 >/dev/null 2>"$tmp/err" &
+runner=$!
+busy=0
+for _ in $(seq 1 150); do
+    ns=$(ip netns list 2>/dev/null | awk '{print $1}' | grep -E '^inagg-tb-b[0-9]+-h2$' | head -n 1)
+    if [ -n "$ns" ] && [ "$(ip netns pids "$ns" 2>/dev/null | wc -l)" -gt 0 ]; then busy=1; break; fi
+    sleep 0.1
+done
+sleep 1
+inagg_pid=$(cat /proc/$runner/task/*/children 2>/dev/null | awk '{print $1}')
+[ -n "$inagg_pid" ] && kill -KILL "$inagg_pid" 2>/dev/null
+wait $runner
+rc=$?
+for _ in $(seq 1 300); do # its teardown: at most 30 s
+    left=$(comm -13 <(echo "$before" | sort) <(testbed_traces | not_of_live_runs | sort))
+    [ -z "$left" ] && break
+    sleep 0.1
+done
+if [ $busy != 1 ]; then bad $t "the run never started its ranks: $(tail -n 3 "$tmp/err")"
+elif [ $rc -ne 137 ]; then bad $t "exit $rc after SIGKILL (expected 137)"
+elif ! grep "is gone: taking it down" "$tmp/err" >/dev/null; then bad $t "no message about the teardown"
+elif [ -n "$left" ]; then bad $t "left behind after 30 s: $(echo "$left" | tr '\n' ';')"
 else ok $t; fi
 
 t=nothing_left_behind

@@ -183,7 +183,7 @@ int main(int argc, char **argv)
             return 2;
         }
         struct test_run run = {t, (unsigned)(t->timeout_s * scale + 0.5), done[1]};
-        pid_t pid = launch_fork(run_test, &run, 0);
+        pid_t pid = launch_fork(run_test, &run);
         close(done[1]);
         int status = 0;
         /* SIGALRM ends the test at its limit; the wait's own deadline is only a backstop. */

@@ -2,12 +2,20 @@
  * test_launch.c - launch_group_wait (launch/group.c): it collects a group's output and exits
  * while sleeping, with or without a tick, so a benchmark's parent process does not take a
  * core from the ranks it waits for; a switch's readiness line and the Python lookup that
- * every launcher shares; launch_run's failures as negative errnos with their reasons.
+ * every launcher shares; launch_run's failures as negative errnos with their reasons; children
+ * that go with their parent, whatever ends it; the memory a machine has for new processes
+ * (MemAvailable, a cgroup's limit) read from given roots, and a refusal that names both.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -121,4 +129,198 @@ TEST(launch_run_errors_are_errnos_with_reasons, 10)
     err[0] = '\0';
     rc = launch_cpucap(getpid(), 0, 0, path, sizeof(path), err, sizeof(err));
     CHECK_MSG(rc == -EINVAL && strstr(err, "1 to 100 percent"), "%d: %s", rc, err);
+}
+
+/* ---- children go with their parent ---------------------------------------------------------- */
+
+/* Whether pid still runs (gone, or a zombie nobody reaped yet, is not running). */
+static int running(pid_t pid)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    const char *paren = strrchr(buf, ')');
+    return paren && paren[1] == ' ' && paren[2] != 'Z' && paren[2] != 'X';
+}
+
+/* Whether pid stops running within ms. */
+static int stops_within(pid_t pid, int ms)
+{
+    for (int t = 0; t < ms; t += 10) {
+        if (!running(pid))
+            return 1;
+        usleep(10000);
+    }
+    return !running(pid);
+}
+
+static int sleep_forever(void *arg)
+{
+    (void)arg;
+    for (;;)
+        pause();
+    return 0;
+}
+
+struct middle {
+    int fd; /* where its children's pids go */
+    int sig; /* what it dies of */
+};
+
+/* A parent: a forked function, and `sh` (in a group of its own) with a background sleep, both
+ * its children; their pids (fork, sh, sleep) to m->fd; then it dies of m->sig. */
+static int middle_main(void *arg)
+{
+    const struct middle *m = arg;
+    pid_t pids[3] = {launch_fork(sleep_forever, NULL), 0, 0};
+    int p[2];
+    if (pids[0] <= 0 || pipe2(p, O_CLOEXEC) != 0)
+        return 1;
+    char *const argv[] = {"/bin/sh", "-c", "sleep 30 & echo $!; wait", NULL};
+    launch_spec_t s = {argv, NULL, LAUNCH_DEVNULL, p[1], LAUNCH_INHERIT, 1, 0};
+    pids[1] = launch_spawn(&s, NULL, 0);
+    close(p[1]);
+    char line[32] = "";
+    ssize_t n = read(p[0], line, sizeof(line) - 1);
+    pids[2] = n > 0 ? (pid_t)atoi(line) : 0;
+    if (pids[1] <= 0 || pids[2] <= 0 || write(m->fd, pids, sizeof(pids)) != sizeof(pids))
+        return 1;
+    raise(m->sig);
+    return sleep_forever(NULL);
+}
+
+/* Start a middle process that dies of sig; its children's pids into pids[3]. */
+static void run_middle(int sig, pid_t pids[3])
+{
+    int p[2];
+    CHECK_EQ_INT(pipe2(p, O_CLOEXEC), 0);
+    struct middle m = {p[1], sig};
+    pid_t mid = launch_fork(middle_main, &m);
+    close(p[1]);
+    CHECK(mid > 0);
+    CHECK_EQ_INT(read(p[0], pids, 3 * sizeof(pid_t)), (int)(3 * sizeof(pid_t)));
+    close(p[0]);
+    int status = 0;
+    CHECK_EQ_INT(launch_wait(mid, 10000, &status), 0);
+    CHECK_MSG(WIFSIGNALED(status) && WTERMSIG(status) == sig, "the middle process: status %d",
+              status);
+}
+
+/* SIGKILL, which no handler sees: the forked function and the program go by their
+ * PR_SET_PDEATHSIG. */
+TEST(launch_children_go_when_their_parent_is_killed, 20)
+{
+    pid_t pids[3];
+    run_middle(SIGKILL, pids);
+    CHECK_MSG(stops_within(pids[0], 5000), "the forked child %d outlived its parent", pids[0]);
+    CHECK_MSG(stops_within(pids[1], 5000), "the spawned program %d outlived its parent", pids[1]);
+    kill(pids[2], SIGKILL); /* sh's own child: sh does not end it (see launch.h) */
+}
+
+/* SIGTERM: the parent's handler ends its children and the process group each program leads,
+ * so a program's own child (the sleep under sh) goes too; then the parent dies of SIGTERM. */
+TEST(launch_children_and_their_groups_go_on_sigterm, 20)
+{
+    pid_t pids[3];
+    run_middle(SIGTERM, pids);
+    for (int i = 0; i < 3; i++) {
+        int gone = stops_within(pids[i], 5000);
+        if (!gone)
+            kill(pids[i], SIGKILL);
+        CHECK_MSG(gone, "child %d (pid %d) outlived its parent's SIGTERM", i, pids[i]);
+    }
+    CHECK_EQ_INT(launch_children(), 0);
+}
+
+/* A child whose parent is gone before PR_SET_PDEATHSIG took hold learns it from getppid(). */
+TEST(launch_die_with_parent_sees_a_parent_gone, 10)
+{
+    CHECK_EQ_INT(launch_die_with_parent(SIGKILL, getppid()), 0);
+    CHECK_EQ_INT(launch_die_with_parent(SIGKILL, getppid() + 1), -ESRCH);
+    CHECK_EQ_INT(prctl(PR_SET_PDEATHSIG, 0), 0);
+}
+
+/* ---- memory for new processes ---------------------------------------------------------------- */
+
+static void put(const char *dir, const char *rel, const char *text)
+{
+    char path[512];
+    snprintf(path, sizeof(path), "%s/%s", dir, rel);
+    for (char *s = strchr(path + strlen(dir) + 1, '/'); s; s = strchr(s + 1, '/')) {
+        *s = '\0';
+        mkdir(path, 0700);
+        *s = '/';
+    }
+    FILE *f = fopen(path, "w");
+    CHECK_MSG(f != NULL, "%s", path);
+    fputs(text, f);
+    fclose(f);
+}
+
+/* cgroup v2: an ancestor's memory.max binds (the cgroup's own is "max"); the room under it is
+ * what a process may use when it is less than MemAvailable; the refusal names every figure. */
+TEST(launch_mem_cgroup_v2_limit_and_refusal, 10)
+{
+    char dir[] = "/tmp/inagg-memfit-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    put(dir, "proc/meminfo", "MemTotal: 8388608 kB\nMemAvailable: 4194304 kB\n");
+    put(dir, "proc/self/cgroup", "0::/a/b\n");
+    put(dir, "cg/a/memory.max", "1073741824\n");
+    put(dir, "cg/a/memory.current", "536870912\n");
+    put(dir, "cg/a/b/memory.max", "max\n");
+    put(dir, "cg/a/b/memory.current", "1048576\n");
+    char proc[300], cg[300], err[512] = "";
+    snprintf(proc, sizeof(proc), "%s/proc", dir);
+    snprintf(cg, sizeof(cg), "%s/cg", dir);
+    launch_mem_t m;
+    launch_mem_read(proc, cg, &m);
+    CHECK_MSG(m.available == 4ull << 30, "MemAvailable %llu", (unsigned long long)m.available);
+    CHECK_MSG(m.cg_limit == 1ull << 30 && m.cg_usage == 512ull << 20, "limit %llu usage %llu",
+              (unsigned long long)m.cg_limit, (unsigned long long)m.cg_usage);
+    CHECK(launch_mem_free(&m) == 512ull << 20);
+    CHECK_EQ_INT(launch_mem_fits(&m, 100ull << 20, "the ranks", err, sizeof(err)), 0);
+    CHECK_EQ_INT(launch_mem_fits(&m, 600ull << 20, "the ranks", err, sizeof(err)), -ENOMEM);
+    CHECK_MSG(strstr(err, "the ranks: 600.0 MiB of memory needed") &&
+                  strstr(err, "512.0 MiB available") && strstr(err, "MemAvailable 4.0 GiB") &&
+                  strstr(err, "limit 1.0 GiB"),
+              "%s", err);
+    char cmd[400];
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+    CHECK_EQ_INT(system(cmd), 0);
+}
+
+/* cgroup v1 with no limit (its huge "unlimited" value): MemAvailable alone decides; nothing
+ * known: everything fits. */
+TEST(launch_mem_cgroup_v1_unlimited_and_unknown, 10)
+{
+    char dir[] = "/tmp/inagg-memfit-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    put(dir, "proc/meminfo", "MemAvailable: 2097152 kB\n");
+    put(dir, "proc/self/cgroup", "5:cpu:/x\n4:memory:/x\n");
+    put(dir, "cg/memory/x/memory.limit_in_bytes", "9223372036854771712\n");
+    put(dir, "cg/memory/x/memory.usage_in_bytes", "1048576\n");
+    char proc[300], cg[300], err[512] = "";
+    snprintf(proc, sizeof(proc), "%s/proc", dir);
+    snprintf(cg, sizeof(cg), "%s/cg", dir);
+    launch_mem_t m;
+    launch_mem_read(proc, cg, &m);
+    CHECK(m.cg_limit == 0 && launch_mem_free(&m) == 2ull << 30);
+    CHECK_EQ_INT(launch_mem_fits(&m, 3ull << 30, "x", err, sizeof(err)), -ENOMEM);
+    CHECK_MSG(!strstr(err, "cgroup"), "%s", err);
+    put(dir, "cg/memory/x/memory.limit_in_bytes", "1073741824\n");
+    launch_mem_read(proc, cg, &m);
+    CHECK(m.cg_limit == 1ull << 30 && launch_mem_free(&m) == (1ull << 30) - (1ull << 20));
+    snprintf(proc, sizeof(proc), "%s/none", dir);
+    launch_mem_read(proc, cg, &m);
+    CHECK(launch_mem_free(&m) == UINT64_MAX);
+    char cmd[400];
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+    CHECK_EQ_INT(system(cmd), 0);
 }

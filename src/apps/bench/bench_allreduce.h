@@ -158,6 +158,15 @@ static inline uint64_t ar_bytes(const ar_size_result_t *s) { return s->elems * 4
 int ar_rank_run(const ar_opts_t *o, uint32_t rank, const char *addr, const char *job,
                 ar_rank_report_t *rep);
 
+/* The memory one rank allocates for o->elems elements (its tensors and their expected
+ * results, as ar_rank_run allocates them), bytes. */
+uint64_t ar_rank_bytes(const ar_opts_t *o);
+
+/* 0 when the ranks this machine runs (one with --rank, else o->workers: local processes or
+ * testbed hosts) fit in its memory at the largest size, each ar_rank_bytes; else -ENOMEM
+ * with the figures in err (launch_mem_check). */
+int ar_check_memory(const ar_opts_t *o, char *err, size_t errlen);
+
 /* The retransmission timeouts a rank runs with: the options' or the library's defaults. */
 void ar_effective_rto(const ar_opts_t *o, uint32_t *rto_us, uint32_t *min_us, uint32_t *max_us);
 

@@ -327,6 +327,36 @@ static inagg_options_t rank_options(const ar_opts_t *o)
     return opts;
 }
 
+uint64_t ar_rank_bytes(const ar_opts_t *o)
+{
+    uint64_t n = o->elems, pe = o->packet_elems ? o->packet_elems : 1;
+    uint64_t bytes = 2 * n * 4; /* send, recv */
+    if (!o->dtype_float)
+        return bytes + n * sizeof(int32_t); /* build_expected: i32 */
+    bytes += n * (sizeof(double) + sizeof(float)) + (n + pe - 1) / pe * sizeof(int16_t);
+    if (o->compress)
+        bytes += 2 * n * sizeof(float); /* build_reference: ref, tol */
+    return bytes;
+}
+
+int ar_check_memory(const ar_opts_t *o, char *err, size_t errlen)
+{
+    ar_opts_t largest = *o;
+    for (int i = 0; i < o->nsizes; i++)
+        largest.elems = o->sizes[i] / 4 > largest.elems ? o->sizes[i] / 4 : largest.elems;
+    uint32_t ranks = o->single ? 1 : o->workers;
+    uint64_t each = ar_rank_bytes(&largest);
+    char what[160], e[48] = "";
+    if (ranks > 1) {
+        char t[32];
+        snprintf(e, sizeof(e), " (%s each)", launch_mem_text(each, t, sizeof(t)));
+    }
+    snprintf(what, sizeof(what), "%u %s of %llu %s elements%s", ranks,
+             ranks == 1 ? "rank" : "ranks", (unsigned long long)largest.elems,
+             o->dtype_float ? "float32" : "int32", e);
+    return launch_mem_check(each * ranks, what, err, errlen);
+}
+
 int ar_rank_run(const ar_opts_t *o, uint32_t rank, const char *addr, const char *job,
                 ar_rank_report_t *rep)
 {

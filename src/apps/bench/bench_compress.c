@@ -303,6 +303,21 @@ static int measure_set(const bc_opts_t *o, size_t d, const float *src, float *y,
     return 0;
 }
 
+uint64_t bc_memory_bytes(const bc_opts_t *o)
+{
+    uint64_t most = o->captured > o->elems ? o->captured : o->elems;
+    uint64_t chunk = o->chunk ? o->chunk : 1, nchunks = (most + chunk - 1) / chunk, cap = 0;
+    for (size_t m = 0; m < BC_N_MODES; m++) {
+        codec_spec_t spec;
+        if (codec_parse(bc_modes[m], &spec, NULL, 0) == 0) {
+            uint64_t c = codec_max_bytes(&spec, (size_t)chunk);
+            cap = c > cap ? c : cap;
+        }
+    }
+    /* run(): x, y, ref; measure(): the codes and their lengths */
+    return (o->elems + 2 * most) * sizeof(float) + nchunks * (cap + sizeof(size_t));
+}
+
 int bc_run(bc_opts_t *o, int data_given, bc_result_t **res, size_t *n)
 {
     float *cap = NULL;

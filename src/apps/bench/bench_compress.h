@@ -43,6 +43,10 @@ typedef struct bc_result {
     double ref_max_diff, ref_rms_diff; /* against the offline libzfp round trip (NaN: fp16) */
 } bc_result_t;
 
+/* The memory bc_run allocates for o->elems generated values (and o->captured ones), bytes:
+ * the data set, its decoded copy, the offline reference, and the largest mode's codes. */
+uint64_t bc_memory_bytes(const bc_opts_t *o);
+
 /* Every mode on every data set of o->data_mask (bit 2, the captured values, set when
  * o->inputs are given: read here, their count into o->captured; data_given keeps the
  * generated sets then). *res: a new array of *n results (the caller frees it), also when a

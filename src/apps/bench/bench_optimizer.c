@@ -265,6 +265,17 @@ static int rank_main(uint32_t rank, int fd, void *arg)
     return worker_main(c->o, c->run, rank, c->addr, c->job, c->sh, c->ns);
 }
 
+uint64_t optb_memory_bytes(const optb_opts_t *o)
+{
+    uint64_t n = o->elems, words = optim_state_words(&o->oc);
+    /* One job at a time: allreduce+local's workers hold g, p and the state (worker_main);
+     * the in-switch job's hold g and p, and the embedded switch the parameters and state. */
+    uint64_t local = n * sizeof(float) * (2 + words) * o->workers;
+    uint64_t in_switch =
+        n * sizeof(float) * 2 * o->workers + (o->switch_addr ? 0 : n * sizeof(float) * (1 + words));
+    return local > in_switch ? local : in_switch;
+}
+
 /* Fork the workers of one run and wait for them, bounded: every step may take the per-call
  * timeout, and the torch helper two minutes to start. 0, or a negative errno when one failed. */
 static int run_job(const optb_opts_t *o, enum optb_run run, const char *addr, optb_shared_t *sh,

@@ -37,6 +37,12 @@ typedef struct optb_result {
     uint32_t ns; /* parameters checked */
 } optb_result_t;
 
+/* The memory the run allocates on this machine for o->elems parameters, bytes, in its most
+ * demanding job: each worker's gradient, parameters and (allreduce+local) optimizer state, or
+ * (in-switch) the workers' gradients and parameters and, with no --switch, the embedded
+ * switch's parameters and state. */
+uint64_t optb_memory_bytes(const optb_opts_t *o);
+
 /* The three jobs (four with --baseline torch) in turn, then the verification. 0 with res
  * filled, or -1 after a message. */
 int optb_run(const optb_opts_t *o, optb_result_t *res);

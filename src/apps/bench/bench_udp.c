@@ -235,7 +235,7 @@ int udp_run_once(const struct udp_opts *o, struct udp_run *res)
     }
     uint64_t start = util_now_ns();
     struct sender_args sa = {o, ntohs(addr.sin_port), rx, pfd[0], pfd[1]};
-    pid_t pid = launch_fork(sender_main, &sa, 0);
+    pid_t pid = launch_fork(sender_main, &sa);
     if (pid < 0) {
         fprintf(stderr, "inagg bench udp: fork: %s\n", strerror((int)-pid));
         close(rx);

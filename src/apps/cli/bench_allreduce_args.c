@@ -95,12 +95,15 @@ static void usage(FILE *out)
             "(int32 exactly, float32 within the fixed-point bound). An iteration's tensor\n"
             "aggregation time (TAT) is the slowest rank's. Baselines reduce the same tensor\n"
             "in the same invocation; speedup = baseline median TAT / inagg median TAT.\n"
+            "Ended by any signal (SIGKILL too), it takes its switch and workers with it.\n"
             "\n");
     usage_where(out);
     fprintf(out,
             "What it measures:\n"
             "  --workers N          worker processes on loopback (default 4)\n"
-            "  --elems E            elements per tensor (default 4000000)\n"
+            "  --elems E            elements per tensor (default 4000000). Sizes whose ranks\n"
+            "                       need more memory than is available (MemAvailable, a\n"
+            "                       cgroup's limit) are refused at once, exit 2\n"
             "  --sizes[=LIST]       sweep tensor sizes instead: bytes per rank with K/M/G\n"
             "                       (powers of 1024), e.g. --sizes=64K,1M,16M; alone: 4K to\n"
             "                       256M in powers of 4. Large sizes get fewer iterations\n"

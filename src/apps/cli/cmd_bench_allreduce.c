@@ -9,7 +9,8 @@
  * job on a running switch and prints that rank's report: the testbed runs its ranks that way.
  * A run that failed (a rank could not join, a call failed, the switch stopped) prints its error,
  * naming the rank, and no results table; its --json says it under "error".
- * Exit: 0 every result verified, 1 a run failed or did not verify, 2 bad usage, 3 a testbed
+ * Exit: 0 every result verified, 1 a run failed or did not verify, 2 bad usage (sizes whose
+ * ranks need more memory than the machine has available among them), 3 a testbed
  * cannot be built on this machine (not root, no network namespaces).
  */
 #include <errno.h>
@@ -47,6 +48,11 @@ int cmd_bench_allreduce(int argc, char **argv)
     int prc = ar_parse(argc, argv, &o);
     if (prc)
         return prc == 1 ? 0 : prc;
+    char err[512];
+    if (ar_check_memory(&o, err, sizeof(err)) != 0) {
+        fprintf(stderr, AR_CMD ": %s; ask for fewer --elems or --workers\n", err);
+        return 2;
+    }
     if (o.single)
         return single_rank(&o);
     ar_run_t *run = calloc(1, sizeof(*run));

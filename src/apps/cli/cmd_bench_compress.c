@@ -147,7 +147,8 @@ static void usage(FILE *out)
             "GCOW's grid of ZFP modes and fp16, chunk by chunk as the aggregation path codes\n"
             "them: ratio, encode/decode GB/s (1 and T threads), max and RMS error, and the\n"
             "difference from libzfp's own round trip of the whole array (must be 0).\n"
-            "  --elems N     values per data set (default 2097152; at least 1048576)\n"
+            "  --elems N     values per data set (default 2097152; at least 1048576); refused\n"
+            "                at once (exit 2) when they need more memory than is available\n"
             "  --chunk N     values per chunk (a packet; multiple of 4, default 4096)\n"
             "  --threads T   codec threads for the parallel run (default 2, at most %d)\n"
             "  --repeats K   timed repeats, median reported (default 3, at most 64)\n"
@@ -248,6 +249,12 @@ int cmd_bench_compress(int argc, char **argv)
     int prc = parse_args(argc, argv, &o, &data_given);
     if (prc)
         return prc == 1 ? 0 : prc;
+    char what[96], err[512];
+    snprintf(what, sizeof(what), "--elems %zu", o.elems);
+    if (launch_mem_check(bc_memory_bytes(&o), what, err, sizeof(err)) != 0) {
+        fprintf(stderr, BC_CMD ": %s; ask for fewer --elems\n", err);
+        return 2;
+    }
     bc_result_t *res = NULL;
     size_t n = 0;
     int rc = bc_run(&o, data_given, &res, &n) < 0 ? 1 : 0;

@@ -37,6 +37,7 @@
 #include "apps/cli/commands.h"
 #include "apps/cli/flags.h"
 #include "apps/cli/output.h"
+#include "apps/launch/launch.h"
 #include "lib/json/json.h"
 
 static void usage(FILE *out)
@@ -56,7 +57,8 @@ static void usage(FILE *out)
             "\n"
             "options:\n"
             "  --optimizer O        sgd, adagrad, adam (default) or smorms3\n"
-            "  --elems E            parameters (default 1000000)\n"
+            "  --elems E            parameters (default 1000000); refused (exit 2) when the\n"
+            "                       workers would need more memory than is available\n"
             "  --workers N          worker processes (default 4)\n"
             "  --steps K            timed steps (default 10)\n"
             "  --warmup W           untimed steps first (default 1)\n"
@@ -255,6 +257,13 @@ int cmd_bench_optimizer(int argc, char **argv)
     if (prc)
         return prc == 1 ? 0 : prc;
     signal(SIGPIPE, SIG_IGN);
+    char what[128], err[512];
+    snprintf(what, sizeof(what), "%u workers of --elems %llu", o.workers,
+             (unsigned long long)o.elems);
+    if (launch_mem_check(optb_memory_bytes(&o), what, err, sizeof(err)) != 0) {
+        fprintf(stderr, "inagg bench optimizer: %s; ask for fewer --elems or --workers\n", err);
+        return 2;
+    }
     optb_result_t res;
     if (optb_run(&o, &res) != 0)
         return 1;

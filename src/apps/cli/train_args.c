@@ -159,7 +159,8 @@ static void usage(FILE *out)
         "  inagg train --data a9a --switch HOST:9999 --rank R --world 4\n"
         "\n"
         "Exit: 0 trained, 1 a worker or the run failed (its message says which rank and what),\n"
-        "2 bad usage.\n",
+        "2 bad usage (also --synthetic data larger than the available memory: MemAvailable\n"
+        "or a cgroup's limit). Ended by any signal, it takes its switch and workers along.\n",
         DEFAULT_WORKERS, GLM_DEFAULT_EPOCHS, GLM_DEFAULT_BATCH, GLM_DEFAULT_MICRO_BATCH,
         GLM_LR_SCALE, GLM_DEFAULT_SEED, DEFAULT_WORKERS, MAX_DEFAULT_SWITCH_THREADS,
         DEFAULT_TIMEOUT_MS);

@@ -34,6 +34,7 @@
 #include "apps/cli/train.h"
 #include "apps/glm/collective.h"
 #include "apps/glm/dataset.h"
+#include "apps/glm/synth.h"
 #include "apps/launch/launch.h"
 #include "inagg.h"
 #include "lib/base/errmsg.h"
@@ -384,8 +385,8 @@ static int run_local(const train_opts_t *given, run_t *run)
     if (!ch || !g) {
         snprintf(run->error, sizeof(run->error), "out of memory");
         run->failed = 1;
-    } else if (launch_ranks_start(g, o->workers, rank_main, &ctx,
-                                  LAUNCH_PIPE | LAUNCH_DIE_WITH_PARENT, err, sizeof(err)) != 0) {
+    } else if (launch_ranks_start(g, o->workers, rank_main, &ctx, LAUNCH_PIPE, err, sizeof(err)) !=
+               0) {
         snprintf(run->error, sizeof(run->error), "%s", err);
         run->failed = 1;
     } else {
@@ -663,6 +664,27 @@ fail:
 
 /* ---- the command: parse, run, render -------------------------------------------------------- */
 
+/* A --synthetic spec's generated data against this machine's memory, before any is made: one
+ * copy in this process for its forked ranks (or its one rank), one per rank where each rank
+ * generates its own (--backend mpi, --testbed). 0, or -ENOMEM after the reason. */
+static int check_memory(const train_opts_t *o)
+{
+    uint64_t bytes;
+    char err[512];
+    if (!o->synthetic || o->report_lines ||
+        glm_synthetic_bytes(o->synthetic, &bytes, err, sizeof(err)) != 0)
+        return 0; /* a bad spec is refused where the data is made, with its reason */
+    unsigned copies =
+        o->cfg.mode != GLM_MODE_SINGLE && (o->testbed || o->backend_mpi) ? o->workers : 1;
+    char what[160];
+    snprintf(what, sizeof(what), "--synthetic %s (%u %s)", o->synthetic, copies,
+             copies == 1 ? "copy" : "copies, one per rank");
+    if (launch_mem_check(bytes * copies, what, err, sizeof(err)) == 0)
+        return 0;
+    fprintf(stderr, "inagg train: %s; ask for fewer samples or features\n", err);
+    return -ENOMEM;
+}
+
 int cmd_train(int argc, char **argv)
 {
     train_opts_t o;
@@ -671,6 +693,8 @@ int cmd_train(int argc, char **argv)
         return prc == 1 ? 0 : prc;
     signal(SIGPIPE, SIG_IGN);
     log_init(LOG_WARN, "inagg"); /* the embedded switch: no per-job chatter ($INAGG_LOG wins) */
+    if (check_memory(&o) != 0)
+        return 2;
 
     run_t run;
     memset(&run, 0, sizeof(run));

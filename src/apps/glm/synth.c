@@ -319,36 +319,70 @@ static uint64_t sparse_row(struct column_sampler *cs, util_rng_t *row_rng, uint6
     return k;
 }
 
+/* A spec's rows: the shape, the mean row length k0, its jitter and the longest row. 0, or
+ * -EINVAL with the reason (a bad spec, more than SYNTH_MAX_NNZ nonzeros). */
+struct rows {
+    struct shape sh;
+    uint64_t k0, jitter, k_max;
+};
+
+static int spec_rows(const char *spec, struct rows *r, char *err, size_t errlen)
+{
+    if (!spec) {
+        return set_err(err, errlen, -EINVAL, "synthetic spec is missing");
+    }
+    int rc = parse_spec(spec, &r->sh, err, errlen);
+    if (rc < 0)
+        return rc;
+    const uint64_t S = r->sh.samples, D = r->sh.features;
+    r->k0 = D;
+    r->jitter = 0;
+    if (r->sh.density != 0.0) {
+        double kd = round(r->sh.density * (double)D);
+        r->k0 = kd < 1.0 ? 1 : (uint64_t)kd;
+        if (r->k0 > D)
+            r->k0 = D;
+        r->jitter = r->k0 / 10;
+        if (r->jitter > D - r->k0) /* keep the mean row length k0 */
+            r->jitter = D - r->k0;
+    }
+    r->k_max = r->k0 + r->jitter < D ? r->k0 + r->jitter : D;
+    if (r->k_max > SYNTH_MAX_NNZ || S > SYNTH_MAX_NNZ / r->k_max) {
+        return set_err(err, errlen, -EINVAL,
+                       "synthetic spec '%s': %llu x %llu nonzeros is more than the limit of %llu",
+                       spec, (unsigned long long)S, (unsigned long long)r->k_max,
+                       (unsigned long long)SYNTH_MAX_NNZ);
+    }
+    return 0;
+}
+
+int glm_synthetic_bytes(const char *spec, uint64_t *bytes, char *err, size_t errlen)
+{
+    struct rows r;
+    int rc = spec_rows(spec, &r, err, errlen);
+    if (rc < 0)
+        return rc;
+    const uint64_t S = r.sh.samples, D = r.sh.features, cap = S * r.k_max;
+    /* glm_synthetic's arrays: row_ptr, label, col, val, w_star, margin (and the sampler's
+     * marks, a byte per feature, and its hash of at most 4 k_max entries) */
+    *bytes = (S + 1) * sizeof(size_t) + S * sizeof(float) +
+             cap * (sizeof(uint32_t) + sizeof(float)) + D * sizeof(double) + S * sizeof(double) +
+             (r.sh.density != 0.0 ? D + 16 * r.k_max : 0);
+    return 0;
+}
+
 int glm_synthetic(const char *spec, uint64_t seed, enum glm_label_kind kind, glm_dataset_t *out,
                   char *err, size_t errlen)
 {
     memset(out, 0, sizeof(*out));
-    if (!spec) {
-        return set_err(err, errlen, -EINVAL, "synthetic spec is missing");
-    }
-    struct shape sh;
-    int rc = parse_spec(spec, &sh, err, errlen);
+    struct rows r;
+    int rc = spec_rows(spec, &r, err, errlen);
     if (rc < 0)
         return rc;
+    const struct shape sh = r.sh;
     const int dense = sh.density == 0.0;
     const uint64_t S = sh.samples, D = sh.features;
-    uint64_t k0 = D, jitter = 0;
-    if (!dense) {
-        double kd = round(sh.density * (double)D);
-        k0 = kd < 1.0 ? 1 : (uint64_t)kd;
-        if (k0 > D)
-            k0 = D;
-        jitter = k0 / 10;
-        if (jitter > D - k0) /* keep the mean row length k0 */
-            jitter = D - k0;
-    }
-    const uint64_t k_max = k0 + jitter < D ? k0 + jitter : D;
-    if (k_max > SYNTH_MAX_NNZ || S > SYNTH_MAX_NNZ / k_max) {
-        return set_err(err, errlen, -EINVAL,
-                       "synthetic spec '%s': %llu x %llu nonzeros is more than the limit of %llu",
-                       spec, (unsigned long long)S, (unsigned long long)k_max,
-                       (unsigned long long)SYNTH_MAX_NNZ);
-    }
+    const uint64_t k0 = r.k0, jitter = r.jitter, k_max = r.k_max;
     const size_t cap = (size_t)(S * k_max);
 
     out->rows = (size_t)S;

@@ -26,6 +26,10 @@
 int glm_synthetic(const char *spec, uint64_t seed, enum glm_label_kind kind, glm_dataset_t *out,
                   char *err, size_t errlen);
 
+/* The memory glm_synthetic allocates for spec, bytes, before it allocates any: for refusing
+ * a spec the machine cannot hold. 0, or -EINVAL as glm_synthetic refuses spec. */
+int glm_synthetic_bytes(const char *spec, uint64_t *bytes, char *err, size_t errlen);
+
 /* Shuffle-free split: the last round(test_fraction * rows) rows (at least 1, leaving at least 1)
  * become `test`, the others `train`. 0 < test_fraction < 1 and rows >= 2, else an error. */
 int glm_split_tail(const glm_dataset_t *src, double test_fraction, glm_dataset_t *train,

@@ -185,8 +185,7 @@ int launch_capture(char *const argv[], char *const envp[], unsigned timeout_s,
         exited_by(pid, util_now_ns() + GRACE_NS);
     }
     kill(-pid, SIGKILL); /* whatever of the group is left */
-    while (waitpid(pid, &cap->status, 0) < 0 && errno == EINTR)
-        ;
+    launch_reap(pid, &cap->status, 0);
     if (cap->running)
         *cap->running = 0;
     for (int i = 0; i < 2; i++)

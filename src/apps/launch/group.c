@@ -97,7 +97,7 @@ static unsigned reap(launch_group_t *g)
         launch_proc_t *p = &g->p[i];
         if (p->reaped || p->pid <= 0)
             continue;
-        if (waitpid(p->pid, &p->status, WNOHANG) == p->pid) {
+        if (launch_reap(p->pid, &p->status, WNOHANG) == p->pid) {
             p->reaped = 1;
             kill(-p->pid, SIGKILL); /* what it left running in its group */
         } else {
@@ -175,8 +175,7 @@ void launch_group_end(launch_group_t *g)
         launch_proc_t *p = &g->p[i];
         if (p->pid > 0 && !p->reaped) {
             kill(-p->pid, SIGKILL);
-            while (waitpid(p->pid, &p->status, 0) < 0 && errno == EINTR)
-                ;
+            launch_reap(p->pid, &p->status, 0);
             p->reaped = 1;
         }
         if (p->out_fd >= 0)

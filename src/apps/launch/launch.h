@@ -4,14 +4,20 @@
  * forking N local ranks of a function (with a pipe back from each), running a program under
  * a deadline with its output captured or streamed line by line, several programs at once with
  * their outputs, mpirun command lines (local, or one rank per host of a testbed or cluster),
- * the testbed of network namespaces (tools/testbed: up, exec, down, teardown on a signal), and
- * the aggregation switch in a child process.
+ * the testbed of network namespaces (tools/testbed: up, exec, down, teardown on a signal or
+ * by a sentinel when this process is killed), the aggregation switch in a child process, and
+ * whether the processes to start fit in memory (memfit.c).
  *
  * Error convention: a function returns 0, a count or a pid on success, or a negative errno
  * (-ENOENT not found, -ETIMEDOUT killed at its deadline, -ECANCELED stopped by a callback,
  * -ECHILD exited with a non-zero status or a signal, else the failing call's errno); the
  * functions that take (err, errlen) also say why there (base/errmsg.h).
  * Every wait is bounded: past its deadline a process is killed (SIGKILL) and reaped.
+ * Every child goes with this process, whatever ends it (children.c): call these functions from
+ * the thread that outlives the children (the main thread), as PR_SET_PDEATHSIG fires when the
+ * thread that forked exits. A program's own children go with it on a catchable signal (its
+ * whole process group is ended); on SIGKILL only if the program ends them on the SIGTERM it
+ * gets (mpirun does; `sh` does not).
  */
 #ifndef INAGG_LAUNCH_H
 #define INAGG_LAUNCH_H
@@ -57,7 +63,8 @@ typedef struct launch_spec {
 } launch_spec_t;
 
 /* Start s->argv with the streams as given, the signal mask empty and SIGPIPE, SIGINT,
- * SIGTERM, SIGHUP and SIGCHLD at their defaults. pid, or -errno with the reason in err. */
+ * SIGTERM, SIGHUP, SIGQUIT and SIGCHLD at their defaults; it gets SIGTERM when this process
+ * dies (launch_fork_child). pid, or -errno with the reason in err (execve's included). */
 pid_t launch_spawn(const launch_spec_t *s, char *err, size_t errlen);
 
 /* Run s to the end, at most timeout_ms (then killed). 0 after exit status 0; -ECHILD after
@@ -81,18 +88,44 @@ const char *launch_status_text(int status, char *buf, size_t len);
 /* The exit code of a wait status, or -1 when it did not exit (an exit code, not an errno). */
 int launch_exit_code(int status);
 
+/* ---- children go with their parent (children.c) ----------------------------------------- */
+
+/* fork() for every child this process starts: in the child (0 returned), PR_SET_PDEATHSIG
+ * death_sig, own process group when own_group, and no handler or child of the parent; if the
+ * parent died before PR_SET_PDEATHSIG took hold the child _exits at once. In the parent the
+ * child is tracked until launch_reap reaps it, and the first child installs a handler on
+ * SIGINT, SIGTERM, SIGHUP and SIGQUIT (those still at their default) that runs
+ * launch_end_children and then dies of the signal. The ending signals are held while the
+ * child is not yet tracked. pid, or -errno. */
+pid_t launch_fork_child(int death_sig, int own_group);
+
+/* Async-signal-safe: SIGTERM to every tracked child (to its process group too when it leads
+ * one), at most 2 s for them to exit, SIGKILL to what is left, reaped within 1 s more. */
+void launch_end_children(void);
+
+/* waitpid(pid) (EINTR retried) that forgets pid once it is reaped. As waitpid; -1 for pid <=
+ * 0 (never waitpid(0) or (-1): those reap someone else's child). */
+pid_t launch_reap(pid_t pid, int *status, int options);
+
+/* The number of children tracked (started, not reaped yet). */
+unsigned launch_children(void);
+
+/* In a fresh child: PR_SET_PDEATHSIG sig, then whether `parent` is still its parent. 0, or
+ * -ESRCH when it is gone already (then no signal would come), or prctl's -errno. */
+int launch_die_with_parent(int sig, pid_t parent);
+
 /* ---- forked functions and local ranks --------------------------------------------------- */
 
 #define LAUNCH_MAX_RANKS 64
 
 enum {
     LAUNCH_PIPE = 1, /* a pipe from each rank: its write end is the fd passed to fn */
-    LAUNCH_DIE_WITH_PARENT = 2, /* SIGKILL the child when this process dies */
 };
 
-/* Fork; the child runs fn(arg) and exits with its return value (stdio flushed first, so
- * nothing buffered is written twice). pid, or -errno. */
-pid_t launch_fork(int (*fn)(void *arg), void *arg, int flags);
+/* Fork (launch_fork_child, SIGKILL at this process's death); the child runs fn(arg) and exits
+ * with its return value (stdio flushed first, so nothing buffered is written twice). pid, or
+ * -errno. */
+pid_t launch_fork(int (*fn)(void *arg), void *arg);
 /* In a forked child about to _exit in a LeakSanitizer build (ASan): run the leak check that
  * _exit would skip. 1 (and the report on stderr) when memory leaked, else 0; always 0 in
  * other builds. */
@@ -114,7 +147,7 @@ typedef struct launch_ranks {
  * 0, or -errno with the reason in err. */
 int launch_job_secret(char *err, size_t errlen);
 
-/* Fork n ranks (1..LAUNCH_MAX_RANKS); rank r runs fn(r, fd, arg) and exits with its return
+/* Fork n ranks (1..LAUNCH_MAX_RANKS) as launch_fork does; rank r runs fn(r, fd, arg) and exits with its return
  * value, fd being the write end of its pipe with LAUNCH_PIPE (else -1); a rank holds no other
  * rank's pipe. All or nothing: on failure the ranks already started are killed and reaped.
  * 0, or -errno with the reason in err. */
@@ -310,9 +343,12 @@ const char *launch_testbed_host_addr(const launch_testbed_t *tb, unsigned k, cha
 size_t launch_testbed_argv(const launch_testbed_t *tb, const char *host, char *const *cmd,
                            char **out, size_t cap);
 
-/* From now until launch_testbed_unguard: SIGINT, SIGTERM and SIGHUP end a child that is
- * building the testbed (launch_testbed_up), run `tools/testbed down NAME` (which ends every
- * process inside its namespaces) and exit with 128 + the signal. tb must stay valid. */
+/* From now until launch_testbed_unguard: SIGINT, SIGTERM and SIGHUP end this process's
+ * children (launch_end_children, a child building the testbed among them), run `tools/testbed
+ * down NAME` (which ends every process inside its namespaces) and exit with 128 + the signal;
+ * should this process die otherwise (SIGKILL), a sentinel child it starts here runs that
+ * `down` (it waits for the end of a pipe only this process holds; unguard tells it the
+ * testbed is handled and reaps it). Call unguard once the testbed is down. */
 void launch_testbed_guard(launch_testbed_t *tb);
 void launch_testbed_unguard(void);
 
@@ -347,6 +383,37 @@ pid_t launch_ns_switch(const launch_testbed_t *tb, const char *ns, const char *s
 /* The Python interpreter: $INAGG_PYTHON, else Debian's /usr/bin/python3 (where python3-torch
  * installs), else python3 in $PATH, into buf. 0, or -ENOENT when there is none. */
 int launch_find_python(char *buf, size_t len);
+
+/* ---- whether the processes to start fit in memory (memfit.c) ------------------------------ */
+
+typedef struct launch_mem {
+    uint64_t available; /* MemAvailable of /proc/meminfo, bytes (0: unknown) */
+    uint64_t cg_limit; /* the memory limit of this process's cgroup (or of an ancestor) that
+                          leaves the least room, bytes (0: none) */
+    uint64_t cg_usage; /* that cgroup's memory in use, bytes */
+} launch_mem_t;
+
+/* What the machine has: PROC_ROOT/meminfo and the cgroups PROC_ROOT/self/cgroup names
+ * under CGROUP_ROOT (v2 memory.max and memory.current of the cgroup and each ancestor; v1
+ * memory/.../memory.limit_in_bytes and memory.usage_in_bytes). What is missing stays 0. */
+void launch_mem_read(const char *proc_root, const char *cgroup_root, launch_mem_t *m);
+
+/* The memory a new process may use: the smaller of MemAvailable and the cgroup's room
+ * (UINT64_MAX when neither is known). */
+uint64_t launch_mem_free(const launch_mem_t *m);
+
+/* bytes as "12.3 GiB" or "45.6 MiB" into buf. Returns buf. */
+const char *launch_mem_text(uint64_t bytes, char *buf, size_t len);
+
+/* 0 when need bytes fit in launch_mem_free(m); else -ENOMEM with err "WHAT: N of memory
+ * needed, more than the A available (MemAvailable M; this cgroup's limit L, U of it in use)".
+ * `what` names who needs it ("2 ranks of 1000000000 float32 elements"). */
+int launch_mem_fits(const launch_mem_t *m, uint64_t need, const char *what, char *err,
+                    size_t errlen);
+
+/* launch_mem_fits against this machine now (/proc, /sys/fs/cgroup): every command that
+ * allocates by a user's size asks this before it starts its processes. */
+int launch_mem_check(uint64_t need, const char *what, char *err, size_t errlen);
 
 /* ---- a process capped at a share of a CPU (cpucap.c) -------------------------------------- */
 

@@ -8,11 +8,9 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -96,17 +94,51 @@ int launch_find_program(const char *name, const char *env_var, char *buf, size_t
 
 /* ---- one program ------------------------------------------------------------------------ */
 
-/* Point the child's stream `target` at `how` (see launch_spec_t). 0 or an errno. */
-static int redirect(posix_spawn_file_actions_t *fa, int target, int how)
+/* In the child: point stream `target` at `how` (see launch_spec_t). 0 or an errno. Only
+ * async-signal-safe calls: this runs between fork() and execve(). */
+static int redirect(int target, int how)
 {
     if (how == LAUNCH_INHERIT)
         return 0;
-    if (how == LAUNCH_DEVNULL)
-        return posix_spawn_file_actions_addopen(fa, target, "/dev/null",
-                                                target == 0 ? O_RDONLY : O_WRONLY, 0);
-    if (how == LAUNCH_TO_OUT)
-        return posix_spawn_file_actions_adddup2(fa, 1, target);
-    return posix_spawn_file_actions_adddup2(fa, how, target);
+    if (how == LAUNCH_DEVNULL) {
+        int fd = open("/dev/null", target == 0 ? O_RDONLY : O_WRONLY);
+        if (fd < 0)
+            return errno;
+        int rc = fd == target ? 0 : dup2(fd, target) < 0 ? errno : 0;
+        if (fd != target)
+            close(fd);
+        return rc;
+    }
+    int from = how == LAUNCH_TO_OUT ? 1 : how;
+    if (from == target) /* dup2 onto itself would leave close-on-exec set */
+        return fcntl(target, F_SETFD, 0) < 0 ? errno : 0;
+    return dup2(from, target) < 0 ? errno : 0;
+}
+
+/* In the child of launch_spawn: streams, mask and dispositions as launch_spawn promises, then
+ * execve. Never returns: on failure the errno goes back through report_fd. */
+static void spawn_exec(const launch_spec_t *s, int report_fd)
+{
+    int rc = redirect(0, s->in);
+    if (rc == 0)
+        rc = redirect(1, s->out);
+    if (rc == 0)
+        rc = redirect(2, s->err);
+    if (rc == 0 && s->keep_fd > 2 && fcntl(s->keep_fd, F_SETFD, 0) < 0)
+        rc = errno;
+    const int dfl[] = {SIGPIPE, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD};
+    for (size_t i = 0; i < sizeof(dfl) / sizeof(dfl[0]); i++)
+        signal(dfl[i], SIG_DFL);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    if (rc == 0) {
+        execve(s->argv[0], s->argv, s->envp ? s->envp : environ);
+        rc = errno;
+    }
+    ssize_t w = write(report_fd, &rc, sizeof(rc));
+    (void)w;
+    _exit(127);
 }
 
 pid_t launch_spawn(const launch_spec_t *s, char *err, size_t errlen)
@@ -115,45 +147,33 @@ pid_t launch_spawn(const launch_spec_t *s, char *err, size_t errlen)
         return set_err(err, errlen, -EINVAL, "launch: invalid program specification");
     }
     const char *prog = s->argv[0];
-    posix_spawn_file_actions_t fa;
-    posix_spawnattr_t attr;
-    int rc = posix_spawn_file_actions_init(&fa);
-    if (rc != 0) {
-        return set_err(err, errlen, -rc, "%s: cannot set up the child process: %s", prog,
-                       strerror(rc));
+    int report[2]; /* the child's execve errno; closed by a successful execve */
+    if (pipe2(report, O_CLOEXEC) != 0) {
+        int e = errno;
+        return set_err(err, errlen, -e, "%s: cannot set up the child process: %s", prog,
+                       strerror(e));
     }
-    posix_spawnattr_init(&attr);
-    if (rc == 0)
-        rc = redirect(&fa, 0, s->in);
-    if (rc == 0)
-        rc = redirect(&fa, 1, s->out);
-    if (rc == 0)
-        rc = redirect(&fa, 2, s->err);
-    if (rc == 0 && s->keep_fd > 2) /* dup2 onto itself clears close-on-exec (glibc >= 2.29) */
-        rc = posix_spawn_file_actions_adddup2(&fa, s->keep_fd, s->keep_fd);
-    sigset_t none, dfl;
-    sigemptyset(&none);
-    sigemptyset(&dfl);
-    sigaddset(&dfl, SIGPIPE);
-    sigaddset(&dfl, SIGINT);
-    sigaddset(&dfl, SIGTERM);
-    sigaddset(&dfl, SIGHUP);
-    sigaddset(&dfl, SIGCHLD);
-    posix_spawnattr_setsigmask(&attr, &none);
-    posix_spawnattr_setsigdefault(&attr, &dfl);
-    short flags = POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF;
-    if (s->new_group) {
-        posix_spawnattr_setpgroup(&attr, 0);
-        flags |= POSIX_SPAWN_SETPGROUP;
+    /* SIGTERM, not SIGKILL, at this process's death: a program such as mpirun then ends
+     * what it started in turn. */
+    pid_t pid = launch_fork_child(SIGTERM, s->new_group);
+    if (pid == 0) {
+        close(report[0]);
+        spawn_exec(s, report[1]);
     }
-    posix_spawnattr_setflags(&attr, flags);
-    pid_t pid = -1;
-    if (rc == 0)
-        rc = posix_spawn(&pid, prog, &fa, &attr, s->argv, s->envp ? s->envp : environ);
-    posix_spawn_file_actions_destroy(&fa);
-    posix_spawnattr_destroy(&attr);
-    if (rc != 0) {
-        return set_err(err, errlen, -rc, "cannot start %s: %s", prog, strerror(rc));
+    close(report[1]);
+    if (pid < 0) {
+        close(report[0]);
+        return set_err(err, errlen, (int)pid, "cannot start %s: %s", prog, strerror((int)-pid));
+    }
+    int child_errno = 0;
+    ssize_t n;
+    while ((n = read(report[0], &child_errno, sizeof(child_errno))) < 0 && errno == EINTR)
+        ;
+    close(report[0]);
+    if (n == (ssize_t)sizeof(child_errno)) {
+        launch_reap(pid, NULL, 0);
+        return set_err(err, errlen, -child_errno, "cannot start %s: %s", prog,
+                       strerror(child_errno));
     }
     return pid;
 }
@@ -196,13 +216,13 @@ int launch_wait(pid_t pid, int timeout_ms, int *status)
     uint64_t deadline = util_now_ns() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0) * 1000000ull;
     uint64_t nap = 200; /* microseconds, doubling to 20 ms: quick for a child already exiting */
     for (;;) {
-        pid_t w = waitpid(pid, &st, WNOHANG);
+        pid_t w = launch_reap(pid, &st, WNOHANG);
         if (w == pid) {
             if (status)
                 *status = st;
             return 0;
         }
-        if (w < 0 && errno != EINTR)
+        if (w < 0)
             return -errno;
         if (util_now_ns() >= deadline)
             break;
@@ -210,8 +230,7 @@ int launch_wait(pid_t pid, int timeout_ms, int *status)
         nap = nap < 20000 ? nap * 2 : 20000;
     }
     kill(pid, SIGKILL);
-    while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
-        ;
+    launch_reap(pid, &st, 0);
     if (status)
         *status = st;
     return -ETIMEDOUT;
@@ -243,17 +262,6 @@ int launch_exit_code(int status) { return WIFEXITED(status) ? WEXITSTATUS(status
 
 /* ---- forked functions and local ranks --------------------------------------------------- */
 
-/* In a fresh child: follow `flags`. 0, or -ESRCH when the parent is already gone. */
-static int child_setup(int flags, pid_t parent)
-{
-    if (flags & LAUNCH_DIE_WITH_PARENT) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        if (getppid() != parent)
-            return -ESRCH;
-    }
-    return 0;
-}
-
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/lsan_interface.h>
 int launch_child_leak_check(void) { return __lsan_do_recoverable_leak_check() != 0; }
@@ -261,17 +269,13 @@ int launch_child_leak_check(void) { return __lsan_do_recoverable_leak_check() !=
 int launch_child_leak_check(void) { return 0; }
 #endif
 
-pid_t launch_fork(int (*fn)(void *arg), void *arg, int flags)
+pid_t launch_fork(int (*fn)(void *arg), void *arg)
 {
-    pid_t parent = getpid();
     fflush(NULL);
-    pid_t pid = fork();
-    if (pid == 0) {
-        if (child_setup(flags, parent) != 0)
-            _exit(1);
+    pid_t pid = launch_fork_child(SIGKILL, 0);
+    if (pid == 0)
         _exit(fn(arg));
-    }
-    return pid < 0 ? -errno : pid;
+    return pid;
 }
 
 int launch_ranks_start(launch_ranks_t *g, uint32_t n, launch_rank_fn fn, void *arg, int flags,
@@ -286,7 +290,6 @@ int launch_ranks_start(launch_ranks_t *g, uint32_t n, launch_rank_fn fn, void *a
     int src = launch_job_secret(err, errlen);
     if (src != 0)
         return src;
-    pid_t parent = getpid();
     fflush(NULL);
     for (uint32_t r = 0; r < n; r++) {
         int p[2] = {-1, -1};
@@ -295,10 +298,8 @@ int launch_ranks_start(launch_ranks_t *g, uint32_t n, launch_rank_fn fn, void *a
             launch_ranks_kill(g);
             return set_err(err, errlen, -e, "pipe: %s", strerror(e));
         }
-        pid_t pid = fork();
+        pid_t pid = launch_fork_child(SIGKILL, 0);
         if (pid == 0) {
-            if (child_setup(flags, parent) != 0)
-                _exit(1);
             if (p[0] >= 0)
                 close(p[0]);
             for (uint32_t k = 0; k < r; k++)
@@ -309,14 +310,13 @@ int launch_ranks_start(launch_ranks_t *g, uint32_t n, launch_rank_fn fn, void *a
                 close(p[1]);
             _exit(rc);
         }
-        int e = errno;
         if (p[1] >= 0)
             close(p[1]);
         if (pid < 0) {
             if (p[0] >= 0)
                 close(p[0]);
             launch_ranks_kill(g);
-            return set_err(err, errlen, -e, "fork: %s", strerror(e));
+            return set_err(err, errlen, (int)pid, "fork: %s", strerror((int)-pid));
         }
         g->pid[r] = pid;
         g->fd[r] = p[0];

@@ -62,7 +62,7 @@ pid_t launch_switch(const switch_config_t *cfg, uint16_t *port, char *err, size_
         return set_err(err, errlen, -e, "pipe: %s", strerror(e));
     }
     struct child_args a = {cfg, p[1]};
-    pid_t pid = launch_fork(child_main, &a, 0);
+    pid_t pid = launch_fork(child_main, &a);
     close(p[1]);
     if (pid < 0) {
         close(p[0]);

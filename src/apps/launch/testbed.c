@@ -3,13 +3,16 @@
  * sees it: find the tool beside the build, bring a testbed up and read its JSON report, build
  * `tools/testbed exec NAME HOST -- CMD` lines, take it down on every exit path, and on
  * SIGINT/SIGTERM/SIGHUP take it down from a signal handler (fork + execve + waitpid are
- * async-signal-safe) before the process dies. `tools/testbed down` ends every process still
+ * async-signal-safe) before the process dies; and when it dies of what no handler sees
+ * (SIGKILL), a sentinel process it started with the guard takes the testbed down: it waits for
+ * the end of a pipe only this process writes to. `tools/testbed down` ends every process still
  * inside the testbed's namespaces, so the switch, the ranks, mpirun and its orteds and the Gloo
  * ranks need no bookkeeping of their own here.
  */
 #include "apps/launch/launch.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -81,6 +84,8 @@ static volatile sig_atomic_t guard_on;
 static volatile pid_t guard_building; /* `tools/testbed up` while it runs */
 static struct sigaction guard_old[3];
 static const int guard_sigs[3] = {SIGINT, SIGTERM, SIGHUP};
+static volatile int sentinel_fd = -1; /* the write end of the sentinel's pipe */
+static pid_t sentinel_pid;
 
 static void say(const char *s)
 {
@@ -88,8 +93,89 @@ static void say(const char *s)
     (void)r;
 }
 
+/* In a child: out of our process group, deaf to the signals that end us (a Ctrl-C or a
+ * `timeout` sends them to the whole group, and must not end a teardown), then
+ * `tools/testbed down NAME`. Never returns. */
+static void exec_down(void)
+{
+    struct sigaction ign;
+    memset(&ign, 0, sizeof(ign));
+    ign.sa_handler = SIG_IGN;
+    for (int i = 0; i < 3; i++)
+        sigaction(guard_sigs[i], &ign, NULL);
+    setpgid(0, 0);
+    int fd = STDOUT_FILENO;
+    dup2(STDERR_FILENO, fd);
+    execve(guard_argv[0], guard_argv, environ);
+    _exit(127);
+}
+
+/* The sentinel: blocks on the read end of a pipe whose write end only the guarded process
+ * (and its forked children, which die with it) holds. A byte first: the testbed was taken down
+ * otherwise, nothing to do; the end of the pipe alone: the process died unguarded. */
+static void sentinel_main(int rfd)
+{
+    const int ending[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+    for (size_t i = 0; i < sizeof(ending) / sizeof(ending[0]); i++)
+        signal(ending[i], SIG_DFL); /* none of its parent's handlers */
+    setpgid(0, 0); /* a Ctrl-C to its parent's group is not for it */
+    for (int fd = 3; fd < 1024; fd++)
+        if (fd != rfd)
+            close(fd);
+    int null = open("/dev/null", O_RDWR);
+    if (null >= 0) {
+        dup2(null, STDIN_FILENO);
+        dup2(null, STDOUT_FILENO);
+        close(null);
+    }
+    char c;
+    ssize_t n;
+    while ((n = read(rfd, &c, 1)) < 0 && errno == EINTR)
+        ;
+    if (n != 0)
+        _exit(0);
+    say("inagg: the process that built testbed ");
+    say(guard_name);
+    say(" is gone: taking it down\n");
+    exec_down();
+}
+
+static void sentinel_start(void)
+{
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) != 0)
+        return; /* then only the signal handler and the next run's reaping are left */
+    pid_t pid = fork();
+    if (pid == 0)
+        sentinel_main(p[0]);
+    close(p[0]);
+    if (pid < 0) {
+        close(p[1]);
+        return;
+    }
+    sentinel_pid = pid;
+    sentinel_fd = p[1];
+}
+
+/* Tell the sentinel the testbed is handled, and reap it. Async-signal-safe up to the wait. */
+static void sentinel_disarm(int reap)
+{
+    int fd = sentinel_fd;
+    if (fd < 0)
+        return;
+    sentinel_fd = -1;
+    ssize_t w = write(fd, "d", 1);
+    (void)w;
+    close(fd);
+    if (reap && sentinel_pid > 0)
+        launch_wait(sentinel_pid, 5000, NULL);
+    sentinel_pid = 0;
+}
+
 static void guard_handler(int sig)
 {
+    launch_end_children(); /* the switch, the ranks, mpirun: before their testbed goes */
+    sentinel_disarm(0); /* it goes with us, and finds the testbed handled */
     if (guard_on) {
         guard_on = 0;
         say("inagg: interrupted: taking testbed ");
@@ -102,20 +188,8 @@ static void guard_handler(int sig)
                 ;
         }
         pid_t pid = fork();
-        if (pid == 0) {
-            /* Out of our process group, deaf to the signals that end us: a Ctrl-C or a
-             * `timeout` sends them to the whole group, and must not end the teardown. */
-            struct sigaction ign;
-            memset(&ign, 0, sizeof(ign));
-            ign.sa_handler = SIG_IGN;
-            for (int i = 0; i < 3; i++)
-                sigaction(guard_sigs[i], &ign, NULL);
-            setpgid(0, 0);
-            int fd = STDOUT_FILENO;
-            dup2(STDERR_FILENO, fd);
-            execve(guard_argv[0], guard_argv, environ);
-            _exit(127);
-        }
+        if (pid == 0)
+            exec_down();
         if (pid > 0)
             while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
                 ;
@@ -126,6 +200,7 @@ static void guard_handler(int sig)
 
 void launch_testbed_guard(launch_testbed_t *tb)
 {
+    sentinel_disarm(1); /* a guard before: its testbed is handled */
     snprintf(guard_tool, sizeof(guard_tool), "%s", tb->tool);
     snprintf(guard_name, sizeof(guard_name), "%s", tb->name);
     guard_argv[0] = guard_tool;
@@ -139,6 +214,7 @@ void launch_testbed_guard(launch_testbed_t *tb)
     for (int i = 0; i < 3; i++)
         sigaddset(&sa.sa_mask, guard_sigs[i]);
     guard_on = 1;
+    sentinel_start();
     for (int i = 0; i < 3; i++)
         sigaction(guard_sigs[i], &sa, &guard_old[i]);
 }
@@ -149,6 +225,7 @@ void launch_testbed_unguard(void)
         return;
     for (int i = 0; i < 3; i++)
         sigaction(guard_sigs[i], &guard_old[i], NULL);
+    sentinel_disarm(1);
     guard_on = 0;
     guard_argv[0] = NULL;
 }

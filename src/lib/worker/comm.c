@@ -48,9 +48,10 @@ static int check_options(const inagg_options_t *o, char *detail, size_t len)
                        "options.struct_size %u is smaller than this library's %zu: "
                        "initialise options with INAGG_OPTIONS_INIT",
                        o->struct_size, sizeof(inagg_options_t));
-    if (o->packet_elems == 0 || o->packet_elems > INAGG_MAX_PACKET_ELEMS)
-        return set_err(detail, len, -EINVAL, "packet_elems %u must be 1..%u", o->packet_elems,
-                       INAGG_MAX_PACKET_ELEMS);
+    if (o->packet_elems > INAGG_MAX_PACKET_ELEMS)
+        return set_err(detail, len, -EINVAL,
+                       "packet_elems %u must be 1..%u, or 0 to size packets to the path",
+                       o->packet_elems, INAGG_MAX_PACKET_ELEMS);
     if (o->slots == 0 || o->slots > 1u << 20)
         return set_err(detail, len, -EINVAL, "slots %u must be 1..%u", o->slots, 1u << 20);
     if (o->threads == 0 || o->threads > WORKER_MAX_THREADS || o->threads > o->slots)
@@ -334,6 +335,11 @@ inagg_result_t inagg_comm_create(inagg_comm_t **out, const char *switch_addr, co
     if (!c->opts.poll_us && poll_from_env(&c->opts.poll_us, detail, detail_len) < 0) {
         comm_free(c);
         return INAGG_ERR_INVALID;
+    }
+    int sized = comm_size_packets(c, sw, (const char(*)[64])shard_text, detail, detail_len);
+    if (sized < 0) {
+        comm_free(c);
+        return comm_result_of_errno(sized);
     }
 
     /* Every rank joins the shards in the same order, so each shard's join completes. */

@@ -240,7 +240,9 @@ TEST(timeout_names_the_fabrics_dropped_fragments, 30)
     note_with(frags, 2227, 9000, d, sizeof(d), &asked);
     CHECK_EQ_INT(asked, 1);
     CHECK_MSG(strstr(d, "the switch's L2 fabric has dropped 45 IP fragments") == d &&
-                  strstr(d, "agg_fragment") && strstr(d, "8972 bytes") && strstr(d, "(9000 here)"),
+                  strstr(d, "(agg_fragment)") &&
+                  strstr(d, "this rank's, up to 8972 bytes, fit its path MTU 9000: another "
+                            "rank's, or a narrower link further on, may not"),
               "%s", d);
     /* none dropped, packets within the path: nothing to add */
     note_with("fabric frames: agg_fragment=0\nEND\n", 352, 1500, d, sizeof(d), &asked);
@@ -257,6 +259,14 @@ TEST(timeout_names_a_path_mtu_below_the_packets, 30)
     int asked = 0;
     /* sized for loopback's 65536; the path's MTU is 1500 now */
     note_with("END\n", INAGG_MAX_PACKET_ELEMS, 65536, d, sizeof(d), &asked);
-    CHECK_MSG(strstr(d, "datagrams of up to 65504 bytes are larger than the path MTU 1500"),
+    CHECK_MSG(strstr(d, "datagrams leave as IP fragments, which are lost whole: this rank's, up "
+                        "to 65504 bytes, now exceed its path MTU 1500 (65536 when they were "
+                        "sized)") == d,
+              "%s", d);
+    /* and with the fabric's count */
+    note_with("fabric frames: agg_fragment=3\nEND\n", INAGG_MAX_PACKET_ELEMS, 65536, d, sizeof(d),
+              &asked);
+    CHECK_MSG(strstr(d, "has dropped 3 IP fragments") &&
+                  strstr(d, "exceed its path MTU 1500 (65536 when"),
               "%s", d);
 }

@@ -52,7 +52,7 @@ struct inagg_comm {
     _Atomic int abort_flag; /* job failed or connection lost: engines stop */
     inagg_result_t fail_code; /* under mu */
     char fail_detail[COMM_DETAIL_MAX]; /* under mu */
-    char last_error[512];
+    char last_error[1024];
     uint32_t path_mtu; /* the smallest path MTU toward the shards (pathsize.c; 0: not
                                      looked up, RoCE) */
     char path_if[32]; /* the interface that path leaves through ("" if unknown) */

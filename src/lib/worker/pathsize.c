@@ -119,9 +119,8 @@ static long long switch_fragments(int ctl_fd)
                 break;
             if (wire_verb_of(line) == WIRE_VERB_END)
                 break;
-            const char *f = strncmp(line, "fabric frames:", 14) == 0
-                                ? strstr(line, " agg_fragment=")
-                                : NULL;
+            const char *f =
+                strncmp(line, "fabric frames:", 14) == 0 ? strstr(line, " agg_fragment=") : NULL;
             if (f)
                 found = strtoll(f + 14, NULL, 10);
         }
@@ -129,6 +128,18 @@ static long long switch_fragments(int ctl_fd)
     free(rd);
     close(fd);
     return found;
+}
+
+/* The path MTU toward shard 0 now (the kernel may know a smaller one than at create), or -1. */
+static int path_mtu_now(const inagg_comm_t *c)
+{
+    struct sockaddr_in to;
+    socklen_t n = sizeof(to);
+    char ifname[32];
+    if (c->ctl_fd[0] < 0 || getpeername(c->ctl_fd[0], (struct sockaddr *)&to, &n) != 0)
+        return -1;
+    int mtu = pathmtu_of(&to, ifname, sizeof(ifname), NULL, 0);
+    return mtu > 0 ? mtu : -1;
 }
 
 void comm_note_path(inagg_comm_t *c, char *note, size_t len)
@@ -142,23 +153,25 @@ void comm_note_path(inagg_comm_t *c, char *note, size_t len)
     for (uint32_t k = 0; k < c->nshards && frags <= 0; k++)
         if (c->ctl_fd[k] >= 0)
             frags = switch_fragments(c->ctl_fd[k]);
-    if (frags > 0) {
+    int mtu = path_mtu_now(c);
+    char mine[160];
+    if (mtu > 0 && bytes > pathmtu_udp_payload((uint32_t)mtu))
+        snprintf(mine, sizeof(mine),
+                 "this rank's, up to %zu bytes, now exceed its path MTU %d (%u when they were "
+                 "sized)",
+                 bytes, mtu, c->path_mtu);
+    else if (frags > 0)
+        snprintf(mine, sizeof(mine),
+                 "this rank's, up to %zu bytes, fit its path MTU %u: another rank's, or a "
+                 "narrower link further on, may not",
+                 bytes, c->path_mtu);
+    else
+        return; /* nothing on the path to name */
+    if (frags > 0)
         snprintf(note, len,
                  "the switch's L2 fabric has dropped %lld IP fragments sent to it "
-                 "(agg_fragment): a datagram of up to %zu bytes must fit every link's MTU "
-                 "(%u here), so lower packet_elems",
-                 frags, bytes, c->path_mtu);
-        return;
-    }
-    struct sockaddr_in to;
-    socklen_t n = sizeof(to);
-    char ifname[32];
-    int mtu = c->ctl_fd[0] >= 0 && getpeername(c->ctl_fd[0], (struct sockaddr *)&to, &n) == 0
-                  ? pathmtu_of(&to, ifname, sizeof(ifname), NULL, 0)
-                  : -1;
-    if (mtu > 0 && bytes > pathmtu_udp_payload((uint32_t)mtu))
-        snprintf(note, len,
-                 "datagrams of up to %zu bytes are larger than the path MTU %d to the switch "
-                 "now allows: they leave as IP fragments, which are lost whole",
-                 bytes, mtu);
+                 "(agg_fragment) and aggregates whole datagrams only: %s",
+                 frags, mine);
+    else
+        snprintf(note, len, "datagrams leave as IP fragments, which are lost whole: %s", mine);
 }

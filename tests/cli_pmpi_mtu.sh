@@ -7,9 +7,9 @@
 # 1500 and at 9000: every size right, its 44 allreduces through the switch (the 44 that
 # gather the checks' verdicts, MPI_LONG sums, pass through to MPI), no IP fragment dropped
 # by the fabric. Then the MTU of one host is lowered under a running job: its datagrams leave
-# as fragments, which the fabric drops (agg_fragment), and the failure every rank reports
-# says so. Skips, saying why, without Open MPI or where network namespaces cannot be made.
-# Every command runs under `timeout`; about 30 seconds.
+# as fragments, which the fabric drops (agg_fragment, shown by `inagg top`), and the failure
+# every rank reports says so. Skips, saying why, without Open MPI or where network
+# namespaces cannot be made. Every command runs under `timeout`; about 30 seconds.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -105,10 +105,14 @@ else
     wait $job
     rc=$?
     named=$(grep -c "allreduce through the switch failed: .*the switch's L2 fabric has dropped [0-9]* IP fragments sent to it (agg_fragment)" "$tmp/shrink")
-    if [ $rc -ne 0 ] && [ "$named" = 4 ] && grep -q "this rank's, up to 8972 bytes, now exceed its path MTU 1500 (9000 when they were sized)" "$tmp/shrink"; then
-        ok "$t (4 ranks name agg_fragment=$(fabric_count "$name" agg_fragment))"
+    net=$(timeout 10 $TB show "$name" --json | sed -n 's/.*"subnet":"\([0-9.]*\)\.0\/24".*/\1/p')
+    top=$(timeout 10 $TB exec "$name" sw -- "$ROOT/$INAGG" top "$net.254:7000" --once --interval 100 2>&1)
+    if [ $rc -ne 0 ] && [ "$named" = 4 ] &&
+       grep -q "this rank's, up to 8972 bytes, now exceed its path MTU 1500 (9000 when they were sized)" "$tmp/shrink" &&
+       grep -Eq '^fabric: IP fragments dropped [1-9][0-9]* ' <<<"$top"; then
+        ok "$t (4 ranks name agg_fragment=$(fabric_count "$name" agg_fragment), as inagg top shows)"
     else
-        bad $t "rc $rc, $named of 4 ranks named the fragments: $(grep -v '^ok ' "$tmp/shrink" | tail -n 4)"
+        bad $t "rc $rc, $named of 4 ranks named the fragments, top: '$(grep '^fabric' <<<"$top")': $(grep -v '^ok ' "$tmp/shrink" | tail -n 4)"
     fi
 fi
 finish

@@ -228,6 +228,9 @@ inagg_result_t inagg_comm_destroy(inagg_comm_t *comm);
 
 uint32_t inagg_comm_rank(const inagg_comm_t *comm);
 uint32_t inagg_comm_world(const inagg_comm_t *comm);
+/* Elements per packet as the communicator sends them: options.packet_elems, or with 0 what
+ * the path to the switch carries in one frame (0 for a NULL comm). */
+uint32_t inagg_comm_packet_elems(const inagg_comm_t *comm);
 
 /* Blocking allreduce of `count` elements. */
 inagg_result_t inagg_allreduce(inagg_comm_t *comm, const void *send, void *recv, size_t count,

@@ -90,7 +90,7 @@ static int mtu_rank(uint32_t rank, void *arg)
         j->codes[rank] = rc;
         return 1;
     }
-    j->elems[rank] = c->opts.packet_elems;
+    j->elems[rank] = inagg_comm_packet_elems(c);
     enum { MAX = 5000 };
     static int32_t send[MAX], recv[MAX];
     for (size_t n = 1; n <= MAX && rc == INAGG_OK; n = n * 2 + 1) {
@@ -121,7 +121,7 @@ static inagg_result_t create_alone(const char *addr, uint32_t packet_elems, cons
     inagg_comm_t *c = NULL;
     inagg_result_t rc = inagg_comm_create(&c, addr, "alone", 0, 1, &o, d, dlen);
     if (rc == INAGG_OK) {
-        *sized = c->opts.packet_elems;
+        *sized = inagg_comm_packet_elems(c);
         inagg_comm_destroy(c);
     }
     return rc;

@@ -135,6 +135,7 @@ def _declare(lib):
         "inagg_comm_destroy": (I, [P]),
         "inagg_comm_rank": (U32, [P]),
         "inagg_comm_world": (U32, [P]),
+        "inagg_comm_packet_elems": (U32, [P]),
         "inagg_allreduce": (I, [P, P, P, SZ, I, I]),
         "inagg_iallreduce": (I, [P, P, P, SZ, I, I, ctypes.POINTER(P)]),
         "inagg_test": (I, [P, ctypes.POINTER(I)]),
@@ -338,6 +339,12 @@ class Comm:
     @property
     def world(self):
         return _lib().inagg_comm_world(self._live())
+
+    @property
+    def packet_elems(self):
+        """Elements per packet as sent: the one asked for, or what one frame of the path
+        carries when packet_elems was 0."""
+        return _lib().inagg_comm_packet_elems(self._live())
 
     @property
     def closed(self):

@@ -27,6 +27,10 @@
 uint32_t inagg_version(void) { return INAGG_VERSION_NUMBER; }
 uint32_t inagg_comm_rank(const inagg_comm_t *comm) { return comm ? comm->rank : 0; }
 uint32_t inagg_comm_world(const inagg_comm_t *comm) { return comm ? comm->world : 0; }
+uint32_t inagg_comm_packet_elems(const inagg_comm_t *comm)
+{
+    return comm ? comm->opts.packet_elems : 0;
+}
 
 static void comm_free(inagg_comm_t *c)
 {

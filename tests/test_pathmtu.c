@@ -148,6 +148,10 @@ TEST(packets_sized_to_a_1500_byte_path, 60)
     CHECK_MSG(strstr(d, "packet_elems 353") && strstr(d, "path MTU 1500") &&
                   strstr(d, "through lo") && strstr(d, "at most 352"),
               "%s", d);
+    /* no route to the switch: said before any JOIN is tried */
+    CHECK_EQ_INT(create_alone("10.203.0.7:7000", 0, NULL, &sized, d, sizeof(d)),
+                 INAGG_ERR_CONNECTION);
+    CHECK_MSG(strstr(d, "cannot size packets to the switch at 10.203.0.7:7000: no route"), "%s", d);
     /* a codec's chunks are sized by their worst case: fp16 takes 2 bytes a value */
     CHECK_EQ_INT(create_alone(ts.addr, 0, "fp16", &sized, d, sizeof(d)), INAGG_OK);
     CHECK_MSG(sized > 352, "fp16: %u", sized);

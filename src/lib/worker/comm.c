@@ -341,9 +341,9 @@ inagg_result_t inagg_comm_create(inagg_comm_t **out, const char *switch_addr, co
         return INAGG_ERR_INVALID;
     }
     int sized = comm_size_packets(c, sw, (const char(*)[64])shard_text, detail, detail_len);
-    if (sized < 0) {
+    if (sized < 0) { /* a packet size refused, or no route to the switch */
         comm_free(c);
-        return comm_result_of_errno(sized);
+        return sized == -EINVAL ? INAGG_ERR_INVALID : INAGG_ERR_CONNECTION;
     }
 
     /* Every rank joins the shards in the same order, so each shard's join completes. */

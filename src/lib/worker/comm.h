@@ -87,7 +87,7 @@ int comm_size_packets(inagg_comm_t *c, const transport_addr_t *sw, const char (*
                       char *detail, size_t dlen);
 /* A call got no results (it timed out, or the switch failed the job for silent ranks):
  * what the path says of it, as a phrase in note ("" when nothing): the switch's L2 fabric
- * dropped IP fragments sent to it (asked with STATS, at most 1.5 s per shard), or the
+ * dropped IP fragments sent to it (asked with STATS, 1.5 s at most in all), or the
  * kernel's path MTU fell below the packets. */
 void comm_note_path(inagg_comm_t *c, char *note, size_t len);
 

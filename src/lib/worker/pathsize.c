@@ -92,28 +92,31 @@ int comm_size_packets(inagg_comm_t *c, const transport_addr_t *sw, const char (*
     return 0;
 }
 
-#define STATS_WAIT_MS 1500 /* the whole STATS exchange, connect included */
+#define STATS_WAIT_MS 1500 /* every shard's STATS exchange together, connects included */
 #define STATS_MAX_LINES 100000u /* a switch's text stats: a few lines per job */
 
 /* IP fragments the L2 fabric of the switch whose control connection is fd has dropped (its
- * `agg_fragment`, all senders together), asked over a connection of its own with STATS; -1
- * when it cannot tell (no fabric, no answer in time). */
-static long long switch_fragments(int ctl_fd)
+ * `agg_fragment`, all senders together), asked over a connection of its own with STATS by
+ * deadline (monotonic ns); -1 when it cannot tell (no fabric, no answer in time). */
+static long long switch_fragments(int ctl_fd, uint64_t deadline)
 {
     struct sockaddr_in sw;
     socklen_t n = sizeof(sw);
     if (getpeername(ctl_fd, (struct sockaddr *)&sw, &n) != 0)
         return -1;
-    uint64_t deadline = util_now_ns() + STATS_WAIT_MS * 1000000ull;
-    int fd = ctl_connect(&sw, STATS_WAIT_MS);
+    uint64_t now = util_now_ns();
+    if (now >= deadline)
+        return -1;
+    int fd = ctl_connect(&sw, (int)((deadline - now) / 1000000u) + 1);
     if (fd < 0)
         return -1;
     long long found = -1;
     ctl_reader_t *rd = calloc(1, sizeof(*rd));
     char line[CTL_LINE_MAX];
-    if (rd && ctl_write_line(fd, wire_verb_name(WIRE_VERB_STATS), STATS_WAIT_MS) == 0) {
+    if (rd && ctl_write_line(fd, wire_verb_name(WIRE_VERB_STATS),
+                             1 + (int)((deadline - now) / 1000000u)) == 0) {
         for (uint32_t i = 0; i < STATS_MAX_LINES; i++) {
-            uint64_t now = util_now_ns();
+            now = util_now_ns();
             if (now >= deadline ||
                 ctl_read_line(fd, rd, line, sizeof(line), (int)((deadline - now) / 1000000u) + 1))
                 break;
@@ -150,9 +153,10 @@ void comm_note_path(inagg_comm_t *c, char *note, size_t len)
         return; /* RoCE: not sized to a path */
     size_t bytes = datagram_bytes(c, c->opts.packet_elems);
     long long frags = -1;
+    uint64_t deadline = util_now_ns() + STATS_WAIT_MS * 1000000ull;
     for (uint32_t k = 0; k < c->nshards && frags <= 0; k++)
         if (c->ctl_fd[k] >= 0)
-            frags = switch_fragments(c->ctl_fd[k]);
+            frags = switch_fragments(c->ctl_fd[k], deadline);
     int mtu = path_mtu_now(c);
     char mine[160];
     if (mtu > 0 && bytes > pathmtu_udp_payload((uint32_t)mtu))

@@ -274,3 +274,32 @@ TEST(timeout_names_a_path_mtu_below_the_packets, 30)
                   strstr(d, "exceed its path MTU 1500 (65536 when"),
               "%s", d);
 }
+
+/* Several shards: packets fit the narrowest path among them, and a refusal names that shard. */
+TEST(shards_sized_to_the_narrowest_path, 20)
+{
+    private_loopback(9000);
+    if (system("ip link add pm0 type veth peer name pm1 2>/dev/null && "
+               "ip link set pm0 mtu 1500 up && ip link set pm1 up && "
+               "ip addr add 10.201.0.1/24 dev pm0 2>/dev/null") != 0)
+        SKIP("cannot make a veth interface (ip, CAP_NET_ADMIN)");
+    const char shard_text[2][64] = {"127.0.0.1:7000", "10.201.0.7:7000"};
+    transport_addr_t sw[2];
+    CHECK_EQ_INT(transport_parse_addr("udp", shard_text[0], &sw[0]), 0);
+    CHECK_EQ_INT(transport_parse_addr("udp", shard_text[1], &sw[1]), 0);
+    inagg_comm_t *c = calloc(1, sizeof(*c));
+    c->nshards = 2;
+    char d[COMM_DETAIL_MAX] = "";
+    CHECK_MSG(comm_size_packets(c, sw, shard_text, d, sizeof(d)) == 0, "%s", d);
+    CHECK_EQ_INT(c->path_mtu, 1500);
+    CHECK_EQ_INT(c->opts.packet_elems, 352);
+    CHECK_MSG(strcmp(c->path_if, "pm0") == 0, "interface '%s'", c->path_if);
+    c->opts.packet_elems = 400;
+    CHECK_EQ_INT(comm_size_packets(c, sw, shard_text, d, sizeof(d)), -EINVAL);
+    CHECK_MSG(strstr(d, "path MTU 1500 to the switch at 10.201.0.7:7000 through pm0"), "%s", d);
+    c->opts.packet_elems = 0; /* with only the wide one: loopback at 9000 */
+    c->nshards = 1;
+    CHECK_EQ_INT(comm_size_packets(c, sw, shard_text, d, sizeof(d)), 0);
+    CHECK_EQ_INT(c->opts.packet_elems, 2227);
+    free(c);
+}

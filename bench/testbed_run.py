@@ -386,8 +386,10 @@ def main():
     ap.add_argument("--iters", type=int, default=3)
     ap.add_argument("--warmup", type=int, default=1)
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--packet-elems", type=int, default=2048,
-                    help="inagg elements per packet (default 2048: 8 KiB, one frame at MTU 9000)")
+    ap.add_argument("--packet-elems", type=int, default=0,
+                    help="inagg elements per packet (default 0: the largest power of two whose "
+                         "datagram fits one frame of the testbed's MTU: 2048 at 9000, 256 at "
+                         "1500; the library refuses one the path would fragment)")
     ap.add_argument("--window", type=int, default=0,
                     help="inagg slots in flight per worker (default 0: sized to the link, "
                          "3 ms of the link rate in packets, 4..64; SwitchML sizes its pool "
@@ -421,6 +423,10 @@ def main():
     if not a.timeout:
         per = nbytes * 8 * 3 / bps if bps else 2.0
         a.timeout = 60 + (a.warmup + a.iters) * per
+    if a.packet_elems == 0:  # IPv4 + UDP (28), header and dataplane MAC (64) in the MTU
+        a.packet_elems = 1
+        while (2 * a.packet_elems) * 4 + 92 <= tb["mtu"]:
+            a.packet_elems *= 2
     if a.window == 0:
         pkt = a.packet_elems * 4 + 32
         a.window = 16 if not bps else max(4, min(64, -(-int(bps / 8 * 0.003) // pkt)))

@@ -135,6 +135,7 @@ def _declare(lib):
         "inagg_comm_destroy": (I, [P]),
         "inagg_comm_rank": (U32, [P]),
         "inagg_comm_world": (U32, [P]),
+        "inagg_comm_packet_elems": (U32, [P]),
         "inagg_allreduce": (I, [P, P, P, SZ, I, I]),
         "inagg_iallreduce": (I, [P, P, P, SZ, I, I, ctypes.POINTER(P)]),
         "inagg_test": (I, [P, ctypes.POINTER(I)]),
@@ -275,7 +276,7 @@ class Request:
 class Comm:
     """One rank of a job on an inagg switch: inagg_comm_create with the given options.
 
-    Comm(switch, rank, world, job="inagg", *, slots=16, packet_elems=16360, threads=1,
+    Comm(switch, rank, world, job="inagg", *, slots=16, packet_elems=0, threads=1,
          float_mode="fixed"|"native", protocol="switchml"|"p4sgd", timeout_ms=30000,
          rto_us=2000, rto_min_us=1000, rto_max_us=50000, socket_buffer=0, faults=None,
          compress=None, error_feedback=True, secret=None, secret_file=None)
@@ -284,6 +285,8 @@ class Comm:
     | "fp16" (float32 through a codec in the switch; docs/COMPRESSION.md). Variable-size modes
     need a smaller packet_elems (the error says how many fit). error_feedback=False keeps no
     residual with a lossy mode.
+    packet_elems: 0 sizes packets to the path MTU toward the switch (one frame each; loopback:
+    MAX_PACKET_ELEMS); a larger value than the path carries whole is refused.
     secret / secret_file: the job secret its ranks share (default: $INAGG_JOB_SECRET, else the
     file $INAGG_JOB_SECRET_FILE names); see PROTOCOL.md "Authentication".
 
@@ -296,7 +299,7 @@ class Comm:
                  faults=None, compress=None, error_feedback=True, secret=None,
                  secret_file=None):
         lib = _lib()
-        o = _Options(ctypes.sizeof(_Options), 16, MAX_PACKET_ELEMS, 1, 0, 0, 2000, 1000, 50000,
+        o = _Options(ctypes.sizeof(_Options), 16, 0, 1, 0, 0, 2000, 1000, 50000,
                      30000, 0, None, None, None, 0, None, None)
         for name, val in (("slots", slots), ("packet_elems", packet_elems),
                           ("threads", threads), ("timeout_ms", timeout_ms), ("rto_us", rto_us),
@@ -336,6 +339,12 @@ class Comm:
     @property
     def world(self):
         return _lib().inagg_comm_world(self._live())
+
+    @property
+    def packet_elems(self):
+        """Elements per packet as sent: the one asked for, or what one frame of the path
+        carries when packet_elems was 0."""
+        return _lib().inagg_comm_packet_elems(self._live())
 
     @property
     def closed(self):

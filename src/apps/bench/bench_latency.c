@@ -90,8 +90,10 @@ static int worker_main(const lat_opts_t *o, uint32_t rank, const char *addr, con
     if (!rep)
         return 1; /* no report: the parent says the rank ended without one */
     rep->rank = (int32_t)rank;
+    /* one operation is one packet of --elems: the smallest that carries it, which a testbed's
+     * MTU 1500 takes whole (the library refuses a size the path would fragment) */
     inagg_options_t opts =
-        bench_comm_options(o->protocol, o->slots, LAT_MAX_ELEMS, o->timeout_ms, o->faults);
+        bench_comm_options(o->protocol, o->slots, o->elems, o->timeout_ms, o->faults);
     opts.float_mode = INAGG_FLOAT_NATIVE; /* same arithmetic for both protocols */
     opts.poll_us = o->poll_us;
     char detail[256];
@@ -148,7 +150,7 @@ done:
                               .world = o->workers,
                               .elems = o->elems,
                               .dtype = o->dtype_float ? "float32" : "int32",
-                              .packet_elems = LAT_MAX_ELEMS,
+                              .packet_elems = o->elems,
                               .window = o->slots};
     int ok = bench_rank_report_write(out_fd, rep, &meta) == 0 && rc == INAGG_OK && rep->verified;
     free(rep);

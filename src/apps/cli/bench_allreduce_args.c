@@ -163,7 +163,7 @@ static void usage(FILE *out)
             "it is verified (the run must then report verified=false and exit 1);\n"
             "INAGG_BENCH_STALL=R makes rank R silent before its first allreduce for longer\n"
             "than --timeout-ms (the summary must then name rank R as where the failure began).\n",
-            AR_MAX_ITERS, INAGG_MAX_PACKET_ELEMS, def.packet_elems, def.slots,
+            AR_MAX_ITERS, INAGG_MAX_PACKET_ELEMS, INAGG_MAX_PACKET_ELEMS, def.slots,
             AR_TESTBED_WINDOW_MIN, AR_TESTBED_WINDOW_MAX, AR_TESTBED_SWITCH_THREADS, def.rto_min_us,
             AR_TESTBED_RTO_MIN_US, def.rto_max_us, AR_TESTBED_RTO_MAX_US);
 }
@@ -566,7 +566,8 @@ int ar_parse(int argc, char **argv, ar_opts_t *o)
     *o = (ar_opts_t){BENCH_OPTS_DEFAULTS,
                      .iters = 10,
                      .warmup = 2,
-                     .packet_elems = def.packet_elems,
+                     .packet_elems = INAGG_MAX_PACKET_ELEMS, /* loopback's; a testbed's is
+                                                                its MTU's (link defaults) */
                      .window = def.slots,
                      .threads = 1,
                      .switch_threads = 1,

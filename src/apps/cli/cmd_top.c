@@ -55,7 +55,8 @@ static void usage(FILE *out)
                  "\n"
                  "A live view of the switch at HOST:PORT (its control port), refreshed every\n"
                  "second: packets in and out per second, drops, slots in use, control-plane\n"
-                 "limits hit, and per job its state, rounds/s, packets/s, MB/s in and drops.\n"
+                 "limits hit, and per job its state, rounds/s, packets/s, MB/s in and drops;\n"
+                 "with an L2 fabric (--l2), the IP fragments it dropped (agg_fragment).\n"
                  "q or Ctrl-C quits; it exits (status 1) when the switch goes away.\n"
                  "\n"
                  "  --interval MS   time between frames (default 1000)\n"
@@ -87,6 +88,12 @@ static void render(FILE *out, const char *addr, const top_snapshot_t *p, const t
             c->retired);
     fprintf(out, "drops before any job %llu   control connections %u   control limits hit %llu\n",
             (unsigned long long)c->drops_pre_job, c->connections, (unsigned long long)c->refusals);
+    if (c->fabric)
+        fprintf(out,
+                "fabric: IP fragments dropped %llu (%.0f/s; aggregation packets must fit one "
+                "frame)\n",
+                (unsigned long long)c->ip_fragments,
+                top_rate(p->ip_fragments, c->ip_fragments, a, b));
     fprintf(out, "\n%5s %-24s %-8s %-8s %5s %6s %10s %10s %12s %8s %8s\n", "ID", "JOB", "STATE",
             "PROTO", "WORLD", "SLOTS", "ROUNDS/S", "PKTS/S", "IN", "DROPS", "DROPS/S");
     for (int i = 0; i < c->njobs; i++) {

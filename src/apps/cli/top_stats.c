@@ -64,6 +64,9 @@ static void parse_line(top_snapshot_t *s, const char *line)
         j->drops = sum_after(line, " drops:");
     } else if (strncmp(line, "retired job ", 12) == 0) {
         s->retired++;
+    } else if (strncmp(line, "fabric frames:", 14) == 0) {
+        s->fabric = 1;
+        s->ip_fragments = get_u64(line, "agg_fragment");
     }
 }
 

@@ -25,6 +25,8 @@ typedef struct top_snapshot {
     int njobs;
     top_job_t jobs[TOP_MAX_JOBS];
     int retired; /* retired jobs the switch still lists */
+    int fabric; /* the switch runs an L2 fabric (inagg switch --l2) */
+    uint64_t ip_fragments; /* IP fragments to the switch its fabric dropped (agg_fragment) */
 } top_snapshot_t;
 
 /* STATS from the switch at host_port into s: 0, or -errno (the switch is not there or did

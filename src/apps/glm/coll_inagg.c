@@ -279,7 +279,7 @@ int glm_coll_inagg_create(glm_coll_t **out, const char *switch_addr, const char 
     c->rank = rank;
     c->world = world;
     c->max_inflight = slots;
-    c->max_small = opts.packet_elems;
+    c->max_small = inagg_comm_packet_elems(im->comm); /* 0 asked: sized to the path */
     c->backend = "inagg";
     c->protocol = p4sgd ? "p4sgd" : "switchml";
     *out = c;

@@ -27,6 +27,10 @@
 uint32_t inagg_version(void) { return INAGG_VERSION_NUMBER; }
 uint32_t inagg_comm_rank(const inagg_comm_t *comm) { return comm ? comm->rank : 0; }
 uint32_t inagg_comm_world(const inagg_comm_t *comm) { return comm ? comm->world : 0; }
+uint32_t inagg_comm_packet_elems(const inagg_comm_t *comm)
+{
+    return comm ? comm->opts.packet_elems : 0;
+}
 
 static void comm_free(inagg_comm_t *c)
 {
@@ -48,9 +52,10 @@ static int check_options(const inagg_options_t *o, char *detail, size_t len)
                        "options.struct_size %u is smaller than this library's %zu: "
                        "initialise options with INAGG_OPTIONS_INIT",
                        o->struct_size, sizeof(inagg_options_t));
-    if (o->packet_elems == 0 || o->packet_elems > INAGG_MAX_PACKET_ELEMS)
-        return set_err(detail, len, -EINVAL, "packet_elems %u must be 1..%u", o->packet_elems,
-                       INAGG_MAX_PACKET_ELEMS);
+    if (o->packet_elems > INAGG_MAX_PACKET_ELEMS)
+        return set_err(detail, len, -EINVAL,
+                       "packet_elems %u must be 1..%u, or 0 to size packets to the path",
+                       o->packet_elems, INAGG_MAX_PACKET_ELEMS);
     if (o->slots == 0 || o->slots > 1u << 20)
         return set_err(detail, len, -EINVAL, "slots %u must be 1..%u", o->slots, 1u << 20);
     if (o->threads == 0 || o->threads > WORKER_MAX_THREADS || o->threads > o->slots)
@@ -334,6 +339,11 @@ inagg_result_t inagg_comm_create(inagg_comm_t **out, const char *switch_addr, co
     if (!c->opts.poll_us && poll_from_env(&c->opts.poll_us, detail, detail_len) < 0) {
         comm_free(c);
         return INAGG_ERR_INVALID;
+    }
+    int sized = comm_size_packets(c, sw, (const char(*)[64])shard_text, detail, detail_len);
+    if (sized < 0) { /* a packet size refused, or no route to the switch */
+        comm_free(c);
+        return sized == -EINVAL ? INAGG_ERR_INVALID : INAGG_ERR_CONNECTION;
     }
 
     /* Every rank joins the shards in the same order, so each shard's join completes. */

@@ -21,7 +21,7 @@
 #include "lib/wire/ctlmsg.h"
 #include "lib/worker/proto.h"
 
-#define COMM_DETAIL_MAX 256
+#define COMM_DETAIL_MAX 512
 
 struct inagg_comm {
     uint32_t rank, world;
@@ -52,7 +52,12 @@ struct inagg_comm {
     _Atomic int abort_flag; /* job failed or connection lost: engines stop */
     inagg_result_t fail_code; /* under mu */
     char fail_detail[COMM_DETAIL_MAX]; /* under mu */
-    char last_error[512];
+    char last_error[1024];
+    uint32_t path_mtu; /* the smallest path MTU toward the shards (pathsize.c; 0: not
+                                     looked up, RoCE) */
+    char path_if[32]; /* the interface that path leaves through ("" if unknown) */
+    int path_noted; /* under mu: comm_note_path was asked (once per communicator) */
+    char path_note[COMM_DETAIL_MAX]; /* under mu: its answer ("" when nothing) */
 };
 
 /* ---- errors.c ---- */
@@ -71,6 +76,20 @@ inagg_result_t comm_result_of_errno(int neg_errno);
  * any other failure (not a delivered-but result: overflow, non-finite) fails the
  * communicator, whose slots are out of step now. */
 inagg_result_t comm_settle(inagg_comm_t *c, int neg_errno, const char *detail);
+
+/* ---- pathsize.c ---- */
+
+/* Settle options.packet_elems against the path MTU toward each shard (sw[k], named
+ * shard_text[k]) before JOIN: 0 becomes the most that fit one frame, a larger one set by the
+ * caller is refused naming the MTU; c->path_mtu and c->path_if say what was found. 0, or
+ * -errno with the reason. */
+int comm_size_packets(inagg_comm_t *c, const transport_addr_t *sw, const char (*shard_text)[64],
+                      char *detail, size_t dlen);
+/* A call got no results (it timed out, or the switch failed the job for silent ranks):
+ * what the path says of it, as a phrase in note ("" when nothing): the switch's L2 fabric
+ * dropped IP fragments sent to it (asked with STATS, 1.5 s at most in all), or the
+ * kernel's path MTU fell below the packets. */
+void comm_note_path(inagg_comm_t *c, char *note, size_t len);
 
 /* ---- join.c ---- */
 

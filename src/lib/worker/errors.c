@@ -82,6 +82,27 @@ inagg_result_t comm_result_of_errno(int neg_errno)
     }
 }
 
+/* What the path says of a call that got no results (comm_note_path), asked once per
+ * communicator: every later failed call repeats the first answer. */
+static void path_note_once(inagg_comm_t *c, char *note, size_t len)
+{
+    pthread_mutex_lock(&c->mu);
+    int asked = c->path_noted;
+    pthread_mutex_unlock(&c->mu);
+    if (!asked) {
+        char fresh[COMM_DETAIL_MAX];
+        comm_note_path(c, fresh, sizeof(fresh)); /* network I/O: outside the lock */
+        pthread_mutex_lock(&c->mu);
+        if (!c->path_noted)
+            snprintf(c->path_note, sizeof(c->path_note), "%s", fresh);
+        c->path_noted = 1;
+        pthread_mutex_unlock(&c->mu);
+    }
+    pthread_mutex_lock(&c->mu);
+    snprintf(note, len, "%s", c->path_note);
+    pthread_mutex_unlock(&c->mu);
+}
+
 inagg_result_t comm_settle(inagg_comm_t *c, int neg_errno, const char *detail)
 {
     inagg_result_t rc = comm_result_of_errno(neg_errno);
@@ -89,6 +110,9 @@ inagg_result_t comm_settle(inagg_comm_t *c, int neg_errno, const char *detail)
         return rc;
     char d[COMM_DETAIL_MAX];
     snprintf(d, sizeof(d), "%s", detail);
+    char note[COMM_DETAIL_MAX] = "";
+    if (neg_errno == -ETIMEDOUT || neg_errno == -ECANCELED)
+        path_note_once(c, note, sizeof(note)); /* did the path lose the packets? */
     int failed = 0;
     pthread_mutex_lock(&c->mu);
     if (c->fail_code != INAGG_OK &&
@@ -103,5 +127,5 @@ inagg_result_t comm_settle(inagg_comm_t *c, int neg_errno, const char *detail)
     pthread_mutex_unlock(&c->mu);
     if (failed && c->proto->fail)
         c->proto->fail(c->ps);
-    return comm_set_error(c, rc, "%s", d);
+    return comm_set_error(c, rc, "%s%s%s", d, note[0] ? "; " : "", note);
 }

@@ -31,7 +31,8 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-# mpirun in h1 of testbed NAME over its 4 hosts, the program under the interposer:
+# mpirun in h1 of testbed NAME over its 4 hosts, the program under the interposer, every size
+# through the switch (INAGG_MIN_BYTES=0: by default calls under 64 KiB stay with MPI):
 # run NAME LOG TIMEOUT_MS PROGRAM ARGS...
 run() {
     local name=$1 log=$2 tmo=$3 net hosts
@@ -39,11 +40,11 @@ run() {
     net=$(timeout 10 $TB show "$name" --json | sed -n 's/.*"subnet":"\([0-9.]*\)\.0\/24".*/\1/p')
     hosts=$net.1,$net.2,$net.3,$net.4
     timeout 120 $TB exec "$name" h1 -- env INAGG_TESTBED="$name" INAGG_SWITCH="$net.254:7000" \
-        INAGG_TIMEOUT_MS="$tmo" INAGG_VERBOSE=1 \
+        INAGG_TIMEOUT_MS="$tmo" INAGG_VERBOSE=1 INAGG_MIN_BYTES=0 \
         mpirun --allow-run-as-root --mca plm_rsh_agent "$ROOT/tools/testbed-rsh" --host "$hosts" \
         -np 4 --map-by node --bind-to none --mca pml ob1 --mca btl tcp,self \
         --mca btl_tcp_if_include "$net.0/24" --mca oob_tcp_if_include "$net.0/24" \
-        --mca mpi_yield_when_idle 1 -x INAGG_SWITCH -x INAGG_TIMEOUT_MS -x INAGG_VERBOSE \
+        --mca mpi_yield_when_idle 1 -x INAGG_SWITCH -x INAGG_TIMEOUT_MS -x INAGG_VERBOSE -x INAGG_MIN_BYTES \
         -x LD_PRELOAD="$PMPI" "$@" >"$log" 2>&1
 }
 # the fabric's counter NAME of testbed $1

@@ -110,9 +110,11 @@ def parse_backends(spec, compress):
 
 
 def parse(argv):
-    ap = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n")[0],
+    # The docstring's first paragraph is the description (a whole sentence), the rest the epilog.
+    description, epilog = __doc__.split("\n\n", 1)
+    ap = argparse.ArgumentParser(prog=PROG, description=description,
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
-                                 epilog=__doc__.split("\n", 2)[2])
+                                 epilog=epilog)
     ap.add_argument("--testbed", type=int, metavar="N",
                     help="N hosts in network namespaces, one rank each (tools/testbed)")
     ap.add_argument("--link-rate", default="100mbit", metavar="R",

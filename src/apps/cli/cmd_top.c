@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "apps/cli/commands.h"
+#include "apps/cli/flags.h"
 #include "apps/cli/top_stats.h"
 
 static volatile sig_atomic_t g_quit;
@@ -136,8 +137,9 @@ int cmd_top(int argc, char **argv)
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     optind = 1;
+    opterr = 0; /* cli_bad_option says it, in the one wording */
     int c;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
         switch (c) {
             case 'i': {
                 char *end;
@@ -151,14 +153,15 @@ int cmd_top(int argc, char **argv)
             }
             case 'o': once = 1; break;
             case 'h': usage(stdout); return 0;
-            default: usage(stderr); return 2;
+            default: return cli_bad_option("inagg top", c, argv);
         }
     }
-    if (optind != argc - 1) {
-        fprintf(stderr, "inagg top: expected the switch's HOST:PORT\n");
-        usage(stderr);
+    if (optind == argc) {
+        fprintf(stderr, "inagg top: expected the switch's HOST:PORT (see --help)\n");
         return 2;
     }
+    if (cli_no_extra_args("inagg top", argc, argv, optind + 1))
+        return 2;
     const char *addr = argv[optind];
     top_snapshot_t *snap = calloc(2, sizeof(*snap));
     if (!snap) {

@@ -22,7 +22,7 @@ tmux_sock="inagg-test-$$"
 NS=inagg-svc$$
 NS=${NS:0:14}
 cleanup() {
-    tmux -L "$tmux_sock" kill-server 2>/dev/null
+    for n in "" 80 200; do tmux -L "$tmux_sock$n" kill-server 2>/dev/null; done
     for n in sw h1 h2; do ip netns del "$NS-$n" 2>/dev/null; done
     local p
     for p in $(jobs -p); do kill "$p" 2>/dev/null; done
@@ -372,6 +372,27 @@ if ! command -v tmux >/dev/null; then skp $t "tmux missing (apt-get install tmux
         # the job's line: ID NAME active switchml WORLD SLOTS ROUNDS/S ...
         if awk '$3 == "active" && $7 + 0 > 0 {f=1} END {exit !f}' "$tmp/pane"; then seen=1; break; fi
     done
+    # The frame fits the terminal: at 80 columns no line wraps (columns are dropped, as top
+    # does) and the job's rate is still there; at 200 every column is. Wrapped lines are
+    # joined back (-J) so that a line wider than its pane shows. Each on a server of its own:
+    # `-t top` would name the top pane of the newest session ("top" is also a pane token).
+    for w in 80 200; do
+        tmux -L "$tmux_sock$w" new-session -d -s w -x $w -y 30 "$INAGG top 127.0.0.1:$port; sleep 30"
+    done
+    fits=""
+    for _ in $(seq 40); do
+        sleep 0.5
+        for w in 80 200; do
+            tmux -L "$tmux_sock$w" capture-pane -p -J -t w: 2>/dev/null | sed 's/ *$//' >"$tmp/pane$w"
+        done
+        if awk 'length > 80 {bad = 1} /^ *ID JOB +STATE / && / ROUNDS\/S / && / IN / {h = 1}
+                $3 == "active" && $0 ~ /B\/s/ {j = 1} END {exit bad || !h || !j}' "$tmp/pane80" &&
+           grep -q '^ *ID JOB \+STATE \+PROTO \+WORLD \+SLOTS \+ROUNDS/S \+PKTS/S \+IN \+DROPS \+DROPS/S$' "$tmp/pane200" &&
+           awk '$3 == "active" {j = 1} END {exit !j}' "$tmp/pane200"; then fits=1; break; fi
+    done
+    # Not a terminal (a pipe): 80 columns.
+    timeout 10 "$INAGG" top --once "127.0.0.1:$port" --interval 200 >"$tmp/once" 2>&1
+    awk 'length > 80 {bad = 1} END {exit bad || NR < 5}' "$tmp/once" || fits=""
     tmux -L "$tmux_sock" send-keys -t top q
     exited=""
     for _ in $(seq 40); do
@@ -386,8 +407,10 @@ if ! command -v tmux >/dev/null; then skp $t "tmux missing (apt-get install tmux
     sleep 0.6
     stop_switch
     wait $tpid; trc=$?
-    tmux -L "$tmux_sock" kill-server 2>/dev/null
+    for n in "" 80 200; do tmux -L "$tmux_sock$n" kill-server 2>/dev/null; done
     if [ -z "$seen" ]; then bad $t "no active job with a rate: $(cat "$tmp/pane")"
+    elif [ -z "$fits" ]; then
+        bad $t "frame does not fit its width: 80: $(cat "$tmp/pane80"); 200: $(cat "$tmp/pane200"); piped: $(cat "$tmp/once")"
     elif [ -z "$exited" ]; then bad $t "q did not end it: $(tail -n 5 "$tmp/pane2")"
     elif [ $trc -ne 1 ] || ! grep -q "went away" "$tmp/gone.err"; then
         bad $t "switch gone: rc $trc, $(cat "$tmp/gone.err")"

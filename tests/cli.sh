@@ -42,20 +42,21 @@ if timeout 5 $INAGG --help | grep -c >/dev/null "bench allreduce" &&
 t=unknown_option_one_wording_everywhere
 msgs=""
 for cmd in "" "switch" "train" "top" "version" "model" "model calibrate" "model predict" "model validate" "bench" \
-           "bench allreduce" "bench latency" "bench optimizer" "bench udp" "bench mac" "bench compress"; do
-    timeout 10 $INAGG $cmd --no-such-flag=1 >"$tmp/out" 2>"$tmp/err"; rc=$?
+           "bench allreduce" "bench latency" "bench optimizer" "bench udp" "bench mac" "bench compress" "bench train"; do
+    timeout 30 $INAGG $cmd --no-such-flag=1 >"$tmp/out" 2>"$tmp/err"; rc=$?
     want="inagg${cmd:+ $cmd}: unknown option '--no-such-flag' (see --help)"
     [ $rc -eq 2 ] && [ "$(cat "$tmp/err")" = "$want" ] && [ ! -s "$tmp/out" ] ||
         msgs="$msgs [$cmd: rc $rc, '$(head -c 200 "$tmp/err")']"
 done
-for cmd in "switch --listen" "train --workers" "top --interval" "bench allreduce --elems" "model predict --workers" "bench udp --seconds" "bench mac --sizes"; do
-    timeout 10 $INAGG $cmd >/dev/null 2>"$tmp/err"; rc=$?
+for cmd in "switch --listen" "train --workers" "top --interval" "bench allreduce --elems" "model predict --workers" "bench udp --seconds" "bench mac --sizes" "bench train --epochs"; do
+    timeout 30 $INAGG $cmd >/dev/null 2>"$tmp/err"; rc=$?
     want="inagg ${cmd% *}: option '${cmd##* }' needs a value (see --help)"
     [ $rc -eq 2 ] && [ "$(cat "$tmp/err")" = "$want" ] || msgs="$msgs [$cmd: rc $rc, '$(head -c 200 "$tmp/err")']"
 done
-for cmd in "version extra" "top 127.0.0.1:1 extra"; do
+for cmd in "version extra" "top 127.0.0.1:1 extra" "bench train extra"; do
     timeout 10 $INAGG $cmd >/dev/null 2>"$tmp/err"; rc=$?
-    want="inagg ${cmd%% [0-9e]*}: unexpected argument 'extra'"
+    want="inagg ${cmd% *}: unexpected argument 'extra'"
+    [[ $cmd == top* ]] && want="inagg top: unexpected argument 'extra'"
     [ $rc -eq 2 ] && [ "$(cat "$tmp/err")" = "$want" ] || msgs="$msgs [$cmd: rc $rc, '$(head -c 200 "$tmp/err")']"
 done
 [ -z "$msgs" ] && ok $t || bad $t "$msgs"

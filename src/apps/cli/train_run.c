@@ -349,14 +349,14 @@ static void watch_ranks(const train_opts_t *o, run_t *run, launch_ranks_t *g, ch
 }
 
 /* The inputs run_local loaded for its ranks, kept for the reference (cmd_train frees them). */
-static preload_t pre;
-static int pre_loaded;
+static preload_t g_inputs;
+static int g_inputs_loaded;
 
 static void free_preload(void)
 {
-    glm_dataset_free(&pre.train);
-    glm_dataset_free(&pre.test);
-    pre_loaded = 0;
+    glm_dataset_free(&g_inputs.train);
+    glm_dataset_free(&g_inputs.test);
+    g_inputs_loaded = 0;
 }
 
 static int run_local(const train_opts_t *given, run_t *run)
@@ -368,13 +368,13 @@ static int run_local(const train_opts_t *given, run_t *run)
     const train_opts_t *o = &local;
     char lerr[1024];
     if (glm_load_inputs(o->data, o->synthetic, o->test, o->cfg.seed, o->cfg.objective, o->precision,
-                        &pre.train, &pre.test, lerr, sizeof(lerr)) != 0) {
+                        &g_inputs.train, &g_inputs.test, lerr, sizeof(lerr)) != 0) {
         snprintf(run->error, sizeof(run->error), "%s", lerr);
         run->failed = 1;
         return -EIO;
     }
-    pre_loaded = 1;
-    local.cfg.lr = glm_resolved_lr(&local.cfg, &pre.train); /* lr_given stays as it was */
+    g_inputs_loaded = 1;
+    local.cfg.lr = glm_resolved_lr(&local.cfg, &g_inputs.train); /* lr_given stays as it was */
     uint16_t port = 0;
     switch_config_t scfg = SWITCH_CONFIG_INIT;
     scfg.listen = "127.0.0.1:0";
@@ -389,7 +389,7 @@ static int run_local(const train_opts_t *given, run_t *run)
     }
     char addr[64], job[64];
     snprintf(addr, sizeof(addr), "127.0.0.1:%u", port);
-    rank_ctx_t ctx = {o, addr, bench_job_name("train", job, sizeof(job)), &pre};
+    rank_ctx_t ctx = {o, addr, bench_job_name("train", job, sizeof(job)), &g_inputs};
     child_t *ch = calloc(o->workers, sizeof(child_t));
     launch_ranks_t *g = calloc(1, sizeof(*g));
     if (!ch || !g) {
@@ -736,7 +736,7 @@ int cmd_train(int argc, char **argv)
     int out = 0;
     train_reference_t *ref = is_rank0 ? calloc(1, sizeof(*ref)) : NULL;
     if (ref) { /* measured after the run: its work would have slowed the ranks' epochs */
-        train_reference_compute(&run, pre_loaded ? &pre.train : NULL, ref);
+        train_reference_compute(&run, g_inputs_loaded ? &g_inputs.train : NULL, ref);
         run.ref = ref;
     }
     if (is_rank0) {

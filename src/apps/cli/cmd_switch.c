@@ -47,7 +47,7 @@ static void usage(FILE *out)
             "                          (one object per line); also INAGG_LOG_FORMAT\n"
             "  --listen HOST:PORT      address to bind (default 127.0.0.1:7000; use\n"
             "                          0.0.0.0:7000 to serve other hosts; port 0 = any)\n"
-            "  --threads N             dataplane threads, one UDP port each (default 1)\n"
+            "  --threads N             dataplane threads, one UDP port each (1..64, default 1)\n"
             "  --slots S               slot budget shared by all jobs (default 8192)\n"
             "  --worker-timeout MS     a rank silent this long while others wait fails its\n"
             "                          job (default 30000; jobs may ask for less)\n"

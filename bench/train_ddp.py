@@ -69,6 +69,23 @@ class Usage(Exception):
     pass
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse, its refusals in the wording of every other inagg command (src/apps/cli/flags.c):
+    one line naming the option, exit 2, no usage dump."""
+
+    def error(self, message):
+        unknown = re.match(r"unrecognized arguments: (\S+)", message)
+        novalue = re.match(r"argument (-[^/:\s]+)[^:]*: expected one argument", message)
+        if unknown and unknown.group(1).startswith("-"):
+            message = "unknown option '%s' (see --help)" % unknown.group(1).split("=")[0]
+        elif unknown:
+            message = "unexpected argument '%s'" % unknown.group(1)
+        elif novalue:
+            message = "option '%s' needs a value (see --help)" % novalue.group(1)
+        sys.stderr.write("%s: %s\n" % (self.prog, message))
+        sys.exit(2)
+
+
 class Unavailable(Exception):
     pass
 
@@ -110,9 +127,10 @@ def parse_backends(spec, compress):
 
 
 def parse(argv):
-    ap = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n")[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter,
-                                 epilog=__doc__.split("\n", 2)[2])
+    # The docstring's first paragraph is the description (a whole sentence), the rest the epilog.
+    description, epilog = __doc__.split("\n\n", 1)
+    ap = Parser(prog=PROG, description=description,
+                formatter_class=argparse.RawDescriptionHelpFormatter, epilog=epilog)
     ap.add_argument("--testbed", type=int, metavar="N",
                     help="N hosts in network namespaces, one rank each (tools/testbed)")
     ap.add_argument("--link-rate", default="100mbit", metavar="R",

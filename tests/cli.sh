@@ -41,16 +41,22 @@ if timeout 5 $INAGG --help | grep -c >/dev/null "bench allreduce" &&
 # One wording and exit status 2 for an unknown option, in every command and subcommand.
 t=unknown_option_one_wording_everywhere
 msgs=""
-for cmd in "" "switch" "train" "model" "model calibrate" "model predict" "model validate" "bench" \
-           "bench allreduce" "bench latency" "bench optimizer" "bench udp" "bench mac" "bench compress"; do
-    timeout 10 $INAGG $cmd --no-such-flag=1 >"$tmp/out" 2>"$tmp/err"; rc=$?
+for cmd in "" "switch" "train" "top" "version" "model" "model calibrate" "model predict" "model validate" "bench" \
+           "bench allreduce" "bench latency" "bench optimizer" "bench udp" "bench mac" "bench compress" "bench train"; do
+    timeout 30 $INAGG $cmd --no-such-flag=1 >"$tmp/out" 2>"$tmp/err"; rc=$?
     want="inagg${cmd:+ $cmd}: unknown option '--no-such-flag' (see --help)"
     [ $rc -eq 2 ] && [ "$(cat "$tmp/err")" = "$want" ] && [ ! -s "$tmp/out" ] ||
         msgs="$msgs [$cmd: rc $rc, '$(head -c 200 "$tmp/err")']"
 done
-for cmd in "switch --listen" "train --workers" "bench allreduce --elems" "model predict --workers" "bench udp --seconds" "bench mac --sizes"; do
-    timeout 10 $INAGG $cmd >/dev/null 2>"$tmp/err"; rc=$?
+for cmd in "switch --listen" "train --workers" "top --interval" "bench allreduce --elems" "model predict --workers" "bench udp --seconds" "bench mac --sizes" "bench train --epochs"; do
+    timeout 30 $INAGG $cmd >/dev/null 2>"$tmp/err"; rc=$?
     want="inagg ${cmd% *}: option '${cmd##* }' needs a value (see --help)"
+    [ $rc -eq 2 ] && [ "$(cat "$tmp/err")" = "$want" ] || msgs="$msgs [$cmd: rc $rc, '$(head -c 200 "$tmp/err")']"
+done
+for cmd in "version extra" "top 127.0.0.1:1 extra" "bench train extra"; do
+    timeout 10 $INAGG $cmd >/dev/null 2>"$tmp/err"; rc=$?
+    want="inagg ${cmd% *}: unexpected argument 'extra'"
+    [[ $cmd == top* ]] && want="inagg top: unexpected argument 'extra'"
     [ $rc -eq 2 ] && [ "$(cat "$tmp/err")" = "$want" ] || msgs="$msgs [$cmd: rc $rc, '$(head -c 200 "$tmp/err")']"
 done
 [ -z "$msgs" ] && ok $t || bad $t "$msgs"
@@ -58,11 +64,19 @@ done
 # Every --help exits 0 on stdout, and the ones that list subcommands list every one.
 t=every_help_exits_0_and_lists_every_subcommand
 msgs=""
-for cmd in "" "switch" "train" "model" "model calibrate" "model predict" "model validate" "bench" \
+for cmd in "" "switch" "train" "top" "version" "model" "model calibrate" "model predict" "model validate" "bench" \
            "bench allreduce" "bench latency" "bench optimizer" "bench udp" "bench mac" "bench compress"; do
     timeout 10 $INAGG $cmd --help >"$tmp/out" 2>"$tmp/err"; rc=$?
     [ $rc -eq 0 ] && [ -s "$tmp/out" ] && [ ! -s "$tmp/err" ] || msgs="$msgs [$cmd --help: rc $rc, '$(head -c 200 "$tmp/err")']"
 done
+# bench train's help is its script's (argparse): the description between the usage and the
+# options is whole sentences, not a first line cut mid-sentence.
+if [ -x /usr/bin/python3 ]; then
+    timeout 30 $INAGG bench train --help >"$tmp/out" 2>"$tmp/err"; rc=$?
+    desc=$(awk '/^usage:/ {u = 1} u && /^$/ {d = 1; next} d && /^options:/ {exit} d' "$tmp/out")
+    [ $rc -eq 0 ] && [ -n "$desc" ] && [[ $desc == *. ]] ||
+        msgs="$msgs [bench train --help: rc $rc, its description '$desc' does not end a sentence]"
+fi
 lists() { # lists CMD WORD...: `inagg CMD --help` names every WORD as a subcommand
     local cmd=$1; shift
     local text; text=$(timeout 10 $INAGG $cmd --help 2>&1)

@@ -343,6 +343,31 @@ else
     else bad $t "plain rc $rc0 '$(summary "$tmp/c0")', preloaded rc $rc1 '$(summary "$tmp/c1")': $(tail -n 5 "$tmp/c1")"; fi
 fi
 
+# One float default for the library and the interposer: fixed (block fixed point, the same
+# sums bit for bit every run), said by rank 0 when the job joins under INAGG_VERBOSE=1 and
+# taken by the switch (its log names each job's float mode); native only when asked for, and
+# another value is said and replaced by the default.
+t=pmpi_float_default_is_the_librarys_fixed_and_said_at_start
+if [ $have_mpi = 0 ] || [ ! -x "$tmp/check_c" ]; then missing $t "OpenMPI (mpicc, mpirun)" "openmpi-bin libopenmpi-dev"
+else
+    msg=""
+    job_in() { sed -n "s/^inagg-pmpi: job \([^ ]*\) on switch [^ ]*: 4 ranks, float $2 .*/\1/p" "$1"; }
+    taken() { [ -n "$1" ] && grep -q "job '$1' (id [0-9]*) active: .*, float $2," "$tmp/sw.err"; }
+    job=$(job_in "$tmp/c1" fixed)
+    taken "$job" fixed || msg="$msg [default: '$(grep '^inagg-pmpi: job' "$tmp/c1")', switch: $(grep -c "float fixed" "$tmp/sw.err") fixed jobs]"
+    for mode in native bogus; do
+        INAGG_FLOAT_MODE=$mode INAGG_SWITCH=$SW INAGG_VERBOSE=1 timeout 300 "${MPIRUN[@]}" -x INAGG_FLOAT_MODE \
+            -x INAGG_SWITCH -x INAGG_VERBOSE -x LD_PRELOAD="$PMPI" "$tmp/check_c" --time 1000 2 >"$tmp/fm.$mode" 2>&1 ||
+            msg="$msg [$mode: rc $?: $(tail -n 3 "$tmp/fm.$mode")]"
+    done
+    taken "$(job_in "$tmp/fm.native" native)" native || msg="$msg [native: $(grep '^inagg-pmpi:' "$tmp/fm.native")]"
+    if ! taken "$(job_in "$tmp/fm.bogus" fixed)" fixed ||
+       ! grep -q "^inagg-pmpi: INAGG_FLOAT_MODE is fixed or native, got 'bogus': using fixed$" "$tmp/fm.bogus"; then
+        msg="$msg [bogus: $(grep '^inagg-pmpi:' "$tmp/fm.bogus")]"
+    fi
+    [ -z "$msg" ] && ok $t || bad $t "$msg"
+fi
+
 # INAGG_VERBOSE=2: every allreduce's route, inagg or MPI with the reason; rank 0's lines add up
 # to its end-of-run count of accelerated and passed-through calls.
 t=pmpi_verbose_2_logs_each_route_with_its_reason

@@ -22,7 +22,7 @@ tmux_sock="inagg-test-$$"
 NS=inagg-svc$$
 NS=${NS:0:14}
 cleanup() {
-    tmux -L "$tmux_sock" kill-server 2>/dev/null
+    for n in "" 80 200; do tmux -L "$tmux_sock$n" kill-server 2>/dev/null; done
     for n in sw h1 h2; do ip netns del "$NS-$n" 2>/dev/null; done
     local p
     for p in $(jobs -p); do kill "$p" 2>/dev/null; done
@@ -101,6 +101,20 @@ slow.sendall(b'GET /met')
 junk = socket.create_connection(('127.0.0.1', port))
 junk.sendall(b'\x00\x01garbage\r\n\r\n')
 print('junk', junk.recv(100).split(b'\r\n')[0].decode())
+# A request head of exactly HTTPM_REQUEST_MAX (4096) bytes is answered; one byte more is not.
+def head_of(n):
+    start, end = b'GET /metrics HTTP/1.0\r\nX-Pad: ', b'\r\n\r\n'
+    return start + b'p' * (n - len(start) - len(end)) + end
+for n in (4096, 4097):
+    big = socket.create_connection(('127.0.0.1', port))
+    big.settimeout(5)
+    big.sendall(head_of(n))
+    try:
+        first = big.recv(100).split(b'\r\n')[0].decode() or 'closed'
+    except ConnectionResetError:
+        first = 'closed'
+    print('head', n, first)
+    big.close()
 t0 = time.time()
 s = socket.create_connection(('127.0.0.1', port))
 s.sendall(b'GET /metrics HTTP/1.0\r\n\r\n')
@@ -121,6 +135,7 @@ print('slow_closed', left == b'', round(time.time() - t0, 1))
 EOF
     if [ "$c404" != 404 ] || [ "$c405" != 405 ]; then bad $t "/ gave $c404, POST gave $c405"
     elif ! grep -q "^junk HTTP/1.1 400" "$tmp/http.out" ||
+         ! grep -q "^head 4096 HTTP/1.1 200 OK" "$tmp/http.out" || ! grep -q "^head 4097 closed" "$tmp/http.out" ||
          ! awk '/^scrape HTTP\/1.1 200 OK/ && $NF < 1.0 {f=1} END {exit !f}' "$tmp/http.out" ||
          ! awk '/^slow_closed True/ && $NF <= 6 {f=1} END {exit !f}' "$tmp/http.out"; then
         bad $t "$(cat "$tmp/http.out")"
@@ -254,6 +269,24 @@ check_err badval '\n\nthreads = abc\n' "badval.conf:3)"
 check_err flag 'require-secret = maybe\n' "flag.conf:1: 'require-secret' is true or false"
 check_err refused 'stats = 127.0.0.1:1\n' "refused.conf:1: 'stats' is not a setting"
 check_err empty 'slots =\n' "empty.conf:1: 'slots' needs a value"
+# Out of range: named by file and line, exit 2 (as a usage error), not the daemon's exit 1.
+check_err range 'slots = 0\n' "--slots is at least 1, got '0'"
+check_err range '# the daemon\nthreads = 100000\n' "(that is $tmp/range.conf:2)"
+check_err range 'worker-timeout = 0\n' "(that is $tmp/range.conf:1)"
+# A key set twice is refused naming both lines (flags too, false or not), never "last wins".
+check_err twice 'threads = 2\nslots = 64\nthreads = 3\n' "twice.conf:3: 'threads' is set again (first on line 1)"
+check_err twiceflag 'require-secret = false\n\nrequire-secret = true\n' "twiceflag.conf:3: 'require-secret' is set again (first on line 1)"
+# A NUL byte does not cut its line short (it would hide "slots = 5" behind "threads = 2").
+check_err nul 'slots = 64\nthreads = 2\0 slots = 5\n' "nul.conf:2: a NUL byte"
+# Only a regular file of at most 1 MiB: a device or a FIFO is refused at once, never read.
+for f in /dev/zero "$tmp/fifo.conf"; do
+    [ "$f" = /dev/zero ] || mkfifo "$f"
+    timeout 5 "$INAGG" switch --listen 127.0.0.1:0 --config "$f" >/dev/null 2>"$tmp/special.cerr"; rc=$?
+    [ $rc -eq 2 ] && grep -qF "$f: not a regular file" "$tmp/special.cerr" || errs="$errs [$f rc=$rc: $(cat "$tmp/special.cerr")]"
+done
+yes '# a comment' | head -c 1100000 >"$tmp/big.conf"
+timeout 5 "$INAGG" switch --listen 127.0.0.1:0 --config "$tmp/big.conf" >/dev/null 2>"$tmp/big.cerr"; rc=$?
+[ $rc -eq 2 ] && grep -qF "big.conf: 1100000 bytes, more than a config file's 1048576" "$tmp/big.cerr" || errs="$errs [big rc=$rc: $(cat "$tmp/big.cerr")]"
 timeout 5 "$INAGG" switch --config "$tmp/nonexistent.conf" >/dev/null 2>"$tmp/missing.cerr"
 [ $? -eq 2 ] && grep -q "nonexistent.conf: No such file" "$tmp/missing.cerr" || errs="$errs [missing: $(cat "$tmp/missing.cerr")]"
 # The command line wins over the file.
@@ -301,10 +334,21 @@ for s in held:
 print('refused', closed)
 EOF
     refused=$(curl -s -m 5 "http://127.0.0.1:$mport/metrics" | awk '$1 == "inagg_switch_control_refusals_total{reason=\"conn_per_addr\"}" || $1 == "inagg_switch_control_refusals_total{reason=\"conn_evicted\"}" {n += $2} END {print n + 0}')
+    # The file replaced by a FIFO: the reload refuses it without waiting for a writer, and
+    # SIGTERM is still answered.
+    rm -f "$tmp/r.conf" && mkfifo "$tmp/r.conf"
+    kill -HUP "$swproc"
+    for _ in $(seq 40); do grep -q "reload: .*r.conf: not a regular file" "$tmp/r.err" && break; sleep 0.05; done
+    kill -TERM "$swproc"
+    termed=0
+    for _ in $(seq 100); do kill -0 "$swproc" 2>/dev/null || { termed=1; break; }; sleep 0.05; done
     stop_switch
     if ! grep -q "reload: .*r.conf:1: 'max-conns-per-addr' needs a non-negative integer" "$tmp/r.err"; then
         bad $t "broken file not reported: $(grep reload "$tmp/r.err")"
     elif [ "$limit" != 3 ]; then bad $t "limit after reload '$limit': $(grep -i limit "$tmp/r.err")"
+    elif ! grep -q "reload: .*r.conf: not a regular file (a FIFO); limits unchanged" "$tmp/r.err"; then
+        bad $t "a FIFO in the file's place not refused: $(grep reload "$tmp/r.err")"
+    elif [ $termed != 1 ]; then bad $t "SIGTERM unanswered 5 s after a reload met a FIFO"
     elif [ $brc -ne 0 ]; then bad $t "the running job did not survive the reload: $(tail -n 3 "$tmp/bench.err")"
     elif [ "${refused:-0}" -lt 1 ] || ! grep -q "refused 1" "$tmp/conns.out"; then
         bad $t "new cap not enforced: refused '$refused', $(cat "$tmp/conns.out")"
@@ -328,6 +372,27 @@ if ! command -v tmux >/dev/null; then skp $t "tmux missing (apt-get install tmux
         # the job's line: ID NAME active switchml WORLD SLOTS ROUNDS/S ...
         if awk '$3 == "active" && $7 + 0 > 0 {f=1} END {exit !f}' "$tmp/pane"; then seen=1; break; fi
     done
+    # The frame fits the terminal: at 80 columns no line wraps (columns are dropped, as top
+    # does) and the job's rate is still there; at 200 every column is. Wrapped lines are
+    # joined back (-J) so that a line wider than its pane shows. Each on a server of its own:
+    # `-t top` would name the top pane of the newest session ("top" is also a pane token).
+    for w in 80 200; do
+        tmux -L "$tmux_sock$w" new-session -d -s w -x $w -y 30 "$INAGG top 127.0.0.1:$port; sleep 30"
+    done
+    fits=""
+    for _ in $(seq 40); do
+        sleep 0.5
+        for w in 80 200; do
+            tmux -L "$tmux_sock$w" capture-pane -p -J -t w: 2>/dev/null | sed 's/ *$//' >"$tmp/pane$w"
+        done
+        if awk 'length > 80 {bad = 1} /^ *ID JOB +STATE / && / ROUNDS\/S / && / IN / {h = 1}
+                $3 == "active" && $0 ~ /B\/s/ {j = 1} END {exit bad || !h || !j}' "$tmp/pane80" &&
+           grep -q '^ *ID JOB \+STATE \+PROTO \+WORLD \+SLOTS \+ROUNDS/S \+PKTS/S \+IN \+DROPS \+DROPS/S$' "$tmp/pane200" &&
+           awk '$3 == "active" {j = 1} END {exit !j}' "$tmp/pane200"; then fits=1; break; fi
+    done
+    # Not a terminal (a pipe): 80 columns.
+    timeout 10 "$INAGG" top --once "127.0.0.1:$port" --interval 200 >"$tmp/once" 2>&1
+    awk 'length > 80 {bad = 1} END {exit bad || NR < 5}' "$tmp/once" || fits=""
     tmux -L "$tmux_sock" send-keys -t top q
     exited=""
     for _ in $(seq 40); do
@@ -342,8 +407,10 @@ if ! command -v tmux >/dev/null; then skp $t "tmux missing (apt-get install tmux
     sleep 0.6
     stop_switch
     wait $tpid; trc=$?
-    tmux -L "$tmux_sock" kill-server 2>/dev/null
+    for n in "" 80 200; do tmux -L "$tmux_sock$n" kill-server 2>/dev/null; done
     if [ -z "$seen" ]; then bad $t "no active job with a rate: $(cat "$tmp/pane")"
+    elif [ -z "$fits" ]; then
+        bad $t "frame does not fit its width: 80: $(cat "$tmp/pane80"); 200: $(cat "$tmp/pane200"); piped: $(cat "$tmp/once")"
     elif [ -z "$exited" ]; then bad $t "q did not end it: $(tail -n 5 "$tmp/pane2")"
     elif [ $trc -ne 1 ] || ! grep -q "went away" "$tmp/gone.err"; then
         bad $t "switch gone: rc $trc, $(cat "$tmp/gone.err")"

@@ -56,6 +56,59 @@ first=$(grep -m1 "epoch   1/" "$tmp/out" | awk '{print $4}'); last=$(grep "final
 if [ -n "$first" ] && [ -n "$last" ] && python3 -c "import sys; sys.exit(not float(sys.argv[2]) < float(sys.argv[1]) - 0.02)" "$first" "$last"; then ok $t
 else bad $t "objective $first -> $last"; fi
 
+# It says how good that is: the optimum of the same problem (liblinear-train) and the gap.
+t=train_default_run_says_its_reference_and_gap
+want_src="the optimum: liblinear-train"
+command -v liblinear-train >/dev/null || want_src="the same training in one process"
+if grep -q "^  reference          objective [0-9.]*, accuracy [0-9.]*%  ($want_src" "$tmp/out" &&
+   grep -q "^  gap                objective [-+][0-9.]* ([-+][0-9.]*% of the reference's), accuracy [-+][0-9.]* points$" "$tmp/out"; then ok $t
+else bad $t "$(grep -A1 reference "$tmp/out")"; fi
+
+# The reference is real: liblinear's optimum is at or below what any SGD run reaches (the
+# distributed one and the single process), and --reference single is the single-process run
+# itself (the same data, rate and shuffles: the same final objective, bit for bit).
+t=train_reference_is_the_optimum_or_the_single_process_run
+if ! command -v liblinear-train >/dev/null; then missing $t "liblinear-train" liblinear-tools
+else
+    for r in auto single none; do
+        timeout 120 $INAGG train $SMALL --workers 3 --reference $r --json "$tmp/ref_$r.json" >/dev/null 2>"$tmp/ref_$r.err" ||
+            echo "rc $?: $(tail -n 2 "$tmp/ref_$r.err")" >>"$tmp/ref.fail"
+    done
+    timeout 120 $INAGG train $SMALL --mode single --json "$tmp/ref_one.json" >/dev/null 2>&1 || echo "single rc $?" >>"$tmp/ref.fail"
+    timeout 120 $INAGG train $SMALL --workers 2 --objective hinge --json "$tmp/ref_hinge.json" >/dev/null 2>&1 || echo "hinge rc $?" >>"$tmp/ref.fail"
+    timeout 120 $INAGG train $SMALL --workers 2 --objective squared --json "$tmp/ref_sq.json" >/dev/null 2>&1 || echo "squared rc $?" >>"$tmp/ref.fail"
+    timeout 120 $INAGG train $SMALL --workers 2 --objective squared --reference liblinear --json "$tmp/ref_sqll.json" >/dev/null 2>&1 || echo "squared liblinear rc $?" >>"$tmp/ref.fail"
+    timeout 10 $INAGG train --reference best >/dev/null 2>"$tmp/ref_bad.err"; brc=$?
+    if [ -s "$tmp/ref.fail" ]; then bad $t "$(cat "$tmp/ref.fail")"
+    elif [ $brc -ne 2 ] || ! grep -q "reference must be auto, liblinear, single or none" "$tmp/ref_bad.err"; then
+        bad $t "--reference best: rc $brc, $(cat "$tmp/ref_bad.err")"
+    elif ! python3 - "$tmp" <<'EOF2'
+import json, sys
+d = lambda n: json.load(open('%s/ref_%s.json' % (sys.argv[1], n)))
+auto, single, none, one, hinge, sq, sqll = map(d, ['auto', 'single', 'none', 'one', 'hinge', 'sq', 'sqll'])
+for run in (auto, hinge):
+    ref = run['reference']
+    assert ref['source'] == 'liblinear', ref
+    assert ref["objective"] <= run["final_objective"] + 1e-9, (ref, run["final_objective"])
+    assert abs(run['objective_gap'] - (run['final_objective'] - ref['objective'])) < 1e-9, run
+    assert abs(run['relative_objective_gap'] * ref['objective'] - run['objective_gap']) < 1e-9, run
+    assert abs(run['accuracy_gap'] - (run['final_accuracy'] - ref['accuracy'])) < 1e-9, run
+    assert 0.5 < ref['accuracy'] <= 1 and ref['seconds'] > 0, ref
+# the optimum: below the single process's SGD too, and not far (SGD gets close on this data)
+assert auto['reference']['objective'] <= one['final_objective'] < auto['reference']['objective'] * 1.05, (auto['reference'], one['final_objective'])
+assert one['reference'] is not None and one['reference']['source'] == 'liblinear', one['reference']
+ref = single['reference']
+assert ref['source'] == 'single' and ref['objective'] == one['final_objective'], (ref, one['final_objective'])
+assert ref['accuracy'] == one['final_accuracy'], (ref, one['final_accuracy'])
+assert abs(single['relative_objective_gap']) < 1e-3, single['relative_objective_gap']
+assert none['reference'] is None and 'reference_missing' not in none and 'objective_gap' not in none, none
+assert sq['reference']['source'] == 'single', sq['reference']          # liblinear: no squared loss
+assert sqll['reference'] is None and 'liblinear solves logistic and hinge' in sqll['reference_missing'], sqll
+EOF2
+    then bad $t "see the assertion above"
+    else ok "$t (gap $(json_get "['objective_gap']" <"$tmp/ref_auto.json"))"; fi
+fi
+
 # The embedded switch's thread count shares the slots out differently; the sums (float32 in
 # rank order) and so the whole run must not change.
 t=train_switch_threads_change_nothing_but_speed

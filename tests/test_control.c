@@ -460,6 +460,62 @@ TEST(control_job_secret_admits_only_ranks_that_prove_it, 60)
     switch_stop(sw);
 }
 
+/* A JOIN of rank 1 of `job` (world 2) with proof= over `nonce` on a fresh connection that
+ * asked for no CHALLENGE; the first reply line. */
+static void raw_unasked_proof(const char *addr, const char *job, const char *secret,
+                              const uint8_t nonce[16], char *reply, size_t cap)
+{
+    int fd = connect_to(addr);
+    ctl_reader_t rd = {0};
+    char line[CTL_LINE_MAX], hex[65];
+    uint8_t v[32], mac[32];
+    wire_auth_verifier(secret, strlen(secret), job, v);
+    wire_auth_proof(v, nonce, job, 1, mac);
+    hex_encode(mac, 32, hex);
+    join_line(line, sizeof(line), job, 1, 2, 4);
+    strncat(line, " proof=", sizeof(line) - strlen(line) - 1);
+    strncat(line, hex, sizeof(line) - strlen(line) - 1);
+    CHECK(request(fd, &rd, line, reply, cap) == 0);
+    close(fd);
+}
+
+/* A proof answers a challenge the switch gave this connection: one made with the right secret
+ * over a nonce the switch never issued to it (the all-zero nonce a connection holds before any
+ * HELLO, or another connection's nonce) is refused. Were it taken, a proof seen once would be
+ * a password that works on every later connection: the challenge would bind nothing. */
+TEST(control_proof_without_this_connections_challenge_refused, 60)
+{
+    switch_config_t cfg = SWITCH_CONFIG_INIT;
+    char addr[64], reply[CTL_LINE_MAX];
+    inagg_switch_t *sw = start_switch(&cfg, addr, sizeof(addr));
+    lib_join_t r0 = {.addr = addr, .job = "bound", .secret = "open sesame", .rank = 0, .world = 2};
+    pthread_t t0;
+    CHECK(pthread_create(&t0, NULL, lib_join_main, &r0) == 0);
+    wait_joining(sw, "bound");
+    const uint8_t zero[16] = {0};
+    raw_unasked_proof(addr, "bound", "open sesame", zero, reply, sizeof(reply));
+    CHECK_MSG(strstr(reply, "ERR refused authentication failed for job 'bound' rank 1: proof= "
+                            "without a CHALLENGE on this connection"),
+              "%s", reply);
+    /* Another connection's challenge, answered rightly, from this one. */
+    int other = connect_to(addr);
+    ctl_reader_t rd = {0};
+    char nh[40];
+    uint8_t nonce[16];
+    CHECK(request(other, &rd, "HELLO job=bound", reply, sizeof(reply)) == 0);
+    CHECK(ctl_get(reply, "nonce", nh, sizeof(nh)) == 0 && hex_decode(nh, nonce, 16) == 0);
+    raw_unasked_proof(addr, "bound", "open sesame", nonce, reply, sizeof(reply));
+    CHECK_MSG(strstr(reply, "proof= without a CHALLENGE on this connection"), "%s", reply);
+    close(other);
+    CHECK_EQ_INT(stat_of(sw, "auth_failed"), 2);
+    /* The rank that answers its own challenge is admitted. */
+    lib_join_t r1 = {.addr = addr, .job = "bound", .secret = "open sesame", .rank = 1, .world = 2};
+    lib_join_main(&r1);
+    pthread_join(t0, NULL);
+    CHECK_MSG(r0.rc == INAGG_OK && r1.rc == INAGG_OK, "%s / %s", r0.detail, r1.detail);
+    switch_stop(sw);
+}
+
 /* Past AUTH_FAIL_LIMIT failures in the window, JOINs of that job from that address are
  * refused at once (even with the right secret) and counted; another job from the same address
  * (a co-located user) is admitted meanwhile; a switch may require secrets for every job. */

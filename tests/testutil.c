@@ -187,49 +187,7 @@ void lossy_fault_specs(double p, uint64_t seed, char *workers, char *sw, size_t 
 
 /* ---- liblinear ---------------------------------------------------------------------------- */
 
-#define LIBLINEAR_TRAIN "liblinear-train"
-
-int liblinear_available(void)
-{
-    char path[PATH_MAX];
-    return launch_find_in_path(LIBLINEAR_TRAIN, path, sizeof(path)) == 0;
-}
-
-static char *read_text_file(const char *path, char *err, size_t errlen)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        set_err(err, errlen, -errno, "%s: cannot open: %s", path, strerror(errno));
-        return NULL;
-    }
-    size_t cap = 65536, len = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        size_t n = fread(buf + len, 1, cap - len - 1, f);
-        len += n;
-        if (n == 0)
-            break;
-        if (cap - len - 1 == 0) {
-            char *nb = realloc(buf, cap * 2);
-            if (!nb) {
-                free(buf);
-                buf = NULL;
-                break;
-            }
-            buf = nb;
-            cap *= 2;
-        }
-    }
-    int bad = !buf || ferror(f);
-    fclose(f);
-    if (bad) {
-        free(buf);
-        set_err(err, errlen, -EIO, "%s: cannot read", path);
-        return NULL;
-    }
-    buf[len] = '\0';
-    return buf;
-}
+int liblinear_available(void) { return launch_liblinear_available(); }
 
 int liblinear_reference(const char *data_path, double C, double eps, int timeout_s,
                         double **weights, size_t *n_weights, double *objective, char *err,
@@ -238,51 +196,16 @@ int liblinear_reference(const char *data_path, double C, double eps, int timeout
     *weights = NULL;
     *n_weights = 0;
     *objective = NAN;
-    if (!(C > 0) || !isfinite(C) || !(eps > 0) || !isfinite(eps)) {
-        return set_err(err, errlen, -EINVAL, "liblinear: C (%g) and eps (%g) must be positive", C,
-                       eps);
-    }
     glm_dataset_t data;
     int rc = glm_load_libsvm(data_path, GLM_LABELS_BINARY, &data, err, errlen);
     if (rc < 0)
         return rc;
-
-    const char *tmp = getenv("TMPDIR");
-    char dir[1024], model[1100];
-    snprintf(dir, sizeof(dir), "%s/inagg-liblinear-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    if (!mkdtemp(dir)) {
-        int e = errno;
-        glm_dataset_free(&data);
-        return set_err(err, errlen, -e, "liblinear: cannot create a temp dir %s: %s", dir,
-                       strerror(e));
-    }
-    snprintf(model, sizeof(model), "%s/model", dir);
-    char c_arg[64], e_arg[64];
-    snprintf(c_arg, sizeof(c_arg), "%.17g", C);
-    snprintf(e_arg, sizeof(e_arg), "%.17g", eps);
-    char prog[PATH_MAX];
-    char *argv[] = {prog,  "-s", "0", "-c", c_arg, "-e", e_arg, "-q", (char *)data_path,
-                    model, NULL};
-    launch_spec_t spec = {argv, NULL, LAUNCH_DEVNULL, LAUNCH_DEVNULL, LAUNCH_TO_OUT, 0};
-    rc = launch_find_in_path(LIBLINEAR_TRAIN, prog, sizeof(prog));
-    if (rc < 0)
-        rc = set_err(err, errlen, rc, "%s: not installed", LIBLINEAR_TRAIN);
-    else
-        rc = launch_run(&spec, (timeout_s > 0 ? timeout_s : 1) * 1000, err, errlen);
-    char *text = NULL;
-    if (rc == 0) {
-        text = read_text_file(model, err, errlen);
-        rc = text ? 0 : -EIO;
-    }
-    if (rc == 0)
-        rc = glm_liblinear_parse_model(text, model, weights, n_weights, err, errlen);
+    rc = launch_liblinear(data_path, 0, C, eps, (timeout_s > 0 ? timeout_s : 1) * 1000, weights,
+                          n_weights, err, errlen);
     if (rc == 0) {
         double l2 = 1.0 / (C * (double)data.rows);
         *objective = glm_objective_of_weights(GLM_OBJ_LOGISTIC, &data, *weights, *n_weights, l2);
     }
-    free(text);
-    unlink(model);
-    rmdir(dir);
     glm_dataset_free(&data);
     return rc;
 }

@@ -18,6 +18,8 @@
 
 struct json_writer;
 
+#define SWITCH_MAX_THREADS 64u /* dataplane threads (and transport queues) of one switch */
+
 typedef struct switch_config {
     const char *listen; /* "HOST:PORT"; port 0 picks a free one */
     uint32_t threads; /* dataplane threads, transport queues 0 .. threads-1 (UDP:

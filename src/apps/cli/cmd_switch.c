@@ -47,7 +47,7 @@ static void usage(FILE *out)
             "                          (one object per line); also INAGG_LOG_FORMAT\n"
             "  --listen HOST:PORT      address to bind (default 127.0.0.1:7000; use\n"
             "                          0.0.0.0:7000 to serve other hosts; port 0 = any)\n"
-            "  --threads N             dataplane threads, one UDP port each (default 1)\n"
+            "  --threads N             dataplane threads, one UDP port each (1..64, default 1)\n"
             "  --slots S               slot budget shared by all jobs (default 8192)\n"
             "  --worker-timeout MS     a rank silent this long while others wait fails its\n"
             "                          job (default 30000; jobs may ask for less)\n"
@@ -259,6 +259,23 @@ static int parse_u32(const char *flag, const char *v, uint32_t *out)
     return 0;
 }
 
+/* parse_u32, then lo..hi: "--threads is 1..64, got '0'" ("--slots is at least 1"). */
+static int parse_u32_in(const char *flag, const char *v, uint32_t lo, uint32_t hi, uint32_t *out)
+{
+    uint32_t x;
+    if (parse_u32(flag, v, &x))
+        return -EINVAL;
+    if (x < lo || x > hi) {
+        if (hi == UINT32_MAX)
+            fprintf(stderr, "inagg switch: %s is at least %u, got '%s'\n", flag, lo, v);
+        else
+            fprintf(stderr, "inagg switch: %s is %u..%u, got '%s'\n", flag, lo, hi, v);
+        return -EINVAL;
+    }
+    *out = x;
+    return 0;
+}
+
 /* --l2: start the fabric on the switch's IP and UDP port, and point the switch's dataplane
  * at it. 0, or the exit status. */
 static int start_fabric(fabric_config_t *fc, switch_config_t *cfg, int inline_agg, fabric_t **out,
@@ -394,15 +411,15 @@ static int parse_daemon_flag(switch_args_t *a, int c)
     switch (c) {
         case 'l': a->cfg.listen = optarg; break;
         case 't':
-            if (parse_u32("--threads", optarg, &a->cfg.threads))
+            if (parse_u32_in("--threads", optarg, 1, SWITCH_MAX_THREADS, &a->cfg.threads))
                 return 2;
             break;
         case 's':
-            if (parse_u32("--slots", optarg, &a->cfg.total_slots))
+            if (parse_u32_in("--slots", optarg, 1, UINT32_MAX, &a->cfg.total_slots))
                 return 2;
             break;
         case 'w':
-            if (parse_u32("--worker-timeout", optarg, &a->cfg.worker_timeout_ms))
+            if (parse_u32_in("--worker-timeout", optarg, 1, UINT32_MAX, &a->cfg.worker_timeout_ms))
                 return 2;
             break;
         case 'b':
@@ -455,7 +472,7 @@ static int parse_daemon_flag(switch_args_t *a, int c)
                 return 2;
             break;
         case 1022:
-            if (parse_u32("--leaves", optarg, &a->cfg.upstream_world))
+            if (parse_u32_in("--leaves", optarg, 1, INAGG_MAX_WORLD, &a->cfg.upstream_world))
                 return 2;
             break;
         case 1030: break; /* read before (cmd_switch) */
@@ -660,10 +677,6 @@ static int run_switch(int argc, char **argv, const struct option **opts_out)
         return print_remote_stats(a->stats_addr, a->json);
     if (a->ctl_addr)
         return fabric_ctl(a->ctl_addr, a->fcfg.agg_ports, a->fcfg.add_mode);
-    if (a->cfg.worker_timeout_ms == 0) {
-        fprintf(stderr, "inagg switch: --worker-timeout must be at least 1 ms\n");
-        return 2;
-    }
 
     /* Threads inherit this mask, so the signals reach only sigwait() below. */
     sigset_t set;

@@ -9,13 +9,16 @@
 #include <getopt.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <termios.h>
 #include <unistd.h>
 
 #include "apps/cli/commands.h"
+#include "apps/cli/flags.h"
 #include "apps/cli/top_stats.h"
 
 static volatile sig_atomic_t g_quit;
@@ -57,7 +60,10 @@ static void usage(FILE *out)
                  "second: packets in and out per second, drops, slots in use, control-plane\n"
                  "limits hit, and per job its state, rounds/s, packets/s, MB/s in and drops;\n"
                  "with an L2 fabric (--l2), the IP fragments it dropped (agg_fragment).\n"
-                 "q or Ctrl-C quits; it exits (status 1) when the switch goes away.\n"
+                 "q or Ctrl-C quits; it exits (status 1) when the switch goes away. Each\n"
+                 "frame fits the terminal's width (80 columns when not a terminal): where\n"
+                 "the job columns do not fit, drops/s, world, protocol, slots, packets/s and\n"
+                 "drops go, in that order, and job names are cut to the room left.\n"
                  "\n"
                  "  --interval MS   time between frames (default 1000)\n"
                  "  --once          print one frame (rates over one interval) and exit\n"
@@ -74,44 +80,187 @@ static void human_bytes(double bps, char *out, size_t cap)
         snprintf(out, cap, "%.1f kB/s", bps / 1e3);
 }
 
+/* ---- fitting the terminal's width ----------------------------------------------------------
+ * A job row's columns, in order. Where the terminal is narrower than all of them, the ones
+ * with a drop rank go, lowest rank first (as top drops fields), until the row fits; the JOB
+ * column is as wide as the longest name shown (at least JOB_MIN, at most JOB_MAX) where there
+ * is room, and a longer name is cut. The frame's other lines are cut at the width. */
+
+enum {
+    COL_ID,
+    COL_JOB,
+    COL_STATE,
+    COL_PROTO,
+    COL_WORLD,
+    COL_SLOTS,
+    COL_ROUNDS,
+    COL_PKTS,
+    COL_IN,
+    COL_DROPS,
+    COL_DROPS_S,
+    NCOLS
+};
+
+typedef struct top_col {
+    const char *head;
+    int width; /* 0: the JOB column, sized by top_layout */
+    int drop; /* 1 goes first when the row does not fit; 0 never goes */
+    int left; /* left-aligned (text) */
+} top_col_t;
+
+static const top_col_t g_cols[NCOLS] = {
+    [COL_ID] = {"ID", 5, 0, 0},
+    [COL_JOB] = {"JOB", 0, 0, 1},
+    [COL_STATE] = {"STATE", 8, 0, 1},
+    [COL_PROTO] = {"PROTO", 8, 3, 1},
+    [COL_WORLD] = {"WORLD", 5, 2, 0},
+    [COL_SLOTS] = {"SLOTS", 6, 4, 0},
+    [COL_ROUNDS] = {"ROUNDS/S", 10, 0, 0},
+    [COL_PKTS] = {"PKTS/S", 10, 5, 0},
+    [COL_IN] = {"IN", 12, 0, 0},
+    [COL_DROPS] = {"DROPS", 8, 6, 0},
+    [COL_DROPS_S] = {"DROPS/S", 8, 1, 0},
+};
+
+#define JOB_MIN 16
+#define JOB_MAX 63 /* the longest job name */
+#define TOP_DEFAULT_WIDTH 80 /* not a terminal, or one that does not say */
+
+typedef struct top_layout {
+    int shown[NCOLS];
+    int job_width;
+} top_layout_t;
+
+/* The columns that fit `width`, for jobs whose longest name is name_len. */
+static top_layout_t top_layout(int width, int name_len)
+{
+    top_layout_t l;
+    int used = JOB_MIN - 1; /* every column but the first has a space before it */
+    for (int i = 0; i < NCOLS; i++) {
+        l.shown[i] = 1;
+        used += g_cols[i].width + 1;
+    }
+    for (int rank = 1; used > width; rank++) {
+        int found = 0;
+        for (int i = 0; i < NCOLS; i++)
+            if (g_cols[i].drop == rank) {
+                l.shown[i] = 0;
+                used -= g_cols[i].width + 1;
+                found = 1;
+            }
+        if (!found)
+            break; /* nothing left to drop: the lines are cut */
+    }
+    int want = name_len < JOB_MIN ? JOB_MIN : name_len > JOB_MAX ? JOB_MAX : name_len;
+    int room = width - used;
+    l.job_width = JOB_MIN + (room > want - JOB_MIN ? want - JOB_MIN : room > 0 ? room : 0);
+    return l;
+}
+
+/* The terminal's columns (TIOCGWINSZ on out), or TOP_DEFAULT_WIDTH. */
+static int terminal_width(FILE *out)
+{
+    struct winsize ws;
+    if (ioctl(fileno(out), TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0)
+        return ws.ws_col;
+    return TOP_DEFAULT_WIDTH;
+}
+
+/* One line of the frame, cut at width. */
+static void put_line(FILE *out, int width, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void put_line(FILE *out, int width, const char *fmt, ...)
+{
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof(line), fmt, ap);
+    va_end(ap);
+    if (width >= 0 && (size_t)width < strlen(line))
+        line[width] = 0;
+    fprintf(out, "%s\n", line);
+}
+
+/* Column i of a row (text, right- or left-aligned at its width, cut to it) appended at *at. */
+static void add_cell(char *row, size_t cap, size_t *at, const top_layout_t *l, int i,
+                     const char *text)
+{
+    size_t w = (size_t)(i == COL_JOB ? l->job_width : g_cols[i].width);
+    if (!l->shown[i] || *at + w + 2 > cap)
+        return;
+    if (*at)
+        row[(*at)++] = ' ';
+    size_t len = strlen(text) < w ? strlen(text) : w, pad = w - len;
+    memset(row + *at, ' ', w);
+    memcpy(row + *at + (g_cols[i].left ? 0 : pad), text, len);
+    *at += w;
+    row[*at] = 0;
+}
+
+static void job_row(FILE *out, int width, const top_layout_t *l, const top_job_t *j,
+                    const top_job_t *was, uint64_t a, uint64_t b)
+{
+    char cell[NCOLS][48], row[1024];
+    snprintf(cell[COL_ID], sizeof(cell[0]), "%u", j->id);
+    snprintf(cell[COL_JOB], sizeof(cell[0]), "%s", j->name);
+    snprintf(cell[COL_STATE], sizeof(cell[0]), "%s", j->state);
+    snprintf(cell[COL_PROTO], sizeof(cell[0]), "%s", j->protocol);
+    snprintf(cell[COL_WORLD], sizeof(cell[0]), "%u", j->world);
+    snprintf(cell[COL_SLOTS], sizeof(cell[0]), "%u", j->slots);
+    snprintf(cell[COL_ROUNDS], sizeof(cell[0]), "%.1f", top_rate(was->rounds, j->rounds, a, b));
+    snprintf(cell[COL_PKTS], sizeof(cell[0]), "%.0f",
+             top_rate(was->contributions, j->contributions, a, b));
+    human_bytes(top_rate(was->bytes_in, j->bytes_in, a, b), cell[COL_IN], sizeof(cell[0]));
+    snprintf(cell[COL_DROPS], sizeof(cell[0]), "%llu", (unsigned long long)j->drops);
+    snprintf(cell[COL_DROPS_S], sizeof(cell[0]), "%.1f", top_rate(was->drops, j->drops, a, b));
+    size_t at = 0;
+    row[0] = 0;
+    for (int i = 0; i < NCOLS; i++)
+        add_cell(row, sizeof(row), &at, l, i, cell[i]);
+    put_line(out, width, "%s", row);
+}
+
 static void render(FILE *out, const char *addr, const top_snapshot_t *p, const top_snapshot_t *c,
-                   int ansi)
+                   int ansi, int width)
 {
     uint64_t a = p->taken_ns, b = c->taken_ns;
     if (ansi)
         fputs("\033[H\033[2J", out);
-    fprintf(out, "inagg top - switch %s (%s)  up %.0f s  threads %u  %s\n", addr, c->listen,
-            c->uptime_s, c->threads, ansi ? "q quits" : "");
-    fprintf(out, "packets in %.0f/s  out %.0f/s   slots %u/%u used   jobs %d (%d retired kept)\n",
-            top_rate(p->packets_in, c->packets_in, a, b),
-            top_rate(p->packets_out, c->packets_out, a, b), c->slots_used, c->slots_total, c->njobs,
-            c->retired);
-    fprintf(out, "drops before any job %llu   control connections %u   control limits hit %llu\n",
-            (unsigned long long)c->drops_pre_job, c->connections, (unsigned long long)c->refusals);
+    put_line(out, width, "inagg top - switch %s (%s)  up %.0f s  threads %u  %s", addr, c->listen,
+             c->uptime_s, c->threads, ansi ? "q quits" : "");
+    put_line(out, width,
+             "packets in %.0f/s  out %.0f/s   slots %u/%u used   jobs %d (%d retired kept)",
+             top_rate(p->packets_in, c->packets_in, a, b),
+             top_rate(p->packets_out, c->packets_out, a, b), c->slots_used, c->slots_total,
+             c->njobs, c->retired);
+    put_line(out, width,
+             "drops before any job %llu   control connections %u   control limits hit %llu",
+             (unsigned long long)c->drops_pre_job, c->connections, (unsigned long long)c->refusals);
     if (c->fabric)
-        fprintf(out,
-                "fabric: IP fragments dropped %llu (%.0f/s; aggregation packets must fit one "
-                "frame)\n",
-                (unsigned long long)c->ip_fragments,
-                top_rate(p->ip_fragments, c->ip_fragments, a, b));
-    fprintf(out, "\n%5s %-24s %-8s %-8s %5s %6s %10s %10s %12s %8s %8s\n", "ID", "JOB", "STATE",
-            "PROTO", "WORLD", "SLOTS", "ROUNDS/S", "PKTS/S", "IN", "DROPS", "DROPS/S");
+        put_line(
+            out, width,
+            "fabric: IP fragments dropped %llu (%.0f/s; aggregation packets must fit one frame)",
+            (unsigned long long)c->ip_fragments, top_rate(p->ip_fragments, c->ip_fragments, a, b));
+    int longest = 0;
+    for (int i = 0; i < c->njobs; i++)
+        if ((int)strlen(c->jobs[i].name) > longest)
+            longest = (int)strlen(c->jobs[i].name);
+    top_layout_t l = top_layout(width, longest);
+    char row[1024];
+    size_t at = 0;
+    row[0] = 0;
+    for (int i = 0; i < NCOLS; i++)
+        add_cell(row, sizeof(row), &at, &l, i, g_cols[i].head);
+    put_line(out, width, "%s", "");
+    put_line(out, width, "%s", row);
     for (int i = 0; i < c->njobs; i++) {
         const top_job_t *j = &c->jobs[i];
         const top_job_t *was = top_find_job(p, j->id);
         top_job_t zero = {0};
-        if (!was)
-            was = &zero;
-        char in[32];
-        human_bytes(top_rate(was->bytes_in, j->bytes_in, a, b), in, sizeof(in));
-        fprintf(out, "%5u %-24.24s %-8s %-8s %5u %6u %10.1f %10.0f %12s %8llu %8.1f\n", j->id,
-                j->name, j->state, j->protocol, j->world, j->slots,
-                top_rate(was->rounds, j->rounds, a, b),
-                top_rate(was->contributions, j->contributions, a, b), in,
-                (unsigned long long)j->drops, top_rate(was->drops, j->drops, a, b));
+        job_row(out, width, &l, j, was ? was : &zero, a, b);
     }
     if (c->njobs == 0)
-        fprintf(out, "      (no jobs)\n");
+        put_line(out, width, "      (no jobs)");
     fflush(out);
 }
 
@@ -143,8 +292,9 @@ int cmd_top(int argc, char **argv)
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     optind = 1;
+    opterr = 0; /* cli_bad_option says it, in the one wording */
     int c;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
         switch (c) {
             case 'i': {
                 char *end;
@@ -158,14 +308,15 @@ int cmd_top(int argc, char **argv)
             }
             case 'o': once = 1; break;
             case 'h': usage(stdout); return 0;
-            default: usage(stderr); return 2;
+            default: return cli_bad_option("inagg top", c, argv);
         }
     }
-    if (optind != argc - 1) {
-        fprintf(stderr, "inagg top: expected the switch's HOST:PORT\n");
-        usage(stderr);
+    if (optind == argc) {
+        fprintf(stderr, "inagg top: expected the switch's HOST:PORT (see --help)\n");
         return 2;
     }
+    if (cli_no_extra_args("inagg top", argc, argv, optind + 1))
+        return 2;
     const char *addr = argv[optind];
     top_snapshot_t *snap = calloc(2, sizeof(*snap));
     if (!snap) {
@@ -194,7 +345,7 @@ int cmd_top(int argc, char **argv)
         if (rc != 0)
             break;
         cur ^= 1;
-        render(stdout, addr, &snap[cur ^ 1], &snap[cur], !once);
+        render(stdout, addr, &snap[cur ^ 1], &snap[cur], !once, terminal_width(stdout));
         frames++;
         if (once)
             break;

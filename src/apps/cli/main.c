@@ -1,10 +1,12 @@
 /*
  * main.c - the `inagg` command: dispatches to a subcommand (see commands.h).
  */
+#include <getopt.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "apps/cli/commands.h"
+#include "apps/cli/flags.h"
 #include "inagg.h"
 #include "lib/base/env.h"
 #include "lib/base/log.h"
@@ -66,6 +68,27 @@ static void bench_usage(FILE *out)
                  "              accuracy, time to accuracy), loopback or a testbed\n");
 }
 
+/* `inagg version` (or --version): the version and the wire protocol's; no options but --help. */
+static int cmd_version(int argc, char **argv)
+{
+    static const struct option opts[] = {{"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+    optind = 1;
+    opterr = 0; /* cli_bad_option says it, in the one wording */
+    int c = getopt_long(argc, argv, ":h", opts, NULL);
+    if (c == 'h') {
+        printf("usage: inagg version\n\n"
+               "Prints the version of inagg and of the protocol its switch and workers speak\n"
+               "(docs/PROTOCOL.md).\n");
+        return 0;
+    }
+    if (c != -1)
+        return cli_bad_option("inagg version", c, argv);
+    if (cli_no_extra_args("inagg version", argc, argv, optind))
+        return 2;
+    printf("inagg %s (protocol %d)\n", INAGG_VERSION_STRING, INAGG_PROTOCOL_VERSION);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     log_init(LOG_INFO, "inagg");
@@ -78,10 +101,8 @@ int main(int argc, char **argv)
         usage(stdout);
         return 0;
     }
-    if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
-        printf("inagg %s (protocol %d)\n", INAGG_VERSION_STRING, INAGG_PROTOCOL_VERSION);
-        return 0;
-    }
+    if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0)
+        return cmd_version(argc - 1, argv + 1);
     if (strcmp(cmd, "switch") == 0)
         return cmd_switch(argc - 1, argv + 1);
     if (strcmp(cmd, "top") == 0)

@@ -21,6 +21,9 @@
  * (docs/perf-log/2026-11-21-training-pipelining-optimizer.md). */
 #define MAX_DEFAULT_SWITCH_THREADS 4u
 
+/* --reference: what the result is compared with (train_reference.c). */
+enum { TRAIN_REF_AUTO = 0, TRAIN_REF_LIBLINEAR, TRAIN_REF_SINGLE, TRAIN_REF_NONE };
+
 typedef struct train_opts {
     const char *data, *synthetic, *test;
     uint32_t workers;
@@ -41,6 +44,7 @@ typedef struct train_opts {
     uint32_t testbed; /* hosts of a testbed to build and run on, one rank each; 0: none */
     const char *link_rate, *fabric, *link_delay; /* tools/testbed's (NULL: its defaults) */
     int report_lines; /* --report-lines: one rank writes its report lines to stdout */
+    int reference; /* TRAIN_REF_*: the optimum or single-process result compared against */
     int argc; /* the command line, forwarded to the ranks of a testbed run */
     char **argv;
 } train_opts_t;
@@ -67,7 +71,28 @@ typedef struct run {
     uint64_t t_start;
     int bar_drawn;
     uint64_t last_bar_ns;
+    struct train_reference *ref; /* computed after the run (NULL: none) */
 } run_t;
+
+/* ---- the reference a finished run is measured against (train_reference.c) ------------------ */
+
+typedef struct train_reference {
+    int have;
+    const char *source; /* "liblinear" or "single" */
+    char what[160]; /* how it was made, for the summary */
+    double objective, accuracy; /* over the training set, the trainers' objective */
+    double seconds; /* what making it took */
+    char why_not[1100]; /* !have: why there is none (empty: none was wanted) */
+} train_reference_t;
+
+/* "auto", "liblinear", "single" or "none" into *out (TRAIN_REF_*). 0, or -EINVAL. */
+int train_reference_parse(const char *text, int *out);
+
+/* The reference of the finished run r: with --reference auto, liblinear-train's optimum when
+ * it is installed and solves the objective (logistic, hinge; l2 > 0), else the same training
+ * in one process (nothing for a --mode single run, which is that). train: the data the ranks
+ * trained on, or NULL to load it again. Never fails: ref->why_not says why there is none. */
+void train_reference_compute(const run_t *r, const glm_dataset_t *train, train_reference_t *ref);
 
 const char *train_backend_name(const train_opts_t *o);
 const char *train_protocol_name(const train_opts_t *o);

@@ -37,6 +37,7 @@ static void usage(FILE *out)
         "                   [--epochs E] [--lr G] [--lr-schedule sqrt|const] [--l2 L]\n"
         "                   [--backend inagg|mpi] [--protocol p4sgd|switchml] [--no-pipeline]\n"
         "                   [--precision 32|8|4] [--seed S] [--json FILE|-] [--plot FILE.png]\n"
+        "                   [--reference auto|liblinear|single|none]\n"
         "                   [--switch HOST:PORT --rank R --world W [--job NAME]]\n"
         "                   [--switch-threads N] [--timeout MS]\n"
         "                   [--testbed N [--fabric inagg|bridge] [--link-delay D] [--link-rate "
@@ -149,6 +150,11 @@ static void usage(FILE *out)
         "                       final_objective, final_accuracy, total_seconds, ... (- for\n"
         "                       stdout; the human output then goes to stderr)\n"
         "  --plot FILE.png      objective vs epoch and vs training time (needs gnuplot)\n"
+        "  --reference R        what the result is measured against, in the summary and the\n"
+        "                       JSON (\"reference\", \"objective_gap\"): auto (default):\n"
+        "                       liblinear-train's optimum of the same problem on the same\n"
+        "                       data (logistic, hinge; apt-get install liblinear-tools), else\n"
+        "                       the same training in one process; liblinear, single, or none\n"
         "\n"
         "examples:\n"
         "  inagg train\n"
@@ -284,6 +290,11 @@ static int parse_training_flag(train_opts_t *o, train_seen_t *seen, int c)
                 o->cfg.precondition = GLM_PRECOND_NONE;
             else
                 return bad_usage("--precondition must be diag or none, got '%s'", optarg);
+            break;
+        case 1100:
+            if (train_reference_parse(optarg, &o->reference) != 0)
+                return bad_usage("--reference must be auto, liblinear, single or none, got '%s'",
+                                 optarg);
             break;
         case 'V':
             if (strcmp(optarg, "tail") == 0)
@@ -557,6 +568,7 @@ int train_parse_args(int argc, char **argv, train_opts_t *o)
                                         {"report-lines", no_argument, 0, 'L'},
                                         {"average", required_argument, 0, 'V'},
                                         {"precondition", required_argument, 0, 'Q'},
+                                        {"reference", required_argument, 0, 1100},
                                         {0, 0, 0, 0}};
     train_shared_t t = {0};
     bench_opts_t b = shared_flags(o, &t);

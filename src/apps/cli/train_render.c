@@ -189,6 +189,26 @@ int train_handle_line(run_t *r, const glm_line_t *l, int from_rank)
     return r->failed ? -EIO : 0;
 }
 
+/* The reference and the run's distance from it: objective (absolute and relative to the
+ * reference's) and training accuracy (in points). */
+static void print_reference(FILE *h, const train_reference_t *ref, const glm_epoch_record_t *last)
+{
+    if (!ref || (!ref->have && !ref->why_not[0]))
+        return;
+    if (!ref->have) {
+        fprintf(h, "  reference          none: %s\n", ref->why_not);
+        return;
+    }
+    fprintf(h, "  reference          objective %.6f, accuracy %.2f%%  (%s; %.2f s)\n",
+            ref->objective, 100 * ref->accuracy, ref->what, ref->seconds);
+    fprintf(h,
+            "  gap                objective %+.6f (%+.3f%% of the reference's), accuracy %+.2f "
+            "points\n",
+            last->objective - ref->objective,
+            100 * (last->objective - ref->objective) / fabs(ref->objective),
+            100 * (last->accuracy - ref->accuracy));
+}
+
 void train_summary(run_t *r, double total_s)
 {
     const train_opts_t *o = r->o;
@@ -217,6 +237,7 @@ void train_summary(run_t *r, double total_s)
     fprintf(h, "  training accuracy  %.2f%%\n", 100 * last->accuracy);
     if (isfinite(last->test_accuracy))
         fprintf(h, "  test accuracy      %.2f%%\n", 100 * last->test_accuracy);
+    print_reference(h, r->ref, last);
     fprintf(h,
             "  total time         %.2f s  (training %.2f s, evaluation %.2f s, the rest "
             "setup and data)\n",
@@ -241,6 +262,30 @@ void train_summary(run_t *r, double total_s)
                 last->payload_bytes_per_sample, (unsigned long long)r->setup.cols);
     }
     fflush(h);
+}
+
+/* "reference": {source, how, objective, accuracy, seconds} or null (with "reference_missing":
+ * why, when one was wanted), and the gaps: final minus reference. */
+static void write_json_reference(json_writer_t *w, const train_reference_t *ref,
+                                 const glm_epoch_record_t *last)
+{
+    if (!ref || !ref->have || !last) {
+        json_number(w, "reference", NAN); /* null */
+        if (ref && ref->why_not[0])
+            json_string(w, "reference_missing", ref->why_not);
+        return;
+    }
+    json_begin_object(w, "reference");
+    json_string(w, "source", ref->source);
+    json_string(w, "how", ref->what);
+    json_number(w, "objective", ref->objective);
+    json_number(w, "accuracy", ref->accuracy);
+    json_number(w, "seconds", ref->seconds);
+    json_end_object(w);
+    json_number(w, "objective_gap", last->objective - ref->objective);
+    json_number(w, "relative_objective_gap",
+                (last->objective - ref->objective) / fabs(ref->objective));
+    json_number(w, "accuracy_gap", last->accuracy - ref->accuracy);
 }
 
 int train_write_json(run_t *r, double total_s)
@@ -311,6 +356,7 @@ int train_write_json(run_t *r, double total_s)
     json_number(&w, "final_accuracy", last ? last->accuracy : NAN);
     if (last && isfinite(last->test_accuracy))
         json_number(&w, "final_test_accuracy", last->test_accuracy);
+    write_json_reference(&w, r->ref, last);
     json_number(&w, "total_seconds", total_s);
     json_number(&w, "train_seconds", train_s);
     json_number(&w, "mean_epoch_seconds", r->nepochs ? train_s / r->nepochs : NAN);

@@ -349,22 +349,33 @@ static void watch_ranks(const train_opts_t *o, run_t *run, launch_ranks_t *g, ch
     }
 }
 
+/* The inputs run_local loaded for its ranks, kept for the reference (cmd_train frees them). */
+static preload_t g_inputs;
+static int g_inputs_loaded;
+
+static void free_preload(void)
+{
+    glm_dataset_free(&g_inputs.train);
+    glm_dataset_free(&g_inputs.test);
+    g_inputs_loaded = 0;
+}
+
 static int run_local(const train_opts_t *given, run_t *run)
 {
     /* The inputs and the default step size are the same for every rank (the same seed, a
      * deterministic calibration on the whole training set): made once here, before the ranks
      * fork, instead of once per rank. */
-    static preload_t pre;
     train_opts_t local = *given;
     const train_opts_t *o = &local;
     char lerr[1024];
     if (glm_load_inputs(o->data, o->synthetic, o->test, o->cfg.seed, o->cfg.objective, o->precision,
-                        &pre.train, &pre.test, lerr, sizeof(lerr)) != 0) {
+                        &g_inputs.train, &g_inputs.test, lerr, sizeof(lerr)) != 0) {
         snprintf(run->error, sizeof(run->error), "%s", lerr);
         run->failed = 1;
         return -EIO;
     }
-    local.cfg.lr = glm_resolved_lr(&local.cfg, &pre.train); /* lr_given stays as it was */
+    g_inputs_loaded = 1;
+    local.cfg.lr = glm_resolved_lr(&local.cfg, &g_inputs.train); /* lr_given stays as it was */
     uint16_t port = 0;
     switch_config_t scfg = SWITCH_CONFIG_INIT;
     scfg.listen = "127.0.0.1:0";
@@ -379,7 +390,7 @@ static int run_local(const train_opts_t *given, run_t *run)
     }
     char addr[64], job[64];
     snprintf(addr, sizeof(addr), "127.0.0.1:%u", port);
-    rank_ctx_t ctx = {o, addr, bench_job_name("train", job, sizeof(job)), &pre};
+    rank_ctx_t ctx = {o, addr, bench_job_name("train", job, sizeof(job)), &g_inputs};
     child_t *ch = calloc(o->workers, sizeof(child_t));
     launch_ranks_t *g = calloc(1, sizeof(*g));
     if (!ch || !g) {
@@ -396,8 +407,6 @@ static int run_local(const train_opts_t *given, run_t *run)
     free(g);
     free(ch);
     launch_switch_stop(sw);
-    glm_dataset_free(&pre.train);
-    glm_dataset_free(&pre.test);
     return run->failed ? -EIO : 0;
 }
 
@@ -745,9 +754,15 @@ int cmd_train(int argc, char **argv)
         if (run.human != stdout && run.human != stderr)
             fclose(run.human);
         free(run.epochs);
+        free_preload();
         return run.cannot ? 3 : 1;
     }
     int out = 0;
+    train_reference_t *ref = is_rank0 ? calloc(1, sizeof(*ref)) : NULL;
+    if (ref) { /* measured after the run: its work would have slowed the ranks' epochs */
+        train_reference_compute(&run, g_inputs_loaded ? &g_inputs.train : NULL, ref);
+        run.ref = ref;
+    }
     if (is_rank0) {
         train_summary(&run, total_s);
         if (o.json_path && train_write_json(&run, total_s) != 0)
@@ -758,5 +773,7 @@ int cmd_train(int argc, char **argv)
     if (run.human != stdout && run.human != stderr)
         fclose(run.human);
     free(run.epochs);
+    free(ref);
+    free_preload();
     return out;
 }

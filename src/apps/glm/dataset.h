@@ -13,6 +13,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 typedef struct glm_dataset {
     size_t rows; /* samples */
@@ -106,6 +107,12 @@ int glm_dataset_quantize(glm_dataset_t *d, int bits, char *err, size_t errlen);
 /* Bytes the feature values take in storage: nnz*4 for float32, nnz*bits/8 rounded up when
  * quantized. */
 size_t glm_dataset_value_bytes(const glm_dataset_t *d);
+
+/* d in the LIBSVM text format to f, for a solver that reads files: 1-based feature indices,
+ * labels +1/-1 (other labels and every value as C99 hexadecimal floats, e.g. 0x1.8p-3, which
+ * strtod reads exactly: the values d holds, dequantized ones included). 0, or -EIO when f
+ * failed. */
+int glm_dataset_write_libsvm(const glm_dataset_t *d, FILE *f);
 
 /* Row kernels used by the trainers. x is indexed by (col - col_offset); accumulates in double. */
 double glm_row_dot(const glm_dataset_t *d, size_t row, const float *x, size_t col_offset);

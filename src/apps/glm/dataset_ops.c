@@ -254,3 +254,70 @@ void glm_row_axpy(const glm_dataset_t *d, size_t row, double scale, double *g, s
     for (size_t k = begin; k < end; k++)
         g[col[k] - col_offset] += scale * (double)val[k];
 }
+
+/* v in decimal at p; the end. */
+static char *put_u32(char *p, uint32_t v)
+{
+    char digits[10];
+    int n = 0;
+    do {
+        digits[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    while (n)
+        *p++ = digits[--n];
+    return p;
+}
+
+/* x exactly, as a C99 hexadecimal float ("0x1.8p-3", which strtod reads) at p; the end. A
+ * normal float by hand (printf's %.9g took most of the time of writing a large set), the rest
+ * by printf. */
+static char *put_float(char *p, float x)
+{
+    uint32_t b;
+    memcpy(&b, &x, sizeof(b));
+    uint32_t e = (b >> 23) & 0xffu, m = (b & 0x7fffffu) << 1; /* 24 bits: 6 hex digits */
+    if (x == 0)
+        return memcpy(p, "0", 1), p + 1;
+    if (e == 0 || e == 0xffu)
+        return p + sprintf(p, "%a", (double)x);
+    if (b >> 31)
+        *p++ = '-';
+    memcpy(p, "0x1", 3);
+    p += 3;
+    if (m) {
+        *p++ = '.';
+        for (int shift = 20; m; shift -= 4) {
+            *p++ = "0123456789abcdef"[(m >> shift) & 0xfu];
+            m &= (1u << shift) - 1;
+        }
+    }
+    int exp = (int)e - 127;
+    *p++ = 'p';
+    *p++ = exp < 0 ? '-' : '+';
+    return put_u32(p, (uint32_t)(exp < 0 ? -exp : exp));
+}
+
+int glm_dataset_write_libsvm(const glm_dataset_t *d, FILE *f)
+{
+    char line[4096];
+    for (size_t r = 0; r < d->rows; r++) {
+        char *p = line;
+        float y = d->label[r];
+        p = y == 1.0f ? memcpy(p, "+1", 2), p + 2 : y == -1.0f ? memcpy(p, "-1", 2),
+        p + 2 : put_float(p, y);
+        for (size_t k = d->row_ptr[r]; k < d->row_ptr[r + 1]; k++) {
+            if (p - line > (ptrdiff_t)sizeof(line) - 48) { /* room for one more entry */
+                fwrite(line, 1, (size_t)(p - line), f);
+                p = line;
+            }
+            *p++ = ' ';
+            p = put_u32(p, d->col[k] + 1);
+            *p++ = ':';
+            p = put_float(p, d->val[k]);
+        }
+        *p++ = '\n';
+        fwrite(line, 1, (size_t)(p - line), f);
+    }
+    return ferror(f) ? -EIO : 0;
+}

@@ -71,6 +71,21 @@ pid_t launch_spawn(const launch_spec_t *s, char *err, size_t errlen);
  * another status or a signal; -ETIMEDOUT; or launch_spawn's error. err says which. */
 int launch_run(const launch_spec_t *s, int timeout_ms, char *err, size_t errlen);
 
+/* ---- the GLM trainers' reference solver -------------------------------------------------- */
+
+/* Is liblinear-train (Debian liblinear-tools) an executable on PATH? 1 or 0. */
+int launch_liblinear_available(void);
+
+/* `liblinear-train -s solver -c C -e eps -q data_path MODEL` (no bias term, as the trainers;
+ * solver 0: L2-regularised logistic regression, 3: L2-regularised hinge loss, dual), the model
+ * in a temp dir that is removed after, output to /dev/null, killed after timeout_ms; its
+ * weights for class +1 (glm/reference.h; malloc'd, *n_weights = its nr_feature). liblinear
+ * minimises C * sum(loss) + 1/2 ||w||^2: the trainers' mean loss + l2/2 ||w||^2 over S
+ * samples is the same problem with C = 1/(l2 S). 0, or a negative errno with the reason in err
+ * (-ENOENT: not installed). */
+int launch_liblinear(const char *data_path, int solver, double C, double eps, int timeout_ms,
+                     double **weights, size_t *n_weights, char *err, size_t errlen);
+
 /* ---- waiting and ending ------------------------------------------------------------------ */
 
 /* Wait at most timeout_ms for the child pid; past that, SIGKILL it and reap it. 0 once it

@@ -5,12 +5,15 @@
  * through the inagg switch named by $INAGG_SWITCH; every other call goes to MPI unchanged.
  *
  *   INAGG_SWITCH=HOST:PORT    the switch; unset or empty: pure pass-through, no output
- *   INAGG_VERBOSE=1           rank 0 prints "inagg-pmpi: N allreduce accelerated, M passed
- *                             through" at MPI_Finalize (2: also a line when the job joins, and
- *                             every rank a line per allreduce: its route, inagg or MPI, and
- *                             why MPI got it)
- *   INAGG_FLOAT_MODE=native|fixed   how float32 is added in the switch (default native: float
- *                             adds, like MPI; fixed: SwitchML's block fixed point)
+ *   INAGG_VERBOSE=1           rank 0 prints its settings when the job joins ("inagg-pmpi:
+ *                             job J on switch S: N ranks, float fixed ...") and "inagg-pmpi: N
+ *                             allreduce accelerated, M passed through" at MPI_Finalize (2:
+ *                             also every rank a line per allreduce: its route, inagg or MPI,
+ *                             and why MPI got it)
+ *   INAGG_FLOAT_MODE=fixed|native   how float32 is added in the switch (default fixed, the
+ *                             library's: SwitchML's block fixed point, bit-identical sums run
+ *                             to run; native: float adds in arrival order, whose last bits may
+ *                             differ from run to run). Another value: a warning, and fixed
  *   INAGG_PMPI_MIN_COUNT=N    allreduces of fewer than N elements stay with MPI (default 1)
  *   INAGG_MIN_BYTES=N[K|M|G]  allreduces of fewer bytes stay with MPI (default 64K, route.h)
  *   INAGG_ONE_HOST=mpi|switch a communicator whose ranks all share one host stays with MPI's
@@ -352,9 +355,12 @@ void after_init(void)
         add_type(MPI_REAL4, INAGG_FLOAT32);
     }
 
-    inagg_options_t o = INAGG_OPTIONS_INIT;
+    inagg_options_t o = INAGG_OPTIONS_INIT; /* float_mode: the library's default, fixed */
     const char *fm = getenv("INAGG_FLOAT_MODE");
-    o.float_mode = fm && strcmp(fm, "fixed") == 0 ? INAGG_FLOAT_FIXED : INAGG_FLOAT_NATIVE;
+    if (fm && strcmp(fm, "native") == 0)
+        o.float_mode = INAGG_FLOAT_NATIVE;
+    else if (fm && *fm && strcmp(fm, "fixed") != 0 && G.rank == 0)
+        fprintf(stderr, TAG "INAGG_FLOAT_MODE is fixed or native, got '%s': using fixed\n", fm);
     long tmo = env_long("INAGG_TIMEOUT_MS", 0);
     if (tmo > 0)
         o.timeout_ms = (uint32_t)tmo;
@@ -403,9 +409,16 @@ void after_init(void)
     if (reg && G.unregister && reg(progress_hook) == 0)
         G.hooked = 1;
     G.joined = 1;
-    if (G.verbose >= 2 && G.rank == 0)
-        fprintf(stderr, TAG "job %s on switch %s: %d ranks, float %s%s\n", G.job, G.sw, G.world,
-                o.float_mode == INAGG_FLOAT_NATIVE ? "native" : "fixed",
+    if (G.verbose >= 1 && G.rank == 0)
+        fprintf(stderr,
+                TAG "job %s on switch %s: %d ranks, float %s, types %s%s%s, at least %d "
+                    "element%s%s%s\n",
+                G.job, G.sw, G.world,
+                o.float_mode == INAGG_FLOAT_NATIVE
+                    ? "native (float adds in arrival order)"
+                    : "fixed (block fixed point: bit-identical sums run to run)",
+                ints ? "int" : "", ints && floats ? "," : "", floats ? "float" : "", G.min_count,
+                G.min_count == 1 ? "" : "s", G.verify ? ", every result checked by MPI" : "",
                 G.hooked ? "" : ", nonblocking allreduces complete at once");
 }
 

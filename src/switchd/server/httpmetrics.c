@@ -27,7 +27,7 @@ typedef struct httpm_client {
     int fd;
     uint64_t seq; /* accept order */
     uint64_t deadline_ms;
-    char req[HTTPM_REQUEST_MAX];
+    char req[HTTPM_REQUEST_MAX + 1]; /* the head, and the NUL that ends it */
     size_t req_len;
     char *resp; /* the whole response once the request is in, else NULL */
     size_t resp_len, resp_sent;
@@ -141,7 +141,7 @@ static void accept_clients(httpm_t *h)
 static int serve_read(httpm_t *h, httpm_client_t *c)
 {
     for (;;) {
-        size_t room = sizeof(c->req) - 1 - c->req_len;
+        size_t room = sizeof(c->req) - 1 - c->req_len; /* the NUL's byte kept */
         if (room == 0)
             return -EMSGSIZE; /* head longer than HTTPM_REQUEST_MAX */
         ssize_t n = recv(c->fd, c->req + c->req_len, room, 0);

@@ -24,9 +24,9 @@
 #include "switchd/server/optjob.h"
 #include "switchd/server/proto.h"
 #include "switchd/server/stats.h"
+#include "switchd/switchd.h" /* SWITCH_MAX_THREADS */
 
 #define SWITCH_MAX_JOBS 1024u
-#define SWITCH_MAX_THREADS 64u
 
 /* What one dataplane thread writes for one job. */
 typedef struct job_thread {

@@ -6,9 +6,12 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #define LINE_MAX_LEN 1024
 
@@ -39,11 +42,21 @@ void switch_conf_free(switch_conf_t *conf)
     conf->n = 0;
 }
 
+/* What reading a file keeps between its lines: the options, and the line each option was
+ * first set on (0: not yet), so that a key set twice is refused naming both lines. */
+typedef struct conf_parse {
+    const struct option *opts;
+    const char *const *refused;
+    switch_conf_t *conf;
+    int *set_on; /* per option of opts */
+    int lineno;
+} conf_parse_t;
+
 /* One line's entry into conf; 0, or a negative errno (-EINVAL, -E2BIG, -ENOMEM) with the
  * reason (no file or line) in why. */
-static int take_line(char *text, const struct option *opts, const char *const *refused,
-                     switch_conf_t *conf, char *why, size_t cap)
+static int take_line(char *text, conf_parse_t *p, char *why, size_t cap)
 {
+    switch_conf_t *conf = p->conf;
     char *hash = strchr(text, '#');
     if (hash)
         *hash = 0;
@@ -61,9 +74,9 @@ static int take_line(char *text, const struct option *opts, const char *const *r
         snprintf(why, cap, "keys are written without dashes: '%s'", key + strspn(key, "-"));
         return -EINVAL;
     }
-    const struct option *o = find_opt(opts, key);
-    for (int i = 0; o && refused && refused[i]; i++)
-        if (strcmp(refused[i], key) == 0) {
+    const struct option *o = find_opt(p->opts, key);
+    for (int i = 0; o && p->refused && p->refused[i]; i++)
+        if (strcmp(p->refused[i], key) == 0) {
             snprintf(why, cap, "'%s' is not a setting of the daemon", key);
             return -EINVAL;
         }
@@ -74,6 +87,12 @@ static int take_line(char *text, const struct option *opts, const char *const *r
                  key);
         return -EINVAL;
     }
+    int *first = &p->set_on[o - p->opts];
+    if (*first) {
+        snprintf(why, cap, "'%s' is set again (first on line %d): one line per key", key, *first);
+        return -EINVAL;
+    }
+    *first = p->lineno;
     int is_flag = o->has_arg == no_argument;
     if (is_flag && strcmp(value, "true") != 0 && strcmp(value, "false") != 0) {
         snprintf(why, cap, "'%s' is true or false, got '%s'", key, value);
@@ -97,7 +116,89 @@ static int take_line(char *text, const struct option *opts, const char *const *r
         snprintf(why, cap, "out of memory");
         return -ENOMEM;
     }
+    conf->line[conf->n] = p->lineno;
     conf->n++;
+    return 0;
+}
+
+/* The whole of path into *text (malloc'd, NUL-terminated; *len bytes before the NUL). Opened
+ * without blocking and refused unless it is a regular file (a FIFO would block the caller, a
+ * device such as /dev/zero would never end), and at most SWITCH_CONF_MAX_BYTES. 0, or a
+ * negative errno with "FILE: why" in err. */
+static int read_whole(const char *path, char **text, size_t *len, char *err, size_t errlen)
+{
+    *text = NULL;
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0)
+        return set_err(err, errlen, -errno, "%s: %s", path, strerror(errno));
+    struct stat st;
+    int rc = 0;
+    if (fstat(fd, &st) != 0)
+        rc = set_err(err, errlen, -errno, "%s: %s", path, strerror(errno));
+    else if (!S_ISREG(st.st_mode))
+        rc = set_err(err, errlen, -EINVAL, "%s: not a regular file (%s)", path,
+                     S_ISFIFO(st.st_mode)  ? "a FIFO"
+                     : S_ISCHR(st.st_mode) ? "a character device"
+                     : S_ISDIR(st.st_mode) ? "a directory"
+                                           : "a special file");
+    else if (st.st_size > SWITCH_CONF_MAX_BYTES)
+        rc = set_err(err, errlen, -EFBIG, "%s: %lld bytes, more than a config file's %d", path,
+                     (long long)st.st_size, SWITCH_CONF_MAX_BYTES);
+    char *buf = rc == 0 ? malloc(SWITCH_CONF_MAX_BYTES + 2) : NULL;
+    if (rc == 0 && !buf)
+        rc = set_err(err, errlen, -ENOMEM, "%s: out of memory", path);
+    size_t got = 0;
+    while (rc == 0 && got <= SWITCH_CONF_MAX_BYTES) { /* one byte past the bound: grown since */
+        ssize_t n = read(fd, buf + got, SWITCH_CONF_MAX_BYTES + 1 - got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            rc = set_err(err, errlen, -errno, "%s: %s", path, strerror(errno));
+        else if (n == 0)
+            break;
+        else
+            got += (size_t)n;
+    }
+    close(fd);
+    if (rc == 0 && got > SWITCH_CONF_MAX_BYTES)
+        rc = set_err(err, errlen, -EFBIG, "%s: more than a config file's %d bytes", path,
+                     SWITCH_CONF_MAX_BYTES);
+    if (rc != 0) {
+        free(buf);
+        return rc;
+    }
+    buf[got] = 0;
+    *text = buf;
+    *len = got;
+    return 0;
+}
+
+/* Every line of text (len bytes) into p->conf. 0, or -1 with "FILE:LINE: why" in err. */
+static int take_lines(const char *path, const char *text, size_t len, conf_parse_t *p, char *err,
+                      size_t errlen)
+{
+    char line[LINE_MAX_LEN + 1], why[256];
+    for (size_t at = 0; at < len;) {
+        const char *start = text + at, *nl = memchr(start, '\n', len - at);
+        size_t n = nl ? (size_t)(nl - start) : len - at;
+        at += n + (nl != NULL);
+        p->lineno++;
+        if (n > LINE_MAX_LEN) {
+            snprintf(err, errlen, "%s:%d: line longer than %d bytes", path, p->lineno,
+                     LINE_MAX_LEN);
+            return -1;
+        }
+        if (memchr(start, 0, n)) {
+            snprintf(err, errlen, "%s:%d: a NUL byte (a config file is text)", path, p->lineno);
+            return -1;
+        }
+        memcpy(line, start, n);
+        line[n] = 0;
+        if (take_line(line, p, why, sizeof(why)) != 0) {
+            snprintf(err, errlen, "%s:%d: %s", path, p->lineno, why);
+            return -1;
+        }
+    }
     return 0;
 }
 
@@ -105,33 +206,23 @@ int switch_conf_read(const char *path, const struct option *opts, const char *co
                      switch_conf_t *conf, char *err, size_t errlen)
 {
     memset(conf, 0, sizeof(*conf));
-    FILE *f = fopen(path, "r");
-    if (!f) {
-        return set_err(err, errlen, -errno, "%s: %s", path, strerror(errno));
-    }
-    char text[LINE_MAX_LEN + 2], why[256];
-    int lineno = 0, rc = 0;
-    while (rc == 0 && fgets(text, sizeof(text), f)) {
-        lineno++;
-        size_t len = strlen(text);
-        if (len > LINE_MAX_LEN && text[len - 1] != '\n') {
-            snprintf(err, errlen, "%s:%d: line longer than %d bytes", path, lineno, LINE_MAX_LEN);
-            rc = -1;
-            break;
-        }
-        int before = conf->n;
-        if (take_line(text, opts, refused, conf, why, sizeof(why)) != 0) {
-            snprintf(err, errlen, "%s:%d: %s", path, lineno, why);
-            rc = -1;
-        } else if (conf->n > before) {
-            conf->line[before] = lineno;
-        }
-    }
-    if (rc == 0 && ferror(f)) {
-        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+    char *text;
+    size_t len = 0;
+    if (read_whole(path, &text, &len, err, errlen) != 0)
+        return -1;
+    int nopts = 0;
+    while (opts[nopts].name)
+        nopts++;
+    conf_parse_t p = {opts, refused, conf, calloc((size_t)nopts + 1, sizeof(int)), 0};
+    int rc = 0;
+    if (!p.set_on) {
+        snprintf(err, errlen, "%s: out of memory", path);
         rc = -1;
+    } else {
+        rc = take_lines(path, text, len, &p, err, errlen);
     }
-    fclose(f);
+    free(p.set_on);
+    free(text);
     if (rc != 0)
         switch_conf_free(conf);
     return rc;

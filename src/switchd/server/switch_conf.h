@@ -3,7 +3,9 @@
  * as /etc/inagg/switch.conf): one `key = value` per line, the keys being the long options
  * of `inagg switch` without their dashes (`threads = 2`, `require-secret = true`); '#'
  * starts a comment, blank lines are ignored. Options on the command line come after the
- * file's and win. Errors name the file and the line.
+ * file's and win. Errors name the file and the line: a key set twice, a NUL byte, a line over
+ * 1024 bytes. Only a regular file of at most SWITCH_CONF_MAX_BYTES is read (opened without
+ * blocking: a FIFO or a device put in its place is refused, never waited on).
  */
 #ifndef INAGG_CLI_SWITCH_CONF_H
 #define INAGG_CLI_SWITCH_CONF_H
@@ -14,6 +16,7 @@
 #include "switchd/switchd.h"
 
 #define SWITCH_CONF_MAX_ENTRIES 128
+#define SWITCH_CONF_MAX_BYTES (1 << 20)
 
 typedef struct switch_conf {
     int n; /* entries */

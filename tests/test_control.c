@@ -405,7 +405,7 @@ static void raw_secret_join(const char *addr, const char *job, const char *secre
         CHECK(request(fd, &rd, line, reply, cap) == 0);
         CHECK_MSG(strstr(reply, "CHALLENGE nonce=") && strstr(reply, "job=exists"), "%s", reply);
         char nh[40];
-        CHECK(ctl_get(reply, "nonce", nh, sizeof(nh)) == 0 && hex_decode(nh, nonce, 16) == 0);
+        CHECK(ctlline_get(reply, "nonce", nh, sizeof(nh)) == 0 && hex_decode(nh, nonce, 16) == 0);
         wire_auth_proof(v, nonce, job, 1, mac);
         hex_encode(mac, 32, hex);
         snprintf(extra, sizeof(extra), " proof=%s", hex);
@@ -503,7 +503,7 @@ TEST(control_proof_without_this_connections_challenge_refused, 60)
     char nh[40];
     uint8_t nonce[16];
     CHECK(request(other, &rd, "HELLO job=bound", reply, sizeof(reply)) == 0);
-    CHECK(ctl_get(reply, "nonce", nh, sizeof(nh)) == 0 && hex_decode(nh, nonce, 16) == 0);
+    CHECK(ctlline_get(reply, "nonce", nh, sizeof(nh)) == 0 && hex_decode(nh, nonce, 16) == 0);
     raw_unasked_proof(addr, "bound", "open sesame", nonce, reply, sizeof(reply));
     CHECK_MSG(strstr(reply, "proof= without a CHALLENGE on this connection"), "%s", reply);
     close(other);
@@ -582,7 +582,7 @@ TEST(control_secret_and_token_stay_out_of_stats_and_logs, 30)
     snprintf(line + strlen(line), sizeof(line) - strlen(line), " verifier=%s", vhex);
     CHECK(request(fd, &rd, line, reply, sizeof(reply)) == 0);
     char token[32];
-    CHECK_MSG(ctl_get(reply, "token", token, sizeof(token)) == 0, "%s", reply);
+    CHECK_MSG(ctlline_get(reply, "token", token, sizeof(token)) == 0, "%s", reply);
     raw_secret_join(addr, "leaky", "wrong", "verifier", reply, sizeof(reply)); /* logged */
     char *text = NULL;
     size_t len = 0;

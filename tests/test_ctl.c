@@ -25,18 +25,18 @@ static void get_is(const char *line, const char *key, const char *want)
 {
     char v[64];
     memset(v, 'q', sizeof(v));
-    int rc = ctl_get(line, key, v, sizeof(v));
-    CHECK_MSG(rc == 0, "ctl_get(\"%s\", \"%s\") = %d", line, key, rc);
-    CHECK_MSG(strcmp(v, want) == 0, "ctl_get(\"%s\", \"%s\") = \"%s\", want \"%s\"", line, key, v,
-              want);
+    int rc = ctlline_get(line, key, v, sizeof(v));
+    CHECK_MSG(rc == 0, "ctlline_get(\"%s\", \"%s\") = %d", line, key, rc);
+    CHECK_MSG(strcmp(v, want) == 0, "ctlline_get(\"%s\", \"%s\") = \"%s\", want \"%s\"", line, key,
+              v, want);
 }
 
 static void get_missing(const char *line, const char *key)
 {
     char v[64] = "untouched";
-    int rc = ctl_get(line, key, v, sizeof(v));
-    CHECK_MSG(rc == -ENOENT, "ctl_get(\"%s\", \"%s\") = %d (\"%s\"), want -ENOENT", line, key, rc,
-              v);
+    int rc = ctlline_get(line, key, v, sizeof(v));
+    CHECK_MSG(rc == -ENOENT, "ctlline_get(\"%s\", \"%s\") = %d (\"%s\"), want -ENOENT", line, key,
+              rc, v);
 }
 
 TEST(ctl_get_values, 5)
@@ -66,14 +66,14 @@ TEST(ctl_get_values, 5)
     get_missing("", "id");
     get_missing("X id", "id"); /* no '=' */
     get_missing("X id =3", "id");
-    /* ERR free text: keys may appear but the text is found by ctl_rest. */
+    /* ERR free text: keys may appear but the text is found by ctlline_rest. */
     get_is("JOIN version=1 job=bench rank=0 world=4 slots=128 elems=1024 float=fixed "
            "protocol=switchml",
            "protocol", "switchml");
     /* A value that does not fit is refused, not truncated. */
     char small[4];
-    CHECK(ctl_get("X k=abcd", "k", small, sizeof(small)) != 0);
-    CHECK_EQ_INT(ctl_get("X k=abc", "k", small, sizeof(small)), 0);
+    CHECK(ctlline_get("X k=abcd", "k", small, sizeof(small)) != 0);
+    CHECK_EQ_INT(ctlline_get("X k=abc", "k", small, sizeof(small)), 0);
     CHECK(strcmp(small, "abc") == 0);
 }
 
@@ -129,23 +129,23 @@ TEST(ctl_get_numbers, 5)
 
 TEST(ctl_is_and_rest, 5)
 {
-    CHECK(ctl_is("JOIN version=1 job=x", "JOIN"));
-    CHECK(ctl_is("JOIN", "JOIN"));
-    CHECK(!ctl_is("JOINED id=3", "JOIN"));
-    CHECK(!ctl_is("JOI", "JOIN"));
-    CHECK(!ctl_is("", "JOIN"));
-    CHECK(!ctl_is("join x=1", "JOIN"));
-    CHECK(!ctl_is(" JOIN", "JOIN"));
-    CHECK(ctl_is("ERR refused pool exhausted", "ERR"));
-    CHECK(!ctl_is("ERROR x", "ERR"));
+    CHECK(ctlline_is("JOIN version=1 job=x", "JOIN"));
+    CHECK(ctlline_is("JOIN", "JOIN"));
+    CHECK(!ctlline_is("JOINED id=3", "JOIN"));
+    CHECK(!ctlline_is("JOI", "JOIN"));
+    CHECK(!ctlline_is("", "JOIN"));
+    CHECK(!ctlline_is("join x=1", "JOIN"));
+    CHECK(!ctlline_is(" JOIN", "JOIN"));
+    CHECK(ctlline_is("ERR refused pool exhausted", "ERR"));
+    CHECK(!ctlline_is("ERROR x", "ERR"));
 
-    CHECK(strcmp(ctl_rest("ERR refused pool exhausted: job asks 512 slots, 100 of 8192 free"),
+    CHECK(strcmp(ctlline_rest("ERR refused pool exhausted: job asks 512 slots, 100 of 8192 free"),
                  "refused pool exhausted: job asks 512 slots, 100 of 8192 free") == 0);
-    CHECK(strcmp(ctl_rest("FAILED rank 2 timed out"), "rank 2 timed out") == 0);
-    CHECK(strcmp(ctl_rest("ERR"), "") == 0);
-    CHECK(strcmp(ctl_rest("ERR "), "") == 0);
-    CHECK(strcmp(ctl_rest(""), "") == 0);
-    CHECK(strcmp(ctl_rest("ERR  two spaces"), " two spaces") == 0);
+    CHECK(strcmp(ctlline_rest("FAILED rank 2 timed out"), "rank 2 timed out") == 0);
+    CHECK(strcmp(ctlline_rest("ERR"), "") == 0);
+    CHECK(strcmp(ctlline_rest("ERR "), "") == 0);
+    CHECK(strcmp(ctlline_rest(""), "") == 0);
+    CHECK(strcmp(ctlline_rest("ERR  two spaces"), " two spaces") == 0);
 }
 
 static void feed(ctl_reader_t *r, const char *s)

@@ -151,7 +151,7 @@ static void classify_fabric_free(struct fabric *f)
 /* The output ports of the one frame the classify stage handed on, 0 when none. */
 static uint64_t classify_out(struct fabric *f)
 {
-    const ring_rec_t *r = bytering_peek(&f->txq);
+    const bytering_rec_t *r = bytering_peek(&f->txq);
     if (!r)
         return 0;
     uint64_t ports = r->ports;
@@ -489,7 +489,7 @@ static void *ring_producer(void *arg)
 TEST(bytering_spsc_order_wrap_full, 20)
 {
     bytering_t r;
-    CHECK_EQ_INT(RING_ALIGN + sizeof(ring_rec_t), 56); /* the sizes below assume it: a
+    CHECK_EQ_INT(RING_ALIGN + sizeof(bytering_rec_t), 56); /* the sizes below assume it: a
                                                           300-byte frame takes 368 bytes */
     CHECK_EQ_INT(bytering_init(&r, 1000), 0); /* rounded to 1008 */
     uint8_t f[600] = {1, 2, 3};
@@ -498,7 +498,7 @@ TEST(bytering_spsc_order_wrap_full, 20)
     CHECK_EQ_INT(bytering_push(&r, 6, 12, 4, NULL, f, 300), 0);
     CHECK_EQ_INT(bytering_push(&r, 7, 13, 5, NULL, f, 300), -ENOBUFS); /* full */
     CHECK_EQ_INT(bytering_push(&r, 7, 13, 5, NULL, f, 2000), -ENOBUFS); /* never fits */
-    const ring_rec_t *rec = bytering_peek(&r);
+    const bytering_rec_t *rec = bytering_peek(&r);
     CHECK(rec && rec->ports == 5 && rec->t_ns == 11 && rec->kind == 3 && rec->len == 300);
     CHECK(rec && rec->has_vh && rec->vh.gso_size == 1448 && rec->data[2] == 3);
     bytering_pop(&r);

@@ -1,12 +1,12 @@
 /*
  * fuzz_ctl.c - the control lines: the line reader (ctl_take_line, src/lib/client/ctl.c), the key
- * lookups (ctl_get*) and the message decoders (wire_join_parse, wire_joined_parse,
+ * lookups (ctlline_get*) and the message decoders (wire_join_parse, wire_joined_parse,
  * wire_err_parse, src/lib/wire/ctlmsg.c). libFuzzer entry point; also builds under AFL++.
  *
  * Input: byte 0 picks a small line capacity (1..64) for a second pass of the reader; the rest
  * is what arrives on a control connection (at most one reader buffer). Checked: every line
  * taken is the bytes before its newline, cut to the capacity, one trailing '\r' removed, and
- * the reader keeps exactly what follows; a value found by ctl_get fits and holds no space; an
+ * the reader keeps exactly what follows; a value found by ctlline_get fits and holds no space; an
  * accepted JOIN, JOINED or ERR formats and parses back to the same message, and the JOIN's
  * fields are in their documented ranges.
  *
@@ -43,7 +43,7 @@ static void check_lookups(const char *line)
 {
     for (size_t k = 0; k < sizeof(keys) / sizeof(keys[0]); k++) {
         char v[16];
-        int rc = ctl_get(line, keys[k], v, sizeof(v));
+        int rc = ctlline_get(line, keys[k], v, sizeof(v));
         CHECK(rc == 0 || rc == -ENOENT || rc == -ENOSPC);
         if (rc == 0) {
             CHECK(strlen(v) < sizeof(v) && !strchr(v, ' '));
@@ -63,7 +63,7 @@ static void check_lookups(const char *line)
                 CHECK(x32 == x64);
             /* "not a number" is refused (PROTOCOL.md 5.2): the value is its decimal digits */
             char raw[32], dec[32];
-            CHECK(ctl_get(line, keys[k], raw, sizeof(raw)) == 0);
+            CHECK(ctlline_get(line, keys[k], raw, sizeof(raw)) == 0);
             const char *digits = raw;
             while (*digits == '0' && digits[1])
                 digits++;

@@ -35,9 +35,9 @@ static void parse_line(top_snapshot_t *s, const char *line)
     if (strncmp(line, "switch ", 7) == 0) {
         sscanf(line + 7, "%63s", s->listen);
         s->threads = (uint32_t)get_u64(line, "threads");
-        if (ctl_get(line, "slots_used", v, sizeof(v)) == 0)
+        if (ctlline_get(line, "slots_used", v, sizeof(v)) == 0)
             sscanf(v, "%u/%u", &s->slots_used, &s->slots_total);
-        if (ctl_get(line, "uptime_s", v, sizeof(v)) == 0)
+        if (ctlline_get(line, "uptime_s", v, sizeof(v)) == 0)
             s->uptime_s = strtod(v, NULL);
     } else if (strncmp(line, "packets ", 8) == 0) {
         s->packets_in = get_u64(line, "in");
@@ -52,9 +52,9 @@ static void parse_line(top_snapshot_t *s, const char *line)
         top_job_t *j = &s->jobs[s->njobs++];
         memset(j, 0, sizeof(*j));
         j->id = (uint32_t)strtoul(line + 4, NULL, 10);
-        ctl_get(line, "name", j->name, sizeof(j->name));
-        ctl_get(line, "state", j->state, sizeof(j->state));
-        ctl_get(line, "protocol", j->protocol, sizeof(j->protocol));
+        ctlline_get(line, "name", j->name, sizeof(j->name));
+        ctlline_get(line, "state", j->state, sizeof(j->state));
+        ctlline_get(line, "protocol", j->protocol, sizeof(j->protocol));
         j->world = (uint32_t)get_u64(line, "world");
         j->slots = (uint32_t)get_u64(line, "slots");
         j->contributions = get_u64(line, "contributions");

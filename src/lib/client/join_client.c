@@ -76,9 +76,9 @@ static int authenticate(join_request_t *rq, int fd, ctl_reader_t *rd, join_answe
         return rc;
     uint8_t nonce[WIRE_NONCE_BYTES];
     if (wire_verb_of(line) != WIRE_VERB_CHALLENGE ||
-        ctl_get(line, "nonce", nonce_hex, sizeof(nonce_hex)) != 0 ||
+        ctlline_get(line, "nonce", nonce_hex, sizeof(nonce_hex)) != 0 ||
         hex_decode(nonce_hex, nonce, sizeof(nonce)) != 0 ||
-        ctl_get(line, "job", exists, sizeof(exists)) != 0)
+        ctlline_get(line, "job", exists, sizeof(exists)) != 0)
         return set_err(err, errlen, -EPROTO,
                        "unexpected answer to HELLO from the switch at %s: '%.100s'", rq->addr,
                        line);

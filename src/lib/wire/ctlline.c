@@ -5,13 +5,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-int ctl_is(const char *line, const char *verb)
+int ctlline_is(const char *line, const char *verb)
 {
     size_t n = strlen(verb);
     return strncmp(line, verb, n) == 0 && (line[n] == ' ' || line[n] == '\0');
 }
 
-int ctl_get(const char *line, const char *key, char *out, size_t cap)
+int ctlline_get(const char *line, const char *key, char *out, size_t cap)
 {
     size_t klen = strlen(key);
     const char *p = strchr(line, ' ');
@@ -34,7 +34,7 @@ int ctl_get(const char *line, const char *key, char *out, size_t cap)
 int ctl_get_u64(const char *line, const char *key, uint64_t *out)
 {
     char v[32];
-    int rc = ctl_get(line, key, v, sizeof(v));
+    int rc = ctlline_get(line, key, v, sizeof(v));
     if (rc != 0)
         return rc == -ENOSPC ? -EINVAL : rc;
     /* Digits only: strtoull alone would take leading white space, a sign, and wrap a
@@ -62,7 +62,7 @@ int ctl_get_u32(const char *line, const char *key, uint32_t *out)
     return 0;
 }
 
-const char *ctl_rest(const char *line)
+const char *ctlline_rest(const char *line)
 {
     const char *p = strchr(line, ' ');
     return p ? p + 1 : "";

@@ -13,16 +13,16 @@
 #define CTL_LINE_MAX 1024
 
 /* The verb (first word) of a line compared with `verb`. */
-int ctl_is(const char *line, const char *verb);
+int ctlline_is(const char *line, const char *verb);
 
 /* Look up key=value in a line; copies the value. 0, -ENOENT if absent, -ENOSPC if the
  * value does not fit in cap. The numeric lookups give -EINVAL for a non-number or a value
  * too long, -ERANGE past the type's range. */
-int ctl_get(const char *line, const char *key, char *out, size_t cap);
+int ctlline_get(const char *line, const char *key, char *out, size_t cap);
 int ctl_get_u32(const char *line, const char *key, uint32_t *out);
 int ctl_get_u64(const char *line, const char *key, uint64_t *out);
 
 /* The free text after the first word ("ERR <text>"). */
-const char *ctl_rest(const char *line);
+const char *ctlline_rest(const char *line);
 
 #endif /* INAGG_WIRE_CTLLINE_H */

@@ -42,7 +42,7 @@ static const char *const verb_names[WIRE_VERB_COUNT] = {
 enum wire_verb wire_verb_of(const char *line)
 {
     for (int v = 1; v < WIRE_VERB_COUNT; v++)
-        if (ctl_is(line, verb_names[v]))
+        if (ctlline_is(line, verb_names[v]))
             return (enum wire_verb)v;
     return WIRE_VERB_UNKNOWN;
 }
@@ -74,7 +74,7 @@ void wire_err_format(enum wire_refusal r, const char *text, char *line, size_t c
 
 enum wire_refusal wire_err_parse(const char *line, const char **text)
 {
-    const char *rest = ctl_rest(line);
+    const char *rest = ctlline_rest(line);
     for (int r = 0; r < WIRE_REFUSAL_COUNT; r++) {
         size_t n = strlen(refusal_names[r]);
         if (strncmp(rest, refusal_names[r], n) == 0 && (rest[n] == ' ' || rest[n] == '\0')) {
@@ -141,7 +141,7 @@ void wire_shutdown_format(const char *reason, char *line, size_t cap)
 
 const char *wire_shutdown_parse(const char *line)
 {
-    return wire_verb_of(line) == WIRE_VERB_SHUTDOWN ? ctl_rest(line) : NULL;
+    return wire_verb_of(line) == WIRE_VERB_SHUTDOWN ? ctlline_rest(line) : NULL;
 }
 
 /* ---- the optimizer ---- */
@@ -177,7 +177,7 @@ static int parse_optimizer(const char *line, wire_optimizer_t *o, char *why, siz
 {
     char v[64];
     memset(o, 0, sizeof(*o));
-    if (ctl_get(line, "optimizer", v, sizeof(v)) != 0)
+    if (ctlline_get(line, "optimizer", v, sizeof(v)) != 0)
         return 0;
     optim_config_t c = OPTIM_CONFIG_INIT;
     if (optim_parse_kind(v, &c.kind) != 0) {
@@ -191,7 +191,7 @@ static int parse_optimizer(const char *line, wire_optimizer_t *o, char *why, siz
     static const char *const keys[] = {"lr", "beta1", "beta2", "eps", "momentum", "wd"};
     float *fields[] = {&c.lr, &c.beta1, &c.beta2, &c.eps, &c.momentum, &c.weight_decay};
     for (size_t k = 0; k < sizeof(keys) / sizeof(keys[0]); k++) {
-        if (ctl_get(line, keys[k], v, sizeof(v)) != 0)
+        if (ctlline_get(line, keys[k], v, sizeof(v)) != 0)
             continue;
         char *end;
         double d = strtod(v, &end);
@@ -200,10 +200,10 @@ static int parse_optimizer(const char *line, wire_optimizer_t *o, char *why, siz
         }
         *fields[k] = (float)d;
     }
-    if (ctl_get(line, "eps_place", v, sizeof(v)) == 0 && optim_parse_eps(v, &c.eps_placement)) {
+    if (ctlline_get(line, "eps_place", v, sizeof(v)) == 0 && optim_parse_eps(v, &c.eps_placement)) {
         return set_err(why, cap, -EPROTO, "eps_place must be inside or outside");
     }
-    if (ctl_get(line, "init", v, sizeof(v)) == 0) {
+    if (ctlline_get(line, "init", v, sizeof(v)) == 0) {
         if (strcmp(v, "zero") != 0 && strcmp(v, "seeded") != 0) {
             return set_err(why, cap, -EPROTO, "init must be zero or seeded");
         }
@@ -290,9 +290,9 @@ int wire_join_parse(const char *line, wire_join_t *j, enum wire_refusal *refusal
         return set_err(why, cap, -EPROTONOSUPPORT, "switch speaks protocol %d, worker sent %u",
                        INAGG_PROTOCOL_VERSION, j->version);
     }
-    if (ctl_get(line, "job", j->job, sizeof(j->job)) != 0 || ctl_get_u32(line, "rank", &j->rank) ||
-        ctl_get_u32(line, "world", &j->world) || ctl_get_u32(line, "slots", &j->slots) ||
-        ctl_get_u32(line, "elems", &j->elems)) {
+    if (ctlline_get(line, "job", j->job, sizeof(j->job)) != 0 ||
+        ctl_get_u32(line, "rank", &j->rank) || ctl_get_u32(line, "world", &j->world) ||
+        ctl_get_u32(line, "slots", &j->slots) || ctl_get_u32(line, "elems", &j->elems)) {
         return set_err(why, cap, -EPROTO, "JOIN needs job, rank, world, slots and elems");
     }
     if (!job_name_ok(j->job)) {
@@ -300,8 +300,8 @@ int wire_join_parse(const char *line, wire_join_t *j, enum wire_refusal *refusal
                        WIRE_JOB_NAME_MAX - 1);
     }
     char fmode[16] = "fixed", proto[16] = "switchml";
-    if (ctl_get(line, "float", fmode, sizeof(fmode)) == -ENOSPC ||
-        ctl_get(line, "protocol", proto, sizeof(proto)) == -ENOSPC) {
+    if (ctlline_get(line, "float", fmode, sizeof(fmode)) == -ENOSPC ||
+        ctlline_get(line, "protocol", proto, sizeof(proto)) == -ENOSPC) {
         return set_err(why, cap, -EPROTO, "float= or protocol= too long");
     }
     int trc = ctl_get_u32(line, "timeout", &j->timeout_ms);
@@ -334,7 +334,7 @@ int wire_join_parse(const char *line, wire_join_t *j, enum wire_refusal *refusal
         return set_err(why, cap, -EPROTONOSUPPORT, "protocol '%s' (this switch serves %s)", proto,
                        list);
     }
-    if (ctl_get(line, "compress", j->compress, sizeof(j->compress)) == -ENOSPC) {
+    if (ctlline_get(line, "compress", j->compress, sizeof(j->compress)) == -ENOSPC) {
         return set_err(why, cap, -EPROTO, "compress= too long");
     }
     uint32_t feedback = 1;
@@ -352,7 +352,7 @@ int wire_join_parse(const char *line, wire_join_t *j, enum wire_refusal *refusal
     char hex[2 * SHA256_BYTES + 2];
     static const char *const auth_keys[] = {NULL, "verifier", "proof"};
     for (int a = WIRE_AUTH_VERIFIER; a <= WIRE_AUTH_PROOF; a++) {
-        int rc = ctl_get(line, auth_keys[a], hex, sizeof(hex));
+        int rc = ctlline_get(line, auth_keys[a], hex, sizeof(hex));
         if (rc == -ENOENT)
             continue;
         if (j->auth != WIRE_AUTH_NONE) {
@@ -404,7 +404,7 @@ int wire_joined_format(const wire_joined_t *j, char *line, size_t cap)
 static int parse_mcast(const char *line, wire_joined_t *j)
 {
     char text[32];
-    int rc = ctl_get(line, "mcast", text, sizeof(text));
+    int rc = ctlline_get(line, "mcast", text, sizeof(text));
     if (rc == -ENOENT)
         return 0;
     struct sockaddr_in a;
@@ -431,8 +431,8 @@ int wire_joined_parse(const char *line, wire_joined_t *j, char *why, size_t cap)
     }
     ctl_get_u32(line, "slots", &j->slots);
     ctl_get_u32(line, "elems", &j->elems);
-    ctl_get(line, "float", fmode, sizeof(fmode));
-    ctl_get(line, "protocol", proto, sizeof(proto));
+    ctlline_get(line, "float", fmode, sizeof(fmode));
+    ctlline_get(line, "protocol", proto, sizeof(proto));
     int crc = ctl_get_u32(line, "contributors", &j->contributors);
     if ((crc != 0 && crc != -ENOENT) || j->contributors > WIRE_MAX_CONTRIBUTORS) {
         return set_err(why, cap, -EPROTO, "bad contributors= in the switch's answer: '%.100s'",

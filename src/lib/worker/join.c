@@ -42,7 +42,7 @@ static void monitor_line(inagg_comm_t *c, uint32_t k, int rc, const char *line)
         comm_fail_locked(c, INAGG_ERR_CONNECTION, d);
     } else if (verb == WIRE_VERB_FAILED) {
         char d[COMM_DETAIL_MAX];
-        snprintf(d, sizeof(d), "job '%s' failed on the switch: %s", c->job, ctl_rest(line));
+        snprintf(d, sizeof(d), "job '%s' failed on the switch: %s", c->job, ctlline_rest(line));
         comm_fail_locked(c, INAGG_ERR_JOB_FAILED, d);
     } else if (verb == WIRE_VERB_BARRIER_DONE && k == 0) { /* barriers run on shard 0 */
         c->barriers_done++;

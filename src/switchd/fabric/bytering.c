@@ -36,7 +36,7 @@ void bytering_free(bytering_t *r)
 int bytering_push(bytering_t *r, uint64_t ports, uint64_t t_ns, uint8_t kind,
                   const struct virtio_net_hdr *vh, const uint8_t *frame, uint32_t len)
 {
-    ring_rec_t *rec = ring_reserve(&r->ring, (uint32_t)sizeof(ring_rec_t) + len);
+    bytering_rec_t *rec = ring_reserve(&r->ring, (uint32_t)sizeof(bytering_rec_t) + len);
     if (!rec)
         return -ENOBUFS;
     rec->ports = ports;
@@ -58,7 +58,7 @@ void bytering_kick(bytering_t *r)
     (void)w; /* EAGAIN: the counter is already non-zero, the consumer will look */
 }
 
-const ring_rec_t *bytering_peek(bytering_t *r) { return ring_peek(&r->ring, NULL); }
+const bytering_rec_t *bytering_peek(bytering_t *r) { return ring_peek(&r->ring, NULL); }
 
 void bytering_pop(bytering_t *r) { ring_pop(&r->ring); }
 

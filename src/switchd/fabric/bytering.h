@@ -16,7 +16,7 @@
 
 #include "lib/base/ring.h"
 
-typedef struct ring_rec {
+typedef struct bytering_rec {
     uint64_t ports; /* the output ports: bit p for port p */
     uint64_t t_ns; /* when the frame entered the fabric (latency accounting) */
     uint32_t len; /* frame bytes */
@@ -25,7 +25,7 @@ typedef struct ring_rec {
     uint8_t pad_[2];
     struct virtio_net_hdr vh;
     uint8_t data[];
-} ring_rec_t;
+} bytering_rec_t;
 
 typedef struct bytering {
     ring_t ring;
@@ -43,7 +43,7 @@ int bytering_push(bytering_t *r, uint64_t ports, uint64_t t_ns, uint8_t kind,
 void bytering_kick(bytering_t *r);
 
 /* Consumer: the oldest record or NULL, and giving it back. */
-const ring_rec_t *bytering_peek(bytering_t *r);
+const bytering_rec_t *bytering_peek(bytering_t *r);
 void bytering_pop(bytering_t *r);
 /* Consumer: bytes waiting (for the queue-depth counter). */
 size_t bytering_used(bytering_t *r);

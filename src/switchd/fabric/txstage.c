@@ -97,7 +97,7 @@ static int drain_ring(struct fabric *f)
     size_t used = bytering_used(&f->txq);
     if (used > atomic_load_explicit(&f->st[ST_TX_QUEUE_MAX], memory_order_relaxed))
         atomic_store_explicit(&f->st[ST_TX_QUEUE_MAX], used, memory_order_relaxed);
-    const ring_rec_t *r;
+    const bytering_rec_t *r;
     for (; n < 256 && (r = bytering_peek(&f->txq)); n++) {
         fstat_add(&f->st[ST_TX_FRAMES], 1);
         uint64_t ports = r->ports;

@@ -281,7 +281,7 @@ static int authenticate(control_t *ctl, client_t *cl, const job_t *j, const wire
 void admit_hello(control_t *ctl, client_t *cl, const char *line)
 {
     char name[WIRE_JOB_NAME_MAX] = "", hex[2 * WIRE_NONCE_BYTES + 1], out[CTL_LINE_MAX];
-    ctl_get(line, "job", name, sizeof(name));
+    ctlline_get(line, "job", name, sizeof(name));
     if (getrandom(cl->nonce, sizeof(cl->nonce), 0) != (ssize_t)sizeof(cl->nonce)) {
         conn_send_err(ctl, cl->fd, WIRE_REFUSED_SYSTEM, "no random numbers for a challenge");
         return;

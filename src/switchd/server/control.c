@@ -285,7 +285,7 @@ static void drain(control_t *ctl)
     if (members == 0)
         return;
     LOG_I("draining: told %u member connection%s that the switch is shutting down (%s)", members,
-          members == 1 ? "" : "s", ctl_rest(line));
+          members == 1 ? "" : "s", ctlline_rest(line));
     struct pollfd p[CTL_MAX_CLIENTS];
     uint64_t deadline = server_now_ms() + SWITCH_DRAIN_MS;
     for (uint64_t now = server_now_ms(); now < deadline; now = server_now_ms()) {

@@ -119,7 +119,7 @@ static void watch(upjob_t *u)
             up_fail(u, "the upstream switch at %s is shutting down: %s", u->sw->cfg.upstream,
                     wire_shutdown_parse(line));
         else if (wire_verb_of(line) == WIRE_VERB_FAILED)
-            up_fail(u, "the upstream switch's job failed: %s", ctl_rest(line));
+            up_fail(u, "the upstream switch's job failed: %s", ctlline_rest(line));
     }
 }
 

@@ -224,9 +224,9 @@ uninstall:
 pmpi: $(BUILD)/libinagg-pmpi.so
 
 PMPI_PIC := $(BUILD)/mpi/pmpi.pic.o $(BUILD)/mpi/pmpi_c.pic.o $(BUILD)/mpi/pmpi_fortran.pic.o \
-            $(BUILD)/mpi/route.pic.o $(BUILD)/mpi/probe.pic.o
+            $(BUILD)/mpi/route.pic.o $(BUILD)/mpi/probe.pic.o $(BUILD)/mpi/greq.pic.o
 
-$(BUILD)/mpi/%.pic.o: src/apps/mpi/%.c src/apps/mpi/pmpi_int.h src/apps/mpi/route.h src/apps/mpi/probe.h include/inagg.h include/inagg/version.h
+$(BUILD)/mpi/%.pic.o: src/apps/mpi/%.c src/apps/mpi/pmpi_int.h src/apps/mpi/route.h src/apps/mpi/probe.h src/apps/mpi/greq.h include/inagg.h include/inagg/version.h
 	@mkdir -p $(dir $@)
 	$(MPICC) $(CFLAGS_BASE) -O2 -g -fPIC -c $< -o $@
 
@@ -246,12 +246,12 @@ OMPI_HAVE_COLL := $(if $(OMPI_INCDIRS),$(firstword $(wildcard $(addsuffix /ompi/
 OMPI_PKGLIBDIR = $(if $(OMPI_HAVE_COLL),$(shell ompi_info --path pkglibdir --parsable 2>/dev/null | sed -n 's/^path:pkglibdir://p'))
 OMPI_COMPONENT_DIR ?= $(if $(filter /usr /usr/local,$(PREFIX)),$(OMPI_PKGLIBDIR),$(LIBDIR)/openmpi)
 OMPI_COLL_PIC := $(patsubst src/apps/ompi/%.c,$(BUILD)/ompi/%.pic.o,$(wildcard src/apps/ompi/*.c)) \
-                 $(BUILD)/mpi/route.pic.o $(BUILD)/mpi/probe.pic.o
+                 $(BUILD)/mpi/route.pic.o $(BUILD)/mpi/probe.pic.o $(BUILD)/mpi/greq.pic.o
 .PHONY: ompi-coll
 ompi-coll: $(BUILD)/mca_coll_inagg.so
 all: $(if $(and $(OMPI_HAVE_COLL),$(filter 0,$(SAN))),$(BUILD)/mca_coll_inagg.so)
 
-$(BUILD)/ompi/%.pic.o: src/apps/ompi/%.c src/apps/ompi/coll_inagg.h src/apps/mpi/route.h src/apps/mpi/probe.h include/inagg.h include/inagg/version.h
+$(BUILD)/ompi/%.pic.o: src/apps/ompi/%.c src/apps/ompi/coll_inagg.h src/apps/mpi/route.h src/apps/mpi/probe.h src/apps/mpi/greq.h include/inagg.h include/inagg/version.h
 	@mkdir -p $(dir $@)
 	$(if $(OMPI_HAVE_COLL),,@echo "ompi-coll: Open MPI's development headers (ompi/mca/coll/coll.h) are not installed: apt-get install libopenmpi-dev"; exit 2)
 	$(CC) $(filter-out -std=c11,$(CFLAGS_BASE)) -std=gnu11 $(addprefix -isystem ,$(OMPI_INCDIRS)) -O2 -g -fPIC -c $< -o $@

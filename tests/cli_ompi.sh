@@ -137,6 +137,16 @@ if [ $rc -eq 0 ] && passed "$tmp/th" &&
     ok "$t ($(routes "$tmp/th" inagg) through the switch, $(routes "$tmp/th" MPI) with MPI)"
 else bad $t "rc $rc: $(grep -v '^coll/inagg: rank' "$tmp/th" | tail -n 5)"; fi
 
+# The PMPI interposer runs the same checked program: its nonblocking allreduces go through the
+# same generalized requests (src/apps/mpi/greq.c) as the component's.
+t=pmpi_interposer_same_checks_iallreduce_through_the_switch
+run "$tmp/pm" --mca coll ^inagg -x LD_PRELOAD="$PWD/build/libinagg-pmpi.so" -x INAGG_SWITCH="$SW" \
+    -x INAGG_ONE_HOST=switch -x INAGG_MIN_BYTES=0 -x INAGG_VERBOSE=2; rc=$?
+n_i=$(grep -c '^inagg-pmpi: rank [0-9]: iallreduce of .* -> inagg$' "$tmp/pm")
+if [ $rc -eq 0 ] && passed "$tmp/pm" && [ "$n_i" -gt 0 ]; then
+    ok "$t ($(summary "$tmp/pm"); $n_i nonblocking calls through the switch)"
+else bad $t "rc $rc, $n_i nonblocking through the switch: $(grep -v '^inagg-pmpi: rank' "$tmp/pm" | tail -n 5)"; fi
+
 t=ompi_coll_switch_that_does_not_answer_one_warning_then_mpi
 run "$tmp/dead" --mca coll_inagg_switch 127.0.0.1:1 --mca coll_inagg_one_host switch; rc=$?
 if [ $rc -eq 0 ] && passed "$tmp/dead" && [ "$(grep -c '^coll/inagg:' "$tmp/dead")" = 1 ] &&

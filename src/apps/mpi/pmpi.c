@@ -64,6 +64,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "apps/mpi/greq.h"
 #include "apps/mpi/pmpi_int.h"
 #include "apps/mpi/probe.h"
 #include "apps/mpi/route.h"
@@ -77,15 +78,6 @@ struct tracked {
     route_locality_t hosts; /* whether its ranks share one host (route.h) */
     struct tracked *next;
 };
-
-/* One MPI_Iallreduce in flight: an inagg request behind an MPI generalized request. */
-typedef struct pend {
-    tracked_t *t;
-    inagg_request_t *ir;
-    MPI_Request greq;
-    int mpi_rc;
-    struct pend *next;
-} pend_t;
 
 typedef int (*progress_cb_t)(void);
 typedef int (*progress_reg_t)(progress_cb_t);
@@ -106,10 +98,8 @@ static struct {
 } G;
 
 static atomic_ulong n_accel, n_passed;
-static atomic_int n_pending;
-static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER; /* tracked list and pending list */
+static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER; /* the tracked list */
 static tracked_t *g_tracked;
-static pend_t *g_pending, **g_pending_tail = &g_pending;
 
 /* Accelerated datatypes: 4-byte signed integers and 4-byte floats (C and Fortran names). */
 #define MAX_TYPES 8
@@ -246,85 +236,8 @@ static int finish_code(tracked_t *t, inagg_result_t rc)
 
 /* ---------------------------------- asynchronous requests --------------------------------- */
 
-static int greq_query(void *extra, MPI_Status *status)
-{
-    pend_t *p = extra;
-    PMPI_Status_set_elements(status, MPI_BYTE, 0);
-    PMPI_Status_set_cancelled(status, 0);
-    status->MPI_SOURCE = MPI_ANY_SOURCE; /* the empty status, as for any collective */
-    status->MPI_TAG = MPI_ANY_TAG;
-    status->MPI_ERROR = p->mpi_rc;
-    return p->mpi_rc;
-}
-
-static int greq_free(void *extra)
-{
-    free(extra);
-    return MPI_SUCCESS;
-}
-
-static int greq_cancel(void *extra, int complete)
-{
-    (void)extra;
-    (void)complete;
-    return MPI_SUCCESS; /* an allreduce under way cannot be cancelled; it completes normally */
-}
-
-/* Take the pending requests that are done (or all of `only`'s / all, when `wait` is set) out
- * of the list, finish them through inagg, then complete their MPI requests. */
-static int complete_pending(int wait, tracked_t *only)
-{
-    pend_t *done = NULL, **done_tail = &done;
-    if (wait)
-        pthread_mutex_lock(&g_mu);
-    else if (pthread_mutex_trylock(&g_mu) != 0)
-        return 0;
-    for (pend_t **pp = &g_pending; *pp;) {
-        pend_t *p = *pp;
-        int finished = 0;
-        if (wait && (!only || p->t == only)) {
-            pthread_mutex_lock(&p->t->mu);
-            finished = 1;
-        } else if (!wait && pthread_mutex_trylock(&p->t->mu) == 0) {
-            if (inagg_test(p->ir, &finished) != INAGG_OK)
-                finished = 1;
-            if (!finished)
-                pthread_mutex_unlock(&p->t->mu);
-        }
-        if (!finished) {
-            pp = &p->next;
-            continue;
-        }
-        p->mpi_rc = finish_code(p->t, inagg_wait(p->ir));
-        pthread_mutex_unlock(&p->t->mu);
-        *pp = p->next;
-        p->next = NULL;
-        *done_tail = p;
-        done_tail = &p->next;
-        atomic_fetch_sub(&n_pending, 1);
-    }
-    g_pending_tail = &g_pending;
-    while (*g_pending_tail)
-        g_pending_tail = &(*g_pending_tail)->next;
-    pthread_mutex_unlock(&g_mu);
-    int n = 0;
-    while (done) { /* outside the lock: completing may free the request (greq_free) */
-        pend_t *p = done;
-        done = p->next;
-        MPI_Request r = p->greq;
-        PMPI_Grequest_complete(r);
-        n++;
-    }
-    return n;
-}
-
-/* Called from inside Open MPI's progress loop (every MPI_Wait/Test spin, every blocking call). */
-static int progress_hook(void)
-{
-    if (atomic_load_explicit(&n_pending, memory_order_relaxed) == 0)
-        return 0;
-    return complete_pending(0, NULL);
-}
+/* finish_code for greq: the owner is a tracked communicator. */
+static int finish_of(void *t, inagg_result_t rc) { return finish_code(t, rc); }
 
 /* ----------------------------------------- joining ---------------------------------------- */
 
@@ -406,7 +319,7 @@ void after_init(void)
     progress_reg_t reg = NULL;
     *(void **)&reg = dlsym(RTLD_DEFAULT, "opal_progress_register");
     *(void **)&G.unregister = dlsym(RTLD_DEFAULT, "opal_progress_unregister");
-    if (reg && G.unregister && reg(progress_hook) == 0)
+    if (reg && G.unregister && reg(greq_progress) == 0)
         G.hooked = 1;
     G.joined = 1;
     if (G.verbose >= 1 && G.rank == 0)
@@ -464,7 +377,7 @@ void before_free(MPI_Comm comm)
     pthread_mutex_unlock(&g_mu);
     if (!t)
         return;
-    complete_pending(1, t);
+    greq_complete(1, t);
     inagg_comm_destroy(t->ic);
     pthread_mutex_destroy(&t->mu);
     free(t);
@@ -476,9 +389,9 @@ void before_finalize(void)
     if (done++)
         return;
     if (G.joined) {
-        complete_pending(1, NULL);
+        greq_complete(1, NULL);
         if (G.hooked)
-            G.unregister(progress_hook);
+            G.unregister(greq_progress);
         G.hooked = 0;
         G.joined = 0;
         pthread_mutex_lock(&g_mu);
@@ -506,8 +419,10 @@ void count_passed(void) { atomic_fetch_add(&n_passed, 1); }
 
 /* ------------------------------------- the allreduces ------------------------------------- */
 
-/* INAGG_VERBOSE=2: one line per allreduce saying where it went, and why when MPI does it. */
-static void log_route(int count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm, const char *why)
+/* INAGG_VERBOSE=2: one line per allreduce (call: "allreduce" or "iallreduce") saying where it
+ * went, and why when MPI does it. */
+static void log_route(const char *call, int count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm,
+                      const char *why)
 {
     if (G.verbose < 2 || !G.sw[0])
         return;
@@ -517,7 +432,7 @@ static void log_route(int count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm, cons
         PMPI_Type_get_name(dt, tname, &len);
     if (comm != MPI_COMM_NULL)
         PMPI_Comm_get_name(comm, cname, &len);
-    fprintf(stderr, TAG "rank %d: allreduce of %d %s (%s) on %s -> %s%s%s\n", G.rank, count,
+    fprintf(stderr, TAG "rank %d: %s of %d %s (%s) on %s -> %s%s%s\n", G.rank, call, count,
             tname[0] ? tname : "(unnamed type)", op == MPI_SUM ? "sum" : "not sum",
             cname[0] ? cname : "a derived communicator", why ? "MPI (" : "inagg", why ? why : "",
             why ? ")" : "");
@@ -543,8 +458,8 @@ static void route_from_env(void)
 
 /* The tracked communicator when this allreduce goes through the switch, else NULL: route.c
  * decides, from this call's facts. */
-tracked_t *accelerable(const void *sb, const void *rb, int count, MPI_Datatype dt, MPI_Op op,
-                       MPI_Comm comm, inagg_dtype_t *idt)
+tracked_t *accelerable(const char *call, const void *sb, const void *rb, int count, MPI_Datatype dt,
+                       MPI_Op op, MPI_Comm comm, inagg_dtype_t *idt)
 {
     char why[160];
     int k = 0;
@@ -570,7 +485,7 @@ tracked_t *accelerable(const void *sb, const void *rb, int count, MPI_Datatype d
         no = "no switch job: the join in MPI_Init failed, or MPI_Finalize ran";
     else if (no && !t)
         no = "the communicator does not hold every rank of MPI_COMM_WORLD";
-    log_route(count, dt, op, comm, no);
+    log_route(call, count, dt, op, comm, no);
     if (no)
         return NULL;
     *idt = g_idt[k];
@@ -666,42 +581,24 @@ int accel_allreduce(tracked_t *t, const void *sb, void *rb, int count, inagg_dty
 int accel_iallreduce(tracked_t *t, const void *sb, void *rb, int count, inagg_dtype_t idt,
                      MPI_Comm comm, MPI_Request *request)
 {
-    const void *send = sb == MPI_IN_PLACE ? rb : sb;
-    pend_t *p = calloc(1, sizeof(*p));
-    if (!p)
-        return raise_error(comm, MPI_ERR_NO_MEM);
-    p->t = t;
+    greq_t *g;
+    int rc = greq_begin(t, &t->mu, finish_of, request, &g);
+    if (rc != MPI_SUCCESS)
+        return raise_error(comm, rc);
     if (!G.hooked) { /* no way to be called back from MPI's progress: finish now */
-        p->mpi_rc = accel_allreduce(t, sb, rb, count, idt, comm);
-        int rc = PMPI_Grequest_start(greq_query, greq_free, greq_cancel, p, request);
-        if (rc != MPI_SUCCESS) {
-            free(p);
-            return raise_error(comm, rc);
-        }
-        p->greq = *request;
-        PMPI_Grequest_complete(*request);
+        greq_done(g, accel_allreduce(t, sb, rb, count, idt, comm));
         return MPI_SUCCESS;
     }
-    int rc = PMPI_Grequest_start(greq_query, greq_free, greq_cancel, p, request);
-    if (rc != MPI_SUCCESS) {
-        free(p);
-        return raise_error(comm, rc);
-    }
-    p->greq = *request;
+    const void *send = sb == MPI_IN_PLACE ? rb : sb;
     atomic_fetch_add(&n_accel, 1);
+    inagg_request_t *ir = NULL;
     pthread_mutex_lock(&t->mu);
-    inagg_result_t irc = inagg_iallreduce(t->ic, send, rb, (size_t)count, idt, INAGG_SUM, &p->ir);
+    inagg_result_t irc = inagg_iallreduce(t->ic, send, rb, (size_t)count, idt, INAGG_SUM, &ir);
     int code = irc == INAGG_OK ? MPI_SUCCESS : finish_code(t, irc);
     pthread_mutex_unlock(&t->mu);
-    if (code != MPI_SUCCESS || !p->ir) { /* nothing in flight: complete it with the error */
-        p->mpi_rc = code;
-        PMPI_Grequest_complete(*request);
-        return MPI_SUCCESS; /* the error comes out of MPI_Wait / MPI_Test */
-    }
-    pthread_mutex_lock(&g_mu);
-    *g_pending_tail = p;
-    g_pending_tail = &p->next;
-    atomic_fetch_add(&n_pending, 1);
-    pthread_mutex_unlock(&g_mu);
+    if (code != MPI_SUCCESS || !ir) /* nothing in flight: the error comes out of MPI_Wait */
+        greq_done(g, code);
+    else
+        greq_queue(g, ir);
     return MPI_SUCCESS;
 }

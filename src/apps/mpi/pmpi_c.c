@@ -34,7 +34,7 @@ int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype da
                   MPI_Comm comm)
 {
     inagg_dtype_t idt;
-    tracked_t *t = accelerable(sendbuf, recvbuf, count, datatype, op, comm, &idt);
+    tracked_t *t = accelerable("allreduce", sendbuf, recvbuf, count, datatype, op, comm, &idt);
     if (t)
         return accel_allreduce(t, sendbuf, recvbuf, count, idt, comm);
     count_passed();
@@ -45,7 +45,9 @@ int MPI_Iallreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype d
                    MPI_Comm comm, MPI_Request *request)
 {
     inagg_dtype_t idt;
-    tracked_t *t = request ? accelerable(sendbuf, recvbuf, count, datatype, op, comm, &idt) : NULL;
+    tracked_t *t =
+        request ? accelerable("iallreduce", sendbuf, recvbuf, count, datatype, op, comm, &idt)
+                : NULL;
     if (t)
         return accel_iallreduce(t, sendbuf, recvbuf, count, idt, comm, request);
     count_passed();

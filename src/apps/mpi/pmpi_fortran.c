@@ -106,14 +106,14 @@ struct f_accel {
 };
 
 /* Does inagg take this Fortran allreduce (joined, and accelerable())? 1 with *a filled, or 0. */
-static int f_accelerable(void *sb, void *rb, MPI_Fint *count, MPI_Fint *dt, MPI_Fint *op,
-                         MPI_Fint *comm, struct f_accel *a)
+static int f_accelerable(const char *call, void *sb, void *rb, MPI_Fint *count, MPI_Fint *dt,
+                         MPI_Fint *op, MPI_Fint *comm, struct f_accel *a)
 {
     if (!pmpi_joined())
         return 0;
     a->c = PMPI_Comm_f2c(*comm);
     a->s = fortran_in_place(sb) ? MPI_IN_PLACE : sb;
-    a->t = accelerable(a->s, rb, *count, PMPI_Type_f2c(*dt), PMPI_Op_f2c(*op), a->c, &a->idt);
+    a->t = accelerable(call, a->s, rb, *count, PMPI_Type_f2c(*dt), PMPI_Op_f2c(*op), a->c, &a->idt);
     return a->t != NULL;
 }
 
@@ -122,7 +122,7 @@ static void f_allreduce(const char *name, void *sb, void *rb, MPI_Fint *count, M
 {
     static f_allreduce_fn *next;
     struct f_accel a;
-    if (f_accelerable(sb, rb, count, dt, op, comm, &a)) {
+    if (f_accelerable("allreduce", sb, rb, count, dt, op, comm, &a)) {
         int rc = accel_allreduce(a.t, a.s, rb, *count, a.idt, a.c);
         if (ierr)
             *ierr = rc;
@@ -140,7 +140,7 @@ static void f_iallreduce(const char *name, void *sb, void *rb, MPI_Fint *count, 
 {
     static f_iallreduce_fn *next;
     struct f_accel a;
-    if (f_accelerable(sb, rb, count, dt, op, comm, &a)) {
+    if (f_accelerable("iallreduce", sb, rb, count, dt, op, comm, &a)) {
         MPI_Request r = MPI_REQUEST_NULL;
         int rc = accel_iallreduce(a.t, a.s, rb, *count, a.idt, a.c, &r);
         if (rc == MPI_SUCCESS)

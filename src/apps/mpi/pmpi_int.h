@@ -28,10 +28,10 @@ void after_new_comm(MPI_Comm newcomm);
 void before_free(MPI_Comm comm);
 /* Before MPI_Finalize: complete what is pending, leave every job, print the summary. */
 void before_finalize(void);
-/* The tracked communicator an allreduce with these arguments may go through (and its inagg
- * element type), or NULL: MPI does it. */
-tracked_t *accelerable(const void *sb, const void *rb, int count, MPI_Datatype dt, MPI_Op op,
-                       MPI_Comm comm, inagg_dtype_t *idt);
+/* The tracked communicator an allreduce (call: "allreduce" or "iallreduce", for the log) with
+ * these arguments may go through (and its inagg element type), or NULL: MPI does it. */
+tracked_t *accelerable(const char *call, const void *sb, const void *rb, int count, MPI_Datatype dt,
+                       MPI_Op op, MPI_Comm comm, inagg_dtype_t *idt);
 /* The allreduce through the switch; an MPI error code. */
 int accel_allreduce(tracked_t *t, const void *sb, void *rb, int count, inagg_dtype_t idt,
                     MPI_Comm comm);

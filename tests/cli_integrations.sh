@@ -375,7 +375,7 @@ if [ $have_mpi = 0 ] || [ ! -x "$tmp/check_c" ]; then skp $t "OpenMPI is not ins
 else
     INAGG_SWITCH=$SW INAGG_VERBOSE=2 timeout 300 "${MPIRUN[@]}" -x INAGG_SWITCH -x INAGG_VERBOSE \
         -x LD_PRELOAD="$PMPI" "$tmp/check_c" >"$tmp/v2" 2>&1; rc=$?
-    r0=$(grep -c '^inagg-pmpi: rank 0: allreduce of ' "$tmp/v2")
+    r0=$(grep -c '^inagg-pmpi: rank 0: i\?allreduce of ' "$tmp/v2")
     totals=$(sed -n 's/^inagg-pmpi: \([0-9]*\) allreduce accelerated, \([0-9]*\) passed through$/\1 + \2/p' "$tmp/v2")
     if [ $rc -eq 0 ] && [ -n "$totals" ] && [ "$r0" = "$(( totals ))" ] &&
        grep -q '^inagg-pmpi: rank 0: allreduce of [0-9]* MPI_FLOAT (sum) on MPI_COMM_WORLD -> inagg$' "$tmp/v2" &&

@@ -91,6 +91,15 @@ for p in debhelper dh-python help2man lintian; do [[ "$debs " == *" $p "* ]] || 
 if [ $rc -eq 0 ] && [ -z "$msg" ]; then ok $t
 else bad $t "rc $rc, not listed:$msg; it printed: $missing"; fi
 
+# tools/deb-check checks what it needs before it builds anything: with the same tools hidden
+# it fails at once (exit 2) naming every package, and nothing was built or made.
+t=deb_check_names_missing_tools_before_building
+out=$(PATH=$tmp/path timeout 60 bash tools/deb-check --fresh-root "$tmp/fresh" 2>&1); rc=$?
+msg=""
+for p in debhelper dh-python help2man lintian debootstrap; do [[ "$out " == *" $p "* ]] || msg="$msg $p"; done
+if [ $rc -eq 2 ] && [ -z "$msg" ] && [[ "$out" != *"== "* ]] && [ ! -e "$tmp/fresh" ]; then ok $t
+else bad $t "rc $rc, not named:$msg; it printed: $(head -c 300 <<<"$out")"; fi
+
 # tools/setup says what it does: apt's machine-readable progress becomes a few lines (a
 # recorded stream here: no package is installed by the test), and a rerun with nothing to
 # install or build prints nothing.

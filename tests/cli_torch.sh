@@ -3,9 +3,10 @@
 # python/inagg/_backend.py) end to end on loopback: collectives and their counters
 # (tests/torch_backend_cases.py), the codec's bytes on the wire, failures raising within the
 # group's timeout, unmodified DDP under torchrun with the embedded switch against Gloo, the
-# DDP comm hook against Gloo, and an elastic restart resuming from a checkpoint. Skips with
-# the reason when torch, libtorch-dev or ninja are missing. Every command runs under
-# `timeout`. Ends "N passed, N failed, N skipped".
+# DDP comm hook against Gloo, an elastic restart resuming from a checkpoint, and the README's
+# venv install and torch command run as written (the package's own switch, no second
+# compile of the backend). Skips with the reason when torch, libtorch-dev or ninja are
+# missing. Every command runs under `timeout`. Ends "N passed, N failed, N skipped".
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD

@@ -37,7 +37,8 @@ elif ! command -v ninja >/dev/null 2>&1; then
     why="ninja is missing (apt-get install ninja-build)"
 fi
 if [ -n "$why" ]; then
-    for t in import_without_torch_says_what_to_install backend_builds collectives_and_counters \
+    for t in import_without_torch_says_what_to_install backend_without_setuptools_says_what_to_install \
+             backend_builds collectives_and_counters \
              codec_bytes_on_the_wire failures_raise_within_timeout ddp_torchrun_embedded_switch_vs_gloo \
              readme_venv_torch_backend_as_written ddp_hook_vs_gloo elastic_restart_resumes_from_checkpoint; do
         skp $t "$why"
@@ -48,6 +49,12 @@ fi
 t=import_without_torch_says_what_to_install
 out=$(timeout 60 "$PY" -c "import sys; sys.modules['torch'] = None; import inagg.torch" 2>&1); rc=$?
 if [ $rc -ne 0 ] && echo "$out" | tail -n1 | grep "^ImportError: inagg.torch needs PyTorch.*apt-get install python3-torch" >/dev/null; then ok $t
+else bad $t "rc $rc: $(echo "$out" | tail -n 2)"; fi
+
+# torch.utils.cpp_extension imports setuptools, which Debian's python3-torch does not bring
+t=backend_without_setuptools_says_what_to_install
+out=$(timeout 60 "$PY" -c "import sys; sys.modules['setuptools'] = None; import inagg._torch_ext as e; e.load()" 2>&1); rc=$?
+if [ $rc -ne 0 ] && echo "$out" | tail -n1 | grep "^ImportError: inagg.torch: compiling the backend needs setuptools (apt-get install python3-setuptools)" >/dev/null; then ok $t
 else bad $t "rc $rc: $(echo "$out" | tail -n 2)"; fi
 
 t=backend_builds

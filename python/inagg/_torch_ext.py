@@ -11,7 +11,7 @@ libinagg by its soname through a link there to the library `inagg.library()` loa
 the dynamic loader reuses). Compiling takes 1-3 minutes (72 s on an idle 2-core machine,
 141-168 s on a loaded one) and says so on stderr, then the time it took; later imports load
 the built module at once. No network is used. It needs libtorch-dev (the c10d headers),
-ninja-build and g++.
+ninja-build, g++ and setuptools (which cpp_extension imports).
 """
 import glob
 import hashlib
@@ -106,8 +106,12 @@ def load():
     if _MODULE is not None:
         return _MODULE
     import contextlib
+    import importlib.util
     import io
     import torch
+    if importlib.util.find_spec("setuptools") is None:  # torch.utils.cpp_extension imports it
+        raise ImportError("inagg.torch: compiling the backend needs setuptools "
+                          "(apt-get install python3-setuptools)")
     with contextlib.redirect_stderr(io.StringIO()):  # "No CUDA runtime is found": CPU only
         from torch.utils import cpp_extension
     major = int(torch.__version__.split(".")[0])

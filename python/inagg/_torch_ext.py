@@ -8,9 +8,9 @@ venv's, Debian's python3-inagg) builds the same sources with the same command th
 compiled once. For that the sources and inagg.h are copied into the subdirectory (only when
 their content changed: ninja then rebuilds what depends on them) and the extension links
 libinagg by its soname through a link there to the library `inagg.library()` loaded (which
-the dynamic loader reuses). Compiling takes 1-3 minutes (72 s on an idle 2-core machine,
-141-168 s on a loaded one) and says so on stderr, then the time it took; later imports load
-the built module at once. No network is used. It needs libtorch-dev (the c10d headers),
+the dynamic loader reuses). Compiling takes up to 3 minutes on 2 cores (measured: 22 s in a
+fresh root, 72 s with the machine idle, 110-168 s under load) and says so on stderr, then the
+time it took; later imports load the built module at once. No network is used. It needs libtorch-dev (the c10d headers),
 ninja-build, g++ and setuptools (which cpp_extension imports).
 """
 import glob
@@ -140,7 +140,7 @@ def load():
     t0 = time.monotonic()
     if before is None or before < newest:
         print("inagg.torch: compiling the torch.distributed backend into %s (once per torch "
-              "version: 1-3 minutes, 72 s on an idle 2-core machine)" % build,
+              "version: up to 3 minutes on a loaded 2-core machine)" % build,
               file=sys.stderr, flush=True)
     _MODULE = cpp_extension.load(
         name=name,

@@ -4,7 +4,8 @@ torch.distributed backend: no comm hook, no switch setting. (--backend gloo: the
 --backend hook: on Gloo with inagg.torch.allreduce_hook and a switch named by --switch.) `import inagg.torch` registers the
 backend; rank 0 starts an embedded switch and DDP's gradient buckets go through it.
 
-    torchrun --redirects 2 --tee 2 --nproc_per_node 4 examples/ddp_backend.py
+    ~/.venvs/inagg/bin/python -m torch.distributed.run --redirects 2 --tee 2 \
+        --nproc_per_node 4 examples/ddp_backend.py
     python3 examples/ddp_backend.py --nproc 3 --init file --steps 30 --json out.json
 
 (`--redirects 2 --tee 2`: Debian's torchrun on Python 3.11 crashes with its default redirects.)
@@ -24,6 +25,7 @@ to compare runs.
 """
 import argparse
 import datetime
+import importlib.util
 import json
 import os
 import socket
@@ -31,7 +33,8 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "python"))
+if importlib.util.find_spec("inagg") is None:  # not installed (a venv's, Debian's): the tree's
+    sys.path.insert(0, os.path.join(os.path.dirname(HERE), "python"))
 
 
 def make_data(seed, n=4096, dim=32, classes=10):
@@ -118,6 +121,7 @@ def train(rank, world, args):
         st = inagg.torch.backend_stats()
         res["stats"] = {k: st[k] for k in ("switch", "gloo", "gloo_by_op", "switch_address",
                                            "job")}
+        res["inagg"] = os.path.dirname(os.path.abspath(inagg.__file__))  # which copy ran
     if hook_state is not None:
         res["buckets_via_switch"] = hook_state.buckets
         hook_state.close()

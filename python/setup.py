@@ -1,6 +1,7 @@
 """setup.py - copies the built libinagg.so next to the package when it is installed, so an
-installed `inagg` works without INAGG_LIBRARY, and inagg.h into inagg/include/ for the torch
-backend's extension (inagg/csrc), compiled on first use. Install without network (Debian 12
+installed `inagg` works without INAGG_LIBRARY, the built `inagg` command into inagg/bin/ (the
+switch the torch backend starts when none is named), and inagg.h into inagg/include/ for the
+torch backend's extension (inagg/csrc), compiled on first use. Install without network (Debian 12
 refuses pip into its own Python, PEP 668: use a venv that still sees Debian's numpy and torch):
 
     make && /usr/bin/python3 -m venv --system-site-packages ~/.venvs/inagg
@@ -10,7 +11,8 @@ The bundled library is machine code, so the wheel is a platform wheel (py3-none-
 on x86-64): the package itself is pure Python (ctypes), hence py3 and no ABI tag.
 
 INAGG_BUILD_DIR names the build directory (default: ../build beside this file). Without a built
-library the package installs alone and finds libinagg through INAGG_LIBRARY or the loader.
+library the package installs alone and finds libinagg through INAGG_LIBRARY or the loader, and
+`inagg` on PATH.
 """
 import glob
 import os
@@ -36,6 +38,12 @@ class BuildPyWithLibrary(build_py):
             dest = os.path.join(self.build_lib, "inagg", "libinagg.so.0")
             shutil.copyfile(libs[-1], dest)
             print("inagg: bundled %s as %s" % (libs[-1], dest))
+        binary = os.path.join(build, "inagg")
+        if os.path.isfile(binary):
+            dest = os.path.join(self.build_lib, "inagg", "bin", "inagg")
+            os.makedirs(os.path.dirname(dest), exist_ok=True)
+            shutil.copy2(binary, dest)  # with its mode: the wheel keeps it executable
+            print("inagg: bundled %s as %s" % (binary, dest))
         include = os.path.join(here, os.pardir, "include")
         for name in ("inagg.h", os.path.join("inagg", "version.h")):
             src = os.path.join(include, name)

@@ -87,6 +87,33 @@ lists bench allreduce latency optimizer udp mac compress
 lists model calibrate predict validate
 [ -z "$msgs" ] && ok $t || bad $t "$msgs"
 
+# tools/setup --missing names every package a documented command needs, under what needs it:
+# with the packaging tools and debootstrap hidden (PATH: links to everything else), it lists
+# them in their groups (dpkg-buildpackage alone being there says nothing of the others).
+t=setup_missing_lists_packaging_tools_by_what_needs_them
+mkdir -p "$tmp/path"
+for d in /usr/local/sbin /usr/local/bin /usr/sbin /usr/bin /sbin /bin; do
+    ln -s "$d"/* "$tmp/path/" 2>/dev/null # (a name already linked keeps its first directory)
+done
+rm -f "$tmp/path/"{dh,dh_python3,help2man,lintian,debootstrap}
+missing=$(PATH=$tmp/path timeout 120 bash tools/setup --missing 2>&1); rc=$?
+debs=$(grep '^Debian packages (dpkg-buildpackage -us -uc -b, tools/deb-check): ' <<<"$missing")
+fresh=$(grep '^a fresh Debian root (tools/deb-check --fresh-root): ' <<<"$missing")
+msg=""
+for p in debhelper dh-python help2man lintian; do [[ "$debs " == *" $p "* ]] || msg="$msg $p"; done
+[[ "$fresh " == *" debootstrap "* ]] || msg="$msg debootstrap"
+if [ $rc -eq 0 ] && [ -z "$msg" ]; then ok $t
+else bad $t "rc $rc, not listed:$msg; it printed: $missing"; fi
+
+# tools/deb-check checks what it needs before it builds anything: with the same tools hidden
+# it fails at once (exit 2) naming every package, and nothing was built or made.
+t=deb_check_names_missing_tools_before_building
+out=$(PATH=$tmp/path timeout 60 bash tools/deb-check --fresh-root "$tmp/fresh" 2>&1); rc=$?
+msg=""
+for p in debhelper dh-python help2man lintian debootstrap; do [[ "$out " == *" $p "* ]] || msg="$msg $p"; done
+if [ $rc -eq 2 ] && [ -z "$msg" ] && [[ "$out" != *"== "* ]] && [ ! -e "$tmp/fresh" ]; then ok $t
+else bad $t "rc $rc, not named:$msg; it printed: $(head -c 300 <<<"$out")"; fi
+
 # tools/setup says what it does: apt's machine-readable progress becomes a few lines (a
 # recorded stream here: no package is installed by the test), and a rerun with nothing to
 # install or build prints nothing.

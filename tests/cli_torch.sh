@@ -3,9 +3,10 @@
 # python/inagg/_backend.py) end to end on loopback: collectives and their counters
 # (tests/torch_backend_cases.py), the codec's bytes on the wire, failures raising within the
 # group's timeout, unmodified DDP under torchrun with the embedded switch against Gloo, the
-# DDP comm hook against Gloo, and an elastic restart resuming from a checkpoint. Skips with
-# the reason when torch, libtorch-dev or ninja are missing. Every command runs under
-# `timeout`. Ends "N passed, N failed, N skipped".
+# DDP comm hook against Gloo, an elastic restart resuming from a checkpoint, and the README's
+# venv install and torch command run as written (the package's own switch, no second
+# compile of the backend). Skips with the reason when torch, libtorch-dev or ninja are
+# missing. Every command runs under `timeout`. Ends "N passed, N failed, N skipped".
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -24,6 +25,7 @@ export INAGG_TORCH_EXT_DIR=${INAGG_TORCH_EXT_DIR:-$ROOT/build/torch-ext}
 unset INAGG_SWITCH INAGG_COMPRESS INAGG_PROTOCOL INAGG_FLOAT_MODE
 jget() { "$PY" -c "import json,sys; d=json.loads(sys.stdin.read().strip().splitlines()[-1]); print(eval('d' + sys.argv[1]))" "$1"; }
 lastjson() { grep '^{' "$1" | tail -n 1; }
+free_port() { "$PY" -c "import socket; s=socket.socket(); s.bind(('127.0.0.1',0)); print(s.getsockname()[1])"; }
 
 why=""
 if ! "$PY" -c "import torch.distributed as d; assert d.is_gloo_available()" >/dev/null 2>&1; then
@@ -35,9 +37,12 @@ elif ! command -v ninja >/dev/null 2>&1; then
     why="ninja is missing (apt-get install ninja-build)"
 fi
 if [ -n "$why" ]; then
-    for t in import_without_torch_says_what_to_install backend_builds collectives_and_counters \
+    for t in import_without_torch_says_what_to_install backend_without_setuptools_says_what_to_install \
+             backend_builds collectives_and_counters \
              codec_bytes_on_the_wire failures_raise_within_timeout ddp_torchrun_embedded_switch_vs_gloo \
-             ddp_hook_vs_gloo elastic_restart_resumes_from_checkpoint; do skp $t "$why"; done
+             readme_venv_torch_backend_as_written ddp_hook_vs_gloo elastic_restart_resumes_from_checkpoint; do
+        skp $t "$why"
+    done
     echo "$pass passed, $fail failed, $skip skipped"; exit 0
 fi
 
@@ -46,10 +51,46 @@ out=$(timeout 60 "$PY" -c "import sys; sys.modules['torch'] = None; import inagg
 if [ $rc -ne 0 ] && echo "$out" | tail -n1 | grep "^ImportError: inagg.torch needs PyTorch.*apt-get install python3-torch" >/dev/null; then ok $t
 else bad $t "rc $rc: $(echo "$out" | tail -n 2)"; fi
 
+# torch.utils.cpp_extension imports setuptools, which Debian's python3-torch does not bring
+t=backend_without_setuptools_says_what_to_install
+out=$(timeout 60 "$PY" -c "import sys; sys.modules['setuptools'] = None; import inagg._torch_ext as e; e.load()" 2>&1); rc=$?
+if [ $rc -ne 0 ] && echo "$out" | tail -n1 | grep "^ImportError: inagg.torch: compiling the backend needs setuptools (apt-get install python3-setuptools)" >/dev/null; then ok $t
+else bad $t "rc $rc: $(echo "$out" | tail -n 2)"; fi
+
 t=backend_builds
 out=$(timeout 600 "$PY" -c "import inagg.torch, inagg._torch_ext as e; e.load(); print('built')" 2>&1); rc=$?
 if [ $rc -eq 0 ] && [ "$(echo "$out" | tail -n1)" = built ]; then ok $t
 else bad $t "rc $rc: $(echo "$out" | grep -E 'error|Error' | head -n 5)"; fi
+
+# The README's Python lines run as written, in a new venv (HOME in the test's directory): the
+# install, then its torchrun line with the venv's Python. Nothing names a switch or a binary and
+# no `inagg` is on PATH: rank 0 must start the switch the installed package carries. The build
+# cache is the one backend_builds filled from python/: one cache key for every copy of the
+# package, so the venv's copy compiles nothing. (PET_MASTER_PORT: torchrun's --master_port, a
+# free one, as the suite runs tests side by side.)
+t=readme_venv_torch_backend_as_written
+steps=$(grep -E '^(/usr/bin/python3 -m venv |~/\.venvs/inagg/bin/pip install |~/\.venvs/inagg/bin/python -m torch\.distributed\.run )' README.md)
+if [ "$(echo "$steps" | wc -l)" != 3 ]; then bad $t "README.md lacks the venv, pip and torch lines: '$steps'"
+elif ! "$PY" -c "import ensurepip" >/dev/null 2>&1; then skp $t "python3-venv is not installed (apt-get install python3-venv)"
+elif [ -x /usr/bin/inagg ] || [ -x /usr/local/bin/inagg ]; then skp $t "an installed inagg is on PATH: the package's own switch would not be the one tried"
+else
+    # in a copy of the tree's sources and build/inagg and libinagg (pip builds in ./python: no
+    # other test's build there, no stale one reused)
+    mkdir -p "$tmp/tree/build"
+    tar -cf - --exclude=python/build --exclude='*.egg-info' --exclude=__pycache__ python include examples |
+        tar -x -C "$tmp/tree"
+    cp -a build/inagg build/libinagg.so* "$tmp/tree/build/"
+    (cd "$tmp/tree" && unset PYTHONPATH INAGG_BINARY INAGG_LIBRARY INAGG_SWITCH
+     export HOME=$tmp/home PATH=/usr/bin:/bin PET_MASTER_PORT=$(free_port) INAGG_VERBOSE=1
+     mkdir -p "$HOME"; set -e; eval "timeout 600 bash -c $(printf %q "set -e; $steps")") >"$tmp/readme" 2>&1; rc=$?
+    j=$(lastjson "$tmp/readme")
+    pkg=$(echo "$j" | jget '["inagg"]' 2>/dev/null)
+    if [ $rc -eq 0 ] && [ "$(echo "$j" | jget '["stats"]["switch"]' 2>/dev/null)" = 200 ] &&
+       [ "$(echo "$j" | jget '["replica_spread"]')" = 0.0 ] &&
+       [ "${pkg#"$tmp/home/.venvs/inagg/lib/"}" != "$pkg" ] && ! grep -q 'compiling' "$tmp/readme"; then
+        ok "$t (the venv's package at ${pkg#"$tmp/"}, its own switch, no second compile)"
+    else bad $t "rc $rc, package '$pkg': $(grep -v CUDA "$tmp/readme" | tail -n 8)"; fi
+fi
 
 t=collectives_and_counters
 timeout 180 "$PY" $CASES collectives 3 tcp >"$tmp/coll" 2>&1; rc=$?
@@ -86,7 +127,6 @@ case "$res" in *FAIL*) bad $t "$res" ;; *) ok "$t (timeout 4 s, every surviving 
 STEPS=40
 BOUND=1e-4   # after 40 SGD steps: docs/INTEGRATIONS.md "Error bound"
 t=ddp_torchrun_embedded_switch_vs_gloo
-free_port() { "$PY" -c "import socket; s=socket.socket(); s.bind(('127.0.0.1',0)); print(s.getsockname()[1])"; }
 INAGG_VERBOSE=1 timeout 300 torchrun --redirects 2 --tee 2 --nproc_per_node 4 --master_port "$(free_port)" $EX \
     --steps $STEPS --params "$tmp/p_inagg.pt" >"$tmp/tr" 2>&1; rc=$?
 timeout 300 "$PY" $EX --backend gloo --nproc 4 --init file --steps $STEPS --params "$tmp/p_gloo.pt" >"$tmp/gl" 2>&1; rcg=$?

@@ -101,6 +101,22 @@ def _candidates():
     yield found or "libinagg.so.0"
 
 
+def _loaded_path(name):
+    """The file the loader opened for `name` (a bare soname is found by the loader: the
+    path is in /proc/self/maps), so library() is always a path."""
+    if os.sep in name:
+        return name
+    try:
+        with open("/proc/self/maps") as maps:
+            for line in maps:
+                path = line.split(None, 5)[-1].strip()
+                if os.path.basename(path).startswith("libinagg.so"):
+                    return path
+    except OSError:
+        pass
+    return name
+
+
 def _lib():
     global _LIB, _LIB_PATH
     if _LIB is not None:
@@ -121,7 +137,7 @@ def _lib():
                     raise ImportError("INAGG_LIBRARY=%s cannot be loaded: %s" % (path, e))
                 continue
             _declare(lib)
-            _LIB, _LIB_PATH = lib, path
+            _LIB, _LIB_PATH = lib, _loaded_path(path)
             return lib
         raise ImportError("inagg: libinagg.so not found; build it (make) or set INAGG_LIBRARY. "
                           "Tried: " + ", ".join(tried))

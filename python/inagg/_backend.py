@@ -62,21 +62,25 @@ class Options:
 
 
 def _switch_binary():
-    """`inagg` for the embedded switch: $INAGG_BINARY, the source tree's build/inagg, bin/
-    beside the loaded library's lib/, then PATH."""
+    """`inagg` for the embedded switch: $INAGG_BINARY, the copy `pip install ./python`
+    bundles (inagg/bin/inagg), the source tree's build/inagg, the loaded library's directory,
+    bin/ beside its lib/ (/usr/lib/<triplet>/ -> /usr/bin too), then PATH."""
     here = os.path.dirname(os.path.abspath(__file__))
     libdir = os.path.dirname(os.path.realpath(inagg.library()))
     cands = [os.environ.get("INAGG_BINARY"),
+             os.path.join(here, "bin", "inagg"),
              os.path.normpath(os.path.join(here, os.pardir, os.pardir, "build", "inagg")),
              os.path.join(libdir, "inagg"),
              os.path.normpath(os.path.join(libdir, os.pardir, "bin", "inagg")),
+             os.path.normpath(os.path.join(libdir, os.pardir, os.pardir, "bin", "inagg")),
              shutil.which("inagg")]
     for c in cands:
         if c and os.path.isfile(c) and os.access(c, os.X_OK):
             return c
     raise RuntimeError("inagg: no switch named (Options(switch=...) or $INAGG_SWITCH) and no "
-                       "`inagg` binary to start one (tried %s; set INAGG_BINARY)"
-                       % ", ".join(c for c in cands if c))
+                       "`inagg` binary to start one (tried %s; install the package with the "
+                       "binary built (make, then pip install ./python), put `inagg` on PATH, or "
+                       "set INAGG_BINARY)" % ", ".join(c for c in cands if c))
 
 
 def _die_with_parent():

@@ -35,7 +35,7 @@ typedef struct ev_spec {
 
 #define EV_FAIL(s, rank, ...)                                                                      \
     do {                                                                                           \
-        snprintf((s)->errors + (rank) * 256, 256, __VA_ARGS__);                                    \
+        snprintf((s)->errors + (rank)*256, 256, __VA_ARGS__);                                      \
         return 1;                                                                                  \
     } while (0)
 
@@ -104,7 +104,7 @@ static int first_request(const ev_spec_t *s, inagg_comm_t *comm, int fd, int32_t
     }
     if (!done || inagg_wait(req) != INAGG_OK || wrong(x, n, 5))
         EV_FAIL(s, 0, "first request: done %d, %zu wrong after %d wakes", done, wrong(x, n, 5),
-                 wakes);
+                wakes);
     if (readable(fd, 0))
         EV_FAIL(s, 0, "still readable after inagg_comm_event_clear");
     return 0;
@@ -120,14 +120,16 @@ static int mixed_rounds(const ev_spec_t *s, uint32_t rank, inagg_comm_t *comm, i
         inagg_request_t *req[3] = {NULL, NULL, NULL};
         for (int k = 0; k < 3; k++) {
             fill(buf[k], sizes[k], rank, (uint64_t)(round * 3 + k));
-            inagg_result_t rc =
-                k == 1 ? inagg_iallreduce_small(comm, buf[k], buf[k], sizes[k], INAGG_INT32,
-                                                INAGG_SUM, &req[k])
-                       : inagg_iallreduce(comm, buf[k], buf[k], sizes[k], INAGG_INT32, INAGG_SUM,
-                                          &req[k]);
+            inagg_result_t rc = k == 1 ? inagg_iallreduce_small(comm, buf[k], buf[k], sizes[k],
+                                                                INAGG_INT32, INAGG_SUM, &req[k])
+                                       : inagg_iallreduce(comm, buf[k], buf[k], sizes[k],
+                                                          INAGG_INT32, INAGG_SUM, &req[k]);
             if (rc != INAGG_OK)
                 EV_FAIL(s, rank, "round %d call %d: %s", round, k, inagg_last_error(comm));
         }
+        /* Sleep at once, before any other call: everything started must be on its way. */
+        if (!readable(fd, EV_WAKE_MS))
+            EV_FAIL(s, rank, "round %d: not readable in %d ms after the calls", round, EV_WAKE_MS);
         int left = 3;
         for (int spin = 0; left > 0; spin++) {
             if (spin > 10000)
@@ -143,13 +145,14 @@ static int mixed_rounds(const ev_spec_t *s, uint32_t rank, inagg_comm_t *comm, i
                 }
             }
             if (left > 0 && !readable(fd, EV_WAKE_MS))
-                EV_FAIL(s, rank, "round %d: not readable in %d ms with %d pending", round,
-                         EV_WAKE_MS, left);
+                EV_FAIL(s, rank, "round %d: not readable in %d ms with %d pending (%s%s%s)", round,
+                        EV_WAKE_MS, left, req[0] ? "large " : "", req[1] ? "small " : "",
+                        req[2] ? "medium" : "");
         }
         for (int k = 0; k < 3; k++)
             if (wrong(buf[k], sizes[k], (uint64_t)(round * 3 + k)))
                 EV_FAIL(s, rank, "round %d call %d: %zu elements wrong", round, k,
-                         wrong(buf[k], sizes[k], (uint64_t)(round * 3 + k)));
+                        wrong(buf[k], sizes[k], (uint64_t)(round * 3 + k)));
     }
     return 0;
 }

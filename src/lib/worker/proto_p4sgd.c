@@ -95,6 +95,7 @@ typedef struct p4wslot {
     uint32_t pkt_len;
     uint8_t ack[WIRE_HEADER_MAX]; /* the acknowledgement, sealed when it first leaves alone */
     int ack_sealed; /* ack holds this round's (it rides on a contribution most often) */
+    int ack_hurried; /* this round's acknowledgement went again for a waiting backlog */
     transport_addr_t dst; /* the switch queue that serves this slot */
 } p4wslot_t;
 
@@ -251,6 +252,7 @@ static p4wslot_t *pending_ack_for(p4engine_t *e, uint32_t with)
 static void start_on_slot(p4engine_t *e, p4wslot_t *w, p4_op_t *op, uint64_t now)
 {
     w->ack_sealed = 0; /* this round's acknowledgement is made when it first leaves alone */
+    w->ack_hurried = 0;
     wire_header_t h = worker_header(&e->p, WIRE_CONTRIB, w->slot, w->round);
     h.count = (uint16_t)op->count;
     h.dtype = op->dtype == INAGG_INT32 ? WIRE_INT32 : WIRE_FLOAT32;
@@ -550,12 +552,28 @@ static void rearm_timer(p4engine_t *e)
     e->timer_armed_ns = next;
 }
 
+/* The backlog waits for a slot whose acknowledgement rode on a contribution: the switch keeps
+ * its confirmation to ride on our next result, and with nothing aggregating no result comes.
+ * Send the acknowledgement alone once, as its timer would later, and the switch confirms it
+ * on its own. How many packets that queued. */
+static int unblock_backlog(p4engine_t *e, uint64_t now)
+{
+    p4wslot_t *w = &e->ws[e->next_op % e->p.slots];
+    if (!e->backlog || e->aggregating > 0 || w->phase != P4W_ACKNOWLEDGING || w->ack_hurried)
+        return 0;
+    w->ack_hurried = 1;
+    w->ack_pending = 0;
+    send_phase(e, w, now);
+    return 1;
+}
+
 /* One step of progress (progress_once), then the backlog's chunks that found a slot leave,
  * and the signal's timer follows the new deadlines. */
 static int p4engine_progress(p4engine_t *e, int block, char *detail, size_t dlen)
 {
     int rc = progress_once(e, block, detail, dlen);
-    if (rc == 0 && e->backlog && advance_backlog(e, util_now_ns()) > 0) {
+    if (rc == 0 && e->backlog &&
+        advance_backlog(e, util_now_ns()) + unblock_backlog(e, util_now_ns()) > 0) {
         int frc = flush_sends(e);
         if (frc < 0)
             rc = fail_with(e, -EIO, detail, dlen, "send failed: %s", strerror(-frc));
@@ -577,7 +595,8 @@ static void hurry_next_slot(p4engine_t *e)
 
 /* Send what start queued. The first operation of a burst leaves at once; operations started
  * while others await their results ride together in one send at the next call into the
- * library, unless a caller may be blocked on the completion signal (nothing would call). */
+ * library, unless a caller may sleep on the completion signal: its next call may come only
+ * when a result wakes it, a round trip later. */
 static int flush_started(p4engine_t *e, char *detail, size_t dlen)
 {
     int frc = 0;
@@ -808,7 +827,7 @@ static int p4_event_fd(void *state, int signal_fd, int *out, char *detail, size_
     fds[0] = e->tp->ops->pollfd(e->tp);
     fds[1] = e->mc_tp ? e->mc_tp->ops->pollfd(e->mc_tp) : -2;
     fds[4] = e->ack_tp->ops->pollfd(e->ack_tp);
-    if (fds[0] < 0 || fds[1] == -1 || fds[4] < 0)
+    if (fds[0] < 0 || fds[1] == -1 || fds[4] == -1) /* -2: no such endpoint */
         return set_err(detail, dlen, -EOPNOTSUPP,
                        "the %s transport has no descriptor to wait on: no completion signal",
                        e->p.transport ? e->p.transport : "udp");

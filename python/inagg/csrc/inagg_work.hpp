@@ -30,9 +30,11 @@ class InaggWork : public c10d::Work {
 
   /* A thread that waits for this Work drives the library itself (the process group's
    * drive(): no hand-off through the progress thread), then Work's own wait. */
-  void setDriver(std::function<void(InaggWork*)> drive) { drive_ = std::move(drive); }
+  void setDriver(std::function<void(InaggWork*, std::chrono::milliseconds)> drive) {
+    drive_ = std::move(drive);
+  }
   bool wait(std::chrono::milliseconds timeout = kNoTimeout) override {
-    if (!driven_.exchange(true) && drive_ && !isCompleted()) drive_(this);
+    if (!driven_.exchange(true) && drive_ && !isCompleted()) drive_(this, timeout);
     return c10d::Work::wait(timeout);
   }
 
@@ -49,7 +51,7 @@ class InaggWork : public c10d::Work {
  private:
   std::vector<at::Tensor> tensors_;
   c10::intrusive_ptr<at::ivalue::Future> future_;
-  std::function<void(InaggWork*)> drive_;
+  std::function<void(InaggWork*, std::chrono::milliseconds)> drive_;
   std::atomic<bool> driven_{false};
 };
 

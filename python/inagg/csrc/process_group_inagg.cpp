@@ -133,6 +133,7 @@ void ProcessGroupInagg::shutdown()
   }
   if (wake_fd_ >= 0) wakeProgress();
   if (progress_.joinable()) progress_.join();
+  std::lock_guard<std::mutex> cl(comm_mu_); /* a caller may still be inside drive() */
   if (comm_) {
     inagg_comm_destroy(comm_); /* leaves the job; the switch frees its slots; closes comm_fd_ */
     comm_ = nullptr;
@@ -235,7 +236,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupInagg::allreduce(std::vector<at::Tens
   op.wire = direct ? op.user : op.user.to(is_int ? at::kInt : at::kFloat).contiguous();
   if (cfg_.error_feedback && lossy_ && !is_int && !p4sgd_) op.residual = residualFor(op.user);
   op.work = c10::make_intrusive<InaggWork>(getRank(), std::vector<at::Tensor>{op.user});
-  op.work->setDriver([this](InaggWork* w) { drive(w); });
+  op.work->setDriver([this](InaggWork* w, std::chrono::milliseconds t) { drive(w, t); });
   c10::intrusive_ptr<c10d::Work> result = op.work;
   switch_calls_++;
   {
@@ -352,11 +353,13 @@ bool ProcessGroupInagg::step()
 /* A caller waits for `work`: it steps and sleeps on the completion signal itself. The
  * progress thread stops watching the signal meanwhile (one thread wakes per completion) and
  * is woken on the way out if requests remain for it. */
-void ProcessGroupInagg::drive(InaggWork* work)
+void ProcessGroupInagg::drive(InaggWork* work, std::chrono::milliseconds timeout)
 {
   drivers_++;
   auto started = std::chrono::steady_clock::now();
   for (int i = 0; !work->isCompleted(); i++) {
+    if (timeout != kNoTimeout && std::chrono::steady_clock::now() - started >= timeout)
+      break;
     bool idle;
     eventfd_t ignored;
     (void)eventfd_read(driver_fd_, &ignored);

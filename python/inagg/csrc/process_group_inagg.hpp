@@ -136,7 +136,9 @@ class ProcessGroupInagg : public c10d::ProcessGroup {
   void progressLoop();
   void wakeProgress();        /* a caller queued an operation (or shutdown began) */
   bool step();                /* comm_mu_ held: start queued, finish done; true if idle */
-  void drive(InaggWork* work); /* a waiting caller: step and poll until work completed */
+  /* A waiting caller: step and poll until work completed, or `timeout` (kNoTimeout: none)
+   * passed and Work::wait's own timeout takes over. */
+  void drive(InaggWork* work, std::chrono::milliseconds timeout);
   bool startOp(Op& op);       /* progress thread: inagg_iallreduce (or the blocking call) */
   void finishOp(Op& op, inagg_result_t rc);
   std::exception_ptr failure(const std::string& what, inagg_result_t rc);

@@ -237,11 +237,14 @@ inagg_result_t inagg_allreduce(inagg_comm_t *comm, const void *send, void *recv,
                                inagg_dtype_t dtype, inagg_op_t op);
 
 /*
- * Non-blocking allreduce (switchml communicators; a p4sgd communicator returns
- * INAGG_ERR_UNSUPPORTED: use inagg_iallreduce_small, or inagg_allreduce which pipelines a
- * large tensor over all slots). Requests run in the order they were started (collective order,
- * which must be the same on every rank) while the caller computes. Each request must be
- * finished with inagg_wait(), which also frees it.
+ * Non-blocking allreduce of any size, on either protocol. Requests run in the order they were
+ * started (collective order, which must be the same on every rank) while the caller computes.
+ * Each request must be finished with inagg_wait(), which also frees it. On a switchml
+ * communicator the engine threads move it on by themselves. On a p4sgd one it is
+ * inagg_iallreduce_small when it fits one packet; a larger one takes the next slots chunk by
+ * chunk as they come free, and progress (sending its later chunks too) happens inside the
+ * library's calls, as for inagg_iallreduce_small; a request started after it starts once all
+ * its chunks have.
  */
 inagg_result_t inagg_iallreduce(inagg_comm_t *comm, const void *send, void *recv, size_t count,
                                 inagg_dtype_t dtype, inagg_op_t op, inagg_request_t **req);
@@ -262,15 +265,15 @@ inagg_result_t inagg_iallreduce_ef(inagg_comm_t *comm, const void *send, void *r
                                    inagg_request_t **req);
 
 /*
- * Small allreduce, asynchronous (p4sgd communicators only): `count` <= opts.packet_elems
- * elements, carried in one packet on one slot. Up to opts.slots may be in flight; they complete
+ * Small allreduce, asynchronous: `count` <= opts.packet_elems elements, carried in one packet
+ * on one slot. What follows is the p4sgd protocol's; on a switchml communicator it is an
+ * inagg_iallreduce of that size (completing in call order, which "any order" includes). Up to opts.slots may be in flight; they complete
  * in any order (the partial activations of a micro-batch pipeline, P4SGD Algorithm 1). Calls
  * must be made in the same order on every rank (the n-th call on every rank is one allreduce).
  * When every slot is busy, the call first makes progress until the oldest slot is released
  * (bounded by opts.timeout_ms). Progress happens inside the library's calls (this one,
  * inagg_test, inagg_wait, inagg_waitany, inagg_allreduce): there is no background thread, so
  * latency is one switch round trip plus the caller's wake-up.
- * On a switchml communicator it returns INAGG_ERR_UNSUPPORTED.
  */
 inagg_result_t inagg_iallreduce_small(inagg_comm_t *comm, const void *send, void *recv,
                                       size_t count, inagg_dtype_t dtype, inagg_op_t op,
@@ -304,6 +307,37 @@ inagg_result_t inagg_test(inagg_request_t *req, int *done);
 
 /* Wait for the request, return its result, free it. */
 inagg_result_t inagg_wait(inagg_request_t *req);
+
+/*
+ * Completion signal: *fd becomes a descriptor that polls readable (POLLIN; poll, select or
+ * epoll) when a request of this communicator completes, so a thread that drives requests can
+ * sleep in the kernel instead of calling inagg_test() in a loop.
+ *
+ *   - Level-triggered: once readable it stays readable until inagg_comm_event_clear(). Never
+ *     read() it yourself (it may be an epoll descriptor).
+ *   - The waiter's loop, free of lost wake-ups: inagg_comm_event_clear(); then inagg_test()
+ *     the requests it waits for; if none is done, poll the fd (with a timeout, as every wait
+ *     should have); repeat. A completion after the clear makes the fd readable again.
+ *   - "Completes" means inagg_test() would report the request done: on a switchml
+ *     communicator the engine threads complete it and write the signal then, not before (one
+ *     write for a burst of completions between two clears). On a p4sgd one requests move only
+ *     inside the library's calls, so the fd is readable when a call would move one on: a
+ *     result arrived, or a retransmission or acknowledgement is due; inagg_test() then
+ *     completes it (or sends what was due and reports not done: clear and wait again).
+ *   - A failure of the job (a rank vanished, the connection dropped) makes it readable too:
+ *     inagg_test() then reports the failed requests done, and inagg_wait() their error.
+ *   - Threading: poll the fd from any thread; call inagg_comm_event_fd and
+ *     inagg_comm_event_clear from the thread that uses the communicator (the one-thread rule).
+ *   - Lifetime: made on the first call (later calls return the same fd), owned and closed by
+ *     inagg_comm_destroy(); do not close it. Until the first call nothing is written, so a
+ *     communicator that never asks pays nothing.
+ * INAGG_ERR_UNSUPPORTED on a p4sgd communicator whose transport has no descriptor to poll.
+ */
+inagg_result_t inagg_comm_event_fd(inagg_comm_t *comm, int *fd);
+
+/* The waiter is about to look at its requests: the fd of inagg_comm_event_fd() is not readable
+ * until the next completion (p4sgd: the next packet or due timer). No-op before the fd exists. */
+inagg_result_t inagg_comm_event_clear(inagg_comm_t *comm);
 
 /* Block until every rank of the job has called inagg_barrier(). */
 inagg_result_t inagg_barrier(inagg_comm_t *comm);

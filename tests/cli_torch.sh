@@ -38,7 +38,7 @@ elif ! command -v ninja >/dev/null 2>&1; then
 fi
 if [ -n "$why" ]; then
     for t in import_without_torch_says_what_to_install backend_without_setuptools_says_what_to_install \
-             backend_builds collectives_and_counters \
+             backend_builds collectives_and_counters collectives_p4sgd \
              codec_bytes_on_the_wire failures_raise_within_timeout ddp_torchrun_embedded_switch_vs_gloo \
              readme_venv_torch_backend_as_written ddp_hook_vs_gloo elastic_restart_resumes_from_checkpoint; do
         skp $t "$why"
@@ -98,6 +98,13 @@ j=$(lastjson "$tmp/coll")
 if [ $rc -eq 0 ] && [ "$(echo "$j" | jget '["switch"]')" = 11 ] && [ "$(echo "$j" | jget '["gloo"]')" -ge 8 ]; then
     ok "$t (3 ranks, tcp://: $(echo "$j" | jget '["switch"]') through the switch, $(echo "$j" | jget '["gloo"]') to Gloo)"
 else bad $t "rc $rc: $(grep -v CUDA "$tmp/coll" | tail -n 6)"; fi
+
+# The same on a p4sgd job: inagg_iallreduce there, and the waits on its completion signal.
+t=collectives_p4sgd
+INAGG_PROTOCOL=p4sgd timeout 180 "$PY" $CASES collectives 3 tcp >"$tmp/coll4" 2>&1; rc=$?
+j=$(lastjson "$tmp/coll4")
+if [ $rc -eq 0 ] && [ "$(echo "$j" | jget '["switch"]')" = 11 ]; then ok "$t (3 ranks)"
+else bad $t "rc $rc: $(grep -v CUDA "$tmp/coll4" | tail -n 6)"; fi
 
 t=codec_bytes_on_the_wire
 res=""

@@ -9,7 +9,9 @@
 #include <ATen/core/ivalue_inl.h>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
+#include <atomic>
 #include <exception>
+#include <functional>
 #include <vector>
 
 namespace inagg_torch {
@@ -26,7 +28,18 @@ class InaggWork : public c10d::Work {
 
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
 
-  /* Called once, by the progress thread (or on shutdown): wakes wait() and the Future. */
+  /* A thread that waits for this Work drives the library itself (the process group's
+   * drive(): no hand-off through the progress thread), then Work's own wait. */
+  void setDriver(std::function<void(InaggWork*, std::chrono::milliseconds)> drive) {
+    drive_ = std::move(drive);
+  }
+  bool wait(std::chrono::milliseconds timeout = kNoTimeout) override {
+    if (!driven_.exchange(true) && drive_ && !isCompleted()) drive_(this, timeout);
+    return c10d::Work::wait(timeout);
+  }
+
+  /* Called once, by the thread that saw the request end (or on shutdown): wakes wait() and
+   * the Future. */
   void complete(std::exception_ptr error) {
     finish(error);
     if (error)
@@ -38,6 +51,8 @@ class InaggWork : public c10d::Work {
  private:
   std::vector<at::Tensor> tensors_;
   c10::intrusive_ptr<at::ivalue::Future> future_;
+  std::function<void(InaggWork*, std::chrono::milliseconds)> drive_;
+  std::atomic<bool> driven_{false};
 };
 
 } // namespace inagg_torch

@@ -5,10 +5,16 @@
  */
 #include "process_group_inagg.hpp"
 
-#include <algorithm>
+#include <poll.h>
+#include <sched.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <sstream>
 #include <stdexcept>
 
@@ -16,13 +22,27 @@ namespace inagg_torch {
 
 namespace {
 
-constexpr auto kPollMin = std::chrono::microseconds(20);
-constexpr auto kPollMax = std::chrono::microseconds(1000);
+/* The longest single sleep of the progress thread: only a bound, as every wake-up comes from
+ * a descriptor (a completion, a queued operation, shutdown). */
+constexpr int kSleepBoundMs = 1000;
 
 bool verbose()
 {
   const char* v = std::getenv("INAGG_VERBOSE");
   return v && *v && std::string(v) != "0";
+}
+
+/* How long a waiting caller looks again (yielding the CPU between looks) before it sleeps on
+ * the completion signal: $INAGG_POLL as the library reads it for its own waits (docs: "sleep",
+ * "busy", "adaptive[:US]"), default adaptive, 200 us. */
+uint64_t driveSpinNs()
+{
+  const char* v = std::getenv("INAGG_POLL");
+  std::string mode = v ? v : "";
+  if (mode == "sleep") return 0;
+  if (mode == "busy") return UINT64_MAX;
+  if (mode.rfind("adaptive:", 0) == 0) return std::strtoull(mode.c_str() + 9, nullptr, 10) * 1000;
+  return 200000;
 }
 
 bool isLossyCodec(const std::string& compress)
@@ -73,7 +93,28 @@ ProcessGroupInagg::ProcessGroupInagg(int rank, int size,
                 "' on switch ", cfg.address, ": ", inagg_strerror(rc),
                 detail[0] ? std::string(": ") + detail : std::string());
   }
+  inagg_result_t rc2 = inagg_comm_event_fd(comm_, &comm_fd_);
+  wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  driver_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (rc2 != INAGG_OK || wake_fd_ < 0 || driver_fd_ < 0) {
+    std::string why = rc2 != INAGG_OK ? std::string(inagg_strerror(rc2)) + ": " +
+                                            inagg_last_error(comm_)
+                                      : std::string("eventfd: ") + std::strerror(errno);
+    inagg_comm_destroy(comm_);
+    comm_ = nullptr;
+    if (wake_fd_ >= 0) close(wake_fd_);
+    if (driver_fd_ >= 0) close(driver_fd_);
+    wake_fd_ = driver_fd_ = -1;
+    TORCH_CHECK(false, "inagg: rank ", rank, ": no completion signal for job '", cfg.job, "': ",
+                why);
+  }
+  spin_ns_ = driveSpinNs();
   progress_ = std::thread([this] { progressLoop(); });
+}
+
+void ProcessGroupInagg::wakeProgress()
+{
+  (void)eventfd_write(wake_fd_, 1);
 }
 
 ProcessGroupInagg::~ProcessGroupInagg()
@@ -90,12 +131,16 @@ void ProcessGroupInagg::shutdown()
     std::lock_guard<std::mutex> lk(mu_);
     stopping_ = true;
   }
-  cv_.notify_all();
+  if (wake_fd_ >= 0) wakeProgress();
   if (progress_.joinable()) progress_.join();
+  std::lock_guard<std::mutex> cl(comm_mu_); /* a caller may still be inside drive() */
   if (comm_) {
-    inagg_comm_destroy(comm_); /* leaves the job; the switch frees its slots */
+    inagg_comm_destroy(comm_); /* leaves the job; the switch frees its slots; closes comm_fd_ */
     comm_ = nullptr;
   }
+  if (wake_fd_ >= 0) close(wake_fd_);
+  if (driver_fd_ >= 0) close(driver_fd_);
+  wake_fd_ = driver_fd_ = -1;
   if (verbose()) {
     std::ostringstream out;
     uint64_t total = 0;
@@ -191,13 +236,23 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupInagg::allreduce(std::vector<at::Tens
   op.wire = direct ? op.user : op.user.to(is_int ? at::kInt : at::kFloat).contiguous();
   if (cfg_.error_feedback && lossy_ && !is_int && !p4sgd_) op.residual = residualFor(op.user);
   op.work = c10::make_intrusive<InaggWork>(getRank(), std::vector<at::Tensor>{op.user});
+  op.work->setDriver([this](InaggWork* w, std::chrono::milliseconds t) { drive(w, t); });
   c10::intrusive_ptr<c10d::Work> result = op.work;
   switch_calls_++;
   {
     std::lock_guard<std::mutex> lk(mu_);
     queued_.push_back(std::move(op));
   }
-  cv_.notify_one();
+  /* Start it here when the library is free; the progress thread (if it watches the signal)
+   * or a waiter finishes it. Otherwise the progress thread starts it. */
+  std::unique_lock<std::mutex> cl(comm_mu_, std::try_to_lock);
+  if (cl.owns_lock()) {
+    step();
+    cl.unlock();
+    if (!progress_watches_comm_.load()) wakeProgress();
+  } else {
+    wakeProgress();
+  }
   return result;
 }
 
@@ -231,10 +286,6 @@ bool ProcessGroupInagg::startOp(Op& op)
 {
   void* buf = op.wire.data_ptr();
   size_t n = (size_t)op.wire.numel();
-  if (p4sgd_) { /* no asynchronous large allreduce on p4sgd: the library pipelines the call */
-    finishOp(op, inagg_allreduce(comm_, buf, buf, n, op.dtype, op.op));
-    return false;
-  }
   float* residual = op.residual.defined() ? op.residual.data_ptr<float>() : nullptr;
   inagg_result_t rc = inagg_iallreduce_ef(comm_, buf, buf, n, op.dtype, op.op, residual, &op.req);
   if (rc != INAGG_OK) {
@@ -266,44 +317,94 @@ void ProcessGroupInagg::finishOp(Op& op, inagg_result_t rc)
   op.work->complete(err);
 }
 
+bool ProcessGroupInagg::step()
+{
+  std::deque<Op> batch;
+  std::exception_ptr broken;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    batch.swap(queued_);
+    broken = broken_;
+  }
+  for (Op& op : batch) {
+    if (broken)
+      op.work->complete(broken); /* the job failed: the communicator cannot serve more */
+    else if (startOp(op))
+      running_.push_back(std::move(op));
+  }
+  /* Cleared before the requests are looked at: a completion after this raises it again. */
+  inagg_comm_event_clear(comm_);
+  bool finished = false;
+  while (!running_.empty()) { /* oldest first: a Work's order is the caller's */
+    int done = 0;
+    inagg_result_t rc = inagg_test(running_.front().req, &done);
+    if (rc == INAGG_OK && !done) break;
+    rc = inagg_wait(running_.front().req); /* returns at once; frees the request */
+    Op op = std::move(running_.front());
+    running_.pop_front();
+    finishOp(op, rc);
+    finished = true;
+  }
+  /* This step may have taken the signal a waiting caller sleeps on: wake it. */
+  if (finished && drivers_.load() > 0) (void)eventfd_write(driver_fd_, 1);
+  return running_.empty();
+}
+
+/* A caller waits for `work`: it steps and sleeps on the completion signal itself. The
+ * progress thread stops watching the signal meanwhile (one thread wakes per completion) and
+ * is woken on the way out if requests remain for it. */
+void ProcessGroupInagg::drive(InaggWork* work, std::chrono::milliseconds timeout)
+{
+  drivers_++;
+  auto started = std::chrono::steady_clock::now();
+  for (int i = 0; !work->isCompleted(); i++) {
+    if (timeout != kNoTimeout && std::chrono::steady_clock::now() - started >= timeout)
+      break;
+    bool idle;
+    eventfd_t ignored;
+    (void)eventfd_read(driver_fd_, &ignored);
+    {
+      std::lock_guard<std::mutex> cl(comm_mu_);
+      if (!comm_) break; /* shut down: the Work was completed or fails by itself */
+      idle = step();
+    }
+    if (work->isCompleted() || idle) break;
+    if ((uint64_t)std::chrono::duration_cast<std::chrono::nanoseconds>(
+            std::chrono::steady_clock::now() - started).count() < spin_ns_) {
+      sched_yield(); /* the result is usually one round trip away: look again first */
+      continue;
+    }
+    struct pollfd fds[2] = {{comm_fd_, POLLIN, 0}, {driver_fd_, POLLIN, 0}};
+    (void)poll(fds, 2, kSleepBoundMs);
+  }
+  drivers_--;
+  if (!progress_watches_comm_.load()) wakeProgress();
+}
+
+/* The progress thread: steps whenever it wakes, and sleeps in poll() on the queue's eventfd
+ * and (unless a caller drives) the completion signal. Each descriptor is cleared before the
+ * state it signals is looked at, so no wake-up is lost. */
 void ProcessGroupInagg::progressLoop()
 {
-  std::deque<Op> running; /* started, oldest first: requests complete in collective order */
-  auto backoff = kPollMin;
-  std::unique_lock<std::mutex> lk(mu_);
   for (;;) {
-    while (!queued_.empty()) {
-      Op op = std::move(queued_.front());
-      queued_.pop_front();
-      std::exception_ptr broken = broken_;
-      lk.unlock();
-      if (broken)
-        op.work->complete(broken); /* the job failed: the communicator cannot serve more */
-      else if (startOp(op))
-        running.push_back(std::move(op));
-      lk.lock();
-      backoff = kPollMin;
+    eventfd_t ignored;
+    (void)eventfd_read(wake_fd_, &ignored); /* EAGAIN when nothing was queued */
+    bool stopping, idle;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      stopping = stopping_;
     }
-    if (running.empty()) {
-      if (stopping_) return;
-      cv_.wait(lk, [this] { return !queued_.empty() || stopping_; });
-      continue;
+    {
+      std::lock_guard<std::mutex> cl(comm_mu_);
+      idle = step();
     }
-    lk.unlock();
-    int done = 0;
-    inagg_result_t rc = inagg_test(running.front().req, &done);
-    if (rc != INAGG_OK || done) {
-      rc = inagg_wait(running.front().req); /* returns at once; frees the request */
-      Op op = std::move(running.front());
-      running.pop_front();
-      finishOp(op, rc);
-      lk.lock();
-      backoff = kPollMin;
-      continue;
-    }
-    lk.lock();
-    cv_.wait_for(lk, backoff, [this] { return !queued_.empty(); });
-    backoff = std::min(backoff * 2, kPollMax);
+    if (stopping && idle) return; /* shutdown() queues nothing after stopping_ */
+    bool watch = drivers_.load() == 0;
+    progress_watches_comm_.store(watch);
+    if (watch && drivers_.load() != 0) progress_watches_comm_.store(watch = false);
+    struct pollfd fds[2] = {{wake_fd_, POLLIN, 0}, {comm_fd_, POLLIN, 0}};
+    (void)poll(fds, watch ? 2 : 1, kSleepBoundMs);
+    progress_watches_comm_.store(false);
   }
 }
 

@@ -4,16 +4,21 @@
  * hands every other collective, reduction op or tensor the switch cannot serve to a Gloo
  * process group built on the same store. Counters say how many calls went each way.
  *
- * Threading: libinagg wants one thread per communicator, so only the progress thread calls
- * the library: callers queue an operation and get a Work; the thread starts queued requests
- * (inagg_iallreduce), polls the oldest with inagg_test and finishes its Work when done.
+ * Threading: libinagg wants one thread at a time per communicator: comm_mu_ is that rule.
+ * Callers queue an operation and get a Work. Whoever holds comm_mu_ runs one step (step()):
+ * starts the queued requests (inagg_iallreduce, on either protocol) and finishes each Work
+ * whose request inagg_test reports done, oldest first. The progress thread steps whenever it
+ * wakes, sleeping in poll() on the communicator's completion signal (inagg_comm_event_fd) and
+ * an eventfd that callers write when they queue an operation. A caller that queues while no
+ * one holds comm_mu_ starts its request itself, and one that waits for its Work
+ * (Work::wait, a synchronous all_reduce) steps and polls itself until it is done: no hand-off
+ * to another thread on the way in or out.
  */
 #pragma once
 
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 
 #include <atomic>
-#include <condition_variable>
 #include <deque>
 #include <map>
 #include <mutex>
@@ -129,6 +134,11 @@ class ProcessGroupInagg : public c10d::ProcessGroup {
                             const c10d::AllreduceOptions& opts) const;
   void countDelegated(const char* what);
   void progressLoop();
+  void wakeProgress();        /* a caller queued an operation (or shutdown began) */
+  bool step();                /* comm_mu_ held: start queued, finish done; true if idle */
+  /* A waiting caller: step and poll until work completed, or `timeout` (kNoTimeout: none)
+   * passed and Work::wait's own timeout takes over. */
+  void drive(InaggWork* work, std::chrono::milliseconds timeout);
   bool startOp(Op& op);       /* progress thread: inagg_iallreduce (or the blocking call) */
   void finishOp(Op& op, inagg_result_t rc);
   std::exception_ptr failure(const std::string& what, inagg_result_t rc);
@@ -146,8 +156,14 @@ class ProcessGroupInagg : public c10d::ProcessGroup {
   bool p4sgd_ = false;
   inagg_comm_t* comm_ = nullptr;
 
+  int comm_fd_ = -1; /* inagg_comm_event_fd: readable on a completion (the library's) */
+  std::mutex comm_mu_; /* held by whoever calls the library; guards running_ */
+  std::atomic<int> drivers_{0}; /* callers inside drive() */
+  uint64_t spin_ns_ = 0; /* a driver looks again this long before it sleeps ($INAGG_POLL) */
+  std::atomic<bool> progress_watches_comm_{false}; /* the progress thread polls comm_fd_ */
+  int wake_fd_ = -1; /* eventfd: readable when queued_ grew or stopping_ was set */
+  int driver_fd_ = -1; /* eventfd: a step finished Works while callers drive */
   std::mutex mu_;
-  std::condition_variable cv_;
   std::deque<Op> queued_;      /* not yet started */
   std::deque<Op> running_;     /* started, in collective order */
   bool stopping_ = false;

@@ -14,6 +14,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 #include "lib/base/env.h"
 #include "lib/base/errmsg.h"
@@ -35,7 +37,10 @@ uint32_t inagg_comm_packet_elems(const inagg_comm_t *comm)
 static void comm_free(inagg_comm_t *c)
 {
     if (c->ps)
-        c->proto->destroy(c->ps);
+        c->proto->destroy(c->ps); /* closes what its event_fd made */
+    int signal_fd = atomic_load(&c->signal.fd);
+    if (signal_fd >= 0)
+        close(signal_fd);
     comm_close_control(c);
     pthread_cond_destroy(&c->cv);
     pthread_mutex_destroy(&c->mu);
@@ -176,6 +181,7 @@ static int start_protocol(inagg_comm_t *c, const transport_addr_t *sw, const wir
         .abort_flag = &c->abort_flag,
         .mu = &c->mu,
         .cv = &c->cv,
+        .signal = &c->signal,
     };
     /* Every shard's job was registered by the same ranks with the same secret and options:
      * one says for all whether packets carry MACs. */
@@ -329,6 +335,8 @@ inagg_result_t inagg_comm_create(inagg_comm_t **out, const char *switch_addr, co
     for (uint32_t k = 0; k < WORKER_MAX_SHARDS; k++)
         c->ctl_fd[k] = -1;
     c->wake_fd = -1;
+    atomic_init(&c->signal.fd, -1);
+    c->event_fd = -1;
     snprintf(c->job, sizeof(c->job), "%s", job);
     pthread_mutex_init(&c->mu, NULL);
     pthread_cond_init(&c->cv, NULL);
@@ -499,6 +507,47 @@ inagg_result_t inagg_wait(inagg_request_t *req)
     char detail[COMM_DETAIL_MAX] = "";
     int err = c->proto->wait(c->ps, req, detail, sizeof(detail));
     return comm_settle(c, err, detail);
+}
+
+inagg_result_t inagg_comm_event_fd(inagg_comm_t *comm, int *fd)
+{
+    if (fd)
+        *fd = -1;
+    if (!comm || !fd)
+        return comm_set_error(comm, INAGG_ERR_INVALID, "comm and fd must not be NULL");
+    if (comm->event_fd >= 0) {
+        *fd = comm->event_fd;
+        return INAGG_OK;
+    }
+    int efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (efd < 0)
+        return comm_set_error(comm, INAGG_ERR_SYSTEM, "eventfd: %s", strerror(errno));
+    char detail[COMM_DETAIL_MAX] = "";
+    int out = -1;
+    int rc = comm->proto->event_fd(comm->ps, efd, &out, detail, sizeof(detail));
+    if (rc != 0) {
+        close(efd);
+        return comm_set_error(comm,
+                              rc == -EOPNOTSUPP ? INAGG_ERR_UNSUPPORTED : comm_result_of_errno(rc),
+                              "%s", detail);
+    }
+    atomic_store(&comm->signal.fd, efd); /* engines raise it from now on */
+    comm->event_fd = out;
+    /* A failure that came before the fd existed raised nothing: raise it now. */
+    pthread_mutex_lock(&comm->mu);
+    if (comm->fail_code != INAGG_OK)
+        worker_signal_raise(&comm->signal);
+    pthread_mutex_unlock(&comm->mu);
+    *fd = out;
+    return INAGG_OK;
+}
+
+inagg_result_t inagg_comm_event_clear(inagg_comm_t *comm)
+{
+    if (!comm)
+        return INAGG_ERR_INVALID;
+    worker_signal_clear(&comm->signal);
+    return INAGG_OK;
 }
 
 inagg_result_t inagg_waitany(inagg_request_t **reqs, size_t n, size_t *index)

@@ -50,6 +50,8 @@ struct inagg_comm {
     int bye; /* under mu: every shard answered LEAVE */
     int stopping; /* under mu: the monitor thread ends */
     _Atomic int abort_flag; /* job failed or connection lost: engines stop */
+    worker_signal_t signal; /* completions (and failure) raise it: inagg_comm_event_fd */
+    int event_fd; /* what inagg_comm_event_fd hands out (-1: not asked yet) */
     inagg_result_t fail_code; /* under mu */
     char fail_detail[COMM_DETAIL_MAX]; /* under mu */
     char last_error[1024];

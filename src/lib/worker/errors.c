@@ -55,6 +55,7 @@ void comm_fail_locked(inagg_comm_t *c, inagg_result_t code, const char *detail)
     }
     atomic_store_explicit(&c->abort_flag, 1, memory_order_release);
     pthread_cond_broadcast(&c->cv);
+    worker_signal_raise(&c->signal); /* a waiter blocked on the event fd sees the failure */
 }
 
 inagg_result_t comm_failure(inagg_comm_t *c)

@@ -4,7 +4,9 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "lib/base/errmsg.h"
 #include "lib/base/util.h"
@@ -25,6 +27,25 @@ const worker_proto_ops_t *worker_proto_find(inagg_protocol_t protocol)
         if (protocols[i]->protocol == protocol)
             return protocols[i];
     return NULL;
+}
+
+void worker_signal_raise(worker_signal_t *s)
+{
+    int fd = atomic_load_explicit(&s->fd, memory_order_acquire);
+    if (fd >= 0 && !atomic_exchange(&s->raised, 1))
+        (void)eventfd_write(fd, 1); /* cannot fail: the counter is far from its maximum */
+}
+
+void worker_signal_clear(worker_signal_t *s)
+{
+    int fd = atomic_load_explicit(&s->fd, memory_order_acquire);
+    if (fd < 0)
+        return;
+    /* Read first, then lower `raised`: a completion between the two wrote nothing, but the
+     * waiter sees it when it looks at its requests next; one after it writes again. */
+    eventfd_t n;
+    (void)eventfd_read(fd, &n); /* EAGAIN (non-blocking): nothing was written */
+    atomic_store(&s->raised, 0);
 }
 
 void worker_counters_init(worker_counters_t *c, rto_estimator_t *rto, const worker_params_t *p)

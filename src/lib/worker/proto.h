@@ -50,6 +50,21 @@ typedef struct worker_shard {
                                          there (its JOIN, wire/dpauth.h) */
 } worker_shard_t;
 
+/* The communicator's completion signal (inagg_comm_event_fd): an eventfd, made when the caller
+ * first asks for it, that an engine writes when it completes a request. `raised` says it was
+ * written since the caller last cleared it, so a burst of completions costs one write. */
+typedef struct worker_signal {
+    _Atomic int fd; /* the eventfd, -1 until inagg_comm_event_fd */
+    _Atomic int raised; /* written since the last worker_signal_clear */
+} worker_signal_t;
+
+/* A request completed (or the job failed): make the fd readable, once per burst. Costs one
+ * load when nobody asked for the fd. Any thread. */
+void worker_signal_raise(worker_signal_t *s);
+/* The waiter, before it looks at its requests: the fd is not readable any more, and the next
+ * completion makes it readable again. */
+void worker_signal_clear(worker_signal_t *s);
+
 /* What a protocol's engines need from the options and the join. */
 typedef struct worker_params {
     uint32_t rank, world;
@@ -87,6 +102,7 @@ typedef struct worker_params {
     _Atomic int *abort_flag; /* non-zero: the job failed; engines stop */
     pthread_mutex_t *mu; /* the communicator's mutex and condition: engine */
     pthread_cond_t *cv; /* threads use them to take and complete requests */
+    worker_signal_t *signal; /* the communicator's: raised on each completion */
 } worker_params_t;
 
 /* One allreduce as the API got it. */
@@ -140,6 +156,11 @@ typedef struct worker_proto_ops {
     /* The communicator failed: end every pending operation (NULL: the engines watch the
      * abort flag themselves). */
     void (*fail)(void *state);
+    /* The descriptor inagg_comm_event_fd hands out, given the signal's eventfd (made already):
+     * that fd itself when engine threads complete requests, or one that also polls readable
+     * when a call must move requests on (p4sgd: a packet came, a timer is due). 0 or -errno;
+     * the protocol closes what it made in destroy. */
+    int (*event_fd)(void *state, int signal_fd, int *out, char *detail, size_t dlen);
     /* Add the engines' counters to *acc. */
     void (*add_stats)(const void *state, inagg_stats_t *acc);
     /* Add the engines' coding counters to *acc (NULL: the protocol does not code). */

@@ -15,6 +15,16 @@
  * is answered with the acknowledgement at once. Timers use the shared RTO estimator (rto.h),
  * with Karn's rule and backoff.
  *
+ * An allreduce larger than a packet (inagg_iallreduce, inagg_allreduce) is a p4_big_t: its
+ * chunks take the next slots as they come free, in call order; until every chunk has a slot
+ * it waits in the engine's backlog, and any later operation starts only after it. Each call
+ * into the engine starts what it can of the backlog.
+ *
+ * The completion signal (inagg_comm_event_fd) is an epoll descriptor over the endpoints that
+ * bring results and confirmations, a timerfd armed at the earliest timer of the busy slots, and the
+ * communicator's eventfd (raised on a failure): readable when a call would move a request
+ * on. The timer is re-armed at the end of each call only when its deadline moved.
+ *
  * There is no thread: progress happens inside the calls (start, progress, wait, allreduce),
  * in the caller's thread, so a result reaches the caller without a thread hand-off. One
  * thread at a time may use an engine (the communicator's rule). A call fails with
@@ -27,6 +37,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
+#include <sys/timerfd.h>
 #include <unistd.h>
 
 #include "lib/base/errmsg.h"
@@ -35,6 +47,8 @@
 #include "lib/wire/wire.h"
 #include "lib/worker/proto.h"
 #include "lib/worker/rto.h"
+
+typedef struct p4_big p4_big_t;
 
 /* One small allreduce; the caller owns it (it lives in an inagg_request_t). */
 typedef struct p4_op {
@@ -47,7 +61,20 @@ typedef struct p4_op {
     int set; /* a parameter upload (WIRE_FLAG_SET) */
     int done; /* set by the engine when the result was delivered */
     int result; /* 0 or -EOVERFLOW (delivered), or the failure (-errno) */
+    p4_big_t *parent; /* the allreduce this is a chunk of, or NULL */
 } p4_op_t;
+
+/* An allreduce of any size: chunk i is the (i % ring)-th op, its slot the i-th from the one
+ * the first chunk took (no other operation starts in between: see the backlog). */
+struct p4_big {
+    worker_call_t call;
+    size_t nchunks, started;
+    size_t left; /* chunks not yet delivered */
+    uint32_t ring; /* ops[]: at most slots chunks are in flight */
+    p4_op_t *ops;
+    int result; /* 0, -EOVERFLOW (delivered), or the failure */
+    p4_big_t *next; /* in the backlog */
+};
 
 #define P4_RX_BATCH 64
 #define P4_MAX_BLOCK_US 5000 /* longest single wait, so the abort flag is seen */
@@ -68,6 +95,7 @@ typedef struct p4wslot {
     uint32_t pkt_len;
     uint8_t ack[WIRE_HEADER_MAX]; /* the acknowledgement, sealed when it first leaves alone */
     int ack_sealed; /* ack holds this round's (it rides on a contribution most often) */
+    int ack_hurried; /* this round's acknowledgement went again for a waiting backlog */
     transport_addr_t dst; /* the switch queue that serves this slot */
 } p4wslot_t;
 
@@ -93,6 +121,9 @@ struct p4engine {
     uint64_t stall_ns; /* time spent in progress calls since the last accepted packet */
     int failed;
     worker_counters_t c;
+    p4_big_t *backlog, *backlog_tail; /* allreduces with chunks not started, in call order */
+    int epoll_fd, timer_fd; /* the completion signal's descriptor and its timer (-1: none) */
+    uint64_t timer_armed_ns; /* the timer's deadline (UINT64_MAX: disarmed) */
 };
 
 /* The engine of a communicator (threads and float_mode in p are ignored). 0, or -errno with a
@@ -103,6 +134,8 @@ static int p4engine_create(const worker_params_t *p, p4engine_t **out, char *err
     if (!e)
         return set_err(err, errlen, -ENOMEM, "out of memory");
     e->p = *p;
+    e->epoll_fd = e->timer_fd = -1;
+    e->timer_armed_ns = UINT64_MAX;
     worker_counters_init(&e->c, &e->rto, p);
     e->pkt_cap = worker_hdr_bytes(p) + (size_t)p->elems * 4u;
     e->ws = calloc(p->slots, sizeof(p4wslot_t));
@@ -164,6 +197,10 @@ static void p4engine_destroy(p4engine_t *e)
     free(e->pkt_arena);
     worker_txq_free(&e->tx);
     worker_txq_free(&e->acks);
+    if (e->epoll_fd >= 0)
+        close(e->epoll_fd);
+    if (e->timer_fd >= 0)
+        close(e->timer_fd);
     free(e);
 }
 
@@ -215,6 +252,7 @@ static p4wslot_t *pending_ack_for(p4engine_t *e, uint32_t with)
 static void start_on_slot(p4engine_t *e, p4wslot_t *w, p4_op_t *op, uint64_t now)
 {
     w->ack_sealed = 0; /* this round's acknowledgement is made when it first leaves alone */
+    w->ack_hurried = 0;
     wire_header_t h = worker_header(&e->p, WIRE_CONTRIB, w->slot, w->round);
     h.count = (uint16_t)op->count;
     h.dtype = op->dtype == INAGG_INT32 ? WIRE_INT32 : WIRE_FLOAT32;
@@ -269,6 +307,11 @@ static void deliver(p4engine_t *e, p4wslot_t *w, const wire_header_t *h, const u
         op->result = -EOVERFLOW;
     op->done = 1;
     w->op = NULL;
+    if (op->parent) {
+        if (op->result != 0)
+            op->parent->result = op->result;
+        op->parent->left--;
+    }
 }
 
 /* The switch confirmed `round` of slot w: every rank has its result; the slot is free. A
@@ -398,7 +441,7 @@ static int receive(p4engine_t *e, transport_t *tp)
     return n;
 }
 
-static int p4engine_progress(p4engine_t *e, int block, char *detail, size_t dlen)
+static int progress_once(p4engine_t *e, int block, char *detail, size_t dlen)
 {
     if (e->failed)
         return set_err(detail, dlen, -ECANCELED, "the communicator failed earlier");
@@ -461,6 +504,84 @@ static int p4engine_progress(p4engine_t *e, int block, char *detail, size_t dlen
     return 0;
 }
 
+/* Start what the backlog's chunks can, in call order: how many started. */
+static int advance_backlog(p4engine_t *e, uint64_t now)
+{
+    int n = 0;
+    while (e->backlog && p4engine_can_start(e)) {
+        p4_big_t *b = e->backlog;
+        size_t i = b->started++, elems = e->p.elems, off = i * elems;
+        size_t len = b->call.count - off < elems ? b->call.count - off : elems;
+        p4_op_t *op = &b->ops[i % b->ring]; /* chunk i - ring's: delivered, its slot is free */
+        *op = (p4_op_t){.send = (const char *)b->call.send + off * 4u,
+                        .recv = (char *)b->call.recv + off * 4u,
+                        .count = (uint32_t)len,
+                        .dtype = b->call.dtype,
+                        .op = b->call.op,
+                        .chunk = (uint32_t)i,
+                        .set = b->call.set,
+                        .parent = b};
+        start_on_slot(e, &e->ws[e->next_op % e->p.slots], op, now);
+        n++;
+        if (b->started == b->nchunks) {
+            e->backlog = b->next;
+            if (!e->backlog)
+                e->backlog_tail = NULL;
+        }
+    }
+    return n;
+}
+
+/* The completion signal's timer follows the earliest deadline of the busy slots; a system
+ * call only when that moved. Re-arming also makes an expired timer unreadable. */
+static void rearm_timer(p4engine_t *e)
+{
+    if (e->timer_fd < 0)
+        return;
+    uint64_t next = next_deadline(e);
+    if (next == e->timer_armed_ns)
+        return;
+    struct itimerspec its = {0}; /* zero: disarmed */
+    if (next != UINT64_MAX) {
+        its.it_value.tv_sec = (time_t)(next / 1000000000ull);
+        its.it_value.tv_nsec = (long)(next % 1000000000ull);
+        if (its.it_value.tv_sec == 0 && its.it_value.tv_nsec == 0)
+            its.it_value.tv_nsec = 1;
+    }
+    (void)timerfd_settime(e->timer_fd, TFD_TIMER_ABSTIME, &its, NULL);
+    e->timer_armed_ns = next;
+}
+
+/* The backlog waits for a slot whose acknowledgement rode on a contribution: the switch keeps
+ * its confirmation to ride on our next result, and with nothing aggregating no result comes.
+ * Send the acknowledgement alone once, as its timer would later, and the switch confirms it
+ * on its own. How many packets that queued. */
+static int unblock_backlog(p4engine_t *e, uint64_t now)
+{
+    p4wslot_t *w = &e->ws[e->next_op % e->p.slots];
+    if (!e->backlog || e->aggregating > 0 || w->phase != P4W_ACKNOWLEDGING || w->ack_hurried)
+        return 0;
+    w->ack_hurried = 1;
+    w->ack_pending = 0;
+    send_phase(e, w, now);
+    return 1;
+}
+
+/* One step of progress (progress_once), then the backlog's chunks that found a slot leave,
+ * and the signal's timer follows the new deadlines. */
+static int p4engine_progress(p4engine_t *e, int block, char *detail, size_t dlen)
+{
+    int rc = progress_once(e, block, detail, dlen);
+    if (rc == 0 && e->backlog &&
+        advance_backlog(e, util_now_ns()) + unblock_backlog(e, util_now_ns()) > 0) {
+        int frc = flush_sends(e);
+        if (frc < 0)
+            rc = fail_with(e, -EIO, detail, dlen, "send failed: %s", strerror(-frc));
+    }
+    rearm_timer(e);
+    return rc;
+}
+
 /* The next operation needs its slot confirmed: if our acknowledgement for it still waits for
  * a ride, send it now. */
 static void hurry_next_slot(p4engine_t *e)
@@ -472,23 +593,34 @@ static void hurry_next_slot(p4engine_t *e)
     }
 }
 
+/* Send what start queued. The first operation of a burst leaves at once; operations started
+ * while others await their results ride together in one send at the next call into the
+ * library, unless a caller may sleep on the completion signal: its next call may come only
+ * when a result wakes it, a round trip later. */
+static int flush_started(p4engine_t *e, char *detail, size_t dlen)
+{
+    int frc = 0;
+    if (e->aggregating <= 1 || e->epoll_fd >= 0)
+        frc = flush_sends(e);
+    rearm_timer(e);
+    if (frc < 0)
+        return fail_with(e, -EIO, detail, dlen, "send failed: %s", strerror(-frc));
+    return 0;
+}
+
 static int p4engine_start(p4engine_t *e, p4_op_t *op, char *detail, size_t dlen)
 {
-    while (!p4engine_can_start(e)) {
+    for (;;) { /* after the backlog (call order), on a free slot */
+        advance_backlog(e, util_now_ns());
+        if (!e->backlog && p4engine_can_start(e))
+            break;
         hurry_next_slot(e);
         int rc = p4engine_progress(e, 1, detail, dlen);
         if (rc != 0)
             return rc;
     }
     start_on_slot(e, &e->ws[e->next_op % e->p.slots], op, util_now_ns());
-    /* The first operation of a burst leaves at once; operations started while others await
-     * their results ride together in one send at the next call into the library. */
-    if (e->aggregating > 1)
-        return 0;
-    int frc = flush_sends(e);
-    if (frc < 0)
-        return fail_with(e, -EIO, detail, dlen, "send failed: %s", strerror(-frc));
-    return 0;
+    return flush_started(e, detail, dlen);
 }
 
 static int p4engine_wait(p4engine_t *e, p4_op_t *op, char *detail, size_t dlen)
@@ -501,50 +633,46 @@ static int p4engine_wait(p4engine_t *e, p4_op_t *op, char *detail, size_t dlen)
     return op->result;
 }
 
-static int p4engine_allreduce(p4engine_t *e, const worker_call_t *r, char *detail, size_t dlen)
+/* Start allreduce r as b (its chunks as slots come free, after the backlog's): 0 or -errno.
+ * b->ops is the caller's to free, after the allreduce ended. */
+static int p4engine_start_big(p4engine_t *e, p4_big_t *b, const worker_call_t *r, char *detail,
+                              size_t dlen)
 {
     size_t elems = e->p.elems;
-    size_t nchunks = (r->count + elems - 1) / elems;
-    uint32_t ring = e->p.slots;
-    p4_op_t *ops = calloc(ring, sizeof(p4_op_t));
-    if (!ops)
+    *b = (p4_big_t){.call = *r, .nchunks = (r->count + elems - 1) / elems};
+    b->left = b->nchunks;
+    b->ring = b->nchunks < e->p.slots ? (uint32_t)b->nchunks : e->p.slots;
+    b->ops = calloc(b->ring ? b->ring : 1, sizeof(p4_op_t));
+    if (!b->ops)
         return set_err(detail, dlen, -ENOMEM, "out of memory");
-    int rc = 0, delivered = 0;
-    size_t started = 0, finished = 0;
-    while (finished < nchunks && rc == 0) {
-        /* Start every chunk whose slot is free, then complete chunks in order. */
-        while (started < nchunks && started - finished < ring && p4engine_can_start(e)) {
-            p4_op_t *op = &ops[started % ring];
-            size_t off = started * elems, len = r->count - off < elems ? r->count - off : elems;
-            *op = (p4_op_t){(const char *)r->send + off * 4u,
-                            (char *)r->recv + off * 4u,
-                            (uint32_t)len,
-                            r->dtype,
-                            r->op,
-                            (uint32_t)started,
-                            r->set,
-                            0,
-                            0};
-            start_on_slot(e, &e->ws[e->next_op % e->p.slots], op, util_now_ns());
-            started++;
-        }
-        while (finished < started && ops[finished % ring].done) {
-            if (ops[finished % ring].result != 0)
-                delivered = ops[finished % ring].result;
-            finished++;
-        }
-        if (finished < nchunks) {
-            if (started < nchunks && !p4engine_can_start(e))
-                hurry_next_slot(e);
-            rc = p4engine_progress(e, 1, detail, dlen);
-        }
+    if (e->failed)
+        return set_err(detail, dlen, -ECANCELED, "the communicator failed earlier");
+    if (b->nchunks == 0)
+        return 0;
+    if (e->backlog_tail)
+        e->backlog_tail->next = b;
+    else
+        e->backlog = b;
+    e->backlog_tail = b;
+    advance_backlog(e, util_now_ns());
+    return flush_started(e, detail, dlen);
+}
+
+/* Wait until every chunk of b was delivered: its result. */
+static int p4engine_wait_big(p4engine_t *e, p4_big_t *b, char *detail, size_t dlen)
+{
+    while (b->left > 0) {
+        if (e->backlog && !p4engine_can_start(e))
+            hurry_next_slot(e);
+        int rc = p4engine_progress(e, 1, detail, dlen);
+        if (rc != 0)
+            return rc;
     }
-    free(ops);
-    if (rc != 0)
-        return rc;
-    if (delivered == -EOVERFLOW)
-        return set_err(detail, dlen, delivered, "int32 sum wrapped around in at least one element");
-    return delivered;
+    if (b->result == -EOVERFLOW)
+        return set_err(detail, dlen, b->result, "int32 sum wrapped around in at least one element");
+    if (b->result != 0)
+        return set_err(detail, dlen, b->result, "the allreduce failed");
+    return 0;
 }
 
 static int p4engine_drain(p4engine_t *e, uint32_t timeout_ms, char *detail, size_t dlen)
@@ -569,6 +697,10 @@ static void p4engine_fail(p4engine_t *e, int rc)
         if (w->op) {
             w->op->result = rc;
             w->op->done = 1;
+            if (w->op->parent) {
+                w->op->parent->result = rc;
+                w->op->parent->left--;
+            }
             w->op = NULL;
         }
         w->phase = P4W_FREE;
@@ -576,13 +708,21 @@ static void p4engine_fail(p4engine_t *e, int rc)
     }
     e->busy = 0;
     e->aggregating = 0;
+    for (p4_big_t *b = e->backlog; b; b = b->next) { /* chunks that never started */
+        b->result = rc;
+        b->left = 0;
+    }
+    e->backlog = e->backlog_tail = NULL;
+    rearm_timer(e);
 }
 
 /* ---- the protocol's ops ---------------------------------------------------------------- */
 
 typedef struct p4_request {
     inagg_request_t base;
+    int is_big; /* an inagg_iallreduce of more than one packet: big, else op */
     p4_op_t op;
+    p4_big_t big;
 } p4_request_t;
 
 static int p4_create(const worker_params_t *p, void **state, char *err, size_t errlen)
@@ -605,8 +745,11 @@ static int p4_start_small(void *state, inagg_comm_t *comm, const worker_call_t *
     if (!rq)
         return set_err(detail, dlen, -ENOMEM, "out of memory");
     rq->base.comm = comm;
-    rq->op =
-        (p4_op_t){call->send, call->recv, (uint32_t)call->count, call->dtype, call->op, 0, 0, 0, 0};
+    rq->op = (p4_op_t){.send = call->send,
+                       .recv = call->recv,
+                       .count = (uint32_t)call->count,
+                       .dtype = call->dtype,
+                       .op = call->op};
     int rc = p4engine_start(state, &rq->op, detail, dlen);
     if (rc != 0) {
         free(rq);
@@ -616,11 +759,43 @@ static int p4_start_small(void *state, inagg_comm_t *comm, const worker_call_t *
     return 0;
 }
 
-static int p4_done(inagg_request_t *req) { return ((p4_request_t *)req)->op.done; }
+/* inagg_iallreduce: one packet's worth is a small allreduce; more, chunks on the next slots. */
+static int p4_start(void *state, inagg_comm_t *comm, const worker_call_t *call,
+                    inagg_request_t **req, char *detail, size_t dlen)
+{
+    p4engine_t *e = state;
+    if (call->count > 0 && call->count <= e->p.elems)
+        return p4_start_small(state, comm, call, req, detail, dlen);
+    p4_request_t *rq = calloc(1, sizeof(*rq));
+    if (!rq)
+        return set_err(detail, dlen, -ENOMEM, "out of memory");
+    rq->base.comm = comm;
+    rq->is_big = 1;
+    int rc = p4engine_start_big(e, &rq->big, call, detail, dlen);
+    if (rc != 0) {
+        free(rq->big.ops);
+        free(rq);
+        return rc;
+    }
+    *req = &rq->base;
+    return 0;
+}
+
+static int p4_done(inagg_request_t *req)
+{
+    const p4_request_t *rq = (const p4_request_t *)req;
+    return rq->is_big ? rq->big.left == 0 : rq->op.done;
+}
 
 static int p4_wait(void *state, inagg_request_t *req, char *detail, size_t dlen)
 {
     p4_request_t *rq = (p4_request_t *)req;
+    if (rq->is_big) {
+        int rc = p4engine_wait_big(state, &rq->big, detail, dlen);
+        free(rq->big.ops);
+        free(rq);
+        return rc;
+    }
     int rc = p4engine_wait(state, &rq->op, detail, dlen);
     if (rq->op.done) { /* else the engine failed before the result came */
         rc = rq->op.result;
@@ -635,7 +810,48 @@ static int p4_wait(void *state, inagg_request_t *req, char *detail, size_t dlen)
 
 static int p4_allreduce(void *state, const worker_call_t *call, char *detail, size_t dlen)
 {
-    return p4engine_allreduce(state, call, detail, dlen);
+    p4_big_t b;
+    int rc = p4engine_start_big(state, &b, call, detail, dlen);
+    if (rc == 0) /* a start that failed after queueing failed the engine: b ended with it */
+        rc = p4engine_wait_big(state, &b, detail, dlen);
+    free(b.ops);
+    return rc;
+}
+
+/* The completion signal: epoll over the result endpoints, the timer and the eventfd. */
+static int p4_event_fd(void *state, int signal_fd, int *out, char *detail, size_t dlen)
+{
+    p4engine_t *e = state;
+    /* confirmations too: they free the slots that a backlog's chunks wait for */
+    int fds[5] = {-1, -1, -1, signal_fd, -1};
+    fds[0] = e->tp->ops->pollfd(e->tp);
+    fds[1] = e->mc_tp ? e->mc_tp->ops->pollfd(e->mc_tp) : -2;
+    fds[4] = e->ack_tp->ops->pollfd(e->ack_tp);
+    if (fds[0] < 0 || fds[1] == -1 || fds[4] == -1) /* -2: no such endpoint */
+        return set_err(detail, dlen, -EOPNOTSUPP,
+                       "the %s transport has no descriptor to wait on: no completion signal",
+                       e->p.transport ? e->p.transport : "udp");
+    e->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+    e->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
+    fds[2] = e->timer_fd;
+    int rc = e->timer_fd < 0 || e->epoll_fd < 0 ? -errno : 0;
+    for (int i = 0; i < 5 && rc == 0; i++) {
+        struct epoll_event ev = {.events = EPOLLIN, .data.fd = fds[i]};
+        if (fds[i] >= 0 && epoll_ctl(e->epoll_fd, EPOLL_CTL_ADD, fds[i], &ev) != 0)
+            rc = -errno;
+    }
+    if (rc != 0) {
+        if (e->epoll_fd >= 0)
+            close(e->epoll_fd);
+        if (e->timer_fd >= 0)
+            close(e->timer_fd);
+        e->epoll_fd = e->timer_fd = -1;
+        return set_err(detail, dlen, rc, "completion signal: %s", strerror(-rc));
+    }
+    e->timer_armed_ns = UINT64_MAX;
+    rearm_timer(e);
+    *out = e->epoll_fd;
+    return 0;
 }
 
 static int p4_progress(void *state, int block, char *detail, size_t dlen)
@@ -670,7 +886,7 @@ const worker_proto_ops_t worker_proto_p4sgd = {
     .native_float = 1,
     .create = p4_create,
     .destroy = p4_destroy,
-    .start = NULL,
+    .start = p4_start,
     .start_small = p4_start_small,
     .allreduce = p4_allreduce,
     .done = p4_done,
@@ -679,6 +895,7 @@ const worker_proto_ops_t worker_proto_p4sgd = {
     .quiesce = NULL,
     .drain = p4_drain,
     .fail = p4_fail,
+    .event_fd = p4_event_fd,
     .add_stats = p4_add_stats,
     .add_transport_stats = p4_add_transport_stats,
 };

@@ -2,7 +2,8 @@
  * sml_ring.c - the switchml protocol's ops table on the worker side: a communicator's engine
  * threads (one engine each, proto_switchml.c) and the ring of requests they take in call
  * order. Requests go into the ring under the communicator's mutex; every engine thread takes
- * them in order and runs its share; the last engine to finish a request completes it.
+ * them in order and runs its share; the last engine to finish a request completes it and
+ * raises the communicator's completion signal (inagg_comm_event_fd).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -77,12 +78,16 @@ static void *engine_main(void *arg)
             req->result = rc;
             snprintf(req->detail, sizeof(req->detail), "%s", detail);
         }
+        int completed_request = 0; /* a caller's request (not a blocking call's) */
         if (--req->parts_left == 0) {
             req->done = 1;
             s->completed++;
+            completed_request = req->base.comm != NULL;
             pthread_cond_broadcast(s->p.cv);
         }
         pthread_mutex_unlock(s->p.mu);
+        if (completed_request) /* after the unlock: the waiter may free req now */
+            worker_signal_raise(s->p.signal);
         next++;
     }
     return NULL;
@@ -185,6 +190,25 @@ static int sml_allreduce(void *state, const worker_call_t *call, char *detail, s
     return await(state, &rq, detail, dlen);
 }
 
+/* inagg_iallreduce_small: one packet's worth (comm.c checked the count) is an ordinary
+ * request here; it completes in call order, which "any order" includes. */
+static int sml_start_small(void *state, inagg_comm_t *comm, const worker_call_t *call,
+                           inagg_request_t **req, char *detail, size_t dlen)
+{
+    return sml_start(state, comm, call, req, detail, dlen);
+}
+
+/* The engine threads complete requests and raise the signal themselves: its eventfd is the
+ * descriptor to poll. */
+static int sml_event_fd(void *state, int signal_fd, int *out, char *detail, size_t dlen)
+{
+    (void)state;
+    (void)detail;
+    (void)dlen;
+    *out = signal_fd;
+    return 0;
+}
+
 static int sml_done(inagg_request_t *req)
 {
     sml_request_t *rq = (sml_request_t *)req;
@@ -248,7 +272,7 @@ const worker_proto_ops_t worker_proto_switchml = {
     .create = sml_create,
     .destroy = sml_destroy,
     .start = sml_start,
-    .start_small = NULL,
+    .start_small = sml_start_small,
     .allreduce = sml_allreduce,
     .done = sml_done,
     .wait = sml_wait,
@@ -256,6 +280,7 @@ const worker_proto_ops_t worker_proto_switchml = {
     .quiesce = sml_quiesce,
     .drain = NULL,
     .fail = NULL,
+    .event_fd = sml_event_fd,
     .add_stats = sml_add_stats,
     .add_codec_stats = sml_add_codec_stats,
     .add_transport_stats = sml_add_transport_stats,

@@ -506,9 +506,9 @@ TEST(p4sgd_protocol_mismatch_and_wrong_call_refused, 30)
     CHECK_EQ_INT(inagg_iallreduce_small(solo, &v, &v, 1, INAGG_INT32, INAGG_SUM, &req), INAGG_OK);
     CHECK_EQ_INT(inagg_wait(req), INAGG_OK);
     CHECK_EQ_INT(v, 1);
-    CHECK_EQ_INT(
-        inagg_iallreduce_small(solo, &v, &v, o.packet_elems + 1, INAGG_INT32, INAGG_SUM, &req),
-        INAGG_ERR_INVALID);
+    CHECK_EQ_INT(inagg_iallreduce_small(solo, &v, &v, inagg_comm_packet_elems(solo) + 1,
+                                        INAGG_INT32, INAGG_SUM, &req),
+                 INAGG_ERR_INVALID);
     CHECK(strstr(inagg_last_error(solo), "packet_elems") != NULL);
     inagg_comm_destroy(solo);
     /* Rank 0 registers "mixed" as switchml; rank 1 asking for p4sgd is refused, saying why. */

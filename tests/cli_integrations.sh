@@ -28,9 +28,10 @@ done
 have_torch=0
 [ -n "$PY" ] && "$PY" -c "import torch.distributed as d; assert d.is_gloo_available()" >/dev/null 2>&1 && have_torch=1
 
-# One switch on loopback for every case.
+# One switch on loopback for every case, logging at info: a case reads the jobs it admitted
+# from its log (tests/run sets INAGG_LOG=warn for everything else).
 exec 3>"$tmp/ready"
-timeout 1200 ./build/inagg switch --listen 127.0.0.1:0 --ready-fd 3 >"$tmp/sw.out" 2>"$tmp/sw.err" &
+INAGG_LOG=info timeout 1200 ./build/inagg switch --listen 127.0.0.1:0 --ready-fd 3 >"$tmp/sw.out" 2>"$tmp/sw.err" &
 swpid=$!
 exec 3>&-
 for _ in $(seq 100); do [ -s "$tmp/ready" ] && break; sleep 0.05; done

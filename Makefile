@@ -16,6 +16,8 @@
 #                                         benchmarks, model), less cli/ and mpi/
 #   build/inagg                           src/apps/cli/ + the three above
 #   build/inagg-mpi-bench, -mpi-train     separate programs linking OpenMPI (src/apps/mpi/)
+#   build/libnccl-net-inagg.so            the NCCL net and CollNet plugin (src/apps/nccl/), and
+#   build/nccl-harness                    the program that drives it as NCCL would (tests/)
 # Warnings are errors.
 
 CC      ?= cc
@@ -48,11 +50,12 @@ VERSION       := $(shell sed -n 's/^\#define INAGG_VERSION_STRING "\(.*\)"/\1/p'
 SONAME        := libinagg.so.$(VERSION_MAJOR)
 
 # Sources by product (src/README.md): every .c of a product's folders, so a new file needs no
-# edit here. The MPI programs, the PMPI interposer (src/apps/mpi/) and the Open MPI component
-# (src/apps/ompi/) are built further down; of them only the route, pure C, is in libapps.a.
+# edit here. The MPI programs, the PMPI interposer (src/apps/mpi/), the Open MPI component
+# (src/apps/ompi/) and the NCCL plugin (src/apps/nccl/) are built further down; of them only the
+# route, pure C, is in libapps.a.
 WORKER_SRC := $(wildcard src/lib/*/*.c)
 SWITCH_SRC := $(wildcard src/switchd/*.c src/switchd/*/*.c)
-APPS_SRC   := $(filter-out src/apps/cli/% src/apps/mpi/% src/apps/ompi/%,$(wildcard src/apps/*/*.c)) \
+APPS_SRC   := $(filter-out src/apps/cli/% src/apps/mpi/% src/apps/ompi/% src/apps/nccl/%,$(wildcard src/apps/*/*.c)) \
               src/apps/mpi/route.c
 CLI_SRC    := $(wildcard src/apps/cli/*.c)
 TEST_SRC   := $(wildcard tests/test_*.c) tests/harness.c tests/testutil.c
@@ -259,6 +262,34 @@ $(BUILD)/ompi/%.pic.o: src/apps/ompi/%.c src/apps/ompi/coll_inagg.h src/apps/mpi
 $(BUILD)/mca_coll_inagg.so: $(OMPI_COLL_PIC) $(WORKER_PIC) src/apps/ompi/ompi_coll.map
 	$(CC) -shared -Wl,--version-script=src/apps/ompi/ompi_coll.map -Wl,--no-undefined $(LDFLAGS) \
 	    -o $@ $(OMPI_COLL_PIC) $(WORKER_PIC) $(addprefix -L,$(OMPI_LIBDIRS)) -lmpi -lopen-pal $(LDLIBS)
+
+# The NCCL plugin libnccl-net-inagg.so (src/apps/nccl/, docs/INTEGRATIONS.md): NCCL's network
+# and CollNet tables over a switch, with its own copy of the worker library, exporting only the
+# two tables (nccl_plugin.map). NCCL's headers are not needed (src/apps/nccl/nccl_abi.h). With
+# the CUDA runtime (CUDA_HOME, default /usr/local/cuda) it also stages CUDA buffers; without it
+# it is built for host memory alone. build/nccl-harness (tests/nccl_harness.c) drives it.
+CUDA_HOME ?= /usr/local/cuda
+comma := ,
+NCCL_CUDA := $(if $(and $(wildcard $(CUDA_HOME)/include/cuda_runtime_api.h),$(wildcard $(CUDA_HOME)/lib64/libcudart.so)),1)
+NCCL_CUDA_CFLAGS := $(if $(NCCL_CUDA),-DINAGG_NCCL_CUDA -isystem $(CUDA_HOME)/include)
+NCCL_CUDA_LIBS := $(if $(NCCL_CUDA),-L$(CUDA_HOME)/lib64 -Wl$(comma)-rpath$(comma)$(CUDA_HOME)/lib64 -lcudart)
+NCCL_SRC := $(wildcard src/apps/nccl/*.c)
+NCCL_PIC := $(NCCL_SRC:src/apps/nccl/%.c=$(BUILD)/nccl/%.pic.o)
+.PHONY: nccl-plugin
+nccl-plugin: $(BUILD)/libnccl-net-inagg.so $(BUILD)/nccl-harness
+all: $(BUILD)/libnccl-net-inagg.so $(BUILD)/nccl-harness
+
+$(BUILD)/nccl/%.pic.o: src/apps/nccl/%.c $(wildcard src/apps/nccl/*.h) include/inagg.h include/inagg/version.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(NCCL_CUDA_CFLAGS) -fPIC -fvisibility=hidden -c $< -o $@
+
+$(BUILD)/libnccl-net-inagg.so: $(NCCL_PIC) $(WORKER_PIC) src/apps/nccl/nccl_plugin.map
+	$(CC) -shared -Wl,--version-script=src/apps/nccl/nccl_plugin.map -Wl,--no-undefined \
+	    $(LDFLAGS) -o $@ $(NCCL_PIC) $(WORKER_PIC) $(NCCL_CUDA_LIBS) $(LDLIBS)
+
+$(BUILD)/nccl-harness: tests/nccl_harness.c src/apps/nccl/nccl_abi.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(NCCL_CUDA_CFLAGS) -o $@ $< $(LDFLAGS) -ldl $(NCCL_CUDA_LIBS)
 
 examples: $(BUILD)/examples/allreduce
 

@@ -6,7 +6,9 @@
 #   src/switchd/  the switch daemon: include/, src/lib/ and src/switchd/;
 #   src/apps/     the applications: include/, src/lib/, src/apps/, and of the daemon only its
 #                 interface, src/switchd/switchd.h (an app starts a switch through it, never
-#                 through the daemon's internals).
+#                 through the daemon's internals); src/apps/nccl/, a plugin loaded into other
+#                 programs, uses libinagg only through its public API (include/inagg.h) and
+#                 includes nothing of src/ outside its own folder.
 # Within the products a folder uses only folders above it in ARCHITECTURE.md's table, and never
 # another folder's internals (*_int.h); every folder of src/ has a row; libinagg (the rows
 # marked "yes") is exactly src/lib/. One check per source file plus the table checks; prints
@@ -95,6 +97,11 @@ while IFS= read -r file; do
             *) continue ;; # a header beside the file
         esac
         if [ "$d" = "$f" ]; then continue; fi
+        if [ "$f" = apps/nccl ]; then # the NCCL plugin: the public API and its own headers
+            fail "$rel: #include \"$inc\": src/apps/nccl/ uses libinagg through include/inagg.h only"
+            bad=1
+            continue
+        fi
         # a product's interface header (src/switchd/switchd.h) is its own folders' contract
         if [ "$d" = "$product" ] && [ "${f%%/*}" = "$product" ]; then continue; fi
         if ! may_include "$product" "$inc"; then
@@ -135,6 +142,7 @@ if [ $# -eq 0 ]; then
     planted src/switchd/server/job.c apps/bench/harness.h # the daemon includes an app
     planted src/apps/launch/switch_child.c switchd/server/server.h # an app, the daemon's insides
     planted src/lib/wire/ctlmsg.c lib/kernels/optim.h     # the wire codec depends on a kernel
+    planted src/apps/nccl/collnet.c lib/base/log.h        # the NCCL plugin past the public API
 fi
 
 echo "$passed passed, $failed failed"

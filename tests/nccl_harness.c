@@ -57,6 +57,7 @@ typedef struct {
 static shared_t *g_sh;
 static int g_rank;
 static char g_last_warn[1024];
+static char g_leave_line[1024]; /* the plugin's counters when it leaves its job */
 static const ncclNet_v8_t *g_net;
 static const ncclCollNet_v8_t *g_cn;
 static int g_failed;
@@ -96,7 +97,10 @@ static void logger(ncclDebugLogLevel level, unsigned long flags, const char *fil
         if (!g_last_warn[0]) /* the first since the check cleared it: the cause */
             snprintf(g_last_warn, sizeof(g_last_warn), "%s", text);
         fprintf(stderr, "log rank %d: WARN %s:%d %s\n", g_rank, file, line, text);
-    } else if (getenv("NCCL_HARNESS_VERBOSE")) {
+    } else if (strstr(text, " leaves job ")) {
+        snprintf(g_leave_line, sizeof(g_leave_line), "%s", text);
+    }
+    if (level != NCCL_LOG_WARN && getenv("NCCL_HARNESS_VERBOSE")) {
         fprintf(stderr, "log rank %d: %s\n", g_rank, text);
     }
 }
@@ -414,10 +418,17 @@ static int part_matrix(size_t max_elems)
         fail("iflush: %s", g_last_warn);
     if (g_cn->deregMr(cc, mh) != ncclSuccess || g_cn->closeColl(cc) != ncclSuccess)
         fail("deregMr/closeColl: %s", g_last_warn);
+    unsigned long long sent = 0, resent = 0, lost = 0;
+    const char *counts = strstr(g_leave_line, " leaves job ");
+    counts = counts ? strchr(counts, ':') : NULL;
+    if (!counts || sscanf(counts, ": %llu packets sent, %llu retransmitted, %llu dropped", &sent,
+                          &resent, &lost) != 3)
+        fail("closeColl logged no counters: '%s'", g_leave_line);
     snprintf(g_sh->detail[g_rank], sizeof(g_sh->detail[0]),
              "%d reductions claimed, %d allreduces checked up to %zu elements, 208 in flight "
-             "(%d times 'not now'), %.1f s",
-             claims, checked, max_elems, not_now, now_s() - t0);
+             "(%d times 'not now'), %.1f s; rank %d: %llu packets lost (INAGG_FAULTS), %llu "
+             "retransmitted",
+             claims, checked, max_elems, not_now, now_s() - t0, g_rank, lost, resent);
     free(send);
     free(recv);
     return g_failed ? -1 : 0;
@@ -708,7 +719,7 @@ int main(int argc, char **argv)
     pid_t pid[RANKS];
     for (int r = 0; r < ranks; r++)
         if ((pid[r] = fork()) == 0)
-            _exit(run_rank(r, argv[1], part, sw, dead, max_elems));
+            exit(run_rank(r, argv[1], part, sw, dead, max_elems)); /* exit: LSan looks */
     int bad = 0;
     double end = now_s() + 540;
     for (int r = 0; r < ranks; r++) {

@@ -375,6 +375,14 @@ static ncclResult_t cn_close_coll(void *coll_comm)
     cn_comm_t *c = coll_comm;
     if (!c)
         return ncclSuccess;
+    inagg_stats_t st = {0};
+    inagg_transport_stats_t ts = {.struct_size = sizeof(ts)};
+    inagg_get_stats(c->ic, &st);
+    inagg_get_transport_stats(c->ic, &ts);
+    PLOG_INFO("CollNet: rank %d leaves job %s: %llu packets sent, %llu retransmitted, %llu "
+              "dropped by fault injection",
+              c->rank, c->job, (unsigned long long)st.packets_sent,
+              (unsigned long long)st.retransmissions, (unsigned long long)ts.fault_dropped);
     inagg_result_t rc = inagg_comm_destroy(c->ic);
     if (c->inflight)
         PLOG_WARN("CollNet: job %s closed with %u allreduces not tested done", c->job, c->inflight);

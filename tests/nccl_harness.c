@@ -17,7 +17,8 @@
  *           flight, each checked; a message longer than its receive refused with a reason.
  *   errors  one process: no switch configured (no CollNet device), a damaged handle, rank 0
  *           naming no switch, a switch that does not answer (INAGG_NCCL_TIMEOUT_MS bounds it),
- *           a net peer that is not there: each a clear error code and log line, no hang.
+ *           a net peer that is not there, a damaged net handle, a net message of another tag
+ *           than its receive's: each a clear error code and log line, no hang.
  *   cuda    CUDA buffers staged through pinned host memory; skipped, saying why, without a
  *           CUDA device or a plugin built without the CUDA runtime.
  * Prints "ok PART ...", "FAIL ...: why" or "skip PART: why" lines and "N passed, N failed,
@@ -603,7 +604,28 @@ static int part_errors(const char *switch_addr, const char *dead_addr)
     t0 = now_s();
     expect("a damaged net handle", g_net->connect(0, raw, &sc, &dh), ncclInvalidArgument,
            "not a listen handle of this plugin", t0);
-    snprintf(g_sh->detail[0], sizeof(g_sh->detail[0]), "6 cases");
+    /* a message whose tag is not the one its receive was posted with: the streams are out of
+     * step, refused */
+    void *rc = NULL, *sreq = NULL, *rreq = NULL, *mh = NULL, *buf;
+    char msg[8] = "tagged", in[8];
+    int cap = 8, tag = 2, done = 0;
+    g_net->listen(0, raw, &nl);
+    g_net->connect(0, raw, &sc, &dh);
+    for (int i = 0; i < 1000 && !rc; i++)
+        g_net->accept(nl, &rc, &dh);
+    buf = in;
+    ncclResult_t r = ncclInternalError;
+    t0 = now_s();
+    if (sc && rc && g_net->isend(sc, msg, 8, 1, mh, &sreq) == ncclSuccess)
+        for (r = g_net->irecv(rc, 1, &buf, &cap, &tag, &mh, &rreq);
+             r == ncclSuccess && rreq && !done && now_s() < t0 + 10;)
+            r = g_net->test(rreq, &done, NULL);
+    expect("a net message of another tag", r, ncclSystemError,
+           "a message with tag 1 for a receive of tag 2", t0);
+    g_net->closeSend(sc);
+    g_net->closeRecv(rc);
+    g_net->closeListen(nl);
+    snprintf(g_sh->detail[0], sizeof(g_sh->detail[0]), "7 cases");
     return g_failed ? -1 : 0;
 }
 

@@ -1,12 +1,13 @@
 /*
- * train_run.c - `inagg train`, the project's main job: distributed training of a generalized
- * linear model (P4SGD's workload) through the aggregation switch.
+ * train_run.c - the run of `inagg train` (see train_run.h), the project's main job: distributed
+ * training of a generalized linear model (P4SGD's workload) through the aggregation switch.
  *
  * With no --switch, the command forks an embedded switch on loopback and N worker processes
  * (launch/), each a rank of one job; every worker loads (or generates) the same data, takes
  * its slice (features in model mode, samples in data mode) and trains with glm/train.c over
  * the inagg collective (glm/coll_inagg.c). Workers report one text line per event (glm/train.h's
- * report lines) through a pipe; train_render.c renders progress, the summary, JSON and a plot.
+ * report lines) through a pipe; each is recorded in the result and passed to the caller's
+ * view (the command's rendering: progress, then the summary, JSON and a plot).
  * --backend mpi runs the same trainers under mpirun (inagg-mpi-train) and parses the same
  * lines from its stdout. --mode single trains in this process. --switch HOST:PORT runs one
  * rank here (multi-host; rank and world from flags or the launcher's environment).
@@ -29,16 +30,13 @@
 #include <unistd.h>
 
 #include "apps/bench/harness.h"
-#include "apps/cli/commands.h"
-#include "apps/cli/plot.h"
-#include "apps/cli/train.h"
 #include "apps/glm/collective.h"
 #include "apps/glm/dataset.h"
 #include "apps/glm/synth.h"
 #include "apps/launch/launch.h"
+#include "apps/train/train_run.h"
 #include "inagg.h"
 #include "lib/base/errmsg.h"
-#include "lib/base/log.h"
 #include "lib/base/util.h"
 #include "lib/kernels/optim.h"
 #include "switchd/switchd.h"
@@ -48,6 +46,52 @@
 #define MPI_TIME_LIMIT_S 3600u
 #define LINE_MAX_LEN 4096
 #define RANK_EXIT_MS 10000 /* a rank whose pipe closed exits within this */
+
+/* A run in progress: its options, the result it fills, who is told of each report. */
+typedef struct run {
+    const train_opts_t *o;
+    train_result_t *res;
+    const train_view_t *view;
+} run_t;
+
+/* Record one report line of rank from_rank (-1: the line's own) and tell the view. 0 to carry
+ * on, a negative errno once the run has failed (res->error says why). */
+static int record_line(run_t *run, const glm_line_t *l, int from_rank)
+{
+    train_result_t *r = run->res;
+    int rank = from_rank >= 0 ? from_rank : l->rank;
+    switch (l->type) {
+        case GLM_LINE_SETUP:
+            if (r->have_setup)
+                return r->failed ? -EIO : 0;
+            r->setup = l->setup;
+            r->have_setup = 1;
+            break;
+        case GLM_LINE_EPOCH: {
+            glm_epoch_record_t *grown =
+                realloc(r->epochs, (r->nepochs + 1) * sizeof(glm_epoch_record_t));
+            if (!grown) {
+                r->failed = 1;
+                snprintf(r->error, sizeof(r->error), "out of memory");
+                return -ENOMEM;
+            }
+            r->epochs = grown;
+            r->epochs[r->nepochs++] = l->epoch;
+            break;
+        }
+        case GLM_LINE_DONE: r->done++; break;
+        case GLM_LINE_ERROR:
+            if (!r->failed) {
+                r->failed = 1;
+                snprintf(r->error, sizeof(r->error), "%s", l->message);
+            }
+            return -EIO;
+        default: break;
+    }
+    if (run->view && run->view->report)
+        run->view->report(run->view->arg, l, rank);
+    return r->failed ? -EIO : 0;
+}
 
 typedef struct worker_ctx {
     run_t *run; /* in-process: render directly */
@@ -60,7 +104,7 @@ static int emit(worker_ctx_t *w, glm_line_t *l)
 {
     l->rank = (int)w->rank;
     if (w->run) {
-        int rc = train_handle_line(w->run, l, (int)w->rank);
+        int rc = record_line(w->run, l, (int)w->rank);
         return rc == 0 || l->type == GLM_LINE_ERROR ? 0 : -EIO;
     }
     char buf[LINE_MAX_LEN];
@@ -164,6 +208,7 @@ static FILE *capture_open(const char *prefix, uint32_t rank, char *err, size_t e
 /* The inputs the parent loaded once for its forked ranks (they share its pages). */
 typedef struct preload {
     glm_dataset_t train, test;
+    int loaded; /* train holds the training set (run_local loaded it) */
 } preload_t;
 
 /* One rank: load (or take the parent's preload), join, train, report. 0 or 1 (the error was
@@ -226,7 +271,7 @@ static int worker_main(const train_opts_t *o, uint32_t rank, uint32_t world, con
                      "failed: %s",
                      rank, strerror(errno));
     }
-    if (rc != 0 && !w->write_failed && !(w->run && w->run->failed))
+    if (rc != 0 && !w->write_failed && !(w->run && w->run->res->failed))
         w_error(w, err);
     glm_coll_destroy(coll);
     glm_dataset_free(&train);
@@ -278,7 +323,7 @@ static void feed_child(run_t *run, child_t *c, uint32_t rank, const char *data, 
             continue;
         if (l.type == GLM_LINE_DONE)
             c->finished = 1;
-        train_handle_line(run, &l, (int)rank);
+        record_line(run, &l, (int)rank);
     }
 }
 
@@ -296,14 +341,14 @@ static void read_rank(run_t *run, launch_ranks_t *g, child_t *c, uint32_t r, uin
         return;
     launch_ranks_wait_one(g, r, RANK_EXIT_MS); /* closes the pipe */
     int status = g->status[r];
-    if (!c->finished && !run->failed) {
-        run->failed = 1;
+    if (!c->finished && !run->res->failed) {
+        run->res->failed = 1;
         if (WIFSIGNALED(status))
-            snprintf(run->error, sizeof(run->error),
+            snprintf(run->res->error, sizeof(run->res->error),
                      "rank %u was killed by signal %d (%s) without a report", r, WTERMSIG(status),
                      strsignal(WTERMSIG(status)));
         else
-            snprintf(run->error, sizeof(run->error),
+            snprintf(run->res->error, sizeof(run->res->error),
                      "rank %u exited with status %d without a report", r, WEXITSTATUS(status));
     }
 }
@@ -317,7 +362,7 @@ static void watch_ranks(const train_opts_t *o, run_t *run, launch_ranks_t *g, ch
     uint64_t idle_limit_ns = (uint64_t)o->timeout_ms * 4000000ull + 120000000000ull;
     for (uint32_t r = 0; r < W; r++)
         ch[r].last_heard_ns = util_now_ns();
-    while (!run->failed) {
+    while (!run->res->failed) {
         struct pollfd pfd[LAUNCH_MAX_RANKS];
         uint32_t map[LAUNCH_MAX_RANKS];
         nfds_t n = 0;
@@ -331,36 +376,28 @@ static void watch_ranks(const train_opts_t *o, run_t *run, launch_ranks_t *g, ch
             break;
         int k = poll(pfd, n, 200);
         if (k < 0 && errno != EINTR) {
-            snprintf(run->error, sizeof(run->error), "poll: %s", strerror(errno));
-            run->failed = 1;
+            snprintf(run->res->error, sizeof(run->res->error), "poll: %s", strerror(errno));
+            run->res->failed = 1;
             break;
         }
         uint64_t now = util_now_ns();
-        for (nfds_t i = 0; i < n && !run->failed; i++) {
+        for (nfds_t i = 0; i < n && !run->res->failed; i++) {
             uint32_t r = map[i];
             if (pfd[i].revents & (POLLIN | POLLHUP | POLLERR)) {
                 read_rank(run, g, &ch[r], r, now);
             } else if (now - ch[r].last_heard_ns > idle_limit_ns) {
-                run->failed = 1;
-                snprintf(run->error, sizeof(run->error), "rank %u said nothing for %.0f s: killed",
-                         r, (double)(now - ch[r].last_heard_ns) / 1e9);
+                run->res->failed = 1;
+                snprintf(run->res->error, sizeof(run->res->error),
+                         "rank %u said nothing for %.0f s: killed", r,
+                         (double)(now - ch[r].last_heard_ns) / 1e9);
             }
         }
     }
 }
 
-/* The inputs run_local loaded for its ranks, kept for the reference (cmd_train frees them). */
-static preload_t g_inputs;
-static int g_inputs_loaded;
-
-static void free_preload(void)
-{
-    glm_dataset_free(&g_inputs.train);
-    glm_dataset_free(&g_inputs.test);
-    g_inputs_loaded = 0;
-}
-
-static int run_local(const train_opts_t *given, run_t *run)
+/* The ranks forked here; *in gets the inputs they trained on, kept for the reference (the
+ * caller frees them). */
+static int run_local(const train_opts_t *given, run_t *run, preload_t *in)
 {
     /* The inputs and the default step size are the same for every rank (the same seed, a
      * deterministic calibration on the whole training set): made once here, before the ranks
@@ -369,13 +406,13 @@ static int run_local(const train_opts_t *given, run_t *run)
     const train_opts_t *o = &local;
     char lerr[1024];
     if (glm_load_inputs(o->data, o->synthetic, o->test, o->cfg.seed, o->cfg.objective, o->precision,
-                        &g_inputs.train, &g_inputs.test, lerr, sizeof(lerr)) != 0) {
-        snprintf(run->error, sizeof(run->error), "%s", lerr);
-        run->failed = 1;
+                        &in->train, &in->test, lerr, sizeof(lerr)) != 0) {
+        snprintf(run->res->error, sizeof(run->res->error), "%s", lerr);
+        run->res->failed = 1;
         return -EIO;
     }
-    g_inputs_loaded = 1;
-    local.cfg.lr = glm_resolved_lr(&local.cfg, &g_inputs.train); /* lr_given stays as it was */
+    in->loaded = 1;
+    local.cfg.lr = glm_resolved_lr(&local.cfg, &in->train); /* lr_given stays as it was */
     uint16_t port = 0;
     switch_config_t scfg = SWITCH_CONFIG_INIT;
     scfg.listen = "127.0.0.1:0";
@@ -384,22 +421,22 @@ static int run_local(const train_opts_t *given, run_t *run)
     char err[256];
     pid_t sw = launch_switch(&scfg, &port, err, sizeof(err));
     if (sw < 0) {
-        snprintf(run->error, sizeof(run->error), "the embedded switch did not start");
-        run->failed = 1;
+        snprintf(run->res->error, sizeof(run->res->error), "the embedded switch did not start");
+        run->res->failed = 1;
         return -EIO;
     }
     char addr[64], job[64];
     snprintf(addr, sizeof(addr), "127.0.0.1:%u", port);
-    rank_ctx_t ctx = {o, addr, bench_job_name("train", job, sizeof(job)), &g_inputs};
+    rank_ctx_t ctx = {o, addr, bench_job_name("train", job, sizeof(job)), in};
     child_t *ch = calloc(o->workers, sizeof(child_t));
     launch_ranks_t *g = calloc(1, sizeof(*g));
     if (!ch || !g) {
-        snprintf(run->error, sizeof(run->error), "out of memory");
-        run->failed = 1;
+        snprintf(run->res->error, sizeof(run->res->error), "out of memory");
+        run->res->failed = 1;
     } else if (launch_ranks_start(g, o->workers, rank_main, &ctx, LAUNCH_PIPE, err, sizeof(err)) !=
                0) {
-        snprintf(run->error, sizeof(run->error), "%s", err);
-        run->failed = 1;
+        snprintf(run->res->error, sizeof(run->res->error), "%s", err);
+        run->res->failed = 1;
     } else {
         watch_ranks(o, run, g, ch);
         launch_ranks_kill(g); /* the first failure ends the others */
@@ -407,7 +444,7 @@ static int run_local(const train_opts_t *given, run_t *run)
     free(g);
     free(ch);
     launch_switch_stop(sw);
-    return run->failed ? -EIO : 0;
+    return run->res->failed ? -EIO : 0;
 }
 
 /* ---- the MPI backend ---------------------------------------------------------------------- */
@@ -417,11 +454,11 @@ static int mpi_line(const char *line, void *arg)
     run_t *run = arg;
     glm_line_t l;
     if (glm_line_parse(line, &l) == GLM_LINE_NONE) {
-        train_clear_bar(run);
-        fprintf(stderr, "%s\n", line); /* something else the program or MPI printed */
+        if (run->view && run->view->text) /* something else the program or MPI printed */
+            run->view->text(run->view->arg, line);
         return 0;
     }
-    return train_handle_line(run, &l, -1) == 0 ? 0 : 1;
+    return record_line(run, &l, -1) == 0 ? 0 : 1;
 }
 
 static int run_mpi(const train_opts_t *o, run_t *run, const launch_mpirun_cfg_t *placement)
@@ -429,12 +466,12 @@ static int run_mpi(const train_opts_t *o, run_t *run, const launch_mpirun_cfg_t 
     char prog[4096];
     if (launch_find_program("inagg-mpi-train", "INAGG_MPI_TRAIN", prog, sizeof(prog)) != 0) {
         snprintf(
-            run->error, sizeof(run->error),
+            run->res->error, sizeof(run->res->error),
             "--backend mpi needs the program '%.1000s', which is missing or not executable (it "
             "is built by `make` when mpicc is installed: apt-get install openmpi-bin "
             "libopenmpi-dev; $INAGG_MPI_TRAIN overrides the path)",
             prog[0] ? prog : "inagg-mpi-train");
-        run->failed = 1;
+        run->res->failed = 1;
         return -ENOENT;
     }
     char batch[32], mb[32], epochs[32], lr[64], l2[64], prec[16], seed[32];
@@ -496,8 +533,8 @@ static int run_mpi(const train_opts_t *o, run_t *run, const launch_mpirun_cfg_t 
     args[a] = NULL;
     launch_capture_t *cap = calloc(1, sizeof(*cap));
     if (!cap) {
-        snprintf(run->error, sizeof(run->error), "out of memory");
-        run->failed = 1;
+        snprintf(run->res->error, sizeof(run->res->error), "out of memory");
+        run->res->failed = 1;
         return -ENOMEM;
     }
     cap->on_line = mpi_line;
@@ -506,17 +543,17 @@ static int run_mpi(const train_opts_t *o, run_t *run, const launch_mpirun_cfg_t 
     int rc = launch_mpirun_cfg(placement, o->workers, prog, args, MPI_TIME_LIMIT_S, cap, err,
                                sizeof(err));
     free(cap);
-    if (run->failed)
+    if (run->res->failed)
         return -EIO; /* a rank's own error line says more than mpirun's stderr */
     if (rc != 0) {
-        run->failed = 1;
-        snprintf(run->error, sizeof(run->error), "MPI run failed: %s", err);
+        run->res->failed = 1;
+        snprintf(run->res->error, sizeof(run->res->error), "MPI run failed: %s", err);
         return -EIO;
     }
-    if (run->done == 0) {
-        run->failed = 1;
-        snprintf(run->error, sizeof(run->error),
-                 "the MPI run ended without its final report (%u of %u epochs)", run->nepochs,
+    if (run->res->done == 0) {
+        run->res->failed = 1;
+        snprintf(run->res->error, sizeof(run->res->error),
+                 "the MPI run ended without its final report (%u of %u epochs)", run->res->nepochs,
                  o->cfg.epochs);
         return -EPROTO;
     }
@@ -613,7 +650,7 @@ static int run_testbed(const train_opts_t *o, run_t *run)
     char err[1024], self[PATH_MAX], job[64];
     int up = 0;
     if (!j || !ch || !g) {
-        snprintf(run->error, sizeof(run->error), "out of memory");
+        snprintf(run->res->error, sizeof(run->res->error), "out of memory");
         goto fail;
     }
     j->tb.fabric = o->fabric;
@@ -621,9 +658,9 @@ static int run_testbed(const train_opts_t *o, run_t *run)
     int rc = launch_tbjob_up(j, o->testbed, o->link_rate ? o->link_rate : "none", 9000, 0, err,
                              sizeof(err));
     if (rc != 0) {
-        snprintf(run->error, sizeof(run->error), "%s", err);
+        snprintf(run->res->error, sizeof(run->res->error), "%s", err);
         if (rc == -EOPNOTSUPP)
-            run->cannot = 1;
+            run->res->cannot = 1;
         goto fail;
     }
     up = 1;
@@ -635,7 +672,7 @@ static int run_testbed(const train_opts_t *o, run_t *run)
     self[sl > 0 ? sl : 0] = '\0';
     if (launch_tbjob_switch(j, self, o->switch_threads, err, sizeof(err)) != 0 ||
         launch_job_secret(err, sizeof(err)) != 0) {
-        snprintf(run->error, sizeof(run->error), "%s", err);
+        snprintf(run->res->error, sizeof(run->res->error), "%s", err);
         goto fail;
     }
     bench_job_name("train", job, sizeof(job));
@@ -646,15 +683,16 @@ static int run_testbed(const train_opts_t *o, run_t *run)
     }
     for (uint32_t r = 0; r < o->workers; r++) {
         if (start_testbed_rank(o, j, self, job, r, g, err, sizeof(err)) != 0) {
-            snprintf(run->error, sizeof(run->error), "rank %u could not start: %s", r, err);
-            run->failed = 1;
+            snprintf(run->res->error, sizeof(run->res->error), "rank %u could not start: %s", r,
+                     err);
+            run->res->failed = 1;
             break;
         }
     }
-    if (!run->failed)
+    if (!run->res->failed)
         watch_ranks(o, run, g, ch);
     launch_ranks_kill(g); /* the first failure ends the others */
-    rc = run->failed ? -EIO : 0;
+    rc = run->res->failed ? -EIO : 0;
 done:
     launch_tbjob_down(j);
     free(j);
@@ -662,7 +700,7 @@ done:
     free(g);
     return rc;
 fail:
-    run->failed = 1;
+    run->res->failed = 1;
     if (up)
         launch_tbjob_down(j);
     free(j);
@@ -671,109 +709,80 @@ fail:
     return -EIO;
 }
 
-/* ---- the command: parse, run, render -------------------------------------------------------- */
+/* ---- the run ------------------------------------------------------------------------------ */
 
-/* A --synthetic spec's generated data against this machine's memory, before any is made: one
- * copy in this process for its forked ranks (or its one rank), one per rank where each rank
- * generates its own (--backend mpi, --testbed). 0, or -ENOMEM after the reason. */
-static int check_memory(const train_opts_t *o)
+int train_is_rank0(const train_opts_t *o) { return !o->switch_addr || o->rank == 0; }
+
+int train_check_memory(const train_opts_t *o, char *err, size_t errlen)
 {
     uint64_t bytes;
-    char err[512];
+    char why[512];
     if (!o->synthetic || o->report_lines ||
-        glm_synthetic_bytes(o->synthetic, &bytes, err, sizeof(err)) != 0)
+        glm_synthetic_bytes(o->synthetic, &bytes, why, sizeof(why)) != 0)
         return 0; /* a bad spec is refused where the data is made, with its reason */
     unsigned copies =
         o->cfg.mode != GLM_MODE_SINGLE && (o->testbed || o->backend_mpi) ? o->workers : 1;
     char what[160];
     snprintf(what, sizeof(what), "--synthetic %s (%u %s)", o->synthetic, copies,
              copies == 1 ? "copy" : "copies, one per rank");
-    if (launch_mem_check(bytes * copies, what, err, sizeof(err)) == 0)
-        return 0;
-    fprintf(stderr, "inagg train: %s; ask for fewer samples or features\n", err);
-    return -ENOMEM;
+    return launch_mem_check(bytes * copies, what, err, errlen) == 0 ? 0 : -ENOMEM;
 }
 
-int cmd_train(int argc, char **argv)
+/* The job in the way o asks: one process, a testbed, MPI, one rank here, or local ranks. */
+static int run_job(const train_opts_t *o, run_t *run, preload_t *in)
 {
-    train_opts_t o;
-    int prc = train_parse_args(argc, argv, &o);
-    if (prc)
-        return prc == 1 ? 0 : prc;
+    if (o->cfg.mode == GLM_MODE_SINGLE) {
+        worker_ctx_t w = {run, -1, 0, 0};
+        return worker_main(o, 0, 1, NULL, NULL, &w, NULL) == 0 && !run->res->failed ? 0 : -EIO;
+    }
+    if (o->testbed)
+        return run_testbed(o, run);
+    if (o->backend_mpi)
+        return run_mpi(o, run, NULL);
+    if (o->switch_addr) {
+        worker_ctx_t w = {run, -1, (uint32_t)o->rank, 0};
+        int rc = worker_main(o, (uint32_t)o->rank, (uint32_t)o->world, o->switch_addr,
+                             o->job ? o->job : "train", &w, NULL);
+        return rc == 0 && !run->res->failed ? 0 : -EIO;
+    }
+    return run_local(o, run, in);
+}
+
+int train_run(const train_opts_t *o, const train_view_t *view, train_result_t *res)
+{
+    memset(res, 0, sizeof(*res));
     signal(SIGPIPE, SIG_IGN);
-    log_init(LOG_WARN, "inagg"); /* the embedded switch: no per-job chatter ($INAGG_LOG wins) */
-    if (check_memory(&o) != 0)
-        return 2;
-
-    run_t run;
-    memset(&run, 0, sizeof(run));
-    run.o = &o;
-    run.world = o.workers;
-    run.t_start = util_now_ns();
-    int json_stdout = o.json_path && strcmp(o.json_path, "-") == 0;
-    run.human = json_stdout ? stderr : stdout;
-    int is_rank0 = !o.switch_addr || o.rank == 0;
-    run.tty = isatty(STDERR_FILENO) && is_rank0;
-
-    if (o.plot_path && cli_plot_available("inagg train") < 0)
-        return 1;
-    if (o.report_lines) {
+    if (o->report_lines) {
         /* One rank of a testbed run: report lines on stdout for the parent to render. */
-        worker_ctx_t w = {NULL, STDOUT_FILENO, (uint32_t)o.rank, 0};
-        return worker_main(&o, (uint32_t)o.rank, (uint32_t)o.world, o.switch_addr,
-                           o.job ? o.job : "train", &w, NULL);
+        worker_ctx_t w = {NULL, STDOUT_FILENO, (uint32_t)o->rank, 0};
+        int rc = worker_main(o, (uint32_t)o->rank, (uint32_t)o->world, o->switch_addr,
+                             o->job ? o->job : "train", &w, NULL);
+        return rc == 0 ? 0 : -EIO;
     }
-    if (is_rank0)
-        train_print_header(&run);
+    uint64_t t_start = util_now_ns();
+    run_t run = {o, res, view};
+    preload_t in;
+    memset(&in, 0, sizeof(in));
+    int rc = run_job(o, &run, &in);
+    res->seconds = (double)(util_now_ns() - t_start) / 1e9;
+    if (rc == 0 && res->failed)
+        rc = -EIO;
+    if (rc != 0) {
+        res->failed = 1;
+        if (!res->error[0])
+            snprintf(res->error, sizeof(res->error), "training failed");
+    } else if (train_is_rank0(o)) {
+        /* measured after the run: its work would have slowed the ranks' epochs */
+        train_reference_compute(o, res, in.loaded ? &in.train : NULL, &res->ref);
+    }
+    glm_dataset_free(&in.train);
+    glm_dataset_free(&in.test);
+    return rc;
+}
 
-    int rc;
-    if (o.cfg.mode == GLM_MODE_SINGLE) {
-        worker_ctx_t w = {&run, -1, 0, 0};
-        rc = worker_main(&o, 0, 1, NULL, NULL, &w, NULL) == 0 && !run.failed ? 0 : -EIO;
-    } else if (o.testbed) {
-        rc = run_testbed(&o, &run);
-    } else if (o.backend_mpi) {
-        rc = run_mpi(&o, &run, NULL);
-    } else if (o.switch_addr) {
-        /* One rank here; rank 0 renders, the others only report failure. */
-        if (!is_rank0)
-            run.human = fopen("/dev/null", "w");
-        if (!run.human)
-            run.human = stderr;
-        worker_ctx_t w = {&run, -1, (uint32_t)o.rank, 0};
-        rc = worker_main(&o, (uint32_t)o.rank, (uint32_t)o.world, o.switch_addr,
-                         o.job ? o.job : "train", &w, NULL);
-        rc = rc == 0 && !run.failed ? 0 : -EIO;
-    } else {
-        rc = run_local(&o, &run);
-    }
-    double total_s = (double)(util_now_ns() - run.t_start) / 1e9;
-    if (rc != 0 || run.failed) {
-        train_clear_bar(&run);
-        fprintf(stderr, "inagg train: %s\n", run.error[0] ? run.error : "training failed");
-        if (run.human != stdout && run.human != stderr)
-            fclose(run.human);
-        free(run.epochs);
-        free_preload();
-        return run.cannot ? 3 : 1;
-    }
-    int out = 0;
-    train_reference_t *ref = is_rank0 ? calloc(1, sizeof(*ref)) : NULL;
-    if (ref) { /* measured after the run: its work would have slowed the ranks' epochs */
-        train_reference_compute(&run, g_inputs_loaded ? &g_inputs.train : NULL, ref);
-        run.ref = ref;
-    }
-    if (is_rank0) {
-        train_summary(&run, total_s);
-        if (o.json_path && train_write_json(&run, total_s) != 0)
-            out = 1;
-        if (o.plot_path && train_write_plot(&run) != 0)
-            out = 1;
-    }
-    if (run.human != stdout && run.human != stderr)
-        fclose(run.human);
-    free(run.epochs);
-    free(ref);
-    free_preload();
-    return out;
+void train_result_free(train_result_t *res)
+{
+    free(res->epochs);
+    res->epochs = NULL;
+    res->nepochs = 0;
 }

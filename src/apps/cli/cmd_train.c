@@ -20,8 +20,8 @@ static FILE *human_stream(const train_opts_t *o)
 {
     int json_stdout = o->json_path && strcmp(o->json_path, "-") == 0;
     FILE *human = json_stdout ? stderr : stdout;
-    int one_rank_here = o->cfg.mode != GLM_MODE_SINGLE && !o->testbed && !o->backend_mpi &&
-                        o->switch_addr;
+    int one_rank_here =
+        o->cfg.mode != GLM_MODE_SINGLE && !o->testbed && !o->backend_mpi && o->switch_addr;
     if (one_rank_here && !train_is_rank0(o)) {
         human = fopen("/dev/null", "w");
         if (!human)

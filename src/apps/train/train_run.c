@@ -94,7 +94,7 @@ static int record_line(run_t *run, const glm_line_t *l, int from_rank)
 }
 
 typedef struct worker_ctx {
-    run_t *run; /* in-process: render directly */
+    run_t *run; /* in-process: record each report and tell the view at once */
     int fd; /* forked: write report lines here */
     uint32_t rank;
     int write_failed;

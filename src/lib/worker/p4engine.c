@@ -387,7 +387,8 @@ int p4engine_progress_once(p4engine_t *e, int block, char *detail, size_t dlen)
             transport_t *const ts[3] = {e->ack_tp, e->tp, e->mc_tp};
             ready = transport_wait_ready_spin(ts, 3, wait_ms, e->p.poll_us, NULL);
             if (ready < 0)
-                return p4engine_fail_with(e, -EIO, detail, dlen, "waiting failed: %s", strerror(-ready));
+                return p4engine_fail_with(e, -EIO, detail, dlen, "waiting failed: %s",
+                                          strerror(-ready));
         }
         n = e->mc_tp && (ready < 0 || (ready & 4)) ? receive(e, e->mc_tp) : 0;
         if (n >= 0 && (ready < 0 || (ready & 2))) {
@@ -408,7 +409,8 @@ int p4engine_progress_once(p4engine_t *e, int block, char *detail, size_t dlen)
         e->stall_ns += now - start;
         if (e->stall_ns > (uint64_t)e->p.timeout_ms * 1000000ull) {
             return p4engine_fail_with(e, -ETIMEDOUT, detail, dlen,
-                             "no packet from the switch while waiting (%u slots busy)", e->busy);
+                                      "no packet from the switch while waiting (%u slots busy)",
+                                      e->busy);
         }
     }
     return 0;

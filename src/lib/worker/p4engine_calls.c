@@ -127,7 +127,7 @@ int p4engine_wait(p4engine_t *e, p4_op_t *op, char *detail, size_t dlen)
 /* Start allreduce r as b (its chunks as slots come free, after the backlog's): 0 or -errno.
  * b->ops is the caller's to free, after the allreduce ended. */
 int p4engine_start_big(p4engine_t *e, p4_big_t *b, const worker_call_t *r, char *detail,
-                              size_t dlen)
+                       size_t dlen)
 {
     size_t elems = e->p.elems;
     *b = (p4_big_t){.call = *r, .nchunks = (r->count + elems - 1) / elems};

@@ -8,19 +8,14 @@
  * the inagg collective (glm/coll_inagg.c). Workers report one text line per event (glm/train.h's
  * report lines) through a pipe; each is recorded in the result and passed to the caller's
  * view (the command's rendering: progress, then the summary, JSON and a plot).
- * --backend mpi runs the same trainers under mpirun (inagg-mpi-train) and parses the same
- * lines from its stdout. --mode single trains in this process. --switch HOST:PORT runs one
- * rank here (multi-host; rank and world from flags or the launcher's environment).
- * --testbed N builds a testbed of namespaces (launch/testbed_job.c) and runs one rank per host:
- * this command with the same options in its one-rank mode (--switch, --report-lines: its
- * report lines on stdout, read through a pipe as the local ranks' are), or --backend mpi's
- * mpirun with one rank per host over the testbed's links.
+ * --mode single trains in this process. --switch HOST:PORT runs one rank here (multi-host;
+ * rank and world from flags or the launcher's environment). --backend mpi runs the same
+ * trainers under mpirun (train_mpi.c); --testbed N, one rank per host of a testbed of
+ * namespaces (train_testbed.c).
  * Every wait is bounded: the library's per-call timeout, a watchdog on silent workers, and
  * the first failure kills the remaining workers.
  */
 #include <errno.h>
-#include <fcntl.h>
-#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -34,6 +29,7 @@
 #include "apps/glm/dataset.h"
 #include "apps/glm/synth.h"
 #include "apps/launch/launch.h"
+#include "apps/train/train_int.h"
 #include "apps/train/train_run.h"
 #include "inagg.h"
 #include "lib/base/errmsg.h"
@@ -43,20 +39,11 @@
 
 #define P4SGD_PACKET_ELEMS 1024u /* >= micro-batch; evaluation allreduces go in big chunks */
 #define MAX_SLOTS 256u
-#define MPI_TIME_LIMIT_S 3600u
-#define LINE_MAX_LEN 4096
 #define RANK_EXIT_MS 10000 /* a rank whose pipe closed exits within this */
-
-/* A run in progress: its options, the result it fills, who is told of each report. */
-typedef struct run {
-    const train_opts_t *o;
-    train_result_t *res;
-    const train_view_t *view;
-} run_t;
 
 /* Record one report line of rank from_rank (-1: the line's own) and tell the view. 0 to carry
  * on, a negative errno once the run has failed (res->error says why). */
-static int record_line(run_t *run, const glm_line_t *l, int from_rank)
+int train_record_line(run_t *run, const glm_line_t *l, int from_rank)
 {
     train_result_t *r = run->res;
     int rank = from_rank >= 0 ? from_rank : l->rank;
@@ -104,7 +91,7 @@ static int emit(worker_ctx_t *w, glm_line_t *l)
 {
     l->rank = (int)w->rank;
     if (w->run) {
-        int rc = record_line(w->run, l, (int)w->rank);
+        int rc = train_record_line(w->run, l, (int)w->rank);
         return rc == 0 || l->type == GLM_LINE_ERROR ? 0 : -EIO;
     }
     char buf[LINE_MAX_LEN];
@@ -300,14 +287,6 @@ static int rank_main(uint32_t rank, int fd, void *arg)
     return worker_main(c->o, rank, c->o->workers, c->addr, c->job, &w, c->pre);
 }
 
-/* What the parent keeps of a rank's pipe: a partial line, and whether it finished. */
-typedef struct child {
-    int finished; /* done line seen */
-    char buf[LINE_MAX_LEN];
-    size_t len;
-    uint64_t last_heard_ns;
-} child_t;
-
 static void feed_child(run_t *run, child_t *c, uint32_t rank, const char *data, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
@@ -323,7 +302,7 @@ static void feed_child(run_t *run, child_t *c, uint32_t rank, const char *data, 
             continue;
         if (l.type == GLM_LINE_DONE)
             c->finished = 1;
-        record_line(run, &l, (int)rank);
+        train_record_line(run, &l, (int)rank);
     }
 }
 
@@ -354,7 +333,7 @@ static void read_rank(run_t *run, launch_ranks_t *g, child_t *c, uint32_t r, uin
 }
 
 /* Read every rank's reports until all pipes closed or the run failed. */
-static void watch_ranks(const train_opts_t *o, run_t *run, launch_ranks_t *g, child_t *ch)
+void train_watch_ranks(const train_opts_t *o, run_t *run, launch_ranks_t *g, child_t *ch)
 {
     uint32_t W = g->n;
     /* A rank is given up on when silent for this long: the library fails a collective after
@@ -438,275 +417,13 @@ static int run_local(const train_opts_t *given, run_t *run, preload_t *in)
         snprintf(run->res->error, sizeof(run->res->error), "%s", err);
         run->res->failed = 1;
     } else {
-        watch_ranks(o, run, g, ch);
+        train_watch_ranks(o, run, g, ch);
         launch_ranks_kill(g); /* the first failure ends the others */
     }
     free(g);
     free(ch);
     launch_switch_stop(sw);
     return run->res->failed ? -EIO : 0;
-}
-
-/* ---- the MPI backend ---------------------------------------------------------------------- */
-
-static int mpi_line(const char *line, void *arg)
-{
-    run_t *run = arg;
-    glm_line_t l;
-    if (glm_line_parse(line, &l) == GLM_LINE_NONE) {
-        if (run->view && run->view->text) /* something else the program or MPI printed */
-            run->view->text(run->view->arg, line);
-        return 0;
-    }
-    return record_line(run, &l, -1) == 0 ? 0 : 1;
-}
-
-static int run_mpi(const train_opts_t *o, run_t *run, const launch_mpirun_cfg_t *placement)
-{
-    char prog[4096];
-    if (launch_find_program("inagg-mpi-train", "INAGG_MPI_TRAIN", prog, sizeof(prog)) != 0) {
-        snprintf(
-            run->res->error, sizeof(run->res->error),
-            "--backend mpi needs the program '%.1000s', which is missing or not executable (it "
-            "is built by `make` when mpicc is installed: apt-get install openmpi-bin "
-            "libopenmpi-dev; $INAGG_MPI_TRAIN overrides the path)",
-            prog[0] ? prog : "inagg-mpi-train");
-        run->res->failed = 1;
-        return -ENOENT;
-    }
-    char batch[32], mb[32], epochs[32], lr[64], l2[64], prec[16], seed[32];
-    snprintf(batch, sizeof(batch), "%zu", o->cfg.batch);
-    snprintf(mb, sizeof(mb), "%zu", o->cfg.micro_batch);
-    snprintf(epochs, sizeof(epochs), "%u", o->cfg.epochs);
-    snprintf(lr, sizeof(lr), "%.17g", o->cfg.lr);
-    snprintf(l2, sizeof(l2), "%.17g", o->cfg.l2);
-    snprintf(prec, sizeof(prec), "%d", o->precision);
-    snprintf(seed, sizeof(seed), "%llu", (unsigned long long)o->cfg.seed);
-    const char *args[40];
-    size_t a = 0;
-    args[a++] = o->data ? "--data" : "--synthetic";
-    args[a++] = o->data ? o->data : o->synthetic;
-    if (o->test) {
-        args[a++] = "--test-data";
-        args[a++] = o->test;
-    }
-    args[a++] = "--mode";
-    args[a++] = glm_mode_name(o->cfg.mode);
-    args[a++] = "--objective";
-    args[a++] = glm_objective_name(o->cfg.objective);
-    args[a++] = "--batch";
-    args[a++] = batch;
-    args[a++] = "--micro-batch";
-    args[a++] = mb;
-    args[a++] = "--epochs";
-    args[a++] = epochs;
-    if (o->lr_given) {
-        args[a++] = "--lr";
-        args[a++] = lr;
-    }
-    args[a++] = "--lr-schedule";
-    args[a++] = o->cfg.schedule == GLM_LR_SQRT ? "sqrt" : "const";
-    if (o->l2_given) {
-        args[a++] = "--l2";
-        args[a++] = l2;
-    }
-    if (!o->cfg.pipeline)
-        args[a++] = "--no-pipeline";
-    if (o->cfg.precondition == GLM_PRECOND_DIAG) {
-        args[a++] = "--precondition";
-        args[a++] = "diag";
-    }
-    if (o->cfg.average == GLM_AVG_NONE) {
-        args[a++] = "--average";
-        args[a++] = "none";
-    }
-    if (o->cfg.optimizer) {
-        args[a++] = "--optimizer";
-        args[a++] = optim_kind_name((optim_kind_t)(o->cfg.optimizer - 1));
-        args[a++] = "--eps-place";
-        args[a++] = o->cfg.eps_outside ? "outside" : "inside";
-    }
-    args[a++] = "--precision";
-    args[a++] = prec;
-    args[a++] = "--seed";
-    args[a++] = seed;
-    args[a] = NULL;
-    launch_capture_t *cap = calloc(1, sizeof(*cap));
-    if (!cap) {
-        snprintf(run->res->error, sizeof(run->res->error), "out of memory");
-        run->res->failed = 1;
-        return -ENOMEM;
-    }
-    cap->on_line = mpi_line;
-    cap->arg = run;
-    char err[1024];
-    int rc = launch_mpirun_cfg(placement, o->workers, prog, args, MPI_TIME_LIMIT_S, cap, err,
-                               sizeof(err));
-    free(cap);
-    if (run->res->failed)
-        return -EIO; /* a rank's own error line says more than mpirun's stderr */
-    if (rc != 0) {
-        run->res->failed = 1;
-        snprintf(run->res->error, sizeof(run->res->error), "MPI run failed: %s", err);
-        return -EIO;
-    }
-    if (run->res->done == 0) {
-        run->res->failed = 1;
-        snprintf(run->res->error, sizeof(run->res->error),
-                 "the MPI run ended without its final report (%u of %u epochs)", run->res->nepochs,
-                 o->cfg.epochs);
-        return -EPROTO;
-    }
-    return 0;
-}
-
-/* ---- on a testbed ----------------------------------------------------------------------- */
-
-/* Whether argv[i] is one of the options that describe this run rather than a rank's
- * training (the testbed's, the output's, the embedded switch's); *takes: it has a separate
- * value. */
-static int parent_only(const char *a, int *takes)
-{
-    static const char *const names[] = {"--testbed", "--fabric", "--link-delay",     "--link-rate",
-                                        "--json",    "--plot",   "--switch-threads", NULL};
-    *takes = 0;
-    for (int k = 0; names[k]; k++) {
-        size_t n = strlen(names[k]);
-        if (strncmp(a, names[k], n) == 0 && (a[n] == '\0' || a[n] == '=')) {
-            *takes = a[n] == '\0';
-            return 1;
-        }
-    }
-    return 0;
-}
-
-/* Start rank r in host h(r+1): this binary, `train`, the command line's training options,
- * then --switch --rank --world --job --report-lines; its stdout on a pipe into g->fd[r]. */
-static int start_testbed_rank(const train_opts_t *o, const launch_tbjob_t *j, const char *self,
-                              const char *job, uint32_t r, launch_ranks_t *g, char *err,
-                              size_t errlen)
-{
-    size_t cap = (size_t)o->argc + 24;
-    char **cmd = calloc(cap, sizeof(char *)), **argv = calloc(cap + 8, sizeof(char *));
-    char host[16], rank[16], world[16];
-    int rc = -ENOMEM, p[2] = {-1, -1};
-    if (!cmd || !argv) {
-        set_err(err, errlen, rc, "out of memory");
-        goto out;
-    }
-    snprintf(host, sizeof(host), "h%u", r + 1);
-    snprintf(rank, sizeof(rank), "%u", r);
-    snprintf(world, sizeof(world), "%u", o->workers);
-    size_t n = 0;
-    cmd[n++] = (char *)self;
-    cmd[n++] = "train";
-    for (int i = 1; i < o->argc; i++) {
-        int takes;
-        if (strcmp(o->argv[i], "train") == 0 && i == 1)
-            continue;
-        if (parent_only(o->argv[i], &takes)) {
-            i += takes;
-            continue;
-        }
-        cmd[n++] = o->argv[i];
-    }
-    const char *tail[] = {"--switch", j->sw_addr, "--rank",         rank, "--world", world,
-                          "--job",    job,        "--report-lines", NULL};
-    for (int k = 0; tail[k]; k++)
-        cmd[n++] = (char *)tail[k];
-    cmd[n] = NULL;
-    if (launch_testbed_argv(&j->tb, host, cmd, argv, cap + 8) == 0) {
-        rc = set_err(err, errlen, -E2BIG, "rank %u's command line is too long", r);
-        goto out;
-    }
-    if (pipe2(p, O_CLOEXEC) != 0) {
-        rc = set_err(err, errlen, -errno, "pipe: %s", strerror(errno));
-        goto out;
-    }
-    launch_spec_t spec = {argv, NULL, LAUNCH_DEVNULL, p[1], LAUNCH_INHERIT, 1, 0};
-    pid_t pid = launch_spawn(&spec, err, errlen);
-    close(p[1]);
-    if (pid < 0) {
-        close(p[0]);
-        rc = (int)pid;
-        goto out;
-    }
-    g->pid[r] = pid;
-    g->fd[r] = p[0];
-    g->reaped[r] = 0;
-    rc = 0;
-out:
-    free(cmd);
-    free(argv);
-    return rc;
-}
-
-/* The job across a testbed built here: the switch (or mpirun) and one rank per host. */
-static int run_testbed(const train_opts_t *o, run_t *run)
-{
-    launch_tbjob_t *j = calloc(1, sizeof(*j));
-    child_t *ch = calloc(o->workers, sizeof(child_t));
-    launch_ranks_t *g = calloc(1, sizeof(*g));
-    char err[1024], self[PATH_MAX], job[64];
-    int up = 0;
-    if (!j || !ch || !g) {
-        snprintf(run->res->error, sizeof(run->res->error), "out of memory");
-        goto fail;
-    }
-    j->tb.fabric = o->fabric;
-    j->tb.link_delay = o->link_delay;
-    int rc = launch_tbjob_up(j, o->testbed, o->link_rate ? o->link_rate : "none", 9000, 0, err,
-                             sizeof(err));
-    if (rc != 0) {
-        snprintf(run->res->error, sizeof(run->res->error), "%s", err);
-        if (rc == -EOPNOTSUPP)
-            run->res->cannot = 1;
-        goto fail;
-    }
-    up = 1;
-    if (o->backend_mpi) {
-        rc = run_mpi(o, run, &j->mpi);
-        goto done;
-    }
-    ssize_t sl = readlink("/proc/self/exe", self, sizeof(self) - 1);
-    self[sl > 0 ? sl : 0] = '\0';
-    if (launch_tbjob_switch(j, self, o->switch_threads, err, sizeof(err)) != 0 ||
-        launch_job_secret(err, sizeof(err)) != 0) {
-        snprintf(run->res->error, sizeof(run->res->error), "%s", err);
-        goto fail;
-    }
-    bench_job_name("train", job, sizeof(job));
-    g->n = o->workers;
-    for (uint32_t r = 0; r < o->workers; r++) {
-        g->fd[r] = -1;
-        g->reaped[r] = 1;
-    }
-    for (uint32_t r = 0; r < o->workers; r++) {
-        if (start_testbed_rank(o, j, self, job, r, g, err, sizeof(err)) != 0) {
-            snprintf(run->res->error, sizeof(run->res->error), "rank %u could not start: %s", r,
-                     err);
-            run->res->failed = 1;
-            break;
-        }
-    }
-    if (!run->res->failed)
-        watch_ranks(o, run, g, ch);
-    launch_ranks_kill(g); /* the first failure ends the others */
-    rc = run->res->failed ? -EIO : 0;
-done:
-    launch_tbjob_down(j);
-    free(j);
-    free(ch);
-    free(g);
-    return rc;
-fail:
-    run->res->failed = 1;
-    if (up)
-        launch_tbjob_down(j);
-    free(j);
-    free(ch);
-    free(g);
-    return -EIO;
 }
 
 /* ---- the run ------------------------------------------------------------------------------ */
@@ -736,9 +453,9 @@ static int run_job(const train_opts_t *o, run_t *run, preload_t *in)
         return worker_main(o, 0, 1, NULL, NULL, &w, NULL) == 0 && !run->res->failed ? 0 : -EIO;
     }
     if (o->testbed)
-        return run_testbed(o, run);
+        return train_run_testbed(o, run);
     if (o->backend_mpi)
-        return run_mpi(o, run, NULL);
+        return train_run_mpi(o, run, NULL);
     if (o->switch_addr) {
         worker_ctx_t w = {run, -1, (uint32_t)o->rank, 0};
         int rc = worker_main(o, (uint32_t)o->rank, (uint32_t)o->world, o->switch_addr,

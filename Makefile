@@ -12,7 +12,7 @@
 #   build/internal/libworker.a            the same objects with their internal symbols
 #                                         visible, for the programs and tests built here
 #   build/internal/libswitch.a            the switch daemon, src/switchd/
-#   build/internal/libapps.a              the applications, src/apps/ (trainer, launcher,
+#   build/internal/libapps.a              the applications, src/apps/ (trainer, training run, launcher,
 #                                         benchmarks, model), less cli/ and mpi/
 #   build/inagg                           src/apps/cli/ + the three above
 #   build/inagg-mpi-bench, -mpi-train     separate programs linking OpenMPI (src/apps/mpi/)

@@ -143,6 +143,7 @@ if [ $# -eq 0 ]; then
     planted src/apps/launch/switch_child.c switchd/server/server.h # an app, the daemon's insides
     planted src/lib/wire/ctlmsg.c lib/kernels/optim.h     # the wire codec depends on a kernel
     planted src/apps/nccl/collnet.c lib/base/log.h        # the NCCL plugin past the public API
+    planted src/apps/train/train_run.c apps/cli/train.h  # a command's run includes the command
 fi
 
 echo "$passed passed, $failed failed"

@@ -35,7 +35,7 @@ static const char *const k_reason[K_KINDS] = {"bad_rank",  "bad_slot",       "wr
                                               "bad_count", "wrong_protocol", "dtype_not_allowed"};
 
 /* Send ROUNDS packets of each kind with the job's id and token. Both protocols' engine states
- * begin with their worker_params_t (proto_switchml.c struct sml, proto_p4sgd.c struct
+ * begin with their worker_params_t (proto_switchml.c struct sml, p4engine.h struct
  * p4engine), which gives the switch's queues, its slot-to-queue base, the pool and the packet
  * size the job was granted. */
 static int spray(const inagg_comm_t *c)

@@ -3,7 +3,8 @@
  * includes (tests/layering.sh): the aggregation switch as a library (start it: it binds and
  * spawns its threads; ask its port, print its counters, stop it), and at the end the daemon's
  * other outward parts: the L2 fabric it can run on (fabric/fabric.h), the /metrics endpoint
- * (server/httpmetrics.h) and its config file (server/switch_conf.h). `inagg switch` and the
+ * (server/httpmetrics.h) and its config file (server/switch_conf.h), and the daemon as a
+ * program (switchd_run: start everything, serve until a signal). `inagg switch` and the
  * benchmarks' and trainer's embedded switch are thin wrappers around this.
  */
 #ifndef INAGG_SWITCHD_H
@@ -138,5 +139,27 @@ void switch_stop(inagg_switch_t *sw);
 #include "switchd/fabric/fabric.h"
 #include "switchd/server/httpmetrics.h"
 #include "switchd/server/switch_conf.h"
+
+/* ---- the daemon as a program (switchd_run.c) ------------------------------------------------ */
+
+/* What `inagg switch` runs, its flags parsed and checked. */
+struct switchd_options {
+    switch_config_t cfg; /* the switch (with a fabric, its listen address and transport are
+                            set to the fabric's aggregation port) */
+    fabric_config_t fabric; /* the L2 fabric: ports, ip (resolved) and agg_port (--listen's
+                               port) set; ports NULL: none */
+    int fabric_inline; /* with a fabric: the aggregation runs on the fabric's thread */
+    const char *metrics_addr; /* serve /metrics at HOST:PORT (NULL: no) */
+    int ready_fd; /* write the bound port and a newline here once ready, then close it (-1) */
+    void (*reload)(inagg_switch_t *sw, void *ctx); /* on SIGHUP (NULL: ignored) */
+    void *reload_ctx;
+};
+
+/* Start the fabric (if any), the switch and /metrics, say ready, and serve until SIGINT or
+ * SIGTERM: SIGUSR1 prints the counters to stdout, SIGHUP calls o->reload; at the end the
+ * counters are printed and everything stops, the jobs drained (switch_stop_because). Blocks
+ * those signals in the calling thread, and so in every thread started. 0 after a stop by
+ * signal, or a negative errno with the reason in err when something did not start. */
+int switchd_run(const struct switchd_options *o, char *err, size_t errlen);
 
 #endif /* INAGG_SWITCHD_H */

@@ -1,12 +1,12 @@
 /*
- * cmd_switch.c - `inagg switch`: run the aggregation switch daemon until SIGINT/SIGTERM, or
- * with --stats read the counters of a running one. Its options may come from a config file
- * (--config, cli/switch_conf.h; SIGHUP re-reads its limits) and it can serve its counters to
- * Prometheus (--metrics, switch/httpmetrics.h).
+ * cmd_switch.c - `inagg switch`: its flags, --help and messages; the daemon they describe is
+ * run by switchd_run (src/switchd/switchd.h) until SIGINT/SIGTERM. With --stats it reads the
+ * counters of a running one, with --fabric-ctl it changes a running fabric. Its options may
+ * come from a config file (--config, the daemon's switch_conf; SIGHUP re-reads its limits)
+ * and it can serve its counters to Prometheus (--metrics).
  */
 #include <errno.h>
 #include <getopt.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -276,20 +276,18 @@ static int parse_u32_in(const char *flag, const char *v, uint32_t lo, uint32_t h
     return 0;
 }
 
-/* --l2: start the fabric on the switch's IP and UDP port, and point the switch's dataplane
- * at it. 0, or the exit status. */
-static int start_fabric(fabric_config_t *fc, switch_config_t *cfg, int inline_agg, fabric_t **out,
-                        char *listen_buf, size_t cap)
+/* --l2: the fabric takes --listen's port, and its host as the switch's IP unless --l2-ip gave
+ * one (host: a buffer for it). 0, or 2 after a message. */
+static int l2_listen(fabric_config_t *fc, const switch_config_t *cfg, char *host, size_t cap)
 {
-    char host[64];
     const char *colon = strrchr(cfg->listen, ':');
     uint32_t port;
-    if (!colon || (size_t)(colon - cfg->listen) >= sizeof(host) ||
+    if (!colon || (size_t)(colon - cfg->listen) >= cap ||
         parse_u32("--listen port", colon + 1, &port) || port == 0 || port > 65535) {
         fprintf(stderr, "inagg switch: --l2 needs --listen HOST:PORT with a fixed port\n");
         return 2;
     }
-    snprintf(host, sizeof(host), "%.*s", (int)(colon - cfg->listen), cfg->listen);
+    snprintf(host, cap, "%.*s", (int)(colon - cfg->listen), cfg->listen);
     if (!fc->ip) {
         if (strcmp(host, "0.0.0.0") == 0 || strncmp(host, "127.", 4) == 0) {
             fprintf(stderr, "inagg switch: --l2 needs the switch's own address: --l2-ip "
@@ -299,25 +297,6 @@ static int start_fabric(fabric_config_t *fc, switch_config_t *cfg, int inline_ag
         fc->ip = host;
     }
     fc->agg_port = (uint16_t)port;
-    fc->queues = cfg->threads;
-    char err[256];
-    if (fabric_start(fc, out, err, sizeof(err)) != 0) {
-        fprintf(stderr, "inagg switch: %s\n", err);
-        return 1;
-    }
-    snprintf(listen_buf, cap, "%s:%u", fabric_ip_text(*out), port);
-    cfg->listen = listen_buf;
-    cfg->transport.kind = "roce"; /* the aggregation port: UDP and RoCE frames */
-    cfg->transport.opener = fabric_port_opener(*out);
-    cfg->extra_text = fabric_write_text;
-    cfg->extra_json = fabric_write_json;
-    cfg->extra_metrics = fabric_write_metrics;
-    cfg->extra_ctl = fabric_control;
-    cfg->extra_ctx = *out;
-    if (inline_agg) {
-        cfg->inline_attach = fabric_attach_aggregation;
-        cfg->attach_ctx = *out;
-    }
     return 0;
 }
 
@@ -329,8 +308,6 @@ static char **cli_argv;
 /* Long options that are no setting of the daemon, refused in the file. */
 static const char *const conf_refused[] = {"config", "stats",    "fabric-ctl", "json",
                                            "help",   "ready-fd", NULL};
-
-static void serve_metrics(void *sw, FILE *out) { switch_write_metrics(sw, out); }
 
 /* The daemon's flags (also what --config FILE may set, less conf_refused). */
 static const struct option switch_longopts[] = {{"listen", required_argument, 0, 'l'},
@@ -386,6 +363,7 @@ typedef struct switch_args {
     const char *stats_addr, *ctl_addr, *metrics_addr;
     int json, ready_fd;
     int loss_seed_given, resbuf_given, agg_threads, cpu_given;
+    char l2_host[64]; /* --listen's host, the fabric's IP when --l2-ip is not given */
 } switch_args_t;
 
 /* --multicast GROUP[:PORT] into a->cfg. 0, or 2 refused (said). */
@@ -579,9 +557,9 @@ static int parse_fabric_flag(switch_args_t *a, int c)
     return 0;
 }
 
-/* The modes that exclude each other (leaf switch, --l2, --afpacket), and the fabric's flags
- * without --l2; starts the fabric for --l2 into *fab. 0, or the exit status after a message. */
-static int check_modes_start_fabric(switch_args_t *a, fabric_t **fab, char *listen_buf, size_t cap)
+/* The modes that exclude each other (leaf switch, --l2, --afpacket), the fabric's flags
+ * without --l2, and --l2's address. 0, or the exit status after a message. */
+static int check_modes(switch_args_t *a)
 {
     if (!a->cfg.upstream != !a->cfg.upstream_world) {
         fprintf(stderr, "inagg switch: --upstream and --leaves go together (a leaf switch "
@@ -604,14 +582,11 @@ static int check_modes_start_fabric(switch_args_t *a, fabric_t **fab, char *list
                         "--aggregation-threads is given\n");
         return 2;
     }
-    if (a->fcfg.ports) {
-        int rc = start_fabric(&a->fcfg, &a->cfg, !a->agg_threads, fab, listen_buf, cap);
-        if (rc != 0)
-            return rc;
-    } else if (a->fcfg.ip || a->fcfg.mac || a->fcfg.cpu_port || a->fcfg.delay || a->fcfg.jitter ||
-               a->fcfg.mac_age_ms || a->fcfg.loss || a->loss_seed_given || a->fcfg.agg_ports ||
-               a->fcfg.add_mode || a->fcfg.threads || a->resbuf_given || a->agg_threads ||
-               a->fcfg.xdp) {
+    if (a->fcfg.ports)
+        return l2_listen(&a->fcfg, &a->cfg, a->l2_host, sizeof(a->l2_host));
+    if (a->fcfg.ip || a->fcfg.mac || a->fcfg.cpu_port || a->fcfg.delay || a->fcfg.jitter ||
+        a->fcfg.mac_age_ms || a->fcfg.loss || a->loss_seed_given || a->fcfg.agg_ports ||
+        a->fcfg.add_mode || a->fcfg.threads || a->resbuf_given || a->agg_threads || a->fcfg.xdp) {
         fprintf(stderr, "inagg switch: --l2-ip, --l2-mac, --l2-stack-port, --link-delay, "
                         "--link-jitter, --link-loss, --loss-seed, --mac-age, --agg-ports, "
                         "--add-mode, --fabric-threads, --aggregation-threads, --xdp and "
@@ -621,25 +596,11 @@ static int check_modes_start_fabric(switch_args_t *a, fabric_t **fab, char *list
     return 0;
 }
 
-/* Until SIGINT or SIGTERM: SIGUSR1 prints the stats, SIGHUP reloads --config's limits. */
-static int serve_until_signal(inagg_switch_t *sw, sigset_t *set)
+/* SIGHUP: --config's limits read again (switch_conf_reload). */
+static void reload_conf(inagg_switch_t *sw, void *ctx)
 {
-    int sig = 0;
-    for (;;) {
-        if (sigwait(set, &sig) != 0)
-            continue;
-        if (sig == SIGHUP) {
-            switch_conf_reload(sw, conf_path, switch_longopts, conf_refused, cli_argc, cli_argv);
-            continue;
-        }
-        switch_write_stats(sw, stdout, 0);
-        fflush(stdout);
-        if (sig != SIGUSR1) {
-            LOG_I("stopping on signal %d", sig);
-            break;
-        }
-    }
-    return sig;
+    (void)ctx;
+    switch_conf_reload(sw, conf_path, switch_longopts, conf_refused, cli_argc, cli_argv);
 }
 
 static int run_switch(int argc, char **argv, const struct option **opts_out)
@@ -678,53 +639,20 @@ static int run_switch(int argc, char **argv, const struct option **opts_out)
     if (a->ctl_addr)
         return fabric_ctl(a->ctl_addr, a->fcfg.agg_ports, a->fcfg.add_mode);
 
-    /* Threads inherit this mask, so the signals reach only sigwait() below. */
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGTERM);
-    sigaddset(&set, SIGUSR1);
-    sigaddset(&set, SIGHUP);
-    pthread_sigmask(SIG_BLOCK, &set, NULL);
-    signal(SIGPIPE, SIG_IGN);
-
-    inagg_switch_t *sw;
-    char err[256];
-    fabric_t *fab = NULL;
-    char listen_buf[64];
-    int mrc = check_modes_start_fabric(a, &fab, listen_buf, sizeof(listen_buf));
+    int mrc = check_modes(a);
     if (mrc != 0)
         return mrc;
-    if (switch_start(&a->cfg, &sw, err, sizeof(err)) != 0) {
+    struct switchd_options so = {.cfg = a->cfg,
+                                 .fabric = a->fcfg,
+                                 .fabric_inline = !a->agg_threads,
+                                 .metrics_addr = a->metrics_addr,
+                                 .ready_fd = a->ready_fd,
+                                 .reload = reload_conf};
+    char err[256];
+    if (switchd_run(&so, err, sizeof(err)) != 0) {
         fprintf(stderr, "inagg switch: %s\n", err);
-        fabric_stop(fab);
         return 1;
     }
-    LOG_I("switch listening on port %u (TCP control, UDP %u..%u), %u thread%s, %u slots",
-          switch_port(sw), switch_port(sw), switch_port(sw) + a->cfg.threads - 1, a->cfg.threads,
-          a->cfg.threads > 1 ? "s" : "", a->cfg.total_slots);
-    httpm_t *metrics = NULL;
-    if (a->metrics_addr &&
-        httpm_start(a->metrics_addr, serve_metrics, sw, &metrics, err, sizeof(err)) != 0) {
-        fprintf(stderr, "inagg switch: %s\n", err);
-        switch_stop(sw);
-        fabric_stop(fab);
-        return 1;
-    }
-    if (metrics)
-        LOG_I("metrics at http://%.*s:%u/metrics", (int)strcspn(a->metrics_addr, ":"),
-              a->metrics_addr, httpm_port(metrics));
-    if (a->ready_fd >= 0) {
-        char buf[16];
-        int n = snprintf(buf, sizeof(buf), "%u\n", switch_port(sw));
-        if (write(a->ready_fd, buf, (size_t)n) != n)
-            LOG_W("could not write to --ready-fd %d", a->ready_fd);
-        close(a->ready_fd);
-    }
-    int sig = serve_until_signal(sw, &set);
-    httpm_stop(metrics);
-    switch_stop_because(sw, sig == SIGTERM ? "stopped by SIGTERM" : "stopped by SIGINT");
-    fabric_stop(fab);
     return 0;
 }
 

@@ -1,5 +1,5 @@
 /*
- * train_render.c - what `inagg train` shows (see train.h): the header, the setup, one line per
+ * train_render.c - what `inagg train` shows (see train.h; its data from train_run.h's result): the header, the setup, one line per
  * epoch or a progress bar on a terminal, the summary, the JSON report and the plot (gnuplot,
  * started through launch/).
  */
@@ -37,7 +37,7 @@ const char *train_protocol_name(const train_opts_t *o)
     return o->protocol == 1 ? "p4sgd" : "switchml";
 }
 
-void train_clear_bar(run_t *r)
+void train_clear_bar(train_screen_t *r)
 {
     if (r->bar_drawn) {
         fprintf(stderr, "\r\033[K");
@@ -46,7 +46,7 @@ void train_clear_bar(run_t *r)
     }
 }
 
-static void draw_bar(run_t *r, double epochs_done, const glm_epoch_record_t *last)
+static void draw_bar(train_screen_t *r, double epochs_done, const glm_epoch_record_t *last)
 {
     const int width = 28;
     uint32_t E = r->o->cfg.epochs;
@@ -68,7 +68,7 @@ static void draw_bar(run_t *r, double epochs_done, const glm_epoch_record_t *las
     r->bar_drawn = 1;
 }
 
-void train_print_header(run_t *r)
+void train_print_header(train_screen_t *r)
 {
     const train_opts_t *o = r->o;
     const char *what = o->cfg.mode == GLM_MODE_MODEL  ? "model-parallel"
@@ -78,7 +78,7 @@ void train_print_header(run_t *r)
     if (o->cfg.mode == GLM_MODE_SINGLE)
         fprintf(r->human, "1 process");
     else
-        fprintf(r->human, "%u workers over %s%s%s%s", r->world, train_backend_name(o),
+        fprintf(r->human, "%u workers over %s%s%s%s", r->o->workers, train_backend_name(o),
                 o->backend_mpi ? "" : " (", o->backend_mpi ? "" : train_protocol_name(o),
                 o->backend_mpi   ? ""
                 : o->switch_addr ? " protocol, switch "
@@ -95,10 +95,10 @@ void train_print_header(run_t *r)
     fprintf(r->human, "\n");
 }
 
-static void print_setup(run_t *r)
+static void print_setup(train_screen_t *r)
 {
     const train_opts_t *o = r->o;
-    const glm_setup_record_t *s = &r->setup;
+    const glm_setup_record_t *s = &r->res->setup;
     fprintf(r->human, "  data      %s%s: %llu samples x %llu features, %llu nonzeros",
             o->data ? o->data : "synthetic ", o->data ? "" : o->synthetic,
             (unsigned long long)s->rows, (unsigned long long)s->cols, (unsigned long long)s->nnz);
@@ -124,7 +124,7 @@ static void print_setup(run_t *r)
     fflush(r->human);
 }
 
-static void print_epoch_line(run_t *r, const glm_epoch_record_t *e)
+static void print_epoch_line(train_screen_t *r, const glm_epoch_record_t *e)
 {
     fprintf(r->human, "  epoch %3u/%u  objective %.6f  accuracy %6.2f%%", e->epoch,
             r->o->cfg.epochs, e->objective, 100 * e->accuracy);
@@ -137,56 +137,36 @@ static void print_epoch_line(run_t *r, const glm_epoch_record_t *e)
     fflush(r->human);
 }
 
-/* Feed one report; 0 to carry on, a negative errno once the run has failed. */
-int train_handle_line(run_t *r, const glm_line_t *l, int from_rank)
+void train_show_report(void *screen, const glm_line_t *l, int rank)
 {
-    int rank = from_rank >= 0 ? from_rank : l->rank;
+    train_screen_t *r = screen;
+    const train_result_t *res = r->res;
     switch (l->type) {
-        case GLM_LINE_SETUP:
-            if (!r->have_setup) {
-                r->setup = l->setup;
-                r->have_setup = 1;
-                print_setup(r);
-            }
-            break;
-        case GLM_LINE_EPOCH: {
-            glm_epoch_record_t *grown =
-                realloc(r->epochs, (r->nepochs + 1) * sizeof(glm_epoch_record_t));
-            if (!grown) {
-                r->failed = 1;
-                snprintf(r->error, sizeof(r->error), "out of memory");
-                return -ENOMEM;
-            }
-            r->epochs = grown;
-            r->epochs[r->nepochs++] = l->epoch;
-            if (r->tty) {
+        case GLM_LINE_SETUP: print_setup(r); break;
+        case GLM_LINE_EPOCH:
+            if (r->tty)
                 draw_bar(r, l->epoch.epoch, &l->epoch);
-            } else {
+            else
                 print_epoch_line(r, &l->epoch);
-            }
             break;
-        }
         case GLM_LINE_PROGRESS:
             if (r->tty && rank == 0 && l->progress_epoch >= 1) {
                 uint64_t now = util_now_ns();
                 if (now - r->last_bar_ns > 100000000ull) {
                     r->last_bar_ns = now;
                     draw_bar(r, l->progress_epoch - 1 + l->progress_fraction,
-                             r->nepochs ? &r->epochs[r->nepochs - 1] : NULL);
+                             res->nepochs ? &res->epochs[res->nepochs - 1] : NULL);
                 }
             }
             break;
-        case GLM_LINE_DONE: r->done++; break;
-        case GLM_LINE_ERROR:
-            if (!r->failed) {
-                r->failed = 1;
-                snprintf(r->error, sizeof(r->error), "%s", l->message);
-                (void)rank;
-            }
-            return -EIO;
         default: break;
     }
-    return r->failed ? -EIO : 0;
+}
+
+void train_show_text(void *screen, const char *line)
+{
+    train_clear_bar(screen);
+    fprintf(stderr, "%s\n", line);
 }
 
 /* The reference and the run's distance from it: objective (absolute and relative to the
@@ -209,40 +189,40 @@ static void print_reference(FILE *h, const train_reference_t *ref, const glm_epo
             100 * (last->accuracy - ref->accuracy));
 }
 
-void train_summary(run_t *r, double total_s)
+void train_summary(train_screen_t *r, double total_s)
 {
     const train_opts_t *o = r->o;
     if (r->bar_drawn) { /* keep the finished bar on screen */
         fprintf(stderr, "\n");
         r->bar_drawn = 0;
     }
-    if (r->nepochs == 0)
+    if (r->res->nepochs == 0)
         return;
-    const glm_epoch_record_t *last = &r->epochs[r->nepochs - 1];
+    const glm_epoch_record_t *last = &r->res->epochs[r->res->nepochs - 1];
     double train_s = 0, comm_s = 0, eval_s = 0;
-    double *secs = malloc(r->nepochs * sizeof(double));
-    for (uint32_t i = 0; i < r->nepochs; i++) {
-        train_s += r->epochs[i].seconds;
-        comm_s += r->epochs[i].comm_seconds;
-        eval_s += r->epochs[i].eval_seconds;
+    double *secs = malloc(r->res->nepochs * sizeof(double));
+    for (uint32_t i = 0; i < r->res->nepochs; i++) {
+        train_s += r->res->epochs[i].seconds;
+        comm_s += r->res->epochs[i].comm_seconds;
+        eval_s += r->res->epochs[i].eval_seconds;
         if (secs)
-            secs[i] = r->epochs[i].seconds;
+            secs[i] = r->res->epochs[i].seconds;
     }
-    double med = secs ? bench_median(secs, r->nepochs) : NAN;
+    double med = secs ? bench_median(secs, r->res->nepochs) : NAN;
     free(secs);
     FILE *h = r->human;
     fprintf(h, "summary\n");
     fprintf(h, "  final objective    %.6f  (epoch 1: %.6f)\n", last->objective,
-            r->epochs[0].objective);
+            r->res->epochs[0].objective);
     fprintf(h, "  training accuracy  %.2f%%\n", 100 * last->accuracy);
     if (isfinite(last->test_accuracy))
         fprintf(h, "  test accuracy      %.2f%%\n", 100 * last->test_accuracy);
-    print_reference(h, r->ref, last);
+    print_reference(h, &r->res->ref, last);
     fprintf(h,
             "  total time         %.2f s  (training %.2f s, evaluation %.2f s, the rest "
             "setup and data)\n",
             total_s, train_s, eval_s);
-    fprintf(h, "  epoch time         mean %.3f s, median %.3f s\n", train_s / r->nepochs, med);
+    fprintf(h, "  epoch time         mean %.3f s, median %.3f s\n", train_s / r->res->nepochs, med);
     if (o->cfg.mode != GLM_MODE_SINGLE)
         fprintf(h, "  comm share         %.1f%% of training time blocked in communication\n",
                 train_s > 0 ? 100 * comm_s / train_s : 0.0);
@@ -259,7 +239,7 @@ void train_summary(run_t *r, double total_s)
         fprintf(h,
                 "  communication      %.4g B/sample payload per worker (the gradient, %llu "
                 "floats per mini-batch)\n",
-                last->payload_bytes_per_sample, (unsigned long long)r->setup.cols);
+                last->payload_bytes_per_sample, (unsigned long long)r->res->setup.cols);
     }
     fflush(h);
 }
@@ -288,14 +268,14 @@ static void write_json_reference(json_writer_t *w, const train_reference_t *ref,
     json_number(w, "accuracy_gap", last->accuracy - ref->accuracy);
 }
 
-int train_write_json(run_t *r, double total_s)
+int train_write_json(train_screen_t *r, double total_s)
 {
     const train_opts_t *o = r->o;
     json_writer_t w;
     json_init(&w);
     json_begin_object(&w, NULL);
     json_string(&w, "mode", glm_mode_name(o->cfg.mode));
-    json_int(&w, "workers", r->world);
+    json_int(&w, "workers", r->o->workers);
     json_string(&w, "backend", train_backend_name(o));
     if (o->testbed) {
         cli_json_testbed_begin(&w, o->testbed, o->fabric, o->link_delay, o->link_rate);
@@ -314,11 +294,11 @@ int train_write_json(run_t *r, double total_s)
         json_int(&w, "switch_threads", o->switch_threads);
     json_string(&w, "data", o->data ? o->data : o->synthetic);
     json_bool(&w, "synthetic", o->data == NULL);
-    json_int(&w, "rows", (int64_t)r->setup.rows);
-    json_int(&w, "cols", (int64_t)r->setup.cols);
-    json_int(&w, "nnz", (int64_t)r->setup.nnz);
+    json_int(&w, "rows", (int64_t)r->res->setup.rows);
+    json_int(&w, "cols", (int64_t)r->res->setup.cols);
+    json_int(&w, "nnz", (int64_t)r->res->setup.nnz);
     json_int(&w, "precision", o->precision);
-    json_number(&w, "lr", r->setup.lr);
+    json_number(&w, "lr", r->res->setup.lr);
     json_string(&w, "lr_schedule", o->cfg.schedule == GLM_LR_SQRT ? "sqrt" : "const");
     json_string(&w, "precondition",
                 o->cfg.optimizer                          ? "none"
@@ -328,12 +308,12 @@ int train_write_json(run_t *r, double total_s)
                 o->cfg.optimizer                 ? "none"
                 : o->cfg.average == GLM_AVG_TAIL ? "tail"
                                                  : "none");
-    json_number(&w, "l2", r->setup.l2);
+    json_number(&w, "l2", r->res->setup.l2);
     json_int(&w, "seed", (int64_t)o->cfg.seed);
     json_begin_array(&w, "epochs");
     double train_s = 0, comm_s = 0;
-    for (uint32_t i = 0; i < r->nepochs; i++) {
-        const glm_epoch_record_t *e = &r->epochs[i];
+    for (uint32_t i = 0; i < r->res->nepochs; i++) {
+        const glm_epoch_record_t *e = &r->res->epochs[i];
         train_s += e->seconds;
         comm_s += e->comm_seconds;
         json_begin_object(&w, NULL);
@@ -351,15 +331,15 @@ int train_write_json(run_t *r, double total_s)
         json_end_object(&w);
     }
     json_end_array(&w);
-    const glm_epoch_record_t *last = r->nepochs ? &r->epochs[r->nepochs - 1] : NULL;
+    const glm_epoch_record_t *last = r->res->nepochs ? &r->res->epochs[r->res->nepochs - 1] : NULL;
     json_number(&w, "final_objective", last ? last->objective : NAN);
     json_number(&w, "final_accuracy", last ? last->accuracy : NAN);
     if (last && isfinite(last->test_accuracy))
         json_number(&w, "final_test_accuracy", last->test_accuracy);
-    write_json_reference(&w, r->ref, last);
+    write_json_reference(&w, &r->res->ref, last);
     json_number(&w, "total_seconds", total_s);
     json_number(&w, "train_seconds", train_s);
-    json_number(&w, "mean_epoch_seconds", r->nepochs ? train_s / r->nepochs : NAN);
+    json_number(&w, "mean_epoch_seconds", r->res->nepochs ? train_s / r->res->nepochs : NAN);
     json_number(&w, "comm_share", train_s > 0 ? comm_s / train_s : 0);
     json_number(&w, "payload_bytes_per_sample", last ? last->payload_bytes_per_sample : NAN);
     json_number(&w, "wire_bytes_per_sample", last ? last->wire_bytes_per_sample : NAN);
@@ -369,7 +349,7 @@ int train_write_json(run_t *r, double total_s)
 
 /* ---- the plot ------------------------------------------------------------------------------ */
 
-int train_write_plot(run_t *r)
+int train_write_plot(train_screen_t *r)
 {
     const train_opts_t *o = r->o;
     cli_plot_t p;
@@ -378,14 +358,15 @@ int train_write_plot(run_t *r)
         return rc;
     double t = 0;
     fprintf(p.dataf, "# epoch training_seconds objective\n");
-    for (uint32_t i = 0; i < r->nepochs; i++) {
-        t += r->epochs[i].seconds;
-        fprintf(p.dataf, "%u %.9g %.12g\n", r->epochs[i].epoch, t, r->epochs[i].objective);
+    for (uint32_t i = 0; i < r->res->nepochs; i++) {
+        t += r->res->epochs[i].seconds;
+        fprintf(p.dataf, "%u %.9g %.12g\n", r->res->epochs[i].epoch, t,
+                r->res->epochs[i].objective);
     }
     char title[512];
     snprintf(title, sizeof(title), "%s %s, %s, %u worker%s, %s/%s, B=%zu MB=%zu",
              glm_mode_name(o->cfg.mode), glm_objective_name(o->cfg.objective),
-             o->data ? o->data : o->synthetic, r->world, r->world == 1 ? "" : "s",
+             o->data ? o->data : o->synthetic, r->o->workers, r->o->workers == 1 ? "" : "s",
              train_backend_name(o), train_protocol_name(o), o->cfg.batch, o->cfg.micro_batch);
     for (char *c = title; *c; c++)
         if (*c == '"' || *c == '\\')

@@ -1,5 +1,5 @@
 /*
- * train_reference.c - what `inagg train`'s result is measured against (see train.h): the
+ * train_reference.c - what `inagg train`'s result is measured against (see train_run.h): the
  * optimum of the same problem from liblinear-train (logistic regression, or the hinge loss's
  * SVM) on the very data the ranks trained on, written to a temp file; or, where liblinear does
  * not apply (squared loss, l2 = 0, not installed, --reference single), the same training in
@@ -13,10 +13,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "apps/cli/train.h"
 #include "apps/glm/collective.h"
 #include "apps/glm/objective.h"
 #include "apps/launch/launch.h"
+#include "apps/train/train_run.h"
 #include "lib/base/errmsg.h"
 #include "lib/base/util.h"
 
@@ -81,10 +81,10 @@ static int last_epoch(const glm_epoch_record_t *e, void *arg)
     return 0;
 }
 
-static int by_single_process(const run_t *r, const glm_dataset_t *d, train_reference_t *ref,
-                             char *err, size_t errlen)
+static int by_single_process(const train_opts_t *o, const train_result_t *r, const glm_dataset_t *d,
+                             train_reference_t *ref, char *err, size_t errlen)
 {
-    glm_train_config_t cfg = r->o->cfg;
+    glm_train_config_t cfg = o->cfg;
     cfg.mode = cfg.mode == GLM_MODE_DATA ? GLM_MODE_DATA : GLM_MODE_SINGLE; /* world 1 */
     cfg.in_switch = 0; /* the optimizer steps here */
     cfg.lr = r->setup.lr; /* as resolved for the run (no second calibration) */
@@ -106,9 +106,9 @@ static int by_single_process(const run_t *r, const glm_dataset_t *d, train_refer
     return 0;
 }
 
-void train_reference_compute(const run_t *r, const glm_dataset_t *given, train_reference_t *ref)
+void train_reference_compute(const train_opts_t *o, const train_result_t *r,
+                             const glm_dataset_t *given, train_reference_t *ref)
 {
-    const train_opts_t *o = r->o;
     memset(ref, 0, sizeof(*ref));
     int kind = o->reference;
     int lib_ok = liblinear_solver(o->cfg.objective) >= 0 && r->setup.l2 > 0;
@@ -136,7 +136,7 @@ void train_reference_compute(const run_t *r, const glm_dataset_t *given, train_r
     }
     if (rc == 0)
         rc = use_lib ? by_liblinear(o, d, r->setup.l2, ref, err, sizeof(err))
-                     : by_single_process(r, d, ref, err, sizeof(err));
+                     : by_single_process(o, r, d, ref, err, sizeof(err));
     glm_dataset_free(&loaded);
     glm_dataset_free(&test);
     if (rc != 0) {

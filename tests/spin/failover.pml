@@ -84,6 +84,14 @@
  *   3  a rank accepts a result of an older generation (no token check on results)
  *   4  the switch accepts a contribution of an older generation (no token check at the switch)
  *   5  a rank that has finished its last op does not take part in a recovery
+ *   6  a rank keeps its slots' round numbers across a rejoin (the new switch's slots start at
+ *      round 0)
+ *   7  the state exchange without the ranks' own op numbers: the op numbers are summed (m is
+ *      still the sum divided by W, as the ranks are at most one op apart) and each rank's bit
+ *      says whether it holds the chunk of its own lowest unfinished op, so nobody can tell a
+ *      rank one op ahead (a holder, by its copy) from a rank at m that holds nothing. The
+ *      ranks at m elect the lowest rank whose bit is set; a rank ahead, which learns from m
+ *      that it is ahead, supplies its copy where no bit is set.
  */
 
 #define CAP 3
@@ -346,6 +354,32 @@ inline finish_op(w)
     fi
 }
 
+/* BROKEN 7: what a rank can decide from the summed op numbers and the holder bits. */
+inline decode_summed(w, c, v)
+{
+    f = 0;
+    nh = 0;
+    lh = W;
+    q = W;
+    do
+    :: q > 0 ->
+        q--;
+        f = f + (((v >> (5 * q)) & 31) - 1) / 2;
+        if
+        :: (((v >> (5 * q)) & 31) - 1) % 2 == 1 -> nh++; lh = q
+        :: else -> skip
+        fi
+    :: else -> break
+    od;
+    wm[w] = f / W;
+    if
+    :: wu[w] > wm[w] -> dval[w * NCH + c] = (nh == 0 -> C_SUM : C_ZERO)
+    :: wu[w] == wm[w] && nh == 0 -> dval[w * NCH + c] = C_INPUT
+    :: wu[w] == wm[w] && nh > 0 -> dval[w * NCH + c] = (lh == w -> C_SUM : C_ZERO)
+    :: else -> skip
+    fi
+}
+
 /* The state exchange's result for chunk c: every rank's u and holder bit of chunk c. */
 inline decode_state(w, c, v)
 {
@@ -383,10 +417,16 @@ inline decode_state(w, c, v)
     :: else -> break
     od;
     if
-    :: nh == W -> dval[w * NCH + c] = C_ZERO
-    :: nh == 0 -> dval[w * NCH + c] = C_INPUT
-    :: nh > 0 && nh < W && (lh == w || (BROKEN == 2 && me)) -> dval[w * NCH + c] = C_SUM
-    :: else -> dval[w * NCH + c] = C_ZERO
+    :: BROKEN == 7 -> decode_summed(w, c, v)
+    :: else -> skip
+    fi;
+    if
+    :: BROKEN == 7 -> skip
+    :: BROKEN != 7 && nh == W -> dval[w * NCH + c] = C_ZERO
+    :: BROKEN != 7 && nh == 0 -> dval[w * NCH + c] = C_INPUT
+    :: BROKEN != 7 && nh > 0 && nh < W && (lh == w || (BROKEN == 2 && me)) -> dval[w * NCH + c] = C_SUM
+    :: BROKEN != 7 && nh > 0 && nh < W && !(lh == w || (BROKEN == 2 && me)) ->
+        dval[w * NCH + c] = C_ZERO
     fi;
     q = 0; f = 0; nh = 0; lh = 0; me = 0
 }
@@ -485,7 +525,12 @@ end:
         wm[w] = 0;
         s = 0;
         do
-        :: s < S -> busy[w * S + s] = 0; wr[w * S + s] = 0; wch[w * S + s] = 0; wpkt[w * S + s] = 0; s++
+        :: s < S ->
+            busy[w * S + s] = 0;
+            wr[w * S + s] = (BROKEN == 6 -> wr[w * S + s] : 0);
+            wch[w * S + s] = 0;
+            wpkt[w * S + s] = 0;
+            s++
         :: else -> break
         od;
         s = 0;

@@ -13,8 +13,8 @@
 /* One aggregation frame of len bytes into queue q's next slot: the first head bytes of
  * frame, then body_len bytes of body (with head == len, the whole frame). 0, or -1 when the
  * queue is full (counted). */
-static int queue_frame(aggstage_t *a, uint32_t q, uint32_t pin, const uint8_t *frame,
-                       uint32_t head, const uint8_t *body, uint32_t body_len, uint64_t t_ns)
+static int queue_frame(aggstage_t *a, uint32_t q, uint32_t pin, const uint8_t *frame, uint32_t head,
+                       const uint8_t *body, uint32_t body_len, uint64_t t_ns)
 {
     frameq_t *fq = &a->link->rx[q];
     frameq_slot_t *s = frameq_reserve(fq);

@@ -36,12 +36,15 @@ static verdict_t flood(const classify_t *c, uint32_t pin)
     return send_to(all & ~(1ull << pin), LAT_NONE);
 }
 
-/* An aggregation frame for queue q from port pin, if that port aggregates. */
-static verdict_t aggregate(classify_t *c, uint32_t pin, uint32_t q)
+static verdict_t to_queue(uint32_t q)
 {
-    if (!(atomic_load_explicit(&c->agg_ports, memory_order_relaxed) & (1ull << pin)))
-        return drop(c, CL_AGG_PORT_OFF);
     return (verdict_t){.kind = VERDICT_AGGREGATE, .queue = (uint16_t)q};
+}
+
+/* Whether port pin's aggregation frames are aggregated (the settings, fctl.c). */
+static int port_aggregates(const classify_t *c, uint32_t pin)
+{
+    return (atomic_load_explicit(&c->agg_ports, memory_order_relaxed) >> pin) & 1;
 }
 
 /* Whether the add mode lets this aggregation payload through: only contributions carry
@@ -65,7 +68,7 @@ static verdict_t to_switch(classify_t *c, uint32_t pin, const uint8_t *frame, ui
         if (r == ROCE_STEER_DROP)
             return (verdict_t){.kind = VERDICT_DROP}; /* counted by the steer */
         if (r == ROCE_STEER_AGGREGATE)
-            return aggregate(c, pin, q);
+            return port_aggregates(c, pin) ? to_queue(q) : drop(c, CL_AGG_PORT_OFF);
     }
     ethf_udp_t u;
     int k = ethf_parse(frame, len, &u);
@@ -74,11 +77,11 @@ static verdict_t to_switch(classify_t *c, uint32_t pin, const uint8_t *frame, ui
     if (k == ETHF_UDP && u.dst_ip == c->ip && u.dst_port >= c->port0 &&
         u.dst_port < c->port0 + c->nqueues) {
         /* aggregation: never learned from, never flooded */
-        if (!(atomic_load_explicit(&c->agg_ports, memory_order_relaxed) & (1ull << pin)))
+        if (!port_aggregates(c, pin))
             return drop(c, CL_AGG_PORT_OFF);
         if (!adder_on(c, u.payload, u.payload_len))
             return drop(c, CL_AGG_ADD_OFF);
-        return (verdict_t){.kind = VERDICT_AGGREGATE, .queue = (uint16_t)(u.dst_port - c->port0)};
+        return to_queue(u.dst_port - c->port0);
     }
     if (k == ETHF_FRAGMENT && u.dst_ip == c->ip)
         return drop(c, CL_AGG_FRAGMENT);

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # callgraph.sh - no circle of calls among the switch's control-plane files (docs/ARCHITECTURE.md,
-# src/switchd/server/): for each object of src/switchd/server/, the other objects that define
-# a symbol it leaves undefined are the files it calls; those edges must form no cycle (tsort
-# finds one and names its files). The packet path's files (dataplane.c, proto*.c, slot.c,
-# p4slot.c) are left out: a protocol hands its results back to the dataplane's send by design.
-# A second check plants a cycle in two small objects and sees it found, so the check cannot go
-# blind. Prints one line per check and ends with "N passed, N failed".
+# src/switchd/server/), nor among the L2 fabric's files (src/switchd/fabric/: its stages hand
+# frames on through queues or a verdict, never by calling back into the stage that called):
+# for each object of the folder, the other objects that define a symbol it leaves undefined
+# are the files it calls; those edges must form no cycle (tsort finds one and names its
+# files). The server's packet path files (dataplane.c, proto*.c, slot.c, p4slot.c) are left
+# out: a protocol hands its results back to the dataplane's send by design. A last check
+# plants a cycle in two small objects and sees it found, so the check cannot go blind. Prints
+# one line per check and ends with "N passed, N failed".
 #
 #   bash tests/callgraph.sh [BUILD_DIR]   (default build/; built first when missing)
 set -u
@@ -36,32 +38,46 @@ edges() {
     done
 }
 
-# The files of a cycle in the edges on stdin ("a -> b -> a"), or nothing when there is none.
+# The files of each cycle tsort finds in the edges on stdin ("a -> b; c -> d -> e"), or nothing
+# when there is none.
 cycle() {
     tsort >/dev/null 2>"$tmp/tsort.err"
-    if grep -q 'loop' "$tmp/tsort.err"; then
-        grep -v 'loop' "$tmp/tsort.err" | sed 's/^tsort: //' | tr '\n' ' ' | sed 's/ $//; s/ / -> /g'
+    awk '/loop/ { if (c) printf "; "; c = 1; n = 0; next }
+         { sub(/^tsort: /, ""); printf "%s%s", n++ ? " -> " : "", $0 }' "$tmp/tsort.err"
+}
+
+# One folder's objects (those not excluded) must call each other in no cycle: NAME DIR MIN
+# EDGE [EXCLUDED...], where MIN objects and the call EDGE ("a b") must be found, or the graph
+# was not read.
+check_dir() {
+    local name=$1 dir=$2 min=$3 edge=$4 o x skip
+    shift 4
+    local objs=()
+    for o in "$dir"/*.o; do
+        skip=0
+        for x in "$@"; do [[ $(basename "$o") == $x ]] && skip=1; done
+        [ $skip = 1 ] || objs+=("$o")
+    done
+    edges "${objs[@]}" >"$tmp/edges"
+    local loop
+    loop=$(cycle <"$tmp/edges")
+    if [ "${#objs[@]}" -lt "$min" ] || ! grep -q "^$edge\$" "$tmp/edges"; then
+        fail "$name: no call graph read from $dir (${#objs[@]} objects)"
+    elif [ -n "$loop" ]; then
+        local names=${loop//; /|}
+        fail "$name: $loop (edges: $(grep -E "^(${names// -> /|}) " "$tmp/edges" | tr '\n' ';'))"
+    else
+        ok "$name (${#objs[@]} files, $(wc -l <"$tmp/edges") calls between them)"
     fi
 }
 
-dir=$build/src/switchd/server
-if ! compgen -G "$dir/*.o" >/dev/null; then
+if ! compgen -G "$build/src/switchd/server/*.o" >/dev/null ||
+    ! compgen -G "$build/src/switchd/fabric/*.o" >/dev/null; then
     make -s -j2 BUILD="$build" >/dev/null || { fail "build: make failed"; finish; }
 fi
-objs=()
-for o in "$dir"/*.o; do
-    case $(basename "$o") in dataplane.o | proto.o | proto_*.o | slot.o | p4slot.o) continue ;; esac
-    objs+=("$o")
-done
-edges "${objs[@]}" >"$tmp/edges"
-loop=$(cycle <"$tmp/edges")
-if [ "${#objs[@]}" -lt 8 ] || ! grep -q '^switch control$' "$tmp/edges"; then
-    fail "control_plane_has_no_call_cycle: no call graph read from $dir (${#objs[@]} objects)"
-elif [ -n "$loop" ]; then
-    fail "control_plane_has_no_call_cycle: $loop (edges: $(grep -E "^(${loop// -> /|}) " "$tmp/edges" | tr '\n' ';'))"
-else
-    ok "control_plane_has_no_call_cycle (${#objs[@]} files, $(wc -l <"$tmp/edges") calls between them)"
-fi
+check_dir control_plane_has_no_call_cycle "$build/src/switchd/server" 8 "switch control" \
+    dataplane.o proto.o 'proto_*.o' slot.o p4slot.o
+check_dir fabric_stages_have_no_call_cycle "$build/src/switchd/fabric" 20 "rxstage forward"
 
 # The check finds a planted cycle: a.o calls b.o, which calls a.o back.
 mkdir -p "$tmp/planted"

@@ -21,13 +21,16 @@
 #include "lib/transport/transport.h"
 #include "lib/wire/fabricmsg.h"
 #include "lib/wire/wire.h"
+#include "switchd/fabric/aggstage.h"
 #include "switchd/fabric/bytering.h"
 #include "switchd/fabric/delayline.h"
 #include "switchd/fabric/fabric.h"
-#include "switchd/fabric/fabric_int.h"
+#include "switchd/fabric/forward.h"
 #include "switchd/fabric/frameq.h"
+#include "switchd/fabric/lathist.h"
 #include "switchd/fabric/mactable.h"
 #include "switchd/fabric/port.h"
+#include "switchd/fabric/resultclass.h"
 
 static const uint8_t MAC_A[6] = {2, 0, 0, 0, 0, 0xa}, MAC_B[6] = {2, 0, 0, 0, 0, 0xb},
                      MAC_C[6] = {2, 0, 0, 0, 0, 0xc};
@@ -112,83 +115,81 @@ TEST(mactable_learn_move_age, 5)
     mactable_free(&t);
 }
 
-/* The classify stage on a fabric of two ports and the internal one (no threads, no
- * interfaces: the transmit ring is read back): a flood leaves by every port but the one it
- * came in on; UDP to the first port past the aggregation queues goes to the switch's stack,
- * not to a queue; a RoCE Write whose key is one past the last queue is not steered. */
-static struct fabric *classify_fabric(void)
+/* The classify stage on its own, for a fabric of two ports and the internal one (no threads,
+ * no interfaces: its verdicts are read back, and the aggregation stage's queues behind it): a
+ * flood leaves by every port but the one it came in on; UDP to the first port past the
+ * aggregation queues goes to the switch's stack, not to a queue; a RoCE Write whose key is
+ * one past the last queue is not steered. */
+static int classify_init(classify_t *c)
 {
-    struct fabric *f = calloc(1, sizeof(*f));
-    if (!f)
-        return NULL;
-    f->nports = 3;
-    f->cpu = 2;
-    f->ports[2].is_cpu = 1;
-    f->threads = 2;
-    memcpy(f->mac, MAC_B, 6);
-    f->ip = inet_addr("10.9.0.254");
-    f->link.port0 = 7000;
-    f->link.nqueues = 2;
-    atomic_store(&f->agg_ports, ~0ull);
-    atomic_store(&f->add_mode, WIRE_ADD_ANY);
-    if (bytering_init(&f->txq, 1 << 16) != 0 || mactable_init(&f->mt, 64, 1000000000ull) != 0)
-        return NULL;
-    for (int q = 0; q < 2; q++)
-        if (frameq_init(&f->link.rx[q], 16) != 0)
-            return NULL;
-    return f;
+    memset(c, 0, sizeof(*c));
+    c->nports = 3;
+    c->cpu = 2;
+    memcpy(c->mac, MAC_B, 6);
+    c->ip = inet_addr("10.9.0.254");
+    c->port0 = 7000;
+    c->nqueues = 2;
+    atomic_store(&c->agg_ports, ~0ull);
+    atomic_store(&c->add_mode, WIRE_ADD_ANY);
+    return mactable_init(&c->mt, 64, 1000000000ull);
 }
 
-static void classify_fabric_free(struct fabric *f)
-{
-    for (int q = 0; q < 2; q++)
-        frameq_free(&f->link.rx[q]);
-    mactable_free(&f->mt);
-    bytering_free(&f->txq);
-    free(f);
-}
+/* The output ports of a verdict to send, 0 for any other verdict. */
+static uint64_t sent_to(verdict_t v) { return v.kind == VERDICT_SEND ? v.ports : 0; }
 
-/* The output ports of the one frame the classify stage handed on, 0 when none. */
-static uint64_t classify_out(struct fabric *f)
+/* The classify stage's verdict carried out as the receive loop does for aggregation. */
+static verdict_t classify_into(classify_t *c, aggstage_t *a, uint32_t pin, const uint8_t *fr,
+                               uint32_t len)
 {
-    const bytering_rec_t *r = bytering_peek(&f->txq);
-    if (!r)
-        return 0;
-    uint64_t ports = r->ports;
-    bytering_pop(&f->txq);
-    return ports;
+    verdict_t v = classify_frame(c, pin, fr, len, 1);
+    if (v.kind == VERDICT_AGGREGATE)
+        aggstage_enqueue(a, v.queue, pin, NULL, fr, len, 1);
+    return v;
 }
 
 TEST(fabric_classify_flood_and_queue_ranges, 5)
 {
-    struct fabric *f = classify_fabric();
-    CHECK(f != NULL);
-    if (!f)
-        return;
+    static classify_t cl;
+    static fabric_link_t link;
+    aggstage_t agg = {.link = &link};
+    link.nqueues = 2;
+    CHECK_EQ_INT(classify_init(&cl), 0);
+    for (int q = 0; q < 2; q++)
+        CHECK_EQ_INT(frameq_init(&link.rx[q], 16), 0);
     uint8_t fr[ROCE_MAX_FRAME];
     static const uint8_t bcast[6] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
     /* a broadcast from port 0: ports 1 and the internal one, never back out of port 0 */
     ethf_write_udp(fr, MAC_A, bcast, inet_addr("10.9.0.1"), inet_addr("10.9.0.255"), 1, 2, 8);
-    fabric_frame_in(f, 0, NULL, fr, ETHF_UDP_HDR_LEN + 8, 1);
-    CHECK_EQ_INT(classify_out(f), (1ull << 1) | (1ull << 2));
-    CHECK_EQ_INT(atomic_load(&f->g[FG_FLOODED]), 1);
+    CHECK_EQ_INT(sent_to(classify_into(&cl, &agg, 0, fr, ETHF_UDP_HDR_LEN + 8)),
+                 (1ull << 1) | (1ull << 2));
+    CHECK_EQ_INT(atomic_load(&cl.c[CL_FLOODED]), 1);
     /* an unknown unicast from port 1: flooded to 0 and the internal port */
     static const uint8_t unknown[6] = {2, 0, 0, 0, 0, 0x77};
     ethf_write_udp(fr, MAC_C, unknown, inet_addr("10.9.0.2"), inet_addr("10.9.0.3"), 1, 2, 8);
-    fabric_frame_in(f, 1, NULL, fr, ETHF_UDP_HDR_LEN + 8, 2);
-    CHECK_EQ_INT(classify_out(f), (1ull << 0) | (1ull << 2));
+    CHECK_EQ_INT(sent_to(classify_into(&cl, &agg, 1, fr, ETHF_UDP_HDR_LEN + 8)),
+                 (1ull << 0) | (1ull << 2));
     /* UDP to the last queue's port is aggregation; one port further is the switch's stack */
-    ethf_write_udp(fr, MAC_A, MAC_B, inet_addr("10.9.0.1"), f->ip, 41000, 7001, 32);
+    ethf_write_udp(fr, MAC_A, MAC_B, inet_addr("10.9.0.1"), cl.ip, 41000, 7001, 32);
     memset(fr + ETHF_UDP_HDR_LEN, 0, 32);
-    fabric_frame_in(f, 0, NULL, fr, ETHF_UDP_HDR_LEN + 32, 3);
-    CHECK_EQ_INT(atomic_load(&f->g[FG_AGG_IN]), 1);
-    CHECK_EQ_INT(frameq_ready(&f->link.rx[1]), 1);
-    ethf_write_udp(fr, MAC_A, MAC_B, inet_addr("10.9.0.1"), f->ip, 41000, 7002, 32);
-    fabric_frame_in(f, 0, NULL, fr, ETHF_UDP_HDR_LEN + 32, 4);
-    CHECK_EQ_INT(atomic_load(&f->g[FG_AGG_IN]), 1);
-    CHECK_EQ_INT(atomic_load(&f->g[FG_TO_CPU]), 1);
-    CHECK_EQ_INT(classify_out(f), 1ull << 2);
-    /* RoCE Write Only to the switch: key 1 (the last queue) is steered, key 2 is not */
+    verdict_t v = classify_into(&cl, &agg, 0, fr, ETHF_UDP_HDR_LEN + 32);
+    CHECK(v.kind == VERDICT_AGGREGATE && v.queue == 1);
+    CHECK_EQ_INT(atomic_load(&agg.c[AG_IN]), 1);
+    CHECK_EQ_INT(frameq_ready(&link.rx[1]), 1);
+    ethf_write_udp(fr, MAC_A, MAC_B, inet_addr("10.9.0.1"), cl.ip, 41000, 7002, 32);
+    CHECK_EQ_INT(sent_to(classify_into(&cl, &agg, 0, fr, ETHF_UDP_HDR_LEN + 32)), 1ull << 2);
+    CHECK_EQ_INT(atomic_load(&agg.c[AG_IN]), 1);
+    CHECK_EQ_INT(atomic_load(&cl.c[CL_TO_CPU]), 1);
+    /* a port that does not aggregate: its aggregation frames are counted and dropped */
+    uint64_t only1 = 1ull << 1;
+    classify_set(&cl, &only1, NULL);
+    ethf_write_udp(fr, MAC_A, MAC_B, inet_addr("10.9.0.1"), cl.ip, 41000, 7000, 32);
+    CHECK_EQ_INT(classify_into(&cl, &agg, 0, fr, ETHF_UDP_HDR_LEN + 32).kind, VERDICT_DROP);
+    CHECK_EQ_INT(atomic_load(&cl.c[CL_AGG_PORT_OFF]), 1);
+    CHECK_EQ_INT(atomic_load(&cl.c[CL_SETTINGS_CHANGED]), 1);
+    uint64_t all = ~0ull;
+    classify_set(&cl, &all, NULL);
+    /* RoCE Write Only to the switch: key 1 (the last queue) is steered, key 2 is not (it goes
+     * to the switch's stack) */
     uint8_t pay[64];
     memset(pay, 0, sizeof(pay));
     wire_header_t wh = {.version = INAGG_PROTOCOL_VERSION, .type = WIRE_CONTRIB, .job = 1};
@@ -205,25 +206,30 @@ TEST(fabric_classify_flood_and_queue_ranges, 5)
         rh.qp = 0x100 + key;
         rh.rkey = key;
         uint32_t n = roce_write_frame(fr, &rh, pay, sizeof(pay), NULL, 0);
-        int taken = fabric_roce_in(f, 0, NULL, fr, n, 5);
-        CHECK_MSG(taken == (key == 1), "RoCE key %u: taken %d", key, taken);
+        v = classify_into(&cl, &agg, 0, fr, n);
+        CHECK_MSG(key == 1 ? v.kind == VERDICT_AGGREGATE && v.queue == 1 : sent_to(v) == 1ull << 2,
+                  "RoCE key %u: verdict %d", key, v.kind);
     }
-    CHECK_EQ_INT(atomic_load(&f->roce.c[RG_FIRST]), 1);
-    CHECK_EQ_INT(atomic_load(&f->roce.c[RG_NO_MATCH]), 1);
-    CHECK_EQ_INT(atomic_load(&f->g[FG_AGG_IN]), 2);
-    CHECK_EQ_INT(frameq_ready(&f->link.rx[1]), 2);
+    CHECK_EQ_INT(atomic_load(&cl.roce.c[RG_FIRST]), 1);
+    CHECK_EQ_INT(atomic_load(&cl.roce.c[RG_NO_MATCH]), 1);
+    CHECK_EQ_INT(atomic_load(&agg.c[AG_IN]), 2);
+    CHECK_EQ_INT(frameq_ready(&link.rx[1]), 2);
     /* flows are never told to go: 6000 more (new QPs, as jobs come and go) are all steered,
      * the later ones in the entries of the flows that had a frame least recently */
     rh.rkey = 0;
     for (uint32_t k = 0; k < 6000; k++) {
         rh.qp = 0x10000 + k;
         uint32_t n = roce_write_frame(fr, &rh, pay, sizeof(pay), NULL, 0);
-        fabric_roce_in(f, 1, NULL, fr, n, 6);
+        uint32_t q = 9;
+        CHECK_EQ_INT(roce_steer_classify(&cl.roce, 1, fr, n, 2, &q), ROCE_STEER_AGGREGATE);
+        CHECK_EQ_INT(q, 0);
     }
-    CHECK_EQ_INT(atomic_load(&f->roce.c[RG_FIRST]), 6001);
-    CHECK_EQ_INT(atomic_load(&f->roce.c[RG_TABLE_FULL]), 0);
-    CHECK(atomic_load(&f->roce.c[RG_RECYCLED]) > 0);
-    classify_fabric_free(f);
+    CHECK_EQ_INT(atomic_load(&cl.roce.c[RG_FIRST]), 6001);
+    CHECK_EQ_INT(atomic_load(&cl.roce.c[RG_TABLE_FULL]), 0);
+    CHECK(atomic_load(&cl.roce.c[RG_RECYCLED]) > 0);
+    for (int q = 0; q < 2; q++)
+        frameq_free(&link.rx[q]);
+    mactable_free(&cl.mt);
 }
 
 TEST(delayline_order_wrap_overflow, 10)

@@ -58,6 +58,20 @@ void bytering_kick(bytering_t *r)
     (void)w; /* EAGAIN: the counter is already non-zero, the consumer will look */
 }
 
+void bytering_kick_if_sleeping(bytering_t *r)
+{
+    atomic_thread_fence(memory_order_seq_cst); /* the pushes before the look: pairs with the
+                                                  consumer's store */
+    if (atomic_load_explicit(&r->sleeping, memory_order_relaxed))
+        bytering_kick(r);
+}
+
+void bytering_sleep(bytering_t *r, int sleeping)
+{
+    atomic_store(&r->sleeping, sleeping); /* seq_cst: the producer's check after its push
+                                             sees it */
+}
+
 const bytering_rec_t *bytering_peek(bytering_t *r) { return ring_peek(&r->ring, NULL); }
 
 void bytering_pop(bytering_t *r) { ring_pop(&r->ring); }

@@ -20,7 +20,7 @@ typedef struct bytering_rec {
     uint64_t ports; /* the output ports: bit p for port p */
     uint64_t t_ns; /* when the frame entered the fabric (latency accounting) */
     uint32_t len; /* frame bytes */
-    uint8_t kind; /* latency class (fabric_int.h LAT_*) or LAT_NONE */
+    uint8_t kind; /* latency class (lathist.h LAT_*) or LAT_NONE */
     uint8_t has_vh;
     uint8_t pad_[2];
     struct virtio_net_hdr vh;
@@ -30,6 +30,7 @@ typedef struct bytering_rec {
 typedef struct bytering {
     ring_t ring;
     int efd; /* eventfd: the producer published records */
+    _Atomic int sleeping; /* the consumer is (about to be) asleep on efd */
 } bytering_t;
 
 /* bytes is rounded up to the ring's alignment. 0 or -errno. */
@@ -39,12 +40,17 @@ void bytering_free(bytering_t *r);
 /* Producer: copy a record in. 0, or -ENOBUFS when it does not fit now (or ever). */
 int bytering_push(bytering_t *r, uint64_t ports, uint64_t t_ns, uint8_t kind,
                   const struct virtio_net_hdr *vh, const uint8_t *frame, uint32_t len);
-/* Producer: wake the consumer (after a batch of pushes). */
+/* Producer: wake the consumer (after a batch of pushes); _if_sleeping: only when it said it
+ * sleeps (the pushes are ordered before the look, pairing with bytering_sleep's store). */
 void bytering_kick(bytering_t *r);
+void bytering_kick_if_sleeping(bytering_t *r);
 
 /* Consumer: the oldest record or NULL, and giving it back. */
 const bytering_rec_t *bytering_peek(bytering_t *r);
 void bytering_pop(bytering_t *r);
+/* Consumer: about to sleep on efd (1, after clearing it; look at the ring once more before
+ * sleeping) or awake (0). */
+void bytering_sleep(bytering_t *r, int sleeping);
 /* Consumer: bytes waiting (for the queue-depth counter). */
 size_t bytering_used(bytering_t *r);
 

@@ -1,7 +1,8 @@
 /*
  * fabric.c - the fabric's life: parse its configuration, open the ports, the internal port,
- * the aggregation queues and the pipeline's ring, start its threads (rxstage.c's, and
- * txstage.c's with --fabric-threads 2), stop.
+ * the aggregation queues and the pipeline's ring, wire the stages together (fabric_int.h),
+ * start its threads (the receive stage's, and the transmit stage's with --fabric-threads 2),
+ * stop.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -13,7 +14,6 @@
 
 #include "lib/base/errmsg.h"
 #include "lib/base/util.h"
-#include "lib/netio/ethframe.h"
 #include "lib/wire/fabricmsg.h"
 #include "switchd/fabric/fabric_int.h"
 #include "switchd/fabric/portarp.h"
@@ -191,12 +191,12 @@ static int parse_config(struct fabric *f, const fabric_config_t *c, char *err, s
     uint64_t mask = fabric_all_ports(f);
     if (c->agg_ports && fabric_ports_mask(f, c->agg_ports, &mask, err, errlen) != 0)
         return -EINVAL;
-    atomic_store(&f->agg_ports, mask);
+    atomic_store(&f->classify.agg_ports, mask);
     uint32_t add = WIRE_ADD_ANY;
     if (c->add_mode && wire_add_mode_parse(c->add_mode, &add) != 0)
         return set_err(err, errlen, -EINVAL, "bad add mode '%s' (expected any, fixed or float)",
                        c->add_mode);
-    atomic_store(&f->add_mode, add);
+    atomic_store(&f->classify.add_mode, add);
     for (uint32_t p = 0; p < f->nports; p++) { /* two streams per port, from the seed */
         uint64_t s = c->loss_seed ^ (0x9e3779b97f4a7c15ull * (p + 1));
         f->ports[p].loss_rng[0] = util_splitmix64(&s);
@@ -205,12 +205,45 @@ static int parse_config(struct fabric *f, const fabric_config_t *c, char *err, s
     if (fabric_xdp_parse(c->xdp, &f->xdp_mode) != 0)
         return set_err(err, errlen, -EINVAL, "bad --xdp '%s' (expected auto, on or off)", c->xdp);
     f->threads = c->threads ? c->threads : 1;
-    f->idle_spin_ns =
+    f->rx.idle_spin_ns = f->tx.idle_spin_ns =
         c->poll_set ? switch_poll_spin_ns(c->poll, c->poll_spin_us) : FABRIC_IDLE_SPIN_US * 1000ull;
     if (f->threads > 2)
         return set_err(err, errlen, -EINVAL,
                        "the fabric runs on 1 or 2 threads (--fabric-threads), not %u", f->threads);
     return 0;
+}
+
+/* The stages' views of the ports, of the switch's addresses and of each other. */
+static void wire_stages(struct fabric *f)
+{
+    classify_t *cl = &f->classify;
+    cl->nports = f->nports;
+    cl->cpu = f->cpu;
+    memcpy(cl->mac, f->mac, 6);
+    cl->ip = f->ip;
+    cl->port0 = f->link.port0;
+    cl->nqueues = f->link.nqueues;
+    f->agg.link = &f->link;
+    f->delay = (delaystage_t){.ports = f->ports, .nports = f->nports};
+    txstage_t *tx = &f->tx;
+    tx->ports = f->ports;
+    tx->nports = f->nports;
+    tx->cpu = f->cpu;
+    tx->link = &f->link;
+    tx->ring = f->threads > 1 ? &f->txq : NULL;
+    tx->delay = &f->delay;
+    tx->stop = &f->stop;
+    rxstage_t *rx = &f->rx;
+    rx->ports = f->ports;
+    rx->nports = f->nports;
+    rx->cpu = f->cpu;
+    rx->classify = cl;
+    rx->agg = &f->agg;
+    rx->ring = tx->ring;
+    rx->tx = tx;
+    rx->delay = &f->delay;
+    rx->link = &f->link;
+    rx->stop = &f->stop;
 }
 
 static void free_all(struct fabric *f)
@@ -238,11 +271,10 @@ static void free_all(struct fabric *f)
     }
     if (f->link.tx_efd >= 0)
         close(f->link.tx_efd);
-    mactable_free(&f->mt);
-    udpgso_free(&f->gso.b);
+    mactable_free(&f->classify.mt);
+    txstage_free(&f->tx);
+    rxstage_free(&f->rx);
     bytering_free(&f->txq);
-    free(f->resend);
-    free(f->tapbuf);
     free(f);
 }
 
@@ -269,11 +301,11 @@ int fabric_start(const fabric_config_t *c, fabric_t **out, char *err, size_t err
         return rc;
     }
     uint64_t age = (uint64_t)(c->mac_age_ms ? c->mac_age_ms : 300000) * 1000000ull;
-    f->resend = calloc(RESEND_SLOTS, sizeof(*f->resend));
-    f->tapbuf = malloc(FABRIC_TAPBUF);
-    rc = (!f->resend || !f->tapbuf) ? -ENOMEM : mactable_init(&f->mt, 8192, age);
+    rc = rxstage_init(&f->rx);
     if (rc == 0)
-        rc = udpgso_init(&f->gso.b, ETHF_ETH_LEN + 65535u);
+        rc = txstage_init(&f->tx);
+    if (rc == 0)
+        rc = mactable_init(&f->classify.mt, 8192, age);
     uint32_t mtu = 65535;
     for (uint32_t p = 0; rc == 0 && p < f->nports; p++) {
         fport_t *port = &f->ports[p];
@@ -296,7 +328,7 @@ int fabric_start(const fabric_config_t *c, fabric_t **out, char *err, size_t err
                 }
             }
         }
-        if (rc == 0 && (port->delay_ns || port->jitter_ns)) {
+        if (rc == 0 && fport_delayed(port)) {
             rc = delayline_init(&port->in, DELAY_LINE_BYTES, port->delay_ns, port->jitter_ns,
                                 2 * p + 1);
             if (rc == 0)
@@ -335,14 +367,15 @@ int fabric_start(const fabric_config_t *c, fabric_t **out, char *err, size_t err
     if (rc == 0 && f->threads > 1)
         rc = bytering_init(&f->txq, TX_RING_BYTES);
     if (rc == 0) {
-        mactable_fix(&f->mt, f->mac, (uint16_t)f->cpu);
-        if (pthread_create(&f->tid, NULL, fabric_rx_main, f) != 0)
+        wire_stages(f);
+        mactable_fix(&f->classify.mt, f->mac, (uint16_t)f->cpu);
+        if (pthread_create(&f->tid, NULL, rxstage_main, &f->rx) != 0)
             rc = -EAGAIN;
         else
             f->running = 1;
     }
     if (rc == 0 && f->threads > 1) {
-        if (pthread_create(&f->tx_tid, NULL, fabric_tx_main, f) != 0)
+        if (pthread_create(&f->tx_tid, NULL, txstage_main, &f->tx) != 0)
             rc = -EAGAIN;
         else
             f->tx_running = 1;
@@ -363,21 +396,14 @@ const char *fabric_ip_text(const fabric_t *f) { return f->ip_text; }
 void fabric_attach_aggregation(void *fp, int (*pass)(void *sw, uint32_t queue), void *sw)
 {
     fabric_t *f = fp;
-    if (pass) {
-        atomic_store_explicit(&f->agg_arg, sw, memory_order_relaxed);
-        /* results are queued on the transmitting thread itself when that is thread 0 */
-        atomic_store(&f->link.tx_no_wake, f->threads == 1);
-        atomic_store_explicit(&f->agg_pass, pass, memory_order_release);
+    aggstage_attach(&f->agg, pass, sw, f->threads == 1);
+    if (pass)
         return;
-    }
-    atomic_store(&f->agg_pass, NULL); /* seq_cst, as thread 0's loop_seq bump and its load
-                                          of agg_pass: the two sides cannot both miss */
-    atomic_store(&f->link.tx_no_wake, 0);
-    /* A pass that started before the store ends before thread 0's next loop head (within 20
+    /* A pass that started before the detach ends before thread 0's next loop head (within 20
      * ms when idle, a batch when busy). No time limit: returning while a pass runs would let
      * the switch free what it uses, and thread 0 only stops advancing if it has ended. */
-    uint64_t seen = atomic_load(&f->loop_seq);
-    while (f->running && !atomic_load(&f->stop) && atomic_load(&f->loop_seq) < seen + 2)
+    uint64_t seen = rxstage_loops(&f->rx);
+    while (f->running && !atomic_load(&f->stop) && rxstage_loops(&f->rx) < seen + 2)
         usleep(100);
 }
 

@@ -2,9 +2,9 @@
  * fctl.c - the fabric's settings that change while it runs: which ports aggregate (their
  * aggregation frames go to the dataplane; those of the other ports are counted and dropped)
  * and which adder runs (any, fixed: int32 and block fixed point, float: float32 and coded).
- * The control thread writes them (a FABRIC line on the switch's TCP control port,
- * wire/fabricmsg.h) and the forwarding thread reads them per frame, both as relaxed atomics:
- * a change applies from the next frame on.
+ * The control thread changes them (a FABRIC line on the switch's TCP control port,
+ * wire/fabricmsg.h) through the classify stage's classify_set, which owns them and reads
+ * them per frame: a change applies from the next frame on.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -70,8 +70,11 @@ static void ports_text(const struct fabric *f, uint64_t mask, char *buf, size_t 
 
 void fabric_settings_text(const struct fabric *f, char *ports, size_t cap, const char **add)
 {
-    ports_text(f, atomic_load_explicit(&f->agg_ports, memory_order_relaxed), ports, cap);
-    *add = wire_add_mode_name(atomic_load_explicit(&f->add_mode, memory_order_relaxed));
+    uint64_t mask;
+    uint32_t mode;
+    classify_settings(&f->classify, &mask, &mode);
+    ports_text(f, mask, ports, cap);
+    *add = wire_add_mode_name(mode);
 }
 
 /* A change may come only from the switch's own host: its IP or loopback. */
@@ -108,12 +111,7 @@ void fabric_control(void *ctx, const char *line, const uint8_t peer[16], char *r
                         reply, cap);
         return;
     }
-    if (m.has_ports)
-        atomic_store_explicit(&f->agg_ports, mask, memory_order_relaxed);
-    if (m.has_add)
-        atomic_store_explicit(&f->add_mode, m.add, memory_order_relaxed);
-    if (m.has_ports || m.has_add)
-        fstat_add(&f->g[FG_SETTINGS_CHANGED], 1);
+    classify_set(&f->classify, m.has_ports ? &mask : NULL, m.has_add ? &m.add : NULL);
     wire_fabric_t st = {.has_ports = 1, .has_add = 1};
     const char *add;
     fabric_settings_text(f, st.ports, sizeof(st.ports), &add);

@@ -13,7 +13,8 @@
 
 #include "lib/base/log.h"
 #include "lib/netio/ethframe.h"
-#include "switchd/fabric/fabric_int.h"
+#include "switchd/fabric/resultgso.h"
+#include "switchd/fabric/stagestat.h"
 
 /* The run's frames one by one (the kernel refused the super-frame): how many went. */
 static uint32_t send_each(result_gso_t *r, uint32_t nseg)
@@ -28,12 +29,11 @@ static uint32_t send_each(result_gso_t *r, uint32_t nseg)
     return sent;
 }
 
-void fabric_gso_flush(struct fabric *f)
+void resultgso_flush(result_gso_t *r, fport_t *ports)
 {
-    result_gso_t *r = &f->gso;
     if (r->b.nseg == 0)
         return;
-    fport_t *p = &f->ports[r->port];
+    fport_t *p = &ports[r->port];
     struct virtio_net_hdr vh;
     uint32_t nseg = r->b.nseg, len = udpgso_finish(&r->b, &vh), sent = 0;
     int rc = pktsock_send_fd(r->fd, &vh, r->b.buf, len, NULL, 0);
@@ -54,14 +54,14 @@ void fabric_gso_flush(struct fabric *f)
     udpgso_reset(&r->b);
 }
 
-int fabric_gso_add(struct fabric *f, uint32_t port, int fd, const uint8_t *frame, uint32_t len)
+int resultgso_add(result_gso_t *r, fport_t *ports, uint32_t port, int fd, const uint8_t *frame,
+                  uint32_t len)
 {
-    result_gso_t *r = &f->gso;
     if (r->off)
         return 0;
     if (r->b.nseg && r->port == port && r->fd == fd && udpgso_add(&r->b, frame, len))
         return 1;
-    fabric_gso_flush(f);
+    resultgso_flush(r, ports);
     if (!udpgso_add(&r->b, frame, len))
         return 0;
     r->port = port;

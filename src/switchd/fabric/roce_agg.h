@@ -3,7 +3,7 @@
  * Table VI for frames addressed to the switch, and the steering of an aggregation flow
  * (ingress port, destination QP) to the switch queue (dataplane thread) that serves it.
  *
- *   not RoCE v1                                   -> ordinary forwarding (forward.c)
+ *   not RoCE v1                                   -> ordinary forwarding (forward.h)
  *   RoCE, not an RDMA Write                       -> forwarded (to the switch's own stack)
  *   Write First / Only whose aggregation header   -> aggregation: record (port, QP) as an
  *     matches (inagg magic and version at the        aggregation flow of the queue its RETH
@@ -51,16 +51,31 @@ typedef struct roce_steer {
     _Atomic uint64_t c[RG_COUNT];
 } roce_steer_t;
 
-struct fabric;
 struct json_writer;
-struct virtio_net_hdr;
 
-/* A RoCE frame addressed to the switch's MAC: 1 when it was taken (queued for a dataplane
- * thread, or dropped and counted), 0 when the caller forwards it as an ordinary frame. */
-int fabric_roce_in(struct fabric *f, uint32_t pin, const struct virtio_net_hdr *vh,
-                   const uint8_t *frame, uint32_t len, uint64_t t_ns);
+enum roce_steer_verdict {
+    ROCE_STEER_FORWARD, /* an ordinary frame: the caller forwards it */
+    ROCE_STEER_DROP, /* malformed: dropped (counted) */
+    ROCE_STEER_AGGREGATE, /* aggregation, for the queue in *queue */
+};
 
-void roce_steer_write_text(struct fabric *f, FILE *out);
-void roce_steer_write_json(struct fabric *f, struct json_writer *w);
+/* The verdict on a RoCE frame addressed to the switch's MAC that came in on port pin, of a
+ * switch with nqueues aggregation queues (counted). */
+int roce_steer_classify(roce_steer_t *s, uint32_t pin, const uint8_t *frame, uint32_t len,
+                        uint32_t nqueues, uint32_t *queue);
+
+typedef struct roce_steer_stats {
+    uint64_t c[RG_COUNT];
+} roce_steer_stats_t;
+
+void roce_steer_stats(const roce_steer_t *s, roce_steer_stats_t *out);
+
+/* The steer's counters and those of the switch's RoCE endpoints (transport/roce.h), as the
+ * "fabric roce" text lines or the "roce" member of the fabric's JSON stats. */
+struct roce_stats;
+void roce_steer_write_text(const roce_steer_stats_t *s, const struct roce_stats *endpoints,
+                           FILE *out);
+void roce_steer_write_json(const roce_steer_stats_t *s, const struct roce_stats *endpoints,
+                           struct json_writer *w);
 
 #endif /* INAGG_FABRIC_ROCE_AGG_H */

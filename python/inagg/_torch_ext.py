@@ -114,12 +114,6 @@ def load():
                           "(apt-get install python3-setuptools)")
     with contextlib.redirect_stderr(io.StringIO()):  # "No CUDA runtime is found": CPU only
         from torch.utils import cpp_extension
-    major = int(torch.__version__.split(".")[0])
-    if major >= 2:  # c10d split ProcessGroup into ProcessGroup + Backend in 2.0
-        raise ImportError("inagg.torch: the `inagg` backend is written against torch 1.13's "
-                          "c10d::ProcessGroup; torch %s (c10d::Backend) is not supported yet. "
-                          "The DDP hook (inagg.torch.allreduce_hook) works there"
-                          % torch.__version__)
     if not os.path.isfile(os.path.join(cpp_extension.include_paths()[0], "torch", "csrc",
                                        "distributed", "c10d", "ProcessGroup.hpp")) and \
             not os.path.isfile("/usr/include/torch/csrc/distributed/c10d/ProcessGroup.hpp"):

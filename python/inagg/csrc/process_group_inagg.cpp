@@ -53,9 +53,9 @@ bool isLossyCodec(const std::string& compress)
 } // namespace
 
 ProcessGroupInagg::ProcessGroupInagg(int rank, int size,
-                                     c10::intrusive_ptr<c10d::ProcessGroup> gloo,
+                                     c10::intrusive_ptr<BaseGroup> gloo,
                                      const SwitchConfig& cfg)
-    : c10d::ProcessGroup(rank, size), gloo_(std::move(gloo)), cfg_(cfg)
+    : BaseGroup(rank, size), gloo_(std::move(gloo)), cfg_(cfg)
 {
   TORCH_CHECK(gloo_, "inagg: the process group needs a Gloo group for delegated calls");
   inagg_options_t o = INAGG_OPTIONS_INIT;
@@ -543,5 +543,23 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupInagg::barrier(const c10d::BarrierOpt
   countDelegated("barrier");
   return gloo_->barrier(o);
 }
+
+#ifdef INAGG_TORCH2
+/* FSDP's all_gather_into_tensor / reduce_scatter_tensor of several tensors at once */
+c10::intrusive_ptr<c10d::Work> ProcessGroupInagg::allgather_into_tensor_coalesced(
+    std::vector<at::Tensor>& out, std::vector<at::Tensor>& in, const c10d::AllgatherOptions& o)
+{
+  countDelegated("all_gather_into_tensor_coalesced");
+  return gloo_->allgather_into_tensor_coalesced(out, in, o);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupInagg::reduce_scatter_tensor_coalesced(
+    std::vector<at::Tensor>& out, std::vector<at::Tensor>& in,
+    const c10d::ReduceScatterOptions& o)
+{
+  countDelegated("reduce_scatter_tensor_coalesced");
+  return gloo_->reduce_scatter_tensor_coalesced(out, in, o);
+}
+#endif
 
 } // namespace inagg_torch

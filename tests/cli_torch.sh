@@ -136,6 +136,22 @@ j=$(lastjson "$tmp/coll4")
 if [ $rc -eq 0 ] && [ "$(echo "$j" | jget '["switch"]')" = 11 ]; then ok "$t (3 ranks)"
 else bad $t "rc $rc: $(grep -v CUDA "$tmp/coll4" | tail -n 6)"; fi
 
+# torch 2.x's API, each piece against a Gloo group of the same ranks (torch_backend_cases.py
+# torch2): the comm hooks chain then() on the backend's futures (PowerSGD waits on a second
+# all_reduce inside its callback), ZeRO, FSDP, checkpoints, subgroups, barriers.
+t=torch2_api_vs_gloo
+if [ "$major" = 1 ]; then skp $t "torch 2.x only (INAGG_TORCH_PYTHON=build/venv-torch2/bin/python)"
+else
+    CASE_WATCHDOG_S=400 timeout 450 "$PY" $CASES torch2 2 tcp >"$tmp/t2" 2>&1; rc=$?
+    j=$(lastjson "$tmp/t2")
+    want="future_then fp16_compress_hook bf16_compress_hook powerSGD_hook static_graph zero_redundancy fsdp checkpoint barrier_device_ids monitored_barrier new_subgroups"
+    missing=$(for k in $want; do echo "$j" | jget "['$k']" >/dev/null 2>&1 || echo "$k"; done)
+    if [ $rc -eq 0 ] && [ -z "$missing" ] && [ "$(echo "$j" | jget '["switch"]')" -gt 0 ] &&
+       [ "$(echo "$j" | jget '["gloo_by_op"].get("all_reduce", 0)')" = 0 ]; then
+        ok "$t (2 ranks: hooks, static graph, ZeRO, FSDP equal Gloo's; $(echo "$j" | jget '["switch"]') all_reduce through the switch)"
+    else bad $t "rc $rc, missing '$missing': $(grep -v -e CUDA -e Warning "$tmp/t2" | tail -n 6)"; fi
+fi
+
 t=codec_bytes_on_the_wire
 res=""
 for spec in "INAGG_COMPRESS fp16 0.002 0.55 0" "CASE_PG_COMPRESS zfp:rate=16 0.01 0.55 0" \

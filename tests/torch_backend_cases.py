@@ -17,6 +17,12 @@ killed       the last rank exits after init; every other rank's all_reduce raise
              RuntimeError within the process group's timeout (TIMEOUT_S)
 stalled      the same with the last rank alive but silent
 switch       the same with rank 0's embedded switch killed
+torch2       (torch 2.x) what a 2.x program calls, each checked against a Gloo group of the
+             same ranks (new_group(backend="gloo")): get_future().then() chained on the
+             backend's Work, all_reduce_coalesced, DDP with fp16_compress_hook,
+             bf16_compress_hook and powerSGD_hook, DDP(static_graph=True),
+             ZeroRedundancyOptimizer, FSDP, torch.distributed.checkpoint save/load,
+             barrier(device_ids=), new_subgroups, monitored_barrier
 """
 import datetime
 import json
@@ -230,6 +236,136 @@ def case_failure(rank, world, timeout_s, how):
     return {"how": how, "raised_after_s": round(took, 2), "error": msg[:240]}
 
 
+def _train(model, opt, steps, rank, world, hook=None):
+    """A few SGD steps on data that depends on the rank; the final parameters, flattened."""
+    import torch
+    if hook is not None:
+        model.register_comm_hook(*hook)
+    g = torch.Generator().manual_seed(100 + rank)
+    for _ in range(steps):
+        x = torch.randn(16, 32, generator=g)
+        y = torch.randint(0, 4, (16,), generator=g)
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        opt.step()
+    return torch.cat([p.detach().reshape(-1).clone() for p in model.parameters()])
+
+
+def _net():
+    import torch
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 4))
+
+
+def _ddp_on(group, rank, world, hook_fn=None, state=None, static=False, steps=6, zero=False):
+    import torch
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    m = DDP(_net(), process_group=group, static_graph=static)
+    if zero:
+        from torch.distributed.optim import ZeroRedundancyOptimizer
+        opt = ZeroRedundancyOptimizer(m.parameters(), optimizer_class=torch.optim.SGD, lr=0.1,
+                                      process_group=group)
+    else:
+        opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    hook = None
+    if hook_fn is not None:
+        hook = (state(group) if callable(state) else group, hook_fn)
+    return _train(m, opt, steps, rank, world, hook)
+
+
+def case_torch2(rank, world):
+    """torch 2.x's API on the inagg group, each result compared with Gloo's."""
+    import torch
+    import torch.distributed as dist
+    import inagg.torch
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook
+    gloo = dist.new_group(backend="gloo")
+    world_pg = dist.group.WORLD
+    done = {}
+    # the backend's own future, completed from the backend, with a then() chained on it
+    x = torch.full((1000,), float(rank + 1))
+    w = dist.all_reduce(x, async_op=True)
+    doubled = w.get_future().then(lambda f: f.value()[0] * 2).wait()
+    assert torch.allclose(doubled, torch.full_like(x, world * (world + 1))), doubled[:3]
+    done["future_then"] = True
+    if hasattr(dist, "all_reduce_coalesced"):
+        ts = [torch.full((5,), float(rank)), torch.full((7,), 1.0)]
+        import warnings
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            dist.all_reduce_coalesced(ts)
+        assert torch.allclose(ts[0], torch.full((5,), world * (world - 1) / 2.0))
+        assert torch.allclose(ts[1], torch.full((7,), float(world)))
+        done["all_reduce_coalesced"] = True
+    before = inagg.torch.backend_stats()["switch"]
+    ps = lambda g: powerSGD_hook.PowerSGDState(process_group=g, matrix_approximation_rank=2,  # noqa: E731
+                                                start_powerSGD_iter=2, use_error_feedback=True,
+                                                random_seed=0)
+    for name, fn, state, tol in (("fp16_compress_hook", default_hooks.fp16_compress_hook, None, 2e-3),
+                                 ("bf16_compress_hook", default_hooks.bf16_compress_hook, None, 2e-2),
+                                 ("powerSGD_hook", powerSGD_hook.powerSGD_hook, ps, 1e-3)):
+        mine = _ddp_on(world_pg, rank, world, fn, state)
+        ref = _ddp_on(gloo, rank, world, fn, state)
+        diff = (mine - ref).abs().max().item()
+        assert diff <= tol, (name, diff)
+        done[name] = diff
+    assert inagg.torch.backend_stats()["switch"] > before  # the hooks' all_reduce: the switch's
+    for name, kw in (("static_graph", {"static": True}), ("zero_redundancy", {"zero": True})):
+        mine = _ddp_on(world_pg, rank, world, **kw)
+        ref = _ddp_on(gloo, rank, world, **kw)
+        spread = [torch.empty_like(mine) for _ in range(world)]
+        dist.all_gather(spread, mine, group=gloo)
+        assert all(torch.equal(s, spread[0]) for s in spread), name + ": replicas differ"
+        diff = (mine - ref).abs().max().item()
+        assert diff <= 1e-4, (name, diff)
+        done[name] = diff
+    done["fsdp"] = _fsdp(rank, world, gloo)
+    done["checkpoint"] = _checkpoint(rank, world)
+    dist.barrier(device_ids=[0])
+    dist.monitored_barrier(timeout=__import__("datetime").timedelta(seconds=30))
+    sub, _ = dist.new_subgroups(group_size=max(1, world // 2))
+    y = torch.ones(10)
+    dist.all_reduce(y, group=sub)
+    assert torch.equal(y, torch.full((10,), float(dist.get_world_size(sub))))
+    assert inagg.torch.backend_stats(sub)["switch"] == 1
+    done["barrier_device_ids"] = done["monitored_barrier"] = done["new_subgroups"] = True
+    st = inagg.torch.backend_stats()
+    done["switch"], done["gloo_by_op"] = st["switch"], st["gloo_by_op"]
+    return done
+
+
+def _fsdp(rank, world, gloo):
+    """FSDP trains on the inagg group as on Gloo's: the same parameters after 5 steps."""
+    import torch
+    import torch.distributed as dist
+    from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+    out = []
+    for g in (dist.group.WORLD, gloo):
+        m = FSDP(_net(), process_group=g, device_id=torch.device("cpu"), use_orig_params=True)
+        opt = torch.optim.SGD(m.parameters(), lr=0.1)
+        _train(m, opt, 5, rank, world)
+        with FSDP.summon_full_params(m):
+            out.append(torch.cat([p.detach().reshape(-1).clone() for p in m.parameters()]))
+    diff = (out[0] - out[1]).abs().max().item()
+    assert diff <= 1e-4, ("fsdp", diff)
+    return diff
+
+
+def _checkpoint(rank, world):
+    """torch.distributed.checkpoint saves through the group and loads back what it saved."""
+    import torch
+    import torch.distributed as dist
+    import torch.distributed.checkpoint as dcp
+    d = [tempfile.mkdtemp(prefix="inagg-dcp-") if rank == 0 else None]
+    dist.broadcast_object_list(d, src=0)
+    state = {"w": torch.arange(10.0) + rank * 0, "step": torch.tensor(7)}
+    dcp.save(state, checkpoint_id=d[0])
+    back = {"w": torch.zeros(10), "step": torch.tensor(0)}
+    dcp.load(back, checkpoint_id=d[0])
+    assert torch.equal(back["w"], torch.arange(10.0)) and back["step"].item() == 7, back
+    return True
+
+
 def left_after_destroy(rank, world, d, switch):
     """destroy_process_group left the jobs: once every rank has destroyed its groups (and
     is still alive), rank 0 asks its embedded switch: no job holds a slot."""
@@ -252,17 +388,21 @@ def left_after_destroy(rank, world, d, switch):
 
 
 def worker(rank, world, method, timeout_s, case, out):
+    import faulthandler
+    faulthandler.dump_traceback_later(float(os.environ.get("CASE_WATCHDOG_S", "600")), exit=True)
     init(rank, world, method, timeout_s)
     if case == "collectives":
         res = case_collectives(rank, world)
     elif case == "compressed":
         res = case_compressed(rank, world)
+    elif case == "torch2":
+        res = case_torch2(rank, world)
     else:
         res = case_failure(rank, world, timeout_s, case)
     if rank == 0:
         with open(out, "w") as f:
             json.dump(res, f)
-    if case in ("collectives", "compressed"):
+    if case in ("collectives", "compressed", "torch2"):
         import torch.distributed as dist
         held = dist.group.WORLD  # as a DDP model holds its group past destroy
         dist.destroy_process_group()

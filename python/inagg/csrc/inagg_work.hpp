@@ -38,10 +38,11 @@ class InaggWork : public c10d::Work {
     return c10d::Work::wait(timeout);
   }
 
-  /* Called once, by the thread that saw the request end (or on shutdown): wakes wait() and
-   * the Future. */
-  void complete(std::exception_ptr error) {
-    finish(error);
+  /* Called once, by the thread that saw the request end (or on shutdown): wakes wait(). */
+  void finishWork(std::exception_ptr error) { finish(error); }
+  /* Then, on a completer thread of the process group: the Future, and with it the callbacks
+   * chained on it (then()), which may start and wait for further collectives. */
+  void completeFuture(std::exception_ptr error) {
     if (error)
       future_->setError(error);
     else

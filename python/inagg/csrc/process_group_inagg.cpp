@@ -133,6 +133,7 @@ void ProcessGroupInagg::shutdown()
   }
   if (wake_fd_ >= 0) wakeProgress();
   if (progress_.joinable()) progress_.join();
+  stopCompleters();
   std::lock_guard<std::mutex> cl(comm_mu_); /* a caller may still be inside drive() */
   if (comm_) {
     inagg_comm_destroy(comm_); /* leaves the job; the switch frees its slots; closes comm_fd_ */
@@ -303,9 +304,9 @@ void ProcessGroupInagg::finishOp(Op& op, inagg_result_t rc)
   if (rc == INAGG_OK || rc == INAGG_ERR_OVERFLOW || rc == INAGG_ERR_NONFINITE) {
     try {
       if (!op.wire.is_same(op.user)) op.user.copy_(op.wire);
-      op.work->complete(nullptr);
+      completeWork(op.work, nullptr);
     } catch (...) {
-      op.work->complete(std::current_exception());
+      completeWork(op.work, std::current_exception());
     }
     return;
   }
@@ -314,7 +315,7 @@ void ProcessGroupInagg::finishOp(Op& op, inagg_result_t rc)
     std::lock_guard<std::mutex> lk(mu_);
     if (!broken_) broken_ = err;
   }
-  op.work->complete(err);
+  completeWork(op.work, err);
 }
 
 bool ProcessGroupInagg::step()
@@ -328,7 +329,7 @@ bool ProcessGroupInagg::step()
   }
   for (Op& op : batch) {
     if (broken)
-      op.work->complete(broken); /* the job failed: the communicator cannot serve more */
+      completeWork(op.work, broken); /* the job failed: the communicator cannot serve more */
     else if (startOp(op))
       running_.push_back(std::move(op));
   }
@@ -405,6 +406,55 @@ void ProcessGroupInagg::progressLoop()
     struct pollfd fds[2] = {{wake_fd_, POLLIN, 0}, {comm_fd_, POLLIN, 0}};
     (void)poll(fds, watch ? 2 : 1, kSleepBoundMs);
     progress_watches_comm_.store(false);
+  }
+}
+
+/* A Work is finished (Work::wait returns) by the thread that saw its request end; its Future
+ * is completed on a completer thread, since a callback chained on it (then(): DDP's comm
+ * hooks, PowerSGD) may start another all_reduce and wait for it, which the progress thread
+ * must be free to finish. A completer is added whenever none is idle (a callback blocks),
+ * up to kMaxCompleters. */
+void ProcessGroupInagg::completeWork(const c10::intrusive_ptr<InaggWork>& work,
+                                     std::exception_ptr error)
+{
+  work->finishWork(error);
+  std::lock_guard<std::mutex> g(done_mu_);
+  done_.emplace_back(work, error);
+  if (idle_completers_ == 0 && completers_.size() < kMaxCompleters && !completers_stop_)
+    completers_.emplace_back([this] { completerLoop(); });
+  done_cv_.notify_one();
+}
+
+void ProcessGroupInagg::completerLoop()
+{
+  std::unique_lock<std::mutex> lk(done_mu_);
+  for (;;) {
+    idle_completers_++;
+    done_cv_.wait(lk, [this] { return !done_.empty() || completers_stop_; });
+    idle_completers_--;
+    if (done_.empty()) return; /* stopping, nothing left to complete */
+    auto item = std::move(done_.front());
+    done_.pop_front();
+    lk.unlock();
+    item.first->completeFuture(item.second);
+    lk.lock();
+  }
+}
+
+void ProcessGroupInagg::stopCompleters()
+{
+  std::vector<std::thread> threads;
+  {
+    std::lock_guard<std::mutex> g(done_mu_);
+    completers_stop_ = true;
+    threads.swap(completers_);
+  }
+  done_cv_.notify_all();
+  for (auto& t : threads) {
+    if (t.get_id() == std::this_thread::get_id())
+      t.detach(); /* shut down from a callback: this thread ends after it */
+    else
+      t.join();
   }
 }
 

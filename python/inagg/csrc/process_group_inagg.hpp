@@ -33,6 +33,7 @@
 #endif
 
 #include <atomic>
+#include <condition_variable>
 #include <deque>
 #include <map>
 #include <mutex>
@@ -169,6 +170,9 @@ class ProcessGroupInagg : public BaseGroup {
   void drive(InaggWork* work, std::chrono::milliseconds timeout);
   bool startOp(Op& op);       /* progress thread: inagg_iallreduce (or the blocking call) */
   void finishOp(Op& op, inagg_result_t rc);
+  void completeWork(const c10::intrusive_ptr<InaggWork>& work, std::exception_ptr error);
+  void completerLoop();
+  void stopCompleters();
   std::exception_ptr failure(const std::string& what, inagg_result_t rc);
   void failAll(std::exception_ptr error);
 
@@ -197,6 +201,14 @@ class ProcessGroupInagg : public BaseGroup {
   bool stopping_ = false;
   std::exception_ptr broken_;  /* after a failure every later call fails with it */
   std::thread progress_;
+  /* Futures to complete, and the threads that complete them (see completeWork) */
+  static constexpr size_t kMaxCompleters = 8;
+  std::mutex done_mu_;
+  std::condition_variable done_cv_;
+  std::deque<std::pair<c10::intrusive_ptr<InaggWork>, std::exception_ptr>> done_;
+  std::vector<std::thread> completers_;
+  size_t idle_completers_ = 0;
+  bool completers_stop_ = false;
 
   std::atomic<uint64_t> switch_calls_{0};
   mutable std::mutex count_mu_;

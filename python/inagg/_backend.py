@@ -163,6 +163,12 @@ def _create(store, rank, size, timeout, group_id, options):
     timeout_ms = int(timeout.total_seconds() * 1000) if isinstance(
         timeout, datetime.timedelta) else int(timeout)
     timeout_ms = max(1000, min(timeout_ms, 2**32 - 1))
+    # A restarted torchrun attempt may get the store its failed attempt wrote (torch 2.x's
+    # agent store): keys of their own per attempt, or the new group reads the old switch, job
+    # and Gloo addresses
+    attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT")
+    if attempt:
+        store = dist.PrefixStore("inagg-attempt-%s/" % attempt, store)
     gloo = dist.ProcessGroupGloo(dist.PrefixStore(_GLOO_PREFIX, store), rank, size, timeout)
     named = _opt(options, "switch", "INAGG_SWITCH")
     with _LOCK:

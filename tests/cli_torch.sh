@@ -152,6 +152,23 @@ else
     else bad $t "rc $rc, missing '$missing': $(grep -v -e CUDA -e Warning "$tmp/t2" | tail -n 6)"; fi
 fi
 
+# CUDA tensors through the switch (a GPU needed: tools/gpu-check runs this case there); here
+# the case says why it cannot run, and tools/gpu-check fails saying "no CUDA device".
+t=cuda_tensors_through_switch
+j=$(CASE_WATCHDOG_S=800 timeout 900 "$PY" $CASES cuda 2 tcp 2>"$tmp/cuda.err" | grep '^{' | tail -n 1)
+why=$(echo "$j" | jget '.get("skipped", "")' 2>/dev/null)
+if [ -n "$why" ]; then skp $t "$why"
+elif [ -n "$j" ] && [ "$(echo "$j" | jget '["switch"]')" = 6 ]; then ok "$t: $j"
+else bad $t "$(tail -n 5 "$tmp/cuda.err")"; fi
+t=gpu_check_without_gpu_says_so
+if [ "$major" = 1 ] || "$PY" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then
+    skp $t "torch 2.x on a machine without a GPU only"
+else
+    out=$(INAGG_TORCH_PYTHON=$PY timeout 120 tools/gpu-check 2>&1); rc=$?
+    if [ $rc = 1 ] && [ "$(echo "$out" | tail -n 1)" = "gpu-check: FAIL (no CUDA device: torch $("$PY" -c 'import torch; print(torch.__version__)') sees none)" ]; then ok $t
+    else bad $t "rc $rc: $out"; fi
+fi
+
 t=codec_bytes_on_the_wire
 res=""
 for spec in "INAGG_COMPRESS fp16 0.002 0.55 0" "CASE_PG_COMPRESS zfp:rate=16 0.01 0.55 0" \

@@ -23,6 +23,11 @@ torch2       (torch 2.x) what a 2.x program calls, each checked against a Gloo g
              bf16_compress_hook and powerSGD_hook, DDP(static_graph=True),
              ZeroRedundancyOptimizer, FSDP, torch.distributed.checkpoint save/load,
              barrier(device_ids=), new_subgroups, monitored_barrier
+cuda         (a CUDA build of torch 2.x and a GPU; prints {"skipped": why} without) CUDA
+             tensors through the switch, staged through pinned host memory: float32/float16/
+             non-contiguous, a tensor written on a side stream, async wait then use on the
+             caller's stream, get_future().then(); DDP on CUDA against Gloo's (and NCCL's
+             when there is a GPU per rank) of the same ranks
 """
 import datetime
 import json
@@ -366,6 +371,83 @@ def _checkpoint(rank, world):
     return True
 
 
+def cuda_skip_reason():
+    """Why the cuda case cannot run here ("" if it can)."""
+    import torch
+    if not torch.version.cuda:
+        return "torch %s is not a CUDA build" % torch.__version__
+    if not torch.cuda.is_available():
+        return "no CUDA device"
+    from inagg import _torch_ext
+    from torch.utils import cpp_extension
+    if not _torch_ext._cuda_build(torch, cpp_extension):
+        return "no CUDA toolkit headers to build the backend's staging with (CUDA_HOME)"
+    return ""
+
+
+def case_cuda(rank, world):
+    import torch
+    import torch.distributed as dist
+    import inagg.torch
+    dev = torch.device("cuda", rank % torch.cuda.device_count())
+    torch.cuda.set_device(dev)
+    before = inagg.torch.backend_stats()["switch"]
+    n = 1 << 20
+    x = torch.full((n,), float(rank + 1), device=dev)
+    dist.all_reduce(x)
+    assert torch.allclose(x, torch.full_like(x, world * (world + 1) / 2)), x[:3]
+    h = (torch.arange(4096, device=dev, dtype=torch.float32) / 4096 + rank).half()
+    dist.all_reduce(h)
+    ref = sum((torch.arange(4096, device=dev, dtype=torch.float32) / 4096 + r).half().float()
+              for r in range(world))
+    assert h.dtype == torch.float16 and (h.float() - ref).abs().max().item() <= 2e-3 * world
+    m = torch.full((256, 64), float(rank), device=dev).t()
+    dist.all_reduce(m)
+    assert torch.allclose(m, torch.full_like(m, world * (world - 1) / 2))
+    # written on a side stream, reduced under it: the copy waits for the write
+    side = torch.cuda.Stream(device=dev)
+    with torch.cuda.stream(side):
+        y = torch.empty(n, device=dev)
+        torch.cuda._sleep(50_000_000)  # a slow kernel before the write
+        y.fill_(float(rank))
+        w = dist.all_reduce(y, async_op=True)
+        w.wait()  # blocks the side stream, not the host
+        z = y * 2  # on the side stream, after the copy back
+    side.synchronize()
+    assert torch.allclose(z, torch.full_like(z, world * (world - 1.0))), z[:3]
+    fut = dist.all_reduce(torch.ones(1000, device=dev), async_op=True).get_future()
+    got = fut.then(lambda f: f.value()[0] + 1).wait()
+    assert torch.allclose(got, torch.full_like(got, world + 1.0))
+    through = inagg.torch.backend_stats()["switch"] - before
+    assert through == 6, through
+    out = {"switch": through, "gloo_by_op": inagg.torch.backend_stats()["gloo_by_op"]}
+    # DDP on CUDA: the same parameters as Gloo's (and NCCL's with a GPU per rank)
+    refs = {"gloo": dist.new_group(backend="gloo")}
+    if torch.cuda.device_count() >= world and dist.is_nccl_available():
+        refs["nccl"] = dist.new_group(backend="nccl")
+    mine = _ddp_cuda(dist.group.WORLD, rank, dev)
+    for name, g in refs.items():
+        diff = (mine - _ddp_cuda(g, rank, dev)).abs().max().item()
+        assert diff <= 1e-4, (name, diff)
+        out["ddp_max_diff_" + name] = diff
+    return out
+
+
+def _ddp_cuda(group, rank, dev, steps=6):
+    import torch
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    m = DDP(_net().to(dev), device_ids=[dev.index], process_group=group)
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    g = torch.Generator().manual_seed(100 + rank)
+    for _ in range(steps):
+        x = torch.randn(16, 32, generator=g).to(dev)
+        y = torch.randint(0, 4, (16,), generator=g).to(dev)
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(m(x), y).backward()
+        opt.step()
+    return torch.cat([p.detach().reshape(-1).cpu() for p in m.parameters()])
+
+
 def left_after_destroy(rank, world, d, switch):
     """destroy_process_group left the jobs: once every rank has destroyed its groups (and
     is still alive), rank 0 asks its embedded switch: no job holds a slot."""
@@ -397,12 +479,14 @@ def worker(rank, world, method, timeout_s, case, out):
         res = case_compressed(rank, world)
     elif case == "torch2":
         res = case_torch2(rank, world)
+    elif case == "cuda":
+        res = case_cuda(rank, world)
     else:
         res = case_failure(rank, world, timeout_s, case)
     if rank == 0:
         with open(out, "w") as f:
             json.dump(res, f)
-    if case in ("collectives", "compressed", "torch2"):
+    if case in ("collectives", "compressed", "torch2", "cuda"):
         import torch.distributed as dist
         held = dist.group.WORLD  # as a DDP model holds its group past destroy
         dist.destroy_process_group()
@@ -415,6 +499,9 @@ def worker(rank, world, method, timeout_s, case, out):
 
 def main():
     case, world, method = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+    if case == "cuda" and cuda_skip_reason():
+        print(json.dumps({"skipped": cuda_skip_reason()}))
+        return
     timeout_s = float(sys.argv[4]) if len(sys.argv) > 4 else 60
     import torch.multiprocessing as mp
     with socket.socket() as s:

@@ -200,7 +200,11 @@ std::string ProcessGroupInagg::switchRefusal(const std::vector<at::Tensor>& tens
   if (!comm_ || stopping_) return "no switch job";
   if (tensors.size() != 1) return "more than one tensor";
   const at::Tensor& t = tensors[0];
-  if (!t.device().is_cpu()) return "not a CPU tensor";
+#ifdef INAGG_WITH_CUDA
+  if (!t.device().is_cpu() && !t.is_cuda()) return "not a CPU or CUDA tensor";
+#else
+  if (!t.device().is_cpu()) return "not a CPU tensor (this build of the backend has no CUDA)";
+#endif
   if (t.layout() != c10::kStrided) return "not a dense tensor";
   if (t.numel() == 0) return "empty tensor";
   auto op = opts.reduceOp.op_;
@@ -231,12 +235,24 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupInagg::allreduce(std::vector<at::Tens
   bool is_int = op.user.scalar_type() == at::kInt;
   op.dtype = is_int ? INAGG_INT32 : INAGG_FLOAT32;
   op.op = opts.reduceOp.op_ == c10d::ReduceOp::AVG ? INAGG_AVG : INAGG_SUM;
-  bool direct = op.user.is_contiguous() &&
+  bool direct = op.user.is_cpu() && op.user.is_contiguous() &&
                 (op.user.scalar_type() == at::kFloat || is_int);
+  std::vector<c10::Device> devices;
+#ifdef INAGG_WITH_CUDA
+  if (op.user.is_cuda()) {
+    op.cuda = stageIn(op.user, is_int ? at::kInt : at::kFloat, &op.wire);
+    devices.push_back(op.user.device());
+  }
+#endif
   /* float16, bfloat16 and float64 are summed as float32 and converted back */
-  op.wire = direct ? op.user : op.user.to(is_int ? at::kInt : at::kFloat).contiguous();
+  if (!op.wire.defined())
+    op.wire = direct ? op.user : op.user.to(is_int ? at::kInt : at::kFloat).contiguous();
   if (cfg_.error_feedback && lossy_ && !is_int && !p4sgd_) op.residual = residualFor(op.user);
-  op.work = c10::make_intrusive<InaggWork>(getRank(), std::vector<at::Tensor>{op.user});
+  op.work = c10::make_intrusive<InaggWork>(getRank(), std::vector<at::Tensor>{op.user},
+                                           std::move(devices));
+#ifdef INAGG_WITH_CUDA
+  op.work->setCudaStage(op.cuda);
+#endif
   op.work->setDriver([this](InaggWork* w, std::chrono::milliseconds t) { drive(w, t); });
   c10::intrusive_ptr<c10d::Work> result = op.work;
   switch_calls_++;
@@ -288,6 +304,9 @@ bool ProcessGroupInagg::startOp(Op& op)
   void* buf = op.wire.data_ptr();
   size_t n = (size_t)op.wire.numel();
   float* residual = op.residual.defined() ? op.residual.data_ptr<float>() : nullptr;
+#ifdef INAGG_WITH_CUDA
+  if (op.cuda) waitStagedIn(*op.cuda); /* the tensor's bytes are on the host */
+#endif
   inagg_result_t rc = inagg_iallreduce_ef(comm_, buf, buf, n, op.dtype, op.op, residual, &op.req);
   if (rc != INAGG_OK) {
     op.req = nullptr;
@@ -303,7 +322,7 @@ void ProcessGroupInagg::finishOp(Op& op, inagg_result_t rc)
    * its chunk NaN, which the caller sees in the result as it would see the Inf/NaN. */
   if (rc == INAGG_OK || rc == INAGG_ERR_OVERFLOW || rc == INAGG_ERR_NONFINITE) {
     try {
-      if (!op.wire.is_same(op.user)) op.user.copy_(op.wire);
+      copyBack(op);
       completeWork(op.work, nullptr);
     } catch (...) {
       completeWork(op.work, std::current_exception());
@@ -316,6 +335,17 @@ void ProcessGroupInagg::finishOp(Op& op, inagg_result_t rc)
     if (!broken_) broken_ = err;
   }
   completeWork(op.work, err);
+}
+
+void ProcessGroupInagg::copyBack(Op& op)
+{
+#ifdef INAGG_WITH_CUDA
+  if (op.cuda) {
+    stageOut(*op.cuda, op.user, op.wire);
+    return;
+  }
+#endif
+  if (!op.wire.is_same(op.user)) op.user.copy_(op.wire);
 }
 
 bool ProcessGroupInagg::step()

@@ -1,6 +1,7 @@
 /*
  * process_group_inagg.hpp - the `inagg` torch.distributed backend: a c10d::ProcessGroup whose
- * all_reduce (SUM / AVG of one dense CPU tensor) goes through an inagg switch job, and which
+ * all_reduce (SUM / AVG of one dense CPU tensor, or CUDA tensor staged through pinned host
+ * memory when built against a CUDA torch: cuda_stage.hpp) goes through an inagg switch job, and which
  * hands every other collective, reduction op or tensor the switch cannot serve to a Gloo
  * process group built on the same store. Counters say how many calls went each way.
  *
@@ -156,6 +157,9 @@ class ProcessGroupInagg : public BaseGroup {
     inagg_op_t op;
     inagg_request_t* req = nullptr;
     at::Tensor residual; /* error feedback: this tensor's residual (undefined: none) */
+#ifdef INAGG_WITH_CUDA
+    std::shared_ptr<CudaStage> cuda; /* a CUDA tensor's staging; `wire` is pinned host memory */
+#endif
   };
 
   /* Why the switch cannot serve this call ("" if it can). */
@@ -170,6 +174,7 @@ class ProcessGroupInagg : public BaseGroup {
   void drive(InaggWork* work, std::chrono::milliseconds timeout);
   bool startOp(Op& op);       /* progress thread: inagg_iallreduce (or the blocking call) */
   void finishOp(Op& op, inagg_result_t rc);
+  void copyBack(Op& op); /* the result from `wire` into the caller's tensor */
   void completeWork(const c10::intrusive_ptr<InaggWork>& work, std::exception_ptr error);
   void completerLoop();
   void stopCompleters();

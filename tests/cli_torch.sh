@@ -7,6 +7,10 @@
 # venv install and torch command run as written (the package's own switch, no second
 # compile of the backend). Skips with the reason when torch, libtorch-dev or ninja are
 # missing. Every command runs under `timeout`. Ends "N passed, N failed, N skipped".
+# Both torch lines: Debian's torch 1.13 (/usr/bin/python3, the default) and, with
+# INAGG_TORCH_PYTHON=build/venv-torch2/bin/python (tools/setup --torch2), PyPI's torch 2.x: the
+# same cases, the README's venv case for the line it describes, and the 2.x-only cases
+# (tests/torch_backend_cases.py torch2: hooks on the backend's futures, ZeRO, FSDP, checkpoints).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -17,7 +21,11 @@ skp()  { echo "skip    $1: $2"; skip=$((skip + 1)); }
 tmp=$(mktemp -d)
 swpid=""
 trap '[ -n "$swpid" ] && kill $swpid 2>/dev/null; rm -rf "$tmp"' EXIT
-PY=/usr/bin/python3
+PY=${INAGG_TORCH_PYTHON:-/usr/bin/python3}
+[ -x "$PY" ] || { echo "cli_torch.sh: INAGG_TORCH_PYTHON=$PY is not an executable (tools/setup --torch2 makes build/venv-torch2)" >&2; exit 2; }
+TORCHRUN=("$PY" -m torch.distributed.run --redirects 2 --tee 2)
+major=$("$PY" -c "import torch; print(torch.__version__.split('.')[0])" 2>/dev/null || echo none)
+echo "torch line: $("$PY" -c "import torch; print(torch.__version__)" 2>/dev/null || echo none) ($PY)"
 CASES=tests/torch_backend_cases.py
 EX=examples/ddp_backend.py
 export PYTHONPATH=$ROOT/python${PYTHONPATH:+:$PYTHONPATH}
@@ -68,6 +76,7 @@ else bad $t "rc $rc: $(echo "$out" | grep -E 'error|Error' | head -n 5)"; fi
 # cache is the one backend_builds filled from python/: one cache key for every copy of the
 # package, so the venv's copy compiles nothing. (PET_MASTER_PORT: torchrun's --master_port, a
 # free one, as the suite runs tests side by side.)
+if [ "$major" = 1 ]; then
 t=readme_venv_torch_backend_as_written
 steps=$(grep -E '^(/usr/bin/python3 -m venv |~/\.venvs/inagg/bin/pip install |~/\.venvs/inagg/bin/python -m torch\.distributed\.run )' README.md)
 if [ "$(echo "$steps" | wc -l)" != 3 ]; then bad $t "README.md lacks the venv, pip and torch lines: '$steps'"
@@ -91,6 +100,27 @@ else
         ok "$t (the venv's package at ${pkg#"$tmp/"}, its own switch, no second compile)"
     else bad $t "rc $rc, package '$pkg': $(grep -v CUDA "$tmp/readme" | tail -n 8)"; fi
 fi
+else
+# torch 2.x: the README's line for it, as written, with the venv tools/setup --torch2 made:
+# the venv's installed inagg (no PYTHONPATH), its own switch, the backend built already.
+t=readme_torch2_as_written
+line=$(grep -E '^build/venv-torch2/bin/python -m torch\.distributed\.run ' README.md)
+if [ -z "$line" ]; then bad $t "README.md lacks the build/venv-torch2 torchrun line"
+elif [ "$(realpath "$PY")" != "$(realpath build/venv-torch2/bin/python 2>/dev/null)" ]; then
+    skp $t "INAGG_TORCH_PYTHON is not build/venv-torch2/bin/python"
+else
+    (unset PYTHONPATH INAGG_BINARY INAGG_LIBRARY INAGG_SWITCH
+     export PATH=/usr/bin:/bin PET_MASTER_PORT=$(free_port) INAGG_VERBOSE=1
+     eval "timeout 300 $line") >"$tmp/readme2" 2>&1; rc=$?
+    j=$(lastjson "$tmp/readme2")
+    pkg=$(echo "$j" | jget '["inagg"]' 2>/dev/null)
+    if [ $rc -eq 0 ] && [ "$(echo "$j" | jget '["stats"]["switch"]' 2>/dev/null)" -gt 0 ] &&
+       [ "$(echo "$j" | jget '["replica_spread"]')" = 0.0 ] &&
+       [ "${pkg#"$ROOT/build/venv-torch2/lib/"}" != "$pkg" ] && ! grep -q 'compiling' "$tmp/readme2"; then
+        ok "$t (the venv's package, its own switch, no compile)"
+    else bad $t "rc $rc, package '$pkg': $(grep -v CUDA "$tmp/readme2" | tail -n 8)"; fi
+fi
+fi
 
 t=collectives_and_counters
 timeout 180 "$PY" $CASES collectives 3 tcp >"$tmp/coll" 2>&1; rc=$?
@@ -105,6 +135,39 @@ INAGG_PROTOCOL=p4sgd timeout 180 "$PY" $CASES collectives 3 tcp >"$tmp/coll4" 2>
 j=$(lastjson "$tmp/coll4")
 if [ $rc -eq 0 ] && [ "$(echo "$j" | jget '["switch"]')" = 11 ]; then ok "$t (3 ranks)"
 else bad $t "rc $rc: $(grep -v CUDA "$tmp/coll4" | tail -n 6)"; fi
+
+# torch 2.x's API, each piece against a Gloo group of the same ranks (torch_backend_cases.py
+# torch2): the comm hooks chain then() on the backend's futures (PowerSGD waits on a second
+# all_reduce inside its callback), ZeRO, FSDP, checkpoints, subgroups, barriers.
+t=torch2_api_vs_gloo
+if [ "$major" = 1 ]; then skp $t "torch 2.x only (INAGG_TORCH_PYTHON=build/venv-torch2/bin/python)"
+else
+    CASE_WATCHDOG_S=400 timeout 450 "$PY" $CASES torch2 2 tcp >"$tmp/t2" 2>&1; rc=$?
+    j=$(lastjson "$tmp/t2")
+    want="future_then fp16_compress_hook bf16_compress_hook powerSGD_hook static_graph zero_redundancy fsdp checkpoint barrier_device_ids monitored_barrier new_subgroups"
+    missing=$(for k in $want; do echo "$j" | jget "['$k']" >/dev/null 2>&1 || echo "$k"; done)
+    if [ $rc -eq 0 ] && [ -z "$missing" ] && [ "$(echo "$j" | jget '["switch"]')" -gt 0 ] &&
+       [ "$(echo "$j" | jget '["gloo_by_op"].get("all_reduce", 0)')" = 0 ]; then
+        ok "$t (2 ranks: hooks, static graph, ZeRO, FSDP equal Gloo's; $(echo "$j" | jget '["switch"]') all_reduce through the switch)"
+    else bad $t "rc $rc, missing '$missing': $(grep -v -e CUDA -e Warning "$tmp/t2" | tail -n 6)"; fi
+fi
+
+# CUDA tensors through the switch (a GPU needed: tools/gpu-check runs this case there); here
+# the case says why it cannot run, and tools/gpu-check fails saying "no CUDA device".
+t=cuda_tensors_through_switch
+j=$(CASE_WATCHDOG_S=800 timeout 900 "$PY" $CASES cuda 2 tcp 2>"$tmp/cuda.err" | grep '^{' | tail -n 1)
+why=$(echo "$j" | jget '.get("skipped", "")' 2>/dev/null)
+if [ -n "$why" ]; then skp $t "$why"
+elif [ -n "$j" ] && [ "$(echo "$j" | jget '["switch"]')" = 6 ]; then ok "$t: $j"
+else bad $t "$(tail -n 5 "$tmp/cuda.err")"; fi
+t=gpu_check_without_gpu_says_so
+if [ "$major" = 1 ] || "$PY" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then
+    skp $t "torch 2.x on a machine without a GPU only"
+else
+    out=$(INAGG_TORCH_PYTHON=$PY timeout 120 tools/gpu-check 2>&1); rc=$?
+    if [ $rc = 1 ] && [ "$(echo "$out" | tail -n 1)" = "gpu-check: FAIL (no CUDA device: torch $("$PY" -c 'import torch; print(torch.__version__)') sees none)" ]; then ok $t
+    else bad $t "rc $rc: $out"; fi
+fi
 
 t=codec_bytes_on_the_wire
 res=""
@@ -134,16 +197,20 @@ case "$res" in *FAIL*) bad $t "$res" ;; *) ok "$t (timeout 4 s, every surviving 
 STEPS=40
 BOUND=1e-4   # after 40 SGD steps: docs/INTEGRATIONS.md "Error bound"
 t=ddp_torchrun_embedded_switch_vs_gloo
-INAGG_VERBOSE=1 timeout 300 torchrun --redirects 2 --tee 2 --nproc_per_node 4 --master_port "$(free_port)" $EX \
+INAGG_VERBOSE=1 timeout 300 "${TORCHRUN[@]}" --nproc_per_node 4 --master_port "$(free_port)" $EX \
     --steps $STEPS --params "$tmp/p_inagg.pt" >"$tmp/tr" 2>&1; rc=$?
 timeout 300 "$PY" $EX --backend gloo --nproc 4 --init file --steps $STEPS --params "$tmp/p_gloo.pt" >"$tmp/gl" 2>&1; rcg=$?
 j=$(lastjson "$tmp/tr")
 diff=$("$PY" -c "import torch,sys; print((torch.load(sys.argv[1]) - torch.load(sys.argv[2])).abs().max().item())" "$tmp/p_inagg.pt" "$tmp/p_gloo.pt" 2>&1)
-lines=$(grep -c "inagg-torch: rank [0-3]: $STEPS all_reduce through the switch, [0-9]* calls passed to Gloo" "$tmp/tr")
+# every bucket through the switch: torch 1.13's DDP reduces one bucket a step here, 2.x's
+# reduces the first step's parameters in a small bucket of their own (its first_bucket_bytes)
+nswitch=$(echo "$j" | jget '["stats"]["switch"]' 2>/dev/null)
+lines=$(grep -c "inagg-torch: rank [0-3]: $nswitch all_reduce through the switch, [0-9]* calls passed to Gloo" "$tmp/tr")
 if [ $rc -eq 0 ] && [ $rcg -eq 0 ] && [ "$(echo "$j" | jget '["replica_spread"]')" = 0.0 ] &&
-   [ "$(echo "$j" | jget '["stats"]["switch"]')" = $STEPS ] && [ "$lines" = 4 ] &&
+   [ "$nswitch" -ge $STEPS ] && [ "$nswitch" -le $((2 * STEPS)) ] && [ "$lines" = 4 ] &&
+   [ "$(echo "$j" | jget '["stats"]["gloo_by_op"].get("all_reduce", 0)')" = 0 ] &&
    "$PY" -c "import sys; assert float(sys.argv[1]) <= $BOUND" "$diff" 2>/dev/null; then
-    ok "$t (replicas identical, max |inagg - gloo| $diff <= $BOUND, 4 ranks printed their counts)"
+    ok "$t (replicas identical, max |inagg - gloo| $diff <= $BOUND, $nswitch all_reduce through the switch, 4 ranks printed their counts)"
 else bad $t "rc $rc/$rcg, diff '$diff', $lines count lines: $(grep -v CUDA "$tmp/tr" | tail -n 5)"; fi
 
 t=ddp_hook_vs_gloo
@@ -174,7 +241,7 @@ else bad $t "rc $rc, diff '$diff': $(grep -v CUDA "$tmp/hk" | tail -n 5)"; fi
 t=elastic_restart_resumes_from_checkpoint
 start_switch
 rdzv=$(free_port)
-INAGG_SWITCH=127.0.0.1:$port timeout 300 torchrun --redirects 2 --tee 2 --nnodes 1:4 --nproc_per_node 3 \
+INAGG_SWITCH=127.0.0.1:$port timeout 300 "${TORCHRUN[@]}" --nnodes 1:4 --nproc_per_node 3 \
     --max_restarts 2 --rdzv_backend c10d --rdzv_endpoint 127.0.0.1:$rdzv --rdzv_conf last_call_timeout=1 \
     --monitor_interval 1 $EX --steps 60 --checkpoint "$tmp/ck" --checkpoint-every 10 \
     --die-at-step 25 --die-rank 1 --json "$tmp/el.json" >"$tmp/el" 2>&1; rc=$?

@@ -17,6 +17,17 @@ killed       the last rank exits after init; every other rank's all_reduce raise
              RuntimeError within the process group's timeout (TIMEOUT_S)
 stalled      the same with the last rank alive but silent
 switch       the same with rank 0's embedded switch killed
+torch2       (torch 2.x) what a 2.x program calls, each checked against a Gloo group of the
+             same ranks (new_group(backend="gloo")): get_future().then() chained on the
+             backend's Work, all_reduce_coalesced, DDP with fp16_compress_hook,
+             bf16_compress_hook and powerSGD_hook, DDP(static_graph=True),
+             ZeroRedundancyOptimizer, FSDP, torch.distributed.checkpoint save/load,
+             barrier(device_ids=), new_subgroups, monitored_barrier
+cuda         (a CUDA build of torch 2.x and a GPU; prints {"skipped": why} without) CUDA
+             tensors through the switch, staged through pinned host memory: float32/float16/
+             non-contiguous, a tensor written on a side stream, async wait then use on the
+             caller's stream, get_future().then(); DDP on CUDA against Gloo's (and NCCL's
+             when there is a GPU per rank) of the same ranks
 """
 import datetime
 import json
@@ -230,6 +241,213 @@ def case_failure(rank, world, timeout_s, how):
     return {"how": how, "raised_after_s": round(took, 2), "error": msg[:240]}
 
 
+def _train(model, opt, steps, rank, world, hook=None):
+    """A few SGD steps on data that depends on the rank; the final parameters, flattened."""
+    import torch
+    if hook is not None:
+        model.register_comm_hook(*hook)
+    g = torch.Generator().manual_seed(100 + rank)
+    for _ in range(steps):
+        x = torch.randn(16, 32, generator=g)
+        y = torch.randint(0, 4, (16,), generator=g)
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        opt.step()
+    return torch.cat([p.detach().reshape(-1).clone() for p in model.parameters()])
+
+
+def _net():
+    import torch
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 4))
+
+
+def _ddp_on(group, rank, world, hook_fn=None, state=None, static=False, steps=6, zero=False):
+    import torch
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    m = DDP(_net(), process_group=group, static_graph=static)
+    if zero:
+        from torch.distributed.optim import ZeroRedundancyOptimizer
+        opt = ZeroRedundancyOptimizer(m.parameters(), optimizer_class=torch.optim.SGD, lr=0.1,
+                                      process_group=group)
+    else:
+        opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    hook = None
+    if hook_fn is not None:
+        hook = (state(group) if callable(state) else group, hook_fn)
+    return _train(m, opt, steps, rank, world, hook)
+
+
+def case_torch2(rank, world):
+    """torch 2.x's API on the inagg group, each result compared with Gloo's."""
+    import torch
+    import torch.distributed as dist
+    import inagg.torch
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook
+    gloo = dist.new_group(backend="gloo")
+    world_pg = dist.group.WORLD
+    done = {}
+    # the backend's own future, completed from the backend, with a then() chained on it
+    x = torch.full((1000,), float(rank + 1))
+    w = dist.all_reduce(x, async_op=True)
+    doubled = w.get_future().then(lambda f: f.value()[0] * 2).wait()
+    assert torch.allclose(doubled, torch.full_like(x, world * (world + 1))), doubled[:3]
+    done["future_then"] = True
+    if hasattr(dist, "all_reduce_coalesced"):
+        ts = [torch.full((5,), float(rank)), torch.full((7,), 1.0)]
+        import warnings
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            dist.all_reduce_coalesced(ts)
+        assert torch.allclose(ts[0], torch.full((5,), world * (world - 1) / 2.0))
+        assert torch.allclose(ts[1], torch.full((7,), float(world)))
+        done["all_reduce_coalesced"] = True
+    before = inagg.torch.backend_stats()["switch"]
+    ps = lambda g: powerSGD_hook.PowerSGDState(process_group=g, matrix_approximation_rank=2,  # noqa: E731
+                                                start_powerSGD_iter=2, use_error_feedback=True,
+                                                random_seed=0)
+    for name, fn, state, tol in (("fp16_compress_hook", default_hooks.fp16_compress_hook, None, 2e-3),
+                                 ("bf16_compress_hook", default_hooks.bf16_compress_hook, None, 2e-2),
+                                 ("powerSGD_hook", powerSGD_hook.powerSGD_hook, ps, 1e-3)):
+        mine = _ddp_on(world_pg, rank, world, fn, state)
+        ref = _ddp_on(gloo, rank, world, fn, state)
+        diff = (mine - ref).abs().max().item()
+        assert diff <= tol, (name, diff)
+        done[name] = diff
+    assert inagg.torch.backend_stats()["switch"] > before  # the hooks' all_reduce: the switch's
+    for name, kw in (("static_graph", {"static": True}), ("zero_redundancy", {"zero": True})):
+        mine = _ddp_on(world_pg, rank, world, **kw)
+        ref = _ddp_on(gloo, rank, world, **kw)
+        spread = [torch.empty_like(mine) for _ in range(world)]
+        dist.all_gather(spread, mine, group=gloo)
+        assert all(torch.equal(s, spread[0]) for s in spread), name + ": replicas differ"
+        diff = (mine - ref).abs().max().item()
+        assert diff <= 1e-4, (name, diff)
+        done[name] = diff
+    done["fsdp"] = _fsdp(rank, world, gloo)
+    done["checkpoint"] = _checkpoint(rank, world)
+    dist.barrier(device_ids=[0])
+    dist.monitored_barrier(timeout=__import__("datetime").timedelta(seconds=30))
+    sub, _ = dist.new_subgroups(group_size=max(1, world // 2))
+    y = torch.ones(10)
+    dist.all_reduce(y, group=sub)
+    assert torch.equal(y, torch.full((10,), float(dist.get_world_size(sub))))
+    assert inagg.torch.backend_stats(sub)["switch"] == 1
+    done["barrier_device_ids"] = done["monitored_barrier"] = done["new_subgroups"] = True
+    st = inagg.torch.backend_stats()
+    done["switch"], done["gloo_by_op"] = st["switch"], st["gloo_by_op"]
+    return done
+
+
+def _fsdp(rank, world, gloo):
+    """FSDP trains on the inagg group as on Gloo's: the same parameters after 5 steps."""
+    import torch
+    import torch.distributed as dist
+    from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+    out = []
+    for g in (dist.group.WORLD, gloo):
+        m = FSDP(_net(), process_group=g, device_id=torch.device("cpu"), use_orig_params=True)
+        opt = torch.optim.SGD(m.parameters(), lr=0.1)
+        _train(m, opt, 5, rank, world)
+        with FSDP.summon_full_params(m):
+            out.append(torch.cat([p.detach().reshape(-1).clone() for p in m.parameters()]))
+    diff = (out[0] - out[1]).abs().max().item()
+    assert diff <= 1e-4, ("fsdp", diff)
+    return diff
+
+
+def _checkpoint(rank, world):
+    """torch.distributed.checkpoint saves through the group and loads back what it saved."""
+    import torch
+    import torch.distributed as dist
+    import torch.distributed.checkpoint as dcp
+    d = [tempfile.mkdtemp(prefix="inagg-dcp-") if rank == 0 else None]
+    dist.broadcast_object_list(d, src=0)
+    state = {"w": torch.arange(10.0) + rank * 0, "step": torch.tensor(7)}
+    dcp.save(state, checkpoint_id=d[0])
+    back = {"w": torch.zeros(10), "step": torch.tensor(0)}
+    dcp.load(back, checkpoint_id=d[0])
+    assert torch.equal(back["w"], torch.arange(10.0)) and back["step"].item() == 7, back
+    return True
+
+
+def cuda_skip_reason():
+    """Why the cuda case cannot run here ("" if it can)."""
+    import torch
+    if not torch.version.cuda:
+        return "torch %s is not a CUDA build" % torch.__version__
+    if not torch.cuda.is_available():
+        return "no CUDA device"
+    from inagg import _torch_ext
+    from torch.utils import cpp_extension
+    if not _torch_ext._cuda_build(torch, cpp_extension):
+        return "no CUDA toolkit headers to build the backend's staging with (CUDA_HOME)"
+    return ""
+
+
+def case_cuda(rank, world):
+    import torch
+    import torch.distributed as dist
+    import inagg.torch
+    dev = torch.device("cuda", rank % torch.cuda.device_count())
+    torch.cuda.set_device(dev)
+    before = inagg.torch.backend_stats()["switch"]
+    n = 1 << 20
+    x = torch.full((n,), float(rank + 1), device=dev)
+    dist.all_reduce(x)
+    assert torch.allclose(x, torch.full_like(x, world * (world + 1) / 2)), x[:3]
+    h = (torch.arange(4096, device=dev, dtype=torch.float32) / 4096 + rank).half()
+    dist.all_reduce(h)
+    ref = sum((torch.arange(4096, device=dev, dtype=torch.float32) / 4096 + r).half().float()
+              for r in range(world))
+    assert h.dtype == torch.float16 and (h.float() - ref).abs().max().item() <= 2e-3 * world
+    m = torch.full((256, 64), float(rank), device=dev).t()
+    dist.all_reduce(m)
+    assert torch.allclose(m, torch.full_like(m, world * (world - 1) / 2))
+    # written on a side stream, reduced under it: the copy waits for the write
+    side = torch.cuda.Stream(device=dev)
+    with torch.cuda.stream(side):
+        y = torch.empty(n, device=dev)
+        torch.cuda._sleep(50_000_000)  # a slow kernel before the write
+        y.fill_(float(rank))
+        w = dist.all_reduce(y, async_op=True)
+        w.wait()  # blocks the side stream, not the host
+        z = y * 2  # on the side stream, after the copy back
+    side.synchronize()
+    assert torch.allclose(z, torch.full_like(z, world * (world - 1.0))), z[:3]
+    fut = dist.all_reduce(torch.ones(1000, device=dev), async_op=True).get_future()
+    got = fut.then(lambda f: f.value()[0] + 1).wait()
+    assert torch.allclose(got, torch.full_like(got, world + 1.0))
+    through = inagg.torch.backend_stats()["switch"] - before
+    assert through == 6, through
+    out = {"switch": through, "gloo_by_op": inagg.torch.backend_stats()["gloo_by_op"]}
+    # DDP on CUDA: the same parameters as Gloo's (and NCCL's with a GPU per rank)
+    refs = {"gloo": dist.new_group(backend="gloo")}
+    if torch.cuda.device_count() >= world and dist.is_nccl_available():
+        refs["nccl"] = dist.new_group(backend="nccl")
+    mine = _ddp_cuda(dist.group.WORLD, rank, dev)
+    for name, g in refs.items():
+        diff = (mine - _ddp_cuda(g, rank, dev)).abs().max().item()
+        assert diff <= 1e-4, (name, diff)
+        out["ddp_max_diff_" + name] = diff
+    return out
+
+
+def _ddp_cuda(group, rank, dev, steps=6):
+    import torch
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    m = DDP(_net().to(dev), device_ids=[dev.index], process_group=group)
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    g = torch.Generator().manual_seed(100 + rank)
+    for _ in range(steps):
+        x = torch.randn(16, 32, generator=g).to(dev)
+        y = torch.randint(0, 4, (16,), generator=g).to(dev)
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(m(x), y).backward()
+        opt.step()
+    return torch.cat([p.detach().reshape(-1).cpu() for p in m.parameters()])
+
+
 def left_after_destroy(rank, world, d, switch):
     """destroy_process_group left the jobs: once every rank has destroyed its groups (and
     is still alive), rank 0 asks its embedded switch: no job holds a slot."""
@@ -252,17 +470,23 @@ def left_after_destroy(rank, world, d, switch):
 
 
 def worker(rank, world, method, timeout_s, case, out):
+    import faulthandler
+    faulthandler.dump_traceback_later(float(os.environ.get("CASE_WATCHDOG_S", "600")), exit=True)
     init(rank, world, method, timeout_s)
     if case == "collectives":
         res = case_collectives(rank, world)
     elif case == "compressed":
         res = case_compressed(rank, world)
+    elif case == "torch2":
+        res = case_torch2(rank, world)
+    elif case == "cuda":
+        res = case_cuda(rank, world)
     else:
         res = case_failure(rank, world, timeout_s, case)
     if rank == 0:
         with open(out, "w") as f:
             json.dump(res, f)
-    if case in ("collectives", "compressed"):
+    if case in ("collectives", "compressed", "torch2", "cuda"):
         import torch.distributed as dist
         held = dist.group.WORLD  # as a DDP model holds its group past destroy
         dist.destroy_process_group()
@@ -275,6 +499,9 @@ def worker(rank, world, method, timeout_s, case, out):
 
 def main():
     case, world, method = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+    if case == "cuda" and cuda_skip_reason():
+        print(json.dumps({"skipped": cuda_skip_reason()}))
+        return
     timeout_s = float(sys.argv[4]) if len(sys.argv) > 4 else 60
     import torch.multiprocessing as mp
     with socket.socket() as s:

@@ -2,6 +2,9 @@
 and for each process group agrees on the switch and the job through the group's store, starts
 the embedded switch when none is named, builds the Gloo group that serves the delegated calls
 and the C++ ProcessGroupInagg (python/inagg/csrc) that sends all_reduce through the switch.
+On torch 1.13 that object is the process group itself; on torch 2.x it is a c10d Backend,
+registered for "cpu" and "cuda", which torch.distributed wraps in its ProcessGroup
+(inagg_backend_of() finds it again).
 
 Which switch (first that applies):
   1. Options(switch=...) passed as init_process_group(..., pg_options=Options(...))
@@ -160,6 +163,12 @@ def _create(store, rank, size, timeout, group_id, options):
     timeout_ms = int(timeout.total_seconds() * 1000) if isinstance(
         timeout, datetime.timedelta) else int(timeout)
     timeout_ms = max(1000, min(timeout_ms, 2**32 - 1))
+    # A restarted torchrun attempt may get the store its failed attempt wrote (torch 2.x's
+    # agent store): keys of their own per attempt, or the new group reads the old switch, job
+    # and Gloo addresses
+    attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT")
+    if attempt:
+        store = dist.PrefixStore("inagg-attempt-%s/" % attempt, store)
     gloo = dist.ProcessGroupGloo(dist.PrefixStore(_GLOO_PREFIX, store), rank, size, timeout)
     named = _opt(options, "switch", "INAGG_SWITCH")
     with _LOCK:
@@ -197,6 +206,24 @@ def _create_plain(store, rank, size, timeout):
     return _create(store, rank, size, timeout, None, None)
 
 
+def inagg_backend_of(pg):
+    """The ProcessGroupInagg behind `pg` (None if it has none): `pg` itself on torch 1.13,
+    the Backend torch 2.x's ProcessGroup dispatches CPU tensors to."""
+    if pg is None:
+        return None
+    if pg in _GROUPS:
+        return pg
+    get = getattr(pg, "_get_backend", None)
+    if get is None:
+        return None
+    import torch
+    try:
+        backend = get(torch.device("cpu"))
+    except RuntimeError:  # a group with no CPU backend (NCCL only)
+        return None
+    return backend if backend in _GROUPS else None
+
+
 def register():
     """Register "inagg" with torch.distributed (once)."""
     if "INAGG" in getattr(dist.Backend, "_plugins", {}) or hasattr(dist.Backend, "INAGG"):
@@ -205,7 +232,10 @@ def register():
     _leave_on_destroy()
     _monitored_barrier_via_gloo()
     params = inspect.signature(dist.Backend.register_backend).parameters
-    if "extended_api" in params:  # torch 1.13 and later: group name and pg_options reach us
+    if "devices" in params:  # torch 2.x: a Backend, for both devices
+        dist.Backend.register_backend("inagg", _create_extended, extended_api=True,
+                                      devices=["cpu", "cuda"])
+    elif "extended_api" in params:  # torch 1.13: group name and pg_options reach us
         dist.Backend.register_backend("inagg", _create_extended, extended_api=True)
     else:
         dist.Backend.register_backend("inagg", _create_plain)
@@ -223,7 +253,8 @@ def _leave_on_destroy():
     def destroy_process_group(group=None):
         world = dist.group.WORLD
         everything = group is None or group is world
-        doomed = [pg for pg in list(_GROUPS) if everything or pg is group]
+        mine = inagg_backend_of(group)
+        doomed = [pg for pg in list(_GROUPS) if everything or pg is mine]
         original(group)
         for pg in doomed:
             pg.shutdown()
@@ -244,7 +275,7 @@ def _monitored_barrier_via_gloo():
 
     def monitored_barrier(group=None, timeout=None, wait_all_ranks=False):
         pg = group if group is not None else dist.group.WORLD
-        if pg is None or pg not in _GROUPS or c10d._rank_not_in_group(group):
+        if inagg_backend_of(pg) is None or c10d._rank_not_in_group(group):
             return original(group, timeout, wait_all_ranks)
         if timeout is None:
             timeout = c10d.default_pg_timeout
@@ -261,11 +292,12 @@ def backend_stats(group=None):
     switch, "gloo": n calls passed to Gloo, "gloo_by_op": {name: n}, "switch_address",
     "job", "wire": libinagg's packet and byte counters, "error_feedback": {"tensors": with a
     residual, "untracked": calls sent without one}}."""
-    pg = group if group is not None else dist.group.WORLD
-    if pg is None:
+    group = group if group is not None else dist.group.WORLD
+    if group is None:
         raise RuntimeError("inagg: no process group (call init_process_group first)")
-    if not hasattr(pg, "switch_calls"):
-        raise TypeError("inagg: %r is not an inagg process group" % (pg,))
+    pg = inagg_backend_of(group)
+    if pg is None:
+        raise TypeError("inagg: %r is not an inagg process group" % (group,))
     by_op = dict(pg.delegated_calls())
     return {"switch": pg.switch_calls(), "gloo": sum(by_op.values()), "gloo_by_op": by_op,
             "switch_address": pg.switch_address, "job": pg.job, "wire": pg.wire_stats(),

@@ -100,6 +100,15 @@ def _stage(build, libpath):
     return src
 
 
+def _cuda_build(torch, cpp_extension):
+    """Whether the backend stages CUDA tensors: a CUDA build of torch and the CUDA toolkit's
+    headers (cpp_extension's CUDA_HOME, e.g. /usr/local/cuda) to compile against. No GPU is
+    needed to build; without either, CUDA tensors are Gloo's (counted)."""
+    home = getattr(cpp_extension, "CUDA_HOME", None)
+    return bool(torch.version.cuda and home and
+                os.path.isfile(os.path.join(home, "include", "cuda_runtime.h")))
+
+
 def load():
     """The compiled extension module (compiling it first if needed)."""
     global _MODULE
@@ -114,12 +123,6 @@ def load():
                           "(apt-get install python3-setuptools)")
     with contextlib.redirect_stderr(io.StringIO()):  # "No CUDA runtime is found": CPU only
         from torch.utils import cpp_extension
-    major = int(torch.__version__.split(".")[0])
-    if major >= 2:  # c10d split ProcessGroup into ProcessGroup + Backend in 2.0
-        raise ImportError("inagg.torch: the `inagg` backend is written against torch 1.13's "
-                          "c10d::ProcessGroup; torch %s (c10d::Backend) is not supported yet. "
-                          "The DDP hook (inagg.torch.allreduce_hook) works there"
-                          % torch.__version__)
     if not os.path.isfile(os.path.join(cpp_extension.include_paths()[0], "torch", "csrc",
                                        "distributed", "c10d", "ProcessGroup.hpp")) and \
             not os.path.isfile("/usr/include/torch/csrc/distributed/c10d/ProcessGroup.hpp"):
@@ -142,14 +145,23 @@ def load():
         print("inagg.torch: compiling the torch.distributed backend into %s (once per torch "
               "version: up to 3 minutes on a loaded 2-core machine)" % build,
               file=sys.stderr, flush=True)
+    cuda = _cuda_build(torch, cpp_extension)
+    # No .cu source is compiled, but cpp_extension derives nvcc's arch flags all the same, from
+    # the GPUs it sees: on a machine without one, name an arch for it (restored after)
+    arch_unset = cuda and not os.environ.get("TORCH_CUDA_ARCH_LIST")
+    if arch_unset:
+        os.environ["TORCH_CUDA_ARCH_LIST"] = "8.0"
     _MODULE = cpp_extension.load(
         name=name,
-        sources=[os.path.join(src, f) for f in _SOURCES],
+        sources=[os.path.join(src, f) for f in _SOURCES + (["cuda_stage.cpp"] if cuda else [])],
         extra_include_paths=[os.path.join(src, "include"), src],
-        extra_cflags=["-O2", "-Wall", "-Wextra", "-Werror"],
+        extra_cflags=["-O2", "-Wall", "-Wextra", "-Werror"] + (["-DINAGG_WITH_CUDA"] if cuda else []),
+        with_cuda=cuda,
         extra_ldflags=["-L" + libdir, "-l:libinagg.so.0", "-Wl,-rpath," + libdir],
         build_directory=build,
         verbose=bool(os.environ.get("INAGG_TORCH_EXT_VERBOSE")))
+    if arch_unset:
+        del os.environ["TORCH_CUDA_ARCH_LIST"]
     if os.path.getmtime(built) != before:
         print("inagg.torch: compiled the backend in %.0f s" % (time.monotonic() - t0),
               file=sys.stderr, flush=True)

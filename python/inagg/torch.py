@@ -1,14 +1,17 @@
 """inagg.torch - PyTorch on an inagg switch, two ways.
 
-1. The `inagg` torch.distributed backend (needs libtorch-dev and ninja-build; the C++ part in
-   csrc/ is compiled on first use, see inagg/_torch_ext.py). Importing this module registers it:
+1. The `inagg` torch.distributed backend, on torch 1.13 (a ProcessGroup) and 2.x (a Backend for
+   "cpu" and "cuda"); needs the c10d headers (libtorch-dev, or PyPI's torch) and ninja-build;
+   the C++ part in csrc/ is compiled on first use, see inagg/_torch_ext.py. Importing this
+   module registers it:
 
     import torch.distributed as dist, inagg.torch
     dist.init_process_group("inagg")          # env://, tcp://, file://; no switch: embedded
     model = torch.nn.parallel.DistributedDataParallel(net)   # unmodified: no hook
 
    all_reduce SUM/AVG of CPU float32/int32 (float16, bfloat16, float64 through float32) goes
-   through the switch, everything else to a Gloo group on the same store (backend_stats()).
+   through the switch, and of CUDA tensors too when built against a CUDA torch (staged through
+   pinned host memory), everything else to a Gloo group on the same store (backend_stats()).
    Options: init_process_group(..., pg_options=Options(switch=..., compress="fp16")) or
    $INAGG_SWITCH, $INAGG_COMPRESS, $INAGG_PROTOCOL, $INAGG_FLOAT_MODE. See _backend.py.
 

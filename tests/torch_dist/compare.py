@@ -29,7 +29,9 @@ def results(path):
                 verdict = "skip"
             elif line == "ok" or (line.endswith(" ok") and "INFO" not in line):
                 verdict = "ok"
-            elif line.startswith(("FAIL", "ERROR")):
+            # unittest's verdict word ends its line; a profiler's "ERROR:2026-... failed with
+            # code 35" (torch 2.x without a GPU) is a log line
+            elif re.fullmatch(r"(?:.*\s)?(?:FAIL|ERROR)", line):
                 verdict = "FAIL"
             else:
                 continue

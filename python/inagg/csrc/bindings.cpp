@@ -1,6 +1,6 @@
 /*
  * bindings.cpp - the Python face of the extension: ProcessGroupInagg as a subclass of
- * torch.distributed.ProcessGroup, built from a Gloo group and a dict of switch settings
+ * torch.distributed.ProcessGroup (torch 1.13) or of torch's C++ Backend class (2.x), built from a Gloo group and a dict of switch settings
  * (python/inagg/_backend.py fills it and registers the backend).
  */
 #include <torch/extension.h>
@@ -8,6 +8,7 @@
 #include "process_group_inagg.hpp"
 
 namespace py = pybind11;
+using inagg_torch::BaseGroup;
 using inagg_torch::ProcessGroupInagg;
 using inagg_torch::SwitchConfig;
 
@@ -42,10 +43,14 @@ SwitchConfig configFrom(const py::dict& d)
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m)
 {
   m.doc() = "inagg's torch.distributed backend (all_reduce through an inagg switch)";
+#ifdef INAGG_TORCH2 /* a c10d::Backend, which torch.distributed wraps in its ProcessGroup */
+  py::object base = py::module::import("torch._C._distributed_c10d").attr("Backend");
+#else
   py::object base = py::module::import("torch.distributed").attr("ProcessGroup");
+#endif
   py::class_<ProcessGroupInagg, c10::intrusive_ptr<ProcessGroupInagg>>(m, "ProcessGroupInagg",
                                                                       base)
-      .def(py::init([](int rank, int size, c10::intrusive_ptr<c10d::ProcessGroup> gloo,
+      .def(py::init([](int rank, int size, c10::intrusive_ptr<BaseGroup> gloo,
                        const py::dict& cfg) {
              SwitchConfig c = configFrom(cfg);
              py::gil_scoped_release nogil; /* joining waits for every rank */

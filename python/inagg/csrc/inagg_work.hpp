@@ -14,15 +14,22 @@
 #include <functional>
 #include <vector>
 
+#include "cuda_stage.hpp"
+
 namespace inagg_torch {
 
 class InaggWork : public c10d::Work {
  public:
-  InaggWork(int rank, std::vector<at::Tensor> tensors)
+  /* devices: the CUDA device of a staged tensor (its Future then records events), or none */
+  InaggWork(int rank, std::vector<at::Tensor> tensors, std::vector<c10::Device> devices = {})
       : c10d::Work(rank, c10d::OpType::ALLREDUCE, "inagg:all_reduce"),
         tensors_(std::move(tensors)),
         future_(c10::make_intrusive<at::ivalue::Future>(
-            c10::ListType::create(c10::TensorType::get()))) {}
+            c10::ListType::create(c10::TensorType::get()), std::move(devices))) {}
+
+#ifdef INAGG_WITH_CUDA
+  void setCudaStage(std::shared_ptr<CudaStage> stage) { cuda_ = std::move(stage); }
+#endif
 
   std::vector<at::Tensor> result() override { return tensors_; }
 
@@ -35,17 +42,29 @@ class InaggWork : public c10d::Work {
   }
   bool wait(std::chrono::milliseconds timeout = kNoTimeout) override {
     if (!driven_.exchange(true) && drive_ && !isCompleted()) drive_(this, timeout);
-    return c10d::Work::wait(timeout);
+    bool done = c10d::Work::wait(timeout); /* throws the Work's error */
+#ifdef INAGG_WITH_CUDA
+    if (done && cuda_) inagg_torch::blockCurrentStream(*cuda_); /* the caller's stream, not the host */
+#endif
+    return done;
   }
 
-  /* Called once, by the thread that saw the request end (or on shutdown): wakes wait() and
-   * the Future. */
-  void complete(std::exception_ptr error) {
-    finish(error);
-    if (error)
+  /* Called once, by the thread that saw the request end (or on shutdown): wakes wait(). */
+  void finishWork(std::exception_ptr error) { finish(error); }
+  /* Then, on a completer thread of the process group: the Future, and with it the callbacks
+   * chained on it (then()), which may start and wait for further collectives. */
+  void completeFuture(std::exception_ptr error) {
+    if (error) {
       future_->setError(error);
-    else
-      future_->markCompleted(c10::IValue(tensors_));
+      return;
+    }
+#ifdef INAGG_WITH_CUDA
+    if (cuda_) { /* the Future's events go on the stream that copies the result back */
+      onStageStream(*cuda_, [this] { future_->markCompleted(c10::IValue(tensors_)); });
+      return;
+    }
+#endif
+    future_->markCompleted(c10::IValue(tensors_));
   }
 
  private:
@@ -53,6 +72,9 @@ class InaggWork : public c10d::Work {
   c10::intrusive_ptr<at::ivalue::Future> future_;
   std::function<void(InaggWork*, std::chrono::milliseconds)> drive_;
   std::atomic<bool> driven_{false};
+#ifdef INAGG_WITH_CUDA
+  std::shared_ptr<CudaStage> cuda_;
+#endif
 };
 
 } // namespace inagg_torch

@@ -53,9 +53,9 @@ bool isLossyCodec(const std::string& compress)
 } // namespace
 
 ProcessGroupInagg::ProcessGroupInagg(int rank, int size,
-                                     c10::intrusive_ptr<c10d::ProcessGroup> gloo,
+                                     c10::intrusive_ptr<BaseGroup> gloo,
                                      const SwitchConfig& cfg)
-    : c10d::ProcessGroup(rank, size), gloo_(std::move(gloo)), cfg_(cfg)
+    : BaseGroup(rank, size), gloo_(std::move(gloo)), cfg_(cfg)
 {
   TORCH_CHECK(gloo_, "inagg: the process group needs a Gloo group for delegated calls");
   inagg_options_t o = INAGG_OPTIONS_INIT;
@@ -133,6 +133,7 @@ void ProcessGroupInagg::shutdown()
   }
   if (wake_fd_ >= 0) wakeProgress();
   if (progress_.joinable()) progress_.join();
+  stopCompleters();
   std::lock_guard<std::mutex> cl(comm_mu_); /* a caller may still be inside drive() */
   if (comm_) {
     inagg_comm_destroy(comm_); /* leaves the job; the switch frees its slots; closes comm_fd_ */
@@ -199,7 +200,11 @@ std::string ProcessGroupInagg::switchRefusal(const std::vector<at::Tensor>& tens
   if (!comm_ || stopping_) return "no switch job";
   if (tensors.size() != 1) return "more than one tensor";
   const at::Tensor& t = tensors[0];
-  if (!t.device().is_cpu()) return "not a CPU tensor";
+#ifdef INAGG_WITH_CUDA
+  if (!t.device().is_cpu() && !t.is_cuda()) return "not a CPU or CUDA tensor";
+#else
+  if (!t.device().is_cpu()) return "not a CPU tensor (this build of the backend has no CUDA)";
+#endif
   if (t.layout() != c10::kStrided) return "not a dense tensor";
   if (t.numel() == 0) return "empty tensor";
   auto op = opts.reduceOp.op_;
@@ -230,12 +235,24 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupInagg::allreduce(std::vector<at::Tens
   bool is_int = op.user.scalar_type() == at::kInt;
   op.dtype = is_int ? INAGG_INT32 : INAGG_FLOAT32;
   op.op = opts.reduceOp.op_ == c10d::ReduceOp::AVG ? INAGG_AVG : INAGG_SUM;
-  bool direct = op.user.is_contiguous() &&
+  bool direct = op.user.is_cpu() && op.user.is_contiguous() &&
                 (op.user.scalar_type() == at::kFloat || is_int);
+  std::vector<c10::Device> devices;
+#ifdef INAGG_WITH_CUDA
+  if (op.user.is_cuda()) {
+    op.cuda = stageIn(op.user, is_int ? at::kInt : at::kFloat, &op.wire);
+    devices.push_back(op.user.device());
+  }
+#endif
   /* float16, bfloat16 and float64 are summed as float32 and converted back */
-  op.wire = direct ? op.user : op.user.to(is_int ? at::kInt : at::kFloat).contiguous();
+  if (!op.wire.defined())
+    op.wire = direct ? op.user : op.user.to(is_int ? at::kInt : at::kFloat).contiguous();
   if (cfg_.error_feedback && lossy_ && !is_int && !p4sgd_) op.residual = residualFor(op.user);
-  op.work = c10::make_intrusive<InaggWork>(getRank(), std::vector<at::Tensor>{op.user});
+  op.work = c10::make_intrusive<InaggWork>(getRank(), std::vector<at::Tensor>{op.user},
+                                           std::move(devices));
+#ifdef INAGG_WITH_CUDA
+  op.work->setCudaStage(op.cuda);
+#endif
   op.work->setDriver([this](InaggWork* w, std::chrono::milliseconds t) { drive(w, t); });
   c10::intrusive_ptr<c10d::Work> result = op.work;
   switch_calls_++;
@@ -287,6 +304,9 @@ bool ProcessGroupInagg::startOp(Op& op)
   void* buf = op.wire.data_ptr();
   size_t n = (size_t)op.wire.numel();
   float* residual = op.residual.defined() ? op.residual.data_ptr<float>() : nullptr;
+#ifdef INAGG_WITH_CUDA
+  if (op.cuda) waitStagedIn(*op.cuda); /* the tensor's bytes are on the host */
+#endif
   inagg_result_t rc = inagg_iallreduce_ef(comm_, buf, buf, n, op.dtype, op.op, residual, &op.req);
   if (rc != INAGG_OK) {
     op.req = nullptr;
@@ -302,10 +322,10 @@ void ProcessGroupInagg::finishOp(Op& op, inagg_result_t rc)
    * its chunk NaN, which the caller sees in the result as it would see the Inf/NaN. */
   if (rc == INAGG_OK || rc == INAGG_ERR_OVERFLOW || rc == INAGG_ERR_NONFINITE) {
     try {
-      if (!op.wire.is_same(op.user)) op.user.copy_(op.wire);
-      op.work->complete(nullptr);
+      copyBack(op);
+      completeWork(op.work, nullptr);
     } catch (...) {
-      op.work->complete(std::current_exception());
+      completeWork(op.work, std::current_exception());
     }
     return;
   }
@@ -314,7 +334,18 @@ void ProcessGroupInagg::finishOp(Op& op, inagg_result_t rc)
     std::lock_guard<std::mutex> lk(mu_);
     if (!broken_) broken_ = err;
   }
-  op.work->complete(err);
+  completeWork(op.work, err);
+}
+
+void ProcessGroupInagg::copyBack(Op& op)
+{
+#ifdef INAGG_WITH_CUDA
+  if (op.cuda) {
+    stageOut(*op.cuda, op.user, op.wire);
+    return;
+  }
+#endif
+  if (!op.wire.is_same(op.user)) op.user.copy_(op.wire);
 }
 
 bool ProcessGroupInagg::step()
@@ -328,7 +359,7 @@ bool ProcessGroupInagg::step()
   }
   for (Op& op : batch) {
     if (broken)
-      op.work->complete(broken); /* the job failed: the communicator cannot serve more */
+      completeWork(op.work, broken); /* the job failed: the communicator cannot serve more */
     else if (startOp(op))
       running_.push_back(std::move(op));
   }
@@ -405,6 +436,55 @@ void ProcessGroupInagg::progressLoop()
     struct pollfd fds[2] = {{wake_fd_, POLLIN, 0}, {comm_fd_, POLLIN, 0}};
     (void)poll(fds, watch ? 2 : 1, kSleepBoundMs);
     progress_watches_comm_.store(false);
+  }
+}
+
+/* A Work is finished (Work::wait returns) by the thread that saw its request end; its Future
+ * is completed on a completer thread, since a callback chained on it (then(): DDP's comm
+ * hooks, PowerSGD) may start another all_reduce and wait for it, which the progress thread
+ * must be free to finish. A completer is added whenever none is idle (a callback blocks),
+ * up to kMaxCompleters. */
+void ProcessGroupInagg::completeWork(const c10::intrusive_ptr<InaggWork>& work,
+                                     std::exception_ptr error)
+{
+  work->finishWork(error);
+  std::lock_guard<std::mutex> g(done_mu_);
+  done_.emplace_back(work, error);
+  if (idle_completers_ == 0 && completers_.size() < kMaxCompleters && !completers_stop_)
+    completers_.emplace_back([this] { completerLoop(); });
+  done_cv_.notify_one();
+}
+
+void ProcessGroupInagg::completerLoop()
+{
+  std::unique_lock<std::mutex> lk(done_mu_);
+  for (;;) {
+    idle_completers_++;
+    done_cv_.wait(lk, [this] { return !done_.empty() || completers_stop_; });
+    idle_completers_--;
+    if (done_.empty()) return; /* stopping, nothing left to complete */
+    auto item = std::move(done_.front());
+    done_.pop_front();
+    lk.unlock();
+    item.first->completeFuture(item.second);
+    lk.lock();
+  }
+}
+
+void ProcessGroupInagg::stopCompleters()
+{
+  std::vector<std::thread> threads;
+  {
+    std::lock_guard<std::mutex> g(done_mu_);
+    completers_stop_ = true;
+    threads.swap(completers_);
+  }
+  done_cv_.notify_all();
+  for (auto& t : threads) {
+    if (t.get_id() == std::this_thread::get_id())
+      t.detach(); /* shut down from a callback: this thread ends after it */
+    else
+      t.join();
   }
 }
 
@@ -543,5 +623,23 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupInagg::barrier(const c10d::BarrierOpt
   countDelegated("barrier");
   return gloo_->barrier(o);
 }
+
+#ifdef INAGG_TORCH2
+/* FSDP's all_gather_into_tensor / reduce_scatter_tensor of several tensors at once */
+c10::intrusive_ptr<c10d::Work> ProcessGroupInagg::allgather_into_tensor_coalesced(
+    std::vector<at::Tensor>& out, std::vector<at::Tensor>& in, const c10d::AllgatherOptions& o)
+{
+  countDelegated("all_gather_into_tensor_coalesced");
+  return gloo_->allgather_into_tensor_coalesced(out, in, o);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupInagg::reduce_scatter_tensor_coalesced(
+    std::vector<at::Tensor>& out, std::vector<at::Tensor>& in,
+    const c10d::ReduceScatterOptions& o)
+{
+  countDelegated("reduce_scatter_tensor_coalesced");
+  return gloo_->reduce_scatter_tensor_coalesced(out, in, o);
+}
+#endif
 
 } // namespace inagg_torch

@@ -1,8 +1,15 @@
 /*
  * process_group_inagg.hpp - the `inagg` torch.distributed backend: a c10d::ProcessGroup whose
- * all_reduce (SUM / AVG of one dense CPU tensor) goes through an inagg switch job, and which
+ * all_reduce (SUM / AVG of one dense CPU tensor, or CUDA tensor staged through pinned host
+ * memory when built against a CUDA torch: cuda_stage.hpp) goes through an inagg switch job, and which
  * hands every other collective, reduction op or tensor the switch cannot serve to a Gloo
  * process group built on the same store. Counters say how many calls went each way.
+ *
+ * One source for torch 1.13 and 2.x: on 1.13 the class is a c10d::ProcessGroup (what
+ * register_backend's creator returns there); from 2.0 on c10d split that into ProcessGroup
+ * (the per-device dispatcher) and Backend, and the class is a c10d::Backend registered for
+ * "cpu" and "cuda". BaseGroup names whichever it is; the overrides that exist only in 2.x
+ * are under INAGG_TORCH2.
  *
  * Threading: libinagg wants one thread at a time per communicator: comm_mu_ is that rule.
  * Callers queue an operation and get a Work. Whoever holds comm_mu_ runs one step (step()):
@@ -16,9 +23,18 @@
  */
 #pragma once
 
+#include <torch/version.h>
+#if TORCH_VERSION_MAJOR >= 2
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#define INAGG_TORCH2 1
+#define INAGG_OVERRIDE_TORCH2 override
+#else
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#define INAGG_OVERRIDE_TORCH2
+#endif
 
 #include <atomic>
+#include <condition_variable>
 #include <deque>
 #include <map>
 #include <mutex>
@@ -31,6 +47,12 @@
 #include "inagg_work.hpp"
 
 namespace inagg_torch {
+
+#ifdef INAGG_TORCH2
+using BaseGroup = c10d::Backend;
+#else
+using BaseGroup = c10d::ProcessGroup;
+#endif
 
 /* What the switch job is built with (the Python side fills it from options and env). */
 struct SwitchConfig {
@@ -46,16 +68,16 @@ struct SwitchConfig {
   uint32_t timeout_ms = 30000;
 };
 
-class ProcessGroupInagg : public c10d::ProcessGroup {
+class ProcessGroupInagg : public BaseGroup {
  public:
-  ProcessGroupInagg(int rank, int size, c10::intrusive_ptr<c10d::ProcessGroup> gloo,
+  ProcessGroupInagg(int rank, int size, c10::intrusive_ptr<BaseGroup> gloo,
                     const SwitchConfig& cfg);
   ~ProcessGroupInagg() override;
 
   const std::string getBackendName() const override { return "inagg"; }
 
   /* Leave the switch job (inagg_comm_destroy) and print the counters if asked; idempotent. */
-  void shutdown();
+  void shutdown() INAGG_OVERRIDE_TORCH2;
 
   /* Calls that went through the switch, and per operation name those handed to Gloo. */
   uint64_t switchCalls() const { return switch_calls_.load(); }
@@ -67,7 +89,7 @@ class ProcessGroupInagg : public c10d::ProcessGroup {
   bool lossyCodec() const { return lossy_; }
   /* libinagg's counters of the communicator (bytes on the wire etc.), zeros after shutdown */
   inagg_stats_t wireStats();
-  c10::intrusive_ptr<c10d::ProcessGroup> gloo() const { return gloo_; }
+  c10::intrusive_ptr<BaseGroup> gloo() const { return gloo_; }
 
   c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
                                            const c10d::AllreduceOptions& opts) override;
@@ -115,6 +137,14 @@ class ProcessGroupInagg : public c10d::ProcessGroup {
   c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors,
                                                int tag) override;
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
+#ifdef INAGG_TORCH2
+  c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(
+      std::vector<at::Tensor>& out, std::vector<at::Tensor>& in,
+      const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_tensor_coalesced(
+      std::vector<at::Tensor>& out, std::vector<at::Tensor>& in,
+      const c10d::ReduceScatterOptions& opts) override;
+#endif
 
  private:
   /* One allreduce queued for the switch. `wire` is the float32/int32 contiguous buffer the
@@ -127,6 +157,9 @@ class ProcessGroupInagg : public c10d::ProcessGroup {
     inagg_op_t op;
     inagg_request_t* req = nullptr;
     at::Tensor residual; /* error feedback: this tensor's residual (undefined: none) */
+#ifdef INAGG_WITH_CUDA
+    std::shared_ptr<CudaStage> cuda; /* a CUDA tensor's staging; `wire` is pinned host memory */
+#endif
   };
 
   /* Why the switch cannot serve this call ("" if it can). */
@@ -141,10 +174,14 @@ class ProcessGroupInagg : public c10d::ProcessGroup {
   void drive(InaggWork* work, std::chrono::milliseconds timeout);
   bool startOp(Op& op);       /* progress thread: inagg_iallreduce (or the blocking call) */
   void finishOp(Op& op, inagg_result_t rc);
+  void copyBack(Op& op); /* the result from `wire` into the caller's tensor */
+  void completeWork(const c10::intrusive_ptr<InaggWork>& work, std::exception_ptr error);
+  void completerLoop();
+  void stopCompleters();
   std::exception_ptr failure(const std::string& what, inagg_result_t rc);
   void failAll(std::exception_ptr error);
 
-  c10::intrusive_ptr<c10d::ProcessGroup> gloo_;
+  c10::intrusive_ptr<BaseGroup> gloo_;
   SwitchConfig cfg_;
   bool lossy_ = false;
   /* Error feedback: one float32 residual per tensor, keyed by its storage, element count and
@@ -169,6 +206,14 @@ class ProcessGroupInagg : public c10d::ProcessGroup {
   bool stopping_ = false;
   std::exception_ptr broken_;  /* after a failure every later call fails with it */
   std::thread progress_;
+  /* Futures to complete, and the threads that complete them (see completeWork) */
+  static constexpr size_t kMaxCompleters = 8;
+  std::mutex done_mu_;
+  std::condition_variable done_cv_;
+  std::deque<std::pair<c10::intrusive_ptr<InaggWork>, std::exception_ptr>> done_;
+  std::vector<std::thread> completers_;
+  size_t idle_completers_ = 0;
+  bool completers_stop_ = false;
 
   std::atomic<uint64_t> switch_calls_{0};
   mutable std::mutex count_mu_;

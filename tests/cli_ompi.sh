@@ -7,6 +7,8 @@
 # switch on loopback:
 #   - the one-host rule overridden: the sums, blocking and MPI_Iallreduce, go through the switch
 #     (per-call lines, switch counters), every result right, MPI_MAX and MPI_DOUBLE with MPI;
+#   - the same under MPI_THREAD_MULTIPLE, where a duplicate communicator is set up inside
+#     Open MPI's progress engine (its job is joined at its first call, not then);
 #   - the default route: four ranks on one host stay with MPI, nothing reaches the switch;
 #   - the size threshold: calls under coll_inagg_min_bytes stay with MPI, saying so;
 #   - a switch that does not answer: one warning, every result right through MPI;
@@ -116,6 +118,20 @@ if [ $rc -eq 0 ] && passed "$tmp/sw1" && [ "$n_inagg" -gt 0 ] &&
    [ "$(grep -c '^coll/inagg: .*: job ompi-.* on switch '"$SW"', [24] ranks$' "$tmp/sw1")" = 4 ]; then
     ok "$t ($(summary "$tmp/sw1"); $n_inagg calls through the switch, $n_mpi with MPI; $((after - before)) packets in)"
 else bad $t "rc $rc, $n_inagg inagg, $n_mpi MPI, packets $before -> $after: $(grep -v '^coll/inagg: rank' "$tmp/sw1" | tail -n 5)"; fi
+
+# MPI_THREAD_MULTIPLE (mpi4py's default): Open MPI then enables a duplicate's modules inside
+# its progress engine, where a collective never returns; the job is joined at the first call.
+t=ompi_coll_thread_multiple_comm_dup_joins_at_the_first_call
+rm -rf "$tmp/mt.d"
+timeout 120 "${MPIRUN[@]}" --output-filename "$tmp/mt.d" --mca coll_inagg_switch "$SW" \
+    --mca coll_inagg_one_host switch --mca coll_inagg_min_bytes 0 --mca coll_inagg_verbose 1 \
+    "$tmp/check" --thread-multiple >"$tmp/mt.mpirun" 2>&1
+rc=$?
+cat "$tmp/mt.d"/*/rank.*/std* >"$tmp/mt" 2>/dev/null || cp "$tmp/mt.mpirun" "$tmp/mt"
+if [ $rc -eq 0 ] && passed "$tmp/mt" &&
+   grep -q '^coll/inagg: MPI COMMUNICATOR [0-9]* DUP FROM 0: [1-9][0-9]* allreduce through the switch' "$tmp/mt"; then
+    ok "$t ($(summary "$tmp/mt"); $(grep -c ' allreduce through the switch' "$tmp/mt") communicators used the switch)"
+else bad $t "rc $rc$([ $rc = 124 ] && echo ': hung'): $(grep -v '^coll/inagg: rank' "$tmp/mt" | tail -n 5)"; fi
 
 t=ompi_coll_default_route_one_host_stays_with_mpi
 before=$(packets_in)

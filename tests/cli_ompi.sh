@@ -12,7 +12,9 @@
 #   - the default route: four ranks on one host stay with MPI, nothing reaches the switch;
 #   - the size threshold: calls under coll_inagg_min_bytes stay with MPI, saying so;
 #   - a switch that does not answer: one warning, every result right through MPI;
-#   - no switch configured: the component stays out, silently.
+#   - no switch configured: the component stays out, silently;
+#   - mpi4py's tests of the collectives (tools/mpi4py-suite) pass plain, with the component and
+#     with the interposer, the sums going through the switch both ways.
 # Without mpicc, mpirun or Open MPI's development headers the cases skip, naming the package.
 #
 #   bash tests/cli_ompi.sh    (from the repository root, after make)
@@ -175,5 +177,26 @@ t=ompi_coll_without_a_switch_stays_out_silently
 if [ $rc -eq 0 ] && passed "$tmp/none" && ! grep -q '^coll/inagg:' "$tmp/none"; then
     ok "$t ($(summary "$tmp/none"))"
 else bad $t "rc $rc: $(head -n 5 "$tmp/none")"; fi
+
+# mpi4py's own tests of the collectives (tools/mpi4py-suite; the whole suite is its own
+# command), three ways: every test passes with the component and the interposer as without.
+t=mpi4py_collective_tests_pass_plain_component_and_interposer
+if ! dpkg-query -W -f='${Status}' python3-mpi4py 2>/dev/null | grep -q 'ok installed'; then
+    missing $t "python3-mpi4py" "python3-mpi4py"
+else
+    timeout 900 tools/mpi4py-suite -n 2 --tests "test_cco_buf test_cco_nb_buf" >"$tmp/m4.out" 2>"$tmp/m4.err"
+    rc=$?
+    row() { awk -v k="$1" 'index($0, k) == 1 { print $(NF-2), $(NF-1), $NF }' "$tmp/m4.out"; }
+    read -r t_p t_c t_i <<<"$(row tests)"
+    read -r p_p p_c p_i <<<"$(row passed)"
+    read -r _ s_c s_i <<<"$(row 'allreduce via switch')"
+    if [ $rc = 2 ] && grep -q 'cannot fetch' "$tmp/m4.err"; then
+        skp $t "mpi4py's test sources could not be fetched: $(tail -n 1 "$tmp/m4.err")"
+    elif [ $rc = 0 ] && [ "${t_p:-0}" -gt 0 ] && [ "$t_p" = "$t_c" ] && [ "$t_p" = "$t_i" ] &&
+         [ "$p_p" = "$t_p" ] && [ "$p_c" = "$t_p" ] && [ "$p_i" = "$t_p" ] &&
+         [ "${s_c:-0}" -gt 0 ] && [ "${s_i:-0}" -gt 0 ]; then
+        ok "$t ($t_p tests each way; $s_c allreduce through the switch with the component, $s_i with the interposer)"
+    else bad $t "rc $rc: $(cat "$tmp/m4.out" "$tmp/m4.err" | tail -n 12)"; fi
+fi
 
 finish

@@ -271,7 +271,7 @@ test-integrations: all
 
 # What tests/cli_integrations.sh uses beyond the build, from Debian (root): without them its
 # cases skip with the package to install. python3-torch comes with tools/setup.
-INTEGRATION_DEBS := pkg-config python3-numpy python3-pip gfortran scalapack-mpi-test python3-zfpy
+INTEGRATION_DEBS := pkg-config python3-numpy python3-pip gfortran scalapack-mpi-test python3-zfpy python3-mpi4py
 .PHONY: integrations-deps
 integrations-deps:
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(INTEGRATION_DEBS)

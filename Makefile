@@ -257,7 +257,7 @@ all: $(if $(and $(OMPI_HAVE_COLL),$(filter 0,$(SAN))),$(BUILD)/mca_coll_inagg.so
 $(BUILD)/ompi/%.pic.o: src/apps/ompi/%.c src/apps/ompi/coll_inagg.h src/apps/mpi/route.h src/apps/mpi/probe.h src/apps/mpi/greq.h include/inagg.h include/inagg/version.h
 	@mkdir -p $(dir $@)
 	$(if $(OMPI_HAVE_COLL),,@echo "ompi-coll: Open MPI's development headers (ompi/mca/coll/coll.h) are not installed: apt-get install libopenmpi-dev"; exit 2)
-	$(CC) $(filter-out -std=c11,$(CFLAGS_BASE)) -std=gnu11 $(addprefix -isystem ,$(OMPI_INCDIRS)) -O2 -g -fPIC -c $< -o $@
+	$(CC) $(filter-out -std=c11,$(CFLAGS_BASE)) -std=gnu11 $(addprefix -isystem ,$(OMPI_INCDIRS)) -O2 -g -fPIC $(EXTRA_CFLAGS) -c $< -o $@
 
 $(BUILD)/mca_coll_inagg.so: $(OMPI_COLL_PIC) $(WORKER_PIC) src/apps/ompi/ompi_coll.map
 	$(CC) -shared -Wl,--version-script=src/apps/ompi/ompi_coll.map -Wl,--no-undefined $(LDFLAGS) \
@@ -302,7 +302,7 @@ test-integrations: all
 
 # What tests/cli_integrations.sh uses beyond the build, from Debian (root): without them its
 # cases skip with the package to install. python3-torch comes with tools/setup.
-INTEGRATION_DEBS := pkg-config python3-numpy python3-pip gfortran scalapack-mpi-test python3-zfpy
+INTEGRATION_DEBS := pkg-config python3-numpy python3-pip gfortran scalapack-mpi-test python3-zfpy python3-mpi4py
 .PHONY: integrations-deps
 integrations-deps:
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(INTEGRATION_DEBS)

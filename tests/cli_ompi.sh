@@ -7,10 +7,14 @@
 # switch on loopback:
 #   - the one-host rule overridden: the sums, blocking and MPI_Iallreduce, go through the switch
 #     (per-call lines, switch counters), every result right, MPI_MAX and MPI_DOUBLE with MPI;
+#   - the same under MPI_THREAD_MULTIPLE, where a duplicate communicator is set up inside
+#     Open MPI's progress engine (its job is joined at its first call, not then);
 #   - the default route: four ranks on one host stay with MPI, nothing reaches the switch;
 #   - the size threshold: calls under coll_inagg_min_bytes stay with MPI, saying so;
 #   - a switch that does not answer: one warning, every result right through MPI;
-#   - no switch configured: the component stays out, silently.
+#   - no switch configured: the component stays out, silently;
+#   - mpi4py's tests of the collectives (tools/mpi4py-suite) pass plain, with the component and
+#     with the interposer, the sums going through the switch both ways.
 # Without mpicc, mpirun or Open MPI's development headers the cases skip, naming the package.
 #
 #   bash tests/cli_ompi.sh    (from the repository root, after make)
@@ -117,6 +121,20 @@ if [ $rc -eq 0 ] && passed "$tmp/sw1" && [ "$n_inagg" -gt 0 ] &&
     ok "$t ($(summary "$tmp/sw1"); $n_inagg calls through the switch, $n_mpi with MPI; $((after - before)) packets in)"
 else bad $t "rc $rc, $n_inagg inagg, $n_mpi MPI, packets $before -> $after: $(grep -v '^coll/inagg: rank' "$tmp/sw1" | tail -n 5)"; fi
 
+# MPI_THREAD_MULTIPLE (mpi4py's default): Open MPI then enables a duplicate's modules inside
+# its progress engine, where a collective never returns; the job is joined at the first call.
+t=ompi_coll_thread_multiple_comm_dup_joins_at_the_first_call
+rm -rf "$tmp/mt.d"
+timeout 120 "${MPIRUN[@]}" --output-filename "$tmp/mt.d" --mca coll_inagg_switch "$SW" \
+    --mca coll_inagg_one_host switch --mca coll_inagg_min_bytes 0 --mca coll_inagg_verbose 1 \
+    "$tmp/check" --thread-multiple >"$tmp/mt.mpirun" 2>&1
+rc=$?
+cat "$tmp/mt.d"/*/rank.*/std* >"$tmp/mt" 2>/dev/null || cp "$tmp/mt.mpirun" "$tmp/mt"
+if [ $rc -eq 0 ] && passed "$tmp/mt" &&
+   grep -q '^coll/inagg: MPI COMMUNICATOR [0-9]* DUP FROM 0: [1-9][0-9]* allreduce through the switch' "$tmp/mt"; then
+    ok "$t ($(summary "$tmp/mt"); $(grep -c ' allreduce through the switch' "$tmp/mt") communicators used the switch)"
+else bad $t "rc $rc$([ $rc = 124 ] && echo ': hung'): $(grep -v '^coll/inagg: rank' "$tmp/mt" | tail -n 5)"; fi
+
 t=ompi_coll_default_route_one_host_stays_with_mpi
 before=$(packets_in)
 run "$tmp/dr" --mca coll_inagg_switch "$SW" --mca coll_inagg_verbose 2; rc=$?
@@ -159,5 +177,26 @@ t=ompi_coll_without_a_switch_stays_out_silently
 if [ $rc -eq 0 ] && passed "$tmp/none" && ! grep -q '^coll/inagg:' "$tmp/none"; then
     ok "$t ($(summary "$tmp/none"))"
 else bad $t "rc $rc: $(head -n 5 "$tmp/none")"; fi
+
+# mpi4py's own tests of the collectives (tools/mpi4py-suite; the whole suite is its own
+# command), three ways: every test passes with the component and the interposer as without.
+t=mpi4py_collective_tests_pass_plain_component_and_interposer
+if ! dpkg-query -W -f='${Status}' python3-mpi4py 2>/dev/null | grep -q 'ok installed'; then
+    missing $t "python3-mpi4py" "python3-mpi4py"
+else
+    timeout 900 tools/mpi4py-suite -n 2 --tests "test_cco_buf test_cco_nb_buf" >"$tmp/m4.out" 2>"$tmp/m4.err"
+    rc=$?
+    row() { awk -v k="$1" 'index($0, k) == 1 { print $(NF-2), $(NF-1), $NF }' "$tmp/m4.out"; }
+    read -r t_p t_c t_i <<<"$(row tests)"
+    read -r p_p p_c p_i <<<"$(row passed)"
+    read -r _ s_c s_i <<<"$(row 'allreduce via switch')"
+    if [ $rc = 2 ] && grep -q 'cannot fetch' "$tmp/m4.err"; then
+        skp $t "mpi4py's test sources could not be fetched: $(tail -n 1 "$tmp/m4.err")"
+    elif [ $rc = 0 ] && [ "${t_p:-0}" -gt 0 ] && [ "$t_p" = "$t_c" ] && [ "$t_p" = "$t_i" ] &&
+         [ "$p_p" = "$t_p" ] && [ "$p_c" = "$t_p" ] && [ "$p_i" = "$t_p" ] &&
+         [ "${s_c:-0}" -gt 0 ] && [ "${s_i:-0}" -gt 0 ]; then
+        ok "$t ($t_p tests each way; $s_c allreduce through the switch with the component, $s_i with the interposer)"
+    else bad $t "rc $rc: $(cat "$tmp/m4.out" "$tmp/m4.err" | tail -n 12)"; fi
+fi
 
 finish

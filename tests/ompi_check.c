@@ -9,6 +9,8 @@
  *
  *   mpirun -n 4 ompi_check                   rank 0 prints "ompi_check: N passed, M failed"
  *   mpirun -n 4 ompi_check --time ELEMS ITERS   the median seconds of a float sum of ELEMS
+ *   mpirun -n 4 ompi_check --thread-multiple    the same checks under MPI_THREAD_MULTIPLE
+ *                                               (as mpi4py initializes MPI)
  */
 #include <mpi.h>
 
@@ -203,7 +205,17 @@ static int timing(long n, int iters)
 
 int main(int argc, char **argv)
 {
-    MPI_Init(&argc, &argv);
+    int multiple = argc == 2 && strcmp(argv[1], "--thread-multiple") == 0, provided = 0;
+    if (multiple) {
+        MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+        if (provided != MPI_THREAD_MULTIPLE) {
+            fprintf(stderr, "ompi_check: MPI_THREAD_MULTIPLE not provided (%d)\n", provided);
+            MPI_Finalize();
+            return 2;
+        }
+    } else {
+        MPI_Init(&argc, &argv);
+    }
     int rank, size;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);

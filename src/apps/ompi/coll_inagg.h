@@ -41,6 +41,7 @@ extern coll_inagg_component_t mca_coll_inagg_component;
 typedef struct coll_inagg_module {
     mca_coll_base_module_t super;
     inagg_comm_t *ic; /* NULL: every call goes to the previous module */
+    int join_pending; /* the job is joined at the first call the switch would take */
     int failed; /* a call through the switch failed: the rest go to the previous module */
     pthread_mutex_t mu; /* ic is used by one thread at a time (the caller, or progress) */
     route_locality_t hosts;

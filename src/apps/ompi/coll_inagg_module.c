@@ -2,12 +2,16 @@
  * coll_inagg_module.c - one `coll/inagg` module per communicator. comm_query offers a module
  * for every intra-communicator of two or more ranks while a switch is configured; enabling it
  * keeps the allreduce it displaces (and a reference to that module) and, unless the route
- * keeps the communicator with MPI (all ranks on one host), joins the communicator's own switch
- * job, collectively: rank 0 names the job and broadcasts the name with the broadcast already
- * installed on the communicator, every rank asks whether the switch answers, and the ranks
- * agree (with the displaced allreduce) before and after joining. A failure anywhere leaves the
- * communicator with MPI and rank 0 says why in one line. The job is left when the communicator
- * is freed (the module's destructor).
+ * keeps the communicator with MPI (all ranks on one host), marks the communicator's own switch
+ * job to be joined at the first call the switch would take. Not at enable: Open MPI may enable
+ * a module inside its progress engine (MPI_Comm_dup under MPI_THREAD_MULTIPLE activates the
+ * new communicator from a request's completion), where a blocking collective never returns.
+ * Every rank routes a call alike (same count, type and op), so all of them join at the same
+ * call, collectively: rank 0 names the job and broadcasts the name with the communicator's
+ * broadcast, every rank asks whether the switch answers, and the ranks agree (with the
+ * displaced allreduce) before and after joining. A failure anywhere leaves the communicator
+ * with MPI and rank 0 says why in one line. The job is left when the communicator is freed
+ * (the module's destructor).
  *
  * Each allreduce asks the shared route (apps/mpi/route.h): a sum of 4-byte ints or floats of at
  * least coll_inagg_min_bytes, on a communicator with a job, goes through the switch; anything
@@ -36,6 +40,7 @@ static unsigned g_jobs; /* jobs this process named (as a rank 0), for unique nam
 static void module_construct(coll_inagg_module_t *m)
 {
     m->ic = NULL;
+    m->join_pending = 0;
     m->failed = 0;
     pthread_mutex_init(&m->mu, NULL);
     m->hosts = ROUTE_HOSTS_UNKNOWN;
@@ -93,6 +98,8 @@ static int switch_dtype(struct ompi_datatype_t *dt, inagg_dtype_t *idt)
     return 0;
 }
 
+static inagg_comm_t *join_job(coll_inagg_module_t *m, struct ompi_communicator_t *comm);
+
 int coll_inagg_finish_code(coll_inagg_module_t *m, inagg_result_t rc)
 {
     if (rc == INAGG_OK || rc == INAGG_ERR_OVERFLOW || rc == INAGG_ERR_NONFINITE)
@@ -111,7 +118,8 @@ const char *coll_inagg_route(coll_inagg_module_t *m, const char *what, const voi
                              struct ompi_communicator_t *comm, inagg_dtype_t *idt, char *why,
                              size_t len)
 {
-    route_call_t c = {.has_job = m->ic != NULL && !m->failed && comm == m->comm,
+    route_call_t c = {.has_job =
+                          (m->ic != NULL || m->join_pending) && !m->failed && comm == m->comm,
                       .op_is_sum = op == MPI_SUM,
                       .dtype_ok = switch_dtype(dtype, idt),
                       .count = count,
@@ -124,6 +132,12 @@ const char *coll_inagg_route(coll_inagg_module_t *m, const char *what, const voi
         c.buffers_overlap = !sbuf || (s < r + bytes && r < s + bytes);
     }
     const char *no = route_decide(coll_inagg_policy(m->rank), &c, why, len);
+    if (!no && m->join_pending) { /* the first call for the switch: every rank joins here */
+        m->join_pending = 0;
+        m->ic = join_job(m, comm);
+        c.has_job = m->ic != NULL;
+        no = route_decide(coll_inagg_policy(m->rank), &c, why, len);
+    }
     if (mca_coll_inagg_component.verbose >= 2)
         fprintf(stderr, COLL_INAGG_TAG "rank %d: %s of %d %s (%s) on %s -> %s%s%s\n", m->rank, what,
                 count, dtype->name[0] ? dtype->name : "(unnamed type)",
@@ -287,7 +301,7 @@ static int coll_inagg_module_enable(mca_coll_base_module_t *module,
                     m->name);
         return OMPI_SUCCESS;
     }
-    m->ic = join_job(m, comm);
+    m->join_pending = 1;
     return OMPI_SUCCESS;
 }
 

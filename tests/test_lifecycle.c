@@ -105,9 +105,11 @@ static void *drain_rank_main(void *arg)
 
 /* A switch stopped while a job runs: every rank's call in flight and next call fail with
  * "switch shutting down" and the stop's reason (INAGG_ERR_CONNECTION) within the drain bound,
- * no rank is blamed, and the switch's log says it drained rather than that a rank vanished. */
+ * no rank is blamed, and the switch's log says it drained rather than that a rank vanished.
+ * (Without fail-over: with it, the ranks move on to the next switch instead, test_failover.c.) */
 TEST(lifecycle_switch_stop_drains_members_with_shutdown, 60)
 {
+    setenv("INAGG_FAILOVER", "0", 1); /* this test's child */
     char logpath[] = "/tmp/inagg-drain-log-XXXXXX";
     int logfd = mkstemp(logpath);
     CHECK(logfd >= 0);

@@ -22,8 +22,8 @@ int endpoints_parse(const char *text, endpoint_list_t *out, char *err, size_t er
                            " without a leading, doubled or trailing ';')",
                            text);
         if (out->n == ENDPOINTS_MAX)
-            return set_err(err, errlen, -EINVAL,
-                           "bad switch list '%s': more than %u switches", text, ENDPOINTS_MAX);
+            return set_err(err, errlen, -EINVAL, "bad switch list '%s': more than %u switches",
+                           text, ENDPOINTS_MAX);
         if (n >= ENDPOINT_TEXT_MAX)
             return set_err(err, errlen, -EINVAL,
                            "bad switch list '%s': entry %u is longer than %u characters", text,

@@ -162,8 +162,8 @@ static int exchange(inagg_comm_t *c, const uint32_t *send, uint32_t *recv, size_
         return 0;
     if (!c->ps)
         return set_err(detail, dlen, -ECANCELED, "no switch");
-    worker_call_t x = {.send = send, .recv = recv, .count = n, .dtype = INAGG_INT32,
-                       .op = INAGG_SUM};
+    worker_call_t x = {
+        .send = send, .recv = recv, .count = n, .dtype = INAGG_INT32, .op = INAGG_SUM};
     int rc = c->proto->allreduce(c->ps, &x, detail, dlen);
     return rc == -EOVERFLOW ? 0 : rc; /* a handed-on word and zeros never wrap */
 }
@@ -217,11 +217,10 @@ static int hand_on(recovery_t *rv, char *detail, size_t dlen)
             rec->exp[k] = (int16_t)(int32_t)buf[at + len];
             rec->held[k] = 1;
             const worker_call_t *call = rv->call;
-            worker_decode_result(call->dtype,
-                                 call->dtype == INAGG_FLOAT32 &&
-                                     c->opts.float_mode == INAGG_FLOAT_FIXED,
-                                 call->op, c->eff_world, rec->words + off, rec->exp[k],
-                                 (char *)call->recv + off * 4u, len);
+            worker_decode_result(
+                call->dtype,
+                call->dtype == INAGG_FLOAT32 && c->opts.float_mode == INAGG_FLOAT_FIXED, call->op,
+                c->eff_world, rec->words + off, rec->exp[k], (char *)call->recv + off * 4u, len);
         }
         at += len + 1;
     }
@@ -256,8 +255,12 @@ static int reduce_again(recovery_t *rv, char *detail, size_t dlen)
                    chunk_len_of(c, rec->count, k) * 4u);
             at++;
         }
-    worker_call_t x = {.send = in, .recv = out, .count = n * elems, .dtype = call->dtype,
-                       .op = call->op, .rec = &tmp};
+    worker_call_t x = {.send = in,
+                       .recv = out,
+                       .count = n * elems,
+                       .dtype = call->dtype,
+                       .op = call->op,
+                       .rec = &tmp};
     rc = c->ps ? c->proto->allreduce(c->ps, &x, detail, dlen) : -ECANCELED;
     at = 0;
     for (uint64_t k = 0; k < rec->nchunks && (rc == 0 || rc == -EOVERFLOW || rc == -EDOM); k++)

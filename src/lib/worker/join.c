@@ -101,7 +101,8 @@ static int monitor_heartbeat(inagg_comm_t *c, uint8_t *closed)
         snprintf(d, sizeof(d), "the switch answered nothing on the control connection for %u ms",
                  c->switch_timeout_ms);
         pthread_mutex_lock(&c->mu);
-        comm_lost_locked(c, COMM_LOST_SILENT, d);
+        if (comm_lost_locked(c, COMM_LOST_SILENT, d))
+            c->lost_ns = c->last_heard_ns; /* the stall counts from its last sign of life */
         pthread_mutex_unlock(&c->mu);
         closed[0] = 1; /* the fail-over closes it */
         return 1000;

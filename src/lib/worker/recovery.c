@@ -52,8 +52,7 @@ int recovery_decide(uint32_t world, const uint32_t *state, recovery_verdict_t *v
     }
     if (!v->recover && v->op_high != v->op_low)
         return set_err(err, errlen, -EPROTO,
-                       "a rank finished allreduce %u that another one has not started",
-                       v->op_low);
+                       "a rank finished allreduce %u that another one has not started", v->op_low);
     return 0;
 }
 

@@ -5,7 +5,8 @@
  * check, and the whole fail-over with switches in this process: a switch that drops results
  * at random is stopped while the ranks are in an allreduce, they move on to the standby of
  * their list, and every result of every op is bit-identical to a fault-free run's (int32 and
- * float32 in fixed point), with chunks both handed on and reduced again.
+ * float32 in fixed point), with chunks both handed on and reduced again. And the switch's side
+ * of generations: a stale one refused, a newer one superseding the old job.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -17,6 +18,9 @@
 
 #include "harness.h"
 #include "inagg.h"
+#include "lib/client/ctl.h"
+#include "lib/client/join_client.h"
+#include "lib/json/json.h"
 #include "lib/worker/endpoints.h"
 #include "lib/worker/proto.h"
 #include "lib/worker/recovery.h"
@@ -68,14 +72,14 @@ TEST(failover_list_refuses_malformed_lists, 10)
     CHECK_EQ_INT(inagg_comm_create(&c, "127.0.0.1:7000;nonsense", "x", 0, 1, &o, d, sizeof(d)),
                  INAGG_ERR_INVALID);
     CHECK_MSG(strstr(d, "nonsense"), "%s", d);
-    CHECK_EQ_INT(inagg_comm_create(&c, "127.0.0.1:7000;;127.0.0.1:7001", "x", 0, 1, &o, d,
-                                   sizeof(d)),
-                 INAGG_ERR_INVALID);
+    CHECK_EQ_INT(
+        inagg_comm_create(&c, "127.0.0.1:7000;;127.0.0.1:7001", "x", 0, 1, &o, d, sizeof(d)),
+        INAGG_ERR_INVALID);
     CHECK_MSG(strstr(d, "empty entry"), "%s", d);
     o.protocol = INAGG_PROTO_P4SGD; /* p4sgd has no fail-over: a list is refused, said so */
-    CHECK_EQ_INT(inagg_comm_create(&c, "127.0.0.1:7000;127.0.0.1:7001", "x", 0, 1, &o, d,
-                                   sizeof(d)),
-                 INAGG_ERR_INVALID);
+    CHECK_EQ_INT(
+        inagg_comm_create(&c, "127.0.0.1:7000;127.0.0.1:7001", "x", 0, 1, &o, d, sizeof(d)),
+        INAGG_ERR_INVALID);
     CHECK_MSG(strstr(d, "needs fail-over"), "%s", d);
 }
 
@@ -205,8 +209,8 @@ static void *fo_rank_main(void *arg)
     o.threads = 2;
     o.timeout_ms = 5000;
     inagg_comm_t *c = NULL;
-    r->rc = inagg_comm_create(&c, r->addr, r->job, r->rank, FO_WORLD, &o, r->error,
-                              sizeof(r->error));
+    r->rc =
+        inagg_comm_create(&c, r->addr, r->job, r->rank, FO_WORLD, &o, r->error, sizeof(r->error));
     void *in = malloc(FO_COUNT * 4);
     for (uint32_t op = 0; op < FO_OPS && r->rc == INAGG_OK; op++) {
         fill_input(r, op, in);
@@ -263,8 +267,8 @@ static void fo_run(fo_rank_t *rk, const char *addr, const char *job, int dtype_f
     pthread_t t[FO_WORLD], ts;
     stopper_t st = {.sw = stop, .ops_done = &ops_done, .after_ops = after_ops};
     for (uint32_t r = 0; r < FO_WORLD; r++) {
-        rk[r] = (fo_rank_t){.addr = addr, .job = job, .rank = r, .dtype_float = dtype_float,
-                            .ops_done = &ops_done};
+        rk[r] = (fo_rank_t){
+            .addr = addr, .job = job, .rank = r, .dtype_float = dtype_float, .ops_done = &ops_done};
         CHECK(pthread_create(&t[r], NULL, fo_rank_main, &rk[r]) == 0);
     }
     if (stop)
@@ -327,7 +331,71 @@ static void failover_bit_identical(int dtype_float)
 
 TEST(failover_int32_bit_identical_to_a_fault_free_run, 120) { failover_bit_identical(0); }
 
-TEST(failover_float32_fixed_bit_identical_to_a_fault_free_run, 120)
+TEST(failover_float32_fixed_bit_identical_to_a_fault_free_run, 120) { failover_bit_identical(1); }
+
+/* ---- the switch's side: generations of one job ---- */
+
+/* One JOIN of job "gen" (world 1) under generation gen: join_client_run's result, the
+ * connection in *fd (-1 when refused), the reason in err. */
+static int join_gen(const char *addr, uint32_t gen, int *fd, char *err, size_t errlen)
 {
-    failover_bit_identical(1);
+    join_request_t rq = {
+        .addr = addr,
+        .join = {.version = INAGG_PROTOCOL_VERSION,
+                 .rank = 0,
+                 .world = 1,
+                 .slots = 4,
+                 .elems = 64,
+                 .timeout_ms = 2000,
+                 .gen = gen},
+        .block_ms = 2000,
+        .answer_ms = 2000,
+        .retry_ms = 3000,
+    };
+    snprintf(rq.join.job, sizeof(rq.join.job), "gen");
+    ctl_reader_t rd;
+    join_answer_t a;
+    int rc = join_client_run(&rq, &rd, &a, err, errlen);
+    *fd = rc == 0 ? a.fd : -1;
+    return rc;
+}
+
+static double stats_number(inagg_switch_t *sw, const char *key)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    CHECK(f);
+    switch_write_stats(sw, f, 1);
+    fclose(f);
+    double v = -1;
+    CHECK_MSG(json_find_number(text, key, &v) == 0, "no \"%s\" in %s", key, text);
+    free(text);
+    return v;
+}
+
+/* A switch that holds generation 1 of a job (it was frozen while the ranks moved on and came
+ * back): a JOIN of generation 0 is refused as stale; one of generation 2 supersedes it (the
+ * old job fails with the reason, its connection closes) and registers once it retired; both
+ * count as rejoined. */
+TEST(failover_switch_refuses_stale_and_supersedes_old_generations, 30)
+{
+    inagg_switch_t *sw = fo_switch(NULL);
+    char addr[64], err[256] = "";
+    snprintf(addr, sizeof(addr), "127.0.0.1:%u", switch_port(sw));
+    int fd1, fd0, fd2;
+    CHECK_MSG(join_gen(addr, 1, &fd1, err, sizeof(err)) == 0, "%s", err);
+    CHECK_EQ_INT((int)stats_number(sw, "generation"), 1);
+    CHECK_EQ_INT(join_gen(addr, 0, &fd0, err, sizeof(err)), -ECONNREFUSED);
+    CHECK_MSG(strstr(err, "stale generation: job 'gen' runs generation 1"), "%s", err);
+    CHECK_MSG(join_gen(addr, 2, &fd2, err, sizeof(err)) == 0, "%s", err);
+    char line[CTL_LINE_MAX];
+    ctl_reader_t rd = {0};
+    CHECK_EQ_INT(ctl_read_line(fd1, &rd, line, sizeof(line), 2000), 0);
+    CHECK_MSG(strstr(line, "FAILED superseded: its ranks joined generation 2"), "%s", line);
+    CHECK_EQ_INT((int)stats_number(sw, "generation"), 2);
+    CHECK_EQ_INT((int)stats_number(sw, "jobs_rejoined"), 2);
+    close(fd1);
+    close(fd2);
+    switch_stop(sw);
 }

@@ -118,6 +118,11 @@ static void activate(control_t *ctl, job_t *j)
                          * AF_PACKET transport and the L2 fabric */
                         .gso = 1};
     choose_mcast(sw, j, &jd);
+    char gen[64] = "";
+    if (j->gen > 0) { /* counted before any member hears JOINED */
+        atomic_fetch_add(&sw->jobs_rejoined, 1);
+        snprintf(gen, sizeof(gen), ", generation %u (rejoined after a fail-over)", j->gen);
+    }
     set_state(j, LIFE_ACTIVE);
     /* Whose data a result sums, when not just the members': a leaf's results are the
      * spine's, a spine's sum its leaves' hosts. */
@@ -126,11 +131,6 @@ static void activate(control_t *ctl, job_t *j)
     char line[CTL_LINE_MAX];
     if (wire_joined_format(&jd, line, sizeof(line)) == 0)
         conn_broadcast(ctl, j, line);
-    char gen[64] = "";
-    if (j->gen > 0) {
-        atomic_fetch_add(&sw->jobs_rejoined, 1);
-        snprintf(gen, sizeof(gen), ", generation %u (rejoined after a fail-over)", j->gen);
-    }
     LOG_I("job '%s' (id %u) active: world %u, %u slots of %u elements, float %s, protocol %s%s",
           j->name, j->id, j->world, j->nslots, j->elems, wire_float_mode_name(j->float_mode),
           j->proto->name, gen);

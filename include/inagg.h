@@ -218,6 +218,10 @@ typedef struct inagg_stats {
  * slots are spread over them (slot s on switch s % K), so one switch process's CPU does not
  * bound the job. Every rank must give the same list in the same order; it joins each switch
  * in turn. A failure of any of them fails the communicator.
+ *
+ * Fail-over: "HOST:PORT;HOST:PORT;..." (up to 8, one switch each) lists the switches a
+ * switchml communicator moves to when its switch is lost (inagg_failover_stats_t); one
+ * address is tried again after a loss too. A malformed list is INAGG_ERR_INVALID.
  */
 inagg_result_t inagg_comm_create(inagg_comm_t **out, const char *switch_addr, const char *job,
                                  uint32_t rank, uint32_t world, const inagg_options_t *opts,

@@ -310,13 +310,17 @@ inagg_result_t inagg_comm_create(inagg_comm_t **out, const char *switch_addr, co
     int checked = check_identity(out, switch_addr, job, rank, world, opts, detail, detail_len);
     if (checked == 0)
         checked = check_options(opts, detail, detail_len);
-    endpoint_list_t eps;
-    if (checked == 0)
+    endpoint_list_t eps = {.n = 1};
+    int listed = checked == 0 && strchr(switch_addr, ';') != NULL; /* a fail-over list */
+    if (listed)
         checked = endpoints_parse(switch_addr, &eps, detail, detail_len);
     for (uint32_t e = 1; checked == 0 && e < eps.n; e++) /* each entry a valid address */
         checked = parse_shards(eps.text[e], sw, shard_text, detail, detail_len) < 0 ? -EINVAL : 0;
     if (checked == 0) /* generation 0 runs on the first entry */
-        checked = parse_shards(eps.text[0], sw, shard_text, detail, detail_len);
+        checked =
+            parse_shards(listed ? eps.text[0] : switch_addr, sw, shard_text, detail, detail_len);
+    if (checked > 0 && !listed) /* one switch (or shards, which do not fail over) */
+        snprintf(eps.text[0], sizeof(eps.text[0]), "%s", shard_text[0]);
     if (checked < 0)
         return INAGG_ERR_INVALID;
     uint32_t nshards = (uint32_t)checked;
@@ -738,10 +742,13 @@ inagg_result_t inagg_comm_destroy(inagg_comm_t *comm)
     pthread_mutex_lock(&comm->mu);
     int healthy = comm->fail_code == INAGG_OK;
     pthread_mutex_unlock(&comm->mu);
-    /* With fail-over, a rank leaves only once every rank finished its last allreduce: one
-     * still waiting for a result of it may need this rank's record after a loss. */
-    if (healthy && comm->failover_on && inagg_barrier(comm) != INAGG_OK)
-        healthy = 0;
+    /* A switch lost before this rank leaves: the others may be recovering the last allreduce
+     * and need this rank's record of it, so it fails over with them first. */
+    if (healthy && comm->failover_on) {
+        char detail[COMM_DETAIL_MAX];
+        if (comm_failover_pending(comm, detail, sizeof(detail)) < 0)
+            healthy = 0;
+    }
     if (healthy && comm->proto->drain) {
         /* e.g. p4sgd: acknowledge every result we received before leaving, as a peer still
          * waiting for a slot's confirmation needs our acknowledgement. */

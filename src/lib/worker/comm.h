@@ -75,6 +75,7 @@ struct inagg_comm {
     uint64_t lost_ns; /* under mu: when */
     uint64_t last_heard_ns; /* monitor thread: the control connection's last line */
     uint64_t ping_ns; /* monitor thread: the last heartbeat sent */
+    uint64_t monitor_tick_ns; /* monitor thread: its last heartbeat check */
     uint64_t ops_done; /* blocking allreduces finished (the op numbers) */
     uint64_t barriers_passed;
     uint32_t async_out; /* under mu: requests of inagg_iallreduce* not waited for yet */

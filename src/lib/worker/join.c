@@ -96,6 +96,11 @@ static int monitor_heartbeat(inagg_comm_t *c, uint8_t *closed)
     if (!c->failover_on || closed[0])
         return 1000;
     uint64_t now = util_now_ns(), every = (uint64_t)c->switch_timeout_ms * 250000ull;
+    /* This process was not running (stopped, or starved) for longer than two heartbeats: the
+     * switch's silence meanwhile says nothing; it gets a whole timeout from now. */
+    if (now - c->monitor_tick_ns > 2 * every)
+        c->last_heard_ns = now;
+    c->monitor_tick_ns = now;
     if (now - c->last_heard_ns > (uint64_t)c->switch_timeout_ms * 1000000ull) {
         char d[160];
         snprintf(d, sizeof(d), "the switch answered nothing on the control connection for %u ms",
@@ -120,7 +125,7 @@ static void *monitor_main(void *arg)
 {
     inagg_comm_t *c = arg;
     uint8_t closed[WORKER_MAX_SHARDS] = {0};
-    c->last_heard_ns = c->ping_ns = util_now_ns();
+    c->last_heard_ns = c->ping_ns = c->monitor_tick_ns = util_now_ns();
     for (;;) {
         int wait_ms = monitor_heartbeat(c, closed);
         pthread_mutex_lock(&c->mu);

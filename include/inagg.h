@@ -218,6 +218,10 @@ typedef struct inagg_stats {
  * slots are spread over them (slot s on switch s % K), so one switch process's CPU does not
  * bound the job. Every rank must give the same list in the same order; it joins each switch
  * in turn. A failure of any of them fails the communicator.
+ *
+ * Fail-over: "HOST:PORT;HOST:PORT;..." (up to 8, one switch each) lists the switches a
+ * switchml communicator moves to when its switch is lost (inagg_failover_stats_t); one
+ * address is tried again after a loss too. A malformed list is INAGG_ERR_INVALID.
  */
 inagg_result_t inagg_comm_create(inagg_comm_t **out, const char *switch_addr, const char *job,
                                  uint32_t rank, uint32_t world, const inagg_options_t *opts,
@@ -395,6 +399,32 @@ typedef struct inagg_transport_stats {
 /* Copy the transport counters (see inagg_transport_stats_t). INAGG_ERR_INVALID when out is
  * NULL or out->struct_size is smaller than its first three fields. */
 inagg_result_t inagg_get_transport_stats(const inagg_comm_t *comm, inagg_transport_stats_t *out);
+
+/*
+ * Fail-over (docs/OPERATIONS.md, "Upgrades and failures"): a switchml communicator whose
+ * switch is lost (its control connection closed, it said SHUTDOWN, or it was silent for
+ * $INAGG_SWITCH_TIMEOUT_MS) joins the job again under the next generation, on the next switch
+ * of its list ("HOST:PORT;HOST:PORT": generation g on entry g % n; one entry: the same
+ * address again), recovers the interrupted blocking allreduce chunk by chunk (int32 and
+ * fixed-point float32 bit-identical to a run without the fault) and goes on. Versioned by
+ * size as inagg_transport_stats_t.
+ */
+typedef struct inagg_failover_stats {
+    uint32_t struct_size; /* in: sizeof(inagg_failover_stats_t); out: bytes filled */
+    uint32_t enabled; /* 1: this communicator fails over (0: a lost switch fails it) */
+    uint32_t generation; /* the generation it runs under now (0: the first join) */
+    uint32_t stall_ms_max; /* the longest stall of one fail-over */
+    uint64_t failovers; /* fail-overs completed */
+    uint64_t chunks_delivered; /* chunks whose result a rank that held it handed on */
+    uint64_t chunks_reduced; /* chunks reduced again from every rank's input */
+    uint64_t stall_ms_total; /* from each loss seen to its recovery done, summed */
+    uint64_t stale_dropped; /* result packets of an older generation, dropped */
+    char endpoint[64]; /* the switch of the current generation */
+} inagg_failover_stats_t;
+
+/* Copy the fail-over counters (see inagg_failover_stats_t). INAGG_ERR_INVALID when out is
+ * NULL or out->struct_size is smaller than its first two fields. */
+inagg_result_t inagg_get_failover_stats(const inagg_comm_t *comm, inagg_failover_stats_t *out);
 
 /* The name of counter i of the communicator's transport ("frames_in", ...), or NULL past
  * its last one. */

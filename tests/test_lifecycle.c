@@ -105,9 +105,11 @@ static void *drain_rank_main(void *arg)
 
 /* A switch stopped while a job runs: every rank's call in flight and next call fail with
  * "switch shutting down" and the stop's reason (INAGG_ERR_CONNECTION) within the drain bound,
- * no rank is blamed, and the switch's log says it drained rather than that a rank vanished. */
+ * no rank is blamed, and the switch's log says it drained rather than that a rank vanished.
+ * (Without fail-over: with it, the ranks move on to the next switch instead, test_failover.c.) */
 TEST(lifecycle_switch_stop_drains_members_with_shutdown, 60)
 {
+    setenv("INAGG_FAILOVER", "0", 1); /* this test's child */
     char logpath[] = "/tmp/inagg-drain-log-XXXXXX";
     int logfd = mkstemp(logpath);
     CHECK(logfd >= 0);
@@ -634,16 +636,79 @@ TEST(lifecycle_all_left_retires_the_job, 20)
     fx_stop(&f);
 }
 
+/* ---- fail-over: a newer generation of the job supersedes the one the switch holds ---- */
+
+/* An active job whose ranks joined it again under a newer generation (the switch was frozen
+ * while they moved on): it fails with the reason, and its connections close so it retires. */
+TEST(lifecycle_active_superseded_fails_and_closes, 20)
+{
+    life_fx_t f;
+    fx_start(&f, 2, 2, NULL);
+    fx_apply_ok(&f, LIFE_JOIN_COMPLETE, NULL);
+    fx_read(&f, 0);
+    fx_apply_ok(&f, LIFE_SUPERSEDED,
+                &(life_cause_t){.text = "superseded: its ranks joined generation 1"});
+    CHECK_EQ_INT(fx_state(&f), LIFE_FAILED);
+    CHECK(!job_serves(f.j));
+    const char *got = fx_read(&f, 0);
+    CHECK_MSG(strstr(got, "FAILED superseded: its ranks joined generation 1"), "'%s'", got);
+    CHECK_EQ_INT(fx_doomed(&f), 2);
+    fx_stop(&f);
+}
+
+/* A joining job of an older generation: its members waiting for JOINED are refused. */
+TEST(lifecycle_joining_superseded_refuses_the_members, 20)
+{
+    life_fx_t f;
+    fx_start(&f, 3, 2, NULL);
+    fx_apply_ok(&f, LIFE_SUPERSEDED, &(life_cause_t){.text = "superseded"});
+    CHECK_EQ_INT(fx_state(&f), LIFE_FAILED);
+    const char *got = fx_read(&f, 0);
+    CHECK_MSG(strstr(got, "ERR refused superseded"), "'%s'", got);
+    CHECK_EQ_INT(fx_doomed(&f), 2);
+    fx_stop(&f);
+}
+
+/* A failed job superseded: no second verdict, but its connections close (it retires). */
+TEST(lifecycle_failed_superseded_closes, 20)
+{
+    life_fx_t f;
+    fx_start(&f, 2, 2, NULL);
+    fx_apply_ok(&f, LIFE_JOIN_COMPLETE, NULL);
+    fx_apply_ok(&f, LIFE_FAULT, &(life_cause_t){.text = "first"});
+    fx_read(&f, 0);
+    fx_apply_ok(&f, LIFE_SUPERSEDED, &(life_cause_t){.text = "superseded"});
+    CHECK_EQ_INT(fx_state(&f), LIFE_FAILED);
+    CHECK_MSG(strcmp(f.j->fail_reason, "first") == 0, "%s", f.j->fail_reason);
+    CHECK_EQ_INT(fx_doomed(&f), 2);
+    fx_stop(&f);
+}
+
+/* A draining job superseded: the switch stops anyway, nothing changes. */
+TEST(lifecycle_draining_superseded_changes_nothing, 20)
+{
+    life_fx_t f;
+    fx_start(&f, 2, 2, NULL);
+    fx_apply_ok(&f, LIFE_JOIN_COMPLETE, NULL);
+    fx_apply_ok(&f, LIFE_SHUTDOWN, &(life_cause_t){.text = "maintenance"});
+    fx_read(&f, 0);
+    fx_apply_ok(&f, LIFE_SUPERSEDED, &(life_cause_t){.text = "superseded"});
+    CHECK_EQ_INT(fx_state(&f), LIFE_DRAINING);
+    CHECK_MSG(fx_read(&f, 0)[0] == '\0', "rank 0 was told more");
+    CHECK_EQ_INT(fx_doomed(&f), 0);
+    fx_stop(&f);
+}
+
 /* Every (state, event) pair: legal exactly as lifecycle.h draws them; every other one is
  * refused with -EPERM, counted, and changes nothing (no state, no line, no connection). */
 TEST(lifecycle_illegal_events_are_refused_and_counted, 30)
 {
     static const char *const legal[] = {
-        "0 0", "0 2", "0 5", "0 6", "0 7", /* joining */
-        "1 0", "1 1", "1 2", "1 3", "1 5", "1 6", "1 7", /* linking */
-        "2 3", "2 4", "2 5", "2 6", "2 7", /* active */
-        "3 5", "3 7", /* draining */
-        "4 3", "4 4", "4 5", "4 6", "4 7", /* failed */
+        "0 0", "0 2", "0 5", "0 6", "0 7", "0 8", /* joining */
+        "1 0", "1 1", "1 2", "1 3", "1 5", "1 6", "1 7", "1 8", /* linking */
+        "2 3", "2 4", "2 5", "2 6", "2 7", "2 8", /* active */
+        "3 5", "3 7", "3 8", /* draining */
+        "4 3", "4 4", "4 5", "4 6", "4 7", "4 8", /* failed */
     };
     uint64_t refused = 0;
     for (int s = 0; s <= LIFE_STATES; s++) {
@@ -672,5 +737,5 @@ TEST(lifecycle_illegal_events_are_refused_and_counted, 30)
         }
     }
     printf("    %llu illegal (state, event) pairs refused\n", (unsigned long long)refused);
-    CHECK_EQ_INT((int)refused, (LIFE_STATES + 1) * (LIFE_EVENTS + 1) - 24);
+    CHECK_EQ_INT((int)refused, (LIFE_STATES + 1) * (LIFE_EVENTS + 1) - 29);
 }

@@ -105,6 +105,10 @@ typedef struct ar_sys_result {
     char checksum[24];
     int checksums_agree;
     uint64_t packets, retransmissions, duplicates;
+    /* fail-overs (the most any rank made), chunks handed on and reduced again (summed), the
+     * longest stall of any rank, and stale results dropped (summed) */
+    uint64_t failovers, chunks_handed_on, chunks_reduced_again, stale_dropped;
+    uint32_t stall_ms_max;
     uint64_t encode_ns, decode_ns, overlap_ns; /* coding, summed over the ranks */
     uint64_t chunks_encoded, chunks_ahead; /* ... and chunks (ahead: by the helpers) */
     uint32_t code_floor_us; /* the largest timeout floor for coding time */

@@ -447,6 +447,8 @@ int ar_rank_run(const ar_opts_t *o, uint32_t rank, const char *addr, const char 
     inagg_get_codec_stats(comm, &rep->codec);
     rep->transport.struct_size = sizeof(rep->transport);
     inagg_get_transport_stats(comm, &rep->transport);
+    rep->failover.struct_size = sizeof(rep->failover);
+    inagg_get_failover_stats(comm, &rep->failover);
     for (uint32_t i = 0; i < rep->transport.ncounters; i++)
         rep->transport_names[i] = inagg_transport_counter_name(comm, i);
 done:

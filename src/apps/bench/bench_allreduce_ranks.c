@@ -95,6 +95,13 @@ void ar_summarize_ranks(const ar_rank_report_t *reps, uint32_t n, uint32_t iters
         r->packets += x->stats.packets_sent;
         r->retransmissions += x->stats.retransmissions;
         r->duplicates += x->stats.duplicates_ignored;
+        if (x->failover.failovers > r->failovers)
+            r->failovers = x->failover.failovers;
+        r->chunks_handed_on += x->failover.chunks_delivered;
+        r->chunks_reduced_again += x->failover.chunks_reduced;
+        r->stale_dropped += x->failover.stale_dropped;
+        if (x->failover.stall_ms_max > r->stall_ms_max)
+            r->stall_ms_max = x->failover.stall_ms_max;
         r->encode_ns += x->codec.encode_ns;
         r->decode_ns += x->codec.decode_ns;
         r->overlap_ns += x->codec.overlap_ns;

@@ -51,6 +51,9 @@ static const struct {
     COUNTER(codec, encode_ns),          COUNTER(codec, decode_ns),
     COUNTER(codec, overlap_ns),         COUNTER(codec, chunks_encoded),
     COUNTER(codec, chunks_ahead),       COUNTER(codec, rto_code_floor_us),
+    COUNTER(failover, failovers),       COUNTER(failover, chunks_delivered),
+    COUNTER(failover, chunks_reduced),  COUNTER(failover, stall_ms_max),
+    COUNTER(failover, stale_dropped),   COUNTER(failover, generation),
 };
 
 static uint64_t counter_get(const bench_rank_report_t *r, size_t i)

@@ -37,6 +37,7 @@ typedef struct bench_rank_report {
     inagg_stats_t stats;
     inagg_codec_stats_t codec; /* compressed runs: coding time and its overlap */
     inagg_transport_stats_t transport; /* the endpoints' own counters (RoCE's) */
+    inagg_failover_stats_t failover; /* fail-overs to another (or a restarted) switch */
     const char *transport_names[INAGG_TRANSPORT_COUNTERS_MAX]; /* their names */
     char error[640];
 } bench_rank_report_t;

@@ -139,6 +139,13 @@ static void render_summary(FILE *out, const ar_run_t *run, const ar_size_result_
     fprintf(out, "  packets        %llu sent, %llu retransmitted, %llu duplicate results\n",
             (unsigned long long)r->packets, (unsigned long long)r->retransmissions,
             (unsigned long long)r->duplicates);
+    if (r->failovers)
+        fprintf(out,
+                "  fail-overs     %llu (longest stall %u ms; chunks handed on %llu, reduced "
+                "again %llu; stale results dropped %llu)\n",
+                (unsigned long long)r->failovers, r->stall_ms_max,
+                (unsigned long long)r->chunks_handed_on,
+                (unsigned long long)r->chunks_reduced_again, (unsigned long long)r->stale_dropped);
     if (o->transport && strcmp(o->transport, "roce") == 0) {
         uint32_t nf, mtu = ar_roce_path_mtu(o);
         double pe = roce_message_efficiency(ar_packet_header_bytes(o) + 4 * o->packet_elems, mtu,
@@ -410,6 +417,11 @@ int ar_render_json(const ar_run_t *run)
     json_int(&w, "packets", (int64_t)r->packets);
     json_int(&w, "retransmissions", (int64_t)r->retransmissions);
     json_int(&w, "duplicate_results", (int64_t)r->duplicates);
+    json_int(&w, "failovers", (int64_t)r->failovers);
+    json_int(&w, "failover_stall_ms_max", r->stall_ms_max);
+    json_int(&w, "chunks_handed_on", (int64_t)r->chunks_handed_on);
+    json_int(&w, "chunks_reduced_again", (int64_t)r->chunks_reduced_again);
+    json_int(&w, "stale_dropped", (int64_t)r->stale_dropped);
     json_string(&w, "transport", o->transport ? o->transport : "udp");
     if (o->transport && strcmp(o->transport, "roce") == 0)
         json_roce_efficiency(&w, o);

@@ -203,7 +203,10 @@ static void job_row(FILE *out, int width, const top_layout_t *l, const top_job_t
     char cell[NCOLS][48], row[1024];
     snprintf(cell[COL_ID], sizeof(cell[0]), "%u", j->id);
     snprintf(cell[COL_JOB], sizeof(cell[0]), "%s", j->name);
-    snprintf(cell[COL_STATE], sizeof(cell[0]), "%s", j->state);
+    if (j->gen > 0) /* rejoined after a fail-over: its generation */
+        snprintf(cell[COL_STATE], sizeof(cell[0]), "%.10s g%u", j->state, j->gen);
+    else
+        snprintf(cell[COL_STATE], sizeof(cell[0]), "%s", j->state);
     snprintf(cell[COL_PROTO], sizeof(cell[0]), "%s", j->protocol);
     snprintf(cell[COL_WORLD], sizeof(cell[0]), "%u", j->world);
     snprintf(cell[COL_SLOTS], sizeof(cell[0]), "%u", j->slots);
@@ -229,10 +232,11 @@ static void render(FILE *out, const char *addr, const top_snapshot_t *p, const t
     put_line(out, width, "inagg top - switch %s (%s)  up %.0f s  threads %u  %s", addr, c->listen,
              c->uptime_s, c->threads, ansi ? "q quits" : "");
     put_line(out, width,
-             "packets in %.0f/s  out %.0f/s   slots %u/%u used   jobs %d (%d retired kept)",
+             "packets in %.0f/s  out %.0f/s   slots %u/%u used   jobs %d (%d retired kept, "
+             "%llu rejoined after a fail-over)",
              top_rate(p->packets_in, c->packets_in, a, b),
              top_rate(p->packets_out, c->packets_out, a, b), c->slots_used, c->slots_total,
-             c->njobs, c->retired);
+             c->njobs, c->retired, (unsigned long long)c->rejoined);
     put_line(out, width,
              "drops before any job %llu   control connections %u   control limits hit %llu",
              (unsigned long long)c->drops_pre_job, c->connections, (unsigned long long)c->refusals);

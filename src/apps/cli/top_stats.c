@@ -39,6 +39,7 @@ static void parse_line(top_snapshot_t *s, const char *line)
             sscanf(v, "%u/%u", &s->slots_used, &s->slots_total);
         if (ctlline_get(line, "uptime_s", v, sizeof(v)) == 0)
             s->uptime_s = strtod(v, NULL);
+        s->rejoined = get_u64(line, "jobs_rejoined");
     } else if (strncmp(line, "packets ", 8) == 0) {
         s->packets_in = get_u64(line, "in");
         s->packets_out = get_u64(line, "out");
@@ -56,6 +57,7 @@ static void parse_line(top_snapshot_t *s, const char *line)
         ctlline_get(line, "state", j->state, sizeof(j->state));
         ctlline_get(line, "protocol", j->protocol, sizeof(j->protocol));
         j->world = (uint32_t)get_u64(line, "world");
+        j->gen = (uint32_t)get_u64(line, "gen");
         j->slots = (uint32_t)get_u64(line, "slots");
         j->contributions = get_u64(line, "contributions");
         j->rounds = get_u64(line, "rounds");

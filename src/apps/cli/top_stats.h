@@ -13,6 +13,7 @@
 typedef struct top_job {
     uint32_t id, world, slots;
     char name[64], state[16], protocol[16];
+    uint32_t gen; /* the job's generation: > 0 after its ranks failed over to this switch */
     uint64_t contributions, rounds, bytes_in, bytes_out, drops;
 } top_job_t;
 
@@ -25,6 +26,7 @@ typedef struct top_snapshot {
     int njobs;
     top_job_t jobs[TOP_MAX_JOBS];
     int retired; /* retired jobs the switch still lists */
+    uint64_t rejoined; /* jobs rejoined after a fail-over (jobs_rejoined=) */
     int fabric; /* the switch runs an L2 fabric (inagg switch --l2) */
     uint64_t ip_fragments; /* IP fragments to the switch its fabric dropped (agg_fragment) */
 } top_snapshot_t;

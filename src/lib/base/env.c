@@ -54,6 +54,20 @@ static const env_var_t vars[ENV_COUNT] = {
                        "p4sgd over udp: 1 lets a switch with --multicast send this rank's "
                        "results once to the job's multicast group (JOIN mcast=1), 0 keeps "
                        "them addressed to the rank alone"},
+    [ENV_FAILOVER] = {"INAGG_FAILOVER", "0|1", "1",
+                      "switchml: 1 lets a communicator whose switch is lost join the job again "
+                      "on the next switch of its list and recover the interrupted allreduce, 0 "
+                      "fails it at once"},
+    [ENV_SWITCH_TIMEOUT_MS] = {"INAGG_SWITCH_TIMEOUT_MS", "milliseconds", "2000",
+                               "fail-over: a switch that answers no heartbeat on the control "
+                               "connection this long is taken for dead (at most the job's "
+                               "timeout)"},
+    [ENV_REJOIN_MS] = {"INAGG_REJOIN_MS", "milliseconds", "10000",
+                       "fail-over: how long a rank tries to join one generation's switch "
+                       "before it moves on to the next entry of the list"},
+    [ENV_FAILOVER_MAX] = {"INAGG_FAILOVER_MAX", "number", "3",
+                          "fail-over: rounds of the switch list tried for one loss before the "
+                          "communicator fails"},
 };
 
 const env_var_t *env_var(env_id_t id) { return (unsigned)id < ENV_COUNT ? &vars[id] : NULL; }

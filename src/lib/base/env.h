@@ -25,6 +25,10 @@ typedef enum env_id {
     ENV_POLL,
     ENV_UDP_GSO,
     ENV_MULTICAST,
+    ENV_FAILOVER,
+    ENV_SWITCH_TIMEOUT_MS,
+    ENV_REJOIN_MS,
+    ENV_FAILOVER_MAX,
     ENV_COUNT
 } env_id_t;
 

@@ -37,6 +37,8 @@ static const char *const verb_names[WIRE_VERB_COUNT] = {
     [WIRE_VERB_FABRIC] = "FABRIC",
     [WIRE_VERB_FABRIC_STATE] = "FABRIC_STATE",
     [WIRE_VERB_SHUTDOWN] = "SHUTDOWN",
+    [WIRE_VERB_PING] = "PING",
+    [WIRE_VERB_PONG] = "PONG",
 };
 
 enum wire_verb wire_verb_of(const char *line)
@@ -262,6 +264,12 @@ int wire_join_format(const wire_join_t *j, char *line, size_t cap)
             return -ENOSPC;
         n += k;
     }
+    if (j->gen) {
+        int k = snprintf(line + n, cap - (size_t)n, " gen=%u", j->gen);
+        if (k < 0 || (size_t)k >= cap - (size_t)n)
+            return -ENOSPC;
+        n += k;
+    }
     if (j->auth != WIRE_AUTH_NONE) {
         char hex[2 * SHA256_BYTES + 1];
         hex_encode(j->mac, SHA256_BYTES, hex);
@@ -374,6 +382,9 @@ int wire_join_parse(const char *line, wire_join_t *j, enum wire_refusal *refusal
     if ((mrc != 0 && mrc != -ENOENT) || j->mcast > 1) {
         return set_err(why, cap, -EPROTO, "mcast= must be 0 or 1");
     }
+    int grc = ctl_get_u32(line, "gen", &j->gen);
+    if (grc != 0 && grc != -ENOENT)
+        return set_err(why, cap, -EPROTO, "gen= must be a number (the job's generation)");
     return 0;
 }
 

@@ -51,6 +51,8 @@ enum wire_verb {
     WIRE_VERB_FABRIC, /* wire/fabricmsg.h: the L2 fabric's runtime settings */
     WIRE_VERB_FABRIC_STATE,
     WIRE_VERB_SHUTDOWN, /* the switch is stopping; its members' jobs end */
+    WIRE_VERB_PING, /* a member's heartbeat on its control connection: answered PONG */
+    WIRE_VERB_PONG,
     WIRE_VERB_COUNT
 };
 
@@ -119,6 +121,8 @@ typedef struct wire_join {
                             (the registering rank's word holds for the job) */
     uint32_t mcast; /* mcast=1: this rank can take its results from the job's multicast
                             group (JOINED mcast=), not only at its own address */
+    uint32_t gen; /* gen=G: the job's generation, 0 at its first join and one more at each
+                     fail-over of its ranks to a switch joined anew (absent: 0) */
 } wire_join_t;
 
 enum wire_auth { WIRE_AUTH_NONE = 0, WIRE_AUTH_VERIFIER, WIRE_AUTH_PROOF };

@@ -42,6 +42,7 @@ static void comm_free(inagg_comm_t *c)
     if (signal_fd >= 0)
         close(signal_fd);
     comm_close_control(c);
+    comm_failover_free(c);
     pthread_cond_destroy(&c->cv);
     pthread_mutex_destroy(&c->mu);
     explicit_bzero(c->dp_keys, sizeof(c->dp_keys));
@@ -140,8 +141,8 @@ static uint32_t worker_poll_us(uint32_t poll_us)
 
 /* Create the protocol's state for the job the switches admitted us to: sw[k] is shard k's
  * queue 0, j[k] its JOINED. */
-static int start_protocol(inagg_comm_t *c, const transport_addr_t *sw, const wire_joined_t *j,
-                          char *detail, size_t dlen)
+int comm_start_protocol(inagg_comm_t *c, const transport_addr_t *sw, const wire_joined_t *j,
+                        char *detail, size_t dlen)
 {
     const inagg_options_t *o = &c->opts;
     for (uint32_t k = 1; k < c->nshards; k++)
@@ -179,6 +180,8 @@ static int start_protocol(inagg_comm_t *c, const transport_addr_t *sw, const wir
         .codec = c->codec,
         .error_feedback = codec_is_lossy(&c->codec) && !o->no_error_feedback,
         .abort_flag = &c->abort_flag,
+        .stale_token = c->prev_token,
+        .stale = &c->stale,
         .mu = &c->mu,
         .cv = &c->cv,
         .signal = &c->signal,
@@ -217,6 +220,7 @@ static int start_protocol(inagg_comm_t *c, const transport_addr_t *sw, const wir
                        "2048 or 4096)",
                        p.roce_mtu);
     p.codec_no_helper = !env_flag(ENV_CODEC_HELPER);
+    c->eff_world = p.world;
     int rc = c->proto->create(&p, &c->ps, detail, dlen);
     if (rc != 0) {
         c->ps = NULL;
@@ -306,8 +310,17 @@ inagg_result_t inagg_comm_create(inagg_comm_t **out, const char *switch_addr, co
     int checked = check_identity(out, switch_addr, job, rank, world, opts, detail, detail_len);
     if (checked == 0)
         checked = check_options(opts, detail, detail_len);
-    if (checked == 0)
-        checked = parse_shards(switch_addr, sw, shard_text, detail, detail_len);
+    endpoint_list_t eps = {.n = 1};
+    int listed = checked == 0 && strchr(switch_addr, ';') != NULL; /* a fail-over list */
+    if (listed)
+        checked = endpoints_parse(switch_addr, &eps, detail, detail_len);
+    for (uint32_t e = 1; checked == 0 && e < eps.n; e++) /* each entry a valid address */
+        checked = parse_shards(eps.text[e], sw, shard_text, detail, detail_len) < 0 ? -EINVAL : 0;
+    if (checked == 0) /* generation 0 runs on the first entry */
+        checked =
+            parse_shards(listed ? eps.text[0] : switch_addr, sw, shard_text, detail, detail_len);
+    if (checked > 0 && !listed) /* one switch (or shards, which do not fail over) */
+        snprintf(eps.text[0], sizeof(eps.text[0]), "%s", shard_text[0]);
     if (checked < 0)
         return INAGG_ERR_INVALID;
     uint32_t nshards = (uint32_t)checked;
@@ -348,6 +361,11 @@ inagg_result_t inagg_comm_create(inagg_comm_t **out, const char *switch_addr, co
         comm_free(c);
         return INAGG_ERR_INVALID;
     }
+    c->endpoints = eps;
+    if (comm_failover_setup(c, detail, detail_len) < 0) {
+        comm_free(c);
+        return INAGG_ERR_INVALID;
+    }
     int sized = comm_size_packets(c, sw, (const char(*)[64])shard_text, detail, detail_len);
     if (sized < 0) { /* a packet size refused, or no route to the switch */
         comm_free(c);
@@ -365,7 +383,7 @@ inagg_result_t inagg_comm_create(inagg_comm_t **out, const char *switch_addr, co
     if (rc == INAGG_OK) {
         c->job_id = (uint16_t)j[0].id;
         c->token = j[0].token;
-        rc = comm_result_of_errno(start_protocol(c, sw, j, detail, detail_len));
+        rc = comm_result_of_errno(comm_start_protocol(c, sw, j, detail, detail_len));
     }
     int mrc = rc == INAGG_OK ? comm_start_monitor(c) : 0;
     if (mrc < 0)
@@ -424,8 +442,15 @@ static inagg_result_t start_call(inagg_comm_t *comm, const worker_call_t *call, 
     if (rc != INAGG_OK)
         return rc;
     char detail[COMM_DETAIL_MAX] = "";
+    if (comm_failover_pending(comm, detail, sizeof(detail)) < 0) /* lost between calls */
+        return comm_settle(comm, -ECANCELED, detail);
     int err = (small ? comm->proto->start_small : comm->proto->start)(comm->ps, comm, call, req,
                                                                       detail, sizeof(detail));
+    if (err == 0 || err == -EOVERFLOW || err == -EDOM) {
+        pthread_mutex_lock(&comm->mu);
+        comm->async_out++; /* a fail-over recovers no request in flight */
+        pthread_mutex_unlock(&comm->mu);
+    }
     if (err == -ENOMEM) /* no request: nothing started, the communicator is intact */
         return comm_set_error(comm, INAGG_ERR_NOMEM, "%s", detail);
     return comm_settle(comm, err, detail);
@@ -506,6 +531,17 @@ inagg_result_t inagg_wait(inagg_request_t *req)
     inagg_comm_t *c = req->comm;
     char detail[COMM_DETAIL_MAX] = "";
     int err = c->proto->wait(c->ps, req, detail, sizeof(detail));
+    pthread_mutex_lock(&c->mu);
+    if (c->async_out)
+        c->async_out--;
+    if (err != 0 && c->lost != COMM_LOST_NONE) { /* a request is not recovered */
+        char d[COMM_DETAIL_MAX];
+        snprintf(d, sizeof(d),
+                 "%s, with a request in flight (fail-over recovers blocking calls only)",
+                 c->lost_detail);
+        comm_fail_locked(c, INAGG_ERR_CONNECTION, d);
+    }
+    pthread_mutex_unlock(&c->mu);
     return comm_settle(c, err, detail);
 }
 
@@ -587,7 +623,7 @@ static inagg_result_t run_allreduce(inagg_comm_t *comm, const void *send, void *
     worker_call_t call = {
         .send = send, .recv = recv, .count = count, .dtype = dtype, .op = op, .set = set};
     char detail[COMM_DETAIL_MAX] = "";
-    int err = comm->proto->allreduce(comm->ps, &call, detail, sizeof(detail));
+    int err = comm_failover_allreduce(comm, &call, detail, sizeof(detail));
     return comm_settle(comm, err, detail);
 }
 
@@ -647,8 +683,9 @@ inagg_result_t inagg_get_stats(const inagg_comm_t *comm, inagg_stats_t *out)
 {
     if (!comm || !out)
         return INAGG_ERR_INVALID;
-    memset(out, 0, sizeof(*out));
-    comm->proto->add_stats(comm->ps, out);
+    *out = comm->stats_before; /* the generations before a fail-over */
+    if (comm->ps)
+        comm->proto->add_stats(comm->ps, out);
     return INAGG_OK;
 }
 
@@ -673,7 +710,7 @@ inagg_result_t inagg_get_codec_stats(const inagg_comm_t *comm, inagg_codec_stats
         return INAGG_ERR_INVALID;
     inagg_codec_stats_t all;
     memset(&all, 0, sizeof(all));
-    if (comm->proto->add_codec_stats)
+    if (comm->proto->add_codec_stats && comm->ps)
         comm->proto->add_codec_stats(comm->ps, &all);
     return copy_versioned(out, &all, sizeof(all), offsetof(inagg_codec_stats_t, chunks_encoded));
 }
@@ -686,7 +723,7 @@ inagg_result_t inagg_get_transport_stats(const inagg_comm_t *comm, inagg_transpo
     memset(&all, 0, sizeof(all));
     snprintf(all.transport, sizeof(all.transport), "%s",
              comm->opts.transport ? comm->opts.transport : "udp");
-    if (comm->proto->add_transport_stats)
+    if (comm->proto->add_transport_stats && comm->ps)
         comm->proto->add_transport_stats(comm->ps, &all);
     return copy_versioned(out, &all, sizeof(all), offsetof(inagg_transport_stats_t, fault_dropped));
 }
@@ -700,11 +737,18 @@ inagg_result_t inagg_comm_destroy(inagg_comm_t *comm)
 {
     if (!comm)
         return INAGG_ERR_INVALID;
-    if (comm->proto->quiesce)
+    if (comm->proto->quiesce && comm->ps)
         comm->proto->quiesce(comm->ps);
     pthread_mutex_lock(&comm->mu);
     int healthy = comm->fail_code == INAGG_OK;
     pthread_mutex_unlock(&comm->mu);
+    /* A switch lost before this rank leaves: the others may be recovering the last allreduce
+     * and need this rank's record of it, so it fails over with them first. */
+    if (healthy && comm->failover_on) {
+        char detail[COMM_DETAIL_MAX];
+        if (comm_failover_pending(comm, detail, sizeof(detail)) < 0)
+            healthy = 0;
+    }
     if (healthy && comm->proto->drain) {
         /* e.g. p4sgd: acknowledge every result we received before leaving, as a peer still
          * waiting for a slot's confirmation needs our acknowledgement. */

@@ -19,6 +19,7 @@
 #include "lib/codec/codec.h"
 #include "lib/transport/transport.h"
 #include "lib/wire/ctlmsg.h"
+#include "lib/worker/endpoints.h"
 #include "lib/worker/proto.h"
 
 #define COMM_DETAIL_MAX 512
@@ -60,7 +61,34 @@ struct inagg_comm {
     char path_if[32]; /* the interface that path leaves through ("" if unknown) */
     int path_noted; /* under mu: comm_note_path was asked (once per communicator) */
     char path_note[COMM_DETAIL_MAX]; /* under mu: its answer ("" when nothing) */
+
+    /* Fail-over (failover.c): the switch list, the generation, and what the recovery of an
+     * interrupted allreduce needs. */
+    endpoint_list_t endpoints;
+    int failover_on; /* a switch's loss is a fail-over, not a failure */
+    uint32_t gen; /* the generation joined (endpoint gen % n) */
+    uint32_t switch_timeout_ms; /* INAGG_SWITCH_TIMEOUT_MS: a silent switch is dead */
+    uint32_t rejoin_ms; /* INAGG_REJOIN_MS: one generation's join deadline */
+    uint32_t failover_max; /* INAGG_FAILOVER_MAX: rounds of the list before giving up */
+    int lost; /* under mu: enum comm_lost, the switch was lost (engines aborted) */
+    char lost_detail[160]; /* under mu */
+    uint64_t lost_ns; /* under mu: when */
+    uint64_t last_heard_ns; /* monitor thread: the control connection's last line */
+    uint64_t ping_ns; /* monitor thread: the last heartbeat sent */
+    uint64_t monitor_tick_ns; /* monitor thread: its last heartbeat check */
+    uint64_t ops_done; /* blocking allreduces finished (the op numbers) */
+    uint64_t barriers_passed;
+    uint32_t async_out; /* under mu: requests of inagg_iallreduce* not waited for yet */
+    uint32_t eff_world; /* the ranks a result sums (worker_params_t.world) */
+    worker_oprec_t rec[2]; /* op k's record in rec[k % 2]: the one in progress and the last */
+    _Atomic uint64_t stale; /* packets of an older generation dropped */
+    uint64_t prev_token; /* the last generation's token (its late packets are stale) */
+    uint64_t barriers_seen; /* the most barriers a rank had passed at the last recovery */
+    inagg_stats_t stats_before; /* the engines' counters of the generations before */
+    inagg_failover_stats_t fo; /* under mu */
 };
+
+enum comm_lost { COMM_LOST_NONE = 0, COMM_LOST_CLOSED, COMM_LOST_SHUTDOWN, COMM_LOST_SILENT };
 
 /* ---- errors.c ---- */
 
@@ -92,6 +120,26 @@ int comm_size_packets(inagg_comm_t *c, const transport_addr_t *sw, const char (*
  * dropped IP fragments sent to it (asked with STATS, 1.5 s at most in all), or the
  * kernel's path MTU fell below the packets. */
 void comm_note_path(inagg_comm_t *c, char *note, size_t len);
+
+/* ---- failover.c ---- */
+
+/* The fail-over settings from the environment and the switch list: 0 or -EINVAL. */
+int comm_failover_setup(inagg_comm_t *c, char *detail, size_t dlen);
+/* The switch was lost (cause, a phrase in detail): with fail-over on, the engines are stopped
+ * and the next call recovers (returns 1); off, 0 (the caller fails the communicator). Caller
+ * holds mu. */
+int comm_lost_locked(inagg_comm_t *c, enum comm_lost cause, const char *detail);
+/* A blocking allreduce with fail-over: call runs, and when the switch is lost it is
+ * recovered on the next switch. 0 or -errno with detail. */
+int comm_failover_allreduce(inagg_comm_t *c, worker_call_t *call, char *detail, size_t dlen);
+/* Fail over now if the switch was lost (a barrier's, or the destroy's, wait ended by it):
+ * 1 when it did (the caller retries), 0 when nothing was lost, or -errno with detail. */
+int comm_failover_pending(inagg_comm_t *c, char *detail, size_t dlen);
+/* Free the records. */
+void comm_failover_free(inagg_comm_t *c);
+/* Create the protocol's state for the job joined (comm.c: start_protocol). */
+int comm_start_protocol(inagg_comm_t *c, const transport_addr_t *sw, const wire_joined_t *j,
+                        char *detail, size_t dlen);
 
 /* ---- join.c ---- */
 

@@ -30,7 +30,8 @@ static void monitor_line(inagg_comm_t *c, uint32_t k, int rc, const char *line)
             snprintf(d, sizeof(d), "lost the control connection to the switch%s (%s)",
                      c->nshards > 1 ? " of a shard" : "",
                      rc == -ECONNRESET ? "closed" : strerror(-rc));
-            comm_fail_locked(c, INAGG_ERR_CONNECTION, d);
+            if (!comm_lost_locked(c, COMM_LOST_CLOSED, d))
+                comm_fail_locked(c, INAGG_ERR_CONNECTION, d);
         }
         pthread_cond_broadcast(&c->cv);
         return;
@@ -39,7 +40,8 @@ static void monitor_line(inagg_comm_t *c, uint32_t k, int rc, const char *line)
     if (verb == WIRE_VERB_SHUTDOWN) {
         char d[COMM_DETAIL_MAX];
         snprintf(d, sizeof(d), "switch shutting down: %s", wire_shutdown_parse(line));
-        comm_fail_locked(c, INAGG_ERR_CONNECTION, d);
+        if (!comm_lost_locked(c, COMM_LOST_SHUTDOWN, d)) /* a planned hand-over */
+            comm_fail_locked(c, INAGG_ERR_CONNECTION, d);
     } else if (verb == WIRE_VERB_FAILED) {
         char d[COMM_DETAIL_MAX];
         snprintf(d, sizeof(d), "job '%s' failed on the switch: %s", c->job, ctlline_rest(line));
@@ -64,6 +66,8 @@ static void monitor_drain(inagg_comm_t *c, uint32_t k, uint8_t *closed)
     char line[CTL_LINE_MAX];
     for (int round = 0; round < 64 && !closed[k]; round++) { /* bounded: a line flood yields */
         long got = ctl_fill(c->ctl_fd[k], &c->rd[k]);
+        if (got > 0)
+            c->last_heard_ns = util_now_ns(); /* any line: the switch is alive */
         int rc = 0;
         if (got == 0)
             rc = -ECONNRESET;
@@ -85,13 +89,45 @@ static void monitor_drain(inagg_comm_t *c, uint32_t k, uint8_t *closed)
     }
 }
 
+/* Fail-over's heartbeat (one shard): PING every quarter of INAGG_SWITCH_TIMEOUT_MS; a switch
+ * that answered nothing for the whole of it is lost. The poll's timeout in ms. */
+static int monitor_heartbeat(inagg_comm_t *c, uint8_t *closed)
+{
+    if (!c->failover_on || closed[0])
+        return 1000;
+    uint64_t now = util_now_ns(), every = (uint64_t)c->switch_timeout_ms * 250000ull;
+    /* This process was not running (stopped, or starved) for longer than two heartbeats: the
+     * switch's silence meanwhile says nothing; it gets a whole timeout from now. */
+    if (now - c->monitor_tick_ns > 2 * every)
+        c->last_heard_ns = now;
+    c->monitor_tick_ns = now;
+    if (now - c->last_heard_ns > (uint64_t)c->switch_timeout_ms * 1000000ull) {
+        char d[160];
+        snprintf(d, sizeof(d), "the switch answered nothing on the control connection for %u ms",
+                 c->switch_timeout_ms);
+        pthread_mutex_lock(&c->mu);
+        if (comm_lost_locked(c, COMM_LOST_SILENT, d))
+            c->lost_ns = c->last_heard_ns; /* the stall counts from its last sign of life */
+        pthread_mutex_unlock(&c->mu);
+        closed[0] = 1; /* the fail-over closes it */
+        return 1000;
+    }
+    if (now - c->ping_ns >= every) {
+        (void)ctl_write_line(c->ctl_fd[0], wire_verb_name(WIRE_VERB_PING), 50);
+        c->ping_ns = now;
+    }
+    return (int)(every / 1000000ull) + 1;
+}
+
 /* Waits in poll(2) on every shard's control connection and on the wake eventfd, which
  * comm_close_control writes: closing a communicator never waits for a poll slice. */
 static void *monitor_main(void *arg)
 {
     inagg_comm_t *c = arg;
     uint8_t closed[WORKER_MAX_SHARDS] = {0};
+    c->last_heard_ns = c->ping_ns = c->monitor_tick_ns = util_now_ns();
     for (;;) {
+        int wait_ms = monitor_heartbeat(c, closed);
         pthread_mutex_lock(&c->mu);
         int stopping = c->stopping;
         pthread_mutex_unlock(&c->mu);
@@ -110,7 +146,7 @@ static void *monitor_main(void *arg)
         nfds_t nshard_fds = n;
         p[n++] = (struct pollfd){.fd = c->wake_fd, .events = POLLIN};
         /* The timeout only bounds the wait should a wake-up be lost; the eventfd ends it. */
-        if (poll(p, n, 1000) < 0 && errno != EINTR)
+        if (poll(p, n, wait_ms) < 0 && errno != EINTR)
             break;
         for (nfds_t i = 0; i < nshard_fds; i++)
             if (p[i].revents)
@@ -239,6 +275,7 @@ static wire_join_t join_line_of(const inagg_comm_t *c)
         .timeout_ms = c->opts.timeout_ms,
         .opt = c->opt,
         .mcast = (uint32_t)wants_mcast(c),
+        .gen = c->gen,
     };
     snprintf(j.job, sizeof(j.job), "%s", c->job);
     if (c->codec.mode != CODEC_NONE) {
@@ -302,10 +339,9 @@ int comm_wait_until(inagg_comm_t *c, uint64_t deadline_ns)
 
 #define BARRIER_VERDICT_MS 1000u
 
-inagg_result_t inagg_barrier(inagg_comm_t *comm)
+/* One barrier on the current switch. */
+static inagg_result_t barrier_once(inagg_comm_t *comm)
 {
-    if (!comm)
-        return INAGG_ERR_INVALID;
     pthread_mutex_lock(&comm->mu);
     uint64_t target = comm->barriers_done + 1;
     pthread_mutex_unlock(&comm->mu);
@@ -313,25 +349,60 @@ inagg_result_t inagg_barrier(inagg_comm_t *comm)
     if (rc != INAGG_OK)
         return rc;
     const char *barrier = wire_verb_name(WIRE_VERB_BARRIER);
-    if (ctl_write_line(comm->ctl_fd[0], barrier, (int)comm->opts.timeout_ms) != 0)
+    if (ctl_write_line(comm->ctl_fd[0], barrier, (int)comm->opts.timeout_ms) != 0) {
+        pthread_mutex_lock(&comm->mu);
+        int lost = comm_lost_locked(comm, COMM_LOST_CLOSED, "cannot send BARRIER to the switch");
+        pthread_mutex_unlock(&comm->mu);
+        if (lost)
+            return INAGG_ERR_CONNECTION;
         return comm_set_error(comm, INAGG_ERR_CONNECTION, "cannot send BARRIER to the switch");
+    }
     /* the switch fails a barrier that waited the job's timeout, naming the ranks that did not
      * arrive: its verdict gets BARRIER_VERDICT_MS to come before this rank's own timeout */
     uint64_t deadline =
         util_now_ns() + ((uint64_t)comm->opts.timeout_ms + BARRIER_VERDICT_MS) * 1000000ull;
     pthread_mutex_lock(&comm->mu);
-    while (comm->barriers_done < target && comm->fail_code == INAGG_OK)
+    while (comm->barriers_done < target && comm->fail_code == INAGG_OK &&
+           comm->lost == COMM_LOST_NONE)
         if (comm_wait_until(comm, deadline))
             break;
     if (comm->barriers_done >= target)
         rc = INAGG_OK;
     else if (comm->fail_code != INAGG_OK)
         rc = comm_set_error(comm, comm->fail_code, "%s", comm->fail_detail);
+    else if (comm->lost != COMM_LOST_NONE)
+        rc = INAGG_ERR_CONNECTION; /* the caller fails over */
     else
         rc = comm_set_error(comm, INAGG_ERR_TIMEOUT, "barrier: not every rank arrived within %u ms",
                             comm->opts.timeout_ms);
     pthread_mutex_unlock(&comm->mu);
     return rc;
+}
+
+inagg_result_t inagg_barrier(inagg_comm_t *comm)
+{
+    if (!comm)
+        return INAGG_ERR_INVALID;
+    char detail[COMM_DETAIL_MAX] = "";
+    for (uint32_t round = 0; round <= 100; round++) { /* each round a fail-over, bounded */
+        int pend = comm_failover_pending(comm, detail, sizeof(detail));
+        if (pend < 0)
+            return comm_set_error(comm, INAGG_ERR_CONNECTION, "%s", detail);
+        /* after a fail-over: a rank that passed this barrier proves every rank arrived */
+        if (pend > 0 && comm->barriers_seen > (comm->barriers_passed & 0x7fffffffu)) {
+            comm->barriers_passed++;
+            return INAGG_OK;
+        }
+        inagg_result_t rc = barrier_once(comm);
+        if (rc == INAGG_OK)
+            comm->barriers_passed++;
+        pthread_mutex_lock(&comm->mu);
+        int lost = comm->lost != COMM_LOST_NONE && comm->fail_code == INAGG_OK;
+        pthread_mutex_unlock(&comm->mu);
+        if (rc == INAGG_OK || !lost)
+            return rc;
+    }
+    return comm_set_error(comm, INAGG_ERR_CONNECTION, "barrier: the switch kept being lost");
 }
 
 void comm_leave(inagg_comm_t *c)

@@ -13,6 +13,7 @@
 #include "lib/kernels/vec.h"
 #include "lib/transport/txgroup.h"
 #include "lib/wire/wire.h"
+#include "lib/worker/quant.h"
 
 extern const worker_proto_ops_t worker_proto_switchml, worker_proto_p4sgd;
 
@@ -158,6 +159,18 @@ void worker_decode_plain(inagg_dtype_t dtype, inagg_op_t op, uint32_t world,
         if (op == INAGG_AVG)
             vec_f32_scale((float *)dst, len, 1.0f / (float)world);
     }
+}
+
+void worker_decode_result(inagg_dtype_t dtype, int fixed, inagg_op_t op, uint32_t world,
+                          const uint32_t *payload, int16_t exp, void *dst, size_t len)
+{
+    if (!fixed) {
+        worker_decode_plain(dtype, op, world, payload, dst, len);
+        return;
+    }
+    quant_decode(payload, (float *)dst, len, exp, world);
+    if (op == INAGG_AVG)
+        vec_f32_scale((float *)dst, len, 1.0f / (float)world);
 }
 
 int worker_slot_addr(const worker_params_t *p, const transport_t *t, uint32_t slot,

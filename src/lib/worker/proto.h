@@ -100,10 +100,24 @@ typedef struct worker_params {
     codec_spec_t codec; /* the job's compression of float32 (CODEC_NONE: none) */
     int error_feedback; /* keep the codec's residual per element (lossy codec) */
     _Atomic int *abort_flag; /* non-zero: the job failed; engines stop */
+    uint64_t stale_token; /* the previous generation's token (fail-over), 0: none */
+    _Atomic uint64_t *stale; /* where packets carrying it are counted, or NULL */
     pthread_mutex_t *mu; /* the communicator's mutex and condition: engine */
     pthread_cond_t *cv; /* threads use them to take and complete requests */
     worker_signal_t *signal; /* the communicator's: raised on each completion */
 } worker_params_t;
+
+/* What a fail-over needs of one allreduce (failover.c): per chunk, whether this rank holds its
+ * result, and that result as the switch sent it (payload words in wire order, the fixed-point
+ * exponent), so it can be handed to the other ranks bit for bit. The engine thread that
+ * delivers a chunk writes its entries; they are read only after the engines stopped. */
+typedef struct worker_oprec {
+    uint32_t *words; /* [count] */
+    int16_t *exp; /* [nchunks] */
+    uint8_t *held; /* [nchunks] */
+    size_t count, nchunks; /* of the op recorded */
+    size_t cap_words, cap_chunks; /* allocated */
+} worker_oprec_t;
 
 /* One allreduce as the API got it. */
 typedef struct worker_call {
@@ -115,6 +129,7 @@ typedef struct worker_call {
     int set; /* a parameter upload (WIRE_FLAG_SET) */
     float *resid; /* the caller's error-feedback residual of this tensor ([count]), or NULL:
                      the engine's own (inagg_iallreduce_ef) */
+    worker_oprec_t *rec; /* record each delivered chunk here (fail-over on), or NULL */
 } worker_call_t;
 
 /* The base of every protocol's request: a protocol allocates its own request type with this
@@ -356,6 +371,24 @@ static inline size_t worker_payload_cap(const worker_params_t *p)
     size_t plain = (size_t)p->elems * 4u;
     size_t coded = p->codec.mode != CODEC_NONE ? codec_max_bytes(&p->codec, p->elems) : 0;
     return coded > plain ? coded : plain;
+}
+
+/* A result's payload words (wire order) into len elements at dst as the engines deliver
+ * them: int32 or native float32 (worker_decode_plain), or block fixed point with exponent exp
+ * (fixed); AVG divides by world. Fail-over recovery decodes a handed-on result with it too,
+ * so the delivered bits are the same either way. */
+void worker_decode_result(inagg_dtype_t dtype, int fixed, inagg_op_t op, uint32_t world,
+                          const uint32_t *payload, int16_t exp, void *dst, size_t len);
+
+/* A packet that is not ours (worker_packet_ours) but carries the previous generation's
+ * token: counted as stale (1) instead of invalid (0). */
+static inline int worker_packet_stale(const worker_params_t *p, const wire_header_t *h)
+{
+    if (!p->stale_token || h->token != p->stale_token)
+        return 0;
+    if (p->stale)
+        atomic_fetch_add_explicit(p->stale, 1, memory_order_relaxed);
+    return 1;
 }
 
 /* int32 or native float32 elements into big-endian payload words, and back (delivery: AVG

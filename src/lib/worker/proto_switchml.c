@@ -520,19 +520,18 @@ static void deliver(engine_t *e, run_t *run, const wslot_t *w, const wire_header
             vec_f32_scale(out, len, 1.0f / (float)e->p.world);
         return;
     }
-    if (!run->fixed) {
-        worker_decode_plain(run->r->dtype, run->r->op, e->p.world, payload,
-                            (char *)run->r->recv + off * 4u, len);
-        if (run->r->dtype == INAGG_INT32 && (h->flags & WIRE_FLAG_OVERFLOW))
-            run->overflow = 1;
-        return;
+    worker_oprec_t *rec = run->r->rec;
+    if (rec) { /* fail-over: the result as it came, to hand on bit for bit */
+        memcpy(rec->words + off, payload, len * 4u);
+        rec->exp[w->chunk] = run->fixed ? h->exp : 0;
+        rec->held[w->chunk] = 1;
     }
-    float *out = (float *)run->r->recv + off;
-    quant_decode(payload, out, len, h->exp, e->p.world);
-    if (h->exp == QUANT_EXP_NONFINITE)
+    worker_decode_result(run->r->dtype, run->fixed, run->r->op, e->p.world, payload, h->exp,
+                         (char *)run->r->recv + off * 4u, len);
+    if (!run->fixed && run->r->dtype == INAGG_INT32 && (h->flags & WIRE_FLAG_OVERFLOW))
+        run->overflow = 1;
+    if (run->fixed && h->exp == QUANT_EXP_NONFINITE)
         run->nonfinite = 1;
-    if (run->r->op == INAGG_AVG)
-        vec_f32_scale(out, len, 1.0f / (float)e->p.world);
 }
 
 /* Check a received datagram; returns the local slot it is for, or (counted) -EBADMSG for one
@@ -540,8 +539,11 @@ static void deliver(engine_t *e, run_t *run, const wslot_t *w, const wire_header
 static int accept_result(engine_t *e, const run_t *run, const uint8_t *buf, size_t len,
                          wire_header_t *h)
 {
-    if (worker_open_packet(&e->p, buf, len, h) != 0 || h->type != WIRE_RESULT ||
-        !worker_packet_ours(&e->p, h) || h->slot % e->nthreads != e->index) {
+    int opened = worker_open_packet(&e->p, buf, len, h) == 0;
+    if (opened && !worker_packet_ours(&e->p, h) && worker_packet_stale(&e->p, h))
+        return -EBADMSG; /* an older generation's switch: counted as stale */
+    if (!opened || h->type != WIRE_RESULT || !worker_packet_ours(&e->p, h) ||
+        h->slot % e->nthreads != e->index) {
         WORKER_CNT_ADD(e->c.invalid, 1);
         return -EBADMSG;
     }

@@ -206,6 +206,7 @@ static job_t *register_job(control_t *ctl, const client_t *cl, const wire_join_t
                         ? sw->cfg.worker_timeout_ms
                         : jn->timeout_ms;
     j->created_ms = server_now_ms();
+    j->gen = jn->gen;
     j->owner = cl->peer;
     cl->peer->slots += jn->slots;
     atomic_fetch_add(&sw->slots_used, jn->slots);
@@ -293,6 +294,28 @@ void admit_hello(control_t *ctl, client_t *cl, const char *line)
     conn_send_line(ctl, cl->fd, out);
 }
 
+/* A JOIN of job *j under another generation (after authenticate: only the job's ranks can
+ * do this). An older one is refused as stale. A newer one means the job's ranks failed over
+ * to this switch again (it was frozen, or restarted faster than they noticed): the old
+ * generation is superseded (failed, its connections closed, so it retires) and the JOIN is
+ * refused as busy, which its client retries; the retry registers the new generation once
+ * the old job retired. -ECONNREFUSED after refusing. */
+static int generation_differs(control_t *ctl, client_t *cl, job_t **j, const wire_join_t *jn)
+{
+    job_t *old = *j;
+    if (jn->gen < old->gen)
+        return conn_send_err(ctl, cl->fd, WIRE_REFUSED,
+                             "stale generation: job '%s' runs generation %u, rank %u joined "
+                             "generation %u",
+                             jn->job, old->gen, jn->rank, jn->gen);
+    char text[160];
+    snprintf(text, sizeof(text), "superseded: its ranks joined generation %u", jn->gen);
+    life_apply(ctl, old, LIFE_SUPERSEDED, &(life_cause_t){.text = text});
+    return conn_send_err(ctl, cl->fd, WIRE_REFUSED_BUSY,
+                         "job '%s' generation %u is retiring; generation %u joins once it has",
+                         jn->job, old->gen, jn->gen);
+}
+
 /* Handle JOIN; returns 0 if the client stays, -1 if it must be closed after the reply. */
 int admit_join(control_t *ctl, client_t *cl, const char *line)
 {
@@ -358,6 +381,8 @@ int admit_join(control_t *ctl, client_t *cl, const char *line)
     int rc = authenticate(ctl, cl, j, &jn);
     if (rc < 0)
         return rc;
+    if (j && jn.gen != j->gen && generation_differs(ctl, cl, &j, &jn) != 0)
+        return -ECONNREFUSED; /* refused with the reason */
     /* A job registered with its verifier but without a CHALLENGE (no HELLO first) has no
      * nonce to derive keys from: its dataplane goes without MACs, as with dpauth=0. */
     if (!j && jn.auth == WIRE_AUTH_VERIFIER && !had_nonce)

@@ -165,6 +165,7 @@ static int serve_client(control_t *ctl, client_t *cl)
                 conn_send_line(ctl, cl->fd, wire_verb_name(WIRE_VERB_BYE));
                 break;
             case WIRE_VERB_STATS: handle_stats(ctl, cl, line); break;
+            case WIRE_VERB_PING: conn_send_line(ctl, cl->fd, wire_verb_name(WIRE_VERB_PONG)); break;
             case WIRE_VERB_HELLO: admit_hello(ctl, cl, line); break;
             case WIRE_VERB_FABRIC: handle_fabric(ctl, cl, line); break;
             default:

@@ -90,6 +90,7 @@ typedef struct job {
     int has_verifier; /* registered with a job secret: every rank must prove it */
     uint8_t verifier[32]; /* HMAC-SHA256(secret, job name) (PROTOCOL.md "Authentication") */
     uint64_t created_ms, activated_ms;
+    uint32_t gen; /* the generation its ranks joined (JOIN gen=): > 0 after a fail-over */
     int member_fd[INAGG_MAX_WORLD]; /* -1: not connected */
     uint8_t left[INAGG_MAX_WORLD]; /* left cleanly with LEAVE */
     uint8_t in_barrier[INAGG_MAX_WORLD];

@@ -30,25 +30,31 @@ static const signed char next[LIFE_STATES][LIFE_EVENTS] = {
                       [LIFE_JOIN_REFUSED] = TO(LIFE_FAILED),
                       [LIFE_RANK_LOST] = TO(LIFE_JOINING),
                       [LIFE_SHUTDOWN] = TO(LIFE_DRAINING),
-                      [LIFE_ALL_LEFT] = TO(LIFE_RETIRED)},
+                      [LIFE_ALL_LEFT] = TO(LIFE_RETIRED),
+                      [LIFE_SUPERSEDED] = TO(LIFE_FAILED)},
     [LIFE_LINKING] = {[LIFE_JOIN_COMPLETE] = TO(LIFE_LINKING),
                       [LIFE_UPSTREAM_JOINED] = TO(LIFE_ACTIVE),
                       [LIFE_JOIN_REFUSED] = TO(LIFE_FAILED),
                       [LIFE_UPSTREAM_LOST] = TO(LIFE_FAILED),
                       [LIFE_RANK_LOST] = TO(LIFE_LINKING),
                       [LIFE_SHUTDOWN] = TO(LIFE_DRAINING),
-                      [LIFE_ALL_LEFT] = TO(LIFE_RETIRED)},
+                      [LIFE_ALL_LEFT] = TO(LIFE_RETIRED),
+                      [LIFE_SUPERSEDED] = TO(LIFE_FAILED)},
     [LIFE_ACTIVE] = {[LIFE_UPSTREAM_LOST] = TO(LIFE_FAILED),
                      [LIFE_FAULT] = TO(LIFE_FAILED),
                      [LIFE_RANK_LOST] = TO(LIFE_FAILED),
                      [LIFE_SHUTDOWN] = TO(LIFE_DRAINING),
-                     [LIFE_ALL_LEFT] = TO(LIFE_RETIRED)},
-    [LIFE_DRAINING] = {[LIFE_RANK_LOST] = TO(LIFE_DRAINING), [LIFE_ALL_LEFT] = TO(LIFE_RETIRED)},
+                     [LIFE_ALL_LEFT] = TO(LIFE_RETIRED),
+                     [LIFE_SUPERSEDED] = TO(LIFE_FAILED)},
+    [LIFE_DRAINING] = {[LIFE_RANK_LOST] = TO(LIFE_DRAINING),
+                       [LIFE_ALL_LEFT] = TO(LIFE_RETIRED),
+                       [LIFE_SUPERSEDED] = TO(LIFE_DRAINING)},
     [LIFE_FAILED] = {[LIFE_UPSTREAM_LOST] = TO(LIFE_FAILED),
                      [LIFE_FAULT] = TO(LIFE_FAILED),
                      [LIFE_RANK_LOST] = TO(LIFE_FAILED),
                      [LIFE_SHUTDOWN] = TO(LIFE_FAILED),
-                     [LIFE_ALL_LEFT] = TO(LIFE_RETIRED)},
+                     [LIFE_ALL_LEFT] = TO(LIFE_RETIRED),
+                     [LIFE_SUPERSEDED] = TO(LIFE_FAILED)},
 };
 
 int life_next(enum life_state from, enum life_event ev)
@@ -61,8 +67,8 @@ int life_next(enum life_state from, enum life_event ev)
 const char *life_event_name(enum life_event ev)
 {
     static const char *const names[LIFE_EVENTS] = {
-        "JOIN_COMPLETE", "UPSTREAM_JOINED", "JOIN_REFUSED", "UPSTREAM_LOST",
-        "FAULT",         "RANK_LOST",       "SHUTDOWN",     "ALL_LEFT"};
+        "JOIN_COMPLETE", "UPSTREAM_JOINED", "JOIN_REFUSED", "UPSTREAM_LOST", "FAULT",
+        "RANK_LOST",     "SHUTDOWN",        "ALL_LEFT",     "SUPERSEDED"};
     return (unsigned)ev < LIFE_EVENTS ? names[ev] : "unknown";
 }
 
@@ -112,6 +118,11 @@ static void activate(control_t *ctl, job_t *j)
                          * AF_PACKET transport and the L2 fabric */
                         .gso = 1};
     choose_mcast(sw, j, &jd);
+    char gen[64] = "";
+    if (j->gen > 0) { /* counted before any member hears JOINED */
+        atomic_fetch_add(&sw->jobs_rejoined, 1);
+        snprintf(gen, sizeof(gen), ", generation %u (rejoined after a fail-over)", j->gen);
+    }
     set_state(j, LIFE_ACTIVE);
     /* Whose data a result sums, when not just the members': a leaf's results are the
      * spine's, a spine's sum its leaves' hosts. */
@@ -120,9 +131,9 @@ static void activate(control_t *ctl, job_t *j)
     char line[CTL_LINE_MAX];
     if (wire_joined_format(&jd, line, sizeof(line)) == 0)
         conn_broadcast(ctl, j, line);
-    LOG_I("job '%s' (id %u) active: world %u, %u slots of %u elements, float %s, protocol %s",
+    LOG_I("job '%s' (id %u) active: world %u, %u slots of %u elements, float %s, protocol %s%s",
           j->name, j->id, j->world, j->nslots, j->elems, wire_float_mode_name(j->float_mode),
-          j->proto->name);
+          j->proto->name, gen);
 }
 
 void life_tell_failed(control_t *ctl, int fd, const job_t *j, uint32_t rank)
@@ -299,6 +310,21 @@ static void retire(control_t *ctl, job_t *j, int from)
     note_epochs(sw, r->epoch);
 }
 
+/* SUPERSEDED: an older generation of a job its ranks joined again. A joining one is refused;
+ * an active or failed one fails (its members, if any still listen, are told why) and its
+ * connections close, so it retires and the new generation can register. */
+static void supersede(control_t *ctl, job_t *j, int from, const char *text)
+{
+    if (from == LIFE_DRAINING)
+        return;
+    if (life_is_joining(from)) {
+        refuse(ctl, j, WIRE_REFUSED, text);
+        return;
+    }
+    fail(ctl, j, text);
+    conn_close_job(ctl, j);
+}
+
 int life_apply(control_t *ctl, job_t *j, enum life_event ev, const life_cause_t *cause)
 {
     static const life_cause_t none = {.text = ""};
@@ -330,6 +356,7 @@ int life_apply(control_t *ctl, job_t *j, enum life_event ev, const life_cause_t 
         case LIFE_RANK_LOST: rank_lost(ctl, j, from, cause->rank); break;
         case LIFE_SHUTDOWN: shut_down(ctl, j, from, text); break;
         case LIFE_ALL_LEFT: retire(ctl, j, from); break;
+        case LIFE_SUPERSEDED: supersede(ctl, j, from, text); break;
         case LIFE_EVENTS: break;
     }
     return 0;

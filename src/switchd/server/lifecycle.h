@@ -14,6 +14,9 @@
  *   FAILED --SHUTDOWN, RANK_LOST, FAULT--> FAILED     (told already)
  *   DRAINING --RANK_LOST--> DRAINING                  (SHUTDOWN told the members why)
  *   any but RETIRED --ALL_LEFT--> RETIRED             unpublished, freed after a grace period
+ *   JOINING, LINKING --SUPERSEDED--> FAILED           refused as JOIN_REFUSED is
+ *   ACTIVE, FAILED --SUPERSEDED--> FAILED             FAILED <reason>, connections closed
+ *   DRAINING --SUPERSEDED--> DRAINING                 (the switch stops: nothing to do)
  *
  * Any other pair is refused: counted (control_t.illegal_transitions), logged, and the job is
  * left as it was. The callers are the control thread's files: admission (admit.c) applies
@@ -22,8 +25,11 @@
  * lifecycle acts through the connections' output (conn.c), the upstream link (upstream.c) and
  * the retired jobs' counters (stats.c), and calls none of its callers.
  *
- * New states (a job whose switch lost its state and is joined again under a new generation)
- * are a new enum value, its name, its rows in life_next() and its entry action in life_apply().
+ * Fail-over (a job whose ranks lost their switch joins a switch again under generation g+1,
+ * JOIN gen=): a switch that still holds the job's older generation - it was frozen, or the
+ * ranks moved faster than it noticed they left - supersedes it (SUPERSEDED, admit.c), and the
+ * new generation registers once the old one retired. A restarted switch has no old job: the
+ * new generation simply joins, and counts as rejoined when it activates.
  *
  * The dataplane reads a job's state (atomically) only to serve it or not: job_serves().
  */
@@ -55,6 +61,7 @@ enum life_event {
     LIFE_RANK_LOST, /* rank cause.rank's connection closed without LEAVE */
     LIFE_SHUTDOWN, /* the switch stops: cause.text is what SHUTDOWN says */
     LIFE_ALL_LEFT, /* the job's last member connection closed */
+    LIFE_SUPERSEDED, /* its ranks joined it again under a newer generation: cause.text */
     LIFE_EVENTS
 };
 

@@ -104,6 +104,9 @@ static void write_gauges(inagg_switch_t *sw, FILE *out, const live_job_t *lj, in
         prom_labels(l, sizeof(l), "state", states[k], NULL);
         prom_u64(out, "inagg_switch_jobs", l, c);
     }
+    prom_family(out, "inagg_switch_jobs_rejoined_total", "counter",
+                "jobs whose ranks joined them again after a fail-over (JOIN gen= above 0)");
+    prom_u64(out, "inagg_switch_jobs_rejoined_total", NULL, atomic_load(&sw->jobs_rejoined));
     prom_family(out, "inagg_switch_jobs_retired_total", "counter",
                 "jobs that finished or failed and were removed");
     prom_u64(out, "inagg_switch_jobs_retired_total", NULL, sw->nretired);

@@ -60,6 +60,7 @@ struct inagg_switch {
     pthread_mutex_t stats_lock; /* serialises stats printing against job retirement */
     retired_job_t retired[SWITCH_RETIRED_KEEP]; /* the last jobs to retire (under stats_lock) */
     uint64_t nretired;
+    _Atomic uint64_t jobs_rejoined; /* jobs activated under a generation > 0 (a fail-over) */
     /* Every retired job's counters summed (under stats_lock): with the live jobs' they make
      * the switch-wide per-job totals that /metrics shows, which never go down. */
     uint64_t retired_sum[STAT_COUNT];

@@ -267,9 +267,9 @@ static void write_text(inagg_switch_t *sw, FILE *out)
 {
     uint64_t v[STAT_COUNT];
     switch_totals(sw, v);
-    fprintf(out, "switch %s threads=%u slots_used=%u/%u uptime_s=%.1f\n", sw->listen_text,
-            sw->cfg.threads, atomic_load(&sw->slots_used), sw->cfg.total_slots,
-            (double)(server_now_ms() - sw->start_ms) / 1000.0);
+    fprintf(out, "switch %s threads=%u slots_used=%u/%u uptime_s=%.1f jobs_rejoined=%" PRIu64 "\n",
+            sw->listen_text, sw->cfg.threads, atomic_load(&sw->slots_used), sw->cfg.total_slots,
+            (double)(server_now_ms() - sw->start_ms) / 1000.0, atomic_load(&sw->jobs_rejoined));
     fprintf(out,
             "packets in=%" PRIu64 " out=%" PRIu64 " injected_drops=%" PRIu64
             " injected_duplicates=%" PRIu64 " injected_reorders=%" PRIu64 "\n",
@@ -292,9 +292,9 @@ static void write_text(inagg_switch_t *sw, FILE *out)
         job_totals(j, v);
         fprintf(out,
                 "job %u name=%s state=%s protocol=%s world=%u slots=%u elems=%u float=%s "
-                "optimizer=%s",
+                "optimizer=%s gen=%u",
                 j->id, j->name, state_name(atomic_load(&j->state)), j->proto->name, j->world,
-                j->nslots, j->elems, float_name(j->float_mode), optimizer_name(j));
+                j->nslots, j->elems, float_name(j->float_mode), optimizer_name(j), j->gen);
         text_counters(out, v, STAT_TEXT);
         fprintf(out, " drops:");
         text_drops(out, v);
@@ -317,6 +317,7 @@ static void write_json(inagg_switch_t *sw, FILE *out)
     json_int(&w, "threads", sw->cfg.threads);
     json_int(&w, "slots_total", sw->cfg.total_slots);
     json_int(&w, "slots_used", atomic_load(&sw->slots_used));
+    json_int(&w, "jobs_rejoined", (int64_t)atomic_load(&sw->jobs_rejoined));
     uint64_t v[STAT_COUNT];
     switch_totals(sw, v);
     json_counters(&w, v, STAT_SWITCH);
@@ -343,6 +344,7 @@ static void write_json(inagg_switch_t *sw, FILE *out)
         json_int(&w, "slots", j->nslots);
         json_int(&w, "elems", j->elems);
         json_string(&w, "optimizer", optimizer_name(j));
+        json_int(&w, "generation", j->gen);
         json_counters(&w, v, STAT_JSON);
         json_newline(&w);
         json_drops(&w, v);

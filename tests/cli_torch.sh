@@ -70,6 +70,19 @@ out=$(timeout 600 "$PY" -c "import inagg.torch, inagg._torch_ext as e; e.load();
 if [ $rc -eq 0 ] && [ "$(echo "$out" | tail -n1)" = built ]; then ok $t
 else bad $t "rc $rc: $(echo "$out" | grep -E 'error|Error' | head -n 5)"; fi
 
+# A compile that was killed leaves torch's baton (`lock`) in the cache directory, and torch
+# waits for it forever: the next import must remove it (every compile holds inagg.lock's flock,
+# so a baton found under it is stale), say so, and load.
+t=stale_compile_lock_is_removed
+cache=$(timeout 60 "$PY" -c "import torch, inagg._torch_ext as e; print(e._cache_dir(torch))" 2>/dev/null | tail -n1)
+if [ -d "$cache" ]; then
+    : >"$cache/lock"
+    out=$(timeout 120 "$PY" -c "import inagg.torch, inagg._torch_ext as e; e.load(); print('built')" 2>&1); rc=$?
+    if [ $rc -eq 0 ] && [ "$(echo "$out" | tail -n1)" = built ] && [ ! -e "$cache/lock" ] &&
+        echo "$out" | grep -q "removing $cache/lock, left by a compile that was interrupted"; then ok $t
+    else bad $t "rc $rc (124: it waited for the stale lock): $(echo "$out" | tail -n 2)"; fi
+else bad $t "no cache directory: '$cache'"; fi
+
 # The README's Python lines run as written, in a new venv (HOME in the test's directory): the
 # install, then its torchrun line with the venv's Python. Nothing names a switch or a binary and
 # no `inagg` is on PATH: rank 0 must start the switch the installed package carries. The build

@@ -10,7 +10,10 @@ their content changed: ninja then rebuilds what depends on them) and the extensi
 libinagg by its soname through a link there to the library `inagg.library()` loaded (which
 the dynamic loader reuses). Compiling takes up to 3 minutes on 2 cores (measured: 22 s in a
 fresh root, 72 s with the machine idle, 110-168 s under load) and says so on stderr, then the
-time it took; later imports load the built module at once. No network is used. It needs libtorch-dev (the c10d headers),
+time it took; later imports load the built module at once. Every process stages and
+compiles under an flock(2) on the subdirectory's `inagg.lock`, which the kernel drops when its
+holder dies: so a `lock` left by torch's own baton there (a compile that was killed: torch
+waits for it forever) is stale, and is removed with a warning. No network is used. It needs libtorch-dev (the c10d headers),
 ninja-build, g++ and setuptools (which cpp_extension imports).
 """
 import glob
@@ -134,6 +137,33 @@ def load():
     # loaded first: the extension's DT_NEEDED libinagg.so.0 is then this very library
     libpath = os.path.realpath(inagg.library())
     build = _cache_dir(torch)
+    with _build_lock(build):
+        _MODULE = _build(torch, cpp_extension, build, libpath)
+    return _MODULE
+
+
+def _build_lock(build):
+    """An exclusive flock on build/inagg.lock (blocking: another process's compile finishes
+    first), with torch's stale baton removed once it is held."""
+    import contextlib
+    import fcntl
+
+    @contextlib.contextmanager
+    def held():
+        with open(os.path.join(build, "inagg.lock"), "a") as f:
+            fcntl.flock(f, fcntl.LOCK_EX)
+            baton = os.path.join(build, "lock")
+            if os.path.exists(baton):
+                print("inagg.torch: removing %s, left by a compile that was interrupted "
+                      "(torch.utils.cpp_extension would wait for it forever)" % baton,
+                      file=sys.stderr, flush=True)
+                os.remove(baton)
+            yield
+    return held()
+
+
+def _build(torch, cpp_extension, build, libpath):
+    """Stage the sources under `build` and compile (if needed) and load the extension."""
     src = _stage(build, libpath)
     libdir = os.path.join(build, "lib")
     name = "inagg_torch_backend"
@@ -151,7 +181,7 @@ def load():
     arch_unset = cuda and not os.environ.get("TORCH_CUDA_ARCH_LIST")
     if arch_unset:
         os.environ["TORCH_CUDA_ARCH_LIST"] = "8.0"
-    _MODULE = cpp_extension.load(
+    module = cpp_extension.load(
         name=name,
         sources=[os.path.join(src, f) for f in _SOURCES + (["cuda_stage.cpp"] if cuda else [])],
         extra_include_paths=[os.path.join(src, "include"), src],
@@ -165,4 +195,4 @@ def load():
     if os.path.getmtime(built) != before:
         print("inagg.torch: compiled the backend in %.0f s" % (time.monotonic() - t0),
               file=sys.stderr, flush=True)
-    return _MODULE
+    return module

@@ -79,7 +79,7 @@ if [ -d "$cache" ]; then
     : >"$cache/lock"
     out=$(timeout 120 "$PY" -c "import inagg.torch, inagg._torch_ext as e; e.load(); print('built')" 2>&1); rc=$?
     if [ $rc -eq 0 ] && [ "$(echo "$out" | tail -n1)" = built ] && [ ! -e "$cache/lock" ] &&
-        echo "$out" | grep -q "removing $cache/lock, left by a compile that was interrupted"; then ok $t
+        [[ $out == *"removing $cache/lock, left by a compile that was interrupted"* ]]; then ok $t
     else bad $t "rc $rc (124: it waited for the stale lock): $(echo "$out" | tail -n 2)"; fi
 else bad $t "no cache directory: '$cache'"; fi
 

@@ -12,8 +12,10 @@ the dynamic loader reuses). Compiling takes up to 3 minutes on 2 cores (measured
 fresh root, 72 s with the machine idle, 110-168 s under load) and says so on stderr, then the
 time it took; later imports load the built module at once. Every process stages and
 compiles under an flock(2) on the subdirectory's `inagg.lock`, which the kernel drops when its
-holder dies: so a `lock` left by torch's own baton there (a compile that was killed: torch
-waits for it forever) is stale, and is removed with a warning. No network is used. It needs libtorch-dev (the c10d headers),
+holder dies: so where torch's cpp_extension guards its builds with a FileBaton (torch 1.x: a
+file created with O_EXCL, which a killed compile leaves behind and torch waits for forever), a
+`lock` found there is stale and is removed with a warning. Torch 2.x's FileLock is an flock
+on that file, which stays between builds and needs nothing. No network is used. It needs libtorch-dev (the c10d headers),
 ninja-build, g++ and setuptools (which cpp_extension imports).
 """
 import glob
@@ -137,14 +139,16 @@ def load():
     # loaded first: the extension's DT_NEEDED libinagg.so.0 is then this very library
     libpath = os.path.realpath(inagg.library())
     build = _cache_dir(torch)
-    with _build_lock(build):
+    baton = hasattr(cpp_extension, "FileBaton") and not hasattr(cpp_extension, "FileLock")
+    with _build_lock(build, baton):
         _MODULE = _build(torch, cpp_extension, build, libpath)
     return _MODULE
 
 
-def _build_lock(build):
+def _build_lock(build, baton):
     """An exclusive flock on build/inagg.lock (blocking: another process's compile finishes
-    first), with torch's stale baton removed once it is held."""
+    first); with `baton` (torch's FileBaton guards its builds), a baton file found once the
+    flock is held is stale and removed."""
     import contextlib
     import fcntl
 
@@ -152,12 +156,12 @@ def _build_lock(build):
     def held():
         with open(os.path.join(build, "inagg.lock"), "a") as f:
             fcntl.flock(f, fcntl.LOCK_EX)
-            baton = os.path.join(build, "lock")
-            if os.path.exists(baton):
+            stale = os.path.join(build, "lock")
+            if baton and os.path.exists(stale):
                 print("inagg.torch: removing %s, left by a compile that was interrupted "
-                      "(torch.utils.cpp_extension would wait for it forever)" % baton,
+                      "(torch.utils.cpp_extension would wait for it forever)" % stale,
                       file=sys.stderr, flush=True)
-                os.remove(baton)
+                os.remove(stale)
             yield
     return held()
 

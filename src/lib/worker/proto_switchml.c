@@ -40,80 +40,7 @@
 #include "lib/worker/rto.h"
 #include "lib/worker/sml_engine.h"
 
-#define ENGINE_RX_BATCH 64
-#define ENGINE_POLL_MS 5
-
-enum phase { PHASE_IDLE = 0, PHASE_PROBE, PHASE_DATA };
-enum spare_state { SPARE_FREE = 0, SPARE_BUSY, SPARE_READY };
-#define NO_CHUNK UINT64_MAX
-
-typedef struct wslot {
-    uint32_t slot; /* index in the job's pool */
-    uint32_t round; /* round of the packet in flight, or the next one when idle */
-    uint64_t chunk; /* chunk in flight */
-    int phase;
-    int16_t exp; /* agreed exponent of the chunk in flight (fixed point) */
-    int16_t sent_next_exp; /* look-ahead exponent this rank sent with the packet in flight */
-    worker_timer_t tm; /* of the packet in flight */
-    int armed; /* its packet left (flushed) and its timer runs */
-    /* The encoder helper's packet for the slot's next chunk; under the engine's hmu. */
-    uint8_t *spare;
-    uint64_t spare_chunk; /* the chunk spare holds or is being coded into it */
-    uint64_t want; /* the chunk the engine sends next on this slot (NO_CHUNK: none) */
-    int spare_state; /* SPARE_FREE, SPARE_BUSY (helper coding), SPARE_READY */
-    uint16_t spare_words; /* payload words of the ready packet */
-    uint8_t spare_flags; /* WIRE_FLAG_OVERFLOW: the chunk held NaN or Inf */
-    uint64_t spare_enc_ns; /* how long its encoding took */
-    uint8_t *pkt;
-    uint32_t pkt_len;
-    transport_addr_t dst; /* the switch queue that serves this slot */
-} wslot_t;
-
-typedef struct run run_t;
-
-/* One thread's codec: the engine's own, or its encoder helper's. */
-typedef struct coder {
-    codec_ctx_t *ctx;
-    float *dec, *xbuf; /* [elems]: scratch */
-    worker_counters_t *c; /* where its coding is counted */
-} coder_t;
-
-struct engine {
-    worker_params_t p;
-    uint32_t index, nthreads; /* this engine thread and how many there are */
-    transport_t *tp; /* this engine's endpoint */
-    transport_t *mc_tp; /* the job's multicast group's results (one engine only), or NULL */
-    uint32_t nlocal; /* slots this engine owns */
-    wslot_t *ws; /* [nlocal]: local k is pool slot index + k * nthreads */
-    uint8_t *pkt_arena;
-    size_t pkt_cap;
-    transport_rx_t rx[2 * ENGINE_RX_BATCH]; /* fault injection may duplicate a batch */
-    worker_txq_t tx; /* packets queued for the next send */
-    rto_estimator_t rto;
-    worker_counters_t c;
-    codec_ctx_t *codec; /* the job's codec (NULL: none) */
-    float *dec; /* [elems]: the result chunk just decoded, or scratch when sending */
-    float *xbuf; /* [elems]: a chunk plus its residual (error feedback) */
-    float *resid; /* error feedback: per element of the tensor, what the codec dropped
-                               last time (only this engine's chunks are used) */
-    size_t resid_len;
-    _Atomic uint32_t onwire; /* slots whose packet left and has no answer yet (the helper
-                                reads it for the overlap counter) */
-    /* The encoder helper (compressed jobs): a second thread that encodes each slot's next
-     * chunk into the slot's spare buffer while the engine sends, receives and decodes. */
-    pthread_t helper;
-    int helper_started, hstop; /* hstop under hmu */
-    pthread_mutex_t hmu;
-    pthread_cond_t hcv;
-    run_t *hrun; /* under hmu: the run the helper codes for (NULL: none) */
-    coder_t hcd; /* the helper's codec */
-    worker_counters_t hc; /* the helper's coding counters (one writer each) */
-    uint8_t *spare_arena;
-    double enc_ns, dec_ns; /* mean coding time per chunk (rto_code_mean) */
-    uint32_t code_floor_us; /* the timeout's floor for coding time (rto_code_floor_us) */
-};
-
-static void *helper_main(void *arg);
+#include "lib/worker/sml_engine_int.h"
 
 void sml_engine_destroy(engine_t *e)
 {
@@ -207,7 +134,7 @@ int sml_engine_create(const worker_params_t *p, uint32_t index, engine_t **out, 
     /* INAGG_CODEC_HELPER=0 runs without the helper (every chunk coded on the engine thread,
      * nothing overlapped): to measure what the overlap is worth (inagg model validate). */
     if (rc == 0 && e->codec && !p->codec_no_helper) {
-        rc = -pthread_create(&e->helper, NULL, helper_main, e);
+        rc = -pthread_create(&e->helper, NULL, sml_helper_main, e);
         if (rc != 0)
             rc = set_err(err, errlen, rc, "cannot start the encoder helper thread");
         else
@@ -222,31 +149,12 @@ fail:
     return rc;
 }
 
-/* The request being run, with what every chunk needs. */
-struct run {
-    const worker_call_t *r;
-    uint64_t nchunks;
-    uint8_t wire_dtype;
-    int fixed;
-    int coded; /* float32 through the job's codec (WIRE_CODED) */
-    float *resid; /* ... with error feedback: the tensor's residual (the caller's, or
-                     e->resid), NULL without */
-    int overflow, nonfinite;
-};
-
-static size_t chunk_len(const engine_t *e, const run_t *run, uint64_t chunk)
-{
-    uint64_t off = chunk * e->p.elems;
-    uint64_t left = run->r->count - off;
-    return left < e->p.elems ? (size_t)left : e->p.elems;
-}
-
 static int16_t chunk_exponent(const engine_t *e, const run_t *run, uint64_t chunk)
 {
     if (chunk >= run->nchunks)
         return QUANT_EXP_ZERO;
     const float *x = (const float *)run->r->send + chunk * e->p.elems;
-    return quant_block_exponent(x, chunk_len(e, run, chunk));
+    return quant_block_exponent(x, sml_chunk_len(e, run, chunk));
 }
 
 /* Queue the slot's packet. Its timer starts when the packet leaves (arm_sent after the
@@ -283,183 +191,6 @@ static void answered(engine_t *e, wslot_t *w)
     }
 }
 
-/* The coding floor may pass rto_max_us (rto.h) but stays below half the progress timeout,
- * so a lost packet is still sent again before the call gives up. */
-static uint32_t code_floor_cap_us(const worker_params_t *p)
-{
-    uint64_t cap = (uint64_t)p->timeout_ms * 500u;
-    return cap > UINT32_MAX ? UINT32_MAX : (uint32_t)cap;
-}
-
-/* Count one coding step of dt ns in c; overlapped when `others` of the engine's packets
- * were on the wire meanwhile. */
-static void count_step(worker_counters_t *c, int encode, uint64_t dt, uint32_t others)
-{
-    if (encode) {
-        WORKER_CNT_ADD(c->chunks_encoded, 1);
-        WORKER_CNT_ADD(c->encode_ns, dt);
-    } else {
-        WORKER_CNT_ADD(c->chunks_decoded, 1);
-        WORKER_CNT_ADD(c->decode_ns, dt);
-    }
-    if (others > 0)
-        WORKER_CNT_ADD(c->overlap_ns, dt);
-}
-
-/* A coding time into the engine's mean times, and the timeout's coding floor refreshed. */
-static void engine_mean(engine_t *e, int encode, uint64_t dt)
-{
-    rto_code_mean(encode ? &e->enc_ns : &e->dec_ns, (double)dt);
-    e->code_floor_us = rto_code_floor_us(e->enc_ns, e->dec_ns, e->p.world, e->p.slots,
-                                         e->p.sw_queues, code_floor_cap_us(&e->p));
-    atomic_store_explicit(&e->c.code_floor_us, e->code_floor_us, memory_order_relaxed);
-}
-
-/* Encode chunk `chunk` of the run with cd into payload (with error feedback: the chunk plus
- * its residual, and the residual then updated): the payload's words. A chunk holding NaN or
- * Inf goes as coded zeros with WIRE_FLAG_OVERFLOW in *flags. *enc_ns: the encode time.
- * Called by the engine thread or its helper, never both for one chunk. */
-static uint16_t encode_chunk(engine_t *e, const coder_t *cd, const run_t *run, uint64_t chunk,
-                             uint32_t *payload, uint8_t *flags, uint64_t *enc_ns)
-{
-    size_t off = chunk * e->p.elems, len = chunk_len(e, run, chunk);
-    size_t cap = e->pkt_cap - worker_hdr_bytes(&e->p);
-    const float *src = (const float *)run->r->send + off;
-    float *res = run->resid ? run->resid + off : NULL;
-    if (res) { /* error feedback: send the chunk plus what was dropped last time */
-        for (size_t i = 0; i < len; i++)
-            cd->xbuf[i] = src[i] + res[i];
-        src = cd->xbuf;
-    }
-    uint64_t t0 = util_now_ns();
-    long l = codec_encode(cd->ctx, src, len, payload, cap);
-    *enc_ns = util_now_ns() - t0;
-    count_step(cd->c, 1, *enc_ns, atomic_load_explicit(&e->onwire, memory_order_relaxed));
-    if (l < 0) { /* a NaN or infinity: send zeros flagged, every rank's result is */
-        memset(cd->dec, 0, len * sizeof(float));
-        l = codec_encode(cd->ctx, cd->dec, len, payload, cap);
-        *flags |= WIRE_FLAG_OVERFLOW;
-        if (res)
-            memset(res, 0, len * sizeof(float));
-    } else if (res) { /* what the codec dropped goes into the next step */
-        uint64_t t1 = util_now_ns();
-        int drc = codec_decode(cd->ctx, payload, (size_t)l, cd->dec, len, NULL, 0);
-        count_step(cd->c, 0, util_now_ns() - t1,
-                   atomic_load_explicit(&e->onwire, memory_order_relaxed));
-        if (drc >= 0)
-            for (size_t i = 0; i < len; i++)
-                res[i] = src[i] - cd->dec[i];
-        else
-            memset(res, 0, len * sizeof(float));
-    }
-    return (uint16_t)((size_t)(l < 0 ? 0 : l) / 4u);
-}
-
-/* The helper: encode each slot's next chunk (the lowest one wanted) into its spare buffer. */
-static void *helper_main(void *arg)
-{
-    engine_t *e = arg;
-    pthread_mutex_lock(&e->hmu);
-    while (!e->hstop) {
-        wslot_t *w = NULL;
-        for (uint32_t k = 0; e->hrun && k < e->nlocal; k++) {
-            wslot_t *x = &e->ws[k];
-            if (x->spare_state == SPARE_FREE && x->want != NO_CHUNK && (!w || x->want < w->want))
-                w = x;
-        }
-        if (!w) {
-            pthread_cond_wait(&e->hcv, &e->hmu);
-            continue;
-        }
-        const run_t *run = e->hrun;
-        uint64_t chunk = w->want;
-        uint8_t *buf = w->spare;
-        w->spare_state = SPARE_BUSY;
-        w->spare_chunk = chunk;
-        pthread_mutex_unlock(&e->hmu);
-        uint8_t fl = 0;
-        uint64_t dt = 0;
-        uint16_t words = encode_chunk(
-            e, &e->hcd, run, chunk, (uint32_t *)(void *)(buf + worker_hdr_bytes(&e->p)), &fl, &dt);
-        pthread_mutex_lock(&e->hmu);
-        w->spare_words = words;
-        w->spare_flags = fl;
-        w->spare_enc_ns = dt;
-        w->spare_state = SPARE_READY;
-        pthread_cond_broadcast(&e->hcv);
-    }
-    pthread_mutex_unlock(&e->hmu);
-    return NULL;
-}
-
-/* The helper starts coding for run (nothing wanted yet: send_current asks slot by slot). */
-static void helper_attach(engine_t *e, run_t *run)
-{
-    if (!e->helper_started)
-        return;
-    pthread_mutex_lock(&e->hmu);
-    for (uint32_t k = 0; k < e->nlocal; k++) {
-        e->ws[k].want = NO_CHUNK;
-        e->ws[k].spare_state = SPARE_FREE;
-    }
-    e->hrun = run;
-    pthread_mutex_unlock(&e->hmu);
-}
-
-/* The run ends: wait until the helper is done with any chunk, and forget what it coded. */
-static void helper_detach(engine_t *e)
-{
-    if (!e->helper_started)
-        return;
-    pthread_mutex_lock(&e->hmu);
-    for (uint32_t k = 0; k < e->nlocal; k++)
-        e->ws[k].want = NO_CHUNK;
-    for (;;) {
-        int busy = 0;
-        for (uint32_t k = 0; k < e->nlocal; k++)
-            busy |= e->ws[k].spare_state == SPARE_BUSY;
-        if (!busy)
-            break;
-        pthread_cond_wait(&e->hcv, &e->hmu); /* one chunk's encoding: bounded */
-    }
-    for (uint32_t k = 0; k < e->nlocal; k++)
-        e->ws[k].spare_state = SPARE_FREE;
-    e->hrun = NULL;
-    pthread_mutex_unlock(&e->hmu);
-}
-
-/* Sending chunk w->chunk: take the helper's packet for it if it has one (waiting while it is
- * still coding that very chunk), and ask for the slot's next chunk. 1 when taken (w->pkt is
- * now the coded packet: *words and *flags set), 0 when the engine must encode it. */
-static int take_spare(engine_t *e, const run_t *run, wslot_t *w, uint16_t *words, uint8_t *flags)
-{
-    if (!e->helper_started)
-        return 0;
-    int got = 0;
-    uint64_t dt = 0;
-    pthread_mutex_lock(&e->hmu);
-    while (w->spare_state == SPARE_BUSY && w->spare_chunk == w->chunk)
-        pthread_cond_wait(&e->hcv, &e->hmu);
-    if (w->spare_state == SPARE_READY && w->spare_chunk == w->chunk) {
-        uint8_t *t = w->pkt; /* answered: free for the helper */
-        w->pkt = w->spare;
-        w->spare = t;
-        *words = w->spare_words;
-        *flags |= w->spare_flags;
-        dt = w->spare_enc_ns;
-        got = 1;
-    }
-    if (w->spare_state == SPARE_READY)
-        w->spare_state = SPARE_FREE;
-    uint64_t next = w->chunk + e->p.slots;
-    w->want = next < run->nchunks ? next : NO_CHUNK;
-    pthread_cond_broadcast(&e->hcv);
-    pthread_mutex_unlock(&e->hmu);
-    if (got)
-        engine_mean(e, 1, dt);
-    return got;
-}
-
 /* Build the packet for the slot's current phase and chunk, and queue it. */
 static void send_current(engine_t *e, run_t *run, wslot_t *w)
 {
@@ -474,16 +205,16 @@ static void send_current(engine_t *e, run_t *run, wslot_t *w)
         h.next_exp = chunk_exponent(e, run, w->chunk);
         w->sent_next_exp = h.next_exp;
     } else {
-        size_t off = w->chunk * e->p.elems, len = chunk_len(e, run, w->chunk);
+        size_t off = w->chunk * e->p.elems, len = sml_chunk_len(e, run, w->chunk);
         h.count = (uint16_t)len;
         if (run->coded) {
             uint8_t fl = 0;
             uint16_t words = 0;
-            if (!take_spare(e, run, w, &words, &fl)) {
+            if (!sml_take_spare(e, run, w, &words, &fl)) {
                 coder_t self = {e->codec, e->dec, e->xbuf, &e->c};
                 uint64_t dt = 0;
-                words = encode_chunk(e, &self, run, w->chunk, payload, &fl, &dt);
-                engine_mean(e, 1, dt);
+                words = sml_encode_chunk(e, &self, run, w->chunk, payload, &fl, &dt);
+                sml_engine_mean(e, 1, dt);
             }
             if (fl & WIRE_FLAG_OVERFLOW) {
                 h.flags |= WIRE_FLAG_OVERFLOW;
@@ -511,7 +242,7 @@ static void deliver(engine_t *e, run_t *run, const wslot_t *w, const wire_header
 {
     size_t off = w->chunk * e->p.elems, len = h->count;
     if (run->coded) { /* accept_result decoded it into e->dec */
-        len = chunk_len(e, run, w->chunk);
+        len = sml_chunk_len(e, run, w->chunk);
         float *out = (float *)run->r->recv + off;
         memcpy(out, e->dec, len * sizeof(float));
         if (h->flags & WIRE_FLAG_OVERFLOW) /* the sum left the float range: saturated */
@@ -553,7 +284,7 @@ static int accept_result(engine_t *e, const run_t *run, const uint8_t *buf, size
         WORKER_CNT_ADD(e->c.duplicates, 1);
         return -EALREADY;
     }
-    size_t want = w->phase == PHASE_PROBE ? 0 : chunk_len(e, run, w->chunk);
+    size_t want = w->phase == PHASE_PROBE ? 0 : sml_chunk_len(e, run, w->chunk);
     if (run->coded) { /* a chunk of exactly `want` values that decodes cleanly */
         int rc = -1;
         if (h->dtype == WIRE_CODED) {
@@ -561,8 +292,8 @@ static int accept_result(engine_t *e, const run_t *run, const uint8_t *buf, size
             rc = codec_decode(e->codec, buf + worker_hdr_bytes(&e->p), (size_t)h->count * 4u,
                               e->dec, want, NULL, 0);
             uint64_t dt = util_now_ns() - t0;
-            count_step(&e->c, 0, dt, atomic_load(&e->onwire) - (w->armed ? 1u : 0u));
-            engine_mean(e, 0, dt);
+            sml_count_step(&e->c, 0, dt, atomic_load(&e->onwire) - (w->armed ? 1u : 0u));
+            sml_engine_mean(e, 0, dt);
         }
         if (rc < 0) {
             WORKER_CNT_ADD(e->c.invalid, 1);
@@ -705,7 +436,7 @@ int sml_engine_run(engine_t *e, const worker_call_t *r, char *detail, size_t dle
     run_t run = {.r = r};
     run_setup(e, r, &run);
     if (run.coded)
-        helper_attach(e, &run);
+        sml_helper_attach(e, &run);
     uint64_t now = util_now_ns();
     uint32_t active = 0;
     e->onwire = 0;
@@ -760,7 +491,7 @@ int sml_engine_run(engine_t *e, const worker_call_t *r, char *detail, size_t dle
         }
     }
     if (run.coded) /* the helper may not read the caller's tensor once this returns */
-        helper_detach(e);
+        sml_helper_detach(e);
     if (rc != 0) {
         /* Leave the slots consistent for no one: the job is unusable after a failure. */
         for (uint32_t k = 0; k < e->nlocal; k++) {

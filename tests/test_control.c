@@ -27,7 +27,6 @@
 #include "lib/base/sha256.h"
 #include "lib/base/util.h"
 #include "lib/client/ctl.h"
-#include "lib/json/json.h"
 #include "lib/wire/auth.h"
 #include "switchd/server/control_int.h"
 #include "switchd/switchd.h"
@@ -56,22 +55,6 @@ static int request(int fd, ctl_reader_t *rd, const char *line, char *reply, size
 {
     int rc = ctl_write_line(fd, line, 2000);
     return rc ? rc : ctl_read_line(fd, rd, reply, cap, 2000);
-}
-
-/* The number after "key": in the switch's JSON stats. */
-static double stat_of(inagg_switch_t *sw, const char *key)
-{
-    char *text = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&text, &len);
-    CHECK(f);
-    switch_write_stats(sw, f, 1);
-    fclose(f);
-    double v = -1;
-    int rc = json_find_number(text, key, &v);
-    free(text);
-    CHECK_MSG(rc == 0, "no \"%s\" in the stats", key);
-    return v;
 }
 
 /* ---- the race: stats read while the control thread admits and retires jobs ---- */
@@ -220,7 +203,7 @@ TEST(control_slow_reader_does_not_stall_joins, 60)
             median5(quiet), median5(attacked), worst);
     CHECK_MSG(worst < 500, "a JOIN took %.0f ms while a client did not read", worst);
     CHECK(closed_within(slow, 15000));
-    CHECK(stat_of(sw, "output_full") + stat_of(sw, "request_timeout") >= 1);
+    CHECK(ts_switch_stat(sw, "output_full") + ts_switch_stat(sw, "request_timeout") >= 1);
     close(slow);
     switch_stop(sw);
 }
@@ -239,8 +222,8 @@ TEST(control_idle_and_unfinished_requests_are_closed, 30)
     CHECK(send(partial, "STA", 3, MSG_NOSIGNAL) == 3);
     CHECK(closed_within(idle, 3000));
     CHECK(closed_within(partial, 3000));
-    CHECK_EQ_INT(stat_of(sw, "idle_closed"), 1);
-    CHECK_EQ_INT(stat_of(sw, "request_timeout"), 1);
+    CHECK_EQ_INT(ts_switch_stat(sw, "idle_closed"), 1);
+    CHECK_EQ_INT(ts_switch_stat(sw, "request_timeout"), 1);
     /* A member of a job is not idle: it waits for barriers and results. */
     char reply[CTL_LINE_MAX];
     int member = join_raw(addr, "member", 0, 1, 4, reply, sizeof(reply));
@@ -275,9 +258,9 @@ TEST(control_connections_limited_per_address, 30)
             evicted++;
     }
     CHECK_EQ_INT(evicted, FLOOD - 8);
-    CHECK_EQ_INT(stat_of(sw, "conn_evicted"), FLOOD - 8);
-    CHECK_EQ_INT(stat_of(sw, "connections"), 8);
-    CHECK_EQ_INT(stat_of(sw, "conn_per_addr"), 0);
+    CHECK_EQ_INT(ts_switch_stat(sw, "conn_evicted"), FLOOD - 8);
+    CHECK_EQ_INT(ts_switch_stat(sw, "connections"), 8);
+    CHECK_EQ_INT(ts_switch_stat(sw, "conn_per_addr"), 0);
     /* the flood's last 8 are open and idle: members of 8 jobs join from the same address */
     char reply[CTL_LINE_MAX], job[32];
     int members[8];
@@ -286,13 +269,13 @@ TEST(control_connections_limited_per_address, 30)
         members[m] = join_raw(addr, job, 0, 1, 4, reply, sizeof(reply));
         CHECK_MSG(members[m] >= 0 && strncmp(reply, "JOINED", 6) == 0, "%s", reply);
     }
-    CHECK_EQ_INT(stat_of(sw, "connections"), 8);
+    CHECK_EQ_INT(ts_switch_stat(sw, "connections"), 8);
     /* every connection of the address holds a job now: a ninth is refused */
     int extra = connect_to(addr);
     ctl_reader_t rd = {0};
     CHECK(ctl_read_line(extra, &rd, line, sizeof(line), 2000) == 0);
     CHECK_MSG(strstr(line, "ERR busy too many control connections from this address"), "%s", line);
-    CHECK_EQ_INT(stat_of(sw, "conn_per_addr"), 1);
+    CHECK_EQ_INT(ts_switch_stat(sw, "conn_per_addr"), 1);
     close(extra);
     for (int m = 0; m < 8; m++)
         close(members[m]);
@@ -318,19 +301,19 @@ TEST(control_slot_quotas_per_job_and_address, 30)
                   "%s", reply);
         close(fd);
     }
-    CHECK_EQ_INT(stat_of(sw, "job_slot_quota"), 20);
-    CHECK_EQ_INT(stat_of(sw, "slots_used"), 0);
+    CHECK_EQ_INT(ts_switch_stat(sw, "job_slot_quota"), 20);
+    CHECK_EQ_INT(ts_switch_stat(sw, "slots_used"), 0);
     int a = join_raw(addr, "a", 0, 2, 50, reply, sizeof(reply)); /* joining: holds 50 */
     int b = join_raw(addr, "b", 0, 2, 30, reply, sizeof(reply));
     CHECK_MSG(strstr(reply, "per-address quota of 75"), "%s", reply);
-    CHECK_EQ_INT(stat_of(sw, "addr_slot_quota"), 1);
-    CHECK_EQ_INT(stat_of(sw, "slots_used"), 50);
+    CHECK_EQ_INT(ts_switch_stat(sw, "addr_slot_quota"), 1);
+    CHECK_EQ_INT(ts_switch_stat(sw, "slots_used"), 50);
     close(b);
     close(a); /* job a's only member leaves: its slots return */
     int c = -1;
     for (int tries = 0; tries < 50; tries++) {
         usleep(20000);
-        if (stat_of(sw, "slots_used") == 0)
+        if (ts_switch_stat(sw, "slots_used") == 0)
             break;
     }
     c = join_raw(addr, "c", 0, 1, 50, reply, sizeof(reply));
@@ -439,7 +422,7 @@ TEST(control_job_secret_admits_only_ranks_that_prove_it, 60)
     CHECK_MSG(strstr(reply, "wrong job secret"), "%s", reply);
     raw_secret_join(addr, "guarded", "battery staple", "verifier", reply, sizeof(reply));
     CHECK_MSG(strstr(reply, "wrong job secret"), "%s", reply);
-    CHECK_EQ_INT(stat_of(sw, "auth_failed"), 3);
+    CHECK_EQ_INT(ts_switch_stat(sw, "auth_failed"), 3);
     /* The right secret through the library (HELLO, CHALLENGE, proof). */
     lib_join_t r1 = {
         .addr = addr, .job = "guarded", .secret = "correct horse", .rank = 1, .world = 2};
@@ -507,7 +490,7 @@ TEST(control_proof_without_this_connections_challenge_refused, 60)
     raw_unasked_proof(addr, "bound", "open sesame", nonce, reply, sizeof(reply));
     CHECK_MSG(strstr(reply, "proof= without a CHALLENGE on this connection"), "%s", reply);
     close(other);
-    CHECK_EQ_INT(stat_of(sw, "auth_failed"), 2);
+    CHECK_EQ_INT(ts_switch_stat(sw, "auth_failed"), 2);
     /* The rank that answers its own challenge is admitted. */
     lib_join_t r1 = {.addr = addr, .job = "bound", .secret = "open sesame", .rank = 1, .world = 2};
     lib_join_main(&r1);
@@ -541,8 +524,8 @@ TEST(control_failed_authentications_are_rate_limited, 60)
     CHECK_MSG(strstr(reply, "too many failed authentications from this address for job "
                             "'target'"),
               "%s", reply);
-    CHECK_EQ_INT(stat_of(sw, "auth_failed"), 6); /* 5 guesses + the open job */
-    CHECK(stat_of(sw, "auth_rate_limited") >= 1);
+    CHECK_EQ_INT(ts_switch_stat(sw, "auth_failed"), 6); /* 5 guesses + the open job */
+    CHECK(ts_switch_stat(sw, "auth_rate_limited") >= 1);
     /* the same address's other job, with its own secret: not locked out */
     lib_join_t n0 = {.addr = addr, .job = "neighbour", .secret = "n", .rank = 0, .world = 2};
     pthread_t tn;
@@ -651,7 +634,7 @@ TEST(control_blocked_stats_printer_does_not_stall_control, 30)
     }
     int quiet = 0;
     for (int i = 0; i < 100 && !quiet; i++, usleep(10000))
-        quiet = stat_of(sw, "slots_used") == 0; /* every retirement finished */
+        quiet = ts_switch_stat(sw, "slots_used") == 0; /* every retirement finished */
     CHECK(quiet);
     /* Let the printer finish. */
     char buf[65536];
@@ -705,13 +688,13 @@ TEST(control_out_of_descriptors_neither_spins_nor_stalls, 30)
     int status;
     CHECK(waitpid(child, &status, 0) == child);
     fprintf(stderr, "    out of descriptors: %.3f s of CPU in 1 s, %.0f refused\n", cpu,
-            stat_of(sw, "conn_limit"));
+            ts_switch_stat(sw, "conn_limit"));
     CHECK_MSG(cpu < 0.5, "the switch used %.2f s of CPU in 1 s while out of descriptors", cpu);
-    CHECK(stat_of(sw, "conn_limit") >= 1);
+    CHECK(ts_switch_stat(sw, "conn_limit") >= 1);
     int fd = -1;
     for (int tries = 0; tries < 100 && fd < 0; tries++) {
         usleep(20000);
-        if (stat_of(sw, "connections") == 0)
+        if (ts_switch_stat(sw, "connections") == 0)
             fd = join_raw(addr, "after", 0, 1, 4, reply, sizeof(reply));
     }
     CHECK(fd >= 0);
@@ -762,8 +745,8 @@ TEST(control_global_connection_cap, 60)
     double open = 0, refused = 0;
     for (int tries = 0; tries < 500 && open + refused < want; tries++) {
         usleep(20000);
-        open = stat_of(sw, "connections");
-        refused = stat_of(sw, "conn_limit") + stat_of(sw, "conn_evicted");
+        open = ts_switch_stat(sw, "connections");
+        refused = ts_switch_stat(sw, "conn_limit") + ts_switch_stat(sw, "conn_evicted");
     }
     fprintf(stderr, "    %d connections: %.0f open, %.0f refused or closed to make room\n", want,
             open, refused);
@@ -780,7 +763,7 @@ TEST(control_global_connection_cap, 60)
     int fd = -1;
     for (int tries = 0; tries < 250 && fd < 0; tries++) {
         usleep(20000);
-        if (stat_of(sw, "connections") == 0)
+        if (ts_switch_stat(sw, "connections") == 0)
             fd = join_raw(addr, "after-cap", 0, 1, 4, reply, sizeof(reply));
     }
     CHECK(fd >= 0);
@@ -816,7 +799,7 @@ TEST(control_jobs_never_complete_capped_per_address, 30)
             removed++;
     }
     CHECK_EQ_INT(removed, STALE - CTL_MAX_JOINING_PER_ADDR);
-    CHECK_EQ_INT(stat_of(sw, "joining_evicted"), STALE - CTL_MAX_JOINING_PER_ADDR);
+    CHECK_EQ_INT(ts_switch_stat(sw, "joining_evicted"), STALE - CTL_MAX_JOINING_PER_ADDR);
     lib_join_t r0 = {.addr = addr, .job = "legit", .rank = 0, .world = 2};
     pthread_t t0;
     CHECK(pthread_create(&t0, NULL, lib_join_main, &r0) == 0);
@@ -841,7 +824,7 @@ TEST(control_busy_join_retried_within_the_timeout, 30)
     inagg_switch_t *sw = start_switch(&cfg, addr, sizeof(addr));
     pthread_t hog;
     CHECK(pthread_create(&hog, NULL, hog_job_main, addr) == 0);
-    for (int i = 0; i < 200 && stat_of(sw, "slots_used") < 4; i++)
+    for (int i = 0; i < 200 && ts_switch_stat(sw, "slots_used") < 4; i++)
         usleep(10000);
     uint64_t t0 = util_now_ns();
     lib_join_t late = {.addr = addr, .job = "late", .rank = 0, .world = 1};
@@ -850,7 +833,7 @@ TEST(control_busy_join_retried_within_the_timeout, 30)
     pthread_join(hog, NULL);
     CHECK_MSG(late.rc == INAGG_OK, "%s", late.detail);
     CHECK_MSG(secs > 0.5, "joined after %.2f s: the quota was not held", secs);
-    CHECK(stat_of(sw, "addr_slot_quota") >= 1);
+    CHECK(ts_switch_stat(sw, "addr_slot_quota") >= 1);
     /* the same job asked for more slots than a job may hold: final, no retries */
     inagg_options_t o = INAGG_OPTIONS_INIT;
     o.slots = 5;

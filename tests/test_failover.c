@@ -20,11 +20,11 @@
 #include "inagg.h"
 #include "lib/client/ctl.h"
 #include "lib/client/join_client.h"
-#include "lib/json/json.h"
 #include "lib/worker/endpoints.h"
 #include "lib/worker/proto.h"
 #include "lib/worker/recovery.h"
 #include "switchd/switchd.h"
+#include "testutil.h"
 
 /* ---- the switch list ---- */
 
@@ -360,20 +360,6 @@ static int join_gen(const char *addr, uint32_t gen, int *fd, char *err, size_t e
     return rc;
 }
 
-static double stats_number(inagg_switch_t *sw, const char *key)
-{
-    char *text = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&text, &len);
-    CHECK(f);
-    switch_write_stats(sw, f, 1);
-    fclose(f);
-    double v = -1;
-    CHECK_MSG(json_find_number(text, key, &v) == 0, "no \"%s\" in %s", key, text);
-    free(text);
-    return v;
-}
-
 /* A switch that holds generation 1 of a job (it was frozen while the ranks moved on and came
  * back): a JOIN of generation 0 is refused as stale; one of generation 2 supersedes it (the
  * old job fails with the reason, its connection closes) and registers once it retired; both
@@ -385,7 +371,7 @@ TEST(failover_switch_refuses_stale_and_supersedes_old_generations, 30)
     snprintf(addr, sizeof(addr), "127.0.0.1:%u", switch_port(sw));
     int fd1, fd0, fd2;
     CHECK_MSG(join_gen(addr, 1, &fd1, err, sizeof(err)) == 0, "%s", err);
-    CHECK_EQ_INT((int)stats_number(sw, "generation"), 1);
+    CHECK_EQ_INT((int)ts_switch_stat(sw, "generation"), 1);
     CHECK_EQ_INT(join_gen(addr, 0, &fd0, err, sizeof(err)), -ECONNREFUSED);
     CHECK_MSG(strstr(err, "stale generation: job 'gen' runs generation 1"), "%s", err);
     CHECK_MSG(join_gen(addr, 2, &fd2, err, sizeof(err)) == 0, "%s", err);
@@ -393,8 +379,8 @@ TEST(failover_switch_refuses_stale_and_supersedes_old_generations, 30)
     ctl_reader_t rd = {0};
     CHECK_EQ_INT(ctl_read_line(fd1, &rd, line, sizeof(line), 2000), 0);
     CHECK_MSG(strstr(line, "FAILED superseded: its ranks joined generation 2"), "%s", line);
-    CHECK_EQ_INT((int)stats_number(sw, "generation"), 2);
-    CHECK_EQ_INT((int)stats_number(sw, "jobs_rejoined"), 2);
+    CHECK_EQ_INT((int)ts_switch_stat(sw, "generation"), 2);
+    CHECK_EQ_INT((int)ts_switch_stat(sw, "jobs_rejoined"), 2);
     close(fd1);
     close(fd2);
     switch_stop(sw);

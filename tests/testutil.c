@@ -224,3 +224,18 @@ void *hog_job_main(void *arg)
     }
     return NULL;
 }
+
+double ts_switch_stat(inagg_switch_t *sw, const char *key)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    CHECK(f);
+    switch_write_stats(sw, f, 1);
+    fclose(f);
+    double v = -1;
+    int rc = json_find_number(text, key, &v);
+    free(text);
+    CHECK_MSG(rc == 0, "no \"%s\" in the stats", key);
+    return v;
+}

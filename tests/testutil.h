@@ -24,6 +24,8 @@ void ts_start(test_switch_t *ts, const switch_config_t *cfg);
 void ts_stop(test_switch_t *ts);
 /* The switch's counters as JSON (STATS json over its control port) into buf. */
 void ts_stats_json(const test_switch_t *ts, char *buf, size_t len);
+/* The number after "key": in an in-process switch's JSON stats (fails the test when absent). */
+double ts_switch_stat(inagg_switch_t *sw, const char *key);
 /* Read a number that follows "key": in text; fails the test if absent. */
 double ts_number(const char *text, const char *key);
 /* A switch configuration whose jobs get multicast group 239.B.0.<job id> (PROTOCOL.md 9.6):

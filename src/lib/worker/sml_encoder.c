@@ -50,7 +50,7 @@ void sml_engine_mean(engine_t *e, int encode, uint64_t dt)
  * Inf goes as coded zeros with WIRE_FLAG_OVERFLOW in *flags. *enc_ns: the encode time.
  * Called by the engine thread or its helper, never both for one chunk. */
 uint16_t sml_encode_chunk(engine_t *e, const coder_t *cd, const run_t *run, uint64_t chunk,
-                             uint32_t *payload, uint8_t *flags, uint64_t *enc_ns)
+                          uint32_t *payload, uint8_t *flags, uint64_t *enc_ns)
 {
     size_t off = chunk * e->p.elems, len = sml_chunk_len(e, run, chunk);
     size_t cap = e->pkt_cap - worker_hdr_bytes(&e->p);
@@ -75,7 +75,7 @@ uint16_t sml_encode_chunk(engine_t *e, const coder_t *cd, const run_t *run, uint
         uint64_t t1 = util_now_ns();
         int drc = codec_decode(cd->ctx, payload, (size_t)l, cd->dec, len, NULL, 0);
         sml_count_step(cd->c, 0, util_now_ns() - t1,
-                   atomic_load_explicit(&e->onwire, memory_order_relaxed));
+                       atomic_load_explicit(&e->onwire, memory_order_relaxed));
         if (drc >= 0)
             for (size_t i = 0; i < len; i++)
                 res[i] = src[i] - cd->dec[i];

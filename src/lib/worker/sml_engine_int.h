@@ -116,7 +116,7 @@ void sml_count_step(worker_counters_t *c, int encode, uint64_t dt, uint32_t othe
 void sml_engine_mean(engine_t *e, int encode, uint64_t dt);
 /* Encode chunk of run into payload with cd: the payload words; *flags, *dt_ns set. */
 uint16_t sml_encode_chunk(engine_t *e, const coder_t *cd, const run_t *run, uint64_t chunk,
-                             uint32_t *payload, uint8_t *flags, uint64_t *enc_ns);
+                          uint32_t *payload, uint8_t *flags, uint64_t *enc_ns);
 /* The helper thread's body (arg: the engine); attach hands it a run, detach takes it back
  * and waits until it codes nothing. */
 void *sml_helper_main(void *arg);

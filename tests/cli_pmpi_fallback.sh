@@ -5,7 +5,8 @@
 # every rank) runs under libinagg-pmpi.so with 4 ranks on loopback, fail-over off
 # (INAGG_FAILOVER=0), and the switch is killed (SIGKILL) mid-run:
 #   - never restarted: the interrupted allreduce is finished over MPI, every later one runs on
-#     MPI, the job ends with 0 wrong results, each rank logs one fall-back line;
+#     MPI, the job ends with 0 wrong results, each rank logs one fall-back line; the same
+#     with the library's fail-over on and spent (one round of 300 ms);
 #   - restarted on the same port 0.5 s later: the same, and the ranks return to the switch
 #     (INAGG_PMPI_RETRY_MS=200): each rank logs one return line, the restarted switch admits
 #     the job's "-r1" generation, and rank 0's summary counts 1 fall-back and 1 return.
@@ -47,16 +48,19 @@ start_switch() {
     for _ in $(seq 100); do [ -s "$tmp/ready" ] && break; sleep 0.05; done
 }
 
-# run_job NAME RESTART: the job, the switch killed once rank 0 printed 40 results; RESTART 1
-# starts it again on the same port 0.5 s later. Leaves the job's output in $tmp/NAME.
+# run_job NAME RESTART [FAILOVER]: the job, the switch killed once rank 0 printed 40 results;
+# RESTART 1 starts it again on the same port 0.5 s later. FAILOVER 1: the library's fail-over
+# on, given one round of 300 ms to find the switch (spent before the fall-back), else off.
+# Leaves the job's output in $tmp/NAME.
 run_job() {
-    local name=$1 restart=$2 port
+    local name=$1 restart=$2 failover=${3:-0} port
     start_switch 127.0.0.1:0 "$tmp/$name.sw1"
     port=$(head -n1 "$tmp/ready" 2>/dev/null)
     [ -n "$port" ] || { echo "the switch did not start: $(cat "$tmp/$name.sw1")" >"$tmp/$name"; return 1; }
     INAGG_SWITCH=127.0.0.1:$port INAGG_VERBOSE=1 INAGG_ONE_HOST=switch INAGG_MIN_BYTES=0 \
-        INAGG_FAILOVER=0 INAGG_PMPI_RETRY_MS=200 timeout 240 "${MPIRUN[@]}" \
-        -x INAGG_SWITCH -x INAGG_VERBOSE -x INAGG_ONE_HOST -x INAGG_MIN_BYTES -x INAGG_FAILOVER \
+        INAGG_FAILOVER=$failover INAGG_REJOIN_MS=300 INAGG_FAILOVER_MAX=1 INAGG_PMPI_RETRY_MS=200 \
+        timeout 240 "${MPIRUN[@]}" -x INAGG_SWITCH -x INAGG_VERBOSE -x INAGG_ONE_HOST \
+        -x INAGG_MIN_BYTES -x INAGG_FAILOVER -x INAGG_REJOIN_MS -x INAGG_FAILOVER_MAX \
         -x INAGG_PMPI_RETRY_MS -x LD_PRELOAD="$PMPI" "$tmp/sizes" 262144 1500 >"$tmp/$name" 2>&1 &
     local job=$!
     for _ in $(seq 600); do
@@ -84,6 +88,13 @@ if [ $rc -eq 0 ] && [ "$(summary "$tmp/killed" | cut -d' ' -f3)" = 0 ] &&
    grep -q '^inagg-pmpi: 1 fall-backs to MPI, 0 returns to the switch' "$tmp/killed"; then
     ok "$t ($(summary "$tmp/killed"); $(grep -m1 'fall-back to MPI' "$tmp/killed" | sed 's/.*); //'))"
 else bad $t "rc $rc, '$(summary "$tmp/killed")': $(grep -v '^ok ' "$tmp/killed" | tail -n 8)"; fi
+
+t=pmpi_switch_killed_fail_over_spent_job_finishes_on_mpi
+run_job spent 0 1; rc=$?
+if [ $rc -eq 0 ] && [ "$(summary "$tmp/spent" | cut -d' ' -f3)" = 0 ] &&
+   [ "$(lines "$tmp/spent" '^inagg-pmpi: rank [0-3]: fall-back to MPI: job .* no switch of the list took the job back')" = 4 ]; then
+    ok "$t ($(summary "$tmp/spent"); $(grep -m1 'fall-back to MPI' "$tmp/spent" | sed 's/.*); //'))"
+else bad $t "rc $rc, '$(summary "$tmp/spent")': $(grep -v '^ok ' "$tmp/spent" | tail -n 8)"; fi
 
 t=pmpi_switch_restarted_job_returns_to_it
 run_job restarted 1; rc=$?

@@ -10,7 +10,9 @@
 #   - restarted on the same port 0.5 s later: the same, and the ranks return to the switch
 #     (INAGG_PMPI_RETRY_MS=200): each rank logs one return line, the restarted switch admits
 #     the job's "-r1" generation, and rank 0's summary counts 1 fall-back and 1 return.
-# Skips, saying why, without Open MPI. Every command runs under `timeout`; about 30 seconds.
+# Then the Open MPI component (coll/inagg) with the switch killed: the same finish over MPI, the
+# later calls with MPI (it does not return). Skips, saying why, without Open MPI. Every
+# command runs under `timeout`; about 30 seconds.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -48,20 +50,24 @@ start_switch() {
     for _ in $(seq 100); do [ -s "$tmp/ready" ] && break; sleep 0.05; done
 }
 
-# run_job NAME RESTART [FAILOVER]: the job, the switch killed once rank 0 printed 40 results;
-# RESTART 1 starts it again on the same port 0.5 s later. FAILOVER 1: the library's fail-over
-# on, given one round of 300 ms to find the switch (spent before the fall-back), else off.
-# Leaves the job's output in $tmp/NAME.
+# run_job NAME RESTART [FAILOVER [WAY]]: the job, the switch killed once rank 0 printed 40
+# results; RESTART 1 starts it again on the same port 0.5 s later. FAILOVER 1: the library's
+# fail-over on, given one round of 300 ms to find the switch (spent before the fall-back), else
+# off. WAY: pmpi (the interposer, default) or coll (the Open MPI component). Leaves the job's
+# output in $tmp/NAME.
 run_job() {
-    local name=$1 restart=$2 failover=${3:-0} port
+    local name=$1 restart=$2 failover=${3:-0} way=${4:-pmpi} port
+    local -a via=(-x LD_PRELOAD="$PMPI")
     start_switch 127.0.0.1:0 "$tmp/$name.sw1"
     port=$(head -n1 "$tmp/ready" 2>/dev/null)
     [ -n "$port" ] || { echo "the switch did not start: $(cat "$tmp/$name.sw1")" >"$tmp/$name"; return 1; }
+    [ "$way" = coll ] && via=(--mca coll_inagg_priority 100 --mca coll_inagg_switch "127.0.0.1:$port"
+                              --mca coll_inagg_one_host switch --mca coll_inagg_min_bytes 0)
     INAGG_SWITCH=127.0.0.1:$port INAGG_VERBOSE=1 INAGG_ONE_HOST=switch INAGG_MIN_BYTES=0 \
         INAGG_FAILOVER=$failover INAGG_REJOIN_MS=300 INAGG_FAILOVER_MAX=1 INAGG_PMPI_RETRY_MS=200 \
         timeout 240 "${MPIRUN[@]}" -x INAGG_SWITCH -x INAGG_VERBOSE -x INAGG_ONE_HOST \
         -x INAGG_MIN_BYTES -x INAGG_FAILOVER -x INAGG_REJOIN_MS -x INAGG_FAILOVER_MAX \
-        -x INAGG_PMPI_RETRY_MS -x LD_PRELOAD="$PMPI" "$tmp/sizes" 262144 1500 >"$tmp/$name" 2>&1 &
+        -x INAGG_PMPI_RETRY_MS "${via[@]}" "$tmp/sizes" 262144 1500 >"$tmp/$name" 2>&1 &
     local job=$!
     for _ in $(seq 600); do
         [ "$(grep -c '^ok ' "$tmp/$name")" -ge 40 ] && break
@@ -105,5 +111,22 @@ if [ $rc -eq 0 ] && [ "$(summary "$tmp/restarted" | cut -d' ' -f3)" = 0 ] &&
    grep -q -- '-r1' "$tmp/restarted.sw2"; then
     ok "$t ($(summary "$tmp/restarted"); $(grep '^inagg-pmpi: 1 fall-backs' "$tmp/restarted"))"
 else bad $t "rc $rc, '$(summary "$tmp/restarted")': $(grep -v '^ok ' "$tmp/restarted" | tail -n 8); switch: $(tail -n 3 "$tmp/restarted.sw2" 2>/dev/null)"; fi
+
+# The Open MPI component: the same finish over MPI (the module it displaced), no return.
+t=ompi_coll_switch_killed_job_finishes_on_mpi
+if ! command -v ompi_info >/dev/null 2>&1; then
+    skp $t "ompi_info not installed (Debian: apt-get install openmpi-bin)"
+elif ! timeout 300 make -s ompi-coll >"$tmp/make.log" 2>&1; then
+    if grep -q 'development headers' "$tmp/make.log"; then
+        skp $t "Open MPI's development headers not installed (Debian: apt-get install libopenmpi-dev)"
+    else bad $t "make ompi-coll: $(tail -n 5 "$tmp/make.log")"; fi
+else
+    pkglibdir=$(ompi_info --path pkglibdir --parsable | sed -n 's/^path:pkglibdir://p')
+    OMPI_MCA_mca_base_component_path=$pkglibdir:$ROOT/build run_job coll 0 0 coll; rc=$?
+    if [ $rc -eq 0 ] && [ "$(summary "$tmp/coll" | cut -d' ' -f3)" = 0 ] &&
+       [ "$(lines "$tmp/coll" '^coll/inagg: rank [0-3]: fall-back to MPI: .* lost the switch')" = 4 ]; then
+        ok "$t ($(summary "$tmp/coll"); $(grep -m1 'fall-back to MPI' "$tmp/coll" | sed 's/.*); //'))"
+    else bad $t "rc $rc, '$(summary "$tmp/coll")': $(grep -v '^ok ' "$tmp/coll" | tail -n 8)"; fi
+fi
 
 finish

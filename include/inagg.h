@@ -426,6 +426,49 @@ typedef struct inagg_failover_stats {
  * NULL or out->struct_size is smaller than its first two fields. */
 inagg_result_t inagg_get_failover_stats(const inagg_comm_t *comm, inagg_failover_stats_t *out);
 
+/*
+ * Salvage: finishing, over another channel the ranks share (MPI, a Gloo group), the blocking
+ * allreduce that failed because no switch answered (INAGG_ERR_CONNECTION, with fail-over off or
+ * its list exhausted). Every rank of the communicator calls inagg_allreduce_salvage with the
+ * arguments of its failed call; they agree over the channel, as a fail-over does on a new
+ * switch, on which allreduce was interrupted and, chunk by chunk (inagg_salvage_t's geometry),
+ * who holds its result: the lowest rank that holds a chunk hands it on (the others add zeros),
+ * a chunk nobody holds is reduced again from every rank's input. int32 results are
+ * bit-identical to a run without the fault; a float32 chunk reduced again is the channel's sum.
+ * The channel is the caller's: an allreduce over every rank of the communicator, called with
+ * the same arguments on every rank in the same order. Versioned by size as
+ * inagg_failover_stats_t (the channel by its own struct_size).
+ */
+typedef struct inagg_channel {
+    uint32_t struct_size; /* sizeof(inagg_channel_t) */
+    /* count elements of dtype combined with op on every rank (send may equal recv): 0, or
+     * nonzero when the channel failed (then salvage fails) */
+    int (*allreduce)(void *ctx, const void *send, void *recv, size_t count, inagg_dtype_t dtype,
+                     inagg_op_t op);
+    void *ctx;
+} inagg_channel_t;
+
+typedef struct inagg_salvage {
+    uint32_t struct_size; /* in: sizeof(inagg_salvage_t); out: bytes filled */
+    uint32_t completed; /* 1: recv holds the call's result; 0: this rank was one allreduce
+                           ahead (it had finished the interrupted one), whose result it handed
+                           on: its own call must now run over the channel in full */
+    uint64_t chunk_elems; /* the geometry: chunk k is elements [k * chunk_elems, ...) */
+    uint64_t nchunks; /* chunks of the call */
+    uint64_t chunks_held; /* chunks of this call whose result this rank had when it failed */
+    uint64_t chunks_delivered; /* chunks handed on from a rank that held them */
+    uint64_t chunks_reduced; /* chunks reduced again over the channel */
+} inagg_salvage_t;
+
+/* Finish the failed allreduce over ch (see above): INAGG_OK, INAGG_ERR_INVALID (bad
+ * arguments, or a communicator whose last failure is not a lost switch or that cannot
+ * salvage: only switchml over udp, without compression or an in-switch optimizer),
+ * INAGG_ERR_CONNECTION (the channel failed, or the ranks' states disagree), with
+ * inagg_last_error. The communicator stays failed: destroy it. */
+inagg_result_t inagg_allreduce_salvage(inagg_comm_t *comm, const void *send, void *recv,
+                                       size_t count, inagg_dtype_t dtype, inagg_op_t op,
+                                       const inagg_channel_t *ch, inagg_salvage_t *out);
+
 /* The name of counter i of the communicator's transport ("frames_in", ...), or NULL past
  * its last one. */
 const char *inagg_transport_counter_name(const inagg_comm_t *comm, uint32_t i);

@@ -333,6 +333,197 @@ TEST(failover_int32_bit_identical_to_a_fault_free_run, 120) { failover_bit_ident
 
 TEST(failover_float32_fixed_bit_identical_to_a_fault_free_run, 120) { failover_bit_identical(1); }
 
+/* ---- salvage: the failed op finished over another channel (no switch answers) ---- */
+
+/* A channel between the rank threads: each rank's send copied aside, everyone sums the copies
+ * in rank order, as an MPI allreduce of the threads would. */
+typedef struct tchan {
+    pthread_barrier_t bar;
+    void *slot[FO_WORLD];
+    _Atomic int failed;
+} tchan_t;
+
+typedef struct tchan_end {
+    tchan_t *t;
+    uint32_t rank;
+} tchan_end_t;
+
+static int tchan_allreduce(void *ctx, const void *send, void *recv, size_t count,
+                           inagg_dtype_t dtype, inagg_op_t op)
+{
+    tchan_end_t *e = ctx;
+    tchan_t *t = e->t;
+    void *mine = malloc(count * 4 + 4), *sum = calloc(count + 1, 4);
+    if (!mine || !sum || op != INAGG_SUM)
+        atomic_store(&t->failed, 1);
+    if (mine)
+        memcpy(mine, send, count * 4);
+    t->slot[e->rank] = mine;
+    pthread_barrier_wait(&t->bar);
+    for (uint32_t r = 0; r < FO_WORLD && sum && !atomic_load(&t->failed); r++)
+        for (size_t i = 0; i < count; i++) {
+            if (dtype == INAGG_FLOAT32)
+                ((float *)sum)[i] += ((const float *)t->slot[r])[i];
+            else /* wraps as an MPI sum does */
+                ((uint32_t *)sum)[i] += ((const uint32_t *)t->slot[r])[i];
+        }
+    pthread_barrier_wait(&t->bar);
+    int failed = atomic_load(&t->failed);
+    if (!failed)
+        memcpy(recv, sum, count * 4);
+    free(mine);
+    free(sum);
+    return failed;
+}
+
+typedef struct sv_rank {
+    fo_rank_t fo;
+    tchan_t *chan;
+    int salvaged; /* the op the salvage finished (-1: none) */
+    inagg_salvage_t sv;
+    pthread_barrier_t *pause; /* when set: met twice after op 1 (the switch stops between) */
+} sv_rank_t;
+
+/* A rank whose switch is lost with fail-over off: the failed op is salvaged over the thread
+ * channel, and every later op runs there, as the MPI interposer does. */
+static void *sv_rank_main(void *arg)
+{
+    sv_rank_t *s = arg;
+    fo_rank_t *r = &s->fo;
+    tchan_end_t end = {.t = s->chan, .rank = r->rank};
+    inagg_channel_t ch = {.struct_size = sizeof(ch), .allreduce = tchan_allreduce, .ctx = &end};
+    inagg_options_t o = INAGG_OPTIONS_INIT;
+    o.packet_elems = 32;
+    o.slots = 8;
+    o.threads = 2;
+    o.timeout_ms = 5000;
+    inagg_comm_t *c = NULL;
+    r->rc =
+        inagg_comm_create(&c, r->addr, r->job, r->rank, FO_WORLD, &o, r->error, sizeof(r->error));
+    void *in = malloc(FO_COUNT * 4);
+    int on_switch = 1;
+    s->salvaged = -1;
+    for (uint32_t op = 0; op < FO_OPS && r->rc == INAGG_OK; op++) {
+        fill_input(r, op, in);
+        r->out[op] = malloc(FO_COUNT * 4);
+        inagg_result_t rc =
+            on_switch ? inagg_allreduce(c, in, r->out[op], FO_COUNT, INAGG_INT32, INAGG_SUM)
+                      : INAGG_ERR_CONNECTION;
+        if (rc != INAGG_OK && on_switch) {
+            on_switch = 0;
+            s->sv.struct_size = sizeof(s->sv);
+            rc = inagg_allreduce_salvage(c, in, r->out[op], FO_COUNT, INAGG_INT32, INAGG_SUM, &ch,
+                                         &s->sv);
+            if (rc != INAGG_OK) {
+                snprintf(r->error, sizeof(r->error), "op %u: salvage: %s", op, inagg_last_error(c));
+                r->rc = rc;
+                break;
+            }
+            s->salvaged = (int)op;
+            if (s->sv.completed)
+                continue;
+        }
+        if (!on_switch && tchan_allreduce(&end, in, r->out[op], FO_COUNT, INAGG_INT32, INAGG_SUM))
+            r->rc = INAGG_ERR_CONNECTION;
+        if (r->rank == 0 && r->ops_done)
+            atomic_store(r->ops_done, (int)op + 1);
+        if (s->pause && op == 1) {
+            pthread_barrier_wait(s->pause);
+            pthread_barrier_wait(s->pause);
+        }
+    }
+    free(in);
+    if (c)
+        inagg_comm_destroy(c);
+    return NULL;
+}
+
+/* With INAGG_FAILOVER=0, the switch (dropping a fifth of its results, so the ranks hold
+ * different chunks) is stopped once rank 0 finished its second allreduce; the ranks salvage
+ * the interrupted op over the thread channel and go on there: every result of every op is
+ * bit-identical to a fault-free run's, with chunks both handed on and reduced again over the
+ * seeds tried. */
+static void salvage_bit_identical(int between)
+{
+    inagg_switch_t *clean_sw = fo_switch(NULL);
+    char clean[64];
+    snprintf(clean, sizeof(clean), "127.0.0.1:%u", switch_port(clean_sw));
+    fo_rank_t ref[FO_WORLD];
+    fo_run(ref, clean, "sv-reference", 0, NULL, 0);
+    switch_stop(clean_sw);
+    setenv("INAGG_FAILOVER", "0", 1);
+    uint64_t delivered = 0, reduced = 0;
+    for (int seed = 1; seed <= 16 && (seed <= 3 || (!between && (!delivered || !reduced)));
+         seed++) {
+        char spec[64], addr[64], job[32];
+        snprintf(spec, sizeof(spec), "drop=0.2,seed=%d", seed);
+        inagg_switch_t *sw = fo_switch(spec);
+        snprintf(addr, sizeof(addr), "127.0.0.1:%u", switch_port(sw));
+        snprintf(job, sizeof(job), "sv-%d", seed);
+        _Atomic int ops_done = 0;
+        tchan_t chan = {0};
+        pthread_barrier_init(&chan.bar, NULL, FO_WORLD);
+        pthread_barrier_t pause;
+        pthread_barrier_init(&pause, NULL, FO_WORLD + 1);
+        sv_rank_t rk[FO_WORLD];
+        pthread_t t[FO_WORLD], ts;
+        for (uint32_t r = 0; r < FO_WORLD; r++) {
+            rk[r] = (sv_rank_t){.fo = {.addr = addr, .job = job, .rank = r, .ops_done = &ops_done},
+                                .chan = &chan,
+                                .pause = between ? &pause : NULL};
+            CHECK(pthread_create(&t[r], NULL, sv_rank_main, &rk[r]) == 0);
+        }
+        stopper_t st = {.sw = sw, .ops_done = &ops_done, .after_ops = 2};
+        if (between) { /* every rank finished op 1 and knows the switch is gone before op 2 */
+            pthread_barrier_wait(&pause);
+            switch_stop_because(sw, "maintenance");
+            usleep(300 * 1000);
+            pthread_barrier_wait(&pause);
+        } else {
+            CHECK(pthread_create(&ts, NULL, stopper_main, &st) == 0);
+        }
+        for (uint32_t r = 0; r < FO_WORLD; r++)
+            pthread_join(t[r], NULL);
+        if (!between)
+            pthread_join(ts, NULL);
+        pthread_barrier_destroy(&chan.bar);
+        pthread_barrier_destroy(&pause);
+        for (uint32_t r = 0; r < FO_WORLD; r++) {
+            CHECK_MSG(rk[r].fo.rc == INAGG_OK, "seed %d rank %u: %s", seed, r, rk[r].fo.error);
+            CHECK_MSG(rk[r].salvaged >= 0, "seed %d rank %u: no salvage", seed, r);
+            CHECK_EQ_INT((int)rk[r].sv.nchunks, (int)((FO_COUNT + 31) / 32));
+            for (uint32_t op = 0; op < FO_OPS; op++)
+                CHECK_MSG(memcmp(rk[r].fo.out[op], ref[0].out[op], FO_COUNT * 4) == 0,
+                          "seed %d rank %u op %u differs from the fault-free run", seed, r, op);
+            delivered += rk[r].sv.chunks_delivered;
+            reduced += rk[r].sv.chunks_reduced;
+        }
+        printf("    seed %d: op %d salvaged: rank 0 held %llu of %llu chunks; handed on %llu, "
+               "reduced again %llu\n",
+               seed, rk[0].salvaged, (unsigned long long)rk[0].sv.chunks_held,
+               (unsigned long long)rk[0].sv.nchunks, (unsigned long long)rk[0].sv.chunks_delivered,
+               (unsigned long long)rk[0].sv.chunks_reduced);
+        for (uint32_t r = 0; r < FO_WORLD; r++)
+            for (uint32_t op = 0; op < FO_OPS; op++)
+                free(rk[r].fo.out[op]);
+    }
+    unsetenv("INAGG_FAILOVER");
+    if (between) /* nobody held a chunk of op 2: all of it reduced again */
+        CHECK_MSG(delivered == 0 && reduced == 3 * FO_WORLD * ((FO_COUNT + 31) / 32),
+                  "handed on %llu, reduced %llu", (unsigned long long)delivered,
+                  (unsigned long long)reduced);
+    else
+        CHECK_MSG(delivered > 0 && reduced > 0, "handed on %llu, reduced %llu: a path untried",
+                  (unsigned long long)delivered, (unsigned long long)reduced);
+    fo_free(ref);
+}
+
+TEST(failover_salvage_int32_over_a_channel_bit_identical, 120) { salvage_bit_identical(0); }
+
+/* The switch is lost between two ops: the next call fails before it began, and its salvage
+ * must not take the record of an older op for its own. */
+TEST(failover_salvage_of_a_call_that_never_began, 120) { salvage_bit_identical(1); }
+
 /* ---- the switch's side: generations of one job ---- */
 
 /* One JOIN of job "gen" (world 1) under generation gen: join_client_run's result, the

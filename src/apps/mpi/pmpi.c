@@ -24,6 +24,8 @@
  *                             its control port must accept and answer a STATS request
  *   INAGG_PMPI_VERIFY=1       MPI redoes every accelerated blocking allreduce and differences
  *                             are reported (debugging)
+ *   INAGG_PMPI_FALLBACK=0     a lost switch fails the allreduce (default 1: fall back to MPI)
+ *   INAGG_PMPI_RETRY_MS=MS    fallen back, how often the ranks probe the switch (5000; 0: never)
  *
  * Joining (MPI_Init, MPI_Init_thread, and their Fortran bindings): rank 0 makes a job name from
  * its pid, the time and its host and broadcasts it (PMPI_Bcast); every rank checks that the
@@ -44,9 +46,14 @@
  * handles are converted with PMPI_*_f2c, MPI_INTEGER and MPI_REAL of 4 bytes are accelerated
  * like MPI_INT and MPI_FLOAT, and anything else goes to the original binding.
  *
- * A failed allreduce through the switch (a rank died, the switch vanished) is reported on stderr
- * and raised through the communicator's error handler (MPI_ERR_OTHER), as MPI would report a
- * failure; an int32 sum that wraps is delivered wrapped, as MPI does.
+ * A switch lost in a blocking allreduce (the library's fail-over off or spent) is a fall-back:
+ * the ranks finish the call over MPI (inagg_allreduce_salvage with PMPI_Allreduce as its
+ * channel), leave the job, log one line each, and the communicator's allreduces go to MPI;
+ * every INAGG_PMPI_RETRY_MS they agree at the start of a call (PMPI_Allreduce) to probe the
+ * switch, and when it answers on every rank they join a new job and return to it, at that call
+ * on every rank. Any other failed allreduce through the switch (a rank died) is reported on
+ * stderr and raised through the communicator's error handler (MPI_ERR_OTHER), as MPI would
+ * report a failure; an int32 sum that wraps is delivered wrapped, as MPI does.
  */
 #include <mpi.h>
 
@@ -76,6 +83,14 @@ struct tracked {
     inagg_comm_t *ic;
     pthread_mutex_t mu; /* an inagg communicator is used by one thread at a time */
     route_locality_t hosts; /* whether its ranks share one host (route.h) */
+    char job[64]; /* its job's name (a return to the switch joins "<job>-rN") */
+    /* Fall-back: the switch was lost, ic is NULL and the allreduces go to MPI until every
+     * rank's probe finds the switch answering again (see fallback_call). */
+    int fallen;
+    uint64_t fell_ns; /* when it fell back */
+    uint64_t next_probe_ns; /* this rank's next probe is due */
+    unsigned fallbacks, returns; /* counted on every rank */
+    unsigned long calls_on_mpi; /* accelerable allreduces MPI did while fallen back */
     struct tracked *next;
 };
 
@@ -95,6 +110,8 @@ static struct {
     int hooked;
     int nonfinite_warned;
     int verify;
+    int fallback; /* INAGG_PMPI_FALLBACK: a lost switch's allreduces go to MPI (default 1) */
+    long retry_ms; /* INAGG_PMPI_RETRY_MS: fallen back, probe the switch this often (0: never) */
 } G;
 
 static atomic_ulong n_accel, n_passed;
@@ -189,7 +206,7 @@ static route_locality_t comm_locality(MPI_Comm comm)
     return local_size == size ? ROUTE_ONE_HOST : ROUTE_MANY_HOSTS;
 }
 
-static tracked_t *track(MPI_Comm comm, inagg_comm_t *ic)
+static tracked_t *track(MPI_Comm comm, inagg_comm_t *ic, const char *job)
 {
     route_locality_t hosts = comm_locality(comm); /* every rank tracks it: collective */
     tracked_t *t = calloc(1, sizeof(*t));
@@ -198,6 +215,7 @@ static tracked_t *track(MPI_Comm comm, inagg_comm_t *ic)
     t->comm = comm;
     t->ic = ic;
     t->hosts = hosts;
+    snprintf(t->job, sizeof(t->job), "%s", job);
     pthread_mutex_init(&t->mu, NULL);
     pthread_mutex_lock(&g_mu);
     t->next = g_tracked;
@@ -280,6 +298,10 @@ void after_init(void)
     G.opts = o;
     G.min_count = (int)env_long("INAGG_PMPI_MIN_COUNT", 1);
     G.verify = (int)env_long("INAGG_PMPI_VERIFY", 0);
+    G.fallback = env_long("INAGG_PMPI_FALLBACK", 1) != 0;
+    G.retry_ms = env_long("INAGG_PMPI_RETRY_MS", 5000);
+    if (G.retry_ms < 0)
+        G.retry_ms = 0;
     if (G.min_count < 1)
         G.min_count = 1;
 
@@ -315,7 +337,7 @@ void after_init(void)
                     G.sw, bad, why);
         return;
     }
-    track(MPI_COMM_WORLD, ic);
+    track(MPI_COMM_WORLD, ic, G.job);
     progress_reg_t reg = NULL;
     *(void **)&reg = dlsym(RTLD_DEFAULT, "opal_progress_register");
     *(void **)&G.unregister = dlsym(RTLD_DEFAULT, "opal_progress_unregister");
@@ -359,7 +381,7 @@ void after_new_comm(MPI_Comm newcomm)
             fprintf(stderr, TAG "communicator %u stays with MPI (rank %d: %s)\n", n, bad, why);
         return;
     }
-    track(newcomm, ic);
+    track(newcomm, ic, job);
 }
 
 /* Before a tracked communicator is freed: finish its requests and leave its job. */
@@ -378,7 +400,8 @@ void before_free(MPI_Comm comm)
     if (!t)
         return;
     greq_complete(1, t);
-    inagg_comm_destroy(t->ic);
+    if (t->ic)
+        inagg_comm_destroy(t->ic);
     pthread_mutex_destroy(&t->mu);
     free(t);
 }
@@ -400,7 +423,13 @@ void before_finalize(void)
         pthread_mutex_unlock(&g_mu);
         while (t) {
             tracked_t *next = t->next;
-            inagg_comm_destroy(t->ic);
+            if (t->ic)
+                inagg_comm_destroy(t->ic);
+            if (t->fallbacks && G.rank == 0)
+                fprintf(stderr,
+                        TAG "%u fall-backs to MPI, %u returns to the switch, %lu allreduce "
+                            "done by MPI meanwhile\n",
+                        t->fallbacks, t->returns, t->calls_on_mpi);
             pthread_mutex_destroy(&t->mu);
             free(t);
             t = next;
@@ -551,6 +580,131 @@ static void verify(const void *input, const void *result, int count, inagg_dtype
     free(mag);
 }
 
+/* ------------------------------ fall-back to MPI and return ------------------------------ */
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t retry_ns(void) { return (uint64_t)G.retry_ms * 1000000ull; }
+
+/* The salvage's channel (inagg_channel_t): an MPI allreduce over the tracked communicator. */
+static int mpi_channel(void *ctx, const void *send, void *recv, size_t count, inagg_dtype_t dtype,
+                       inagg_op_t op)
+{
+    MPI_Comm comm = *(const MPI_Comm *)ctx;
+    if (count > (size_t)INT32_MAX || op != INAGG_SUM)
+        return 1;
+    return PMPI_Allreduce(send == recv ? MPI_IN_PLACE : send, recv, (int)count,
+                          dtype == INAGG_FLOAT32 ? MPI_FLOAT : MPI_INT, MPI_SUM,
+                          comm) != MPI_SUCCESS;
+}
+
+/* The switch was lost in this call (rc; t->mu held): the ranks finish it over MPI
+ * (inagg_allreduce_salvage), leave the job and fall back. MPI_SUCCESS and *done (0: this rank
+ * was one allreduce ahead, its call must still run on MPI), or MPI_ERR_OTHER. */
+static int fall_back(tracked_t *t, inagg_result_t rc, const void *send, void *rb, int count,
+                     inagg_dtype_t idt, MPI_Comm comm, uint64_t t0, int *done)
+{
+    char cause[320];
+    snprintf(cause, sizeof(cause), "%s: %s", inagg_strerror(rc), inagg_last_error(t->ic));
+    inagg_channel_t ch = {.struct_size = sizeof(ch), .allreduce = mpi_channel, .ctx = &comm};
+    inagg_salvage_t sv = {.struct_size = sizeof(sv)};
+    inagg_result_t src =
+        inagg_allreduce_salvage(t->ic, send, rb, (size_t)count, idt, INAGG_SUM, &ch, &sv);
+    if (src != INAGG_OK) {
+        fprintf(stderr,
+                TAG "rank %d: allreduce through the switch failed (%s) and was not finished "
+                    "over MPI: %s\n",
+                G.rank, cause, inagg_last_error(t->ic));
+        return MPI_ERR_OTHER;
+    }
+    inagg_comm_destroy(t->ic);
+    t->ic = NULL;
+    t->fallen = 1;
+    t->fallbacks++;
+    t->fell_ns = now_ns();
+    t->next_probe_ns = t->fell_ns + retry_ns();
+    fprintf(stderr,
+            TAG "rank %d: fall-back to MPI: job %s lost the switch %s (%s); %llu chunks handed "
+                "on, %llu reduced again over MPI, stall %llu ms\n",
+            G.rank, t->job, G.sw, cause, (unsigned long long)sv.chunks_delivered,
+            (unsigned long long)sv.chunks_reduced,
+            (unsigned long long)((t->fell_ns - t0) / 1000000ull));
+    *done = (int)sv.completed;
+    return MPI_SUCCESS;
+}
+
+/* Collective: every rank probes the switch; when all find it answering they join a new job
+ * ("<job>-rN") and agree on that too. 1: back on the switch (t->ic set). */
+static int try_return(tracked_t *t, MPI_Comm comm)
+{
+    char why[256] = "";
+    int ok = probe_switch(G.sw, (int)env_long("INAGG_PMPI_CONNECT_MS", 3000), why, sizeof(why));
+    int all = 0, bad = -1;
+    t->next_probe_ns = now_ns() + retry_ns();
+    PMPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, comm);
+    if (!all)
+        return 0;
+    char job[64];
+    snprintf(job, sizeof(job), "%.50s-r%u", t->job, t->returns + 1);
+    inagg_comm_t *ic = agree_join(comm, job, 1, 1, why, sizeof(why), &bad);
+    if (!ic) {
+        if (G.rank == 0)
+            fprintf(stderr,
+                    TAG "the switch %s answers but rank %d could not join it (%s): "
+                        "allreduce stays with MPI\n",
+                    G.sw, bad, why);
+        return 0;
+    }
+    t->ic = ic;
+    t->fallen = 0;
+    t->returns++;
+    fprintf(stderr,
+            TAG "rank %d: return to the switch %s: job %s after %llu ms on MPI (%lu allreduce "
+                "done by MPI)\n",
+            G.rank, G.sw, job, (unsigned long long)((now_ns() - t->fell_ns) / 1000000ull),
+            t->calls_on_mpi);
+    return 1;
+}
+
+/* An accelerable allreduce while fallen back (t->mu held). At its start the ranks agree
+ * (MPI_MAX of "my probe is due", every INAGG_PMPI_RETRY_MS) whether to try the switch: the
+ * return happens at this call on every rank or on none. 1: back on the switch, the caller
+ * runs the call there; 0: MPI did it, its code in *code. */
+static int fallback_call(tracked_t *t, const void *sb, void *rb, int count, inagg_dtype_t idt,
+                         MPI_Comm comm, int *code)
+{
+    int due = G.retry_ms > 0 && now_ns() >= t->next_probe_ns, any = 0;
+    PMPI_Allreduce(&due, &any, 1, MPI_INT, MPI_MAX, comm);
+    if (any && try_return(t, comm))
+        return 1;
+    t->calls_on_mpi++;
+    *code =
+        PMPI_Allreduce(sb, rb, count, idt == INAGG_FLOAT32 ? MPI_FLOAT : MPI_INT, MPI_SUM, comm);
+    return 0;
+}
+
+/* The call on the switch (t->mu held, t->ic set); a lost switch falls back (G.fallback). */
+static int switch_call(tracked_t *t, const void *sb, void *rb, int count, inagg_dtype_t idt,
+                       MPI_Comm comm)
+{
+    const void *send = sb == MPI_IN_PLACE ? rb : sb;
+    uint64_t t0 = now_ns();
+    inagg_result_t rc = inagg_allreduce(t->ic, send, rb, (size_t)count, idt, INAGG_SUM);
+    if (!G.fallback || (rc != INAGG_ERR_CONNECTION && rc != INAGG_ERR_TIMEOUT))
+        return finish_code(t, rc);
+    int done = 0, code = fall_back(t, rc, send, rb, count, idt, comm, t0, &done);
+    if (code != MPI_SUCCESS || done)
+        return code;
+    if (fallback_call(t, sb, rb, count, idt, comm, &code)) /* back already (a tiny retry) */
+        code = finish_code(t, inagg_allreduce(t->ic, send, rb, (size_t)count, idt, INAGG_SUM));
+    return code;
+}
+
 int accel_allreduce(tracked_t *t, const void *sb, void *rb, int count, inagg_dtype_t idt,
                     MPI_Comm comm)
 {
@@ -559,8 +713,9 @@ int accel_allreduce(tracked_t *t, const void *sb, void *rb, int count, inagg_dty
     if (G.verify && (copy = malloc((size_t)count * 4)))
         memcpy(copy, send, (size_t)count * 4);
     pthread_mutex_lock(&t->mu);
-    inagg_result_t rc = inagg_allreduce(t->ic, send, rb, (size_t)count, idt, INAGG_SUM);
-    int code = finish_code(t, rc);
+    int code = MPI_SUCCESS;
+    if (!t->fallen || fallback_call(t, sb, rb, count, idt, comm, &code))
+        code = switch_call(t, sb, rb, count, idt, comm);
     pthread_mutex_unlock(&t->mu);
     atomic_fetch_add(&n_accel, 1);
     /* An MPI collective also advances the caller's other requests (pending sends above all);
@@ -585,7 +740,11 @@ int accel_iallreduce(tracked_t *t, const void *sb, void *rb, int count, inagg_dt
     int rc = greq_begin(t, &t->mu, finish_of, request, &g);
     if (rc != MPI_SUCCESS)
         return raise_error(comm, rc);
-    if (!G.hooked) { /* no way to be called back from MPI's progress: finish now */
+    pthread_mutex_lock(&t->mu);
+    int fallen = t->fallen;
+    pthread_mutex_unlock(&t->mu);
+    if (!G.hooked || fallen) { /* no way to be called back from MPI's progress, or MPI does
+                                  it for now: finish now */
         greq_done(g, accel_allreduce(t, sb, rb, count, idt, comm));
         return MPI_SUCCESS;
     }

@@ -150,6 +150,56 @@ const char *coll_inagg_route(coll_inagg_module_t *m, const char *what, const voi
     return no;
 }
 
+/* The salvage's channel (inagg_channel_t): the displaced module's allreduce on comm. */
+typedef struct prev_channel {
+    coll_inagg_module_t *m;
+    struct ompi_communicator_t *comm;
+} prev_channel_t;
+
+static int prev_allreduce_channel(void *ctx, const void *send, void *recv, size_t count,
+                                  inagg_dtype_t dtype, inagg_op_t op)
+{
+    prev_channel_t *x = ctx;
+    if (count > (size_t)INT32_MAX || op != INAGG_SUM)
+        return 1;
+    return x->m->prev_allreduce(send == recv ? MPI_IN_PLACE : send, recv, (int)count,
+                                dtype == INAGG_FLOAT32 ? MPI_FLOAT : MPI_INT, MPI_SUM, x->comm,
+                                x->m->prev_allreduce_module) != MPI_SUCCESS;
+}
+
+/* The switch was lost in this call (rc): the ranks finish it with the displaced module's
+ * allreduce (inagg_allreduce_salvage) and the later calls stay with MPI (m->failed). */
+static int fall_back(coll_inagg_module_t *m, inagg_result_t rc, const void *sbuf, void *rbuf,
+                     int count, struct ompi_datatype_t *dtype, struct ompi_op_t *op,
+                     inagg_dtype_t idt, struct ompi_communicator_t *comm)
+{
+    const void *send = sbuf == MPI_IN_PLACE ? rbuf : sbuf;
+    char cause[320];
+    snprintf(cause, sizeof(cause), "%s: %s", inagg_strerror(rc), inagg_last_error(m->ic));
+    prev_channel_t x = {.m = m, .comm = comm};
+    inagg_channel_t ch = {
+        .struct_size = sizeof(ch), .allreduce = prev_allreduce_channel, .ctx = &x};
+    inagg_salvage_t sv = {.struct_size = sizeof(sv)};
+    m->failed = 1; /* the job is left with the communicator, when nothing is in flight */
+    if (inagg_allreduce_salvage(m->ic, send, rbuf, (size_t)count, idt, INAGG_SUM, &ch, &sv) !=
+        INAGG_OK) {
+        fprintf(stderr,
+                COLL_INAGG_TAG "rank %d: allreduce through the switch failed (%s) and was not "
+                               "finished over MPI: %s; later calls on %s stay with MPI\n",
+                m->rank, cause, inagg_last_error(m->ic), m->name);
+        return MPI_ERR_OTHER;
+    }
+    fprintf(stderr,
+            COLL_INAGG_TAG "rank %d: fall-back to MPI: %s lost the switch (%s); %llu chunks "
+                           "handed on, %llu reduced again over MPI; later calls stay with MPI\n",
+            m->rank, m->name, cause, (unsigned long long)sv.chunks_delivered,
+            (unsigned long long)sv.chunks_reduced);
+    if (sv.completed)
+        return MPI_SUCCESS;
+    /* one allreduce ahead of another rank: this call itself runs on MPI */
+    return m->prev_allreduce(sbuf, rbuf, count, dtype, op, comm, m->prev_allreduce_module);
+}
+
 static int coll_inagg_allreduce(const void *sbuf, void *rbuf, int count,
                                 struct ompi_datatype_t *dtype, struct ompi_op_t *op,
                                 struct ompi_communicator_t *comm, mca_coll_base_module_t *module)
@@ -163,7 +213,9 @@ static int coll_inagg_allreduce(const void *sbuf, void *rbuf, int count,
     const void *send = sbuf == MPI_IN_PLACE ? rbuf : sbuf;
     pthread_mutex_lock(&m->mu);
     inagg_result_t rc = inagg_allreduce(m->ic, send, rbuf, (size_t)count, idt, INAGG_SUM);
-    int code = coll_inagg_finish_code(m, rc);
+    int code = rc == INAGG_ERR_CONNECTION || rc == INAGG_ERR_TIMEOUT
+                   ? fall_back(m, rc, sbuf, rbuf, count, dtype, op, idt, comm)
+                   : coll_inagg_finish_code(m, rc);
     pthread_mutex_unlock(&m->mu);
     opal_progress(); /* an MPI collective also moves the caller's other requests along */
     return code;

@@ -398,8 +398,8 @@ inagg_result_t inagg_comm_create(inagg_comm_t **out, const char *switch_addr, co
 }
 
 /* The argument checks every allreduce shares. */
-static inagg_result_t check_buffers(inagg_comm_t *comm, const void *send, void *recv, size_t count,
-                                    inagg_dtype_t dtype, inagg_op_t op)
+inagg_result_t comm_check_buffers(inagg_comm_t *comm, const void *send, const void *recv,
+                                  size_t count, inagg_dtype_t dtype, inagg_op_t op)
 {
     if (count > 0 && (!send || !recv))
         return comm_set_error(comm, INAGG_ERR_INVALID, "send and recv must not be NULL");
@@ -436,7 +436,7 @@ static inagg_result_t start_call(inagg_comm_t *comm, const worker_call_t *call, 
                                  inagg_request_t **req)
 {
     inagg_result_t rc =
-        check_buffers(comm, call->send, call->recv, call->count, call->dtype, call->op);
+        comm_check_buffers(comm, call->send, call->recv, call->count, call->dtype, call->op);
     if (rc == INAGG_OK)
         rc = comm_failure(comm);
     if (rc != INAGG_OK)
@@ -615,7 +615,7 @@ static inagg_result_t run_allreduce(inagg_comm_t *comm, const void *send, void *
 {
     if (!comm)
         return INAGG_ERR_INVALID;
-    inagg_result_t rc = check_buffers(comm, send, recv, count, dtype, op);
+    inagg_result_t rc = comm_check_buffers(comm, send, recv, count, dtype, op);
     if (rc == INAGG_OK)
         rc = comm_failure(comm);
     if (rc != INAGG_OK)

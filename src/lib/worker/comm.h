@@ -66,6 +66,9 @@ struct inagg_comm {
      * interrupted allreduce needs. */
     endpoint_list_t endpoints;
     int failover_on; /* a switch's loss is a fail-over, not a failure */
+    int salvage_on; /* ops are recorded: a failed one can be finished over another channel */
+    const inagg_channel_t *channel; /* set while a salvage runs: the recovery's exchanges go
+                                       through it instead of a switch */
     uint32_t gen; /* the generation joined (endpoint gen % n) */
     uint32_t switch_timeout_ms; /* INAGG_SWITCH_TIMEOUT_MS: a silent switch is dead */
     uint32_t rejoin_ms; /* INAGG_REJOIN_MS: one generation's join deadline */
@@ -120,6 +123,10 @@ int comm_size_packets(inagg_comm_t *c, const transport_addr_t *sw, const char (*
  * dropped IP fragments sent to it (asked with STATS, 1.5 s at most in all), or the
  * kernel's path MTU fell below the packets. */
 void comm_note_path(inagg_comm_t *c, char *note, size_t len);
+
+/* The argument checks every allreduce shares (comm.c): INAGG_OK, or the error set. */
+inagg_result_t comm_check_buffers(inagg_comm_t *comm, const void *send, const void *recv,
+                                  size_t count, inagg_dtype_t dtype, inagg_op_t op);
 
 /* ---- failover.c ---- */
 

@@ -68,10 +68,10 @@ int comm_failover_setup(inagg_comm_t *c, char *detail, size_t dlen)
     if (set)
         c->failover_max = v;
     const char *tp = c->opts.transport;
-    c->failover_on = env_flag(ENV_FAILOVER) && c->failover_max > 0 &&
-                     c->proto->protocol == INAGG_PROTO_SWITCHML && c->nshards == 1 &&
-                     !c->opt.present && c->codec.mode == CODEC_NONE &&
-                     (!tp || strcmp(tp, "udp") == 0);
+    c->salvage_on = c->proto->protocol == INAGG_PROTO_SWITCHML && c->nshards == 1 &&
+                    !c->opt.present && c->codec.mode == CODEC_NONE &&
+                    (!tp || strcmp(tp, "udp") == 0);
+    c->failover_on = env_flag(ENV_FAILOVER) && c->failover_max > 0 && c->salvage_on;
     if (c->endpoints.n > 1 && !c->failover_on)
         return set_err(detail, dlen, -EINVAL,
                        "a switch list ('%s;...') needs fail-over, which this communicator "
@@ -160,6 +160,10 @@ static int exchange(inagg_comm_t *c, const uint32_t *send, uint32_t *recv, size_
 {
     if (n == 0)
         return 0;
+    if (c->channel) /* a salvage: the caller's channel, not a switch */
+        return c->channel->allreduce(c->channel->ctx, send, recv, n, INAGG_INT32, INAGG_SUM)
+                   ? set_err(detail, dlen, -EIO, "the salvage channel failed")
+                   : 0;
     if (!c->ps)
         return set_err(detail, dlen, -ECANCELED, "no switch");
     worker_call_t x = {
@@ -261,13 +265,20 @@ static int reduce_again(recovery_t *rv, char *detail, size_t dlen)
                        .dtype = call->dtype,
                        .op = call->op,
                        .rec = &tmp};
-    rc = c->ps ? c->proto->allreduce(c->ps, &x, detail, dlen) : -ECANCELED;
+    if (c->channel) /* a salvage: the caller's channel adds (no wire words to keep) */
+        rc = c->channel->allreduce(c->channel->ctx, in, out, n * elems, call->dtype, call->op)
+                 ? set_err(detail, dlen, -EIO, "the salvage channel failed")
+                 : 0;
+    else
+        rc = c->ps ? c->proto->allreduce(c->ps, &x, detail, dlen) : -ECANCELED;
     at = 0;
     for (uint64_t k = 0; k < rec->nchunks && (rc == 0 || rc == -EOVERFLOW || rc == -EDOM); k++)
         if (rv->action[k] == RECOVERY_REDUCE) {
             size_t off = (size_t)k * elems, len = chunk_len_of(c, rec->count, k);
-            memcpy(rec->words + off, tmp.words + at * elems, len * 4u);
-            rec->exp[k] = tmp.exp[at];
+            if (!c->channel) {
+                memcpy(rec->words + off, tmp.words + at * elems, len * 4u);
+                rec->exp[k] = tmp.exp[at];
+            }
             rec->held[k] = 1;
             memcpy((char *)call->recv + off * 4u, out + at * elems, len * 4u);
             at++;
@@ -501,8 +512,17 @@ int comm_failover_pending(inagg_comm_t *c, char *detail, size_t dlen)
 
 int comm_failover_allreduce(inagg_comm_t *c, worker_call_t *call, char *detail, size_t dlen)
 {
-    if (!c->failover_on) {
+    if (!c->failover_on) { /* recorded all the same where a salvage can finish it */
+        uint64_t elems = c->opts.packet_elems;
+        worker_oprec_t *rec = c->salvage_on ? &c->rec[c->ops_done % 2] : NULL;
+        if (rec &&
+            oprec_prepare(rec, call->count, (size_t)((call->count + elems - 1) / elems)) != 0)
+            return set_err(detail, dlen, -ENOMEM, "out of memory for the op's record");
+        if (rec)
+            rec->op_tag = c->ops_done + 1;
+        call->rec = rec;
         int rc = c->proto->allreduce(c->ps, call, detail, dlen);
+        call->rec = NULL;
         if (rc == 0 || rc == -EOVERFLOW || rc == -EDOM)
             c->ops_done++;
         return rc;
@@ -515,6 +535,7 @@ int comm_failover_allreduce(inagg_comm_t *c, worker_call_t *call, char *detail, 
     for (uint32_t round = 0;; round++) {
         if (oprec_prepare(rec, call->count, (size_t)((call->count + elems - 1) / elems)) != 0)
             return set_err(detail, dlen, -ENOMEM, "out of memory for the fail-over record");
+        rec->op_tag = c->ops_done + 1;
         call->rec = rec;
         int rc = c->ps ? c->proto->allreduce(c->ps, call, detail, dlen) : -ECANCELED;
         call->rec = NULL;
@@ -559,5 +580,80 @@ inagg_result_t inagg_get_failover_stats(const inagg_comm_t *comm, inagg_failover
     uint32_t fill = asked < sizeof(all) ? asked : (uint32_t)sizeof(all);
     all.struct_size = fill;
     memcpy(out, &all, fill);
+    return INAGG_OK;
+}
+
+/* Whether c may be salvaged now: 0, or an INAGG_ERR_INVALID with the reason in detail. */
+static int salvage_check(inagg_comm_t *c, const inagg_channel_t *ch, inagg_op_t op, char *detail,
+                         size_t dlen)
+{
+    if (!ch || ch->struct_size < sizeof(inagg_channel_t) || !ch->allreduce)
+        return set_err(detail, dlen, -EINVAL, "salvage needs a channel with its allreduce");
+    if (op != INAGG_SUM)
+        return set_err(detail, dlen, -EINVAL, "salvage finishes sums only (op %d)", (int)op);
+    if (!c->salvage_on)
+        return set_err(detail, dlen, -EINVAL,
+                       "this communicator cannot salvage: only switchml over udp, without "
+                       "compression or an in-switch optimizer");
+    pthread_mutex_lock(&c->mu);
+    inagg_result_t code = c->fail_code;
+    uint32_t async_out = c->async_out;
+    pthread_mutex_unlock(&c->mu);
+    if (code != INAGG_ERR_CONNECTION && code != INAGG_ERR_TIMEOUT)
+        return set_err(detail, dlen, -EINVAL,
+                       "nothing to salvage: the communicator has %s (only a lost switch is "
+                       "salvaged)",
+                       code == INAGG_OK ? "not failed" : inagg_strerror(code));
+    if (async_out)
+        return set_err(detail, dlen, -EINVAL,
+                       "%u asynchronous requests were in flight (salvage finishes blocking "
+                       "allreduces only)",
+                       async_out);
+    return 0;
+}
+
+inagg_result_t inagg_allreduce_salvage(inagg_comm_t *comm, const void *send, void *recv,
+                                       size_t count, inagg_dtype_t dtype, inagg_op_t op,
+                                       const inagg_channel_t *ch, inagg_salvage_t *out)
+{
+    if (!comm)
+        return INAGG_ERR_INVALID;
+    inagg_result_t bad = comm_check_buffers(comm, send, recv, count, dtype, op);
+    if (bad != INAGG_OK)
+        return bad;
+    uint32_t asked = 0;
+    if (out)
+        memcpy(&asked, out, sizeof(asked));
+    if (!out || asked < offsetof(inagg_salvage_t, chunk_elems))
+        return comm_set_error(comm, INAGG_ERR_INVALID, "salvage needs its inagg_salvage_t");
+    char detail[COMM_DETAIL_MAX] = "";
+    if (salvage_check(comm, ch, op, detail, sizeof(detail)) != 0)
+        return comm_set_error(comm, INAGG_ERR_INVALID, "%s", detail);
+    teardown(comm); /* the engines are stopped and joined: the records are settled */
+    size_t elems = comm->opts.packet_elems, nchunks = (count + elems - 1) / elems;
+    worker_oprec_t *rec = &comm->rec[comm->ops_done % 2];
+    if (rec->op_tag != comm->ops_done + 1 || rec->count != count) { /* failed before it began */
+        if (oprec_prepare(rec, count, nchunks) != 0)
+            return comm_set_error(comm, INAGG_ERR_NOMEM, "out of memory for the salvage");
+        rec->op_tag = comm->ops_done + 1;
+    }
+    inagg_salvage_t s = {.chunk_elems = elems, .nchunks = nchunks};
+    for (size_t k = 0; k < rec->nchunks; k++)
+        s.chunks_held += rec->held[k] != 0;
+    worker_call_t call = {.send = send, .recv = recv, .count = count, .dtype = dtype, .op = op};
+    int completed = 0;
+    uint64_t bmax;
+    recovery_counts_t n;
+    comm->channel = ch;
+    int rc = recover(comm, &call, &completed, &bmax, &n, detail, sizeof(detail));
+    comm->channel = NULL;
+    if (rc != 0)
+        return comm_set_error(comm, INAGG_ERR_CONNECTION, "salvage: %s", detail);
+    s.completed = (uint32_t)completed;
+    s.chunks_delivered = n.deliver;
+    s.chunks_reduced = n.reduce;
+    uint32_t fill = asked < sizeof(s) ? asked : (uint32_t)sizeof(s);
+    s.struct_size = fill;
+    memcpy(out, &s, fill);
     return INAGG_OK;
 }

@@ -117,6 +117,7 @@ typedef struct worker_oprec {
     uint8_t *held; /* [nchunks] */
     size_t count, nchunks; /* of the op recorded */
     size_t cap_words, cap_chunks; /* allocated */
+    uint64_t op_tag; /* the op number it was prepared for, plus one (0: none yet) */
 } worker_oprec_t;
 
 /* One allreduce as the API got it. */

@@ -15,8 +15,10 @@
 #   --stop      SIGSTOP it for 10 s (--stop-s), then SIGCONT: the ranks move on (a standby is listed)
 #               and no result of the old generation may be accepted (the ranks count them
 #               as stale and drop them; a wrong result would fail the run's check)
-# Per run the moment is drawn (seeded, printed) within the first 70% of a fault-free run's
-# allreduces, after the switch reported the job active. Reports N/N passed per mode and the
+# Per run the moment is drawn (seeded, printed) as a number of the switch's aggregation rounds
+# for the job, uniformly within the first 80% of the rounds a fault-free run takes; the script
+# polls the switch's counters (`inagg switch --stats`) and strikes once the job has done that
+# many, so every run is hit while its allreduces are in flight, however loaded the machine. Reports N/N passed per mode and the
 # stall's p50/p99 (the longest of the ranks' "fail-over: ... stall N ms" log lines per run).
 #
 # Usage: bash bench/switch_chaos.sh [--restart] [--standby] [--stop] [--runs N (100)]
@@ -101,15 +103,36 @@ wait_active() {
     return 1
 }
 
-# Fault-free runs: each dtype's checksum, and how long its allreduces take.
-declare -A base_sum base_ms
+# The job's aggregation rounds so far, from the switch at 127.0.0.1:PORT (empty when none).
+job_rounds() {
+    timeout 5 "$INAGG" switch --stats "127.0.0.1:$1" --json 2>/dev/null |
+        grep -o '"rounds":[0-9]*' | head -n1 | cut -d: -f2
+}
+# Wait (bounded, 120 s) until the job on PORT has done ROUNDS rounds; 0 when it did.
+wait_rounds() {
+    local r
+    for _ in $(seq 6000); do
+        r=$(job_rounds "$1")
+        [ -n "$r" ] && [ "$r" -ge "$2" ] && return 0
+        kill -0 "$bpid" 2>/dev/null || return 1
+        sleep 0.02
+    done
+    return 1
+}
+
+# Fault-free runs: each dtype's checksum, and how many rounds its allreduces take.
+declare -A base_sum base_ms base_rounds
 p0=$(free_port)
 for dt in $dtypes; do
     start_switch "$p0" "$OUT/base-$dt.switch.log" || exit 1
     s=$swpid
     run_bench "$dt" "127.0.0.1:$p0" "$OUT/base-$dt.json" "$OUT/base-$dt.err"
     wait_active "$OUT/base-$dt.switch.log"
-    t0=$(date +%s%N)
+    t0=$(date +%s%N) rounds=0
+    while kill -0 "$bpid" 2>/dev/null; do
+        r=$(job_rounds "$p0"); [ -n "$r" ] && rounds=$r
+        sleep 0.02
+    done
     wait "$bpid"; rc=$?
     t1=$(date +%s%N)
     kill -TERM "$s"; wait "$s" 2>/dev/null
@@ -117,7 +140,9 @@ for dt in $dtypes; do
         echo "switch_chaos: the fault-free $dt run failed (rc $rc): $(tail -n 3 "$OUT/base-$dt.err")" >&2; exit 1; }
     base_sum[$dt]=$(json_field "$OUT/base-$dt.json" checksum)
     base_ms[$dt]=$(( (t1 - t0) / 1000000 ))
-    echo "fault-free $dt: checksum ${base_sum[$dt]}, ${base_ms[$dt]} ms from the job's start to its end"
+    base_rounds[$dt]=$rounds
+    [ "$rounds" -ge 10 ] || { echo "switch_chaos: the fault-free $dt run was seen at only $rounds rounds (more --iters)" >&2; exit 1; }
+    echo "fault-free $dt: checksum ${base_sum[$dt]}, ${base_ms[$dt]} ms and at least $rounds rounds from the job's start to its end"
 done
 
 # percentile P of the numbers on stdin (nearest rank)
@@ -139,26 +164,25 @@ for mode in "${modes[@]}"; do
             standby=$swpid addr="127.0.0.1:$pa;127.0.0.1:$pb"
         fi
         run_bench "$dt" "$addr" "$d.json" "$d.err"
-        window=$(( base_ms[$dt] * 7 / 10 ))
-        at=$(( (RANDOM * 32768 + RANDOM) % (window > 1 ? window : 1) ))
-        how="no fault (the job was not seen active)"
-        if wait_active "$d.switch.log"; then
-            sleep "$(printf '%d.%03d' $((at / 1000)) $((at % 1000)))"
+        window=$(( base_rounds[$dt] * 8 / 10 ))
+        at=$(( 1 + (RANDOM * 32768 + RANDOM) % window ))
+        how="no fault (the job did not reach round $at)"
+        if wait_active "$d.switch.log" && wait_rounds "$pa" "$at"; then
             case $mode in
                 restart)
                     kill -KILL "$main"; wait "$main" 2>/dev/null; sleep 0.5
                     start_switch "$pa" "$d.switch2.log" || exit 1
-                    main=$swpid how="SIGKILL at +$at ms, restarted 0.5 s later" ;;
+                    main=$swpid how="SIGKILL at round $at, restarted 0.5 s later" ;;
                 term)
                     kill -TERM "$main"; wait "$main" 2>/dev/null
                     start_switch "$pa" "$d.switch2.log" || exit 1
-                    main=$swpid how="SIGTERM at +$at ms, restarted once it exited" ;;
+                    main=$swpid how="SIGTERM at round $at, restarted once it exited" ;;
                 standby)
                     kill -KILL "$main"; wait "$main" 2>/dev/null
-                    how="SIGKILL at +$at ms, standby listed" ;;
+                    how="SIGKILL at round $at, standby listed" ;;
                 stop)
                     kill -STOP "$main"; sleep "$stop_s"; kill -CONT "$main"
-                    how="SIGSTOP at +$at ms for $stop_s s" ;;
+                    how="SIGSTOP at round $at for $stop_s s" ;;
             esac
         fi
         wait "$bpid"; rc=$?
@@ -178,7 +202,7 @@ for mode in "${modes[@]}"; do
         echo "$mode run $i/$runs $dt: $how: $result; $nfo fail-over lines, stall ${stall:--} ms, stale $stale"
     done
     p50=$(printf '%s\n' "${stalls[@]}" | pct 50) p99=$(printf '%s\n' "${stalls[@]}" | pct 99)
-    echo "switch_chaos $mode: $passed/$runs passed ($faulted with a fail-over; in the others the run ended before the fault); stall p50 $p50 ms, p99 $p99 ms; stale results dropped $stale_total"
+    echo "switch_chaos $mode: $passed/$runs passed ($faulted with a fail-over, $((runs - faulted)) without: the run ended before its round); stall p50 $p50 ms, p99 $p99 ms; stale results dropped $stale_total"
     [ $failed -eq 0 ] || all_ok=0
 done
 [ $all_ok -eq 1 ]

@@ -9,7 +9,9 @@
 #     with the library's fail-over on and spent (one round of 300 ms);
 #   - restarted on the same port 0.5 s later: the same, and the ranks return to the switch
 #     (INAGG_PMPI_RETRY_MS=200): each rank logs one return line, the restarted switch admits
-#     the job's "-r1" generation, and rank 0's summary counts 1 fall-back and 1 return.
+#     the job's "-r1" generation, and rank 0's summary counts 1 fall-back and 1 return;
+#   - restarted 0.5 s later with the library's fail-over on: the job rejoins it, never needs
+#     MPI, and each rank logs one fail-over warning without any INAGG_LOG set.
 # Then the Open MPI component (coll/inagg) with the switch killed: the same finish over MPI, the
 # later calls with MPI (it does not return). Skips, saying why, without Open MPI. Every
 # command runs under `timeout`; about 30 seconds.
@@ -64,7 +66,7 @@ run_job() {
     [ "$way" = coll ] && via=(--mca coll_inagg_priority 100 --mca coll_inagg_switch "127.0.0.1:$port"
                               --mca coll_inagg_one_host switch --mca coll_inagg_min_bytes 0)
     INAGG_SWITCH=127.0.0.1:$port INAGG_VERBOSE=1 INAGG_ONE_HOST=switch INAGG_MIN_BYTES=0 \
-        INAGG_FAILOVER=$failover INAGG_REJOIN_MS=300 INAGG_FAILOVER_MAX=1 INAGG_PMPI_RETRY_MS=200 \
+        INAGG_FAILOVER=$failover INAGG_REJOIN_MS=${REJOIN_MS:-300} INAGG_FAILOVER_MAX=1 INAGG_PMPI_RETRY_MS=200 \
         timeout 240 "${MPIRUN[@]}" -x INAGG_SWITCH -x INAGG_VERBOSE -x INAGG_ONE_HOST \
         -x INAGG_MIN_BYTES -x INAGG_FAILOVER -x INAGG_REJOIN_MS -x INAGG_FAILOVER_MAX \
         -x INAGG_PMPI_RETRY_MS "${via[@]}" "$tmp/sizes" 262144 1500 >"$tmp/$name" 2>&1 &
@@ -111,6 +113,17 @@ if [ $rc -eq 0 ] && [ "$(summary "$tmp/restarted" | cut -d' ' -f3)" = 0 ] &&
    grep -q -- '-r1' "$tmp/restarted.sw2"; then
     ok "$t ($(summary "$tmp/restarted"); $(grep '^inagg-pmpi: 1 fall-backs' "$tmp/restarted"))"
 else bad $t "rc $rc, '$(summary "$tmp/restarted")': $(grep -v '^ok ' "$tmp/restarted" | tail -n 8); switch: $(tail -n 3 "$tmp/restarted.sw2" 2>/dev/null)"; fi
+
+# Fail-over on with time to rejoin (3 s) and the switch restarted 0.5 s later: the library
+# takes the job back to it, MPI is never needed, and each rank says so in one warning, which
+# the library prints without any INAGG_LOG (its default level in a user's program is warn).
+t=pmpi_switch_restarted_fail_over_logs_each_rank_once
+REJOIN_MS=3000 run_job failover 1 1; rc=$?
+if [ $rc -eq 0 ] && [ "$(summary "$tmp/failover" | cut -d' ' -f3)" = 0 ] &&
+   [ "$(lines "$tmp/failover" 'warn: fail-over: job .* rank [0-3]: switch .* lost .* stall [0-9]* ms')" = 4 ] &&
+   [ "$(lines "$tmp/failover" 'fall-back to MPI')" = 0 ]; then
+    ok "$t ($(summary "$tmp/failover"); $(grep -m1 'warn: fail-over' "$tmp/failover" | sed 's/.*generation/generation/'))"
+else bad $t "rc $rc, '$(summary "$tmp/failover")': $(grep -v '^ok ' "$tmp/failover" | tail -n 8)"; fi
 
 # The Open MPI component: the same finish over MPI (the module it displaced), no return.
 t=ompi_coll_switch_killed_job_finishes_on_mpi

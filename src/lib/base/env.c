@@ -11,7 +11,7 @@
 #include "lib/base/errmsg.h"
 
 static const env_var_t vars[ENV_COUNT] = {
-    [ENV_LOG] = {"INAGG_LOG", "level", "error (the inagg command: info)",
+    [ENV_LOG] = {"INAGG_LOG", "level", "warn (the inagg command: info)",
                  "log level of the library's messages on stderr: error, warn, info or debug"},
     [ENV_LOG_FORMAT] = {"INAGG_LOG_FORMAT", "string", "text",
                         "form of each log line: text, kv (key=value) or json (one object)"},

@@ -2,6 +2,7 @@
 #include "lib/base/log.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,13 +30,13 @@ int log_set_format(const char *name)
     return -EINVAL;
 }
 
-void log_init(enum log_level default_level, const char *program)
+/* The level and format: default_level unless INAGG_LOG names one, INAGG_LOG_FORMAT's format
+ * (a wrong one said on stderr when say_bad_format). */
+static void apply_env(enum log_level default_level, int say_bad_format)
 {
     g_level = (int)default_level;
-    if (program)
-        snprintf(g_program, sizeof(g_program), "%s", program);
     const char *fmt = env_get(ENV_LOG_FORMAT);
-    if (fmt && *fmt && log_set_format(fmt) != 0)
+    if (fmt && *fmt && log_set_format(fmt) != 0 && say_bad_format)
         fprintf(stderr, "%s: INAGG_LOG_FORMAT is text, kv or json, got '%s'; using text\n",
                 g_program, fmt);
     const char *env = env_get(ENV_LOG);
@@ -47,7 +48,24 @@ void log_init(enum log_level default_level, const char *program)
             g_level = i;
 }
 
-int log_enabled(enum log_level level) { return (int)level <= g_level; }
+/* A process that never calls log_init (a program linked with libinagg, the MPI interposer,
+ * the torch backend): warnings and errors, or what INAGG_LOG says, read at the first message. */
+static pthread_once_t g_env_once = PTHREAD_ONCE_INIT;
+static void library_default(void) { apply_env(LOG_WARN, 0); }
+
+void log_init(enum log_level default_level, const char *program)
+{
+    pthread_once(&g_env_once, library_default);
+    if (program)
+        snprintf(g_program, sizeof(g_program), "%s", program);
+    apply_env(default_level, 1);
+}
+
+int log_enabled(enum log_level level)
+{
+    pthread_once(&g_env_once, library_default);
+    return (int)level <= g_level;
+}
 
 /* s into buf at *off as a quoted string with JSON escapes (which kv values use too), cut
  * short rather than overrun. */

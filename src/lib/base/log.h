@@ -1,7 +1,9 @@
 /*
  * log.h - leveled logging to stderr for the daemon, the CLI and (when INAGG_LOG asks) the
  * library. Never used on a per-packet path. Level from INAGG_LOG=error|warn|info|debug;
- * the daemon and CLI default to info, the library to error (quiet inside a user's process).
+ * the daemon and CLI default to info, the library to warn (inside a user's process it says only
+ * what its user must know: a fail-over to another switch, the kernel refusing GSO; read from
+ * INAGG_LOG at its first message).
  * One line per message, in one of three formats (INAGG_LOG_FORMAT or `--log-format`):
  *   text  inagg[PID] info: MESSAGE                          (the default)
  *   kv    ts=ISO8601 level=info program=inagg pid=PID msg="MESSAGE"   (logfmt)

@@ -169,6 +169,13 @@ def parse(argv):
     ap.add_argument("--window", type=int, metavar="S",
                     help="inagg on a testbed: packets in flight per rank (default about 3 ms "
                     "of the link, 4..64)")
+    ap.add_argument("--switch-fault", metavar="kill|restart:S",
+                    help="inagg runs: SIGKILL the switch this command started in the middle of "
+                    "epoch --switch-fault-epoch, and (restart:S) start it again on the same "
+                    "address S seconds later; the run must still finish, its replicas equal")
+    ap.add_argument("--switch-fault-epoch", type=int, default=2, metavar="E",
+                    help="the epoch in whose middle the switch is killed (default 2; >= 2: "
+                    "the middle is half of the epoch before's time)")
     ap.add_argument("--timeout-s", type=float, default=3600.0,
                     help="a run that takes longer is stopped and failed (default 3600)")
     ap.add_argument("--blas", choices=["auto", "system", "openblas"], default="auto",
@@ -210,6 +217,18 @@ def parse(argv):
         raise Usage("--blas openblas: %s/libblas.so.3 is missing (apt-get install "
                     "libopenblas0-pthread)" % OPENBLAS_DIR)
     a.runs = parse_backends(a.backend, a.compress)
+    a.fault_restart_s = None
+    if a.switch_fault is not None:
+        m = re.match(r"^(kill|restart:(\d+(\.\d+)?))$", a.switch_fault)
+        if not m:
+            raise Usage("--switch-fault is kill or restart:SECONDS, not '%s'" % a.switch_fault)
+        if m.group(2):
+            a.fault_restart_s = float(m.group(2))
+        if not 2 <= a.switch_fault_epoch <= a.epochs:
+            raise Usage("--switch-fault-epoch must be 2..--epochs (%d)" % a.epochs)
+        if a.testbed is not None and a.fabric != "bridge":
+            raise Usage("--switch-fault needs a switch of this command's own: --fabric bridge "
+                        "(the inagg fabric's switch forwards every frame of the testbed)")
     return a
 
 
@@ -264,6 +283,7 @@ class Place:
         self.testbed = None
         self.switch_procs = []
         self.switch = None
+        self.switch_dead = None  # the address of a switch kill_switch stopped
         self.info = None
 
     def up(self):
@@ -300,15 +320,18 @@ class Place:
             return []
         return [TESTBED, "exec", self.testbed, "h%d" % (k + 1), "--"]
 
-    def start_switch(self):
-        """The aggregation switch's HOST:PORT (started once for all inagg runs)."""
+    def start_switch(self, listen=None):
+        """The aggregation switch's HOST:PORT (started once for all inagg runs; after
+        kill_switch, again on the same address)."""
         if self.switch:
             return self.switch
+        listen = listen or self.switch_dead
         if self.info and self.info.get("fabric") == "inagg":
             self.switch = "%s:%d" % (self.info["switch"]["addr"], self.info["fabric_port"])
             return self.switch
-        listen = "127.0.0.1:0" if self.testbed is None else \
-            "%s:7000" % self.info["switch"]["addr"]
+        listen = listen or ("127.0.0.1:0" if self.testbed is None else
+                            "%s:7000" % self.info["switch"]["addr"])
+        self.switch_dead = None
         r, w = os.pipe()
         argv = [inagg_binary(), "switch", "--listen", listen, "--threads",
                 str(self.a.switch_threads), "--ready-fd", str(w)]
@@ -322,6 +345,24 @@ class Place:
         port = wait_ready(r, p, "inagg switch")
         self.switch = "%s:%d" % (listen.rsplit(":", 1)[0], port)
         return self.switch
+
+    def kill_switch(self):
+        """SIGKILL the switch this command started (the address stays for a restart)."""
+        for p in self.switch_procs:
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            p.wait()
+        self.switch_procs = []
+        self.switch_dead = self.switch
+        self.switch = None
+
+    def restart_switch(self):
+        """A new switch on the killed one's address and port."""
+        listen, self.switch_dead = self.switch_dead, None
+        if listen:
+            self.start_switch(listen)
 
     def inagg_options(self, compress):
         """Packet options of inagg's ranks on a testbed, as `inagg bench allreduce --testbed`
@@ -446,7 +487,11 @@ def run_one(a, place, index, label, backend, compress):
             readers.append(r)
         deadline = t0 + a.timeout_s
         failed = None
+        fault = SwitchFault(a, place, readers[0]) if backend == "inagg" and a.switch_fault \
+            else None
         while any(p.poll() is None for p in procs):
+            if fault:
+                fault.step()
             bad = [k for k, p in enumerate(procs) if p.poll() not in (None, 0)]
             if bad:
                 failed = bad[0]
@@ -470,7 +515,50 @@ def run_one(a, place, index, label, backend, compress):
         stop_group(procs)
     for r in readers:
         r.join(timeout=10)
-    return summarize(a, label, backend, compress, readers)
+    if fault:
+        if place.switch is None:
+            place.restart_switch()  # the next inagg run needs one
+        if fault.killed_at is None:
+            raise RuntimeError("%s: the run ended before the switch fault" % label)
+    report = summarize(a, label, backend, compress, readers)
+    if fault:
+        report["switch_fault"] = fault.report()
+    return report
+
+
+class SwitchFault:
+    """--switch-fault: kills the switch in the middle of epoch E (half of epoch E-1's time after
+    rank 0 reported it) and, with restart:S, starts it again S seconds later."""
+
+    def __init__(self, a, place, reader0):
+        self.a, self.place, self.reader0 = a, place, reader0
+        self.kill_at = self.killed_at = self.restarted_at = None
+
+    def step(self):
+        now = time.time()
+        if self.kill_at is None:
+            before = [e for e in self.reader0.events if e.get("event") == "epoch"
+                      and e["epoch"] == self.a.switch_fault_epoch - 1]
+            if before:
+                self.kill_at = now + before[0]["wall_s"] / 2
+        elif self.killed_at is None and now >= self.kill_at:
+            self.place.kill_switch()
+            self.killed_at = now
+            log("switch SIGKILLed in the middle of epoch %d%s" % (
+                self.a.switch_fault_epoch, "" if self.a.fault_restart_s is None else
+                "; restarting it in %g s" % self.a.fault_restart_s))
+        elif (self.killed_at is not None and self.restarted_at is None
+              and self.a.fault_restart_s is not None
+              and now >= self.killed_at + self.a.fault_restart_s):
+            self.place.restart_switch()
+            self.restarted_at = now
+            log("switch restarted on %s" % self.place.switch)
+
+    def report(self):
+        return {"kind": "kill" if self.a.fault_restart_s is None else "restart",
+                "epoch": self.a.switch_fault_epoch,
+                "restarted_after_s": None if self.restarted_at is None
+                else round(self.restarted_at - self.killed_at, 3)}
 
 
 def summarize(a, label, backend, compress, readers):

@@ -36,6 +36,17 @@ for args in "--backend nccl" "--backend inagg:lz4" "--compress zfp:rate" "--back
 done
 [ -z "$rcs" ] && ok $t || bad $t "wrong exit codes or no message:$rcs"
 
+t=bench_train_switch_fault_usage_names_the_problem
+rcs=""
+for c in "--switch-fault crash@is kill or restart:SECONDS" "--switch-fault restart:x@is kill or restart:SECONDS" \
+         "--switch-fault kill --switch-fault-epoch 1@must be 2..--epochs" \
+         "--switch-fault kill --testbed 4@--fabric bridge"; do
+    args=${c%@*} want=${c#*@}
+    timeout 30 $INAGG bench train --epochs 3 $args >/dev/null 2>"$tmp/err"; rc=$?
+    [ $rc -eq 2 ] && grep -q -- "$want" "$tmp/err" || rcs="$rcs [$args]=$rc: $(head -c 200 "$tmp/err")"
+done
+[ -z "$rcs" ] && ok $t || bad $t "wrong exit code or message:$rcs"
+
 t=bench_train_in_switch_optimizer_says_not_supported
 timeout 30 $INAGG bench train --in-switch-optimizer >/dev/null 2>"$tmp/err"; rc=$?
 if [ $rc -eq 2 ] && grep -q "not supported with DDP" "$tmp/err"; then ok $t

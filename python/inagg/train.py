@@ -302,10 +302,15 @@ def run(a):
         acc = evaluate()
         eval_s = time.perf_counter() - t1
         if a.rank == 0:
-            emit({"event": "epoch", "epoch": epoch, "wall_s": round(wall, 4),
+            ev = {"event": "epoch", "epoch": epoch, "wall_s": round(wall, 4),
                   "comm_s": round(comm_s, 4), "wait_s": round(wait_s, 4),
                   "eval_s": round(eval_s, 4), "train_s_total": round(total_train_s, 4),
-                  "train_loss": round(loss_sum / steps, 5), "test_accuracy": acc})
+                  "train_loss": round(loss_sum / steps, 5), "test_accuracy": acc}
+            if mechanism == "backend":
+                # where this rank's all_reduce went so far (a fail-over or a fall-back shows)
+                from inagg._backend import backend_stats
+                ev["backend_stats"] = backend_stats()
+            emit(ev)
     digest = param_digest(net)
     buckets = timer.buckets
     if state is not None:

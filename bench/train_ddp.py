@@ -152,6 +152,13 @@ def parse(argv):
     ap.add_argument("--mechanism", choices=["auto", "backend", "hook"], default="auto",
                     help="inagg runs: torch.distributed backend 'inagg', the DDP hook, or the "
                     "backend when registered (default)")
+    ap.add_argument("--ddp-hook", choices=["allreduce", "fp16", "bf16", "powersgd"],
+                    default="allreduce",
+                    help="PyTorch's DDP communication hook for gloo and the inagg backend "
+                    "(allreduce_hook, fp16_compress_hook, bf16_compress_hook, powerSGD_hook)")
+    ap.add_argument("--python", metavar="PY",
+                    help="the ranks' interpreter (default $INAGG_TORCH_PYTHON or "
+                    "/usr/bin/python3; build/venv-torch2/bin/python for torch 2.x)")
     ap.add_argument("--in-switch-optimizer", action="store_true",
                     help="not supported by DDP training (see the error)")
     ap.add_argument("--epochs", type=int, default=2)
@@ -217,6 +224,12 @@ def parse(argv):
         raise Usage("--blas openblas: %s/libblas.so.3 is missing (apt-get install "
                     "libopenblas0-pthread)" % OPENBLAS_DIR)
     a.runs = parse_backends(a.backend, a.compress)
+    a.python = a.python or os.environ.get("INAGG_TORCH_PYTHON") or PY
+    if not os.access(a.python, os.X_OK):
+        raise Usage("--python %s: not an executable (tools/setup --torch2 makes "
+                    "build/venv-torch2/bin/python)" % a.python)
+    if a.ddp_hook != "allreduce" and a.mechanism == "hook":
+        raise Usage("--ddp-hook %s needs the inagg backend, not --mechanism hook" % a.ddp_hook)
     a.fault_restart_s = None
     if a.switch_fault is not None:
         m = re.match(r"^(kill|restart:(\d+(\.\d+)?))$", a.switch_fault)
@@ -454,6 +467,7 @@ def run_one(a, place, index, label, backend, compress):
     master = place.master(index)
     common = ["--world", str(place.world), "--master", master, "--backend", backend,
               "--compress", compress, "--mechanism", a.mechanism, "--ifname", place.ifname,
+              "--ddp-hook", a.ddp_hook,
               "--model", a.model, "--epochs", str(a.epochs), "--train-samples",
               str(a.train_samples), "--test-samples", str(a.test_samples), "--batch",
               str(a.batch), "--seed", str(a.seed),
@@ -477,7 +491,7 @@ def run_one(a, place, index, label, backend, compress):
     t0 = time.time()
     try:
         for k in range(place.world):
-            p = subprocess.Popen(place.prefix(k) + [PY, "-m", "inagg.train", "--rank", str(k)]
+            p = subprocess.Popen(place.prefix(k) + [a.python, "-m", "inagg.train", "--rank", str(k)]
                                  + common, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                  stderr=subprocess.PIPE, text=True, env=env,
                                  start_new_session=True)
@@ -572,7 +586,7 @@ def summarize(a, label, backend, compress, readers):
                 if e["test_accuracy"] >= a.target_accuracy), None)
     return {
         "label": label, "backend": backend, "compress": compress,
-        "mechanism": start["mechanism"],
+        "mechanism": start["mechanism"], "ddp_hook": start.get("ddp_hook", "allreduce"),
         "error_feedback": bool(start.get("error_feedback")),
         "epoch_s": statistics.median(e["wall_s"] for e in epochs),
         "comm_s": statistics.median(e["comm_s"] for e in epochs),

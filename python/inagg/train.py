@@ -119,6 +119,11 @@ def parse(argv):
                     help="inagg backend, lossy --compress: no per-bucket error feedback")
     ap.add_argument("--mechanism", choices=["auto", "backend", "hook"], default="auto",
                     help="inagg: the registered backend, the DDP hook, or whichever exists")
+    ap.add_argument("--ddp-hook", choices=["allreduce", "fp16", "bf16", "powersgd"],
+                    default="allreduce",
+                    help="gloo and the inagg backend: PyTorch's DDP communication hook "
+                    "(allreduce_hook, fp16_compress_hook, bf16_compress_hook, powerSGD_hook "
+                    "of rank 2 after 10 plain steps)")
     ap.add_argument("--switch", help="the inagg switch HOST:PORT (default $INAGG_SWITCH)")
     ap.add_argument("--ifname", help="the interface Gloo uses (GLOO_SOCKET_IFNAME)")
     ap.add_argument("--packet-elems", type=int, help="inagg: elements per packet (default "
@@ -228,6 +233,10 @@ def run(a):
             and not a.no_error_feedback
         os.environ["INAGG_ERROR_FEEDBACK"] = "1" if error_feedback else "0"
         if mechanism == "hook":
+            if a.ddp_hook != "allreduce":
+                print("inagg.train: --ddp-hook %s needs the inagg backend (--mechanism backend): "
+                      "the inagg DDP hook is a hook of its own" % a.ddp_hook, file=sys.stderr)
+                return 2
             backend = "gloo"
     host, port = a.master.rsplit(":", 1)
     os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = host, port
@@ -246,8 +255,16 @@ def run(a):
                                   else a.compress, timeout_ms=int(a.timeout_s * 1000),
                                   **comm_options)
         model.register_comm_hook(state, timer.wrap(inagg.torch.allreduce_hook))
+    elif a.ddp_hook == "powersgd":
+        from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook as psgd
+        psgd_state = psgd.PowerSGDState(process_group=None, matrix_approximation_rank=2,
+                                        start_powerSGD_iter=10, random_seed=a.seed)
+        model.register_comm_hook(psgd_state, timer.wrap(psgd.powerSGD_hook))
     else:
-        model.register_comm_hook(None, timer.wrap(default_hooks.allreduce_hook))
+        hook = {"allreduce": default_hooks.allreduce_hook,
+                "fp16": default_hooks.fp16_compress_hook,
+                "bf16": default_hooks.bf16_compress_hook}[a.ddp_hook]
+        model.register_comm_hook(None, timer.wrap(hook))
     opt = torch.optim.Adam(model.parameters(), lr=lr)
     loss_fn = torch.nn.CrossEntropyLoss()
 
@@ -259,7 +276,8 @@ def run(a):
         return 2
     if a.rank == 0:
         torch.mm(torch.ones(2, 2), torch.ones(2, 2))  # BLAS is loaded by now
-        emit({"event": "start", "blas": blas_in_use(), "backend": a.backend, "mechanism": mechanism or "gloo",
+        emit({"event": "start", "blas": blas_in_use(), "backend": a.backend,
+              "mechanism": mechanism or "gloo", "ddp_hook": a.ddp_hook,
               "compress": a.compress, "error_feedback": error_feedback, "model": a.model,
               "params": sum(
                   p.numel() for p in net.parameters()), "grad_bytes": models.grad_bytes(net),

@@ -47,6 +47,16 @@ for c in "--switch-fault crash@is kill or restart:SECONDS" "--switch-fault resta
 done
 [ -z "$rcs" ] && ok $t || bad $t "wrong exit code or message:$rcs"
 
+t=bench_train_python_and_hook_usage_names_the_problem
+rcs=""
+for c in "--python /nonexistent/python@not an executable" "--ddp-hook bf16 --mechanism hook@needs the inagg backend" \
+         "--ddp-hook lz4@invalid choice"; do
+    args=${c%@*} want=${c#*@}
+    timeout 30 $INAGG bench train $args >/dev/null 2>"$tmp/err"; rc=$?
+    [ $rc -eq 2 ] && grep -q -- "$want" "$tmp/err" || rcs="$rcs [$args]=$rc: $(head -c 200 "$tmp/err")"
+done
+[ -z "$rcs" ] && ok $t || bad $t "wrong exit code or message:$rcs"
+
 t=bench_train_in_switch_optimizer_says_not_supported
 timeout 30 $INAGG bench train --in-switch-optimizer >/dev/null 2>"$tmp/err"; rc=$?
 if [ $rc -eq 2 ] && grep -q "not supported with DDP" "$tmp/err"; then ok $t

@@ -24,7 +24,7 @@ static void usage(FILE *out)
             "usage: inagg model calibrate [--out FILE] [--no-testbed] [--link-rate R]\n"
             "\n"
             "Measures this implementation's costs with short runs of the existing benchmarks\n"
-            "(about two minutes; progress on stderr) and writes them as one JSON object:\n"
+            "(about three minutes; progress on stderr) and writes them as one JSON object:\n"
             "  switch_pkt_s    the switch's CPU time per contribution packet: `inagg bench\n"
             "                  allreduce` on loopback, %u workers x %u int32, %u-element\n"
             "                  packets, %u switch threads: switch CPU / packets received\n"

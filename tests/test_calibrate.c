@@ -42,14 +42,15 @@ TEST(calib_route_threshold_from_measured_sizes, 5)
 
 TEST(calib_route_parse_reads_each_size, 5)
 {
-    const char *report =
-        "{\"workers\":4,\"tat_s\":9,\"speedup\":9,\"sizes\":["
-        "{\"bytes\":65536,\"elems\":16384,\"tat_s\":0.001,\"speedup\":0.5,\"speedups\":{\"mpi\":0.5},"
-        "\"inagg\":{\"name\":\"inagg\",\"tat_s\":{\"median\":0.001}},"
-        "\"mpi\":{\"name\":\"mpi\",\"tat_s\":{\"median\":0.0005}}},"
-        "{\"bytes\":1048576,\"elems\":262144,\"tat_s\":0.01,\"speedup\":1.5,\"speedups\":{\"mpi\":1.5},"
-        "\"inagg\":{\"name\":\"inagg\",\"tat_s\":{\"median\":0.01}},"
-        "\"mpi\":{\"name\":\"mpi\",\"tat_s\":{\"median\":0.015}}}]}";
+    const char *report = "{\"workers\":4,\"tat_s\":9,\"speedup\":9,\"sizes\":["
+                         "{\"bytes\":65536,\"elems\":16384,\"tat_s\":0.001,\"speedup\":0.5,"
+                         "\"speedups\":{\"mpi\":0.5},"
+                         "\"inagg\":{\"name\":\"inagg\",\"tat_s\":{\"median\":0.001}},"
+                         "\"mpi\":{\"name\":\"mpi\",\"tat_s\":{\"median\":0.0005}}},"
+                         "{\"bytes\":1048576,\"elems\":262144,\"tat_s\":0.01,\"speedup\":1.5,"
+                         "\"speedups\":{\"mpi\":1.5},"
+                         "\"inagg\":{\"name\":\"inagg\",\"tat_s\":{\"median\":0.01}},"
+                         "\"mpi\":{\"name\":\"mpi\",\"tat_s\":{\"median\":0.015}}}]}";
     model_calib_t c;
     memset(&c, 0, sizeof(c));
     char err[200] = "";

@@ -14,7 +14,7 @@ import sys
 
 ROUTE = re.compile(r"^coll/inagg: MPI_COMM_WORLD: (\d+) allreduce through the switch, (\d+) with MPI$",
                    re.M)
-THRESHOLD = 65536  # coll_inagg_min_bytes' default
+THRESHOLD = 1 << 20  # the route's default threshold (ROUTE_MIN_BYTES_DEFAULT, src/apps/mpi/route.h)
 
 
 def run(d, place, system, size, rep):

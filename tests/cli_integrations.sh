@@ -379,7 +379,7 @@ else
     r0=$(grep -c '^inagg-pmpi: rank 0: i\?allreduce of ' "$tmp/v2")
     totals=$(sed -n 's/^inagg-pmpi: \([0-9]*\) allreduce accelerated, \([0-9]*\) passed through$/\1 + \2/p' "$tmp/v2")
     if [ $rc -eq 0 ] && [ -n "$totals" ] && [ "$r0" = "$(( totals ))" ] &&
-       grep -q '^inagg-pmpi: rank 0: allreduce of [0-9]* MPI_FLOAT (sum) on MPI_COMM_WORLD -> inagg$' "$tmp/v2" &&
+       grep -q '^inagg-pmpi: rank 0: allreduce of [0-9]* MPI_FLOAT (sum) on MPI_COMM_WORLD -> inagg (' "$tmp/v2" &&
        grep -q '(not sum) on MPI_COMM_WORLD -> MPI (the op is not MPI_SUM)$' "$tmp/v2" &&
        grep -q 'MPI_DOUBLE (sum) on MPI_COMM_WORLD -> MPI (the datatype is not a 4-byte int or float' "$tmp/v2" &&
        grep -q -- '-> MPI (the communicator does not hold every rank of MPI_COMM_WORLD)$' "$tmp/v2"; then
@@ -398,7 +398,7 @@ else
     if [ $rc -eq 0 ] && [ "$(accelerated "$tmp/dr")" = 0 ] &&
        [ "$(summary "$tmp/dr")" = "$(summary "$tmp/c0")" ] &&
        grep -q 'MPI_FLOAT (sum) on MPI_COMM_WORLD -> MPI (every rank is on one host' "$tmp/dr" &&
-       ! grep -q -- '-> inagg$' "$tmp/dr"; then ok "$t ($(summary "$tmp/dr"))"
+       ! grep -q -- '-> inagg (' "$tmp/dr"; then ok "$t ($(summary "$tmp/dr"))"
     else bad $t "rc $rc: $(grep -v '^inagg-pmpi: rank' "$tmp/dr" | tail -n 5)"; fi
 fi
 

@@ -2,7 +2,8 @@
 # tests/cli_model.sh - `inagg model`: usage errors exit 2 with a message, help teaches,
 # predict's numbers and JSON (hand-checked cases: the ring at its slowest link, INA at the
 # link rate), the presets, the plot when gnuplot is there, a calibration file read back, and
-# (as root, when testbeds can be built) a quick validate smoke run. Commands run under timeout.
+# (as root, when testbeds can be built) a quick validate smoke run, whose calibration carries
+# the MPI route's measured threshold. Commands run under timeout.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 INAGG=./build/inagg
@@ -26,7 +27,8 @@ for args in "model" "model bogus" "model predict" "model predict --workers 4" \
             "model predict --workers 4 --size 1M --slow-link 200mbit --link-rate 100mbit" \
             "model predict --preset nope" "model predict --preset gcow-vit --workers 4" \
             "model predict --workers 4 --size 1M --compress zfp:rate=8 --params /nonexistent" \
-            "model calibrate --bogus" "model calibrate extra" "model validate --bogus"; do
+            "model calibrate --bogus" "model calibrate extra" "model calibrate --link-rate fast" \
+            "model validate --bogus"; do
     timeout 10 $INAGG $args >/dev/null 2>"$tmp/err"; rc=$?
     if [ "$args" = "model predict --workers 4 --size 1M --compress zfp:rate=8 --params /nonexistent" ]; then
         [ $rc -eq 1 ] && grep -q "calibrate" "$tmp/err" || rcs="$rcs [$args]=$rc"
@@ -40,6 +42,7 @@ t=model_help_teaches
 if timeout 5 $INAGG model --help | grep "validate" >/dev/null &&
    timeout 5 $INAGG model predict --help | grep -- "--workers-range" >/dev/null &&
    timeout 5 $INAGG model calibrate --help | grep "switch_pkt_s" >/dev/null &&
+   timeout 5 $INAGG model calibrate --help | grep "route_min_bytes the MPI route's threshold" >/dev/null &&
    timeout 5 $INAGG model validate --help | grep "max_rel_error" >/dev/null; then ok $t; else bad $t "help incomplete"; fi
 
 # 4 hosts, 12 MB, one link at 50 Mbit/s of 100: the ring at n B_min / 2(n-1) = 2.88 s on an
@@ -120,7 +123,7 @@ timeout 10 $INAGG model predict --params "$tmp/badstep.json" --workers 4 --size 
 
 t=model_validate_quick_smoke
 if [ "${INAGG_MODEL_SMOKE:-0}" != 1 ]; then
-    skp $t "set INAGG_MODEL_SMOKE=1 (about 150 s, root, testbeds)"
+    skp $t "set INAGG_MODEL_SMOKE=1 (about 4 min, root, testbeds)"
 elif [ "$(id -u)" != 0 ] || ! tools/testbed check >/dev/null 2>&1; then
     skp $t "testbeds cannot be built here"
 else
@@ -131,7 +134,12 @@ else
        [ -s "$tmp/cal.json" ] && python3 -c "
 import json,sys; d=json.load(open('$tmp/v.json'))
 assert d['measured_rows'] >= 3 and d['max_rel_error'] >= 0
-assert any(r['skipped'] is False for r in d['rows'])"; then ok $t; else bad $t "validate rc=$rc: $(tail -n 3 "$tmp/val.err")"; fi
+assert any(r['skipped'] is False for r in d['rows'])
+# the calibration's MPI route threshold: one of the sizes measured, or 8 GiB where the switch won at none
+c = json.load(open('$tmp/cal.json'))
+sizes = [r['bytes'] for r in c['route_sizes']]
+assert len(sizes) == 6 and all(r['switch_s'] > 0 and r['mpi_s'] > 0 for r in c['route_sizes'])
+assert c['route_min_bytes'] in sizes + [8589934592] and c['route_link_bps'] == 1e9"; then ok $t; else bad $t "validate rc=$rc: $(tail -n 3 "$tmp/val.err")"; fi
 fi
 
 echo "$pass passed, $fail failed, $skip skipped"

@@ -32,7 +32,7 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 # mpirun in h1 of testbed NAME over its 4 hosts, the program under the interposer, every size
-# through the switch (INAGG_MIN_BYTES=0: by default calls under 64 KiB stay with MPI):
+# through the switch (INAGG_MIN_BYTES=0: by default calls under 1 MiB stay with MPI):
 # run NAME LOG TIMEOUT_MS PROGRAM ARGS...
 run() {
     local name=$1 log=$2 tmo=$3 net hosts

@@ -156,8 +156,9 @@ static void sums_on(MPI_Comm comm, const char *name, int max_log2)
         if (types[t].dt == MPI_DATATYPE_NULL || MPI_Type_size(types[t].dt, &tsize) != MPI_SUCCESS ||
             tsize != 4)
             continue;
-        /* 1 element, odd sizes around a packet and the 64 KiB threshold, up to 4 MiB */
-        long sizes[] = {1, 7, 1000, 16383, 16384, 16385, 100003, 1L << 20};
+        /* 1 element, odd sizes around a packet, 64 KiB and the default 1 MiB threshold, up to
+         * 4 MiB */
+        long sizes[] = {1, 7, 1000, 16383, 16384, 16385, 100003, 262143, 262144, 1L << 20};
         for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
             if (sizes[k] > (1L << max_log2))
                 continue;

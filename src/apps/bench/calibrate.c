@@ -2,8 +2,9 @@
  * calibrate.c - the runs of `inagg model calibrate` (calibrate.h): the loopback allreduce for
  * the switch's CPU per packet and the worker's CPU per element, `inagg bench latency` on a
  * 2-host testbed (or loopback) for a hop and an MPI message, the MPI ring on a 4-host testbed
- * for what a ring step costs beyond its bytes, `inagg bench compress` for the codec; and the
- * parameters file read back into the model's parameters.
+ * for what a ring step costs beyond its bytes, `inagg bench compress` for the codec, the
+ * switch against Open MPI's allreduce size by size on a 4-host testbed for the MPI route's
+ * threshold; and the parameters file read back into the model's parameters.
  */
 #include "apps/bench/calibrate.h"
 
@@ -16,6 +17,7 @@
 
 #include "apps/bench/subrun.h"
 #include "apps/launch/launch.h"
+#include "inagg.h"
 #include "lib/base/errmsg.h"
 #include "lib/json/json.h"
 
@@ -230,6 +232,98 @@ int calib_codec(const char *dir, model_calib_t *c, char *err, size_t errlen)
     return 0;
 }
 
+double calib_route_threshold(const double *bytes, const double *inagg_s, const double *mpi_s, int n,
+                             double margin)
+{
+    double t = CAL_ROUTE_NEVER;
+    for (int i = n - 1; i >= 0; i--) {
+        if (!(inagg_s[i] > 0) || !(mpi_s[i] >= margin * inagg_s[i]))
+            break;
+        t = bytes[i];
+    }
+    return t;
+}
+
+int calib_route_parse(const char *text, model_calib_t *c, char *err, size_t errlen)
+{
+    const char *at = strstr(text, "\"sizes\"");
+    c->nroute = 0;
+    while (at && (at = strstr(at, "{\"bytes\"")) != NULL) {
+        const char *next = strstr(at + 1, "{\"bytes\"");
+        size_t len = next ? (size_t)(next - at) : strlen(at);
+        char *one = strndup(at, len);
+        double b = NAN, t = NAN, sp = NAN;
+        if (one && (num(one, "bytes", &b) || num(one, "tat_s", &t) || num(one, "speedup", &sp)))
+            b = NAN;
+        free(one);
+        if (!(b > 0) || !(t > 0) || !(sp > 0))
+            return set_err(err, errlen, -EPROTO,
+                           "bench allreduce's report lacks a size's tat_s or speedup");
+        if (c->nroute == CAL_ROUTE_MAX_SIZES)
+            return set_err(err, errlen, -EPROTO, "bench allreduce reported too many sizes");
+        int k = c->nroute++;
+        c->route[k].bytes = b;
+        c->route[k].inagg_s = t;
+        c->route[k].mpi_s = t * sp;
+        at = next;
+    }
+    return c->nroute ? 0 : set_err(err, errlen, -EPROTO, "bench allreduce reported no sizes");
+}
+
+int calib_route(const char *dir, const char *rate, double link_bps, model_calib_t *c, char *err,
+                size_t errlen)
+{
+    inagg_options_t lib = INAGG_OPTIONS_INIT; /* what the MPI routes' jobs run with */
+    char json[4200], png[4200], hosts[16], win[16], rto[16];
+    snprintf(json, sizeof(json), "%s/route.json", dir);
+    snprintf(png, sizeof(png), "%s/route.png", dir);
+    snprintf(hosts, sizeof(hosts), "%u", CAL_ROUTE_HOSTS);
+    snprintf(win, sizeof(win), "%u", lib.slots);
+    snprintf(rto, sizeof(rto), "%u", lib.rto_min_us);
+    char *args[] = {"inagg",
+                    "bench",
+                    "allreduce",
+                    "--testbed",
+                    hosts,
+                    "--link-rate",
+                    (char *)rate,
+                    "--sizes=" CAL_ROUTE_SIZES,
+                    "--window",
+                    win,
+                    "--rto-min-us",
+                    rto,
+                    "--iters",
+                    "10",
+                    "--warmup",
+                    "2",
+                    "--baseline",
+                    "mpi",
+                    "--plot",
+                    png,
+                    "--json",
+                    json,
+                    NULL};
+    char *text;
+    int rc = run_report(args, json, 400, &text, err, errlen);
+    if (rc < 0)
+        return rc;
+    rc = calib_route_parse(text, c, err, errlen);
+    free(text);
+    if (rc < 0)
+        return rc;
+    double b[CAL_ROUTE_MAX_SIZES], ti[CAL_ROUTE_MAX_SIZES], tm[CAL_ROUTE_MAX_SIZES];
+    for (int i = 0; i < c->nroute; i++) {
+        b[i] = c->route[i].bytes;
+        ti[i] = c->route[i].inagg_s;
+        tm[i] = c->route[i].mpi_s;
+        fprintf(stderr, CAL_WHO ":   %8.0f B: switch %.3f ms, Open MPI %.3f ms (%.2fx)\n", b[i],
+                ti[i] * 1e3, tm[i] * 1e3, tm[i] / ti[i]);
+    }
+    c->route_min_bytes = calib_route_threshold(b, ti, tm, c->nroute, CAL_ROUTE_MARGIN);
+    c->route_link_bps = link_bps;
+    return 0;
+}
+
 void calib_begin(model_calib_t *c)
 {
     memset(c, 0, sizeof(*c));
@@ -241,7 +335,8 @@ void calib_begin(model_calib_t *c)
 
 void calib_clean(const char *dir)
 {
-    const char *files[] = {"allreduce.json", "latency.json", "ring.json", "compress.json"};
+    const char *files[] = {"allreduce.json", "latency.json", "ring.json",
+                           "compress.json",  "route.json",   "route.png"};
     for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
         char f[4300];
         snprintf(f, sizeof(f), "%s/%s", dir, files[i]);

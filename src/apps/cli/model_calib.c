@@ -1,5 +1,5 @@
 /*
- * model_calib.c - `inagg model calibrate`: its flags and help, the progress of its four runs
+ * model_calib.c - `inagg model calibrate`: its flags and help, the progress of its five runs
  * and the parameters file it writes. The runs themselves, and the file's reader, are the
  * benchmarks' (apps/bench/calibrate.c).
  */
@@ -21,10 +21,10 @@
 static void usage(FILE *out)
 {
     fprintf(out,
-            "usage: inagg model calibrate [--out FILE] [--no-testbed]\n"
+            "usage: inagg model calibrate [--out FILE] [--no-testbed] [--link-rate R]\n"
             "\n"
             "Measures this implementation's costs with short runs of the existing benchmarks\n"
-            "(about two minutes; progress on stderr) and writes them as one JSON object:\n"
+            "(about three minutes; progress on stderr) and writes them as one JSON object:\n"
             "  switch_pkt_s    the switch's CPU time per contribution packet: `inagg bench\n"
             "                  allreduce` on loopback, %u workers x %u int32, %u-element\n"
             "                  packets, %u switch threads: switch CPU / packets received\n"
@@ -40,15 +40,27 @@ static void usage(FILE *out)
             "  stream_eff      a TCP stream's payload share at MTU 9000 (headers only)\n"
             "  codec_*         ratio and encode/decode bytes per second of zfp:rate=8 and fp16:\n"
             "                  `inagg bench compress` on 1M values, one thread\n"
+            "  route_min_bytes the MPI route's threshold (the interposer's INAGG_CALIBRATION,\n"
+            "                  coll/inagg's coll_inagg_calibration): `inagg bench allreduce\n"
+            "                  --testbed %u --link-rate R --baseline mpi\n"
+            "                  --sizes=%s` with the library's window and\n"
+            "                  retransmission floor, as MPI runs it: the smallest size at\n"
+            "                  which, and at every larger one, the switch was at least\n"
+            "                  %.1fx faster than Open MPI's allreduce (medians);\n"
+            "                  %.0f (every call stays with MPI) where it was at none;\n"
+            "                  absent without a testbed. route_sizes: the times per size\n"
             "\n"
             "  --out FILE      where to write it (default %s; - for stdout)\n"
-            "  --no-testbed    latency on loopback only, no ring step\n"
+            "  --no-testbed    latency on loopback only, no ring step, no route_min_bytes\n"
+            "  --link-rate R   the testbed's links for route_min_bytes (default %s): the\n"
+            "                  rate of the network the MPI jobs will run on\n"
             "  -h, --help      this text\n"
             "\n"
             "Numbers depend on the machine's load (recorded as load1): calibrate on the\n"
             "machine and under the conditions you will predict for.\n",
-            CAL_WORKERS, CAL_ELEMS, CAL_PACKET, CAL_SWITCH_THREADS, CAL_RING_HOSTS,
-            MODEL_DEFAULT_PARAMS);
+            CAL_WORKERS, CAL_ELEMS, CAL_PACKET, CAL_SWITCH_THREADS, CAL_RING_HOSTS, CAL_ROUTE_HOSTS,
+            CAL_ROUTE_SIZES, CAL_ROUTE_MARGIN, CAL_ROUTE_NEVER, MODEL_DEFAULT_PARAMS,
+            CAL_ROUTE_RATE);
 }
 
 static int write_calib(const model_calib_t *c, const char *path)
@@ -78,6 +90,21 @@ static int write_calib(const model_calib_t *c, const char *path)
         json_end_object(&w);
     }
     json_end_array(&w);
+    if (c->nroute > 0) {
+        json_number_exact(&w, "route_min_bytes", c->route_min_bytes);
+        json_number_exact(&w, "route_link_bps", c->route_link_bps);
+        json_int(&w, "route_hosts", CAL_ROUTE_HOSTS);
+        json_number(&w, "route_margin", CAL_ROUTE_MARGIN);
+        json_begin_array(&w, "route_sizes");
+        for (int i = 0; i < c->nroute; i++) {
+            json_begin_object(&w, NULL);
+            json_number_exact(&w, "bytes", c->route[i].bytes);
+            json_number_exact(&w, "switch_s", c->route[i].inagg_s);
+            json_number_exact(&w, "mpi_s", c->route[i].mpi_s);
+            json_end_object(&w);
+        }
+        json_end_array(&w);
+    }
     json_end_object(&w);
     return cli_emit_json(&w, path, MODEL_CMD " " SUB);
 }
@@ -94,6 +121,8 @@ static int step_failed(int r, const char *what, const char *err)
 typedef struct cal_flags {
     const char *out;
     int testbed;
+    const char *rate; /* --link-rate, as given */
+    double rate_bps;
 } cal_flags_t;
 
 static int parse_flag(void *ctx, int ch)
@@ -102,6 +131,12 @@ static int parse_flag(void *ctx, int ch)
     switch (ch) {
         case 'o': f->out = optarg; return 0;
         case 'n': f->testbed = 0; return 0;
+        case 'r':
+            f->rate = optarg;
+            if (model_parse_rate(optarg, &f->rate_bps) != 0 || !(f->rate_bps > 0))
+                return model_bad(SUB, "--link-rate '%s' is not a rate such as 1gbit or 100mbit",
+                                 optarg);
+            return 0;
         default: return -1;
     }
 }
@@ -110,10 +145,13 @@ int model_calibrate_main(int argc, char **argv)
 {
     static const struct option longopts[] = {{"out", required_argument, 0, 'o'},
                                              {"no-testbed", no_argument, 0, 'n'},
+                                             {"link-rate", required_argument, 0, 'r'},
                                              {"help", no_argument, 0, 'h'},
                                              {0, 0, 0, 0}};
     static const model_flags_t spec = {SUB, ":o:h", longopts, usage, parse_flag};
-    cal_flags_t flags = {.out = MODEL_DEFAULT_PARAMS, .testbed = 1};
+    cal_flags_t flags = {.out = MODEL_DEFAULT_PARAMS, .testbed = 1, .rate = CAL_ROUTE_RATE};
+    if (model_parse_rate(flags.rate, &flags.rate_bps) != 0)
+        return 1;
     int prc = model_parse_flags(&spec, argc, argv, &flags);
     if (prc)
         return prc == 1 ? 0 : prc;
@@ -130,28 +168,44 @@ int model_calibrate_main(int argc, char **argv)
     char err[600];
     int rc = 0;
     fprintf(stderr,
-            MODEL_CMD " " SUB ": 1/4 switch and worker costs (bench allreduce, "
+            MODEL_CMD " " SUB ": 1/5 switch and worker costs (bench allreduce, "
                       "loopback, %u workers)\n",
             CAL_WORKERS);
     rc = step_failed(calib_allreduce(dir, &c, err, sizeof(err)), "bench allreduce", err);
     if (rc == 0) {
-        fprintf(stderr, MODEL_CMD " " SUB ": 2/4 latency (bench latency, %s)\n",
+        fprintf(stderr, MODEL_CMD " " SUB ": 2/5 latency (bench latency, %s)\n",
                 flags.testbed ? "2-host testbed" : "loopback");
         rc = step_failed(calib_latency(dir, flags.testbed, &c, err, sizeof(err)), "bench latency",
                          err);
     }
     if (rc == 0 && flags.testbed && strcmp(c.where, "loopback") != 0) {
         fprintf(stderr,
-                MODEL_CMD " " SUB ": 3/4 the MPI ring's step (bench allreduce, %u-host "
+                MODEL_CMD " " SUB ": 3/5 the MPI ring's step (bench allreduce, %u-host "
                           "testbed)\n",
                 CAL_RING_HOSTS);
         rc = step_failed(calib_ring(dir, &c, err, sizeof(err)), "the ring's run", err);
     } else if (rc == 0) {
-        fprintf(stderr, MODEL_CMD " " SUB ": 3/4 the MPI ring's step: no testbed, 0\n");
+        fprintf(stderr, MODEL_CMD " " SUB ": 3/5 the MPI ring's step: no testbed, 0\n");
     }
     if (rc == 0) {
-        fprintf(stderr, MODEL_CMD " " SUB ": 4/4 codec (bench compress, 1M values)\n");
+        fprintf(stderr, MODEL_CMD " " SUB ": 4/5 codec (bench compress, 1M values)\n");
         rc = step_failed(calib_codec(dir, &c, err, sizeof(err)), "bench compress", err);
+    }
+    if (rc == 0 && flags.testbed && strcmp(c.where, "loopback") != 0) {
+        fprintf(stderr,
+                MODEL_CMD " " SUB ": 5/5 the MPI route's threshold (bench allreduce against "
+                          "Open MPI, %u-host testbed at %s)\n",
+                CAL_ROUTE_HOSTS, flags.rate);
+        rc = step_failed(calib_route(dir, flags.rate, flags.rate_bps, &c, err, sizeof(err)),
+                         "the route's run", err);
+        if (rc == 0)
+            fprintf(stderr, MODEL_CMD " " SUB ":   route_min_bytes %.0f%s\n", c.route_min_bytes,
+                    c.route_min_bytes >= CAL_ROUTE_NEVER
+                        ? ": the switch won at no size, every call stays with MPI"
+                        : "");
+    } else if (rc == 0) {
+        fprintf(stderr, MODEL_CMD " " SUB ": 5/5 the MPI route's threshold: no testbed, not "
+                                  "measured (the routes keep their default)\n");
     }
     calib_clean(dir);
     if (rc != 0)

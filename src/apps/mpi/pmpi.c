@@ -9,13 +9,16 @@
  *                             job J on switch S: N ranks, float fixed ...") and "inagg-pmpi: N
  *                             allreduce accelerated, M passed through" at MPI_Finalize (2:
  *                             also every rank a line per allreduce: its route, inagg or MPI,
- *                             and why MPI got it)
+ *                             and why, with the threshold and where it came from)
  *   INAGG_FLOAT_MODE=fixed|native   how float32 is added in the switch (default fixed, the
  *                             library's: SwitchML's block fixed point, bit-identical sums run
  *                             to run; native: float adds in arrival order, whose last bits may
  *                             differ from run to run). Another value: a warning, and fixed
  *   INAGG_PMPI_MIN_COUNT=N    allreduces of fewer than N elements stay with MPI (default 1)
- *   INAGG_MIN_BYTES=N[K|M|G]  allreduces of fewer bytes stay with MPI (default 64K, route.h)
+ *   INAGG_MIN_BYTES=N[K|M|G]  allreduces of fewer bytes stay with MPI (default: the
+ *                             calibration's, else 1M, route.h)
+ *   INAGG_CALIBRATION=FILE    the file `inagg model calibrate` wrote: its route_min_bytes is
+ *                             the threshold when INAGG_MIN_BYTES is not set
  *   INAGG_ONE_HOST=mpi|switch a communicator whose ranks all share one host stays with MPI's
  *                             shared memory (mpi, the default) or goes through the switch too
  *   INAGG_PMPI_DTYPES=int,float   which element types go through the switch (default both)
@@ -449,9 +452,9 @@ void count_passed(void) { atomic_fetch_add(&n_passed, 1); }
 /* ------------------------------------- the allreduces ------------------------------------- */
 
 /* INAGG_VERBOSE=2: one line per allreduce (call: "allreduce" or "iallreduce") saying where it
- * went, and why when MPI does it. */
+ * went (no: NULL through the switch, else to MPI) and why. */
 static void log_route(const char *call, int count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm,
-                      const char *why)
+                      const char *no, const char *why)
 {
     if (G.verbose < 2 || !G.sw[0])
         return;
@@ -461,24 +464,24 @@ static void log_route(const char *call, int count, MPI_Datatype dt, MPI_Op op, M
         PMPI_Type_get_name(dt, tname, &len);
     if (comm != MPI_COMM_NULL)
         PMPI_Comm_get_name(comm, cname, &len);
-    fprintf(stderr, TAG "rank %d: %s of %d %s (%s) on %s -> %s%s%s\n", G.rank, call, count,
+    fprintf(stderr, TAG "rank %d: %s of %d %s (%s) on %s -> %s (%s)\n", G.rank, call, count,
             tname[0] ? tname : "(unnamed type)", op == MPI_SUM ? "sum" : "not sum",
-            cname[0] ? cname : "a derived communicator", why ? "MPI (" : "inagg", why ? why : "",
-            why ? ")" : "");
+            cname[0] ? cname : "a derived communicator", no ? "MPI" : "inagg", why);
 }
 
 static route_policy_t g_route = ROUTE_POLICY_INIT;
 static pthread_once_t g_route_once = PTHREAD_ONCE_INIT;
 
-/* The routing policy from the environment, once (rank 0 warns of a bad value, kept default). */
+/* The routing policy from the environment, once (rank 0 warns of a value passed over). */
 static void route_from_env(void)
 {
-    char err[160];
-    const char *mb = getenv("INAGG_MIN_BYTES"), *oh = getenv("INAGG_ONE_HOST");
-    if (mb && *mb &&
-        route_parse_bytes(mb, "INAGG_MIN_BYTES", &g_route.min_bytes, err, sizeof(err)) < 0 &&
+    char err[1200];
+    const char *oh = getenv("INAGG_ONE_HOST");
+    if (route_set_min_bytes(&g_route, getenv("INAGG_MIN_BYTES"), "INAGG_MIN_BYTES",
+                            getenv("INAGG_CALIBRATION"), "INAGG_CALIBRATION", err,
+                            sizeof(err)) < 0 &&
         G.rank == 0)
-        fprintf(stderr, TAG "%s; the threshold stays %u bytes\n", err, ROUTE_MIN_BYTES_DEFAULT);
+        fprintf(stderr, TAG "%s\n", err);
     if (oh && *oh && strcmp(oh, "mpi") != 0 && strcmp(oh, "switch") != 0 && G.rank == 0)
         fprintf(stderr, TAG "INAGG_ONE_HOST='%.40s' is neither mpi nor switch; mpi it is\n", oh);
     g_route.one_host_switch = oh && strcmp(oh, "switch") == 0;
@@ -490,7 +493,7 @@ static void route_from_env(void)
 tracked_t *accelerable(const char *call, const void *sb, const void *rb, int count, MPI_Datatype dt,
                        MPI_Op op, MPI_Comm comm, inagg_dtype_t *idt)
 {
-    char why[160];
+    char why[320];
     int k = 0;
     while (k < g_ntypes && g_types[k] != dt)
         k++;
@@ -514,7 +517,7 @@ tracked_t *accelerable(const char *call, const void *sb, const void *rb, int cou
         no = "no switch job: the join in MPI_Init failed, or MPI_Finalize ran";
     else if (no && !t)
         no = "the communicator does not hold every rank of MPI_COMM_WORLD";
-    log_route(call, count, dt, op, comm, no);
+    log_route(call, count, dt, op, comm, no, no ? no : why);
     if (no)
         return NULL;
     *idt = g_idt[k];

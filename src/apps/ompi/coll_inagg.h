@@ -25,7 +25,8 @@ typedef struct coll_inagg_component {
     mca_coll_base_component_2_0_0_t super;
     int priority; /* coll_inagg_priority */
     char *switch_addr; /* coll_inagg_switch: HOST:PORT; empty: the component stays out */
-    char *min_bytes; /* coll_inagg_min_bytes, route_parse_bytes' spelling */
+    char *min_bytes; /* coll_inagg_min_bytes, route_parse_bytes' spelling; empty: not set */
+    char *calibration; /* coll_inagg_calibration: a file of `inagg model calibrate` */
     char *one_host; /* coll_inagg_one_host: mpi or switch */
     char *float_mode; /* coll_inagg_float_mode: native or fixed */
     int verbose; /* coll_inagg_verbose: 0, 1 (a line per communicator), 2 (per call) */

@@ -6,8 +6,9 @@
  *   coll_inagg_switch      HOST:PORT of the switch (default $INAGG_SWITCH); empty: the
  *                          component stays out of every communicator
  *   coll_inagg_priority    40: above Open MPI's tuned (30), so a configured switch is used
- *   coll_inagg_min_bytes   calls of fewer bytes stay with MPI (default $INAGG_MIN_BYTES, else
- *                          64K, route.h)
+ *   coll_inagg_min_bytes   calls of fewer bytes stay with MPI (default $INAGG_MIN_BYTES; empty:
+ *                          the calibration's route_min_bytes, else 1M, route.h)
+ *   coll_inagg_calibration the file `inagg model calibrate` wrote (default $INAGG_CALIBRATION)
  *   coll_inagg_one_host    mpi (default, or $INAGG_ONE_HOST): a communicator whose ranks share
  *                          one host keeps MPI's shared memory; switch: it goes through the switch
  *   coll_inagg_float_mode  native (default) or fixed (inagg.h), as $INAGG_FLOAT_MODE
@@ -81,8 +82,12 @@ static int coll_inagg_register(void)
                &c->switch_addr, env_or("INAGG_SWITCH", ""));
     add_string("min_bytes",
                "Allreduces of fewer bytes stay with MPI: a count, or with K, M or G (default "
-               "$INAGG_MIN_BYTES, else 64K)",
-               &c->min_bytes, env_or("INAGG_MIN_BYTES", "64K"));
+               "$INAGG_MIN_BYTES; empty: coll_inagg_calibration's route_min_bytes, else 1M)",
+               &c->min_bytes, env_or("INAGG_MIN_BYTES", ""));
+    add_string("calibration",
+               "The file `inagg model calibrate` wrote on this network: its route_min_bytes is "
+               "the threshold when coll_inagg_min_bytes is empty (default $INAGG_CALIBRATION)",
+               &c->calibration, env_or("INAGG_CALIBRATION", ""));
     add_string("one_host",
                "A communicator whose ranks all share one host: mpi (stay with MPI's shared "
                "memory) or switch (through the switch anyway); default $INAGG_ONE_HOST, else mpi",
@@ -117,13 +122,11 @@ const route_policy_t *coll_inagg_policy(int rank)
     if (c->policy_ready)
         return &c->policy;
     route_policy_t p = ROUTE_POLICY_INIT;
-    char err[200];
-    if (c->min_bytes && *c->min_bytes &&
-        route_parse_bytes(c->min_bytes, "coll_inagg_min_bytes", &p.min_bytes, err, sizeof(err)) <
-            0 &&
+    char err[1200];
+    if (route_set_min_bytes(&p, c->min_bytes, "coll_inagg_min_bytes", c->calibration,
+                            "coll_inagg_calibration", err, sizeof(err)) < 0 &&
         rank == 0)
-        fprintf(stderr, COLL_INAGG_TAG "%s; the threshold stays %u bytes\n", err,
-                ROUTE_MIN_BYTES_DEFAULT);
+        fprintf(stderr, COLL_INAGG_TAG "%s\n", err);
     const char *oh = c->one_host ? c->one_host : "";
     if (*oh && strcmp(oh, "mpi") != 0 && strcmp(oh, "switch") != 0 && rank == 0)
         fprintf(stderr,

@@ -49,7 +49,7 @@ int coll_inagg_iallreduce(const void *sbuf, void *rbuf, int count, struct ompi_d
 {
     coll_inagg_module_t *m = (coll_inagg_module_t *)module;
     inagg_dtype_t idt = INAGG_INT32;
-    char why[160];
+    char why[320];
     if (coll_inagg_route(m, "iallreduce", sbuf, rbuf, count, dtype, op, comm, &idt, why,
                          sizeof(why)))
         return m->prev_iallreduce(sbuf, rbuf, count, dtype, op, comm, request,

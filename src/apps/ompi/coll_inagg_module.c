@@ -139,10 +139,9 @@ const char *coll_inagg_route(coll_inagg_module_t *m, const char *what, const voi
         no = route_decide(coll_inagg_policy(m->rank), &c, why, len);
     }
     if (mca_coll_inagg_component.verbose >= 2)
-        fprintf(stderr, COLL_INAGG_TAG "rank %d: %s of %d %s (%s) on %s -> %s%s%s\n", m->rank, what,
-                count, dtype->name[0] ? dtype->name : "(unnamed type)",
-                c.op_is_sum ? "sum" : "not sum", comm->c_name, no ? "MPI (" : "inagg", no ? no : "",
-                no ? ")" : "");
+        fprintf(stderr, COLL_INAGG_TAG "rank %d: %s of %d %s (%s) on %s -> %s (%s)\n", m->rank,
+                what, count, dtype->name[0] ? dtype->name : "(unnamed type)",
+                c.op_is_sum ? "sum" : "not sum", comm->c_name, no ? "MPI" : "inagg", no ? no : why);
     if (no)
         m->n_mpi++;
     else
@@ -206,7 +205,7 @@ static int coll_inagg_allreduce(const void *sbuf, void *rbuf, int count,
 {
     coll_inagg_module_t *m = (coll_inagg_module_t *)module;
     inagg_dtype_t idt = INAGG_INT32;
-    char why[160];
+    char why[320];
     if (coll_inagg_route(m, "allreduce", sbuf, rbuf, count, dtype, op, comm, &idt, why,
                          sizeof(why)))
         return m->prev_allreduce(sbuf, rbuf, count, dtype, op, comm, m->prev_allreduce_module);

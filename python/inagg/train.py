@@ -246,7 +246,15 @@ def run(a):
 
     net = models.build(a.model, a.seed)
     lr = a.lr if a.lr is not None else models.DEFAULT_LR[a.model]
-    model = torch.nn.parallel.DistributedDataParallel(net)
+    if a.ddp_hook == "powersgd":
+        # PowerSGD starts its second and third all_reduce of a bucket from callbacks, on the
+        # thread that completed the first: with two buckets in flight the ranks may start them
+        # in different orders (Gloo aborts on the mismatch, any backend would sum wrong
+        # tensors). One bucket keeps every rank's order the same.
+        dist._DEFAULT_FIRST_BUCKET_BYTES = 1 << 30
+        model = torch.nn.parallel.DistributedDataParallel(net, bucket_cap_mb=1024)
+    else:
+        model = torch.nn.parallel.DistributedDataParallel(net)
     timer = CommTimer()
     state = None
     if mechanism == "hook":

@@ -287,7 +287,7 @@ def run(rank, sw, port, comp):
     # d(sum)/dW = column sums of x: rank r gives 4*(r+1); the average over 2 ranks is 6
     g = net.weight.grad
     assert torch.allclose(g, torch.full_like(g, 6.0)), g[0, :4]
-    st = state.comm.stats()
+    st = state.stats()["wire"]
     # the bytes of first sendings (a retransmission on a loaded machine resends a whole packet)
     sent = st["bytes_sent"] * (st["packets_sent"] - st["retransmissions"]) / st["packets_sent"]
     if comp:  # the codec's bytes cross the wire: fp16 half, zfp:rate=16 half of float32's

@@ -15,7 +15,8 @@
    Options: init_process_group(..., pg_options=Options(switch=..., compress="fp16")) or
    $INAGG_SWITCH, $INAGG_COMPRESS, $INAGG_PROTOCOL, $INAGG_FLOAT_MODE. See _backend.py.
 
-2. A DDP communication hook on any process group (Gloo), without compiling anything:
+2. A DDP communication hook for a model whose process group is another backend's (Gloo):
+   a thin wrapper over the backend above, which it needs (compiled on first use as there).
 
     dist.init_process_group("gloo", ...)
     model = torch.nn.parallel.DistributedDataParallel(net)
@@ -24,18 +25,16 @@
     ...                                                    # train as usual
     state.close()
 
-The hook starts an asynchronous allreduce (average) of the bucket in place and returns a
-torch.futures.Future that a completion thread fulfils once the switch's result is in, so
-buckets aggregate while backward goes on. Buckets of float16 or bfloat16 (torch's
-fp16_compress_wrapper / bf16_compress_wrapper around this hook) are widened to float32 for
-the switch and narrowed back. compression="fp16", "zfp" (zfp at zfp_rate bits per value) or
-any codec of the library ("zfp:rate=8", "zfp:precision=16", ...) makes the job's codec
-encode what crosses the wire (the switch decodes, sums, re-encodes: docs/COMPRESSION.md),
-without error feedback (DDP's buckets differ from call to call).
+State makes an `inagg` process group of the same ranks (dist.new_group, collective: every rank
+constructs its State); the hook hands each bucket to that group's asynchronous all_reduce
+(average) and returns its future, so buckets aggregate while backward goes on, with
+everything the backend does: CUDA buckets staged through pinned memory, float16 and bfloat16
+buckets summed as float32, the fall-back to Gloo when the switch is lost, backend_stats().
+compression="fp16", "zfp" (zfp at zfp_rate bits per value) or any codec of the library
+("zfp:rate=8", "zfp:precision=16", ...) is the group's codec (the switch decodes, sums,
+re-encodes: docs/COMPRESSION.md), without error feedback (DDP's buckets differ from call to
+call).
 """
-import os
-import queue
-import threading
 
 try:
     import torch
@@ -45,20 +44,11 @@ except ImportError as _e:
                       "apt-get install python3-torch libtorch-dev ninja-build, and run "
                       "/usr/bin/python3" % _e) from None
 
-import inagg
 from inagg._backend import Options, backend_stats, register as _register
 
 __all__ = ["State", "allreduce_hook", "Options", "backend_stats"]
 
 _register()
-
-
-def _agreed_job(group):
-    """A job name every rank agrees on: rank 0 picks it, the process group broadcasts it."""
-    import time
-    box = ["ddp-%d-%x" % (os.getpid(), int(time.time() * 1e6) & 0xFFFFFFFF)]
-    dist.broadcast_object_list(box, src=0, group=group)
-    return box[0]
 
 
 def _codec_of(compression, zfp_rate):
@@ -75,84 +65,60 @@ def _codec_of(compression, zfp_rate):
 
 
 class State:
-    """What the hook needs: an inagg communicator and the completion thread.
+    """What the hook needs: an `inagg` process group of the model's ranks.
 
-    State(comm=None, *, switch=None, job=None, process_group=None, compression=None,
-          zfp_rate=16, **comm_options)
+    State(*, switch=None, process_group=None, compression=None, zfp_rate=16, timeout_ms=None,
+          float_mode=None, protocol=None, slots=0, threads=0, packet_elems=0)
 
-    compression: None, "fp16", "zfp" (zfp:rate=zfp_rate) or a codec string: the job's codec.
-    Without `comm`, joins the switch `switch` (default $INAGG_SWITCH) as this process's rank
-    of `process_group` (default the world group), with a job name rank 0 picks and
-    broadcasts; comm_options go to inagg.Comm (float_mode, slots, threads, timeout_ms, ...).
+    switch: "HOST:PORT" (default $INAGG_SWITCH, else the backend's embedded switch).
+    compression: None, "fp16", "zfp" (zfp:rate=zfp_rate) or a codec string: the group's codec.
+    process_group: whose ranks the group has (default the world). The other arguments are
+    inagg.torch.Options' (the job's float mode, protocol, window, engine threads, packet
+    size); timeout_ms the group's timeout (default torch's).
     """
 
-    def __init__(self, comm=None, *, switch=None, job=None, process_group=None,
-                 compression=None, zfp_rate=16, **comm_options):
+    def __init__(self, comm=None, *, switch=None, process_group=None, compression=None,
+                 zfp_rate=16, timeout_ms=None, **options):
+        if comm is not None:
+            raise TypeError("inagg.torch: State(comm=...) is gone: the hook runs through the "
+                            "inagg backend's process group; name the switch (switch=) instead")
+        allowed = ("float_mode", "protocol", "slots", "threads", "packet_elems")
+        unknown = sorted(set(options) - set(allowed))
+        if unknown:
+            raise TypeError("inagg.torch: State() got %s; its options are switch, "
+                            "process_group, compression, zfp_rate, timeout_ms, %s"
+                            % (", ".join(unknown), ", ".join(allowed)))
         self.compression = _codec_of(compression, zfp_rate)
-        if comm is not None and self.compression:
-            raise ValueError("inagg.torch: compression is the job's codec: give it when the "
-                             "State joins the switch (no comm=), or create comm with compress=")
-        if self.compression:
-            comm_options.setdefault("compress", self.compression)
-            comm_options.setdefault("error_feedback", False)
-        self._own = comm is None
-        if comm is None:
-            switch = switch or os.environ.get("INAGG_SWITCH")
-            if not switch:
-                raise ValueError("inagg.torch: name the switch (switch='HOST:PORT' or "
-                                 "$INAGG_SWITCH)")
-            group = process_group or dist.group.WORLD
-            rank = dist.get_rank(group)
-            world = dist.get_world_size(group)
-            job = job or _agreed_job(group)
-            comm = inagg.Comm(switch, rank, world, job=job, **comm_options)
-        self.comm = comm
-        self.world = comm.world
+        opts = Options(switch=switch, compress=self.compression or "none",
+                       error_feedback=False, **options)
+        base = process_group or dist.group.WORLD
+        ranks = _ranks_of(base)
+        kw = {}
+        if timeout_ms is not None:
+            import datetime
+            kw["timeout"] = datetime.timedelta(milliseconds=timeout_ms)
+        self.group = dist.new_group(ranks, backend="inagg", pg_options=opts, **kw)
+        self.world = len(ranks)
         self.buckets = 0
-        self._queue = queue.Queue()
-        self._thread = threading.Thread(target=self._complete, name="inagg-ddp", daemon=True)
-        self._thread.start()
-
-    def _complete(self):
-        """Wait for the requests in the order they started and fulfil their futures."""
-        while True:
-            item = self._queue.get()
-            if item is None:
-                return
-            req, fut, finish = item
-            try:
-                req.wait()
-                fut.set_result(finish())
-            except Exception as e:  # the future carries the failure to DDP
-                fut.set_exception(e)
 
     def allreduce_avg(self, tensor):
-        """Average `tensor` (a CPU tensor) over the ranks; returns a Future of the result."""
-        fut = torch.futures.Future()
-        narrow = tensor.dtype in (torch.float16, torch.bfloat16)
-        work = tensor.float() if narrow else tensor
-        if not work.is_contiguous():
-            raise ValueError("inagg.torch: the bucket is not contiguous")
-
-        def finish():
-            if narrow:
-                tensor.copy_(work)
-            return tensor
-
-        req = self.comm.iallreduce(work, op="avg")
+        """Average `tensor` over the ranks through the switch; a Future of the result."""
+        if self.group is None:
+            raise RuntimeError("inagg.torch: this State is closed")
         self.buckets += 1
-        self._queue.put((req, fut, finish))
-        return fut
+        work = dist.all_reduce(tensor, op=dist.ReduceOp.AVG, group=self.group, async_op=True)
+        return work.get_future().then(lambda fut: tensor)
+
+    def stats(self):
+        """backend_stats() of the hook's group: calls through the switch and to Gloo, the
+        wire's packet and byte counters ("wire"), fall-backs."""
+        return backend_stats(self.group)
 
     def close(self):
-        """Stop the completion thread and, if this state joined the switch, leave it."""
-        if self._thread is not None:
-            self._queue.put(None)
-            self._thread.join()
-            self._thread = None
-        if self._own and self.comm is not None:
-            self.comm.close()
-            self.comm = None
+        """Leave the switch job (destroys the hook's process group)."""
+        if self.group is not None:
+            dist.destroy_process_group(self.group)
+            self.group = None
 
     def __enter__(self):
         return self
@@ -161,6 +127,17 @@ class State:
         self.close()
 
 
+def _ranks_of(group):
+    """The global ranks of `group`, on torch 1.13 and 2.x."""
+    if group is None or group is dist.group.WORLD:
+        return list(range(dist.get_world_size()))
+    get = getattr(dist, "get_process_group_ranks", None)
+    if get is not None:
+        return list(get(group))
+    return sorted(dist.distributed_c10d._pg_group_ranks[group].keys())
+
+
 def allreduce_hook(state, bucket):
-    """DDP communication hook: average the bucket through the switch (see State)."""
+    """DDP communication hook: average the bucket through the switch (see State); PyTorch's
+    fp16_compress_wrapper and bf16_compress_wrapper wrap it as any hook."""
     return state.allreduce_avg(bucket.buffer())

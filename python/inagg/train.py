@@ -259,9 +259,11 @@ def run(a):
     state = None
     if mechanism == "hook":
         import inagg.torch
-        state = inagg.torch.State(switch=switch, compress=None if a.compress == "none"
+        # the hook is the backend's group: its options, not the retransmission bounds
+        state = inagg.torch.State(switch=switch, compression=None if a.compress == "none"
                                   else a.compress, timeout_ms=int(a.timeout_s * 1000),
-                                  **comm_options)
+                                  **{k: v for k, v in comm_options.items()
+                                     if k in ("slots", "packet_elems")})
         model.register_comm_hook(state, timer.wrap(inagg.torch.allreduce_hook))
     elif a.ddp_hook == "powersgd":
         from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook as psgd

@@ -308,6 +308,23 @@ EOF
     else bad $t "$(echo "$out" | tail -n 8)"; fi
 fi
 
+t=ddp_hook_state_refuses_unknown_arguments
+if [ $have_torch = 0 ]; then skp $t "torch with Gloo is not installed"
+else
+    out=$(PYTHONPATH="$ROOT/python" timeout 120 "$PY" -c '
+import inagg.torch as it
+for kw in ({"comm": object()}, {"bogus": 1}):
+    try:
+        it.State(**kw)
+        print("accepted", kw)
+    except TypeError as e:
+        print("refused:", e)
+' 2>&1)
+    if [ "$(grep -c '^refused:' <<<"$out")" = 2 ] && grep -q "State(comm=...) is gone" <<<"$out" &&
+       grep -q "got bogus; its options are" <<<"$out"; then ok $t
+    else bad $t "$out"; fi
+fi
+
 # --------------------------------------------------------------------------------- preload
 MPIRUN=(mpirun --oversubscribe --mca mpi_yield_when_idle 1 --mca btl self,vader,tcp
         --mca btl_tcp_if_include lo -n 4)

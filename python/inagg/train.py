@@ -335,9 +335,11 @@ def run(a):
                   "eval_s": round(eval_s, 4), "train_s_total": round(total_train_s, 4),
                   "train_loss": round(loss_sum / steps, 5), "test_accuracy": acc}
             if mechanism == "backend":
-                # where this rank's all_reduce went so far (a fail-over or a fall-back shows)
-                from inagg._backend import backend_stats
-                ev["backend_stats"] = backend_stats()
+                # where this rank's all_reduce went so far (a fail-over or a fall-back shows);
+                # none when the registered "inagg" is another implementation
+                from inagg._backend import backend_stats, inagg_backend_of
+                if inagg_backend_of(dist.group.WORLD) is not None:
+                    ev["backend_stats"] = backend_stats()
             emit(ev)
     digest = param_digest(net)
     buckets = timer.buckets

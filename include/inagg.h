@@ -494,6 +494,13 @@ const char *inagg_transport_counter_name(const inagg_comm_t *comm, uint32_t i);
 /* Static text for a result code. */
 const char *inagg_strerror(inagg_result_t rc);
 
+/* INAGG_OK while the communicator can serve calls, else the result its calls now fail with
+ * (a lost switch: INAGG_ERR_CONNECTION or INAGG_ERR_TIMEOUT), its reason in inagg_last_error.
+ * A caller that sleeps on inagg_comm_event_fd with no request in flight asks this when the fd
+ * turns readable. A switch lost while fail-over may still take the job elsewhere is not a
+ * failure yet: the next call fails over. */
+inagg_result_t inagg_comm_failure(inagg_comm_t *comm);
+
 /* Detail of the last failure on `comm` ("" if none). Valid until the next call on comm. */
 const char *inagg_last_error(const inagg_comm_t *comm);
 

@@ -571,9 +571,15 @@ static void *sr_rank_main(void *arg)
         inagg_wait(req[waited]);
     uint32_t next = failed_from;
     if (r->rc == INAGG_OK && failed_from < FO_OPS) {
-        s->sv.struct_size = sizeof(s->sv);
-        r->rc = inagg_salvage_requests(c, &ch, &s->sv);
+        inagg_result_t why = inagg_comm_failure(c); /* what a caller sees before it salvages */
+        if (why != INAGG_ERR_CONNECTION && why != INAGG_ERR_TIMEOUT)
+            r->rc = why == INAGG_OK ? INAGG_ERR_INVALID : why;
         if (r->rc != INAGG_OK)
+            snprintf(r->error, sizeof(r->error), "inagg_comm_failure: %s", inagg_strerror(why));
+        s->sv.struct_size = sizeof(s->sv);
+        if (r->rc == INAGG_OK)
+            r->rc = inagg_salvage_requests(c, &ch, &s->sv);
+        if (r->rc != INAGG_OK && !r->error[0])
             snprintf(r->error, sizeof(r->error), "salvage: %s", inagg_last_error(c));
         s->salvaged = (int)failed_from;
         next = failed_from + s->sv.completed;

@@ -19,9 +19,11 @@ stalled      the same with the last rank alive but silent
 switch       the same with rank 0's embedded switch killed (run with INAGG_TORCH_FALLBACK=0:
              the error names the lost switch)
 fallback     on the switch $INAGG_SWITCH, which the caller kills (SIGKILL) once rank 0 wrote
-             CASE_KILL_AT to $CASE_PROGRESS: $CASE_OPS rounds of an int32 and a float32
-             all_reduce in flight together (async_op), every element of every result checked
-             (integer-valued, so exact on any path); the counters say how the calls went
+             CASE_KILL_AT to $CASE_PROGRESS, then creates $CASE_PROGRESS.killed: $CASE_OPS
+             rounds of an int32 and a float32 all_reduce in flight together (async_op), every
+             element of every result checked (integer-valued, so exact on any path). In round
+             CASE_KILL_AT the last rank waits for the kill before it calls: the other ranks'
+             calls are in flight then, and it is idle. The counters say how the calls went
              ($CASE_WANT_RETURN=1: the job must be back on the switch at the end)
 torch2       (torch 2.x) what a 2.x program calls, each checked against a Gloo group of the
              same ranks (new_group(backend="gloo")): get_future().then() chained on the
@@ -265,17 +267,23 @@ def case_fallback(rank, world):
     for i in range(ops):
         xi = _fallback_input(rank, i, n, torch.int32)
         xf = _fallback_input(rank, i, n, torch.float32)
+        if progress and i + 1 == kill_at and rank == world - 1:
+            # idle until the switch is dead: the others' calls of this round are in flight
+            for _ in range(600):
+                if os.path.exists(progress + ".killed"):
+                    break
+                time.sleep(0.05)
         wi = dist.all_reduce(xi, async_op=True)
         wf = dist.all_reduce(xf, async_op=True)
+        if progress and i + 1 == kill_at and rank == 0:
+            with open(progress, "w") as f:
+                f.write("%d\n" % (i + 1))
         wi.wait()
         wf.wait()
         want = sum(_fallback_input(r, i, n, torch.int64) for r in range(world))
         assert torch.equal(xi.to(torch.int64), want), (rank, i, "int32")
         assert torch.equal(xf.to(torch.int64), want), (rank, i, "float32")
         checked += 2
-        if rank == 0 and progress and i + 1 == kill_at:
-            with open(progress, "w") as f:
-                f.write("%d\n" % (i + 1))
         time.sleep(0.01)  # paced: the switch's kill and restart land mid-run
     st = _backend.backend_stats()
     fb = st["fallback"]

@@ -533,11 +533,12 @@ void ProcessGroupInagg::fallBack(std::deque<Op>& lost, std::deque<Op>& unstarted
     fb_.last_cause = cause;
   }
   std::fprintf(stderr,
-               "inagg-torch: rank %d: fall-back to Gloo: job %s lost the switch %s (%s); %llu "
-               "chunks handed on, %llu reduced again over Gloo, stall %llu ms\n",
+               "inagg-torch: rank %d: fall-back to Gloo: job %s lost the switch %s (%s); %zu "
+               "all_reduce in flight, %zu finished by the salvage: %llu chunks handed on, %llu "
+               "reduced again over Gloo; stall %llu ms\n",
                getRank(), cfg_.job.c_str(), cfg_.address.c_str(), cause.c_str(),
-               (unsigned long long)sv.chunks_delivered, (unsigned long long)sv.chunks_reduced,
-               (unsigned long long)stall_ms);
+               lost.size() + unstarted.size(), salvaged, (unsigned long long)sv.chunks_delivered,
+               (unsigned long long)sv.chunks_reduced, (unsigned long long)stall_ms);
   size_t i = 0;
   for (Op& op : lost) { /* the first ones hold their results; the rest their inputs */
     if (i++ < salvaged)

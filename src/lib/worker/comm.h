@@ -24,6 +24,7 @@
 #include "lib/worker/recovery.h"
 
 #define COMM_DETAIL_MAX 512
+#define COMM_REQ_SPARES 8 /* request records kept for reuse */
 
 struct inagg_comm {
     uint32_t rank, world;
@@ -86,9 +87,10 @@ struct inagg_comm {
     uint32_t eff_world; /* the ranks a result sums (worker_params_t.world) */
     worker_oprec_t rec[2]; /* op k's record in rec[k % 2]: the one in progress and the last */
     /* Requests (salvage.c; the caller's thread only): numbered as started, the records of the
-     * last finished one and of the failed ones not yet salvaged, a spare to reuse. */
+     * last finished one and of the failed ones not yet salvaged, spares to reuse. */
     uint64_t req_started, req_done;
-    worker_oprec_t *req_last, *req_spare;
+    worker_oprec_t *req_last, *req_spare[COMM_REQ_SPARES];
+    uint32_t req_nspare;
     worker_salv_t *req_failed;
     size_t req_nfailed, req_capfailed;
     _Atomic uint64_t stale; /* packets of an older generation dropped */

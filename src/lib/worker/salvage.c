@@ -25,8 +25,12 @@
 
 int comm_request_record(inagg_comm_t *c, worker_call_t *call, uint64_t *seq)
 {
-    worker_oprec_t *r = c->req_spare;
-    c->req_spare = NULL;
+    worker_oprec_t *r = NULL;
+    for (uint32_t i = 0; i < c->req_nspare && !r; i++) /* the first spare large enough */
+        if (c->req_spare[i]->cap_words >= call->count || i + 1 == c->req_nspare) {
+            r = c->req_spare[i];
+            c->req_spare[i] = c->req_spare[--c->req_nspare];
+        }
     if (!r && !(r = calloc(1, sizeof(*r))))
         return -ENOMEM;
     size_t elems = c->opts.packet_elems;
@@ -41,13 +45,14 @@ int comm_request_record(inagg_comm_t *c, worker_call_t *call, uint64_t *seq)
     return 0;
 }
 
-/* A record no longer needed: kept as the spare (its buffers reused), or freed. */
+/* A record no longer needed: kept as a spare (its buffers reused by a later request: as many
+ * as were in flight at once, up to COMM_REQ_SPARES), or freed. */
 static void release(inagg_comm_t *c, worker_oprec_t *r)
 {
     if (!r)
         return;
-    if (!c->req_spare) {
-        c->req_spare = r;
+    if (c->req_nspare < COMM_REQ_SPARES) {
+        c->req_spare[c->req_nspare++] = r;
         return;
     }
     comm_oprec_free(r);
@@ -95,11 +100,11 @@ void comm_requests_free(inagg_comm_t *c)
     c->req_capfailed = 0;
     release(c, c->req_last);
     c->req_last = NULL;
-    if (c->req_spare) {
-        comm_oprec_free(c->req_spare);
-        free(c->req_spare);
-        c->req_spare = NULL;
+    for (uint32_t i = 0; i < c->req_nspare; i++) {
+        comm_oprec_free(c->req_spare[i]);
+        free(c->req_spare[i]);
     }
+    c->req_nspare = 0;
 }
 
 /* a - b modulo 2^31, as a signed distance */

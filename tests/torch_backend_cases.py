@@ -23,7 +23,8 @@ fallback     on the switch $INAGG_SWITCH, which the caller kills (SIGKILL) once 
              rounds of an int32 and a float32 all_reduce in flight together (async_op), every
              element of every result checked (integer-valued, so exact on any path). In round
              CASE_KILL_AT the last rank waits for the kill before it calls: the other ranks'
-             calls are in flight then, and it is idle. The counters say how the calls went
+             calls are in flight then, and it is idle; its backend must fall back (and finish
+             their calls with them) before it calls again. The counters say how the calls went
              ($CASE_WANT_RETURN=1: the job must be back on the switch at the end)
 torch2       (torch 2.x) what a 2.x program calls, each checked against a Gloo group of the
              same ranks (new_group(backend="gloo")): get_future().then() chained on the
@@ -273,6 +274,13 @@ def case_fallback(rank, world):
                 if os.path.exists(progress + ".killed"):
                     break
                 time.sleep(0.05)
+            # the backend falls back by itself, without a call of this rank: the others are
+            # finishing their calls with it over Gloo meanwhile
+            for _ in range(200):
+                if _backend.backend_stats()["fallback"]["fallbacks"]:
+                    break
+                time.sleep(0.05)
+            assert _backend.backend_stats()["fallback"]["fallbacks"] == 1, "idle: no fall-back"
         wi = dist.all_reduce(xi, async_op=True)
         wf = dist.all_reduce(xf, async_op=True)
         if progress and i + 1 == kill_at and rank == 0:

@@ -5,7 +5,6 @@
  */
 #include "process_group_inagg.hpp"
 
-#include <fcntl.h>
 #include <netdb.h>
 #include <poll.h>
 #include <sched.h>

@@ -469,12 +469,37 @@ inagg_result_t inagg_allreduce_salvage(inagg_comm_t *comm, const void *send, voi
                                        size_t count, inagg_dtype_t dtype, inagg_op_t op,
                                        const inagg_channel_t *ch, inagg_salvage_t *out);
 
+/*
+ * Salvage of requests: the same for the requests of inagg_iallreduce / inagg_iallreduce_ef
+ * (SUM or AVG) that failed because no switch answered. Every rank waits for all its requests
+ * (inagg_wait: each finished, or failed with the lost switch; keep the failed ones' buffers),
+ * then calls inagg_salvage_requests once, at the same point of the channel's call order. The
+ * ranks agree on the requests some rank may hold a result of (they finished at most one
+ * request apart) and recover each chunk by chunk as above; a rank that had finished one of
+ * them hands its kept result on. out->completed: how many of this rank's failed requests, the
+ * first ones in start order, now hold their results (int32 bit-identical to a run without the
+ * fault); the rest still hold their inputs untouched, and the caller runs them over the
+ * channel in order. out->nchunks and chunks_held count this rank's failed requests' chunks.
+ * A communicator that can salvage keeps, for this, each request's result as the switch sent
+ * it (a copy of the size of its buffer while it is in flight, and of the last finished one).
+ * Errors as inagg_allreduce_salvage's; the communicator stays failed: destroy it.
+ */
+inagg_result_t inagg_salvage_requests(inagg_comm_t *comm, const inagg_channel_t *ch,
+                                      inagg_salvage_t *out);
+
 /* The name of counter i of the communicator's transport ("frames_in", ...), or NULL past
  * its last one. */
 const char *inagg_transport_counter_name(const inagg_comm_t *comm, uint32_t i);
 
 /* Static text for a result code. */
 const char *inagg_strerror(inagg_result_t rc);
+
+/* INAGG_OK while the communicator can serve calls, else the result its calls now fail with
+ * (a lost switch: INAGG_ERR_CONNECTION or INAGG_ERR_TIMEOUT), its reason in inagg_last_error.
+ * A caller that sleeps on inagg_comm_event_fd with no request in flight asks this when the fd
+ * turns readable. A switch lost while fail-over may still take the job elsewhere is not a
+ * failure yet: the next call fails over. */
+inagg_result_t inagg_comm_failure(inagg_comm_t *comm);
 
 /* Detail of the last failure on `comm` ("" if none). Valid until the next call on comm. */
 const char *inagg_last_error(const inagg_comm_t *comm);

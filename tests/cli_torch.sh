@@ -3,7 +3,9 @@
 # python/inagg/_backend.py) end to end on loopback: collectives and their counters
 # (tests/torch_backend_cases.py), the codec's bytes on the wire, failures raising within the
 # group's timeout, unmodified DDP under torchrun with the embedded switch against Gloo, the
-# DDP comm hook against Gloo, an elastic restart resuming from a checkpoint, and the README's
+# DDP comm hook against Gloo, an elastic restart resuming from a checkpoint, a job whose
+# external switch is killed (SIGKILL) mid-run finishing on Gloo and, when it is restarted,
+# returning to it (CLI_TORCH_ONLY=fallback runs these two alone), and the README's
 # venv install and torch command run as written (the package's own switch, no second
 # compile of the backend). Skips with the reason when torch, libtorch-dev or ninja are
 # missing. Every command runs under `timeout`. Ends "N passed, N failed, N skipped".
@@ -20,7 +22,8 @@ bad()  { echo "FAIL    $1: $2"; fail=$((fail + 1)); }
 skp()  { echo "skip    $1: $2"; skip=$((skip + 1)); }
 tmp=$(mktemp -d)
 swpid=""
-trap '[ -n "$swpid" ] && kill $swpid 2>/dev/null; rm -rf "$tmp"' EXIT
+trap '[ -n "$swpid" ] && kill $swpid 2>/dev/null; [ -n "$fbpid" ] && { kill -9 $fbpid; wait $fbpid; } 2>/dev/null; rm -rf "$tmp"' EXIT
+fbpid=""
 PY=${INAGG_TORCH_PYTHON:-/usr/bin/python3}
 [ -x "$PY" ] || { echo "cli_torch.sh: INAGG_TORCH_PYTHON=$PY is not an executable (tools/setup --torch2 makes build/venv-torch2)" >&2; exit 2; }
 TORCHRUN=("$PY" -m torch.distributed.run --redirects 2 --tee 2)
@@ -69,6 +72,108 @@ t=backend_builds
 out=$(timeout 600 "$PY" -c "import inagg.torch, inagg._torch_ext as e; e.load(); print('built')" 2>&1); rc=$?
 if [ $rc -eq 0 ] && [ "$(echo "$out" | tail -n1)" = built ]; then ok $t
 else bad $t "rc $rc: $(echo "$out" | grep -E 'error|Error' | head -n 5)"; fi
+
+# A job outlives its switch without another switch: 2 ranks on an external `inagg switch`
+# (the library's fail-over off), 300 rounds of an int32 and a float32 all_reduce in flight
+# together, every element checked in the ranks (torch_backend_cases.py fallback), the switch
+# killed with SIGKILL in round 50, while rank 0's calls are in flight and rank 1 is idle:
+#   - never restarted: the calls in flight are finished over Gloo, every later one runs there,
+#     each rank logs one fall-back line, rank 0 sums up 1 fall-back and 0 returns;
+#   - restarted on the same port 0.5 s later: the same, then every rank returns to the switch
+#     (INAGG_TORCH_RETRY_MS=200) at the same call, logs one return line, the restarted switch
+#     admits the job's "-r1", and the later calls go through it (the counters show it).
+# fb_switch LISTEN LOG: the switch itself in the background (its pid in fbpid, for SIGKILL)
+fb_switch() {
+    exec 3>"$tmp/fbready"
+    INAGG_LOG=info ./build/inagg switch --listen "$1" --ready-fd 3 >/dev/null 2>"$2" &
+    fbpid=$!
+    exec 3>&-
+    for _ in $(seq 100); do [ -s "$tmp/fbready" ] && break; sleep 0.05; done
+}
+# fb_job NAME RESTART: the job, its output in $tmp/NAME
+fb_job() {
+    local name=$1 restart=$2 port job
+    rm -f "$tmp/fbready" "$tmp/$name.progress"
+    fb_switch 127.0.0.1:0 "$tmp/$name.sw1"
+    port=$(head -n1 "$tmp/fbready" 2>/dev/null)
+    [ -n "$port" ] || { echo "the switch did not start: $(cat "$tmp/$name.sw1")" >"$tmp/$name"; return 1; }
+    INAGG_SWITCH=127.0.0.1:$port INAGG_FAILOVER=0 INAGG_TORCH_RETRY_MS=200 CASE_OPS=300 \
+        CASE_KILL_AT=50 CASE_PROGRESS="$tmp/$name.progress" CASE_WANT_RETURN=$restart \
+        CASE_WATCHDOG_S=100 timeout 120 "$PY" $CASES fallback 2 tcp 20 >"$tmp/$name" 2>&1 &
+    job=$!
+    for _ in $(seq 1200); do [ -s "$tmp/$name.progress" ] && break; sleep 0.05; done
+    kill -9 "$fbpid" 2>/dev/null
+    wait "$fbpid" 2>/dev/null
+    fbpid=""
+    : >"$tmp/$name.progress.killed"
+    if [ "$restart" = 1 ]; then
+        sleep 0.5
+        rm -f "$tmp/fbready"
+        fb_switch "127.0.0.1:$port" "$tmp/$name.sw2"
+    fi
+    wait $job
+    local rc=$?
+    [ -n "$fbpid" ] && { kill "$fbpid"; wait "$fbpid"; } 2>/dev/null
+    fbpid=""
+    return $rc
+}
+fb_lines() { grep -c "$2" "$1"; }
+fallback_tests() {
+    local t rc j
+    t=switch_killed_job_finishes_on_gloo
+    fb_job fbkilled 0; rc=$?
+    j=$(lastjson "$tmp/fbkilled")
+    if [ $rc -eq 0 ] && [ "$(echo "$j" | jget '["checked"]' 2>/dev/null)" = 600 ] &&
+       [ "$(echo "$j" | jget '["fallback"]["fallbacks"]')" = 1 ] &&
+       [ "$(echo "$j" | jget '["switch"] + d["fallback"]["all_reduce_on_gloo"] + d["fallback"]["salvaged"]')" = 600 ] &&
+       [ "$(fb_lines "$tmp/fbkilled" '^inagg-torch: rank [01]: fall-back to Gloo: job .* lost the switch 127.0.0.1:')" = 2 ] &&
+       [ "$(fb_lines "$tmp/fbkilled" '^inagg-torch: rank 0: fall-back to Gloo: .*; 2 all_reduce in flight')" = 1 ] &&
+       [ "$(fb_lines "$tmp/fbkilled" '^inagg-torch: rank 1: fall-back to Gloo: .*; 0 all_reduce in flight')" = 1 ] &&
+       [ "$(fb_lines "$tmp/fbkilled" 'return to the switch')" = 0 ] &&
+       grep -q '^inagg-torch: 1 fall-backs to Gloo, 0 returns to the switch' "$tmp/fbkilled"; then
+        ok "$t (600 results checked; $(echo "$j" | jget '["switch"]') through the switch, $(echo "$j" | jget '["fallback"]["salvaged"]') salvaged, $(echo "$j" | jget '["fallback"]["all_reduce_on_gloo"]') on Gloo; $(grep -m1 'fall-back to Gloo' "$tmp/fbkilled" | sed 's/.*); //'))"
+    else bad $t "rc $rc: $(grep -v -e Warning -e CUDA "$tmp/fbkilled" | tail -n 8)"; fi
+
+    t=switch_restarted_job_returns_to_it
+    fb_job fbback 1; rc=$?
+    j=$(lastjson "$tmp/fbback")
+    if [ $rc -eq 0 ] && [ "$(echo "$j" | jget '["checked"]' 2>/dev/null)" = 600 ] &&
+       [ "$(echo "$j" | jget '["fallback"]["returns"]')" = 1 ] &&
+       [ "$(echo "$j" | jget '["switch"] > 2 * 49 + d["fallback"]["all_reduce_on_gloo"]')" = True ] &&
+       [ "$(fb_lines "$tmp/fbback" '^inagg-torch: rank [01]: fall-back to Gloo')" = 2 ] &&
+       [ "$(fb_lines "$tmp/fbback" '^inagg-torch: rank [01]: return to the switch .*-r1 after')" = 2 ] &&
+       grep -q '^inagg-torch: 1 fall-backs to Gloo, 1 returns to the switch' "$tmp/fbback" &&
+       grep -q -- '-r1' "$tmp/fbback.sw2"; then
+        ok "$t ($(grep '^inagg-torch: 1 fall-backs' "$tmp/fbback"); $(echo "$j" | jget '["switch"]') all_reduce through the switch)"
+    else bad $t "rc $rc: $(grep -v -e Warning -e CUDA "$tmp/fbback" | tail -n 8); switch: $(tail -n 3 "$tmp/fbback.sw2" 2>/dev/null)"; fi
+}
+# A dead rank, a silent one, and a dead switch with the fall-back off: every surviving rank
+# raises within the group's timeout
+failures_test() {
+    local t res how fo rc j
+    t=failures_raise_within_timeout
+    res=""
+    for how in killed stalled switch; do
+        # the switch case without fail-over (INAGG_FAILOVER=0: with it, the ranks wait for the
+        # switch to come back, tests/cli_failover.sh) and without the fall-back to Gloo
+        # (INAGG_TORCH_FALLBACK=0): the error names the lost switch
+        fo=1; [ $how = switch ] && fo=0
+        INAGG_FAILOVER=$fo INAGG_TORCH_FALLBACK=$fo timeout 120 "$PY" $CASES $how 3 tcp 4 >"$tmp/fail" 2>&1; rc=$?
+        j=$(lastjson "$tmp/fail")
+        if [ $rc -ne 0 ] || [ -z "$j" ]; then res="$res FAIL($how: rc $rc $(grep -v CUDA "$tmp/fail" | tail -n 3))"
+        elif [ $how = switch ] && ! echo "$j" | jget '["error"]' | grep 'through switch 127.0.0.1:[0-9]* .*connection to the switch lost' >/dev/null; then
+            res="$res FAIL(switch: the error does not name the lost switch: $(echo "$j" | jget '["error"]'))"
+        else res="$res $how $(echo "$j" | jget '["raised_after_s"]') s"; fi
+    done
+    case "$res" in *FAIL*) bad $t "$res" ;; *) ok "$t (timeout 4 s, every surviving rank raised:$res)" ;; esac
+}
+if [ "${CLI_TORCH_ONLY:-}" = fallback ]; then
+    fallback_tests
+    failures_test
+    echo "$pass passed, $fail failed, $skip skipped"
+    [ $fail -eq 0 ]
+    exit
+fi
 
 # Torch 1.x guards a compile with a FileBaton: a file created with O_EXCL, which a killed
 # compile leaves in the cache directory and torch then waits for forever. The next import must
@@ -202,18 +307,8 @@ for spec in "INAGG_COMPRESS fp16 0.002 0.55 0" "CASE_PG_COMPRESS zfp:rate=16 0.0
 done
 case "$res" in *FAIL*) bad $t "$res" ;; *) ok "$t:$res" ;; esac
 
-t=failures_raise_within_timeout
-res=""
-for how in killed stalled switch; do
-    # the switch case without fail-over (INAGG_FAILOVER=0): with it, the ranks wait for the
-    # switch to come back (tests/cli_failover.sh)
-    fo=1; [ $how = switch ] && fo=0
-    INAGG_FAILOVER=$fo timeout 120 "$PY" $CASES $how 3 tcp 4 >"$tmp/fail" 2>&1; rc=$?
-    j=$(lastjson "$tmp/fail")
-    if [ $rc -ne 0 ] || [ -z "$j" ]; then res="$res FAIL($how: rc $rc $(grep -v CUDA "$tmp/fail" | tail -n 3))"
-    else res="$res $how $(echo "$j" | jget '["raised_after_s"]') s"; fi
-done
-case "$res" in *FAIL*) bad $t "$res" ;; *) ok "$t (timeout 4 s, every surviving rank raised:$res)" ;; esac
+failures_test
+fallback_tests
 
 # DDP, 4 ranks: unmodified on the inagg backend under torchrun (no switch named: rank 0
 # embeds one), and on Gloo; replicas identical and parameters equal Gloo's within the bound.

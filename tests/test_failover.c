@@ -524,6 +524,136 @@ TEST(failover_salvage_int32_over_a_channel_bit_identical, 120) { salvage_bit_ide
  * must not take the record of an older op for its own. */
 TEST(failover_salvage_of_a_call_that_never_began, 120) { salvage_bit_identical(1); }
 
+/* ---- salvage of requests in flight (inagg_salvage_requests) ---- */
+
+#define SR_WINDOW 3u /* requests a rank keeps in flight */
+
+/* A rank with up to SR_WINDOW in-place requests in flight (as the torch backend keeps DDP's
+ * buckets): when the switch is lost (fail-over off) it waits for every request, salvages the
+ * failed ones over the thread channel, and runs the rest, and every later op, there. */
+static void *sr_rank_main(void *arg)
+{
+    sv_rank_t *s = arg;
+    fo_rank_t *r = &s->fo;
+    tchan_end_t end = {.t = s->chan, .rank = r->rank};
+    inagg_channel_t ch = {.struct_size = sizeof(ch), .allreduce = tchan_allreduce, .ctx = &end};
+    inagg_options_t o = INAGG_OPTIONS_INIT;
+    o.packet_elems = 32;
+    o.slots = 8;
+    o.threads = 2;
+    o.timeout_ms = 5000;
+    inagg_comm_t *c = NULL;
+    r->rc =
+        inagg_comm_create(&c, r->addr, r->job, r->rank, FO_WORLD, &o, r->error, sizeof(r->error));
+    inagg_request_t *req[FO_OPS] = {0};
+    uint32_t started = 0, waited = 0, failed_from = FO_OPS;
+    s->salvaged = -1;
+    for (uint32_t op = 0; op < FO_OPS; op++) {
+        r->out[op] = malloc(FO_COUNT * 4);
+        fill_input(r, op, r->out[op]);
+    }
+    while (r->rc == INAGG_OK && waited < FO_OPS && failed_from == FO_OPS) {
+        for (; started < FO_OPS && started - waited < SR_WINDOW; started++)
+            if (inagg_iallreduce(c, r->out[started], r->out[started], FO_COUNT, INAGG_INT32,
+                                 INAGG_SUM, &req[started]) != INAGG_OK)
+                break; /* the switch is gone: this op and the later ones never started */
+        if (waited == started) {
+            failed_from = waited;
+            break;
+        }
+        if (inagg_wait(req[waited]) != INAGG_OK)
+            failed_from = waited;
+        waited++;
+        if (r->rank == 0 && r->ops_done)
+            atomic_store(r->ops_done, (int)waited);
+    }
+    for (; waited < started; waited++) /* every request ends before the salvage */
+        inagg_wait(req[waited]);
+    uint32_t next = failed_from;
+    if (r->rc == INAGG_OK && failed_from < FO_OPS) {
+        inagg_result_t why = inagg_comm_failure(c); /* what a caller sees before it salvages */
+        if (why != INAGG_ERR_CONNECTION && why != INAGG_ERR_TIMEOUT)
+            r->rc = why == INAGG_OK ? INAGG_ERR_INVALID : why;
+        if (r->rc != INAGG_OK)
+            snprintf(r->error, sizeof(r->error), "inagg_comm_failure: %s", inagg_strerror(why));
+        s->sv.struct_size = sizeof(s->sv);
+        if (r->rc == INAGG_OK)
+            r->rc = inagg_salvage_requests(c, &ch, &s->sv);
+        if (r->rc != INAGG_OK && !r->error[0])
+            snprintf(r->error, sizeof(r->error), "salvage: %s", inagg_last_error(c));
+        s->salvaged = (int)failed_from;
+        next = failed_from + s->sv.completed;
+    }
+    for (; next < FO_OPS && r->rc == INAGG_OK; next++) /* their buffers hold their inputs */
+        if (tchan_allreduce(&end, r->out[next], r->out[next], FO_COUNT, INAGG_INT32, INAGG_SUM))
+            r->rc = INAGG_ERR_CONNECTION;
+    if (c)
+        inagg_comm_destroy(c);
+    return NULL;
+}
+
+/* With INAGG_FAILOVER=0 and requests in flight, the switch (dropping a fifth of its results)
+ * is stopped once rank 0 finished two ops: every result of every op is bit-identical to a
+ * fault-free run's, with chunks both handed on and reduced again over the seeds tried, and
+ * some rank holding results of more than one request when it failed. */
+TEST(failover_salvage_requests_in_flight_bit_identical, 120)
+{
+    inagg_switch_t *clean_sw = fo_switch(NULL);
+    char clean[64];
+    snprintf(clean, sizeof(clean), "127.0.0.1:%u", switch_port(clean_sw));
+    fo_rank_t ref[FO_WORLD];
+    fo_run(ref, clean, "sr-reference", 0, NULL, 0);
+    switch_stop(clean_sw);
+    setenv("INAGG_FAILOVER", "0", 1);
+    uint64_t delivered = 0, reduced = 0, completed = 0;
+    for (int seed = 1; seed <= 16 && (seed <= 3 || !delivered || !reduced || !completed); seed++) {
+        char spec[64], addr[64], job[32];
+        snprintf(spec, sizeof(spec), "drop=0.2,seed=%d", seed);
+        inagg_switch_t *sw = fo_switch(spec);
+        snprintf(addr, sizeof(addr), "127.0.0.1:%u", switch_port(sw));
+        snprintf(job, sizeof(job), "sr-%d", seed);
+        _Atomic int ops_done = 0;
+        tchan_t chan = {0};
+        pthread_barrier_init(&chan.bar, NULL, FO_WORLD);
+        sv_rank_t rk[FO_WORLD];
+        pthread_t t[FO_WORLD], ts;
+        for (uint32_t r = 0; r < FO_WORLD; r++) {
+            rk[r] = (sv_rank_t){.fo = {.addr = addr, .job = job, .rank = r, .ops_done = &ops_done},
+                                .chan = &chan};
+            CHECK(pthread_create(&t[r], NULL, sr_rank_main, &rk[r]) == 0);
+        }
+        stopper_t st = {.sw = sw, .ops_done = &ops_done, .after_ops = 2};
+        CHECK(pthread_create(&ts, NULL, stopper_main, &st) == 0);
+        for (uint32_t r = 0; r < FO_WORLD; r++)
+            pthread_join(t[r], NULL);
+        pthread_join(ts, NULL);
+        pthread_barrier_destroy(&chan.bar);
+        for (uint32_t r = 0; r < FO_WORLD; r++) {
+            CHECK_MSG(rk[r].fo.rc == INAGG_OK, "seed %d rank %u: %s", seed, r, rk[r].fo.error);
+            CHECK_MSG(rk[r].salvaged >= 0, "seed %d rank %u: no salvage", seed, r);
+            for (uint32_t op = 0; op < FO_OPS; op++)
+                CHECK_MSG(memcmp(rk[r].fo.out[op], ref[0].out[op], FO_COUNT * 4) == 0,
+                          "seed %d rank %u op %u differs from the fault-free run", seed, r, op);
+            delivered += rk[r].sv.chunks_delivered;
+            reduced += rk[r].sv.chunks_reduced;
+            completed += rk[r].sv.completed > 1;
+        }
+        printf("    seed %d: rank 0 failed from op %d: held %llu of %llu chunks, %u requests "
+               "completed; handed on %llu, reduced again %llu\n",
+               seed, rk[0].salvaged, (unsigned long long)rk[0].sv.chunks_held,
+               (unsigned long long)rk[0].sv.nchunks, rk[0].sv.completed,
+               (unsigned long long)rk[0].sv.chunks_delivered,
+               (unsigned long long)rk[0].sv.chunks_reduced);
+        for (uint32_t r = 0; r < FO_WORLD; r++)
+            for (uint32_t op = 0; op < FO_OPS; op++)
+                free(rk[r].fo.out[op]);
+    }
+    unsetenv("INAGG_FAILOVER");
+    CHECK_MSG(delivered > 0 && reduced > 0, "handed on %llu, reduced %llu: a path untried",
+              (unsigned long long)delivered, (unsigned long long)reduced);
+    fo_free(ref);
+}
+
 /* ---- the switch's side: generations of one job ---- */
 
 /* One JOIN of job "gen" (world 1) under generation gen: join_client_run's result, the

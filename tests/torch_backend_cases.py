@@ -16,7 +16,16 @@ compressed   with $INAGG_COMPRESS (or $CASE_PG_COMPRESS: pg_options=Options(comp
 killed       the last rank exits after init; every other rank's all_reduce raises a
              RuntimeError within the process group's timeout (TIMEOUT_S)
 stalled      the same with the last rank alive but silent
-switch       the same with rank 0's embedded switch killed
+switch       the same with rank 0's embedded switch killed (run with INAGG_TORCH_FALLBACK=0:
+             the error names the lost switch)
+fallback     on the switch $INAGG_SWITCH, which the caller kills (SIGKILL) once rank 0 wrote
+             CASE_KILL_AT to $CASE_PROGRESS, then creates $CASE_PROGRESS.killed: $CASE_OPS
+             rounds of an int32 and a float32 all_reduce in flight together (async_op), every
+             element of every result checked (integer-valued, so exact on any path). In round
+             CASE_KILL_AT the last rank waits for the kill before it calls: the other ranks'
+             calls are in flight then, and it is idle; its backend must fall back (and finish
+             their calls with them) before it calls again. The counters say how the calls went
+             ($CASE_WANT_RETURN=1: the job must be back on the switch at the end)
 torch2       (torch 2.x) what a 2.x program calls, each checked against a Gloo group of the
              same ranks (new_group(backend="gloo")): get_future().then() chained on the
              backend's Work, all_reduce_coalesced, DDP with fp16_compress_hook,
@@ -239,6 +248,60 @@ def case_failure(rank, world, timeout_s, how):
     assert took <= timeout_s + 2.5, (took, msg)
     assert "inagg" in msg, msg
     return {"how": how, "raised_after_s": round(took, 2), "error": msg[:240]}
+
+
+def _fallback_input(rank, i, n, dtype):
+    import torch
+    base = torch.arange(n, dtype=torch.int64)
+    return (((base * 7919 + i * 104729 + rank * 31) % 2001) - 1000).to(dtype)
+
+
+def case_fallback(rank, world):
+    import torch
+    import torch.distributed as dist
+    from inagg import _backend
+    ops = int(os.environ.get("CASE_OPS", "300"))
+    kill_at = int(os.environ.get("CASE_KILL_AT", "50"))
+    progress = os.environ.get("CASE_PROGRESS")
+    n = 40000  # elements a tensor: many chunks in flight when the switch dies
+    checked = 0
+    for i in range(ops):
+        xi = _fallback_input(rank, i, n, torch.int32)
+        xf = _fallback_input(rank, i, n, torch.float32)
+        if progress and i + 1 == kill_at and rank == world - 1:
+            # idle until the switch is dead: the others' calls of this round are in flight
+            for _ in range(600):
+                if os.path.exists(progress + ".killed"):
+                    break
+                time.sleep(0.05)
+            # the backend falls back by itself, without a call of this rank: the others are
+            # finishing their calls with it over Gloo meanwhile
+            for _ in range(200):
+                if _backend.backend_stats()["fallback"]["fallbacks"]:
+                    break
+                time.sleep(0.05)
+            assert _backend.backend_stats()["fallback"]["fallbacks"] == 1, "idle: no fall-back"
+        wi = dist.all_reduce(xi, async_op=True)
+        wf = dist.all_reduce(xf, async_op=True)
+        if progress and i + 1 == kill_at and rank == 0:
+            with open(progress, "w") as f:
+                f.write("%d\n" % (i + 1))
+        wi.wait()
+        wf.wait()
+        want = sum(_fallback_input(r, i, n, torch.int64) for r in range(world))
+        assert torch.equal(xi.to(torch.int64), want), (rank, i, "int32")
+        assert torch.equal(xf.to(torch.int64), want), (rank, i, "float32")
+        checked += 2
+        time.sleep(0.01)  # paced: the switch's kill and restart land mid-run
+    st = _backend.backend_stats()
+    fb = st["fallback"]
+    assert fb["fallbacks"] == 1, fb
+    if os.environ.get("CASE_WANT_RETURN") == "1":
+        assert fb["returns"] == 1 and fb["on_switch"], fb
+    else:
+        assert fb["returns"] == 0 and not fb["on_switch"], fb
+    # every rank's results equal the same expected values: the replicas are equal
+    return {"checked": checked, "switch": st["switch"], "fallback": fb}
 
 
 def _train(model, opt, steps, rank, world, hook=None):
@@ -481,12 +544,14 @@ def worker(rank, world, method, timeout_s, case, out):
         res = case_torch2(rank, world)
     elif case == "cuda":
         res = case_cuda(rank, world)
+    elif case == "fallback":
+        res = case_fallback(rank, world)
     else:
         res = case_failure(rank, world, timeout_s, case)
     if rank == 0:
         with open(out, "w") as f:
             json.dump(res, f)
-    if case in ("collectives", "compressed", "torch2", "cuda"):
+    if case in ("collectives", "compressed", "torch2", "cuda", "fallback"):
         import torch.distributed as dist
         held = dist.group.WORLD  # as a DDP model holds its group past destroy
         dist.destroy_process_group()

@@ -32,6 +32,7 @@ import inagg
 from inagg import _torch_ext
 
 _GLOO_PREFIX = "inagg-gloo/"
+_FALLBACK_PREFIX = "inagg-fallback/"  # the fall-back's own Gloo group
 _WORLD_SWITCH = None           # the address the first group of this process used
 _EMBEDDED = []                 # the switch processes this process started
 _GROUPS = weakref.WeakSet()    # live ProcessGroupInagg objects, shut down at exit
@@ -50,10 +51,14 @@ class Options:
     error_feedback  with a lossy compress: keep what the codec dropped of each tensor and send
                 it with that tensor's next all_reduce (one residual per tensor storage: DDP's
                 buckets; default $INAGG_ERROR_FEEDBACK, else off)
+    fallback    when no switch answers, finish the all_reduce calls in flight over Gloo and go
+                on there (default $INAGG_TORCH_FALLBACK, else on; off: the call fails)
+    retry_ms    fallen back, how often the ranks probe the switch to return to it (default
+                $INAGG_TORCH_RETRY_MS, else 5000; 0: never)
     """
 
     def __init__(self, switch=None, compress=None, protocol=None, float_mode=None, slots=0,
-                 threads=0, packet_elems=0, error_feedback=None):
+                 threads=0, packet_elems=0, error_feedback=None, fallback=None, retry_ms=None):
         self.switch = switch
         self.compress = compress
         self.error_feedback = error_feedback
@@ -62,6 +67,8 @@ class Options:
         self.slots = slots
         self.threads = threads
         self.packet_elems = packet_elems
+        self.fallback = fallback
+        self.retry_ms = retry_ms
 
 
 def _switch_binary():
@@ -143,15 +150,30 @@ def _opt(options, name, env, default=None):
     return v
 
 
-def _flag(options, name, env):
-    """An on/off option: the Options field when set, else $env ("1"/"0"), else off."""
+def _flag(options, name, env, default=False):
+    """An on/off option: the Options field when set, else $env ("1"/"0"), else default."""
     v = getattr(options, name, None) if options is not None else None
     if v is None:
         e = os.environ.get(env, "")
         if e not in ("", "0", "1"):
             raise ValueError("inagg: $%s must be 0 or 1, not %r" % (env, e))
-        v = e == "1"
+        v = default if e == "" else e == "1"
     return bool(v)
+
+
+def _millis(options, name, env, default):
+    """A period in ms (>= 0): the Options field when set, else $env, else default."""
+    v = getattr(options, name, None) if options is not None else None
+    if v is None:
+        e = os.environ.get(env, "")
+        if e == "":
+            return default
+        if not e.isdigit():
+            raise ValueError("inagg: $%s must be milliseconds (0 or more), not %r" % (env, e))
+        v = int(e)
+    if int(v) < 0 or int(v) > 2**32 - 1:
+        raise ValueError("inagg: %s must be 0..%d ms, not %r" % (name, 2**32 - 1, v))
+    return int(v)
 
 
 def _create(store, rank, size, timeout, group_id, options):
@@ -170,6 +192,11 @@ def _create(store, rank, size, timeout, group_id, options):
     if attempt:
         store = dist.PrefixStore("inagg-attempt-%s/" % attempt, store)
     gloo = dist.ProcessGroupGloo(dist.PrefixStore(_GLOO_PREFIX, store), rank, size, timeout)
+    fallback = _flag(options, "fallback", "INAGG_TORCH_FALLBACK", default=True)
+    retry_ms = _millis(options, "retry_ms", "INAGG_TORCH_RETRY_MS", 5000)
+    # the fall-back's calls in one order on every rank, whatever is delegated to `gloo`
+    fallback_group = dist.ProcessGroupGloo(dist.PrefixStore(_FALLBACK_PREFIX, store), rank, size,
+                                           timeout) if fallback else gloo
     named = _opt(options, "switch", "INAGG_SWITCH")
     with _LOCK:
         known = named or _WORLD_SWITCH
@@ -191,8 +218,9 @@ def _create(store, rank, size, timeout, group_id, options):
         "slots": int(_opt(options, "slots", "INAGG_SLOTS", 0) or 0),
         "threads": int(_opt(options, "threads", "INAGG_THREADS", 0) or 0),
         "packet_elems": int(_opt(options, "packet_elems", "INAGG_PACKET_ELEMS", 0) or 0),
+        "fallback": fallback, "retry_ms": retry_ms,
     }
-    pg = ext.ProcessGroupInagg(rank, size, gloo, cfg)
+    pg = ext.ProcessGroupInagg(rank, size, gloo, fallback_group, cfg)
     _GROUPS.add(pg)
     return pg
 
@@ -291,7 +319,10 @@ def backend_stats(group=None):
     """How the calls of an inagg process group went: {"switch": n all_reduce through the
     switch, "gloo": n calls passed to Gloo, "gloo_by_op": {name: n}, "switch_address",
     "job", "wire": libinagg's packet and byte counters, "error_feedback": {"tensors": with a
-    residual, "untracked": calls sent without one}}."""
+    residual, "untracked": calls sent without one}, "fallback": {"enabled", "on_switch": false
+    while fallen back to Gloo, "fallbacks", "returns", "all_reduce_on_gloo": calls run over
+    Gloo while fallen back, "salvaged": calls in flight finished by the salvage,
+    "chunks_handed_on", "chunks_reduced", "stall_ms_total", "last_cause"}}."""
     group = group if group is not None else dist.group.WORLD
     if group is None:
         raise RuntimeError("inagg: no process group (call init_process_group first)")
@@ -301,7 +332,8 @@ def backend_stats(group=None):
     by_op = dict(pg.delegated_calls())
     return {"switch": pg.switch_calls(), "gloo": sum(by_op.values()), "gloo_by_op": by_op,
             "switch_address": pg.switch_address, "job": pg.job, "wire": pg.wire_stats(),
-            "error_feedback": dict(zip(("tensors", "untracked"), pg.error_feedback()))}
+            "error_feedback": dict(zip(("tensors", "untracked"), pg.error_feedback())),
+            "fallback": dict(pg.fallback_stats())}
 
 
 def _at_exit():

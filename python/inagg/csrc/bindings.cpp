@@ -33,6 +33,8 @@ SwitchConfig configFrom(const py::dict& d)
   c.threads = get<uint32_t>(d, "threads", 0);
   c.packet_elems = get<uint32_t>(d, "packet_elems", 0);
   c.timeout_ms = get<uint32_t>(d, "timeout_ms", c.timeout_ms);
+  c.fallback = get<bool>(d, "fallback", c.fallback);
+  c.retry_ms = get<uint32_t>(d, "retry_ms", c.retry_ms);
   TORCH_CHECK(!c.address.empty(), "inagg: no switch address");
   TORCH_CHECK(!c.job.empty(), "inagg: no job name");
   return c;
@@ -51,12 +53,14 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m)
   py::class_<ProcessGroupInagg, c10::intrusive_ptr<ProcessGroupInagg>>(m, "ProcessGroupInagg",
                                                                       base)
       .def(py::init([](int rank, int size, c10::intrusive_ptr<BaseGroup> gloo,
-                       const py::dict& cfg) {
+                       c10::intrusive_ptr<BaseGroup> fallback, const py::dict& cfg) {
              SwitchConfig c = configFrom(cfg);
              py::gil_scoped_release nogil; /* joining waits for every rank */
-             return c10::make_intrusive<ProcessGroupInagg>(rank, size, std::move(gloo), c);
+             return c10::make_intrusive<ProcessGroupInagg>(rank, size, std::move(gloo),
+                                                           std::move(fallback), c);
            }),
-           py::arg("rank"), py::arg("size"), py::arg("gloo"), py::arg("config"))
+           py::arg("rank"), py::arg("size"), py::arg("gloo"), py::arg("fallback"),
+           py::arg("config"))
       .def("shutdown", &ProcessGroupInagg::shutdown, py::call_guard<py::gil_scoped_release>(),
            "leave the switch job (inagg_comm_destroy); later all_reduce calls go to Gloo")
       .def("switch_calls", &ProcessGroupInagg::switchCalls)
@@ -66,6 +70,21 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m)
       .def("gloo", &ProcessGroupInagg::gloo)
       .def_property_readonly("switch_address", &ProcessGroupInagg::address)
       .def_property_readonly("job", &ProcessGroupInagg::job)
+      .def("fallback_stats", [](ProcessGroupInagg& pg) {
+        inagg_torch::FallbackStats f = pg.fallbackStats();
+        py::dict d;
+        d["enabled"] = f.enabled;
+        d["on_switch"] = f.on_switch;
+        d["fallbacks"] = f.fallbacks;
+        d["returns"] = f.returns;
+        d["all_reduce_on_gloo"] = f.gloo_calls;
+        d["salvaged"] = f.salvaged;
+        d["chunks_handed_on"] = f.chunks_handed_on;
+        d["chunks_reduced"] = f.chunks_reduced;
+        d["stall_ms_total"] = f.stall_ms_total;
+        d["last_cause"] = f.last_cause;
+        return d;
+      })
       .def("wire_stats", [](ProcessGroupInagg& pg) {
         inagg_stats_t s = pg.wireStats();
         py::dict d;

@@ -20,6 +20,16 @@
  * one holds comm_mu_ starts its request itself, and one that waits for its Work
  * (Work::wait, a synchronous all_reduce) steps and polls itself until it is done: no hand-off
  * to another thread on the way in or out.
+ *
+ * Fall-back (SwitchConfig.fallback, $INAGG_TORCH_FALLBACK, default on): when no switch answers
+ * (the library's fail-over off or spent), the ranks finish the all_reduce calls in flight over
+ * a Gloo group of their own (inagg_salvage_requests: a chunk some rank holds is handed on, the
+ * others reduced again from the inputs), log one line each, leave the job, and run later
+ * all_reduce calls over that group. Every retry_ms ($INAGG_TORCH_RETRY_MS, default 5000; 0:
+ * never) they agree at the start of a call to probe the switch, and when it answers on every
+ * rank they join a new job ("<job>-rN") and return to it at that call on every rank. The group
+ * is the fall-back's alone, so its calls keep one order on every rank whatever else is
+ * delegated to Gloo meanwhile.
  */
 #pragma once
 
@@ -66,12 +76,27 @@ struct SwitchConfig {
   uint32_t threads = 0;
   uint32_t packet_elems = 0;
   uint32_t timeout_ms = 30000;
+  bool fallback = true;           /* a lost switch's all_reduce goes on over Gloo */
+  uint32_t retry_ms = 5000;       /* fallen back: probe the switch this often (0: never) */
+};
+
+/* What the fall-back did (backend_stats()["fallback"]). */
+struct FallbackStats {
+  bool enabled = false;
+  bool on_switch = true;          /* false while fallen back */
+  uint64_t fallbacks = 0, returns = 0;
+  uint64_t gloo_calls = 0;        /* all_reduce run over Gloo while fallen back */
+  uint64_t salvaged = 0;          /* all_reduce in flight finished by a salvage */
+  uint64_t chunks_handed_on = 0, chunks_reduced = 0;
+  uint64_t stall_ms_total = 0;
+  std::string last_cause;
 };
 
 class ProcessGroupInagg : public BaseGroup {
  public:
+  /* fallback: the Gloo group of the fall-back (used only with cfg.fallback) */
   ProcessGroupInagg(int rank, int size, c10::intrusive_ptr<BaseGroup> gloo,
-                    const SwitchConfig& cfg);
+                    c10::intrusive_ptr<BaseGroup> fallback, const SwitchConfig& cfg);
   ~ProcessGroupInagg() override;
 
   const std::string getBackendName() const override { return "inagg"; }
@@ -89,6 +114,7 @@ class ProcessGroupInagg : public BaseGroup {
   bool lossyCodec() const { return lossy_; }
   /* libinagg's counters of the communicator (bytes on the wire etc.), zeros after shutdown */
   inagg_stats_t wireStats();
+  FallbackStats fallbackStats();
   c10::intrusive_ptr<BaseGroup> gloo() const { return gloo_; }
 
   c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
@@ -162,6 +188,26 @@ class ProcessGroupInagg : public BaseGroup {
 #endif
   };
 
+  /* The fall-back (see the top of the file); comm_mu_ held in each. */
+  static bool switchLost(inagg_result_t rc);
+  /* Finish every request in flight after a loss: finished ones as usual, failed ones into
+   * lost (in order). */
+  void drainLost(std::deque<Op>& lost);
+  /* The switch was lost (rc; t0 when seen): salvage lost, leave the job, then run the rest of
+   * lost and `unstarted` as fallen-back calls. */
+  void fallBack(std::deque<Op>& lost, std::deque<Op>& unstarted, inagg_result_t rc,
+                uint64_t t0_ns);
+  void failOps(std::deque<Op>& ops, std::exception_ptr error);
+  /* One call while fallen back: the agreement to probe, then the switch (true: started, in
+   * running_) or Gloo. */
+  bool runFallen(Op& op);
+  bool tryReturn();
+  /* buf summed (AVG: averaged) over fallback_; throws what Gloo throws */
+  void glooAllreduce(void* buf, size_t count, inagg_dtype_t dtype, inagg_op_t op);
+  static int glooChannel(void* ctx, const void* send, void* recv, size_t count,
+                         inagg_dtype_t dtype, inagg_op_t op);
+  bool joinSwitch(const std::string& job, std::string* why); /* comm_ and comm_fd_ */
+
   /* Why the switch cannot serve this call ("" if it can). */
   std::string switchRefusal(const std::vector<at::Tensor>& tensors,
                             const c10d::AllreduceOptions& opts) const;
@@ -172,7 +218,7 @@ class ProcessGroupInagg : public BaseGroup {
   /* A waiting caller: step and poll until work completed, or `timeout` (kNoTimeout: none)
    * passed and Work::wait's own timeout takes over. */
   void drive(InaggWork* work, std::chrono::milliseconds timeout);
-  bool startOp(Op& op);       /* progress thread: inagg_iallreduce (or the blocking call) */
+  inagg_result_t startOp(Op& op); /* inagg_iallreduce_ef; op.req set when INAGG_OK */
   void finishOp(Op& op, inagg_result_t rc);
   void copyBack(Op& op); /* the result from `wire` into the caller's tensor */
   void completeWork(const c10::intrusive_ptr<InaggWork>& work, std::exception_ptr error);
@@ -192,6 +238,12 @@ class ProcessGroupInagg : public BaseGroup {
   uint64_t untracked_residuals_ = 0; /* calls past kMaxResiduals, sent without feedback */
   bool p4sgd_ = false;
   inagg_comm_t* comm_ = nullptr;
+  inagg_options_t opts_; /* the job's options (a return joins with them) */
+  c10::intrusive_ptr<BaseGroup> fallback_;
+  std::atomic<bool> fallen_{false}; /* comm_ is NULL: all_reduce runs over fallback_ */
+  std::atomic<bool> joined_{true};  /* false once shut down */
+  uint64_t fell_ns_ = 0, next_probe_ns_ = 0;
+  FallbackStats fb_; /* under count_mu_ */
 
   int comm_fd_ = -1; /* inagg_comm_event_fd: readable on a completion (the library's) */
   std::mutex comm_mu_; /* held by whoever calls the library; guards running_ */

@@ -43,6 +43,7 @@ static void comm_free(inagg_comm_t *c)
         close(signal_fd);
     comm_close_control(c);
     comm_failover_free(c);
+    comm_requests_free(c);
     pthread_cond_destroy(&c->cv);
     pthread_mutex_destroy(&c->mu);
     explicit_bzero(c->dp_keys, sizeof(c->dp_keys));
@@ -444,12 +445,20 @@ static inagg_result_t start_call(inagg_comm_t *comm, const worker_call_t *call, 
     char detail[COMM_DETAIL_MAX] = "";
     if (comm_failover_pending(comm, detail, sizeof(detail)) < 0) /* lost between calls */
         return comm_settle(comm, -ECANCELED, detail);
-    int err = (small ? comm->proto->start_small : comm->proto->start)(comm->ps, comm, call, req,
-                                                                      detail, sizeof(detail));
+    worker_call_t rec_call = *call; /* with its record where a salvage can finish it */
+    uint64_t seq = 0;
+    if (comm->salvage_on && !small && comm_request_record(comm, &rec_call, &seq) != 0)
+        return comm_set_error(comm, INAGG_ERR_NOMEM, "out of memory for the request's record");
+    int err = (small ? comm->proto->start_small : comm->proto->start)(comm->ps, comm, &rec_call,
+                                                                      req, detail, sizeof(detail));
     if (err == 0 || err == -EOVERFLOW || err == -EDOM) {
         pthread_mutex_lock(&comm->mu);
         comm->async_out++; /* a fail-over recovers no request in flight */
         pthread_mutex_unlock(&comm->mu);
+        (*req)->salv = (worker_salv_t){.call = rec_call, .seq = seq};
+    } else if (rec_call.rec) { /* not started: its number and record are the next one's */
+        comm->req_started--;
+        comm_request_ended(comm, &rec_call, seq, -1);
     }
     if (err == -ENOMEM) /* no request: nothing started, the communicator is intact */
         return comm_set_error(comm, INAGG_ERR_NOMEM, "%s", detail);
@@ -530,7 +539,10 @@ inagg_result_t inagg_wait(inagg_request_t *req)
         return INAGG_ERR_INVALID;
     inagg_comm_t *c = req->comm;
     char detail[COMM_DETAIL_MAX] = "";
+    worker_salv_t salv = req->salv; /* the request is freed by the wait */
     int err = c->proto->wait(c->ps, req, detail, sizeof(detail));
+    if (salv.call.rec)
+        comm_request_ended(c, &salv.call, salv.seq, err == 0 || err == -EOVERFLOW || err == -EDOM);
     pthread_mutex_lock(&c->mu);
     if (c->async_out)
         c->async_out--;

@@ -21,8 +21,10 @@
 #include "lib/wire/ctlmsg.h"
 #include "lib/worker/endpoints.h"
 #include "lib/worker/proto.h"
+#include "lib/worker/recovery.h"
 
 #define COMM_DETAIL_MAX 512
+#define COMM_REQ_SPARES 8 /* request records kept for reuse */
 
 struct inagg_comm {
     uint32_t rank, world;
@@ -84,6 +86,13 @@ struct inagg_comm {
     uint32_t async_out; /* under mu: requests of inagg_iallreduce* not waited for yet */
     uint32_t eff_world; /* the ranks a result sums (worker_params_t.world) */
     worker_oprec_t rec[2]; /* op k's record in rec[k % 2]: the one in progress and the last */
+    /* Requests (salvage.c; the caller's thread only): numbered as started, the records of the
+     * last finished one and of the failed ones not yet salvaged, spares to reuse. */
+    uint64_t req_started, req_done;
+    worker_oprec_t *req_last, *req_spare[COMM_REQ_SPARES];
+    uint32_t req_nspare;
+    worker_salv_t *req_failed;
+    size_t req_nfailed, req_capfailed;
     _Atomic uint64_t stale; /* packets of an older generation dropped */
     uint64_t prev_token; /* the last generation's token (its late packets are stale) */
     uint64_t barriers_seen; /* the most barriers a rank had passed at the last recovery */
@@ -144,6 +153,32 @@ int comm_failover_allreduce(inagg_comm_t *c, worker_call_t *call, char *detail, 
 int comm_failover_pending(inagg_comm_t *c, char *detail, size_t dlen);
 /* Free the records. */
 void comm_failover_free(inagg_comm_t *c);
+/* Room in r for an op of count elements in nchunks chunks, nothing held yet: 0 or -ENOMEM. */
+int comm_oprec_prepare(worker_oprec_t *r, size_t count, size_t nchunks);
+void comm_oprec_free(worker_oprec_t *r);
+/* The engines and the control connection of the lost switch go (their counters are kept). */
+void comm_teardown(inagg_comm_t *c);
+/* Recover one op chunk by chunk (the holders' exchange, hand-on and reduction again, through
+ * c->channel when set): call is this rank's call of it with its record rec, or NULL with
+ * `ahead` when this rank finished it (rec then its kept result). 0 or -errno. */
+int comm_recover_op(inagg_comm_t *c, worker_call_t *call, worker_oprec_t *rec, int ahead,
+                    recovery_counts_t *counts, char *detail, size_t dlen);
+
+/* Whether c may be salvaged now over ch (op: the ops' reduction, INAGG_SUM, or INAGG_AVG
+ * where the caller allows it): 0, or -EINVAL with the reason in detail. */
+int comm_salvage_check(inagg_comm_t *c, const inagg_channel_t *ch, inagg_op_t op, char *detail,
+                       size_t dlen);
+
+/* ---- salvage.c: requests in flight finished over another channel ---- */
+
+/* A request of inagg_iallreduce* starts (salvage_on): its record (call->rec set), the
+ * request's op number in *seq. 0 or -ENOMEM. */
+int comm_request_record(inagg_comm_t *c, worker_call_t *call, uint64_t *seq);
+/* The request of op seq (call as started) ended: its record is kept, as the last finished
+ * op's (ok) or as one a salvage finishes. */
+void comm_request_ended(inagg_comm_t *c, const worker_call_t *call, uint64_t seq, int ok);
+/* Free the requests' records. */
+void comm_requests_free(inagg_comm_t *c);
 /* Create the protocol's state for the job joined (comm.c: start_protocol). */
 int comm_start_protocol(inagg_comm_t *c, const transport_addr_t *sw, const wire_joined_t *j,
                         char *detail, size_t dlen);

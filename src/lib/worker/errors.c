@@ -68,6 +68,11 @@ inagg_result_t comm_failure(inagg_comm_t *c)
     return rc;
 }
 
+inagg_result_t inagg_comm_failure(inagg_comm_t *comm)
+{
+    return comm ? comm_failure(comm) : INAGG_ERR_INVALID;
+}
+
 inagg_result_t comm_result_of_errno(int neg_errno)
 {
     switch (neg_errno) {

@@ -106,7 +106,7 @@ static int is_lost(inagg_comm_t *c)
     return lost;
 }
 
-static void oprec_free(worker_oprec_t *r)
+void comm_oprec_free(worker_oprec_t *r)
 {
     free(r->words);
     free(r->exp);
@@ -116,12 +116,12 @@ static void oprec_free(worker_oprec_t *r)
 
 void comm_failover_free(inagg_comm_t *c)
 {
-    oprec_free(&c->rec[0]);
-    oprec_free(&c->rec[1]);
+    comm_oprec_free(&c->rec[0]);
+    comm_oprec_free(&c->rec[1]);
 }
 
 /* Room in r for an op of count elements in nchunks chunks, nothing held yet. 0 or -ENOMEM. */
-static int oprec_prepare(worker_oprec_t *r, size_t count, size_t nchunks)
+int comm_oprec_prepare(worker_oprec_t *r, size_t count, size_t nchunks)
 {
     if (count > r->cap_words) {
         uint32_t *w = realloc(r->words, count * sizeof(uint32_t));
@@ -244,11 +244,11 @@ static int reduce_again(recovery_t *rv, char *detail, size_t dlen)
         return 0;
     uint32_t *in = calloc(n * elems, 4), *out = calloc(n * elems, 4);
     worker_oprec_t tmp = {0};
-    int rc = in && out ? oprec_prepare(&tmp, n * elems, n) : -ENOMEM;
+    int rc = in && out ? comm_oprec_prepare(&tmp, n * elems, n) : -ENOMEM;
     if (rc != 0) {
         free(in);
         free(out);
-        oprec_free(&tmp);
+        comm_oprec_free(&tmp);
         return set_err(detail, dlen, -ENOMEM, "out of memory for the recovery");
     }
     size_t at = 0;
@@ -285,7 +285,7 @@ static int reduce_again(recovery_t *rv, char *detail, size_t dlen)
         }
     free(in);
     free(out);
-    oprec_free(&tmp);
+    comm_oprec_free(&tmp);
     return rc;
 }
 
@@ -312,15 +312,27 @@ static int recover(inagg_comm_t *c, worker_call_t *call, int *completed, uint64_
     *barriers_max = v.barriers_max; /* mod 2^31, as barriers_passed is compared */
     if (!v.recover)
         return 0; /* nobody holds a result of op_low: a call in it runs again from inputs */
-    recovery_t rv = {.c = c, .call = mine == v.op_low ? call : NULL};
+    worker_oprec_t *rec = &c->rec[mine == v.op_low ? c->ops_done % 2 : (c->ops_done + 1) % 2];
     /* op_low's record: the call's own, or (one op ahead) the kept one of the last op */
-    rv.rec = &c->rec[mine == v.op_low ? c->ops_done % 2 : (c->ops_done + 1) % 2];
-    if (mine != v.op_low) /* finished it: every chunk is held here */
+    rc = comm_recover_op(c, mine == v.op_low ? call : NULL, rec, mine != v.op_low, counts, detail,
+                         dlen);
+    if (rc == 0)
+        *completed = mine == v.op_low && call != NULL;
+    return rc;
+}
+
+int comm_recover_op(inagg_comm_t *c, worker_call_t *call, worker_oprec_t *rec, int ahead,
+                    recovery_counts_t *counts, char *detail, size_t dlen)
+{
+    const uint32_t world = c->world;
+    recovery_t rv = {.c = c, .call = call, .rec = rec};
+    if (ahead) /* finished it: every chunk is held here */
         memset(rv.rec->held, 1, rv.rec->nchunks);
     size_t nch = rv.rec->nchunks, hw = (size_t)RECOVERY_WORDS(world);
     uint32_t *holders = calloc(nch * hw + 1, sizeof(uint32_t));
     rv.action = malloc(nch + 1);
     rv.from = malloc((nch + 1) * sizeof(uint32_t));
+    int rc = 0;
     if (!holders || !rv.action || !rv.from)
         rc = set_err(detail, dlen, -ENOMEM, "out of memory for the recovery");
     for (size_t k = 0; k < nch && rc == 0; k++)
@@ -334,10 +346,8 @@ static int recover(inagg_comm_t *c, worker_call_t *call, int *completed, uint64_
     }
     if (rc == 0)
         rc = reduce_again(&rv, detail, dlen);
-    if (rc == 0) {
+    if (rc == 0)
         *counts = rv.counts;
-        *completed = rv.call != NULL;
-    }
     free(holders);
     free(rv.action);
     free(rv.from);
@@ -345,7 +355,7 @@ static int recover(inagg_comm_t *c, worker_call_t *call, int *completed, uint64_
 }
 
 /* The engines and the control connection of the lost switch go (their counters are kept). */
-static void teardown(inagg_comm_t *c)
+void comm_teardown(inagg_comm_t *c)
 {
     if (c->ps) {
         inagg_stats_t s;
@@ -402,7 +412,7 @@ static int rejoin(inagg_comm_t *c, char *detail, size_t dlen)
                 rc = comm_start_monitor(c);
             if (rc == 0)
                 return 0;
-            teardown(c); /* a local failure: try again */
+            comm_teardown(c); /* a local failure: try again */
         }
         uint64_t now = util_now_ns();
         uint64_t left_ms = now < deadline ? (deadline - now) / 1000000ull : 0;
@@ -451,7 +461,7 @@ static int failover_run(inagg_comm_t *c, worker_call_t *call, int *completed,
     uint32_t tries = c->failover_max * c->endpoints.n;
     char last[COMM_DETAIL_MAX] = "no switch answered";
     for (uint32_t t = 0; t < tries; t++) {
-        teardown(c);
+        comm_teardown(c);
         c->gen++;
         int rc = rejoin(c, last, sizeof(last));
         if (rc != 0) {
@@ -516,7 +526,7 @@ int comm_failover_allreduce(inagg_comm_t *c, worker_call_t *call, char *detail, 
         uint64_t elems = c->opts.packet_elems;
         worker_oprec_t *rec = c->salvage_on ? &c->rec[c->ops_done % 2] : NULL;
         if (rec &&
-            oprec_prepare(rec, call->count, (size_t)((call->count + elems - 1) / elems)) != 0)
+            comm_oprec_prepare(rec, call->count, (size_t)((call->count + elems - 1) / elems)) != 0)
             return set_err(detail, dlen, -ENOMEM, "out of memory for the op's record");
         if (rec)
             rec->op_tag = c->ops_done + 1;
@@ -533,7 +543,7 @@ int comm_failover_allreduce(inagg_comm_t *c, worker_call_t *call, char *detail, 
     uint64_t elems = c->opts.packet_elems;
     worker_oprec_t *rec = &c->rec[c->ops_done % 2];
     for (uint32_t round = 0;; round++) {
-        if (oprec_prepare(rec, call->count, (size_t)((call->count + elems - 1) / elems)) != 0)
+        if (comm_oprec_prepare(rec, call->count, (size_t)((call->count + elems - 1) / elems)) != 0)
             return set_err(detail, dlen, -ENOMEM, "out of memory for the fail-over record");
         rec->op_tag = c->ops_done + 1;
         call->rec = rec;
@@ -583,9 +593,8 @@ inagg_result_t inagg_get_failover_stats(const inagg_comm_t *comm, inagg_failover
     return INAGG_OK;
 }
 
-/* Whether c may be salvaged now: 0, or an INAGG_ERR_INVALID with the reason in detail. */
-static int salvage_check(inagg_comm_t *c, const inagg_channel_t *ch, inagg_op_t op, char *detail,
-                         size_t dlen)
+int comm_salvage_check(inagg_comm_t *c, const inagg_channel_t *ch, inagg_op_t op, char *detail,
+                       size_t dlen)
 {
     if (!ch || ch->struct_size < sizeof(inagg_channel_t) || !ch->allreduce)
         return set_err(detail, dlen, -EINVAL, "salvage needs a channel with its allreduce");
@@ -627,13 +636,13 @@ inagg_result_t inagg_allreduce_salvage(inagg_comm_t *comm, const void *send, voi
     if (!out || asked < offsetof(inagg_salvage_t, chunk_elems))
         return comm_set_error(comm, INAGG_ERR_INVALID, "salvage needs its inagg_salvage_t");
     char detail[COMM_DETAIL_MAX] = "";
-    if (salvage_check(comm, ch, op, detail, sizeof(detail)) != 0)
+    if (comm_salvage_check(comm, ch, op, detail, sizeof(detail)) != 0)
         return comm_set_error(comm, INAGG_ERR_INVALID, "%s", detail);
-    teardown(comm); /* the engines are stopped and joined: the records are settled */
+    comm_teardown(comm); /* the engines are stopped and joined: the records are settled */
     size_t elems = comm->opts.packet_elems, nchunks = (count + elems - 1) / elems;
     worker_oprec_t *rec = &comm->rec[comm->ops_done % 2];
     if (rec->op_tag != comm->ops_done + 1 || rec->count != count) { /* failed before it began */
-        if (oprec_prepare(rec, count, nchunks) != 0)
+        if (comm_oprec_prepare(rec, count, nchunks) != 0)
             return comm_set_error(comm, INAGG_ERR_NOMEM, "out of memory for the salvage");
         rec->op_tag = comm->ops_done + 1;
     }

@@ -133,10 +133,18 @@ typedef struct worker_call {
     worker_oprec_t *rec; /* record each delivered chunk here (fail-over on), or NULL */
 } worker_call_t;
 
+/* A request as a salvage needs it (comm.c, salvage.c): its call (call.rec: its record, NULL
+ * when not recorded) and its op number among the communicator's requests. */
+typedef struct worker_salv {
+    worker_call_t call;
+    uint64_t seq;
+} worker_salv_t;
+
 /* The base of every protocol's request: a protocol allocates its own request type with this
- * as its first member and frees it in wait. */
+ * as its first member (zeroed) and frees it in wait. */
 struct inagg_request {
     inagg_comm_t *comm;
+    worker_salv_t salv; /* set by comm.c once started */
 };
 
 typedef struct worker_proto_ops {

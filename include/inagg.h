@@ -175,6 +175,11 @@ typedef struct inagg_options {
                                  N microseconds of each wait before sleeping;
                                  INAGG_POLL_SLEEP sleeps in the kernel until a packet
                                  comes; INAGG_POLL_BUSY never sleeps (owns a core) */
+    uint32_t no_failover; /* 0 (default): a switchml communicator fails over to its switch
+                                 list when the switch is lost (unless $INAGG_FAILOVER=0);
+                                 1: a lost switch fails its calls at once, for a caller
+                                 that finishes them over a channel of its own on every rank
+                                 alike (inagg_salvage_requests: the torch backend) */
 } inagg_options_t;
 
 #define INAGG_POLL_BUSY 0xffffffffu
@@ -188,7 +193,7 @@ typedef struct inagg_options {
 #define INAGG_OPTIONS_INIT                                                                         \
     {                                                                                              \
         sizeof(inagg_options_t), 16u, 0u, 1u, INAGG_FLOAT_FIXED, INAGG_PROTO_SWITCHML, 2000u,      \
-            1000u, 50000u, 30000u, 0u, NULL, NULL, NULL, 0u, NULL, NULL, NULL, 0u, 0u              \
+            1000u, 50000u, 30000u, 0u, NULL, NULL, NULL, 0u, NULL, NULL, NULL, 0u, 0u, 0u          \
     }
 
 typedef struct inagg_comm inagg_comm_t;

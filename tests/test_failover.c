@@ -76,6 +76,12 @@ TEST(failover_list_refuses_malformed_lists, 10)
         inagg_comm_create(&c, "127.0.0.1:7000;;127.0.0.1:7001", "x", 0, 1, &o, d, sizeof(d)),
         INAGG_ERR_INVALID);
     CHECK_MSG(strstr(d, "empty entry"), "%s", d);
+    o.no_failover = 1; /* a caller that finishes lost calls itself: no list to fail over to */
+    CHECK_EQ_INT(
+        inagg_comm_create(&c, "127.0.0.1:7000;127.0.0.1:7001", "x", 0, 1, &o, d, sizeof(d)),
+        INAGG_ERR_INVALID);
+    CHECK_MSG(strstr(d, "needs fail-over"), "%s", d);
+    o.no_failover = 0;
     o.protocol = INAGG_PROTO_P4SGD; /* p4sgd has no fail-over: a list is refused, said so */
     CHECK_EQ_INT(
         inagg_comm_create(&c, "127.0.0.1:7000;127.0.0.1:7001", "x", 0, 1, &o, d, sizeof(d)),

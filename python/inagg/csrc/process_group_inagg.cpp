@@ -129,6 +129,10 @@ ProcessGroupInagg::ProcessGroupInagg(int rank, int size,
    * residual per tensor instead (inagg_iallreduce_ef); without, the codec's rounding is the
    * documented bound. */
   o.no_error_feedback = 1;
+  /* With the fall-back every rank meets a lost switch the same way, over Gloo: were the
+   * library's own fail-over on, a rank between calls would rejoin the restarted switch and
+   * wait there for ranks that are salvaging over Gloo */
+  o.no_failover = cfg.fallback ? 1 : 0;
   opts_ = o;
   char detail[512] = "";
   inagg_result_t rc = inagg_comm_create(&comm_, cfg.address.c_str(), cfg.job.c_str(),

@@ -71,12 +71,13 @@ int comm_failover_setup(inagg_comm_t *c, char *detail, size_t dlen)
     c->salvage_on = c->proto->protocol == INAGG_PROTO_SWITCHML && c->nshards == 1 &&
                     !c->opt.present && c->codec.mode == CODEC_NONE &&
                     (!tp || strcmp(tp, "udp") == 0);
-    c->failover_on = env_flag(ENV_FAILOVER) && c->failover_max > 0 && c->salvage_on;
+    c->failover_on =
+        !c->opts.no_failover && env_flag(ENV_FAILOVER) && c->failover_max > 0 && c->salvage_on;
     if (c->endpoints.n > 1 && !c->failover_on)
         return set_err(detail, dlen, -EINVAL,
                        "a switch list ('%s;...') needs fail-over, which this communicator "
                        "cannot do: only switchml over udp, without an in-switch optimizer or "
-                       "compression, and not with INAGG_FAILOVER=0",
+                       "compression, and not with INAGG_FAILOVER=0 or options.no_failover",
                        c->endpoints.text[0]);
     c->fo.enabled = (uint32_t)c->failover_on;
     snprintf(c->fo.endpoint, sizeof(c->fo.endpoint), "%s", c->endpoints.text[0]);

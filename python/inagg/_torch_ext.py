@@ -27,7 +27,7 @@ import time
 import inagg
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
-_SOURCES = ["process_group_inagg.cpp", "bindings.cpp"]
+_SOURCES = ["process_group_inagg.cpp", "process_group_fallback.cpp", "bindings.cpp"]
 _MODULE = None
 
 

@@ -81,6 +81,9 @@ struct SwitchConfig {
 };
 
 /* What the fall-back did (backend_stats()["fallback"]). */
+/* The steady clock in nanoseconds (stalls and back-offs). */
+uint64_t nowNs();
+
 struct FallbackStats {
   bool enabled = false;
   bool on_switch = true;          /* false while fallen back */

@@ -62,7 +62,12 @@ TEST(lifecycle_comm_destroy_is_immediate, 60)
     }
     switch_stop(sw);
     printf("    destroy: worst %.2f ms, mean %.2f ms\n", worst_ns / 1e6, total_ns / 50 / 1e6);
-    CHECK_MSG(worst_ns < 20000000ull, "a destroy took %.1f ms (bound 20 ms)", worst_ns / 1e6);
+    /* the old read slice made every destroy wait up to 100 ms (mean about 50): the mean says
+     * whether destroys wait; the worst only has to stay below the slice, as one descheduled
+     * moment on a loaded machine can take 20 ms */
+    CHECK_MSG(total_ns / 50 < 10000000ull, "destroys took %.1f ms on average (bound 10 ms)",
+              total_ns / 50 / 1e6);
+    CHECK_MSG(worst_ns < 80000000ull, "a destroy took %.1f ms (bound 80 ms)", worst_ns / 1e6);
 }
 
 /* ---- a switch that stops drains its jobs ---- */

@@ -83,6 +83,11 @@ run_job() {
         start_switch "127.0.0.1:$port" "$tmp/$name.sw2"
     fi
     wait $job
+    local rc=$?
+    # the restarted switch: stopped here, or the next run's would leave it running
+    [ -n "$swpid" ] && { kill -9 "$swpid"; wait "$swpid"; } 2>/dev/null
+    swpid=""
+    return $rc
 }
 
 summary() { grep -E '^[0-9]+ passed, [0-9]+ failed' "$1" | tail -n1; }

@@ -164,10 +164,11 @@ void comm_teardown(inagg_comm_t *c);
 int comm_recover_op(inagg_comm_t *c, worker_call_t *call, worker_oprec_t *rec, int ahead,
                     recovery_counts_t *counts, char *detail, size_t dlen);
 
-/* Whether c may be salvaged now over ch (op: the ops' reduction, INAGG_SUM, or INAGG_AVG
- * where the caller allows it): 0, or -EINVAL with the reason in detail. */
-int comm_salvage_check(inagg_comm_t *c, const inagg_channel_t *ch, inagg_op_t op, char *detail,
-                       size_t dlen);
+/* Whether c may be salvaged now over ch into out (its struct_size at least up to its
+ * geometry; op: the ops' reduction, INAGG_SUM only): 0, or -EINVAL with the reason in
+ * detail. */
+int comm_salvage_check(inagg_comm_t *c, const inagg_channel_t *ch, const inagg_salvage_t *out,
+                       inagg_op_t op, char *detail, size_t dlen);
 
 /* ---- salvage.c: requests in flight finished over another channel ---- */
 

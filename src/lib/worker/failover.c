@@ -594,9 +594,14 @@ inagg_result_t inagg_get_failover_stats(const inagg_comm_t *comm, inagg_failover
     return INAGG_OK;
 }
 
-int comm_salvage_check(inagg_comm_t *c, const inagg_channel_t *ch, inagg_op_t op, char *detail,
-                       size_t dlen)
+int comm_salvage_check(inagg_comm_t *c, const inagg_channel_t *ch, const inagg_salvage_t *out,
+                       inagg_op_t op, char *detail, size_t dlen)
 {
+    uint32_t asked = 0;
+    if (out)
+        memcpy(&asked, out, sizeof(asked));
+    if (!out || asked < offsetof(inagg_salvage_t, chunk_elems))
+        return set_err(detail, dlen, -EINVAL, "salvage needs its inagg_salvage_t");
     if (!ch || ch->struct_size < sizeof(inagg_channel_t) || !ch->allreduce)
         return set_err(detail, dlen, -EINVAL, "salvage needs a channel with its allreduce");
     if (op != INAGG_SUM)
@@ -631,13 +636,8 @@ inagg_result_t inagg_allreduce_salvage(inagg_comm_t *comm, const void *send, voi
     inagg_result_t bad = comm_check_buffers(comm, send, recv, count, dtype, op);
     if (bad != INAGG_OK)
         return bad;
-    uint32_t asked = 0;
-    if (out)
-        memcpy(&asked, out, sizeof(asked));
-    if (!out || asked < offsetof(inagg_salvage_t, chunk_elems))
-        return comm_set_error(comm, INAGG_ERR_INVALID, "salvage needs its inagg_salvage_t");
     char detail[COMM_DETAIL_MAX] = "";
-    if (comm_salvage_check(comm, ch, op, detail, sizeof(detail)) != 0)
+    if (comm_salvage_check(comm, ch, out, op, detail, sizeof(detail)) != 0)
         return comm_set_error(comm, INAGG_ERR_INVALID, "%s", detail);
     comm_teardown(comm); /* the engines are stopped and joined: the records are settled */
     size_t elems = comm->opts.packet_elems, nchunks = (count + elems - 1) / elems;
@@ -662,7 +662,7 @@ inagg_result_t inagg_allreduce_salvage(inagg_comm_t *comm, const void *send, voi
     s.completed = (uint32_t)completed;
     s.chunks_delivered = n.deliver;
     s.chunks_reduced = n.reduce;
-    uint32_t fill = asked < sizeof(s) ? asked : (uint32_t)sizeof(s);
+    uint32_t fill = out->struct_size < sizeof(s) ? out->struct_size : (uint32_t)sizeof(s);
     s.struct_size = fill;
     memcpy(out, &s, fill);
     return INAGG_OK;

@@ -188,13 +188,8 @@ inagg_result_t inagg_salvage_requests(inagg_comm_t *comm, const inagg_channel_t 
 {
     if (!comm)
         return INAGG_ERR_INVALID;
-    uint32_t asked = 0;
-    if (out)
-        memcpy(&asked, out, sizeof(asked));
-    if (!out || asked < offsetof(inagg_salvage_t, chunk_elems))
-        return comm_set_error(comm, INAGG_ERR_INVALID, "salvage needs its inagg_salvage_t");
     char detail[COMM_DETAIL_MAX] = "";
-    if (comm_salvage_check(comm, ch, INAGG_SUM, detail, sizeof(detail)) != 0 ||
+    if (comm_salvage_check(comm, ch, out, INAGG_SUM, detail, sizeof(detail)) != 0 ||
         check_failed(comm, detail, sizeof(detail)) != 0)
         return comm_set_error(comm, INAGG_ERR_INVALID, "%s", detail);
     comm_teardown(comm); /* the engines are stopped and joined: the records are settled */
@@ -218,7 +213,7 @@ inagg_result_t inagg_salvage_requests(inagg_comm_t *comm, const inagg_channel_t 
     s.chunks_delivered = n.deliver;
     s.chunks_reduced = n.reduce;
     drop_failed(comm);
-    uint32_t fill = asked < sizeof(s) ? asked : (uint32_t)sizeof(s);
+    uint32_t fill = out->struct_size < sizeof(s) ? out->struct_size : (uint32_t)sizeof(s);
     s.struct_size = fill;
     memcpy(out, &s, fill);
     return INAGG_OK;

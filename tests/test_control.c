@@ -358,12 +358,7 @@ static void wait_joining(inagg_switch_t *sw, const char *name)
     char want[96];
     snprintf(want, sizeof(want), "name=%s state=joining", name);
     for (int i = 0; i < 200; i++) {
-        char *text = NULL;
-        size_t len = 0;
-        FILE *f = open_memstream(&text, &len);
-        CHECK(f);
-        switch_write_stats(sw, f, 0);
-        fclose(f);
+        char *text = ts_switch_stats_text(sw, 0);
         int found = strstr(text, want) != NULL;
         free(text);
         if (found)

@@ -22,6 +22,7 @@
 #include "switchd/server/control_int.h"
 #include "switchd/server/upstream.h"
 #include "switchd/switchd.h"
+#include "testutil.h"
 
 static inagg_switch_t *start_switch(switch_config_t *cfg, char *addr, size_t cap)
 {
@@ -238,11 +239,8 @@ TEST(lifecycle_world_size_mismatch_fails_every_rank_at_once, 60)
     CHECK(pthread_create(&t[0], NULL, mismatch_rank_main, &m[0]) == 0);
     char *text = NULL; /* the job registered by rank 0 before rank 1 comes */
     for (int i = 0; i < 500 && (!text || !strstr(text, "\"sizes\"")); i++) {
-        size_t len = 0;
         free(text);
-        FILE *f = open_memstream(&text, &len);
-        switch_write_stats(sw, f, 1);
-        fclose(f);
+        text = ts_switch_stats_text(sw, 1);
         usleep(10000);
     }
     CHECK_MSG(strstr(text, "\"sizes\""), "job never registered: %s", text);

@@ -225,14 +225,20 @@ void *hog_job_main(void *arg)
     return NULL;
 }
 
-double ts_switch_stat(inagg_switch_t *sw, const char *key)
+char *ts_switch_stats_text(inagg_switch_t *sw, int json)
 {
     char *text = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);
     CHECK(f);
-    switch_write_stats(sw, f, 1);
+    switch_write_stats(sw, f, json);
     fclose(f);
+    return text;
+}
+
+double ts_switch_stat(inagg_switch_t *sw, const char *key)
+{
+    char *text = ts_switch_stats_text(sw, 1);
     double v = -1;
     int rc = json_find_number(text, key, &v);
     free(text);

@@ -24,6 +24,8 @@ void ts_start(test_switch_t *ts, const switch_config_t *cfg);
 void ts_stop(test_switch_t *ts);
 /* The switch's counters as JSON (STATS json over its control port) into buf. */
 void ts_stats_json(const test_switch_t *ts, char *buf, size_t len);
+/* An in-process switch's stats as text (json 0) or JSON (1), malloc'd: free it. */
+char *ts_switch_stats_text(inagg_switch_t *sw, int json);
 /* The number after "key": in an in-process switch's JSON stats (fails the test when absent). */
 double ts_switch_stat(inagg_switch_t *sw, const char *key);
 /* Read a number that follows "key": in text; fails the test if absent. */

@@ -20,14 +20,14 @@ job_t *job_create(uint16_t id, const char *name, const switch_proto_ops_t *proto
     job_t *j = calloc(1, sizeof(*j));
     if (!j)
         return NULL;
-    j->id = id;
+    *j = (job_t){.id = id,
+                 .world = world,
+                 .nslots = nslots,
+                 .elems = elems,
+                 .nthreads = nthreads,
+                 .base = base,
+                 .proto = proto};
     snprintf(j->name, sizeof(j->name), "%s", name);
-    j->world = world;
-    j->nslots = nslots;
-    j->elems = elems;
-    j->nthreads = nthreads;
-    j->base = base;
-    j->proto = proto;
     j->addrs = calloc((size_t)nslots * world, sizeof(transport_addr_t));
     if (posix_memalign((void **)&j->threads, INAGG_CACHELINE, nthreads * sizeof(job_thread_t)))
         j->threads = NULL;

@@ -61,6 +61,17 @@ typedef int (*bench_check_fn)(void *ctx, const struct bench_opts *b, char *why, 
  * 4 workers, seed 1, a 30 s timeout. */
 #define BENCH_OPTS_DEFAULTS .workers = 4, .seed = 1, .timeout_ms = 30000
 
+/* The shared flags of a benchmark that runs a switch job with ranks, on loopback or a testbed
+ * (bench allreduce, bench latency), bound to the fields of the same names in its options
+ * struct `o`: designated initializers of a bench_opts_t. */
+#define BENCH_OPTS_JOB_FLAGS(o)                                                                    \
+    .workers = &(o)->workers, .rank = &(o)->rank, .job = &(o)->job,                                \
+    .switch_addr = &(o)->switch_addr, .iters = &(o)->iters, .warmup = &(o)->warmup,                \
+    .seed = &(o)->seed, .timeout_ms = &(o)->timeout_ms, .json_path = &(o)->json_path,              \
+    .protocol = &(o)->protocol, .loss = &(o)->loss, .faults = &(o)->faults,                        \
+    .testbed = &(o)->testbed, .link_rate = &(o)->link_rate, .link_delay = &(o)->link_delay,        \
+    .fabric = &(o)->fabric
+
 typedef struct bench_opts {
     const char *cmd; /* "inagg bench latency": every message starts with it */
     /* Where each shared flag's value goes; NULL: the command does not take it. */

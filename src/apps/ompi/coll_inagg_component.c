@@ -19,6 +19,7 @@
  */
 #include "apps/ompi/coll_inagg.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,61 +52,73 @@ static const char *env_or(const char *name, const char *dflt)
     return v && *v ? v : dflt;
 }
 
-static void add_string(const char *name, const char *help, char **storage, const char *dflt)
-{
-    coll_inagg_component_t *c = &mca_coll_inagg_component;
-    *storage = (char *)dflt; /* Open MPI copies it, and owns the value from here on */
-    (void)mca_base_component_var_register(&c->super.collm_version, name, help,
-                                          MCA_BASE_VAR_TYPE_STRING, NULL, 0, 0, OPAL_INFO_LVL_9,
-                                          MCA_BASE_VAR_SCOPE_READONLY, storage);
-}
+/* One MCA parameter: coll_inagg_<name>, its help, where its value lives in the component, and
+ * its default: the environment variable `env` when set and not empty, else `dflt`. */
+typedef struct coll_inagg_param {
+    const char *name, *help;
+    int is_int;
+    size_t offset; /* of the char * or int in coll_inagg_component_t */
+    const char *env, *dflt;
+} coll_inagg_param_t;
 
-static void add_int(const char *name, const char *help, int *storage, int dflt)
-{
-    coll_inagg_component_t *c = &mca_coll_inagg_component;
-    *storage = dflt;
-    (void)mca_base_component_var_register(&c->super.collm_version, name, help,
-                                          MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_9,
-                                          MCA_BASE_VAR_SCOPE_READONLY, storage);
-}
+#define COLL_INAGG_STR(x) #x
+#define COLL_INAGG_XSTR(x) COLL_INAGG_STR(x)
 
+static const coll_inagg_param_t coll_inagg_params[] = {
+    {"priority",
+     "Priority of the inagg coll component (40: above tuned; the component takes part only when "
+     "coll_inagg_switch names a switch)",
+     1, offsetof(coll_inagg_component_t, priority), NULL,
+     COLL_INAGG_XSTR(COLL_INAGG_PRIORITY_DEFAULT)},
+    {"switch",
+     "The inagg switch, HOST:PORT (default $INAGG_SWITCH); empty: the component is not used", 0,
+     offsetof(coll_inagg_component_t, switch_addr), "INAGG_SWITCH", ""},
+    {"min_bytes",
+     "Allreduces of fewer bytes stay with MPI: a count, or with K, M or G (default "
+     "$INAGG_MIN_BYTES; empty: coll_inagg_calibration's route_min_bytes, else 1M)",
+     0, offsetof(coll_inagg_component_t, min_bytes), "INAGG_MIN_BYTES", ""},
+    {"calibration",
+     "The file `inagg model calibrate` wrote on this network: its route_min_bytes is the "
+     "threshold when coll_inagg_min_bytes is empty (default $INAGG_CALIBRATION)",
+     0, offsetof(coll_inagg_component_t, calibration), "INAGG_CALIBRATION", ""},
+    {"one_host",
+     "A communicator whose ranks all share one host: mpi (stay with MPI's shared memory) or "
+     "switch (through the switch anyway); default $INAGG_ONE_HOST, else mpi",
+     0, offsetof(coll_inagg_component_t, one_host), "INAGG_ONE_HOST", "mpi"},
+    {"float_mode",
+     "How the switch adds float32: native (float adds, as MPI) or fixed (block fixed point, "
+     "reproducible); default $INAGG_FLOAT_MODE, else native",
+     0, offsetof(coll_inagg_component_t, float_mode), "INAGG_FLOAT_MODE", "native"},
+    {"verbose",
+     "1: one line per communicator (its switch job, calls each way); 2: also one line per "
+     "allreduce with its route and why (default $INAGG_VERBOSE, else 0)",
+     1, offsetof(coll_inagg_component_t, verbose), "INAGG_VERBOSE", "0"},
+    {"connect_ms",
+     "Milliseconds the switch has to answer before a communicator joins it; else the "
+     "communicator stays with MPI",
+     1, offsetof(coll_inagg_component_t, connect_ms), NULL, "3000"},
+    {"timeout_ms", "The switch job's timeout in milliseconds (inagg_options_t.timeout_ms)", 1,
+     offsetof(coll_inagg_component_t, timeout_ms), NULL, "30000"},
+};
+
+/* Every parameter registered with Open MPI, which sets each value from its default, the
+ * environment (OMPI_MCA_coll_inagg_*), or the command line (--mca coll_inagg_*). */
 static int coll_inagg_register(void)
 {
     coll_inagg_component_t *c = &mca_coll_inagg_component;
-    add_int("priority",
-            "Priority of the inagg coll component (40: above tuned; the component takes part only "
-            "when coll_inagg_switch names a switch)",
-            &c->priority, COLL_INAGG_PRIORITY_DEFAULT);
-    add_string("switch",
-               "The inagg switch, HOST:PORT (default $INAGG_SWITCH); empty: the component is not "
-               "used",
-               &c->switch_addr, env_or("INAGG_SWITCH", ""));
-    add_string("min_bytes",
-               "Allreduces of fewer bytes stay with MPI: a count, or with K, M or G (default "
-               "$INAGG_MIN_BYTES; empty: coll_inagg_calibration's route_min_bytes, else 1M)",
-               &c->min_bytes, env_or("INAGG_MIN_BYTES", ""));
-    add_string("calibration",
-               "The file `inagg model calibrate` wrote on this network: its route_min_bytes is "
-               "the threshold when coll_inagg_min_bytes is empty (default $INAGG_CALIBRATION)",
-               &c->calibration, env_or("INAGG_CALIBRATION", ""));
-    add_string("one_host",
-               "A communicator whose ranks all share one host: mpi (stay with MPI's shared "
-               "memory) or switch (through the switch anyway); default $INAGG_ONE_HOST, else mpi",
-               &c->one_host, env_or("INAGG_ONE_HOST", "mpi"));
-    add_string("float_mode",
-               "How the switch adds float32: native (float adds, as MPI) or fixed (block fixed "
-               "point, reproducible); default $INAGG_FLOAT_MODE, else native",
-               &c->float_mode, env_or("INAGG_FLOAT_MODE", "native"));
-    add_int("verbose",
-            "1: one line per communicator (its switch job, calls each way); 2: also one line per "
-            "allreduce with its route and why (default $INAGG_VERBOSE, else 0)",
-            &c->verbose, atoi(env_or("INAGG_VERBOSE", "0")));
-    add_int("connect_ms",
-            "Milliseconds the switch has to answer before a communicator joins it; else the "
-            "communicator stays with MPI",
-            &c->connect_ms, 3000);
-    add_int("timeout_ms", "The switch job's timeout in milliseconds (inagg_options_t.timeout_ms)",
-            &c->timeout_ms, 30000);
+    for (size_t i = 0; i < sizeof(coll_inagg_params) / sizeof(coll_inagg_params[0]); i++) {
+        const coll_inagg_param_t *p = &coll_inagg_params[i];
+        const char *dflt = p->env ? env_or(p->env, p->dflt) : p->dflt;
+        void *storage = (char *)c + p->offset;
+        if (p->is_int)
+            *(int *)storage = atoi(dflt);
+        else
+            *(char **)storage = (char *)dflt; /* Open MPI copies it and owns the value */
+        (void)mca_base_component_var_register(
+            &c->super.collm_version, p->name, p->help,
+            p->is_int ? MCA_BASE_VAR_TYPE_INT : MCA_BASE_VAR_TYPE_STRING, NULL, 0, 0,
+            OPAL_INFO_LVL_9, MCA_BASE_VAR_SCOPE_READONLY, storage);
+    }
     return OMPI_SUCCESS;
 }
 

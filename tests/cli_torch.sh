@@ -269,7 +269,7 @@ if [ "$major" = 1 ]; then skp $t "torch 2.x only (INAGG_TORCH_PYTHON=build/venv-
 else
     CASE_WATCHDOG_S=400 timeout 450 "$PY" $CASES torch2 2 tcp >"$tmp/t2" 2>&1; rc=$?
     j=$(lastjson "$tmp/t2")
-    want="future_then fp16_compress_hook bf16_compress_hook powerSGD_hook static_graph zero_redundancy fsdp checkpoint barrier_device_ids monitored_barrier new_subgroups"
+    want="future_then fp16_compress_hook bf16_compress_hook powerSGD_hook static_graph zero_redundancy compiled_ddp fsdp checkpoint barrier_device_ids monitored_barrier new_subgroups"
     missing=$(for k in $want; do echo "$j" | jget "['$k']" >/dev/null 2>&1 || echo "$k"; done)
     if [ $rc -eq 0 ] && [ -z "$missing" ] && [ "$(echo "$j" | jget '["switch"]')" -gt 0 ] &&
        [ "$(echo "$j" | jget '["gloo_by_op"].get("all_reduce", 0)')" = 0 ]; then

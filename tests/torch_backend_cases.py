@@ -30,8 +30,9 @@ torch2       (torch 2.x) what a 2.x program calls, each checked against a Gloo g
              same ranks (new_group(backend="gloo")): get_future().then() chained on the
              backend's Work, all_reduce_coalesced, DDP with fp16_compress_hook,
              bf16_compress_hook and powerSGD_hook, DDP(static_graph=True),
-             ZeroRedundancyOptimizer, torch.compile(DDP(model)) with inductor (its
-             gradient buckets' all_reduce counted through the switch), FSDP,
+             ZeroRedundancyOptimizer, torch.compile(DDP(model)) and
+             DDP(torch.compile(model)) with inductor (DDPOptimizer's graphs counted, each
+             gradient bucket's all_reduce counted through the switch), FSDP,
              torch.distributed.checkpoint save/load,
              barrier(device_ids=), new_subgroups, monitored_barrier
 cuda         (a CUDA build of torch 2.x and a GPU; prints {"skipped": why} without) CUDA
@@ -424,44 +425,56 @@ def _compiled_net():
     return Net()
 
 
-def _compiled_ddp(rank, world, gloo, steps=5):
-    """torch.compile(DDP(model)) with inductor, in the order PyTorch documents: compiled while
-    DDP's forward runs, DDPOptimizer splits the graph at DDP's gradient buckets. On the inagg
-    group: the parameters of the Gloo group's run, and one all_reduce through the switch per
-    bucket per step (DDP reduces one bucket on the first step, its rebuilt buckets after)."""
+def _compiled_ddp_run(group, outer, steps, rank, world):
+    """`steps` of training a model compiled with inductor under DDP on `group`: outer=True
+    compiles DDP(model), as PyTorch's docs do; False wraps the compiled model in DDP. Either
+    way Dynamo compiles while DDP's forward runs, so DDPOptimizer splits the graph at DDP's
+    gradient buckets. The parameters, and the checked count of the all_reduce calls through
+    the switch (DDP reduces one bucket on the first step, its rebuilt buckets after)."""
     import torch
-    import torch.distributed as dist
     import inagg.torch
     from torch.nn.parallel import DistributedDataParallel as DDP
     inductor = torch._dynamo.lookup_backend("inductor")
-    out = {}
-    for name, g in (("inagg", dist.group.WORLD), ("gloo", gloo)):
-        torch._dynamo.reset()
-        graphs = []
+    torch._dynamo.reset()
+    graphs = []
 
-        def counted(gm, example_inputs):  # inductor, counting the graphs it is handed
-            graphs.append(gm)
-            return inductor(gm, example_inputs)
-        ddp = DDP(_compiled_net(), process_group=g, bucket_cap_mb=1)
+    def counted(gm, example_inputs):  # inductor, counting the graphs it is handed
+        graphs.append(gm)
+        return inductor(gm, example_inputs)
+    if outer:
+        ddp = DDP(_compiled_net(), process_group=group, bucket_cap_mb=1)
         model = torch.compile(ddp, backend=counted)
-        before = inagg.torch.backend_stats()
-        params = _train(model, torch.optim.SGD(model.parameters(), lr=0.1), steps, rank, world)
-        after = inagg.torch.backend_stats()
-        assert after["gloo_by_op"].get("all_reduce", 0) == before["gloo_by_op"].get("all_reduce", 0)
-        buckets = ddp._get_ddp_logging_data()
-        first = len(buckets["bucket_sizes"].split(","))
-        rebuilt = len(buckets["rebuilt_bucket_sizes"].split(","))
-        assert len(graphs) == rebuilt >= 2, ("DDPOptimizer's graphs", len(graphs), rebuilt)
-        through = after["switch"] - before["switch"]
-        want = first + (steps - 1) * rebuilt if name == "inagg" else 0
-        assert through == want, (name, "all_reduce through the switch", through, want)
-        out[name] = params
-    spread = [torch.empty_like(out["inagg"]) for _ in range(world)]
-    dist.all_gather(spread, out["inagg"], group=gloo)
-    assert all(torch.equal(s, spread[0]) for s in spread), "compiled_ddp: replicas differ"
-    diff = (out["inagg"] - out["gloo"]).abs().max().item()
-    assert diff <= 1e-4, ("compiled_ddp", diff)
-    return diff
+    else:
+        ddp = model = DDP(torch.compile(_compiled_net(), backend=counted), process_group=group,
+                          bucket_cap_mb=1)
+    before = inagg.torch.backend_stats()
+    params = _train(model, torch.optim.SGD(model.parameters(), lr=0.1), steps, rank, world)
+    after = inagg.torch.backend_stats()
+    assert after["gloo_by_op"].get("all_reduce", 0) == before["gloo_by_op"].get("all_reduce", 0)
+    buckets = ddp._get_ddp_logging_data()
+    first = len(buckets["bucket_sizes"].split(","))
+    rebuilt = len(buckets["rebuilt_bucket_sizes"].split(","))
+    assert len(graphs) == rebuilt >= 2, ("DDPOptimizer's graphs", len(graphs), rebuilt)
+    return params, first + (steps - 1) * rebuilt, after["switch"] - before["switch"]
+
+
+def _compiled_ddp(rank, world, gloo, steps=5):
+    """torch.compile under DDP, both orders, on the inagg group: the parameters of the Gloo
+    group's run, every gradient bucket's all_reduce through the switch."""
+    import torch
+    import torch.distributed as dist
+    ref, _, through = _compiled_ddp_run(gloo, True, steps, rank, world)
+    assert through == 0, ("the Gloo group's run went through the switch", through)
+    diffs = []
+    for outer in (True, False):
+        mine, want, through = _compiled_ddp_run(dist.group.WORLD, outer, steps, rank, world)
+        assert through == want, ("all_reduce through the switch", outer, through, want)
+        spread = [torch.empty_like(mine) for _ in range(world)]
+        dist.all_gather(spread, mine, group=gloo)
+        assert all(torch.equal(s, spread[0]) for s in spread), "compiled_ddp: replicas differ"
+        diffs.append((mine - ref).abs().max().item())
+        assert diffs[-1] <= 1e-4, ("compiled_ddp", outer, diffs[-1])
+    return max(diffs)
 
 
 def _fsdp(rank, world, gloo):

@@ -12,7 +12,8 @@
 # Both torch lines: Debian's torch 1.13 (/usr/bin/python3, the default) and, with
 # INAGG_TORCH_PYTHON=build/venv-torch2/bin/python (tools/setup --torch2), PyPI's torch 2.x: the
 # same cases, the README's venv case for the line it describes, and the 2.x-only cases
-# (tests/torch_backend_cases.py torch2: hooks on the backend's futures, ZeRO, FSDP, checkpoints).
+# (tests/torch_backend_cases.py torch2: hooks on the backend's futures, ZeRO, torch.compile under
+# DDP, FSDP, checkpoints).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -263,17 +264,18 @@ else bad $t "rc $rc: $(grep -v CUDA "$tmp/coll4" | tail -n 6)"; fi
 
 # torch 2.x's API, each piece against a Gloo group of the same ranks (torch_backend_cases.py
 # torch2): the comm hooks chain then() on the backend's futures (PowerSGD waits on a second
-# all_reduce inside its callback), ZeRO, FSDP, checkpoints, subgroups, barriers.
+# all_reduce inside its callback), ZeRO, torch.compile (inductor) under DDP, FSDP, checkpoints,
+# subgroups, barriers.
 t=torch2_api_vs_gloo
 if [ "$major" = 1 ]; then skp $t "torch 2.x only (INAGG_TORCH_PYTHON=build/venv-torch2/bin/python)"
 else
     CASE_WATCHDOG_S=400 timeout 450 "$PY" $CASES torch2 2 tcp >"$tmp/t2" 2>&1; rc=$?
     j=$(lastjson "$tmp/t2")
-    want="future_then fp16_compress_hook bf16_compress_hook powerSGD_hook static_graph zero_redundancy fsdp checkpoint barrier_device_ids monitored_barrier new_subgroups"
+    want="future_then fp16_compress_hook bf16_compress_hook powerSGD_hook static_graph zero_redundancy compiled_ddp fsdp checkpoint barrier_device_ids monitored_barrier new_subgroups"
     missing=$(for k in $want; do echo "$j" | jget "['$k']" >/dev/null 2>&1 || echo "$k"; done)
     if [ $rc -eq 0 ] && [ -z "$missing" ] && [ "$(echo "$j" | jget '["switch"]')" -gt 0 ] &&
        [ "$(echo "$j" | jget '["gloo_by_op"].get("all_reduce", 0)')" = 0 ]; then
-        ok "$t (2 ranks: hooks, static graph, ZeRO, FSDP equal Gloo's; $(echo "$j" | jget '["switch"]') all_reduce through the switch)"
+        ok "$t (2 ranks: hooks, static graph, ZeRO, compiled DDP, FSDP equal Gloo's; $(echo "$j" | jget '["switch"]') all_reduce through the switch)"
     else bad $t "rc $rc, missing '$missing': $(grep -v -e CUDA -e Warning "$tmp/t2" | tail -n 6)"; fi
 fi
 

@@ -30,7 +30,10 @@ torch2       (torch 2.x) what a 2.x program calls, each checked against a Gloo g
              same ranks (new_group(backend="gloo")): get_future().then() chained on the
              backend's Work, all_reduce_coalesced, DDP with fp16_compress_hook,
              bf16_compress_hook and powerSGD_hook, DDP(static_graph=True),
-             ZeroRedundancyOptimizer, FSDP, torch.distributed.checkpoint save/load,
+             ZeroRedundancyOptimizer, torch.compile(DDP(model)) and
+             DDP(torch.compile(model)) with inductor (DDPOptimizer's graphs counted, each
+             gradient bucket's all_reduce counted through the switch), FSDP,
+             torch.distributed.checkpoint save/load,
              barrier(device_ids=), new_subgroups, monitored_barrier
 cuda         (a CUDA build of torch 2.x and a GPU; prints {"skipped": why} without) CUDA
              tensors through the switch, staged through pinned host memory: float32/float16/
@@ -387,6 +390,7 @@ def case_torch2(rank, world):
         diff = (mine - ref).abs().max().item()
         assert diff <= 1e-4, (name, diff)
         done[name] = diff
+    done["compiled_ddp"] = _compiled_ddp(rank, world, gloo)
     done["fsdp"] = _fsdp(rank, world, gloo)
     done["checkpoint"] = _checkpoint(rank, world)
     dist.barrier(device_ids=[0])
@@ -400,6 +404,77 @@ def case_torch2(rank, world):
     st = inagg.torch.backend_stats()
     done["switch"], done["gloo_by_op"] = st["switch"], st["gloo_by_op"]
     return done
+
+
+def _compiled_net():
+    """A model of its own class (a torch.nn.Sequential under a compiled DDP hands no graph to
+    the compiler: it runs eagerly), over 1 MB of parameters (DDPOptimizer splits a graph only
+    at buckets of at least DDP's first bucket, 1 MB)."""
+    import torch
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = torch.nn.Linear(32, 512)
+            self.b = torch.nn.Linear(512, 512)
+            self.c = torch.nn.Linear(512, 4)
+
+        def forward(self, x):
+            return self.c(torch.relu(self.b(torch.relu(self.a(x)))))
+    torch.manual_seed(0)
+    return Net()
+
+
+def _compiled_ddp_run(group, outer, steps, rank, world):
+    """`steps` of training a model compiled with inductor under DDP on `group`: outer=True
+    compiles DDP(model), as PyTorch's docs do; False wraps the compiled model in DDP. Either
+    way Dynamo compiles while DDP's forward runs, so DDPOptimizer splits the graph at DDP's
+    gradient buckets. The parameters, and the checked count of the all_reduce calls through
+    the switch (DDP reduces one bucket on the first step, its rebuilt buckets after)."""
+    import torch
+    import inagg.torch
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    inductor = torch._dynamo.lookup_backend("inductor")
+    torch._dynamo.reset()
+    graphs = []
+
+    def counted(gm, example_inputs):  # inductor, counting the graphs it is handed
+        graphs.append(gm)
+        return inductor(gm, example_inputs)
+    if outer:
+        ddp = DDP(_compiled_net(), process_group=group, bucket_cap_mb=1)
+        model = torch.compile(ddp, backend=counted)
+    else:
+        ddp = model = DDP(torch.compile(_compiled_net(), backend=counted), process_group=group,
+                          bucket_cap_mb=1)
+    before = inagg.torch.backend_stats()
+    params = _train(model, torch.optim.SGD(model.parameters(), lr=0.1), steps, rank, world)
+    after = inagg.torch.backend_stats()
+    assert after["gloo_by_op"].get("all_reduce", 0) == before["gloo_by_op"].get("all_reduce", 0)
+    buckets = ddp._get_ddp_logging_data()
+    first = len(buckets["bucket_sizes"].split(","))
+    rebuilt = len(buckets["rebuilt_bucket_sizes"].split(","))
+    assert len(graphs) == rebuilt >= 2, ("DDPOptimizer's graphs", len(graphs), rebuilt)
+    return params, first + (steps - 1) * rebuilt, after["switch"] - before["switch"]
+
+
+def _compiled_ddp(rank, world, gloo, steps=5):
+    """torch.compile under DDP, both orders, on the inagg group: the parameters of the Gloo
+    group's run, every gradient bucket's all_reduce through the switch."""
+    import torch
+    import torch.distributed as dist
+    ref, _, through = _compiled_ddp_run(gloo, True, steps, rank, world)
+    assert through == 0, ("the Gloo group's run went through the switch", through)
+    diffs = []
+    for outer in (True, False):
+        mine, want, through = _compiled_ddp_run(dist.group.WORLD, outer, steps, rank, world)
+        assert through == want, ("all_reduce through the switch", outer, through, want)
+        spread = [torch.empty_like(mine) for _ in range(world)]
+        dist.all_gather(spread, mine, group=gloo)
+        assert all(torch.equal(s, spread[0]) for s in spread), "compiled_ddp: replicas differ"
+        diffs.append((mine - ref).abs().max().item())
+        assert diffs[-1] <= 1e-4, ("compiled_ddp", outer, diffs[-1])
+    return max(diffs)
 
 
 def _fsdp(rank, world, gloo):

@@ -175,6 +175,22 @@ def case_collectives(rank, world):
         assert torch.allclose(x, torch.full_like(x, float(sum(sub))))
         gs = inagg.torch.backend_stats(g)
         assert gs["switch"] == 1 and gs["job"] != st["job"], gs
+    # The Futures asked for above were completed on a completer thread (their callbacks may
+    # wait for another all_reduce); a synchronous all_reduce is its caller's alone: its Future
+    # is completed where the Work is, and on torch 2.x (asyncOp) no other thread wakes for it.
+    h0 = st["handoffs"]
+    assert h0["futures_on_completers"] >= len(futs), h0
+    one = torch.ones(1)
+    for _ in range(200):
+        one.fill_(1.0)
+        dist.all_reduce(one)
+        assert one.item() == world
+    h1 = inagg.torch.backend_stats()["handoffs"]
+    handed = h1["futures_on_completers"] - h0["futures_on_completers"]
+    woke = h1["progress_wakes"] - h0["progress_wakes"]
+    assert handed == 0, ("Futures of synchronous calls handed to completer threads", handed)
+    if int(torch.__version__.split(".")[0]) >= 2:
+        assert woke <= 20, ("progress-thread wake-ups for 200 synchronous calls", woke)
     dist.barrier()
     return {"switch": st["switch"], "gloo": st["gloo"], "gloo_by_op": st["gloo_by_op"],
             "job": st["job"], "switch_address": st["switch_address"]}

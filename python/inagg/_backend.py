@@ -322,7 +322,10 @@ def backend_stats(group=None):
     residual, "untracked": calls sent without one}, "fallback": {"enabled", "on_switch": false
     while fallen back to Gloo, "fallbacks", "returns", "all_reduce_on_gloo": calls run over
     Gloo while fallen back, "salvaged": calls in flight finished by the salvage,
-    "chunks_handed_on", "chunks_reduced", "stall_ms_total", "last_cause"}}."""
+    "chunks_handed_on", "chunks_reduced", "stall_ms_total", "last_cause"}, "handoffs":
+    {"progress_wakes": times the group's progress thread woke to a queued call or a completion,
+    "futures_on_completers": Futures completed on a completer thread (a synchronous all_reduce
+    on torch 2.x, waited for by its caller, adds to neither)}}."""
     group = group if group is not None else dist.group.WORLD
     if group is None:
         raise RuntimeError("inagg: no process group (call init_process_group first)")
@@ -333,7 +336,7 @@ def backend_stats(group=None):
     return {"switch": pg.switch_calls(), "gloo": sum(by_op.values()), "gloo_by_op": by_op,
             "switch_address": pg.switch_address, "job": pg.job, "wire": pg.wire_stats(),
             "error_feedback": dict(zip(("tensors", "untracked"), pg.error_feedback())),
-            "fallback": dict(pg.fallback_stats())}
+            "fallback": dict(pg.fallback_stats()), "handoffs": dict(pg.handoffs())}
 
 
 def _at_exit():

@@ -85,6 +85,13 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m)
         d["last_cause"] = f.last_cause;
         return d;
       })
+      .def("handoffs", [](ProcessGroupInagg& pg) {
+        auto h = pg.handoffs();
+        py::dict d;
+        d["progress_wakes"] = h.first;
+        d["futures_on_completers"] = h.second;
+        return d;
+      })
       .def("wire_stats", [](ProcessGroupInagg& pg) {
         inagg_stats_t s = pg.wireStats();
         py::dict d;

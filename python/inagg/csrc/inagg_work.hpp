@@ -12,6 +12,7 @@
 #include <atomic>
 #include <exception>
 #include <functional>
+#include <mutex>
 #include <vector>
 
 #include "cuda_stage.hpp"
@@ -33,7 +34,13 @@ class InaggWork : public c10d::Work {
 
   std::vector<at::Tensor> result() override { return tensors_; }
 
-  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
+  /* Once asked for, the Future may carry callbacks (then()), which must run on a completer
+   * thread of the process group, never under its lock. */
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override {
+    std::lock_guard<std::mutex> g(future_mu_);
+    future_claimed_ = true;
+    return future_;
+  }
 
   /* A thread that waits for this Work drives the library itself (the process group's
    * drive(): no hand-off through the progress thread), then Work's own wait. */
@@ -51,8 +58,17 @@ class InaggWork : public c10d::Work {
 
   /* Called once, by the thread that saw the request end (or on shutdown): wakes wait(). */
   void finishWork(std::exception_ptr error) { finish(error); }
-  /* Then, on a completer thread of the process group: the Future, and with it the callbacks
-   * chained on it (then()), which may start and wait for further collectives. */
+  /* The Future completed here, by the thread that finished the Work, when nobody has asked for
+   * it yet (a synchronous all_reduce): no callback can be chained on it, and a getFuture()
+   * racing with this waits for it and gets a completed Future. false: it was claimed. */
+  bool completeUnclaimedFuture(std::exception_ptr error) {
+    std::lock_guard<std::mutex> g(future_mu_);
+    if (future_claimed_) return false;
+    completeFuture(error);
+    return true;
+  }
+  /* Otherwise, on a completer thread of the process group: the Future, and with it the
+   * callbacks chained on it (then()), which may start and wait for further collectives. */
   void completeFuture(std::exception_ptr error) {
     if (error) {
       future_->setError(error);
@@ -72,6 +88,8 @@ class InaggWork : public c10d::Work {
   c10::intrusive_ptr<at::ivalue::Future> future_;
   std::function<void(InaggWork*, std::chrono::milliseconds)> drive_;
   std::atomic<bool> driven_{false};
+  std::mutex future_mu_;
+  bool future_claimed_ = false;
 #ifdef INAGG_WITH_CUDA
   std::shared_ptr<CudaStage> cuda_;
 #endif

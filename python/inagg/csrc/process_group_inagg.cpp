@@ -28,6 +28,11 @@ namespace {
 /* The longest single sleep of the progress thread: only a bound, as every wake-up comes from
  * a descriptor (a completion, a queued operation, shutdown). */
 constexpr int kSleepBoundMs = 1000;
+/* How often an idle progress thread asks whether the switch was lost (fall-back on). */
+constexpr int kIdleLookMs = 20;
+/* A yield that took this long means another thread shares the core: a driver stops spinning
+ * (the library's own waits use the same bound). */
+constexpr auto kYieldLong = std::chrono::microseconds(500);
 
 bool verbose()
 {
@@ -294,16 +299,20 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupInagg::allreduce(std::vector<at::Tens
     std::lock_guard<std::mutex> lk(mu_);
     queued_.push_back(std::move(op));
   }
-  /* Start it here when the library is free; the progress thread (if it watches the signal)
-   * or a waiter finishes it. Otherwise the progress thread starts it. */
+  /* Start it here when the library is free. A synchronous call (torch 2.x says which) is
+   * waited for at once, and its waiter drives it (drive()): the progress thread is left
+   * asleep. Any other is the progress thread's to finish, or to start when the library was
+   * busy. */
+  bool waited_at_once = false;
+#ifdef INAGG_TORCH2
+  waited_at_once = !opts.asyncOp;
+#endif
   std::unique_lock<std::mutex> cl(comm_mu_, std::try_to_lock);
   if (cl.owns_lock()) {
     step();
     cl.unlock();
-    if (!progress_watches_comm_.load()) wakeProgress();
-  } else {
-    wakeProgress();
   }
+  if (!waited_at_once && !progress_watches_comm_.load()) wakeProgress();
   return result;
 }
 
@@ -414,10 +423,13 @@ bool ProcessGroupInagg::step()
   /* Cleared before the requests are looked at: a completion after this raises it again. */
   if (comm_) inagg_comm_event_clear(comm_);
   while (!running_.empty()) { /* oldest first: a Work's order is the caller's */
-    int done = 0;
-    inagg_result_t rc = inagg_test(running_.front().req, &done);
-    if (rc == INAGG_OK && !done && lost_rc == INAGG_OK) break;
-    rc = inagg_wait(running_.front().req); /* returns at once; frees the request */
+    inagg_result_t rc = running_.front().waited_rc; /* a waiter waited for it (waitOldest) */
+    if (running_.front().req) {
+      int done = 0;
+      rc = inagg_test(running_.front().req, &done);
+      if (rc == INAGG_OK && !done && lost_rc == INAGG_OK) break;
+      rc = inagg_wait(running_.front().req); /* returns at once; frees the request */
+    }
     Op op = std::move(running_.front());
     running_.pop_front();
     if (cfg_.fallback && switchLost(rc)) { /* the later ones fail too: wait for them all */
@@ -448,35 +460,56 @@ bool ProcessGroupInagg::step()
   return running_.empty();
 }
 
-/* A caller waits for `work`: it steps and sleeps on the completion signal itself. The
- * progress thread stops watching the signal meanwhile (one thread wakes per completion) and
- * is woken on the way out if requests remain for it. */
+/* comm_mu_ held, a step just taken: when work's request is the oldest running and the caller
+ * waits without a time limit, wait for it in the library itself (inagg_wait: its own spin
+ * and sleep on the engine's timers, as a C caller waits). true if it did. */
+bool ProcessGroupInagg::waitOldest(InaggWork* work, std::chrono::milliseconds timeout)
+{
+  if (timeout != kNoTimeout || running_.empty() || fallen_.load()) return false;
+  Op& oldest = running_.front();
+  if (oldest.work.get() != work || !oldest.req) return false;
+  oldest.waited_rc = inagg_wait(oldest.req); /* frees the request: step() takes waited_rc */
+  oldest.req = nullptr;
+  return true;
+}
+
+/* A caller waits for `work`: it steps and sleeps on the completion signal itself, or waits in
+ * the library (waitOldest). The progress thread does not watch the signal meanwhile (one
+ * thread wakes per completion) and is woken on the way out if requests remain for it. */
 void ProcessGroupInagg::drive(InaggWork* work, std::chrono::milliseconds timeout)
 {
   drivers_++;
   auto started = std::chrono::steady_clock::now();
+  bool idle = false, may_spin = spin_ns_ > 0;
   for (int i = 0; !work->isCompleted(); i++) {
     if (timeout != kNoTimeout && std::chrono::steady_clock::now() - started >= timeout)
       break;
-    bool idle;
     eventfd_t ignored;
     (void)eventfd_read(driver_fd_, &ignored);
     {
       std::lock_guard<std::mutex> cl(comm_mu_);
       if (!joined_.load()) break; /* shut down: the Work was completed or fails by itself */
       idle = step();
+      if (!work->isCompleted() && waitOldest(work, timeout)) idle = step();
     }
     if (work->isCompleted() || idle) break;
-    if ((uint64_t)std::chrono::duration_cast<std::chrono::nanoseconds>(
-            std::chrono::steady_clock::now() - started).count() < spin_ns_) {
-      sched_yield(); /* the result is usually one round trip away: look again first */
+    uint64_t waited_ns = (uint64_t)std::chrono::duration_cast<std::chrono::nanoseconds>(
+                             std::chrono::steady_clock::now() - started).count();
+    if (may_spin && waited_ns < spin_ns_) {
+      /* the result is usually one round trip away: look again first, unless a yield shows
+       * another thread wants this core (then spinning only delays it: sleep instead) */
+      auto before = std::chrono::steady_clock::now();
+      sched_yield();
+      may_spin = std::chrono::steady_clock::now() - before < kYieldLong;
       continue;
     }
     struct pollfd fds[2] = {{comm_fd_, POLLIN, 0}, {driver_fd_, POLLIN, 0}};
     (void)poll(fds, 2, kSleepBoundMs);
   }
   drivers_--;
-  if (!progress_watches_comm_.load()) wakeProgress();
+  /* Requests this caller did not wait for are still running: the progress thread watches
+   * them from now on. */
+  if (!idle && !progress_watches_comm_.load()) wakeProgress();
 }
 
 /* The progress thread: steps whenever it wakes, and sleeps in poll() on the queue's eventfd
@@ -497,11 +530,16 @@ void ProcessGroupInagg::progressLoop()
       idle = step();
     }
     if (stopping && idle) return; /* shutdown() queues nothing after stopping_ */
-    bool watch = drivers_.load() == 0;
+    /* The signal is watched only for requests that no caller drives: a completion a waiting
+     * caller takes wakes no second thread. Idle, the thread looks every kIdleLookMs at
+     * whether the switch was lost between calls (step() asks the library), so that ranks
+     * waiting in a salvage for this one are not left waiting. */
+    bool watch = !idle && drivers_.load() == 0;
     progress_watches_comm_.store(watch);
     if (watch && drivers_.load() != 0) progress_watches_comm_.store(watch = false);
     struct pollfd fds[2] = {{wake_fd_, POLLIN, 0}, {comm_fd_, POLLIN, 0}};
-    (void)poll(fds, watch ? 2 : 1, kSleepBoundMs);
+    bool look_idle = idle && cfg_.fallback && !fallen_.load();
+    if (poll(fds, watch ? 2 : 1, look_idle ? kIdleLookMs : kSleepBoundMs) > 0) progress_wakes_++;
     progress_watches_comm_.store(false);
   }
 }
@@ -515,6 +553,8 @@ void ProcessGroupInagg::completeWork(const c10::intrusive_ptr<InaggWork>& work,
                                      std::exception_ptr error)
 {
   work->finishWork(error);
+  if (work->completeUnclaimedFuture(error)) return; /* no callback can be waiting on it */
+  futures_on_completers_++;
   std::lock_guard<std::mutex> g(done_mu_);
   done_.emplace_back(work, error);
   if (idle_completers_ == 0 && completers_.size() < kMaxCompleters && !completers_stop_)

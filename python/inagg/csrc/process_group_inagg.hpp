@@ -15,11 +15,14 @@
  * Callers queue an operation and get a Work. Whoever holds comm_mu_ runs one step (step()):
  * starts the queued requests (inagg_iallreduce, on either protocol) and finishes each Work
  * whose request inagg_test reports done, oldest first. The progress thread steps whenever it
- * wakes, sleeping in poll() on the communicator's completion signal (inagg_comm_event_fd) and
- * an eventfd that callers write when they queue an operation. A caller that queues while no
- * one holds comm_mu_ starts its request itself, and one that waits for its Work
- * (Work::wait, a synchronous all_reduce) steps and polls itself until it is done: no hand-off
- * to another thread on the way in or out.
+ * wakes, sleeping in poll() on an eventfd that callers write when they queue an operation and,
+ * while requests run that no caller waits for, on the communicator's completion signal
+ * (inagg_comm_event_fd). A caller that queues while no one holds comm_mu_ starts its request
+ * itself, and one that waits for its Work (Work::wait, a synchronous all_reduce) steps and
+ * polls itself until it is done: no hand-off to another thread on the way in or out. On torch
+ * 2.x a synchronous call (AllreduceOptions::asyncOp false) does not wake the progress thread
+ * at all, and a Work's Future that nobody asked for is completed by the thread that finished
+ * the Work, not handed to a completer thread.
  *
  * Fall-back (SwitchConfig.fallback, $INAGG_TORCH_FALLBACK, default on): when no switch answers
  * (the library's fail-over off or spent), the ranks finish the all_reduce calls in flight over
@@ -117,6 +120,12 @@ class ProcessGroupInagg : public BaseGroup {
   bool lossyCodec() const { return lossy_; }
   /* libinagg's counters of the communicator (bytes on the wire etc.), zeros after shutdown */
   inagg_stats_t wireStats();
+  /* Hand-offs between threads: times the progress thread woke to a descriptor (a queued
+   * operation, a completion it watched), and Futures completed on a completer thread. A
+   * synchronous all_reduce on torch 2.x adds to neither. */
+  std::pair<uint64_t, uint64_t> handoffs() const {
+    return {progress_wakes_.load(), futures_on_completers_.load()};
+  }
   FallbackStats fallbackStats();
   c10::intrusive_ptr<BaseGroup> gloo() const { return gloo_; }
 
@@ -184,7 +193,8 @@ class ProcessGroupInagg : public BaseGroup {
     at::Tensor wire;
     inagg_dtype_t dtype;
     inagg_op_t op;
-    inagg_request_t* req = nullptr;
+    inagg_request_t* req = nullptr; /* NULL once waited for: waited_rc is its result */
+    inagg_result_t waited_rc = INAGG_OK;
     at::Tensor residual; /* error feedback: this tensor's residual (undefined: none) */
 #ifdef INAGG_WITH_CUDA
     std::shared_ptr<CudaStage> cuda; /* a CUDA tensor's staging; `wire` is pinned host memory */
@@ -193,9 +203,6 @@ class ProcessGroupInagg : public BaseGroup {
 
   /* The fall-back (see the top of the file); comm_mu_ held in each. */
   static bool switchLost(inagg_result_t rc);
-  /* Finish every request in flight after a loss: finished ones as usual, failed ones into
-   * lost (in order). */
-  void drainLost(std::deque<Op>& lost);
   /* The switch was lost (rc; t0 when seen): salvage lost, leave the job, then run the rest of
    * lost and `unstarted` as fallen-back calls. */
   void fallBack(std::deque<Op>& lost, std::deque<Op>& unstarted, inagg_result_t rc,
@@ -221,6 +228,7 @@ class ProcessGroupInagg : public BaseGroup {
   /* A waiting caller: step and poll until work completed, or `timeout` (kNoTimeout: none)
    * passed and Work::wait's own timeout takes over. */
   void drive(InaggWork* work, std::chrono::milliseconds timeout);
+  bool waitOldest(InaggWork* work, std::chrono::milliseconds timeout);
   inagg_result_t startOp(Op& op); /* inagg_iallreduce_ef; op.req set when INAGG_OK */
   void finishOp(Op& op, inagg_result_t rc);
   void copyBack(Op& op); /* the result from `wire` into the caller's tensor */
@@ -271,6 +279,7 @@ class ProcessGroupInagg : public BaseGroup {
   bool completers_stop_ = false;
 
   std::atomic<uint64_t> switch_calls_{0};
+  std::atomic<uint64_t> progress_wakes_{0}, futures_on_completers_{0};
   mutable std::mutex count_mu_;
   std::map<std::string, uint64_t> delegated_;
   bool shut_down_ = false;

@@ -175,11 +175,11 @@ def case_collectives(rank, world):
         assert torch.allclose(x, torch.full_like(x, float(sum(sub))))
         gs = inagg.torch.backend_stats(g)
         assert gs["switch"] == 1 and gs["job"] != st["job"], gs
-    # The Futures asked for above were completed on a completer thread (their callbacks may
-    # wait for another all_reduce); a synchronous all_reduce is its caller's alone: its Future
-    # is completed where the Work is, and on torch 2.x (asyncOp) no other thread wakes for it.
+    # A synchronous all_reduce is its caller's alone: its Future, which nobody asks for, is
+    # completed where the Work is (a Future asked for before its call ends goes to a completer
+    # thread, as its callbacks may wait for another all_reduce), and on torch 2.x (asyncOp)
+    # no other thread wakes for it.
     h0 = st["handoffs"]
-    assert h0["futures_on_completers"] >= len(futs), h0
     one = torch.ones(1)
     for _ in range(200):
         one.fill_(1.0)

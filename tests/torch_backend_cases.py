@@ -191,9 +191,34 @@ def case_collectives(rank, world):
     assert handed == 0, ("Futures of synchronous calls handed to completer threads", handed)
     if int(torch.__version__.split(".")[0]) >= 2:
         assert woke <= 20, ("progress-thread wake-ups for 200 synchronous calls", woke)
+        _claimed_sync_future(rank, world)
     dist.barrier()
     return {"switch": st["switch"], "gloo": st["gloo"], "gloo_by_op": st["gloo_by_op"],
             "job": st["job"], "switch_address": st["switch_address"]}
+
+
+def _claimed_sync_future(rank, world):
+    """A synchronous call (asyncOp false) wakes no progress thread; when its Future is claimed
+    all the same (the c10d op called directly) and waited on, which does not drive the library,
+    the claim wakes it. A group without the fall-back, whose idle progress thread sleeps up to
+    1 s, shows a missed wake-up as a 1 s stall."""
+    import time
+    import torch
+    import torch.distributed as dist
+    import inagg.torch
+    g = dist.new_group(backend="inagg", pg_options=inagg.torch.Options(fallback=False))
+    t = torch.ones(4)
+    worst = 0.0
+    for _ in range(5):
+        t.fill_(1.0)
+        t0 = time.monotonic()
+        _, work = torch.ops.c10d.allreduce_([t], g.boxed(), dist.ReduceOp(dist.ReduceOp.SUM).boxed(),
+                                            None, False, -1)
+        dist.Work.unbox(work).get_future().wait()
+        worst = max(worst, time.monotonic() - t0)
+        assert t[0].item() == world, t
+    assert worst < 0.5, ("a claimed Future of a synchronous call waited for", worst)
+    assert inagg.torch.backend_stats(g)["switch"] == 5
 
 
 def case_compressed(rank, world):

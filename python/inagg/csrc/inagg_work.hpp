@@ -37,10 +37,15 @@ class InaggWork : public c10d::Work {
   /* Once asked for, the Future may carry callbacks (then()), which must run on a completer
    * thread of the process group, never under its lock. */
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override {
-    std::lock_guard<std::mutex> g(future_mu_);
-    future_claimed_ = true;
+    {
+      std::lock_guard<std::mutex> g(future_mu_);
+      future_claimed_ = true;
+    }
+    /* whoever waits on the Future does not drive the library: the progress thread must */
+    if (on_claim_ && !isCompleted()) on_claim_();
     return future_;
   }
+  void setOnClaim(std::function<void()> on_claim) { on_claim_ = std::move(on_claim); }
 
   /* A thread that waits for this Work drives the library itself (the process group's
    * drive(): no hand-off through the progress thread), then Work's own wait. */
@@ -88,6 +93,7 @@ class InaggWork : public c10d::Work {
   c10::intrusive_ptr<at::ivalue::Future> future_;
   std::function<void(InaggWork*, std::chrono::milliseconds)> drive_;
   std::atomic<bool> driven_{false};
+  std::function<void()> on_claim_;
   std::mutex future_mu_;
   bool future_claimed_ = false;
 #ifdef INAGG_WITH_CUDA

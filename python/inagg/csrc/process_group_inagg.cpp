@@ -294,6 +294,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupInagg::allreduce(std::vector<at::Tens
   op.work->setCudaStage(op.cuda);
 #endif
   op.work->setDriver([this](InaggWork* w, std::chrono::milliseconds t) { drive(w, t); });
+  op.work->setOnClaim([this] { wakeProgress(); });
   c10::intrusive_ptr<c10d::Work> result = op.work;
   {
     std::lock_guard<std::mutex> lk(mu_);

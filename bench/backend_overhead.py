@@ -15,8 +15,9 @@ rank that came first waited for the other). The same ranks then run N more timed
 `inagg bench latency` times them, each after an untimed one that lines the ranks up
 ("lined up"). Then the same two loops on a Gloo group of 2 ranks (unless --no-gloo): what
 torch.distributed itself costs a call on this machine. Prints the p50s per repeat, their
-medians, and ratio = backend back-to-back p50 / C p50 (and lined_up_ratio, ratio_to_gloo). Exit 1 when a result was wrong, an all_reduce did not go
-through the switch (the backend's counter), or a run failed.
+medians, and ratio = backend back-to-back p50 / C p50 (and lined_up_ratio, ratio_to_gloo). Exit
+1 when a result was wrong, an all_reduce did not go through the switch (the backend's counter),
+or a run failed.
 """
 import argparse
 import json

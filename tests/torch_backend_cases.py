@@ -212,8 +212,8 @@ def _claimed_sync_future(rank, world):
     for _ in range(5):
         t.fill_(1.0)
         t0 = time.monotonic()
-        _, work = torch.ops.c10d.allreduce_([t], g.boxed(), dist.ReduceOp(dist.ReduceOp.SUM).boxed(),
-                                            None, False, -1)
+        op = dist.ReduceOp(dist.ReduceOp.SUM).boxed()
+        _, work = torch.ops.c10d.allreduce_([t], g.boxed(), op, None, False, -1)
         dist.Work.unbox(work).get_future().wait()
         worst = max(worst, time.monotonic() - t0)
         assert t[0].item() == world, t
